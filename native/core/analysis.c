@@ -1,0 +1,176 @@
+/*
+ * analysis.c - per-function statistics and slice durations computed by
+ * replaying a trace (see analysis.h).
+ */
+#include "analysis.h"
+
+#include "format.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int is_enter(int kind) { return kind == SW_OP_CALL || kind == SW_OP_RESUME || kind == SW_OP_C_CALL; }
+static int is_exit(int kind)
+{
+    return kind == SW_OP_RETURN || kind == SW_OP_YIELD || kind == SW_OP_UNWIND || kind == SW_OP_C_RETURN;
+}
+
+typedef struct open_frame {
+    uint32_t code;
+    int64_t start, child;
+} open_frame;
+
+typedef struct stats_state {
+    uint32_t limit;
+    uint64_t *calls;
+    int64_t *total, *own;
+    uint32_t *active;
+    open_frame *stack;
+    size_t depth, cap;
+    int oom;
+} stats_state;
+
+static int stats_event(void *ud, const sw_event *ev)
+{
+    stats_state *s = ud;
+    if (ev->code >= s->limit && (is_enter(ev->kind) || is_exit(ev->kind)))
+        return 0;  /* an id with no definition: nothing to attribute */
+    if (is_enter(ev->kind)) {
+        if (s->depth == s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 256;
+            open_frame *st = realloc(s->stack, cap * sizeof *st);
+            if (!st) {
+                s->oom = 1;
+                return 1;
+            }
+            s->stack = st;
+            s->cap = cap;
+        }
+        s->stack[s->depth++] = (open_frame){ev->code, ev->t_ns, 0};
+        s->active[ev->code]++;
+        if (!ev->synthetic)
+            s->calls[ev->code]++;
+    } else if (is_exit(ev->kind) && s->depth) {
+        open_frame f = s->stack[--s->depth];
+        int64_t dur = ev->t_ns - f.start;
+        if (dur < 0)
+            dur = 0;
+        s->own[f.code] += dur - f.child;
+        if (s->depth)
+            s->stack[s->depth - 1].child += dur;
+        if (--s->active[f.code] == 0)
+            s->total[f.code] += dur;
+    }
+    return 0;
+}
+
+int sw_stats_compute(sw_trace *t, sw_stat_row **rows, size_t *nrows)
+{
+    *rows = NULL;
+    *nrows = 0;
+    stats_state s = {0};
+    s.limit = sw_trace_code_limit(t);
+    size_t n = s.limit ? s.limit : 1;
+    s.calls = calloc(n, sizeof *s.calls);
+    s.total = calloc(n, sizeof *s.total);
+    s.own = calloc(n, sizeof *s.own);
+    s.active = calloc(n, sizeof *s.active);
+    sw_stat_row *out = NULL;
+    size_t nout = 0, cap = 0;
+    int rc = SW_OK;
+    if (!s.calls || !s.total || !s.own || !s.active) {
+        rc = SW_ENOMEM;
+        goto done;
+    }
+    for (size_t th = 0; th < sw_trace_thread_count(t); th++) {
+        memset(s.calls, 0, n * sizeof *s.calls);
+        memset(s.total, 0, n * sizeof *s.total);
+        memset(s.own, 0, n * sizeof *s.own);
+        memset(s.active, 0, n * sizeof *s.active);
+        s.depth = 0;
+        sw_trace_replay(t, th, stats_event, &s);
+        if (s.oom) {
+            rc = SW_ENOMEM;
+            goto done;
+        }
+        for (uint32_t c = 0; c < s.limit; c++) {
+            if (!s.calls[c] && !s.total[c])
+                continue;
+            if (nout == cap) {
+                cap = cap ? cap * 2 : 64;
+                sw_stat_row *o = realloc(out, cap * sizeof *o);
+                if (!o) {
+                    rc = SW_ENOMEM;
+                    goto done;
+                }
+                out = o;
+            }
+            out[nout++] = (sw_stat_row){(uint32_t)th, c, s.calls[c], s.total[c], s.own[c]};
+        }
+    }
+done:
+    free(s.calls);
+    free(s.total);
+    free(s.own);
+    free(s.active);
+    free(s.stack);
+    if (rc) {
+        free(out);
+        return rc;
+    }
+    *rows = out;
+    *nrows = nout;
+    return SW_OK;
+}
+
+typedef struct dur_state {
+    int64_t *dur;
+    size_t n, cap;
+    size_t *open;      /* indexes into dur of the open slices */
+    size_t depth, open_cap;
+    int oom;
+} dur_state;
+
+static int dur_event(void *ud, const sw_event *ev)
+{
+    dur_state *s = ud;
+    if (is_enter(ev->kind)) {
+        if (s->n == s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 1024;
+            int64_t *d = realloc(s->dur, cap * sizeof *d);
+            if (!d)
+                return s->oom = 1;
+            s->dur = d;
+            s->cap = cap;
+        }
+        if (s->depth == s->open_cap) {
+            size_t cap = s->open_cap ? s->open_cap * 2 : 256;
+            size_t *o = realloc(s->open, cap * sizeof *o);
+            if (!o)
+                return s->oom = 1;
+            s->open = o;
+            s->open_cap = cap;
+        }
+        s->dur[s->n] = ev->t_ns;  /* start, until the exit replaces it */
+        s->open[s->depth++] = s->n++;
+    } else if (is_exit(ev->kind) && s->depth) {
+        size_t i = s->open[--s->depth];
+        s->dur[i] = ev->t_ns - s->dur[i];
+    }
+    return 0;
+}
+
+int sw_slice_durations(sw_trace *t, size_t thread, int64_t **dur, size_t *n)
+{
+    dur_state s = {0};
+    int rc = sw_trace_replay(t, thread, dur_event, &s);
+    free(s.open);
+    if (s.oom) {
+        free(s.dur);
+        return SW_ENOMEM;
+    }
+    (void)rc;
+    *dur = s.dur;
+    *n = s.n;
+    return SW_OK;
+}

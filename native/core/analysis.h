@@ -1,0 +1,26 @@
+/*
+ * analysis.h - what is computed from a whole trace in C: per-function
+ * statistics, and the durations of slices (for --min-duration filters).
+ */
+#ifndef SW_ANALYSIS_H
+#define SW_ANALYSIS_H
+
+#include "reader.h"
+
+typedef struct sw_stat_row {
+    uint32_t thread;     /* position in the trace's thread list */
+    uint32_t code;
+    uint64_t calls;      /* entries: calls plus resumptions, like cProfile */
+    int64_t total_ns;    /* inclusive time, recursion counted once */
+    int64_t own_ns;      /* exclusive time */
+} sw_stat_row;
+
+/* Computes one row per (thread, function) that ran. On success *rows is a
+ * malloc'd array the caller frees. Returns 0 or a negative SW_E* code. */
+int sw_stats_compute(sw_trace *t, sw_stat_row **rows, size_t *nrows);
+
+/* Durations of the slices of one thread, in order of their start (one
+ * entry per enter event the replay delivers). Caller frees *dur. */
+int sw_slice_durations(sw_trace *t, size_t thread, int64_t **dur, size_t *n);
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * export.h - converting a trace to other tools' formats, in C.
+ *
+ *  - Chrome Trace Event JSON (chrome://tracing, Perfetto UI, speedscope):
+ *    B/E events per thread, timestamps in microseconds of CLOCK_MONOTONIC.
+ *  - Perfetto protobuf (perfetto_trace.proto): one TrackDescriptor per
+ *    process and thread, TrackEvent slice begin/end packets on one packet
+ *    sequence per thread, names and source locations interned per sequence,
+ *    timestamps in nanoseconds of CLOCK_BOOTTIME (Perfetto's default).
+ *
+ * Both write to a FILE the caller opened. Returns 0, or a negative code with
+ * a message in err.
+ */
+#ifndef SW_EXPORT_H
+#define SW_EXPORT_H
+
+#include "reader.h"
+
+#include <stdio.h>
+
+typedef struct sw_export_opts {
+    int64_t min_duration_ns;  /* slices shorter than this are left out */
+} sw_export_opts;
+
+int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen);
+int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen);
+
+/* Shared by the exporters: walks each thread's slices, leaving out those
+ * shorter than min_duration_ns (and, consistently, their ends). */
+typedef int (*sw_slice_fn)(void *ud, size_t thread, const sw_event *ev);
+int sw_export_walk(sw_trace *t, int64_t min_duration_ns, sw_slice_fn fn, void *ud);
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * export_chrome.c - Chrome Trace Event Format (JSON object form) writer.
+ */
+#include "export.h"
+
+#include "format.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+typedef struct chrome {
+    sw_trace *t;
+    FILE *out;
+    uint64_t pid;
+    int64_t mono0;
+    int first;
+} chrome;
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(out, "\\u%04x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static void sep(chrome *c)
+{
+    fputs(c->first ? "\n" : ",\n", c->out);
+    c->first = 0;
+}
+
+/* Microseconds with nanosecond decimals. */
+static void put_ts(chrome *c, int64_t t_ns)
+{
+    int64_t ns = c->mono0 + t_ns;
+    if (ns < 0)
+        ns = 0;
+    fprintf(c->out, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
+}
+
+static int chrome_event(void *ud, size_t thread, const sw_event *ev)
+{
+    chrome *c = ud;
+    const sw_thread_info *ti = sw_trace_thread(c->t, thread);
+    uint64_t tid = ti->native_tid ? ti->native_tid : ti->index;
+    switch (ev->kind) {
+    case SW_OP_CALL:
+    case SW_OP_RESUME:
+    case SW_OP_C_CALL: {
+        const sw_code_info *ci = sw_trace_code(c->t, ev->code);
+        sep(c);
+        fprintf(c->out, "{\"ph\":\"B\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+        put_ts(c, ev->t_ns);
+        fputs(",\"name\":", c->out);
+        json_str(c->out, ci ? ci->qualname : "?");
+        fprintf(c->out, ",\"cat\":\"%s\"", ev->kind == SW_OP_C_CALL ? "c" : "python");
+        if (ci) {
+            fputs(",\"args\":{\"file\":", c->out);
+            json_str(c->out, ci->filename);
+            fprintf(c->out, ",\"line\":%u%s}", ci->firstlineno,
+                    ev->kind == SW_OP_RESUME ? ",\"resumed\":true" : "");
+        }
+        fputc('}', c->out);
+        break;
+    }
+    case SW_OP_RETURN:
+    case SW_OP_YIELD:
+    case SW_OP_UNWIND:
+    case SW_OP_C_RETURN:
+        sep(c);
+        fprintf(c->out, "{\"ph\":\"E\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+        put_ts(c, ev->t_ns);
+        fputc('}', c->out);
+        break;
+    case SW_EV_DROPPED:
+        sep(c);
+        fprintf(c->out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+        put_ts(c, ev->t_ns);
+        fprintf(c->out, ",\"name\":\"stackwatch: events dropped\",\"args\":{\"count\":%u}}", ev->code);
+        break;
+    default:
+        break;
+    }
+    return ferror(c->out) ? 1 : 0;
+}
+
+int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen)
+{
+    chrome c = {t, out, 0, 0, 1};
+    const sw_meta_entry *e;
+    if ((e = sw_trace_meta_find(t, "pid")))
+        c.pid = e->u;
+    if ((e = sw_trace_meta_find(t, "mono0_ns")))
+        c.mono0 = (int64_t)e->u;
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
+    const char *pname = (e = sw_trace_meta_find(t, "command")) && e->s ? e->s : "python";
+    sep(&c);
+    fprintf(out, "{\"ph\":\"M\",\"pid\":%" PRIu64 ",\"name\":\"process_name\",\"args\":{\"name\":", c.pid);
+    json_str(out, pname);
+    fputs("}}", out);
+    for (size_t i = 0; i < sw_trace_thread_count(t); i++) {
+        const sw_thread_info *ti = sw_trace_thread(t, i);
+        sep(&c);
+        fprintf(out, "{\"ph\":\"M\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"name\":\"thread_name\",\"args\":{\"name\":",
+                c.pid, ti->native_tid ? ti->native_tid : ti->index);
+        json_str(out, ti->name && ti->name[0] ? ti->name : "thread");
+        fputs("}}", out);
+    }
+    int rc = sw_export_walk(t, o ? o->min_duration_ns : 0, chrome_event, &c);
+    fputs("\n]}\n", out);
+    if (rc == SW_ENOMEM) {
+        snprintf(err, errlen, "out of memory");
+        return rc;
+    }
+    if (rc || fflush(out) != 0 || ferror(out)) {
+        snprintf(err, errlen, "write error");
+        return SW_EIO;
+    }
+    return SW_OK;
+}

@@ -1,0 +1,239 @@
+/*
+ * export_perfetto.c - Perfetto protobuf writer. Field numbers are those of
+ * perfetto/protos/perfetto/trace/perfetto_trace.proto; each constant below
+ * names its message and field.
+ */
+#include "export.h"
+
+#include "bytes.h"
+#include "format.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Trace */
+#define F_TRACE_PACKET 1
+/* TracePacket */
+#define F_PKT_TIMESTAMP 8
+#define F_PKT_SEQ_ID 10               /* trusted_packet_sequence_id */
+#define F_PKT_TRACK_EVENT 11
+#define F_PKT_INTERNED_DATA 12
+#define F_PKT_SEQ_FLAGS 13
+#define F_PKT_TRACK_DESCRIPTOR 60
+#define SEQ_INCREMENTAL_STATE_CLEARED 1
+#define SEQ_NEEDS_INCREMENTAL_STATE 2
+/* TrackDescriptor */
+#define F_TD_UUID 1
+#define F_TD_NAME 2
+#define F_TD_PROCESS 3
+#define F_TD_THREAD 4
+#define F_TD_PARENT_UUID 5
+/* ProcessDescriptor */
+#define F_PD_PID 1
+#define F_PD_NAME 6
+/* ThreadDescriptor */
+#define F_THD_PID 1
+#define F_THD_TID 2
+#define F_THD_NAME 5
+/* TrackEvent */
+#define F_TE_CATEGORIES 22
+#define F_TE_TYPE 9
+#define F_TE_NAME_IID 10
+#define F_TE_TRACK_UUID 11
+#define F_TE_NAME 23
+#define F_TE_SOURCE_LOCATION_IID 34
+#define TE_SLICE_BEGIN 1
+#define TE_SLICE_END 2
+#define TE_INSTANT 3
+/* InternedData */
+#define F_ID_EVENT_NAMES 2
+#define F_ID_SOURCE_LOCATIONS 4
+/* EventName / SourceLocation */
+#define F_EN_IID 1
+#define F_EN_NAME 2
+#define F_SL_IID 1
+#define F_SL_FILE 2
+#define F_SL_FUNCTION 3
+#define F_SL_LINE 4
+
+static void pb_varint(sw_bytes *b, unsigned field, uint64_t v)
+{
+    sw_bytes_varint(b, (uint64_t)field << 3);
+    sw_bytes_varint(b, v);
+}
+
+static void pb_bytes(sw_bytes *b, unsigned field, const void *p, size_t n)
+{
+    sw_bytes_varint(b, ((uint64_t)field << 3) | 2);
+    sw_bytes_varint(b, n);
+    sw_bytes_put(b, p, n);
+}
+
+static void pb_str(sw_bytes *b, unsigned field, const char *s)
+{
+    pb_bytes(b, field, s ? s : "", s ? strlen(s) : 0);
+}
+
+typedef struct perfetto {
+    sw_trace *t;
+    FILE *out;
+    uint64_t pid, process_uuid;
+    int64_t boot0;
+    sw_bytes pkt, ev, interned, tmp;
+    uint8_t *seen;           /* per code id: interned on the current sequence */
+    uint32_t limit;
+    size_t cur_thread;
+    int first_on_seq;
+    int failed;
+} perfetto;
+
+static uint64_t thread_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + thread; }
+
+static void emit_packet(perfetto *p)
+{
+    uint8_t hdr[2 * 10];
+    sw_bytes h = {hdr, 0, sizeof hdr, 0};
+    sw_bytes_varint(&h, ((uint64_t)F_TRACE_PACKET << 3) | 2);
+    sw_bytes_varint(&h, p->pkt.len);
+    if (fwrite(hdr, 1, h.len, p->out) != h.len || fwrite(p->pkt.data, 1, p->pkt.len, p->out) != p->pkt.len)
+        p->failed = 1;
+    p->pkt.len = 0;
+}
+
+static void intern_code(perfetto *p, uint32_t code)
+{
+    const sw_code_info *ci = sw_trace_code(p->t, code);
+    p->tmp.len = 0;
+    pb_varint(&p->tmp, F_EN_IID, (uint64_t)code + 1);
+    pb_str(&p->tmp, F_EN_NAME, ci ? ci->qualname : "?");
+    pb_bytes(&p->interned, F_ID_EVENT_NAMES, p->tmp.data, p->tmp.len);
+    p->tmp.len = 0;
+    pb_varint(&p->tmp, F_SL_IID, (uint64_t)code + 1);
+    pb_str(&p->tmp, F_SL_FILE, ci ? ci->filename : "?");
+    pb_str(&p->tmp, F_SL_FUNCTION, ci ? ci->qualname : "?");
+    pb_varint(&p->tmp, F_SL_LINE, ci ? ci->firstlineno : 0);
+    pb_bytes(&p->interned, F_ID_SOURCE_LOCATIONS, p->tmp.data, p->tmp.len);
+}
+
+static void begin_thread(perfetto *p, size_t thread)
+{
+    p->cur_thread = thread;
+    p->first_on_seq = 1;
+    memset(p->seen, 0, p->limit ? p->limit : 1);
+}
+
+static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
+{
+    perfetto *p = ud;
+    if (thread != p->cur_thread || p->first_on_seq == -1)
+        begin_thread(p, thread);
+    p->ev.len = 0;
+    p->interned.len = 0;
+    uint64_t uuid = thread_uuid(p, thread);
+    switch (ev->kind) {
+    case SW_OP_CALL:
+    case SW_OP_RESUME:
+    case SW_OP_C_CALL:
+        pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_BEGIN);
+        pb_varint(&p->ev, F_TE_TRACK_UUID, uuid);
+        if (ev->code < p->limit) {
+            if (!p->seen[ev->code]) {
+                intern_code(p, ev->code);
+                p->seen[ev->code] = 1;
+            }
+            pb_varint(&p->ev, F_TE_NAME_IID, (uint64_t)ev->code + 1);
+            pb_varint(&p->ev, F_TE_SOURCE_LOCATION_IID, (uint64_t)ev->code + 1);
+        } else {
+            pb_str(&p->ev, F_TE_NAME, "?");
+        }
+        pb_str(&p->ev, F_TE_CATEGORIES, ev->kind == SW_OP_C_CALL ? "c" : "python");
+        break;
+    case SW_OP_RETURN:
+    case SW_OP_YIELD:
+    case SW_OP_UNWIND:
+    case SW_OP_C_RETURN:
+        pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_END);
+        pb_varint(&p->ev, F_TE_TRACK_UUID, uuid);
+        break;
+    case SW_EV_DROPPED:
+        pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
+        pb_varint(&p->ev, F_TE_TRACK_UUID, uuid);
+        pb_str(&p->ev, F_TE_NAME, "stackwatch: events dropped");
+        break;
+    default:
+        return 0;
+    }
+    int64_t ts = p->boot0 + ev->t_ns;
+    pb_varint(&p->pkt, F_PKT_TIMESTAMP, (uint64_t)(ts < 0 ? 0 : ts));
+    pb_varint(&p->pkt, F_PKT_SEQ_ID, (uint64_t)thread + 1);
+    pb_varint(&p->pkt, F_PKT_SEQ_FLAGS,
+              p->first_on_seq ? SEQ_INCREMENTAL_STATE_CLEARED : SEQ_NEEDS_INCREMENTAL_STATE);
+    p->first_on_seq = 0;
+    if (p->interned.len)
+        pb_bytes(&p->pkt, F_PKT_INTERNED_DATA, p->interned.data, p->interned.len);
+    pb_bytes(&p->pkt, F_PKT_TRACK_EVENT, p->ev.data, p->ev.len);
+    emit_packet(p);
+    return p->failed || p->pkt.failed || p->ev.failed ? 1 : 0;
+}
+
+int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen)
+{
+    perfetto p;
+    memset(&p, 0, sizeof p);
+    p.t = t;
+    p.out = out;
+    const sw_meta_entry *e;
+    if ((e = sw_trace_meta_find(t, "pid")))
+        p.pid = e->u;
+    if ((e = sw_trace_meta_find(t, "boot0_ns")))
+        p.boot0 = (int64_t)e->u;
+    p.process_uuid = (p.pid << 20) ^ 0x5357000000000000ull;
+    p.limit = sw_trace_code_limit(t);
+    p.seen = calloc(p.limit ? p.limit : 1, 1);
+    if (!p.seen) {
+        snprintf(err, errlen, "out of memory");
+        return SW_ENOMEM;
+    }
+    /* The process track. */
+    sw_bytes d = {0}, pd = {0};
+    pb_varint(&pd, F_PD_PID, p.pid);
+    e = sw_trace_meta_find(t, "command");
+    pb_str(&pd, F_PD_NAME, e && e->s ? e->s : "python");
+    pb_varint(&d, F_TD_UUID, p.process_uuid);
+    pb_bytes(&d, F_TD_PROCESS, pd.data, pd.len);
+    pb_bytes(&p.pkt, F_PKT_TRACK_DESCRIPTOR, d.data, d.len);
+    emit_packet(&p);
+    /* One track per thread. */
+    for (size_t i = 0; i < sw_trace_thread_count(t); i++) {
+        const sw_thread_info *ti = sw_trace_thread(t, i);
+        d.len = pd.len = 0;
+        pb_varint(&pd, F_THD_PID, p.pid);
+        pb_varint(&pd, F_THD_TID, ti->native_tid ? ti->native_tid : ti->index);
+        pb_str(&pd, F_THD_NAME, ti->name && ti->name[0] ? ti->name : "thread");
+        pb_varint(&d, F_TD_UUID, thread_uuid(&p, i));
+        pb_varint(&d, F_TD_PARENT_UUID, p.process_uuid);
+        pb_bytes(&d, F_TD_THREAD, pd.data, pd.len);
+        pb_bytes(&p.pkt, F_PKT_TRACK_DESCRIPTOR, d.data, d.len);
+        emit_packet(&p);
+    }
+    int dfailed = d.failed || pd.failed;
+    sw_bytes_free(&d);
+    sw_bytes_free(&pd);
+    p.first_on_seq = -1;
+    int rc = dfailed ? SW_ENOMEM : sw_export_walk(t, o ? o->min_duration_ns : 0, perfetto_event, &p);
+    int oom = p.pkt.failed || p.ev.failed || p.interned.failed || p.tmp.failed;
+    sw_bytes_free(&p.pkt);
+    sw_bytes_free(&p.ev);
+    sw_bytes_free(&p.interned);
+    sw_bytes_free(&p.tmp);
+    free(p.seen);
+    if (rc == SW_ENOMEM || oom) {
+        snprintf(err, errlen, "out of memory");
+        return SW_ENOMEM;
+    }
+    if (rc || p.failed || fflush(out) != 0 || ferror(out)) {
+        snprintf(err, errlen, "write error");
+        return SW_EIO;
+    }
+    return SW_OK;
+}

@@ -1,0 +1,57 @@
+/*
+ * format.h - constants of the stackwatch trace file format, version 1.
+ * docs/format.md is the specification; every constant here is described
+ * there too, with its encoding. Integers are little-endian; "varint" is
+ * unsigned LEB128 (varint.h); "str" is a varint byte length then UTF-8.
+ *
+ * File   = header (16 bytes) chunk*
+ * header = magic[8] u16 major u16 minor u32 flags(0)
+ * chunk  = u8 type, u8 flags(0), u16 reserved(0), u32 payload_len,
+ *          u32 crc32(payload), payload[payload_len]
+ */
+#ifndef SW_FORMAT_H
+#define SW_FORMAT_H
+
+#define SW_MAGIC            "\x89SWT\r\n\x1a\n"
+#define SW_MAGIC_LEN        8
+#define SW_FILE_HEADER_LEN  16
+#define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
+#define SW_FORMAT_MINOR     0   /* readers accept any minor of their major */
+#define SW_CHUNK_HEADER_LEN 12
+#define SW_CHUNK_MAX        (64u << 20)  /* no chunk payload is larger */
+
+/* Chunk types. A reader skips (intact) chunks of types it does not know. */
+#define SW_CHUNK_META    1  /* key/value pairs describing the trace (first chunk) */
+#define SW_CHUNK_CODE    2  /* code (function) definitions */
+#define SW_CHUNK_THREAD  3  /* thread definitions; a later one renames */
+#define SW_CHUNK_EVENTS  4  /* one thread's events */
+#define SW_CHUNK_END     5  /* key/value totals written when tracing stops */
+
+/* META / END value types: entry = str key, u8 type, value. */
+#define SW_VAL_UINT   0  /* varint */
+#define SW_VAL_SINT   1  /* zigzag varint */
+#define SW_VAL_BYTES  2  /* str */
+#define SW_VAL_F64    3  /* 8 bytes, IEEE 754 binary64 */
+
+/* CODE entry: varint id, u8 kind, str name, str qualname, str filename,
+ * varint firstlineno. */
+#define SW_CODE_PYTHON 0  /* a Python code object */
+#define SW_CODE_C      1  /* a builtin or extension function */
+
+/* Event operations: the low 3 bits of an event's first varint; the rest of
+ * that varint is the time since the thread's previous event (or since the
+ * chunk's t_start), in units of 2^time_shift clock ticks. */
+#define SW_OP_CALL      0  /* + varint code: a Python frame starts */
+#define SW_OP_RETURN    1  /* the innermost frame returns a value */
+#define SW_OP_RESUME    2  /* + varint code: a generator/coroutine resumes */
+#define SW_OP_YIELD     3  /* the innermost frame suspends (yield/await) */
+#define SW_OP_UNWIND    4  /* the innermost frame exits with an exception */
+#define SW_OP_C_CALL    5  /* + varint code (kind SW_CODE_C): a C call */
+#define SW_OP_C_RETURN  6  /* the innermost C call returns (or raises) */
+#define SW_OP_EXT       7  /* + varint kind, varint len, len bytes */
+#define SW_OP_BITS      3
+
+/* Extended event kinds (payload length lets a reader skip unknown kinds). */
+#define SW_EXT_DROPPED  1  /* payload: varint n events lost at this point */
+
+#endif

@@ -1,0 +1,744 @@
+/*
+ * reader.c - bounded parsing of trace files (see reader.h, docs/format.md).
+ * Every read is checked against the end of its chunk; nothing in the input
+ * can make the reader read outside the loaded buffer.
+ */
+#define _GNU_SOURCE
+#include "reader.h"
+
+#include "crc32.h"
+#include "format.h"
+#include "varint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct chunk_ref {
+    size_t off;              /* payload offset in the buffer */
+    size_t len;
+    uint64_t seq;
+} chunk_ref;
+
+typedef struct thread_rec {
+    sw_thread_info info;
+    char *name;
+    chunk_ref *chunks;
+    size_t nchunks, cap;
+} thread_rec;
+
+struct sw_trace {
+    uint8_t *buf;
+    size_t len;
+    char damage[256];
+    int complete;
+    sw_meta_entry *meta;
+    size_t nmeta, meta_cap;
+    size_t nmeta_header;     /* entries before this index come from META */
+    thread_rec *threads;
+    size_t nthreads, threads_cap;
+    sw_code_info **codes;    /* indexed by id */
+    uint32_t code_limit;
+    unsigned shift;
+    uint64_t tick0;
+    double ns_per_tick;
+    int64_t end_ns;
+};
+
+static void set_damage(sw_trace *t, const char *fmt, size_t off, const char *what)
+{
+    if (t->damage[0])
+        return;
+    snprintf(t->damage, sizeof t->damage, fmt, what, off);
+}
+
+typedef struct cursor {
+    const uint8_t *p, *end;
+} cursor;
+
+static int get_u(cursor *c, uint64_t *v) { return sw_get_varint(&c->p, c->end, v); }
+
+static int get_u8(cursor *c, uint8_t *v)
+{
+    if (c->p >= c->end)
+        return SW_ETRUNC;
+    *v = *c->p++;
+    return SW_OK;
+}
+
+/* Reads a str into a fresh NUL-terminated copy. */
+static int get_str(cursor *c, char **out, size_t *outlen)
+{
+    uint64_t n;
+    int rc = get_u(c, &n);
+    if (rc)
+        return rc;
+    if (n > (uint64_t)(c->end - c->p))
+        return SW_ETRUNC;
+    char *s = malloc((size_t)n + 1);
+    if (!s)
+        return SW_ENOMEM;
+    memcpy(s, c->p, (size_t)n);
+    s[n] = 0;
+    c->p += n;
+    *out = s;
+    if (outlen)
+        *outlen = (size_t)n;
+    return SW_OK;
+}
+
+static int parse_kv(sw_trace *t, cursor *c)
+{
+    while (c->p < c->end) {
+        sw_meta_entry e;
+        memset(&e, 0, sizeof e);
+        char *key = NULL;
+        uint8_t type;
+        int rc = get_str(c, &key, NULL);
+        if (rc)
+            return rc;
+        if ((rc = get_u8(c, &type))) {
+            free(key);
+            return rc;
+        }
+        e.key = key;
+        e.type = type;
+        switch (type) {
+        case SW_VAL_UINT:
+            rc = get_u(c, &e.u);
+            e.i = (int64_t)e.u;
+            e.f = (double)e.u;
+            break;
+        case SW_VAL_SINT:
+            rc = get_u(c, &e.u);
+            e.i = sw_unzigzag(e.u);
+            e.f = (double)e.i;
+            break;
+        case SW_VAL_BYTES: {
+            char *s = NULL;
+            rc = get_str(c, &s, &e.slen);
+            e.s = s;
+            break;
+        }
+        case SW_VAL_F64: {
+            if (c->end - c->p < 8) {
+                rc = SW_ETRUNC;
+                break;
+            }
+            uint64_t u = 0;
+            for (int k = 0; k < 8; k++)
+                u |= (uint64_t)c->p[k] << (8 * k);
+            memcpy(&e.f, &u, 8);
+            c->p += 8;
+            break;
+        }
+        default:
+            rc = SW_EFORMAT;
+        }
+        if (rc) {
+            free(key);
+            return rc;
+        }
+        if (t->nmeta == t->meta_cap) {
+            size_t cap = t->meta_cap ? t->meta_cap * 2 : 32;
+            sw_meta_entry *m = realloc(t->meta, cap * sizeof *m);
+            if (!m) {
+                free(key);
+                free((char *)e.s);
+                return SW_ENOMEM;
+            }
+            t->meta = m;
+            t->meta_cap = cap;
+        }
+        t->meta[t->nmeta++] = e;
+    }
+    return SW_OK;
+}
+
+static thread_rec *thread_get(sw_trace *t, uint64_t index)
+{
+    for (size_t i = 0; i < t->nthreads; i++)
+        if (t->threads[i].info.index == index)
+            return &t->threads[i];
+    if (index > UINT32_MAX)
+        return NULL;
+    if (t->nthreads == t->threads_cap) {
+        size_t cap = t->threads_cap ? t->threads_cap * 2 : 8;
+        thread_rec *r = realloc(t->threads, cap * sizeof *r);
+        if (!r)
+            return NULL;
+        t->threads = r;
+        t->threads_cap = cap;
+    }
+    thread_rec *r = &t->threads[t->nthreads++];
+    memset(r, 0, sizeof *r);
+    r->info.index = (uint32_t)index;
+    r->info.name = "";
+    return r;
+}
+
+static int parse_threads(sw_trace *t, cursor *c)
+{
+    while (c->p < c->end) {
+        uint64_t index, tid, ident;
+        char *name = NULL;
+        int rc;
+        if ((rc = get_u(c, &index)) || (rc = get_u(c, &tid)) || (rc = get_u(c, &ident)) ||
+            (rc = get_str(c, &name, NULL)))
+            return rc;
+        thread_rec *r = thread_get(t, index);
+        if (!r) {
+            free(name);
+            return SW_ENOMEM;
+        }
+        if (tid)
+            r->info.native_tid = tid;
+        if (ident)
+            r->info.ident = ident;
+        if (name[0] || !r->name) {
+            free(r->name);
+            r->name = name;
+            r->info.name = name;
+        } else {
+            free(name);
+        }
+    }
+    return SW_OK;
+}
+
+static void free_code(sw_code_info *ci)
+{
+    if (!ci)
+        return;
+    free((char *)ci->name);
+    free((char *)ci->qualname);
+    free((char *)ci->filename);
+    free(ci);
+}
+
+static int parse_codes(sw_trace *t, cursor *c)
+{
+    while (c->p < c->end) {
+        uint64_t id, line;
+        uint8_t kind;
+        char *name = NULL, *qual = NULL, *file = NULL;
+        int rc;
+        if ((rc = get_u(c, &id)) || (rc = get_u8(c, &kind)) || (rc = get_str(c, &name, NULL)) ||
+            (rc = get_str(c, &qual, NULL)) || (rc = get_str(c, &file, NULL)) ||
+            (rc = get_u(c, &line))) {
+            free(name);
+            free(qual);
+            free(file);
+            return rc;
+        }
+        if (id >= (1u << 28)) {  /* ids are dense from 0; this bounds the table */
+            free(name);
+            free(qual);
+            free(file);
+            return SW_EFORMAT;
+        }
+        if (id >= t->code_limit) {
+            uint32_t lim = t->code_limit ? t->code_limit : 64;
+            while (lim <= id)
+                lim *= 2;
+            sw_code_info **cs = realloc(t->codes, (size_t)lim * sizeof *cs);
+            if (!cs) {
+                free(name);
+                free(qual);
+                free(file);
+                return SW_ENOMEM;
+            }
+            memset(cs + t->code_limit, 0, (size_t)(lim - t->code_limit) * sizeof *cs);
+            t->codes = cs;
+            t->code_limit = lim;
+        }
+        sw_code_info *ci = calloc(1, sizeof *ci);
+        if (!ci) {
+            free(name);
+            free(qual);
+            free(file);
+            return SW_ENOMEM;
+        }
+        ci->id = (uint32_t)id;
+        ci->kind = kind;
+        ci->name = name;
+        ci->qualname = qual;
+        ci->filename = file;
+        ci->firstlineno = line > UINT32_MAX ? UINT32_MAX : (uint32_t)line;
+        free_code(t->codes[id]);
+        t->codes[id] = ci;
+    }
+    return SW_OK;
+}
+
+/* The fixed part of an EVENTS payload. */
+typedef struct events_head {
+    uint64_t index, seq, t0, dropped, depth;
+    const uint8_t *prefix;   /* depth varints */
+    uint64_t n;
+    const uint8_t *body;
+} events_head;
+
+static int parse_events_head(cursor *c, events_head *h)
+{
+    int rc;
+    if ((rc = get_u(c, &h->index)) || (rc = get_u(c, &h->seq)) || (rc = get_u(c, &h->t0)) ||
+        (rc = get_u(c, &h->dropped)) || (rc = get_u(c, &h->depth)))
+        return rc;
+    if (h->depth > (uint64_t)(c->end - c->p))
+        return SW_ETRUNC;
+    h->prefix = c->p;
+    for (uint64_t k = 0; k < h->depth; k++) {
+        uint64_t id;
+        if ((rc = get_u(c, &id)))
+            return rc;
+    }
+    if ((rc = get_u(c, &h->n)))
+        return rc;
+    h->body = c->p;
+    return SW_OK;
+}
+
+static int add_events_chunk(sw_trace *t, size_t off, size_t len)
+{
+    cursor c = {t->buf + off, t->buf + off + len};
+    events_head h;
+    int rc = parse_events_head(&c, &h);
+    if (rc)
+        return rc;
+    thread_rec *r = thread_get(t, h.index);
+    if (!r)
+        return SW_ENOMEM;
+    if (r->nchunks == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 16;
+        chunk_ref *cs = realloc(r->chunks, cap * sizeof *cs);
+        if (!cs)
+            return SW_ENOMEM;
+        r->chunks = cs;
+        r->cap = cap;
+    }
+    r->chunks[r->nchunks++] = (chunk_ref){off, len, h.seq};
+    r->info.chunks++;
+    r->info.events += h.n;
+    r->info.dropped += h.dropped;
+    return SW_OK;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static const char *chunk_name(int type)
+{
+    switch (type) {
+    case SW_CHUNK_META: return "META";
+    case SW_CHUNK_CODE: return "CODE";
+    case SW_CHUNK_THREAD: return "THREAD";
+    case SW_CHUNK_EVENTS: return "EVENTS";
+    case SW_CHUNK_END: return "END";
+    default: return "unknown";
+    }
+}
+
+static int cmp_chunk(const void *a, const void *b)
+{
+    const chunk_ref *x = a, *y = b;
+    if (x->seq != y->seq)
+        return x->seq < y->seq ? -1 : 1;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int load(sw_trace *t, char *err, size_t errlen)
+{
+    if (t->len < SW_FILE_HEADER_LEN || memcmp(t->buf, SW_MAGIC, SW_MAGIC_LEN) != 0) {
+        snprintf(err, errlen, "not a stackwatch trace (bad magic number)");
+        return SW_EFORMAT;
+    }
+    unsigned major = t->buf[8] | (unsigned)t->buf[9] << 8;
+    if (major != SW_FORMAT_MAJOR) {
+        snprintf(err, errlen, "trace format version %u is not supported (this reader reads version %d)",
+                 major, SW_FORMAT_MAJOR);
+        return SW_EVERSION;
+    }
+    size_t off = SW_FILE_HEADER_LEN;
+    int saw_meta = 0;
+    while (off < t->len) {
+        if (t->len - off < SW_CHUNK_HEADER_LEN) {
+            set_damage(t, "%s: the file ends inside a chunk header at offset %zu", off, "truncated");
+            break;
+        }
+        const uint8_t *h = t->buf + off;
+        int type = h[0];
+        size_t plen = rd32(h + 4);
+        uint32_t crc = rd32(h + 8);
+        size_t poff = off + SW_CHUNK_HEADER_LEN;
+        if (plen > SW_CHUNK_MAX || plen > t->len - poff) {
+            set_damage(t, "%s: a chunk at offset %zu is longer than the rest of the file", off, "truncated");
+            break;
+        }
+        if (sw_crc32(0, t->buf + poff, plen) != crc) {
+            set_damage(t, "%s: checksum mismatch in the chunk at offset %zu", off, "corrupted");
+            break;
+        }
+        cursor c = {t->buf + poff, t->buf + poff + plen};
+        int rc = SW_OK;
+        switch (type) {
+        case SW_CHUNK_META:
+            saw_meta = 1;
+            rc = parse_kv(t, &c);
+            t->nmeta_header = t->nmeta;
+            break;
+        case SW_CHUNK_CODE: rc = parse_codes(t, &c); break;
+        case SW_CHUNK_THREAD: rc = parse_threads(t, &c); break;
+        case SW_CHUNK_EVENTS: rc = add_events_chunk(t, poff, plen); break;
+        case SW_CHUNK_END:
+            rc = parse_kv(t, &c);
+            t->complete = 1;
+            break;
+        default:
+            break;  /* a newer minor version's chunk: skip it */
+        }
+        if (rc == SW_ENOMEM) {
+            snprintf(err, errlen, "out of memory while reading the trace");
+            return rc;
+        }
+        if (rc) {
+            char what[64];
+            snprintf(what, sizeof what, "malformed %s chunk", chunk_name(type));
+            set_damage(t, "%s at offset %zu", off, what);
+            break;
+        }
+        off = poff + plen;
+    }
+    if (!saw_meta) {
+        snprintf(err, errlen, "not a readable stackwatch trace (no intact header chunk)%s%s",
+                 t->damage[0] ? ": " : "", t->damage);
+        return SW_EFORMAT;
+    }
+    const sw_meta_entry *e;
+    t->ns_per_tick = 1.0;
+    if ((e = sw_trace_meta_find(t, "time_shift")))
+        t->shift = e->u > 30 ? 30 : (unsigned)e->u;
+    if ((e = sw_trace_meta_find(t, "tick0")))
+        t->tick0 = e->u;
+    /* A refined rate from END wins over the first estimate in META. */
+    e = sw_trace_meta_find(t, "clock_hz_refined");
+    if (!e)
+        e = sw_trace_meta_find(t, "clock_hz");
+    if (e && e->f > 1e3)
+        t->ns_per_tick = 1e9 / e->f;
+    t->end_ns = -1;
+    if ((e = sw_trace_meta_find(t, "end_ticks")))
+        t->end_ns = sw_trace_units_to_ns(t, e->u >> t->shift);
+    for (size_t i = 0; i < t->nthreads; i++) {
+        thread_rec *r = &t->threads[i];
+        qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_chunk);
+        char key[48];
+        snprintf(key, sizeof key, "dropped.%u", r->info.index);
+        if ((e = sw_trace_meta_find(t, key)))
+            r->info.dropped += e->u;
+    }
+    return SW_OK;
+}
+
+int sw_trace_open_mem(const uint8_t *data, size_t len, sw_trace **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    sw_trace *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return SW_ENOMEM;
+    }
+    t->buf = malloc(len ? len : 1);
+    if (!t->buf) {
+        free(t);
+        snprintf(err, errlen, "out of memory");
+        return SW_ENOMEM;
+    }
+    if (len)
+        memcpy(t->buf, data, len);
+    t->len = len;
+    int rc = load(t, err, errlen);
+    if (rc) {
+        sw_trace_free(t);
+        return rc;
+    }
+    *out = t;
+    return SW_OK;
+}
+
+int sw_trace_open_file(const char *path, sw_trace **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return SW_EIO;
+    }
+    size_t cap = 1 << 16, len = 0;
+    uint8_t *buf = malloc(cap);
+    while (buf) {
+        size_t k = fread(buf + len, 1, cap - len, f);
+        len += k;
+        if (len < cap) {
+            if (ferror(f)) {
+                snprintf(err, errlen, "cannot read: %s", strerror(errno));
+                free(buf);
+                fclose(f);
+                return SW_EIO;
+            }
+            break;
+        }
+        uint8_t *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory while reading the file");
+        return SW_ENOMEM;
+    }
+    sw_trace *t = calloc(1, sizeof *t);
+    if (!t) {
+        free(buf);
+        snprintf(err, errlen, "out of memory");
+        return SW_ENOMEM;
+    }
+    t->buf = buf;
+    t->len = len;
+    int rc = load(t, err, errlen);
+    if (rc) {
+        sw_trace_free(t);
+        return rc;
+    }
+    *out = t;
+    return SW_OK;
+}
+
+void sw_trace_free(sw_trace *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->nmeta; i++) {
+        free((char *)t->meta[i].key);
+        free((char *)t->meta[i].s);
+    }
+    free(t->meta);
+    for (size_t i = 0; i < t->nthreads; i++) {
+        free(t->threads[i].name);
+        free(t->threads[i].chunks);
+    }
+    free(t->threads);
+    for (uint32_t i = 0; i < t->code_limit; i++)
+        free_code(t->codes[i]);
+    free(t->codes);
+    free(t->buf);
+    free(t);
+}
+
+const char *sw_trace_damage(const sw_trace *t) { return t->damage; }
+int sw_trace_complete(const sw_trace *t) { return t->complete; }
+size_t sw_trace_meta_count(const sw_trace *t) { return t->nmeta; }
+const sw_meta_entry *sw_trace_meta(const sw_trace *t, size_t i) { return i < t->nmeta ? &t->meta[i] : NULL; }
+
+const sw_meta_entry *sw_trace_meta_find(const sw_trace *t, const char *key)
+{
+    /* Later entries win (an END value updates a META one). */
+    for (size_t i = t->nmeta; i-- > 0;)
+        if (strcmp(t->meta[i].key, key) == 0)
+            return &t->meta[i];
+    return NULL;
+}
+
+size_t sw_trace_thread_count(const sw_trace *t) { return t->nthreads; }
+const sw_thread_info *sw_trace_thread(const sw_trace *t, size_t i) { return i < t->nthreads ? &t->threads[i].info : NULL; }
+uint32_t sw_trace_code_limit(const sw_trace *t) { return t->code_limit; }
+const sw_code_info *sw_trace_code(const sw_trace *t, uint32_t id) { return id < t->code_limit ? t->codes[id] : NULL; }
+
+int64_t sw_trace_units_to_ns(const sw_trace *t, uint64_t units)
+{
+    uint64_t ticks = units << t->shift;
+    double d = (double)(int64_t)(ticks - t->tick0) * t->ns_per_tick;
+    return (int64_t)d;
+}
+
+int64_t sw_trace_end_ns(const sw_trace *t) { return t->end_ns; }
+
+/* Replay state: the open frames as the reader sees them. */
+typedef struct replay {
+    uint32_t *stack;
+    uint32_t depth, cap;
+    int64_t last_ns;
+    sw_event_fn fn;
+    void *ud;
+} replay;
+
+static int push(replay *r, uint32_t code)
+{
+    if (r->depth == r->cap) {
+        uint32_t cap = r->cap ? r->cap * 2 : 256;
+        uint32_t *s = realloc(r->stack, (size_t)cap * sizeof *s);
+        if (!s)
+            return SW_ENOMEM;
+        r->stack = s;
+        r->cap = cap;
+    }
+    r->stack[r->depth++] = code;
+    return SW_OK;
+}
+
+static int emit(replay *r, int kind, uint32_t code, uint32_t depth, int synthetic)
+{
+    sw_event ev = {r->last_ns, code, depth, (uint8_t)kind, (uint8_t)synthetic};
+    return r->fn(r->ud, &ev);
+}
+
+/* Closes open frames down to depth `keep`, as synthetic returns. */
+static int close_to(replay *r, uint32_t keep)
+{
+    while (r->depth > keep) {
+        r->depth--;
+        uint32_t code = r->stack[r->depth];
+        int rc = emit(r, SW_OP_RETURN, code, r->depth, 1);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
+{
+    cursor c = {t->buf + ch->off, t->buf + ch->off + ch->len};
+    events_head h;
+    int rc = parse_events_head(&c, &h);
+    if (rc)
+        return rc;
+    uint64_t now = h.t0;
+    int64_t t0_ns = sw_trace_units_to_ns(t, h.t0);
+    /* Reconcile the open frames with the chunk's prefix: after a gap
+     * nothing is known of what happened between, so close everything and
+     * reopen the prefix; without a gap they must already agree. */
+    int agree = !gap && h.depth == r->depth;
+    cursor pc = {h.prefix, h.body};
+    for (uint64_t k = 0; agree && k < h.depth; k++) {
+        uint64_t id;
+        if (get_u(&pc, &id))
+            return SW_EFORMAT;
+        agree = id == r->stack[k];
+    }
+    if (!agree) {
+        if ((rc = close_to(r, 0)))
+            return rc;
+        if (t0_ns > r->last_ns)
+            r->last_ns = t0_ns;
+        if (h.dropped || gap) {
+            if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(h.dropped > UINT32_MAX ? UINT32_MAX : h.dropped), 0, 1)))
+                return rc;
+        }
+        pc.p = h.prefix;
+        for (uint64_t k = 0; k < h.depth; k++) {
+            uint64_t id;
+            if (get_u(&pc, &id) || id > UINT32_MAX)
+                return SW_EFORMAT;
+            if (push(r, (uint32_t)id))
+                return SW_ENOMEM;
+            if ((rc = emit(r, SW_OP_CALL, (uint32_t)id, r->depth - 1, 1)))
+                return rc;
+        }
+    } else if (h.dropped) {
+        if (t0_ns > r->last_ns)
+            r->last_ns = t0_ns;
+        if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(h.dropped > UINT32_MAX ? UINT32_MAX : h.dropped), r->depth, 1)))
+            return rc;
+    }
+    c.p = h.body;
+    for (uint64_t k = 0; k < h.n; k++) {
+        uint64_t x;
+        if (get_u(&c, &x))
+            return SW_EFORMAT;
+        unsigned op = (unsigned)(x & ((1u << SW_OP_BITS) - 1));
+        now += x >> SW_OP_BITS;
+        int64_t ns = sw_trace_units_to_ns(t, now);
+        if (ns > r->last_ns)
+            r->last_ns = ns;
+        switch (op) {
+        case SW_OP_CALL:
+        case SW_OP_RESUME:
+        case SW_OP_C_CALL: {
+            uint64_t id;
+            if (get_u(&c, &id) || id > UINT32_MAX)
+                return SW_EFORMAT;
+            if (push(r, (uint32_t)id))
+                return SW_ENOMEM;
+            if ((rc = emit(r, (int)op, (uint32_t)id, r->depth - 1, 0)))
+                return rc;
+            break;
+        }
+        case SW_OP_RETURN:
+        case SW_OP_YIELD:
+        case SW_OP_UNWIND:
+        case SW_OP_C_RETURN:
+            if (r->depth == 0)
+                break;  /* cannot happen in a well-formed stream: ignore */
+            r->depth--;
+            if ((rc = emit(r, (int)op, r->stack[r->depth], r->depth, 0)))
+                return rc;
+            break;
+        case SW_OP_EXT: {
+            uint64_t kind, len;
+            if (get_u(&c, &kind) || get_u(&c, &len) || len > (uint64_t)(c.end - c.p))
+                return SW_EFORMAT;
+            if (kind == SW_EXT_DROPPED) {
+                cursor e = {c.p, c.p + len};
+                uint64_t n = 0;
+                if (get_u(&e, &n))
+                    return SW_EFORMAT;
+                if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n), r->depth, 0)))
+                    return rc;
+            }
+            c.p += len;
+            break;
+        }
+        }
+    }
+    if (c.p != c.end)
+        return SW_EFORMAT;
+    return SW_OK;
+}
+
+int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud)
+{
+    if (i >= t->nthreads)
+        return SW_EARG;
+    thread_rec *tr = &t->threads[i];
+    replay r = {0};
+    r.fn = fn;
+    r.ud = ud;
+    int rc = SW_OK;
+    r.last_ns = INT64_MIN;
+    for (size_t k = 0; k < tr->nchunks && rc == SW_OK; k++) {
+        int gap = k > 0 ? tr->chunks[k].seq != tr->chunks[k - 1].seq + 1 : tr->chunks[k].seq != 0;
+        rc = replay_chunk(t, &r, &tr->chunks[k], gap);
+        if (rc < 0 && !t->damage[0])
+            snprintf(t->damage, sizeof t->damage,
+                     "corrupted: malformed events in thread %u, chunk %llu", tr->info.index,
+                     (unsigned long long)tr->chunks[k].seq);
+    }
+    if (rc >= 0 && rc != SW_OK) {
+        free(r.stack);
+        return rc;  /* the callback asked to stop */
+    }
+    int rc2;
+    if (t->end_ns > r.last_ns && r.depth)
+        r.last_ns = t->end_ns;
+    rc2 = close_to(&r, 0);
+    free(r.stack);
+    return rc2 ? rc2 : rc;
+}

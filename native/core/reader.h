@@ -1,0 +1,101 @@
+/*
+ * reader.h - reading a trace file.
+ *
+ * sw_trace_open_*() loads the file, checks every chunk (bounds, checksum)
+ * and indexes definitions and event chunks. A damaged file still opens: the
+ * chunks before the damage are used and sw_trace_damage() says what is
+ * wrong and where. Only a file that is not a stackwatch trace at all (bad
+ * magic, other major version, too short) fails to open.
+ *
+ * sw_trace_replay() decodes one thread's events in order and hands each to
+ * a callback with its time in nanoseconds since the trace clock's start, its
+ * nesting depth and the code id of the frame it opens or closes. Frames
+ * still open where the stream ends or has a gap are closed by synthetic
+ * events (flag `synthetic`), so every consumer sees balanced slices.
+ *
+ * Ownership: the trace owns all returned pointers; sw_trace_free() frees it.
+ */
+#ifndef SW_READER_H
+#define SW_READER_H
+
+#include "sw_common.h"
+
+typedef struct sw_trace sw_trace;
+
+typedef struct sw_code_info {
+    uint32_t id;
+    uint8_t kind;            /* SW_CODE_PYTHON or SW_CODE_C */
+    const char *name, *qualname, *filename;
+    uint32_t firstlineno;
+} sw_code_info;
+
+typedef struct sw_thread_info {
+    uint32_t index;
+    uint64_t native_tid, ident;
+    const char *name;
+    uint64_t chunks;         /* events chunks read */
+    uint64_t events;         /* events those chunks declare */
+    uint64_t dropped;        /* events the writer reported lost */
+} sw_thread_info;
+
+typedef struct sw_meta_entry {
+    const char *key;
+    int type;                /* SW_VAL_* */
+    uint64_t u;
+    int64_t i;
+    double f;
+    const char *s;           /* NUL-terminated copy for SW_VAL_BYTES */
+    size_t slen;
+} sw_meta_entry;
+
+/* Event kinds handed to replay callbacks: the SW_OP_* values for ordinary
+ * events, plus: */
+#define SW_EV_DROPPED 16     /* events were lost here; `code` holds how many
+                              * (0 when unknown, e.g. a ring discard) */
+
+typedef struct sw_event {
+    int64_t t_ns;            /* since the clock's calibration point */
+    uint32_t code;           /* code id of the frame opened or closed */
+    uint32_t depth;          /* 0 for an outermost frame */
+    uint8_t kind;            /* SW_OP_* or SW_EV_DROPPED */
+    uint8_t synthetic;       /* made up by the reader to balance the stream */
+} sw_event;
+
+/* Returns nonzero to stop the replay (sw_trace_replay then returns it). */
+typedef int (*sw_event_fn)(void *ud, const sw_event *ev);
+
+/* Opens a trace. On failure returns a negative code and writes one line
+ * naming what is wrong into err. */
+int sw_trace_open_file(const char *path, sw_trace **out, char *err, size_t errlen);
+int sw_trace_open_mem(const uint8_t *data, size_t len, sw_trace **out, char *err, size_t errlen);
+void sw_trace_free(sw_trace *t);
+
+/* "" for an intact file, else what is damaged and at which offset. */
+const char *sw_trace_damage(const sw_trace *t);
+/* 1 when the END chunk was read (tracing stopped normally). */
+int sw_trace_complete(const sw_trace *t);
+
+size_t sw_trace_meta_count(const sw_trace *t);
+const sw_meta_entry *sw_trace_meta(const sw_trace *t, size_t i);
+/* Finds a key in META, then END chunks; NULL if absent. */
+const sw_meta_entry *sw_trace_meta_find(const sw_trace *t, const char *key);
+
+size_t sw_trace_thread_count(const sw_trace *t);
+const sw_thread_info *sw_trace_thread(const sw_trace *t, size_t i);
+
+/* Highest code id + 1; sw_trace_code() returns NULL for ids never defined. */
+uint32_t sw_trace_code_limit(const sw_trace *t);
+const sw_code_info *sw_trace_code(const sw_trace *t, uint32_t id);
+
+/* Converts a timestamp in stored units to nanoseconds since the clock's
+ * calibration point. */
+int64_t sw_trace_units_to_ns(const sw_trace *t, uint64_t units);
+/* Nanoseconds (same origin) when tracing stopped, or -1 if unknown. */
+int64_t sw_trace_end_ns(const sw_trace *t);
+
+/* Replays thread i's events. Returns 0, the callback's nonzero value, or a
+ * negative code if a chunk is malformed (then the events before it were
+ * delivered and closed). */
+int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud);
+
+#endif

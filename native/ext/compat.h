@@ -1,0 +1,111 @@
+/*
+ * compat.h - the only place that knows how each supported CPython version
+ * (3.9 to 3.13) lays out frames, code objects and generators, as seen by a
+ * PEP 523 frame-evaluation hook. Everything else uses these macros.
+ *
+ *   SW_FRAME            the frame type handed to the hook
+ *   sw_frame_code(f)    its code object (borrowed)
+ *   sw_frame_globals(f) its globals dict (borrowed)
+ *   sw_frame_is_gen(f)  1 if the frame belongs to a generator/coroutine
+ *   sw_frame_resumes(f) at hook entry: 1 if this is a resumption (not the
+ *                       first run) of a generator/coroutine frame
+ *   sw_gen_creation(f)  at hook entry: 1 if this run only creates the
+ *                       generator (3.11+ runs such a frame up to
+ *                       RETURN_GENERATOR; sys.setprofile does not report it)
+ *   sw_suspended(f, g)  after the evaluator returned a value: 1 if the frame
+ *                       suspended (yield/await) rather than returned; g is
+ *                       the generator saved at entry (3.11+) or NULL
+ */
+#ifndef SW_COMPAT_H
+#define SW_COMPAT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#if PY_VERSION_HEX < 0x03090000
+#  error "stackwatch supports CPython 3.9 and newer"
+#endif
+
+#if PY_VERSION_HEX < 0x030A0000
+static inline PyObject *sw_new_ref(PyObject *o) { Py_INCREF(o); return o; }
+#  define Py_NewRef(o) sw_new_ref((PyObject *)(o))
+#endif
+
+#if PY_VERSION_HEX >= 0x030B0000
+#  ifndef Py_BUILD_CORE
+#    define Py_BUILD_CORE 1
+#  endif
+#  include <internal/pycore_frame.h>
+#  define SW_FRAME struct _PyInterpreterFrame
+#  if PY_VERSION_HEX >= 0x030D0000
+#    define sw_frame_code(f) ((PyCodeObject *)(f)->f_executable)
+#  else
+#    define sw_frame_code(f) ((f)->f_code)
+#  endif
+#  define sw_frame_globals(f) ((f)->f_globals)
+#  define sw_frame_is_gen(f) ((f)->owner == FRAME_OWNED_BY_GENERATOR)
+#  define sw_frame_gen(f) ((PyGenObject *)((char *)(f) - offsetof(PyGenObject, gi_iframe)))
+#  define sw_frame_resumes(f) (sw_frame_is_gen(f) && sw_frame_gen(f)->gi_frame_state != FRAME_CREATED)
+#  define SW_GEN_FLAGS (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)
+#  define sw_gen_creation(f, co) (((co)->co_flags & SW_GEN_FLAGS) && !sw_frame_is_gen(f))
+#  define sw_suspended(f, g) ((g) && (g)->gi_frame_state < FRAME_EXECUTING)
+#else
+#  include <frameobject.h>
+#  define SW_FRAME PyFrameObject
+#  define sw_frame_code(f) ((f)->f_code)
+#  define sw_frame_globals(f) ((f)->f_globals)
+#  define sw_frame_gen(f) ((PyGenObject *)NULL)
+#  define sw_frame_is_gen(f) (((f)->f_code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) != 0)
+#  define sw_gen_creation(f, co) 0
+#  if PY_VERSION_HEX >= 0x030A0000
+#    define sw_frame_resumes(f) ((f)->f_state == FRAME_SUSPENDED)
+#    define sw_suspended(f, g) ((f)->f_state == FRAME_SUSPENDED)
+#  else
+#    define sw_frame_resumes(f) ((f)->f_lasti >= 0)
+#    define sw_suspended(f, g) ((f)->f_stacktop != NULL)
+#  endif
+#endif
+
+/* Installing a frame evaluator. */
+#if PY_VERSION_HEX >= 0x030B0000
+typedef PyObject *(*sw_eval_fn)(PyThreadState *, SW_FRAME *, int);
+#else
+typedef PyObject *(*sw_eval_fn)(PyThreadState *, PyFrameObject *, int);
+#endif
+#define sw_get_eval(interp) ((sw_eval_fn)_PyInterpreterState_GetEvalFrameFunc(interp))
+#define sw_set_eval(interp, fn) _PyInterpreterState_SetEvalFrameFunc((interp), (_PyFrameEvalFunction)(fn))
+
+/* co_extra: one pointer-sized slot per code object for our code id. The
+ * layout of the extra array (a size then the slots) has been the same since
+ * 3.6 but is not in a public header. */
+typedef struct {
+    Py_ssize_t ce_size;
+    void *ce_extras[1];
+} sw_code_extra;
+
+#if PY_VERSION_HEX >= 0x030C0000
+#  define sw_request_extra_index PyUnstable_Eval_RequestCodeExtraIndex
+#  define sw_code_set_extra PyUnstable_Code_SetExtra
+#else
+#  define sw_request_extra_index _PyEval_RequestCodeExtraIndex
+#  define sw_code_set_extra _PyCode_SetExtra
+#endif
+
+/* Saving and restoring the pending exception around work done in a hook. */
+#if PY_VERSION_HEX >= 0x030C0000
+typedef struct { PyObject *exc; } sw_exc_state;
+#  define sw_exc_save(s) ((s)->exc = PyErr_GetRaisedException())
+#  define sw_exc_restore(s) PyErr_SetRaisedException((s)->exc)
+#else
+typedef struct { PyObject *t, *v, *tb; } sw_exc_state;
+#  define sw_exc_save(s) PyErr_Fetch(&(s)->t, &(s)->v, &(s)->tb)
+#  define sw_exc_restore(s) PyErr_Restore((s)->t, (s)->v, (s)->tb)
+#endif
+
+#if PY_VERSION_HEX >= 0x030B0000
+#  define sw_code_qualname(co) ((co)->co_qualname)
+#else
+#  define sw_code_qualname(co) ((co)->co_name)
+#endif
+
+#endif

@@ -1,0 +1,388 @@
+/*
+ * module.c - the stackwatch._native extension module: start/stop of the
+ * tracer, and the Trace type that exposes the C reader, statistics and
+ * exporters to Python. The only file that turns SW_E* codes into Python
+ * exceptions (stackwatch._native.TraceError for unreadable traces).
+ */
+#include "session.h"
+
+#include "../core/analysis.h"
+#include "../core/export.h"
+#include "../core/format.h"
+#include "../core/reader.h"
+
+#include <errno.h>
+#include <string.h>
+
+static PyObject *TraceError;
+
+/* ---- tracing ---- */
+
+static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"path", "chunk_bytes", "ring_bytes", "max_depth", "allow_tsc",
+                             "meta", "include", "exclude", NULL};
+    PyObject *path_obj;
+    Py_ssize_t chunk = 256 * 1024, ring = 0, max_depth = 0;
+    int allow_tsc = 1;
+    PyObject *meta = NULL, *inc = Py_None, *exc = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOO", kwlist, PyUnicode_FSConverter, &path_obj,
+                                     &chunk, &ring, &max_depth, &allow_tsc, &meta, &inc, &exc))
+        return NULL;
+    if (chunk < 4096 || chunk > (Py_ssize_t)(SW_CHUNK_MAX / 2)) {
+        Py_DECREF(path_obj);
+        return PyErr_Format(PyExc_ValueError, "buffer size must be between 4 KiB and %u MiB",
+                            (unsigned)(SW_CHUNK_MAX / 2 >> 20));
+    }
+    if (ring < 0 || max_depth < 0 || max_depth > 0x7fffffff) {
+        Py_DECREF(path_obj);
+        return PyErr_Format(PyExc_ValueError, "ring size and max depth must not be negative");
+    }
+    sw_start_opts o = {PyBytes_AS_STRING(path_obj), (size_t)chunk, (size_t)ring, (uint32_t)max_depth,
+                       allow_tsc, meta, inc, exc};
+    int rc = sw_session_start(&o);
+    Py_DECREF(path_obj);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_stop(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return sw_session_stop();
+}
+
+static PyObject *py_is_tracing(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(sw_S.gen != 0);
+}
+
+static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    sw_session_after_fork_child();
+    Py_RETURN_NONE;
+}
+
+/* ---- the Trace type (reader) ---- */
+
+typedef struct {
+    PyObject_HEAD
+    sw_trace *t;
+    PyObject *path;
+} TraceObject;
+
+static void Trace_dealloc(TraceObject *self)
+{
+    sw_trace_free(self->t);
+    Py_XDECREF(self->path);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Trace_init(TraceObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"path", NULL};
+    PyObject *path_obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&", kwlist, PyUnicode_FSConverter, &path_obj))
+        return -1;
+    char err[512] = "";
+    sw_trace *t = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_trace_open_file(PyBytes_AS_STRING(path_obj), &t, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        PyErr_Format(TraceError, "%s: %s", PyBytes_AS_STRING(path_obj), err);
+        Py_DECREF(path_obj);
+        return -1;
+    }
+    sw_trace_free(self->t);
+    self->t = t;
+    Py_XSETREF(self->path, PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(path_obj)));
+    Py_DECREF(path_obj);
+    return self->path ? 0 : -1;
+}
+
+static PyObject *meta_value(const sw_meta_entry *e)
+{
+    switch (e->type) {
+    case SW_VAL_UINT: return PyLong_FromUnsignedLongLong(e->u);
+    case SW_VAL_SINT: return PyLong_FromLongLong(e->i);
+    case SW_VAL_F64: return PyFloat_FromDouble(e->f);
+    default: return PyUnicode_DecodeUTF8(e->s, (Py_ssize_t)e->slen, "replace");
+    }
+}
+
+static PyObject *Trace_meta(TraceObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < sw_trace_meta_count(self->t); i++) {
+        const sw_meta_entry *e = sw_trace_meta(self->t, i);
+        PyObject *v = meta_value(e);
+        if (!v || PyDict_SetItemString(d, e->key, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyObject *Trace_threads(TraceObject *self, PyObject *unused)
+{
+    (void)unused;
+    size_t n = sw_trace_thread_count(self->t);
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        const sw_thread_info *ti = sw_trace_thread(self->t, i);
+        PyObject *d = Py_BuildValue("{s:I,s:K,s:K,s:N,s:K,s:K,s:K}", "index", ti->index, "native_tid",
+                                    (unsigned long long)ti->native_tid, "ident",
+                                    (unsigned long long)ti->ident, "name",
+                                    PyUnicode_DecodeUTF8(ti->name, (Py_ssize_t)strlen(ti->name), "replace"),
+                                    "chunks", (unsigned long long)ti->chunks, "events",
+                                    (unsigned long long)ti->events, "dropped",
+                                    (unsigned long long)ti->dropped);
+        if (!d) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, d);
+    }
+    return l;
+}
+
+static PyObject *Trace_codes(TraceObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *d = PyDict_New();
+    for (uint32_t id = 0; d && id < sw_trace_code_limit(self->t); id++) {
+        const sw_code_info *c = sw_trace_code(self->t, id);
+        if (!c)
+            continue;
+        PyObject *v = Py_BuildValue("(iNNNI)", c->kind,
+                                    PyUnicode_DecodeUTF8(c->name, (Py_ssize_t)strlen(c->name), "replace"),
+                                    PyUnicode_DecodeUTF8(c->qualname, (Py_ssize_t)strlen(c->qualname), "replace"),
+                                    PyUnicode_DecodeUTF8(c->filename, (Py_ssize_t)strlen(c->filename), "replace"),
+                                    c->firstlineno);
+        PyObject *k = PyLong_FromUnsignedLong(id);
+        if (!v || !k || PyDict_SetItem(d, k, v) < 0) {
+            Py_XDECREF(v);
+            Py_XDECREF(k);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(k);
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static int collect_event(void *ud, const sw_event *ev)
+{
+    PyObject *t = Py_BuildValue("(iLIIi)", ev->kind, (long long)ev->t_ns, ev->code, ev->depth, ev->synthetic);
+    if (!t || PyList_Append((PyObject *)ud, t) < 0) {
+        Py_XDECREF(t);
+        return 1;
+    }
+    Py_DECREF(t);
+    return 0;
+}
+
+static PyObject *damage_error(TraceObject *self)
+{
+    return PyErr_Format(TraceError, "%U: %s", self->path, sw_trace_damage(self->t));
+}
+
+static PyObject *Trace_events(TraceObject *self, PyObject *arg)
+{
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred())
+        return NULL;
+    if (i < 0 || (size_t)i >= sw_trace_thread_count(self->t))
+        return PyErr_Format(PyExc_IndexError, "no thread at position %zd", i);
+    PyObject *l = PyList_New(0);
+    if (!l)
+        return NULL;
+    int rc = sw_trace_replay(self->t, (size_t)i, collect_event, l);
+    if (rc > 0 || PyErr_Occurred()) {
+        Py_DECREF(l);
+        return NULL;
+    }
+    (void)damage_error;
+    return l;
+}
+
+static PyObject *Trace_stats(TraceObject *self, PyObject *unused)
+{
+    (void)unused;
+    sw_stat_row *rows = NULL;
+    size_t n = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_stats_compute(self->t, &rows, &n);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return PyErr_NoMemory();
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        PyObject *r = Py_BuildValue("(IIKLL)", rows[i].thread, rows[i].code,
+                                    (unsigned long long)rows[i].calls, (long long)rows[i].total_ns,
+                                    (long long)rows[i].own_ns);
+        if (!r) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, r);
+    }
+    free(rows);
+    return l;
+}
+
+static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"format", "path", "min_duration_ns", NULL};
+    const char *fmt;
+    PyObject *path_obj;
+    long long min_ns = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&|L", kwlist, &fmt, PyUnicode_FSConverter, &path_obj, &min_ns))
+        return NULL;
+    int (*fn)(sw_trace *, FILE *, const sw_export_opts *, char *, size_t) = NULL;
+    if (strcmp(fmt, "chrome") == 0)
+        fn = sw_export_chrome;
+    else if (strcmp(fmt, "perfetto") == 0)
+        fn = sw_export_perfetto;
+    if (!fn) {
+        Py_DECREF(path_obj);
+        return PyErr_Format(PyExc_ValueError, "unknown export format %R (known: chrome, perfetto)",
+                            PyTuple_GET_ITEM(args, 0));
+    }
+    FILE *f = fopen(PyBytes_AS_STRING(path_obj), "wb");
+    if (!f) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, PyBytes_AS_STRING(path_obj));
+        Py_DECREF(path_obj);
+        return NULL;
+    }
+    sw_export_opts o = {min_ns};
+    char err[256] = "";
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fn(self->t, f, &o, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (fclose(f) != 0 && !rc) {
+        rc = SW_EIO;
+        snprintf(err, sizeof err, "%s", strerror(errno));
+    }
+    if (rc) {
+        PyErr_Format(PyExc_OSError, "%s: %s", PyBytes_AS_STRING(path_obj), err);
+        Py_DECREF(path_obj);
+        return NULL;
+    }
+    Py_DECREF(path_obj);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Trace_get_damage(TraceObject *self, void *c)
+{
+    (void)c;
+    const char *d = sw_trace_damage(self->t);
+    if (!d[0])
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(d);
+}
+
+static PyObject *Trace_get_complete(TraceObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(sw_trace_complete(self->t));
+}
+
+static PyObject *Trace_get_path(TraceObject *self, void *c)
+{
+    (void)c;
+    return Py_NewRef(self->path);
+}
+
+static PyObject *Trace_get_end_ns(TraceObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromLongLong(sw_trace_end_ns(self->t));
+}
+
+static PyMethodDef Trace_methods[] = {
+    {"meta", (PyCFunction)Trace_meta, METH_NOARGS, "meta() -> dict of the header and end key/values"},
+    {"threads", (PyCFunction)Trace_threads, METH_NOARGS, "threads() -> list of dicts, one per thread"},
+    {"codes", (PyCFunction)Trace_codes, METH_NOARGS, "codes() -> {id: (kind, name, qualname, filename, firstlineno)}"},
+    {"events", (PyCFunction)Trace_events, METH_O, "events(thread_pos) -> [(kind, t_ns, code, depth, synthetic)]"},
+    {"stats", (PyCFunction)Trace_stats, METH_NOARGS, "stats() -> [(thread_pos, code, calls, total_ns, own_ns)]"},
+    {"export", (PyCFunction)(void (*)(void))Trace_export, METH_VARARGS | METH_KEYWORDS,
+     "export(format, path, min_duration_ns=0): write chrome JSON or perfetto protobuf"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Trace_getset[] = {
+    {"damage", (getter)Trace_get_damage, NULL, "None for an intact file, else what is damaged", NULL},
+    {"complete", (getter)Trace_get_complete, NULL, "True if tracing stopped normally", NULL},
+    {"path", (getter)Trace_get_path, NULL, "the file's path", NULL},
+    {"end_ns", (getter)Trace_get_end_ns, NULL, "when tracing stopped (trace clock ns) or -1", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject TraceType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stackwatch._native.Trace",
+    .tp_basicsize = sizeof(TraceObject),
+    .tp_dealloc = (destructor)Trace_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Trace(path): a stackwatch trace file opened for reading.",
+    .tp_methods = Trace_methods,
+    .tp_getset = Trace_getset,
+    .tp_init = (initproc)Trace_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyMethodDef methods[] = {
+    {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
+     "start(path, chunk_bytes=262144, ring_bytes=0, max_depth=0, allow_tsc=True, meta=None, include=None, exclude=None)"},
+    {"stop", py_stop, METH_NOARGS, "stop() -> dict of totals"},
+    {"is_tracing", py_is_tracing, METH_NOARGS, "is_tracing() -> bool"},
+    {"_after_fork_child", py_after_fork_child, METH_NOARGS, "forget the parent's session (fork child)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "stackwatch._native", "stackwatch C core bindings", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    if (PyType_Ready(&TraceType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m)
+        return NULL;
+    TraceError = PyErr_NewException("stackwatch._native.TraceError", PyExc_ValueError, NULL);
+    if (!TraceError || PyModule_AddObject(m, "TraceError", Py_NewRef(TraceError)) < 0 ||
+        PyModule_AddObject(m, "Trace", Py_NewRef((PyObject *)&TraceType)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "FORMAT_MAJOR", SW_FORMAT_MAJOR);
+    PyModule_AddIntConstant(m, "OP_CALL", SW_OP_CALL);
+    PyModule_AddIntConstant(m, "OP_RETURN", SW_OP_RETURN);
+    PyModule_AddIntConstant(m, "OP_RESUME", SW_OP_RESUME);
+    PyModule_AddIntConstant(m, "OP_YIELD", SW_OP_YIELD);
+    PyModule_AddIntConstant(m, "OP_UNWIND", SW_OP_UNWIND);
+    PyModule_AddIntConstant(m, "OP_C_CALL", SW_OP_C_CALL);
+    PyModule_AddIntConstant(m, "OP_C_RETURN", SW_OP_C_RETURN);
+    PyModule_AddIntConstant(m, "EV_DROPPED", SW_EV_DROPPED);
+    return m;
+}

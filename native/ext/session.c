@@ -1,0 +1,435 @@
+/*
+ * session.c - starting and stopping a tracing session, attaching threads,
+ * registering code objects, and the thread-exit and fork paths.
+ */
+#include "session.h"
+
+#include <fnmatch.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+sw_session sw_S = {.extra_index = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+__thread sw_tstate sw_T __attribute__((tls_model("initial-exec")));
+
+static uint64_t gen_counter;
+
+void sw_session_error(const char *what)
+{
+    if (sw_S.error)
+        return;
+    sw_S.error = 1;
+    snprintf(sw_S.errmsg, sizeof sw_S.errmsg, "%s", what);
+}
+
+/* Thread exit: flush what the thread recorded. Runs without the GIL. */
+static void thread_exit(void *arg)
+{
+    (void)arg;
+    sw_tstate *t = &sw_T;
+    pthread_mutex_lock(&sw_S.lock);
+    if (sw_S.gen && t->gen == sw_S.gen && t->tb)
+        sw_tbuf_finish(t->tb);
+    t->tb = NULL;
+    t->gen = 0;
+    pthread_mutex_unlock(&sw_S.lock);
+}
+
+/* UTF-8 of a str, or a replacement for what cannot be encoded. Returns a
+ * new bytes object or NULL (never with an exception left set). */
+static PyObject *utf8_of(PyObject *s)
+{
+    if (!s || !PyUnicode_Check(s))
+        return PyBytes_FromString("?");
+    PyObject *b = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
+    if (!b)
+        PyErr_Clear();
+    return b;
+}
+
+static void lookup_name(sw_tstate *t, unsigned long ident);
+
+void sw_thread_name_lookup(sw_tstate *t)
+{
+    sw_exc_state es;
+    sw_exc_save(&es);
+    t->busy++;
+    lookup_name(t, PyThread_get_thread_ident());
+    t->busy--;
+    sw_exc_restore(&es);
+}
+
+static void lookup_name(sw_tstate *t, unsigned long ident)
+{
+    PyObject *name = PyUnicode_FromString("threading");
+    PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+    Py_XDECREF(name);
+    PyObject *active = mod ? PyObject_GetAttrString(mod, "_active") : NULL;
+    Py_XDECREF(mod);
+    PyObject *key = active ? PyLong_FromUnsignedLong(ident) : NULL;
+    PyObject *thread = (active && key && PyDict_Check(active)) ? PyDict_GetItemWithError(active, key) : NULL;
+    Py_XINCREF(thread);
+    Py_XDECREF(key);
+    Py_XDECREF(active);
+    PyObject *tname = thread ? PyObject_GetAttrString(thread, "_name") : NULL;
+    Py_XDECREF(thread);
+    PyErr_Clear();
+    if (tname && PyUnicode_Check(tname)) {
+        PyObject *b = utf8_of(tname);
+        if (b) {
+            sw_writer_thread_name(sw_S.w, t->tb->index, PyBytes_AS_STRING(b));
+            t->name_pending = 0;
+            Py_DECREF(b);
+        }
+    }
+    Py_XDECREF(tname);
+}
+
+int sw_thread_attach(sw_tstate *t)
+{
+    if (!sw_S.gen || t->failed_gen == sw_S.gen)
+        return 0;
+    sw_exc_state es;
+    sw_exc_save(&es);
+    t->busy++;
+    t->tb = sw_writer_add_thread(sw_S.w, (uint64_t)PyThread_get_thread_native_id(),
+                                 (uint64_t)PyThread_get_thread_ident(), "",
+                                 sw_clock_now(&sw_S.clock));
+    if (!t->tb) {
+        t->failed_gen = sw_S.gen;
+        sw_session_error("out of memory creating a thread buffer");
+        t->busy--;
+        sw_exc_restore(&es);
+        return 0;
+    }
+    t->gen = sw_S.gen;
+    t->name_pending = 1;
+    lookup_name(t, PyThread_get_thread_ident());
+    if (sw_S.key_made)
+        pthread_setspecific(sw_S.key, t);
+    t->busy--;
+    sw_exc_restore(&es);
+    return 1;
+}
+
+static int matches(char **globs, const char *file, const char *module)
+{
+    for (char **g = globs; g && *g; g++) {
+        if (fnmatch(*g, file, 0) == 0)
+            return 1;
+        if (module && (fnmatch(*g, module, 0) == 0))
+            return 1;
+        /* "pkg" also matches its submodules "pkg.x.y". */
+        size_t n = strlen(*g);
+        if (module && strncmp(*g, module, n) == 0 && module[n] == '.')
+            return 1;
+    }
+    return 0;
+}
+
+uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
+{
+    sw_tstate *t = &sw_T;
+    if (sw_S.extra_index < 0 || !sw_S.gen)
+        return SW_ID_SKIP;
+    sw_exc_state es;
+    sw_exc_save(&es);
+    t->busy++;
+    uint32_t id = sw_S.next_code;
+    PyObject *name = utf8_of(co->co_name);
+    PyObject *qual = utf8_of(sw_code_qualname(co));
+    PyObject *file = utf8_of(co->co_filename);
+    const char *module = NULL;
+    PyObject *modb = NULL;
+    if (sw_S.nfilters && globals && PyDict_Check(globals)) {
+        PyObject *m = PyDict_GetItemString(globals, "__name__");
+        if (m && (modb = utf8_of(m)))
+            module = PyBytes_AS_STRING(modb);
+    }
+    uint32_t result = SW_ID_SKIP;
+    if (name && qual && file && id < SW_ID_SKIP) {
+        const char *f = PyBytes_AS_STRING(file);
+        int skip = (sw_S.include && !matches(sw_S.include, f, module)) ||
+                   (sw_S.exclude && matches(sw_S.exclude, f, module));
+        if (skip) {
+            result = SW_ID_SKIP;
+        } else if (sw_writer_define_code(sw_S.w, id, SW_CODE_PYTHON, PyBytes_AS_STRING(name),
+                                         PyBytes_AS_STRING(qual), f,
+                                         (uint32_t)co->co_firstlineno) == 0) {
+            sw_S.next_code++;
+            result = id;
+        }
+        uintptr_t v = ((uintptr_t)(sw_S.gen & 0xffffffffu) << 32) | result;
+        if (sw_code_set_extra((PyObject *)co, sw_S.extra_index, (void *)v) < 0)
+            PyErr_Clear();  /* looked up again next time: correct, only slower */
+    } else {
+        sw_session_error("could not read a code object's names");
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(qual);
+    Py_XDECREF(file);
+    Py_XDECREF(modb);
+    t->busy--;
+    sw_exc_restore(&es);
+    return result;
+}
+
+static void free_globs(char **g)
+{
+    for (char **p = g; p && *p; p++)
+        PyMem_RawFree(*p);
+    PyMem_RawFree(g);
+}
+
+/* Copies a sequence of str into a NULL-terminated array; NULL for None. */
+static int copy_globs(PyObject *seq, char ***out)
+{
+    *out = NULL;
+    if (!seq || seq == Py_None)
+        return 0;
+    PyObject *fast = PySequence_Fast(seq, "include/exclude must be a sequence of str");
+    if (!fast)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n == 0) {
+        Py_DECREF(fast);
+        return 0;
+    }
+    char **g = PyMem_RawCalloc((size_t)n + 1, sizeof *g);
+    if (!g) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = PySequence_Fast_GET_ITEM(fast, i);
+        const char *c = PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+        if (!c) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "include/exclude patterns must be str");
+            free_globs(g);
+            Py_DECREF(fast);
+            return -1;
+        }
+        size_t len = strlen(c);
+        g[i] = PyMem_RawMalloc(len + 1);
+        if (!g[i]) {
+            free_globs(g);
+            Py_DECREF(fast);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(g[i], c, len + 1);
+    }
+    Py_DECREF(fast);
+    *out = g;
+    return 0;
+}
+
+static int write_meta(const sw_start_opts *o)
+{
+    sw_bytes kv = {0};
+    const sw_clock *c = &sw_S.clock;
+    sw_kv_str(&kv, "producer", "stackwatch");
+    sw_kv_str(&kv, "clock", c->kind == SW_CLOCK_TSC ? "tsc" : "monotonic");
+    sw_kv_f64(&kv, "clock_hz", c->hz);
+    sw_kv_uint(&kv, "tick0", c->tick0);
+    sw_kv_uint(&kv, "mono0_ns", c->mono0_ns);
+    sw_kv_uint(&kv, "real0_ns", c->real0_ns);
+    sw_kv_uint(&kv, "boot0_ns", c->boot0_ns);
+    sw_kv_uint(&kv, "pid", (uint64_t)getpid());
+    sw_kv_uint(&kv, "ring_bytes", o->ring_bytes);
+    sw_kv_uint(&kv, "max_depth", o->max_depth);
+    if (o->meta && PyDict_Check(o->meta)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(o->meta, &pos, &k, &v)) {
+            const char *ks = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+            if (!ks) {
+                sw_bytes_free(&kv);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "meta keys must be str");
+                return -1;
+            }
+            if (PyLong_Check(v)) {
+                long long x = PyLong_AsLongLong(v);
+                if (x == -1 && PyErr_Occurred()) {
+                    sw_bytes_free(&kv);
+                    return -1;
+                }
+                sw_kv_sint(&kv, ks, x);
+            } else if (PyFloat_Check(v)) {
+                sw_kv_f64(&kv, ks, PyFloat_AS_DOUBLE(v));
+            } else if (PyUnicode_Check(v)) {
+                PyObject *b = utf8_of(v);
+                if (!b) {
+                    sw_bytes_free(&kv);
+                    return PyErr_NoMemory(), -1;
+                }
+                sw_kv_str(&kv, ks, PyBytes_AS_STRING(b));
+                Py_DECREF(b);
+            } else {
+                sw_bytes_free(&kv);
+                PyErr_Format(PyExc_TypeError, "meta value for %s must be str, int or float", ks);
+                return -1;
+            }
+        }
+    }
+    int rc = sw_writer_meta(sw_S.w, &kv);
+    sw_bytes_free(&kv);
+    if (rc) {
+        PyErr_Format(PyExc_OSError, "cannot write the trace header to %s", o->path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Units of 2^shift ticks: the largest power of two no longer than 4 ns. */
+static unsigned choose_shift(double hz)
+{
+    unsigned s = 0;
+    while (s < 20 && (double)(1u << (s + 1)) / hz <= 4e-9)
+        s++;
+    return s;
+}
+
+int sw_session_start(const sw_start_opts *o)
+{
+    if (sw_S.gen) {
+        PyErr_SetString(PyExc_RuntimeError, "stackwatch is already tracing in this process");
+        return -1;
+    }
+    if (sw_S.extra_index < 0) {
+        sw_S.extra_index = sw_request_extra_index(NULL);
+        if (sw_S.extra_index < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "no free code-object extra slot for stackwatch");
+            return -1;
+        }
+    }
+    if (!sw_S.key_made) {
+        if (pthread_key_create(&sw_S.key, thread_exit) == 0)
+            sw_S.key_made = 1;
+    }
+    char **inc = NULL, **exc = NULL;
+    if (copy_globs(o->include, &inc) < 0)
+        return -1;
+    if (copy_globs(o->exclude, &exc) < 0) {
+        free_globs(inc);
+        return -1;
+    }
+    sw_clock_calibrate(&sw_S.clock, o->allow_tsc);
+    sw_writer_opts wo = {o->chunk_bytes, o->ring_bytes, choose_shift(sw_S.clock.hz)};
+    sw_writer *w = NULL;
+    int rc = sw_writer_open(&w, o->path, &wo);
+    if (rc == SW_EIO) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, o->path);
+        free_globs(inc);
+        free_globs(exc);
+        return -1;
+    }
+    if (rc) {
+        PyErr_Format(PyExc_ValueError, "cannot start tracing: %s", sw_strerror(rc));
+        free_globs(inc);
+        free_globs(exc);
+        return -1;
+    }
+    sw_S.w = w;
+    sw_S.include = inc;
+    sw_S.exclude = exc;
+    sw_S.nfilters = (inc != NULL) + (exc != NULL);
+    sw_S.max_depth = o->max_depth;
+    sw_S.next_code = 0;
+    sw_S.error = 0;
+    sw_S.errmsg[0] = 0;
+    /* META carries the time shift the writer uses. */
+    {
+        sw_bytes kv = {0};
+        sw_kv_uint(&kv, "time_shift", wo.time_shift);
+        sw_writer_meta(w, &kv);
+        sw_bytes_free(&kv);
+    }
+    if (write_meta(o) < 0) {
+        sw_writer_close(w, NULL);
+        sw_writer_free(w);
+        sw_S.w = NULL;
+        free_globs(inc);
+        free_globs(exc);
+        sw_S.include = sw_S.exclude = NULL;
+        return -1;
+    }
+    size_t plen = strlen(o->path);
+    sw_S.path = PyMem_RawMalloc(plen + 1);
+    if (sw_S.path)
+        memcpy(sw_S.path, o->path, plen + 1);
+    do {
+        gen_counter++;
+    } while ((gen_counter & 0xffffffffu) == 0);
+    sw_S.gen = gen_counter;
+    if (sw_hook_eval_install() < 0) {
+        sw_S.gen = 0;
+        sw_writer_close(w, NULL);
+        sw_writer_free(w);
+        sw_S.w = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *sw_session_stop(void)
+{
+    if (!sw_S.gen) {
+        PyErr_SetString(PyExc_RuntimeError, "stackwatch is not tracing");
+        return NULL;
+    }
+    sw_hook_eval_uninstall();
+    pthread_mutex_lock(&sw_S.lock);
+    uint64_t end = sw_clock_now(&sw_S.clock);
+    sw_S.gen = 0;
+    sw_clock_refine(&sw_S.clock);
+    sw_bytes kv = {0};
+    sw_kv_uint(&kv, "end_ticks", end);
+    sw_kv_f64(&kv, "clock_hz_refined", sw_S.clock.hz);
+    if (sw_S.error)
+        sw_kv_str(&kv, "hook_error", sw_S.errmsg);
+    int rc = sw_writer_close(sw_S.w, &kv);
+    sw_bytes_free(&kv);
+    sw_writer_totals tot;
+    sw_writer_totals_get(sw_S.w, &tot);
+    char msg[256] = "";
+    sw_writer_error(sw_S.w, msg, sizeof msg);
+    sw_writer_free(sw_S.w);
+    sw_S.w = NULL;
+    pthread_mutex_unlock(&sw_S.lock);
+    free_globs(sw_S.include);
+    free_globs(sw_S.exclude);
+    sw_S.include = sw_S.exclude = NULL;
+    sw_S.nfilters = 0;
+    PyObject *path = PyUnicode_DecodeFSDefault(sw_S.path ? sw_S.path : "");
+    PyMem_RawFree(sw_S.path);
+    sw_S.path = NULL;
+    PyObject *err = rc ? PyUnicode_FromString(msg) : (sw_S.error ? PyUnicode_FromString(sw_S.errmsg) : Py_NewRef(Py_None));
+    PyObject *d = Py_BuildValue("{s:N,s:K,s:K,s:K,s:K,s:K,s:N}", "path", path, "events",
+                                (unsigned long long)tot.events, "dropped",
+                                (unsigned long long)tot.dropped, "bytes",
+                                (unsigned long long)tot.bytes, "threads",
+                                (unsigned long long)tot.threads, "codes",
+                                (unsigned long long)tot.codes, "error", err);
+    return d;
+}
+
+void sw_session_after_fork_child(void)
+{
+    if (!sw_S.gen)
+        return;
+    /* Never write the parent's file: close our descriptor and forget the
+     * writer (its lock may be held by a thread that no longer exists, so it
+     * is leaked rather than freed). */
+    sw_hook_eval_uninstall();
+    sw_S.gen = 0;
+    if (sw_S.w)
+        sw_writer_abandon(sw_S.w);
+    sw_S.w = NULL;
+    pthread_mutex_init(&sw_S.lock, NULL);
+    sw_S.include = sw_S.exclude = NULL;
+    sw_S.nfilters = 0;
+}

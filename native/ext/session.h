@@ -1,0 +1,96 @@
+/*
+ * session.h - the tracing session: one per process at a time. It owns the
+ * writer, the clock, the per-thread state and the mapping from code objects
+ * to code ids. Backends (hook_eval.c) call into it; module.c exposes start
+ * and stop to Python.
+ *
+ * Concurrency: all entry points run with the GIL held, except the
+ * thread-exit destructor, which takes `lock` (stop() takes it too).
+ */
+#ifndef SW_SESSION_H
+#define SW_SESSION_H
+
+#include "compat.h"
+
+#include "../core/clock.h"
+#include "../core/writer.h"
+
+#include <pthread.h>
+
+/* Code ids live in the low 31 bits; SW_ID_SKIP marks a code object the
+ * filters exclude (its frames are not recorded; their children are). */
+#define SW_ID_SKIP 0x80000000u
+
+typedef struct sw_session {
+    uint64_t gen;            /* nonzero while a session is active */
+    sw_clock clock;
+    sw_writer *w;
+    Py_ssize_t extra_index;  /* co_extra slot, -1 until requested */
+    uint32_t next_code;
+    uint32_t max_depth;      /* 0 = unlimited */
+    char **include, **exclude;   /* NULL-terminated glob lists or NULL */
+    int nfilters;
+    sw_eval_fn prev_eval;    /* evaluator we chain to */
+    int hook_installed;
+    pthread_mutex_t lock;
+    pthread_key_t key;       /* only for its destructor (thread exit) */
+    int key_made;
+    int error;               /* first error met in a hook (reported at stop) */
+    char errmsg[256];
+    char *path;
+} sw_session;
+
+/* Per-thread state, in initial-exec TLS so the hook reaches it in one load. */
+typedef struct sw_tstate {
+    uint64_t gen;            /* session this state belongs to */
+    uint64_t failed_gen;     /* session for which attaching failed */
+    sw_tbuf *tb;
+    int busy;                /* the hook itself is running Python code */
+    int name_pending;        /* the thread's name is not known yet */
+} sw_tstate;
+
+extern sw_session sw_S;
+extern __thread sw_tstate sw_T __attribute__((tls_model("initial-exec")));
+
+typedef struct sw_start_opts {
+    const char *path;
+    size_t chunk_bytes, ring_bytes;
+    uint32_t max_depth;
+    int allow_tsc;
+    PyObject *meta;          /* dict str -> str|int|float, written to META */
+    PyObject *include, *exclude;  /* sequences of str globs, or None */
+} sw_start_opts;
+
+/* Starts a session. Returns 0, or -1 with a Python exception set. */
+int sw_session_start(const sw_start_opts *o);
+
+/* Stops the session and returns a dict of totals (new reference), or NULL
+ * with an exception set (e.g. the file could not be written). */
+PyObject *sw_session_stop(void);
+
+/* The child after fork(): forget the parent's session without writing. */
+void sw_session_after_fork_child(void);
+
+/* Slow paths called by backends. */
+int sw_thread_attach(sw_tstate *t);          /* 1 if the thread can record */
+void sw_thread_name_lookup(sw_tstate *t);
+uint32_t sw_code_register(PyCodeObject *co, PyObject *globals);
+void sw_session_error(const char *what);     /* records the first error */
+
+/* The code id of co in this session (registering it the first time). */
+static inline uint32_t sw_code_id(PyCodeObject *co, PyObject *globals)
+{
+    sw_code_extra *ce = (sw_code_extra *)co->co_extra;
+    if (SW_LIKELY(ce && sw_S.extra_index < ce->ce_size)) {
+        uintptr_t v = (uintptr_t)ce->ce_extras[sw_S.extra_index];
+        if (SW_LIKELY((v >> 32) == (sw_S.gen & 0xffffffffu)))
+            return (uint32_t)v;
+    }
+    return sw_code_register(co, globals);
+}
+
+/* Backends (hook_eval.c). */
+int sw_hook_eval_install(void);
+void sw_hook_eval_uninstall(void);
+
+#endif

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build and tests need, once per machine.
+# Needs root (or sudo); does nothing when everything is already there.
+set -euo pipefail
+need=()
+command -v gcc >/dev/null || need+=(gcc)
+command -v make >/dev/null || need+=(make)
+[ -e /usr/include/sys/sdt.h ] || need+=(systemtap-sdt-dev)
+[ ${#need[@]} -eq 0 ] && exit 0
+echo "installing Debian packages: ${need[*]}" >&2
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >&2
+$SUDO apt-get install -y -qq "${need[@]}" >&2

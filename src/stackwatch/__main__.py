@@ -1,0 +1,4 @@
+"""python -m stackwatch: the command line."""
+from .cli import main
+
+main()

@@ -1,0 +1,215 @@
+"""The tracing API: start/stop, the trace() context manager and @traced.
+
+One session per process at a time. The C extension records; this module
+chooses the file, writes the header's descriptive fields, keeps the trace
+readable when the program leaves by os._exit(), and decides what a forked
+child does (it never writes into its parent's file: with follow_fork=True,
+the default, it traces into a file of its own named after its pid, else it
+stops tracing).
+"""
+import atexit
+import functools
+import json
+import os
+import platform
+import socket
+import sys
+import threading
+import time
+
+from . import _native
+from .units import parse_size
+
+_session = None          # options of the running session, for fork children
+_real_os_exit = os._exit
+# stackwatch's own Python frames (start/stop, the CLI's exit handler) are
+# never recorded.
+_OWN_FILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "*")
+
+
+class TraceSummary:
+    """What a finished session wrote: path, events, dropped, bytes, threads,
+    codes (functions defined), and error (None, or the first problem met
+    while tracing, e.g. a failed write)."""
+
+    def __init__(self, d):
+        self.path = d["path"]
+        self.events = d["events"]
+        self.dropped = d["dropped"]
+        self.bytes = d["bytes"]
+        self.threads = d["threads"]
+        self.codes = d["codes"]
+        self.error = d["error"]
+
+    def __repr__(self):
+        return (f"TraceSummary(path={self.path!r}, events={self.events}, dropped={self.dropped}, "
+                f"bytes={self.bytes}, threads={self.threads}, error={self.error!r})")
+
+
+def default_path(pid=None):
+    return f"stackwatch-{pid or os.getpid()}.swt"
+
+
+def _fork_path(path, pid):
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.fork-{pid}{ext or '.swt'}"
+
+
+def _meta(extra):
+    meta = {
+        "python_version": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
+        "argv": json.dumps(sys.argv),
+        "command": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
+        "hostname": socket.gethostname(),
+        "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "stackwatch_version": "0.1.0",
+    }
+    meta.update(extra or {})
+    return meta
+
+
+def is_tracing():
+    """True while a session records in this process."""
+    return _native.is_tracing()
+
+
+def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
+          follow_fork=True, meta=None, allow_tsc=True):
+    """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
+
+    buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
+    only the most recent ``ring`` bytes of events per thread and write them
+    at stop (flight recorder); max_depth: record frames only up to this depth;
+    include/exclude: globs matched against file names and module names
+    ("mypkg" also matches "mypkg.sub").
+
+    Raises RuntimeError if already tracing, OSError if the file cannot be
+    created, ValueError for a bad option.
+    """
+    global _session
+    path = os.fspath(path) if path is not None else default_path()
+    chunk = parse_size(buffer_size)
+    ring_bytes = parse_size(ring) if ring else 0
+    if ring_bytes and ring_bytes < 2 * chunk:
+        ring_bytes = 2 * chunk
+    if not isinstance(max_depth, int) or max_depth < 0:
+        raise ValueError(f"max_depth must be a non-negative integer, not {max_depth!r}")
+    include = _globs(include, "include")
+    exclude = _globs(exclude, "exclude")
+    native_exclude = (exclude or []) + [_OWN_FILES]
+    _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
+                  allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude)
+    _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
+                    include=include, exclude=exclude, follow_fork=follow_fork, meta=meta,
+                    allow_tsc=allow_tsc)
+    os._exit = _exit_after_stop
+
+
+def _globs(value, what):
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    value = list(value)
+    for v in value:
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"{what} patterns must be non-empty strings, not {v!r}")
+    return value or None
+
+
+def stop():
+    """Stop tracing, flush every thread and close the file. Returns a
+    TraceSummary. Raises RuntimeError if not tracing."""
+    global _session
+    try:
+        d = _native.stop()
+    finally:
+        _session = None
+        if os._exit is _exit_after_stop:
+            os._exit = _real_os_exit
+    return TraceSummary(d)
+
+
+def _exit_after_stop(status):
+    """os._exit while tracing: close the trace first so it stays readable."""
+    if _native.is_tracing():
+        try:
+            stop()
+        except Exception:
+            pass
+    _real_os_exit(status)
+
+
+def _after_fork_in_child():
+    session = _session
+    if not _native.is_tracing() or session is None:
+        return
+    _native._after_fork_child()
+    globals()["_session"] = None
+    os._exit = _real_os_exit
+    if session["follow_fork"]:
+        opts = dict(session)
+        opts.pop("path")
+        try:
+            start(_fork_path(session["path"], os.getpid()), **opts)
+        except Exception as e:  # the child must run on, traced or not
+            print(f"stackwatch: not tracing forked child {os.getpid()}: {e}", file=sys.stderr)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@atexit.register
+def _stop_at_exit():
+    if _native.is_tracing():
+        try:
+            stop()
+        except Exception:
+            pass
+
+
+class trace:
+    """Context manager: ``with stackwatch.trace("out.swt") as t: ...``; after
+    the block, ``t.summary`` holds the TraceSummary."""
+
+    def __init__(self, path=None, **options):
+        self.path = path
+        self.options = options
+        self.summary = None
+
+    def __enter__(self):
+        start(self.path, **self.options)
+        return self
+
+    def __exit__(self, *exc):
+        self.summary = stop()
+        return False
+
+
+def traced(path=None, **options):
+    """Decorator: trace every call of the function into ``path``.
+
+    ``@traced`` and ``@traced("out.swt", ...)`` both work. If tracing is
+    already running, the call is simply recorded in the current session.
+    """
+    if callable(path):
+        return traced()(path)
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if _native.is_tracing():
+                return fn(*args, **kwargs)
+            start(path, **options)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                wrapper.summary = stop()
+        wrapper.summary = None
+        return wrapper
+    return deco
+
+
+del threading  # imported for its side effect: thread names are read from it

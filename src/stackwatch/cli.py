@@ -1,0 +1,341 @@
+"""The stackwatch command line: run, stats, export.
+
+Every error a user can cause (missing script, bad option, unwritable or
+unreadable file) is one line on stderr starting with "stackwatch: error:"
+and a non-zero exit status; never a traceback from stackwatch itself.
+"""
+import argparse
+import atexit
+import os
+import signal
+import sys
+import tempfile
+import traceback
+import types
+
+from . import _native, api
+from .units import parse_duration_ns, parse_size
+
+EXPORT_FORMATS = ("perfetto", "chrome")
+
+
+class UsageError(Exception):
+    pass
+
+
+def _error(msg, status=2):
+    print(f"stackwatch: error: {msg}", file=sys.stderr)
+    return status
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser():
+    p = _Parser(prog="stackwatch", description="Trace and profile Python programs.")
+    p.add_argument("--version", action="version", version="stackwatch 0.1.0")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+
+    r = sub.add_parser("run", help="run a program and trace every Python call",
+                       usage="stackwatch run [options] (script.py | -m module) [args ...]")
+    r.add_argument("-o", "--output", help="trace file (default stackwatch-PID.swt, or .pftrace/.json "
+                   "with --format)")
+    r.add_argument("--format", choices=("swt",) + EXPORT_FORMATS, default="swt",
+                   help="write this format directly (default: the stackwatch trace)")
+    r.add_argument("-m", dest="module", help="run a library module as a script")
+    r.add_argument("--buffer-size", default="256K", help="per-thread buffer (default 256K)")
+    r.add_argument("--ring", default=None, help="keep only the most recent SIZE of events per thread")
+    r.add_argument("--max-depth", type=int, default=0, help="record frames only up to this depth")
+    r.add_argument("--include", action="append", help="record only code in files/modules matching "
+                   "this glob (repeatable)")
+    r.add_argument("--exclude", action="append", help="do not record code in files/modules matching "
+                   "this glob (repeatable)")
+    r.add_argument("--min-duration", default=None, help="with --format perfetto/chrome: leave out "
+                   "slices shorter than this (e.g. 10us)")
+    r.add_argument("--no-follow-fork", action="store_true", help="forked children stop tracing "
+                   "(default: each traces into its own file)")
+    r.add_argument("--no-tsc", action="store_true", help="timestamps from CLOCK_MONOTONIC, not the TSC")
+    r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
+    r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
+
+    s = sub.add_parser("stats", help="top functions of a trace (calls, total and own time)")
+    s.add_argument("file")
+    s.add_argument("--sort", choices=("own", "total", "calls"), default="own")
+    s.add_argument("-n", "--limit", type=int, default=20, help="rows per table (default 20)")
+    s.add_argument("--threads", action="store_true", help="also one table per thread")
+
+    e = sub.add_parser("export", help="convert a trace to Perfetto or Chrome JSON")
+    e.add_argument("file")
+    e.add_argument("--format", required=True, help="perfetto or chrome")
+    e.add_argument("-o", "--output", required=True)
+    e.add_argument("--min-duration", default=None, help="leave out slices shorter than this (e.g. 10us)")
+    return p
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as e:
+        return _exit(_error(str(e)))
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return _exit(2)
+    try:
+        if args.command == "run":
+            return _exit(cmd_run(args))
+        if args.command == "stats":
+            return _exit(cmd_stats(args))
+        if args.command == "export":
+            return _exit(cmd_export(args))
+    except UsageError as e:
+        return _exit(_error(str(e)))
+    except _native.TraceError as e:
+        return _exit(_error(str(e)))
+    except BrokenPipeError:
+        return _exit(0)
+    except OSError as e:
+        return _exit(_error(_os_error_text(e)))
+    return _exit(2)
+
+
+def _exit(status):
+    sys.exit(status)
+
+
+def _os_error_text(e):
+    if e.filename is not None and e.strerror:
+        return f"{e.filename}: {e.strerror}"
+    return str(e)
+
+
+# ---- run ----
+
+def _resolve_target(args):
+    if args.module:
+        return None, args.module, list(args.argv)
+    rest = list(args.argv)
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    if not rest:
+        raise UsageError("nothing to run: give a script (stackwatch run script.py) or -m module")
+    script = rest[0]
+    if not os.path.exists(script):
+        raise UsageError(f"can't open file {script!r}: No such file or directory")
+    if os.path.isdir(script):
+        raise UsageError(f"{script!r} is a directory, not a Python script")
+    return script, None, rest[1:]
+
+
+def _default_output(fmt):
+    pid = os.getpid()
+    return {"swt": f"stackwatch-{pid}.swt", "perfetto": f"stackwatch-{pid}.pftrace",
+            "chrome": f"stackwatch-{pid}.json"}[fmt]
+
+
+def cmd_run(args):
+    script, module, script_args = _resolve_target(args)
+    try:
+        chunk = parse_size(args.buffer_size)
+        ring = parse_size(args.ring) if args.ring else 0
+        min_ns = parse_duration_ns(args.min_duration) if args.min_duration else 0
+    except ValueError as e:
+        raise UsageError(str(e))
+    if args.max_depth < 0:
+        raise UsageError("--max-depth must not be negative")
+    if args.min_duration and args.format == "swt":
+        raise UsageError("--min-duration applies to --format perfetto/chrome (or to 'stackwatch export')")
+    output = args.output or _default_output(args.format)
+    _check_writable(output)
+    if args.format == "swt":
+        trace_path = output
+    else:
+        fd, trace_path = tempfile.mkstemp(prefix="stackwatch-", suffix=".swt")
+        os.close(fd)
+
+    # Prepare the program's environment exactly as `python script.py` would.
+    if module:
+        sys.argv = [module] + script_args
+        sys.path.insert(0, os.getcwd())
+    else:
+        sys.argv = [script] + script_args
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+        try:
+            with open(script, "rb") as f:
+                source = f.read()
+            code = compile(source, script, "exec", dont_inherit=True)
+        except SyntaxError:
+            traceback.print_exc(limit=0)
+            return 1
+        except OSError as e:
+            raise UsageError(f"can't open file {script!r}: {e.strerror}")
+
+    finisher = _Finisher(args, trace_path, output, min_ns)
+    try:
+        api.start(trace_path, buffer_size=chunk, ring=ring, max_depth=args.max_depth,
+                  include=args.include, exclude=args.exclude, follow_fork=not args.no_follow_fork,
+                  allow_tsc=not args.no_tsc)
+    except (ValueError, RuntimeError) as e:
+        raise UsageError(str(e))
+    # atexit runs after the interpreter has joined non-daemon threads, so
+    # their events are in the trace too.
+    atexit.register(finisher)
+    status = 0
+    try:
+        if module:
+            import runpy
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            main_mod = types.ModuleType("__main__")
+            main_mod.__file__ = script
+            main_mod.__builtins__ = __builtins__
+            main_mod.__spec__ = None
+            sys.modules["__main__"] = main_mod
+            exec(code, main_mod.__dict__)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        _print_user_exception()
+        finisher()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        status = 130
+    except BaseException:
+        _print_user_exception()
+        status = 1
+    return status
+
+
+def _print_user_exception():
+    """Print the traceback as Python would: without stackwatch's frames."""
+    etype, value, tb = sys.exc_info()
+    here = os.path.dirname(os.path.abspath(__file__))
+    while tb is not None and (os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(here)
+                              or tb.tb_frame.f_code.co_filename.endswith(("runpy.py", "<frozen runpy>"))):
+        tb = tb.tb_next
+    if value is not None:
+        value.__traceback__ = tb  # the default hook prints this, not its argument
+    sys.excepthook(etype, value, tb)
+
+
+def _check_writable(path):
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write the trace to {path}: it is a directory")
+    if not os.path.isdir(d):
+        raise UsageError(f"cannot write the trace to {path}: no such directory {d}")
+    if not os.access(d, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"cannot write the trace to {path}: permission denied")
+
+
+class _Finisher:
+    """Stops tracing once (at exit), converts if asked, prints the summary."""
+
+    def __init__(self, args, trace_path, output, min_ns):
+        self.args, self.trace_path, self.output, self.min_ns = args, trace_path, output, min_ns
+        self.done = False
+        self.pid = os.getpid()
+
+    def __call__(self):
+        if self.done or os.getpid() != self.pid:
+            return
+        self.done = True
+        if not _native.is_tracing():
+            return
+        summary = api.stop()
+        if summary.error:
+            print(f"stackwatch: warning: {summary.error}", file=sys.stderr)
+        if self.args.format != "swt":
+            try:
+                from .reader import Trace
+                Trace(self.trace_path).export(self.args.format, self.output, self.min_ns)
+            except (OSError, ValueError) as e:
+                print(f"stackwatch: error: export to {self.output} failed: {e}", file=sys.stderr)
+                return
+            finally:
+                try:
+                    os.unlink(self.trace_path)
+                except OSError:
+                    pass
+        if not self.args.quiet:
+            dropped = f", {summary.dropped} dropped" if summary.dropped else ""
+            print(f"stackwatch: wrote {self.output} ({summary.events} events, {summary.threads} "
+                  f"threads{dropped})", file=sys.stderr)
+
+
+# ---- stats ----
+
+def _fmt_ns(ns):
+    if ns >= 1e9:
+        return f"{ns / 1e9:.3f}s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3f}ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f}us"
+    return f"{ns}ns"
+
+
+def cmd_stats(args):
+    from .reader import Trace
+    if args.limit <= 0:
+        raise UsageError("--limit must be positive")
+    t = Trace(args.file)
+    out = sys.stdout
+    if t.damage:
+        print(f"warning: {args.file}: {t.damage}; showing the intact part", file=sys.stderr)
+    rows = t.stats()
+    key = {"own": lambda r: r[4], "total": lambda r: r[3], "calls": lambda r: r[2]}[args.sort]
+    overall = {}
+    for r in rows:
+        o = overall.setdefault(r.code, [0, 0, 0])
+        o[0] += r.calls
+        o[1] += r.total_ns
+        o[2] += r.own_ns
+    print(f"{args.file}: {t.event_count()} events, {len(t.threads)} threads, "
+          f"{t.dropped()} dropped{'' if t.complete else ', incomplete (tracing did not stop normally)'}",
+          file=out)
+    _table(out, "all threads", t, [(c, *v) for c, v in overall.items()], key, args.limit)
+    if args.threads:
+        for i, th in enumerate(t.threads):
+            mine = [(r.code, r.calls, r.total_ns, r.own_ns) for r in rows if r.thread == i]
+            title = f"thread {th['name'] or '?'} (tid {th['native_tid']}, {th['events']} events, {th['dropped']} dropped)"
+            _table(out, title, t, mine, key, args.limit)
+    return 0
+
+
+def _table(out, title, t, rows, key, limit):
+    rows = sorted(rows, key=lambda r: key((None, r[0], r[1], r[2], r[3])), reverse=True)[:limit]
+    print(f"\n{title}", file=out)
+    print(f"{'calls':>10} {'total':>11} {'own':>11}  function", file=out)
+    for code, calls, total, own in rows:
+        c = t.codes.get(code)
+        where = f"{c.qualname}  ({c.filename}:{c.firstlineno})" if c else f"<code {code}>"
+        print(f"{calls:>10} {_fmt_ns(total):>11} {_fmt_ns(own):>11}  {where}", file=out)
+
+
+# ---- export ----
+
+def cmd_export(args):
+    from .reader import Trace
+    if args.format not in EXPORT_FORMATS:
+        raise UsageError(f"unknown format {args.format!r} (choose from: {', '.join(EXPORT_FORMATS)})")
+    try:
+        min_ns = parse_duration_ns(args.min_duration) if args.min_duration else 0
+    except ValueError as e:
+        raise UsageError(str(e))
+    _check_writable(args.output)
+    t = Trace(args.file)
+    if t.damage:
+        print(f"warning: {args.file}: {t.damage}; exporting the intact part", file=sys.stderr)
+    t.export(args.format, args.output, min_ns)
+    print(f"stackwatch: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,257 @@
+"""Programs whose call sequences the differential tests compare with what
+sys.setprofile reports. Each case is a function taking no arguments; worker
+threads run `thread_body`. Keep them deterministic: no imports, no GC
+dependence, no timing."""
+import asyncio
+import functools
+import threading
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+def case_recursion():
+    fib(12)
+
+    def down(n):
+        if n:
+            down(n - 1)
+    down(200)
+
+
+def gen_numbers(n):
+    for i in range(n):
+        yield i
+
+
+def gen_delegate(n):
+    yield from gen_numbers(n)
+    yield -1
+
+
+def gen_echo():
+    total = 0
+    while True:
+        x = yield total
+        total += x
+
+
+def gen_guarded():
+    try:
+        yield 1
+        yield 2
+    finally:
+        helper_noop()
+
+
+def helper_noop():
+    return None
+
+
+def case_generators():
+    sum(gen_numbers(50))
+    list(gen_delegate(10))
+    g = gen_echo()
+    next(g)
+    for i in range(5):
+        g.send(i)
+    g.close()
+    h = gen_guarded()
+    next(h)
+    h.close()
+    k = gen_guarded()
+    next(k)
+    try:
+        k.throw(ValueError("x"))
+    except ValueError:
+        pass
+    list(x * 2 for x in range(10))
+    unstarted = gen_numbers(3)
+    unstarted.close()
+
+
+async def leaf(i):
+    await asyncio.sleep(0)
+    return i
+
+
+async def middle(i):
+    a = await leaf(i)
+    b = await leaf(i + 1)
+    return a + b
+
+
+async def agen(n):
+    for i in range(n):
+        await asyncio.sleep(0)
+        yield i
+
+
+async def amain():
+    tasks = [asyncio.ensure_future(middle(i)) for i in range(20)]
+    await asyncio.gather(*tasks)
+    async for _ in agen(5):
+        pass
+    try:
+        await failing()
+    except KeyError:
+        pass
+    # Free the tasks here, not while the frame is torn down at return (see
+    # docs/architecture.md, "Finalizers at frame teardown").
+    del tasks
+
+
+async def failing():
+    await asyncio.sleep(0)
+    raise KeyError("k")
+
+
+def case_coroutines():
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(amain())
+    finally:
+        loop.close()
+    del loop  # its __del__ runs here, not at frame teardown
+
+
+def raise_at(depth):
+    if depth == 0:
+        raise ValueError("deep")
+    raise_at(depth - 1)
+
+
+def catch_mid(depth):
+    try:
+        raise_at(depth)
+    except ValueError:
+        return "caught"
+
+
+def reraise():
+    try:
+        raise_at(2)
+    except ValueError as e:
+        raise RuntimeError("wrapped") from e
+
+
+def case_exceptions():
+    for d in range(6):
+        catch_mid(d)
+    try:
+        reraise()
+    except RuntimeError:
+        pass
+    try:
+        {}["missing"]
+    except KeyError:
+        pass
+
+
+class Point:
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+
+    def norm2(self):
+        return self.x * self.x + self.y * self.y
+
+    @property
+    def sum(self):
+        return self.x + self.y
+
+    @staticmethod
+    def origin():
+        return Point(0, 0)
+
+    @classmethod
+    def unit(cls):
+        return cls(1, 0)
+
+
+class Point3(Point):
+    def __init__(self, x, y, z):
+        super().__init__(x, y)
+        self.z = z
+
+
+class Slotted:
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+
+def case_objects_hot_loop():
+    # Objects constructed in hot loops: on 3.13 the specialised constructor
+    # call (CALL_ALLOC_AND_ENTER_INIT) pushes __init__ frames inline.
+    total = 0
+    for i in range(2000):
+        p = Point(i, i)
+        total += p.norm2()
+    for i in range(500):
+        Point3(i, i, i)
+        Slotted(i)
+    Point.origin()
+    Point.unit()
+    total += Point(1, 2).sum
+    return total
+
+
+def decorator(fn):
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        return fn(*a, **k)
+    return wrapper
+
+
+@decorator
+def decorated(x):
+    return x + 1
+
+
+class Ctx:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def case_misc():
+    f = lambda v: v * 2  # noqa: E731
+    [f(i) for i in range(10)]
+    {i: f(i) for i in range(5)}
+    sorted(range(10), key=lambda v: -v)
+    for i in range(10):
+        decorated(i)
+    with Ctx():
+        helper_noop()
+
+    class Local:
+        def method(self):
+            return 1
+    Local().method()
+    list(map(f, range(5)))
+
+
+def thread_body(n):
+    fib(n)
+    list(gen_numbers(5))
+    try:
+        raise_at(3)
+    except ValueError:
+        pass
+
+
+def case_threads():
+    threads = [threading.Thread(target=thread_body, args=(8 + i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    del t, threads  # freed in the body, not at frame teardown
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

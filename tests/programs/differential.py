@@ -1,0 +1,117 @@
+"""Runs one corpus case twice, under a sys.setprofile recorder (the ground
+truth) and under stackwatch, and prints both call sequences as JSON:
+{"truth": {"main": [...], "threads": [[...], ...]}, "traced": {...}}.
+
+Usage: python differential.py CASE TRACE_PATH
+"""
+import json
+import os
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import corpus  # noqa: E402
+
+import stackwatch  # noqa: E402
+from stackwatch.reader import Trace  # noqa: E402
+
+NEW_NAMES = sys.version_info >= (3, 11)
+
+
+def code_name(code):
+    return code.co_qualname if NEW_NAMES else code.co_name
+
+
+def ground_truth(fn):
+    events = {}
+    lock = threading.Lock()
+
+    def rec(frame, event, arg):
+        if event in ("call", "return"):
+            with lock:
+                # Keyed by the Thread object: idents are reused by later threads.
+                key = id(threading.current_thread())
+                events.setdefault(key, []).append((event, code_name(frame.f_code)))
+
+    threading.setprofile(rec)
+    sys.setprofile(rec)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    main = events.pop(id(threading.current_thread()), [])
+    return main, list(events.values())
+
+
+def subtree(seq, root):
+    """The events from the first call of `root` to its matching return."""
+    out, depth = [], 0
+    for kind, name in seq:
+        if not out and not (kind == "call" and name == root):
+            continue
+        out.append((kind, name))
+        depth += 1 if kind == "call" else -1
+        if depth == 0:
+            break
+    return out
+
+
+# Weakref callbacks run when an object dies. When that is depends on who
+# holds references, and a sys.setprofile recorder changes that itself (it
+# materialises frame objects, which keep locals alive), so their position in
+# the sequence is not a property of the program. Their subtrees are left out
+# of both sides; everything else must match exactly.
+OBSERVER_DEPENDENT = ("_remove", "WeakSet.__init__.<locals>._remove")
+
+
+def drop_subtrees(seq, names):
+    out, skip = [], 0
+    for kind, name in seq:
+        if skip:
+            skip += 1 if kind == "call" else -1
+            continue
+        if kind == "call" and name in names:
+            skip = 1
+            continue
+        out.append((kind, name))
+    return out
+
+
+def normalise(seq):
+    m = {"call": "call", "resume": "call", "return": "return", "yield": "return", "unwind": "return"}
+    return [(m[k], n) for k, n in seq if k in m]
+
+
+def main():
+    case, path = sys.argv[1], sys.argv[2]
+    fn = corpus.CASES[case]
+    root = code_name(fn.__code__)
+    run_name = "Thread.run" if NEW_NAMES else "run"
+    fn()  # warm up: let the adaptive interpreter specialise call sites
+    t_main, t_threads = ground_truth(fn)
+    fn()
+    fn()
+    stackwatch.start(path)
+    fn()
+    summary = stackwatch.stop()
+    tr = Trace(path)
+    traced_main, traced_threads = [], []
+    for i, th in enumerate(tr.threads):
+        seq = normalise(tr.call_sequence(i))
+        if th["ident"] == threading.get_ident():
+            traced_main = subtree(seq, root)
+        else:
+            traced_threads.append(subtree(seq, run_name))
+    def clean(seq):
+        return drop_subtrees(seq, OBSERVER_DEPENDENT)
+
+    truth = {"main": clean(subtree(t_main, root)),
+             "threads": sorted(clean(s) for s in (subtree(s, run_name) for s in t_threads) if s)}
+    traced = {"main": clean(traced_main), "threads": sorted(clean(s) for s in traced_threads if s)}
+    json.dump({"truth": truth, "traced": traced, "dropped": summary.dropped,
+               "error": summary.error, "damage": tr.damage}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""The Python API: start/stop, trace(), @traced, threads, filters, ring
+mode, fork."""
+import os
+import threading
+
+import pytest
+
+import stackwatch
+from stackwatch.reader import Trace
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+def calls(path):
+    t = Trace(path)
+    out = {}
+    for r in t.stats():
+        name = t.codes[r.code].qualname
+        out[name] = out.get(name, 0) + r.calls
+    return out
+
+
+def test_start_stop(tmp_path):
+    p = str(tmp_path / "a.swt")
+    stackwatch.start(p)
+    assert stackwatch.is_tracing()
+    fib(10)
+    s = stackwatch.stop()
+    assert not stackwatch.is_tracing()
+    assert s.path == p and s.events > 0 and s.dropped == 0 and s.error is None
+    assert calls(p)["fib"] == 177
+
+
+def test_double_start_and_stop_errors(tmp_path):
+    with stackwatch.trace(str(tmp_path / "a.swt")):
+        with pytest.raises(RuntimeError, match="already tracing"):
+            stackwatch.start(str(tmp_path / "b.swt"))
+    with pytest.raises(RuntimeError, match="not tracing"):
+        stackwatch.stop()
+
+
+def test_bad_options(tmp_path):
+    with pytest.raises(ValueError):
+        stackwatch.start(str(tmp_path / "a.swt"), buffer_size="huge")
+    with pytest.raises(ValueError):
+        stackwatch.start(str(tmp_path / "a.swt"), buffer_size=100)
+    with pytest.raises(ValueError):
+        stackwatch.start(str(tmp_path / "a.swt"), max_depth=-2)
+    with pytest.raises(OSError):
+        stackwatch.start(str(tmp_path / "no" / "such" / "dir.swt"))
+    assert not stackwatch.is_tracing()
+
+
+def test_traced_decorator(tmp_path):
+    p = str(tmp_path / "d.swt")
+
+    @stackwatch.traced(p)
+    def work():
+        return fib(8)
+
+    assert work() == 21
+    assert work.summary.events > 0
+    assert calls(p)["fib"] == 67
+
+
+def test_thread_started_before_tracing(tmp_path):
+    p = str(tmp_path / "t.swt")
+    go, done = threading.Event(), threading.Event()
+
+    def body():
+        go.wait()
+        fib(9)
+        done.set()
+
+    th = threading.Thread(target=body, name="early-bird")
+    th.start()
+    stackwatch.start(p)
+    go.set()
+    done.wait()
+    th.join()
+    stackwatch.stop()
+    t = Trace(p)
+    c = calls(p)
+    assert c["fib"] == 109
+    assert any(x["name"] == "early-bird" for x in t.threads) or len(t.threads) >= 2
+
+
+def test_thread_names(tmp_path):
+    p = str(tmp_path / "n.swt")
+    with stackwatch.trace(p):
+        ts = [threading.Thread(target=fib, args=(5,), name=f"worker-{i}") for i in range(3)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    names = {t["name"] for t in Trace(p).threads}
+    assert {"worker-0", "worker-1", "worker-2", "MainThread"} <= names
+
+
+def test_max_depth(tmp_path):
+    p = str(tmp_path / "m.swt")
+
+    def outer():
+        fib(6)
+
+    with stackwatch.trace(p, max_depth=3):
+        outer()
+    t = Trace(p)
+    main = [i for i, th in enumerate(t.threads) if th["ident"] == threading.get_ident()][0]
+    assert max(e.depth for e in t.events(main)) <= 2
+    assert calls(p)["fib"] >= 1
+
+
+def test_exclude_and_include(tmp_path):
+    p = str(tmp_path / "e.swt")
+
+    def outer():
+        fib(5)
+
+    with stackwatch.trace(p, exclude=[__name__]):
+        outer()
+    assert "fib" not in calls(p)
+    p2 = str(tmp_path / "i.swt")
+    with stackwatch.trace(p2, include=[__file__]):
+        outer()
+        threading.current_thread()
+    c = calls(p2)
+    assert c.get("fib") == 15 and "current_thread" not in c
+
+
+def test_ring_keeps_most_recent(tmp_path):
+    p = str(tmp_path / "r.swt")
+    with stackwatch.trace(p, buffer_size="4K", ring="16K") as tr:
+        for _ in range(20):
+            fib(15)
+        fib(3)
+    t = Trace(p)
+    assert tr.summary.dropped > 0
+    assert t.dropped() == tr.summary.dropped
+    assert os.path.getsize(p) < 64 * 1024
+    # The most recent events are there: the final fib(3) is the last call tree.
+    main = [i for i, th in enumerate(t.threads) if th["ident"] == threading.get_ident()][0]
+    seq = [e for e in t.call_sequence(main) if e[1] == "fib"]
+    assert seq[-10:] == [("call", "fib"), ("call", "fib"), ("call", "fib"), ("return", "fib"),
+                         ("call", "fib"), ("return", "fib"), ("return", "fib"), ("call", "fib"),
+                         ("return", "fib"), ("return", "fib")]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_fork_child_writes_own_file(tmp_path):
+    p = str(tmp_path / "f.swt")
+    with stackwatch.trace(p):
+        fib(5)
+        pid = os.fork()
+        if pid == 0:
+            fib(7)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        fib(4)
+    assert status == 0
+    assert calls(p)["fib"] == 15 + 9
+    child = str(tmp_path / f"f.fork-{pid}.swt")
+    assert os.path.exists(child)
+    assert calls(child)["fib"] == 41
+    assert Trace(child).meta["pid"] == pid

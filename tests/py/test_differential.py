@@ -1,0 +1,28 @@
+"""Exact means equal: for every corpus program, the per-thread sequence of
+calls and returns that stackwatch records equals what a Python-level
+sys.setprofile recorder sees (tests/programs/differential.py)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PROGRAMS
+
+sys.path.insert(0, PROGRAMS)
+import corpus  # noqa: E402
+
+
+@pytest.mark.parametrize("case", sorted(corpus.CASES))
+def test_matches_setprofile(case, tmp_path):
+    out = subprocess.run([sys.executable, os.path.join(PROGRAMS, "differential.py"), case,
+                          str(tmp_path / "t.swt")], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    truth, traced = d["truth"], d["traced"]
+    assert d["dropped"] == 0 and d["error"] is None and d["damage"] is None
+    assert truth["main"], "the ground truth saw nothing: the harness is broken"
+    assert traced["main"] == truth["main"]
+    assert len(traced["threads"]) == len(truth["threads"])
+    assert traced["threads"] == truth["threads"]

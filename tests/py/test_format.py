@@ -1,0 +1,82 @@
+"""The trace file: damaged, truncated or foreign files give one clear error
+naming the file, and intact chunks before damage still read."""
+import os
+
+import pytest
+
+import stackwatch
+from conftest import run
+from stackwatch.reader import Trace
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+@pytest.fixture
+def trace_file(tmp_path):
+    p = str(tmp_path / "t.swt")
+    with stackwatch.trace(p, buffer_size="4K"):
+        fib(16)
+    return p
+
+
+def calls_of(t, name):
+    return sum(r.calls for r in t.stats() if t.codes[r.code].qualname == name)
+
+
+def test_roundtrip(trace_file):
+    t = Trace(trace_file)
+    assert t.complete and t.damage is None
+    assert calls_of(t, "fib") == 3193
+    assert t.meta["pid"] == os.getpid()
+    assert t.meta["python_version"]
+    assert t.meta["clock"] in ("tsc", "monotonic")
+
+
+def test_truncated_keeps_intact_chunks(trace_file, tmp_path):
+    data = open(trace_file, "rb").read()
+    cut = tmp_path / "cut.swt"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    t = Trace(str(cut))
+    assert not t.complete
+    assert "truncated" in t.damage
+    assert 0 < calls_of(t, "fib") < 3193
+
+
+def test_corrupted_byte_detected(trace_file, tmp_path):
+    data = bytearray(open(trace_file, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    bad = tmp_path / "bad.swt"
+    bad.write_bytes(bytes(data))
+    t = Trace(str(bad))
+    assert "checksum" in t.damage
+    assert calls_of(t, "fib") < 3193
+
+
+@pytest.mark.parametrize("content", [b"", b"hello world, not a trace", b"\x89SWT\r\n\x1a\n" + b"\x07\x00" * 4])
+def test_foreign_files_are_errors(tmp_path, content):
+    p = tmp_path / "x.swt"
+    p.write_bytes(content)
+    with pytest.raises(stackwatch.TraceError) as e:
+        Trace(str(p))
+    assert str(p) in str(e.value)
+
+
+def test_cli_on_foreign_file(tmp_path):
+    p = tmp_path / "x.swt"
+    p.write_bytes(b"garbage" * 10)
+    r = run(["stats", str(p)])
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert str(p) in r.stderr and "not a stackwatch trace" in r.stderr
+
+
+def test_bytes_per_event_on_fib(tmp_path):
+    p = str(tmp_path / "f.swt")
+    with stackwatch.trace(p) as t:
+        fib(22)
+    events = t.summary.events
+    assert events >= 2 * 57313
+    size = os.path.getsize(p)
+    # The format's budget is at most 4 bytes per call or return event.
+    assert size / events <= 4.0, size / events
