@@ -32,7 +32,13 @@ static PyObject *sw_eval(PyThreadState *ts, SW_FRAME *f, int throwflag)
     (void)g;
     sw_tbuf_enter(tb, sw_clock_now(&sw_S.clock), sw_frame_resumes(f) ? SW_OP_RESUME : SW_OP_CALL, id);
     uint64_t gen = sw_S.gen;
+#if PY_VERSION_HEX >= 0x030D0000
+    t->hook_frame = f;
+#endif
     PyObject *res = prev(ts, f, throwflag);
+#if PY_VERSION_HEX >= 0x030D0000
+    t->hook_frame = NULL;
+#endif
     if (SW_LIKELY(gen == sw_S.gen)) {
         unsigned op = res == NULL ? SW_OP_UNWIND : sw_suspended(f, g) ? SW_OP_YIELD : SW_OP_RETURN;
         sw_tbuf_exit(tb, sw_clock_now(&sw_S.clock), op);

@@ -47,6 +47,14 @@ typedef struct sw_tstate {
     sw_tbuf *tb;
     int busy;                /* the hook itself is running Python code */
     int name_pending;        /* the thread's name is not known yet */
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13 __init__ gap (init_gap.c): the frame the hook entered last (NULL
+     * once it returned), and the frames recorded by monitoring callbacks. */
+    void *hook_frame;
+    void **mon_frames;
+    uint32_t mon_depth, mon_cap;
+    uint64_t mon_gen;
+#endif
 } sw_tstate;
 
 extern sw_session sw_S;
@@ -88,6 +96,11 @@ static inline uint32_t sw_code_id(PyCodeObject *co, PyObject *globals)
     }
     return sw_code_register(co, globals);
 }
+
+/* 3.13: recording __init__ frames that the specialised constructor call
+ * pushes without the frame-evaluation hook (init_gap.c). Returns 0 or -1
+ * with an exception set. */
+int sw_init_gap_add_to_module(PyObject *m);
 
 /* Backends (hook_eval.c). */
 int sw_hook_eval_install(void);

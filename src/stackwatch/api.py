@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from . import _native
+from . import _init_gap, _native
 from .units import parse_size
 
 _session = None          # options of the running session, for fork children
@@ -100,6 +100,13 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     native_exclude = (exclude or []) + [_OWN_FILES]
     _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
                   allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude)
+    try:
+        problem = _init_gap.enable()
+    except Exception as e:  # never leave a half-started session behind
+        _native.stop()
+        raise RuntimeError(f"cannot start tracing: {e}") from e
+    if problem:
+        print(f"stackwatch: warning: {problem}", file=sys.stderr)
     _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
                     include=include, exclude=exclude, follow_fork=follow_fork, meta=meta,
                     allow_tsc=allow_tsc)
@@ -123,7 +130,10 @@ def stop():
     TraceSummary. Raises RuntimeError if not tracing."""
     global _session
     try:
-        d = _native.stop()
+        try:
+            _init_gap.disable()
+        finally:
+            d = _native.stop()
     finally:
         _session = None
         if os._exit is _exit_after_stop:

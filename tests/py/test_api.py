@@ -165,3 +165,21 @@ def test_fork_child_writes_own_file(tmp_path):
     assert os.path.exists(child)
     assert calls(child)["fib"] == 41
     assert Trace(child).meta["pid"] == pid
+
+
+def test_init_of_class_defined_while_tracing(tmp_path):
+    """On 3.13 the specialised constructor call skips the frame hook; classes
+    created after tracing started are covered by the function watcher."""
+    p = str(tmp_path / "i.swt")
+    with stackwatch.trace(p):
+        class Late:
+            def __init__(self, v):
+                self.v = v
+
+        def build():
+            for i in range(1000):
+                Late(i)
+        build()
+    c = calls(p)
+    assert c["test_init_of_class_defined_while_tracing.<locals>.Late.__init__"
+             if "test_init_of_class_defined_while_tracing.<locals>.Late.__init__" in c else "__init__"] == 1000

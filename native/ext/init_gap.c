@@ -1,0 +1,184 @@
+/*
+ * init_gap.c - CPython 3.13 only: the specialised constructor call
+ * CALL_ALLOC_AND_ENTER_INIT pushes the __init__ frame inline, without the
+ * PEP 523 check, so the frame-evaluation hook never sees such calls. To stay
+ * exact, stackwatch (src/stackwatch/_init_gap.py) enables sys.monitoring
+ * PY_START/PY_RETURN as *local* events on every Python __init__ code object,
+ * and PY_UNWIND globally, with the C callbacks below:
+ *
+ *  - PY_START: if the starting frame is the one the hook just entered, the
+ *    hook has recorded it already; otherwise it was pushed inline: record a
+ *    call and remember the frame.
+ *  - PY_RETURN / PY_UNWIND: if the frame is one we remembered, record its
+ *    return (or unwind); frames the hook entered are closed by the hook.
+ *
+ * A function watcher extends the local events to __init__ functions created
+ * after tracing started. On other versions this file only registers
+ * nothing.
+ */
+#include "session.h"
+
+#if PY_VERSION_HEX >= 0x030D0000
+
+static PyObject *set_local_events;  /* sys.monitoring.set_local_events */
+static int tool_id = -1;
+static int local_events;
+static int watcher_id = -1;
+
+static _PyInterpreterFrame *current_frame(void)
+{
+    return PyThreadState_Get()->current_frame;
+}
+
+/* Per-thread state, valid for this session. Returns NULL if the thread
+ * cannot record. */
+static sw_tstate *ready(void)
+{
+    sw_tstate *t = &sw_T;
+    if (SW_UNLIKELY(t->gen != sw_S.gen) && !sw_thread_attach(t))
+        return NULL;
+    if (t->busy)
+        return NULL;
+    if (t->mon_gen != sw_S.gen) {
+        t->mon_depth = 0;
+        t->mon_gen = sw_S.gen;
+    }
+    return t;
+}
+
+static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    if (!sw_S.gen || n < 1 || !PyCode_Check(args[0]))
+        Py_RETURN_NONE;
+    sw_tstate *t = ready();
+    if (!t)
+        Py_RETURN_NONE;
+    _PyInterpreterFrame *f = current_frame();
+    if (!f || (void *)f == t->hook_frame)
+        Py_RETURN_NONE;  /* entered through the hook: already recorded */
+    PyCodeObject *co = (PyCodeObject *)args[0];
+    uint32_t id = sw_code_id(co, f->f_globals);
+    if ((id & SW_ID_SKIP) || (sw_S.max_depth && t->tb->depth >= sw_S.max_depth))
+        Py_RETURN_NONE;
+    if (t->mon_depth == t->mon_cap) {
+        uint32_t cap = t->mon_cap ? t->mon_cap * 2 : 32;
+        void **p = PyMem_RawRealloc(t->mon_frames, cap * sizeof *p);
+        if (!p) {
+            sw_session_error("out of memory recording an __init__ frame");
+            Py_RETURN_NONE;
+        }
+        t->mon_frames = p;
+        t->mon_cap = cap;
+    }
+    t->mon_frames[t->mon_depth++] = f;
+    sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), SW_OP_CALL, id);
+    Py_RETURN_NONE;
+}
+
+static void mon_exit(unsigned op)
+{
+    sw_tstate *t = &sw_T;
+    if (!sw_S.gen || t->gen != sw_S.gen || t->mon_gen != sw_S.gen || !t->mon_depth)
+        return;
+    if (t->mon_frames[t->mon_depth - 1] != (void *)current_frame())
+        return;
+    t->mon_depth--;
+    sw_tbuf_exit(t->tb, sw_clock_now(&sw_S.clock), op);
+}
+
+static PyObject *mon_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    (void)args;
+    (void)n;
+    mon_exit(SW_OP_RETURN);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    (void)args;
+    (void)n;
+    mon_exit(SW_OP_UNWIND);
+    Py_RETURN_NONE;
+}
+
+/* New functions named __init__ get the local events too. */
+static int on_function(PyFunction_WatchEvent event, PyFunctionObject *func, PyObject *new_value)
+{
+    (void)new_value;
+    if (event != PyFunction_EVENT_CREATE || !set_local_events || tool_id < 0 || !sw_S.gen)
+        return 0;
+    PyObject *name = func->func_name;
+    if (!name || !PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "__init__") != 0)
+        return 0;
+    sw_exc_state es;
+    sw_exc_save(&es);
+    PyObject *r = PyObject_CallFunction(set_local_events, "iOi", tool_id, func->func_code, local_events);
+    if (!r) {
+        PyErr_Clear();
+        sw_session_error("could not enable events on a new __init__");
+    }
+    Py_XDECREF(r);
+    sw_exc_restore(&es);
+    return 0;
+}
+
+static PyObject *gap_begin(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *fn;
+    int tid, events;
+    if (!PyArg_ParseTuple(args, "iOi", &tid, &fn, &events))
+        return NULL;
+    Py_XSETREF(set_local_events, Py_NewRef(fn));
+    tool_id = tid;
+    local_events = events;
+    if (watcher_id < 0) {
+        watcher_id = PyFunction_AddWatcher(on_function);
+        if (watcher_id < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *gap_end(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    if (watcher_id >= 0) {
+        if (PyFunction_ClearWatcher(watcher_id) < 0)
+            return NULL;
+        watcher_id = -1;
+    }
+    Py_CLEAR(set_local_events);
+    tool_id = -1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef gap_methods[] = {
+    {"_mon_start", (PyCFunction)(void (*)(void))mon_start, METH_FASTCALL, "sys.monitoring PY_START callback"},
+    {"_mon_return", (PyCFunction)(void (*)(void))mon_return, METH_FASTCALL, "sys.monitoring PY_RETURN callback"},
+    {"_mon_unwind", (PyCFunction)(void (*)(void))mon_unwind, METH_FASTCALL, "sys.monitoring PY_UNWIND callback"},
+    {"_init_gap_begin", gap_begin, METH_VARARGS, "_init_gap_begin(tool_id, set_local_events, events)"},
+    {"_init_gap_end", gap_end, METH_NOARGS, "stop watching new __init__ functions"},
+    {NULL, NULL, 0, NULL},
+};
+
+int sw_init_gap_add_to_module(PyObject *m)
+{
+    if (PyModule_AddFunctions(m, gap_methods) < 0)
+        return -1;
+    return PyModule_AddIntConstant(m, "HAS_INIT_GAP", 1);
+}
+
+#else
+
+int sw_init_gap_add_to_module(PyObject *m)
+{
+    return PyModule_AddIntConstant(m, "HAS_INIT_GAP", 0);
+}
+
+#endif
