@@ -18,7 +18,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 stamp="$venv/.deps-installed"
 if [ ! -f "$stamp" ] || [ $# -gt 0 ]; then
-  "$venv/bin/python" -m pip install -q -U --disable-pip-version-check "setuptools>=61" wheel pytest protobuf perfetto "$@" >&2
+  "$venv/bin/python" -m pip install -q -U --disable-pip-version-check "setuptools>=61" wheel pytest protobuf perfetto coverage "$@" >&2
   touch "$stamp"
 fi
 src="$(mktemp -d)"
