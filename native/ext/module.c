@@ -22,13 +22,13 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"path", "chunk_bytes", "ring_bytes", "max_depth", "allow_tsc",
-                             "meta", "include", "exclude", NULL};
+                             "meta", "include", "exclude", "c_calls", NULL};
     PyObject *path_obj;
     Py_ssize_t chunk = 256 * 1024, ring = 0, max_depth = 0;
-    int allow_tsc = 1;
+    int allow_tsc = 1, c_calls = 0;
     PyObject *meta = NULL, *inc = Py_None, *exc = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOO", kwlist, PyUnicode_FSConverter, &path_obj,
-                                     &chunk, &ring, &max_depth, &allow_tsc, &meta, &inc, &exc))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOp", kwlist, PyUnicode_FSConverter, &path_obj,
+                                     &chunk, &ring, &max_depth, &allow_tsc, &meta, &inc, &exc, &c_calls))
         return NULL;
     if (chunk < 4096 || chunk > (Py_ssize_t)(SW_CHUNK_MAX / 2)) {
         Py_DECREF(path_obj);
@@ -40,7 +40,7 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_ValueError, "ring size and max depth must not be negative");
     }
     sw_start_opts o = {PyBytes_AS_STRING(path_obj), (size_t)chunk, (size_t)ring, (uint32_t)max_depth,
-                       allow_tsc, meta, inc, exc};
+                       allow_tsc, meta, inc, exc, c_calls};
     int rc = sw_session_start(&o);
     Py_DECREF(path_obj);
     if (rc < 0)
@@ -375,7 +375,7 @@ PyMODINIT_FUNC PyInit__native(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (sw_init_gap_add_to_module(m) < 0) {
+    if (sw_init_gap_add_to_module(m) < 0 || sw_ccalls_add_to_module(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

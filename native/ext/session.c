@@ -104,6 +104,8 @@ int sw_thread_attach(sw_tstate *t)
     }
     t->gen = sw_S.gen;
     t->name_pending = 1;
+    if (sw_S.c_calls)
+        sw_ccalls_thread_attach(t);
     lookup_name(t, PyThread_get_thread_ident());
     if (sw_S.key_made)
         pthread_setspecific(sw_S.key, t);
@@ -338,6 +340,7 @@ int sw_session_start(const sw_start_opts *o)
     sw_S.exclude = exc;
     sw_S.nfilters = (inc != NULL) + (exc != NULL);
     sw_S.max_depth = o->max_depth;
+    sw_S.c_calls = o->c_calls;
     sw_S.next_code = 0;
     sw_S.error = 0;
     sw_S.errmsg[0] = 0;
@@ -382,6 +385,7 @@ PyObject *sw_session_stop(void)
         return NULL;
     }
     sw_hook_eval_uninstall();
+    sw_ccalls_session_end();
     pthread_mutex_lock(&sw_S.lock);
     uint64_t end = sw_clock_now(&sw_S.clock);
     sw_S.gen = 0;
@@ -425,6 +429,7 @@ void sw_session_after_fork_child(void)
      * writer (its lock may be held by a thread that no longer exists, so it
      * is leaked rather than freed). */
     sw_hook_eval_uninstall();
+    sw_ccalls_session_end();
     sw_S.gen = 0;
     if (sw_S.w)
         sw_writer_abandon(sw_S.w);

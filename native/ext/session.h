@@ -32,6 +32,7 @@ typedef struct sw_session {
     int nfilters;
     sw_eval_fn prev_eval;    /* evaluator we chain to */
     int hook_installed;
+    int c_calls;             /* record calls of builtin/extension functions */
     pthread_mutex_t lock;
     pthread_key_t key;       /* only for its destructor (thread exit) */
     int key_made;
@@ -47,6 +48,11 @@ typedef struct sw_tstate {
     sw_tbuf *tb;
     int busy;                /* the hook itself is running Python code */
     int name_pending;        /* the thread's name is not known yet */
+    /* C calls (ccalls.c): for each open C call (innermost last), whether it
+     * was recorded; valid for session c_gen. */
+    uint8_t *c_rec;
+    uint32_t c_depth, c_cap;
+    uint64_t c_gen;
 #if PY_VERSION_HEX >= 0x030D0000
     /* 3.13 __init__ gap (init_gap.c): the frame the hook entered last (NULL
      * once it returned), and the frames recorded by monitoring callbacks. */
@@ -67,6 +73,7 @@ typedef struct sw_start_opts {
     int allow_tsc;
     PyObject *meta;          /* dict str -> str|int|float, written to META */
     PyObject *include, *exclude;  /* sequences of str globs, or None */
+    int c_calls;
 } sw_start_opts;
 
 /* Starts a session. Returns 0, or -1 with a Python exception set. */
@@ -101,6 +108,13 @@ static inline uint32_t sw_code_id(PyCodeObject *co, PyObject *globals)
  * pushes without the frame-evaluation hook (init_gap.c). Returns 0 or -1
  * with an exception set. */
 int sw_init_gap_add_to_module(PyObject *m);
+
+/* C calls (ccalls.c). 3.12+: sys.monitoring CALL/C_RETURN/C_RAISE
+ * callbacks; 3.9-3.11: the C profile hook, installed per thread when the
+ * thread attaches. */
+int sw_ccalls_add_to_module(PyObject *m);
+void sw_ccalls_thread_attach(sw_tstate *t);
+void sw_ccalls_session_end(void);
 
 /* Backends (hook_eval.c). */
 int sw_hook_eval_install(void);

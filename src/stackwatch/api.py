@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from . import _init_gap, _native
+from . import _monitor, _native
 from .units import parse_size
 
 _session = None          # options of the running session, for fork children
@@ -75,14 +75,15 @@ def is_tracing():
 
 
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
-          follow_fork=True, meta=None, allow_tsc=True):
+          follow_fork=True, meta=None, allow_tsc=True, c_calls=False):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
     only the most recent ``ring`` bytes of events per thread and write them
     at stop (flight recorder); max_depth: record frames only up to this depth;
     include/exclude: globs matched against file names and module names
-    ("mypkg" also matches "mypkg.sub").
+    ("mypkg" also matches "mypkg.sub"); c_calls: also record calls of
+    builtin and extension functions (C_CALL/C_RETURN events).
 
     Raises RuntimeError if already tracing, OSError if the file cannot be
     created, ValueError for a bad option.
@@ -99,9 +100,10 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     exclude = _globs(exclude, "exclude")
     native_exclude = (exclude or []) + [_OWN_FILES]
     _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
-                  allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude)
+                  allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude,
+                  c_calls=bool(c_calls))
     try:
-        problem = _init_gap.enable()
+        problem = _monitor.enable(c_calls)
     except Exception as e:  # never leave a half-started session behind
         _native.stop()
         raise RuntimeError(f"cannot start tracing: {e}") from e
@@ -109,7 +111,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         print(f"stackwatch: warning: {problem}", file=sys.stderr)
     _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
                     include=include, exclude=exclude, follow_fork=follow_fork, meta=meta,
-                    allow_tsc=allow_tsc)
+                    allow_tsc=allow_tsc, c_calls=c_calls)
     os._exit = _exit_after_stop
 
 
@@ -131,7 +133,7 @@ def stop():
     global _session
     try:
         try:
-            _init_gap.disable()
+            _monitor.disable()
         finally:
             d = _native.stop()
     finally:

@@ -56,6 +56,8 @@ def build_parser():
                    "slices shorter than this (e.g. 10us)")
     r.add_argument("--no-follow-fork", action="store_true", help="forked children stop tracing "
                    "(default: each traces into its own file)")
+    r.add_argument("--c-calls", action="store_true", help="also record calls of builtin and "
+                   "extension functions")
     r.add_argument("--no-tsc", action="store_true", help="timestamps from CLOCK_MONOTONIC, not the TSC")
     r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
@@ -177,7 +179,7 @@ def cmd_run(args):
     try:
         api.start(trace_path, buffer_size=chunk, ring=ring, max_depth=args.max_depth,
                   include=args.include, exclude=args.exclude, follow_fork=not args.no_follow_fork,
-                  allow_tsc=not args.no_tsc)
+                  allow_tsc=not args.no_tsc, c_calls=args.c_calls)
     except (ValueError, RuntimeError) as e:
         raise UsageError(str(e))
     # atexit runs after the interpreter has joined non-daemon threads, so

@@ -2,12 +2,16 @@
 truth) and under stackwatch, and prints both call sequences as JSON:
 {"truth": {"main": [...], "threads": [[...], ...]}, "traced": {...}}.
 
-Usage: python differential.py CASE TRACE_PATH
+Usage: python differential.py CASE TRACE_PATH [c_calls]
+
+With c_calls, calls of builtin functions are compared too (c_call/c_return,
+named as native/ext/ccalls.c names them).
 """
 import json
 import os
 import sys
 import threading
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus  # noqa: E402
@@ -22,12 +26,26 @@ def code_name(code):
     return code.co_qualname if NEW_NAMES else code.co_name
 
 
-def ground_truth(fn):
+def c_name(fn):
+    self = getattr(fn, "__self__", None)
+    if self is None or isinstance(self, types.ModuleType):
+        mod = getattr(fn, "__module__", None)
+        return f"{mod}.{fn.__name__}" if mod else fn.__name__
+    tp = self if isinstance(self, type) else type(self)
+    return f"{tp.__name__}.{fn.__name__}"
+
+
+def ground_truth(fn, c_calls=False):
     events = {}
     lock = threading.Lock()
 
     def rec(frame, event, arg):
-        if event in ("call", "return"):
+        if c_calls and event in ("c_call", "c_return", "c_exception"):
+            with lock:
+                key = id(threading.current_thread())
+                kind = "c_call" if event == "c_call" else "c_return"
+                events.setdefault(key, []).append((kind, c_name(arg)))
+        elif event in ("call", "return"):
             with lock:
                 # Keyed by the Thread object: idents are reused by later threads.
                 key = id(threading.current_thread())
@@ -51,7 +69,7 @@ def subtree(seq, root):
         if not out and not (kind == "call" and name == root):
             continue
         out.append((kind, name))
-        depth += 1 if kind == "call" else -1
+        depth += 1 if kind in ("call", "c_call") else -1
         if depth == 0:
             break
     return out
@@ -69,7 +87,7 @@ def drop_subtrees(seq, names):
     out, skip = [], 0
     for kind, name in seq:
         if skip:
-            skip += 1 if kind == "call" else -1
+            skip += 1 if kind in ("call", "c_call") else -1
             continue
         if kind == "call" and name in names:
             skip = 1
@@ -79,20 +97,22 @@ def drop_subtrees(seq, names):
 
 
 def normalise(seq):
-    m = {"call": "call", "resume": "call", "return": "return", "yield": "return", "unwind": "return"}
+    m = {"call": "call", "resume": "call", "return": "return", "yield": "return", "unwind": "return",
+         "c_call": "c_call", "c_return": "c_return"}
     return [(m[k], n) for k, n in seq if k in m]
 
 
 def main():
     case, path = sys.argv[1], sys.argv[2]
+    c_calls = len(sys.argv) > 3 and sys.argv[3] == "c_calls"
     fn = corpus.CASES[case]
     root = code_name(fn.__code__)
     run_name = "Thread.run" if NEW_NAMES else "run"
     fn()  # warm up: let the adaptive interpreter specialise call sites
-    t_main, t_threads = ground_truth(fn)
+    t_main, t_threads = ground_truth(fn, c_calls)
     fn()
     fn()
-    stackwatch.start(path)
+    stackwatch.start(path, c_calls=c_calls)
     fn()
     summary = stackwatch.stop()
     tr = Trace(path)

@@ -14,10 +14,12 @@ sys.path.insert(0, PROGRAMS)
 import corpus  # noqa: E402
 
 
+@pytest.mark.parametrize("c_calls", [False, True], ids=["python", "c_calls"])
 @pytest.mark.parametrize("case", sorted(corpus.CASES))
-def test_matches_setprofile(case, tmp_path):
+def test_matches_setprofile(case, c_calls, tmp_path):
     out = subprocess.run([sys.executable, os.path.join(PROGRAMS, "differential.py"), case,
-                          str(tmp_path / "t.swt")], capture_output=True, text=True, timeout=300)
+                          str(tmp_path / "t.swt")] + (["c_calls"] if c_calls else []),
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     truth, traced = d["truth"], d["traced"]

@@ -1,0 +1,269 @@
+/*
+ * ccalls.c - optional recording of calls to builtin and extension functions
+ * (--c-calls), as C_CALL / C_RETURN events.
+ *
+ * What counts as a C call is what sys.setprofile reports as c_call: calls of
+ * builtin functions and methods (PyCFunction) and of method descriptors
+ * (e.g. list.append called on a list). Such a function is named
+ * "<module>.<name>" for module functions and "<type>.<name>" for methods,
+ * the type being that of the object it is bound to.
+ *
+ * Mechanism: on 3.12+ sys.monitoring CALL, C_RETURN and C_RAISE events with
+ * stackwatch's own tool id (src/stackwatch/_monitor.py), so that other tools
+ * keep working; on 3.9-3.11 the C profile hook, installed on each thread
+ * when it attaches, but never over a profile function that is already
+ * installed (cProfile's, a user's): that thread's C calls are then not
+ * recorded and stop() reports it.
+ *
+ * Each thread keeps a stack of its open C calls and whether each was
+ * recorded, so returns pair with calls; a C call that started before
+ * tracing (its return arrives with nothing open) is ignored.
+ */
+#include "session.h"
+
+#include <string.h>
+
+/* ---- code ids of C functions: (PyMethodDef*, bound type) -> id ---- */
+
+typedef struct { const void *ml, *type; uint32_t id; } centry;
+static centry *table;
+static size_t table_cap, table_len;
+static uint64_t table_gen;
+
+static size_t slot_of(const void *ml, const void *type, size_t cap)
+{
+    uintptr_t h = (uintptr_t)ml * 0x9E3779B97F4A7C15ull ^ (uintptr_t)type * 0xC2B2AE3D27D4EB4Full;
+    return (size_t)(h >> 17) & (cap - 1);
+}
+
+static int table_grow(void)
+{
+    size_t cap = table_cap ? table_cap * 2 : 256;
+    centry *t = PyMem_RawCalloc(cap, sizeof *t);
+    if (!t)
+        return -1;
+    for (size_t i = 0; i < table_cap; i++) {
+        if (!table[i].ml)
+            continue;
+        size_t s = slot_of(table[i].ml, table[i].type, cap);
+        while (t[s].ml)
+            s = (s + 1) & (cap - 1);
+        t[s] = table[i];
+    }
+    PyMem_RawFree(table);
+    table = t;
+    table_cap = cap;
+    return 0;
+}
+
+static void table_reset(void)
+{
+    PyMem_RawFree(table);
+    table = NULL;
+    table_cap = table_len = 0;
+}
+
+/* The PyMethodDef and the object a C callable is bound to, or 0 if the
+ * callable is not a C function. self_arg is the first argument for an
+ * unbound method descriptor. */
+static int c_function(PyObject *callable, PyObject *self_arg, PyMethodDef **ml, PyObject **self)
+{
+    if (PyCFunction_Check(callable)) {
+        *ml = ((PyCFunctionObject *)callable)->m_ml;
+        *self = PyCFunction_GET_SELF(callable);
+        return 1;
+    }
+    if (Py_IS_TYPE(callable, &PyMethodDescr_Type)) {
+        *ml = ((PyMethodDescrObject *)callable)->d_method;
+        *self = self_arg;
+        return 1;
+    }
+    return 0;
+}
+
+static uint32_t define(PyMethodDef *ml, PyObject *callable, PyObject *self, const void *type)
+{
+    char qual[512];
+    const char *file = "<built-in>";
+    if (!self || PyModule_Check(self)) {
+        PyObject *mod = PyCFunction_Check(callable) ? ((PyCFunctionObject *)callable)->m_module : NULL;
+        const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+        if (!m)
+            PyErr_Clear();
+        snprintf(qual, sizeof qual, "%s%s%s", m ? m : "", m ? "." : "", ml->ml_name);
+    } else {
+        PyTypeObject *tp = PyType_Check(self) ? (PyTypeObject *)self : Py_TYPE(self);
+        snprintf(qual, sizeof qual, "%s.%s", _PyType_Name(tp), ml->ml_name);
+    }
+    (void)type;
+    uint32_t id = sw_S.next_code;
+    if (id >= SW_ID_SKIP || sw_writer_define_code(sw_S.w, id, SW_CODE_C, ml->ml_name, qual, file, 0) != 0)
+        return SW_ID_SKIP;
+    sw_S.next_code++;
+    return id;
+}
+
+static uint32_t c_id(PyMethodDef *ml, PyObject *callable, PyObject *self)
+{
+    const void *type = (self && !PyModule_Check(self)) ? (PyType_Check(self) ? (void *)self : (void *)Py_TYPE(self)) : NULL;
+    if (table_gen != sw_S.gen) {
+        table_reset();
+        table_gen = sw_S.gen;
+    }
+    if (table_cap) {
+        size_t s = slot_of(ml, type, table_cap);
+        while (table[s].ml) {
+            if (table[s].ml == ml && table[s].type == type)
+                return table[s].id;
+            s = (s + 1) & (table_cap - 1);
+        }
+    }
+    if ((table_len + 1) * 2 > table_cap && table_grow() < 0)
+        return SW_ID_SKIP;
+    sw_exc_state es;
+    sw_exc_save(&es);
+    uint32_t id = define(ml, callable, self, type);
+    sw_exc_restore(&es);
+    if (id & SW_ID_SKIP)
+        return id;
+    size_t s = slot_of(ml, type, table_cap);
+    while (table[s].ml)
+        s = (s + 1) & (table_cap - 1);
+    table[s] = (centry){ml, type, id};
+    table_len++;
+    return id;
+}
+
+/* Pushes whether the C call that starts now is recorded. */
+static int push_open(sw_tstate *t, uint8_t recorded)
+{
+    if (t->c_depth == t->c_cap) {
+        uint32_t cap = t->c_cap ? t->c_cap * 2 : 64;
+        uint8_t *p = PyMem_RawRealloc(t->c_rec, cap);
+        if (!p) {
+            sw_session_error("out of memory recording C calls");
+            return -1;
+        }
+        t->c_rec = p;
+        t->c_cap = cap;
+    }
+    t->c_rec[t->c_depth++] = recorded;
+    return 0;
+}
+
+/* caller: the code object making the call (its C calls are left out when
+ * its own frames are, e.g. stackwatch's own code). */
+static void on_c_call(PyObject *caller, PyObject *callable, PyObject *self_arg)
+{
+    sw_tstate *t = &sw_T;
+    if (!sw_S.gen || t->busy)
+        return;
+    if (SW_UNLIKELY(t->gen != sw_S.gen) && !sw_thread_attach(t))
+        return;
+    PyMethodDef *ml;
+    PyObject *self;
+    if (!c_function(callable, self_arg, &ml, &self))
+        return;
+    if (t->c_gen != sw_S.gen) {
+        t->c_gen = sw_S.gen;
+        t->c_depth = 0;
+    }
+    uint32_t id = SW_ID_SKIP;
+    if (!(caller && PyCode_Check(caller) && (sw_code_id((PyCodeObject *)caller, NULL) & SW_ID_SKIP)) &&
+        !(sw_S.max_depth && t->tb->depth >= sw_S.max_depth))
+        id = c_id(ml, callable, self);
+    int rec = !(id & SW_ID_SKIP);
+    if (push_open(t, (uint8_t)rec) < 0 || !rec)
+        return;
+    sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), SW_OP_C_CALL, id);
+}
+
+static void on_c_return(PyObject *callable, PyObject *self_arg)
+{
+    sw_tstate *t = &sw_T;
+    if (!sw_S.gen || t->gen != sw_S.gen || t->c_gen != sw_S.gen || !t->c_depth)
+        return;  /* a C call that started before tracing did */
+    PyMethodDef *ml;
+    PyObject *self;
+    if (!c_function(callable, self_arg, &ml, &self))
+        return;
+    if (t->c_rec[--t->c_depth])
+        sw_tbuf_exit(t->tb, sw_clock_now(&sw_S.clock), SW_OP_C_RETURN);
+}
+
+#if PY_VERSION_HEX >= 0x030C0000
+
+/* sys.monitoring callbacks: CALL(code, offset, callable, arg0) and
+ * C_RETURN / C_RAISE(code, offset, callable, arg0). arg0 is
+ * sys.monitoring.MISSING when there are no arguments. */
+static PyObject *mon_call(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    if (n >= 4)
+        on_c_call(args[0], args[2], args[3]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mon_c_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    if (n >= 4)
+        on_c_return(args[2], args[3]);
+    Py_RETURN_NONE;
+}
+
+void sw_ccalls_thread_attach(sw_tstate *t) { (void)t; }
+void sw_ccalls_session_end(void) {}
+
+static PyMethodDef methods[] = {
+    {"_mon_call", (PyCFunction)(void (*)(void))mon_call, METH_FASTCALL, "sys.monitoring CALL callback"},
+    {"_mon_c_return", (PyCFunction)(void (*)(void))mon_c_return, METH_FASTCALL, "sys.monitoring C_RETURN/C_RAISE callback"},
+    {NULL, NULL, 0, NULL},
+};
+
+int sw_ccalls_add_to_module(PyObject *m) { return PyModule_AddFunctions(m, methods); }
+
+#else  /* 3.9 - 3.11: the C profile hook */
+
+static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    (void)obj;
+    if (what == PyTrace_C_CALL) {
+        PyCodeObject *code = frame ? PyFrame_GetCode(frame) : NULL;
+        on_c_call((PyObject *)code, arg, NULL);
+        Py_XDECREF(code);
+    }
+    else if (what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION)
+        on_c_return(arg, NULL);
+    return 0;
+}
+
+void sw_ccalls_thread_attach(sw_tstate *t)
+{
+    (void)t;
+    PyThreadState *ts = PyThreadState_Get();
+    if (ts->c_profilefunc && ts->c_profilefunc != profile_cb) {
+        sw_session_error("--c-calls: a thread already has a profile function (cProfile or "
+                         "sys.setprofile); its C calls are not recorded");
+        return;
+    }
+    sw_exc_state es;
+    sw_exc_save(&es);
+    if (_PyEval_SetProfile(ts, profile_cb, NULL) < 0)
+        PyErr_Clear();
+    sw_exc_restore(&es);
+}
+
+void sw_ccalls_session_end(void)
+{
+    PyThreadState *me = PyThreadState_Get();
+    PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp);
+    for (; ts; ts = PyThreadState_Next(ts)) {
+        if (ts->c_profilefunc == profile_cb && _PyEval_SetProfile(ts, NULL, NULL) < 0)
+            PyErr_Clear();
+    }
+}
+
+int sw_ccalls_add_to_module(PyObject *m) { (void)m; return 0; }
+
+#endif
