@@ -236,6 +236,35 @@ def case_misc():
     list(map(f, range(5)))
 
 
+class MyList(list):
+    pass
+
+
+def case_builtins():
+    out = []
+    d = {}
+    for i in range(50):
+        out.append(len(str(i)))
+        d.setdefault(i % 7, []).append(i)
+        isinstance(i, int)
+    " ".join(map(str, out)).split()
+    sorted(out, key=lambda v: -v)
+    max(range(10), key=abs)
+    ml = MyList()
+    ml.append(1)
+    list.append(ml, 2)
+    try:
+        {}.pop("missing")  # a C call that raises
+    except KeyError:
+        pass
+    try:
+        getattr(d, "nope")
+    except AttributeError:
+        pass
+    dict.fromkeys("abc")
+    any(x > 40 for x in out)
+
+
 def thread_body(n):
     fib(n)
     list(gen_numbers(5))
