@@ -7,6 +7,7 @@
 # The venv is .venv/<version>, or .venv/$SW_VENV_NAME when that is set (so
 # that several builds can run at once). The build runs in a private copy of
 # the sources, so concurrent builds never share a build/ directory.
+# SW_TRACKED_ONLY=1 builds only the files git tracks.
 set -euo pipefail
 v="$1"; shift
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,7 +24,13 @@ if [ ! -f "$stamp" ] || [ $# -gt 0 ]; then
 fi
 src="$(mktemp -d)"
 trap 'rm -rf "$src"' EXIT
-tar -C "$root" -cf - setup.py pyproject.toml README.md native src | tar -C "$src" -xf -
+if [ "${SW_TRACKED_ONLY:-}" = 1 ]; then
+  # Only files git tracks (with their uncommitted edits): leaves out work in
+  # progress that is not added yet.
+  (cd "$root" && git ls-files -z setup.py pyproject.toml README.md native src | tar --null -T - -cf -) | tar -C "$src" -xf -
+else
+  tar -C "$root" -cf - setup.py pyproject.toml README.md native src | tar -C "$src" -xf -
+fi
 log="$src/.build.log"
 if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall "$src" >"$log" 2>&1; then
   cat "$log" >&2; exit 1

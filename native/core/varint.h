@@ -26,6 +26,28 @@ SW_INLINE uint8_t *sw_put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
+/* Same encoding, with the one- to three-byte cases (almost every event
+ * field) written without a loop. */
+SW_INLINE uint8_t *sw_put_varint_fast(uint8_t *p, uint64_t v)
+{
+    if (SW_LIKELY(v < 0x80)) {
+        p[0] = (uint8_t)v;
+        return p + 1;
+    }
+    if (SW_LIKELY(v < 0x4000)) {
+        p[0] = (uint8_t)(v | 0x80);
+        p[1] = (uint8_t)(v >> 7);
+        return p + 2;
+    }
+    if (v < 0x200000) {
+        p[0] = (uint8_t)(v | 0x80);
+        p[1] = (uint8_t)((v >> 7) | 0x80);
+        p[2] = (uint8_t)(v >> 14);
+        return p + 3;
+    }
+    return sw_put_varint(p, v);
+}
+
 /* Reads a varint from [*pp, end). On success stores it in *out, advances *pp
  * and returns 0; returns SW_ETRUNC if the input ends first and SW_EFORMAT if
  * the encoding is longer than 10 bytes. */

@@ -238,10 +238,9 @@ sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
     sw_tbuf *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
-    b->cap = w->opts.chunk_bytes;
+    /* Whole raw records only; limit leaves room for one more. */
+    b->cap = w->opts.chunk_bytes / SW_RAW_RECORD * SW_RAW_RECORD;
     b->data = malloc(b->cap);
-    b->stack_cap = 256;
-    b->stack = malloc(b->stack_cap * sizeof *b->stack);
     if (w->opts.ring_bytes) {
         b->ring_slots = w->opts.ring_bytes / w->opts.chunk_bytes;
         if (b->ring_slots < 2)
@@ -250,9 +249,8 @@ sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
         b->ring_len = calloc(b->ring_slots, sizeof *b->ring_len);
         b->ring_events = calloc(b->ring_slots, sizeof *b->ring_events);
     }
-    if (!b->data || !b->stack || (w->opts.ring_bytes && (!b->ring || !b->ring_len || !b->ring_events))) {
+    if (!b->data || (w->opts.ring_bytes && (!b->ring || !b->ring_len || !b->ring_events))) {
         free(b->data);
-        free(b->stack);
         free(b->ring);
         free(b->ring_len);
         free(b->ring_events);
@@ -260,10 +258,9 @@ sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
         return NULL;
     }
     b->pos = b->data;
-    b->limit = b->data + b->cap - SW_EVENT_MAX - 1;
+    b->limit = b->data + b->cap - SW_RAW_RECORD;
     b->shift = w->opts.time_shift;
     b->last = now_ticks >> b->shift;
-    b->chunk_t0 = b->last;
     b->w = w;
     pthread_mutex_lock(&w->lock);
     b->index = w->nthreads++;
@@ -283,42 +280,92 @@ int sw_writer_thread_name(sw_writer *w, uint32_t index, const char *name)
     return rc;
 }
 
-/* Encodes the EVENTS payload header of b's current chunk into h. */
-static void events_header(sw_bytes *h, const sw_tbuf *b)
+static void note_error(sw_tbuf *b, int code, const char *what)
 {
-    sw_bytes_varint(h, b->index);
-    sw_bytes_varint(h, b->seq);
-    sw_bytes_varint(h, b->chunk_t0);
-    sw_bytes_varint(h, b->dropped_pending);
-    sw_bytes_varint(h, b->prefix_depth);
-    for (uint32_t i = 0; i < b->prefix_depth; i++)
-        sw_bytes_varint(h, b->prefix[i]);
-    sw_bytes_varint(h, b->n);
+    pthread_mutex_lock(&b->w->lock);
+    set_error(b->w, code, what);
+    pthread_mutex_unlock(&b->w->lock);
 }
 
-/* Starts a new chunk: the open frames now are its prefix. */
-static void start_chunk(sw_tbuf *b)
+static SW_NOINLINE int grow_stack(sw_tbuf *b)
 {
-    uint32_t d = b->depth < b->stack_cap ? b->depth : b->stack_cap;
-    if (d > b->prefix_cap) {
-        uint32_t *p = realloc(b->prefix, (size_t)d * sizeof *p);
-        if (!p) {
-            pthread_mutex_lock(&b->w->lock);
-            set_error(b->w, SW_ENOMEM, "saving the open frames");
-            pthread_mutex_unlock(&b->w->lock);
-            d = b->prefix_cap;
+    uint32_t cap = b->stack_cap ? b->stack_cap * 2 : 256;
+    uint32_t *s = cap > b->stack_cap ? realloc(b->stack, (size_t)cap * sizeof *s) : NULL;
+    if (!s)
+        return SW_ENOMEM;
+    b->stack = s;
+    b->stack_cap = cap;
+    return SW_OK;
+}
+
+/* Ops that open a frame (CALL, RESUME, C_CALL), as a bit set. */
+#define ENTER_OPS ((1u << SW_OP_CALL) | (1u << SW_OP_RESUME) | (1u << SW_OP_C_CALL))
+
+/* Encodes the raw records of the current chunk into b->enc as an EVENTS
+ * payload (format.h): header with the open frames at the chunk's start,
+ * then the events with delta times. Returns the number of events, or -1 if
+ * out of memory. */
+static long encode_chunk(sw_tbuf *b)
+{
+    sw_bytes *o = &b->enc;
+    size_t nrec = (size_t)(b->pos - b->data) / SW_RAW_RECORD;
+    o->len = 0;
+    sw_bytes_varint(o, b->index);
+    sw_bytes_varint(o, b->seq);
+    sw_bytes_varint(o, b->last);
+    sw_bytes_varint(o, b->dropped_pending);
+    sw_bytes_varint(o, b->sdepth);
+    for (uint32_t i = 0; i < b->sdepth; i++)
+        sw_bytes_varint(o, b->stack[i]);
+    sw_bytes_varint(o, nrec);
+    if (o->failed || sw_bytes_reserve(o, nrec * (2 * SW_VARINT_MAX)) != SW_OK)
+        return -1;
+    uint8_t *out = o->data + o->len;
+    uint64_t last = b->last;
+    unsigned shift = b->shift;
+    uint32_t *stack = b->stack;
+    uint32_t sd = b->sdepth, cap = b->stack_cap;
+    const uint8_t *end = b->pos;
+    for (const uint8_t *r = b->data; r < end; r += SW_RAW_RECORD) {
+        uint64_t ticks;
+        uint32_t word;
+        memcpy(&ticks, r, 8);
+        memcpy(&word, r + 8, 4);
+        uint64_t now = ticks >> shift;
+        uint64_t d = now > last ? now - last : 0;
+        last = now > last ? now : last;
+        unsigned op = word & ((1u << SW_OP_BITS) - 1);
+        uint64_t x = (d << SW_OP_BITS) | op;
+        if ((ENTER_OPS >> op) & 1) {
+            uint32_t code = word >> SW_OP_BITS;
+            if (SW_LIKELY((x | code) < 0x80)) {
+                out[0] = (uint8_t)x;  /* the common call: two one-byte varints */
+                out[1] = (uint8_t)code;
+                out += 2;
+            } else {
+                out = sw_put_varint_fast(out, x);
+                out = sw_put_varint_fast(out, code);
+            }
+            if (SW_UNLIKELY(sd == cap)) {
+                b->sdepth = sd;
+                if (grow_stack(b) != SW_OK) {
+                    b->last = last;
+                    return -1;
+                }
+                stack = b->stack;
+                cap = b->stack_cap;
+            }
+            stack[sd++] = code;
         } else {
-            b->prefix = p;
-            b->prefix_cap = d;
+            out = sw_put_varint_fast(out, x);
+            if (op != SW_OP_EXT)
+                sd -= sd != 0;
         }
     }
-    if (d)
-        memcpy(b->prefix, b->stack, (size_t)d * sizeof *b->prefix);
-    b->prefix_depth = d;
-    b->chunk_t0 = b->last;
-    b->pos = b->data;
-    b->n = 0;
-    b->seq++;
+    b->sdepth = sd;
+    o->len = (size_t)(out - o->data);
+    b->last = last;
+    return (long)nrec;
 }
 
 static void ring_push(sw_tbuf *b, uint8_t *chunk, size_t len, uint32_t events)
@@ -341,50 +388,43 @@ static void ring_push(sw_tbuf *b, uint8_t *chunk, size_t len, uint32_t events)
 void sw_tbuf_flush(sw_tbuf *b)
 {
     sw_writer *w = b->w;
-    if (b->n == 0 && b->dropped_pending == 0) {
-        start_chunk(b);
-        b->seq--;  /* nothing was sealed: keep the sequence dense */
+    size_t nrec = (size_t)(b->pos - b->data) / SW_RAW_RECORD;
+    if (b->broken || (nrec == 0 && b->dropped_pending == 0))
         return;
-    }
-    sw_bytes h = {0};
-    events_header(&h, b);
-    size_t body = (size_t)(b->pos - b->data);
-    if (h.failed) {
-        pthread_mutex_lock(&w->lock);
-        set_error(w, SW_ENOMEM, "sealing a chunk");
-        pthread_mutex_unlock(&w->lock);
-        b->dropped += b->n;
-        sw_bytes_free(&h);
-        start_chunk(b);
+    long n = encode_chunk(b);
+    b->pos = b->data;
+    if (n < 0) {
+        /* Out of memory: the frame stack can no longer be followed, so the
+         * thread stops recording; what it records is counted as dropped. */
+        note_error(b, SW_ENOMEM, "encoding a chunk");
+        b->dropped += nrec;
+        b->broken = 1;
+        b->pos = b->limit + 1;
         return;
     }
     if (w->opts.ring_bytes) {
-        struct iovec parts[2] = {{h.data, h.len}, {b->data, body}};
-        size_t len = SW_CHUNK_HEADER_LEN + h.len + body;
-        uint8_t *c = malloc(len);
-        if (!c) {
-            pthread_mutex_lock(&w->lock);
-            set_error(w, SW_ENOMEM, "keeping a chunk in the ring");
-            pthread_mutex_unlock(&w->lock);
-            b->dropped += b->n;
+        struct iovec part = {b->enc.data, b->enc.len};
+        size_t len = SW_CHUNK_HEADER_LEN + b->enc.len;
+        uint8_t *chunk = malloc(len);
+        if (!chunk) {
+            note_error(b, SW_ENOMEM, "keeping a chunk in the ring");
+            b->dropped += (uint64_t)n;
         } else {
-            chunk_header(c, SW_CHUNK_EVENTS, parts, 2);
-            memcpy(c + SW_CHUNK_HEADER_LEN, h.data, h.len);
-            memcpy(c + SW_CHUNK_HEADER_LEN + h.len, b->data, body);
-            ring_push(b, c, len, b->n);
+            chunk_header(chunk, SW_CHUNK_EVENTS, &part, 1);
+            memcpy(chunk + SW_CHUNK_HEADER_LEN, b->enc.data, b->enc.len);
+            ring_push(b, chunk, len, (uint32_t)n);
         }
     } else {
         pthread_mutex_lock(&w->lock);
         flush_defs_locked(w);
-        struct iovec parts[2] = {{h.data, h.len}, {b->data, body}};
-        if (write_chunk_locked(w, SW_CHUNK_EVENTS, parts, 2) != SW_OK)
-            b->dropped += b->n;
+        struct iovec part = {b->enc.data, b->enc.len};
+        if (write_chunk_locked(w, SW_CHUNK_EVENTS, &part, 1) != SW_OK)
+            b->dropped += (uint64_t)n;
         pthread_mutex_unlock(&w->lock);
     }
-    b->events += b->n;
+    b->events += (uint64_t)n;
     b->dropped_pending = 0;
-    sw_bytes_free(&h);
-    start_chunk(b);
+    b->seq++;
 }
 
 void sw_tbuf_finish(sw_tbuf *b)
@@ -395,22 +435,14 @@ void sw_tbuf_finish(sw_tbuf *b)
     b->finished = 1;
 }
 
-void sw_tbuf_make_room(sw_tbuf *b)
+int sw_tbuf_make_room(sw_tbuf *b)
 {
-    if (b->depth >= b->stack_cap && b->stack_cap < (1u << 24)) {
-        uint32_t cap = b->stack_cap * 2;
-        uint32_t *s = realloc(b->stack, (size_t)cap * sizeof *s);
-        if (s) {
-            b->stack = s;
-            b->stack_cap = cap;
-        } else {
-            pthread_mutex_lock(&b->w->lock);
-            set_error(b->w, SW_ENOMEM, "growing a thread's frame stack");
-            pthread_mutex_unlock(&b->w->lock);
-        }
+    sw_tbuf_flush(b);
+    if (b->broken) {
+        b->dropped++;
+        return 0;
     }
-    if (b->pos > b->limit)
-        sw_tbuf_flush(b);
+    return 1;
 }
 
 static void write_ring_locked(sw_writer *w, sw_tbuf *b)
@@ -431,7 +463,7 @@ void sw_writer_totals_get(sw_writer *w, sw_writer_totals *t)
 {
     memset(t, 0, sizeof *t);
     for (sw_tbuf *b = w->threads; b; b = b->next) {
-        t->events += b->events + b->n;
+        t->events += b->events + (b->broken ? 0 : (uint64_t)(b->pos - b->data) / SW_RAW_RECORD);
         t->dropped += b->dropped;
         t->threads++;
     }
@@ -507,7 +539,7 @@ void sw_writer_free(sw_writer *w)
         free(b->ring_events);
         free(b->data);
         free(b->stack);
-        free(b->prefix);
+        sw_bytes_free(&b->enc);
         free(b);
         b = n;
     }

@@ -25,6 +25,7 @@
 #include "varint.h"
 
 #include <pthread.h>
+#include <string.h>
 
 typedef struct sw_writer sw_writer;
 
@@ -36,31 +37,31 @@ typedef struct sw_writer_opts {
     unsigned time_shift;  /* timestamps are stored in units of 2^shift ticks */
 } sw_writer_opts;
 
-/* Largest encoding of one ordinary event: op+delta varint, code varint. */
-#define SW_EVENT_MAX (2 * SW_VARINT_MAX)
+
+/* One event as the hot path stores it: the raw clock value and (code id << 3
+ * | op). Chunks are encoded from these records when they are sealed. */
+#define SW_RAW_RECORD 12
 
 typedef struct sw_tbuf {
     /* Hot: touched by every event. */
-    uint8_t *pos;         /* next free byte of the current chunk */
+    uint8_t *pos;         /* next free raw record */
     uint8_t *limit;       /* pos beyond this needs sw_tbuf_make_room() */
-    uint64_t last;        /* time of the previous event, in units */
-    uint32_t *stack;      /* code ids of the open frames, outermost first */
-    uint32_t depth;       /* open frames */
-    uint32_t stack_cap;
-    uint32_t n;           /* events in the current chunk */
-    unsigned shift;
+    uint32_t depth;       /* open frames (for --max-depth and name lookup) */
     /* Cold. */
-    uint8_t *data;        /* the current chunk's event bytes */
+    uint8_t *data;        /* raw records of the current chunk */
     size_t cap;
+    unsigned shift;
     uint32_t index;       /* thread index in the trace */
-    uint64_t seq;         /* sequence number of the current chunk */
-    uint64_t chunk_t0;    /* time at the start of the current chunk */
-    uint32_t *prefix;     /* open frames when the current chunk started */
-    uint32_t prefix_depth, prefix_cap;
+    uint64_t seq;         /* sequence number of the next sealed chunk */
+    uint64_t last;        /* encoder: time of the last encoded event, units */
+    uint32_t *stack;      /* encoder: code ids of open frames, outermost first */
+    uint32_t sdepth, stack_cap;
+    sw_bytes enc;         /* encoder output, reused */
     uint64_t dropped_pending; /* dropped events to report in the next chunk */
-    uint64_t events;      /* events recorded (sealed or not) */
-    uint64_t dropped;     /* events lost (ring discards, write errors) */
+    uint64_t events;      /* events sealed */
+    uint64_t dropped;     /* events lost (ring discards, write errors, OOM) */
     int finished;         /* the thread has exited: no more events */
+    int broken;           /* out of memory: events are only counted */
     /* Ring mode: sealed chunks kept in memory, oldest at ring_head. */
     uint8_t **ring;
     size_t *ring_len;
@@ -98,10 +99,11 @@ void sw_tbuf_flush(sw_tbuf *b);
 /* Marks the thread finished after flushing it (thread exit). */
 void sw_tbuf_finish(sw_tbuf *b);
 
-/* Slow path of the event encoders: seals the chunk when it is full and grows
- * the frame stack when it is full. Never fails; on error it records it in
- * the writer and drops what it must, counting it. */
-SW_NOINLINE void sw_tbuf_make_room(sw_tbuf *b);
+/* Slow path of the event encoders: seals the full chunk and starts the next.
+ * Returns 1 if the event can be written now, 0 if it must be dropped (the
+ * thread is out of memory: the writer records the error and counts the
+ * event as dropped). */
+SW_NOINLINE int sw_tbuf_make_room(sw_tbuf *b);
 
 /* Flushes every thread, writes pending definitions and an END chunk holding
  * the totals plus the caller's key/values (end_kv may be NULL), and closes
@@ -122,29 +124,27 @@ typedef struct sw_writer_totals {
 } sw_writer_totals;
 void sw_writer_totals_get(sw_writer *w, sw_writer_totals *t);
 
-/* ---- The hot path: inline encoders used by the hooks. ---- */
+/* ---- The hot path: inline recorders used by the hooks. ----
+ *
+ * An event is one 12-byte raw record: two stores and a pointer bump. The
+ * delta/varint encoding, the open-frame stack and the event count are done
+ * when the chunk is sealed (writer.c, encode_chunk), in one tight loop. */
 
-SW_INLINE void sw_tbuf_put(sw_tbuf *b, uint64_t ticks, unsigned op)
+SW_INLINE void sw_tbuf_record(sw_tbuf *b, uint64_t ticks, uint32_t word)
 {
-    uint64_t now = ticks >> b->shift;
-    uint64_t d = 0;
-    if (SW_LIKELY(now > b->last)) {
-        d = now - b->last;
-        b->last = now;
-    }
-    b->pos = sw_put_varint(b->pos, (d << SW_OP_BITS) | op);
-    b->n++;
+    uint8_t *p = b->pos;
+    memcpy(p, &ticks, 8);
+    memcpy(p + 8, &word, 4);
+    b->pos = p + SW_RAW_RECORD;
 }
 
-/* A frame starts: op is SW_OP_CALL, SW_OP_RESUME or SW_OP_C_CALL. */
+/* A frame starts: op is SW_OP_CALL, SW_OP_RESUME or SW_OP_C_CALL; code
+ * ids are below 2^29. */
 SW_INLINE void sw_tbuf_enter(sw_tbuf *b, uint64_t ticks, unsigned op, uint32_t code)
 {
-    if (SW_UNLIKELY(b->pos > b->limit || b->depth >= b->stack_cap))
-        sw_tbuf_make_room(b);
-    sw_tbuf_put(b, ticks, op);
-    b->pos = sw_put_varint(b->pos, code);
-    if (SW_LIKELY(b->depth < b->stack_cap))
-        b->stack[b->depth] = code;
+    if (SW_UNLIKELY(b->pos > b->limit) && !sw_tbuf_make_room(b))
+        return;
+    sw_tbuf_record(b, ticks, (code << SW_OP_BITS) | op);
     b->depth++;
 }
 
@@ -152,11 +152,10 @@ SW_INLINE void sw_tbuf_enter(sw_tbuf *b, uint64_t ticks, unsigned op, uint32_t c
  * SW_OP_C_RETURN. */
 SW_INLINE void sw_tbuf_exit(sw_tbuf *b, uint64_t ticks, unsigned op)
 {
-    if (SW_UNLIKELY(b->pos > b->limit))
-        sw_tbuf_make_room(b);
-    sw_tbuf_put(b, ticks, op);
-    if (SW_LIKELY(b->depth))
-        b->depth--;
+    if (SW_UNLIKELY(b->pos > b->limit) && !sw_tbuf_make_room(b))
+        return;
+    sw_tbuf_record(b, ticks, op);
+    b->depth -= b->depth != 0;
 }
 
 #endif

@@ -97,7 +97,7 @@ static uint32_t define(PyMethodDef *ml, PyObject *callable, PyObject *self, cons
     }
     (void)type;
     uint32_t id = sw_S.next_code;
-    if (id >= SW_ID_SKIP || sw_writer_define_code(sw_S.w, id, SW_CODE_C, ml->ml_name, qual, file, 0) != 0)
+    if (id > SW_ID_MASK || sw_writer_define_code(sw_S.w, id, SW_CODE_C, ml->ml_name, qual, file, 0) != 0)
         return SW_ID_SKIP;
     sw_S.next_code++;
     return id;
@@ -158,7 +158,7 @@ static void on_c_call(PyObject *caller, PyObject *callable, PyObject *self_arg)
     sw_tstate *t = &sw_T;
     if (!sw_S.gen || t->busy)
         return;
-    if (SW_UNLIKELY(t->gen != sw_S.gen) && !sw_thread_attach(t))
+    if (SW_UNLIKELY(t->session != sw_S.gen) && !sw_thread_attach(t))
         return;
     PyMethodDef *ml;
     PyObject *self;
@@ -181,7 +181,7 @@ static void on_c_call(PyObject *caller, PyObject *callable, PyObject *self_arg)
 static void on_c_return(PyObject *callable, PyObject *self_arg)
 {
     sw_tstate *t = &sw_T;
-    if (!sw_S.gen || t->gen != sw_S.gen || t->c_gen != sw_S.gen || !t->c_depth)
+    if (!sw_S.gen || t->session != sw_S.gen || t->c_gen != sw_S.gen || !t->c_depth)
         return;  /* a C call that started before tracing did */
     PyMethodDef *ml;
     PyObject *self;

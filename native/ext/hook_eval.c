@@ -4,33 +4,46 @@
  * through sw_eval(), which records the entry, runs the frame with the
  * evaluator it replaced, and records how the frame left (return, yield or
  * unwind). See docs/architecture.md for what this backend sees per version.
+ *
+ * sw_eval_tsc() / sw_eval_mono() are the fast path: one comparison decides that the thread is
+ * attached and in an ordinary state, one that the code object is registered
+ * in this session and is ordinary code (not excluded, not a generator, not
+ * a 3.13 __init__). Everything else goes to eval_slow(), which does the
+ * whole job.
  */
 #include "session.h"
 
 /* Thread names become known once threading has registered the thread,
  * which happens within the first few frames of a new thread. */
 #define NAME_LOOKUP_DEPTH 4
+#define NAME_LOOKUP_TRIES 32
 
-static PyObject *sw_eval(PyThreadState *ts, SW_FRAME *f, int throwflag)
+static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throwflag)
 {
     sw_tstate *t = &sw_T;
     sw_eval_fn prev = sw_S.prev_eval;
-    if (SW_UNLIKELY(t->gen != sw_S.gen || t->busy)) {
-        if (t->busy || !sw_thread_attach(t))
-            return prev(ts, f, throwflag);
-    }
+    if (t->busy || !sw_thread_attach(t))
+        return prev(ts, f, throwflag);
     PyCodeObject *co = sw_frame_code(f);
     if (sw_gen_creation(f, co))
         return prev(ts, f, throwflag);
     uint32_t id = sw_code_id(co, sw_frame_globals(f));
     sw_tbuf *tb = t->tb;
-    if (SW_UNLIKELY((id & SW_ID_SKIP) || (sw_S.max_depth && tb->depth >= sw_S.max_depth)))
+    if ((id & SW_ID_SKIP) || (sw_S.max_depth && tb->depth >= sw_S.max_depth))
         return prev(ts, f, throwflag);
-    if (SW_UNLIKELY(t->name_pending) && tb->depth < NAME_LOOKUP_DEPTH)
-        sw_thread_name_lookup(t);
+    if (t->name_pending && tb->depth < NAME_LOOKUP_DEPTH) {
+        /* A thread threading never registers (e.g. _thread.start_new_thread)
+         * stays unnamed: give up after a few tries. */
+        if (++t->name_tries > NAME_LOOKUP_TRIES)
+            t->name_pending = 0;
+        else
+            sw_thread_name_lookup(t);
+        sw_tstate_refresh(t);
+    }
     PyGenObject *g = sw_frame_is_gen(f) ? sw_frame_gen(f) : NULL;
     (void)g;
-    sw_tbuf_enter(tb, sw_clock_now(&sw_S.clock), sw_frame_resumes(f) ? SW_OP_RESUME : SW_OP_CALL, id);
+    sw_tbuf_enter(tb, sw_clock_now(&sw_S.clock), sw_frame_resumes(f) ? SW_OP_RESUME : SW_OP_CALL,
+                  id & SW_ID_MASK);
     uint64_t gen = sw_S.gen;
 #if PY_VERSION_HEX >= 0x030D0000
     t->hook_frame = f;
@@ -46,14 +59,68 @@ static PyObject *sw_eval(PyThreadState *ts, SW_FRAME *f, int throwflag)
     return res;
 }
 
+/* The fast path, instantiated once per clock so that the clock choice is
+ * not made per event. It keeps no depth count: depth is only needed while
+ * a thread is on the slow path (max depth, name lookup), which then takes
+ * every frame of that thread. */
+#define SW_DEFINE_FAST_EVAL(NAME, NOW)                                                       \
+    static PyObject *NAME(PyThreadState *ts, SW_FRAME *f, int throwflag)                     \
+    {                                                                                         \
+        sw_tstate *t = &sw_T;                                                                 \
+        uint64_t gen = sw_S.gen;                                                              \
+        sw_code_extra *ce = (sw_code_extra *)sw_frame_code(f)->co_extra;                      \
+        Py_ssize_t idx = sw_S.extra_index;                                                    \
+        if (SW_UNLIKELY(t->gen != gen || !ce || idx >= ce->ce_size))                          \
+            return eval_slow(ts, f, throwflag);                                               \
+        uintptr_t v = (uintptr_t)ce->ce_extras[idx];                                          \
+        /* Registered in this session, and none of the flag bits set. */                      \
+        if (SW_UNLIKELY((v >> 29) != ((gen & 0xffffffffu) << 3)))                             \
+            return eval_slow(ts, f, throwflag);                                               \
+        sw_tbuf *tb = t->tb;                                                                  \
+        if (SW_UNLIKELY(tb->pos > tb->limit) && !sw_tbuf_make_room(tb))                       \
+            return eval_slow(ts, f, throwflag);                                               \
+        sw_tbuf_record(tb, NOW, (((uint32_t)v & SW_ID_MASK) << SW_OP_BITS) | SW_OP_CALL);     \
+        PyObject *res = sw_S.prev_eval(ts, f, throwflag);                                     \
+        if (SW_LIKELY(gen == sw_S.gen) &&                                                     \
+            (SW_LIKELY(tb->pos <= tb->limit) || sw_tbuf_make_room(tb)))                       \
+            sw_tbuf_record(tb, NOW, res ? SW_OP_RETURN : SW_OP_UNWIND);                      \
+        return res;                                                                           \
+    }
+
+#if SW_HAVE_TSC
+SW_DEFINE_FAST_EVAL(sw_eval_tsc, __rdtsc())
+#endif
+SW_DEFINE_FAST_EVAL(sw_eval_mono, sw_clock_ns(CLOCK_MONOTONIC))
+
+/* The evaluator installed for this session's clock. */
+static sw_eval_fn sw_eval_for_clock(void)
+{
+#if SW_HAVE_TSC
+    if (sw_S.clock.kind == SW_CLOCK_TSC)
+        return sw_eval_tsc;
+#endif
+    return sw_eval_mono;
+}
+
+static int is_ours(sw_eval_fn fn)
+{
+#if SW_HAVE_TSC
+    if (fn == sw_eval_tsc)
+        return 1;
+#endif
+    return fn == sw_eval_mono;
+}
+
 int sw_hook_eval_install(void)
 {
     PyInterpreterState *interp = PyThreadState_Get()->interp;
     sw_eval_fn cur = sw_get_eval(interp);
-    if (cur == sw_eval)
+    if (is_ours(cur)) {
+        sw_set_eval(interp, sw_eval_for_clock());
         return 0;
+    }
     sw_S.prev_eval = cur ? cur : (sw_eval_fn)_PyEval_EvalFrameDefault;
-    sw_set_eval(interp, sw_eval);
+    sw_set_eval(interp, sw_eval_for_clock());
     sw_S.hook_installed = 1;
     return 0;
 }
@@ -64,7 +131,7 @@ void sw_hook_eval_uninstall(void)
         return;
     PyInterpreterState *interp = PyThreadState_Get()->interp;
     /* Restore the previous evaluator only if nobody replaced ours since. */
-    if (sw_get_eval(interp) == sw_eval)
+    if (is_ours(sw_get_eval(interp)))
         sw_set_eval(interp, sw_S.prev_eval);
     sw_S.hook_installed = 0;
 }

@@ -35,7 +35,7 @@ static _PyInterpreterFrame *current_frame(void)
 static sw_tstate *ready(void)
 {
     sw_tstate *t = &sw_T;
-    if (SW_UNLIKELY(t->gen != sw_S.gen) && !sw_thread_attach(t))
+    if (SW_UNLIKELY(t->session != sw_S.gen) && !sw_thread_attach(t))
         return NULL;
     if (t->busy)
         return NULL;
@@ -61,6 +61,7 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
     uint32_t id = sw_code_id(co, f->f_globals);
     if ((id & SW_ID_SKIP) || (sw_S.max_depth && t->tb->depth >= sw_S.max_depth))
         Py_RETURN_NONE;
+    id &= SW_ID_MASK;
     if (t->mon_depth == t->mon_cap) {
         uint32_t cap = t->mon_cap ? t->mon_cap * 2 : 32;
         void **p = PyMem_RawRealloc(t->mon_frames, cap * sizeof *p);
@@ -79,7 +80,7 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
 static void mon_exit(unsigned op)
 {
     sw_tstate *t = &sw_T;
-    if (!sw_S.gen || t->gen != sw_S.gen || t->mon_gen != sw_S.gen || !t->mon_depth)
+    if (!sw_S.gen || t->session != sw_S.gen || t->mon_gen != sw_S.gen || !t->mon_depth)
         return;
     if (t->mon_frames[t->mon_depth - 1] != (void *)current_frame())
         return;

@@ -28,10 +28,10 @@ static void thread_exit(void *arg)
     (void)arg;
     sw_tstate *t = &sw_T;
     pthread_mutex_lock(&sw_S.lock);
-    if (sw_S.gen && t->gen == sw_S.gen && t->tb)
+    if (sw_S.gen && t->session == sw_S.gen && t->tb)
         sw_tbuf_finish(t->tb);
     t->tb = NULL;
-    t->gen = 0;
+    t->gen = t->session = 0;
     pthread_mutex_unlock(&sw_S.lock);
 }
 
@@ -49,13 +49,19 @@ static PyObject *utf8_of(PyObject *s)
 
 static void lookup_name(sw_tstate *t, unsigned long ident);
 
+void sw_tstate_refresh(sw_tstate *t)
+{
+    int fast = sw_S.gen && t->session == sw_S.gen && !t->busy && !t->name_pending && !sw_S.max_depth;
+    t->gen = fast ? sw_S.gen : 0;
+}
+
 void sw_thread_name_lookup(sw_tstate *t)
 {
     sw_exc_state es;
     sw_exc_save(&es);
-    t->busy++;
+    sw_busy_enter(t);
     lookup_name(t, PyThread_get_thread_ident());
-    t->busy--;
+    sw_busy_exit(t);
     sw_exc_restore(&es);
 }
 
@@ -87,29 +93,32 @@ static void lookup_name(sw_tstate *t, unsigned long ident)
 
 int sw_thread_attach(sw_tstate *t)
 {
+    if (sw_S.gen && t->session == sw_S.gen)
+        return 1;
     if (!sw_S.gen || t->failed_gen == sw_S.gen)
         return 0;
     sw_exc_state es;
     sw_exc_save(&es);
-    t->busy++;
+    sw_busy_enter(t);
     t->tb = sw_writer_add_thread(sw_S.w, (uint64_t)PyThread_get_thread_native_id(),
                                  (uint64_t)PyThread_get_thread_ident(), "",
                                  sw_clock_now(&sw_S.clock));
     if (!t->tb) {
         t->failed_gen = sw_S.gen;
         sw_session_error("out of memory creating a thread buffer");
-        t->busy--;
+        sw_busy_exit(t);
         sw_exc_restore(&es);
         return 0;
     }
-    t->gen = sw_S.gen;
+    t->session = sw_S.gen;
     t->name_pending = 1;
+    t->name_tries = 0;
     if (sw_S.c_calls)
         sw_ccalls_thread_attach(t);
     lookup_name(t, PyThread_get_thread_ident());
     if (sw_S.key_made)
         pthread_setspecific(sw_S.key, t);
-    t->busy--;
+    sw_busy_exit(t);
     sw_exc_restore(&es);
     return 1;
 }
@@ -136,7 +145,7 @@ uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
         return SW_ID_SKIP;
     sw_exc_state es;
     sw_exc_save(&es);
-    t->busy++;
+    sw_busy_enter(t);
     uint32_t id = sw_S.next_code;
     PyObject *name = utf8_of(co->co_name);
     PyObject *qual = utf8_of(sw_code_qualname(co));
@@ -149,7 +158,7 @@ uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
             module = PyBytes_AS_STRING(modb);
     }
     uint32_t result = SW_ID_SKIP;
-    if (name && qual && file && id < SW_ID_SKIP) {
+    if (name && qual && file && id <= SW_ID_MASK) {
         const char *f = PyBytes_AS_STRING(file);
         int skip = (sw_S.include && !matches(sw_S.include, f, module)) ||
                    (sw_S.exclude && matches(sw_S.exclude, f, module));
@@ -160,6 +169,12 @@ uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
                                          (uint32_t)co->co_firstlineno) == 0) {
             sw_S.next_code++;
             result = id;
+            if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
+                result |= SW_ID_GEN;
+#if PY_VERSION_HEX >= 0x030D0000
+            if (PyUnicode_Check(co->co_name) && PyUnicode_CompareWithASCIIString(co->co_name, "__init__") == 0)
+                result |= SW_ID_INIT;
+#endif
         }
         uintptr_t v = ((uintptr_t)(sw_S.gen & 0xffffffffu) << 32) | result;
         if (sw_code_set_extra((PyObject *)co, sw_S.extra_index, (void *)v) < 0)
@@ -171,7 +186,7 @@ uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
     Py_XDECREF(qual);
     Py_XDECREF(file);
     Py_XDECREF(modb);
-    t->busy--;
+    sw_busy_exit(t);
     sw_exc_restore(&es);
     return result;
 }
@@ -286,11 +301,13 @@ static int write_meta(const sw_start_opts *o)
     return 0;
 }
 
-/* Units of 2^shift ticks: the largest power of two no longer than 4 ns. */
+/* Units of 2^shift ticks: the largest power of two no longer than 8 ns,
+ * finer than the cost of recording one event, and small deltas encode in
+ * one byte. */
 static unsigned choose_shift(double hz)
 {
     unsigned s = 0;
-    while (s < 20 && (double)(1u << (s + 1)) / hz <= 4e-9)
+    while (s < 20 && (double)(1u << (s + 1)) / hz <= 8e-9)
         s++;
     return s;
 }

@@ -17,9 +17,17 @@
 
 #include <pthread.h>
 
-/* Code ids live in the low 31 bits; SW_ID_SKIP marks a code object the
- * filters exclude (its frames are not recorded; their children are). */
-#define SW_ID_SKIP 0x80000000u
+/* A code object's co_extra slot holds (session generation << 32) | flags |
+ * id. Ids live in the low 29 bits. Flags send the hook to its slow path:
+ * SW_ID_SKIP marks code the filters exclude (its frames are not recorded;
+ * their children are), SW_ID_GEN generator/coroutine code (creation runs,
+ * resumption and suspension need looking at), SW_ID_INIT a 3.13 __init__
+ * (see init_gap.c). */
+#define SW_ID_SKIP  0x80000000u
+#define SW_ID_GEN   0x40000000u
+#define SW_ID_INIT  0x20000000u
+#define SW_ID_FLAGS 0xE0000000u
+#define SW_ID_MASK  0x1FFFFFFFu
 
 typedef struct sw_session {
     uint64_t gen;            /* nonzero while a session is active */
@@ -43,11 +51,14 @@ typedef struct sw_session {
 
 /* Per-thread state, in initial-exec TLS so the hook reaches it in one load. */
 typedef struct sw_tstate {
-    uint64_t gen;            /* session this state belongs to */
+    uint64_t gen;            /* == sw_S.gen when the hook's fast path may run:
+                              * attached, not busy, name known, no max depth */
+    uint64_t session;        /* session this thread is attached to */
     uint64_t failed_gen;     /* session for which attaching failed */
     sw_tbuf *tb;
     int busy;                /* the hook itself is running Python code */
     int name_pending;        /* the thread's name is not known yet */
+    int name_tries;
     /* C calls (ccalls.c): for each open C call (innermost last), whether it
      * was recorded; valid for session c_gen. */
     uint8_t *c_rec;
@@ -88,11 +99,13 @@ void sw_session_after_fork_child(void);
 
 /* Slow paths called by backends. */
 int sw_thread_attach(sw_tstate *t);          /* 1 if the thread can record */
+void sw_tstate_refresh(sw_tstate *t);        /* recomputes t->gen */
 void sw_thread_name_lookup(sw_tstate *t);
 uint32_t sw_code_register(PyCodeObject *co, PyObject *globals);
 void sw_session_error(const char *what);     /* records the first error */
 
-/* The code id of co in this session (registering it the first time). */
+/* The code id and flags of co in this session (registering it the first
+ * time). */
 static inline uint32_t sw_code_id(PyCodeObject *co, PyObject *globals)
 {
     sw_code_extra *ce = (sw_code_extra *)co->co_extra;
@@ -102,6 +115,19 @@ static inline uint32_t sw_code_id(PyCodeObject *co, PyObject *globals)
             return (uint32_t)v;
     }
     return sw_code_register(co, globals);
+}
+
+/* Marks the thread busy: the hook passes its frames through unrecorded. */
+static inline void sw_busy_enter(sw_tstate *t)
+{
+    t->busy++;
+    t->gen = 0;
+}
+
+static inline void sw_busy_exit(sw_tstate *t)
+{
+    t->busy--;
+    sw_tstate_refresh(t);
 }
 
 /* 3.13: recording __init__ frames that the specialised constructor call
