@@ -187,6 +187,10 @@ static int parse_threads(sw_trace *t, cursor *c)
         if ((rc = get_u(c, &index)) || (rc = get_u(c, &tid)) || (rc = get_u(c, &ident)) ||
             (rc = get_str(c, &name, NULL)))
             return rc;
+        if (index > UINT32_MAX) {  /* not an index the writer can give */
+            free(name);
+            return SW_EFORMAT;
+        }
         thread_rec *r = thread_get(t, index);
         if (!r) {
             free(name);
@@ -232,7 +236,10 @@ static int parse_codes(sw_trace *t, cursor *c)
             free(file);
             return rc;
         }
-        if (id >= (1u << 28)) {  /* ids are dense from 0; this bounds the table */
+        /* Ids are dense from 0 and every entry takes at least 6 bytes, so a
+         * file that defines id N is longer than 6 * N: this bounds the table
+         * (and what analysis and exports allocate per id) by the input. */
+        if (id >= (1u << 28) || id > t->len / 6) {
             free(name);
             free(qual);
             free(file);
@@ -307,6 +314,8 @@ static int add_events_chunk(sw_trace *t, size_t off, size_t len)
     int rc = parse_events_head(&c, &h);
     if (rc)
         return rc;
+    if (h.index > UINT32_MAX)  /* not an index the writer can give */
+        return SW_EFORMAT;
     thread_rec *r = thread_get(t, h.index);
     if (!r)
         return SW_ENOMEM;
@@ -434,7 +443,8 @@ static int load(sw_trace *t, char *err, size_t errlen)
         t->end_ns = sw_trace_units_to_ns(t, e->u >> t->shift);
     for (size_t i = 0; i < t->nthreads; i++) {
         thread_rec *r = &t->threads[i];
-        qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_chunk);
+        if (r->nchunks > 1)  /* qsort(NULL, 0, ...) is undefined */
+            qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_chunk);
         char key[48];
         snprintf(key, sizeof key, "dropped.%u", r->info.index);
         if ((e = sw_trace_meta_find(t, key)))
@@ -566,6 +576,13 @@ int64_t sw_trace_units_to_ns(const sw_trace *t, uint64_t units)
 {
     uint64_t ticks = units << t->shift;
     double d = (double)(int64_t)(ticks - t->tick0) * t->ns_per_tick;
+    /* Times are bounded to +-2^61 ns (73 years): the conversion of d is
+     * then defined, and differences of times cannot overflow an int64. */
+    const double lim = 2305843009213693952.0;
+    if (!(d < lim))
+        d = lim;
+    else if (d < -lim)
+        d = -lim;
     return (int64_t)d;
 }
 
