@@ -17,10 +17,11 @@ venv="$root/.venv/${SW_VENV_NAME:-$v}"
 if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv" >&2
 fi
+deps=("setuptools>=61" wheel pytest protobuf perfetto coverage "$@")
 stamp="$venv/.deps-installed"
-if [ ! -f "$stamp" ] || [ $# -gt 0 ]; then
-  "$venv/bin/python" -m pip install -q -U --disable-pip-version-check "setuptools>=61" wheel pytest protobuf perfetto coverage "$@" >&2
-  touch "$stamp"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${deps[*]}" ]; then
+  "$venv/bin/python" -m pip install -q -U --disable-pip-version-check "${deps[@]}" >&2
+  echo "${deps[*]}" > "$stamp"
 fi
 src="$(mktemp -d)"
 trap 'rm -rf "$src"' EXIT

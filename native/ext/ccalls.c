@@ -238,6 +238,24 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
     return 0;
 }
 
+/* Thread states where the hook was installed, to report at stop any whose
+ * hook another profiler replaced (cProfile.enable(), sys.setprofile()). */
+static PyThreadState **hooked;
+static size_t nhooked, hooked_cap;
+
+static void remember(PyThreadState *ts)
+{
+    if (nhooked == hooked_cap) {
+        size_t cap = hooked_cap ? hooked_cap * 2 : 16;
+        PyThreadState **h = PyMem_RawRealloc(hooked, cap * sizeof *h);
+        if (!h)
+            return;
+        hooked = h;
+        hooked_cap = cap;
+    }
+    hooked[nhooked++] = ts;
+}
+
 void sw_ccalls_thread_attach(sw_tstate *t)
 {
     (void)t;
@@ -251,6 +269,8 @@ void sw_ccalls_thread_attach(sw_tstate *t)
     sw_exc_save(&es);
     if (_PyEval_SetProfile(ts, profile_cb, NULL) < 0)
         PyErr_Clear();
+    else
+        remember(ts);
     sw_exc_restore(&es);
 }
 
@@ -259,9 +279,21 @@ void sw_ccalls_session_end(void)
     PyThreadState *me = PyThreadState_Get();
     PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp);
     for (; ts; ts = PyThreadState_Next(ts)) {
-        if (ts->c_profilefunc == profile_cb && _PyEval_SetProfile(ts, NULL, NULL) < 0)
-            PyErr_Clear();
+        if (ts->c_profilefunc == profile_cb) {
+            if (_PyEval_SetProfile(ts, NULL, NULL) < 0)
+                PyErr_Clear();
+            continue;
+        }
+        for (size_t i = 0; i < nhooked; i++) {
+            if (hooked[i] == ts) {
+                sw_session_error("--c-calls: another profiler (cProfile, sys.setprofile) replaced "
+                                 "stackwatch's C-call hook on a thread while tracing; that thread's "
+                                 "later C calls are missing");
+                break;
+            }
+        }
     }
+    nhooked = 0;
 }
 
 int sw_ccalls_add_to_module(PyObject *m) { (void)m; return 0; }

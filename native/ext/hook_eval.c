@@ -18,10 +18,25 @@
 #define NAME_LOOKUP_DEPTH 4
 #define NAME_LOOKUP_TRIES 32
 
+/* The C stack is nearly exhausted: every hooked call uses C stack (on
+ * 3.11+ a Python call otherwise would not), so where plain CPython would
+ * recurse on, fail the call with RecursionError rather than crash. The
+ * frame is run with the exception pending (as generator.throw() does) so
+ * that CPython unwinds and frees it normally. */
+static SW_NOINLINE PyObject *stack_exhausted(PyThreadState *ts, SW_FRAME *f)
+{
+    PyErr_SetString(PyExc_RecursionError,
+                    "maximum recursion depth exceeded (C stack nearly exhausted; "
+                    "under stackwatch each Python call also uses the C stack)");
+    return sw_S.prev_eval(ts, f, 1);
+}
+
 static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throwflag)
 {
     sw_tstate *t = &sw_T;
     sw_eval_fn prev = sw_S.prev_eval;
+    if ((uintptr_t)__builtin_frame_address(0) < t->stack_guard)
+        return stack_exhausted(ts, f);
     if (t->busy || !sw_thread_attach(t))
         return prev(ts, f, throwflag);
     PyCodeObject *co = sw_frame_code(f);
@@ -46,11 +61,14 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
                   id & SW_ID_MASK);
     uint64_t gen = sw_S.gen;
 #if PY_VERSION_HEX >= 0x030D0000
+    /* Restored, not cleared, on return: the outer frame is still running,
+     * so its address cannot be reused by a frame pushed inline. */
+    void *outer_hook_frame = t->hook_frame;
     t->hook_frame = f;
 #endif
     PyObject *res = prev(ts, f, throwflag);
 #if PY_VERSION_HEX >= 0x030D0000
-    t->hook_frame = NULL;
+    t->hook_frame = outer_hook_frame;
 #endif
     if (SW_LIKELY(gen == sw_S.gen)) {
         unsigned op = res == NULL ? SW_OP_UNWIND : sw_suspended(f, g) ? SW_OP_YIELD : SW_OP_RETURN;
@@ -70,7 +88,8 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
         uint64_t gen = sw_S.gen;                                                              \
         sw_code_extra *ce = (sw_code_extra *)sw_frame_code(f)->co_extra;                      \
         Py_ssize_t idx = sw_S.extra_index;                                                    \
-        if (SW_UNLIKELY(t->gen != gen || !ce || idx >= ce->ce_size))                          \
+        if (SW_UNLIKELY(t->gen != gen || !ce || idx >= ce->ce_size ||                         \
+                        (uintptr_t)__builtin_frame_address(0) < t->stack_guard))              \
             return eval_slow(ts, f, throwflag);                                               \
         uintptr_t v = (uintptr_t)ce->ce_extras[idx];                                          \
         /* Registered in this session, and none of the flag bits set. */                      \
@@ -111,17 +130,28 @@ static int is_ours(sw_eval_fn fn)
     return fn == sw_eval_mono;
 }
 
+/* When stop() finds another evaluator installed over ours, ours stays in
+ * its chain (it calls ours, ours calls what was there before). This
+ * remembers that evaluator: while it is still the current one, a new
+ * session must not install ours again on top of it (ours would then call
+ * it, and it ours, forever). */
+static sw_eval_fn left_under;
+
 int sw_hook_eval_install(void)
 {
     PyInterpreterState *interp = PyThreadState_Get()->interp;
     sw_eval_fn cur = sw_get_eval(interp);
+    sw_S.hook_installed = 1;
     if (is_ours(cur)) {
         sw_set_eval(interp, sw_eval_for_clock());
+        left_under = NULL;
         return 0;
     }
+    if (left_under && cur == left_under)
+        return 0;  /* still called through that evaluator's chain */
+    left_under = NULL;
     sw_S.prev_eval = cur ? cur : (sw_eval_fn)_PyEval_EvalFrameDefault;
     sw_set_eval(interp, sw_eval_for_clock());
-    sw_S.hook_installed = 1;
     return 0;
 }
 
@@ -130,8 +160,13 @@ void sw_hook_eval_uninstall(void)
     if (!sw_S.hook_installed)
         return;
     PyInterpreterState *interp = PyThreadState_Get()->interp;
-    /* Restore the previous evaluator only if nobody replaced ours since. */
-    if (is_ours(sw_get_eval(interp)))
+    sw_eval_fn cur = sw_get_eval(interp);
+    /* Restore the previous evaluator only if nobody replaced ours since;
+     * otherwise ours stays in the other one's chain, passing frames
+     * through (it records nothing between sessions). */
+    if (is_ours(cur))
         sw_set_eval(interp, sw_S.prev_eval);
+    else
+        left_under = cur;
     sw_S.hook_installed = 0;
 }

@@ -57,6 +57,9 @@ typedef struct sw_tstate {
     uint64_t failed_gen;     /* session for which attaching failed */
     sw_tbuf *tb;
     int busy;                /* the hook itself is running Python code */
+    uintptr_t stack_guard;   /* a hooked call below this address raises
+                              * RecursionError instead of overflowing the
+                              * C stack (0: bounds unknown) */
     int name_pending;        /* the thread's name is not known yet */
     int name_tries;
     /* C calls (ccalls.c): for each open C call (innermost last), whether it

@@ -150,7 +150,8 @@ def cmd_run(args):
         raise UsageError("--max-depth must not be negative")
     if args.min_duration and args.format == "swt":
         raise UsageError("--min-duration applies to --format perfetto/chrome (or to 'stackwatch export')")
-    output = args.output or _default_output(args.format)
+    # Absolute, so that a program that changes directory does not move it.
+    output = os.path.abspath(args.output or _default_output(args.format))
     _check_writable(output)
     if args.format == "swt":
         trace_path = output

@@ -1,0 +1,124 @@
+"""Programs that stress the tracer's assumptions: deep recursion, frames
+unwound by RecursionError, daemon threads alive at exit, fork-based
+multiprocessing, signal handlers, a program that changes directory."""
+import os
+import sys
+
+from conftest import run, write
+from stackwatch.reader import Trace
+
+
+def calls_by_name(t):
+    out = {}
+    for r in t.stats():
+        name = t.codes[r.code].qualname
+        out[name] = out.get(name, 0) + r.calls
+    return out
+
+
+def test_deep_recursion_and_recursion_error(tmp):
+    script = write(tmp / "p.py", '''
+import sys
+sys.setrecursionlimit(20000)
+def down(n):
+    return 0 if n == 0 else 1 + down(n - 1)
+def forever(n):
+    return forever(n + 1)
+print(down(8000))
+try:
+    forever(0)
+except RecursionError:
+    print("recursion error")
+''')
+    r = run(["run", "-o", "o.swt", "--buffer-size", "16K", script], cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    assert "8000\nrecursion error" in r.stdout
+    t = Trace(str(tmp / "o.swt"))
+    assert t.damage is None and t.dropped() == 0
+    c = calls_by_name(t)
+    assert c["down"] == 8001
+    assert c["forever"] > 1000
+    main = 0
+    events = t.events(main)
+    assert max(e.depth for e in events) >= 8000
+    # balanced: every frame closed by a real event, none synthetic
+    assert not any(e.synthetic for e in events if t.codes.get(e.code) and
+                   t.codes[e.code].qualname in ("down", "forever"))
+
+
+def test_daemon_thread_running_at_exit(tmp):
+    script = write(tmp / "p.py", '''
+import threading, time
+def spin():
+    def f(n):
+        return n
+    while True:
+        f(1)
+threading.Thread(target=spin, daemon=True, name="spinner").start()
+time.sleep(0.2)
+print("main done")
+''')
+    r = run(["run", "-o", "o.swt", script], cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    t = Trace(str(tmp / "o.swt"))
+    assert t.complete and t.damage is None
+    name = "spin.<locals>.f" if sys.version_info >= (3, 11) else "f"
+    assert calls_by_name(t)[name] > 100
+    assert "spinner" in {th["name"] for th in t.threads}
+
+
+def test_multiprocessing_fork_children_trace_into_own_files(tmp):
+    script = write(tmp / "p.py", '''
+import multiprocessing as mp
+def square(x):
+    return x * x
+if __name__ == "__main__":
+    ctx = mp.get_context("fork")
+    pool = ctx.Pool(2)
+    print(sum(pool.map(square, range(20))))
+    pool.close()  # workers exit normally (Pool.__exit__ would SIGTERM them)
+    pool.join()
+''')
+    r = run(["run", "-o", "o.swt", script], cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    assert "2470" in r.stdout
+    children = [p for p in os.listdir(tmp) if p.startswith("o.fork-") and p.endswith(".swt")]
+    assert len(children) >= 2
+    squares = 0
+    for p in children:
+        t = Trace(str(tmp / p))
+        assert t.damage is None
+        squares += calls_by_name(t).get("square", 0)
+    assert squares == 20
+    assert "square" not in calls_by_name(Trace(str(tmp / "o.swt")))
+
+
+def test_signal_handler_is_traced(tmp):
+    script = write(tmp / "p.py", '''
+import os, signal
+hits = []
+def handler(signum, frame):
+    hits.append(signum)
+signal.signal(signal.SIGUSR1, handler)
+for _ in range(3):
+    os.kill(os.getpid(), signal.SIGUSR1)
+print(len(hits))
+''')
+    r = run(["run", "-o", "o.swt", script], cwd=tmp)
+    assert r.returncode == 0 and r.stdout.strip() == "3", r.stderr
+    assert calls_by_name(Trace(str(tmp / "o.swt")))["handler"] == 3
+
+
+def test_program_changing_directory(tmp):
+    sub = tmp / "elsewhere"
+    sub.mkdir()
+    script = write(tmp / "p.py", f'''
+import os
+os.chdir({str(sub)!r})
+def f():
+    return 1
+f()
+''')
+    r = run(["run", "-o", "o.pftrace", "--format", "perfetto", script], cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    assert (tmp / "o.pftrace").exists() and not (sub / "o.pftrace").exists()
