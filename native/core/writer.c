@@ -427,6 +427,17 @@ void sw_tbuf_flush(sw_tbuf *b)
     b->seq++;
 }
 
+void sw_writer_flush_quiet(sw_writer *w)
+{
+    if (w->closed)
+        return;
+    for (sw_tbuf *b = w->threads; b; b = b->next) {
+        if (!b->finished && b->seq == b->seq_seen && b->pos > b->data && !b->broken)
+            sw_tbuf_flush(b);
+        b->seq_seen = b->seq;
+    }
+}
+
 void sw_tbuf_finish(sw_tbuf *b)
 {
     if (b->finished)

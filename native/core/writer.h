@@ -53,6 +53,7 @@ typedef struct sw_tbuf {
     unsigned shift;
     uint32_t index;       /* thread index in the trace */
     uint64_t seq;         /* sequence number of the next sealed chunk */
+    uint64_t seq_seen;    /* seq at the previous sw_writer_flush_quiet() */
     uint64_t last;        /* encoder: time of the last encoded event, units */
     uint32_t *stack;      /* encoder: code ids of open frames, outermost first */
     uint32_t sdepth, stack_cap;
@@ -95,6 +96,12 @@ int sw_writer_thread_name(sw_writer *w, uint32_t index, const char *name);
 /* Seals the thread's current chunk and writes (or rings) it. Called by the
  * owning thread, or by anyone once that thread can no longer append. */
 void sw_tbuf_flush(sw_tbuf *b);
+
+/* Seals every unfinished thread's pending records whose thread has not
+ * sealed a chunk by itself since the previous call (a periodic flush: data
+ * reaches the file even from threads that record slowly). The caller must
+ * guarantee that no thread appends meanwhile (the extension holds the GIL). */
+void sw_writer_flush_quiet(sw_writer *w);
 
 /* Marks the thread finished after flushing it (thread exit). */
 void sw_tbuf_finish(sw_tbuf *b);

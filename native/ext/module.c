@@ -22,25 +22,31 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"path", "chunk_bytes", "ring_bytes", "max_depth", "allow_tsc",
-                             "meta", "include", "exclude", "c_calls", NULL};
+                             "meta", "include", "exclude", "c_calls", "flush_interval", NULL};
     PyObject *path_obj;
     Py_ssize_t chunk = 256 * 1024, ring = 0, max_depth = 0;
     int allow_tsc = 1, c_calls = 0;
+    double flush_interval = 0.25;
     PyObject *meta = NULL, *inc = Py_None, *exc = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOp", kwlist, PyUnicode_FSConverter, &path_obj,
-                                     &chunk, &ring, &max_depth, &allow_tsc, &meta, &inc, &exc, &c_calls))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOpd", kwlist, PyUnicode_FSConverter, &path_obj,
+                                     &chunk, &ring, &max_depth, &allow_tsc, &meta, &inc, &exc, &c_calls,
+                                     &flush_interval))
         return NULL;
     if (chunk < 4096 || chunk > (Py_ssize_t)(SW_CHUNK_MAX / 2)) {
         Py_DECREF(path_obj);
         return PyErr_Format(PyExc_ValueError, "buffer size must be between 4 KiB and %u MiB",
                             (unsigned)(SW_CHUNK_MAX / 2 >> 20));
     }
+    if (!(flush_interval == 0 || (flush_interval >= 0.001 && flush_interval <= 3600))) {
+        Py_DECREF(path_obj);
+        return PyErr_Format(PyExc_ValueError, "flush interval must be 0 (off) or between 1 ms and 1 hour");
+    }
     if (ring < 0 || max_depth < 0 || max_depth > 0x7fffffff) {
         Py_DECREF(path_obj);
         return PyErr_Format(PyExc_ValueError, "ring size and max depth must not be negative");
     }
     sw_start_opts o = {PyBytes_AS_STRING(path_obj), (size_t)chunk, (size_t)ring, (uint32_t)max_depth,
-                       allow_tsc, meta, inc, exc, c_calls};
+                       allow_tsc, meta, inc, exc, c_calls, flush_interval};
     int rc = sw_session_start(&o);
     Py_DECREF(path_obj);
     if (rc < 0)
@@ -60,6 +66,22 @@ static PyObject *py_is_tracing(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     return PyBool_FromLong(sw_S.gen != 0);
+}
+
+static PyObject *py_before_fork(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    sw_flusher_pause();
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_after_fork_parent(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    sw_flusher_resume();
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
@@ -354,6 +376,8 @@ static PyMethodDef methods[] = {
     {"stop", py_stop, METH_NOARGS, "stop() -> dict of totals"},
     {"is_tracing", py_is_tracing, METH_NOARGS, "is_tracing() -> bool"},
     {"_after_fork_child", py_after_fork_child, METH_NOARGS, "forget the parent's session (fork child)"},
+    {"_before_fork", py_before_fork, METH_NOARGS, "stop the background flusher before fork()"},
+    {"_after_fork_parent", py_after_fork_parent, METH_NOARGS, "restart the background flusher after fork()"},
     {NULL, NULL, 0, NULL},
 };
 

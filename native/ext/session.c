@@ -473,6 +473,7 @@ int sw_session_start(const sw_start_opts *o)
         gen_counter++;
     } while ((gen_counter & 0xffffffffu) == 0);
     sw_S.gen = gen_counter;
+    sw_flusher_start(o->flush_interval);
     if (sw_hook_eval_install() < 0) {
         sw_S.gen = 0;
         sw_writer_close(w, NULL);
@@ -492,6 +493,7 @@ PyObject *sw_session_stop(void)
     sw_hook_eval_uninstall();
     sw_ccalls_session_end();
     recursion_bonus_take_back();
+    sw_flusher_stop();
     pthread_mutex_lock(&sw_S.lock);
     uint64_t end = sw_clock_now(&sw_S.clock);
     sw_S.gen = 0;
@@ -536,6 +538,7 @@ void sw_session_after_fork_child(void)
      * is leaked rather than freed). */
     sw_hook_eval_uninstall();
     sw_ccalls_session_end();
+    sw_flusher_forget();
     sw_S.gen = 0;
     if (sw_S.w)
         sw_writer_abandon(sw_S.w);

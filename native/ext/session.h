@@ -88,6 +88,7 @@ typedef struct sw_start_opts {
     PyObject *meta;          /* dict str -> str|int|float, written to META */
     PyObject *include, *exclude;  /* sequences of str globs, or None */
     int c_calls;
+    double flush_interval;   /* seconds; 0 = only when buffers fill */
 } sw_start_opts;
 
 /* Starts a session. Returns 0, or -1 with a Python exception set. */
@@ -144,6 +145,13 @@ int sw_init_gap_add_to_module(PyObject *m);
 int sw_ccalls_add_to_module(PyObject *m);
 void sw_ccalls_thread_attach(sw_tstate *t);
 void sw_ccalls_session_end(void);
+
+/* The background flusher (flusher.c). */
+int sw_flusher_start(double seconds);
+void sw_flusher_stop(void);
+void sw_flusher_forget(void);
+void sw_flusher_pause(void);
+void sw_flusher_resume(void);
 
 /* Backends (hook_eval.c). */
 int sw_hook_eval_install(void);

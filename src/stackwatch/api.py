@@ -22,6 +22,7 @@ from .units import parse_size
 
 _session = None          # options of the running session, for fork children
 _real_os_exit = os._exit
+DEFAULT_FLUSH_INTERVAL = 0.25 if sys.version_info < (3, 13) else 0.0
 # stackwatch's own Python frames (start/stop, the CLI's exit handler) are
 # never recorded.
 _OWN_FILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "*")
@@ -75,7 +76,7 @@ def is_tracing():
 
 
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
-          follow_fork=True, meta=None, allow_tsc=True, c_calls=False):
+          follow_fork=True, meta=None, allow_tsc=True, c_calls=False, flush_interval=None):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
@@ -83,7 +84,13 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     at stop (flight recorder); max_depth: record frames only up to this depth;
     include/exclude: globs matched against file names and module names
     ("mypkg" also matches "mypkg.sub"); c_calls: also record calls of
-    builtin and extension functions (C_CALL/C_RETURN events).
+    builtin and extension functions (C_CALL/C_RETURN events);
+    flush_interval: seconds between background flushes of threads that
+    record slowly (a process killed by a signal loses at most this much;
+    0 = write only when a buffer fills). Default: 0.25 s, except on 3.13+
+    where it is off: there os.fork() counts OS threads before any fork hook
+    can pause the flusher, and would warn that the process is
+    multi-threaded.
 
     Raises RuntimeError if already tracing, OSError if the file cannot be
     created, ValueError for a bad option.
@@ -99,9 +106,11 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     include = _globs(include, "include")
     exclude = _globs(exclude, "exclude")
     native_exclude = (exclude or []) + [_OWN_FILES]
+    if flush_interval is None:
+        flush_interval = DEFAULT_FLUSH_INTERVAL
     _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
                   allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude,
-                  c_calls=bool(c_calls))
+                  c_calls=bool(c_calls), flush_interval=float(flush_interval))
     try:
         problem = _monitor.enable(c_calls)
     except Exception as e:  # never leave a half-started session behind
@@ -111,7 +120,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         print(f"stackwatch: warning: {problem}", file=sys.stderr)
     _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
                     include=include, exclude=exclude, follow_fork=follow_fork, meta=meta,
-                    allow_tsc=allow_tsc, c_calls=c_calls)
+                    allow_tsc=allow_tsc, c_calls=c_calls, flush_interval=flush_interval)
     os._exit = _exit_after_stop
 
 
@@ -170,7 +179,11 @@ def _after_fork_in_child():
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    # The background flusher thread is stopped around fork(): CPython 3.12+
+    # warns when a multi-threaded process forks, which would change the
+    # traced program's output.
+    os.register_at_fork(before=_native._before_fork, after_in_parent=_native._after_fork_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 @atexit.register

@@ -58,6 +58,8 @@ def build_parser():
                    "(default: each traces into its own file)")
     r.add_argument("--c-calls", action="store_true", help="also record calls of builtin and "
                    "extension functions")
+    r.add_argument("--flush-interval", default=None, help="background flush of slowly recording "
+                   "threads, e.g. 250ms (default 250ms; off on 3.13+, see docs; 0 = off)")
     r.add_argument("--no-tsc", action="store_true", help="timestamps from CLOCK_MONOTONIC, not the TSC")
     r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
@@ -144,6 +146,8 @@ def cmd_run(args):
         chunk = parse_size(args.buffer_size)
         ring = parse_size(args.ring) if args.ring else 0
         min_ns = parse_duration_ns(args.min_duration) if args.min_duration else 0
+        flush_s = (None if args.flush_interval is None else
+                   parse_duration_ns(args.flush_interval) / 1e9 if args.flush_interval != "0" else 0.0)
     except ValueError as e:
         raise UsageError(str(e))
     if args.max_depth < 0:
@@ -180,7 +184,7 @@ def cmd_run(args):
     try:
         api.start(trace_path, buffer_size=chunk, ring=ring, max_depth=args.max_depth,
                   include=args.include, exclude=args.exclude, follow_fork=not args.no_follow_fork,
-                  allow_tsc=not args.no_tsc, c_calls=args.c_calls)
+                  allow_tsc=not args.no_tsc, c_calls=args.c_calls, flush_interval=flush_s)
     except (ValueError, RuntimeError) as e:
         raise UsageError(str(e))
     # atexit runs after the interpreter has joined non-daemon threads, so

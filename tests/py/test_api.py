@@ -183,3 +183,19 @@ def test_init_of_class_defined_while_tracing(tmp_path):
     c = calls(p)
     assert c["test_init_of_class_defined_while_tracing.<locals>.Late.__init__"
              if "test_init_of_class_defined_while_tracing.<locals>.Late.__init__" in c else "__init__"] == 1000
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_fork_gives_no_multithreading_warning(tmp_path):
+    """stackwatch's background flusher thread must not make os.fork() warn
+    (3.12+ warns when a process with several OS threads forks)."""
+    import warnings
+    p = str(tmp_path / "w.swt")
+    with stackwatch.trace(p):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+    assert not [w for w in caught if "multi-threaded" in str(w.message)]

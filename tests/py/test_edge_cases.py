@@ -122,3 +122,68 @@ f()
     r = run(["run", "-o", "o.pftrace", "--format", "perfetto", script], cwd=tmp)
     assert r.returncode == 0, r.stderr
     assert (tmp / "o.pftrace").exists() and not (sub / "o.pftrace").exists()
+
+
+def test_recursion_to_the_default_limit(tmp):
+    """3.12 spends two C-recursion levels per hooked call; without the bonus
+    a traced program could only recurse ~750 deep (limit 1000)."""
+    script = write(tmp / "p.py", '''
+import sys
+def down(n):
+    return 0 if n == 0 else 1 + down(n - 1)
+print(down(sys.getrecursionlimit() - 20))
+''')
+    r = run(["run", "-o", "o.swt", script], cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "980"
+
+
+def test_exhausted_c_stack_raises_instead_of_crashing(tmp):
+    """Every hooked call uses C stack; near the end of the thread's stack the
+    hook raises RecursionError rather than letting the process crash."""
+    script = write(tmp / "p.py", '''
+import sys, threading
+sys.setrecursionlimit(200000)
+def down(n):
+    return 0 if n == 0 else 1 + down(n - 1)
+def attempt():
+    try:
+        down(150000)
+        print("no error")
+    except RecursionError as e:
+        print("RecursionError")
+attempt()
+threading.stack_size(4 << 20)
+t = threading.Thread(target=attempt)
+t.start(); t.join()
+''')
+    r = run(["run", "-o", "o.swt", script], cwd=tmp)
+    assert r.returncode == 0, (r.returncode, r.stderr[-500:])
+    assert r.stdout.split() == ["RecursionError", "RecursionError"]
+    assert Trace(str(tmp / "o.swt")).complete
+
+
+def test_sigterm_keeps_events_up_to_the_last_background_flush(tmp):
+    """Killed by SIGTERM (no atexit, no stop): the background flusher has
+    written what the program recorded before it went idle."""
+    import signal
+    import subprocess
+    import time
+    script = write(tmp / "p.py", '''
+import time
+def work(n):
+    return n if n < 2 else work(n - 1) + work(n - 2)
+work(15)
+print("ready", flush=True)
+time.sleep(30)
+''')
+    p = subprocess.Popen([sys.executable, "-m", "stackwatch", "run", "-o", str(tmp / "o.swt"),
+                          "--flush-interval", "100ms", script], stdout=subprocess.PIPE, cwd=tmp)
+    assert p.stdout.readline().strip() == b"ready"
+    time.sleep(0.6)
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=30)
+    assert p.returncode == -signal.SIGTERM
+    t = Trace(str(tmp / "o.swt"))
+    assert not t.complete
+    assert calls_by_name(t)["work"] == 1973
