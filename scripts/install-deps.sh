@@ -6,6 +6,9 @@ need=()
 command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 [ -e /usr/include/sys/sdt.h ] || need+=(systemtap-sdt-dev)
+# clang brings libFuzzer (its recommended libclang-rt) for tests/c's fuzz run,
+# which is skipped with a reason when clang is missing.
+command -v clang >/dev/null || need+=(clang)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "installing Debian packages: ${need[*]}" >&2
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

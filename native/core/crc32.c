@@ -71,12 +71,17 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const voi
     return ~c32;
 }
 
-static int have_hw = -1;
+static int have_hw;
+static pthread_once_t hw_once = PTHREAD_ONCE_INIT;
+
+static void detect_hw(void)
+{
+    have_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+}
 
 uint32_t sw_crc32(uint32_t crc, const void *data, size_t len)
 {
-    if (have_hw < 0)
-        have_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+    pthread_once(&hw_once, detect_hw);
     return have_hw ? crc_hw(crc, data, len) : sw_crc32_table(crc, data, len);
 }
 #else

@@ -39,7 +39,10 @@ static void sep(chrome *c)
 /* Microseconds with nanosecond decimals. */
 static void put_ts(chrome *c, int64_t t_ns)
 {
-    int64_t ns = c->mono0 + t_ns;
+    /* mono0 comes from the file: saturate rather than overflow. */
+    int64_t ns = t_ns > 0 && c->mono0 > INT64_MAX - t_ns ? INT64_MAX
+               : t_ns < 0 && c->mono0 < INT64_MIN - t_ns ? INT64_MIN
+               : c->mono0 + t_ns;
     if (ns < 0)
         ns = 0;
     fprintf(c->out, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);

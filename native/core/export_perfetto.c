@@ -163,7 +163,10 @@ static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
     default:
         return 0;
     }
-    int64_t ts = p->boot0 + ev->t_ns;
+    /* boot0 comes from the file: saturate rather than overflow. */
+    int64_t ts = ev->t_ns > 0 && p->boot0 > INT64_MAX - ev->t_ns ? INT64_MAX
+               : ev->t_ns < 0 && p->boot0 < INT64_MIN - ev->t_ns ? INT64_MIN
+               : p->boot0 + ev->t_ns;
     pb_varint(&p->pkt, F_PKT_TIMESTAMP, (uint64_t)(ts < 0 ? 0 : ts));
     pb_varint(&p->pkt, F_PKT_SEQ_ID, (uint64_t)thread + 1);
     pb_varint(&p->pkt, F_PKT_SEQ_FLAGS,

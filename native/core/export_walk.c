@@ -73,7 +73,7 @@ int sw_export_walk(sw_trace *t, int64_t min_duration_ns, sw_slice_fn fn, void *u
         if (w.oom)
             return SW_ENOMEM;
         if (rc > 0)
-            return -rc;  /* the consumer failed (e.g. a write error) */
+            return SW_EIO;  /* the consumer failed (e.g. a write error) */
     }
     return SW_OK;
 }

@@ -1,0 +1,269 @@
+/*
+ * fuzz_reader.c - libFuzzer target for the trace reader and everything that
+ * consumes it: sw_trace_open_mem, replay of every thread, sw_stats_compute,
+ * sw_slice_durations and both exporters (into memory streams).
+ *
+ * Chunks are protected by a CRC, so almost every mutation of a valid trace
+ * is stopped at the checksum. To reach the parsers behind it, each input is
+ * also tried with every chunk's CRC recomputed (when that changes anything),
+ * and cut after one of its chunks so that an overread of that chunk is an
+ * overread of the buffer.
+ *
+ * Besides memory errors (ASan) and undefined behaviour (UBSan), the target
+ * aborts when a promise of reader.h or export.h is broken: a failed open
+ * without a message, an unbalanced or time-reversed replay, malformed
+ * exporter output.
+ *
+ * Built with -DFUZZ_FILES_MAIN it is a plain program that runs the target
+ * on each file named on its command line (the seed corpus, under gcc).
+ */
+#define _GNU_SOURCE
+#include "analysis.h"
+#include "crc32.h"
+#include "export.h"
+#include "exportcheck.h"
+#include "format.h"
+#include "reader.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void fail(const char *what, const char *detail)
+{
+    fprintf(stderr, "fuzz_reader: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+    abort();
+}
+
+typedef struct replay_check {
+    uint32_t depth;
+    int64_t last;
+    int any;
+    uint64_t n;
+} replay_check;
+
+/* The replay promises balanced slices and non-decreasing times. */
+static int check_event(void *ud, const sw_event *ev)
+{
+    replay_check *c = ud;
+    if (c->any && ev->t_ns < c->last)
+        fail("replay time goes back", NULL);
+    c->last = ev->t_ns;
+    c->any = 1;
+    c->n++;
+    switch (ev->kind) {
+    case SW_OP_CALL:
+    case SW_OP_RESUME:
+    case SW_OP_C_CALL:
+        if (ev->depth != c->depth)
+            fail("enter event at the wrong depth", NULL);
+        c->depth++;
+        break;
+    case SW_OP_RETURN:
+    case SW_OP_YIELD:
+    case SW_OP_UNWIND:
+    case SW_OP_C_RETURN:
+        if (c->depth == 0 || ev->depth != c->depth - 1)
+            fail("exit event without a matching enter", NULL);
+        c->depth--;
+        break;
+    case SW_EV_DROPPED:
+        if (ev->depth != c->depth)
+            fail("dropped event at the wrong depth", NULL);
+        break;
+    default:
+        fail("unknown event kind", NULL);
+    }
+    return 0;
+}
+
+static int stop_after_one(void *ud, const sw_event *ev)
+{
+    (void)ev;
+    return ++*(int *)ud >= 1 ? 7 : 0;
+}
+
+static void exercise(const uint8_t *data, size_t len)
+{
+    sw_trace *t = NULL;
+    char err[256];
+    err[0] = 0;
+    int rc = sw_trace_open_mem(data, len, &t, err, sizeof err);
+    if (rc) {
+        if (rc > 0 || !err[0] || t)
+            fail("open failed without a negative code and a message", err);
+        return;
+    }
+    if (!t)
+        fail("open succeeded without a trace", NULL);
+    const char *damage = sw_trace_damage(t);
+    (void)strlen(damage);
+    (void)sw_trace_complete(t);
+    for (size_t i = 0; i < sw_trace_meta_count(t); i++) {
+        const sw_meta_entry *e = sw_trace_meta(t, i);
+        if (!e || !e->key)
+            fail("meta entry without a key", NULL);
+        if (e->type == 2 && (!e->s || strlen(e->s) > e->slen))
+            fail("string meta value", NULL);
+        if (sw_trace_meta_find(t, e->key) == NULL)
+            fail("meta key not found", e->key);
+    }
+    uint32_t limit = sw_trace_code_limit(t);
+    for (uint32_t id = 0; id < limit && id < 100000; id++) {
+        const sw_code_info *ci = sw_trace_code(t, id);
+        if (ci && (ci->id != id || !ci->name || !ci->qualname || !ci->filename))
+            fail("code info", NULL);
+    }
+    if (sw_trace_code(t, limit) != NULL)
+        fail("code beyond the limit", NULL);
+    (void)sw_trace_end_ns(t);
+    size_t nth = sw_trace_thread_count(t);
+    for (size_t i = 0; i < nth; i++) {
+        const sw_thread_info *ti = sw_trace_thread(t, i);
+        if (!ti || !ti->name)
+            fail("thread info", NULL);
+        replay_check c = {0, 0, 0, 0};
+        rc = sw_trace_replay(t, i, check_event, &c);
+        if (rc > 0)
+            fail("replay returned a positive code the callback never gave", NULL);
+        if (c.depth != 0)
+            fail("replay left slices open", NULL);
+        int seen = 0;
+        rc = sw_trace_replay(t, i, stop_after_one, &seen);
+        if (seen && rc != 7)
+            fail("replay did not return the callback's stop value", NULL);
+        int64_t *dur = NULL;
+        size_t ndur = 0;
+        if (sw_slice_durations(t, i, &dur, &ndur) == SW_OK) {
+            for (size_t k = 0; k < ndur; k++)
+                if (dur[k] < 0)
+                    fail("negative slice duration", NULL);
+            free(dur);
+        }
+    }
+    if (sw_trace_thread(t, nth) != NULL)
+        fail("thread beyond the count", NULL);
+    sw_stat_row *rows = NULL;
+    size_t nrows = 0;
+    if (sw_stats_compute(t, &rows, &nrows) == SW_OK) {
+        for (size_t k = 0; k < nrows; k++)
+            if (rows[k].thread >= nth || rows[k].code >= limit)
+                fail("stats row out of range", NULL);
+        free(rows);
+    }
+    static const int64_t mins[] = {0, 1000};
+    for (int m = 0; m < 2; m++) {
+        size_t n = 0;
+        char why[160];
+        char *out = ec_export_mem(sw_export_chrome, t, mins[m], &n, &rc, err, sizeof err);
+        if (rc == SW_OK) {
+            ec_chrome_stats cs;
+            if (!ec_chrome(out, n, 0, &cs, why, sizeof why))
+                fail("chrome export is not valid", why);
+        } else if (!err[0]) {
+            fail("chrome export failed without a message", NULL);
+        }
+        free(out);
+        out = ec_export_mem(sw_export_perfetto, t, mins[m], &n, &rc, err, sizeof err);
+        if (rc == SW_OK) {
+            ec_pb_stats ps;
+            if (!ec_perfetto((const uint8_t *)out, n, 0, &ps, why, sizeof why))
+                fail("perfetto export is not valid", why);
+        } else if (!err[0]) {
+            fail("perfetto export failed without a message", NULL);
+        }
+        free(out);
+    }
+    sw_trace_free(t);
+}
+
+/* Recomputes every chunk's CRC in place; returns the number of chunks and
+ * stores up to max chunk end offsets in ends. *changed tells whether any
+ * CRC was wrong. */
+static size_t fix_crcs(uint8_t *copy, size_t len, size_t *ends, size_t max, int *changed)
+{
+    size_t n = 0, off = SW_FILE_HEADER_LEN;
+    *changed = 0;
+    if (len < SW_FILE_HEADER_LEN)
+        return 0;
+    while (len - off >= SW_CHUNK_HEADER_LEN) {
+        uint8_t *h = copy + off;
+        size_t plen = (size_t)h[4] | (size_t)h[5] << 8 | (size_t)h[6] << 16 | (size_t)h[7] << 24;
+        size_t poff = off + SW_CHUNK_HEADER_LEN;
+        if (plen > len - poff)
+            break;
+        uint32_t crc = sw_crc32(0, copy + poff, plen);
+        uint8_t le[4] = {(uint8_t)crc, (uint8_t)(crc >> 8), (uint8_t)(crc >> 16), (uint8_t)(crc >> 24)};
+        if (memcmp(h + 8, le, 4) != 0) {
+            memcpy(h + 8, le, 4);
+            *changed = 1;
+        }
+        off = poff + plen;
+        if (n < max)
+            ends[n] = off;
+        n++;
+    }
+    return n;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    exercise(data, size);
+    /* The same input with correct checksums, so that mutations reach the
+     * parsers behind them. */
+    uint8_t *fixed = malloc(size ? size : 1);
+    if (!fixed)
+        return 0;
+    memcpy(fixed, data, size);
+    size_t ends[64];
+    int changed;
+    size_t n = fix_crcs(fixed, size, ends, 64, &changed);
+    if (changed)
+        exercise(fixed, size);
+    /* And cut after one of its chunks (chosen by the input), which then
+     * ends the buffer: a parser reading past its chunk reads past the
+     * buffer, which AddressSanitizer reports. */
+    if (n > 1) {
+        size_t k = (size_t)sw_crc32(0, data, size < 64 ? size : 64) % (n < 64 ? n : 64);
+        if (ends[k] < size)
+            exercise(fixed, ends[k]);
+    }
+    free(fixed);
+    return 0;
+}
+
+#ifdef FUZZ_FILES_MAIN
+int main(int argc, char **argv)
+{
+    int bad = 0;
+    for (int i = 1; i < argc; i++) {
+        FILE *f = fopen(argv[i], "rb");
+        if (!f) {
+            perror(argv[i]);
+            bad = 1;
+            continue;
+        }
+        size_t cap = 1 << 16, n = 0, k;
+        uint8_t *buf = malloc(cap);
+        while (buf && (k = fread(buf + n, 1, cap - n, f)) > 0) {
+            n += k;
+            if (n == cap) {
+                uint8_t *nb = realloc(buf, cap *= 2);
+                if (!nb)
+                    free(buf);
+                buf = nb;
+            }
+        }
+        fclose(f);
+        if (!buf) {
+            fprintf(stderr, "%s: out of memory\n", argv[i]);
+            return 1;
+        }
+        LLVMFuzzerTestOneInput(buf, n);
+        free(buf);
+    }
+    return bad;
+}
+#endif

@@ -1,0 +1,170 @@
+/*
+ * make_seed.c - writes a few small valid traces, made with the real writer,
+ * into a directory: the seed corpus of fuzz_reader.
+ *
+ *   make_seed DIR
+ *
+ * The seeds cover: streamed chunks of several threads with a rename and
+ * frames left open; ring mode (a sequence gap, chunks starting mid-stack);
+ * a trace cut at a chunk boundary (no END); deep nesting (long chunk
+ * prefixes); another time shift and clock rate; an empty trace.
+ */
+#define _GNU_SOURCE
+#include "tracegen.h"
+
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *dir;
+
+static int path_of(char *buf, size_t len, const char *name)
+{
+    return snprintf(buf, len, "%s/%s", dir, name) < (int)len ? 0 : -1;
+}
+
+static int done(tg *g, const char *name, double refined)
+{
+    int rc = tg_close(g, refined);
+    tg_free(g);
+    if (rc) {
+        fprintf(stderr, "make_seed: %s: %s\n", name, sw_strerror(rc));
+        return 1;
+    }
+    return 0;
+}
+
+static int seed_stream(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "stream.swt");
+    if (tg_open(&g, p, 4096, 0, 2, 1e9) || tg_codes(&g, 6, 2))
+        return 1;
+    tg_thread *a = tg_add_thread(&g, 1001, 140001, "MainThread", 1);
+    tg_thread *b = tg_add_thread(&g, 1002, 140002, "", 2);
+    if (!a || !b)
+        return 1;
+    for (int round = 0; round < 3; round++) {
+        tg_run(a, 25, 6);
+        sw_tbuf_flush(a->b);
+        tg_run(b, 15, 4);
+        sw_tbuf_flush(b->b);
+        if (round == 1)
+            sw_writer_thread_name(g.w, 1, "worker-1");
+    }
+    tg_run(a, 10, 6);  /* left in the buffer and open: flushed at close */
+    return done(&g, "stream.swt", 1e9);
+}
+
+static int seed_ring(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "ring.swt");
+    if (tg_open(&g, p, 4096, 8192, 0, 1e9) || tg_codes(&g, 4, 1))
+        return 1;
+    tg_thread *a = tg_add_thread(&g, 2001, 0, "ring", 3);
+    tg_thread *b = tg_add_thread(&g, 2002, 0, "quiet", 4);
+    if (!a || !b)
+        return 1;
+    for (int i = 0; i < 4; i++) {
+        tg_run(a, 200, 12);
+        sw_tbuf_flush(a->b);
+    }
+    tg_run(b, 30, 3);
+    return done(&g, "ring.swt", 0);
+}
+
+static int seed_no_end(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "no_end.swt");
+    if (tg_open(&g, p, 4096, 0, 1, 2e9) || tg_codes(&g, 5, 0))
+        return 1;
+    tg_thread *a = tg_add_thread(&g, 3001, 1, "crashing", 5);
+    if (!a)
+        return 1;
+    tg_run(a, 40, 8);
+    sw_tbuf_flush(a->b);
+    tg_run(a, 40, 8);
+    if (done(&g, "no_end.swt", 0))
+        return 1;
+    /* Cut the END chunk off, as if the process had been killed. */
+    size_t len;
+    uint8_t *buf = tg_slurp(p, &len);
+    if (!buf)
+        return 1;
+    size_t off = SW_FILE_HEADER_LEN, last = off;
+    while (len - off >= SW_CHUNK_HEADER_LEN) {
+        size_t plen = (size_t)buf[off + 4] | (size_t)buf[off + 5] << 8 | (size_t)buf[off + 6] << 16 |
+                      (size_t)buf[off + 7] << 24;
+        last = off;
+        off += SW_CHUNK_HEADER_LEN + plen;
+    }
+    int rc = truncate(p, (off_t)last) ? 1 : 0;
+    free(buf);
+    return rc;
+}
+
+static int seed_deep(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "deep.swt");
+    if (tg_open(&g, p, 4096, 0, 0, 1e9) || tg_codes(&g, 3, 0))
+        return 1;
+    tg_thread *a = tg_add_thread(&g, 4001, 0, "deep", 6);
+    if (!a)
+        return 1;
+    for (int i = 0; i < 40; i++)
+        tg_enter(a, SW_OP_CALL, (uint32_t)(i % 3));
+    sw_tbuf_flush(a->b);
+    tg_run(a, 30, 60);
+    return done(&g, "deep.swt", 1e9);
+}
+
+static int seed_shift(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "shift.swt");
+    if (tg_open(&g, p, 4096, 0, 5, 3e9) || tg_codes(&g, 4, 2))
+        return 1;
+    for (int k = 0; k < 3; k++) {
+        tg_thread *a = tg_add_thread(&g, 5001 + (uint64_t)k, 0, "t", 7 + (uint64_t)k);
+        if (!a)
+            return 1;
+        tg_run(a, 20, 5);
+        sw_tbuf_flush(a->b);
+    }
+    return done(&g, "shift.swt", 2.5e9);
+}
+
+static int seed_empty(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "empty.swt");
+    if (tg_open(&g, p, 4096, 0, 0, 1e9))
+        return 1;
+    return done(&g, "empty.swt", 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: make_seed DIR\n");
+        return 2;
+    }
+    dir = argv[1];
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        perror(dir);
+        return 1;
+    }
+    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_empty();
+    if (bad)
+        fprintf(stderr, "make_seed: could not write every seed\n");
+    return bad;
+}

@@ -1,0 +1,150 @@
+/*
+ * test_bytes.c - the growable buffer and key/value encoding (bytes.c), error
+ * strings (errors.c) and the clock (clock.c).
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "bytes.h"
+#include "clock.h"
+#include "format.h"
+#include "varint.h"
+
+TEST(put_grows_and_keeps_contents)
+{
+    sw_bytes b = {0};
+    uint8_t expect[5000];
+    for (size_t i = 0; i < sizeof expect; i++) {
+        expect[i] = (uint8_t)(i * 31 + 7);
+        CHECK_EQ_I64(sw_bytes_u8(&b, expect[i]), SW_OK);
+    }
+    CHECK_EQ_U64(b.len, sizeof expect);
+    CHECK(b.cap >= b.len);
+    CHECK_EQ_MEM(b.data, expect, sizeof expect);
+    CHECK_EQ_U64(b.failed, 0);
+    CHECK_EQ_I64(sw_bytes_put(&b, expect, 0), SW_OK);
+    CHECK_EQ_I64(sw_bytes_put(&b, expect, 3000), SW_OK);
+    CHECK_EQ_U64(b.len, 8000);
+    CHECK_EQ_MEM(b.data + 5000, expect, 3000);
+    sw_bytes_free(&b);
+    CHECK(b.data == NULL && b.len == 0 && b.cap == 0);
+    sw_bytes_free(&b);  /* twice is harmless */
+}
+
+TEST(reserve_failure_keeps_contents)
+{
+    sw_bytes b = {0};
+    sw_bytes_put(&b, "abc", 3);
+    size_t cap = b.cap;
+    CHECK_EQ_I64(sw_bytes_reserve(&b, SIZE_MAX), SW_ENOMEM);
+    CHECK_EQ_U64(b.failed, 1);
+    CHECK_EQ_U64(b.len, 3);
+    CHECK_EQ_U64(b.cap, cap);
+    CHECK_EQ_MEM(b.data, "abc", 3);
+    CHECK_EQ_I64(sw_bytes_put(&b, "x", SIZE_MAX - 1), SW_ENOMEM);
+    CHECK_EQ_U64(b.len, 3);
+    /* The kv helpers report the sticky failure. */
+    CHECK_EQ_I64(sw_kv_uint(&b, "k", 1), SW_ENOMEM);
+    sw_bytes_free(&b);
+}
+
+TEST(varint_str_u8_f64_encodings)
+{
+    sw_bytes b = {0};
+    sw_bytes_varint(&b, 300);
+    sw_bytes_str(&b, "hi");
+    sw_bytes_str(&b, NULL);
+    sw_bytes_str(&b, "");
+    sw_bytes_u8(&b, 0xfe);
+    sw_bytes_f64(&b, 1.0);
+    sw_bytes_f64(&b, -2.5);
+    const uint8_t expect[] = {
+        0xac, 0x02,                                      /* 300 */
+        0x02, 'h', 'i',                                  /* "hi" */
+        0x00,                                            /* NULL = "" */
+        0x00,                                            /* "" */
+        0xfe,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf0, 0x3f,  /* 1.0, little-endian */
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0xc0,  /* -2.5 */
+    };
+    CHECK_EQ_U64(b.len, sizeof expect);
+    CHECK_EQ_MEM(b.data, expect, sizeof expect);
+    CHECK_EQ_U64(b.failed, 0);
+    sw_bytes_free(&b);
+
+    /* A long string gets a multi-byte length. */
+    char big[200];
+    memset(big, 'z', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    sw_bytes_str(&b, big);
+    CHECK_EQ_U64(b.len, 2 + 199);
+    CHECK_EQ_U64(b.data[0], 0x80 | (199 & 0x7f));
+    CHECK_EQ_U64(b.data[1], 199 >> 7);
+    sw_bytes_free(&b);
+}
+
+TEST(kv_encodings)
+{
+    sw_bytes b = {0};
+    CHECK_EQ_I64(sw_kv_uint(&b, "u", 128), SW_OK);
+    CHECK_EQ_I64(sw_kv_sint(&b, "s", -3), SW_OK);
+    CHECK_EQ_I64(sw_kv_str(&b, "t", "xy"), SW_OK);
+    CHECK_EQ_I64(sw_kv_f64(&b, "f", 0.5), SW_OK);
+    CHECK_EQ_I64(sw_kv_sint(&b, "m", INT64_MIN), SW_OK);
+    const uint8_t expect[] = {
+        1, 'u', SW_VAL_UINT, 0x80, 0x01,
+        1, 's', SW_VAL_SINT, 0x05,                       /* zigzag(-3) = 5 */
+        1, 't', SW_VAL_BYTES, 2, 'x', 'y',
+        1, 'f', SW_VAL_F64, 0, 0, 0, 0, 0, 0, 0xe0, 0x3f,
+        1, 'm', SW_VAL_SINT, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+    };
+    CHECK_EQ_U64(b.len, sizeof expect);
+    CHECK_EQ_MEM(b.data, expect, sizeof expect);
+    sw_bytes_free(&b);
+}
+
+TEST(strerror_texts)
+{
+    const int codes[] = {SW_OK, SW_ENOMEM, SW_EIO, SW_EFORMAT, SW_ETRUNC, SW_ECRC, SW_EVERSION,
+                         SW_EARG, SW_ESTATE};
+    const char *unknown = sw_strerror(12345);
+    CHECK_EQ_STR(unknown, "unknown error");
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        const char *s = sw_strerror(codes[i]);
+        CHECK(s && s[0]);
+        CHECK(strcmp(s, unknown) != 0);
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(s, sw_strerror(codes[j])) != 0);
+    }
+}
+
+TEST(clock_monotonic_and_calibrated)
+{
+    sw_clock c;
+    sw_clock_calibrate(&c, 0);
+    CHECK_EQ_U64(c.kind, SW_CLOCK_MONOTONIC);
+    CHECK(c.hz == 1e9);
+    CHECK(c.tick0 == c.mono0_ns);
+    CHECK(c.real0_ns > 1500000000ull * 1000000000ull);  /* after 2017 */
+    uint64_t prev = sw_clock_now(&c);
+    CHECK(prev >= c.tick0);
+    for (int i = 0; i < 10000; i++) {
+        uint64_t now = sw_clock_now(&c);
+        CHECK(now >= prev);
+        prev = now;
+    }
+    sw_clock_refine(&c);
+    CHECK(c.hz == 1e9);
+
+    sw_clock t;
+    sw_clock_calibrate(&t, 1);  /* TSC if the kernel trusts it */
+    CHECK(t.kind == SW_CLOCK_MONOTONIC || t.kind == SW_CLOCK_TSC);
+    CHECK(t.hz > 1e6 && t.hz < 1e11);
+    prev = sw_clock_now(&t);
+    CHECK(prev >= t.tick0);
+    uint64_t m0 = sw_clock_ns(CLOCK_MONOTONIC);
+    while (sw_clock_ns(CLOCK_MONOTONIC) - m0 < 5000000)
+        CHECK(sw_clock_now(&t) >= prev);
+    /* 5 ms of ticks at the measured rate is about 5 ms. */
+    double secs = (double)(sw_clock_now(&t) - prev) / t.hz;
+    CHECK_MSG(secs > 0.004 && secs < 0.5, "5 ms measured as %g s", secs);
+}

@@ -1,0 +1,266 @@
+/*
+ * test_export.c - the Chrome JSON and Perfetto protobuf exporters: output
+ * is well-formed (strict JSON; a sequence of Trace.packet messages), slices
+ * are balanced and match the replay one for one, names are escaped, the
+ * minimum-duration filter drops exactly the short slices, write errors are
+ * reported as such.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "analysis.h"
+#include "exportcheck.h"
+#include "tracegen.h"
+
+typedef struct counts {
+    size_t enters, exits, dropped, kept;  /* kept: slices >= min duration */
+} counts;
+
+static int is_enter(int k) { return k == SW_OP_CALL || k == SW_OP_RESUME || k == SW_OP_C_CALL; }
+
+static counts replay_counts(sw_trace *t, int64_t min_ns)
+{
+    counts c = {0, 0, 0, 0};
+    for (size_t i = 0; i < sw_trace_thread_count(t); i++) {
+        tg_rec r;
+        tg_replay(t, i, &r);
+        for (size_t k = 0; k < r.n; k++) {
+            if (is_enter(r.ev[k].kind))
+                c.enters++;
+            else if (r.ev[k].kind == SW_EV_DROPPED)
+                c.dropped++;
+            else
+                c.exits++;
+        }
+        tg_rec_free(&r);
+        int64_t *dur;
+        size_t n;
+        if (sw_slice_durations(t, i, &dur, &n) == SW_OK) {
+            for (size_t k = 0; k < n; k++)
+                c.kept += dur[k] >= min_ns;
+            free(dur);
+        }
+    }
+    return c;
+}
+
+/* A trace of two threads, the first with frames left open at the end; in
+ * ring mode its oldest chunks are discarded (DROPPED events on replay). */
+static sw_trace *make(tg *g, int ring)
+{
+    char path[256];
+    check_tmp_path(path, sizeof path, ".swt");
+    if (tg_open(g, path, 4096, ring ? 2 * 4096 : 0, 0, 1e9) || tg_codes(g, 15, 4))
+        return NULL;
+    tg_thread *a = tg_add_thread(g, 3001, 1, "main \"thread\"", 61);
+    tg_thread *b = tg_add_thread(g, 3002, 2, "", 62);  /* exported as "thread" */
+    if (!a || !b)
+        return NULL;
+    for (uint32_t k = 0; k < 4; k++)
+        tg_enter(a, SW_OP_CALL, 1 + k);  /* codes 1 and 2 have names that need escaping */
+    a->floor = 4;
+    tg_run(a, ring ? 12000 : 3000, 12);
+    tg_run(b, 2000, 8);
+    tg_unwind_all(b);
+    if (tg_close(g, 1e9))
+        return NULL;
+    sw_trace *t = NULL;
+    char err[256];
+    sw_trace_open_file(path, &t, err, sizeof err);
+    unlink(path);
+    return t;
+}
+
+static void check_chrome(sw_trace *t, int64_t min_ns)
+{
+    counts c = replay_counts(t, min_ns);
+    size_t n;
+    int rc;
+    char err[128], why[200];
+    char *out = ec_export_mem(sw_export_chrome, t, min_ns, &n, &rc, err, sizeof err);
+    REQUIRE(out != NULL);
+    CHECK_EQ_I64(rc, SW_OK);
+    ec_chrome_stats cs;
+    if (CHECK_MSG(ec_chrome(out, n, 1, &cs, why, sizeof why), "chrome output: %s", why)) {
+        CHECK_EQ_U64(cs.begins, min_ns > 0 ? c.kept : c.enters);
+        CHECK_EQ_U64(cs.ends, cs.begins);
+        CHECK_EQ_U64(cs.instants, c.dropped);
+        CHECK_EQ_U64(cs.metadata, 1 + sw_trace_thread_count(t));
+    }
+    if (min_ns > 0)
+        CHECK(c.kept < c.enters);  /* the filter had something to do */
+    else
+        CHECK_EQ_U64(c.exits, c.enters);
+    /* Escaping of names with quotes, backslashes and control characters. */
+    CHECK_MSG(strstr(out, "\"name\":\"Cls\\\"1\\\".m\\\\x\"") != NULL, "escaped qualname of code 1 missing");
+    CHECK_MSG(strstr(out, "\"name\":\"tab\\u0009nl\\u000a2\"") != NULL, "escaped qualname of code 2 missing");
+    CHECK(strstr(out, "\"args\":{\"name\":\"main \\\"thread\\\"\"}") != NULL);
+    CHECK(strstr(out, "\"args\":{\"name\":\"thread\"}") != NULL);  /* unnamed thread */
+    CHECK(strstr(out, "\"args\":{\"name\":\"tracegen \\\"quoted\\\" \\\\ arg\"}") != NULL);
+    CHECK(strstr(out, "\"pid\":4242") != NULL);
+    CHECK(strstr(out, "\"tid\":3001") != NULL && strstr(out, "\"tid\":3002") != NULL);
+    /* Timestamps: microseconds of CLOCK_MONOTONIC (mono0_ns + t) with ns
+     * decimals; check the first slice of the first thread. */
+    if (min_ns == 0) {
+        tg_rec r;
+        tg_replay(t, 0, &r);
+        if (CHECK(r.n > 0)) {
+            int64_t ns = 5000000000ll + r.ev[0].t_ns;
+            char want[64];
+            snprintf(want, sizeof want, "\"ts\":%lld.%03lld,", (long long)(ns / 1000), (long long)(ns % 1000));
+            CHECK_MSG(strstr(out, want) != NULL, "%s not found", want);
+        }
+        tg_rec_free(&r);
+    }
+    free(out);
+}
+
+static void check_perfetto(sw_trace *t, int64_t min_ns)
+{
+    counts c = replay_counts(t, min_ns);
+    size_t n;
+    int rc;
+    char err[128], why[200];
+    char *out = ec_export_mem(sw_export_perfetto, t, min_ns, &n, &rc, err, sizeof err);
+    REQUIRE(out != NULL);
+    CHECK_EQ_I64(rc, SW_OK);
+    ec_pb_stats ps;
+    if (CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "perfetto output: %s", why)) {
+        size_t begins = min_ns > 0 ? c.kept : c.enters;
+        CHECK_EQ_U64(ps.descriptors, 1 + sw_trace_thread_count(t));
+        CHECK_EQ_U64(ps.begins, begins);
+        CHECK_EQ_U64(ps.ends, begins);
+        CHECK_EQ_U64(ps.instants, c.dropped);
+        CHECK_EQ_U64(ps.packets, ps.descriptors + 2 * begins + c.dropped);
+        CHECK(ps.interned_names > 0 && ps.interned_names <= 19 * sw_trace_thread_count(t));
+    }
+    /* Names are interned, not repeated: the qualname of code 1 appears
+     * once per sequence at most. */
+    size_t hits = 0;
+    for (const char *p = out; (p = memmem(p, n - (size_t)(p - out), "Cls\"1\".m\\x", 10)); p++)
+        hits++;
+    CHECK(hits >= 1 && hits <= 2 * sw_trace_thread_count(t));
+    free(out);
+}
+
+TEST(chrome_balanced_valid_escaped)
+{
+    tg g;
+    sw_trace *t = make(&g, 0);
+    REQUIRE(t);
+    check_chrome(t, 0);
+    sw_trace_free(t);
+    tg_free(&g);
+}
+
+TEST(chrome_ring_has_dropped_instants)
+{
+    tg g;
+    sw_trace *t = make(&g, 1);
+    REQUIRE(t);
+    CHECK(replay_counts(t, 0).dropped > 0);
+    check_chrome(t, 0);
+    sw_trace_free(t);
+    tg_free(&g);
+}
+
+TEST(chrome_min_duration_filter)
+{
+    tg g;
+    sw_trace *t = make(&g, 0);
+    REQUIRE(t);
+    check_chrome(t, 3000);
+    check_chrome(t, 20000);
+    sw_trace_free(t);
+    tg_free(&g);
+}
+
+TEST(perfetto_packets_valid)
+{
+    tg g;
+    sw_trace *t = make(&g, 0);
+    REQUIRE(t);
+    check_perfetto(t, 0);
+    sw_trace_free(t);
+    tg_free(&g);
+    t = make(&g, 1);
+    REQUIRE(t);
+    check_perfetto(t, 0);
+    sw_trace_free(t);
+    tg_free(&g);
+}
+
+TEST(perfetto_min_duration_filter)
+{
+    tg g;
+    sw_trace *t = make(&g, 0);
+    REQUIRE(t);
+    check_perfetto(t, 3000);
+    check_perfetto(t, 20000);
+    sw_trace_free(t);
+    tg_free(&g);
+}
+
+TEST(empty_trace_exports)
+{
+    char path[256];
+    check_tmp_path(path, sizeof path, ".swt");
+    tg g;
+    REQUIRE(tg_open(&g, path, 4096, 0, 0, 1e9) == SW_OK);
+    REQUIRE(tg_close(&g, 0) == SW_OK);
+    sw_trace *t;
+    char err[128], why[200];
+    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    size_t n;
+    int rc;
+    char *out = ec_export_mem(sw_export_chrome, t, 0, &n, &rc, err, sizeof err);
+    CHECK_EQ_I64(rc, SW_OK);
+    ec_chrome_stats cs;
+    CHECK_MSG(ec_chrome(out, n, 1, &cs, why, sizeof why), "%s", why);
+    CHECK_EQ_U64(cs.metadata, 1);
+    CHECK_EQ_U64(cs.begins, 0);
+    free(out);
+    out = ec_export_mem(sw_export_perfetto, t, 0, &n, &rc, err, sizeof err);
+    CHECK_EQ_I64(rc, SW_OK);
+    ec_pb_stats ps;
+    CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "%s", why);
+    CHECK_EQ_U64(ps.packets, 1);
+    CHECK_EQ_U64(ps.descriptors, 1);
+    free(out);
+    sw_trace_free(t);
+    tg_free(&g);
+    unlink(path);
+}
+
+TEST(write_errors_are_reported_as_write_errors)
+{
+    /* Every write to /dev/full fails (ENOSPC). */
+    FILE *f = fopen("/dev/full", "w");
+    if (!f) {
+        printf("      (no /dev/full here: nothing to check)\n");
+        return;
+    }
+    fclose(f);
+    tg g;
+    sw_trace *t = make(&g, 0);
+    REQUIRE(t);
+    static int (*const fns[2])(sw_trace *, FILE *, const sw_export_opts *, char *, size_t) = {
+        sw_export_chrome, sw_export_perfetto};
+    static const char *names[2] = {"chrome", "perfetto"};
+    for (int k = 0; k < 2; k++) {
+        for (int buffered = 0; buffered < 2; buffered++) {
+            f = fopen("/dev/full", "w");
+            REQUIRE(f);
+            if (!buffered)
+                setvbuf(f, NULL, _IONBF, 0);
+            char err[128] = "";
+            int rc = fns[k](t, f, NULL, err, sizeof err);
+            CHECK_MSG(rc == SW_EIO, "%s (%s): rc %d (%s), expected SW_EIO", names[k],
+                      buffered ? "buffered" : "unbuffered", rc, sw_strerror(rc));
+            CHECK_MSG(strcmp(err, "write error") == 0, "%s (%s): message \"%s\"", names[k],
+                      buffered ? "buffered" : "unbuffered", err);
+            fclose(f);
+        }
+    }
+    sw_trace_free(t);
+    tg_free(&g);
+}
