@@ -84,25 +84,27 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
 #define SW_DEFINE_FAST_EVAL(NAME, NOW)                                                       \
     static PyObject *NAME(PyThreadState *ts, SW_FRAME *f, int throwflag)                     \
     {                                                                                         \
-        sw_tstate *t = &sw_T;                                                                 \
         uint64_t gen = sw_S.gen;                                                              \
         sw_code_extra *ce = (sw_code_extra *)sw_frame_code(f)->co_extra;                      \
         Py_ssize_t idx = sw_S.extra_index;                                                    \
-        if (SW_UNLIKELY(t->gen != gen || !ce || idx >= ce->ce_size ||                         \
-                        (uintptr_t)__builtin_frame_address(0) < t->stack_guard))              \
+        if (SW_UNLIKELY(sw_T.gen != gen || !ce || idx >= ce->ce_size ||                       \
+                        (uintptr_t)__builtin_frame_address(0) < sw_T.stack_guard))            \
             return eval_slow(ts, f, throwflag);                                               \
         uintptr_t v = (uintptr_t)ce->ce_extras[idx];                                          \
         /* Registered in this session, and none of the flag bits set. */                      \
         if (SW_UNLIKELY((v >> 29) != ((gen & 0xffffffffu) << 3)))                             \
             return eval_slow(ts, f, throwflag);                                               \
-        sw_tbuf *tb = t->tb;                                                                  \
+        sw_tbuf *tb = sw_T.tb;                                                                \
         if (SW_UNLIKELY(tb->pos > tb->limit) && !sw_tbuf_make_room(tb))                       \
             return eval_slow(ts, f, throwflag);                                               \
         sw_tbuf_record(tb, NOW, (((uint32_t)v & SW_ID_MASK) << SW_OP_BITS) | SW_OP_CALL);     \
+        /* Only gen lives across the call: the buffer is found again after. */                \
         PyObject *res = sw_S.prev_eval(ts, f, throwflag);                                     \
-        if (SW_LIKELY(gen == sw_S.gen) &&                                                     \
-            (SW_LIKELY(tb->pos <= tb->limit) || sw_tbuf_make_room(tb)))                       \
-            sw_tbuf_record(tb, NOW, res ? SW_OP_RETURN : SW_OP_UNWIND);                      \
+        if (SW_LIKELY(gen == sw_S.gen)) {                                                     \
+            tb = sw_T.tb;                                                                     \
+            if (SW_LIKELY(tb->pos <= tb->limit) || sw_tbuf_make_room(tb))                     \
+                sw_tbuf_record(tb, NOW, res ? SW_OP_RETURN : SW_OP_UNWIND);                  \
+        }                                                                                     \
         return res;                                                                           \
     }
 
