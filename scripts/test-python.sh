@@ -6,6 +6,14 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 failed=0; tested=0; summary=()
+total_passed=0; total_failed=0; total_skipped=0
+count() {  # adds pytest's closing counts ("3 failed, 95 passed, 4 skipped in 9s")
+  local line="$1" n
+  n=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+'); total_passed=$((total_passed + ${n:-0}))
+  n=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+'); total_failed=$((total_failed + ${n:-0}))
+  n=$(grep -oE '[0-9]+ error' <<<"$line" | grep -oE '[0-9]+'); total_failed=$((total_failed + ${n:-0}))
+  n=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+'); total_skipped=$((total_skipped + ${n:-0}))
+}
 for v in "$@"; do
   if [ -z "$("$root/scripts/find-python.sh" "$v")" ]; then
     echo "=== Python $v: SKIPPED (interpreter not installed)"
@@ -17,12 +25,16 @@ for v in "$@"; do
     echo "=== Python $v: BUILD FAILED"; failed=1; summary+=("$v: build failed"); continue
   fi
   echo "=== Python $v: testing with $py"
-  if "$py" -m pytest -q -p no:cacheprovider tests/py; then
+  log="$(mktemp)"
+  if "$py" -m pytest -q -p no:cacheprovider tests/py 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
     summary+=("$v: passed"); tested=$((tested+1))
   else
     summary+=("$v: FAILED"); failed=1
   fi
+  count "$(tail -n 1 "$log")"
+  rm -f "$log"
 done
 echo "=== per-version results:"; printf '  %s\n' "${summary[@]}"
 [ "$tested" -gt 0 ] || { echo "no Python version could be tested"; exit 1; }
+echo "python: $total_passed passed, $total_failed failed, $total_skipped skipped"
 exit $failed
