@@ -4,6 +4,7 @@
  */
 #include "analysis.h"
 
+#include "bytes.h"
 #include "format.h"
 
 #include <stdlib.h>
@@ -36,16 +37,12 @@ static int stats_event(void *ud, const sw_event *ev)
     if (ev->code >= s->limit && (is_enter(ev->kind) || is_exit(ev->kind)))
         return 0;  /* an id with no definition: nothing to attribute */
     if (is_enter(ev->kind)) {
-        if (s->depth == s->cap) {
-            size_t cap = s->cap ? s->cap * 2 : 256;
-            open_frame *st = realloc(s->stack, cap * sizeof *st);
-            if (!st) {
-                s->oom = 1;
-                return 1;
-            }
-            s->stack = st;
-            s->cap = cap;
+        open_frame *st = sw_array_grow(s->stack, &s->cap, s->depth + 1, sizeof *st, 256);
+        if (!st) {
+            s->oom = 1;
+            return 1;
         }
+        s->stack = st;
         s->stack[s->depth++] = (open_frame){ev->code, ev->t_ns, 0};
         s->active[ev->code]++;
         if (!ev->synthetic)
@@ -135,22 +132,14 @@ static int dur_event(void *ud, const sw_event *ev)
 {
     dur_state *s = ud;
     if (is_enter(ev->kind)) {
-        if (s->n == s->cap) {
-            size_t cap = s->cap ? s->cap * 2 : 1024;
-            int64_t *d = realloc(s->dur, cap * sizeof *d);
-            if (!d)
-                return s->oom = 1;
-            s->dur = d;
-            s->cap = cap;
-        }
-        if (s->depth == s->open_cap) {
-            size_t cap = s->open_cap ? s->open_cap * 2 : 256;
-            size_t *o = realloc(s->open, cap * sizeof *o);
-            if (!o)
-                return s->oom = 1;
-            s->open = o;
-            s->open_cap = cap;
-        }
+        int64_t *d = sw_array_grow(s->dur, &s->cap, s->n + 1, sizeof *d, 1024);
+        if (!d)
+            return s->oom = 1;
+        s->dur = d;
+        size_t *o = sw_array_grow(s->open, &s->open_cap, s->depth + 1, sizeof *o, 256);
+        if (!o)
+            return s->oom = 1;
+        s->open = o;
         s->dur[s->n] = ev->t_ns;  /* start, until the exit replaces it */
         s->open[s->depth++] = s->n++;
     } else if (is_exit(ev->kind) && s->depth) {

@@ -24,6 +24,22 @@ int sw_bytes_reserve(sw_bytes *b, size_t extra)
     return SW_OK;
 }
 
+void *sw_array_grow(void *arr, size_t *cap, size_t need, size_t size, size_t first)
+{
+    if (need <= *cap)
+        return arr;
+    size_t n = *cap ? *cap : first;
+    while (n < need) {
+        if (n > SIZE_MAX / 2 / size)
+            return NULL;
+        n *= 2;
+    }
+    void *p = realloc(arr, n * size);
+    if (p)
+        *cap = n;
+    return p;
+}
+
 int sw_bytes_put(sw_bytes *b, const void *p, size_t n)
 {
     if (sw_bytes_reserve(b, n))

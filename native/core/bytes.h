@@ -22,6 +22,12 @@ int sw_bytes_u8(sw_bytes *b, uint8_t v);
 int sw_bytes_f64(sw_bytes *b, double v);
 void sw_bytes_free(sw_bytes *b);
 
+/* Grows an array so that it holds at least `need` elements of `size`
+ * bytes: capacity doubles from `first`. Returns the (possibly moved) array
+ * and updates *cap, or returns NULL when out of memory (the array and *cap
+ * are then unchanged). */
+void *sw_array_grow(void *arr, size_t *cap, size_t need, size_t size, size_t first);
+
 /* Key/value lists of META and END chunks (format.h, SW_VAL_*). */
 int sw_kv_uint(sw_bytes *b, const char *key, uint64_t v);
 int sw_kv_sint(sw_bytes *b, const char *key, int64_t v);

@@ -6,6 +6,7 @@
 #include "export.h"
 
 #include "analysis.h"
+#include "bytes.h"
 #include "format.h"
 
 #include <stdlib.h>
@@ -34,14 +35,10 @@ static int walk_event(void *ud, const sw_event *ev)
             keep = w->next < w->ndur && w->dur[w->next] >= w->min;
             w->next++;
         }
-        if (w->depth == w->cap) {
-            size_t cap = w->cap ? w->cap * 2 : 256;
-            uint8_t *k = realloc(w->kept, cap);
-            if (!k)
-                return w->oom = 1;
-            w->kept = k;
-            w->cap = cap;
-        }
+        uint8_t *k = sw_array_grow(w->kept, &w->cap, w->depth + 1, 1, 256);
+        if (!k)
+            return w->oom = 1;
+        w->kept = k;
         w->kept[w->depth++] = (uint8_t)keep;
         return keep ? w->fn(w->ud, w->thread, ev) : 0;
     }

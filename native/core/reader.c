@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "reader.h"
 
+#include "bytes.h"
 #include "crc32.h"
 #include "format.h"
 #include "varint.h"
@@ -140,17 +141,13 @@ static int parse_kv(sw_trace *t, cursor *c)
             free(key);
             return rc;
         }
-        if (t->nmeta == t->meta_cap) {
-            size_t cap = t->meta_cap ? t->meta_cap * 2 : 32;
-            sw_meta_entry *m = realloc(t->meta, cap * sizeof *m);
-            if (!m) {
-                free(key);
-                free((char *)e.s);
-                return SW_ENOMEM;
-            }
-            t->meta = m;
-            t->meta_cap = cap;
+        sw_meta_entry *m = sw_array_grow(t->meta, &t->meta_cap, t->nmeta + 1, sizeof *m, 32);
+        if (!m) {
+            free(key);
+            free((char *)e.s);
+            return SW_ENOMEM;
         }
+        t->meta = m;
         t->meta[t->nmeta++] = e;
     }
     return SW_OK;
@@ -163,14 +160,10 @@ static thread_rec *thread_get(sw_trace *t, uint64_t index)
             return &t->threads[i];
     if (index > UINT32_MAX)
         return NULL;
-    if (t->nthreads == t->threads_cap) {
-        size_t cap = t->threads_cap ? t->threads_cap * 2 : 8;
-        thread_rec *r = realloc(t->threads, cap * sizeof *r);
-        if (!r)
-            return NULL;
-        t->threads = r;
-        t->threads_cap = cap;
-    }
+    thread_rec *grown = sw_array_grow(t->threads, &t->threads_cap, t->nthreads + 1, sizeof *grown, 8);
+    if (!grown)
+        return NULL;
+    t->threads = grown;
     thread_rec *r = &t->threads[t->nthreads++];
     memset(r, 0, sizeof *r);
     r->info.index = (uint32_t)index;
@@ -319,14 +312,10 @@ static int add_events_chunk(sw_trace *t, size_t off, size_t len)
     thread_rec *r = thread_get(t, h.index);
     if (!r)
         return SW_ENOMEM;
-    if (r->nchunks == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 16;
-        chunk_ref *cs = realloc(r->chunks, cap * sizeof *cs);
-        if (!cs)
-            return SW_ENOMEM;
-        r->chunks = cs;
-        r->cap = cap;
-    }
+    chunk_ref *cs = sw_array_grow(r->chunks, &r->cap, r->nchunks + 1, sizeof *cs, 16);
+    if (!cs)
+        return SW_ENOMEM;
+    r->chunks = cs;
     r->chunks[r->nchunks++] = (chunk_ref){off, len, h.seq};
     r->info.chunks++;
     r->info.events += h.n;
