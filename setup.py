@@ -12,7 +12,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def sources():
-    files = sorted(glob.glob("native/core/*.c")) + sorted(glob.glob("native/ext/*.c"))
+    files = sorted(glob.glob("native/core/*.c")) + sorted(glob.glob("native/ext/*.c")) + sorted(glob.glob("native/reader/*.c"))
     return [f for f in files if not os.path.basename(f).startswith("test_")]
 
 

@@ -403,6 +403,10 @@ PyMODINIT_FUNC PyInit__native(void)
         Py_DECREF(m);
         return NULL;
     }
+    if (sw_sampler_add_to_module(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     PyModule_AddIntConstant(m, "FORMAT_MAJOR", SW_FORMAT_MAJOR);
     PyModule_AddIntConstant(m, "OP_CALL", SW_OP_CALL);
     PyModule_AddIntConstant(m, "OP_RETURN", SW_OP_RETURN);

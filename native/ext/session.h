@@ -146,6 +146,10 @@ int sw_ccalls_add_to_module(PyObject *m);
 void sw_ccalls_thread_attach(sw_tstate *t);
 void sw_ccalls_session_end(void);
 
+/* The statistical profiler's Python type (sampler.c). Returns 0 or -1 with
+ * an exception set. */
+int sw_sampler_add_to_module(PyObject *m);
+
 /* The background flusher (flusher.c). */
 int sw_flusher_start(double seconds);
 void sw_flusher_stop(void);

@@ -7,20 +7,14 @@ and a non-zero exit status; never a traceback from stackwatch itself.
 import argparse
 import atexit
 import os
-import signal
 import sys
 import tempfile
-import traceback
-import types
 
-from . import _native, api
+from . import _native, api, cli_profile
+from .program import Program, UsageError, check_writable, resolve
 from .units import parse_duration_ns, parse_size
 
 EXPORT_FORMATS = ("perfetto", "chrome")
-
-
-class UsageError(Exception):
-    pass
 
 
 def _error(msg, status=2):
@@ -64,6 +58,8 @@ def build_parser():
     r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
 
+    cli_profile.add_parser(sub)
+
     s = sub.add_parser("stats", help="top functions of a trace (calls, total and own time)")
     s.add_argument("file")
     s.add_argument("--sort", choices=("own", "total", "calls"), default="own")
@@ -91,6 +87,8 @@ def main(argv=None):
     try:
         if args.command == "run":
             return _exit(cmd_run(args))
+        if args.command == "profile":
+            return _exit(cli_profile.cmd_profile(args))
         if args.command == "stats":
             return _exit(cmd_stats(args))
         if args.command == "export":
@@ -119,19 +117,7 @@ def _os_error_text(e):
 # ---- run ----
 
 def _resolve_target(args):
-    if args.module:
-        return None, args.module, list(args.argv)
-    rest = list(args.argv)
-    if rest and rest[0] == "--":
-        rest = rest[1:]
-    if not rest:
-        raise UsageError("nothing to run: give a script (stackwatch run script.py) or -m module")
-    script = rest[0]
-    if not os.path.exists(script):
-        raise UsageError(f"can't open file {script!r}: No such file or directory")
-    if os.path.isdir(script):
-        raise UsageError(f"{script!r} is a directory, not a Python script")
-    return script, None, rest[1:]
+    return resolve(args.argv, args.module)
 
 
 def _default_output(fmt):
@@ -163,22 +149,9 @@ def cmd_run(args):
         fd, trace_path = tempfile.mkstemp(prefix="stackwatch-", suffix=".swt")
         os.close(fd)
 
-    # Prepare the program's environment exactly as `python script.py` would.
-    if module:
-        sys.argv = [module] + script_args
-        sys.path.insert(0, os.getcwd())
-    else:
-        sys.argv = [script] + script_args
-        sys.path[0] = os.path.dirname(os.path.abspath(script))
-        try:
-            with open(script, "rb") as f:
-                source = f.read()
-            code = compile(source, script, "exec", dont_inherit=True)
-        except SyntaxError:
-            traceback.print_exc(limit=0)
-            return 1
-        except OSError as e:
-            raise UsageError(f"can't open file {script!r}: {e.strerror}")
+    program = Program(script, module, script_args)
+    if not program.prepare():
+        return 1
 
     finisher = _Finisher(args, trace_path, output, min_ns)
     try:
@@ -190,54 +163,11 @@ def cmd_run(args):
     # atexit runs after the interpreter has joined non-daemon threads, so
     # their events are in the trace too.
     atexit.register(finisher)
-    status = 0
-    try:
-        if module:
-            import runpy
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        else:
-            main_mod = types.ModuleType("__main__")
-            main_mod.__file__ = script
-            main_mod.__builtins__ = __builtins__
-            main_mod.__spec__ = None
-            sys.modules["__main__"] = main_mod
-            exec(code, main_mod.__dict__)
-    except SystemExit:
-        raise
-    except KeyboardInterrupt:
-        _print_user_exception()
-        finisher()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-        status = 130
-    except BaseException:
-        _print_user_exception()
-        status = 1
-    return status
-
-
-def _print_user_exception():
-    """Print the traceback as Python would: without stackwatch's frames."""
-    etype, value, tb = sys.exc_info()
-    here = os.path.dirname(os.path.abspath(__file__))
-    while tb is not None and (os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(here)
-                              or tb.tb_frame.f_code.co_filename.endswith(("runpy.py", "<frozen runpy>"))):
-        tb = tb.tb_next
-    if value is not None:
-        value.__traceback__ = tb  # the default hook prints this, not its argument
-    sys.excepthook(etype, value, tb)
+    return program.run(finisher)
 
 
 def _check_writable(path):
-    d = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise UsageError(f"cannot write the trace to {path}: it is a directory")
-    if not os.path.isdir(d):
-        raise UsageError(f"cannot write the trace to {path}: no such directory {d}")
-    if not os.access(d, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise UsageError(f"cannot write the trace to {path}: permission denied")
+    check_writable(path, "trace")
 
 
 class _Finisher:

@@ -44,9 +44,22 @@ def test_truncated_keeps_intact_chunks(trace_file, tmp_path):
     assert 0 < calls_of(t, "fib") < 3193
 
 
+def chunk_payloads(data):
+    """(offset, length) of each chunk's payload (docs/format.md)."""
+    out, off = [], 16
+    while off + 12 <= len(data):
+        n = int.from_bytes(data[off + 4:off + 8], "little")
+        out.append((off + 12, n))
+        off += 12 + n
+    return out
+
+
 def test_corrupted_byte_detected(trace_file, tmp_path):
     data = bytearray(open(trace_file, "rb").read())
-    data[len(data) // 2] ^= 0xFF
+    chunks = chunk_payloads(data)
+    assert len(chunks) > 4
+    off, n = chunks[len(chunks) // 2]   # a byte inside a payload in the middle
+    data[off + n // 2] ^= 0xFF
     bad = tmp_path / "bad.swt"
     bad.write_bytes(bytes(data))
     t = Trace(str(bad))

@@ -1,0 +1,357 @@
+/*
+ * calltree.c - the function table and the call tree (see calltree.h).
+ *
+ * Both use open-addressing hash tables of uint32 indexes (0 = empty slot,
+ * else index + 1), grown to keep the load factor under 1/2. A tree finds
+ * the child (parent, func) through one table for the whole tree rather than
+ * per-node child lists, so a node with thousands of children costs no more
+ * than one with two.
+ */
+#include "calltree.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* ---- function table ---- */
+
+struct sw_functab {
+    sw_func *funcs;
+    uint64_t *hashes;
+    uint32_t n, cap;
+    uint32_t *slots;       /* index + 1, 0 = empty */
+    uint32_t nslots;       /* power of two */
+};
+
+sw_functab *sw_functab_new(void)
+{
+    sw_functab *ft = calloc(1, sizeof *ft);
+    if (!ft)
+        return NULL;
+    ft->nslots = 256;
+    ft->slots = calloc(ft->nslots, sizeof *ft->slots);
+    if (!ft->slots) {
+        free(ft);
+        return NULL;
+    }
+    return ft;
+}
+
+void sw_functab_free(sw_functab *ft)
+{
+    if (!ft)
+        return;
+    for (uint32_t i = 0; i < ft->n; i++) {
+        free((char *)ft->funcs[i].name);
+        free((char *)ft->funcs[i].filename);
+    }
+    free(ft->funcs);
+    free(ft->hashes);
+    free(ft->slots);
+    free(ft);
+}
+
+static uint64_t func_hash(const char *name, size_t nl, const char *file, size_t fl, int32_t line)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = hash_bytes(h, name, nl);
+    h = hash_bytes(h ^ 0xff, file, fl);
+    h = hash_bytes(h, &line, sizeof line);
+    return mix64(h);
+}
+
+static int functab_grow_slots(sw_functab *ft)
+{
+    uint32_t ns = ft->nslots * 2;
+    uint32_t *s = calloc(ns, sizeof *s);
+    if (!s)
+        return SW_ENOMEM;
+    for (uint32_t i = 0; i < ft->n; i++) {
+        uint32_t j = (uint32_t)ft->hashes[i] & (ns - 1);
+        while (s[j])
+            j = (j + 1) & (ns - 1);
+        s[j] = i + 1;
+    }
+    free(ft->slots);
+    ft->slots = s;
+    ft->nslots = ns;
+    return SW_OK;
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        if (n)
+            memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+int sw_functab_intern(sw_functab *ft, const char *name, size_t nl, const char *file, size_t fl, int32_t line,
+                      uint32_t *id)
+{
+    uint64_t h = func_hash(name, nl, file, fl, line);
+    uint32_t mask = ft->nslots - 1, j = (uint32_t)h & mask;
+    for (; ft->slots[j]; j = (j + 1) & mask) {
+        uint32_t i = ft->slots[j] - 1;
+        const sw_func *f = &ft->funcs[i];
+        if (ft->hashes[i] == h && f->line == line && strlen(f->name) == nl && memcmp(f->name, name, nl) == 0 &&
+            strlen(f->filename) == fl && memcmp(f->filename, file, fl) == 0) {
+            *id = i;
+            return SW_OK;
+        }
+    }
+    if (ft->n >= 0x7fffffffu)
+        return SW_ENOMEM;
+    if (ft->n == ft->cap) {
+        uint32_t nc = ft->cap ? ft->cap * 2 : 64;
+        sw_func *nf = realloc(ft->funcs, nc * sizeof *nf);
+        if (!nf)
+            return SW_ENOMEM;
+        ft->funcs = nf;
+        uint64_t *nh = realloc(ft->hashes, nc * sizeof *nh);
+        if (!nh)
+            return SW_ENOMEM;
+        ft->hashes = nh;
+        ft->cap = nc;
+    }
+    char *n = dup_n(name, nl), *f = dup_n(file, fl);
+    if (!n || !f) {
+        free(n);
+        free(f);
+        return SW_ENOMEM;
+    }
+    uint32_t i = ft->n++;
+    ft->funcs[i] = (sw_func){n, f, line};
+    ft->hashes[i] = h;
+    ft->slots[j] = i + 1;
+    *id = i;
+    if ((uint64_t)ft->n * 2 > ft->nslots)
+        (void)functab_grow_slots(ft);   /* on failure the table just gets fuller */
+    return SW_OK;
+}
+
+uint32_t sw_functab_count(const sw_functab *ft)
+{
+    return ft->n;
+}
+
+const sw_func *sw_functab_get(const sw_functab *ft, uint32_t id)
+{
+    return id < ft->n ? &ft->funcs[id] : NULL;
+}
+
+/* ---- call tree ---- */
+
+struct sw_calltree {
+    sw_functab *ft;
+    sw_calltree_node *nodes;
+    uint32_t n, cap;
+    uint32_t *slots;       /* child index: node index + 1 by hash(parent, func) */
+    uint32_t nslots;
+};
+
+static uint32_t child_hash(uint32_t parent, uint32_t func)
+{
+    return (uint32_t)mix64(((uint64_t)parent << 32) | func);
+}
+
+sw_calltree *sw_calltree_new(sw_functab *ft)
+{
+    sw_calltree *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->ft = ft;
+    t->cap = 64;
+    t->nodes = malloc(t->cap * sizeof *t->nodes);
+    t->nslots = 128;
+    t->slots = calloc(t->nslots, sizeof *t->slots);
+    if (!t->nodes || !t->slots) {
+        sw_calltree_free(t);
+        return NULL;
+    }
+    t->nodes[0] = (sw_calltree_node){SW_NODE_NONE, SW_NODE_NONE, SW_NODE_NONE, SW_NODE_NONE, SW_NODE_NONE, 0, 0, 0,
+                                     0, 0};
+    t->n = 1;
+    return t;
+}
+
+void sw_calltree_free(sw_calltree *t)
+{
+    if (!t)
+        return;
+    free(t->nodes);
+    free(t->slots);
+    free(t);
+}
+
+sw_functab *sw_calltree_functab(const sw_calltree *t)
+{
+    return t->ft;
+}
+
+static int tree_grow_slots(sw_calltree *t)
+{
+    uint32_t ns = t->nslots * 2;
+    uint32_t *s = calloc(ns, sizeof *s);
+    if (!s)
+        return SW_ENOMEM;
+    for (uint32_t i = 1; i < t->n; i++) {
+        uint32_t j = child_hash(t->nodes[i].parent, t->nodes[i].func) & (ns - 1);
+        while (s[j])
+            j = (j + 1) & (ns - 1);
+        s[j] = i + 1;
+    }
+    free(t->slots);
+    t->slots = s;
+    t->nslots = ns;
+    return SW_OK;
+}
+
+/* The child of `parent` for `func`, created if missing. Returns the node
+ * index, or SW_NODE_NONE if out of memory. */
+static uint32_t child_of(sw_calltree *t, uint32_t parent, uint32_t func)
+{
+    uint32_t mask = t->nslots - 1, j = child_hash(parent, func) & mask;
+    for (; t->slots[j]; j = (j + 1) & mask) {
+        uint32_t i = t->slots[j] - 1;
+        if (t->nodes[i].parent == parent && t->nodes[i].func == func)
+            return i;
+    }
+    if (t->n >= 0x7ffffffeu)
+        return SW_NODE_NONE;
+    if (t->n == t->cap) {
+        sw_calltree_node *nn = realloc(t->nodes, (size_t)t->cap * 2 * sizeof *nn);
+        if (!nn)
+            return SW_NODE_NONE;
+        t->nodes = nn;
+        t->cap *= 2;
+    }
+    uint32_t i = t->n++;
+    sw_calltree_node *p = &t->nodes[parent];
+    t->nodes[i] = (sw_calltree_node){func, parent, SW_NODE_NONE, SW_NODE_NONE, SW_NODE_NONE, p->depth + 1, 0, 0, 0, 0};
+    if (p->last_child == SW_NODE_NONE)
+        p->first_child = i;
+    else
+        t->nodes[p->last_child].next_sibling = i;
+    p->last_child = i;
+    t->slots[j] = i + 1;
+    if ((uint64_t)t->n * 2 > t->nslots)
+        (void)tree_grow_slots(t);
+    return i;
+}
+
+int sw_calltree_add(sw_calltree *t, const uint32_t *funcs, size_t n, uint64_t count, uint64_t weight)
+{
+    /* Find or create the whole path first, so that a failure leaves the
+     * counts untouched (at worst some zero-count nodes exist). */
+    uint32_t cur = SW_CALLTREE_ROOT;
+    for (size_t i = 0; i < n; i++) {
+        cur = child_of(t, cur, funcs[i]);
+        if (cur == SW_NODE_NONE)
+            return SW_ENOMEM;
+    }
+    t->nodes[cur].self += count;
+    t->nodes[cur].self_weight += weight;
+    for (uint32_t k = cur; k != SW_NODE_NONE; k = t->nodes[k].parent) {
+        t->nodes[k].count += count;
+        t->nodes[k].weight += weight;
+    }
+    return SW_OK;
+}
+
+int sw_calltree_merge(sw_calltree *dst, const sw_calltree *src)
+{
+    if (dst == src)
+        return SW_EARG;
+    /* map[i] = the dst node for src node i; parents come before children in
+     * src's node array (a node is created after its parent). */
+    uint32_t *map = malloc((size_t)src->n * sizeof *map);
+    if (!map)
+        return SW_ENOMEM;
+    int rc = SW_OK;
+    map[0] = SW_CALLTREE_ROOT;
+    for (uint32_t i = 1; i < src->n && rc == SW_OK; i++) {
+        const sw_calltree_node *s = &src->nodes[i];
+        uint32_t func = s->func;
+        if (src->ft != dst->ft) {
+            const sw_func *f = sw_functab_get(src->ft, func);
+            rc = f ? sw_functab_intern(dst->ft, f->name, strlen(f->name), f->filename, strlen(f->filename), f->line,
+                                       &func)
+                   : SW_EARG;
+            if (rc)
+                break;
+        }
+        map[i] = child_of(dst, map[s->parent], func);
+        if (map[i] == SW_NODE_NONE)
+            rc = SW_ENOMEM;
+    }
+    if (rc == SW_OK) {
+        for (uint32_t i = 0; i < src->n; i++) {
+            dst->nodes[map[i]].count += src->nodes[i].count;
+            dst->nodes[map[i]].self += src->nodes[i].self;
+            dst->nodes[map[i]].weight += src->nodes[i].weight;
+            dst->nodes[map[i]].self_weight += src->nodes[i].self_weight;
+        }
+    }
+    free(map);
+    return rc;
+}
+
+size_t sw_calltree_node_count(const sw_calltree *t)
+{
+    return t->n;
+}
+
+const sw_calltree_node *sw_calltree_get_node(const sw_calltree *t, uint32_t id)
+{
+    return id < t->n ? &t->nodes[id] : NULL;
+}
+
+uint64_t sw_calltree_total(const sw_calltree *t)
+{
+    return t->nodes[0].count;
+}
+
+int sw_calltree_walk(const sw_calltree *t, sw_calltree_visit fn, void *ud)
+{
+    /* Iterative pre-order: descend to the first child, else move to the
+     * next sibling of the nearest ancestor that has one. */
+    uint32_t cur = SW_CALLTREE_ROOT;
+    while (cur != SW_NODE_NONE) {
+        const sw_calltree_node *n = &t->nodes[cur];
+        int rc = fn(ud, t, cur, n);
+        if (rc)
+            return rc;
+        if (n->first_child != SW_NODE_NONE) {
+            cur = n->first_child;
+            continue;
+        }
+        while (cur != SW_NODE_NONE && t->nodes[cur].next_sibling == SW_NODE_NONE)
+            cur = t->nodes[cur].parent;
+        if (cur != SW_NODE_NONE)
+            cur = t->nodes[cur].next_sibling;
+    }
+    return 0;
+}

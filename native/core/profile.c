@@ -1,0 +1,265 @@
+/*
+ * profile.c - aggregating samples into per-thread call trees (profile.h).
+ */
+#include "profile.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sw_profile {
+    pthread_mutex_t lock;
+    sw_functab *ft;
+    sw_profile_thread *threads;
+    size_t nthreads, cap;
+    size_t last;             /* index of the thread seen last (a lookup hint) */
+    uint32_t *funcs;         /* scratch: one stack, root first */
+    size_t funcs_cap;
+    uint32_t truncated_id;   /* id of the "<truncated>" pseudo-function, or SW_NO_ID */
+    uint64_t samples, dropped, cut;
+    uint64_t cut_anchor;
+    uint64_t cut_follow[SW_PROFILE_MAX_FILTER];
+    size_t ncut_follow;
+    uint64_t ignore[SW_PROFILE_MAX_FILTER];
+    size_t nignore;
+    uint64_t elide[SW_PROFILE_MAX_FILTER];
+    size_t nelide;
+};
+
+sw_profile *sw_profile_new(void)
+{
+    sw_profile *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->ft = sw_functab_new();
+    if (!p->ft || pthread_mutex_init(&p->lock, NULL) != 0) {
+        sw_functab_free(p->ft);
+        free(p);
+        return NULL;
+    }
+    p->truncated_id = SW_NO_ID;
+    return p;
+}
+
+void sw_profile_free(sw_profile *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->nthreads; i++)
+        sw_calltree_free(p->threads[i].tree);
+    free(p->threads);
+    free(p->funcs);
+    sw_functab_free(p->ft);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+void sw_profile_lock(sw_profile *p)
+{
+    pthread_mutex_lock(&p->lock);
+}
+
+void sw_profile_unlock(sw_profile *p)
+{
+    pthread_mutex_unlock(&p->lock);
+}
+
+static sw_profile_thread *find_thread(sw_profile *p, uint64_t thread_id)
+{
+    if (p->last < p->nthreads && p->threads[p->last].thread_id == thread_id)
+        return &p->threads[p->last];
+    for (size_t i = 0; i < p->nthreads; i++) {
+        if (p->threads[i].thread_id == thread_id) {
+            p->last = i;
+            return &p->threads[i];
+        }
+    }
+    return NULL;
+}
+
+static sw_profile_thread *thread_for(sw_profile *p, const sw_sample *s)
+{
+    sw_profile_thread *th = find_thread(p, s->thread_id);
+    if (th)
+        return th;
+    if (p->nthreads >= SW_PROFILE_MAX_THREADS)
+        return NULL;
+    if (p->nthreads == p->cap) {
+        size_t nc = p->cap ? p->cap * 2 : 8;
+        sw_profile_thread *nt = realloc(p->threads, nc * sizeof *nt);
+        if (!nt)
+            return NULL;
+        p->threads = nt;
+        p->cap = nc;
+    }
+    sw_calltree *t = sw_calltree_new(p->ft);
+    if (!t)
+        return NULL;
+    p->last = p->nthreads++;
+    p->threads[p->last] = (sw_profile_thread){s->thread_id, s->native_tid, 0, s->t_ns, s->t_ns, 0, t};
+    return &p->threads[p->last];
+}
+
+int sw_profile_set_filters(sw_profile *p, uint64_t anchor, const uint64_t *follow, size_t nfollow,
+                           const uint64_t *ignore, size_t nignore, const uint64_t *elide, size_t nelide)
+{
+    if (nfollow > SW_PROFILE_MAX_FILTER || nignore > SW_PROFILE_MAX_FILTER || nelide > SW_PROFILE_MAX_FILTER)
+        return SW_EARG;
+    pthread_mutex_lock(&p->lock);
+    p->cut_anchor = anchor;
+    for (size_t i = 0; i < nfollow; i++)
+        p->cut_follow[i] = follow[i];
+    p->ncut_follow = nfollow;
+    for (size_t i = 0; i < nignore; i++)
+        p->ignore[i] = ignore[i];
+    p->nignore = nignore;
+    for (size_t i = 0; i < nelide; i++)
+        p->elide[i] = elide[i];
+    p->nelide = nelide;
+    pthread_mutex_unlock(&p->lock);
+    return SW_OK;
+}
+
+static int in_list(const uint64_t *list, size_t n, uint64_t addr)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] == addr)
+            return 1;
+    return 0;
+}
+
+/* 1 if one of the `depth` leaf-most frames (those left after the root
+ * cut) runs an ignored code object. */
+static int ignored(const sw_profile *p, const sw_sample *s, uint32_t depth)
+{
+    for (uint32_t i = 0; p->nignore && i < depth; i++)
+        if (in_list(p->ignore, p->nignore, s->frames[i]->addr))
+            return 1;
+    return 0;
+}
+
+/* How many frames (from the leaf) remain after the root cut. */
+static uint32_t depth_after_cut(const sw_profile *p, const sw_sample *s)
+{
+    if (!p->cut_anchor)
+        return s->depth;
+    uint32_t i = s->depth;
+    while (i > 0 && s->frames[i - 1]->addr != p->cut_anchor)
+        i--;
+    if (i == 0)
+        return s->depth;        /* no anchor: keep it all */
+    i--;                        /* frames[i] is the anchor: drop it and its callers */
+    while (i > 0 && in_list(p->cut_follow, p->ncut_follow, s->frames[i - 1]->addr))
+        i--;
+    return i;
+}
+
+/* Fills p->funcs with the `depth` leaf-most frames of s, root first.
+ * Returns the length or -1. */
+static long stack_funcs(sw_profile *p, sw_sample *s, uint32_t depth)
+{
+    size_t need = (size_t)s->depth + 1;
+    if (need > p->funcs_cap) {
+        uint32_t *nf = realloc(p->funcs, need * sizeof *nf);
+        if (!nf)
+            return -1;
+        p->funcs = nf;
+        p->funcs_cap = need;
+    }
+    size_t n = 0;
+    if ((s->flags & SW_SAMPLE_TRUNCATED) && depth == s->depth) {
+        if (p->truncated_id == SW_NO_ID &&
+            sw_functab_intern(p->ft, "<truncated>", 11, "", 0, 0, &p->truncated_id) != SW_OK)
+            return -1;
+        p->funcs[n++] = p->truncated_id;
+    }
+    for (uint32_t i = depth; i > 0; i--) {
+        sw_sample_code *c = s->frames[i - 1];
+        if (p->nelide && in_list(p->elide, p->nelide, c->addr))
+            continue;
+        if (c->sink_id == SW_NO_ID &&
+            sw_functab_intern(p->ft, c->name, c->name_len, c->filename, c->filename_len, c->firstlineno,
+                              &c->sink_id) != SW_OK) {
+            c->sink_id = SW_NO_ID;
+            return -1;
+        }
+        p->funcs[n++] = c->sink_id;
+    }
+    return (long)n;
+}
+
+void sw_profile_sink(void *ud, sw_sample *s)
+{
+    sw_profile *p = ud;
+    pthread_mutex_lock(&p->lock);
+    if (s->flags & SW_SAMPLE_FAILED) {
+        sw_profile_thread *th = find_thread(p, s->thread_id);
+        if (th)
+            th->pending_ns += s->weight_ns;
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
+    uint32_t depth = depth_after_cut(p, s);
+    if (depth == 0 || ignored(p, s, depth)) {
+        p->cut++;
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
+    long n = stack_funcs(p, s, depth);
+    sw_profile_thread *th = n > 0 ? thread_for(p, s) : NULL;
+    if (n == 0) {
+        p->cut++;            /* every frame was elided */
+    } else if (!th || sw_calltree_add(th->tree, p->funcs, (size_t)n, 1, s->weight_ns + th->pending_ns) != SW_OK) {
+        p->dropped++;
+    } else {
+        th->pending_ns = 0;
+        th->samples++;
+        if (s->native_tid)
+            th->native_tid = s->native_tid;
+        th->last_ns = s->t_ns;
+        p->samples++;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+sw_functab *sw_profile_functab(sw_profile *p)
+{
+    return p->ft;
+}
+
+size_t sw_profile_thread_count(const sw_profile *p)
+{
+    return p->nthreads;
+}
+
+const sw_profile_thread *sw_profile_thread_get(const sw_profile *p, size_t i)
+{
+    return i < p->nthreads ? &p->threads[i] : NULL;
+}
+
+uint64_t sw_profile_samples(const sw_profile *p)
+{
+    return p->samples;
+}
+
+uint64_t sw_profile_dropped(const sw_profile *p)
+{
+    return p->dropped;
+}
+
+uint64_t sw_profile_cut(const sw_profile *p)
+{
+    return p->cut;
+}
+
+sw_calltree *sw_profile_merged(sw_profile *p)
+{
+    sw_calltree *t = sw_calltree_new(p->ft);
+    for (size_t i = 0; t && i < p->nthreads; i++) {
+        if (sw_calltree_merge(t, p->threads[i].tree) != SW_OK) {
+            sw_calltree_free(t);
+            t = NULL;
+        }
+    }
+    return t;
+}

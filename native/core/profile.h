@@ -1,0 +1,75 @@
+/*
+ * profile.h - the aggregating consumer of samples: one call tree per
+ * thread over one shared function table. The sampler thread feeds it
+ * through sw_profile_sink; readers (the Python bindings) look at the trees
+ * under sw_profile_lock, so they may do so while sampling continues.
+ */
+#ifndef SW_PROFILE_H
+#define SW_PROFILE_H
+
+#include "calltree.h"
+#include "sample.h"
+
+typedef struct sw_profile sw_profile;
+
+/* Most threads kept apart; samples of further threads are dropped. */
+#define SW_PROFILE_MAX_THREADS 4096
+
+typedef struct sw_profile_thread {
+    uint64_t thread_id;      /* threading.get_ident() */
+    uint64_t native_tid;     /* OS thread id, 0 where unknown */
+    uint64_t samples;
+    int64_t first_ns, last_ns;   /* CLOCK_MONOTONIC of its first and last sample */
+    uint64_t pending_ns;     /* weight of failed samples since its last stored one */
+    sw_calltree *tree;
+} sw_profile_thread;
+
+/* Returns NULL if out of memory. */
+sw_profile *sw_profile_new(void);
+void sw_profile_free(sw_profile *p);
+
+/* An sw_sample_sink: adds the sample to its thread's tree. ud is the
+ * sw_profile. The weight of a failed sample (SW_SAMPLE_FAILED) goes to the
+ * thread's next stored sample: failures are likelier in code whose stack
+ * changes fast, and losing their time would hide such code. Never fails; a
+ * sample that cannot be stored (out of memory, too many threads) is
+ * counted in sw_profile_dropped. */
+void sw_profile_sink(void *ud, sw_sample *s);
+
+/* Filters applied to every sample before it is stored; they exist to keep
+ * the profiler's own frames (and those of a wrapper such as the CLI that
+ * runs the program) out of the profile. Code objects are given by address.
+ *
+ * Root cut: drop the frames from the root through the root-most frame
+ * running `anchor`, then any directly following frames running a code
+ * object of follow[]. Stacks without the anchor are kept whole. anchor 0
+ * turns the cut off.
+ * Ignore: a sample with a frame running a code object of ignore[] among
+ * the frames left after the root cut is not stored (so a wrapper's
+ * function that calls the anchor can be ignored: it only matters in
+ * stacks without the anchor, e.g. once the program has finished).
+ * Elide: frames running a code object of elide[] are left out of the
+ * stack (the rest of it is kept).
+ * Samples left with no frame, or ignored, are counted in sw_profile_cut.
+ * Returns SW_EARG if a list is longer than SW_PROFILE_MAX_FILTER. */
+#define SW_PROFILE_MAX_FILTER 8
+int sw_profile_set_filters(sw_profile *p, uint64_t anchor, const uint64_t *follow, size_t nfollow,
+                           const uint64_t *ignore, size_t nignore, const uint64_t *elide, size_t nelide);
+
+/* Readers hold the lock around the calls below while a sampler may still
+ * be feeding the profile. */
+void sw_profile_lock(sw_profile *p);
+void sw_profile_unlock(sw_profile *p);
+
+sw_functab *sw_profile_functab(sw_profile *p);
+size_t sw_profile_thread_count(const sw_profile *p);
+const sw_profile_thread *sw_profile_thread_get(const sw_profile *p, size_t i);
+uint64_t sw_profile_samples(const sw_profile *p);
+uint64_t sw_profile_dropped(const sw_profile *p);
+uint64_t sw_profile_cut(const sw_profile *p);
+
+/* A new tree (over the profile's function table) holding the samples of
+ * every thread; the caller frees it. NULL if out of memory. */
+sw_calltree *sw_profile_merged(sw_profile *p);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * sample.h - the record a statistical sampler produces: one Python stack of
+ * one thread at one instant. Plain data, no Python.h: the producer (the
+ * memory reader in native/reader) and the consumers (the call-tree
+ * aggregator in profile.c, later other sinks) share only these types.
+ */
+#ifndef SW_SAMPLE_H
+#define SW_SAMPLE_H
+
+#include "sw_common.h"
+
+/* What is known about one code object (one Python function). The strings
+ * are UTF-8, NUL-terminated, owned by the producer's code cache and valid
+ * only during the sink call that received them. */
+typedef struct sw_sample_code {
+    uint64_t addr;           /* the code object's address in the target */
+    const char *name;        /* qualified name where the version has one */
+    const char *filename;
+    uint32_t name_len, filename_len;
+    int32_t firstlineno;
+    /* A slot the consumer may use to cache its own id for this code object
+     * (e.g. a function-table id). The producer sets it to SW_NO_ID whenever
+     * the entry is (re)built, and never reads it. */
+    uint32_t sink_id;
+} sw_sample_code;
+
+#define SW_NO_ID 0xffffffffu
+
+/* sw_sample.flags */
+#define SW_SAMPLE_TRUNCATED 1u   /* the stack was deeper than the walk bound:
+                                    frames[] holds the leaf-most frames */
+#define SW_SAMPLE_FAILED 2u      /* the thread's stack could not be read this
+                                    time (depth 0): only the thread id, time
+                                    and weight are valid */
+
+typedef struct sw_sample {
+    uint64_t thread_id;      /* threading.get_ident() of the thread */
+    uint64_t native_tid;     /* the OS thread id, 0 where unknown */
+    int64_t t_ns;            /* CLOCK_MONOTONIC when the sample was taken */
+    uint64_t weight_ns;      /* wall time it stands for: since the previous sampling round */
+    uint32_t depth;          /* number of entries in frames */
+    uint32_t flags;          /* SW_SAMPLE_* */
+    sw_sample_code **frames;   /* leaf first, root last */
+} sw_sample;
+
+/* A consumer of samples. Called on the sampler's thread, one call per
+ * sample (failed ones included, flagged SW_SAMPLE_FAILED); must not block
+ * for long. */
+typedef void (*sw_sample_sink)(void *ud, sw_sample *s);
+
+#endif

@@ -1,0 +1,538 @@
+/*
+ * sampler.c - the statistical profiler's Python binding: the type
+ * stackwatch._native.Sampler, which owns a sampling thread (reader/
+ * sampler_loop.c) reading this process's stacks through the fault-safe
+ * memory reader, and the per-thread call trees it feeds (core/profile.c).
+ * The only file of the profiler that includes Python.h besides
+ * sampler_layout.c, and the only one that raises Python exceptions.
+ *
+ * A Sampler runs once: start(), stop(), then its results can be read and
+ * written any number of times (also while it runs: under the profile's
+ * lock). In a child forked while a Sampler ran, that Sampler is unusable.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "sampler_layout.h"
+
+#include "../core/calltree.h"
+#include "../core/profile.h"
+#include "../reader/sampler_loop.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_MAX_DEPTH 1024
+#define DEFAULT_MAX_THREADS 256
+#define MAX_CODES 65536
+/* A cached code object is confirmed (its header re-read) at most every 16
+ * rounds: reading the headers of a 50-deep stack every round would be most
+ * of a round's cost. */
+#define CODE_TTL 15
+
+#if PY_VERSION_HEX >= 0x030E0000 || defined(Py_GIL_DISABLED)
+#  define SW_SAMPLER_SUPPORTED 0
+#else
+#  define SW_SAMPLER_SUPPORTED 1
+#endif
+
+typedef struct {
+    PyObject_HEAD
+    sw_sampler *s;
+    sw_profile *prof;
+    unsigned long long interval_ns;
+    int max_depth, max_threads;
+    int started;
+    uint64_t cut_anchor;      /* filters (sw_profile_set_filters), applied at start */
+    uint64_t cut_follow[SW_PROFILE_MAX_FILTER];
+    size_t ncut_follow;
+    uint64_t ignore[SW_PROFILE_MAX_FILTER];
+    size_t nignore;
+    uint64_t elide[SW_PROFILE_MAX_FILTER];
+    size_t nelide;
+} SamplerObject;
+
+int sw_sampler_add_to_module(PyObject *m);
+
+static void Sampler_dealloc(SamplerObject *self)
+{
+    if (self->s && sw_sampler_in_forked_child(self->s)) {
+        /* Its thread and locks belong to the parent: leak, never touch. */
+    } else {
+        if (self->s) {
+            Py_BEGIN_ALLOW_THREADS
+            sw_sampler_free(self->s);
+            Py_END_ALLOW_THREADS
+        }
+        sw_profile_free(self->prof);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"interval_ns", "max_depth", "max_threads", NULL};
+    unsigned long long iv;
+    int depth = DEFAULT_MAX_DEPTH, threads = DEFAULT_MAX_THREADS;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|ii", kwlist, &iv, &depth, &threads))
+        return -1;
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "Sampler.__init__ called on a sampler that ran");
+        return -1;
+    }
+    if (iv < SW_SAMPLER_MIN_INTERVAL_NS || iv > SW_SAMPLER_MAX_INTERVAL_NS) {
+        PyErr_Format(PyExc_ValueError, "sampling interval must be between %llu ns and %llu s, not %llu ns",
+                     SW_SAMPLER_MIN_INTERVAL_NS, SW_SAMPLER_MAX_INTERVAL_NS / 1000000000ull, iv);
+        return -1;
+    }
+    if (depth < 1 || (unsigned)depth > SW_PYSTACK_MAX_DEPTH_LIMIT || threads < 1 ||
+        (unsigned)threads > SW_PYSTACK_MAX_THREADS_LIMIT) {
+        PyErr_Format(PyExc_ValueError, "max_depth must be 1..%u and max_threads 1..%u", SW_PYSTACK_MAX_DEPTH_LIMIT,
+                     SW_PYSTACK_MAX_THREADS_LIMIT);
+        return -1;
+    }
+    self->interval_ns = iv;
+    self->max_depth = depth;
+    self->max_threads = threads;
+    return 0;
+}
+
+/* 0 if the sampler's results may be used here, else -1 with an exception. */
+static int usable(SamplerObject *self)
+{
+    if (self->s && sw_sampler_in_forked_child(self->s)) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler was running when the process forked; "
+                                            "it cannot be used in the child");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler has already been started (a profiler runs once)");
+        return NULL;
+    }
+    if (!SW_SAMPLER_SUPPORTED) {
+        PyErr_SetString(PyExc_RuntimeError, "the sampling profiler supports CPython 3.9 to 3.13 (with the GIL)");
+        return NULL;
+    }
+    sw_py_layout l;
+    sw_sampler_layout_fill(&l);
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL};
+    char err[256] = "";
+    /* The interpreter state itself is the probe: it is surely readable. */
+    sw_pystack *r = sw_pystack_new(&l, (int)getpid(), (uint64_t)(uintptr_t)interp, &lim,
+                                   (uint64_t)(uintptr_t)interp, 64, err, sizeof err);
+    if (!r) {
+        PyErr_Format(PyExc_RuntimeError, "cannot sample this process: %s", err);
+        return NULL;
+    }
+    self->prof = sw_profile_new();
+    if (!self->prof) {
+        sw_pystack_free(r);
+        return PyErr_NoMemory();
+    }
+    sw_profile_set_filters(self->prof, self->cut_anchor, self->cut_follow, self->ncut_follow, self->ignore,
+                           self->nignore, self->elide, self->nelide);
+    self->s = sw_sampler_new(r, self->interval_ns, sw_profile_sink, self->prof);
+    int rc = self->s ? sw_sampler_start(self->s) : SW_ENOMEM;
+    if (rc != SW_OK) {
+        sw_sampler_free(self->s);
+        sw_profile_free(self->prof);
+        self->s = NULL;
+        self->prof = NULL;
+        PyErr_Format(PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
+        return NULL;
+    }
+    self->started = 1;
+    Py_RETURN_NONE;
+}
+
+/* Reads a sequence of at most SW_PROFILE_MAX_FILTER code objects into
+ * addrs. Returns the count, or -1 with an exception set. */
+static Py_ssize_t code_addrs(PyObject *obj, uint64_t *addrs, const char *what)
+{
+    PyObject *seq = PySequence_Fast(obj, what);
+    if (!seq)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > SW_PROFILE_MAX_FILTER) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "at most %d code objects in %s", SW_PROFILE_MAX_FILTER, what);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *c = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyCode_Check(c)) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_TypeError, "%s must hold code objects", what);
+            return -1;
+        }
+        addrs[i] = (uint64_t)(uintptr_t)c;
+    }
+    Py_DECREF(seq);
+    return n;
+}
+
+/* set_filters(anchor=None, follow=(), ignore=(), elide=()): before start(), the
+ * filters of sw_profile_set_filters, given as code objects. The caller
+ * keeps the code objects alive (they are functions' code) so that their
+ * addresses stay theirs while the profile is recorded. */
+static PyObject *Sampler_set_filters(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"anchor", "follow", "ignore", "elide", NULL};
+    PyObject *anchor = Py_None, *follow = NULL, *ignore = NULL, *elide = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOO", kwlist, &anchor, &follow, &ignore, &elide))
+        return NULL;
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "set_filters() must be called before start()");
+        return NULL;
+    }
+    if (anchor != Py_None && !PyCode_Check(anchor)) {
+        PyErr_SetString(PyExc_TypeError, "anchor must be a code object or None");
+        return NULL;
+    }
+    uint64_t f[SW_PROFILE_MAX_FILTER], ig[SW_PROFILE_MAX_FILTER], el[SW_PROFILE_MAX_FILTER];
+    Py_ssize_t nf = follow ? code_addrs(follow, f, "follow") : 0;
+    Py_ssize_t ni = nf >= 0 && ignore ? code_addrs(ignore, ig, "ignore") : 0;
+    Py_ssize_t ne = nf >= 0 && ni >= 0 && elide ? code_addrs(elide, el, "elide") : 0;
+    if (nf < 0 || ni < 0 || ne < 0)
+        return NULL;
+    self->cut_anchor = anchor == Py_None ? 0 : (uint64_t)(uintptr_t)anchor;
+    memcpy(self->cut_follow, f, (size_t)nf * sizeof f[0]);
+    self->ncut_follow = (size_t)nf;
+    memcpy(self->ignore, ig, (size_t)ni * sizeof ig[0]);
+    self->nignore = (size_t)ni;
+    memcpy(self->elide, el, (size_t)ne * sizeof el[0]);
+    self->nelide = (size_t)ne;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (usable(self) < 0)
+        return NULL;
+    if (!self->s) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler has not been started");
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_sampler_stop(self->s);
+    Py_END_ALLOW_THREADS
+    if (rc != SW_OK) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler is not running");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (usable(self) < 0)
+        return NULL;
+    sw_sampler_stats st;
+    memset(&st, 0, sizeof st);
+    st.interval_ns = self->interval_ns;
+    if (self->s)
+        sw_sampler_get_stats(self->s, &st);
+    unsigned long long stored = 0, dropped = 0, cut = 0;
+    if (self->prof) {
+        sw_profile_lock(self->prof);
+        stored = sw_profile_samples(self->prof);
+        dropped = sw_profile_dropped(self->prof);
+        cut = sw_profile_cut(self->prof);
+        sw_profile_unlock(self->prof);
+    }
+    const sw_pystack_stats *r = &st.reader;
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:L,s:O}", "interval_ns",
+        (unsigned long long)st.interval_ns, "ticks", (unsigned long long)st.ticks, "missed",
+        (unsigned long long)st.missed, "busy_ns", (unsigned long long)st.busy_ns, "samples",
+        (unsigned long long)r->samples, "failed", (unsigned long long)r->failed, "empty", (unsigned long long)r->empty,
+        "truncated", (unsigned long long)r->truncated, "retried", (unsigned long long)r->retried, "threads_skipped", (unsigned long long)r->threads_skipped,
+        "stored", stored, "dropped", dropped, "cut", cut, "code_hits", (unsigned long long)r->code_hits, "code_misses",
+        (unsigned long long)r->code_misses, "reads", (unsigned long long)r->reads, "failed_reads",
+        (unsigned long long)r->failed_reads, "start_ns", (long long)st.start_ns, "stop_ns", (long long)st.stop_ns,
+        "running", st.running ? Py_True : Py_False);
+}
+
+static PyObject *Sampler_threads(SamplerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (usable(self) < 0)
+        return NULL;
+    PyObject *l = PyList_New(0);
+    if (!l || !self->prof)
+        return l;
+    sw_profile_lock(self->prof);
+    for (size_t i = 0; i < sw_profile_thread_count(self->prof); i++) {
+        const sw_profile_thread *t = sw_profile_thread_get(self->prof, i);
+        PyObject *d = Py_BuildValue("{s:K,s:K,s:K,s:L,s:L}", "thread_id", (unsigned long long)t->thread_id,
+                                    "native_id", (unsigned long long)t->native_tid, "samples",
+                                    (unsigned long long)t->samples, "first_ns", (long long)t->first_ns, "last_ns",
+                                    (long long)t->last_ns);
+        if (!d || PyList_Append(l, d) < 0) {
+            Py_XDECREF(d);
+            Py_CLEAR(l);
+            break;
+        }
+        Py_DECREF(d);
+    }
+    sw_profile_unlock(self->prof);
+    return l;
+}
+
+static PyObject *node_dict(const sw_functab *ft, const sw_calltree_node *n)
+{
+    const sw_func *f = n->func == SW_NODE_NONE ? NULL : sw_functab_get(ft, n->func);
+    const char *name = f ? f->name : "<root>", *file = f ? f->filename : "";
+    return Py_BuildValue("{s:N,s:N,s:i,s:K,s:K,s:K,s:K,s:N}", "name",
+                         PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace"), "filename",
+                         PyUnicode_DecodeUTF8(file, (Py_ssize_t)strlen(file), "replace"), "line", f ? f->line : 0,
+                         "count", (unsigned long long)n->count, "self", (unsigned long long)n->self, "time_ns",
+                         (unsigned long long)n->weight, "self_time_ns", (unsigned long long)n->self_weight,
+                         "children", PyList_New(0));
+}
+
+/* The tree as nested dicts. Nodes are stored parents first, so one pass in
+ * index order can append every node to its parent's children list. */
+static PyObject *tree_to_dicts(const sw_calltree *t)
+{
+    size_t n = sw_calltree_node_count(t);
+    PyObject **dicts = PyMem_Calloc(n, sizeof *dicts);
+    if (!dicts)
+        return PyErr_NoMemory();
+    const sw_functab *ft = sw_calltree_functab(t);
+    PyObject *root = NULL;
+    size_t i = 0;
+    for (; i < n; i++) {
+        const sw_calltree_node *nd = sw_calltree_get_node(t, (uint32_t)i);
+        dicts[i] = node_dict(ft, nd);
+        if (!dicts[i])
+            break;
+        if (i > 0) {
+            PyObject *children = PyDict_GetItemString(dicts[nd->parent], "children");
+            if (PyList_Append(children, dicts[i]) < 0)
+                break;
+        }
+    }
+    if (i == n) {
+        root = dicts[0];
+        Py_INCREF(root);
+    }
+    for (size_t k = 0; k < n; k++)
+        Py_XDECREF(dicts[k]);
+    PyMem_Free(dicts);
+    return root;
+}
+
+/* The thread's tree, or all threads merged when thread_id is None. */
+static PyObject *Sampler_tree(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"thread_id", NULL};
+    PyObject *tid_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &tid_obj) || usable(self) < 0)
+        return NULL;
+    unsigned long long tid = 0;
+    if (tid_obj != Py_None) {
+        tid = PyLong_AsUnsignedLongLong(tid_obj);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    sw_profile *p = self->prof;
+    if (!p) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler has not been started");
+        return NULL;
+    }
+    PyObject *res = NULL;
+    sw_profile_lock(p);
+    if (tid_obj == Py_None) {
+        sw_calltree *t = sw_profile_merged(p);
+        res = t ? tree_to_dicts(t) : PyErr_NoMemory();
+        sw_calltree_free(t);
+    } else {
+        for (size_t i = 0; i < sw_profile_thread_count(p); i++) {
+            const sw_profile_thread *th = sw_profile_thread_get(p, i);
+            if (th->thread_id == tid)
+                res = tree_to_dicts(th->tree);
+        }
+        if (!res && !PyErr_Occurred())
+            PyErr_Format(PyExc_KeyError, "no samples of thread %llu", tid);
+    }
+    sw_profile_unlock(p);
+    return res;
+}
+
+/* Writes the profile. Called without the GIL, under the profile lock. */
+static int write_profile(sw_profile *p, FILE *f, int speedscope, const char *title, char **names)
+{
+    if (!speedscope) {
+        sw_calltree *t = sw_profile_merged(p);
+        if (!t)
+            return SW_ENOMEM;
+        int rc = sw_calltree_write_collapsed(t, f);
+        sw_calltree_free(t);
+        return rc;
+    }
+    size_t n = sw_profile_thread_count(p);
+    sw_calltree *empty = NULL;
+    sw_speedscope_profile *profs = calloc(n ? n : 1, sizeof *profs);
+    if (!profs)
+        return SW_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        profs[i] = (sw_speedscope_profile){names[i], sw_profile_thread_get(p, i)->tree};
+    if (n == 0) {
+        /* No samples at all: one empty profile keeps the file valid. */
+        empty = sw_calltree_new(sw_profile_functab(p));
+        if (!empty) {
+            free(profs);
+            return SW_ENOMEM;
+        }
+        profs[0] = (sw_speedscope_profile){"(no samples)", empty};
+        n = 1;
+    }
+    int rc = sw_speedscope_write(f, title, profs, n, "nanoseconds", 0, "stackwatch");
+    sw_calltree_free(empty);
+    free(profs);
+    return rc;
+}
+
+/* write(path, format, title=None, thread_names=None): format is
+ * "collapsed" or "speedscope"; thread_names maps thread ids to names for
+ * the speedscope profiles. */
+static PyObject *Sampler_write(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"path", "format", "title", "thread_names", NULL};
+    PyObject *path_obj, *names_obj = Py_None;
+    const char *fmt, *title = "stackwatch profile";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&s|zO", kwlist, PyUnicode_FSConverter, &path_obj, &fmt, &title,
+                                     &names_obj))
+        return NULL;
+    int speedscope = strcmp(fmt, "speedscope") == 0;
+    PyObject *res = NULL;
+    char **names = NULL;
+    size_t n = 0;
+    if (!speedscope && strcmp(fmt, "collapsed") != 0) {
+        PyErr_Format(PyExc_ValueError, "unknown profile format '%s' (choose from: collapsed, speedscope)", fmt);
+        goto done;
+    }
+    if (usable(self) < 0)
+        goto done;
+    if (!self->prof) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler has not been started");
+        goto done;
+    }
+    sw_profile *p = self->prof;
+    /* Profile names, built with the GIL; the thread list only grows, so
+     * names cover every thread present when writing starts. */
+    sw_profile_lock(p);
+    n = sw_profile_thread_count(p);
+    names = PyMem_Calloc(n ? n : 1, sizeof *names);
+    for (size_t i = 0; names && i < n; i++) {
+        const sw_profile_thread *th = sw_profile_thread_get(p, i);
+        PyObject *key = PyLong_FromUnsignedLongLong(th->thread_id);
+        PyObject *nm = key && names_obj != Py_None ? PyObject_GetItem(names_obj, key) : NULL;
+        PyErr_Clear();
+        const char *s = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
+        PyErr_Clear();
+        char buf[96];
+        snprintf(buf, sizeof buf, "Thread %llu", (unsigned long long)th->thread_id);
+        size_t len = strlen(s ? s : buf) + 64;
+        names[i] = PyMem_RawMalloc(len);
+        if (names[i])
+            snprintf(names[i], len, s ? "%s (%llu)" : "%s", s ? s : buf, (unsigned long long)th->thread_id);
+        Py_XDECREF(key);
+        Py_XDECREF(nm);
+    }
+    sw_profile_unlock(p);
+    if (!names) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i]) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    FILE *f = fopen(PyBytes_AS_STRING(path_obj), "wb");
+    if (!f) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, PyBytes_AS_STRING(path_obj));
+        goto done;
+    }
+    int rc, close_failed;
+    Py_BEGIN_ALLOW_THREADS
+    sw_profile_lock(p);
+    /* Threads added since the names were made are left out of speedscope
+     * output (the merged collapsed output has them all). */
+    rc = write_profile(p, f, speedscope, title, names);
+    sw_profile_unlock(p);
+    close_failed = fclose(f) != 0;
+    Py_END_ALLOW_THREADS
+    if (rc == SW_OK && close_failed)
+        rc = SW_EIO;
+    if (rc == SW_ENOMEM) {
+        PyErr_NoMemory();
+    } else if (rc != SW_OK) {
+        PyErr_Format(PyExc_OSError, "%s: writing the profile failed (%s)", PyBytes_AS_STRING(path_obj),
+                     sw_strerror(rc));
+    } else {
+        Py_INCREF(Py_None);
+        res = Py_None;
+    }
+done:
+    for (size_t i = 0; names && i < n; i++)
+        PyMem_RawFree(names[i]);
+    PyMem_Free(names);
+    Py_DECREF(path_obj);
+    return res;
+}
+
+static PyMethodDef Sampler_methods[] = {
+    {"start", (PyCFunction)Sampler_start, METH_NOARGS, "start(): start the sampling thread (once)"},
+    {"set_filters", (PyCFunction)(void (*)(void))Sampler_set_filters, METH_VARARGS | METH_KEYWORDS,
+     "set_filters(anchor=None, follow=(), ignore=(), elide=()): keep a wrapper's and the profiler's own frames out"},
+    {"stop", (PyCFunction)Sampler_stop, METH_NOARGS, "stop(): stop sampling and wait for the thread"},
+    {"stats", (PyCFunction)Sampler_stats, METH_NOARGS, "stats() -> dict of counters"},
+    {"threads", (PyCFunction)Sampler_threads, METH_NOARGS, "threads() -> [dict] of the threads sampled"},
+    {"tree", (PyCFunction)(void (*)(void))Sampler_tree, METH_VARARGS | METH_KEYWORDS,
+     "tree(thread_id=None) -> nested dicts {name, filename, line, count, self, children}"},
+    {"write", (PyCFunction)(void (*)(void))Sampler_write, METH_VARARGS | METH_KEYWORDS,
+     "write(path, format, title=None, thread_names=None): format 'collapsed' or 'speedscope'"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SamplerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stackwatch._native.Sampler",
+    .tp_basicsize = sizeof(SamplerObject),
+    .tp_dealloc = (destructor)Sampler_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Sampler(interval_ns, max_depth=1024, max_threads=256): samples every thread's Python stack "
+              "from a native thread, without the GIL.",
+    .tp_methods = Sampler_methods,
+    .tp_init = (initproc)Sampler_init,
+    .tp_new = PyType_GenericNew,
+};
+
+int sw_sampler_add_to_module(PyObject *m)
+{
+    if (PyType_Ready(&SamplerType) < 0)
+        return -1;
+    Py_INCREF(&SamplerType);
+    if (PyModule_AddObject(m, "Sampler", (PyObject *)&SamplerType) < 0) {
+        Py_DECREF(&SamplerType);
+        return -1;
+    }
+    if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||
+        PyModule_AddIntConstant(m, "SAMPLER_SUPPORTED", SW_SAMPLER_SUPPORTED) < 0)
+        return -1;
+    return 0;
+}

@@ -1,0 +1,215 @@
+/*
+ * codecache.c - code objects by address (see codecache.h). An open-addressing
+ * table of pointers to individually allocated entries.
+ */
+#include "codecache.h"
+#include "pystr.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct entry {
+    sw_sample_code info;
+    uint64_t name_ptr, qualname_ptr, filename_ptr;   /* as read from the code object */
+    uint64_t checked_round;  /* sampling round it was last confirmed in */
+    char *strings;           /* name NUL filename NUL */
+} entry;
+
+struct sw_codecache {
+    entry **slots;
+    uint32_t nslots, n, max;
+    uint64_t hits, misses;
+};
+
+sw_codecache *sw_codecache_new(uint32_t max_entries)
+{
+    sw_codecache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->nslots = 1024;
+    c->max = max_entries ? max_entries : 1;
+    c->slots = calloc(c->nslots, sizeof *c->slots);
+    if (!c->slots) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void clear(sw_codecache *c)
+{
+    for (uint32_t i = 0; i < c->nslots; i++) {
+        if (c->slots[i]) {
+            free(c->slots[i]->strings);
+            free(c->slots[i]);
+            c->slots[i] = NULL;
+        }
+    }
+    c->n = 0;
+}
+
+void sw_codecache_free(sw_codecache *c)
+{
+    if (!c)
+        return;
+    clear(c);
+    free(c->slots);
+    free(c);
+}
+
+void sw_codecache_trim(sw_codecache *c)
+{
+    if (c->n > c->max)
+        clear(c);
+}
+
+static uint32_t addr_hash(uint64_t a)
+{
+    a ^= a >> 29;
+    a *= 0xbf58476d1ce4e5b9ull;
+    a ^= a >> 32;
+    return (uint32_t)a;
+}
+
+static int grow(sw_codecache *c)
+{
+    uint32_t ns = c->nslots * 2;
+    entry **s = calloc(ns, sizeof *s);
+    if (!s)
+        return SW_ENOMEM;
+    for (uint32_t i = 0; i < c->nslots; i++) {
+        entry *e = c->slots[i];
+        if (!e)
+            continue;
+        uint32_t j = addr_hash(e->info.addr) & (ns - 1);
+        while (s[j])
+            j = (j + 1) & (ns - 1);
+        s[j] = e;
+    }
+    free(c->slots);
+    c->slots = s;
+    c->nslots = ns;
+    return SW_OK;
+}
+
+static uint64_t ptr_at(const unsigned char *hdr, uint32_t off)
+{
+    uint64_t v;
+    memcpy(&v, hdr + off, sizeof v);
+    return v;
+}
+
+/* (Re)reads the strings of e from the pointers just read. */
+static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint64_t qualname, uint64_t filename,
+                int32_t line)
+{
+    char nbuf[SW_STR_BUF], fbuf[SW_STR_BUF];
+    long nl = sw_pystr_read(m, l, qualname, nbuf);
+    if (nl < 0 && qualname != name)
+        nl = sw_pystr_read(m, l, name, nbuf);
+    long fl = nl < 0 ? -1 : sw_pystr_read(m, l, filename, fbuf);
+    if (nl < 0 || fl < 0)
+        return SW_EIO;
+    char *s = malloc((size_t)nl + (size_t)fl + 2);
+    if (!s)
+        return SW_ENOMEM;
+    memcpy(s, nbuf, (size_t)nl + 1);
+    memcpy(s + nl + 1, fbuf, (size_t)fl + 1);
+    free(e->strings);
+    e->strings = s;
+    e->info.name = s;
+    e->info.name_len = (uint32_t)nl;
+    e->info.filename = s + nl + 1;
+    e->info.filename_len = (uint32_t)fl;
+    e->info.firstlineno = line;
+    e->info.sink_id = SW_NO_ID;
+    e->name_ptr = name;
+    e->qualname_ptr = qualname;
+    e->filename_ptr = filename;
+    return SW_OK;
+}
+
+static entry *find(const sw_codecache *c, uint64_t addr)
+{
+    uint32_t mask = c->nslots - 1;
+    for (uint32_t j = addr_hash(addr) & mask; c->slots[j]; j = (j + 1) & mask)
+        if (c->slots[j]->info.addr == addr)
+            return c->slots[j];
+    return NULL;
+}
+
+sw_sample_code *sw_codecache_find(sw_codecache *c, uint64_t addr)
+{
+    entry *e = find(c, addr);
+    return e ? &e->info : NULL;
+}
+
+sw_sample_code *sw_codecache_fresh(sw_codecache *c, uint64_t addr, uint64_t round, uint32_t ttl)
+{
+    entry *e = find(c, addr);
+    if (!e || round - e->checked_round > ttl)
+        return NULL;
+    c->hits++;
+    return &e->info;
+}
+
+sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout *l, uint64_t addr,
+                               const unsigned char *hdr, uint64_t round)
+{
+    if (l->code_type && ptr_at(hdr, l->ob_type) != l->code_type)
+        return NULL;
+    uint64_t name = ptr_at(hdr, l->code_name), qualname = ptr_at(hdr, l->code_qualname),
+             filename = ptr_at(hdr, l->code_filename);
+    int32_t line;
+    memcpy(&line, hdr + l->code_firstlineno, sizeof line);
+    if ((uint64_t)(c->n + 1) * 2 > c->nslots)
+        (void)grow(c);    /* on failure the table just fills up more */
+    uint32_t mask = c->nslots - 1, j = addr_hash(addr) & mask;
+    for (; c->slots[j]; j = (j + 1) & mask) {
+        entry *e = c->slots[j];
+        if (e->info.addr != addr)
+            continue;
+        if (e->name_ptr == name && e->qualname_ptr == qualname && e->filename_ptr == filename &&
+            e->info.firstlineno == line) {
+            c->hits++;
+            e->checked_round = round;
+            return &e->info;
+        }
+        /* Another code object now lives at this address. */
+        c->misses++;
+        if (fill(e, m, l, name, qualname, filename, line) != SW_OK)
+            return NULL;
+        e->checked_round = round;
+        return &e->info;
+    }
+    c->misses++;
+    if (c->n + 1 >= c->nslots)
+        return NULL;      /* full, and growing failed: keep one slot empty */
+    entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->info.addr = addr;
+    e->checked_round = round;
+    if (fill(e, m, l, name, qualname, filename, line) != SW_OK) {
+        free(e);
+        return NULL;
+    }
+    c->slots[j] = e;
+    c->n++;
+    return &e->info;
+}
+
+uint64_t sw_codecache_hits(const sw_codecache *c)
+{
+    return c->hits;
+}
+
+uint64_t sw_codecache_misses(const sw_codecache *c)
+{
+    return c->misses;
+}
+
+uint32_t sw_codecache_size(const sw_codecache *c)
+{
+    return c->n;
+}

@@ -1,0 +1,68 @@
+/*
+ * layout.c - checking an sw_py_layout once, before any reading (layout.h).
+ */
+#include "layout.h"
+
+#include <stdio.h>
+
+/* Each row: a field's offset, its width, and the size of what is read. */
+#define SW_LAYOUT_FIELDS(X, l, P)                                      \
+    X(ob_type, (l)->ob_type, P, (l)->code_size)                        \
+    X(tstate_next, (l)->tstate_next, P, (l)->tstate_size)              \
+    X(tstate_interp, (l)->tstate_interp, P, (l)->tstate_size)          \
+    X(tstate_thread_id, (l)->tstate_thread_id, P, (l)->tstate_size)    \
+    X(tstate_frame, (l)->tstate_frame, P, (l)->tstate_size)            \
+    X(frame_previous, (l)->frame_previous, P, (l)->frame_size)         \
+    X(frame_code, (l)->frame_code, P, (l)->frame_size)                 \
+    X(frame_refcnt, (l)->ob_refcnt, P, (l)->frames_kind == SW_FRAMES_OBJECTS ? (l)->frame_size : SW_LAYOUT_MAX_READ) \
+    X(frame_type, (l)->ob_type, P, (l)->frames_kind == SW_FRAMES_OBJECTS ? (l)->frame_size : SW_LAYOUT_MAX_READ) \
+    X(code_name, (l)->code_name, P, (l)->code_size)                    \
+    X(code_qualname, (l)->code_qualname, P, (l)->code_size)            \
+    X(code_filename, (l)->code_filename, P, (l)->code_size)            \
+    X(code_firstlineno, (l)->code_firstlineno, 4, (l)->code_size)      \
+    X(str_type, (l)->ob_type, P, (l)->str_header_size)                 \
+    X(str_length, (l)->str_length, P, (l)->str_header_size)            \
+    X(str_state, (l)->str_state, 4, (l)->str_header_size)
+
+#define SW_LAYOUT_OPTIONAL(X, l, P)                                                \
+    X(tstate_native_thread_id, (l)->tstate_native_thread_id, P, (l)->tstate_size)  \
+    X(tstate_datastack_chunk, (l)->tstate_datastack_chunk, P, (l)->tstate_size)    \
+    X(tstate_datastack_top, (l)->tstate_datastack_top, P, (l)->tstate_size)        \
+    X(frame_owner, (l)->frame_owner, 1, (l)->frame_size)                           \
+    X(str_legacy_data, (l)->str_legacy_data, P, (l)->str_header_size)
+
+int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
+{
+    const uint32_t P = (uint32_t)sizeof(void *);
+#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return SW_EARG; } while (0)
+    if (l->pointer_size != P || P != 8)
+        FAIL("pointer size %u: the reader handles 64-bit processes only (its own is %u)", l->pointer_size, P);
+    if (l->frames_kind != SW_FRAMES_OBJECTS && l->frames_kind != SW_FRAMES_INTERP)
+        FAIL("unknown frame kind %u", l->frames_kind);
+    if (l->tstate_size > SW_LAYOUT_MAX_READ || l->frame_size > SW_LAYOUT_MAX_READ ||
+        l->code_size > SW_LAYOUT_MAX_READ || l->str_header_size > SW_LAYOUT_MAX_READ)
+        FAIL("an object size exceeds %u bytes", SW_LAYOUT_MAX_READ);
+#define CHECK(name, off, width, size)                                                  \
+    if ((uint64_t)(off) + (width) > (size))                                            \
+        FAIL("field %s (offset %u) lies outside the %u bytes read", #name, (off), (size));
+#define CHECK_OPT(name, off, width, size) \
+    if ((off) != SW_NO_OFFSET) { CHECK(name, off, width, size) }
+    SW_LAYOUT_FIELDS(CHECK, l, P)
+    SW_LAYOUT_OPTIONAL(CHECK_OPT, l, P)
+#undef CHECK_OPT
+#undef CHECK
+    if (l->cframe_current_frame != SW_NO_OFFSET && l->cframe_current_frame > SW_LAYOUT_MAX_READ - P)
+        FAIL("cframe offset %u out of range", l->cframe_current_frame);
+    if (l->frames_kind == SW_FRAMES_INTERP &&
+        (l->tstate_datastack_chunk == SW_NO_OFFSET) != (l->tstate_datastack_top == SW_NO_OFFSET))
+        FAIL("datastack chunk and top must be given together");
+    if (l->str_kind_mask == 0 || l->str_kind_shift > 31 || l->str_compact_mask == 0 || l->str_ascii_mask == 0)
+        FAIL("the str state bit field is not described");
+    if (l->str_ascii_data > SW_LAYOUT_MAX_READ || l->str_compact_data > SW_LAYOUT_MAX_READ ||
+        l->chunk_data > SW_LAYOUT_MAX_READ)
+        FAIL("a data offset is out of range");
+#undef FAIL
+    if (errlen)
+        err[0] = 0;
+    return SW_OK;
+}

@@ -1,0 +1,148 @@
+/*
+ * mem.c - fault-safe reads of a process's memory (see mem.h).
+ */
+#define _GNU_SOURCE
+#include "mem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define BATCH 256            /* iovecs per process_vm_readv (IOV_MAX is 1024) */
+#define LOW_ADDR 4096u       /* addresses below this are never valid */
+
+static int bad_range(uint64_t addr, size_t len)
+{
+    return addr < LOW_ADDR || addr + len < addr || (uint64_t)(uintptr_t)addr != addr;
+}
+
+int sw_mem_open(sw_mem *m, int pid, uint64_t probe_addr, size_t probe_len, char *err, size_t errlen)
+{
+    char buf[64];
+    m->pid = pid;
+    m->fd = -1;
+    m->reads = m->failed = 0;
+    if (probe_len > sizeof buf)
+        probe_len = sizeof buf;
+    if (sw_mem_read(m, probe_addr, buf, probe_len) == 0)
+        return SW_OK;
+    int e1 = errno;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/mem", pid);
+    m->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (m->fd >= 0 && sw_mem_read(m, probe_addr, buf, probe_len) == 0)
+        return SW_OK;
+    int e2 = errno;
+    sw_mem_close(m);
+    snprintf(err, errlen, "cannot read the memory of process %d: process_vm_readv: %s; %s: %s", pid,
+             strerror(e1), path, strerror(e2));
+    return SW_EIO;
+}
+
+void sw_mem_close(sw_mem *m)
+{
+    if (m->fd >= 0)
+        close(m->fd);
+    m->fd = -1;
+}
+
+static ssize_t read_one(sw_mem *m, uint64_t addr, void *buf, size_t len)
+{
+    m->reads++;
+    if (m->fd >= 0)
+        return pread(m->fd, buf, len, (off_t)addr);
+    struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+    return process_vm_readv(m->pid, &local, 1, &remote, 1, 0);
+}
+
+int sw_mem_read(sw_mem *m, uint64_t addr, void *buf, size_t len)
+{
+    if (len == 0)
+        return SW_OK;
+    if (bad_range(addr, len)) {
+        m->failed++;
+        errno = EFAULT;
+        return SW_EIO;
+    }
+    if (read_one(m, addr, buf, len) == (ssize_t)len)
+        return SW_OK;
+    m->failed++;
+    return SW_EIO;
+}
+
+size_t sw_mem_read_upto(sw_mem *m, uint64_t addr, void *buf, size_t len)
+{
+    if (len == 0 || bad_range(addr, len)) {
+        if (len)
+            m->failed++;
+        return 0;
+    }
+    ssize_t r = read_one(m, addr, buf, len);
+    if (r <= 0) {
+        m->failed++;
+        return 0;
+    }
+    return (size_t)r;
+}
+
+size_t sw_mem_readv(sw_mem *m, sw_mem_req *reqs, size_t n)
+{
+    size_t good = 0;
+    if (m->fd >= 0) {
+        for (size_t i = 0; i < n; i++) {
+            reqs[i].ok = sw_mem_read(m, reqs[i].addr, reqs[i].buf, reqs[i].len) == 0;
+            good += (size_t)reqs[i].ok;
+        }
+        return good;
+    }
+    size_t i = 0, seen = 0;    /* requests before `seen` were classified already */
+    while (i < n) {
+        /* Gather up to BATCH plausible requests starting at i. */
+        struct iovec local[BATCH], remote[BATCH];
+        size_t idx[BATCH], k = 0, total = 0;
+        for (; i < n && k < BATCH; i++) {
+            sw_mem_req *r = &reqs[i];
+            r->ok = 0;
+            if (r->len == 0) {
+                r->ok = 1;
+                continue;
+            }
+            if (bad_range(r->addr, r->len)) {
+                m->failed += i >= seen;
+                continue;
+            }
+            local[k] = (struct iovec){r->buf, r->len};
+            remote[k] = (struct iovec){(void *)(uintptr_t)r->addr, r->len};
+            idx[k++] = i;
+            total += r->len;
+        }
+        if (i > seen)
+            seen = i;
+        if (k == 0)
+            continue;
+        m->reads++;
+        ssize_t got = process_vm_readv(m->pid, local, (unsigned long)k, remote, (unsigned long)k, 0);
+        if (got == (ssize_t)total) {
+            for (size_t j = 0; j < k; j++)
+                reqs[idx[j]].ok = 1;
+            continue;
+        }
+        /* The kernel stops at the first element it cannot read: the ones
+         * before it are complete. Mark those, fail that one, and go on with
+         * the element after it. */
+        size_t done = got > 0 ? (size_t)got : 0, j = 0;
+        for (; j < k && done >= remote[j].iov_len; j++) {
+            done -= remote[j].iov_len;
+            reqs[idx[j]].ok = 1;
+        }
+        m->failed++;
+        if (j + 1 < k)
+            i = idx[j + 1];
+    }
+    for (size_t j = 0; j < n; j++)
+        good += (size_t)reqs[j].ok;
+    return good;
+}

@@ -1,0 +1,340 @@
+/*
+ * pystack.c - walking interpreter -> threads -> frames -> code objects in
+ * memory (see pystack.h).
+ *
+ * Cost per thread and sample, in system calls: one read of the thread
+ * state; on 3.11/3.12 one more for the _PyCFrame; on 3.11+ one bulk copy of
+ * the top of the thread's frame stack (the current _PyStackChunk), from
+ * which every frame in it is decoded, plus one read per frame living
+ * elsewhere (generators, older chunks, 3.12+ shim frames on the C stack);
+ * before 3.11 one read per frame object. Code objects come from the code
+ * cache; those not confirmed in the last few rounds are re-read, all in one
+ * batched read (process_vm_readv with many iovecs). Strings are only read
+ * on a cache miss.
+ */
+#include "pystack.h"
+#include "codecache.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WINDOW_MAX (64u * 1024u)       /* bytes copied from the top of a frame stack */
+#define MAX_CHUNK_SPAN (1ull << 30)    /* a plausible bound for one stack chunk */
+#define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
+
+struct sw_pystack {
+    sw_py_layout l;
+    sw_pystack_limits lim;
+    sw_mem mem;
+    uint64_t interp;
+    sw_codecache *codes;
+    uint64_t *code_addrs;          /* [max_depth] this stack's code objects, leaf first */
+    uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
+    uint64_t seen[16];             /* 1024-bit filter of frame addresses walked */
+    unsigned char *code_hdrs;      /* [max_depth * code_size] */
+    sw_mem_req *reqs;              /* [max_depth] */
+    sw_sample_code **frames;         /* [max_depth] */
+    unsigned char *window;         /* [WINDOW_MAX] */
+    sw_pystack_stats st;
+};
+
+static uint64_t u64_at(const unsigned char *p, uint32_t off)
+{
+    uint64_t v;
+    memcpy(&v, p + off, sizeof v);
+    return v;
+}
+
+sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
+                           uint64_t probe_addr, size_t probe_len, char *err, size_t errlen)
+{
+    if (sw_layout_validate(l, err, errlen) != SW_OK)
+        return NULL;
+    if (lim->max_depth == 0 || lim->max_depth > SW_PYSTACK_MAX_DEPTH_LIMIT || lim->max_threads == 0 ||
+        lim->max_threads > SW_PYSTACK_MAX_THREADS_LIMIT) {
+        snprintf(err, errlen, "max depth must be 1..%u and max threads 1..%u", SW_PYSTACK_MAX_DEPTH_LIMIT,
+                 SW_PYSTACK_MAX_THREADS_LIMIT);
+        return NULL;
+    }
+    sw_pystack *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    r->l = *l;
+    r->lim = *lim;
+    r->interp = interp_addr;
+    size_t d = lim->max_depth;
+    r->codes = sw_codecache_new(lim->max_codes);
+    r->code_addrs = malloc(d * sizeof *r->code_addrs);
+    r->frame_addrs = malloc(d * sizeof *r->frame_addrs);
+    r->code_hdrs = malloc(d * l->code_size);
+    r->reqs = malloc(d * sizeof *r->reqs);
+    r->frames = malloc(d * sizeof *r->frames);
+    r->window = malloc(WINDOW_MAX);
+    if (!r->codes || !r->code_addrs || !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window) {
+        snprintf(err, errlen, "out of memory");
+        r->mem.fd = -1;
+        sw_pystack_free(r);
+        return NULL;
+    }
+    if (sw_mem_open(&r->mem, pid, probe_addr, probe_len, err, errlen) != SW_OK) {
+        sw_pystack_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void sw_pystack_free(sw_pystack *r)
+{
+    if (!r)
+        return;
+    sw_mem_close(&r->mem);
+    sw_codecache_free(r->codes);
+    free(r->code_addrs);
+    free(r->frame_addrs);
+    free(r->code_hdrs);
+    free(r->reqs);
+    free(r->frames);
+    free(r->window);
+    free(r);
+}
+
+/* The copied top of a thread's frame stack: bytes [lo, hi) of the target. */
+typedef struct window {
+    uint64_t lo, hi;
+    const unsigned char *bytes;
+} window;
+
+/* Copies the used top of the thread's current stack chunk (3.11+). On
+ * failure the window is empty and frames are read one by one. */
+static void copy_window(sw_pystack *r, const unsigned char *ts, window *w)
+{
+    w->lo = w->hi = 0;
+    if (r->l.tstate_datastack_chunk == SW_NO_OFFSET)
+        return;
+    uint64_t chunk = u64_at(ts, r->l.tstate_datastack_chunk), top = u64_at(ts, r->l.tstate_datastack_top);
+    uint64_t base = chunk + r->l.chunk_data;
+    if (!chunk || top <= base || top - base > MAX_CHUNK_SPAN)
+        return;
+    uint64_t lo = top - base > WINDOW_MAX ? top - WINDOW_MAX : base;
+    if (sw_mem_read(&r->mem, lo, r->window, (size_t)(top - lo)) != SW_OK)
+        return;
+    w->lo = lo;
+    w->hi = top;
+    w->bytes = r->window;
+}
+
+/* Before 3.11 a frame is a heap object: one that was freed (its memory on
+ * a free list, its f_back reused as the list's link) while the stack was
+ * read has a zero reference count; one reused as another object has
+ * another type. */
+static int frame_object_ok(const sw_py_layout *l, const unsigned char *f)
+{
+    uint64_t refcnt = u64_at(f, l->ob_refcnt);
+    if (refcnt == 0 || refcnt > (1ull << 48))
+        return 0;
+    return !l->frame_type || u64_at(f, l->ob_type) == l->frame_type;
+}
+
+/* 1 if addr is among the frames seen so far in this walk (a cycle, which
+ * only a stack read while it changed can show). A 1024-bit filter keeps
+ * the common case to one test. */
+static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
+{
+    uint32_t bit = (uint32_t)((addr >> 4) ^ (addr >> 14)) & 1023u;
+    if (!(r->seen[bit >> 6] & (1ull << (bit & 63)))) {
+        r->seen[bit >> 6] |= 1ull << (bit & 63);
+        return 0;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (r->frame_addrs[i] == addr)
+            return 1;
+    return 0;
+}
+
+/* Collects the code object addresses of the thread's frames, leaf first,
+ * into r->code_addrs. Returns the count, or -1 if a frame could not be
+ * read or the frames do not form a plausible stack. Sets *truncated if the
+ * stack is deeper than max_depth. */
+static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *truncated)
+{
+    const sw_py_layout *l = &r->l;
+    unsigned char buf[SW_LAYOUT_MAX_READ];
+    uint32_t n = 0;
+    /* Shim frames are not kept, so bound the steps as well as the depth. */
+    uint64_t steps = 0, max_steps = 2ull * r->lim.max_depth + 64;
+    *truncated = 0;
+    memset(r->seen, 0, sizeof r->seen);
+    while (frame) {
+        if (++steps > max_steps || n == r->lim.max_depth) {
+            *truncated = 1;
+            break;
+        }
+        if (steps <= r->lim.max_depth) {
+            if (seen_before(r, frame, (uint32_t)steps - 1))
+                return -1;
+            r->frame_addrs[steps - 1] = frame;
+        }
+        const unsigned char *f;
+        if (frame >= w->lo && frame + l->frame_size <= w->hi && frame + l->frame_size > frame) {
+            f = w->bytes + (frame - w->lo);
+        } else {
+            if (sw_mem_read(&r->mem, frame, buf, l->frame_size) != SW_OK)
+                return -1;
+            f = buf;
+        }
+        if (l->frames_kind == SW_FRAMES_OBJECTS && !frame_object_ok(l, f))
+            return -1;
+        int shim = l->frame_owner != SW_NO_OFFSET && l->owner_cstack != SW_NO_OFFSET &&
+                   f[l->frame_owner] == (unsigned char)l->owner_cstack;
+        if (!shim) {
+            uint64_t code = u64_at(f, l->frame_code);
+            if (!code)
+                return -1;
+            r->code_addrs[n++] = code;
+        }
+        frame = u64_at(f, l->frame_previous);
+    }
+    return n;
+}
+
+/* Resolves r->code_addrs[0..n) into r->frames: from the cache when the
+ * entry was confirmed recently, else by reading the code objects' headers,
+ * all in one batched read (a run of frames of one code object, as in
+ * recursion, is read once). Returns 0 or -1. */
+static int resolve_codes(sw_pystack *r, uint32_t n)
+{
+    const uint32_t cs = r->l.code_size;
+    const uint64_t round = r->st.rounds;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        r->frames[i] = sw_codecache_fresh(r->codes, r->code_addrs[i], round, r->lim.code_ttl);
+        if (r->frames[i] || (k && r->reqs[k - 1].addr == r->code_addrs[i]))
+            continue;
+        r->reqs[k] = (sw_mem_req){r->code_addrs[i], r->code_hdrs + (size_t)k * cs, cs, 0};
+        k++;
+    }
+    if (k == 0)
+        return 0;
+    if (sw_mem_readv(&r->mem, r->reqs, k) != k)
+        return -1;
+    for (uint32_t j = 0; j < k; j++) {
+        if (!sw_codecache_get(r->codes, &r->mem, &r->l, r->reqs[j].addr, r->reqs[j].buf, round))
+            return -1;
+    }
+    /* Everything read is now confirmed in this round. */
+    for (uint32_t i = 0; i < n; i++) {
+        if (!r->frames[i])
+            r->frames[i] = sw_codecache_find(r->codes, r->code_addrs[i]);
+        if (!r->frames[i])
+            return -1;
+    }
+    return 0;
+}
+
+/* Samples the thread whose state was read into ts. */
+static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, int64_t t_ns,
+                          uint64_t weight_ns, sw_sample_sink sink, void *ud, int *delivered)
+{
+    const sw_py_layout *l = &r->l;
+    uint64_t frame = u64_at(ts, l->tstate_frame);
+    if (frame && l->cframe_current_frame != SW_NO_OFFSET) {
+        uint64_t cf = frame;
+        if (sw_mem_read(&r->mem, cf + l->cframe_current_frame, &frame, sizeof frame) != SW_OK) {
+            r->st.failed++;
+            return;
+        }
+    }
+    if (!frame) {
+        r->st.empty++;
+        return;
+    }
+    /* 3.11+: the top of the stack is copied at once, a near snapshot.
+     * Before, frames are heap objects read one by one while the thread runs
+     * on: freed frames are recognised (frame_object_ok), but a frame freed
+     * and reused already can still mix two stacks. Checking that the top
+     * frame did not change would not tell (frames are reused last-in
+     * first-out, so a new frame often has the old one's address) and would
+     * drop most samples of call-heavy code, so such rare mixes are
+     * accepted; a walk that meets a dead frame is redone from the new top,
+     * up to OBJECT_RETRIES times (dropping such samples would hide
+     * call-heavy code: tests/py/test_profiler.py checks it is not). */
+    window w = {0, 0, NULL};
+    if (l->frames_kind == SW_FRAMES_INTERP)
+        copy_window(r, ts, &w);
+    int truncated;
+    long n = walk_frames(r, frame, &w, &truncated);
+    for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {
+        /* A frame died under the reader: try again from the new top. */
+        if (sw_mem_read(&r->mem, tstate + l->tstate_frame, &frame, sizeof frame) != SW_OK || !frame)
+            break;
+        r->st.retried++;
+        n = walk_frames(r, frame, &w, &truncated);
+    }
+    sw_sample s;
+    s.thread_id = u64_at(ts, l->tstate_thread_id);
+    s.native_tid = l->tstate_native_thread_id != SW_NO_OFFSET ? u64_at(ts, l->tstate_native_thread_id) : 0;
+    s.t_ns = t_ns;
+    s.weight_ns = weight_ns;
+    s.frames = r->frames;
+    if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
+        /* Told to the sink too: it may give the time to the thread's next
+         * sample rather than lose it (failures are likelier in code whose
+         * stack changes fast, so losing them would hide such code). */
+        r->st.failed++;
+        s.depth = 0;
+        s.flags = SW_SAMPLE_FAILED;
+        sink(ud, &s);
+        return;
+    }
+    if (n == 0) {
+        r->st.empty++;
+        return;
+    }
+    s.depth = (uint32_t)n;
+    s.flags = truncated ? SW_SAMPLE_TRUNCATED : 0;
+    r->st.truncated += (uint64_t)truncated;
+    r->st.samples++;
+    (*delivered)++;
+    sink(ud, &s);
+}
+
+int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
+{
+    const sw_py_layout *l = &r->l;
+    unsigned char ts[SW_LAYOUT_MAX_READ];
+    int delivered = 0;
+    r->st.rounds++;
+    sw_codecache_trim(r->codes);
+    uint64_t tstate;
+    if (sw_mem_read(&r->mem, r->interp + l->interp_threads_head, &tstate, sizeof tstate) != SW_OK) {
+        r->st.failed++;
+        return SW_EIO;
+    }
+    for (uint32_t i = 0; tstate; i++) {
+        if (i == r->lim.max_threads) {
+            r->st.threads_skipped++;
+            break;
+        }
+        /* A thread state that cannot be read, or that no longer belongs to
+         * this interpreter (freed and reused), ends the walk. */
+        if (sw_mem_read(&r->mem, tstate, ts, l->tstate_size) != SW_OK || u64_at(ts, l->tstate_interp) != r->interp) {
+            r->st.failed++;
+            break;
+        }
+        sample_thread(r, tstate, ts, t_ns, weight_ns, sink, ud, &delivered);
+        tstate = u64_at(ts, l->tstate_next);
+    }
+    return delivered;
+}
+
+void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out)
+{
+    *out = r->st;
+    out->code_hits = sw_codecache_hits(r->codes);
+    out->code_misses = sw_codecache_misses(r->codes);
+    out->reads = r->mem.reads;
+    out->failed_reads = r->mem.failed;
+}

@@ -1,0 +1,22 @@
+/*
+ * pystr.h - reading a Python str object (PEP 393 layout) from memory and
+ * turning it into UTF-8, with every length bounded.
+ */
+#ifndef SW_PYSTR_H
+#define SW_PYSTR_H
+
+#include "layout.h"
+#include "mem.h"
+
+/* Longest string read, in code points; longer ones are cut and end with
+ * "...". */
+#define SW_STR_MAX_CHARS 1024u
+/* Size of an output buffer that always suffices. */
+#define SW_STR_BUF (SW_STR_MAX_CHARS * 4u + 8u)
+
+/* Reads the str at addr into out (NUL-terminated UTF-8; lone surrogates
+ * become U+FFFD). out must hold SW_STR_BUF bytes. Returns the number of
+ * bytes before the NUL, or -1 if addr does not hold a readable str. */
+long sw_pystr_read(sw_mem *m, const sw_py_layout *l, uint64_t addr, char *out);
+
+#endif

@@ -1,0 +1,194 @@
+/*
+ * sampler_loop.c - the sampling thread (see sampler_loop.h).
+ */
+#define _GNU_SOURCE
+#include "sampler_loop.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { ST_NEW, ST_RUNNING, ST_STOPPING, ST_STOPPED };
+
+struct sw_sampler {
+    sw_pystack *reader;
+    uint64_t interval_ns;
+    sw_sample_sink sink;
+    void *ud;
+    pthread_t thread;
+    pthread_mutex_t mu;      /* guards everything below */
+    pthread_cond_t cv;
+    int state;
+    int stop_requested;
+    pid_t pid;               /* process that started the thread */
+    uint64_t ticks, missed, busy_ns;
+    int64_t start_ns, stop_ns;
+    sw_pystack_stats reader_stats;   /* copied after each tick */
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct timespec to_timespec(int64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    return ts;
+}
+
+sw_sampler *sw_sampler_new(sw_pystack *reader, uint64_t interval_ns, sw_sample_sink sink, void *ud)
+{
+    if (interval_ns < SW_SAMPLER_MIN_INTERVAL_NS || interval_ns > SW_SAMPLER_MAX_INTERVAL_NS) {
+        sw_pystack_free(reader);
+        return NULL;
+    }
+    sw_sampler *s = calloc(1, sizeof *s);
+    if (!s) {
+        sw_pystack_free(reader);
+        return NULL;
+    }
+    pthread_condattr_t ca;
+    int ok = pthread_condattr_init(&ca) == 0;
+    ok = ok && pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0;
+    ok = ok && pthread_cond_init(&s->cv, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    if (!ok || pthread_mutex_init(&s->mu, NULL) != 0) {
+        sw_pystack_free(reader);
+        free(s);
+        return NULL;
+    }
+    s->reader = reader;
+    s->interval_ns = interval_ns;
+    s->sink = sink;
+    s->ud = ud;
+    return s;
+}
+
+static void *run(void *arg)
+{
+    sw_sampler *s = arg;
+    int64_t iv = (int64_t)s->interval_ns;
+    /* Linux delays a sleeping thread's wake-up by up to its timer slack
+     * (50 us by default) to batch wake-ups: keep it well under the
+     * interval. Only this thread is affected. */
+    unsigned long slack = (unsigned long)(iv / 10);
+    if (slack < 50000)
+        prctl(PR_SET_TIMERSLACK, slack ? slack : 1ul, 0, 0, 0);
+    pthread_mutex_lock(&s->mu);
+    int64_t deadline = s->start_ns, prev = s->start_ns;
+    while (!s->stop_requested) {
+        deadline += iv;
+        struct timespec dl = to_timespec(deadline);
+        while (!s->stop_requested && pthread_cond_timedwait(&s->cv, &s->mu, &dl) != ETIMEDOUT)
+            ;
+        if (s->stop_requested)
+            break;
+        pthread_mutex_unlock(&s->mu);
+        int64_t t0 = now_ns();
+        /* A sample stands for the wall time since the previous round: when
+         * the sampler runs late (the machine is busy) the stacks it finds
+         * stand for the whole gap, not one interval. */
+        sw_pystack_sample_all(s->reader, t0, (uint64_t)(t0 - prev), s->sink, s->ud);
+        prev = t0;
+        int64_t t1 = now_ns();
+        pthread_mutex_lock(&s->mu);
+        s->ticks++;
+        s->busy_ns += (uint64_t)(t1 - t0);
+        sw_pystack_get_stats(s->reader, &s->reader_stats);
+        if (t1 > deadline + iv) {
+            /* Late by more than one interval: skip the missed ticks. */
+            int64_t skip = (t1 - deadline) / iv;
+            s->missed += (uint64_t)skip;
+            deadline += skip * iv;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int sw_sampler_start(sw_sampler *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->state != ST_NEW) {
+        pthread_mutex_unlock(&s->mu);
+        return SW_ESTATE;
+    }
+    s->start_ns = now_ns();
+    s->pid = getpid();
+    /* The thread blocks every signal: they stay for the program's threads
+     * (Python handles signals in the main thread only). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&s->thread, NULL, run, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        s->state = ST_RUNNING;
+    pthread_mutex_unlock(&s->mu);
+    return rc == 0 ? SW_OK : SW_ENOMEM;
+}
+
+/* In a child forked while sampling, the thread does not exist and the
+ * mutex may be held forever by it: touch neither. */
+static int forked_child(const sw_sampler *s)
+{
+    return (s->state == ST_RUNNING || s->state == ST_STOPPING) && s->pid != getpid();
+}
+
+int sw_sampler_stop(sw_sampler *s)
+{
+    if (forked_child(s))
+        return SW_ESTATE;
+    pthread_mutex_lock(&s->mu);
+    if (s->state != ST_RUNNING) {
+        pthread_mutex_unlock(&s->mu);
+        return SW_ESTATE;
+    }
+    s->stop_requested = 1;
+    s->state = ST_STOPPING;   /* a concurrent stop() now fails instead of joining too */
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&s->mu);
+    s->state = ST_STOPPED;
+    s->stop_ns = now_ns();
+    pthread_mutex_unlock(&s->mu);
+    return SW_OK;
+}
+
+void sw_sampler_free(sw_sampler *s)
+{
+    if (!s || forked_child(s))
+        return;   /* leaked in a forked child: its memory is the parent's copy */
+    sw_sampler_stop(s);
+    sw_pystack_free(s->reader);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+int sw_sampler_in_forked_child(const sw_sampler *s)
+{
+    return forked_child(s);
+}
+
+void sw_sampler_get_stats(sw_sampler *s, sw_sampler_stats *out)
+{
+    pthread_mutex_lock(&s->mu);
+    out->reader = s->reader_stats;
+    out->interval_ns = s->interval_ns;
+    out->ticks = s->ticks;
+    out->missed = s->missed;
+    out->busy_ns = s->busy_ns;
+    out->start_ns = s->start_ns;
+    out->stop_ns = s->stop_ns;
+    out->running = s->state == ST_RUNNING || s->state == ST_STOPPING;
+    pthread_mutex_unlock(&s->mu);
+}

@@ -1,0 +1,136 @@
+"""`stackwatch profile`: run a program under the statistical profiler and
+write its call tree as collapsed stacks or speedscope JSON.
+
+    stackwatch profile [--rate HZ | --interval 1ms] [-o out] [--format collapsed|speedscope]
+                       (script.py | -m module) [args ...]
+
+The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
+__main__, exit status). The profile is written at exit, after the
+program's non-daemon threads have finished. Every error a user can cause
+is one line on stderr ("stackwatch: error: ...").
+
+cli.py wires this in with add_parser(subparsers) and cmd_profile(args).
+"""
+import argparse
+import atexit
+import os
+import sys
+
+from . import profiler, program as program_mod
+from .program import Program, UsageError, check_writable, resolve
+
+USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [-o OUT] "
+         "[--format collapsed|speedscope] (script.py | -m module) [args ...]")
+
+
+def add_parser(subparsers):
+    """Adds the `profile` command to cli.py's subparsers; returns its parser."""
+    p = subparsers.add_parser("profile", help="sample a program's stacks and write a flame graph profile",
+                              usage=USAGE)
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--rate", help="samples per second (e.g. 1000); default 1000")
+    when.add_argument("--interval", help="time between samples (e.g. 1ms, 200us); at least 20us")
+    p.add_argument("-o", "--output", help="output file (default stackwatch-PID.collapsed.txt, or "
+                   "stackwatch-PID.speedscope.json with --format speedscope)")
+    p.add_argument("--format", choices=profiler.FORMATS, default=None,
+                   help="collapsed (flamegraph.pl input) or speedscope (JSON); default: speedscope "
+                   "if the output ends in .json, else collapsed")
+    p.add_argument("-m", dest="module", help="run a library module as a script")
+    p.add_argument("--max-depth", type=int, default=profiler.DEFAULT_MAX_DEPTH,
+                   help=f"frames kept per stack (default {profiler.DEFAULT_MAX_DEPTH})")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
+    p.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
+    return p
+
+
+def _default_output(fmt):
+    pid = os.getpid()
+    return f"stackwatch-{pid}.speedscope.json" if fmt == "speedscope" else f"stackwatch-{pid}.collapsed.txt"
+
+
+def _options(args):
+    """(format, output, interval_ns) from the parsed arguments, or UsageError."""
+    fmt = args.format
+    if fmt is None:
+        fmt = "speedscope" if args.output and args.output.lower().endswith(".json") else "collapsed"
+    output = args.output or _default_output(fmt)
+    try:
+        ns = profiler.interval_ns(args.interval, args.rate)
+        if not 1 <= args.max_depth <= 16384:
+            raise ValueError(f"--max-depth must be from 1 to 16384, not {args.max_depth}")
+    except ValueError as e:
+        raise UsageError(str(e))
+    output = os.path.abspath(output)
+    check_writable(output, "profile")
+    return fmt, output, ns
+
+
+class _Finisher:
+    """Stops the profiler once (at exit, on Ctrl-C or os._exit) and writes
+    the profile."""
+
+    def __init__(self, prof, fmt, output, quiet):
+        self.prof, self.fmt, self.output, self.quiet = prof, fmt, output, quiet
+        self.pid = os.getpid()
+        self.done = False
+
+    def __call__(self):
+        if self.done or os.getpid() != self.pid:
+            return
+        self.done = True
+        if self.prof.running:
+            self.prof.stop()
+        try:
+            self.prof.write(self.output, self.fmt)
+        except (OSError, ValueError, RuntimeError) as e:
+            print(f"stackwatch: error: writing the profile to {self.output} failed: {e}", file=sys.stderr)
+            return
+        if not self.quiet:
+            st = self.prof.stats()
+            failed = f", {st['failed']} failed reads of a stack" if st["failed"] else ""
+            n = len(self.prof.threads())
+            print(f"stackwatch: wrote {self.output} ({st['stored']} samples of {n} "
+                  f"thread{'' if n == 1 else 's'}{failed})", file=sys.stderr)
+
+
+def cmd_profile(args):
+    """Runs the program under the profiler. Returns the exit status; raises
+    UsageError for bad input."""
+    script, module, script_args = resolve(args.argv, args.module)
+    fmt, output, ns = _options(args)
+    program = Program(script, module, script_args)
+    if not program.prepare():
+        return 1
+    import runpy
+    try:
+        prof = profiler.Profiler(interval=f"{ns}ns", max_depth=args.max_depth)
+    except ValueError as e:
+        raise UsageError(str(e))
+    finisher = _Finisher(prof, fmt, output, args.quiet)
+    # The program's stacks start at its own code, not in this wrapper: the
+    # frames from the root through Program.run (and runpy's, for -m) are
+    # left out of every stack.
+    follow = [getattr(runpy, n, None) for n in ("run_module", "_run_module_code", "_run_code")]
+    # After the program: the CLI's own frames on the way out (the samples
+    # of threads still running are kept).
+    from . import cli
+    ignore = [_Finisher.__call__.__code__, cli.main.__code__, cmd_profile.__code__]
+    prof._set_wrapper(program_mod.Program.run.__code__, [f.__code__ for f in follow if f is not None],
+                      ignore=ignore)
+    try:
+        prof.start()
+    except RuntimeError as e:
+        raise UsageError(str(e))
+    # atexit runs after the interpreter has joined non-daemon threads, so
+    # their samples are in the profile too.
+    atexit.register(finisher)
+    real_exit = os._exit
+
+    def exit_after_writing(status):
+        try:
+            finisher()
+        finally:
+            real_exit(status)
+
+    os._exit = exit_after_writing
+    return program.run(finisher)

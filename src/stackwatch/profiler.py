@@ -1,0 +1,243 @@
+"""The statistical profiler: a native thread samples the Python stack of
+every thread of this process at a fixed interval, without the GIL, and
+counts the stacks into call trees.
+
+    from stackwatch.profiler import Profiler
+    with Profiler(interval="1ms") as p:
+        work()
+    p.tree()                          # nested dicts, all threads merged
+    p.write("out.txt", "collapsed")   # flamegraph.pl input
+    p.write("out.json", "speedscope")
+
+A Profiler runs once (start, then stop). Its results can be read while it
+runs as well as after.
+"""
+import atexit
+import os
+import threading
+import weakref
+
+from . import _native
+from .units import parse_duration_ns
+
+FORMATS = ("collapsed", "speedscope")
+MIN_INTERVAL_NS = 20_000
+MAX_INTERVAL_NS = 60_000_000_000
+DEFAULT_MAX_DEPTH = 1024
+DEFAULT_MAX_THREADS = 256
+
+
+def interval_ns(interval=None, rate=None):
+    """The sampling interval in nanoseconds from either an interval
+    ("1ms", "50us"; a bare number is microseconds, as everywhere in
+    stackwatch) or a rate in Hz. Raises ValueError for anything out of
+    range (the shortest interval is 20us, i.e. 50 kHz)."""
+    if rate is not None and interval is not None:
+        raise ValueError("give either a sampling interval or a rate, not both")
+    if rate is not None:
+        if isinstance(rate, bool) or not isinstance(rate, (int, float, str)):
+            raise ValueError(f"invalid sampling rate {rate!r}: expected a number of Hz")
+        try:
+            hz = float(rate)
+        except ValueError:
+            raise ValueError(f"invalid sampling rate {rate!r}: expected a number of Hz") from None
+        if not hz > 0:
+            raise ValueError(f"sampling rate must be positive, not {rate!r}")
+        ns = 1e9 / hz
+        if ns < MIN_INTERVAL_NS:
+            raise ValueError(f"sampling rate {rate!r} Hz is above the maximum of "
+                             f"{1e9 / MIN_INTERVAL_NS:.0f} Hz")
+        if ns > MAX_INTERVAL_NS:
+            raise ValueError(f"sampling rate {rate!r} Hz is too low (at least one sample per "
+                             f"{MAX_INTERVAL_NS // 1_000_000_000} s)")
+        return int(round(ns))
+    ns = parse_duration_ns("1ms" if interval is None else interval)
+    if ns < MIN_INTERVAL_NS:
+        raise ValueError(f"sampling interval {interval!r} is below the minimum of 20us")
+    if ns > MAX_INTERVAL_NS:
+        raise ValueError(f"sampling interval {interval!r} is above the maximum of 60s")
+    return ns
+
+
+# ---- thread names ----
+# The sampler knows threads by ident only; names are looked up in Python.
+# Threads alive at start or stop are found with threading.enumerate(); to
+# name the ones that start and end in between, Thread.start is wrapped while
+# any profiler runs (its frame is elided from the samples).
+
+_names_lock = threading.Lock()
+_started_names = {}      # ident -> (name, native_id), for threads started while a profiler ran
+_wrap_users = 0
+_real_thread_start = None
+
+
+def _naming_start(self, *args, **kwargs):
+    _real_thread_start(self, *args, **kwargs)
+    _started_names[self.ident] = (self.name, getattr(self, "native_id", None))
+
+
+def _wrap_thread_start():
+    global _wrap_users, _real_thread_start
+    with _names_lock:
+        _wrap_users += 1
+        if _wrap_users == 1:
+            _real_thread_start = threading.Thread.start
+            threading.Thread.start = _naming_start
+
+
+def _unwrap_thread_start():
+    global _wrap_users
+    with _names_lock:
+        _wrap_users -= 1
+        if _wrap_users == 0:
+            if threading.Thread.start is _naming_start:   # unless someone wrapped it since
+                threading.Thread.start = _real_thread_start
+            _started_names.clear()
+
+
+# Profilers still running when the interpreter exits are stopped first, so
+# that no sampling thread reads an interpreter being torn down.
+_running = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_at_exit():
+    for prof in list(_running):
+        try:
+            if prof.running and prof._pid == os.getpid():
+                prof.stop()
+        except Exception:
+            pass
+
+
+class Profiler:
+    """Samples every thread's Python stack every `interval` (default 1ms,
+    or `rate` Hz). Stacks deeper than `max_depth` keep their leaf-most
+    frames under a "<truncated>" root; at most `max_threads` threads are
+    read per sample."""
+
+    def __init__(self, interval=None, *, rate=None, max_depth=DEFAULT_MAX_DEPTH,
+                 max_threads=DEFAULT_MAX_THREADS):
+        self.interval_ns = interval_ns(interval, rate)
+        if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= 16384:
+            raise ValueError(f"max_depth must be an integer from 1 to 16384, not {max_depth!r}")
+        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or not 1 <= max_threads <= 65536:
+            raise ValueError(f"max_threads must be an integer from 1 to 65536, not {max_threads!r}")
+        self._s = _native.Sampler(self.interval_ns, max_depth, max_threads)
+        self._names = {}
+        self._anchor, self._follow, self._ignore = None, (), ()
+        self._state = "new"
+        self._pid = os.getpid()
+
+    # ---- running ----
+
+    def start(self):
+        """Starts sampling. Raises RuntimeError if this profiler already
+        ran or this process cannot be sampled."""
+        if self._state != "new":
+            raise RuntimeError("this profiler has already been started (a profiler runs once)")
+        self._remember_names()
+        # The profiler's own start/stop are never in the profile.
+        self._s.set_filters(self._anchor, self._follow,
+                            ignore=(Profiler.start.__code__, Profiler.stop.__code__) + self._ignore,
+                            elide=(_naming_start.__code__,))
+        _wrap_thread_start()
+        try:
+            self._s.start()
+        except BaseException:
+            _unwrap_thread_start()
+            raise
+        self._state = "running"
+        _running.add(self)
+        return self
+
+    def stop(self):
+        """Stops sampling and waits for the sampling thread."""
+        if self._state != "running":
+            raise RuntimeError("this profiler is not running")
+        try:
+            self._s.stop()
+        finally:
+            _running.discard(self)
+            self._state = "stopped"
+            self._remember_names()
+            _unwrap_thread_start()
+        return self
+
+    @property
+    def running(self):
+        return self._state == "running"
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        if self._state == "running" and os.getpid() == self._pid:
+            self.stop()
+        return False
+
+    def _remember_names(self):
+        with _names_lock:
+            self._names.update(_started_names)
+        for t in threading.enumerate():
+            if t.ident is not None:
+                self._names[t.ident] = (t.name, getattr(t, "native_id", None))
+
+    def _set_wrapper(self, anchor, follow=(), ignore=()):
+        """Before start(): leave the frames of a wrapper (the CLI) out of
+        every stack: from the root through the first frame running code
+        object `anchor`, and the frames right after it running any code
+        object in `follow`; samples in a frame running a code object in
+        `ignore` are dropped. Such samples are counted in stats()["cut"]."""
+        if self._state != "new":
+            raise RuntimeError("_set_wrapper() must be called before start()")
+        self._anchor, self._follow, self._ignore = anchor, tuple(follow), tuple(ignore)
+
+    # ---- results ----
+
+    def _check_ran(self):
+        if self._state == "new":
+            raise RuntimeError("this profiler has not been started")
+
+    def stats(self):
+        """Counters of the sampler: ticks, samples, failed, empty, missed,
+        busy_ns (time spent reading stacks), reads, ..."""
+        return self._s.stats()
+
+    def threads(self):
+        """The threads sampled: [{"thread_id", "native_id", "name",
+        "samples", "first_ns", "last_ns"}] ("name" is None for a thread
+        that was not alive when the profiler started or stopped)."""
+        self._check_ran()
+        out = self._s.threads()
+        for t in out:
+            name, native_id = self._names.get(t["thread_id"], (None, None))
+            t["name"] = name
+            if not t["native_id"] and native_id:   # before 3.11 the sampler cannot see it
+                t["native_id"] = native_id
+        return out
+
+    def tree(self, thread_id=None):
+        """The call tree as nested dicts {"name", "filename", "line",
+        "count", "self", "time_ns", "self_time_ns", "children": [...]},
+        for one thread (by threading.get_ident()) or all threads merged
+        (thread_id=None). The root is named "<root>"; its count is the
+        number of samples. `count` includes the samples of the children,
+        `self` does not. Each sample also stands for the wall time since
+        the sampler's previous round (one interval, more when the sampler
+        ran late), summed into `time_ns` and `self_time_ns`: on a busy
+        machine these estimate shares of time better than the counts."""
+        self._check_ran()
+        return self._s.tree(thread_id)
+
+    def write(self, path, format="collapsed"):
+        """Writes the profile: "collapsed" (flamegraph.pl input, all
+        threads merged, sample counts) or "speedscope" (JSON, one profile
+        per thread, weights in nanoseconds of wall time)."""
+        if format not in FORMATS:
+            raise ValueError(f"unknown profile format {format!r} (choose from: {', '.join(FORMATS)})")
+        self._check_ran()
+        if self._state == "running":
+            self._remember_names()
+        self._s.write(os.fspath(path), format, title=os.path.basename(os.fspath(path)),
+                      thread_names={ident: name for ident, (name, _) in self._names.items()})

@@ -1,0 +1,308 @@
+/*
+ * test_calltree.c - the statistical profiler's call tree and its outputs
+ * (native/core/calltree.h) and the sample aggregator (profile.h): counts
+ * and weights, merge across function tables, walk order, collapsed stacks,
+ * speedscope JSON, the wrapper filters, failed samples' weight.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "calltree.h"
+#include "exportcheck.h"
+#include "profile.h"
+
+static uint32_t fn(sw_functab *ft, const char *name, int32_t line)
+{
+    uint32_t id = SW_NO_ID;
+    CHECK_EQ_I64(sw_functab_intern(ft, name, strlen(name), "f.py", 4, line, &id), SW_OK);
+    return id;
+}
+
+/* The node reached from the root by the path of function ids. */
+static const sw_calltree_node *at(const sw_calltree *t, const uint32_t *path, size_t n)
+{
+    uint32_t cur = SW_CALLTREE_ROOT;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = sw_calltree_get_node(t, cur)->first_child;
+        while (c != SW_NODE_NONE && sw_calltree_get_node(t, c)->func != path[i])
+            c = sw_calltree_get_node(t, c)->next_sibling;
+        if (c == SW_NODE_NONE)
+            return NULL;
+        cur = c;
+    }
+    return sw_calltree_get_node(t, cur);
+}
+
+static char *to_mem(int (*write)(void *, FILE *), void *arg, int *rc)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    *rc = write(arg, f);
+    fclose(f);
+    return buf;
+}
+
+static int write_collapsed(void *t, FILE *f)
+{
+    return sw_calltree_write_collapsed(t, f);
+}
+
+TEST(functab_interns_by_name_file_and_line)
+{
+    sw_functab *ft = sw_functab_new();
+    REQUIRE(ft != NULL);
+    uint32_t a = fn(ft, "f", 1), b = fn(ft, "f", 2), c = fn(ft, "g", 1);
+    CHECK(a != b && a != c && b != c);
+    CHECK_EQ_U64(fn(ft, "f", 1), a);
+    for (int i = 0; i < 5000; i++) {   /* growth keeps ids stable */
+        char name[32];
+        snprintf(name, sizeof name, "n%d", i);
+        fn(ft, name, i);
+    }
+    CHECK_EQ_U64(fn(ft, "g", 1), c);
+    CHECK_EQ_U64(sw_functab_count(ft), 5003);
+    CHECK_EQ_STR(sw_functab_get(ft, b)->name, "f");
+    CHECK_EQ_I64(sw_functab_get(ft, b)->line, 2);
+    CHECK(sw_functab_get(ft, 999999) == NULL);
+    sw_functab_free(ft);
+}
+
+TEST(counts_weights_and_walk_order)
+{
+    sw_functab *ft = sw_functab_new();
+    sw_calltree *t = sw_calltree_new(ft);
+    REQUIRE(t != NULL);
+    uint32_t m = fn(ft, "main", 1), w = fn(ft, "work", 2), l = fn(ft, "leaf", 3), o = fn(ft, "other", 4);
+    uint32_t s1[] = {m, w, l}, s2[] = {m, o}, s3[] = {m, w};
+    CHECK_EQ_I64(sw_calltree_add(t, s1, 3, 5, 500), SW_OK);
+    CHECK_EQ_I64(sw_calltree_add(t, s2, 2, 2, 200), SW_OK);
+    CHECK_EQ_I64(sw_calltree_add(t, s3, 2, 3, 300), SW_OK);
+    CHECK_EQ_I64(sw_calltree_add(t, NULL, 0, 1, 10), SW_OK);   /* no frames: root only */
+    CHECK_EQ_U64(sw_calltree_total(t), 11);
+    const sw_calltree_node *root = sw_calltree_get_node(t, SW_CALLTREE_ROOT);
+    CHECK_EQ_U64(root->self, 1);
+    CHECK_EQ_U64(root->weight, 1010);
+    const sw_calltree_node *nw = at(t, s3, 2), *nl = at(t, s1, 3);
+    REQUIRE(nw && nl);
+    CHECK_EQ_U64(nw->count, 8);
+    CHECK_EQ_U64(nw->self, 3);
+    CHECK_EQ_U64(nw->weight, 800);
+    CHECK_EQ_U64(nw->self_weight, 300);
+    CHECK_EQ_U64(nl->depth, 3);
+    CHECK_EQ_U64(sw_calltree_node_count(t), 5);
+    sw_calltree_free(t);
+    sw_functab_free(ft);
+}
+
+struct visit { uint32_t order[16]; int n; int stop_at; };
+
+static int visit(void *ud, const sw_calltree *t, uint32_t id, const sw_calltree_node *n)
+{
+    struct visit *v = ud;
+    (void)t;
+    (void)n;
+    v->order[v->n++] = id;
+    return v->n == v->stop_at ? 7 : 0;
+}
+
+TEST(walk_is_preorder_in_insertion_order)
+{
+    sw_functab *ft = sw_functab_new();
+    sw_calltree *t = sw_calltree_new(ft);
+    uint32_t a = fn(ft, "a", 1), b = fn(ft, "b", 2), c = fn(ft, "c", 3);
+    uint32_t s1[] = {a, b}, s2[] = {c}, s3[] = {a, c};
+    sw_calltree_add(t, s1, 2, 1, 1);   /* nodes: 1=a 2=a.b */
+    sw_calltree_add(t, s2, 1, 1, 1);   /* 3=c */
+    sw_calltree_add(t, s3, 2, 1, 1);   /* 4=a.c */
+    struct visit v = {{0}, 0, 0};
+    CHECK_EQ_I64(sw_calltree_walk(t, visit, &v), 0);
+    uint32_t want[] = {0, 1, 2, 4, 3};
+    REQUIRE(v.n == 5);
+    CHECK_EQ_MEM(v.order, want, sizeof want);
+    struct visit w = {{0}, 0, 3};
+    CHECK_EQ_I64(sw_calltree_walk(t, visit, &w), 7);
+    CHECK_EQ_I64(w.n, 3);
+    sw_calltree_free(t);
+    sw_functab_free(ft);
+}
+
+TEST(merge_across_function_tables)
+{
+    sw_functab *fa = sw_functab_new(), *fb = sw_functab_new();
+    sw_calltree *a = sw_calltree_new(fa), *b = sw_calltree_new(fb);
+    fn(fb, "padding", 9);   /* so that ids differ between the tables */
+    uint32_t am = fn(fa, "main", 1), aw = fn(fa, "work", 2);
+    uint32_t bm = fn(fb, "main", 1), bw = fn(fb, "work", 2), bx = fn(fb, "extra", 3);
+    uint32_t s1[] = {am, aw}, s2[] = {bm, bw}, s3[] = {bm, bx};
+    sw_calltree_add(a, s1, 2, 2, 20);
+    sw_calltree_add(b, s2, 2, 3, 30);
+    sw_calltree_add(b, s3, 2, 1, 10);
+    CHECK_EQ_I64(sw_calltree_merge(a, b), SW_OK);
+    CHECK_EQ_I64(sw_calltree_merge(a, a), SW_EARG);
+    CHECK_EQ_U64(sw_calltree_total(a), 6);
+    const sw_calltree_node *nw = at(a, s1, 2);
+    REQUIRE(nw != NULL);
+    CHECK_EQ_U64(nw->count, 5);
+    CHECK_EQ_U64(nw->weight, 50);
+    uint32_t ax = fn(fa, "extra", 3), s4[] = {am, ax};
+    const sw_calltree_node *nx = at(a, s4, 2);
+    REQUIRE(nx != NULL);
+    CHECK_EQ_U64(nx->self, 1);
+    sw_calltree_free(a);
+    sw_calltree_free(b);
+    sw_functab_free(fa);
+    sw_functab_free(fb);
+}
+
+TEST(collapsed_lines_and_totals)
+{
+    sw_functab *ft = sw_functab_new();
+    sw_calltree *t = sw_calltree_new(ft);
+    uint32_t m = fn(ft, "main", 1), odd = fn(ft, "we;ird\nname", 7);
+    uint32_t s1[] = {m}, s2[] = {m, odd};
+    sw_calltree_add(t, s1, 1, 4, 0);
+    sw_calltree_add(t, s2, 2, 6, 0);
+    int rc;
+    char *out = to_mem(write_collapsed, t, &rc);
+    CHECK_EQ_I64(rc, SW_OK);
+    CHECK_EQ_STR(out, "main (f.py:1) 4\nmain (f.py:1);we:ird name (f.py:7) 6\n");
+    free(out);
+    sw_calltree_free(t);
+    sw_functab_free(ft);
+}
+
+struct ss { const sw_speedscope_profile *p; size_t n; int counts; };
+
+static int write_ss(void *arg, FILE *f)
+{
+    struct ss *s = arg;
+    return sw_speedscope_write(f, "t\"itle", s->p, s->n, s->counts ? "none" : "nanoseconds", s->counts, "test");
+}
+
+TEST(speedscope_is_valid_json_with_weights)
+{
+    sw_functab *ft = sw_functab_new();
+    sw_calltree *t1 = sw_calltree_new(ft), *t2 = sw_calltree_new(ft);
+    uint32_t m = fn(ft, "main", 1), u = fn(ft, "caf\xc3\xa9 \xff bad", 2);   /* valid and invalid UTF-8 */
+    uint32_t s1[] = {m, u}, s2[] = {m};
+    sw_calltree_add(t1, s1, 2, 3, 3000);
+    sw_calltree_add(t1, s2, 1, 1, 1000);
+    sw_calltree_add(t2, s2, 1, 2, 2000);
+    sw_speedscope_profile p[] = {{"one", t1}, {"two", t2}};
+    struct ss arg = {p, 2, 0};
+    int rc;
+    char *out = to_mem(write_ss, &arg, &rc);
+    CHECK_EQ_I64(rc, SW_OK);
+    char why[256];
+    CHECK_MSG(ec_json_valid(out, strlen(out), why, sizeof why), "%s", why);
+    CHECK(strstr(out, "\"$schema\":\"https://www.speedscope.app/file-format-schema.json\"") != NULL);
+    CHECK(strstr(out, "caf\xc3\xa9 \\ufffd bad") != NULL);
+    CHECK(strstr(out, "\"endValue\":4000,\"samples\":[[0],[0,1]],\"weights\":[1000,3000]") != NULL);
+    CHECK(strstr(out, "\"endValue\":2000,\"samples\":[[0]],\"weights\":[2000]") != NULL);
+    free(out);
+    arg.counts = 1;
+    out = to_mem(write_ss, &arg, &rc);
+    CHECK(strstr(out, "\"weights\":[1,3]") != NULL);
+    free(out);
+    /* Trees over different function tables cannot share a frame list. */
+    sw_functab *other = sw_functab_new();
+    sw_calltree *t3 = sw_calltree_new(other);
+    sw_speedscope_profile bad[] = {{"one", t1}, {"three", t3}};
+    struct ss barg = {bad, 2, 0};
+    out = to_mem(write_ss, &barg, &rc);
+    CHECK_EQ_I64(rc, SW_EARG);
+    free(out);
+    sw_calltree_free(t3);
+    sw_functab_free(other);
+    sw_calltree_free(t1);
+    sw_calltree_free(t2);
+    sw_functab_free(ft);
+}
+
+/* ---- the aggregator ---- */
+
+static sw_sample_code code(uint64_t addr, const char *name)
+{
+    return (sw_sample_code){addr, name, "f.py", (uint32_t)strlen(name), 4, (int32_t)addr, SW_NO_ID};
+}
+
+static void feed(sw_profile *p, uint64_t tid, sw_sample_code **leaf_first, uint32_t depth, uint32_t flags,
+                 uint64_t weight)
+{
+    sw_sample s = {tid, 0, 1000, weight, depth, flags, leaf_first};
+    sw_profile_sink(p, &s);
+}
+
+TEST(profile_threads_truncation_and_pending_weight)
+{
+    sw_profile *p = sw_profile_new();
+    REQUIRE(p != NULL);
+    sw_sample_code main_ = code(100, "main"), work = code(200, "work");
+    sw_sample_code *stack[] = {&work, &main_};   /* leaf first */
+    feed(p, 1, stack, 2, 0, 10);
+    feed(p, 2, stack + 1, 1, 0, 10);
+    feed(p, 1, NULL, 0, SW_SAMPLE_FAILED, 10);   /* its time goes to the next sample */
+    feed(p, 1, stack, 2, 0, 10);
+    feed(p, 1, stack, 1, SW_SAMPLE_TRUNCATED, 10);
+    feed(p, 3, NULL, 0, SW_SAMPLE_FAILED, 10);   /* unknown thread: nothing to carry */
+    CHECK_EQ_U64(sw_profile_samples(p), 4);
+    CHECK_EQ_U64(sw_profile_thread_count(p), 2);
+    const sw_profile_thread *t1 = sw_profile_thread_get(p, 0);
+    CHECK_EQ_U64(t1->thread_id, 1);
+    CHECK_EQ_U64(t1->samples, 3);
+    const sw_calltree *t = t1->tree;
+    const sw_functab *ft = sw_profile_functab(p);
+    CHECK_EQ_U64(sw_calltree_get_node(t, SW_CALLTREE_ROOT)->weight, 40);
+    /* main -> work holds 2 samples and 30 ns; <truncated> -> work 1 sample */
+    uint32_t c = sw_calltree_get_node(t, SW_CALLTREE_ROOT)->first_child;
+    REQUIRE(c != SW_NODE_NONE);
+    CHECK_EQ_STR(sw_functab_get(ft, sw_calltree_get_node(t, c)->func)->name, "main");
+    uint32_t w = sw_calltree_get_node(t, c)->first_child;
+    REQUIRE(w != SW_NODE_NONE);
+    CHECK_EQ_U64(sw_calltree_get_node(t, w)->count, 2);
+    CHECK_EQ_U64(sw_calltree_get_node(t, w)->weight, 30);
+    uint32_t tr = sw_calltree_get_node(t, c)->next_sibling;
+    REQUIRE(tr != SW_NODE_NONE);
+    CHECK_EQ_STR(sw_functab_get(ft, sw_calltree_get_node(t, tr)->func)->name, "<truncated>");
+    sw_calltree *all = sw_profile_merged(p);
+    REQUIRE(all != NULL);
+    CHECK_EQ_U64(sw_calltree_total(all), 4);
+    sw_calltree_free(all);
+    sw_profile_free(p);
+}
+
+TEST(profile_filters)
+{
+    sw_profile *p = sw_profile_new();
+    sw_sample_code boot = code(1, "boot"), cli = code(2, "cli"), runpy = code(3, "runpy"), mod = code(4, "<module>"),
+                 user = code(5, "user"), wrap = code(6, "wrap"), own = code(7, "own");
+    uint64_t follow[] = {3}, ignore[] = {7}, elide[] = {6};
+    CHECK_EQ_I64(sw_profile_set_filters(p, 2, follow, 1, ignore, 1, elide, 1), SW_OK);
+    sw_sample_code *s1[] = {&user, &wrap, &mod, &runpy, &cli, &boot};   /* leaf first */
+    sw_sample_code *s2[] = {&own, &cli, &boot};
+    sw_sample_code *s3[] = {&cli, &boot};
+    sw_sample_code *s4[] = {&user};                                      /* another thread: no anchor */
+    sw_sample_code *s5[] = {&user, &own, &mod, &cli, &boot};             /* ignored, after the cut */
+    sw_sample_code *s6[] = {&user, &mod, &own, &cli, &boot};             /* ignored code cut away: kept */
+    feed(p, 1, s1, 6, 0, 1);
+    feed(p, 1, s2, 3, 0, 1);
+    feed(p, 1, s3, 2, 0, 1);
+    feed(p, 2, s4, 1, 0, 1);
+    feed(p, 1, s5, 5, 0, 1);
+    CHECK_EQ_U64(sw_profile_samples(p), 2);
+    CHECK_EQ_U64(sw_profile_cut(p), 3);
+    uint64_t ignore_cli[] = {2};
+    CHECK_EQ_I64(sw_profile_set_filters(p, 7, NULL, 0, ignore_cli, 1, NULL, 0), SW_OK);
+    feed(p, 1, s6, 5, 0, 1);
+    CHECK_EQ_U64(sw_profile_samples(p), 3);
+    CHECK_EQ_I64(sw_profile_set_filters(p, 2, follow, 1, ignore, 1, elide, 1), SW_OK);
+    int rc;
+    sw_calltree *all = sw_profile_merged(p);
+    char *out = to_mem(write_collapsed, all, &rc);
+    CHECK_EQ_STR(out, "<module> (f.py:4);user (f.py:5) 2\nuser (f.py:5) 1\n");
+    free(out);
+    sw_calltree_free(all);
+    uint64_t many[SW_PROFILE_MAX_FILTER + 1] = {0};
+    CHECK_EQ_I64(sw_profile_set_filters(p, 0, many, SW_PROFILE_MAX_FILTER + 1, NULL, 0, NULL, 0), SW_EARG);
+    sw_profile_free(p);
+}
