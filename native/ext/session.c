@@ -14,74 +14,6 @@ __thread sw_tstate sw_T __attribute__((tls_model("initial-exec")));
 
 static uint64_t gen_counter;
 
-#if PY_VERSION_HEX >= 0x030C0000
-/* CPython 3.12 budgets C recursion at 1500 levels, and a Python call made
- * through a frame-evaluation hook spends two of them, so without help a
- * traced program could recurse only ~750 deep (its Python limit is 1000).
- * While tracing, each attached thread gets a fixed bonus, taken back when
- * tracing stops; the real C stack is protected by the hook's stack guard. The registry
- * pairs the thread state with its pthread, so that a state freed and
- * reused by a new thread is never confused with the old one. */
-#define SW_RECURSION_BONUS_CAP 40000
-typedef struct { PyThreadState *ts; pthread_t thread; int bonus; } bonus_entry;
-static bonus_entry *bonuses;
-static size_t nbonuses, bonuses_cap;
-
-static void recursion_bonus_give(PyThreadState *ts)
-{
-    /* Large and fixed (the Python limit may be raised later): the C stack
-     * itself is protected by the stack guard (sw_tstate.stack_guard). */
-    int bonus = SW_RECURSION_BONUS_CAP;
-    pthread_mutex_lock(&sw_S.lock);
-    if (nbonuses == bonuses_cap) {
-        size_t cap = bonuses_cap ? bonuses_cap * 2 : 16;
-        bonus_entry *b = PyMem_RawRealloc(bonuses, cap * sizeof *b);
-        if (!b) {
-            pthread_mutex_unlock(&sw_S.lock);
-            return;  /* no bonus: deep recursion fails earlier, nothing worse */
-        }
-        bonuses = b;
-        bonuses_cap = cap;
-    }
-    bonuses[nbonuses++] = (bonus_entry){ts, pthread_self(), bonus};
-    ts->c_recursion_remaining += bonus;
-    pthread_mutex_unlock(&sw_S.lock);
-}
-
-/* The exiting thread's state is gone already: forget its entry. Caller
- * holds sw_S.lock. */
-static void recursion_bonus_forget_self(void)
-{
-    for (size_t i = 0; i < nbonuses; i++) {
-        if (pthread_equal(bonuses[i].thread, pthread_self())) {
-            bonuses[i] = bonuses[--nbonuses];
-            return;
-        }
-    }
-}
-
-/* Takes every bonus back from the thread states still alive. */
-static void recursion_bonus_take_back(void)
-{
-    PyThreadState *me = PyThreadState_Get();
-    pthread_mutex_lock(&sw_S.lock);
-    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts)) {
-        for (size_t i = 0; i < nbonuses; i++) {
-            if (bonuses[i].ts == ts && ts->thread_id == (unsigned long)bonuses[i].thread) {
-                ts->c_recursion_remaining -= bonuses[i].bonus;
-                break;
-            }
-        }
-    }
-    nbonuses = 0;
-    pthread_mutex_unlock(&sw_S.lock);
-}
-#else
-static void recursion_bonus_give(PyThreadState *ts) { (void)ts; }
-static void recursion_bonus_forget_self(void) {}
-static void recursion_bonus_take_back(void) {}
-#endif
-
 void sw_session_error(const char *what)
 {
     if (sw_S.error)
@@ -96,7 +28,7 @@ static void thread_exit(void *arg)
     (void)arg;
     sw_tstate *t = &sw_T;
     pthread_mutex_lock(&sw_S.lock);
-    recursion_bonus_forget_self();
+    sw_recursion_bonus_forget_self();
     if (sw_S.gen && t->session == sw_S.gen && t->tb)
         sw_tbuf_finish(t->tb);
     t->tb = NULL;
@@ -160,23 +92,6 @@ static void lookup_name(sw_tstate *t, unsigned long ident)
     Py_XDECREF(tname);
 }
 
-/* The lowest address the hook lets a hooked call start at: the thread's
- * stack bottom plus a margin for raising and handling RecursionError. */
-static uintptr_t stack_guard_of_this_thread(void)
-{
-    pthread_attr_t attr;
-    void *addr = NULL;
-    size_t size = 0;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0)
-        return 0;
-    int ok = pthread_attr_getstack(&attr, &addr, &size) == 0;
-    pthread_attr_destroy(&attr);
-    if (!ok || !addr || size < (64u << 10))
-        return 0;
-    size_t margin = size / 4 < (512u << 10) ? size / 4 : (512u << 10);
-    return (uintptr_t)addr + margin;
-}
-
 int sw_thread_attach(sw_tstate *t)
 {
     if (sw_S.gen && t->session == sw_S.gen)
@@ -197,10 +112,10 @@ int sw_thread_attach(sw_tstate *t)
         return 0;
     }
     t->session = sw_S.gen;
-    t->stack_guard = stack_guard_of_this_thread();
+    t->stack_guard = sw_stack_guard_of_this_thread();
     t->name_pending = 1;
     t->name_tries = 0;
-    recursion_bonus_give(PyThreadState_Get());
+    sw_recursion_bonus_give(PyThreadState_Get());
     if (sw_S.c_calls)
         sw_ccalls_thread_attach(t);
     lookup_name(t, PyThread_get_thread_ident());
@@ -492,7 +407,7 @@ PyObject *sw_session_stop(void)
     }
     sw_hook_eval_uninstall();
     sw_ccalls_session_end();
-    recursion_bonus_take_back();
+    sw_recursion_bonus_take_back();
     sw_flusher_stop();
     pthread_mutex_lock(&sw_S.lock);
     uint64_t end = sw_clock_now(&sw_S.clock);
@@ -544,7 +459,7 @@ void sw_session_after_fork_child(void)
         sw_writer_abandon(sw_S.w);
     sw_S.w = NULL;
     pthread_mutex_init(&sw_S.lock, NULL);
-    recursion_bonus_take_back();
+    sw_recursion_bonus_take_back();
     sw_S.include = sw_S.exclude = NULL;
     sw_S.nfilters = 0;
 }

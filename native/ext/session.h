@@ -146,6 +146,13 @@ int sw_ccalls_add_to_module(PyObject *m);
 void sw_ccalls_thread_attach(sw_tstate *t);
 void sw_ccalls_session_end(void);
 
+/* Recursion and the C stack (recursion.c). The first three are called
+ * with the GIL held, except forget_self (thread exit, under sw_S.lock). */
+void sw_recursion_bonus_give(PyThreadState *ts);
+void sw_recursion_bonus_forget_self(void);
+void sw_recursion_bonus_take_back(void);
+uintptr_t sw_stack_guard_of_this_thread(void);
+
 /* The statistical profiler's Python type (sampler.c). Returns 0 or -1 with
  * an exception set. */
 int sw_sampler_add_to_module(PyObject *m);
