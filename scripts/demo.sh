@@ -19,6 +19,9 @@ echo "== stackwatch stats out/demo.swt"
 "$bin/stackwatch" stats out/demo.swt -n 10 | tee out/demo-stats.txt
 "$bin/stackwatch" export out/demo.swt --format perfetto -o out/demo.pftrace
 "$bin/stackwatch" export out/demo.swt --format chrome -o out/demo.json
+echo "== stackwatch profile examples/demo.py (sampling every 500us)"
+"$bin/stackwatch" profile --interval 500us -o out/demo.speedscope.json examples/demo.py > /dev/null
 echo
 echo "Outputs in out/: demo.swt (trace), demo-stats.txt, demo.pftrace (open in https://ui.perfetto.dev),"
-echo "demo.json (Chrome trace format: chrome://tracing or Perfetto)."
+echo "demo.json (Chrome trace format: chrome://tracing or Perfetto), demo.speedscope.json (sampled"
+echo "profile: https://www.speedscope.app)."
