@@ -5,7 +5,7 @@ set -euo pipefail
 need=()
 command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
-[ -e /usr/include/sys/sdt.h ] || need+=(systemtap-sdt-dev)
+{ [ -e /usr/include/sys/sdt.h ] || [ -e "/usr/include/$(gcc -dumpmachine 2>/dev/null)/sys/sdt.h" ]; } || need+=(systemtap-sdt-dev)
 # clang brings libFuzzer (its recommended libclang-rt) for tests/c's fuzz run,
 # which is skipped with a reason when clang is missing.
 command -v clang >/dev/null || need+=(clang)

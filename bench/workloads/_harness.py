@@ -1,0 +1,264 @@
+"""What every workload script shares: the command line, the tracers and the
+measured region.
+
+A workload script defines ``make(size, args)``, which prepares the work and
+returns a callable taking no argument, then calls ``main(...)``:
+
+    python bench/workloads/fib.py --tracer stackwatch --size 27 \
+        --out-dir /tmp/x --result /tmp/x/result.json
+
+The measured region is: start the tracer, run the workload, stop the tracer,
+write its output file (so every ratio is end to end). It runs inside
+``nulltracer.region()`` and the workload itself inside
+``nulltracer.workload()``: two C functions by which callgrind counts only the
+region (client requests in region(), or --toggle-collect on it) and the
+workload's share of it. The result (times, events, file sizes, or the error)
+is written as JSON to ``--result``.
+"""
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+import traceback
+
+TRACERS = ("none", "null", "stackwatch", "cprofile", "viztracer", "pyinstrument", "yappi")
+
+# VizTracer keeps its events in a circular buffer of this many entries (the
+# default is 1,000,000 and would silently drop the oldest events of the
+# bigger workloads, which would flatter it): sized for every workload here.
+VIZTRACER_ENTRIES = 6_000_000
+
+
+class _Tracer:
+    """start() / stop() / dump() around the workload; info() after."""
+    name = "none"
+
+    def __init__(self, out_dir):
+        self.out_dir = out_dir
+        self.path = None
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def dump(self):
+        pass
+
+    def info(self):
+        return {}
+
+
+class _Null(_Tracer):
+    name = "null"
+
+    def __init__(self, out_dir):
+        super().__init__(out_dir)
+        import nulltracer
+        self.nt = nulltracer
+        self.events = None
+
+    def start(self):
+        self.nt.start()
+
+    def stop(self):
+        self.events = self.nt.stop()
+
+    def info(self):
+        return {"events": self.events}
+
+
+class _Stackwatch(_Tracer):
+    name = "stackwatch"
+
+    def __init__(self, out_dir):
+        super().__init__(out_dir)
+        import stackwatch
+        self.sw = stackwatch
+        self.path = os.path.join(out_dir, "trace.swt")
+        self.summary = None
+
+    def start(self):
+        self.sw.start(self.path)
+
+    def stop(self):
+        # stop() flushes every thread and closes the file: the write counts.
+        self.summary = self.sw.stop()
+
+    def info(self):
+        s = self.summary
+        return {"events": s.events, "dropped": s.dropped, "summary_bytes": s.bytes,
+                "threads": s.threads, "codes": s.codes, "trace_error": s.error}
+
+
+class _CProfile(_Tracer):
+    name = "cprofile"
+
+    def __init__(self, out_dir):
+        super().__init__(out_dir)
+        import cProfile
+        self.prof = cProfile.Profile()
+        self.path = os.path.join(out_dir, "profile.pstats")
+
+    def start(self):
+        self.prof.enable()
+
+    def stop(self):
+        self.prof.disable()
+
+    def dump(self):
+        self.prof.dump_stats(self.path)
+
+
+class _VizTracer(_Tracer):
+    name = "viztracer"
+
+    def __init__(self, out_dir):
+        super().__init__(out_dir)
+        from viztracer import VizTracer
+        self.path = os.path.join(out_dir, "viztracer.json")
+        self.tracer = VizTracer(tracer_entries=VIZTRACER_ENTRIES, output_file=self.path, verbose=0)
+
+    def start(self):
+        self.tracer.start()
+
+    def stop(self):
+        self.tracer.stop()
+
+    def dump(self):
+        self.tracer.save()  # its JSON dump, part of the end-to-end cost
+
+    def info(self):
+        meta = (getattr(self.tracer, "data", None) or {}).get("viztracer_metadata", {})
+        return {"events": getattr(self.tracer, "total_entries", None),
+                "overflow": meta.get("overflow")}
+
+
+class _Pyinstrument(_Tracer):
+    name = "pyinstrument"
+
+    def __init__(self, out_dir, interval=0.001):
+        super().__init__(out_dir)
+        from pyinstrument import Profiler
+        # Defaults: 1 ms interval, async_mode="enabled". Under callgrind the
+        # runner stretches the interval by callgrind's slowdown, so that it
+        # takes about as many samples per unit of work as natively.
+        self.prof = Profiler(interval=interval)
+        self.path = os.path.join(out_dir, "pyinstrument.json")
+        self.session = None
+
+    def start(self):
+        self.prof.start()
+
+    def stop(self):
+        self.session = self.prof.stop()
+
+    def dump(self):
+        self.session.save(self.path)
+
+    def info(self):
+        return {"samples": getattr(self.session, "sample_count", None)}
+
+
+class _Yappi(_Tracer):
+    name = "yappi"
+
+    def __init__(self, out_dir):
+        super().__init__(out_dir)
+        import yappi
+        self.yappi = yappi
+        self.path = os.path.join(out_dir, "yappi.pstats")
+
+    def start(self):
+        self.yappi.start()  # defaults: CPU clock, builtins not profiled
+
+    def stop(self):
+        self.yappi.stop()
+
+    def dump(self):
+        self.yappi.get_func_stats().save(self.path, type="pstat")
+        self.yappi.clear_stats()
+
+    def info(self):
+        return {"clock": self.yappi.get_clock_type()}
+
+
+_CLASSES = {c.name: c for c in (_Tracer, _Null, _Stackwatch, _CProfile, _VizTracer,
+                                _Pyinstrument, _Yappi)}
+
+
+def make_tracer(name, out_dir, pyinstrument_interval=0.001):
+    if name == "pyinstrument":
+        return _Pyinstrument(out_dir, pyinstrument_interval)
+    return _CLASSES[name](out_dir)
+
+
+def main(name, make, default_size, add_args=None):
+    p = argparse.ArgumentParser(description=f"stackwatch benchmark workload: {name}")
+    p.add_argument("--tracer", choices=TRACERS, default="none")
+    p.add_argument("--size", type=int, default=default_size)
+    p.add_argument("--warmup-size", type=int, default=0,
+                   help="run the workload once at this size, untraced, before the region")
+    p.add_argument("--out-dir", default=None, help="where the tracer writes (default: a temp dir)")
+    p.add_argument("--result", default=None, help="write the result as JSON here (default: stdout)")
+    p.add_argument("--pyinstrument-interval", type=float, default=0.001,
+                   help="pyinstrument's sampling interval in seconds (default: its own, 0.001)")
+    if add_args:
+        add_args(p)
+    args = p.parse_args()
+
+    res = {"workload": name, "tracer": args.tracer, "size": args.size,
+           "python": sys.version.split()[0], "pid": os.getpid()}
+    tmp = None
+    try:
+        out_dir = args.out_dir
+        if out_dir is None:
+            import tempfile
+            tmp = tempfile.TemporaryDirectory(prefix="swbench-")
+            out_dir = tmp.name
+        os.makedirs(out_dir, exist_ok=True)
+        import nulltracer  # the callgrind markers; always there in the bench venv
+        tracer = make_tracer(args.tracer, out_dir, args.pyinstrument_interval)  # imports the tracer: not measured
+        work = make(args.size, args)
+        if args.warmup_size:
+            make(args.warmup_size, args)()
+        gc.collect()
+        times = {}
+
+        def region():
+            clock = time.perf_counter_ns
+            t0 = clock()
+            tracer.start()
+            value = nulltracer.workload(work)
+            t1 = clock()
+            tracer.stop()
+            t2 = clock()
+            tracer.dump()
+            t3 = clock()
+            times.update(start_to_end=t1 - t0, stop=t2 - t1, dump=t3 - t2, total=t3 - t0)
+            return value
+
+        nulltracer.region(region)
+        res["seconds"] = times["total"] / 1e9
+        res["seconds_tracing"] = times["start_to_end"] / 1e9
+        res["seconds_stop"] = times["stop"] / 1e9
+        res["seconds_dump"] = times["dump"] / 1e9
+        res.update(tracer.info())
+        if tracer.path:
+            res["file_bytes"] = os.path.getsize(tracer.path) if os.path.exists(tracer.path) else None
+    except BaseException as e:  # report, never hide: the runner shows "n/a" with this
+        res["error"] = f"{type(e).__name__}: {e}"
+        res["traceback"] = traceback.format_exc()
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    text = json.dumps(res)
+    if args.result:
+        with open(args.result, "w") as f:
+            f.write(text)
+    else:
+        print(text)
+    return 1 if "error" in res else 0
