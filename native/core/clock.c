@@ -55,7 +55,7 @@ void sw_clock_calibrate(sw_clock *c, int allow_tsc)
     c->hz = 1e9;
 #if SW_HAVE_TSC
     if (allow_tsc && kernel_uses_tsc()) {
-        uint64_t t0, m0, t1, m1;
+        uint64_t t0 = 0, m0 = 0, t1 = 0, m1 = 0;
         sample_pair(&t0, &m0);
         do {
             sample_pair(&t1, &m1);
@@ -84,7 +84,7 @@ void sw_clock_refine(sw_clock *c)
 #if SW_HAVE_TSC
     if (c->kind != SW_CLOCK_TSC)
         return;
-    uint64_t t1, m1;
+    uint64_t t1 = 0, m1 = 0;
     sample_pair(&t1, &m1);
     if (m1 > c->mono0_ns + 50000000u && t1 > c->tick0)  /* >= 50 ms: better than the start */
         c->hz = (double)(t1 - c->tick0) * 1e9 / (double)(m1 - c->mono0_ns);
