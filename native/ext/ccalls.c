@@ -81,7 +81,7 @@ static int c_function(PyObject *callable, PyObject *self_arg, PyMethodDef **ml, 
     return 0;
 }
 
-static uint32_t define(PyMethodDef *ml, PyObject *callable, PyObject *self, const void *type)
+static uint32_t define(PyMethodDef *ml, PyObject *callable, PyObject *self)
 {
     char qual[512];
     const char *file = "<built-in>";
@@ -95,7 +95,6 @@ static uint32_t define(PyMethodDef *ml, PyObject *callable, PyObject *self, cons
         PyTypeObject *tp = PyType_Check(self) ? (PyTypeObject *)self : Py_TYPE(self);
         snprintf(qual, sizeof qual, "%s.%s", _PyType_Name(tp), ml->ml_name);
     }
-    (void)type;
     uint32_t id = sw_S.next_code;
     if (id > SW_ID_MASK || sw_writer_define_code(sw_S.w, id, SW_CODE_C, ml->ml_name, qual, file, 0) != 0)
         return SW_ID_SKIP;
@@ -122,7 +121,7 @@ static uint32_t c_id(PyMethodDef *ml, PyObject *callable, PyObject *self)
         return SW_ID_SKIP;
     sw_exc_state es;
     sw_exc_save(&es);
-    uint32_t id = define(ml, callable, self, type);
+    uint32_t id = define(ml, callable, self);
     sw_exc_restore(&es);
     if (id & SW_ID_SKIP)
         return id;

@@ -218,11 +218,6 @@ static int collect_event(void *ud, const sw_event *ev)
     return 0;
 }
 
-static PyObject *damage_error(TraceObject *self)
-{
-    return PyErr_Format(TraceError, "%U: %s", self->path, sw_trace_damage(self->t));
-}
-
 static PyObject *Trace_events(TraceObject *self, PyObject *arg)
 {
     Py_ssize_t i = PyLong_AsSsize_t(arg);
@@ -238,7 +233,6 @@ static PyObject *Trace_events(TraceObject *self, PyObject *arg)
         Py_DECREF(l);
         return NULL;
     }
-    (void)damage_error;
     return l;
 }
 

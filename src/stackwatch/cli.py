@@ -116,10 +116,6 @@ def _os_error_text(e):
 
 # ---- run ----
 
-def _resolve_target(args):
-    return resolve(args.argv, args.module)
-
-
 def _default_output(fmt):
     pid = os.getpid()
     return {"swt": f"stackwatch-{pid}.swt", "perfetto": f"stackwatch-{pid}.pftrace",
@@ -127,7 +123,7 @@ def _default_output(fmt):
 
 
 def cmd_run(args):
-    script, module, script_args = _resolve_target(args)
+    script, module, script_args = resolve(args.argv, args.module)
     try:
         chunk = parse_size(args.buffer_size)
         ring = parse_size(args.ring) if args.ring else 0
@@ -142,7 +138,7 @@ def cmd_run(args):
         raise UsageError("--min-duration applies to --format perfetto/chrome (or to 'stackwatch export')")
     # Absolute, so that a program that changes directory does not move it.
     output = os.path.abspath(args.output or _default_output(args.format))
-    _check_writable(output)
+    check_writable(output, "trace")
     if args.format == "swt":
         trace_path = output
     else:
@@ -164,10 +160,6 @@ def cmd_run(args):
     # their events are in the trace too.
     atexit.register(finisher)
     return program.run(finisher)
-
-
-def _check_writable(path):
-    check_writable(path, "trace")
 
 
 class _Finisher:
@@ -265,7 +257,7 @@ def cmd_export(args):
         min_ns = parse_duration_ns(args.min_duration) if args.min_duration else 0
     except ValueError as e:
         raise UsageError(str(e))
-    _check_writable(args.output)
+    check_writable(args.output, "trace")
     t = Trace(args.file)
     if t.damage:
         print(f"warning: {args.file}: {t.damage}; exporting the intact part", file=sys.stderr)
