@@ -16,8 +16,20 @@ def sources():
     return [f for f in files if not os.path.basename(f).startswith("test_")]
 
 
+def have_sdt():
+    """USDT probes are compiled in where <sys/sdt.h> (Debian systemtap-sdt-dev) exists."""
+    import subprocess
+    try:
+        arch = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        arch = ""
+    return any(os.path.exists(p) for p in ("/usr/include/sys/sdt.h", f"/usr/include/{arch}/sys/sdt.h"))
+
+
 CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-fvisibility=hidden",
           "-fno-strict-aliasing"]
+if have_sdt() and not os.environ.get("STACKWATCH_NO_PROBES"):
+    CFLAGS += ["-DSW_HAVE_SDT=1"]
 if os.environ.get("STACKWATCH_DEBUG_BUILD"):
     CFLAGS += ["-O0", "-g"]
 

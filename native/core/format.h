@@ -16,7 +16,7 @@
 #define SW_MAGIC_LEN        8
 #define SW_FILE_HEADER_LEN  16
 #define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
-#define SW_FORMAT_MINOR     0   /* readers accept any minor of their major */
+#define SW_FORMAT_MINOR     1   /* readers accept any minor of their major */
 #define SW_CHUNK_HEADER_LEN 12
 #define SW_CHUNK_MAX        (64u << 20)  /* no chunk payload is larger */
 
@@ -53,5 +53,19 @@
 
 /* Extended event kinds (payload length lets a reader skip unknown kinds). */
 #define SW_EXT_DROPPED  1  /* payload: varint n events lost at this point */
+/* Events of the dispatch layer (format 1.1). `code` is a code id (CODE
+ * chunk); "class" is str qualified class name, str defining file. */
+#define SW_EXT_LINE        2  /* varint code, varint line */
+#define SW_EXT_INSTRUCTION 3  /* varint code, varint line, varint offset, varint opcode, str opname */
+#define SW_EXT_RAISE       4  /* varint code, varint line, str exception type */
+#define SW_EXT_HANDLED     5  /* varint code, varint line, str exception type */
+#define SW_EXT_GC_START    6  /* varint generation */
+#define SW_EXT_GC_DONE     7  /* varint generation, varint collected, varint uncollectable */
+#define SW_EXT_NEW_START   8  /* varint class */
+#define SW_EXT_NEW_DONE    9  /* varint class */
+#define SW_EXT_DEL_START  10  /* varint class */
+#define SW_EXT_DEL_DONE   11  /* varint class */
+#define SW_EXT_THREAD_START 12  /* str name, varint native thread id */
+#define SW_EXT_THREAD_EXIT  13  /* str name, varint native thread id */
 
 #endif

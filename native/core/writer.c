@@ -308,7 +308,7 @@ static SW_NOINLINE int grow_stack(sw_tbuf *b)
 static long encode_chunk(sw_tbuf *b)
 {
     sw_bytes *o = &b->enc;
-    size_t nrec = (size_t)(b->pos - b->data) / SW_RAW_RECORD;
+    size_t nrec = (size_t)(b->pos - b->data) / SW_RAW_RECORD - b->ext_slots;
     o->len = 0;
     sw_bytes_varint(o, b->index);
     sw_bytes_varint(o, b->seq);
@@ -318,7 +318,9 @@ static long encode_chunk(sw_tbuf *b)
     for (uint32_t i = 0; i < b->sdepth; i++)
         sw_bytes_varint(o, b->stack[i]);
     sw_bytes_varint(o, nrec);
-    if (o->failed || sw_bytes_reserve(o, nrec * (2 * SW_VARINT_MAX)) != SW_OK)
+    /* Every raw record (payload records of EXT events included) encodes
+     * into at most two varints' worth of bytes. */
+    if (o->failed || sw_bytes_reserve(o, (nrec + b->ext_slots) * (2 * SW_VARINT_MAX)) != SW_OK)
         return -1;
     uint8_t *out = o->data + o->len;
     uint64_t last = b->last;
@@ -356,10 +358,17 @@ static long encode_chunk(sw_tbuf *b)
                 cap = b->stack_cap;
             }
             stack[sd++] = code;
+        } else if (op == SW_OP_EXT) {
+            /* Raw: word = payload length << 3 | EXT, then the payload
+             * (varint kind, varint len, bytes) in the following records. */
+            uint32_t len = word >> SW_OP_BITS;
+            out = sw_put_varint_fast(out, x);
+            memcpy(out, r + SW_RAW_RECORD, len);
+            out += len;
+            r += (len + SW_RAW_RECORD - 1) / SW_RAW_RECORD * SW_RAW_RECORD;
         } else {
             out = sw_put_varint_fast(out, x);
-            if (op != SW_OP_EXT)
-                sd -= sd != 0;
+            sd -= sd != 0;
         }
     }
     b->sdepth = sd;
@@ -393,6 +402,7 @@ void sw_tbuf_flush(sw_tbuf *b)
         return;
     long n = encode_chunk(b);
     b->pos = b->data;
+    b->ext_slots = 0;
     if (n < 0) {
         /* Out of memory: the frame stack can no longer be followed, so the
          * thread stops recording; what it records is counted as dropped. */
@@ -446,6 +456,32 @@ void sw_tbuf_finish(sw_tbuf *b)
     b->finished = 1;
 }
 
+void sw_tbuf_ext(sw_tbuf *b, uint64_t ticks, unsigned kind, const uint8_t *payload, size_t len)
+{
+    if (len > SW_EXT_MAX) {
+        b->dropped_pending++;
+        b->dropped++;
+        return;
+    }
+    uint8_t head[2 * SW_VARINT_MAX];
+    uint8_t *h = sw_put_varint_fast(sw_put_varint_fast(head, kind), len);
+    size_t hl = (size_t)(h - head), total = hl + len;
+    size_t slots = (total + SW_RAW_RECORD - 1) / SW_RAW_RECORD;
+    if ((size_t)(b->data + b->cap - b->pos) < (slots + 2) * SW_RAW_RECORD) {
+        if (!sw_tbuf_make_room(b))
+            return;
+        if ((size_t)(b->data + b->cap - b->pos) < (slots + 2) * SW_RAW_RECORD) {
+            b->dropped++;
+            return;
+        }
+    }
+    sw_tbuf_record(b, ticks, ((uint32_t)total << SW_OP_BITS) | SW_OP_EXT);
+    memcpy(b->pos, head, hl);
+    memcpy(b->pos + hl, payload, len);
+    b->pos += slots * SW_RAW_RECORD;
+    b->ext_slots += (uint32_t)slots;
+}
+
 int sw_tbuf_make_room(sw_tbuf *b)
 {
     sw_tbuf_flush(b);
@@ -474,7 +510,7 @@ void sw_writer_totals_get(sw_writer *w, sw_writer_totals *t)
 {
     memset(t, 0, sizeof *t);
     for (sw_tbuf *b = w->threads; b; b = b->next) {
-        t->events += b->events + (b->broken ? 0 : (uint64_t)(b->pos - b->data) / SW_RAW_RECORD);
+        t->events += b->events + (b->broken ? 0 : (uint64_t)(b->pos - b->data) / SW_RAW_RECORD - b->ext_slots);
         t->dropped += b->dropped;
         t->threads++;
     }

@@ -59,6 +59,7 @@ typedef struct sw_tbuf {
     uint32_t sdepth, stack_cap;
     sw_bytes enc;         /* encoder output, reused */
     uint64_t dropped_pending; /* dropped events to report in the next chunk */
+    uint32_t ext_slots;   /* raw records of the current chunk holding EXT payloads */
     uint64_t events;      /* events sealed */
     uint64_t dropped;     /* events lost (ring discards, write errors, OOM) */
     int finished;         /* the thread has exited: no more events */
@@ -111,6 +112,12 @@ void sw_tbuf_finish(sw_tbuf *b);
  * thread is out of memory: the writer records the error and counts the
  * event as dropped). */
 SW_NOINLINE int sw_tbuf_make_room(sw_tbuf *b);
+
+/* An extended event (SW_OP_EXT): kind and payload (at most SW_EXT_MAX
+ * bytes). Not on the hot path of calls; rare events only. Called by the
+ * owning thread. */
+#define SW_EXT_MAX 480
+void sw_tbuf_ext(sw_tbuf *b, uint64_t ticks, unsigned kind, const uint8_t *payload, size_t len);
 
 /* Flushes every thread, writes pending definitions and an END chunk holding
  * the totals plus the caller's key/values (end_kv may be NULL), and closes

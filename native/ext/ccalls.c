@@ -21,6 +21,8 @@
  */
 #include "session.h"
 
+#include "dispatch.h"
+
 #include <string.h>
 
 /* ---- code ids of C functions: (PyMethodDef*, bound type) -> id ---- */
@@ -81,20 +83,25 @@ static int c_function(PyObject *callable, PyObject *self_arg, PyMethodDef **ml, 
     return 0;
 }
 
-static uint32_t define(PyMethodDef *ml, PyObject *callable, PyObject *self)
+static void c_qualname(PyMethodDef *ml, PyObject *callable, PyObject *self, char *qual, size_t n)
 {
-    char qual[512];
-    const char *file = "<built-in>";
     if (!self || PyModule_Check(self)) {
         PyObject *mod = PyCFunction_Check(callable) ? ((PyCFunctionObject *)callable)->m_module : NULL;
         const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
         if (!m)
             PyErr_Clear();
-        snprintf(qual, sizeof qual, "%s%s%s", m ? m : "", m ? "." : "", ml->ml_name);
+        snprintf(qual, n, "%s%s%s", m ? m : "", m ? "." : "", ml->ml_name);
     } else {
         PyTypeObject *tp = PyType_Check(self) ? (PyTypeObject *)self : Py_TYPE(self);
-        snprintf(qual, sizeof qual, "%s.%s", _PyType_Name(tp), ml->ml_name);
+        snprintf(qual, n, "%s.%s", _PyType_Name(tp), ml->ml_name);
     }
+}
+
+static uint32_t define(PyMethodDef *ml, PyObject *callable, PyObject *self)
+{
+    char qual[512];
+    const char *file = "<built-in>";
+    c_qualname(ml, callable, self, qual, sizeof qual);
     uint32_t id = sw_S.next_code;
     if (id > SW_ID_MASK || sw_writer_define_code(sw_S.w, id, SW_CODE_C, ml->ml_name, qual, file, 0) != 0)
         return SW_ID_SKIP;
@@ -152,10 +159,32 @@ static int push_open(sw_tstate *t, uint8_t recorded)
 
 /* caller: the code object making the call (its C calls are left out when
  * its own frames are, e.g. stackwatch's own code). */
+/* Other consumers (handlers, probes) of C-call events. */
+static void emit_c(int kind, PyObject *caller, PyObject *callable, PyObject *self_arg)
+{
+    PyMethodDef *ml;
+    PyObject *self;
+    if (!c_function(callable, self_arg, &ml, &self))
+        return;
+    char qual[512];
+    sw_exc_state es;
+    sw_exc_save(&es);
+    c_qualname(ml, callable, self, qual, sizeof qual);
+    PyErr_Clear();
+    sw_evdata d = {.code = (caller && PyCode_Check(caller)) ? (PyCodeObject *)caller : NULL,
+                   .line = -1, .name = qual, .callable = callable};
+    sw_emit(kind, &d);
+    sw_exc_restore(&es);
+}
+
 static void on_c_call(PyObject *caller, PyObject *callable, PyObject *self_arg)
 {
     sw_tstate *t = &sw_T;
-    if (!sw_S.gen || t->busy)
+    if (t->busy)
+        return;
+    if (sw_D.slow & SW_EVB(SW_K_C_CALL))
+        emit_c(SW_K_C_CALL, caller, callable, self_arg);
+    if (!sw_S.gen || !sw_S.c_calls)
         return;
     if (SW_UNLIKELY(t->session != sw_S.gen) && !sw_thread_attach(t))
         return;
@@ -177,10 +206,12 @@ static void on_c_call(PyObject *caller, PyObject *callable, PyObject *self_arg)
     sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), SW_OP_C_CALL, id);
 }
 
-static void on_c_return(PyObject *callable, PyObject *self_arg)
+static void on_c_return(int kind, PyObject *caller, PyObject *callable, PyObject *self_arg)
 {
     sw_tstate *t = &sw_T;
-    if (!sw_S.gen || t->session != sw_S.gen || t->c_gen != sw_S.gen || !t->c_depth)
+    if (!t->busy && (sw_D.slow & SW_EVB(kind)))
+        emit_c(kind, caller, callable, self_arg);
+    if (!sw_S.gen || !sw_S.c_calls || t->session != sw_S.gen || t->c_gen != sw_S.gen || !t->c_depth)
         return;  /* a C call that started before tracing did */
     PyMethodDef *ml;
     PyObject *self;
@@ -207,16 +238,26 @@ static PyObject *mon_c_return(PyObject *self, PyObject *const *args, Py_ssize_t 
 {
     (void)self;
     if (n >= 4)
-        on_c_return(args[2], args[3]);
+        on_c_return(SW_K_C_RETURN, args[0], args[2], args[3]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mon_c_raise(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    if (n >= 4)
+        on_c_return(SW_K_C_RAISE, args[0], args[2], args[3]);
     Py_RETURN_NONE;
 }
 
 void sw_ccalls_thread_attach(sw_tstate *t) { (void)t; }
 void sw_ccalls_session_end(void) {}
+void sw_ccalls_sync(void) {}
 
 static PyMethodDef methods[] = {
     {"_mon_call", (PyCFunction)(void (*)(void))mon_call, METH_FASTCALL, "sys.monitoring CALL callback"},
-    {"_mon_c_return", (PyCFunction)(void (*)(void))mon_c_return, METH_FASTCALL, "sys.monitoring C_RETURN/C_RAISE callback"},
+    {"_mon_c_return", (PyCFunction)(void (*)(void))mon_c_return, METH_FASTCALL, "sys.monitoring C_RETURN callback"},
+    {"_mon_c_raise", (PyCFunction)(void (*)(void))mon_c_raise, METH_FASTCALL, "sys.monitoring C_RAISE callback"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -232,8 +273,11 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
         on_c_call((PyObject *)code, arg, NULL);
         Py_XDECREF(code);
     }
-    else if (what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION)
-        on_c_return(arg, NULL);
+    else if (what == PyTrace_C_RETURN || what == PyTrace_C_EXCEPTION) {
+        PyCodeObject *code = frame ? PyFrame_GetCode(frame) : NULL;
+        on_c_return(what == PyTrace_C_RETURN ? SW_K_C_RETURN : SW_K_C_RAISE, (PyObject *)code, arg, NULL);
+        Py_XDECREF(code);
+    }
     return 0;
 }
 
@@ -273,10 +317,35 @@ void sw_ccalls_thread_attach(sw_tstate *t)
     sw_exc_restore(&es);
 }
 
+/* Other consumers of C-call events: the hook on every thread (threads
+ * started later get it from the frame hook, sw_ccalls_thread_attach). */
+void sw_ccalls_sync(void)
+{
+    if (!(sw_D.slow & SW_MASK_C)) {
+        if (!(sw_S.gen && sw_S.c_calls))
+            sw_ccalls_session_end();
+        return;
+    }
+    PyThreadState *me = PyThreadState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts)) {
+        if (ts->c_profilefunc == NULL) {
+            sw_exc_state es;
+            sw_exc_save(&es);
+            if (_PyEval_SetProfile(ts, profile_cb, NULL) < 0)
+                PyErr_Clear();
+            else
+                remember(ts);
+            sw_exc_restore(&es);
+        }
+    }
+}
+
 void sw_ccalls_session_end(void)
 {
     PyThreadState *me = PyThreadState_Get();
     PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp);
+    if (sw_D.slow & SW_MASK_C)
+        return;   /* still wanted by another consumer */
     for (; ts; ts = PyThreadState_Next(ts)) {
         if (ts->c_profilefunc == profile_cb) {
             if (_PyEval_SetProfile(ts, NULL, NULL) < 0)

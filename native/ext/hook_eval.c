@@ -13,6 +13,8 @@
  */
 #include "session.h"
 
+#include "dispatch.h"
+
 /* Thread names become known once threading has registered the thread,
  * which happens within the first few frames of a new thread. */
 #define NAME_LOOKUP_DEPTH 4
@@ -31,35 +33,67 @@ static SW_NOINLINE PyObject *stack_exhausted(PyThreadState *ts, SW_FRAME *f)
     return sw_S.prev_eval(ts, f, 1);
 }
 
+/* Other consumers (handlers, probes) of Python events: delivers one. */
+static void emit_py(int kind, PyCodeObject *co)
+{
+    sw_tstate *t = &sw_T;
+    sw_evdata d = {.code = co, .line = co ? co->co_firstlineno : -1};
+    sw_busy_enter(t);
+    sw_emit(kind, &d);
+    sw_busy_exit(t);
+}
+
 static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throwflag)
 {
     sw_tstate *t = &sw_T;
     sw_eval_fn prev = sw_S.prev_eval;
     if ((uintptr_t)__builtin_frame_address(0) < t->stack_guard)
         return stack_exhausted(ts, f);
-    if (t->busy || !sw_thread_attach(t))
+    if (t->busy)
         return prev(ts, f, throwflag);
     PyCodeObject *co = sw_frame_code(f);
+    int others = (sw_D.slow & SW_MASK_PY) != 0;
+    int file = sw_thread_attach(t);
+#if PY_VERSION_HEX < 0x030C0000
+    if (SW_UNLIKELY(t->hooks_gen != sw_D.hooks_gen)) {
+        /* A thread the trace / profile hooks have not reached yet. */
+        t->hooks_gen = sw_D.hooks_gen;
+        sw_events_thread_attach();
+        if (sw_D.slow & SW_MASK_C)
+            sw_ccalls_thread_attach(t);
+    }
+#endif
+    if (!others && !file)
+        return prev(ts, f, throwflag);
     if (sw_gen_creation(f, co))
         return prev(ts, f, throwflag);
-    uint32_t id = sw_code_id(co, sw_frame_globals(f));
-    sw_tbuf *tb = t->tb;
-    if ((id & SW_ID_SKIP) || (sw_S.max_depth && tb->depth >= sw_S.max_depth))
-        return prev(ts, f, throwflag);
-    if (t->name_pending && tb->depth < NAME_LOOKUP_DEPTH) {
-        /* A thread threading never registers (e.g. _thread.start_new_thread)
-         * stays unnamed: give up after a few tries. */
-        if (++t->name_tries > NAME_LOOKUP_TRIES)
-            t->name_pending = 0;
-        else
-            sw_thread_name_lookup(t);
-        sw_tstate_refresh(t);
-    }
+    int resumes = sw_frame_resumes(f);
     PyGenObject *g = sw_frame_is_gen(f) ? sw_frame_gen(f) : NULL;
     (void)g;
-    sw_tbuf_enter(tb, sw_clock_now(&sw_S.clock), sw_frame_resumes(f) ? SW_OP_RESUME : SW_OP_CALL,
-                  id & SW_ID_MASK);
-    uint64_t gen = sw_S.gen;
+    uint64_t gen = 0;
+    sw_tbuf *tb = NULL;
+    if (file) {
+        uint32_t id = sw_code_id(co, sw_frame_globals(f));
+        tb = t->tb;
+        if (!((id & SW_ID_SKIP) || (sw_S.max_depth && tb->depth >= sw_S.max_depth))) {
+            if (t->name_pending && tb->depth < NAME_LOOKUP_DEPTH) {
+                /* A thread threading never registers (e.g.
+                 * _thread.start_new_thread) stays unnamed: give up after
+                 * a few tries. */
+                if (++t->name_tries > NAME_LOOKUP_TRIES)
+                    t->name_pending = 0;
+                else
+                    sw_thread_name_lookup(t);
+                sw_tstate_refresh(t);
+            }
+            sw_tbuf_enter(tb, sw_clock_now(&sw_S.clock), resumes ? SW_OP_RESUME : SW_OP_CALL,
+                          id & SW_ID_MASK);
+            gen = sw_S.gen;
+        }
+    }
+    int wanted = others && (sw_D.slow & SW_EVB(resumes ? SW_K_RESUME : SW_K_CALL));
+    if (wanted)
+        emit_py(resumes ? SW_K_RESUME : SW_K_CALL, co);
 #if PY_VERSION_HEX >= 0x030D0000
     /* Restored, not cleared, on return: the outer frame is still running,
      * so its address cannot be reused by a frame pushed inline. */
@@ -70,9 +104,18 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
 #if PY_VERSION_HEX >= 0x030D0000
     t->hook_frame = outer_hook_frame;
 #endif
-    if (SW_LIKELY(gen == sw_S.gen)) {
-        unsigned op = res == NULL ? SW_OP_UNWIND : sw_suspended(f, g) ? SW_OP_YIELD : SW_OP_RETURN;
-        sw_tbuf_exit(tb, sw_clock_now(&sw_S.clock), op);
+    if (gen || others) {
+        int kind = res == NULL ? SW_K_UNWIND : sw_suspended(f, g) ? SW_K_YIELD : SW_K_RETURN;
+        if (gen && SW_LIKELY(gen == sw_S.gen)) {
+            unsigned op = kind == SW_K_UNWIND ? SW_OP_UNWIND : kind == SW_K_YIELD ? SW_OP_YIELD : SW_OP_RETURN;
+            sw_tbuf_exit(tb, sw_clock_now(&sw_S.clock), op);
+        }
+        if (others && (sw_D.slow & SW_EVB(kind))) {
+            sw_exc_state es;
+            sw_exc_save(&es);
+            emit_py(kind, co);
+            sw_exc_restore(&es);
+        }
     }
     return res;
 }
@@ -84,7 +127,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
 #define SW_DEFINE_FAST_EVAL(NAME, NOW)                                                       \
     static PyObject *NAME(PyThreadState *ts, SW_FRAME *f, int throwflag)                     \
     {                                                                                         \
-        uint64_t gen = sw_S.gen;                                                              \
+        uint64_t gen = sw_S.fast_gen;                                                         \
         sw_code_extra *ce = (sw_code_extra *)sw_frame_code(f)->co_extra;                      \
         Py_ssize_t idx = sw_S.extra_index;                                                    \
         if (SW_UNLIKELY(sw_T.gen != gen || !ce || idx >= ce->ce_size ||                       \
@@ -171,4 +214,21 @@ void sw_hook_eval_uninstall(void)
     else
         left_under = cur;
     sw_S.hook_installed = 0;
+}
+
+int sw_hook_eval_sync(int session_active)
+{
+    uint32_t need = SW_MASK_PY;
+#if PY_VERSION_HEX < 0x030C0000
+    /* It also carries the per-thread trace and profile hooks to new threads. */
+    need |= SW_MASK_C | SW_EVB(SW_K_LINE) | SW_EVB(SW_K_INSTRUCTION) | SW_EVB(SW_K_RAISE);
+#endif
+    int want = session_active || (sw_D.slow & need);
+    if (want && !sw_S.hook_installed)
+        return sw_hook_eval_install();
+    if (!want && sw_S.hook_installed)
+        sw_hook_eval_uninstall();
+    else if (want && is_ours(sw_get_eval(PyThreadState_Get()->interp)))
+        sw_set_eval(PyThreadState_Get()->interp, sw_eval_for_clock());  /* the session's clock */
+    return 0;
 }

@@ -6,6 +6,8 @@
  */
 #include "session.h"
 
+#include "dispatch.h"
+
 #include "../core/analysis.h"
 #include "../core/export.h"
 #include "../core/format.h"
@@ -394,6 +396,11 @@ PyMODINIT_FUNC PyInit__native(void)
         return NULL;
     }
     if (sw_init_gap_add_to_module(m) < 0 || sw_ccalls_add_to_module(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (sw_handlers_add_to_module(m) < 0 || sw_events_add_to_module(m) < 0 ||
+        sw_probes_add_to_module(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

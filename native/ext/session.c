@@ -4,12 +4,14 @@
  */
 #include "session.h"
 
+#include "dispatch.h"
+
 #include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-sw_session sw_S = {.extra_index = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+sw_session sw_S = {.fast_gen = ~(uint64_t)0, .extra_index = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 __thread sw_tstate sw_T __attribute__((tls_model("initial-exec")));
 
 static uint64_t gen_counter;
@@ -49,6 +51,11 @@ static PyObject *utf8_of(PyObject *s)
 }
 
 static void lookup_name(sw_tstate *t, unsigned long ident);
+
+void sw_session_fast_refresh(void)
+{
+    sw_S.fast_gen = (sw_S.gen && !(sw_D.slow & SW_MASK_PY)) ? sw_S.gen : ~(uint64_t)0;
+}
 
 void sw_tstate_refresh(sw_tstate *t)
 {
@@ -388,9 +395,11 @@ int sw_session_start(const sw_start_opts *o)
         gen_counter++;
     } while ((gen_counter & 0xffffffffu) == 0);
     sw_S.gen = gen_counter;
+    sw_session_fast_refresh();
     sw_flusher_start(o->flush_interval);
-    if (sw_hook_eval_install() < 0) {
+    if (sw_hook_eval_sync(1) < 0) {
         sw_S.gen = 0;
+        sw_session_fast_refresh();
         sw_writer_close(w, NULL);
         sw_writer_free(w);
         sw_S.w = NULL;
@@ -405,13 +414,14 @@ PyObject *sw_session_stop(void)
         PyErr_SetString(PyExc_RuntimeError, "stackwatch is not tracing");
         return NULL;
     }
-    sw_hook_eval_uninstall();
+    sw_hook_eval_sync(0);
     sw_ccalls_session_end();
     sw_recursion_bonus_take_back();
     sw_flusher_stop();
     pthread_mutex_lock(&sw_S.lock);
     uint64_t end = sw_clock_now(&sw_S.clock);
     sw_S.gen = 0;
+    sw_session_fast_refresh();
     sw_clock_refine(&sw_S.clock);
     sw_bytes kv = {0};
     sw_kv_uint(&kv, "end_ticks", end);
@@ -451,10 +461,11 @@ void sw_session_after_fork_child(void)
     /* Never write the parent's file: close our descriptor and forget the
      * writer (its lock may be held by a thread that no longer exists, so it
      * is leaked rather than freed). */
-    sw_hook_eval_uninstall();
     sw_ccalls_session_end();
     sw_flusher_forget();
     sw_S.gen = 0;
+    sw_session_fast_refresh();
+    sw_hook_eval_sync(0);
     if (sw_S.w)
         sw_writer_abandon(sw_S.w);
     sw_S.w = NULL;

@@ -31,6 +31,9 @@
 
 typedef struct sw_session {
     uint64_t gen;            /* nonzero while a session is active */
+    uint64_t fast_gen;       /* gen while the hook's fast path may run (a
+                              * session, and no other consumer of Python
+                              * events), else ~0: no thread's gen matches */
     sw_clock clock;
     sw_writer *w;
     Py_ssize_t extra_index;  /* co_extra slot, -1 until requested */
@@ -67,6 +70,8 @@ typedef struct sw_tstate {
     uint8_t *c_rec;
     uint32_t c_depth, c_cap;
     uint64_t c_gen;
+    uint64_t hooks_gen;      /* 3.9-3.11: sw_D.hooks_gen when this thread's
+                              * per-thread hooks were last checked */
 #if PY_VERSION_HEX >= 0x030D0000
     /* 3.13 __init__ gap (init_gap.c): the frame the hook entered last (NULL
      * once it returned), and the frames recorded by monitoring callbacks. */
@@ -107,6 +112,7 @@ void sw_tstate_refresh(sw_tstate *t);        /* recomputes t->gen */
 void sw_thread_name_lookup(sw_tstate *t);
 uint32_t sw_code_register(PyCodeObject *co, PyObject *globals);
 void sw_session_error(const char *what);     /* records the first error */
+void sw_session_fast_refresh(void);          /* recomputes sw_S.fast_gen */
 
 /* The code id and flags of co in this session (registering it the first
  * time). */
@@ -145,6 +151,7 @@ int sw_init_gap_add_to_module(PyObject *m);
 int sw_ccalls_add_to_module(PyObject *m);
 void sw_ccalls_thread_attach(sw_tstate *t);
 void sw_ccalls_session_end(void);
+void sw_ccalls_sync(void);   /* 3.9-3.11: the hook on every thread as the dispatch layer asks */
 
 /* Recursion and the C stack (recursion.c). The first three are called
  * with the GIL held, except forget_self (thread exit, under sw_S.lock). */
@@ -167,5 +174,8 @@ void sw_flusher_resume(void);
 /* Backends (hook_eval.c). */
 int sw_hook_eval_install(void);
 void sw_hook_eval_uninstall(void);
+/* Installs or removes the hook as the session (session_active) and the
+ * dispatch layer (Python events wanted by other consumers) need. */
+int sw_hook_eval_sync(int session_active);
 
 #endif

@@ -12,9 +12,16 @@ compact binary trace (``.swt``), exported to Perfetto and Chrome JSON.
     @stackwatch.traced("out.swt")
     def main(): ...
 """
+import os as _os
+
+from . import _native, handlers, probes
 from ._native import TraceError
 from .api import TraceSummary, is_tracing, start, stop, trace, traced
+from .handlers import EVENTS, Event, add_handler
 from .reader import Trace
 
-__all__ = ["Trace", "TraceError", "TraceSummary", "is_tracing", "start", "stop", "trace", "traced"]
+_native._set_own_prefix(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ""))
+
+__all__ = ["EVENTS", "Event", "Trace", "TraceError", "TraceSummary", "add_handler", "handlers",
+           "is_tracing", "probes", "start", "stop", "trace", "traced"]
 __version__ = "0.1.0"

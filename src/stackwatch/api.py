@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from . import _monitor, _native
+from . import _dispatch, _native
 from .units import parse_size
 
 _session = None          # options of the running session, for fork children
@@ -76,7 +76,8 @@ def is_tracing():
 
 
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
-          follow_fork=True, meta=None, allow_tsc=True, c_calls=False, flush_interval=None):
+          follow_fork=True, meta=None, allow_tsc=True, c_calls=False, flush_interval=None,
+          events=None, lines=None):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
@@ -85,6 +86,10 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     include/exclude: globs matched against file names and module names
     ("mypkg" also matches "mypkg.sub"); c_calls: also record calls of
     builtin and extension functions (C_CALL/C_RETURN events);
+    events: more events to record beside calls (names or groups, see
+    stackwatch.EVENTS: e.g. ["line", "exceptions", "gc", "objects",
+    "threads"]); lines: globs of the files whose line / instruction events
+    are recorded (default: every traced file);
     flush_interval: seconds between background flushes of threads that
     record slowly (a process killed by a signal loses at most this much;
     0 = write only when a buffer fills). Default: 0.25 s, except on 3.13+
@@ -108,19 +113,23 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     native_exclude = (exclude or []) + [_OWN_FILES]
     if flush_interval is None:
         flush_interval = DEFAULT_FLUSH_INTERVAL
+    file_mask = _dispatch.mask_of(events) if events else 0
+    if c_calls:
+        file_mask |= _dispatch.mask_of("c_calls")
+    lines = _globs(lines, "lines")
     _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
                   allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude,
                   c_calls=bool(c_calls), flush_interval=float(flush_interval))
     try:
-        problem = _monitor.enable(c_calls)
+        _native.set_file_events(file_mask, lines)
     except Exception as e:  # never leave a half-started session behind
         _native.stop()
+        _dispatch._refresh()
         raise RuntimeError(f"cannot start tracing: {e}") from e
-    if problem:
-        print(f"stackwatch: warning: {problem}", file=sys.stderr)
     _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
                     include=include, exclude=exclude, follow_fork=follow_fork, meta=meta,
-                    allow_tsc=allow_tsc, c_calls=c_calls, flush_interval=flush_interval)
+                    allow_tsc=allow_tsc, c_calls=c_calls, flush_interval=flush_interval,
+                    events=events, lines=lines)
     os._exit = _exit_after_stop
 
 
@@ -142,9 +151,10 @@ def stop():
     global _session
     try:
         try:
-            _monitor.disable()
+            _native.set_file_events(0, None)
         finally:
             d = _native.stop()
+            _dispatch._refresh()
     finally:
         _session = None
         if os._exit is _exit_after_stop:
@@ -167,6 +177,7 @@ def _after_fork_in_child():
     if not _native.is_tracing() or session is None:
         return
     _native._after_fork_child()
+    _native.set_file_events(0, None)
     globals()["_session"] = None
     os._exit = _real_os_exit
     if session["follow_fork"]:

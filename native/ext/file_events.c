@@ -1,0 +1,179 @@
+/*
+ * file_events.c - the file tracer as a consumer of the dispatch layer's
+ * events other than calls: line, instruction, exception, GC, object and
+ * thread events become EXT records (format.h, SW_EXT_*) in the thread's
+ * stream, on the same clock as its calls.
+ */
+#include "dispatch.h"
+
+#include "session.h"
+
+#include "../core/varint.h"
+
+#include <fnmatch.h>
+#include <string.h>
+
+static char **line_globs;   /* where line/instruction events are recorded; NULL: everywhere */
+
+static void free_globs(char **g)
+{
+    for (char **p = g; p && *p; p++)
+        PyMem_RawFree(*p);
+    PyMem_RawFree(g);
+}
+
+int sw_file_line_globs(void) { return line_globs != NULL; }
+
+int sw_file_line_match(const char *filename)
+{
+    if (!line_globs)
+        return 1;
+    for (char **g = line_globs; *g; g++)
+        if (fnmatch(*g, filename, 0) == 0)
+            return 1;
+    return 0;
+}
+
+int sw_file_events_set(uint32_t mask, PyObject *globs)
+{
+    char **g = NULL;
+    if (globs && globs != Py_None) {
+        PyObject *fast = PySequence_Fast(globs, "line filters must be a sequence of str globs");
+        if (!fast)
+            return -1;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+        g = PyMem_RawCalloc((size_t)n + 1, sizeof *g);
+        for (Py_ssize_t i = 0; g && i < n; i++) {
+            PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
+            const char *c = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+            size_t len = c ? strlen(c) : 0;
+            if (!c || !(g[i] = PyMem_RawMalloc(len + 1))) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "line filters must be str globs");
+                free_globs(g);
+                Py_DECREF(fast);
+                return -1;
+            }
+            memcpy(g[i], c, len + 1);
+        }
+        Py_DECREF(fast);
+        if (!g) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    if (mask & (SW_EVB(SW_K_LINE) | SW_EVB(SW_K_INSTRUCTION))) {
+        if (sw_dispatch_extra_index() < 0) {
+            free_globs(g);
+            return -1;
+        }
+    }
+    free_globs(line_globs);
+    line_globs = g;
+    sw_D.file = mask;
+    sw_handlers_cache_reset();
+    return 0;
+}
+
+int sw_file_wants_code(PyCodeObject *co)
+{
+    if (!sw_S.gen || !co)
+        return 0;
+    if (sw_code_id(co, NULL) & SW_ID_SKIP)
+        return 0;
+    return 1;
+}
+
+int sw_file_wants_lines(PyCodeObject *co)
+{
+    return sw_file_wants_code(co) && sw_file_lines_in(co);
+}
+
+typedef struct { uint8_t b[SW_EXT_MAX]; size_t n; int full; } payload;
+
+static void put_u(payload *p, uint64_t v)
+{
+    if (p->n + SW_VARINT_MAX > sizeof p->b) {
+        p->full = 1;
+        return;
+    }
+    p->n = (size_t)(sw_put_varint_fast(p->b + p->n, v) - p->b);
+}
+
+static void put_s(payload *p, const char *s)
+{
+    size_t len = s ? strlen(s) : 0;
+    if (len > 200)
+        len = 200;   /* names are cut, never the record */
+    put_u(p, len);
+    if (p->n + len > sizeof p->b) {
+        p->full = 1;
+        return;
+    }
+    if (len)
+        memcpy(p->b + p->n, s, len);
+    p->n += len;
+}
+
+static const unsigned ext_of[SW_K_COUNT] = {
+    [SW_K_LINE] = SW_EXT_LINE, [SW_K_INSTRUCTION] = SW_EXT_INSTRUCTION,
+    [SW_K_RAISE] = SW_EXT_RAISE, [SW_K_HANDLED] = SW_EXT_HANDLED,
+    [SW_K_GC_START] = SW_EXT_GC_START, [SW_K_GC_DONE] = SW_EXT_GC_DONE,
+    [SW_K_NEW_START] = SW_EXT_NEW_START, [SW_K_NEW_DONE] = SW_EXT_NEW_DONE,
+    [SW_K_DEL_START] = SW_EXT_DEL_START, [SW_K_DEL_DONE] = SW_EXT_DEL_DONE,
+    [SW_K_THREAD_START] = SW_EXT_THREAD_START, [SW_K_THREAD_EXIT] = SW_EXT_THREAD_EXIT,
+};
+
+void sw_file_record_ext(int kind, const sw_evdata *d)
+{
+    sw_tstate *t = &sw_T;
+    if (kind < 0 || kind >= SW_K_COUNT || !ext_of[kind] || t->busy || !sw_thread_attach(t))
+        return;
+    payload p = {.n = 0};
+    uint32_t code = 0;
+    if (d->code) {
+        uint32_t id = sw_code_id(d->code, NULL);
+        if (id & SW_ID_SKIP)
+            return;
+        code = id & SW_ID_MASK;
+    }
+    switch (kind) {
+    case SW_K_LINE:
+        put_u(&p, code);
+        put_u(&p, d->line < 0 ? 0 : (uint64_t)d->line);
+        break;
+    case SW_K_INSTRUCTION:
+        put_u(&p, code);
+        put_u(&p, d->line < 0 ? 0 : (uint64_t)d->line);
+        put_u(&p, (uint64_t)(d->a < 0 ? 0 : d->a));
+        put_u(&p, (uint64_t)(d->b < 0 ? 0 : d->b));
+        put_s(&p, d->name);
+        break;
+    case SW_K_RAISE:
+    case SW_K_HANDLED:
+        put_u(&p, code);
+        put_u(&p, d->line < 0 ? 0 : (uint64_t)d->line);
+        put_s(&p, d->name);
+        break;
+    case SW_K_GC_START:
+        put_u(&p, (uint64_t)(d->a < 0 ? 0 : d->a));
+        break;
+    case SW_K_GC_DONE:
+        put_u(&p, (uint64_t)(d->a < 0 ? 0 : d->a));
+        put_u(&p, (uint64_t)(d->b < 0 ? 0 : d->b));
+        put_u(&p, (uint64_t)(d->c < 0 ? 0 : d->c));
+        break;
+    case SW_K_THREAD_START:
+    case SW_K_THREAD_EXIT:
+        put_s(&p, d->name);
+        put_u(&p, (uint64_t)(d->a < 0 ? 0 : d->a));
+        break;
+    default:   /* object events */
+        put_s(&p, d->name);
+        put_s(&p, d->file);
+        break;
+    }
+    if (p.full)
+        return;
+    sw_tbuf_ext(t->tb, sw_clock_now(&sw_S.clock), ext_of[kind], p.b, p.n);
+}
