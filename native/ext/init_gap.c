@@ -18,6 +18,8 @@
  */
 #include "session.h"
 
+#include "dispatch.h"
+
 #if PY_VERSION_HEX >= 0x030D0000
 
 static PyObject *set_local_events;  /* sys.monitoring.set_local_events */
@@ -30,38 +32,57 @@ static _PyInterpreterFrame *current_frame(void)
     return PyThreadState_Get()->current_frame;
 }
 
-/* Per-thread state, valid for this session. Returns NULL if the thread
- * cannot record. */
-static sw_tstate *ready(void)
+/* Frames remembered by mon_start carry, in their low bits (frames are
+ * pointer-aligned), what was done at their start: recorded in the file,
+ * handed to the other consumers. */
+#define REC_FILE 1u
+#define REC_EMIT 2u
+
+static int others_want(int kind) { return (sw_D.slow & SW_EVB(kind)) != 0; }
+
+static void emit(int kind, PyCodeObject *co)
 {
     sw_tstate *t = &sw_T;
-    if (SW_UNLIKELY(t->session != sw_S.gen) && !sw_thread_attach(t))
-        return NULL;
-    if (t->busy)
-        return NULL;
-    if (t->mon_gen != sw_S.gen) {
-        t->mon_depth = 0;
-        t->mon_gen = sw_S.gen;
-    }
-    return t;
+    sw_evdata d = {.code = co, .line = co ? co->co_firstlineno : -1};
+    sw_exc_state es;
+    sw_exc_save(&es);
+    sw_busy_enter(t);
+    sw_emit(kind, &d);
+    sw_busy_exit(t);
+    sw_exc_restore(&es);
 }
 
 static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     (void)self;
-    if (!sw_S.gen || n < 1 || !PyCode_Check(args[0]))
+    int others = others_want(SW_K_CALL) || others_want(SW_K_RETURN) || others_want(SW_K_UNWIND);
+    if ((!sw_S.gen && !others) || n < 1 || !PyCode_Check(args[0]))
         Py_RETURN_NONE;
-    sw_tstate *t = ready();
-    if (!t)
+    sw_tstate *t = &sw_T;
+    if (t->busy)
         Py_RETURN_NONE;
+    int file = sw_S.gen && sw_thread_attach(t);
+    if (t->busy)
+        Py_RETURN_NONE;
+    if (t->mon_gen != sw_S.gen) {
+        t->mon_depth = 0;
+        t->mon_gen = sw_S.gen;
+    }
     _PyInterpreterFrame *f = current_frame();
     if (!f || (void *)f == t->hook_frame)
         Py_RETURN_NONE;  /* entered through the hook: already recorded */
     PyCodeObject *co = (PyCodeObject *)args[0];
-    uint32_t id = sw_code_id(co, f->f_globals);
-    if ((id & SW_ID_SKIP) || (sw_S.max_depth && t->tb->depth >= sw_S.max_depth))
+    uintptr_t rec = 0;
+    uint32_t id = 0;
+    if (file) {
+        id = sw_code_id(co, f->f_globals);
+        if (!((id & SW_ID_SKIP) || (sw_S.max_depth && t->tb->depth >= sw_S.max_depth)))
+            rec |= REC_FILE;
+    }
+    if (others)
+        rec |= REC_EMIT;
+    if (!rec)
         Py_RETURN_NONE;
-    id &= SW_ID_MASK;
     if (t->mon_depth == t->mon_cap) {
         uint32_t cap = t->mon_cap ? t->mon_cap * 2 : 32;
         void **p = PyMem_RawRealloc(t->mon_frames, cap * sizeof *p);
@@ -72,37 +93,40 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
         t->mon_frames = p;
         t->mon_cap = cap;
     }
-    t->mon_frames[t->mon_depth++] = f;
-    sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), SW_OP_CALL, id);
+    t->mon_frames[t->mon_depth++] = (void *)((uintptr_t)f | rec);
+    if (rec & REC_FILE)
+        sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), SW_OP_CALL, id & SW_ID_MASK);
+    if ((rec & REC_EMIT) && others_want(SW_K_CALL))
+        emit(SW_K_CALL, co);
     Py_RETURN_NONE;
 }
 
-static void mon_exit(unsigned op)
+static void mon_exit(unsigned op, int kind, PyObject *code)
 {
     sw_tstate *t = &sw_T;
-    if (!sw_S.gen || t->session != sw_S.gen || t->mon_gen != sw_S.gen || !t->mon_depth)
+    if (t->mon_gen != sw_S.gen || !t->mon_depth)
         return;
-    if (t->mon_frames[t->mon_depth - 1] != (void *)current_frame())
+    uintptr_t top = (uintptr_t)t->mon_frames[t->mon_depth - 1];
+    if ((top & ~(uintptr_t)3) != (uintptr_t)current_frame())
         return;
     t->mon_depth--;
-    sw_tbuf_exit(t->tb, sw_clock_now(&sw_S.clock), op);
+    if ((top & REC_FILE) && sw_S.gen && t->session == sw_S.gen)
+        sw_tbuf_exit(t->tb, sw_clock_now(&sw_S.clock), op);
+    if ((top & REC_EMIT) && others_want(kind) && !t->busy)
+        emit(kind, (code && PyCode_Check(code)) ? (PyCodeObject *)code : NULL);
 }
 
 static PyObject *mon_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     (void)self;
-    (void)args;
-    (void)n;
-    mon_exit(SW_OP_RETURN);
+    mon_exit(SW_OP_RETURN, SW_K_RETURN, n >= 1 ? args[0] : NULL);
     Py_RETURN_NONE;
 }
 
 static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     (void)self;
-    (void)args;
-    (void)n;
-    mon_exit(SW_OP_UNWIND);
+    mon_exit(SW_OP_UNWIND, SW_K_UNWIND, n >= 1 ? args[0] : NULL);
     Py_RETURN_NONE;
 }
 
@@ -110,7 +134,8 @@ static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
 static int on_function(PyFunction_WatchEvent event, PyFunctionObject *func, PyObject *new_value)
 {
     (void)new_value;
-    if (event != PyFunction_EVENT_CREATE || !set_local_events || tool_id < 0 || !sw_S.gen)
+    if (event != PyFunction_EVENT_CREATE || !set_local_events || tool_id < 0 ||
+        !(sw_S.gen || (sw_D.slow & SW_MASK_PY)))
         return 0;
     PyObject *name = func->func_name;
     if (!name || !PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "__init__") != 0)

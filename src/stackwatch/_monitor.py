@@ -18,6 +18,7 @@ tool id when none are needed:
   DISABLE for locations no consumer wants. (On 3.9-3.11 these come from the
   C profile and trace hooks instead.)
 """
+import dis
 import sys
 import types
 
@@ -132,5 +133,4 @@ def sync(py_calls, mask):
 
 
 def _opnames():
-    import dis
     return list(dis.opname)

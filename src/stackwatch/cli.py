@@ -10,7 +10,7 @@ import os
 import sys
 import tempfile
 
-from . import _native, api, cli_profile
+from . import _dispatch, _native, api, cli_profile, handlers, probes
 from .program import Program, UsageError, check_writable, resolve
 from .units import parse_duration_ns, parse_size
 
@@ -55,10 +55,23 @@ def build_parser():
     r.add_argument("--flush-interval", default=None, help="background flush of slowly recording "
                    "threads, e.g. 250ms (default 250ms; off on 3.13+, see docs; 0 = off)")
     r.add_argument("--no-tsc", action="store_true", help="timestamps from CLOCK_MONOTONIC, not the TSC")
+    r.add_argument("--events", action="append", help="also record these events (comma-separated names "
+                   "or groups: line, instruction, exceptions, gc, objects, threads, ...; see "
+                   "'stackwatch probes --events')")
+    r.add_argument("--lines", action="append", metavar="GLOB", help="record line events in files "
+                   "matching GLOB (implies --events line); repeatable")
+    r.add_argument("--log", nargs="?", const="-", default=None, metavar="FILE",
+                   help="print every recorded kind of event as a readable line to stderr (or FILE)")
+    r.add_argument("--probes", action="store_true", help="serve the USDT probes: attaching bpftrace, "
+                   "SystemTap or perf turns on the matching hooks")
+    r.add_argument("--no-trace", action="store_true", help="write no trace file (with --probes or --log)")
     r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
 
     cli_profile.add_parser(sub)
+
+    pr = sub.add_parser("probes", help="list the USDT probes and the file to attach to")
+    pr.add_argument("--events", action="store_true", help="list the event names handlers and --events accept")
 
     s = sub.add_parser("stats", help="top functions of a trace (calls, total and own time)")
     s.add_argument("file")
@@ -91,6 +104,8 @@ def main(argv=None):
             return _exit(cli_profile.cmd_profile(args))
         if args.command == "stats":
             return _exit(cmd_stats(args))
+        if args.command == "probes":
+            return _exit(cmd_probes(args))
         if args.command == "export":
             return _exit(cmd_export(args))
     except UsageError as e:
@@ -134,11 +149,22 @@ def cmd_run(args):
         raise UsageError(str(e))
     if args.max_depth < 0:
         raise UsageError("--max-depth must not be negative")
+    events = [e.strip() for arg in (args.events or []) for e in arg.split(",") if e.strip()]
+    if args.lines and "line" not in events:
+        events.append("line")
+    try:
+        if events:
+            _dispatch.mask_of(events)
+    except ValueError as e:
+        raise UsageError(f"--events: {e}")
+    if args.no_trace and not (args.probes or args.log is not None):
+        raise UsageError("--no-trace needs --probes or --log (otherwise nothing would be recorded)")
     if args.min_duration and args.format == "swt":
         raise UsageError("--min-duration applies to --format perfetto/chrome (or to 'stackwatch export')")
     # Absolute, so that a program that changes directory does not move it.
     output = os.path.abspath(args.output or _default_output(args.format))
-    check_writable(output, "trace")
+    if not args.no_trace:
+        check_writable(output, "trace")
     if args.format == "swt":
         trace_path = output
     else:
@@ -150,12 +176,24 @@ def cmd_run(args):
         return 1
 
     finisher = _Finisher(args, trace_path, output, min_ns)
-    try:
-        api.start(trace_path, buffer_size=chunk, ring=ring, max_depth=args.max_depth,
-                  include=args.include, exclude=args.exclude, follow_fork=not args.no_follow_fork,
-                  allow_tsc=not args.no_tsc, c_calls=args.c_calls, flush_interval=flush_s)
-    except (ValueError, RuntimeError) as e:
-        raise UsageError(str(e))
+    log = None
+    if args.log is not None:
+        log = handlers.verbose(None if args.log == "-" else args.log)
+        names = ["calls"] + (["c_calls"] if args.c_calls else []) + list(events)
+        handlers.add_handler(log, events=names)
+    if args.probes:
+        try:
+            probes.watch()
+        except RuntimeError as e:
+            raise UsageError(str(e))
+    if not args.no_trace:
+        try:
+            api.start(trace_path, buffer_size=chunk, ring=ring, max_depth=args.max_depth,
+                      include=args.include, exclude=args.exclude, follow_fork=not args.no_follow_fork,
+                      allow_tsc=not args.no_tsc, c_calls=args.c_calls, flush_interval=flush_s,
+                      events=events or None, lines=args.lines)
+        except (ValueError, RuntimeError) as e:
+            raise UsageError(str(e))
     # atexit runs after the interpreter has joined non-daemon threads, so
     # their events are in the trace too.
     atexit.register(finisher)
@@ -174,6 +212,8 @@ class _Finisher:
         if self.done or os.getpid() != self.pid:
             return
         self.done = True
+        if self.args.probes:
+            probes.unwatch()
         if not _native.is_tracing():
             return
         summary = api.stop()
@@ -195,6 +235,27 @@ class _Finisher:
             dropped = f", {summary.dropped} dropped" if summary.dropped else ""
             print(f"stackwatch: wrote {self.output} ({summary.events} events, {summary.threads} "
                   f"threads{dropped})", file=sys.stderr)
+
+
+# ---- probes ----
+
+def cmd_probes(args):
+    if args.events:
+        for name in _dispatch.KINDS:
+            print(name)
+        print("groups: calls, c_calls, exceptions, gc, objects, threads, all")
+        return 0
+    if not probes.available:
+        print("stackwatch: USDT probes were not compiled in (<sys/sdt.h> not found at build time; "
+              "on Debian: apt install systemtap-sdt-dev, then reinstall stackwatch)", file=sys.stderr)
+        return 1
+    print(f"library: {probes.library}")
+    print("probes (provider stackwatch; attach as usdt:LIBRARY:stackwatch:NAME):")
+    for name in probes.names:
+        print(f"  {name}({probes.ARGUMENTS.get(name, '')})")
+    print("They fire in programs run with 'stackwatch run --probes' (or that call "
+          "stackwatch.probes.watch()).")
+    return 0
 
 
 # ---- stats ----

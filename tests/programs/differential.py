@@ -2,10 +2,11 @@
 truth) and under stackwatch, and prints both call sequences as JSON:
 {"truth": {"main": [...], "threads": [[...], ...]}, "traced": {...}}.
 
-Usage: python differential.py CASE TRACE_PATH [c_calls]
+Usage: python differential.py CASE TRACE_PATH [c_calls] [handler]
 
 With c_calls, calls of builtin functions are compared too (c_call/c_return,
-named as native/ext/ccalls.c names them).
+named as native/ext/ccalls.c names them). With handler, the stackwatch side
+is a Python handler (stackwatch.add_handler) instead of the file tracer.
 """
 import json
 import os
@@ -102,9 +103,31 @@ def normalise(seq):
     return [(m[k], n) for k, n in seq if k in m]
 
 
+def by_handler(fn, c_calls):
+    """The sequences a stackwatch handler sees: (main, [per thread])."""
+    events, lock = {}, threading.Lock()
+
+    def on(ev):
+        with lock:
+            key = id(threading.current_thread())
+            name = ev.name if ev.kind.startswith("c_") else ev.function
+            events.setdefault(key, []).append((ev.kind, name))
+
+    h = stackwatch.add_handler(on, events=["calls", "c_call", "c_return", "c_raise"] if c_calls else "calls")
+    try:
+        fn()
+    finally:
+        h.remove()
+    main = events.pop(id(threading.current_thread()), [])
+    m = {"c_raise": "c_return"}
+    conv = lambda seq: normalise([(m.get(k, k), n) for k, n in seq])
+    return conv(main), [conv(s) for s in events.values()]
+
+
 def main():
     case, path = sys.argv[1], sys.argv[2]
-    c_calls = len(sys.argv) > 3 and sys.argv[3] == "c_calls"
+    c_calls = "c_calls" in sys.argv[3:]
+    handler = "handler" in sys.argv[3:]
     fn = corpus.CASES[case]
     root = code_name(fn.__code__)
     run_name = "Thread.run" if NEW_NAMES else "run"
@@ -112,17 +135,26 @@ def main():
     t_main, t_threads = ground_truth(fn, c_calls)
     fn()
     fn()
-    stackwatch.start(path, c_calls=c_calls)
-    fn()
-    summary = stackwatch.stop()
-    tr = Trace(path)
-    traced_main, traced_threads = [], []
-    for i, th in enumerate(tr.threads):
-        seq = normalise(tr.call_sequence(i))
-        if th["ident"] == threading.get_ident():
-            traced_main = subtree(seq, root)
-        else:
-            traced_threads.append(subtree(seq, run_name))
+    if handler:
+        h_main, h_threads = by_handler(fn, c_calls)
+        traced_main = subtree(h_main, root)
+        traced_threads = [subtree(s, run_name) for s in h_threads]
+        summary = types.SimpleNamespace(dropped=0, error=None)
+        damage = None
+    else:
+        stackwatch.start(path, c_calls=c_calls)
+        fn()
+        summary = stackwatch.stop()
+        tr = Trace(path)
+        damage = tr.damage
+        traced_main, traced_threads = [], []
+        for i, th in enumerate(tr.threads):
+            seq = normalise(tr.call_sequence(i))
+            if th["ident"] == threading.get_ident():
+                traced_main = subtree(seq, root)
+            else:
+                traced_threads.append(subtree(seq, run_name))
+
     def clean(seq):
         return drop_subtrees(seq, OBSERVER_DEPENDENT)
 
@@ -130,7 +162,7 @@ def main():
              "threads": sorted(clean(s) for s in (subtree(s, run_name) for s in t_threads) if s)}
     traced = {"main": clean(traced_main), "threads": sorted(clean(s) for s in traced_threads if s)}
     json.dump({"truth": truth, "traced": traced, "dropped": summary.dropped,
-               "error": summary.error, "damage": tr.damage}, sys.stdout)
+               "error": summary.error, "damage": damage}, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,15 @@ sys.path.insert(0, PROGRAMS)
 import corpus  # noqa: E402
 
 
+@pytest.mark.parametrize("consumer", ["file", "handler"])
 @pytest.mark.parametrize("c_calls", [False, True], ids=["python", "c_calls"])
 @pytest.mark.parametrize("case", sorted(corpus.CASES))
-def test_matches_setprofile(case, c_calls, tmp_path):
+def test_matches_setprofile(case, c_calls, consumer, tmp_path):
+    """The file tracer and a Python handler (stackwatch.add_handler) both
+    see exactly what sys.setprofile sees."""
     out = subprocess.run([sys.executable, os.path.join(PROGRAMS, "differential.py"), case,
-                          str(tmp_path / "t.swt")] + (["c_calls"] if c_calls else []),
+                          str(tmp_path / "t.swt")] + (["c_calls"] if c_calls else []) +
+                         (["handler"] if consumer == "handler" else []),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)

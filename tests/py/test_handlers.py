@@ -1,0 +1,159 @@
+"""Python handlers (stackwatch.add_handler) and the file tracer's extra
+events: what arrives, filters, removal, a raising handler, and that the
+trace file stays readable with EXT records in it."""
+import gc
+import os
+import sys
+import threading
+
+import pytest
+
+import stackwatch
+from conftest import run, write
+
+HERE = os.path.abspath(__file__)
+
+
+def _leaf(x):
+    y = x * 2
+    return y
+
+
+def _boom():
+    try:
+        raise KeyError("k")
+    except KeyError:
+        return 1
+
+
+def collect(events, where=HERE):
+    seen = []
+    h = stackwatch.add_handler(lambda ev: seen.append(ev), events=events, where=where)
+    return seen, h
+
+
+def test_calls_lines_and_exceptions_in_one_file():
+    seen, h = collect(["calls", "line", "exceptions"])
+    try:
+        _leaf(1)
+        _boom()
+    finally:
+        assert h.remove() is True
+    kinds = [(e.kind, e.function) for e in seen]
+    assert ("call", "_leaf") in kinds and ("return", "_leaf") in kinds
+    leaf_lines = [e.lineno for e in seen if e.kind == "line" and e.function == "_leaf"]
+    first = _leaf.__code__.co_firstlineno
+    assert leaf_lines == [first + 1, first + 2]
+    raised = [e for e in seen if e.kind == "raise"]
+    assert len(raised) == 1 and raised[0].name == "KeyError" and raised[0].function == "_boom"
+    if sys.version_info >= (3, 12):
+        assert [e.name for e in seen if e.kind == "handled"] == ["KeyError"]
+    assert all(e.filename == HERE for e in seen)
+    assert all(e.thread_id == threading.get_ident() for e in seen)
+    n = len(seen)
+    _leaf(2)
+    assert len(seen) == n, "events arrived after remove()"
+    assert h.remove() is False
+
+
+def test_where_filter_leaves_other_files_out():
+    seen, h = collect("calls", where="*/no-such-dir/*")
+    try:
+        _leaf(1)
+    finally:
+        h.remove()
+    assert seen == []
+
+
+def test_gc_and_thread_events():
+    seen, h = collect(["gc", "threads"], where=None)
+    try:
+        gc.collect()
+        t = threading.Thread(target=_leaf, args=(1,), name="worker-x")
+        t.start()
+        t.join()
+    finally:
+        h.remove()
+    starts = [e for e in seen if e.kind == "gc_start"]
+    dones = [e for e in seen if e.kind == "gc_done"]
+    assert starts and len(starts) == len(dones)
+    assert dones[-1].data["generation"] == 2 and "collected" in dones[-1].data
+    th = [(e.kind, e.name) for e in seen if e.kind.startswith("thread_")]
+    assert th == [("thread_start", "worker-x"), ("thread_exit", "worker-x")]
+    assert [e.data["native_id"] for e in seen if e.kind == "thread_start"] == [t.native_id]
+
+
+def test_c_calls_carry_the_callable_name():
+    seen, h = collect(["c_call", "c_return"])
+    try:
+        len([1])
+    finally:
+        h.remove()
+    assert [(e.kind, e.name) for e in seen] == [("c_call", "builtins.len"), ("c_return", "builtins.len")]
+
+
+def test_raising_handler_is_removed_and_reported(tmp):
+    prog = write(tmp / "p.py", """
+import stackwatch
+calls = []
+def bad(ev):
+    calls.append(ev.kind)
+    raise ValueError("handler bug")
+def f():
+    return 1
+h = stackwatch.add_handler(bad, events="call", where=__file__)
+f(); f(); f()
+print("ran", len(calls), h.active)
+""")
+    out = run(["python", prog])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ran 1 False"
+    assert out.stderr.count("handler bug") == 1 and "it was removed" in out.stderr
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="unknown event"):
+        stackwatch.add_handler(print, events="bogus")
+    with pytest.raises(TypeError):
+        stackwatch.add_handler(42)
+    with pytest.raises(ValueError):
+        stackwatch.add_handler(print, where=[])
+
+
+def test_several_consumers_at_once(tmp):
+    """A handler and the file tracer listen together; each gets what it
+    asked for and the file reads back with its line and GC records."""
+    seen, h = collect("calls")
+    path = str(tmp / "t.swt")
+    try:
+        stackwatch.start(path, events=["line", "gc", "exceptions"], lines=[HERE])
+        _leaf(3)
+        _boom()
+        gc.collect()
+        summary = stackwatch.stop()
+    finally:
+        h.remove()
+    assert summary.error is None and summary.dropped == 0
+    assert [e.function for e in seen if e.kind == "call"][:2] == ["_leaf", "_boom"]
+    tr = stackwatch.Trace(path)
+    assert tr.damage is None
+    names = [n for k, n in tr.call_sequence(0)]
+    assert "_leaf" in names and "_boom" in names
+
+
+def test_run_log_prints_readable_lines(tmp):
+    prog = write(tmp / "p.py", "import gc\ndef f():\n    return 1\nf()\ngc.collect()\n")
+    out = run(["run", "--no-trace", "--log", "--events", "gc,line", prog])
+    assert out.returncode == 0, out.stderr
+    lines = [l for l in out.stderr.splitlines() if "p.py" in l or "gc_" in l]
+    assert any("call" in l and " f (p.py:2)" in l for l in lines)
+    assert any("line" in l and "(p.py:3)" in l for l in lines)
+    assert any("gc_done" in l and "collected=" in l for l in lines)
+
+
+def test_run_rejects_bad_event_names(tmp):
+    prog = write(tmp / "p.py", "pass\n")
+    out = run(["run", "--events", "nope", prog])
+    assert out.returncode != 0
+    assert out.stderr.strip().startswith("stackwatch: error: --events: unknown event 'nope'")
+    assert "Traceback" not in out.stderr
