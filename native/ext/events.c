@@ -167,14 +167,21 @@ static int trace_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg
         emit_located(SW_K_LINE, co, PyFrame_GetLineNumber(frame), 0, 0, NULL);
         break;
     case PyTrace_OPCODE: {
-        int off = frame->f_lasti;
-#if PY_VERSION_HEX >= 0x030A0000
-        off *= 2;   /* f_lasti counts code units from 3.10 */
-#endif
         long op = -1;
-        PyObject *code = co->co_code;
+#if PY_VERSION_HEX >= 0x030B0000
+        int off = PyFrame_GetLasti(frame);    /* in bytes */
+        PyObject *code = PyCode_GetCode(co);  /* new reference */
+#else
+        int off = frame->f_lasti;
+#  if PY_VERSION_HEX >= 0x030A0000
+        off *= 2;   /* f_lasti counts code units in 3.10 */
+#  endif
+        PyObject *code = Py_NewRef(co->co_code);
+#endif
         if (code && PyBytes_Check(code) && off >= 0 && off < PyBytes_GET_SIZE(code))
             op = (unsigned char)PyBytes_AS_STRING(code)[off];
+        Py_XDECREF(code);
+        PyErr_Clear();
         emit_located(SW_K_INSTRUCTION, co, PyFrame_GetLineNumber(frame), off, op, opname(op));
         break;
     }
