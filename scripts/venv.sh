@@ -17,7 +17,7 @@ venv="$root/.venv/${SW_VENV_NAME:-$v}"
 if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv" >&2
 fi
-deps=("setuptools>=61" wheel pytest protobuf perfetto coverage "$@")
+deps=("setuptools>=61" wheel pytest protobuf perfetto coverage selenium "$@")
 stamp="$venv/.deps-installed"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${deps[*]}" ]; then
   "$venv/bin/python" -m pip install -q -U --disable-pip-version-check "${deps[@]}" >&2

@@ -8,6 +8,7 @@ counts the stacks into call trees.
     p.tree()                          # nested dicts, all threads merged
     p.write("out.txt", "collapsed")   # flamegraph.pl input
     p.write("out.json", "speedscope")
+    p.write("out.html", "html")       # interactive flame graph, one file
 
 A Profiler runs once (start, then stop). Its results can be read while it
 runs as well as after.
@@ -20,7 +21,7 @@ import weakref
 from . import _native
 from .units import parse_duration_ns
 
-FORMATS = ("collapsed", "speedscope")
+FORMATS = ("collapsed", "speedscope", "html")
 MIN_INTERVAL_NS = 20_000
 MAX_INTERVAL_NS = 60_000_000_000
 DEFAULT_MAX_DEPTH = 1024
@@ -233,11 +234,16 @@ class Profiler:
     def write(self, path, format="collapsed"):
         """Writes the profile: "collapsed" (flamegraph.pl input, all
         threads merged, sample counts) or "speedscope" (JSON, one profile
-        per thread, weights in nanoseconds of wall time)."""
+        per thread, weights in nanoseconds of wall time) or "html" (an
+        interactive flame graph in one self-contained file, see
+        stackwatch.flamegraph)."""
         if format not in FORMATS:
             raise ValueError(f"unknown profile format {format!r} (choose from: {', '.join(FORMATS)})")
         self._check_ran()
         if self._state == "running":
             self._remember_names()
+        if format == "html":
+            from . import flamegraph
+            return flamegraph.write(self, path)
         self._s.write(os.fspath(path), format, title=os.path.basename(os.fspath(path)),
                       thread_names={ident: name for ident, (name, _) in self._names.items()})
