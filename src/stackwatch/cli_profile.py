@@ -1,7 +1,7 @@
 """`stackwatch profile`: run a program under the statistical profiler and
-write its call tree as collapsed stacks or speedscope JSON.
+write its call tree as collapsed stacks, speedscope JSON or pprof.
 
-    stackwatch profile [--rate HZ | --interval 1ms] [-o out] [--format collapsed|speedscope]
+    stackwatch profile [--rate HZ | --interval 1ms] [-o out] [--format collapsed|speedscope|pprof]
                        (script.py | -m module) [args ...]
 
 The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
@@ -20,7 +20,7 @@ from . import profiler, program as program_mod
 from .program import Program, UsageError, check_writable, resolve
 
 USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [-o OUT] "
-         "[--format collapsed|speedscope] (script.py | -m module) [args ...]")
+         "[--format collapsed|speedscope|pprof] (script.py | -m module) [args ...]")
 
 
 def add_parser(subparsers):
@@ -30,11 +30,13 @@ def add_parser(subparsers):
     when = p.add_mutually_exclusive_group()
     when.add_argument("--rate", help="samples per second (e.g. 1000); default 1000")
     when.add_argument("--interval", help="time between samples (e.g. 1ms, 200us); at least 20us")
-    p.add_argument("-o", "--output", help="output file (default stackwatch-PID.collapsed.txt, or "
-                   "stackwatch-PID.speedscope.json with --format speedscope)")
+    p.add_argument("-o", "--output", help="output file (default stackwatch-PID.collapsed.txt, "
+                   "stackwatch-PID.speedscope.json with --format speedscope, stackwatch-PID.pb.gz "
+                   "with --format pprof)")
     p.add_argument("--format", choices=profiler.FORMATS, default=None,
-                   help="collapsed (flamegraph.pl input) or speedscope (JSON); default: speedscope "
-                   "if the output ends in .json, else collapsed")
+                   help="collapsed (flamegraph.pl input), speedscope (JSON) or pprof (gzipped "
+                   "profile.proto, for go tool pprof); default: speedscope if the output ends in "
+                   ".json, pprof if it ends in .pb.gz or .pprof, else collapsed")
     p.add_argument("-m", dest="module", help="run a library module as a script")
     p.add_argument("--max-depth", type=int, default=profiler.DEFAULT_MAX_DEPTH,
                    help=f"frames kept per stack (default {profiler.DEFAULT_MAX_DEPTH})")
@@ -45,6 +47,8 @@ def add_parser(subparsers):
 
 def _default_output(fmt):
     pid = os.getpid()
+    if fmt == "pprof":
+        return f"stackwatch-{pid}.pb.gz"
     return f"stackwatch-{pid}.speedscope.json" if fmt == "speedscope" else f"stackwatch-{pid}.collapsed.txt"
 
 
@@ -53,6 +57,8 @@ def _options(args):
     fmt = args.format
     if fmt is None:
         fmt = "speedscope" if args.output and args.output.lower().endswith(".json") else "collapsed"
+        if args.output and args.output.lower().endswith((".pb.gz", ".pprof")):
+            fmt = "pprof"
     output = args.output or _default_output(fmt)
     try:
         ns = profiler.interval_ns(args.interval, args.rate)
