@@ -1,8 +1,8 @@
 """`stackwatch profile`: run a program under the statistical profiler and
-write its call tree as collapsed stacks, speedscope JSON or an interactive
-HTML flame graph.
+write its call tree as collapsed stacks, speedscope JSON, an interactive
+HTML flame graph or pprof.
 
-    stackwatch profile [--rate HZ | --interval 1ms] [-o out] [--format collapsed|speedscope|html]
+    stackwatch profile [--rate HZ | --interval 1ms] [-o out] [--format collapsed|speedscope|html|pprof]
                        (script.py | -m module) [args ...]
 
 The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
@@ -21,7 +21,7 @@ from . import profiler, program as program_mod
 from .program import Program, UsageError, check_writable, resolve
 
 USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [-o OUT] "
-         "[--format collapsed|speedscope|html] (script.py | -m module) [args ...]")
+         "[--format collapsed|speedscope|html|pprof] (script.py | -m module) [args ...]")
 
 
 def add_parser(subparsers):
@@ -33,11 +33,13 @@ def add_parser(subparsers):
     when.add_argument("--interval", help="time between samples (e.g. 1ms, 200us); at least 20us")
     p.add_argument("-o", "--output", help="output file (default stackwatch-PID.collapsed.txt, or "
                    "stackwatch-PID.speedscope.json with --format speedscope, "
-                   "stackwatch-PID.flamegraph.html with --format html)")
+                   "stackwatch-PID.flamegraph.html with --format html, stackwatch-PID.pb.gz "
+                   "with --format pprof)")
     p.add_argument("--format", choices=profiler.FORMATS, default=None,
-                   help="collapsed (flamegraph.pl input), speedscope (JSON) or html (interactive "
-                   "flame graph); default: speedscope if the output ends in .json, html if "
-                   "it ends in .html, else collapsed")
+                   help="collapsed (flamegraph.pl input), speedscope (JSON), html (interactive "
+                   "flame graph) or pprof (gzipped profile.proto, for go tool pprof); default: "
+                   "speedscope if the output ends in .json, html if it ends in .html, pprof if "
+                   "it ends in .pb.gz or .pprof, else collapsed")
     p.add_argument("-m", dest="module", help="run a library module as a script")
     p.add_argument("--max-depth", type=int, default=profiler.DEFAULT_MAX_DEPTH,
                    help=f"frames kept per stack (default {profiler.DEFAULT_MAX_DEPTH})")
@@ -50,6 +52,8 @@ def _default_output(fmt):
     pid = os.getpid()
     if fmt == "html":
         return f"stackwatch-{pid}.flamegraph.html"
+    if fmt == "pprof":
+        return f"stackwatch-{pid}.pb.gz"
     return f"stackwatch-{pid}.speedscope.json" if fmt == "speedscope" else f"stackwatch-{pid}.collapsed.txt"
 
 
@@ -60,6 +64,8 @@ def _options(args):
         fmt = "speedscope" if args.output and args.output.lower().endswith(".json") else "collapsed"
         if args.output and args.output.lower().endswith((".html", ".htm")):
             fmt = "html"
+        if args.output and args.output.lower().endswith((".pb.gz", ".pprof")):
+            fmt = "pprof"
     output = args.output or _default_output(fmt)
     try:
         ns = profiler.interval_ns(args.interval, args.rate)

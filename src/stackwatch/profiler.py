@@ -9,6 +9,7 @@ counts the stacks into call trees.
     p.write("out.txt", "collapsed")   # flamegraph.pl input
     p.write("out.json", "speedscope")
     p.write("out.html", "html")       # interactive flame graph, one file
+    p.write("out.pb.gz", "pprof")     # go tool pprof input
 
 A Profiler runs once (start, then stop). Its results can be read while it
 runs as well as after.
@@ -21,7 +22,7 @@ import weakref
 from . import _native
 from .units import parse_duration_ns
 
-FORMATS = ("collapsed", "speedscope", "html")
+FORMATS = ("collapsed", "speedscope", "html", "pprof")
 MIN_INTERVAL_NS = 20_000
 MAX_INTERVAL_NS = 60_000_000_000
 DEFAULT_MAX_DEPTH = 1024
@@ -233,10 +234,12 @@ class Profiler:
 
     def write(self, path, format="collapsed"):
         """Writes the profile: "collapsed" (flamegraph.pl input, all
-        threads merged, sample counts) or "speedscope" (JSON, one profile
-        per thread, weights in nanoseconds of wall time) or "html" (an
+        threads merged, sample counts), "speedscope" (JSON, one profile
+        per thread, weights in nanoseconds of wall time), "html" (an
         interactive flame graph in one self-contained file, see
-        stackwatch.flamegraph)."""
+        stackwatch.flamegraph) or "pprof" (gzipped profile.proto for
+        `go tool pprof`: sample types samples/count and wall/nanoseconds, a
+        "thread" label per sample)."""
         if format not in FORMATS:
             raise ValueError(f"unknown profile format {format!r} (choose from: {', '.join(FORMATS)})")
         self._check_ran()

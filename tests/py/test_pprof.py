@@ -1,0 +1,440 @@
+"""The profiler's pprof output (gzipped profile.proto), read by its real
+consumer, `go tool pprof` (Debian golang-go), and by a minimal protobuf
+decoder written here from profile.proto: the totals, per-function values
+and per-thread stacks equal what Profiler.stats()/tree()/threads() report;
+`stackwatch profile` picks pprof from the output's suffix; bad formats and
+unwritable outputs are clean errors."""
+import glob
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import run, write
+from stackwatch import _native
+
+SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
+pytestmark = pytest.mark.skipif(
+    not SUPPORTED, reason=f"the sampling profiler does not support CPython {sys.version.split()[0]} "
+    "(it supports 3.9 to 3.13 with the GIL)")
+
+if SUPPORTED:
+    from stackwatch.profiler import Profiler
+
+GO = shutil.which("go")
+needs_go = pytest.mark.skipif(not GO, reason="`go` is not installed (Debian package golang-go), so "
+                              "`go tool pprof` cannot read the output")
+
+
+# ---- a workload with known functions ----
+
+def spin_until(deadline):
+    while time.perf_counter() < deadline:
+        pass
+
+
+def f60(d):
+    spin_until(time.perf_counter() + d)
+
+
+def f30(d):
+    spin_until(time.perf_counter() + d)
+
+
+def f10(d):
+    spin_until(time.perf_counter() + d)
+
+
+def mixed_workload(seconds):
+    """60/30/10 percent of `seconds` in f60/f30/f10, in 10 ms rounds."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        f60(0.006)
+        f30(0.003)
+        f10(0.001)
+
+
+def worker_loop(stop):
+    while not stop.is_set():
+        spin_until(time.perf_counter() + 0.002)
+
+
+def count_of(tree, name, key="count"):
+    """Samples (or their wall time with key="time_ns") whose stack passes
+    through `name` (outermost occurrence)."""
+    total, stack = 0, [tree]
+    while stack:
+        n = stack.pop()
+        if n["name"] == name:
+            total += n[key]
+        else:
+            stack.extend(n["children"])
+    return total
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """(profiler, path of its pprof file, wall-clock start and end)."""
+    stop = threading.Event()
+    worker = threading.Thread(target=worker_loop, args=(stop,), name="pprof-worker")
+    t0 = time.time_ns()
+    with Profiler(interval="500us") as p:
+        worker.start()
+        mixed_workload(0.6)
+        stop.set()
+        worker.join()
+    t1 = time.time_ns()
+    path = tmp_path_factory.mktemp("pprof") / "p.pb.gz"
+    p.write(path, "pprof")
+    return p, path, t0, t1
+
+
+# ---- go tool pprof ----
+
+def go_pprof(*args):
+    r = subprocess.run([GO, "tool", "pprof"] + [str(a) for a in args], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def top(path, index, *extra):
+    """(shown, total, {function: (flat, cum)}) of `go tool pprof -top`
+    for the sample index ("samples" or "wall"), in counts or integer
+    nanoseconds. `shown` is the part of the total left by the filters."""
+    out = go_pprof("-top", f"-sample_index={index}", "-unit=ns", "-nodecount=100000", "-nodefraction=0",
+                   *extra, path)
+    m = re.search(r"^Showing nodes accounting for (\d+)(?:ns)?, [\d.]+% of (\d+)(?:ns)? total$", out, re.M)
+    assert m, out
+    rows = {}
+    for line in out.splitlines():
+        r = re.fullmatch(r"\s*(\d+)(?:ns)?\s+[\d.]+%\s+[\d.]+%\s+(\d+)(?:ns)?\s+[\d.]+%\s+(.+)", line)
+        if r:
+            rows[r.group(3)] = (int(r.group(1)), int(r.group(2)))
+    return int(m.group(1)), int(m.group(2)), rows
+
+
+def raw_samples(path):
+    """The samples of `go tool pprof -raw`: [(count, ns, labels text)], and
+    the header lines."""
+    out = go_pprof("-raw", path)
+    head, _, rest = out.partition("\nSamples:\n")
+    body = rest.split("\nLocations\n")[0].splitlines()
+    assert body[0].split() == ["samples/count", "wall/nanoseconds"], body[:2]
+    samples = []
+    for line in body[1:]:
+        m = re.fullmatch(r"\s*(\d+)\s+(\d+):(?: \d+)* ?", line)
+        if m:
+            samples.append([int(m.group(1)), int(m.group(2)), ""])
+        else:
+            assert samples and line.strip().startswith("thread:["), line
+            samples[-1][2] += line.strip()
+    return samples, head
+
+
+@needs_go
+def test_totals_match_the_profiler(profiled):
+    p, path, _, _ = profiled
+    st, tree = p.stats(), p.tree()
+    assert tree["count"] == st["stored"] > 300, st
+    shown, total, _ = top(path, "samples")
+    assert shown == total == st["stored"]
+    shown_ns, total_ns, _ = top(path, "wall")
+    assert shown_ns == total_ns == tree["time_ns"]
+    samples, head = raw_samples(path)
+    assert sum(s[0] for s in samples) == st["stored"]
+    assert sum(s[1] for s in samples) == tree["time_ns"]
+    assert "PeriodType: wall nanoseconds" in head
+    assert re.search(r"^Period: 500000$", head, re.M), head
+
+
+@needs_go
+def test_functions_match_the_tree_and_have_plausible_shares(profiled):
+    p, path, _, _ = profiled
+    tree = p.tree()
+    _, _, by_count = top(path, "samples")
+    _, _, by_ns = top(path, "wall")
+    for name in ("f60", "f30", "f10", "mixed_workload", "worker_loop", "spin_until"):
+        assert name in by_count, (name, sorted(by_count))
+        if name != "spin_until":   # called from several functions: pprof counts each sample once
+            assert by_count[name][1] == count_of(tree, name), name
+            assert by_ns[name][1] == count_of(tree, name, "time_ns"), name
+    # spin_until is the leaf of nearly every sample.
+    assert by_count["spin_until"][0] >= 0.9 * tree["count"]
+    three = sum(by_ns[n][1] for n in ("f60", "f30", "f10"))
+    for name, share in (("f60", 0.6), ("f30", 0.3), ("f10", 0.1)):
+        assert abs(by_ns[name][1] / three - share) < 0.1, (name, by_ns[name][1] / three)
+
+
+@needs_go
+def test_thread_labels(profiled):
+    p, path, _, _ = profiled
+    threads = {t["name"]: t for t in p.threads()}
+    assert {"MainThread", "pprof-worker"} <= set(threads), threads
+    tags = go_pprof("-tags", path)
+    for name, t in threads.items():
+        assert f"{name} ({t['thread_id']})" in tags, tags
+        shown, total, rows = top(path, "samples", f"-tagfocus=thread=^{re.escape(name)} ")
+        assert shown == p.tree(t["thread_id"])["count"] == t["samples"] < total, name
+    _, _, worker_rows = top(path, "samples", "-tagfocus=thread=^pprof-worker ")
+    assert "worker_loop" in worker_rows and "f60" not in worker_rows, worker_rows
+    samples, _ = raw_samples(path)
+    assert all(s[2].startswith("thread:[") for s in samples)
+
+
+# ---- the file itself, decoded here ----
+
+def varint(buf, i):
+    v = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i
+
+
+def fields(buf):
+    """(number, value) of each field of a message: ints for varints, bytes
+    for length-delimited fields."""
+    i = 0
+    while i < len(buf):
+        tag, i = varint(buf, i)
+        num, wt = tag >> 3, tag & 7
+        if wt == 0:
+            v, i = varint(buf, i)
+        elif wt == 2:
+            n, i = varint(buf, i)
+            v, i = buf[i:i + n], i + n
+            assert i <= len(buf)
+        else:
+            raise AssertionError(f"wire type {wt} in field {num}")
+        yield num, v
+
+
+def packed(v):
+    if isinstance(v, int):
+        return [v]
+    out, i = [], 0
+    while i < len(v):
+        x, i = varint(v, i)
+        out.append(x)
+    return out
+
+
+def decode(path):
+    data = path.read_bytes()
+    assert data[:2] == b"\x1f\x8b", "not gzipped"
+    prof = {"strings": [], "sample_type": [], "samples": [], "locations": {}, "functions": {}}
+    for num, v in fields(gzip.decompress(data)):
+        if num in (1, 11):
+            vt = dict(fields(v))
+            pair = (vt.get(1, 0), vt.get(2, 0))
+            if num == 1:
+                prof["sample_type"].append(pair)
+            else:
+                prof["period_type"] = pair
+        elif num == 2:
+            s = {"locs": [], "vals": [], "labels": []}
+            for n, x in fields(v):
+                if n == 1:
+                    s["locs"] += packed(x)
+                elif n == 2:
+                    s["vals"] += packed(x)
+                elif n == 3:
+                    s["labels"].append(dict(fields(x)))
+            prof["samples"].append(s)
+        elif num == 4:
+            loc = dict(fields(v))
+            prof["locations"][loc[1]] = dict(fields(loc[4]))[1]
+        elif num == 5:
+            fn = dict(fields(v))
+            prof["functions"][fn[1]] = fn
+        elif num == 6:
+            prof["strings"].append(v.decode("utf-8"))
+        elif num in (9, 10, 12):
+            prof[{9: "time_nanos", 10: "duration_nanos", 12: "period"}[num]] = v
+    return prof
+
+
+def test_file_fields(profiled):
+    p, path, t0, t1 = profiled
+    prof = decode(path)
+    s = prof["strings"]
+    assert s[0] == ""
+    assert [(s[a], s[b]) for a, b in prof["sample_type"]] == [("samples", "count"), ("wall", "nanoseconds")]
+    assert (s[prof["period_type"][0]], s[prof["period_type"][1]]) == ("wall", "nanoseconds")
+    assert prof["period"] == p.interval_ns == 500_000
+    assert t0 - 50_000_000 <= prof["time_nanos"] <= t1
+    st = p.stats()
+    assert prof["duration_nanos"] == st["stop_ns"] - st["start_ns"]
+    for fn in prof["functions"].values():
+        assert s[fn[2]] and fn.get(3, 0) == 0   # a name; no system_name (see calltree_pprof.c)
+
+
+def test_stacks_equal_the_tree_of_each_thread(profiled):
+    """Ground truth: every thread's tree from Profiler.tree(thread_id), as
+    {stack: (self, self_time_ns)}, equals the decoded samples labelled
+    with that thread."""
+    p, path, _, _ = profiled
+    prof = decode(path)
+    s = prof["strings"]
+
+    def frame(loc):
+        fn = prof["functions"][prof["locations"][loc]]
+        return (s[fn[2]], s[fn[4]], fn[5])
+
+    from_file = {}
+    for smp in prof["samples"]:
+        (label,) = smp["labels"]
+        assert s[label[1]] == "thread"
+        ident = int(re.fullmatch(r".* \((\d+)\)", s[label[2]]).group(1))
+        stack = tuple(frame(loc) for loc in reversed(smp["locs"]))
+        assert (ident, stack) not in from_file   # one sample per distinct stack
+        from_file[(ident, stack)] = tuple(smp["vals"])
+
+    from_tree = {}
+    for t in p.threads():
+        todo = [(c, ()) for c in p.tree(t["thread_id"])["children"]]
+        while todo:
+            node, above = todo.pop()
+            stack = above + ((node["name"], node["filename"], node["line"]),)
+            if node["self"]:
+                from_tree[(t["thread_id"], stack)] = (node["self"], node["self_time_ns"])
+            todo.extend((c, stack) for c in node["children"])
+    assert from_file == from_tree
+
+
+def test_odd_names_survive(tmp_path):
+    """<lambda>-style names keep their brackets; a file name that is not
+    valid UTF-8 is still a valid string."""
+    src = "def spin():\n    import time\n    e = time.perf_counter() + 0.1\n    while time.perf_counter() < e: pass\n"
+    ns = {}
+    exec(compile(src, 'we"ird;\\näme\udcff.py', "exec"), ns)
+    odd = eval("lambda: spin()", ns)
+    with Profiler(interval="500us") as p:
+        odd()
+    p.write(tmp_path / "o.pb.gz", "pprof")
+    prof = decode(tmp_path / "o.pb.gz")
+    names = {prof["strings"][fn[2]] for fn in prof["functions"].values()}
+    files = {prof["strings"][fn[4]] for fn in prof["functions"].values()}
+    assert {"<lambda>", "spin"} <= names, names
+    # The surrogate reaches the file as U+FFFD (one per byte the reader got).
+    assert [f for f in files if re.fullmatch('we"ird;\\\\näme\ufffd+\\.py', f)], files
+    if GO:
+        _, _, rows = top(tmp_path / "o.pb.gz", "samples")
+        assert "<lambda>" in rows, rows
+
+
+# ---- the CLI ----
+
+PROGRAM = '''
+import time
+def spin(d):
+    e = time.perf_counter() + d
+    while time.perf_counter() < e:
+        pass
+def work(seconds):
+    spin(seconds)
+work(0.3)
+spin(0.1)
+'''
+
+
+def wrote_samples(stderr):
+    m = re.search(r"^stackwatch: wrote .* \((\d+) samples of 1 thread\)$", stderr, re.M)
+    assert m, stderr
+    return int(m.group(1))
+
+
+@pytest.mark.parametrize("name", ["out.pb.gz", "out.PPROF"])
+def test_cli_format_from_suffix(tmp_path, name):
+    script = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["profile", "-o", name, script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    n = wrote_samples(r.stderr)
+    prof = decode(tmp_path / name)
+    assert sum(smp["vals"][0] for smp in prof["samples"]) == n > 100
+    if GO:
+        shown, total, rows = top(tmp_path / name, "samples")
+        assert shown == total == n
+        # The program's frames, <module> included; none of stackwatch's.
+        assert rows["<module>"][1] == n, rows
+        assert rows["work"][1] >= 0.5 * n and rows["spin"][1] >= 0.9 * n, rows
+        assert not [f for f in rows if "stackwatch" in f or f in ("Program.run", "cmd_profile", "main")], rows
+
+
+def test_cli_format_option_and_default_name(tmp_path):
+    script = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["profile", "-q", "--format", "pprof", script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    (out,) = glob.glob(str(tmp_path / "stackwatch-*.pb.gz"))
+    assert decode(type(tmp_path)(out))["samples"]
+    r = run(["profile", "-q", "--format", "pprof", "-o", "p.json", script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "p.json").read_bytes()[:2] == b"\x1f\x8b"   # --format wins over the suffix
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--format", "svg"], "invalid choice: 'svg' (choose from 'collapsed', 'speedscope', 'pprof'"),
+    (["--format", "pprof", "-o", "/nonexistent-dir/p.pb.gz"], "no such directory"),
+    (["-o", "/nonexistent-dir/p.pb.gz"], "no such directory"),
+    (["-o", "."], "it is a directory"),
+])
+def test_cli_bad_input_is_one_line(tmp_path, args, words):
+    script = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["profile"] + args + [script], cwd=tmp_path)
+    assert r.returncode == 2
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stackwatch: error: ") and words in lines[0], r.stderr
+
+
+def test_cli_output_gone_by_the_end_is_one_line(tmp_path):
+    """The output's directory vanishes while the program runs: writing
+    fails at exit with one line, and the program's own status stands."""
+    d = tmp_path / "out"
+    d.mkdir()
+    script = write(tmp_path / "prog.py", PROGRAM + f"import os\nos.rmdir({str(d)!r})\n")
+    r = run(["profile", "-o", str(d / "p.pb.gz"), script], cwd=tmp_path)
+    assert r.returncode == 0
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stackwatch: error: writing the profile to "), r.stderr
+    assert not d.exists()
+
+
+# ---- the API ----
+
+def test_api_errors(tmp_path):
+    with Profiler() as p:
+        spin_until(time.perf_counter() + 0.02)
+    with pytest.raises(ValueError, match=r"unknown profile format 'svg' \(choose from: collapsed, speedscope, pprof"):
+        p.write(tmp_path / "x", "svg")
+    with pytest.raises(ValueError, match="choose from: collapsed, speedscope, pprof"):
+        p._s.write(str(tmp_path / "x"), "svg")
+    with pytest.raises(FileNotFoundError):
+        p.write(tmp_path / "missing" / "x.pb.gz", "pprof")
+    with pytest.raises(IsADirectoryError):
+        p.write(tmp_path, "pprof")
+    assert not (tmp_path / "x").exists()
+
+
+def test_write_while_running(tmp_path):
+    """A snapshot written while sampling goes on is a valid profile whose
+    totals are those of some moment of the run."""
+    with Profiler(interval="500us") as p:
+        spin_until(time.perf_counter() + 0.1)
+        p.write(tmp_path / "live.pb.gz", "pprof")
+        before = p.stats()["stored"]
+        spin_until(time.perf_counter() + 0.05)
+    prof = decode(tmp_path / "live.pb.gz")
+    n = sum(smp["vals"][0] for smp in prof["samples"])
+    assert 0 < n <= before <= p.stats()["stored"]
+    assert prof["duration_nanos"] > 0
