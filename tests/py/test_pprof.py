@@ -384,7 +384,7 @@ def test_cli_format_option_and_default_name(tmp_path):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--format", "svg"], "invalid choice: 'svg' (choose from 'collapsed', 'speedscope', 'pprof'"),
+    (["--format", "svg"], "invalid choice: 'svg' (choose from 'collapsed', 'speedscope', 'html', 'pprof'"),
     (["--format", "pprof", "-o", "/nonexistent-dir/p.pb.gz"], "no such directory"),
     (["-o", "/nonexistent-dir/p.pb.gz"], "no such directory"),
     (["-o", "."], "it is a directory"),
@@ -415,7 +415,7 @@ def test_cli_output_gone_by_the_end_is_one_line(tmp_path):
 def test_api_errors(tmp_path):
     with Profiler() as p:
         spin_until(time.perf_counter() + 0.02)
-    with pytest.raises(ValueError, match=r"unknown profile format 'svg' \(choose from: collapsed, speedscope, pprof"):
+    with pytest.raises(ValueError, match=r"unknown profile format 'svg' \(choose from: collapsed, speedscope, html, pprof"):
         p.write(tmp_path / "x", "svg")
     with pytest.raises(ValueError, match="choose from: collapsed, speedscope, pprof"):
         p._s.write(str(tmp_path / "x"), "svg")
