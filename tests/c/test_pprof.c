@@ -190,10 +190,12 @@ static int pp_decode(pp_profile *pp, const uint8_t *p, size_t len, char *why, si
         case 6:
             if (f.wt != 2 || pp->nstrs == PP_MAX)
                 PP_FAIL("bad string");
-            pp->strs[pp->nstrs] = strndup((const char *)f.p, f.len);
-            if (!pp->strs[pp->nstrs] || strlen(pp->strs[pp->nstrs]) != f.len)
+            if (memchr(f.p, 0, f.len))
                 PP_FAIL("string with a NUL");
-            pp->nstrs++;
+            if (!(pp->strs[pp->nstrs] = malloc(f.len + 1)))
+                PP_FAIL("out of memory");
+            memcpy(pp->strs[pp->nstrs], f.p, f.len);
+            pp->strs[pp->nstrs++][f.len] = 0;
             break;
         case 9: pp->time_nanos = f.v; break;
         case 10: pp->duration_nanos = f.v; break;

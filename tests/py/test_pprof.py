@@ -6,7 +6,6 @@ and per-thread stacks equal what Profiler.stats()/tree()/threads() report;
 unwritable outputs are clean errors."""
 import glob
 import gzip
-import os
 import re
 import shutil
 import subprocess
@@ -39,25 +38,36 @@ def spin_until(deadline):
         pass
 
 
+# Each returns the wall time it took (more than asked for when the GIL or
+# the CPU is busy elsewhere).
 def f60(d):
-    spin_until(time.perf_counter() + d)
+    t0 = time.perf_counter()
+    spin_until(t0 + d)
+    return time.perf_counter() - t0
 
 
 def f30(d):
-    spin_until(time.perf_counter() + d)
+    t0 = time.perf_counter()
+    spin_until(t0 + d)
+    return time.perf_counter() - t0
 
 
 def f10(d):
-    spin_until(time.perf_counter() + d)
+    t0 = time.perf_counter()
+    spin_until(t0 + d)
+    return time.perf_counter() - t0
 
 
 def mixed_workload(seconds):
-    """60/30/10 percent of `seconds` in f60/f30/f10, in 10 ms rounds."""
+    """About 60/30/10 percent of `seconds` in f60/f30/f10, in 10 ms
+    rounds; returns the time each really took."""
+    spent = {"f60": 0.0, "f30": 0.0, "f10": 0.0}
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
-        f60(0.006)
-        f30(0.003)
-        f10(0.001)
+        spent["f60"] += f60(0.006)
+        spent["f30"] += f30(0.003)
+        spent["f10"] += f10(0.001)
+    return spent
 
 
 def worker_loop(stop):
@@ -140,9 +150,9 @@ def raw_samples(path):
 
 @needs_go
 def test_totals_match_the_profiler(profiled):
-    p, path, _, _ = profiled
+    p, path, *_ = profiled
     st, tree = p.stats(), p.tree()
-    assert tree["count"] == st["stored"] > 300, st
+    assert tree["count"] == st["stored"] > 50, st   # ~2400 when the machine is idle
     shown, total, _ = top(path, "samples")
     assert shown == total == st["stored"]
     shown_ns, total_ns, _ = top(path, "wall")
@@ -155,8 +165,8 @@ def test_totals_match_the_profiler(profiled):
 
 
 @needs_go
-def test_functions_match_the_tree_and_have_plausible_shares(profiled):
-    p, path, _, _ = profiled
+def test_functions_match_the_tree(profiled):
+    p, path, *_ = profiled
     tree = p.tree()
     _, _, by_count = top(path, "samples")
     _, _, by_ns = top(path, "wall")
@@ -167,14 +177,39 @@ def test_functions_match_the_tree_and_have_plausible_shares(profiled):
             assert by_ns[name][1] == count_of(tree, name, "time_ns"), name
     # spin_until is the leaf of nearly every sample.
     assert by_count["spin_until"][0] >= 0.9 * tree["count"]
-    three = sum(by_ns[n][1] for n in ("f60", "f30", "f10"))
-    for name, share in (("f60", 0.6), ("f30", 0.3), ("f10", 0.1)):
-        assert abs(by_ns[name][1] / three - share) < 0.1, (name, by_ns[name][1] / three)
+
+
+def pprof_share_problems(tmp_path):
+    """(problems, stats): profiles the 60/30/10 workload for 1 s, and
+    compares each function's share of the wall time that `go tool pprof`
+    reads from the file with the share of time it really took."""
+    with Profiler(interval="1ms") as p:
+        spent = mixed_workload(1.0)
+    p.write(tmp_path / "shares.pb.gz", "pprof")
+    _, _, by_ns = top(tmp_path / "shares.pb.gz", "wall")
+    st = p.stats()
+    three = sum(by_ns[n][1] for n in spent)
+    problems = []
+    for name in spent:
+        share, truth = by_ns[name][1] / three, spent[name] / sum(spent.values())
+        if abs(share - truth) > 0.05:
+            problems.append(f"{name}: {share:.3f} in go tool pprof, true {truth:.3f} (stats {st})")
+    return problems, st
+
+
+@needs_go
+def test_shares_in_go_pprof_match_ground_truth(tmp_path):
+    problems, st = pprof_share_problems(tmp_path)
+    if problems and st["missed"] > st["ticks"] // 5:
+        # The sampler missed over a fifth of its ticks: the machine was too
+        # busy to judge; one more try (as in test_profiler.py).
+        problems, st = pprof_share_problems(tmp_path)
+    assert not problems, problems
 
 
 @needs_go
 def test_thread_labels(profiled):
-    p, path, _, _ = profiled
+    p, path, *_ = profiled
     threads = {t["name"]: t for t in p.threads()}
     assert {"MainThread", "pprof-worker"} <= set(threads), threads
     tags = go_pprof("-tags", path)
@@ -283,7 +318,7 @@ def test_stacks_equal_the_tree_of_each_thread(profiled):
     """Ground truth: every thread's tree from Profiler.tree(thread_id), as
     {stack: (self, self_time_ns)}, equals the decoded samples labelled
     with that thread."""
-    p, path, _, _ = profiled
+    p, path, *_ = profiled
     prof = decode(path)
     s = prof["strings"]
 
@@ -361,14 +396,20 @@ def test_cli_format_from_suffix(tmp_path, name):
     assert r.returncode == 0, r.stderr
     n = wrote_samples(r.stderr)
     prof = decode(tmp_path / name)
-    assert sum(smp["vals"][0] for smp in prof["samples"]) == n > 100
+    assert sum(smp["vals"][0] for smp in prof["samples"]) == n > 10   # ~400 when the machine is idle
     if GO:
         shown, total, rows = top(tmp_path / name, "samples")
         assert shown == total == n
         # The program's frames, <module> included; none of stackwatch's.
         assert rows["<module>"][1] == n, rows
-        assert rows["work"][1] >= 0.5 * n and rows["spin"][1] >= 0.9 * n, rows
         assert not [f for f in rows if "stackwatch" in f or f in ("Program.run", "cmd_profile", "main")], rows
+        # work() is 3/4 of the program's time. The bound is loose: on a
+        # busy machine a sampler delayed for long charges the whole delay
+        # to the stack it then sees, and this program runs only 0.4 s (the
+        # shares are held to the ground truth in the test above).
+        _, ns, rows = top(tmp_path / name, "wall")
+        assert rows["<module>"][1] == ns
+        assert rows["work"][1] >= 0.25 * ns and rows["spin"][1] >= 0.9 * ns, rows
 
 
 def test_cli_format_option_and_default_name(tmp_path):
