@@ -467,7 +467,7 @@ def test_browser_renders_hovers_zooms_and_searches(tmp_path, browser):
     assert f"Time {js_fixed(node['time_ns'] / 1e6)} ms" in text
     share = js_fixed(node["time_ns"] / totals["time"] * 100)
     assert f"Share {share}% of all wall time" in text, text
-    assert 50 < float(share) < 95, share
+    assert 30 < float(share) < 95, share
 
     # click zooms: the frame spans the whole chart, its ancestors too; Esc goes back
     full = chart_width(d)
@@ -478,8 +478,9 @@ def test_browser_renders_hovers_zooms_and_searches(tmp_path, browser):
     assert not frames(d, "cold_leaf") and not frames(d, "worker")
     assert d.find_element("id", "reset").is_enabled()
     spin_el, = frames(d, "spin")
-    assert abs(width(spin_el) - full) < 1
-    assert "In zoom 100.00% of hot_leaf" in hover(d, spin_el)
+    inner, = [c for c in node["children"] if c["name"] == "spin"]
+    assert abs(width(spin_el) - full * inner["time_ns"] / node["time_ns"]) < 1
+    assert f"In zoom {js_fixed(inner['time_ns'] / node['time_ns'] * 100)}% of hot_leaf" in hover(d, spin_el)
     ActionChains(d).send_keys(Keys.ESCAPE).perform()
     el, = frames(d, "hot_leaf")
     assert width(el) < 0.97 * full and frames(d, "worker")
