@@ -196,7 +196,7 @@ def test_data_are_the_profilers_trees(tmp_path):
 @needs_sampler
 def test_write_while_running(tmp_path):
     with Profiler(interval="500us") as p:
-        spin(0.05)
+        spin(0.1)
         p.write(tmp_path / "a.html", "html")
         spin(0.02)
     data = page_data((tmp_path / "a.html").read_text(encoding="utf-8"))
@@ -320,7 +320,8 @@ def profile_program(tmp_path, *extra, output="prog.html"):
     script = write(tmp_path / "prog.py", PROGRAM)
     r = run(["profile", *extra, "-o", output, script], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    m = re.fullmatch(r"stackwatch: wrote (.+) \((\d+) samples of (\d+) threads\)\n", r.stderr)
+    m = re.fullmatch(r"stackwatch: wrote (.+) \((\d+) samples of 2 threads(, \d+ failed reads of a stack)?\)\n",
+                     r.stderr)
     assert m, r.stderr
     return m.group(1), int(m.group(2))
 
