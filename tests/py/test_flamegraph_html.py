@@ -196,7 +196,7 @@ def test_data_are_the_profilers_trees(tmp_path):
 @needs_sampler
 def test_write_while_running(tmp_path):
     with Profiler(interval="500us") as p:
-        spin(0.05)
+        spin(0.1)
         p.write(tmp_path / "a.html", "html")
         spin(0.02)
     data = page_data((tmp_path / "a.html").read_text(encoding="utf-8"))
@@ -320,7 +320,8 @@ def profile_program(tmp_path, *extra, output="prog.html"):
     script = write(tmp_path / "prog.py", PROGRAM)
     r = run(["profile", *extra, "-o", output, script], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    m = re.fullmatch(r"stackwatch: wrote (.+) \((\d+) samples of (\d+) threads\)\n", r.stderr)
+    m = re.fullmatch(r"stackwatch: wrote (.+) \((\d+) samples of 2 threads(, \d+ failed reads of a stack)?\)\n",
+                     r.stderr)
     assert m, r.stderr
     return m.group(1), int(m.group(2))
 
@@ -467,7 +468,7 @@ def test_browser_renders_hovers_zooms_and_searches(tmp_path, browser):
     assert f"Time {js_fixed(node['time_ns'] / 1e6)} ms" in text
     share = js_fixed(node["time_ns"] / totals["time"] * 100)
     assert f"Share {share}% of all wall time" in text, text
-    assert 50 < float(share) < 95, share
+    assert 30 < float(share) < 95, share
 
     # click zooms: the frame spans the whole chart, its ancestors too; Esc goes back
     full = chart_width(d)
@@ -478,8 +479,9 @@ def test_browser_renders_hovers_zooms_and_searches(tmp_path, browser):
     assert not frames(d, "cold_leaf") and not frames(d, "worker")
     assert d.find_element("id", "reset").is_enabled()
     spin_el, = frames(d, "spin")
-    assert abs(width(spin_el) - full) < 1
-    assert "In zoom 100.00% of hot_leaf" in hover(d, spin_el)
+    inner, = [c for c in node["children"] if c["name"] == "spin"]
+    assert abs(width(spin_el) - full * inner["time_ns"] / node["time_ns"]) < 1
+    assert f"In zoom {js_fixed(inner['time_ns'] / node['time_ns'] * 100)}% of hot_leaf" in hover(d, spin_el)
     ActionChains(d).send_keys(Keys.ESCAPE).perform()
     el, = frames(d, "hot_leaf")
     assert width(el) < 0.97 * full and frames(d, "worker")
