@@ -243,16 +243,14 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     return 0;
 }
 
-/* Reads the GIL's locked flag and last holder for this round (with thread
- * states only: nothing else uses them). */
-static void read_gil(sw_pystack *r)
+/* The GIL's address (with thread states only: nothing else uses it), found
+ * once: the GIL of an interpreter does not move. 0 if unknown. */
+static uint64_t gil_address(sw_pystack *r)
 {
     const sw_py_layout *l = &r->l;
-    r->gil_holder = 0;
     if (!r->states || l->gil_size == SW_NO_OFFSET)
-        return;
+        return 0;
     if (!r->gil_addr) {
-        /* Found once: the GIL of an interpreter does not move. */
         uint64_t a = 0;
         if (l->interp_gil != SW_NO_OFFSET) {
             if (sw_mem_read(&r->mem, r->interp + l->interp_gil, &a, sizeof a) != SW_OK)
@@ -260,22 +258,9 @@ static void read_gil(sw_pystack *r)
         } else {
             a = l->runtime_addr + l->runtime_gil;
         }
-        if (!a) {
-            r->st.gil_unknown++;
-            return;
-        }
         r->gil_addr = a;
     }
-    unsigned char buf[SW_LAYOUT_MAX_READ];
-    uint32_t n = l->gil_locked + 4 > l->gil_last_holder + 8 ? l->gil_locked + 4 : l->gil_last_holder + 8;
-    if (sw_mem_read(&r->mem, r->gil_addr, buf, n) != SW_OK) {
-        r->st.gil_unknown++;
-        return;
-    }
-    int32_t locked;
-    memcpy(&locked, buf + l->gil_locked, sizeof locked);
-    if (locked == 1)
-        r->gil_holder = u64_at(buf, l->gil_last_holder);
+    return r->gil_addr;
 }
 
 /* The kernel thread id of the thread whose state is ts, or 0. */
@@ -395,9 +380,23 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
     int delivered = 0;
     r->st.rounds++;
     sw_codecache_trim(r->codes);
-    read_gil(r);
-    uint64_t tstate;
-    if (sw_mem_read(&r->mem, r->interp + l->interp_threads_head, &tstate, sizeof tstate) != SW_OK) {
+    /* The first thread state and the GIL's locked flag and last holder,
+     * in one system call. */
+    uint64_t tstate = 0, gil = gil_address(r);
+    unsigned char gbuf[SW_LAYOUT_MAX_READ];
+    uint32_t glen = gil ? (l->gil_locked + 4 > l->gil_last_holder + 8 ? l->gil_locked + 4 : l->gil_last_holder + 8) : 0;
+    sw_mem_req req[2] = {{r->interp + l->interp_threads_head, &tstate, sizeof tstate, 0}, {gil, gbuf, glen, 0}};
+    sw_mem_readv(&r->mem, req, gil ? 2 : 1);
+    r->gil_holder = 0;
+    if (gil && req[1].ok) {
+        int32_t locked;
+        memcpy(&locked, gbuf + l->gil_locked, sizeof locked);
+        if (locked == 1)
+            r->gil_holder = u64_at(gbuf, l->gil_last_holder);
+    } else if (r->states && l->gil_size != SW_NO_OFFSET) {
+        r->st.gil_unknown++;
+    }
+    if (!req[0].ok) {
         r->st.failed++;
         return SW_EIO;
     }
