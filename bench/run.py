@@ -424,6 +424,37 @@ def render_table(rows, tracers, notes):
     return "\n".join(out)
 
 
+def print_tracer_table(rows, tracers, notes, rounds, wall, cg, workloads):
+    """The tracer table (wall and instruction ratios) and its notes."""
+    table = render_table(rows, tracers, notes)
+    print()
+    print(f"cells: wall x / instr x, ratios to plain (wall: median of {rounds} alternating runs of the "
+          "region tracer start .. output written;")
+    print("instr: callgrind instructions of the same region at a smaller size). sw B/ev: stackwatch "
+          "file bytes / events.")
+    print("sw vs floor: stackwatch instructions / null-tracer instructions (null = PEP 523 hook + "
+          "rdtsc + 16-byte ring store).")
+    print()
+    print(table)
+    print()
+    for n in dict.fromkeys(notes):
+        print(n)
+    wt = []
+    for t in tracers:
+        vals = [r["cells"].get(t, {}).get("instr_ratio_while_tracing") for r in rows.values()]
+        if any(vals):
+            wt.append(f"{LABELS[t]} {_fmt_ratio(_geomean(vals))}")
+    if wt:
+        print("instr x while tracing only (before stop and dump), geometric mean: " + ", ".join(wt))
+    if cg:
+        print("callgrind sizes: " + ", ".join(
+            f"{w.name.split(':')[-1]} {cg[w.name]['size']}" for w in workloads if w.name in cg))
+    print("viztracer: end to end, including its JSON dump. pyinstrument samples every 1 ms of wall "
+          "time; under callgrind its interval is")
+    print("stretched by callgrind's slowdown, so its instr x is approximate. yappi: its default "
+          "CPU clock. See bench/README.md.")
+
+
 # ---------------------------------------------------------------------------
 # machine info
 
@@ -453,7 +484,7 @@ def machine_info(python):
     versions = {}
     try:
         from importlib import metadata
-        for dist in ("stackwatch", "viztracer", "pyinstrument", "yappi", "pyperf", "pyperformance"):
+        for dist in ("stackwatch", "viztracer", "pyinstrument", "yappi", "pyperf", "pyperformance", "py-spy"):
             try:
                 versions[dist] = metadata.version(dist)
             except Exception:
@@ -494,6 +525,9 @@ def main():
     p.add_argument("--no-callgrind", action="store_true", help="wall times only")
     p.add_argument("--no-wall", action="store_true", help="instruction counts only")
     p.add_argument("--peer-status", default=None, help="file of peers that failed to install")
+    p.add_argument("--no-profilers", action="store_true", help="skip the sampling-profiler section")
+    p.add_argument("--profilers-only", action="store_true",
+                   help="only the sampling-profiler section (bench/profilers.py)")
     args = p.parse_args()
 
     rounds = args.rounds or (2 if args.quick else 7)
@@ -532,6 +566,8 @@ def main():
     if "none" in unavailable:
         print(f"the workloads cannot run at all: {unavailable['none']}")
         return 1
+    if args.profilers_only:
+        args.no_wall = args.no_callgrind = True
     if not args.no_wall:
         log(f"wall time: {rounds} alternating rounds per workload ...")
     wall = {} if args.no_wall else wall_phase(python, workloads, tracers, rounds, args.quick,
@@ -544,6 +580,16 @@ def main():
             cg["_skipped"] = {w.name: "quick run: instructions counted for "
                               + ", ".join(n.split(":")[-1] for n in QUICK_CALLGRIND) + " only"
                               for w in workloads if w.name not in QUICK_CALLGRIND}
+    prof = {}
+    if not args.no_profilers:
+        import profilers
+        prounds = args.rounds or (2 if args.quick else 5)
+        log(f"sampling profilers: {prounds} alternating rounds per workload ...")
+        prof["slowdown"] = profilers.slowdown(run_once, {w.name: w for w in WORKLOADS}, python, prounds,
+                                              args.quick, log)
+        prof["rounds"] = prounds
+        log("sampler's highest rate on a 50-deep stack ...")
+        prof["rate"] = profilers.max_rate(python, args.quick, log)
     elapsed = time.perf_counter() - t0
 
     rows = summarize(workloads, tracers, wall, cg, unavailable)
@@ -561,33 +607,20 @@ def main():
         if ratio and abs(ratio - 1) > 0.001:
             notes.append(f"events on {name}: stackwatch {sw['events']}, null hook "
                          f"{row['cells']['null']['events']} ({ratio:.3f}x; see bench/README.md)")
-    table = render_table(rows, tracers, notes)
-    print()
-    print(f"cells: wall x / instr x, ratios to plain (wall: median of {rounds} alternating runs of the "
-          "region tracer start .. output written;")
-    print("instr: callgrind instructions of the same region at a smaller size). sw B/ev: stackwatch "
-          "file bytes / events.")
-    print("sw vs floor: stackwatch instructions / null-tracer instructions (null = PEP 523 hook + "
-          "rdtsc + 16-byte ring store).")
-    print()
-    print(table)
-    print()
-    for n in dict.fromkeys(notes):
-        print(n)
-    wt = []
-    for t in tracers:
-        vals = [r["cells"].get(t, {}).get("instr_ratio_while_tracing") for r in rows.values()]
-        if any(vals):
-            wt.append(f"{LABELS[t]} {_fmt_ratio(_geomean(vals))}")
-    if wt:
-        print("instr x while tracing only (before stop and dump), geometric mean: " + ", ".join(wt))
-    if cg:
-        print("callgrind sizes: " + ", ".join(
-            f"{w.name.split(':')[-1]} {cg[w.name]['size']}" for w in workloads if w.name in cg))
-    print("viztracer: end to end, including its JSON dump. pyinstrument samples every 1 ms of wall "
-          "time; under callgrind its interval is")
-    print("stretched by callgrind's slowdown, so its instr x is approximate. yappi: its default "
-          "CPU clock. See bench/README.md.")
+    if wall or cg:
+        print_tracer_table(rows, tracers, notes, rounds, wall, cg, workloads)
+    if prof:
+        import profilers
+        print()
+        print(f"sampling profilers: wall x = median region time / plain ({prof['rounds']} alternating rounds; "
+              "region = profiler start .. output written,")
+        print("for py-spy, outside the process, the workload alone); (N%) = samples taken / samples the "
+              "rate asks for in that time (py-spy: whole process).")
+        print("sw = stackwatch.profiler (wall mode: every thread, with its state); pyinstr = pyinstrument; "
+              "py-spy record (default: pauses the process per sample), nb = --nonblocking.")
+        print()
+        print(profilers.render(prof, _fmt_ratio, _geomean))
+
     print("raw numbers, per-run samples, 'while tracing' (before stop/dump) instruction ratios: "
           + os.path.relpath(args.out, os.getcwd()))
     print(f"benchmark time: {elapsed / 60:.1f} min; load average before {load_before}, "
@@ -599,7 +632,7 @@ def main():
            "notes": list(dict.fromkeys(notes)),
            "workloads": {w.name: {"label": w.label, "script": w.script, "args": w.args,
                                   "sizes": w.sizes} for w in workloads},
-           "summary": rows, "wall": wall, "callgrind": cg, "elapsed_seconds": elapsed}
+           "summary": rows, "wall": wall, "callgrind": cg, "profilers": prof, "elapsed_seconds": elapsed}
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1)
     return 0

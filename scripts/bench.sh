@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: stackwatch against its peers in one run, one table (see
+# make bench: stackwatch against its peers in one run, two tables (see
 # bench/README.md). A benchmark, not a test.
 #
 #   BENCH_PYTHON=3.12   the Python version (default 3.12; 3.9-3.13)
@@ -35,7 +35,7 @@ if ! command -v valgrind >/dev/null 2>&1; then
     echo "bench: could not install valgrind: instruction counts will be n/a" >&2
 fi
 
-peers=(viztracer pyinstrument yappi pyperf pyperformance)
+peers=(viztracer pyinstrument yappi pyperf pyperformance py-spy)
 export SW_VENV_NAME="bench-$v"
 if [ "${BENCH_SKIP_SETUP:-0}" != "0" ] && [ -x "$root/.venv/$SW_VENV_NAME/bin/python" ]; then
   py="$root/.venv/$SW_VENV_NAME/bin/python"

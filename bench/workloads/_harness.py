@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-TRACERS = ("none", "null", "stackwatch", "cprofile", "viztracer", "pyinstrument", "yappi")
+TRACERS = ("none", "null", "stackwatch", "cprofile", "viztracer", "pyinstrument", "yappi", "swprof")
 
 # VizTracer keeps its events in a circular buffer of this many entries (the
 # default is 1,000,000 and would silently drop the oldest events of the
@@ -186,13 +186,40 @@ class _Yappi(_Tracer):
         return {"clock": self.yappi.get_clock_type()}
 
 
+class _Swprof(_Tracer):
+    """stackwatch's statistical profiler (stackwatch.profiler), at a rate
+    and mode; its speedscope file is the output written."""
+    name = "swprof"
+
+    def __init__(self, out_dir, rate=1000, mode="wall"):
+        super().__init__(out_dir)
+        from stackwatch.profiler import Profiler
+        self.prof = Profiler(rate=rate, mode=mode)
+        self.path = os.path.join(out_dir, "profile.speedscope.json")
+
+    def start(self):
+        self.prof.start()
+
+    def stop(self):
+        self.prof.stop()
+
+    def dump(self):
+        self.prof.write(self.path, "speedscope")
+
+    def info(self):
+        st = self.prof.stats()
+        return {k: st[k] for k in ("ticks", "missed", "stored", "failed", "busy_ns", "mode")}
+
+
 _CLASSES = {c.name: c for c in (_Tracer, _Null, _Stackwatch, _CProfile, _VizTracer,
                                 _Pyinstrument, _Yappi)}
 
 
-def make_tracer(name, out_dir, pyinstrument_interval=0.001):
+def make_tracer(name, out_dir, pyinstrument_interval=0.001, profiler_rate=1000, profiler_mode="wall"):
     if name == "pyinstrument":
         return _Pyinstrument(out_dir, pyinstrument_interval)
+    if name == "swprof":
+        return _Swprof(out_dir, profiler_rate, profiler_mode)
     return _CLASSES[name](out_dir)
 
 
@@ -206,6 +233,10 @@ def main(name, make, default_size, add_args=None):
     p.add_argument("--result", default=None, help="write the result as JSON here (default: stdout)")
     p.add_argument("--pyinstrument-interval", type=float, default=0.001,
                    help="pyinstrument's sampling interval in seconds (default: its own, 0.001)")
+    p.add_argument("--profiler-rate", type=int, default=1000,
+                   help="swprof: stackwatch's profiler's sampling rate in Hz (default 1000)")
+    p.add_argument("--profiler-mode", choices=("wall", "cpu"), default="wall",
+                   help="swprof: stackwatch's profiler's mode (default wall)")
     if add_args:
         add_args(p)
     args = p.parse_args()
@@ -221,7 +252,8 @@ def main(name, make, default_size, add_args=None):
             out_dir = tmp.name
         os.makedirs(out_dir, exist_ok=True)
         import nulltracer  # the callgrind markers; always there in the bench venv
-        tracer = make_tracer(args.tracer, out_dir, args.pyinstrument_interval)  # imports the tracer: not measured
+        tracer = make_tracer(args.tracer, out_dir, args.pyinstrument_interval,   # imports the tracer: not measured
+                             args.profiler_rate, args.profiler_mode)
         work = make(args.size, args)
         if args.warmup_size:
             make(args.warmup_size, args)()
@@ -230,6 +262,7 @@ def main(name, make, default_size, add_args=None):
 
         def region():
             clock = time.perf_counter_ns
+            c0 = time.thread_time()
             t0 = clock()
             tracer.start()
             value = nulltracer.workload(work)
@@ -238,7 +271,8 @@ def main(name, make, default_size, add_args=None):
             t2 = clock()
             tracer.dump()
             t3 = clock()
-            times.update(start_to_end=t1 - t0, stop=t2 - t1, dump=t3 - t2, total=t3 - t0)
+            times.update(start_to_end=t1 - t0, stop=t2 - t1, dump=t3 - t2, total=t3 - t0,
+                         cpu=time.thread_time() - c0)
             return value
 
         nulltracer.region(region)
@@ -246,6 +280,7 @@ def main(name, make, default_size, add_args=None):
         res["seconds_tracing"] = times["start_to_end"] / 1e9
         res["seconds_stop"] = times["stop"] / 1e9
         res["seconds_dump"] = times["dump"] / 1e9
+        res["cpu_seconds"] = times["cpu"]   # the workload thread's CPU time in the region
         res.update(tracer.info())
         if tracer.path:
             res["file_bytes"] = os.path.getsize(tracer.path) if os.path.exists(tracer.path) else None

@@ -16,7 +16,8 @@ struct sw_profile {
     uint32_t *funcs;         /* scratch: one stack, root first */
     size_t funcs_cap;
     uint32_t truncated_id;   /* id of the "<truncated>" pseudo-function, or SW_NO_ID */
-    uint64_t samples, dropped, cut;
+    uint64_t samples, dropped, cut, off_cpu;
+    int mode;
     uint64_t cut_anchor;
     uint64_t cut_follow[SW_PROFILE_MAX_FILTER];
     size_t ncut_follow;
@@ -96,7 +97,8 @@ static sw_profile_thread *thread_for(sw_profile *p, const sw_sample *s)
     if (!t)
         return NULL;
     p->last = p->nthreads++;
-    p->threads[p->last] = (sw_profile_thread){s->thread_id, s->native_tid, 0, s->t_ns, s->t_ns, 0, t};
+    p->threads[p->last] = (sw_profile_thread){.thread_id = s->thread_id, .native_tid = s->native_tid,
+                                              .first_ns = s->t_ns, .last_ns = s->t_ns, .tree = t};
     return &p->threads[p->last];
 }
 
@@ -116,6 +118,16 @@ int sw_profile_set_filters(sw_profile *p, uint64_t anchor, const uint64_t *follo
     for (size_t i = 0; i < nelide; i++)
         p->elide[i] = elide[i];
     p->nelide = nelide;
+    pthread_mutex_unlock(&p->lock);
+    return SW_OK;
+}
+
+int sw_profile_set_mode(sw_profile *p, int mode)
+{
+    if (mode != SW_PROFILE_WALL && mode != SW_PROFILE_CPU)
+        return SW_EARG;
+    pthread_mutex_lock(&p->lock);
+    p->mode = mode;
     pthread_mutex_unlock(&p->lock);
     return SW_OK;
 }
@@ -188,14 +200,28 @@ static long stack_funcs(sw_profile *p, sw_sample *s, uint32_t depth)
     return (long)n;
 }
 
+/* Counts what the thread was doing in sample s. */
+static void count_state(sw_profile_thread *th, const sw_sample *s)
+{
+    th->states[s->state < SW_STATE_COUNT ? s->state : SW_STATE_UNKNOWN]++;
+    th->gil_held += (s->flags & SW_SAMPLE_GIL_HELD) != 0;
+    if (s->cpu_ns != SW_NO_CPU)
+        th->cpu_ns += s->cpu_ns;
+    if (s->native_tid)
+        th->native_tid = s->native_tid;
+    th->last_ns = s->t_ns;
+}
+
 void sw_profile_sink(void *ud, sw_sample *s)
 {
     sw_profile *p = ud;
     pthread_mutex_lock(&p->lock);
+    int cpu_mode = p->mode == SW_PROFILE_CPU;
+    uint64_t weight = cpu_mode && s->cpu_ns != SW_NO_CPU ? s->cpu_ns : s->weight_ns;
     if (s->flags & SW_SAMPLE_FAILED) {
         sw_profile_thread *th = find_thread(p, s->thread_id);
         if (th)
-            th->pending_ns += s->weight_ns;
+            th->pending_ns += weight;
         pthread_mutex_unlock(&p->lock);
         return;
     }
@@ -205,18 +231,30 @@ void sw_profile_sink(void *ud, sw_sample *s)
         pthread_mutex_unlock(&p->lock);
         return;
     }
+    if (cpu_mode && (s->state == SW_STATE_IDLE || s->state == SW_STATE_GIL_WAIT)) {
+        /* Off the CPU: not stored, but the thread is known with its state. */
+        sw_profile_thread *th = thread_for(p, s);
+        if (!th) {
+            p->dropped++;
+        } else {
+            count_state(th, s);
+            th->off_cpu++;
+            th->pending_ns += weight;
+            p->off_cpu++;
+        }
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
     long n = stack_funcs(p, s, depth);
     sw_profile_thread *th = n > 0 ? thread_for(p, s) : NULL;
     if (n == 0) {
         p->cut++;            /* every frame was elided */
-    } else if (!th || sw_calltree_add(th->tree, p->funcs, (size_t)n, 1, s->weight_ns + th->pending_ns) != SW_OK) {
+    } else if (!th || sw_calltree_add(th->tree, p->funcs, (size_t)n, 1, weight + th->pending_ns) != SW_OK) {
         p->dropped++;
     } else {
         th->pending_ns = 0;
         th->samples++;
-        if (s->native_tid)
-            th->native_tid = s->native_tid;
-        th->last_ns = s->t_ns;
+        count_state(th, s);
         p->samples++;
     }
     pthread_mutex_unlock(&p->lock);
@@ -250,6 +288,16 @@ uint64_t sw_profile_dropped(const sw_profile *p)
 uint64_t sw_profile_cut(const sw_profile *p)
 {
     return p->cut;
+}
+
+uint64_t sw_profile_off_cpu(const sw_profile *p)
+{
+    return p->off_cpu;
+}
+
+int sw_profile_mode(const sw_profile *p)
+{
+    return p->mode;
 }
 
 sw_calltree *sw_profile_merged(sw_profile *p)

@@ -22,7 +22,22 @@ typedef struct sw_profile_thread {
     int64_t first_ns, last_ns;   /* CLOCK_MONOTONIC of its first and last sample */
     uint64_t pending_ns;     /* weight of failed samples since its last stored one */
     sw_calltree *tree;
+    /* What the thread was doing (sw_sample.state), over its stored samples
+     * and, in CPU mode, those left out for being off the CPU. */
+    uint64_t states[SW_STATE_COUNT];
+    uint64_t gil_held;       /* samples in which it held the GIL */
+    uint64_t off_cpu;        /* CPU mode: samples left out (idle or waiting for the GIL) */
+    uint64_t cpu_ns;         /* CPU time the samples above stood for (where known) */
 } sw_profile_thread;
+
+/* What a sample's weight is, and which samples count. */
+#define SW_PROFILE_WALL 0    /* every sample, weighted by the wall time it stands for */
+#define SW_PROFILE_CPU 1     /* only samples of threads on a CPU (running, or state
+                                unknown), weighted by the CPU time the thread used
+                                since its previous sample (wall time where that is
+                                unknown); the others are counted in
+                                sw_profile_off_cpu and their CPU time, if any,
+                                goes to the thread's next stored sample */
 
 /* Returns NULL if out of memory. */
 sw_profile *sw_profile_new(void);
@@ -56,6 +71,10 @@ void sw_profile_sink(void *ud, sw_sample *s);
 int sw_profile_set_filters(sw_profile *p, uint64_t anchor, const uint64_t *follow, size_t nfollow,
                            const uint64_t *ignore, size_t nignore, const uint64_t *elide, size_t nelide);
 
+/* SW_PROFILE_WALL (the default) or SW_PROFILE_CPU; set before samples
+ * arrive. Returns SW_EARG for another value. */
+int sw_profile_set_mode(sw_profile *p, int mode);
+
 /* Readers hold the lock around the calls below while a sampler may still
  * be feeding the profile. */
 void sw_profile_lock(sw_profile *p);
@@ -67,6 +86,8 @@ const sw_profile_thread *sw_profile_thread_get(const sw_profile *p, size_t i);
 uint64_t sw_profile_samples(const sw_profile *p);
 uint64_t sw_profile_dropped(const sw_profile *p);
 uint64_t sw_profile_cut(const sw_profile *p);
+uint64_t sw_profile_off_cpu(const sw_profile *p);
+int sw_profile_mode(const sw_profile *p);
 
 /* A new tree (over the profile's function table) holding the samples of
  * every thread; the caller frees it. NULL if out of memory. */

@@ -30,8 +30,22 @@ typedef struct sw_sample_code {
 #define SW_SAMPLE_TRUNCATED 1u   /* the stack was deeper than the walk bound:
                                     frames[] holds the leaf-most frames */
 #define SW_SAMPLE_FAILED 2u      /* the thread's stack could not be read this
-                                    time (depth 0): only the thread id, time
-                                    and weight are valid */
+                                    time (depth 0): only the thread id, time,
+                                    weight, state and CPU time are valid */
+#define SW_SAMPLE_GIL_HELD 4u    /* the thread held the GIL (as read at the
+                                    start of the sampling round) */
+
+/* sw_sample.state: what the thread was doing when it was sampled, from the
+ * kernel's view of it (see native/reader/threadstate.h for the rule). */
+#define SW_STATE_UNKNOWN 0u      /* could not be told (counted, treated as running) */
+#define SW_STATE_RUNNING 1u      /* on a CPU or runnable: Python code, or C code
+                                    with or without the GIL */
+#define SW_STATE_GIL_WAIT 2u     /* asleep waiting to take the GIL */
+#define SW_STATE_IDLE 3u         /* asleep in any other blocking call (sleep,
+                                    I/O, a lock, a join, select, ...) */
+#define SW_STATE_COUNT 4u
+
+#define SW_NO_CPU UINT64_MAX     /* sw_sample.cpu_ns when unknown */
 
 typedef struct sw_sample {
     uint64_t thread_id;      /* threading.get_ident() of the thread */
@@ -41,6 +55,9 @@ typedef struct sw_sample {
     uint32_t depth;          /* number of entries in frames */
     uint32_t flags;          /* SW_SAMPLE_* */
     sw_sample_code **frames;   /* leaf first, root last */
+    uint32_t state;          /* SW_STATE_* */
+    uint64_t cpu_ns;         /* CPU time the thread used since it was last
+                                sampled (at most weight_ns), or SW_NO_CPU */
 } sw_sample;
 
 /* A consumer of samples. Called on the sampler's thread, one call per

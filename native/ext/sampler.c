@@ -44,6 +44,7 @@ typedef struct {
     sw_profile *prof;
     unsigned long long interval_ns;
     int max_depth, max_threads;
+    int mode;                 /* SW_PROFILE_WALL or SW_PROFILE_CPU */
     int started;
     uint64_t cut_anchor;      /* filters (sw_profile_set_filters), applied at start */
     uint64_t cut_follow[SW_PROFILE_MAX_FILTER];
@@ -73,10 +74,11 @@ static void Sampler_dealloc(SamplerObject *self)
 
 static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"interval_ns", "max_depth", "max_threads", NULL};
+    static char *kwlist[] = {"interval_ns", "max_depth", "max_threads", "mode", NULL};
     unsigned long long iv;
     int depth = DEFAULT_MAX_DEPTH, threads = DEFAULT_MAX_THREADS;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|ii", kwlist, &iv, &depth, &threads))
+    const char *mode = "wall";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|iis", kwlist, &iv, &depth, &threads, &mode))
         return -1;
     if (self->started) {
         PyErr_SetString(PyExc_RuntimeError, "Sampler.__init__ called on a sampler that ran");
@@ -93,6 +95,11 @@ static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
                      SW_PYSTACK_MAX_THREADS_LIMIT);
         return -1;
     }
+    if (strcmp(mode, "wall") != 0 && strcmp(mode, "cpu") != 0) {
+        PyErr_Format(PyExc_ValueError, "mode must be 'wall' or 'cpu', not '%s'", mode);
+        return -1;
+    }
+    self->mode = strcmp(mode, "cpu") == 0 ? SW_PROFILE_CPU : SW_PROFILE_WALL;
     self->interval_ns = iv;
     self->max_depth = depth;
     self->max_threads = threads;
@@ -124,7 +131,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     sw_py_layout l;
     sw_sampler_layout_fill(&l);
     PyInterpreterState *interp = PyInterpreterState_Get();
-    sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL};
+    sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1};
     char err[256] = "";
     /* The interpreter state itself is the probe: it is surely readable. */
     sw_pystack *r = sw_pystack_new(&l, (int)getpid(), (uint64_t)(uintptr_t)interp, &lim,
@@ -140,6 +147,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     }
     sw_profile_set_filters(self->prof, self->cut_anchor, self->cut_follow, self->ncut_follow, self->ignore,
                            self->nignore, self->elide, self->nelide);
+    sw_profile_set_mode(self->prof, self->mode);
     self->s = sw_sampler_new(r, self->interval_ns, sw_profile_sink, self->prof);
     int rc = self->s ? sw_sampler_start(self->s) : SW_ENOMEM;
     if (rc != SW_OK) {
@@ -234,6 +242,14 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* {"running": n, "gil_wait": n, "idle": n, "unknown": n} (NULL with an
+ * exception if out of memory; Py_BuildValue's "N" then fails too). */
+static PyObject *states_dict(const unsigned long long *n)
+{
+    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "running", n[SW_STATE_RUNNING], "gil_wait", n[SW_STATE_GIL_WAIT], "idle",
+                         n[SW_STATE_IDLE], "unknown", n[SW_STATE_UNKNOWN]);
+}
+
 static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
 {
     (void)unused;
@@ -244,16 +260,24 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
     st.interval_ns = self->interval_ns;
     if (self->s)
         sw_sampler_get_stats(self->s, &st);
-    unsigned long long stored = 0, dropped = 0, cut = 0;
+    unsigned long long stored = 0, dropped = 0, cut = 0, off_cpu = 0, gil_held = 0;
+    unsigned long long states[SW_STATE_COUNT] = {0};
     if (self->prof) {
         sw_profile_lock(self->prof);
         stored = sw_profile_samples(self->prof);
         dropped = sw_profile_dropped(self->prof);
         cut = sw_profile_cut(self->prof);
+        off_cpu = sw_profile_off_cpu(self->prof);
+        for (size_t i = 0; i < sw_profile_thread_count(self->prof); i++) {
+            const sw_profile_thread *t = sw_profile_thread_get(self->prof, i);
+            for (unsigned k = 0; k < SW_STATE_COUNT; k++)
+                states[k] += t->states[k];
+            gil_held += t->gil_held;
+        }
         sw_profile_unlock(self->prof);
     }
     const sw_pystack_stats *r = &st.reader;
-    return Py_BuildValue(
+    PyObject *d = Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:L,s:O}", "interval_ns",
         (unsigned long long)st.interval_ns, "ticks", (unsigned long long)st.ticks, "missed",
         (unsigned long long)st.missed, "busy_ns", (unsigned long long)st.busy_ns, "samples",
@@ -263,6 +287,20 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
         (unsigned long long)r->code_misses, "reads", (unsigned long long)r->reads, "failed_reads",
         (unsigned long long)r->failed_reads, "start_ns", (long long)st.start_ns, "stop_ns", (long long)st.stop_ns,
         "running", st.running ? Py_True : Py_False);
+    /* What the threads were doing (see threads()), and the counts of the
+     * thread-state probes. */
+    PyObject *more = Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K}", "mode",
+                                   self->mode == SW_PROFILE_CPU ? "cpu" : "wall", "states", states_dict(states),
+                                   "gil_held", gil_held, "off_cpu", off_cpu, "state_probe_failed",
+                                   (unsigned long long)r->state_unknown, "cpu_probe_failed",
+                                   (unsigned long long)r->cpu_unknown, "gil_read_failed",
+                                   (unsigned long long)r->gil_unknown);
+    if (!d || !more || PyDict_Update(d, more) < 0) {
+        Py_XDECREF(d);
+        d = NULL;
+    }
+    Py_XDECREF(more);
+    return d;
 }
 
 static PyObject *Sampler_threads(SamplerObject *self, PyObject *unused)
@@ -276,10 +314,15 @@ static PyObject *Sampler_threads(SamplerObject *self, PyObject *unused)
     sw_profile_lock(self->prof);
     for (size_t i = 0; i < sw_profile_thread_count(self->prof); i++) {
         const sw_profile_thread *t = sw_profile_thread_get(self->prof, i);
-        PyObject *d = Py_BuildValue("{s:K,s:K,s:K,s:L,s:L}", "thread_id", (unsigned long long)t->thread_id,
-                                    "native_id", (unsigned long long)t->native_tid, "samples",
-                                    (unsigned long long)t->samples, "first_ns", (long long)t->first_ns, "last_ns",
-                                    (long long)t->last_ns);
+        unsigned long long ts[SW_STATE_COUNT];
+        for (unsigned k = 0; k < SW_STATE_COUNT; k++)
+            ts[k] = t->states[k];
+        PyObject *d = Py_BuildValue("{s:K,s:K,s:K,s:L,s:L,s:N,s:K,s:K,s:K}", "thread_id",
+                                    (unsigned long long)t->thread_id, "native_id", (unsigned long long)t->native_tid,
+                                    "samples", (unsigned long long)t->samples, "first_ns", (long long)t->first_ns,
+                                    "last_ns", (long long)t->last_ns, "states", states_dict(ts), "gil_held",
+                                    (unsigned long long)t->gil_held, "off_cpu", (unsigned long long)t->off_cpu,
+                                    "cpu_ns", (unsigned long long)t->cpu_ns);
         if (!d || PyList_Append(l, d) < 0) {
             Py_XDECREF(d);
             Py_CLEAR(l);
@@ -593,8 +636,9 @@ static PyTypeObject SamplerType = {
     .tp_basicsize = sizeof(SamplerObject),
     .tp_dealloc = (destructor)Sampler_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Sampler(interval_ns, max_depth=1024, max_threads=256): samples every thread's Python stack "
-              "from a native thread, without the GIL.",
+    .tp_doc = "Sampler(interval_ns, max_depth=1024, max_threads=256, mode='wall'): samples every thread's "
+              "Python stack from a native thread, without the GIL; mode 'cpu' keeps only threads on a CPU, "
+              "weighted by CPU time.",
     .tp_methods = Sampler_methods,
     .tp_init = (initproc)Sampler_init,
     .tp_new = PyType_GenericNew,

@@ -32,8 +32,17 @@ void sw_sampler_layout_fill(sw_py_layout *l)
 #  include <frameobject.h>
 #endif
 #include <internal/pycore_interp.h>
+#if PY_VERSION_HEX < 0x030C0000
+#  include <internal/pycore_runtime.h>
+#endif
 
+#include "../reader/mem.h"
+
+#include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define OFF(type, field) ((uint32_t)offsetof(type, field))
 #define END(type, field) ((uint32_t)(offsetof(type, field) + sizeof(((type *)0)->field)))
@@ -147,6 +156,89 @@ static void fill_frames(sw_py_layout *l)
 #endif
 }
 
+/* The GIL: in _PyRuntime before 3.12, behind interp->ceval.gil since. */
+static void fill_gil(sw_py_layout *l)
+{
+    l->runtime_gil = SW_NO_OFFSET;
+    l->interp_gil = SW_NO_OFFSET;
+    l->gil_size = SW_NO_OFFSET;
+    l->gil_locked = SW_NO_OFFSET;
+    l->gil_last_holder = SW_NO_OFFSET;
+#if PY_VERSION_HEX >= 0x030C0000
+    l->interp_gil = OFF(PyInterpreterState, ceval.gil);
+#elif defined(EXPERIMENTAL_ISOLATED_SUBINTERPRETERS)
+    return;   /* a per-interpreter GIL inside PyInterpreterState: not described */
+#else
+    l->runtime_addr = (uint64_t)(uintptr_t)&_PyRuntime;
+    l->runtime_gil = OFF(_PyRuntimeState, ceval.gil);
+#endif
+    l->gil_size = (uint32_t)sizeof(struct _gil_runtime_state);
+    l->gil_locked = OFF(struct _gil_runtime_state, locked);
+    l->gil_last_holder = OFF(struct _gil_runtime_state, last_holder);
+}
+
+/* Before 3.11 a thread state has only pthread_self() (glibc: the address
+ * of the thread's struct pthread, which holds its kernel tid somewhere).
+ * The offset is the first place where this thread's struct holds this
+ * thread's tid and a second thread's struct holds that one's. The second
+ * thread does the comparison while both are alive (the kernel zeroes a
+ * thread's tid field when it exits). Reads go through the fault-safe
+ * reader: nothing here assumes glibc; no match leaves the tid unknown. */
+#define TID_SCAN 2048
+
+typedef struct {
+    uint64_t self;           /* the first thread's pthread_self() */
+    uint32_t tid;
+    uint32_t offset;         /* result */
+} tid_search;
+
+static void *compare_tids(void *arg)
+{
+    tid_search *q = arg;
+    uint64_t self = (uint64_t)(uintptr_t)pthread_self();
+    uint32_t tid = (uint32_t)syscall(SYS_gettid);
+    unsigned char a[TID_SCAN], b[TID_SCAN];
+    sw_mem m;
+    char err[160];
+    if (tid == q->tid || sw_mem_open(&m, (int)getpid(), self, 8, err, sizeof err) != SW_OK)
+        return NULL;
+    size_t na = sw_mem_read_upto(&m, q->self, a, sizeof a), nb = sw_mem_read_upto(&m, self, b, sizeof b);
+    sw_mem_close(&m);
+    size_t n = na < nb ? na : nb;
+    for (size_t off = 0; off + 4 <= n; off += 4) {
+        uint32_t va, vb;
+        memcpy(&va, a + off, 4);
+        memcpy(&vb, b + off, 4);
+        if (va == q->tid && vb == tid) {
+            q->offset = (uint32_t)off;
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Called with the GIL held (from Sampler.start), so the cache needs no lock. */
+static uint32_t find_thread_tid_offset(void)
+{
+    static int found;
+    static uint32_t offset;
+    if (found)
+        return offset;
+    tid_search q = {(uint64_t)(uintptr_t)pthread_self(), (uint32_t)syscall(SYS_gettid), SW_NO_OFFSET};
+    pthread_t th;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals stay with the program's threads */
+    int rc = pthread_create(&th, NULL, compare_tids, &q);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return SW_NO_OFFSET;
+    pthread_join(th, NULL);
+    found = 1;
+    offset = q.offset;
+    return offset;
+}
+
 void sw_sampler_layout_fill(sw_py_layout *l)
 {
     memset(l, 0, sizeof *l);
@@ -158,6 +250,8 @@ void sw_sampler_layout_fill(sw_py_layout *l)
     fill_code(l);
     fill_threads(l);
     fill_frames(l);
+    fill_gil(l);
+    l->thread_tid = l->tstate_native_thread_id == SW_NO_OFFSET ? find_thread_tid_offset() : SW_NO_OFFSET;
 }
 
 #endif

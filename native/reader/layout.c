@@ -56,6 +56,17 @@ int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
     if (l->frames_kind == SW_FRAMES_INTERP &&
         (l->tstate_datastack_chunk == SW_NO_OFFSET) != (l->tstate_datastack_top == SW_NO_OFFSET))
         FAIL("datastack chunk and top must be given together");
+    if (l->gil_size != SW_NO_OFFSET) {
+        if (l->gil_size > SW_LAYOUT_MAX_READ || l->gil_locked == SW_NO_OFFSET || l->gil_last_holder == SW_NO_OFFSET ||
+            (uint64_t)l->gil_locked + 4 > l->gil_size || (uint64_t)l->gil_last_holder + P > l->gil_size)
+            FAIL("the GIL's fields lie outside its %u bytes", l->gil_size);
+        if ((l->runtime_gil == SW_NO_OFFSET || !l->runtime_addr) == (l->interp_gil == SW_NO_OFFSET))
+            FAIL("the GIL must be found either in _PyRuntime or through the interpreter");
+        if (l->interp_gil != SW_NO_OFFSET && l->interp_gil > SW_LAYOUT_MAX_READ - P)
+            FAIL("interpreter GIL offset %u out of range", l->interp_gil);
+    }
+    if (l->thread_tid != SW_NO_OFFSET && l->thread_tid > SW_LAYOUT_MAX_READ - 4)
+        FAIL("thread tid offset %u out of range", l->thread_tid);
     if (l->str_kind_mask == 0 || l->str_kind_shift > 31 || l->str_compact_mask == 0 || l->str_ascii_mask == 0)
         FAIL("the str state bit field is not described");
     if (l->str_ascii_data > SW_LAYOUT_MAX_READ || l->str_compact_data > SW_LAYOUT_MAX_READ ||

@@ -76,6 +76,25 @@ typedef struct sw_py_layout {
     uint32_t str_legacy_data;      /* PyUnicodeObject.data.any (a pointer), or SW_NO_OFFSET */
     uint32_t str_header_size;      /* bytes read to decode the header */
 
+    /* The kernel thread id, where a thread state has none (before 3.11):
+     * the offset of a 32-bit tid inside the object that tstate_thread_id
+     * points to (glibc's struct pthread, as pthread_self() gives it), or
+     * SW_NO_OFFSET. */
+    uint32_t thread_tid;
+
+    /* The GIL (struct _gil_runtime_state): where it is, either inside
+     * _PyRuntime (3.9-3.11: runtime_addr + runtime_gil) or through a
+     * pointer in the interpreter (3.12+: interp_gil); gil_size bytes of it,
+     * its `locked` flag (an int) and `last_holder` (a thread state
+     * pointer). Everything SW_NO_OFFSET (or 0) when unknown: then no
+     * sample says whether its thread held or waited for the GIL. */
+    uint64_t runtime_addr;         /* address of _PyRuntime, 0 if unknown */
+    uint32_t runtime_gil;
+    uint32_t interp_gil;
+    uint32_t gil_size;
+    uint32_t gil_locked;
+    uint32_t gil_last_holder;
+
     /* Addresses of the type objects, to check what a pointer points to;
      * 0 means "unknown, do not check". */
     uint64_t code_type;

@@ -14,6 +14,7 @@
  */
 #include "pystack.h"
 #include "codecache.h"
+#include "threadstate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #define WINDOW_MAX (64u * 1024u)       /* bytes copied from the top of a frame stack */
 #define MAX_CHUNK_SPAN (1ull << 30)    /* a plausible bound for one stack chunk */
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
+#define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
 
 struct sw_pystack {
     sw_py_layout l;
@@ -36,6 +38,9 @@ struct sw_pystack {
     sw_mem_req *reqs;              /* [max_depth] */
     sw_sample_code **frames;         /* [max_depth] */
     unsigned char *window;         /* [WINDOW_MAX] */
+    sw_threadstate *states;        /* with limits.thread_states, else NULL */
+    uint64_t gil_addr;             /* the GIL's address, once known, else 0 */
+    uint64_t gil_holder;           /* this round: the thread state holding the GIL, or 0 */
     sw_pystack_stats st;
 };
 
@@ -73,7 +78,10 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     r->reqs = malloc(d * sizeof *r->reqs);
     r->frames = malloc(d * sizeof *r->frames);
     r->window = malloc(WINDOW_MAX);
-    if (!r->codes || !r->code_addrs || !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window) {
+    if (lim->thread_states)
+        r->states = sw_threadstate_new(pid, STATE_FDS);
+    if (!r->codes || !r->code_addrs || !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
+        (lim->thread_states && !r->states)) {
         snprintf(err, errlen, "out of memory");
         r->mem.fd = -1;
         sw_pystack_free(r);
@@ -91,6 +99,7 @@ void sw_pystack_free(sw_pystack *r)
     if (!r)
         return;
     sw_mem_close(&r->mem);
+    sw_threadstate_free(r->states);
     sw_codecache_free(r->codes);
     free(r->code_addrs);
     free(r->frame_addrs);
@@ -234,16 +243,85 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     return 0;
 }
 
+/* The GIL's address (with thread states only: nothing else uses it), found
+ * once: the GIL of an interpreter does not move. 0 if unknown. */
+static uint64_t gil_address(sw_pystack *r)
+{
+    const sw_py_layout *l = &r->l;
+    if (!r->states || l->gil_size == SW_NO_OFFSET)
+        return 0;
+    if (!r->gil_addr) {
+        uint64_t a = 0;
+        if (l->interp_gil != SW_NO_OFFSET) {
+            if (sw_mem_read(&r->mem, r->interp + l->interp_gil, &a, sizeof a) != SW_OK)
+                a = 0;
+        } else {
+            a = l->runtime_addr + l->runtime_gil;
+        }
+        r->gil_addr = a;
+    }
+    return r->gil_addr;
+}
+
+/* The kernel thread id of the thread whose state is ts, or 0. */
+static uint32_t kernel_tid(sw_pystack *r, const unsigned char *ts)
+{
+    const sw_py_layout *l = &r->l;
+    if (l->tstate_native_thread_id != SW_NO_OFFSET)
+        return (uint32_t)u64_at(ts, l->tstate_native_thread_id);
+    uint32_t tid = 0;
+    if (l->thread_tid == SW_NO_OFFSET ||
+        sw_mem_read(&r->mem, u64_at(ts, l->tstate_thread_id) + l->thread_tid, &tid, sizeof tid) != SW_OK)
+        return 0;
+    return tid;
+}
+
+/* Fills s->state, s->cpu_ns, s->native_tid and the GIL flag of the thread
+ * whose state (at address tstate) is ts. */
+static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, sw_sample *s)
+{
+    s->state = SW_STATE_UNKNOWN;
+    s->cpu_ns = SW_NO_CPU;
+    if (!r->states)
+        return;
+    uint32_t tid = kernel_tid(r, ts);
+    if (!tid && !s->thread_id)
+        return;   /* a thread state not bound to its thread yet (it is starting) */
+    if (tid && !s->native_tid)
+        s->native_tid = tid;
+    uint64_t lo = r->gil_addr, hi = r->gil_addr ? r->gil_addr + r->l.gil_size : 0;
+    s->state = sw_threadstate_probe(r->states, tid, r->st.rounds, lo, hi, &s->cpu_ns);
+    r->st.state_unknown += s->state == SW_STATE_UNKNOWN;
+    if (s->cpu_ns == SW_NO_CPU)
+        r->st.cpu_unknown++;
+    else if (s->cpu_ns > s->weight_ns)
+        s->cpu_ns = s->weight_ns;   /* probed a little apart within rounds: one thread never uses more */
+    if (r->gil_holder && r->gil_holder == tstate)
+        s->flags |= SW_SAMPLE_GIL_HELD;
+}
+
 /* Samples the thread whose state was read into ts. */
 static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, int64_t t_ns,
                           uint64_t weight_ns, sw_sample_sink sink, void *ud, int *delivered)
 {
     const sw_py_layout *l = &r->l;
+    sw_sample s;
+    memset(&s, 0, sizeof s);
+    s.thread_id = u64_at(ts, l->tstate_thread_id);
+    s.native_tid = l->tstate_native_thread_id != SW_NO_OFFSET ? u64_at(ts, l->tstate_native_thread_id) : 0;
+    s.t_ns = t_ns;
+    s.weight_ns = weight_ns;
+    s.frames = r->frames;
+    /* Every thread is probed, those without a Python frame too, so that
+     * each one's CPU time is measured from one round to the next. */
+    probe_thread(r, tstate, ts, &s);
     uint64_t frame = u64_at(ts, l->tstate_frame);
     if (frame && l->cframe_current_frame != SW_NO_OFFSET) {
         uint64_t cf = frame;
         if (sw_mem_read(&r->mem, cf + l->cframe_current_frame, &frame, sizeof frame) != SW_OK) {
             r->st.failed++;
+            s.flags |= SW_SAMPLE_FAILED;
+            sink(ud, &s);
             return;
         }
     }
@@ -273,19 +351,13 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         r->st.retried++;
         n = walk_frames(r, frame, &w, &truncated);
     }
-    sw_sample s;
-    s.thread_id = u64_at(ts, l->tstate_thread_id);
-    s.native_tid = l->tstate_native_thread_id != SW_NO_OFFSET ? u64_at(ts, l->tstate_native_thread_id) : 0;
-    s.t_ns = t_ns;
-    s.weight_ns = weight_ns;
-    s.frames = r->frames;
     if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
         /* Told to the sink too: it may give the time to the thread's next
          * sample rather than lose it (failures are likelier in code whose
          * stack changes fast, so losing them would hide such code). */
         r->st.failed++;
         s.depth = 0;
-        s.flags = SW_SAMPLE_FAILED;
+        s.flags |= SW_SAMPLE_FAILED;
         sink(ud, &s);
         return;
     }
@@ -294,7 +366,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         return;
     }
     s.depth = (uint32_t)n;
-    s.flags = truncated ? SW_SAMPLE_TRUNCATED : 0;
+    s.flags |= truncated ? SW_SAMPLE_TRUNCATED : 0;
     r->st.truncated += (uint64_t)truncated;
     r->st.samples++;
     (*delivered)++;
@@ -308,8 +380,23 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
     int delivered = 0;
     r->st.rounds++;
     sw_codecache_trim(r->codes);
-    uint64_t tstate;
-    if (sw_mem_read(&r->mem, r->interp + l->interp_threads_head, &tstate, sizeof tstate) != SW_OK) {
+    /* The first thread state and the GIL's locked flag and last holder,
+     * in one system call. */
+    uint64_t tstate = 0, gil = gil_address(r);
+    unsigned char gbuf[SW_LAYOUT_MAX_READ];
+    uint32_t glen = gil ? (l->gil_locked + 4 > l->gil_last_holder + 8 ? l->gil_locked + 4 : l->gil_last_holder + 8) : 0;
+    sw_mem_req req[2] = {{r->interp + l->interp_threads_head, &tstate, sizeof tstate, 0}, {gil, gbuf, glen, 0}};
+    sw_mem_readv(&r->mem, req, gil ? 2 : 1);
+    r->gil_holder = 0;
+    if (gil && req[1].ok) {
+        int32_t locked;
+        memcpy(&locked, gbuf + l->gil_locked, sizeof locked);
+        if (locked == 1)
+            r->gil_holder = u64_at(gbuf, l->gil_last_holder);
+    } else if (r->states && l->gil_size != SW_NO_OFFSET) {
+        r->st.gil_unknown++;
+    }
+    if (!req[0].ok) {
         r->st.failed++;
         return SW_EIO;
     }
@@ -327,6 +414,8 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
         sample_thread(r, tstate, ts, t_ns, weight_ns, sink, ud, &delivered);
         tstate = u64_at(ts, l->tstate_next);
     }
+    if (r->states)
+        sw_threadstate_sweep(r->states, r->st.rounds);
     return delivered;
 }
 

@@ -28,6 +28,8 @@ typedef struct sw_pystack_limits {
     uint32_t max_codes;      /* code objects cached before the cache is emptied */
     uint32_t code_ttl;       /* a cached code object is re-read (confirmed) at most every
                                 code_ttl + 1 rounds; 0 = every round it is seen */
+    uint32_t thread_states;  /* 1: give each sample its thread's state, CPU time and
+                                GIL ownership (threadstate.h; ~1-3 us per thread) */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {
@@ -40,6 +42,10 @@ typedef struct sw_pystack_stats {
     uint64_t threads_skipped;   /* threads beyond max_threads */
     uint64_t code_hits, code_misses;
     uint64_t reads, failed_reads;   /* memory reads (system calls) */
+    uint64_t state_unknown;  /* thread states that could not be told (no kernel thread id,
+                                or the kernel did not say) */
+    uint64_t cpu_unknown;    /* CPU times that could not be read */
+    uint64_t gil_unknown;    /* rounds in which the GIL could not be read */
 } sw_pystack_stats;
 
 typedef struct sw_pystack sw_pystack;
@@ -52,7 +58,10 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
 void sw_pystack_free(sw_pystack *r);
 
 /* Reads the stack of every thread once and passes each to sink, stamped
- * t_ns and weight_ns (see sw_sample). Returns the number of samples given
+ * t_ns and weight_ns (see sw_sample), and with limits.thread_states its
+ * state, CPU time since the previous round, and whether it held the GIL:
+ * the GIL's `locked` and `last_holder` are read once per round, first; a
+ * thread is its holder if it is last_holder while the GIL is locked. Returns the number of samples given
  * to the sink, or SW_EIO if the thread list itself could not be read. */
 int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud);
 

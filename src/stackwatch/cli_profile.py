@@ -2,8 +2,8 @@
 write its call tree as collapsed stacks, speedscope JSON, an interactive
 HTML flame graph or pprof.
 
-    stackwatch profile [--rate HZ | --interval 1ms] [-o out] [--format collapsed|speedscope|html|pprof]
-                       (script.py | -m module) [args ...]
+    stackwatch profile [--rate HZ | --interval 1ms] [--mode wall|cpu] [-o out]
+                       [--format collapsed|speedscope|html|pprof] (script.py | -m module) [args ...]
 
 The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
 __main__, exit status). The profile is written at exit, after the
@@ -20,7 +20,7 @@ import sys
 from . import profiler, program as program_mod
 from .program import Program, UsageError, check_writable, resolve
 
-USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [-o OUT] "
+USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [--mode wall|cpu] [-o OUT] "
          "[--format collapsed|speedscope|html|pprof] (script.py | -m module) [args ...]")
 
 
@@ -31,6 +31,10 @@ def add_parser(subparsers):
     when = p.add_mutually_exclusive_group()
     when.add_argument("--rate", help="samples per second (e.g. 1000); default 1000")
     when.add_argument("--interval", help="time between samples (e.g. 1ms, 200us); at least 20us")
+    p.add_argument("--mode", choices=profiler.MODES, default="wall",
+                   help="wall: every thread all the time, weighted by wall time (default); cpu: only "
+                   "threads on a CPU, weighted by CPU time (idle threads and threads waiting for "
+                   "the GIL are left out)")
     p.add_argument("-o", "--output", help="output file (default stackwatch-PID.collapsed.txt, or "
                    "stackwatch-PID.speedscope.json with --format speedscope, "
                    "stackwatch-PID.flamegraph.html with --format html, stackwatch-PID.pb.gz "
@@ -101,9 +105,10 @@ class _Finisher:
         if not self.quiet:
             st = self.prof.stats()
             failed = f", {st['failed']} failed reads of a stack" if st["failed"] else ""
+            off = f", {st['off_cpu']} samples of idle threads left out" if st["mode"] == "cpu" else ""
             n = len(self.prof.threads())
-            print(f"stackwatch: wrote {self.output} ({st['stored']} samples of {n} "
-                  f"thread{'' if n == 1 else 's'}{failed})", file=sys.stderr)
+            print(f"stackwatch: wrote {self.output} ({st['mode']} mode, {st['stored']} samples of {n} "
+                  f"thread{'' if n == 1 else 's'}{off}{failed})", file=sys.stderr)
 
 
 def cmd_profile(args):
@@ -116,7 +121,7 @@ def cmd_profile(args):
         return 1
     import runpy
     try:
-        prof = profiler.Profiler(interval=f"{ns}ns", max_depth=args.max_depth)
+        prof = profiler.Profiler(interval=f"{ns}ns", mode=args.mode, max_depth=args.max_depth)
     except ValueError as e:
         raise UsageError(str(e))
     finisher = _Finisher(prof, fmt, output, args.quiet)

@@ -23,6 +23,7 @@ from . import _native
 from .units import parse_duration_ns
 
 FORMATS = ("collapsed", "speedscope", "html", "pprof")
+MODES = ("wall", "cpu")
 MIN_INTERVAL_NS = 20_000
 MAX_INTERVAL_NS = 60_000_000_000
 DEFAULT_MAX_DEPTH = 1024
@@ -112,20 +113,37 @@ def _stop_at_exit():
             pass
 
 
+def check_mode(mode):
+    """The mode if it is "wall" or "cpu", else ValueError."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be 'wall' or 'cpu', not {mode!r}")
+    return mode
+
+
 class Profiler:
     """Samples every thread's Python stack every `interval` (default 1ms,
     or `rate` Hz). Stacks deeper than `max_depth` keep their leaf-most
     frames under a "<truncated>" root; at most `max_threads` threads are
-    read per sample."""
+    read per sample.
 
-    def __init__(self, interval=None, *, rate=None, max_depth=DEFAULT_MAX_DEPTH,
+    Each sample also records what its thread was doing: "running" (on a
+    CPU or runnable: Python code, or C code with or without the GIL),
+    "gil_wait" (asleep waiting to take the GIL) or "idle" (asleep in any
+    other blocking call), as the kernel reports it, and whether the thread
+    held the GIL. mode="wall" (the default) keeps every sample, weighted by
+    the wall time it stands for; mode="cpu" keeps only samples of running
+    threads, weighted by the CPU time the thread used since its previous
+    sample; the others are counted in stats()["off_cpu"] and per thread."""
+
+    def __init__(self, interval=None, *, rate=None, mode="wall", max_depth=DEFAULT_MAX_DEPTH,
                  max_threads=DEFAULT_MAX_THREADS):
         self.interval_ns = interval_ns(interval, rate)
+        self.mode = check_mode(mode)
         if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= 16384:
             raise ValueError(f"max_depth must be an integer from 1 to 16384, not {max_depth!r}")
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or not 1 <= max_threads <= 65536:
             raise ValueError(f"max_threads must be an integer from 1 to 65536, not {max_threads!r}")
-        self._s = _native.Sampler(self.interval_ns, max_depth, max_threads)
+        self._s = _native.Sampler(self.interval_ns, max_depth, max_threads, mode)
         self._names = {}
         self._anchor, self._follow, self._ignore = None, (), ()
         self._state = "new"
@@ -203,13 +221,22 @@ class Profiler:
 
     def stats(self):
         """Counters of the sampler: ticks, samples, failed, empty, missed,
-        busy_ns (time spent reading stacks), reads, ..."""
+        busy_ns (time spent reading stacks), reads, ...; "mode"; "states":
+        the samples per thread state {"running", "gil_wait", "idle",
+        "unknown"} (over the stored samples and, in CPU mode, those left
+        out); "gil_held": samples whose thread held the GIL; "off_cpu":
+        samples left out in CPU mode (idle or waiting for the GIL)."""
         return self._s.stats()
 
     def threads(self):
         """The threads sampled: [{"thread_id", "native_id", "name",
-        "samples", "first_ns", "last_ns"}] ("name" is None for a thread
-        that was not alive when the profiler started or stopped)."""
+        "samples", "first_ns", "last_ns", "states", "gil_held", "off_cpu",
+        "cpu_ns"}] ("name" is None for a thread that was not alive when the
+        profiler started or stopped). "samples" are the stored ones;
+        "states" counts what the thread was doing in those and (CPU mode)
+        in the ones left out ("off_cpu"); "cpu_ns" is the CPU time they
+        stand for. In CPU mode a thread that was only ever idle is listed
+        with 0 samples."""
         self._check_ran()
         out = self._s.threads()
         for t in out:
@@ -228,7 +255,8 @@ class Profiler:
         `self` does not. Each sample also stands for the wall time since
         the sampler's previous round (one interval, more when the sampler
         ran late), summed into `time_ns` and `self_time_ns`: on a busy
-        machine these estimate shares of time better than the counts."""
+        machine these estimate shares of time better than the counts. In
+        CPU mode `time_ns` is the CPU time the thread used instead."""
         self._check_ran()
         return self._s.tree(thread_id)
 

@@ -229,7 +229,14 @@ static sw_sample_code code(uint64_t addr, const char *name)
 static void feed(sw_profile *p, uint64_t tid, sw_sample_code **leaf_first, uint32_t depth, uint32_t flags,
                  uint64_t weight)
 {
-    sw_sample s = {tid, 0, 1000, weight, depth, flags, leaf_first};
+    sw_sample s = {tid, 0, 1000, weight, depth, flags, leaf_first, SW_STATE_UNKNOWN, SW_NO_CPU};
+    sw_profile_sink(p, &s);
+}
+
+static void feed_state(sw_profile *p, uint64_t tid, sw_sample_code **leaf_first, uint32_t depth, uint32_t flags,
+                       uint64_t weight, uint32_t state, uint64_t cpu)
+{
+    sw_sample s = {tid, 0, 1000, weight, depth, flags, leaf_first, state, cpu};
     sw_profile_sink(p, &s);
 }
 
@@ -305,4 +312,59 @@ TEST(profile_filters)
     uint64_t many[SW_PROFILE_MAX_FILTER + 1] = {0};
     CHECK_EQ_I64(sw_profile_set_filters(p, 0, many, SW_PROFILE_MAX_FILTER + 1, NULL, 0, NULL, 0), SW_EARG);
     sw_profile_free(p);
+}
+
+/* Wall mode keeps every sample and counts states; CPU mode keeps running
+ * (and unknown) ones weighted by CPU time, counts the others as off-CPU,
+ * and carries their CPU time (and failed samples') to the next kept one. */
+TEST(profile_modes_and_states)
+{
+    sw_sample_code main_ = code(100, "main"), work = code(200, "work");
+    sw_sample_code *stack[] = {&work, &main_};
+    for (int mode = SW_PROFILE_WALL; mode <= SW_PROFILE_CPU; mode++) {
+        sw_profile *p = sw_profile_new();
+        REQUIRE(p != NULL);
+        CHECK_EQ_I64(sw_profile_mode(p), SW_PROFILE_WALL);
+        CHECK_EQ_I64(sw_profile_set_mode(p, mode), SW_OK);
+        CHECK_EQ_I64(sw_profile_set_mode(p, 7), SW_EARG);
+        CHECK_EQ_I64(sw_profile_mode(p), mode);
+        feed_state(p, 1, stack, 2, SW_SAMPLE_GIL_HELD, 1000, SW_STATE_RUNNING, 900);
+        feed_state(p, 1, stack, 2, 0, 1000, SW_STATE_GIL_WAIT, 30);
+        feed_state(p, 1, stack, 2, 0, 1000, SW_STATE_IDLE, 20);
+        feed_state(p, 1, NULL, 0, SW_SAMPLE_FAILED, 1000, SW_STATE_RUNNING, 400);
+        feed_state(p, 1, stack, 1, 0, 1000, SW_STATE_RUNNING, 500);   /* leaf "work" alone */
+        feed_state(p, 1, stack, 2, 0, 1000, SW_STATE_UNKNOWN, SW_NO_CPU);
+        feed_state(p, 2, stack, 2, 0, 1000, SW_STATE_IDLE, 0);          /* a thread only ever idle */
+        const sw_profile_thread *t1 = sw_profile_thread_get(p, 0), *t2 = sw_profile_thread_get(p, 1);
+        REQUIRE(t1 != NULL && t2 != NULL);
+        CHECK_EQ_U64(t1->states[SW_STATE_RUNNING], 2);
+        CHECK_EQ_U64(t1->states[SW_STATE_GIL_WAIT], 1);
+        CHECK_EQ_U64(t1->states[SW_STATE_IDLE], 1);
+        CHECK_EQ_U64(t1->states[SW_STATE_UNKNOWN], 1);
+        CHECK_EQ_U64(t1->gil_held, 1);
+        CHECK_EQ_U64(t1->cpu_ns, 900 + 30 + 20 + 500);
+        CHECK_EQ_U64(t2->states[SW_STATE_IDLE], 1);
+        const sw_calltree_node *root1 = sw_calltree_get_node(t1->tree, SW_CALLTREE_ROOT);
+        if (mode == SW_PROFILE_WALL) {
+            CHECK_EQ_U64(sw_profile_samples(p), 6);
+            CHECK_EQ_U64(sw_profile_off_cpu(p), 0);
+            CHECK_EQ_U64(t1->samples, 5);
+            CHECK_EQ_U64(t1->off_cpu, 0);
+            CHECK_EQ_U64(t2->samples, 1);
+            CHECK_EQ_U64(root1->weight, 6000);   /* five samples and the failed one's wall time */
+        } else {
+            CHECK_EQ_U64(sw_profile_samples(p), 3);
+            CHECK_EQ_U64(sw_profile_off_cpu(p), 3);
+            CHECK_EQ_U64(t1->samples, 3);
+            CHECK_EQ_U64(t1->off_cpu, 2);
+            CHECK_EQ_U64(t2->samples, 0);
+            CHECK_EQ_U64(t2->off_cpu, 1);
+            CHECK_EQ_U64(root1->count, 3);
+            /* 900; then 500 + the off-CPU 30 + 20 + the failed 400; then the
+             * unknown one's wall time (its CPU time is unknown) */
+            CHECK_EQ_U64(root1->weight, 900 + 950 + 1000);
+            CHECK_EQ_U64(sw_calltree_node_count(t2->tree), 1);   /* its tree is empty */
+        }
+        sw_profile_free(p);
+    }
 }

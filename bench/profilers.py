@@ -1,0 +1,200 @@
+"""The sampling-profiler section of `make bench` (run by bench/run.py; see
+bench/README.md):
+
+1. slowdown: a few of the workloads, plain and under stackwatch's profiler
+   (1 kHz and 10 kHz), pyinstrument (1 ms, its default, and 0.1 ms) and
+   py-spy (`py-spy record --rate 1000 / 10000`, its default blocking mode,
+   and --nonblocking), in alternating rounds. Each cell: the median of the
+   measured region's wall time (profiler start .. output written; for
+   py-spy, which runs outside the process, the workload alone) as a ratio
+   to plain, and the samples the profiler took as a share of what its rate
+   asks for in that time;
+2. the highest rate stackwatch's sampler sustains on a 50-deep stack with
+   less than 1% of its ticks missed (bench/profiler_rate.py at rising
+   rates, the median of a few runs per rate, up to the first rate that
+   misses more).
+"""
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (name in run.WORKLOADS, full size, quick size): ~0.3-0.5 s plain at full size.
+WORKLOADS = [("fib", 32, 27), ("methods", 500_000, 50_000), ("pyperformance:richards", 90_000, 10_000),
+             ("pyperformance:raytrace", 100, 20)]
+
+# label -> (tracer, extra workload args, py-spy arguments or None, rate asked in Hz)
+CONFIGS = {
+    "plain": ("none", [], None, None),
+    "sw 1k": ("swprof", ["--profiler-rate", "1000"], None, 1000),
+    "sw 10k": ("swprof", ["--profiler-rate", "10000"], None, 10000),
+    "pyinstr 1ms": ("pyinstrument", ["--pyinstrument-interval", "0.001"], None, 1000),
+    "pyinstr 0.1ms": ("pyinstrument", ["--pyinstrument-interval", "0.0001"], None, 10000),
+    "py-spy 1k": ("none", [], ["--rate", "1000"], 1000),
+    "py-spy 10k": ("none", [], ["--rate", "10000"], 10000),
+    "py-spy nb 1k": ("none", [], ["--rate", "1000", "--nonblocking"], 1000),
+    "py-spy nb 10k": ("none", [], ["--rate", "10000", "--nonblocking"], 10000),
+}
+
+RATES = (1000, 2000, 5000, 10000, 20000, 25000, 33333, 40000, 50000)
+MISSED_LIMIT = 0.01
+
+
+def py_spy_path(python):
+    p = os.path.join(os.path.dirname(python), "py-spy")
+    return p if os.access(p, os.X_OK) else shutil.which("py-spy")
+
+
+def samples_of(label, res):
+    """How many samples a run's profiler took (None if unknown)."""
+    tracer = CONFIGS[label][0]
+    if tracer == "swprof":
+        return res.get("ticks")
+    if tracer == "pyinstrument":
+        return res.get("samples")
+    m = re.findall(r"Samples: (\d+)", res.get("pyspy_stderr", ""))
+    return int(m[-1]) if m else None
+
+
+def one_run(run_once, w, python, label, size, spy):
+    tracer, extra, spy_args, _ = CONFIGS[label]
+    cmd = w.command(python, tracer, size, w.warmup(size), extra)
+    if spy_args is None:
+        return run_once(cmd, timeout=600)
+    tmp = tempfile.mkdtemp(prefix="swbench-spy-")
+    try:
+        err = os.path.join(tmp, "messages")
+        # py-spy's messages (the sample count) go to a file (the workload
+        # writes its result to a file of its own).
+        wrapper = [sys.executable, "-c",
+                   "import subprocess, sys; f = open(sys.argv[1], 'w'); "
+                   "sys.exit(subprocess.run(sys.argv[2:], stdout=f, stderr=f).returncode)",
+                   err, spy, "record", "--format", "raw", "-o", os.path.join(tmp, "out.txt")] + spy_args + ["--"]
+        res = run_once(wrapper + cmd, timeout=900)
+        try:
+            with open(err, errors="replace") as f:
+                res["pyspy_stderr"] = f.read()[-2000:]
+        except OSError:
+            pass
+        return res
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def slowdown(run_once, workloads_by_name, python, rounds, quick, log):
+    spy = py_spy_path(python)
+    labels = [c for c in CONFIGS if CONFIGS[c][2] is None or spy]
+    na = {} if spy else {c: "py-spy not installed" for c in CONFIGS if CONFIGS[c][2] is not None}
+    out = {}
+    for name, full, small in WORKLOADS:
+        w = workloads_by_name.get(name)
+        if w is None:
+            continue
+        size = small if quick else full
+        runs = {c: [] for c in labels}
+        t0 = time.perf_counter()
+        for r in range(rounds):
+            k = r % len(labels)
+            for c in labels[k:] + labels[:k]:
+                runs[c].append(one_run(run_once, w, python, c, size, spy))
+        out[name] = {"label": w.label.format(size), "size": size, "runs": runs}
+        log(f"  profilers on {name:22s} {time.perf_counter() - t0:6.1f} s")
+    return {"workloads": out, "na": na, "configs": list(CONFIGS)}
+
+
+def max_rate(python, quick, log):
+    """bench/profiler_rate.py at rising rates; the highest whose median
+    missed share is under MISSED_LIMIT."""
+    reps = 1 if quick else 3
+    seconds = 0.3 if quick else 1.0
+    per_rate = {}
+    best = None
+    for rate in RATES:
+        runs = []
+        for _ in range(reps):
+            p = subprocess.run([python, os.path.join(HERE, "profiler_rate.py"), "--rate", str(rate),
+                                "--seconds", str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=300)
+            try:
+                runs.append(json.loads(p.stdout.decode().strip().splitlines()[-1]))
+            except (ValueError, IndexError):
+                runs.append({"error": p.stderr.decode(errors="replace")[-300:]})
+        ok = [r for r in runs if "error" not in r]
+        if not ok:
+            per_rate[rate] = {"runs": runs}
+            break
+        missed = statistics.median(r["missed"] / max(1, r["ticks"] + r["missed"]) for r in ok)
+        us = statistics.median(r["busy_ns"] / max(1, r["ticks"]) / 1e3 for r in ok)
+        per_rate[rate] = {"runs": runs, "missed_share": missed, "us_per_round": us,
+                          "deepest_stack": ok[0].get("deepest_stack")}
+        log(f"  sampler at {rate:6d} Hz: {missed:.2%} missed, {us:.1f} us per round")
+        if missed >= MISSED_LIMIT:
+            break   # the highest rate is the last one below it with every lower rate below it too
+        best = rate
+    return {"per_rate": per_rate, "max_rate": best, "limit": MISSED_LIMIT}
+
+
+def _median(vals):
+    vals = [v for v in vals if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def render(res, fmt_ratio, geomean):
+    sd = res["slowdown"]
+    labels = [c for c in sd["configs"] if c != "plain"]
+    head = ["workload", "plain ms"] + labels
+    lines, ratios = [], {c: [] for c in labels}
+    for name, wr in sd["workloads"].items():
+        runs = wr["runs"]
+        plain = _median([r.get("seconds") for r in runs.get("plain", []) if "error" not in r])
+        cells = [wr["label"], f"{plain * 1e3:.0f}" if plain else "n/a"]
+        for c in labels:
+            if c in sd["na"]:
+                cells.append("n/a")
+                continue
+            ok = [r for r in runs.get(c, []) if "error" not in r and r.get("seconds")]
+            med = _median([r["seconds"] for r in ok])
+            if not ok or not med or not plain:
+                err = next((r["error"] for r in runs.get(c, []) if "error" in r), "no run")
+                cells.append("n/a")
+                res.setdefault("errors", {})[f"{name}/{c}"] = err
+                continue
+            ratio = med / plain
+            ratios[c].append(ratio)
+            rate = CONFIGS[c][3]
+            # py-spy samples the whole process, from launch to exit
+            span = "process_seconds" if CONFIGS[c][2] is not None else "seconds_tracing"
+            got = [samples_of(c, r) / (rate * r[span]) for r in ok
+                   if samples_of(c, r) is not None and r.get(span)]
+            share = f" ({min(_median(got), 9.99):.0%})" if got else ""
+            cells.append(f"{fmt_ratio(ratio)}{share}")
+        lines.append(cells)
+    gm = ["geometric mean", ""] + [fmt_ratio(geomean(ratios[c])) if ratios[c] else "n/a" for c in labels]
+    lines.append(gm)
+    widths = [max(len(str(x[i])) for x in [head] + lines) for i in range(len(head))]
+
+    def fmt(cells):
+        return "  ".join(str(c).ljust(widths[i]) if i == 0 else str(c).rjust(widths[i]) for i, c in enumerate(cells))
+    out = [fmt(head), "  ".join("-" * w for w in widths)] + [fmt(c) for c in lines[:-1]]
+    out += ["  ".join("-" * w for w in widths), fmt(lines[-1])]
+    for c, reason in sd["na"].items():
+        out.append(f"{c}: n/a ({reason})")
+    for k, e in res.get("errors", {}).items():
+        out.append(f"{k}: n/a ({e})")
+    mr = res.get("rate")
+    if mr:
+        rows = [f"{rate} Hz {v['missed_share']:.1%} missed, {v['us_per_round']:.1f} us/round"
+                for rate, v in mr["per_rate"].items() if "missed_share" in v]
+        best = mr["max_rate"]
+        out.append("")
+        out.append(f"highest sampling rate stackwatch sustains on a 50-deep stack with < {mr['limit']:.0%} "
+                   f"missed ticks: {f'{best} Hz' if best else 'none of the rates tried'}")
+        out.append("  " + "; ".join(rows))
+    return "\n".join(out)

@@ -1,0 +1,383 @@
+"""Ground truth for the profiler's two modes and its thread states: programs
+whose split of time is measured while they run (each function spins until
+its share of a slice of wall or thread-CPU time is used, and records what it
+really used), compared with what the profiler reports.
+
+- 60/30/10 busy loops: the measured shares are within 3 points of the real
+  ones, in wall mode (wall time) and in CPU mode (thread CPU time);
+- a sleeping thread and a computing one: wall mode shows both, CPU mode
+  only the computing one, and the state counts say idle vs running;
+- two computing threads take turns on the GIL: each is seen waiting for it;
+- C-heavy functions (hashlib, which releases the GIL, and sorted, which
+  holds it) get their time attributed to the Python caller.
+
+The machine running these may have two cores shared with other builds: the
+workloads are sized in thread CPU time (also in wall mode, where the truth
+is the wall time each function took), run until enough samples are taken
+(not for a fixed wall time), and every bound is on a share of many
+samples, never on an absolute time.
+
+Why CPU time also in wall mode: a function that spins until a wall-clock
+deadline returns at once when its thread resumes after being descheduled
+past that deadline, so the next function is what a sampler that was
+descheduled too finds first, and it is given the whole stall. A function
+that must use its share of CPU time is still running when its thread
+resumes, so the stall goes to the function it happened in, as it should.
+"""
+import hashlib
+import json
+import random
+import threading
+import time
+
+import pytest
+
+from conftest import run, write
+from stackwatch import _native
+
+SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
+pytestmark = pytest.mark.skipif(not SUPPORTED, reason="the sampling profiler supports CPython 3.9 to 3.13")
+
+if SUPPORTED:
+    from stackwatch.profiler import Profiler
+
+# The clock each mode's truth is measured with.
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
+
+
+def time_in(tree, name, key="time_ns"):
+    """The summed `key` of the outermost nodes of function `name`."""
+    total, stack = 0, [tree]
+    while stack:
+        n = stack.pop()
+        if n["name"] == name:
+            total += n[key]
+        else:
+            stack.extend(n["children"])
+    return total
+
+
+def run_until(p, clock, seconds, min_samples, body):
+    """Calls body() until `seconds` of `clock` have passed and the profiler
+    has stored min_samples samples (a loaded machine takes longer, not
+    fewer samples); at most 60 s of wall time."""
+    start, wall_end = clock(), time.perf_counter() + 60
+    while clock() - start < seconds or p.stats()["stored"] < min_samples:
+        body()
+        assert time.perf_counter() < wall_end, f"too slow to take {min_samples} samples: {p.stats()}"
+
+
+def spin(seconds):
+    """Uses `seconds` of this thread's CPU time."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+# Each uses d seconds of CPU time and returns the time it took on `clock`.
+def f60(clock, d):
+    t0 = clock()
+    spin(d)
+    return clock() - t0
+
+
+def f30(clock, d):
+    t0 = clock()
+    spin(d)
+    return clock() - t0
+
+
+def f10(clock, d):
+    t0 = clock()
+    spin(d)
+    return clock() - t0
+
+
+def check_shares(tree, spent, points=0.03):
+    times = {k: time_in(tree, k) for k in spent}
+    truth = {k: v / sum(spent.values()) for k, v in spent.items()}
+    measured = {k: v / sum(times.values()) for k, v in times.items()}
+    bad = {k: (round(measured[k], 4), round(truth[k], 4)) for k in spent if abs(measured[k] - truth[k]) > points}
+    return bad, measured, truth
+
+
+@pytest.mark.parametrize("mode", ["wall", "cpu"])
+def test_60_30_10_shares(mode):
+    """Each 10 ms slice of CPU time is split 6/3/1 across three functions;
+    the shares of the profile's time (wall or CPU weights) match the wall
+    or CPU time they took."""
+    clock = CLOCKS[mode]
+    spent = {"f60": 0.0, "f30": 0.0, "f10": 0.0}
+
+    def one_round():
+        spent["f60"] += f60(clock, 0.006)
+        spent["f30"] += f30(clock, 0.003)
+        spent["f10"] += f10(clock, 0.001)
+
+    with Profiler(interval="1ms", mode=mode) as p:
+        run_until(p, clock, 1.5, 1200, one_round)
+    st = p.stats()
+    bad, measured, truth = check_shares(p.tree(), spent)
+    assert not bad, (bad, measured, truth, st)
+    assert st["mode"] == mode
+    # One thread computing all the time: running, holding the GIL.
+    main = [t for t in p.threads() if t["thread_id"] == threading.get_ident()][0]
+    assert main["states"]["running"] >= 0.9 * main["samples"], main
+    assert main["gil_held"] >= 0.9 * main["samples"], main
+    if mode == "cpu":
+        # The weights are CPU time: they add up to what the thread used.
+        cpu = sum(spent.values())
+        assert 0.9 * cpu <= p.tree()["time_ns"] / 1e9 <= 1.02 * cpu + 0.01, (p.tree()["time_ns"], cpu, st)
+
+
+def compute(seconds, out):
+    """Uses `seconds` of this thread's CPU time; records it."""
+    t0 = time.thread_time()
+    spin(seconds)
+    out["cpu"] = time.thread_time() - t0
+
+
+def sleep_until(stop, out):
+    """Sleeps until told to stop. (Waking 10 times a second, it is seldom
+    seen between waking and sleeping again, even on a loaded machine where
+    it may wait a while for a CPU and then for the GIL.)"""
+    t0 = time.thread_time()
+    while not stop.is_set():
+        time.sleep(0.1)
+    out["cpu"] = time.thread_time() - t0
+
+
+def by_ident(p):
+    return {t["thread_id"]: t for t in p.threads()}
+
+
+@pytest.mark.parametrize("mode", ["wall", "cpu"])
+def test_sleeping_vs_computing_thread(mode):
+    done = threading.Event()
+    cout, sout = {}, {}
+    comp = threading.Thread(target=compute, args=(0.8, cout), name="computer")
+    sleeper = threading.Thread(target=sleep_until, args=(done, sout), name="sleeper")
+    with Profiler(interval="1ms", mode=mode) as p:
+        sleeper.start()
+        comp.start()
+        comp.join()
+        done.set()
+        sleeper.join()
+    st = p.stats()
+    th = by_ident(p)
+    c, s = th[comp.ident], th[sleeper.ident]
+    # What they were doing, in both modes: the computer runs (holding the
+    # GIL); the sleeper sleeps (or, after waking, waits for a CPU or for
+    # the GIL, which the computer holds up to a switch interval, 5 ms).
+    for t in (c, s):
+        assert sum(t["states"].values()) == t["samples"] + t["off_cpu"], t
+    assert sum(c["states"].values()) >= 300, (c, st)
+    assert c["states"]["running"] >= 0.85 * sum(c["states"].values()), c
+    assert c["gil_held"] >= 0.7 * sum(c["states"].values()), c
+    assert s["states"]["idle"] >= 0.75 * sum(s["states"].values()), s
+    assert s["states"]["running"] <= 0.1 * sum(s["states"].values()), s
+    assert s["gil_held"] <= 0.1 * sum(s["states"].values()), s
+    tc, ts = p.tree(comp.ident), p.tree(sleeper.ident)
+    if mode == "wall":
+        # Both threads were there all along: about as many samples each,
+        # in their own functions.
+        assert s["samples"] >= 0.7 * c["samples"], (c, s)
+        assert s["off_cpu"] == c["off_cpu"] == st["off_cpu"] == 0
+        assert time_in(ts, "sleep_until", "count") >= 0.9 * ts["count"], ts
+    else:
+        # Only the computer counts; the sleeper's samples are off the CPU.
+        assert s["samples"] <= 0.1 * c["samples"], (c, s)
+        assert s["off_cpu"] >= 0.9 * sum(s["states"].values()), s
+        assert st["off_cpu"] >= s["off_cpu"]
+        # CPU weights: the computer's add up to the CPU time it used, the
+        # sleeper's to almost nothing.
+        assert 0.9 * cout["cpu"] <= tc["time_ns"] / 1e9 <= 1.02 * cout["cpu"] + 0.01, (tc["time_ns"], cout, c)
+        assert ts["time_ns"] <= 0.05 * tc["time_ns"], (ts["time_ns"], tc["time_ns"])
+        assert c["cpu_ns"] / 1e9 <= 1.02 * cout["cpu"] + 0.01
+    assert time_in(tc, "compute", "count") >= 0.9 * tc["count"], tc
+
+
+def test_threads_contending_for_the_gil():
+    """Two threads computing in Python take turns on the GIL: each is seen
+    waiting for it, and running; a sampled round never has both holding it."""
+    outs = [{}, {}]
+    ts = [threading.Thread(target=compute, args=(0.5, o)) for o in outs]
+    with Profiler(interval="1ms", mode="cpu") as p:
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    st = p.stats()
+    th = by_ident(p)
+    for t, o in zip(ts, outs):
+        s = th[t.ident]
+        n = sum(s["states"].values())
+        assert n >= 200, (s, st)
+        assert s["states"]["gil_wait"] >= 0.2 * n, s
+        assert s["states"]["running"] >= 0.2 * n, s
+        assert s["off_cpu"] == s["states"]["gil_wait"] + s["states"]["idle"], s
+        # Its CPU time is what it used, though only its running samples count.
+        assert 0.85 * o["cpu"] <= p.tree(t.ident)["time_ns"] / 1e9 <= 1.02 * o["cpu"] + 0.01, (s, o)
+    assert st["gil_held"] <= st["ticks"], st
+
+
+# ---- C-heavy code ----
+
+DATA = bytes(random.Random(1).getrandbits(8) for _ in range(1 << 16)) * 4   # 256 KiB
+_rng = random.Random(3)
+NUMBERS = [_rng.random() for _ in range(20000)]
+
+
+def py_loop(clock, d):
+    t0 = clock()
+    spin(d)
+    return clock() - t0
+
+
+def hash_heavy(clock, d):
+    """C code that releases the GIL (hashlib, on more than 2 KiB), for d
+    seconds of CPU time."""
+    t0 = clock()
+    end = time.thread_time() + d
+    while time.thread_time() < end:
+        hashlib.sha256(DATA).digest()
+    return clock() - t0
+
+
+def sort_heavy(clock, d):
+    """C code that holds the GIL (sorting floats), for d seconds of CPU time."""
+    t0 = clock()
+    end = time.thread_time() + d
+    while time.thread_time() < end:
+        sorted(NUMBERS)
+    return clock() - t0
+
+
+@pytest.mark.parametrize("mode", ["wall", "cpu"])
+def test_c_heavy_time_goes_to_the_python_caller(mode):
+    clock = CLOCKS[mode]
+    spent = {"py_loop": 0.0, "hash_heavy": 0.0, "sort_heavy": 0.0}
+
+    def one_round():
+        spent["py_loop"] += py_loop(clock, 0.008)
+        spent["hash_heavy"] += hash_heavy(clock, 0.006)
+        spent["sort_heavy"] += sort_heavy(clock, 0.006)
+
+    with Profiler(interval="1ms", mode=mode) as p:
+        run_until(p, clock, 1.5, 1200, one_round)
+    tree = p.tree()
+    bad, measured, truth = check_shares(tree, spent)
+    assert not bad, (bad, measured, truth, p.stats())
+    # The C functions have no frames: their callers are the leaves.
+    for name in ("hash_heavy", "sort_heavy"):
+        assert time_in(tree, name, "self_time_ns") >= 0.95 * time_in(tree, name), name
+
+
+def hasher(count):
+    for _ in range(count):
+        hashlib.sha256(DATA).digest()
+
+
+def test_c_code_without_the_gil_is_running():
+    """A thread hashing big buffers runs C code with the GIL released: it is
+    running (counted in CPU mode) though it rarely holds the GIL.
+
+    The loop makes no system call (a fixed number of hashes, sized before):
+    a thread is mostly descheduled on its way back from a system call, and
+    one that called a clock between hashes would be seen waiting for a CPU
+    while holding the GIL most of the time on a loaded machine."""
+    t0 = time.thread_time()
+    hasher(20)
+    count = int(0.5 / max((time.thread_time() - t0) / 20, 1e-5))
+    t = threading.Thread(target=hasher, args=(count,))
+    with Profiler(interval="1ms", mode="cpu") as p:
+        t.start()
+        t.join()
+    s = by_ident(p)[t.ident]
+    n = sum(s["states"].values())
+    assert n >= 150, s
+    assert s["states"]["running"] >= 0.8 * n, s
+    assert s["gil_held"] <= 0.3 * n, s
+    assert s["samples"] >= 0.8 * n, s
+    assert time_in(p.tree(t.ident), "hasher", "count") >= 0.9 * s["samples"]
+
+
+# ---- the interface ----
+
+def test_mode_argument():
+    assert Profiler().mode == "wall"
+    assert Profiler(mode="cpu").mode == "cpu"
+    for bad in ("CPU", "", "process", None, 1):
+        with pytest.raises(ValueError, match="mode must be 'wall' or 'cpu'"):
+            Profiler(mode=bad)
+    with pytest.raises(ValueError, match="mode must be 'wall' or 'cpu'"):
+        _native.Sampler(1_000_000, 10, 10, "idle")
+
+
+def test_native_ids_and_state_keys():
+    """Every thread's kernel id is known to the sampler (before 3.11 it is
+    read from the thread's pthread struct), and the keys are there."""
+    stop = threading.Event()
+    t = threading.Thread(target=sleep_until, args=(stop, {}))
+    with Profiler(interval="1ms") as p:
+        t.start()
+        spin(0.1)
+        stop.set()
+        t.join()
+    st = p.stats()
+    assert st["state_probe_failed"] == 0 or st["state_probe_failed"] <= 2, st   # a thread ending mid-read
+    assert st["gil_read_failed"] == 0, st
+    assert set(st["states"]) == {"running", "gil_wait", "idle", "unknown"}
+    th = by_ident(p)
+    assert th[t.ident]["native_id"] == t.native_id
+    assert th[threading.get_ident()]["native_id"] == threading.get_native_id()
+    assert sum(x["states"]["unknown"] for x in th.values()) <= 2, th
+
+
+PROGRAM = '''
+import threading, time
+done = threading.Event()
+def compute():
+    end = time.thread_time() + 0.4
+    while time.thread_time() < end:
+        pass
+def sleeper():
+    while not done.is_set():
+        time.sleep(0.05)
+s = threading.Thread(target=sleeper, name="sleeper")
+s.start()
+compute()
+done.set()
+s.join()
+'''
+
+
+def weights_by_thread(path):
+    """{thread name: summed weight} of a speedscope file."""
+    doc = json.loads(path.read_text())
+    return {prof["name"].split(" (")[0]: sum(prof["weights"]) for prof in doc["profiles"]}
+
+
+def test_cli_mode(tmp_path):
+    script = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["profile", "--mode", "cpu", "-o", str(tmp_path / "cpu.json"), script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "cpu mode" in r.stderr and "samples of idle threads left out" in r.stderr, r.stderr
+    cpu = weights_by_thread(tmp_path / "cpu.json")
+    r = run(["profile", "-q", "--mode", "wall", "-o", str(tmp_path / "wall.json"), script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    wall = weights_by_thread(tmp_path / "wall.json")
+    # wall mode gives the sleeping thread about as much time as the main
+    # one; CPU mode gives it almost none (and main its CPU time, 0.4 s)
+    assert wall["sleeper"] >= 0.5 * wall["MainThread"], wall
+    assert cpu["sleeper"] <= 0.05 * cpu["MainThread"], cpu
+    assert 0.35e9 <= cpu["MainThread"] <= 0.5e9, cpu
+
+
+@pytest.mark.parametrize("value", ["CPU", "both", ""])
+def test_cli_bad_mode_is_one_line(tmp_path, value):
+    script = write(tmp_path / "prog.py", "pass\n")
+    r = run(["profile", "--mode", value, script], cwd=tmp_path)
+    assert r.returncode == 2
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stackwatch: error: ") and "--mode" in lines[0], r.stderr
