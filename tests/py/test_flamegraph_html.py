@@ -320,7 +320,7 @@ def profile_program(tmp_path, *extra, output="prog.html"):
     script = write(tmp_path / "prog.py", PROGRAM)
     r = run(["profile", *extra, "-o", output, script], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    m = re.fullmatch(r"stackwatch: wrote (.+) \((\d+) samples of 2 threads(, \d+ failed reads of a stack)?\)\n",
+    m = re.fullmatch(r"stackwatch: wrote (.+) \((?:\w+ mode, )?(\d+) samples of 2 threads(, \d+ failed reads of a stack)?\)\n",
                      r.stderr)
     assert m, r.stderr
     return m.group(1), int(m.group(2))

@@ -384,7 +384,7 @@ spin(0.1)
 
 
 def wrote_samples(stderr):
-    m = re.search(r"^stackwatch: wrote .* \((\d+) samples of 1 thread\)$", stderr, re.M)
+    m = re.search(r"^stackwatch: wrote .* \((?:\w+ mode, )?(\d+) samples of 1 thread(?:, \d+ failed reads of a stack)?\)$", stderr, re.M)
     assert m, stderr
     return int(m.group(1))
 
