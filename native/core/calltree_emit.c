@@ -6,6 +6,7 @@
  * not at every fputs.
  */
 #include "calltree.h"
+#include "utf8.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -78,28 +79,6 @@ int sw_calltree_write_collapsed(const sw_calltree *t, FILE *f)
 
 /* ---- speedscope JSON ---- */
 
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 if invalid. */
-static int utf8_seq(const unsigned char *s)
-{
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
-            return 0;
-        unsigned cp = ((s[0] & 0xfu) << 12) | ((s[1] & 0x3fu) << 6) | (s[2] & 0x3fu);
-        return (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)) ? 0 : 3;
-    }
-    if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
-            return 0;
-        unsigned cp = ((s[0] & 0x7u) << 18) | ((s[1] & 0x3fu) << 12) | ((s[2] & 0x3fu) << 6) | (s[3] & 0x3fu);
-        return (cp < 0x10000 || cp > 0x10ffff) ? 0 : 4;
-    }
-    return 0;
-}
-
 /* Writes s as a JSON string; invalid UTF-8 becomes U+FFFD. */
 static void put_json_string(FILE *f, const char *str)
 {
@@ -115,12 +94,12 @@ static void put_json_string(FILE *f, const char *str)
             fprintf(f, "\\u%04x", c);
             s++;
         } else {
-            int k = utf8_seq(s);   /* reads at most up to the NUL: a NUL fails the continuation test */
+            size_t k = sw_utf8_len(s);   /* stops at the NUL */
             if (k == 0) {
                 fputs("\\ufffd", f);
                 s++;
             } else {
-                fwrite(s, 1, (size_t)k, f);
+                fwrite(s, 1, k, f);
                 s += k;
             }
         }

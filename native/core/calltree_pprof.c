@@ -8,6 +8,7 @@
  * scalar fields. Protobuf readers accept fields in any order.
  */
 #include "pprof.h"
+#include "utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -78,37 +79,6 @@ static void put_msg_field(sw_bytes *b, unsigned field, const sw_bytes *m)
     sw_bytes_put(b, m->data, m->len);
 }
 
-/* ---- UTF-8 ---- */
-
-/* Length (1-4) of the well-formed UTF-8 sequence at s, 0 if ill-formed.
- * Stops at a NUL: it is no continuation byte. */
-static size_t utf8_len(const unsigned char *s)
-{
-    unsigned c = s[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2, min = 0x80;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3, min = 0x800;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4, min = 0x10000;
-    } else {
-        return 0;
-    }
-    unsigned cp = c & (0x7fu >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3fu);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
 /* Writes s as a string field, each byte that starts no well-formed UTF-8
  * sequence replaced by U+FFFD. */
 static void put_string_field(sw_bytes *b, unsigned field, const char *str)
@@ -117,14 +87,14 @@ static void put_string_field(sw_bytes *b, unsigned field, const char *str)
     const unsigned char *s = (const unsigned char *)str;
     size_t out = 0;
     for (size_t i = 0; s[i];) {
-        size_t k = utf8_len(s + i);
+        size_t k = sw_utf8_len(s + i);
         out += k ? k : sizeof repl;
         i += k ? k : 1;
     }
     put_tag(b, field, WT_LEN);
     sw_bytes_varint(b, out);
     for (size_t i = 0; s[i];) {
-        size_t k = utf8_len(s + i);
+        size_t k = sw_utf8_len(s + i);
         if (k) {
             sw_bytes_put(b, s + i, k);
             i += k;
