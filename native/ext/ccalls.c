@@ -172,7 +172,7 @@ static void emit_c(int kind, PyObject *caller, PyObject *callable, PyObject *sel
     c_qualname(ml, callable, self, qual, sizeof qual);
     PyErr_Clear();
     sw_evdata d = {.code = (caller && PyCode_Check(caller)) ? (PyCodeObject *)caller : NULL,
-                   .line = -1, .name = qual, .callable = callable};
+                   .line = -1, .name = qual};
     sw_emit(kind, &d);
     sw_exc_restore(&es);
 }

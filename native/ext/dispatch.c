@@ -17,10 +17,22 @@ const char *const sw_kind_names[SW_K_COUNT] = {
 void sw_emit(int kind, const sw_evdata *d)
 {
     uint32_t bit = SW_EVB(kind);
+    sw_tstate *t = &sw_T;
+    sw_exc_state es;
+    sw_exc_save(&es);
+    sw_busy_enter(t);
     if (sw_D.probes & bit)
         sw_probes_emit(kind, d);
     if (sw_D.handlers & bit)
         sw_handlers_emit(kind, d);
+    sw_busy_exit(t);
+    sw_exc_restore(&es);
+}
+
+void sw_emit_frame(int kind, PyCodeObject *co)
+{
+    sw_evdata d = {.code = co, .line = co ? co->co_firstlineno : -1};
+    sw_emit(kind, &d);
 }
 
 void sw_dispatch_changed(void)

@@ -49,8 +49,6 @@ enum sw_ev_kind {
 #define SW_MASK_PY (SW_EVB(SW_K_CALL) | SW_EVB(SW_K_RETURN) | SW_EVB(SW_K_YIELD) | \
                     SW_EVB(SW_K_RESUME) | SW_EVB(SW_K_UNWIND))
 #define SW_MASK_C (SW_EVB(SW_K_C_CALL) | SW_EVB(SW_K_C_RETURN) | SW_EVB(SW_K_C_RAISE))
-#define SW_MASK_OBJ (SW_EVB(SW_K_NEW_START) | SW_EVB(SW_K_NEW_DONE) | SW_EVB(SW_K_DEL_START) | \
-                     SW_EVB(SW_K_DEL_DONE))
 #define SW_MASK_ALL ((1u << SW_K_COUNT) - 1)
 
 extern const char *const sw_kind_names[SW_K_COUNT];
@@ -83,14 +81,16 @@ typedef struct sw_evdata {
     const char *file;       /* objects: the file that defines the class */
     long long a, b, c;      /* instruction: offset, opcode; gc: generation,
                              * collected, uncollectable */
-    PyObject *callable;     /* C calls: the callable (borrowed) */
 } sw_evdata;
 
 /* Hands one event to every consumer that wants it (handlers, probes; the
  * file tracer's recording of Python/C call events is done by the hooks
- * themselves, the rest through sw_file_record_ext). Never raises: the
- * pending exception, if any, is kept. */
+ * themselves, the rest through sw_file_record_ext), with the thread marked
+ * busy (a consumer's own calls are no events). Never raises: the pending
+ * exception, if any, is kept. */
 void sw_emit(int kind, const sw_evdata *d);
+/* The same for a Python frame event of code co (located at its first line). */
+void sw_emit_frame(int kind, PyCodeObject *co);
 
 /* Recomputes sw_D.mask / slow after a consumer changed and tells the
  * Python layer to switch mechanisms (called with the GIL). */
@@ -109,7 +109,6 @@ int sw_dispatch_extra_index(void);                  /* 0, or -1 with an exceptio
 int sw_file_wants_code(PyCodeObject *co);          /* recorded by the file tracer */
 int sw_file_wants_lines(PyCodeObject *co);         /* ... and in its line filter */
 void sw_file_record_ext(int kind, const sw_evdata *d);
-int sw_file_line_globs(void);                       /* a line filter is set */
 int sw_file_line_match(const char *filename);
 /* Sets what the file tracer records besides calls (mask) and where line /
  * instruction events are recorded (globs, None for everywhere). Returns 0
@@ -128,8 +127,5 @@ void sw_events_thread_attach(void);   /* ... and on a thread seen for the first 
 int sw_probes_add_to_module(PyObject *m);
 void sw_probes_emit(int kind, const sw_evdata *d);
 uint32_t sw_probes_poll(void);    /* events whose probes are attached now */
-
-/* Object lifetime (objects.c). */
-int sw_objects_add_to_module(PyObject *m);
 
 #endif

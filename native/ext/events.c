@@ -55,12 +55,9 @@ static void emit_located(int kind, PyCodeObject *co, int line, long long a, long
     if (t->busy)
         return;
     sw_evdata d = {.code = co, .line = line, .a = a, .b = b, .name = name};
-    sw_exc_state es;
-    sw_exc_save(&es);
     if (file_wants(kind, co))
         sw_file_record_ext(kind, &d);
     sw_emit(kind, &d);
-    sw_exc_restore(&es);
 }
 
 static const char *exc_type_name(PyObject *exc)

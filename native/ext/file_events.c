@@ -10,65 +10,27 @@
 
 #include "../core/varint.h"
 
-#include <fnmatch.h>
 #include <string.h>
 
 static char **line_globs;   /* where line/instruction events are recorded; NULL: everywhere */
 
-static void free_globs(char **g)
-{
-    for (char **p = g; p && *p; p++)
-        PyMem_RawFree(*p);
-    PyMem_RawFree(g);
-}
-
-int sw_file_line_globs(void) { return line_globs != NULL; }
-
 int sw_file_line_match(const char *filename)
 {
-    if (!line_globs)
-        return 1;
-    for (char **g = line_globs; *g; g++)
-        if (fnmatch(*g, filename, 0) == 0)
-            return 1;
-    return 0;
+    return !line_globs || sw_globs_match(line_globs, filename);
 }
 
 int sw_file_events_set(uint32_t mask, PyObject *globs)
 {
-    char **g = NULL;
-    if (globs && globs != Py_None) {
-        PyObject *fast = PySequence_Fast(globs, "line filters must be a sequence of str globs");
-        if (!fast)
-            return -1;
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-        g = PyMem_RawCalloc((size_t)n + 1, sizeof *g);
-        for (Py_ssize_t i = 0; g && i < n; i++) {
-            PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
-            const char *c = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
-            size_t len = c ? strlen(c) : 0;
-            if (!c || !(g[i] = PyMem_RawMalloc(len + 1))) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "line filters must be str globs");
-                free_globs(g);
-                Py_DECREF(fast);
-                return -1;
-            }
-            memcpy(g[i], c, len + 1);
-        }
-        Py_DECREF(fast);
-        if (!g) {
-            PyErr_NoMemory();
-            return -1;
-        }
-    }
+    char **g;
+    if (sw_globs_copy(globs, "lines", &g) < 0)
+        return -1;
     if (mask & (SW_EVB(SW_K_LINE) | SW_EVB(SW_K_INSTRUCTION))) {
         if (sw_dispatch_extra_index() < 0) {
-            free_globs(g);
+            sw_globs_free(g);
             return -1;
         }
     }
-    free_globs(line_globs);
+    sw_globs_free(line_globs);
     line_globs = g;
     sw_D.file = mask;
     sw_handlers_cache_reset();
@@ -119,8 +81,6 @@ static const unsigned ext_of[SW_K_COUNT] = {
     [SW_K_LINE] = SW_EXT_LINE, [SW_K_INSTRUCTION] = SW_EXT_INSTRUCTION,
     [SW_K_RAISE] = SW_EXT_RAISE, [SW_K_HANDLED] = SW_EXT_HANDLED,
     [SW_K_GC_START] = SW_EXT_GC_START, [SW_K_GC_DONE] = SW_EXT_GC_DONE,
-    [SW_K_NEW_START] = SW_EXT_NEW_START, [SW_K_NEW_DONE] = SW_EXT_NEW_DONE,
-    [SW_K_DEL_START] = SW_EXT_DEL_START, [SW_K_DEL_DONE] = SW_EXT_DEL_DONE,
     [SW_K_THREAD_START] = SW_EXT_THREAD_START, [SW_K_THREAD_EXIT] = SW_EXT_THREAD_EXIT,
 };
 
@@ -167,10 +127,6 @@ void sw_file_record_ext(int kind, const sw_evdata *d)
     case SW_K_THREAD_EXIT:
         put_s(&p, d->name);
         put_u(&p, (uint64_t)(d->a < 0 ? 0 : d->a));
-        break;
-    default:   /* object events */
-        put_s(&p, d->name);
-        put_s(&p, d->file);
         break;
     }
     if (p.full)

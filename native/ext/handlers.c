@@ -14,7 +14,6 @@
 
 #include "session.h"
 
-#include <fnmatch.h>
 #include <string.h>
 #include <time.h>
 
@@ -49,13 +48,6 @@ static PyStructSequence_Field event_fields[] = {
 static PyStructSequence_Desc event_desc = {
     "stackwatch.Event", "One event delivered to a handler.", event_fields, 8,
 };
-
-static void free_globs(char **g)
-{
-    for (char **p = g; p && *p; p++)
-        PyMem_RawFree(*p);
-    PyMem_RawFree(g);
-}
 
 void sw_handlers_cache_reset(void)
 {
@@ -102,12 +94,8 @@ static uint32_t matching(PyCodeObject *co)
     for (int i = 0; file && i < MAX_HANDLERS; i++) {
         if (!(need_match & (1u << i)))
             continue;
-        for (char **g = H[i].where; *g; g++) {
-            if (fnmatch(*g, file, 0) == 0) {
-                ok |= 1u << i;
-                break;
-            }
-        }
+        if (sw_globs_match(H[i].where, file))
+            ok |= 1u << i;
     }
     if (sw_D.extra_index >= 0) {
         uintptr_t v = ((uintptr_t)(sw_D.hgen & 0xffffffffu) << 32) | ok;
@@ -210,7 +198,7 @@ static void report_and_remove(int i)
     Py_XDECREF(exc_repr);
     PyObject *fn = H[i].fn;
     H[i].fn = NULL;
-    free_globs(H[i].where);
+    sw_globs_free(H[i].where);
     H[i].where = NULL;
     recompute();
     Py_DECREF(fn);
@@ -238,10 +226,6 @@ void sw_handlers_emit(int kind, const sw_evdata *d)
     uint32_t bit = SW_EVB(kind);
     uint32_t ok = matching(d->code);
     PyObject *ev = NULL;
-    sw_exc_state es;
-    sw_exc_save(&es);
-    sw_tstate *t = &sw_T;
-    sw_busy_enter(t);
     for (int i = 0; i < MAX_HANDLERS; i++) {
         if (!H[i].fn || !(H[i].mask & bit) || !(ok & (1u << i)))
             continue;
@@ -261,41 +245,6 @@ void sw_handlers_emit(int kind, const sw_evdata *d)
         Py_DECREF(fn);
     }
     Py_XDECREF(ev);
-    sw_busy_exit(t);
-    sw_exc_restore(&es);
-}
-
-static int copy_where(PyObject *seq, char ***out)
-{
-    *out = NULL;
-    if (seq == Py_None)
-        return 0;
-    PyObject *fast = PySequence_Fast(seq, "where must be a sequence of str globs");
-    if (!fast)
-        return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    char **g = PyMem_RawCalloc((size_t)n + 1, sizeof *g);
-    if (!g) {
-        Py_DECREF(fast);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const char *c = PyUnicode_Check(PySequence_Fast_GET_ITEM(fast, i))
-                            ? PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(fast, i)) : NULL;
-        size_t len = c ? strlen(c) : 0;
-        if (!c || !(g[i] = PyMem_RawMalloc(len + 1))) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "where must be a sequence of str globs");
-            free_globs(g);
-            Py_DECREF(fast);
-            return -1;
-        }
-        memcpy(g[i], c, len + 1);
-    }
-    Py_DECREF(fast);
-    *out = g;
-    return 0;
 }
 
 static PyObject *py_add_handler(PyObject *self, PyObject *args)
@@ -318,7 +267,7 @@ static PyObject *py_add_handler(PyObject *self, PyObject *args)
     if (slot < 0)
         return PyErr_Format(PyExc_RuntimeError, "at most %d handlers can be active at once", MAX_HANDLERS);
     char **g;
-    if (copy_where(where, &g) < 0)
+    if (sw_globs_copy(where, "where", &g) < 0)
         return NULL;
     H[slot] = (handler){Py_NewRef(fn), (uint32_t)mask, g, next_id++};
     recompute();
@@ -336,7 +285,7 @@ static PyObject *py_remove_handler(PyObject *self, PyObject *arg)
         if (H[i].fn && H[i].id == id) {
             PyObject *fn = H[i].fn;
             H[i].fn = NULL;
-            free_globs(H[i].where);
+            sw_globs_free(H[i].where);
             H[i].where = NULL;
             recompute();
             sw_dispatch_changed();

@@ -33,16 +33,6 @@ static SW_NOINLINE PyObject *stack_exhausted(PyThreadState *ts, SW_FRAME *f)
     return sw_S.prev_eval(ts, f, 1);
 }
 
-/* Other consumers (handlers, probes) of Python events: delivers one. */
-static void emit_py(int kind, PyCodeObject *co)
-{
-    sw_tstate *t = &sw_T;
-    sw_evdata d = {.code = co, .line = co ? co->co_firstlineno : -1};
-    sw_busy_enter(t);
-    sw_emit(kind, &d);
-    sw_busy_exit(t);
-}
-
 static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throwflag)
 {
     sw_tstate *t = &sw_T;
@@ -93,7 +83,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
     }
     int wanted = others && (sw_D.slow & SW_EVB(resumes ? SW_K_RESUME : SW_K_CALL));
     if (wanted)
-        emit_py(resumes ? SW_K_RESUME : SW_K_CALL, co);
+        sw_emit_frame(resumes ? SW_K_RESUME : SW_K_CALL, co);
 #if PY_VERSION_HEX >= 0x030D0000
     /* Restored, not cleared, on return: the outer frame is still running,
      * so its address cannot be reused by a frame pushed inline. */
@@ -110,12 +100,8 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
             unsigned op = kind == SW_K_UNWIND ? SW_OP_UNWIND : kind == SW_K_YIELD ? SW_OP_YIELD : SW_OP_RETURN;
             sw_tbuf_exit(tb, sw_clock_now(&sw_S.clock), op);
         }
-        if (others && (sw_D.slow & SW_EVB(kind))) {
-            sw_exc_state es;
-            sw_exc_save(&es);
-            emit_py(kind, co);
-            sw_exc_restore(&es);
-        }
+        if (others && (sw_D.slow & SW_EVB(kind)))
+            sw_emit_frame(kind, co);
     }
     return res;
 }

@@ -40,18 +40,6 @@ static _PyInterpreterFrame *current_frame(void)
 
 static int others_want(int kind) { return (sw_D.slow & SW_EVB(kind)) != 0; }
 
-static void emit(int kind, PyCodeObject *co)
-{
-    sw_tstate *t = &sw_T;
-    sw_evdata d = {.code = co, .line = co ? co->co_firstlineno : -1};
-    sw_exc_state es;
-    sw_exc_save(&es);
-    sw_busy_enter(t);
-    sw_emit(kind, &d);
-    sw_busy_exit(t);
-    sw_exc_restore(&es);
-}
-
 static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     (void)self;
@@ -97,7 +85,7 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
     if (rec & REC_FILE)
         sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), SW_OP_CALL, id & SW_ID_MASK);
     if ((rec & REC_EMIT) && others_want(SW_K_CALL))
-        emit(SW_K_CALL, co);
+        sw_emit_frame(SW_K_CALL, co);
     Py_RETURN_NONE;
 }
 
@@ -113,7 +101,7 @@ static void mon_exit(unsigned op, int kind, PyObject *code)
     if ((top & REC_FILE) && sw_S.gen && t->session == sw_S.gen)
         sw_tbuf_exit(t->tb, sw_clock_now(&sw_S.clock), op);
     if ((top & REC_EMIT) && others_want(kind) && !t->busy)
-        emit(kind, (code && PyCode_Check(code)) ? (PyCodeObject *)code : NULL);
+        sw_emit_frame(kind, (code && PyCode_Check(code)) ? (PyCodeObject *)code : NULL);
 }
 
 static PyObject *mon_return(PyObject *self, PyObject *const *args, Py_ssize_t n)

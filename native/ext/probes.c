@@ -29,35 +29,25 @@
 #include <string.h>
 #include <time.h>
 
+/* Every probe, once: X(name). */
+#define SW_PROBES(X)                                                                        \
+    X(function__entry) X(function__return) X(line) X(gc__start) X(gc__done)                 \
+    X(instance__new__start) X(instance__new__done) X(instance__delete__start)               \
+    X(instance__delete__done) X(c__call) X(c__return) X(exception__raise)                   \
+    X(thread__start) X(thread__exit)
+
 #ifdef SW_HAVE_SDT
 #  define _SDT_HAS_SEMAPHORES 1
 #  include <sys/sdt.h>
-#  define SEM(name) __attribute__((section(".probes"), used)) volatile unsigned short stackwatch_##name##_semaphore
-SEM(function__entry);
-SEM(function__return);
-SEM(line);
-SEM(gc__start);
-SEM(gc__done);
-SEM(instance__new__start);
-SEM(instance__new__done);
-SEM(instance__delete__start);
-SEM(instance__delete__done);
-SEM(c__call);
-SEM(c__return);
-SEM(exception__raise);
-SEM(thread__start);
-SEM(thread__exit);
+#  define SEM(name) __attribute__((section(".probes"), used)) volatile unsigned short stackwatch_##name##_semaphore;
+SW_PROBES(SEM)
 #  define ON(name) (stackwatch_##name##_semaphore != 0)
 #else
 #  define ON(name) 0
 #endif
 
-static const char *const probe_names[] = {
-    "function__entry", "function__return", "line", "gc__start", "gc__done",
-    "instance__new__start", "instance__new__done", "instance__delete__start",
-    "instance__delete__done", "c__call", "c__return", "exception__raise",
-    "thread__start", "thread__exit",
-};
+#define NAME(name) #name,
+static const char *const probe_names[] = {SW_PROBES(NAME)};
 
 uint32_t sw_probes_poll(void)
 {
@@ -285,10 +275,7 @@ static PyObject *py_semaphore(PyObject *self, PyObject *arg)
         return NULL;
 #ifdef SW_HAVE_SDT
 #  define SEMV(name) if (strcmp(n, #name) == 0) return PyLong_FromLong(stackwatch_##name##_semaphore);
-    SEMV(function__entry) SEMV(function__return) SEMV(line) SEMV(gc__start) SEMV(gc__done)
-    SEMV(instance__new__start) SEMV(instance__new__done) SEMV(instance__delete__start)
-    SEMV(instance__delete__done) SEMV(c__call) SEMV(c__return) SEMV(exception__raise)
-    SEMV(thread__start) SEMV(thread__exit)
+    SW_PROBES(SEMV)
 #endif
     return PyErr_Format(PyExc_ValueError, "no probe named %s", n);
 }

@@ -201,58 +201,6 @@ uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
     return result;
 }
 
-static void free_globs(char **g)
-{
-    for (char **p = g; p && *p; p++)
-        PyMem_RawFree(*p);
-    PyMem_RawFree(g);
-}
-
-/* Copies a sequence of str into a NULL-terminated array; NULL for None. */
-static int copy_globs(PyObject *seq, char ***out)
-{
-    *out = NULL;
-    if (!seq || seq == Py_None)
-        return 0;
-    PyObject *fast = PySequence_Fast(seq, "include/exclude must be a sequence of str");
-    if (!fast)
-        return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    if (n == 0) {
-        Py_DECREF(fast);
-        return 0;
-    }
-    char **g = PyMem_RawCalloc((size_t)n + 1, sizeof *g);
-    if (!g) {
-        Py_DECREF(fast);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *s = PySequence_Fast_GET_ITEM(fast, i);
-        const char *c = PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
-        if (!c) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "include/exclude patterns must be str");
-            free_globs(g);
-            Py_DECREF(fast);
-            return -1;
-        }
-        size_t len = strlen(c);
-        g[i] = PyMem_RawMalloc(len + 1);
-        if (!g[i]) {
-            free_globs(g);
-            Py_DECREF(fast);
-            PyErr_NoMemory();
-            return -1;
-        }
-        memcpy(g[i], c, len + 1);
-    }
-    Py_DECREF(fast);
-    *out = g;
-    return 0;
-}
-
 static int write_meta(const sw_start_opts *o)
 {
     sw_bytes kv = {0};
@@ -340,10 +288,10 @@ int sw_session_start(const sw_start_opts *o)
             sw_S.key_made = 1;
     }
     char **inc = NULL, **exc = NULL;
-    if (copy_globs(o->include, &inc) < 0)
+    if (sw_globs_copy(o->include, "include", &inc) < 0)
         return -1;
-    if (copy_globs(o->exclude, &exc) < 0) {
-        free_globs(inc);
+    if (sw_globs_copy(o->exclude, "exclude", &exc) < 0) {
+        sw_globs_free(inc);
         return -1;
     }
     sw_clock_calibrate(&sw_S.clock, o->allow_tsc);
@@ -352,14 +300,14 @@ int sw_session_start(const sw_start_opts *o)
     int rc = sw_writer_open(&w, o->path, &wo);
     if (rc == SW_EIO) {
         PyErr_SetFromErrnoWithFilename(PyExc_OSError, o->path);
-        free_globs(inc);
-        free_globs(exc);
+        sw_globs_free(inc);
+        sw_globs_free(exc);
         return -1;
     }
     if (rc) {
         PyErr_Format(PyExc_ValueError, "cannot start tracing: %s", sw_strerror(rc));
-        free_globs(inc);
-        free_globs(exc);
+        sw_globs_free(inc);
+        sw_globs_free(exc);
         return -1;
     }
     sw_S.w = w;
@@ -382,8 +330,8 @@ int sw_session_start(const sw_start_opts *o)
         sw_writer_close(w, NULL);
         sw_writer_free(w);
         sw_S.w = NULL;
-        free_globs(inc);
-        free_globs(exc);
+        sw_globs_free(inc);
+        sw_globs_free(exc);
         sw_S.include = sw_S.exclude = NULL;
         return -1;
     }
@@ -437,8 +385,8 @@ PyObject *sw_session_stop(void)
     sw_writer_free(sw_S.w);
     sw_S.w = NULL;
     pthread_mutex_unlock(&sw_S.lock);
-    free_globs(sw_S.include);
-    free_globs(sw_S.exclude);
+    sw_globs_free(sw_S.include);
+    sw_globs_free(sw_S.exclude);
     sw_S.include = sw_S.exclude = NULL;
     sw_S.nfilters = 0;
     PyObject *path = PyUnicode_DecodeFSDefault(sw_S.path ? sw_S.path : "");

@@ -106,6 +106,13 @@ PyObject *sw_session_stop(void);
 /* The child after fork(): forget the parent's session without writing. */
 void sw_session_after_fork_child(void);
 
+/* Glob lists (globs.c): NULL-terminated arrays of patterns. sw_globs_copy
+ * gives NULL for None or an empty sequence; returns 0, or -1 with an
+ * exception naming `what`. */
+int sw_globs_copy(PyObject *seq, const char *what, char ***out);
+void sw_globs_free(char **g);
+int sw_globs_match(char *const *g, const char *s);   /* 1 if any pattern matches s */
+
 /* Slow paths called by backends. */
 int sw_thread_attach(sw_tstate *t);          /* 1 if the thread can record */
 void sw_tstate_refresh(sw_tstate *t);        /* recomputes t->gen */

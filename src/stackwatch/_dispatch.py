@@ -9,8 +9,8 @@ the rest:
 - C calls, line, instruction and exception events: sys.monitoring on 3.12+
   (_monitor.py), the C profile / trace hooks on 3.9-3.11 (switched in C);
 - GC: an entry in gc.callbacks;
-- thread start / exit: a wrapper of threading.Thread._bootstrap_inner;
-- object lifetime: native/ext/objects.c.
+- thread start / exit: a wrapper of threading.Thread._bootstrap_inner.
+Object-lifetime events (new/delete) have kinds but no producer yet.
 
 Runs with the GIL held; never raises into the program (a problem is
 printed once as a warning).
@@ -100,9 +100,3 @@ def _refresh():
         if T._bootstrap_inner is _bootstrap_inner:
             T._bootstrap_inner = _real_bootstrap_inner
         _real_bootstrap_inner = None
-    objects = getattr(_native, "_objects_sync", None)
-    if objects is not None:
-        try:
-            objects(bool(mask & OBJECT_MASK))
-        except Exception as e:
-            _warn(f"object lifetime events: {e}")
