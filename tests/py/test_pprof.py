@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import run, write
+from mixed_workload import count_of, f10, f30, f60, mixed_workload, spin_until
 from stackwatch import _native
 
 SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
@@ -33,59 +34,9 @@ needs_go = pytest.mark.skipif(not GO, reason="`go` is not installed (Debian pack
 
 # ---- a workload with known functions ----
 
-def spin_until(deadline):
-    while time.perf_counter() < deadline:
-        pass
-
-
-# Each returns the wall time it took (more than asked for when the GIL or
-# the CPU is busy elsewhere).
-def f60(d):
-    t0 = time.perf_counter()
-    spin_until(t0 + d)
-    return time.perf_counter() - t0
-
-
-def f30(d):
-    t0 = time.perf_counter()
-    spin_until(t0 + d)
-    return time.perf_counter() - t0
-
-
-def f10(d):
-    t0 = time.perf_counter()
-    spin_until(t0 + d)
-    return time.perf_counter() - t0
-
-
-def mixed_workload(seconds):
-    """About 60/30/10 percent of `seconds` in f60/f30/f10, in 10 ms
-    rounds; returns the time each really took."""
-    spent = {"f60": 0.0, "f30": 0.0, "f10": 0.0}
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        spent["f60"] += f60(0.006)
-        spent["f30"] += f30(0.003)
-        spent["f10"] += f10(0.001)
-    return spent
-
-
 def worker_loop(stop):
     while not stop.is_set():
         spin_until(time.perf_counter() + 0.002)
-
-
-def count_of(tree, name, key="count"):
-    """Samples (or their wall time with key="time_ns") whose stack passes
-    through `name` (outermost occurrence)."""
-    total, stack = 0, [tree]
-    while stack:
-        n = stack.pop()
-        if n["name"] == name:
-            total += n[key]
-        else:
-            stack.extend(n["children"])
-    return total
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,8 @@ import time
 import pytest
 
 from conftest import run, write
+import mixed_workload as mixed_workload_module
+from mixed_workload import count_of, f10, f30, f60, mixed_workload, spin_until
 from stackwatch import _native
 
 SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
@@ -29,57 +31,6 @@ def nodes(tree):
     yield tree
     for c in tree["children"]:
         yield from nodes(c)
-
-
-def count_of(tree, name, key="count"):
-    """Samples (or with key="time_ns", their wall time) whose stack passes
-    through a function called `name` (outermost occurrence only, so
-    recursion is not counted twice)."""
-    total = 0
-    stack = [tree]
-    while stack:
-        n = stack.pop()
-        if n["name"] == name:
-            total += n[key]
-        else:
-            stack.extend(n["children"])
-    return total
-
-
-def spin_until(deadline):
-    while time.perf_counter() < deadline:
-        pass
-
-
-# Three functions that spin for fixed slices; each returns the time it spent.
-def f60(d):
-    t0 = time.perf_counter()
-    spin_until(t0 + d)
-    return time.perf_counter() - t0
-
-
-def f30(d):
-    t0 = time.perf_counter()
-    spin_until(t0 + d)
-    return time.perf_counter() - t0
-
-
-def f10(d):
-    t0 = time.perf_counter()
-    spin_until(t0 + d)
-    return time.perf_counter() - t0
-
-
-def mixed_workload(seconds):
-    """60/30/10 percent of `seconds` in f60/f30/f10, interleaved in 10 ms
-    rounds so that any drift of the sampler over time averages out."""
-    spent = {"f60": 0.0, "f30": 0.0, "f10": 0.0}
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        spent["f60"] += f60(0.006)
-        spent["f30"] += f30(0.003)
-        spent["f10"] += f10(0.001)
-    return spent
 
 
 # ---- ground truth ----
@@ -257,7 +208,7 @@ def test_names_files_and_lines():
     found = [n for n in nodes(p.tree()) if n["name"] == "f60"]
     assert found
     n = found[0]
-    assert n["filename"] == __file__
+    assert n["filename"] == mixed_workload_module.__file__   # where f60 is defined
     assert n["line"] == f60.__code__.co_firstlineno
     if sys.version_info >= (3, 11):
         # qualified names where the interpreter has them
