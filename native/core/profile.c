@@ -18,13 +18,7 @@ struct sw_profile {
     uint32_t truncated_id;   /* id of the "<truncated>" pseudo-function, or SW_NO_ID */
     uint64_t samples, dropped, cut, off_cpu;
     int mode;
-    uint64_t cut_anchor;
-    uint64_t cut_follow[SW_PROFILE_MAX_FILTER];
-    size_t ncut_follow;
-    uint64_t ignore[SW_PROFILE_MAX_FILTER];
-    size_t nignore;
-    uint64_t elide[SW_PROFILE_MAX_FILTER];
-    size_t nelide;
+    sw_profile_filters f;
 };
 
 sw_profile *sw_profile_new(void)
@@ -108,16 +102,16 @@ int sw_profile_set_filters(sw_profile *p, uint64_t anchor, const uint64_t *follo
     if (nfollow > SW_PROFILE_MAX_FILTER || nignore > SW_PROFILE_MAX_FILTER || nelide > SW_PROFILE_MAX_FILTER)
         return SW_EARG;
     pthread_mutex_lock(&p->lock);
-    p->cut_anchor = anchor;
+    p->f.anchor = anchor;
     for (size_t i = 0; i < nfollow; i++)
-        p->cut_follow[i] = follow[i];
-    p->ncut_follow = nfollow;
+        p->f.follow[i] = follow[i];
+    p->f.nfollow = nfollow;
     for (size_t i = 0; i < nignore; i++)
-        p->ignore[i] = ignore[i];
-    p->nignore = nignore;
+        p->f.ignore[i] = ignore[i];
+    p->f.nignore = nignore;
     for (size_t i = 0; i < nelide; i++)
-        p->elide[i] = elide[i];
-    p->nelide = nelide;
+        p->f.elide[i] = elide[i];
+    p->f.nelide = nelide;
     pthread_mutex_unlock(&p->lock);
     return SW_OK;
 }
@@ -144,8 +138,8 @@ static int in_list(const uint64_t *list, size_t n, uint64_t addr)
  * cut) runs an ignored code object. */
 static int ignored(const sw_profile *p, const sw_sample *s, uint32_t depth)
 {
-    for (uint32_t i = 0; p->nignore && i < depth; i++)
-        if (in_list(p->ignore, p->nignore, s->frames[i]->addr))
+    for (uint32_t i = 0; p->f.nignore && i < depth; i++)
+        if (in_list(p->f.ignore, p->f.nignore, s->frames[i]->addr))
             return 1;
     return 0;
 }
@@ -153,15 +147,15 @@ static int ignored(const sw_profile *p, const sw_sample *s, uint32_t depth)
 /* How many frames (from the leaf) remain after the root cut. */
 static uint32_t depth_after_cut(const sw_profile *p, const sw_sample *s)
 {
-    if (!p->cut_anchor)
+    if (!p->f.anchor)
         return s->depth;
     uint32_t i = s->depth;
-    while (i > 0 && s->frames[i - 1]->addr != p->cut_anchor)
+    while (i > 0 && s->frames[i - 1]->addr != p->f.anchor)
         i--;
     if (i == 0)
         return s->depth;        /* no anchor: keep it all */
     i--;                        /* frames[i] is the anchor: drop it and its callers */
-    while (i > 0 && in_list(p->cut_follow, p->ncut_follow, s->frames[i - 1]->addr))
+    while (i > 0 && in_list(p->f.follow, p->f.nfollow, s->frames[i - 1]->addr))
         i--;
     return i;
 }
@@ -187,7 +181,7 @@ static long stack_funcs(sw_profile *p, sw_sample *s, uint32_t depth)
     }
     for (uint32_t i = depth; i > 0; i--) {
         sw_sample_code *c = s->frames[i - 1];
-        if (p->nelide && in_list(p->elide, p->nelide, c->addr))
+        if (p->f.nelide && in_list(p->f.elide, p->f.nelide, c->addr))
             continue;
         if (c->sink_id == SW_NO_ID &&
             sw_functab_intern(p->ft, c->name, c->name_len, c->filename, c->filename_len, c->firstlineno,

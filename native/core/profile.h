@@ -68,6 +68,15 @@ void sw_profile_sink(void *ud, sw_sample *s);
  * Samples left with no frame, or ignored, are counted in sw_profile_cut.
  * Returns SW_EARG if a list is longer than SW_PROFILE_MAX_FILTER. */
 #define SW_PROFILE_MAX_FILTER 8
+typedef struct sw_profile_filters {
+    uint64_t anchor;
+    uint64_t follow[SW_PROFILE_MAX_FILTER];
+    size_t nfollow;
+    uint64_t ignore[SW_PROFILE_MAX_FILTER];
+    size_t nignore;
+    uint64_t elide[SW_PROFILE_MAX_FILTER];
+    size_t nelide;
+} sw_profile_filters;
 int sw_profile_set_filters(sw_profile *p, uint64_t anchor, const uint64_t *follow, size_t nfollow,
                            const uint64_t *ignore, size_t nignore, const uint64_t *elide, size_t nelide);
 

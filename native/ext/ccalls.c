@@ -299,6 +299,18 @@ static void remember(PyThreadState *ts)
     hooked[nhooked++] = ts;
 }
 
+/* Installs the hook on ts (any thread's state; the GIL is held). */
+static void hook_thread(PyThreadState *ts)
+{
+    sw_exc_state es;
+    sw_exc_save(&es);
+    if (_PyEval_SetProfile(ts, profile_cb, NULL) < 0)
+        PyErr_Clear();
+    else
+        remember(ts);
+    sw_exc_restore(&es);
+}
+
 void sw_ccalls_thread_attach(sw_tstate *t)
 {
     (void)t;
@@ -308,13 +320,7 @@ void sw_ccalls_thread_attach(sw_tstate *t)
                          "sys.setprofile); its C calls are not recorded");
         return;
     }
-    sw_exc_state es;
-    sw_exc_save(&es);
-    if (_PyEval_SetProfile(ts, profile_cb, NULL) < 0)
-        PyErr_Clear();
-    else
-        remember(ts);
-    sw_exc_restore(&es);
+    hook_thread(ts);
 }
 
 /* Other consumers of C-call events: the hook on every thread (threads
@@ -328,15 +334,8 @@ void sw_ccalls_sync(void)
     }
     PyThreadState *me = PyThreadState_Get();
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts)) {
-        if (ts->c_profilefunc == NULL) {
-            sw_exc_state es;
-            sw_exc_save(&es);
-            if (_PyEval_SetProfile(ts, profile_cb, NULL) < 0)
-                PyErr_Clear();
-            else
-                remember(ts);
-            sw_exc_restore(&es);
-        }
+        if (ts->c_profilefunc == NULL)
+            hook_thread(ts);
     }
 }
 

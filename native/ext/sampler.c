@@ -46,13 +46,7 @@ typedef struct {
     int max_depth, max_threads;
     int mode;                 /* SW_PROFILE_WALL or SW_PROFILE_CPU */
     int started;
-    uint64_t cut_anchor;      /* filters (sw_profile_set_filters), applied at start */
-    uint64_t cut_follow[SW_PROFILE_MAX_FILTER];
-    size_t ncut_follow;
-    uint64_t ignore[SW_PROFILE_MAX_FILTER];
-    size_t nignore;
-    uint64_t elide[SW_PROFILE_MAX_FILTER];
-    size_t nelide;
+    sw_profile_filters filters;   /* sw_profile_set_filters, applied at start */
 } SamplerObject;
 
 int sw_sampler_add_to_module(PyObject *m);
@@ -145,8 +139,9 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
         sw_pystack_free(r);
         return PyErr_NoMemory();
     }
-    sw_profile_set_filters(self->prof, self->cut_anchor, self->cut_follow, self->ncut_follow, self->ignore,
-                           self->nignore, self->elide, self->nelide);
+    const sw_profile_filters *fl = &self->filters;
+    sw_profile_set_filters(self->prof, fl->anchor, fl->follow, fl->nfollow, fl->ignore, fl->nignore, fl->elide,
+                           fl->nelide);
     sw_profile_set_mode(self->prof, self->mode);
     self->s = sw_sampler_new(r, self->interval_ns, sw_profile_sink, self->prof);
     int rc = self->s ? sw_sampler_start(self->s) : SW_ENOMEM;
@@ -206,19 +201,16 @@ static PyObject *Sampler_set_filters(SamplerObject *self, PyObject *args, PyObje
         PyErr_SetString(PyExc_TypeError, "anchor must be a code object or None");
         return NULL;
     }
-    uint64_t f[SW_PROFILE_MAX_FILTER], ig[SW_PROFILE_MAX_FILTER], el[SW_PROFILE_MAX_FILTER];
-    Py_ssize_t nf = follow ? code_addrs(follow, f, "follow") : 0;
-    Py_ssize_t ni = nf >= 0 && ignore ? code_addrs(ignore, ig, "ignore") : 0;
-    Py_ssize_t ne = nf >= 0 && ni >= 0 && elide ? code_addrs(elide, el, "elide") : 0;
+    sw_profile_filters fl = {.anchor = anchor == Py_None ? 0 : (uint64_t)(uintptr_t)anchor};
+    Py_ssize_t nf = follow ? code_addrs(follow, fl.follow, "follow") : 0;
+    Py_ssize_t ni = nf >= 0 && ignore ? code_addrs(ignore, fl.ignore, "ignore") : 0;
+    Py_ssize_t ne = nf >= 0 && ni >= 0 && elide ? code_addrs(elide, fl.elide, "elide") : 0;
     if (nf < 0 || ni < 0 || ne < 0)
         return NULL;
-    self->cut_anchor = anchor == Py_None ? 0 : (uint64_t)(uintptr_t)anchor;
-    memcpy(self->cut_follow, f, (size_t)nf * sizeof f[0]);
-    self->ncut_follow = (size_t)nf;
-    memcpy(self->ignore, ig, (size_t)ni * sizeof ig[0]);
-    self->nignore = (size_t)ni;
-    memcpy(self->elide, el, (size_t)ne * sizeof el[0]);
-    self->nelide = (size_t)ne;
+    fl.nfollow = (size_t)nf;
+    fl.nignore = (size_t)ni;
+    fl.nelide = (size_t)ne;
+    self->filters = fl;
     Py_RETURN_NONE;
 }
 

@@ -33,6 +33,7 @@ import time
 import pytest
 
 from conftest import run, write
+from mixed_workload import count_of
 from stackwatch import _native
 
 SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
@@ -47,14 +48,7 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 
 def time_in(tree, name, key="time_ns"):
     """The summed `key` of the outermost nodes of function `name`."""
-    total, stack = 0, [tree]
-    while stack:
-        n = stack.pop()
-        if n["name"] == name:
-            total += n[key]
-        else:
-            stack.extend(n["children"])
-    return total
+    return count_of(tree, name, key)
 
 
 def run_until(p, clock, seconds, min_samples, body):
