@@ -304,14 +304,6 @@ static PyObject *set_refs(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *py_sync_threads(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    sw_events_thread_sync();
-    Py_RETURN_NONE;
-}
-
 /* set_file_events(mask, line_globs): what the file tracer records besides
  * calls; then the hooks are switched to match. */
 static PyObject *py_set_file_events(PyObject *self, PyObject *args)
@@ -335,7 +327,6 @@ static PyMethodDef methods[] = {
     {"_gc_callback", gc_callback, METH_VARARGS, "gc.callbacks entry"},
     {"_emit_thread", emit_thread, METH_VARARGS, "_emit_thread(start, name, native_id)"},
     {"_events_refs", set_refs, METH_VARARGS, "_events_refs(sys.monitoring.DISABLE or None, dis.opname)"},
-    {"_events_sync_threads", py_sync_threads, METH_NOARGS, "3.9-3.11: (un)install the trace function on every thread"},
     {NULL, NULL, 0, NULL},
 };
 

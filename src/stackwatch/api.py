@@ -151,10 +151,10 @@ def stop():
     global _session
     try:
         try:
-            _native.set_file_events(0, None)
-        finally:
             d = _native.stop()
-            _dispatch._refresh()
+        finally:
+            # Also switches off what only the session needed (one refresh).
+            _native.set_file_events(0, None)
     finally:
         _session = None
         if os._exit is _exit_after_stop:

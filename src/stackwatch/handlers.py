@@ -47,7 +47,7 @@ class Handle:
 
     @property
     def active(self):
-        return self._id in _active_ids()
+        return self._id in _native._handler_ids()
 
     def __enter__(self):
         return self
@@ -55,10 +55,6 @@ class Handle:
     def __exit__(self, *exc):
         self.remove()
         return False
-
-
-def _active_ids():
-    return set(_native._handler_ids()) if hasattr(_native, "_handler_ids") else set()
 
 
 def add_handler(fn, events="calls", where=None):
