@@ -129,10 +129,14 @@ def cmd_profile(args):
     # frames from the root through Program.run (and runpy's, for -m) are
     # left out of every stack.
     follow = [getattr(runpy, n, None) for n in ("run_module", "_run_module_code", "_run_code")]
-    # After the program: the CLI's own frames on the way out (the samples
-    # of threads still running are kept).
+    # After the program: the CLI's own frames on the way out, down to
+    # runpy's frame of `python -m stackwatch` once stackwatch's __main__ has
+    # returned (the samples of threads still running are kept).
     from . import cli
     ignore = [_Finisher.__call__.__code__, cli.main.__code__, cmd_profile.__code__]
+    main_runner = getattr(runpy, "_run_module_as_main", None)
+    if main_runner is not None:
+        ignore.append(main_runner.__code__)
     prof._set_wrapper(program_mod.Program.run.__code__, [f.__code__ for f in follow if f is not None],
                       ignore=ignore)
     try:
