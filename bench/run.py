@@ -66,7 +66,7 @@ def _pp(program, wall, cg, quick_wall, quick_cg, unit, warmup=None):
 # Sizes: "wall" runs take ~0.1-0.15 s plain (VizTracer's JSON dump makes
 # them ~20-80x longer); "cg" runs count ~30-140 M instructions plain.
 WORKLOADS = [
-    Workload("fib", "fib({})", "fib.py", [], 29, 22, 22, 17, warmup=lambda n: max(2, n - 6)),
+    Workload("fib", "fib({})", "fib.py", [], 29, 25, 22, 17, warmup=lambda n: max(2, n - 6)),
     Workload("methods", "methods({})", "methods.py", [], 150_000, 5_000, 10_000, 1_000),
     Workload("asyncio", "asyncio({} tasks)", "asyncio_tasks.py", ["--awaits", "3"],
              5_000, 1_000, 1_000, 200),

@@ -238,9 +238,11 @@ sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
     sw_tbuf *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
-    /* Whole raw records only; limit leaves room for one more. */
-    b->cap = w->opts.chunk_bytes / SW_RAW_RECORD * SW_RAW_RECORD;
+    b->cap = w->opts.chunk_bytes;
     b->data = malloc(b->cap);
+    b->stack_cap = b->start_cap = 64;
+    b->stack = malloc(b->stack_cap * sizeof *b->stack);
+    b->start_stack = malloc(b->start_cap * sizeof *b->start_stack);
     if (w->opts.ring_bytes) {
         b->ring_slots = w->opts.ring_bytes / w->opts.chunk_bytes;
         if (b->ring_slots < 2)
@@ -249,8 +251,11 @@ sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
         b->ring_len = calloc(b->ring_slots, sizeof *b->ring_len);
         b->ring_events = calloc(b->ring_slots, sizeof *b->ring_events);
     }
-    if (!b->data || (w->opts.ring_bytes && (!b->ring || !b->ring_len || !b->ring_events))) {
+    if (!b->data || !b->stack || !b->start_stack ||
+        (w->opts.ring_bytes && (!b->ring || !b->ring_len || !b->ring_events))) {
         free(b->data);
+        free(b->stack);
+        free(b->start_stack);
         free(b->ring);
         free(b->ring_len);
         free(b->ring_events);
@@ -258,9 +263,9 @@ sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
         return NULL;
     }
     b->pos = b->data;
-    b->limit = b->data + b->cap - SW_RAW_RECORD;
+    b->limit = b->data + b->cap - SW_EVENT_MAX;
     b->shift = w->opts.time_shift;
-    b->last = now_ticks >> b->shift;
+    b->last = b->start_last = now_ticks >> b->shift;
     b->w = w;
     pthread_mutex_lock(&w->lock);
     b->index = w->nthreads++;
@@ -287,94 +292,65 @@ static void note_error(sw_tbuf *b, int code, const char *what)
     pthread_mutex_unlock(&b->w->lock);
 }
 
-static SW_NOINLINE int grow_stack(sw_tbuf *b)
+/* Grows an array of code ids to hold at least `need`. */
+static int grow_ids(uint32_t **ids, uint32_t *cap, uint32_t need)
 {
-    uint32_t cap = b->stack_cap ? b->stack_cap * 2 : 256;
-    uint32_t *s = cap > b->stack_cap ? realloc(b->stack, (size_t)cap * sizeof *s) : NULL;
-    if (!s)
+    if (need <= *cap)
+        return SW_OK;
+    uint32_t n = *cap ? *cap : 64;
+    while (n < need) {
+        if (n > UINT32_MAX / 2)
+            return SW_ENOMEM;
+        n *= 2;
+    }
+    uint32_t *p = realloc(*ids, (size_t)n * sizeof *p);
+    if (!p)
         return SW_ENOMEM;
-    b->stack = s;
-    b->stack_cap = cap;
+    *ids = p;
+    *cap = n;
     return SW_OK;
 }
 
-/* Ops that open a frame (CALL, RESUME, C_CALL), as a bit set. */
-#define ENTER_OPS ((1u << SW_OP_CALL) | (1u << SW_OP_RESUME) | (1u << SW_OP_C_CALL))
-
-/* Encodes the raw records of the current chunk into b->enc as an EVENTS
- * payload (format.h): header with the open frames at the chunk's start,
- * then the events with delta times. Returns the number of events, or -1 if
- * out of memory. */
-static long encode_chunk(sw_tbuf *b)
+/* Encodes the header of the current chunk's EVENTS payload (format.h) into
+ * b->enc: the state when the chunk started, then the event count. The
+ * events themselves are already encoded in b->data. */
+static int encode_header(sw_tbuf *b)
 {
     sw_bytes *o = &b->enc;
-    size_t nrec = (size_t)(b->pos - b->data) / SW_RAW_RECORD - b->ext_slots;
     o->len = 0;
     sw_bytes_varint(o, b->index);
     sw_bytes_varint(o, b->seq);
-    sw_bytes_varint(o, b->last);
+    sw_bytes_varint(o, b->start_last);
     sw_bytes_varint(o, b->dropped_pending);
-    sw_bytes_varint(o, b->sdepth);
-    for (uint32_t i = 0; i < b->sdepth; i++)
-        sw_bytes_varint(o, b->stack[i]);
-    sw_bytes_varint(o, nrec);
-    /* Every raw record (payload records of EXT events included) encodes
-     * into at most two varints' worth of bytes. */
-    if (o->failed || sw_bytes_reserve(o, (nrec + b->ext_slots) * (2 * SW_VARINT_MAX)) != SW_OK)
-        return -1;
-    uint8_t *out = o->data + o->len;
-    uint64_t last = b->last;
-    unsigned shift = b->shift;
-    uint32_t *stack = b->stack;
-    uint32_t sd = b->sdepth, cap = b->stack_cap;
-    const uint8_t *end = b->pos;
-    for (const uint8_t *r = b->data; r < end; r += SW_RAW_RECORD) {
-        uint64_t ticks;
-        uint32_t word;
-        memcpy(&ticks, r, 8);
-        memcpy(&word, r + 8, 4);
-        uint64_t now = ticks >> shift;
-        uint64_t d = now > last ? now - last : 0;
-        last = now > last ? now : last;
-        unsigned op = word & ((1u << SW_OP_BITS) - 1);
-        uint64_t x = (d << SW_OP_BITS) | op;
-        if ((ENTER_OPS >> op) & 1) {
-            uint32_t code = word >> SW_OP_BITS;
-            if (SW_LIKELY((x | code) < 0x80)) {
-                out[0] = (uint8_t)x;  /* the common call: two one-byte varints */
-                out[1] = (uint8_t)code;
-                out += 2;
-            } else {
-                out = sw_put_varint_fast(out, x);
-                out = sw_put_varint_fast(out, code);
-            }
-            if (SW_UNLIKELY(sd == cap)) {
-                b->sdepth = sd;
-                if (grow_stack(b) != SW_OK) {
-                    b->last = last;
-                    return -1;
-                }
-                stack = b->stack;
-                cap = b->stack_cap;
-            }
-            stack[sd++] = code;
-        } else if (op == SW_OP_EXT) {
-            /* Raw: word = payload length << 3 | EXT, then the payload
-             * (varint kind, varint len, bytes) in the following records. */
-            uint32_t len = word >> SW_OP_BITS;
-            out = sw_put_varint_fast(out, x);
-            memcpy(out, r + SW_RAW_RECORD, len);
-            out += len;
-            r += (len + SW_RAW_RECORD - 1) / SW_RAW_RECORD * SW_RAW_RECORD;
-        } else {
-            out = sw_put_varint_fast(out, x);
-            sd -= sd != 0;
-        }
-    }
-    b->sdepth = sd;
-    o->len = (size_t)(out - o->data);
-    b->last = last;
-    return (long)nrec;
+    sw_bytes_varint(o, b->start_depth);
+    for (uint32_t i = 0; i < b->start_depth; i++)
+        sw_bytes_varint(o, b->start_stack[i]);
+    sw_bytes_varint(o, b->nev);
+    return o->failed ? SW_ENOMEM : SW_OK;
+}
+
+/* The next chunk starts where this one ends: its t_start and open frames. */
+static int start_next_chunk(sw_tbuf *b)
+{
+    b->pos = b->data;
+    b->nev = 0;
+    b->start_last = b->last;
+    if (grow_ids(&b->start_stack, &b->start_cap, b->depth) != SW_OK)
+        return SW_ENOMEM;
+    memcpy(b->start_stack, b->stack, (size_t)b->depth * sizeof *b->stack);
+    b->start_depth = b->depth;
+    return SW_OK;
+}
+
+/* Out of memory: the frame stack can no longer be followed, so the thread
+ * stops recording; what it records from now on is counted as dropped. */
+static void break_thread(sw_tbuf *b, uint64_t lost, const char *what)
+{
+    note_error(b, SW_ENOMEM, what);
+    b->dropped += lost;
+    b->broken = 1;
+    b->nev = 0;
+    b->pos = b->limit + 1;
 }
 
 static void ring_push(sw_tbuf *b, uint8_t *chunk, size_t len, uint32_t events)
@@ -397,44 +373,38 @@ static void ring_push(sw_tbuf *b, uint8_t *chunk, size_t len, uint32_t events)
 void sw_tbuf_flush(sw_tbuf *b)
 {
     sw_writer *w = b->w;
-    size_t nrec = (size_t)(b->pos - b->data) / SW_RAW_RECORD;
-    if (b->broken || (nrec == 0 && b->dropped_pending == 0))
+    if (b->broken || (b->nev == 0 && b->dropped_pending == 0))
         return;
-    long n = encode_chunk(b);
-    b->pos = b->data;
-    b->ext_slots = 0;
-    if (n < 0) {
-        /* Out of memory: the frame stack can no longer be followed, so the
-         * thread stops recording; what it records is counted as dropped. */
-        note_error(b, SW_ENOMEM, "encoding a chunk");
-        b->dropped += nrec;
-        b->broken = 1;
-        b->pos = b->limit + 1;
+    uint32_t n = b->nev;
+    if (encode_header(b) != SW_OK) {
+        break_thread(b, n, "encoding a chunk");
         return;
     }
+    struct iovec parts[2] = {{b->enc.data, b->enc.len}, {b->data, (size_t)(b->pos - b->data)}};
     if (w->opts.ring_bytes) {
-        struct iovec part = {b->enc.data, b->enc.len};
-        size_t len = SW_CHUNK_HEADER_LEN + b->enc.len;
+        size_t len = SW_CHUNK_HEADER_LEN + parts[0].iov_len + parts[1].iov_len;
         uint8_t *chunk = malloc(len);
         if (!chunk) {
             note_error(b, SW_ENOMEM, "keeping a chunk in the ring");
-            b->dropped += (uint64_t)n;
+            b->dropped += n;
         } else {
-            chunk_header(chunk, SW_CHUNK_EVENTS, &part, 1);
-            memcpy(chunk + SW_CHUNK_HEADER_LEN, b->enc.data, b->enc.len);
-            ring_push(b, chunk, len, (uint32_t)n);
+            chunk_header(chunk, SW_CHUNK_EVENTS, parts, 2);
+            memcpy(chunk + SW_CHUNK_HEADER_LEN, parts[0].iov_base, parts[0].iov_len);
+            memcpy(chunk + SW_CHUNK_HEADER_LEN + parts[0].iov_len, parts[1].iov_base, parts[1].iov_len);
+            ring_push(b, chunk, len, n);
         }
     } else {
         pthread_mutex_lock(&w->lock);
         flush_defs_locked(w);
-        struct iovec part = {b->enc.data, b->enc.len};
-        if (write_chunk_locked(w, SW_CHUNK_EVENTS, &part, 1) != SW_OK)
-            b->dropped += (uint64_t)n;
+        if (write_chunk_locked(w, SW_CHUNK_EVENTS, parts, 2) != SW_OK)
+            b->dropped += n;
         pthread_mutex_unlock(&w->lock);
     }
-    b->events += (uint64_t)n;
+    b->events += n;
     b->dropped_pending = 0;
     b->seq++;
+    if (start_next_chunk(b) != SW_OK)
+        break_thread(b, 0, "starting a chunk");
 }
 
 void sw_writer_flush_quiet(sw_writer *w)
@@ -442,7 +412,7 @@ void sw_writer_flush_quiet(sw_writer *w)
     if (w->closed)
         return;
     for (sw_tbuf *b = w->threads; b; b = b->next) {
-        if (!b->finished && b->seq == b->seq_seen && b->pos > b->data && !b->broken)
+        if (!b->finished && b->seq == b->seq_seen && b->nev > 0 && !b->broken)
             sw_tbuf_flush(b);
         b->seq_seen = b->seq;
     }
@@ -463,28 +433,29 @@ void sw_tbuf_ext(sw_tbuf *b, uint64_t ticks, unsigned kind, const uint8_t *paylo
         b->dropped++;
         return;
     }
-    uint8_t head[2 * SW_VARINT_MAX];
-    uint8_t *h = sw_put_varint_fast(sw_put_varint_fast(head, kind), len);
-    size_t hl = (size_t)(h - head), total = hl + len;
-    size_t slots = (total + SW_RAW_RECORD - 1) / SW_RAW_RECORD;
-    if ((size_t)(b->data + b->cap - b->pos) < (slots + 2) * SW_RAW_RECORD) {
+    size_t need = 3 * SW_VARINT_MAX + len;
+    if ((size_t)(b->data + b->cap - b->pos) < need + SW_EVENT_MAX) {
         if (!sw_tbuf_make_room(b))
             return;
-        if ((size_t)(b->data + b->cap - b->pos) < (slots + 2) * SW_RAW_RECORD) {
+        if ((size_t)(b->data + b->cap - b->pos) < need + SW_EVENT_MAX) {
             b->dropped++;
             return;
         }
     }
-    sw_tbuf_record(b, ticks, ((uint32_t)total << SW_OP_BITS) | SW_OP_EXT);
-    memcpy(b->pos, head, hl);
-    memcpy(b->pos + hl, payload, len);
-    b->pos += slots * SW_RAW_RECORD;
-    b->ext_slots += (uint32_t)slots;
+    uint8_t *p = sw_put_varint_fast(b->pos, (sw_tbuf_delta(b, ticks) << SW_OP_BITS) | SW_OP_EXT);
+    p = sw_put_varint_fast(sw_put_varint_fast(p, kind), len);
+    memcpy(p, payload, len);
+    b->pos = p + len;
+    b->nev++;
 }
 
 int sw_tbuf_make_room(sw_tbuf *b)
 {
-    sw_tbuf_flush(b);
+    if (b->pos > b->limit)
+        sw_tbuf_flush(b);
+    if (!b->broken && b->depth >= b->stack_cap &&
+        grow_ids(&b->stack, &b->stack_cap, b->depth + 1) != SW_OK)
+        break_thread(b, 0, "growing the frame stack");
     if (b->broken) {
         b->dropped++;
         return 0;
@@ -510,7 +481,7 @@ void sw_writer_totals_get(sw_writer *w, sw_writer_totals *t)
 {
     memset(t, 0, sizeof *t);
     for (sw_tbuf *b = w->threads; b; b = b->next) {
-        t->events += b->events + (b->broken ? 0 : (uint64_t)(b->pos - b->data) / SW_RAW_RECORD - b->ext_slots);
+        t->events += b->events + (b->broken ? 0 : b->nev);
         t->dropped += b->dropped;
         t->threads++;
     }
@@ -586,6 +557,7 @@ void sw_writer_free(sw_writer *w)
         free(b->ring_events);
         free(b->data);
         free(b->stack);
+        free(b->start_stack);
         sw_bytes_free(&b->enc);
         free(b);
         b = n;

@@ -38,28 +38,31 @@ typedef struct sw_writer_opts {
 } sw_writer_opts;
 
 
-/* One event as the hot path stores it: the raw clock value and (code id << 3
- * | op). Chunks are encoded from these records when they are sealed. */
-#define SW_RAW_RECORD 12
+/* The most bytes one call or return event takes in the buffer (two
+ * varints); sw_tbuf.limit leaves this much room. */
+#define SW_EVENT_MAX (2 * SW_VARINT_MAX)
 
 typedef struct sw_tbuf {
     /* Hot: touched by every event. */
-    uint8_t *pos;         /* next free raw record */
+    uint8_t *pos;         /* next free byte of the current chunk's events */
     uint8_t *limit;       /* pos beyond this needs sw_tbuf_make_room() */
-    uint32_t depth;       /* open frames (for --max-depth and name lookup) */
-    /* Cold. */
-    uint8_t *data;        /* raw records of the current chunk */
-    size_t cap;
+    uint64_t last;        /* time of the previous event, in units */
+    uint32_t *stack;      /* code ids of the open frames, outermost first */
+    uint32_t depth;       /* open frames (also for --max-depth and name lookup) */
+    uint32_t stack_cap;   /* depth reaching this needs sw_tbuf_make_room() */
+    uint32_t nev;         /* events in the current chunk */
     unsigned shift;
+    /* Cold. */
+    uint8_t *data;        /* encoded events of the current chunk */
+    size_t cap;
     uint32_t index;       /* thread index in the trace */
     uint64_t seq;         /* sequence number of the next sealed chunk */
     uint64_t seq_seen;    /* seq at the previous sw_writer_flush_quiet() */
-    uint64_t last;        /* encoder: time of the last encoded event, units */
-    uint32_t *stack;      /* encoder: code ids of open frames, outermost first */
-    uint32_t sdepth, stack_cap;
-    sw_bytes enc;         /* encoder output, reused */
+    uint64_t start_last;  /* the current chunk's t_start */
+    uint32_t *start_stack;    /* the frames open when the current chunk started */
+    uint32_t start_depth, start_cap;
+    sw_bytes enc;         /* chunk header, reused */
     uint64_t dropped_pending; /* dropped events to report in the next chunk */
-    uint32_t ext_slots;   /* raw records of the current chunk holding EXT payloads */
     uint64_t events;      /* events sealed */
     uint64_t dropped;     /* events lost (ring discards, write errors, OOM) */
     int finished;         /* the thread has exited: no more events */
@@ -107,10 +110,10 @@ void sw_writer_flush_quiet(sw_writer *w);
 /* Marks the thread finished after flushing it (thread exit). */
 void sw_tbuf_finish(sw_tbuf *b);
 
-/* Slow path of the event encoders: seals the full chunk and starts the next.
- * Returns 1 if the event can be written now, 0 if it must be dropped (the
- * thread is out of memory: the writer records the error and counts the
- * event as dropped). */
+/* Slow path of the event encoders: seals the chunk if it is full and grows
+ * the open-frame stack if it is. Returns 1 if the event can be written now,
+ * 0 if it must be dropped (the thread is out of memory: the writer records
+ * the error and counts the event as dropped). */
 SW_NOINLINE int sw_tbuf_make_room(sw_tbuf *b);
 
 /* An extended event (SW_OP_EXT): kind and payload (at most SW_EXT_MAX
@@ -138,38 +141,83 @@ typedef struct sw_writer_totals {
 } sw_writer_totals;
 void sw_writer_totals_get(sw_writer *w, sw_writer_totals *t);
 
-/* ---- The hot path: inline recorders used by the hooks. ----
+/* ---- The hot path: inline encoders used by the hooks. ----
  *
- * An event is one 12-byte raw record: two stores and a pointer bump. The
- * delta/varint encoding, the open-frame stack and the event count are done
- * when the chunk is sealed (writer.c, encode_chunk), in one tight loop. */
+ * Events are encoded where they happen, straight into the chunk buffer in
+ * the file's format (docs/format.md, EVENTS payload): a delta-time varint,
+ * plus a code id for frame starts. The open-frame stack is kept alongside,
+ * for the next chunk's header. Sealing a chunk then only adds the header. */
 
-SW_INLINE void sw_tbuf_record(sw_tbuf *b, uint64_t ticks, uint32_t word)
+/* The delta of ticks to the previous event, in units (0 if the clock went
+ * backwards), and the new previous time. */
+SW_INLINE uint64_t sw_tbuf_delta(sw_tbuf *b, uint64_t ticks)
 {
-    uint8_t *p = b->pos;
-    memcpy(p, &ticks, 8);
-    memcpy(p + 8, &word, 4);
-    b->pos = p + SW_RAW_RECORD;
+    uint64_t now = ticks >> b->shift, last = b->last;
+    uint64_t d = now - last;
+    d = (int64_t)d < 0 ? 0 : d;
+    b->last = last + d;
+    return d;
 }
 
-/* A frame starts: op is SW_OP_CALL, SW_OP_RESUME or SW_OP_C_CALL; code
- * ids are below 2^29. */
+/* Writes x < 2^14 as a one- or two-byte varint (p must have two bytes of
+ * room). */
+SW_INLINE uint8_t *sw_put_varint14(uint8_t *p, uint32_t x)
+{
+    if (SW_LIKELY(x < 0x80)) {
+        p[0] = (uint8_t)x;
+        return p + 1;
+    }
+    p[0] = (uint8_t)(x | 0x80);
+    p[1] = (uint8_t)(x >> 7);
+    return p + 2;
+}
+
+/* Whether a frame start fits without sw_tbuf_make_room(). */
+SW_INLINE int sw_tbuf_enter_fits(const sw_tbuf *b)
+{
+    return SW_LIKELY(b->pos <= b->limit) && SW_LIKELY(b->depth < b->stack_cap);
+}
+
+/* A frame starts, when sw_tbuf_enter_fits(): op is SW_OP_CALL,
+ * SW_OP_RESUME or SW_OP_C_CALL; code ids are below 2^29. */
+SW_INLINE void sw_tbuf_put_enter(sw_tbuf *b, uint64_t ticks, unsigned op, uint32_t code)
+{
+    uint64_t x = (sw_tbuf_delta(b, ticks) << SW_OP_BITS) | op;
+    uint8_t *p = b->pos;
+    if (SW_LIKELY((x | ((uint64_t)code << 7)) < 0x4000)) {
+        /* The common call: a delta of up to two bytes, a one-byte code. */
+        p = sw_put_varint14(p, (uint32_t)x);
+        *p++ = (uint8_t)code;
+    } else {
+        p = sw_put_varint_fast(sw_put_varint_fast(p, x), code);
+    }
+    b->pos = p;
+    b->stack[b->depth++] = code;
+    b->nev++;
+}
+
+/* The innermost frame ends, when b->pos <= b->limit: op is SW_OP_RETURN,
+ * SW_OP_YIELD, SW_OP_UNWIND or SW_OP_C_RETURN. */
+SW_INLINE void sw_tbuf_put_exit(sw_tbuf *b, uint64_t ticks, unsigned op)
+{
+    uint64_t x = (sw_tbuf_delta(b, ticks) << SW_OP_BITS) | op;
+    b->pos = SW_LIKELY(x < 0x4000) ? sw_put_varint14(b->pos, (uint32_t)x) : sw_put_varint_fast(b->pos, x);
+    b->depth -= b->depth != 0;
+    b->nev++;
+}
+
 SW_INLINE void sw_tbuf_enter(sw_tbuf *b, uint64_t ticks, unsigned op, uint32_t code)
 {
-    if (SW_UNLIKELY(b->pos > b->limit) && !sw_tbuf_make_room(b))
+    if (!sw_tbuf_enter_fits(b) && !sw_tbuf_make_room(b))
         return;
-    sw_tbuf_record(b, ticks, (code << SW_OP_BITS) | op);
-    b->depth++;
+    sw_tbuf_put_enter(b, ticks, op, code);
 }
 
-/* The innermost frame ends: op is SW_OP_RETURN, SW_OP_YIELD, SW_OP_UNWIND or
- * SW_OP_C_RETURN. */
 SW_INLINE void sw_tbuf_exit(sw_tbuf *b, uint64_t ticks, unsigned op)
 {
     if (SW_UNLIKELY(b->pos > b->limit) && !sw_tbuf_make_room(b))
         return;
-    sw_tbuf_record(b, ticks, op);
-    b->depth -= b->depth != 0;
+    sw_tbuf_put_exit(b, ticks, op);
 }
 
 #endif

@@ -37,7 +37,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
 {
     sw_tstate *t = &sw_T;
     sw_eval_fn prev = sw_S.prev_eval;
-    if ((uintptr_t)__builtin_frame_address(0) < t->stack_guard)
+    if (sw_stack_pointer() < t->stack_guard)
         return stack_exhausted(ts, f);
     if (t->busy)
         return prev(ts, f, throwflag);
@@ -106,10 +106,18 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
     return res;
 }
 
+/* The fast path's exit when the chunk is full: seals it, then records. */
+static SW_NOINLINE PyObject *exit_make_room(sw_tbuf *tb, PyObject *res)
+{
+    if (sw_tbuf_make_room(tb))
+        sw_tbuf_put_exit(tb, sw_clock_now(&sw_S.clock), res ? SW_OP_RETURN : SW_OP_UNWIND);
+    return res;
+}
+
 /* The fast path, instantiated once per clock so that the clock choice is
- * not made per event. It keeps no depth count: depth is only needed while
- * a thread is on the slow path (max depth, name lookup), which then takes
- * every frame of that thread. */
+ * not made per event. Only `gen` lives across the call (the thread's
+ * buffer is found again after it), and every slower case leaves by a tail
+ * call, so that few registers need saving. */
 #define SW_DEFINE_FAST_EVAL(NAME, NOW)                                                       \
     static PyObject *NAME(PyThreadState *ts, SW_FRAME *f, int throwflag)                     \
     {                                                                                         \
@@ -117,22 +125,21 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
         sw_code_extra *ce = (sw_code_extra *)sw_frame_code(f)->co_extra;                      \
         Py_ssize_t idx = sw_S.extra_index;                                                    \
         if (SW_UNLIKELY(sw_T.gen != gen || !ce || idx >= ce->ce_size ||                       \
-                        (uintptr_t)__builtin_frame_address(0) < sw_T.stack_guard))            \
+                        sw_stack_pointer() < sw_T.stack_guard))                               \
             return eval_slow(ts, f, throwflag);                                               \
         uintptr_t v = (uintptr_t)ce->ce_extras[idx];                                          \
-        /* Registered in this session, and none of the flag bits set. */                      \
-        if (SW_UNLIKELY((v >> 29) != ((gen & 0xffffffffu) << 3)))                             \
-            return eval_slow(ts, f, throwflag);                                               \
         sw_tbuf *tb = sw_T.tb;                                                                \
-        if (SW_UNLIKELY(tb->pos > tb->limit) && !sw_tbuf_make_room(tb))                       \
+        /* Registered in this session, none of the flag bits set, and room                    \
+         * for the event (else eval_slow makes it). */                                        \
+        if (SW_UNLIKELY((v >> 29) != sw_S.fast_tag || !sw_tbuf_enter_fits(tb)))               \
             return eval_slow(ts, f, throwflag);                                               \
-        sw_tbuf_record(tb, NOW, (((uint32_t)v & SW_ID_MASK) << SW_OP_BITS) | SW_OP_CALL);     \
-        /* Only gen lives across the call: the buffer is found again after. */                \
+        sw_tbuf_put_enter(tb, NOW, SW_OP_CALL, (uint32_t)v & SW_ID_MASK);                     \
         PyObject *res = sw_S.prev_eval(ts, f, throwflag);                                     \
         if (SW_LIKELY(gen == sw_S.gen)) {                                                     \
             tb = sw_T.tb;                                                                     \
-            if (SW_LIKELY(tb->pos <= tb->limit) || sw_tbuf_make_room(tb))                     \
-                sw_tbuf_record(tb, NOW, res ? SW_OP_RETURN : SW_OP_UNWIND);                  \
+            if (SW_UNLIKELY(tb->pos > tb->limit))                                             \
+                return exit_make_room(tb, res);                                               \
+            sw_tbuf_put_exit(tb, NOW, res ? SW_OP_RETURN : SW_OP_UNWIND);                     \
         }                                                                                     \
         return res;                                                                           \
     }

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-sw_session sw_S = {.fast_gen = ~(uint64_t)0, .extra_index = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+sw_session sw_S = {.fast_gen = ~(uint64_t)0, .fast_tag = (uint64_t)0xffffffffu << 3, .extra_index = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 __thread sw_tstate sw_T __attribute__((tls_model("initial-exec")));
 
 static uint64_t gen_counter;
@@ -55,6 +55,7 @@ static void lookup_name(sw_tstate *t, unsigned long ident);
 void sw_session_fast_refresh(void)
 {
     sw_S.fast_gen = (sw_S.gen && !(sw_D.slow & SW_MASK_PY)) ? sw_S.gen : ~(uint64_t)0;
+    sw_S.fast_tag = (sw_S.fast_gen & 0xffffffffu) << 3;
 }
 
 void sw_tstate_refresh(sw_tstate *t)

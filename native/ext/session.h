@@ -34,6 +34,9 @@ typedef struct sw_session {
     uint64_t fast_gen;       /* gen while the hook's fast path may run (a
                               * session, and no other consumer of Python
                               * events), else ~0: no thread's gen matches */
+    uint64_t fast_tag;       /* (fast_gen & 0xffffffff) << 3: what the top
+                              * bits of a co_extra value (>> 29) equal when
+                              * the fast path may record that code */
     sw_clock clock;
     sw_writer *w;
     Py_ssize_t extra_index;  /* co_extra slot, -1 until requested */
@@ -132,6 +135,20 @@ static inline uint32_t sw_code_id(PyCodeObject *co, PyObject *globals)
             return (uint32_t)v;
     }
     return sw_code_register(co, globals);
+}
+
+/* The current stack pointer, for the C-stack guard: one instruction on
+ * x86-64 (__builtin_frame_address would force a frame pointer on every
+ * hooked call). */
+static inline uintptr_t sw_stack_pointer(void)
+{
+#if defined(__x86_64__)
+    uintptr_t sp;
+    __asm__("mov %%rsp, %0" : "=r"(sp));
+    return sp;
+#else
+    return (uintptr_t)__builtin_frame_address(0);
+#endif
 }
 
 /* Marks the thread busy: the hook passes its frames through unrecorded. */

@@ -406,6 +406,41 @@ TEST(large_time_deltas_exact)
     unlink(path);
 }
 
+TEST(clock_going_back_is_clamped)
+{
+    /* The writer encodes deltas as events happen; a clock that goes back
+     * (e.g. TSCs not in step across CPUs) gives a delta of 0, never a
+     * wrapped-around huge one: times never go back in the replay. */
+    char path[256];
+    check_tmp_path(path, sizeof path, ".swt");
+    tg g;
+    REQUIRE(tg_open(&g, path, 4096, 0, 0, 1e9) == SW_OK);
+    REQUIRE(tg_codes(&g, 4, 0) == SW_OK);
+    tg_thread *a = tg_add_thread(&g, 1, 0, "back", 9);
+    REQUIRE(a);
+    uint64_t t0 = TG_TICK0 + 5000;
+    sw_tbuf_enter(a->b, t0, SW_OP_CALL, 1);
+    sw_tbuf_enter(a->b, t0 - 3000, SW_OP_CALL, 2);     /* back: recorded at t0 */
+    sw_tbuf_exit(a->b, t0 + 10, SW_OP_RETURN);
+    sw_tbuf_exit(a->b, t0 - (1ull << 40), SW_OP_RETURN);  /* far back */
+    REQUIRE(tg_close(&g, 0) == SW_OK);
+    sw_trace *t;
+    char err[256];
+    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    tg_rec got = {0};
+    CHECK_EQ_I64(tg_replay(t, 0, &got), SW_OK);
+    REQUIRE(got.n == 4);
+    int64_t expect[4] = {5000, 5000, 5010, 5010};
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ_I64(got.ev[i].t_ns, expect[i]);
+    CHECK_EQ_U64(got.ev[1].code, 2);
+    CHECK_EQ_U64(got.ev[1].depth, 1);
+    tg_rec_free(&got);
+    sw_trace_free(t);
+    tg_free(&g);
+    unlink(path);
+}
+
 TEST(explicit_flushes_keep_sequence_dense)
 {
     /* Flushing with nothing recorded writes no chunk and leaves no gap
