@@ -342,11 +342,12 @@ static int start_next_chunk(sw_tbuf *b)
     return SW_OK;
 }
 
-/* Out of memory: the frame stack can no longer be followed, so the thread
- * stops recording; what it records from now on is counted as dropped. */
-static void break_thread(sw_tbuf *b, uint64_t lost, const char *what)
+/* Out of memory, or the frame stack out of step: the open frames can no
+ * longer be followed, so the thread stops recording; what it records from
+ * now on is counted as dropped. */
+static void break_thread(sw_tbuf *b, int code, uint64_t lost, const char *what)
 {
-    note_error(b, SW_ENOMEM, what);
+    note_error(b, code, what);
     b->dropped += lost;
     b->broken = 1;
     b->nev = 0;
@@ -377,7 +378,7 @@ void sw_tbuf_flush(sw_tbuf *b)
         return;
     uint32_t n = b->nev;
     if (encode_header(b) != SW_OK) {
-        break_thread(b, n, "encoding a chunk");
+        break_thread(b, SW_ENOMEM, n, "encoding a chunk");
         return;
     }
     struct iovec parts[2] = {{b->enc.data, b->enc.len}, {b->data, (size_t)(b->pos - b->data)}};
@@ -404,7 +405,7 @@ void sw_tbuf_flush(sw_tbuf *b)
     b->dropped_pending = 0;
     b->seq++;
     if (start_next_chunk(b) != SW_OK)
-        break_thread(b, 0, "starting a chunk");
+        break_thread(b, SW_ENOMEM, 0, "starting a chunk");
 }
 
 void sw_writer_flush_quiet(sw_writer *w)
@@ -451,11 +452,16 @@ void sw_tbuf_ext(sw_tbuf *b, uint64_t ticks, unsigned kind, const uint8_t *paylo
 
 int sw_tbuf_make_room(sw_tbuf *b)
 {
+    if (SW_UNLIKELY(b->depth > b->stack_cap) && !b->broken) {
+        /* More exits than starts (see sw_tbuf_put_exit_paired): the
+         * open-frame stack is out of step with the events. */
+        break_thread(b, SW_ESTATE, 0, "the frame stack went out of step (more returns than calls)");
+    }
     if (b->pos > b->limit)
         sw_tbuf_flush(b);
     if (!b->broken && b->depth >= b->stack_cap &&
         grow_ids(&b->stack, &b->stack_cap, b->depth + 1) != SW_OK)
-        break_thread(b, 0, "growing the frame stack");
+        break_thread(b, SW_ENOMEM, 0, "growing the frame stack");
     if (b->broken) {
         b->dropped++;
         return 0;

@@ -206,6 +206,19 @@ SW_INLINE void sw_tbuf_put_exit(sw_tbuf *b, uint64_t ticks, unsigned op)
     b->nev++;
 }
 
+/* The same, for the exit of a frame whose start this buffer recorded (so
+ * depth > 0): the depth is decremented without the check. Should that
+ * ever be wrong, depth wraps above stack_cap and the next frame start
+ * finds it in sw_tbuf_make_room(), which stops the thread's recording
+ * (an error, reported) rather than write out of bounds. */
+SW_INLINE void sw_tbuf_put_exit_paired(sw_tbuf *b, uint64_t ticks, unsigned op)
+{
+    uint64_t x = (sw_tbuf_delta(b, ticks) << SW_OP_BITS) | op;
+    b->pos = SW_LIKELY(x < 0x4000) ? sw_put_varint14(b->pos, (uint32_t)x) : sw_put_varint_fast(b->pos, x);
+    b->depth--;
+    b->nev++;
+}
+
 SW_INLINE void sw_tbuf_enter(sw_tbuf *b, uint64_t ticks, unsigned op, uint32_t code)
 {
     if (!sw_tbuf_enter_fits(b) && !sw_tbuf_make_room(b))

@@ -139,7 +139,7 @@ static SW_NOINLINE PyObject *exit_make_room(sw_tbuf *tb, PyObject *res)
             tb = sw_T.tb;                                                                     \
             if (SW_UNLIKELY(tb->pos > tb->limit))                                             \
                 return exit_make_room(tb, res);                                               \
-            sw_tbuf_put_exit(tb, NOW, res ? SW_OP_RETURN : SW_OP_UNWIND);                     \
+            sw_tbuf_put_exit_paired(tb, NOW, res ? SW_OP_RETURN : SW_OP_UNWIND);              \
         }                                                                                     \
         return res;                                                                           \
     }

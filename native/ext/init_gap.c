@@ -140,6 +140,70 @@ static int on_function(PyFunction_WatchEvent event, PyFunctionObject *func, PyOb
     return 0;
 }
 
+/* The code objects of every Python __init__ defined by a class alive now
+ * (object and all its subclasses, transitively), as a dict id -> code. */
+static PyObject *existing_init_codes(void)
+{
+    PyObject *subclasses = PyObject_GetAttrString((PyObject *)&PyType_Type, "__subclasses__");
+    PyObject *seen = PySet_New(NULL), *codes = PyDict_New(), *stack = PyList_New(0);
+    PyObject *init_name = PyUnicode_InternFromString("__init__");
+    if (!subclasses || !seen || !codes || !stack || !init_name ||
+        PyList_Append(stack, (PyObject *)&PyBaseObject_Type) < 0)
+        goto fail;
+    Py_ssize_t n;
+    while ((n = PyList_GET_SIZE(stack)) > 0) {
+        PyObject *t = Py_NewRef(PyList_GET_ITEM(stack, n - 1));
+        if (PyList_SetSlice(stack, n - 1, n, NULL) < 0) {
+            Py_DECREF(t);
+            goto fail;
+        }
+        PyObject *subs = PyObject_CallOneArg(subclasses, t);
+        if (!subs) {
+            PyErr_Clear();   /* not a type after all */
+            Py_DECREF(t);
+            continue;
+        }
+        int err = !PyList_Check(subs);
+        for (Py_ssize_t i = 0; !err && i < PyList_GET_SIZE(subs); i++) {
+            PyObject *sub = PyList_GET_ITEM(subs, i);
+            PyObject *key = PyLong_FromVoidPtr(sub);
+            int has = key ? PySet_Contains(seen, key) : -1;
+            err = has < 0 || (!has && (PySet_Add(seen, key) < 0 || PyList_Append(stack, sub) < 0));
+            Py_XDECREF(key);
+        }
+        Py_DECREF(subs);
+        PyObject *dict = PyType_Check(t) ? PyType_GetDict((PyTypeObject *)t) : NULL;
+        PyObject *init = dict ? PyDict_GetItemWithError(dict, init_name) : NULL;   /* borrowed */
+        if (!err && init && PyFunction_Check(init)) {
+            PyObject *code = PyFunction_GET_CODE(init);
+            PyObject *key = PyLong_FromVoidPtr(code);
+            err = !key || PyDict_SetItem(codes, key, code) < 0;
+            Py_XDECREF(key);
+        }
+        err = err || PyErr_Occurred();
+        Py_XDECREF(dict);
+        Py_DECREF(t);
+        if (err)
+            goto fail;
+    }
+    Py_DECREF(subclasses);
+    Py_DECREF(seen);
+    Py_DECREF(stack);
+    Py_DECREF(init_name);
+    return codes;
+fail:
+    Py_XDECREF(subclasses);
+    Py_XDECREF(seen);
+    Py_XDECREF(codes);
+    Py_XDECREF(stack);
+    Py_XDECREF(init_name);
+    return NULL;
+}
+
+/* _init_gap_begin(tool_id, set_local_events, events): sets the local
+ * events on every existing __init__ (found in C: a walk in Python cost
+ * more instructions than a short traced program) and watches for new
+ * ones. Returns the list of code objects it set them on. */
 static PyObject *gap_begin(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -147,15 +211,30 @@ static PyObject *gap_begin(PyObject *self, PyObject *args)
     int tid, events;
     if (!PyArg_ParseTuple(args, "iOi", &tid, &fn, &events))
         return NULL;
+    PyObject *codes = existing_init_codes();
+    PyObject *list = codes ? PyDict_Values(codes) : NULL;
+    Py_XDECREF(codes);
+    if (!list)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        PyObject *r = PyObject_CallFunction(fn, "iOi", tid, PyList_GET_ITEM(list, i), events);
+        if (!r) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
     Py_XSETREF(set_local_events, Py_NewRef(fn));
     tool_id = tid;
     local_events = events;
     if (watcher_id < 0) {
         watcher_id = PyFunction_AddWatcher(on_function);
-        if (watcher_id < 0)
+        if (watcher_id < 0) {
+            Py_DECREF(list);
             return NULL;
+        }
     }
-    Py_RETURN_NONE;
+    return list;
 }
 
 static PyObject *gap_end(PyObject *self, PyObject *unused)
@@ -176,7 +255,7 @@ static PyMethodDef gap_methods[] = {
     {"_mon_start", (PyCFunction)(void (*)(void))mon_start, METH_FASTCALL, "sys.monitoring PY_START callback"},
     {"_mon_return", (PyCFunction)(void (*)(void))mon_return, METH_FASTCALL, "sys.monitoring PY_RETURN callback"},
     {"_mon_unwind", (PyCFunction)(void (*)(void))mon_unwind, METH_FASTCALL, "sys.monitoring PY_UNWIND callback"},
-    {"_init_gap_begin", gap_begin, METH_VARARGS, "_init_gap_begin(tool_id, set_local_events, events)"},
+    {"_init_gap_begin", gap_begin, METH_VARARGS, "_init_gap_begin(tool_id, set_local_events, events) -> list of the __init__ codes set"},
     {"_init_gap_end", gap_end, METH_NOARGS, "stop watching new __init__ functions"},
     {NULL, NULL, 0, NULL},
 };

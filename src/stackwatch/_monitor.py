@@ -20,7 +20,6 @@ tool id when none are needed:
 """
 import dis
 import sys
-import types
 
 from . import _native
 
@@ -29,25 +28,6 @@ _state = None   # (tool id, init-gap codes or None, global events) while the too
 
 # Dispatch-layer event bits (native/ext/dispatch.h) -> sys.monitoring events.
 _K = {name: i for i, name in enumerate(_native.EVENT_KINDS)}
-
-
-def _init_codes():
-    codes, seen, stack = {}, set(), [object]
-    while stack:
-        t = stack.pop()
-        try:
-            subs = type.__subclasses__(t)
-        except TypeError:
-            continue
-        for s in subs:
-            if id(s) not in seen:
-                seen.add(id(s))
-                stack.append(s)
-        d = getattr(t, "__dict__", None)
-        init = d.get("__init__") if isinstance(d, types.MappingProxyType) else None
-        if isinstance(init, types.FunctionType):
-            codes[id(init.__code__)] = init.__code__
-    return list(codes.values())
 
 
 def _global_events(mask):
@@ -108,10 +88,7 @@ def sync(py_calls, mask):
         mon.register_callback(tid, ev.PY_START, _native._mon_start)
         mon.register_callback(tid, ev.PY_RETURN, _native._mon_return)
         mon.register_callback(tid, ev.PY_UNWIND, _native._mon_unwind)
-        codes = _init_codes()
-        for code in codes:
-            mon.set_local_events(tid, code, local)
-        _native._init_gap_begin(tid, mon.set_local_events, local)
+        codes = _native._init_gap_begin(tid, mon.set_local_events, local)
     elif not init_gap and codes is not None:
         _native._init_gap_end()
         for code in codes:

@@ -441,6 +441,35 @@ TEST(clock_going_back_is_clamped)
     unlink(path);
 }
 
+TEST(unpaired_exit_stops_the_thread_safely)
+{
+    /* sw_tbuf_put_exit_paired trusts that the frame's start was recorded;
+     * if not, the next start must stop the thread with an error, never
+     * write outside the frame stack. */
+    char path[256];
+    check_tmp_path(path, sizeof path, ".swt");
+    tg g;
+    REQUIRE(tg_open(&g, path, 4096, 0, 0, 1e9) == SW_OK);
+    REQUIRE(tg_codes(&g, 4, 0) == SW_OK);
+    tg_thread *a = tg_add_thread(&g, 1, 0, "unpaired", 3);
+    REQUIRE(a);
+    uint64_t t0 = TG_TICK0 + 100;
+    sw_tbuf_enter(a->b, t0, SW_OP_CALL, 1);
+    sw_tbuf_put_exit_paired(a->b, t0 + 1, SW_OP_RETURN);
+    sw_tbuf_put_exit_paired(a->b, t0 + 2, SW_OP_RETURN);   /* one too many */
+    CHECK(!sw_tbuf_enter_fits(a->b));
+    sw_tbuf_enter(a->b, t0 + 3, SW_OP_CALL, 2);           /* dropped */
+    sw_tbuf_enter(a->b, t0 + 4, SW_OP_CALL, 2);           /* dropped */
+    CHECK(a->b->broken);
+    CHECK_EQ_U64(a->b->dropped, 2);
+    char msg[256];
+    CHECK_EQ_I64(sw_writer_error(g.w, msg, sizeof msg), SW_ESTATE);
+    CHECK(strstr(msg, "out of step") != NULL);
+    CHECK_EQ_I64(tg_close(&g, 0), SW_ESTATE);
+    tg_free(&g);
+    unlink(path);
+}
+
 TEST(explicit_flushes_keep_sequence_dense)
 {
     /* Flushing with nothing recorded writes no chunk and leaves no gap
