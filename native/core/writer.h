@@ -148,15 +148,20 @@ void sw_writer_totals_get(sw_writer *w, sw_writer_totals *t);
  * plus a code id for frame starts. The open-frame stack is kept alongside,
  * for the next chunk's header. Sealing a chunk then only adds the header. */
 
-/* The delta of ticks to the previous event, in units (0 if the clock went
- * backwards), and the new previous time. */
-SW_INLINE uint64_t sw_tbuf_delta(sw_tbuf *b, uint64_t ticks)
+/* The delta of a time in units (ticks >> shift) to the previous event (0
+ * if the clock went backwards), and the new previous time. */
+SW_INLINE uint64_t sw_tbuf_delta_units(sw_tbuf *b, uint64_t now)
 {
-    uint64_t now = ticks >> b->shift, last = b->last;
+    uint64_t last = b->last;
     uint64_t d = now - last;
     d = (int64_t)d < 0 ? 0 : d;
     b->last = last + d;
     return d;
+}
+
+SW_INLINE uint64_t sw_tbuf_delta(sw_tbuf *b, uint64_t ticks)
+{
+    return sw_tbuf_delta_units(b, ticks >> b->shift);
 }
 
 /* Writes x < 2^14 as a one- or two-byte varint (p must have two bytes of
@@ -178,11 +183,12 @@ SW_INLINE int sw_tbuf_enter_fits(const sw_tbuf *b)
     return SW_LIKELY(b->pos <= b->limit) && SW_LIKELY(b->depth < b->stack_cap);
 }
 
-/* A frame starts, when sw_tbuf_enter_fits(): op is SW_OP_CALL,
- * SW_OP_RESUME or SW_OP_C_CALL; code ids are below 2^29. */
-SW_INLINE void sw_tbuf_put_enter(sw_tbuf *b, uint64_t ticks, unsigned op, uint32_t code)
+/* A frame starts at `now` (in units: ticks >> shift), when
+ * sw_tbuf_enter_fits(): op is SW_OP_CALL, SW_OP_RESUME or SW_OP_C_CALL;
+ * code ids are below 2^29. */
+SW_INLINE void sw_tbuf_put_enter_units(sw_tbuf *b, uint64_t now, unsigned op, uint32_t code)
 {
-    uint64_t x = (sw_tbuf_delta(b, ticks) << SW_OP_BITS) | op;
+    uint64_t x = (sw_tbuf_delta_units(b, now) << SW_OP_BITS) | op;
     uint8_t *p = b->pos;
     if (SW_LIKELY((x | ((uint64_t)code << 7)) < 0x4000)) {
         /* The common call: a delta of up to two bytes, a one-byte code. */
@@ -194,6 +200,11 @@ SW_INLINE void sw_tbuf_put_enter(sw_tbuf *b, uint64_t ticks, unsigned op, uint32
     b->pos = p;
     b->stack[b->depth++] = code;
     b->nev++;
+}
+
+SW_INLINE void sw_tbuf_put_enter(sw_tbuf *b, uint64_t ticks, unsigned op, uint32_t code)
+{
+    sw_tbuf_put_enter_units(b, ticks >> b->shift, op, code);
 }
 
 /* The innermost frame ends, when b->pos <= b->limit: op is SW_OP_RETURN,
@@ -211,12 +222,17 @@ SW_INLINE void sw_tbuf_put_exit(sw_tbuf *b, uint64_t ticks, unsigned op)
  * ever be wrong, depth wraps above stack_cap and the next frame start
  * finds it in sw_tbuf_make_room(), which stops the thread's recording
  * (an error, reported) rather than write out of bounds. */
-SW_INLINE void sw_tbuf_put_exit_paired(sw_tbuf *b, uint64_t ticks, unsigned op)
+SW_INLINE void sw_tbuf_put_exit_paired_units(sw_tbuf *b, uint64_t now, unsigned op)
 {
-    uint64_t x = (sw_tbuf_delta(b, ticks) << SW_OP_BITS) | op;
+    uint64_t x = (sw_tbuf_delta_units(b, now) << SW_OP_BITS) | op;
     b->pos = SW_LIKELY(x < 0x4000) ? sw_put_varint14(b->pos, (uint32_t)x) : sw_put_varint_fast(b->pos, x);
     b->depth--;
     b->nev++;
+}
+
+SW_INLINE void sw_tbuf_put_exit_paired(sw_tbuf *b, uint64_t ticks, unsigned op)
+{
+    sw_tbuf_put_exit_paired_units(b, ticks >> b->shift, op);
 }
 
 SW_INLINE void sw_tbuf_enter(sw_tbuf *b, uint64_t ticks, unsigned op, uint32_t code)

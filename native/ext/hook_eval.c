@@ -114,8 +114,8 @@ static SW_NOINLINE PyObject *exit_make_room(sw_tbuf *tb, PyObject *res)
     return res;
 }
 
-/* The fast path, instantiated once per clock so that the clock choice is
- * not made per event. Only `gen` lives across the call (the thread's
+/* The fast path, instantiated per clock and time shift (NOW gives the time
+ * in the trace's units) so that neither is looked up per event. Only `gen` lives across the call (the thread's
  * buffer is found again after it), and every slower case leaves by a tail
  * call, so that few registers need saving. */
 #define SW_DEFINE_FAST_EVAL(NAME, NOW)                                                       \
@@ -133,39 +133,53 @@ static SW_NOINLINE PyObject *exit_make_room(sw_tbuf *tb, PyObject *res)
          * for the event (else eval_slow makes it). */                                        \
         if (SW_UNLIKELY((v >> 29) != sw_S.fast_tag || !sw_tbuf_enter_fits(tb)))               \
             return eval_slow(ts, f, throwflag);                                               \
-        sw_tbuf_put_enter(tb, NOW, SW_OP_CALL, (uint32_t)v & SW_ID_MASK);                     \
+        sw_tbuf_put_enter_units(tb, NOW, SW_OP_CALL, (uint32_t)v & SW_ID_MASK);               \
         PyObject *res = sw_S.prev_eval(ts, f, throwflag);                                     \
         if (SW_LIKELY(gen == sw_S.gen)) {                                                     \
             tb = sw_T.tb;                                                                     \
             if (SW_UNLIKELY(tb->pos > tb->limit))                                             \
                 return exit_make_room(tb, res);                                               \
-            sw_tbuf_put_exit_paired(tb, NOW, res ? SW_OP_RETURN : SW_OP_UNWIND);              \
+            sw_tbuf_put_exit_paired_units(tb, NOW, res ? SW_OP_RETURN : SW_OP_UNWIND);        \
         }                                                                                     \
         return res;                                                                           \
     }
 
+/* Instances for the common shifts (the largest power-of-two number of
+ * ticks not above 8 ns: 3 for nanoseconds, 4-6 for TSCs of 2-8 GHz), and
+ * one reading the shift from the buffer for any other. */
 #if SW_HAVE_TSC
-SW_DEFINE_FAST_EVAL(sw_eval_tsc, __rdtsc())
+SW_DEFINE_FAST_EVAL(sw_eval_tsc, __rdtsc() >> tb->shift)
+SW_DEFINE_FAST_EVAL(sw_eval_tsc4, __rdtsc() >> 4)
+SW_DEFINE_FAST_EVAL(sw_eval_tsc5, __rdtsc() >> 5)
+SW_DEFINE_FAST_EVAL(sw_eval_tsc6, __rdtsc() >> 6)
 #endif
-SW_DEFINE_FAST_EVAL(sw_eval_mono, sw_clock_ns(CLOCK_MONOTONIC))
+SW_DEFINE_FAST_EVAL(sw_eval_mono, sw_clock_ns(CLOCK_MONOTONIC) >> tb->shift)
+SW_DEFINE_FAST_EVAL(sw_eval_mono3, sw_clock_ns(CLOCK_MONOTONIC) >> 3)
 
-/* The evaluator installed for this session's clock. */
+static const sw_eval_fn fast_evals[] = {
+#if SW_HAVE_TSC
+    sw_eval_tsc, sw_eval_tsc4, sw_eval_tsc5, sw_eval_tsc6,
+#endif
+    sw_eval_mono, sw_eval_mono3,
+};
+
+/* The evaluator installed for this session's clock and time shift. */
 static sw_eval_fn sw_eval_for_clock(void)
 {
+    unsigned shift = sw_S.time_shift;
 #if SW_HAVE_TSC
     if (sw_S.clock.kind == SW_CLOCK_TSC)
-        return sw_eval_tsc;
+        return shift == 4 ? sw_eval_tsc4 : shift == 5 ? sw_eval_tsc5 : shift == 6 ? sw_eval_tsc6 : sw_eval_tsc;
 #endif
-    return sw_eval_mono;
+    return shift == 3 ? sw_eval_mono3 : sw_eval_mono;
 }
 
 static int is_ours(sw_eval_fn fn)
 {
-#if SW_HAVE_TSC
-    if (fn == sw_eval_tsc)
-        return 1;
-#endif
-    return fn == sw_eval_mono;
+    for (size_t i = 0; i < sizeof fast_evals / sizeof fast_evals[0]; i++)
+        if (fn == fast_evals[i])
+            return 1;
+    return 0;
 }
 
 /* When stop() finds another evaluator installed over ours, ours stays in
@@ -175,21 +189,38 @@ static int is_ours(sw_eval_fn fn)
  * it, and it ours, forever). */
 static sw_eval_fn left_under;
 
+/* Our variant in the interpreter's chain (installed, or buried under
+ * another evaluator), NULL if none. */
+static sw_eval_fn ours_in_chain;
+
+/* The fast path records times with its variant's clock and shift: it may
+ * run only when that is the session's (else every frame takes eval_slow,
+ * which reads the session's clock). */
+static void note_variant(void)
+{
+    sw_S.fast_variant_ok = ours_in_chain == sw_eval_for_clock();
+    sw_session_fast_refresh();
+}
+
 int sw_hook_eval_install(void)
 {
     PyInterpreterState *interp = PyThreadState_Get()->interp;
     sw_eval_fn cur = sw_get_eval(interp);
     sw_S.hook_installed = 1;
     if (is_ours(cur)) {
-        sw_set_eval(interp, sw_eval_for_clock());
+        sw_set_eval(interp, ours_in_chain = sw_eval_for_clock());
         left_under = NULL;
+        note_variant();
         return 0;
     }
-    if (left_under && cur == left_under)
+    if (left_under && cur == left_under) {
+        note_variant();
         return 0;  /* still called through that evaluator's chain */
+    }
     left_under = NULL;
     sw_S.prev_eval = cur ? cur : (sw_eval_fn)_PyEval_EvalFrameDefault;
-    sw_set_eval(interp, sw_eval_for_clock());
+    sw_set_eval(interp, ours_in_chain = sw_eval_for_clock());
+    note_variant();
     return 0;
 }
 
@@ -202,10 +233,12 @@ void sw_hook_eval_uninstall(void)
     /* Restore the previous evaluator only if nobody replaced ours since;
      * otherwise ours stays in the other one's chain, passing frames
      * through (it records nothing between sessions). */
-    if (is_ours(cur))
+    if (is_ours(cur)) {
         sw_set_eval(interp, sw_S.prev_eval);
-    else
+        ours_in_chain = NULL;
+    } else {
         left_under = cur;
+    }
     sw_S.hook_installed = 0;
 }
 
@@ -219,9 +252,12 @@ int sw_hook_eval_sync(int session_active)
     int want = session_active || (sw_D.slow & need);
     if (want && !sw_S.hook_installed)
         return sw_hook_eval_install();
-    if (!want && sw_S.hook_installed)
+    if (!want && sw_S.hook_installed) {
         sw_hook_eval_uninstall();
-    else if (want && is_ours(sw_get_eval(PyThreadState_Get()->interp)))
-        sw_set_eval(PyThreadState_Get()->interp, sw_eval_for_clock());  /* the session's clock */
+    } else if (want && is_ours(sw_get_eval(PyThreadState_Get()->interp))) {
+        /* the session's clock and shift */
+        sw_set_eval(PyThreadState_Get()->interp, ours_in_chain = sw_eval_for_clock());
+    }
+    note_variant();
     return 0;
 }

@@ -54,7 +54,7 @@ static void lookup_name(sw_tstate *t, unsigned long ident);
 
 void sw_session_fast_refresh(void)
 {
-    sw_S.fast_gen = (sw_S.gen && !(sw_D.slow & SW_MASK_PY)) ? sw_S.gen : ~(uint64_t)0;
+    sw_S.fast_gen = (sw_S.gen && sw_S.fast_variant_ok && !(sw_D.slow & SW_MASK_PY)) ? sw_S.gen : ~(uint64_t)0;
     sw_S.fast_tag = (sw_S.fast_gen & 0xffffffffu) << 3;
 }
 
@@ -297,6 +297,7 @@ int sw_session_start(const sw_start_opts *o)
     }
     sw_clock_calibrate(&sw_S.clock, o->allow_tsc);
     sw_writer_opts wo = {o->chunk_bytes, o->ring_bytes, choose_shift(sw_S.clock.hz)};
+    sw_S.time_shift = wo.time_shift;
     sw_writer *w = NULL;
     int rc = sw_writer_open(&w, o->path, &wo);
     if (rc == SW_EIO) {

@@ -37,6 +37,9 @@ typedef struct sw_session {
     uint64_t fast_tag;       /* (fast_gen & 0xffffffff) << 3: what the top
                               * bits of a co_extra value (>> 29) equal when
                               * the fast path may record that code */
+    int fast_variant_ok;     /* the fast path in the evaluator chain uses the
+                              * session's clock and time shift (hook_eval.c) */
+    unsigned time_shift;     /* the session's time unit: 2^time_shift ticks */
     sw_clock clock;
     sw_writer *w;
     Py_ssize_t extra_index;  /* co_extra slot, -1 until requested */
