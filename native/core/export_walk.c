@@ -2,6 +2,7 @@
  * export_walk.c - the slice walk the exporters share: replays every thread
  * and drops slices shorter than the minimum duration together with their
  * matching ends (children of a dropped slice are kept if long enough).
+ * EXT events (SW_EV_EXT) are passed on as they are.
  */
 #include "export.h"
 
@@ -9,6 +10,7 @@
 #include "bytes.h"
 #include "format.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct walk {
@@ -18,6 +20,7 @@ typedef struct walk {
     const int64_t *dur;
     size_t ndur, next;
     int64_t min;
+    int64_t last_ns;         /* time of the last event replayed */
     uint8_t *kept;           /* per open slice: was its start emitted */
     size_t depth, cap;
     int oom;
@@ -26,6 +29,7 @@ typedef struct walk {
 static int walk_event(void *ud, const sw_event *ev)
 {
     walk *w = ud;
+    w->last_ns = ev->t_ns;
     int enter = ev->kind == SW_OP_CALL || ev->kind == SW_OP_RESUME || ev->kind == SW_OP_C_CALL;
     int exit_ = ev->kind == SW_OP_RETURN || ev->kind == SW_OP_YIELD || ev->kind == SW_OP_UNWIND ||
                 ev->kind == SW_OP_C_RETURN;
@@ -64,7 +68,12 @@ int sw_export_walk(sw_trace *t, int64_t min_duration_ns, sw_slice_fn fn, void *u
                 return SW_ENOMEM;
             w.dur = dur;
         }
-        int rc = sw_trace_replay(t, th, walk_event, &w);
+        int rc = sw_trace_replay_ext(t, th, SW_REPLAY_EXT, walk_event, &w);
+        if (rc == SW_OK || rc < 0) {
+            sw_event end = {w.last_ns, 0, 0, SW_WALK_THREAD_END, 1, NULL};
+            if (fn(ud, th, &end))
+                rc = 1;
+        }
         free(dur);
         free(w.kept);
         if (w.oom)
@@ -73,4 +82,34 @@ int sw_export_walk(sw_trace *t, int64_t min_duration_ns, sw_slice_fn fn, void *u
             return SW_EIO;  /* the consumer failed (e.g. a write error) */
     }
     return SW_OK;
+}
+
+const char *sw_export_ext_name(const sw_ext *x, char *buf, size_t len, const char **category)
+{
+    const char *cat = "event", *what = "event";
+    int with_s1 = 1;
+    switch (x->kind) {
+    case SW_EXT_LINE:
+        *category = "line";
+        snprintf(buf, len, "line %llu", (unsigned long long)x->line);
+        return buf;
+    case SW_EXT_INSTRUCTION: cat = "instruction"; what = "instruction"; break;
+    case SW_EXT_RAISE: cat = "exception"; what = "raise"; break;
+    case SW_EXT_HANDLED: cat = "exception"; what = "handled"; break;
+    case SW_EXT_GC_START: cat = "gc"; what = "GC start"; with_s1 = 0; break;
+    case SW_EXT_GC_DONE: cat = "gc"; what = "GC done"; with_s1 = 0; break;
+    case SW_EXT_NEW_START: cat = "object"; what = "new start"; break;
+    case SW_EXT_NEW_DONE: cat = "object"; what = "new done"; break;
+    case SW_EXT_DEL_START: cat = "object"; what = "delete start"; break;
+    case SW_EXT_DEL_DONE: cat = "object"; what = "delete done"; break;
+    case SW_EXT_THREAD_START: cat = "thread"; what = "thread start"; break;
+    case SW_EXT_THREAD_EXIT: cat = "thread"; what = "thread exit"; break;
+    default: with_s1 = 0; break;
+    }
+    *category = cat;
+    if (with_s1 && x->s1 && x->s1[0])
+        snprintf(buf, len, "%s %s", what, x->s1);
+    else
+        snprintf(buf, len, "%s", what);
+    return buf;
 }

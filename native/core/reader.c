@@ -584,6 +584,8 @@ typedef struct replay {
     int64_t last_ns;
     sw_event_fn fn;
     void *ud;
+    unsigned flags;          /* SW_REPLAY_* */
+    char s1[SW_EXT_STR_MAX + 1], s2[SW_EXT_STR_MAX + 1];
 } replay;
 
 static int push(replay *r, uint32_t code)
@@ -602,8 +604,73 @@ static int push(replay *r, uint32_t code)
 
 static int emit(replay *r, int kind, uint32_t code, uint32_t depth, int synthetic)
 {
-    sw_event ev = {r->last_ns, code, depth, (uint8_t)kind, (uint8_t)synthetic};
+    sw_event ev = {r->last_ns, code, depth, (uint8_t)kind, (uint8_t)synthetic, NULL};
     return r->fn(r->ud, &ev);
+}
+
+/* Reads a str of an EXT payload into buf (cut at SW_EXT_STR_MAX bytes, on
+ * a character boundary). */
+static int get_ext_str(cursor *c, char *buf)
+{
+    uint64_t n;
+    buf[0] = 0;
+    if (get_u(c, &n) || n > (uint64_t)(c->end - c->p))
+        return SW_ETRUNC;
+    size_t k = n > SW_EXT_STR_MAX ? SW_EXT_STR_MAX : (size_t)n;
+    if (k < n)  /* do not end inside a UTF-8 sequence */
+        while (k > 0 && (c->p[k] & 0xc0) == 0x80)
+            k--;
+    memcpy(buf, c->p, k);
+    buf[k] = 0;
+    c->p += n;
+    return SW_OK;
+}
+
+/* Decodes the payload of an EXT event of a known kind (2-13) into x. A
+ * payload shorter than the kind's fields sets x->malformed; bytes after
+ * them are ignored (room for fields a newer minor version adds). */
+static void decode_ext(replay *r, uint64_t kind, const uint8_t *p, size_t len, sw_ext *x)
+{
+    memset(x, 0, sizeof *x);
+    cursor c = {p, p + len};
+    x->kind = (uint32_t)kind;
+    x->code = SW_EXT_NO_CODE;
+    r->s1[0] = r->s2[0] = 0;
+    x->s1 = r->s1;
+    x->s2 = r->s2;
+    uint64_t code = 0;
+    int bad = 0;
+    switch (kind) {
+    case SW_EXT_LINE:
+    case SW_EXT_INSTRUCTION:
+    case SW_EXT_RAISE:
+    case SW_EXT_HANDLED:
+        bad = get_u(&c, &code) || code >= SW_EXT_NO_CODE || get_u(&c, &x->line);
+        if (!bad)
+            x->code = (uint32_t)code;
+        if (!bad && kind == SW_EXT_INSTRUCTION)
+            bad = get_u(&c, &x->a) || get_u(&c, &x->b) || get_ext_str(&c, r->s1);
+        else if (!bad && kind != SW_EXT_LINE)
+            bad = get_ext_str(&c, r->s1) != SW_OK;
+        break;
+    case SW_EXT_GC_START:
+        bad = get_u(&c, &x->a);
+        break;
+    case SW_EXT_GC_DONE:
+        bad = get_u(&c, &x->a) || get_u(&c, &x->b) || get_u(&c, &x->c);
+        break;
+    case SW_EXT_NEW_START:
+    case SW_EXT_NEW_DONE:
+    case SW_EXT_DEL_START:
+    case SW_EXT_DEL_DONE:
+        bad = get_ext_str(&c, r->s1) || get_ext_str(&c, r->s2);
+        break;
+    case SW_EXT_THREAD_START:
+    case SW_EXT_THREAD_EXIT:
+        bad = get_ext_str(&c, r->s1) || get_u(&c, &x->a);
+        break;
+    }
+    x->malformed = bad != 0;
 }
 
 /* Closes open frames down to depth `keep`, as synthetic returns. */
@@ -708,6 +775,12 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
                     return SW_EFORMAT;
                 if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n), r->depth, 0)))
                     return rc;
+            } else if ((r->flags & SW_REPLAY_EXT) && kind >= SW_EXT_LINE && kind <= SW_EXT_THREAD_EXIT) {
+                sw_ext x;
+                decode_ext(r, kind, c.p, (size_t)len, &x);
+                sw_event ev = {r->last_ns, x.code, r->depth, SW_EV_EXT, 0, &x};
+                if ((rc = r->fn(r->ud, &ev)))
+                    return rc;
             }
             c.p += len;
             break;
@@ -721,12 +794,19 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
 
 int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud)
 {
+    return sw_trace_replay_ext(t, i, 0, fn, ud);
+}
+
+int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, void *ud)
+{
     if (i >= t->nthreads)
         return SW_EARG;
     thread_rec *tr = &t->threads[i];
-    replay r = {0};
+    replay r;
+    memset(&r, 0, sizeof r);
     r.fn = fn;
     r.ud = ud;
+    r.flags = flags;
     int rc = SW_OK;
     r.last_ns = INT64_MIN;
     for (size_t k = 0; k < tr->nchunks && rc == SW_OK; k++) {

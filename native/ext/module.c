@@ -238,6 +238,73 @@ static PyObject *Trace_events(TraceObject *self, PyObject *arg)
     return l;
 }
 
+typedef struct ext_collect {
+    PyObject *list;
+    uint32_t mask;           /* bit k: EXT kind k is wanted */
+} ext_collect;
+
+static int collect_ext(void *ud, const sw_event *ev)
+{
+    ext_collect *c = ud;
+    if (ev->kind != SW_EV_EXT || !ev->ext || ev->ext->kind >= 32 || !(c->mask & (1u << ev->ext->kind)))
+        return 0;
+    const sw_ext *x = ev->ext;
+    PyObject *t = Py_BuildValue("(ILINKKKKNNi)", x->kind, (long long)ev->t_ns, ev->depth,
+                                x->code == SW_EXT_NO_CODE ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(x->code),
+                                (unsigned long long)x->line, (unsigned long long)x->a,
+                                (unsigned long long)x->b, (unsigned long long)x->c,
+                                PyUnicode_DecodeUTF8(x->s1, (Py_ssize_t)strlen(x->s1), "replace"),
+                                PyUnicode_DecodeUTF8(x->s2, (Py_ssize_t)strlen(x->s2), "replace"),
+                                (int)x->malformed);
+    if (!t || PyList_Append(c->list, t) < 0) {
+        Py_XDECREF(t);
+        return 1;
+    }
+    Py_DECREF(t);
+    return 0;
+}
+
+/* ext_events(thread_pos, mask=all): the thread's EXT events of the kinds
+ * whose bit is set in mask, as tuples (kind, t_ns, depth, code or None,
+ * line, a, b, c, s1, s2, malformed); see reader.h, sw_ext. */
+static PyObject *Trace_ext_events(TraceObject *self, PyObject *args)
+{
+    Py_ssize_t i;
+    unsigned long mask = 0xffffffffUL;
+    if (!PyArg_ParseTuple(args, "n|k", &i, &mask))
+        return NULL;
+    if (i < 0 || (size_t)i >= sw_trace_thread_count(self->t))
+        return PyErr_Format(PyExc_IndexError, "no thread at position %zd", i);
+    ext_collect c = {PyList_New(0), (uint32_t)mask};
+    if (!c.list)
+        return NULL;
+    int rc = sw_trace_replay_ext(self->t, (size_t)i, SW_REPLAY_EXT, collect_ext, &c);
+    if (rc > 0 || PyErr_Occurred()) {
+        Py_DECREF(c.list);
+        return NULL;
+    }
+    return c.list;
+}
+
+static PyObject *Trace_ext_summary(TraceObject *self, PyObject *unused)
+{
+    (void)unused;
+    sw_ext_summary s;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_ext_summary_compute(self->t, &s);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return PyErr_NoMemory();
+    PyObject *counts = PyList_New(SW_EXT_KIND_LIMIT);
+    for (Py_ssize_t k = 0; counts && k < SW_EXT_KIND_LIMIT; k++)
+        PyList_SET_ITEM(counts, k, PyLong_FromUnsignedLongLong(s.count[k]));
+    return Py_BuildValue("{s:N,s:K,s:K,s:L,s:K,s:K}", "counts", counts, "malformed",
+                         (unsigned long long)s.malformed, "gc_pairs", (unsigned long long)s.gc_pairs, "gc_ns",
+                         (long long)s.gc_ns, "gc_collected", (unsigned long long)s.gc_collected,
+                         "gc_uncollectable", (unsigned long long)s.gc_uncollectable);
+}
+
 static PyObject *Trace_stats(TraceObject *self, PyObject *unused)
 {
     (void)unused;
@@ -339,6 +406,10 @@ static PyMethodDef Trace_methods[] = {
     {"threads", (PyCFunction)Trace_threads, METH_NOARGS, "threads() -> list of dicts, one per thread"},
     {"codes", (PyCFunction)Trace_codes, METH_NOARGS, "codes() -> {id: (kind, name, qualname, filename, firstlineno)}"},
     {"events", (PyCFunction)Trace_events, METH_O, "events(thread_pos) -> [(kind, t_ns, code, depth, synthetic)]"},
+    {"ext_events", (PyCFunction)Trace_ext_events, METH_VARARGS,
+     "ext_events(thread_pos, mask=all) -> [(kind, t_ns, depth, code, line, a, b, c, s1, s2, malformed)]"},
+    {"ext_summary", (PyCFunction)Trace_ext_summary, METH_NOARGS,
+     "ext_summary() -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable}"},
     {"stats", (PyCFunction)Trace_stats, METH_NOARGS, "stats() -> [(thread_pos, code, calls, total_ns, own_ns)]"},
     {"export", (PyCFunction)(void (*)(void))Trace_export, METH_VARARGS | METH_KEYWORDS,
      "export(format, path, min_duration_ns=0): write chrome JSON or perfetto protobuf"},

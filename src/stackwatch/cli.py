@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 from . import _dispatch, _native, api, cli_profile, handlers, probes
+from . import stats_events
 from .program import Program, UsageError, check_writable, resolve
 from .units import parse_duration_ns, parse_size
 
@@ -295,6 +296,7 @@ def cmd_stats(args):
             mine = [(r.code, r.calls, r.total_ns, r.own_ns) for r in rows if r.thread == i]
             title = f"thread {th['name'] or '?'} (tid {th['native_tid']}, {th['events']} events, {th['dropped']} dropped)"
             _table(out, title, t, mine, key, args.limit)
+    stats_events.print_event_tables(out, t, args.limit)
     return 0
 
 

@@ -7,7 +7,8 @@
  * The seeds cover: streamed chunks of several threads with a rename and
  * frames left open; ring mode (a sequence gap, chunks starting mid-stack);
  * a trace cut at a chunk boundary (no END); deep nesting (long chunk
- * prefixes); another time shift and clock rate; an empty trace.
+ * prefixes); another time shift and clock rate; EXT events of every kind;
+ * an empty trace.
  */
 #define _GNU_SOURCE
 #include "tracegen.h"
@@ -142,6 +143,24 @@ static int seed_shift(void)
     return done(&g, "shift.swt", 2.5e9);
 }
 
+static int seed_ext(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "ext.swt");
+    if (tg_open(&g, p, 4096, 0, 1, 1e9) || tg_codes(&g, 4, 1))
+        return 1;
+    tg_thread *a = tg_add_thread(&g, 6001, 0, "events", 11);
+    if (!a)
+        return 1;
+    tg_run(a, 10, 4);
+    tg_ext_all(a);
+    sw_tbuf_flush(a->b);
+    tg_ext(a, SW_EXT_GC_START, 0, 0, 0, 0, 0, NULL, NULL);  /* left open */
+    tg_run(a, 10, 4);
+    return done(&g, "ext.swt", 1e9);
+}
+
 static int seed_empty(void)
 {
     char p[4096];
@@ -163,7 +182,7 @@ int main(int argc, char **argv)
         perror(dir);
         return 1;
     }
-    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_empty();
+    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() | seed_empty();
     if (bad)
         fprintf(stderr, "make_seed: could not write every seed\n");
     return bad;
