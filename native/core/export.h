@@ -39,6 +39,9 @@ typedef int (*sw_slice_fn)(void *ud, size_t thread, const sw_event *ev);
  * kind, at the time of the thread's last event (for exporters that close
  * what they opened, e.g. a GC slice). */
 #define SW_WALK_THREAD_END 18
+/* The thread's sampler samples (format 1.2) are handed to fn in time order
+ * among its events, as events of this kind with `sample` set. */
+#define SW_WALK_SAMPLE 19
 int sw_export_walk(sw_trace *t, int64_t min_duration_ns, sw_slice_fn fn, void *ud);
 
 /* Name and category of an EXT event in the exports ("line 12", "line";

@@ -150,6 +150,46 @@ static void ext_event(chrome *c, uint64_t tid, const sw_event *ev)
     fputs("}}", c->out);
 }
 
+static const char *state_name(uint32_t state)
+{
+    switch (state) {
+    case 1: return "running";
+    case 2: return "gil_wait";
+    case 3: return "idle";
+    default: return "unknown";
+    }
+}
+
+/* A sampler sample: an instant named after the innermost frame, with the
+ * whole stack (outermost first) in args. */
+static void sample_event(chrome *c, uint64_t tid, const sw_trace_sample *s)
+{
+    const sw_frame_info *leaf = s->depth ? sw_trace_frame(c->t, s->frames[s->depth - 1]) : NULL;
+    sep(c);
+    fprintf(c->out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+    put_ts(c, s->t_ns);
+    fputs(",\"name\":", c->out);
+    json_str(c->out, leaf ? leaf->name : s->depth ? "?" : "(no Python frame)");
+    fputs(",\"cat\":\"sample\",\"args\":{\"stack\":\"", c->out);
+    for (uint32_t k = 0; k < s->depth; k++) {
+        const sw_frame_info *f = sw_trace_frame(c->t, s->frames[k]);
+        if (k)
+            fputc(';', c->out);
+        /* json_str without its quotes: the names are joined in one string. */
+        for (const unsigned char *p = (const unsigned char *)(f ? f->name : "?"); *p; p++) {
+            if (*p == '"' || *p == '\\')
+                fprintf(c->out, "\\%c", *p);
+            else if (*p < 0x20)
+                fprintf(c->out, "\\u%04x", *p);
+            else
+                fputc(*p, c->out);
+        }
+    }
+    fprintf(c->out, "\",\"state\":\"%s\",\"weight_us\":", state_name(s->state));
+    put_dur(c, s->weight_ns > INT64_MAX ? INT64_MAX : (int64_t)s->weight_ns);
+    fputs("}}", c->out);
+}
+
 static int chrome_event(void *ud, size_t thread, const sw_event *ev)
 {
     chrome *c = ud;
@@ -193,6 +233,10 @@ static int chrome_event(void *ud, size_t thread, const sw_event *ev)
     case SW_EV_EXT:
         if (ev->ext)
             ext_event(c, tid, ev);
+        break;
+    case SW_WALK_SAMPLE:
+        if (ev->sample)
+            sample_event(c, tid, ev->sample);
         break;
     case SW_WALK_THREAD_END:
         if (c->gc_open)

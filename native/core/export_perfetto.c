@@ -48,6 +48,12 @@
 #define F_DA_BOOL 2
 #define F_DA_UINT 3
 #define F_DA_STRING 6
+/* TrackEvent.callstack (TrackEvent.Callstack, inline) and its frames */
+#define F_TE_CALLSTACK 55
+#define F_CS_FRAMES 1
+#define F_CSF_FUNCTION 1
+#define F_CSF_FILE 2
+#define F_CSF_LINE 3
 #define TE_SLICE_BEGIN 1
 #define TE_SLICE_END 2
 #define TE_INSTANT 3
@@ -92,12 +98,18 @@ typedef struct perfetto {
     int first_on_seq;
     int failed;
     uint8_t *gc_described;   /* per thread: its "GC" track was described */
+    uint8_t *samples_described;  /* per thread: its "samples" track was described */
+    sw_bytes cs, fr;         /* a sample's callstack and one of its frames */
     size_t nthreads;
     int gc_open;             /* a GC slice is open on the current thread's GC track */
 } perfetto;
 
 static uint64_t thread_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + thread; }
 static uint64_t gc_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + p->nthreads + thread; }
+static uint64_t samples_uuid(const perfetto *p, size_t thread)
+{
+    return p->process_uuid + 1 + 2 * (uint64_t)p->nthreads + thread;
+}
 
 static void emit_packet(perfetto *p)
 {
@@ -192,23 +204,72 @@ static int gc_end(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *done)
     return send_event(p, thread, t_ns);
 }
 
+/* Describes a named track under the thread's track (its "GC" or
+ * "samples" track) before its first use. */
+static int describe_child(perfetto *p, size_t thread, uint64_t uuid, const char *name, uint8_t *described)
+{
+    if (*described)
+        return 0;
+    sw_bytes d = {0};
+    pb_varint(&d, F_TD_UUID, uuid);
+    pb_varint(&d, F_TD_PARENT_UUID, thread_uuid(p, thread));
+    pb_str(&d, F_TD_NAME, name);
+    pb_bytes(&p->pkt, F_PKT_TRACK_DESCRIPTOR, d.data, d.len);
+    int oom = d.failed;
+    sw_bytes_free(&d);
+    if (oom)
+        return p->failed = 1;
+    emit_packet(p);
+    *described = 1;
+    return 0;
+}
+
+static const char *state_name(uint32_t state)
+{
+    switch (state) {
+    case 1: return "running";
+    case 2: return "gil_wait";
+    case 3: return "idle";
+    default: return "unknown";
+    }
+}
+
+/* A sampler sample: an instant on the thread's "samples" track, named after
+ * the innermost frame, with the stack as its callstack (outermost first). */
+static int sample_event(perfetto *p, size_t thread, const sw_trace_sample *s)
+{
+    if (describe_child(p, thread, samples_uuid(p, thread), "samples", &p->samples_described[thread]))
+        return 1;
+    const sw_frame_info *leaf = s->depth ? sw_trace_frame(p->t, s->frames[s->depth - 1]) : NULL;
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, samples_uuid(p, thread));
+    pb_str(&p->ev, F_TE_NAME, leaf ? leaf->name : s->depth ? "?" : "(no Python frame)");
+    pb_str(&p->ev, F_TE_CATEGORIES, "sample");
+    p->cs.len = 0;
+    for (uint32_t k = 0; k < s->depth; k++) {
+        const sw_frame_info *f = sw_trace_frame(p->t, s->frames[k]);
+        p->fr.len = 0;
+        pb_str(&p->fr, F_CSF_FUNCTION, f ? f->name : "?");
+        if (f && f->filename[0])
+            pb_str(&p->fr, F_CSF_FILE, f->filename);
+        if (f && f->line)
+            pb_varint(&p->fr, F_CSF_LINE, f->line);
+        pb_bytes(&p->cs, F_CS_FRAMES, p->fr.data, p->fr.len);
+    }
+    if (s->depth)
+        pb_bytes(&p->ev, F_TE_CALLSTACK, p->cs.data, p->cs.len);
+    da_str(p, "state", state_name(s->state));
+    da_uint(p, "weight_ns", s->weight_ns);
+    if (p->cs.failed || p->fr.failed)
+        return p->failed = 1;
+    return send_event(p, thread, s->t_ns);
+}
+
 static int gc_begin(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *x)
 {
-    if (!p->gc_described[thread]) {
-        /* The thread's "GC" track, a child of its track, described before
-         * its first use. */
-        sw_bytes d = {0};
-        pb_varint(&d, F_TD_UUID, gc_uuid(p, thread));
-        pb_varint(&d, F_TD_PARENT_UUID, thread_uuid(p, thread));
-        pb_str(&d, F_TD_NAME, "GC");
-        pb_bytes(&p->pkt, F_PKT_TRACK_DESCRIPTOR, d.data, d.len);
-        int oom = d.failed;
-        sw_bytes_free(&d);
-        if (oom)
-            return p->failed = 1;
-        emit_packet(p);
-        p->gc_described[thread] = 1;
-    }
+    if (describe_child(p, thread, gc_uuid(p, thread), "GC", &p->gc_described[thread]))
+        return 1;
     char name[64];
     snprintf(name, sizeof name, "GC (generation %llu)", (unsigned long long)x->a);
     p->ev.len = 0;
@@ -321,6 +382,8 @@ static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
         break;
     case SW_EV_EXT:
         return ev->ext ? ext_event(p, thread, ev) : 0;
+    case SW_WALK_SAMPLE:
+        return ev->sample ? sample_event(p, thread, ev->sample) : 0;
     case SW_WALK_THREAD_END:
         return p->gc_open ? gc_end(p, thread, ev->t_ns, NULL) : 0;
     default:
@@ -345,9 +408,11 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     p.seen = calloc(p.limit ? p.limit : 1, 1);
     p.nthreads = sw_trace_thread_count(t);
     p.gc_described = calloc(p.nthreads ? p.nthreads : 1, 1);
-    if (!p.seen || !p.gc_described) {
+    p.samples_described = calloc(p.nthreads ? p.nthreads : 1, 1);
+    if (!p.seen || !p.gc_described || !p.samples_described) {
         free(p.seen);
         free(p.gc_described);
+        free(p.samples_described);
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
@@ -385,6 +450,9 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     sw_bytes_free(&p.tmp);
     free(p.seen);
     free(p.gc_described);
+    free(p.samples_described);
+    sw_bytes_free(&p.cs);
+    sw_bytes_free(&p.fr);
     if (rc == SW_ENOMEM || oom) {
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;

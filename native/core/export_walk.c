@@ -21,15 +21,40 @@ typedef struct walk {
     size_t ndur, next;
     int64_t min;
     int64_t last_ns;         /* time of the last event replayed */
+    sw_sample_cursor *sc;    /* the thread's samples */
+    sw_trace_sample sample; /* the next sample, if has_next */
+    int has_next;
     uint8_t *kept;           /* per open slice: was its start emitted */
     size_t depth, cap;
     int oom;
 } walk;
 
+/* Hands fn the thread's samples up to time `until`. */
+static int samples_until(walk *w, int64_t until)
+{
+    while (w->has_next && w->sample.t_ns <= until) {
+        sw_event se = {w->sample.t_ns, 0, 0, SW_WALK_SAMPLE, 0, NULL, &w->sample};
+        if (w->sample.t_ns > w->last_ns)
+            w->last_ns = w->sample.t_ns;
+        int rc = w->fn(w->ud, w->thread, &se);
+        if (rc)
+            return rc;
+        int n = sw_sample_cursor_next(w->sc, &w->sample);
+        if (n < 0)
+            return w->oom = 1;
+        w->has_next = n == 1;
+    }
+    return 0;
+}
+
 static int walk_event(void *ud, const sw_event *ev)
 {
     walk *w = ud;
-    w->last_ns = ev->t_ns;
+    int src = samples_until(w, ev->t_ns);
+    if (src)
+        return src;
+    if (ev->t_ns > w->last_ns)
+        w->last_ns = ev->t_ns;
     int enter = ev->kind == SW_OP_CALL || ev->kind == SW_OP_RESUME || ev->kind == SW_OP_C_CALL;
     int exit_ = ev->kind == SW_OP_RETURN || ev->kind == SW_OP_YIELD || ev->kind == SW_OP_UNWIND ||
                 ev->kind == SW_OP_C_RETURN;
@@ -68,12 +93,21 @@ int sw_export_walk(sw_trace *t, int64_t min_duration_ns, sw_slice_fn fn, void *u
                 return SW_ENOMEM;
             w.dur = dur;
         }
-        int rc = sw_trace_replay_ext(t, th, SW_REPLAY_EXT, walk_event, &w);
+        w.last_ns = INT64_MIN;
+        w.sc = sw_sample_cursor_new(t, th);
+        int n = w.sc ? sw_sample_cursor_next(w.sc, &w.sample) : SW_ENOMEM;
+        if (n < 0)
+            w.oom = 1;
+        w.has_next = n == 1;
+        int rc = w.oom ? 1 : sw_trace_replay_ext(t, th, SW_REPLAY_EXT, walk_event, &w);
+        if (rc == SW_OK || rc < 0)
+            rc = samples_until(&w, INT64_MAX) ? 1 : rc;
         if (rc == SW_OK || rc < 0) {
-            sw_event end = {w.last_ns, 0, 0, SW_WALK_THREAD_END, 1, NULL};
+            sw_event end = {w.last_ns == INT64_MIN ? 0 : w.last_ns, 0, 0, SW_WALK_THREAD_END, 1, NULL, NULL};
             if (fn(ud, th, &end))
                 rc = 1;
         }
+        sw_sample_cursor_free(w.sc);
         free(dur);
         free(w.kept);
         if (w.oom)

@@ -36,6 +36,7 @@ typedef struct sw_thread_info {
     uint64_t chunks;         /* events chunks read */
     uint64_t events;         /* events those chunks declare */
     uint64_t dropped;        /* events the writer reported lost */
+    uint64_t samples;        /* sampler samples of this thread (format 1.2) */
 } sw_thread_info;
 
 typedef struct sw_meta_entry {
@@ -81,6 +82,8 @@ typedef struct sw_ext {
     const char *s1, *s2;
 } sw_ext;
 
+typedef struct sw_trace_sample sw_trace_sample;
+
 typedef struct sw_event {
     int64_t t_ns;            /* since the clock's calibration point */
     uint32_t code;           /* code id of the frame opened or closed */
@@ -88,6 +91,7 @@ typedef struct sw_event {
     uint8_t kind;            /* SW_OP_* or SW_EV_DROPPED */
     uint8_t synthetic;       /* made up by the reader to balance the stream */
     const sw_ext *ext;       /* SW_EV_EXT only, else NULL */
+    const sw_trace_sample *sample;  /* export.h SW_WALK_SAMPLE only, else NULL */
 } sw_event;
 
 /* Returns nonzero to stop the replay (sw_trace_replay then returns it). */
@@ -132,5 +136,45 @@ int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud);
  * depth of the frames open then). Unknown kinds are skipped. */
 #define SW_REPLAY_EXT 1u
 int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, void *ud);
+
+/* ---- Samples of the statistical sampler (format 1.2) ----
+ *
+ * Threads are matched to samples by threading ident (then native thread
+ * id); a sampled thread the trace has no events of gets an entry of its own
+ * in the thread list (no chunks, name ""). Sample times are in the same
+ * nanoseconds as events. */
+
+typedef struct sw_frame_info {
+    uint32_t id;
+    uint8_t kind;            /* SW_FRAME_PYTHON or SW_FRAME_NATIVE */
+    const char *name, *filename;
+    uint32_t line;
+} sw_frame_info;
+
+struct sw_trace_sample {
+    int64_t t_ns;
+    uint32_t thread;         /* position in the thread list */
+    uint32_t state, flags;   /* sample.h SW_STATE_*, SW_SAMPLE_* */
+    uint64_t weight_ns;      /* time the sample stands for */
+    uint64_t cpu_ns;         /* CPU time since the thread's previous sample, or UINT64_MAX */
+    uint32_t depth;
+    const uint32_t *frames;  /* frame ids, outermost first (sw_trace_frame) */
+};
+
+/* Highest frame id + 1; sw_trace_frame() returns NULL for ids never defined. */
+uint32_t sw_trace_frame_limit(const sw_trace *t);
+const sw_frame_info *sw_trace_frame(const sw_trace *t, uint32_t id);
+/* Samples of threads in the list (and those that could not be given one:
+ * more than 4096 distinct sampled threads). */
+uint64_t sw_trace_sample_count(const sw_trace *t);
+uint64_t sw_trace_samples_unattributed(const sw_trace *t);
+
+/* Iterates the samples of one thread (or of all, thread == SIZE_MAX) in
+ * file order (time order for one sampler). next() returns 1 and fills *out
+ * (valid until the next call), 0 at the end. */
+typedef struct sw_sample_cursor sw_sample_cursor;
+sw_sample_cursor *sw_sample_cursor_new(sw_trace *t, size_t thread);
+int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out);
+void sw_sample_cursor_free(sw_sample_cursor *c);
 
 #endif

@@ -12,6 +12,15 @@ StatRow = namedtuple("StatRow", "thread code calls total_ns own_ns")
 # kind's data as a dict.
 ExtEvent = namedtuple("ExtEvent", "kind t_ns thread depth code line data")
 
+# A sampler sample (`stackwatch run --sample`, format 1.2): time (trace
+# clock ns, like events), thread position, state ("running", "gil_wait",
+# "idle", "unknown"), the wall time it stands for, the CPU time since the
+# thread's previous sample (None if unknown), and the stack, outermost frame
+# first, as SampleFrame tuples.
+Sample = namedtuple("Sample", "t_ns thread state weight_ns cpu_ns stack")
+SampleFrame = namedtuple("SampleFrame", "name filename line native")
+_STATES = {0: "unknown", 1: "running", 2: "gil_wait", 3: "idle"}
+
 # EXT kinds by number (format.h SW_EXT_*), named like the dispatch layer's
 # event kinds (stackwatch.EVENTS).
 EXT_KINDS = {
@@ -77,6 +86,11 @@ class Trace:
     def complete(self):
         return self._t.complete
 
+    @property
+    def end_ns(self):
+        """When tracing stopped (ns, like event times), or -1 if unknown."""
+        return self._t.end_ns
+
     def events(self, thread):
         """The events of the thread at position ``thread``, in order."""
         return [Event(*e) for e in self._t.events(thread)]
@@ -112,6 +126,19 @@ class Trace:
         return {"counts": counts, "malformed": s["malformed"], "gc_collections": s["gc_pairs"],
                 "gc_ns": s["gc_ns"], "gc_collected": s["gc_collected"],
                 "gc_uncollectable": s["gc_uncollectable"]}
+
+    def samples(self, thread=None):
+        """The sampler's samples of the thread at position ``thread`` (all
+        threads when None), in time order: a list of Sample."""
+        frames = {i: SampleFrame(name, filename, line, kind == 1)
+                  for i, (kind, name, filename, line) in self._t.sample_frames().items()}
+        unknown = SampleFrame("?", "", 0, False)
+        return [Sample(t_ns, pos, _STATES.get(state, "unknown"), weight, cpu,
+                       tuple(frames.get(f, unknown) for f in stack))
+                for t_ns, pos, state, _flags, weight, cpu, stack in self._t.samples(-1 if thread is None else thread)]
+
+    def sample_count(self):
+        return sum(t["samples"] for t in self.threads)
 
     def stats(self):
         return [StatRow(*r) for r in self._t.stats()]

@@ -1,7 +1,8 @@
 /*
  * fuzz_reader.c - libFuzzer target for the trace reader and everything that
  * consumes it: sw_trace_open_mem, replay of every thread, sw_stats_compute,
- * sw_slice_durations, the EXT replay and sw_ext_summary_compute, and both
+ * sw_slice_durations, the EXT replay and sw_ext_summary_compute, the
+ * sampler samples (format 1.2), and both
  * exporters (into memory streams).
  *
  * Chunks are protected by a CRC, so almost every mutation of a valid trace
@@ -184,6 +185,30 @@ static void exercise(const uint8_t *data, size_t len)
             if (rows[k].thread >= nth || rows[k].code >= limit)
                 fail("stats row out of range", NULL);
         free(rows);
+    }
+    /* Samples: every one on a listed thread, frames readable. */
+    for (size_t pass = 0; pass < 2; pass++) {
+        sw_sample_cursor *sc = sw_sample_cursor_new(t, pass ? 0 : SIZE_MAX);
+        if (!sc)
+            break;
+        sw_trace_sample smp;
+        uint64_t got = 0;
+        int n;
+        while ((n = sw_sample_cursor_next(sc, &smp)) == 1) {
+            got++;
+            if (smp.thread >= nth || (pass && smp.thread != 0))
+                fail("sample on a thread not in the list", NULL);
+            for (uint32_t k = 0; k < smp.depth; k++)
+                if (sw_trace_frame(t, smp.frames[k]) && sw_trace_frame(t, smp.frames[k])->id != smp.frames[k])
+                    fail("sample frame", NULL);
+        }
+        if (n < 0 && n != SW_ENOMEM)
+            fail("sample iteration failed after a clean load", NULL);
+        if (!pass && n == 0 && got != sw_trace_sample_count(t))
+            fail("sample count", NULL);
+        sw_sample_cursor_free(sc);
+        if (!nth)
+            break;
     }
     sw_ext_summary xs;
     if (sw_ext_summary_compute(t, &xs) == SW_OK && xs.gc_ns < 0)

@@ -8,9 +8,10 @@
  * frames left open; ring mode (a sequence gap, chunks starting mid-stack);
  * a trace cut at a chunk boundary (no END); deep nesting (long chunk
  * prefixes); another time shift and clock rate; EXT events of every kind;
- * an empty trace.
+ * sampler samples (format 1.2); an empty trace.
  */
 #define _GNU_SOURCE
+#include "sample_stream.h"
 #include "tracegen.h"
 
 #include <errno.h>
@@ -161,6 +162,37 @@ static int seed_ext(void)
     return done(&g, "ext.swt", 1e9);
 }
 
+static int seed_samples(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "samples.swt");
+    if (tg_open(&g, p, 4096, 0, 0, 1e9) || tg_codes(&g, 3, 0))
+        return 1;
+    tg_thread *a = tg_add_thread(&g, 8001, 180001, "main", 12);
+    if (!a)
+        return 1;
+    tg_run(a, 20, 4);
+    sw_sample_stream *st = sw_sample_stream_new(g.w, 5000000000ull, "/skip/");
+    if (!st)
+        return 1;
+    sw_sample_code c[3] = {{1, "outer", "/a.py", 5, 5, 1, SW_NO_ID},
+                           {2, "inner", "/a.py", 5, 5, 9, SW_NO_ID},
+                           {3, "own", "/skip/x.py", 3, 10, 2, SW_NO_ID}};
+    sw_sample_code *fr[3] = {&c[1], &c[2], &c[0]};
+    for (int i = 0; i < 6; i++) {
+        sw_sample s = {i % 3 ? 180001 : 777, 8001, 5000000000ll + i * 1000, 1000, (uint32_t)(i % 4), 0, fr,
+                       (uint32_t)(i % 4), i % 2 ? SW_NO_CPU : 500};
+        sw_sample_stream_sink(st, &s);
+        if (i == 2)
+            sw_sample_stream_flush(st);
+    }
+    sw_sample_stream_flush(st);
+    sw_sample_stream_free(st);
+    tg_run(a, 10, 4);
+    return done(&g, "samples.swt", 1e9);
+}
+
 static int seed_empty(void)
 {
     char p[4096];
@@ -182,7 +214,7 @@ int main(int argc, char **argv)
         perror(dir);
         return 1;
     }
-    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() | seed_empty();
+    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() | seed_samples() | seed_empty();
     if (bad)
         fprintf(stderr, "make_seed: could not write every seed\n");
     return bad;
