@@ -7,6 +7,7 @@
 #include "session.h"
 
 #include "dispatch.h"
+#include "sampler_trace.h"
 
 #include "../core/analysis.h"
 #include "../core/export.h"
@@ -60,6 +61,8 @@ static PyObject *py_stop(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
+    if (sw_S.gen)
+        sw_sampler_trace_detach();  /* its last samples before END */
     return sw_session_stop();
 }
 

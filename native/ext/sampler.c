@@ -56,8 +56,35 @@ typedef struct {
 
 int sw_sampler_add_to_module(PyObject *m);
 
+/* The sampler writing into the trace file (trace mode), while it runs. */
+static SamplerObject *trace_sampler;
+
+/* Stops a trace-mode sampler's thread and writes its last samples. */
+static int stop_trace_sampler(SamplerObject *self)
+{
+    int rc;
+    if (trace_sampler == self)
+        trace_sampler = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_sampler_stop(self->s);
+    if (rc == SW_OK)
+        rc = sw_sample_stream_flush(self->stream);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+void sw_sampler_trace_detach(void)
+{
+    SamplerObject *self = trace_sampler;
+    if (self && self->s && !sw_sampler_in_forked_child(self->s))
+        stop_trace_sampler(self);
+    trace_sampler = NULL;
+}
+
 static void Sampler_dealloc(SamplerObject *self)
 {
+    if (trace_sampler == self)
+        trace_sampler = NULL;
     if (self->s && sw_sampler_in_forked_child(self->s)) {
         /* Its thread and locks belong to the parent: leak, never touch. */
     } else {
@@ -180,6 +207,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
             return NULL;
         }
         self->started = 1;
+        trace_sampler = self;
         Py_RETURN_NONE;
     }
     self->prof = sw_profile_new();
@@ -272,23 +300,26 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
         return NULL;
     }
     int rc;
+    if (self->stream) {
+        /* The thread stops, then the rest of the samples go to the file,
+         * before the session closes it. */
+        if (trace_sampler != self) {
+            PyErr_SetString(PyExc_RuntimeError, "this sampler is not running (the trace session stopped it)");
+            return NULL;
+        }
+        rc = stop_trace_sampler(self);
+        if (rc != SW_OK) {
+            PyErr_Format(PyExc_OSError, "writing samples into the trace failed (%s)", sw_strerror(rc));
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
     Py_BEGIN_ALLOW_THREADS
     rc = sw_sampler_stop(self->s);
     Py_END_ALLOW_THREADS
     if (rc != SW_OK) {
         PyErr_SetString(PyExc_RuntimeError, "this profiler is not running");
         return NULL;
-    }
-    if (self->stream) {
-        /* The thread has stopped: the rest of the samples go to the file
-         * now, before the session closes it. */
-        Py_BEGIN_ALLOW_THREADS
-        rc = sw_sample_stream_flush(self->stream);
-        Py_END_ALLOW_THREADS
-        if (rc != SW_OK) {
-            PyErr_Format(PyExc_OSError, "writing samples into the trace failed (%s)", sw_strerror(rc));
-            return NULL;
-        }
     }
     Py_RETURN_NONE;
 }

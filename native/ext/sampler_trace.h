@@ -13,4 +13,10 @@
  * mono0_ns), or NULL when no session records. Called with the GIL. */
 sw_writer *sw_session_writer(uint64_t *mono0_ns);
 
+/* Stops the sampler writing into the session's file, if one runs, and
+ * writes its last samples: called by the session's stop before the writer
+ * closes, so that no sample is ever written through a closed or freed
+ * writer (whatever order the Python layer stops things in). With the GIL. */
+void sw_sampler_trace_detach(void);
+
 #endif

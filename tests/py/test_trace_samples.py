@@ -92,7 +92,12 @@ def test_samples_inside_a_long_c_call(traced, thread, func, seconds, state):
     assert core and all(func in [f.name for f in s.stack] for s in core)
     assert all(s.stack[-1].name == func for s in core)  # no Python frame below it: a C call
     expected = dur / RATE_NS
-    assert 0.6 * expected <= len(inside) <= 1.1 * expected + 2, (len(inside), expected)
+    # One sample per interval; a round the sampler could not make in time
+    # (a loaded machine) is skipped, and the next sample's weight says how
+    # many intervals it stands for.
+    rounds = sum(max(1, round(s.weight_ns / RATE_NS)) for s in inside)
+    assert 0.85 * expected <= rounds <= 1.1 * expected + 2, (rounds, len(inside), expected)
+    assert 0.25 * expected <= len(inside) <= 1.1 * expected + 2, (len(inside), expected)
     # The samples' weights (wall time since the previous round) add up to
     # the slice's duration.
     assert abs(sum(s.weight_ns for s in inside) - dur) <= 0.15 * dur + 3 * RATE_NS
@@ -231,3 +236,29 @@ def test_cli_sample_before_the_program(tmp_path):
     assert Trace(str(tmp_path / "o.swt")).sample_count() > 20
     r = run(["run", "--sample", "--no-trace", "--probes", str(prog)])
     assert r.returncode == 2 and "--no-trace" in r.stderr
+
+
+def test_session_stop_stops_the_sampler_first(tmp_path):
+    """The session's own stop (here called directly, bypassing the API's
+    order) stops the sampler and writes its last samples before END: the
+    writer is never used after it closes."""
+    import time
+
+    from stackwatch import _native, api
+    p = str(tmp_path / "d.swt")
+    stackwatch.start(p, sample="200us")
+    sampler = api._sampler
+    time.sleep(0.05)
+    _native.stop()
+    _native.set_file_events(0, None)
+    time.sleep(0.01)
+    with pytest.raises(RuntimeError, match="not running"):
+        sampler.stop()
+    stats = sampler.stats()
+    api._sampler = None
+    api._session = None
+    stackwatch.stop() if stackwatch.is_tracing() else None
+    t = Trace(p)
+    assert t.complete and t.damage is None
+    assert t.sample_count() == stats["stored"] > 50 and stats["dropped"] == 0
+    assert all(s.t_ns <= t.end_ns for s in t.samples())
