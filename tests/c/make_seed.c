@@ -176,13 +176,18 @@ static int seed_samples(void)
     sw_sample_stream *st = sw_sample_stream_new(g.w, 5000000000ull, "/skip/");
     if (!st)
         return 1;
-    sw_sample_code c[3] = {{1, "outer", "/a.py", 5, 5, 1, SW_NO_ID},
-                           {2, "inner", "/a.py", 5, 5, 9, SW_NO_ID},
-                           {3, "own", "/skip/x.py", 3, 10, 2, SW_NO_ID}};
+    sw_sample_code c[3] = {
+        {.addr = 1, .name = "outer", .filename = "/a.py", .name_len = 5, .filename_len = 5, .firstlineno = 1,
+         .sink_id = SW_NO_ID},
+        {.addr = 2, .name = "inner", .filename = "/a.py", .name_len = 5, .filename_len = 5, .firstlineno = 9,
+         .sink_id = SW_NO_ID},
+        {.addr = 3, .name = "own", .filename = "/skip/x.py", .name_len = 3, .filename_len = 10, .firstlineno = 2,
+         .sink_id = SW_NO_ID}};
     sw_sample_code *fr[3] = {&c[1], &c[2], &c[0]};
     for (int i = 0; i < 6; i++) {
-        sw_sample s = {i % 3 ? 180001 : 777, 8001, 5000000000ll + i * 1000, 1000, (uint32_t)(i % 4), 0, fr,
-                       (uint32_t)(i % 4), i % 2 ? SW_NO_CPU : 500};
+        sw_sample s = {.thread_id = i % 3 ? 180001 : 777, .native_tid = 8001, .t_ns = 5000000000ll + i * 1000,
+                       .weight_ns = 1000, .depth = (uint32_t)(i % 4), .frames = fr, .state = (uint32_t)(i % 4),
+                       .cpu_ns = i % 2 ? SW_NO_CPU : 500};
         sw_sample_stream_sink(st, &s);
         if (i == 2)
             sw_sample_stream_flush(st);

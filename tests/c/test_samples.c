@@ -35,11 +35,14 @@ static sw_trace *open_path(const char *p)
 }
 
 /* Code objects as the stack reader hands them out. */
+#define CODE(a, n, f, l) \
+    {.addr = a, .name = n, .filename = f, .name_len = sizeof n - 1, .filename_len = sizeof f - 1, \
+     .firstlineno = l, .sink_id = SW_NO_ID}
 static sw_sample_code codes[4] = {
-    {0x1000, "main", "/app/prog.py", 4, 12, 10, SW_NO_ID},
-    {0x2000, "work", "/app/prog.py", 4, 12, 20, SW_NO_ID},
-    {0x3000, "wrapper", "/site/stackwatch/cli.py", 7, 23, 5, SW_NO_ID},
-    {0x4000, "leaf \"q\"", "/app/lib.py", 10, 11, 30, SW_NO_ID},
+    CODE(0x1000, "main", "/app/prog.py", 10),
+    CODE(0x2000, "work", "/app/prog.py", 20),
+    CODE(0x3000, "wrapper", "/site/stackwatch/cli.py", 5),
+    CODE(0x4000, "leaf \"q\"", "/app/lib.py", 30),
 };
 
 /* Feeds one sample: frames given outermost first (the sink takes them
@@ -50,7 +53,8 @@ static void feed(sw_sample_stream *st, uint64_t ident, uint64_t tid, int64_t mon
     sw_sample_code *fr[8];
     for (int i = 0; i < n; i++)
         fr[i] = &codes[outer_first[n - 1 - i]];
-    sw_sample s = {ident, tid, mono, 1000000, (uint32_t)n, 0, fr, state, SW_NO_CPU};
+    sw_sample s = {.thread_id = ident, .native_tid = tid, .t_ns = mono, .weight_ns = 1000000,
+                   .depth = (uint32_t)n, .frames = fr, .state = state, .cpu_ns = SW_NO_CPU};
     sw_sample_stream_sink(st, &s);
 }
 
