@@ -100,21 +100,23 @@ void sw_sample_stream_sink(void *ud, sw_sample *s)
     sw_bytes_varint(o, s->cpu_ns == SW_NO_CPU ? 0 : s->cpu_ns + 1);
     sw_bytes_varint(o, s->state);
     sw_bytes_varint(o, s->flags);
-    /* Depth after leaving out skipped frames, then the frames outermost
-     * first (frames[] is leaf first). */
+    /* The frames inner to the innermost skipped one (stackwatch's own
+     * frames and the wrapper frames that called them, e.g. runpy's under
+     * "python -m stackwatch", are not the program's), outermost first
+     * (frames[] is leaf first). */
     uint32_t depth = 0;
-    for (uint32_t i = 0; i < s->depth; i++) {
-        uint32_t id = frame_id(st, s->frames[i]);
+    for (; depth < s->depth; depth++) {
+        uint32_t id = frame_id(st, s->frames[depth]);
         if (id == SW_NO_ID) {
             st->st.lost++;
             return;
         }
-        depth += id != SKIP_ID;
+        if (id == SKIP_ID)
+            break;
     }
     sw_bytes_varint(o, depth);
-    for (uint32_t i = s->depth; i-- > 0;)
-        if (s->frames[i]->sink_id != SKIP_ID)
-            sw_bytes_varint(o, s->frames[i]->sink_id);
+    for (uint32_t i = depth; i-- > 0;)
+        sw_bytes_varint(o, s->frames[i]->sink_id);
     size_t mark = st->body.len;
     sw_bytes_varint(&st->body, o->len);
     sw_bytes_put(&st->body, o->data, o->len);

@@ -14,9 +14,10 @@
  *
  * Only one thread may use a stream at a time: the sampler's thread while it
  * runs, the owner after it stopped. The writer must outlive the stream's
- * last flush. Frames whose file name starts with skip_prefix (stackwatch's
- * own package) are left out of the stacks, as the tracer leaves them out
- * of the trace.
+ * last flush. A frame whose file name starts with skip_prefix
+ * (stackwatch's own package) is left out of the stack together with the
+ * frames outside it (whoever called stackwatch: "python -m stackwatch"'s
+ * runpy frames), as the tracer leaves them out of the trace.
  */
 #ifndef SW_SAMPLE_STREAM_H
 #define SW_SAMPLE_STREAM_H

@@ -188,9 +188,10 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
         /* Samples into the running trace file, on its clock. */
         uint64_t mono0 = 0;
         sw_writer *w = sw_session_writer(&mono0);
-        if (!w) {
+        if (!w || trace_sampler) {
             sw_pystack_free(r);
-            PyErr_SetString(PyExc_RuntimeError, "samples into a trace need a running trace session");
+            PyErr_SetString(PyExc_RuntimeError, w ? "a sampler already writes into this trace"
+                                                  : "samples into a trace need a running trace session");
             return NULL;
         }
         self->stream = sw_sample_stream_new(w, mono0, self->skip_prefix);

@@ -91,6 +91,8 @@ def test_samples_inside_a_long_c_call(traced, thread, func, seconds, state):
     core = [s for s in inside if start + 2_000_000 <= s.t_ns <= end - 2_000_000]
     assert core and all(func in [f.name for f in s.stack] for s in core)
     assert all(s.stack[-1].name == func for s in core)  # no Python frame below it: a C call
+    if thread == "MainThread":  # the program's own frames only, as in the trace
+        assert all(s.stack[0].name == "<module>" and s.stack[0].filename.endswith("prog.py") for s in core)
     expected = dur / RATE_NS
     # One sample per interval; a round the sampler could not make in time
     # (a loaded machine) is skipped, and the next sample's weight says how
@@ -262,3 +264,14 @@ def test_session_stop_stops_the_sampler_first(tmp_path):
     assert t.complete and t.damage is None
     assert t.sample_count() == stats["stored"] > 50 and stats["dropped"] == 0
     assert all(s.t_ns <= t.end_ns for s in t.samples())
+
+
+def test_trace_mode_sampler_needs_a_session_and_is_alone(tmp_path):
+    from stackwatch import _native
+    with pytest.raises(RuntimeError, match="running trace session"):
+        _native.Sampler(1_000_000, trace=True).start()
+    with stackwatch.trace(str(tmp_path / "one.swt"), sample="1ms"):
+        with pytest.raises(RuntimeError, match="already writes"):
+            _native.Sampler(1_000_000, trace=True).start()
+    with pytest.raises(ValueError, match="wall"):
+        _native.Sampler(1_000_000, trace=True, mode="cpu")
