@@ -36,7 +36,8 @@ def print_event_tables(out, t, limit):
             if "type" not in e.data:
                 continue
             c = t.codes.get(e.code)
-            loc = f"{c.qualname}  ({c.filename}:{e.line})" if c else f"<code {e.code}>:{e.line}"
+            line = e.line or "?"   # 0: the instruction has no line (a handler's start)
+            loc = f"{c.qualname}  ({c.filename}:{line})" if c else f"<code {e.code}>:{line}"
             where[(e.data["type"], loc)] += 1
         title = "exceptions raised" if kind == "raise" else "exceptions handled"
         print(f"\n{title} (by type and location)", file=out)
