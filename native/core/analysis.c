@@ -163,3 +163,52 @@ int sw_slice_durations(sw_trace *t, size_t thread, int64_t **dur, size_t *n)
     *n = s.n;
     return SW_OK;
 }
+
+typedef struct ext_state {
+    sw_ext_summary *out;
+    int gc_open;             /* a collection started on this thread */
+    int64_t gc_start;
+} ext_state;
+
+static int ext_event(void *ud, const sw_event *ev)
+{
+    ext_state *s = ud;
+    if (ev->kind != SW_EV_EXT || !ev->ext)
+        return 0;
+    const sw_ext *x = ev->ext;
+    sw_ext_summary *o = s->out;
+    if (x->kind < SW_EXT_KIND_LIMIT)
+        o->count[x->kind]++;
+    if (x->malformed) {
+        o->malformed++;
+        return 0;
+    }
+    if (x->kind == SW_EXT_GC_START) {
+        s->gc_open = 1;
+        s->gc_start = ev->t_ns;
+    } else if (x->kind == SW_EXT_GC_DONE) {
+        o->gc_collected += x->b;
+        o->gc_uncollectable += x->c;
+        if (s->gc_open && ev->t_ns >= s->gc_start) {
+            /* Times are within +-2^61 ns (reader.c): the difference fits;
+             * the sum saturates. */
+            int64_t d = ev->t_ns - s->gc_start;
+            o->gc_pairs++;
+            o->gc_ns = o->gc_ns > INT64_MAX - d ? INT64_MAX : o->gc_ns + d;
+        }
+        s->gc_open = 0;
+    }
+    return 0;
+}
+
+int sw_ext_summary_compute(sw_trace *t, sw_ext_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t th = 0; th < sw_trace_thread_count(t); th++) {
+        ext_state s = {out, 0, 0};
+        int rc = sw_trace_replay_ext(t, th, SW_REPLAY_EXT, ext_event, &s);
+        if (rc == SW_ENOMEM)
+            return rc;
+    }
+    return SW_OK;
+}

@@ -23,4 +23,17 @@ int sw_stats_compute(sw_trace *t, sw_stat_row **rows, size_t *nrows);
  * entry per enter event the replay delivers). Caller frees *dur. */
 int sw_slice_durations(sw_trace *t, size_t thread, int64_t **dur, size_t *n);
 
+/* EXT events of the whole trace (all threads), counted by kind. GC time
+ * is the sum over GC_START..GC_DONE pairs of one thread. */
+#define SW_EXT_KIND_LIMIT 14  /* kinds 0..13 (format.h SW_EXT_*) */
+typedef struct sw_ext_summary {
+    uint64_t count[SW_EXT_KIND_LIMIT];  /* index SW_EXT_*; kinds 2..13 */
+    uint64_t malformed;      /* events whose payload did not decode */
+    uint64_t gc_pairs;       /* collections with both start and done */
+    int64_t gc_ns;           /* their total duration */
+    uint64_t gc_collected, gc_uncollectable;  /* sums over GC_DONE events */
+} sw_ext_summary;
+
+int sw_ext_summary_compute(sw_trace *t, sw_ext_summary *out);
+
 #endif

@@ -8,6 +8,12 @@
  *    sequence per thread, names and source locations interned per sequence,
  *    timestamps in nanoseconds of CLOCK_BOOTTIME (Perfetto's default).
  *
+ * EXT events (line, instruction, exception, object and thread events) are
+ * instant events on their thread's track with their data as args / debug
+ * annotations; a garbage collection is a slice from GC_START to GC_DONE
+ * (Chrome: a complete "X" event on the thread; Perfetto: a slice on a "GC"
+ * track under the thread's track). ext_name() gives both the same names.
+ *
  * Both write to a FILE the caller opened. Returns 0, or a negative code with
  * a message in err.
  */
@@ -26,8 +32,20 @@ int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err,
 int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen);
 
 /* Shared by the exporters: walks each thread's slices, leaving out those
- * shorter than min_duration_ns (and, consistently, their ends). */
+ * shorter than min_duration_ns (and, consistently, their ends), and its EXT
+ * events (SW_EV_EXT). */
 typedef int (*sw_slice_fn)(void *ud, size_t thread, const sw_event *ev);
+/* After each thread's events the walk also hands fn one event of this
+ * kind, at the time of the thread's last event (for exporters that close
+ * what they opened, e.g. a GC slice). */
+#define SW_WALK_THREAD_END 18
+/* The thread's sampler samples (format 1.2) are handed to fn in time order
+ * among its events, as events of this kind with `sample` set. */
+#define SW_WALK_SAMPLE 19
 int sw_export_walk(sw_trace *t, int64_t min_duration_ns, sw_slice_fn fn, void *ud);
+
+/* Name and category of an EXT event in the exports ("line 12", "line";
+ * "raise ValueError", "exception"; ...), written into buf. */
+const char *sw_export_ext_name(const sw_ext *x, char *buf, size_t len, const char **category);
 
 #endif

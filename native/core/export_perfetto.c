@@ -42,6 +42,18 @@
 #define F_TE_TRACK_UUID 11
 #define F_TE_NAME 23
 #define F_TE_SOURCE_LOCATION_IID 34
+#define F_TE_DEBUG_ANNOTATIONS 4
+/* DebugAnnotation */
+#define F_DA_NAME 10
+#define F_DA_BOOL 2
+#define F_DA_UINT 3
+#define F_DA_STRING 6
+/* TrackEvent.callstack (TrackEvent.Callstack, inline) and its frames */
+#define F_TE_CALLSTACK 55
+#define F_CS_FRAMES 1
+#define F_CSF_FUNCTION 1
+#define F_CSF_FILE 2
+#define F_CSF_LINE 3
 #define TE_SLICE_BEGIN 1
 #define TE_SLICE_END 2
 #define TE_INSTANT 3
@@ -85,9 +97,19 @@ typedef struct perfetto {
     size_t cur_thread;
     int first_on_seq;
     int failed;
+    uint8_t *gc_described;   /* per thread: its "GC" track was described */
+    uint8_t *samples_described;  /* per thread: its "samples" track was described */
+    sw_bytes cs, fr;         /* a sample's callstack and one of its frames */
+    size_t nthreads;
+    int gc_open;             /* a GC slice is open on the current thread's GC track */
 } perfetto;
 
 static uint64_t thread_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + thread; }
+static uint64_t gc_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + p->nthreads + thread; }
+static uint64_t samples_uuid(const perfetto *p, size_t thread)
+{
+    return p->process_uuid + 1 + 2 * (uint64_t)p->nthreads + thread;
+}
 
 static void emit_packet(perfetto *p)
 {
@@ -120,6 +142,204 @@ static void begin_thread(perfetto *p, size_t thread)
     p->cur_thread = thread;
     p->first_on_seq = 1;
     memset(p->seen, 0, p->limit ? p->limit : 1);
+}
+
+/* Writes p->ev (and p->interned) as one packet of the thread's sequence. */
+static int send_event(perfetto *p, size_t thread, int64_t t_ns)
+{
+    /* boot0 comes from the file: saturate rather than overflow. */
+    int64_t ts = t_ns > 0 && p->boot0 > INT64_MAX - t_ns ? INT64_MAX
+               : t_ns < 0 && p->boot0 < INT64_MIN - t_ns ? INT64_MIN
+               : p->boot0 + t_ns;
+    pb_varint(&p->pkt, F_PKT_TIMESTAMP, (uint64_t)(ts < 0 ? 0 : ts));
+    pb_varint(&p->pkt, F_PKT_SEQ_ID, (uint64_t)thread + 1);
+    pb_varint(&p->pkt, F_PKT_SEQ_FLAGS,
+              p->first_on_seq ? SEQ_INCREMENTAL_STATE_CLEARED : SEQ_NEEDS_INCREMENTAL_STATE);
+    p->first_on_seq = 0;
+    if (p->interned.len)
+        pb_bytes(&p->pkt, F_PKT_INTERNED_DATA, p->interned.data, p->interned.len);
+    pb_bytes(&p->pkt, F_PKT_TRACK_EVENT, p->ev.data, p->ev.len);
+    emit_packet(p);
+    p->ev.len = 0;
+    p->interned.len = 0;
+    return p->failed || p->pkt.failed || p->ev.failed ? 1 : 0;
+}
+
+/* Debug annotations (args) of the event being built in p->ev. */
+static void da_str(perfetto *p, const char *name, const char *v)
+{
+    p->tmp.len = 0;
+    pb_str(&p->tmp, F_DA_NAME, name);
+    pb_str(&p->tmp, F_DA_STRING, v);
+    pb_bytes(&p->ev, F_TE_DEBUG_ANNOTATIONS, p->tmp.data, p->tmp.len);
+}
+
+static void da_uint(perfetto *p, const char *name, uint64_t v)
+{
+    p->tmp.len = 0;
+    pb_str(&p->tmp, F_DA_NAME, name);
+    pb_varint(&p->tmp, F_DA_UINT, v);
+    pb_bytes(&p->ev, F_TE_DEBUG_ANNOTATIONS, p->tmp.data, p->tmp.len);
+}
+
+static void da_where(perfetto *p, const sw_ext *x)
+{
+    const sw_code_info *ci = sw_trace_code(p->t, x->code);
+    da_str(p, "function", ci ? ci->qualname : "?");
+    da_str(p, "file", ci ? ci->filename : "?");
+    da_uint(p, "line", x->line);
+}
+
+/* Ends the open GC slice of the thread at t_ns. */
+static int gc_end(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *done)
+{
+    p->gc_open = 0;
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_END);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, gc_uuid(p, thread));
+    if (done) {
+        da_uint(p, "collected", done->b);
+        da_uint(p, "uncollectable", done->c);
+    }
+    return send_event(p, thread, t_ns);
+}
+
+/* Describes a named track under the thread's track (its "GC" or
+ * "samples" track) before its first use. */
+static int describe_child(perfetto *p, size_t thread, uint64_t uuid, const char *name, uint8_t *described)
+{
+    if (*described)
+        return 0;
+    sw_bytes d = {0};
+    pb_varint(&d, F_TD_UUID, uuid);
+    pb_varint(&d, F_TD_PARENT_UUID, thread_uuid(p, thread));
+    pb_str(&d, F_TD_NAME, name);
+    pb_bytes(&p->pkt, F_PKT_TRACK_DESCRIPTOR, d.data, d.len);
+    int oom = d.failed;
+    sw_bytes_free(&d);
+    if (oom)
+        return p->failed = 1;
+    emit_packet(p);
+    *described = 1;
+    return 0;
+}
+
+static const char *state_name(uint32_t state)
+{
+    switch (state) {
+    case 1: return "running";
+    case 2: return "gil_wait";
+    case 3: return "idle";
+    default: return "unknown";
+    }
+}
+
+/* A sampler sample: an instant on the thread's "samples" track, named after
+ * the innermost frame, with the stack as its callstack (outermost first). */
+static int sample_event(perfetto *p, size_t thread, const sw_trace_sample *s)
+{
+    if (describe_child(p, thread, samples_uuid(p, thread), "samples", &p->samples_described[thread]))
+        return 1;
+    const sw_frame_info *leaf = s->depth ? sw_trace_frame(p->t, s->frames[s->depth - 1]) : NULL;
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, samples_uuid(p, thread));
+    pb_str(&p->ev, F_TE_NAME, leaf ? leaf->name : s->depth ? "?" : "(no Python frame)");
+    pb_str(&p->ev, F_TE_CATEGORIES, "sample");
+    p->cs.len = 0;
+    for (uint32_t k = 0; k < s->depth; k++) {
+        const sw_frame_info *f = sw_trace_frame(p->t, s->frames[k]);
+        p->fr.len = 0;
+        pb_str(&p->fr, F_CSF_FUNCTION, f ? f->name : "?");
+        if (f && f->filename[0])
+            pb_str(&p->fr, F_CSF_FILE, f->filename);
+        if (f && f->line)
+            pb_varint(&p->fr, F_CSF_LINE, f->line);
+        pb_bytes(&p->cs, F_CS_FRAMES, p->fr.data, p->fr.len);
+    }
+    if (s->depth)
+        pb_bytes(&p->ev, F_TE_CALLSTACK, p->cs.data, p->cs.len);
+    da_str(p, "state", state_name(s->state));
+    da_uint(p, "weight_ns", s->weight_ns);
+    if (p->cs.failed || p->fr.failed)
+        return p->failed = 1;
+    return send_event(p, thread, s->t_ns);
+}
+
+static int gc_begin(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *x)
+{
+    if (describe_child(p, thread, gc_uuid(p, thread), "GC", &p->gc_described[thread]))
+        return 1;
+    char name[64];
+    snprintf(name, sizeof name, "GC (generation %llu)", (unsigned long long)x->a);
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_BEGIN);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, gc_uuid(p, thread));
+    pb_str(&p->ev, F_TE_NAME, name);
+    pb_str(&p->ev, F_TE_CATEGORIES, "gc");
+    da_uint(p, "generation", x->a);
+    p->gc_open = 1;
+    return send_event(p, thread, t_ns);
+}
+
+/* An EXT event: GC start/done open and close a slice on the GC track;
+ * everything else is an instant on the thread's track. */
+static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
+{
+    const sw_ext *x = ev->ext;
+    if (!x->malformed && x->kind == SW_EXT_GC_START) {
+        if (p->gc_open && gc_end(p, thread, ev->t_ns, NULL))
+            return 1;
+        return gc_begin(p, thread, ev->t_ns, x);
+    }
+    if (!x->malformed && x->kind == SW_EXT_GC_DONE && p->gc_open)
+        return gc_end(p, thread, ev->t_ns, x);
+    char name[SW_EXT_STR_MAX + 32];
+    const char *cat;
+    sw_export_ext_name(x, name, sizeof name, &cat);
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, thread_uuid(p, thread));
+    pb_str(&p->ev, F_TE_NAME, name);
+    pb_str(&p->ev, F_TE_CATEGORIES, cat);
+    if (x->malformed) {
+        p->tmp.len = 0;
+        pb_str(&p->tmp, F_DA_NAME, "malformed");
+        pb_varint(&p->tmp, F_DA_BOOL, 1);
+        pb_bytes(&p->ev, F_TE_DEBUG_ANNOTATIONS, p->tmp.data, p->tmp.len);
+        return send_event(p, thread, ev->t_ns);
+    }
+    switch (x->kind) {
+    case SW_EXT_LINE:
+        da_where(p, x);
+        break;
+    case SW_EXT_INSTRUCTION:
+        da_where(p, x);
+        da_uint(p, "offset", x->a);
+        da_uint(p, "opcode", x->b);
+        da_str(p, "opname", x->s1);
+        break;
+    case SW_EXT_RAISE:
+    case SW_EXT_HANDLED:
+        da_where(p, x);
+        da_str(p, "type", x->s1);
+        break;
+    case SW_EXT_GC_DONE:
+        da_uint(p, "generation", x->a);
+        da_uint(p, "collected", x->b);
+        da_uint(p, "uncollectable", x->c);
+        break;
+    case SW_EXT_THREAD_START:
+    case SW_EXT_THREAD_EXIT:
+        da_str(p, "name", x->s1);
+        da_uint(p, "native_id", x->a);
+        break;
+    default:  /* object events */
+        da_str(p, "class", x->s1);
+        da_str(p, "file", x->s2);
+        break;
+    }
+    return send_event(p, thread, ev->t_ns);
 }
 
 static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
@@ -160,23 +380,16 @@ static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
         pb_varint(&p->ev, F_TE_TRACK_UUID, uuid);
         pb_str(&p->ev, F_TE_NAME, "stackwatch: events dropped");
         break;
+    case SW_EV_EXT:
+        return ev->ext ? ext_event(p, thread, ev) : 0;
+    case SW_WALK_SAMPLE:
+        return ev->sample ? sample_event(p, thread, ev->sample) : 0;
+    case SW_WALK_THREAD_END:
+        return p->gc_open ? gc_end(p, thread, ev->t_ns, NULL) : 0;
     default:
         return 0;
     }
-    /* boot0 comes from the file: saturate rather than overflow. */
-    int64_t ts = ev->t_ns > 0 && p->boot0 > INT64_MAX - ev->t_ns ? INT64_MAX
-               : ev->t_ns < 0 && p->boot0 < INT64_MIN - ev->t_ns ? INT64_MIN
-               : p->boot0 + ev->t_ns;
-    pb_varint(&p->pkt, F_PKT_TIMESTAMP, (uint64_t)(ts < 0 ? 0 : ts));
-    pb_varint(&p->pkt, F_PKT_SEQ_ID, (uint64_t)thread + 1);
-    pb_varint(&p->pkt, F_PKT_SEQ_FLAGS,
-              p->first_on_seq ? SEQ_INCREMENTAL_STATE_CLEARED : SEQ_NEEDS_INCREMENTAL_STATE);
-    p->first_on_seq = 0;
-    if (p->interned.len)
-        pb_bytes(&p->pkt, F_PKT_INTERNED_DATA, p->interned.data, p->interned.len);
-    pb_bytes(&p->pkt, F_PKT_TRACK_EVENT, p->ev.data, p->ev.len);
-    emit_packet(p);
-    return p->failed || p->pkt.failed || p->ev.failed ? 1 : 0;
+    return send_event(p, thread, ev->t_ns);
 }
 
 int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen)
@@ -193,7 +406,13 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     p.process_uuid = (p.pid << 20) ^ 0x5357000000000000ull;
     p.limit = sw_trace_code_limit(t);
     p.seen = calloc(p.limit ? p.limit : 1, 1);
-    if (!p.seen) {
+    p.nthreads = sw_trace_thread_count(t);
+    p.gc_described = calloc(p.nthreads ? p.nthreads : 1, 1);
+    p.samples_described = calloc(p.nthreads ? p.nthreads : 1, 1);
+    if (!p.seen || !p.gc_described || !p.samples_described) {
+        free(p.seen);
+        free(p.gc_described);
+        free(p.samples_described);
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
@@ -230,6 +449,10 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     sw_bytes_free(&p.interned);
     sw_bytes_free(&p.tmp);
     free(p.seen);
+    free(p.gc_described);
+    free(p.samples_described);
+    sw_bytes_free(&p.cs);
+    sw_bytes_free(&p.fr);
     if (rc == SW_ENOMEM || oom) {
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;

@@ -45,7 +45,22 @@ struct sw_trace {
     uint64_t tick0;
     double ns_per_tick;
     int64_t end_ns;
+    /* Samples (format 1.2). */
+    sw_frame_info **frames;  /* indexed by frame id */
+    uint32_t frame_limit;
+    chunk_ref *samples;      /* SAMPLES chunks, in file order */
+    size_t nsample_chunks, sample_cap;
+    struct sample_key *skeys;   /* distinct (ident, tid) of samples, sorted */
+    size_t nskeys;
+    uint64_t nsamples, unattributed;
 };
+
+/* A sampled thread: its ident and native tid, and its position in the
+ * thread list (UINT32_MAX: none could be given). */
+typedef struct sample_key {
+    uint64_t ident, tid;
+    uint32_t pos;
+} sample_key;
 
 static void set_damage(sw_trace *t, const char *fmt, size_t off, const char *what)
 {
@@ -272,6 +287,211 @@ static int parse_codes(sw_trace *t, cursor *c)
     return SW_OK;
 }
 
+static void free_frame(sw_frame_info *fi)
+{
+    if (!fi)
+        return;
+    free((char *)fi->name);
+    free((char *)fi->filename);
+    free(fi);
+}
+
+static int parse_frames(sw_trace *t, cursor *c)
+{
+    while (c->p < c->end) {
+        uint64_t id, line;
+        uint8_t kind;
+        char *name = NULL, *file = NULL;
+        int rc;
+        if ((rc = get_u(c, &id)) || (rc = get_u8(c, &kind)) || (rc = get_str(c, &name, NULL)) ||
+            (rc = get_str(c, &file, NULL)) || (rc = get_u(c, &line))) {
+            free(name);
+            free(file);
+            return rc;
+        }
+        /* Dense ids, at least 5 bytes per entry: the table is bounded by
+         * the input, as for code ids. */
+        if (id >= (1u << 28) || id > t->len / 5) {
+            free(name);
+            free(file);
+            return SW_EFORMAT;
+        }
+        if (id >= t->frame_limit) {
+            uint32_t lim = t->frame_limit ? t->frame_limit : 64;
+            while (lim <= id)
+                lim *= 2;
+            sw_frame_info **fs = realloc(t->frames, (size_t)lim * sizeof *fs);
+            if (!fs) {
+                free(name);
+                free(file);
+                return SW_ENOMEM;
+            }
+            memset(fs + t->frame_limit, 0, (size_t)(lim - t->frame_limit) * sizeof *fs);
+            t->frames = fs;
+            t->frame_limit = lim;
+        }
+        sw_frame_info *fi = calloc(1, sizeof *fi);
+        if (!fi) {
+            free(name);
+            free(file);
+            return SW_ENOMEM;
+        }
+        *fi = (sw_frame_info){(uint32_t)id, kind, name, file, line > UINT32_MAX ? UINT32_MAX : (uint32_t)line};
+        free_frame(t->frames[id]);
+        t->frames[id] = fi;
+    }
+    return SW_OK;
+}
+
+/* One sample's fields, read from [p, end) (its length-prefixed record). */
+typedef struct sample_raw {
+    uint64_t ident, tid, zt, weight, cpu1, state, flags, depth;
+    const uint8_t *frames;   /* depth varints */
+} sample_raw;
+
+static int parse_sample(cursor *c, sample_raw *r)
+{
+    uint64_t len;
+    if (get_u(c, &len) || len > (uint64_t)(c->end - c->p))
+        return SW_EFORMAT;
+    cursor s = {c->p, c->p + len};
+    c->p += len;
+    if (get_u(&s, &r->ident) || get_u(&s, &r->tid) || get_u(&s, &r->zt) || get_u(&s, &r->weight) ||
+        get_u(&s, &r->cpu1) || get_u(&s, &r->state) || get_u(&s, &r->flags) || get_u(&s, &r->depth) ||
+        r->depth > (uint64_t)(s.end - s.p))
+        return SW_EFORMAT;
+    r->frames = s.p;
+    for (uint64_t k = 0; k < r->depth; k++) {
+        uint64_t id;
+        if (get_u(&s, &id) || id > UINT32_MAX)
+            return SW_EFORMAT;
+    }
+    return SW_OK;  /* bytes after the known fields: a newer minor's */
+}
+
+/* Checks a whole SAMPLES chunk before it is indexed, so that iterating
+ * samples later cannot fail. */
+static int add_samples_chunk(sw_trace *t, size_t off, size_t len)
+{
+    cursor c = {t->buf + off, t->buf + off + len};
+    uint64_t n;
+    if (get_u(&c, &n) || n > len)
+        return SW_EFORMAT;
+    for (uint64_t k = 0; k < n; k++) {
+        sample_raw r;
+        if (parse_sample(&c, &r))
+            return SW_EFORMAT;
+    }
+    if (c.p != c.end)
+        return SW_EFORMAT;
+    chunk_ref *cs = sw_array_grow(t->samples, &t->sample_cap, t->nsample_chunks + 1, sizeof *cs, 16);
+    if (!cs)
+        return SW_ENOMEM;
+    t->samples = cs;
+    t->samples[t->nsample_chunks++] = (chunk_ref){off, len, n};
+    return SW_OK;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    const sample_key *x = a, *y = b;
+    if (x->ident != y->ident)
+        return x->ident < y->ident ? -1 : 1;
+    return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static const sample_key *find_key(const sw_trace *t, uint64_t ident, uint64_t tid)
+{
+    sample_key k = {ident, tid, 0};
+    return t->nskeys ? bsearch(&k, t->skeys, t->nskeys, sizeof k, cmp_key) : NULL;
+}
+
+#define MAX_SAMPLED_THREADS 4096
+
+/* After loading: gives every sampled (ident, tid) a thread position,
+ * adding threads the trace has no events of, and counts samples per
+ * thread. */
+static int map_sampled_threads(sw_trace *t)
+{
+    sample_key *keys = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t last_i = 0, last_t = 0;
+    int have_last = 0;
+    for (size_t i = 0; i < t->nsample_chunks; i++) {
+        cursor c = {t->buf + t->samples[i].off, t->buf + t->samples[i].off + t->samples[i].len};
+        uint64_t cnt;
+        get_u(&c, &cnt);
+        for (uint64_t k = 0; k < cnt; k++) {
+            sample_raw r;
+            parse_sample(&c, &r);
+            if (have_last && r.ident == last_i && r.tid == last_t)
+                continue;
+            have_last = 1;
+            last_i = r.ident;
+            last_t = r.tid;
+            sample_key *g = sw_array_grow(keys, &cap, n + 1, sizeof *g, 64);
+            if (!g) {
+                free(keys);
+                return SW_ENOMEM;
+            }
+            keys = g;
+            keys[n++] = (sample_key){r.ident, r.tid, UINT32_MAX};
+        }
+    }
+    if (n > 1)
+        qsort(keys, n, sizeof *keys, cmp_key);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || cmp_key(&keys[u - 1], &keys[i]) != 0)
+            keys[u++] = keys[i];
+    uint32_t next_index = 0;
+    for (size_t i = 0; i < t->nthreads; i++)
+        if (t->threads[i].info.index >= next_index)
+            next_index = t->threads[i].info.index + 1;
+    size_t added = 0;
+    for (size_t i = 0; i < u && i < MAX_SAMPLED_THREADS; i++) {
+        sample_key *k = &keys[i];
+        size_t pos = SIZE_MAX;
+        for (size_t j = 0; j < t->nthreads && pos == SIZE_MAX; j++)
+            if (k->ident && t->threads[j].info.ident == k->ident)
+                pos = j;
+        for (size_t j = 0; j < t->nthreads && pos == SIZE_MAX; j++)
+            if (k->tid && t->threads[j].info.native_tid == k->tid)
+                pos = j;
+        if (pos == SIZE_MAX && next_index < UINT32_MAX && added < MAX_SAMPLED_THREADS) {
+            thread_rec *r = thread_get(t, next_index++);
+            if (!r) {
+                free(keys);
+                return SW_ENOMEM;
+            }
+            r->info.ident = k->ident;
+            r->info.native_tid = k->tid;
+            pos = (size_t)(r - t->threads);
+            added++;
+        }
+        k->pos = pos == SIZE_MAX ? UINT32_MAX : (uint32_t)pos;
+    }
+    t->skeys = keys;
+    t->nskeys = u;
+    for (size_t i = 0; i < t->nsample_chunks; i++) {
+        cursor c = {t->buf + t->samples[i].off, t->buf + t->samples[i].off + t->samples[i].len};
+        uint64_t cnt;
+        get_u(&c, &cnt);
+        for (uint64_t k = 0; k < cnt; k++) {
+            sample_raw r;
+            parse_sample(&c, &r);
+            const sample_key *key = find_key(t, r.ident, r.tid);
+            if (key && key->pos != UINT32_MAX) {
+                t->threads[key->pos].info.samples++;
+                t->nsamples++;
+            } else {
+                t->unattributed++;
+            }
+        }
+    }
+    return SW_OK;
+}
+
 /* The fixed part of an EVENTS payload. */
 typedef struct events_head {
     uint64_t index, seq, t0, dropped, depth;
@@ -336,6 +556,8 @@ static const char *chunk_name(int type)
     case SW_CHUNK_THREAD: return "THREAD";
     case SW_CHUNK_EVENTS: return "EVENTS";
     case SW_CHUNK_END: return "END";
+    case SW_CHUNK_SAMPLE_FRAMES: return "SAMPLE_FRAMES";
+    case SW_CHUNK_SAMPLES: return "SAMPLES";
     default: return "unknown";
     }
 }
@@ -395,6 +617,8 @@ static int load(sw_trace *t, char *err, size_t errlen)
             rc = parse_kv(t, &c);
             t->complete = 1;
             break;
+        case SW_CHUNK_SAMPLE_FRAMES: rc = parse_frames(t, &c); break;
+        case SW_CHUNK_SAMPLES: rc = add_samples_chunk(t, poff, plen); break;
         default:
             break;  /* a newer minor version's chunk: skip it */
         }
@@ -430,6 +654,10 @@ static int load(sw_trace *t, char *err, size_t errlen)
     t->end_ns = -1;
     if ((e = sw_trace_meta_find(t, "end_ticks")))
         t->end_ns = sw_trace_units_to_ns(t, e->u >> t->shift);
+    if (map_sampled_threads(t) != SW_OK) {
+        snprintf(err, errlen, "out of memory while reading the trace");
+        return SW_ENOMEM;
+    }
     for (size_t i = 0; i < t->nthreads; i++) {
         thread_rec *r = &t->threads[i];
         if (r->nchunks > 1)  /* qsort(NULL, 0, ...) is undefined */
@@ -538,6 +766,11 @@ void sw_trace_free(sw_trace *t)
     for (uint32_t i = 0; i < t->code_limit; i++)
         free_code(t->codes[i]);
     free(t->codes);
+    for (uint32_t i = 0; i < t->frame_limit; i++)
+        free_frame(t->frames[i]);
+    free(t->frames);
+    free(t->samples);
+    free(t->skeys);
     free(t->buf);
     free(t);
 }
@@ -584,6 +817,8 @@ typedef struct replay {
     int64_t last_ns;
     sw_event_fn fn;
     void *ud;
+    unsigned flags;          /* SW_REPLAY_* */
+    char s1[SW_EXT_STR_MAX + 1], s2[SW_EXT_STR_MAX + 1];
 } replay;
 
 static int push(replay *r, uint32_t code)
@@ -602,8 +837,73 @@ static int push(replay *r, uint32_t code)
 
 static int emit(replay *r, int kind, uint32_t code, uint32_t depth, int synthetic)
 {
-    sw_event ev = {r->last_ns, code, depth, (uint8_t)kind, (uint8_t)synthetic};
+    sw_event ev = {r->last_ns, code, depth, (uint8_t)kind, (uint8_t)synthetic, NULL, NULL};
     return r->fn(r->ud, &ev);
+}
+
+/* Reads a str of an EXT payload into buf (cut at SW_EXT_STR_MAX bytes, on
+ * a character boundary). */
+static int get_ext_str(cursor *c, char *buf)
+{
+    uint64_t n;
+    buf[0] = 0;
+    if (get_u(c, &n) || n > (uint64_t)(c->end - c->p))
+        return SW_ETRUNC;
+    size_t k = n > SW_EXT_STR_MAX ? SW_EXT_STR_MAX : (size_t)n;
+    if (k < n)  /* do not end inside a UTF-8 sequence */
+        while (k > 0 && (c->p[k] & 0xc0) == 0x80)
+            k--;
+    memcpy(buf, c->p, k);
+    buf[k] = 0;
+    c->p += n;
+    return SW_OK;
+}
+
+/* Decodes the payload of an EXT event of a known kind (2-13) into x. A
+ * payload shorter than the kind's fields sets x->malformed; bytes after
+ * them are ignored (room for fields a newer minor version adds). */
+static void decode_ext(replay *r, uint64_t kind, const uint8_t *p, size_t len, sw_ext *x)
+{
+    memset(x, 0, sizeof *x);
+    cursor c = {p, p + len};
+    x->kind = (uint32_t)kind;
+    x->code = SW_EXT_NO_CODE;
+    r->s1[0] = r->s2[0] = 0;
+    x->s1 = r->s1;
+    x->s2 = r->s2;
+    uint64_t code = 0;
+    int bad = 0;
+    switch (kind) {
+    case SW_EXT_LINE:
+    case SW_EXT_INSTRUCTION:
+    case SW_EXT_RAISE:
+    case SW_EXT_HANDLED:
+        bad = get_u(&c, &code) || code >= SW_EXT_NO_CODE || get_u(&c, &x->line);
+        if (!bad)
+            x->code = (uint32_t)code;
+        if (!bad && kind == SW_EXT_INSTRUCTION)
+            bad = get_u(&c, &x->a) || get_u(&c, &x->b) || get_ext_str(&c, r->s1);
+        else if (!bad && kind != SW_EXT_LINE)
+            bad = get_ext_str(&c, r->s1) != SW_OK;
+        break;
+    case SW_EXT_GC_START:
+        bad = get_u(&c, &x->a);
+        break;
+    case SW_EXT_GC_DONE:
+        bad = get_u(&c, &x->a) || get_u(&c, &x->b) || get_u(&c, &x->c);
+        break;
+    case SW_EXT_NEW_START:
+    case SW_EXT_NEW_DONE:
+    case SW_EXT_DEL_START:
+    case SW_EXT_DEL_DONE:
+        bad = get_ext_str(&c, r->s1) || get_ext_str(&c, r->s2);
+        break;
+    case SW_EXT_THREAD_START:
+    case SW_EXT_THREAD_EXIT:
+        bad = get_ext_str(&c, r->s1) || get_u(&c, &x->a);
+        break;
+    }
+    x->malformed = bad != 0;
 }
 
 /* Closes open frames down to depth `keep`, as synthetic returns. */
@@ -708,6 +1008,12 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
                     return SW_EFORMAT;
                 if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n), r->depth, 0)))
                     return rc;
+            } else if ((r->flags & SW_REPLAY_EXT) && kind >= SW_EXT_LINE && kind <= SW_EXT_THREAD_EXIT) {
+                sw_ext x;
+                decode_ext(r, kind, c.p, (size_t)len, &x);
+                sw_event ev = {r->last_ns, x.code, r->depth, SW_EV_EXT, 0, &x, NULL};
+                if ((rc = r->fn(r->ud, &ev)))
+                    return rc;
             }
             c.p += len;
             break;
@@ -721,12 +1027,19 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
 
 int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud)
 {
+    return sw_trace_replay_ext(t, i, 0, fn, ud);
+}
+
+int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, void *ud)
+{
     if (i >= t->nthreads)
         return SW_EARG;
     thread_rec *tr = &t->threads[i];
-    replay r = {0};
+    replay r;
+    memset(&r, 0, sizeof r);
     r.fn = fn;
     r.ud = ud;
+    r.flags = flags;
     int rc = SW_OK;
     r.last_ns = INT64_MIN;
     for (size_t k = 0; k < tr->nchunks && rc == SW_OK; k++) {
@@ -747,4 +1060,87 @@ int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud)
     rc2 = close_to(&r, 0);
     free(r.stack);
     return rc2 ? rc2 : rc;
+}
+
+/* ---- samples ---- */
+
+uint32_t sw_trace_frame_limit(const sw_trace *t) { return t->frame_limit; }
+const sw_frame_info *sw_trace_frame(const sw_trace *t, uint32_t id) { return id < t->frame_limit ? t->frames[id] : NULL; }
+uint64_t sw_trace_sample_count(const sw_trace *t) { return t->nsamples; }
+uint64_t sw_trace_samples_unattributed(const sw_trace *t) { return t->unattributed; }
+
+struct sw_sample_cursor {
+    sw_trace *t;
+    size_t thread;
+    size_t chunk;            /* next chunk to open */
+    cursor c;                /* within the current chunk */
+    uint64_t left;           /* samples left in it */
+    uint32_t *frames;
+    size_t cap;
+};
+
+sw_sample_cursor *sw_sample_cursor_new(sw_trace *t, size_t thread)
+{
+    sw_sample_cursor *c = calloc(1, sizeof *c);
+    if (c) {
+        c->t = t;
+        c->thread = thread;
+    }
+    return c;
+}
+
+void sw_sample_cursor_free(sw_sample_cursor *c)
+{
+    if (!c)
+        return;
+    free(c->frames);
+    free(c);
+}
+
+int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out)
+{
+    sw_trace *t = c->t;
+    for (;;) {
+        while (!c->left) {
+            if (c->chunk >= t->nsample_chunks)
+                return 0;
+            const chunk_ref *ch = &t->samples[c->chunk++];
+            c->c = (cursor){t->buf + ch->off, t->buf + ch->off + ch->len};
+            if (get_u(&c->c, &c->left))
+                return SW_EFORMAT;  /* checked at load: cannot happen */
+        }
+        c->left--;
+        sample_raw r;
+        if (parse_sample(&c->c, &r))
+            return SW_EFORMAT;
+        const sample_key *key = find_key(t, r.ident, r.tid);
+        if (!key || key->pos == UINT32_MAX || (c->thread != SIZE_MAX && key->pos != c->thread))
+            continue;
+        if (r.depth > c->cap) {
+            size_t cap = (size_t)r.depth;
+            uint32_t *f = realloc(c->frames, cap * sizeof *f);
+            if (!f)
+                return SW_ENOMEM;
+            c->frames = f;
+            c->cap = cap;
+        }
+        cursor fc = {r.frames, c->c.p};
+        for (uint64_t k = 0; k < r.depth; k++) {
+            uint64_t id = 0;
+            get_u(&fc, &id);
+            c->frames[k] = (uint32_t)id;
+        }
+        /* Times within +-2^61 ns, like event times. */
+        int64_t ns = sw_unzigzag(r.zt);
+        const int64_t lim = (int64_t)1 << 61;
+        out->t_ns = ns > lim ? lim : ns < -lim ? -lim : ns;
+        out->thread = key->pos;
+        out->state = r.state > UINT32_MAX ? UINT32_MAX : (uint32_t)r.state;
+        out->flags = r.flags > UINT32_MAX ? UINT32_MAX : (uint32_t)r.flags;
+        out->weight_ns = r.weight;
+        out->cpu_ns = r.cpu1 ? r.cpu1 - 1 : UINT64_MAX;
+        out->depth = (uint32_t)r.depth;
+        out->frames = c->frames;
+        return 1;
+    }
 }

@@ -580,3 +580,14 @@ int sw_writer_error(const sw_writer *w, char *msg, size_t msglen)
         snprintf(msg, msglen, "%s", w->error ? w->errmsg : "");
     return w->error;
 }
+
+int sw_writer_chunk(sw_writer *w, int type, const void *payload, size_t len)
+{
+    if (len > SW_CHUNK_MAX)
+        return SW_EARG;
+    pthread_mutex_lock(&w->lock);
+    struct iovec p = {(void *)payload, len};
+    int rc = w->closed ? SW_ESTATE : write_chunk_locked(w, type, &p, 1);
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}

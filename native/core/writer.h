@@ -122,6 +122,11 @@ SW_NOINLINE int sw_tbuf_make_room(sw_tbuf *b);
 #define SW_EXT_MAX 480
 void sw_tbuf_ext(sw_tbuf *b, uint64_t ticks, unsigned kind, const uint8_t *payload, size_t len);
 
+/* Writes one chunk of the given type (e.g. SW_CHUNK_SAMPLES) with the
+ * payload, under the writer's lock, from any thread. Returns SW_ESTATE once
+ * the writer is closed, SW_EIO if the write fails. */
+int sw_writer_chunk(sw_writer *w, int type, const void *payload, size_t len);
+
 /* Flushes every thread, writes pending definitions and an END chunk holding
  * the totals plus the caller's key/values (end_kv may be NULL), and closes
  * the file. Returns 0 or the first error the writer met. */

@@ -7,6 +7,7 @@
 #include "session.h"
 
 #include "dispatch.h"
+#include "sampler_trace.h"
 
 #include "../core/analysis.h"
 #include "../core/export.h"
@@ -60,6 +61,8 @@ static PyObject *py_stop(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
+    if (sw_S.gen)
+        sw_sampler_trace_detach();  /* its last samples before END */
     return sw_session_stop();
 }
 
@@ -167,13 +170,14 @@ static PyObject *Trace_threads(TraceObject *self, PyObject *unused)
     PyObject *l = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; l && i < n; i++) {
         const sw_thread_info *ti = sw_trace_thread(self->t, i);
-        PyObject *d = Py_BuildValue("{s:I,s:K,s:K,s:N,s:K,s:K,s:K}", "index", ti->index, "native_tid",
+        PyObject *d = Py_BuildValue("{s:I,s:K,s:K,s:N,s:K,s:K,s:K,s:K}", "index", ti->index, "native_tid",
                                     (unsigned long long)ti->native_tid, "ident",
                                     (unsigned long long)ti->ident, "name",
                                     PyUnicode_DecodeUTF8(ti->name, (Py_ssize_t)strlen(ti->name), "replace"),
                                     "chunks", (unsigned long long)ti->chunks, "events",
                                     (unsigned long long)ti->events, "dropped",
-                                    (unsigned long long)ti->dropped);
+                                    (unsigned long long)ti->dropped, "samples",
+                                    (unsigned long long)ti->samples);
         if (!d) {
             Py_DECREF(l);
             return NULL;
@@ -235,6 +239,143 @@ static PyObject *Trace_events(TraceObject *self, PyObject *arg)
         Py_DECREF(l);
         return NULL;
     }
+    return l;
+}
+
+typedef struct ext_collect {
+    PyObject *list;
+    uint32_t mask;           /* bit k: EXT kind k is wanted */
+} ext_collect;
+
+static int collect_ext(void *ud, const sw_event *ev)
+{
+    ext_collect *c = ud;
+    if (ev->kind != SW_EV_EXT || !ev->ext || ev->ext->kind >= 32 || !(c->mask & (1u << ev->ext->kind)))
+        return 0;
+    const sw_ext *x = ev->ext;
+    PyObject *t = Py_BuildValue("(ILINKKKKNNi)", x->kind, (long long)ev->t_ns, ev->depth,
+                                x->code == SW_EXT_NO_CODE ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(x->code),
+                                (unsigned long long)x->line, (unsigned long long)x->a,
+                                (unsigned long long)x->b, (unsigned long long)x->c,
+                                PyUnicode_DecodeUTF8(x->s1, (Py_ssize_t)strlen(x->s1), "replace"),
+                                PyUnicode_DecodeUTF8(x->s2, (Py_ssize_t)strlen(x->s2), "replace"),
+                                (int)x->malformed);
+    if (!t || PyList_Append(c->list, t) < 0) {
+        Py_XDECREF(t);
+        return 1;
+    }
+    Py_DECREF(t);
+    return 0;
+}
+
+/* ext_events(thread_pos, mask=all): the thread's EXT events of the kinds
+ * whose bit is set in mask, as tuples (kind, t_ns, depth, code or None,
+ * line, a, b, c, s1, s2, malformed); see reader.h, sw_ext. */
+static PyObject *Trace_ext_events(TraceObject *self, PyObject *args)
+{
+    Py_ssize_t i;
+    unsigned long mask = 0xffffffffUL;
+    if (!PyArg_ParseTuple(args, "n|k", &i, &mask))
+        return NULL;
+    if (i < 0 || (size_t)i >= sw_trace_thread_count(self->t))
+        return PyErr_Format(PyExc_IndexError, "no thread at position %zd", i);
+    ext_collect c = {PyList_New(0), (uint32_t)mask};
+    if (!c.list)
+        return NULL;
+    int rc = sw_trace_replay_ext(self->t, (size_t)i, SW_REPLAY_EXT, collect_ext, &c);
+    if (rc > 0 || PyErr_Occurred()) {
+        Py_DECREF(c.list);
+        return NULL;
+    }
+    return c.list;
+}
+
+static PyObject *Trace_ext_summary(TraceObject *self, PyObject *unused)
+{
+    (void)unused;
+    sw_ext_summary s;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_ext_summary_compute(self->t, &s);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return PyErr_NoMemory();
+    PyObject *counts = PyList_New(SW_EXT_KIND_LIMIT);
+    for (Py_ssize_t k = 0; counts && k < SW_EXT_KIND_LIMIT; k++)
+        PyList_SET_ITEM(counts, k, PyLong_FromUnsignedLongLong(s.count[k]));
+    return Py_BuildValue("{s:N,s:K,s:K,s:L,s:K,s:K}", "counts", counts, "malformed",
+                         (unsigned long long)s.malformed, "gc_pairs", (unsigned long long)s.gc_pairs, "gc_ns",
+                         (long long)s.gc_ns, "gc_collected", (unsigned long long)s.gc_collected,
+                         "gc_uncollectable", (unsigned long long)s.gc_uncollectable);
+}
+
+/* sample_frames() -> {id: (kind, name, filename, line)} */
+static PyObject *Trace_sample_frames(TraceObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *d = PyDict_New();
+    for (uint32_t id = 0; d && id < sw_trace_frame_limit(self->t); id++) {
+        const sw_frame_info *f = sw_trace_frame(self->t, id);
+        if (!f)
+            continue;
+        PyObject *v = Py_BuildValue("(iNNI)", f->kind,
+                                    PyUnicode_DecodeUTF8(f->name, (Py_ssize_t)strlen(f->name), "replace"),
+                                    PyUnicode_DecodeUTF8(f->filename, (Py_ssize_t)strlen(f->filename), "replace"),
+                                    f->line);
+        PyObject *k = PyLong_FromUnsignedLong(id);
+        if (!v || !k || PyDict_SetItem(d, k, v) < 0) {
+            Py_XDECREF(v);
+            Py_XDECREF(k);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(k);
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+/* samples(thread_pos=-1) -> [(t_ns, thread_pos, state, flags, weight_ns,
+ * cpu_ns or None, (frame ids outermost first))] of one thread or all. */
+static PyObject *Trace_samples(TraceObject *self, PyObject *args)
+{
+    Py_ssize_t i = -1;
+    if (!PyArg_ParseTuple(args, "|n", &i))
+        return NULL;
+    if (i < -1 || (i >= 0 && (size_t)i >= sw_trace_thread_count(self->t)))
+        return PyErr_Format(PyExc_IndexError, "no thread at position %zd", i);
+    sw_sample_cursor *c = sw_sample_cursor_new(self->t, i < 0 ? SIZE_MAX : (size_t)i);
+    PyObject *l = c ? PyList_New(0) : PyErr_NoMemory();
+    sw_trace_sample s;
+    int n;
+    while (l && (n = sw_sample_cursor_next(c, &s)) != 0) {
+        PyObject *stack = n > 0 ? PyTuple_New(s.depth) : NULL;
+        for (uint32_t k = 0; stack && k < s.depth; k++) {
+            PyObject *id = PyLong_FromUnsignedLong(s.frames[k]);
+            if (!id)
+                Py_CLEAR(stack);
+            else
+                PyTuple_SET_ITEM(stack, k, id);
+        }
+        PyObject *cpu = s.cpu_ns == UINT64_MAX ? Py_NewRef(Py_None) : PyLong_FromUnsignedLongLong(s.cpu_ns);
+        PyObject *t = stack && cpu ? Py_BuildValue("(LIIIKNN)", (long long)s.t_ns, s.thread, s.state, s.flags,
+                                                   (unsigned long long)s.weight_ns, cpu, stack)
+                                   : NULL;
+        if (!t) {
+            if (!stack || !cpu) {
+                Py_XDECREF(stack);
+                Py_XDECREF(cpu);
+            }
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            Py_CLEAR(l);
+            break;
+        }
+        if (PyList_Append(l, t) < 0)
+            Py_CLEAR(l);
+        Py_DECREF(t);
+    }
+    sw_sample_cursor_free(c);
     return l;
 }
 
@@ -328,6 +469,12 @@ static PyObject *Trace_get_path(TraceObject *self, void *c)
     return Py_NewRef(self->path);
 }
 
+static PyObject *Trace_get_samples_unattributed(TraceObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(sw_trace_samples_unattributed(self->t));
+}
+
 static PyObject *Trace_get_end_ns(TraceObject *self, void *c)
 {
     (void)c;
@@ -339,6 +486,14 @@ static PyMethodDef Trace_methods[] = {
     {"threads", (PyCFunction)Trace_threads, METH_NOARGS, "threads() -> list of dicts, one per thread"},
     {"codes", (PyCFunction)Trace_codes, METH_NOARGS, "codes() -> {id: (kind, name, qualname, filename, firstlineno)}"},
     {"events", (PyCFunction)Trace_events, METH_O, "events(thread_pos) -> [(kind, t_ns, code, depth, synthetic)]"},
+    {"ext_events", (PyCFunction)Trace_ext_events, METH_VARARGS,
+     "ext_events(thread_pos, mask=all) -> [(kind, t_ns, depth, code, line, a, b, c, s1, s2, malformed)]"},
+    {"ext_summary", (PyCFunction)Trace_ext_summary, METH_NOARGS,
+     "ext_summary() -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable}"},
+    {"sample_frames", (PyCFunction)Trace_sample_frames, METH_NOARGS,
+     "sample_frames() -> {id: (kind, name, filename, line)} of the sampler's frames"},
+    {"samples", (PyCFunction)Trace_samples, METH_VARARGS,
+     "samples(thread_pos=-1) -> [(t_ns, thread_pos, state, flags, weight_ns, cpu_ns, frame ids)]"},
     {"stats", (PyCFunction)Trace_stats, METH_NOARGS, "stats() -> [(thread_pos, code, calls, total_ns, own_ns)]"},
     {"export", (PyCFunction)(void (*)(void))Trace_export, METH_VARARGS | METH_KEYWORDS,
      "export(format, path, min_duration_ns=0): write chrome JSON or perfetto protobuf"},
@@ -350,6 +505,8 @@ static PyGetSetDef Trace_getset[] = {
     {"complete", (getter)Trace_get_complete, NULL, "True if tracing stopped normally", NULL},
     {"path", (getter)Trace_get_path, NULL, "the file's path", NULL},
     {"end_ns", (getter)Trace_get_end_ns, NULL, "when tracing stopped (trace clock ns) or -1", NULL},
+    {"samples_unattributed", (getter)Trace_get_samples_unattributed, NULL,
+     "samples of threads beyond the 4096 the reader tells apart", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

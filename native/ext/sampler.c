@@ -14,10 +14,12 @@
 #include <Python.h>
 
 #include "sampler_layout.h"
+#include "sampler_trace.h"
 
 #include "../core/calltree.h"
 #include "../core/pprof.h"
 #include "../core/profile.h"
+#include "../core/sample_stream.h"
 #include "../reader/sampler_loop.h"
 
 #include <string.h>
@@ -47,12 +49,42 @@ typedef struct {
     int mode;                 /* SW_PROFILE_WALL or SW_PROFILE_CPU */
     int started;
     sw_profile_filters filters;   /* sw_profile_set_filters, applied at start */
+    int trace;                /* samples go into the running trace file, not a profile */
+    char *skip_prefix;        /* trace mode: frames of files under it are left out */
+    sw_sample_stream *stream; /* trace mode */
 } SamplerObject;
 
 int sw_sampler_add_to_module(PyObject *m);
 
+/* The sampler writing into the trace file (trace mode), while it runs. */
+static SamplerObject *trace_sampler;
+
+/* Stops a trace-mode sampler's thread and writes its last samples. */
+static int stop_trace_sampler(SamplerObject *self)
+{
+    int rc;
+    if (trace_sampler == self)
+        trace_sampler = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_sampler_stop(self->s);
+    if (rc == SW_OK)
+        rc = sw_sample_stream_flush(self->stream);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+void sw_sampler_trace_detach(void)
+{
+    SamplerObject *self = trace_sampler;
+    if (self && self->s && !sw_sampler_in_forked_child(self->s))
+        stop_trace_sampler(self);
+    trace_sampler = NULL;
+}
+
 static void Sampler_dealloc(SamplerObject *self)
 {
+    if (trace_sampler == self)
+        trace_sampler = NULL;
     if (self->s && sw_sampler_in_forked_child(self->s)) {
         /* Its thread and locks belong to the parent: leak, never touch. */
     } else {
@@ -62,17 +94,19 @@ static void Sampler_dealloc(SamplerObject *self)
             Py_END_ALLOW_THREADS
         }
         sw_profile_free(self->prof);
+        sw_sample_stream_free(self->stream);
     }
+    PyMem_Free(self->skip_prefix);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"interval_ns", "max_depth", "max_threads", "mode", NULL};
+    static char *kwlist[] = {"interval_ns", "max_depth", "max_threads", "mode", "trace", "skip_prefix", NULL};
     unsigned long long iv;
-    int depth = DEFAULT_MAX_DEPTH, threads = DEFAULT_MAX_THREADS;
-    const char *mode = "wall";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|iis", kwlist, &iv, &depth, &threads, &mode))
+    int depth = DEFAULT_MAX_DEPTH, threads = DEFAULT_MAX_THREADS, trace = 0;
+    const char *mode = "wall", *skip = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|iispz", kwlist, &iv, &depth, &threads, &mode, &trace, &skip))
         return -1;
     if (self->started) {
         PyErr_SetString(PyExc_RuntimeError, "Sampler.__init__ called on a sampler that ran");
@@ -94,6 +128,22 @@ static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     self->mode = strcmp(mode, "cpu") == 0 ? SW_PROFILE_CPU : SW_PROFILE_WALL;
+    if (trace && self->mode == SW_PROFILE_CPU) {
+        PyErr_SetString(PyExc_ValueError, "samples written into a trace are wall-clock samples (mode 'wall')");
+        return -1;
+    }
+    self->trace = trace;
+    PyMem_Free(self->skip_prefix);
+    self->skip_prefix = NULL;
+    if (skip) {
+        size_t n = strlen(skip) + 1;
+        self->skip_prefix = PyMem_Malloc(n);
+        if (!self->skip_prefix) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(self->skip_prefix, skip, n);
+    }
     self->interval_ns = iv;
     self->max_depth = depth;
     self->max_threads = threads;
@@ -133,6 +183,33 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     if (!r) {
         PyErr_Format(PyExc_RuntimeError, "cannot sample this process: %s", err);
         return NULL;
+    }
+    if (self->trace) {
+        /* Samples into the running trace file, on its clock. */
+        uint64_t mono0 = 0;
+        sw_writer *w = sw_session_writer(&mono0);
+        if (!w || trace_sampler) {
+            sw_pystack_free(r);
+            PyErr_SetString(PyExc_RuntimeError, w ? "a sampler already writes into this trace"
+                                                  : "samples into a trace need a running trace session");
+            return NULL;
+        }
+        self->stream = sw_sample_stream_new(w, mono0, self->skip_prefix);
+        self->s = self->stream ? sw_sampler_new(r, self->interval_ns, sw_sample_stream_sink, self->stream) : NULL;
+        if (!self->stream)
+            sw_pystack_free(r);
+        int rc = self->s ? sw_sampler_start(self->s) : SW_ENOMEM;
+        if (rc != SW_OK) {
+            sw_sampler_free(self->s);
+            sw_sample_stream_free(self->stream);
+            self->s = NULL;
+            self->stream = NULL;
+            PyErr_Format(PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
+            return NULL;
+        }
+        self->started = 1;
+        trace_sampler = self;
+        Py_RETURN_NONE;
     }
     self->prof = sw_profile_new();
     if (!self->prof) {
@@ -224,6 +301,20 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
         return NULL;
     }
     int rc;
+    if (self->stream) {
+        /* The thread stops, then the rest of the samples go to the file,
+         * before the session closes it. */
+        if (trace_sampler != self) {
+            PyErr_SetString(PyExc_RuntimeError, "this sampler is not running (the trace session stopped it)");
+            return NULL;
+        }
+        rc = stop_trace_sampler(self);
+        if (rc != SW_OK) {
+            PyErr_Format(PyExc_OSError, "writing samples into the trace failed (%s)", sw_strerror(rc));
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
     Py_BEGIN_ALLOW_THREADS
     rc = sw_sampler_stop(self->s);
     Py_END_ALLOW_THREADS
@@ -267,6 +358,12 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
             gil_held += t->gil_held;
         }
         sw_profile_unlock(self->prof);
+    }
+    if (self->stream) {
+        sw_sample_stream_stats ss;
+        sw_sample_stream_stats_get(self->stream, &ss);
+        stored = ss.samples;
+        dropped = ss.lost;
     }
     const sw_pystack_stats *r = &st.reader;
     PyObject *d = Py_BuildValue(
@@ -628,9 +725,10 @@ static PyTypeObject SamplerType = {
     .tp_basicsize = sizeof(SamplerObject),
     .tp_dealloc = (destructor)Sampler_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Sampler(interval_ns, max_depth=1024, max_threads=256, mode='wall'): samples every thread's "
-              "Python stack from a native thread, without the GIL; mode 'cpu' keeps only threads on a CPU, "
-              "weighted by CPU time.",
+    .tp_doc = "Sampler(interval_ns, max_depth=1024, max_threads=256, mode='wall', trace=False, skip_prefix=None): "
+              "samples every thread's Python stack from a native thread, without the GIL; mode 'cpu' keeps only "
+              "threads on a CPU, weighted by CPU time; trace=True writes the samples into the running trace "
+              "file instead of a profile (frames of files under skip_prefix left out).",
     .tp_methods = Sampler_methods,
     .tp_init = (initproc)Sampler_init,
     .tp_new = PyType_GenericNew,

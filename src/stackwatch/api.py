@@ -21,6 +21,7 @@ from . import _dispatch, _native
 from .units import parse_size
 
 _session = None          # options of the running session, for fork children
+_sampler = None          # the sampler writing into the running session's file (sample=...)
 _real_os_exit = os._exit
 DEFAULT_FLUSH_INTERVAL = 0.25 if sys.version_info < (3, 13) else 0.0
 # stackwatch's own Python frames (start/stop, the CLI's exit handler) are
@@ -41,10 +42,11 @@ class TraceSummary:
         self.threads = d["threads"]
         self.codes = d["codes"]
         self.error = d["error"]
+        self.samples = d.get("samples", 0)
 
     def __repr__(self):
         return (f"TraceSummary(path={self.path!r}, events={self.events}, dropped={self.dropped}, "
-                f"bytes={self.bytes}, threads={self.threads}, error={self.error!r})")
+                f"bytes={self.bytes}, threads={self.threads}, samples={self.samples}, error={self.error!r})")
 
 
 def default_path(pid=None):
@@ -75,9 +77,37 @@ def is_tracing():
     return _native.is_tracing()
 
 
+def sample_interval_ns(sample):
+    """The sampling interval in ns of a ``sample=`` option: True (1 ms), an
+    interval with its unit ("1ms", "200us") or a rate ("1000hz", "5khz").
+    Raises ValueError for anything else or out of range (20us .. 60s)."""
+    from .profiler import interval_ns
+    if sample is True:
+        return interval_ns("1ms")
+    text = sample.strip().lower() if isinstance(sample, str) else None
+    if not text or not text[0].isdigit() and text[0] != ".":
+        raise ValueError(f"invalid sampling rate {sample!r}: give an interval (1ms, 200us) or a rate "
+                         "(1000hz)")
+    if text.endswith("khz"):
+        return interval_ns(rate=_number(text[:-3], sample) * 1000)
+    if text.endswith("hz"):
+        return interval_ns(rate=_number(text[:-2], sample))
+    if text[-1].isdigit():
+        raise ValueError(f"invalid sampling rate {sample!r}: give a unit, as in 1ms, 200us or 1000hz")
+    return interval_ns(text)
+
+
+def _number(text, original):
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"invalid sampling rate {original!r}: give an interval (1ms, 200us) or a rate "
+                         "(1000hz)") from None
+
+
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
           follow_fork=True, meta=None, allow_tsc=True, c_calls=False, flush_interval=None,
-          events=None, lines=None):
+          events=None, lines=None, sample=None):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
@@ -90,6 +120,11 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     stackwatch.EVENTS: e.g. ["line", "exceptions", "gc", "objects",
     "threads"]); lines: globs of the files whose line / instruction events
     are recorded (default: every traced file);
+    sample: also run the statistical sampler beside the tracer and write
+    its samples (every thread's Python stack, on the trace's clock) into
+    the same file: True (every 1 ms), an interval ("1ms", "200us") or a
+    rate ("1000hz"); time inside long C calls, invisible to the exact
+    trace, shows up in the samples;
     flush_interval: seconds between background flushes of threads that
     record slowly (a process killed by a signal loses at most this much;
     0 = write only when a buffer fills). Default: 0.25 s, except on 3.13+
@@ -100,7 +135,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     Raises RuntimeError if already tracing, OSError if the file cannot be
     created, ValueError for a bad option.
     """
-    global _session
+    global _session, _sampler
     path = os.fspath(path) if path is not None else default_path()
     chunk = parse_size(buffer_size)
     ring_bytes = parse_size(ring) if ring else 0
@@ -117,6 +152,9 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     if c_calls:
         file_mask |= _dispatch.mask_of("c_calls")
     lines = _globs(lines, "lines")
+    sample_ns = sample_interval_ns(sample) if sample not in (None, False) else 0
+    if sample_ns and not _native.SAMPLER_SUPPORTED:
+        raise RuntimeError("the sampler supports CPython 3.9 to 3.13 (with the GIL)")
     _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
                   allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude,
                   c_calls=bool(c_calls), flush_interval=float(flush_interval))
@@ -126,10 +164,19 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         _native.stop()
         _dispatch._refresh()
         raise RuntimeError(f"cannot start tracing: {e}") from e
+    if sample_ns:
+        try:
+            s = _native.Sampler(sample_ns, trace=True, skip_prefix=_OWN_FILES[:-1])
+            s.start()
+        except Exception as e:
+            _native.stop()
+            _native.set_file_events(0, None)
+            raise RuntimeError(f"cannot start the sampler: {e}") from e
+        _sampler = s
     _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
                     include=include, exclude=exclude, follow_fork=follow_fork, meta=meta,
                     allow_tsc=allow_tsc, c_calls=c_calls, flush_interval=flush_interval,
-                    events=events, lines=lines)
+                    events=events, lines=lines, sample=sample)
     os._exit = _exit_after_stop
 
 
@@ -148,7 +195,16 @@ def _globs(value, what):
 def stop():
     """Stop tracing, flush every thread and close the file. Returns a
     TraceSummary. Raises RuntimeError if not tracing."""
-    global _session
+    global _session, _sampler
+    sampler, _sampler = _sampler, None
+    sample_error = samples = None
+    if sampler is not None:
+        # Stopped first: its last samples go into the file before it closes.
+        try:
+            sampler.stop()
+        except Exception as e:
+            sample_error = f"samples: {e}"
+        samples = sampler.stats()
     try:
         try:
             d = _native.stop()
@@ -159,6 +215,12 @@ def stop():
         _session = None
         if os._exit is _exit_after_stop:
             os._exit = _real_os_exit
+    if samples is not None:
+        d = dict(d, samples=samples["stored"])
+        if samples["dropped"] and not sample_error:
+            sample_error = f"{samples['dropped']} samples lost"
+        if sample_error and not d["error"]:
+            d["error"] = sample_error
     return TraceSummary(d)
 
 
@@ -179,6 +241,7 @@ def _after_fork_in_child():
     _native._after_fork_child()
     _native.set_file_events(0, None)
     globals()["_session"] = None
+    globals()["_sampler"] = None   # its thread is the parent's: never touched here
     os._exit = _real_os_exit
     if session["follow_fork"]:
         opts = dict(session)

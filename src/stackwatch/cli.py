@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 from . import _dispatch, _native, api, cli_profile, handlers, probes
+from . import stats_events, stats_samples
 from .program import Program, UsageError, check_writable, resolve
 from .units import parse_duration_ns, parse_size
 
@@ -64,6 +65,10 @@ def build_parser():
                    help="print every recorded kind of event as a readable line to stderr (or FILE)")
     r.add_argument("--probes", action="store_true", help="serve the USDT probes: attaching bpftrace, "
                    "SystemTap or perf turns on the matching hooks")
+    r.add_argument("--sample", nargs="?", const="1ms", default=None, metavar="RATE",
+                   help="also sample every thread's stack into the trace (default every 1ms; RATE "
+                   "is an interval such as 200us or a rate such as 1000hz): time in long C calls "
+                   "shows up beside the exact call slices")
     r.add_argument("--no-trace", action="store_true", help="write no trace file (with --probes or --log)")
     r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
@@ -97,6 +102,11 @@ def main(argv=None):
     if args.command is None:
         parser.print_help(sys.stderr)
         return _exit(2)
+    if args.command == "run":
+        # "--sample=X" names a rate even when X is no number; "--sample X" may
+        # be followed by the program instead.
+        opts = argv[:len(argv) - len(args.argv or [])]
+        args.sample_given_with_equals = any(a.startswith("--sample=") for a in opts)
     try:
         if args.command == "run":
             return _exit(cmd_run(args))
@@ -138,6 +148,11 @@ def _default_output(fmt):
 
 
 def cmd_run(args):
+    if (args.sample is not None and not getattr(args, "sample_given_with_equals", False)
+            and not args.sample[:1].isdigit() and args.sample[:1] != "."):
+        # "--sample script.py": the option took the program as its RATE.
+        args.argv = [args.sample] + list(args.argv)
+        args.sample = "1ms"
     script, module, script_args = resolve(args.argv, args.module)
     try:
         chunk = parse_size(args.buffer_size)
@@ -157,6 +172,13 @@ def cmd_run(args):
             _dispatch.mask_of(events)
     except ValueError as e:
         raise UsageError(f"--events: {e}")
+    if args.sample is not None:
+        try:
+            api.sample_interval_ns(args.sample)
+        except ValueError as e:
+            raise UsageError(f"--sample: {e}")
+        if args.no_trace:
+            raise UsageError("--sample writes its samples into the trace: it cannot go with --no-trace")
     if args.no_trace and not (args.probes or args.log is not None):
         raise UsageError("--no-trace needs --probes or --log (otherwise nothing would be recorded)")
     if args.min_duration and args.format == "swt":
@@ -191,7 +213,7 @@ def cmd_run(args):
             api.start(trace_path, buffer_size=chunk, ring=ring, max_depth=args.max_depth,
                       include=args.include, exclude=args.exclude, follow_fork=not args.no_follow_fork,
                       allow_tsc=not args.no_tsc, c_calls=args.c_calls, flush_interval=flush_s,
-                      events=events or None, lines=args.lines)
+                      events=events or None, lines=args.lines, sample=args.sample)
         except (ValueError, RuntimeError) as e:
             raise UsageError(str(e))
     # atexit runs after the interpreter has joined non-daemon threads, so
@@ -233,8 +255,9 @@ class _Finisher:
                     pass
         if not self.args.quiet:
             dropped = f", {summary.dropped} dropped" if summary.dropped else ""
+            samples = f", {summary.samples} samples" if self.args.sample is not None else ""
             print(f"stackwatch: wrote {self.output} ({summary.events} events, {summary.threads} "
-                  f"threads{dropped})", file=sys.stderr)
+                  f"threads{samples}{dropped})", file=sys.stderr)
 
 
 # ---- probes ----
@@ -295,6 +318,8 @@ def cmd_stats(args):
             mine = [(r.code, r.calls, r.total_ns, r.own_ns) for r in rows if r.thread == i]
             title = f"thread {th['name'] or '?'} (tid {th['native_tid']}, {th['events']} events, {th['dropped']} dropped)"
             _table(out, title, t, mine, key, args.limit)
+    stats_events.print_event_tables(out, t, args.limit)
+    stats_samples.print_sample_tables(out, t, args.limit)
     return 0
 
 

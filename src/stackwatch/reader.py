@@ -6,6 +6,48 @@ from . import _native
 Event = namedtuple("Event", "kind t_ns code depth synthetic")
 Code = namedtuple("Code", "id kind name qualname filename firstlineno")
 StatRow = namedtuple("StatRow", "thread code calls total_ns own_ns")
+# An EXT event (docs/format.md): kind name, time (ns since the trace
+# clock's calibration point, like Event.t_ns), thread position, depth (open
+# frames), code id and line (None for kinds without a location) and the
+# kind's data as a dict.
+ExtEvent = namedtuple("ExtEvent", "kind t_ns thread depth code line data")
+
+# A sampler sample (`stackwatch run --sample`, format 1.2): time (trace
+# clock ns, like events), thread position, state ("running", "gil_wait",
+# "idle", "unknown"), the wall time it stands for, the CPU time since the
+# thread's previous sample (None if unknown), and the stack, outermost frame
+# first, as SampleFrame tuples.
+Sample = namedtuple("Sample", "t_ns thread state weight_ns cpu_ns stack")
+SampleFrame = namedtuple("SampleFrame", "name filename line native")
+_STATES = {0: "unknown", 1: "running", 2: "gil_wait", 3: "idle"}
+
+# EXT kinds by number (format.h SW_EXT_*), named like the dispatch layer's
+# event kinds (stackwatch.EVENTS).
+EXT_KINDS = {
+    2: "line", 3: "instruction", 4: "raise", 5: "handled", 6: "gc_start", 7: "gc_done",
+    8: "new_start", 9: "new_done", 10: "delete_start", 11: "delete_done",
+    12: "thread_start", 13: "thread_exit",
+}
+_EXT_NUMBERS = {v: k for k, v in EXT_KINDS.items()}
+_LOCATED = {2, 3, 4, 5}
+
+
+def _ext_data(kind, a, b, c, s1, s2, malformed):
+    if malformed:
+        return {"malformed": True}
+    if kind == 3:
+        return {"offset": a, "opcode": b, "opname": s1}
+    if kind in (4, 5):
+        return {"type": s1}
+    if kind == 6:
+        return {"generation": a}
+    if kind == 7:
+        return {"generation": a, "collected": b, "uncollectable": c}
+    if 8 <= kind <= 11:
+        return {"class": s1, "file": s2}
+    if kind in (12, 13):
+        return {"name": s1, "native_id": a}
+    return {}
 
 KIND_NAMES = {
     _native.OP_CALL: "call",
@@ -44,9 +86,59 @@ class Trace:
     def complete(self):
         return self._t.complete
 
+    @property
+    def end_ns(self):
+        """When tracing stopped (ns, like event times), or -1 if unknown."""
+        return self._t.end_ns
+
     def events(self, thread):
         """The events of the thread at position ``thread``, in order."""
         return [Event(*e) for e in self._t.events(thread)]
+
+    def ext_events(self, thread=None, kinds=None):
+        """The EXT events (line, instruction, raise, handled, gc_start,
+        gc_done, new/delete start/done, thread_start, thread_exit) of the
+        thread at position ``thread``, or of every thread ordered by time
+        when None; only the kinds named in ``kinds`` if given. A list of
+        ExtEvent. Raises ValueError for an unknown kind name."""
+        mask = 0
+        for k in (EXT_KINDS.values() if kinds is None else ([kinds] if isinstance(kinds, str) else kinds)):
+            if k not in _EXT_NUMBERS:
+                raise ValueError(f"unknown event kind {k!r} (known: {', '.join(EXT_KINDS.values())})")
+            mask |= 1 << _EXT_NUMBERS[k]
+        out = []
+        for pos in (range(len(self.threads)) if thread is None else [thread]):
+            for kind, t_ns, depth, code, line, a, b, c, s1, s2, bad in self._t.ext_events(pos, mask):
+                located = kind in _LOCATED and not bad
+                out.append(ExtEvent(EXT_KINDS[kind], t_ns, pos, depth, code if located else None,
+                                    line if located else None, _ext_data(kind, a, b, c, s1, s2, bad)))
+        if thread is None:
+            out.sort(key=lambda e: e.t_ns)
+        return out
+
+    def ext_summary(self):
+        """Counts of the EXT events by kind name (kinds that occur), and GC
+        totals: {"counts": {...}, "malformed": n, "gc_collections": pairs of
+        gc_start/gc_done, "gc_ns": their total time, "gc_collected",
+        "gc_uncollectable"}."""
+        s = self._t.ext_summary()
+        counts = {EXT_KINDS[k]: n for k, n in enumerate(s["counts"]) if n and k in EXT_KINDS}
+        return {"counts": counts, "malformed": s["malformed"], "gc_collections": s["gc_pairs"],
+                "gc_ns": s["gc_ns"], "gc_collected": s["gc_collected"],
+                "gc_uncollectable": s["gc_uncollectable"]}
+
+    def samples(self, thread=None):
+        """The sampler's samples of the thread at position ``thread`` (all
+        threads when None), in time order: a list of Sample."""
+        frames = {i: SampleFrame(name, filename, line, kind == 1)
+                  for i, (kind, name, filename, line) in self._t.sample_frames().items()}
+        unknown = SampleFrame("?", "", 0, False)
+        return [Sample(t_ns, pos, _STATES.get(state, "unknown"), weight, cpu,
+                       tuple(frames.get(f, unknown) for f in stack))
+                for t_ns, pos, state, _flags, weight, cpu, stack in self._t.samples(-1 if thread is None else thread)]
+
+    def sample_count(self):
+        return sum(t["samples"] for t in self.threads)
 
     def stats(self):
         return [StatRow(*r) for r in self._t.stats()]

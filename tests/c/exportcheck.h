@@ -187,7 +187,7 @@ static inline int ec_json_valid(const char *s, size_t n, char *why, size_t whyle
 /* ---------------- Chrome trace events ---------------- */
 
 typedef struct ec_chrome_stats {
-    size_t begins, ends, instants, metadata;
+    size_t begins, ends, instants, metadata, completes;
 } ec_chrome_stats;
 
 static inline int ec_chrome(const char *s, size_t n, int check_ts, ec_chrome_stats *st, char *why, size_t whylen)
@@ -233,6 +233,17 @@ static inline int ec_chrome(const char *s, size_t n, int check_ts, ec_chrome_sta
             th[nth].depth = 0;
             th[nth].ts = -1;
             nth++;
+        }
+        if (ph == 'X') {
+            /* A complete event (a GC) is written when it ends, with its
+             * start time: outside the order of the others. */
+            const char *dp = strstr(line, "\"dur\":");
+            if (!dp || strtod(dp + 6, NULL) < 0) {
+                snprintf(why, whylen, "X event without a duration: %.80s", line);
+                return 0;
+            }
+            st->completes++;
+            continue;
         }
         if (check_ts && ts < th[k].ts) {
             snprintf(why, whylen, "tid %llu: ts goes back from %.3f to %.3f", tid, th[k].ts, ts);
@@ -444,13 +455,16 @@ static inline int ec_descriptor(ec_pb *c, const uint8_t *p, size_t n)
     ec_field f;
     int r;
     uint64_t uuid = 0, parent = 0;
-    int has_uuid = 0, kind = 0;
+    int has_uuid = 0, kind = 0, has_parent = 0;
     while ((r = ec_next(&p, end, &f)) > 0) {
         if (f.num == 1 && f.wt == 0) {
             uuid = f.v;
             has_uuid = 1;
         } else if (f.num == 5 && f.wt == 0) {
             parent = f.v;
+            has_parent = 1;
+        } else if (f.num == 2 && f.wt == 2 && !kind) {
+            kind = 2;  /* a named track under another (a thread's GC track) */
         } else if ((f.num == 3 || f.num == 4) && f.wt == 2) {
             if (ec_msg_ok(f.p, f.len) < 0)
                 return ec_pb_fail(c, "TrackDescriptor: malformed process/thread", f.num);
@@ -459,7 +473,9 @@ static inline int ec_descriptor(ec_pb *c, const uint8_t *p, size_t n)
     }
     if (r < 0 || !has_uuid || !kind)
         return ec_pb_fail(c, "TrackDescriptor: malformed or without uuid/process/thread", uuid);
-    if (kind == 4 && !ec_track_get(c, parent))
+    if (kind == 2 && !has_parent)
+        return ec_pb_fail(c, "named track without a parent", uuid);
+    if ((kind == 4 || kind == 2) && !ec_track_get(c, parent))
         return ec_pb_fail(c, "thread track whose parent was not described", parent);
     if (ec_track_get(c, uuid))
         return ec_pb_fail(c, "track described twice", uuid);

@@ -1,7 +1,9 @@
 /*
  * fuzz_reader.c - libFuzzer target for the trace reader and everything that
  * consumes it: sw_trace_open_mem, replay of every thread, sw_stats_compute,
- * sw_slice_durations and both exporters (into memory streams).
+ * sw_slice_durations, the EXT replay and sw_ext_summary_compute, the
+ * sampler samples (format 1.2), and both
+ * exporters (into memory streams).
  *
  * Chunks are protected by a CRC, so almost every mutation of a valid trace
  * is stopped at the checksum. To reach the parsers behind it, each input is
@@ -78,6 +80,32 @@ static int check_event(void *ud, const sw_event *ev)
     return 0;
 }
 
+/* The EXT replay: the same events plus SW_EV_EXT ones, each with a
+ * decoded payload whose strings are bounded and terminated. */
+static int check_ext_event(void *ud, const sw_event *ev)
+{
+    if (ev->kind != SW_EV_EXT)
+        return check_event(ud, ev);
+    replay_check *c = ud;
+    if (c->any && ev->t_ns < c->last)
+        fail("replay time goes back (ext)", NULL);
+    c->last = ev->t_ns;
+    c->any = 1;
+    const sw_ext *x = ev->ext;
+    if (!x || !x->s1 || !x->s2)
+        fail("ext event without its payload", NULL);
+    if (x->kind < SW_EXT_LINE || x->kind > SW_EXT_THREAD_EXIT)
+        fail("ext event of a kind the reader does not know", NULL);
+    if (ev->depth != c->depth)
+        fail("ext event at the wrong depth", NULL);
+    if (strlen(x->s1) > SW_EXT_STR_MAX || strlen(x->s2) > SW_EXT_STR_MAX)
+        fail("ext string too long", NULL);
+    if (ev->code != x->code)
+        fail("ext code mismatch", NULL);
+    c->n++;
+    return 0;
+}
+
 static int stop_after_one(void *ud, const sw_event *ev)
 {
     (void)ev;
@@ -129,6 +157,12 @@ static void exercise(const uint8_t *data, size_t len)
             fail("replay returned a positive code the callback never gave", NULL);
         if (c.depth != 0)
             fail("replay left slices open", NULL);
+        replay_check cx = {0, 0, 0, 0};
+        rc = sw_trace_replay_ext(t, i, SW_REPLAY_EXT, check_ext_event, &cx);
+        if (rc > 0)
+            fail("ext replay returned a positive code the callback never gave", NULL);
+        if (cx.depth != 0 || cx.n < c.n)
+            fail("ext replay left slices open or delivered fewer events", NULL);
         int seen = 0;
         rc = sw_trace_replay(t, i, stop_after_one, &seen);
         if (seen && rc != 7)
@@ -152,6 +186,33 @@ static void exercise(const uint8_t *data, size_t len)
                 fail("stats row out of range", NULL);
         free(rows);
     }
+    /* Samples: every one on a listed thread, frames readable. */
+    for (size_t pass = 0; pass < 2; pass++) {
+        sw_sample_cursor *sc = sw_sample_cursor_new(t, pass ? 0 : SIZE_MAX);
+        if (!sc)
+            break;
+        sw_trace_sample smp;
+        uint64_t got = 0;
+        int n;
+        while ((n = sw_sample_cursor_next(sc, &smp)) == 1) {
+            got++;
+            if (smp.thread >= nth || (pass && smp.thread != 0))
+                fail("sample on a thread not in the list", NULL);
+            for (uint32_t k = 0; k < smp.depth; k++)
+                if (sw_trace_frame(t, smp.frames[k]) && sw_trace_frame(t, smp.frames[k])->id != smp.frames[k])
+                    fail("sample frame", NULL);
+        }
+        if (n < 0 && n != SW_ENOMEM)
+            fail("sample iteration failed after a clean load", NULL);
+        if (!pass && n == 0 && got != sw_trace_sample_count(t))
+            fail("sample count", NULL);
+        sw_sample_cursor_free(sc);
+        if (!nth)
+            break;
+    }
+    sw_ext_summary xs;
+    if (sw_ext_summary_compute(t, &xs) == SW_OK && xs.gc_ns < 0)
+        fail("negative GC time", NULL);
     static const int64_t mins[] = {0, 1000};
     for (int m = 0; m < 2; m++) {
         size_t n = 0;

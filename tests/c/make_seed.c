@@ -7,9 +7,11 @@
  * The seeds cover: streamed chunks of several threads with a rename and
  * frames left open; ring mode (a sequence gap, chunks starting mid-stack);
  * a trace cut at a chunk boundary (no END); deep nesting (long chunk
- * prefixes); another time shift and clock rate; an empty trace.
+ * prefixes); another time shift and clock rate; EXT events of every kind;
+ * sampler samples (format 1.2); an empty trace.
  */
 #define _GNU_SOURCE
+#include "sample_stream.h"
 #include "tracegen.h"
 
 #include <errno.h>
@@ -142,6 +144,60 @@ static int seed_shift(void)
     return done(&g, "shift.swt", 2.5e9);
 }
 
+static int seed_ext(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "ext.swt");
+    if (tg_open(&g, p, 4096, 0, 1, 1e9) || tg_codes(&g, 4, 1))
+        return 1;
+    tg_thread *a = tg_add_thread(&g, 6001, 0, "events", 11);
+    if (!a)
+        return 1;
+    tg_run(a, 10, 4);
+    tg_ext_all(a);
+    sw_tbuf_flush(a->b);
+    tg_ext(a, SW_EXT_GC_START, 0, 0, 0, 0, 0, NULL, NULL);  /* left open */
+    tg_run(a, 10, 4);
+    return done(&g, "ext.swt", 1e9);
+}
+
+static int seed_samples(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "samples.swt");
+    if (tg_open(&g, p, 4096, 0, 0, 1e9) || tg_codes(&g, 3, 0))
+        return 1;
+    tg_thread *a = tg_add_thread(&g, 8001, 180001, "main", 12);
+    if (!a)
+        return 1;
+    tg_run(a, 20, 4);
+    sw_sample_stream *st = sw_sample_stream_new(g.w, 5000000000ull, "/skip/");
+    if (!st)
+        return 1;
+    sw_sample_code c[3] = {
+        {.addr = 1, .name = "outer", .filename = "/a.py", .name_len = 5, .filename_len = 5, .firstlineno = 1,
+         .sink_id = SW_NO_ID},
+        {.addr = 2, .name = "inner", .filename = "/a.py", .name_len = 5, .filename_len = 5, .firstlineno = 9,
+         .sink_id = SW_NO_ID},
+        {.addr = 3, .name = "own", .filename = "/skip/x.py", .name_len = 3, .filename_len = 10, .firstlineno = 2,
+         .sink_id = SW_NO_ID}};
+    sw_sample_code *fr[3] = {&c[1], &c[2], &c[0]};
+    for (int i = 0; i < 6; i++) {
+        sw_sample s = {.thread_id = i % 3 ? 180001 : 777, .native_tid = 8001, .t_ns = 5000000000ll + i * 1000,
+                       .weight_ns = 1000, .depth = (uint32_t)(i % 4), .frames = fr, .state = (uint32_t)(i % 4),
+                       .cpu_ns = i % 2 ? SW_NO_CPU : 500};
+        sw_sample_stream_sink(st, &s);
+        if (i == 2)
+            sw_sample_stream_flush(st);
+    }
+    sw_sample_stream_flush(st);
+    sw_sample_stream_free(st);
+    tg_run(a, 10, 4);
+    return done(&g, "samples.swt", 1e9);
+}
+
 static int seed_empty(void)
 {
     char p[4096];
@@ -163,7 +219,7 @@ int main(int argc, char **argv)
         perror(dir);
         return 1;
     }
-    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_empty();
+    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() | seed_samples() | seed_empty();
     if (bad)
         fprintf(stderr, "make_seed: could not write every seed\n");
     return bad;

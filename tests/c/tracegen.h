@@ -227,6 +227,71 @@ static inline void tg_run(tg_thread *t, size_t nevents, uint32_t max_depth)
 }
 
 /* Runs until the stack is empty. */
+/* Writes an EXT event (format.h SW_EXT_*) with the payload fields of its
+ * kind: code and line for located kinds, a/b/c numbers, s1/s2 strings
+ * (see reader.h, sw_ext). Not recorded in t->ev: a plain replay skips it. */
+static inline void tg_ext(tg_thread *t, unsigned kind, uint32_t code, uint64_t line, uint64_t a, uint64_t b,
+                          uint64_t c, const char *s1, const char *s2)
+{
+    sw_bytes p = {0};
+    switch (kind) {
+    case SW_EXT_LINE:
+        sw_bytes_varint(&p, code);
+        sw_bytes_varint(&p, line);
+        break;
+    case SW_EXT_INSTRUCTION:
+        sw_bytes_varint(&p, code);
+        sw_bytes_varint(&p, line);
+        sw_bytes_varint(&p, a);
+        sw_bytes_varint(&p, b);
+        sw_bytes_str(&p, s1);
+        break;
+    case SW_EXT_RAISE:
+    case SW_EXT_HANDLED:
+        sw_bytes_varint(&p, code);
+        sw_bytes_varint(&p, line);
+        sw_bytes_str(&p, s1);
+        break;
+    case SW_EXT_GC_START:
+        sw_bytes_varint(&p, a);
+        break;
+    case SW_EXT_GC_DONE:
+        sw_bytes_varint(&p, a);
+        sw_bytes_varint(&p, b);
+        sw_bytes_varint(&p, c);
+        break;
+    case SW_EXT_THREAD_START:
+    case SW_EXT_THREAD_EXIT:
+        sw_bytes_str(&p, s1);
+        sw_bytes_varint(&p, a);
+        break;
+    default:  /* object events */
+        sw_bytes_str(&p, s1);
+        sw_bytes_str(&p, s2);
+        break;
+    }
+    tg_tick(t);
+    sw_tbuf_ext(t->b, t->ticks, kind, p.data, p.len);
+    sw_bytes_free(&p);
+}
+
+/* One EXT event of every kind 2-13, GC start before GC done. */
+static inline void tg_ext_all(tg_thread *t)
+{
+    tg_ext(t, SW_EXT_LINE, 0, 12, 0, 0, 0, NULL, NULL);
+    tg_ext(t, SW_EXT_INSTRUCTION, 1, 13, 24, 100, 0, "LOAD_FAST", NULL);
+    tg_ext(t, SW_EXT_RAISE, 0, 14, 0, 0, 0, "ValueError", NULL);
+    tg_ext(t, SW_EXT_HANDLED, 0, 15, 0, 0, 0, "ValueError", NULL);
+    tg_ext(t, SW_EXT_GC_START, 0, 0, 2, 0, 0, NULL, NULL);
+    tg_ext(t, SW_EXT_GC_DONE, 0, 0, 2, 17, 1, NULL, NULL);
+    tg_ext(t, SW_EXT_NEW_START, 0, 0, 0, 0, 0, "pkg.Klass", "pkg/mod.py");
+    tg_ext(t, SW_EXT_NEW_DONE, 0, 0, 0, 0, 0, "pkg.Klass", "pkg/mod.py");
+    tg_ext(t, SW_EXT_DEL_START, 0, 0, 0, 0, 0, "pkg.Klass", "pkg/mod.py");
+    tg_ext(t, SW_EXT_DEL_DONE, 0, 0, 0, 0, 0, "pkg.Klass", "pkg/mod.py");
+    tg_ext(t, SW_EXT_THREAD_START, 0, 0, 4321, 0, 0, "worker \"1\"", NULL);
+    tg_ext(t, SW_EXT_THREAD_EXIT, 0, 0, 4321, 0, 0, "worker \"1\"", NULL);
+}
+
 static inline void tg_unwind_all(tg_thread *t)
 {
     while (t->depth)

@@ -1,0 +1,167 @@
+/*
+ * sample_stream.c - samples into the trace file (see sample_stream.h).
+ */
+#define _GNU_SOURCE
+#include "sample_stream.h"
+
+#include "format.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FLUSH_BYTES (64u << 10)
+#define FLUSH_NS 250000000
+#define SKIP_ID (SW_NO_ID - 1)   /* sink_id of a code object left out */
+
+struct sw_sample_stream {
+    sw_writer *w;
+    uint64_t mono0;
+    char *skip;
+    size_t skip_len;
+    sw_bytes defs;           /* SAMPLE_FRAMES entries not written yet */
+    sw_bytes body;           /* encoded samples not written yet */
+    sw_bytes one;            /* the sample being encoded */
+    sw_bytes out;            /* varint n + body */
+    uint64_t nbody;          /* samples in body */
+    uint32_t next_id;
+    int64_t first_ns;        /* time of the first sample in body */
+    sw_sample_stream_stats st;
+};
+
+sw_sample_stream *sw_sample_stream_new(sw_writer *w, uint64_t mono0_ns, const char *skip_prefix)
+{
+    sw_sample_stream *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    st->w = w;
+    st->mono0 = mono0_ns;
+    if (skip_prefix && skip_prefix[0]) {
+        st->skip = strdup(skip_prefix);
+        if (!st->skip) {
+            free(st);
+            return NULL;
+        }
+        st->skip_len = strlen(st->skip);
+    }
+    return st;
+}
+
+void sw_sample_stream_free(sw_sample_stream *st)
+{
+    if (!st)
+        return;
+    sw_bytes_free(&st->defs);
+    sw_bytes_free(&st->body);
+    sw_bytes_free(&st->one);
+    sw_bytes_free(&st->out);
+    free(st->skip);
+    free(st);
+}
+
+void sw_sample_stream_stats_get(const sw_sample_stream *st, sw_sample_stream_stats *out) { *out = st->st; }
+
+/* The frame id of a code object, defining it on first use; SKIP_ID for
+ * frames left out, SW_NO_ID when out of memory. */
+static uint32_t frame_id(sw_sample_stream *st, sw_sample_code *c)
+{
+    if (c->sink_id != SW_NO_ID)
+        return c->sink_id;
+    if (st->skip && c->filename && strncmp(c->filename, st->skip, st->skip_len) == 0)
+        return c->sink_id = SKIP_ID;
+    if (st->next_id >= SKIP_ID)
+        return SW_NO_ID;
+    size_t mark = st->defs.len;
+    sw_bytes_varint(&st->defs, st->next_id);
+    sw_bytes_u8(&st->defs, SW_FRAME_PYTHON);
+    sw_bytes_str(&st->defs, c->name ? c->name : "?");
+    sw_bytes_str(&st->defs, c->filename ? c->filename : "");
+    sw_bytes_varint(&st->defs, c->firstlineno < 0 ? 0 : (uint64_t)c->firstlineno);
+    if (st->defs.failed) {
+        st->defs.len = mark;
+        st->defs.failed = 0;
+        return SW_NO_ID;
+    }
+    st->st.frames++;
+    return c->sink_id = st->next_id++;
+}
+
+static uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+void sw_sample_stream_sink(void *ud, sw_sample *s)
+{
+    sw_sample_stream *st = ud;
+    sw_bytes *o = &st->one;
+    o->len = 0;
+    o->failed = 0;
+    sw_bytes_varint(o, s->thread_id);
+    sw_bytes_varint(o, s->native_tid);
+    sw_bytes_varint(o, zigzag(s->t_ns - (int64_t)st->mono0));
+    sw_bytes_varint(o, s->weight_ns);
+    sw_bytes_varint(o, s->cpu_ns == SW_NO_CPU ? 0 : s->cpu_ns + 1);
+    sw_bytes_varint(o, s->state);
+    sw_bytes_varint(o, s->flags);
+    /* The frames inner to the innermost skipped one (stackwatch's own
+     * frames and the wrapper frames that called them, e.g. runpy's under
+     * "python -m stackwatch", are not the program's), outermost first
+     * (frames[] is leaf first). */
+    uint32_t depth = 0;
+    for (; depth < s->depth; depth++) {
+        uint32_t id = frame_id(st, s->frames[depth]);
+        if (id == SW_NO_ID) {
+            st->st.lost++;
+            return;
+        }
+        if (id == SKIP_ID)
+            break;
+    }
+    sw_bytes_varint(o, depth);
+    for (uint32_t i = depth; i-- > 0;)
+        sw_bytes_varint(o, s->frames[i]->sink_id);
+    size_t mark = st->body.len;
+    sw_bytes_varint(&st->body, o->len);
+    sw_bytes_put(&st->body, o->data, o->len);
+    if (o->failed || st->body.failed) {
+        st->body.len = mark;
+        st->body.failed = 0;
+        st->st.lost++;
+        return;
+    }
+    if (st->nbody++ == 0)
+        st->first_ns = s->t_ns;
+    st->st.samples++;
+    if (st->body.len >= FLUSH_BYTES || s->t_ns - st->first_ns >= FLUSH_NS)
+        sw_sample_stream_flush(st);
+}
+
+int sw_sample_stream_flush(sw_sample_stream *st)
+{
+    int rc = SW_OK;
+    if (st->defs.len) {
+        rc = sw_writer_chunk(st->w, SW_CHUNK_SAMPLE_FRAMES, st->defs.data, st->defs.len);
+        if (rc != SW_OK) {
+            /* Samples naming these frames cannot be read: lose them too. */
+            st->st.lost += st->nbody;
+            st->body.len = 0;
+            st->nbody = 0;
+            return rc;
+        }
+        st->defs.len = 0;
+    }
+    if (!st->nbody)
+        return SW_OK;
+    st->out.len = 0;
+    st->out.failed = 0;
+    sw_bytes_varint(&st->out, st->nbody);
+    sw_bytes_put(&st->out, st->body.data, st->body.len);
+    if (st->out.failed)
+        rc = SW_ENOMEM;
+    else
+        rc = sw_writer_chunk(st->w, SW_CHUNK_SAMPLES, st->out.data, st->out.len);
+    if (rc == SW_OK)
+        st->st.chunks++;
+    else
+        st->st.lost += st->nbody;
+    st->body.len = 0;
+    st->nbody = 0;
+    return rc;
+}

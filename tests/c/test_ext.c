@@ -1,0 +1,306 @@
+/*
+ * test_ext.c - EXT events (line, instruction, exception, GC, object and
+ * thread events, format 1.1): written with the real writer, decoded by
+ * sw_trace_replay_ext exactly (fields, strings, times, depth), malformed
+ * payloads flagged without stopping the replay, summaries (counts, GC time)
+ * and both exports (instants, GC slices) checked.
+ */
+#define _GNU_SOURCE
+#include "analysis.h"
+#include "check.h"
+#include "export.h"
+#include "exportcheck.h"
+#include "tracegen.h"
+
+typedef struct xrec {
+    sw_event ev;
+    sw_ext x;
+    char s1[SW_EXT_STR_MAX + 1], s2[SW_EXT_STR_MAX + 1];
+} xrec;
+
+typedef struct xlog {
+    xrec *r;
+    size_t n, cap;
+    size_t others;      /* non-EXT events */
+} xlog;
+
+static int xlog_fn(void *ud, const sw_event *ev)
+{
+    xlog *l = ud;
+    if (ev->kind != SW_EV_EXT) {
+        l->others++;
+        return 0;
+    }
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 32;
+        l->r = realloc(l->r, l->cap * sizeof *l->r);
+        if (!l->r)
+            abort();
+    }
+    xrec *r = &l->r[l->n++];
+    r->ev = *ev;
+    r->x = *ev->ext;
+    snprintf(r->s1, sizeof r->s1, "%s", ev->ext->s1);
+    snprintf(r->s2, sizeof r->s2, "%s", ev->ext->s2);
+    return 0;
+}
+
+static char tmpl[64];
+
+static const char *tmp_path(void)
+{
+    snprintf(tmpl, sizeof tmpl, "/tmp/sw_test_ext_%d.swt", (int)getpid());
+    return tmpl;
+}
+
+static sw_trace *open_path(const char *p)
+{
+    sw_trace *t = NULL;
+    char err[256];
+    if (sw_trace_open_file(p, &t, err, sizeof err) != SW_OK) {
+        fprintf(stderr, "open: %s\n", err);
+        return NULL;
+    }
+    return t;
+}
+
+TEST(every_kind_decodes_exactly)
+{
+    tg g;
+    const char *p = tmp_path();
+    REQUIRE(tg_open(&g, p, 4096, 0, 1, 1e9) == SW_OK);
+    REQUIRE(tg_codes(&g, 4, 1) == SW_OK);
+    tg_thread *a = tg_add_thread(&g, 7001, 0, "main", 5);
+    REQUIRE(a);
+    tg_enter(a, SW_OP_CALL, 0);
+    tg_enter(a, SW_OP_CALL, 1);
+    uint64_t ticks[12];
+    static const unsigned kinds[12] = {SW_EXT_LINE, SW_EXT_INSTRUCTION, SW_EXT_RAISE, SW_EXT_HANDLED,
+                                       SW_EXT_GC_START, SW_EXT_GC_DONE, SW_EXT_NEW_START, SW_EXT_NEW_DONE,
+                                       SW_EXT_DEL_START, SW_EXT_DEL_DONE, SW_EXT_THREAD_START,
+                                       SW_EXT_THREAD_EXIT};
+    /* tg_ext_all's events, one by one to remember their times. */
+    tg_ext(a, SW_EXT_LINE, 0, 12, 0, 0, 0, NULL, NULL), ticks[0] = a->ticks;
+    tg_ext(a, SW_EXT_INSTRUCTION, 1, 13, 24, 100, 0, "LOAD_FAST", NULL), ticks[1] = a->ticks;
+    tg_ext(a, SW_EXT_RAISE, 0, 14, 0, 0, 0, "ValueError", NULL), ticks[2] = a->ticks;
+    tg_ext(a, SW_EXT_HANDLED, 0, 15, 0, 0, 0, "ValueError", NULL), ticks[3] = a->ticks;
+    tg_ext(a, SW_EXT_GC_START, 0, 0, 2, 0, 0, NULL, NULL), ticks[4] = a->ticks;
+    tg_ext(a, SW_EXT_GC_DONE, 0, 0, 2, 17, 1, NULL, NULL), ticks[5] = a->ticks;
+    for (int k = 6; k < 10; k++)
+        tg_ext(a, kinds[k], 0, 0, 0, 0, 0, "pkg.Klass", "pkg/mod.py"), ticks[k] = a->ticks;
+    tg_ext(a, SW_EXT_THREAD_START, 0, 0, 4321, 0, 0, "worker \"1\"", NULL), ticks[10] = a->ticks;
+    tg_exit(a, SW_OP_RETURN);
+    tg_ext(a, SW_EXT_THREAD_EXIT, 0, 0, 4321, 0, 0, "worker \"1\"", NULL), ticks[11] = a->ticks;
+    tg_exit(a, SW_OP_RETURN);
+    REQUIRE(tg_close(&g, 1e9) == SW_OK);
+    sw_trace *t = open_path(p);
+    REQUIRE(t);
+    /* The plain replay is unchanged by the EXT events. */
+    tg_rec got, exp = {0};
+    CHECK_EQ_I64(tg_replay(t, 0, &got), SW_OK);
+    tg_expect(t, a, 0, a->n, &exp);
+    char why[256];
+    CHECK_MSG(tg_same(&got, &exp, why, sizeof why), "%s", why);
+    tg_rec_free(&got);
+    tg_rec_free(&exp);
+    xlog l = {0};
+    CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l), SW_OK);
+    REQUIRE_EQ_U64(l.n, 12);
+    CHECK_EQ_U64(l.others, 4);
+    for (int k = 0; k < 12; k++) {
+        const xrec *r = &l.r[k];
+        CHECK_EQ_U64(r->x.kind, kinds[k]);
+        CHECK_EQ_U64(r->x.malformed, 0);
+        CHECK_EQ_I64(r->ev.t_ns, sw_trace_units_to_ns(t, ticks[k] >> 1));
+        CHECK_EQ_U64(r->ev.depth, k == 11 ? 1 : 2);
+        CHECK_EQ_U64(r->ev.code, r->x.code);
+    }
+    CHECK_EQ_U64(l.r[0].x.code, 0);
+    CHECK_EQ_U64(l.r[0].x.line, 12);
+    CHECK_EQ_U64(l.r[1].x.code, 1);
+    CHECK_EQ_U64(l.r[1].x.line, 13);
+    CHECK_EQ_U64(l.r[1].x.a, 24);
+    CHECK_EQ_U64(l.r[1].x.b, 100);
+    CHECK_EQ_STR(l.r[1].s1, "LOAD_FAST");
+    CHECK_EQ_STR(l.r[2].s1, "ValueError");
+    CHECK_EQ_U64(l.r[3].x.line, 15);
+    CHECK_EQ_U64(l.r[4].x.code, SW_EXT_NO_CODE);
+    CHECK_EQ_U64(l.r[4].x.a, 2);
+    CHECK_EQ_U64(l.r[5].x.a, 2);
+    CHECK_EQ_U64(l.r[5].x.b, 17);
+    CHECK_EQ_U64(l.r[5].x.c, 1);
+    CHECK_EQ_STR(l.r[8].s1, "pkg.Klass");
+    CHECK_EQ_STR(l.r[8].s2, "pkg/mod.py");
+    CHECK_EQ_STR(l.r[10].s1, "worker \"1\"");
+    CHECK_EQ_U64(l.r[10].x.a, 4321);
+    /* Summary. */
+    sw_ext_summary s;
+    REQUIRE(sw_ext_summary_compute(t, &s) == SW_OK);
+    for (int k = 0; k < 12; k++)
+        CHECK_EQ_U64(s.count[kinds[k]], 1);
+    CHECK_EQ_U64(s.count[SW_EXT_DROPPED], 0);
+    CHECK_EQ_U64(s.gc_pairs, 1);
+    CHECK_EQ_I64(s.gc_ns, l.r[5].ev.t_ns - l.r[4].ev.t_ns);
+    CHECK_EQ_U64(s.gc_collected, 17);
+    CHECK_EQ_U64(s.gc_uncollectable, 1);
+    free(l.r);
+    sw_trace_free(t);
+    tg_free(&g);
+    unlink(p);
+}
+
+TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
+{
+    tg g;
+    const char *p = tmp_path();
+    REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
+    REQUIRE(tg_codes(&g, 2, 0) == SW_OK);
+    tg_thread *a = tg_add_thread(&g, 7002, 0, "m", 6);
+    REQUIRE(a);
+    tg_enter(a, SW_OP_CALL, 0);
+    /* Each known kind with an empty payload: all need at least one field. */
+    for (unsigned k = SW_EXT_LINE; k <= SW_EXT_THREAD_EXIT; k++) {
+        tg_tick(a);
+        sw_tbuf_ext(a->b, a->ticks, k, (const uint8_t *)"", 0);
+    }
+    /* A string running past its payload. */
+    uint8_t bad_str[] = {3, 7, 50, 'a', 'b'};  /* code 3, line 7, str of 50 bytes: only 2 */
+    tg_tick(a);
+    sw_tbuf_ext(a->b, a->ticks, SW_EXT_RAISE, bad_str, sizeof bad_str);
+    /* Unknown kinds are skipped; trailing bytes after a kind's fields are
+     * ignored (a newer minor version may add fields). */
+    tg_tick(a);
+    sw_tbuf_ext(a->b, a->ticks, 99, (const uint8_t *)"xyz", 3);
+    uint8_t longer[] = {1, 9, 0x7f, 0x7f};  /* LINE code 1, line 9, two extra bytes */
+    tg_tick(a);
+    sw_tbuf_ext(a->b, a->ticks, SW_EXT_LINE, longer, sizeof longer);
+    /* A long name is cut at SW_EXT_STR_MAX bytes, not inside a character. */
+    uint8_t big[400];
+    sw_bytes pl = {0};
+    memset(big, 'a', sizeof big);
+    big[254] = 0xc3, big[255] = 0xa9;  /* "é" straddles the cut */
+    sw_bytes_varint(&pl, 0);
+    sw_bytes_varint(&pl, 1);
+    sw_bytes_varint(&pl, 300);
+    sw_bytes_put(&pl, big, 300);
+    tg_tick(a);
+    sw_tbuf_ext(a->b, a->ticks, SW_EXT_RAISE, pl.data, pl.len);
+    sw_bytes_free(&pl);
+    tg_exit(a, SW_OP_RETURN);
+    REQUIRE(tg_close(&g, 1e9) == SW_OK);
+    sw_trace *t = open_path(p);
+    REQUIRE(t);
+    xlog l = {0};
+    CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l), SW_OK);
+    CHECK_EQ_U64(l.others, 2);
+    REQUIRE_EQ_U64(l.n, 12 + 3);
+    for (unsigned k = 0; k < 12; k++) {
+        CHECK_EQ_U64(l.r[k].x.kind, SW_EXT_LINE + k);
+        CHECK_EQ_U64(l.r[k].x.malformed, 1);
+        CHECK_EQ_STR(l.r[k].s1, "");
+    }
+    CHECK_EQ_U64(l.r[12].x.malformed, 1);
+    CHECK_EQ_U64(l.r[12].x.code, 3);
+    CHECK_EQ_U64(l.r[13].x.malformed, 0);
+    CHECK_EQ_U64(l.r[13].x.kind, SW_EXT_LINE);
+    CHECK_EQ_U64(l.r[13].x.code, 1);
+    CHECK_EQ_U64(l.r[13].x.line, 9);
+    CHECK_EQ_U64(l.r[14].x.malformed, 0);
+    CHECK_EQ_U64(strlen(l.r[14].s1), 254);
+    sw_ext_summary s;
+    REQUIRE(sw_ext_summary_compute(t, &s) == SW_OK);
+    CHECK_EQ_U64(s.malformed, 13);
+    CHECK_EQ_U64(s.count[SW_EXT_RAISE], 3);
+    CHECK_EQ_U64(s.gc_pairs, 0);
+    /* Exports stay well-formed. */
+    char err[256], why[160];
+    size_t n;
+    int rc;
+    char *out = ec_export_mem(sw_export_chrome, t, 0, &n, &rc, err, sizeof err);
+    ec_chrome_stats cs;
+    CHECK_EQ_I64(rc, SW_OK);
+    CHECK_MSG(ec_chrome(out, n, 1, &cs, why, sizeof why), "%s", why);
+    CHECK_EQ_U64(cs.instants, 15);
+    CHECK(strstr(out, "\"malformed\":true") != NULL);
+    free(out);
+    out = ec_export_mem(sw_export_perfetto, t, 0, &n, &rc, err, sizeof err);
+    ec_pb_stats ps;
+    CHECK_EQ_I64(rc, SW_OK);
+    CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "%s", why);
+    CHECK_EQ_U64(ps.instants, 15);
+    free(out);
+    free(l.r);
+    sw_trace_free(t);
+    tg_free(&g);
+    unlink(p);
+}
+
+/* Counts occurrences of needle in s. */
+static size_t count_of(const char *s, const char *needle)
+{
+    size_t n = 0;
+    for (const char *q = s; (q = strstr(q, needle)) != NULL; q++)
+        n++;
+    return n;
+}
+
+TEST(exports_show_instants_and_gc_slices)
+{
+    tg g;
+    const char *p = tmp_path();
+    REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
+    REQUIRE(tg_codes(&g, 4, 1) == SW_OK);
+    tg_thread *a = tg_add_thread(&g, 7003, 0, "main", 7);
+    tg_thread *b = tg_add_thread(&g, 7004, 0, "other", 8);
+    REQUIRE(a && b);
+    tg_enter(a, SW_OP_CALL, 0);
+    tg_ext_all(a);               /* 10 instants and one GC slice */
+    tg_ext(a, SW_EXT_GC_DONE, 0, 0, 0, 1, 0, NULL, NULL);  /* done without start: an instant */
+    tg_ext(a, SW_EXT_GC_START, 0, 0, 1, 0, 0, NULL, NULL);
+    tg_ext(a, SW_EXT_GC_START, 0, 0, 0, 0, 0, NULL, NULL); /* closes the previous one unfinished */
+    tg_exit(a, SW_OP_RETURN);     /* the second stays open: closed at the thread's end */
+    tg_enter(b, SW_OP_CALL, 1);
+    tg_ext(b, SW_EXT_LINE, 1, 5, 0, 0, 0, NULL, NULL);
+    tg_exit(b, SW_OP_RETURN);
+    REQUIRE(tg_close(&g, 1e9) == SW_OK);
+    sw_trace *t = open_path(p);
+    REQUIRE(t);
+    char err[256], why[160];
+    size_t n;
+    int rc;
+    char *out = ec_export_mem(sw_export_chrome, t, 0, &n, &rc, err, sizeof err);
+    ec_chrome_stats cs;
+    REQUIRE(rc == SW_OK);
+    CHECK_MSG(ec_chrome(out, n, 1, &cs, why, sizeof why), "%s", why);
+    CHECK_EQ_U64(cs.instants, 10 + 1 + 1);
+    CHECK_EQ_U64(cs.completes, 3);
+    CHECK_EQ_U64(count_of(out, "unfinished"), 2);
+    CHECK(strstr(out, "\"name\":\"GC (generation 2)\",\"cat\":\"gc\",\"args\":{\"generation\":2,"
+                      "\"collected\":17,\"uncollectable\":1}") != NULL);
+    CHECK(strstr(out, "\"name\":\"raise ValueError\",\"cat\":\"exception\",\"args\":{\"function\":") != NULL);
+    CHECK(strstr(out, "\"name\":\"thread start worker \\\"1\\\"\"") != NULL);
+    CHECK(strstr(out, "\"name\":\"line 5\",\"cat\":\"line\"") != NULL);
+    CHECK(strstr(out, "\"opname\":\"LOAD_FAST\"") != NULL);
+    CHECK(strstr(out, "\"class\":\"pkg.Klass\",\"file\":\"pkg/mod.py\"") != NULL);
+    free(out);
+    out = ec_export_mem(sw_export_perfetto, t, 0, &n, &rc, err, sizeof err);
+    ec_pb_stats ps;
+    REQUIRE(rc == SW_OK);
+    CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "%s", why);
+    CHECK_EQ_U64(ps.instants, 10 + 1 + 1);
+    CHECK_EQ_U64(ps.begins, 2 + 3);       /* two calls, three GC slices */
+    CHECK_EQ_U64(ps.descriptors, 1 + 2 + 1);  /* process, threads, one GC track */
+    CHECK(memmem(out, n, "GC (generation 2)", 17) != NULL);
+    CHECK(memmem(out, n, "ValueError", 10) != NULL);
+    free(out);
+    /* With a minimum duration the EXT events stay. */
+    out = ec_export_mem(sw_export_perfetto, t, 1000000000, &n, &rc, err, sizeof err);
+    REQUIRE(rc == SW_OK);
+    CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "%s", why);
+    CHECK_EQ_U64(ps.instants, 12);
+    CHECK_EQ_U64(ps.begins, 3);
+    free(out);
+    sw_trace_free(t);
+    tg_free(&g);
+    unlink(p);
+}

@@ -1,0 +1,277 @@
+"""Exact and sampled on one timeline (`stackwatch run --sample`): the
+sampler's samples are in the trace file on the trace's clock, so the time
+inside a long C call (time.sleep, sorted), one slice in the exact trace, is
+covered by samples whose stacks hold that function; the exports show them
+beside each thread's slices."""
+import json
+import sys
+
+import pytest
+
+import stackwatch
+from conftest import run
+from stackwatch.reader import Trace
+
+pytestmark = pytest.mark.skipif(sys.version_info >= (3, 14), reason="the sampler supports 3.9-3.13")
+
+PROGRAM = '''\
+import threading
+import time
+
+
+def f():
+    time.sleep(0.3)
+
+
+def g():
+    return sorted(range(1_500_000, 0, -1))
+
+
+def nap():
+    time.sleep(0.2)
+
+
+def main():
+    th = threading.Thread(target=nap, name="sleeper")
+    th.start()
+    f()
+    g()
+    th.join()
+
+
+main()
+'''
+
+RATE_NS = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    d = tmp_path_factory.mktemp("samples")
+    prog = d / "prog.py"
+    prog.write_text(PROGRAM)
+    out = d / "t.swt"
+    r = run(["run", "--sample=1ms", "-o", str(out), str(prog)])
+    assert r.returncode == 0, r.stderr
+    assert " samples" in r.stderr
+    return str(out)
+
+
+def thread_pos(t, name):
+    return next(i for i, th in enumerate(t.threads) if th["name"] == name)
+
+
+def slice_of(t, pos, name):
+    """(start, end) in trace ns of the only call of `name` on the thread."""
+    stack, found = [], []
+    for e in t.events(pos):
+        if e.kind in (0, 2, 5):
+            stack.append((e.code, e.t_ns))
+        elif e.kind in (1, 3, 4, 6) and stack:
+            code, start = stack.pop()
+            if t.codes[code].name == name:
+                found.append((start, e.t_ns))
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.parametrize("thread,func,seconds,state", [("MainThread", "f", 0.3, "idle"),
+                                                        ("MainThread", "g", None, "running"),
+                                                        ("sleeper", "nap", 0.2, "idle")])
+def test_samples_inside_a_long_c_call(traced, thread, func, seconds, state):
+    t = Trace(traced)
+    pos = thread_pos(t, thread)
+    start, end = slice_of(t, pos, func)
+    dur = end - start
+    if seconds:
+        assert dur >= seconds * 1e9
+    inside = [s for s in t.samples(pos) if start <= s.t_ns <= end]
+    # Away from the edges (a sample and a call record are taken a few
+    # microseconds apart), every sample has the function on its stack.
+    core = [s for s in inside if start + 2_000_000 <= s.t_ns <= end - 2_000_000]
+    assert core and all(func in [f.name for f in s.stack] for s in core)
+    assert all(s.stack[-1].name == func for s in core)  # no Python frame below it: a C call
+    if thread == "MainThread":  # the program's own frames only, as in the trace
+        assert all(s.stack[0].name == "<module>" and s.stack[0].filename.endswith("prog.py") for s in core)
+    expected = dur / RATE_NS
+    # One sample per interval; a round the sampler could not make in time
+    # (a loaded machine) is skipped, and the next sample's weight says how
+    # many intervals it stands for.
+    rounds = sum(max(1, round(s.weight_ns / RATE_NS)) for s in inside)
+    assert 0.85 * expected <= rounds <= 1.1 * expected + 2, (rounds, len(inside), expected)
+    assert 0.25 * expected <= len(inside) <= 1.1 * expected + 2, (len(inside), expected)
+    # The samples' weights (wall time since the previous round) add up to
+    # the slice's duration.
+    assert abs(sum(s.weight_ns for s in inside) - dur) <= 0.15 * dur + 3 * RATE_NS
+    # What the kernel said the thread was doing.
+    states = [s.state for s in core]
+    assert states.count(state) > len(states) / 2, states
+
+
+def test_samples_lie_within_the_trace(traced):
+    t = Trace(traced)
+    samples = t.samples()
+    assert len(samples) == t.sample_count() == sum(th["samples"] for th in t.threads)
+    assert all(0 <= s.t_ns <= t.end_ns for s in samples)
+    assert [s.t_ns for s in samples] == sorted(s.t_ns for s in samples)
+    assert {t.threads[s.thread]["name"] for s in samples} >= {"MainThread", "sleeper"}
+    # stackwatch's own frames are left out, as in the trace.
+    assert not any("stackwatch" in f.filename for s in samples for f in s.stack)
+    assert t._t.samples_unattributed == 0
+
+
+def test_perfetto_shows_samples_beside_the_slices(traced, tmp_path):
+    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    t = Trace(traced)
+    out = tmp_path / "t.pftrace"
+    t.export("perfetto", str(out))
+    trace = pb2.Trace()
+    trace.ParseFromString(out.read_bytes())
+    tracks, names = {}, {}
+    f_slice, stack, samples = None, {}, []
+    for pkt in trace.packet:
+        if pkt.HasField("track_descriptor"):
+            tracks[pkt.track_descriptor.uuid] = pkt.track_descriptor
+        if pkt.HasField("interned_data"):
+            for en in pkt.interned_data.event_names:
+                names[(pkt.trusted_packet_sequence_id, en.iid)] = en.name
+        if not pkt.HasField("track_event"):
+            continue
+        te = pkt.track_event
+        td = tracks[te.track_uuid]
+        if te.type == pb2.TrackEvent.TYPE_SLICE_BEGIN and td.HasField("thread"):
+            stack.setdefault(te.track_uuid, []).append((names[(pkt.trusted_packet_sequence_id, te.name_iid)],
+                                                        pkt.timestamp))
+        elif te.type == pb2.TrackEvent.TYPE_SLICE_END and td.HasField("thread"):
+            name, begin = stack[te.track_uuid].pop()
+            if name == "f":
+                f_slice = (begin, pkt.timestamp, te.track_uuid)
+        elif te.type == pb2.TrackEvent.TYPE_INSTANT and "sample" in te.categories:
+            assert td.name == "samples" and tracks[td.parent_uuid].HasField("thread")
+            frames = [fr.function_name for fr in te.callstack.frames]
+            assert te.name == (frames[-1] if frames else "(no Python frame)")
+            samples.append((pkt.timestamp, td.parent_uuid, frames))
+    assert len(samples) == t.sample_count()
+    begin, end, thread_track = f_slice
+    inside = [fr for ts, tr, fr in samples if tr == thread_track and begin + 2_000_000 <= ts <= end - 2_000_000]
+    assert len(inside) > 100 and all(fr[-1] == "f" for fr in inside)
+    assert all(fr[-2] == "main" for fr in inside)
+
+
+def test_chrome_shows_samples(traced, tmp_path):
+    out = tmp_path / "t.json"
+    r = run(["export", traced, "--format", "chrome", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    t = Trace(traced)
+    samples = [e for e in doc["traceEvents"] if e.get("cat") == "sample"]
+    assert len(samples) == t.sample_count()
+    open_, f_span = {}, None
+    for e in doc["traceEvents"]:
+        if e["ph"] == "B":
+            open_.setdefault(e["tid"], []).append(e)
+        elif e["ph"] == "E":
+            b = open_[e["tid"]].pop()
+            if b["name"] == "f":
+                f_span = (b["ts"], e["ts"], e["tid"])
+    lo, hi, tid = f_span
+    inside = [e for e in samples if e["tid"] == tid and lo + 2000 <= e["ts"] <= hi - 2000]
+    assert len(inside) > 100
+    assert all(e["name"] == "f" and e["args"]["stack"].endswith("main;f") for e in inside)
+
+
+def test_stats_reports_samples(traced):
+    r = run(["stats", traced])
+    assert r.returncode == 0, r.stderr
+    t = Trace(traced)
+    assert f"samples: {t.sample_count()} (" in r.stdout
+    assert "top functions by samples" in r.stdout
+    own_f = sum(1 for s in t.samples() if s.stack and s.stack[-1].name == "f")
+    table = r.stdout.split("top functions by samples")[1]
+    row = next(line for line in table.splitlines() if line.rstrip().endswith("prog.py:5)"))
+    assert int(row.split()[0]) == own_f >= 200
+
+
+def test_api_option(tmp_path):
+    import time
+
+    def sleepy():
+        time.sleep(0.1)
+
+    p = str(tmp_path / "a.swt")
+    with stackwatch.trace(p, sample="500us") as tr:
+        sleepy()
+    assert tr.summary.samples > 50
+    t = Trace(p)
+    assert t.sample_count() == tr.summary.samples
+    start, end = slice_of(t, thread_pos(t, "MainThread"), "sleepy")
+    inside = [s for s in t.samples() if start + 1_000_000 <= s.t_ns <= end - 1_000_000]
+    assert len(inside) > 100 and all(s.stack[-1].name.endswith("sleepy") for s in inside)
+    assert not stackwatch.is_tracing()
+
+
+@pytest.mark.parametrize("value", ["fast", "5", "0hz", "10ns", "-1ms", "1e9hz", "", 3])
+def test_api_rejects_bad_sample_values(tmp_path, value):
+    with pytest.raises(ValueError):
+        stackwatch.start(str(tmp_path / "x.swt"), sample=value)
+    assert not stackwatch.is_tracing()
+
+
+@pytest.mark.parametrize("arg", ["--sample=0", "--sample=abc", "--sample=5", "--sample=10ns", "--sample=0hz",
+                                 "--sample=2min"])
+def test_cli_rejects_bad_sample_values(tmp_path, arg):
+    prog = tmp_path / "p.py"
+    prog.write_text("print('ran')\n")
+    r = run(["run", arg, "-o", str(tmp_path / "o.swt"), str(prog)])
+    assert r.returncode == 2 and "ran" not in r.stdout
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stackwatch: error: --sample: "), r.stderr
+
+
+def test_cli_sample_before_the_program(tmp_path):
+    prog = tmp_path / "p.py"
+    prog.write_text("import time\ntime.sleep(0.05)\nprint('ran')\n")
+    r = run(["run", "--sample", "-o", str(tmp_path / "o.swt"), str(prog)])
+    assert r.returncode == 0, r.stderr
+    r = run(["run", "-o", str(tmp_path / "o.swt"), "--sample", str(prog)])
+    assert r.returncode == 0 and "ran" in r.stdout, r.stderr
+    assert Trace(str(tmp_path / "o.swt")).sample_count() > 20
+    r = run(["run", "--sample", "--no-trace", "--probes", str(prog)])
+    assert r.returncode == 2 and "--no-trace" in r.stderr
+
+
+def test_session_stop_stops_the_sampler_first(tmp_path):
+    """The session's own stop (here called directly, bypassing the API's
+    order) stops the sampler and writes its last samples before END: the
+    writer is never used after it closes."""
+    import time
+
+    from stackwatch import _native, api
+    p = str(tmp_path / "d.swt")
+    stackwatch.start(p, sample="200us")
+    sampler = api._sampler
+    time.sleep(0.05)
+    _native.stop()
+    _native.set_file_events(0, None)
+    time.sleep(0.01)
+    with pytest.raises(RuntimeError, match="not running"):
+        sampler.stop()
+    stats = sampler.stats()
+    api._sampler = None
+    api._session = None
+    stackwatch.stop() if stackwatch.is_tracing() else None
+    t = Trace(p)
+    assert t.complete and t.damage is None
+    assert t.sample_count() == stats["stored"] > 50 and stats["dropped"] == 0
+    assert all(s.t_ns <= t.end_ns for s in t.samples())
+
+
+def test_trace_mode_sampler_needs_a_session_and_is_alone(tmp_path):
+    from stackwatch import _native
+    with pytest.raises(RuntimeError, match="running trace session"):
+        _native.Sampler(1_000_000, trace=True).start()
+    with stackwatch.trace(str(tmp_path / "one.swt"), sample="1ms"):
+        with pytest.raises(RuntimeError, match="already writes"):
+            _native.Sampler(1_000_000, trace=True).start()
+    with pytest.raises(ValueError, match="wall"):
+        _native.Sampler(1_000_000, trace=True, mode="cpu")
