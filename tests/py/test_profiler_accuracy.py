@@ -46,6 +46,44 @@ if SUPPORTED:
 CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 
 
+# ---- a sampler starved of CPU ----
+# On a machine shared with other builds the sampler thread itself may wait
+# for a CPU and miss many of its ticks; each missed interval's time then goes
+# to whatever it finds when it runs again, which is a fact about the machine,
+# not about the profiler. A measurement that fails while the sampler missed
+# more than STARVED of its ticks is made again (up to 3 times), and skipped
+# with the reason if it never gets the CPU it needs. A failure while the
+# sampler kept up is a failure.
+STARVED = 0.10
+_last_stats = []
+
+
+def note_stats(p):
+    _last_stats.append(p.stats())
+    return p
+
+
+def was_starved():
+    st = _last_stats[-1] if _last_stats else {}
+    return st.get("missed", 0) > STARVED * max(st.get("ticks", 0), 1)
+
+
+def retry_if_starved(test):
+    import functools
+
+    @functools.wraps(test)
+    def run_it(*args, **kwargs):
+        for attempt in range(3):
+            _last_stats.clear()
+            try:
+                return test(*args, **kwargs)
+            except AssertionError:
+                if not was_starved():
+                    raise
+        pytest.skip(f"the sampler was starved of CPU in 3 attempts (machine too busy): {_last_stats[-1]}")
+    return run_it
+
+
 def time_in(tree, name, key="time_ns"):
     """The summed `key` of the outermost nodes of function `name`."""
     return count_of(tree, name, key)
@@ -96,6 +134,7 @@ def check_shares(tree, spent, points=0.03):
 
 
 @pytest.mark.parametrize("mode", ["wall", "cpu"])
+@retry_if_starved
 def test_60_30_10_shares(mode):
     """Each 10 ms slice of CPU time is split 6/3/1 across three functions;
     the shares of the profile's time (wall or CPU weights) match the wall
@@ -110,7 +149,7 @@ def test_60_30_10_shares(mode):
 
     with Profiler(interval="1ms", mode=mode) as p:
         run_until(p, clock, 1.5, 1200, one_round)
-    st = p.stats()
+    st = note_stats(p).stats()
     bad, measured, truth = check_shares(p.tree(), spent)
     assert not bad, (bad, measured, truth, st)
     assert st["mode"] == mode
@@ -191,6 +230,7 @@ def test_sleeping_vs_computing_thread(mode):
     assert time_in(tc, "compute", "count") >= 0.9 * tc["count"], tc
 
 
+@retry_if_starved
 def test_threads_contending_for_the_gil():
     """Two threads computing in Python take turns on the GIL: each is seen
     waiting for it, and running; a sampled round never has both holding it."""
@@ -201,7 +241,7 @@ def test_threads_contending_for_the_gil():
             t.start()
         for t in ts:
             t.join()
-    st = p.stats()
+    st = note_stats(p).stats()
     th = by_ident(p)
     for t, o in zip(ts, outs):
         s = th[t.ident]
@@ -248,6 +288,7 @@ def sort_heavy(clock, d):
 
 
 @pytest.mark.parametrize("mode", ["wall", "cpu"])
+@retry_if_starved
 def test_c_heavy_time_goes_to_the_python_caller(mode):
     clock = CLOCKS[mode]
     spent = {"py_loop": 0.0, "hash_heavy": 0.0, "sort_heavy": 0.0}
@@ -259,7 +300,7 @@ def test_c_heavy_time_goes_to_the_python_caller(mode):
 
     with Profiler(interval="1ms", mode=mode) as p:
         run_until(p, clock, 1.5, 1200, one_round)
-    tree = p.tree()
+    tree = note_stats(p).tree()
     bad, measured, truth = check_shares(tree, spent)
     assert not bad, (bad, measured, truth, p.stats())
     # The C functions have no frames: their callers are the leaves.
