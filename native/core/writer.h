@@ -195,7 +195,7 @@ SW_INLINE void sw_tbuf_put_enter_units(sw_tbuf *b, uint64_t now, unsigned op, ui
 {
     uint64_t x = (sw_tbuf_delta_units(b, now) << SW_OP_BITS) | op;
     uint8_t *p = b->pos;
-    if (SW_LIKELY((x | ((uint64_t)code << 7)) < 0x4000)) {
+    if (SW_LIKELY(x < 0x4000 && code < 0x80)) {
         /* The common call: a delta of up to two bytes, a one-byte code. */
         p = sw_put_varint14(p, (uint32_t)x);
         *p++ = (uint8_t)code;

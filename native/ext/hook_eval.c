@@ -106,11 +106,12 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
     return res;
 }
 
-/* The fast path's exit when the chunk is full: seals it, then records. */
-static SW_NOINLINE PyObject *exit_make_room(sw_tbuf *tb, PyObject *res)
+/* The fast path's exit when the chunk is full or the frame unwound (an
+ * exception): seals the chunk if need be, then records. */
+static SW_NOINLINE PyObject *exit_slow(sw_tbuf *tb, PyObject *res)
 {
-    if (sw_tbuf_make_room(tb))
-        sw_tbuf_put_exit(tb, sw_clock_now(&sw_S.clock), res ? SW_OP_RETURN : SW_OP_UNWIND);
+    if (tb->pos <= tb->limit || sw_tbuf_make_room(tb))
+        sw_tbuf_put_exit_paired(tb, sw_clock_now(&sw_S.clock), res ? SW_OP_RETURN : SW_OP_UNWIND);
     return res;
 }
 
@@ -133,13 +134,14 @@ static SW_NOINLINE PyObject *exit_make_room(sw_tbuf *tb, PyObject *res)
          * for the event (else eval_slow makes it). */                                        \
         if (SW_UNLIKELY((v >> 29) != sw_S.fast_tag || !sw_tbuf_enter_fits(tb)))               \
             return eval_slow(ts, f, throwflag);                                               \
-        sw_tbuf_put_enter_units(tb, NOW, SW_OP_CALL, (uint32_t)v & SW_ID_MASK);               \
+        /* The flag bits are 0 here: the low word is the code id. */                         \
+        sw_tbuf_put_enter_units(tb, NOW, SW_OP_CALL, (uint32_t)v);                            \
         PyObject *res = sw_S.prev_eval(ts, f, throwflag);                                     \
         if (SW_LIKELY(gen == sw_S.gen)) {                                                     \
             tb = sw_T.tb;                                                                     \
-            if (SW_UNLIKELY(tb->pos > tb->limit))                                             \
-                return exit_make_room(tb, res);                                               \
-            sw_tbuf_put_exit_paired_units(tb, NOW, res ? SW_OP_RETURN : SW_OP_UNWIND);        \
+            if (SW_UNLIKELY(tb->pos > tb->limit || !res))                                     \
+                return exit_slow(tb, res);                                                    \
+            sw_tbuf_put_exit_paired_units(tb, NOW, SW_OP_RETURN);                             \
         }                                                                                     \
         return res;                                                                           \
     }
