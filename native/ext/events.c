@@ -332,5 +332,7 @@ static PyMethodDef methods[] = {
 
 int sw_events_add_to_module(PyObject *m)
 {
+    if (sw_objects_add_to_module(m) < 0)
+        return -1;
     return PyModule_AddFunctions(m, methods);
 }

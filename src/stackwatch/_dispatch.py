@@ -9,8 +9,10 @@ the rest:
 - C calls, line, instruction and exception events: sys.monitoring on 3.12+
   (_monitor.py), the C profile / trace hooks on 3.9-3.11 (switched in C);
 - GC: an entry in gc.callbacks;
-- thread start / exit: a wrapper of threading.Thread._bootstrap_inner.
-Object-lifetime events (new/delete) have kinds but no producer yet.
+- thread start / exit: a wrapper of threading.Thread._bootstrap_inner;
+- object lifetime (new/delete): the allocation, finalizer and free slots of
+  every Python class, and type's tp_new for classes made later
+  (native/ext/objects.c).
 
 Runs with the GIL held; never raises into the program (a problem is
 printed once as a warning).
@@ -30,6 +32,7 @@ OBJECT_MASK = sum(BIT[k] for k in ("new_start", "new_done", "delete_start", "del
 
 _warned = set()
 _real_bootstrap_inner = None
+_objects_on = False
 
 
 def mask_of(events):
@@ -76,8 +79,25 @@ def _get_native_id():
     return get() if get else 0
 
 
+def _all_classes():
+    """Every class reachable from object through __subclasses__."""
+    out, seen, stack = [], set(), [object]
+    while stack:
+        t = stack.pop()
+        out.append(t)
+        try:
+            subs = type.__subclasses__(t)
+        except TypeError:
+            continue
+        for s in subs:
+            if id(s) not in seen:
+                seen.add(id(s))
+                stack.append(s)
+    return out
+
+
 def _refresh():
-    global _real_bootstrap_inner
+    global _real_bootstrap_inner, _objects_on
     m = _native.dispatch_masks()
     mask = m["all"]
     tracing = _native.is_tracing()
@@ -91,6 +111,9 @@ def _refresh():
             gc.callbacks.append(cb)
     elif cb in gc.callbacks:
         gc.callbacks.remove(cb)
+    if bool(mask & OBJECT_MASK) != _objects_on:
+        _objects_on = bool(mask & OBJECT_MASK)
+        (_native._objects_on if _objects_on else _native._objects_off)(_all_classes())
     T = threading.Thread
     if mask & THREAD_MASK:
         if _real_bootstrap_inner is None and hasattr(T, "_bootstrap_inner"):
