@@ -151,6 +151,7 @@ def stop():
     global _session
     try:
         try:
+            _dispatch.check_trace_hooks()   # a displaced line-event hook is in the summary
             d = _native.stop()
         finally:
             # Also switches off what only the session needed (one refresh).
