@@ -6,6 +6,7 @@
 #   BENCH_QUICK=1       tiny sizes and 2 rounds: a ~2-3 minute smoke run
 #   BENCH_ARGS="..."    more options for bench/run.py (e.g. --workloads fib,methods)
 #   BENCH_SKIP_SETUP=1  reuse .venv/bench-<version> as it is (no rebuild, no pip)
+#   BENCH_DISPATCH=0    skip the dispatch-layer table (bench/dispatch.py)
 #
 # Sets up the venv .venv/bench-<version> (stackwatch built from this tree,
 # the peers from PyPI, the bench-only null tracer), then runs bench/run.py.
@@ -81,4 +82,11 @@ args=(--peer-status "$status" --out "$outdir/results.json")
 # shellcheck disable=SC2206
 [ -n "${BENCH_ARGS:-}" ] && args+=(${BENCH_ARGS})
 "$py" "$root/bench/run.py" "${args[@]}" | tee "$outdir/report.txt"
-exit "${PIPESTATUS[0]}"
+rc="${PIPESTATUS[0]}"
+# The dispatch layer's costs (issue 3): a third table (BENCH_DISPATCH=0 skips it).
+if [ "${BENCH_DISPATCH:-1}" != "0" ]; then
+  dargs=(--out "$outdir/dispatch.json")
+  [ "${BENCH_QUICK:-0}" != "0" ] && dargs+=(--quick)
+  "$py" "$root/bench/dispatch.py" "${dargs[@]}" | tee -a "$outdir/report.txt"
+fi
+exit "$rc"

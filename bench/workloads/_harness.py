@@ -23,7 +23,8 @@ import sys
 import time
 import traceback
 
-TRACERS = ("none", "null", "stackwatch", "cprofile", "viztracer", "pyinstrument", "yappi", "swprof")
+TRACERS = ("none", "null", "stackwatch", "cprofile", "viztracer", "pyinstrument", "yappi", "swprof",
+           "sw_import", "sw_probes", "sw_c_call", "sw_line_other", "sw_line_file", "sw_all")
 
 # VizTracer keeps its events in a circular buffer of this many entries (the
 # default is 1,000,000 and would silently drop the oldest events of the
@@ -211,8 +212,78 @@ class _Swprof(_Tracer):
         return {k: st[k] for k in ("ticks", "missed", "stored", "failed", "busy_ns", "mode")}
 
 
+class _SwImport(_Tracer):
+    """bench/dispatch.py: stackwatch imported, no consumer (zero cost)."""
+    name = "sw_import"
+
+    def __init__(self, out_dir):
+        super().__init__(out_dir)
+        import stackwatch
+        self.sw = stackwatch
+
+
+class _SwProbes(_SwImport):
+    """... and its probe watcher running (USDT probes compiled in, nothing
+    attached)."""
+    name = "sw_probes"
+
+    def __init__(self, out_dir):
+        super().__init__(out_dir)
+        if not self.sw.probes.available:
+            raise RuntimeError("stackwatch was built without USDT probes")
+        self.sw.probes.watch()
+
+    def info(self):
+        self.sw.probes.unwatch()
+        return {}
+
+
+def _noop(ev):
+    pass
+
+
+class _SwHandler(_SwImport):
+    """One no-op handler (bench/dispatch.py): events, where."""
+    events, where = "c_call", None
+
+    def start(self):
+        self.h = self.sw.add_handler(_noop, events=self.events, where=self.where)
+
+    def stop(self):
+        self.h.remove()
+
+
+class _SwCCall(_SwHandler):
+    name = "sw_c_call"
+
+
+class _SwLineOther(_SwHandler):
+    """Line events of one file that is not the workload's (this one: the
+    region's few lines): the workload's file runs at full speed."""
+    name, events, where = "sw_line_other", "line", "*/_harness.py"
+
+
+class _SwLineFile(_SwHandler):
+    """Line events of the workload's own file."""
+    name, events = "sw_line_file", "line"
+
+    def __init__(self, out_dir):
+        super().__init__(out_dir)
+        self.where = os.path.abspath(sys.argv[0])
+
+
+class _SwAll(_Stackwatch):
+    """The file tracer recording every event kind (C calls, lines and
+    instructions everywhere, exceptions, GC, objects, threads)."""
+    name = "sw_all"
+
+    def start(self):
+        self.sw.start(self.path, c_calls=True, events="all")
+
+
 _CLASSES = {c.name: c for c in (_Tracer, _Null, _Stackwatch, _CProfile, _VizTracer,
-                                _Pyinstrument, _Yappi)}
+                                _Pyinstrument, _Yappi, _SwImport, _SwProbes, _SwCCall,
+                                _SwLineOther, _SwLineFile, _SwAll)}
 
 
 def make_tracer(name, out_dir, pyinstrument_interval=0.001, profiler_rate=1000, profiler_mode="wall"):

@@ -76,10 +76,10 @@
 #define SW_EXT_HANDLED     5  /* varint code, varint line, str exception type */
 #define SW_EXT_GC_START    6  /* varint generation */
 #define SW_EXT_GC_DONE     7  /* varint generation, varint collected, varint uncollectable */
-#define SW_EXT_NEW_START   8  /* varint class */
-#define SW_EXT_NEW_DONE    9  /* varint class */
-#define SW_EXT_DEL_START  10  /* varint class */
-#define SW_EXT_DEL_DONE   11  /* varint class */
+#define SW_EXT_NEW_START   8  /* str class, str defining file */
+#define SW_EXT_NEW_DONE    9  /* str class, str defining file */
+#define SW_EXT_DEL_START  10  /* str class, str defining file */
+#define SW_EXT_DEL_DONE   11  /* str class, str defining file */
 #define SW_EXT_THREAD_START 12  /* str name, varint native thread id */
 #define SW_EXT_THREAD_EXIT  13  /* str name, varint native thread id */
 

@@ -123,6 +123,9 @@ void sw_events_thread_sync(void);     /* 3.9-3.11: trace function on every threa
 void sw_events_thread_attach(void);   /* ... and on a thread seen for the first time */
 #endif
 
+/* Object-lifetime events (objects.c): _objects_on / _objects_off. */
+int sw_objects_add_to_module(PyObject *m);
+
 /* USDT probes (probes.c). */
 int sw_probes_add_to_module(PyObject *m);
 void sw_probes_emit(int kind, const sw_evdata *d);

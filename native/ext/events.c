@@ -16,6 +16,7 @@
 #include "session.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static PyObject *mon_disable;   /* sys.monitoring.DISABLE */
 static PyObject *opnames;       /* dis.opname */
@@ -200,8 +201,57 @@ static int trace_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg
 
 /* Installs or removes the trace function on every thread as sw_D asks.
  * A thread whose trace function is someone else's (coverage, a debugger)
- * keeps it: its line events are then not reported, and it is said once. */
+ * keeps it: its line events are then not reported, and it is said (the
+ * session's error, and a warning through _events_check()). */
 static int trace_on;
+static int warned[2];
+static const char *const conflict_msgs[2] = {
+    "line/instruction/exception events: a thread already has a trace function (a debugger or "
+    "coverage); its events are not reported",
+    "line/instruction/exception events: another trace function (a debugger, coverage or "
+    "sys.settrace) replaced stackwatch's on a thread; its events were not reported meanwhile",
+};
+
+/* Thread states stackwatch put its trace function on (while trace_on): an
+ * empty slot on one of them means another tool's trace function came and
+ * went (set and removed from C, e.g. by coverage's C tracer). */
+#define MAX_MARKED 256
+static PyThreadState *marked[MAX_MARKED];
+static int nmarked;
+
+static int was_marked(PyThreadState *ts)
+{
+    for (int i = 0; i < nmarked; i++)
+        if (marked[i] == ts)
+            return 1;
+    return 0;
+}
+
+static void install(PyThreadState *ts)
+{
+    if (_PyEval_SetTrace(ts, trace_cb, NULL) < 0) {
+        PyErr_Clear();
+        return;
+    }
+    if (!was_marked(ts) && nmarked < MAX_MARKED)
+        marked[nmarked++] = ts;
+}
+
+/* Recorded as the session's error, and said once on stderr, written to
+ * file descriptor 2: sys.stderr may be Python code (a capturing test
+ * runner), and a debugger that has just installed itself must not see a
+ * frame of stackwatch's. */
+static void conflict(int which)
+{
+    sw_session_error(conflict_msgs[which]);
+    if (!warned[which]) {
+        warned[which] = 1;
+        char buf[320];
+        int n = snprintf(buf, sizeof buf, "stackwatch: warning: %s\n", conflict_msgs[which]);
+        if (n > 0 && write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1) < 0)
+            warned[which] = 1;
+    }
+}
 
 void sw_events_thread_sync(void)
 {
@@ -213,18 +263,76 @@ void sw_events_thread_sync(void)
     sw_exc_save(&es);
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts)) {
         if (want && ts->c_tracefunc == NULL) {
-            if (_PyEval_SetTrace(ts, trace_cb, NULL) < 0)
-                PyErr_Clear();
+            if (trace_on && ts == me && was_marked(ts))
+                conflict(1);
+            install(ts);
         } else if (want && ts->c_tracefunc != trace_cb) {
-            sw_session_error("line/instruction/exception events: a thread already has a trace "
-                             "function (a debugger or coverage); its events are not reported");
+            conflict(trace_on && was_marked(ts));
         } else if (!want && ts->c_tracefunc == trace_cb) {
             if (_PyEval_SetTrace(ts, NULL, NULL) < 0)
                 PyErr_Clear();
         }
     }
     trace_on = want;
+    if (!want)
+        nmarked = 0;
     sw_exc_restore(&es);
+}
+
+/* While the trace function is wanted: puts it back on threads whose trace
+ * slot is free again (another tool's trace function was removed) and
+ * reports threads where another one replaced it; an empty slot where
+ * stackwatch's was is reported too (see marked; only for this thread: a
+ * thread state of an exited thread may have been reused by a new one). */
+static void check_threads(void)
+{
+    if (!trace_on)
+        return;
+    PyThreadState *me = PyThreadState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts)) {
+        if (ts->c_tracefunc == NULL) {
+            if (ts == me && was_marked(ts))
+                conflict(1);
+            install(ts);
+        } else if (ts->c_tracefunc != trace_cb) {
+            conflict(1);
+        }
+    }
+}
+
+/* _events_check(): check_threads() now (before a session stops, when a
+ * consumer changes). */
+static PyObject *py_events_check(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    check_threads();
+    Py_RETURN_NONE;
+}
+
+/* sys.settrace while stackwatch's trace function is on: the real one, then
+ * check_threads(), so that a tool that installs a trace function is
+ * reported and stackwatch's comes back when it removes it. */
+static PyObject *real_settrace;
+
+static PyObject *py_settrace(PyObject *self, PyObject *fn)
+{
+    (void)self;
+    if (!real_settrace)
+        return PyErr_Format(PyExc_RuntimeError, "stackwatch: sys.settrace is not available");
+    PyObject *r = PyObject_CallOneArg(real_settrace, fn);
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
+    check_threads();
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_set_real_settrace(PyObject *self, PyObject *fn)
+{
+    (void)self;
+    Py_XSETREF(real_settrace, Py_NewRef(fn));
+    Py_RETURN_NONE;
 }
 
 /* A thread that started after the sync: called from the frame hook. */
@@ -234,13 +342,15 @@ void sw_events_thread_attach(void)
     if (trace_on && ts->c_tracefunc == NULL) {
         sw_exc_state es;
         sw_exc_save(&es);
-        if (_PyEval_SetTrace(ts, trace_cb, NULL) < 0)
-            PyErr_Clear();
+        install(ts);
         sw_exc_restore(&es);
     }
 }
 
-#define PER_THREAD_METHODS
+#define PER_THREAD_METHODS \
+    {"_events_check", py_events_check, METH_NOARGS, "_events_check(): trace hooks back / displaced (3.9-3.11)"}, \
+    {"_events_settrace", py_settrace, METH_O, "settrace(function)\n--\n\nsys.settrace, while stackwatch's line events are on"}, \
+    {"_events_set_real_settrace", py_set_real_settrace, METH_O, "the sys.settrace that _events_settrace calls"},
 
 #endif
 
@@ -332,5 +442,7 @@ static PyMethodDef methods[] = {
 
 int sw_events_add_to_module(PyObject *m)
 {
+    if (sw_objects_add_to_module(m) < 0)
+        return -1;
     return PyModule_AddFunctions(m, methods);
 }

@@ -81,6 +81,8 @@ static const unsigned ext_of[SW_K_COUNT] = {
     [SW_K_LINE] = SW_EXT_LINE, [SW_K_INSTRUCTION] = SW_EXT_INSTRUCTION,
     [SW_K_RAISE] = SW_EXT_RAISE, [SW_K_HANDLED] = SW_EXT_HANDLED,
     [SW_K_GC_START] = SW_EXT_GC_START, [SW_K_GC_DONE] = SW_EXT_GC_DONE,
+    [SW_K_NEW_START] = SW_EXT_NEW_START, [SW_K_NEW_DONE] = SW_EXT_NEW_DONE,
+    [SW_K_DEL_START] = SW_EXT_DEL_START, [SW_K_DEL_DONE] = SW_EXT_DEL_DONE,
     [SW_K_THREAD_START] = SW_EXT_THREAD_START, [SW_K_THREAD_EXIT] = SW_EXT_THREAD_EXIT,
 };
 
@@ -122,6 +124,13 @@ void sw_file_record_ext(int kind, const sw_evdata *d)
         put_u(&p, (uint64_t)(d->a < 0 ? 0 : d->a));
         put_u(&p, (uint64_t)(d->b < 0 ? 0 : d->b));
         put_u(&p, (uint64_t)(d->c < 0 ? 0 : d->c));
+        break;
+    case SW_K_NEW_START:
+    case SW_K_NEW_DONE:
+    case SW_K_DEL_START:
+    case SW_K_DEL_DONE:
+        put_s(&p, d->name);
+        put_s(&p, d->file);
         break;
     case SW_K_THREAD_START:
     case SW_K_THREAD_EXIT:

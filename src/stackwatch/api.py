@@ -207,6 +207,7 @@ def stop():
         samples = sampler.stats()
     try:
         try:
+            _dispatch.check_trace_hooks()   # a displaced line-event hook is in the summary
             d = _native.stop()
         finally:
             # Also switches off what only the session needed (one refresh).

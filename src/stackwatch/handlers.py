@@ -16,7 +16,7 @@ A handler runs in the thread where the event happened, with the GIL; its
 own calls are not events. An exception raised by a handler is reported once
 on stderr and the handler is removed; the traced program never sees it.
 `where` (a glob or a list of globs matched against the code's file name)
-limits the events that have a code location; events without one (GC,
+limits the events that have a code location; events without one (GC, objects,
 threads) are always delivered. stackwatch's own code is never an event.
 Several handlers, the file tracer and the USDT probes can listen at once:
 the interpreter is asked only for the events someone wants.

@@ -35,6 +35,9 @@ def main():
             print(json.dumps({"error": "probes never attached"}), flush=True)
             return 1
         time.sleep(0.005)
+    # The kernel raises a semaphore when the uprobe is registered, a moment
+    # before bpftrace's program is attached to it: let it settle.
+    time.sleep(0.3)
     _native._probes_poll()            # apply now rather than at the next poll
     for i in range(100):
         mid(i)

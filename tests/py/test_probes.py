@@ -13,6 +13,7 @@ import stackwatch
 from conftest import PROGRAMS, run
 
 TARGET = os.path.join(PROGRAMS, "probe_target.py")
+OBJECTS = [os.path.join(PROGRAMS, "objects_target.py"), "probes"]
 
 
 def _skip_reason():
@@ -35,12 +36,12 @@ def tracefs():
         subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], capture_output=True)
 
 
-def attach(probes, program, extra_args=()):
-    """Starts the target, attaches bpftrace with `program` (probe names and
+def attach(probes, program, extra_args=(), target=(TARGET,)):
+    """Starts the target (argv after the interpreter's), attaches bpftrace with `program` (probe names and
     LIB are substituted), lets the target run; returns (bpftrace stdout,
     target's JSON)."""
     lib = stackwatch.probes.library
-    prog = subprocess.Popen([sys.executable, *extra_args, TARGET, ",".join(probes)],
+    prog = subprocess.Popen([sys.executable, *extra_args, *target, ",".join(probes)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
@@ -99,6 +100,26 @@ def test_line_events_and_unicode_names():
     assert c["@uni"] == 7
 
 
+def test_instance_new_and_delete_counts_per_class():
+    """Counts per class against the known numbers of objects_target.py
+    (a subclass, __slots__, __del__, a class made while attached, a
+    namedtuple, a cascade, cycles)."""
+    script = ('usdt:LIB:stackwatch:instance__new__start { @ns[str(arg0)] = count(); } '
+              'usdt:LIB:stackwatch:instance__new__done { @nd[str(arg0)] = count(); } '
+              'usdt:LIB:stackwatch:instance__delete__start { @ds[str(arg0)] = count(); } '
+              'usdt:LIB:stackwatch:instance__delete__done { @dd[str(arg0)] = count(); '
+              '@file[str(arg0), str(arg1)] = count(); }')
+    probes = ["instance__new__start", "instance__new__done", "instance__delete__start",
+              "instance__delete__done"]
+    out, info = attach(probes, script, target=OBJECTS)
+    c = counts(out)
+    for cls, n in info["expected"].items():
+        for m in ("ns", "nd", "ds", "dd"):
+            assert c.get(f"@{m}[{cls}]") == n, (m, cls, out)
+    # The second argument is the defining file (bpftrace cuts strings at 64 bytes).
+    assert c.get(f"@file[SwPlain, {OBJECTS[0][:63]}]", c.get(f"@file[SwPlain, {OBJECTS[0]}]")) == 1010
+
+
 def test_probes_command_lists_them():
     out = run(["probes"])
     assert out.returncode == 0, out.stderr
@@ -115,10 +136,12 @@ EXAMPLES = os.path.join(os.path.dirname(PROGRAMS), "..", "examples", "bpftrace")
     ("gc_time.bt", ["gc__start", "gc__done"], "@gc_us["),
     ("calls_per_function.bt", ["function__entry"], "mid]: 100"),
     ("connect_lines.bt", ["function__entry"], None),
+    ("instances_per_class.bt", ["instance__new__done"], "@instances[SwPlain]: 1010"),
+    ("delete_cascade.bt", ["instance__delete__start", "instance__delete__done"], "@cascade_us"),
 ])
 def test_examples_attach_and_report(name, probes, expect):
     with open(os.path.join(EXAMPLES, name)) as f:
         script = f.read()
-    out, _ = attach(probes, script)
+    out, _ = attach(probes, script, target=OBJECTS if "instance" in probes[0] else (TARGET,))
     if expect:
         assert expect in out
