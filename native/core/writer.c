@@ -436,6 +436,7 @@ void sw_tbuf_ext(sw_tbuf *b, uint64_t ticks, unsigned kind, const uint8_t *paylo
     }
     size_t need = 3 * SW_VARINT_MAX + len;
     if ((size_t)(b->data + b->cap - b->pos) < need + SW_EVENT_MAX) {
+        sw_tbuf_flush(b);   /* the chunk is not full, but this does not fit */
         if (!sw_tbuf_make_room(b))
             return;
         if ((size_t)(b->data + b->cap - b->pos) < need + SW_EVENT_MAX) {

@@ -235,6 +235,56 @@ TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
     unlink(p);
 }
 
+TEST(large_payloads_fill_chunks_without_loss)
+{
+    /* EXT events of up to SW_EXT_MAX bytes between calls, into 4 KiB
+     * chunks: an event that does not fit seals the chunk first; none is
+     * dropped and all read back in order. */
+    tg g;
+    const char *p = tmp_path();
+    REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
+    REQUIRE(tg_codes(&g, 2, 0) == SW_OK);
+    tg_thread *a = tg_add_thread(&g, 7003, 0, "big", 8);
+    REQUIRE(a);
+    uint8_t payload[SW_EXT_MAX];
+    int n = 0;
+    for (int i = 0; i < 200; i++) {
+        tg_enter(a, SW_OP_CALL, (uint32_t)(i % 2));
+        size_t len = 3 + (size_t)(i * 37) % (SW_EXT_MAX - 3);
+        sw_bytes pl = {0};
+        sw_bytes_varint(&pl, 0);          /* RAISE: code, line, str type */
+        sw_bytes_varint(&pl, (uint64_t)i);
+        memset(payload, 'a' + i % 26, sizeof payload);
+        size_t slen = len - 3 > 200 ? 200 : len - 3;
+        sw_bytes_varint(&pl, slen);
+        sw_bytes_put(&pl, payload, slen);
+        tg_tick(a);
+        sw_tbuf_ext(a->b, a->ticks, SW_EXT_RAISE, pl.data, pl.len);
+        sw_bytes_free(&pl);
+        n++;
+        tg_exit(a, SW_OP_RETURN);
+    }
+    CHECK_EQ_U64(a->b->dropped, 0);
+    REQUIRE(tg_close(&g, 1e9) == SW_OK);
+    sw_trace *t = open_path(p);
+    REQUIRE(t);
+    CHECK(sw_trace_thread(t, 0)->chunks >= 5);
+    xlog l = {0};
+    CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l), SW_OK);
+    CHECK_EQ_U64(l.others, 400);
+    REQUIRE_EQ_U64(l.n, (uint64_t)n);
+    for (int i = 0; i < n; i++) {
+        if (!CHECK_EQ_U64(l.r[i].x.line, (uint64_t)i))
+            break;
+        CHECK_EQ_U64(l.r[i].x.malformed, 0);
+        CHECK_EQ_U64(l.r[i].ev.depth, 1);
+    }
+    free(l.r);
+    sw_trace_free(t);
+    tg_free(&g);
+    unlink(p);
+}
+
 /* Counts occurrences of needle in s. */
 static size_t count_of(const char *s, const char *needle)
 {
