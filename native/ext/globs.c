@@ -6,6 +6,8 @@
  */
 #include "session.h"
 
+#include "../core/glob.h"
+
 #include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,10 +60,16 @@ int sw_globs_copy(PyObject *seq, const char *what, char ***out)
     return 0;
 }
 
+int sw_glob_match(const char *pattern, const char *s)
+{
+    /* Patterns of literals, `*` and `?` here (glob.h); fnmatch for the rest. */
+    return sw_glob_is_simple(pattern) ? sw_glob_match_simple(pattern, s) : fnmatch(pattern, s, 0) == 0;
+}
+
 int sw_globs_match(char *const *g, const char *s)
 {
     for (char *const *p = g; p && *p; p++)
-        if (fnmatch(*p, s, 0) == 0)
+        if (sw_glob_match(*p, s))
             return 1;
     return 0;
 }

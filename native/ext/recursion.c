@@ -15,6 +15,14 @@
 #endif
 #include "session.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #if PY_VERSION_HEX >= 0x030C0000
 /* CPython 3.12 budgets C recursion at 1500 levels, and a Python call made
  * through a frame-evaluation hook spends two of them, so without help a
@@ -86,18 +94,80 @@ void sw_recursion_bonus_take_back(void) {}
 
 /* The lowest address the hook lets a hooked call start at: the thread's
  * stack bottom plus a margin for raising and handling RecursionError. */
+/* The main thread's stack, as pthread_getattr_np computes it (the
+ * mapping holding the stack pointer, grown down to RLIMIT_STACK but not
+ * into the mapping below), from one pass over /proc/self/maps parsed here:
+ * glibc's sscanf per line cost ~0.5 M instructions per start. Returns 0
+ * and sets *lo, *size, or -1. */
+static int main_thread_stack(uintptr_t *lo, size_t *size)
+{
+    uintptr_t sp = sw_stack_pointer();
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char buf[8192];
+    size_t have = 0;
+    uintptr_t prev_hi = 0, map_hi = 0;
+    int found = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        buf[have] = 0;
+        char *line = buf, *nl;
+        while (!found && (nl = memchr(line, '\n', have - (size_t)(line - buf))) != NULL) {
+            char *end;
+            uintptr_t a = (uintptr_t)strtoull(line, &end, 16);
+            uintptr_t b = *end == '-' ? (uintptr_t)strtoull(end + 1, NULL, 16) : 0;
+            if (a <= sp && sp < b) {
+                map_hi = b;
+                found = 1;
+            } else if (b <= sp) {
+                prev_hi = b;
+            }
+            line = nl + 1;
+        }
+        if (found)
+            break;
+        have -= (size_t)(line - buf);
+        memmove(buf, line, have);
+        if (have == sizeof buf - 1)
+            have = 0;   /* a line longer than the buffer: not one we need */
+    }
+    close(fd);
+    struct rlimit rl;
+    if (!found || getrlimit(RLIMIT_STACK, &rl) != 0)
+        return -1;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t limit = rl.rlim_cur == RLIM_INFINITY ? (size_t)(map_hi - prev_hi) : (size_t)rl.rlim_cur / page * page;
+    if (limit > map_hi - prev_hi)
+        limit = (size_t)(map_hi - prev_hi);
+    *lo = map_hi - limit;
+    *size = limit;
+    return 0;
+}
+
 uintptr_t sw_stack_guard_of_this_thread(void)
 {
-    pthread_attr_t attr;
     void *addr = NULL;
     size_t size = 0;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0)
-        return 0;
-    int ok = pthread_attr_getstack(&attr, &addr, &size) == 0;
-    pthread_attr_destroy(&attr);
-    if (!ok || !addr || size < (64u << 10))
+    uintptr_t lo;
+    if ((pid_t)syscall(SYS_gettid) == getpid() && main_thread_stack(&lo, &size) == 0) {
+        addr = (void *)lo;
+    } else {
+        pthread_attr_t attr;
+        if (pthread_getattr_np(pthread_self(), &attr) != 0)
+            return 0;
+        int ok = pthread_attr_getstack(&attr, &addr, &size) == 0;
+        pthread_attr_destroy(&attr);
+        if (!ok)
+            return 0;
+    }
+    if (!addr || size < (64u << 10))
         return 0;
     size_t margin = size / 4 < (512u << 10) ? size / 4 : (512u << 10);
     return (uintptr_t)addr + margin;
 }
-

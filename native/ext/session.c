@@ -6,7 +6,6 @@
 
 #include "dispatch.h"
 
-#include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -137,9 +136,9 @@ int sw_thread_attach(sw_tstate *t)
 static int matches(char **globs, const char *file, const char *module)
 {
     for (char **g = globs; g && *g; g++) {
-        if (fnmatch(*g, file, 0) == 0)
+        if (sw_glob_match(*g, file))
             return 1;
-        if (module && (fnmatch(*g, module, 0) == 0))
+        if (module && sw_glob_match(*g, module))
             return 1;
         /* "pkg" also matches its submodules "pkg.x.y". */
         size_t n = strlen(*g);

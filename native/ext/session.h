@@ -118,6 +118,7 @@ void sw_session_after_fork_child(void);
 int sw_globs_copy(PyObject *seq, const char *what, char ***out);
 void sw_globs_free(char **g);
 int sw_globs_match(char *const *g, const char *s);   /* 1 if any pattern matches s */
+int sw_glob_match(const char *pattern, const char *s); /* 1 if it matches */
 
 /* Slow paths called by backends. */
 int sw_thread_attach(sw_tstate *t);          /* 1 if the thread can record */

@@ -11,7 +11,6 @@ import atexit
 import functools
 import json
 import os
-import platform
 import socket
 import sys
 import threading
@@ -58,10 +57,19 @@ def _fork_path(path, pid):
     return f"{stem}.fork-{pid}{ext or '.swt'}"
 
 
+# Without the platform module: it parses sys.version with regular
+# expressions, compiled on first use, which cost more instructions at the
+# first start() than tracing a short program.
+_v = sys.version_info
+_PYTHON_VERSION = f"{_v.major}.{_v.minor}.{_v.micro}" + (
+    "" if _v.releaselevel == "final" else f"{_v.releaselevel[0]}{_v.serial}".replace("c", "rc", 1))
+_IMPLEMENTATION = {"cpython": "CPython", "pypy": "PyPy"}.get(sys.implementation.name, sys.implementation.name)
+
+
 def _meta(extra):
     meta = {
-        "python_version": platform.python_version(),
-        "python_implementation": platform.python_implementation(),
+        "python_version": _PYTHON_VERSION,
+        "python_implementation": _IMPLEMENTATION,
         "argv": json.dumps(sys.argv),
         "command": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
         "hostname": socket.gethostname(),
