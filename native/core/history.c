@@ -151,18 +151,19 @@ void sw_history_set_evicted(sw_history *h, uint64_t entries, uint64_t samples)
 
 int sw_history_in_window(const sw_history_entry *e, int64_t start_ns, int64_t stop_ns)
 {
-    return e->start_ns <= stop_ns && e->end_ns >= start_ns;
+    return e->start_ns <= stop_ns && (e->end_ns > start_ns || e->start_ns >= start_ns);
 }
 
-int sw_history_window(const sw_history *h, int64_t start_ns, int64_t stop_ns, int all_threads, uint64_t thread_id,
-                      sw_calltree *dst)
+/* Merges thread_id's trees of the entries in the window into dst. */
+static int window_thread(const sw_history *h, int64_t start_ns, int64_t stop_ns, uint64_t thread_id,
+                         sw_calltree *dst)
 {
     for (size_t i = 0; i < h->n; i++) {
         const sw_history_entry *e = &h->entries[i];
         if (!sw_history_in_window(e, start_ns, stop_ns))
             continue;
         for (size_t k = 0; k < e->ntrees; k++) {
-            if (!all_threads && e->trees[k].thread_id != thread_id)
+            if (e->trees[k].thread_id != thread_id)
                 continue;
             int rc = sw_calltree_merge(dst, e->trees[k].tree);
             if (rc != SW_OK)
@@ -170,4 +171,39 @@ int sw_history_window(const sw_history *h, int64_t start_ns, int64_t stop_ns, in
         }
     }
     return SW_OK;
+}
+
+int sw_history_window(const sw_history *h, int64_t start_ns, int64_t stop_ns, int all_threads, uint64_t thread_id,
+                      sw_calltree *dst)
+{
+    if (!all_threads)
+        return window_thread(h, start_ns, stop_ns, thread_id, dst);
+    /* Thread by thread, in order of first appearance: so the merged tree's
+     * children come in the order the profile's own merge of its threads'
+     * whole-run trees gives them (same collapsed output, line for line). */
+    uint64_t *seen = NULL;
+    size_t nseen = 0, cap = 0;
+    int rc = SW_OK;
+    for (size_t i = 0; i < h->n && rc == SW_OK; i++) {
+        const sw_history_entry *e = &h->entries[i];
+        if (!sw_history_in_window(e, start_ns, stop_ns))
+            continue;
+        for (size_t k = 0; k < e->ntrees && rc == SW_OK; k++) {
+            size_t j = 0;
+            while (j < nseen && seen[j] != e->trees[k].thread_id)
+                j++;
+            if (j < nseen)
+                continue;
+            uint64_t *ns = sw_array_grow(seen, &cap, nseen + 1, sizeof *ns, 8);
+            if (!ns) {
+                rc = SW_ENOMEM;
+                break;
+            }
+            seen = ns;
+            seen[nseen++] = e->trees[k].thread_id;
+            rc = window_thread(h, start_ns, stop_ns, e->trees[k].thread_id, dst);
+        }
+    }
+    free(seen);
+    return rc;
 }

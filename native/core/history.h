@@ -67,13 +67,17 @@ uint64_t sw_history_evicted_samples(const sw_history *h);
 /* Sets both counters (a profile file carries them over). */
 void sw_history_set_evicted(sw_history *h, uint64_t entries, uint64_t samples);
 
-/* Whether entry e lies in the window: it overlaps [start_ns, stop_ns]
- * (e->start_ns <= stop_ns and e->end_ns >= start_ns). A window selects
- * whole entries. */
+/* Whether entry e is in the window [start_ns, stop_ns]: it starts at or
+ * before stop_ns and ends after start_ns, or starts inside the window
+ * (for an entry of length 0). A window selects whole entries; the window
+ * [e->start_ns, e->start_ns] selects exactly the entry e. */
 int sw_history_in_window(const sw_history_entry *e, int64_t start_ns, int64_t stop_ns);
 
 /* Merges into dst the trees of every entry in the window: all threads'
- * (all_threads != 0) or only those of thread_id. */
+ * (all_threads != 0) or only those of thread_id. All threads are merged
+ * thread by thread in order of first appearance, each thread's entries
+ * oldest first: a window over a whole profile's history gives the tree
+ * sw_profile_merged gives, children in the same order. */
 int sw_history_window(const sw_history *h, int64_t start_ns, int64_t stop_ns, int all_threads, uint64_t thread_id,
                       sw_calltree *dst);
 

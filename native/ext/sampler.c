@@ -14,6 +14,7 @@
 #include <Python.h>
 
 #include "sampler_layout.h"
+#include "calltree_type.h"
 
 #include "../core/calltree.h"
 #include "../core/pprof.h"
@@ -47,6 +48,7 @@ typedef struct {
     int mode;                 /* SW_PROFILE_WALL or SW_PROFILE_CPU */
     int started;
     sw_profile_filters filters;   /* sw_profile_set_filters, applied at start */
+    sw_history_opts hist;         /* set_history, applied at start */
 } SamplerObject;
 
 int sw_sampler_add_to_module(PyObject *m);
@@ -63,6 +65,7 @@ static void Sampler_dealloc(SamplerObject *self)
         }
         sw_profile_free(self->prof);
     }
+    sw_history_opts_clear(&self->hist);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -143,8 +146,9 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     sw_profile_set_filters(self->prof, fl->anchor, fl->follow, fl->nfollow, fl->ignore, fl->nignore, fl->elide,
                            fl->nelide);
     sw_profile_set_mode(self->prof, self->mode);
-    self->s = sw_sampler_new(r, self->interval_ns, sw_profile_sink, self->prof);
-    int rc = self->s ? sw_sampler_start(self->s) : SW_ENOMEM;
+    int hrc = sw_history_opts_apply(&self->hist, self->prof);
+    self->s = hrc == SW_OK ? sw_sampler_new(r, self->interval_ns, sw_profile_sink, self->prof) : NULL;
+    int rc = self->s ? sw_sampler_start(self->s) : hrc != SW_OK ? hrc : SW_ENOMEM;
     if (rc != SW_OK) {
         sw_sampler_free(self->s);
         sw_profile_free(self->prof);
@@ -231,6 +235,7 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError, "this profiler is not running");
         return NULL;
     }
+    sw_history_stopped(self->prof);
     Py_RETURN_NONE;
 }
 
@@ -340,7 +345,7 @@ static PyObject *node_dict(const sw_functab *ft, const sw_calltree_node *n)
 
 /* The tree as nested dicts. Nodes are stored parents first, so one pass in
  * index order can append every node to its parent's children list. */
-static PyObject *tree_to_dicts(const sw_calltree *t)
+PyObject *tree_to_dicts(const sw_calltree *t)
 {
     size_t n = sw_calltree_node_count(t);
     PyObject **dicts = PyMem_Calloc(n, sizeof *dicts);
@@ -608,6 +613,34 @@ done:
     return res;
 }
 
+/* History of trees over time (calltree_type.c does the work). */
+static PyObject *Sampler_set_history(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "set_history() must be called before start()");
+        return NULL;
+    }
+    if (sw_history_opts_parse(&self->hist, args, kw) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sampler_history(SamplerObject *self, PyObject *unused)
+{
+    (void)unused;
+    return usable(self) < 0 ? NULL : sw_py_history_entries(self->prof);
+}
+
+static PyObject *Sampler_window(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    return usable(self) < 0 ? NULL : sw_py_history_window(self->prof, args, kw);
+}
+
+static PyObject *Sampler_save_bytes(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    return usable(self) < 0 ? NULL : sw_py_profile_file_bytes(self->prof, args, kw);
+}
+
 static PyMethodDef Sampler_methods[] = {
     {"start", (PyCFunction)Sampler_start, METH_NOARGS, "start(): start the sampling thread (once)"},
     {"set_filters", (PyCFunction)(void (*)(void))Sampler_set_filters, METH_VARARGS | METH_KEYWORDS,
@@ -619,6 +652,13 @@ static PyMethodDef Sampler_methods[] = {
      "tree(thread_id=None) -> nested dicts {name, filename, line, count, self, children}"},
     {"write", (PyCFunction)(void (*)(void))Sampler_write, METH_VARARGS | METH_KEYWORDS,
      "write(path, format, title=None, thread_names=None): format 'collapsed', 'speedscope' or 'pprof'"},
+    {"set_history", (PyCFunction)(void (*)(void))Sampler_set_history, METH_VARARGS | METH_KEYWORDS,
+     "set_history(cycle_ns, maxlen, omit=()): before start(), keep a tree per cycle, omit files"},
+    {"history", (PyCFunction)Sampler_history, METH_NOARGS, "history() -> {entries: [{start_ns, end_ns, samples, threads}], evicted, evicted_samples, dropped}"},
+    {"window", (PyCFunction)(void (*)(void))Sampler_window, METH_VARARGS | METH_KEYWORDS,
+     "window(start_ns, stop_ns, thread_id=None) -> CallTree"},
+    {"save_bytes", (PyCFunction)(void (*)(void))Sampler_save_bytes, METH_VARARGS | METH_KEYWORDS,
+     "save_bytes(info, threads) -> bytes of a profile file"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -645,6 +685,8 @@ int sw_sampler_add_to_module(PyObject *m)
         Py_DECREF(&SamplerType);
         return -1;
     }
+    if (sw_calltree_type_add_to_module(m) < 0)
+        return -1;
     if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLER_SUPPORTED", SW_SAMPLER_SUPPORTED) < 0)
         return -1;
