@@ -147,6 +147,8 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
                            fl->nelide);
     sw_profile_set_mode(self->prof, self->mode);
     int hrc = sw_history_opts_apply(&self->hist, self->prof);
+    if (hrc != SW_OK)
+        sw_pystack_free(r);   /* sw_sampler_new would own it */
     self->s = hrc == SW_OK ? sw_sampler_new(r, self->interval_ns, sw_profile_sink, self->prof) : NULL;
     int rc = self->s ? sw_sampler_start(self->s) : hrc != SW_OK ? hrc : SW_ENOMEM;
     if (rc != SW_OK) {
