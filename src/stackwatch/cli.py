@@ -83,6 +83,8 @@ def build_parser():
     e = sub.add_parser("export", help="convert a trace to Perfetto or Chrome JSON, or a profile file to "
                        "collapsed stacks, speedscope, an HTML flame graph or pprof")
     e.add_argument("file")
+    e.add_argument("more", nargs="*", metavar="PROFILE", help="profiles: more profile files, merged with "
+                   "the first (threads of each file kept apart)")
     e.add_argument("--format", required=True, help="perfetto or chrome (traces); collapsed, speedscope, "
                    "html or pprof (profiles)")
     e.add_argument("--start", default=None, help="profiles: only the cycles from this time after the "
@@ -325,6 +327,8 @@ def cmd_export(args):
         return cli_profile_file.cmd_export(args)
     if args.start is not None or args.stop is not None:
         raise UsageError("--start/--stop apply to profile files")
+    if args.more:
+        raise UsageError("export converts one trace (several files can be given for profiles only)")
     if args.format not in EXPORT_FORMATS:
         raise UsageError(f"unknown format {args.format!r} (choose from: {', '.join(EXPORT_FORMATS)})")
     try:

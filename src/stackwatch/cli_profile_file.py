@@ -141,17 +141,35 @@ def cmd_export(args):
     if getattr(args, "min_duration", None):
         raise UsageError("--min-duration applies to traces, not profiles")
     check_writable(args.output, "profile")
-    h = load(args.file)
-    base = h.info()["start_ns"]
-    start = _offset(getattr(args, "start", None), "start", base)
-    stop = _offset(getattr(args, "stop", None), "stop", base)
-    if (start is not None or stop is not None) and not base:
-        raise UsageError(f"{args.file}: the profile has no start time, so --start/--stop cannot be used")
-    if start is not None and stop is not None and start > stop:
-        raise UsageError("--start is after --stop")
+    paths = [args.file] + list(getattr(args, "more", None) or [])
+    for p in paths[1:]:
+        if kind_of(p) != "profile":
+            raise UsageError(f"{p}: a trace cannot be merged with profiles")
+    loaded = [(p, load(p)) for p in paths]
+    trees, info = [], None
+    for path, h in loaded:
+        base = h.info()["start_ns"]
+        start = _offset(getattr(args, "start", None), "start", base)
+        stop = _offset(getattr(args, "stop", None), "stop", base)
+        if (start is not None or stop is not None) and not base:
+            raise UsageError(f"{path}: the profile has no start time, so --start/--stop cannot be used")
+        if start is not None and stop is not None and start > stop:
+            raise UsageError("--start is after --stop")
+        for label, tid, tree in h.thread_trees(start, stop):
+            # Threads of several files: named after their file too.
+            trees.append((f"{os.path.basename(path)}: {label}" if len(paths) > 1 else label, tid, tree))
+        if info is None:
+            info = dict(h.info())
+            if len(paths) > 1:
+                info["start_ns"] = info["stop_ns"] = 0   # several runs: no one time span
+            window = None if start is None and stop is None else (
+                history._window_ns(start, stop))
     try:
-        h.write(args.output, args.format, start=start, stop=stop)
+        history._write_trees(trees, args.output, args.format, None, info, window)
     except ValueError as e:
         raise UsageError(str(e)) from None
     print(f"stackwatch: wrote {os.fspath(args.output)}", file=sys.stderr)
-    return damaged(args.file, h)
+    status = 0
+    for path, h in loaded:
+        status = max(status, damaged(path, h))
+    return status

@@ -287,3 +287,43 @@ def test_bad_rates_and_cycles(args, message, tmp_path):
     r = run(["profile", *args, "-o", str(tmp_path / "o.swprof"), script])
     assert message in one_error(r)
     assert "ran" not in r.stdout
+
+
+def test_export_of_several_profiles_merges_them(stored, tmp_path):
+    _, d = stored
+    f = str(d / "p.swprof")
+    single, double = tmp_path / "one.txt", tmp_path / "two.txt"
+    assert run(["export", f, "--format", "collapsed", "-o", str(single)]).returncode == 0
+    r = run(["export", f, f, "--format", "collapsed", "-o", str(double)])
+    assert r.returncode == 0, r.stderr
+
+    def lines(path):
+        out = {}
+        for line in path.read_text().splitlines():
+            stack, _, n = line.rpartition(" ")
+            out[stack] = int(n)
+        return out
+    one, two = lines(single), lines(double)
+    assert one.keys() == two.keys() and all(two[k] == 2 * one[k] for k in one)
+    r = run(["export", f, f, "--format", "speedscope", "-o", str(tmp_path / "s.json")])
+    assert r.returncode == 0, r.stderr
+    names = [p["name"] for p in json.loads((tmp_path / "s.json").read_text())["profiles"]]
+    assert len(names) == 4 and all(n.startswith("p.swprof: ") for n in names), names
+    notes = tmp_path / "notes.txt"
+    notes.write_text("x")
+    assert "neither a stackwatch trace" in one_error(
+        run(["export", f, str(notes), "--format", "collapsed", "-o", str(tmp_path / "x")]))
+
+
+def test_trace_files_still_go_to_the_trace_commands(tmp_path):
+    script = write(tmp_path / "t.py", "def f():\n    return 1\nf()\n")
+    trace = tmp_path / "t.swt"
+    assert run(["run", "-q", "-o", str(trace), script]).returncode == 0
+    r = run(["stats", str(trace)])
+    assert r.returncode == 0 and "events" in r.stdout, r.stderr
+    out = str(tmp_path / "x.json")
+    assert "several files can be given for profiles only" in one_error(
+        run(["export", str(trace), str(trace), "--format", "chrome", "-o", out]))
+    assert "--start/--stop apply to profile files" in one_error(
+        run(["export", str(trace), "--format", "chrome", "-o", out, "--start", "1s"]))
+    assert run(["export", str(trace), "--format", "chrome", "-o", out]).returncode == 0
