@@ -7,9 +7,11 @@
  * The seeds cover: streamed chunks of several threads with a rename and
  * frames left open; ring mode (a sequence gap, chunks starting mid-stack);
  * a trace cut at a chunk boundary (no END); deep nesting (long chunk
- * prefixes); another time shift and clock rate; an empty trace.
+ * prefixes); another time shift and clock rate; an empty trace. And
+ * profile files (profilegen.h).
  */
 #define _GNU_SOURCE
+#include "profilegen.h"
 #include "tracegen.h"
 
 #include <errno.h>
@@ -163,7 +165,7 @@ int main(int argc, char **argv)
         perror(dir);
         return 1;
     }
-    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_empty();
+    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_empty() | profile_seeds(dir);
     if (bad)
         fprintf(stderr, "make_seed: could not write every seed\n");
     return bad;

@@ -195,6 +195,10 @@ TEST(profile_history_has_one_entry_per_cycle_with_samples)
     sw_calltree *all = sw_calltree_new(sw_profile_functab(p)), *whole = sw_profile_merged(p);
     CHECK_EQ_I64(sw_history_window(h, INT64_MIN, INT64_MAX, 1, 0, all), SW_OK);
     CHECK(same_collapsed(all, whole));
+    char *x = collapsed(all), *y = collapsed(whole);   /* line for line */
+    CHECK(x && y && strcmp(x, y) == 0);
+    free(x);
+    free(y);
     sw_calltree_free(all);
     /* Per thread too. */
     for (size_t i = 0; i < sw_profile_thread_count(p); i++) {
