@@ -75,8 +75,8 @@ def test_window_over_the_first_part_has_a_not_b(a_then_b):
     h = p.history()
     first = stackwatch.get_profile(h, start=None, stop=switch - 0.25).tree()
     last = stackwatch.get_profile(h, start=switch + 0.25).tree()
-    assert count_of(first, "phase_a") > 100 and count_of(first, "phase_b") == 0
-    assert count_of(last, "phase_b") > 100 and count_of(last, "phase_a") == 0
+    assert count_of(first, "phase_a") > 30 and count_of(first, "phase_b") == 0
+    assert count_of(last, "phase_b") > 30 and count_of(last, "phase_a") == 0
     # A window in the future is empty; one over everything is everything.
     assert stackwatch.get_profile(h, start=time.time() + 10).total == 0
     assert stackwatch.get_profile(h).total == p.stats()["stored"]
@@ -147,8 +147,8 @@ def test_omit_removes_frames_and_attaches_children_to_the_parent(tmp_path):
         omit_me_helper.middle(phase_a, 0.3)
     with stackwatch.Profiler(interval="1ms") as q:
         omit_me_helper.middle(phase_a, 0.3)
-    assert count_of(p.tree(), "middle") == 0 and count_of(p.tree(), "phase_a") > 100
-    assert count_of(q.tree(), "middle") > 100
+    assert count_of(p.tree(), "middle") == 0 and count_of(p.tree(), "phase_a") > 30
+    assert count_of(q.tree(), "middle") > 30
     # phase_a hangs directly under the test function.
     here = sys._getframe().f_code.co_name
 
@@ -177,7 +177,7 @@ def test_watch_stops_when_asked_and_is_live_meanwhile():
     assert not h.running
     assert len(h) > seen
     tree = stackwatch.get_profile(h)
-    assert count_of(tree.tree(), "phase_a") > 50
+    assert count_of(tree.tree(), "phase_a") > 20
     # The helper thread that polls stop() is not in the profile.
     assert count_of(tree.tree(), "poll") == 0
     h.stop()   # stopping again is harmless
@@ -200,9 +200,9 @@ def test_watch_one_thread():
         done.set()
         t.join()
     mine = h.tree().tree()
-    assert count_of(mine, "phase_a") > 50 and count_of(mine, "phase_b") == 0
+    assert count_of(mine, "phase_a") > 20 and count_of(mine, "phase_b") == 0
     everyone = h.tree(thread_id=t.ident).tree()
-    assert count_of(everyone, "phase_b") > 50
+    assert count_of(everyone, "phase_b") > 20
     assert [x["thread_id"] for x in h.threads()] == [main]
 
 
