@@ -89,7 +89,7 @@ def speedscope_content(text):
 
 
 def test_export_of_a_stored_profile_equals_the_direct_output(stored, tmp_path):
-    _, d = stored
+    p, d = stored
     for fmt, name in (("collapsed", "out.txt"), ("speedscope", "out.json")):
         r = run(["export", str(d / "p.swprof"), "--format", fmt, "-o", str(tmp_path / name)])
         assert r.returncode == 0, r.stderr
@@ -99,9 +99,16 @@ def test_export_of_a_stored_profile_equals_the_direct_output(stored, tmp_path):
             assert exported == direct
         else:
             assert speedscope_content(exported) == speedscope_content(direct)
+    # The flame graph page embeds the same trees, frames and strings.
+    from test_flamegraph_html import page_data
+    (tmp_path / "h").mkdir()
+    p.write(tmp_path / "h" / "f.html", "html")
     r = run(["export", str(d / "p.swprof"), "--format", "html", "-o", str(tmp_path / "f.html")])
     assert r.returncode == 0, r.stderr
-    assert "f60" in (tmp_path / "f.html").read_text()
+    direct, exported = (page_data((x / "f.html").read_text()) for x in (tmp_path / "h", tmp_path))
+    for key in ("version", "title", "interval_ns", "strings", "frames", "threads"):
+        assert exported[key] == direct[key], key
+    assert "MainThread (%d)" % threading.main_thread().ident in [t["name"] for t in exported["threads"]]
 
 
 @pytest.mark.skipif(not GO, reason="`go` is not installed (Debian golang-go): no `go tool pprof`")
