@@ -245,3 +245,28 @@ def test_bad_windows_and_merges():
     assert stackwatch.merge(h).total == h.tree().total
     with pytest.raises(ValueError, match="unknown profile format"):
         h.write("x", "svg")
+
+
+def test_trees_and_windows_write_every_format(a_then_b, tmp_path):
+    import gzip
+    import json
+    from test_flamegraph_html import page_data
+    p, switch = a_then_b
+    h = p.history()
+    tree = stackwatch.get_profile(h, stop=switch - 0.25)
+    for fmt, name in (("collapsed", "t.txt"), ("speedscope", "t.json"), ("html", "t.html"), ("pprof", "t.pb.gz")):
+        tree.write(tmp_path / name, fmt)
+        h.write(tmp_path / ("w-" + name), fmt, stop=switch - 0.25)
+    lines = (tmp_path / "t.txt").read_text().splitlines()
+    assert sum(int(x.rpartition(" ")[2]) for x in lines) == tree.total
+    assert (tmp_path / "w-t.txt").read_text() == (tmp_path / "t.txt").read_text()
+    assert all("phase_b" not in x for x in lines)
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert len(doc["profiles"]) == 1 and sum(len(s) > 0 for s in doc["profiles"][0]["samples"]) > 0
+    names = [x["name"] for x in json.loads((tmp_path / "w-t.json").read_text())["profiles"]]
+    assert names == [f"MainThread ({threading.main_thread().ident})"]
+    data = page_data((tmp_path / "w-t.html").read_text())
+    assert data["threads"][0]["samples"] == tree.total
+    assert gzip.decompress((tmp_path / "t.pb.gz").read_bytes())
+    with pytest.raises(ValueError, match="unknown profile format"):
+        tree.write(tmp_path / "x", "svg")
