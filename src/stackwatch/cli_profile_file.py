@@ -28,7 +28,7 @@ def kind_of(path):
         return "profile"
     if head.startswith(TRACE_MAGIC):
         return "trace"
-    raise UsageError(f"{path}: neither a stackwatch trace (.swt) nor a stackwatch profile (.swprof)")
+    raise UsageError(f"{path}: not a stackwatch trace (.swt) or profile (.swprof)")
 
 
 def load(path):

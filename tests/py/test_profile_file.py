@@ -235,7 +235,7 @@ def test_empty_and_foreign_files(tmp_path):
         assert "empty file" in one_error(run(cmd))
     foreign = tmp_path / "notes.txt"
     foreign.write_text("hello, world\n")
-    assert "neither a stackwatch trace (.swt) nor a stackwatch profile" in one_error(run(["stats", str(foreign)]))
+    assert "not a stackwatch trace (.swt) or profile (.swprof)" in one_error(run(["stats", str(foreign)]))
     assert "No such file" in one_error(run(["stats", str(tmp_path / "missing.swprof")]))
     # Right magic, nothing after it.
     stub = tmp_path / "stub.swprof"
@@ -318,7 +318,7 @@ def test_export_of_several_profiles_merges_them(stored, tmp_path):
     assert len(names) == 4 and all(n.startswith("p.swprof: ") for n in names), names
     notes = tmp_path / "notes.txt"
     notes.write_text("x")
-    assert "neither a stackwatch trace" in one_error(
+    assert "not a stackwatch trace (.swt) or profile" in one_error(
         run(["export", f, str(notes), "--format", "collapsed", "-o", str(tmp_path / "x")]))
 
 
