@@ -159,7 +159,8 @@ class CallTree:
     def __eq__(self, other):
         if not isinstance(other, CallTree):
             return NotImplemented
-        return _canonical(self.tree()) == _canonical(other.tree())
+        intern = {}
+        return _flat(self.tree(), intern) == _flat(other.tree(), intern)
 
     __hash__ = None
 
@@ -167,29 +168,19 @@ class CallTree:
         return f"<CallTree {self.total} samples, {self._t.nodes - 1} nodes>"
 
 
-def _canonical(node):
-    """A tree as nested tuples, children sorted: equal for equal trees
-    whatever order their children were added in."""
+def _flat(tree, intern):
+    """A tree as {node id: (count, self, time_ns, self_time_ns)}, a node's
+    id interned (in `intern`, shared by the trees compared) from its
+    parent's id and its function: equal for equal trees whatever order
+    their children were added in. Iterative: stacks can be deep."""
     out = {}
-    stack = [(node, out)]
+    stack = [(tree, 0)]
     while stack:
-        n, d = stack.pop()
-        d["k"] = (n["name"], n["filename"], n["line"], n["count"], n["self"], n["time_ns"], n["self_time_ns"])
-        d["c"] = []
-        for c in n["children"]:
-            cd = {}
-            d["c"].append(cd)
-            stack.append((c, cd))
-
-    def freeze(d):
-        return (d["k"], tuple(sorted(freeze(c) for c in d["c"])))
-    import sys
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 20000))
-    try:
-        return freeze(out)
-    finally:
-        sys.setrecursionlimit(limit)
+        n, parent = stack.pop()
+        nid = intern.setdefault((parent, n["name"], n["filename"], n["line"]), len(intern) + 1)
+        out[nid] = (n["count"], n["self"], n["time_ns"], n["self_time_ns"])
+        stack.extend((c, nid) for c in n["children"])
+    return out
 
 
 def merge(*trees):
@@ -220,6 +211,7 @@ class History:
         self._path = _path
         self.thread_id = thread_id    # only this thread's trees, or all (None)
         self._poller = None
+        self._stop_lock = threading.Lock()   # stop() and watch()'s poller may race
 
     # ---- what is in it ----
 
@@ -283,8 +275,9 @@ class History:
         keeps what it has."""
         if self._prof is None:
             raise RuntimeError("a history read from a file is not running")
-        if self._prof.running:
-            self._prof.stop()
+        with self._stop_lock:
+            if self._prof.running:
+                self._prof.stop()
         return self
 
     # ---- output ----
@@ -418,8 +411,7 @@ def watch(thread_id=None, interval="1ms", cycle="2s", maxlen=1000, omit=(), stop
                 except Exception:
                     should = True   # a broken stop condition must not keep it sampling forever
                 if should:
-                    if prof.running:
-                        prof.stop()
+                    h.stop()
                     return
 
         prof._ignore = prof._ignore + (poll.__code__,)

@@ -270,3 +270,26 @@ def test_trees_and_windows_write_every_format(a_then_b, tmp_path):
     assert gzip.decompress((tmp_path / "t.pb.gz").read_bytes())
     with pytest.raises(ValueError, match="unknown profile format"):
         tree.write(tmp_path / "x", "svg")
+
+
+def deep(n, seconds):
+    if n:
+        return deep(n - 1, seconds)
+    phase_a(seconds)
+
+
+def test_deep_stacks_compare_and_convert_without_recursion():
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(5000)
+    try:
+        with stackwatch.Profiler(interval="1ms", max_depth=4096) as p:
+            deep(3000, 0.2)
+    finally:
+        sys.setrecursionlimit(limit)
+    t = p.history().tree()
+    assert t == stackwatch.merge(t) and t != stackwatch.merge(t, t)
+    d, depth = t.to_dict(source=False), 0
+    while d["children"]:
+        d = max(d["children"].values(), key=lambda c: c["count"])
+        depth += 1
+    assert depth > 3000
