@@ -346,8 +346,10 @@ static int parse_tree(sw_proffile *pf, cursor *c)
     int rc;
     if ((rc = get_s(c, &start)) || (rc = get_s(c, &end)) || (rc = get_u(c, &tid)) || (rc = get_u(c, &n)))
         return rc;
-    /* Every node takes at least 2 bytes: a count larger than that is a lie. */
-    if (end < start || n == 0 || n > (uint64_t)(c->end - c->p) / 2 + 1 || n > UINT32_MAX)
+    /* The root takes at least 2 bytes, every other node at least 4: a
+     * count larger than that is a lie (and would size the arrays). */
+    size_t left = (size_t)(c->end - c->p);
+    if (end < start || n == 0 || left < 2 || n > (uint64_t)(left - 2) / 4 + 1 || n > UINT32_MAX)
         return SW_EFORMAT;
     tree_nodes t = {0};
     t.parent = malloc(n * sizeof *t.parent);
