@@ -33,8 +33,10 @@ sw_history *sw_history_new(sw_functab *ft, size_t maxlen)
 
 static void entry_clear(sw_history_entry *e)
 {
-    for (size_t i = 0; i < e->ntrees; i++)
+    for (size_t i = 0; i < e->ntrees; i++) {
         sw_calltree_free(e->trees[i].tree);
+        sw_calltree_cursor_free(&e->trees[i].cursor);
+    }
     free(e->trees);
     memset(e, 0, sizeof *e);
 }
@@ -84,14 +86,21 @@ int sw_history_push(sw_history *h, int64_t start_ns, int64_t end_ns, sw_history_
     return SW_OK;
 }
 
-int sw_history_entry_tree(sw_history *h, sw_history_entry *e, uint64_t thread_id, sw_calltree **out)
+static sw_history_tree *find_tree(sw_history_entry *e, uint64_t thread_id)
 {
     /* The last tree first: samples of one thread tend to come in runs. */
-    for (size_t i = e->ntrees; i > 0; i--) {
-        if (e->trees[i - 1].thread_id == thread_id) {
-            *out = e->trees[i - 1].tree;
-            return SW_OK;
-        }
+    for (size_t i = e->ntrees; i > 0; i--)
+        if (e->trees[i - 1].thread_id == thread_id)
+            return &e->trees[i - 1];
+    return NULL;
+}
+
+int sw_history_entry_tree(sw_history *h, sw_history_entry *e, uint64_t thread_id, sw_calltree **out)
+{
+    sw_history_tree *ht = find_tree(e, thread_id);
+    if (ht) {
+        *out = ht->tree;
+        return SW_OK;
     }
     *out = NULL;
     sw_history_tree *nt = sw_array_grow(e->trees, &e->cap, e->ntrees + 1, sizeof *nt, 4);
@@ -101,7 +110,7 @@ int sw_history_entry_tree(sw_history *h, sw_history_entry *e, uint64_t thread_id
     sw_calltree *t = sw_calltree_new(h->ft);
     if (!t)
         return SW_ENOMEM;
-    e->trees[e->ntrees++] = (sw_history_tree){thread_id, t};
+    e->trees[e->ntrees++] = (sw_history_tree){thread_id, t, {0}};
     *out = t;
     return SW_OK;
 }
@@ -111,8 +120,9 @@ int sw_history_entry_add(sw_history *h, sw_history_entry *e, uint64_t thread_id,
 {
     sw_calltree *t;
     int rc = sw_history_entry_tree(h, e, thread_id, &t);
-    if (rc == SW_OK)
-        rc = sw_calltree_add(t, funcs, n, count, weight);
+    sw_history_tree *ht = rc == SW_OK ? find_tree(e, thread_id) : NULL;
+    if (ht)
+        rc = sw_calltree_add_cursor(t, &ht->cursor, funcs, n, count, weight);
     if (rc == SW_OK)
         e->samples += count;
     return rc;

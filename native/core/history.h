@@ -27,6 +27,7 @@ typedef struct sw_history sw_history;
 typedef struct sw_history_tree {
     uint64_t thread_id;      /* threading.get_ident() of the thread */
     sw_calltree *tree;
+    sw_calltree_cursor cursor;   /* sw_history_entry_add's, into tree */
 } sw_history_tree;
 
 typedef struct sw_history_entry {

@@ -454,3 +454,47 @@ TEST(mutated_profile_files_with_valid_checksums)
     sw_profile_free(p);
     sw_bytes_free(&b);
 }
+
+/* Adding through a cursor gives the tree sw_calltree_add gives, node for
+ * node, over random stacks that share prefixes (and a switch of tree). */
+TEST(adding_through_a_cursor_equals_adding)
+{
+    sw_functab *ft = sw_functab_new();
+    sw_calltree *plain = sw_calltree_new(ft), *cursed = sw_calltree_new(ft), *other = sw_calltree_new(ft);
+    REQUIRE(plain && cursed && other);
+    uint32_t ids[8];
+    for (int i = 0; i < 8; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "f%d", i);
+        REQUIRE(sw_functab_intern(ft, name, strlen(name), "c.py", 4, i, &ids[i]) == SW_OK);
+    }
+    sw_calltree_cursor cur = {0};
+    uint32_t stack[64];
+    size_t n = 0;
+    uint64_t x = 12345;
+    for (int s = 0; s < 5000; s++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        /* Mostly keep a prefix of the previous stack, then vary the rest. */
+        n = (size_t)(x % 3 == 0 ? x % 64 : (n ? (x >> 8) % n : 0));
+        size_t grow = (size_t)((x >> 16) % 6);
+        for (size_t k = 0; k < grow && n < 64; k++)
+            stack[n++] = ids[(x >> (20 + 3 * k)) % 8];
+        CHECK_EQ_I64(sw_calltree_add(plain, stack, n, 1 + s % 3, (uint64_t)s), SW_OK);
+        CHECK_EQ_I64(sw_calltree_add_cursor(cursed, &cur, stack, n, 1 + s % 3, (uint64_t)s), SW_OK);
+        if (s % 500 == 0)   /* the cursor used on another tree, then back */
+            CHECK_EQ_I64(sw_calltree_add_cursor(other, &cur, stack, n, 1, 1), SW_OK);
+    }
+    REQUIRE_EQ_U64(sw_calltree_node_count(cursed), sw_calltree_node_count(plain));
+    for (uint32_t i = 0; i < sw_calltree_node_count(plain); i++) {
+        const sw_calltree_node *a = sw_calltree_get_node(plain, i), *b = sw_calltree_get_node(cursed, i);
+        CHECK(a->func == b->func && a->parent == b->parent && a->count == b->count && a->self == b->self &&
+              a->weight == b->weight && a->self_weight == b->self_weight);
+    }
+    sw_calltree_cursor_free(&cur);
+    sw_calltree_free(plain);
+    sw_calltree_free(cursed);
+    sw_calltree_free(other);
+    sw_functab_free(ft);
+}
