@@ -131,9 +131,11 @@ def cmd_profile(args):
         return 1
     import runpy
     try:
-        # Unbounded history: a profile file holds the whole run.
+        # A profile file holds the whole run (unbounded history); the other
+        # formats use only the whole-run trees (the default bound).
+        kw = {"maxlen": None} if fmt == "stackwatch" else {}
         prof = profiler.Profiler(interval=f"{ns}ns", mode=args.mode, max_depth=args.max_depth,
-                                 cycle=args.cycle, maxlen=None)
+                                 cycle=args.cycle, **kw)
     except ValueError as e:
         raise UsageError(str(e))
     finisher = _Finisher(prof, fmt, output, args.quiet)
