@@ -355,3 +355,52 @@ int sw_calltree_walk(const sw_calltree *t, sw_calltree_visit fn, void *ud)
     }
     return 0;
 }
+
+/* ---- adding through a cursor ---- */
+
+void sw_calltree_cursor_free(sw_calltree_cursor *c)
+{
+    free(c->funcs);
+    free(c->nodes);
+    memset(c, 0, sizeof *c);
+}
+
+int sw_calltree_add_cursor(sw_calltree *t, sw_calltree_cursor *c, const uint32_t *funcs, size_t n, uint64_t count,
+                           uint64_t weight)
+{
+    if (c->tree != t) {
+        c->tree = t;
+        c->n = 0;
+    }
+    if (n > c->cap) {
+        uint32_t *nf = realloc(c->funcs, n * sizeof *nf);
+        if (nf)
+            c->funcs = nf;
+        uint32_t *nn = nf ? realloc(c->nodes, n * sizeof *nn) : NULL;
+        if (!nn)
+            return SW_ENOMEM;
+        c->nodes = nn;
+        c->cap = n;
+    }
+    size_t k = 0;
+    while (k < n && k < c->n && c->funcs[k] == funcs[k])
+        k++;
+    uint32_t cur = k ? c->nodes[k - 1] : SW_CALLTREE_ROOT;
+    for (size_t i = k; i < n; i++) {
+        cur = child_of(t, cur, funcs[i]);
+        if (cur == SW_NODE_NONE) {
+            c->n = i;   /* the prefix before i is still right */
+            return SW_ENOMEM;
+        }
+        c->funcs[i] = funcs[i];
+        c->nodes[i] = cur;
+    }
+    c->n = n;
+    t->nodes[cur].self += count;
+    t->nodes[cur].self_weight += weight;
+    for (uint32_t j = cur; j != SW_NODE_NONE; j = t->nodes[j].parent) {
+        t->nodes[j].count += count;
+        t->nodes[j].weight += weight;
+    }
+    return SW_OK;
+}

@@ -72,6 +72,21 @@ sw_functab *sw_calltree_functab(const sw_calltree *t);
  * (a sample with no Python frames: it counts at the root only). */
 int sw_calltree_add(sw_calltree *t, const uint32_t *funcs, size_t n, uint64_t count, uint64_t weight);
 
+/* A cursor remembers the last path added through it (node ids stay valid
+ * as a tree grows), so that adding a stack that shares its root-most
+ * frames with the previous one looks up only the frames after them:
+ * consecutive samples of a thread mostly do. Zero-initialise; one cursor
+ * serves one tree (it resets when used with another). */
+typedef struct sw_calltree_cursor {
+    const sw_calltree *tree;
+    uint32_t *funcs, *nodes;   /* funcs[i] is at node nodes[i] */
+    size_t n, cap;
+} sw_calltree_cursor;
+/* As sw_calltree_add, through the cursor. */
+int sw_calltree_add_cursor(sw_calltree *t, sw_calltree_cursor *c, const uint32_t *funcs, size_t n, uint64_t count,
+                           uint64_t weight);
+void sw_calltree_cursor_free(sw_calltree_cursor *c);
+
 /* Adds every sample of src to dst. If they use different function tables,
  * src's functions are interned into dst's. dst != src. */
 int sw_calltree_merge(sw_calltree *dst, const sw_calltree *src);

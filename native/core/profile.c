@@ -1,8 +1,12 @@
 /*
  * profile.c - aggregating samples into per-thread call trees (profile.h).
  */
+#define _GNU_SOURCE
 #include "profile.h"
 
+#include "bytes.h"
+
+#include <fnmatch.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +23,16 @@ struct sw_profile {
     uint64_t samples, dropped, cut, off_cpu;
     int mode;
     sw_profile_filters f;
+    /* History (sw_profile_set_history): NULL when off. */
+    sw_history *hist;
+    int64_t cycle_ns, wall_offset_ns, origin_ns;   /* origin: wall clock of cycle 0's start */
+    uint64_t hist_dropped;
+    /* Omitted files (sw_profile_set_omit): globs, and per function id
+     * 0 = not decided yet, 1 = kept, 2 = omitted. */
+    char **omit;
+    size_t nomit;
+    uint8_t *omit_state;
+    size_t omit_cap;
 };
 
 sw_profile *sw_profile_new(void)
@@ -44,6 +58,11 @@ void sw_profile_free(sw_profile *p)
         sw_calltree_free(p->threads[i].tree);
     free(p->threads);
     free(p->funcs);
+    sw_history_free(p->hist);
+    for (size_t i = 0; i < p->nomit; i++)
+        free(p->omit[i]);
+    free(p->omit);
+    free(p->omit_state);
     sw_functab_free(p->ft);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -160,6 +179,27 @@ static uint32_t depth_after_cut(const sw_profile *p, const sw_sample *s)
     return i;
 }
 
+/* 1 if function `id`'s file matches an omit glob (decided once per id). */
+static int omitted(sw_profile *p, uint32_t id)
+{
+    if (id >= p->omit_cap) {
+        size_t old = p->omit_cap;
+        uint8_t *ns = sw_array_grow(p->omit_state, &p->omit_cap, (size_t)id + 1, 1, 256);
+        if (!ns)
+            return 0;   /* out of memory: keep the frame rather than lose the sample */
+        memset(ns + old, 0, p->omit_cap - old);
+        p->omit_state = ns;
+    }
+    if (!p->omit_state[id]) {
+        const sw_func *f = sw_functab_get(p->ft, id);
+        p->omit_state[id] = 1;
+        for (size_t i = 0; f && i < p->nomit; i++)
+            if (fnmatch(p->omit[i], f->filename, 0) == 0)
+                p->omit_state[id] = 2;
+    }
+    return p->omit_state[id] == 2;
+}
+
 /* Fills p->funcs with the `depth` leaf-most frames of s, root first.
  * Returns the length or -1. */
 static long stack_funcs(sw_profile *p, sw_sample *s, uint32_t depth)
@@ -189,6 +229,8 @@ static long stack_funcs(sw_profile *p, sw_sample *s, uint32_t depth)
             c->sink_id = SW_NO_ID;
             return -1;
         }
+        if (p->nomit && omitted(p, c->sink_id))
+            continue;
         p->funcs[n++] = c->sink_id;
     }
     return (long)n;
@@ -204,6 +246,26 @@ static void count_state(sw_profile_thread *th, const sw_sample *s)
     if (s->native_tid)
         th->native_tid = s->native_tid;
     th->last_ns = s->t_ns;
+}
+
+/* Adds the stack in p->funcs to the thread's tree of the cycle sample s
+ * falls in, opening that cycle's entry if it is not the newest. */
+static void history_add(sw_profile *p, const sw_sample *s, uint64_t thread_id, size_t n, uint64_t weight)
+{
+    if (!p->hist)
+        return;
+    int64_t wall = s->t_ns + p->wall_offset_ns;
+    sw_history_entry *e = sw_history_newest(p->hist);
+    if (!e || wall >= e->end_ns) {
+        int64_t k = wall > p->origin_ns ? (wall - p->origin_ns) / p->cycle_ns : 0;
+        int64_t start = p->origin_ns + k * p->cycle_ns;
+        if (e && start < e->end_ns)
+            start = e->end_ns;   /* never overlap the previous cycle */
+        if (sw_history_push(p->hist, start, start + p->cycle_ns, &e) != SW_OK)
+            e = NULL;
+    }
+    if (!e || sw_history_entry_add(p->hist, e, thread_id, p->funcs, n, 1, weight) != SW_OK)
+        p->hist_dropped++;
 }
 
 void sw_profile_sink(void *ud, sw_sample *s)
@@ -246,6 +308,7 @@ void sw_profile_sink(void *ud, sw_sample *s)
     } else if (!th || sw_calltree_add(th->tree, p->funcs, (size_t)n, 1, weight + th->pending_ns) != SW_OK) {
         p->dropped++;
     } else {
+        history_add(p, s, th->thread_id, (size_t)n, weight + th->pending_ns);
         th->pending_ns = 0;
         th->samples++;
         count_state(th, s);
@@ -304,4 +367,74 @@ sw_calltree *sw_profile_merged(sw_profile *p)
         }
     }
     return t;
+}
+
+int sw_profile_set_history(sw_profile *p, int64_t cycle_ns, size_t maxlen, int64_t wall_offset_ns,
+                           int64_t origin_ns)
+{
+    if (cycle_ns < 0)
+        return SW_EARG;
+    sw_history *h = NULL;
+    if (cycle_ns > 0 && !(h = sw_history_new(p->ft, maxlen)))
+        return SW_ENOMEM;
+    pthread_mutex_lock(&p->lock);
+    sw_history_free(p->hist);
+    p->hist = h;
+    p->cycle_ns = cycle_ns;
+    p->wall_offset_ns = wall_offset_ns;
+    p->origin_ns = origin_ns + wall_offset_ns;
+    pthread_mutex_unlock(&p->lock);
+    return SW_OK;
+}
+
+sw_history *sw_profile_history(sw_profile *p)
+{
+    return p->hist;
+}
+
+uint64_t sw_profile_history_dropped(const sw_profile *p)
+{
+    return p->hist_dropped;
+}
+
+int64_t sw_profile_wall_offset(const sw_profile *p)
+{
+    return p->wall_offset_ns;
+}
+
+void sw_profile_end_history(sw_profile *p, int64_t now_ns)
+{
+    pthread_mutex_lock(&p->lock);
+    sw_history_entry *e = p->hist ? sw_history_newest(p->hist) : NULL;
+    int64_t wall = now_ns + p->wall_offset_ns;
+    if (e && wall < e->end_ns)
+        e->end_ns = wall > e->start_ns ? wall : e->start_ns;
+    pthread_mutex_unlock(&p->lock);
+}
+
+int sw_profile_set_omit(sw_profile *p, const char *const *globs, size_t n)
+{
+    if (n > SW_PROFILE_MAX_OMIT)
+        return SW_EARG;
+    char **copy = calloc(n ? n : 1, sizeof *copy);
+    if (!copy)
+        return SW_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (!globs[i] || !(copy[i] = strdup(globs[i]))) {
+            for (size_t k = 0; k < i; k++)
+                free(copy[k]);
+            free(copy);
+            return globs[i] ? SW_ENOMEM : SW_EARG;
+        }
+    }
+    pthread_mutex_lock(&p->lock);
+    for (size_t i = 0; i < p->nomit; i++)
+        free(p->omit[i]);
+    free(p->omit);
+    p->omit = copy;
+    p->nomit = n;
+    if (p->omit_state)
+        memset(p->omit_state, 0, p->omit_cap);
+    pthread_mutex_unlock(&p->lock);
+    return SW_OK;
 }

@@ -8,6 +8,7 @@
 #define SW_PROFILE_H
 
 #include "calltree.h"
+#include "history.h"
 #include "sample.h"
 
 typedef struct sw_profile sw_profile;
@@ -101,5 +102,33 @@ int sw_profile_mode(const sw_profile *p);
 /* A new tree (over the profile's function table) holding the samples of
  * every thread; the caller frees it. NULL if out of memory. */
 sw_calltree *sw_profile_merged(sw_profile *p);
+
+/* History (history.h): with cycle_ns > 0, every stored sample also goes to
+ * its thread's tree in the entry of the cycle it was taken in. Cycles are
+ * [origin + k*cycle_ns, origin + (k+1)*cycle_ns) where origin is
+ * origin_ns (CLOCK_MONOTONIC, like sample times) and entries carry wall
+ * clock times: monotonic + wall_offset_ns. An entry is opened by the first
+ * stored sample of its cycle (cycles without stored samples have none).
+ * maxlen bounds the entries kept (0: no bound). cycle_ns 0 turns the
+ * history off (the default). Set before samples arrive. A sample that
+ * cannot be added to the history (out of memory) is still in the
+ * whole-run tree and is counted in sw_profile_history_dropped. */
+int sw_profile_set_history(sw_profile *p, int64_t cycle_ns, size_t maxlen, int64_t wall_offset_ns,
+                           int64_t origin_ns);
+sw_history *sw_profile_history(sw_profile *p);   /* NULL when off; read under the lock */
+uint64_t sw_profile_history_dropped(const sw_profile *p);
+int64_t sw_profile_wall_offset(const sw_profile *p);
+/* Ends the newest entry at now_ns (CLOCK_MONOTONIC) if it would end later:
+ * called when sampling stops. Takes the lock. */
+void sw_profile_end_history(sw_profile *p, int64_t now_ns);
+
+/* Omit: frames of functions whose file name matches one of the globs
+ * (fnmatch(3) without flags: '*' also matches '/', as Python's
+ * fnmatch.fnmatchcase) are removed from every stack; their callees attach
+ * to their caller. A sample left with no frame is counted in
+ * sw_profile_cut. Copies the globs. SW_EARG for more than
+ * SW_PROFILE_MAX_OMIT globs or a NULL one. */
+#define SW_PROFILE_MAX_OMIT 64
+int sw_profile_set_omit(sw_profile *p, const char *const *globs, size_t n);
 
 #endif

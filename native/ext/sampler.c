@@ -15,6 +15,7 @@
 
 #include "sampler_layout.h"
 #include "sampler_trace.h"
+#include "calltree_type.h"
 
 #include "../core/calltree.h"
 #include "../core/pprof.h"
@@ -52,6 +53,7 @@ typedef struct {
     int trace;                /* samples go into the running trace file, not a profile */
     char *skip_prefix;        /* trace mode: frames of files under it are left out */
     sw_sample_stream *stream; /* trace mode */
+    sw_history_opts hist;         /* set_history, applied at start */
 } SamplerObject;
 
 int sw_sampler_add_to_module(PyObject *m);
@@ -97,6 +99,7 @@ static void Sampler_dealloc(SamplerObject *self)
         sw_sample_stream_free(self->stream);
     }
     PyMem_Free(self->skip_prefix);
+    sw_history_opts_clear(&self->hist);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -220,8 +223,11 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     sw_profile_set_filters(self->prof, fl->anchor, fl->follow, fl->nfollow, fl->ignore, fl->nignore, fl->elide,
                            fl->nelide);
     sw_profile_set_mode(self->prof, self->mode);
-    self->s = sw_sampler_new(r, self->interval_ns, sw_profile_sink, self->prof);
-    int rc = self->s ? sw_sampler_start(self->s) : SW_ENOMEM;
+    int hrc = sw_history_opts_apply(&self->hist, self->prof);
+    if (hrc != SW_OK)
+        sw_pystack_free(r);   /* sw_sampler_new would own it */
+    self->s = hrc == SW_OK ? sw_sampler_new(r, self->interval_ns, sw_profile_sink, self->prof) : NULL;
+    int rc = self->s ? sw_sampler_start(self->s) : hrc != SW_OK ? hrc : SW_ENOMEM;
     if (rc != SW_OK) {
         sw_sampler_free(self->s);
         sw_profile_free(self->prof);
@@ -322,6 +328,7 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError, "this profiler is not running");
         return NULL;
     }
+    sw_history_stopped(self->prof);
     Py_RETURN_NONE;
 }
 
@@ -437,7 +444,7 @@ static PyObject *node_dict(const sw_functab *ft, const sw_calltree_node *n)
 
 /* The tree as nested dicts. Nodes are stored parents first, so one pass in
  * index order can append every node to its parent's children list. */
-static PyObject *tree_to_dicts(const sw_calltree *t)
+PyObject *tree_to_dicts(const sw_calltree *t)
 {
     size_t n = sw_calltree_node_count(t);
     PyObject **dicts = PyMem_Calloc(n, sizeof *dicts);
@@ -705,6 +712,34 @@ done:
     return res;
 }
 
+/* History of trees over time (calltree_type.c does the work). */
+static PyObject *Sampler_set_history(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "set_history() must be called before start()");
+        return NULL;
+    }
+    if (sw_history_opts_parse(&self->hist, args, kw) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sampler_history(SamplerObject *self, PyObject *unused)
+{
+    (void)unused;
+    return usable(self) < 0 ? NULL : sw_py_history_entries(self->prof);
+}
+
+static PyObject *Sampler_window(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    return usable(self) < 0 ? NULL : sw_py_history_window(self->prof, args, kw);
+}
+
+static PyObject *Sampler_save_bytes(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    return usable(self) < 0 ? NULL : sw_py_profile_file_bytes(self->prof, args, kw);
+}
+
 static PyMethodDef Sampler_methods[] = {
     {"start", (PyCFunction)Sampler_start, METH_NOARGS, "start(): start the sampling thread (once)"},
     {"set_filters", (PyCFunction)(void (*)(void))Sampler_set_filters, METH_VARARGS | METH_KEYWORDS,
@@ -716,6 +751,13 @@ static PyMethodDef Sampler_methods[] = {
      "tree(thread_id=None) -> nested dicts {name, filename, line, count, self, children}"},
     {"write", (PyCFunction)(void (*)(void))Sampler_write, METH_VARARGS | METH_KEYWORDS,
      "write(path, format, title=None, thread_names=None): format 'collapsed', 'speedscope' or 'pprof'"},
+    {"set_history", (PyCFunction)(void (*)(void))Sampler_set_history, METH_VARARGS | METH_KEYWORDS,
+     "set_history(cycle_ns, maxlen, omit=()): before start(), keep a tree per cycle, omit files"},
+    {"history", (PyCFunction)Sampler_history, METH_NOARGS, "history() -> {entries: [{start_ns, end_ns, samples, threads}], evicted, evicted_samples, dropped}"},
+    {"window", (PyCFunction)(void (*)(void))Sampler_window, METH_VARARGS | METH_KEYWORDS,
+     "window(start_ns, stop_ns, thread_id=None) -> CallTree"},
+    {"save_bytes", (PyCFunction)(void (*)(void))Sampler_save_bytes, METH_VARARGS | METH_KEYWORDS,
+     "save_bytes(info, threads) -> bytes of a profile file"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -743,6 +785,8 @@ int sw_sampler_add_to_module(PyObject *m)
         Py_DECREF(&SamplerType);
         return -1;
     }
+    if (sw_calltree_type_add_to_module(m) < 0)
+        return -1;
     if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLER_SUPPORTED", SW_SAMPLER_SUPPORTED) < 0)
         return -1;

@@ -18,10 +18,13 @@ from . import _native, handlers, probes
 from ._native import TraceError
 from .api import TraceSummary, is_tracing, start, stop, trace, traced
 from .handlers import EVENTS, Event, add_handler
+from .history import CallTree, History, get_profile, load_profile, merge, watch
+from .profiler import Profiler
 from .reader import Trace
 
 _native._set_own_prefix(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ""))
 
-__all__ = ["EVENTS", "Event", "Trace", "TraceError", "TraceSummary", "add_handler", "handlers",
-           "is_tracing", "probes", "start", "stop", "trace", "traced"]
+__all__ = ["EVENTS", "CallTree", "Event", "History", "Profiler", "Trace", "TraceError", "TraceSummary",
+           "add_handler", "get_profile", "handlers", "is_tracing", "load_profile", "merge", "probes", "start",
+           "stop", "trace", "traced", "watch"]
 __version__ = "0.1.0"

@@ -10,7 +10,7 @@ import os
 import sys
 import tempfile
 
-from . import _dispatch, _native, api, cli_profile, handlers, probes
+from . import _dispatch, _native, api, cli_profile, cli_profile_file, handlers, probes
 from . import stats_events, stats_samples
 from .program import Program, UsageError, check_writable, resolve
 from .units import parse_duration_ns, parse_size
@@ -78,15 +78,24 @@ def build_parser():
     pr = sub.add_parser("probes", help="list the USDT probes and the file to attach to")
     pr.add_argument("--events", action="store_true", help="list the event names handlers and --events accept")
 
-    s = sub.add_parser("stats", help="top functions of a trace (calls, total and own time)")
+    s = sub.add_parser("stats", help="top functions of a trace (calls, total and own time) or of a "
+                       "profile file (own and total samples)")
     s.add_argument("file")
     s.add_argument("--sort", choices=("own", "total", "calls"), default="own")
     s.add_argument("-n", "--limit", type=int, default=20, help="rows per table (default 20)")
     s.add_argument("--threads", action="store_true", help="also one table per thread")
 
-    e = sub.add_parser("export", help="convert a trace to Perfetto or Chrome JSON")
+    e = sub.add_parser("export", help="convert a trace to Perfetto or Chrome JSON, or a profile file to "
+                       "collapsed stacks, speedscope, an HTML flame graph or pprof")
     e.add_argument("file")
-    e.add_argument("--format", required=True, help="perfetto or chrome")
+    e.add_argument("more", nargs="*", metavar="PROFILE", help="profiles: more profile files, merged with "
+                   "the first (threads of each file kept apart)")
+    e.add_argument("--format", required=True, help="perfetto or chrome (traces); collapsed, speedscope, "
+                   "html or pprof (profiles)")
+    e.add_argument("--start", default=None, help="profiles: only the cycles from this time after the "
+                   "profile's start on (e.g. 500ms, 2s)")
+    e.add_argument("--stop", default=None, help="profiles: only the cycles up to this time after the "
+                   "profile's start (e.g. 3s)")
     e.add_argument("-o", "--output", required=True)
     e.add_argument("--min-duration", default=None, help="leave out slices shorter than this (e.g. 10us)")
     return p
@@ -295,6 +304,8 @@ def _fmt_ns(ns):
 
 def cmd_stats(args):
     from .reader import Trace
+    if cli_profile_file.kind_of(args.file) == "profile":
+        return cli_profile_file.cmd_stats(args)
     if args.limit <= 0:
         raise UsageError("--limit must be positive")
     t = Trace(args.file)
@@ -337,6 +348,12 @@ def _table(out, title, t, rows, key, limit):
 
 def cmd_export(args):
     from .reader import Trace
+    if cli_profile_file.kind_of(args.file) == "profile":
+        return cli_profile_file.cmd_export(args)
+    if args.start is not None or args.stop is not None:
+        raise UsageError("--start/--stop apply to profile files")
+    if args.more:
+        raise UsageError("export converts one trace (several files can be given for profiles only)")
     if args.format not in EXPORT_FORMATS:
         raise UsageError(f"unknown format {args.format!r} (choose from: {', '.join(EXPORT_FORMATS)})")
     try:

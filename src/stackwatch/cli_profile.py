@@ -1,9 +1,10 @@
 """`stackwatch profile`: run a program under the statistical profiler and
 write its call tree as collapsed stacks, speedscope JSON, an interactive
-HTML flame graph or pprof.
+HTML flame graph, pprof, or a profile file (".swprof": the history of
+trees per cycle, for `stackwatch stats` and `stackwatch export`).
 
-    stackwatch profile [--rate HZ | --interval 1ms] [--mode wall|cpu] [-o out]
-                       [--format collapsed|speedscope|html|pprof] (script.py | -m module) [args ...]
+    stackwatch profile [--rate HZ | --interval 1ms] [--mode wall|cpu] [-o out] [--cycle 2s]
+                       [--format collapsed|speedscope|html|pprof|stackwatch] (script.py | -m module) [args ...]
 
 The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
 __main__, exit status). The profile is written at exit, after the
@@ -17,11 +18,11 @@ import atexit
 import os
 import sys
 
-from . import profiler, program as program_mod
+from . import history, profiler, program as program_mod
 from .program import Program, UsageError, check_writable, resolve
 
 USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [--mode wall|cpu] [-o OUT] "
-         "[--format collapsed|speedscope|html|pprof] (script.py | -m module) [args ...]")
+         "[--format collapsed|speedscope|html|pprof|stackwatch] (script.py | -m module) [args ...]")
 
 
 def add_parser(subparsers):
@@ -38,12 +39,16 @@ def add_parser(subparsers):
     p.add_argument("-o", "--output", help="output file (default stackwatch-PID.collapsed.txt, or "
                    "stackwatch-PID.speedscope.json with --format speedscope, "
                    "stackwatch-PID.flamegraph.html with --format html, stackwatch-PID.pb.gz "
-                   "with --format pprof)")
+                   "with --format pprof, stackwatch-PID.swprof with --format stackwatch)")
     p.add_argument("--format", choices=profiler.FORMATS, default=None,
                    help="collapsed (flamegraph.pl input), speedscope (JSON), html (interactive "
-                   "flame graph) or pprof (gzipped profile.proto, for go tool pprof); default: "
-                   "speedscope if the output ends in .json, html if it ends in .html, pprof if "
-                   "it ends in .pb.gz or .pprof, else collapsed")
+                   "flame graph), pprof (gzipped profile.proto, for go tool pprof) or stackwatch (a "
+                   "profile file with a tree per cycle, for 'stackwatch stats' and 'stackwatch "
+                   "export'); default: speedscope if the output ends in .json, html if it ends in "
+                   ".html, pprof if it ends in .pb.gz or .pprof, stackwatch if it ends in .swprof, "
+                   "else collapsed")
+    p.add_argument("--cycle", default="2s", help="profile files keep a call tree per cycle of this "
+                   "length (default 2s; from 10ms to 1h)")
     p.add_argument("-m", dest="module", help="run a library module as a script")
     p.add_argument("--max-depth", type=int, default=profiler.DEFAULT_MAX_DEPTH,
                    help=f"frames kept per stack (default {profiler.DEFAULT_MAX_DEPTH})")
@@ -58,6 +63,8 @@ def _default_output(fmt):
         return f"stackwatch-{pid}.flamegraph.html"
     if fmt == "pprof":
         return f"stackwatch-{pid}.pb.gz"
+    if fmt == "stackwatch":
+        return f"stackwatch-{pid}.swprof"
     return f"stackwatch-{pid}.speedscope.json" if fmt == "speedscope" else f"stackwatch-{pid}.collapsed.txt"
 
 
@@ -70,11 +77,14 @@ def _options(args):
             fmt = "html"
         if args.output and args.output.lower().endswith((".pb.gz", ".pprof")):
             fmt = "pprof"
+        if args.output and args.output.lower().endswith(".swprof"):
+            fmt = "stackwatch"
     output = args.output or _default_output(fmt)
     try:
         ns = profiler.interval_ns(args.interval, args.rate)
         if not 1 <= args.max_depth <= 16384:
             raise ValueError(f"--max-depth must be from 1 to 16384, not {args.max_depth}")
+        history.cycle_ns(args.cycle)
     except ValueError as e:
         raise UsageError(str(e))
     output = os.path.abspath(output)
@@ -121,7 +131,11 @@ def cmd_profile(args):
         return 1
     import runpy
     try:
-        prof = profiler.Profiler(interval=f"{ns}ns", mode=args.mode, max_depth=args.max_depth)
+        # A profile file holds the whole run (unbounded history); the other
+        # formats use only the whole-run trees (the default bound).
+        kw = {"maxlen": None} if fmt == "stackwatch" else {}
+        prof = profiler.Profiler(interval=f"{ns}ns", mode=args.mode, max_depth=args.max_depth,
+                                 cycle=args.cycle, **kw)
     except ValueError as e:
         raise UsageError(str(e))
     finisher = _Finisher(prof, fmt, output, args.quiet)

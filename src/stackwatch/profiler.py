@@ -10,6 +10,8 @@ counts the stacks into call trees.
     p.write("out.json", "speedscope")
     p.write("out.html", "html")       # interactive flame graph, one file
     p.write("out.pb.gz", "pprof")     # go tool pprof input
+    p.save("out.swprof")              # a profile file: stackwatch stats/export read it
+    p.history()                       # a tree per cycle (see stackwatch.history)
 
 A Profiler runs once (start, then stop). Its results can be read while it
 runs as well as after.
@@ -17,12 +19,14 @@ runs as well as after.
 import atexit
 import os
 import threading
+import time
 import weakref
 
 from . import _native
+from . import history as history_mod
 from .units import parse_duration_ns
 
-FORMATS = ("collapsed", "speedscope", "html", "pprof")
+FORMATS = ("collapsed", "speedscope", "html", "pprof", "stackwatch")
 MODES = ("wall", "cpu")
 MIN_INTERVAL_NS = 20_000
 MAX_INTERVAL_NS = 60_000_000_000
@@ -133,17 +137,27 @@ class Profiler:
     held the GIL. mode="wall" (the default) keeps every sample, weighted by
     the wall time it stands for; mode="cpu" keeps only samples of running
     threads, weighted by the CPU time the thread used since its previous
-    sample; the others are counted in stats()["off_cpu"] and per thread."""
+    sample; the others are counted in stats()["off_cpu"] and per thread.
+
+    Every `cycle` (default 2s) the samples also start a new tree in a
+    history of at most `maxlen` trees (None: no bound), see history().
+    Frames of files matching the `omit` globs (fnmatch-style, '*' also
+    matches '/') are left out of every stack: their callees attach to
+    their caller."""
 
     def __init__(self, interval=None, *, rate=None, mode="wall", max_depth=DEFAULT_MAX_DEPTH,
-                 max_threads=DEFAULT_MAX_THREADS):
+                 max_threads=DEFAULT_MAX_THREADS, cycle="2s", maxlen=1000, omit=()):
         self.interval_ns = interval_ns(interval, rate)
         self.mode = check_mode(mode)
         if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= 16384:
             raise ValueError(f"max_depth must be an integer from 1 to 16384, not {max_depth!r}")
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or not 1 <= max_threads <= 65536:
             raise ValueError(f"max_threads must be an integer from 1 to 65536, not {max_threads!r}")
+        self.cycle_ns = history_mod.cycle_ns(cycle)
+        self.maxlen = history_mod.check_maxlen(maxlen) or None
+        self.omit = history_mod.check_omit(omit)
         self._s = _native.Sampler(self.interval_ns, max_depth, max_threads, mode)
+        self._s.set_history(self.cycle_ns, self.maxlen or 0, self.omit)
         self._names = {}
         self._anchor, self._follow, self._ignore = None, (), ()
         self._state = "new"
@@ -260,6 +274,34 @@ class Profiler:
         self._check_ran()
         return self._s.tree(thread_id)
 
+    def history(self, thread_id=None):
+        """The history of call trees, one per cycle (live while the
+        profiler runs): a stackwatch.history.History, of every thread or
+        of one (by ident)."""
+        return history_mod.History(self._s, thread_id, _profiler=self)
+
+    def save(self, path):
+        """Writes the profile file (".swprof", see docs/format.md): the
+        history with the threads, their names and the totals."""
+        self._check_ran()
+        if self._state == "running":
+            self._remember_names()
+        info = self._file_info(self._s.history())
+        data = self._s.save_bytes(info, self.threads())
+        with open(os.fspath(path), "wb") as f:
+            f.write(data)
+
+    def _file_info(self, hist):
+        """History.info() of this profiler (hist: its Sampler.history())."""
+        st = self._s.stats()
+        offset = time.time_ns() - time.monotonic_ns()    # CLOCK_MONOTONIC, as the sampler's times
+        return {"mode": self.mode, "interval_ns": self.interval_ns, "cycle_ns": self.cycle_ns,
+                "maxlen": self.maxlen or 0, "start_ns": st["start_ns"] + offset if st["start_ns"] > 0 else 0,
+                "stop_ns": st["stop_ns"] + offset if st["stop_ns"] > 0 else 0, "samples": st["stored"],
+                "dropped": st["dropped"], "cut": st["cut"], "off_cpu": st["off_cpu"], "failed": st["failed"],
+                "missed": st["missed"], "evicted": hist["evicted"], "evicted_samples": hist["evicted_samples"],
+                "history_dropped": hist["dropped"]}
+
     def write(self, path, format="collapsed"):
         """Writes the profile: "collapsed" (flamegraph.pl input, all
         threads merged, sample counts), "speedscope" (JSON, one profile
@@ -267,10 +309,13 @@ class Profiler:
         interactive flame graph in one self-contained file, see
         stackwatch.flamegraph) or "pprof" (gzipped profile.proto for
         `go tool pprof`: sample types samples/count and wall/nanoseconds, a
-        "thread" label per sample)."""
+        "thread" label per sample) or "stackwatch" (the profile file, as
+        save())."""
         if format not in FORMATS:
             raise ValueError(f"unknown profile format {format!r} (choose from: {', '.join(FORMATS)})")
         self._check_ran()
+        if format == "stackwatch":
+            return self.save(path)
         if self._state == "running":
             self._remember_names()
         if format == "html":

@@ -16,6 +16,8 @@
  * without a message, an unbalanced or time-reversed replay, malformed
  * exporter output.
  *
+ * The profile-file reader gets every input too (fuzzprofile.h).
+ *
  * Built with -DFUZZ_FILES_MAIN it is a plain program that runs the target
  * on each file named on its command line (the seed corpus, under gcc).
  */
@@ -25,6 +27,7 @@
 #include "export.h"
 #include "exportcheck.h"
 #include "format.h"
+#include "fuzzprofile.h"
 #include "reader.h"
 
 #include <stdint.h>
@@ -114,6 +117,7 @@ static int stop_after_one(void *ud, const sw_event *ev)
 
 static void exercise(const uint8_t *data, size_t len)
 {
+    exercise_profile(data, len);   /* profile files share the container */
     sw_trace *t = NULL;
     char err[256];
     err[0] = 0;

@@ -8,9 +8,11 @@
  * frames left open; ring mode (a sequence gap, chunks starting mid-stack);
  * a trace cut at a chunk boundary (no END); deep nesting (long chunk
  * prefixes); another time shift and clock rate; EXT events of every kind;
- * sampler samples (format 1.2); an empty trace.
+ * sampler samples (format 1.2); an empty trace. And profile files
+ * (profilegen.h).
  */
 #define _GNU_SOURCE
+#include "profilegen.h"
 #include "sample_stream.h"
 #include "tracegen.h"
 
@@ -219,7 +221,8 @@ int main(int argc, char **argv)
         perror(dir);
         return 1;
     }
-    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() | seed_samples() | seed_empty();
+    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() | seed_samples() |
+              seed_empty() | profile_seeds(dir);
     if (bad)
         fprintf(stderr, "make_seed: could not write every seed\n");
     return bad;
