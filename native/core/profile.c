@@ -2,6 +2,7 @@
  * profile.c - aggregating samples into per-thread call trees (profile.h).
  */
 #include "profile.h"
+#include "lineids.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ struct sw_profile {
     uint64_t samples, dropped, cut, off_cpu;
     int mode;
     sw_profile_filters f;
+    sw_lineids *lineids;     /* samples with lines: (function, line) -> id; made on first use */
 };
 
 sw_profile *sw_profile_new(void)
@@ -44,6 +46,7 @@ void sw_profile_free(sw_profile *p)
         sw_calltree_free(p->threads[i].tree);
     free(p->threads);
     free(p->funcs);
+    sw_lineids_free(p->lineids);
     sw_functab_free(p->ft);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -189,7 +192,13 @@ static long stack_funcs(sw_profile *p, sw_sample *s, uint32_t depth)
             c->sink_id = SW_NO_ID;
             return -1;
         }
-        p->funcs[n++] = c->sink_id;
+        uint32_t id = c->sink_id;
+        /* --lines: the node is (function, line being run). */
+        if (s->lines && s->lines[i - 1] > 0 && s->lines[i - 1] != c->firstlineno &&
+            ((!p->lineids && !(p->lineids = sw_lineids_new())) ||
+             sw_lineids_get(p->lineids, p->ft, c->sink_id, s->lines[i - 1], &id) != SW_OK))
+            return -1;
+        p->funcs[n++] = id;
     }
     return (long)n;
 }

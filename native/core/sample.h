@@ -58,6 +58,9 @@ typedef struct sw_sample {
     uint32_t state;          /* SW_STATE_* */
     uint64_t cpu_ns;         /* CPU time the thread used since it was last
                                 sampled (at most weight_ns), or SW_NO_CPU */
+    int32_t *lines;          /* when lines were asked for: the line each frame
+                                is running, parallel to frames (0 where unknown
+                                or native); else NULL */
 } sw_sample;
 
 /* A consumer of samples. Called on the sampler's thread, one call per

@@ -45,11 +45,13 @@ typedef struct {
     unsigned long long interval_ns;
     int max_depth, max_threads;
     int mode;                 /* SW_PROFILE_WALL or SW_PROFILE_CPU */
+    int lines;                /* nodes are (function, line being run) */
     int started;
     sw_profile_filters filters;   /* sw_profile_set_filters, applied at start */
 } SamplerObject;
 
 int sw_sampler_add_to_module(PyObject *m);
+int sw_sampler_frames_add_to_module(PyObject *m);   /* sampler_frames.c */
 
 static void Sampler_dealloc(SamplerObject *self)
 {
@@ -68,11 +70,11 @@ static void Sampler_dealloc(SamplerObject *self)
 
 static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"interval_ns", "max_depth", "max_threads", "mode", NULL};
+    static char *kwlist[] = {"interval_ns", "max_depth", "max_threads", "mode", "lines", NULL};
     unsigned long long iv;
-    int depth = DEFAULT_MAX_DEPTH, threads = DEFAULT_MAX_THREADS;
+    int depth = DEFAULT_MAX_DEPTH, threads = DEFAULT_MAX_THREADS, lines = 0;
     const char *mode = "wall";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|iis", kwlist, &iv, &depth, &threads, &mode))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|iisp", kwlist, &iv, &depth, &threads, &mode, &lines))
         return -1;
     if (self->started) {
         PyErr_SetString(PyExc_RuntimeError, "Sampler.__init__ called on a sampler that ran");
@@ -95,6 +97,7 @@ static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
     }
     self->mode = strcmp(mode, "cpu") == 0 ? SW_PROFILE_CPU : SW_PROFILE_WALL;
     self->interval_ns = iv;
+    self->lines = lines;
     self->max_depth = depth;
     self->max_threads = threads;
     return 0;
@@ -125,7 +128,8 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     sw_py_layout l;
     sw_sampler_layout_fill(&l);
     PyInterpreterState *interp = PyInterpreterState_Get();
-    sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1};
+    sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
+                             (uint32_t)self->lines};
     char err[256] = "";
     /* The interpreter state itself is the probe: it is surely readable. */
     sw_pystack *r = sw_pystack_new(&l, (int)getpid(), (uint64_t)(uintptr_t)interp, &lim,
@@ -628,9 +632,9 @@ static PyTypeObject SamplerType = {
     .tp_basicsize = sizeof(SamplerObject),
     .tp_dealloc = (destructor)Sampler_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Sampler(interval_ns, max_depth=1024, max_threads=256, mode='wall'): samples every thread's "
-              "Python stack from a native thread, without the GIL; mode 'cpu' keeps only threads on a CPU, "
-              "weighted by CPU time.",
+    .tp_doc = "Sampler(interval_ns, max_depth=1024, max_threads=256, mode='wall', lines=False): samples every "
+              "thread's Python stack from a native thread, without the GIL; mode 'cpu' keeps only threads on a "
+              "CPU, weighted by CPU time; lines: nodes are (function, line being run).",
     .tp_methods = Sampler_methods,
     .tp_init = (initproc)Sampler_init,
     .tp_new = PyType_GenericNew,
@@ -645,6 +649,8 @@ int sw_sampler_add_to_module(PyObject *m)
         Py_DECREF(&SamplerType);
         return -1;
     }
+    if (sw_sampler_frames_add_to_module(m) < 0)
+        return -1;
     if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLER_SUPPORTED", SW_SAMPLER_SUPPORTED) < 0)
         return -1;

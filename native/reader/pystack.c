@@ -33,6 +33,8 @@ struct sw_pystack {
     sw_codecache *codes;
     uint64_t *code_addrs;          /* [max_depth] this stack's code objects, leaf first */
     uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
+    uint64_t *instrs;              /* [max_depth] with lines: each kept frame's current instruction */
+    int32_t *lines;                /* [max_depth] with lines: the line each frame runs */
     uint64_t seen[16];             /* 1024-bit filter of frame addresses walked */
     unsigned char *code_hdrs;      /* [max_depth * code_size] */
     sw_mem_req *reqs;              /* [max_depth] */
@@ -78,10 +80,14 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     r->reqs = malloc(d * sizeof *r->reqs);
     r->frames = malloc(d * sizeof *r->frames);
     r->window = malloc(WINDOW_MAX);
+    if (lim->lines && l->linetable_kind) {
+        r->instrs = malloc(d * sizeof *r->instrs);
+        r->lines = malloc(d * sizeof *r->lines);
+    }
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
     if (!r->codes || !r->code_addrs || !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
-        (lim->thread_states && !r->states)) {
+        (lim->thread_states && !r->states) || (lim->lines && l->linetable_kind && (!r->instrs || !r->lines))) {
         snprintf(err, errlen, "out of memory");
         r->mem.fd = -1;
         sw_pystack_free(r);
@@ -103,6 +109,8 @@ void sw_pystack_free(sw_pystack *r)
     sw_codecache_free(r->codes);
     free(r->code_addrs);
     free(r->frame_addrs);
+    free(r->instrs);
+    free(r->lines);
     free(r->code_hdrs);
     free(r->reqs);
     free(r->frames);
@@ -202,6 +210,15 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             uint64_t code = u64_at(f, l->frame_code);
             if (!code)
                 return -1;
+            if (r->instrs) {
+                if (l->frame_lasti != SW_NO_OFFSET) {
+                    uint32_t lasti;
+                    memcpy(&lasti, f + l->frame_lasti, sizeof lasti);
+                    r->instrs[n] = lasti;
+                } else {
+                    r->instrs[n] = u64_at(f, l->frame_instr);
+                }
+            }
             r->code_addrs[n++] = code;
         }
         frame = u64_at(f, l->frame_previous);
@@ -364,6 +381,11 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     if (n == 0) {
         r->st.empty++;
         return;
+    }
+    if (r->lines) {
+        for (long i = 0; i < n; i++)
+            r->lines[i] = sw_codecache_line(r->codes, r->frames[i], &r->mem, l, r->instrs[i]);
+        s.lines = r->lines;
     }
     s.depth = (uint32_t)n;
     s.flags |= truncated ? SW_SAMPLE_TRUNCATED : 0;

@@ -30,6 +30,8 @@ typedef struct sw_pystack_limits {
                                 code_ttl + 1 rounds; 0 = every round it is seen */
     uint32_t thread_states;  /* 1: give each sample its thread's state, CPU time and
                                 GIL ownership (threadstate.h; ~1-3 us per thread) */
+    uint32_t lines;          /* 1: give each sample the line each frame is running
+                                (sw_sample.lines; needs layout.linetable_kind) */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {
