@@ -139,6 +139,11 @@ static void fill_frames(sw_py_layout *l)
     l->frame_code = OFF(_PyInterpreterFrame, f_code);
 #  endif
     l->frame_owner = OFF(_PyInterpreterFrame, owner);
+#  if PY_VERSION_HEX < 0x030C0000
+    l->frame_is_entry = OFF(_PyInterpreterFrame, is_entry);
+#  else
+    l->frame_is_entry = SW_NO_OFFSET;
+#  endif
 #  if PY_VERSION_HEX >= 0x030C0000
     l->owner_cstack = FRAME_OWNED_BY_CSTACK;
 #  else
@@ -151,6 +156,7 @@ static void fill_frames(sw_py_layout *l)
     l->frame_code = OFF(PyFrameObject, f_code);
     l->frame_owner = SW_NO_OFFSET;
     l->owner_cstack = SW_NO_OFFSET;
+    l->frame_is_entry = SW_NO_OFFSET;
     l->frame_size = MAX2(END(PyFrameObject, f_back), END(PyFrameObject, f_code));
     l->frame_size = MAX2(l->frame_size, END(PyObject, ob_type));
     l->frame_type = (uint64_t)(uintptr_t)&PyFrame_Type;

@@ -32,6 +32,7 @@
     X(str_legacy_data, (l)->str_legacy_data, P, (l)->str_header_size)             \
     X(frame_lasti, (l)->frame_lasti, 4, (l)->frame_size)                           \
     X(frame_instr, (l)->frame_instr, P, (l)->frame_size)                           \
+    X(frame_is_entry, (l)->frame_is_entry, 1, (l)->frame_size)                     \
     X(code_linetable, (l)->code_linetable, P, (l)->code_size)
 
 int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)

@@ -57,6 +57,8 @@ typedef struct sw_py_layout {
     uint32_t frame_owner;          /* char owner, or SW_NO_OFFSET */
     uint32_t owner_cstack;         /* value of FRAME_OWNED_BY_CSTACK (3.12+: shim frames
                                       that are skipped), or SW_NO_OFFSET */
+    uint32_t frame_is_entry;       /* 3.11: char is_entry (the root-most frame of one run
+                                      of the interpreter function), else SW_NO_OFFSET */
 
     /* PyCodeObject: code_size bytes are read and must cover these fields. */
     uint32_t code_size;

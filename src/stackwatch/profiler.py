@@ -138,18 +138,24 @@ class Profiler:
     lines=True makes each node a (function, file, line being run) instead
     of a function: "line" is then the line the frame was running (the call
     site for callers), read from the frame's current instruction and the
-    code object's line table."""
+    code object's line table.
+
+    native=True (Linux x86-64) merges each thread's native (C) frames into
+    its stack: each run of the interpreter's C function is replaced by the
+    Python frames it runs. Native nodes are named "symbol [native]", with
+    the shared object as "filename", line 0 and "native": True."""
 
     def __init__(self, interval=None, *, rate=None, mode="wall", max_depth=DEFAULT_MAX_DEPTH,
-                 max_threads=DEFAULT_MAX_THREADS, lines=False):
+                 max_threads=DEFAULT_MAX_THREADS, lines=False, native=False):
         self.interval_ns = interval_ns(interval, rate)
         self.mode = check_mode(mode)
         if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= 16384:
             raise ValueError(f"max_depth must be an integer from 1 to 16384, not {max_depth!r}")
         if isinstance(max_threads, bool) or not isinstance(max_threads, int) or not 1 <= max_threads <= 65536:
             raise ValueError(f"max_threads must be an integer from 1 to 65536, not {max_threads!r}")
-        self.lines = bool(lines)
-        self._s = _native.Sampler(self.interval_ns, max_depth, max_threads, mode, lines=self.lines)
+        self.lines, self.native = bool(lines), bool(native)
+        self._s = _native.Sampler(self.interval_ns, max_depth, max_threads, mode, lines=self.lines,
+                                  native=self.native)
         self._names = {}
         self._anchor, self._follow, self._ignore = None, (), ()
         self._state = "new"
