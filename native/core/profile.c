@@ -160,6 +160,9 @@ static uint32_t depth_after_cut(const sw_profile *p, const sw_sample *s)
     i--;                        /* frames[i] is the anchor: drop it and its callers */
     while (i > 0 && in_list(p->f.follow, p->f.nfollow, s->frames[i - 1]->addr))
         i--;
+    /* Native mode: the C frames through which the wrapper calls the program. */
+    while (i > 0 && sw_sample_code_is_native(s->frames[i - 1]))
+        i--;
     return i;
 }
 

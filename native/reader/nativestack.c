@@ -41,6 +41,7 @@ static struct {
     atomic_uint_fast64_t seq;        /* the current request's number */
     atomic_int tid;
     int n;
+    int truncated;
     uint64_t pcs[SW_NSTACK_MAX];
 } req;
 
@@ -139,6 +140,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     for (; k < n && m < SW_NSTACK_MAX; k++)
         req.pcs[m++] = (uint64_t)(uintptr_t)buf[k];
     req.n = m;
+    req.truncated = k < n || n == SW_NSTACK_MAX + 8;
     atomic_store(&req.state, CAPTURED);
     futex_wake(&req.state);
     /* Parked until the sampler has read the Python stack. */
@@ -201,8 +203,9 @@ void sw_nstack_uninstall(void)
     pthread_mutex_unlock(&install_mu);
 }
 
-int sw_nstack_capture(int tid, uint64_t *pcs)
+int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
 {
+    *truncated = 0;
     if (tid <= 0 || !installed)
         return SW_EARG;
     uint64_t seq = (++next_seq) & ((1ull << SEQ_BITS) - 1);
@@ -241,6 +244,7 @@ int sw_nstack_capture(int tid, uint64_t *pcs)
         futex_wait(&req.state, s, left > 0 ? left : 1000000);
     }
     memcpy(pcs, req.pcs, (size_t)req.n * sizeof *pcs);
+    *truncated = req.truncated;
     return req.n;
 }
 
@@ -261,10 +265,11 @@ int sw_nstack_install(char *err, size_t errlen)
 
 void sw_nstack_uninstall(void) {}
 
-int sw_nstack_capture(int tid, uint64_t *pcs)
+int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
 {
     (void)tid;
     (void)pcs;
+    *truncated = 0;
     return SW_EIO;
 }
 

@@ -50,10 +50,11 @@ int sw_nstack_signal(void);
 /* Asks thread `tid` (of this process) for its native stack and waits until
  * it is parked in the handler with it. On success returns the number of
  * return addresses (leaf first; pcs[0] is the interrupted instruction
- * itself), copied to pcs (at most SW_NSTACK_MAX), and the thread stays
- * parked until sw_nstack_release(). Returns a negative SW_E* code if the
- * thread did not answer in time (then nothing is to be released). */
-int sw_nstack_capture(int tid, uint64_t *pcs);
+ * itself), copied to pcs (at most SW_NSTACK_MAX; *truncated is 1 if the
+ * stack was deeper), and the thread stays parked until
+ * sw_nstack_release(). Returns a negative SW_E* code if the thread did not
+ * answer in time (then nothing is to be released). */
+int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated);
 
 /* Lets the parked thread go on. */
 void sw_nstack_release(void);

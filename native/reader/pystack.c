@@ -359,7 +359,7 @@ static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts
  * instruction itself; the others are named by the byte before them, inside
  * the call) and merges them with the np Python frames into r->merged.
  * Returns the merged depth, or -1. */
-static long merge_native(sw_pystack *r, uint32_t nn, uint32_t np)
+static long merge_native(sw_pystack *r, uint32_t nn, int truncated, uint32_t np)
 {
     for (uint32_t k = 0; k < nn; k++) {
         int ev = 0;
@@ -368,8 +368,9 @@ static long merge_native(sw_pystack *r, uint32_t nn, uint32_t np)
             return -1;
         r->nat_eval[k] = (unsigned char)ev;
     }
-    return (long)sw_merge_native(r->nat, r->nat_eval, nn, r->frames, r->lines, r->py_end, np, r->merged,
-                                 r->lines ? r->merged_lines : NULL, r->lim.max_depth + SW_NSTACK_MAX);
+    long m = sw_merge_native(r->nat, r->nat_eval, nn, truncated, r->frames, r->lines, r->py_end, np, r->merged,
+                             r->lines ? r->merged_lines : NULL, r->lim.max_depth + SW_NSTACK_MAX);
+    return m < 0 ? -1 : m;
 }
 
 /* Samples the thread whose state was read into ts. */
@@ -390,10 +391,10 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     /* Native mode: the thread is parked in the signal handler with its
      * native stack from here until released, right after its Python frames
      * are walked, so both are of one instant (nativestack.h). */
-    int nn = -1;
+    int nn = -1, ntrunc = 0;
     unsigned char ts2[SW_LAYOUT_MAX_READ];
     if (r->syms && s.native_tid) {
-        nn = sw_nstack_capture((int)s.native_tid, r->pcs);
+        nn = sw_nstack_capture((int)s.native_tid, r->pcs, &ntrunc);
         if (nn >= 0 && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
             u64_at(ts2, l->tstate_interp) == r->interp)
             ts = ts2;   /* the thread state as of the capture */
@@ -463,7 +464,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         s.lines = r->lines;
     }
     if (r->syms) {
-        long merged = nn > 0 ? merge_native(r, (uint32_t)nn, (uint32_t)n) : -1;
+        long merged = nn > 0 ? merge_native(r, (uint32_t)nn, ntrunc, (uint32_t)n) : -1;
         if (merged < 0) {
             r->st.native_failed++;
         } else {

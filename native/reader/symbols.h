@@ -17,8 +17,6 @@
 
 #include "../core/sample.h"
 
-#define SW_NATIVE_SUFFIX " [native]"
-
 typedef struct sw_symbols sw_symbols;
 
 sw_symbols *sw_symbols_new(void);   /* NULL if out of memory */

@@ -2,7 +2,7 @@
 write its call tree as collapsed stacks, speedscope JSON, an interactive
 HTML flame graph or pprof.
 
-    stackwatch profile [--rate HZ | --interval 1ms] [--mode wall|cpu] [--lines] [-o out]
+    stackwatch profile [--rate HZ | --interval 1ms] [--mode wall|cpu] [--lines] [--native] [-o out]
                        [--format collapsed|speedscope|html|pprof] (script.py | -m module) [args ...]
 
 The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
@@ -20,7 +20,7 @@ import sys
 from . import profiler, program as program_mod
 from .program import Program, UsageError, check_writable, resolve
 
-USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [--mode wall|cpu] [--lines] [-o OUT] "
+USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [--mode wall|cpu] [--lines] [--native] [-o OUT] "
          "[--format collapsed|speedscope|html|pprof] (script.py | -m module) [args ...]")
 
 
@@ -46,6 +46,8 @@ def add_parser(subparsers):
                    "it ends in .pb.gz or .pprof, else collapsed")
     p.add_argument("--lines", action="store_true",
                    help="one node per line being run (function, file, line) instead of per function")
+    p.add_argument("--native", action="store_true",
+                   help="merge native (C) frames into the stacks, named 'symbol [native]' (Linux x86-64)")
     p.add_argument("-m", dest="module", help="run a library module as a script")
     p.add_argument("--max-depth", type=int, default=profiler.DEFAULT_MAX_DEPTH,
                    help=f"frames kept per stack (default {profiler.DEFAULT_MAX_DEPTH})")
@@ -123,7 +125,8 @@ def cmd_profile(args):
         return 1
     import runpy
     try:
-        prof = profiler.Profiler(interval=f"{ns}ns", mode=args.mode, max_depth=args.max_depth, lines=args.lines)
+        prof = profiler.Profiler(interval=f"{ns}ns", mode=args.mode, max_depth=args.max_depth, lines=args.lines,
+                                 native=args.native)
     except ValueError as e:
         raise UsageError(str(e))
     finisher = _Finisher(prof, fmt, output, args.quiet)
