@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "profile.h"
+#include "lineids.h"
 
 #include "bytes.h"
 
@@ -33,6 +34,7 @@ struct sw_profile {
     size_t nomit;
     uint8_t *omit_state;
     size_t omit_cap;
+    sw_lineids *lineids;     /* samples with lines: (function, line) -> id; made on first use */
 };
 
 sw_profile *sw_profile_new(void)
@@ -63,6 +65,7 @@ void sw_profile_free(sw_profile *p)
         free(p->omit[i]);
     free(p->omit);
     free(p->omit_state);
+    sw_lineids_free(p->lineids);
     sw_functab_free(p->ft);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -176,6 +179,9 @@ static uint32_t depth_after_cut(const sw_profile *p, const sw_sample *s)
     i--;                        /* frames[i] is the anchor: drop it and its callers */
     while (i > 0 && in_list(p->f.follow, p->f.nfollow, s->frames[i - 1]->addr))
         i--;
+    /* Native mode: the C frames through which the wrapper calls the program. */
+    while (i > 0 && sw_sample_code_is_native(s->frames[i - 1]))
+        i--;
     return i;
 }
 
@@ -231,7 +237,13 @@ static long stack_funcs(sw_profile *p, sw_sample *s, uint32_t depth)
         }
         if (p->nomit && omitted(p, c->sink_id))
             continue;
-        p->funcs[n++] = c->sink_id;
+        uint32_t id = c->sink_id;
+        /* --lines: the node is (function, line being run). */
+        if (s->lines && s->lines[i - 1] > 0 && s->lines[i - 1] != c->firstlineno &&
+            ((!p->lineids && !(p->lineids = sw_lineids_new())) ||
+             sw_lineids_get(p->lineids, p->ft, c->sink_id, s->lines[i - 1], &id) != SW_OK))
+            return -1;
+        p->funcs[n++] = id;
     }
     return (long)n;
 }

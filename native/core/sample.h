@@ -26,6 +26,23 @@ typedef struct sw_sample_code {
 
 #define SW_NO_ID 0xffffffffu
 
+/* A native (C) frame of the profiler's native mode is an sw_sample_code
+ * too (native/reader/symbols.h): named "symbol [native]", its shared
+ * object as filename, first line 0. */
+#define SW_NATIVE_SUFFIX " [native]"
+#define SW_NATIVE_SUFFIX_LEN 9u
+
+static inline int sw_sample_code_is_native(const sw_sample_code *c)
+{
+    const uint32_t k = SW_NATIVE_SUFFIX_LEN;
+    if (c->firstlineno != 0 || c->name_len <= k)
+        return 0;
+    for (uint32_t i = 0; i < k; i++)
+        if (c->name[c->name_len - k + i] != SW_NATIVE_SUFFIX[i])
+            return 0;
+    return 1;
+}
+
 /* sw_sample.flags */
 #define SW_SAMPLE_TRUNCATED 1u   /* the stack was deeper than the walk bound:
                                     frames[] holds the leaf-most frames */
@@ -58,6 +75,9 @@ typedef struct sw_sample {
     uint32_t state;          /* SW_STATE_* */
     uint64_t cpu_ns;         /* CPU time the thread used since it was last
                                 sampled (at most weight_ns), or SW_NO_CPU */
+    int32_t *lines;          /* when lines were asked for: the line each frame
+                                is running, parallel to frames (0 where unknown
+                                or native); else NULL */
 } sw_sample;
 
 /* A consumer of samples. Called on the sampler's thread, one call per

@@ -21,7 +21,9 @@
 #include "../core/pprof.h"
 #include "../core/profile.h"
 #include "../core/sample_stream.h"
+#include "../reader/nativestack.h"
 #include "../reader/sampler_loop.h"
+#include "../reader/symbols.h"
 
 #include <string.h>
 #include <time.h>
@@ -48,6 +50,9 @@ typedef struct {
     unsigned long long interval_ns;
     int max_depth, max_threads;
     int mode;                 /* SW_PROFILE_WALL or SW_PROFILE_CPU */
+    int lines;                /* nodes are (function, line being run) */
+    int native;               /* native frames merged in (nativestack.h) */
+    int native_installed;     /* the signal handler is installed for this sampler */
     int started;
     sw_profile_filters filters;   /* sw_profile_set_filters, applied at start */
     int trace;                /* samples go into the running trace file, not a profile */
@@ -57,6 +62,8 @@ typedef struct {
 } SamplerObject;
 
 int sw_sampler_add_to_module(PyObject *m);
+int sw_sampler_frames_add_to_module(PyObject *m);   /* sampler_frames.c */
+static void sw_native_stop(SamplerObject *self);
 
 /* The sampler writing into the trace file (trace mode), while it runs. */
 static SamplerObject *trace_sampler;
@@ -95,6 +102,7 @@ static void Sampler_dealloc(SamplerObject *self)
             sw_sampler_free(self->s);
             Py_END_ALLOW_THREADS
         }
+        sw_native_stop(self);
         sw_profile_free(self->prof);
         sw_sample_stream_free(self->stream);
     }
@@ -105,11 +113,13 @@ static void Sampler_dealloc(SamplerObject *self)
 
 static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"interval_ns", "max_depth", "max_threads", "mode", "trace", "skip_prefix", NULL};
+    static char *kwlist[] = {"interval_ns", "max_depth", "max_threads", "mode", "trace", "skip_prefix",
+                             "lines", "native", NULL};
     unsigned long long iv;
-    int depth = DEFAULT_MAX_DEPTH, threads = DEFAULT_MAX_THREADS, trace = 0;
+    int depth = DEFAULT_MAX_DEPTH, threads = DEFAULT_MAX_THREADS, trace = 0, lines = 0, native = 0;
     const char *mode = "wall", *skip = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|iispz", kwlist, &iv, &depth, &threads, &mode, &trace, &skip))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|iispzpp", kwlist, &iv, &depth, &threads, &mode, &trace, &skip,
+                                     &lines, &native))
         return -1;
     if (self->started) {
         PyErr_SetString(PyExc_RuntimeError, "Sampler.__init__ called on a sampler that ran");
@@ -131,6 +141,10 @@ static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     self->mode = strcmp(mode, "cpu") == 0 ? SW_PROFILE_CPU : SW_PROFILE_WALL;
+    if (trace && (lines || native)) {
+        PyErr_SetString(PyExc_ValueError, "samples written into a trace have neither native frames nor lines (yet)");
+        return -1;
+    }
     if (trace && self->mode == SW_PROFILE_CPU) {
         PyErr_SetString(PyExc_ValueError, "samples written into a trace are wall-clock samples (mode 'wall')");
         return -1;
@@ -148,6 +162,8 @@ static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
         memcpy(self->skip_prefix, skip, n);
     }
     self->interval_ns = iv;
+    self->lines = lines;
+    self->native = native;
     self->max_depth = depth;
     self->max_threads = threads;
     return 0;
@@ -164,6 +180,32 @@ static int usable(SamplerObject *self)
     return 0;
 }
 
+/* Native mode: the capture signal's handler is installed from start()
+ * until the sampling thread has stopped. -1 with an exception if it cannot
+ * be. */
+static int sw_native_start(SamplerObject *self)
+{
+    char err[200] = "";
+    if (!sw_nstack_supported(err, sizeof err)) {
+        PyErr_Format(PyExc_RuntimeError, "cannot capture native frames here: %s", err);
+        return -1;
+    }
+    if (sw_nstack_install(err, sizeof err) != SW_OK) {
+        PyErr_Format(PyExc_RuntimeError, "cannot capture native frames: %s", err);
+        return -1;
+    }
+    self->native_installed = 1;
+    return 0;
+}
+
+static void sw_native_stop(SamplerObject *self)
+{
+    if (self->native_installed) {
+        sw_nstack_uninstall();
+        self->native_installed = 0;
+    }
+}
+
 static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
 {
     (void)unused;
@@ -178,12 +220,16 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     sw_py_layout l;
     sw_sampler_layout_fill(&l);
     PyInterpreterState *interp = PyInterpreterState_Get();
-    sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1};
+    sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
+                             (uint32_t)self->lines, (uint32_t)self->native};
     char err[256] = "";
+    if (self->native && sw_native_start(self) < 0)
+        return NULL;
     /* The interpreter state itself is the probe: it is surely readable. */
     sw_pystack *r = sw_pystack_new(&l, (int)getpid(), (uint64_t)(uintptr_t)interp, &lim,
                                    (uint64_t)(uintptr_t)interp, 64, err, sizeof err);
     if (!r) {
+        sw_native_stop(self);
         PyErr_Format(PyExc_RuntimeError, "cannot sample this process: %s", err);
         return NULL;
     }
@@ -217,6 +263,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     self->prof = sw_profile_new();
     if (!self->prof) {
         sw_pystack_free(r);
+        sw_native_stop(self);
         return PyErr_NoMemory();
     }
     const sw_profile_filters *fl = &self->filters;
@@ -233,6 +280,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
         sw_profile_free(self->prof);
         self->s = NULL;
         self->prof = NULL;
+        sw_native_stop(self);
         PyErr_Format(PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
         return NULL;
     }
@@ -324,6 +372,7 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
     Py_BEGIN_ALLOW_THREADS
     rc = sw_sampler_stop(self->s);
     Py_END_ALLOW_THREADS
+    sw_native_stop(self);
     if (rc != SW_OK) {
         PyErr_SetString(PyExc_RuntimeError, "this profiler is not running");
         return NULL;
@@ -385,7 +434,18 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
         "running", st.running ? Py_True : Py_False);
     /* What the threads were doing (see threads()), and the counts of the
      * thread-state probes. */
-    PyObject *more = Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K}", "mode",
+    sw_nstack_stats ns = {0, 0, 0};
+    sw_nstack_get_stats(&ns);
+    PyObject *native = Py_BuildValue("{s:O,s:O,s:K,s:K,s:K,s:K}", "lines", self->lines ? Py_True : Py_False,
+                                     "native", self->native ? Py_True : Py_False, "native_samples",
+                                     (unsigned long long)r->native, "native_failed",
+                                     (unsigned long long)r->native_failed, "native_timeouts",
+                                     (unsigned long long)(self->native ? ns.timeouts : 0), "native_late",
+                                     (unsigned long long)(self->native ? ns.late : 0));
+    if (!native || PyDict_Update(d, native) < 0)
+        Py_CLEAR(d);
+    Py_XDECREF(native);
+    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K}", "mode",
                                    self->mode == SW_PROFILE_CPU ? "cpu" : "wall", "states", states_dict(states),
                                    "gil_held", gil_held, "off_cpu", off_cpu, "state_probe_failed",
                                    (unsigned long long)r->state_unknown, "cpu_probe_failed",
@@ -430,16 +490,26 @@ static PyObject *Sampler_threads(SamplerObject *self, PyObject *unused)
     return l;
 }
 
+/* 1 if f is a native frame: named "symbol [native]", line 0 (symbols.h). */
+static int is_native(const sw_func *f)
+{
+    size_t n = strlen(f->name), k = strlen(SW_NATIVE_SUFFIX);
+    return f->line == 0 && n > k && memcmp(f->name + n - k, SW_NATIVE_SUFFIX, k) == 0;
+}
+
 static PyObject *node_dict(const sw_functab *ft, const sw_calltree_node *n)
 {
     const sw_func *f = n->func == SW_NODE_NONE ? NULL : sw_functab_get(ft, n->func);
     const char *name = f ? f->name : "<root>", *file = f ? f->filename : "";
-    return Py_BuildValue("{s:N,s:N,s:i,s:K,s:K,s:K,s:K,s:N}", "name",
+    PyObject *d = Py_BuildValue("{s:N,s:N,s:i,s:K,s:K,s:K,s:K,s:N}", "name",
                          PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace"), "filename",
                          PyUnicode_DecodeUTF8(file, (Py_ssize_t)strlen(file), "replace"), "line", f ? f->line : 0,
                          "count", (unsigned long long)n->count, "self", (unsigned long long)n->self, "time_ns",
                          (unsigned long long)n->weight, "self_time_ns", (unsigned long long)n->self_weight,
                          "children", PyList_New(0));
+    if (d && f && is_native(f) && PyDict_SetItemString(d, "native", Py_True) < 0)
+        Py_CLEAR(d);
+    return d;
 }
 
 /* The tree as nested dicts. Nodes are stored parents first, so one pass in
@@ -767,10 +837,11 @@ static PyTypeObject SamplerType = {
     .tp_basicsize = sizeof(SamplerObject),
     .tp_dealloc = (destructor)Sampler_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Sampler(interval_ns, max_depth=1024, max_threads=256, mode='wall', trace=False, skip_prefix=None): "
-              "samples every thread's Python stack from a native thread, without the GIL; mode 'cpu' keeps only "
-              "threads on a CPU, weighted by CPU time; trace=True writes the samples into the running trace "
-              "file instead of a profile (frames of files under skip_prefix left out).",
+    .tp_doc = "Sampler(interval_ns, max_depth=1024, max_threads=256, mode='wall', trace=False, skip_prefix=None, "
+              "lines=False, native=False): samples every thread's Python stack from a native thread, without the "
+              "GIL; mode 'cpu' keeps only threads on a CPU, weighted by CPU time; trace=True writes the samples "
+              "into the running trace file instead of a profile (frames of files under skip_prefix left out); "
+              "lines: nodes are (function, line being run); native: native frames merged in.",
     .tp_methods = Sampler_methods,
     .tp_init = (initproc)Sampler_init,
     .tp_new = PyType_GenericNew,
@@ -785,7 +856,7 @@ int sw_sampler_add_to_module(PyObject *m)
         Py_DECREF(&SamplerType);
         return -1;
     }
-    if (sw_calltree_type_add_to_module(m) < 0)
+    if (sw_calltree_type_add_to_module(m) < 0 || sw_sampler_frames_add_to_module(m) < 0)
         return -1;
     if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLER_SUPPORTED", SW_SAMPLER_SUPPORTED) < 0)

@@ -36,6 +36,7 @@ void sw_sampler_layout_fill(sw_py_layout *l)
 #  include <internal/pycore_runtime.h>
 #endif
 
+#include "../reader/linetable.h"
 #include "../reader/mem.h"
 
 #include <pthread.h>
@@ -138,6 +139,11 @@ static void fill_frames(sw_py_layout *l)
     l->frame_code = OFF(_PyInterpreterFrame, f_code);
 #  endif
     l->frame_owner = OFF(_PyInterpreterFrame, owner);
+#  if PY_VERSION_HEX < 0x030C0000
+    l->frame_is_entry = OFF(_PyInterpreterFrame, is_entry);
+#  else
+    l->frame_is_entry = SW_NO_OFFSET;
+#  endif
 #  if PY_VERSION_HEX >= 0x030C0000
     l->owner_cstack = FRAME_OWNED_BY_CSTACK;
 #  else
@@ -150,10 +156,46 @@ static void fill_frames(sw_py_layout *l)
     l->frame_code = OFF(PyFrameObject, f_code);
     l->frame_owner = SW_NO_OFFSET;
     l->owner_cstack = SW_NO_OFFSET;
+    l->frame_is_entry = SW_NO_OFFSET;
     l->frame_size = MAX2(END(PyFrameObject, f_back), END(PyFrameObject, f_code));
     l->frame_size = MAX2(l->frame_size, END(PyObject, ob_type));
     l->frame_type = (uint64_t)(uintptr_t)&PyFrame_Type;
 #endif
+}
+
+/* Where the line being run is found (linetable.h). After fill_code and
+ * fill_frames: widens what is read of frames and code objects. */
+static void fill_lines(sw_py_layout *l)
+{
+    l->frame_lasti = SW_NO_OFFSET;
+    l->frame_instr = SW_NO_OFFSET;
+    l->bytes_size = OFF(PyVarObject, ob_size);
+    l->bytes_data = OFF(PyBytesObject, ob_sval);
+#if PY_VERSION_HEX >= 0x030B0000
+    l->linetable_kind = SW_LINETABLE_LOCATIONS;
+    l->code_linetable = OFF(PyCodeObject, co_linetable);
+    l->code_code = OFF(PyCodeObject, co_code_adaptive);
+#  if PY_VERSION_HEX >= 0x030D0000
+    l->frame_instr = OFF(_PyInterpreterFrame, instr_ptr);
+#  else
+    l->frame_instr = OFF(_PyInterpreterFrame, prev_instr);
+#  endif
+    l->frame_size = MAX2(l->frame_size, l->frame_instr + (uint32_t)sizeof(void *));
+#else
+#  if PY_VERSION_HEX >= 0x030A0000
+    l->linetable_kind = SW_LINETABLE_PAIRS;
+    l->code_linetable = OFF(PyCodeObject, co_linetable);
+    l->lasti_unit = 2;
+#  else
+    l->linetable_kind = SW_LINETABLE_LNOTAB;
+    l->code_linetable = OFF(PyCodeObject, co_lnotab);
+    l->lasti_unit = 1;
+#  endif
+    l->code_code = 0;
+    l->frame_lasti = OFF(PyFrameObject, f_lasti);
+    l->frame_size = MAX2(l->frame_size, END(PyFrameObject, f_lasti));
+#endif
+    l->code_size = MAX2(l->code_size, l->code_linetable + (uint32_t)sizeof(PyObject *));
 }
 
 /* The GIL: in _PyRuntime before 3.12, behind interp->ceval.gil since. */
@@ -250,6 +292,7 @@ void sw_sampler_layout_fill(sw_py_layout *l)
     fill_code(l);
     fill_threads(l);
     fill_frames(l);
+    fill_lines(l);
     fill_gil(l);
     l->thread_tid = l->tstate_native_thread_id == SW_NO_OFFSET ? find_thread_tid_offset() : SW_NO_OFFSET;
 }

@@ -3,6 +3,7 @@
  * table of pointers to individually allocated entries.
  */
 #include "codecache.h"
+#include "linetable.h"
 #include "pystr.h"
 
 #include <stdlib.h>
@@ -13,6 +14,9 @@ typedef struct entry {
     uint64_t name_ptr, qualname_ptr, filename_ptr;   /* as read from the code object */
     uint64_t checked_round;  /* sampling round it was last confirmed in */
     char *strings;           /* name NUL filename NUL */
+    uint64_t linetable_ptr;  /* co_lnotab / co_linetable as read (0 without lines) */
+    sw_linetable lines;      /* decoded on first use (lines_state 1) */
+    int lines_state;         /* 0: not read yet, 1: decoded, -1: could not be read */
 } entry;
 
 struct sw_codecache {
@@ -40,6 +44,7 @@ static void clear(sw_codecache *c)
 {
     for (uint32_t i = 0; i < c->nslots; i++) {
         if (c->slots[i]) {
+            sw_linetable_free(&c->slots[i]->lines);
             free(c->slots[i]->strings);
             free(c->slots[i]);
             c->slots[i] = NULL;
@@ -101,7 +106,7 @@ static uint64_t ptr_at(const unsigned char *hdr, uint32_t off)
 
 /* (Re)reads the strings of e from the pointers just read. */
 static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint64_t qualname, uint64_t filename,
-                int32_t line)
+                int32_t line, uint64_t linetable)
 {
     char nbuf[SW_STR_BUF], fbuf[SW_STR_BUF];
     long nl = sw_pystr_read(m, l, qualname, nbuf);
@@ -126,6 +131,9 @@ static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint6
     e->name_ptr = name;
     e->qualname_ptr = qualname;
     e->filename_ptr = filename;
+    e->linetable_ptr = linetable;
+    sw_linetable_free(&e->lines);
+    e->lines_state = 0;
     return SW_OK;
 }
 
@@ -162,6 +170,7 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
              filename = ptr_at(hdr, l->code_filename);
     int32_t line;
     memcpy(&line, hdr + l->code_firstlineno, sizeof line);
+    uint64_t linetable = l->linetable_kind ? ptr_at(hdr, l->code_linetable) : 0;
     if ((uint64_t)(c->n + 1) * 2 > c->nslots)
         (void)grow(c);    /* on failure the table just fills up more */
     uint32_t mask = c->nslots - 1, j = addr_hash(addr) & mask;
@@ -170,14 +179,14 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
         if (e->info.addr != addr)
             continue;
         if (e->name_ptr == name && e->qualname_ptr == qualname && e->filename_ptr == filename &&
-            e->info.firstlineno == line) {
+            e->info.firstlineno == line && e->linetable_ptr == linetable) {
             c->hits++;
             e->checked_round = round;
             return &e->info;
         }
         /* Another code object now lives at this address. */
         c->misses++;
-        if (fill(e, m, l, name, qualname, filename, line) != SW_OK)
+        if (fill(e, m, l, name, qualname, filename, line, linetable) != SW_OK)
             return NULL;
         e->checked_round = round;
         return &e->info;
@@ -190,13 +199,62 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
         return NULL;
     e->info.addr = addr;
     e->checked_round = round;
-    if (fill(e, m, l, name, qualname, filename, line) != SW_OK) {
+    if (fill(e, m, l, name, qualname, filename, line, linetable) != SW_OK) {
+        free(e->strings);
         free(e);
         return NULL;
     }
     c->slots[j] = e;
     c->n++;
     return &e->info;
+}
+
+/* Reads and decodes e's line table: one read of the bytes object's header,
+ * one of its data (at most SW_LINETABLE_MAX_BYTES). */
+static void load_lines(entry *e, sw_mem *m, const sw_py_layout *l)
+{
+    unsigned char hdr[64];
+    int64_t size;
+    e->lines_state = -1;
+    if (!e->linetable_ptr || sw_mem_read(m, e->linetable_ptr, hdr, l->bytes_size + sizeof size) != SW_OK)
+        return;
+    memcpy(&size, hdr + l->bytes_size, sizeof size);
+    if (size < 0 || size > (int64_t)SW_LINETABLE_MAX_BYTES)
+        return;
+    unsigned char *buf = malloc(size ? (size_t)size : 1);
+    if (!buf)
+        return;
+    if (sw_mem_read(m, e->linetable_ptr + l->bytes_data, buf, (size_t)size) == SW_OK &&
+        sw_linetable_decode((int)l->linetable_kind, buf, (size_t)size, e->info.firstlineno, &e->lines) == SW_OK)
+        e->lines_state = 1;
+    free(buf);
+}
+
+int32_t sw_codecache_line(sw_codecache *c, sw_sample_code *info, sw_mem *m, const sw_py_layout *l, uint64_t instr)
+{
+    (void)c;
+    entry *e = (entry *)info;    /* info is an entry's first member */
+    if (!l->linetable_kind)
+        return 0;
+    if (e->lines_state == 0)
+        load_lines(e, m, l);
+    if (e->lines_state != 1)
+        return 0;
+    int64_t offset;
+    if (l->frame_lasti != SW_NO_OFFSET) {
+        offset = (int64_t)(int32_t)(uint32_t)instr * (int64_t)l->lasti_unit;
+    } else {
+        uint64_t base = info->addr + l->code_code;
+        if (instr < base || instr - base > UINT32_MAX)
+            return instr + 2 == base ? info->firstlineno : 0;   /* 3.11/3.12: before the first instruction */
+        offset = (int64_t)(instr - base);
+    }
+    if (offset < 0)
+        return info->firstlineno;   /* not started yet */
+    if (offset > UINT32_MAX)
+        return 0;
+    int32_t line = sw_linetable_line(&e->lines, (uint32_t)offset);
+    return line > 0 ? line : 0;
 }
 
 uint64_t sw_codecache_hits(const sw_codecache *c)

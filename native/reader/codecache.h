@@ -40,6 +40,15 @@ sw_sample_code *sw_codecache_find(sw_codecache *c, uint64_t addr);
 sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout *l, uint64_t addr,
                                const unsigned char *hdr, uint64_t round);
 
+/* The line being run by a frame of the code object `info` (an entry of
+ * this cache), whose current instruction as read from the frame is
+ * `instr`: the f_lasti int (3.9/3.10, zero-extended) or the instruction
+ * pointer (3.11+), as the layout says. The line table is read and decoded
+ * on the entry's first use (and again after the entry is rebuilt). Returns
+ * 0 where the line cannot be told (no table, unreadable, an instruction
+ * without a line), the first line before the first instruction. */
+int32_t sw_codecache_line(sw_codecache *c, sw_sample_code *info, sw_mem *m, const sw_py_layout *l, uint64_t instr);
+
 /* Empties the cache if it holds more than max_entries. Call between
  * samples only: it frees every entry. */
 void sw_codecache_trim(sw_codecache *c);

@@ -29,7 +29,11 @@
     X(tstate_datastack_chunk, (l)->tstate_datastack_chunk, P, (l)->tstate_size)    \
     X(tstate_datastack_top, (l)->tstate_datastack_top, P, (l)->tstate_size)        \
     X(frame_owner, (l)->frame_owner, 1, (l)->frame_size)                           \
-    X(str_legacy_data, (l)->str_legacy_data, P, (l)->str_header_size)
+    X(str_legacy_data, (l)->str_legacy_data, P, (l)->str_header_size)             \
+    X(frame_lasti, (l)->frame_lasti, 4, (l)->frame_size)                           \
+    X(frame_instr, (l)->frame_instr, P, (l)->frame_size)                           \
+    X(frame_is_entry, (l)->frame_is_entry, 1, (l)->frame_size)                     \
+    X(code_linetable, (l)->code_linetable, P, (l)->code_size)
 
 int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
 {
@@ -64,6 +68,13 @@ int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
             FAIL("the GIL must be found either in _PyRuntime or through the interpreter");
         if (l->interp_gil != SW_NO_OFFSET && l->interp_gil > SW_LAYOUT_MAX_READ - P)
             FAIL("interpreter GIL offset %u out of range", l->interp_gil);
+    }
+    if (l->linetable_kind != 0) {
+        if (l->linetable_kind > 3 || l->code_linetable == SW_NO_OFFSET ||
+            (l->frame_lasti == SW_NO_OFFSET) == (l->frame_instr == SW_NO_OFFSET) ||
+            (l->frame_lasti != SW_NO_OFFSET && l->lasti_unit != 1 && l->lasti_unit != 2) ||
+            l->bytes_size > 64 - P || l->bytes_data > 64 || l->code_code > SW_LAYOUT_MAX_READ * 16u)
+            FAIL("the line table fields are not described consistently");
     }
     if (l->thread_tid != SW_NO_OFFSET && l->thread_tid > SW_LAYOUT_MAX_READ - 4)
         FAIL("thread tid offset %u out of range", l->thread_tid);

@@ -57,6 +57,8 @@ typedef struct sw_py_layout {
     uint32_t frame_owner;          /* char owner, or SW_NO_OFFSET */
     uint32_t owner_cstack;         /* value of FRAME_OWNED_BY_CSTACK (3.12+: shim frames
                                       that are skipped), or SW_NO_OFFSET */
+    uint32_t frame_is_entry;       /* 3.11: char is_entry (the root-most frame of one run
+                                      of the interpreter function), else SW_NO_OFFSET */
 
     /* PyCodeObject: code_size bytes are read and must cover these fields. */
     uint32_t code_size;
@@ -94,6 +96,23 @@ typedef struct sw_py_layout {
     uint32_t gil_size;
     uint32_t gil_locked;
     uint32_t gil_last_holder;
+
+    /* The line being run (the profiler's lines mode); linetable_kind 0
+     * (SW_LINETABLE_NONE) when not described. A frame's current instruction
+     * is either an int at frame_lasti (3.9/3.10; in units of lasti_unit
+     * bytes, -1 before the first instruction) or a pointer at frame_instr
+     * (3.11+: prev_instr / instr_ptr) into the code units that start
+     * code_code bytes into the code object. The table is the bytes object
+     * at code_linetable (co_lnotab / co_linetable): its size at bytes_size,
+     * its data at bytes_data. */
+    uint32_t linetable_kind;       /* SW_LINETABLE_* of linetable.h */
+    uint32_t frame_lasti;
+    uint32_t lasti_unit;
+    uint32_t frame_instr;
+    uint32_t code_code;
+    uint32_t code_linetable;
+    uint32_t bytes_size;
+    uint32_t bytes_data;
 
     /* Addresses of the type objects, to check what a pointer points to;
      * 0 means "unknown, do not check". */

@@ -14,6 +14,9 @@
  */
 #include "pystack.h"
 #include "codecache.h"
+#include "nativemerge.h"
+#include "nativestack.h"
+#include "symbols.h"
 #include "threadstate.h"
 
 #include <stdio.h>
@@ -33,6 +36,16 @@ struct sw_pystack {
     sw_codecache *codes;
     uint64_t *code_addrs;          /* [max_depth] this stack's code objects, leaf first */
     uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
+    uint64_t *instrs;              /* [max_depth] with lines: each kept frame's current instruction */
+    int32_t *lines;                /* [max_depth] with lines: the line each frame runs */
+    /* Native mode (nativestack.h, nativemerge.h): */
+    sw_symbols *syms;              /* NULL unless native */
+    unsigned char *py_end;         /* [max_depth] 1: the root-most frame of an interpreter run */
+    uint64_t *pcs;                 /* [SW_NSTACK_MAX] the captured return addresses */
+    sw_sample_code **nat;          /* [SW_NSTACK_MAX] their symbols */
+    unsigned char *nat_eval;       /* [SW_NSTACK_MAX] 1: the interpreter function */
+    sw_sample_code **merged;       /* [max_depth + SW_NSTACK_MAX] */
+    int32_t *merged_lines;         /* [max_depth + SW_NSTACK_MAX] with lines */
     uint64_t seen[16];             /* 1024-bit filter of frame addresses walked */
     unsigned char *code_hdrs;      /* [max_depth * code_size] */
     sw_mem_req *reqs;              /* [max_depth] */
@@ -78,10 +91,26 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     r->reqs = malloc(d * sizeof *r->reqs);
     r->frames = malloc(d * sizeof *r->frames);
     r->window = malloc(WINDOW_MAX);
+    if (lim->lines && l->linetable_kind) {
+        r->instrs = malloc(d * sizeof *r->instrs);
+        r->lines = malloc(d * sizeof *r->lines);
+        r->merged_lines = malloc((d + SW_NSTACK_MAX) * sizeof *r->merged_lines);
+    }
+    int native_ok = 1;
+    if (lim->native) {
+        r->syms = sw_symbols_new();
+        r->py_end = calloc(d, 1);
+        r->pcs = malloc(SW_NSTACK_MAX * sizeof *r->pcs);
+        r->nat = malloc(SW_NSTACK_MAX * sizeof *r->nat);
+        r->nat_eval = malloc(SW_NSTACK_MAX);
+        r->merged = malloc((d + SW_NSTACK_MAX) * sizeof *r->merged);
+        native_ok = r->syms && r->py_end && r->pcs && r->nat && r->nat_eval && r->merged;
+    }
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
     if (!r->codes || !r->code_addrs || !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
-        (lim->thread_states && !r->states)) {
+        (lim->thread_states && !r->states) || !native_ok ||
+        (lim->lines && l->linetable_kind && (!r->instrs || !r->lines || !r->merged_lines))) {
         snprintf(err, errlen, "out of memory");
         r->mem.fd = -1;
         sw_pystack_free(r);
@@ -103,6 +132,15 @@ void sw_pystack_free(sw_pystack *r)
     sw_codecache_free(r->codes);
     free(r->code_addrs);
     free(r->frame_addrs);
+    free(r->instrs);
+    free(r->lines);
+    free(r->merged_lines);
+    sw_symbols_free(r->syms);
+    free(r->py_end);
+    free(r->pcs);
+    free(r->nat);
+    free(r->nat_eval);
+    free(r->merged);
     free(r->code_hdrs);
     free(r->reqs);
     free(r->frames);
@@ -198,10 +236,27 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             return -1;
         int shim = l->frame_owner != SW_NO_OFFSET && l->owner_cstack != SW_NO_OFFSET &&
                    f[l->frame_owner] == (unsigned char)l->owner_cstack;
+        if (r->py_end) {
+            /* Where each run of the interpreter function starts (nativemerge.h). */
+            if (shim && n)
+                r->py_end[n - 1] = 1;
+            else if (!shim && n < r->lim.max_depth)
+                r->py_end[n] = l->frames_kind == SW_FRAMES_OBJECTS ||
+                               (l->frame_is_entry != SW_NO_OFFSET && f[l->frame_is_entry] != 0);
+        }
         if (!shim) {
             uint64_t code = u64_at(f, l->frame_code);
             if (!code)
                 return -1;
+            if (r->instrs) {
+                if (l->frame_lasti != SW_NO_OFFSET) {
+                    uint32_t lasti;
+                    memcpy(&lasti, f + l->frame_lasti, sizeof lasti);
+                    r->instrs[n] = lasti;
+                } else {
+                    r->instrs[n] = u64_at(f, l->frame_instr);
+                }
+            }
             r->code_addrs[n++] = code;
         }
         frame = u64_at(f, l->frame_previous);
@@ -300,6 +355,24 @@ static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts
         s->flags |= SW_SAMPLE_GIL_HELD;
 }
 
+/* Names the nn captured return addresses (the leaf one is the interrupted
+ * instruction itself; the others are named by the byte before them, inside
+ * the call) and merges them with the np Python frames into r->merged.
+ * Returns the merged depth, or -1. */
+static long merge_native(sw_pystack *r, uint32_t nn, int truncated, uint32_t np)
+{
+    for (uint32_t k = 0; k < nn; k++) {
+        int ev = 0;
+        r->nat[k] = sw_symbols_lookup(r->syms, k ? r->pcs[k] - 1 : r->pcs[k], &ev);
+        if (!r->nat[k])
+            return -1;
+        r->nat_eval[k] = (unsigned char)ev;
+    }
+    long m = sw_merge_native(r->nat, r->nat_eval, nn, truncated, r->frames, r->lines, r->py_end, np, r->merged,
+                             r->lines ? r->merged_lines : NULL, r->lim.max_depth + SW_NSTACK_MAX);
+    return m < 0 ? -1 : m;
+}
+
 /* Samples the thread whose state was read into ts. */
 static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, int64_t t_ns,
                           uint64_t weight_ns, sw_sample_sink sink, void *ud, int *delivered)
@@ -315,10 +388,27 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     /* Every thread is probed, those without a Python frame too, so that
      * each one's CPU time is measured from one round to the next. */
     probe_thread(r, tstate, ts, &s);
+    /* Native mode: the thread is parked in the signal handler with its
+     * native stack from here until released, right after its Python frames
+     * are walked, so both are of one instant (nativestack.h). */
+    int nn = -1, ntrunc = 0;
+    unsigned char ts2[SW_LAYOUT_MAX_READ];
+    if (r->syms && s.native_tid) {
+        nn = sw_nstack_capture((int)s.native_tid, r->pcs, &ntrunc);
+        if (nn >= 0 && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
+            u64_at(ts2, l->tstate_interp) == r->interp)
+            ts = ts2;   /* the thread state as of the capture */
+    }
+#define RELEASE_NATIVE()             \
+    do {                             \
+        if (nn >= 0)                 \
+            sw_nstack_release();     \
+    } while (0)
     uint64_t frame = u64_at(ts, l->tstate_frame);
     if (frame && l->cframe_current_frame != SW_NO_OFFSET) {
         uint64_t cf = frame;
         if (sw_mem_read(&r->mem, cf + l->cframe_current_frame, &frame, sizeof frame) != SW_OK) {
+            RELEASE_NATIVE();
             r->st.failed++;
             s.flags |= SW_SAMPLE_FAILED;
             sink(ud, &s);
@@ -326,6 +416,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         }
     }
     if (!frame) {
+        RELEASE_NATIVE();
         r->st.empty++;
         return;
     }
@@ -351,6 +442,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         r->st.retried++;
         n = walk_frames(r, frame, &w, &truncated);
     }
+    RELEASE_NATIVE();
+#undef RELEASE_NATIVE
     if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
         /* Told to the sink too: it may give the time to the thread's next
          * sample rather than lose it (failures are likelier in code whose
@@ -364,6 +457,22 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     if (n == 0) {
         r->st.empty++;
         return;
+    }
+    if (r->lines) {
+        for (long i = 0; i < n; i++)
+            r->lines[i] = sw_codecache_line(r->codes, r->frames[i], &r->mem, l, r->instrs[i]);
+        s.lines = r->lines;
+    }
+    if (r->syms) {
+        long merged = nn > 0 ? merge_native(r, (uint32_t)nn, ntrunc, (uint32_t)n) : -1;
+        if (merged < 0) {
+            r->st.native_failed++;
+        } else {
+            r->st.native++;
+            n = merged;
+            s.frames = r->merged;
+            s.lines = r->lines ? r->merged_lines : NULL;
+        }
     }
     s.depth = (uint32_t)n;
     s.flags |= truncated ? SW_SAMPLE_TRUNCATED : 0;

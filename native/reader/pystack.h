@@ -30,6 +30,11 @@ typedef struct sw_pystack_limits {
                                 code_ttl + 1 rounds; 0 = every round it is seen */
     uint32_t thread_states;  /* 1: give each sample its thread's state, CPU time and
                                 GIL ownership (threadstate.h; ~1-3 us per thread) */
+    uint32_t lines;          /* 1: give each sample the line each frame is running
+                                (sw_sample.lines; needs layout.linetable_kind) */
+    uint32_t native;         /* 1: merge each thread's native frames into its stack
+                                (in-process only: nativestack.h; the caller installs
+                                the signal handler) */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {
@@ -46,6 +51,8 @@ typedef struct sw_pystack_stats {
                                 or the kernel did not say) */
     uint64_t cpu_unknown;    /* CPU times that could not be read */
     uint64_t gil_unknown;    /* rounds in which the GIL could not be read */
+    uint64_t native;         /* native mode: samples with native frames merged in */
+    uint64_t native_failed;  /* native mode: samples whose native stack could not be captured */
 } sw_pystack_stats;
 
 typedef struct sw_pystack sw_pystack;

@@ -3,8 +3,9 @@ write its call tree as collapsed stacks, speedscope JSON, an interactive
 HTML flame graph, pprof, or a profile file (".swprof": the history of
 trees per cycle, for `stackwatch stats` and `stackwatch export`).
 
-    stackwatch profile [--rate HZ | --interval 1ms] [--mode wall|cpu] [-o out] [--cycle 2s]
-                       [--format collapsed|speedscope|html|pprof|stackwatch] (script.py | -m module) [args ...]
+    stackwatch profile [--rate HZ | --interval 1ms] [--mode wall|cpu] [--lines] [--native] [-o out]
+                       [--cycle 2s] [--format collapsed|speedscope|html|pprof|stackwatch]
+                       (script.py | -m module) [args ...]
 
 The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
 __main__, exit status). The profile is written at exit, after the
@@ -21,7 +22,7 @@ import sys
 from . import history, profiler, program as program_mod
 from .program import Program, UsageError, check_writable, resolve
 
-USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [--mode wall|cpu] [-o OUT] "
+USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [--mode wall|cpu] [--lines] [--native] [-o OUT] "
          "[--format collapsed|speedscope|html|pprof|stackwatch] (script.py | -m module) [args ...]")
 
 
@@ -49,6 +50,10 @@ def add_parser(subparsers):
                    "else collapsed")
     p.add_argument("--cycle", default="2s", help="profile files keep a call tree per cycle of this "
                    "length (default 2s; from 10ms to 1h)")
+    p.add_argument("--lines", action="store_true",
+                   help="one node per line being run (function, file, line) instead of per function")
+    p.add_argument("--native", action="store_true",
+                   help="merge native (C) frames into the stacks, named 'symbol [native]' (Linux x86-64)")
     p.add_argument("-m", dest="module", help="run a library module as a script")
     p.add_argument("--max-depth", type=int, default=profiler.DEFAULT_MAX_DEPTH,
                    help=f"frames kept per stack (default {profiler.DEFAULT_MAX_DEPTH})")
@@ -135,7 +140,7 @@ def cmd_profile(args):
         # formats use only the whole-run trees (the default bound).
         kw = {"maxlen": None} if fmt == "stackwatch" else {}
         prof = profiler.Profiler(interval=f"{ns}ns", mode=args.mode, max_depth=args.max_depth,
-                                 cycle=args.cycle, **kw)
+                                 cycle=args.cycle, lines=args.lines, native=args.native, **kw)
     except ValueError as e:
         raise UsageError(str(e))
     finisher = _Finisher(prof, fmt, output, args.quiet)

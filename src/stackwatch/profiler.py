@@ -143,10 +143,20 @@ class Profiler:
     history of at most `maxlen` trees (None: no bound), see history().
     Frames of files matching the `omit` globs (fnmatch-style, '*' also
     matches '/') are left out of every stack: their callees attach to
-    their caller."""
+    their caller.
+
+    lines=True makes each node a (function, file, line being run) instead
+    of a function: "line" is then the line the frame was running (the call
+    site for callers), read from the frame's current instruction and the
+    code object's line table.
+
+    native=True (Linux x86-64) merges each thread's native (C) frames into
+    its stack: each run of the interpreter's C function is replaced by the
+    Python frames it runs. Native nodes are named "symbol [native]", with
+    the shared object as "filename", line 0 and "native": True."""
 
     def __init__(self, interval=None, *, rate=None, mode="wall", max_depth=DEFAULT_MAX_DEPTH,
-                 max_threads=DEFAULT_MAX_THREADS, cycle="2s", maxlen=1000, omit=()):
+                 max_threads=DEFAULT_MAX_THREADS, cycle="2s", maxlen=1000, omit=(), lines=False, native=False):
         self.interval_ns = interval_ns(interval, rate)
         self.mode = check_mode(mode)
         if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= 16384:
@@ -156,7 +166,9 @@ class Profiler:
         self.cycle_ns = history_mod.cycle_ns(cycle)
         self.maxlen = history_mod.check_maxlen(maxlen) or None
         self.omit = history_mod.check_omit(omit)
-        self._s = _native.Sampler(self.interval_ns, max_depth, max_threads, mode)
+        self.lines, self.native = bool(lines), bool(native)
+        self._s = _native.Sampler(self.interval_ns, max_depth, max_threads, mode, lines=self.lines,
+                                  native=self.native)
         self._s.set_history(self.cycle_ns, self.maxlen or 0, self.omit)
         self._names = {}
         self._anchor, self._follow, self._ignore = None, (), ()

@@ -1,0 +1,285 @@
+/*
+ * nativestack.c - a thread's native stack, captured in a signal handler
+ * while the sampler reads its Python stack (nativestack.h).
+ *
+ * The request slot's state goes IDLE -> REQUESTED (sampler, before the
+ * signal) -> CAPTURING (handler, by compare-and-swap, so a request the
+ * sampler gave up on is never filled) -> CAPTURED (handler, addresses
+ * stored) -> RELEASED (sampler) -> IDLE (next request). Both sides wait on
+ * the state word with futex(2), which is async-signal-safe, and with a
+ * time limit.
+ */
+#define _GNU_SOURCE
+#include "nativestack.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__linux__) && defined(__x86_64__) && defined(__GLIBC__)
+#  include <execinfo.h>
+#  include <linux/futex.h>
+#  include <ucontext.h>
+#  define SW_NSTACK_OK 1
+#else
+#  define SW_NSTACK_OK 0
+#endif
+
+enum { IDLE, REQUESTED, CAPTURING, CAPTURED, RELEASED };
+
+#define MAGIC 0x535754ull            /* "SWT": tells our requests from other senders' signals */
+#define SEQ_BITS 40
+
+static struct {
+    atomic_int state;
+    atomic_uint_fast64_t seq;        /* the current request's number */
+    atomic_int tid;
+    int n;
+    int truncated;
+    uint64_t pcs[SW_NSTACK_MAX];
+} req;
+
+static atomic_uint_fast64_t n_sent, n_answered, n_timeouts, n_late;
+static uint64_t next_seq;
+static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
+static int installed, users;
+static struct sigaction previous;
+
+int sw_nstack_signal(void)
+{
+#if SW_NSTACK_OK
+    return SIGRTMAX - 3;
+#else
+    return 0;
+#endif
+}
+
+int sw_nstack_supported(char *err, size_t errlen)
+{
+#if SW_NSTACK_OK
+    if (errlen)
+        err[0] = 0;
+    return 1;
+#else
+    snprintf(err, errlen, "native frames need Linux on x86-64 with glibc");
+    return 0;
+#endif
+}
+
+#if SW_NSTACK_OK
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void futex_wait(atomic_int *w, int val, int64_t ns)
+{
+    if (ns <= 0)
+        return;
+    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    syscall(SYS_futex, (int *)w, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+static void futex_wake(atomic_int *w)
+{
+    syscall(SYS_futex, (int *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Someone else's signal of the same number: what the previous handler
+ * would have done. (Default and ignore of a real-time signal: the default
+ * ends the process; it is re-raised with the old action in place for that.) */
+static void chain(int sig, siginfo_t *si, void *uc)
+{
+    if (previous.sa_flags & SA_SIGINFO) {
+        if (previous.sa_sigaction)
+            previous.sa_sigaction(sig, si, uc);
+    } else if (previous.sa_handler == SIG_DFL) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    } else if (previous.sa_handler != SIG_IGN && previous.sa_handler) {
+        previous.sa_handler(sig);
+    }
+}
+
+static void handler(int sig, siginfo_t *si, void *ucv)
+{
+    int saved_errno = errno;
+    uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+    if (si->si_code != SI_QUEUE || si->si_pid != getpid() || (v >> SEQ_BITS) != MAGIC) {
+        chain(sig, si, ucv);
+        errno = saved_errno;
+        return;
+    }
+    atomic_fetch_add(&n_answered, 1);
+    uint64_t seq = v & ((1ull << SEQ_BITS) - 1);
+    int expected = REQUESTED;
+    if (atomic_load(&req.seq) != seq || atomic_load(&req.tid) != (int)syscall(SYS_gettid) ||
+        !atomic_compare_exchange_strong(&req.state, &expected, CAPTURING)) {
+        atomic_fetch_add(&n_late, 1);    /* a request the sampler gave up on */
+        errno = saved_errno;
+        return;
+    }
+    /* backtrace() starts in this handler; the frame after the signal
+     * trampoline is the interrupted instruction (the kernel's saved RIP). */
+    void *buf[SW_NSTACK_MAX + 8];
+    int n = backtrace(buf, SW_NSTACK_MAX + 8);
+    uint64_t ip = (uint64_t)((ucontext_t *)ucv)->uc_mcontext.gregs[REG_RIP];
+    int k = 0;
+    while (k < n && (uint64_t)(uintptr_t)buf[k] != ip)
+        k++;
+    int m = 0;
+    for (; k < n && m < SW_NSTACK_MAX; k++)
+        req.pcs[m++] = (uint64_t)(uintptr_t)buf[k];
+    req.n = m;
+    req.truncated = k < n || n == SW_NSTACK_MAX + 8;
+    atomic_store(&req.state, CAPTURED);
+    futex_wake(&req.state);
+    /* Parked until the sampler has read the Python stack. */
+    int64_t deadline = mono_ns() + (int64_t)SW_NSTACK_PARK_MAX_NS;
+    for (;;) {
+        if (atomic_load(&req.seq) != seq || atomic_load(&req.state) != CAPTURED)
+            break;
+        int64_t left = deadline - mono_ns();
+        if (left <= 0) {
+            expected = CAPTURED;
+            atomic_compare_exchange_strong(&req.state, &expected, IDLE);
+            break;
+        }
+        futex_wait(&req.state, CAPTURED, left);
+    }
+    errno = saved_errno;
+}
+
+int sw_nstack_install(char *err, size_t errlen)
+{
+    pthread_mutex_lock(&install_mu);
+    if (users) {
+        pthread_mutex_unlock(&install_mu);
+        snprintf(err, errlen, "another profiler is capturing native frames");
+        return SW_ESTATE;
+    }
+    if (!installed) {
+        /* The first backtrace() loads libgcc's unwinder (dlopen, malloc):
+         * done here, never first in a handler. */
+        void *warm[4];
+        (void)backtrace(warm, 4);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = handler;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sw_nstack_signal(), &sa, &previous) != 0) {
+            snprintf(err, errlen, "cannot install the handler of signal %d: %s", sw_nstack_signal(), strerror(errno));
+            pthread_mutex_unlock(&install_mu);
+            return SW_EIO;
+        }
+        installed = 1;
+    }
+    users = 1;
+    pthread_mutex_unlock(&install_mu);
+    return SW_OK;
+}
+
+void sw_nstack_uninstall(void)
+{
+    pthread_mutex_lock(&install_mu);
+    if (users) {
+        users = 0;
+        /* Every signal sent has been answered: none can arrive any more. */
+        if (installed && atomic_load(&n_answered) == atomic_load(&n_sent)) {
+            sigaction(sw_nstack_signal(), &previous, NULL);
+            installed = 0;
+        }
+    }
+    pthread_mutex_unlock(&install_mu);
+}
+
+int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
+{
+    *truncated = 0;
+    if (tid <= 0 || !installed)
+        return SW_EARG;
+    uint64_t seq = (++next_seq) & ((1ull << SEQ_BITS) - 1);
+    req.n = 0;
+    atomic_store(&req.tid, tid);
+    atomic_store(&req.seq, seq);
+    atomic_store(&req.state, REQUESTED);
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = sw_nstack_signal();
+    si.si_code = SI_QUEUE;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    si.si_value.sival_ptr = (void *)(uintptr_t)(MAGIC << SEQ_BITS | seq);
+    if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, si.si_signo, &si) != 0) {
+        atomic_store(&req.state, IDLE);
+        return SW_EIO;             /* the thread has exited */
+    }
+    atomic_fetch_add(&n_sent, 1);
+    int64_t deadline = mono_ns() + (int64_t)SW_NSTACK_WAIT_NS;
+    for (;;) {
+        int s = atomic_load(&req.state);
+        if (s == CAPTURED)
+            break;
+        int64_t left = deadline - mono_ns();
+        if (left <= 0 && s == REQUESTED) {
+            int expected = REQUESTED;
+            if (atomic_compare_exchange_strong(&req.state, &expected, IDLE)) {
+                atomic_fetch_add(&n_timeouts, 1);
+                return SW_EIO;     /* signals blocked, or the thread is stuck: no native frames */
+            }
+            continue;
+        }
+        if (s == IDLE)
+            return SW_EIO;         /* it answered, then gave up waiting (parked too long) */
+        futex_wait(&req.state, s, left > 0 ? left : 1000000);
+    }
+    memcpy(pcs, req.pcs, (size_t)req.n * sizeof *pcs);
+    *truncated = req.truncated;
+    return req.n;
+}
+
+void sw_nstack_release(void)
+{
+    int expected = CAPTURED;
+    atomic_compare_exchange_strong(&req.state, &expected, RELEASED);
+    futex_wake(&req.state);
+}
+
+#else
+
+int sw_nstack_install(char *err, size_t errlen)
+{
+    sw_nstack_supported(err, errlen);
+    return SW_EIO;
+}
+
+void sw_nstack_uninstall(void) {}
+
+int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
+{
+    (void)tid;
+    (void)pcs;
+    *truncated = 0;
+    return SW_EIO;
+}
+
+void sw_nstack_release(void) {}
+
+#endif
+
+void sw_nstack_get_stats(sw_nstack_stats *out)
+{
+    out->sent = atomic_load(&n_sent);
+    out->timeouts = atomic_load(&n_timeouts);
+    out->late = atomic_load(&n_late);
+}

@@ -1,0 +1,391 @@
+/*
+ * symbols.c - native code addresses to function names (symbols.h).
+ *
+ * Per shared object (found with dladdr), the ELF file is mapped once and
+ * its function symbols (.symtab, else .dynsym) copied into a sorted array;
+ * every offset and size read from the file is checked against the file's
+ * size first. Addresses are cached; symbols are interned as sw_sample_code
+ * entries by their start address.
+ */
+#define _GNU_SOURCE
+#include "symbols.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_FILE (4ull << 30)
+#define MAX_OBJECTS 4096
+#define PC_SLOTS 16384u
+#define MAX_ENTRIES (1u << 20)
+
+typedef struct fsym {
+    uint64_t start, size;
+    uint32_t name;           /* offset into names */
+} fsym;
+
+typedef struct object {
+    uint64_t base;           /* dli_fbase */
+    uint64_t bias;           /* runtime address - file address */
+    fsym *syms;
+    uint32_t n;
+    char *names;
+    char *path;
+} object;
+
+typedef struct entry {
+    sw_sample_code info;
+    int is_eval;
+    char *strings;
+} entry;
+
+typedef struct pc_slot {
+    uint64_t pc;
+    entry *e;
+} pc_slot;
+
+struct sw_symbols {
+    object *objs;
+    uint32_t nobjs, capobjs;
+    pc_slot *pcs;            /* [PC_SLOTS] */
+    uint32_t npcs;
+    entry **entries;         /* open addressing by info.addr */
+    uint32_t nentries, capentries;
+    entry unknown;           /* "?? [native]" of an address outside any object */
+    uint64_t lookups, misses;
+};
+
+/* ---- ELF ---- */
+
+typedef struct elf_syms {
+    fsym *syms;
+    uint32_t n;
+    char *names;
+    uint64_t min_vaddr;
+} elf_syms;
+
+static int in_file(uint64_t off, uint64_t len, uint64_t size)
+{
+    return off <= size && len <= size - off;
+}
+
+static int cmp_fsym(const void *a, const void *b)
+{
+    const fsym *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Reads the function symbols of the ELF file at path. 0 or -1. */
+static int read_elf(const char *path, elf_syms *out)
+{
+    memset(out, 0, sizeof *out);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < sizeof(Elf64_Ehdr) ||
+        (uint64_t)st.st_size > MAX_FILE) {
+        close(fd);
+        return -1;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    const unsigned char *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return -1;
+    int rc = -1;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_shentsize != sizeof(Elf64_Shdr) ||
+        !in_file(eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr), size))
+        goto done;
+    out->min_vaddr = UINT64_MAX;
+    if (eh->e_phentsize == sizeof(Elf64_Phdr) && in_file(eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr), size)) {
+        const Elf64_Phdr *ph = (const Elf64_Phdr *)(m + eh->e_phoff);
+        for (unsigned i = 0; i < eh->e_phnum; i++)
+            if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < out->min_vaddr)
+                out->min_vaddr = ph[i].p_vaddr;
+    }
+    if (out->min_vaddr == UINT64_MAX)
+        out->min_vaddr = 0;
+    out->min_vaddr &= ~0xfffull;
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
+    const Elf64_Shdr *symtab = NULL;
+    for (unsigned want = SHT_SYMTAB; !symtab && want; want = want == SHT_SYMTAB ? SHT_DYNSYM : 0)
+        for (unsigned i = 0; i < eh->e_shnum; i++)
+            if (sh[i].sh_type == want && sh[i].sh_entsize == sizeof(Elf64_Sym) && sh[i].sh_link < eh->e_shnum &&
+                in_file(sh[i].sh_offset, sh[i].sh_size, size)) {
+                symtab = &sh[i];
+                break;
+            }
+    if (!symtab)
+        goto done;
+    const Elf64_Shdr *strs = &sh[symtab->sh_link];
+    if (!in_file(strs->sh_offset, strs->sh_size, size))
+        goto done;
+    const Elf64_Sym *sy = (const Elf64_Sym *)(m + symtab->sh_offset);
+    uint64_t nsy = symtab->sh_size / sizeof(Elf64_Sym);
+    const char *strtab = (const char *)(m + strs->sh_offset);
+    uint64_t strsize = strs->sh_size, names_len = 0, nf = 0;
+    for (uint64_t i = 0; i < nsy; i++) {
+        unsigned type = ELF64_ST_TYPE(sy[i].st_info);
+        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sy[i].st_shndx == SHN_UNDEF || !sy[i].st_value ||
+            sy[i].st_name >= strsize)
+            continue;
+        nf++;
+        names_len += strnlen(strtab + sy[i].st_name, strsize - sy[i].st_name) + 1;
+    }
+    if (nf == 0 || nf > UINT32_MAX / 2 || names_len > UINT32_MAX)
+        goto done;
+    out->syms = malloc(nf * sizeof *out->syms);
+    out->names = malloc(names_len);
+    if (!out->syms || !out->names)
+        goto done;
+    uint32_t k = 0, pos = 0;
+    for (uint64_t i = 0; i < nsy && k < nf; i++) {
+        unsigned type = ELF64_ST_TYPE(sy[i].st_info);
+        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sy[i].st_shndx == SHN_UNDEF || !sy[i].st_value ||
+            sy[i].st_name >= strsize)
+            continue;
+        size_t len = strnlen(strtab + sy[i].st_name, strsize - sy[i].st_name);
+        if (pos + len + 1 > names_len)
+            break;
+        memcpy(out->names + pos, strtab + sy[i].st_name, len);
+        out->names[pos + len] = 0;
+        out->syms[k++] = (fsym){sy[i].st_value, sy[i].st_size, pos};
+        pos += (uint32_t)len + 1;
+    }
+    out->n = k;
+    qsort(out->syms, k, sizeof *out->syms, cmp_fsym);
+    rc = 0;
+done:
+    munmap((void *)m, (size_t)size);
+    if (rc != 0) {
+        free(out->syms);
+        free(out->names);
+        memset(out, 0, sizeof *out);
+    }
+    return rc;
+}
+
+/* The symbol covering file address a, or NULL. A symbol of size 0 covers
+ * up to the next one. */
+static const fsym *find_sym(const fsym *syms, uint32_t n, uint64_t a)
+{
+    if (!n || a < syms[0].start)
+        return NULL;
+    uint32_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (syms[mid].start <= a)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    /* Several symbols may start at one address (aliases): any covering one. */
+    for (uint32_t i = lo + 1; i-- > 0 && syms[i].start == syms[lo].start;)
+        if (syms[i].size == 0 || a - syms[i].start < syms[i].size)
+            return &syms[i];
+    return NULL;
+}
+
+const char *sw_symbols_elf_lookup(const char *path, uint64_t vaddr, char *out, size_t outlen)
+{
+    elf_syms es;
+    if (read_elf(path, &es) != 0)
+        return NULL;
+    const fsym *f = find_sym(es.syms, es.n, vaddr);
+    const char *res = NULL;
+    if (f && outlen) {
+        snprintf(out, outlen, "%s", es.names + f->name);
+        res = out;
+    }
+    free(es.syms);
+    free(es.names);
+    return res;
+}
+
+/* ---- the cache ---- */
+
+sw_symbols *sw_symbols_new(void)
+{
+    sw_symbols *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->pcs = calloc(PC_SLOTS, sizeof *s->pcs);
+    s->capentries = 1024;
+    s->entries = calloc(s->capentries, sizeof *s->entries);
+    if (!s->pcs || !s->entries) {
+        sw_symbols_free(s);
+        return NULL;
+    }
+    s->unknown.info = (sw_sample_code){0, "??" SW_NATIVE_SUFFIX, "", 2 + (uint32_t)strlen(SW_NATIVE_SUFFIX), 0, 0,
+                                       SW_NO_ID};
+    return s;
+}
+
+void sw_symbols_free(sw_symbols *s)
+{
+    if (!s)
+        return;
+    for (uint32_t i = 0; i < s->nobjs; i++) {
+        free(s->objs[i].syms);
+        free(s->objs[i].names);
+        free(s->objs[i].path);
+    }
+    free(s->objs);
+    for (uint32_t i = 0; s->entries && i < s->capentries; i++) {
+        if (s->entries[i]) {
+            free(s->entries[i]->strings);
+            free(s->entries[i]);
+        }
+    }
+    free(s->entries);
+    free(s->pcs);
+    free(s);
+}
+
+static uint32_t hash64(uint64_t a)
+{
+    a ^= a >> 33;
+    a *= 0xff51afd7ed558ccdull;
+    a ^= a >> 33;
+    return (uint32_t)a;
+}
+
+static object *object_for(sw_symbols *s, uint64_t base, const char *path)
+{
+    for (uint32_t i = 0; i < s->nobjs; i++)
+        if (s->objs[i].base == base)
+            return &s->objs[i];
+    if (s->nobjs >= MAX_OBJECTS)
+        return NULL;
+    if (s->nobjs == s->capobjs) {
+        uint32_t nc = s->capobjs ? s->capobjs * 2 : 16;
+        object *no = realloc(s->objs, nc * sizeof *no);
+        if (!no)
+            return NULL;
+        s->objs = no;
+        s->capobjs = nc;
+    }
+    object *o = &s->objs[s->nobjs];
+    memset(o, 0, sizeof *o);
+    o->base = base;
+    o->path = strdup(path ? path : "");
+    if (!o->path)
+        return NULL;
+    elf_syms es;
+    if (path && path[0] && read_elf(path, &es) == 0) {
+        o->syms = es.syms;
+        o->n = es.n;
+        o->names = es.names;
+        o->bias = base - es.min_vaddr;
+    } else {
+        o->bias = base;
+    }
+    s->nobjs++;
+    return o;
+}
+
+/* The entry for the symbol `name` starting at `start` in object `path`. */
+static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char *path)
+{
+    uint32_t mask = s->capentries - 1, j = hash64(start) & mask;
+    for (; s->entries[j]; j = (j + 1) & mask)
+        if (s->entries[j]->info.addr == start)
+            return s->entries[j];
+    if (s->nentries >= MAX_ENTRIES)
+        return &s->unknown;
+    entry *e = calloc(1, sizeof *e);
+    size_t nl = strlen(name), sl = strlen(SW_NATIVE_SUFFIX), pl = strlen(path);
+    char *str = e ? malloc(nl + sl + pl + 2) : NULL;
+    if (!str) {
+        free(e);
+        return NULL;
+    }
+    memcpy(str, name, nl);
+    memcpy(str + nl, SW_NATIVE_SUFFIX, sl + 1);
+    memcpy(str + nl + sl + 1, path, pl + 1);
+    e->strings = str;
+    e->info = (sw_sample_code){start, str, str + nl + sl + 1, (uint32_t)(nl + sl), (uint32_t)pl, 0, SW_NO_ID};
+    e->is_eval = strncmp(name, "_PyEval_EvalFrameDefault", 24) == 0 && (name[24] == 0 || name[24] == '.');
+    s->entries[j] = e;
+    s->nentries++;
+    if ((uint64_t)s->nentries * 2 > s->capentries) {
+        uint32_t nc = s->capentries * 2;
+        entry **ne = calloc(nc, sizeof *ne);
+        if (ne) {
+            for (uint32_t i = 0; i < s->capentries; i++) {
+                entry *x = s->entries[i];
+                if (!x)
+                    continue;
+                uint32_t k = hash64(x->info.addr) & (nc - 1);
+                while (ne[k])
+                    k = (k + 1) & (nc - 1);
+                ne[k] = x;
+            }
+            free(s->entries);
+            s->entries = ne;
+            s->capentries = nc;
+        }
+    }
+    return e;
+}
+
+static entry *resolve(sw_symbols *s, uint64_t pc)
+{
+    Dl_info di;
+    memset(&di, 0, sizeof di);
+    if (!dladdr((void *)(uintptr_t)pc, &di) || !di.dli_fbase)
+        return &s->unknown;
+    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname);
+    if (o && pc >= o->bias) {
+        const fsym *f = find_sym(o->syms, o->n, pc - o->bias);
+        if (f)
+            return intern(s, f->start + o->bias, o->names + f->name, o->path);
+    }
+    if (di.dli_sname && di.dli_saddr)
+        return intern(s, (uint64_t)(uintptr_t)di.dli_saddr, di.dli_sname, di.dli_fname ? di.dli_fname : "");
+    /* In an object, but no symbol covers it: one "??" per object. */
+    s->misses++;
+    return intern(s, (uint64_t)(uintptr_t)di.dli_fbase, "??", di.dli_fname ? di.dli_fname : "");
+}
+
+sw_sample_code *sw_symbols_lookup(sw_symbols *s, uint64_t pc, int *is_eval)
+{
+    s->lookups++;
+    uint32_t j = hash64(pc) & (PC_SLOTS - 1);
+    for (; s->pcs[j].e; j = (j + 1) & (PC_SLOTS - 1)) {
+        if (s->pcs[j].pc == pc) {
+            *is_eval = s->pcs[j].e->is_eval;
+            return &s->pcs[j].e->info;
+        }
+    }
+    entry *e = resolve(s, pc);
+    if (!e)
+        return NULL;
+    if (e == &s->unknown)
+        s->misses++;
+    if (s->npcs + 1 > PC_SLOTS * 3 / 4) {
+        memset(s->pcs, 0, PC_SLOTS * sizeof *s->pcs);
+        s->npcs = 0;
+        j = hash64(pc) & (PC_SLOTS - 1);
+    }
+    s->pcs[j] = (pc_slot){pc, e};
+    s->npcs++;
+    *is_eval = e->is_eval;
+    return &e->info;
+}
+
+void sw_symbols_counts(const sw_symbols *s, uint64_t *objects, uint64_t *lookups, uint64_t *unknown)
+{
+    *objects = s->nobjs;
+    *lookups = s->lookups;
+    *unknown = s->misses;
+}

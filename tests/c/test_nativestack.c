@@ -1,0 +1,306 @@
+/*
+ * test_nativestack.c - the profiler's native frames, without Python:
+ * - capturing another thread's stack in a signal handler
+ *   (native/reader/nativestack.h) on real threads: one spinning in a known
+ *   function, one asleep in nanosleep (which still sleeps its full time),
+ *   one that blocks the signal (the capture times out, the late signal is
+ *   ignored, the process lives on); the previous handler gets foreign
+ *   signals and is back after uninstall;
+ * - naming addresses (symbols.h): a static function of this binary (from
+ *   .symtab), a libc function, unknown addresses, damaged ELF files;
+ * - merging native and Python frames (nativemerge.h) from the leaf and
+ *   from the root, with missing or extra activations.
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "nativemerge.h"
+#include "nativestack.h"
+#include "symbols.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+
+/* ---- merging ---- */
+
+static sw_sample_code mk(const char *name)
+{
+    return (sw_sample_code){0, name, "f", (uint32_t)strlen(name), 1, 1, SW_NO_ID};
+}
+
+/* The merged stack as "a,b,c" (leaf first). */
+static void merged_names(sw_sample_code **out, long n, char *buf, size_t len)
+{
+    buf[0] = 0;
+    for (long i = 0; i < n; i++) {
+        strncat(buf, out[i]->name, len - strlen(buf) - 1);
+        if (i + 1 < n)
+            strncat(buf, ",", len - strlen(buf) - 1);
+    }
+}
+
+TEST(merge_from_root_and_leaf)
+{
+    sw_sample_code leaf = mk("leaf"), call = mk("call"), ev = mk("EVAL"), mid = mk("mid"), main_ = mk("main");
+    sw_sample_code f = mk("f"), g = mk("g"), h = mk("h");
+    /* native (leaf first): leaf call EVAL mid EVAL main; Python: f | g h
+     * (two groups: f alone, then g h with h its root-most frame). */
+    sw_sample_code *nat[] = {&leaf, &call, &ev, &mid, &ev, &main_};
+    unsigned char nat_eval[] = {0, 0, 1, 0, 1, 0};
+    sw_sample_code *py[] = {&f, &g, &h};
+    unsigned char py_end[] = {1, 0, 1};
+    int32_t py_lines[] = {10, 20, 30}, lines[16];
+    sw_sample_code *out[16];
+    char buf[256];
+    long n = sw_merge_native(nat, nat_eval, 6, 0, py, py_lines, py_end, 3, out, lines, 16);
+    merged_names(out, n, buf, sizeof buf);
+    CHECK_EQ_STR(buf, "leaf,call,f,mid,g,h,main");
+    CHECK(n == 7 && lines[2] == 10 && lines[4] == 20 && lines[5] == 30 && lines[0] == 0 && lines[6] == 0);
+    n = sw_merge_native(nat, nat_eval, 6, 1, py, py_lines, py_end, 3, out, NULL, 16);
+    merged_names(out, n, buf, sizeof buf);
+    CHECK_EQ_STR(buf, "leaf,call,f,mid,g,h,main");
+    /* An extra activation at the leaf (its frame not linked yet): from the
+     * root it stays native at the leaf end, the groups keep their places. */
+    sw_sample_code *nat2[] = {&ev, &call, &ev, &mid, &ev, &main_};
+    unsigned char eval2[] = {1, 0, 1, 0, 1, 0};
+    n = sw_merge_native(nat2, eval2, 6, 0, py, NULL, py_end, 3, out, NULL, 16);
+    merged_names(out, n, buf, sizeof buf);
+    CHECK_EQ_STR(buf, "EVAL,call,f,mid,g,h,main");
+    /* From the leaf (truncated native stack) the pairing shifts instead. */
+    n = sw_merge_native(nat2, eval2, 6, 1, py, NULL, py_end, 3, out, NULL, 16);
+    merged_names(out, n, buf, sizeof buf);
+    CHECK_EQ_STR(buf, "f,call,g,h,mid,EVAL,main");
+    /* Fewer activations than groups: the Python frames left over go to the
+     * leaf end (from the root) or the root end (from the leaf). */
+    sw_sample_code *nat3[] = {&leaf, &ev, &main_};
+    unsigned char eval3[] = {0, 1, 0};
+    n = sw_merge_native(nat3, eval3, 3, 0, py, NULL, py_end, 3, out, NULL, 16);
+    merged_names(out, n, buf, sizeof buf);
+    CHECK_EQ_STR(buf, "f,leaf,g,h,main");
+    n = sw_merge_native(nat3, eval3, 3, 1, py, NULL, py_end, 3, out, NULL, 16);
+    merged_names(out, n, buf, sizeof buf);
+    CHECK_EQ_STR(buf, "leaf,f,main,g,h");
+    /* No Python frames, no native frames, too small an output. */
+    n = sw_merge_native(nat, nat_eval, 6, 0, py, NULL, py_end, 0, out, NULL, 16);
+    merged_names(out, n, buf, sizeof buf);
+    CHECK_EQ_STR(buf, "leaf,call,EVAL,mid,EVAL,main");
+    n = sw_merge_native(nat, nat_eval, 0, 0, py, NULL, py_end, 3, out, NULL, 16);
+    merged_names(out, n, buf, sizeof buf);
+    CHECK_EQ_STR(buf, "f,g,h");
+    CHECK_EQ_I64(sw_merge_native(nat, nat_eval, 6, 0, py, NULL, py_end, 3, out, NULL, 8), SW_EARG);
+}
+
+/* ---- symbols ---- */
+
+__attribute__((noinline)) static int spin_here(atomic_int *stop)
+{
+    int k = 0;
+    while (!atomic_load(stop))
+        k++;
+    return k;
+}
+
+TEST(symbols_of_this_binary_and_libc)
+{
+    sw_symbols *s = sw_symbols_new();
+    REQUIRE(s != NULL);
+    int ev = 1;
+    sw_sample_code *c = sw_symbols_lookup(s, (uint64_t)(uintptr_t)&spin_here + 4, &ev);
+    REQUIRE(c != NULL);
+    CHECK_EQ_STR(c->name, "spin_here [native]");   /* a static function: from .symtab */
+    CHECK(ev == 0 && c->firstlineno == 0 && strstr(c->filename, "test_nativestack") != NULL);
+    CHECK(c->addr == (uint64_t)(uintptr_t)&spin_here && sw_sample_code_is_native(c));
+    /* Cached: the same entry for another address in the same function. */
+    CHECK(sw_symbols_lookup(s, (uint64_t)(uintptr_t)&spin_here + 8, &ev) == c);
+    c = sw_symbols_lookup(s, (uint64_t)(uintptr_t)&getpid, &ev);
+    REQUIRE(c != NULL);
+    CHECK(strstr(c->name, "getpid [native]") != NULL && strstr(c->filename, "libc") != NULL);
+    /* An address in no object. */
+    c = sw_symbols_lookup(s, 16, &ev);
+    REQUIRE(c != NULL);
+    CHECK_EQ_STR(c->name, "?? [native]");
+    uint64_t objs, lookups, unknown;
+    sw_symbols_counts(s, &objs, &lookups, &unknown);
+    CHECK(objs >= 2 && lookups == 4 && unknown >= 1);
+    sw_symbols_free(s);
+}
+
+TEST(elf_parser_on_bad_files)
+{
+    char path[] = "/tmp/sw-elf-XXXXXX", name[64];
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0);
+    /* Not ELF, then this binary's header with everything after it cut or
+     * scrambled: refused or parsed, never a crash (ASan run). */
+    CHECK(write(fd, "hello", 5) == 5);
+    CHECK(sw_symbols_elf_lookup(path, 0, name, sizeof name) == NULL);
+    int self = open("/proc/self/exe", O_RDONLY);
+    REQUIRE(self >= 0);
+    unsigned char head[4096];
+    ssize_t got = read(self, head, sizeof head);
+    close(self);
+    REQUIRE(got > 64);
+    uint64_t seed = 88172645463325252ull;
+    for (int round = 0; round < 200; round++) {
+        unsigned char copy[4096];
+        memcpy(copy, head, (size_t)got);
+        size_t len = round < 64 ? (size_t)(round + 1) * 16 : (size_t)got;
+        if (len > (size_t)got)
+            len = (size_t)got;
+        for (int k = 0; round >= 64 && k < 8; k++) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            copy[16 + seed % ((uint64_t)got - 16)] = (unsigned char)(seed >> 32);
+        }
+        REQUIRE(ftruncate(fd, 0) == 0 && pwrite(fd, copy, len, 0) == (ssize_t)len);
+        (void)sw_symbols_elf_lookup(path, 0x1000, name, sizeof name);
+    }
+    close(fd);
+    unlink(path);
+    CHECK(sw_symbols_elf_lookup("/nonexistent", 0, name, sizeof name) == NULL);
+    CHECK(sw_symbols_elf_lookup("/proc/self", 0, name, sizeof name) == NULL);   /* not a regular file */
+}
+
+/* ---- capturing ---- */
+
+typedef struct target {
+    pthread_t th;
+    atomic_int tid, stop, ready;
+    int kind;                /* SPIN, SLEEP, BLOCKED */
+    double slept;            /* SLEEP: seconds the 300 ms sleep took */
+} target;
+
+enum { SPIN, SLEEP, BLOCKED };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *target_main(void *arg)
+{
+    target *t = arg;
+    atomic_store(&t->tid, (int)syscall(SYS_gettid));
+    if (t->kind == BLOCKED) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sw_nstack_signal());
+        pthread_sigmask(SIG_BLOCK, &set, NULL);
+    }
+    atomic_store(&t->ready, 1);
+    if (t->kind == SLEEP) {
+        /* A sleep interrupted by a signal goes on for the time left, as
+         * CPython's time.sleep does after EINTR. */
+        double t0 = now_s();
+        struct timespec req = {0, 300000000}, rem;
+        while (nanosleep(&req, &rem) != 0 && errno == EINTR)
+            req = rem;
+        t->slept = now_s() - t0;
+        while (!atomic_load(&t->stop))
+            usleep(1000);
+    } else {
+        spin_here(&t->stop);
+    }
+    if (t->kind == BLOCKED) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sw_nstack_signal());
+        pthread_sigmask(SIG_UNBLOCK, &set, NULL);   /* the late signal arrives now: ignored */
+    }
+    return NULL;
+}
+
+static void start_target(target *t, int kind)
+{
+    memset(t, 0, sizeof *t);
+    t->kind = kind;
+    pthread_create(&t->th, NULL, target_main, t);
+    while (!atomic_load(&t->ready))
+        usleep(100);
+}
+
+static int stack_has(sw_symbols *s, const uint64_t *pcs, int n, const char *name)
+{
+    for (int i = 0; i < n; i++) {
+        int ev;
+        sw_sample_code *c = sw_symbols_lookup(s, i ? pcs[i] - 1 : pcs[i], &ev);
+        if (c && strncmp(c->name, name, strlen(name)) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static atomic_int foreign_hits;
+static void foreign_handler(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&foreign_hits, 1);
+}
+
+TEST(capture_spinning_sleeping_and_blocked_threads)
+{
+    struct sigaction old, mine;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_handler = foreign_handler;
+    sigaction(sw_nstack_signal(), &mine, &old);
+    char err[200];
+    REQUIRE(sw_nstack_supported(err, sizeof err));
+    REQUIRE(sw_nstack_install(err, sizeof err) == SW_OK);
+    CHECK(sw_nstack_install(err, sizeof err) == SW_ESTATE);   /* one user at a time */
+    sw_symbols *s = sw_symbols_new();
+    target spin, sleep_, blocked;
+    start_target(&spin, SPIN);
+    start_target(&sleep_, SLEEP);
+    start_target(&blocked, BLOCKED);
+    uint64_t pcs[SW_NSTACK_MAX];
+    int spun = 0, slept = 0, trunc;
+    for (int i = 0; i < 50; i++) {
+        int n = sw_nstack_capture(atomic_load(&spin.tid), pcs, &trunc);
+        if (n > 0) {
+            spun += stack_has(s, pcs, n, "spin_here") && stack_has(s, pcs, n, "target_main");
+            sw_nstack_release();
+        }
+        n = sw_nstack_capture(atomic_load(&sleep_.tid), pcs, &trunc);
+        if (n > 0) {
+            slept += stack_has(s, pcs, n, "target_main");
+            sw_nstack_release();
+        }
+        usleep(2000);
+    }
+    CHECK_MSG(spun >= 45, "spinning thread seen in spin_here %d of 50 times", spun);
+    CHECK_MSG(slept >= 45, "sleeping thread captured %d of 50 times", slept);
+    /* A thread that blocks the signal does not answer: a timeout, no hang. */
+    double t0 = now_s();
+    CHECK(sw_nstack_capture(atomic_load(&blocked.tid), pcs, &trunc) < 0);
+    CHECK(now_s() - t0 < 1.0);
+    /* Someone else's signal of the same number reaches the old handler. */
+    pthread_kill(spin.th, sw_nstack_signal());
+    for (int i = 0; i < 1000 && !atomic_load(&foreign_hits); i++)
+        usleep(1000);
+    CHECK_EQ_U64(atomic_load(&foreign_hits), 1);
+    atomic_store(&spin.stop, 1);
+    atomic_store(&sleep_.stop, 1);
+    atomic_store(&blocked.stop, 1);
+    pthread_join(spin.th, NULL);
+    pthread_join(sleep_.th, NULL);
+    pthread_join(blocked.th, NULL);
+    CHECK_MSG(sleep_.slept >= 0.299, "the 300 ms sleep took %.3f s", sleep_.slept);
+    sw_nstack_stats st;
+    sw_nstack_get_stats(&st);
+    CHECK(st.sent >= 101 && st.timeouts == 1 && st.late == 1);
+    sw_nstack_uninstall();
+    /* Every signal was answered (the late one too): the old handler is back. */
+    struct sigaction now;
+    sigaction(sw_nstack_signal(), NULL, &now);
+    CHECK(now.sa_handler == foreign_handler);
+    sigaction(sw_nstack_signal(), &old, NULL);
+    /* And installing again works. */
+    CHECK(sw_nstack_install(err, sizeof err) == SW_OK);
+    sw_nstack_uninstall();
+    sw_symbols_free(s);
+}

@@ -1,0 +1,298 @@
+"""The profiler's native mode (Profiler(native=True), `stackwatch profile
+--native`): each thread's C frames, captured in a signal handler while the
+sampler reads its Python stack, merged with the Python frames (each run of
+the interpreter function replaced by the Python frames it runs).
+
+- A C-heavy function (zlib.compress): zlib's `deflate` appears under the
+  module's C function, under the Python caller, in most of its samples.
+- Python -> C -> Python -> C nesting (sorted() with a Python key that
+  calls a C function): every native frame sits where it belongs, no
+  interpreter frame is left, and the Python-only projection of every
+  merged stack is a stack the same program has without native frames.
+- Threads blocked in system calls (sleep, a pipe read, a lock) are sampled
+  in them, and the program does not notice: sleeps last as long, reads
+  return all the data, lock timeouts hold.
+- A handler someone installed before for the same signal still gets its
+  signals, during and after profiling; it is back in place after stop.
+- lines and native together; the CLI's --native output and HTML flags.
+"""
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+import zlib
+
+import pytest
+
+from conftest import run, write
+from stackwatch import _native
+
+SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
+pytestmark = [
+    pytest.mark.skipif(not SUPPORTED, reason="the sampling profiler supports CPython 3.9 to 3.13"),
+    pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+                       reason="native frames are captured on Linux x86-64 only"),
+]
+
+if SUPPORTED:
+    from stackwatch.profiler import Profiler
+
+NATIVE = " [native]"
+EVAL = "_PyEval_EvalFrameDefault" + NATIVE
+
+
+def stacks(tree, path=()):
+    """(path of node dicts root first, self count) for every node with
+    self samples."""
+    out = []
+    todo = [(tree, ())]
+    while todo:
+        node, p = todo.pop()
+        here = p + (node,) if node["name"] != "<root>" else p
+        if node["self"]:
+            out.append((here, node["self"]))
+        for c in node["children"]:
+            todo.append((c, here))
+    return out
+
+
+def names(path):
+    return [n["name"] for n in path]
+
+
+def python_only(path):
+    return tuple(n["name"] for n in path if not n.get("native"))
+
+
+DATA = os.urandom(1 << 19)
+
+
+def compress_loop(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        zlib.compress(DATA, 9)
+
+
+def until_samples(p, body, seconds, samples):
+    """Runs body(seconds) until the profiler has stored `samples` samples
+    (a loaded machine takes longer, not fewer samples); at most 60 s."""
+    deadline = time.perf_counter() + 60
+    body(seconds)
+    while p.stats()["stored"] < samples and time.perf_counter() < deadline:
+        body(0.1)
+
+
+def test_c_heavy_function_shows_deflate_under_its_caller():
+    with Profiler(interval="1ms", native=True) as p:
+        until_samples(p, compress_loop, 0.4, 400)
+    st = p.stats()
+    assert st["native"] and st["native_samples"] >= 0.9 * st["samples"], st
+    mine = [(path, n) for path, n in stacks(p.tree(threading.get_ident()))
+            if "compress_loop" in names(path)]
+    total = sum(n for _, n in mine)
+    assert total >= 300, st
+    under = 0
+    for path, n in mine:
+        nm = names(path)
+        i = nm.index("compress_loop")
+        below = nm[i + 1:]
+        # Below the Python caller: native frames only, ending in zlib's code.
+        assert all(x.endswith(NATIVE) for x in below), nm
+        if "zlib_compress" + NATIVE in below and "deflate" + NATIVE in below:
+            assert below.index("zlib_compress" + NATIVE) < below.index("deflate" + NATIVE), nm
+            under += n
+    assert under >= 0.8 * total, (under, total)
+    # Native nodes carry their shared object and the flag.
+    deflate = [n for path, _ in mine for n in path if n["name"] == "deflate" + NATIVE]
+    assert deflate and all(n.get("native") is True and n["line"] == 0 and "libz" in n["filename"] for n in deflate)
+
+
+def keyfn(x):
+    # Python called from C (sorted), calling C (zlib.crc32) again.
+    return zlib.crc32(x)
+
+
+def sort_loop(seconds):
+    items = [os.urandom(64) for _ in range(20000)]
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        sorted(items, key=keyfn)
+
+
+def test_nesting_and_python_projection():
+    """Python-only projections of native-mode stacks are the stacks the
+    same workload has in a Python-only profile; native frames sit between
+    the right Python frames; no interpreter frame is left over."""
+    with Profiler(interval="1ms") as plain:
+        until_samples(plain, sort_loop, 0.5, 400)
+    with Profiler(interval="1ms", native=True) as nat:
+        until_samples(nat, sort_loop, 0.4, 300)
+    me = threading.get_ident()
+    allowed = {tuple(names(path)) for path, _ in stacks(plain.tree(me))}
+    merged = stacks(nat.tree(me))
+    total = sum(n for _, n in merged)
+    assert total >= 250
+    outside = sum(n for path, n in merged if python_only(path) not in allowed)
+    assert outside <= 0.02 * total, [python_only(p) for p, _ in merged if python_only(p) not in allowed][:5]
+    # An interpreter frame is left only at the leaf end, where the thread
+    # was caught entering or leaving a Python function: never between
+    # Python frames, and rarely.
+    def eval_rootward(path):
+        nm = names(path)
+        last_py = max(i for i, n in enumerate(path) if not n.get("native"))
+        return EVAL in nm[:last_py]
+    assert not [names(p) for p, _ in merged if eval_rootward(p)]
+    assert sum(n for path, n in merged if EVAL in names(path)) <= 0.05 * total
+    in_key = 0
+    for path, n in merged:
+        nm = names(path)
+        if "keyfn" not in nm:
+            continue
+        i, k = nm.index("sort_loop"), nm.index("keyfn")
+        between = nm[i + 1:k]
+        # sorted() ran keyfn: the list sort's C code is between them.
+        assert between and all(x.endswith(NATIVE) for x in between), nm
+        assert any(x.startswith("list_sort") for x in between), nm
+        in_key += n
+    assert in_key >= 0.2 * total
+
+
+def test_blocked_threads_are_sampled_and_undisturbed():
+    results = {}
+    rfd, wfd = os.pipe()
+    lock = threading.Lock()
+    lock.acquire()
+
+    def sleeper():
+        t0 = time.perf_counter()
+        for _ in range(40):
+            time.sleep(0.01)
+        results["sleep"] = time.perf_counter() - t0
+
+    def reader():
+        got = b""
+        while len(got) < 50 * 1000:
+            chunk = os.read(rfd, 1 << 16)
+            if not chunk:
+                break
+            got += chunk
+        results["read"] = got
+
+    def locker():
+        t0 = time.perf_counter()
+        ok = [lock.acquire(timeout=0.1) for _ in range(3)]
+        results["lock"] = (ok, time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=f, name=f.__name__) for f in (sleeper, reader, locker)]
+    payload = bytes(range(250)) * 4 * 50
+    with Profiler(interval="1ms", native=True) as p:
+        for t in threads:
+            t.start()
+        for i in range(50):
+            os.write(wfd, payload[i * 1000:(i + 1) * 1000])
+            time.sleep(0.008)
+        for t in threads:
+            t.join()
+    os.close(rfd)
+    os.close(wfd)
+    lock.release()
+    st = p.stats()
+    # Undisturbed: 40 sleeps of 10 ms last at least 400 ms; every byte
+    # arrives in order; each lock wait times out after its 100 ms.
+    assert results["sleep"] >= 0.4, results
+    assert results["read"] == payload
+    ok, waited = results["lock"]
+    assert ok == [False, False, False] and waited >= 0.3, results["lock"]
+    assert st["native_timeouts"] == 0, st
+    # Sampled while blocked: their leaf frames are the C calls they block in.
+    by_name = {t.name: t.ident for t in threads}
+    for name, calls in (("sleeper", ("clock_nanosleep", "select", "nanosleep", "__clock_nanosleep")),
+                        ("reader", ("read", "__read", "__libc_read")),
+                        ("locker", ("sem_clockwait", "sem_timedwait", "__new_sem_wait_slow", "do_futex_wait",
+                                    "__futex_abstimed_wait_common", "PyThread_acquire_lock_timed"))):
+        # (libc's internal functions have no symbol in a stripped libc: the
+        # named function the thread blocks in is among the leaf-most three.)
+        leaves = {}
+        for path, n in stacks(p.tree(by_name[name])):
+            leaf = tuple(names(path)[-3:])
+            leaves[leaf] = leaves.get(leaf, 0) + n
+        blocked = sum(n for leaf, n in leaves.items() if any(x.startswith(c) for x in leaf for c in calls))
+        assert blocked >= 0.5 * sum(leaves.values()), (name, leaves)
+
+
+def test_previous_handler_still_gets_its_signals():
+    sig = signal.SIGRTMAX - 3
+    got = []
+    old = signal.signal(sig, lambda s, f: got.append(s))
+    try:
+        with Profiler(interval="1ms", native=True) as p:
+            compress_loop(0.05)
+            signal.pthread_kill(threading.get_ident(), sig)
+            time.sleep(0.05)
+            compress_loop(0.05)
+        assert got == [sig]
+        assert p.stats()["native_samples"] > 0
+        signal.pthread_kill(threading.get_ident(), sig)
+        time.sleep(0.01)
+        assert got == [sig, sig]
+        assert signal.getsignal(sig) is not signal.SIG_DFL
+    finally:
+        signal.signal(sig, old)
+
+
+def test_one_native_profiler_at_a_time():
+    with Profiler(interval="1ms", native=True):
+        with pytest.raises(RuntimeError, match="native"):
+            Profiler(interval="1ms", native=True).start()
+        with Profiler(interval="1ms") as other:   # a Python-only one is fine
+            time.sleep(0.01)
+    assert other.stats()["ticks"] > 0
+    with Profiler(interval="1ms", native=True) as again:   # and again after stop
+        compress_loop(0.05)
+    assert again.stats()["native_samples"] > 0
+
+
+def test_lines_and_native_together():
+    def hot():
+        end = time.perf_counter() + 0.3
+        while time.perf_counter() < end:
+            zlib.compress(DATA[:4096])  # HOT
+    hot_line = hot.__code__.co_firstlineno + 3
+    with Profiler(interval="1ms", native=True, lines=True) as p:
+        hot()
+    counts = {}
+    for path, n in stacks(p.tree(threading.get_ident())):
+        for node in path:
+            if node["name"].endswith("hot"):
+                counts[node["line"]] = counts.get(node["line"], 0) + n
+                break
+    assert max(counts, key=counts.get) == hot_line, counts
+
+
+def test_cli_native(tmp_path):
+    script = write(tmp_path / "prog.py", (
+        "import os, time, zlib\n"
+        "data = os.urandom(1 << 18)\n"
+        "def work():\n"
+        "    end = time.perf_counter() + 0.4\n"
+        "    while time.perf_counter() < end:\n"
+        "        zlib.compress(data, 9)\n"
+        "work()\n"))
+    out = tmp_path / "out.txt"
+    r = run(["profile", "--native", "-q", "-o", str(out), script])
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    deflate = sum(int(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                  if f"work ({script}:3);" in l and "deflate [native]" in l)
+    total = sum(int(l.rsplit(" ", 1)[1]) for l in text.splitlines())
+    assert deflate >= 0.5 * total, text[:2000]
+    # The wrapper's own frames (the CLI, runpy, the interpreter's main) are
+    # cut: stacks start at the program's module.
+    assert all(l.startswith(f"<module> ({script}:1)") for l in text.splitlines()), text[:2000]
+    html_out = tmp_path / "out.html"
+    r = run(["profile", "--native", "-q", "-o", str(html_out), script])
+    assert r.returncode == 0, r.stderr
+    page = html_out.read_text()
+    assert '"deflate [native]"' in page
