@@ -26,6 +26,7 @@
 #define WINDOW_MAX (64u * 1024u)       /* bytes copied from the top of a frame stack */
 #define MAX_CHUNK_SPAN (1ull << 30)    /* a plausible bound for one stack chunk */
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
+#define INTERP_RETRIES 2               /* 3.11+: copies retaken when the stack moved while copied */
 #define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
 
 struct sw_pystack {
@@ -373,6 +374,19 @@ static long merge_native(sw_pystack *r, uint32_t nn, int truncated, uint32_t np)
     return m < 0 ? -1 : m;
 }
 
+/* The thread's top frame, from its state ts (through the cframe on
+ * 3.11-3.12). 0 on success, -1 if unreadable. */
+static int leaf_frame(sw_pystack *r, const unsigned char *ts, uint64_t *frame)
+{
+    *frame = u64_at(ts, r->l.tstate_frame);
+    if (*frame && r->l.cframe_current_frame != SW_NO_OFFSET) {
+        uint64_t cf = *frame;
+        if (sw_mem_read(&r->mem, cf + r->l.cframe_current_frame, frame, sizeof *frame) != SW_OK)
+            return -1;
+    }
+    return 0;
+}
+
 /* Samples the thread whose state was read into ts. */
 static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, int64_t t_ns,
                           uint64_t weight_ns, sw_sample_sink sink, void *ud, int *delivered)
@@ -404,16 +418,25 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         if (nn >= 0)                 \
             sw_nstack_release();     \
     } while (0)
-    uint64_t frame = u64_at(ts, l->tstate_frame);
-    if (frame && l->cframe_current_frame != SW_NO_OFFSET) {
-        uint64_t cf = frame;
-        if (sw_mem_read(&r->mem, cf + l->cframe_current_frame, &frame, sizeof frame) != SW_OK) {
-            RELEASE_NATIVE();
-            r->st.failed++;
-            s.flags |= SW_SAMPLE_FAILED;
-            sink(ud, &s);
-            return;
-        }
+    /* 3.11+ without the native capture, the thread runs on while it is
+     * read: its state is read afresh just before its frame stack is copied,
+     * and again after. If the thread's top frame is then below the one
+     * copied (frames are stacked upwards), the copied top had returned and
+     * its callers' slots may hold new calls already: such a copy can join
+     * frames of two instants, so it is taken again, up to INTERP_RETRIES
+     * times, then kept (counted in st.moved). A thread that returned and
+     * called again within the copy is not seen; such mixes are rare. */
+    int fresh = nn < 0 && l->frames_kind == SW_FRAMES_INTERP;
+    if (fresh && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
+        u64_at(ts2, l->tstate_interp) == r->interp)
+        ts = ts2;
+    uint64_t frame;
+    if (leaf_frame(r, ts, &frame) != 0) {
+        RELEASE_NATIVE();
+        r->st.failed++;
+        s.flags |= SW_SAMPLE_FAILED;
+        sink(ud, &s);
+        return;
     }
     if (!frame) {
         RELEASE_NATIVE();
@@ -433,6 +456,23 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     window w = {0, 0, NULL};
     if (l->frames_kind == SW_FRAMES_INTERP)
         copy_window(r, ts, &w);
+    for (int retry = 0; fresh && w.hi && retry <= INTERP_RETRIES; retry++) {
+        unsigned char ts3[SW_LAYOUT_MAX_READ];
+        uint64_t now = 0;
+        if (sw_mem_read(&r->mem, tstate, ts3, l->tstate_size) != SW_OK || leaf_frame(r, ts3, &now) != 0)
+            break;
+        if (!now || now >= frame)
+            break;   /* the frames walked are still on the stack, or a new chunk began */
+        if (retry == INTERP_RETRIES) {
+            r->st.moved++;
+            break;
+        }
+        memcpy(ts2, ts3, l->tstate_size);
+        ts = ts2;
+        frame = now;
+        r->st.retried++;
+        copy_window(r, ts, &w);
+    }
     int truncated;
     long n = walk_frames(r, frame, &w, &truncated);
     for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {

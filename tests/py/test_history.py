@@ -152,15 +152,23 @@ def test_omit_removes_frames_and_attaches_children_to_the_parent(tmp_path):
     # phase_a hangs directly under the test function.
     here = sys._getframe().f_code.co_name
 
-    def parent_of(tree, name):
-        stack = [(None, tree)]
+    def parents_of(tree, name):
+        """{parent name: samples of `name` under it}"""
+        found, stack = {}, [(None, tree)]
         while stack:
             parent, node = stack.pop()
             if node["name"] == name:
-                return parent
+                found[parent] = found.get(parent, 0) + node["count"]
             stack += [(node["name"], c) for c in node["children"]]
-    assert parent_of(p.tree(), "phase_a") == here
-    assert parent_of(q.tree(), "phase_a") == "middle"
+        return found
+
+    # The sampler reads the thread while it runs, so a sample taken as the
+    # calls return may rarely join two instants (pystack.c retries those);
+    # all but such strays are where they belong.
+    for tree, parent in ((p.tree(), here), (q.tree(), "middle")):
+        found = parents_of(tree, "phase_a")
+        assert found.get(parent, 0) >= 0.97 * sum(found.values()), found
+    assert "middle" not in parents_of(p.tree(), "phase_a")
     assert count_of(p.history().tree().tree(), "middle") == 0
 
 
