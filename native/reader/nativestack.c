@@ -13,6 +13,7 @@
 #include "nativestack.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -235,7 +236,7 @@ int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
             int expected = REQUESTED;
             if (atomic_compare_exchange_strong(&req.state, &expected, IDLE)) {
                 atomic_fetch_add(&n_timeouts, 1);
-                return SW_EIO;     /* signals blocked, or the thread is stuck: no native frames */
+                return SW_ESTATE;  /* signals blocked, or the thread is stuck: no native frames */
             }
             continue;
         }
@@ -276,6 +277,30 @@ int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
 void sw_nstack_release(void) {}
 
 #endif
+
+int sw_nstack_blocked(int tid)
+{
+#if SW_NSTACK_OK
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *p = strstr(buf, "\nSigBlk:");
+    unsigned long long mask;
+    if (!p || sscanf(p + 8, " %llx", &mask) != 1)
+        return 0;
+    return (mask >> (sw_nstack_signal() - 1)) & 1;
+#else
+    (void)tid;
+    return 0;
+#endif
+}
 
 void sw_nstack_get_stats(sw_nstack_stats *out)
 {

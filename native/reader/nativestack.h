@@ -52,9 +52,14 @@ int sw_nstack_signal(void);
  * return addresses (leaf first; pcs[0] is the interrupted instruction
  * itself), copied to pcs (at most SW_NSTACK_MAX; *truncated is 1 if the
  * stack was deeper), and the thread stays parked until
- * sw_nstack_release(). Returns a negative SW_E* code if the thread did not
- * answer in time (then nothing is to be released). */
+ * sw_nstack_release(). Returns SW_ESTATE if the thread did not answer in
+ * time (it blocks the signal, or is stuck), another negative SW_E* code if
+ * it could not be asked (it has exited); then nothing is to be released. */
 int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated);
+
+/* 1 if thread tid of this process blocks the capture signal (from
+ * /proc/self/task/TID/status), else 0. */
+int sw_nstack_blocked(int tid);
 
 /* Lets the parked thread go on. */
 void sw_nstack_release(void);

@@ -28,6 +28,8 @@
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
 #define INTERP_RETRIES 2               /* 3.11+: copies retaken when the stack moved while copied */
 #define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
+#define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
+#define MUTE_ROUNDS 256                /* ... for this many rounds (each timeout costs 20 ms) */
 
 struct sw_pystack {
     sw_py_layout l;
@@ -47,6 +49,8 @@ struct sw_pystack {
     unsigned char *nat_eval;       /* [SW_NSTACK_MAX] 1: the interpreter function */
     sw_sample_code **merged;       /* [max_depth + SW_NSTACK_MAX] */
     int32_t *merged_lines;         /* [max_depth + SW_NSTACK_MAX] with lines */
+    uint32_t mute_tid[MUTE_SLOTS];    /* threads that did not answer the signal ... */
+    uint64_t mute_until[MUTE_SLOTS];  /* ... are not asked again before this round */
     uint64_t seen[16];             /* 1024-bit filter of frame addresses walked */
     unsigned char *code_hdrs;      /* [max_depth * code_size] */
     sw_mem_req *reqs;              /* [max_depth] */
@@ -356,6 +360,26 @@ static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts
         s->flags |= SW_SAMPLE_GIL_HELD;
 }
 
+/* Native mode: 1 if thread tid did not answer recently (it blocks the
+ * signal): asking it again would cost every round the whole wait. */
+static int muted(sw_pystack *r, uint32_t tid)
+{
+    for (unsigned i = 0; i < MUTE_SLOTS; i++)
+        if (r->mute_tid[i] == tid && r->st.rounds < r->mute_until[i])
+            return 1;
+    return 0;
+}
+
+static void mute(sw_pystack *r, uint32_t tid)
+{
+    unsigned k = 0;
+    for (unsigned i = 1; i < MUTE_SLOTS; i++)
+        if (r->mute_until[i] < r->mute_until[k])
+            k = i;
+    r->mute_tid[k] = tid;
+    r->mute_until[k] = r->st.rounds + MUTE_ROUNDS;
+}
+
 /* Names the nn captured return addresses (the leaf one is the interrupted
  * instruction itself; the others are named by the byte before them, inside
  * the call) and merges them with the np Python frames into r->merged.
@@ -407,8 +431,10 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * are walked, so both are of one instant (nativestack.h). */
     int nn = -1, ntrunc = 0;
     unsigned char ts2[SW_LAYOUT_MAX_READ];
-    if (r->syms && s.native_tid) {
+    if (r->syms && s.native_tid && !muted(r, (uint32_t)s.native_tid)) {
         nn = sw_nstack_capture((int)s.native_tid, r->pcs, &ntrunc);
+        if (nn == SW_ESTATE && sw_nstack_blocked((int)s.native_tid))
+            mute(r, (uint32_t)s.native_tid);   /* (one merely waiting for a CPU is asked again) */
         if (nn >= 0 && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
             u64_at(ts2, l->tstate_interp) == r->interp)
             ts = ts2;   /* the thread state as of the capture */

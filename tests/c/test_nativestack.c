@@ -276,7 +276,7 @@ TEST(capture_spinning_sleeping_and_blocked_threads)
     CHECK_MSG(slept >= 45, "sleeping thread captured %d of 50 times", slept);
     /* A thread that blocks the signal does not answer: a timeout, no hang. */
     double t0 = now_s();
-    CHECK(sw_nstack_capture(atomic_load(&blocked.tid), pcs, &trunc) < 0);
+    CHECK_EQ_I64(sw_nstack_capture(atomic_load(&blocked.tid), pcs, &trunc), SW_ESTATE);
     CHECK(now_s() - t0 < 1.0);
     /* Someone else's signal of the same number reaches the old handler. */
     pthread_kill(spin.th, sw_nstack_signal());
@@ -292,7 +292,9 @@ TEST(capture_spinning_sleeping_and_blocked_threads)
     CHECK_MSG(sleep_.slept >= 0.299, "the 300 ms sleep took %.3f s", sleep_.slept);
     sw_nstack_stats st;
     sw_nstack_get_stats(&st);
-    CHECK(st.sent >= 101 && st.timeouts == 1 && st.late == 1);
+    /* One timeout at least (the blocked thread; on a loaded machine a
+     * thread waiting for a CPU may time out too), each answered late. */
+    CHECK(st.sent >= 90 && st.timeouts >= 1 && st.late >= 1 && st.late <= st.timeouts);
     sw_nstack_uninstall();
     /* Every signal was answered (the late one too): the old handler is back. */
     struct sigaction now;
@@ -303,4 +305,15 @@ TEST(capture_spinning_sleeping_and_blocked_threads)
     CHECK(sw_nstack_install(err, sizeof err) == SW_OK);
     sw_nstack_uninstall();
     sw_symbols_free(s);
+}
+
+TEST(blocked_signal_is_seen_in_proc)
+{
+    target t;
+    start_target(&t, BLOCKED);
+    CHECK(sw_nstack_blocked(atomic_load(&t.tid)) == 1);
+    CHECK(sw_nstack_blocked((int)syscall(SYS_gettid)) == 0);
+    CHECK(sw_nstack_blocked(999999999) == 0);
+    atomic_store(&t.stop, 1);
+    pthread_join(t.th, NULL);
 }

@@ -205,7 +205,9 @@ def test_blocked_threads_are_sampled_and_undisturbed():
     assert results["read"] == payload
     ok, waited = results["lock"]
     assert ok == [False, False, False] and waited >= 0.3, results["lock"]
-    assert st["native_timeouts"] == 0, st
+    # (A thread that waits for a CPU longer than the sampler waits for it,
+    # 20 ms, can time out on a loaded machine: rare.)
+    assert st["native_timeouts"] <= 0.02 * st["samples"], st
     # Sampled while blocked: their leaf frames are the C calls they block in.
     by_name = {t.name: t.ident for t in threads}
     for name, calls in (("sleeper", ("clock_nanosleep", "select", "nanosleep", "__clock_nanosleep")),
@@ -296,3 +298,28 @@ def test_cli_native(tmp_path):
     assert r.returncode == 0, r.stderr
     page = html_out.read_text()
     assert '"deflate [native]"' in page
+
+
+def test_thread_blocking_the_signal_gets_python_only_samples():
+    """A thread that blocks the capture signal cannot give its C stack: it
+    is asked once, then left alone for a while (each unanswered request
+    costs the sampler 20 ms), and its samples are Python-only."""
+    sig = signal.SIGRTMAX - 3
+    stop = threading.Event()
+
+    def masked():
+        signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
+        while not stop.is_set():
+            sum(range(1000))
+
+    th = threading.Thread(target=masked)
+    with Profiler(interval="1ms", native=True) as p:
+        th.start()
+        until_samples(p, compress_loop, 0.4, 400)
+        stop.set()
+        th.join()
+    st = p.stats()
+    assert 1 <= st["native_timeouts"] <= 3 + 0.02 * st["samples"], st
+    t = p.tree(th.ident)
+    assert t["count"] >= 50
+    assert not [n for path, _ in stacks(t) for n in path if n.get("native")]
