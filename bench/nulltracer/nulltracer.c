@@ -12,6 +12,11 @@
  * (by client requests, or by --toggle-collect=nulltracer_region when built
  * without valgrind's header) and reads the workload's inclusive cost.
  *
+ * On 3.13 the harness also sets sys.monitoring PY_START/PY_RETURN local
+ * events on every __init__ code object with mon_start/mon_return below as
+ * callbacks: stackwatch's mechanism there (CPython pushes some __init__
+ * frames without the hook), so the floor is of the same mechanism.
+ *
  * Supports CPython 3.9 to 3.13 (the frame type handed to the hook is
  * PyFrameObject before 3.11, struct _PyInterpreterFrame from 3.11 on; we
  * only pass it through and take its address, so no internal header is
@@ -79,8 +84,18 @@ static inline void nt_store(uintptr_t tag)
     nt_count++;
 }
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* 3.13: the frame the hook entered last (the init-gap callbacks below tell
+ * a frame the hook saw from one CPython pushed inline). */
+static void *nt_hook_frame;
+#  define NT_NOTE_FRAME(f) (nt_hook_frame = (void *)(f))
+#else
+#  define NT_NOTE_FRAME(f) ((void)0)
+#endif
+
 static PyObject *nt_eval(PyThreadState *ts, NT_FRAME *f, int throwflag)
 {
+    NT_NOTE_FRAME(f);
     nt_store((uintptr_t)f);
     PyObject *res = _PyEval_EvalFrameDefault(ts, f, throwflag);
     nt_store((uintptr_t)f | 1u);
@@ -180,7 +195,49 @@ static PyObject *nt_workload(PyObject *self, PyObject *fn)
     return nulltracer_workload(fn);
 }
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* The second half of stackwatch's mechanism on 3.13: sys.monitoring
+ * PY_START / PY_RETURN as local events on the __init__ code objects (the
+ * harness sets them up), because CALL_ALLOC_AND_ENTER_INIT pushes __init__
+ * frames without the PEP 523 hook. The callbacks do the least that keeps
+ * the trace exact: a frame the hook entered is skipped; any other is
+ * stored and remembered, and its return stored. */
+#define NT_GAP_MAX 256
+static void *nt_gap[NT_GAP_MAX];
+static unsigned nt_gap_depth;
+
+static PyObject *nt_mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    (void)args;
+    (void)n;
+    void *f = PyThreadState_Get()->current_frame;
+    if (nt_installed && f != nt_hook_frame && nt_gap_depth < NT_GAP_MAX) {
+        nt_gap[nt_gap_depth++] = f;
+        nt_store((uintptr_t)f);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *nt_mon_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    (void)args;
+    (void)n;
+    void *f = PyThreadState_Get()->current_frame;
+    if (nt_gap_depth && nt_gap[nt_gap_depth - 1] == f) {
+        nt_gap_depth--;
+        nt_store((uintptr_t)f | 1u);
+    }
+    Py_RETURN_NONE;
+}
+#endif
+
 static PyMethodDef nt_methods[] = {
+#if PY_VERSION_HEX >= 0x030D0000
+    {"mon_start", (PyCFunction)(void (*)(void))nt_mon_start, METH_FASTCALL, "3.13 init gap: PY_START callback."},
+    {"mon_return", (PyCFunction)(void (*)(void))nt_mon_return, METH_FASTCALL, "3.13 init gap: PY_RETURN / PY_UNWIND callback."},
+#endif
     {"start", nt_start, METH_NOARGS, "Install the hook (records into a fixed ring)."},
     {"stop", nt_stop, METH_NOARGS, "Remove the hook; return the number of events recorded."},
     {"events", nt_events, METH_NOARGS, "Events recorded since the last start()."},

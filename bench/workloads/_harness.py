@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-TRACERS = ("none", "null", "stackwatch", "cprofile", "viztracer", "pyinstrument", "yappi", "swprof",
+TRACERS = ("none", "null", "nullhook", "stackwatch", "cprofile", "viztracer", "pyinstrument", "yappi", "swprof",
            "sw_import", "sw_probes", "sw_c_call", "sw_line_other", "sw_line_file", "sw_all")
 
 # VizTracer keeps its events in a circular buffer of this many entries (the
@@ -39,6 +39,9 @@ class _Tracer:
     def __init__(self, out_dir):
         self.out_dir = out_dir
         self.path = None
+
+    def prepare(self):
+        """After the workload is made, before the region."""
 
     def start(self):
         pass
@@ -62,14 +65,70 @@ class _Null(_Tracer):
         self.nt = nulltracer
         self.events = None
 
+        # 3.13: stackwatch's mechanism is the PEP 523 hook plus sys.monitoring
+        # PY_START/PY_RETURN on __init__ code objects (CPython pushes the
+        # frames of specialised constructor calls without the hook), so the
+        # floor has both. The codes are found in prepare(), before the
+        # region (stackwatch finds them inside it, in C).
+        self.init_codes = []
+        self.tool = None
+
+    def prepare(self):
+        if sys.version_info[:2] == (3, 13) and self.init_gap:
+            self.init_codes = _init_codes()
+
+    init_gap = True
+
     def start(self):
+        if self.init_codes:
+            mon = sys.monitoring
+            self.tool = next(t for t in (4, 3, 5, 2, 1, 0) if mon.get_tool(t) is None)
+            mon.use_tool_id(self.tool, "nulltracer")
+            mon.register_callback(self.tool, mon.events.PY_START, self.nt.mon_start)
+            mon.register_callback(self.tool, mon.events.PY_RETURN, self.nt.mon_return)
+            mon.register_callback(self.tool, mon.events.PY_UNWIND, self.nt.mon_return)
+            for code in self.init_codes:
+                mon.set_local_events(self.tool, code, mon.events.PY_START | mon.events.PY_RETURN)
+            mon.set_events(self.tool, mon.events.PY_UNWIND)
         self.nt.start()
 
     def stop(self):
         self.events = self.nt.stop()
+        if self.tool is not None:
+            mon = sys.monitoring
+            mon.set_events(self.tool, 0)
+            for code in self.init_codes:
+                mon.set_local_events(self.tool, code, 0)
+            mon.free_tool_id(self.tool)
+            self.tool = None
 
     def info(self):
         return {"events": self.events}
+
+
+class _NullHook(_Null):
+    """The PEP 523 hook alone (on 3.13 it misses inlined __init__ frames)."""
+    name = "nullhook"
+    init_gap = False
+
+
+def _init_codes():
+    """The code objects of every Python __init__ of the classes alive."""
+    out, seen, stack = {}, set(), [object]
+    while stack:
+        t = stack.pop()
+        init = t.__dict__.get("__init__") if isinstance(t, type) else None
+        if type(init) is type(_init_codes):
+            out[id(init.__code__)] = init.__code__
+        try:
+            subs = type.__subclasses__(t)
+        except TypeError:
+            continue
+        for s in subs:
+            if id(s) not in seen:
+                seen.add(id(s))
+                stack.append(s)
+    return list(out.values())
 
 
 class _Stackwatch(_Tracer):
@@ -281,7 +340,7 @@ class _SwAll(_Stackwatch):
         self.sw.start(self.path, c_calls=True, events="all")
 
 
-_CLASSES = {c.name: c for c in (_Tracer, _Null, _Stackwatch, _CProfile, _VizTracer,
+_CLASSES = {c.name: c for c in (_Tracer, _Null, _NullHook, _Stackwatch, _CProfile, _VizTracer,
                                 _Pyinstrument, _Yappi, _SwImport, _SwProbes, _SwCCall,
                                 _SwLineOther, _SwLineFile, _SwAll)}
 
@@ -328,6 +387,7 @@ def main(name, make, default_size, add_args=None):
         work = make(args.size, args)
         if args.warmup_size:
             make(args.warmup_size, args)()
+        tracer.prepare()
         gc.collect()
         times = {}
 
