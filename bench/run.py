@@ -37,11 +37,12 @@ ROOT = os.path.dirname(HERE)
 WORKLOADS_DIR = os.path.join(HERE, "workloads")
 
 TRACERS = ("null", "stackwatch", "cprofile", "viztracer", "pyinstrument", "yappi")
-LABELS = {"none": "plain", "null": "null", "stackwatch": "stackwatch", "cprofile": "cProfile",
+EXTRA_TRACERS = ("nullhook",)   # only when named in --tracers
+LABELS = {"none": "plain", "null": "null", "nullhook": "null hook", "stackwatch": "stackwatch", "cprofile": "cProfile",
           "viztracer": "viztracer", "pyinstrument": "pyinstrument", "yappi": "yappi"}
 # The PyPI distribution a tracer comes from (None: stdlib or bench-only).
 DISTS = {"stackwatch": "stackwatch", "viztracer": "viztracer", "pyinstrument": "pyinstrument",
-         "yappi": "yappi", "null": "stackwatch-bench-nulltracer"}
+         "yappi": "yappi", "null": "stackwatch-bench-nulltracer", "nullhook": "stackwatch-bench-nulltracer"}
 
 
 class Workload:
@@ -433,7 +434,8 @@ def print_tracer_table(rows, tracers, notes, rounds, wall, cg, workloads):
     print("instr: callgrind instructions of the same region at a smaller size). sw B/ev: stackwatch "
           "file bytes / events.")
     print("sw vs floor: stackwatch instructions / null-tracer instructions (null = PEP 523 hook + "
-          "rdtsc + 16-byte ring store).")
+          "rdtsc + 16-byte ring store;")
+    print("on 3.13 also sys.monitoring PY_START/PY_RETURN on inlinable __init__ codes, as stackwatch).")
     print()
     print(table)
     print()
@@ -535,7 +537,8 @@ def main():
     if args.workloads:
         want = args.workloads.split(",")
         workloads = [w for w in WORKLOADS if w.name in want or w.name.split(":")[-1] in want]
-    tracers = TRACERS if not args.tracers else tuple(t for t in TRACERS if t in args.tracers.split(","))
+    tracers = TRACERS if not args.tracers else tuple(t for t in TRACERS + EXTRA_TRACERS
+                                                     if t in args.tracers.split(","))
     python = sys.executable
 
     def log(msg):

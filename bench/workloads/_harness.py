@@ -113,13 +113,17 @@ class _NullHook(_Null):
 
 
 def _init_codes():
-    """The code objects of every Python __init__ of the classes alive."""
+    """The code objects of the Python __init__ functions of the classes
+    alive that 3.13 may push inline (no *args, **kwargs or keyword-only
+    parameters: the same set stackwatch watches, native/ext/init_gap.c)."""
     out, seen, stack = {}, set(), [object]
     while stack:
         t = stack.pop()
         init = t.__dict__.get("__init__") if isinstance(t, type) else None
         if type(init) is type(_init_codes):
-            out[id(init.__code__)] = init.__code__
+            co = init.__code__
+            if not co.co_flags & (0x04 | 0x08) and not co.co_kwonlyargcount:
+                out[id(co)] = co
         try:
             subs = type.__subclasses__(t)
         except TypeError:

@@ -49,7 +49,7 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
     sw_tstate *t = &sw_T;
     if (t->busy)
         Py_RETURN_NONE;
-    int file = sw_S.gen && sw_thread_attach(t);
+    int file = sw_S.gen && (t->session == sw_S.gen || sw_thread_attach(t));
     if (t->busy)
         Py_RETURN_NONE;
     if (t->mon_gen != sw_S.gen) {
@@ -118,6 +118,16 @@ static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
     Py_RETURN_NONE;
 }
 
+/* Whether CPython 3.13 can push this __init__ inline: only a "simple"
+ * function (specialize.c function_kind: no *args, **kwargs or keyword-only
+ * parameters, optimized code) is ever entered by CALL_ALLOC_AND_ENTER_INIT;
+ * the others always go through the frame-evaluation hook. */
+static int may_be_inlined(PyCodeObject *co)
+{
+    return !(co->co_flags & (CO_VARARGS | CO_VARKEYWORDS)) && co->co_kwonlyargcount == 0 &&
+           (co->co_flags & CO_OPTIMIZED);
+}
+
 /* New functions named __init__ get the local events too. */
 static int on_function(PyFunction_WatchEvent event, PyFunctionObject *func, PyObject *new_value)
 {
@@ -126,7 +136,8 @@ static int on_function(PyFunction_WatchEvent event, PyFunctionObject *func, PyOb
         !(sw_S.gen || (sw_D.slow & SW_MASK_PY)))
         return 0;
     PyObject *name = func->func_name;
-    if (!name || !PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "__init__") != 0)
+    if (!name || !PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "__init__") != 0 ||
+        !PyCode_Check(func->func_code) || !may_be_inlined((PyCodeObject *)func->func_code))
         return 0;
     sw_exc_state es;
     sw_exc_save(&es);
@@ -140,64 +151,127 @@ static int on_function(PyFunction_WatchEvent event, PyFunctionObject *func, PyOb
     return 0;
 }
 
-/* The code objects of every Python __init__ defined by a class alive now
- * (object and all its subclasses, transitively), as a dict id -> code. */
+/* A set of object addresses (open addressing, linear probing). */
+typedef struct {
+    void **slots;
+    size_t cap, n;
+} ptrset;
+
+static size_t ptr_hash(const void *p, size_t mask)
+{
+    uint64_t h = (uint64_t)(uintptr_t)p;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return (size_t)h & mask;
+}
+
+/* 1 if added, 0 if there already, -1 out of memory. */
+static int ptrset_add(ptrset *s, void *p)
+{
+    if (2 * (s->n + 1) > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 1024;
+        void **slots = PyMem_Calloc(cap, sizeof *slots);
+        if (!slots)
+            return -1;
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->slots[i])
+                continue;
+            size_t j = ptr_hash(s->slots[i], cap - 1);
+            while (slots[j])
+                j = (j + 1) & (cap - 1);
+            slots[j] = s->slots[i];
+        }
+        PyMem_Free(s->slots);
+        s->slots = slots;
+        s->cap = cap;
+    }
+    size_t j = ptr_hash(p, s->cap - 1);
+    while (s->slots[j]) {
+        if (s->slots[j] == p)
+            return 0;
+        j = (j + 1) & (s->cap - 1);
+    }
+    s->slots[j] = p;
+    s->n++;
+    return 1;
+}
+
+/* The code objects of the Python __init__ functions that CPython may push
+ * inline (may_be_inlined), defined by any class alive now (object and all
+ * its subclasses, transitively), each once. The walk keeps a reference to
+ * every class on its stack. */
 static PyObject *existing_init_codes(void)
 {
     PyObject *subclasses = PyObject_GetAttrString((PyObject *)&PyType_Type, "__subclasses__");
-    PyObject *seen = PySet_New(NULL), *codes = PyDict_New(), *stack = PyList_New(0);
+    PyObject *codes = PyList_New(0);
     PyObject *init_name = PyUnicode_InternFromString("__init__");
-    if (!subclasses || !seen || !codes || !stack || !init_name ||
-        PyList_Append(stack, (PyObject *)&PyBaseObject_Type) < 0)
-        goto fail;
-    Py_ssize_t n;
-    while ((n = PyList_GET_SIZE(stack)) > 0) {
-        PyObject *t = Py_NewRef(PyList_GET_ITEM(stack, n - 1));
-        if (PyList_SetSlice(stack, n - 1, n, NULL) < 0) {
-            Py_DECREF(t);
-            goto fail;
-        }
+    ptrset types = {NULL, 0, 0}, seen_codes = {NULL, 0, 0};
+    PyObject **stack = NULL;
+    size_t depth = 0, cap = 0;
+    int err = !subclasses || !codes || !init_name || ptrset_add(&types, &PyBaseObject_Type) < 0;
+    if (!err) {
+        cap = 256;
+        stack = PyMem_Malloc(cap * sizeof *stack);
+        err = !stack;
+        if (!err)
+            stack[depth++] = Py_NewRef((PyObject *)&PyBaseObject_Type);
+    }
+    while (!err && depth) {
+        PyObject *t = stack[--depth];   /* owned */
         PyObject *subs = PyObject_CallOneArg(subclasses, t);
         if (!subs) {
             PyErr_Clear();   /* not a type after all */
             Py_DECREF(t);
             continue;
         }
-        int err = !PyList_Check(subs);
+        err = !PyList_Check(subs);
         for (Py_ssize_t i = 0; !err && i < PyList_GET_SIZE(subs); i++) {
             PyObject *sub = PyList_GET_ITEM(subs, i);
-            PyObject *key = PyLong_FromVoidPtr(sub);
-            int has = key ? PySet_Contains(seen, key) : -1;
-            err = has < 0 || (!has && (PySet_Add(seen, key) < 0 || PyList_Append(stack, sub) < 0));
-            Py_XDECREF(key);
+            int added = ptrset_add(&types, sub);
+            if (added < 0) {
+                err = 1;
+            } else if (added) {
+                if (depth == cap) {
+                    PyObject **p = PyMem_Realloc(stack, 2 * cap * sizeof *stack);
+                    if (!p) {
+                        err = 1;
+                        break;
+                    }
+                    stack = p;
+                    cap *= 2;
+                }
+                stack[depth++] = Py_NewRef(sub);
+            }
         }
         Py_DECREF(subs);
-        PyObject *dict = PyType_Check(t) ? PyType_GetDict((PyTypeObject *)t) : NULL;
+        PyObject *dict = (!err && PyType_Check(t)) ? PyType_GetDict((PyTypeObject *)t) : NULL;
         PyObject *init = dict ? PyDict_GetItemWithError(dict, init_name) : NULL;   /* borrowed */
         if (!err && init && PyFunction_Check(init)) {
             PyObject *code = PyFunction_GET_CODE(init);
-            PyObject *key = PyLong_FromVoidPtr(code);
-            err = !key || PyDict_SetItem(codes, key, code) < 0;
-            Py_XDECREF(key);
+            if (PyCode_Check(code) && may_be_inlined((PyCodeObject *)code)) {
+                int added = ptrset_add(&seen_codes, code);
+                err = added < 0 || (added && PyList_Append(codes, code) < 0);
+            }
         }
         err = err || PyErr_Occurred();
         Py_XDECREF(dict);
         Py_DECREF(t);
-        if (err)
-            goto fail;
     }
-    Py_DECREF(subclasses);
-    Py_DECREF(seen);
-    Py_DECREF(stack);
-    Py_DECREF(init_name);
-    return codes;
-fail:
+    while (depth)
+        Py_DECREF(stack[--depth]);
+    PyMem_Free(stack);
+    PyMem_Free(types.slots);
+    PyMem_Free(seen_codes.slots);
     Py_XDECREF(subclasses);
-    Py_XDECREF(seen);
-    Py_XDECREF(codes);
-    Py_XDECREF(stack);
     Py_XDECREF(init_name);
-    return NULL;
+    if (err) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        Py_XDECREF(codes);
+        return NULL;
+    }
+    return codes;
 }
 
 /* _init_gap_begin(tool_id, set_local_events, events): sets the local
@@ -211,9 +285,7 @@ static PyObject *gap_begin(PyObject *self, PyObject *args)
     int tid, events;
     if (!PyArg_ParseTuple(args, "iOi", &tid, &fn, &events))
         return NULL;
-    PyObject *codes = existing_init_codes();
-    PyObject *list = codes ? PyDict_Values(codes) : NULL;
-    Py_XDECREF(codes);
+    PyObject *list = existing_init_codes();
     if (!list)
         return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {

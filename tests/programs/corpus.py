@@ -199,6 +199,49 @@ def case_objects_hot_loop():
     return total
 
 
+class VarArgs:
+    def __init__(self, *args):
+        self.args = args
+
+
+class KwOnly:
+    def __init__(self, a, *, b=1):
+        self.a, self.b = a, b
+
+
+class Defaults:
+    def __init__(self, a, b=2):
+        self.a, self.b = a, b
+
+
+class Inherits(Defaults):
+    pass
+
+
+def case_objects_init_kinds():
+    # Only "simple" __init__ functions (no *args, **kwargs, keyword-only
+    # parameters) are pushed inline by 3.13's specialised constructor call;
+    # stackwatch watches just those: every kind, inherited ones, and a class
+    # defined while tracing, each in a hot loop.
+    class Local:
+        def __init__(self, v):
+            self.v = v
+
+    class LocalKw:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    for i in range(300):
+        VarArgs(i, i)
+        KwOnly(i, b=i)
+        KwOnly(i)
+        Defaults(i)
+        Defaults(i, i)
+        Inherits(i)
+        Local(i)
+        LocalKw(v=i)
+
+
 def decorator(fn):
     @functools.wraps(fn)
     def wrapper(*a, **k):
