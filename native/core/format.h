@@ -41,7 +41,7 @@
  * minus META mono0_ns), varint weight ns, varint cpu ns + 1 (0: unknown),
  * varint state (sample.h SW_STATE_*), varint flags (SW_SAMPLE_*), varint
  * depth, depth x varint frame id (outermost first); format 1.3, only when
- * lines were recorded: varint n (= depth), n x varint line being run (0:
+ * lines were recorded: varint n (= depth, or 0: none), n x varint line being run (0:
  * unknown or native), outermost first. A reader ignores the bytes of a
  * sample after the fields it knows. */
 

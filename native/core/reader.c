@@ -380,9 +380,9 @@ static int parse_sample(cursor *c, sample_raw *r)
     r->lines = NULL;
     if (s.p < s.end) {
         uint64_t n;
-        if (get_u(&s, &n) || n != r->depth)
+        if (get_u(&s, &n) || (n != r->depth && n != 0))
             return SW_EFORMAT;
-        r->lines = s.p;
+        r->lines = n ? s.p : NULL;
         for (uint64_t k = 0; k < n; k++) {
             uint64_t line;
             if (get_u(&s, &line))

@@ -296,19 +296,40 @@ TEST(line_list_not_matching_the_stack_is_damage)
     tg g;
     const char *p = tmp_path();
     /* depth 1 but 2 lines. */
-    static const uint8_t bad[] = {1, 13, 0xe1, 0xc5, 0x08, 0xe9, 0x07, 40, 5, 0, 1, 0, 1, 0, 2, 3, 4};
+    static const uint8_t bad[] = {1, 15, 0xe1, 0xc5, 0x08, 0xe9, 0x07, 40, 5, 0, 1, 0, 1, 0, 2, 3, 4};
     sw_trace *t = with_bad_chunk(p, &g, SW_CHUNK_SAMPLES, bad, sizeof bad);
     REQUIRE(t);
     CHECK_MSG(strstr(sw_trace_damage(t), "malformed SAMPLES chunk") != NULL, "%s", sw_trace_damage(t));
     CHECK_EQ_U64(sw_trace_sample_count(t), 1);
     sw_trace_free(t);
     tg_free(&g);
-    /* A line list cut short. */
-    static const uint8_t cut[] = {1, 12, 0xe1, 0xc5, 0x08, 0xe9, 0x07, 40, 5, 0, 1, 0, 2, 0, 0, 2, 3};
+    /* A line list cut short: 2 lines announced, 1 in the record. */
+    static const uint8_t cut[] = {1, 15, 0xe1, 0xc5, 0x08, 0xe9, 0x07, 40, 5, 0, 1, 0, 2, 0, 0, 2, 3};
     t = with_bad_chunk(p, &g, SW_CHUNK_SAMPLES, cut, sizeof cut);
     REQUIRE(t);
     CHECK_MSG(strstr(sw_trace_damage(t), "malformed SAMPLES chunk") != NULL, "%s", sw_trace_damage(t));
     CHECK_EQ_U64(sw_trace_sample_count(t), 1);
+    sw_trace_free(t);
+    tg_free(&g);
+    unlink(p);
+}
+
+TEST(empty_line_list_means_no_lines)
+{
+    tg g;
+    const char *p = tmp_path();
+    /* depth 1, n = 0 lines, then a newer minor's byte. */
+    static const uint8_t rec[] = {1, 14, 0xe1, 0xc5, 0x08, 0xe9, 0x07, 40, 5, 0, 1, 0, 1, 0, 0, 0x2a};
+    sw_trace *t = with_bad_chunk(p, &g, SW_CHUNK_SAMPLES, rec, sizeof rec);
+    REQUIRE(t);
+    CHECK_EQ_STR(sw_trace_damage(t), "");
+    got s = {0};
+    CHECK_EQ_I64(collect(t, 0, &s), 0);
+    REQUIRE_EQ_U64(s.n, 2);
+    CHECK(s.s[0].lines != NULL);
+    CHECK(s.s[1].lines == NULL);
+    CHECK_EQ_U64(s.s[1].depth, 1);
+    CHECK_EQ_I64(s.s[1].t_ns, 20);
     sw_trace_free(t);
     tg_free(&g);
     unlink(p);

@@ -266,3 +266,42 @@ def test_api_needs_sample(tmp_path, kw):
     with pytest.raises(ValueError, match="need sample"):
         stackwatch.start(str(tmp_path / "x.swt"), **kw)
     assert not stackwatch.is_tracing()
+
+
+def _crc32c(data):
+    crc = 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xffffffff
+
+
+def test_unknown_frame_kind_is_reported(traced, tmp_path):
+    """A SAMPLE_FRAMES entry of a kind this reader does not know (a newer
+    format's): the chunk is refused with a message naming the kind, the
+    part before it is read, the CLI warns in one line."""
+    import struct
+    assert _crc32c(b"123456789") == 0xE3069283
+    buf = bytearray(open(traced, "rb").read())
+    off, patched = 16, None
+    while off + 12 <= len(buf):
+        plen, = struct.unpack_from("<I", buf, off + 4)
+        if buf[off] == 6:  # SAMPLE_FRAMES: varint id 0, u8 kind, ...
+            p = off + 12
+            assert buf[p] == 0 and buf[p + 1] in (0, 1)
+            buf[p + 1] = 7
+            struct.pack_into("<I", buf, off + 8, _crc32c(bytes(buf[p:p + plen])))
+            patched = off
+            break
+        off += 12 + plen
+    assert patched is not None
+    bad = tmp_path / "bad.swt"
+    bad.write_bytes(bytes(buf))
+    t = Trace(str(bad))
+    assert t.damage == f"sample frame of unknown kind 7 (written by a newer stackwatch?) in the SAMPLE_FRAMES " \
+                       f"chunk at offset {patched}"
+    assert t.sample_count() == 0  # the first SAMPLES chunk comes after it
+    r = run(["stats", str(bad)])
+    assert r.returncode == 0
+    assert [x for x in r.stderr.splitlines() if x] == [f"warning: {bad}: {t.damage}; showing the intact part"]
