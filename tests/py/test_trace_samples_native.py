@@ -305,3 +305,42 @@ def test_unknown_frame_kind_is_reported(traced, tmp_path):
     r = run(["stats", str(bad)])
     assert r.returncode == 0
     assert [x for x in r.stderr.splitlines() if x] == [f"warning: {bad}: {t.damage}; showing the intact part"]
+
+
+FORKING = '''\
+import os
+import zlib
+
+data = os.urandom(1 << 20) * 6
+
+
+def squeeze():
+    zlib.compress(data, 9)
+
+
+pid = os.fork()
+if pid == 0:
+    squeeze()
+    os._exit(0)
+squeeze()
+os.waitpid(pid, 0)
+'''
+
+
+def test_forked_child_samples_native_frames_too(tmp_path):
+    """The child's own sampler takes the native capture over from the
+    parent's (which does not exist in the child)."""
+    prog = tmp_path / "fork.py"
+    prog.write_text(FORKING)
+    out = tmp_path / "f.swt"
+    r = run(["run", "--sample", "--native", "-o", str(out), str(prog)])
+    assert r.returncode == 0, r.stderr
+    assert "not tracing forked child" not in r.stderr, r.stderr
+    children = list(tmp_path.glob("f.fork-*.swt"))
+    assert len(children) == 1, r.stderr
+    for path in (out, children[0]):
+        t = Trace(str(path))
+        assert t.damage is None
+        deflate = [s for s in t.samples() if "deflate" + NATIVE in [f.name for f in s.stack]]
+        assert len(deflate) >= 20, (path, len(t.samples()))
+        assert all([f.name for f in s.stack if not f.native] == ["<module>", "squeeze"] for s in deflate)
