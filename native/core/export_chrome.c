@@ -4,6 +4,7 @@
 #include "export.h"
 
 #include "format.h"
+#include "sample.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -160,8 +161,27 @@ static const char *state_name(uint32_t state)
     }
 }
 
+/* A sample frame's name, JSON-escaped without quotes (names are joined in
+ * one string): a native frame's symbol with " [native]" after it. */
+static void put_frame_name(chrome *c, const sw_frame_info *f)
+{
+    for (const unsigned char *p = (const unsigned char *)(f ? f->name : "?"); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(c->out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(c->out, "\\u%04x", *p);
+        else
+            fputc(*p, c->out);
+    }
+    if (f && f->kind == SW_FRAME_NATIVE)
+        fputs(SW_NATIVE_SUFFIX, c->out);
+}
+
 /* A sampler sample: an instant named after the innermost frame, with the
- * whole stack (outermost first) in args. */
+ * whole stack (outermost first) in args: "stack" the names joined by ';'
+ * (native frames "symbol [native]"), "native" true when the innermost
+ * frame is native, and with lines "lines" the line each frame was running
+ * (0: unknown or native), joined by ';' too. */
 static void sample_event(chrome *c, uint64_t tid, const sw_trace_sample *s)
 {
     const sw_frame_info *leaf = s->depth ? sw_trace_frame(c->t, s->frames[s->depth - 1]) : NULL;
@@ -169,23 +189,29 @@ static void sample_event(chrome *c, uint64_t tid, const sw_trace_sample *s)
     fprintf(c->out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
     put_ts(c, s->t_ns);
     fputs(",\"name\":", c->out);
-    json_str(c->out, leaf ? leaf->name : s->depth ? "?" : "(no Python frame)");
+    if (leaf) {
+        fputc('"', c->out);
+        put_frame_name(c, leaf);
+        fputc('"', c->out);
+    } else {
+        json_str(c->out, s->depth ? "?" : "(no Python frame)");
+    }
     fputs(",\"cat\":\"sample\",\"args\":{\"stack\":\"", c->out);
     for (uint32_t k = 0; k < s->depth; k++) {
-        const sw_frame_info *f = sw_trace_frame(c->t, s->frames[k]);
         if (k)
             fputc(';', c->out);
-        /* json_str without its quotes: the names are joined in one string. */
-        for (const unsigned char *p = (const unsigned char *)(f ? f->name : "?"); *p; p++) {
-            if (*p == '"' || *p == '\\')
-                fprintf(c->out, "\\%c", *p);
-            else if (*p < 0x20)
-                fprintf(c->out, "\\u%04x", *p);
-            else
-                fputc(*p, c->out);
-        }
+        put_frame_name(c, sw_trace_frame(c->t, s->frames[k]));
     }
-    fprintf(c->out, "\",\"state\":\"%s\",\"weight_us\":", state_name(s->state));
+    fputc('"', c->out);
+    if (s->lines) {
+        fputs(",\"lines\":\"", c->out);
+        for (uint32_t k = 0; k < s->depth; k++)
+            fprintf(c->out, k ? ";%u" : "%u", (unsigned)s->lines[k]);
+        fputc('"', c->out);
+    }
+    if (leaf && leaf->kind == SW_FRAME_NATIVE)
+        fputs(",\"native\":true", c->out);
+    fprintf(c->out, ",\"state\":\"%s\",\"weight_us\":", state_name(s->state));
     put_dur(c, s->weight_ns > INT64_MAX ? INT64_MAX : (int64_t)s->weight_ns);
     fputs("}}", c->out);
 }

@@ -7,6 +7,7 @@
 
 #include "bytes.h"
 #include "format.h"
+#include "sample.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -234,8 +235,26 @@ static const char *state_name(uint32_t state)
     }
 }
 
+/* A sample frame's name as a string field: a native frame's symbol with
+ * " [native]" after it, as the profiler names it. */
+static void pb_frame_name(sw_bytes *b, unsigned field, const sw_frame_info *f)
+{
+    if (!f) {
+        pb_str(b, field, "?");
+        return;
+    }
+    size_t n = strlen(f->name), k = f->kind == SW_FRAME_NATIVE ? SW_NATIVE_SUFFIX_LEN : 0;
+    sw_bytes_varint(b, ((uint64_t)field << 3) | 2);
+    sw_bytes_varint(b, n + k);
+    sw_bytes_put(b, f->name, n);
+    sw_bytes_put(b, SW_NATIVE_SUFFIX, k);
+}
+
 /* A sampler sample: an instant on the thread's "samples" track, named after
- * the innermost frame, with the stack as its callstack (outermost first). */
+ * the innermost frame, with the stack as its callstack (outermost first).
+ * Native frames are named "symbol [native]" (and a sample whose innermost
+ * frame is native has the category "native" too); with lines, a Python
+ * frame's line is the line it was running, else its function's first. */
 static int sample_event(perfetto *p, size_t thread, const sw_trace_sample *s)
 {
     if (describe_child(p, thread, samples_uuid(p, thread), "samples", &p->samples_described[thread]))
@@ -244,23 +263,31 @@ static int sample_event(perfetto *p, size_t thread, const sw_trace_sample *s)
     p->ev.len = 0;
     pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
     pb_varint(&p->ev, F_TE_TRACK_UUID, samples_uuid(p, thread));
-    pb_str(&p->ev, F_TE_NAME, leaf ? leaf->name : s->depth ? "?" : "(no Python frame)");
+    if (leaf)
+        pb_frame_name(&p->ev, F_TE_NAME, leaf);
+    else
+        pb_str(&p->ev, F_TE_NAME, s->depth ? "?" : "(no Python frame)");
     pb_str(&p->ev, F_TE_CATEGORIES, "sample");
+    if (leaf && leaf->kind == SW_FRAME_NATIVE)
+        pb_str(&p->ev, F_TE_CATEGORIES, "native");
     p->cs.len = 0;
     for (uint32_t k = 0; k < s->depth; k++) {
         const sw_frame_info *f = sw_trace_frame(p->t, s->frames[k]);
+        uint32_t line = s->lines && s->lines[k] ? s->lines[k] : f ? f->line : 0;
         p->fr.len = 0;
-        pb_str(&p->fr, F_CSF_FUNCTION, f ? f->name : "?");
+        pb_frame_name(&p->fr, F_CSF_FUNCTION, f);
         if (f && f->filename[0])
             pb_str(&p->fr, F_CSF_FILE, f->filename);
-        if (f && f->line)
-            pb_varint(&p->fr, F_CSF_LINE, f->line);
+        if (line)
+            pb_varint(&p->fr, F_CSF_LINE, line);
         pb_bytes(&p->cs, F_CS_FRAMES, p->fr.data, p->fr.len);
     }
     if (s->depth)
         pb_bytes(&p->ev, F_TE_CALLSTACK, p->cs.data, p->cs.len);
     da_str(p, "state", state_name(s->state));
     da_uint(p, "weight_ns", s->weight_ns);
+    if (s->lines && s->depth && s->lines[s->depth - 1])
+        da_uint(p, "line", s->lines[s->depth - 1]);
     if (p->cs.failed || p->fr.failed)
         return p->failed = 1;
     return send_event(p, thread, s->t_ns);

@@ -16,7 +16,7 @@
 #define SW_MAGIC_LEN        8
 #define SW_FILE_HEADER_LEN  16
 #define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
-#define SW_FORMAT_MINOR     2   /* readers accept any minor of their major */
+#define SW_FORMAT_MINOR     3   /* readers accept any minor of their major */
 #define SW_CHUNK_HEADER_LEN 12
 #define SW_CHUNK_MAX        (64u << 20)  /* no chunk payload is larger */
 
@@ -33,14 +33,17 @@
 /* SAMPLE_FRAMES entry: varint id, u8 kind, str name, str filename, varint
  * line. Ids are dense from 0, in order of first use. */
 #define SW_FRAME_PYTHON 0   /* a Python function (line: its first line) */
-#define SW_FRAME_NATIVE 1   /* a native (C) frame: name = symbol, filename =
-                             * library (reserved for native frames) */
+#define SW_FRAME_NATIVE 1   /* a native (C) frame (format 1.3): name = symbol,
+                             * filename = its shared object, line 0 */
+/* A reader refuses other kinds (the chunk is reported as damage). */
 /* SAMPLES payload: varint n, then n samples, each: varint len, then len
  * bytes: varint ident, varint native tid, zigzag time (CLOCK_MONOTONIC ns
  * minus META mono0_ns), varint weight ns, varint cpu ns + 1 (0: unknown),
  * varint state (sample.h SW_STATE_*), varint flags (SW_SAMPLE_*), varint
- * depth, depth x varint frame id (outermost first). A reader ignores the
- * bytes of a sample after the fields it knows. */
+ * depth, depth x varint frame id (outermost first); format 1.3, only when
+ * lines were recorded: varint n (= depth, or 0: none), n x varint line being run (0:
+ * unknown or native), outermost first. A reader ignores the bytes of a
+ * sample after the fields it knows. */
 
 /* META / END value types: entry = str key, u8 type, value. */
 #define SW_VAL_UINT   0  /* varint */

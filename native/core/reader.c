@@ -53,6 +53,7 @@ struct sw_trace {
     struct sample_key *skeys;   /* distinct (ident, tid) of samples, sorted */
     size_t nskeys;
     uint64_t nsamples, unattributed;
+    int bad_frame_kind;      /* 1 + the kind of a SAMPLE_FRAMES entry of an unknown kind, 0: none */
 };
 
 /* A sampled thread: its ident and native tid, and its position in the
@@ -309,6 +310,14 @@ static int parse_frames(sw_trace *t, cursor *c)
             free(file);
             return rc;
         }
+        /* Kinds are not a newer minor's room: a frame of an unknown kind
+         * could not be shown truthfully, so the chunk is refused. */
+        if (kind != SW_FRAME_PYTHON && kind != SW_FRAME_NATIVE) {
+            free(name);
+            free(file);
+            t->bad_frame_kind = 1 + kind;
+            return SW_EFORMAT;
+        }
         /* Dense ids, at least 5 bytes per entry: the table is bounded by
          * the input, as for code ids. */
         if (id >= (1u << 28) || id > t->len / 5) {
@@ -347,6 +356,7 @@ static int parse_frames(sw_trace *t, cursor *c)
 typedef struct sample_raw {
     uint64_t ident, tid, zt, weight, cpu1, state, flags, depth;
     const uint8_t *frames;   /* depth varints */
+    const uint8_t *lines;    /* depth varints (format 1.3), or NULL */
 } sample_raw;
 
 static int parse_sample(cursor *c, sample_raw *r)
@@ -365,6 +375,19 @@ static int parse_sample(cursor *c, sample_raw *r)
         uint64_t id;
         if (get_u(&s, &id) || id > UINT32_MAX)
             return SW_EFORMAT;
+    }
+    /* Format 1.3: the lines being run, one per frame, when recorded. */
+    r->lines = NULL;
+    if (s.p < s.end) {
+        uint64_t n;
+        if (get_u(&s, &n) || (n != r->depth && n != 0))
+            return SW_EFORMAT;
+        r->lines = n ? s.p : NULL;
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t line;
+            if (get_u(&s, &line))
+                return SW_EFORMAT;
+        }
     }
     return SW_OK;  /* bytes after the known fields: a newer minor's */
 }
@@ -625,6 +648,13 @@ static int load(sw_trace *t, char *err, size_t errlen)
         if (rc == SW_ENOMEM) {
             snprintf(err, errlen, "out of memory while reading the trace");
             return rc;
+        }
+        if (rc && t->bad_frame_kind) {
+            char what[96];
+            snprintf(what, sizeof what, "sample frame of unknown kind %d (written by a newer stackwatch?)",
+                     t->bad_frame_kind - 1);
+            set_damage(t, "%s in the SAMPLE_FRAMES chunk at offset %zu", off, what);
+            break;
         }
         if (rc) {
             char what[64];
@@ -1076,6 +1106,7 @@ struct sw_sample_cursor {
     cursor c;                /* within the current chunk */
     uint64_t left;           /* samples left in it */
     uint32_t *frames;
+    uint32_t *lines;
     size_t cap;
 };
 
@@ -1094,6 +1125,7 @@ void sw_sample_cursor_free(sw_sample_cursor *c)
     if (!c)
         return;
     free(c->frames);
+    free(c->lines);
     free(c);
 }
 
@@ -1119,9 +1151,13 @@ int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out)
         if (r.depth > c->cap) {
             size_t cap = (size_t)r.depth;
             uint32_t *f = realloc(c->frames, cap * sizeof *f);
-            if (!f)
+            if (f)
+                c->frames = f;
+            uint32_t *l = f ? realloc(c->lines, cap * sizeof *l) : NULL;
+            if (l)
+                c->lines = l;
+            if (!f || !l)
                 return SW_ENOMEM;
-            c->frames = f;
             c->cap = cap;
         }
         cursor fc = {r.frames, c->c.p};
@@ -1129,6 +1165,12 @@ int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out)
             uint64_t id = 0;
             get_u(&fc, &id);
             c->frames[k] = (uint32_t)id;
+        }
+        cursor lc = {r.lines, c->c.p};
+        for (uint64_t k = 0; r.lines && k < r.depth; k++) {
+            uint64_t line = 0;
+            get_u(&lc, &line);
+            c->lines[k] = line > UINT32_MAX ? UINT32_MAX : (uint32_t)line;
         }
         /* Times within +-2^61 ns, like event times. */
         int64_t ns = sw_unzigzag(r.zt);
@@ -1141,6 +1183,7 @@ int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out)
         out->cpu_ns = r.cpu1 ? r.cpu1 - 1 : UINT64_MAX;
         out->depth = (uint32_t)r.depth;
         out->frames = c->frames;
+        out->lines = r.lines ? c->lines : NULL;
         return 1;
     }
 }

@@ -146,7 +146,8 @@ int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, v
 
 typedef struct sw_frame_info {
     uint32_t id;
-    uint8_t kind;            /* SW_FRAME_PYTHON or SW_FRAME_NATIVE */
+    uint8_t kind;            /* SW_FRAME_PYTHON or SW_FRAME_NATIVE (name: the
+                                bare symbol; exports add " [native]") */
     const char *name, *filename;
     uint32_t line;
 } sw_frame_info;
@@ -159,6 +160,9 @@ struct sw_trace_sample {
     uint64_t cpu_ns;         /* CPU time since the thread's previous sample, or UINT64_MAX */
     uint32_t depth;
     const uint32_t *frames;  /* frame ids, outermost first (sw_trace_frame) */
+    const uint32_t *lines;   /* format 1.3, when recorded: the line each frame
+                                runs (0: unknown or native), parallel to
+                                frames; else NULL */
 };
 
 /* Highest frame id + 1; sw_trace_frame() returns NULL for ids never defined. */

@@ -11,7 +11,8 @@
 
 #define FLUSH_BYTES (64u << 10)
 #define FLUSH_NS 250000000
-#define SKIP_ID (SW_NO_ID - 1)   /* sink_id of a code object left out */
+#define SKIP_ID (SW_NO_ID - 1)   /* sink_id of a Python frame cut with the frames outside it */
+#define DROP_ID (SW_NO_ID - 2)   /* sink_id of a native frame left out alone */
 
 struct sw_sample_stream {
     sw_writer *w;
@@ -22,6 +23,9 @@ struct sw_sample_stream {
     sw_bytes body;           /* encoded samples not written yet */
     sw_bytes one;            /* the sample being encoded */
     sw_bytes out;            /* varint n + body */
+    uint32_t *ids;           /* the sample's kept frame ids, innermost first */
+    int32_t *lines;          /* their lines (when the sample has lines) */
+    uint32_t cap;
     uint64_t nbody;          /* samples in body */
     uint32_t next_id;
     int64_t first_ns;        /* time of the first sample in body */
@@ -54,6 +58,8 @@ void sw_sample_stream_free(sw_sample_stream *st)
     sw_bytes_free(&st->body);
     sw_bytes_free(&st->one);
     sw_bytes_free(&st->out);
+    free(st->ids);
+    free(st->lines);
     free(st->skip);
     free(st);
 }
@@ -61,19 +67,28 @@ void sw_sample_stream_free(sw_sample_stream *st)
 void sw_sample_stream_stats_get(const sw_sample_stream *st, sw_sample_stream_stats *out) { *out = st->st; }
 
 /* The frame id of a code object, defining it on first use; SKIP_ID for
- * frames left out, SW_NO_ID when out of memory. */
+ * Python frames left out with the frames outside them, DROP_ID for native
+ * frames left out alone (the tracer's own C functions between two Python
+ * frames), SW_NO_ID when out of memory. A native frame (sample.h) is
+ * defined as kind SW_FRAME_NATIVE, named without the " [native]" suffix. */
 static uint32_t frame_id(sw_sample_stream *st, sw_sample_code *c)
 {
     if (c->sink_id != SW_NO_ID)
         return c->sink_id;
+    int native = c->name && sw_sample_code_is_native(c);
     if (st->skip && c->filename && strncmp(c->filename, st->skip, st->skip_len) == 0)
-        return c->sink_id = SKIP_ID;
-    if (st->next_id >= SKIP_ID)
+        return c->sink_id = native ? DROP_ID : SKIP_ID;
+    if (st->next_id >= DROP_ID)
         return SW_NO_ID;
     size_t mark = st->defs.len;
     sw_bytes_varint(&st->defs, st->next_id);
-    sw_bytes_u8(&st->defs, SW_FRAME_PYTHON);
-    sw_bytes_str(&st->defs, c->name ? c->name : "?");
+    sw_bytes_u8(&st->defs, native ? SW_FRAME_NATIVE : SW_FRAME_PYTHON);
+    if (native) {
+        sw_bytes_varint(&st->defs, c->name_len - SW_NATIVE_SUFFIX_LEN);
+        sw_bytes_put(&st->defs, c->name, c->name_len - SW_NATIVE_SUFFIX_LEN);
+    } else {
+        sw_bytes_str(&st->defs, c->name ? c->name : "?");
+    }
     sw_bytes_str(&st->defs, c->filename ? c->filename : "");
     sw_bytes_varint(&st->defs, c->firstlineno < 0 ? 0 : (uint64_t)c->firstlineno);
     if (st->defs.failed) {
@@ -103,20 +118,51 @@ void sw_sample_stream_sink(void *ud, sw_sample *s)
     /* The frames inner to the innermost skipped one (stackwatch's own
      * frames and the wrapper frames that called them, e.g. runpy's under
      * "python -m stackwatch", are not the program's), outermost first
-     * (frames[] is leaf first). */
-    uint32_t depth = 0;
-    for (; depth < s->depth; depth++) {
-        uint32_t id = frame_id(st, s->frames[depth]);
+     * (frames[] is leaf first), without the dropped native ones. */
+    if (s->depth > st->cap) {
+        uint32_t cap = s->depth < 64 ? 64 : s->depth;
+        uint32_t *ids = realloc(st->ids, (size_t)cap * sizeof *ids);
+        if (ids)
+            st->ids = ids;
+        int32_t *lines = ids ? realloc(st->lines, (size_t)cap * sizeof *lines) : NULL;
+        if (lines)
+            st->lines = lines;
+        if (!ids || !lines) {
+            st->st.lost++;
+            return;
+        }
+        st->cap = cap;
+    }
+    uint32_t n = 0, upto_python = 0;
+    for (uint32_t i = 0; i < s->depth; i++) {
+        uint32_t id = frame_id(st, s->frames[i]);
         if (id == SW_NO_ID) {
             st->st.lost++;
             return;
         }
-        if (id == SKIP_ID)
+        if (id == SKIP_ID) {
+            /* The native frames outside the outermost kept Python frame
+             * are the wrapper's too (its exec() of the program). */
+            n = upto_python;
             break;
+        }
+        if (id == DROP_ID)
+            continue;
+        st->lines[n] = s->lines ? s->lines[i] : 0;
+        st->ids[n++] = id;
+        if (!sw_sample_code_is_native(s->frames[i]))
+            upto_python = n;
     }
-    sw_bytes_varint(o, depth);
-    for (uint32_t i = depth; i-- > 0;)
-        sw_bytes_varint(o, s->frames[i]->sink_id);
+    sw_bytes_varint(o, n);
+    for (uint32_t i = n; i-- > 0;)
+        sw_bytes_varint(o, st->ids[i]);
+    /* Format 1.3: with lines, the line each frame runs (0: unknown, or a
+     * native frame), outermost first. */
+    if (s->lines) {
+        sw_bytes_varint(o, n);
+        for (uint32_t i = n; i-- > 0;)
+            sw_bytes_varint(o, st->lines[i] > 0 ? (uint64_t)st->lines[i] : 0);
+    }
     size_t mark = st->body.len;
     sw_bytes_varint(&st->body, o->len);
     sw_bytes_put(&st->body, o->data, o->len);

@@ -1,7 +1,7 @@
 /*
  * sample_stream.h - the statistical sampler's samples written into a trace
  * file, beside the exact tracer's events (stackwatch run --sample; format
- * 1.2, SAMPLE_FRAMES and SAMPLES chunks, see format.h and docs/format.md).
+ * 1.2/1.3, SAMPLE_FRAMES and SAMPLES chunks, see format.h and docs/format.md).
  *
  * sw_sample_stream_sink is a sample sink (sample.h): it runs on the
  * sampler's thread, encodes each sample into a buffer and gives each code
@@ -17,7 +17,11 @@
  * last flush. A frame whose file name starts with skip_prefix
  * (stackwatch's own package) is left out of the stack together with the
  * frames outside it (whoever called stackwatch: "python -m stackwatch"'s
- * runpy frames), as the tracer leaves them out of the trace.
+ * runpy frames), as the tracer leaves them out of the trace; a native
+ * frame of a shared object under skip_prefix (the tracer's own C code) is
+ * left out alone. Native frames (sample.h: "symbol [native]") are written
+ * as SW_FRAME_NATIVE frames named by the bare symbol, and a sample with
+ * lines (sw_sample.lines) carries the line each frame runs (format 1.3).
  */
 #ifndef SW_SAMPLE_STREAM_H
 #define SW_SAMPLE_STREAM_H

@@ -336,7 +336,8 @@ static PyObject *Trace_sample_frames(TraceObject *self, PyObject *unused)
 }
 
 /* samples(thread_pos=-1) -> [(t_ns, thread_pos, state, flags, weight_ns,
- * cpu_ns or None, (frame ids outermost first))] of one thread or all. */
+ * cpu_ns or None, (frame ids outermost first), (lines being run, parallel)
+ * or None)] of one thread or all. */
 static PyObject *Trace_samples(TraceObject *self, PyObject *args)
 {
     Py_ssize_t i = -1;
@@ -357,14 +358,29 @@ static PyObject *Trace_samples(TraceObject *self, PyObject *args)
             else
                 PyTuple_SET_ITEM(stack, k, id);
         }
+        PyObject *lines = NULL;
+        if (stack && s.lines) {
+            lines = PyTuple_New(s.depth);
+            for (uint32_t k = 0; lines && k < s.depth; k++) {
+                PyObject *v = PyLong_FromUnsignedLong(s.lines[k]);
+                if (!v)
+                    Py_CLEAR(lines);
+                else
+                    PyTuple_SET_ITEM(lines, k, v);
+            }
+        } else if (stack) {
+            lines = Py_NewRef(Py_None);
+        }
         PyObject *cpu = s.cpu_ns == UINT64_MAX ? Py_NewRef(Py_None) : PyLong_FromUnsignedLongLong(s.cpu_ns);
-        PyObject *t = stack && cpu ? Py_BuildValue("(LIIIKNN)", (long long)s.t_ns, s.thread, s.state, s.flags,
-                                                   (unsigned long long)s.weight_ns, cpu, stack)
-                                   : NULL;
+        PyObject *t = stack && cpu && lines
+                          ? Py_BuildValue("(LIIIKNNN)", (long long)s.t_ns, s.thread, s.state, s.flags,
+                                          (unsigned long long)s.weight_ns, cpu, stack, lines)
+                          : NULL;
         if (!t) {
-            if (!stack || !cpu) {
+            if (!stack || !cpu || !lines) {
                 Py_XDECREF(stack);
                 Py_XDECREF(cpu);
+                Py_XDECREF(lines);
             }
             if (!PyErr_Occurred())
                 PyErr_NoMemory();

@@ -79,6 +79,7 @@ static int stop_trace_sampler(SamplerObject *self)
     if (rc == SW_OK)
         rc = sw_sample_stream_flush(self->stream);
     Py_END_ALLOW_THREADS
+    sw_native_stop(self);
     return rc;
 }
 
@@ -141,10 +142,6 @@ static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     self->mode = strcmp(mode, "cpu") == 0 ? SW_PROFILE_CPU : SW_PROFILE_WALL;
-    if (trace && (lines || native)) {
-        PyErr_SetString(PyExc_ValueError, "samples written into a trace have neither native frames nor lines (yet)");
-        return -1;
-    }
     if (trace && self->mode == SW_PROFILE_CPU) {
         PyErr_SetString(PyExc_ValueError, "samples written into a trace are wall-clock samples (mode 'wall')");
         return -1;
@@ -239,6 +236,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
         sw_writer *w = sw_session_writer(&mono0);
         if (!w || trace_sampler) {
             sw_pystack_free(r);
+            sw_native_stop(self);
             PyErr_SetString(PyExc_RuntimeError, w ? "a sampler already writes into this trace"
                                                   : "samples into a trace need a running trace session");
             return NULL;
@@ -253,6 +251,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
             sw_sample_stream_free(self->stream);
             self->s = NULL;
             self->stream = NULL;
+            sw_native_stop(self);
             PyErr_Format(PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
             return NULL;
         }

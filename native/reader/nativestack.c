@@ -50,6 +50,7 @@ static atomic_uint_fast64_t n_sent, n_answered, n_timeouts, n_late;
 static uint64_t next_seq;
 static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
 static int installed, users;
+static pid_t users_pid;              /* the process whose sampler is the user */
 static struct sigaction previous;
 
 int sw_nstack_signal(void)
@@ -163,6 +164,14 @@ static void handler(int sig, siginfo_t *si, void *ucv)
 int sw_nstack_install(char *err, size_t errlen)
 {
     pthread_mutex_lock(&install_mu);
+    if (users && users_pid != getpid()) {
+        /* A child forked while the parent's sampler captured: that sampler
+         * (and any thread it had asked) does not exist here. The handler
+         * stays installed; the request slot starts over. */
+        users = 0;
+        atomic_store(&req.state, IDLE);
+        atomic_store(&n_answered, atomic_load(&n_sent));
+    }
     if (users) {
         pthread_mutex_unlock(&install_mu);
         snprintf(err, errlen, "another profiler is capturing native frames");
@@ -186,6 +195,7 @@ int sw_nstack_install(char *err, size_t errlen)
         installed = 1;
     }
     users = 1;
+    users_pid = getpid();
     pthread_mutex_unlock(&install_mu);
     return SW_OK;
 }

@@ -35,7 +35,8 @@ int sw_nstack_supported(char *err, size_t errlen);
 
 /* Installs the signal handler (on first use: later calls count users).
  * Returns 0, SW_ESTATE if another sampler uses it already, or SW_EIO with
- * the reason in err. */
+ * the reason in err. In a child forked while a sampler of the parent used
+ * it, that user is gone: the child's first install takes over. */
 int sw_nstack_install(char *err, size_t errlen);
 
 /* Undoes sw_nstack_install once no signal sent can still arrive; if one

@@ -115,7 +115,7 @@ def _number(text, original):
 
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
           follow_fork=True, meta=None, allow_tsc=True, c_calls=False, flush_interval=None,
-          events=None, lines=None, sample=None):
+          events=None, lines=None, sample=None, sample_native=False, sample_lines=False):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
@@ -132,7 +132,10 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     its samples (every thread's Python stack, on the trace's clock) into
     the same file: True (every 1 ms), an interval ("1ms", "200us") or a
     rate ("1000hz"); time inside long C calls, invisible to the exact
-    trace, shows up in the samples;
+    trace, shows up in the samples; sample_native: the samples' stacks
+    also hold the native (C) frames, named "symbol [native]" and merged
+    with the Python frames (Linux x86-64); sample_lines: the samples record
+    the line each Python frame was running (both need ``sample``);
     flush_interval: seconds between background flushes of threads that
     record slowly (a process killed by a signal loses at most this much;
     0 = write only when a buffer fills). Default: 0.25 s, except on 3.13+
@@ -161,6 +164,8 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         file_mask |= _dispatch.mask_of("c_calls")
     lines = _globs(lines, "lines")
     sample_ns = sample_interval_ns(sample) if sample not in (None, False) else 0
+    if (sample_native or sample_lines) and not sample_ns:
+        raise ValueError("sample_native and sample_lines need sample (they describe the samples)")
     if sample_ns and not _native.SAMPLER_SUPPORTED:
         raise RuntimeError("the sampler supports CPython 3.9 to 3.13 (with the GIL)")
     _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
@@ -174,7 +179,8 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         raise RuntimeError(f"cannot start tracing: {e}") from e
     if sample_ns:
         try:
-            s = _native.Sampler(sample_ns, trace=True, skip_prefix=_OWN_FILES[:-1])
+            s = _native.Sampler(sample_ns, trace=True, skip_prefix=_OWN_FILES[:-1],
+                                native=bool(sample_native), lines=bool(sample_lines))
             s.start()
         except Exception as e:
             _native.stop()
@@ -184,7 +190,8 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
                     include=include, exclude=exclude, follow_fork=follow_fork, meta=meta,
                     allow_tsc=allow_tsc, c_calls=c_calls, flush_interval=flush_interval,
-                    events=events, lines=lines, sample=sample)
+                    events=events, lines=lines, sample=sample, sample_native=sample_native,
+                    sample_lines=sample_lines)
     os._exit = _exit_after_stop
 
 

@@ -69,6 +69,10 @@ def build_parser():
                    help="also sample every thread's stack into the trace (default every 1ms; RATE "
                    "is an interval such as 200us or a rate such as 1000hz): time in long C calls "
                    "shows up beside the exact call slices")
+    r.add_argument("--native", action="store_true", help="with --sample: the samples' stacks also hold "
+                   "the native (C) frames, named 'symbol [native]' (Linux x86-64)")
+    r.add_argument("--sample-lines", action="store_true", help="with --sample: each sample records the "
+                   "line every Python frame was running")
     r.add_argument("--no-trace", action="store_true", help="write no trace file (with --probes or --log)")
     r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
@@ -188,6 +192,9 @@ def cmd_run(args):
             raise UsageError(f"--sample: {e}")
         if args.no_trace:
             raise UsageError("--sample writes its samples into the trace: it cannot go with --no-trace")
+    elif args.native or args.sample_lines:
+        raise UsageError(f"{'--native' if args.native else '--sample-lines'} describes the samples: "
+                         "it needs --sample")
     if args.no_trace and not (args.probes or args.log is not None):
         raise UsageError("--no-trace needs --probes or --log (otherwise nothing would be recorded)")
     if args.min_duration and args.format == "swt":
@@ -222,7 +229,8 @@ def cmd_run(args):
             api.start(trace_path, buffer_size=chunk, ring=ring, max_depth=args.max_depth,
                       include=args.include, exclude=args.exclude, follow_fork=not args.no_follow_fork,
                       allow_tsc=not args.no_tsc, c_calls=args.c_calls, flush_interval=flush_s,
-                      events=events or None, lines=args.lines, sample=args.sample)
+                      events=events or None, lines=args.lines, sample=args.sample,
+                      sample_native=args.native, sample_lines=args.sample_lines)
         except (ValueError, RuntimeError) as e:
             raise UsageError(str(e))
     # atexit runs after the interpreter has joined non-daemon threads, so

@@ -15,9 +15,14 @@ ExtEvent = namedtuple("ExtEvent", "kind t_ns thread depth code line data")
 # A sampler sample (`stackwatch run --sample`, format 1.2): time (trace
 # clock ns, like events), thread position, state ("running", "gil_wait",
 # "idle", "unknown"), the wall time it stands for, the CPU time since the
-# thread's previous sample (None if unknown), and the stack, outermost frame
-# first, as SampleFrame tuples.
-Sample = namedtuple("Sample", "t_ns thread state weight_ns cpu_ns stack")
+# thread's previous sample (None if unknown), the stack, outermost frame
+# first, as SampleFrame tuples, and (format 1.3, `--sample-lines`) the line
+# each frame was running, parallel to the stack (0: unknown or a native
+# frame), else None.
+Sample = namedtuple("Sample", "t_ns thread state weight_ns cpu_ns stack lines")
+# A frame of a sample: a Python function (line: its first line) or, with
+# native=True (`--native`), a native frame named "symbol [native]" as the
+# profiler names it, filename its shared object, line 0.
 SampleFrame = namedtuple("SampleFrame", "name filename line native")
 _STATES = {0: "unknown", 1: "running", 2: "gil_wait", 3: "idle"}
 
@@ -130,12 +135,13 @@ class Trace:
     def samples(self, thread=None):
         """The sampler's samples of the thread at position ``thread`` (all
         threads when None), in time order: a list of Sample."""
-        frames = {i: SampleFrame(name, filename, line, kind == 1)
+        frames = {i: SampleFrame(name + " [native]" if kind == 1 else name, filename, line, kind == 1)
                   for i, (kind, name, filename, line) in self._t.sample_frames().items()}
         unknown = SampleFrame("?", "", 0, False)
         return [Sample(t_ns, pos, _STATES.get(state, "unknown"), weight, cpu,
-                       tuple(frames.get(f, unknown) for f in stack))
-                for t_ns, pos, state, _flags, weight, cpu, stack in self._t.samples(-1 if thread is None else thread)]
+                       tuple(frames.get(f, unknown) for f in stack), lines)
+                for t_ns, pos, state, _flags, weight, cpu, stack, lines
+                in self._t.samples(-1 if thread is None else thread)]
 
     def sample_count(self):
         return sum(t["samples"] for t in self.threads)

@@ -2,7 +2,7 @@
  * fuzz_reader.c - libFuzzer target for the trace reader and everything that
  * consumes it: sw_trace_open_mem, replay of every thread, sw_stats_compute,
  * sw_slice_durations, the EXT replay and sw_ext_summary_compute, the
- * sampler samples (format 1.2), and both
+ * sampler samples (format 1.2; native frames and lines, 1.3), and both
  * exporters (into memory streams).
  *
  * Chunks are protected by a CRC, so almost every mutation of a valid trace
@@ -202,9 +202,15 @@ static void exercise(const uint8_t *data, size_t len)
             got++;
             if (smp.thread >= nth || (pass && smp.thread != 0))
                 fail("sample on a thread not in the list", NULL);
-            for (uint32_t k = 0; k < smp.depth; k++)
-                if (sw_trace_frame(t, smp.frames[k]) && sw_trace_frame(t, smp.frames[k])->id != smp.frames[k])
+            for (uint32_t k = 0; k < smp.depth; k++) {
+                const sw_frame_info *f = sw_trace_frame(t, smp.frames[k]);
+                if (f && (f->id != smp.frames[k] || f->kind > SW_FRAME_NATIVE))
                     fail("sample frame", NULL);
+                if (smp.lines) {
+                    volatile uint32_t line = smp.lines[k];  /* parallel to frames: readable (ASan) */
+                    (void)line;
+                }
+            }
         }
         if (n < 0 && n != SW_ENOMEM)
             fail("sample iteration failed after a clean load", NULL);

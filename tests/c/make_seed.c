@@ -194,6 +194,21 @@ static int seed_samples(void)
         if (i == 2)
             sw_sample_stream_flush(st);
     }
+    /* Format 1.3: native frames (one of the skipped file, left out alone)
+     * and lines. */
+    sw_sample_code nc[2] = {
+        {.addr = 4, .name = "deflate [native]", .filename = "/lib/libz.so", .name_len = 16, .filename_len = 12,
+         .sink_id = SW_NO_ID},
+        {.addr = 5, .name = "hook [native]", .filename = "/skip/n.so", .name_len = 13, .filename_len = 10,
+         .sink_id = SW_NO_ID}};
+    sw_sample_code *nfr[4] = {&nc[0], &c[1], &nc[1], &c[0]};
+    int32_t lines[4] = {0, 12, 0, 3};
+    for (int i = 0; i < 3; i++) {
+        sw_sample s = {.thread_id = 180001, .native_tid = 8001, .t_ns = 5000010000ll + i * 1000, .weight_ns = 1000,
+                       .depth = (uint32_t)(4 - i), .frames = nfr + i, .state = 1, .cpu_ns = SW_NO_CPU,
+                       .lines = i == 1 ? NULL : lines + i};
+        sw_sample_stream_sink(st, &s);
+    }
     sw_sample_stream_flush(st);
     sw_sample_stream_free(st);
     tg_run(a, 10, 4);

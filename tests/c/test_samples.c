@@ -60,7 +60,7 @@ static void feed(sw_sample_stream *st, uint64_t ident, uint64_t tid, int64_t mon
 
 typedef struct got {
     sw_trace_sample s[64];
-    uint32_t frames[64][8];
+    uint32_t frames[64][8], lines[64][8];
     int n;
 } got;
 
@@ -74,9 +74,12 @@ static int collect(sw_trace *t, size_t thread, got *g)
     int rc;
     while ((rc = sw_sample_cursor_next(c, &s)) == 1 && g->n < 64) {
         g->s[g->n] = s;
-        for (uint32_t k = 0; k < s.depth && k < 8; k++)
+        for (uint32_t k = 0; k < s.depth && k < 8; k++) {
             g->frames[g->n][k] = s.frames[k];
+            g->lines[g->n][k] = s.lines ? s.lines[k] : 0;
+        }
         g->s[g->n].frames = g->frames[g->n];
+        g->s[g->n].lines = s.lines ? g->lines[g->n] : NULL;
         g->n++;
     }
     sw_sample_cursor_free(c);
@@ -225,9 +228,10 @@ TEST(malformed_samples_are_damage_after_the_good_part)
     tg_exit(a, SW_OP_RETURN);
     sw_tbuf_flush(a->b);
     /* A good chunk: one sample whose record has two bytes more than this
-     * reader knows (a newer minor's fields), naming frame 7 never defined. */
-    uint8_t good[] = {1, 14, 0xe1, 0xc5, 0x08 /* ident 140001 */, 0xe9, 0x07 /* tid 1001 */, 20 /* t = 10 */,
-                      5, 0, 1, 0, 1, 7, 0xaa, 0xbb};
+     * reader knows (a newer minor's fields, after the 1.3 line list),
+     * naming frame 7 never defined. */
+    uint8_t good[] = {1, 16, 0xe1, 0xc5, 0x08 /* ident 140001 */, 0xe9, 0x07 /* tid 1001 */, 20 /* t = 10 */,
+                      5, 0, 1, 0, 1, 7, 1, 9 /* line 9 */, 0xaa, 0xbb};
     REQUIRE(sw_writer_chunk(g.w, SW_CHUNK_SAMPLES, good, sizeof good) == SW_OK);
     /* A bad one: the sample says it is longer than the chunk. */
     uint8_t bad[] = {1, 40, 1, 2};
@@ -244,6 +248,8 @@ TEST(malformed_samples_are_damage_after_the_good_part)
     CHECK_EQ_U64(s.s[0].depth, 1);
     CHECK_EQ_U64(s.s[0].frames[0], 7);
     CHECK_EQ_U64(s.s[0].weight_ns, 5);
+    REQUIRE(s.s[0].lines != NULL);
+    CHECK_EQ_U64(s.s[0].lines[0], 9);
     char err[256], why[160];
     size_t n;
     int rc;
