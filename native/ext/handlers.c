@@ -212,6 +212,14 @@ int sw_file_lines_in(PyCodeObject *co)
     return (matching(co) & FILE_LINES_BIT) != 0;
 }
 
+int sw_handlers_everywhere(uint32_t kinds)
+{
+    for (int i = 0; i < MAX_HANDLERS; i++)
+        if (H[i].fn && (H[i].mask & kinds) && !H[i].where)
+            return 1;
+    return 0;
+}
+
 int sw_handlers_want(int kind, PyCodeObject *co)
 {
     uint32_t with = 0;
