@@ -125,6 +125,7 @@ int sw_events_wanted_in(int kind, PyCodeObject *co);   /* some consumer wants `k
 int sw_lines_local_add_to_module(PyObject *m);
 long sw_lines_local_bits(PyCodeObject *co);   /* the local line bits co gets (0: none) */
 int sw_handlers_everywhere(uint32_t kinds);   /* a handler of one of `kinds` has no `where` */
+int sw_handlers_where_match(uint32_t kinds, const char *file);  /* ... or its `where` matches file */
 int sw_file_lines_everywhere(void);           /* the file tracer has no line filter */
 #if PY_VERSION_HEX < 0x030C0000
 void sw_events_thread_attach(void);   /* ... and on a thread seen for the first time */

@@ -220,6 +220,16 @@ int sw_handlers_everywhere(uint32_t kinds)
     return 0;
 }
 
+int sw_handlers_where_match(uint32_t kinds, const char *file)
+{
+    if (own_prefix[0] && strncmp(file, own_prefix, strlen(own_prefix)) == 0)
+        return 0;
+    for (int i = 0; i < MAX_HANDLERS; i++)
+        if (H[i].fn && (H[i].mask & kinds) && (!H[i].where || sw_globs_match(H[i].where, file)))
+            return 1;
+    return 0;
+}
+
 int sw_handlers_want(int kind, PyCodeObject *co)
 {
     uint32_t with = 0;

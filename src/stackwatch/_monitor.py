@@ -27,7 +27,6 @@ tool id when none are needed:
 import dis
 import gc
 import sys
-import types
 import weakref
 
 from . import _native
@@ -114,7 +113,9 @@ def sync(py_calls, mask):
     _local_lines(tid, local)
     mon.set_events(tid, events)
     if (wanted & (ev.LINE | ev.INSTRUCTION)) and not (old & (ev.LINE | ev.INSTRUCTION)):
-        mon.restart_events()   # locations DISABLEd for an earlier consumer
+        # Locations DISABLEd for an earlier consumer; also needed on 3.12
+        # for frames already running to see new local events at once.
+        mon.restart_events()
     for e, cb in callbacks:
         if (old & e) and not (wanted & e):
             mon.register_callback(tid, e, None)
@@ -151,35 +152,18 @@ def _local_lines(tid, bits):
     _native._lines_local_begin(tid, bits, ev.LINE, ev.INSTRUCTION,
                                mon.get_local_events, mon.set_local_events)
     done = weakref.WeakSet()
-    for code in _existing_codes():
-        w = _native._lines_wanted(code, bits, ev.LINE, ev.INSTRUCTION)
-        if w:
-            mon.set_local_events(tid, code, mon.get_local_events(tid, code) | w)
-            done.add(code)
-    _local = (bits, done, key)
-
-
-def _existing_codes():
-    """Every code object reachable now: those referred to by an object gc
-    knows (functions, generators, coroutines, a code object kept in a
-    container or an attribute), of the frames on every thread's stack, and
-    the code objects nested in their constants (nested functions, lambdas,
-    comprehensions, class bodies)."""
-    stack = list(_native._codes_referred(gc.get_objects()))
+    objs = gc.get_objects()
     for f in sys._current_frames().values():
         while f is not None:
-            stack.append(f.f_code)
+            objs.append(f.f_code)
             f = f.f_back
-    seen = {}
-    while stack:
-        c = stack.pop()
-        if id(c) in seen:
-            continue
-        seen[id(c)] = c
-        for k in c.co_consts:
-            if isinstance(k, types.CodeType):
-                stack.append(k)
-    return list(seen.values())
+    # Code objects reachable from what gc knows (functions, generators,
+    # containers), from the frames on every thread's stack, and nested in
+    # their constants (nested functions, lambdas, comprehensions, class bodies).
+    for code, w in _native._lines_codes(objs, bits, ev.LINE, ev.INSTRUCTION):
+        mon.set_local_events(tid, code, mon.get_local_events(tid, code) | w)
+        done.add(code)
+    _local = (bits, done, key)
 
 
 def _opnames():
