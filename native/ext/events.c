@@ -5,9 +5,10 @@
  * (a gc.callbacks entry) and thread start/exit (reported by the Python
  * layer, which wraps threading.Thread's bootstrap).
  *
- * Line and instruction events are opt-in per code object: on 3.12+ a
- * location no consumer wants returns sys.monitoring.DISABLE at its first
- * event, so other files run at full speed; on 3.9-3.11 a frame whose code
+ * Line and instruction events are opt-in per code object: on 3.12+ they
+ * are local events of the matching code objects when every consumer names
+ * files (lines_local.c), else global and a location no consumer wants
+ * returns sys.monitoring.DISABLE at its first event; on 3.9-3.11 a frame whose code
  * no consumer wants gets f_trace_lines / f_trace_opcodes cleared when it
  * starts.
  */
