@@ -119,6 +119,14 @@ int sw_file_events_set(uint32_t mask, PyObject *line_globs);
  * instruction, exception, GC; and the file tracer's records of them. */
 int sw_events_add_to_module(PyObject *m);
 void sw_events_thread_sync(void);     /* 3.9-3.11: trace function on every thread */
+int sw_events_wanted_in(int kind, PyCodeObject *co);   /* some consumer wants `kind` in co */
+/* 3.12+: line / instruction events as local events of matching code
+ * objects (lines_local.c). */
+int sw_lines_local_add_to_module(PyObject *m);
+long sw_lines_local_bits(PyCodeObject *co);   /* the local line bits co gets (0: none) */
+int sw_handlers_everywhere(uint32_t kinds);   /* a handler of one of `kinds` has no `where` */
+int sw_handlers_where_match(uint32_t kinds, const char *file);  /* ... or its `where` matches file */
+int sw_file_lines_everywhere(void);           /* the file tracer has no line filter */
 #if PY_VERSION_HEX < 0x030C0000
 void sw_events_thread_attach(void);   /* ... and on a thread seen for the first time */
 #endif

@@ -5,9 +5,10 @@
  * (a gc.callbacks entry) and thread start/exit (reported by the Python
  * layer, which wraps threading.Thread's bootstrap).
  *
- * Line and instruction events are opt-in per code object: on 3.12+ a
- * location no consumer wants returns sys.monitoring.DISABLE at its first
- * event, so other files run at full speed; on 3.9-3.11 a frame whose code
+ * Line and instruction events are opt-in per code object: on 3.12+ they
+ * are local events of the matching code objects when every consumer names
+ * files (lines_local.c), else global and a location no consumer wants
+ * returns sys.monitoring.DISABLE at its first event; on 3.9-3.11 a frame whose code
  * no consumer wants gets f_trace_lines / f_trace_opcodes cleared when it
  * starts.
  */
@@ -40,7 +41,7 @@ static int file_wants(int kind, PyCodeObject *co)
     return sw_file_wants_code(co);
 }
 
-static int wanted_in(int kind, PyCodeObject *co)
+int sw_events_wanted_in(int kind, PyCodeObject *co)
 {
     uint32_t bit = SW_EVB(kind);
     if (sw_D.probes & bit)
@@ -84,7 +85,7 @@ static PyObject *mon_line(PyObject *self, PyObject *const *args, Py_ssize_t n)
     if (n < 2 || !PyCode_Check(args[0]))
         Py_RETURN_NONE;
     PyCodeObject *co = (PyCodeObject *)args[0];
-    if (!wanted_in(SW_K_LINE, co))
+    if (!sw_events_wanted_in(SW_K_LINE, co))
         return Py_NewRef(mon_disable ? mon_disable : Py_None);
     emit_located(SW_K_LINE, co, (int)PyLong_AsLong(args[1]), 0, 0, NULL);
     PyErr_Clear();
@@ -98,7 +99,7 @@ static PyObject *mon_instruction(PyObject *self, PyObject *const *args, Py_ssize
     if (n < 2 || !PyCode_Check(args[0]))
         Py_RETURN_NONE;
     PyCodeObject *co = (PyCodeObject *)args[0];
-    if (!wanted_in(SW_K_INSTRUCTION, co))
+    if (!sw_events_wanted_in(SW_K_INSTRUCTION, co))
         return Py_NewRef(mon_disable ? mon_disable : Py_None);
     long off = PyLong_AsLong(args[1]);
     long op = -1;
@@ -117,7 +118,7 @@ static PyObject *mon_exc(int kind, PyObject *const *args, Py_ssize_t n)
     if (n < 3 || !PyCode_Check(args[0]))
         Py_RETURN_NONE;
     PyCodeObject *co = (PyCodeObject *)args[0];
-    if (!wanted_in(kind, co))
+    if (!sw_events_wanted_in(kind, co))
         Py_RETURN_NONE;  /* not DISABLE: these events cannot be disabled */
     long off = PyLong_AsLong(args[1]);
     PyErr_Clear();
@@ -158,8 +159,8 @@ static int trace_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg
     Py_DECREF(co);  /* the frame keeps it alive */
     switch (what) {
     case PyTrace_CALL:
-        frame->f_trace_lines = (char)wanted_in(SW_K_LINE, co);
-        frame->f_trace_opcodes = (char)wanted_in(SW_K_INSTRUCTION, co);
+        frame->f_trace_lines = (char)sw_events_wanted_in(SW_K_LINE, co);
+        frame->f_trace_opcodes = (char)sw_events_wanted_in(SW_K_INSTRUCTION, co);
         break;
     case PyTrace_LINE:
         emit_located(SW_K_LINE, co, PyFrame_GetLineNumber(frame), 0, 0, NULL);
@@ -189,7 +190,7 @@ static int trace_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg
         PyObject *tb = (arg && PyTuple_Check(arg) && PyTuple_GET_SIZE(arg) == 3) ? PyTuple_GET_ITEM(arg, 2) : NULL;
         if (tb && PyTraceBack_Check(tb) && ((PyTracebackObject *)tb)->tb_next)
             break;
-        if (!wanted_in(SW_K_RAISE, co))
+        if (!sw_events_wanted_in(SW_K_RAISE, co))
             break;
         emit_located(SW_K_RAISE, co, PyFrame_GetLineNumber(frame), 0, 0,
                      exc_type_name(PyTuple_GET_ITEM(arg, 0)));
@@ -442,7 +443,7 @@ static PyMethodDef methods[] = {
 
 int sw_events_add_to_module(PyObject *m)
 {
-    if (sw_objects_add_to_module(m) < 0)
+    if (sw_objects_add_to_module(m) < 0 || sw_lines_local_add_to_module(m) < 0)
         return -1;
     return PyModule_AddFunctions(m, methods);
 }

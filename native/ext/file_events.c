@@ -19,6 +19,11 @@ int sw_file_line_match(const char *filename)
     return !line_globs || sw_globs_match(line_globs, filename);
 }
 
+int sw_file_lines_everywhere(void)
+{
+    return !line_globs;
+}
+
 int sw_file_events_set(uint32_t mask, PyObject *globs)
 {
     char **g;

@@ -212,6 +212,24 @@ int sw_file_lines_in(PyCodeObject *co)
     return (matching(co) & FILE_LINES_BIT) != 0;
 }
 
+int sw_handlers_everywhere(uint32_t kinds)
+{
+    for (int i = 0; i < MAX_HANDLERS; i++)
+        if (H[i].fn && (H[i].mask & kinds) && !H[i].where)
+            return 1;
+    return 0;
+}
+
+int sw_handlers_where_match(uint32_t kinds, const char *file)
+{
+    if (own_prefix[0] && strncmp(file, own_prefix, strlen(own_prefix)) == 0)
+        return 0;
+    for (int i = 0; i < MAX_HANDLERS; i++)
+        if (H[i].fn && (H[i].mask & kinds) && (!H[i].where || sw_globs_match(H[i].where, file)))
+            return 1;
+    return 0;
+}
+
 int sw_handlers_want(int kind, PyCodeObject *co)
 {
     uint32_t with = 0;

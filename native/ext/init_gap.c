@@ -141,7 +141,10 @@ static int on_function(PyFunction_WatchEvent event, PyFunctionObject *func, PyOb
         return 0;
     sw_exc_state es;
     sw_exc_save(&es);
-    PyObject *r = PyObject_CallFunction(set_local_events, "iOi", tool_id, func->func_code, local_events);
+    /* Keeps the code's local line events (lines_local.c), if any. */
+    long lines = sw_lines_local_bits((PyCodeObject *)func->func_code);
+    PyErr_Clear();
+    PyObject *r = PyObject_CallFunction(set_local_events, "iOl", tool_id, func->func_code, (long)local_events | lines);
     if (!r) {
         PyErr_Clear();
         sw_session_error("could not enable events on a new __init__");
