@@ -292,7 +292,11 @@ static PyObject *gap_begin(PyObject *self, PyObject *args)
     if (!list)
         return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
-        PyObject *r = PyObject_CallFunction(fn, "iOi", tid, PyList_GET_ITEM(list, i), events);
+        /* Keeps the code's local line events (lines_local.c), if any. */
+        PyCodeObject *co = (PyCodeObject *)PyList_GET_ITEM(list, i);
+        long lines = sw_lines_local_bits(co);
+        PyErr_Clear();
+        PyObject *r = PyObject_CallFunction(fn, "iOl", tid, (PyObject *)co, (long)events | lines);
         if (!r) {
             Py_DECREF(list);
             return NULL;

@@ -193,3 +193,31 @@ print(out, seen)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == ("[[32, 0], [32, 32], [32, 0], None] "
                                 "[('a', 2), ('b', 2), ('a', 2)]")
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 13), reason="the __init__ gap is 3.13's")
+def test_init_gap_keeps_the_local_line_events_of_an_existing_init(tmp_path):
+    """On 3.13 the call tracer's __init__ gap sets its own local events on
+    existing __init__ code objects; an __init__ of a file whose lines are
+    wanted keeps its line events, and loses only the gap's when it ends."""
+    (tmp_path / "fc.py").write_text("class C:\n    def __init__(self, v):\n        self.v = v\n")
+    (tmp_path / "main.py").write_text(r'''
+import sys, stackwatch, fc
+mon = sys.monitoring
+lines = []
+h = stackwatch.add_handler(lambda e: lines.append(e.lineno), events="line", where="*/fc.py")
+t = [t for t in range(6) if mon.get_tool(t) == "stackwatch"][0]
+before = mon.get_local_events(t, fc.C.__init__.__code__)
+stackwatch.start("t.swt")
+during = mon.get_local_events(t, fc.C.__init__.__code__)
+for i in range(50):
+    fc.C(i)
+stackwatch.stop()
+after = mon.get_local_events(t, fc.C.__init__.__code__)
+h.remove()
+print(before, during, after, len(lines))
+''')
+    p = run(["python", "main.py"], cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    line, start, ret = 32, 1, 4   # sys.monitoring.events.LINE, PY_START, PY_RETURN
+    assert p.stdout.split() == [str(line), str(line | start | ret), str(line), "50"]
