@@ -156,6 +156,11 @@ def _local_lines(tid, bits):
     for f in sys._current_frames().values():
         while f is not None:
             objs.append(f.f_code)
+            if f.f_code.co_flags & 1:   # CO_OPTIMIZED: a function's own variables
+                try:
+                    objs.extend(f.f_locals.values())
+                except Exception:
+                    pass
             f = f.f_back
     # Code objects reachable from what gc knows (functions, generators,
     # containers), from the frames on every thread's stack, and nested in

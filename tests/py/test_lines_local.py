@@ -221,3 +221,22 @@ print(before, during, after, len(lines))
     assert p.returncode == 0, p.stderr
     line, start, ret = 32, 1, 4   # sys.monitoring.events.LINE, PY_START, PY_RETURN
     assert p.stdout.split() == [str(line), str(line | start | ret), str(line), "50"]
+
+
+def test_code_held_by_a_local_variable_of_a_running_frame(tmp_path):
+    """A code object compiled before the consumer came, referred to only by
+    a local variable of a frame that is running, gets its line events."""
+    (tmp_path / "main.py").write_text(r'''
+import sys, stackwatch
+def main():
+    code = compile("a = 1\nb = 2\nc = a + b\n", __file__.replace("main.py", "held.py"), "exec")
+    lines = []
+    h = stackwatch.add_handler(lambda e: lines.append(e.lineno), events="line", where="*/held.py")
+    exec(code, {})
+    h.remove()
+    print(lines)
+main()
+''')
+    p = run(["python", "main.py"], cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[1, 2, 3]"
