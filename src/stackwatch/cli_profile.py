@@ -18,6 +18,7 @@ import argparse
 import atexit
 import os
 import sys
+import threading
 
 from . import history, profiler, program as program_mod
 from .program import Program, UsageError, check_writable, resolve
@@ -156,6 +157,12 @@ def cmd_profile(args):
     main_runner = getattr(runpy, "_run_module_as_main", None)
     if main_runner is not None:
         ignore.append(main_runner.__code__)
+    # The interpreter's exit, where the main thread joins the program's
+    # threads (their own samples are kept): the main thread is out of the
+    # program by then, and its stack would be the interpreter's.
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None and hasattr(shutdown, "__code__"):
+        ignore.append(shutdown.__code__)
     prof._set_wrapper(program_mod.Program.run.__code__, [f.__code__ for f in follow if f is not None],
                       ignore=ignore)
     try:

@@ -472,6 +472,24 @@ def test_cli_profile_writes_both_formats(tmp_path):
     json.loads((tmp_path / "p.json").read_text())
 
 
+def test_cli_profile_leaves_out_the_interpreter_joining_threads_at_exit(tmp_path):
+    # The main thread ends the program while a non-daemon thread still
+    # works: the interpreter's exit joins it (threading._shutdown). That
+    # wait is not the program's; the thread's own samples are.
+    script = write(tmp_path / "late.py", (
+        "import threading, time\n"
+        "def late():\n"
+        "    end = time.perf_counter() + 0.3\n"
+        "    while time.perf_counter() < end:\n"
+        "        pass\n"
+        "threading.Thread(target=late).start()\n"))
+    r = run(["profile", "-q", "--mode", "wall", "-o", str(tmp_path / "p.txt"), script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = (tmp_path / "p.txt").read_text().splitlines()
+    assert sum(int(l.rsplit(" ", 1)[1]) for l in lines if ";late (" in l) >= 100, lines
+    assert not any("_shutdown (" in l for l in lines), lines
+
+
 def test_cli_profile_module(tmp_path):
     write(tmp_path / "progmod.py", PROGRAM)
     r = run(["profile", "-q", "--format", "collapsed", "-o", "m.txt", "-m",
