@@ -273,8 +273,9 @@ class _Finisher:
         if not self.args.quiet:
             dropped = f", {summary.dropped} dropped" if summary.dropped else ""
             samples = f", {summary.samples} samples" if self.args.sample is not None else ""
-            print(f"stackwatch: wrote {self.output} ({summary.events} events, {summary.threads} "
-                  f"threads{samples}{dropped})", file=sys.stderr)
+            n = summary.threads
+            print(f"stackwatch: wrote {self.output} ({summary.events} events, {n} "
+                  f"thread{'' if n == 1 else 's'}{samples}{dropped})", file=sys.stderr)
 
 
 # ---- probes ----
@@ -328,7 +329,8 @@ def cmd_stats(args):
         o[0] += r.calls
         o[1] += r.total_ns
         o[2] += r.own_ns
-    print(f"{args.file}: {t.event_count()} events, {len(t.threads)} threads, "
+    n = len(t.threads)
+    print(f"{args.file}: {t.event_count()} events, {n} thread{'' if n == 1 else 's'}, "
           f"{t.dropped()} dropped{'' if t.complete else ', incomplete (tracing did not stop normally)'}",
           file=out)
     _table(out, "all threads", t, [(c, *v) for c, v in overall.items()], key, args.limit)

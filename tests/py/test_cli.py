@@ -42,7 +42,7 @@ def test_run_same_output_and_trace(tmp):
     assert "work" in names(t)
     calls = {t.codes[r.code].qualname: r.calls for r in t.stats()}
     assert calls["work"] == 1973  # fib(15) makes 1973 calls
-    assert "events" in lines[1] and str(t.event_count()) in lines[1]
+    assert f"({t.event_count()} events, 1 thread)" in lines[1]
 
 
 def test_run_module(tmp):
