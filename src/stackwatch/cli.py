@@ -77,7 +77,7 @@ def build_parser():
     r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
 
-    cli_profile.add_parser(sub)
+    p.program_parsers = {"run": r, "profile": cli_profile.add_parser(sub)}
 
     pr = sub.add_parser("probes", help="list the USDT probes and the file to attach to")
     pr.add_argument("--events", action="store_true", help="list the event names handlers and --events accept")
@@ -109,7 +109,14 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        split = None
+        if argv and argv[0] in parser.program_parsers:
+            split = split_at_module(parser.program_parsers[argv[0]], argv[1:])
+        if split is None:
+            args = parser.parse_args(argv)
+        else:
+            args = parser.parse_args(argv[:1] + split[0])
+            args.argv = split[1]
     except UsageError as e:
         return _exit(_error(str(e)))
     if args.command is None:
@@ -140,6 +147,40 @@ def main(argv=None):
     except OSError as e:
         return _exit(_error(_os_error_text(e)))
     return _exit(2)
+
+
+def split_at_module(sub, args):
+    """Like python, everything after '-m MODULE' belongs to the module, even
+    words that look like stackwatch's options ('run -m pytest -q -x').
+    Returns (stackwatch's arguments up to the module name, the module's
+    arguments), or None when a script, '--' or nothing comes before any -m."""
+    options = sub._option_string_actions
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--" or word == "-" or not word.startswith("-"):
+            return None
+        if word == "-m":
+            return (args[:i + 2], args[i + 2:]) if i + 1 < len(args) else None
+        if word.startswith("-m") and not word.startswith("--"):
+            return args[:i + 1], args[i + 1:]
+        name = word.split("=", 1)[0]
+        action = options.get(name)
+        if action is None and name.startswith("--"):
+            matches = {options[o] for o in options if o.startswith(name)}
+            action = matches.pop() if len(matches) == 1 else None
+        value_attached = "=" in word or (not word.startswith("--") and len(word) > 2)
+        if action is not None and not value_attached and i + 1 < len(args):
+            following = args[i + 1]
+            if action.nargs is None:
+                i += 1
+            elif action.nargs == "?" and not following.startswith("-"):
+                # "--sample script.py": cmd_run takes a word that is no rate
+                # for the program.
+                if action.dest != "sample" or following[:1].isdigit() or following[:1] == ".":
+                    i += 1
+        i += 1
+    return None
 
 
 def _exit(status):

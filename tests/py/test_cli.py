@@ -57,6 +57,42 @@ def test_run_module(tmp):
     assert "work" in names(Trace(str(tmp / "o.swt")))
 
 
+def test_run_module_gets_every_word_after_its_name(tmp):
+    # Like python: what follows -m MODULE is the module's, even words that
+    # are stackwatch's own options (-q, -o, --sample) or unknown to it (-x).
+    write(tmp / "argmod.py", PROGRAM)
+    words = ["-q", "-x", "-o", "not-this.swt", "--sample", "--", "-m", "z"]
+    plain = run(["python", "-m", "argmod"] + words, cwd=tmp)
+    traced = run(["run", "--c-calls", "-o", "o.swt", "-m", "argmod"] + words, cwd=tmp)
+    assert traced.returncode == plain.returncode == 0, traced.stderr
+    assert traced.stdout.replace(str(tmp), "") == plain.stdout.replace(str(tmp), "")
+    assert f"', {', '.join(repr(w) for w in words)}]" in traced.stdout
+    assert "stackwatch: wrote" in traced.stderr  # stackwatch's -q was not taken
+    assert (tmp / "o.swt").exists() and not (tmp / "not-this.swt").exists()
+    attached = run(["run", "-o", "a.swt", "-margmod", "-q"], cwd=tmp)
+    assert attached.returncode == 0, attached.stderr
+    assert "'-q']" in attached.stdout and "stackwatch: wrote" in attached.stderr
+
+
+@pytest.mark.parametrize("words,expect", [
+    (["-m", "mod", "-q"], (["-m", "mod"], ["-q"])),
+    (["--buffer-size=1M", "-o", "x", "-m", "mod", "-o", "y"], (["--buffer-size=1M", "-o", "x", "-m", "mod"], ["-o", "y"])),
+    (["--buf", "1M", "-m", "mod", "a"], (["--buf", "1M", "-m", "mod"], ["a"])),
+    (["-oout.swt", "-mmod", "-x"], (["-oout.swt", "-mmod"], ["-x"])),
+    (["--sample", "-m", "mod", "-q"], (["--sample", "-m", "mod"], ["-q"])),
+    (["--sample", "2ms", "-m", "mod", "-q"], (["--sample", "2ms", "-m", "mod"], ["-q"])),
+    (["--sample", "script.py", "-m", "x"], None),          # the script's own -m
+    (["script.py", "-m", "x"], None),
+    (["--", "-m", "x"], None),
+    (["-q", "-m"], None),                                    # argparse reports the missing module
+])
+def test_split_at_module(words, expect):
+    from stackwatch import cli
+    sub = cli.build_parser().program_parsers["run"]
+    got = cli.split_at_module(sub, words)
+    assert got == expect
+
+
 @pytest.mark.parametrize("body,status", [
     ("import sys\ndef f():\n    sys.exit(3)\nf()\n", 3),
     ("import sys\nsys.exit('bye')\n", 1),

@@ -503,6 +503,14 @@ def test_cli_profile_module(tmp_path):
     assert not any(w in line for line in lines for w in ("cli_profile.py", "profiler.py", "program.py", "cli.py")), lines
 
 
+def test_cli_profile_module_gets_every_word_after_its_name(tmp_path):
+    write(tmp_path / "argmod.py", "import sys\nprint(sys.argv[1:])\n")
+    r = run(["profile", "-o", "m.txt", "-m", "argmod", "-q", "--rate", "5", "-o", "x"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "['-q', '--rate', '5', '-o', 'x']" in r.stdout
+    assert (tmp_path / "m.txt").exists() and not (tmp_path / "x").exists()
+
+
 def test_cli_profile_exit_status(tmp_path):
     script = write(tmp_path / "fail.py", "import sys\nsys.exit(3)\n")
     r = run(["profile", "-q", "-o", "f.txt", script], cwd=tmp_path)
