@@ -550,26 +550,13 @@ int sw_proffile_open_mem(const uint8_t *data, size_t len, sw_proffile **out, cha
 int sw_proffile_open_file(const char *path, sw_proffile **out, char *err, size_t errlen)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open: %s", strerror(errno));
-        return SW_EIO;
-    }
     sw_bytes b = {0};
-    uint8_t tmp[1 << 16];
-    size_t k;
-    while ((k = fread(tmp, 1, sizeof tmp, f)) > 0)
-        sw_bytes_put(&b, tmp, k);
-    int bad = ferror(f);
-    int saved = errno;
-    fclose(f);
-    if (bad || b.failed) {
-        snprintf(err, errlen, bad ? "cannot read: %s" : "out of memory while reading the file",
-                 strerror(saved));
+    int rc = sw_bytes_read_file(&b, path, err, errlen);
+    if (rc) {
         sw_bytes_free(&b);
-        return bad ? SW_EIO : SW_ENOMEM;
+        return rc;
     }
-    int rc = sw_proffile_open_mem(b.data, b.len, out, err, errlen);
+    rc = sw_proffile_open_mem(b.data, b.len, out, err, errlen);
     sw_bytes_free(&b);
     return rc;
 }

@@ -230,6 +230,19 @@ static void free_code(sw_code_info *ci)
     free(ci);
 }
 
+/* Makes room for slot `id` in a table of pointers (new slots NULL); returns
+ * the (possibly moved) table, or NULL when out of memory (then unchanged). */
+static void *grow_slots(void *slots, uint32_t *limit, uint64_t id, size_t slot)
+{
+    size_t cap = *limit;
+    char *p = sw_array_grow(slots, &cap, (size_t)id + 1, slot, 64);
+    if (p && cap > *limit) {
+        memset(p + (size_t)*limit * slot, 0, (cap - *limit) * slot);
+        *limit = (uint32_t)cap;
+    }
+    return p;
+}
+
 static int parse_codes(sw_trace *t, cursor *c)
 {
     while (c->p < c->end) {
@@ -239,43 +252,22 @@ static int parse_codes(sw_trace *t, cursor *c)
         int rc;
         if ((rc = get_u(c, &id)) || (rc = get_u8(c, &kind)) || (rc = get_str(c, &name, NULL)) ||
             (rc = get_str(c, &qual, NULL)) || (rc = get_str(c, &file, NULL)) ||
-            (rc = get_u(c, &line))) {
-            free(name);
-            free(qual);
-            free(file);
-            return rc;
-        }
+            (rc = get_u(c, &line)))
+            goto fail;
         /* Ids are dense from 0 and every entry takes at least 6 bytes, so a
          * file that defines id N is longer than 6 * N: this bounds the table
          * (and what analysis and exports allocate per id) by the input. */
-        if (id >= (1u << 28) || id > t->len / 6) {
-            free(name);
-            free(qual);
-            free(file);
-            return SW_EFORMAT;
-        }
-        if (id >= t->code_limit) {
-            uint32_t lim = t->code_limit ? t->code_limit : 64;
-            while (lim <= id)
-                lim *= 2;
-            sw_code_info **cs = realloc(t->codes, (size_t)lim * sizeof *cs);
-            if (!cs) {
-                free(name);
-                free(qual);
-                free(file);
-                return SW_ENOMEM;
-            }
-            memset(cs + t->code_limit, 0, (size_t)(lim - t->code_limit) * sizeof *cs);
-            t->codes = cs;
-            t->code_limit = lim;
-        }
+        rc = SW_EFORMAT;
+        if (id >= (1u << 28) || id > t->len / 6)
+            goto fail;
+        rc = SW_ENOMEM;
+        sw_code_info **cs = grow_slots(t->codes, &t->code_limit, id, sizeof *cs);
+        if (!cs)
+            goto fail;
+        t->codes = cs;
         sw_code_info *ci = calloc(1, sizeof *ci);
-        if (!ci) {
-            free(name);
-            free(qual);
-            free(file);
-            return SW_ENOMEM;
-        }
+        if (!ci)
+            goto fail;
         ci->id = (uint32_t)id;
         ci->kind = kind;
         ci->name = name;
@@ -284,6 +276,12 @@ static int parse_codes(sw_trace *t, cursor *c)
         ci->firstlineno = line > UINT32_MAX ? UINT32_MAX : (uint32_t)line;
         free_code(t->codes[id]);
         t->codes[id] = ci;
+        continue;
+    fail:
+        free(name);
+        free(qual);
+        free(file);
+        return rc;
     }
     return SW_OK;
 }
@@ -305,49 +303,35 @@ static int parse_frames(sw_trace *t, cursor *c)
         char *name = NULL, *file = NULL;
         int rc;
         if ((rc = get_u(c, &id)) || (rc = get_u8(c, &kind)) || (rc = get_str(c, &name, NULL)) ||
-            (rc = get_str(c, &file, NULL)) || (rc = get_u(c, &line))) {
-            free(name);
-            free(file);
-            return rc;
-        }
+            (rc = get_str(c, &file, NULL)) || (rc = get_u(c, &line)))
+            goto fail;
+        rc = SW_EFORMAT;
         /* Kinds are not a newer minor's room: a frame of an unknown kind
          * could not be shown truthfully, so the chunk is refused. */
         if (kind != SW_FRAME_PYTHON && kind != SW_FRAME_NATIVE) {
-            free(name);
-            free(file);
             t->bad_frame_kind = 1 + kind;
-            return SW_EFORMAT;
+            goto fail;
         }
         /* Dense ids, at least 5 bytes per entry: the table is bounded by
          * the input, as for code ids. */
-        if (id >= (1u << 28) || id > t->len / 5) {
-            free(name);
-            free(file);
-            return SW_EFORMAT;
-        }
-        if (id >= t->frame_limit) {
-            uint32_t lim = t->frame_limit ? t->frame_limit : 64;
-            while (lim <= id)
-                lim *= 2;
-            sw_frame_info **fs = realloc(t->frames, (size_t)lim * sizeof *fs);
-            if (!fs) {
-                free(name);
-                free(file);
-                return SW_ENOMEM;
-            }
-            memset(fs + t->frame_limit, 0, (size_t)(lim - t->frame_limit) * sizeof *fs);
-            t->frames = fs;
-            t->frame_limit = lim;
-        }
+        if (id >= (1u << 28) || id > t->len / 5)
+            goto fail;
+        rc = SW_ENOMEM;
+        sw_frame_info **fs = grow_slots(t->frames, &t->frame_limit, id, sizeof *fs);
+        if (!fs)
+            goto fail;
+        t->frames = fs;
         sw_frame_info *fi = calloc(1, sizeof *fi);
-        if (!fi) {
-            free(name);
-            free(file);
-            return SW_ENOMEM;
-        }
+        if (!fi)
+            goto fail;
         *fi = (sw_frame_info){(uint32_t)id, kind, name, file, line > UINT32_MAX ? UINT32_MAX : (uint32_t)line};
         free_frame(t->frames[id]);
         t->frames[id] = fi;
+        continue;
+    fail:
+        free(name);
+        free(file);
+        return rc;
     }
     return SW_OK;
 }
@@ -729,39 +713,14 @@ int sw_trace_open_mem(const uint8_t *data, size_t len, sw_trace **out, char *err
 int sw_trace_open_file(const char *path, sw_trace **out, char *err, size_t errlen)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open: %s", strerror(errno));
-        return SW_EIO;
+    sw_bytes b = {0};
+    int rc = sw_bytes_read_file(&b, path, err, errlen);
+    if (rc) {
+        sw_bytes_free(&b);
+        return rc;
     }
-    size_t cap = 1 << 16, len = 0;
-    uint8_t *buf = malloc(cap);
-    while (buf) {
-        size_t k = fread(buf + len, 1, cap - len, f);
-        len += k;
-        if (len < cap) {
-            if (ferror(f)) {
-                snprintf(err, errlen, "cannot read: %s", strerror(errno));
-                free(buf);
-                fclose(f);
-                return SW_EIO;
-            }
-            break;
-        }
-        uint8_t *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory while reading the file");
-        return SW_ENOMEM;
-    }
+    uint8_t *buf = b.data;
+    size_t len = b.len;
     sw_trace *t = calloc(1, sizeof *t);
     if (!t) {
         free(buf);
@@ -770,7 +729,7 @@ int sw_trace_open_file(const char *path, sw_trace **out, char *err, size_t errle
     }
     t->buf = buf;
     t->len = len;
-    int rc = load(t, err, errlen);
+    rc = load(t, err, errlen);
     if (rc) {
         sw_trace_free(t);
         return rc;
