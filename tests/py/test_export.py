@@ -47,6 +47,7 @@ def test_perfetto_decodes_with_official_schema(trace_file, tmp_path):
     depth = {}
     begins = {}
     thread_names = set()
+    last_ts = {}
     for pkt in trace.packet:
         if pkt.HasField("track_descriptor"):
             td = pkt.track_descriptor
@@ -59,6 +60,15 @@ def test_perfetto_decodes_with_official_schema(trace_file, tmp_path):
         if pkt.HasField("track_event"):
             te = pkt.track_event
             assert te.track_uuid in tracks
+            # What trace_processor needs to keep an event: its sequence's
+            # incremental state cleared by the sequence's first packet and
+            # required by the others, and time never going back on it.
+            seq = pkt.trusted_packet_sequence_id
+            first = seq not in last_ts
+            assert pkt.sequence_flags == (pb2.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED if first
+                                          else pb2.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
+            assert pkt.timestamp >= last_ts.get(seq, 0)
+            last_ts[seq] = pkt.timestamp
             if te.type == pb2.TrackEvent.TYPE_SLICE_BEGIN:
                 depth[te.track_uuid] = depth.get(te.track_uuid, 0) + 1
                 n = names[(pkt.trusted_packet_sequence_id, te.name_iid)]
@@ -70,6 +80,7 @@ def test_perfetto_decodes_with_official_schema(trace_file, tmp_path):
     assert begins["fib"] == 177 + 25
     assert begins["gen"] == 3  # first run + 2 resumptions
     assert {"MainThread", "helper"} <= thread_names
+    assert len(last_ts) == 2 and min(last_ts.values()) > 0
 
 
 def test_chrome_json(trace_file, tmp_path):
