@@ -242,6 +242,132 @@ def case_objects_init_kinds():
         LocalKw(v=i)
 
 
+class Vec:
+    """Protocol methods that specialised instructions may call inline
+    (3.12+: LOAD_ATTR_PROPERTY, BINARY_SUBSCR_GETITEM,
+    LOAD_ATTR_GETATTRIBUTE_OVERRIDDEN) or through slots."""
+
+    def __init__(self, *items):
+        self.items = list(items)
+
+    @property
+    def first(self):
+        return self.items[0]
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __add__(self, other):
+        return Vec(*[a + b for a, b in zip(self.items, other.items)])
+
+    def __eq__(self, other):
+        return self.items == other.items
+
+    __hash__ = None
+
+    def __iter__(self):
+        return VecIter(self.items)
+
+    def __call__(self, k):
+        return k * len(self.items)
+
+    def __contains__(self, v):
+        return v in self.items
+
+
+class VecIter:
+    def __init__(self, items):
+        self.items, self.i = items, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= len(self.items):
+            raise StopIteration
+        self.i += 1
+        return self.items[self.i - 1]
+
+
+class Watched:
+    def __getattribute__(self, name):
+        return object.__getattribute__(self, name)
+
+    def __getattr__(self, name):
+        return name
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+
+
+class Base:
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        cls.tag = cls.__name__
+
+
+def case_dunders():
+    v = Vec(1, 2, 3)
+    w = Watched()
+    w.x = 1
+    total = 0
+    for i in range(300):
+        total += v.first + v[1] + len(v) + v(i)
+        total += (v + v)[2]
+        total += v == v
+        total += 2 in v
+        total += w.x
+        w.missing
+        for x in v:
+            total += x
+
+    class Sub(Base):
+        pass
+    return total, Sub.tag
+
+
+async def agen(n):
+    for i in range(n):
+        yield i
+
+
+def case_async_generators():
+    async def main():
+        out = [x async for x in agen(5)]
+        g = agen(3)
+        out.append(await g.__anext__())
+        await g.aclose()
+        return out
+    # Not asyncio.run(): its loop would be freed as Runner.close's frame is
+    # torn down (see test_teardown_order.py); here it dies in the body.
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
+    del loop
+
+
+def case_generator_methods():
+    g = gen_echo()
+    next(g)
+    g.send(1)
+    try:
+        g.throw(ValueError)
+    except ValueError:
+        pass
+    g2 = gen_numbers(10)
+    next(g2)
+    g2.close()
+    for _ in range(200):
+        list(gen_numbers(3))
+        sum(x for x in range(3))
+
+
 def decorator(fn):
     @functools.wraps(fn)
     def wrapper(*a, **k):
