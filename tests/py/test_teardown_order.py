@@ -51,3 +51,35 @@ def test_finalizer_at_teardown(tmp_path):
                     ("call", "finalizer_body"), ("return", "finalizer_body"), ("return", d),
                     ("return", "outer")]
     assert seq == expected
+
+
+def suspended():
+    try:
+        yield 1
+    finally:
+        finalizer_body()
+
+
+def holder():
+    it = suspended()
+    next(it)  # left suspended: closed when holder's frame is cleared
+    return 1
+
+
+def test_generator_closed_at_teardown(tmp_path):
+    p = str(tmp_path / "t.swt")
+    with stackwatch.trace(p):
+        holder()
+    t = Trace(p)
+    main = [i for i, th in enumerate(t.threads) if th["ident"] == threading.get_ident()][0]
+    seq = [(k, n) for k, n in t.call_sequence(main) if n in ("holder", "suspended", "finalizer_body")]
+    # A generator's runs are call-or-resume/yield slices (from 3.11 its first
+    # run is a resumption: creating it ran the frame); GeneratorExit unwinds it.
+    run = "resume" if sys.version_info >= (3, 11) else "call"
+    first = [("call", "holder"), (run, "suspended"), ("yield", "suspended")]
+    close = [("resume", "suspended"), ("call", "finalizer_body"), ("return", "finalizer_body"),
+             ("unwind", "suspended")]
+    if sys.version_info >= (3, 12):
+        assert seq == first + close + [("return", "holder")]
+    else:
+        assert seq == first + [("return", "holder")] + close
