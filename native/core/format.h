@@ -16,7 +16,7 @@
 #define SW_MAGIC_LEN        8
 #define SW_FILE_HEADER_LEN  16
 #define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
-#define SW_FORMAT_MINOR     3   /* readers accept any minor of their major */
+#define SW_FORMAT_MINOR     4   /* readers accept any minor of their major */
 #define SW_CHUNK_HEADER_LEN 12
 #define SW_CHUNK_MAX        (64u << 20)  /* no chunk payload is larger */
 
@@ -85,5 +85,11 @@
 #define SW_EXT_DEL_DONE   11  /* str class, str defining file */
 #define SW_EXT_THREAD_START 12  /* str name, varint native thread id */
 #define SW_EXT_THREAD_EXIT  13  /* str name, varint native thread id */
+/* Format 1.4: the innermost open frame has returned (or unwound) and its
+ * locals are being cleared; the events up to its exit ran during that
+ * clearing (3.12+: finalizers, weakref callbacks, generators closed). A
+ * reader ends the frame here and puts those events after it, one level up,
+ * as sys.setprofile reports them. No payload. */
+#define SW_EXT_TEARDOWN     14
 
 #endif

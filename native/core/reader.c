@@ -799,10 +799,17 @@ int64_t sw_trace_units_to_ns(const sw_trace *t, uint64_t units)
 
 int64_t sw_trace_end_ns(const sw_trace *t) { return t->end_ns; }
 
-/* Replay state: the open frames as the reader sees them. */
+/* Replay state: the open frames as the stream has them. A frame whose
+ * TEARDOWN event was read has been handed to the callback as ended but is
+ * still open in the stream (`ended`) until its exit comes, which is then
+ * dropped; callbacks get depths without such frames. */
 typedef struct replay {
     uint32_t *stack;
+    uint8_t *ended;
     uint32_t depth, cap;
+    uint32_t nended;         /* frames of the stack that are `ended` */
+    const thread_rec *tr;    /* the thread replayed, and the index of the */
+    size_t chunk;            /* chunk being read (for reading ahead) */
     int64_t last_ns;
     sw_event_fn fn;
     void *ud;
@@ -818,16 +825,37 @@ static int push(replay *r, uint32_t code)
         if (!s)
             return SW_ENOMEM;
         r->stack = s;
+        uint8_t *e = realloc(r->ended, cap);
+        if (!e)
+            return SW_ENOMEM;
+        r->ended = e;
         r->cap = cap;
     }
+    r->ended[r->depth] = 0;
     r->stack[r->depth++] = code;
     return SW_OK;
 }
+
+/* The depth callbacks see for the stream's current depth. */
+static uint32_t seen_depth(const replay *r) { return r->depth - r->nended; }
 
 static int emit(replay *r, int kind, uint32_t code, uint32_t depth, int synthetic)
 {
     sw_event ev = {r->last_ns, code, depth, (uint8_t)kind, (uint8_t)synthetic, NULL, NULL};
     return r->fn(r->ud, &ev);
+}
+
+/* Pops the innermost open frame and hands its end to the callback, unless
+ * a TEARDOWN event already did. */
+static int pop(replay *r, int kind, int synthetic)
+{
+    r->depth--;
+    if (r->ended[r->depth]) {
+        r->ended[r->depth] = 0;
+        r->nended--;
+        return 0;
+    }
+    return emit(r, kind, r->stack[r->depth], seen_depth(r), synthetic);
 }
 
 /* Reads a str of an EXT payload into buf (cut at SW_EXT_STR_MAX bytes, on
@@ -899,13 +927,57 @@ static void decode_ext(replay *r, uint64_t kind, const uint8_t *p, size_t len, s
 static int close_to(replay *r, uint32_t keep)
 {
     while (r->depth > keep) {
-        r->depth--;
-        uint32_t code = r->stack[r->depth];
-        int rc = emit(r, SW_OP_RETURN, code, r->depth, 1);
+        int rc = pop(r, SW_OP_RETURN, 1);
         if (rc)
             return rc;
     }
     return 0;
+}
+
+/* How the innermost open frame ends: its exit op, read ahead from c (n
+ * events left in the chunk, then the thread's next chunks while no gap
+ * comes between), or SW_OP_RETURN if the stream ends (or is damaged)
+ * first, as the frame is then closed by a synthetic return. */
+static unsigned peek_exit(const sw_trace *t, const replay *r, cursor c, uint64_t n)
+{
+    uint64_t level = 0;
+    size_t k = r->chunk;
+    for (;;) {
+        for (; n > 0; n--) {
+            uint64_t x, v, len;
+            if (get_u(&c, &x))
+                return SW_OP_RETURN;
+            unsigned op = (unsigned)(x & ((1u << SW_OP_BITS) - 1));
+            switch (op) {
+            case SW_OP_CALL:
+            case SW_OP_RESUME:
+            case SW_OP_C_CALL:
+                if (get_u(&c, &v))
+                    return SW_OP_RETURN;
+                level++;
+                break;
+            case SW_OP_EXT:
+                if (get_u(&c, &v) || get_u(&c, &len) || len > (uint64_t)(c.end - c.p))
+                    return SW_OP_RETURN;
+                c.p += len;
+                break;
+            default:
+                if (level == 0)
+                    return op;
+                level--;
+            }
+        }
+        if (++k >= r->tr->nchunks || r->tr->chunks[k].seq != r->tr->chunks[k - 1].seq + 1)
+            return SW_OP_RETURN;
+        const chunk_ref *ch = &r->tr->chunks[k];
+        cursor nc = {t->buf + ch->off, t->buf + ch->off + ch->len};
+        events_head h;
+        if (parse_events_head(&nc, &h))
+            return SW_OP_RETURN;
+        c.p = h.body;
+        c.end = nc.end;
+        n = h.n;
+    }
 }
 
 static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
@@ -950,7 +1022,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
     } else if (h.dropped) {
         if (t0_ns > r->last_ns)
             r->last_ns = t0_ns;
-        if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(h.dropped > UINT32_MAX ? UINT32_MAX : h.dropped), r->depth, 1)))
+        if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(h.dropped > UINT32_MAX ? UINT32_MAX : h.dropped), seen_depth(r), 1)))
             return rc;
     }
     c.p = h.body;
@@ -972,7 +1044,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
                 return SW_EFORMAT;
             if (push(r, (uint32_t)id))
                 return SW_ENOMEM;
-            if ((rc = emit(r, (int)op, (uint32_t)id, r->depth - 1, 0)))
+            if ((rc = emit(r, (int)op, (uint32_t)id, seen_depth(r) - 1, 0)))
                 return rc;
             break;
         }
@@ -982,8 +1054,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
         case SW_OP_C_RETURN:
             if (r->depth == 0)
                 break;  /* cannot happen in a well-formed stream: ignore */
-            r->depth--;
-            if ((rc = emit(r, (int)op, r->stack[r->depth], r->depth, 0)))
+            if ((rc = pop(r, (int)op, 0)))
                 return rc;
             break;
         case SW_OP_EXT: {
@@ -995,12 +1066,22 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
                 uint64_t n = 0;
                 if (get_u(&e, &n))
                     return SW_EFORMAT;
-                if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n), r->depth, 0)))
+                if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n), seen_depth(r), 0)))
                     return rc;
+            } else if (kind == SW_EXT_TEARDOWN) {
+                /* The first of a clearing's TEARDOWN events ends the frame. */
+                if (r->depth > 0 && !r->ended[r->depth - 1]) {
+                    cursor rest = {c.p + len, c.end};
+                    unsigned exit_op = peek_exit(t, r, rest, h.n - k - 1);
+                    r->ended[r->depth - 1] = 1;
+                    r->nended++;
+                    if ((rc = emit(r, (int)exit_op, r->stack[r->depth - 1], seen_depth(r), 0)))
+                        return rc;
+                }
             } else if ((r->flags & SW_REPLAY_EXT) && kind >= SW_EXT_LINE && kind <= SW_EXT_THREAD_EXIT) {
                 sw_ext x;
                 decode_ext(r, kind, c.p, (size_t)len, &x);
-                sw_event ev = {r->last_ns, x.code, r->depth, SW_EV_EXT, 0, &x, NULL};
+                sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};
                 if ((rc = r->fn(r->ud, &ev)))
                     return rc;
             }
@@ -1031,7 +1112,9 @@ int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, v
     r.flags = flags;
     int rc = SW_OK;
     r.last_ns = INT64_MIN;
+    r.tr = tr;
     for (size_t k = 0; k < tr->nchunks && rc == SW_OK; k++) {
+        r.chunk = k;
         int gap = k > 0 ? tr->chunks[k].seq != tr->chunks[k - 1].seq + 1 : tr->chunks[k].seq != 0;
         rc = replay_chunk(t, &r, &tr->chunks[k], gap);
         if (rc < 0 && !t->damage[0])
@@ -1041,6 +1124,7 @@ int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, v
     }
     if (rc >= 0 && rc != SW_OK) {
         free(r.stack);
+        free(r.ended);
         return rc;  /* the callback asked to stop */
     }
     int rc2;
@@ -1048,6 +1132,7 @@ int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, v
         r.last_ns = t->end_ns;
     rc2 = close_to(&r, 0);
     free(r.stack);
+    free(r.ended);
     return rc2 ? rc2 : rc;
 }
 

@@ -66,6 +66,29 @@ static inline PyObject *sw_new_ref(PyObject *o) { Py_INCREF(o); return o; }
 #  endif
 #endif
 
+/* sw_in_teardown(ts), at hook entry: 1 if the frame is called while a
+ * returning frame's locals are being cleared (3.12+: __del__, weakref
+ * callbacks, generators closed during the clearing). The evaluator has
+ * then already unlinked the dying frame, so the thread's current frame is
+ * the entry frame of the C call of the evaluator that ran it (owned by the
+ * C stack); at every other hook entry it is the calling Python frame (or
+ * NULL for a thread's first frame). Always 0 before 3.12, where the frame
+ * is cleared after the evaluator returns, as sys.setprofile sees it. */
+#if PY_VERSION_HEX >= 0x030D0000
+#  define sw_thread_iframe(ts) ((ts)->current_frame)
+#elif PY_VERSION_HEX >= 0x030C0000
+#  define sw_thread_iframe(ts) ((ts)->cframe->current_frame)
+#endif
+#if PY_VERSION_HEX >= 0x030C0000
+static inline int sw_in_teardown(PyThreadState *ts)
+{
+    struct _PyInterpreterFrame *cf = sw_thread_iframe(ts);
+    return cf && cf->owner == FRAME_OWNED_BY_CSTACK;
+}
+#else
+#  define sw_in_teardown(ts) 0
+#endif
+
 /* Installing a frame evaluator. */
 #if PY_VERSION_HEX >= 0x030B0000
 typedef PyObject *(*sw_eval_fn)(PyThreadState *, SW_FRAME *, int);

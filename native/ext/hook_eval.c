@@ -25,20 +25,61 @@
  * recurse on, fail the call with RecursionError rather than crash. The
  * frame is run with the exception pending (as generator.throw() does) so
  * that CPython unwinds and frees it normally. */
-static SW_NOINLINE PyObject *stack_exhausted(PyThreadState *ts, SW_FRAME *f)
+/* The depth the thread's trace is at (0 when it records nothing). */
+static inline uint32_t recorded_depth(const sw_tstate *t)
+{
+    return sw_S.gen && t->session == sw_S.gen ? t->tb->depth : 0;
+}
+
+/* Runs a hooked frame the trace does not record, marked as the innermost
+ * such frame while it runs (see teardown_mark). */
+static SW_NOINLINE PyObject *run_unrecorded(sw_tstate *t, PyThreadState *ts, SW_FRAME *f, int throwflag)
+{
+    uint64_t outer_gen = t->unrec_gen;
+    uint32_t outer_depth = t->unrec_depth;
+    t->unrec_gen = sw_S.gen;
+    t->unrec_depth = recorded_depth(t);
+    PyObject *res = sw_S.prev_eval(ts, f, throwflag);
+    t->unrec_gen = outer_gen;
+    t->unrec_depth = outer_depth;
+    return res;
+}
+
+/* The C stack is nearly exhausted: every hooked call uses C stack (on
+ * 3.11+ a Python call otherwise would not), so where plain CPython would
+ * recurse on, fail the call with RecursionError rather than crash. The
+ * frame is run with the exception pending (as generator.throw() does) so
+ * that CPython unwinds and frees it normally. */
+static SW_NOINLINE PyObject *stack_exhausted(sw_tstate *t, PyThreadState *ts, SW_FRAME *f)
 {
     PyErr_SetString(PyExc_RecursionError,
                     "maximum recursion depth exceeded (C stack nearly exhausted; "
                     "under stackwatch each Python call also uses the C stack)");
-    return sw_S.prev_eval(ts, f, 1);
+    return run_unrecorded(t, ts, f, 1);
 }
+
+/* 3.12+: the frame is called while a returning frame's locals are cleared
+ * (compat.h sw_in_teardown). The innermost hooked frame is the one being
+ * torn down: when the trace recorded it (it is the innermost recorded one),
+ * a TEARDOWN event tells the reader to end it here, before what its
+ * clearing runs, as sys.setprofile does. Several finalizers in one
+ * clearing each write one; the reader uses the first. */
+#if PY_VERSION_HEX >= 0x030C0000
+static SW_NOINLINE void teardown_mark(sw_tstate *t, sw_tbuf *tb)
+{
+    if (tb->depth == 0 || (t->unrec_gen == sw_S.gen && t->unrec_depth == tb->depth))
+        return;
+    static const uint8_t none[1];
+    sw_tbuf_ext(tb, sw_clock_now(&sw_S.clock), SW_EXT_TEARDOWN, none, 0);
+}
+#endif
 
 static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throwflag)
 {
     sw_tstate *t = &sw_T;
     sw_eval_fn prev = sw_S.prev_eval;
     if (sw_stack_pointer() < t->stack_guard)
-        return stack_exhausted(ts, f);
+        return stack_exhausted(t, ts, f);
     if (t->busy)
         return prev(ts, f, throwflag);
     PyCodeObject *co = sw_frame_code(f);
@@ -54,9 +95,13 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
     }
 #endif
     if (!others && !file)
-        return prev(ts, f, throwflag);
+        return run_unrecorded(t, ts, f, throwflag);
+#if PY_VERSION_HEX >= 0x030C0000
+    if (file && sw_in_teardown(ts))
+        teardown_mark(t, t->tb);
+#endif
     if (sw_gen_creation(f, co))
-        return prev(ts, f, throwflag);
+        return run_unrecorded(t, ts, f, throwflag);
     int resumes = sw_frame_resumes(f);
     PyGenObject *g = sw_frame_is_gen(f) ? sw_frame_gen(f) : NULL;
     (void)g;
@@ -90,7 +135,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
     void *outer_hook_frame = t->hook_frame;
     t->hook_frame = f;
 #endif
-    PyObject *res = prev(ts, f, throwflag);
+    PyObject *res = gen ? prev(ts, f, throwflag) : run_unrecorded(t, ts, f, throwflag);
 #if PY_VERSION_HEX >= 0x030D0000
     t->hook_frame = outer_hook_frame;
 #endif
@@ -126,7 +171,7 @@ static SW_NOINLINE PyObject *exit_slow(sw_tbuf *tb, PyObject *res)
         sw_code_extra *ce = (sw_code_extra *)sw_frame_code(f)->co_extra;                      \
         Py_ssize_t idx = sw_S.extra_index;                                                    \
         if (SW_UNLIKELY(sw_T.gen != gen || !ce || idx >= ce->ce_size ||                       \
-                        sw_stack_pointer() < sw_T.stack_guard))                               \
+                        sw_stack_pointer() < sw_T.stack_guard || sw_in_teardown(ts)))         \
             return eval_slow(ts, f, throwflag);                                               \
         uintptr_t v = (uintptr_t)ce->ce_extras[idx];                                          \
         sw_tbuf *tb = sw_T.tb;                                                                \

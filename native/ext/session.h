@@ -78,6 +78,12 @@ typedef struct sw_tstate {
     uint64_t c_gen;
     uint64_t hooks_gen;      /* 3.9-3.11: sw_D.hooks_gen when this thread's
                               * per-thread hooks were last checked */
+    /* The innermost hooked frame this thread's trace does not record
+     * (filtered out, a generator's creation, before attaching): the
+     * session and the recorded depth it runs at. Its teardown (3.12+,
+     * hook_eval.c) must not be taken for a recorded frame's. */
+    uint64_t unrec_gen;
+    uint32_t unrec_depth;
 #if PY_VERSION_HEX >= 0x030D0000
     /* 3.13 __init__ gap (init_gap.c): the frame the hook entered last (NULL
      * once it returned), and the frames recorded by monitoring callbacks. */

@@ -7,7 +7,7 @@
  * The seeds cover: streamed chunks of several threads with a rename and
  * frames left open; ring mode (a sequence gap, chunks starting mid-stack);
  * a trace cut at a chunk boundary (no END); deep nesting (long chunk
- * prefixes); another time shift and clock rate; EXT events of every kind;
+ * prefixes); another time shift and clock rate; EXT events of every kind (and a frame clearing, TEARDOWN, across a chunk boundary);
  * sampler samples (format 1.2); an empty trace. And profile files
  * (profilegen.h).
  */
@@ -161,6 +161,19 @@ static int seed_ext(void)
     sw_tbuf_flush(a->b);
     tg_ext(a, SW_EXT_GC_START, 0, 0, 0, 0, 0, NULL, NULL);  /* left open */
     tg_run(a, 10, 4);
+    /* A frame's clearing (TEARDOWN) that spans a chunk boundary. */
+    tg_thread *b = tg_add_thread(&g, 6002, 0, "teardown", 12);
+    if (!b)
+        return 1;
+    tg_enter(b, SW_OP_CALL, 0);
+    tg_enter(b, SW_OP_CALL, 1);
+    tg_ext(b, SW_EXT_TEARDOWN, 0, 0, 0, 0, 0, NULL, NULL);
+    tg_enter(b, SW_OP_CALL, 2);
+    sw_tbuf_flush(b->b);
+    tg_exit(b, SW_OP_RETURN);
+    tg_ext(b, SW_EXT_TEARDOWN, 0, 0, 0, 0, 0, NULL, NULL);
+    tg_exit(b, SW_OP_UNWIND);
+    tg_exit(b, SW_OP_RETURN);
     return done(&g, "ext.swt", 1e9);
 }
 

@@ -468,6 +468,85 @@ TEST(ext_events_and_stray_returns)
     sw_bytes_free(&f);
 }
 
+/* TEARDOWN (format 1.4): the frame being cleared ends at the event, with
+ * the exit op it really has (read ahead, here across a chunk boundary);
+ * what its clearing ran comes after it, one level up; its own exit, a
+ * duplicate TEARDOWN and one with nothing open are dropped. */
+TEST(teardown_ends_the_frame_before_what_its_clearing_runs)
+{
+    sw_bytes f = {0};
+    file_header(&f, 1, 4);
+    meta(&f, 1e9, 0);
+    for (uint64_t id = 0; id < 4; id++)
+        code(&f, id, id == 0 ? "outer" : id == 1 ? "owner" : id == 2 ? "del" : "inner");
+    evs e = {{0}, 0};
+    ev_ext(&e, 0, SW_EXT_TEARDOWN, "", 0);     /* nothing open: ignored */
+    ev_enter(&e, 1, SW_OP_CALL, 0);            /* t1 outer */
+    ev_enter(&e, 1, SW_OP_CALL, 1);            /* t2 owner */
+    ev_ext(&e, 1, SW_EXT_TEARDOWN, "", 0);     /* t3 owner is cleared */
+    ev_enter(&e, 1, SW_OP_CALL, 2);            /* t4 del, run by the clearing */
+    ev_ext(&e, 1, SW_EXT_TEARDOWN, "", 0);     /* t5 del is cleared */
+    events(&f, 0, 0, 0, 0, NULL, 0, &e, -1);
+    uint64_t prefix[3] = {0, 1, 2};
+    ev_enter(&e, 1, SW_OP_CALL, 3);            /* t6 inner, run by del's clearing */
+    ev_exit(&e, 1, SW_OP_RETURN);              /* t7 */
+    ev_ext(&e, 1, SW_EXT_TEARDOWN, "", 0);     /* t8 a second finalizer of del's clearing */
+    ev_exit(&e, 1, SW_OP_RETURN);              /* t9 del's own exit: dropped */
+    ev_exit(&e, 1, SW_OP_UNWIND);              /* t10 owner's own exit: dropped */
+    ev_exit(&e, 1, SW_OP_RETURN);              /* t11 outer */
+    events(&f, 0, 1, 5, 0, prefix, 3, &e, -1);
+    char err[256];
+    sw_trace *t = open_bytes(&f, err, sizeof err);
+    REQUIRE(t);
+    tg_rec r;
+    replay_pos(t, 0, &r, SW_OK);
+    CHECK_EQ_U64(r.n, 8);
+    expect_ev(&r, 0, SW_OP_CALL, 0, 0, 0, 1);
+    expect_ev(&r, 1, SW_OP_CALL, 1, 1, 0, 2);
+    expect_ev(&r, 2, SW_OP_UNWIND, 1, 1, 0, 3);
+    expect_ev(&r, 3, SW_OP_CALL, 2, 1, 0, 4);
+    expect_ev(&r, 4, SW_OP_RETURN, 2, 1, 0, 5);
+    expect_ev(&r, 5, SW_OP_CALL, 3, 1, 0, 6);
+    expect_ev(&r, 6, SW_OP_RETURN, 3, 1, 0, 7);
+    expect_ev(&r, 7, SW_OP_RETURN, 0, 0, 0, 11);
+    tg_rec_free(&r);
+    sw_stat_row *rows;
+    size_t nrows;
+    REQUIRE(sw_stats_compute(t, &rows, &nrows) == SW_OK);
+    for (size_t k = 0; k < nrows; k++)
+        if (rows[k].code == 1)  /* owner's time ends where its clearing starts */
+            CHECK_EQ_I64((int64_t)rows[k].total_ns, 1);
+    free(rows);
+    exercise_all(t);
+    sw_trace_free(t);
+    sw_bytes_free(&f);
+
+    /* The stream ends (a killed process) while the cleared frame's
+     * clearing runs: it was ended by the TEARDOWN (as a return, its exit
+     * unknown) and is not closed again. */
+    f = (sw_bytes){0};
+    file_header(&f, 1, 4);
+    meta(&f, 1e9, 0);
+    code(&f, 0, "owner");
+    code(&f, 1, "del");
+    ev_enter(&e, 1, SW_OP_CALL, 0);
+    ev_ext(&e, 1, SW_EXT_TEARDOWN, "", 0);
+    ev_enter(&e, 1, SW_OP_CALL, 1);
+    events(&f, 0, 0, 0, 0, NULL, 0, &e, -1);
+    t = open_bytes(&f, err, sizeof err);
+    REQUIRE(t);
+    replay_pos(t, 0, &r, SW_OK);
+    CHECK_EQ_U64(r.n, 4);
+    expect_ev(&r, 0, SW_OP_CALL, 0, 0, 0, 1);
+    expect_ev(&r, 1, SW_OP_RETURN, 0, 0, 0, 2);
+    expect_ev(&r, 2, SW_OP_CALL, 1, 0, 0, 3);
+    expect_ev(&r, 3, SW_OP_RETURN, 1, 0, 1, -1);
+    tg_rec_free(&r);
+    exercise_all(t);
+    sw_trace_free(t);
+    sw_bytes_free(&f);
+}
+
 TEST(malformed_events_deliver_what_came_before)
 {
     static const char *cases[] = {"count too high", "trailing bytes", "ext past end", "code id > u32"};

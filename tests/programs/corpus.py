@@ -452,4 +452,52 @@ def case_threads():
     del t, threads  # freed in the body, not at frame teardown
 
 
+class Finalized:
+    def __init__(self, n):
+        self.n = n
+
+    def __del__(self):
+        finalized_leaf(self.n)
+
+
+def finalized_leaf(n):
+    return n
+
+
+def drops_at_return(n):
+    objs = [Finalized(i) for i in range(n)]  # freed as this frame is cleared
+    return len(objs)
+
+
+def drops_at_raise():
+    f = Finalized(-1)  # noqa: F841 - freed as this frame is cleared, unwinding
+    raise ValueError("v")
+
+
+def suspended_in_local():
+    try:
+        yield 1
+    finally:
+        finalized_leaf(0)
+
+
+def closes_at_return():
+    g = suspended_in_local()
+    next(g)  # closed as this frame is cleared
+    return 1
+
+
+def case_teardown():
+    """Python code run while a returning frame is cleared (finalizers, a
+    suspended generator closed), in a hot loop: on 3.12+ it runs inside
+    the evaluator's return, and must still come after the return."""
+    for i in range(40):
+        drops_at_return(3)
+        try:
+            drops_at_raise()
+        except ValueError:
+            pass
+        closes_at_return()
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
