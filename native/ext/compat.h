@@ -80,10 +80,46 @@ static inline PyObject *sw_new_ref(PyObject *o) { Py_INCREF(o); return o; }
 #  define sw_thread_iframe(ts) ((ts)->cframe->current_frame)
 #endif
 #if PY_VERSION_HEX >= 0x030C0000
+#  include <opcode.h>
 static inline int sw_in_teardown(PyThreadState *ts)
 {
     struct _PyInterpreterFrame *cf = sw_thread_iframe(ts);
     return cf && cf->owner == FRAME_OWNED_BY_CSTACK;
+}
+
+/* At a teardown (sw_in_teardown), whether f is the frame being cleared:
+ * the evaluator that ran it linked it to its entry frame, which is still
+ * the thread's current frame; a generator's frame is unlinked before its
+ * clearing, which marks the generator cleared. */
+static inline int sw_frame_dying(PyThreadState *ts, struct _PyInterpreterFrame *f)
+{
+    if (f->owner == FRAME_OWNED_BY_GENERATOR)
+        return sw_frame_gen(f)->gi_frame_state == FRAME_CLEARED;
+    return f->previous == sw_thread_iframe(ts);
+}
+
+/* How a frame being cleared left: 1 if by a return (its current
+ * instruction is a return, possibly under sys.monitoring's instrumentation),
+ * 0 if by an exception. */
+static inline int sw_frame_returned(struct _PyInterpreterFrame *f)
+{
+    PyCodeObject *co = sw_frame_code(f);
+#  if PY_VERSION_HEX >= 0x030D0000
+    _Py_CODEUNIT *ip = f->instr_ptr;
+#  else
+    _Py_CODEUNIT *ip = f->prev_instr;
+#  endif
+    Py_ssize_t i = ip - _PyCode_CODE(co);
+    if (i < 0 || i >= Py_SIZE(co))
+        return 0;
+    int op = ip->op.code;
+    _PyCoMonitoringData *m = co->_co_monitoring;
+    if (op == INSTRUMENTED_LINE && m && m->lines)
+        op = m->lines[i].original_opcode;
+    if (op == INSTRUMENTED_INSTRUCTION && m && m->per_instruction_opcodes)
+        op = m->per_instruction_opcodes[i];
+    return op == RETURN_VALUE || op == RETURN_CONST || op == INSTRUMENTED_RETURN_VALUE ||
+           op == INSTRUMENTED_RETURN_CONST;
 }
 #else
 #  define sw_in_teardown(ts) 0

@@ -72,6 +72,29 @@ static SW_NOINLINE void teardown_mark(sw_tstate *t, sw_tbuf *tb)
     static const uint8_t none[1];
     sw_tbuf_ext(tb, sw_clock_now(&sw_S.clock), SW_EXT_TEARDOWN, none, 0);
 }
+
+/* A hooked frame run while the dispatch layer has consumers of frame
+ * events (3.12+): a teardown ends the one being cleared for them early. */
+typedef struct sw_hook_call {
+    struct sw_hook_call *outer;
+    SW_FRAME *f;
+    PyCodeObject *co;
+    int ended;               /* its end was given (or is not to be) */
+} sw_hook_call;
+
+/* The consumers' side of a teardown: the innermost hooked frame, if it is
+ * the one being cleared, ends here, as it really left (return or unwind),
+ * and its end is not given again when the evaluator hands it back. */
+static SW_NOINLINE void teardown_dispatch(sw_tstate *t, PyThreadState *ts)
+{
+    sw_hook_call *hc = t->calls;
+    if (!hc || hc->ended || !sw_frame_dying(ts, hc->f))
+        return;
+    hc->ended = 1;
+    int kind = sw_frame_returned(hc->f) ? SW_K_RETURN : SW_K_UNWIND;
+    if (sw_D.slow & SW_EVB(kind))
+        sw_emit_frame(kind, hc->co);
+}
 #endif
 
 static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throwflag)
@@ -97,11 +120,25 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
     if (!others && !file)
         return run_unrecorded(t, ts, f, throwflag);
 #if PY_VERSION_HEX >= 0x030C0000
-    if (file && sw_in_teardown(ts))
-        teardown_mark(t, t->tb);
+    if (SW_UNLIKELY(sw_in_teardown(ts))) {
+        if (file)
+            teardown_mark(t, t->tb);
+        if (others)
+            teardown_dispatch(t, ts);
+    }
+    /* Every hooked frame is here while there are consumers (no fast path). */
+    sw_hook_call hc = {t->calls, f, co, 0};
+    if (others)
+        t->calls = &hc;
 #endif
-    if (sw_gen_creation(f, co))
-        return run_unrecorded(t, ts, f, throwflag);
+    if (sw_gen_creation(f, co)) {
+        PyObject *created = run_unrecorded(t, ts, f, throwflag);
+#if PY_VERSION_HEX >= 0x030C0000
+        if (others)
+            t->calls = hc.outer;
+#endif
+        return created;
+    }
     int resumes = sw_frame_resumes(f);
     PyGenObject *g = sw_frame_is_gen(f) ? sw_frame_gen(f) : NULL;
     (void)g;
@@ -139,13 +176,20 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
 #if PY_VERSION_HEX >= 0x030D0000
     t->hook_frame = outer_hook_frame;
 #endif
+    int ended = 0;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (others) {
+        t->calls = hc.outer;
+        ended = hc.ended;
+    }
+#endif
     if (gen || others) {
         int kind = res == NULL ? SW_K_UNWIND : sw_suspended(f, g) ? SW_K_YIELD : SW_K_RETURN;
         if (gen && SW_LIKELY(gen == sw_S.gen)) {
             unsigned op = kind == SW_K_UNWIND ? SW_OP_UNWIND : kind == SW_K_YIELD ? SW_OP_YIELD : SW_OP_RETURN;
             sw_tbuf_exit(tb, sw_clock_now(&sw_S.clock), op);
         }
-        if (others && (sw_D.slow & SW_EVB(kind)))
+        if (others && !ended && (sw_D.slow & SW_EVB(kind)))
             sw_emit_frame(kind, co);
     }
     return res;

@@ -84,6 +84,11 @@ typedef struct sw_tstate {
      * hook_eval.c) must not be taken for a recorded frame's. */
     uint64_t unrec_gen;
     uint32_t unrec_depth;
+#if PY_VERSION_HEX >= 0x030C0000
+    /* The hooked frames running while the dispatch layer has consumers of
+     * frame events, innermost first (hook_eval.c). */
+    struct sw_hook_call *calls;
+#endif
 #if PY_VERSION_HEX >= 0x030D0000
     /* 3.13 __init__ gap (init_gap.c): the frame the hook entered last (NULL
      * once it returned), and the frames recorded by monitoring callbacks. */

@@ -17,14 +17,9 @@ import corpus  # noqa: E402
 @pytest.mark.parametrize("consumer", ["file", "handler"])
 @pytest.mark.parametrize("c_calls", [False, True], ids=["python", "c_calls"])
 @pytest.mark.parametrize("case", sorted(corpus.CASES))
-def test_matches_setprofile(case, c_calls, consumer, tmp_path, request):
+def test_matches_setprofile(case, c_calls, consumer, tmp_path):
     """The file tracer and a Python handler (stackwatch.add_handler) both
     see exactly what sys.setprofile sees."""
-    if case == "teardown" and consumer == "handler" and sys.version_info >= (3, 12):
-        # A live handler gets a frame's end when the evaluator hands it back,
-        # after what the frame's clearing ran; only the file's reader moves
-        # it (docs/architecture.md, "Code run at frame teardown").
-        request.applymarker(pytest.mark.xfail(strict=True, reason="handlers see teardown code inside the frame on 3.12+"))
     out = subprocess.run([sys.executable, os.path.join(PROGRAMS, "differential.py"), case,
                           str(tmp_path / "t.swt")] + (["c_calls"] if c_calls else []) +
                          (["handler"] if consumer == "handler" else []),

@@ -6,8 +6,8 @@ sees Python code run by that clearing (__del__, weakref callbacks, a
 suspended generator closed) *inside* the returning frame. sys.setprofile
 (fed by PY_RETURN, which fires before the clearing) reports it *after* the
 return. stackwatch writes a TEARDOWN event when such code starts and the
-reader ends the frame there (docs/format.md), so every version gives
-sys.setprofile's order. Each case here is compared with a sys.setprofile
+reader ends the frame there (docs/format.md); live handlers are given the
+frame's end at that moment. So every version gives sys.setprofile's order. Each case here is compared with a sys.setprofile
 recorder run on the same program, and with the order written out.
 """
 import sys
@@ -33,6 +33,16 @@ def traced(fn, tmp_path, names, **opts):
     t = Trace(p)
     main = [i for i, th in enumerate(t.threads) if th["ident"] == threading.get_ident()][0]
     return [(k, n) for k, n in t.call_sequence(main) if n in names]
+
+
+def by_handler(fn, names):
+    seq = []
+    h = stackwatch.add_handler(lambda ev: seq.append((ev.kind, ev.function)), events="calls")
+    try:
+        fn()
+    finally:
+        h.remove()
+    return [(k, n) for k, n in seq if n in names]
 
 
 def by_setprofile(fn, names):
@@ -84,9 +94,12 @@ NESTED_DEL = "Nested.__del__" if NEW_NAMES else "__del__"
 
 
 def check(fn, tmp_path, names, expected, **opts):
+    """The trace file and a live handler both give the expected sequence,
+    which is sys.setprofile's (whose kinds are only call and return)."""
     seq = traced(fn, tmp_path, names, **opts)
     assert plain(seq) == by_setprofile(fn, names)
     assert seq == expected
+    assert by_handler(fn, names) == expected
 
 
 def test_finalizer_at_teardown(tmp_path):
@@ -144,6 +157,7 @@ def test_weakref_callback_at_teardown(tmp_path):
     names = ("weak_owner", DEL, "finalizer_body", "callback_body")
     seq = traced(weak_owner, tmp_path, names)
     assert plain(seq) == by_setprofile(weak_owner, names)
+    assert by_handler(weak_owner, names) == seq
     assert seq[:2] == [("call", "weak_owner"), ("return", "weak_owner")]
     assert ("call", "callback_body") in seq or ("call", DEL) in seq
 
@@ -211,3 +225,41 @@ def test_teardown_of_an_unrecorded_frame(tmp_path, monkeypatch):
              "hidden_owner", DEL)
     seq = traced(calls_hidden, tmp_path, names, exclude=["sw_hidden_mod"])
     assert seq == [("call", names[0]), ("call", DEL), ("return", DEL), ("return", names[0])]
+
+
+def bare_owner():
+    obj = Noisy()  # noqa: F841
+    return  # a return that starts its line: instrumented for line events
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+@pytest.mark.parametrize("events", ["line", "line+instruction+return"])
+def test_how_the_frame_left_under_another_tools_instrumentation(tmp_path, events):
+    """Live handlers are told whether the frame being cleared returned or
+    raised by its current instruction, which another sys.monitoring tool
+    may have replaced by an instrumented one."""
+    mon = sys.monitoring
+    tool = next(t for t in (1, 3, 4, 0) if mon.get_tool(t) is None)
+    ev = mon.events.LINE
+    mon.use_tool_id(tool, "test_teardown_order")
+    mon.register_callback(tool, mon.events.LINE, lambda code, line: None)
+    if events != "line":
+        ev |= mon.events.INSTRUCTION | mon.events.PY_RETURN
+        mon.register_callback(tool, mon.events.INSTRUCTION, lambda code, off: None)
+        mon.register_callback(tool, mon.events.PY_RETURN, lambda code, off, val: None)
+    mon.set_events(tool, ev)
+    try:
+        def bare():
+            bare_owner()
+        name = "test_how_the_frame_left_under_another_tools_instrumentation.<locals>.bare"
+        check(bare, tmp_path, (name, "bare_owner", DEL),
+              [("call", name), ("call", "bare_owner"), ("return", "bare_owner"), ("call", DEL),
+               ("return", DEL), ("return", name)])
+        check(catcher, tmp_path, ("catcher", "raiser", DEL),
+              [("call", "catcher"), ("call", "raiser"), ("unwind", "raiser"), ("call", DEL),
+               ("return", DEL), ("return", "catcher")])
+    finally:
+        mon.set_events(tool, 0)
+        for e in (mon.events.LINE, mon.events.INSTRUCTION, mon.events.PY_RETURN):
+            mon.register_callback(tool, e, None)
+        mon.free_tool_id(tool)
