@@ -139,6 +139,12 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
 #endif
         return created;
     }
+#if PY_VERSION_HEX >= 0x030D0000
+    /* A code seen for the first time, or any frame while live consumers
+     * run everything through here. */
+    if (!file || !sw_code_known(co))
+        sw_init_gap_check_frame(f);
+#endif
     int resumes = sw_frame_resumes(f);
     PyGenObject *g = sw_frame_is_gen(f) ? sw_frame_gen(f) : NULL;
     (void)g;

@@ -13,8 +13,13 @@
  *    return (or unwind); frames the hook entered are closed by the hook.
  *
  * A function watcher extends the local events to __init__ functions created
- * after tracing started. On other versions this file only registers
- * nothing.
+ * after tracing started, a dict watcher on the classes' dicts to functions
+ * of any name assigned as __init__, and eval_slow asks, at a code's first
+ * hooked frame, whether it is the __init__ of its first argument's class
+ * (a class created while tracing with `__init__ = f`). Every such code is
+ * flagged SW_ID_INIT, so that its hooked frames take eval_slow, which
+ * PY_START recognises (t->hook_frame); through the fast path they would be
+ * recorded twice. On other versions this file only registers nothing.
  */
 #include "session.h"
 
@@ -25,7 +30,8 @@
 static PyObject *set_local_events;  /* sys.monitoring.set_local_events */
 static int tool_id = -1;
 static int local_events;
-static int watcher_id = -1;
+static int watcher_id = -1;       /* function watcher: new __init__ functions */
+static int dict_watcher_id = -1;  /* class dicts: __init__ assigned */
 
 static _PyInterpreterFrame *current_frame(void)
 {
@@ -128,32 +134,6 @@ static int may_be_inlined(PyCodeObject *co)
            (co->co_flags & CO_OPTIMIZED);
 }
 
-/* New functions named __init__ get the local events too. */
-static int on_function(PyFunction_WatchEvent event, PyFunctionObject *func, PyObject *new_value)
-{
-    (void)new_value;
-    if (event != PyFunction_EVENT_CREATE || !set_local_events || tool_id < 0 ||
-        !(sw_S.gen || (sw_D.slow & SW_MASK_PY)))
-        return 0;
-    PyObject *name = func->func_name;
-    if (!name || !PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "__init__") != 0 ||
-        !PyCode_Check(func->func_code) || !may_be_inlined((PyCodeObject *)func->func_code))
-        return 0;
-    sw_exc_state es;
-    sw_exc_save(&es);
-    /* Keeps the code's local line events (lines_local.c), if any. */
-    long lines = sw_lines_local_bits((PyCodeObject *)func->func_code);
-    PyErr_Clear();
-    PyObject *r = PyObject_CallFunction(set_local_events, "iOl", tool_id, func->func_code, (long)local_events | lines);
-    if (!r) {
-        PyErr_Clear();
-        sw_session_error("could not enable events on a new __init__");
-    }
-    Py_XDECREF(r);
-    sw_exc_restore(&es);
-    return 0;
-}
-
 /* A set of object addresses (open addressing, linear probing). */
 typedef struct {
     void **slots;
@@ -198,6 +178,120 @@ static int ptrset_add(ptrset *s, void *p)
     s->slots[j] = p;
     s->n++;
     return 1;
+}
+
+/* The codes given the local events in this gap (stale addresses of freed
+ * codes only send a reused address through eval_slow: harmless). */
+static ptrset init_codes;
+
+static int ptrset_has(const ptrset *s, const void *p)
+{
+    if (!s->cap)
+        return 0;
+    size_t j = ptr_hash(p, s->cap - 1);
+    while (s->slots[j]) {
+        if (s->slots[j] == p)
+            return 1;
+        j = (j + 1) & (s->cap - 1);
+    }
+    return 0;
+}
+
+int sw_init_gap_is_init(PyCodeObject *co)
+{
+    return set_local_events && ptrset_has(&init_codes, co);
+}
+
+/* Gives co (an __init__ CPython may push inline) the local events, once,
+ * and routes its hooked frames through eval_slow (SW_ID_INIT), which tells
+ * the PY_START callback that the hook has recorded them. Never raises. */
+static void watch_code(PyCodeObject *co)
+{
+    if (!set_local_events || tool_id < 0 || !may_be_inlined(co) || ptrset_has(&init_codes, co))
+        return;
+    sw_exc_state es;
+    sw_exc_save(&es);
+    if (ptrset_add(&init_codes, co) < 0) {
+        PyErr_Clear();
+        sw_session_error("out of memory watching an __init__");
+        sw_exc_restore(&es);
+        return;
+    }
+    sw_code_mark_init(co);
+    /* Keeps the code's local line events (lines_local.c), if any. */
+    long lines = sw_lines_local_bits(co);
+    PyErr_Clear();
+    PyObject *r = PyObject_CallFunction(set_local_events, "iOl", tool_id, (PyObject *)co, (long)local_events | lines);
+    if (!r) {
+        PyErr_Clear();
+        sw_session_error("could not enable events on a new __init__");
+    }
+    Py_XDECREF(r);
+    sw_exc_restore(&es);
+}
+
+static int gap_wanted(void) { return set_local_events && (sw_S.gen || (sw_D.slow & SW_MASK_PY)); }
+
+/* New functions named __init__ get the local events too. */
+static int on_function(PyFunction_WatchEvent event, PyFunctionObject *func, PyObject *new_value)
+{
+    (void)new_value;
+    if (event != PyFunction_EVENT_CREATE || !gap_wanted())
+        return 0;
+    PyObject *name = func->func_name;
+    if (name && PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__init__") == 0 &&
+        PyCode_Check(func->func_code))
+        watch_code((PyCodeObject *)func->func_code);
+    return 0;
+}
+
+static PyObject *init_str;  /* "__init__", interned */
+
+static int is_init_key(PyObject *key)
+{
+    return key == init_str ||
+           (key && PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "__init__") == 0);
+}
+
+/* A function of any name set as __init__ in a class's dict (the dict
+ * watcher fires before the dict changes, with the new value). */
+static int on_class_dict(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObject *new_value)
+{
+    (void)dict;
+    if ((event == PyDict_EVENT_ADDED || event == PyDict_EVENT_MODIFIED) && gap_wanted() && new_value &&
+        PyFunction_Check(new_value) && is_init_key(key) && PyCode_Check(PyFunction_GET_CODE(new_value)))
+        watch_code((PyCodeObject *)PyFunction_GET_CODE(new_value));
+    return 0;
+}
+
+static void watch_class_dict(PyTypeObject *tp)
+{
+    if (dict_watcher_id < 0 || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || !tp->tp_dict)
+        return;
+    if (PyDict_Watch(dict_watcher_id, tp->tp_dict) < 0)
+        PyErr_Clear();
+}
+
+/* At a hooked frame's start: a frame of a function that is the __init__ of
+ * its first argument's class, whatever its name (a class created while
+ * tracing with `__init__ = f` in its body or through type()), gets the
+ * events for its later, inlined calls; the class's dict is watched from
+ * then on. */
+void sw_init_gap_check_frame(_PyInterpreterFrame *f)
+{
+    PyCodeObject *co = sw_frame_code(f);
+    if (!gap_wanted() || co->co_argcount < 1 || !may_be_inlined(co) ||
+        (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) || ptrset_has(&init_codes, co))
+        return;
+    PyObject *self = f->localsplus[0];
+    if (!self || !PyFunction_Check(f->f_funcobj))
+        return;
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject *init = _PyType_Lookup(tp, init_str);   /* borrowed; never raises */
+    if (init != f->f_funcobj)
+        return;
+    watch_code(co);
+    watch_class_dict(tp);
 }
 
 /* The code objects of the Python __init__ functions that CPython may push
@@ -248,6 +342,8 @@ static PyObject *existing_init_codes(void)
             }
         }
         Py_DECREF(subs);
+        if (!err && PyType_Check(t))
+            watch_class_dict((PyTypeObject *)t);
         PyObject *dict = (!err && PyType_Check(t)) ? PyType_GetDict((PyTypeObject *)t) : NULL;
         PyObject *init = dict ? PyDict_GetItemWithError(dict, init_name) : NULL;   /* borrowed */
         if (!err && init && PyFunction_Check(init)) {
@@ -288,24 +384,18 @@ static PyObject *gap_begin(PyObject *self, PyObject *args)
     int tid, events;
     if (!PyArg_ParseTuple(args, "iOi", &tid, &fn, &events))
         return NULL;
+    if (!init_str && !(init_str = PyUnicode_InternFromString("__init__")))
+        return NULL;
+    if (dict_watcher_id < 0 && (dict_watcher_id = PyDict_AddWatcher(on_class_dict)) < 0)
+        return NULL;
     PyObject *list = existing_init_codes();
     if (!list)
         return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
-        /* Keeps the code's local line events (lines_local.c), if any. */
-        PyCodeObject *co = (PyCodeObject *)PyList_GET_ITEM(list, i);
-        long lines = sw_lines_local_bits(co);
-        PyErr_Clear();
-        PyObject *r = PyObject_CallFunction(fn, "iOl", tid, (PyObject *)co, (long)events | lines);
-        if (!r) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        Py_DECREF(r);
-    }
     Py_XSETREF(set_local_events, Py_NewRef(fn));
     tool_id = tid;
     local_events = events;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++)
+        watch_code((PyCodeObject *)PyList_GET_ITEM(list, i));
     if (watcher_id < 0) {
         watcher_id = PyFunction_AddWatcher(on_function);
         if (watcher_id < 0) {
@@ -325,8 +415,17 @@ static PyObject *gap_end(PyObject *self, PyObject *unused)
             return NULL;
         watcher_id = -1;
     }
+    /* The dicts keep the watcher's bit; with the watcher cleared no
+     * callback runs for them. */
+    if (dict_watcher_id >= 0) {
+        if (PyDict_ClearWatcher(dict_watcher_id) < 0)
+            return NULL;
+        dict_watcher_id = -1;
+    }
     Py_CLEAR(set_local_events);
     tool_id = -1;
+    PyMem_Free(init_codes.slots);
+    init_codes = (ptrset){NULL, 0, 0};
     Py_RETURN_NONE;
 }
 

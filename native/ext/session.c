@@ -182,7 +182,8 @@ uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
             if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
                 result |= SW_ID_GEN;
 #if PY_VERSION_HEX >= 0x030D0000
-            if (PyUnicode_Check(co->co_name) && PyUnicode_CompareWithASCIIString(co->co_name, "__init__") == 0)
+            if ((PyUnicode_Check(co->co_name) && PyUnicode_CompareWithASCIIString(co->co_name, "__init__") == 0) ||
+                sw_init_gap_is_init(co))
                 result |= SW_ID_INIT;
 #endif
         }
@@ -200,6 +201,19 @@ uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
     sw_exc_restore(&es);
     return result;
 }
+
+#if PY_VERSION_HEX >= 0x030D0000
+void sw_code_mark_init(PyCodeObject *co)
+{
+    sw_code_extra *ce = (sw_code_extra *)co->co_extra;
+    if (!sw_S.gen || sw_S.extra_index < 0 || !ce || sw_S.extra_index >= ce->ce_size)
+        return;  /* not registered: sw_code_register will see it */
+    uintptr_t v = (uintptr_t)ce->ce_extras[sw_S.extra_index];
+    if ((v >> 32) != (sw_S.gen & 0xffffffffu) || (v & SW_ID_SKIP) || (v & SW_ID_INIT))
+        return;
+    ce->ce_extras[sw_S.extra_index] = (void *)(v | SW_ID_INIT);
+}
+#endif
 
 static int write_meta(const sw_start_opts *o)
 {

@@ -139,6 +139,14 @@ uint32_t sw_code_register(PyCodeObject *co, PyObject *globals);
 void sw_session_error(const char *what);     /* records the first error */
 void sw_session_fast_refresh(void);          /* recomputes sw_S.fast_gen */
 
+/* Whether co is registered in this session. */
+static inline int sw_code_known(PyCodeObject *co)
+{
+    sw_code_extra *ce = (sw_code_extra *)co->co_extra;
+    return ce && sw_S.extra_index < ce->ce_size &&
+           ((uintptr_t)ce->ce_extras[sw_S.extra_index] >> 32) == (sw_S.gen & 0xffffffffu);
+}
+
 /* The code id and flags of co in this session (registering it the first
  * time). */
 static inline uint32_t sw_code_id(PyCodeObject *co, PyObject *globals)
@@ -183,6 +191,16 @@ static inline void sw_busy_exit(sw_tstate *t)
  * pushes without the frame-evaluation hook (init_gap.c). Returns 0 or -1
  * with an exception set. */
 int sw_init_gap_add_to_module(PyObject *m);
+#if PY_VERSION_HEX >= 0x030D0000
+/* Whether co was given the init gap's local events in this gap. */
+int sw_init_gap_is_init(PyCodeObject *co);
+/* At a hooked frame's start (eval_slow): gives the events to an __init__
+ * of another name (see init_gap.c). */
+void sw_init_gap_check_frame(SW_FRAME *f);
+/* Marks a code registered in this session as a 3.13 __init__ (SW_ID_INIT),
+ * so that its hooked frames take eval_slow. */
+void sw_code_mark_init(PyCodeObject *co);
+#endif
 
 /* C calls (ccalls.c). 3.12+: sys.monitoring CALL/C_RETURN/C_RAISE
  * callbacks; 3.9-3.11: the C profile hook, installed per thread when the

@@ -1,6 +1,7 @@
 """The Python API: start/stop, trace(), @traced, threads, filters, ring
 mode, fork."""
 import os
+import types
 import threading
 
 import pytest
@@ -183,6 +184,90 @@ def test_init_of_class_defined_while_tracing(tmp_path):
     c = calls(p)
     assert c["test_init_of_class_defined_while_tracing.<locals>.Late.__init__"
              if "test_init_of_class_defined_while_tracing.<locals>.Late.__init__" in c else "__init__"] == 1000
+
+
+def init_made_before_tracing(self, v):
+    self.v = v
+
+
+def test_init_under_another_name_while_tracing(tmp_path):
+    """On 3.13 a function of another name that becomes a class's __init__
+    after tracing started (in a class body, by assignment, through type())
+    is still seen on every call, also once the call is specialised."""
+    p = str(tmp_path / "i.swt")
+    with stackwatch.trace(p):
+        def init_in_body(self, v):
+            self.v = v
+
+        def init_assigned(self, v):
+            self.v = v
+
+        def init_via_type(self, v):
+            self.v = v
+
+        class InBody:
+            __init__ = init_in_body
+
+        class Assigned:
+            pass
+
+        Assigned.__init__ = init_assigned
+
+        class AssignedEarlier:
+            pass
+
+        AssignedEarlier.__init__ = init_made_before_tracing
+        ViaType = type("ViaType", (), {"__init__": init_via_type})
+
+        def build():
+            for i in range(500):
+                InBody(i)
+                Assigned(i)
+                AssignedEarlier(i)
+                ViaType(i)
+        build()
+    c = calls(p)
+    for name in ("init_in_body", "init_assigned", "init_via_type"):
+        key = f"test_init_under_another_name_while_tracing.<locals>.{name}"
+        assert c.get(key, c.get(name)) == 500, (name, c)
+    assert c["init_made_before_tracing"] == 500, c
+
+
+def init_named_otherwise(self, v):
+    self.v = v
+
+
+class DefinedBefore:
+    __init__ = init_named_otherwise
+
+
+def used_plainly_then_as_init(self, v):
+    self.v = v
+
+
+class ExistingBefore:
+    pass
+
+
+def test_init_of_another_name_counted_once(tmp_path):
+    """3.13: an __init__ of another name, whether CPython pushes its frame
+    inline (the loop) or calls it through the frame hook (from C: map), is
+    counted once per call: the hook's frames of such a code are not counted
+    again by the init gap's events (they were, through map). Also for a
+    function the trace saw as an ordinary one before it became __init__."""
+    p = str(tmp_path / "i.swt")
+    holder = types.SimpleNamespace()
+    with stackwatch.trace(p):
+        used_plainly_then_as_init(holder, 0)
+        used_plainly_then_as_init(holder, 0)
+        ExistingBefore.__init__ = used_plainly_then_as_init
+        for cls in (DefinedBefore, ExistingBefore):
+            for i in range(500):
+                cls(i)
+            list(map(cls, range(500)))
+    c = calls(p)
+    assert c["init_named_otherwise"] == 1000, c
+    assert c["used_plainly_then_as_init"] == 1002, c
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
