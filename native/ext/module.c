@@ -163,6 +163,13 @@ static PyObject *Trace_meta(TraceObject *self, PyObject *unused)
     return d;
 }
 
+/* A str from a NUL-terminated UTF-8 string of the trace (bad bytes
+ * replaced). */
+static PyObject *text_of(const char *s)
+{
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
 static PyObject *Trace_threads(TraceObject *self, PyObject *unused)
 {
     (void)unused;
@@ -173,7 +180,7 @@ static PyObject *Trace_threads(TraceObject *self, PyObject *unused)
         PyObject *d = Py_BuildValue("{s:I,s:K,s:K,s:N,s:K,s:K,s:K,s:K}", "index", ti->index, "native_tid",
                                     (unsigned long long)ti->native_tid, "ident",
                                     (unsigned long long)ti->ident, "name",
-                                    PyUnicode_DecodeUTF8(ti->name, (Py_ssize_t)strlen(ti->name), "replace"),
+                                    text_of(ti->name),
                                     "chunks", (unsigned long long)ti->chunks, "events",
                                     (unsigned long long)ti->events, "dropped",
                                     (unsigned long long)ti->dropped, "samples",
@@ -196,9 +203,9 @@ static PyObject *Trace_codes(TraceObject *self, PyObject *unused)
         if (!c)
             continue;
         PyObject *v = Py_BuildValue("(iNNNI)", c->kind,
-                                    PyUnicode_DecodeUTF8(c->name, (Py_ssize_t)strlen(c->name), "replace"),
-                                    PyUnicode_DecodeUTF8(c->qualname, (Py_ssize_t)strlen(c->qualname), "replace"),
-                                    PyUnicode_DecodeUTF8(c->filename, (Py_ssize_t)strlen(c->filename), "replace"),
+                                    text_of(c->name),
+                                    text_of(c->qualname),
+                                    text_of(c->filename),
                                     c->firstlineno);
         PyObject *k = PyLong_FromUnsignedLong(id);
         if (!v || !k || PyDict_SetItem(d, k, v) < 0) {
@@ -257,8 +264,8 @@ static int collect_ext(void *ud, const sw_event *ev)
                                 x->code == SW_EXT_NO_CODE ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(x->code),
                                 (unsigned long long)x->line, (unsigned long long)x->a,
                                 (unsigned long long)x->b, (unsigned long long)x->c,
-                                PyUnicode_DecodeUTF8(x->s1, (Py_ssize_t)strlen(x->s1), "replace"),
-                                PyUnicode_DecodeUTF8(x->s2, (Py_ssize_t)strlen(x->s2), "replace"),
+                                text_of(x->s1),
+                                text_of(x->s2),
                                 (int)x->malformed);
     if (!t || PyList_Append(c->list, t) < 0) {
         Py_XDECREF(t);
@@ -319,8 +326,8 @@ static PyObject *Trace_sample_frames(TraceObject *self, PyObject *unused)
         if (!f)
             continue;
         PyObject *v = Py_BuildValue("(iNNI)", f->kind,
-                                    PyUnicode_DecodeUTF8(f->name, (Py_ssize_t)strlen(f->name), "replace"),
-                                    PyUnicode_DecodeUTF8(f->filename, (Py_ssize_t)strlen(f->filename), "replace"),
+                                    text_of(f->name),
+                                    text_of(f->filename),
                                     f->line);
         PyObject *k = PyLong_FromUnsignedLong(id);
         if (!v || !k || PyDict_SetItem(d, k, v) < 0) {
