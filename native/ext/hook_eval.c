@@ -177,6 +177,8 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
      * so its address cannot be reused by a frame pushed inline. */
     void *outer_hook_frame = t->hook_frame;
     t->hook_frame = f;
+    /* A class body's namespace, looked into when it ends. */
+    PyObject *ns = (co->co_flags & CO_OPTIMIZED) ? NULL : Py_XNewRef(f->f_locals);
 #endif
     PyObject *res = gen ? prev(ts, f, throwflag) : run_unrecorded(t, ts, f, throwflag);
 #if PY_VERSION_HEX >= 0x030D0000
@@ -198,6 +200,13 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
         if (others && !ended && (sw_D.slow & SW_EVB(kind)))
             sw_emit_frame(kind, co);
     }
+#if PY_VERSION_HEX >= 0x030D0000
+    if (ns) {
+        if (res)
+            sw_init_gap_check_namespace(ns);
+        Py_DECREF(ns);
+    }
+#endif
     return res;
 }
 

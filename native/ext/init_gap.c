@@ -16,7 +16,9 @@
  * after tracing started, a dict watcher on the classes' dicts to functions
  * of any name assigned as __init__, and eval_slow asks, at a code's first
  * hooked frame, whether it is the __init__ of its first argument's class
- * (a class created while tracing with `__init__ = f`). Every such code is
+ * (a class created while tracing with `__init__ = f`), and eval_slow looks
+ * into a class body's namespace when the body ends (an `__init__ = f` whose
+ * code the trace already knew as an ordinary function). Every such code is
  * flagged SW_ID_INIT, so that its hooked frames take eval_slow, which
  * PY_START recognises (t->hook_frame); through the fast path they would be
  * recorded twice. On other versions this file only registers nothing.
@@ -294,19 +296,43 @@ void sw_init_gap_check_frame(_PyInterpreterFrame *f)
     watch_class_dict(tp);
 }
 
-/* The code objects of the Python __init__ functions that CPython may push
- * inline (may_be_inlined), defined by any class alive now (object and all
- * its subclasses, transitively), each once. The walk keeps a reference to
- * every class on its stack. */
-static PyObject *existing_init_codes(void)
+/* At the end of a frame of code that is not CO_OPTIMIZED (a class body;
+ * also a module body or exec'd code): an `__init__` in the namespace it
+ * filled may be a function the trace has already seen as an ordinary one
+ * (`__init__ = f` in a class body), which the check at a code's first
+ * hooked frame cannot catch. Only a dict namespace is looked into (a
+ * mapping from __prepare__ could run user code). Never raises. */
+void sw_init_gap_check_namespace(PyObject *ns)
+{
+    if (!gap_wanted() || !init_str || !PyDict_Check(ns))
+        return;
+    sw_tstate *t = &sw_T;
+    sw_exc_state es;
+    sw_exc_save(&es);
+    sw_busy_enter(t);
+    PyObject *init = PyDict_GetItemWithError(ns, init_str);   /* borrowed */
+    Py_XINCREF(init);
+    PyErr_Clear();
+    if (init && PyFunction_Check(init) && PyCode_Check(PyFunction_GET_CODE(init)))
+        watch_code((PyCodeObject *)PyFunction_GET_CODE(init));
+    Py_XDECREF(init);
+    sw_busy_exit(t);
+    sw_exc_restore(&es);
+}
+
+/* Calls visit on every class alive now (object and all its subclasses,
+ * transitively), each once; stops at the first that returns -1. The walk
+ * keeps a reference to every class on its stack. Returns 0, or -1 with an
+ * exception set. */
+typedef int (*class_visit)(PyTypeObject *tp, void *arg);
+
+static int walk_classes(class_visit visit, void *arg)
 {
     PyObject *subclasses = PyObject_GetAttrString((PyObject *)&PyType_Type, "__subclasses__");
-    PyObject *codes = PyList_New(0);
-    PyObject *init_name = PyUnicode_InternFromString("__init__");
-    ptrset types = {NULL, 0, 0}, seen_codes = {NULL, 0, 0};
+    ptrset types = {NULL, 0, 0};
     PyObject **stack = NULL;
     size_t depth = 0, cap = 0;
-    int err = !subclasses || !codes || !init_name || ptrset_add(&types, &PyBaseObject_Type) < 0;
+    int err = !subclasses || ptrset_add(&types, &PyBaseObject_Type) < 0;
     if (!err) {
         cap = 256;
         stack = PyMem_Malloc(cap * sizeof *stack);
@@ -343,34 +369,74 @@ static PyObject *existing_init_codes(void)
         }
         Py_DECREF(subs);
         if (!err && PyType_Check(t))
-            watch_class_dict((PyTypeObject *)t);
-        PyObject *dict = (!err && PyType_Check(t)) ? PyType_GetDict((PyTypeObject *)t) : NULL;
-        PyObject *init = dict ? PyDict_GetItemWithError(dict, init_name) : NULL;   /* borrowed */
-        if (!err && init && PyFunction_Check(init)) {
-            PyObject *code = PyFunction_GET_CODE(init);
-            if (PyCode_Check(code) && may_be_inlined((PyCodeObject *)code)) {
-                int added = ptrset_add(&seen_codes, code);
-                err = added < 0 || (added && PyList_Append(codes, code) < 0);
-            }
-        }
+            err = visit((PyTypeObject *)t, arg) < 0;
         err = err || PyErr_Occurred();
-        Py_XDECREF(dict);
         Py_DECREF(t);
     }
     while (depth)
         Py_DECREF(stack[--depth]);
     PyMem_Free(stack);
     PyMem_Free(types.slots);
-    PyMem_Free(seen_codes.slots);
     Py_XDECREF(subclasses);
-    Py_XDECREF(init_name);
-    if (err) {
-        if (!PyErr_Occurred())
-            PyErr_NoMemory();
-        Py_XDECREF(codes);
+    if (err && !PyErr_Occurred())
+        PyErr_NoMemory();
+    return err ? -1 : 0;
+}
+
+/* What collect_init_codes gathers: the codes, each once. */
+typedef struct {
+    PyObject *codes;   /* list */
+    ptrset seen;
+} init_codes_found;
+
+/* Watches the class's dict; adds its __init__'s code if CPython may push
+ * that function inline. */
+static int collect_init_codes(PyTypeObject *tp, void *arg)
+{
+    init_codes_found *found = arg;
+    watch_class_dict(tp);
+    PyObject *dict = PyType_GetDict(tp);
+    PyObject *init = dict ? PyDict_GetItemWithError(dict, init_str) : NULL;   /* borrowed */
+    int err = 0;
+    if (init && PyFunction_Check(init)) {
+        PyObject *code = PyFunction_GET_CODE(init);
+        if (PyCode_Check(code) && may_be_inlined((PyCodeObject *)code)) {
+            int added = ptrset_add(&found->seen, code);
+            err = added < 0 || (added && PyList_Append(found->codes, code) < 0);
+        }
+    }
+    Py_XDECREF(dict);
+    if (err && !PyErr_Occurred())
+        PyErr_NoMemory();
+    return err || PyErr_Occurred() ? -1 : 0;
+}
+
+/* The code objects of the Python __init__ functions that CPython may push
+ * inline (may_be_inlined), defined by any class alive now, each once; the
+ * classes' dicts are watched from here on. */
+static PyObject *existing_init_codes(void)
+{
+    init_codes_found found = {PyList_New(0), {NULL, 0, 0}};
+    if (!found.codes)
+        return NULL;
+    int err = walk_classes(collect_init_codes, &found);
+    PyMem_Free(found.seen.slots);
+    if (err < 0) {
+        Py_DECREF(found.codes);
         return NULL;
     }
-    return codes;
+    return found.codes;
+}
+
+/* Takes the watcher's bit off the class's dict: with the watcher gone, the
+ * next tool given its id would otherwise be told of changes to dicts it
+ * never watched. */
+static int unwatch_class_dict(PyTypeObject *tp, void *arg)
+{
+    (void)arg;
+    if ((tp->tp_flags & Py_TPFLAGS_HEAPTYPE) && tp->tp_dict && PyDict_Unwatch(dict_watcher_id, tp->tp_dict) < 0)
+        PyErr_Clear();
+    return 0;
 }
 
 /* _init_gap_begin(tool_id, set_local_events, events): sets the local
@@ -415,9 +481,11 @@ static PyObject *gap_end(PyObject *self, PyObject *unused)
             return NULL;
         watcher_id = -1;
     }
-    /* The dicts keep the watcher's bit; with the watcher cleared no
-     * callback runs for them. */
+    /* The dicts watched (every class's found at start or at a frame since)
+     * lose the watcher's bit before the watcher goes. */
     if (dict_watcher_id >= 0) {
+        if (walk_classes(unwatch_class_dict, NULL) < 0)
+            PyErr_Clear();   /* out of memory: those dicts keep the bit */
         if (PyDict_ClearWatcher(dict_watcher_id) < 0)
             return NULL;
         dict_watcher_id = -1;

@@ -183,8 +183,8 @@ uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
                 result |= SW_ID_GEN;
 #if PY_VERSION_HEX >= 0x030D0000
             if ((PyUnicode_Check(co->co_name) && PyUnicode_CompareWithASCIIString(co->co_name, "__init__") == 0) ||
-                sw_init_gap_is_init(co))
-                result |= SW_ID_INIT;
+                sw_init_gap_is_init(co) || !(co->co_flags & CO_OPTIMIZED))
+                result |= SW_ID_INIT;   /* an __init__, or a class body to look into */
 #endif
         }
         uintptr_t v = ((uintptr_t)(sw_S.gen & 0xffffffffu) << 32) | result;

@@ -21,8 +21,8 @@
  * id. Ids live in the low 29 bits. Flags send the hook to its slow path:
  * SW_ID_SKIP marks code the filters exclude (its frames are not recorded;
  * their children are), SW_ID_GEN generator/coroutine code (creation runs,
- * resumption and suspension need looking at), SW_ID_INIT a 3.13 __init__
- * (see init_gap.c). */
+ * resumption and suspension need looking at), SW_ID_INIT, on 3.13, an
+ * __init__ or a class body (see init_gap.c). */
 #define SW_ID_SKIP  0x80000000u
 #define SW_ID_GEN   0x40000000u
 #define SW_ID_INIT  0x20000000u
@@ -197,6 +197,9 @@ int sw_init_gap_is_init(PyCodeObject *co);
 /* At a hooked frame's start (eval_slow): gives the events to an __init__
  * of another name (see init_gap.c). */
 void sw_init_gap_check_frame(SW_FRAME *f);
+/* At the end of a class body (code that is not CO_OPTIMIZED): gives the
+ * events to the function its namespace has as __init__. */
+void sw_init_gap_check_namespace(PyObject *ns);
 /* Marks a code registered in this session as a 3.13 __init__ (SW_ID_INIT),
  * so that its hooked frames take eval_slow. */
 void sw_code_mark_init(PyCodeObject *co);

@@ -270,6 +270,65 @@ def test_init_of_another_name_counted_once(tmp_path):
     assert c["used_plainly_then_as_init"] == 1002, c
 
 
+def plain_then_in_a_class_body(self, v):
+    self.v = v
+
+
+def test_init_seen_plainly_then_in_a_class_body(tmp_path):
+    """3.13: a function the trace has already seen as an ordinary one, then
+    made the __init__ of a class created while tracing (`__init__ = f` in
+    the class body), is seen on every call, also once CPython pushes its
+    frame inline; defined before tracing or while tracing."""
+    p = str(tmp_path / "i.swt")
+    holder = types.SimpleNamespace()
+    with stackwatch.trace(p):
+        def local_plain_then_init(self, v):
+            self.v = v
+
+        plain_then_in_a_class_body(holder, 0)
+        local_plain_then_init(holder, 0)
+
+        class Later:
+            __init__ = plain_then_in_a_class_body
+
+        class LocalLater:
+            __init__ = local_plain_then_init
+
+        for cls in (Later, LocalLater):
+            for i in range(500):
+                cls(i)
+            list(map(cls, range(500)))
+    c = calls(p)
+    assert c["plain_then_in_a_class_body"] == 1001, c
+    key = "test_init_seen_plainly_then_in_a_class_body.<locals>.local_plain_then_init"
+    assert c[key] == 1001, c
+
+
+class ClassAliveAtStart:
+    pass
+
+
+def test_no_dict_watcher_left_behind(tmp_path):
+    """Tracing leaves no dict watched after it stops (3.13 watches the
+    classes' dicts while it traces): a dict watcher another tool adds later,
+    which may be given the same id, hears only of the dicts it watches."""
+    _testcapi = pytest.importorskip("_testcapi")
+    if not hasattr(_testcapi, "add_dict_watcher"):
+        pytest.skip("this Python has no dict watchers (3.12+)")
+    with stackwatch.trace(str(tmp_path / "w.swt")):
+        class MadeWhileTracing:
+            def __init__(self):
+                pass
+        MadeWhileTracing()
+    wid = _testcapi.add_dict_watcher(0)
+    try:
+        ClassAliveAtStart.attr = 1
+        MadeWhileTracing.attr = 1
+        assert _testcapi.get_dict_watcher_events() == []
+    finally:
+        _testcapi.clear_dict_watcher(wid)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
 def test_fork_gives_no_multithreading_warning(tmp_path):
     """stackwatch's background flusher thread must not make os.fork() warn
