@@ -125,6 +125,76 @@ static inline int sw_frame_returned(struct _PyInterpreterFrame *f)
 #  define sw_in_teardown(ts) 0
 #endif
 
+/* The recursion limit, and whether the evaluator will refuse to run a
+ * frame at its very start because the thread is at that limit (the checks
+ * at the top of _PyEval_EvalFrameDefault, made before any event: CPython
+ * raises RecursionError in the caller and sys.setprofile sees no call).
+ * sw_entry_near_limit is the fast path's cheap superset of
+ * sw_entry_fails (the C budget of 3.12+ is topped up for traced threads,
+ * recursion.c). */
+#if PY_VERSION_HEX >= 0x030C0000
+#  define sw_entry_near_limit(ts) ((ts)->py_recursion_remaining <= 0)
+static inline int sw_entry_fails(PyThreadState *ts)
+{
+    if (ts->recursion_headroom)
+        return 0;
+    /* C check first: one level taken, then `c_recursion_remaining-- <= 0`
+     * (3.12) or `< 0` (3.13); then `py_recursion_remaining-- <= 0`. */
+#  if PY_VERSION_HEX >= 0x030D0000
+    return ts->c_recursion_remaining <= 0 || ts->py_recursion_remaining <= 0;
+#  else
+    return ts->c_recursion_remaining <= 1 || ts->py_recursion_remaining <= 0;
+#  endif
+}
+#elif PY_VERSION_HEX >= 0x030B0000
+#  define sw_entry_near_limit(ts) ((ts)->recursion_remaining <= 0)
+static inline int sw_entry_fails(PyThreadState *ts)
+{
+    /* One check at the frame's start, `recursion_remaining-- <= 0`, which
+     * first adopts a limit raised since (depth below it: no error). */
+    int r = ts->recursion_remaining;
+    if (ts->recursion_headroom || r > 0)
+        return 0;
+    return ts->recursion_limit - (r - 1) >= Py_GetRecursionLimit();
+}
+#else
+#  ifndef Py_BUILD_CORE
+#    define Py_BUILD_CORE 1
+#  endif
+/* Public headers define it (a function call) without Py_BUILD_CORE; the
+ * internal one is an equivalent macro. */
+#  undef _PyGC_FINALIZED
+#  include <internal/pycore_interp.h>
+#  define sw_entry_near_limit(ts) ((ts)->recursion_depth >= (ts)->interp->ceval.recursion_limit)
+static inline int sw_entry_fails(PyThreadState *ts)
+{
+    /* `++recursion_depth > limit`, unless already handling an overflow. */
+#  if PY_VERSION_HEX >= 0x030A0000
+    if (ts->recursion_headroom)
+        return 0;
+#  else
+    if (ts->overflowed || ts->recursion_critical)
+        return 0;
+#  endif
+    return ts->recursion_depth + 1 > ts->interp->ceval.recursion_limit;
+}
+#endif
+
+/* Lets a callback of stackwatch's (a handler) run at the program's
+ * recursion limit: n more levels while it runs, taken back after, so the
+ * program's own frames meet the limit where they would without it. */
+static inline void sw_recursion_allow(PyThreadState *ts, int n)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    ts->py_recursion_remaining += n;
+    ts->c_recursion_remaining += n;
+#elif PY_VERSION_HEX >= 0x030B0000
+    ts->recursion_remaining += n;
+#else
+    ts->recursion_depth -= n;
+#endif
+}
+
 /* Installing a frame evaluator. */
 #if PY_VERSION_HEX >= 0x030B0000
 typedef PyObject *(*sw_eval_fn)(PyThreadState *, SW_FRAME *, int);

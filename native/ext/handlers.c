@@ -239,11 +239,17 @@ int sw_handlers_want(int kind, PyCodeObject *co)
     return with && (matching(co) & with);
 }
 
+/* The recursion levels a handler may use beyond the program's limit: an
+ * event of a frame at the limit is still delivered (sw_recursion_allow). */
+#define HANDLER_RECURSION_ROOM 100
+
 void sw_handlers_emit(int kind, const sw_evdata *d)
 {
     uint32_t bit = SW_EVB(kind);
     uint32_t ok = matching(d->code);
     PyObject *ev = NULL;
+    PyThreadState *ts = PyThreadState_Get();
+    sw_recursion_allow(ts, HANDLER_RECURSION_ROOM);
     for (int i = 0; i < MAX_HANDLERS; i++) {
         if (!H[i].fn || !(H[i].mask & bit) || !(ok & (1u << i)))
             continue;
@@ -263,6 +269,7 @@ void sw_handlers_emit(int kind, const sw_evdata *d)
         Py_DECREF(fn);
     }
     Py_XDECREF(ev);
+    sw_recursion_allow(ts, -HANDLER_RECURSION_ROOM);
 }
 
 static PyObject *py_add_handler(PyObject *self, PyObject *args)

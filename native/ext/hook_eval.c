@@ -101,12 +101,20 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
 {
     sw_tstate *t = &sw_T;
     sw_eval_fn prev = sw_S.prev_eval;
+    /* stackwatch's own Python code (a handler's frames) runs plain, also
+     * near the stack guard. */
+    if (t->busy)
+        return prev(ts, f, throwflag);
     if (sw_stack_pointer() < t->stack_guard)
         return stack_exhausted(t, ts, f);
-    if (t->busy)
+    /* At the recursion limit the evaluator refuses the frame before it
+     * starts: not a call (sys.setprofile sees none either). */
+    if (SW_UNLIKELY(sw_entry_fails(ts)))
         return prev(ts, f, throwflag);
     PyCodeObject *co = sw_frame_code(f);
     int others = (sw_D.slow & SW_MASK_PY) != 0;
+    if (others)
+        sw_recursion_attach(t);
     int file = sw_thread_attach(t);
 #if PY_VERSION_HEX < 0x030C0000
     if (SW_UNLIKELY(t->hooks_gen != sw_D.hooks_gen)) {
@@ -230,7 +238,8 @@ static SW_NOINLINE PyObject *exit_slow(sw_tbuf *tb, PyObject *res)
         sw_code_extra *ce = (sw_code_extra *)sw_frame_code(f)->co_extra;                      \
         Py_ssize_t idx = sw_S.extra_index;                                                    \
         if (SW_UNLIKELY(sw_T.gen != gen || !ce || idx >= ce->ce_size ||                       \
-                        sw_stack_pointer() < sw_T.stack_guard || sw_in_teardown(ts)))         \
+                        sw_stack_pointer() < sw_T.stack_guard || sw_in_teardown(ts) ||        \
+                        sw_entry_near_limit(ts)))                                             \
             return eval_slow(ts, f, throwflag);                                               \
         uintptr_t v = (uintptr_t)ce->ce_extras[idx];                                          \
         sw_tbuf *tb = sw_T.tb;                                                                \
@@ -360,6 +369,8 @@ int sw_hook_eval_sync(int session_active)
         return sw_hook_eval_install();
     if (!want && sw_S.hook_installed) {
         sw_hook_eval_uninstall();
+        /* Hooked calls no longer spend C recursion. */
+        sw_recursion_bonus_take_back();
     } else if (want && is_ours(sw_get_eval(PyThreadState_Get()->interp))) {
         /* the session's clock and shift */
         sw_set_eval(PyThreadState_Get()->interp, ours_in_chain = sw_eval_for_clock());

@@ -69,6 +69,15 @@ void sw_recursion_bonus_forget_self(void)
     }
 }
 
+/* What a thread keeps of its budget when its bonus is taken back while it
+ * is deep in hooked calls (stop() called deep down, or the last handler
+ * removed there): taking it all would leave the budget far below zero, and
+ * CPython ends the process when it overflows while already handling an
+ * overflow. Such a thread keeps the part of its bonus its stack is using
+ * (freed as it returns), so it may later recurse in C somewhat deeper than
+ * plain CPython would let it. */
+#define SW_RECURSION_KEEP 200
+
 /* Takes every bonus back from the thread states still alive. */
 void sw_recursion_bonus_take_back(void)
 {
@@ -77,19 +86,31 @@ void sw_recursion_bonus_take_back(void)
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts)) {
         for (size_t i = 0; i < nbonuses; i++) {
             if (bonuses[i].ts == ts && ts->thread_id == (unsigned long)bonuses[i].thread) {
-                ts->c_recursion_remaining -= bonuses[i].bonus;
+                int take = bonuses[i].bonus;
+                if (ts->c_recursion_remaining - take < SW_RECURSION_KEEP)
+                    take = ts->c_recursion_remaining > SW_RECURSION_KEEP ? ts->c_recursion_remaining - SW_RECURSION_KEEP : 0;
+                ts->c_recursion_remaining -= take;
                 break;
             }
         }
     }
     nbonuses = 0;
+    sw_S.recursion_gen++;
     pthread_mutex_unlock(&sw_S.lock);
 }
 #else
 void sw_recursion_bonus_give(PyThreadState *ts) { (void)ts; }
 void sw_recursion_bonus_forget_self(void) {}
-void sw_recursion_bonus_take_back(void) {}
+void sw_recursion_bonus_take_back(void) { sw_S.recursion_gen++; }
 #endif
+
+void sw_recursion_attach_slow(sw_tstate *t)
+{
+    t->recursion_gen = sw_S.recursion_gen;
+    if (!t->stack_guard)
+        t->stack_guard = sw_stack_guard_of_this_thread();
+    sw_recursion_bonus_give(PyThreadState_Get());
+}
 
 
 /* The lowest address the hook lets a hooked call start at: the thread's

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-sw_session sw_S = {.fast_gen = ~(uint64_t)0, .fast_tag = (uint64_t)0xffffffffu << 3, .extra_index = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+sw_session sw_S = {.fast_gen = ~(uint64_t)0, .fast_tag = (uint64_t)0xffffffffu << 3, .extra_index = -1, .recursion_gen = 1, .lock = PTHREAD_MUTEX_INITIALIZER};
 __thread sw_tstate sw_T __attribute__((tls_model("initial-exec")));
 
 static uint64_t gen_counter;
@@ -119,10 +119,9 @@ int sw_thread_attach(sw_tstate *t)
         return 0;
     }
     t->session = sw_S.gen;
-    t->stack_guard = sw_stack_guard_of_this_thread();
     t->name_pending = 1;
     t->name_tries = 0;
-    sw_recursion_bonus_give(PyThreadState_Get());
+    sw_recursion_attach(t);
     if (sw_S.c_calls)
         sw_ccalls_thread_attach(t);
     lookup_name(t, PyThread_get_thread_ident());
@@ -377,9 +376,8 @@ PyObject *sw_session_stop(void)
         PyErr_SetString(PyExc_RuntimeError, "stackwatch is not tracing");
         return NULL;
     }
-    sw_hook_eval_sync(0);
+    sw_hook_eval_sync(0);   /* takes the bonuses back if the hook goes */
     sw_ccalls_session_end();
-    sw_recursion_bonus_take_back();
     sw_flusher_stop();
     pthread_mutex_lock(&sw_S.lock);
     uint64_t end = sw_clock_now(&sw_S.clock);

@@ -49,6 +49,8 @@ typedef struct sw_session {
     int nfilters;
     sw_eval_fn prev_eval;    /* evaluator we chain to */
     int hook_installed;
+    uint64_t recursion_gen;  /* bumped when every thread's C-recursion bonus
+                              * is taken back (recursion.c) */
     int c_calls;             /* record calls of builtin/extension functions */
     pthread_mutex_t lock;
     pthread_key_t key;       /* only for its destructor (thread exit) */
@@ -69,6 +71,8 @@ typedef struct sw_tstate {
     uintptr_t stack_guard;   /* a hooked call below this address raises
                               * RecursionError instead of overflowing the
                               * C stack (0: bounds unknown) */
+    uint64_t recursion_gen;  /* == sw_S.recursion_gen once the thread has its
+                              * guard and bonus (sw_recursion_attach) */
     int name_pending;        /* the thread's name is not known yet */
     int name_tries;
     /* C calls (ccalls.c): for each open C call (innermost last), whether it
@@ -218,6 +222,14 @@ void sw_ccalls_sync(void);   /* 3.9-3.11: the hook on every thread as the dispat
 void sw_recursion_bonus_give(PyThreadState *ts);
 void sw_recursion_bonus_forget_self(void);
 void sw_recursion_bonus_take_back(void);
+/* A thread the hook runs frames for: its stack guard and (3.12+) its
+ * C-recursion bonus, once until the bonuses are taken back. */
+void sw_recursion_attach_slow(sw_tstate *t);
+static inline void sw_recursion_attach(sw_tstate *t)
+{
+    if (t->recursion_gen != sw_S.recursion_gen)
+        sw_recursion_attach_slow(t);
+}
 uintptr_t sw_stack_guard_of_this_thread(void);
 
 /* The statistical profiler's Python type (sampler.c). Returns 0 or -1 with

@@ -97,6 +97,28 @@ def drop_subtrees(seq, names):
     return out
 
 
+# Inside Thread.start and Thread.join, which calls are made depends on
+# whether the other thread has got there yet (start waits for the thread
+# only if it has not signalled; join's bookkeeping of finished threads
+# checks every thread whose end CPython has not yet completed), not on the
+# program. In the threads case both sides keep these calls and their
+# returns, and leave out what is inside them.
+SCHEDULER_DEPENDENT = {"threads": ("Thread.start", "Thread.join") if NEW_NAMES else ("start", "join")}
+
+
+def drop_interiors(seq, names):
+    out, depth = [], 0
+    for kind, name in seq:
+        if depth:
+            depth += 1 if kind in ("call", "c_call") else -1
+            if depth:
+                continue
+        elif kind == "call" and name in names:
+            depth = 1
+        out.append((kind, name))
+    return out
+
+
 def normalise(seq):
     m = {"call": "call", "resume": "call", "return": "return", "yield": "return", "unwind": "return",
          "c_call": "c_call", "c_return": "c_return"}
@@ -156,7 +178,7 @@ def main():
                 traced_threads.append(subtree(seq, run_name))
 
     def clean(seq):
-        return drop_subtrees(seq, OBSERVER_DEPENDENT)
+        return drop_interiors(drop_subtrees(seq, OBSERVER_DEPENDENT), SCHEDULER_DEPENDENT.get(case, ()))
 
     truth = {"main": clean(subtree(t_main, root)),
              "threads": sorted(clean(s) for s in (subtree(s, run_name) for s in t_threads) if s)}

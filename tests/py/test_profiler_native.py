@@ -144,7 +144,8 @@ def test_nesting_and_python_projection():
         last_py = max(i for i, n in enumerate(path) if not n.get("native"))
         return EVAL in nm[:last_py]
     assert not [names(p) for p, _ in merged if eval_rootward(p)]
-    assert sum(n for path, n in merged if EVAL in names(path)) <= 0.05 * total
+    # (1.5-4% measured on a quiet machine, 5.9% once on a loaded one)
+    assert sum(n for path, n in merged if EVAL in names(path)) <= 0.08 * total
     in_key = 0
     for path, n in merged:
         nm = names(path)
