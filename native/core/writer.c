@@ -419,6 +419,25 @@ void sw_writer_flush_quiet(sw_writer *w)
     }
 }
 
+static void write_ring_locked(sw_writer *w, sw_tbuf *b);
+
+void sw_writer_flush_all(sw_writer *w)
+{
+    if (w->closed)
+        return;
+    for (sw_tbuf *b = w->threads; b; b = b->next) {
+        if (!b->finished)
+            sw_tbuf_flush(b);
+        b->seq_seen = b->seq;
+    }
+    pthread_mutex_lock(&w->lock);
+    flush_defs_locked(w);
+    if (w->opts.ring_bytes)
+        for (sw_tbuf *b = w->threads; b; b = b->next)
+            write_ring_locked(w, b);
+    pthread_mutex_unlock(&w->lock);
+}
+
 void sw_tbuf_finish(sw_tbuf *b)
 {
     if (b->finished)

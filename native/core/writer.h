@@ -106,6 +106,13 @@ void sw_tbuf_flush(sw_tbuf *b);
  * reaches the file even from threads that record slowly). The caller must
  * guarantee that no thread appends meanwhile (the extension holds the GIL). */
 void sw_writer_flush_quiet(sw_writer *w);
+/* Puts every event recorded so far into the file, the writer staying open:
+ * each thread's pending records are sealed and, in ring mode, the kept
+ * chunks are written and the ring emptied. For a process about to be
+ * replaced (exec): the file then reads like one whose process was killed,
+ * without a lost event. Caller excludes the threads' recording (the
+ * extension holds the GIL and the session lock). */
+void sw_writer_flush_all(sw_writer *w);
 
 /* Marks the thread finished after flushing it (thread exit). */
 void sw_tbuf_finish(sw_tbuf *b);

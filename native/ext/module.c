@@ -73,6 +73,19 @@ static PyObject *py_is_tracing(PyObject *self, PyObject *unused)
     return PyBool_FromLong(sw_S.gen != 0);
 }
 
+/* Everything recorded so far into the file, tracing going on (the process
+ * is about to exec). */
+static PyObject *py_flush_all(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    pthread_mutex_lock(&sw_S.lock);
+    if (sw_S.gen && sw_S.w)
+        sw_writer_flush_all(sw_S.w);
+    pthread_mutex_unlock(&sw_S.lock);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_before_fork(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -552,6 +565,7 @@ static PyMethodDef methods[] = {
     {"stop", py_stop, METH_NOARGS, "stop() -> dict of totals"},
     {"is_tracing", py_is_tracing, METH_NOARGS, "is_tracing() -> bool"},
     {"_after_fork_child", py_after_fork_child, METH_NOARGS, "forget the parent's session (fork child)"},
+    {"_flush_all", py_flush_all, METH_NOARGS, "write every event recorded so far, tracing going on (before exec)"},
     {"_before_fork", py_before_fork, METH_NOARGS, "stop the background flusher before fork()"},
     {"_after_fork_parent", py_after_fork_parent, METH_NOARGS, "restart the background flusher after fork()"},
     {NULL, NULL, 0, NULL},

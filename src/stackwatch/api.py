@@ -2,7 +2,8 @@
 
 One session per process at a time. The C extension records; this module
 chooses the file, writes the header's descriptive fields, keeps the trace
-readable when the program leaves by os._exit(), and decides what a forked
+readable when the program leaves by os._exit() or replaces itself by
+os.exec*() (everything recorded so far is written first), and decides what a forked
 child does (it never writes into its parent's file: with follow_fork=True,
 the default, it traces into a file of its own named after its pid, else it
 stops tracing).
@@ -22,6 +23,10 @@ from .units import parse_size
 _session = None          # options of the running session, for fork children
 _sampler = None          # the sampler writing into the running session's file (sample=...)
 _real_os_exit = os._exit
+_real_execv, _real_execve = os.execv, os.execve
+# Called with the program's path just before it execs (the CLI says where
+# the trace is: its exit handler will not run).
+_exec_notice = None
 DEFAULT_FLUSH_INTERVAL = 0.25 if sys.version_info < (3, 13) else 0.0
 # stackwatch's own Python frames (start/stop, the CLI's exit handler) are
 # never recorded.
@@ -193,6 +198,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
                     events=events, lines=lines, sample=sample, sample_native=sample_native,
                     sample_lines=sample_lines)
     os._exit = _exit_after_stop
+    os.execv, os.execve = _execv_after_flush, _execve_after_flush
 
 
 def _globs(value, what):
@@ -229,8 +235,7 @@ def stop():
             _native.set_file_events(0, None)
     finally:
         _session = None
-        if os._exit is _exit_after_stop:
-            os._exit = _real_os_exit
+        _restore_exits()
     if samples is not None:
         d = dict(d, samples=samples["stored"])
         if samples["dropped"] and not sample_error:
@@ -238,6 +243,47 @@ def stop():
         if sample_error and not d["error"]:
             d["error"] = sample_error
     return TraceSummary(d)
+
+
+def _restore_exits():
+    if os._exit is _exit_after_stop:
+        os._exit = _real_os_exit
+    if os.execv is _execv_after_flush:
+        os.execv = _real_execv
+    if os.execve is _execve_after_flush:
+        os.execve = _real_execve
+
+
+def _flush_before_exec(path):
+    """The process is about to be replaced: every event recorded so far goes
+    into the file, which then reads like that of a killed process with
+    nothing lost. If the exec fails, tracing goes on (samples excepted: the
+    sampler is stopped to write its own)."""
+    global _sampler
+    if not _native.is_tracing():
+        return
+    sampler, _sampler = _sampler, None
+    if sampler is not None:
+        try:
+            sampler.stop()
+        except Exception:
+            pass
+    try:
+        _native._flush_all()
+        if _exec_notice is not None:
+            _exec_notice(path)
+    except Exception:
+        pass
+
+
+def _execv_after_flush(path, argv):
+    _flush_before_exec(path)
+    return _real_execv(path, argv)
+
+
+def _execve_after_flush(path, argv, env):
+    _flush_before_exec(path)
+    return _real_execve(path, argv, env)
 
 
 def _exit_after_stop(status):
@@ -258,7 +304,7 @@ def _after_fork_in_child():
     _native.set_file_events(0, None)
     globals()["_session"] = None
     globals()["_sampler"] = None   # its thread is the parent's: never touched here
-    os._exit = _real_os_exit
+    _restore_exits()
     if session["follow_fork"]:
         opts = dict(session)
         opts.pop("path")

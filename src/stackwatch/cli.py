@@ -6,6 +6,7 @@ and a non-zero exit status; never a traceback from stackwatch itself.
 """
 import argparse
 import atexit
+import functools
 import os
 import sys
 import tempfile
@@ -274,10 +275,20 @@ def cmd_run(args):
                       sample_native=args.native, sample_lines=args.sample_lines)
         except (ValueError, RuntimeError) as e:
             raise UsageError(str(e))
+        if not args.quiet:
+            api._exec_notice = functools.partial(_say_exec, trace_path, args.format)
     # atexit runs after the interpreter has joined non-daemon threads, so
     # their events are in the trace too.
     atexit.register(finisher)
     return program.run(finisher)
+
+
+def _say_exec(trace_path, fmt, program):
+    """The program replaces itself (os.exec*): the exit handler will not
+    run, so say here where the trace is."""
+    later = "" if fmt == "swt" else f" (not converted: stackwatch export {trace_path} --format {fmt})"
+    print(f"stackwatch: the program execs {os.fsdecode(program)}; its trace so far is in "
+          f"{trace_path}{later}", file=sys.stderr)
 
 
 class _Finisher:

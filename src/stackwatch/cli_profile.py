@@ -99,8 +99,8 @@ def _options(args):
 
 
 class _Finisher:
-    """Stops the profiler once (at exit, on Ctrl-C or os._exit) and writes
-    the profile."""
+    """Stops the profiler once (at exit, on Ctrl-C, os._exit or os.exec*)
+    and writes the profile."""
 
     def __init__(self, prof, fmt, output, quiet):
         self.prof, self.fmt, self.output, self.quiet = prof, fmt, output, quiet
@@ -181,4 +181,18 @@ def cmd_profile(args):
             real_exit(status)
 
     os._exit = exit_after_writing
+    # A program that replaces itself (every os.exec* ends in one of these):
+    # the profile up to the exec is written first (a failed exec ends it
+    # there too).
+    real_execv, real_execve = os.execv, os.execve
+
+    def execv_after_writing(path, argv):
+        finisher()
+        return real_execv(path, argv)
+
+    def execve_after_writing(path, argv, env):
+        finisher()
+        return real_execve(path, argv, env)
+
+    os.execv, os.execve = execv_after_writing, execve_after_writing
     return program.run(finisher)

@@ -116,6 +116,67 @@ def test_exit_paths_keep_status_output_and_trace(tmp, body, status):
     assert "f" in names(t) or "<module>" in names(t)
 
 
+EXEC_PROGRAM = """
+import os, sys, threading
+def work(n):
+    return n + 1
+def in_thread():
+    for i in range(30):
+        work(i)
+t = threading.Thread(target=in_thread)
+t.start(); t.join()
+for i in range(100):
+    work(i)
+print("before", flush=True)
+try:
+    os.CALL
+except OSError:
+    pass
+print("exec failed")
+for i in range(5):
+    work(i)
+"""
+
+
+@pytest.mark.parametrize("call,replaced", [
+    ("execv(sys.executable, [sys.executable, '-c', 'print(1 + 1)'])", True),
+    ("execlp('sh', 'sh', '-c', 'echo replaced; exit 5')", True),
+    ("execv('/nonexistent/prog', ['x'])", False),
+], ids=["execv", "execlp", "failed"])
+def test_exec_keeps_every_event(tmp, call, replaced):
+    """A program that replaces itself (os.exec*): the exit handler never
+    runs, so everything recorded is written first (the trace reads like
+    that of a killed process, nothing lost) and stackwatch says where it
+    is. If the exec fails, tracing goes on to a complete trace."""
+    script = write(tmp / "p.py", EXEC_PROGRAM.replace("CALL", call))
+    plain = run(["python", script], cwd=tmp)
+    traced = run(["run", "-o", "o.swt", script], cwd=tmp)
+    assert traced.returncode == plain.returncode, traced.stderr
+    assert traced.stdout == plain.stdout
+    t = Trace(str(tmp / "o.swt"))
+    assert t.damage is None and t.dropped() == 0
+    calls = {}
+    for r in t.stats():
+        calls[t.codes[r.code].name] = calls.get(t.codes[r.code].name, 0) + r.calls
+    if replaced:
+        assert "before" in traced.stdout and "exec failed" not in traced.stdout
+        assert "stackwatch: the program execs" in traced.stderr and "o.swt" in traced.stderr
+        assert not t.complete
+        assert calls["work"] == 130 and calls["in_thread"] == 1
+    else:
+        assert "exec failed" in traced.stdout
+        assert t.complete
+        assert calls["work"] == 135
+
+
+def test_exec_wrappers_only_while_tracing(tmp):
+    import stackwatch
+    real = os.execv, os.execve
+    with stackwatch.trace(str(tmp / "a.swt")):
+        assert os.execv is not real[0] and os.execve is not real[1]
+    assert (os.execv, os.execve) == real
+
+
 def test_keyboard_interrupt_same_as_python(tmp):
     script = write(tmp / "p.py", "def f():\n    raise KeyboardInterrupt\nf()\n")
     plain = run(["python", script], cwd=tmp)

@@ -518,6 +518,24 @@ def test_cli_profile_exit_status(tmp_path):
     assert (tmp_path / "f.txt").exists()
 
 
+EXEC_TAIL = """
+import os
+os.execv(sys.executable, [sys.executable, "-c", "print('replaced')"])
+"""
+
+
+def test_cli_profile_written_before_exec(tmp_path):
+    """A program that replaces itself (os.exec*): the profile up to the exec
+    is written first (the exit handler never runs)."""
+    script = write(tmp_path / "ex.py", PROGRAM + EXEC_TAIL)
+    r = run(["profile", "-o", "e.txt", script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "replaced" in r.stdout
+    assert "stackwatch: wrote" in r.stderr
+    lines = (tmp_path / "e.txt").read_text().splitlines()
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in lines if ";work (" in line) >= 100
+
+
 @pytest.mark.parametrize("args, words", [
     (["--rate", "0"], "sampling rate must be positive"),
     (["--interval", "10us"], "below the minimum of 20us"),
