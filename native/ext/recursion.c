@@ -110,6 +110,9 @@ void sw_recursion_attach_slow(sw_tstate *t)
     if (!t->stack_guard)
         t->stack_guard = sw_stack_guard_of_this_thread();
     sw_recursion_bonus_give(PyThreadState_Get());
+    /* Its entry is forgotten when the thread exits. */
+    if (sw_thread_exit_key())
+        pthread_setspecific(sw_S.key, t);
 }
 
 

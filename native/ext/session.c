@@ -37,6 +37,13 @@ static void thread_exit(void *arg)
     pthread_mutex_unlock(&sw_S.lock);
 }
 
+int sw_thread_exit_key(void)
+{
+    if (!sw_S.key_made && pthread_key_create(&sw_S.key, thread_exit) == 0)
+        sw_S.key_made = 1;
+    return sw_S.key_made;
+}
+
 /* UTF-8 of a str, or a replacement for what cannot be encoded. Returns a
  * new bytes object or NULL (never with an exception left set). */
 static PyObject *utf8_of(PyObject *s)
@@ -296,10 +303,7 @@ int sw_session_start(const sw_start_opts *o)
             return -1;
         }
     }
-    if (!sw_S.key_made) {
-        if (pthread_key_create(&sw_S.key, thread_exit) == 0)
-            sw_S.key_made = 1;
-    }
+    sw_thread_exit_key();
     char **inc = NULL, **exc = NULL;
     if (sw_globs_copy(o->include, "include", &inc) < 0)
         return -1;

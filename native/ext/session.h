@@ -142,6 +142,9 @@ void sw_thread_name_lookup(sw_tstate *t);
 uint32_t sw_code_register(PyCodeObject *co, PyObject *globals);
 void sw_session_error(const char *what);     /* records the first error */
 void sw_session_fast_refresh(void);          /* recomputes sw_S.fast_gen */
+/* The key whose destructor runs at a thread's exit (flushes its buffer,
+ * forgets its recursion bonus); 1 if it exists. */
+int sw_thread_exit_key(void);
 
 /* Whether co is registered in this session. */
 static inline int sw_code_known(PyCodeObject *co)
