@@ -276,16 +276,19 @@ def cmd_run(args):
         except (ValueError, RuntimeError) as e:
             raise UsageError(str(e))
         if not args.quiet:
-            api._exec_notice = functools.partial(_say_exec, trace_path, args.format)
+            api._exec_notice = functools.partial(_say_exec, os.getpid(), trace_path, args.format)
     # atexit runs after the interpreter has joined non-daemon threads, so
     # their events are in the trace too.
     atexit.register(finisher)
     return program.run(finisher)
 
 
-def _say_exec(trace_path, fmt, program):
+def _say_exec(pid, trace_path, fmt, program):
     """The program replaces itself (os.exec*): the exit handler will not
-    run, so say here where the trace is."""
+    run, so say here where the trace is (as that handler, only in the
+    process stackwatch started, not in its forked children)."""
+    if os.getpid() != pid:
+        return
     later = "" if fmt == "swt" else f" (not converted: stackwatch export {trace_path} --format {fmt})"
     print(f"stackwatch: the program execs {os.fsdecode(program)}; its trace so far is in "
           f"{trace_path}{later}", file=sys.stderr)

@@ -250,3 +250,22 @@ def test_stats_output(tmp):
     assert r.returncode == 0, r.stderr
     assert "work" in r.stdout and "1973" in r.stdout
     assert "MainThread" in r.stdout
+
+
+def test_forked_child_exec_says_nothing(tmp):
+    """A forked child that execs (the old fork-then-exec idiom) is quiet, as
+    its exit is: only the process stackwatch started prints its line."""
+    script = write(tmp / "p.py", (
+        "import os\n"
+        "def work():\n"
+        "    return 1\n"
+        "work()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os.execv('/bin/sh', ['sh', '-c', 'exit 0'])\n"
+        "os.waitpid(pid, 0)\n"
+        "work()\n"))
+    r = run(["run", "-o", "o.swt", script], cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.startswith("stackwatch:")]
+    assert len(lines) == 1 and lines[0].startswith("stackwatch: wrote "), r.stderr
