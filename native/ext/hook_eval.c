@@ -20,11 +20,6 @@
 #define NAME_LOOKUP_DEPTH 4
 #define NAME_LOOKUP_TRIES 32
 
-/* The C stack is nearly exhausted: every hooked call uses C stack (on
- * 3.11+ a Python call otherwise would not), so where plain CPython would
- * recurse on, fail the call with RecursionError rather than crash. The
- * frame is run with the exception pending (as generator.throw() does) so
- * that CPython unwinds and frees it normally. */
 /* The depth the thread's trace is at (0 when it records nothing). */
 static inline uint32_t recorded_depth(const sw_tstate *t)
 {
@@ -101,10 +96,11 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
 {
     sw_tstate *t = &sw_T;
     sw_eval_fn prev = sw_S.prev_eval;
-    /* stackwatch's own Python code (a handler's frames) runs plain, also
-     * near the stack guard. */
+    /* stackwatch's own Python code (a handler's frames) runs plain, with a
+     * guard of its own lower down: a handler is called at the program's
+     * deepest point, and must run there. */
     if (t->busy)
-        return prev(ts, f, throwflag);
+        return sw_stack_pointer() < t->handler_guard ? stack_exhausted(t, ts, f) : prev(ts, f, throwflag);
     if (sw_stack_pointer() < t->stack_guard)
         return stack_exhausted(t, ts, f);
     /* At the recursion limit the evaluator refuses the frame before it

@@ -108,7 +108,7 @@ void sw_recursion_attach_slow(sw_tstate *t)
 {
     t->recursion_gen = sw_S.recursion_gen;
     if (!t->stack_guard)
-        t->stack_guard = sw_stack_guard_of_this_thread();
+        t->stack_guard = sw_stack_guard_of_this_thread(&t->handler_guard);
     sw_recursion_bonus_give(PyThreadState_Get());
     /* Its entry is forgotten when the thread exits. */
     if (sw_thread_exit_key())
@@ -174,8 +174,9 @@ static int main_thread_stack(uintptr_t *lo, size_t *size)
     return 0;
 }
 
-uintptr_t sw_stack_guard_of_this_thread(void)
+uintptr_t sw_stack_guard_of_this_thread(uintptr_t *handler_guard)
 {
+    *handler_guard = 0;
     void *addr = NULL;
     size_t size = 0;
     uintptr_t lo;
@@ -193,5 +194,8 @@ uintptr_t sw_stack_guard_of_this_thread(void)
     if (!addr || size < (64u << 10))
         return 0;
     size_t margin = size / 4 < (512u << 10) ? size / 4 : (512u << 10);
+    /* A handler called at the program's deepest point may use three
+     * quarters of the margin. */
+    *handler_guard = (uintptr_t)addr + margin / 4;
     return (uintptr_t)addr + margin;
 }

@@ -68,6 +68,9 @@ typedef struct sw_tstate {
     uint64_t failed_gen;     /* session for which attaching failed */
     sw_tbuf *tb;
     int busy;                /* the hook itself is running Python code */
+    uintptr_t handler_guard; /* the same for stackwatch's own frames (a
+                              * handler's), which may go deeper: 0 or below
+                              * stack_guard */
     uintptr_t stack_guard;   /* a hooked call below this address raises
                               * RecursionError instead of overflowing the
                               * C stack (0: bounds unknown) */
@@ -233,7 +236,7 @@ static inline void sw_recursion_attach(sw_tstate *t)
     if (t->recursion_gen != sw_S.recursion_gen)
         sw_recursion_attach_slow(t);
 }
-uintptr_t sw_stack_guard_of_this_thread(void);
+uintptr_t sw_stack_guard_of_this_thread(uintptr_t *handler_guard);
 
 /* The statistical profiler's Python type (sampler.c). Returns 0 or -1 with
  * an exception set. */

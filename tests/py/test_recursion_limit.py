@@ -192,3 +192,26 @@ print(calls[0] > n)
     assert r.returncode == 0, (r.returncode, r.stderr[-800:])
     assert "was removed" not in r.stderr, r.stderr
     assert r.stdout.split() == ["RecursionError", "RecursionError", "True"], r.stdout
+
+
+def test_a_handler_recursing_without_end_is_removed_not_a_crash(tmp):
+    """A handler's own frames have a stack guard of their own (lower than the
+    program's, so that a handler runs at the program's deepest point): one
+    that recurses without end under a raised limit gets RecursionError and
+    is removed; the program goes on."""
+    script = write(tmp / "p.py", '''
+import sys, stackwatch
+sys.setrecursionlimit(1000000)
+def bad(ev):
+    return bad(ev)
+h = stackwatch.add_handler(bad, events="calls")
+def f():
+    return 1
+f()
+f()
+print("alive")
+''')
+    r = run(["python", script], cwd=tmp)
+    assert r.returncode == 0, (r.returncode, r.stderr[-800:])
+    assert r.stdout.split() == ["alive"]
+    assert r.stderr.count("was removed") == 1 and "RecursionError" in r.stderr, r.stderr
