@@ -520,16 +520,11 @@ int sw_writer_close(sw_writer *w, const sw_bytes *end_kv)
 {
     if (w->closed)
         return SW_ESTATE;
+    sw_writer_flush_all(w);
     for (sw_tbuf *b = w->threads; b; b = b->next)
-        sw_tbuf_finish(b);
-    pthread_mutex_lock(&w->lock);
-    flush_defs_locked(w);
-    if (w->opts.ring_bytes)
-        for (sw_tbuf *b = w->threads; b; b = b->next)
-            write_ring_locked(w, b);
+        b->finished = 1;
     sw_bytes kv = {0};
     sw_writer_totals t;
-    pthread_mutex_unlock(&w->lock);
     sw_writer_totals_get(w, &t);
     pthread_mutex_lock(&w->lock);
     sw_kv_uint(&kv, "events", t.events);
