@@ -276,14 +276,23 @@ def _flush_before_exec(path):
         pass
 
 
-def _execv_after_flush(path, argv):
-    _flush_before_exec(path)
-    return _real_execv(path, argv)
+def exec_wrappers(before):
+    """os.execv and os.execve (every os.exec* ends in one of them) as they
+    are now, each calling before(path) first."""
+    real_execv, real_execve = os.execv, os.execve
+
+    def execv(path, argv):
+        before(path)
+        return real_execv(path, argv)
+
+    def execve(path, argv, env):
+        before(path)
+        return real_execve(path, argv, env)
+
+    return execv, execve
 
 
-def _execve_after_flush(path, argv, env):
-    _flush_before_exec(path)
-    return _real_execve(path, argv, env)
+_execv_after_flush, _execve_after_flush = exec_wrappers(_flush_before_exec)
 
 
 def _exit_after_stop(status):

@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 
-from . import history, profiler, program as program_mod
+from . import api, history, profiler, program as program_mod
 from .program import Program, UsageError, check_writable, resolve
 
 USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [--mode wall|cpu] [--lines] [--native] [-o OUT] "
@@ -184,15 +184,5 @@ def cmd_profile(args):
     # A program that replaces itself (every os.exec* ends in one of these):
     # the profile up to the exec is written first (a failed exec ends it
     # there too).
-    real_execv, real_execve = os.execv, os.execve
-
-    def execv_after_writing(path, argv):
-        finisher()
-        return real_execv(path, argv)
-
-    def execve_after_writing(path, argv, env):
-        finisher()
-        return real_execve(path, argv, env)
-
-    os.execv, os.execve = execv_after_writing, execve_after_writing
+    os.execv, os.execve = api.exec_wrappers(lambda path: finisher())
     return program.run(finisher)
