@@ -4,6 +4,8 @@ multiprocessing, signal handlers, a program that changes directory."""
 import os
 import sys
 
+import pytest
+
 from conftest import run, write
 from stackwatch.reader import Trace
 
@@ -138,12 +140,18 @@ print(down(sys.getrecursionlimit() - 20))
     assert r.stdout.strip() == "980"
 
 
-def test_exhausted_c_stack_raises_instead_of_crashing(tmp):
+@pytest.mark.parametrize("consumer", ["file", "handler"])
+def test_exhausted_c_stack_raises_instead_of_crashing(tmp, consumer):
     """Every hooked call uses C stack; near the end of the thread's stack the
-    hook raises RecursionError rather than letting the process crash."""
+    hook raises RecursionError rather than letting the process crash. Also
+    under a handler alone (it crashed 3.11), which keeps running."""
     script = write(tmp / "p.py", '''
 import sys, threading
 sys.setrecursionlimit(200000)
+HANDLER = sys.argv[1] == "handler"
+calls = [0]
+def on(ev):
+    calls[0] += 1
 def down(n):
     return 0 if n == 0 else 1 + down(n - 1)
 def attempt():
@@ -152,15 +160,29 @@ def attempt():
         print("no error")
     except RecursionError as e:
         print("RecursionError")
+if HANDLER:
+    import stackwatch
+    h = stackwatch.add_handler(on, events="calls")
 attempt()
 threading.stack_size(4 << 20)
 t = threading.Thread(target=attempt)
 t.start(); t.join()
+if HANDLER:
+    n = calls[0]
+    down(10)
+    print(calls[0] > n)
 ''')
-    r = run(["run", "-o", "o.swt", script], cwd=tmp)
-    assert r.returncode == 0, (r.returncode, r.stderr[-500:])
-    assert r.stdout.split() == ["RecursionError", "RecursionError"]
-    assert Trace(str(tmp / "o.swt")).complete
+    if consumer == "file":
+        r = run(["run", "-o", "o.swt", script, "file"], cwd=tmp)
+    else:
+        r = run(["python", script, "handler"], cwd=tmp)
+    assert r.returncode == 0, (r.returncode, r.stderr[-800:])
+    if consumer == "file":
+        assert r.stdout.split() == ["RecursionError", "RecursionError"]
+        assert Trace(str(tmp / "o.swt")).complete
+    else:
+        assert "was removed" not in r.stderr, r.stderr
+        assert r.stdout.split() == ["RecursionError", "RecursionError", "True"], r.stdout
 
 
 def test_sigterm_keeps_events_up_to_the_last_background_flush(tmp):
