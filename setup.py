@@ -12,8 +12,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def sources():
-    files = sorted(glob.glob("native/core/*.c")) + sorted(glob.glob("native/ext/*.c")) + sorted(glob.glob("native/reader/*.c"))
-    return [f for f in files if not os.path.basename(f).startswith("test_")]
+    return sorted(glob.glob("native/**/*.c", recursive=True))
 
 
 def have_sdt():
@@ -38,7 +37,8 @@ setup(
         Extension(
             "stackwatch._native",
             sources=sources(),
-            depends=glob.glob("native/*/*.h"),
+            depends=glob.glob("native/**/*.h", recursive=True),
+            include_dirs=["native"],
             extra_compile_args=CFLAGS,
             libraries=["pthread"],
         )

@@ -115,7 +115,7 @@ class _NullHook(_Null):
 def _init_codes():
     """The code objects of the Python __init__ functions of the classes
     alive that 3.13 may push inline (no *args, **kwargs or keyword-only
-    parameters: the same set stackwatch watches, native/ext/init_gap.c)."""
+    parameters: the same set stackwatch watches, native/ext/tracer/init_gap.c)."""
     out, seen, stack = {}, set(), [object]
     while stack:
         t = stack.pop()

@@ -4,15 +4,15 @@
  * exporters to Python. The only file that turns SW_E* codes into Python
  * exceptions (stackwatch._native.TraceError for unreadable traces).
  */
-#include "session.h"
+#include "ext/tracer/session.h"
 
-#include "dispatch.h"
-#include "sampler_trace.h"
+#include "ext/dispatch/dispatch.h"
+#include "ext/tracer/sampler_trace.h"
 
-#include "../core/analysis.h"
-#include "../core/export.h"
-#include "../core/format.h"
-#include "../core/reader.h"
+#include "trace/analysis.h"
+#include "trace/export.h"
+#include "trace/format.h"
+#include "trace/reader.h"
 
 #include <errno.h>
 #include <string.h>

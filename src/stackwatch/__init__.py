@@ -14,13 +14,14 @@ compact binary trace (``.swt``), exported to Perfetto and Chrome JSON.
 """
 import os as _os
 
-from . import _native, handlers, probes
+from . import _native
 from ._native import TraceError
-from .api import TraceSummary, is_tracing, start, stop, trace, traced
-from .handlers import EVENTS, Event, add_handler
-from .history import CallTree, History, get_profile, load_profile, merge, watch
+from .events import handlers, probes
+from .events.handlers import EVENTS, Event, add_handler
 from .profiler import Profiler
-from .reader import Trace
+from .profiler.history import CallTree, History, get_profile, load_profile, merge, watch
+from .tracer.session import TraceSummary, is_tracing, start, stop, trace, traced
+from .tracer.tracefile import Trace
 
 _native._set_own_prefix(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ""))
 

@@ -22,13 +22,13 @@
  * on each file named on its command line (the seed corpus, under gcc).
  */
 #define _GNU_SOURCE
-#include "analysis.h"
-#include "crc32.h"
-#include "export.h"
+#include "trace/analysis.h"
+#include "base/crc32.h"
+#include "trace/export.h"
 #include "exportcheck.h"
-#include "format.h"
+#include "trace/format.h"
 #include "fuzzprofile.h"
-#include "reader.h"
+#include "trace/reader.h"
 
 #include <stdint.h>
 #include <stdio.h>

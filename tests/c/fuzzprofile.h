@@ -3,16 +3,16 @@
  * calls exercise_profile on every input it tries, with and without fixed
  * checksums, whole and cut after a chunk: profile files share the trace
  * container). Besides ASan/UBSan reports, it aborts when a promise of
- * proffile.h or history.h is broken: a failed open without a message, a
+ * profile_file.h or history.h is broken: a failed open without a message, a
  * tree whose root count is not the sum of its nodes' own counts, entries
  * out of time order, a window that does not merge.
  */
 #ifndef SW_FUZZPROFILE_H
 #define SW_FUZZPROFILE_H
 
-#include "calltree.h"
-#include "history.h"
-#include "proffile.h"
+#include "profile/calltree.h"
+#include "profile/history.h"
+#include "profile/profile_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,16 +25,16 @@ static void profile_fail(const char *what)
 
 static void exercise_profile(const uint8_t *data, size_t len)
 {
-    sw_proffile *pf = NULL;
+    sw_profile_file *pf = NULL;
     char err[256];
     err[0] = 0;
-    int rc = sw_proffile_open_mem(data, len, &pf, err, sizeof err);
+    int rc = sw_profile_file_open_mem(data, len, &pf, err, sizeof err);
     if (rc) {
         if (rc > 0 || !err[0] || pf)
             profile_fail("open failed without a negative code and a message");
         return;
     }
-    sw_history *h = sw_proffile_history(pf);
+    sw_history *h = sw_profile_file_history(pf);
     int64_t prev = INT64_MIN;
     uint64_t total = 0;
     for (size_t i = 0; i < sw_history_len(h); i++) {
@@ -56,8 +56,8 @@ static void exercise_profile(const uint8_t *data, size_t len)
             profile_fail("an entry's samples are not its trees' samples");
         total += samples;
     }
-    for (size_t i = 0; i < sw_proffile_thread_count(pf); i++)
-        if (!sw_proffile_thread(pf, i)->name)
+    for (size_t i = 0; i < sw_profile_file_thread_count(pf); i++)
+        if (!sw_profile_file_thread(pf, i)->name)
             profile_fail("a thread without a name string");
     sw_calltree *all = sw_calltree_new(sw_history_functab(h));
     if (!all || sw_history_window(h, INT64_MIN, INT64_MAX, 1, 0, all) != SW_OK)
@@ -70,7 +70,7 @@ static void exercise_profile(const uint8_t *data, size_t len)
         fclose(f);
     }
     sw_calltree_free(all);
-    sw_proffile_free(pf);
+    sw_profile_file_free(pf);
 }
 
 #endif

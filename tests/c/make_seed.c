@@ -13,7 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "profilegen.h"
-#include "sample_stream.h"
+#include "trace/sample_stream.h"
 #include "tracegen.h"
 
 #include <errno.h>

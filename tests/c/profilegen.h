@@ -7,8 +7,8 @@
 #ifndef SW_PROFILEGEN_H
 #define SW_PROFILEGEN_H
 
-#include "profile.h"
-#include "proffile.h"
+#include "profile/aggregate.h"
+#include "profile/profile_file.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -54,7 +54,7 @@ static int profile_seed(const char *dir, const char *name, int cycles, int deep)
     sw_history *h = sw_profile_history(p), *none = NULL;
     if (!h)
         h = none = sw_history_new(sw_profile_functab(p), 0);
-    int rc = h && sw_proffile_build(&b, &info, th, 2, h) == SW_OK ? write_bytes(path, &b) : -1;
+    int rc = h && sw_profile_file_build(&b, &info, th, 2, h) == SW_OK ? write_bytes(path, &b) : -1;
     sw_bytes_free(&b);
     sw_history_free(none);
     sw_profile_free(p);

@@ -103,7 +103,7 @@ else
   stale=0
   [ -x "$fuzz_bin" ] && [ "$(cat "$fuzz_bin.cmd" 2>/dev/null)" = "$fuzz_cmd" ] || stale=1
   # shellcheck disable=SC2086
-  for src in fuzz_reader.c exportcheck.h fuzzprofile.h $CORE_SRC $(dirname ${CORE_SRC%% *})/*.h; do
+  for src in fuzz_reader.c exportcheck.h fuzzprofile.h $CORE_SRC $(for d in $(dirname $CORE_SRC | sort -u); do echo "$d"/*.h; done); do
     [ "$src" -nt "$fuzz_bin" ] && stale=1
   done
   if [ "$stale" = 1 ]; then

@@ -4,10 +4,10 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "bytes.h"
-#include "clock.h"
-#include "format.h"
-#include "varint.h"
+#include "base/bytes.h"
+#include "base/clock.h"
+#include "trace/format.h"
+#include "base/varint.h"
 
 TEST(put_grows_and_keeps_contents)
 {

@@ -1,14 +1,14 @@
 /*
  * test_calltree.c - the statistical profiler's call tree and its outputs
- * (native/core/calltree.h) and the sample aggregator (profile.h): counts
+ * (native/profile/calltree.h) and the sample aggregator (aggregate.h): counts
  * and weights, merge across function tables, walk order, collapsed stacks,
  * speedscope JSON, the wrapper filters, failed samples' weight.
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "calltree.h"
+#include "profile/calltree.h"
 #include "exportcheck.h"
-#include "profile.h"
+#include "profile/aggregate.h"
 
 static uint32_t fn(sw_functab *ft, const char *name, int32_t line)
 {

@@ -6,14 +6,14 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "analysis.h"
-#include "bytes.h"
-#include "crc32.h"
+#include "trace/analysis.h"
+#include "base/bytes.h"
+#include "base/crc32.h"
 #include "exportcheck.h"
-#include "format.h"
-#include "reader.h"
+#include "trace/format.h"
+#include "trace/reader.h"
 #include "tracegen.h"
-#include "varint.h"
+#include "base/varint.h"
 
 #include <sys/stat.h>
 

@@ -1,12 +1,12 @@
 /*
- * test_crc32.c - the chunk checksum (native/core/crc32.c): CRC-32C
+ * test_crc32.c - the chunk checksum (native/base/crc32.c): CRC-32C
  * (Castagnoli, reflected polynomial 0x82F63B78; docs/format.md), computed
  * in hardware where the CPU allows and by table otherwise. Both are checked
  * against the standard check values and a bit-at-a-time reference.
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "crc32.h"
+#include "base/crc32.h"
 
 #include <pthread.h>
 

@@ -8,7 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "analysis.h"
+#include "trace/analysis.h"
 #include "exportcheck.h"
 #include "tracegen.h"
 

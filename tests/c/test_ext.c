@@ -6,9 +6,9 @@
  * and both exports (instants, GC slices) checked.
  */
 #define _GNU_SOURCE
-#include "analysis.h"
+#include "trace/analysis.h"
 #include "check.h"
-#include "export.h"
+#include "trace/export.h"
 #include "exportcheck.h"
 #include "tracegen.h"
 

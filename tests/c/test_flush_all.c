@@ -7,7 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "analysis.h"
+#include "trace/analysis.h"
 #include "tracegen.h"
 
 static void check_thread(sw_trace *t, tg_thread *th, uint32_t index)

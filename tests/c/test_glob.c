@@ -1,5 +1,5 @@
 /*
- * test_glob.c - simple glob patterns (native/core/glob.h) against two
+ * test_glob.c - simple glob patterns (native/base/glob.h) against two
  * references: glibc's fnmatch(pattern, name, 0) on ASCII (what they stand
  * in for), and, with multibyte characters, a plain recursive matcher over
  * decoded characters (the semantics of Python's fnmatch.fnmatchcase: `?` is
@@ -9,7 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "glob.h"
+#include "base/glob.h"
 
 #include <fnmatch.h>
 

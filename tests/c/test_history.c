@@ -1,18 +1,18 @@
 /*
- * test_history.c - call trees over time (native/core/history.h), the
+ * test_history.c - call trees over time (native/profile/history.h), the
  * profile's cycles and omitted files (profile.h), and profile files
- * (proffile.h): round trip, damage (truncation at every length, every
+ * (profile_file.h): round trip, damage (truncation at every length, every
  * byte flipped), bad input, and random mutations with the checksums fixed
  * so that the parsers behind them are reached.
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "calltree.h"
-#include "crc32.h"
-#include "format.h"
-#include "history.h"
-#include "profile.h"
-#include "proffile.h"
+#include "profile/calltree.h"
+#include "base/crc32.h"
+#include "trace/format.h"
+#include "profile/history.h"
+#include "profile/aggregate.h"
+#include "profile/profile_file.h"
 
 static sw_sample_code code_in(uint64_t addr, const char *name, const char *file)
 {
@@ -264,7 +264,7 @@ static int build_file(sw_bytes *out, sw_profile **keep)
     sw_prof_info info = {.mode = "wall", .interval_ns = 50, .cycle_ns = 100, .start_ns = 1000, .stop_ns = 1450,
                          .samples = sw_profile_samples(p), .cut = 4};
     sw_prof_thread th[] = {{1, 11, "MainThread", 4, 0, 0}, {2, 12, "worker \xc3\xa9", 2, 0, 0}};
-    int rc = sw_proffile_build(out, &info, th, 2, sw_profile_history(p));
+    int rc = sw_profile_file_build(out, &info, th, 2, sw_profile_history(p));
     *keep = p;
     return rc;
 }
@@ -275,11 +275,11 @@ TEST(profile_file_round_trip)
     sw_profile *p = NULL;
     REQUIRE(build_file(&b, &p) == SW_OK);
     char err[256] = "";
-    sw_proffile *pf = NULL;
-    REQUIRE(sw_proffile_open_mem(b.data, b.len, &pf, err, sizeof err) == SW_OK);
-    CHECK_EQ_STR(sw_proffile_damage(pf), "");
-    CHECK(sw_proffile_complete(pf));
-    const sw_prof_info *in = sw_proffile_info(pf);
+    sw_profile_file *pf = NULL;
+    REQUIRE(sw_profile_file_open_mem(b.data, b.len, &pf, err, sizeof err) == SW_OK);
+    CHECK_EQ_STR(sw_profile_file_damage(pf), "");
+    CHECK(sw_profile_file_complete(pf));
+    const sw_prof_info *in = sw_profile_file_info(pf);
     CHECK_EQ_STR(in->mode, "wall");
     CHECK_EQ_U64(in->interval_ns, 50);
     CHECK_EQ_U64(in->cycle_ns, 100);
@@ -287,10 +287,10 @@ TEST(profile_file_round_trip)
     CHECK_EQ_I64(in->stop_ns, 1450);
     CHECK_EQ_U64(in->samples, 6);
     CHECK_EQ_U64(in->cut, 4);
-    REQUIRE_EQ_U64(sw_proffile_thread_count(pf), 2);
-    CHECK_EQ_STR(sw_proffile_thread(pf, 1)->name, "worker \xc3\xa9");
-    CHECK_EQ_U64(sw_proffile_thread(pf, 1)->native_tid, 12);
-    sw_history *h = sw_proffile_history(pf), *orig = sw_profile_history(p);
+    REQUIRE_EQ_U64(sw_profile_file_thread_count(pf), 2);
+    CHECK_EQ_STR(sw_profile_file_thread(pf, 1)->name, "worker \xc3\xa9");
+    CHECK_EQ_U64(sw_profile_file_thread(pf, 1)->native_tid, 12);
+    sw_history *h = sw_profile_file_history(pf), *orig = sw_profile_history(p);
     REQUIRE_EQ_U64(sw_history_len(h), sw_history_len(orig));
     for (size_t i = 0; i < sw_history_len(h); i++) {
         sw_history_entry *x = sw_history_get(orig, i), *y = sw_history_get(h, i);
@@ -305,7 +305,7 @@ TEST(profile_file_round_trip)
                          sw_calltree_get_node(x->trees[k].tree, 0)->weight);
         }
     }
-    sw_proffile_free(pf);
+    sw_profile_file_free(pf);
     sw_profile_free(p);
     sw_bytes_free(&b);
 }
@@ -318,16 +318,16 @@ static uint32_t rd32(const uint8_t *p)
 static size_t entries_of(const uint8_t *data, size_t len, int *ok, char *damage, size_t dlen)
 {
     char err[256] = "";
-    sw_proffile *pf = NULL;
-    *ok = sw_proffile_open_mem(data, len, &pf, err, sizeof err) == SW_OK;
+    sw_profile_file *pf = NULL;
+    *ok = sw_profile_file_open_mem(data, len, &pf, err, sizeof err) == SW_OK;
     if (!*ok) {
         CHECK_MSG(err[0] != 0, "a failed open without a message");
         snprintf(damage, dlen, "%s", err);
         return 0;
     }
-    snprintf(damage, dlen, "%s", sw_proffile_damage(pf));
-    size_t n = sw_history_len(sw_proffile_history(pf));
-    sw_proffile_free(pf);
+    snprintf(damage, dlen, "%s", sw_profile_file_damage(pf));
+    size_t n = sw_history_len(sw_profile_file_history(pf));
+    sw_profile_file_free(pf);
     return n;
 }
 
@@ -377,12 +377,12 @@ TEST(damaged_profile_files_read_up_to_the_damage)
     free(unchecked);
     /* Not a profile, another major version. */
     char err[256];
-    sw_proffile *pf = NULL;
-    CHECK_EQ_I64(sw_proffile_open_mem((const uint8_t *)"hello world, not a profile", 26, &pf, err, sizeof err),
+    sw_profile_file *pf = NULL;
+    CHECK_EQ_I64(sw_profile_file_open_mem((const uint8_t *)"hello world, not a profile", 26, &pf, err, sizeof err),
                  SW_EFORMAT);
     CHECK(strstr(err, "not a stackwatch profile") != NULL);
     b.data[8] = 2;
-    CHECK_EQ_I64(sw_proffile_open_mem(b.data, b.len, &pf, err, sizeof err), SW_EVERSION);
+    CHECK_EQ_I64(sw_profile_file_open_mem(b.data, b.len, &pf, err, sizeof err), SW_EVERSION);
     CHECK(pf == NULL);
     sw_profile_free(p);
     sw_bytes_free(&b);
@@ -427,10 +427,10 @@ TEST(mutated_profile_files_with_valid_checksums)
         fix_crcs(m, b.len);
         size_t len = iter % 3 == 0 ? (size_t)(x >> 40) % b.len : b.len;
         char err[256];
-        sw_proffile *pf = NULL;
-        if (sw_proffile_open_mem(m, len, &pf, err, sizeof err) != SW_OK)
+        sw_profile_file *pf = NULL;
+        if (sw_profile_file_open_mem(m, len, &pf, err, sizeof err) != SW_OK)
             continue;
-        sw_history *h = sw_proffile_history(pf);
+        sw_history *h = sw_profile_file_history(pf);
         for (size_t i = 0; i < sw_history_len(h); i++) {
             sw_history_entry *e = sw_history_get(h, i);
             for (size_t k = 0; k < e->ntrees; k++) {
@@ -448,7 +448,7 @@ TEST(mutated_profile_files_with_valid_checksums)
         CHECK(text != NULL);
         free(text);
         sw_calltree_free(all);
-        sw_proffile_free(pf);
+        sw_profile_file_free(pf);
     }
     free(m);
     sw_profile_free(p);

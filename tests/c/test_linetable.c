@@ -1,16 +1,16 @@
 /*
- * test_linetable.c - the line-table decoders (native/reader/linetable.h)
+ * test_linetable.c - the line-table decoders (native/procmem/linetable.h)
  * on tables compiled by CPython 3.9-3.13 (linetable_fixtures.h, made by
  * gen_linetable_fixtures.py), checked against each interpreter's own line
  * for every instruction; hand-made tables for the corner cases; damaged
  * and truncated tables (never a read outside the table: ASan run); and
  * the (function, line) -> id map of the profiler's lines mode
- * (native/core/lineids.h).
+ * (native/profile/lineids.h).
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "linetable.h"
-#include "lineids.h"
+#include "procmem/linetable.h"
+#include "profile/lineids.h"
 #include "linetable_fixtures.h"
 
 #define NFIX (sizeof lt_fixtures / sizeof lt_fixtures[0])

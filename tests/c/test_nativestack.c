@@ -1,7 +1,7 @@
 /*
  * test_nativestack.c - the profiler's native frames, without Python:
  * - capturing another thread's stack in a signal handler
- *   (native/reader/nativestack.h) on real threads: one spinning in a known
+ *   (native/procmem/nativestack.h) on real threads: one spinning in a known
  *   function, one asleep in nanosleep (which still sleeps its full time),
  *   one that blocks the signal (the capture times out, the late signal is
  *   ignored, the process lives on); the previous handler gets foreign
@@ -13,9 +13,9 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "nativemerge.h"
-#include "nativestack.h"
-#include "symbols.h"
+#include "procmem/nativemerge.h"
+#include "procmem/nativestack.h"
+#include "procmem/symbols.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * test_pprof.c - call trees as a pprof Profile (native/core/pprof.h),
+ * test_pprof.c - call trees as a pprof Profile (native/profile/pprof.h),
  * checked by decoding the message with a small bounded protobuf reader
  * written from profile.proto: the string table, sample types, functions,
  * locations, samples (stacks leaf first, values, thread labels) and the
@@ -7,9 +7,9 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "calltree.h"
+#include "profile/calltree.h"
 #include "exportcheck.h"
-#include "pprof.h"
+#include "profile/pprof.h"
 
 /* ---- a decoder of what sw_pprof_write writes ---- */
 

@@ -7,7 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "analysis.h"
+#include "trace/analysis.h"
 #include "tracegen.h"
 
 static size_t file_events_chunks(const char *path, uint32_t index, uint64_t *seqs, size_t max)

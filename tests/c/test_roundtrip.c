@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "analysis.h"
+#include "trace/analysis.h"
 #include "tracegen.h"
 
 #include <errno.h>

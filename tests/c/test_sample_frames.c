@@ -12,10 +12,10 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "crc32.h"
-#include "export.h"
+#include "base/crc32.h"
+#include "trace/export.h"
 #include "exportcheck.h"
-#include "sample_stream.h"
+#include "trace/sample_stream.h"
 #include "tracegen.h"
 
 #define MONO0 5000000000ull   /* tracegen's META mono0_ns */

@@ -8,9 +8,9 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "export.h"
+#include "trace/export.h"
 #include "exportcheck.h"
-#include "sample_stream.h"
+#include "trace/sample_stream.h"
 #include "tracegen.h"
 
 #define MONO0 5000000000ull   /* tracegen's META mono0_ns */

@@ -1,6 +1,6 @@
 /*
  * test_threadstate.c - thread states and CPU times from the kernel
- * (native/reader/threadstate.h), on real threads of this process: a
+ * (native/procmem/threadstate.h), on real threads of this process: a
  * spinning thread is running, a sleeping one idle, one blocked on a mutex
  * or condition variable inside a "GIL" struct waits for the GIL (and is
  * idle when the GIL is elsewhere); CPU deltas are bracketed by the
@@ -9,7 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "threadstate.h"
+#include "procmem/threadstate.h"
 
 #include <dirent.h>
 #include <errno.h>

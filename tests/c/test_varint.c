@@ -1,9 +1,9 @@
 /*
- * test_varint.c - LEB128 varints and zigzag (native/core/varint.h).
+ * test_varint.c - LEB128 varints and zigzag (native/base/varint.h).
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "varint.h"
+#include "base/varint.h"
 
 static const uint64_t boundaries[] = {
     0, 1, 2, 63, 64, 127, 128, 129, 255, 256, 300,

@@ -12,10 +12,10 @@
 #ifndef SW_TRACEGEN_H
 #define SW_TRACEGEN_H
 
-#include "bytes.h"
-#include "format.h"
-#include "reader.h"
-#include "writer.h"
+#include "base/bytes.h"
+#include "trace/format.h"
+#include "trace/reader.h"
+#include "trace/writer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@ truth) and under stackwatch, and prints both call sequences as JSON:
 Usage: python differential.py CASE TRACE_PATH [c_calls] [handler]
 
 With c_calls, calls of builtin functions are compared too (c_call/c_return,
-named as native/ext/ccalls.c names them). With handler, the stackwatch side
+named as native/ext/tracer/ccalls.c names them). With handler, the stackwatch side
 is a Python handler (stackwatch.add_handler) instead of the file tracer.
 """
 import json
@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus  # noqa: E402
 
 import stackwatch  # noqa: E402
-from stackwatch.reader import Trace  # noqa: E402
+from stackwatch import Trace  # noqa: E402
 
 NEW_NAMES = sys.version_info >= (3, 11)
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import stackwatch
-from stackwatch.reader import Trace
+from stackwatch import Trace
 
 
 def fib(n):

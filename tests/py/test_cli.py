@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import run, write
-from stackwatch.reader import Trace
+from stackwatch import Trace
 
 PROGRAM = '''
 import sys

@@ -24,7 +24,7 @@ from collections import Counter
 import pytest
 
 import stackwatch
-from stackwatch.reader import ENTER_KINDS, Trace
+from stackwatch.tracer.tracefile import ENTER_KINDS, Trace
 
 from conftest import PROGRAMS
 

@@ -5,7 +5,7 @@ import pstats
 import sys
 
 import stackwatch
-from stackwatch.reader import Trace
+from stackwatch import Trace
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "programs"))
 import corpus  # noqa: E402

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import run, write
-from stackwatch.reader import Trace
+from stackwatch import Trace
 
 
 def calls_by_name(t):

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from conftest import run
-from stackwatch.reader import Trace
+from stackwatch import Trace
 
 PROGRAM = '''\
 import gc

@@ -26,7 +26,8 @@ from decimal import ROUND_HALF_UP, Decimal
 import pytest
 
 from conftest import run, write
-from stackwatch import _native, flamegraph
+from stackwatch import _native
+from stackwatch.render import flamegraph
 
 SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
 needs_sampler = pytest.mark.skipif(not SUPPORTED, reason=f"the sampling profiler does not support "

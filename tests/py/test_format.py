@@ -6,7 +6,7 @@ import pytest
 
 import stackwatch
 from conftest import run
-from stackwatch.reader import Trace
+from stackwatch import Trace
 
 
 def fib(n):

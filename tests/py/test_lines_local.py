@@ -1,6 +1,6 @@
 """Line and instruction events of chosen files on 3.12+ (issue 3): local
-sys.monitoring events of the matching code objects only (_monitor.py,
-native/ext/lines_local.c). Ground truth: a second sys.monitoring tool that
+sys.monitoring events of the matching code objects only (events/monitoring.py,
+native/ext/tracer/lines_local.c). Ground truth: a second sys.monitoring tool that
 records LINE / INSTRUCTION globally for the same files."""
 import json
 import sys

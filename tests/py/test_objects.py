@@ -1,4 +1,4 @@
-"""Object-lifetime events (native/ext/objects.c): counts per class against
+"""Object-lifetime events (native/ext/tracer/objects.c): counts per class against
 the known program tests/programs/objects_target.py (hot loops, a subclass,
 __slots__, __del__, a class made while the events are on, a namedtuple,
 copies, a linked list freed in one cascade, cycles freed by the collector),

@@ -1,7 +1,7 @@
 """The profiler's lines mode (Profiler(lines=True), `stackwatch profile
 --lines`): nodes are (function, file, line being run).
 
-- The line-table decoder (native/reader/linetable.c) against the
+- The line-table decoder (native/procmem/linetable.c) against the
   interpreter's own answer for every instruction of every code object of
   the standard library's top-level modules: code.co_lines() (3.10+) or
   dis.findlinestarts() (3.9), on whichever Python runs the tests.
@@ -31,7 +31,7 @@ SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
 needs_sampler = pytest.mark.skipif(not SUPPORTED, reason="the sampling profiler supports CPython 3.9 to 3.13")
 
 if SUPPORTED:
-    from stackwatch import flamegraph
+    from stackwatch.render import flamegraph
     from stackwatch.profiler import Profiler
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import run, write
-from stackwatch.reader import Trace
+from stackwatch import Trace
 
 PROGRAM = '''
 import json, sys

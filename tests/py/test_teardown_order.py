@@ -17,7 +17,7 @@ import weakref
 import pytest
 
 import stackwatch
-from stackwatch.reader import Trace
+from stackwatch import Trace
 
 NEW_NAMES = sys.version_info >= (3, 11)
 

@@ -10,7 +10,7 @@ import pytest
 
 import stackwatch
 from conftest import run
-from stackwatch.reader import Trace
+from stackwatch import Trace
 
 pytestmark = pytest.mark.skipif(sys.version_info >= (3, 14), reason="the sampler supports 3.9-3.13")
 
@@ -246,7 +246,8 @@ def test_session_stop_stops_the_sampler_first(tmp_path):
     writer is never used after it closes."""
     import time
 
-    from stackwatch import _native, api
+    from stackwatch import _native
+    from stackwatch.tracer import session as api
     p = str(tmp_path / "d.swt")
     stackwatch.start(p, sample="200us")
     sampler = api._sampler

@@ -17,7 +17,7 @@ import pytest
 import stackwatch
 from conftest import run
 from stackwatch import _native
-from stackwatch.reader import Trace
+from stackwatch import Trace
 
 pytestmark = [
     pytest.mark.skipif(not getattr(_native, "SAMPLER_SUPPORTED", 0), reason="the sampler supports 3.9-3.13"),

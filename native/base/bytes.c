@@ -1,0 +1,150 @@
+/*
+ * bytes.c - growable byte buffer and key/value encoding (see bytes.h).
+ */
+#define _GNU_SOURCE
+#include "bytes.h"
+#include "trace/format.h"
+#include "varint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int sw_bytes_reserve(sw_bytes *b, size_t extra)
+{
+    if (b->cap - b->len >= extra)
+        return SW_OK;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < extra) {
+        if (cap > SIZE_MAX / 2) { b->failed = 1; return SW_ENOMEM; }
+        cap *= 2;
+    }
+    uint8_t *p = realloc(b->data, cap);
+    if (!p) { b->failed = 1; return SW_ENOMEM; }
+    b->data = p;
+    b->cap = cap;
+    return SW_OK;
+}
+
+void *sw_array_grow(void *arr, size_t *cap, size_t need, size_t size, size_t first)
+{
+    if (need <= *cap)
+        return arr;
+    size_t n = *cap ? *cap : first;
+    while (n < need) {
+        if (n > SIZE_MAX / 2 / size)
+            return NULL;
+        n *= 2;
+    }
+    void *p = realloc(arr, n * size);
+    if (p)
+        *cap = n;
+    return p;
+}
+
+int sw_bytes_read_file(sw_bytes *b, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return SW_EIO;
+    }
+    /* Sized from the file at first (a trace can be hundreds of MB: no
+     * copies while doubling), then grown if it was still being written. */
+    struct stat st;
+    size_t want = fstat(fileno(f), &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : 1 << 16;
+    int rc = SW_OK, saved = 0;
+    while (sw_bytes_reserve(b, want) == SW_OK) {
+        size_t k = fread(b->data + b->len, 1, b->cap - b->len, f);
+        b->len += k;
+        if (b->len < b->cap)
+            break;
+        want = b->cap;
+    }
+    if (ferror(f)) {
+        saved = errno;
+        rc = SW_EIO;
+    } else if (b->failed) {
+        rc = SW_ENOMEM;
+    }
+    fclose(f);
+    if (rc == SW_EIO)
+        snprintf(err, errlen, "cannot read: %s", strerror(saved));
+    else if (rc == SW_ENOMEM)
+        snprintf(err, errlen, "out of memory while reading the file");
+    return rc;
+}
+
+int sw_bytes_put(sw_bytes *b, const void *p, size_t n)
+{
+    if (sw_bytes_reserve(b, n))
+        return SW_ENOMEM;
+    if (n)
+        memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return SW_OK;
+}
+
+int sw_bytes_varint(sw_bytes *b, uint64_t v)
+{
+    if (sw_bytes_reserve(b, SW_VARINT_MAX))
+        return SW_ENOMEM;
+    b->len = (size_t)(sw_put_varint(b->data + b->len, v) - b->data);
+    return SW_OK;
+}
+
+int sw_bytes_str(sw_bytes *b, const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (sw_bytes_varint(b, n))
+        return SW_ENOMEM;
+    return sw_bytes_put(b, s, n);
+}
+
+int sw_bytes_u8(sw_bytes *b, uint8_t v) { return sw_bytes_put(b, &v, 1); }
+
+int sw_bytes_f64(sw_bytes *b, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(u >> (8 * i));
+    return sw_bytes_put(b, le, 8);
+}
+
+void sw_bytes_free(sw_bytes *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+int sw_kv_uint(sw_bytes *b, const char *key, uint64_t v)
+{
+    sw_bytes_str(b, key);
+    sw_bytes_u8(b, SW_VAL_UINT);
+    return sw_bytes_varint(b, v) || b->failed ? SW_ENOMEM : SW_OK;
+}
+
+int sw_kv_sint(sw_bytes *b, const char *key, int64_t v)
+{
+    sw_bytes_str(b, key);
+    sw_bytes_u8(b, SW_VAL_SINT);
+    return sw_bytes_varint(b, sw_zigzag(v)) || b->failed ? SW_ENOMEM : SW_OK;
+}
+
+int sw_kv_str(sw_bytes *b, const char *key, const char *v)
+{
+    sw_bytes_str(b, key);
+    sw_bytes_u8(b, SW_VAL_BYTES);
+    return sw_bytes_str(b, v) || b->failed ? SW_ENOMEM : SW_OK;
+}
+
+int sw_kv_f64(sw_bytes *b, const char *key, double v)
+{
+    sw_bytes_str(b, key);
+    sw_bytes_u8(b, SW_VAL_F64);
+    return sw_bytes_f64(b, v) || b->failed ? SW_ENOMEM : SW_OK;
+}

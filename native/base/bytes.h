@@ -1,0 +1,42 @@
+/*
+ * bytes.h - a growable byte buffer used to build chunk payloads and exports.
+ * All functions return 0 or SW_ENOMEM; after a failure the buffer keeps its
+ * old contents and `failed` is set, so a builder can check once at the end.
+ */
+#ifndef SW_BYTES_H
+#define SW_BYTES_H
+
+#include "common.h"
+
+typedef struct sw_bytes {
+    uint8_t *data;
+    size_t len, cap;
+    int failed;
+} sw_bytes;
+
+int sw_bytes_reserve(sw_bytes *b, size_t extra);
+int sw_bytes_put(sw_bytes *b, const void *p, size_t n);
+int sw_bytes_varint(sw_bytes *b, uint64_t v);
+int sw_bytes_str(sw_bytes *b, const char *s);   /* varint length + bytes; NULL = "" */
+int sw_bytes_u8(sw_bytes *b, uint8_t v);
+int sw_bytes_f64(sw_bytes *b, double v);
+void sw_bytes_free(sw_bytes *b);
+
+/* Appends the whole file at `path` to b. Returns SW_OK, SW_EIO ("cannot
+ * open: ..." or "cannot read: ..." in err) or SW_ENOMEM ("out of memory
+ * while reading the file"). */
+int sw_bytes_read_file(sw_bytes *b, const char *path, char *err, size_t errlen);
+
+/* Grows an array so that it holds at least `need` elements of `size`
+ * bytes: capacity doubles from `first`. Returns the (possibly moved) array
+ * and updates *cap, or returns NULL when out of memory (the array and *cap
+ * are then unchanged). */
+void *sw_array_grow(void *arr, size_t *cap, size_t need, size_t size, size_t first);
+
+/* Key/value lists of META and END chunks (format.h, SW_VAL_*). */
+int sw_kv_uint(sw_bytes *b, const char *key, uint64_t v);
+int sw_kv_sint(sw_bytes *b, const char *key, int64_t v);
+int sw_kv_str(sw_bytes *b, const char *key, const char *v);
+int sw_kv_f64(sw_bytes *b, const char *key, double v);
+
+#endif

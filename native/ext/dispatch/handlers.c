@@ -1,0 +1,398 @@
+/*
+ * handlers.c - Python functions as consumers of events:
+ * _native.add_handler(fn, mask, where) -> id, _native.remove_handler(id).
+ *
+ * A handler gets a stackwatch.Event (a struct sequence) for every event of
+ * its mask; `where` (globs matched against the code's file name) limits
+ * the events that have a code location. Which handlers a code object
+ * matches is cached in its co_extra slot until the handler set changes.
+ * A handler that raises is removed and the error reported once on stderr;
+ * the traced program never sees the exception. Handlers run with the
+ * thread marked busy: their own calls are not events.
+ */
+#include "dispatch.h"
+
+#include "ext/tracer/session.h"
+
+#include <string.h>
+#include <time.h>
+
+/* Bit 31 of the per-code cache holds the file tracer's line filter. */
+#define MAX_HANDLERS 31
+#define FILE_LINES_BIT 0x80000000u
+
+typedef struct {
+    PyObject *fn;          /* NULL: free slot */
+    uint32_t mask;
+    char **where;          /* NULL-terminated globs, or NULL for anywhere */
+    long id;
+} handler;
+
+static handler H[MAX_HANDLERS];
+static char own_prefix[1024];   /* stackwatch's own package directory: never an event for handlers */
+static long next_id = 1;
+static PyTypeObject *EventType;
+
+static PyStructSequence_Field event_fields[] = {
+    {"kind", "the event's kind, e.g. 'call', 'line', 'gc_start'"},
+    {"time_ns", "when, in CLOCK_MONOTONIC nanoseconds (time.monotonic_ns())"},
+    {"thread_id", "threading.get_ident() of the thread"},
+    {"filename", "file of the code where it happened, or None"},
+    {"function", "qualified name of that code, or None"},
+    {"lineno", "line number, or None"},
+    {"name", "C function, exception type, class or thread name, or None"},
+    {"data", "dict of the kind's other details, or None"},
+    {NULL, NULL},
+};
+
+static PyStructSequence_Desc event_desc = {
+    "stackwatch.Event", "One event delivered to a handler.", event_fields, 8,
+};
+
+void sw_handlers_cache_reset(void)
+{
+    sw_D.hgen++;
+}
+
+static void recompute(void)
+{
+    uint32_t m = 0;
+    for (int i = 0; i < MAX_HANDLERS; i++)
+        if (H[i].fn)
+            m |= H[i].mask;
+    sw_D.handlers = m;
+    sw_D.hgen++;
+}
+
+/* Which handlers (bit i = H[i]) accept events located in co. */
+static uint32_t matching(PyCodeObject *co)
+{
+    uint32_t all = 0, need_match = 0;
+    for (int i = 0; i < MAX_HANDLERS; i++) {
+        if (!H[i].fn)
+            continue;
+        all |= 1u << i;
+        if (H[i].where)
+            need_match |= 1u << i;
+    }
+    if (!co)
+        return all;
+    sw_code_extra *ce = (sw_code_extra *)co->co_extra;
+    if (sw_D.extra_index >= 0 && ce && sw_D.extra_index < ce->ce_size) {
+        uintptr_t v = (uintptr_t)ce->ce_extras[sw_D.extra_index];
+        if ((v >> 32) == (sw_D.hgen & 0xffffffffu))
+            return (uint32_t)v;
+    }
+    const char *file = PyUnicode_Check(co->co_filename) ? PyUnicode_AsUTF8(co->co_filename) : NULL;
+    if (!file)
+        PyErr_Clear();
+    uint32_t ok = all & ~need_match;
+    if (file && own_prefix[0] && strncmp(file, own_prefix, strlen(own_prefix)) == 0)
+        ok = 0, file = NULL;
+    if (file && sw_file_line_match(file))
+        ok |= FILE_LINES_BIT;
+    for (int i = 0; file && i < MAX_HANDLERS; i++) {
+        if (!(need_match & (1u << i)))
+            continue;
+        if (sw_globs_match(H[i].where, file))
+            ok |= 1u << i;
+    }
+    if (sw_D.extra_index >= 0) {
+        uintptr_t v = ((uintptr_t)(sw_D.hgen & 0xffffffffu) << 32) | ok;
+        if (sw_code_set_extra((PyObject *)co, sw_D.extra_index, (void *)v) < 0)
+            PyErr_Clear();
+    }
+    return ok;
+}
+
+static PyObject *str_or_none(const char *s)
+{
+    if (!s)
+        Py_RETURN_NONE;
+    PyObject *o = PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+    if (!o) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    return o;
+}
+
+static PyObject *kind_data(int kind, const sw_evdata *d)
+{
+    switch (kind) {
+    case SW_K_INSTRUCTION:
+        return Py_BuildValue("{s:L,s:L}", "offset", d->a, "opcode", d->b);
+    case SW_K_GC_START:
+        return Py_BuildValue("{s:L}", "generation", d->a);
+    case SW_K_GC_DONE:
+        return Py_BuildValue("{s:L,s:L,s:L}", "generation", d->a, "collected", d->b, "uncollectable", d->c);
+    case SW_K_NEW_START: case SW_K_NEW_DONE: case SW_K_DEL_START: case SW_K_DEL_DONE:
+        return Py_BuildValue("{s:N}", "class_file", str_or_none(d->file));
+    case SW_K_THREAD_START: case SW_K_THREAD_EXIT:
+        return Py_BuildValue("{s:L}", "native_id", d->a);
+    default:
+        Py_RETURN_NONE;
+    }
+}
+
+static PyObject *make_event(int kind, const sw_evdata *d)
+{
+    PyObject *ev = PyStructSequence_New(EventType);
+    if (!ev)
+        return NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    PyStructSequence_SET_ITEM(ev, 0, PyUnicode_InternFromString(sw_kind_names[kind]));
+    PyStructSequence_SET_ITEM(ev, 1, PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec));
+    PyStructSequence_SET_ITEM(ev, 2, PyLong_FromUnsignedLong(PyThread_get_thread_ident()));
+    PyObject *file = Py_None, *func = Py_None;
+    if (d->code) {
+        file = d->code->co_filename;
+        func = sw_code_qualname(d->code);
+    }
+    PyStructSequence_SET_ITEM(ev, 3, Py_NewRef(file));
+    PyStructSequence_SET_ITEM(ev, 4, Py_NewRef(func));
+    PyStructSequence_SET_ITEM(ev, 5, d->line >= 0 ? PyLong_FromLong(d->line) : Py_NewRef(Py_None));
+    PyStructSequence_SET_ITEM(ev, 6, str_or_none(d->name));
+    PyStructSequence_SET_ITEM(ev, 7, kind_data(kind, d));
+    for (Py_ssize_t i = 0; i < 8; i++) {
+        if (!PyStructSequence_GET_ITEM(ev, i)) {
+            Py_DECREF(ev);
+            return NULL;
+        }
+    }
+    return ev;
+}
+
+static int refresh_later(void *unused)
+{
+    (void)unused;
+    sw_dispatch_changed();
+    return 0;
+}
+
+static void report_and_remove(int i)
+{
+    PyObject *exc_repr = NULL;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    exc_repr = exc ? PyObject_Repr(exc) : NULL;
+    Py_XDECREF(exc);
+#else
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    exc_repr = v ? PyObject_Repr(v) : NULL;
+    Py_XDECREF(t);
+    Py_XDECREF(v);
+    Py_XDECREF(tb);
+#endif
+    PyErr_Clear();
+    PyObject *fn_repr = PyObject_Repr(H[i].fn);
+    PyErr_Clear();
+    PySys_FormatStderr("stackwatch: handler %.200s raised %.300s; it was removed\n",
+                       fn_repr ? PyUnicode_AsUTF8(fn_repr) : "?",
+                       exc_repr ? PyUnicode_AsUTF8(exc_repr) : "an exception");
+    PyErr_Clear();
+    Py_XDECREF(fn_repr);
+    Py_XDECREF(exc_repr);
+    PyObject *fn = H[i].fn;
+    H[i].fn = NULL;
+    sw_globs_free(H[i].where);
+    H[i].where = NULL;
+    recompute();
+    Py_DECREF(fn);
+    Py_AddPendingCall(refresh_later, NULL);
+}
+
+int sw_file_lines_in(PyCodeObject *co)
+{
+    if (sw_D.extra_index < 0)
+        return 0;
+    return (matching(co) & FILE_LINES_BIT) != 0;
+}
+
+int sw_handlers_everywhere(uint32_t kinds)
+{
+    for (int i = 0; i < MAX_HANDLERS; i++)
+        if (H[i].fn && (H[i].mask & kinds) && !H[i].where)
+            return 1;
+    return 0;
+}
+
+int sw_handlers_where_match(uint32_t kinds, const char *file)
+{
+    if (own_prefix[0] && strncmp(file, own_prefix, strlen(own_prefix)) == 0)
+        return 0;
+    for (int i = 0; i < MAX_HANDLERS; i++)
+        if (H[i].fn && (H[i].mask & kinds) && (!H[i].where || sw_globs_match(H[i].where, file)))
+            return 1;
+    return 0;
+}
+
+int sw_handlers_want(int kind, PyCodeObject *co)
+{
+    uint32_t with = 0;
+    for (int i = 0; i < MAX_HANDLERS; i++)
+        if (H[i].fn && (H[i].mask & SW_EVB(kind)))
+            with |= 1u << i;
+    return with && (matching(co) & with);
+}
+
+/* The recursion levels a handler may use beyond the program's limit: an
+ * event of a frame at the limit is still delivered (sw_recursion_allow). */
+#define HANDLER_RECURSION_ROOM 100
+
+void sw_handlers_emit(int kind, const sw_evdata *d)
+{
+    uint32_t bit = SW_EVB(kind);
+    uint32_t ok = matching(d->code);
+    PyObject *ev = NULL;
+    PyThreadState *ts = PyThreadState_Get();
+    sw_recursion_allow(ts, HANDLER_RECURSION_ROOM);
+    for (int i = 0; i < MAX_HANDLERS; i++) {
+        if (!H[i].fn || !(H[i].mask & bit) || !(ok & (1u << i)))
+            continue;
+        if (!ev && !(ev = make_event(kind, d))) {
+            PyErr_Clear();
+            sw_session_error("out of memory creating an event for a handler");
+            break;
+        }
+        PyObject *fn = Py_NewRef(H[i].fn);
+        PyObject *r = PyObject_CallOneArg(fn, ev);
+        if (r)
+            Py_DECREF(r);
+        else if (H[i].fn == fn)
+            report_and_remove(i);
+        else
+            PyErr_Clear();
+        Py_DECREF(fn);
+    }
+    Py_XDECREF(ev);
+    sw_recursion_allow(ts, -HANDLER_RECURSION_ROOM);
+}
+
+static PyObject *py_add_handler(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *fn, *where;
+    unsigned long mask;
+    if (!PyArg_ParseTuple(args, "OkO", &fn, &mask, &where))
+        return NULL;
+    if (!PyCallable_Check(fn))
+        return PyErr_Format(PyExc_TypeError, "a handler must be callable, not %.100s", Py_TYPE(fn)->tp_name);
+    if (mask == 0 || (mask & ~(unsigned long)SW_MASK_ALL))
+        return PyErr_Format(PyExc_ValueError, "invalid event mask %lu", mask);
+    if (sw_dispatch_extra_index() < 0)
+        return NULL;
+    int slot = -1;
+    for (int i = 0; i < MAX_HANDLERS && slot < 0; i++)
+        if (!H[i].fn)
+            slot = i;
+    if (slot < 0)
+        return PyErr_Format(PyExc_RuntimeError, "at most %d handlers can be active at once", MAX_HANDLERS);
+    char **g;
+    if (sw_globs_copy(where, "where", &g) < 0)
+        return NULL;
+    H[slot] = (handler){Py_NewRef(fn), (uint32_t)mask, g, next_id++};
+    recompute();
+    sw_dispatch_changed();
+    return PyLong_FromLong(H[slot].id);
+}
+
+static PyObject *py_remove_handler(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long id = PyLong_AsLong(arg);
+    if (id == -1 && PyErr_Occurred())
+        return NULL;
+    for (int i = 0; i < MAX_HANDLERS; i++) {
+        if (H[i].fn && H[i].id == id) {
+            PyObject *fn = H[i].fn;
+            H[i].fn = NULL;
+            sw_globs_free(H[i].where);
+            H[i].where = NULL;
+            recompute();
+            sw_dispatch_changed();
+            Py_DECREF(fn);
+            Py_RETURN_TRUE;
+        }
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyObject *py_masks(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return Py_BuildValue("{s:k,s:k,s:k,s:k,s:k}", "all", (unsigned long)sw_D.mask, "handlers",
+                         (unsigned long)sw_D.handlers, "probes", (unsigned long)sw_D.probes, "file",
+                         (unsigned long)sw_D.file, "slow", (unsigned long)sw_D.slow);
+}
+
+static PyObject *py_own_prefix(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *c = PyUnicode_Check(arg) ? PyUnicode_AsUTF8(arg) : NULL;
+    if (!c)
+        return NULL;
+    snprintf(own_prefix, sizeof own_prefix, "%s", c);
+    sw_D.hgen++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_ids(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    PyObject *l = PyList_New(0);
+    for (int i = 0; l && i < MAX_HANDLERS; i++) {
+        if (!H[i].fn)
+            continue;
+        PyObject *x = PyLong_FromLong(H[i].id);
+        if (!x || PyList_Append(l, x) < 0) {
+            Py_XDECREF(x);
+            Py_CLEAR(l);
+            break;
+        }
+        Py_DECREF(x);
+    }
+    return l;
+}
+
+static PyMethodDef methods[] = {
+    {"_handler_ids", py_ids, METH_NOARGS, "ids of the active handlers"},
+    {"_set_own_prefix", py_own_prefix, METH_O, "stackwatch's package directory (its code is no event)"},
+    {"add_handler", py_add_handler, METH_VARARGS, "add_handler(fn, mask, where) -> id"},
+    {"remove_handler", py_remove_handler, METH_O, "remove_handler(id) -> bool"},
+    {"dispatch_masks", py_masks, METH_NOARGS, "dispatch_masks() -> dict of event masks"},
+    {NULL, NULL, 0, NULL},
+};
+
+int sw_dispatch_extra_index(void)
+{
+    if (sw_D.extra_index < 0) {
+        sw_D.extra_index = sw_request_extra_index(NULL);
+        if (sw_D.extra_index < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "no free code-object extra slot for stackwatch's event filters");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int sw_handlers_add_to_module(PyObject *m)
+{
+    EventType = PyStructSequence_NewType(&event_desc);
+    if (!EventType || PyModule_AddObject(m, "Event", (PyObject *)EventType) < 0)
+        return -1;
+    Py_INCREF(EventType);
+    PyObject *names = PyTuple_New(SW_K_COUNT);
+    if (!names)
+        return -1;
+    for (int i = 0; i < SW_K_COUNT; i++)
+        PyTuple_SET_ITEM(names, i, PyUnicode_FromString(sw_kind_names[i]));
+    if (PyModule_AddObject(m, "EVENT_KINDS", names) < 0)
+        return -1;
+    return PyModule_AddFunctions(m, methods);
+}

@@ -1,0 +1,864 @@
+/*
+ * sampler.c - the statistical profiler's Python binding: the type
+ * stackwatch._native.Sampler, which owns a sampling thread (reader/
+ * sampler_loop.c) reading this process's stacks through the fault-safe
+ * memory reader, and the per-thread call trees it feeds (native/profile/aggregate.c).
+ * The only file of the profiler that includes Python.h besides
+ * sampler_layout.c, and the only one that raises Python exceptions.
+ *
+ * A Sampler runs once: start(), stop(), then its results can be read and
+ * written any number of times (also while it runs: under the profile's
+ * lock). In a child forked while a Sampler ran, that Sampler is unusable.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "sampler_layout.h"
+#include "ext/tracer/sampler_trace.h"
+#include "calltree_type.h"
+
+#include "profile/calltree.h"
+#include "profile/pprof.h"
+#include "profile/aggregate.h"
+#include "trace/sample_stream.h"
+#include "procmem/nativestack.h"
+#include "procmem/sampler_loop.h"
+#include "procmem/symbols.h"
+
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_MAX_DEPTH 1024
+#define DEFAULT_MAX_THREADS 256
+#define MAX_CODES 65536
+/* A cached code object is confirmed (its header re-read) at most every 16
+ * rounds: reading the headers of a 50-deep stack every round would be most
+ * of a round's cost. */
+#define CODE_TTL 15
+
+#if PY_VERSION_HEX >= 0x030E0000 || defined(Py_GIL_DISABLED)
+#  define SW_SAMPLER_SUPPORTED 0
+#else
+#  define SW_SAMPLER_SUPPORTED 1
+#endif
+
+typedef struct {
+    PyObject_HEAD
+    sw_sampler *s;
+    sw_profile *prof;
+    unsigned long long interval_ns;
+    int max_depth, max_threads;
+    int mode;                 /* SW_PROFILE_WALL or SW_PROFILE_CPU */
+    int lines;                /* nodes are (function, line being run) */
+    int native;               /* native frames merged in (nativestack.h) */
+    int native_installed;     /* the signal handler is installed for this sampler */
+    int started;
+    sw_profile_filters filters;   /* sw_profile_set_filters, applied at start */
+    int trace;                /* samples go into the running trace file, not a profile */
+    char *skip_prefix;        /* trace mode: frames of files under it are left out */
+    sw_sample_stream *stream; /* trace mode */
+    sw_history_opts hist;         /* set_history, applied at start */
+} SamplerObject;
+
+int sw_sampler_add_to_module(PyObject *m);
+int sw_sampler_frames_add_to_module(PyObject *m);   /* sampler_frames.c */
+static void sw_native_stop(SamplerObject *self);
+
+/* The sampler writing into the trace file (trace mode), while it runs. */
+static SamplerObject *trace_sampler;
+
+/* Stops a trace-mode sampler's thread and writes its last samples. */
+static int stop_trace_sampler(SamplerObject *self)
+{
+    int rc;
+    if (trace_sampler == self)
+        trace_sampler = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_sampler_stop(self->s);
+    if (rc == SW_OK)
+        rc = sw_sample_stream_flush(self->stream);
+    Py_END_ALLOW_THREADS
+    sw_native_stop(self);
+    return rc;
+}
+
+void sw_sampler_trace_detach(void)
+{
+    SamplerObject *self = trace_sampler;
+    if (self && self->s && !sw_sampler_in_forked_child(self->s))
+        stop_trace_sampler(self);
+    trace_sampler = NULL;
+}
+
+static void Sampler_dealloc(SamplerObject *self)
+{
+    if (trace_sampler == self)
+        trace_sampler = NULL;
+    if (self->s && sw_sampler_in_forked_child(self->s)) {
+        /* Its thread and locks belong to the parent: leak, never touch. */
+    } else {
+        if (self->s) {
+            Py_BEGIN_ALLOW_THREADS
+            sw_sampler_free(self->s);
+            Py_END_ALLOW_THREADS
+        }
+        sw_native_stop(self);
+        sw_profile_free(self->prof);
+        sw_sample_stream_free(self->stream);
+    }
+    PyMem_Free(self->skip_prefix);
+    sw_history_opts_clear(&self->hist);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"interval_ns", "max_depth", "max_threads", "mode", "trace", "skip_prefix",
+                             "lines", "native", NULL};
+    unsigned long long iv;
+    int depth = DEFAULT_MAX_DEPTH, threads = DEFAULT_MAX_THREADS, trace = 0, lines = 0, native = 0;
+    const char *mode = "wall", *skip = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|iispzpp", kwlist, &iv, &depth, &threads, &mode, &trace, &skip,
+                                     &lines, &native))
+        return -1;
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "Sampler.__init__ called on a sampler that ran");
+        return -1;
+    }
+    if (iv < SW_SAMPLER_MIN_INTERVAL_NS || iv > SW_SAMPLER_MAX_INTERVAL_NS) {
+        PyErr_Format(PyExc_ValueError, "sampling interval must be between %llu ns and %llu s, not %llu ns",
+                     SW_SAMPLER_MIN_INTERVAL_NS, SW_SAMPLER_MAX_INTERVAL_NS / 1000000000ull, iv);
+        return -1;
+    }
+    if (depth < 1 || (unsigned)depth > SW_PYSTACK_MAX_DEPTH_LIMIT || threads < 1 ||
+        (unsigned)threads > SW_PYSTACK_MAX_THREADS_LIMIT) {
+        PyErr_Format(PyExc_ValueError, "max_depth must be 1..%u and max_threads 1..%u", SW_PYSTACK_MAX_DEPTH_LIMIT,
+                     SW_PYSTACK_MAX_THREADS_LIMIT);
+        return -1;
+    }
+    if (strcmp(mode, "wall") != 0 && strcmp(mode, "cpu") != 0) {
+        PyErr_Format(PyExc_ValueError, "mode must be 'wall' or 'cpu', not '%s'", mode);
+        return -1;
+    }
+    self->mode = strcmp(mode, "cpu") == 0 ? SW_PROFILE_CPU : SW_PROFILE_WALL;
+    if (trace && self->mode == SW_PROFILE_CPU) {
+        PyErr_SetString(PyExc_ValueError, "samples written into a trace are wall-clock samples (mode 'wall')");
+        return -1;
+    }
+    self->trace = trace;
+    PyMem_Free(self->skip_prefix);
+    self->skip_prefix = NULL;
+    if (skip) {
+        size_t n = strlen(skip) + 1;
+        self->skip_prefix = PyMem_Malloc(n);
+        if (!self->skip_prefix) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(self->skip_prefix, skip, n);
+    }
+    self->interval_ns = iv;
+    self->lines = lines;
+    self->native = native;
+    self->max_depth = depth;
+    self->max_threads = threads;
+    return 0;
+}
+
+/* 0 if the sampler's results may be used here, else -1 with an exception. */
+static int usable(SamplerObject *self)
+{
+    if (self->s && sw_sampler_in_forked_child(self->s)) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler was running when the process forked; "
+                                            "it cannot be used in the child");
+        return -1;
+    }
+    return 0;
+}
+
+/* Native mode: the capture signal's handler is installed from start()
+ * until the sampling thread has stopped. -1 with an exception if it cannot
+ * be. */
+static int sw_native_start(SamplerObject *self)
+{
+    char err[200] = "";
+    if (!sw_nstack_supported(err, sizeof err)) {
+        PyErr_Format(PyExc_RuntimeError, "cannot capture native frames here: %s", err);
+        return -1;
+    }
+    if (sw_nstack_install(err, sizeof err) != SW_OK) {
+        PyErr_Format(PyExc_RuntimeError, "cannot capture native frames: %s", err);
+        return -1;
+    }
+    self->native_installed = 1;
+    return 0;
+}
+
+static void sw_native_stop(SamplerObject *self)
+{
+    if (self->native_installed) {
+        sw_nstack_uninstall();
+        self->native_installed = 0;
+    }
+}
+
+static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler has already been started (a profiler runs once)");
+        return NULL;
+    }
+    if (!SW_SAMPLER_SUPPORTED) {
+        PyErr_SetString(PyExc_RuntimeError, "the sampling profiler supports CPython 3.9 to 3.13 (with the GIL)");
+        return NULL;
+    }
+    sw_py_layout l;
+    sw_sampler_layout_fill(&l);
+    PyInterpreterState *interp = PyInterpreterState_Get();
+    sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
+                             (uint32_t)self->lines, (uint32_t)self->native};
+    char err[256] = "";
+    if (self->native && sw_native_start(self) < 0)
+        return NULL;
+    /* The interpreter state itself is the probe: it is surely readable. */
+    sw_pystack *r = sw_pystack_new(&l, (int)getpid(), (uint64_t)(uintptr_t)interp, &lim,
+                                   (uint64_t)(uintptr_t)interp, 64, err, sizeof err);
+    if (!r) {
+        sw_native_stop(self);
+        PyErr_Format(PyExc_RuntimeError, "cannot sample this process: %s", err);
+        return NULL;
+    }
+    if (self->trace) {
+        /* Samples into the running trace file, on its clock. */
+        uint64_t mono0 = 0;
+        sw_writer *w = sw_session_writer(&mono0);
+        if (!w || trace_sampler) {
+            sw_pystack_free(r);
+            sw_native_stop(self);
+            PyErr_SetString(PyExc_RuntimeError, w ? "a sampler already writes into this trace"
+                                                  : "samples into a trace need a running trace session");
+            return NULL;
+        }
+        self->stream = sw_sample_stream_new(w, mono0, self->skip_prefix);
+        self->s = self->stream ? sw_sampler_new(r, self->interval_ns, sw_sample_stream_sink, self->stream) : NULL;
+        if (!self->stream)
+            sw_pystack_free(r);
+        int rc = self->s ? sw_sampler_start(self->s) : SW_ENOMEM;
+        if (rc != SW_OK) {
+            sw_sampler_free(self->s);
+            sw_sample_stream_free(self->stream);
+            self->s = NULL;
+            self->stream = NULL;
+            sw_native_stop(self);
+            PyErr_Format(PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
+            return NULL;
+        }
+        self->started = 1;
+        trace_sampler = self;
+        Py_RETURN_NONE;
+    }
+    self->prof = sw_profile_new();
+    if (!self->prof) {
+        sw_pystack_free(r);
+        sw_native_stop(self);
+        return PyErr_NoMemory();
+    }
+    const sw_profile_filters *fl = &self->filters;
+    sw_profile_set_filters(self->prof, fl->anchor, fl->follow, fl->nfollow, fl->ignore, fl->nignore, fl->elide,
+                           fl->nelide);
+    sw_profile_set_mode(self->prof, self->mode);
+    int hrc = sw_history_opts_apply(&self->hist, self->prof);
+    if (hrc != SW_OK)
+        sw_pystack_free(r);   /* sw_sampler_new would own it */
+    self->s = hrc == SW_OK ? sw_sampler_new(r, self->interval_ns, sw_profile_sink, self->prof) : NULL;
+    int rc = self->s ? sw_sampler_start(self->s) : hrc != SW_OK ? hrc : SW_ENOMEM;
+    if (rc != SW_OK) {
+        sw_sampler_free(self->s);
+        sw_profile_free(self->prof);
+        self->s = NULL;
+        self->prof = NULL;
+        sw_native_stop(self);
+        PyErr_Format(PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
+        return NULL;
+    }
+    self->started = 1;
+    Py_RETURN_NONE;
+}
+
+/* Reads a sequence of at most SW_PROFILE_MAX_FILTER code objects into
+ * addrs. Returns the count, or -1 with an exception set. */
+static Py_ssize_t code_addrs(PyObject *obj, uint64_t *addrs, const char *what)
+{
+    PyObject *seq = PySequence_Fast(obj, what);
+    if (!seq)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > SW_PROFILE_MAX_FILTER) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "at most %d code objects in %s", SW_PROFILE_MAX_FILTER, what);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *c = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyCode_Check(c)) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_TypeError, "%s must hold code objects", what);
+            return -1;
+        }
+        addrs[i] = (uint64_t)(uintptr_t)c;
+    }
+    Py_DECREF(seq);
+    return n;
+}
+
+/* set_filters(anchor=None, follow=(), ignore=(), elide=()): before start(), the
+ * filters of sw_profile_set_filters, given as code objects. The caller
+ * keeps the code objects alive (they are functions' code) so that their
+ * addresses stay theirs while the profile is recorded. */
+static PyObject *Sampler_set_filters(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"anchor", "follow", "ignore", "elide", NULL};
+    PyObject *anchor = Py_None, *follow = NULL, *ignore = NULL, *elide = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOO", kwlist, &anchor, &follow, &ignore, &elide))
+        return NULL;
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "set_filters() must be called before start()");
+        return NULL;
+    }
+    if (anchor != Py_None && !PyCode_Check(anchor)) {
+        PyErr_SetString(PyExc_TypeError, "anchor must be a code object or None");
+        return NULL;
+    }
+    sw_profile_filters fl = {.anchor = anchor == Py_None ? 0 : (uint64_t)(uintptr_t)anchor};
+    Py_ssize_t nf = follow ? code_addrs(follow, fl.follow, "follow") : 0;
+    Py_ssize_t ni = nf >= 0 && ignore ? code_addrs(ignore, fl.ignore, "ignore") : 0;
+    Py_ssize_t ne = nf >= 0 && ni >= 0 && elide ? code_addrs(elide, fl.elide, "elide") : 0;
+    if (nf < 0 || ni < 0 || ne < 0)
+        return NULL;
+    fl.nfollow = (size_t)nf;
+    fl.nignore = (size_t)ni;
+    fl.nelide = (size_t)ne;
+    self->filters = fl;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (usable(self) < 0)
+        return NULL;
+    if (!self->s) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler has not been started");
+        return NULL;
+    }
+    int rc;
+    if (self->stream) {
+        /* The thread stops, then the rest of the samples go to the file,
+         * before the session closes it. */
+        if (trace_sampler != self) {
+            PyErr_SetString(PyExc_RuntimeError, "this sampler is not running (the trace session stopped it)");
+            return NULL;
+        }
+        rc = stop_trace_sampler(self);
+        if (rc != SW_OK) {
+            PyErr_Format(PyExc_OSError, "writing samples into the trace failed (%s)", sw_strerror(rc));
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_sampler_stop(self->s);
+    Py_END_ALLOW_THREADS
+    sw_native_stop(self);
+    if (rc != SW_OK) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler is not running");
+        return NULL;
+    }
+    sw_history_stopped(self->prof);
+    Py_RETURN_NONE;
+}
+
+/* {"running": n, "gil_wait": n, "idle": n, "unknown": n} (NULL with an
+ * exception if out of memory; Py_BuildValue's "N" then fails too). */
+static PyObject *states_dict(const unsigned long long *n)
+{
+    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "running", n[SW_STATE_RUNNING], "gil_wait", n[SW_STATE_GIL_WAIT], "idle",
+                         n[SW_STATE_IDLE], "unknown", n[SW_STATE_UNKNOWN]);
+}
+
+static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (usable(self) < 0)
+        return NULL;
+    sw_sampler_stats st;
+    memset(&st, 0, sizeof st);
+    st.interval_ns = self->interval_ns;
+    if (self->s)
+        sw_sampler_get_stats(self->s, &st);
+    unsigned long long stored = 0, dropped = 0, cut = 0, off_cpu = 0, gil_held = 0;
+    unsigned long long states[SW_STATE_COUNT] = {0};
+    if (self->prof) {
+        sw_profile_lock(self->prof);
+        stored = sw_profile_samples(self->prof);
+        dropped = sw_profile_dropped(self->prof);
+        cut = sw_profile_cut(self->prof);
+        off_cpu = sw_profile_off_cpu(self->prof);
+        for (size_t i = 0; i < sw_profile_thread_count(self->prof); i++) {
+            const sw_profile_thread *t = sw_profile_thread_get(self->prof, i);
+            for (unsigned k = 0; k < SW_STATE_COUNT; k++)
+                states[k] += t->states[k];
+            gil_held += t->gil_held;
+        }
+        sw_profile_unlock(self->prof);
+    }
+    if (self->stream) {
+        sw_sample_stream_stats ss;
+        sw_sample_stream_stats_get(self->stream, &ss);
+        stored = ss.samples;
+        dropped = ss.lost;
+    }
+    const sw_pystack_stats *r = &st.reader;
+    PyObject *d = Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:L,s:O}", "interval_ns",
+        (unsigned long long)st.interval_ns, "ticks", (unsigned long long)st.ticks, "missed",
+        (unsigned long long)st.missed, "busy_ns", (unsigned long long)st.busy_ns, "samples",
+        (unsigned long long)r->samples, "failed", (unsigned long long)r->failed, "empty", (unsigned long long)r->empty,
+        "truncated", (unsigned long long)r->truncated, "retried", (unsigned long long)r->retried, "moved", (unsigned long long)r->moved, "threads_skipped", (unsigned long long)r->threads_skipped,
+        "stored", stored, "dropped", dropped, "cut", cut, "code_hits", (unsigned long long)r->code_hits, "code_misses",
+        (unsigned long long)r->code_misses, "reads", (unsigned long long)r->reads, "failed_reads",
+        (unsigned long long)r->failed_reads, "start_ns", (long long)st.start_ns, "stop_ns", (long long)st.stop_ns,
+        "running", st.running ? Py_True : Py_False);
+    /* What the threads were doing (see threads()), and the counts of the
+     * thread-state probes. */
+    sw_nstack_stats ns = {0, 0, 0};
+    sw_nstack_get_stats(&ns);
+    PyObject *native = Py_BuildValue("{s:O,s:O,s:K,s:K,s:K,s:K}", "lines", self->lines ? Py_True : Py_False,
+                                     "native", self->native ? Py_True : Py_False, "native_samples",
+                                     (unsigned long long)r->native, "native_failed",
+                                     (unsigned long long)r->native_failed, "native_timeouts",
+                                     (unsigned long long)(self->native ? ns.timeouts : 0), "native_late",
+                                     (unsigned long long)(self->native ? ns.late : 0));
+    if (!native || PyDict_Update(d, native) < 0)
+        Py_CLEAR(d);
+    Py_XDECREF(native);
+    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K}", "mode",
+                                   self->mode == SW_PROFILE_CPU ? "cpu" : "wall", "states", states_dict(states),
+                                   "gil_held", gil_held, "off_cpu", off_cpu, "state_probe_failed",
+                                   (unsigned long long)r->state_unknown, "cpu_probe_failed",
+                                   (unsigned long long)r->cpu_unknown, "gil_read_failed",
+                                   (unsigned long long)r->gil_unknown);
+    if (!d || !more || PyDict_Update(d, more) < 0) {
+        Py_XDECREF(d);
+        d = NULL;
+    }
+    Py_XDECREF(more);
+    return d;
+}
+
+static PyObject *Sampler_threads(SamplerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (usable(self) < 0)
+        return NULL;
+    PyObject *l = PyList_New(0);
+    if (!l || !self->prof)
+        return l;
+    sw_profile_lock(self->prof);
+    for (size_t i = 0; i < sw_profile_thread_count(self->prof); i++) {
+        const sw_profile_thread *t = sw_profile_thread_get(self->prof, i);
+        unsigned long long ts[SW_STATE_COUNT];
+        for (unsigned k = 0; k < SW_STATE_COUNT; k++)
+            ts[k] = t->states[k];
+        PyObject *d = Py_BuildValue("{s:K,s:K,s:K,s:L,s:L,s:N,s:K,s:K,s:K}", "thread_id",
+                                    (unsigned long long)t->thread_id, "native_id", (unsigned long long)t->native_tid,
+                                    "samples", (unsigned long long)t->samples, "first_ns", (long long)t->first_ns,
+                                    "last_ns", (long long)t->last_ns, "states", states_dict(ts), "gil_held",
+                                    (unsigned long long)t->gil_held, "off_cpu", (unsigned long long)t->off_cpu,
+                                    "cpu_ns", (unsigned long long)t->cpu_ns);
+        if (!d || PyList_Append(l, d) < 0) {
+            Py_XDECREF(d);
+            Py_CLEAR(l);
+            break;
+        }
+        Py_DECREF(d);
+    }
+    sw_profile_unlock(self->prof);
+    return l;
+}
+
+/* 1 if f is a native frame: named "symbol [native]", line 0 (symbols.h). */
+static int is_native(const sw_func *f)
+{
+    size_t n = strlen(f->name), k = strlen(SW_NATIVE_SUFFIX);
+    return f->line == 0 && n > k && memcmp(f->name + n - k, SW_NATIVE_SUFFIX, k) == 0;
+}
+
+static PyObject *node_dict(const sw_functab *ft, const sw_calltree_node *n)
+{
+    const sw_func *f = n->func == SW_NODE_NONE ? NULL : sw_functab_get(ft, n->func);
+    const char *name = f ? f->name : "<root>", *file = f ? f->filename : "";
+    PyObject *d = Py_BuildValue("{s:N,s:N,s:i,s:K,s:K,s:K,s:K,s:N}", "name",
+                         PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace"), "filename",
+                         PyUnicode_DecodeUTF8(file, (Py_ssize_t)strlen(file), "replace"), "line", f ? f->line : 0,
+                         "count", (unsigned long long)n->count, "self", (unsigned long long)n->self, "time_ns",
+                         (unsigned long long)n->weight, "self_time_ns", (unsigned long long)n->self_weight,
+                         "children", PyList_New(0));
+    if (d && f && is_native(f) && PyDict_SetItemString(d, "native", Py_True) < 0)
+        Py_CLEAR(d);
+    return d;
+}
+
+/* The tree as nested dicts. Nodes are stored parents first, so one pass in
+ * index order can append every node to its parent's children list. */
+PyObject *tree_to_dicts(const sw_calltree *t)
+{
+    size_t n = sw_calltree_node_count(t);
+    PyObject **dicts = PyMem_Calloc(n, sizeof *dicts);
+    if (!dicts)
+        return PyErr_NoMemory();
+    const sw_functab *ft = sw_calltree_functab(t);
+    PyObject *root = NULL;
+    size_t i = 0;
+    for (; i < n; i++) {
+        const sw_calltree_node *nd = sw_calltree_get_node(t, (uint32_t)i);
+        dicts[i] = node_dict(ft, nd);
+        if (!dicts[i])
+            break;
+        if (i > 0) {
+            PyObject *children = PyDict_GetItemString(dicts[nd->parent], "children");
+            if (PyList_Append(children, dicts[i]) < 0)
+                break;
+        }
+    }
+    if (i == n) {
+        root = dicts[0];
+        Py_INCREF(root);
+    }
+    for (size_t k = 0; k < n; k++)
+        Py_XDECREF(dicts[k]);
+    PyMem_Free(dicts);
+    return root;
+}
+
+/* The thread's tree, or all threads merged when thread_id is None. */
+static PyObject *Sampler_tree(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"thread_id", NULL};
+    PyObject *tid_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &tid_obj) || usable(self) < 0)
+        return NULL;
+    unsigned long long tid = 0;
+    if (tid_obj != Py_None) {
+        tid = PyLong_AsUnsignedLongLong(tid_obj);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    sw_profile *p = self->prof;
+    if (!p) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler has not been started");
+        return NULL;
+    }
+    PyObject *res = NULL;
+    sw_profile_lock(p);
+    if (tid_obj == Py_None) {
+        sw_calltree *t = sw_profile_merged(p);
+        res = t ? tree_to_dicts(t) : PyErr_NoMemory();
+        sw_calltree_free(t);
+    } else {
+        for (size_t i = 0; i < sw_profile_thread_count(p); i++) {
+            const sw_profile_thread *th = sw_profile_thread_get(p, i);
+            if (th->thread_id == tid)
+                res = tree_to_dicts(th->tree);
+        }
+        if (!res && !PyErr_Occurred())
+            PyErr_Format(PyExc_KeyError, "no samples of thread %llu", tid);
+    }
+    sw_profile_unlock(p);
+    return res;
+}
+
+/* Writes the profile. Called without the GIL, under the profile lock. */
+static int write_profile(sw_profile *p, FILE *f, int speedscope, const char *title, char **names)
+{
+    if (!speedscope) {
+        sw_calltree *t = sw_profile_merged(p);
+        if (!t)
+            return SW_ENOMEM;
+        int rc = sw_calltree_write_collapsed(t, f);
+        sw_calltree_free(t);
+        return rc;
+    }
+    size_t n = sw_profile_thread_count(p);
+    sw_calltree *empty = NULL;
+    sw_speedscope_profile *profs = calloc(n ? n : 1, sizeof *profs);
+    if (!profs)
+        return SW_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        profs[i] = (sw_speedscope_profile){names[i], sw_profile_thread_get(p, i)->tree};
+    if (n == 0) {
+        /* No samples at all: one empty profile keeps the file valid. */
+        empty = sw_calltree_new(sw_profile_functab(p));
+        if (!empty) {
+            free(profs);
+            return SW_ENOMEM;
+        }
+        profs[0] = (sw_speedscope_profile){"(no samples)", empty};
+        n = 1;
+    }
+    int rc = sw_speedscope_write(f, title, profs, n, "nanoseconds", 0, "stackwatch");
+    sw_calltree_free(empty);
+    free(profs);
+    return rc;
+}
+
+/* The profile as a gzipped pprof Profile (native/profile/pprof.h), one tree per
+ * thread labelled with names[i] (threads added after the names were made
+ * get no label), or NULL with an exception. Builds the message without the
+ * GIL, under the profile lock; compresses with Python's gzip module. */
+static PyObject *pprof_gzipped(SamplerObject *self, char **names, size_t nnames, const char *title)
+{
+    sw_profile *p = self->prof;
+    sw_sampler_stats st;
+    memset(&st, 0, sizeof st);
+    if (self->s)
+        sw_sampler_get_stats(self->s, &st);
+    /* The sampler's times are CLOCK_MONOTONIC; pprof wants the start in
+     * ns since the epoch. */
+    struct timespec mono, real;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    clock_gettime(CLOCK_REALTIME, &real);
+    int64_t mono_ns = (int64_t)mono.tv_sec * 1000000000 + mono.tv_nsec;
+    int64_t real_ns = (int64_t)real.tv_sec * 1000000000 + real.tv_nsec;
+    sw_pprof_opts opts = {self->interval_ns, 0, 0, title};
+    if (st.start_ns > 0) {
+        opts.time_nanos = real_ns - (mono_ns - st.start_ns);
+        opts.duration_nanos = (st.stop_ns > 0 ? st.stop_ns : mono_ns) - st.start_ns;
+    }
+    sw_bytes out = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    sw_profile_lock(p);
+    size_t n = sw_profile_thread_count(p);
+    sw_pprof_tree *trees = calloc(n ? n : 1, sizeof *trees);
+    if (trees) {
+        for (size_t i = 0; i < n; i++)
+            trees[i] = (sw_pprof_tree){i < nnames ? names[i] : NULL, sw_profile_thread_get(p, i)->tree};
+        rc = sw_pprof_write(&out, trees, n, &opts);
+    } else {
+        rc = SW_ENOMEM;
+    }
+    sw_profile_unlock(p);
+    free(trees);
+    Py_END_ALLOW_THREADS
+    PyObject *raw = NULL, *compress = NULL, *kw = NULL, *res = NULL;
+    if (rc == SW_ENOMEM) {
+        PyErr_NoMemory();
+    } else if (rc != SW_OK) {
+        PyErr_Format(PyExc_RuntimeError, "building the pprof profile failed (%s)", sw_strerror(rc));
+    } else {
+        raw = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.len);
+    }
+    sw_bytes_free(&out);
+    PyObject *gzip = raw ? PyImport_ImportModule("gzip") : NULL;
+    compress = gzip ? PyObject_GetAttrString(gzip, "compress") : NULL;
+    /* zlib's default level: level 9 takes twice as long for 1% less. */
+    kw = compress ? Py_BuildValue("{s:i,s:i}", "compresslevel", 6, "mtime", 0) : NULL;
+    PyObject *args = kw ? PyTuple_Pack(1, raw) : NULL;
+    res = args ? PyObject_Call(compress, args, kw) : NULL;
+    if (res && !PyBytes_Check(res)) {
+        Py_CLEAR(res);
+        PyErr_SetString(PyExc_TypeError, "gzip.compress did not return bytes");
+    }
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    Py_XDECREF(compress);
+    Py_XDECREF(gzip);
+    Py_XDECREF(raw);
+    return res;
+}
+
+/* write(path, format, title=None, thread_names=None): format is
+ * "collapsed", "speedscope" or "pprof"; thread_names maps thread ids to
+ * names for the speedscope profiles and the pprof "thread" labels. */
+static PyObject *Sampler_write(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"path", "format", "title", "thread_names", NULL};
+    PyObject *path_obj, *names_obj = Py_None;
+    const char *fmt, *title = "stackwatch profile";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&s|zO", kwlist, PyUnicode_FSConverter, &path_obj, &fmt, &title,
+                                     &names_obj))
+        return NULL;
+    int speedscope = strcmp(fmt, "speedscope") == 0;
+    int pprof = strcmp(fmt, "pprof") == 0;
+    PyObject *res = NULL, *gz = NULL;
+    char **names = NULL;
+    size_t n = 0;
+    if (!speedscope && !pprof && strcmp(fmt, "collapsed") != 0) {
+        PyErr_Format(PyExc_ValueError, "unknown profile format '%s' (choose from: collapsed, speedscope, pprof)",
+                     fmt);
+        goto done;
+    }
+    if (usable(self) < 0)
+        goto done;
+    if (!self->prof) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler has not been started");
+        goto done;
+    }
+    sw_profile *p = self->prof;
+    /* Profile names, built with the GIL; the thread list only grows, so
+     * names cover every thread present when writing starts. */
+    sw_profile_lock(p);
+    n = sw_profile_thread_count(p);
+    names = PyMem_Calloc(n ? n : 1, sizeof *names);
+    for (size_t i = 0; names && i < n; i++) {
+        const sw_profile_thread *th = sw_profile_thread_get(p, i);
+        PyObject *key = PyLong_FromUnsignedLongLong(th->thread_id);
+        PyObject *nm = key && names_obj != Py_None ? PyObject_GetItem(names_obj, key) : NULL;
+        PyErr_Clear();
+        const char *s = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
+        PyErr_Clear();
+        char buf[96];
+        snprintf(buf, sizeof buf, "Thread %llu", (unsigned long long)th->thread_id);
+        size_t len = strlen(s ? s : buf) + 64;
+        names[i] = PyMem_RawMalloc(len);
+        if (names[i])
+            snprintf(names[i], len, s ? "%s (%llu)" : "%s", s ? s : buf, (unsigned long long)th->thread_id);
+        Py_XDECREF(key);
+        Py_XDECREF(nm);
+    }
+    sw_profile_unlock(p);
+    if (!names) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i]) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    if (pprof && !(gz = pprof_gzipped(self, names, n, title)))
+        goto done;
+    FILE *f = fopen(PyBytes_AS_STRING(path_obj), "wb");
+    if (!f) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, PyBytes_AS_STRING(path_obj));
+        goto done;
+    }
+    int rc, close_failed;
+    Py_BEGIN_ALLOW_THREADS
+    if (gz) {
+        size_t len = (size_t)PyBytes_GET_SIZE(gz);
+        rc = fwrite(PyBytes_AS_STRING(gz), 1, len, f) == len ? SW_OK : SW_EIO;
+    } else {
+        sw_profile_lock(p);
+        /* Threads added since the names were made are left out of speedscope
+         * output (the merged collapsed output has them all). */
+        rc = write_profile(p, f, speedscope, title, names);
+        sw_profile_unlock(p);
+    }
+    close_failed = fclose(f) != 0;
+    Py_END_ALLOW_THREADS
+    if (rc == SW_OK && close_failed)
+        rc = SW_EIO;
+    if (rc == SW_ENOMEM) {
+        PyErr_NoMemory();
+    } else if (rc != SW_OK) {
+        PyErr_Format(PyExc_OSError, "%s: writing the profile failed (%s)", PyBytes_AS_STRING(path_obj),
+                     sw_strerror(rc));
+    } else {
+        Py_INCREF(Py_None);
+        res = Py_None;
+    }
+done:
+    Py_XDECREF(gz);
+    for (size_t i = 0; names && i < n; i++)
+        PyMem_RawFree(names[i]);
+    PyMem_Free(names);
+    Py_DECREF(path_obj);
+    return res;
+}
+
+/* History of trees over time (calltree_type.c does the work). */
+static PyObject *Sampler_set_history(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "set_history() must be called before start()");
+        return NULL;
+    }
+    if (sw_history_opts_parse(&self->hist, args, kw) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sampler_history(SamplerObject *self, PyObject *unused)
+{
+    (void)unused;
+    return usable(self) < 0 ? NULL : sw_py_history_entries(self->prof);
+}
+
+static PyObject *Sampler_window(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    return usable(self) < 0 ? NULL : sw_py_history_window(self->prof, args, kw);
+}
+
+static PyObject *Sampler_save_bytes(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    return usable(self) < 0 ? NULL : sw_py_profile_file_bytes(self->prof, args, kw);
+}
+
+static PyMethodDef Sampler_methods[] = {
+    {"start", (PyCFunction)Sampler_start, METH_NOARGS, "start(): start the sampling thread (once)"},
+    {"set_filters", (PyCFunction)(void (*)(void))Sampler_set_filters, METH_VARARGS | METH_KEYWORDS,
+     "set_filters(anchor=None, follow=(), ignore=(), elide=()): keep a wrapper's and the profiler's own frames out"},
+    {"stop", (PyCFunction)Sampler_stop, METH_NOARGS, "stop(): stop sampling and wait for the thread"},
+    {"stats", (PyCFunction)Sampler_stats, METH_NOARGS, "stats() -> dict of counters"},
+    {"threads", (PyCFunction)Sampler_threads, METH_NOARGS, "threads() -> [dict] of the threads sampled"},
+    {"tree", (PyCFunction)(void (*)(void))Sampler_tree, METH_VARARGS | METH_KEYWORDS,
+     "tree(thread_id=None) -> nested dicts {name, filename, line, count, self, children}"},
+    {"write", (PyCFunction)(void (*)(void))Sampler_write, METH_VARARGS | METH_KEYWORDS,
+     "write(path, format, title=None, thread_names=None): format 'collapsed', 'speedscope' or 'pprof'"},
+    {"set_history", (PyCFunction)(void (*)(void))Sampler_set_history, METH_VARARGS | METH_KEYWORDS,
+     "set_history(cycle_ns, maxlen, omit=()): before start(), keep a tree per cycle, omit files"},
+    {"history", (PyCFunction)Sampler_history, METH_NOARGS, "history() -> {entries: [{start_ns, end_ns, samples, threads}], evicted, evicted_samples, dropped}"},
+    {"window", (PyCFunction)(void (*)(void))Sampler_window, METH_VARARGS | METH_KEYWORDS,
+     "window(start_ns, stop_ns, thread_id=None) -> CallTree"},
+    {"save_bytes", (PyCFunction)(void (*)(void))Sampler_save_bytes, METH_VARARGS | METH_KEYWORDS,
+     "save_bytes(info, threads) -> bytes of a profile file"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SamplerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stackwatch._native.Sampler",
+    .tp_basicsize = sizeof(SamplerObject),
+    .tp_dealloc = (destructor)Sampler_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Sampler(interval_ns, max_depth=1024, max_threads=256, mode='wall', trace=False, skip_prefix=None, "
+              "lines=False, native=False): samples every thread's Python stack from a native thread, without the "
+              "GIL; mode 'cpu' keeps only threads on a CPU, weighted by CPU time; trace=True writes the samples "
+              "into the running trace file instead of a profile (frames of files under skip_prefix left out); "
+              "lines: nodes are (function, line being run); native: native frames merged in.",
+    .tp_methods = Sampler_methods,
+    .tp_init = (initproc)Sampler_init,
+    .tp_new = PyType_GenericNew,
+};
+
+int sw_sampler_add_to_module(PyObject *m)
+{
+    if (PyType_Ready(&SamplerType) < 0)
+        return -1;
+    Py_INCREF(&SamplerType);
+    if (PyModule_AddObject(m, "Sampler", (PyObject *)&SamplerType) < 0) {
+        Py_DECREF(&SamplerType);
+        return -1;
+    }
+    if (sw_calltree_type_add_to_module(m) < 0 || sw_sampler_frames_add_to_module(m) < 0)
+        return -1;
+    if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||
+        PyModule_AddIntConstant(m, "SAMPLER_SUPPORTED", SW_SAMPLER_SUPPORTED) < 0)
+        return -1;
+    return 0;
+}

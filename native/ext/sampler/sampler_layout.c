@@ -1,0 +1,300 @@
+/*
+ * sampler_layout.c - offsets of the running CPython's structures for the
+ * stack reader (see sampler_layout.h and native/procmem/layout.h).
+ *
+ * Only offsetof/sizeof and the addresses of a few type objects are taken
+ * here; no function of the interpreter is called, so defining
+ * Py_BUILD_CORE (needed for PyInterpreterState and _PyInterpreterFrame)
+ * changes nothing at run time.
+ */
+#ifndef Py_BUILD_CORE
+#  define Py_BUILD_CORE 1
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "sampler_layout.h"
+
+#include <string.h>
+
+#if PY_VERSION_HEX >= 0x030E0000
+/* Not supported yet (3.14 tags frame pointers to code objects): sampler.c
+ * refuses to start, and the layout stays empty. */
+void sw_sampler_layout_fill(sw_py_layout *l)
+{
+    memset(l, 0, sizeof *l);
+}
+#else
+
+#if PY_VERSION_HEX >= 0x030B0000
+#  include <internal/pycore_frame.h>
+#else
+#  include <frameobject.h>
+#endif
+#include <internal/pycore_interp.h>
+#if PY_VERSION_HEX < 0x030C0000
+#  include <internal/pycore_runtime.h>
+#endif
+
+#include "procmem/linetable.h"
+#include "procmem/mem.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define OFF(type, field) ((uint32_t)offsetof(type, field))
+#define END(type, field) ((uint32_t)(offsetof(type, field) + sizeof(((type *)0)->field)))
+#define MAX2(a, b) ((a) > (b) ? (a) : (b))
+
+/* The str state bit field cannot be named by offsetof: set one member in a
+ * zeroed object and see which bits of the word change. */
+static uint32_t state_word(const PyASCIIObject *o)
+{
+    uint32_t w;
+    memcpy(&w, (const char *)o + offsetof(PyASCIIObject, state), sizeof w);
+    return w;
+}
+
+static void fill_str(sw_py_layout *l)
+{
+    PyASCIIObject o;
+    memset(&o, 0, sizeof o);
+    o.state.kind = 7;
+    uint32_t kind = state_word(&o);
+    memset(&o, 0, sizeof o);
+    o.state.compact = 1;
+    l->str_compact_mask = state_word(&o);
+    memset(&o, 0, sizeof o);
+    o.state.ascii = 1;
+    l->str_ascii_mask = state_word(&o);
+    l->str_kind_shift = kind ? (uint32_t)__builtin_ctz(kind) : 0;
+    l->str_kind_mask = kind >> l->str_kind_shift;
+    l->str_length = OFF(PyASCIIObject, length);
+    l->str_state = OFF(PyASCIIObject, state);
+    l->str_ascii_data = (uint32_t)sizeof(PyASCIIObject);
+    l->str_compact_data = (uint32_t)sizeof(PyCompactUnicodeObject);
+    l->str_legacy_data = OFF(PyUnicodeObject, data);
+    l->str_header_size = (uint32_t)sizeof(PyUnicodeObject);
+    l->str_type = (uint64_t)(uintptr_t)&PyUnicode_Type;
+}
+
+static void fill_code(sw_py_layout *l)
+{
+    l->code_name = OFF(PyCodeObject, co_name);
+#if PY_VERSION_HEX >= 0x030B0000
+    l->code_qualname = OFF(PyCodeObject, co_qualname);
+#else
+    l->code_qualname = l->code_name;
+#endif
+    l->code_filename = OFF(PyCodeObject, co_filename);
+    l->code_firstlineno = OFF(PyCodeObject, co_firstlineno);
+    uint32_t end = MAX2(END(PyCodeObject, co_name), END(PyCodeObject, co_filename));
+    end = MAX2(end, END(PyCodeObject, co_firstlineno));
+    end = MAX2(end, l->code_qualname + (uint32_t)sizeof(PyObject *));
+    end = MAX2(end, END(PyObject, ob_type));
+    l->code_size = end;
+    l->code_type = (uint64_t)(uintptr_t)&PyCode_Type;
+}
+
+static void fill_threads(sw_py_layout *l)
+{
+    l->tstate_size = (uint32_t)sizeof(PyThreadState);
+    l->tstate_next = OFF(PyThreadState, next);
+    l->tstate_interp = OFF(PyThreadState, interp);
+    l->tstate_thread_id = OFF(PyThreadState, thread_id);
+    l->tstate_native_thread_id = SW_NO_OFFSET;
+    l->cframe_current_frame = SW_NO_OFFSET;
+    l->tstate_datastack_chunk = SW_NO_OFFSET;
+    l->tstate_datastack_top = SW_NO_OFFSET;
+    l->chunk_data = 0;
+#if PY_VERSION_HEX >= 0x030B0000
+    l->interp_threads_head = OFF(PyInterpreterState, threads.head);
+    l->tstate_native_thread_id = OFF(PyThreadState, native_thread_id);
+    l->tstate_datastack_chunk = OFF(PyThreadState, datastack_chunk);
+    l->tstate_datastack_top = OFF(PyThreadState, datastack_top);
+    l->chunk_data = OFF(_PyStackChunk, data);
+#  if PY_VERSION_HEX >= 0x030D0000
+    l->tstate_frame = OFF(PyThreadState, current_frame);
+#  else
+    l->tstate_frame = OFF(PyThreadState, cframe);
+    l->cframe_current_frame = OFF(_PyCFrame, current_frame);
+#  endif
+#else
+    l->interp_threads_head = OFF(PyInterpreterState, tstate_head);
+    l->tstate_frame = OFF(PyThreadState, frame);
+#endif
+}
+
+static void fill_frames(sw_py_layout *l)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    l->frames_kind = SW_FRAMES_INTERP;
+    l->frame_previous = OFF(_PyInterpreterFrame, previous);
+#  if PY_VERSION_HEX >= 0x030D0000
+    l->frame_code = OFF(_PyInterpreterFrame, f_executable);
+#  else
+    l->frame_code = OFF(_PyInterpreterFrame, f_code);
+#  endif
+    l->frame_owner = OFF(_PyInterpreterFrame, owner);
+#  if PY_VERSION_HEX < 0x030C0000
+    l->frame_is_entry = OFF(_PyInterpreterFrame, is_entry);
+#  else
+    l->frame_is_entry = SW_NO_OFFSET;
+#  endif
+#  if PY_VERSION_HEX >= 0x030C0000
+    l->owner_cstack = FRAME_OWNED_BY_CSTACK;
+#  else
+    l->owner_cstack = SW_NO_OFFSET;
+#  endif
+    l->frame_size = OFF(_PyInterpreterFrame, localsplus);
+#else
+    l->frames_kind = SW_FRAMES_OBJECTS;
+    l->frame_previous = OFF(PyFrameObject, f_back);
+    l->frame_code = OFF(PyFrameObject, f_code);
+    l->frame_owner = SW_NO_OFFSET;
+    l->owner_cstack = SW_NO_OFFSET;
+    l->frame_is_entry = SW_NO_OFFSET;
+    l->frame_size = MAX2(END(PyFrameObject, f_back), END(PyFrameObject, f_code));
+    l->frame_size = MAX2(l->frame_size, END(PyObject, ob_type));
+    l->frame_type = (uint64_t)(uintptr_t)&PyFrame_Type;
+#endif
+}
+
+/* Where the line being run is found (linetable.h). After fill_code and
+ * fill_frames: widens what is read of frames and code objects. */
+static void fill_lines(sw_py_layout *l)
+{
+    l->frame_lasti = SW_NO_OFFSET;
+    l->frame_instr = SW_NO_OFFSET;
+    l->bytes_size = OFF(PyVarObject, ob_size);
+    l->bytes_data = OFF(PyBytesObject, ob_sval);
+#if PY_VERSION_HEX >= 0x030B0000
+    l->linetable_kind = SW_LINETABLE_LOCATIONS;
+    l->code_linetable = OFF(PyCodeObject, co_linetable);
+    l->code_code = OFF(PyCodeObject, co_code_adaptive);
+#  if PY_VERSION_HEX >= 0x030D0000
+    l->frame_instr = OFF(_PyInterpreterFrame, instr_ptr);
+#  else
+    l->frame_instr = OFF(_PyInterpreterFrame, prev_instr);
+#  endif
+    l->frame_size = MAX2(l->frame_size, l->frame_instr + (uint32_t)sizeof(void *));
+#else
+#  if PY_VERSION_HEX >= 0x030A0000
+    l->linetable_kind = SW_LINETABLE_PAIRS;
+    l->code_linetable = OFF(PyCodeObject, co_linetable);
+    l->lasti_unit = 2;
+#  else
+    l->linetable_kind = SW_LINETABLE_LNOTAB;
+    l->code_linetable = OFF(PyCodeObject, co_lnotab);
+    l->lasti_unit = 1;
+#  endif
+    l->code_code = 0;
+    l->frame_lasti = OFF(PyFrameObject, f_lasti);
+    l->frame_size = MAX2(l->frame_size, END(PyFrameObject, f_lasti));
+#endif
+    l->code_size = MAX2(l->code_size, l->code_linetable + (uint32_t)sizeof(PyObject *));
+}
+
+/* The GIL: in _PyRuntime before 3.12, behind interp->ceval.gil since. */
+static void fill_gil(sw_py_layout *l)
+{
+    l->runtime_gil = SW_NO_OFFSET;
+    l->interp_gil = SW_NO_OFFSET;
+    l->gil_size = SW_NO_OFFSET;
+    l->gil_locked = SW_NO_OFFSET;
+    l->gil_last_holder = SW_NO_OFFSET;
+#if PY_VERSION_HEX >= 0x030C0000
+    l->interp_gil = OFF(PyInterpreterState, ceval.gil);
+#elif defined(EXPERIMENTAL_ISOLATED_SUBINTERPRETERS)
+    return;   /* a per-interpreter GIL inside PyInterpreterState: not described */
+#else
+    l->runtime_addr = (uint64_t)(uintptr_t)&_PyRuntime;
+    l->runtime_gil = OFF(_PyRuntimeState, ceval.gil);
+#endif
+    l->gil_size = (uint32_t)sizeof(struct _gil_runtime_state);
+    l->gil_locked = OFF(struct _gil_runtime_state, locked);
+    l->gil_last_holder = OFF(struct _gil_runtime_state, last_holder);
+}
+
+/* Before 3.11 a thread state has only pthread_self() (glibc: the address
+ * of the thread's struct pthread, which holds its kernel tid somewhere).
+ * The offset is the first place where this thread's struct holds this
+ * thread's tid and a second thread's struct holds that one's. The second
+ * thread does the comparison while both are alive (the kernel zeroes a
+ * thread's tid field when it exits). Reads go through the fault-safe
+ * reader: nothing here assumes glibc; no match leaves the tid unknown. */
+#define TID_SCAN 2048
+
+typedef struct {
+    uint64_t self;           /* the first thread's pthread_self() */
+    uint32_t tid;
+    uint32_t offset;         /* result */
+} tid_search;
+
+static void *compare_tids(void *arg)
+{
+    tid_search *q = arg;
+    uint64_t self = (uint64_t)(uintptr_t)pthread_self();
+    uint32_t tid = (uint32_t)syscall(SYS_gettid);
+    unsigned char a[TID_SCAN], b[TID_SCAN];
+    sw_mem m;
+    char err[160];
+    if (tid == q->tid || sw_mem_open(&m, (int)getpid(), self, 8, err, sizeof err) != SW_OK)
+        return NULL;
+    size_t na = sw_mem_read_upto(&m, q->self, a, sizeof a), nb = sw_mem_read_upto(&m, self, b, sizeof b);
+    sw_mem_close(&m);
+    size_t n = na < nb ? na : nb;
+    for (size_t off = 0; off + 4 <= n; off += 4) {
+        uint32_t va, vb;
+        memcpy(&va, a + off, 4);
+        memcpy(&vb, b + off, 4);
+        if (va == q->tid && vb == tid) {
+            q->offset = (uint32_t)off;
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Called with the GIL held (from Sampler.start), so the cache needs no lock. */
+static uint32_t find_thread_tid_offset(void)
+{
+    static int found;
+    static uint32_t offset;
+    if (found)
+        return offset;
+    tid_search q = {(uint64_t)(uintptr_t)pthread_self(), (uint32_t)syscall(SYS_gettid), SW_NO_OFFSET};
+    pthread_t th;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);   /* signals stay with the program's threads */
+    int rc = pthread_create(&th, NULL, compare_tids, &q);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return SW_NO_OFFSET;
+    pthread_join(th, NULL);
+    found = 1;
+    offset = q.offset;
+    return offset;
+}
+
+void sw_sampler_layout_fill(sw_py_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    l->version_hex = PY_VERSION_HEX;
+    l->pointer_size = (uint32_t)sizeof(void *);
+    l->ob_refcnt = OFF(PyObject, ob_refcnt);
+    l->ob_type = OFF(PyObject, ob_type);
+    fill_str(l);
+    fill_code(l);
+    fill_threads(l);
+    fill_frames(l);
+    fill_lines(l);
+    fill_gil(l);
+    l->thread_tid = l->tstate_native_thread_id == SW_NO_OFFSET ? find_thread_tid_offset() : SW_NO_OFFSET;
+}
+
+#endif

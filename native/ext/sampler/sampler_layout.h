@@ -1,0 +1,16 @@
+/*
+ * sampler_layout.h - the sw_py_layout of the CPython this extension is
+ * compiled for, filled with offsetof() from its headers (some internal,
+ * hence a translation unit of its own: sampler_layout.c includes them with
+ * Py_BUILD_CORE defined before Python.h, which no other file wants).
+ */
+#ifndef SW_SAMPLER_LAYOUT_H
+#define SW_SAMPLER_LAYOUT_H
+
+#include "procmem/layout.h"
+
+/* Fills l for the running interpreter's version. Never fails; the result
+ * still goes through sw_layout_validate when a reader is made. */
+void sw_sampler_layout_fill(sw_py_layout *l);
+
+#endif

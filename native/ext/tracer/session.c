@@ -1,0 +1,441 @@
+/*
+ * session.c - starting and stopping a tracing session, attaching threads,
+ * registering code objects, and the thread-exit and fork paths.
+ */
+#include "session.h"
+
+#include "ext/dispatch/dispatch.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+sw_session sw_S = {.fast_gen = ~(uint64_t)0, .fast_tag = (uint64_t)0xffffffffu << 3, .extra_index = -1, .recursion_gen = 1, .lock = PTHREAD_MUTEX_INITIALIZER};
+__thread sw_tstate sw_T __attribute__((tls_model("initial-exec")));
+
+static uint64_t gen_counter;
+
+void sw_session_error(const char *what)
+{
+    if (sw_S.error)
+        return;
+    sw_S.error = 1;
+    snprintf(sw_S.errmsg, sizeof sw_S.errmsg, "%s", what);
+}
+
+/* Thread exit: flush what the thread recorded. Runs without the GIL. */
+static void thread_exit(void *arg)
+{
+    (void)arg;
+    sw_tstate *t = &sw_T;
+    pthread_mutex_lock(&sw_S.lock);
+    sw_recursion_bonus_forget_self();
+    if (sw_S.gen && t->session == sw_S.gen && t->tb)
+        sw_tbuf_finish(t->tb);
+    t->tb = NULL;
+    t->gen = t->session = 0;
+    pthread_mutex_unlock(&sw_S.lock);
+}
+
+int sw_thread_exit_key(void)
+{
+    if (!sw_S.key_made && pthread_key_create(&sw_S.key, thread_exit) == 0)
+        sw_S.key_made = 1;
+    return sw_S.key_made;
+}
+
+/* UTF-8 of a str, or a replacement for what cannot be encoded. Returns a
+ * new bytes object or NULL (never with an exception left set). */
+static PyObject *utf8_of(PyObject *s)
+{
+    if (!s || !PyUnicode_Check(s))
+        return PyBytes_FromString("?");
+    PyObject *b = PyUnicode_AsEncodedString(s, "utf-8", "backslashreplace");
+    if (!b)
+        PyErr_Clear();
+    return b;
+}
+
+static void lookup_name(sw_tstate *t, unsigned long ident);
+
+void sw_session_fast_refresh(void)
+{
+    sw_S.fast_gen = (sw_S.gen && sw_S.fast_variant_ok && !(sw_D.slow & SW_MASK_PY)) ? sw_S.gen : ~(uint64_t)0;
+    sw_S.fast_tag = (sw_S.fast_gen & 0xffffffffu) << 3;
+}
+
+void sw_tstate_refresh(sw_tstate *t)
+{
+    int fast = sw_S.gen && t->session == sw_S.gen && !t->busy && !t->name_pending && !sw_S.max_depth;
+    t->gen = fast ? sw_S.gen : 0;
+}
+
+void sw_thread_name_lookup(sw_tstate *t)
+{
+    sw_exc_state es;
+    sw_exc_save(&es);
+    sw_busy_enter(t);
+    lookup_name(t, PyThread_get_thread_ident());
+    sw_busy_exit(t);
+    sw_exc_restore(&es);
+}
+
+static void lookup_name(sw_tstate *t, unsigned long ident)
+{
+    PyObject *name = PyUnicode_FromString("threading");
+    PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+    Py_XDECREF(name);
+    PyObject *active = mod ? PyObject_GetAttrString(mod, "_active") : NULL;
+    Py_XDECREF(mod);
+    PyObject *key = active ? PyLong_FromUnsignedLong(ident) : NULL;
+    PyObject *thread = (active && key && PyDict_Check(active)) ? PyDict_GetItemWithError(active, key) : NULL;
+    Py_XINCREF(thread);
+    Py_XDECREF(key);
+    Py_XDECREF(active);
+    PyObject *tname = thread ? PyObject_GetAttrString(thread, "_name") : NULL;
+    Py_XDECREF(thread);
+    PyErr_Clear();
+    if (tname && PyUnicode_Check(tname)) {
+        PyObject *b = utf8_of(tname);
+        if (b) {
+            sw_writer_thread_name(sw_S.w, t->tb->index, PyBytes_AS_STRING(b));
+            t->name_pending = 0;
+            Py_DECREF(b);
+        }
+    }
+    Py_XDECREF(tname);
+}
+
+int sw_thread_attach(sw_tstate *t)
+{
+    if (sw_S.gen && t->session == sw_S.gen)
+        return 1;
+    if (!sw_S.gen || t->failed_gen == sw_S.gen)
+        return 0;
+    sw_exc_state es;
+    sw_exc_save(&es);
+    sw_busy_enter(t);
+    t->tb = sw_writer_add_thread(sw_S.w, (uint64_t)PyThread_get_thread_native_id(),
+                                 (uint64_t)PyThread_get_thread_ident(), "",
+                                 sw_clock_now(&sw_S.clock));
+    if (!t->tb) {
+        t->failed_gen = sw_S.gen;
+        sw_session_error("out of memory creating a thread buffer");
+        sw_busy_exit(t);
+        sw_exc_restore(&es);
+        return 0;
+    }
+    t->session = sw_S.gen;
+    t->name_pending = 1;
+    t->name_tries = 0;
+    sw_recursion_attach(t);
+    if (sw_S.c_calls)
+        sw_ccalls_thread_attach(t);
+    lookup_name(t, PyThread_get_thread_ident());
+    if (sw_S.key_made)
+        pthread_setspecific(sw_S.key, t);
+    sw_busy_exit(t);
+    sw_exc_restore(&es);
+    return 1;
+}
+
+static int matches(char **globs, const char *file, const char *module)
+{
+    for (char **g = globs; g && *g; g++) {
+        if (sw_glob_match(*g, file))
+            return 1;
+        if (module && sw_glob_match(*g, module))
+            return 1;
+        /* "pkg" also matches its submodules "pkg.x.y". */
+        size_t n = strlen(*g);
+        if (module && strncmp(*g, module, n) == 0 && module[n] == '.')
+            return 1;
+    }
+    return 0;
+}
+
+uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
+{
+    sw_tstate *t = &sw_T;
+    if (sw_S.extra_index < 0 || !sw_S.gen)
+        return SW_ID_SKIP;
+    sw_exc_state es;
+    sw_exc_save(&es);
+    sw_busy_enter(t);
+    uint32_t id = sw_S.next_code;
+    PyObject *name = utf8_of(co->co_name);
+    PyObject *qual = utf8_of(sw_code_qualname(co));
+    PyObject *file = utf8_of(co->co_filename);
+    const char *module = NULL;
+    PyObject *modb = NULL;
+    if (sw_S.nfilters && globals && PyDict_Check(globals)) {
+        PyObject *m = PyDict_GetItemString(globals, "__name__");
+        if (m && (modb = utf8_of(m)))
+            module = PyBytes_AS_STRING(modb);
+    }
+    uint32_t result = SW_ID_SKIP;
+    if (name && qual && file && id <= SW_ID_MASK) {
+        const char *f = PyBytes_AS_STRING(file);
+        int skip = (sw_S.include && !matches(sw_S.include, f, module)) ||
+                   (sw_S.exclude && matches(sw_S.exclude, f, module));
+        if (skip) {
+            result = SW_ID_SKIP;
+        } else if (sw_writer_define_code(sw_S.w, id, SW_CODE_PYTHON, PyBytes_AS_STRING(name),
+                                         PyBytes_AS_STRING(qual), f,
+                                         (uint32_t)co->co_firstlineno) == 0) {
+            sw_S.next_code++;
+            result = id;
+            if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
+                result |= SW_ID_GEN;
+#if PY_VERSION_HEX >= 0x030D0000
+            if ((PyUnicode_Check(co->co_name) && PyUnicode_CompareWithASCIIString(co->co_name, "__init__") == 0) ||
+                sw_init_gap_is_init(co) || !(co->co_flags & CO_OPTIMIZED))
+                result |= SW_ID_INIT;   /* an __init__, or a class body to look into */
+#endif
+        }
+        uintptr_t v = ((uintptr_t)(sw_S.gen & 0xffffffffu) << 32) | result;
+        if (sw_code_set_extra((PyObject *)co, sw_S.extra_index, (void *)v) < 0)
+            PyErr_Clear();  /* looked up again next time: correct, only slower */
+    } else {
+        sw_session_error("could not read a code object's names");
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(qual);
+    Py_XDECREF(file);
+    Py_XDECREF(modb);
+    sw_busy_exit(t);
+    sw_exc_restore(&es);
+    return result;
+}
+
+#if PY_VERSION_HEX >= 0x030D0000
+void sw_code_mark_init(PyCodeObject *co)
+{
+    sw_code_extra *ce = (sw_code_extra *)co->co_extra;
+    if (!sw_S.gen || sw_S.extra_index < 0 || !ce || sw_S.extra_index >= ce->ce_size)
+        return;  /* not registered: sw_code_register will see it */
+    uintptr_t v = (uintptr_t)ce->ce_extras[sw_S.extra_index];
+    if ((v >> 32) != (sw_S.gen & 0xffffffffu) || (v & SW_ID_SKIP) || (v & SW_ID_INIT))
+        return;
+    ce->ce_extras[sw_S.extra_index] = (void *)(v | SW_ID_INIT);
+}
+#endif
+
+static int write_meta(const sw_start_opts *o)
+{
+    sw_bytes kv = {0};
+    const sw_clock *c = &sw_S.clock;
+    sw_kv_str(&kv, "producer", "stackwatch");
+    sw_kv_str(&kv, "clock", c->kind == SW_CLOCK_TSC ? "tsc" : "monotonic");
+    sw_kv_f64(&kv, "clock_hz", c->hz);
+    sw_kv_uint(&kv, "tick0", c->tick0);
+    sw_kv_uint(&kv, "mono0_ns", c->mono0_ns);
+    sw_kv_uint(&kv, "real0_ns", c->real0_ns);
+    sw_kv_uint(&kv, "boot0_ns", c->boot0_ns);
+    sw_kv_uint(&kv, "pid", (uint64_t)getpid());
+    sw_kv_uint(&kv, "ring_bytes", o->ring_bytes);
+    sw_kv_uint(&kv, "max_depth", o->max_depth);
+    if (o->meta && PyDict_Check(o->meta)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(o->meta, &pos, &k, &v)) {
+            const char *ks = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+            if (!ks) {
+                sw_bytes_free(&kv);
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "meta keys must be str");
+                return -1;
+            }
+            if (PyLong_Check(v)) {
+                long long x = PyLong_AsLongLong(v);
+                if (x == -1 && PyErr_Occurred()) {
+                    sw_bytes_free(&kv);
+                    return -1;
+                }
+                sw_kv_sint(&kv, ks, x);
+            } else if (PyFloat_Check(v)) {
+                sw_kv_f64(&kv, ks, PyFloat_AS_DOUBLE(v));
+            } else if (PyUnicode_Check(v)) {
+                PyObject *b = utf8_of(v);
+                if (!b) {
+                    sw_bytes_free(&kv);
+                    return PyErr_NoMemory(), -1;
+                }
+                sw_kv_str(&kv, ks, PyBytes_AS_STRING(b));
+                Py_DECREF(b);
+            } else {
+                sw_bytes_free(&kv);
+                PyErr_Format(PyExc_TypeError, "meta value for %s must be str, int or float", ks);
+                return -1;
+            }
+        }
+    }
+    int rc = sw_writer_meta(sw_S.w, &kv);
+    sw_bytes_free(&kv);
+    if (rc) {
+        PyErr_Format(PyExc_OSError, "cannot write the trace header to %s", o->path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Units of 2^shift ticks: the largest power of two no longer than 8 ns,
+ * finer than the cost of recording one event, and small deltas encode in
+ * one byte. */
+static unsigned choose_shift(double hz)
+{
+    unsigned s = 0;
+    while (s < 20 && (double)(1u << (s + 1)) / hz <= 8e-9)
+        s++;
+    return s;
+}
+
+int sw_session_start(const sw_start_opts *o)
+{
+    if (sw_S.gen) {
+        PyErr_SetString(PyExc_RuntimeError, "stackwatch is already tracing in this process");
+        return -1;
+    }
+    if (sw_S.extra_index < 0) {
+        sw_S.extra_index = sw_request_extra_index(NULL);
+        if (sw_S.extra_index < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "no free code-object extra slot for stackwatch");
+            return -1;
+        }
+    }
+    sw_thread_exit_key();
+    char **inc = NULL, **exc = NULL;
+    if (sw_globs_copy(o->include, "include", &inc) < 0)
+        return -1;
+    if (sw_globs_copy(o->exclude, "exclude", &exc) < 0) {
+        sw_globs_free(inc);
+        return -1;
+    }
+    sw_clock_calibrate(&sw_S.clock, o->allow_tsc);
+    sw_writer_opts wo = {o->chunk_bytes, o->ring_bytes, choose_shift(sw_S.clock.hz)};
+    sw_S.time_shift = wo.time_shift;
+    sw_writer *w = NULL;
+    int rc = sw_writer_open(&w, o->path, &wo);
+    if (rc == SW_EIO) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, o->path);
+        sw_globs_free(inc);
+        sw_globs_free(exc);
+        return -1;
+    }
+    if (rc) {
+        PyErr_Format(PyExc_ValueError, "cannot start tracing: %s", sw_strerror(rc));
+        sw_globs_free(inc);
+        sw_globs_free(exc);
+        return -1;
+    }
+    sw_S.w = w;
+    sw_S.include = inc;
+    sw_S.exclude = exc;
+    sw_S.nfilters = (inc != NULL) + (exc != NULL);
+    sw_S.max_depth = o->max_depth;
+    sw_S.c_calls = o->c_calls;
+    sw_S.next_code = 0;
+    sw_S.error = 0;
+    sw_S.errmsg[0] = 0;
+    /* META carries the time shift the writer uses. */
+    {
+        sw_bytes kv = {0};
+        sw_kv_uint(&kv, "time_shift", wo.time_shift);
+        sw_writer_meta(w, &kv);
+        sw_bytes_free(&kv);
+    }
+    if (write_meta(o) < 0) {
+        sw_writer_close(w, NULL);
+        sw_writer_free(w);
+        sw_S.w = NULL;
+        sw_globs_free(inc);
+        sw_globs_free(exc);
+        sw_S.include = sw_S.exclude = NULL;
+        return -1;
+    }
+    size_t plen = strlen(o->path);
+    sw_S.path = PyMem_RawMalloc(plen + 1);
+    if (sw_S.path)
+        memcpy(sw_S.path, o->path, plen + 1);
+    do {
+        gen_counter++;
+    } while ((gen_counter & 0xffffffffu) == 0);
+    sw_S.gen = gen_counter;
+    sw_session_fast_refresh();
+    sw_flusher_start(o->flush_interval);
+    if (sw_hook_eval_sync(1) < 0) {
+        sw_S.gen = 0;
+        sw_session_fast_refresh();
+        sw_writer_close(w, NULL);
+        sw_writer_free(w);
+        sw_S.w = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *sw_session_stop(void)
+{
+    if (!sw_S.gen) {
+        PyErr_SetString(PyExc_RuntimeError, "stackwatch is not tracing");
+        return NULL;
+    }
+    sw_hook_eval_sync(0);   /* takes the bonuses back if the hook goes */
+    sw_ccalls_session_end();
+    sw_flusher_stop();
+    pthread_mutex_lock(&sw_S.lock);
+    uint64_t end = sw_clock_now(&sw_S.clock);
+    sw_S.gen = 0;
+    sw_session_fast_refresh();
+    sw_clock_refine(&sw_S.clock);
+    sw_bytes kv = {0};
+    sw_kv_uint(&kv, "end_ticks", end);
+    sw_kv_f64(&kv, "clock_hz_refined", sw_S.clock.hz);
+    if (sw_S.error)
+        sw_kv_str(&kv, "hook_error", sw_S.errmsg);
+    int rc = sw_writer_close(sw_S.w, &kv);
+    sw_bytes_free(&kv);
+    sw_writer_totals tot;
+    sw_writer_totals_get(sw_S.w, &tot);
+    char msg[256] = "";
+    sw_writer_error(sw_S.w, msg, sizeof msg);
+    sw_writer_free(sw_S.w);
+    sw_S.w = NULL;
+    pthread_mutex_unlock(&sw_S.lock);
+    sw_globs_free(sw_S.include);
+    sw_globs_free(sw_S.exclude);
+    sw_S.include = sw_S.exclude = NULL;
+    sw_S.nfilters = 0;
+    PyObject *path = PyUnicode_DecodeFSDefault(sw_S.path ? sw_S.path : "");
+    PyMem_RawFree(sw_S.path);
+    sw_S.path = NULL;
+    PyObject *err = rc ? PyUnicode_FromString(msg) : (sw_S.error ? PyUnicode_FromString(sw_S.errmsg) : Py_NewRef(Py_None));
+    PyObject *d = Py_BuildValue("{s:N,s:K,s:K,s:K,s:K,s:K,s:N}", "path", path, "events",
+                                (unsigned long long)tot.events, "dropped",
+                                (unsigned long long)tot.dropped, "bytes",
+                                (unsigned long long)tot.bytes, "threads",
+                                (unsigned long long)tot.threads, "codes",
+                                (unsigned long long)tot.codes, "error", err);
+    return d;
+}
+
+void sw_session_after_fork_child(void)
+{
+    if (!sw_S.gen)
+        return;
+    /* Never write the parent's file: close our descriptor and forget the
+     * writer (its lock may be held by a thread that no longer exists, so it
+     * is leaked rather than freed). */
+    sw_ccalls_session_end();
+    sw_flusher_forget();
+    sw_S.gen = 0;
+    sw_session_fast_refresh();
+    sw_hook_eval_sync(0);
+    if (sw_S.w)
+        sw_writer_abandon(sw_S.w);
+    sw_S.w = NULL;
+    pthread_mutex_init(&sw_S.lock, NULL);
+    sw_recursion_bonus_take_back();
+    sw_S.include = sw_S.exclude = NULL;
+    sw_S.nfilters = 0;
+}

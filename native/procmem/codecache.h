@@ -1,0 +1,60 @@
+/*
+ * codecache.h - what the reader knows about code objects, by address, so
+ * that the names and file of a function are read once, not per sample.
+ *
+ * An entry is confirmed against the code object's header as just read (the
+ * name, qualname and filename pointers and the first line): a code object
+ * freed and another allocated at the same address is noticed and read
+ * again. Confirming costs a read, so a caller may trust an entry confirmed
+ * a few sampling rounds ago (sw_codecache_fresh): the price is that a
+ * replaced code object can be misnamed for those few rounds.
+ * Entries never move: a pointer returned stays valid until
+ * sw_codecache_trim() drops them all.
+ */
+#ifndef SW_CODECACHE_H
+#define SW_CODECACHE_H
+
+#include "base/sample.h"
+#include "layout.h"
+#include "mem.h"
+
+typedef struct sw_codecache sw_codecache;
+
+/* max_entries: beyond this, sw_codecache_trim() empties the cache. NULL if
+ * out of memory. */
+sw_codecache *sw_codecache_new(uint32_t max_entries);
+void sw_codecache_free(sw_codecache *c);
+
+/* The info for the code object at addr if it was confirmed in sampling
+ * round `round` or in the `ttl` rounds before it; else NULL. */
+sw_sample_code *sw_codecache_fresh(sw_codecache *c, uint64_t addr, uint64_t round, uint32_t ttl);
+
+/* The info for the code object at addr if cached at all (no counting, no
+ * age check); else NULL. */
+sw_sample_code *sw_codecache_find(sw_codecache *c, uint64_t addr);
+
+/* The info for the code object at addr, whose first l->code_size bytes
+ * (hdr) were just read, marked confirmed in `round`. Reads its strings on a
+ * miss. Returns NULL if hdr is not a code object or its strings cannot be
+ * read. */
+sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout *l, uint64_t addr,
+                               const unsigned char *hdr, uint64_t round);
+
+/* The line being run by a frame of the code object `info` (an entry of
+ * this cache), whose current instruction as read from the frame is
+ * `instr`: the f_lasti int (3.9/3.10, zero-extended) or the instruction
+ * pointer (3.11+), as the layout says. The line table is read and decoded
+ * on the entry's first use (and again after the entry is rebuilt). Returns
+ * 0 where the line cannot be told (no table, unreadable, an instruction
+ * without a line), the first line before the first instruction. */
+int32_t sw_codecache_line(sw_codecache *c, sw_sample_code *info, sw_mem *m, const sw_py_layout *l, uint64_t instr);
+
+/* Empties the cache if it holds more than max_entries. Call between
+ * samples only: it frees every entry. */
+void sw_codecache_trim(sw_codecache *c);
+
+uint64_t sw_codecache_hits(const sw_codecache *c);
+uint64_t sw_codecache_misses(const sw_codecache *c);
+uint32_t sw_codecache_size(const sw_codecache *c);
+
+#endif

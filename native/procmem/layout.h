@@ -1,0 +1,129 @@
+/*
+ * layout.h - where CPython keeps what a stack reader needs, as plain
+ * offsets: the one input that differs between Python versions (and builds).
+ *
+ * The reader (pystack.c) knows nothing about any CPython header; it reads
+ * memory only through these numbers. In-process, native/ext/sampler/sampler_layout.c
+ * fills them with offsetof() from the headers of the version being compiled.
+ * To read another process the same struct can be filled from the target's
+ * _Py_DebugOffsets (3.13+) or from per-version tables; sw_layout_validate
+ * then checks it once, so that the hot path can trust it.
+ *
+ * All offsets are in bytes from the start of the object named by the
+ * prefix. SW_NO_OFFSET marks a field this version does not have.
+ */
+#ifndef SW_LAYOUT_H
+#define SW_LAYOUT_H
+
+#include "base/common.h"
+
+#define SW_NO_OFFSET 0xffffffffu
+#define SW_LAYOUT_MAX_READ 4096u   /* most bytes of one object the reader reads at once */
+
+typedef enum {
+    SW_FRAMES_OBJECTS = 1,   /* 3.9/3.10: a chain of PyFrameObject (f_back, f_code) */
+    SW_FRAMES_INTERP = 2,    /* 3.11+: a chain of _PyInterpreterFrame (previous, f_code/f_executable) */
+} sw_frames_kind;
+
+typedef struct sw_py_layout {
+    uint32_t version_hex;          /* PY_VERSION_HEX of the target */
+    uint32_t frames_kind;          /* sw_frames_kind */
+    uint32_t pointer_size;         /* must be sizeof(void *) of the reader */
+
+    uint32_t ob_refcnt;            /* PyObject.ob_refcnt */
+    uint32_t ob_type;              /* PyObject.ob_type */
+
+    /* PyInterpreterState */
+    uint32_t interp_threads_head;  /* first PyThreadState of the interpreter */
+
+    /* PyThreadState: tstate_size bytes are read at once and must cover
+     * every field below. */
+    uint32_t tstate_size;
+    uint32_t tstate_next;
+    uint32_t tstate_interp;
+    uint32_t tstate_thread_id;         /* unsigned long, threading.get_ident() */
+    uint32_t tstate_native_thread_id;  /* unsigned long, or SW_NO_OFFSET */
+    uint32_t tstate_frame;             /* the current frame, or (cframe_current_frame
+                                          set) the pointer to the _PyCFrame holding it */
+    uint32_t cframe_current_frame;     /* 3.11/3.12: _PyCFrame.current_frame, else SW_NO_OFFSET */
+    uint32_t tstate_datastack_chunk;   /* 3.11+: the current _PyStackChunk, else SW_NO_OFFSET */
+    uint32_t tstate_datastack_top;     /* 3.11+: first free slot in that chunk */
+    uint32_t chunk_data;               /* _PyStackChunk.data */
+
+    /* A frame: frame_size bytes are read and must cover these fields. */
+    uint32_t frame_size;
+    uint32_t frame_previous;
+    uint32_t frame_code;           /* f_code (<= 3.12) or f_executable (3.13) */
+    uint32_t frame_owner;          /* char owner, or SW_NO_OFFSET */
+    uint32_t owner_cstack;         /* value of FRAME_OWNED_BY_CSTACK (3.12+: shim frames
+                                      that are skipped), or SW_NO_OFFSET */
+    uint32_t frame_is_entry;       /* 3.11: char is_entry (the root-most frame of one run
+                                      of the interpreter function), else SW_NO_OFFSET */
+
+    /* PyCodeObject: code_size bytes are read and must cover these fields. */
+    uint32_t code_size;
+    uint32_t code_name;
+    uint32_t code_qualname;        /* co_qualname, or the same as code_name before 3.11 */
+    uint32_t code_filename;
+    uint32_t code_firstlineno;     /* int */
+
+    /* str (PEP 393): the state bit field is described by shifts and masks
+     * of the 32-bit word at str_state. */
+    uint32_t str_length;           /* Py_ssize_t length in code points */
+    uint32_t str_state;
+    uint32_t str_kind_shift, str_kind_mask;   /* kind = (state >> shift) & mask: 1, 2 or 4 */
+    uint32_t str_compact_mask, str_ascii_mask;
+    uint32_t str_ascii_data;       /* data of a compact ASCII string: sizeof(PyASCIIObject) */
+    uint32_t str_compact_data;     /* data of another compact string: sizeof(PyCompactUnicodeObject) */
+    uint32_t str_legacy_data;      /* PyUnicodeObject.data.any (a pointer), or SW_NO_OFFSET */
+    uint32_t str_header_size;      /* bytes read to decode the header */
+
+    /* The kernel thread id, where a thread state has none (before 3.11):
+     * the offset of a 32-bit tid inside the object that tstate_thread_id
+     * points to (glibc's struct pthread, as pthread_self() gives it), or
+     * SW_NO_OFFSET. */
+    uint32_t thread_tid;
+
+    /* The GIL (struct _gil_runtime_state): where it is, either inside
+     * _PyRuntime (3.9-3.11: runtime_addr + runtime_gil) or through a
+     * pointer in the interpreter (3.12+: interp_gil); gil_size bytes of it,
+     * its `locked` flag (an int) and `last_holder` (a thread state
+     * pointer). Everything SW_NO_OFFSET (or 0) when unknown: then no
+     * sample says whether its thread held or waited for the GIL. */
+    uint64_t runtime_addr;         /* address of _PyRuntime, 0 if unknown */
+    uint32_t runtime_gil;
+    uint32_t interp_gil;
+    uint32_t gil_size;
+    uint32_t gil_locked;
+    uint32_t gil_last_holder;
+
+    /* The line being run (the profiler's lines mode); linetable_kind 0
+     * (SW_LINETABLE_NONE) when not described. A frame's current instruction
+     * is either an int at frame_lasti (3.9/3.10; in units of lasti_unit
+     * bytes, -1 before the first instruction) or a pointer at frame_instr
+     * (3.11+: prev_instr / instr_ptr) into the code units that start
+     * code_code bytes into the code object. The table is the bytes object
+     * at code_linetable (co_lnotab / co_linetable): its size at bytes_size,
+     * its data at bytes_data. */
+    uint32_t linetable_kind;       /* SW_LINETABLE_* of linetable.h */
+    uint32_t frame_lasti;
+    uint32_t lasti_unit;
+    uint32_t frame_instr;
+    uint32_t code_code;
+    uint32_t code_linetable;
+    uint32_t bytes_size;
+    uint32_t bytes_data;
+
+    /* Addresses of the type objects, to check what a pointer points to;
+     * 0 means "unknown, do not check". */
+    uint64_t code_type;
+    uint64_t str_type;
+    uint64_t frame_type;           /* PyFrame_Type (frame objects, before 3.11) */
+} sw_py_layout;
+
+/* Checks that the layout is usable: known kinds, every field inside the
+ * bytes read, read sizes within SW_LAYOUT_MAX_READ. Returns 0 or SW_EARG,
+ * with a description of the first problem in err. */
+int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * mem.h - reading the memory of a process (the own one or another) without
+ * ever faulting: a bad or unmapped address makes a read fail, it does not
+ * crash the reader. Linux only.
+ *
+ * The reads use process_vm_readv(2); where that is not permitted (some
+ * container seccomp profiles) they fall back to pread(2) on /proc/PID/mem.
+ * An sw_mem is used by one thread at a time.
+ */
+#ifndef SW_MEM_H
+#define SW_MEM_H
+
+#include "base/common.h"
+
+typedef struct sw_mem {
+    int pid;
+    int fd;                 /* /proc/PID/mem when falling back, else -1 */
+    uint64_t reads;         /* system calls made */
+    uint64_t failed;        /* reads that failed */
+} sw_mem;
+
+/* One element of a batched read. */
+typedef struct sw_mem_req {
+    uint64_t addr;
+    void *buf;
+    size_t len;
+    int ok;                 /* set by sw_mem_readv: 1 if all len bytes were read */
+} sw_mem_req;
+
+/* Prepares reading process `pid` and checks that it works by reading
+ * probe_len bytes at probe_addr (an address known to be readable). Returns
+ * 0, or SW_EIO with the reason in err. */
+int sw_mem_open(sw_mem *m, int pid, uint64_t probe_addr, size_t probe_len, char *err, size_t errlen);
+void sw_mem_close(sw_mem *m);
+
+/* Reads exactly len bytes at addr. Returns 0, or SW_EIO if any byte could
+ * not be read (buf is then undefined). */
+int sw_mem_read(sw_mem *m, uint64_t addr, void *buf, size_t len);
+
+/* Reads up to len bytes at addr and returns how many were read (0 if the
+ * first byte is unreadable). For reading an object of unknown size. */
+size_t sw_mem_read_upto(sw_mem *m, uint64_t addr, void *buf, size_t len);
+
+/* Performs n reads, in few system calls; sets each request's ok. Returns
+ * the number of requests that succeeded. */
+size_t sw_mem_readv(sw_mem *m, sw_mem_req *reqs, size_t n);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * nativestack.h - capturing the native (C) stack of another thread of this
+ * process, for the profiler's native mode (Linux x86-64, in-process only).
+ *
+ * The sampler thread sends the target thread a real-time signal
+ * (rt_tgsigqueueinfo, carrying a request number); the handler unwinds its
+ * own stack with backtrace() (libgcc's .eh_frame unwinder: CPython builds
+ * without frame pointers unwind too), stores the return addresses in the
+ * one request slot, and then waits, parked in the handler, until the
+ * sampler has read the thread's Python stack and releases it, so that the
+ * native and the Python views are of one instant. The handler never
+ * waits longer than SW_NSTACK_PARK_MAX_NS, never allocates, and is
+ * installed with SA_RESTART, so system calls the signal interrupts are
+ * restarted (or, for sleeps and waits, retried by CPython after EINTR).
+ * A signal that is not the sampler's current request (a late one, after a
+ * timeout) is recognised by its request number and ignored; a signal of
+ * the same number from anyone else goes to the handler that was installed
+ * before.
+ *
+ * One capture at a time, process-wide (the sampler samples threads one
+ * after the other); at most one sampler in native mode at a time.
+ */
+#ifndef SW_NATIVESTACK_H
+#define SW_NATIVESTACK_H
+
+#include "base/common.h"
+
+#define SW_NSTACK_MAX 256                        /* return addresses kept per capture (leaf-most) */
+#define SW_NSTACK_PARK_MAX_NS 50000000ull        /* a parked thread goes on after 50 ms regardless */
+#define SW_NSTACK_WAIT_NS 20000000ull            /* the sampler waits 20 ms for a thread to answer */
+
+/* 1 if native stacks can be captured on this platform (Linux x86-64 with
+ * backtrace()), else 0 with the reason in err. */
+int sw_nstack_supported(char *err, size_t errlen);
+
+/* Installs the signal handler (on first use: later calls count users).
+ * Returns 0, SW_ESTATE if another sampler uses it already, or SW_EIO with
+ * the reason in err. In a child forked while a sampler of the parent used
+ * it, that user is gone: the child's first install takes over. */
+int sw_nstack_install(char *err, size_t errlen);
+
+/* Undoes sw_nstack_install once no signal sent can still arrive; if one
+ * could (a thread that never answered), the handler stays installed: it
+ * ignores such signals instead of letting their default action end the
+ * process. */
+void sw_nstack_uninstall(void);
+
+/* The signal number used (SIGRTMAX - 3). */
+int sw_nstack_signal(void);
+
+/* Asks thread `tid` (of this process) for its native stack and waits until
+ * it is parked in the handler with it. On success returns the number of
+ * return addresses (leaf first; pcs[0] is the interrupted instruction
+ * itself), copied to pcs (at most SW_NSTACK_MAX; *truncated is 1 if the
+ * stack was deeper), and the thread stays parked until
+ * sw_nstack_release(). Returns SW_ESTATE if the thread did not answer in
+ * time (it blocks the signal, or is stuck), another negative SW_E* code if
+ * it could not be asked (it has exited); then nothing is to be released. */
+int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated);
+
+/* 1 if thread tid of this process blocks the capture signal (from
+ * /proc/self/task/TID/status), else 0. */
+int sw_nstack_blocked(int tid);
+
+/* Lets the parked thread go on. */
+void sw_nstack_release(void);
+
+/* Counters: signals sent, captures that timed out, late signals ignored. */
+typedef struct sw_nstack_stats {
+    uint64_t sent, timeouts, late;
+} sw_nstack_stats;
+void sw_nstack_get_stats(sw_nstack_stats *out);
+
+#endif

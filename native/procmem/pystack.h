@@ -1,0 +1,78 @@
+/*
+ * pystack.h - reading the Python stacks of every thread of an interpreter
+ * from memory, without the GIL and without the target's cooperation:
+ * interpreter -> thread states -> frames -> code objects, through the
+ * offsets of an sw_py_layout and the fault-safe reads of mem.h.
+ *
+ * The target keeps running while it is read, so what is read may be torn
+ * or freed under the reader: every pointer is checked (the thread state
+ * must point back to the interpreter, a frame's code must be a code
+ * object), every walk is bounded (threads, depth, string length), and a
+ * stack that cannot be read whole is counted as failed, never reported.
+ *
+ * An sw_pystack is used by one thread at a time (the sampler's).
+ */
+#ifndef SW_PYSTACK_H
+#define SW_PYSTACK_H
+
+#include "base/sample.h"
+#include "layout.h"
+#include "mem.h"
+
+#define SW_PYSTACK_MAX_DEPTH_LIMIT 16384u
+#define SW_PYSTACK_MAX_THREADS_LIMIT 65536u
+
+typedef struct sw_pystack_limits {
+    uint32_t max_threads;    /* thread states visited per sample round */
+    uint32_t max_depth;      /* frames kept per stack (leaf-most); deeper stacks are truncated */
+    uint32_t max_codes;      /* code objects cached before the cache is emptied */
+    uint32_t code_ttl;       /* a cached code object is re-read (confirmed) at most every
+                                code_ttl + 1 rounds; 0 = every round it is seen */
+    uint32_t thread_states;  /* 1: give each sample its thread's state, CPU time and
+                                GIL ownership (threadstate.h; ~1-3 us per thread) */
+    uint32_t lines;          /* 1: give each sample the line each frame is running
+                                (sw_sample.lines; needs layout.linetable_kind) */
+    uint32_t native;         /* 1: merge each thread's native frames into its stack
+                                (in-process only: nativestack.h; the caller installs
+                                the signal handler) */
+} sw_pystack_limits;
+
+typedef struct sw_pystack_stats {
+    uint64_t rounds;         /* calls of sw_pystack_sample_all */
+    uint64_t samples;        /* stacks read whole and given to the sink */
+    uint64_t failed;         /* stacks (or thread lists) that could not be read */
+    uint64_t empty;          /* threads with no Python frame at that instant */
+    uint64_t truncated;      /* stacks cut at max_depth */
+    uint64_t retried;        /* walks redone: a frame died (before 3.11) or the stack moved (3.11+) while read */
+    uint64_t moved;          /* 3.11+: samples kept though the stack still moved while copied */
+    uint64_t threads_skipped;   /* threads beyond max_threads */
+    uint64_t code_hits, code_misses;
+    uint64_t reads, failed_reads;   /* memory reads (system calls) */
+    uint64_t state_unknown;  /* thread states that could not be told (no kernel thread id,
+                                or the kernel did not say) */
+    uint64_t cpu_unknown;    /* CPU times that could not be read */
+    uint64_t gil_unknown;    /* rounds in which the GIL could not be read */
+    uint64_t native;         /* native mode: samples with native frames merged in */
+    uint64_t native_failed;  /* native mode: samples whose native stack could not be captured */
+} sw_pystack_stats;
+
+typedef struct sw_pystack sw_pystack;
+
+/* A reader of the interpreter at interp_addr in process pid. The layout is
+ * validated and copied. probe_addr/probe_len: memory known to be readable,
+ * to check that reading works. Returns NULL with a reason in err. */
+sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
+                           uint64_t probe_addr, size_t probe_len, char *err, size_t errlen);
+void sw_pystack_free(sw_pystack *r);
+
+/* Reads the stack of every thread once and passes each to sink, stamped
+ * t_ns and weight_ns (see sw_sample), and with limits.thread_states its
+ * state, CPU time since the previous round, and whether it held the GIL:
+ * the GIL's `locked` and `last_holder` are read once per round, first; a
+ * thread is its holder if it is last_holder while the GIL is locked. Returns the number of samples given
+ * to the sink, or SW_EIO if the thread list itself could not be read. */
+int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud);
+
+void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out);
+
+#endif

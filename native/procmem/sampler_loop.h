@@ -1,0 +1,53 @@
+/*
+ * sampler_loop.h - the sampling thread: a plain pthread (no Python thread
+ * state, never takes the GIL) that calls sw_pystack_sample_all at a fixed
+ * interval and hands every stack to a sink.
+ *
+ * Ticks are scheduled on absolute CLOCK_MONOTONIC deadlines, so the rate
+ * does not drift; a tick that starts more than one interval late skips the
+ * ticks it missed (counted) instead of sampling in a burst.
+ */
+#ifndef SW_SAMPLER_LOOP_H
+#define SW_SAMPLER_LOOP_H
+
+#include "base/sample.h"
+#include "pystack.h"
+
+#define SW_SAMPLER_MIN_INTERVAL_NS 20000ull          /* 20 us */
+#define SW_SAMPLER_MAX_INTERVAL_NS 60000000000ull    /* 60 s */
+
+typedef struct sw_sampler sw_sampler;
+
+typedef struct sw_sampler_stats {
+    sw_pystack_stats reader;
+    uint64_t interval_ns;
+    uint64_t ticks;          /* sampling rounds done */
+    uint64_t missed;         /* ticks skipped because the sampler ran late */
+    uint64_t busy_ns;        /* time spent reading stacks */
+    int64_t start_ns, stop_ns;   /* CLOCK_MONOTONIC; stop_ns is 0 while running */
+    int running;
+} sw_sampler_stats;
+
+/* A sampler that owns `reader` (freed with it). Returns NULL if out of
+ * memory (the reader is then freed) or SW_EARG-worthy interval (NULL too). */
+sw_sampler *sw_sampler_new(sw_pystack *reader, uint64_t interval_ns, sw_sample_sink sink, void *ud);
+/* Stops the thread if running, then frees everything (in a forked child:
+ * nothing, see sw_sampler_in_forked_child). */
+void sw_sampler_free(sw_sampler *s);
+
+/* Starts the thread. Returns 0, SW_ESTATE if it already ran (a sampler
+ * runs once), or SW_ENOMEM if the thread could not be created. */
+int sw_sampler_start(sw_sampler *s);
+/* Stops the thread and waits for it. Returns 0 or SW_ESTATE if it was not
+ * running. */
+int sw_sampler_stop(sw_sampler *s);
+
+/* 1 in a child process forked while this sampler was running: nothing of
+ * it may be used there (its thread is gone, its locks may be held); stop
+ * and free then do nothing. */
+int sw_sampler_in_forked_child(const sw_sampler *s);
+
+/* A consistent copy of the counters; may be called while running. */
+void sw_sampler_get_stats(sw_sampler *s, sw_sampler_stats *out);
+
+#endif

@@ -1,0 +1,43 @@
+/*
+ * symbols.h - names of native code addresses of this process, for the
+ * profiler's native frames: the shared object an address is in (dladdr)
+ * and the function symbol covering it, from the object file's .symtab
+ * (static functions too) or else .dynsym, read once per object with
+ * bounded parsing. Results are cached per address.
+ *
+ * A symbol is handed out as an sw_sample_code, so a native frame goes
+ * through the sample sinks like a Python one: name "symbol [native]"
+ * (an address without a symbol: "?? [native]"), filename the object's
+ * path, firstlineno 0, addr the symbol's start. Entries stay valid until
+ * sw_symbols_free. Not for use in a signal handler (dladdr locks, files are
+ * opened); used by one thread at a time.
+ */
+#ifndef SW_SYMBOLS_H
+#define SW_SYMBOLS_H
+
+#include "base/sample.h"
+
+typedef struct sw_symbols sw_symbols;
+
+sw_symbols *sw_symbols_new(void);   /* NULL if out of memory */
+void sw_symbols_free(sw_symbols *s);
+
+/* The function at code address pc (pc - 1 for a return address, so a
+ * call at a function's very end is named right). *is_eval is set to 1 if
+ * it is CPython's bytecode interpreter (_PyEval_EvalFrameDefault and its
+ * split-off parts), whose activations the merge replaces by the Python
+ * frames they run. NULL if out of memory. */
+sw_sample_code *sw_symbols_lookup(sw_symbols *s, uint64_t pc, int *is_eval);
+
+/* Counters: objects whose symbol table was read, addresses looked up, and
+ * those without a symbol. */
+void sw_symbols_counts(const sw_symbols *s, uint64_t *objects, uint64_t *lookups, uint64_t *unknown);
+
+/* Parses the ELF file at path (a 64-bit little-endian object) and
+ * returns the name of the function symbol covering file-relative address
+ * `vaddr` (as the object's symbols give addresses), or NULL. For tests:
+ * the same bounded parser the lookups use, without caching. The result is
+ * written to out (at most outlen bytes). */
+const char *sw_symbols_elf_lookup(const char *path, uint64_t vaddr, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,184 @@
+/*
+ * calltree_emit.c - writing call trees as collapsed stacks (flamegraph.pl)
+ * and as speedscope JSON (see calltree.h for both formats).
+ *
+ * Writes go through stdio; errors are checked once at the end (ferror),
+ * not at every fputs.
+ */
+#include "calltree.h"
+#include "base/utf8.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Fills path[0..depth] with the ids from the root's child down to `id` and
+ * returns the number of entries. path must hold n->depth entries. */
+static uint32_t path_to(const sw_calltree *t, uint32_t id, uint32_t *path)
+{
+    const sw_calltree_node *n = sw_calltree_get_node(t, id);
+    uint32_t d = n->depth;
+    for (uint32_t k = d; k > 0; k--) {
+        path[k - 1] = id;
+        id = n->parent;
+        n = sw_calltree_get_node(t, id);
+    }
+    return d;
+}
+
+static uint32_t max_depth(const sw_calltree *t)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < sw_calltree_node_count(t); i++) {
+        uint32_t d = sw_calltree_get_node(t, (uint32_t)i)->depth;
+        if (d > m)
+            m = d;
+    }
+    return m;
+}
+
+/* ---- collapsed ---- */
+
+static void put_sanitised(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        char c = *s;
+        if (c == ';')
+            c = ':';
+        else if (c == '\n' || c == '\r')
+            c = ' ';
+        putc(c, f);
+    }
+}
+
+int sw_calltree_write_collapsed(const sw_calltree *t, FILE *f)
+{
+    const sw_functab *ft = sw_calltree_functab(t);
+    uint32_t *path = malloc(((size_t)max_depth(t) + 1) * sizeof *path);
+    if (!path)
+        return SW_ENOMEM;
+    for (size_t i = 1; i < sw_calltree_node_count(t); i++) {
+        const sw_calltree_node *n = sw_calltree_get_node(t, (uint32_t)i);
+        if (!n->self)
+            continue;
+        uint32_t d = path_to(t, (uint32_t)i, path);
+        for (uint32_t k = 0; k < d; k++) {
+            const sw_func *fn = sw_functab_get(ft, sw_calltree_get_node(t, path[k])->func);
+            if (k)
+                putc(';', f);
+            put_sanitised(f, fn ? fn->name : "?");
+            fputs(" (", f);
+            put_sanitised(f, fn ? fn->filename : "?");
+            fprintf(f, ":%" PRId32 ")", fn ? fn->line : 0);
+        }
+        fprintf(f, " %" PRIu64 "\n", n->self);
+    }
+    free(path);
+    return fflush(f) != 0 || ferror(f) ? SW_EIO : SW_OK;
+}
+
+/* ---- speedscope JSON ---- */
+
+/* Writes s as a JSON string; invalid UTF-8 becomes U+FFFD. */
+static void put_json_string(FILE *f, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    putc('"', f);
+    while (*s) {
+        unsigned char c = *s;
+        if (c == '"' || c == '\\') {
+            putc('\\', f);
+            putc(c, f);
+            s++;
+        } else if (c < 0x20) {
+            fprintf(f, "\\u%04x", c);
+            s++;
+        } else {
+            size_t k = sw_utf8_len(s);   /* stops at the NUL */
+            if (k == 0) {
+                fputs("\\ufffd", f);
+                s++;
+            } else {
+                fwrite(s, 1, k, f);
+                s += k;
+            }
+        }
+    }
+    putc('"', f);
+}
+
+static void write_profile(FILE *f, const sw_speedscope_profile *p, uint32_t *path, const char *unit,
+                          int use_counts)
+{
+    const sw_calltree *t = p->tree;
+    fputs("{\"type\":\"sampled\",\"name\":", f);
+    put_json_string(f, p->name ? p->name : "");
+    fputs(",\"unit\":", f);
+    put_json_string(f, unit);
+    const sw_calltree_node *root = sw_calltree_get_node(t, SW_CALLTREE_ROOT);
+    /* endValue - startValue is the total weight of the samples. */
+    fprintf(f, ",\"startValue\":0,\"endValue\":%" PRIu64 ",\"samples\":[",
+            use_counts ? root->count - root->self : root->weight - root->self_weight);
+    int first = 1;
+    for (size_t i = 0; i < sw_calltree_node_count(t); i++) {
+        const sw_calltree_node *n = sw_calltree_get_node(t, (uint32_t)i);
+        if (!n->self || i == 0)
+            continue;
+        uint32_t d = path_to(t, (uint32_t)i, path);
+        fputs(first ? "[" : ",[", f);
+        first = 0;
+        for (uint32_t k = 0; k < d; k++)
+            fprintf(f, k ? ",%" PRIu32 : "%" PRIu32, sw_calltree_get_node(t, path[k])->func);
+        putc(']', f);
+    }
+    fputs("],\"weights\":[", f);
+    first = 1;
+    for (size_t i = 1; i < sw_calltree_node_count(t); i++) {
+        const sw_calltree_node *n = sw_calltree_get_node(t, (uint32_t)i);
+        if (!n->self)
+            continue;
+        fprintf(f, first ? "%" PRIu64 : ",%" PRIu64, use_counts ? n->self : n->self_weight);
+        first = 0;
+    }
+    fputs("]}", f);
+}
+
+int sw_speedscope_write(FILE *f, const char *file_name, const sw_speedscope_profile *profiles, size_t n,
+                        const char *unit, int use_counts, const char *exporter)
+{
+    if (n == 0)
+        return SW_EARG;
+    const sw_functab *ft = sw_calltree_functab(profiles[0].tree);
+    uint32_t deepest = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (sw_calltree_functab(profiles[i].tree) != ft)
+            return SW_EARG;
+        uint32_t d = max_depth(profiles[i].tree);
+        if (d > deepest)
+            deepest = d;
+    }
+    uint32_t *path = malloc(((size_t)deepest + 1) * sizeof *path);
+    if (!path)
+        return SW_ENOMEM;
+    fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"name\":", f);
+    put_json_string(f, file_name ? file_name : "profile");
+    fputs(",\"exporter\":", f);
+    put_json_string(f, exporter ? exporter : "stackwatch");
+    fputs(",\"activeProfileIndex\":0,\"shared\":{\"frames\":[", f);
+    for (uint32_t i = 0; i < sw_functab_count(ft); i++) {
+        const sw_func *fn = sw_functab_get(ft, i);
+        fputs(i ? ",\n{\"name\":" : "\n{\"name\":", f);
+        put_json_string(f, fn->name);
+        fputs(",\"file\":", f);
+        put_json_string(f, fn->filename);
+        fprintf(f, ",\"line\":%" PRId32 "}", fn->line);
+    }
+    fputs("]},\"profiles\":[", f);
+    for (size_t i = 0; i < n; i++) {
+        fputs(i ? ",\n" : "\n", f);
+        write_profile(f, &profiles[i], path, unit, use_counts);
+    }
+    fputs("]}\n", f);
+    free(path);
+    return fflush(f) != 0 || ferror(f) ? SW_EIO : SW_OK;
+}

@@ -1,0 +1,95 @@
+/*
+ * profile_file.h - stackwatch profile files (".swprof"): a statistical
+ * profile's history of call trees (history.h) with its threads and
+ * totals, stored so that time windows and merges work on files as on a
+ * live profile. docs/format.md ("Profile files") is the specification.
+ *
+ * The container is the one of trace files (format.h): a 16-byte header
+ * (another magic number), then chunks of u8 type, u8 flags, u16 reserved,
+ * u32 payload length, u32 CRC-32C of the payload, payload. A reader keeps
+ * everything before the first damaged chunk and reports the damage.
+ *
+ * File   = header META FUNCS* THREADS TREE* END
+ * META   = key/value list (format.h SW_VAL_*): mode, interval_ns, ...
+ * FUNCS  = { varint id, varint kind, str name, str filename, zigzag line }*
+ *          ids dense from 0 in file order
+ * THREADS= { varint thread_id, varint native_tid, str name, varint samples,
+ *            varint off_cpu, varint cpu_ns }*
+ * TREE   = zigzag start_ns, zigzag end_ns, varint thread_id, varint nodes,
+ *          root: varint self, varint self_weight,
+ *          then per node: varint parent (< its index), varint func,
+ *                         varint self, varint self_weight
+ *          (nodes parents first; a node's count is the sum of the self
+ *          counts below it, so it is not stored)
+ * END    = key/value list: trees (number of TREE chunks written)
+ */
+#ifndef SW_PROFILE_FILE_H
+#define SW_PROFILE_FILE_H
+
+#include "base/bytes.h"
+#include "history.h"
+
+#define SW_PROF_MAGIC "\x89SWP\r\n\x1a\n"
+#define SW_PROF_MAJOR 1   /* readers refuse another major */
+#define SW_PROF_MINOR 0
+
+#define SW_PCHUNK_META 1
+#define SW_PCHUNK_FUNCS 2
+#define SW_PCHUNK_THREADS 3
+#define SW_PCHUNK_TREE 4
+#define SW_PCHUNK_END 5
+
+/* Function kinds of FUNCS entries. */
+#define SW_PFUNC_PYTHON 0
+
+typedef struct sw_prof_thread {
+    uint64_t thread_id;      /* threading.get_ident() */
+    uint64_t native_tid;     /* 0 where unknown */
+    const char *name;        /* UTF-8; "" where unknown */
+    uint64_t samples;        /* stored samples over the whole run */
+    uint64_t off_cpu;        /* CPU mode: samples left out */
+    uint64_t cpu_ns;
+} sw_prof_thread;
+
+typedef struct sw_prof_info {
+    char mode[8];            /* "wall" or "cpu" */
+    uint64_t interval_ns, cycle_ns, maxlen;
+    int64_t start_ns, stop_ns;   /* wall clock of the profile's start and stop; 0 if unknown */
+    uint64_t samples;        /* stored samples */
+    uint64_t dropped, cut, off_cpu, failed, missed;
+    uint64_t evicted, evicted_samples;   /* history entries (and their samples) not kept (maxlen) */
+    uint64_t history_dropped;            /* samples in the whole run but not in the history */
+} sw_prof_info;
+
+/* Appends a whole profile file to out: info, the threads, and every entry
+ * of h (all trees use h's function table; every function of it is
+ * written). The evicted counts written are h's. Returns 0, SW_ENOMEM, or
+ * SW_EARG if one tree does not fit a chunk (SW_CHUNK_MAX). */
+int sw_profile_file_build(sw_bytes *out, const sw_prof_info *info, const sw_prof_thread *threads, size_t nthreads,
+                      const sw_history *h);
+
+typedef struct sw_profile_file sw_profile_file;
+
+/* Reads a profile file. On success *out holds it; the intact part of a
+ * damaged file is read and the damage described by sw_profile_file_damage.
+ * Fails (SW_EFORMAT, SW_EVERSION, SW_EIO, SW_ENOMEM) with a message in err
+ * for a file that is empty, not a profile, of another major version, or
+ * whose META chunk is not intact. */
+int sw_profile_file_open_mem(const uint8_t *data, size_t len, sw_profile_file **out, char *err, size_t errlen);
+int sw_profile_file_open_file(const char *path, sw_profile_file **out, char *err, size_t errlen);
+void sw_profile_file_free(sw_profile_file *pf);
+
+const sw_prof_info *sw_profile_file_info(const sw_profile_file *pf);
+size_t sw_profile_file_thread_count(const sw_profile_file *pf);
+const sw_prof_thread *sw_profile_file_thread(const sw_profile_file *pf, size_t i);
+/* The history read (its function table is the file's; owned by pf). */
+sw_history *sw_profile_file_history(const sw_profile_file *pf);
+/* "" if the file is intact, else what is wrong and where. */
+const char *sw_profile_file_damage(const sw_profile_file *pf);
+/* 1 if the END chunk was read (the writer finished the file). */
+int sw_profile_file_complete(const sw_profile_file *pf);
+
+/* 1 if the bytes start with the profile magic number. */
+int sw_profile_file_is_profile(const uint8_t *data, size_t len);
+
+#endif

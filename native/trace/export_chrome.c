@@ -1,0 +1,310 @@
+/*
+ * export_chrome.c - Chrome Trace Event Format (JSON object form) writer.
+ */
+#include "export.h"
+
+#include "format.h"
+#include "base/sample.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+typedef struct chrome {
+    sw_trace *t;
+    FILE *out;
+    uint64_t pid;
+    int64_t mono0;
+    int first;
+    int gc_open;             /* a GC_START of the current thread awaits its GC_DONE */
+    int64_t gc_start;
+    uint64_t gc_generation;
+} chrome;
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(out, "\\u%04x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static void sep(chrome *c)
+{
+    fputs(c->first ? "\n" : ",\n", c->out);
+    c->first = 0;
+}
+
+/* Microseconds with nanosecond decimals. */
+static void put_ts(chrome *c, int64_t t_ns)
+{
+    /* mono0 comes from the file: saturate rather than overflow. */
+    int64_t ns = t_ns > 0 && c->mono0 > INT64_MAX - t_ns ? INT64_MAX
+               : t_ns < 0 && c->mono0 < INT64_MIN - t_ns ? INT64_MIN
+               : c->mono0 + t_ns;
+    if (ns < 0)
+        ns = 0;
+    fprintf(c->out, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
+}
+
+static void put_dur(chrome *c, int64_t ns)
+{
+    if (ns < 0)
+        ns = 0;
+    fprintf(c->out, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
+}
+
+/* The code location of an EXT event as args ("function", "file", "line"). */
+static void put_where(chrome *c, const sw_event *ev)
+{
+    const sw_code_info *ci = sw_trace_code(c->t, ev->ext->code);
+    fputs("\"function\":", c->out);
+    json_str(c->out, ci ? ci->qualname : "?");
+    fputs(",\"file\":", c->out);
+    json_str(c->out, ci ? ci->filename : "?");
+    fprintf(c->out, ",\"line\":%llu", (unsigned long long)ev->ext->line);
+}
+
+/* A collection as one complete event, from its start to `end_ns`. */
+static void put_gc(chrome *c, uint64_t tid, int64_t end_ns, const sw_ext *done)
+{
+    sep(c);
+    fprintf(c->out, "{\"ph\":\"X\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+    put_ts(c, c->gc_start);
+    fputs(",\"dur\":", c->out);
+    put_dur(c, end_ns - c->gc_start);
+    fprintf(c->out, ",\"name\":\"GC (generation %llu)%s\",\"cat\":\"gc\",\"args\":{\"generation\":%llu",
+            (unsigned long long)c->gc_generation, done ? "" : " unfinished", (unsigned long long)c->gc_generation);
+    if (done)
+        fprintf(c->out, ",\"collected\":%llu,\"uncollectable\":%llu", (unsigned long long)done->b,
+                (unsigned long long)done->c);
+    fputs("}}", c->out);
+    c->gc_open = 0;
+}
+
+static void ext_event(chrome *c, uint64_t tid, const sw_event *ev)
+{
+    const sw_ext *x = ev->ext;
+    if (!x->malformed && x->kind == SW_EXT_GC_START) {
+        if (c->gc_open)
+            put_gc(c, tid, ev->t_ns, NULL);
+        c->gc_open = 1;
+        c->gc_start = ev->t_ns;
+        c->gc_generation = x->a;
+        return;
+    }
+    if (!x->malformed && x->kind == SW_EXT_GC_DONE && c->gc_open) {
+        put_gc(c, tid, ev->t_ns, x);
+        return;
+    }
+    char name[SW_EXT_STR_MAX + 32];
+    const char *cat;
+    sw_export_ext_name(x, name, sizeof name, &cat);
+    sep(c);
+    fprintf(c->out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+    put_ts(c, ev->t_ns);
+    fputs(",\"name\":", c->out);
+    json_str(c->out, name);
+    fprintf(c->out, ",\"cat\":\"%s\",\"args\":{", cat);
+    if (x->malformed) {
+        fputs("\"malformed\":true}}", c->out);
+        return;
+    }
+    switch (x->kind) {
+    case SW_EXT_LINE:
+        put_where(c, ev);
+        break;
+    case SW_EXT_INSTRUCTION:
+        put_where(c, ev);
+        fprintf(c->out, ",\"offset\":%llu,\"opcode\":%llu,\"opname\":", (unsigned long long)x->a,
+                (unsigned long long)x->b);
+        json_str(c->out, x->s1);
+        break;
+    case SW_EXT_RAISE:
+    case SW_EXT_HANDLED:
+        put_where(c, ev);
+        fputs(",\"type\":", c->out);
+        json_str(c->out, x->s1);
+        break;
+    case SW_EXT_GC_DONE:
+        fprintf(c->out, "\"generation\":%llu,\"collected\":%llu,\"uncollectable\":%llu",
+                (unsigned long long)x->a, (unsigned long long)x->b, (unsigned long long)x->c);
+        break;
+    case SW_EXT_THREAD_START:
+    case SW_EXT_THREAD_EXIT:
+        fputs("\"name\":", c->out);
+        json_str(c->out, x->s1);
+        fprintf(c->out, ",\"native_id\":%llu", (unsigned long long)x->a);
+        break;
+    default:  /* object events */
+        fputs("\"class\":", c->out);
+        json_str(c->out, x->s1);
+        fputs(",\"file\":", c->out);
+        json_str(c->out, x->s2);
+        break;
+    }
+    fputs("}}", c->out);
+}
+
+static const char *state_name(uint32_t state)
+{
+    switch (state) {
+    case 1: return "running";
+    case 2: return "gil_wait";
+    case 3: return "idle";
+    default: return "unknown";
+    }
+}
+
+/* A sample frame's name, JSON-escaped without quotes (names are joined in
+ * one string): a native frame's symbol with " [native]" after it. */
+static void put_frame_name(chrome *c, const sw_frame_info *f)
+{
+    for (const unsigned char *p = (const unsigned char *)(f ? f->name : "?"); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(c->out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(c->out, "\\u%04x", *p);
+        else
+            fputc(*p, c->out);
+    }
+    if (f && f->kind == SW_FRAME_NATIVE)
+        fputs(SW_NATIVE_SUFFIX, c->out);
+}
+
+/* A sampler sample: an instant named after the innermost frame, with the
+ * whole stack (outermost first) in args: "stack" the names joined by ';'
+ * (native frames "symbol [native]"), "native" true when the innermost
+ * frame is native, and with lines "lines" the line each frame was running
+ * (0: unknown or native), joined by ';' too. */
+static void sample_event(chrome *c, uint64_t tid, const sw_trace_sample *s)
+{
+    const sw_frame_info *leaf = s->depth ? sw_trace_frame(c->t, s->frames[s->depth - 1]) : NULL;
+    sep(c);
+    fprintf(c->out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+    put_ts(c, s->t_ns);
+    fputs(",\"name\":", c->out);
+    if (leaf) {
+        fputc('"', c->out);
+        put_frame_name(c, leaf);
+        fputc('"', c->out);
+    } else {
+        json_str(c->out, s->depth ? "?" : "(no Python frame)");
+    }
+    fputs(",\"cat\":\"sample\",\"args\":{\"stack\":\"", c->out);
+    for (uint32_t k = 0; k < s->depth; k++) {
+        if (k)
+            fputc(';', c->out);
+        put_frame_name(c, sw_trace_frame(c->t, s->frames[k]));
+    }
+    fputc('"', c->out);
+    if (s->lines) {
+        fputs(",\"lines\":\"", c->out);
+        for (uint32_t k = 0; k < s->depth; k++)
+            fprintf(c->out, k ? ";%u" : "%u", (unsigned)s->lines[k]);
+        fputc('"', c->out);
+    }
+    if (leaf && leaf->kind == SW_FRAME_NATIVE)
+        fputs(",\"native\":true", c->out);
+    fprintf(c->out, ",\"state\":\"%s\",\"weight_us\":", state_name(s->state));
+    put_dur(c, s->weight_ns > INT64_MAX ? INT64_MAX : (int64_t)s->weight_ns);
+    fputs("}}", c->out);
+}
+
+static int chrome_event(void *ud, size_t thread, const sw_event *ev)
+{
+    chrome *c = ud;
+    const sw_thread_info *ti = sw_trace_thread(c->t, thread);
+    uint64_t tid = ti->native_tid ? ti->native_tid : ti->index;
+    switch (ev->kind) {
+    case SW_OP_CALL:
+    case SW_OP_RESUME:
+    case SW_OP_C_CALL: {
+        const sw_code_info *ci = sw_trace_code(c->t, ev->code);
+        sep(c);
+        fprintf(c->out, "{\"ph\":\"B\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+        put_ts(c, ev->t_ns);
+        fputs(",\"name\":", c->out);
+        json_str(c->out, ci ? ci->qualname : "?");
+        fprintf(c->out, ",\"cat\":\"%s\"", ev->kind == SW_OP_C_CALL ? "c" : "python");
+        if (ci) {
+            fputs(",\"args\":{\"file\":", c->out);
+            json_str(c->out, ci->filename);
+            fprintf(c->out, ",\"line\":%u%s}", ci->firstlineno,
+                    ev->kind == SW_OP_RESUME ? ",\"resumed\":true" : "");
+        }
+        fputc('}', c->out);
+        break;
+    }
+    case SW_OP_RETURN:
+    case SW_OP_YIELD:
+    case SW_OP_UNWIND:
+    case SW_OP_C_RETURN:
+        sep(c);
+        fprintf(c->out, "{\"ph\":\"E\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+        put_ts(c, ev->t_ns);
+        fputc('}', c->out);
+        break;
+    case SW_EV_DROPPED:
+        sep(c);
+        fprintf(c->out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+        put_ts(c, ev->t_ns);
+        fprintf(c->out, ",\"name\":\"stackwatch: events dropped\",\"args\":{\"count\":%u}}", ev->code);
+        break;
+    case SW_EV_EXT:
+        if (ev->ext)
+            ext_event(c, tid, ev);
+        break;
+    case SW_WALK_SAMPLE:
+        if (ev->sample)
+            sample_event(c, tid, ev->sample);
+        break;
+    case SW_WALK_THREAD_END:
+        if (c->gc_open)
+            put_gc(c, tid, ev->t_ns, NULL);
+        break;
+    default:
+        break;
+    }
+    return ferror(c->out) ? 1 : 0;
+}
+
+int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen)
+{
+    chrome c = {t, out, 0, 0, 1, 0, 0, 0};
+    const sw_meta_entry *e;
+    if ((e = sw_trace_meta_find(t, "pid")))
+        c.pid = e->u;
+    if ((e = sw_trace_meta_find(t, "mono0_ns")))
+        c.mono0 = (int64_t)e->u;
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
+    const char *pname = (e = sw_trace_meta_find(t, "command")) && e->s ? e->s : "python";
+    sep(&c);
+    fprintf(out, "{\"ph\":\"M\",\"pid\":%" PRIu64 ",\"name\":\"process_name\",\"args\":{\"name\":", c.pid);
+    json_str(out, pname);
+    fputs("}}", out);
+    for (size_t i = 0; i < sw_trace_thread_count(t); i++) {
+        const sw_thread_info *ti = sw_trace_thread(t, i);
+        sep(&c);
+        fprintf(out, "{\"ph\":\"M\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"name\":\"thread_name\",\"args\":{\"name\":",
+                c.pid, ti->native_tid ? ti->native_tid : ti->index);
+        json_str(out, ti->name && ti->name[0] ? ti->name : "thread");
+        fputs("}}", out);
+    }
+    int rc = sw_export_walk(t, o ? o->min_duration_ns : 0, chrome_event, &c);
+    fputs("\n]}\n", out);
+    if (rc == SW_ENOMEM) {
+        snprintf(err, errlen, "out of memory");
+        return rc;
+    }
+    if (rc || fflush(out) != 0 || ferror(out)) {
+        snprintf(err, errlen, "write error");
+        return SW_EIO;
+    }
+    return SW_OK;
+}

@@ -1,0 +1,492 @@
+/*
+ * export_perfetto.c - Perfetto protobuf writer. Field numbers are those of
+ * perfetto/protos/perfetto/trace/perfetto_trace.proto; each constant below
+ * names its message and field.
+ */
+#include "export.h"
+
+#include "base/bytes.h"
+#include "format.h"
+#include "base/sample.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Trace */
+#define F_TRACE_PACKET 1
+/* TracePacket */
+#define F_PKT_TIMESTAMP 8
+#define F_PKT_SEQ_ID 10               /* trusted_packet_sequence_id */
+#define F_PKT_TRACK_EVENT 11
+#define F_PKT_INTERNED_DATA 12
+#define F_PKT_SEQ_FLAGS 13
+#define F_PKT_TRACK_DESCRIPTOR 60
+#define SEQ_INCREMENTAL_STATE_CLEARED 1
+#define SEQ_NEEDS_INCREMENTAL_STATE 2
+/* TrackDescriptor */
+#define F_TD_UUID 1
+#define F_TD_NAME 2
+#define F_TD_PROCESS 3
+#define F_TD_THREAD 4
+#define F_TD_PARENT_UUID 5
+/* ProcessDescriptor */
+#define F_PD_PID 1
+#define F_PD_NAME 6
+/* ThreadDescriptor */
+#define F_THD_PID 1
+#define F_THD_TID 2
+#define F_THD_NAME 5
+/* TrackEvent */
+#define F_TE_CATEGORIES 22
+#define F_TE_TYPE 9
+#define F_TE_NAME_IID 10
+#define F_TE_TRACK_UUID 11
+#define F_TE_NAME 23
+#define F_TE_SOURCE_LOCATION_IID 34
+#define F_TE_DEBUG_ANNOTATIONS 4
+/* DebugAnnotation */
+#define F_DA_NAME 10
+#define F_DA_BOOL 2
+#define F_DA_UINT 3
+#define F_DA_STRING 6
+/* TrackEvent.callstack (TrackEvent.Callstack, inline) and its frames */
+#define F_TE_CALLSTACK 55
+#define F_CS_FRAMES 1
+#define F_CSF_FUNCTION 1
+#define F_CSF_FILE 2
+#define F_CSF_LINE 3
+#define TE_SLICE_BEGIN 1
+#define TE_SLICE_END 2
+#define TE_INSTANT 3
+/* InternedData */
+#define F_ID_EVENT_NAMES 2
+#define F_ID_SOURCE_LOCATIONS 4
+/* EventName / SourceLocation */
+#define F_EN_IID 1
+#define F_EN_NAME 2
+#define F_SL_IID 1
+#define F_SL_FILE 2
+#define F_SL_FUNCTION 3
+#define F_SL_LINE 4
+
+static void pb_varint(sw_bytes *b, unsigned field, uint64_t v)
+{
+    sw_bytes_varint(b, (uint64_t)field << 3);
+    sw_bytes_varint(b, v);
+}
+
+static void pb_bytes(sw_bytes *b, unsigned field, const void *p, size_t n)
+{
+    sw_bytes_varint(b, ((uint64_t)field << 3) | 2);
+    sw_bytes_varint(b, n);
+    sw_bytes_put(b, p, n);
+}
+
+static void pb_str(sw_bytes *b, unsigned field, const char *s)
+{
+    pb_bytes(b, field, s ? s : "", s ? strlen(s) : 0);
+}
+
+typedef struct perfetto {
+    sw_trace *t;
+    FILE *out;
+    uint64_t pid, process_uuid;
+    int64_t boot0;
+    sw_bytes pkt, ev, interned, tmp;
+    uint8_t *seen;           /* per code id: interned on the current sequence */
+    uint32_t limit;
+    size_t cur_thread;
+    int first_on_seq;
+    int failed;
+    uint8_t *gc_described;   /* per thread: its "GC" track was described */
+    uint8_t *samples_described;  /* per thread: its "samples" track was described */
+    sw_bytes cs, fr;         /* a sample's callstack and one of its frames */
+    size_t nthreads;
+    int gc_open;             /* a GC slice is open on the current thread's GC track */
+} perfetto;
+
+static uint64_t thread_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + thread; }
+static uint64_t gc_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + p->nthreads + thread; }
+static uint64_t samples_uuid(const perfetto *p, size_t thread)
+{
+    return p->process_uuid + 1 + 2 * (uint64_t)p->nthreads + thread;
+}
+
+static void emit_packet(perfetto *p)
+{
+    uint8_t hdr[2 * 10];
+    sw_bytes h = {hdr, 0, sizeof hdr, 0};
+    sw_bytes_varint(&h, ((uint64_t)F_TRACE_PACKET << 3) | 2);
+    sw_bytes_varint(&h, p->pkt.len);
+    if (fwrite(hdr, 1, h.len, p->out) != h.len || fwrite(p->pkt.data, 1, p->pkt.len, p->out) != p->pkt.len)
+        p->failed = 1;
+    p->pkt.len = 0;
+}
+
+static void intern_code(perfetto *p, uint32_t code)
+{
+    const sw_code_info *ci = sw_trace_code(p->t, code);
+    p->tmp.len = 0;
+    pb_varint(&p->tmp, F_EN_IID, (uint64_t)code + 1);
+    pb_str(&p->tmp, F_EN_NAME, ci ? ci->qualname : "?");
+    pb_bytes(&p->interned, F_ID_EVENT_NAMES, p->tmp.data, p->tmp.len);
+    p->tmp.len = 0;
+    pb_varint(&p->tmp, F_SL_IID, (uint64_t)code + 1);
+    pb_str(&p->tmp, F_SL_FILE, ci ? ci->filename : "?");
+    pb_str(&p->tmp, F_SL_FUNCTION, ci ? ci->qualname : "?");
+    pb_varint(&p->tmp, F_SL_LINE, ci ? ci->firstlineno : 0);
+    pb_bytes(&p->interned, F_ID_SOURCE_LOCATIONS, p->tmp.data, p->tmp.len);
+}
+
+static void begin_thread(perfetto *p, size_t thread)
+{
+    p->cur_thread = thread;
+    p->first_on_seq = 1;
+    memset(p->seen, 0, p->limit ? p->limit : 1);
+}
+
+/* Writes p->ev (and p->interned) as one packet of the thread's sequence. */
+static int send_event(perfetto *p, size_t thread, int64_t t_ns)
+{
+    /* boot0 comes from the file: saturate rather than overflow. */
+    int64_t ts = t_ns > 0 && p->boot0 > INT64_MAX - t_ns ? INT64_MAX
+               : t_ns < 0 && p->boot0 < INT64_MIN - t_ns ? INT64_MIN
+               : p->boot0 + t_ns;
+    pb_varint(&p->pkt, F_PKT_TIMESTAMP, (uint64_t)(ts < 0 ? 0 : ts));
+    pb_varint(&p->pkt, F_PKT_SEQ_ID, (uint64_t)thread + 1);
+    pb_varint(&p->pkt, F_PKT_SEQ_FLAGS,
+              p->first_on_seq ? SEQ_INCREMENTAL_STATE_CLEARED : SEQ_NEEDS_INCREMENTAL_STATE);
+    p->first_on_seq = 0;
+    if (p->interned.len)
+        pb_bytes(&p->pkt, F_PKT_INTERNED_DATA, p->interned.data, p->interned.len);
+    pb_bytes(&p->pkt, F_PKT_TRACK_EVENT, p->ev.data, p->ev.len);
+    emit_packet(p);
+    p->ev.len = 0;
+    p->interned.len = 0;
+    return p->failed || p->pkt.failed || p->ev.failed ? 1 : 0;
+}
+
+/* Debug annotations (args) of the event being built in p->ev. */
+static void da_str(perfetto *p, const char *name, const char *v)
+{
+    p->tmp.len = 0;
+    pb_str(&p->tmp, F_DA_NAME, name);
+    pb_str(&p->tmp, F_DA_STRING, v);
+    pb_bytes(&p->ev, F_TE_DEBUG_ANNOTATIONS, p->tmp.data, p->tmp.len);
+}
+
+static void da_uint(perfetto *p, const char *name, uint64_t v)
+{
+    p->tmp.len = 0;
+    pb_str(&p->tmp, F_DA_NAME, name);
+    pb_varint(&p->tmp, F_DA_UINT, v);
+    pb_bytes(&p->ev, F_TE_DEBUG_ANNOTATIONS, p->tmp.data, p->tmp.len);
+}
+
+static void da_where(perfetto *p, const sw_ext *x)
+{
+    const sw_code_info *ci = sw_trace_code(p->t, x->code);
+    da_str(p, "function", ci ? ci->qualname : "?");
+    da_str(p, "file", ci ? ci->filename : "?");
+    da_uint(p, "line", x->line);
+}
+
+/* Ends the open GC slice of the thread at t_ns. */
+static int gc_end(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *done)
+{
+    p->gc_open = 0;
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_END);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, gc_uuid(p, thread));
+    if (done) {
+        da_uint(p, "collected", done->b);
+        da_uint(p, "uncollectable", done->c);
+    }
+    return send_event(p, thread, t_ns);
+}
+
+/* Describes a named track under the thread's track (its "GC" or
+ * "samples" track) before its first use. */
+static int describe_child(perfetto *p, size_t thread, uint64_t uuid, const char *name, uint8_t *described)
+{
+    if (*described)
+        return 0;
+    sw_bytes d = {0};
+    pb_varint(&d, F_TD_UUID, uuid);
+    pb_varint(&d, F_TD_PARENT_UUID, thread_uuid(p, thread));
+    pb_str(&d, F_TD_NAME, name);
+    pb_bytes(&p->pkt, F_PKT_TRACK_DESCRIPTOR, d.data, d.len);
+    int oom = d.failed;
+    sw_bytes_free(&d);
+    if (oom)
+        return p->failed = 1;
+    emit_packet(p);
+    *described = 1;
+    return 0;
+}
+
+static const char *state_name(uint32_t state)
+{
+    switch (state) {
+    case 1: return "running";
+    case 2: return "gil_wait";
+    case 3: return "idle";
+    default: return "unknown";
+    }
+}
+
+/* A sample frame's name as a string field: a native frame's symbol with
+ * " [native]" after it, as the profiler names it. */
+static void pb_frame_name(sw_bytes *b, unsigned field, const sw_frame_info *f)
+{
+    if (!f) {
+        pb_str(b, field, "?");
+        return;
+    }
+    size_t n = strlen(f->name), k = f->kind == SW_FRAME_NATIVE ? SW_NATIVE_SUFFIX_LEN : 0;
+    sw_bytes_varint(b, ((uint64_t)field << 3) | 2);
+    sw_bytes_varint(b, n + k);
+    sw_bytes_put(b, f->name, n);
+    sw_bytes_put(b, SW_NATIVE_SUFFIX, k);
+}
+
+/* A sampler sample: an instant on the thread's "samples" track, named after
+ * the innermost frame, with the stack as its callstack (outermost first).
+ * Native frames are named "symbol [native]" (and a sample whose innermost
+ * frame is native has the category "native" too); with lines, a Python
+ * frame's line is the line it was running, else its function's first. */
+static int sample_event(perfetto *p, size_t thread, const sw_trace_sample *s)
+{
+    if (describe_child(p, thread, samples_uuid(p, thread), "samples", &p->samples_described[thread]))
+        return 1;
+    const sw_frame_info *leaf = s->depth ? sw_trace_frame(p->t, s->frames[s->depth - 1]) : NULL;
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, samples_uuid(p, thread));
+    if (leaf)
+        pb_frame_name(&p->ev, F_TE_NAME, leaf);
+    else
+        pb_str(&p->ev, F_TE_NAME, s->depth ? "?" : "(no Python frame)");
+    pb_str(&p->ev, F_TE_CATEGORIES, "sample");
+    if (leaf && leaf->kind == SW_FRAME_NATIVE)
+        pb_str(&p->ev, F_TE_CATEGORIES, "native");
+    p->cs.len = 0;
+    for (uint32_t k = 0; k < s->depth; k++) {
+        const sw_frame_info *f = sw_trace_frame(p->t, s->frames[k]);
+        uint32_t line = s->lines && s->lines[k] ? s->lines[k] : f ? f->line : 0;
+        p->fr.len = 0;
+        pb_frame_name(&p->fr, F_CSF_FUNCTION, f);
+        if (f && f->filename[0])
+            pb_str(&p->fr, F_CSF_FILE, f->filename);
+        if (line)
+            pb_varint(&p->fr, F_CSF_LINE, line);
+        pb_bytes(&p->cs, F_CS_FRAMES, p->fr.data, p->fr.len);
+    }
+    if (s->depth)
+        pb_bytes(&p->ev, F_TE_CALLSTACK, p->cs.data, p->cs.len);
+    da_str(p, "state", state_name(s->state));
+    da_uint(p, "weight_ns", s->weight_ns);
+    if (s->lines && s->depth && s->lines[s->depth - 1])
+        da_uint(p, "line", s->lines[s->depth - 1]);
+    if (p->cs.failed || p->fr.failed)
+        return p->failed = 1;
+    return send_event(p, thread, s->t_ns);
+}
+
+static int gc_begin(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *x)
+{
+    if (describe_child(p, thread, gc_uuid(p, thread), "GC", &p->gc_described[thread]))
+        return 1;
+    char name[64];
+    snprintf(name, sizeof name, "GC (generation %llu)", (unsigned long long)x->a);
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_BEGIN);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, gc_uuid(p, thread));
+    pb_str(&p->ev, F_TE_NAME, name);
+    pb_str(&p->ev, F_TE_CATEGORIES, "gc");
+    da_uint(p, "generation", x->a);
+    p->gc_open = 1;
+    return send_event(p, thread, t_ns);
+}
+
+/* An EXT event: GC start/done open and close a slice on the GC track;
+ * everything else is an instant on the thread's track. */
+static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
+{
+    const sw_ext *x = ev->ext;
+    if (!x->malformed && x->kind == SW_EXT_GC_START) {
+        if (p->gc_open && gc_end(p, thread, ev->t_ns, NULL))
+            return 1;
+        return gc_begin(p, thread, ev->t_ns, x);
+    }
+    if (!x->malformed && x->kind == SW_EXT_GC_DONE && p->gc_open)
+        return gc_end(p, thread, ev->t_ns, x);
+    char name[SW_EXT_STR_MAX + 32];
+    const char *cat;
+    sw_export_ext_name(x, name, sizeof name, &cat);
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, thread_uuid(p, thread));
+    pb_str(&p->ev, F_TE_NAME, name);
+    pb_str(&p->ev, F_TE_CATEGORIES, cat);
+    if (x->malformed) {
+        p->tmp.len = 0;
+        pb_str(&p->tmp, F_DA_NAME, "malformed");
+        pb_varint(&p->tmp, F_DA_BOOL, 1);
+        pb_bytes(&p->ev, F_TE_DEBUG_ANNOTATIONS, p->tmp.data, p->tmp.len);
+        return send_event(p, thread, ev->t_ns);
+    }
+    switch (x->kind) {
+    case SW_EXT_LINE:
+        da_where(p, x);
+        break;
+    case SW_EXT_INSTRUCTION:
+        da_where(p, x);
+        da_uint(p, "offset", x->a);
+        da_uint(p, "opcode", x->b);
+        da_str(p, "opname", x->s1);
+        break;
+    case SW_EXT_RAISE:
+    case SW_EXT_HANDLED:
+        da_where(p, x);
+        da_str(p, "type", x->s1);
+        break;
+    case SW_EXT_GC_DONE:
+        da_uint(p, "generation", x->a);
+        da_uint(p, "collected", x->b);
+        da_uint(p, "uncollectable", x->c);
+        break;
+    case SW_EXT_THREAD_START:
+    case SW_EXT_THREAD_EXIT:
+        da_str(p, "name", x->s1);
+        da_uint(p, "native_id", x->a);
+        break;
+    default:  /* object events */
+        da_str(p, "class", x->s1);
+        da_str(p, "file", x->s2);
+        break;
+    }
+    return send_event(p, thread, ev->t_ns);
+}
+
+static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
+{
+    perfetto *p = ud;
+    if (thread != p->cur_thread || p->first_on_seq == -1)
+        begin_thread(p, thread);
+    p->ev.len = 0;
+    p->interned.len = 0;
+    uint64_t uuid = thread_uuid(p, thread);
+    switch (ev->kind) {
+    case SW_OP_CALL:
+    case SW_OP_RESUME:
+    case SW_OP_C_CALL:
+        pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_BEGIN);
+        pb_varint(&p->ev, F_TE_TRACK_UUID, uuid);
+        if (ev->code < p->limit) {
+            if (!p->seen[ev->code]) {
+                intern_code(p, ev->code);
+                p->seen[ev->code] = 1;
+            }
+            pb_varint(&p->ev, F_TE_NAME_IID, (uint64_t)ev->code + 1);
+            pb_varint(&p->ev, F_TE_SOURCE_LOCATION_IID, (uint64_t)ev->code + 1);
+        } else {
+            pb_str(&p->ev, F_TE_NAME, "?");
+        }
+        pb_str(&p->ev, F_TE_CATEGORIES, ev->kind == SW_OP_C_CALL ? "c" : "python");
+        break;
+    case SW_OP_RETURN:
+    case SW_OP_YIELD:
+    case SW_OP_UNWIND:
+    case SW_OP_C_RETURN:
+        pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_END);
+        pb_varint(&p->ev, F_TE_TRACK_UUID, uuid);
+        break;
+    case SW_EV_DROPPED:
+        pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
+        pb_varint(&p->ev, F_TE_TRACK_UUID, uuid);
+        pb_str(&p->ev, F_TE_NAME, "stackwatch: events dropped");
+        break;
+    case SW_EV_EXT:
+        return ev->ext ? ext_event(p, thread, ev) : 0;
+    case SW_WALK_SAMPLE:
+        return ev->sample ? sample_event(p, thread, ev->sample) : 0;
+    case SW_WALK_THREAD_END:
+        return p->gc_open ? gc_end(p, thread, ev->t_ns, NULL) : 0;
+    default:
+        return 0;
+    }
+    return send_event(p, thread, ev->t_ns);
+}
+
+int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen)
+{
+    perfetto p;
+    memset(&p, 0, sizeof p);
+    p.t = t;
+    p.out = out;
+    const sw_meta_entry *e;
+    if ((e = sw_trace_meta_find(t, "pid")))
+        p.pid = e->u;
+    if ((e = sw_trace_meta_find(t, "boot0_ns")))
+        p.boot0 = (int64_t)e->u;
+    p.process_uuid = (p.pid << 20) ^ 0x5357000000000000ull;
+    p.limit = sw_trace_code_limit(t);
+    p.seen = calloc(p.limit ? p.limit : 1, 1);
+    p.nthreads = sw_trace_thread_count(t);
+    p.gc_described = calloc(p.nthreads ? p.nthreads : 1, 1);
+    p.samples_described = calloc(p.nthreads ? p.nthreads : 1, 1);
+    if (!p.seen || !p.gc_described || !p.samples_described) {
+        free(p.seen);
+        free(p.gc_described);
+        free(p.samples_described);
+        snprintf(err, errlen, "out of memory");
+        return SW_ENOMEM;
+    }
+    /* The process track. */
+    sw_bytes d = {0}, pd = {0};
+    pb_varint(&pd, F_PD_PID, p.pid);
+    e = sw_trace_meta_find(t, "command");
+    pb_str(&pd, F_PD_NAME, e && e->s ? e->s : "python");
+    pb_varint(&d, F_TD_UUID, p.process_uuid);
+    pb_bytes(&d, F_TD_PROCESS, pd.data, pd.len);
+    pb_bytes(&p.pkt, F_PKT_TRACK_DESCRIPTOR, d.data, d.len);
+    emit_packet(&p);
+    /* One track per thread. */
+    for (size_t i = 0; i < sw_trace_thread_count(t); i++) {
+        const sw_thread_info *ti = sw_trace_thread(t, i);
+        d.len = pd.len = 0;
+        pb_varint(&pd, F_THD_PID, p.pid);
+        pb_varint(&pd, F_THD_TID, ti->native_tid ? ti->native_tid : ti->index);
+        pb_str(&pd, F_THD_NAME, ti->name && ti->name[0] ? ti->name : "thread");
+        pb_varint(&d, F_TD_UUID, thread_uuid(&p, i));
+        pb_varint(&d, F_TD_PARENT_UUID, p.process_uuid);
+        pb_bytes(&d, F_TD_THREAD, pd.data, pd.len);
+        pb_bytes(&p.pkt, F_PKT_TRACK_DESCRIPTOR, d.data, d.len);
+        emit_packet(&p);
+    }
+    int dfailed = d.failed || pd.failed;
+    sw_bytes_free(&d);
+    sw_bytes_free(&pd);
+    p.first_on_seq = -1;
+    int rc = dfailed ? SW_ENOMEM : sw_export_walk(t, o ? o->min_duration_ns : 0, perfetto_event, &p);
+    int oom = p.pkt.failed || p.ev.failed || p.interned.failed || p.tmp.failed;
+    sw_bytes_free(&p.pkt);
+    sw_bytes_free(&p.ev);
+    sw_bytes_free(&p.interned);
+    sw_bytes_free(&p.tmp);
+    free(p.seen);
+    free(p.gc_described);
+    free(p.samples_described);
+    sw_bytes_free(&p.cs);
+    sw_bytes_free(&p.fr);
+    if (rc == SW_ENOMEM || oom) {
+        snprintf(err, errlen, "out of memory");
+        return SW_ENOMEM;
+    }
+    if (rc || p.failed || fflush(out) != 0 || ferror(out)) {
+        snprintf(err, errlen, "write error");
+        return SW_EIO;
+    }
+    return SW_OK;
+}

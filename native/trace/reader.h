@@ -1,0 +1,184 @@
+/*
+ * reader.h - reading a trace file.
+ *
+ * sw_trace_open_*() loads the file, checks every chunk (bounds, checksum)
+ * and indexes definitions and event chunks. A damaged file still opens: the
+ * chunks before the damage are used and sw_trace_damage() says what is
+ * wrong and where. Only a file that is not a stackwatch trace at all (bad
+ * magic, other major version, too short) fails to open.
+ *
+ * sw_trace_replay() decodes one thread's events in order and hands each to
+ * a callback with its time in nanoseconds since the trace clock's start, its
+ * nesting depth and the code id of the frame it opens or closes. Frames
+ * still open where the stream ends or has a gap are closed by synthetic
+ * events (flag `synthetic`), so every consumer sees balanced slices.
+ *
+ * Ownership: the trace owns all returned pointers; sw_trace_free() frees it.
+ */
+#ifndef SW_READER_H
+#define SW_READER_H
+
+#include "base/common.h"
+
+typedef struct sw_trace sw_trace;
+
+typedef struct sw_code_info {
+    uint32_t id;
+    uint8_t kind;            /* SW_CODE_PYTHON or SW_CODE_C */
+    const char *name, *qualname, *filename;
+    uint32_t firstlineno;
+} sw_code_info;
+
+typedef struct sw_thread_info {
+    uint32_t index;
+    uint64_t native_tid, ident;
+    const char *name;
+    uint64_t chunks;         /* events chunks read */
+    uint64_t events;         /* events those chunks declare */
+    uint64_t dropped;        /* events the writer reported lost */
+    uint64_t samples;        /* sampler samples of this thread (format 1.2) */
+} sw_thread_info;
+
+typedef struct sw_meta_entry {
+    const char *key;
+    int type;                /* SW_VAL_* */
+    uint64_t u;
+    int64_t i;
+    double f;
+    const char *s;           /* NUL-terminated copy for SW_VAL_BYTES */
+    size_t slen;
+} sw_meta_entry;
+
+/* Event kinds handed to replay callbacks: the SW_OP_* values for ordinary
+ * events, plus: */
+#define SW_EV_DROPPED 16     /* events were lost here; `code` holds how many
+                              * (0 when unknown, e.g. a ring discard) */
+#define SW_EV_EXT 17         /* an EXT event (line, exception, GC, thread, ...),
+                              * delivered only by sw_trace_replay_ext(); `ext`
+                              * holds its decoded payload, `code` its code id
+                              * (SW_EXT_NO_CODE for kinds without one) */
+
+/* The decoded payload of an EXT event (docs/format.md, "EXT kinds"). Which
+ * fields a kind fills:
+ *   LINE          code, line
+ *   INSTRUCTION   code, line, a = byte offset, b = opcode, s1 = opcode name
+ *   RAISE/HANDLED code, line, s1 = exception type
+ *   GC_START      a = generation
+ *   GC_DONE       a = generation, b = collected, c = uncollectable
+ *   NEW_START..DEL_DONE  s1 = class, s2 = file that defines it
+ *   THREAD_*      s1 = thread name, a = native thread id
+ * Strings are NUL-terminated copies, cut at SW_EXT_STR_MAX bytes (on a
+ * UTF-8 character boundary); they are valid during the callback only. A
+ * payload too short for its kind's fields is delivered with `malformed` set
+ * and the fields it could not read zero / "". */
+#define SW_EXT_NO_CODE UINT32_MAX
+#define SW_EXT_STR_MAX 255
+typedef struct sw_ext {
+    uint32_t kind;           /* SW_EXT_* (format.h) */
+    uint32_t malformed;
+    uint32_t code;           /* code id, or SW_EXT_NO_CODE */
+    uint64_t line;
+    uint64_t a, b, c;
+    const char *s1, *s2;
+} sw_ext;
+
+typedef struct sw_trace_sample sw_trace_sample;
+
+typedef struct sw_event {
+    int64_t t_ns;            /* since the clock's calibration point */
+    uint32_t code;           /* code id of the frame opened or closed */
+    uint32_t depth;          /* 0 for an outermost frame */
+    uint8_t kind;            /* SW_OP_* or SW_EV_DROPPED */
+    uint8_t synthetic;       /* made up by the reader to balance the stream */
+    const sw_ext *ext;       /* SW_EV_EXT only, else NULL */
+    const sw_trace_sample *sample;  /* export.h SW_WALK_SAMPLE only, else NULL */
+} sw_event;
+
+/* Returns nonzero to stop the replay (sw_trace_replay then returns it). */
+typedef int (*sw_event_fn)(void *ud, const sw_event *ev);
+
+/* Opens a trace. On failure returns a negative code and writes one line
+ * naming what is wrong into err. */
+int sw_trace_open_file(const char *path, sw_trace **out, char *err, size_t errlen);
+int sw_trace_open_mem(const uint8_t *data, size_t len, sw_trace **out, char *err, size_t errlen);
+void sw_trace_free(sw_trace *t);
+
+/* "" for an intact file, else what is damaged and at which offset. */
+const char *sw_trace_damage(const sw_trace *t);
+/* 1 when the END chunk was read (tracing stopped normally). */
+int sw_trace_complete(const sw_trace *t);
+
+size_t sw_trace_meta_count(const sw_trace *t);
+const sw_meta_entry *sw_trace_meta(const sw_trace *t, size_t i);
+/* Finds a key in META, then END chunks; NULL if absent. */
+const sw_meta_entry *sw_trace_meta_find(const sw_trace *t, const char *key);
+
+size_t sw_trace_thread_count(const sw_trace *t);
+const sw_thread_info *sw_trace_thread(const sw_trace *t, size_t i);
+
+/* Highest code id + 1; sw_trace_code() returns NULL for ids never defined. */
+uint32_t sw_trace_code_limit(const sw_trace *t);
+const sw_code_info *sw_trace_code(const sw_trace *t, uint32_t id);
+
+/* Converts a timestamp in stored units to nanoseconds since the clock's
+ * calibration point. */
+int64_t sw_trace_units_to_ns(const sw_trace *t, uint64_t units);
+/* Nanoseconds (same origin) when tracing stopped, or -1 if unknown. */
+int64_t sw_trace_end_ns(const sw_trace *t);
+
+/* Replays thread i's events. Returns 0, the callback's nonzero value, or a
+ * negative code if a chunk is malformed (then the events before it were
+ * delivered and closed). */
+int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud);
+
+/* Like sw_trace_replay; with SW_REPLAY_EXT in flags it also delivers the
+ * EXT events of the known kinds 2-13 (SW_EV_EXT, in stream order, at the
+ * depth of the frames open then). Unknown kinds are skipped. */
+#define SW_REPLAY_EXT 1u
+int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, void *ud);
+
+/* ---- Samples of the statistical sampler (format 1.2) ----
+ *
+ * Threads are matched to samples by threading ident (then native thread
+ * id); a sampled thread the trace has no events of gets an entry of its own
+ * in the thread list (no chunks, name ""). Sample times are in the same
+ * nanoseconds as events. */
+
+typedef struct sw_frame_info {
+    uint32_t id;
+    uint8_t kind;            /* SW_FRAME_PYTHON or SW_FRAME_NATIVE (name: the
+                                bare symbol; exports add " [native]") */
+    const char *name, *filename;
+    uint32_t line;
+} sw_frame_info;
+
+struct sw_trace_sample {
+    int64_t t_ns;
+    uint32_t thread;         /* position in the thread list */
+    uint32_t state, flags;   /* sample.h SW_STATE_*, SW_SAMPLE_* */
+    uint64_t weight_ns;      /* time the sample stands for */
+    uint64_t cpu_ns;         /* CPU time since the thread's previous sample, or UINT64_MAX */
+    uint32_t depth;
+    const uint32_t *frames;  /* frame ids, outermost first (sw_trace_frame) */
+    const uint32_t *lines;   /* format 1.3, when recorded: the line each frame
+                                runs (0: unknown or native), parallel to
+                                frames; else NULL */
+};
+
+/* Highest frame id + 1; sw_trace_frame() returns NULL for ids never defined. */
+uint32_t sw_trace_frame_limit(const sw_trace *t);
+const sw_frame_info *sw_trace_frame(const sw_trace *t, uint32_t id);
+/* Samples of threads in the list (and those that could not be given one:
+ * more than 4096 distinct sampled threads). */
+uint64_t sw_trace_sample_count(const sw_trace *t);
+uint64_t sw_trace_samples_unattributed(const sw_trace *t);
+
+/* Iterates the samples of one thread (or of all, thread == SIZE_MAX) in
+ * file order (time order for one sampler). next() returns 1 and fills *out
+ * (valid until the next call), 0 at the end. */
+typedef struct sw_sample_cursor sw_sample_cursor;
+sw_sample_cursor *sw_sample_cursor_new(sw_trace *t, size_t thread);
+int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out);
+void sw_sample_cursor_free(sw_sample_cursor *c);
+
+#endif

@@ -1,0 +1,608 @@
+/*
+ * writer.c - trace file writer: chunk sealing, streaming, ring mode,
+ * definitions and totals (see writer.h and docs/format.md).
+ */
+#define _GNU_SOURCE
+#include "writer.h"
+
+#include "base/crc32.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+struct sw_writer {
+    int fd;
+    int broken;            /* a write failed: nothing more is written */
+    int closed;
+    pthread_mutex_t lock;
+    sw_writer_opts opts;
+    int error;             /* first error (SW_E*), 0 if none */
+    char errmsg[256];
+    sw_bytes code_defs;    /* queued CODE entries */
+    sw_bytes thread_defs;  /* queued THREAD entries */
+    uint64_t ncodes;
+    sw_tbuf *threads;      /* newest first */
+    uint32_t nthreads;
+    uint64_t chunks, bytes;
+};
+
+static void set_error(sw_writer *w, int code, const char *what)
+{
+    if (w->error)
+        return;
+    w->error = code;
+    if (code == SW_EIO)
+        snprintf(w->errmsg, sizeof w->errmsg, "%s: %s", what, strerror(errno));
+    else
+        snprintf(w->errmsg, sizeof w->errmsg, "%s: %s", what, sw_strerror(code));
+}
+
+static int write_all(int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t k = writev(fd, iov, n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return SW_EIO;
+        }
+        size_t left = (size_t)k;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return SW_OK;
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Builds the 12-byte chunk header for a payload made of parts. */
+static void chunk_header(uint8_t hdr[SW_CHUNK_HEADER_LEN], int type,
+                         const struct iovec *parts, int nparts)
+{
+    uint32_t crc = 0;
+    size_t len = 0;
+    for (int i = 0; i < nparts; i++) {
+        crc = sw_crc32(crc, parts[i].iov_base, parts[i].iov_len);
+        len += parts[i].iov_len;
+    }
+    hdr[0] = (uint8_t)type;
+    hdr[1] = hdr[2] = hdr[3] = 0;
+    put_u32(hdr + 4, (uint32_t)len);
+    put_u32(hdr + 8, crc);
+}
+
+/* Writes one chunk; the caller holds the lock. */
+static int write_chunk_locked(sw_writer *w, int type, const struct iovec *parts, int nparts)
+{
+    if (w->broken || w->fd < 0)
+        return SW_EIO;
+    uint8_t hdr[SW_CHUNK_HEADER_LEN];
+    chunk_header(hdr, type, parts, nparts);
+    struct iovec iov[8];
+    iov[0].iov_base = hdr;
+    iov[0].iov_len = sizeof hdr;
+    size_t total = sizeof hdr;
+    for (int i = 0; i < nparts && i < 7; i++) {
+        iov[i + 1] = parts[i];
+        total += parts[i].iov_len;
+    }
+    if (write_all(w->fd, iov, nparts + 1) != SW_OK) {
+        set_error(w, SW_EIO, "writing the trace file");
+        w->broken = 1;
+        return SW_EIO;
+    }
+    w->chunks++;
+    w->bytes += total;
+    return SW_OK;
+}
+
+static int write_raw_locked(sw_writer *w, const void *p, size_t n)
+{
+    if (w->broken || w->fd < 0)
+        return SW_EIO;
+    struct iovec iov = {(void *)p, n};
+    if (write_all(w->fd, &iov, 1) != SW_OK) {
+        set_error(w, SW_EIO, "writing the trace file");
+        w->broken = 1;
+        return SW_EIO;
+    }
+    w->bytes += n;
+    return SW_OK;
+}
+
+static void flush_defs_locked(sw_writer *w)
+{
+    if (w->code_defs.len) {
+        struct iovec p = {w->code_defs.data, w->code_defs.len};
+        write_chunk_locked(w, SW_CHUNK_CODE, &p, 1);
+        w->code_defs.len = 0;
+    }
+    if (w->thread_defs.len) {
+        struct iovec p = {w->thread_defs.data, w->thread_defs.len};
+        write_chunk_locked(w, SW_CHUNK_THREAD, &p, 1);
+        w->thread_defs.len = 0;
+    }
+}
+
+int sw_writer_open(sw_writer **out, const char *path, const sw_writer_opts *opts)
+{
+    *out = NULL;
+    if (!path || !opts || opts->chunk_bytes < 4096 || opts->chunk_bytes > SW_CHUNK_MAX / 2 ||
+        opts->time_shift > 20)
+        return SW_EARG;
+    sw_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return SW_ENOMEM;
+    w->opts = *opts;
+    if (pthread_mutex_init(&w->lock, NULL) != 0) {
+        free(w);
+        return SW_ENOMEM;
+    }
+    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        int e = errno;
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+        errno = e;
+        return SW_EIO;
+    }
+    uint8_t hdr[SW_FILE_HEADER_LEN] = {0};
+    memcpy(hdr, SW_MAGIC, SW_MAGIC_LEN);
+    hdr[8] = SW_FORMAT_MAJOR;
+    hdr[10] = SW_FORMAT_MINOR;
+    if (write_raw_locked(w, hdr, sizeof hdr) != SW_OK) {
+        int e = errno;
+        close(w->fd);
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+        errno = e;
+        return SW_EIO;
+    }
+    *out = w;
+    return SW_OK;
+}
+
+int sw_writer_meta(sw_writer *w, const sw_bytes *kv)
+{
+    if (kv->failed)
+        return SW_ENOMEM;
+    pthread_mutex_lock(&w->lock);
+    struct iovec p = {kv->data, kv->len};
+    int rc = write_chunk_locked(w, SW_CHUNK_META, &p, 1);
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+int sw_writer_define_code(sw_writer *w, uint32_t id, int kind, const char *name,
+                          const char *qualname, const char *filename, uint32_t firstlineno)
+{
+    pthread_mutex_lock(&w->lock);
+    sw_bytes *b = &w->code_defs;
+    size_t mark = b->len;
+    sw_bytes_varint(b, id);
+    sw_bytes_u8(b, (uint8_t)kind);
+    sw_bytes_str(b, name);
+    sw_bytes_str(b, qualname);
+    sw_bytes_str(b, filename);
+    sw_bytes_varint(b, firstlineno);
+    int rc = SW_OK;
+    if (b->failed) {
+        b->len = mark;
+        b->failed = 0;
+        set_error(w, SW_ENOMEM, "queueing a code definition");
+        rc = SW_ENOMEM;
+    } else {
+        w->ncodes++;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+static int queue_thread_locked(sw_writer *w, uint32_t index, uint64_t tid, uint64_t ident,
+                               const char *name)
+{
+    sw_bytes *b = &w->thread_defs;
+    size_t mark = b->len;
+    sw_bytes_varint(b, index);
+    sw_bytes_varint(b, tid);
+    sw_bytes_varint(b, ident);
+    sw_bytes_str(b, name);
+    if (b->failed) {
+        b->len = mark;
+        b->failed = 0;
+        set_error(w, SW_ENOMEM, "queueing a thread definition");
+        return SW_ENOMEM;
+    }
+    return SW_OK;
+}
+
+sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
+                              const char *name, uint64_t now_ticks)
+{
+    sw_tbuf *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->cap = w->opts.chunk_bytes;
+    b->data = malloc(b->cap);
+    b->stack_cap = b->start_cap = 64;
+    b->stack = malloc(b->stack_cap * sizeof *b->stack);
+    b->start_stack = malloc(b->start_cap * sizeof *b->start_stack);
+    if (w->opts.ring_bytes) {
+        b->ring_slots = w->opts.ring_bytes / w->opts.chunk_bytes;
+        if (b->ring_slots < 2)
+            b->ring_slots = 2;
+        b->ring = calloc(b->ring_slots, sizeof *b->ring);
+        b->ring_len = calloc(b->ring_slots, sizeof *b->ring_len);
+        b->ring_events = calloc(b->ring_slots, sizeof *b->ring_events);
+    }
+    if (!b->data || !b->stack || !b->start_stack ||
+        (w->opts.ring_bytes && (!b->ring || !b->ring_len || !b->ring_events))) {
+        free(b->data);
+        free(b->stack);
+        free(b->start_stack);
+        free(b->ring);
+        free(b->ring_len);
+        free(b->ring_events);
+        free(b);
+        return NULL;
+    }
+    b->pos = b->data;
+    b->limit = b->data + b->cap - SW_EVENT_MAX;
+    b->shift = w->opts.time_shift;
+    b->last = b->start_last = now_ticks >> b->shift;
+    b->w = w;
+    pthread_mutex_lock(&w->lock);
+    b->index = w->nthreads++;
+    b->next = w->threads;
+    w->threads = b;
+    queue_thread_locked(w, b->index, native_tid, ident, name);
+    pthread_mutex_unlock(&w->lock);
+    return b;
+}
+
+int sw_writer_thread_name(sw_writer *w, uint32_t index, const char *name)
+{
+    pthread_mutex_lock(&w->lock);
+    /* Native tid and ident 0 mean "unchanged" to readers. */
+    int rc = queue_thread_locked(w, index, 0, 0, name);
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+static void note_error(sw_tbuf *b, int code, const char *what)
+{
+    pthread_mutex_lock(&b->w->lock);
+    set_error(b->w, code, what);
+    pthread_mutex_unlock(&b->w->lock);
+}
+
+/* Grows an array of code ids to hold at least `need`. */
+static int grow_ids(uint32_t **ids, uint32_t *cap, uint32_t need)
+{
+    if (need <= *cap)
+        return SW_OK;
+    uint32_t n = *cap ? *cap : 64;
+    while (n < need) {
+        if (n > UINT32_MAX / 2)
+            return SW_ENOMEM;
+        n *= 2;
+    }
+    uint32_t *p = realloc(*ids, (size_t)n * sizeof *p);
+    if (!p)
+        return SW_ENOMEM;
+    *ids = p;
+    *cap = n;
+    return SW_OK;
+}
+
+/* Encodes the header of the current chunk's EVENTS payload (format.h) into
+ * b->enc: the state when the chunk started, then the event count. The
+ * events themselves are already encoded in b->data. */
+static int encode_header(sw_tbuf *b)
+{
+    sw_bytes *o = &b->enc;
+    o->len = 0;
+    sw_bytes_varint(o, b->index);
+    sw_bytes_varint(o, b->seq);
+    sw_bytes_varint(o, b->start_last);
+    sw_bytes_varint(o, b->dropped_pending);
+    sw_bytes_varint(o, b->start_depth);
+    for (uint32_t i = 0; i < b->start_depth; i++)
+        sw_bytes_varint(o, b->start_stack[i]);
+    sw_bytes_varint(o, b->nev);
+    return o->failed ? SW_ENOMEM : SW_OK;
+}
+
+/* The next chunk starts where this one ends: its t_start and open frames. */
+static int start_next_chunk(sw_tbuf *b)
+{
+    b->pos = b->data;
+    b->nev = 0;
+    b->start_last = b->last;
+    if (grow_ids(&b->start_stack, &b->start_cap, b->depth) != SW_OK)
+        return SW_ENOMEM;
+    memcpy(b->start_stack, b->stack, (size_t)b->depth * sizeof *b->stack);
+    b->start_depth = b->depth;
+    return SW_OK;
+}
+
+/* Out of memory, or the frame stack out of step: the open frames can no
+ * longer be followed, so the thread stops recording; what it records from
+ * now on is counted as dropped. */
+static void break_thread(sw_tbuf *b, int code, uint64_t lost, const char *what)
+{
+    note_error(b, code, what);
+    b->dropped += lost;
+    b->broken = 1;
+    b->nev = 0;
+    b->pos = b->limit + 1;
+}
+
+static void ring_push(sw_tbuf *b, uint8_t *chunk, size_t len, uint32_t events)
+{
+    if (b->ring_count == b->ring_slots) {
+        /* Discard the oldest chunk. */
+        size_t i = b->ring_head;
+        b->dropped += b->ring_events[i];
+        free(b->ring[i]);
+        b->ring_head = (i + 1) % b->ring_slots;
+        b->ring_count--;
+    }
+    size_t slot = (b->ring_head + b->ring_count) % b->ring_slots;
+    b->ring[slot] = chunk;
+    b->ring_len[slot] = len;
+    b->ring_events[slot] = events;
+    b->ring_count++;
+}
+
+void sw_tbuf_flush(sw_tbuf *b)
+{
+    sw_writer *w = b->w;
+    if (b->broken || (b->nev == 0 && b->dropped_pending == 0))
+        return;
+    uint32_t n = b->nev;
+    if (encode_header(b) != SW_OK) {
+        break_thread(b, SW_ENOMEM, n, "encoding a chunk");
+        return;
+    }
+    struct iovec parts[2] = {{b->enc.data, b->enc.len}, {b->data, (size_t)(b->pos - b->data)}};
+    if (w->opts.ring_bytes) {
+        size_t len = SW_CHUNK_HEADER_LEN + parts[0].iov_len + parts[1].iov_len;
+        uint8_t *chunk = malloc(len);
+        if (!chunk) {
+            note_error(b, SW_ENOMEM, "keeping a chunk in the ring");
+            b->dropped += n;
+        } else {
+            chunk_header(chunk, SW_CHUNK_EVENTS, parts, 2);
+            memcpy(chunk + SW_CHUNK_HEADER_LEN, parts[0].iov_base, parts[0].iov_len);
+            memcpy(chunk + SW_CHUNK_HEADER_LEN + parts[0].iov_len, parts[1].iov_base, parts[1].iov_len);
+            ring_push(b, chunk, len, n);
+        }
+    } else {
+        pthread_mutex_lock(&w->lock);
+        flush_defs_locked(w);
+        if (write_chunk_locked(w, SW_CHUNK_EVENTS, parts, 2) != SW_OK)
+            b->dropped += n;
+        pthread_mutex_unlock(&w->lock);
+    }
+    b->events += n;
+    b->dropped_pending = 0;
+    b->seq++;
+    if (start_next_chunk(b) != SW_OK)
+        break_thread(b, SW_ENOMEM, 0, "starting a chunk");
+}
+
+void sw_writer_flush_quiet(sw_writer *w)
+{
+    if (w->closed)
+        return;
+    for (sw_tbuf *b = w->threads; b; b = b->next) {
+        if (!b->finished && b->seq == b->seq_seen && b->nev > 0 && !b->broken)
+            sw_tbuf_flush(b);
+        b->seq_seen = b->seq;
+    }
+}
+
+static void write_ring_locked(sw_writer *w, sw_tbuf *b);
+
+void sw_writer_flush_all(sw_writer *w)
+{
+    if (w->closed)
+        return;
+    for (sw_tbuf *b = w->threads; b; b = b->next) {
+        if (!b->finished)
+            sw_tbuf_flush(b);
+        b->seq_seen = b->seq;
+    }
+    pthread_mutex_lock(&w->lock);
+    flush_defs_locked(w);
+    if (w->opts.ring_bytes)
+        for (sw_tbuf *b = w->threads; b; b = b->next)
+            write_ring_locked(w, b);
+    pthread_mutex_unlock(&w->lock);
+}
+
+void sw_tbuf_finish(sw_tbuf *b)
+{
+    if (b->finished)
+        return;
+    sw_tbuf_flush(b);
+    b->finished = 1;
+}
+
+void sw_tbuf_ext(sw_tbuf *b, uint64_t ticks, unsigned kind, const uint8_t *payload, size_t len)
+{
+    if (len > SW_EXT_MAX) {
+        b->dropped_pending++;
+        b->dropped++;
+        return;
+    }
+    size_t need = 3 * SW_VARINT_MAX + len;
+    if ((size_t)(b->data + b->cap - b->pos) < need + SW_EVENT_MAX) {
+        sw_tbuf_flush(b);   /* the chunk is not full, but this does not fit */
+        if (!sw_tbuf_make_room(b))
+            return;
+        if ((size_t)(b->data + b->cap - b->pos) < need + SW_EVENT_MAX) {
+            b->dropped++;
+            return;
+        }
+    }
+    uint8_t *p = sw_put_varint_fast(b->pos, (sw_tbuf_delta(b, ticks) << SW_OP_BITS) | SW_OP_EXT);
+    p = sw_put_varint_fast(sw_put_varint_fast(p, kind), len);
+    memcpy(p, payload, len);
+    b->pos = p + len;
+    b->nev++;
+}
+
+int sw_tbuf_make_room(sw_tbuf *b)
+{
+    if (SW_UNLIKELY(b->depth > b->stack_cap) && !b->broken) {
+        /* More exits than starts (see sw_tbuf_put_exit_paired): the
+         * open-frame stack is out of step with the events. */
+        break_thread(b, SW_ESTATE, 0, "the frame stack went out of step (more returns than calls)");
+    }
+    if (b->pos > b->limit)
+        sw_tbuf_flush(b);
+    if (!b->broken && b->depth >= b->stack_cap &&
+        grow_ids(&b->stack, &b->stack_cap, b->depth + 1) != SW_OK)
+        break_thread(b, SW_ENOMEM, 0, "growing the frame stack");
+    if (b->broken) {
+        b->dropped++;
+        return 0;
+    }
+    return 1;
+}
+
+static void write_ring_locked(sw_writer *w, sw_tbuf *b)
+{
+    for (size_t k = 0; k < b->ring_count; k++) {
+        size_t i = (b->ring_head + k) % b->ring_slots;
+        if (write_raw_locked(w, b->ring[i], b->ring_len[i]) == SW_OK)
+            w->chunks++;
+        else
+            b->dropped += b->ring_events[i];
+        free(b->ring[i]);
+        b->ring[i] = NULL;
+    }
+    b->ring_count = 0;
+}
+
+void sw_writer_totals_get(sw_writer *w, sw_writer_totals *t)
+{
+    memset(t, 0, sizeof *t);
+    for (sw_tbuf *b = w->threads; b; b = b->next) {
+        t->events += b->events + (b->broken ? 0 : b->nev);
+        t->dropped += b->dropped;
+        t->threads++;
+    }
+    t->chunks = w->chunks;
+    t->bytes = w->bytes;
+    t->codes = w->ncodes;
+}
+
+int sw_writer_close(sw_writer *w, const sw_bytes *end_kv)
+{
+    if (w->closed)
+        return SW_ESTATE;
+    sw_writer_flush_all(w);
+    for (sw_tbuf *b = w->threads; b; b = b->next)
+        b->finished = 1;
+    sw_bytes kv = {0};
+    sw_writer_totals t;
+    sw_writer_totals_get(w, &t);
+    pthread_mutex_lock(&w->lock);
+    sw_kv_uint(&kv, "events", t.events);
+    sw_kv_uint(&kv, "dropped", t.dropped);
+    for (sw_tbuf *b = w->threads; b; b = b->next) {
+        if (b->dropped) {
+            char key[48];
+            snprintf(key, sizeof key, "dropped.%u", b->index);
+            sw_kv_uint(&kv, key, b->dropped);
+        }
+    }
+    if (w->error)
+        sw_kv_str(&kv, "error", w->errmsg);
+    if (end_kv && !end_kv->failed)
+        sw_bytes_put(&kv, end_kv->data, end_kv->len);
+    if (!kv.failed) {
+        struct iovec p = {kv.data, kv.len};
+        write_chunk_locked(w, SW_CHUNK_END, &p, 1);
+    }
+    sw_bytes_free(&kv);
+    if (w->fd >= 0 && close(w->fd) != 0 && !w->broken)
+        set_error(w, SW_EIO, "closing the trace file");
+    w->fd = -1;
+    w->closed = 1;
+    int rc = w->error;
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+void sw_writer_abandon(sw_writer *w)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
+    w->closed = 1;
+}
+
+void sw_writer_free(sw_writer *w)
+{
+    if (!w)
+        return;
+    if (w->fd >= 0)
+        close(w->fd);
+    sw_tbuf *b = w->threads;
+    while (b) {
+        sw_tbuf *n = b->next;
+        for (size_t k = 0; k < b->ring_slots; k++)
+            free(b->ring ? b->ring[k] : NULL);
+        free(b->ring);
+        free(b->ring_len);
+        free(b->ring_events);
+        free(b->data);
+        free(b->stack);
+        free(b->start_stack);
+        sw_bytes_free(&b->enc);
+        free(b);
+        b = n;
+    }
+    sw_bytes_free(&w->code_defs);
+    sw_bytes_free(&w->thread_defs);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+int sw_writer_error(const sw_writer *w, char *msg, size_t msglen)
+{
+    if (msg && msglen)
+        snprintf(msg, msglen, "%s", w->error ? w->errmsg : "");
+    return w->error;
+}
+
+int sw_writer_chunk(sw_writer *w, int type, const void *payload, size_t len)
+{
+    if (len > SW_CHUNK_MAX)
+        return SW_EARG;
+    pthread_mutex_lock(&w->lock);
+    struct iovec p = {(void *)payload, len};
+    int rc = w->closed ? SW_ESTATE : write_chunk_locked(w, type, &p, 1);
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}

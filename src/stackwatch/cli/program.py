@@ -1,0 +1,112 @@
+"""Running the user's program as `python script.py` or `python -m module`
+would: same sys.argv, sys.path[0], __main__ module, exit status, and
+tracebacks without stackwatch's frames. Shared by `stackwatch run` and
+`stackwatch profile`."""
+import os
+import signal
+import sys
+import traceback
+import types
+
+
+class UsageError(Exception):
+    """A mistake of the user's: reported as one line, exit status 2."""
+
+
+def resolve(argv, module):
+    """(script, module, args) from the command's remaining arguments."""
+    if module:
+        return None, module, list(argv)
+    rest = list(argv)
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    if not rest:
+        raise UsageError("nothing to run: give a script (stackwatch run script.py) or -m module")
+    script = rest[0]
+    if not os.path.exists(script):
+        raise UsageError(f"can't open file {script!r}: No such file or directory")
+    if os.path.isdir(script):
+        raise UsageError(f"{script!r} is a directory, not a Python script")
+    return script, None, rest[1:]
+
+
+class Program:
+    """A script or module ready to run. prepare() sets sys.argv and sys.path
+    and compiles a script; it returns False after printing a SyntaxError as
+    Python would (the caller exits with status 1)."""
+
+    def __init__(self, script, module, args):
+        self.script, self.module, self.args = script, module, args
+        self.code = None
+
+    def prepare(self):
+        if self.module:
+            sys.argv = [self.module] + self.args
+            sys.path.insert(0, os.getcwd())
+            return True
+        sys.argv = [self.script] + self.args
+        sys.path[0] = os.path.dirname(os.path.abspath(self.script))
+        try:
+            with open(self.script, "rb") as f:
+                source = f.read()
+            self.code = compile(source, self.script, "exec", dont_inherit=True)
+        except SyntaxError:
+            traceback.print_exc(limit=0)
+            return False
+        except OSError as e:
+            raise UsageError(f"can't open file {self.script!r}: {e.strerror}")
+        return True
+
+    def run(self, finish):
+        """Runs the program and returns its exit status (SystemExit passes
+        through). `finish` is called before the process kills itself with
+        SIGINT on an uncaught KeyboardInterrupt, as Python does."""
+        try:
+            if self.module:
+                import runpy
+                runpy.run_module(self.module, run_name="__main__", alter_sys=True)
+            else:
+                main_mod = types.ModuleType("__main__")
+                main_mod.__file__ = self.script
+                main_mod.__builtins__ = __builtins__
+                main_mod.__spec__ = None
+                sys.modules["__main__"] = main_mod
+                exec(self.code, main_mod.__dict__)
+        except SystemExit:
+            raise
+        except KeyboardInterrupt:
+            print_user_exception()
+            finish()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+            return 130
+        except BaseException:
+            print_user_exception()
+            return 1
+        return 0
+
+
+def print_user_exception():
+    """Print the current exception as Python would: without stackwatch's
+    frames (or runpy's)."""
+    etype, value, tb = sys.exc_info()
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package
+    while tb is not None and (os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(here)
+                              or tb.tb_frame.f_code.co_filename.endswith(("runpy.py", "<frozen runpy>"))):
+        tb = tb.tb_next
+    if value is not None:
+        value.__traceback__ = tb  # the default hook prints this, not its argument
+    sys.excepthook(etype, value, tb)
+
+
+def check_writable(path, what):
+    """UsageError unless `path` can be created or overwritten."""
+    d = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write the {what} to {path}: it is a directory")
+    if not os.path.isdir(d):
+        raise UsageError(f"cannot write the {what} to {path}: no such directory {d}")
+    if not os.access(d, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"cannot write the {what} to {path}: permission denied")

@@ -1,0 +1,337 @@
+"""The statistical profiler: a native thread samples the Python stack of
+every thread of this process at a fixed interval, without the GIL, and
+counts the stacks into call trees.
+
+    from stackwatch.profiler import Profiler
+    with Profiler(interval="1ms") as p:
+        work()
+    p.tree()                          # nested dicts, all threads merged
+    p.write("out.txt", "collapsed")   # flamegraph.pl input
+    p.write("out.json", "speedscope")
+    p.write("out.html", "html")       # interactive flame graph, one file
+    p.write("out.pb.gz", "pprof")     # go tool pprof input
+    p.save("out.swprof")              # a profile file: stackwatch stats/export read it
+    p.history()                       # a tree per cycle (see stackwatch.history)
+
+A Profiler runs once (start, then stop). Its results can be read while it
+runs as well as after.
+"""
+import atexit
+import os
+import threading
+import time
+import weakref
+
+from .. import _native
+from ..common.units import parse_duration_ns
+from . import history as history_mod
+
+FORMATS = ("collapsed", "speedscope", "html", "pprof", "stackwatch")
+MODES = ("wall", "cpu")
+MIN_INTERVAL_NS = 20_000
+MAX_INTERVAL_NS = 60_000_000_000
+DEFAULT_MAX_DEPTH = 1024
+DEFAULT_MAX_THREADS = 256
+
+
+def interval_ns(interval=None, rate=None):
+    """The sampling interval in nanoseconds from either an interval
+    ("1ms", "50us"; a bare number is microseconds, as everywhere in
+    stackwatch) or a rate in Hz. Raises ValueError for anything out of
+    range (the shortest interval is 20us, i.e. 50 kHz)."""
+    if rate is not None and interval is not None:
+        raise ValueError("give either a sampling interval or a rate, not both")
+    if rate is not None:
+        if isinstance(rate, bool) or not isinstance(rate, (int, float, str)):
+            raise ValueError(f"invalid sampling rate {rate!r}: expected a number of Hz")
+        try:
+            hz = float(rate)
+        except ValueError:
+            raise ValueError(f"invalid sampling rate {rate!r}: expected a number of Hz") from None
+        if not hz > 0:
+            raise ValueError(f"sampling rate must be positive, not {rate!r}")
+        ns = 1e9 / hz
+        if ns < MIN_INTERVAL_NS:
+            raise ValueError(f"sampling rate {rate!r} Hz is above the maximum of "
+                             f"{1e9 / MIN_INTERVAL_NS:.0f} Hz")
+        if ns > MAX_INTERVAL_NS:
+            raise ValueError(f"sampling rate {rate!r} Hz is too low (at least one sample per "
+                             f"{MAX_INTERVAL_NS // 1_000_000_000} s)")
+        return int(round(ns))
+    ns = parse_duration_ns("1ms" if interval is None else interval)
+    if ns < MIN_INTERVAL_NS:
+        raise ValueError(f"sampling interval {interval!r} is below the minimum of 20us")
+    if ns > MAX_INTERVAL_NS:
+        raise ValueError(f"sampling interval {interval!r} is above the maximum of 60s")
+    return ns
+
+
+# ---- thread names ----
+# The sampler knows threads by ident only; names are looked up in Python.
+# Threads alive at start or stop are found with threading.enumerate(); to
+# name the ones that start and end in between, Thread.start is wrapped while
+# any profiler runs (its frame is elided from the samples).
+
+_names_lock = threading.Lock()
+_started_names = {}      # ident -> (name, native_id), for threads started while a profiler ran
+_wrap_users = 0
+_real_thread_start = None
+
+
+def _naming_start(self, *args, **kwargs):
+    _real_thread_start(self, *args, **kwargs)
+    _started_names[self.ident] = (self.name, getattr(self, "native_id", None))
+
+
+def _wrap_thread_start():
+    global _wrap_users, _real_thread_start
+    with _names_lock:
+        _wrap_users += 1
+        if _wrap_users == 1:
+            _real_thread_start = threading.Thread.start
+            threading.Thread.start = _naming_start
+
+
+def _unwrap_thread_start():
+    global _wrap_users
+    with _names_lock:
+        _wrap_users -= 1
+        if _wrap_users == 0:
+            if threading.Thread.start is _naming_start:   # unless someone wrapped it since
+                threading.Thread.start = _real_thread_start
+            _started_names.clear()
+
+
+# Profilers still running when the interpreter exits are stopped first, so
+# that no sampling thread reads an interpreter being torn down.
+_running = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_at_exit():
+    for prof in list(_running):
+        try:
+            if prof.running and prof._pid == os.getpid():
+                prof.stop()
+        except Exception:
+            pass
+
+
+def check_mode(mode):
+    """The mode if it is "wall" or "cpu", else ValueError."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be 'wall' or 'cpu', not {mode!r}")
+    return mode
+
+
+class Profiler:
+    """Samples every thread's Python stack every `interval` (default 1ms,
+    or `rate` Hz). Stacks deeper than `max_depth` keep their leaf-most
+    frames under a "<truncated>" root; at most `max_threads` threads are
+    read per sample.
+
+    Each sample also records what its thread was doing: "running" (on a
+    CPU or runnable: Python code, or C code with or without the GIL),
+    "gil_wait" (asleep waiting to take the GIL) or "idle" (asleep in any
+    other blocking call), as the kernel reports it, and whether the thread
+    held the GIL. mode="wall" (the default) keeps every sample, weighted by
+    the wall time it stands for; mode="cpu" keeps only samples of running
+    threads, weighted by the CPU time the thread used since its previous
+    sample; the others are counted in stats()["off_cpu"] and per thread.
+
+    Every `cycle` (default 2s) the samples also start a new tree in a
+    history of at most `maxlen` trees (None: no bound), see history().
+    Frames of files matching the `omit` globs (fnmatch-style, '*' also
+    matches '/') are left out of every stack: their callees attach to
+    their caller.
+
+    lines=True makes each node a (function, file, line being run) instead
+    of a function: "line" is then the line the frame was running (the call
+    site for callers), read from the frame's current instruction and the
+    code object's line table.
+
+    native=True (Linux x86-64) merges each thread's native (C) frames into
+    its stack: each run of the interpreter's C function is replaced by the
+    Python frames it runs. Native nodes are named "symbol [native]", with
+    the shared object as "filename", line 0 and "native": True."""
+
+    def __init__(self, interval=None, *, rate=None, mode="wall", max_depth=DEFAULT_MAX_DEPTH,
+                 max_threads=DEFAULT_MAX_THREADS, cycle="2s", maxlen=1000, omit=(), lines=False, native=False):
+        self.interval_ns = interval_ns(interval, rate)
+        self.mode = check_mode(mode)
+        if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= 16384:
+            raise ValueError(f"max_depth must be an integer from 1 to 16384, not {max_depth!r}")
+        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or not 1 <= max_threads <= 65536:
+            raise ValueError(f"max_threads must be an integer from 1 to 65536, not {max_threads!r}")
+        self.cycle_ns = history_mod.cycle_ns(cycle)
+        self.maxlen = history_mod.check_maxlen(maxlen) or None
+        self.omit = history_mod.check_omit(omit)
+        self.lines, self.native = bool(lines), bool(native)
+        self._s = _native.Sampler(self.interval_ns, max_depth, max_threads, mode, lines=self.lines,
+                                  native=self.native)
+        self._s.set_history(self.cycle_ns, self.maxlen or 0, self.omit)
+        self._names = {}
+        self._anchor, self._follow, self._ignore = None, (), ()
+        self._state = "new"
+        self._pid = os.getpid()
+
+    # ---- running ----
+
+    def start(self):
+        """Starts sampling. Raises RuntimeError if this profiler already
+        ran or this process cannot be sampled."""
+        if self._state != "new":
+            raise RuntimeError("this profiler has already been started (a profiler runs once)")
+        self._remember_names()
+        # The profiler's own start/stop are never in the profile.
+        self._s.set_filters(self._anchor, self._follow,
+                            ignore=(Profiler.start.__code__, Profiler.stop.__code__) + self._ignore,
+                            elide=(_naming_start.__code__,))
+        _wrap_thread_start()
+        try:
+            self._s.start()
+        except BaseException:
+            _unwrap_thread_start()
+            raise
+        self._state = "running"
+        _running.add(self)
+        return self
+
+    def stop(self):
+        """Stops sampling and waits for the sampling thread."""
+        if self._state != "running":
+            raise RuntimeError("this profiler is not running")
+        try:
+            self._s.stop()
+        finally:
+            _running.discard(self)
+            self._state = "stopped"
+            self._remember_names()
+            _unwrap_thread_start()
+        return self
+
+    @property
+    def running(self):
+        return self._state == "running"
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        if self._state == "running" and os.getpid() == self._pid:
+            self.stop()
+        return False
+
+    def _remember_names(self):
+        with _names_lock:
+            self._names.update(_started_names)
+        for t in threading.enumerate():
+            if t.ident is not None:
+                self._names[t.ident] = (t.name, getattr(t, "native_id", None))
+
+    def _set_wrapper(self, anchor, follow=(), ignore=()):
+        """Before start(): leave the frames of a wrapper (the CLI) out of
+        every stack: from the root through the first frame running code
+        object `anchor`, and the frames right after it running any code
+        object in `follow`; samples in a frame running a code object in
+        `ignore` are dropped. Such samples are counted in stats()["cut"]."""
+        if self._state != "new":
+            raise RuntimeError("_set_wrapper() must be called before start()")
+        self._anchor, self._follow, self._ignore = anchor, tuple(follow), tuple(ignore)
+
+    # ---- results ----
+
+    def _check_ran(self):
+        if self._state == "new":
+            raise RuntimeError("this profiler has not been started")
+
+    def stats(self):
+        """Counters of the sampler: ticks, samples, failed, empty, missed,
+        busy_ns (time spent reading stacks), reads, ...; "mode"; "states":
+        the samples per thread state {"running", "gil_wait", "idle",
+        "unknown"} (over the stored samples and, in CPU mode, those left
+        out); "gil_held": samples whose thread held the GIL; "off_cpu":
+        samples left out in CPU mode (idle or waiting for the GIL)."""
+        return self._s.stats()
+
+    def threads(self):
+        """The threads sampled: [{"thread_id", "native_id", "name",
+        "samples", "first_ns", "last_ns", "states", "gil_held", "off_cpu",
+        "cpu_ns"}] ("name" is None for a thread that was not alive when the
+        profiler started or stopped). "samples" are the stored ones;
+        "states" counts what the thread was doing in those and (CPU mode)
+        in the ones left out ("off_cpu"); "cpu_ns" is the CPU time they
+        stand for. In CPU mode a thread that was only ever idle is listed
+        with 0 samples."""
+        self._check_ran()
+        out = self._s.threads()
+        for t in out:
+            name, native_id = self._names.get(t["thread_id"], (None, None))
+            t["name"] = name
+            if not t["native_id"] and native_id:   # before 3.11 the sampler cannot see it
+                t["native_id"] = native_id
+        return out
+
+    def tree(self, thread_id=None):
+        """The call tree as nested dicts {"name", "filename", "line",
+        "count", "self", "time_ns", "self_time_ns", "children": [...]},
+        for one thread (by threading.get_ident()) or all threads merged
+        (thread_id=None). The root is named "<root>"; its count is the
+        number of samples. `count` includes the samples of the children,
+        `self` does not. Each sample also stands for the wall time since
+        the sampler's previous round (one interval, more when the sampler
+        ran late), summed into `time_ns` and `self_time_ns`: on a busy
+        machine these estimate shares of time better than the counts. In
+        CPU mode `time_ns` is the CPU time the thread used instead."""
+        self._check_ran()
+        return self._s.tree(thread_id)
+
+    def history(self, thread_id=None):
+        """The history of call trees, one per cycle (live while the
+        profiler runs): a stackwatch.history.History, of every thread or
+        of one (by ident)."""
+        return history_mod.History(self._s, thread_id, _profiler=self)
+
+    def save(self, path):
+        """Writes the profile file (".swprof", see docs/format.md): the
+        history with the threads, their names and the totals."""
+        self._check_ran()
+        if self._state == "running":
+            self._remember_names()
+        info = self._file_info(self._s.history())
+        data = self._s.save_bytes(info, self.threads())
+        with open(os.fspath(path), "wb") as f:
+            f.write(data)
+
+    def _file_info(self, hist):
+        """History.info() of this profiler (hist: its Sampler.history())."""
+        st = self._s.stats()
+        offset = time.time_ns() - time.monotonic_ns()    # CLOCK_MONOTONIC, as the sampler's times
+        return {"mode": self.mode, "interval_ns": self.interval_ns, "cycle_ns": self.cycle_ns,
+                "maxlen": self.maxlen or 0, "start_ns": st["start_ns"] + offset if st["start_ns"] > 0 else 0,
+                "stop_ns": st["stop_ns"] + offset if st["stop_ns"] > 0 else 0, "samples": st["stored"],
+                "dropped": st["dropped"], "cut": st["cut"], "off_cpu": st["off_cpu"], "failed": st["failed"],
+                "missed": st["missed"], "evicted": hist["evicted"], "evicted_samples": hist["evicted_samples"],
+                "history_dropped": hist["dropped"]}
+
+    def write(self, path, format="collapsed"):
+        """Writes the profile: "collapsed" (flamegraph.pl input, all
+        threads merged, sample counts), "speedscope" (JSON, one profile
+        per thread, weights in nanoseconds of wall time), "html" (an
+        interactive flame graph in one self-contained file, see
+        stackwatch.render.flamegraph) or "pprof" (gzipped profile.proto for
+        `go tool pprof`: sample types samples/count and wall/nanoseconds, a
+        "thread" label per sample) or "stackwatch" (the profile file, as
+        save())."""
+        if format not in FORMATS:
+            raise ValueError(f"unknown profile format {format!r} (choose from: {', '.join(FORMATS)})")
+        self._check_ran()
+        if format == "stackwatch":
+            return self.save(path)
+        if self._state == "running":
+            self._remember_names()
+        if format == "html":
+            from ..render import flamegraph
+            return flamegraph.write(self, path)
+        self._s.write(os.fspath(path), format, title=os.path.basename(os.fspath(path)),
+                      thread_names={ident: name for ident, (name, _) in self._names.items()})

@@ -1,0 +1,175 @@
+"""The profiler's self-contained interactive HTML flame graph.
+
+    from stackwatch.render import flamegraph
+    flamegraph.write(profiler, "out.html")      # what Profiler.write(path, "html") does
+    text = flamegraph.document(threads, title)  # the page as a string
+
+One file, no network access: the page (flamegraph.html, package data) has
+its script and style inline, and the profile embedded as JSON in a
+<script type="application/json"> block. The JSON is pure ASCII with every
+"<", ">" and "&" escaped, so no name or file name can end that block or
+open another element, whatever characters it holds.
+
+The embedded data (version 1):
+
+    {"version": 1, "title": str, "interval_ns": int, "stats": {...},
+     "strings": [str, ...],                   # every name, file and source line once
+     "frames": [[name, file, line, source, native], ...],   # string indexes, ints
+     "threads": [{"name": str, "thread_id": int, "samples": int,
+                  "nodes": [parent, frame, count, self, time_ns, self_time_ns, ...]}]}
+
+Each thread's call tree is flat, six integers per node in preorder: the
+index of the parent node (-1 for the root) and of the frame (-1 for the
+root), then the node's counts as in Profiler.tree(). Flat, because stacks
+can be thousands of frames deep, deeper than JSON encoders and parsers
+recurse. A frame's source is the text of its line (the line of the
+function's first line, as Profiler.tree() reports it) read with linecache;
+"native" is 1 for a frame whose tree node carries "native": True. The page
+merges the threads itself for its "all threads" view.
+"""
+import base64
+import html
+import json
+import linecache
+import os
+import stat
+from hashlib import sha256
+from importlib import resources
+
+DATA_MARK = "/*STACKWATCH_DATA*/"
+TITLE_MARK = "<!--STACKWATCH_TITLE-->"
+CSP_MARK = "STACKWATCH_SCRIPT_HASH"
+MAX_SOURCE_FILE = 16 << 20      # source lines are not looked up in larger files
+MAX_SOURCE_CHARS = 240
+
+
+def source_line(filename, line):
+    """The stripped text of line `line` of `filename`, or "" when there is
+    none. Only regular files (or sources linecache already holds) are
+    read, so a name like /dev/stdin or a FIFO can never block."""
+    if not filename or not isinstance(line, int) or line <= 0:
+        return ""
+    if filename not in linecache.cache:
+        try:
+            st = os.stat(filename)
+        except (OSError, ValueError):
+            return ""
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_FILE:
+            return ""
+    try:
+        text = linecache.getline(filename, line)
+    except Exception:   # a broken loader in linecache's cache, an odd encoding
+        return ""
+    text = text.strip()
+    if len(text) > MAX_SOURCE_CHARS:
+        text = text[:MAX_SOURCE_CHARS - 1] + "\u2026"
+    return text
+
+
+class _Tables:
+    """Interns strings and frames."""
+
+    def __init__(self):
+        self.strings, self._sid = [], {}
+        self.frames, self._fid = [], {}
+
+    def string(self, s):
+        i = self._sid.get(s)
+        if i is None:
+            i = self._sid[s] = len(self.strings)
+            self.strings.append(s)
+        return i
+
+    def frame(self, node):
+        native = 1 if node.get("native") else 0
+        key = (node["name"], node["filename"], node["line"], native)
+        i = self._fid.get(key)
+        if i is None:
+            name, filename, line = key[:3]
+            src = "" if native else source_line(filename, line)
+            i = self._fid[key] = len(self.frames)
+            self.frames.append([self.string(name), self.string(filename), line, self.string(src), native])
+        return i
+
+
+def _flatten(tree, tables):
+    """The tree (nested dicts from Profiler.tree()) as the flat list of
+    six integers per node, walked without recursion."""
+    out = []
+    stack = [(tree, -1)]
+    while stack:
+        node, parent = stack.pop()
+        index = len(out) // 6
+        frame = -1 if parent < 0 else tables.frame(node)
+        out += [parent, frame, node["count"], node["self"], node["time_ns"], node["self_time_ns"]]
+        for child in reversed(node["children"]):
+            stack.append((child, index))
+    return out
+
+
+def data(threads, title="stackwatch profile", interval_ns=0, stats=None):
+    """The embedded data (a dict, see the module's docstring) for
+    `threads`: [{"name", "thread_id", "tree"}], each "tree" a call tree as
+    Profiler.tree(thread_id) returns it."""
+    tables = _Tables()
+    out = []
+    for t in threads:
+        tree = t["tree"]
+        out.append({"name": str(t["name"]), "thread_id": int(t["thread_id"]),
+                    "samples": int(tree["count"]), "nodes": _flatten(tree, tables)})
+    return {"version": 1, "title": str(title), "interval_ns": int(interval_ns), "stats": dict(stats or {}),
+            "strings": tables.strings, "frames": tables.frames, "threads": out}
+
+
+def embed_json(obj):
+    """JSON text that is safe inside an HTML <script> element: ASCII only
+    (so also no U+2028/U+2029), and no "<", ">" or "&" anywhere."""
+    text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def template():
+    return resources.files(__package__).joinpath("flamegraph.html").read_text(encoding="utf-8")
+
+
+def document(threads, title="stackwatch profile", interval_ns=0, stats=None):
+    """The whole HTML page (a str) for `threads` as data() takes them."""
+    page = template()
+    # The page's Content-Security-Policy allows exactly its own script (by
+    # hash) and nothing from the network.
+    start = page.index("<script>") + len("<script>")
+    script = page[start:page.index("</script>", start)]
+    digest = base64.b64encode(sha256(script.encode("utf-8")).digest()).decode("ascii")
+    page = page.replace(CSP_MARK, "sha256-" + digest).replace(TITLE_MARK, html.escape(_printable(title)))
+    before, after = page.split(DATA_MARK)   # the data last: it may hold any text
+    return before + embed_json(data(threads, title, interval_ns, stats)) + after
+
+
+def _printable(s):
+    """`s` without lone surrogates (a file name's undecodable bytes)."""
+    return str(s).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def thread_label(t):
+    """How the page names a thread from Profiler.threads(): like the
+    speedscope output, "name (ident)" or "Thread ident"."""
+    return f"{t['name']} ({t['thread_id']})" if t.get("name") else f"Thread {t['thread_id']}"
+
+
+def write(profiler, path, title=None):
+    """Writes `profiler`'s profile (running or stopped) as an HTML flame
+    graph to `path`."""
+    path = os.fspath(path)
+    threads = []
+    for t in profiler.threads():
+        try:
+            tree = profiler.tree(t["thread_id"])
+        except KeyError:
+            continue
+        threads.append({"name": thread_label(t), "thread_id": t["thread_id"], "tree": tree})
+    st = profiler.stats()
+    keep = ("samples", "stored", "failed", "empty", "missed", "truncated", "dropped", "cut", "ticks")
+    text = document(threads, title if title is not None else os.path.basename(path),
+                    profiler.interval_ns, {k: st[k] for k in keep if k in st})
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)

@@ -1,0 +1,386 @@
+"""The tracing API: start/stop, the trace() context manager and @traced.
+
+One session per process at a time. The C extension records; this module
+chooses the file, writes the header's descriptive fields, keeps the trace
+readable when the program leaves by os._exit() or replaces itself by
+os.exec*() (everything recorded so far is written first), and decides what a forked
+child does (it never writes into its parent's file: with follow_fork=True,
+the default, it traces into a file of its own named after its pid, else it
+stops tracing).
+"""
+import atexit
+import functools
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+from .. import _native
+from ..common.units import parse_size
+from ..events import switch
+
+_session = None          # options of the running session, for fork children
+_sampler = None          # the sampler writing into the running session's file (sample=...)
+_real_os_exit = os._exit
+_real_execv, _real_execve = os.execv, os.execve
+# Called with the program's path just before it execs (the CLI says where
+# the trace is: its exit handler will not run).
+_exec_notice = None
+DEFAULT_FLUSH_INTERVAL = 0.25 if sys.version_info < (3, 13) else 0.0
+# stackwatch's own Python frames (start/stop, the CLI's exit handler) are
+# never recorded.
+_OWN_FILES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "*")  # the package
+
+
+class TraceSummary:
+    """What a finished session wrote: path, events, dropped, bytes, threads,
+    codes (functions defined), and error (None, or the first problem met
+    while tracing, e.g. a failed write)."""
+
+    def __init__(self, d):
+        self.path = d["path"]
+        self.events = d["events"]
+        self.dropped = d["dropped"]
+        self.bytes = d["bytes"]
+        self.threads = d["threads"]
+        self.codes = d["codes"]
+        self.error = d["error"]
+        self.samples = d.get("samples", 0)
+
+    def __repr__(self):
+        return (f"TraceSummary(path={self.path!r}, events={self.events}, dropped={self.dropped}, "
+                f"bytes={self.bytes}, threads={self.threads}, samples={self.samples}, error={self.error!r})")
+
+
+def default_path(pid=None):
+    return f"stackwatch-{pid or os.getpid()}.swt"
+
+
+def _fork_path(path, pid):
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.fork-{pid}{ext or '.swt'}"
+
+
+# Without the platform module: it parses sys.version with regular
+# expressions, compiled on first use, which cost more instructions at the
+# first start() than tracing a short program.
+_v = sys.version_info
+_PYTHON_VERSION = f"{_v.major}.{_v.minor}.{_v.micro}" + (
+    "" if _v.releaselevel == "final" else f"{_v.releaselevel[0]}{_v.serial}".replace("c", "rc", 1))
+_IMPLEMENTATION = {"cpython": "CPython", "pypy": "PyPy"}.get(sys.implementation.name, sys.implementation.name)
+
+
+def _meta(extra):
+    meta = {
+        "python_version": _PYTHON_VERSION,
+        "python_implementation": _IMPLEMENTATION,
+        "argv": json.dumps(sys.argv),
+        "command": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
+        "hostname": socket.gethostname(),
+        "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "stackwatch_version": "0.1.0",
+    }
+    meta.update(extra or {})
+    return meta
+
+
+def is_tracing():
+    """True while a session records in this process."""
+    return _native.is_tracing()
+
+
+def sample_interval_ns(sample):
+    """The sampling interval in ns of a ``sample=`` option: True (1 ms), an
+    interval with its unit ("1ms", "200us") or a rate ("1000hz", "5khz").
+    Raises ValueError for anything else or out of range (20us .. 60s)."""
+    from ..profiler import interval_ns
+    if sample is True:
+        return interval_ns("1ms")
+    text = sample.strip().lower() if isinstance(sample, str) else None
+    if not text or not text[0].isdigit() and text[0] != ".":
+        raise ValueError(f"invalid sampling rate {sample!r}: give an interval (1ms, 200us) or a rate "
+                         "(1000hz)")
+    if text.endswith("khz"):
+        return interval_ns(rate=_number(text[:-3], sample) * 1000)
+    if text.endswith("hz"):
+        return interval_ns(rate=_number(text[:-2], sample))
+    if text[-1].isdigit():
+        raise ValueError(f"invalid sampling rate {sample!r}: give a unit, as in 1ms, 200us or 1000hz")
+    return interval_ns(text)
+
+
+def _number(text, original):
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"invalid sampling rate {original!r}: give an interval (1ms, 200us) or a rate "
+                         "(1000hz)") from None
+
+
+def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
+          follow_fork=True, meta=None, allow_tsc=True, c_calls=False, flush_interval=None,
+          events=None, lines=None, sample=None, sample_native=False, sample_lines=False):
+    """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
+
+    buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
+    only the most recent ``ring`` bytes of events per thread and write them
+    at stop (flight recorder); max_depth: record frames only up to this depth;
+    include/exclude: globs matched against file names and module names
+    ("mypkg" also matches "mypkg.sub"); c_calls: also record calls of
+    builtin and extension functions (C_CALL/C_RETURN events);
+    events: more events to record beside calls (names or groups, see
+    stackwatch.EVENTS: e.g. ["line", "exceptions", "gc", "objects",
+    "threads"]); lines: globs of the files whose line / instruction events
+    are recorded (default: every traced file);
+    sample: also run the statistical sampler beside the tracer and write
+    its samples (every thread's Python stack, on the trace's clock) into
+    the same file: True (every 1 ms), an interval ("1ms", "200us") or a
+    rate ("1000hz"); time inside long C calls, invisible to the exact
+    trace, shows up in the samples; sample_native: the samples' stacks
+    also hold the native (C) frames, named "symbol [native]" and merged
+    with the Python frames (Linux x86-64); sample_lines: the samples record
+    the line each Python frame was running (both need ``sample``);
+    flush_interval: seconds between background flushes of threads that
+    record slowly (a process killed by a signal loses at most this much;
+    0 = write only when a buffer fills). Default: 0.25 s, except on 3.13+
+    where it is off: there os.fork() counts OS threads before any fork hook
+    can pause the flusher, and would warn that the process is
+    multi-threaded.
+
+    Raises RuntimeError if already tracing, OSError if the file cannot be
+    created, ValueError for a bad option.
+    """
+    global _session, _sampler
+    path = os.fspath(path) if path is not None else default_path()
+    chunk = parse_size(buffer_size)
+    ring_bytes = parse_size(ring) if ring else 0
+    if ring_bytes and ring_bytes < 2 * chunk:
+        ring_bytes = 2 * chunk
+    if not isinstance(max_depth, int) or max_depth < 0:
+        raise ValueError(f"max_depth must be a non-negative integer, not {max_depth!r}")
+    include = _globs(include, "include")
+    exclude = _globs(exclude, "exclude")
+    native_exclude = (exclude or []) + [_OWN_FILES]
+    if flush_interval is None:
+        flush_interval = DEFAULT_FLUSH_INTERVAL
+    file_mask = switch.mask_of(events) if events else 0
+    if c_calls:
+        file_mask |= switch.mask_of("c_calls")
+    lines = _globs(lines, "lines")
+    sample_ns = sample_interval_ns(sample) if sample not in (None, False) else 0
+    if (sample_native or sample_lines) and not sample_ns:
+        raise ValueError("sample_native and sample_lines need sample (they describe the samples)")
+    if sample_ns and not _native.SAMPLER_SUPPORTED:
+        raise RuntimeError("the sampler supports CPython 3.9 to 3.13 (with the GIL)")
+    _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
+                  allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude,
+                  c_calls=bool(c_calls), flush_interval=float(flush_interval))
+    try:
+        _native.set_file_events(file_mask, lines)
+    except Exception as e:  # never leave a half-started session behind
+        _native.stop()
+        switch._refresh()
+        raise RuntimeError(f"cannot start tracing: {e}") from e
+    if sample_ns:
+        try:
+            s = _native.Sampler(sample_ns, trace=True, skip_prefix=_OWN_FILES[:-1],
+                                native=bool(sample_native), lines=bool(sample_lines))
+            s.start()
+        except Exception as e:
+            _native.stop()
+            _native.set_file_events(0, None)
+            raise RuntimeError(f"cannot start the sampler: {e}") from e
+        _sampler = s
+    _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
+                    include=include, exclude=exclude, follow_fork=follow_fork, meta=meta,
+                    allow_tsc=allow_tsc, c_calls=c_calls, flush_interval=flush_interval,
+                    events=events, lines=lines, sample=sample, sample_native=sample_native,
+                    sample_lines=sample_lines)
+    os._exit = _exit_after_stop
+    os.execv, os.execve = _execv_after_flush, _execve_after_flush
+
+
+def _globs(value, what):
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [value]
+    value = list(value)
+    for v in value:
+        if not isinstance(v, str) or not v:
+            raise ValueError(f"{what} patterns must be non-empty strings, not {v!r}")
+    return value or None
+
+
+def stop():
+    """Stop tracing, flush every thread and close the file. Returns a
+    TraceSummary. Raises RuntimeError if not tracing."""
+    global _session, _sampler
+    sampler, _sampler = _sampler, None
+    sample_error = samples = None
+    if sampler is not None:
+        # Stopped first: its last samples go into the file before it closes.
+        try:
+            sampler.stop()
+        except Exception as e:
+            sample_error = f"samples: {e}"
+        samples = sampler.stats()
+    try:
+        try:
+            switch.check_trace_hooks()   # a displaced line-event hook is in the summary
+            d = _native.stop()
+        finally:
+            # Also switches off what only the session needed (one refresh).
+            _native.set_file_events(0, None)
+    finally:
+        _session = None
+        _restore_exits()
+    if samples is not None:
+        d = dict(d, samples=samples["stored"])
+        if samples["dropped"] and not sample_error:
+            sample_error = f"{samples['dropped']} samples lost"
+        if sample_error and not d["error"]:
+            d["error"] = sample_error
+    return TraceSummary(d)
+
+
+def _restore_exits():
+    if os._exit is _exit_after_stop:
+        os._exit = _real_os_exit
+    if os.execv is _execv_after_flush:
+        os.execv = _real_execv
+    if os.execve is _execve_after_flush:
+        os.execve = _real_execve
+
+
+def _flush_before_exec(path):
+    """The process is about to be replaced: every event recorded so far goes
+    into the file, which then reads like that of a killed process with
+    nothing lost. If the exec fails, tracing goes on (samples excepted: the
+    sampler is stopped to write its own)."""
+    global _sampler
+    if not _native.is_tracing():
+        return
+    sampler, _sampler = _sampler, None
+    if sampler is not None:
+        try:
+            sampler.stop()
+        except Exception:
+            pass
+    try:
+        _native._flush_all()
+        if _exec_notice is not None:
+            _exec_notice(path)
+    except Exception:
+        pass
+
+
+def exec_wrappers(before):
+    """os.execv and os.execve (every os.exec* ends in one of them) as they
+    are now, each calling before(path) first."""
+    real_execv, real_execve = os.execv, os.execve
+
+    def execv(path, argv):
+        before(path)
+        return real_execv(path, argv)
+
+    def execve(path, argv, env):
+        before(path)
+        return real_execve(path, argv, env)
+
+    return execv, execve
+
+
+_execv_after_flush, _execve_after_flush = exec_wrappers(_flush_before_exec)
+
+
+def _exit_after_stop(status):
+    """os._exit while tracing: close the trace first so it stays readable."""
+    if _native.is_tracing():
+        try:
+            stop()
+        except Exception:
+            pass
+    _real_os_exit(status)
+
+
+def _after_fork_in_child():
+    session = _session
+    if not _native.is_tracing() or session is None:
+        return
+    _native._after_fork_child()
+    _native.set_file_events(0, None)
+    globals()["_session"] = None
+    globals()["_sampler"] = None   # its thread is the parent's: never touched here
+    _restore_exits()
+    if session["follow_fork"]:
+        opts = dict(session)
+        opts.pop("path")
+        try:
+            start(_fork_path(session["path"], os.getpid()), **opts)
+        except Exception as e:  # the child must run on, traced or not
+            print(f"stackwatch: not tracing forked child {os.getpid()}: {e}", file=sys.stderr)
+
+
+if hasattr(os, "register_at_fork"):
+    # The background flusher thread is stopped around fork(): CPython 3.12+
+    # warns when a multi-threaded process forks, which would change the
+    # traced program's output.
+    os.register_at_fork(before=_native._before_fork, after_in_parent=_native._after_fork_parent,
+                        after_in_child=_after_fork_in_child)
+
+
+@atexit.register
+def _stop_at_exit():
+    if _native.is_tracing():
+        try:
+            stop()
+        except Exception:
+            pass
+
+
+class trace:
+    """Context manager: ``with stackwatch.trace("out.swt") as t: ...``; after
+    the block, ``t.summary`` holds the TraceSummary."""
+
+    def __init__(self, path=None, **options):
+        self.path = path
+        self.options = options
+        self.summary = None
+
+    def __enter__(self):
+        start(self.path, **self.options)
+        return self
+
+    def __exit__(self, *exc):
+        self.summary = stop()
+        return False
+
+
+def traced(path=None, **options):
+    """Decorator: trace every call of the function into ``path``.
+
+    ``@traced`` and ``@traced("out.swt", ...)`` both work. If tracing is
+    already running, the call is simply recorded in the current session.
+    """
+    if callable(path):
+        return traced()(path)
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if _native.is_tracing():
+                return fn(*args, **kwargs)
+            start(path, **options)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                wrapper.summary = stop()
+        wrapper.summary = None
+        return wrapper
+    return deco
+
+
+del threading  # imported for its side effect: thread names are read from it

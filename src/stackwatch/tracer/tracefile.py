@@ -1,0 +1,170 @@
+"""Reading trace files from Python: a thin layer over the C reader."""
+from collections import namedtuple
+
+from .. import _native
+
+Event = namedtuple("Event", "kind t_ns code depth synthetic")
+Code = namedtuple("Code", "id kind name qualname filename firstlineno")
+StatRow = namedtuple("StatRow", "thread code calls total_ns own_ns")
+# An EXT event (docs/format.md): kind name, time (ns since the trace
+# clock's calibration point, like Event.t_ns), thread position, depth (open
+# frames), code id and line (None for kinds without a location) and the
+# kind's data as a dict.
+ExtEvent = namedtuple("ExtEvent", "kind t_ns thread depth code line data")
+
+# A sampler sample (`stackwatch run --sample`, format 1.2): time (trace
+# clock ns, like events), thread position, state ("running", "gil_wait",
+# "idle", "unknown"), the wall time it stands for, the CPU time since the
+# thread's previous sample (None if unknown), the stack, outermost frame
+# first, as SampleFrame tuples, and (format 1.3, `--sample-lines`) the line
+# each frame was running, parallel to the stack (0: unknown or a native
+# frame), else None.
+Sample = namedtuple("Sample", "t_ns thread state weight_ns cpu_ns stack lines")
+# A frame of a sample: a Python function (line: its first line) or, with
+# native=True (`--native`), a native frame named "symbol [native]" as the
+# profiler names it, filename its shared object, line 0.
+SampleFrame = namedtuple("SampleFrame", "name filename line native")
+_STATES = {0: "unknown", 1: "running", 2: "gil_wait", 3: "idle"}
+
+# EXT kinds by number (format.h SW_EXT_*), named like the dispatch layer's
+# event kinds (stackwatch.EVENTS).
+EXT_KINDS = {
+    2: "line", 3: "instruction", 4: "raise", 5: "handled", 6: "gc_start", 7: "gc_done",
+    8: "new_start", 9: "new_done", 10: "delete_start", 11: "delete_done",
+    12: "thread_start", 13: "thread_exit",
+}
+_EXT_NUMBERS = {v: k for k, v in EXT_KINDS.items()}
+_LOCATED = {2, 3, 4, 5}
+
+
+def _ext_data(kind, a, b, c, s1, s2, malformed):
+    if malformed:
+        return {"malformed": True}
+    if kind == 3:
+        return {"offset": a, "opcode": b, "opname": s1}
+    if kind in (4, 5):
+        return {"type": s1}
+    if kind == 6:
+        return {"generation": a}
+    if kind == 7:
+        return {"generation": a, "collected": b, "uncollectable": c}
+    if 8 <= kind <= 11:
+        return {"class": s1, "file": s2}
+    if kind in (12, 13):
+        return {"name": s1, "native_id": a}
+    return {}
+
+KIND_NAMES = {
+    _native.OP_CALL: "call",
+    _native.OP_RETURN: "return",
+    _native.OP_RESUME: "resume",
+    _native.OP_YIELD: "yield",
+    _native.OP_UNWIND: "unwind",
+    _native.OP_C_CALL: "c_call",
+    _native.OP_C_RETURN: "c_return",
+    _native.EV_DROPPED: "dropped",
+}
+ENTER_KINDS = {_native.OP_CALL, _native.OP_RESUME, _native.OP_C_CALL}
+EXIT_KINDS = {_native.OP_RETURN, _native.OP_YIELD, _native.OP_UNWIND, _native.OP_C_RETURN}
+
+
+class Trace:
+    """A trace file opened for reading.
+
+    Raises stackwatch.TraceError (a ValueError) naming the file and what is
+    wrong if it is not a readable trace; a damaged file whose first chunks
+    are intact opens, and ``damage`` then says what was cut off.
+    """
+
+    def __init__(self, path):
+        self._t = _native.Trace(path)
+        self.path = self._t.path
+        self.meta = self._t.meta()
+        self.threads = self._t.threads()
+        self.codes = {i: Code(i, *v) for i, v in self._t.codes().items()}
+
+    @property
+    def damage(self):
+        return self._t.damage
+
+    @property
+    def complete(self):
+        return self._t.complete
+
+    @property
+    def end_ns(self):
+        """When tracing stopped (ns, like event times), or -1 if unknown."""
+        return self._t.end_ns
+
+    def events(self, thread):
+        """The events of the thread at position ``thread``, in order."""
+        return [Event(*e) for e in self._t.events(thread)]
+
+    def ext_events(self, thread=None, kinds=None):
+        """The EXT events (line, instruction, raise, handled, gc_start,
+        gc_done, new/delete start/done, thread_start, thread_exit) of the
+        thread at position ``thread``, or of every thread ordered by time
+        when None; only the kinds named in ``kinds`` if given. A list of
+        ExtEvent. Raises ValueError for an unknown kind name."""
+        mask = 0
+        for k in (EXT_KINDS.values() if kinds is None else ([kinds] if isinstance(kinds, str) else kinds)):
+            if k not in _EXT_NUMBERS:
+                raise ValueError(f"unknown event kind {k!r} (known: {', '.join(EXT_KINDS.values())})")
+            mask |= 1 << _EXT_NUMBERS[k]
+        out = []
+        for pos in (range(len(self.threads)) if thread is None else [thread]):
+            for kind, t_ns, depth, code, line, a, b, c, s1, s2, bad in self._t.ext_events(pos, mask):
+                located = kind in _LOCATED and not bad
+                out.append(ExtEvent(EXT_KINDS[kind], t_ns, pos, depth, code if located else None,
+                                    line if located else None, _ext_data(kind, a, b, c, s1, s2, bad)))
+        if thread is None:
+            out.sort(key=lambda e: e.t_ns)
+        return out
+
+    def ext_summary(self):
+        """Counts of the EXT events by kind name (kinds that occur), and GC
+        totals: {"counts": {...}, "malformed": n, "gc_collections": pairs of
+        gc_start/gc_done, "gc_ns": their total time, "gc_collected",
+        "gc_uncollectable"}."""
+        s = self._t.ext_summary()
+        counts = {EXT_KINDS[k]: n for k, n in enumerate(s["counts"]) if n and k in EXT_KINDS}
+        return {"counts": counts, "malformed": s["malformed"], "gc_collections": s["gc_pairs"],
+                "gc_ns": s["gc_ns"], "gc_collected": s["gc_collected"],
+                "gc_uncollectable": s["gc_uncollectable"]}
+
+    def samples(self, thread=None):
+        """The sampler's samples of the thread at position ``thread`` (all
+        threads when None), in time order: a list of Sample."""
+        frames = {i: SampleFrame(name + " [native]" if kind == 1 else name, filename, line, kind == 1)
+                  for i, (kind, name, filename, line) in self._t.sample_frames().items()}
+        unknown = SampleFrame("?", "", 0, False)
+        return [Sample(t_ns, pos, _STATES.get(state, "unknown"), weight, cpu,
+                       tuple(frames.get(f, unknown) for f in stack), lines)
+                for t_ns, pos, state, _flags, weight, cpu, stack, lines
+                in self._t.samples(-1 if thread is None else thread)]
+
+    def sample_count(self):
+        return sum(t["samples"] for t in self.threads)
+
+    def stats(self):
+        return [StatRow(*r) for r in self._t.stats()]
+
+    def export(self, fmt, path, min_duration_ns=0):
+        self._t.export(fmt, path, min_duration_ns)
+
+    def dropped(self):
+        return sum(t["dropped"] for t in self.threads)
+
+    def event_count(self):
+        return sum(t["events"] for t in self.threads)
+
+    def call_sequence(self, thread, synthetic=False):
+        """[(kind name, qualname), ...] for the thread's real events."""
+        out = []
+        for e in self._t.events(thread):
+            kind, _, code, _, syn = e
+            if syn and not synthetic:
+                continue
+            c = self.codes.get(code)
+            out.append((KIND_NAMES.get(kind, str(kind)), c.qualname if c else "?"))
+        return out
