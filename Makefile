@@ -1,32 +1,48 @@
 # stackwatch - build, demo, tests and benchmarks.
 #
 #   make demo    venv + build + trace the bundled example, write outputs to out/
-#   make test    C unit tests (also under ASan/UBSan) + pytest on every Python
-#                3.9-3.13 found (a missing one is skipped with a reason)
+#   make test    everything: the C tests (plain, ASan+UBSan, libFuzzer) and
+#                the Python tests on every Python 3.9-3.13 found (a missing
+#                one is skipped with a reason)
+#   make check   the inner loop: incremental build + the Python tests of one
+#                Python (CHECK_PYTHON, default 3.12)
 #   make bench   stackwatch against its peers (see bench/README.md)
+#   make dist    sdist + a manylinux wheel per Python found, in dist/
+#   make deps    install what is missing (fast when nothing is)
+#
+# Builds are out of tree, under build/ (see docs/architecture.md, "Build").
 
 PYTHON_VERSIONS ?= 3.9 3.10 3.11 3.12 3.13
-VENV_DIR := .venv
+CHECK_PYTHON ?= 3.12
 SHELL := /bin/bash
 
-.PHONY: demo test test-c test-py bench clean deps
+.PHONY: demo test test-c test-py check bench dist clean deps
 
 deps:
 	@scripts/install-deps.sh
 
-demo: deps
+demo:
+	@scripts/install-deps.sh demo
 	@scripts/demo.sh
 
-test: deps test-c test-py
+test: deps
+	@$(MAKE) -s test-c
+	@$(MAKE) -s test-py
 
 test-c:
-	@$(MAKE) -s -C tests/c
+	@scripts/test-c.sh
 
 test-py:
 	@scripts/test-python.sh $(PYTHON_VERSIONS)
 
+check: deps
+	@scripts/test-python.sh $(CHECK_PYTHON)
+
 bench: deps
 	@scripts/bench.sh
 
+dist: deps
+	@scripts/dist.sh $(PYTHON_VERSIONS)
+
 clean:
-	rm -rf build out $(VENV_DIR) tests/c/bin src/*.egg-info
+	rm -rf build dist out .venv

