@@ -32,7 +32,7 @@ done
 echo "== auditwheel repair"
 for w in "$work"/raw/*.whl; do
   [ -e "$w" ] || continue
-  "$tools/bin/auditwheel" repair --wheel-dir dist "$w" >"$work/repair.log" 2>&1 ||
+  PATH="$tools/bin:$PATH" "$tools/bin/auditwheel" repair --wheel-dir dist "$w" >"$work/repair.log" 2>&1 ||
     { cat "$work/repair.log" >&2; exit 1; }
   grep -E "^Fixed-up wheel written to|platform tag" "$work/repair.log" | sed 's/^/  /' || true
 done
