@@ -9,6 +9,7 @@
 #   make bench   stackwatch against its peers (see bench/README.md)
 #   make dist    sdist + a manylinux wheel per Python found, in dist/
 #   make deps    install what is missing (fast when nothing is)
+#   make rooms   check the house: no include or import goes up or round in a circle
 #
 # Builds are out of tree, under build/ (see docs/architecture.md, "Build").
 
@@ -16,7 +17,7 @@ PYTHON_VERSIONS ?= 3.9 3.10 3.11 3.12 3.13
 CHECK_PYTHON ?= 3.12
 SHELL := /bin/bash
 
-.PHONY: demo test test-c test-py check bench dist clean deps
+.PHONY: demo test test-c test-py check bench dist clean deps rooms
 
 deps:
 	@scripts/install-deps.sh
@@ -28,6 +29,9 @@ demo:
 test: deps
 	@$(MAKE) -s test-c
 	@$(MAKE) -s test-py
+
+rooms:
+	@python3 scripts/check-rooms.py
 
 test-c:
 	@scripts/test-c.sh
