@@ -26,7 +26,7 @@ for v in "$@"; do
   fi
   echo "=== Python $v: testing with $py"
   log="$(mktemp)"
-  if "$py" -m pytest -q -p no:cacheprovider tests/py tests/e2e 2>"$py" -m pytest -q -p no:cacheprovider tests/py 2>&11 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
+  if "$py" -m pytest -q -p no:cacheprovider tests/py tests/e2e 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
     summary+=("$v: passed"); tested=$((tested+1))
   else
     summary+=("$v: FAILED"); failed=1
