@@ -27,8 +27,7 @@ demo:
 	@scripts/demo.sh
 
 test: deps
-	@$(MAKE) -s test-c
-	@$(MAKE) -s test-py
+	@scripts/test-all.sh $(PYTHON_VERSIONS)
 
 rooms:
 	@python3 scripts/check-rooms.py

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# make test: the C tests and the Python tests of every version, as jobs in
+# parallel lanes (TEST_JOBS, default: the number of cores), longest first.
+# Each job writes build/test-logs/<job>.log; when it ends, its result line
+# is printed (and the end of its log if it failed). The last lines are the
+# totals; the exit status is non-zero if any job failed or no Python could
+# be tested.
+#
+#   scripts/test-all.sh 3.9 3.10 3.11 3.12 3.13
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+jobs_max="${TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+logs="$root/build/test-logs"
+mkdir -p "$logs"
+start=$SECONDS
+
+# Longest first, so that the lanes end together: the newest Pythons have the
+# most tests, the C job builds three times and fuzzes.
+queue=()
+for v in $(printf '%s\n' "$@" | sort -t. -k2,2nr); do queue+=("py-$v"); done
+queue=("${queue[0]}" c "${queue[@]:1}")
+
+run_job() {
+  local job="$1" log="$logs/$1.log" t0=$SECONDS rc
+  if [ "$job" = c ]; then
+    scripts/test-c.sh >"$log" 2>&1; rc=$?
+  else
+    scripts/test-python.sh "${job#py-}" >"$log" 2>&1; rc=$?
+    if grep -q "SKIPPED (interpreter not installed)" "$log"; then
+      echo 0 >"$logs/$job.rc"; echo "== $job: skipped (Python ${job#py-} is not installed)"; return
+    fi
+  fi
+  echo "$rc" >"$logs/$job.rc"
+  local line
+  line="$(grep -E '^(python: |[0-9]+ passed, )' "$log" | tail -n 1)"
+  if [ "$rc" -eq 0 ]; then
+    echo "== $job: ok in $((SECONDS - t0))s: ${line:-$(tail -n 1 "$log")}"
+  else
+    echo "== $job: FAILED (status $rc) in $((SECONDS - t0))s; end of $log:"
+    grep -E '^(FAILED|ERROR|  FAIL)' "$log" | head -40
+    tail -n 25 "$log"
+  fi
+}
+
+running=0
+for job in "${queue[@]}"; do
+  rm -f "$logs/$job.rc"
+  if [ "$running" -ge "$jobs_max" ]; then
+    wait -n; running=$((running - 1))
+  fi
+  echo "== $job: started"
+  run_job "$job" &
+  running=$((running + 1))
+done
+wait
+
+failed=0; passed_py=0; failed_py=0; skipped_py=0; tested=0
+for job in "${queue[@]}"; do
+  rc="$(cat "$logs/$job.rc" 2>/dev/null || echo 1)"
+  [ "$rc" -eq 0 ] || failed=1
+  if [ "$job" != c ]; then
+    line="$(grep -E '^python: ' "$logs/$job.log" | tail -n 1)"
+    n() { grep -oE "[0-9]+ $1" <<<"$line" | grep -oE '[0-9]+' || echo 0; }
+    passed_py=$((passed_py + $(n passed))); failed_py=$((failed_py + $(n failed))); skipped_py=$((skipped_py + $(n skipped)))
+    grep -q "passed" <<<"$line" && tested=$((tested + 1))
+  fi
+done
+echo "== C: $(grep -E '^[0-9]+ passed, ' "$logs/c.log" | tail -n 1)"
+echo "== Python ($tested versions): $passed_py passed, $failed_py failed, $skipped_py skipped"
+echo "== make test took $((SECONDS - start))s ($jobs_max lanes)"
+[ "$tested" -gt 0 ] || { echo "no Python version could be tested"; exit 1; }
+exit $failed
