@@ -1,21 +1,25 @@
 /*
- * sampler.c - the statistical profiler's Python binding: the type
- * stackwatch._native.Sampler, which owns a sampling thread (reader/
- * sampler_loop.c) reading this process's stacks through the fault-safe
- * memory reader, and the per-thread call trees it feeds (native/profile/aggregate.c).
- * The only file of the profiler that includes Python.h besides
- * sampler_layout.c, and the only one that raises Python exceptions.
+ * sampler.c - the type stackwatch._native.Sampler (see sampler.h): it owns
+ * a sampling thread (native/procmem/sampler_loop.c) reading this process's
+ * stacks through the fault-safe memory reader, and either the per-thread
+ * call trees it feeds (native/profile/aggregate.c) or, in trace mode, the
+ * stream of samples into the running trace file (native/trace/
+ * sample_stream.c). The history of its trees and its profile file are
+ * given to Python by history_view.c and profile_file_type.c.
  *
  * A Sampler runs once: start(), stop(), then its results can be read and
  * written any number of times (also while it runs: under the profile's
  * lock). In a child forked while a Sampler ran, that Sampler is unusable.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "sampler.h"
 
-#include "sampler_layout.h"
-#include "ext/tracer/sampler_trace.h"
 #include "calltree_type.h"
+#include "history_view.h"
+#include "profile_file_type.h"
+#include "render.h"
+#include "sampler_layout.h"
+#include "test_entry_points.h"
+#include "ext/tracer/sampler_trace.h"
 
 #include "profile/calltree.h"
 #include "profile/pprof.h"
@@ -61,8 +65,6 @@ typedef struct {
     sw_history_opts hist;         /* set_history, applied at start */
 } SamplerObject;
 
-int sw_sampler_add_to_module(PyObject *m);
-int sw_sampler_frames_add_to_module(PyObject *m);   /* sampler_frames.c */
 static void sw_native_stop(SamplerObject *self);
 
 /* The sampler writing into the trace file (trace mode), while it runs. */
@@ -489,60 +491,6 @@ static PyObject *Sampler_threads(SamplerObject *self, PyObject *unused)
     return l;
 }
 
-/* 1 if f is a native frame: named "symbol [native]", line 0 (symbols.h). */
-static int is_native(const sw_func *f)
-{
-    size_t n = strlen(f->name), k = strlen(SW_NATIVE_SUFFIX);
-    return f->line == 0 && n > k && memcmp(f->name + n - k, SW_NATIVE_SUFFIX, k) == 0;
-}
-
-static PyObject *node_dict(const sw_functab *ft, const sw_calltree_node *n)
-{
-    const sw_func *f = n->func == SW_NODE_NONE ? NULL : sw_functab_get(ft, n->func);
-    const char *name = f ? f->name : "<root>", *file = f ? f->filename : "";
-    PyObject *d = Py_BuildValue("{s:N,s:N,s:i,s:K,s:K,s:K,s:K,s:N}", "name",
-                         PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace"), "filename",
-                         PyUnicode_DecodeUTF8(file, (Py_ssize_t)strlen(file), "replace"), "line", f ? f->line : 0,
-                         "count", (unsigned long long)n->count, "self", (unsigned long long)n->self, "time_ns",
-                         (unsigned long long)n->weight, "self_time_ns", (unsigned long long)n->self_weight,
-                         "children", PyList_New(0));
-    if (d && f && is_native(f) && PyDict_SetItemString(d, "native", Py_True) < 0)
-        Py_CLEAR(d);
-    return d;
-}
-
-/* The tree as nested dicts. Nodes are stored parents first, so one pass in
- * index order can append every node to its parent's children list. */
-PyObject *tree_to_dicts(const sw_calltree *t)
-{
-    size_t n = sw_calltree_node_count(t);
-    PyObject **dicts = PyMem_Calloc(n, sizeof *dicts);
-    if (!dicts)
-        return PyErr_NoMemory();
-    const sw_functab *ft = sw_calltree_functab(t);
-    PyObject *root = NULL;
-    size_t i = 0;
-    for (; i < n; i++) {
-        const sw_calltree_node *nd = sw_calltree_get_node(t, (uint32_t)i);
-        dicts[i] = node_dict(ft, nd);
-        if (!dicts[i])
-            break;
-        if (i > 0) {
-            PyObject *children = PyDict_GetItemString(dicts[nd->parent], "children");
-            if (PyList_Append(children, dicts[i]) < 0)
-                break;
-        }
-    }
-    if (i == n) {
-        root = dicts[0];
-        Py_INCREF(root);
-    }
-    for (size_t k = 0; k < n; k++)
-        Py_XDECREF(dicts[k]);
-    PyMem_Free(dicts);
-    return root;
-}
-
 /* The thread's tree, or all threads merged when thread_id is None. */
 static PyObject *Sampler_tree(SamplerObject *self, PyObject *args, PyObject *kw)
 {
@@ -565,13 +513,13 @@ static PyObject *Sampler_tree(SamplerObject *self, PyObject *args, PyObject *kw)
     sw_profile_lock(p);
     if (tid_obj == Py_None) {
         sw_calltree *t = sw_profile_merged(p);
-        res = t ? tree_to_dicts(t) : PyErr_NoMemory();
+        res = t ? sw_py_tree_to_dicts(t) : PyErr_NoMemory();
         sw_calltree_free(t);
     } else {
         for (size_t i = 0; i < sw_profile_thread_count(p); i++) {
             const sw_profile_thread *th = sw_profile_thread_get(p, i);
             if (th->thread_id == tid)
-                res = tree_to_dicts(th->tree);
+                res = sw_py_tree_to_dicts(th->tree);
         }
         if (!res && !PyErr_Occurred())
             PyErr_Format(PyExc_KeyError, "no samples of thread %llu", tid);
@@ -781,7 +729,7 @@ done:
     return res;
 }
 
-/* History of trees over time (calltree_type.c does the work). */
+/* History of trees over time (history_view.c does the work). */
 static PyObject *Sampler_set_history(SamplerObject *self, PyObject *args, PyObject *kw)
 {
     if (self->started) {
@@ -796,12 +744,23 @@ static PyObject *Sampler_set_history(SamplerObject *self, PyObject *args, PyObje
 static PyObject *Sampler_history(SamplerObject *self, PyObject *unused)
 {
     (void)unused;
-    return usable(self) < 0 ? NULL : sw_py_history_entries(self->prof);
+    if (usable(self) < 0)
+        return NULL;
+    sw_profile *p = self->prof;
+    if (!p)
+        return sw_py_history_entries(NULL, 0);
+    sw_profile_lock(p);
+    PyObject *res = sw_py_history_entries(sw_profile_history(p), sw_profile_history_dropped(p));
+    sw_profile_unlock(p);
+    return res;
 }
 
 static PyObject *Sampler_window(SamplerObject *self, PyObject *args, PyObject *kw)
 {
-    return usable(self) < 0 ? NULL : sw_py_history_window(self->prof, args, kw);
+    if (usable(self) < 0)
+        return NULL;
+    sw_profile *p = self->prof;
+    return sw_py_history_window(p ? sw_profile_history(p) : NULL, p, args, kw);
 }
 
 static PyObject *Sampler_save_bytes(SamplerObject *self, PyObject *args, PyObject *kw)
@@ -855,7 +814,8 @@ int sw_sampler_add_to_module(PyObject *m)
         Py_DECREF(&SamplerType);
         return -1;
     }
-    if (sw_calltree_type_add_to_module(m) < 0 || sw_sampler_frames_add_to_module(m) < 0)
+    if (sw_calltree_type_add_to_module(m) < 0 || sw_profile_file_type_add_to_module(m) < 0 ||
+        sw_render_add_to_module(m) < 0 || sw_test_entry_points_add_to_module(m) < 0)
         return -1;
     if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLER_SUPPORTED", SW_SAMPLER_SUPPORTED) < 0)
