@@ -12,6 +12,8 @@ typedef struct {
     PyObject_HEAD
     sw_functab *ft;
     sw_calltree *t;
+    PyObject *shared;    /* NULL: ft is this object's own; else a capsule owning the
+                            table that the CallTrees of one snapshot share */
 } CallTreeObject;
 
 static PyTypeObject CallTreeType;
@@ -59,10 +61,65 @@ sw_calltree *sw_py_calltree_get(PyObject *obj)
     return ((CallTreeObject *)obj)->t;
 }
 
+const sw_functab *sw_py_calltree_shared_table(PyObject *obj)
+{
+    if (!PyObject_TypeCheck(obj, &CallTreeType) || !((CallTreeObject *)obj)->shared)
+        return NULL;
+    return ((CallTreeObject *)obj)->ft;
+}
+
+static void free_functab_capsule(PyObject *capsule)
+{
+    sw_functab_free(PyCapsule_GetPointer(capsule, "stackwatch.functab"));
+}
+
+PyObject *sw_py_calltree_list_shared(sw_functab *ft, sw_calltree **trees, size_t n)
+{
+    PyObject *owner = PyCapsule_New(ft, "stackwatch.functab", free_functab_capsule);
+    PyObject *list = owner ? PyList_New((Py_ssize_t)n) : NULL;
+    if (!owner)
+        sw_functab_free(ft);
+    for (size_t i = 0; i < n; i++) {
+        CallTreeObject *o = list ? PyObject_New(CallTreeObject, &CallTreeType) : NULL;
+        if (!o) {
+            Py_CLEAR(list);
+            for (size_t k = i; k < n; k++)    /* those not given to an object yet */
+                sw_calltree_free(trees[k]);
+            break;
+        }
+        o->ft = ft;
+        o->t = trees[i];
+        Py_INCREF(owner);
+        o->shared = owner;
+        PyList_SET_ITEM(list, (Py_ssize_t)i, (PyObject *)o);
+    }
+    Py_XDECREF(owner);
+    return list;
+}
+
+sw_functab *sw_py_functab_copy(const sw_functab *ft)
+{
+    sw_functab *out = sw_functab_new();
+    for (uint32_t i = 0; out && i < sw_functab_count(ft); i++) {
+        const sw_func *f = sw_functab_get(ft, i);
+        uint32_t id;
+        if (sw_functab_intern(out, f->name, strlen(f->name), f->filename, strlen(f->filename), f->line, &id) !=
+                SW_OK ||
+            id != i) {
+            sw_functab_free(out);
+            out = NULL;
+        }
+    }
+    return out;
+}
+
 static void CallTree_dealloc(CallTreeObject *self)
 {
     sw_calltree_free(self->t);
-    sw_functab_free(self->ft);
+    if (self->shared)
+        Py_DECREF(self->shared);
+    else
+        sw_functab_free(self->ft);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 

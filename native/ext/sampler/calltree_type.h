@@ -3,9 +3,11 @@
  * (native/profile/calltree.h) as a Python object, and a call tree as nested
  * dicts. Includes Python.h.
  *
- * A CallTree owns its function table, so it outlives whatever it
+ * A CallTree usually owns its function table, so it outlives whatever it
  * was made from (a running profile, a file); merging interns across
- * tables.
+ * tables. The CallTrees of one snapshot of a profile (Sampler.thread_trees)
+ * share one table instead, a copy of the profile's with the same function
+ * ids, so that rendering them together (render.c) keeps those ids.
  */
 #ifndef SW_CALLTREE_TYPE_H
 #define SW_CALLTREE_TYPE_H
@@ -24,6 +26,19 @@ PyObject *sw_py_calltree_new(void);
 /* The tree of a CallTree object (borrowed: it lives as long as obj), or
  * NULL with a TypeError if obj is not a CallTree. */
 sw_calltree *sw_py_calltree_get(PyObject *obj);
+
+/* The table obj shares with the other CallTrees of its snapshot, or NULL
+ * when obj has a table of its own (or is not a CallTree). */
+const sw_functab *sw_py_calltree_shared_table(PyObject *obj);
+
+/* A list of n CallTree objects for trees[0..n-1], all on the table ft,
+ * which they share (a snapshot). Takes ownership of ft and of every tree,
+ * also on failure. Returns NULL with an exception on failure. */
+PyObject *sw_py_calltree_list_shared(sw_functab *ft, sw_calltree **trees, size_t n);
+
+/* A copy of ft in which every function has the id it has in ft. NULL if out
+ * of memory. Needs no GIL (plain C). */
+sw_functab *sw_py_functab_copy(const sw_functab *ft);
 
 /* The tree as nested dicts {"name", "filename", "line", "count", "self",
  * "time_ns", "self_time_ns", "children": [...]} (plus "native": True on a

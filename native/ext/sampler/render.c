@@ -4,7 +4,13 @@
  *
  * The trees are first copied onto one new function table, in the order
  * given (the writers want one table), with the GIL; the output is then
- * written without it, from those private copies.
+ * written without it, from those private copies. The new table starts
+ * empty, so functions are numbered in the order the trees first show them;
+ * but when every tree is of one snapshot of a profile (they share a table:
+ * Sampler.thread_trees), it starts as a copy of that table, so every
+ * function keeps the id it has in the profile: speedscope's frames and
+ * pprof's locations are then in the order the profile first sampled them,
+ * unused ones included, as the profiler has always written its own trees.
  */
 #include "render.h"
 
@@ -148,7 +154,18 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(list);
-    render r = {sw_functab_new(), PyMem_Calloc(n ? (size_t)n : 1, sizeof(sw_calltree *)),
+    const sw_functab *shared = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(list, i);
+        const sw_functab *t = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2
+                                  ? sw_py_calltree_shared_table(PyTuple_GET_ITEM(item, 1))
+                                  : NULL;
+        shared = i == 0 || t == shared ? t : NULL;
+        if (!shared)
+            break;
+    }
+    render r = {shared ? sw_py_functab_copy(shared) : sw_functab_new(),
+                PyMem_Calloc(n ? (size_t)n : 1, sizeof(sw_calltree *)),
                 PyMem_Calloc(n ? (size_t)n : 1, sizeof(char *)), 0, title,
                 {interval, time_ns, duration, title}};
     PyObject *res = NULL;

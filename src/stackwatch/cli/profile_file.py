@@ -12,9 +12,10 @@ import time
 from .. import _native
 from ..common.units import parse_duration_ns
 from ..profiler import history
+from ..render import formats
 from .program import UsageError, check_writable
 
-EXPORT_FORMATS = history.TREE_FORMATS
+EXPORT_FORMATS = formats.names(formats.TREES)
 TRACE_MAGIC = b"\x89SWT\r\n\x1a\n"
 
 
@@ -165,10 +166,7 @@ def cmd_export(args):
                 info["start_ns"] = info["stop_ns"] = 0   # several runs: no one time span
             window = None if start is None and stop is None else (
                 history._window_ns(start, stop))
-    try:
-        history._write_trees(trees, args.output, args.format, None, info, window)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    formats.get(args.format, formats.TREES).write(args.output, history.as_trees(trees, info, None, window))
     print(f"stackwatch: wrote {os.fspath(args.output)}", file=sys.stderr)
     status = 0
     for path, h in loaded:

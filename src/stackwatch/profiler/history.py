@@ -18,7 +18,6 @@ whole entries: those that overlap it. Trees are built and merged in C; a
 CallTree owns its function table, so trees of different processes or
 files merge as well as trees of one.
 """
-import gzip
 import math
 import numbers
 import os
@@ -27,8 +26,8 @@ from collections import namedtuple
 
 from .. import _native
 from ..common.units import parse_duration_ns
-
-TREE_FORMATS = ("collapsed", "speedscope", "html", "pprof")
+from ..render import formats
+from ..render.flamegraph import thread_label
 PROFILE_SUFFIX = ".swprof"
 MIN_CYCLE_NS = 10_000_000              # 10 ms
 MAX_CYCLE_NS = 3600 * 1_000_000_000    # 1 h
@@ -154,7 +153,7 @@ class CallTree:
     def write(self, path, format="collapsed", title=None):
         """Writes the tree as collapsed stacks, speedscope JSON, an HTML
         flame graph or pprof (see Profiler.write)."""
-        _write_trees([(None, 0, self)], path, format, title, {})
+        formats.get(format, formats.TREES).write(path, formats.Trees([(None, 0, self._t)], title))
 
     def __eq__(self, other):
         if not isinstance(other, CallTree):
@@ -297,7 +296,7 @@ class History:
         for t in threads:
             tree = CallTree(self._src.window(a, b, t["thread_id"]))
             if tree.total:
-                out.append((_thread_label(t), t["thread_id"], tree))
+                out.append((thread_label(t), t["thread_id"], tree))
         return out
 
     def write(self, path, format="collapsed", start=None, stop=None, title=None):
@@ -306,13 +305,14 @@ class History:
         thread), html or pprof (a "thread" label per thread); or the whole
         history as a profile file with format "stackwatch" (live histories
         only, see save())."""
-        if format == "stackwatch":
+        fmt = formats.get(format, formats.TREES, formats.PROFILES)
+        if fmt.takes == formats.PROFILES:
             if start is not None or stop is not None:
                 raise ValueError("a profile file stores the whole history (no start/stop)")
-            return self.save(path)
+            return fmt.write(path, self)
         info = self.info()
-        a, b = _window_ns(start, stop)
-        _write_trees(self.thread_trees(start, stop), path, format, title, info, (a, b))
+        window = _window_ns(start, stop)
+        fmt.write(path, as_trees(self.thread_trees(start, stop), info, title, window))
 
     def save(self, path):
         """Writes the history as a profile file (read it back with
@@ -322,38 +322,17 @@ class History:
         self._prof.save(path)
 
 
-def _thread_label(t):
-    from ..render.flamegraph import thread_label
-    return thread_label(t)
-
-
-def _write_trees(trees, path, format, title, info, window=None):
-    """Writes [(label, thread_id, CallTree)] in `format`."""
-    if format not in TREE_FORMATS:
-        raise ValueError(f"unknown profile format {format!r} (choose from: {', '.join(TREE_FORMATS)})")
-    path = os.fspath(path)
-    title = os.path.basename(path) if title is None else title
-    interval = int(info.get("interval_ns") or 0)
-    if format == "html":
-        from ..render import flamegraph
-        threads = [{"name": label or "all threads", "thread_id": tid, "tree": t.tree()} for label, tid, t in trees]
-        keep = ("samples", "dropped", "cut", "failed", "missed", "off_cpu")
-        text = flamegraph.document(threads, title, interval, {k: info[k] for k in keep if k in info})
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        return
+def as_trees(threads, info, title=None, window=None):
+    """The formats.Trees of [(label, thread_id, CallTree)] of a history
+    whose info() is `info`, clipped to the window (start_ns, stop_ns)."""
     start_ns, stop_ns = int(info.get("start_ns") or 0), int(info.get("stop_ns") or 0)
     if window is not None and start_ns:
         start_ns = max(start_ns, window[0])
         stop_ns = min(stop_ns, window[1]) if stop_ns else stop_ns
     duration = stop_ns - start_ns if start_ns and stop_ns > start_ns else 0
-    data = _native.render_trees(format, [(label, t._t) for label, _, t in trees], title=title,
-                                interval_ns=interval, time_ns=start_ns if start_ns > 0 else 0,
-                                duration_ns=duration)
-    if format == "pprof":
-        data = gzip.compress(data, compresslevel=6, mtime=0)
-    with open(path, "wb") as f:
-        f.write(data)
+    keep = ("samples", "dropped", "cut", "failed", "missed", "off_cpu")
+    return formats.Trees([(label, tid, t._t) for label, tid, t in threads], title, int(info.get("interval_ns") or 0),
+                         start_ns if start_ns > 0 else 0, duration, {k: info[k] for k in keep if k in info})
 
 
 # ---- entry points ----
