@@ -11,7 +11,7 @@ import time
 
 from .. import _native
 from ..common.units import parse_duration_ns
-from ..profiler import history
+from ..profiler import calltree, history, profile_file
 from ..render import formats
 from .program import UsageError, check_writable
 
@@ -37,7 +37,7 @@ def load(path):
     """The History of a profile file; UsageError if it cannot be read at
     all. A damaged file's intact part is returned (see damaged())."""
     try:
-        h = history.load_profile(path)
+        h = profile_file.load_profile(path)
     except ValueError as e:
         raise UsageError(str(e)) from None
     info = h.info()
@@ -109,7 +109,7 @@ def cmd_stats(args):
     info = h.info()
     out = sys.stdout
     threads = h.thread_trees()
-    whole = history.merge(*[t for _, _, t in threads])
+    whole = calltree.merge(*[t for _, _, t in threads])
     entries = h.entries()
     span = (f", {len(entries)} cycles of {info['cycle_ns'] / 1e9:g}s from {_clock(info['start_ns'])} "
             f"to {_clock(info['stop_ns'])}" if info["start_ns"] and info["stop_ns"] else "")
@@ -165,7 +165,7 @@ def cmd_export(args):
             if len(paths) > 1:
                 info["start_ns"] = info["stop_ns"] = 0   # several runs: no one time span
             window = None if start is None and stop is None else (
-                history._window_ns(start, stop))
+                history.window_ns(start, stop))
     formats.get(args.format, formats.TREES).write(args.output, history.as_trees(trees, info, None, window))
     print(f"stackwatch: wrote {os.fspath(args.output)}", file=sys.stderr)
     status = 0

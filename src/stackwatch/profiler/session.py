@@ -11,7 +11,7 @@ counts the stacks into call trees.
     p.write("out.html", "html")       # interactive flame graph, one file
     p.write("out.pb.gz", "pprof")     # go tool pprof input
     p.save("out.swprof")              # a profile file: stackwatch stats/export read it
-    p.history()                       # a tree per cycle (see stackwatch.history)
+    p.history()                       # a tree per cycle (history.py)
 
 A Profiler runs once (start, then stop). Its results can be read while it
 runs as well as after.
@@ -25,8 +25,7 @@ import weakref
 from .. import _native
 from ..common.units import parse_duration_ns
 from ..render import formats
-from ..render.flamegraph import thread_label
-from . import history as history_mod
+from . import history as history_mod, profile_file
 
 FORMATS = formats.names(formats.TREES, formats.PROFILES)
 MODES = ("wall", "cpu")
@@ -290,8 +289,8 @@ class Profiler:
 
     def history(self, thread_id=None):
         """The history of call trees, one per cycle (live while the
-        profiler runs): a stackwatch.history.History, of every thread or
-        of one (by ident)."""
+        profiler runs): a stackwatch.History, of every thread or of one
+        (by ident)."""
         return history_mod.History(self._s, thread_id, _profiler=self)
 
     def save(self, path):
@@ -300,10 +299,7 @@ class Profiler:
         self._check_ran()
         if self._state == "running":
             self._remember_names()
-        info = self._file_info(self._s.history())
-        data = self._s.save_bytes(info, self.threads())
-        with open(os.fspath(path), "wb") as f:
-            f.write(data)
+        profile_file.save(path, self._s, self._file_info(self._s.history()), self.threads())
 
     def _file_info(self, hist):
         """History.info() of this profiler (hist: its Sampler.history())."""
@@ -336,7 +332,7 @@ class Profiler:
         if self._state == "running":
             self._remember_names()
         st = self._s.stats()
-        threads = [(thread_label({"name": self._names.get(tid, (None, None))[0], "thread_id": tid}), tid, tree)
+        threads = [(formats.thread_label({"name": self._names.get(tid, (None, None))[0], "thread_id": tid}), tid, tree)
                    for tid, tree in self._s.thread_trees()]
         time_ns = duration_ns = 0
         if st["start_ns"] > 0:    # CLOCK_MONOTONIC; the start in ns since the epoch

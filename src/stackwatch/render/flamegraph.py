@@ -150,9 +150,3 @@ def document(threads, title="stackwatch profile", interval_ns=0, stats=None):
 def _printable(s):
     """`s` without lone surrogates (a file name's undecodable bytes)."""
     return str(s).encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def thread_label(t):
-    """How the page names a thread from Profiler.threads(): like the
-    speedscope output, "name (ident)" or "Thread ident"."""
-    return f"{t['name']} ({t['thread_id']})" if t.get("name") else f"Thread {t['thread_id']}"

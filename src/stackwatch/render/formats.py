@@ -31,7 +31,6 @@ import os
 from collections import namedtuple
 
 from .. import _native
-from . import flamegraph
 
 TREES, PROFILES, TRACES = "trees", "profiles", "traces"
 
@@ -57,6 +56,13 @@ class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns s
     and length of the time the trees cover (0: unknown); stats: counters
     the HTML page shows."""
     __slots__ = ()
+
+
+def thread_label(t):
+    """How outputs name a thread t ({"name", "thread_id"}, as
+    Profiler.threads() gives it): "name (ident)", or "Thread ident" when it
+    has no name."""
+    return f"{t['name']} ({t['thread_id']})" if t.get("name") else f"Thread {t['thread_id']}"
 
 
 def _title(path, trees):
@@ -96,6 +102,9 @@ def _write_pprof(path, trees):
 def _write_html(path, trees):
     """The self-contained HTML flame graph (flamegraph.py); a tree without
     a label is "all threads"."""
+    # Imported here: its template loader (importlib.resources) would cost
+    # every `import stackwatch` several milliseconds.
+    from . import flamegraph
     path = os.fspath(path)
     threads = [{"name": label or "all threads", "thread_id": tid, "tree": tree.tree()}
                for label, tid, tree in trees.threads]
