@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from mixed_workload import spin_until
+from mixed_workload import count_of, spin_until
 from stackwatch import _native
 from stackwatch.render import formats
 
@@ -59,22 +59,35 @@ def frames(doc):
     return [(f["name"], f["file"], f["line"]) for f in json.loads(doc)["shared"]["frames"]]
 
 
-def spin_a():
-    spin_until(time.perf_counter() + 0.15)
+def sampled_in(p, name):
+    """Spins until the profiler has sampled this thread inside `name` (on a
+    loaded machine that can take a while), at most 30 s."""
+    deadline = time.perf_counter() + 30
+    while time.perf_counter() < deadline:
+        spin_until(time.perf_counter() + 0.01)
+        try:
+            if count_of(p.tree(threading.get_ident()), name):
+                return
+        except KeyError:    # no sample of this thread yet
+            pass
 
 
-def spin_b():
-    spin_until(time.perf_counter() + 0.15)
+def spin_a(p):
+    sampled_in(p, "spin_a")
+
+
+def spin_b(p):
+    sampled_in(p, "spin_b")
 
 
 @needs_sampler
 def test_a_snapshot_is_rendered_on_the_profiles_table():
     from stackwatch.profiler import Profiler
     with Profiler(interval="500us") as p:
-        t = threading.Thread(target=spin_a)
+        t = threading.Thread(target=spin_a, args=(p,))
         t.start()
         t.join()
-        spin_b()
+        spin_b(p)
     snap = p._s.thread_trees()
     assert len(snap) >= 2
     whole = frames(_native.render_trees("speedscope", [(None, tree) for _, tree in snap]))
