@@ -107,3 +107,20 @@ def test_a_snapshot_is_rendered_on_the_profiles_table():
     # And every tree in it is the profiler's own.
     for tid, tree in snap:
         assert tree.tree() == p.tree(tid)
+
+
+def spin_odd(p):
+    sampled_in(p, "spin_odd")
+
+
+@needs_sampler
+def test_a_thread_name_that_is_not_utf8_is_written_escaped(tmp_path):
+    from stackwatch.profiler import Profiler
+    with Profiler(interval="500us") as p:
+        t = threading.Thread(target=spin_odd, args=(p,), name="odd\udcffname")
+        t.start()
+        t.join()
+    for name in formats.names(formats.TREES):
+        p.write(tmp_path / name, name)
+    profiles = json.loads((tmp_path / "speedscope").read_text())["profiles"]
+    assert f"odd\\udcffname ({t.ident})" in [x["name"] for x in profiles]

@@ -184,15 +184,19 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
             PyErr_SetString(PyExc_TypeError, "trees must be a list of (name or None, CallTree)");
             goto done;
         }
-        const char *s = name == Py_None ? NULL : PyUnicode_AsUTF8(name);
-        if (name != Py_None && !s)
+        /* A name with lone surrogates (a thread named from undecodable
+         * bytes) is written with them escaped, as the HTML page does. */
+        PyObject *utf8 = name == Py_None ? NULL : PyUnicode_AsEncodedString(name, "utf-8", "backslashreplace");
+        if (name != Py_None && !utf8)
             goto done;
+        const char *s = utf8 ? PyBytes_AS_STRING(utf8) : NULL;
         /* Copies over one function table (the writers want one). */
         r.trees[i] = sw_calltree_new(r.ft);
         r.n++;
         int rc = r.trees[i] ? sw_calltree_merge(r.trees[i], tree) : SW_ENOMEM;
         if (rc == SW_OK && s && !(r.names[i] = strdup(s)))
             rc = SW_ENOMEM;
+        Py_XDECREF(utf8);
         if (rc != SW_OK) {
             sw_py_tree_error(rc, "copying a call tree");
             goto done;
