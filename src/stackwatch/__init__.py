@@ -18,8 +18,7 @@ from . import _native
 from ._native import TraceError
 from .events import handlers, probes
 from .events.handlers import EVENTS, Event, add_handler
-from .profiler import Profiler
-from .profiler.history import CallTree, History, get_profile, load_profile, merge, watch
+from .profiler import CallTree, History, Profiler, get_profile, load_profile, merge, watch
 from .tracer.session import TraceSummary, is_tracing, start, stop, trace, traced
 from .tracer.tracefile import Trace
 

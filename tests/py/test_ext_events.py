@@ -15,6 +15,7 @@ from stackwatch import Trace
 
 PROGRAM = '''\
 import gc
+gc.disable()   # first: no automatic collection, whatever was allocated before
 import threading
 
 
@@ -38,7 +39,6 @@ def worker():
     f(4)
 
 
-gc.disable()
 f(10)
 found = 0
 for k in range(3):
@@ -259,4 +259,4 @@ def test_perfetto_export_shows_events(recorded, tmp_path):
     assert all(d > 0 and n == "GC (generation 2)" for d, n, _ in gc_slices)
     assert sum(a["collected"] + a["uncollectable"] for _, _, a in gc_slices) == recorded["found"]
     raised = [a for a in annotations if a.get("type") == "ValueError" and a.get("function") == "g"]
-    assert len(raised) == 6 and all(a["file"] == recorded["prog"] and a["line"] == 7 for a in raised)
+    assert len(raised) == 6 and all(a["file"] == recorded["prog"] and a["line"] == 8 for a in raised)

@@ -1,9 +1,13 @@
 /*
- * calltree_type.h - the Python side of call trees over time: the types
- * stackwatch._native.CallTree (one call tree with its own function table)
- * and stackwatch._native.ProfileFile (a profile file read back,
- * native/profile/profile_file.h), and the helpers sampler.c uses to expose its
- * profile's history (native/profile/history.h). Includes Python.h.
+ * calltree_type.h - the type stackwatch._native.CallTree: one call tree
+ * (native/profile/calltree.h) as a Python object, and a call tree as nested
+ * dicts. Includes Python.h.
+ *
+ * A CallTree usually owns its function table, so it outlives whatever it
+ * was made from (a running profile, a file); merging interns across
+ * tables. The CallTrees of one snapshot of a profile (Sampler.thread_trees)
+ * share one table instead, a copy of the profile's with the same function
+ * ids, so that rendering them together (render.c) keeps those ids.
  */
 #ifndef SW_CALLTREE_TYPE_H
 #define SW_CALLTREE_TYPE_H
@@ -11,42 +15,38 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "profile/aggregate.h"
+#include "profile/calltree.h"
 
-/* Registers CallTree, ProfileFile, read_profile and render_trees. */
+/* Adds the type CallTree to the module. Returns 0, or -1 with an exception. */
 int sw_calltree_type_add_to_module(PyObject *m);
 
-/* A call tree as nested dicts (sampler.c). */
-PyObject *tree_to_dicts(const sw_calltree *t);
+/* A new empty CallTree with a table of its own, or NULL with an exception. */
+PyObject *sw_py_calltree_new(void);
 
-/* History options of a Sampler, given before it starts (set_history). */
-typedef struct sw_history_opts {
-    long long cycle_ns;          /* 0: no history */
-    unsigned long long maxlen;   /* 0: unbounded */
-    char **omit;                 /* globs */
-    size_t nomit;
-} sw_history_opts;
+/* The tree of a CallTree object (borrowed: it lives as long as obj), or
+ * NULL with a TypeError if obj is not a CallTree. */
+sw_calltree *sw_py_calltree_get(PyObject *obj);
 
-/* Sampler.set_history(cycle_ns, maxlen, omit=()): fills *o (freeing what
- * it held). Returns 0, or -1 with an exception. */
-int sw_history_opts_parse(sw_history_opts *o, PyObject *args, PyObject *kw);
-void sw_history_opts_clear(sw_history_opts *o);
-/* Applies *o to a new profile at start (the cycles start now). Returns an
- * SW_E* code. */
-int sw_history_opts_apply(const sw_history_opts *o, sw_profile *p);
-/* Ends the open cycle now (when sampling stops). */
-void sw_history_stopped(sw_profile *p);
+/* The table obj shares with the other CallTrees of its snapshot, or NULL
+ * when obj has a table of its own (or is not a CallTree). */
+const sw_functab *sw_py_calltree_shared_table(PyObject *obj);
 
-/* Sampler.history() -> {"entries": [{"start_ns", "end_ns", "samples",
- * "threads": [id]}], "evicted": n, "evicted_samples": n, "dropped": n}
- * (entries and samples no longer kept; samples not in the history) */
-PyObject *sw_py_history_entries(sw_profile *p);
-/* Sampler.window(start_ns, stop_ns, thread_id=None) -> CallTree */
-PyObject *sw_py_history_window(sw_profile *p, PyObject *args, PyObject *kw);
-/* Sampler.save_bytes(info, threads) -> bytes of a profile file: info a dict
- * with "mode", "interval_ns", "cycle_ns", "maxlen", "start_ns", "stop_ns",
- * "failed", "missed"; threads a list of dicts as Profiler.threads() gives
- * (thread_id, native_id, name, samples, off_cpu, cpu_ns). */
-PyObject *sw_py_profile_file_bytes(sw_profile *p, PyObject *args, PyObject *kw);
+/* A list of n CallTree objects for trees[0..n-1], all on the table ft,
+ * which they share (a snapshot). Takes ownership of ft and of every tree,
+ * also on failure. Returns NULL with an exception on failure. */
+PyObject *sw_py_calltree_list_shared(sw_functab *ft, sw_calltree **trees, size_t n);
+
+/* A copy of ft in which every function has the id it has in ft. NULL if out
+ * of memory. Needs no GIL (plain C). */
+sw_functab *sw_py_functab_copy(const sw_functab *ft);
+
+/* The tree as nested dicts {"name", "filename", "line", "count", "self",
+ * "time_ns", "self_time_ns", "children": [...]} (plus "native": True on a
+ * native frame's node), the root named "<root>". NULL with an exception. */
+PyObject *sw_py_tree_to_dicts(const sw_calltree *t);
+
+/* Raises the Python exception for an SW_E* code from work on call trees
+ * ("<what> failed (<reason>)"; MemoryError for SW_ENOMEM). Returns -1. */
+int sw_py_tree_error(int rc, const char *what);
 
 #endif

@@ -1,32 +1,35 @@
 /*
- * sampler.c - the statistical profiler's Python binding: the type
- * stackwatch._native.Sampler, which owns a sampling thread (reader/
- * sampler_loop.c) reading this process's stacks through the fault-safe
- * memory reader, and the per-thread call trees it feeds (native/profile/aggregate.c).
- * The only file of the profiler that includes Python.h besides
- * sampler_layout.c, and the only one that raises Python exceptions.
+ * sampler.c - the type stackwatch._native.Sampler (see sampler.h): it owns
+ * a sampling thread (native/procmem/sampler_loop.c) reading this process's
+ * stacks through the fault-safe memory reader, and either the per-thread
+ * call trees it feeds (native/profile/aggregate.c) or, in trace mode, the
+ * stream of samples into the running trace file (native/trace/
+ * sample_stream.c). The history of its trees and its profile file are
+ * given to Python by history_view.c and profile_file_type.c.
  *
  * A Sampler runs once: start(), stop(), then its results can be read and
  * written any number of times (also while it runs: under the profile's
  * lock). In a child forked while a Sampler ran, that Sampler is unusable.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "sampler.h"
 
-#include "sampler_layout.h"
-#include "ext/tracer/sampler_trace.h"
 #include "calltree_type.h"
+#include "history_view.h"
+#include "profile_file_type.h"
+#include "render.h"
+#include "sampler_layout.h"
+#include "test_entry_points.h"
+#include "ext/tracer/sampler_trace.h"
 
 #include "profile/calltree.h"
-#include "profile/pprof.h"
 #include "profile/aggregate.h"
 #include "trace/sample_stream.h"
 #include "procmem/nativestack.h"
 #include "procmem/sampler_loop.h"
 #include "procmem/symbols.h"
 
+#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_MAX_DEPTH 1024
@@ -61,8 +64,6 @@ typedef struct {
     sw_history_opts hist;         /* set_history, applied at start */
 } SamplerObject;
 
-int sw_sampler_add_to_module(PyObject *m);
-int sw_sampler_frames_add_to_module(PyObject *m);   /* sampler_frames.c */
 static void sw_native_stop(SamplerObject *self);
 
 /* The sampler writing into the trace file (trace mode), while it runs. */
@@ -489,60 +490,6 @@ static PyObject *Sampler_threads(SamplerObject *self, PyObject *unused)
     return l;
 }
 
-/* 1 if f is a native frame: named "symbol [native]", line 0 (symbols.h). */
-static int is_native(const sw_func *f)
-{
-    size_t n = strlen(f->name), k = strlen(SW_NATIVE_SUFFIX);
-    return f->line == 0 && n > k && memcmp(f->name + n - k, SW_NATIVE_SUFFIX, k) == 0;
-}
-
-static PyObject *node_dict(const sw_functab *ft, const sw_calltree_node *n)
-{
-    const sw_func *f = n->func == SW_NODE_NONE ? NULL : sw_functab_get(ft, n->func);
-    const char *name = f ? f->name : "<root>", *file = f ? f->filename : "";
-    PyObject *d = Py_BuildValue("{s:N,s:N,s:i,s:K,s:K,s:K,s:K,s:N}", "name",
-                         PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace"), "filename",
-                         PyUnicode_DecodeUTF8(file, (Py_ssize_t)strlen(file), "replace"), "line", f ? f->line : 0,
-                         "count", (unsigned long long)n->count, "self", (unsigned long long)n->self, "time_ns",
-                         (unsigned long long)n->weight, "self_time_ns", (unsigned long long)n->self_weight,
-                         "children", PyList_New(0));
-    if (d && f && is_native(f) && PyDict_SetItemString(d, "native", Py_True) < 0)
-        Py_CLEAR(d);
-    return d;
-}
-
-/* The tree as nested dicts. Nodes are stored parents first, so one pass in
- * index order can append every node to its parent's children list. */
-PyObject *tree_to_dicts(const sw_calltree *t)
-{
-    size_t n = sw_calltree_node_count(t);
-    PyObject **dicts = PyMem_Calloc(n, sizeof *dicts);
-    if (!dicts)
-        return PyErr_NoMemory();
-    const sw_functab *ft = sw_calltree_functab(t);
-    PyObject *root = NULL;
-    size_t i = 0;
-    for (; i < n; i++) {
-        const sw_calltree_node *nd = sw_calltree_get_node(t, (uint32_t)i);
-        dicts[i] = node_dict(ft, nd);
-        if (!dicts[i])
-            break;
-        if (i > 0) {
-            PyObject *children = PyDict_GetItemString(dicts[nd->parent], "children");
-            if (PyList_Append(children, dicts[i]) < 0)
-                break;
-        }
-    }
-    if (i == n) {
-        root = dicts[0];
-        Py_INCREF(root);
-    }
-    for (size_t k = 0; k < n; k++)
-        Py_XDECREF(dicts[k]);
-    PyMem_Free(dicts);
-    return root;
-}
-
 /* The thread's tree, or all threads merged when thread_id is None. */
 static PyObject *Sampler_tree(SamplerObject *self, PyObject *args, PyObject *kw)
 {
@@ -565,13 +512,13 @@ static PyObject *Sampler_tree(SamplerObject *self, PyObject *args, PyObject *kw)
     sw_profile_lock(p);
     if (tid_obj == Py_None) {
         sw_calltree *t = sw_profile_merged(p);
-        res = t ? tree_to_dicts(t) : PyErr_NoMemory();
+        res = t ? sw_py_tree_to_dicts(t) : PyErr_NoMemory();
         sw_calltree_free(t);
     } else {
         for (size_t i = 0; i < sw_profile_thread_count(p); i++) {
             const sw_profile_thread *th = sw_profile_thread_get(p, i);
             if (th->thread_id == tid)
-                res = tree_to_dicts(th->tree);
+                res = sw_py_tree_to_dicts(th->tree);
         }
         if (!res && !PyErr_Occurred())
             PyErr_Format(PyExc_KeyError, "no samples of thread %llu", tid);
@@ -580,208 +527,66 @@ static PyObject *Sampler_tree(SamplerObject *self, PyObject *args, PyObject *kw)
     return res;
 }
 
-/* Writes the profile. Called without the GIL, under the profile lock. */
-static int write_profile(sw_profile *p, FILE *f, int speedscope, const char *title, char **names)
+/* thread_trees() -> [(thread_id, CallTree)]: every thread's whole-run tree,
+ * in the profile's thread order, copied under the lock at one moment (a
+ * snapshot: sampling goes on meanwhile). The trees share one function
+ * table, a copy of the profile's in which every function keeps its id
+ * (calltree_type.h), so that rendered together they are the profile. */
+static PyObject *Sampler_thread_trees(SamplerObject *self, PyObject *unused)
 {
-    if (!speedscope) {
-        sw_calltree *t = sw_profile_merged(p);
-        if (!t)
-            return SW_ENOMEM;
-        int rc = sw_calltree_write_collapsed(t, f);
-        sw_calltree_free(t);
-        return rc;
-    }
-    size_t n = sw_profile_thread_count(p);
-    sw_calltree *empty = NULL;
-    sw_speedscope_profile *profs = calloc(n ? n : 1, sizeof *profs);
-    if (!profs)
-        return SW_ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        profs[i] = (sw_speedscope_profile){names[i], sw_profile_thread_get(p, i)->tree};
-    if (n == 0) {
-        /* No samples at all: one empty profile keeps the file valid. */
-        empty = sw_calltree_new(sw_profile_functab(p));
-        if (!empty) {
-            free(profs);
-            return SW_ENOMEM;
-        }
-        profs[0] = (sw_speedscope_profile){"(no samples)", empty};
-        n = 1;
-    }
-    int rc = sw_speedscope_write(f, title, profs, n, "nanoseconds", 0, "stackwatch");
-    sw_calltree_free(empty);
-    free(profs);
-    return rc;
-}
-
-/* The profile as a gzipped pprof Profile (native/profile/pprof.h), one tree per
- * thread labelled with names[i] (threads added after the names were made
- * get no label), or NULL with an exception. Builds the message without the
- * GIL, under the profile lock; compresses with Python's gzip module. */
-static PyObject *pprof_gzipped(SamplerObject *self, char **names, size_t nnames, const char *title)
-{
+    (void)unused;
+    if (usable(self) < 0)
+        return NULL;
     sw_profile *p = self->prof;
-    sw_sampler_stats st;
-    memset(&st, 0, sizeof st);
-    if (self->s)
-        sw_sampler_get_stats(self->s, &st);
-    /* The sampler's times are CLOCK_MONOTONIC; pprof wants the start in
-     * ns since the epoch. */
-    struct timespec mono, real;
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    clock_gettime(CLOCK_REALTIME, &real);
-    int64_t mono_ns = (int64_t)mono.tv_sec * 1000000000 + mono.tv_nsec;
-    int64_t real_ns = (int64_t)real.tv_sec * 1000000000 + real.tv_nsec;
-    sw_pprof_opts opts = {self->interval_ns, 0, 0, title};
-    if (st.start_ns > 0) {
-        opts.time_nanos = real_ns - (mono_ns - st.start_ns);
-        opts.duration_nanos = (st.stop_ns > 0 ? st.stop_ns : mono_ns) - st.start_ns;
+    if (!p) {
+        PyErr_SetString(PyExc_RuntimeError, "this profiler has not been started");
+        return NULL;
     }
-    sw_bytes out = {0};
+    sw_functab *ft;
+    sw_calltree **trees;
+    uint64_t *tids;
+    size_t n;
     int rc;
     Py_BEGIN_ALLOW_THREADS
     sw_profile_lock(p);
-    size_t n = sw_profile_thread_count(p);
-    sw_pprof_tree *trees = calloc(n ? n : 1, sizeof *trees);
-    if (trees) {
-        for (size_t i = 0; i < n; i++)
-            trees[i] = (sw_pprof_tree){i < nnames ? names[i] : NULL, sw_profile_thread_get(p, i)->tree};
-        rc = sw_pprof_write(&out, trees, n, &opts);
-    } else {
-        rc = SW_ENOMEM;
-    }
-    sw_profile_unlock(p);
-    free(trees);
-    Py_END_ALLOW_THREADS
-    PyObject *raw = NULL, *compress = NULL, *kw = NULL, *res = NULL;
-    if (rc == SW_ENOMEM) {
-        PyErr_NoMemory();
-    } else if (rc != SW_OK) {
-        PyErr_Format(PyExc_RuntimeError, "building the pprof profile failed (%s)", sw_strerror(rc));
-    } else {
-        raw = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.len);
-    }
-    sw_bytes_free(&out);
-    PyObject *gzip = raw ? PyImport_ImportModule("gzip") : NULL;
-    compress = gzip ? PyObject_GetAttrString(gzip, "compress") : NULL;
-    /* zlib's default level: level 9 takes twice as long for 1% less. */
-    kw = compress ? Py_BuildValue("{s:i,s:i}", "compresslevel", 6, "mtime", 0) : NULL;
-    PyObject *args = kw ? PyTuple_Pack(1, raw) : NULL;
-    res = args ? PyObject_Call(compress, args, kw) : NULL;
-    if (res && !PyBytes_Check(res)) {
-        Py_CLEAR(res);
-        PyErr_SetString(PyExc_TypeError, "gzip.compress did not return bytes");
-    }
-    Py_XDECREF(args);
-    Py_XDECREF(kw);
-    Py_XDECREF(compress);
-    Py_XDECREF(gzip);
-    Py_XDECREF(raw);
-    return res;
-}
-
-/* write(path, format, title=None, thread_names=None): format is
- * "collapsed", "speedscope" or "pprof"; thread_names maps thread ids to
- * names for the speedscope profiles and the pprof "thread" labels. */
-static PyObject *Sampler_write(SamplerObject *self, PyObject *args, PyObject *kw)
-{
-    static char *kwlist[] = {"path", "format", "title", "thread_names", NULL};
-    PyObject *path_obj, *names_obj = Py_None;
-    const char *fmt, *title = "stackwatch profile";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&s|zO", kwlist, PyUnicode_FSConverter, &path_obj, &fmt, &title,
-                                     &names_obj))
-        return NULL;
-    int speedscope = strcmp(fmt, "speedscope") == 0;
-    int pprof = strcmp(fmt, "pprof") == 0;
-    PyObject *res = NULL, *gz = NULL;
-    char **names = NULL;
-    size_t n = 0;
-    if (!speedscope && !pprof && strcmp(fmt, "collapsed") != 0) {
-        PyErr_Format(PyExc_ValueError, "unknown profile format '%s' (choose from: collapsed, speedscope, pprof)",
-                     fmt);
-        goto done;
-    }
-    if (usable(self) < 0)
-        goto done;
-    if (!self->prof) {
-        PyErr_SetString(PyExc_RuntimeError, "this profiler has not been started");
-        goto done;
-    }
-    sw_profile *p = self->prof;
-    /* Profile names, built with the GIL; the thread list only grows, so
-     * names cover every thread present when writing starts. */
-    sw_profile_lock(p);
     n = sw_profile_thread_count(p);
-    names = PyMem_Calloc(n ? n : 1, sizeof *names);
-    for (size_t i = 0; names && i < n; i++) {
+    ft = sw_py_functab_copy(sw_profile_functab(p));
+    trees = calloc(n ? n : 1, sizeof *trees);
+    tids = calloc(n ? n : 1, sizeof *tids);
+    rc = ft && trees && tids ? SW_OK : SW_ENOMEM;
+    for (size_t i = 0; rc == SW_OK && i < n; i++) {
         const sw_profile_thread *th = sw_profile_thread_get(p, i);
-        PyObject *key = PyLong_FromUnsignedLongLong(th->thread_id);
-        PyObject *nm = key && names_obj != Py_None ? PyObject_GetItem(names_obj, key) : NULL;
-        PyErr_Clear();
-        const char *s = nm && PyUnicode_Check(nm) ? PyUnicode_AsUTF8(nm) : NULL;
-        PyErr_Clear();
-        char buf[96];
-        snprintf(buf, sizeof buf, "Thread %llu", (unsigned long long)th->thread_id);
-        size_t len = strlen(s ? s : buf) + 64;
-        names[i] = PyMem_RawMalloc(len);
-        if (names[i])
-            snprintf(names[i], len, s ? "%s (%llu)" : "%s", s ? s : buf, (unsigned long long)th->thread_id);
-        Py_XDECREF(key);
-        Py_XDECREF(nm);
+        tids[i] = th->thread_id;
+        trees[i] = sw_calltree_new(ft);
+        rc = trees[i] ? sw_calltree_merge(trees[i], th->tree) : SW_ENOMEM;
     }
     sw_profile_unlock(p);
-    if (!names) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!names[i]) {
-            PyErr_NoMemory();
-            goto done;
-        }
-    }
-    if (pprof && !(gz = pprof_gzipped(self, names, n, title)))
-        goto done;
-    FILE *f = fopen(PyBytes_AS_STRING(path_obj), "wb");
-    if (!f) {
-        PyErr_SetFromErrnoWithFilename(PyExc_OSError, PyBytes_AS_STRING(path_obj));
-        goto done;
-    }
-    int rc, close_failed;
-    Py_BEGIN_ALLOW_THREADS
-    if (gz) {
-        size_t len = (size_t)PyBytes_GET_SIZE(gz);
-        rc = fwrite(PyBytes_AS_STRING(gz), 1, len, f) == len ? SW_OK : SW_EIO;
-    } else {
-        sw_profile_lock(p);
-        /* Threads added since the names were made are left out of speedscope
-         * output (the merged collapsed output has them all). */
-        rc = write_profile(p, f, speedscope, title, names);
-        sw_profile_unlock(p);
-    }
-    close_failed = fclose(f) != 0;
     Py_END_ALLOW_THREADS
-    if (rc == SW_OK && close_failed)
-        rc = SW_EIO;
-    if (rc == SW_ENOMEM) {
-        PyErr_NoMemory();
-    } else if (rc != SW_OK) {
-        PyErr_Format(PyExc_OSError, "%s: writing the profile failed (%s)", PyBytes_AS_STRING(path_obj),
-                     sw_strerror(rc));
+    PyObject *res = NULL, *list = NULL;
+    if (rc != SW_OK) {
+        for (size_t i = 0; trees && i < n; i++)
+            sw_calltree_free(trees[i]);
+        sw_functab_free(ft);
+        sw_py_tree_error(rc, "copying the profile's trees");
     } else {
-        Py_INCREF(Py_None);
-        res = Py_None;
+        list = sw_py_calltree_list_shared(ft, trees, n);   /* owns ft and the trees now */
+        res = list ? PyList_New((Py_ssize_t)n) : NULL;
     }
-done:
-    Py_XDECREF(gz);
-    for (size_t i = 0; names && i < n; i++)
-        PyMem_RawFree(names[i]);
-    PyMem_Free(names);
-    Py_DECREF(path_obj);
+    for (size_t i = 0; res && i < n; i++) {
+        PyObject *pair = Py_BuildValue("(KO)", (unsigned long long)tids[i], PyList_GET_ITEM(list, (Py_ssize_t)i));
+        if (!pair) {
+            Py_CLEAR(res);
+            break;
+        }
+        PyList_SET_ITEM(res, (Py_ssize_t)i, pair);
+    }
+    Py_XDECREF(list);
+    free(trees);
+    free(tids);
     return res;
 }
 
-/* History of trees over time (calltree_type.c does the work). */
+/* History of trees over time (history_view.c does the work). */
 static PyObject *Sampler_set_history(SamplerObject *self, PyObject *args, PyObject *kw)
 {
     if (self->started) {
@@ -796,12 +601,23 @@ static PyObject *Sampler_set_history(SamplerObject *self, PyObject *args, PyObje
 static PyObject *Sampler_history(SamplerObject *self, PyObject *unused)
 {
     (void)unused;
-    return usable(self) < 0 ? NULL : sw_py_history_entries(self->prof);
+    if (usable(self) < 0)
+        return NULL;
+    sw_profile *p = self->prof;
+    if (!p)
+        return sw_py_history_entries(NULL, 0);
+    sw_profile_lock(p);
+    PyObject *res = sw_py_history_entries(sw_profile_history(p), sw_profile_history_dropped(p));
+    sw_profile_unlock(p);
+    return res;
 }
 
 static PyObject *Sampler_window(SamplerObject *self, PyObject *args, PyObject *kw)
 {
-    return usable(self) < 0 ? NULL : sw_py_history_window(self->prof, args, kw);
+    if (usable(self) < 0)
+        return NULL;
+    sw_profile *p = self->prof;
+    return sw_py_history_window(p ? sw_profile_history(p) : NULL, p, args, kw);
 }
 
 static PyObject *Sampler_save_bytes(SamplerObject *self, PyObject *args, PyObject *kw)
@@ -818,8 +634,8 @@ static PyMethodDef Sampler_methods[] = {
     {"threads", (PyCFunction)Sampler_threads, METH_NOARGS, "threads() -> [dict] of the threads sampled"},
     {"tree", (PyCFunction)(void (*)(void))Sampler_tree, METH_VARARGS | METH_KEYWORDS,
      "tree(thread_id=None) -> nested dicts {name, filename, line, count, self, children}"},
-    {"write", (PyCFunction)(void (*)(void))Sampler_write, METH_VARARGS | METH_KEYWORDS,
-     "write(path, format, title=None, thread_names=None): format 'collapsed', 'speedscope' or 'pprof'"},
+    {"thread_trees", (PyCFunction)Sampler_thread_trees, METH_NOARGS,
+     "thread_trees() -> [(thread_id, CallTree)]: a snapshot of every thread's tree, on one shared table"},
     {"set_history", (PyCFunction)(void (*)(void))Sampler_set_history, METH_VARARGS | METH_KEYWORDS,
      "set_history(cycle_ns, maxlen, omit=()): before start(), keep a tree per cycle, omit files"},
     {"history", (PyCFunction)Sampler_history, METH_NOARGS, "history() -> {entries: [{start_ns, end_ns, samples, threads}], evicted, evicted_samples, dropped}"},
@@ -855,7 +671,8 @@ int sw_sampler_add_to_module(PyObject *m)
         Py_DECREF(&SamplerType);
         return -1;
     }
-    if (sw_calltree_type_add_to_module(m) < 0 || sw_sampler_frames_add_to_module(m) < 0)
+    if (sw_calltree_type_add_to_module(m) < 0 || sw_profile_file_type_add_to_module(m) < 0 ||
+        sw_render_add_to_module(m) < 0 || sw_test_entry_points_add_to_module(m) < 0)
         return -1;
     if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLER_SUPPORTED", SW_SAMPLER_SUPPORTED) < 0)

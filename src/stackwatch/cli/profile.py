@@ -10,28 +10,33 @@ trees per cycle, for `stackwatch stats` and `stackwatch export`).
 The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
 __main__, exit status). The profile is written at exit, after the
 program's non-daemon threads have finished. Every error a user can cause
-is one line on stderr ("stackwatch: error: ...").
-
-cli/__init__.py wires this in with add_parser(subparsers) and cmd_profile(args).
+is one line on stderr ("stackwatch: error: ..."). The formats, their
+default output names and the format an output name implies come from the
+registry (stackwatch.render.formats).
 """
 import argparse
 import atexit
+import functools
 import os
 import sys
 import threading
 
 from .. import profiler
 from ..profiler import history
+from ..render import formats
 from ..tracer import session as tracing
-from . import program as program_mod
-from .program import Program, UsageError, check_writable, resolve
+from .program import Finisher, Program, UsageError, check_writable, resolve
+
+NAME = "profile"
+RUNS_PROGRAM = True
+FORMATS = formats.names(formats.TREES, formats.PROFILES)
 
 USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [--mode wall|cpu] [--lines] [--native] [-o OUT] "
          "[--format collapsed|speedscope|html|pprof|stackwatch] (script.py | -m module) [args ...]")
 
 
 def add_parser(subparsers):
-    """Adds the `profile` command to the CLI's subparsers; returns its parser."""
+    """Adds the command to the CLI's subparsers; returns its parser."""
     p = subparsers.add_parser("profile", help="sample a program's stacks and write a flame graph profile",
                               usage=USAGE)
     when = p.add_mutually_exclusive_group()
@@ -45,7 +50,7 @@ def add_parser(subparsers):
                    "stackwatch-PID.speedscope.json with --format speedscope, "
                    "stackwatch-PID.flamegraph.html with --format html, stackwatch-PID.pb.gz "
                    "with --format pprof, stackwatch-PID.swprof with --format stackwatch)")
-    p.add_argument("--format", choices=profiler.FORMATS, default=None,
+    p.add_argument("--format", choices=FORMATS, default=None,
                    help="collapsed (flamegraph.pl input), speedscope (JSON), html (interactive "
                    "flame graph), pprof (gzipped profile.proto, for go tool pprof) or stackwatch (a "
                    "profile file with a tree per cycle, for 'stackwatch stats' and 'stackwatch "
@@ -66,29 +71,10 @@ def add_parser(subparsers):
     return p
 
 
-def _default_output(fmt):
-    pid = os.getpid()
-    if fmt == "html":
-        return f"stackwatch-{pid}.flamegraph.html"
-    if fmt == "pprof":
-        return f"stackwatch-{pid}.pb.gz"
-    if fmt == "stackwatch":
-        return f"stackwatch-{pid}.swprof"
-    return f"stackwatch-{pid}.speedscope.json" if fmt == "speedscope" else f"stackwatch-{pid}.collapsed.txt"
-
-
 def _options(args):
     """(format, output, interval_ns) from the parsed arguments, or UsageError."""
-    fmt = args.format
-    if fmt is None:
-        fmt = "speedscope" if args.output and args.output.lower().endswith(".json") else "collapsed"
-        if args.output and args.output.lower().endswith((".html", ".htm")):
-            fmt = "html"
-        if args.output and args.output.lower().endswith((".pb.gz", ".pprof")):
-            fmt = "pprof"
-        if args.output and args.output.lower().endswith(".swprof"):
-            fmt = "stackwatch"
-    output = args.output or _default_output(fmt)
+    fmt = args.format or formats.guess(args.output, formats.TREES, formats.PROFILES, default="collapsed")
+    output = args.output or formats.default_output(fmt)
     try:
         ns = profiler.interval_ns(args.interval, args.rate)
         if not 1 <= args.max_depth <= 16384:
@@ -101,36 +87,26 @@ def _options(args):
     return fmt, output, ns
 
 
-class _Finisher:
-    """Stops the profiler once (at exit, on Ctrl-C, os._exit or os.exec*)
-    and writes the profile."""
-
-    def __init__(self, prof, fmt, output, quiet):
-        self.prof, self.fmt, self.output, self.quiet = prof, fmt, output, quiet
-        self.pid = os.getpid()
-        self.done = False
-
-    def __call__(self):
-        if self.done or os.getpid() != self.pid:
-            return
-        self.done = True
-        if self.prof.running:
-            self.prof.stop()
-        try:
-            self.prof.write(self.output, self.fmt)
-        except (OSError, ValueError, RuntimeError) as e:
-            print(f"stackwatch: error: writing the profile to {self.output} failed: {e}", file=sys.stderr)
-            return
-        if not self.quiet:
-            st = self.prof.stats()
-            failed = f", {st['failed']} failed reads of a stack" if st["failed"] else ""
-            off = f", {st['off_cpu']} samples of idle threads left out" if st["mode"] == "cpu" else ""
-            n = len(self.prof.threads())
-            print(f"stackwatch: wrote {self.output} ({st['mode']} mode, {st['stored']} samples of {n} "
-                  f"thread{'' if n == 1 else 's'}{off}{failed})", file=sys.stderr)
+def _finish(prof, fmt, output, quiet):
+    """At the end (once: see Finisher; also on Ctrl-C, os._exit or
+    os.exec*): stops the profiler and writes the profile."""
+    if prof.running:
+        prof.stop()
+    try:
+        prof.write(output, fmt)
+    except (OSError, ValueError, RuntimeError) as e:
+        print(f"stackwatch: error: writing the profile to {output} failed: {e}", file=sys.stderr)
+        return
+    if not quiet:
+        st = prof.stats()
+        failed = f", {st['failed']} failed reads of a stack" if st["failed"] else ""
+        off = f", {st['off_cpu']} samples of idle threads left out" if st["mode"] == "cpu" else ""
+        n = len(prof.threads())
+        print(f"stackwatch: wrote {output} ({st['mode']} mode, {st['stored']} samples of {n} "
+              f"thread{'' if n == 1 else 's'}{off}{failed})", file=sys.stderr)
 
 
-def cmd_profile(args):
+def run(args):
     """Runs the program under the profiler. Returns the exit status; raises
     UsageError for bad input."""
     script, module, script_args = resolve(args.argv, args.module)
@@ -147,16 +123,16 @@ def cmd_profile(args):
                                  cycle=args.cycle, lines=args.lines, native=args.native, **kw)
     except ValueError as e:
         raise UsageError(str(e))
-    finisher = _Finisher(prof, fmt, output, args.quiet)
+    finisher = Finisher(functools.partial(_finish, prof, fmt, output, args.quiet))
     # The program's stacks start at its own code, not in this wrapper: the
     # frames from the root through Program.run (and runpy's, for -m) are
     # left out of every stack.
     follow = [getattr(runpy, n, None) for n in ("run_module", "_run_module_code", "_run_code")]
-    # After the program: the CLI's own frames on the way out, down to
+    # After the program: the CLI's own frames on the way out (this
+    # function's and its caller's, the dispatcher cli.main), down to
     # runpy's frame of `python -m stackwatch` once stackwatch's __main__ has
     # returned (the samples of threads still running are kept).
-    from .. import cli
-    ignore = [_Finisher.__call__.__code__, cli.main.__code__, cmd_profile.__code__]
+    ignore = [Finisher.__call__.__code__, sys._getframe(1).f_code, run.__code__]
     main_runner = getattr(runpy, "_run_module_as_main", None)
     if main_runner is not None:
         ignore.append(main_runner.__code__)
@@ -166,7 +142,7 @@ def cmd_profile(args):
     shutdown = getattr(threading, "_shutdown", None)
     if shutdown is not None and hasattr(shutdown, "__code__"):
         ignore.append(shutdown.__code__)
-    prof._set_wrapper(program_mod.Program.run.__code__, [f.__code__ for f in follow if f is not None],
+    prof._set_wrapper(Program.run.__code__, [f.__code__ for f in follow if f is not None],
                       ignore=ignore)
     try:
         prof.start()

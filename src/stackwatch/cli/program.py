@@ -1,7 +1,9 @@
 """Running the user's program as `python script.py` or `python -m module`
 would: same sys.argv, sys.path[0], __main__ module, exit status, and
-tracebacks without stackwatch's frames. Shared by `stackwatch run` and
-`stackwatch profile`."""
+tracebacks without stackwatch's frames; and the Finisher that ends the
+command's recording once, however the program ends. Shared by `stackwatch
+run` and `stackwatch profile`; UsageError and check_writable serve every
+command."""
 import os
 import signal
 import sys
@@ -86,6 +88,25 @@ class Program:
             print_user_exception()
             return 1
         return 0
+
+
+class Finisher:
+    """Calls finish() once, and only in the process that made it (not in a
+    child the program forked): at exit (registered with atexit, which runs
+    after the interpreter has joined the program's non-daemon threads),
+    before the process kills itself on an uncaught Ctrl-C (Program.run),
+    and wherever a command wraps os._exit or os.exec* to call it."""
+
+    def __init__(self, finish):
+        self.finish = finish
+        self.pid = os.getpid()
+        self.done = False
+
+    def __call__(self):
+        if self.done or os.getpid() != self.pid:
+            return
+        self.done = True
+        self.finish()
 
 
 def print_user_exception():

@@ -1,5 +1,6 @@
 """Call trees over time: the history a profiler keeps (a new tree every
-`cycle`), time windows of it, merging, and profile files.
+`cycle`), the entries of a profiler's or a profile file's history, and
+time windows of it merged into one tree.
 
     import stackwatch, time
     h = stackwatch.watch(interval="1ms", cycle="2s", maxlen=1000,
@@ -7,29 +8,23 @@
     ...
     t0 = time.time()
     tree = stackwatch.get_profile(h, start=t0 - 10, stop=t0)   # the last 10 s
-    tree.to_dict()                    # dask-like nested dicts
-    both = stackwatch.merge(tree, stackwatch.load_profile("old.swprof").tree())
-    both.write("out.html", "html")
+    h.write("last.pb.gz", "pprof", start=t0 - 10)
     h.stop(); h.save("run.swprof")    # read back with stackwatch.load_profile
 
 Times (start, stop, History.entries()) are wall-clock seconds since the
 epoch, as time.time() gives them (as in dask's profiler). A window selects
-whole entries: those that overlap it. Trees are built and merged in C; a
-CallTree owns its function table, so trees of different processes or
-files merge as well as trees of one.
+whole entries: those that overlap it. A History reads its trees from a
+running profiler's sampler or from a profile file (profile_file.py).
 """
-import gzip
 import math
 import numbers
-import os
 import threading
 from collections import namedtuple
 
-from .. import _native
 from ..common.units import parse_duration_ns
+from ..render import formats
+from .calltree import CallTree
 
-TREE_FORMATS = ("collapsed", "speedscope", "html", "pprof")
-PROFILE_SUFFIX = ".swprof"
 MIN_CYCLE_NS = 10_000_000              # 10 ms
 MAX_CYCLE_NS = 3600 * 1_000_000_000    # 1 h
 MAX_OMIT = 64
@@ -89,112 +84,13 @@ def _time_ns(t, default):
     return max(_FAR_PAST, min(_FAR_FUTURE, int(round(t * 1e9))))
 
 
-def _window_ns(start, stop):
+def window_ns(start, stop):
+    """(start, stop) in ns from time.time() seconds (None: unbounded);
+    ValueError for anything else or start after stop."""
     a, b = _time_ns(start, _FAR_PAST), _time_ns(stop, _FAR_FUTURE)
     if a > b:
         raise ValueError(f"start ({start}) is after stop ({stop})")
     return a, b
-
-
-# ---- trees ----
-
-class CallTree:
-    """A call tree of samples (built in C). count = samples through a node,
-    self = samples ending in it; time_ns = the wall time (CPU time in CPU
-    mode) the samples stand for."""
-
-    __slots__ = ("_t",)
-
-    def __init__(self, _tree=None):
-        self._t = _native.CallTree() if _tree is None else _tree
-
-    @property
-    def total(self):
-        """The number of samples."""
-        return self._t.total
-
-    def tree(self):
-        """Nested dicts {"name", "filename", "line", "count", "self",
-        "time_ns", "self_time_ns", "children": [...]}, as
-        Profiler.tree() gives them; the root is "<root>"."""
-        return self._t.tree()
-
-    def to_dict(self, source=True):
-        """The tree as dask's profiler shapes it: {"identifier",
-        "description": {"filename", "name", "line_number", "line"},
-        "count", "children": {identifier: {...}}}, plus "self", "time_ns"
-        and "self_time_ns". The identifier is "name;filename;line";
-        line_number is the function's first line and "line" its source
-        text (read with linecache; "" with source=False or when it cannot
-        be read). The root's identifier is "root"."""
-        from ..render.flamegraph import source_line
-        root = self._t.tree()
-        out = {}
-        stack = [(root, out, True)]
-        while stack:      # without recursion: stacks can be thousands deep
-            node, d, is_root = stack.pop()
-            if is_root:
-                ident, desc = "root", {"filename": "", "name": "", "line_number": 0, "line": ""}
-            else:
-                ident = f"{node['name']};{node['filename']};{node['line']}"
-                desc = {"filename": node["filename"], "name": node["name"], "line_number": node["line"],
-                        "line": source_line(node["filename"], node["line"]) if source else ""}
-            d.update(identifier=ident, description=desc, count=node["count"], self=node["self"],
-                     time_ns=node["time_ns"], self_time_ns=node["self_time_ns"], children={})
-            for child in node["children"]:
-                cd = {}
-                d["children"][f"{child['name']};{child['filename']};{child['line']}"] = cd
-                stack.append((child, cd, False))
-        return out
-
-    def merge(self, *others):
-        """A new tree with the samples of this one and of `others`."""
-        return merge(self, *others)
-
-    def write(self, path, format="collapsed", title=None):
-        """Writes the tree as collapsed stacks, speedscope JSON, an HTML
-        flame graph or pprof (see Profiler.write)."""
-        _write_trees([(None, 0, self)], path, format, title, {})
-
-    def __eq__(self, other):
-        if not isinstance(other, CallTree):
-            return NotImplemented
-        intern = {}
-        return _flat(self.tree(), intern) == _flat(other.tree(), intern)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return f"<CallTree {self.total} samples, {self._t.nodes - 1} nodes>"
-
-
-def _flat(tree, intern):
-    """A tree as {node id: (count, self, time_ns, self_time_ns)}, a node's
-    id interned (in `intern`, shared by the trees compared) from its
-    parent's id and its function: equal for equal trees whatever order
-    their children were added in. Iterative: stacks can be deep."""
-    out = {}
-    stack = [(tree, 0)]
-    while stack:
-        n, parent = stack.pop()
-        nid = intern.setdefault((parent, n["name"], n["filename"], n["line"]), len(intern) + 1)
-        out[nid] = (n["count"], n["self"], n["time_ns"], n["self_time_ns"])
-        stack.extend((c, nid) for c in n["children"])
-    return out
-
-
-def merge(*trees):
-    """A new CallTree with every sample of the given CallTrees (or
-    Histories: their whole history). Trees of different processes or files
-    merge as well: functions are matched by name, file and first line."""
-    out = _native.CallTree()
-    for t in trees:
-        if isinstance(t, History):
-            t = t.tree()
-        if not isinstance(t, CallTree):
-            raise TypeError(f"merge() takes CallTree or History objects, not {type(t).__name__}")
-        out.merge(t._t)
-    return CallTree(out)
 
 
 # ---- histories ----
@@ -237,7 +133,7 @@ class History:
         """The merged tree of the entries overlapping [start, stop]
         (time.time() seconds; None: unbounded) of one thread (by ident;
         default: the history's thread, else all threads)."""
-        a, b = _window_ns(start, stop)
+        a, b = window_ns(start, stop)
         tid = self.thread_id if thread_id is None else thread_id
         return CallTree(self._src.window(a, b, tid))
 
@@ -258,6 +154,10 @@ class History:
         if self._prof is None:
             return self._src.info()
         return self._prof._file_info(self._history())
+
+    def _calltree(self):
+        """The whole history as one CallTree (what merge() takes of it)."""
+        return self.tree()
 
     @property
     def evicted_samples(self):
@@ -285,7 +185,7 @@ class History:
     def thread_trees(self, start=None, stop=None):
         """[(label, thread_id, CallTree)] per thread with samples in the
         window, in the profile's thread order."""
-        a, b = _window_ns(start, stop)
+        a, b = window_ns(start, stop)
         out = []
         threads = self.threads()
         known = {t["thread_id"] for t in threads}
@@ -297,7 +197,7 @@ class History:
         for t in threads:
             tree = CallTree(self._src.window(a, b, t["thread_id"]))
             if tree.total:
-                out.append((_thread_label(t), t["thread_id"], tree))
+                out.append((formats.thread_label(t), t["thread_id"], tree))
         return out
 
     def write(self, path, format="collapsed", start=None, stop=None, title=None):
@@ -306,13 +206,14 @@ class History:
         thread), html or pprof (a "thread" label per thread); or the whole
         history as a profile file with format "stackwatch" (live histories
         only, see save())."""
-        if format == "stackwatch":
+        fmt = formats.get(format, formats.TREES, formats.PROFILES)
+        if fmt.takes == formats.PROFILES:
             if start is not None or stop is not None:
                 raise ValueError("a profile file stores the whole history (no start/stop)")
-            return self.save(path)
+            return fmt.write(path, self)
         info = self.info()
-        a, b = _window_ns(start, stop)
-        _write_trees(self.thread_trees(start, stop), path, format, title, info, (a, b))
+        window = window_ns(start, stop)
+        fmt.write(path, as_trees(self.thread_trees(start, stop), info, title, window))
 
     def save(self, path):
         """Writes the history as a profile file (read it back with
@@ -322,54 +223,17 @@ class History:
         self._prof.save(path)
 
 
-def _thread_label(t):
-    from ..render.flamegraph import thread_label
-    return thread_label(t)
-
-
-def _write_trees(trees, path, format, title, info, window=None):
-    """Writes [(label, thread_id, CallTree)] in `format`."""
-    if format not in TREE_FORMATS:
-        raise ValueError(f"unknown profile format {format!r} (choose from: {', '.join(TREE_FORMATS)})")
-    path = os.fspath(path)
-    title = os.path.basename(path) if title is None else title
-    interval = int(info.get("interval_ns") or 0)
-    if format == "html":
-        from ..render import flamegraph
-        threads = [{"name": label or "all threads", "thread_id": tid, "tree": t.tree()} for label, tid, t in trees]
-        keep = ("samples", "dropped", "cut", "failed", "missed", "off_cpu")
-        text = flamegraph.document(threads, title, interval, {k: info[k] for k in keep if k in info})
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        return
+def as_trees(threads, info, title=None, window=None):
+    """The formats.Trees of [(label, thread_id, CallTree)] of a history
+    whose info() is `info`, clipped to the window (start_ns, stop_ns)."""
     start_ns, stop_ns = int(info.get("start_ns") or 0), int(info.get("stop_ns") or 0)
     if window is not None and start_ns:
         start_ns = max(start_ns, window[0])
         stop_ns = min(stop_ns, window[1]) if stop_ns else stop_ns
     duration = stop_ns - start_ns if start_ns and stop_ns > start_ns else 0
-    data = _native.render_trees(format, [(label, t._t) for label, _, t in trees], title=title,
-                                interval_ns=interval, time_ns=start_ns if start_ns > 0 else 0,
-                                duration_ns=duration)
-    if format == "pprof":
-        data = gzip.compress(data, compresslevel=6, mtime=0)
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-# ---- entry points ----
-
-def load_profile(path):
-    """The History stored in a profile file. ValueError (with a one-line
-    message) for a file that is empty, not a profile, or of an unknown
-    version; a damaged file is read up to the damage, described in
-    info()["damage"]."""
-    return History(_native.read_profile(os.fspath(path)), _path=os.fspath(path))
-
-
-def is_profile_file(path):
-    """True if the file starts like a profile file."""
-    with open(path, "rb") as f:
-        return bool(_native.is_profile(f.read(16)))
+    keep = ("samples", "dropped", "cut", "failed", "missed", "off_cpu")
+    return formats.Trees([(label, tid, t._t) for label, tid, t in threads], title, int(info.get("interval_ns") or 0),
+                         start_ns if start_ns > 0 else 0, duration, {k: info[k] for k in keep if k in info})
 
 
 def get_profile(history, start=None, stop=None):
@@ -380,44 +244,3 @@ def get_profile(history, start=None, stop=None):
         raise TypeError(f"get_profile() takes a History (from watch() or load_profile()), "
                         f"not {type(history).__name__}")
     return history.tree(start, stop)
-
-
-def watch(thread_id=None, interval="1ms", cycle="2s", maxlen=1000, omit=(), stop=None, *, mode="wall"):
-    """Starts a profiler and returns its live History: a new tree every
-    `cycle`, at most `maxlen` kept (None: no bound), frames of files
-    matching the `omit` globs left out (their callees attach to their
-    caller). thread_id: only that thread's trees (by threading.get_ident();
-    all threads are sampled; default all threads, unlike dask which
-    defaults to the calling thread). stop: a callable polled every cycle
-    (on a helper thread); when it returns true the profiler stops.
-    history.stop() stops it too."""
-    from .session import Profiler
-    if thread_id is not None and (isinstance(thread_id, bool) or not isinstance(thread_id, int) or thread_id < 0):
-        raise ValueError(f"thread_id must be a thread ident (threading.get_ident()) or None, not {thread_id!r}")
-    if stop is not None and not callable(stop):
-        raise ValueError(f"stop must be a callable (polled every cycle) or None, not {stop!r}")
-    prof = Profiler(interval, mode=mode, cycle=cycle, maxlen=maxlen, omit=omit)
-    h = History(prof._s, thread_id, _profiler=prof)
-    if stop is not None:
-        done = threading.Event()
-        period = prof.cycle_ns / 1e9
-
-        def poll():
-            while not done.wait(period):
-                if not prof.running:
-                    return
-                try:
-                    should = stop()
-                except Exception:
-                    should = True   # a broken stop condition must not keep it sampling forever
-                if should:
-                    h.stop()
-                    return
-
-        prof._ignore = prof._ignore + (poll.__code__,)
-        t = threading.Thread(target=poll, name="stackwatch-watch", daemon=True)
-        h._poller = (t, done)
-    prof.start()
-    if h._poller:
-        h._poller[0].start()
-    return h

@@ -11,7 +11,7 @@ counts the stacks into call trees.
     p.write("out.html", "html")       # interactive flame graph, one file
     p.write("out.pb.gz", "pprof")     # go tool pprof input
     p.save("out.swprof")              # a profile file: stackwatch stats/export read it
-    p.history()                       # a tree per cycle (see stackwatch.history)
+    p.history()                       # a tree per cycle (history.py)
 
 A Profiler runs once (start, then stop). Its results can be read while it
 runs as well as after.
@@ -24,9 +24,10 @@ import weakref
 
 from .. import _native
 from ..common.units import parse_duration_ns
-from . import history as history_mod
+from ..render import formats
+from . import history as history_mod, profile_file
 
-FORMATS = ("collapsed", "speedscope", "html", "pprof", "stackwatch")
+FORMATS = formats.names(formats.TREES, formats.PROFILES)
 MODES = ("wall", "cpu")
 MIN_INTERVAL_NS = 20_000
 MAX_INTERVAL_NS = 60_000_000_000
@@ -288,8 +289,8 @@ class Profiler:
 
     def history(self, thread_id=None):
         """The history of call trees, one per cycle (live while the
-        profiler runs): a stackwatch.history.History, of every thread or
-        of one (by ident)."""
+        profiler runs): a stackwatch.History, of every thread or of one
+        (by ident)."""
         return history_mod.History(self._s, thread_id, _profiler=self)
 
     def save(self, path):
@@ -298,10 +299,7 @@ class Profiler:
         self._check_ran()
         if self._state == "running":
             self._remember_names()
-        info = self._file_info(self._s.history())
-        data = self._s.save_bytes(info, self.threads())
-        with open(os.fspath(path), "wb") as f:
-            f.write(data)
+        profile_file.save(path, self._s, self._file_info(self._s.history()), self.threads())
 
     def _file_info(self, hist):
         """History.info() of this profiler (hist: its Sampler.history())."""
@@ -322,16 +320,25 @@ class Profiler:
         stackwatch.render.flamegraph) or "pprof" (gzipped profile.proto for
         `go tool pprof`: sample types samples/count and wall/nanoseconds, a
         "thread" label per sample) or "stackwatch" (the profile file, as
-        save())."""
-        if format not in FORMATS:
-            raise ValueError(f"unknown profile format {format!r} (choose from: {', '.join(FORMATS)})")
+        save()). The formats are those of stackwatch.render.formats."""
+        fmt = formats.get(format, formats.TREES, formats.PROFILES)
         self._check_ran()
-        if format == "stackwatch":
-            return self.save(path)
+        fmt.write(path, self if fmt.takes == formats.PROFILES else self._trees())
+
+    def _trees(self):
+        """A snapshot of the whole-run tree of every thread, as the tree
+        formats take it (formats.Trees): labelled "name (ident)", the time
+        covered so far, and the sampler's counters for the HTML page."""
         if self._state == "running":
             self._remember_names()
-        if format == "html":
-            from ..render import flamegraph
-            return flamegraph.write(self, path)
-        self._s.write(os.fspath(path), format, title=os.path.basename(os.fspath(path)),
-                      thread_names={ident: name for ident, (name, _) in self._names.items()})
+        st = self._s.stats()
+        threads = [(formats.thread_label({"name": self._names.get(tid, (None, None))[0], "thread_id": tid}), tid, tree)
+                   for tid, tree in self._s.thread_trees()]
+        time_ns = duration_ns = 0
+        if st["start_ns"] > 0:    # CLOCK_MONOTONIC; the start in ns since the epoch
+            now = time.monotonic_ns()
+            time_ns = st["start_ns"] + time.time_ns() - now
+            duration_ns = (st["stop_ns"] if st["stop_ns"] > 0 else now) - st["start_ns"]
+        keep = ("samples", "stored", "failed", "empty", "missed", "truncated", "dropped", "cut", "ticks")
+        return formats.Trees(threads, None, self.interval_ns, time_ns, duration_ns,
+                             {k: st[k] for k in keep if k in st})

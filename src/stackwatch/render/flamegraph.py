@@ -1,8 +1,10 @@
 """The profiler's self-contained interactive HTML flame graph.
 
     from stackwatch.render import flamegraph
-    flamegraph.write(profiler, "out.html")      # what Profiler.write(path, "html") does
     text = flamegraph.document(threads, title)  # the page as a string
+
+Profiler.write(path, "html") and the other writers of the format "html"
+give it their trees through the registry (formats.py).
 
 One file, no network access: the page (flamegraph.html, package data) has
 its script and style inline, and the profile embedded as JSON in a
@@ -148,28 +150,3 @@ def document(threads, title="stackwatch profile", interval_ns=0, stats=None):
 def _printable(s):
     """`s` without lone surrogates (a file name's undecodable bytes)."""
     return str(s).encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def thread_label(t):
-    """How the page names a thread from Profiler.threads(): like the
-    speedscope output, "name (ident)" or "Thread ident"."""
-    return f"{t['name']} ({t['thread_id']})" if t.get("name") else f"Thread {t['thread_id']}"
-
-
-def write(profiler, path, title=None):
-    """Writes `profiler`'s profile (running or stopped) as an HTML flame
-    graph to `path`."""
-    path = os.fspath(path)
-    threads = []
-    for t in profiler.threads():
-        try:
-            tree = profiler.tree(t["thread_id"])
-        except KeyError:
-            continue
-        threads.append({"name": thread_label(t), "thread_id": t["thread_id"], "tree": tree})
-    st = profiler.stats()
-    keep = ("samples", "stored", "failed", "empty", "missed", "truncated", "dropped", "cut", "ticks")
-    text = document(threads, title if title is not None else os.path.basename(path),
-                    profiler.interval_ns, {k: st[k] for k in keep if k in st})
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)

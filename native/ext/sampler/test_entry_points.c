@@ -1,18 +1,10 @@
 /*
- * sampler_frames.c - test entry points of the profiler's frame decoding,
- * for the differential tests in tests/py: the line-table decoder
- * (native/procmem/linetable.c) on a real code object's table.
- *
- *   _native._linetable_lines(kind, table, firstlineno, nbytes)
- *       -> [line of byte offset 0, 2, 4, ... < nbytes] (-1: no line)
- *   _native.LINETABLE_KIND: the kind this Python's tables use
+ * test_entry_points.c - entry points that exist only for the tests in
+ * tests/py, not for users (see test_entry_points.h).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "test_entry_points.h"
 
 #include "procmem/linetable.h"
-
-int sw_sampler_frames_add_to_module(PyObject *m);
 
 static PyObject *linetable_lines(PyObject *mod, PyObject *args)
 {
@@ -46,7 +38,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-int sw_sampler_frames_add_to_module(PyObject *m)
+int sw_test_entry_points_add_to_module(PyObject *m)
 {
 #if PY_VERSION_HEX >= 0x030B0000
     int kind = SW_LINETABLE_LOCATIONS;

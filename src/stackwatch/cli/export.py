@@ -1,0 +1,115 @@
+"""`stackwatch export`: convert a trace to Perfetto or Chrome JSON, or a
+profile file (several merged, their threads kept apart; a time window of
+them) to collapsed stacks, speedscope, an HTML flame graph or pprof.
+
+    stackwatch export FILE [PROFILE ...] --format FORMAT -o OUT
+                      [--start 500ms] [--stop 2s] [--min-duration 10us]
+
+A file's first bytes say which it is (files.kind_of); the formats and
+their writers are the registry's (stackwatch.render.formats).
+"""
+import os
+import sys
+
+from ..common.units import parse_duration_ns
+from ..profiler import history
+from ..render import formats
+from ..tracer.tracefile import Trace
+from . import files
+from .program import UsageError, check_writable
+
+NAME = "export"
+TRACE_FORMATS = formats.names(formats.TRACES, written=True)
+PROFILE_FORMATS = formats.names(formats.TREES)
+
+
+def add_parser(subparsers):
+    """Adds the command to the CLI's subparsers; returns its parser."""
+    e = subparsers.add_parser("export", help="convert a trace to Perfetto or Chrome JSON, or a profile file to "
+                              "collapsed stacks, speedscope, an HTML flame graph or pprof")
+    e.add_argument("file")
+    e.add_argument("more", nargs="*", metavar="PROFILE", help="profiles: more profile files, merged with "
+                   "the first (threads of each file kept apart)")
+    e.add_argument("--format", required=True, help="perfetto or chrome (traces); collapsed, speedscope, "
+                   "html or pprof (profiles)")
+    e.add_argument("--start", default=None, help="profiles: only the cycles from this time after the "
+                   "profile's start on (e.g. 500ms, 2s)")
+    e.add_argument("--stop", default=None, help="profiles: only the cycles up to this time after the "
+                   "profile's start (e.g. 3s)")
+    e.add_argument("-o", "--output", required=True)
+    e.add_argument("--min-duration", default=None, help="leave out slices shorter than this (e.g. 10us)")
+    return e
+
+
+def run(args):
+    if files.kind_of(args.file) == "profile":
+        return _export_profiles(args)
+    return _export_trace(args)
+
+
+def _export_trace(args):
+    if args.start is not None or args.stop is not None:
+        raise UsageError("--start/--stop apply to profile files")
+    if args.more:
+        raise UsageError("export converts one trace (several files can be given for profiles only)")
+    if args.format not in TRACE_FORMATS:
+        raise UsageError(f"unknown format {args.format!r} (choose from: {', '.join(TRACE_FORMATS)})")
+    try:
+        min_ns = parse_duration_ns(args.min_duration) if args.min_duration else 0
+    except ValueError as e:
+        raise UsageError(str(e))
+    check_writable(args.output, "trace")
+    t = Trace(args.file)
+    if t.damage:
+        print(f"warning: {args.file}: {t.damage}; exporting the intact part", file=sys.stderr)
+    formats.FORMATS[args.format].write(args.output, t, min_duration_ns=min_ns)
+    print(f"stackwatch: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _offset(value, what, base_ns):
+    """Wall-clock seconds of an offset from the profile's start."""
+    if value is None:
+        return None
+    try:
+        ns = parse_duration_ns(value)
+    except ValueError as e:
+        raise UsageError(f"--{what}: {e}") from None
+    return (base_ns + ns) / 1e9
+
+
+def _export_profiles(args):
+    if args.format not in PROFILE_FORMATS:
+        raise UsageError(f"unknown format {args.format!r} for a profile (choose from: "
+                         f"{', '.join(PROFILE_FORMATS)})")
+    if args.min_duration:
+        raise UsageError("--min-duration applies to traces, not profiles")
+    check_writable(args.output, "profile")
+    paths = [args.file] + list(args.more)
+    for p in paths[1:]:
+        if files.kind_of(p) != "profile":
+            raise UsageError(f"{p}: a trace cannot be merged with profiles")
+    loaded = [(p, files.load_profile(p)) for p in paths]
+    trees, info = [], None
+    for path, h in loaded:
+        base = h.info()["start_ns"]
+        start = _offset(args.start, "start", base)
+        stop = _offset(args.stop, "stop", base)
+        if (start is not None or stop is not None) and not base:
+            raise UsageError(f"{path}: the profile has no start time, so --start/--stop cannot be used")
+        if start is not None and stop is not None and start > stop:
+            raise UsageError("--start is after --stop")
+        for label, tid, tree in h.thread_trees(start, stop):
+            # Threads of several files: named after their file too.
+            trees.append((f"{os.path.basename(path)}: {label}" if len(paths) > 1 else label, tid, tree))
+        if info is None:
+            info = dict(h.info())
+            if len(paths) > 1:
+                info["start_ns"] = info["stop_ns"] = 0   # several runs: no one time span
+            window = None if start is None and stop is None else history.window_ns(start, stop)
+    formats.FORMATS[args.format].write(args.output, history.as_trees(trees, info, None, window))
+    print(f"stackwatch: wrote {os.fspath(args.output)}", file=sys.stderr)
+    status = 0
+    for path, h in loaded:
+        status = max(status, files.damaged(path, h))
+    return status

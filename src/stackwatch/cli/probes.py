@@ -1,0 +1,33 @@
+"""`stackwatch probes`: list the USDT probes and the library to attach to
+(or, with --events, the event names handlers and `run --events` accept)."""
+import sys
+
+from ..events import probes, switch
+
+NAME = "probes"
+
+
+def add_parser(subparsers):
+    """Adds the command to the CLI's subparsers; returns its parser."""
+    p = subparsers.add_parser("probes", help="list the USDT probes and the file to attach to")
+    p.add_argument("--events", action="store_true", help="list the event names handlers and --events accept")
+    return p
+
+
+def run(args):
+    if args.events:
+        for name in switch.KINDS:
+            print(name)
+        print("groups: calls, c_calls, exceptions, gc, objects, threads, all")
+        return 0
+    if not probes.available:
+        print("stackwatch: USDT probes were not compiled in (<sys/sdt.h> not found at build time; "
+              "on Debian: apt install systemtap-sdt-dev, then reinstall stackwatch)", file=sys.stderr)
+        return 1
+    print(f"library: {probes.library}")
+    print("probes (provider stackwatch; attach as usdt:LIBRARY:stackwatch:NAME):")
+    for name in probes.names:
+        print(f"  {name}({probes.ARGUMENTS.get(name, '')})")
+    print("They fire in programs run with 'stackwatch run --probes' (or that call "
+          "stackwatch.probes.watch()).")
+    return 0

@@ -1,0 +1,201 @@
+"""`stackwatch run`: run a program and trace every Python call into a
+trace file (.swt), or into Perfetto or Chrome JSON directly.
+
+    stackwatch run [options] (script.py | -m module) [args ...]
+
+The program runs as `python script.py` would (program.py); its own
+arguments are every word after the script or after -m MODULE (cli/__init__.py
+splits them off: RUNS_PROGRAM). Tracing stops at exit, after the program's
+non-daemon threads have finished, and one line says where the trace is.
+"""
+import argparse
+import atexit
+import functools
+import os
+import sys
+import tempfile
+
+from .. import _native
+from ..common.units import parse_duration_ns, parse_size
+from ..events import handlers, probes, switch
+from ..render import formats
+from ..tracer import session as tracing
+from ..tracer.tracefile import Trace
+from .program import Finisher, Program, UsageError, check_writable, resolve
+
+NAME = "run"
+RUNS_PROGRAM = True
+
+
+def add_parser(subparsers):
+    """Adds the command to the CLI's subparsers; returns its parser."""
+    r = subparsers.add_parser("run", help="run a program and trace every Python call",
+                              usage="stackwatch run [options] (script.py | -m module) [args ...]")
+    r.add_argument("-o", "--output", help="trace file (default stackwatch-PID.swt, or .pftrace/.json "
+                   "with --format)")
+    r.add_argument("--format", choices=formats.names(formats.TRACES), default="swt",
+                   help="write this format directly (default: the stackwatch trace)")
+    r.add_argument("-m", dest="module", help="run a library module as a script")
+    r.add_argument("--buffer-size", default="256K", help="per-thread buffer (default 256K)")
+    r.add_argument("--ring", default=None, help="keep only the most recent SIZE of events per thread")
+    r.add_argument("--max-depth", type=int, default=0, help="record frames only up to this depth")
+    r.add_argument("--include", action="append", help="record only code in files/modules matching "
+                   "this glob (repeatable)")
+    r.add_argument("--exclude", action="append", help="do not record code in files/modules matching "
+                   "this glob (repeatable)")
+    r.add_argument("--min-duration", default=None, help="with --format perfetto/chrome: leave out "
+                   "slices shorter than this (e.g. 10us)")
+    r.add_argument("--no-follow-fork", action="store_true", help="forked children stop tracing "
+                   "(default: each traces into its own file)")
+    r.add_argument("--c-calls", action="store_true", help="also record calls of builtin and "
+                   "extension functions")
+    r.add_argument("--flush-interval", default=None, help="background flush of slowly recording "
+                   "threads, e.g. 250ms (default 250ms; off on 3.13+, see docs; 0 = off)")
+    r.add_argument("--no-tsc", action="store_true", help="timestamps from CLOCK_MONOTONIC, not the TSC")
+    r.add_argument("--events", action="append", help="also record these events (comma-separated names "
+                   "or groups: line, instruction, exceptions, gc, objects, threads, ...; see "
+                   "'stackwatch probes --events')")
+    r.add_argument("--lines", action="append", metavar="GLOB", help="record line events in files "
+                   "matching GLOB (implies --events line); repeatable")
+    r.add_argument("--log", nargs="?", const="-", default=None, metavar="FILE",
+                   help="print every recorded kind of event as a readable line to stderr (or FILE)")
+    r.add_argument("--probes", action="store_true", help="serve the USDT probes: attaching bpftrace, "
+                   "SystemTap or perf turns on the matching hooks")
+    r.add_argument("--sample", nargs="?", const="1ms", default=None, metavar="RATE",
+                   help="also sample every thread's stack into the trace (default every 1ms; RATE "
+                   "is an interval such as 200us or a rate such as 1000hz): time in long C calls "
+                   "shows up beside the exact call slices")
+    r.add_argument("--native", action="store_true", help="with --sample: the samples' stacks also hold "
+                   "the native (C) frames, named 'symbol [native]' (Linux x86-64)")
+    r.add_argument("--sample-lines", action="store_true", help="with --sample: each sample records the "
+                   "line every Python frame was running")
+    r.add_argument("--no-trace", action="store_true", help="write no trace file (with --probes or --log)")
+    r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
+    r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
+    return r
+
+
+def run(args):
+    """Runs the program under the tracer. Returns its exit status; raises
+    UsageError for bad input."""
+    # "--sample=X" names a rate even when X is no number; "--sample X" may
+    # be followed by the program instead.
+    given_with_equals = any(a.startswith("--sample=") for a in args.words)
+    if (args.sample is not None and not given_with_equals
+            and not args.sample[:1].isdigit() and args.sample[:1] != "."):
+        # "--sample script.py": the option took the program as its RATE.
+        args.argv = [args.sample] + list(args.argv)
+        args.sample = "1ms"
+    script, module, script_args = resolve(args.argv, args.module)
+    try:
+        chunk = parse_size(args.buffer_size)
+        ring = parse_size(args.ring) if args.ring else 0
+        min_ns = parse_duration_ns(args.min_duration) if args.min_duration else 0
+        flush_s = (None if args.flush_interval is None else
+                   parse_duration_ns(args.flush_interval) / 1e9 if args.flush_interval != "0" else 0.0)
+    except ValueError as e:
+        raise UsageError(str(e))
+    if args.max_depth < 0:
+        raise UsageError("--max-depth must not be negative")
+    events = [e.strip() for arg in (args.events or []) for e in arg.split(",") if e.strip()]
+    if args.lines and "line" not in events:
+        events.append("line")
+    try:
+        if events:
+            switch.mask_of(events)
+    except ValueError as e:
+        raise UsageError(f"--events: {e}")
+    if args.sample is not None:
+        try:
+            tracing.sample_interval_ns(args.sample)
+        except ValueError as e:
+            raise UsageError(f"--sample: {e}")
+        if args.no_trace:
+            raise UsageError("--sample writes its samples into the trace: it cannot go with --no-trace")
+    elif args.native or args.sample_lines:
+        raise UsageError(f"{'--native' if args.native else '--sample-lines'} describes the samples: "
+                         "it needs --sample")
+    if args.no_trace and not (args.probes or args.log is not None):
+        raise UsageError("--no-trace needs --probes or --log (otherwise nothing would be recorded)")
+    if args.min_duration and args.format == "swt":
+        raise UsageError("--min-duration applies to --format perfetto/chrome (or to 'stackwatch export')")
+    # Absolute, so that a program that changes directory does not move it.
+    output = os.path.abspath(args.output or formats.default_output(args.format))
+    if not args.no_trace:
+        check_writable(output, "trace")
+    if args.format == "swt":
+        trace_path = output
+    else:
+        fd, trace_path = tempfile.mkstemp(prefix="stackwatch-", suffix=".swt")
+        os.close(fd)
+
+    program = Program(script, module, script_args)
+    if not program.prepare():
+        return 1
+
+    finisher = Finisher(functools.partial(_finish, args, trace_path, output, min_ns))
+    log = None
+    if args.log is not None:
+        log = handlers.verbose(None if args.log == "-" else args.log)
+        names = ["calls"] + (["c_calls"] if args.c_calls else []) + list(events)
+        handlers.add_handler(log, events=names)
+    if args.probes:
+        try:
+            probes.watch()
+        except RuntimeError as e:
+            raise UsageError(str(e))
+    if not args.no_trace:
+        try:
+            tracing.start(trace_path, buffer_size=chunk, ring=ring, max_depth=args.max_depth,
+                      include=args.include, exclude=args.exclude, follow_fork=not args.no_follow_fork,
+                      allow_tsc=not args.no_tsc, c_calls=args.c_calls, flush_interval=flush_s,
+                      events=events or None, lines=args.lines, sample=args.sample,
+                      sample_native=args.native, sample_lines=args.sample_lines)
+        except (ValueError, RuntimeError) as e:
+            raise UsageError(str(e))
+        if not args.quiet:
+            tracing._exec_notice = functools.partial(_say_exec, os.getpid(), trace_path, args.format)
+    # atexit runs after the interpreter has joined non-daemon threads, so
+    # their events are in the trace too.
+    atexit.register(finisher)
+    return program.run(finisher)
+
+
+def _say_exec(pid, trace_path, fmt, program):
+    """The program replaces itself (os.exec*): the exit handler will not
+    run, so say here where the trace is (as that handler, only in the
+    process stackwatch started, not in its forked children)."""
+    if os.getpid() != pid:
+        return
+    later = "" if fmt == "swt" else f" (not converted: stackwatch export {trace_path} --format {fmt})"
+    print(f"stackwatch: the program execs {os.fsdecode(program)}; its trace so far is in "
+          f"{trace_path}{later}", file=sys.stderr)
+
+
+def _finish(args, trace_path, output, min_ns):
+    """At the end (once: see Finisher): stops tracing, converts the trace if
+    asked, prints the summary."""
+    if args.probes:
+        probes.unwatch()
+    if not _native.is_tracing():
+        return
+    summary = tracing.stop()
+    if summary.error:
+        print(f"stackwatch: warning: {summary.error}", file=sys.stderr)
+    if args.format != "swt":
+        try:
+            formats.FORMATS[args.format].write(output, Trace(trace_path), min_duration_ns=min_ns)
+        except (OSError, ValueError) as e:
+            print(f"stackwatch: error: export to {output} failed: {e}", file=sys.stderr)
+            return
+        finally:
+            try:
+                os.unlink(trace_path)
+            except OSError:
+                pass
+    if not args.quiet:
+        dropped = f", {summary.dropped} dropped" if summary.dropped else ""
+        samples = f", {summary.samples} samples" if args.sample is not None else ""
+        n = summary.threads
+        print(f"stackwatch: wrote {output} ({summary.events} events, {n} "
+              f"thread{'' if n == 1 else 's'}{samples}{dropped})", file=sys.stderr)

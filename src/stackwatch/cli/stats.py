@@ -1,0 +1,245 @@
+"""`stackwatch stats`: the top functions of a trace (calls, total and own
+time; with its EXT events and sampler samples, their tables too) or of a
+profile file (own and total samples), overall and per thread.
+
+    stackwatch stats FILE [--sort own|total|calls] [-n 20] [--threads]
+
+A file's first bytes say which it is (files.kind_of). Every table is
+printed by _table(); times by _fmt_ns().
+"""
+import sys
+import time
+from collections import Counter
+
+from ..profiler import calltree
+from ..tracer.tracefile import Trace
+from . import files
+from .program import UsageError
+
+NAME = "stats"
+
+
+def add_parser(subparsers):
+    """Adds the command to the CLI's subparsers; returns its parser."""
+    s = subparsers.add_parser("stats", help="top functions of a trace (calls, total and own time) or of a "
+                              "profile file (own and total samples)")
+    s.add_argument("file")
+    s.add_argument("--sort", choices=("own", "total", "calls"), default="own")
+    s.add_argument("-n", "--limit", type=int, default=20, help="rows per table (default 20)")
+    s.add_argument("--threads", action="store_true", help="also one table per thread")
+    return s
+
+
+def run(args):
+    if files.kind_of(args.file) == "profile":
+        return _profile_stats(args)
+    return _trace_stats(args)
+
+
+# ---- printing ----
+
+def _fmt_ns(ns):
+    """A duration for a person: 1.234s, 5.678ms, 9.1us or 12ns."""
+    if ns >= 1e9:
+        return f"{ns / 1e9:.3f}s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3f}ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f}us"
+    return f"{ns}ns"
+
+
+def _line(columns, cells):
+    """One line of a table. columns: [(header, width)]: width > 0 is a
+    right-aligned column (a number) of that width, < 0 a left-aligned one
+    of -width, 0 the last column, as long as it is. The right-aligned
+    columns come first, one space apart; two spaces, then the others, one
+    space apart."""
+    right = [f"{c!s:>{w}}" for (_, w), c in zip(columns, cells) if w > 0]
+    left = [f"{c!s:<{-w}}" if w else str(c) for (_, w), c in zip(columns, cells) if w <= 0]
+    return " ".join(right) + "  " + " ".join(left)
+
+
+def _table(out, title, columns, rows):
+    """A blank line, the title, the columns' headers and one line per row."""
+    print(f"\n{title}", file=out)
+    print(_line(columns, [h for h, _ in columns]), file=out)
+    for cells in rows:
+        print(_line(columns, cells), file=out)
+
+
+# ---- traces ----
+
+def _trace_stats(args):
+    if args.limit <= 0:
+        raise UsageError("--limit must be positive")
+    t = Trace(args.file)
+    out = sys.stdout
+    if t.damage:
+        print(f"warning: {args.file}: {t.damage}; showing the intact part", file=sys.stderr)
+    rows = t.stats()
+    overall = {}
+    for r in rows:
+        o = overall.setdefault(r.code, [0, 0, 0])
+        o[0] += r.calls
+        o[1] += r.total_ns
+        o[2] += r.own_ns
+    n = len(t.threads)
+    print(f"{args.file}: {t.event_count()} events, {n} thread{'' if n == 1 else 's'}, "
+          f"{t.dropped()} dropped{'' if t.complete else ', incomplete (tracing did not stop normally)'}",
+          file=out)
+    _calls_table(out, "all threads", t, [(c, *v) for c, v in overall.items()], args.sort, args.limit)
+    if args.threads:
+        for i, th in enumerate(t.threads):
+            mine = [(r.code, r.calls, r.total_ns, r.own_ns) for r in rows if r.thread == i]
+            title = f"thread {th['name'] or '?'} (tid {th['native_tid']}, {th['events']} events, {th['dropped']} dropped)"
+            _calls_table(out, title, t, mine, args.sort, args.limit)
+    _event_tables(out, t, args.limit)
+    _sample_tables(out, t, args.limit)
+    return 0
+
+
+def _calls_table(out, title, t, rows, sort, limit):
+    """rows: (code, calls, total_ns, own_ns)."""
+    key = {"own": 3, "total": 2, "calls": 1}[sort]
+    rows = sorted(rows, key=lambda r: r[key], reverse=True)[:limit]
+    cells = []
+    for code, calls, total, own in rows:
+        c = t.codes.get(code)
+        where = f"{c.qualname}  ({c.filename}:{c.firstlineno})" if c else f"<code {code}>"
+        cells.append((calls, _fmt_ns(total), _fmt_ns(own), where))
+    _table(out, title, [("calls", 10), ("total", 11), ("own", 11), ("function", 0)], cells)
+
+
+def _event_tables(out, t, limit):
+    """The EXT events recorded with `stackwatch run --events ...`: counts
+    per kind, GC time, exceptions per type and location (nothing if the
+    trace has none)."""
+    s = t.ext_summary()
+    if not s["counts"]:
+        return
+    rows = [(n, kind) for kind, n in sorted(s["counts"].items(), key=lambda kv: (-kv[1], kv[0]))]
+    if s["malformed"]:
+        rows.append((s["malformed"], "(malformed: payload could not be decoded)"))
+    _table(out, "events", [("count", 10), ("kind", 0)], rows)
+    if s["counts"].get("gc_start") or s["counts"].get("gc_done"):
+        print(f"\nGC: {s['gc_collections']} collections, {_fmt_ns(s['gc_ns'])} in total, "
+              f"{s['gc_collected']} objects collected, {s['gc_uncollectable']} uncollectable", file=out)
+    for kind in ("raise", "handled"):
+        if not s["counts"].get(kind):
+            continue
+        where = Counter()
+        for e in t.ext_events(kinds=[kind]):
+            if "type" not in e.data:
+                continue
+            c = t.codes.get(e.code)
+            line = e.line or "?"   # 0: the instruction has no line (a handler's start)
+            loc = f"{c.qualname}  ({c.filename}:{line})" if c else f"<code {e.code}>:{line}"
+            where[(e.data["type"], loc)] += 1
+        title = "exceptions raised" if kind == "raise" else "exceptions handled"
+        _table(out, f"{title} (by type and location)", [("count", 10), ("type", -24), ("where", 0)],
+               [(n, typ, loc) for (typ, loc), n in sorted(where.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]])
+
+
+def _sample_tables(out, t, limit):
+    """The samples recorded with `stackwatch run --sample`: how many per
+    thread, and the top functions by samples (own: the innermost frame;
+    total: anywhere on the stack, once per sample); with --sample-lines the
+    top lines (nothing if the trace has no samples)."""
+    n = t.sample_count()
+    if not n:
+        return
+    samples = t.samples()
+    states = Counter(s.state for s in samples)
+    print(f"\nsamples: {n} ({', '.join(f'{k} {v}' for k, v in sorted(states.items()))})", file=out)
+    for th in t.threads:
+        if th["samples"]:
+            print(_line([("", 10), ("", 0)], (th["samples"], f"thread {th['name'] or '?'} (tid {th['native_tid']})")),
+                  file=out)
+    own, total = Counter(), Counter()
+    for s in samples:
+        if s.stack:
+            own[s.stack[-1]] += 1
+        for f in set(s.stack):
+            total[f] += 1
+    top = sorted(total.items(), key=lambda kv: (-own[kv[0]], -kv[1], kv[0].name))[:limit]
+    _table(out, "top functions by samples", [("own", 10), ("total", 10), ("function", 0)],
+           [(own[f], c, f"{f.name}  ({f.filename if f.native else f'{f.filename}:{f.line}'})") for f, c in top])
+    # With --sample-lines: the lines the samples were running (own: the
+    # innermost Python frame's line, whatever native frames ran under it).
+    lines = Counter()
+    for s in samples:
+        if s.lines:
+            k = next((k for k in range(len(s.stack) - 1, -1, -1) if not s.stack[k].native), None)
+            if k is not None and s.lines[k]:
+                lines[(s.stack[k].filename, s.lines[k], s.stack[k].name)] += 1
+    if lines:
+        _table(out, "top lines by samples", [("own", 10), ("line", 0)],
+               [(c, f"{filename}:{line}  ({name})")
+                for (filename, line, name), c in sorted(lines.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]])
+
+
+# ---- profile files ----
+
+def _profile_stats(args):
+    if args.limit <= 0:
+        raise UsageError("--limit must be positive")
+    if args.sort == "calls":
+        raise UsageError("--sort calls applies to traces; a profile has samples (use own or total)")
+    h = files.load_profile(args.file)
+    info = h.info()
+    out = sys.stdout
+    threads = h.thread_trees()
+    whole = calltree.merge(*[t for _, _, t in threads])
+    entries = h.entries()
+    span = (f", {len(entries)} cycles of {info['cycle_ns'] / 1e9:g}s from {_clock(info['start_ns'])} "
+            f"to {_clock(info['stop_ns'])}" if info["start_ns"] and info["stop_ns"] else "")
+    lost = [f"{info[k]} {k.replace('_', ' ')}" for k in ("dropped", "failed", "missed") if info[k]]
+    print(f"{args.file}: {info['mode']} mode, {info['interval_ns'] / 1000:g}us interval, {whole.total} samples "
+          f"of {len(threads)} thread{'' if len(threads) == 1 else 's'}{span}"
+          f"{''.join(', ' + x for x in lost)}", file=out)
+    _samples_table(out, "all threads", whole, args.sort, args.limit)
+    if len(threads) > 1 or args.threads:
+        for label, _, tree in threads:
+            _samples_table(out, f"thread {label} ({tree.total} samples)", tree, args.sort, args.limit)
+    out.flush()
+    return files.damaged(args.file, h)
+
+
+def _clock(ns):
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ns // 1_000_000 % 1000:03d}"
+
+
+def _function_table(tree):
+    """{(name, filename, line): [own, total]} of a CallTree. total counts
+    each sample once per function even where the function recurses (only
+    its outermost frame on a stack counts)."""
+    out = {}
+    root = tree.tree()
+    stack = [(root, None)]
+    on_path = {}
+    while stack:
+        node, key = stack.pop()
+        if node is None:            # leaving `key`'s node
+            on_path[key] -= 1
+            continue
+        if key is not None:
+            row = out.setdefault(key, [0, 0])
+            row[0] += node["self"]
+            if not on_path.get(key):
+                row[1] += node["count"]
+            on_path[key] = on_path.get(key, 0) + 1
+            stack.append((None, key))
+        for child in node["children"]:
+            stack.append((child, (child["name"], child["filename"], child["line"])))
+    return out
+
+
+def _samples_table(out, title, tree, sort, limit):
+    rows = _function_table(tree)
+    total = tree.total or 1
+    index = 0 if sort == "own" else 1
+    ordered = sorted(rows.items(), key=lambda kv: (-kv[1][index], -kv[1][1 - index], kv[0]))[:limit]
+    _table(out, title, [("own", 9), ("own%", 6), ("total", 9), ("total%", 6), ("function", 0)],
+           [(own, f"{100 * own / total:.1f}%", tot, f"{100 * tot / total:.1f}%", f"{name}  ({filename}:{line})")
+            for (name, filename, line), (own, tot) in ordered])
