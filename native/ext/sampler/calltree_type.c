@@ -10,6 +10,8 @@
  */
 #include "calltree_type.h"
 
+#include "ext/shared/pyerr.h"
+
 #include "base/bytes.h"
 #include "profile/pprof.h"
 #include "profile/profile_file.h"
@@ -63,10 +65,7 @@ static void CallTree_dealloc(CallTreeObject *self)
 
 static int raise_rc(int rc, const char *what)
 {
-    if (rc == SW_ENOMEM)
-        PyErr_NoMemory();
-    else
-        PyErr_Format(PyExc_RuntimeError, "%s failed (%s)", what, sw_strerror(rc));
+    sw_pyerr(rc, PyExc_RuntimeError, "%s failed (%s)", what, sw_strerror(rc));
     return -1;
 }
 
@@ -516,10 +515,7 @@ static PyObject *read_profile(PyObject *mod, PyObject *arg)
     rc = sw_profile_file_open_file(PyBytes_AS_STRING(path), &pf, err, sizeof err);
     Py_END_ALLOW_THREADS
     if (rc != SW_OK) {
-        if (rc == SW_ENOMEM)
-            PyErr_NoMemory();
-        else
-            PyErr_Format(rc == SW_EIO ? PyExc_OSError : PyExc_ValueError, "%s: %s", PyBytes_AS_STRING(path), err);
+        sw_pyerr(rc, rc == SW_EIO ? PyExc_OSError : PyExc_ValueError, "%s: %s", PyBytes_AS_STRING(path), err);
         Py_DECREF(path);
         return NULL;
     }

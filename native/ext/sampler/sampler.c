@@ -14,6 +14,7 @@
 #include <Python.h>
 
 #include "sampler_layout.h"
+#include "ext/shared/pyerr.h"
 #include "ext/tracer/sampler_trace.h"
 #include "calltree_type.h"
 
@@ -233,7 +234,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     if (self->trace) {
         /* Samples into the running trace file, on its clock. */
         uint64_t mono0 = 0;
-        sw_writer *w = sw_session_writer(&mono0);
+        sw_writer *w = sw_session_writer(&mono0, sw_sampler_trace_detach);
         if (!w || trace_sampler) {
             sw_pystack_free(r);
             sw_native_stop(self);
@@ -252,7 +253,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
             self->s = NULL;
             self->stream = NULL;
             sw_native_stop(self);
-            PyErr_Format(PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
+            sw_pyerr(rc, PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
             return NULL;
         }
         self->started = 1;
@@ -280,7 +281,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
         self->s = NULL;
         self->prof = NULL;
         sw_native_stop(self);
-        PyErr_Format(PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
+        sw_pyerr(rc, PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
         return NULL;
     }
     self->started = 1;
@@ -363,7 +364,7 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
         }
         rc = stop_trace_sampler(self);
         if (rc != SW_OK) {
-            PyErr_Format(PyExc_OSError, "writing samples into the trace failed (%s)", sw_strerror(rc));
+            sw_pyerr(rc, PyExc_OSError, "writing samples into the trace failed (%s)", sw_strerror(rc));
             return NULL;
         }
         Py_RETURN_NONE;
@@ -654,10 +655,8 @@ static PyObject *pprof_gzipped(SamplerObject *self, char **names, size_t nnames,
     free(trees);
     Py_END_ALLOW_THREADS
     PyObject *raw = NULL, *compress = NULL, *kw = NULL, *res = NULL;
-    if (rc == SW_ENOMEM) {
-        PyErr_NoMemory();
-    } else if (rc != SW_OK) {
-        PyErr_Format(PyExc_RuntimeError, "building the pprof profile failed (%s)", sw_strerror(rc));
+    if (rc != SW_OK) {
+        sw_pyerr(rc, PyExc_RuntimeError, "building the pprof profile failed (%s)", sw_strerror(rc));
     } else {
         raw = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.len);
     }

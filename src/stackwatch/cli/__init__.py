@@ -13,7 +13,7 @@ import tempfile
 
 from .. import _native
 from ..common.units import parse_duration_ns, parse_size
-from ..events import handlers, probes, switch
+from ..events import handlers, kinds, probes
 from ..tracer import session as tracing, stats_events, stats_samples
 from . import profile as cli_profile, profile_file as cli_profile_file
 from .program import Program, UsageError, check_writable, resolve
@@ -226,7 +226,7 @@ def cmd_run(args):
         events.append("line")
     try:
         if events:
-            switch.mask_of(events)
+            kinds.mask_of(events)
     except ValueError as e:
         raise UsageError(f"--events: {e}")
     if args.sample is not None:
@@ -339,9 +339,9 @@ class _Finisher:
 
 def cmd_probes(args):
     if args.events:
-        for name in switch.KINDS:
+        for name in kinds.KINDS:
             print(name)
-        print("groups: calls, c_calls, exceptions, gc, objects, threads, all")
+        print("groups: " + ", ".join(kinds.GROUPS))
         return 0
     if not probes.available:
         print("stackwatch: USDT probes were not compiled in (<sys/sdt.h> not found at build time; "
