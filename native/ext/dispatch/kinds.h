@@ -92,23 +92,20 @@ enum sw_ev_mechanism {
 /* The kinds of a group, or of a mechanism: constant expressions. */
 #define SW_X_IF_GROUP_(K, n, g, m, mon, want) | (SW_G_##g == (want) ? SW_EVB(SW_K_##K) : 0u)
 #define SW_X_IF_MECH_(K, n, g, m, mon, want) | (SW_M_##m == (want) ? SW_EVB(SW_K_##K) : 0u)
-#define SW_X_IF_MON_(K, n, g, m, mon, a) | ((mon) ? SW_EVB(SW_K_##K) : 0u)
 #define SW_GROUP_MASK(g) (0u SW_EVENT_KINDS(SW_X_IF_GROUP_, SW_G_##g))
 #define SW_MECH_MASK(m) (0u SW_EVENT_KINDS(SW_X_IF_MECH_, SW_M_##m))
 
 #define SW_MASK_CALLS SW_GROUP_MASK(CALLS)           /* Python frames */
 #define SW_MASK_C_CALLS SW_GROUP_MASK(C_CALLS)
 #define SW_MASK_LINES SW_GROUP_MASK(LINES)           /* line and instruction */
-#define SW_MASK_OBJECTS SW_GROUP_MASK(OBJECTS)
 
-/* What each mechanism delivers (the masks the switching owner reads). */
+/* What each mechanism delivers (the masks the switching owner reads; from
+ * 3.12 on, sw_monitoring_events() says what sys.monitoring must deliver). */
 #define SW_MASK_EVAL_HOOK SW_MECH_MASK(EVAL)
 #define SW_MASK_GC_CALLBACK SW_MECH_MASK(GC_CALLBACK)
 #define SW_MASK_CLASS_SLOTS SW_MECH_MASK(CLASS_SLOTS)
 #define SW_MASK_THREAD_WRAPPER SW_MECH_MASK(THREAD_WRAPPER)
-#if PY_VERSION_HEX >= 0x030C0000
-#  define SW_MASK_MONITORING (0u SW_EVENT_KINDS(SW_X_IF_MON_, _))
-#else
+#if PY_VERSION_HEX < 0x030C0000
 #  define SW_MASK_PROFILE_HOOK SW_MECH_MASK(PROFILE)
 #  define SW_MASK_TRACE_HOOK SW_MECH_MASK(TRACE)   /* also: sys.settrace replaced */
 #endif
@@ -124,7 +121,6 @@ static inline uint32_t sw_monitoring_events(uint32_t mask)
 #define SW_X_MON_EVENTS_(K, n, g, m, mon, a) if (mask & SW_EVB(SW_K_##K)) e |= (mon);
     SW_EVENT_KINDS(SW_X_MON_EVENTS_, _)
 #undef SW_X_MON_EVENTS_
-    (void)mask;
     return e;
 }
 
