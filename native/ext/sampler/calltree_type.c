@@ -405,7 +405,7 @@ PyObject *sw_py_profile_file_bytes(sw_profile *p, PyObject *args, PyObject *kw)
     sw_profile_unlock(p);
     Py_END_ALLOW_THREADS
     if (rc == SW_EARG)
-        PyErr_SetString(PyExc_ValueError, "a call tree is too large for a profile file chunk (64 MiB)");
+        sw_pyerr(rc, PyExc_ValueError, "a call tree is too large for a profile file chunk (64 MiB)");
     else if (rc != SW_OK)
         raise_rc(rc, "building the profile file");
     else

@@ -762,11 +762,9 @@ static PyObject *Sampler_write(SamplerObject *self, PyObject *args, PyObject *kw
     Py_END_ALLOW_THREADS
     if (rc == SW_OK && close_failed)
         rc = SW_EIO;
-    if (rc == SW_ENOMEM) {
-        PyErr_NoMemory();
-    } else if (rc != SW_OK) {
-        PyErr_Format(PyExc_OSError, "%s: writing the profile failed (%s)", PyBytes_AS_STRING(path_obj),
-                     sw_strerror(rc));
+    if (rc != SW_OK) {
+        sw_pyerr(rc, PyExc_OSError, "%s: writing the profile failed (%s)", PyBytes_AS_STRING(path_obj),
+                 sw_strerror(rc));
     } else {
         Py_INCREF(Py_None);
         res = Py_None;

@@ -277,7 +277,7 @@ static int write_meta(const sw_start_opts *o)
     int rc = sw_writer_meta(sw_S.w, &kv);
     sw_bytes_free(&kv);
     if (rc) {
-        PyErr_Format(PyExc_OSError, "cannot write the trace header to %s", o->path);
+        sw_pyerr(rc, PyExc_OSError, "cannot write the trace header to %s", o->path);
         return -1;
     }
     return 0;
