@@ -25,6 +25,7 @@ C_ROOMS = [
     "native/profile",
     "native/trace",
     "native/ext/shared",
+    "native/ext/tracefile",  # the Trace type: trace files read back (needs no tracer)
     "native/ext/dispatch",
     "native/ext/tracer",
     "native/ext/sampler",

@@ -253,7 +253,6 @@ def test_session_stop_stops_the_sampler_first(tmp_path):
     sampler = api._sampler
     time.sleep(0.05)
     _native.stop()
-    _native.set_file_events(0, None)
     time.sleep(0.01)
     with pytest.raises(RuntimeError, match="not running"):
         sampler.stop()

@@ -1,18 +1,20 @@
 /*
- * dispatch.c - the event dispatch state shared by every backend, and the
- * path from "a consumer changed" to "the right hooks are on".
+ * dispatch.c - the event dispatch state shared by every backend, the
+ * hand-over of an event to handlers and probes, the file tracer's filters
+ * as a consumer, and the path from "a consumer changed" to the switching
+ * function (dispatch.h).
  */
 #include "dispatch.h"
 
-#include "ext/tracer/session.h"
+#include "ext/dispatch/handlers.h"
+#include "ext/dispatch/probes.h"
+#include "ext/shared/globs.h"
+#include "ext/shared/tstate.h"
 
 sw_dispatch sw_D = {.extra_index = -1};
 
-const char *const sw_kind_names[SW_K_COUNT] = {
-    "call", "return", "yield", "resume", "unwind", "c_call", "c_return", "c_raise",
-    "line", "instruction", "raise", "handled", "gc_start", "gc_done",
-    "new_start", "new_done", "delete_start", "delete_done", "thread_start", "thread_exit",
-};
+static void (*switch_fn)(void);
+static char **file_lines;   /* where the file tracer records line/instruction events; NULL: everywhere */
 
 void sw_emit(int kind, const sw_evdata *d)
 {
@@ -35,23 +37,73 @@ void sw_emit_frame(int kind, PyCodeObject *co)
     sw_emit(kind, &d);
 }
 
+void sw_dispatch_set_switch(void (*apply)(void))
+{
+    switch_fn = apply;
+}
+
 void sw_dispatch_changed(void)
 {
     sw_D.slow = sw_D.handlers | sw_D.probes;
     sw_D.mask = sw_D.slow | sw_D.file;
     sw_D.hooks_gen++;
-    sw_session_fast_refresh();
-    sw_hook_eval_sync(sw_S.gen != 0);
-    sw_events_thread_sync();
-    sw_ccalls_sync();
-    /* The mechanisms (hooks, sys.monitoring events, gc.callbacks, thread
-     * wrappers) are switched by the Python layer. */
-    PyObject *mod = PyImport_ImportModule("stackwatch.events.switch");
-    PyObject *r = mod ? PyObject_CallMethod(mod, "_refresh", NULL) : NULL;
-    if (!r) {
-        PyErr_WriteUnraisable(mod ? mod : Py_None);
-        PyErr_Clear();
+    if (switch_fn)
+        switch_fn();
+}
+
+int sw_dispatch_file_set(uint32_t mask, PyObject *lines)
+{
+    char **g;
+    if (sw_globs_copy(lines, "lines", &g) < 0)
+        return -1;
+    if ((mask & SW_MASK_LINES) && sw_dispatch_extra_index() < 0) {
+        sw_globs_free(g);
+        return -1;
     }
-    Py_XDECREF(r);
-    Py_XDECREF(mod);
+    sw_globs_free(file_lines);
+    file_lines = g;
+    sw_D.file = mask;
+    sw_handlers_cache_reset();
+    return 0;
+}
+
+int sw_dispatch_file_lines_match(const char *filename)
+{
+    return !file_lines || sw_globs_match(file_lines, filename);
+}
+
+int sw_dispatch_file_lines_everywhere(void)
+{
+    return !file_lines;
+}
+
+int sw_dispatch_extra_index(void)
+{
+    if (sw_D.extra_index < 0) {
+        sw_D.extra_index = sw_request_extra_index(NULL);
+        if (sw_D.extra_index < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "no free code-object extra slot for stackwatch's event filters");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *py_masks(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return Py_BuildValue("{s:k,s:k,s:k,s:k,s:k}", "all", (unsigned long)sw_D.mask, "handlers",
+                         (unsigned long)sw_D.handlers, "probes", (unsigned long)sw_D.probes, "file",
+                         (unsigned long)sw_D.file, "slow", (unsigned long)sw_D.slow);
+}
+
+static PyMethodDef methods[] = {
+    {"dispatch_masks", py_masks, METH_NOARGS, "dispatch_masks() -> dict of event masks"},
+    {NULL, NULL, 0, NULL},
+};
+
+int sw_dispatch_add_to_module(PyObject *m)
+{
+    return PyModule_AddFunctions(m, methods);
 }

@@ -1,67 +1,38 @@
 /*
- * dispatch.h - the one layer that owns the interpreter hooks and hands each
- * event to every consumer that asked for it: the file tracer (session.c),
+ * dispatch.h - the layer that hands each event to every consumer that
+ * asked for it: the file tracer (ext/tracer: session.c, file_events.c),
  * Python handlers (handlers.c) and the USDT probes (probes.c).
  *
- * Each consumer has an event mask (bits SW_EVB(kind)). The union of the
- * masks decides which CPython mechanisms are turned on (src/stackwatch/
- * events/switch.py does the turning, with the GIL held): an event no consumer
- * wants is not requested from CPython at all, and with no consumer no hook
- * is installed. Backends call sw_emit_*() only when sw_D.mask says someone
- * wants the event; the emitters then test each consumer's own mask.
+ * Each consumer has an event mask over the kinds of kinds.h. Their union
+ * decides which CPython mechanisms are on: whenever a consumer changes,
+ * sw_dispatch_changed() recomputes the masks and calls the one switching
+ * function registered with sw_dispatch_set_switch() (the tracer's, at
+ * module init: ext/tracer/switch.c), which turns on exactly the mechanisms
+ * the union needs and turns the others off. The dispatch layer never calls
+ * into the tracer otherwise. Backends call sw_emit*() only when sw_D.mask
+ * says someone wants the event; the emitters then test each consumer's own
+ * mask.
  *
  * Everything here runs with the GIL held.
  */
 #ifndef SW_DISPATCH_H
 #define SW_DISPATCH_H
 
+#include "ext/dispatch/kinds.h"
 #include "ext/shared/compat.h"
 
 #include <stdint.h>
-
-/* Event kinds. The numbering is part of the Python API (stackwatch.events)
- * and of nothing on disk. */
-enum sw_ev_kind {
-    SW_K_CALL = 0,        /* a Python frame starts */
-    SW_K_RETURN,          /* it returns a value */
-    SW_K_YIELD,           /* it suspends (yield / await) */
-    SW_K_RESUME,          /* a generator / coroutine frame resumes */
-    SW_K_UNWIND,          /* it exits with an exception */
-    SW_K_C_CALL,          /* a builtin / extension function is called */
-    SW_K_C_RETURN,        /* it returns */
-    SW_K_C_RAISE,         /* it raises */
-    SW_K_LINE,            /* a new line starts running */
-    SW_K_INSTRUCTION,     /* a bytecode instruction runs */
-    SW_K_RAISE,           /* an exception is raised */
-    SW_K_HANDLED,         /* an exception is caught (3.12+) */
-    SW_K_GC_START,
-    SW_K_GC_DONE,
-    SW_K_NEW_START,       /* an instance of a Python class is being created */
-    SW_K_NEW_DONE,
-    SW_K_DEL_START,       /* an instance of a Python class is being destroyed */
-    SW_K_DEL_DONE,
-    SW_K_THREAD_START,
-    SW_K_THREAD_EXIT,
-    SW_K_COUNT
-};
-
-#define SW_EVB(k) (1u << (k))
-#define SW_MASK_PY (SW_EVB(SW_K_CALL) | SW_EVB(SW_K_RETURN) | SW_EVB(SW_K_YIELD) | \
-                    SW_EVB(SW_K_RESUME) | SW_EVB(SW_K_UNWIND))
-#define SW_MASK_C (SW_EVB(SW_K_C_CALL) | SW_EVB(SW_K_C_RETURN) | SW_EVB(SW_K_C_RAISE))
-#define SW_MASK_ALL ((1u << SW_K_COUNT) - 1)
-
-extern const char *const sw_kind_names[SW_K_COUNT];
 
 typedef struct sw_dispatch {
     uint32_t mask;        /* union of every consumer's mask (file tracer included) */
     uint32_t slow;        /* union of the masks of consumers other than the
                            * file tracer (handlers, probes): Python events
                            * then go through the hook's slow path */
-    uint32_t handlers;    /* union of the handlers' masks */
-    uint32_t probes;      /* events the attached probes want */
-    uint32_t file;        /* events the file tracer records */
-    uint64_t hgen;        /* changes whenever the handler set changes */
+    uint32_t handlers;    /* union of the handlers' masks (handlers.c) */
+    uint32_t probes;      /* events the attached probes want (probes.c) */
+    uint32_t file;        /* events the file tracer records besides calls
+                           * (sw_dispatch_file_set) */
+    uint64_t hgen;        /* changes whenever the handler set or a filter changes */
     uint64_t hooks_gen;   /* changes whenever the masks change (3.9-3.11:
                            * threads re-check their per-thread hooks) */
     Py_ssize_t extra_index;  /* co_extra slot caching which handlers a code
@@ -84,59 +55,36 @@ typedef struct sw_evdata {
 } sw_evdata;
 
 /* Hands one event to every consumer that wants it (handlers, probes; the
- * file tracer's recording of Python/C call events is done by the hooks
- * themselves, the rest through sw_file_record_ext), with the thread marked
- * busy (a consumer's own calls are no events). Never raises: the pending
- * exception, if any, is kept. */
+ * file tracer's records are made by the hooks themselves), with the thread
+ * marked busy (a consumer's own calls are no events). Never raises: the
+ * pending exception, if any, is kept. */
 void sw_emit(int kind, const sw_evdata *d);
 /* The same for a Python frame event of code co (located at its first line). */
 void sw_emit_frame(int kind, PyCodeObject *co);
 
-/* Recomputes sw_D.mask / slow after a consumer changed and tells the
- * Python layer to switch mechanisms (called with the GIL). */
+/* A consumer changed: recomputes sw_D.mask / slow and calls the switching
+ * function. Never raises (a problem is reported as a warning). */
 void sw_dispatch_changed(void);
 
-/* Handlers (handlers.c). */
-int sw_handlers_add_to_module(PyObject *m);
-void sw_handlers_emit(int kind, const sw_evdata *d);
-int sw_handlers_want(int kind, PyCodeObject *co);   /* a handler wants `kind` in co */
+/* Registers the function sw_dispatch_changed calls (once, at module init). */
+void sw_dispatch_set_switch(void (*apply)(void));
 
-int sw_file_lines_in(PyCodeObject *co);             /* the file tracer's line filter matches co */
-void sw_handlers_cache_reset(void);                 /* the per-code filter cache is stale */
-int sw_dispatch_extra_index(void);                  /* 0, or -1 with an exception */
+/* The file tracer as a consumer: the events it records besides calls
+ * (mask) and the files whose line / instruction events it records (lines:
+ * a sequence of str globs, or None / NULL for every file). Does not switch
+ * anything (the session calls sw_dispatch_changed). Returns 0, or -1 with
+ * an exception set (then nothing changed). */
+int sw_dispatch_file_set(uint32_t mask, PyObject *lines);
+/* 1 if the file tracer's line filter matches filename. */
+int sw_dispatch_file_lines_match(const char *filename);
+/* 1 if it has no line filter. */
+int sw_dispatch_file_lines_everywhere(void);
 
-/* The file tracer's records of events other than calls (file_events.c). */
-int sw_file_wants_code(PyCodeObject *co);          /* recorded by the file tracer */
-int sw_file_wants_lines(PyCodeObject *co);         /* ... and in its line filter */
-void sw_file_record_ext(int kind, const sw_evdata *d);
-int sw_file_line_match(const char *filename);
-/* Sets what the file tracer records besides calls (mask) and where line /
- * instruction events are recorded (globs, None for everywhere). Returns 0
- * or -1 with an exception. */
-int sw_file_events_set(uint32_t mask, PyObject *line_globs);
+/* Requests the co_extra slot of the per-code filter cache (sw_D.extra_index)
+ * once. Returns 0, or -1 with an exception set. */
+int sw_dispatch_extra_index(void);
 
-/* Event hooks that are not the frame evaluator (events.c): line,
- * instruction, exception, GC; and the file tracer's records of them. */
-int sw_events_add_to_module(PyObject *m);
-void sw_events_thread_sync(void);     /* 3.9-3.11: trace function on every thread */
-int sw_events_wanted_in(int kind, PyCodeObject *co);   /* some consumer wants `kind` in co */
-/* 3.12+: line / instruction events as local events of matching code
- * objects (lines_local.c). */
-int sw_lines_local_add_to_module(PyObject *m);
-long sw_lines_local_bits(PyCodeObject *co);   /* the local line bits co gets (0: none) */
-int sw_handlers_everywhere(uint32_t kinds);   /* a handler of one of `kinds` has no `where` */
-int sw_handlers_where_match(uint32_t kinds, const char *file);  /* ... or its `where` matches file */
-int sw_file_lines_everywhere(void);           /* the file tracer has no line filter */
-#if PY_VERSION_HEX < 0x030C0000
-void sw_events_thread_attach(void);   /* ... and on a thread seen for the first time */
-#endif
-
-/* Object-lifetime events (objects.c): _objects_on / _objects_off. */
-int sw_objects_add_to_module(PyObject *m);
-
-/* USDT probes (probes.c). */
-int sw_probes_add_to_module(PyObject *m);
-void sw_probes_emit(int kind, const sw_evdata *d);
-uint32_t sw_probes_poll(void);    /* events whose probes are attached now */
+/* Adds dispatch_masks() to the module. Returns 0, or -1 with an exception. */
+int sw_dispatch_add_to_module(PyObject *m);
 
 #endif

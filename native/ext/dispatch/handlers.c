@@ -10,9 +10,10 @@
  * the traced program never sees the exception. Handlers run with the
  * thread marked busy: their own calls are not events.
  */
-#include "dispatch.h"
+#include "handlers.h"
 
-#include "ext/tracer/session.h"
+#include "ext/shared/globs.h"
+#include "ext/shared/hookerr.h"
 
 #include <string.h>
 #include <time.h>
@@ -89,7 +90,7 @@ static uint32_t matching(PyCodeObject *co)
     uint32_t ok = all & ~need_match;
     if (file && own_prefix[0] && strncmp(file, own_prefix, strlen(own_prefix)) == 0)
         ok = 0, file = NULL;
-    if (file && sw_file_line_match(file))
+    if (file && sw_dispatch_file_lines_match(file))
         ok |= FILE_LINES_BIT;
     for (int i = 0; file && i < MAX_HANDLERS; i++) {
         if (!(need_match & (1u << i)))
@@ -205,7 +206,7 @@ static void report_and_remove(int i)
     Py_AddPendingCall(refresh_later, NULL);
 }
 
-int sw_file_lines_in(PyCodeObject *co)
+int sw_handlers_file_lines_in(PyCodeObject *co)
 {
     if (sw_D.extra_index < 0)
         return 0;
@@ -255,7 +256,7 @@ void sw_handlers_emit(int kind, const sw_evdata *d)
             continue;
         if (!ev && !(ev = make_event(kind, d))) {
             PyErr_Clear();
-            sw_session_error("out of memory creating an event for a handler");
+            sw_hook_error("out of memory creating an event for a handler");
             break;
         }
         PyObject *fn = Py_NewRef(H[i].fn);
@@ -321,15 +322,6 @@ static PyObject *py_remove_handler(PyObject *self, PyObject *arg)
     Py_RETURN_FALSE;
 }
 
-static PyObject *py_masks(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    return Py_BuildValue("{s:k,s:k,s:k,s:k,s:k}", "all", (unsigned long)sw_D.mask, "handlers",
-                         (unsigned long)sw_D.handlers, "probes", (unsigned long)sw_D.probes, "file",
-                         (unsigned long)sw_D.file, "slow", (unsigned long)sw_D.slow);
-}
-
 static PyObject *py_own_prefix(PyObject *self, PyObject *arg)
 {
     (void)self;
@@ -365,21 +357,8 @@ static PyMethodDef methods[] = {
     {"_set_own_prefix", py_own_prefix, METH_O, "stackwatch's package directory (its code is no event)"},
     {"add_handler", py_add_handler, METH_VARARGS, "add_handler(fn, mask, where) -> id"},
     {"remove_handler", py_remove_handler, METH_O, "remove_handler(id) -> bool"},
-    {"dispatch_masks", py_masks, METH_NOARGS, "dispatch_masks() -> dict of event masks"},
     {NULL, NULL, 0, NULL},
 };
-
-int sw_dispatch_extra_index(void)
-{
-    if (sw_D.extra_index < 0) {
-        sw_D.extra_index = sw_request_extra_index(NULL);
-        if (sw_D.extra_index < 0) {
-            PyErr_SetString(PyExc_RuntimeError, "no free code-object extra slot for stackwatch's event filters");
-            return -1;
-        }
-    }
-    return 0;
-}
 
 int sw_handlers_add_to_module(PyObject *m)
 {
@@ -387,12 +366,5 @@ int sw_handlers_add_to_module(PyObject *m)
     if (!EventType || PyModule_AddObject(m, "Event", (PyObject *)EventType) < 0)
         return -1;
     Py_INCREF(EventType);
-    PyObject *names = PyTuple_New(SW_K_COUNT);
-    if (!names)
-        return -1;
-    for (int i = 0; i < SW_K_COUNT; i++)
-        PyTuple_SET_ITEM(names, i, PyUnicode_FromString(sw_kind_names[i]));
-    if (PyModule_AddObject(m, "EVENT_KINDS", names) < 0)
-        return -1;
     return PyModule_AddFunctions(m, methods);
 }

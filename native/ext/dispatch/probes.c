@@ -19,11 +19,10 @@
  * in the main thread) to turn on exactly the hooks those probes need; with
  * nothing attached no hook is on and a probe costs nothing.
  *
- * Built only where <sys/sdt.h> is found (SW_HAVE_SDT, set by setup.py).
+ * Built only where <sys/sdt.h> is found (SW_HAVE_SDT, set by
+ * src/stackwatch/meson.build).
  */
-#include "dispatch.h"
-
-#include "ext/tracer/session.h"
+#include "probes.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -53,7 +52,7 @@ uint32_t sw_probes_poll(void)
 {
     uint32_t m = 0;
     if (ON(function__entry) || ON(function__return))
-        m |= SW_MASK_PY;
+        m |= SW_MASK_CALLS;
     if (ON(line))
         m |= SW_EVB(SW_K_LINE);
     if (ON(gc__start))
@@ -65,7 +64,7 @@ uint32_t sw_probes_poll(void)
     if (ON(instance__delete__start) || ON(instance__delete__done))
         m |= SW_EVB(SW_K_DEL_START) | SW_EVB(SW_K_DEL_DONE);
     if (ON(c__call) || ON(c__return))
-        m |= SW_MASK_C;
+        m |= SW_MASK_C_CALLS;
     if (ON(exception__raise))
         m |= SW_EVB(SW_K_RAISE);
     if (ON(thread__start))

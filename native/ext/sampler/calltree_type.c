@@ -4,6 +4,8 @@
  */
 #include "calltree_type.h"
 
+#include "ext/shared/pyerr.h"
+
 #include "base/sample.h"
 
 #include <string.h>
@@ -20,10 +22,7 @@ static PyTypeObject CallTreeType;
 
 int sw_py_tree_error(int rc, const char *what)
 {
-    if (rc == SW_ENOMEM)
-        PyErr_NoMemory();
-    else
-        PyErr_Format(PyExc_RuntimeError, "%s failed (%s)", what, sw_strerror(rc));
+    sw_pyerr(rc, PyExc_RuntimeError, "%s failed (%s)", what, sw_strerror(rc));
     return -1;
 }
 

@@ -7,6 +7,7 @@
 
 #include "calltree_type.h"
 #include "history_view.h"
+#include "ext/shared/pyerr.h"
 
 #include "base/bytes.h"
 #include "profile/profile_file.h"
@@ -215,10 +216,7 @@ static PyObject *read_profile(PyObject *mod, PyObject *arg)
     rc = sw_profile_file_open_file(PyBytes_AS_STRING(path), &pf, err, sizeof err);
     Py_END_ALLOW_THREADS
     if (rc != SW_OK) {
-        if (rc == SW_ENOMEM)
-            PyErr_NoMemory();
-        else
-            PyErr_Format(rc == SW_EIO ? PyExc_OSError : PyExc_ValueError, "%s: %s", PyBytes_AS_STRING(path), err);
+        sw_pyerr(rc, rc == SW_EIO ? PyExc_OSError : PyExc_ValueError, "%s: %s", PyBytes_AS_STRING(path), err);
         Py_DECREF(path);
         return NULL;
     }

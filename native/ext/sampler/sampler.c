@@ -19,6 +19,7 @@
 #include "render.h"
 #include "sampler_layout.h"
 #include "test_entry_points.h"
+#include "ext/shared/pyerr.h"
 #include "ext/tracer/sampler_trace.h"
 
 #include "profile/calltree.h"
@@ -84,7 +85,9 @@ static int stop_trace_sampler(SamplerObject *self)
     return rc;
 }
 
-void sw_sampler_trace_detach(void)
+/* Given to the session with its writer: the session calls it when it stops
+ * or after fork, so the trace sampler stops writing into its file. */
+static void sw_sampler_trace_detach(void)
 {
     SamplerObject *self = trace_sampler;
     if (self && self->s && !sw_sampler_in_forked_child(self->s))
@@ -234,7 +237,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     if (self->trace) {
         /* Samples into the running trace file, on its clock. */
         uint64_t mono0 = 0;
-        sw_writer *w = sw_session_writer(&mono0);
+        sw_writer *w = sw_session_writer(&mono0, sw_sampler_trace_detach);
         if (!w || trace_sampler) {
             sw_pystack_free(r);
             sw_native_stop(self);
@@ -253,7 +256,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
             self->s = NULL;
             self->stream = NULL;
             sw_native_stop(self);
-            PyErr_Format(PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
+            sw_pyerr(rc, PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
             return NULL;
         }
         self->started = 1;
@@ -281,7 +284,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
         self->s = NULL;
         self->prof = NULL;
         sw_native_stop(self);
-        PyErr_Format(PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
+        sw_pyerr(rc, PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
         return NULL;
     }
     self->started = 1;
@@ -364,7 +367,7 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
         }
         rc = stop_trace_sampler(self);
         if (rc != SW_OK) {
-            PyErr_Format(PyExc_OSError, "writing samples into the trace failed (%s)", sw_strerror(rc));
+            sw_pyerr(rc, PyExc_OSError, "writing samples into the trace failed (%s)", sw_strerror(rc));
             return NULL;
         }
         Py_RETURN_NONE;

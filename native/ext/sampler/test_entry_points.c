@@ -4,6 +4,7 @@
  */
 #include "test_entry_points.h"
 
+#include "ext/shared/pyerr.h"
 #include "procmem/linetable.h"
 
 static PyObject *linetable_lines(PyObject *mod, PyObject *args)
@@ -18,7 +19,7 @@ static PyObject *linetable_lines(PyObject *mod, PyObject *args)
     int rc = sw_linetable_decode(kind, tab.buf, (size_t)tab.len, first, &t);
     PyBuffer_Release(&tab);
     if (rc != SW_OK) {
-        PyErr_Format(PyExc_ValueError, "cannot decode the line table (%s)", sw_strerror(rc));
+        sw_pyerr(rc, PyExc_ValueError, "cannot decode the line table (%s)", sw_strerror(rc));
         return NULL;
     }
     PyObject *out = PyList_New(0);

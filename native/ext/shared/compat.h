@@ -1,7 +1,13 @@
 /*
- * compat.h - the only place that knows how each supported CPython version
- * (3.9 to 3.13) lays out frames, code objects and generators, as seen by a
- * PEP 523 frame-evaluation hook. Everything else uses these macros.
+ * compat.h - how each supported CPython version (3.9 to 3.13) lays out
+ * frames, code objects, generators and the recursion counters, as seen by
+ * a PEP 523 frame-evaluation hook. Code that runs on every version uses
+ * these macros; only code compiled for one range of versions reads that
+ * range's fields itself (the 3.13 __init__ gap, init_gap.c and its part of
+ * hook_eval.c; the 3.9-3.11 trace callback, events.c; the 3.12+ recursion
+ * bonus, recursion.c). It includes Python.h and, from 3.11 on, the internal
+ * headers it needs: a file that uses it includes it (or a header that
+ * does) before any other header.
  *
  *   SW_FRAME            the frame type handed to the hook
  *   sw_frame_code(f)    its code object (borrowed)

@@ -1,10 +1,8 @@
 /*
- * globs.c - lists of fnmatch patterns copied out of Python sequences:
- * the session's include/exclude, handlers' `where`, the file tracer's line
- * filter. Copies are plain C (PyMem_Raw) so they can be matched without
- * touching Python objects.
+ * globs.c - lists of fnmatch patterns copied out of Python sequences
+ * (globs.h).
  */
-#include "ext/tracer/session.h"
+#include "globs.h"
 
 #include "base/glob.h"
 

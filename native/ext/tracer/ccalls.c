@@ -19,9 +19,12 @@
  * recorded, so returns pair with calls; a C call that started before
  * tracing (its return arrives with nothing open) is ignored.
  */
-#include "session.h"
+#include "ccalls.h"
 
 #include "ext/dispatch/dispatch.h"
+#include "ext/shared/hookerr.h"
+#include "ext/tracer/session.h"
+#include "ext/tracer/switch.h"
 
 #include <string.h>
 
@@ -147,7 +150,7 @@ static int push_open(sw_tstate *t, uint8_t recorded)
         uint32_t cap = t->c_cap ? t->c_cap * 2 : 64;
         uint8_t *p = PyMem_RawRealloc(t->c_rec, cap);
         if (!p) {
-            sw_session_error("out of memory recording C calls");
+            sw_hook_error("out of memory recording C calls");
             return -1;
         }
         t->c_rec = p;
@@ -251,17 +254,24 @@ static PyObject *mon_c_raise(PyObject *self, PyObject *const *args, Py_ssize_t n
 }
 
 void sw_ccalls_thread_attach(sw_tstate *t) { (void)t; }
-void sw_ccalls_session_end(void) {}
 void sw_ccalls_sync(void) {}
+void sw_ccalls_check(void) {}
 
-static PyMethodDef methods[] = {
-    {"_mon_call", (PyCFunction)(void (*)(void))mon_call, METH_FASTCALL, "sys.monitoring CALL callback"},
-    {"_mon_c_return", (PyCFunction)(void (*)(void))mon_c_return, METH_FASTCALL, "sys.monitoring C_RETURN callback"},
-    {"_mon_c_raise", (PyCFunction)(void (*)(void))mon_c_raise, METH_FASTCALL, "sys.monitoring C_RAISE callback"},
-    {NULL, NULL, 0, NULL},
-};
+static PyMethodDef mon_call_def = {"mon_call", (PyCFunction)(void (*)(void))mon_call, METH_FASTCALL,
+                                    "sys.monitoring CALL callback"};
+static PyMethodDef mon_c_return_def = {"mon_c_return", (PyCFunction)(void (*)(void))mon_c_return,
+                                        METH_FASTCALL, "sys.monitoring C_RETURN callback"};
+static PyMethodDef mon_c_raise_def = {"mon_c_raise", (PyCFunction)(void (*)(void))mon_c_raise, METH_FASTCALL,
+                                       "sys.monitoring C_RAISE callback"};
 
-int sw_ccalls_add_to_module(PyObject *m) { return PyModule_AddFunctions(m, methods); }
+int sw_ccalls_add_hooks(PyObject *hooks)
+{
+    return sw_hooks_add_monitoring_callback(hooks, SW_MON(CALL), &mon_call_def) < 0 ||
+                   sw_hooks_add_monitoring_callback(hooks, SW_MON(C_RETURN), &mon_c_return_def) < 0 ||
+                   sw_hooks_add_monitoring_callback(hooks, SW_MON(C_RAISE), &mon_c_raise_def) < 0
+               ? -1
+               : 0;
+}
 
 #else  /* 3.9 - 3.11: the C profile hook */
 
@@ -316,20 +326,51 @@ void sw_ccalls_thread_attach(sw_tstate *t)
     (void)t;
     PyThreadState *ts = PyThreadState_Get();
     if (ts->c_profilefunc && ts->c_profilefunc != profile_cb) {
-        sw_session_error("--c-calls: a thread already has a profile function (cProfile or "
-                         "sys.setprofile); its C calls are not recorded");
+        sw_hook_error("--c-calls: a thread already has a profile function (cProfile or "
+                      "sys.setprofile); its C calls are not recorded");
         return;
     }
     hook_thread(ts);
 }
 
-/* Other consumers of C-call events: the hook on every thread (threads
- * started later get it from the frame hook, sw_ccalls_thread_attach). */
+/* A thread where the hook was installed and another profiler replaced it
+ * (cProfile.enable(), sys.setprofile()) is the session's error. */
+static void report_replaced(PyThreadState *ts)
+{
+    for (size_t i = 0; i < nhooked; i++) {
+        if (hooked[i] == ts) {
+            sw_hook_error("--c-calls: another profiler (cProfile, sys.setprofile) replaced "
+                          "stackwatch's C-call hook on a thread while tracing; that thread's "
+                          "later C calls are missing");
+            return;
+        }
+    }
+}
+
+/* The hook off every thread (and the replaced ones reported). */
+static void unhook_all(void)
+{
+    PyThreadState *me = PyThreadState_Get();
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts)) {
+        if (ts->c_profilefunc == profile_cb) {
+            if (_PyEval_SetProfile(ts, NULL, NULL) < 0)
+                PyErr_Clear();
+        } else {
+            report_replaced(ts);
+        }
+    }
+    nhooked = 0;
+}
+
+/* The hook on every thread while other consumers want C-call events
+ * (threads started later get it from the frame hook,
+ * sw_ccalls_thread_attach); off when neither they nor the session's
+ * --c-calls want it. */
 void sw_ccalls_sync(void)
 {
-    if (!(sw_D.slow & SW_MASK_C)) {
+    if (!(sw_D.slow & SW_MASK_C_CALLS)) {
         if (!(sw_S.gen && sw_S.c_calls))
-            sw_ccalls_session_end();
+            unhook_all();
         return;
     }
     PyThreadState *me = PyThreadState_Get();
@@ -339,30 +380,16 @@ void sw_ccalls_sync(void)
     }
 }
 
-void sw_ccalls_session_end(void)
+void sw_ccalls_check(void)
 {
+    if (sw_D.slow & SW_MASK_C_CALLS)
+        return;   /* still wanted by another consumer: not the session's hook alone */
     PyThreadState *me = PyThreadState_Get();
-    PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp);
-    if (sw_D.slow & SW_MASK_C)
-        return;   /* still wanted by another consumer */
-    for (; ts; ts = PyThreadState_Next(ts)) {
-        if (ts->c_profilefunc == profile_cb) {
-            if (_PyEval_SetProfile(ts, NULL, NULL) < 0)
-                PyErr_Clear();
-            continue;
-        }
-        for (size_t i = 0; i < nhooked; i++) {
-            if (hooked[i] == ts) {
-                sw_session_error("--c-calls: another profiler (cProfile, sys.setprofile) replaced "
-                                 "stackwatch's C-call hook on a thread while tracing; that thread's "
-                                 "later C calls are missing");
-                break;
-            }
-        }
-    }
-    nhooked = 0;
+    for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts))
+        if (ts->c_profilefunc != profile_cb)
+            report_replaced(ts);
 }
 
-int sw_ccalls_add_to_module(PyObject *m) { (void)m; return 0; }
+int sw_ccalls_add_hooks(PyObject *hooks) { (void)hooks; return 0; }
 
 #endif

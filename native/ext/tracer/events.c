@@ -3,7 +3,8 @@
  * instruction and exception events (sys.monitoring callbacks on 3.12+, a
  * C trace function per thread on 3.9-3.11), garbage collection
  * (a gc.callbacks entry) and thread start/exit (reported by the Python
- * layer, which wraps threading.Thread's bootstrap).
+ * layer, which wraps threading.Thread's bootstrap). The callables handed
+ * to those mechanisms are in _native.hooks (switch.c).
  *
  * Line and instruction events are opt-in per code object: on 3.12+ they
  * are local events of the matching code objects when every consumer names
@@ -12,15 +13,22 @@
  * no consumer wants gets f_trace_lines / f_trace_opcodes cleared when it
  * starts.
  */
-#include "ext/dispatch/dispatch.h"
+#include "events.h"
 
-#include "session.h"
+#include "ext/dispatch/dispatch.h"
+#include "ext/dispatch/handlers.h"
+#include "ext/shared/hookerr.h"
+#include "ext/shared/tstate.h"
+#include "ext/tracer/file_events.h"
+#include "ext/tracer/switch.h"
 
 #include <string.h>
 #include <unistd.h>
 
+#if PY_VERSION_HEX >= 0x030C0000
 static PyObject *mon_disable;   /* sys.monitoring.DISABLE */
-static PyObject *opnames;       /* dis.opname */
+#endif
+static PyObject *opnames;       /* dis.opname (3.9-3.11: never looked up, the names are left out) */
 
 static const char *opname(long op)
 {
@@ -31,7 +39,7 @@ static const char *opname(long op)
     return NULL;
 }
 
-/* Does any consumer want `kind` events located in co? */
+/* Does the file tracer want `kind` events located in co? */
 static int file_wants(int kind, PyCodeObject *co)
 {
     if (!(sw_D.file & SW_EVB(kind)))
@@ -138,17 +146,50 @@ static PyObject *mon_handled(PyObject *self, PyObject *const *args, Py_ssize_t n
     return mon_exc(SW_K_HANDLED, args, n);
 }
 
-#define PER_THREAD_METHODS \
-    {"_mon_line", (PyCFunction)(void (*)(void))mon_line, METH_FASTCALL, "sys.monitoring LINE callback"}, \
-    {"_mon_instruction", (PyCFunction)(void (*)(void))mon_instruction, METH_FASTCALL, "INSTRUCTION callback"}, \
-    {"_mon_raise", (PyCFunction)(void (*)(void))mon_raise, METH_FASTCALL, "RAISE callback"}, \
-    {"_mon_handled", (PyCFunction)(void (*)(void))mon_handled, METH_FASTCALL, "EXCEPTION_HANDLED callback"},
+static PyMethodDef mon_line_def = {"mon_line", (PyCFunction)(void (*)(void))mon_line, METH_FASTCALL,
+                                    "sys.monitoring LINE callback"};
+static PyMethodDef mon_instruction_def = {"mon_instruction", (PyCFunction)(void (*)(void))mon_instruction,
+                                           METH_FASTCALL, "sys.monitoring INSTRUCTION callback"};
+static PyMethodDef mon_raise_def = {"mon_raise", (PyCFunction)(void (*)(void))mon_raise, METH_FASTCALL,
+                                     "sys.monitoring RAISE callback"};
+static PyMethodDef mon_handled_def = {"mon_handled", (PyCFunction)(void (*)(void))mon_handled, METH_FASTCALL,
+                                       "sys.monitoring EXCEPTION_HANDLED callback"};
+
+static int add_version_hooks(PyObject *hooks)
+{
+    return sw_hooks_add_monitoring_callback(hooks, SW_MON(LINE), &mon_line_def) < 0 ||
+                   sw_hooks_add_monitoring_callback(hooks, SW_MON(INSTRUCTION), &mon_instruction_def) < 0 ||
+                   sw_hooks_add_monitoring_callback(hooks, SW_MON(RAISE), &mon_raise_def) < 0 ||
+                   sw_hooks_add_monitoring_callback(hooks, SW_MON(EXCEPTION_HANDLED), &mon_handled_def) < 0
+               ? -1
+               : 0;
+}
+
+void sw_events_monitoring_refs(void)
+{
+    if (mon_disable && opnames)
+        return;
+    PyObject *mon = PySys_GetObject("monitoring");   /* borrowed */
+    PyObject *disable = mon ? PyObject_GetAttrString(mon, "DISABLE") : NULL;
+    PyObject *dis = disable ? PyImport_ImportModule("dis") : NULL;
+    PyObject *names = dis ? PyObject_GetAttrString(dis, "opname") : NULL;
+    PyObject *t = names ? PySequence_Tuple(names) : NULL;
+    if (t) {
+        Py_XSETREF(mon_disable, Py_NewRef(disable));
+        Py_XSETREF(opnames, Py_NewRef(t));
+    } else {
+        PyErr_Clear();   /* the callbacks do without: no DISABLE, no names */
+    }
+    Py_XDECREF(t);
+    Py_XDECREF(names);
+    Py_XDECREF(dis);
+    Py_XDECREF(disable);
+}
 
 void sw_events_thread_sync(void) {}
+void sw_events_check(void) {}
 
 #else  /* 3.9 - 3.11: a C trace function on every thread */
-
-#define TRACE_MASK (SW_EVB(SW_K_LINE) | SW_EVB(SW_K_INSTRUCTION) | SW_EVB(SW_K_RAISE))
 
 static int trace_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
@@ -203,7 +244,7 @@ static int trace_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg
 /* Installs or removes the trace function on every thread as sw_D asks.
  * A thread whose trace function is someone else's (coverage, a debugger)
  * keeps it: its line events are then not reported, and it is said (the
- * session's error, and a warning through _events_check()). */
+ * session's error, and a warning, also from sw_events_check()). */
 static int trace_on;
 static int warned[2];
 static const char *const conflict_msgs[2] = {
@@ -244,7 +285,7 @@ static void install(PyThreadState *ts)
  * frame of stackwatch's. */
 static void conflict(int which)
 {
-    sw_session_error(conflict_msgs[which]);
+    sw_hook_error(conflict_msgs[which]);
     if (!warned[which]) {
         warned[which] = 1;
         char buf[320];
@@ -256,7 +297,7 @@ static void conflict(int which)
 
 void sw_events_thread_sync(void)
 {
-    int want = (sw_D.mask & TRACE_MASK) != 0;
+    int want = (sw_D.mask & SW_MASK_TRACE_HOOK) != 0;
     if (!want && !trace_on)
         return;
     PyThreadState *me = PyThreadState_Get();
@@ -285,7 +326,7 @@ void sw_events_thread_sync(void)
  * reports threads where another one replaced it; an empty slot where
  * stackwatch's was is reported too (see marked; only for this thread: a
  * thread state of an exited thread may have been reused by a new one). */
-static void check_threads(void)
+void sw_events_check(void)
 {
     if (!trace_on)
         return;
@@ -301,18 +342,8 @@ static void check_threads(void)
     }
 }
 
-/* _events_check(): check_threads() now (before a session stops, when a
- * consumer changes). */
-static PyObject *py_events_check(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    check_threads();
-    Py_RETURN_NONE;
-}
-
 /* sys.settrace while stackwatch's trace function is on: the real one, then
- * check_threads(), so that a tool that installs a trace function is
+ * sw_events_check(), so that a tool that installs a trace function is
  * reported and stackwatch's comes back when it removes it. */
 static PyObject *real_settrace;
 
@@ -325,15 +356,24 @@ static PyObject *py_settrace(PyObject *self, PyObject *fn)
     if (!r)
         return NULL;
     Py_DECREF(r);
-    check_threads();
+    sw_events_check();
     Py_RETURN_NONE;
 }
 
-static PyObject *py_set_real_settrace(PyObject *self, PyObject *fn)
+static PyMethodDef settrace_def = {
+    "settrace", py_settrace, METH_O,
+    "settrace(function)\n--\n\nsys.settrace, while stackwatch's line events are on"};
+static PyObject *settrace_fn;   /* the replacement, one object */
+
+/* hooks.wrap_settrace(real) -> the function to put in place of
+ * sys.settrace: it calls `real` and then checks the threads' hooks. */
+static PyObject *py_wrap_settrace(PyObject *self, PyObject *real)
 {
     (void)self;
-    Py_XSETREF(real_settrace, Py_NewRef(fn));
-    Py_RETURN_NONE;
+    if (!settrace_fn && !(settrace_fn = PyCFunction_NewEx(&settrace_def, NULL, NULL)))
+        return NULL;
+    Py_XSETREF(real_settrace, Py_NewRef(real));
+    return Py_NewRef(settrace_fn);
 }
 
 /* A thread that started after the sync: called from the frame hook. */
@@ -348,10 +388,16 @@ void sw_events_thread_attach(void)
     }
 }
 
-#define PER_THREAD_METHODS \
-    {"_events_check", py_events_check, METH_NOARGS, "_events_check(): trace hooks back / displaced (3.9-3.11)"}, \
-    {"_events_settrace", py_settrace, METH_O, "settrace(function)\n--\n\nsys.settrace, while stackwatch's line events are on"}, \
-    {"_events_set_real_settrace", py_set_real_settrace, METH_O, "the sys.settrace that _events_settrace calls"},
+static PyMethodDef version_methods[] = {
+    {"wrap_settrace", py_wrap_settrace, METH_O,
+     "wrap_settrace(real) -> the function to put in place of sys.settrace while line events are on"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int add_version_hooks(PyObject *hooks)
+{
+    return PyModule_AddFunctions(hooks, version_methods);
+}
 
 #endif
 
@@ -381,9 +427,9 @@ static PyObject *gc_callback(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* _emit_thread(start: bool, name: str, native_id: int), from the Python
- * layer's wrapper of Thread._bootstrap_inner. */
-static PyObject *emit_thread(PyObject *self, PyObject *args)
+/* hooks.thread_event(start: bool, name: str, native_id: int), from the
+ * Python layer's wrapper of Thread._bootstrap_inner. */
+static PyObject *thread_event(PyObject *self, PyObject *args)
 {
     (void)self;
     int start;
@@ -401,49 +447,16 @@ static PyObject *emit_thread(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *set_refs(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *dis, *names;
-    if (!PyArg_ParseTuple(args, "OO", &dis, &names))
-        return NULL;
-    Py_XSETREF(mon_disable, Py_NewRef(dis));
-    PyObject *t = PySequence_Tuple(names);
-    if (!t)
-        return NULL;
-    Py_XSETREF(opnames, t);
-    Py_RETURN_NONE;
-}
-
-/* set_file_events(mask, line_globs): what the file tracer records besides
- * calls; then the hooks are switched to match. */
-static PyObject *py_set_file_events(PyObject *self, PyObject *args)
-{
-    (void)self;
-    unsigned long mask;
-    PyObject *globs;
-    if (!PyArg_ParseTuple(args, "kO", &mask, &globs))
-        return NULL;
-    if (mask & ~(unsigned long)SW_MASK_ALL)
-        return PyErr_Format(PyExc_ValueError, "invalid event mask %lu", mask);
-    if (sw_file_events_set((uint32_t)mask, globs) < 0)
-        return NULL;
-    sw_dispatch_changed();
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef methods[] = {
-    PER_THREAD_METHODS
-    {"set_file_events", py_set_file_events, METH_VARARGS, "set_file_events(mask, line_globs or None)"},
-    {"_gc_callback", gc_callback, METH_VARARGS, "gc.callbacks entry"},
-    {"_emit_thread", emit_thread, METH_VARARGS, "_emit_thread(start, name, native_id)"},
-    {"_events_refs", set_refs, METH_VARARGS, "_events_refs(sys.monitoring.DISABLE or None, dis.opname)"},
+    {"gc_callback", gc_callback, METH_VARARGS, "gc.callbacks entry"},
+    {"thread_event", thread_event, METH_VARARGS,
+     "thread_event(start, name, native_id): from the wrapper of threading.Thread._bootstrap_inner"},
     {NULL, NULL, 0, NULL},
 };
 
-int sw_events_add_to_module(PyObject *m)
+int sw_events_add_hooks(PyObject *hooks)
 {
-    if (sw_objects_add_to_module(m) < 0 || sw_lines_local_add_to_module(m) < 0)
+    if (PyModule_AddFunctions(hooks, methods) < 0)
         return -1;
-    return PyModule_AddFunctions(m, methods);
+    return add_version_hooks(hooks);
 }

@@ -4,43 +4,15 @@
  * thread events become EXT records (format.h, SW_EXT_*) in the thread's
  * stream, on the same clock as its calls.
  */
-#include "ext/dispatch/dispatch.h"
+#include "file_events.h"
 
-#include "session.h"
+#include "ext/dispatch/handlers.h"
+#include "ext/shared/tstate.h"
+#include "ext/tracer/session.h"
 
 #include "base/varint.h"
 
 #include <string.h>
-
-static char **line_globs;   /* where line/instruction events are recorded; NULL: everywhere */
-
-int sw_file_line_match(const char *filename)
-{
-    return !line_globs || sw_globs_match(line_globs, filename);
-}
-
-int sw_file_lines_everywhere(void)
-{
-    return !line_globs;
-}
-
-int sw_file_events_set(uint32_t mask, PyObject *globs)
-{
-    char **g;
-    if (sw_globs_copy(globs, "lines", &g) < 0)
-        return -1;
-    if (mask & (SW_EVB(SW_K_LINE) | SW_EVB(SW_K_INSTRUCTION))) {
-        if (sw_dispatch_extra_index() < 0) {
-            sw_globs_free(g);
-            return -1;
-        }
-    }
-    sw_globs_free(line_globs);
-    line_globs = g;
-    sw_D.file = mask;
-    sw_handlers_cache_reset();
-    return 0;
-}
 
 int sw_file_wants_code(PyCodeObject *co)
 {
@@ -53,7 +25,7 @@ int sw_file_wants_code(PyCodeObject *co)
 
 int sw_file_wants_lines(PyCodeObject *co)
 {
-    return sw_file_wants_code(co) && sw_file_lines_in(co);
+    return sw_file_wants_code(co) && sw_handlers_file_lines_in(co);
 }
 
 typedef struct { uint8_t b[SW_EXT_MAX]; size_t n; int full; } payload;

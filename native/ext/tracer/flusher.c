@@ -10,7 +10,10 @@
  * CPython 3.12+ warns when a multi-threaded process forks); a forked child
  * simply forgets it.
  */
-#include "session.h"
+#include "flusher.h"
+
+#include "ext/shared/hookerr.h"
+#include "ext/tracer/session.h"
 
 #include <errno.h>
 #include <time.h>
@@ -71,7 +74,7 @@ int sw_flusher_start(double seconds)
     interval_s = seconds;
     stop_requested = 0;
     if (pthread_create(&thread, NULL, loop, NULL) != 0) {
-        sw_session_error("could not start the background flusher (events are written when buffers fill)");
+        sw_hook_error("could not start the background flusher (events are written when buffers fill)");
         return 0;
     }
     running = 1;

@@ -11,9 +11,14 @@
  * a 3.13 __init__). Everything else goes to eval_slow(), which does the
  * whole job.
  */
-#include "session.h"
+#include "hook_eval.h"
 
 #include "ext/dispatch/dispatch.h"
+#include "ext/tracer/ccalls.h"
+#include "ext/tracer/events.h"
+#include "ext/tracer/init_gap.h"
+#include "ext/tracer/recursion.h"
+#include "ext/tracer/session.h"
 
 /* Thread names become known once threading has registered the thread,
  * which happens within the first few frames of a new thread. */
@@ -108,7 +113,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
     if (SW_UNLIKELY(sw_entry_fails(ts)))
         return prev(ts, f, throwflag);
     PyCodeObject *co = sw_frame_code(f);
-    int others = (sw_D.slow & SW_MASK_PY) != 0;
+    int others = (sw_D.slow & SW_MASK_CALLS) != 0;
     if (others)
         sw_recursion_attach(t);
     int file = sw_thread_attach(t);
@@ -117,7 +122,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
         /* A thread the trace / profile hooks have not reached yet. */
         t->hooks_gen = sw_D.hooks_gen;
         sw_events_thread_attach();
-        if (sw_D.slow & SW_MASK_C)
+        if (sw_D.slow & SW_MASK_C_CALLS)
             sw_ccalls_thread_attach(t);
     }
 #endif
@@ -313,7 +318,7 @@ static void note_variant(void)
     sw_session_fast_refresh();
 }
 
-int sw_hook_eval_install(void)
+static void install(void)
 {
     PyInterpreterState *interp = PyThreadState_Get()->interp;
     sw_eval_fn cur = sw_get_eval(interp);
@@ -322,20 +327,19 @@ int sw_hook_eval_install(void)
         sw_set_eval(interp, ours_in_chain = sw_eval_for_clock());
         left_under = NULL;
         note_variant();
-        return 0;
+        return;
     }
     if (left_under && cur == left_under) {
         note_variant();
-        return 0;  /* still called through that evaluator's chain */
+        return;  /* still called through that evaluator's chain */
     }
     left_under = NULL;
     sw_S.prev_eval = cur ? cur : (sw_eval_fn)_PyEval_EvalFrameDefault;
     sw_set_eval(interp, ours_in_chain = sw_eval_for_clock());
     note_variant();
-    return 0;
 }
 
-void sw_hook_eval_uninstall(void)
+static void uninstall(void)
 {
     if (!sw_S.hook_installed)
         return;
@@ -353,18 +357,20 @@ void sw_hook_eval_uninstall(void)
     sw_S.hook_installed = 0;
 }
 
-int sw_hook_eval_sync(int session_active)
+void sw_hook_eval_sync(int session_active)
 {
-    uint32_t need = SW_MASK_PY;
+    uint32_t need = SW_MASK_EVAL_HOOK;
 #if PY_VERSION_HEX < 0x030C0000
     /* It also carries the per-thread trace and profile hooks to new threads. */
-    need |= SW_MASK_C | SW_EVB(SW_K_LINE) | SW_EVB(SW_K_INSTRUCTION) | SW_EVB(SW_K_RAISE);
+    need |= SW_MASK_PROFILE_HOOK | SW_MASK_TRACE_HOOK;
 #endif
     int want = session_active || (sw_D.slow & need);
-    if (want && !sw_S.hook_installed)
-        return sw_hook_eval_install();
+    if (want && !sw_S.hook_installed) {
+        install();
+        return;
+    }
     if (!want && sw_S.hook_installed) {
-        sw_hook_eval_uninstall();
+        uninstall();
         /* Hooked calls no longer spend C recursion. */
         sw_recursion_bonus_take_back();
     } else if (want && is_ours(sw_get_eval(PyThreadState_Get()->interp))) {
@@ -372,5 +378,4 @@ int sw_hook_eval_sync(int session_active)
         sw_set_eval(PyThreadState_Get()->interp, ours_in_chain = sw_eval_for_clock());
     }
     note_variant();
-    return 0;
 }

@@ -2,9 +2,10 @@
  * init_gap.c - CPython 3.13 only: the specialised constructor call
  * CALL_ALLOC_AND_ENTER_INIT pushes the __init__ frame inline, without the
  * PEP 523 check, so the frame-evaluation hook never sees such calls. To stay
- * exact, stackwatch (src/stackwatch/events/monitoring.py) enables sys.monitoring
- * PY_START/PY_RETURN as *local* events on every Python __init__ code object,
- * and PY_UNWIND globally, with the C callbacks below:
+ * exact, stackwatch enables sys.monitoring PY_START/PY_RETURN as *local*
+ * events on every Python __init__ code object (hooks.init_gap_begin, below),
+ * and PY_UNWIND globally (the switching owner, switch.c, asks
+ * src/stackwatch/events/monitoring.py), with the C callbacks below:
  *
  *  - PY_START: if the starting frame is the one the hook just entered, the
  *    hook has recorded it already; otherwise it was pushed inline: record a
@@ -21,11 +22,16 @@
  * code the trace already knew as an ordinary function). Every such code is
  * flagged SW_ID_INIT, so that its hooked frames take eval_slow, which
  * PY_START recognises (t->hook_frame); through the fast path they would be
- * recorded twice. On other versions this file only registers nothing.
+ * recorded twice. On other versions this file adds nothing.
  */
-#include "session.h"
+#include "init_gap.h"
 
 #include "ext/dispatch/dispatch.h"
+#include "ext/shared/hookerr.h"
+#include "ext/shared/tstate.h"
+#include "ext/tracer/lines_local.h"
+#include "ext/tracer/session.h"
+#include "ext/tracer/switch.h"
 
 #if PY_VERSION_HEX >= 0x030D0000
 
@@ -83,7 +89,7 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
         uint32_t cap = t->mon_cap ? t->mon_cap * 2 : 32;
         void **p = PyMem_RawRealloc(t->mon_frames, cap * sizeof *p);
         if (!p) {
-            sw_session_error("out of memory recording an __init__ frame");
+            sw_hook_error("out of memory recording an __init__ frame");
             Py_RETURN_NONE;
         }
         t->mon_frames = p;
@@ -215,7 +221,7 @@ static void watch_code(PyCodeObject *co)
     sw_exc_save(&es);
     if (ptrset_add(&init_codes, co) < 0) {
         PyErr_Clear();
-        sw_session_error("out of memory watching an __init__");
+        sw_hook_error("out of memory watching an __init__");
         sw_exc_restore(&es);
         return;
     }
@@ -226,13 +232,13 @@ static void watch_code(PyCodeObject *co)
     PyObject *r = PyObject_CallFunction(set_local_events, "iOl", tool_id, (PyObject *)co, (long)local_events | lines);
     if (!r) {
         PyErr_Clear();
-        sw_session_error("could not enable events on a new __init__");
+        sw_hook_error("could not enable events on a new __init__");
     }
     Py_XDECREF(r);
     sw_exc_restore(&es);
 }
 
-static int gap_wanted(void) { return set_local_events && (sw_S.gen || (sw_D.slow & SW_MASK_PY)); }
+static int gap_wanted(void) { return set_local_events && (sw_S.gen || (sw_D.slow & SW_MASK_CALLS)); }
 
 /* New functions named __init__ get the local events too. */
 static int on_function(PyFunction_WatchEvent event, PyFunctionObject *func, PyObject *new_value)
@@ -439,27 +445,32 @@ static int unwatch_class_dict(PyTypeObject *tp, void *arg)
     return 0;
 }
 
-/* _init_gap_begin(tool_id, set_local_events, events): sets the local
- * events on every existing __init__ (found in C: a walk in Python cost
- * more instructions than a short traced program) and watches for new
- * ones. Returns the list of code objects it set them on. */
-static PyObject *gap_begin(PyObject *self, PyObject *args)
+/* hooks.init_gap_begin(tool_id): sets the gap's local events
+ * (SW_INIT_GAP_LOCAL_EVENTS) on every existing __init__ (found in C: a walk
+ * in Python cost more instructions than a short traced program) and
+ * watches for new ones. Returns the list of code objects it set them on. */
+static PyObject *gap_begin(PyObject *self, PyObject *arg)
 {
     (void)self;
-    PyObject *fn;
-    int tid, events;
-    if (!PyArg_ParseTuple(args, "iOi", &tid, &fn, &events))
+    int tid = PyLong_AsInt(arg);
+    if (tid == -1 && PyErr_Occurred())
         return NULL;
     if (!init_str && !(init_str = PyUnicode_InternFromString("__init__")))
         return NULL;
+    PyObject *mon = PySys_GetObject("monitoring");   /* borrowed */
+    PyObject *fn = mon ? PyObject_GetAttrString(mon, "set_local_events") : NULL;
+    if (!fn)
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_RuntimeError, "sys.monitoring is missing");
     if (dict_watcher_id < 0 && (dict_watcher_id = PyDict_AddWatcher(on_class_dict)) < 0)
         return NULL;
     PyObject *list = existing_init_codes();
-    if (!list)
+    if (!list) {
+        Py_DECREF(fn);
         return NULL;
-    Py_XSETREF(set_local_events, Py_NewRef(fn));
+    }
+    Py_XSETREF(set_local_events, fn);
     tool_id = tid;
-    local_events = events;
+    local_events = SW_INIT_GAP_LOCAL_EVENTS;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++)
         watch_code((PyCodeObject *)PyList_GET_ITEM(list, i));
     if (watcher_id < 0) {
@@ -498,26 +509,35 @@ static PyObject *gap_end(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef gap_methods[] = {
-    {"_mon_start", (PyCFunction)(void (*)(void))mon_start, METH_FASTCALL, "sys.monitoring PY_START callback"},
-    {"_mon_return", (PyCFunction)(void (*)(void))mon_return, METH_FASTCALL, "sys.monitoring PY_RETURN callback"},
-    {"_mon_unwind", (PyCFunction)(void (*)(void))mon_unwind, METH_FASTCALL, "sys.monitoring PY_UNWIND callback"},
-    {"_init_gap_begin", gap_begin, METH_VARARGS, "_init_gap_begin(tool_id, set_local_events, events) -> list of the __init__ codes set"},
-    {"_init_gap_end", gap_end, METH_NOARGS, "stop watching new __init__ functions"},
+    {"init_gap_begin", gap_begin, METH_O,
+     "init_gap_begin(tool_id) -> list of the __init__ code objects given the gap's local events"},
+    {"init_gap_end", gap_end, METH_NOARGS, "init_gap_end(): stop watching new __init__ functions"},
     {NULL, NULL, 0, NULL},
 };
 
-int sw_init_gap_add_to_module(PyObject *m)
+static PyMethodDef mon_start_def = {"mon_start", (PyCFunction)(void (*)(void))mon_start, METH_FASTCALL,
+                                     "sys.monitoring PY_START callback"};
+static PyMethodDef mon_return_def = {"mon_return", (PyCFunction)(void (*)(void))mon_return, METH_FASTCALL,
+                                      "sys.monitoring PY_RETURN callback"};
+static PyMethodDef mon_unwind_def = {"mon_unwind", (PyCFunction)(void (*)(void))mon_unwind, METH_FASTCALL,
+                                      "sys.monitoring PY_UNWIND callback"};
+
+int sw_init_gap_add_hooks(PyObject *hooks)
 {
-    if (PyModule_AddFunctions(m, gap_methods) < 0)
+    if (PyModule_AddFunctions(hooks, gap_methods) < 0 ||
+        sw_hooks_add_monitoring_callback(hooks, SW_MON(PY_START), &mon_start_def) < 0 ||
+        sw_hooks_add_monitoring_callback(hooks, SW_MON(PY_RETURN), &mon_return_def) < 0 ||
+        sw_hooks_add_monitoring_callback(hooks, SW_MON(PY_UNWIND), &mon_unwind_def) < 0)
         return -1;
-    return PyModule_AddIntConstant(m, "HAS_INIT_GAP", 1);
+    return 0;
 }
 
 #else
 
-int sw_init_gap_add_to_module(PyObject *m)
+int sw_init_gap_add_hooks(PyObject *hooks)
 {
-    return PyModule_AddIntConstant(m, "HAS_INIT_GAP", 0);
+    (void)hooks;
+    return 0;
 }
 
 #endif

@@ -1,30 +1,34 @@
 /*
  * lines_local.c - line and instruction events of chosen files only, on
  * 3.12+: when every consumer of those events limits itself to some files
- * (handlers' `where`, the file tracer's line filter), src/stackwatch/
- * events/monitoring.py asks sys.monitoring for LINE / INSTRUCTION as *local* events
- * of the matching code objects that exist (found through gc and the
- * threads' stacks), and this code watcher adds them to matching code
- * objects created later (a module imported, a function or lambda defined
- * by exec / compile). Other code objects carry no such events: other files
- * run at full speed (global LINE events returning DISABLE leave 3.12's
- * code slower for good).
+ * (handlers' `where`, the file tracer's line filter: the switching owner
+ * asks sw_lines_local_restricted), src/stackwatch/events/monitoring.py
+ * asks sys.monitoring for LINE / INSTRUCTION as *local* events of the
+ * matching code objects that exist (found through gc and the threads'
+ * stacks), and this code watcher adds them to matching code objects
+ * created later (a module imported, a function or lambda defined by exec /
+ * compile). Other code objects carry no such events: other files run at
+ * full speed (global LINE events returning DISABLE leave 3.12's code
+ * slower for good).
  *
- * _lines_local_begin(tool_id, bits, get_local_events, set_local_events)
- * _lines_local_end()
- * _lines_restricted() -> every line/instruction consumer is limited to files
- * _lines_key() -> changes whenever the answer of _lines_wanted may have
- * _lines_codes(objects, bits, LINE, INSTRUCTION) -> [(code, wanted bits)]
+ * In _native.hooks, for monitoring.py:
+ *   lines_local_begin(tool_id, bits)    the code watcher on
+ *   lines_codes(objects, bits) -> [(code, wanted bits)]
+ *   lines_local_end()                   the code watcher off
  */
-#include "ext/dispatch/dispatch.h"
+#include "lines_local.h"
 
-#include "session.h"
+#include "ext/dispatch/dispatch.h"
+#include "ext/dispatch/handlers.h"
+#include "ext/shared/hookerr.h"
+#include "ext/tracer/events.h"
+#include "ext/tracer/session.h"
 
 #if PY_VERSION_HEX >= 0x030C0000
 
 static int tool_id = -1;
 static long bits;             /* sys.monitoring.events.LINE | INSTRUCTION, as wanted */
-static long line_bit, instruction_bit;
+static const long line_bit = SW_MON(LINE), instruction_bit = SW_MON(INSTRUCTION);
 static PyObject *get_local, *set_local;
 static int watcher_id = -1;
 
@@ -37,8 +41,8 @@ static int file_maybe(PyObject *filename)
         PyErr_Clear();
         return 0;
     }
-    uint32_t lines = SW_EVB(SW_K_LINE) | SW_EVB(SW_K_INSTRUCTION);
-    return ((sw_D.file & lines) && sw_file_line_match(f)) || sw_handlers_where_match(lines, f);
+    uint32_t lines = SW_MASK_LINES;
+    return ((sw_D.file & lines) && sw_dispatch_file_lines_match(f)) || sw_handlers_where_match(lines, f);
 }
 
 /* The watcher's decision per file name: code objects of one module come
@@ -86,7 +90,7 @@ static int on_code(PyCodeEvent event, PyCodeObject *co)
         PyObject *r = PyObject_CallFunction(set_local, "iOl", tool_id, (PyObject *)co, o | w);
         if (!r) {
             PyErr_Clear();
-            sw_session_error("could not enable line events on a new code object");
+            sw_hook_error("could not enable line events on a new code object");
         }
         Py_XDECREF(r);
     }
@@ -94,22 +98,28 @@ static int on_code(PyCodeEvent event, PyCodeObject *co)
     return 0;
 }
 
+/* hooks.lines_local_begin(tool_id, bits): code objects created from now on
+ * get the local events `bits` (LINE / INSTRUCTION) where a consumer wants
+ * them. */
 static PyObject *local_begin(PyObject *self, PyObject *args)
 {
     (void)self;
     int tid;
-    long b, lb, ib;
-    PyObject *g, *s;
-    if (!PyArg_ParseTuple(args, "illlOO", &tid, &b, &lb, &ib, &g, &s))
+    long b;
+    if (!PyArg_ParseTuple(args, "il", &tid, &b))
         return NULL;
-    if (watcher_id < 0 && (watcher_id = PyCode_AddWatcher(on_code)) < 0)
-        return NULL;
+    PyObject *mon = PySys_GetObject("monitoring");   /* borrowed */
+    PyObject *g = mon ? PyObject_GetAttrString(mon, "get_local_events") : NULL;
+    PyObject *s = g ? PyObject_GetAttrString(mon, "set_local_events") : NULL;
+    if (!s || (watcher_id < 0 && (watcher_id = PyCode_AddWatcher(on_code)) < 0)) {
+        Py_XDECREF(g);
+        Py_XDECREF(s);
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_RuntimeError, "sys.monitoring is missing");
+    }
     tool_id = tid;
     bits = b;
-    line_bit = lb;
-    instruction_bit = ib;
-    Py_XSETREF(get_local, Py_NewRef(g));
-    Py_XSETREF(set_local, Py_NewRef(s));
+    Py_XSETREF(get_local, g);
+    Py_XSETREF(set_local, s);
     Py_RETURN_NONE;
 }
 
@@ -131,24 +141,17 @@ static PyObject *local_end(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-static PyObject *lines_restricted(PyObject *self, PyObject *unused)
+int sw_lines_local_restricted(void)
 {
-    (void)self;
-    (void)unused;
-    uint32_t lines = SW_EVB(SW_K_LINE) | SW_EVB(SW_K_INSTRUCTION);
-    int everywhere = (sw_D.probes & lines) || ((sw_D.file & lines) && sw_file_lines_everywhere()) ||
+    uint32_t lines = SW_MASK_LINES;
+    int everywhere = (sw_D.probes & lines) || ((sw_D.file & lines) && sw_dispatch_file_lines_everywhere()) ||
                      sw_handlers_everywhere(lines);
-    return PyBool_FromLong(!everywhere);
+    return !everywhere;
 }
 
-/* _lines_key() -> a value that changes whenever which code objects want
- * line events may have changed (the handler set or the file tracer's
- * filters, a session, the masks). */
-static PyObject *lines_key(PyObject *self, PyObject *unused)
+PyObject *sw_lines_local_key(void)
 {
-    (void)self;
-    (void)unused;
-    uint32_t lines = SW_EVB(SW_K_LINE) | SW_EVB(SW_K_INSTRUCTION);
+    uint32_t lines = SW_MASK_LINES;
     return Py_BuildValue("(KKkkk)", (unsigned long long)sw_D.hgen, (unsigned long long)sw_S.gen,
                          (unsigned long)(sw_D.handlers & lines), (unsigned long)(sw_D.file & lines),
                          (unsigned long)(sw_D.probes & lines));
@@ -218,8 +221,8 @@ static int visit_code(PyObject *o, void *arg)
     return o && PyCode_Check(o) ? push(arg, o) : 0;
 }
 
-/* _lines_codes(objects, bits, LINE, INSTRUCTION) -> list of (code, bits
- * wanted there) for every code object among `objects`, referred to by one
+/* hooks.lines_codes(objects, bits) -> list of (code, bits wanted there)
+ * for every code object among `objects`, referred to by one
  * of them (tp_traverse: functions, generators, code kept in a container
  * or an attribute, e.g. a script compiled before the consumer came) or
  * nested in their constants, that some consumer wants line / instruction
@@ -229,10 +232,11 @@ static PyObject *lines_codes(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *objs;
-    long b, lb, ib;
-    if (!PyArg_ParseTuple(args, "Olll", &objs, &b, &lb, &ib))
+    long b;
+    const long lb = line_bit, ib = instruction_bit;
+    if (!PyArg_ParseTuple(args, "Ol", &objs, &b))
         return NULL;
-    PyObject *fast = PySequence_Fast(objs, "_lines_codes needs a sequence");
+    PyObject *fast = PySequence_Fast(objs, "lines_codes needs a sequence");
     if (!fast)
         return NULL;
     codevec c = {0};
@@ -282,27 +286,24 @@ static PyObject *lines_codes(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
-    {"_lines_codes", lines_codes, METH_VARARGS,
-     "_lines_codes(objects, bits, LINE, INSTRUCTION) -> [(code, bits)] of the code objects reachable from objects that want line events"},
-    {"_lines_local_begin", local_begin, METH_VARARGS,
-     "_lines_local_begin(tool_id, bits, LINE, INSTRUCTION, get_local_events, set_local_events)"},
-    {"_lines_local_end", local_end, METH_NOARGS, "_lines_local_end(): the code watcher is removed"},
-    {"_lines_key", lines_key, METH_NOARGS, "_lines_key() -> changes when the line filters may have"},
-    {"_lines_restricted", lines_restricted, METH_NOARGS,
-     "_lines_restricted() -> every line/instruction consumer is limited to some files"},
+    {"lines_codes", lines_codes, METH_VARARGS,
+     "lines_codes(objects, bits) -> [(code, bits)] of the code objects reachable from objects that want line events"},
+    {"lines_local_begin", local_begin, METH_VARARGS,
+     "lines_local_begin(tool_id, bits): new code objects get the local line events they want"},
+    {"lines_local_end", local_end, METH_NOARGS, "lines_local_end(): the code watcher is removed"},
     {NULL, NULL, 0, NULL},
 };
 
-int sw_lines_local_add_to_module(PyObject *m)
+int sw_lines_local_add_hooks(PyObject *hooks)
 {
-    return PyModule_AddFunctions(m, methods);
+    return PyModule_AddFunctions(hooks, methods);
 }
 
 #else
 
-int sw_lines_local_add_to_module(PyObject *m)
+int sw_lines_local_add_hooks(PyObject *hooks)
 {
-    (void)m;
+    (void)hooks;
     return 0;
 }
 

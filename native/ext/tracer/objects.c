@@ -6,7 +6,7 @@
  * that defines the class.
  *
  * Mechanism (the same on 3.9 - 3.13), switched on only while some consumer
- * wants these events (_dispatch._refresh calls _objects_on / _objects_off):
+ * wants these events (the switching owner, switch.c, calls sw_objects_sync):
  * every Python class (a heap type whose tp_dealloc is CPython's
  * subtype_dealloc, i.e. made by a class statement or type(name, bases, ns))
  * gets three of its slots wrapped:
@@ -29,9 +29,11 @@
  * events off restores every slot. While on, stackwatch holds a reference to
  * each wrapped class (its address keys the table of original slots).
  */
-#include "ext/dispatch/dispatch.h"
+#include "objects.h"
 
-#include "session.h"
+#include "ext/dispatch/dispatch.h"
+#include "ext/shared/tstate.h"
+#include "ext/tracer/file_events.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +54,6 @@ static size_t table_cap;      /* power of two, or 0 */
 static int on;
 static newfunc type_new_orig; /* CPython's type_new, while wrapped */
 static destructor subtype_dealloc_fn;
-
-#define OBJ_MASK (SW_EVB(SW_K_NEW_START) | SW_EVB(SW_K_NEW_DONE) | SW_EVB(SW_K_DEL_START) | SW_EVB(SW_K_DEL_DONE))
 
 static size_t slot_of(const PyTypeObject *tp)
 {
@@ -308,15 +308,55 @@ static int find_subtype_dealloc(void)
     return 0;
 }
 
-/* _objects_on(classes): wraps every Python class in the list and the
- * tp_new of type and of the metaclasses in it that inherited type's. */
-static PyObject *py_on(PyObject *self, PyObject *classes)
+/* Every class reachable from object through type.__subclasses__ (type and
+ * the other metaclasses included), each once, depth first: a new list, or
+ * NULL with an exception set. */
+static PyObject *all_classes(void)
 {
-    (void)self;
-    if (!PyList_Check(classes))
-        return PyErr_Format(PyExc_TypeError, "_objects_on needs a list of classes");
+    PyObject *subclasses = PyObject_GetAttrString((PyObject *)&PyType_Type, "__subclasses__");
+    PyObject *out = PyList_New(0), *seen = PySet_New(NULL), *stack = PyList_New(0);
+    int err = !subclasses || !out || !seen || !stack || PyList_Append(stack, (PyObject *)&PyBaseObject_Type) < 0;
+    while (!err && PyList_GET_SIZE(stack)) {
+        Py_ssize_t n = PyList_GET_SIZE(stack);
+        PyObject *t = Py_NewRef(PyList_GET_ITEM(stack, n - 1));
+        err = PyList_SetSlice(stack, n - 1, n, NULL) < 0 || PyList_Append(out, t) < 0;
+        PyObject *subs = err ? NULL : PyObject_CallOneArg(subclasses, t);
+        Py_DECREF(t);
+        if (!subs) {
+            if (!err && PyErr_ExceptionMatches(PyExc_TypeError))
+                PyErr_Clear();   /* not a type after all */
+            else
+                err = 1;
+            continue;
+        }
+        err = !PyList_Check(subs);
+        for (Py_ssize_t i = 0; !err && i < PyList_GET_SIZE(subs); i++) {
+            PyObject *sub = PyList_GET_ITEM(subs, i);
+            PyObject *key = PyLong_FromVoidPtr(sub);
+            int known = key ? PySet_Contains(seen, key) : -1;
+            err = known < 0 || (!known && (PySet_Add(seen, key) < 0 || PyList_Append(stack, sub) < 0));
+            Py_XDECREF(key);
+        }
+        Py_DECREF(subs);
+    }
+    Py_XDECREF(subclasses);
+    Py_XDECREF(seen);
+    Py_XDECREF(stack);
+    if (err) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "a class's __subclasses__() is not a list");
+        Py_CLEAR(out);
+    }
+    return out;
+}
+
+/* Wraps every Python class in the list and the tp_new of type and of the
+ * metaclasses in it that inherited type's. Returns 0, or -1 with an
+ * exception set. */
+static int objects_on(PyObject *classes)
+{
     if (find_subtype_dealloc() < 0)
-        return NULL;
+        return -1;
     if (!type_new_orig)
         type_new_orig = PyType_Type.tp_new;
     on = 1;
@@ -330,19 +370,13 @@ static PyObject *py_on(PyObject *self, PyObject *classes)
         wrap_class(tp);
     }
     PyType_Type.tp_new = type_new_hook;
-    Py_RETURN_NONE;
+    return 0;
 }
 
-/* _objects_off(classes): restores every slot wrapped, in the listed
- * classes too (metaclasses and classes made while on inherit the
- * wrappers). */
-static PyObject *py_off(PyObject *self, PyObject *classes)
+/* Restores every slot wrapped, in the listed classes too (metaclasses and
+ * classes made while on inherit the wrappers). */
+static void objects_off(PyObject *classes)
 {
-    (void)self;
-    if (!PyList_Check(classes))
-        return PyErr_Format(PyExc_TypeError, "_objects_off needs a list of classes");
-    if (!on)
-        Py_RETURN_NONE;
     on = 0;
     if (type_new_orig)
         PyType_Type.tp_new = type_new_orig;
@@ -392,7 +426,25 @@ static PyObject *py_off(PyObject *self, PyObject *classes)
     memset(table, 0, table_cap * sizeof *table);
     nused = 0;
     Py_XDECREF(held);
-    Py_RETURN_NONE;
+}
+
+void sw_objects_sync(int want)
+{
+    if (!want == !on)
+        return;
+    sw_exc_state es;
+    sw_exc_save(&es);
+    PyObject *classes = all_classes();
+    if (classes && want)
+        objects_on(classes);
+    else if (classes)
+        objects_off(classes);
+    if (PyErr_Occurred()) {
+        PyErr_WriteUnraisable(NULL);   /* a warning: the hooks never raise */
+        PyErr_Clear();
+    }
+    Py_XDECREF(classes);
+    sw_exc_restore(&es);
 }
 
 static PyObject *py_count(PyObject *self, PyObject *unused)
@@ -403,8 +455,6 @@ static PyObject *py_count(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef methods[] = {
-    {"_objects_on", py_on, METH_O, "_objects_on(classes): object-lifetime events on"},
-    {"_objects_off", py_off, METH_O, "_objects_off(classes): and off, every slot restored"},
     {"_objects_state", py_count, METH_NOARGS, "{'classes': wrapped classes, 'on': bool}"},
     {NULL, NULL, 0, NULL},
 };

@@ -13,7 +13,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
-#include "session.h"
+#include "recursion.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,22 +5,32 @@
 #include "session.h"
 
 #include "ext/dispatch/dispatch.h"
+#include "ext/shared/globs.h"
+#include "ext/shared/hookerr.h"
+#include "ext/shared/pyerr.h"
+#include "ext/tracer/ccalls.h"
+#include "ext/tracer/events.h"
+#include "ext/tracer/flusher.h"
+#include "ext/tracer/init_gap.h"
+#include "ext/tracer/recursion.h"
+#include "ext/tracer/sampler_trace.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 sw_session sw_S = {.fast_gen = ~(uint64_t)0, .fast_tag = (uint64_t)0xffffffffu << 3, .extra_index = -1, .recursion_gen = 1, .lock = PTHREAD_MUTEX_INITIALIZER};
-__thread sw_tstate sw_T __attribute__((tls_model("initial-exec")));
 
 static uint64_t gen_counter;
 
-void sw_session_error(const char *what)
+/* The session's generation changes (0: none), and with it the key threads
+ * take for the fast path (none while a maximum depth is set: every frame
+ * then takes eval_slow, which counts the depth). */
+static void set_gen(uint64_t gen)
 {
-    if (sw_S.error)
-        return;
-    sw_S.error = 1;
-    snprintf(sw_S.errmsg, sizeof sw_S.errmsg, "%s", what);
+    sw_S.gen = gen;
+    sw_tstate_session_gen = (gen && !sw_S.max_depth) ? gen : 0;
+    sw_session_fast_refresh();
 }
 
 /* Thread exit: flush what the thread recorded. Runs without the GIL. */
@@ -60,14 +70,8 @@ static void lookup_name(sw_tstate *t, unsigned long ident);
 
 void sw_session_fast_refresh(void)
 {
-    sw_S.fast_gen = (sw_S.gen && sw_S.fast_variant_ok && !(sw_D.slow & SW_MASK_PY)) ? sw_S.gen : ~(uint64_t)0;
+    sw_S.fast_gen = (sw_S.gen && sw_S.fast_variant_ok && !(sw_D.slow & SW_MASK_CALLS)) ? sw_S.gen : ~(uint64_t)0;
     sw_S.fast_tag = (sw_S.fast_gen & 0xffffffffu) << 3;
-}
-
-void sw_tstate_refresh(sw_tstate *t)
-{
-    int fast = sw_S.gen && t->session == sw_S.gen && !t->busy && !t->name_pending && !sw_S.max_depth;
-    t->gen = fast ? sw_S.gen : 0;
 }
 
 void sw_thread_name_lookup(sw_tstate *t)
@@ -120,7 +124,7 @@ int sw_thread_attach(sw_tstate *t)
                                  sw_clock_now(&sw_S.clock));
     if (!t->tb) {
         t->failed_gen = sw_S.gen;
-        sw_session_error("out of memory creating a thread buffer");
+        sw_hook_error("out of memory creating a thread buffer");
         sw_busy_exit(t);
         sw_exc_restore(&es);
         return 0;
@@ -197,7 +201,7 @@ uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
         if (sw_code_set_extra((PyObject *)co, sw_S.extra_index, (void *)v) < 0)
             PyErr_Clear();  /* looked up again next time: correct, only slower */
     } else {
-        sw_session_error("could not read a code object's names");
+        sw_hook_error("could not read a code object's names");
     }
     Py_XDECREF(name);
     Py_XDECREF(qual);
@@ -273,7 +277,7 @@ static int write_meta(const sw_start_opts *o)
     int rc = sw_writer_meta(sw_S.w, &kv);
     sw_bytes_free(&kv);
     if (rc) {
-        PyErr_Format(PyExc_OSError, "cannot write the trace header to %s", o->path);
+        sw_pyerr(rc, PyExc_OSError, "cannot write the trace header to %s", o->path);
         return -1;
     }
     return 0;
@@ -311,19 +315,21 @@ int sw_session_start(const sw_start_opts *o)
         sw_globs_free(inc);
         return -1;
     }
+    /* The file tracer as a consumer: its events and line filter (nothing
+     * is switched until the session is up). */
+    if (sw_dispatch_file_set(o->events, o->lines) < 0) {
+        sw_globs_free(inc);
+        sw_globs_free(exc);
+        return -1;
+    }
     sw_clock_calibrate(&sw_S.clock, o->allow_tsc);
     sw_writer_opts wo = {o->chunk_bytes, o->ring_bytes, choose_shift(sw_S.clock.hz)};
     sw_S.time_shift = wo.time_shift;
     sw_writer *w = NULL;
     int rc = sw_writer_open(&w, o->path, &wo);
-    if (rc == SW_EIO) {
-        PyErr_SetFromErrnoWithFilename(PyExc_OSError, o->path);
-        sw_globs_free(inc);
-        sw_globs_free(exc);
-        return -1;
-    }
     if (rc) {
-        PyErr_Format(PyExc_ValueError, "cannot start tracing: %s", sw_strerror(rc));
+        sw_pyerr_file(rc, o->path, PyExc_ValueError, "cannot start tracing: %s", sw_strerror(rc));
+        sw_dispatch_file_set(0, NULL);
         sw_globs_free(inc);
         sw_globs_free(exc);
         return -1;
@@ -335,8 +341,7 @@ int sw_session_start(const sw_start_opts *o)
     sw_S.max_depth = o->max_depth;
     sw_S.c_calls = o->c_calls;
     sw_S.next_code = 0;
-    sw_S.error = 0;
-    sw_S.errmsg[0] = 0;
+    sw_hook_error_reset();
     /* META carries the time shift the writer uses. */
     {
         sw_bytes kv = {0};
@@ -351,6 +356,7 @@ int sw_session_start(const sw_start_opts *o)
         sw_globs_free(inc);
         sw_globs_free(exc);
         sw_S.include = sw_S.exclude = NULL;
+        sw_dispatch_file_set(0, NULL);
         return -1;
     }
     size_t plen = strlen(o->path);
@@ -360,17 +366,9 @@ int sw_session_start(const sw_start_opts *o)
     do {
         gen_counter++;
     } while ((gen_counter & 0xffffffffu) == 0);
-    sw_S.gen = gen_counter;
-    sw_session_fast_refresh();
+    set_gen(gen_counter);
     sw_flusher_start(o->flush_interval);
-    if (sw_hook_eval_sync(1) < 0) {
-        sw_S.gen = 0;
-        sw_session_fast_refresh();
-        sw_writer_close(w, NULL);
-        sw_writer_free(w);
-        sw_S.w = NULL;
-        return -1;
-    }
+    sw_dispatch_changed();   /* a consumer came: the hooks it needs go on */
     return 0;
 }
 
@@ -380,19 +378,22 @@ PyObject *sw_session_stop(void)
         PyErr_SetString(PyExc_RuntimeError, "stackwatch is not tracing");
         return NULL;
     }
-    sw_hook_eval_sync(0);   /* takes the bonuses back if the hook goes */
-    sw_ccalls_session_end();
+    sw_session_writer_reclaim();   /* a sampler's last samples, before END */
+    /* Reported in END: another tool's trace function or profile function
+     * displaced stackwatch's on a thread (3.9-3.11). */
+    sw_events_check();
+    sw_ccalls_check();
     sw_flusher_stop();
     pthread_mutex_lock(&sw_S.lock);
     uint64_t end = sw_clock_now(&sw_S.clock);
-    sw_S.gen = 0;
-    sw_session_fast_refresh();
+    set_gen(0);
     sw_clock_refine(&sw_S.clock);
+    const char *hook_error = sw_hook_error_message();
     sw_bytes kv = {0};
     sw_kv_uint(&kv, "end_ticks", end);
     sw_kv_f64(&kv, "clock_hz_refined", sw_S.clock.hz);
-    if (sw_S.error)
-        sw_kv_str(&kv, "hook_error", sw_S.errmsg);
+    if (hook_error)
+        sw_kv_str(&kv, "hook_error", hook_error);
     int rc = sw_writer_close(sw_S.w, &kv);
     sw_bytes_free(&kv);
     sw_writer_totals tot;
@@ -409,7 +410,11 @@ PyObject *sw_session_stop(void)
     PyObject *path = PyUnicode_DecodeFSDefault(sw_S.path ? sw_S.path : "");
     PyMem_RawFree(sw_S.path);
     sw_S.path = NULL;
-    PyObject *err = rc ? PyUnicode_FromString(msg) : (sw_S.error ? PyUnicode_FromString(sw_S.errmsg) : Py_NewRef(Py_None));
+    PyObject *err = rc ? PyUnicode_FromString(msg) : (hook_error ? PyUnicode_FromString(hook_error) : Py_NewRef(Py_None));
+    /* The consumer went: what only it needed goes off (the hook, and with
+     * it the threads' recursion bonuses). */
+    sw_dispatch_file_set(0, NULL);
+    sw_dispatch_changed();
     PyObject *d = Py_BuildValue("{s:N,s:K,s:K,s:K,s:K,s:K,s:N}", "path", path, "events",
                                 (unsigned long long)tot.events, "dropped",
                                 (unsigned long long)tot.dropped, "bytes",
@@ -426,11 +431,8 @@ void sw_session_after_fork_child(void)
     /* Never write the parent's file: close our descriptor and forget the
      * writer (its lock may be held by a thread that no longer exists, so it
      * is leaked rather than freed). */
-    sw_ccalls_session_end();
     sw_flusher_forget();
-    sw_S.gen = 0;
-    sw_session_fast_refresh();
-    sw_hook_eval_sync(0);
+    set_gen(0);
     if (sw_S.w)
         sw_writer_abandon(sw_S.w);
     sw_S.w = NULL;
@@ -438,4 +440,6 @@ void sw_session_after_fork_child(void)
     sw_recursion_bonus_take_back();
     sw_S.include = sw_S.exclude = NULL;
     sw_S.nfilters = 0;
+    sw_dispatch_file_set(0, NULL);
+    sw_dispatch_changed();
 }

@@ -2,7 +2,7 @@
 (or, with --events, the event names handlers and `run --events` accept)."""
 import sys
 
-from ..events import probes, switch
+from ..events import kinds, probes
 
 NAME = "probes"
 
@@ -16,9 +16,9 @@ def add_parser(subparsers):
 
 def run(args):
     if args.events:
-        for name in switch.KINDS:
+        for name in kinds.KINDS:
             print(name)
-        print("groups: calls, c_calls, exceptions, gc, objects, threads, all")
+        print("groups: " + ", ".join(kinds.GROUPS))
         return 0
     if not probes.available:
         print("stackwatch: USDT probes were not compiled in (<sys/sdt.h> not found at build time; "

@@ -17,7 +17,7 @@ import tempfile
 
 from .. import _native
 from ..common.units import parse_duration_ns, parse_size
-from ..events import handlers, probes, switch
+from ..events import handlers, kinds, probes
 from ..render import formats
 from ..tracer import session as tracing
 from ..tracer.tracefile import Trace
@@ -102,7 +102,7 @@ def run(args):
         events.append("line")
     try:
         if events:
-            switch.mask_of(events)
+            kinds.mask_of(events)
     except ValueError as e:
         raise UsageError(f"--events: {e}")
     if args.sample is not None:

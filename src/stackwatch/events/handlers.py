@@ -26,9 +26,9 @@ import sys
 import threading
 
 from .. import _native
-from . import switch
+from . import kinds
 
-EVENTS = switch.KINDS
+EVENTS = kinds.KINDS
 Event = _native.Event
 _lock = threading.Lock()
 
@@ -64,7 +64,7 @@ def add_handler(fn, events="calls", where=None):
     Raises TypeError / ValueError for a bad argument."""
     if not callable(fn):
         raise TypeError(f"a handler must be callable, not {type(fn).__name__}")
-    mask = switch.mask_of(events)
+    mask = kinds.mask_of(events)
     if isinstance(where, str):
         where = [where]
     if where is not None:

@@ -19,7 +19,7 @@ import time
 
 from .. import _native
 from ..common.units import parse_size
-from ..events import switch
+from ..events import kinds
 
 _session = None          # options of the running session, for fork children
 _sampler = None          # the sampler writing into the running session's file (sample=...)
@@ -165,9 +165,9 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     native_exclude = (exclude or []) + [_OWN_FILES]
     if flush_interval is None:
         flush_interval = DEFAULT_FLUSH_INTERVAL
-    file_mask = switch.mask_of(events) if events else 0
+    file_mask = kinds.mask_of(events) if events else 0
     if c_calls:
-        file_mask |= switch.mask_of("c_calls")
+        file_mask |= kinds.mask_of("c_calls")
     lines = _globs(lines, "lines")
     sample_ns = sample_interval_ns(sample) if sample not in (None, False) else 0
     if (sample_native or sample_lines) and not sample_ns:
@@ -176,13 +176,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         raise RuntimeError("the sampler supports CPython 3.9 to 3.13 (with the GIL)")
     _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
                   allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude,
-                  c_calls=bool(c_calls), flush_interval=float(flush_interval))
-    try:
-        _native.set_file_events(file_mask, lines)
-    except Exception as e:  # never leave a half-started session behind
-        _native.stop()
-        switch._refresh()
-        raise RuntimeError(f"cannot start tracing: {e}") from e
+                  c_calls=bool(c_calls), flush_interval=float(flush_interval), events=file_mask, lines=lines)
     if sample_ns:
         try:
             s = _native.Sampler(sample_ns, trace=True, skip_prefix=_OWN_FILES[:-1],
@@ -190,7 +184,6 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
             s.start()
         except Exception as e:
             _native.stop()
-            _native.set_file_events(0, None)
             raise RuntimeError(f"cannot start the sampler: {e}") from e
         _sampler = s
     _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
@@ -228,12 +221,7 @@ def stop():
             sample_error = f"samples: {e}"
         samples = sampler.stats()
     try:
-        try:
-            switch.check_trace_hooks()   # a displaced line-event hook is in the summary
-            d = _native.stop()
-        finally:
-            # Also switches off what only the session needed (one refresh).
-            _native.set_file_events(0, None)
+        d = _native.stop()   # also switches off what only the session needed
     finally:
         _session = None
         _restore_exits()
@@ -311,7 +299,6 @@ def _after_fork_in_child():
     if not _native.is_tracing() or session is None:
         return
     _native._after_fork_child()
-    _native.set_file_events(0, None)
     globals()["_session"] = None
     globals()["_sampler"] = None   # its thread is the parent's: never touched here
     _restore_exits()

@@ -1,0 +1,26 @@
+/*
+ * ccalls.h - calls of builtin and extension functions as C_CALL / C_RETURN
+ * events (ccalls.c): recorded into the file (--c-calls) and handed to the
+ * dispatch layer's other consumers. 3.12+: sys.monitoring CALL / C_RETURN /
+ * C_RAISE callbacks; 3.9-3.11: the C profile hook of every thread.
+ */
+#ifndef SW_CCALLS_H
+#define SW_CCALLS_H
+
+#include "ext/shared/tstate.h"
+
+/* 3.9-3.11: the hook on this thread (it attaches to the session, or the
+ * frame hook meets it first); nothing on 3.12+. */
+void sw_ccalls_thread_attach(sw_tstate *t);
+/* 3.9-3.11: the hook on every thread while C-call events are wanted (the
+ * session's --c-calls or another consumer), off everywhere otherwise;
+ * nothing on 3.12+. Called by the switching owner. */
+void sw_ccalls_sync(void);
+/* 3.9-3.11, before the session writes its end: records as its error that
+ * another profiler replaced the hook on a thread. */
+void sw_ccalls_check(void);
+/* 3.12+: adds the sys.monitoring callbacks to _native.hooks. Returns 0, or
+ * -1 with an exception set. */
+int sw_ccalls_add_hooks(PyObject *hooks);
+
+#endif

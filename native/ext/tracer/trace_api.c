@@ -1,0 +1,122 @@
+/*
+ * trace_api.c - the tracer's functions in stackwatch._native: start, stop,
+ * is_tracing, and the session's steps around exec and fork
+ * (src/stackwatch/tracer/session.py calls them).
+ */
+#include "trace_api.h"
+
+#include "ext/dispatch/kinds.h"
+#include "ext/tracer/flusher.h"
+#include "ext/tracer/session.h"
+
+#include "trace/format.h"
+
+static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"path", "chunk_bytes", "ring_bytes", "max_depth", "allow_tsc", "meta",
+                             "include", "exclude", "c_calls", "flush_interval", "events", "lines", NULL};
+    PyObject *path_obj;
+    Py_ssize_t chunk = 256 * 1024, ring = 0, max_depth = 0;
+    int allow_tsc = 1, c_calls = 0;
+    double flush_interval = 0.25;
+    unsigned long events = 0;
+    PyObject *meta = NULL, *inc = Py_None, *exc = Py_None, *lines = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOpdkO", kwlist, PyUnicode_FSConverter, &path_obj,
+                                     &chunk, &ring, &max_depth, &allow_tsc, &meta, &inc, &exc, &c_calls,
+                                     &flush_interval, &events, &lines))
+        return NULL;
+    if (chunk < 4096 || chunk > (Py_ssize_t)(SW_CHUNK_MAX / 2)) {
+        Py_DECREF(path_obj);
+        return PyErr_Format(PyExc_ValueError, "buffer size must be between 4 KiB and %u MiB",
+                            (unsigned)(SW_CHUNK_MAX / 2 >> 20));
+    }
+    if (!(flush_interval == 0 || (flush_interval >= 0.001 && flush_interval <= 3600))) {
+        Py_DECREF(path_obj);
+        return PyErr_Format(PyExc_ValueError, "flush interval must be 0 (off) or between 1 ms and 1 hour");
+    }
+    if (ring < 0 || max_depth < 0 || max_depth > 0x7fffffff) {
+        Py_DECREF(path_obj);
+        return PyErr_Format(PyExc_ValueError, "ring size and max depth must not be negative");
+    }
+    if (events & ~(unsigned long)SW_MASK_ALL) {
+        Py_DECREF(path_obj);
+        return PyErr_Format(PyExc_ValueError, "invalid event mask %lu", events);
+    }
+    sw_start_opts o = {PyBytes_AS_STRING(path_obj), (size_t)chunk, (size_t)ring, (uint32_t)max_depth,
+                       allow_tsc, meta, inc, exc, c_calls, flush_interval, (uint32_t)events, lines};
+    int rc = sw_session_start(&o);
+    Py_DECREF(path_obj);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_stop(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return sw_session_stop();
+}
+
+static PyObject *py_is_tracing(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(sw_S.gen != 0);
+}
+
+/* Everything recorded so far into the file, tracing going on (the process
+ * is about to exec). */
+static PyObject *py_flush_all(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    pthread_mutex_lock(&sw_S.lock);
+    if (sw_S.gen && sw_S.w)
+        sw_writer_flush_all(sw_S.w);
+    pthread_mutex_unlock(&sw_S.lock);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_before_fork(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    sw_flusher_pause();
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_after_fork_parent(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    sw_flusher_resume();
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    sw_session_after_fork_child();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
+     "start(path, chunk_bytes=262144, ring_bytes=0, max_depth=0, allow_tsc=True, meta=None, include=None, "
+     "exclude=None, c_calls=False, flush_interval=0.25, events=0, lines=None)"},
+    {"stop", py_stop, METH_NOARGS, "stop() -> dict of totals"},
+    {"is_tracing", py_is_tracing, METH_NOARGS, "is_tracing() -> bool"},
+    {"_after_fork_child", py_after_fork_child, METH_NOARGS, "forget the parent's session (fork child)"},
+    {"_flush_all", py_flush_all, METH_NOARGS, "write every event recorded so far, tracing going on (before exec)"},
+    {"_before_fork", py_before_fork, METH_NOARGS, "stop the background flusher before fork()"},
+    {"_after_fork_parent", py_after_fork_parent, METH_NOARGS, "restart the background flusher after fork()"},
+    {NULL, NULL, 0, NULL},
+};
+
+int sw_trace_api_add_to_module(PyObject *m)
+{
+    return PyModule_AddFunctions(m, methods);
+}

@@ -1,0 +1,13 @@
+/*
+ * trace_api.h - the tracer's functions in stackwatch._native (trace_api.c):
+ * start, stop, is_tracing, and the session's steps around exec and fork.
+ */
+#ifndef SW_TRACE_API_H
+#define SW_TRACE_API_H
+
+#include "ext/shared/compat.h"
+
+/* Returns 0, or -1 with an exception set. */
+int sw_trace_api_add_to_module(PyObject *m);
+
+#endif
