@@ -54,9 +54,13 @@ DISTS = {"stackwatch": "stackwatch", "viztracer": "viztracer", "pyinstrument": "
 
 
 class Workload:
-    def __init__(self, name, label, script, args, wall, cg, quick_wall, quick_cg, warmup=None):
+    def __init__(self, name, label, script, args, wall, cg, quick_wall, quick_cg, warmup=None, cg_slow=None):
         self.name, self.label, self.script, self.args = name, label, script, args
         self.sizes = {"wall": wall, "cg": cg, "quick_wall": quick_wall, "quick_cg": quick_cg}
+        # VizTracer's callgrind run, about a quarter of the work of "cg"
+        # (None: the workload has no smaller size), against a plain run there
+        if cg_slow:
+            self.sizes["cg_slow"] = cg_slow
         self.warmup = warmup or (lambda size: max(1, size // 10))
 
     def command(self, python, tracer, size, warmup, extra=()):
@@ -67,25 +71,28 @@ class Workload:
         return cmd
 
 
-def _pp(program, wall, cg, quick_wall, quick_cg, unit, warmup=None):
+def _pp(program, wall, cg, quick_wall, quick_cg, unit, warmup=None, cg_slow=None):
     return Workload(f"pyperformance:{program}", f"{program}({{}}{unit})", "pyperformance_programs.py",
-                    ["--program", program], wall, cg, quick_wall, quick_cg, warmup)
+                    ["--program", program], wall, cg, quick_wall, quick_cg, warmup, cg_slow)
 
 
 # Sizes: "wall" runs take ~0.1-0.15 s plain (VizTracer's JSON dump makes
-# them ~20-80x longer); "cg" runs count ~30-140 M instructions plain.
+# them ~20-80x longer); "cg" runs count ~30-140 M instructions plain;
+# "cg_slow" (VizTracer's callgrind run) a quarter of that: its runs took
+# half of all the callgrind time at "cg" (fib(25): 10 G instructions).
 WORKLOADS = [
-    Workload("fib", "fib({})", "fib.py", [], 29, 25, 22, 17, warmup=lambda n: max(2, n - 6)),
-    Workload("methods", "methods({})", "methods.py", [], 150_000, 5_000, 10_000, 1_000),
+    Workload("fib", "fib({})", "fib.py", [], 29, 25, 22, 17, warmup=lambda n: max(2, n - 6), cg_slow=22),
+    Workload("methods", "methods({})", "methods.py", [], 150_000, 5_000, 10_000, 1_000, cg_slow=1_250),
     Workload("asyncio", "asyncio({} tasks)", "asyncio_tasks.py", ["--awaits", "3"],
-             5_000, 1_000, 1_000, 200),
-    _pp("richards", 15_000, 1_000, 1_000, 200, " idle"),
+             5_000, 1_000, 1_000, 200, cg_slow=250),
+    _pp("richards", 15_000, 1_000, 1_000, 200, " idle", cg_slow=250),
     _pp("deltablue", 20, 1, 2, 1, "x100"),
-    _pp("raytrace", 50, 10, 10, 4, "px", warmup=lambda n: max(4, n // 4)),
-    _pp("go", 90, 5, 6, 1, " games"),
-    _pp("chaos", 7_500, 300, 500, 50, " it"),
+    _pp("raytrace", 50, 10, 10, 4, "px", warmup=lambda n: max(4, n // 4), cg_slow=5),
+    _pp("go", 90, 5, 6, 1, " games", cg_slow=1),
+    _pp("chaos", 7_500, 300, 500, 50, " it", cg_slow=75),
     _pp("json_dumps", 4, 1, 1, 1, "x"),
 ]
+SLOW_CG = ("viztracer",)   # tracers counted at the "cg_slow" size
 
 
 # ---------------------------------------------------------------------------
@@ -222,21 +229,27 @@ def wall_workload(python, w, order, rounds, quick):
 QUICK_CALLGRIND = ("fib", "methods", "asyncio", "pyperformance:richards")
 
 
-def callgrind_workload(python, w, order, size, jobs, log, repeat=()):
+def callgrind_workload(python, w, order, size, jobs, log, repeat=(), slow_size=None):
     """One callgrind run per tracer, `jobs` at a time; the tracers named in
     `repeat` run 3 times and keep the run with the median count (stackwatch's
     count moves by ~0.1%, once seen by 4%, from run to run; plain's and the
     null tracer's by ~0.03%). pyinstrument samples by wall time: its interval
     is stretched by callgrind's slowdown of the plain run (plain under
     callgrind vs natively at the same size), so it samples about as often per
-    unit of work as natively (its count stays approximate)."""
+    unit of work as natively (its count stays approximate). The tracers in
+    SLOW_CG run at `slow_size` (when given), with a plain run of their own
+    there ("none@slow")."""
     cgdir = tempfile.mkdtemp(prefix="swbench-cg-")
     out = {"size": size, "runs": {}}
+    slow = [t for t in order if t in SLOW_CG] if slow_size and slow_size != size else []
+    if slow:
+        out["slow_size"] = slow_size
 
     def one(t, extra=(), i=0):
         cgout = os.path.join(cgdir, f"{w.name.replace(':', '_')}.{t}.{i}.cg")
+        tracer, n = (t.split("@")[0], slow_size) if t.endswith("@slow") or t in slow else (t, size)
         t0 = time.perf_counter()
-        res = run_once(w.command(python, t, size, 0, extra), timeout=1800, valgrind_out=cgout)
+        res = run_once(w.command(python, tracer, n, 0, extra), timeout=1800, valgrind_out=cgout)
         res["valgrind_seconds"] = time.perf_counter() - t0
         if "error" not in res:
             if os.path.exists(cgout):
@@ -250,7 +263,7 @@ def callgrind_workload(python, w, order, size, jobs, log, repeat=()):
         except OSError:
             pass
         if "error" in res:
-            log(f"  {w.name} / {LABELS[t]} under callgrind: {res['error']}")
+            log(f"  {w.name} / {LABELS[tracer]} under callgrind: {res['error']}")
         return res
 
     try:
@@ -261,6 +274,8 @@ def callgrind_workload(python, w, order, size, jobs, log, repeat=()):
             # the longest first (VizTracer's dump), so the jobs finish together
             rest = sorted((t for t in order if t not in ("none", "pyinstrument")), key=lambda t: t != "viztracer")
             futures = {t: [ex.submit(one, t, (), i) for i in range(REPEATS if t in repeat else 1)] for t in rest}
+            if slow:
+                futures["none@slow"] = [ex.submit(one, "none@slow")]
             out["runs"]["none"] = p = plain.result()
             slowdown = None
             if p.get("seconds") and out["native_plain_seconds"]:
@@ -325,6 +340,7 @@ def summarize_row(w, tracers, wall_w, cg_w, unavailable, na_instr=None):
         if med and plain_wall:
             cell["wall_ratio"] = med / plain_wall
         c = cr.get(t)
+        base = cr.get("none@slow", {}) if t in SLOW_CG and "slow_size" in (cg_w or {}) else plain_cg
         if c is None and na_instr:
             cell["na_instr"] = na_instr
         if c is not None:
@@ -332,11 +348,11 @@ def summarize_row(w, tracers, wall_w, cg_w, unavailable, na_instr=None):
                 cell["na_instr"] = c["error"]
             cell["instructions"] = c.get("instructions")
             cell["instructions_workload"] = c.get("instructions_workload")
-            if c.get("instructions") and plain_cg.get("instructions"):
-                cell["instr_ratio"] = c["instructions"] / plain_cg["instructions"]
-            if c.get("instructions_workload") and plain_cg.get("instructions_workload"):
+            if c.get("instructions") and base.get("instructions"):
+                cell["instr_ratio"] = c["instructions"] / base["instructions"]
+            if c.get("instructions_workload") and base.get("instructions_workload"):
                 cell["instr_ratio_while_tracing"] = (c["instructions_workload"]
-                                                     / plain_cg["instructions_workload"])
+                                                     / base["instructions_workload"])
         if t in ("stackwatch", "null"):
             ok = [r for r in runs if "error" not in r and r.get("events")]
             if ok:
@@ -636,9 +652,10 @@ def main():
                                 + ", ".join(n.split(":")[-1] for n in QUICK_CALLGRIND) + " only")
                 else:
                     size = w.sizes["quick_cg" if args.quick else "cg"]
+                    slow_size = None if args.quick else w.sizes.get("cg_slow")
                     cg[w.name] = callgrind_workload(python, w, order, size, args.jobs, log,
-                                                    args.cg_repeat.split(","))
-                    cg_sizes[w.name] = size
+                                                    args.cg_repeat.split(","), slow_size)
+                    cg_sizes[w.name] = f"{size} (viztracer {slow_size})" if "slow_size" in cg[w.name] else size
             rows[w.name] = row = summarize_row(w, tracers, wall.get(w.name), cg.get(w.name), unavailable,
                                                na_instr)
             row["seconds_measuring"] = time.perf_counter() - tw
