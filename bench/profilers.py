@@ -92,6 +92,10 @@ def one_run(run_once, w, python, label, size, spy):
                 res["pyspy_stderr"] = f.read()[-2000:]
         except OSError:
             pass
+        said = [ln.strip() for ln in res.get("pyspy_stderr", "").splitlines() if ln.strip()]
+        said = [ln for ln in said if ln.startswith("Error")] or said[-1:]
+        if "error" in res and said:
+            res["error"] += f" (py-spy: {said[0][:200]})"
         return res
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -135,6 +139,12 @@ def section(run_once, workloads_by_name, python, rounds, quick, log, saved):
                                            for v in ratios.values()])
     for c, reason in na.items():
         print(f"{c}: n/a ({reason})")
+    for name, wr in res["slowdown"]["workloads"].items():
+        for c, runs in wr["runs"].items():
+            errs = [r["error"] for r in runs if "error" in r]
+            if errs and len(errs) < len(runs):
+                print(f"{name.split(':')[-1]} / {c}: {len(errs)} of {len(runs)} runs failed, the median is of "
+                      f"the others ({errs[0][:200]})")
     log("sampler's highest rate on a 50-deep stack ...")
     res["rate"] = max_rate(python, quick, log)
     saved()
