@@ -7,6 +7,7 @@
 #   make check   the inner loop: incremental build + the Python tests of one
 #                Python (CHECK_PYTHON, default 3.12)
 #   make bench   stackwatch against its peers (see bench/README.md)
+#   make bench-versions  stackwatch's instruction ratios on every Python 3.9-3.13
 #   make dist    sdist + a manylinux wheel per Python found, in dist/
 #   make deps    install what is missing (fast when nothing is)
 #   make rooms   check the house: no include or import goes up or round in a circle
@@ -17,7 +18,7 @@ PYTHON_VERSIONS ?= 3.9 3.10 3.11 3.12 3.13
 CHECK_PYTHON ?= 3.12
 SHELL := /bin/bash
 
-.PHONY: demo test test-c test-py check bench dist clean deps rooms
+.PHONY: demo test test-c test-py check bench bench-versions dist clean deps rooms
 
 deps:
 	@scripts/install-deps.sh
@@ -43,6 +44,9 @@ check: deps
 
 bench: deps
 	@scripts/bench.sh
+
+bench-versions: deps
+	@BENCH_VERSIONS="$(PYTHON_VERSIONS)" scripts/bench.sh
 
 dist: deps
 	@scripts/dist.sh $(PYTHON_VERSIONS)

@@ -10,7 +10,8 @@ measured region relative to the same region without stackwatch imported:
   all + file     the file tracer recording every event kind (C calls, lines
                  and instructions everywhere, exceptions, GC, objects, threads)
 
-Run by scripts/bench.sh after bench/run.py (same venv: stackwatch from this
+Each workload's row is printed as soon as its runs are done. Run by
+scripts/bench.sh after bench/run.py (same venv: stackwatch from this
 tree and the null tracer, whose region markers bound what callgrind counts):
 
     python bench/dispatch.py [--quick] [--jobs 2] [--out results.json]
@@ -22,9 +23,11 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import benchlib  # noqa: E402
 import run as runner  # noqa: E402  (bench/run.py: one workload process under callgrind)
 
 CONFIGS = [("none", "plain Minstr"), ("sw_import", "import"), ("sw_probes", "probes idle"),
@@ -48,7 +51,9 @@ def totals(path):
     return None
 
 
-def measure(python, quick, jobs, log):
+def measure(python, quick, jobs, log, on_row=None):
+    """One callgrind run per (workload, configuration), `jobs` at a time;
+    on_row(name, results) as soon as a workload's runs are all done."""
     cgdir = tempfile.mkdtemp(prefix="swbench-dispatch-")
     tasks = [(w, c) for w in WORKLOADS for c, _ in CONFIGS]
 
@@ -71,36 +76,30 @@ def measure(python, quick, jobs, log):
                 out.setdefault(name, {})[config] = res
                 if "error" in res:
                     log(f"  {name} / {config}: {res['error']}")
+                if on_row and len(out[name]) == len(CONFIGS):
+                    on_row(name, out[name])
     finally:
         shutil.rmtree(cgdir, ignore_errors=True)
     return out
 
 
-def table(results, quick):
-    head = ["workload"] + [label for _, label in CONFIGS]
-    rows, over = [], []
-    for name, label, _script, size, qsize in WORKLOADS:
-        r = results.get(name, {})
-        plain = r.get("none", {}).get("instructions")
-        cells = [label.format(qsize if quick else size), f"{plain / 1e6:.1f}" if plain else "n/a"]
-        for config, _ in CONFIGS[1:]:
-            n = r.get(config, {}).get("instructions")
-            if not (n and plain):
-                cells.append("n/a")
-                continue
-            x = n / plain
-            cell = f"{x:.4f}" if x < 1.1 else (f"{x:.2f}" if x < 10 else f"{x:.1f}")
-            if config in ZERO_COST and x > LIMIT:
-                cell += " !"
-                over.append(f"{name}/{config}")
-            cells.append(cell)
-        rows.append(cells)
-    widths = [max(len(x[i]) for x in [head] + rows) for i in range(len(head))]
-
-    def fmt(c):
-        return "  ".join(v.ljust(widths[i]) if i == 0 else v.rjust(widths[i]) for i, v in enumerate(c))
-    lines = [fmt(head), "  ".join("-" * w for w in widths)] + [fmt(c) for c in rows]
-    return "\n".join(lines), over
+def row_cells(name, r, quick, over):
+    """One workload's cells; appends the zero-cost cells over LIMIT to over."""
+    _, label, _script, size, qsize = next(w for w in WORKLOADS if w[0] == name)
+    plain = r.get("none", {}).get("instructions")
+    cells = [label.format(qsize if quick else size), f"{plain / 1e6:.1f}" if plain else "n/a"]
+    for config, _ in CONFIGS[1:]:
+        n = r.get(config, {}).get("instructions")
+        if not (n and plain):
+            cells.append("n/a")
+            continue
+        x = n / plain
+        cell = f"{x:.4f}" if x < 1.1 else (f"{x:.2f}" if x < 10 else f"{x:.1f}")
+        if config in ZERO_COST and x > LIMIT:
+            cell += " !"
+            over.append(f"{name}/{config}")
+        cells.append(cell)
+    return cells
 
 
 def main():
@@ -116,8 +115,7 @@ def main():
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
     log("dispatch costs: callgrind runs ...")
-    results = measure(sys.executable, args.quick, args.jobs, log)
-    text, over = table(results, args.quick)
+    t0 = time.perf_counter()
     print()
     print(f"The dispatch layer (issue 3), Python {sys.version.split()[0]}: callgrind instructions of "
           "the region / plain")
@@ -127,13 +125,20 @@ def main():
           "events of another file / of the workload's file.")
     print("all + file: the file tracer recording every event kind, lines and instructions "
           "everywhere.")
-    print(text)
+    table = benchlib.StreamTable(["workload"] + [label for _, label in CONFIGS], width=11, first_width=20)
+    table.start()
+    over = []
+    results = measure(sys.executable, args.quick, args.jobs, log,
+                      lambda name, r: table.row(row_cells(name, r, args.quick, over)))
+    table.finish()
     if over:
         print(f"over {LIMIT:.2f}: {', '.join(over)}")
+    elapsed = time.perf_counter() - t0
+    print(f"(dispatch table: {elapsed / 60:.1f} min)", flush=True)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"python": sys.version.split()[0], "quick": args.quick, "results": results},
-                      f, indent=1)
+            json.dump({"python": sys.version.split()[0], "quick": args.quick, "results": results,
+                       "elapsed_seconds": elapsed}, f, indent=1)
     return 0
 
 

@@ -8,7 +8,10 @@ bench/README.md):
    measured region's wall time (profiler start .. output written; for
    py-spy, which runs outside the process, the workload alone) as a ratio
    to plain, and the samples the profiler took as a share of what its rate
-   asks for in that time;
+   asks for in that time. Each cell gets 2-5 runs, capped by time
+   (bench/benchlib.py): py-spy in blocking mode at 10 kHz, which can slow
+   the program 10-14x, gets two. A workload's row is printed as soon as
+   its cells are measured;
 2. the highest rate stackwatch's sampler sustains on a 50-deep stack with
    less than 1% of its ticks missed (bench/profiler_rate.py at rising
    rates, the median of a few runs per rate, up to the first rate that
@@ -23,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import benchlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -42,6 +47,10 @@ CONFIGS = {
     "py-spy nb 1k": ("none", [], ["--rate", "1000", "--nonblocking"], 1000),
     "py-spy nb 10k": ("none", [], ["--rate", "10000", "--nonblocking"], 10000),
 }
+
+# A cell runs again (up to 5 runs) only while its runs so far, plus one
+# more, fit in this many seconds of whole-process time.
+CELL_SECONDS = 4.0
 
 RATES = (1000, 2000, 5000, 10000, 20000, 25000, 33333, 40000, 50000)
 MISSED_LIMIT = 0.01
@@ -83,30 +92,64 @@ def one_run(run_once, w, python, label, size, spy):
                 res["pyspy_stderr"] = f.read()[-2000:]
         except OSError:
             pass
+        said = [ln.strip() for ln in res.get("pyspy_stderr", "").splitlines() if ln.strip()]
+        said = [ln for ln in said if ln.startswith("Error")] or said[-1:]
+        if "error" in res and said:
+            res["error"] += f" (py-spy: {said[0][:200]})"
         return res
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def slowdown(run_once, workloads_by_name, python, rounds, quick, log):
+def section(run_once, workloads_by_name, python, rounds, quick, log, saved):
+    """The whole section: legend, the slowdown table a row at a time, the
+    highest sustained rate. Returns the raw numbers; calls saved() after
+    each row (results.json)."""
     spy = py_spy_path(python)
     labels = [c for c in CONFIGS if CONFIGS[c][2] is None or spy]
     na = {} if spy else {c: "py-spy not installed" for c in CONFIGS if CONFIGS[c][2] is not None}
-    out = {}
+    res = {"rounds": rounds.as_dict(), "slowdown": {"workloads": {}, "na": na, "configs": list(CONFIGS)}}
+    print()
+    print(f"sampling profilers: wall x = median region time / plain over rN alternating runs "
+          f"({rounds.describe()});")
+    print("region = profiler start .. output written, for py-spy, outside the process, the workload "
+          "alone; (N%) = samples taken / samples")
+    print("the rate asks for in that time (py-spy: whole process). sw = stackwatch.profiler (wall mode: "
+          "every thread, with its state);")
+    print("pyinstr = pyinstrument; py-spy record (default: pauses the process per sample), "
+          "nb = --nonblocking.")
+    print(flush=True)
+    table = benchlib.StreamTable(["workload", "plain ms"] + [c for c in CONFIGS if c != "plain"],
+                                 width=14, first_width=20)
+    table.start()
+    ratios = {c: [] for c in CONFIGS if c != "plain"}
     for name, full, small in WORKLOADS:
         w = workloads_by_name.get(name)
         if w is None:
             continue
         size = small if quick else full
-        runs = {c: [] for c in labels}
         t0 = time.perf_counter()
-        for r in range(rounds):
-            k = r % len(labels)
-            for c in labels[k:] + labels[:k]:
-                runs[c].append(one_run(run_once, w, python, c, size, spy))
-        out[name] = {"label": w.label.format(size), "size": size, "runs": runs}
-        log(f"  profilers on {name:22s} {time.perf_counter() - t0:6.1f} s")
-    return {"workloads": out, "na": na, "configs": list(CONFIGS)}
+        runs = benchlib.alternate(labels, lambda c: one_run(run_once, w, python, c, size, spy), rounds)
+        wr = {"label": w.label.format(size), "size": size, "runs": runs,
+              "seconds_measuring": time.perf_counter() - t0}
+        res["slowdown"]["workloads"][name] = wr
+        table.row(row_cells(wr, na, ratios, table.mark))
+        saved()
+    table.finish(["geometric mean", ""] + [benchlib.fmt_ratio(benchlib.geomean(v)) if v else "n/a"
+                                           for v in ratios.values()])
+    for c, reason in na.items():
+        print(f"{c}: n/a ({reason})")
+    for name, wr in res["slowdown"]["workloads"].items():
+        for c, runs in wr["runs"].items():
+            errs = [r["error"] for r in runs if "error" in r]
+            if errs and len(errs) < len(runs):
+                print(f"{name.split(':')[-1]} / {c}: {len(errs)} of {len(runs)} runs failed, the median is of "
+                      f"the others ({errs[0][:200]})")
+    log("sampler's highest rate on a 50-deep stack ...")
+    res["rate"] = max_rate(python, quick, log)
+    saved()
+    print(rate_text(res["rate"]), flush=True)
+    return res
 
 
 def max_rate(python, quick, log):
@@ -146,55 +189,38 @@ def _median(vals):
     return statistics.median(vals) if vals else None
 
 
-def render(res, fmt_ratio, geomean):
-    sd = res["slowdown"]
-    labels = [c for c in sd["configs"] if c != "plain"]
-    head = ["workload", "plain ms"] + labels
-    lines, ratios = [], {c: [] for c in labels}
-    for name, wr in sd["workloads"].items():
-        runs = wr["runs"]
-        plain = _median([r.get("seconds") for r in runs.get("plain", []) if "error" not in r])
-        cells = [wr["label"], f"{plain * 1e3:.0f}" if plain else "n/a"]
-        for c in labels:
-            if c in sd["na"]:
-                cells.append("n/a")
-                continue
-            ok = [r for r in runs.get(c, []) if "error" not in r and r.get("seconds")]
-            med = _median([r["seconds"] for r in ok])
-            if not ok or not med or not plain:
-                err = next((r["error"] for r in runs.get(c, []) if "error" in r), "no run")
-                cells.append("n/a")
-                res.setdefault("errors", {})[f"{name}/{c}"] = err
-                continue
-            ratio = med / plain
-            ratios[c].append(ratio)
-            rate = CONFIGS[c][3]
-            # py-spy samples the whole process, from launch to exit
-            span = "process_seconds" if CONFIGS[c][2] is not None else "seconds_tracing"
-            got = [samples_of(c, r) / (rate * r[span]) for r in ok
-                   if samples_of(c, r) is not None and r.get(span)]
-            share = f" ({min(_median(got), 9.99):.0%})" if got else ""
-            cells.append(f"{fmt_ratio(ratio)}{share}")
-        lines.append(cells)
-    gm = ["geometric mean", ""] + [fmt_ratio(geomean(ratios[c])) if ratios[c] else "n/a" for c in labels]
-    lines.append(gm)
-    widths = [max(len(str(x[i])) for x in [head] + lines) for i in range(len(head))]
+def row_cells(wr, na, ratios, mark):
+    """One workload's cells: 'ratio (share) rN'; appends the ratios for the
+    geometric means."""
+    runs = wr["runs"]
+    plain_ok = [r for r in runs.get("plain", []) if "error" not in r and r.get("seconds")]
+    plain = _median([r["seconds"] for r in plain_ok])
+    cells = [wr["label"], f"{plain * 1e3:.0f} r{len(plain_ok)}" if plain else "n/a"]
+    for c in ratios:
+        if c in na:
+            cells.append("n/a")
+            continue
+        ok = [r for r in runs.get(c, []) if "error" not in r and r.get("seconds")]
+        med = _median([r["seconds"] for r in ok])
+        if not ok or not med or not plain:
+            err = next((r["error"] for r in runs.get(c, []) if "error" in r), "no run")
+            cells.append(mark(err))
+            continue
+        ratio = med / plain
+        ratios[c].append(ratio)
+        rate = CONFIGS[c][3]
+        # py-spy samples the whole process, from launch to exit
+        span = "process_seconds" if CONFIGS[c][2] is not None else "seconds_tracing"
+        got = [samples_of(c, r) / (rate * r[span]) for r in ok
+               if samples_of(c, r) is not None and r.get(span)]
+        share = f" ({min(_median(got), 9.99):.0%})" if got else ""
+        cells.append(f"{benchlib.fmt_ratio(ratio)}{share} r{len(ok)}")
+    return cells
 
-    def fmt(cells):
-        return "  ".join(str(c).ljust(widths[i]) if i == 0 else str(c).rjust(widths[i]) for i, c in enumerate(cells))
-    out = [fmt(head), "  ".join("-" * w for w in widths)] + [fmt(c) for c in lines[:-1]]
-    out += ["  ".join("-" * w for w in widths), fmt(lines[-1])]
-    for c, reason in sd["na"].items():
-        out.append(f"{c}: n/a ({reason})")
-    for k, e in res.get("errors", {}).items():
-        out.append(f"{k}: n/a ({e})")
-    mr = res.get("rate")
-    if mr:
-        rows = [f"{rate} Hz {v['missed_share']:.1%} missed, {v['us_per_round']:.1f} us/round"
-                for rate, v in mr["per_rate"].items() if "missed_share" in v]
-        best = mr["max_rate"]
-        out.append("")
-        out.append(f"highest sampling rate stackwatch sustains on a 50-deep stack with < {mr['limit']:.0%} "
-                   f"missed ticks: {f'{best} Hz' if best else 'none of the rates tried'}")
-        out.append("  " + "; ".join(rows))
-    return "\n".join(out)
+
+def rate_text(mr):
+    rows = [f"{rate} Hz {v['missed_share']:.1%} missed, {v['us_per_round']:.1f} us/round"
+            for rate, v in mr["per_rate"].items() if "missed_share" in v]
+    best = mr["max_rate"]
+    return (f"\nhighest sampling rate stackwatch sustains on a 50-deep stack with < {mr['limit']:.0%} "
+            f"missed ticks: {f'{best} Hz' if best else 'none of the rates tried'}\n  " + "; ".join(rows))
