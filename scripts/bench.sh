@@ -79,11 +79,13 @@ setup_venv() {
       fi
     done
   fi
-  # The bench-only null tracer, built from a private copy (no build/ in the tree).
+  # The bench-only null tracer, built from a private copy (no build/ in the
+  # tree) with setuptools (stackwatch itself builds with meson-python).
   rm -rf "$tmp/nulltracer"
   cp -r "$root/bench/nulltracer" "$tmp/"
-  if ! "$py" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
-        --force-reinstall "$tmp/nulltracer" >>"$log" 2>&1; then
+  if ! { "$py" -m pip install -q --disable-pip-version-check setuptools wheel &&
+         "$py" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+           --force-reinstall "$tmp/nulltracer"; } >>"$log" 2>&1; then
     echo "bench: cannot build bench/nulltracer (it also holds the measuring markers):" >&2
     grep -v "WARNING: Location" "$log" | tail -30 >&2
     return 1
