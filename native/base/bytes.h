@@ -33,10 +33,4 @@ int sw_bytes_read_file(sw_bytes *b, const char *path, char *err, size_t errlen);
  * are then unchanged). */
 void *sw_array_grow(void *arr, size_t *cap, size_t need, size_t size, size_t first);
 
-/* Key/value lists of META and END chunks (format.h, SW_VAL_*). */
-int sw_kv_uint(sw_bytes *b, const char *key, uint64_t v);
-int sw_kv_sint(sw_bytes *b, const char *key, int64_t v);
-int sw_kv_str(sw_bytes *b, const char *key, const char *v);
-int sw_kv_f64(sw_bytes *b, const char *key, double v);
-
 #endif
