@@ -43,6 +43,17 @@ void *sw_array_grow(void *arr, size_t *cap, size_t need, size_t size, size_t fir
     return p;
 }
 
+char *sw_dup_n(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        if (n)
+            memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
 int sw_bytes_read_file(sw_bytes *b, const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");

@@ -22,6 +22,10 @@ int sw_bytes_u8(sw_bytes *b, uint8_t v);
 int sw_bytes_f64(sw_bytes *b, double v);
 void sw_bytes_free(sw_bytes *b);
 
+/* A NUL-terminated copy of the n bytes at s (which need not be
+ * NUL-terminated). Returns NULL when out of memory. */
+char *sw_dup_n(const char *s, size_t n);
+
 /* Appends the whole file at `path` to b. Returns SW_OK, SW_EIO ("cannot
  * open: ..." or "cannot read: ..." in err) or SW_ENOMEM ("out of memory
  * while reading the file"). */

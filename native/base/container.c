@@ -313,7 +313,7 @@ int sw_chunks_open(sw_chunks *it, const sw_container_kind *kind, const sw_source
      * quadratic, so it gets a budget linear in the file's size. */
     it->crc_budget = 8 * it->src.size + 4 * (uint64_t)SW_CHUNK_MAX;
     if (it->src.size == 0) {
-        snprintf(err, errlen, "empty file (not a stackwatch %s)", kind->what);
+        snprintf(err, errlen, "empty file (no magic number of a stackwatch %s)", kind->what);
         return SW_EFORMAT;
     }
     int rc = SW_OK;

@@ -9,6 +9,8 @@
  */
 #include "calltree.h"
 
+#include "base/bytes.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,17 +99,6 @@ static int functab_grow_slots(sw_functab *ft)
     return SW_OK;
 }
 
-static char *dup_n(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d) {
-        if (n)
-            memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
-
 int sw_functab_intern(sw_functab *ft, const char *name, size_t nl, const char *file, size_t fl, int32_t line,
                       uint32_t *id)
 {
@@ -136,7 +127,7 @@ int sw_functab_intern(sw_functab *ft, const char *name, size_t nl, const char *f
         ft->hashes = nh;
         ft->cap = nc;
     }
-    char *n = dup_n(name, nl), *f = dup_n(file, fl);
+    char *n = sw_dup_n(name, nl), *f = sw_dup_n(file, fl);
     if (!n || !f) {
         free(n);
         free(f);

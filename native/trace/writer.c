@@ -5,7 +5,6 @@
 #define _GNU_SOURCE
 #include "writer.h"
 
-#include "base/crc32.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -65,40 +64,19 @@ static int write_all(int fd, struct iovec *iov, int n)
     return SW_OK;
 }
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* Builds the 12-byte chunk header for a payload made of parts. */
-static void chunk_header(uint8_t hdr[SW_CHUNK_HEADER_LEN], int type,
-                         const struct iovec *parts, int nparts)
-{
-    uint32_t crc = 0;
-    size_t len = 0;
-    for (int i = 0; i < nparts; i++) {
-        crc = sw_crc32(crc, parts[i].iov_base, parts[i].iov_len);
-        len += parts[i].iov_len;
-    }
-    hdr[0] = (uint8_t)type;
-    hdr[1] = hdr[2] = hdr[3] = 0;
-    put_u32(hdr + 4, (uint32_t)len);
-    put_u32(hdr + 8, crc);
-}
-
 /* Writes one chunk; the caller holds the lock. */
 static int write_chunk_locked(sw_writer *w, int type, const struct iovec *parts, int nparts)
 {
     if (w->broken || w->fd < 0)
         return SW_EIO;
     uint8_t hdr[SW_CHUNK_HEADER_LEN];
-    chunk_header(hdr, type, parts, nparts);
+    if (nparts > 7 || sw_chunk_header_put(hdr, (unsigned)type, parts, nparts) != SW_OK)
+        return SW_EARG;
     struct iovec iov[8];
     iov[0].iov_base = hdr;
     iov[0].iov_len = sizeof hdr;
     size_t total = sizeof hdr;
-    for (int i = 0; i < nparts && i < 7; i++) {
+    for (int i = 0; i < nparts; i++) {
         iov[i + 1] = parts[i];
         total += parts[i].iov_len;
     }
@@ -162,10 +140,8 @@ int sw_writer_open(sw_writer **out, const char *path, const sw_writer_opts *opts
         errno = e;
         return SW_EIO;
     }
-    uint8_t hdr[SW_FILE_HEADER_LEN] = {0};
-    memcpy(hdr, SW_MAGIC, SW_MAGIC_LEN);
-    hdr[8] = SW_FORMAT_MAJOR;
-    hdr[10] = SW_FORMAT_MINOR;
+    uint8_t hdr[SW_FILE_HEADER_LEN];
+    sw_file_header_put(hdr, SW_MAGIC, SW_FORMAT_MAJOR, SW_FORMAT_MINOR);
     if (write_raw_locked(w, hdr, sizeof hdr) != SW_OK) {
         int e = errno;
         close(w->fd);
@@ -389,7 +365,7 @@ void sw_tbuf_flush(sw_tbuf *b)
             note_error(b, SW_ENOMEM, "keeping a chunk in the ring");
             b->dropped += n;
         } else {
-            chunk_header(chunk, SW_CHUNK_EVENTS, parts, 2);
+            sw_chunk_header_put(chunk, SW_CHUNK_EVENTS, parts, 2);   /* chunk_bytes < SW_CHUNK_MAX / 2 */
             memcpy(chunk + SW_CHUNK_HEADER_LEN, parts[0].iov_base, parts[0].iov_len);
             memcpy(chunk + SW_CHUNK_HEADER_LEN + parts[0].iov_len, parts[1].iov_base, parts[1].iov_len);
             ring_push(b, chunk, len, n);

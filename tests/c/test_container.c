@@ -219,7 +219,7 @@ TEST(open_errors)
 {
     seen s;
     iterate((const uint8_t *)"", 0, 0, &s);
-    CHECK(s.rc == SW_EFORMAT && strstr(s.text, "empty file (not a stackwatch test file)"));
+    CHECK(s.rc == SW_EFORMAT && strstr(s.text, "empty file (no magic number of a stackwatch test file)"));
     iterate((const uint8_t *)"hello, world, not at all a file", 31, 0, &s);
     CHECK(s.rc == SW_EFORMAT && strstr(s.text, "bad magic"));
     iterate((const uint8_t *)MAGIC "\x01", 9, 1, &s);
