@@ -29,6 +29,7 @@ typedef struct thread_rec {
     char *name;
     chunk_ref *chunks;
     size_t nchunks, cap;
+    uint64_t written;        /* EVENTS chunks the writer sealed (END, 1.5), 0: unknown */
 } thread_rec;
 
 struct sw_trace {
@@ -40,9 +41,12 @@ struct sw_trace {
     size_t ndmg;
     uint64_t dmg_total;
     uint64_t unknown_chunks;  /* chunks of a newer minor version, skipped */
+    uint64_t lost_events;    /* events of the chunks lost to damage, when END tells */
     int complete;
     sw_meta_entry *meta;
     size_t nmeta, meta_cap;
+    chunk_ref *metas;        /* the META chunks read (format 1.5 repeats them) */
+    size_t nmetas, metas_cap;
     thread_rec *threads;
     size_t nthreads, threads_cap;
     sw_code_info **codes;    /* indexed by id */
@@ -528,7 +532,9 @@ static void describe(sw_trace *t)
     timebase_note(t, note, sizeof note);
     size_t n = strlen(t->damage);
     if (note[0] && n + 2 < sizeof t->damage)
-        snprintf(t->damage + n, sizeof t->damage - n, "; %s", note);
+        n += (size_t)snprintf(t->damage + n, sizeof t->damage - n, "; %s", note);
+    if (t->lost_events && n + 2 < sizeof t->damage)
+        snprintf(t->damage + n, sizeof t->damage - n, "; %llu events lost", (unsigned long long)t->lost_events);
 }
 
 /* Adds a damaged range found after the load (a replay's malformed events
@@ -556,7 +562,18 @@ static int read_chunk(sw_trace *t, const sw_chunk *ch)
     size_t poff = (size_t)(ch->payload - t->buf);
     int rc;
     switch (ch->type) {
-    case SW_CHUNK_META: return parse_kv(t, &c);
+    case SW_CHUNK_META:
+        /* A writer of format 1.5 writes its META chunks again before END:
+         * a copy of a chunk already read adds nothing. */
+        for (size_t i = 0; i < t->nmetas; i++)
+            if (t->metas[i].len == ch->len && memcmp(t->buf + t->metas[i].off, ch->payload, ch->len) == 0)
+                return SW_OK;
+        chunk_ref *m = sw_array_grow(t->metas, &t->metas_cap, t->nmetas + 1, sizeof *m, 4);
+        if (!m)
+            return SW_ENOMEM;
+        t->metas = m;
+        t->metas[t->nmetas++] = (chunk_ref){poff, ch->len, 0};
+        return parse_kv(t, &c);
     case SW_CHUNK_CODE: return parse_codes(t, &c);
     case SW_CHUNK_THREAD: return parse_threads(t, &c);
     case SW_CHUNK_EVENTS: return add_events_chunk(t, poff, ch->len);
@@ -643,6 +660,9 @@ static int load(sw_trace *t, char *err, size_t errlen)
         snprintf(key, sizeof key, "dropped.%u", r->info.index);
         if ((e = sw_trace_meta_find(t, key)))
             r->info.dropped += e->u;
+        snprintf(key, sizeof key, "chunks.%u", r->info.index);
+        if ((e = sw_trace_meta_find(t, key)))
+            r->written = e->u;
     }
     if ((e = sw_trace_meta_find(t, "tick0")))
         t->tick0 = e->u;
@@ -651,6 +671,16 @@ static int load(sw_trace *t, char *err, size_t errlen)
     t->end_ns = -1;
     if ((e = sw_trace_meta_find(t, "end_ticks")))
         t->end_ns = sw_trace_units_to_ns(t, e->u >> t->shift);
+    /* END counts the events sealed and those dropped (discarded, not
+     * written): the difference is what the file held. */
+    const sw_meta_entry *sealed = sw_trace_meta_find(t, "events"), *dropped = sw_trace_meta_find(t, "dropped");
+    if (t->dmg_total && t->complete && sealed && dropped && sealed->u >= dropped->u) {
+        uint64_t read = 0;
+        for (size_t i = 0; i < t->nthreads; i++)
+            read += t->threads[i].info.events;
+        if (read < sealed->u - dropped->u)
+            t->lost_events = sealed->u - dropped->u - read;
+    }
     describe(t);
     return SW_OK;
 }
@@ -735,6 +765,7 @@ void sw_trace_free(sw_trace *t)
         free((char *)t->meta[i].s);
     }
     free(t->meta);
+    free(t->metas);
     for (size_t i = 0; i < t->nthreads; i++) {
         free(t->threads[i].name);
         free(t->threads[i].chunks);
@@ -1129,10 +1160,17 @@ int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, v
         free(r.ended);
         return rc;  /* the callback asked to stop */
     }
-    int rc2;
-    if (t->end_ns > r.last_ns && r.depth)
+    int rc2 = SW_OK;
+    /* The thread's last chunks lost (END says how many it sealed, 1.5):
+     * what it did after its last event read is unknown, so its frames end
+     * there, after a DROPPED event. Else they were still open when tracing
+     * stopped. */
+    if (tr->nchunks && tr->written > tr->chunks[tr->nchunks - 1].seq + 1)
+        rc2 = emit(&r, SW_EV_DROPPED, 0, seen_depth(&r), 1);
+    else if (t->end_ns > r.last_ns && r.depth)
         r.last_ns = t->end_ns;
-    rc2 = close_to(&r, 0);
+    if (rc2 == SW_OK)
+        rc2 = close_to(&r, 0);
     free(r.stack);
     free(r.ended);
     return rc2 ? rc2 : rc;

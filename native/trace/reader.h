@@ -112,9 +112,10 @@ int sw_trace_open_mem(const uint8_t *data, size_t len, sw_trace **out, char *err
 void sw_trace_free(sw_trace *t);
 
 /* "" for an intact file, else what is damaged and at which offsets (every
- * damaged range, as sw_damage_describe() words them; and, when the damage
- * took keys of the time base with a META chunk, which ones). A replay that
- * finds an intact chunk whose events do not decode adds it. */
+ * damaged range, as sw_damage_describe() words them; when the damage took
+ * keys of the time base with a META chunk, which ones; and, when END was
+ * read, how many events the lost chunks held: "; N events lost"). A replay
+ * that finds an intact chunk whose events do not decode adds it. */
 const char *sw_trace_damage(const sw_trace *t);
 /* The damaged ranges, in file order: sw_trace_damage_count() of them are
  * kept (at most SW_DAMAGE_KEEP), sw_trace_damage_total() counts all. */

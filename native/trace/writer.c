@@ -22,6 +22,9 @@ struct sw_writer {
     sw_writer_opts opts;
     int error;             /* first error (SW_E*), 0 if none */
     char errmsg[256];
+    sw_bytes meta_chunks;  /* the META chunks written, header and payload,
+                              written again before END (format 1.5) */
+    uint64_t nmeta;        /* chunks in meta_chunks */
     sw_bytes code_defs;    /* queued CODE entries */
     sw_bytes thread_defs;  /* queued THREAD entries */
     uint64_t ncodes;
@@ -161,6 +164,21 @@ int sw_writer_meta(sw_writer *w, const sw_bytes *kv)
     pthread_mutex_lock(&w->lock);
     struct iovec p = {kv->data, kv->len};
     int rc = write_chunk_locked(w, SW_CHUNK_META, &p, 1);
+    if (rc == SW_OK) {
+        /* Kept for the copy before END: a reader whose META chunk is
+         * damaged finds the time base there. */
+        uint8_t hdr[SW_CHUNK_HEADER_LEN];
+        sw_chunk_header_put(hdr, SW_CHUNK_META, &p, 1);
+        size_t mark = w->meta_chunks.len;
+        sw_bytes_put(&w->meta_chunks, hdr, sizeof hdr);
+        sw_bytes_put(&w->meta_chunks, kv->data, kv->len);
+        if (w->meta_chunks.failed) {
+            w->meta_chunks.len = mark;   /* no copy: the file is still right */
+            w->meta_chunks.failed = 0;
+        } else {
+            w->nmeta++;
+        }
+    }
     pthread_mutex_unlock(&w->lock);
     return rc;
 }
@@ -506,16 +524,23 @@ int sw_writer_close(sw_writer *w, const sw_bytes *end_kv)
     sw_kv_uint(&kv, "events", t.events);
     sw_kv_uint(&kv, "dropped", t.dropped);
     for (sw_tbuf *b = w->threads; b; b = b->next) {
+        char key[48];
         if (b->dropped) {
-            char key[48];
             snprintf(key, sizeof key, "dropped.%u", b->index);
             sw_kv_uint(&kv, key, b->dropped);
+        }
+        if (b->seq) {   /* format 1.5: how many EVENTS chunks it sealed */
+            snprintf(key, sizeof key, "chunks.%u", b->index);
+            sw_kv_uint(&kv, key, b->seq);
         }
     }
     if (w->error)
         sw_kv_str(&kv, "error", w->errmsg);
     if (end_kv && !end_kv->failed)
         sw_bytes_put(&kv, end_kv->data, end_kv->len);
+    /* Format 1.5: the META chunks again, then END. */
+    if (w->meta_chunks.len && write_raw_locked(w, w->meta_chunks.data, w->meta_chunks.len) == SW_OK)
+        w->chunks += w->nmeta;
     if (!kv.failed) {
         struct iovec p = {kv.data, kv.len};
         write_chunk_locked(w, SW_CHUNK_END, &p, 1);
@@ -559,6 +584,7 @@ void sw_writer_free(sw_writer *w)
         free(b);
         b = n;
     }
+    sw_bytes_free(&w->meta_chunks);
     sw_bytes_free(&w->code_defs);
     sw_bytes_free(&w->thread_defs);
     pthread_mutex_destroy(&w->lock);

@@ -420,9 +420,11 @@ static inline uint32_t tg_stack_at(const tg_thread *th, size_t i, uint32_t *stac
  * then, at the time of the event before the range if that is later, a
  * DROPPED event and synthetic calls reopening the frames open at `from`.
  * Then the range's events. At the end, synthetic returns closing what is
- * still open, at the trace's end time if that is later. */
+ * still open, at the trace's end time if that is later; or, when the
+ * thread's last chunks are known to be lost (tail_lost: END says how many
+ * it sealed), a DROPPED event and the returns at the last event's time. */
 static inline void tg_expect_ranges(sw_trace *t, const tg_thread *th, const size_t (*seg)[2], size_t nseg,
-                                    tg_rec *out)
+                                    int tail_lost, tg_rec *out)
 {
     static uint32_t stack[TG_MAX_DEPTH + 16];
     int64_t last = INT64_MIN;
@@ -454,7 +456,9 @@ static inline void tg_expect_ranges(sw_trace *t, const tg_thread *th, const size
                 d--;
         }
     }
-    if (d && sw_trace_end_ns(t) > last)
+    if (tail_lost)
+        tg_rec_push(out, SW_EV_DROPPED, 0, d, last, 1);
+    else if (d && sw_trace_end_ns(t) > last)
         last = sw_trace_end_ns(t);
     while (d) {
         d--;
@@ -462,11 +466,11 @@ static inline void tg_expect_ranges(sw_trace *t, const tg_thread *th, const size
     }
 }
 
-/* The same for one range [from, to). */
+/* The same for one range [from, to), the thread's last chunk read. */
 static inline void tg_expect(sw_trace *t, const tg_thread *th, size_t from, size_t to, tg_rec *out)
 {
     const size_t seg[1][2] = {{from, to}};
-    tg_expect_ranges(t, th, seg, 1, out);
+    tg_expect_ranges(t, th, seg, 1, 0, out);
 }
 
 static inline const char *tg_kind_name(int kind)
