@@ -7,10 +7,11 @@
  * plain build as bench_tables, run by hand to compare two versions of the
  * tables; it uses only public APIs, so the same file builds against both.
  *
- *   build/c-plain/tests/c/bench_tables [repeats]
+ *   build/c-plain/tests/c/bench_tables [repeats [case]]
  *
- * Prints one line per case: the best of `repeats` runs (default 5), in ns
- * per operation.
+ * Prints one line per case (or the cases whose name contains `case`): the
+ * best of `repeats` runs (default 5), in ns of the thread's CPU time per
+ * operation.
  */
 #define _GNU_SOURCE
 #include "profile/aggregate.h"
@@ -18,6 +19,7 @@
 #include "profile/lineids.h"
 #include "procmem/symbols.h"
 #include "base/bytes.h"
+#include "tracegen.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,18 +37,12 @@ int sw_pprof_write(sw_bytes *out, const bench_pprof_tree *trees, size_t n, const
 static double now_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);   /* CPU time: steadier on a shared machine */
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+static uint64_t next(void) { return tg_rand(&rng); }
 
 #define NFUNCS 20000
 #define DEPTH 40
@@ -75,8 +71,12 @@ static void make_inputs(void)
 
 typedef double (*bench_fn)(void);
 
+static const char *only;
+
 static void run(const char *name, bench_fn fn, int repeats)
 {
+    if (only && !strstr(name, only))
+        return;
     double best = 1e300;
     for (int r = 0; r < repeats; r++) {
         double v = fn();
@@ -262,6 +262,7 @@ int main(int argc, char **argv)
     int repeats = argc > 1 ? atoi(argv[1]) : 5;
     if (repeats < 1)
         repeats = 1;
+    only = argc > 2 ? argv[2] : NULL;
     make_inputs();
     run("functab intern (hits, per call)", bench_intern, repeats);
     run("calltree add (per frame)", bench_tree_add, repeats);
