@@ -7,8 +7,7 @@
 #include "linetable.h"
 #include "pystr.h"
 
-#include "base/bytes.h"
-#include "base/hashtab.h"
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>

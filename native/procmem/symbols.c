@@ -11,8 +11,7 @@
 #define _GNU_SOURCE
 #include "symbols.h"
 
-#include "base/bytes.h"
-#include "base/hashtab.h"
+#include "base/base.h"
 
 #include <dlfcn.h>
 #include <elf.h>

@@ -9,8 +9,7 @@
  */
 #include "calltree.h"
 
-#include "base/bytes.h"
-#include "base/hashtab.h"
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * calltree_pprof.c - call trees as a pprof Profile message (see pprof.h).
+ * calltree_pprof.c - call trees as a pprof Profile message (see calltree_pprof.h).
  * Field numbers are those of profile.proto (github.com/google/pprof,
  * proto/profile.proto); each constant names its message and field.
  *
@@ -7,9 +7,9 @@
  * (interning their strings as they go), then the string table, then the
  * scalar fields. Protobuf readers accept fields in any order.
  */
-#include "pprof.h"
-#include "base/hashtab.h"
-#include "base/utf8.h"
+#include "calltree_pprof.h"
+
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>

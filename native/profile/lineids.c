@@ -4,8 +4,7 @@
  */
 #include "lineids.h"
 
-#include "base/bytes.h"
-#include "base/hashtab.h"
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>

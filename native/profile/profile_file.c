@@ -10,9 +10,7 @@
 #define _GNU_SOURCE
 #include "profile_file.h"
 
-#include "base/container.h"
-#include "base/cursor.h"
-#include "base/varint.h"
+#include "base/base.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -27,8 +27,7 @@
 #ifndef SW_PROFILE_FILE_H
 #define SW_PROFILE_FILE_H
 
-#include "base/bytes.h"
-#include "base/container.h"
+#include "base/base.h"
 #include "history.h"
 
 #define SW_PROF_MAGIC "\x89SWP\r\n\x1a\n"

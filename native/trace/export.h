@@ -1,51 +1,13 @@
 /*
- * export.h - converting a trace to other tools' formats, in C.
- *
- *  - Chrome Trace Event JSON (chrome://tracing, Perfetto UI, speedscope):
- *    B/E events per thread, timestamps in microseconds of CLOCK_MONOTONIC.
- *  - Perfetto protobuf (perfetto_trace.proto): one TrackDescriptor per
- *    process and thread, TrackEvent slice begin/end packets on one packet
- *    sequence per thread, names and source locations interned per sequence,
- *    timestamps in nanoseconds of CLOCK_BOOTTIME (Perfetto's default).
- *
- * EXT events (line, instruction, exception, object and thread events) are
- * instant events on their thread's track with their data as args / debug
- * annotations; a garbage collection is a slice from GC_START to GC_DONE
- * (Chrome: a complete "X" event on the thread; Perfetto: a slice on a "GC"
- * track under the thread's track). ext_name() gives both the same names.
- *
- * Both write to a FILE the caller opened. Returns 0, or a negative code with
- * a message in err.
+ * export.h - the former header of the trace exporters, kept only for the
+ * files of native/ext that still include it: their declarations are in
+ * export_chrome.h, export_perfetto.h and export_walk.h, and other rooms
+ * include them through the room's public header, trace.h. Remove this file
+ * once nothing includes it.
  */
 #ifndef SW_EXPORT_H
 #define SW_EXPORT_H
 
-#include "reader.h"
-
-#include <stdio.h>
-
-typedef struct sw_export_opts {
-    int64_t min_duration_ns;  /* slices shorter than this are left out */
-} sw_export_opts;
-
-int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen);
-int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen);
-
-/* Shared by the exporters: walks each thread's slices, leaving out those
- * shorter than min_duration_ns (and, consistently, their ends), and its EXT
- * events (SW_EV_EXT). */
-typedef int (*sw_slice_fn)(void *ud, size_t thread, const sw_event *ev);
-/* After each thread's events the walk also hands fn one event of this
- * kind, at the time of the thread's last event (for exporters that close
- * what they opened, e.g. a GC slice). */
-#define SW_WALK_THREAD_END 18
-/* The thread's sampler samples (format 1.2) are handed to fn in time order
- * among its events, as events of this kind with `sample` set. */
-#define SW_WALK_SAMPLE 19
-int sw_export_walk(sw_trace *t, int64_t min_duration_ns, sw_slice_fn fn, void *ud);
-
-/* Name and category of an EXT event in the exports ("line 12", "line";
- * "raise ValueError", "exception"; ...), written into buf. */
-const char *sw_export_ext_name(const sw_ext *x, char *buf, size_t len, const char **category);
+#include "trace.h"
 
 #endif

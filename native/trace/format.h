@@ -11,7 +11,7 @@
 #ifndef SW_FORMAT_H
 #define SW_FORMAT_H
 
-#include "base/container.h"
+#include "base/base.h"
 
 #define SW_MAGIC            "\x89SWT\r\n\x1a\n"
 #define SW_FORMAT_MAJOR     1   /* readers refuse a different major */

@@ -8,9 +8,7 @@
 #define _GNU_SOURCE
 #include "reader.h"
 
-#include "base/bytes.h"
-#include "base/container.h"
-#include "base/cursor.h"
+#include "base/base.h"
 #include "format.h"
 
 #include <errno.h>

@@ -25,8 +25,7 @@
 #ifndef SW_READER_H
 #define SW_READER_H
 
-#include "base/common.h"
-#include "base/container.h"
+#include "base/base.h"
 
 typedef struct sw_trace sw_trace;
 

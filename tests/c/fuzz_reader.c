@@ -27,7 +27,7 @@
 #define _GNU_SOURCE
 #include "trace/analysis.h"
 #include "base/crc32.h"
-#include "trace/export.h"
+#include "trace/trace.h"
 #include "exportcheck.h"
 #include "trace/format.h"
 #include "fuzzprofile.h"

@@ -11,7 +11,7 @@
 #ifndef SW_FUZZPROFILE_H
 #define SW_FUZZPROFILE_H
 
-#include "profile/calltree.h"
+#include "profile/profile.h"
 #include "profile/history.h"
 #include "profile/profile_file.h"
 

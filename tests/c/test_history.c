@@ -7,7 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "profile/calltree.h"
+#include "profile/profile.h"
 #include "base/crc32.h"
 #include "trace/format.h"
 #include "profile/history.h"
