@@ -369,8 +369,10 @@ static int candidate(sw_chunks *it, uint64_t off, const uint8_t *h)
     uint64_t len = get_u32(h + 4);
     if (!plausible(h) || len == 0 || len > SW_CHUNK_MAX || len > it->src.size - off - SW_CHUNK_HEADER_LEN)
         return 0;
-    if (it->crc_budget < len)
+    if (it->crc_budget < len) {
+        it->gave_up = 1;
         return 0;
+    }
     it->crc_budget -= len;
     uint32_t crc = get_u32(h + 8);
     int rc = SW_OK;
@@ -436,14 +438,17 @@ static uint64_t chained(sw_chunks *it, uint64_t from, uint64_t to)
  * moves past it to the next intact chunk (or the end). */
 static int skip_damage(sw_chunks *it, uint64_t off, unsigned kind, const char *what, const char *what_at_end)
 {
+    it->gave_up = 0;
     int64_t q = resync(it, off + 1);
     if (q < 0)
         return (int)q;
     uint64_t size = it->src.size, next = (uint64_t)q;
     int to_end = next >= size;
     uint64_t chunks = to_end ? 0 : chained(it, off, next);
-    add_damage(it, to_end && what_at_end ? SW_DAMAGE_CUT : kind, off, next - off, chunks, to_end,
-               to_end && what_at_end ? what_at_end : what);
+    char text[112];
+    snprintf(text, sizeof text, "%s%s", to_end && what_at_end ? what_at_end : what,
+             it->gave_up ? " (the search for the next intact chunk was cut short)" : "");
+    add_damage(it, to_end && what_at_end ? SW_DAMAGE_CUT : kind, off, next - off, chunks, to_end, text);
     it->off = next;
     return SW_OK;
 }

@@ -171,6 +171,8 @@ typedef struct sw_chunks {
     uint64_t damage_total;   /* damaged ranges, also those not kept */
     uint64_t damaged_bytes;  /* bytes of all of them */
     uint64_t crc_budget;     /* payload bytes resynchronisation may still check */
+    int gave_up;             /* the budget ran out in the last search: chunks
+                                too long for what was left were not checked */
     /* File sources: a window of the file, and one payload. */
     uint8_t *win;
     uint64_t win_off;

@@ -451,3 +451,37 @@ TEST(many_damaged_ranges_are_counted_and_described_in_a_bounded_line)
     CHECK_MSG(strstr(s.text, " more") != NULL, "%s", s.text);
     sw_bytes_free(&f);
 }
+
+TEST(resynchronisation_work_is_bounded)
+{
+    /* After a damaged chunk, 120 KB of plausible headers each claiming a
+     * 60 KB payload (checking them all: 300 MB of checksums), then an
+     * intact chunk of 100 KB and END. The search stops checking payloads
+     * once its budget (8 times the file plus 256 MiB) is spent, says so,
+     * and then finds only END, whose payload is short. */
+    sw_bytes f = {0};
+    layout L;
+    build(&f, &L, 3, 2, SMALL, 5);   /* META, DATA (no END) */
+    f.data[L.off[1] + SW_CHUNK_HEADER_LEN] ^= 1;
+    for (size_t i = 0; i < 10000; i++) {
+        uint8_t h[SW_CHUNK_HEADER_LEN] = {2, 0, 0, 0, 0x60, 0xea, 0, 0, (uint8_t)i, 1, 2, 3};   /* 60000 bytes */
+        sw_bytes_put(&f, h, sizeof h);
+    }
+    size_t big = sw_chunk_begin(&f, 2);
+    for (int i = 0; i < 100000; i++)
+        sw_bytes_u8(&f, (uint8_t)(i * 7));
+    REQUIRE(sw_chunk_end(&f, big) == SW_OK);
+    size_t end = sw_chunk_begin(&f, SW_CHUNK_END);
+    sw_kv_uint(&f, "done", 1);
+    REQUIRE(sw_chunk_end(&f, end) == SW_OK);
+    double t0 = check_now();
+    seen s;
+    iterate(f.data, f.len, 0, &s);
+    CHECK_MSG(check_now() - t0 < 30, "%.1f s", check_now() - t0);
+    CHECK_EQ_U64(s.n, 2);   /* META and END */
+    REQUIRE_EQ_U64(s.damage_total, 1);
+    CHECK_EQ_U64(s.damage[0].off, L.off[1]);
+    CHECK_EQ_U64(s.damage[0].len, end - L.off[1]);
+    CHECK_MSG(strstr(s.text, "the search for the next intact chunk was cut short") != NULL, "%s", s.text);
+    sw_bytes_free(&f);
+}
