@@ -203,6 +203,10 @@ int sw_calltree_merge(sw_calltree *dst, const sw_calltree *src)
     uint32_t *map = malloc((size_t)src->n * sizeof *map);
     if (!map)
         return SW_ENOMEM;
+    /* Room for every node of src at once (an empty dst takes them all):
+     * the child table does not grow step by step. A failure here is not
+     * one: it just grows as it goes. */
+    (void)sw_hashtab_reserve(&dst->children, dst->n + src->n);
     int rc = SW_OK;
     map[0] = SW_CALLTREE_ROOT;
     for (uint32_t i = 1; i < src->n && rc == SW_OK; i++) {
