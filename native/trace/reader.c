@@ -40,6 +40,7 @@ struct sw_trace {
     uint64_t dmg_total;
     uint64_t unknown_chunks;  /* chunks of a newer minor version, skipped */
     uint64_t lost_events;    /* events of the chunks lost to damage, when END tells */
+    int lost_at_least;       /* lost_events is a lower bound (the writer dropped events) */
     int complete;
     sw_meta_entry *meta;
     size_t nmeta, meta_cap;
@@ -532,7 +533,8 @@ static void describe(sw_trace *t)
     if (note[0] && n + 2 < sizeof t->damage)
         n += (size_t)snprintf(t->damage + n, sizeof t->damage - n, "; %s", note);
     if (t->lost_events && n + 2 < sizeof t->damage)
-        snprintf(t->damage + n, sizeof t->damage - n, "; %llu events lost", (unsigned long long)t->lost_events);
+        snprintf(t->damage + n, sizeof t->damage - n, "; %s%llu events lost", t->lost_at_least ? "at least " : "",
+                 (unsigned long long)t->lost_events);
 }
 
 /* Adds a damaged range found after the load (a replay's malformed events
@@ -669,15 +671,19 @@ static int load(sw_trace *t, char *err, size_t errlen)
     t->end_ns = -1;
     if ((e = sw_trace_meta_find(t, "end_ticks")))
         t->end_ns = sw_trace_units_to_ns(t, e->u >> t->shift);
-    /* END counts the events sealed and those dropped (discarded, not
-     * written): the difference is what the file held. */
+    /* END counts the events sealed and those dropped: without drops, the
+     * sealed ones are what the file held. A drop may be of a sealed event
+     * (a ring's discard, a failed write) or of one never sealed, so with
+     * drops the difference is a lower bound of what the file held. */
     const sw_meta_entry *sealed = sw_trace_meta_find(t, "events"), *dropped = sw_trace_meta_find(t, "dropped");
     if (t->dmg_total && t->complete && sealed && dropped && sealed->u >= dropped->u) {
         uint64_t read = 0;
         for (size_t i = 0; i < t->nthreads; i++)
             read += t->threads[i].info.events;
-        if (read < sealed->u - dropped->u)
+        if (read < sealed->u - dropped->u) {
             t->lost_events = sealed->u - dropped->u - read;
+            t->lost_at_least = dropped->u != 0;
+        }
     }
     describe(t);
     return SW_OK;

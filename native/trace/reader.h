@@ -113,7 +113,8 @@ void sw_trace_free(sw_trace *t);
 /* "" for an intact file, else what is damaged and at which offsets (every
  * damaged range, as sw_damage_describe() words them; when the damage took
  * keys of the time base with a META chunk, which ones; and, when END was
- * read, how many events the lost chunks held: "; N events lost"). A replay
+ * read, how many events the lost chunks held: "; N events lost", or "at
+ * least N" when the writer also dropped events). A replay
  * that finds an intact chunk whose events do not decode adds it. */
 const char *sw_trace_damage(const sw_trace *t);
 /* The damaged ranges, in file order: sw_trace_damage_count() of them are

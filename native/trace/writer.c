@@ -5,7 +5,6 @@
 #define _GNU_SOURCE
 #include "writer.h"
 
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
