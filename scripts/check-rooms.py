@@ -5,7 +5,8 @@ rooms listed before it, never one after it), so no two rooms form a circle.
 Lazy imports inside functions count too. Python modules may not import
 each other in a circle even inside one room. Also checks that every C file
 and Python module opens with a comment or docstring saying its purpose,
-and that every .c file has its own header next to it.
+that every .c file has its own header next to it, and that the core rooms
+include another room only through its public header (PUBLIC_HEADERS).
 
     scripts/check-rooms.py          (make test runs it; exits 1 on a problem)
 
@@ -42,6 +43,15 @@ PY_ROOMS = [
 ]
 # .c files whose declarations live in another file's header, with the reason.
 C_WITHOUT_HEADER = {}
+# A room's public header: the one file of it that other rooms include.
+PUBLIC_HEADERS = {
+    "native/base": "native/base/base.h",
+    "native/procmem": "native/procmem/procmem.h",
+    "native/profile": "native/profile/profile.h",
+    "native/trace": "native/trace/trace.h",
+}
+# Every C room includes the rooms that have a public header through it.
+PUBLIC_HEADERS_CHECKED = tuple(C_ROOMS)
 
 
 def room_of(path, rooms):
@@ -175,6 +185,9 @@ def main():
         rooms_seen.setdefault((a, b), []).append(f"{src} -> {dst}")
         if rooms.index(b) > rooms.index(a):
             problems.append(f"{src} uses {dst}: room {a} may not use {b}, which stands above it")
+        elif a in PUBLIC_HEADERS_CHECKED and b in PUBLIC_HEADERS and dst != PUBLIC_HEADERS[b]:
+            problems.append(f"{src} includes {dst}: another room is included through its public header, "
+                            f"{PUBLIC_HEADERS[b]}")
     problems += py_module_circles()
     if "-v" in sys.argv:
         for (a, b), why in sorted(rooms_seen.items()):

@@ -1,9 +1,8 @@
 /*
- * bytes.c - growable byte buffer and key/value encoding (see bytes.h).
+ * bytes.c - growable byte buffer (see bytes.h).
  */
 #define _GNU_SOURCE
 #include "bytes.h"
-#include "trace/format.h"
 #include "varint.h"
 
 #include <errno.h>
@@ -42,6 +41,17 @@ void *sw_array_grow(void *arr, size_t *cap, size_t need, size_t size, size_t fir
     if (p)
         *cap = n;
     return p;
+}
+
+char *sw_dup_n(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        if (n)
+            memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
 }
 
 int sw_bytes_read_file(sw_bytes *b, const char *path, char *err, size_t errlen)
@@ -119,32 +129,4 @@ void sw_bytes_free(sw_bytes *b)
 {
     free(b->data);
     memset(b, 0, sizeof *b);
-}
-
-int sw_kv_uint(sw_bytes *b, const char *key, uint64_t v)
-{
-    sw_bytes_str(b, key);
-    sw_bytes_u8(b, SW_VAL_UINT);
-    return sw_bytes_varint(b, v) || b->failed ? SW_ENOMEM : SW_OK;
-}
-
-int sw_kv_sint(sw_bytes *b, const char *key, int64_t v)
-{
-    sw_bytes_str(b, key);
-    sw_bytes_u8(b, SW_VAL_SINT);
-    return sw_bytes_varint(b, sw_zigzag(v)) || b->failed ? SW_ENOMEM : SW_OK;
-}
-
-int sw_kv_str(sw_bytes *b, const char *key, const char *v)
-{
-    sw_bytes_str(b, key);
-    sw_bytes_u8(b, SW_VAL_BYTES);
-    return sw_bytes_str(b, v) || b->failed ? SW_ENOMEM : SW_OK;
-}
-
-int sw_kv_f64(sw_bytes *b, const char *key, double v)
-{
-    sw_bytes_str(b, key);
-    sw_bytes_u8(b, SW_VAL_F64);
-    return sw_bytes_f64(b, v) || b->failed ? SW_ENOMEM : SW_OK;
 }

@@ -22,6 +22,10 @@ int sw_bytes_u8(sw_bytes *b, uint8_t v);
 int sw_bytes_f64(sw_bytes *b, double v);
 void sw_bytes_free(sw_bytes *b);
 
+/* A NUL-terminated copy of the n bytes at s (which need not be
+ * NUL-terminated). Returns NULL when out of memory. */
+char *sw_dup_n(const char *s, size_t n);
+
 /* Appends the whole file at `path` to b. Returns SW_OK, SW_EIO ("cannot
  * open: ..." or "cannot read: ..." in err) or SW_ENOMEM ("out of memory
  * while reading the file"). */
@@ -32,11 +36,5 @@ int sw_bytes_read_file(sw_bytes *b, const char *path, char *err, size_t errlen);
  * and updates *cap, or returns NULL when out of memory (the array and *cap
  * are then unchanged). */
 void *sw_array_grow(void *arr, size_t *cap, size_t need, size_t size, size_t first);
-
-/* Key/value lists of META and END chunks (format.h, SW_VAL_*). */
-int sw_kv_uint(sw_bytes *b, const char *key, uint64_t v);
-int sw_kv_sint(sw_bytes *b, const char *key, int64_t v);
-int sw_kv_str(sw_bytes *b, const char *key, const char *v);
-int sw_kv_f64(sw_bytes *b, const char *key, double v);
 
 #endif

@@ -1,10 +1,13 @@
 /*
- * codecache.c - code objects by address (see codecache.h). An open-addressing
- * table of pointers to individually allocated entries.
+ * codecache.c - code objects by address (see codecache.h): individually
+ * allocated entries (they never move), listed in an array that a
+ * base/hashtab.h table indexes by address.
  */
 #include "codecache.h"
 #include "linetable.h"
 #include "pystr.h"
+
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +23,10 @@ typedef struct entry {
 } entry;
 
 struct sw_codecache {
-    entry **slots;
-    uint32_t nslots, n, max;
+    entry **v;               /* the entries, in order of creation */
+    size_t n, cap;
+    sw_hashtab index;        /* hash of a code object's address -> its position in v */
+    uint32_t max;
     uint64_t hits, misses;
 };
 
@@ -30,10 +35,8 @@ sw_codecache *sw_codecache_new(uint32_t max_entries)
     sw_codecache *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->nslots = 1024;
     c->max = max_entries ? max_entries : 1;
-    c->slots = calloc(c->nslots, sizeof *c->slots);
-    if (!c->slots) {
+    if (sw_hashtab_reserve(&c->index, 512) != SW_OK) {
         free(c);
         return NULL;
     }
@@ -42,15 +45,13 @@ sw_codecache *sw_codecache_new(uint32_t max_entries)
 
 static void clear(sw_codecache *c)
 {
-    for (uint32_t i = 0; i < c->nslots; i++) {
-        if (c->slots[i]) {
-            sw_linetable_free(&c->slots[i]->lines);
-            free(c->slots[i]->strings);
-            free(c->slots[i]);
-            c->slots[i] = NULL;
-        }
+    for (size_t i = 0; i < c->n; i++) {
+        sw_linetable_free(&c->v[i]->lines);
+        free(c->v[i]->strings);
+        free(c->v[i]);
     }
     c->n = 0;
+    sw_hashtab_clear(&c->index);
 }
 
 void sw_codecache_free(sw_codecache *c)
@@ -58,7 +59,8 @@ void sw_codecache_free(sw_codecache *c)
     if (!c)
         return;
     clear(c);
-    free(c->slots);
+    free(c->v);
+    sw_hashtab_free(&c->index);
     free(c);
 }
 
@@ -66,35 +68,6 @@ void sw_codecache_trim(sw_codecache *c)
 {
     if (c->n > c->max)
         clear(c);
-}
-
-static uint32_t addr_hash(uint64_t a)
-{
-    a ^= a >> 29;
-    a *= 0xbf58476d1ce4e5b9ull;
-    a ^= a >> 32;
-    return (uint32_t)a;
-}
-
-static int grow(sw_codecache *c)
-{
-    uint32_t ns = c->nslots * 2;
-    entry **s = calloc(ns, sizeof *s);
-    if (!s)
-        return SW_ENOMEM;
-    for (uint32_t i = 0; i < c->nslots; i++) {
-        entry *e = c->slots[i];
-        if (!e)
-            continue;
-        uint32_t j = addr_hash(e->info.addr) & (ns - 1);
-        while (s[j])
-            j = (j + 1) & (ns - 1);
-        s[j] = e;
-    }
-    free(c->slots);
-    c->slots = s;
-    c->nslots = ns;
-    return SW_OK;
 }
 
 static uint64_t ptr_at(const unsigned char *hdr, uint32_t off)
@@ -139,10 +112,11 @@ static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint6
 
 static entry *find(const sw_codecache *c, uint64_t addr)
 {
-    uint32_t mask = c->nslots - 1;
-    for (uint32_t j = addr_hash(addr) & mask; c->slots[j]; j = (j + 1) & mask)
-        if (c->slots[j]->info.addr == addr)
-            return c->slots[j];
+    uint64_t h = sw_hash_u64(addr);
+    uint32_t pos;
+    for (uint32_t i = sw_hashtab_first(&c->index, h, &pos); i != SW_HT_NONE; i = sw_hashtab_next(&c->index, h, &pos))
+        if (c->v[i]->info.addr == addr)
+            return c->v[i];
     return NULL;
 }
 
@@ -171,13 +145,8 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
     int32_t line;
     memcpy(&line, hdr + l->code_firstlineno, sizeof line);
     uint64_t linetable = l->linetable_kind ? ptr_at(hdr, l->code_linetable) : 0;
-    if ((uint64_t)(c->n + 1) * 2 > c->nslots)
-        (void)grow(c);    /* on failure the table just fills up more */
-    uint32_t mask = c->nslots - 1, j = addr_hash(addr) & mask;
-    for (; c->slots[j]; j = (j + 1) & mask) {
-        entry *e = c->slots[j];
-        if (e->info.addr != addr)
-            continue;
+    entry *e = find(c, addr);
+    if (e) {
         if (e->name_ptr == name && e->qualname_ptr == qualname && e->filename_ptr == filename &&
             e->info.firstlineno == line && e->linetable_ptr == linetable) {
             c->hits++;
@@ -192,20 +161,23 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
         return &e->info;
     }
     c->misses++;
-    if (c->n + 1 >= c->nslots)
-        return NULL;      /* full, and growing failed: keep one slot empty */
-    entry *e = calloc(1, sizeof *e);
+    entry **v = sw_array_grow(c->v, &c->cap, c->n + 1, sizeof *v, 256);
+    if (!v || c->n >= SW_HT_NONE)
+        return NULL;
+    c->v = v;
+    e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
     e->info.addr = addr;
     e->checked_round = round;
-    if (fill(e, m, l, name, qualname, filename, line, linetable) != SW_OK) {
+    if (fill(e, m, l, name, qualname, filename, line, linetable) != SW_OK ||
+        sw_hashtab_add(&c->index, sw_hash_u64(addr), (uint32_t)c->n) != SW_OK) {
+        sw_linetable_free(&e->lines);
         free(e->strings);
         free(e);
         return NULL;
     }
-    c->slots[j] = e;
-    c->n++;
+    c->v[c->n++] = e;
     return &e->info;
 }
 
@@ -269,5 +241,5 @@ uint64_t sw_codecache_misses(const sw_codecache *c)
 
 uint32_t sw_codecache_size(const sw_codecache *c)
 {
-    return c->n;
+    return (uint32_t)c->n;
 }

@@ -14,7 +14,7 @@
 #ifndef SW_CODECACHE_H
 #define SW_CODECACHE_H
 
-#include "base/sample.h"
+#include "base/base.h"
 #include "layout.h"
 #include "mem.h"
 

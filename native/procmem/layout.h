@@ -15,7 +15,7 @@
 #ifndef SW_LAYOUT_H
 #define SW_LAYOUT_H
 
-#include "base/common.h"
+#include "base/base.h"
 
 #define SW_NO_OFFSET 0xffffffffu
 #define SW_LAYOUT_MAX_READ 4096u   /* most bytes of one object the reader reads at once */

@@ -19,7 +19,7 @@
 #ifndef SW_LINETABLE_H
 #define SW_LINETABLE_H
 
-#include "base/common.h"
+#include "base/base.h"
 
 #include <stddef.h>
 

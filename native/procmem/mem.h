@@ -10,7 +10,7 @@
 #ifndef SW_MEM_H
 #define SW_MEM_H
 
-#include "base/common.h"
+#include "base/base.h"
 
 typedef struct sw_mem {
     int pid;

@@ -21,7 +21,7 @@
 #ifndef SW_NATIVEMERGE_H
 #define SW_NATIVEMERGE_H
 
-#include "base/sample.h"
+#include "base/base.h"
 
 /* nat[0..nn): native frames, leaf first, nat_eval[i] 1 for interpreter
  * activations, truncated 1 if the native stack was cut at its root end;

@@ -23,7 +23,7 @@
 #ifndef SW_NATIVESTACK_H
 #define SW_NATIVESTACK_H
 
-#include "base/common.h"
+#include "base/base.h"
 
 #define SW_NSTACK_MAX 256                        /* return addresses kept per capture (leaf-most) */
 #define SW_NSTACK_PARK_MAX_NS 50000000ull        /* a parked thread goes on after 50 ms regardless */

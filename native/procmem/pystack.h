@@ -15,7 +15,7 @@
 #ifndef SW_PYSTACK_H
 #define SW_PYSTACK_H
 
-#include "base/sample.h"
+#include "base/base.h"
 #include "layout.h"
 #include "mem.h"
 

@@ -10,7 +10,7 @@
 #ifndef SW_SAMPLER_LOOP_H
 #define SW_SAMPLER_LOOP_H
 
-#include "base/sample.h"
+#include "base/base.h"
 #include "pystack.h"
 
 #define SW_SAMPLER_MIN_INTERVAL_NS 20000ull          /* 20 us */

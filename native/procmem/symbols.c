@@ -5,10 +5,13 @@
  * its function symbols (.symtab, else .dynsym) copied into a sorted array;
  * every offset and size read from the file is checked against the file's
  * size first. Addresses are cached; symbols are interned as sw_sample_code
- * entries by their start address.
+ * entries by their start address. Both are arrays indexed by base/hashtab.h
+ * tables.
  */
 #define _GNU_SOURCE
 #include "symbols.h"
+
+#include "base/base.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -22,7 +25,7 @@
 
 #define MAX_FILE (4ull << 30)
 #define MAX_OBJECTS 4096
-#define PC_SLOTS 16384u
+#define PC_CACHE 12288u      /* addresses remembered; then forgotten all at once */
 #define MAX_ENTRIES (1u << 20)
 
 typedef struct fsym {
@@ -45,18 +48,20 @@ typedef struct entry {
     char *strings;
 } entry;
 
-typedef struct pc_slot {
+typedef struct pc_ent {
     uint64_t pc;
     entry *e;
-} pc_slot;
+} pc_ent;
 
 struct sw_symbols {
     object *objs;
     uint32_t nobjs, capobjs;
-    pc_slot *pcs;            /* [PC_SLOTS] */
+    pc_ent *pcs;             /* [PC_CACHE] addresses looked up */
     uint32_t npcs;
-    entry **entries;         /* open addressing by info.addr */
-    uint32_t nentries, capentries;
+    sw_hashtab pc_index;     /* hash of a pc -> its position in pcs */
+    entry **entries;         /* symbols, in order of first use */
+    size_t nentries, capentries;
+    sw_hashtab entry_index;  /* hash of a symbol's start -> its position in entries */
     entry unknown;           /* "?? [native]" of an address outside any object */
     uint64_t lookups, misses;
 };
@@ -218,10 +223,8 @@ sw_symbols *sw_symbols_new(void)
     sw_symbols *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->pcs = calloc(PC_SLOTS, sizeof *s->pcs);
-    s->capentries = 1024;
-    s->entries = calloc(s->capentries, sizeof *s->entries);
-    if (!s->pcs || !s->entries) {
+    s->pcs = calloc(PC_CACHE, sizeof *s->pcs);
+    if (!s->pcs || sw_hashtab_reserve(&s->pc_index, PC_CACHE) != SW_OK) {
         sw_symbols_free(s);
         return NULL;
     }
@@ -240,23 +243,15 @@ void sw_symbols_free(sw_symbols *s)
         free(s->objs[i].path);
     }
     free(s->objs);
-    for (uint32_t i = 0; s->entries && i < s->capentries; i++) {
-        if (s->entries[i]) {
-            free(s->entries[i]->strings);
-            free(s->entries[i]);
-        }
+    for (size_t i = 0; i < s->nentries; i++) {
+        free(s->entries[i]->strings);
+        free(s->entries[i]);
     }
     free(s->entries);
+    sw_hashtab_free(&s->entry_index);
     free(s->pcs);
+    sw_hashtab_free(&s->pc_index);
     free(s);
-}
-
-static uint32_t hash64(uint64_t a)
-{
-    a ^= a >> 33;
-    a *= 0xff51afd7ed558ccdull;
-    a ^= a >> 33;
-    return (uint32_t)a;
 }
 
 static object *object_for(sw_symbols *s, uint64_t base, const char *path)
@@ -296,16 +291,23 @@ static object *object_for(sw_symbols *s, uint64_t base, const char *path)
 /* The entry for the symbol `name` starting at `start` in object `path`. */
 static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char *path)
 {
-    uint32_t mask = s->capentries - 1, j = hash64(start) & mask;
-    for (; s->entries[j]; j = (j + 1) & mask)
-        if (s->entries[j]->info.addr == start)
-            return s->entries[j];
+    uint64_t h = sw_hash_u64(start);
+    uint32_t pos;
+    for (uint32_t i = sw_hashtab_first(&s->entry_index, h, &pos); i != SW_HT_NONE;
+         i = sw_hashtab_next(&s->entry_index, h, &pos))
+        if (s->entries[i]->info.addr == start)
+            return s->entries[i];
     if (s->nentries >= MAX_ENTRIES)
         return &s->unknown;
+    entry **v = sw_array_grow(s->entries, &s->capentries, s->nentries + 1, sizeof *v, 1024);
+    if (!v)
+        return NULL;
+    s->entries = v;
     entry *e = calloc(1, sizeof *e);
     size_t nl = strlen(name), sl = strlen(SW_NATIVE_SUFFIX), pl = strlen(path);
     char *str = e ? malloc(nl + sl + pl + 2) : NULL;
-    if (!str) {
+    if (!str || sw_hashtab_add(&s->entry_index, h, (uint32_t)s->nentries) != SW_OK) {
+        free(str);
         free(e);
         return NULL;
     }
@@ -315,26 +317,7 @@ static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char
     e->strings = str;
     e->info = (sw_sample_code){start, str, str + nl + sl + 1, (uint32_t)(nl + sl), (uint32_t)pl, 0, SW_NO_ID};
     e->is_eval = strncmp(name, "_PyEval_EvalFrameDefault", 24) == 0 && (name[24] == 0 || name[24] == '.');
-    s->entries[j] = e;
-    s->nentries++;
-    if ((uint64_t)s->nentries * 2 > s->capentries) {
-        uint32_t nc = s->capentries * 2;
-        entry **ne = calloc(nc, sizeof *ne);
-        if (ne) {
-            for (uint32_t i = 0; i < s->capentries; i++) {
-                entry *x = s->entries[i];
-                if (!x)
-                    continue;
-                uint32_t k = hash64(x->info.addr) & (nc - 1);
-                while (ne[k])
-                    k = (k + 1) & (nc - 1);
-                ne[k] = x;
-            }
-            free(s->entries);
-            s->entries = ne;
-            s->capentries = nc;
-        }
-    }
+    s->entries[s->nentries++] = e;
     return e;
 }
 
@@ -360,11 +343,13 @@ static entry *resolve(sw_symbols *s, uint64_t pc)
 sw_sample_code *sw_symbols_lookup(sw_symbols *s, uint64_t pc, int *is_eval)
 {
     s->lookups++;
-    uint32_t j = hash64(pc) & (PC_SLOTS - 1);
-    for (; s->pcs[j].e; j = (j + 1) & (PC_SLOTS - 1)) {
-        if (s->pcs[j].pc == pc) {
-            *is_eval = s->pcs[j].e->is_eval;
-            return &s->pcs[j].e->info;
+    uint64_t h = sw_hash_u64(pc);
+    uint32_t pos;
+    for (uint32_t i = sw_hashtab_first(&s->pc_index, h, &pos); i != SW_HT_NONE;
+         i = sw_hashtab_next(&s->pc_index, h, &pos)) {
+        if (s->pcs[i].pc == pc) {
+            *is_eval = s->pcs[i].e->is_eval;
+            return &s->pcs[i].e->info;
         }
     }
     entry *e = resolve(s, pc);
@@ -372,13 +357,17 @@ sw_sample_code *sw_symbols_lookup(sw_symbols *s, uint64_t pc, int *is_eval)
         return NULL;
     if (e == &s->unknown)
         s->misses++;
-    if (s->npcs + 1 > PC_SLOTS * 3 / 4) {
-        memset(s->pcs, 0, PC_SLOTS * sizeof *s->pcs);
+    int rc;
+    s->pcs[s->npcs < PC_CACHE ? s->npcs : 0] = (pc_ent){pc, e};
+    if (s->npcs < PC_CACHE) {
+        rc = sw_hashtab_add_after(&s->pc_index, h, s->npcs, pos);   /* reserved: cannot fail */
+    } else {   /* full: forget every address (the symbols stay) */
         s->npcs = 0;
-        j = hash64(pc) & (PC_SLOTS - 1);
+        sw_hashtab_clear(&s->pc_index);
+        rc = sw_hashtab_add(&s->pc_index, h, 0);
     }
-    s->pcs[j] = (pc_slot){pc, e};
-    s->npcs++;
+    if (rc == SW_OK)
+        s->npcs++;
     *is_eval = e->is_eval;
     return &e->info;
 }

@@ -15,7 +15,7 @@
 #ifndef SW_SYMBOLS_H
 #define SW_SYMBOLS_H
 
-#include "base/sample.h"
+#include "base/base.h"
 
 typedef struct sw_symbols sw_symbols;
 

@@ -34,7 +34,7 @@
 #ifndef SW_THREADSTATE_H
 #define SW_THREADSTATE_H
 
-#include "base/sample.h"
+#include "base/base.h"
 
 typedef struct sw_threadstate sw_threadstate;
 

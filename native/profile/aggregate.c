@@ -5,7 +5,7 @@
 #include "aggregate.h"
 #include "lineids.h"
 
-#include "base/bytes.h"
+#include "base/base.h"
 
 #include <fnmatch.h>
 #include <pthread.h>

@@ -9,7 +9,7 @@
 
 #include "calltree.h"
 #include "history.h"
-#include "base/sample.h"
+#include "base/base.h"
 
 typedef struct sw_profile sw_profile;
 

@@ -1,55 +1,32 @@
 /*
  * calltree.c - the function table and the call tree (see calltree.h).
  *
- * Both use open-addressing hash tables of uint32 indexes (0 = empty slot,
- * else index + 1), grown to keep the load factor under 1/2. A tree finds
- * the child (parent, func) through one table for the whole tree rather than
- * per-node child lists, so a node with thousands of children costs no more
- * than one with two.
+ * Both index their entries with base/hashtab.h: functions by the hash of
+ * (name, file, line), children by (parent, func) packed in one key. A tree
+ * finds the child (parent, func) through one table for the whole tree
+ * rather than per-node child lists, so a node with thousands of children
+ * costs no more than one with two.
  */
 #include "calltree.h"
 
+#include "base/base.h"
+
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
 
 /* ---- function table ---- */
 
 struct sw_functab {
     sw_func *funcs;
-    uint64_t *hashes;
+    uint32_t (*lens)[2];   /* the byte lengths of each name and filename */
     uint32_t n, cap;
-    uint32_t *slots;       /* index + 1, 0 = empty */
-    uint32_t nslots;       /* power of two */
+    sw_hashtab index;      /* hash of (name, filename, line) -> id */
 };
 
 sw_functab *sw_functab_new(void)
 {
     sw_functab *ft = calloc(1, sizeof *ft);
-    if (!ft)
-        return NULL;
-    ft->nslots = 256;
-    ft->slots = calloc(ft->nslots, sizeof *ft->slots);
-    if (!ft->slots) {
+    if (ft && sw_hashtab_reserve(&ft->index, 128) != SW_OK) {
         free(ft);
         return NULL;
     }
@@ -65,90 +42,53 @@ void sw_functab_free(sw_functab *ft)
         free((char *)ft->funcs[i].filename);
     }
     free(ft->funcs);
-    free(ft->hashes);
-    free(ft->slots);
+    free(ft->lens);
+    sw_hashtab_free(&ft->index);
     free(ft);
 }
 
 static uint64_t func_hash(const char *name, size_t nl, const char *file, size_t fl, int32_t line)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    h = hash_bytes(h, name, nl);
-    h = hash_bytes(h ^ 0xff, file, fl);
-    h = hash_bytes(h, &line, sizeof line);
-    return mix64(h);
-}
-
-static int functab_grow_slots(sw_functab *ft)
-{
-    uint32_t ns = ft->nslots * 2;
-    uint32_t *s = calloc(ns, sizeof *s);
-    if (!s)
-        return SW_ENOMEM;
-    for (uint32_t i = 0; i < ft->n; i++) {
-        uint32_t j = (uint32_t)ft->hashes[i] & (ns - 1);
-        while (s[j])
-            j = (j + 1) & (ns - 1);
-        s[j] = i + 1;
-    }
-    free(ft->slots);
-    ft->slots = s;
-    ft->nslots = ns;
-    return SW_OK;
-}
-
-static char *dup_n(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d) {
-        if (n)
-            memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
+    return sw_hash_u64(sw_hash_bytes(file, fl, sw_hash_bytes(name, nl, 0)) ^ (uint32_t)line);
 }
 
 int sw_functab_intern(sw_functab *ft, const char *name, size_t nl, const char *file, size_t fl, int32_t line,
                       uint32_t *id)
 {
     uint64_t h = func_hash(name, nl, file, fl, line);
-    uint32_t mask = ft->nslots - 1, j = (uint32_t)h & mask;
-    for (; ft->slots[j]; j = (j + 1) & mask) {
-        uint32_t i = ft->slots[j] - 1;
+    uint32_t pos;
+    for (uint32_t i = sw_hashtab_first(&ft->index, h, &pos); i != SW_HT_NONE; i = sw_hashtab_next(&ft->index, h, &pos)) {
         const sw_func *f = &ft->funcs[i];
-        if (ft->hashes[i] == h && f->line == line && strlen(f->name) == nl && memcmp(f->name, name, nl) == 0 &&
-            strlen(f->filename) == fl && memcmp(f->filename, file, fl) == 0) {
+        if (f->line == line && ft->lens[i][0] == nl && ft->lens[i][1] == fl && memcmp(f->name, name, nl) == 0 &&
+            memcmp(f->filename, file, fl) == 0) {
             *id = i;
             return SW_OK;
         }
     }
-    if (ft->n >= 0x7fffffffu)
+    if (ft->n >= 0x7fffffffu || nl > UINT32_MAX || fl > UINT32_MAX)
         return SW_ENOMEM;
     if (ft->n == ft->cap) {
         uint32_t nc = ft->cap ? ft->cap * 2 : 64;
         sw_func *nf = realloc(ft->funcs, nc * sizeof *nf);
-        if (!nf)
+        if (nf)
+            ft->funcs = nf;
+        uint32_t(*ln)[2] = nf ? realloc(ft->lens, nc * sizeof *ln) : NULL;
+        if (!ln)
             return SW_ENOMEM;
-        ft->funcs = nf;
-        uint64_t *nh = realloc(ft->hashes, nc * sizeof *nh);
-        if (!nh)
-            return SW_ENOMEM;
-        ft->hashes = nh;
+        ft->lens = ln;
         ft->cap = nc;
     }
-    char *n = dup_n(name, nl), *f = dup_n(file, fl);
-    if (!n || !f) {
+    char *n = sw_dup_n(name, nl), *f = sw_dup_n(file, fl);
+    if (!n || !f || sw_hashtab_add_after(&ft->index, h, ft->n, pos) != SW_OK) {
         free(n);
         free(f);
         return SW_ENOMEM;
     }
     uint32_t i = ft->n++;
     ft->funcs[i] = (sw_func){n, f, line};
-    ft->hashes[i] = h;
-    ft->slots[j] = i + 1;
+    ft->lens[i][0] = (uint32_t)nl;
+    ft->lens[i][1] = (uint32_t)fl;
     *id = i;
-    if ((uint64_t)ft->n * 2 > ft->nslots)
-        (void)functab_grow_slots(ft);   /* on failure the table just gets fuller */
     return SW_OK;
 }
 
@@ -168,14 +108,8 @@ struct sw_calltree {
     sw_functab *ft;
     sw_calltree_node *nodes;
     uint32_t n, cap;
-    uint32_t *slots;       /* child index: node index + 1 by hash(parent, func) */
-    uint32_t nslots;
+    sw_hashtab children;   /* hash of (parent << 32 | func) -> node index */
 };
-
-static uint32_t child_hash(uint32_t parent, uint32_t func)
-{
-    return (uint32_t)mix64(((uint64_t)parent << 32) | func);
-}
 
 sw_calltree *sw_calltree_new(sw_functab *ft)
 {
@@ -185,9 +119,7 @@ sw_calltree *sw_calltree_new(sw_functab *ft)
     t->ft = ft;
     t->cap = 64;
     t->nodes = malloc(t->cap * sizeof *t->nodes);
-    t->nslots = 128;
-    t->slots = calloc(t->nslots, sizeof *t->slots);
-    if (!t->nodes || !t->slots) {
+    if (!t->nodes || sw_hashtab_reserve(&t->children, 32) != SW_OK) {
         sw_calltree_free(t);
         return NULL;
     }
@@ -202,7 +134,7 @@ void sw_calltree_free(sw_calltree *t)
     if (!t)
         return;
     free(t->nodes);
-    free(t->slots);
+    sw_hashtab_free(&t->children);
     free(t);
 }
 
@@ -211,34 +143,16 @@ sw_functab *sw_calltree_functab(const sw_calltree *t)
     return t->ft;
 }
 
-static int tree_grow_slots(sw_calltree *t)
-{
-    uint32_t ns = t->nslots * 2;
-    uint32_t *s = calloc(ns, sizeof *s);
-    if (!s)
-        return SW_ENOMEM;
-    for (uint32_t i = 1; i < t->n; i++) {
-        uint32_t j = child_hash(t->nodes[i].parent, t->nodes[i].func) & (ns - 1);
-        while (s[j])
-            j = (j + 1) & (ns - 1);
-        s[j] = i + 1;
-    }
-    free(t->slots);
-    t->slots = s;
-    t->nslots = ns;
-    return SW_OK;
-}
-
 /* The child of `parent` for `func`, created if missing. Returns the node
  * index, or SW_NODE_NONE if out of memory. */
 static uint32_t child_of(sw_calltree *t, uint32_t parent, uint32_t func)
 {
-    uint32_t mask = t->nslots - 1, j = child_hash(parent, func) & mask;
-    for (; t->slots[j]; j = (j + 1) & mask) {
-        uint32_t i = t->slots[j] - 1;
+    uint64_t h = sw_hash_u64((uint64_t)parent << 32 | func);
+    uint32_t pos, i;
+    for (i = sw_hashtab_first(&t->children, h, &pos); i != SW_HT_NONE; i = sw_hashtab_next(&t->children, h, &pos))
         if (t->nodes[i].parent == parent && t->nodes[i].func == func)
             return i;
-    }
+    /* Not there: pos is past the empty slot the lookup ended on. */
     if (t->n >= 0x7ffffffeu)
         return SW_NODE_NONE;
     if (t->n == t->cap) {
@@ -248,7 +162,9 @@ static uint32_t child_of(sw_calltree *t, uint32_t parent, uint32_t func)
         t->nodes = nn;
         t->cap *= 2;
     }
-    uint32_t i = t->n++;
+    if (sw_hashtab_add_after(&t->children, h, t->n, pos) != SW_OK)
+        return SW_NODE_NONE;
+    i = t->n++;
     sw_calltree_node *p = &t->nodes[parent];
     t->nodes[i] = (sw_calltree_node){func, parent, SW_NODE_NONE, SW_NODE_NONE, SW_NODE_NONE, p->depth + 1, 0, 0, 0, 0};
     if (p->last_child == SW_NODE_NONE)
@@ -256,9 +172,6 @@ static uint32_t child_of(sw_calltree *t, uint32_t parent, uint32_t func)
     else
         t->nodes[p->last_child].next_sibling = i;
     p->last_child = i;
-    t->slots[j] = i + 1;
-    if ((uint64_t)t->n * 2 > t->nslots)
-        (void)tree_grow_slots(t);
     return i;
 }
 
@@ -290,6 +203,10 @@ int sw_calltree_merge(sw_calltree *dst, const sw_calltree *src)
     uint32_t *map = malloc((size_t)src->n * sizeof *map);
     if (!map)
         return SW_ENOMEM;
+    /* Room for every node of src at once (an empty dst takes them all):
+     * the child table does not grow step by step. A failure here is not
+     * one: it just grows as it goes. */
+    (void)sw_hashtab_reserve(&dst->children, dst->n + src->n);
     int rc = SW_OK;
     map[0] = SW_CALLTREE_ROOT;
     for (uint32_t i = 1; i < src->n && rc == SW_OK; i++) {

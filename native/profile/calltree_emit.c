@@ -1,12 +1,13 @@
 /*
  * calltree_emit.c - writing call trees as collapsed stacks (flamegraph.pl)
- * and as speedscope JSON (see calltree.h for both formats).
+ * and as speedscope JSON (see calltree_emit.h for both formats).
  *
  * Writes go through stdio; errors are checked once at the end (ferror),
  * not at every fputs.
  */
-#include "calltree.h"
-#include "base/utf8.h"
+#include "calltree_emit.h"
+
+#include "base/base.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

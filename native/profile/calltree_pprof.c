@@ -1,5 +1,5 @@
 /*
- * calltree_pprof.c - call trees as a pprof Profile message (see pprof.h).
+ * calltree_pprof.c - call trees as a pprof Profile message (see calltree_pprof.h).
  * Field numbers are those of profile.proto (github.com/google/pprof,
  * proto/profile.proto); each constant names its message and field.
  *
@@ -7,8 +7,9 @@
  * (interning their strings as they go), then the string table, then the
  * scalar fields. Protobuf readers accept fields in any order.
  */
-#include "pprof.h"
-#include "base/utf8.h"
+#include "calltree_pprof.h"
+
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -110,35 +111,9 @@ static void put_string_field(sw_bytes *b, unsigned field, const char *str)
 typedef struct strtab {
     const char **strs;       /* index -> string (borrowed) */
     size_t n, cap;
-    uint32_t *slots;         /* open addressing: index + 1, 0 if empty */
-    size_t nslots;           /* a power of two, at least 2 * n */
+    sw_hashtab index;        /* hash of a string -> its index */
     int failed;
 } strtab;
-
-static uint64_t str_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static int strtab_rehash(strtab *st, size_t nslots)
-{
-    uint32_t *slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return SW_ENOMEM;
-    for (size_t i = 0; i < st->n; i++) {
-        size_t j = (size_t)str_hash(st->strs[i]) & (nslots - 1);
-        while (slots[j])
-            j = (j + 1) & (nslots - 1);
-        slots[j] = (uint32_t)i + 1;
-    }
-    free(st->slots);
-    st->slots = slots;
-    st->nslots = nslots;
-    return SW_OK;
-}
 
 /* The index of s in the table, adding it if new. After a failure (out of
  * memory, or more than 2^31 strings) returns 0 and sets st->failed. */
@@ -148,32 +123,27 @@ static uint64_t strtab_index(strtab *st, const char *s)
         s = "";
     if (st->failed)
         return 0;
-    if (2 * (st->n + 1) > st->nslots) {
-        if (st->n >= 0x7fffffffu || strtab_rehash(st, st->nslots ? 2 * st->nslots : 64) != SW_OK) {
-            st->failed = 1;
-            return 0;
-        }
-    }
-    size_t j = (size_t)str_hash(s) & (st->nslots - 1);
-    for (; st->slots[j]; j = (j + 1) & (st->nslots - 1)) {
-        if (strcmp(st->strs[st->slots[j] - 1], s) == 0)
-            return st->slots[j] - 1;
-    }
+    uint64_t h = sw_hash_bytes(s, strlen(s), 0);
+    uint32_t pos;
+    for (uint32_t i = sw_hashtab_first(&st->index, h, &pos); i != SW_HT_NONE; i = sw_hashtab_next(&st->index, h, &pos))
+        if (strcmp(st->strs[i], s) == 0)
+            return i;
     const char **strs = sw_array_grow(st->strs, &st->cap, st->n + 1, sizeof *strs, 64);
-    if (!strs) {
+    if (!strs || st->n >= 0x7fffffffu || sw_hashtab_add(&st->index, h, (uint32_t)st->n) != SW_OK) {
+        if (strs)
+            st->strs = strs;
         st->failed = 1;
         return 0;
     }
     st->strs = strs;
     st->strs[st->n] = s;
-    st->slots[j] = (uint32_t)st->n + 1;
     return st->n++;
 }
 
 static void strtab_free(strtab *st)
 {
     free(st->strs);
-    free(st->slots);
+    sw_hashtab_free(&st->index);
 }
 
 /* ---- the profile ---- */

@@ -6,7 +6,7 @@
  */
 #include "history.h"
 
-#include "base/bytes.h"
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,70 +1,50 @@
 /*
- * lineids.c - (function id, line) -> function id (lineids.h): an
- * open-addressing table of 64-bit keys.
+ * lineids.c - (function id, line) -> function id (lineids.h): an array of
+ * (func_id << 32 | line, id) indexed by a base/hashtab.h table.
  */
 #include "lineids.h"
+
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct slot {
-    uint64_t key;            /* func_id << 32 | line, or 0 for empty (line 0 is never stored) */
+typedef struct lineid {
+    uint64_t key;            /* func_id << 32 | line */
     uint32_t id;
-} slot;
+} lineid;
 
 struct sw_lineids {
-    slot *slots;
-    uint32_t nslots, n;
+    lineid *ent;
+    size_t n, cap;
+    sw_hashtab index;        /* hash of a key -> its position in ent */
 };
 
 sw_lineids *sw_lineids_new(void)
 {
-    sw_lineids *m = calloc(1, sizeof *m);
-    if (!m)
-        return NULL;
-    m->nslots = 256;
-    m->slots = calloc(m->nslots, sizeof *m->slots);
-    if (!m->slots) {
-        free(m);
-        return NULL;
-    }
-    return m;
+    return calloc(1, sizeof(sw_lineids));
 }
 
 void sw_lineids_free(sw_lineids *m)
 {
     if (!m)
         return;
-    free(m->slots);
+    free(m->ent);
+    sw_hashtab_free(&m->index);
     free(m);
 }
 
-static uint32_t key_hash(uint64_t k)
+/* Remembers key -> id, after a lookup of h that ended at pos; out of
+ * memory, it is not remembered (and looked up again next time). */
+static void remember(sw_lineids *m, uint64_t h, uint32_t pos, uint64_t key, uint32_t id)
 {
-    k ^= k >> 31;
-    k *= 0x9e3779b97f4a7c15ull;
-    k ^= k >> 29;
-    return (uint32_t)k;
-}
-
-static int grow(sw_lineids *m)
-{
-    uint32_t ns = m->nslots * 2;
-    slot *s = calloc(ns, sizeof *s);
-    if (!s)
-        return SW_ENOMEM;
-    for (uint32_t i = 0; i < m->nslots; i++) {
-        if (!m->slots[i].key)
-            continue;
-        uint32_t j = key_hash(m->slots[i].key) & (ns - 1);
-        while (s[j].key)
-            j = (j + 1) & (ns - 1);
-        s[j] = m->slots[i];
-    }
-    free(m->slots);
-    m->slots = s;
-    m->nslots = ns;
-    return SW_OK;
+    lineid *e = sw_array_grow(m->ent, &m->cap, m->n + 1, sizeof *e, 256);
+    if (!e)
+        return;
+    m->ent = e;
+    if (m->n >= SW_HT_NONE || sw_hashtab_add_after(&m->index, h, (uint32_t)m->n, pos) != SW_OK)
+        return;
+    m->ent[m->n++] = (lineid){key, id};
 }
 
 int sw_lineids_get(sw_lineids *m, sw_functab *ft, uint32_t func_id, int32_t line, uint32_t *id)
@@ -76,27 +56,16 @@ int sw_lineids_get(sw_lineids *m, sw_functab *ft, uint32_t func_id, int32_t line
         *id = func_id;
         return SW_OK;
     }
-    uint64_t key = (uint64_t)func_id << 32 | (uint32_t)line;
-    uint32_t mask = m->nslots - 1, j = key_hash(key) & mask;
-    for (; m->slots[j].key; j = (j + 1) & mask) {
-        if (m->slots[j].key == key) {
-            *id = m->slots[j].id;
+    uint64_t key = (uint64_t)func_id << 32 | (uint32_t)line, h = sw_hash_u64(key);
+    uint32_t pos;
+    for (uint32_t i = sw_hashtab_first(&m->index, h, &pos); i != SW_HT_NONE; i = sw_hashtab_next(&m->index, h, &pos)) {
+        if (m->ent[i].key == key) {
+            *id = m->ent[i].id;
             return SW_OK;
         }
     }
-    uint32_t nid;
-    int rc = sw_functab_intern(ft, f->name, strlen(f->name), f->filename, strlen(f->filename), line, &nid);
-    if (rc != SW_OK)
-        return rc;
-    m->slots[j] = (slot){key, nid};
-    m->n++;
-    if ((uint64_t)m->n * 2 > m->nslots && grow(m) != SW_OK) {
-        /* Full enough to stop: forget everything (ids stay valid in ft). */
-        if ((uint64_t)m->n * 4 > (uint64_t)m->nslots * 3) {
-            memset(m->slots, 0, (size_t)m->nslots * sizeof *m->slots);
-            m->n = 0;
-        }
-    }
-    *id = nid;
-    return SW_OK;
+    int rc = sw_functab_intern(ft, f->name, strlen(f->name), f->filename, strlen(f->filename), line, id);
+    if (rc == SW_OK)
+        remember(m, h, pos, key, *id);   /* (interning touched only ft) */
+    return rc;
 }

@@ -1,55 +1,29 @@
 /*
  * profile_file.c - writing and reading profile files (see profile_file.h and
- * docs/format.md, "Profile files"). Reading is bounded like reader.c:
- * every read is checked against the end of its chunk, and a TREE chunk is
- * parsed and checked whole before any of it is added to the history.
+ * docs/format.md, "Profile files"). The container (file header, chunks,
+ * key/value lists, damage and resynchronisation) is base/container.h's;
+ * every read of a payload goes through a bounded cursor, and a TREE chunk
+ * is parsed and checked whole before any of it is added to the history.
+ * Files are read piece by piece (pread): the reader holds one chunk at a
+ * time, never the whole file.
  */
 #define _GNU_SOURCE
 #include "profile_file.h"
 
-#include "base/crc32.h"
-#include "trace/format.h"
-#include "base/varint.h"
+#include "base/base.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Chunks of FUNCS/THREADS entries are closed at about this size. */
 #define DEF_CHUNK_TARGET (1u << 20)
 
 /* ---- writing ---- */
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-/* Starts a chunk: room for its header. Returns the header's offset. */
-static size_t chunk_begin(sw_bytes *b, int type)
-{
-    size_t at = b->len;
-    uint8_t hdr[SW_CHUNK_HEADER_LEN] = {(uint8_t)type};
-    sw_bytes_put(b, hdr, sizeof hdr);
-    return at;
-}
-
-/* Fills in the header of the chunk started at `at`. */
-static int chunk_end(sw_bytes *b, size_t at)
-{
-    if (b->failed)
-        return SW_ENOMEM;
-    size_t plen = b->len - at - SW_CHUNK_HEADER_LEN;
-    if (plen > SW_CHUNK_MAX)
-        return SW_EARG;
-    put_u32(b->data + at + 4, (uint32_t)plen);
-    put_u32(b->data + at + 8, sw_crc32(0, b->data + at + SW_CHUNK_HEADER_LEN, plen));
-    return SW_OK;
-}
 
 static void put_sint(sw_bytes *b, int64_t v)
 {
@@ -58,7 +32,7 @@ static void put_sint(sw_bytes *b, int64_t v)
 
 static int write_meta(sw_bytes *b, const sw_prof_info *in, const sw_history *h)
 {
-    size_t at = chunk_begin(b, SW_PCHUNK_META);
+    size_t at = sw_chunk_begin(b, SW_PCHUNK_META);
     sw_kv_str(b, "mode", in->mode);
     sw_kv_uint(b, "interval_ns", in->interval_ns);
     sw_kv_uint(b, "cycle_ns", in->cycle_ns);
@@ -74,7 +48,7 @@ static int write_meta(sw_bytes *b, const sw_prof_info *in, const sw_history *h)
     sw_kv_uint(b, "evicted", sw_history_evicted(h));
     sw_kv_uint(b, "evicted_samples", sw_history_evicted_samples(h));
     sw_kv_uint(b, "history_dropped", in->history_dropped);
-    return chunk_end(b, at);
+    return sw_chunk_end(b, at);
 }
 
 static int write_funcs(sw_bytes *b, const sw_functab *ft)
@@ -84,7 +58,7 @@ static int write_funcs(sw_bytes *b, const sw_functab *ft)
     int open = 0, rc = SW_OK;
     for (uint32_t id = 0; id < n && rc == SW_OK; id++) {
         if (!open) {
-            at = chunk_begin(b, SW_PCHUNK_FUNCS);
+            at = sw_chunk_begin(b, SW_PCHUNK_FUNCS);
             open = 1;
         }
         const sw_func *f = sw_functab_get(ft, id);
@@ -94,18 +68,18 @@ static int write_funcs(sw_bytes *b, const sw_functab *ft)
         sw_bytes_str(b, f->filename);
         put_sint(b, f->line);
         if (b->len - at >= DEF_CHUNK_TARGET) {
-            rc = chunk_end(b, at);
+            rc = sw_chunk_end(b, at);
             open = 0;
         }
     }
     if (open && rc == SW_OK)
-        rc = chunk_end(b, at);
+        rc = sw_chunk_end(b, at);
     return rc;
 }
 
 static int write_threads(sw_bytes *b, const sw_prof_thread *threads, size_t n)
 {
-    size_t at = chunk_begin(b, SW_PCHUNK_THREADS);
+    size_t at = sw_chunk_begin(b, SW_PCHUNK_THREADS);
     for (size_t i = 0; i < n; i++) {
         const sw_prof_thread *t = &threads[i];
         sw_bytes_varint(b, t->thread_id);
@@ -115,12 +89,12 @@ static int write_threads(sw_bytes *b, const sw_prof_thread *threads, size_t n)
         sw_bytes_varint(b, t->off_cpu);
         sw_bytes_varint(b, t->cpu_ns);
     }
-    return chunk_end(b, at);
+    return sw_chunk_end(b, at);
 }
 
 static int write_tree(sw_bytes *b, const sw_history_entry *e, const sw_history_tree *ht)
 {
-    size_t at = chunk_begin(b, SW_PCHUNK_TREE);
+    size_t at = sw_chunk_begin(b, SW_PCHUNK_TREE);
     put_sint(b, e->start_ns);
     put_sint(b, e->end_ns);
     sw_bytes_varint(b, ht->thread_id);
@@ -137,16 +111,14 @@ static int write_tree(sw_bytes *b, const sw_history_entry *e, const sw_history_t
         sw_bytes_varint(b, nd->self);
         sw_bytes_varint(b, nd->self_weight);
     }
-    return chunk_end(b, at);
+    return sw_chunk_end(b, at);
 }
 
 int sw_profile_file_build(sw_bytes *out, const sw_prof_info *info, const sw_prof_thread *threads, size_t nthreads,
                       const sw_history *h)
 {
-    uint8_t hdr[SW_FILE_HEADER_LEN] = {0};
-    memcpy(hdr, SW_PROF_MAGIC, SW_MAGIC_LEN);
-    hdr[8] = SW_PROF_MAJOR;
-    hdr[10] = SW_PROF_MINOR;
+    uint8_t hdr[SW_FILE_HEADER_LEN];
+    sw_file_header_put(hdr, SW_PROF_MAGIC, SW_PROF_MAJOR, SW_PROF_MINOR);
     sw_bytes_put(out, hdr, sizeof hdr);
     int rc = write_meta(out, info, h);
     if (rc == SW_OK)
@@ -160,9 +132,9 @@ int sw_profile_file_build(sw_bytes *out, const sw_prof_info *info, const sw_prof
             rc = write_tree(out, e, &e->trees[k]);
     }
     if (rc == SW_OK) {
-        size_t at = chunk_begin(out, SW_PCHUNK_END);
+        size_t at = sw_chunk_begin(out, SW_PCHUNK_END);
         sw_kv_uint(out, "trees", trees);
-        rc = chunk_end(out, at);
+        rc = sw_chunk_end(out, at);
     }
     return rc == SW_OK && out->failed ? SW_ENOMEM : rc;
 }
@@ -176,85 +148,33 @@ struct sw_profile_file {
     sw_functab *ft;
     uint32_t *fmap;          /* file function id -> id in ft */
     size_t nfuncs, fmap_cap;
+    uint64_t placeholders;   /* functions whose definitions were lost */
     sw_history *h;
-    char damage[256];
+    char damage[768];
     int complete;
     uint64_t trees, trees_expected;
+    uint64_t unknown_chunks;
 };
 
-typedef struct cursor {
-    const uint8_t *p, *end;
-} cursor;
-
-static int get_u(cursor *c, uint64_t *v)
+static int parse_meta(sw_profile_file *pf, sw_cursor *c, int end_chunk)
 {
-    return sw_get_varint(&c->p, c->end, v);
-}
-
-static int get_s(cursor *c, int64_t *v)
-{
-    uint64_t u;
-    int rc = get_u(c, &u);
-    if (rc == SW_OK)
-        *v = sw_unzigzag(u);
-    return rc;
-}
-
-/* A str in place: *s points into the buffer (not NUL-terminated). */
-static int get_str(cursor *c, const char **s, size_t *len)
-{
-    uint64_t n;
-    int rc = get_u(c, &n);
-    if (rc)
-        return rc;
-    if (n > (uint64_t)(c->end - c->p))
-        return SW_ETRUNC;
-    *s = (const char *)c->p;
-    *len = (size_t)n;
-    c->p += n;
-    return SW_OK;
-}
-
-static int parse_meta(sw_profile_file *pf, cursor *c, int end_chunk)
-{
-    while (c->p < c->end) {
-        const char *key;
-        size_t klen;
-        int rc = get_str(c, &key, &klen);
-        if (rc || c->p >= c->end)
-            return rc ? rc : SW_ETRUNC;
-        uint8_t type = *c->p++;
-        uint64_t u = 0;
-        const char *s = NULL;
-        size_t slen = 0;
-        switch (type) {
-        case SW_VAL_UINT:
-        case SW_VAL_SINT: rc = get_u(c, &u); break;
-        case SW_VAL_BYTES: rc = get_str(c, &s, &slen); break;
-        case SW_VAL_F64:
-            if (c->end - c->p < 8)
-                return SW_ETRUNC;
-            c->p += 8;
-            break;
-        default: return SW_EFORMAT;
-        }
-        if (rc)
-            return rc;
+    sw_kv kv;
+    int rc;
+    while ((rc = sw_kv_next(&c->p, c->end, &kv)) == 1) {
         char k[32];
-        if (klen >= sizeof k)
+        if (kv.key_len >= sizeof k)
             continue;   /* no key of ours is that long */
-        memcpy(k, key, klen);
-        k[klen] = 0;
+        memcpy(k, kv.key, kv.key_len);
+        k[kv.key_len] = 0;
         sw_prof_info *in = &pf->info;
-        int64_t si = type == SW_VAL_SINT ? sw_unzigzag(u) : (int64_t)u;
         if (end_chunk) {
             if (strcmp(k, "trees") == 0)
-                pf->trees_expected = u;
+                pf->trees_expected = kv.u;
             continue;
         }
-        if (strcmp(k, "mode") == 0 && type == SW_VAL_BYTES) {
-            size_t n = slen < sizeof in->mode - 1 ? slen : sizeof in->mode - 1;
-            memcpy(in->mode, s, n);
+        if (strcmp(k, "mode") == 0 && kv.type == SW_VAL_BYTES) {
+            size_t n = kv.slen < sizeof in->mode - 1 ? kv.slen : sizeof in->mode - 1;
+            memcpy(in->mode, kv.s, n);
             in->mode[n] = 0;
         }
         struct { const char *name; uint64_t *field; } uints[] = {
@@ -263,17 +183,45 @@ static int parse_meta(sw_profile_file *pf, cursor *c, int end_chunk)
             {"failed", &in->failed}, {"missed", &in->missed}, {"evicted", &in->evicted},
             {"evicted_samples", &in->evicted_samples}, {"history_dropped", &in->history_dropped}};
         for (size_t i = 0; i < sizeof uints / sizeof uints[0]; i++)
-            if (strcmp(k, uints[i].name) == 0 && type == SW_VAL_UINT)
-                *uints[i].field = u;
-        if (strcmp(k, "start_ns") == 0 && type == SW_VAL_SINT)
-            in->start_ns = si;
-        if (strcmp(k, "stop_ns") == 0 && type == SW_VAL_SINT)
-            in->stop_ns = si;
+            if (strcmp(k, uints[i].name) == 0 && kv.type == SW_VAL_UINT)
+                *uints[i].field = kv.u;
+        if (strcmp(k, "start_ns") == 0 && kv.type == SW_VAL_SINT)
+            in->start_ns = kv.i;
+        if (strcmp(k, "stop_ns") == 0 && kv.type == SW_VAL_SINT)
+            in->stop_ns = kv.i;
+    }
+    return rc;
+}
+
+/* Every FUNCS entry takes at least 5 bytes: a damaged range of n bytes can
+ * have held at most n / 5 definitions. */
+#define MIN_FUNC_BYTES 5
+
+/* Gives the file ids nfuncs..upto (a run whose definitions were lost in a
+ * damaged range) functions of their own, named after their ids, so that
+ * the trees that use them still read. Refused (SW_EFORMAT) beyond what the
+ * damaged bytes could have held. */
+static int lost_funcs(sw_profile_file *pf, const sw_chunks *it, uint64_t upto)
+{
+    if (upto - pf->nfuncs + 1 > it->damaged_bytes / MIN_FUNC_BYTES - pf->placeholders || upto > UINT32_MAX)
+        return SW_EFORMAT;
+    while (pf->nfuncs <= upto) {
+        uint32_t *nm = sw_array_grow(pf->fmap, &pf->fmap_cap, pf->nfuncs + 1, sizeof *nm, 256);
+        if (!nm)
+            return SW_ENOMEM;
+        pf->fmap = nm;
+        char name[64];
+        int n = snprintf(name, sizeof name, "<function %zu: definition lost>", pf->nfuncs);
+        int rc = sw_functab_intern(pf->ft, name, (size_t)n, "", 0, 0, &pf->fmap[pf->nfuncs]);
+        if (rc)
+            return rc;
+        pf->nfuncs++;
+        pf->placeholders++;
     }
     return SW_OK;
 }
 
-static int parse_funcs(sw_profile_file *pf, cursor *c)
+static int parse_funcs(sw_profile_file *pf, sw_cursor *c, const sw_chunks *it)
 {
     while (c->p < c->end) {
         uint64_t id, kind;
@@ -281,8 +229,10 @@ static int parse_funcs(sw_profile_file *pf, cursor *c)
         size_t nlen, flen;
         int64_t line;
         int rc;
-        if ((rc = get_u(c, &id)) || (rc = get_u(c, &kind)) || (rc = get_str(c, &name, &nlen)) ||
-            (rc = get_str(c, &file, &flen)) || (rc = get_s(c, &line)))
+        if ((rc = sw_cur_varint(c, &id)) || (rc = sw_cur_varint(c, &kind)) || (rc = sw_cur_str(c, &name, &nlen)) ||
+            (rc = sw_cur_str(c, &file, &flen)) || (rc = sw_cur_zigzag(c, &line)))
+            return rc;
+        if (id > pf->nfuncs && (rc = lost_funcs(pf, it, id - 1)))
             return rc;
         if (id != pf->nfuncs || line < INT32_MIN || line > INT32_MAX)
             return SW_EFORMAT;
@@ -297,25 +247,23 @@ static int parse_funcs(sw_profile_file *pf, cursor *c)
     return SW_OK;
 }
 
-static int parse_threads(sw_profile_file *pf, cursor *c)
+static int parse_threads(sw_profile_file *pf, sw_cursor *c)
 {
     while (c->p < c->end) {
         sw_prof_thread t = {0};
         const char *name;
         size_t nlen;
         int rc;
-        if ((rc = get_u(c, &t.thread_id)) || (rc = get_u(c, &t.native_tid)) || (rc = get_str(c, &name, &nlen)) ||
-            (rc = get_u(c, &t.samples)) || (rc = get_u(c, &t.off_cpu)) || (rc = get_u(c, &t.cpu_ns)))
+        if ((rc = sw_cur_varint(c, &t.thread_id)) || (rc = sw_cur_varint(c, &t.native_tid)) || (rc = sw_cur_str(c, &name, &nlen)) ||
+            (rc = sw_cur_varint(c, &t.samples)) || (rc = sw_cur_varint(c, &t.off_cpu)) || (rc = sw_cur_varint(c, &t.cpu_ns)))
             return rc;
         sw_prof_thread *nt = sw_array_grow(pf->threads, &pf->threads_cap, pf->nthreads + 1, sizeof *nt, 8);
         if (!nt)
             return SW_ENOMEM;
         pf->threads = nt;
-        char *copy = malloc(nlen + 1);
+        char *copy = sw_dup_n(name, nlen);
         if (!copy)
             return SW_ENOMEM;
-        memcpy(copy, name, nlen);
-        copy[nlen] = 0;
         t.name = copy;
         pf->threads[pf->nthreads++] = t;
     }
@@ -338,13 +286,15 @@ static void nodes_free(tree_nodes *t)
     free(t->path);
 }
 
-/* Parses a whole TREE chunk, checks it, then adds it to the history. */
-static int parse_tree(sw_profile_file *pf, cursor *c)
+/* Parses a whole TREE chunk, checks it, then adds it to the history. A
+ * function id past the definitions read is one whose definition was lost
+ * in a damaged range (lost_funcs). */
+static int parse_tree(sw_profile_file *pf, sw_cursor *c, const sw_chunks *it)
 {
     int64_t start, end;
     uint64_t tid, n;
     int rc;
-    if ((rc = get_s(c, &start)) || (rc = get_s(c, &end)) || (rc = get_u(c, &tid)) || (rc = get_u(c, &n)))
+    if ((rc = sw_cur_zigzag(c, &start)) || (rc = sw_cur_zigzag(c, &end)) || (rc = sw_cur_varint(c, &tid)) || (rc = sw_cur_varint(c, &n)))
         return rc;
     /* The root takes at least 2 bytes, every other node at least 4: a
      * count larger than that is a lie (and would size the arrays). */
@@ -367,18 +317,18 @@ static int parse_tree(sw_profile_file *pf, cursor *c)
     for (uint64_t i = 0; i < n && rc == SW_OK; i++) {
         if (i > 0) {
             uint64_t parent, func;
-            if ((rc = get_u(c, &parent)) || (rc = get_u(c, &func)))
+            if ((rc = sw_cur_varint(c, &parent)) || (rc = sw_cur_varint(c, &func)))
                 break;
-            if (parent >= i || func >= pf->nfuncs) {
-                rc = SW_EFORMAT;
+            if (parent >= i || (func >= pf->nfuncs && (rc = lost_funcs(pf, it, func)))) {
+                rc = rc ? rc : SW_EFORMAT;
                 break;
             }
             t.parent[i] = (uint32_t)parent;
             t.func[i] = pf->fmap[func];
             t.depth[i] = t.depth[parent] + 1;
         }
-        if ((rc = get_u(c, &t.self[i])) == SW_OK)
-            rc = get_u(c, &t.weight[i]);
+        if ((rc = sw_cur_varint(c, &t.self[i])) == SW_OK)
+            rc = sw_cur_varint(c, &t.weight[i]);
     }
     if (rc == SW_OK && c->p != c->end)
         rc = SW_EFORMAT;
@@ -407,12 +357,7 @@ static int parse_tree(sw_profile_file *pf, cursor *c)
     return rc;
 }
 
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static const char *chunk_name(int type)
+static const char *chunk_name(unsigned type)
 {
     switch (type) {
     case SW_PCHUNK_META: return "META";
@@ -420,104 +365,96 @@ static const char *chunk_name(int type)
     case SW_PCHUNK_THREADS: return "THREADS";
     case SW_PCHUNK_TREE: return "TREE";
     case SW_PCHUNK_END: return "END";
-    default: return "unknown";
+    default: return NULL;
     }
 }
 
-static void set_damage(sw_profile_file *pf, const char *what, size_t off)
+/* Profile files in the container: their magic, version and chunk types. */
+static const sw_container_kind profile_kind = {
+    SW_PROF_MAGIC, "profile", SW_PROF_MAJOR, SW_PROF_MINOR,
+    1u << SW_PCHUNK_META | 1u << SW_PCHUNK_FUNCS | 1u << SW_PCHUNK_THREADS | 1u << SW_PCHUNK_TREE |
+        1u << SW_PCHUNK_END,
+    chunk_name};
+
+/* Reads one intact chunk; a nonzero code for a chunk it cannot use. */
+static int read_chunk(sw_profile_file *pf, const sw_chunks *it, const sw_chunk *ch, int *saw_any)
 {
-    snprintf(pf->damage, sizeof pf->damage, "%s at offset %zu", what, off);
+    sw_cursor c = sw_cursor_of(ch->payload, ch->len);
+    int rc = SW_OK, first = !*saw_any;
+    *saw_any = 1;
+    switch (ch->type) {
+    case SW_PCHUNK_META: return first ? parse_meta(pf, &c, 0) : SW_EFORMAT;   /* META comes first */
+    case SW_PCHUNK_FUNCS: return parse_funcs(pf, &c, it);
+    case SW_PCHUNK_THREADS: return parse_threads(pf, &c);
+    case SW_PCHUNK_TREE: return parse_tree(pf, &c, it);
+    case SW_PCHUNK_END:
+        if ((rc = parse_meta(pf, &c, 1)) == SW_OK)
+            pf->complete = 1;
+        return rc;
+    default: return SW_OK;   /* the iterator hands out known types only */
+    }
 }
 
-static int load(sw_profile_file *pf, const uint8_t *buf, size_t len, char *err, size_t errlen)
+/* Appends "; <text>" (or the text alone) to the damage line. */
+static void add_note(sw_profile_file *pf, const char *text)
 {
-    if (len == 0) {
-        snprintf(err, errlen, "empty file (not a stackwatch profile)");
-        return SW_EFORMAT;
-    }
-    if (!sw_profile_file_is_profile(buf, len)) {
-        snprintf(err, errlen, "not a stackwatch profile (bad magic number)");
-        return SW_EFORMAT;
-    }
-    if (len < SW_FILE_HEADER_LEN) {
-        snprintf(err, errlen, "not a readable stackwatch profile (the file ends inside its header)");
-        return SW_EFORMAT;
-    }
-    unsigned major = buf[8] | (unsigned)buf[9] << 8;
-    if (major != SW_PROF_MAJOR) {
-        snprintf(err, errlen, "profile format version %u is not supported (this reader reads version %d)", major,
-                 SW_PROF_MAJOR);
-        return SW_EVERSION;
-    }
-    size_t off = SW_FILE_HEADER_LEN;
-    int saw_meta = 0;
-    while (off < len) {
-        if (len - off < SW_CHUNK_HEADER_LEN) {
-            set_damage(pf, "truncated: the file ends inside a chunk header", off);
-            break;
-        }
-        const uint8_t *h = buf + off;
-        int type = h[0];
-        size_t plen = rd32(h + 4), poff = off + SW_CHUNK_HEADER_LEN;
-        if (plen > SW_CHUNK_MAX || plen > len - poff) {
-            set_damage(pf, "truncated: a chunk is longer than the rest of the file", off);
-            break;
-        }
-        if (sw_crc32(0, buf + poff, plen) != rd32(h + 8)) {
-            set_damage(pf, "corrupted: checksum mismatch in the chunk", off);
-            break;
-        }
-        cursor c = {buf + poff, buf + poff + plen};
-        int rc = SW_OK;
-        if (!saw_meta && type != SW_PCHUNK_META) {
-            rc = SW_EFORMAT;   /* META comes first */
-        } else {
-            switch (type) {
-            case SW_PCHUNK_META:
-                rc = saw_meta ? SW_EFORMAT : parse_meta(pf, &c, 0);
-                saw_meta = rc == SW_OK;
-                break;
-            case SW_PCHUNK_FUNCS: rc = parse_funcs(pf, &c); break;
-            case SW_PCHUNK_THREADS: rc = parse_threads(pf, &c); break;
-            case SW_PCHUNK_TREE: rc = parse_tree(pf, &c); break;
-            case SW_PCHUNK_END:
-                rc = parse_meta(pf, &c, 1);
-                pf->complete = rc == SW_OK;
-                break;
-            default:
-                /* A newer minor version's chunk (or a damaged type byte,
-                 * which the CRC does not cover): skipped, but said. */
-                if (!pf->damage[0])
-                    snprintf(pf->damage, sizeof pf->damage,
-                             "skipped a chunk of unknown type %d at offset %zu (a newer format version, or damage)",
-                             type, off);
-                break;
-            }
-        }
-        if (rc == SW_ENOMEM) {
-            snprintf(err, errlen, "out of memory while reading the profile");
-            return rc;
-        }
-        if (rc) {
+    size_t n = strlen(pf->damage);
+    if (n + 3 < sizeof pf->damage)
+        snprintf(pf->damage + n, sizeof pf->damage - n, "%s%s", n ? "; " : "", text);
+}
+
+static int load(sw_profile_file *pf, const sw_source *src, char *err, size_t errlen)
+{
+    sw_chunks it;
+    int rc = sw_chunks_open(&it, &profile_kind, src, err, errlen), saw_any = 0, meta_lost = 1;
+    sw_chunk ch;
+    while (rc == SW_OK && !pf->complete && (rc = sw_chunks_next(&it, &ch)) == 1) {
+        rc = read_chunk(pf, &it, &ch, &saw_any);
+        if (ch.type == SW_PCHUNK_META && rc == SW_OK)
+            meta_lost = 0;
+        if (rc && rc != SW_ENOMEM) {
             char what[64];
-            snprintf(what, sizeof what, "malformed %s chunk", chunk_name(type));
-            set_damage(pf, what, off);
-            break;
+            snprintf(what, sizeof what, "malformed %s chunk", chunk_name(ch.type));
+            sw_chunks_malformed(&it, &ch, what);
         }
-        off = poff + plen;
-        if (pf->complete)
-            break;   /* nothing follows END */
+        rc = rc == SW_ENOMEM ? rc : SW_OK;
+        /* Nothing follows END. */
     }
-    if (!saw_meta) {
-        snprintf(err, errlen, "not a readable stackwatch profile (no intact header chunk)%s%s",
+    if (rc == SW_ENOMEM)
+        snprintf(err, errlen, "out of memory while reading the profile");
+    else if (rc == SW_EIO && !err[0])
+        snprintf(err, errlen, "cannot read: %s", strerror(errno));
+    if (rc == SW_OK && !it.chunks) {
+        sw_damage_describe(it.damage, it.ndamage, it.damage_total, pf->damage, sizeof pf->damage);
+        snprintf(err, errlen, "not a readable stackwatch profile (no intact header chunk, nor any other)%s%s",
                  pf->damage[0] ? ": " : "", pf->damage);
-        return SW_EFORMAT;
+        rc = SW_EFORMAT;
     }
-    if (pf->complete && pf->trees != pf->trees_expected && !pf->damage[0])
-        snprintf(pf->damage, sizeof pf->damage, "incomplete: %llu of %llu trees read",
-                 (unsigned long long)pf->trees, (unsigned long long)pf->trees_expected);
-    if (!pf->complete && !pf->damage[0])
-        snprintf(pf->damage, sizeof pf->damage, "truncated: the file ends before its END chunk");
+    if (rc) {
+        sw_chunks_close(&it);
+        return rc;
+    }
+    sw_damage_describe(it.damage, it.ndamage, it.damage_total, pf->damage, sizeof pf->damage);
+    pf->unknown_chunks = it.unknown;
+    int cut_at_end = it.ndamage && it.damage[it.ndamage - 1].to_end;
+    char note[96];
+    if (meta_lost) {
+        snprintf(pf->info.mode, sizeof pf->info.mode, "unknown");
+        if (it.damage_total)
+            add_note(pf, "the META chunk is lost: mode, interval and totals unknown");
+    }
+    if (pf->placeholders) {
+        snprintf(note, sizeof note, "%" PRIu64 " function definitions lost", pf->placeholders);
+        add_note(pf, note);
+    }
+    if (pf->complete && pf->trees != pf->trees_expected) {
+        snprintf(note, sizeof note, "%s%" PRIu64 " of %" PRIu64 " trees read", pf->damage[0] ? "" : "incomplete: ",
+                 pf->trees, pf->trees_expected);
+        add_note(pf, note);
+    }
+    if (!pf->complete && !cut_at_end)
+        add_note(pf, "truncated: the file ends before its END chunk");
+    sw_chunks_close(&it);
     sw_history_set_evicted(pf->h, pf->info.evicted, pf->info.evicted_samples);
     return SW_OK;
 }
@@ -527,9 +464,11 @@ int sw_profile_file_is_profile(const uint8_t *data, size_t len)
     return len >= SW_MAGIC_LEN && memcmp(data, SW_PROF_MAGIC, SW_MAGIC_LEN) == 0;
 }
 
-int sw_profile_file_open_mem(const uint8_t *data, size_t len, sw_profile_file **out, char *err, size_t errlen)
+/* A profile file reading its bytes from src. */
+static int open_source(const sw_source *src, sw_profile_file **out, char *err, size_t errlen)
 {
     *out = NULL;
+    err[0] = 0;
     sw_profile_file *pf = calloc(1, sizeof *pf);
     if (pf && (pf->ft = sw_functab_new()))
         pf->h = sw_history_new(pf->ft, 0);
@@ -538,7 +477,7 @@ int sw_profile_file_open_mem(const uint8_t *data, size_t len, sw_profile_file **
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
-    int rc = load(pf, data, len, err, errlen);
+    int rc = load(pf, src, err, errlen);
     if (rc) {
         sw_profile_file_free(pf);
         return rc;
@@ -547,17 +486,26 @@ int sw_profile_file_open_mem(const uint8_t *data, size_t len, sw_profile_file **
     return SW_OK;
 }
 
+int sw_profile_file_open_mem(const uint8_t *data, size_t len, sw_profile_file **out, char *err, size_t errlen)
+{
+    sw_source src;
+    sw_source_mem(&src, data, len);
+    return open_source(&src, out, err, errlen);
+}
+
 int sw_profile_file_open_file(const char *path, sw_profile_file **out, char *err, size_t errlen)
 {
     *out = NULL;
-    sw_bytes b = {0};
-    int rc = sw_bytes_read_file(&b, path, err, errlen);
-    if (rc) {
-        sw_bytes_free(&b);
-        return rc;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    sw_source src;
+    if (fd < 0 || sw_source_fd(&src, fd) != SW_OK) {
+        snprintf(err, errlen, "cannot %s: %s", fd < 0 ? "open" : "read", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return SW_EIO;
     }
-    rc = sw_profile_file_open_mem(b.data, b.len, out, err, errlen);
-    sw_bytes_free(&b);
+    int rc = open_source(&src, out, err, errlen);
+    close(fd);
     return rc;
 }
 
@@ -602,4 +550,9 @@ const char *sw_profile_file_damage(const sw_profile_file *pf)
 int sw_profile_file_complete(const sw_profile_file *pf)
 {
     return pf->complete;
+}
+
+uint64_t sw_profile_file_unknown_chunks(const sw_profile_file *pf)
+{
+    return pf->unknown_chunks;
 }

@@ -4,10 +4,11 @@
  * totals, stored so that time windows and merges work on files as on a
  * live profile. docs/format.md ("Profile files") is the specification.
  *
- * The container is the one of trace files (format.h): a 16-byte header
- * (another magic number), then chunks of u8 type, u8 flags, u16 reserved,
- * u32 payload length, u32 CRC-32C of the payload, payload. A reader keeps
- * everything before the first damaged chunk and reports the damage.
+ * The container is base/container.h's (that of trace files too), with
+ * another magic number: a 16-byte header, then chunks of u8 type, u8 flags,
+ * u16 reserved, u32 payload length, u32 CRC-32C of the payload, payload. A
+ * reader reads every intact chunk, skips and reports each damaged range,
+ * and gives functions whose definitions were lost names of their own.
  *
  * File   = header META FUNCS* THREADS TREE* END
  * META   = key/value list (format.h SW_VAL_*): mode, interval_ns, ...
@@ -26,18 +27,18 @@
 #ifndef SW_PROFILE_FILE_H
 #define SW_PROFILE_FILE_H
 
-#include "base/bytes.h"
+#include "base/base.h"
 #include "history.h"
 
 #define SW_PROF_MAGIC "\x89SWP\r\n\x1a\n"
 #define SW_PROF_MAJOR 1   /* readers refuse another major */
 #define SW_PROF_MINOR 0
 
-#define SW_PCHUNK_META 1
+#define SW_PCHUNK_META SW_CHUNK_META   /* 1 */
 #define SW_PCHUNK_FUNCS 2
 #define SW_PCHUNK_THREADS 3
 #define SW_PCHUNK_TREE 4
-#define SW_PCHUNK_END 5
+#define SW_PCHUNK_END SW_CHUNK_END     /* 5 */
 
 /* Function kinds of FUNCS entries. */
 #define SW_PFUNC_PYTHON 0
@@ -70,11 +71,12 @@ int sw_profile_file_build(sw_bytes *out, const sw_prof_info *info, const sw_prof
 
 typedef struct sw_profile_file sw_profile_file;
 
-/* Reads a profile file. On success *out holds it; the intact part of a
- * damaged file is read and the damage described by sw_profile_file_damage.
+/* Reads a profile file. On success *out holds it; a damaged file is read
+ * (every intact chunk) and the damage described by sw_profile_file_damage.
  * Fails (SW_EFORMAT, SW_EVERSION, SW_EIO, SW_ENOMEM) with a message in err
  * for a file that is empty, not a profile, of another major version, or
- * whose META chunk is not intact. */
+ * without a single intact chunk. sw_profile_file_open_file reads the file
+ * a piece at a time (it never holds the whole file). */
 int sw_profile_file_open_mem(const uint8_t *data, size_t len, sw_profile_file **out, char *err, size_t errlen);
 int sw_profile_file_open_file(const char *path, sw_profile_file **out, char *err, size_t errlen);
 void sw_profile_file_free(sw_profile_file *pf);
@@ -84,10 +86,17 @@ size_t sw_profile_file_thread_count(const sw_profile_file *pf);
 const sw_prof_thread *sw_profile_file_thread(const sw_profile_file *pf, size_t i);
 /* The history read (its function table is the file's; owned by pf). */
 sw_history *sw_profile_file_history(const sw_profile_file *pf);
-/* "" if the file is intact, else what is wrong and where. */
+/* "" if the file is intact, else what is wrong and where: every damaged
+ * range (as sw_damage_describe() words them), then what it cost when that
+ * is known: a lost META chunk (mode "unknown", interval and totals 0),
+ * function definitions lost (their functions are named "<function N:
+ * definition lost>"), the trees read of those END announced. */
 const char *sw_profile_file_damage(const sw_profile_file *pf);
 /* 1 if the END chunk was read (the writer finished the file). */
 int sw_profile_file_complete(const sw_profile_file *pf);
+/* Intact chunks of types a newer minor version added, skipped (not
+ * damage). */
+uint64_t sw_profile_file_unknown_chunks(const sw_profile_file *pf);
 
 /* 1 if the bytes start with the profile magic number. */
 int sw_profile_file_is_profile(const uint8_t *data, size_t len);

@@ -4,7 +4,7 @@
  */
 #include "analysis.h"
 
-#include "base/bytes.h"
+#include "base/base.h"
 #include "format.h"
 
 #include <stdlib.h>

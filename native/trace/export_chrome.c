@@ -1,10 +1,10 @@
 /*
  * export_chrome.c - Chrome Trace Event Format (JSON object form) writer.
  */
-#include "export.h"
+#include "export_chrome.h"
 
 #include "format.h"
-#include "base/sample.h"
+#include "base/base.h"
 
 #include <inttypes.h>
 #include <string.h>

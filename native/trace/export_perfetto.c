@@ -3,11 +3,10 @@
  * perfetto/protos/perfetto/trace/perfetto_trace.proto; each constant below
  * names its message and field.
  */
-#include "export.h"
+#include "export_perfetto.h"
 
-#include "base/bytes.h"
+#include "base/base.h"
 #include "format.h"
-#include "base/sample.h"
 
 #include <stdlib.h>
 #include <string.h>

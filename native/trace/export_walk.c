@@ -4,10 +4,10 @@
  * matching ends (children of a dropped slice are kept if long enough).
  * EXT events (SW_EV_EXT) are passed on as they are.
  */
-#include "export.h"
+#include "export_walk.h"
 
 #include "analysis.h"
-#include "base/bytes.h"
+#include "base/base.h"
 #include "format.h"
 
 #include <stdio.h>

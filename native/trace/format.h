@@ -4,28 +4,25 @@
  * there too, with its encoding. Integers are little-endian; "varint" is
  * unsigned LEB128 (varint.h); "str" is a varint byte length then UTF-8.
  *
- * File   = header (16 bytes) chunk*
- * header = magic[8] u16 major u16 minor u32 flags(0)
- * chunk  = u8 type, u8 flags(0), u16 reserved(0), u32 payload_len,
- *          u32 crc32(payload), payload[payload_len]
+ * A trace is a container file (base/container.h: file header, chunks,
+ * key/value lists, damage and recovery) with the magic number and chunk
+ * types below.
  */
 #ifndef SW_FORMAT_H
 #define SW_FORMAT_H
 
-#define SW_MAGIC            "\x89SWT\r\n\x1a\n"
-#define SW_MAGIC_LEN        8
-#define SW_FILE_HEADER_LEN  16
-#define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
-#define SW_FORMAT_MINOR     4   /* readers accept any minor of their major */
-#define SW_CHUNK_HEADER_LEN 12
-#define SW_CHUNK_MAX        (64u << 20)  /* no chunk payload is larger */
+#include "base/base.h"
 
-/* Chunk types. A reader skips (intact) chunks of types it does not know. */
-#define SW_CHUNK_META    1  /* key/value pairs describing the trace (first chunk) */
+#define SW_MAGIC            "\x89SWT\r\n\x1a\n"
+#define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
+#define SW_FORMAT_MINOR     5   /* readers accept any minor of their major */
+
+/* Chunk types, besides the container's META (1: key/value pairs describing
+ * the trace, the first chunk) and END (5: key/value totals written when
+ * tracing stops). Unknown types: see base/container.h. */
 #define SW_CHUNK_CODE    2  /* code (function) definitions */
 #define SW_CHUNK_THREAD  3  /* thread definitions; a later one renames */
 #define SW_CHUNK_EVENTS  4  /* one thread's events */
-#define SW_CHUNK_END     5  /* key/value totals written when tracing stops */
 /* Format 1.2: the statistical sampler's samples (stackwatch run --sample). */
 #define SW_CHUNK_SAMPLE_FRAMES 6  /* frame definitions of samples (own id space) */
 #define SW_CHUNK_SAMPLES       7  /* samples of any threads, in time order */
@@ -44,12 +41,6 @@
  * lines were recorded: varint n (= depth, or 0: none), n x varint line being run (0:
  * unknown or native), outermost first. A reader ignores the bytes of a
  * sample after the fields it knows. */
-
-/* META / END value types: entry = str key, u8 type, value. */
-#define SW_VAL_UINT   0  /* varint */
-#define SW_VAL_SINT   1  /* zigzag varint */
-#define SW_VAL_BYTES  2  /* str */
-#define SW_VAL_F64    3  /* 8 bytes, IEEE 754 binary64 */
 
 /* CODE entry: varint id, u8 kind, str name, str qualname, str filename,
  * varint firstlineno. */

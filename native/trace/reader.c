@@ -1,15 +1,15 @@
 /*
  * reader.c - bounded parsing of trace files (see reader.h, docs/format.md).
- * Every read is checked against the end of its chunk; nothing in the input
- * can make the reader read outside the loaded buffer.
+ * The chunks come from the container's iterator (base/container.h), which
+ * skips and records damaged ranges; every read of a payload goes through a
+ * bounded cursor (base/cursor.h), so nothing in the input can make the
+ * reader read outside the loaded buffer.
  */
 #define _GNU_SOURCE
 #include "reader.h"
 
-#include "base/bytes.h"
-#include "base/crc32.h"
+#include "base/base.h"
 #include "format.h"
-#include "base/varint.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -27,16 +27,25 @@ typedef struct thread_rec {
     char *name;
     chunk_ref *chunks;
     size_t nchunks, cap;
+    uint64_t written;        /* EVENTS chunks the writer sealed (END, 1.5), 0: unknown */
 } thread_rec;
 
 struct sw_trace {
     uint8_t *buf;
     size_t len;
-    char damage[256];
+    char damage[768];        /* sw_damage_describe() of the list below */
+    sw_damage *dmg;          /* damaged ranges, in file order (load) then as
+                                replays find them; at most SW_DAMAGE_KEEP */
+    size_t ndmg;
+    uint64_t dmg_total;
+    uint64_t unknown_chunks;  /* chunks of a newer minor version, skipped */
+    uint64_t lost_events;    /* events of the chunks lost to damage, when END tells */
+    int lost_at_least;       /* lost_events is a lower bound (the writer dropped events) */
     int complete;
     sw_meta_entry *meta;
     size_t nmeta, meta_cap;
-    size_t nmeta_header;     /* entries before this index come from META */
+    chunk_ref *metas;        /* the META chunks read (format 1.5 repeats them) */
+    size_t nmetas, metas_cap;
     thread_rec *threads;
     size_t nthreads, threads_cap;
     sw_code_info **codes;    /* indexed by id */
@@ -63,110 +72,42 @@ typedef struct sample_key {
     uint32_t pos;
 } sample_key;
 
-static void set_damage(sw_trace *t, const char *fmt, size_t off, const char *what)
-{
-    if (t->damage[0])
-        return;
-    snprintf(t->damage, sizeof t->damage, fmt, what, off);
-}
-
-typedef struct cursor {
-    const uint8_t *p, *end;
-} cursor;
-
-static int get_u(cursor *c, uint64_t *v) { return sw_get_varint(&c->p, c->end, v); }
-
-static int get_u8(cursor *c, uint8_t *v)
-{
-    if (c->p >= c->end)
-        return SW_ETRUNC;
-    *v = *c->p++;
-    return SW_OK;
-}
-
 /* Reads a str into a fresh NUL-terminated copy. */
-static int get_str(cursor *c, char **out, size_t *outlen)
+static int get_str(sw_cursor *c, char **out, size_t *outlen)
 {
-    uint64_t n;
-    int rc = get_u(c, &n);
+    const char *s;
+    size_t n;
+    int rc = sw_cur_str(c, &s, &n);
     if (rc)
         return rc;
-    if (n > (uint64_t)(c->end - c->p))
-        return SW_ETRUNC;
-    char *s = malloc((size_t)n + 1);
-    if (!s)
+    if (!(*out = sw_dup_n(s, n)))
         return SW_ENOMEM;
-    memcpy(s, c->p, (size_t)n);
-    s[n] = 0;
-    c->p += n;
-    *out = s;
     if (outlen)
-        *outlen = (size_t)n;
+        *outlen = n;
     return SW_OK;
 }
 
-static int parse_kv(sw_trace *t, cursor *c)
+/* Appends the entries of a META or END payload to the trace's list. */
+static int parse_kv(sw_trace *t, sw_cursor *c)
 {
-    while (c->p < c->end) {
-        sw_meta_entry e;
-        memset(&e, 0, sizeof e);
-        char *key = NULL;
-        uint8_t type;
-        int rc = get_str(c, &key, NULL);
-        if (rc)
-            return rc;
-        if ((rc = get_u8(c, &type))) {
-            free(key);
-            return rc;
-        }
-        e.key = key;
-        e.type = type;
-        switch (type) {
-        case SW_VAL_UINT:
-            rc = get_u(c, &e.u);
-            e.i = (int64_t)e.u;
-            e.f = (double)e.u;
-            break;
-        case SW_VAL_SINT:
-            rc = get_u(c, &e.u);
-            e.i = sw_unzigzag(e.u);
-            e.f = (double)e.i;
-            break;
-        case SW_VAL_BYTES: {
-            char *s = NULL;
-            rc = get_str(c, &s, &e.slen);
-            e.s = s;
-            break;
-        }
-        case SW_VAL_F64: {
-            if (c->end - c->p < 8) {
-                rc = SW_ETRUNC;
-                break;
-            }
-            uint64_t u = 0;
-            for (int k = 0; k < 8; k++)
-                u |= (uint64_t)c->p[k] << (8 * k);
-            memcpy(&e.f, &u, 8);
-            c->p += 8;
-            break;
-        }
-        default:
-            rc = SW_EFORMAT;
-        }
-        if (rc) {
-            free(key);
-            return rc;
-        }
+    sw_kv kv;
+    int rc;
+    while ((rc = sw_kv_next(&c->p, c->end, &kv)) == 1) {
+        sw_meta_entry e = {NULL, (int)kv.type, kv.u, kv.i, kv.f, NULL, kv.slen};
+        char *key = sw_dup_n(kv.key, kv.key_len);
+        char *str = kv.type == SW_VAL_BYTES ? sw_dup_n(kv.s, kv.slen) : NULL;
         sw_meta_entry *m = sw_array_grow(t->meta, &t->meta_cap, t->nmeta + 1, sizeof *m, 32);
-        if (!m) {
+        if (!key || (kv.type == SW_VAL_BYTES && !str) || !m) {
             free(key);
-            free((char *)e.s);
+            free(str);
             return SW_ENOMEM;
         }
+        e.key = key;
+        e.s = str;
         t->meta = m;
         t->meta[t->nmeta++] = e;
     }
-    return SW_OK;
+    return rc;
 }
 
 static thread_rec *thread_get(sw_trace *t, uint64_t index)
@@ -187,13 +128,13 @@ static thread_rec *thread_get(sw_trace *t, uint64_t index)
     return r;
 }
 
-static int parse_threads(sw_trace *t, cursor *c)
+static int parse_threads(sw_trace *t, sw_cursor *c)
 {
     while (c->p < c->end) {
         uint64_t index, tid, ident;
         char *name = NULL;
         int rc;
-        if ((rc = get_u(c, &index)) || (rc = get_u(c, &tid)) || (rc = get_u(c, &ident)) ||
+        if ((rc = sw_cur_varint(c, &index)) || (rc = sw_cur_varint(c, &tid)) || (rc = sw_cur_varint(c, &ident)) ||
             (rc = get_str(c, &name, NULL)))
             return rc;
         if (index > UINT32_MAX) {  /* not an index the writer can give */
@@ -243,16 +184,16 @@ static void *grow_slots(void *slots, uint32_t *limit, uint64_t id, size_t slot)
     return p;
 }
 
-static int parse_codes(sw_trace *t, cursor *c)
+static int parse_codes(sw_trace *t, sw_cursor *c)
 {
     while (c->p < c->end) {
         uint64_t id, line;
         uint8_t kind;
         char *name = NULL, *qual = NULL, *file = NULL;
         int rc;
-        if ((rc = get_u(c, &id)) || (rc = get_u8(c, &kind)) || (rc = get_str(c, &name, NULL)) ||
+        if ((rc = sw_cur_varint(c, &id)) || (rc = sw_cur_u8(c, &kind)) || (rc = get_str(c, &name, NULL)) ||
             (rc = get_str(c, &qual, NULL)) || (rc = get_str(c, &file, NULL)) ||
-            (rc = get_u(c, &line)))
+            (rc = sw_cur_varint(c, &line)))
             goto fail;
         /* Ids are dense from 0 and every entry takes at least 6 bytes, so a
          * file that defines id N is longer than 6 * N: this bounds the table
@@ -295,15 +236,15 @@ static void free_frame(sw_frame_info *fi)
     free(fi);
 }
 
-static int parse_frames(sw_trace *t, cursor *c)
+static int parse_frames(sw_trace *t, sw_cursor *c)
 {
     while (c->p < c->end) {
         uint64_t id, line;
         uint8_t kind;
         char *name = NULL, *file = NULL;
         int rc;
-        if ((rc = get_u(c, &id)) || (rc = get_u8(c, &kind)) || (rc = get_str(c, &name, NULL)) ||
-            (rc = get_str(c, &file, NULL)) || (rc = get_u(c, &line)))
+        if ((rc = sw_cur_varint(c, &id)) || (rc = sw_cur_u8(c, &kind)) || (rc = get_str(c, &name, NULL)) ||
+            (rc = get_str(c, &file, NULL)) || (rc = sw_cur_varint(c, &line)))
             goto fail;
         rc = SW_EFORMAT;
         /* Kinds are not a newer minor's room: a frame of an unknown kind
@@ -343,33 +284,33 @@ typedef struct sample_raw {
     const uint8_t *lines;    /* depth varints (format 1.3), or NULL */
 } sample_raw;
 
-static int parse_sample(cursor *c, sample_raw *r)
+static int parse_sample(sw_cursor *c, sample_raw *r)
 {
     uint64_t len;
-    if (get_u(c, &len) || len > (uint64_t)(c->end - c->p))
+    if (sw_cur_varint(c, &len) || len > (uint64_t)(c->end - c->p))
         return SW_EFORMAT;
-    cursor s = {c->p, c->p + len};
+    sw_cursor s = {c->p, c->p + len};
     c->p += len;
-    if (get_u(&s, &r->ident) || get_u(&s, &r->tid) || get_u(&s, &r->zt) || get_u(&s, &r->weight) ||
-        get_u(&s, &r->cpu1) || get_u(&s, &r->state) || get_u(&s, &r->flags) || get_u(&s, &r->depth) ||
+    if (sw_cur_varint(&s, &r->ident) || sw_cur_varint(&s, &r->tid) || sw_cur_varint(&s, &r->zt) || sw_cur_varint(&s, &r->weight) ||
+        sw_cur_varint(&s, &r->cpu1) || sw_cur_varint(&s, &r->state) || sw_cur_varint(&s, &r->flags) || sw_cur_varint(&s, &r->depth) ||
         r->depth > (uint64_t)(s.end - s.p))
         return SW_EFORMAT;
     r->frames = s.p;
     for (uint64_t k = 0; k < r->depth; k++) {
         uint64_t id;
-        if (get_u(&s, &id) || id > UINT32_MAX)
+        if (sw_cur_varint(&s, &id) || id > UINT32_MAX)
             return SW_EFORMAT;
     }
     /* Format 1.3: the lines being run, one per frame, when recorded. */
     r->lines = NULL;
     if (s.p < s.end) {
         uint64_t n;
-        if (get_u(&s, &n) || (n != r->depth && n != 0))
+        if (sw_cur_varint(&s, &n) || (n != r->depth && n != 0))
             return SW_EFORMAT;
         r->lines = n ? s.p : NULL;
         for (uint64_t k = 0; k < n; k++) {
             uint64_t line;
-            if (get_u(&s, &line))
+            if (sw_cur_varint(&s, &line))
                 return SW_EFORMAT;
         }
     }
@@ -380,9 +321,9 @@ static int parse_sample(cursor *c, sample_raw *r)
  * samples later cannot fail. */
 static int add_samples_chunk(sw_trace *t, size_t off, size_t len)
 {
-    cursor c = {t->buf + off, t->buf + off + len};
+    sw_cursor c = {t->buf + off, t->buf + off + len};
     uint64_t n;
-    if (get_u(&c, &n) || n > len)
+    if (sw_cur_varint(&c, &n) || n > len)
         return SW_EFORMAT;
     for (uint64_t k = 0; k < n; k++) {
         sample_raw r;
@@ -425,9 +366,9 @@ static int map_sampled_threads(sw_trace *t)
     uint64_t last_i = 0, last_t = 0;
     int have_last = 0;
     for (size_t i = 0; i < t->nsample_chunks; i++) {
-        cursor c = {t->buf + t->samples[i].off, t->buf + t->samples[i].off + t->samples[i].len};
-        uint64_t cnt;
-        get_u(&c, &cnt);
+        sw_cursor c = {t->buf + t->samples[i].off, t->buf + t->samples[i].off + t->samples[i].len};
+        uint64_t cnt = 0;   /* checked at load */
+        sw_cur_varint(&c, &cnt);
         for (uint64_t k = 0; k < cnt; k++) {
             sample_raw r;
             parse_sample(&c, &r);
@@ -481,9 +422,9 @@ static int map_sampled_threads(sw_trace *t)
     t->skeys = keys;
     t->nskeys = u;
     for (size_t i = 0; i < t->nsample_chunks; i++) {
-        cursor c = {t->buf + t->samples[i].off, t->buf + t->samples[i].off + t->samples[i].len};
+        sw_cursor c = {t->buf + t->samples[i].off, t->buf + t->samples[i].off + t->samples[i].len};
         uint64_t cnt = 0;   /* stays 0 if the chunk was damaged (checked at load) */
-        get_u(&c, &cnt);
+        sw_cur_varint(&c, &cnt);
         for (uint64_t k = 0; k < cnt; k++) {
             sample_raw r;
             parse_sample(&c, &r);
@@ -507,21 +448,21 @@ typedef struct events_head {
     const uint8_t *body;
 } events_head;
 
-static int parse_events_head(cursor *c, events_head *h)
+static int parse_events_head(sw_cursor *c, events_head *h)
 {
     int rc;
-    if ((rc = get_u(c, &h->index)) || (rc = get_u(c, &h->seq)) || (rc = get_u(c, &h->t0)) ||
-        (rc = get_u(c, &h->dropped)) || (rc = get_u(c, &h->depth)))
+    if ((rc = sw_cur_varint(c, &h->index)) || (rc = sw_cur_varint(c, &h->seq)) || (rc = sw_cur_varint(c, &h->t0)) ||
+        (rc = sw_cur_varint(c, &h->dropped)) || (rc = sw_cur_varint(c, &h->depth)))
         return rc;
     if (h->depth > (uint64_t)(c->end - c->p))
         return SW_ETRUNC;
     h->prefix = c->p;
     for (uint64_t k = 0; k < h->depth; k++) {
         uint64_t id;
-        if ((rc = get_u(c, &id)))
+        if ((rc = sw_cur_varint(c, &id)))
             return rc;
     }
-    if ((rc = get_u(c, &h->n)))
+    if ((rc = sw_cur_varint(c, &h->n)))
         return rc;
     h->body = c->p;
     return SW_OK;
@@ -529,7 +470,7 @@ static int parse_events_head(cursor *c, events_head *h)
 
 static int add_events_chunk(sw_trace *t, size_t off, size_t len)
 {
-    cursor c = {t->buf + off, t->buf + off + len};
+    sw_cursor c = {t->buf + off, t->buf + off + len};
     events_head h;
     int rc = parse_events_head(&c, &h);
     if (rc)
@@ -550,12 +491,7 @@ static int add_events_chunk(sw_trace *t, size_t off, size_t len)
     return SW_OK;
 }
 
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static const char *chunk_name(int type)
+static const char *chunk_name(unsigned type)
 {
     switch (type) {
     case SW_CHUNK_META: return "META";
@@ -565,9 +501,16 @@ static const char *chunk_name(int type)
     case SW_CHUNK_END: return "END";
     case SW_CHUNK_SAMPLE_FRAMES: return "SAMPLE_FRAMES";
     case SW_CHUNK_SAMPLES: return "SAMPLES";
-    default: return "unknown";
+    default: return NULL;
     }
 }
+
+/* Traces in the container: their magic, version and chunk types. */
+static const sw_container_kind trace_kind = {
+    SW_MAGIC, "trace", SW_FORMAT_MAJOR, SW_FORMAT_MINOR,
+    1u << SW_CHUNK_META | 1u << SW_CHUNK_CODE | 1u << SW_CHUNK_THREAD | 1u << SW_CHUNK_EVENTS |
+        1u << SW_CHUNK_END | 1u << SW_CHUNK_SAMPLE_FRAMES | 1u << SW_CHUNK_SAMPLES,
+    chunk_name};
 
 static int cmp_chunk(const void *a, const void *b)
 {
@@ -577,79 +520,114 @@ static int cmp_chunk(const void *a, const void *b)
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* What the time base lacks, said after the damage (see load()). */
+static void timebase_note(const sw_trace *t, char *note, size_t len);
+
+/* Rewrites the damage text from the list. */
+static void describe(sw_trace *t)
+{
+    sw_damage_describe(t->dmg, t->ndmg, t->dmg_total, t->damage, sizeof t->damage);
+    char note[160];
+    timebase_note(t, note, sizeof note);
+    size_t n = strlen(t->damage);
+    if (note[0] && n + 2 < sizeof t->damage)
+        n += (size_t)snprintf(t->damage + n, sizeof t->damage - n, "; %s", note);
+    if (t->lost_events && n + 2 < sizeof t->damage)
+        snprintf(t->damage + n, sizeof t->damage - n, "; %s%llu events lost", t->lost_at_least ? "at least " : "",
+                 (unsigned long long)t->lost_events);
+}
+
+/* Adds a damaged range found after the load (a replay's malformed events
+ * chunk), in file order, once. */
+static void add_damage(sw_trace *t, const sw_damage *d)
+{
+    if (!t->dmg && !(t->dmg = calloc(SW_DAMAGE_KEEP, sizeof *t->dmg)))
+        return;
+    size_t i = 0;
+    while (i < t->ndmg && t->dmg[i].off < d->off)
+        i++;
+    if ((i < t->ndmg && t->dmg[i].off == d->off) || t->ndmg == SW_DAMAGE_KEEP)
+        return;   /* known already (another replay), or no room to tell */
+    memmove(&t->dmg[i + 1], &t->dmg[i], (t->ndmg - i) * sizeof *t->dmg);
+    t->dmg[i] = *d;
+    t->ndmg++;
+    t->dmg_total++;
+    describe(t);
+}
+
+/* Reads one intact chunk; a nonzero code for a chunk it cannot use. */
+static int read_chunk(sw_trace *t, const sw_chunk *ch)
+{
+    sw_cursor c = sw_cursor_of(ch->payload, ch->len);
+    size_t poff = (size_t)(ch->payload - t->buf);
+    int rc;
+    switch (ch->type) {
+    case SW_CHUNK_META:
+        /* A writer of format 1.5 writes its META chunks again before END:
+         * a copy of a chunk already read adds nothing. */
+        for (size_t i = 0; i < t->nmetas; i++)
+            if (t->metas[i].len == ch->len && memcmp(t->buf + t->metas[i].off, ch->payload, ch->len) == 0)
+                return SW_OK;
+        chunk_ref *m = sw_array_grow(t->metas, &t->metas_cap, t->nmetas + 1, sizeof *m, 4);
+        if (!m)
+            return SW_ENOMEM;
+        t->metas = m;
+        t->metas[t->nmetas++] = (chunk_ref){poff, ch->len, 0};
+        return parse_kv(t, &c);
+    case SW_CHUNK_CODE: return parse_codes(t, &c);
+    case SW_CHUNK_THREAD: return parse_threads(t, &c);
+    case SW_CHUNK_EVENTS: return add_events_chunk(t, poff, ch->len);
+    case SW_CHUNK_END:
+        if ((rc = parse_kv(t, &c)) == SW_OK)
+            t->complete = 1;
+        return rc;
+    /* After a SAMPLE_FRAMES chunk refused for a frame kind this reader
+     * does not know (a newer sampler's), samples are not read: they may
+     * name such frames. */
+    case SW_CHUNK_SAMPLE_FRAMES: return t->bad_frame_kind ? SW_OK : parse_frames(t, &c);
+    case SW_CHUNK_SAMPLES: return t->bad_frame_kind ? SW_OK : add_samples_chunk(t, poff, ch->len);
+    default: return SW_OK;   /* the iterator hands out known types only */
+    }
+}
+
 static int load(sw_trace *t, char *err, size_t errlen)
 {
-    if (t->len < SW_FILE_HEADER_LEN || memcmp(t->buf, SW_MAGIC, SW_MAGIC_LEN) != 0) {
-        snprintf(err, errlen, "not a stackwatch trace (bad magic number)");
-        return SW_EFORMAT;
+    sw_source src;
+    sw_source_mem(&src, t->buf, t->len);
+    sw_chunks it;
+    int rc = sw_chunks_open(&it, &trace_kind, &src, err, errlen);
+    sw_chunk ch;
+    while (rc == SW_OK && (rc = sw_chunks_next(&it, &ch)) == 1) {
+        int had_bad_kind = t->bad_frame_kind;
+        rc = read_chunk(t, &ch);
+        if (rc && rc != SW_ENOMEM) {
+            char what[112];
+            if (t->bad_frame_kind && !had_bad_kind)
+                snprintf(what, sizeof what,
+                         "sample frame of unknown kind %d (written by a newer stackwatch?) in the SAMPLE_FRAMES chunk",
+                         t->bad_frame_kind - 1);
+            else
+                snprintf(what, sizeof what, "malformed %s chunk", chunk_name(ch.type));
+            sw_chunks_malformed(&it, &ch, what);
+        }
+        rc = rc == SW_ENOMEM ? rc : SW_OK;
     }
-    unsigned major = t->buf[8] | (unsigned)t->buf[9] << 8;
-    if (major != SW_FORMAT_MAJOR) {
-        snprintf(err, errlen, "trace format version %u is not supported (this reader reads version %d)",
-                 major, SW_FORMAT_MAJOR);
-        return SW_EVERSION;
+    uint64_t intact = it.chunks;
+    t->unknown_chunks = it.unknown;
+    t->dmg = it.damage;   /* the list is the trace's now */
+    t->ndmg = it.ndamage;
+    t->dmg_total = it.damage_total;
+    it.damage = NULL;
+    sw_chunks_close(&it);
+    if (rc == SW_ENOMEM) {
+        snprintf(err, errlen, "out of memory while reading the trace");
+        return rc;
     }
-    size_t off = SW_FILE_HEADER_LEN;
-    int saw_meta = 0;
-    while (off < t->len) {
-        if (t->len - off < SW_CHUNK_HEADER_LEN) {
-            set_damage(t, "%s: the file ends inside a chunk header at offset %zu", off, "truncated");
-            break;
-        }
-        const uint8_t *h = t->buf + off;
-        int type = h[0];
-        size_t plen = rd32(h + 4);
-        uint32_t crc = rd32(h + 8);
-        size_t poff = off + SW_CHUNK_HEADER_LEN;
-        if (plen > SW_CHUNK_MAX || plen > t->len - poff) {
-            set_damage(t, "%s: a chunk at offset %zu is longer than the rest of the file", off, "truncated");
-            break;
-        }
-        if (sw_crc32(0, t->buf + poff, plen) != crc) {
-            set_damage(t, "%s: checksum mismatch in the chunk at offset %zu", off, "corrupted");
-            break;
-        }
-        cursor c = {t->buf + poff, t->buf + poff + plen};
-        int rc = SW_OK;
-        switch (type) {
-        case SW_CHUNK_META:
-            saw_meta = 1;
-            rc = parse_kv(t, &c);
-            t->nmeta_header = t->nmeta;
-            break;
-        case SW_CHUNK_CODE: rc = parse_codes(t, &c); break;
-        case SW_CHUNK_THREAD: rc = parse_threads(t, &c); break;
-        case SW_CHUNK_EVENTS: rc = add_events_chunk(t, poff, plen); break;
-        case SW_CHUNK_END:
-            rc = parse_kv(t, &c);
-            t->complete = 1;
-            break;
-        case SW_CHUNK_SAMPLE_FRAMES: rc = parse_frames(t, &c); break;
-        case SW_CHUNK_SAMPLES: rc = add_samples_chunk(t, poff, plen); break;
-        default:
-            break;  /* a newer minor version's chunk: skip it */
-        }
-        if (rc == SW_ENOMEM) {
-            snprintf(err, errlen, "out of memory while reading the trace");
-            return rc;
-        }
-        if (rc && t->bad_frame_kind) {
-            char what[96];
-            snprintf(what, sizeof what, "sample frame of unknown kind %d (written by a newer stackwatch?)",
-                     t->bad_frame_kind - 1);
-            set_damage(t, "%s in the SAMPLE_FRAMES chunk at offset %zu", off, what);
-            break;
-        }
-        if (rc) {
-            char what[64];
-            snprintf(what, sizeof what, "malformed %s chunk", chunk_name(type));
-            set_damage(t, "%s at offset %zu", off, what);
-            break;
-        }
-        off = poff + plen;
-    }
-    if (!saw_meta) {
-        snprintf(err, errlen, "not a readable stackwatch trace (no intact header chunk)%s%s",
+    if (rc)
+        return rc;   /* the header: err says why */
+    if (!intact) {
+        describe(t);
+        snprintf(err, errlen, "not a readable stackwatch trace (no intact header chunk, nor any other)%s%s",
                  t->damage[0] ? ": " : "", t->damage);
         return SW_EFORMAT;
     }
@@ -657,31 +635,75 @@ static int load(sw_trace *t, char *err, size_t errlen)
     t->ns_per_tick = 1.0;
     if ((e = sw_trace_meta_find(t, "time_shift")))
         t->shift = e->u > 30 ? 30 : (unsigned)e->u;
-    if ((e = sw_trace_meta_find(t, "tick0")))
-        t->tick0 = e->u;
     /* A refined rate from END wins over the first estimate in META. */
     e = sw_trace_meta_find(t, "clock_hz_refined");
     if (!e)
         e = sw_trace_meta_find(t, "clock_hz");
     if (e && e->f > 1e3)
         t->ns_per_tick = 1e9 / e->f;
-    t->end_ns = -1;
-    if ((e = sw_trace_meta_find(t, "end_ticks")))
-        t->end_ns = sw_trace_units_to_ns(t, e->u >> t->shift);
     if (map_sampled_threads(t) != SW_OK) {
         snprintf(err, errlen, "out of memory while reading the trace");
         return SW_ENOMEM;
     }
+    uint64_t first = UINT64_MAX;   /* the earliest chunk start, in units */
     for (size_t i = 0; i < t->nthreads; i++) {
         thread_rec *r = &t->threads[i];
         if (r->nchunks > 1)  /* qsort(NULL, 0, ...) is undefined */
             qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_chunk);
+        for (size_t k = 0; k < r->nchunks; k++) {
+            sw_cursor c = sw_cursor_of(t->buf + r->chunks[k].off, r->chunks[k].len);
+            events_head h;
+            if (parse_events_head(&c, &h) == SW_OK && h.t0 < first)
+                first = h.t0;
+        }
         char key[48];
         snprintf(key, sizeof key, "dropped.%u", r->info.index);
         if ((e = sw_trace_meta_find(t, key)))
             r->info.dropped += e->u;
+        snprintf(key, sizeof key, "chunks.%u", r->info.index);
+        if ((e = sw_trace_meta_find(t, key)))
+            r->written = e->u;
     }
+    if ((e = sw_trace_meta_find(t, "tick0")))
+        t->tick0 = e->u;
+    else if (t->dmg_total && first != UINT64_MAX && first <= UINT64_MAX >> t->shift)
+        t->tick0 = first << t->shift;   /* META lost: times count from the first event */
+    t->end_ns = -1;
+    if ((e = sw_trace_meta_find(t, "end_ticks")))
+        t->end_ns = sw_trace_units_to_ns(t, e->u >> t->shift);
+    /* END counts the events sealed and those dropped: without drops, the
+     * sealed ones are what the file held. A drop may be of a sealed event
+     * (a ring's discard, a failed write) or of one never sealed, so with
+     * drops the difference is a lower bound of what the file held. */
+    const sw_meta_entry *sealed = sw_trace_meta_find(t, "events"), *dropped = sw_trace_meta_find(t, "dropped");
+    if (t->dmg_total && t->complete && sealed && dropped && sealed->u >= dropped->u) {
+        uint64_t read = 0;
+        for (size_t i = 0; i < t->nthreads; i++)
+            read += t->threads[i].info.events;
+        if (read < sealed->u - dropped->u) {
+            t->lost_events = sealed->u - dropped->u - read;
+            t->lost_at_least = dropped->u != 0;
+        }
+    }
+    describe(t);
     return SW_OK;
+}
+
+/* With damage, the keys of the time base that no intact META or END chunk
+ * gave, and what times are then; "" when nothing is missing (or the file
+ * is intact: a file written without them has no such keys). */
+static void timebase_note(const sw_trace *t, char *note, size_t len)
+{
+    static const char *const keys[] = {"time_shift", "tick0", "clock_hz"};
+    size_t n = 0;
+    note[0] = 0;
+    for (int i = 0; t->dmg_total && i < 3 && n < len; i++) {
+        int have = sw_trace_meta_find(t, keys[i]) || (i == 2 && sw_trace_meta_find(t, "clock_hz_refined"));
+        if (!have)
+            n += (size_t)snprintf(note + n, len - n, "%s%s", n ? ", " : "the time base lost ", keys[i]);
+    }
+    if (n && n < len)
+        snprintf(note + n, len - n, " with its META chunk: event times are estimates");
 }
 
 int sw_trace_open_mem(const uint8_t *data, size_t len, sw_trace **out, char *err, size_t errlen)
@@ -747,6 +769,7 @@ void sw_trace_free(sw_trace *t)
         free((char *)t->meta[i].s);
     }
     free(t->meta);
+    free(t->metas);
     for (size_t i = 0; i < t->nthreads; i++) {
         free(t->threads[i].name);
         free(t->threads[i].chunks);
@@ -760,11 +783,16 @@ void sw_trace_free(sw_trace *t)
     free(t->frames);
     free(t->samples);
     free(t->skeys);
+    free(t->dmg);
     free(t->buf);
     free(t);
 }
 
 const char *sw_trace_damage(const sw_trace *t) { return t->damage; }
+size_t sw_trace_damage_count(const sw_trace *t) { return t->ndmg; }
+const sw_damage *sw_trace_damage_range(const sw_trace *t, size_t i) { return i < t->ndmg ? &t->dmg[i] : NULL; }
+uint64_t sw_trace_damage_total(const sw_trace *t) { return t->dmg_total; }
+uint64_t sw_trace_unknown_chunks(const sw_trace *t) { return t->unknown_chunks; }
 int sw_trace_complete(const sw_trace *t) { return t->complete; }
 size_t sw_trace_meta_count(const sw_trace *t) { return t->nmeta; }
 const sw_meta_entry *sw_trace_meta(const sw_trace *t, size_t i) { return i < t->nmeta ? &t->meta[i] : NULL; }
@@ -860,11 +888,11 @@ static int pop(replay *r, int kind, int synthetic)
 
 /* Reads a str of an EXT payload into buf (cut at SW_EXT_STR_MAX bytes, on
  * a character boundary). */
-static int get_ext_str(cursor *c, char *buf)
+static int get_ext_str(sw_cursor *c, char *buf)
 {
     uint64_t n;
     buf[0] = 0;
-    if (get_u(c, &n) || n > (uint64_t)(c->end - c->p))
+    if (sw_cur_varint(c, &n) || n > (uint64_t)(c->end - c->p))
         return SW_ETRUNC;
     size_t k = n > SW_EXT_STR_MAX ? SW_EXT_STR_MAX : (size_t)n;
     if (k < n)  /* do not end inside a UTF-8 sequence */
@@ -882,7 +910,7 @@ static int get_ext_str(cursor *c, char *buf)
 static void decode_ext(replay *r, uint64_t kind, const uint8_t *p, size_t len, sw_ext *x)
 {
     memset(x, 0, sizeof *x);
-    cursor c = {p, p + len};
+    sw_cursor c = {p, p + len};
     x->kind = (uint32_t)kind;
     x->code = SW_EXT_NO_CODE;
     r->s1[0] = r->s2[0] = 0;
@@ -895,19 +923,19 @@ static void decode_ext(replay *r, uint64_t kind, const uint8_t *p, size_t len, s
     case SW_EXT_INSTRUCTION:
     case SW_EXT_RAISE:
     case SW_EXT_HANDLED:
-        bad = get_u(&c, &code) || code >= SW_EXT_NO_CODE || get_u(&c, &x->line);
+        bad = sw_cur_varint(&c, &code) || code >= SW_EXT_NO_CODE || sw_cur_varint(&c, &x->line);
         if (!bad)
             x->code = (uint32_t)code;
         if (!bad && kind == SW_EXT_INSTRUCTION)
-            bad = get_u(&c, &x->a) || get_u(&c, &x->b) || get_ext_str(&c, r->s1);
+            bad = sw_cur_varint(&c, &x->a) || sw_cur_varint(&c, &x->b) || get_ext_str(&c, r->s1);
         else if (!bad && kind != SW_EXT_LINE)
             bad = get_ext_str(&c, r->s1) != SW_OK;
         break;
     case SW_EXT_GC_START:
-        bad = get_u(&c, &x->a);
+        bad = sw_cur_varint(&c, &x->a);
         break;
     case SW_EXT_GC_DONE:
-        bad = get_u(&c, &x->a) || get_u(&c, &x->b) || get_u(&c, &x->c);
+        bad = sw_cur_varint(&c, &x->a) || sw_cur_varint(&c, &x->b) || sw_cur_varint(&c, &x->c);
         break;
     case SW_EXT_NEW_START:
     case SW_EXT_NEW_DONE:
@@ -917,7 +945,7 @@ static void decode_ext(replay *r, uint64_t kind, const uint8_t *p, size_t len, s
         break;
     case SW_EXT_THREAD_START:
     case SW_EXT_THREAD_EXIT:
-        bad = get_ext_str(&c, r->s1) || get_u(&c, &x->a);
+        bad = get_ext_str(&c, r->s1) || sw_cur_varint(&c, &x->a);
         break;
     }
     x->malformed = bad != 0;
@@ -938,26 +966,26 @@ static int close_to(replay *r, uint32_t keep)
  * events left in the chunk, then the thread's next chunks while no gap
  * comes between), or SW_OP_RETURN if the stream ends (or is damaged)
  * first, as the frame is then closed by a synthetic return. */
-static unsigned peek_exit(const sw_trace *t, const replay *r, cursor c, uint64_t n)
+static unsigned peek_exit(const sw_trace *t, const replay *r, sw_cursor c, uint64_t n)
 {
     uint64_t level = 0;
     size_t k = r->chunk;
     for (;;) {
         for (; n > 0; n--) {
             uint64_t x, v, len;
-            if (get_u(&c, &x))
+            if (sw_cur_varint(&c, &x))
                 return SW_OP_RETURN;
             unsigned op = (unsigned)(x & ((1u << SW_OP_BITS) - 1));
             switch (op) {
             case SW_OP_CALL:
             case SW_OP_RESUME:
             case SW_OP_C_CALL:
-                if (get_u(&c, &v))
+                if (sw_cur_varint(&c, &v))
                     return SW_OP_RETURN;
                 level++;
                 break;
             case SW_OP_EXT:
-                if (get_u(&c, &v) || get_u(&c, &len) || len > (uint64_t)(c.end - c.p))
+                if (sw_cur_varint(&c, &v) || sw_cur_varint(&c, &len) || len > (uint64_t)(c.end - c.p))
                     return SW_OP_RETURN;
                 c.p += len;
                 break;
@@ -970,7 +998,7 @@ static unsigned peek_exit(const sw_trace *t, const replay *r, cursor c, uint64_t
         if (++k >= r->tr->nchunks || r->tr->chunks[k].seq != r->tr->chunks[k - 1].seq + 1)
             return SW_OP_RETURN;
         const chunk_ref *ch = &r->tr->chunks[k];
-        cursor nc = {t->buf + ch->off, t->buf + ch->off + ch->len};
+        sw_cursor nc = {t->buf + ch->off, t->buf + ch->off + ch->len};
         events_head h;
         if (parse_events_head(&nc, &h))
             return SW_OP_RETURN;
@@ -982,7 +1010,7 @@ static unsigned peek_exit(const sw_trace *t, const replay *r, cursor c, uint64_t
 
 static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
 {
-    cursor c = {t->buf + ch->off, t->buf + ch->off + ch->len};
+    sw_cursor c = {t->buf + ch->off, t->buf + ch->off + ch->len};
     events_head h;
     int rc = parse_events_head(&c, &h);
     if (rc)
@@ -993,10 +1021,10 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
      * nothing is known of what happened between, so close everything and
      * reopen the prefix; without a gap they must already agree. */
     int agree = !gap && h.depth == r->depth;
-    cursor pc = {h.prefix, h.body};
+    sw_cursor pc = {h.prefix, h.body};
     for (uint64_t k = 0; agree && k < h.depth; k++) {
         uint64_t id;
-        if (get_u(&pc, &id))
+        if (sw_cur_varint(&pc, &id))
             return SW_EFORMAT;
         agree = id == r->stack[k];
     }
@@ -1012,7 +1040,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
         pc.p = h.prefix;
         for (uint64_t k = 0; k < h.depth; k++) {
             uint64_t id;
-            if (get_u(&pc, &id) || id > UINT32_MAX)
+            if (sw_cur_varint(&pc, &id) || id > UINT32_MAX)
                 return SW_EFORMAT;
             if (push(r, (uint32_t)id))
                 return SW_ENOMEM;
@@ -1028,7 +1056,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
     c.p = h.body;
     for (uint64_t k = 0; k < h.n; k++) {
         uint64_t x;
-        if (get_u(&c, &x))
+        if (sw_cur_varint(&c, &x))
             return SW_EFORMAT;
         unsigned op = (unsigned)(x & ((1u << SW_OP_BITS) - 1));
         now += x >> SW_OP_BITS;
@@ -1040,7 +1068,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
         case SW_OP_RESUME:
         case SW_OP_C_CALL: {
             uint64_t id;
-            if (get_u(&c, &id) || id > UINT32_MAX)
+            if (sw_cur_varint(&c, &id) || id > UINT32_MAX)
                 return SW_EFORMAT;
             if (push(r, (uint32_t)id))
                 return SW_ENOMEM;
@@ -1059,19 +1087,19 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
             break;
         case SW_OP_EXT: {
             uint64_t kind, len;
-            if (get_u(&c, &kind) || get_u(&c, &len) || len > (uint64_t)(c.end - c.p))
+            if (sw_cur_varint(&c, &kind) || sw_cur_varint(&c, &len) || len > (uint64_t)(c.end - c.p))
                 return SW_EFORMAT;
             if (kind == SW_EXT_DROPPED) {
-                cursor e = {c.p, c.p + len};
+                sw_cursor e = {c.p, c.p + len};
                 uint64_t n = 0;
-                if (get_u(&e, &n))
+                if (sw_cur_varint(&e, &n))
                     return SW_EFORMAT;
                 if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n), seen_depth(r), 0)))
                     return rc;
             } else if (kind == SW_EXT_TEARDOWN) {
                 /* The first of a clearing's TEARDOWN events ends the frame. */
                 if (r->depth > 0 && !r->ended[r->depth - 1]) {
-                    cursor rest = {c.p + len, c.end};
+                    sw_cursor rest = {c.p + len, c.end};
                     unsigned exit_op = peek_exit(t, r, rest, h.n - k - 1);
                     r->ended[r->depth - 1] = 1;
                     r->nended++;
@@ -1110,27 +1138,43 @@ int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, v
     r.fn = fn;
     r.ud = ud;
     r.flags = flags;
-    int rc = SW_OK;
+    int rc = SW_OK, bad = SW_OK, after_bad = 0;
     r.last_ns = INT64_MIN;
     r.tr = tr;
-    for (size_t k = 0; k < tr->nchunks && rc == SW_OK; k++) {
+    for (size_t k = 0; k < tr->nchunks && (rc == SW_OK || (rc < 0 && rc != SW_ENOMEM)); k++) {
         r.chunk = k;
         int gap = k > 0 ? tr->chunks[k].seq != tr->chunks[k - 1].seq + 1 : tr->chunks[k].seq != 0;
-        rc = replay_chunk(t, &r, &tr->chunks[k], gap);
-        if (rc < 0 && !t->damage[0])
-            snprintf(t->damage, sizeof t->damage,
-                     "corrupted: malformed events in thread %u, chunk %llu", tr->info.index,
-                     (unsigned long long)tr->chunks[k].seq);
+        rc = replay_chunk(t, &r, &tr->chunks[k], gap || after_bad);
+        after_bad = rc < 0;
+        if (rc < 0 && rc != SW_ENOMEM) {
+            /* An intact chunk whose events do not decode: what it gave is
+             * kept, and the next chunk is read as after a gap. */
+            sw_damage d = {tr->chunks[k].off - SW_CHUNK_HEADER_LEN, SW_CHUNK_HEADER_LEN + tr->chunks[k].len, 1,
+                           SW_DAMAGE_MALFORMED, 0, ""};
+            snprintf(d.what, sizeof d.what, "corrupted: malformed events in thread %u, chunk %llu",
+                     tr->info.index, (unsigned long long)tr->chunks[k].seq);
+            add_damage(t, &d);
+            bad = rc;
+        }
     }
+    if (rc == SW_OK || (rc < 0 && rc != SW_ENOMEM))
+        rc = bad;
     if (rc >= 0 && rc != SW_OK) {
         free(r.stack);
         free(r.ended);
         return rc;  /* the callback asked to stop */
     }
-    int rc2;
-    if (t->end_ns > r.last_ns && r.depth)
+    int rc2 = SW_OK;
+    /* The thread's last chunks lost (END says how many it sealed, 1.5):
+     * what it did after its last event read is unknown, so its frames end
+     * there, after a DROPPED event. Else they were still open when tracing
+     * stopped. */
+    if (tr->nchunks && tr->written > tr->chunks[tr->nchunks - 1].seq + 1)
+        rc2 = emit(&r, SW_EV_DROPPED, 0, seen_depth(&r), 1);
+    else if (t->end_ns > r.last_ns && r.depth)
         r.last_ns = t->end_ns;
-    rc2 = close_to(&r, 0);
+    if (rc2 == SW_OK)
+        rc2 = close_to(&r, 0);
     free(r.stack);
     free(r.ended);
     return rc2 ? rc2 : rc;
@@ -1147,7 +1191,7 @@ struct sw_sample_cursor {
     sw_trace *t;
     size_t thread;
     size_t chunk;            /* next chunk to open */
-    cursor c;                /* within the current chunk */
+    sw_cursor c;                /* within the current chunk */
     uint64_t left;           /* samples left in it */
     uint32_t *frames;
     uint32_t *lines;
@@ -1181,8 +1225,8 @@ int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out)
             if (c->chunk >= t->nsample_chunks)
                 return 0;
             const chunk_ref *ch = &t->samples[c->chunk++];
-            c->c = (cursor){t->buf + ch->off, t->buf + ch->off + ch->len};
-            if (get_u(&c->c, &c->left))
+            c->c = (sw_cursor){t->buf + ch->off, t->buf + ch->off + ch->len};
+            if (sw_cur_varint(&c->c, &c->left))
                 return SW_EFORMAT;  /* checked at load: cannot happen */
         }
         c->left--;
@@ -1204,16 +1248,16 @@ int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out)
                 return SW_ENOMEM;
             c->cap = cap;
         }
-        cursor fc = {r.frames, c->c.p};
+        sw_cursor fc = {r.frames, c->c.p};
         for (uint64_t k = 0; k < r.depth; k++) {
             uint64_t id = 0;
-            get_u(&fc, &id);
+            sw_cur_varint(&fc, &id);
             c->frames[k] = (uint32_t)id;
         }
-        cursor lc = {r.lines, c->c.p};
+        sw_cursor lc = {r.lines, c->c.p};
         for (uint64_t k = 0; r.lines && k < r.depth; k++) {
             uint64_t line = 0;
-            get_u(&lc, &line);
+            sw_cur_varint(&lc, &line);
             c->lines[k] = line > UINT32_MAX ? UINT32_MAX : (uint32_t)line;
         }
         /* Times within +-2^61 ns, like event times. */

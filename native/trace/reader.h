@@ -2,23 +2,30 @@
  * reader.h - reading a trace file.
  *
  * sw_trace_open_*() loads the file, checks every chunk (bounds, checksum)
- * and indexes definitions and event chunks. A damaged file still opens: the
- * chunks before the damage are used and sw_trace_damage() says what is
- * wrong and where. Only a file that is not a stackwatch trace at all (bad
- * magic, other major version, too short) fails to open.
+ * and indexes definitions and event chunks. A damaged file still opens:
+ * every intact chunk is read, each damaged range is skipped and reported
+ * (base/container.h: the reader resynchronises at the next intact chunk),
+ * and sw_trace_damage() says what is wrong and where. Only a file that is
+ * not a stackwatch trace at all (bad magic, other major version, too
+ * short, no intact chunk) fails to open.
  *
  * sw_trace_replay() decodes one thread's events in order and hands each to
  * a callback with its time in nanoseconds since the trace clock's start, its
  * nesting depth and the code id of the frame it opens or closes. Frames
  * still open where the stream ends or has a gap are closed by synthetic
- * events (flag `synthetic`), so every consumer sees balanced slices.
+ * events (flag `synthetic`), so every consumer sees balanced slices. A gap
+ * (a chunk of the thread missing: discarded in ring mode, or lost to
+ * damage) is never bridged: the frames open before it are closed at the
+ * last event before it, a DROPPED event follows, and the frames the next
+ * chunk says were open when it started are reopened (synthetic calls) at
+ * its start; docs/format.md ("Damage and recovery") has the whole rule.
  *
  * Ownership: the trace owns all returned pointers; sw_trace_free() frees it.
  */
 #ifndef SW_READER_H
 #define SW_READER_H
 
-#include "base/common.h"
+#include "base/base.h"
 
 typedef struct sw_trace sw_trace;
 
@@ -91,7 +98,7 @@ typedef struct sw_event {
     uint8_t kind;            /* SW_OP_* or SW_EV_DROPPED */
     uint8_t synthetic;       /* made up by the reader to balance the stream */
     const sw_ext *ext;       /* SW_EV_EXT only, else NULL */
-    const sw_trace_sample *sample;  /* export.h SW_WALK_SAMPLE only, else NULL */
+    const sw_trace_sample *sample;  /* export_walk.h SW_WALK_SAMPLE only, else NULL */
 } sw_event;
 
 /* Returns nonzero to stop the replay (sw_trace_replay then returns it). */
@@ -103,8 +110,21 @@ int sw_trace_open_file(const char *path, sw_trace **out, char *err, size_t errle
 int sw_trace_open_mem(const uint8_t *data, size_t len, sw_trace **out, char *err, size_t errlen);
 void sw_trace_free(sw_trace *t);
 
-/* "" for an intact file, else what is damaged and at which offset. */
+/* "" for an intact file, else what is damaged and at which offsets (every
+ * damaged range, as sw_damage_describe() words them; when the damage took
+ * keys of the time base with a META chunk, which ones; and, when END was
+ * read, how many events the lost chunks held: "; N events lost", or "at
+ * least N" when the writer also dropped events). A replay
+ * that finds an intact chunk whose events do not decode adds it. */
 const char *sw_trace_damage(const sw_trace *t);
+/* The damaged ranges, in file order: sw_trace_damage_count() of them are
+ * kept (at most SW_DAMAGE_KEEP), sw_trace_damage_total() counts all. */
+size_t sw_trace_damage_count(const sw_trace *t);
+const sw_damage *sw_trace_damage_range(const sw_trace *t, size_t i);
+uint64_t sw_trace_damage_total(const sw_trace *t);
+/* Intact chunks of types a newer minor version added, skipped (not
+ * damage). */
+uint64_t sw_trace_unknown_chunks(const sw_trace *t);
 /* 1 when the END chunk was read (tracing stopped normally). */
 int sw_trace_complete(const sw_trace *t);
 
@@ -127,8 +147,9 @@ int64_t sw_trace_units_to_ns(const sw_trace *t, uint64_t units);
 int64_t sw_trace_end_ns(const sw_trace *t);
 
 /* Replays thread i's events. Returns 0, the callback's nonzero value, or a
- * negative code if a chunk is malformed (then the events before it were
- * delivered and closed). */
+ * negative code if a chunk is malformed (the events it gave before the
+ * fault and those of the other chunks are delivered, the chunk after it is
+ * read as after a gap, and every slice is closed). */
 int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud);
 
 /* Like sw_trace_replay; with SW_REPLAY_EXT in flags it also delivers the

@@ -26,7 +26,7 @@
 #ifndef SW_SAMPLE_STREAM_H
 #define SW_SAMPLE_STREAM_H
 
-#include "base/sample.h"
+#include "base/base.h"
 #include "writer.h"
 
 typedef struct sw_sample_stream sw_sample_stream;

@@ -5,8 +5,6 @@
 #define _GNU_SOURCE
 #include "writer.h"
 
-#include "base/crc32.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -23,6 +21,9 @@ struct sw_writer {
     sw_writer_opts opts;
     int error;             /* first error (SW_E*), 0 if none */
     char errmsg[256];
+    sw_bytes meta_chunks;  /* the META chunks written, header and payload,
+                              written again before END (format 1.5) */
+    uint64_t nmeta;        /* chunks in meta_chunks */
     sw_bytes code_defs;    /* queued CODE entries */
     sw_bytes thread_defs;  /* queued THREAD entries */
     uint64_t ncodes;
@@ -65,40 +66,19 @@ static int write_all(int fd, struct iovec *iov, int n)
     return SW_OK;
 }
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* Builds the 12-byte chunk header for a payload made of parts. */
-static void chunk_header(uint8_t hdr[SW_CHUNK_HEADER_LEN], int type,
-                         const struct iovec *parts, int nparts)
-{
-    uint32_t crc = 0;
-    size_t len = 0;
-    for (int i = 0; i < nparts; i++) {
-        crc = sw_crc32(crc, parts[i].iov_base, parts[i].iov_len);
-        len += parts[i].iov_len;
-    }
-    hdr[0] = (uint8_t)type;
-    hdr[1] = hdr[2] = hdr[3] = 0;
-    put_u32(hdr + 4, (uint32_t)len);
-    put_u32(hdr + 8, crc);
-}
-
 /* Writes one chunk; the caller holds the lock. */
 static int write_chunk_locked(sw_writer *w, int type, const struct iovec *parts, int nparts)
 {
     if (w->broken || w->fd < 0)
         return SW_EIO;
     uint8_t hdr[SW_CHUNK_HEADER_LEN];
-    chunk_header(hdr, type, parts, nparts);
+    if (nparts > 7 || sw_chunk_header_put(hdr, (unsigned)type, parts, nparts) != SW_OK)
+        return SW_EARG;
     struct iovec iov[8];
     iov[0].iov_base = hdr;
     iov[0].iov_len = sizeof hdr;
     size_t total = sizeof hdr;
-    for (int i = 0; i < nparts && i < 7; i++) {
+    for (int i = 0; i < nparts; i++) {
         iov[i + 1] = parts[i];
         total += parts[i].iov_len;
     }
@@ -162,10 +142,8 @@ int sw_writer_open(sw_writer **out, const char *path, const sw_writer_opts *opts
         errno = e;
         return SW_EIO;
     }
-    uint8_t hdr[SW_FILE_HEADER_LEN] = {0};
-    memcpy(hdr, SW_MAGIC, SW_MAGIC_LEN);
-    hdr[8] = SW_FORMAT_MAJOR;
-    hdr[10] = SW_FORMAT_MINOR;
+    uint8_t hdr[SW_FILE_HEADER_LEN];
+    sw_file_header_put(hdr, SW_MAGIC, SW_FORMAT_MAJOR, SW_FORMAT_MINOR);
     if (write_raw_locked(w, hdr, sizeof hdr) != SW_OK) {
         int e = errno;
         close(w->fd);
@@ -185,6 +163,21 @@ int sw_writer_meta(sw_writer *w, const sw_bytes *kv)
     pthread_mutex_lock(&w->lock);
     struct iovec p = {kv->data, kv->len};
     int rc = write_chunk_locked(w, SW_CHUNK_META, &p, 1);
+    if (rc == SW_OK) {
+        /* Kept for the copy before END: a reader whose META chunk is
+         * damaged finds the time base there. */
+        uint8_t hdr[SW_CHUNK_HEADER_LEN];
+        sw_chunk_header_put(hdr, SW_CHUNK_META, &p, 1);
+        size_t mark = w->meta_chunks.len;
+        sw_bytes_put(&w->meta_chunks, hdr, sizeof hdr);
+        sw_bytes_put(&w->meta_chunks, kv->data, kv->len);
+        if (w->meta_chunks.failed) {
+            w->meta_chunks.len = mark;   /* no copy: the file is still right */
+            w->meta_chunks.failed = 0;
+        } else {
+            w->nmeta++;
+        }
+    }
     pthread_mutex_unlock(&w->lock);
     return rc;
 }
@@ -389,7 +382,7 @@ void sw_tbuf_flush(sw_tbuf *b)
             note_error(b, SW_ENOMEM, "keeping a chunk in the ring");
             b->dropped += n;
         } else {
-            chunk_header(chunk, SW_CHUNK_EVENTS, parts, 2);
+            sw_chunk_header_put(chunk, SW_CHUNK_EVENTS, parts, 2);   /* chunk_bytes < SW_CHUNK_MAX / 2 */
             memcpy(chunk + SW_CHUNK_HEADER_LEN, parts[0].iov_base, parts[0].iov_len);
             memcpy(chunk + SW_CHUNK_HEADER_LEN + parts[0].iov_len, parts[1].iov_base, parts[1].iov_len);
             ring_push(b, chunk, len, n);
@@ -530,16 +523,23 @@ int sw_writer_close(sw_writer *w, const sw_bytes *end_kv)
     sw_kv_uint(&kv, "events", t.events);
     sw_kv_uint(&kv, "dropped", t.dropped);
     for (sw_tbuf *b = w->threads; b; b = b->next) {
+        char key[48];
         if (b->dropped) {
-            char key[48];
             snprintf(key, sizeof key, "dropped.%u", b->index);
             sw_kv_uint(&kv, key, b->dropped);
+        }
+        if (b->seq) {   /* format 1.5: how many EVENTS chunks it sealed */
+            snprintf(key, sizeof key, "chunks.%u", b->index);
+            sw_kv_uint(&kv, key, b->seq);
         }
     }
     if (w->error)
         sw_kv_str(&kv, "error", w->errmsg);
     if (end_kv && !end_kv->failed)
         sw_bytes_put(&kv, end_kv->data, end_kv->len);
+    /* Format 1.5: the META chunks again, then END. */
+    if (w->meta_chunks.len && write_raw_locked(w, w->meta_chunks.data, w->meta_chunks.len) == SW_OK)
+        w->chunks += w->nmeta;
     if (!kv.failed) {
         struct iovec p = {kv.data, kv.len};
         write_chunk_locked(w, SW_CHUNK_END, &p, 1);
@@ -583,6 +583,7 @@ void sw_writer_free(sw_writer *w)
         free(b);
         b = n;
     }
+    sw_bytes_free(&w->meta_chunks);
     sw_bytes_free(&w->code_defs);
     sw_bytes_free(&w->thread_defs);
     pthread_mutex_destroy(&w->lock);

@@ -18,11 +18,8 @@
 #ifndef SW_WRITER_H
 #define SW_WRITER_H
 
-#include "base/bytes.h"
-#include "base/clock.h"
+#include "base/base.h"
 #include "format.h"
-#include "base/common.h"
-#include "base/varint.h"
 
 #include <pthread.h>
 #include <string.h>

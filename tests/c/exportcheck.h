@@ -604,7 +604,7 @@ static inline int ec_perfetto(const uint8_t *p, size_t n, int check_ts, ec_pb_st
 
 /* Runs fn(trace, file) into a memory stream; returns the bytes (malloc'd,
  * NUL-terminated) or NULL if the exporter failed (its code in *rc). */
-#include "trace/export.h"
+#include "trace/trace.h"
 static inline char *ec_export_mem(int (*fn)(sw_trace *, FILE *, const sw_export_opts *, char *, size_t),
                            sw_trace *t, int64_t min_ns, size_t *len, int *rc, char *err, size_t errlen)
 {

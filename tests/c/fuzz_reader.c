@@ -16,7 +16,10 @@
  * without a message, an unbalanced or time-reversed replay, malformed
  * exporter output.
  *
- * The profile-file reader gets every input too (fuzzprofile.h).
+ * The profile-file reader gets every input too (fuzzprofile.h), and so
+ * does the container's chunk iterator alone, from memory and from a file
+ * read piece by piece (a memfd): both must hand out the same chunks and
+ * the same damage, in file order, without overlaps, and within the file.
  *
  * Built with -DFUZZ_FILES_MAIN it is a plain program that runs the target
  * on each file named on its command line (the seed corpus, under gcc).
@@ -24,13 +27,15 @@
 #define _GNU_SOURCE
 #include "trace/analysis.h"
 #include "base/crc32.h"
-#include "trace/export.h"
+#include "trace/trace.h"
 #include "exportcheck.h"
 #include "trace/format.h"
 #include "fuzzprofile.h"
 #include "trace/reader.h"
 
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,8 +120,75 @@ static int stop_after_one(void *ud, const sw_event *ev)
     return ++*(int *)ud >= 1 ? 7 : 0;
 }
 
+/* What the iterator made of one input. */
+typedef struct walk {
+    int rc;
+    uint64_t n, unknown, damage_total, damaged_bytes, sum;
+    char text[512];
+} walk;
+
+static const char *any_name(unsigned type) { return type < 8 ? "T" : NULL; }
+/* Traces' chunk types, as a kind the iterator knows (any magic: it is
+ * taken from the input, so that every input gets iterated). */
+static char fuzz_magic[SW_MAGIC_LEN + 1] = SW_MAGIC;
+static const sw_container_kind fuzz_kind = {fuzz_magic, "fuzzed file", SW_FORMAT_MAJOR, SW_FORMAT_MINOR, 0xfe,
+                                            any_name};
+
+static void iterate(const sw_source *src, walk *w)
+{
+    memset(w, 0, sizeof *w);
+    sw_chunks it;
+    char err[256] = "";
+    w->rc = sw_chunks_open(&it, &fuzz_kind, src, err, sizeof err);
+    if (w->rc == SW_OK) {
+        sw_chunk c;
+        uint64_t end = SW_FILE_HEADER_LEN;   /* where the previous chunk ended */
+        size_t d = 0;
+        while ((w->rc = sw_chunks_next(&it, &c)) == 1) {
+            if (c.off < end || c.off + SW_CHUNK_HEADER_LEN + c.len > src->size)
+                fail("container: a chunk overlaps another or the end of the file", NULL);
+            for (; d < it.ndamage && it.damage[d].off < c.off; d++)
+                if (it.damage[d].off < end || it.damage[d].off + it.damage[d].len > c.off)
+                    fail("container: a damaged range overlaps a chunk", NULL);
+            end = c.off + SW_CHUNK_HEADER_LEN + c.len;
+            w->n++;
+            w->sum = w->sum * 31 + sw_crc32((uint32_t)c.off, c.payload, c.len);
+        }
+        if (it.damaged_bytes > src->size)
+            fail("container: more damaged bytes than the file has", NULL);
+        w->unknown = it.unknown;
+        w->damage_total = it.damage_total;
+        w->damaged_bytes = it.damaged_bytes;
+        sw_damage_describe(it.damage, it.ndamage, it.damage_total, w->text, sizeof w->text);
+        if (strlen(w->text) >= sizeof w->text - 1 && w->damage_total < 2)
+            fail("container: an unbounded damage text", NULL);
+    }
+    sw_chunks_close(&it);
+}
+
+static void exercise_container(const uint8_t *data, size_t len)
+{
+    if (len >= SW_MAGIC_LEN)
+        memcpy(fuzz_magic, data, SW_MAGIC_LEN);
+    sw_source src;
+    walk m, f;
+    sw_source_mem(&src, data, len);
+    iterate(&src, &m);
+    int fd = memfd_create("fuzz", MFD_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (write(fd, data, len) == (ssize_t)len && sw_source_fd(&src, fd) == SW_OK) {
+        iterate(&src, &f);
+        if (m.rc != f.rc || m.n != f.n || m.sum != f.sum || m.unknown != f.unknown ||
+            m.damage_total != f.damage_total || strcmp(m.text, f.text) != 0)
+            fail("container: a file and memory read differently", m.text);
+    }
+    close(fd);
+}
+
 static void exercise(const uint8_t *data, size_t len)
 {
+    exercise_container(data, len);
     exercise_profile(data, len);   /* profile files share the container */
     sw_trace *t = NULL;
     char err[256];
@@ -131,6 +203,13 @@ static void exercise(const uint8_t *data, size_t len)
         fail("open succeeded without a trace", NULL);
     const char *damage = sw_trace_damage(t);
     (void)strlen(damage);
+    for (size_t i = 0; i < sw_trace_damage_count(t); i++) {
+        const sw_damage *d = sw_trace_damage_range(t, i);
+        if (!d || d->off + d->len > len || (i && d->off <= sw_trace_damage_range(t, i - 1)->off))
+            fail("damage range out of the file or out of order", damage);
+    }
+    if (sw_trace_damage_total(t) && !damage[0])
+        fail("damage without a description", NULL);
     (void)sw_trace_complete(t);
     for (size_t i = 0; i < sw_trace_meta_count(t); i++) {
         const sw_meta_entry *e = sw_trace_meta(t, i);

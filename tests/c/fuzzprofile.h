@@ -5,17 +5,21 @@
  * container). Besides ASan/UBSan reports, it aborts when a promise of
  * profile_file.h or history.h is broken: a failed open without a message, a
  * tree whose root count is not the sum of its nodes' own counts, entries
- * out of time order, a window that does not merge.
+ * out of time order, a window that does not merge, or a file read piece
+ * by piece (from a memfd) that reads otherwise than from memory.
  */
 #ifndef SW_FUZZPROFILE_H
 #define SW_FUZZPROFILE_H
 
-#include "profile/calltree.h"
+#include "profile/profile.h"
 #include "profile/history.h"
 #include "profile/profile_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static void profile_fail(const char *what)
 {
@@ -34,6 +38,20 @@ static void exercise_profile(const uint8_t *data, size_t len)
             profile_fail("open failed without a negative code and a message");
         return;
     }
+    /* The same bytes read from a file, a piece at a time. */
+    int fd = memfd_create("fuzzprofile", MFD_CLOEXEC);
+    if (fd >= 0 && write(fd, data, len) == (ssize_t)len) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        sw_profile_file *ff = NULL;
+        if (sw_profile_file_open_file(path, &ff, err, sizeof err) != SW_OK ||
+            strcmp(sw_profile_file_damage(ff), sw_profile_file_damage(pf)) != 0 ||
+            sw_history_len(sw_profile_file_history(ff)) != sw_history_len(sw_profile_file_history(pf)))
+            profile_fail("a file and memory read differently");
+        sw_profile_file_free(ff);
+    }
+    if (fd >= 0)
+        close(fd);
     sw_history *h = sw_profile_file_history(pf);
     int64_t prev = INT64_MIN;
     uint64_t total = 0;

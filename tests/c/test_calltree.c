@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "profile/calltree.h"
+#include "profile/profile.h"
 #include "exportcheck.h"
 #include "profile/aggregate.h"
 

@@ -7,7 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "profile/calltree.h"
+#include "profile/profile.h"
 #include "base/crc32.h"
 #include "trace/format.h"
 #include "profile/history.h"
@@ -497,4 +497,238 @@ TEST(adding_through_a_cursor_equals_adding)
     sw_calltree_free(cursed);
     sw_calltree_free(other);
     sw_functab_free(ft);
+}
+
+/* ---- Recovery: every intact chunk of a damaged profile file is read ---- */
+
+typedef struct pchunks {
+    size_t off[32];
+    unsigned type[32];
+    size_t n;
+} pchunks;
+
+static void pchunks_of(const sw_bytes *b, pchunks *c)
+{
+    c->n = 0;
+    for (size_t off = SW_FILE_HEADER_LEN; off + SW_CHUNK_HEADER_LEN <= b->len && c->n < 32;
+         off += SW_CHUNK_HEADER_LEN + rd32(b->data + off + 4)) {
+        c->off[c->n] = off;
+        c->type[c->n++] = b->data[off];
+    }
+}
+
+/* One line per tree, in file order: cycle, thread, samples, nodes and
+ * (with names) the collapsed stacks. */
+static size_t tree_lines(sw_history *h, int names, char lines[][400], size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < sw_history_len(h); i++) {
+        const sw_history_entry *e = sw_history_get(h, i);
+        for (size_t k = 0; k < e->ntrees && n < max; k++) {
+            const sw_calltree *t = e->trees[k].tree;
+            char *text = names ? collapsed(t) : NULL;
+            snprintf(lines[n++], 400, "%lld-%lld thread %llu: %llu samples, %zu nodes %s", (long long)e->start_ns,
+                     (long long)e->end_ns, (unsigned long long)e->trees[k].thread_id,
+                     (unsigned long long)sw_calltree_total(t), sw_calltree_node_count(t), text ? text : "");
+            free(text);
+        }
+    }
+    return n;
+}
+
+/* Opens the damaged file d and checks that it holds exactly the trees of
+ * the intact file but tree `lost` (SIZE_MAX: none), compared with names
+ * or not. Returns the file (the caller frees it) or NULL. */
+static sw_profile_file *expect_trees(const sw_bytes *intact, const uint8_t *d, size_t len, size_t lost, int names,
+                                     const char *what)
+{
+    static char want[16][400], got[16][400];
+    char err[256];
+    sw_profile_file *whole = NULL, *pf = NULL;
+    if (!CHECK_EQ_I64(sw_profile_file_open_mem(intact->data, intact->len, &whole, err, sizeof err), SW_OK))
+        return NULL;
+    size_t nw = tree_lines(sw_profile_file_history(whole), names, want, 16);
+    sw_profile_file_free(whole);
+    if (!CHECK_MSG(sw_profile_file_open_mem(d, len, &pf, err, sizeof err) == SW_OK, "%s: %s", what, err))
+        return NULL;
+    size_t ng = tree_lines(sw_profile_file_history(pf), names, got, 16);
+    CHECK_MSG(ng == nw - (lost != SIZE_MAX), "%s: %zu trees of %zu", what, ng, nw);
+    for (size_t i = 0, j = 0; i < nw && j < ng; i++) {
+        if (i == lost)
+            continue;
+        CHECK_MSG(strcmp(got[j], want[i]) == 0, "%s: tree %zu: %s, expected %s", what, i, got[j], want[i]);
+        j++;
+    }
+    return pf;
+}
+
+/* build_file() and its chunks: META, FUNCS, THREADS, five TREEs, END. */
+static int built(sw_bytes *b, sw_profile **p, pchunks *c)
+{
+    if (build_file(b, p) != SW_OK)
+        return 0;
+    pchunks_of(b, c);
+    return c->n == 9 && c->type[0] == SW_PCHUNK_META && c->type[1] == SW_PCHUNK_FUNCS &&
+           c->type[2] == SW_PCHUNK_THREADS && c->type[5] == SW_PCHUNK_TREE && c->type[8] == SW_PCHUNK_END;
+}
+
+static int damage_names(const char *damage, const char *what, size_t off)
+{
+    char needle[48];
+    snprintf(needle, sizeof needle, "offset %zu", off);
+    const char *p = strstr(damage, needle);
+    return strstr(damage, what) && p && (p[strlen(needle)] < '0' || p[strlen(needle)] > '9');
+}
+
+TEST(one_bit_in_the_first_middle_or_last_chunk_of_a_profile_loses_that_chunk_only)
+{
+    sw_bytes b = {0};
+    sw_profile *p = NULL;
+    pchunks c;
+    REQUIRE(built(&b, &p, &c));
+    uint8_t *d = malloc(b.len);
+    /* The first chunk (META): every tree reads; what META said is unknown. */
+    memcpy(d, b.data, b.len);
+    d[c.off[0] + SW_CHUNK_HEADER_LEN + 2] ^= 1;
+    sw_profile_file *pf = expect_trees(&b, d, b.len, SIZE_MAX, 1, "META");
+    if (pf) {
+        const char *dmg = sw_profile_file_damage(pf);
+        CHECK_MSG(damage_names(dmg, "checksum mismatch", c.off[0]) && strstr(dmg, "META chunk is lost"), "%s", dmg);
+        CHECK_EQ_STR(sw_profile_file_info(pf)->mode, "unknown");
+        CHECK(sw_profile_file_complete(pf));
+        CHECK_EQ_U64(sw_profile_file_thread_count(pf), 2);
+        sw_profile_file_free(pf);
+    }
+    /* A tree in the middle: the others read, the count says one is missing. */
+    memcpy(d, b.data, b.len);
+    d[c.off[5] + SW_CHUNK_HEADER_LEN + 3] ^= 0x20;
+    pf = expect_trees(&b, d, b.len, 2, 1, "middle TREE");
+    if (pf) {
+        const char *dmg = sw_profile_file_damage(pf);
+        char want[160];
+        snprintf(want, sizeof want, "corrupted: checksum mismatch in the chunk at offset %zu (%zu bytes, 1 chunk, "
+                 "skipped); 4 of 5 trees read", c.off[5], c.off[6] - c.off[5]);
+        CHECK_EQ_STR(dmg, want);
+        CHECK(sw_profile_file_complete(pf));
+        sw_profile_file_free(pf);
+    }
+    /* The last chunk (END): every tree reads; the file is not complete. */
+    memcpy(d, b.data, b.len);
+    d[c.off[8] + SW_CHUNK_HEADER_LEN + 1] ^= 0x02;
+    pf = expect_trees(&b, d, b.len, SIZE_MAX, 1, "END");
+    if (pf) {
+        CHECK_MSG(damage_names(sw_profile_file_damage(pf), "checksum mismatch", c.off[8]), "%s",
+                  sw_profile_file_damage(pf));
+        CHECK(!sw_profile_file_complete(pf));
+        sw_profile_file_free(pf);
+    }
+    /* FUNCS: every tree reads, its counts and shape intact; the functions
+     * are named after their ids. */
+    memcpy(d, b.data, b.len);
+    d[c.off[1] + SW_CHUNK_HEADER_LEN + 4] ^= 0x10;
+    pf = expect_trees(&b, d, b.len, SIZE_MAX, 0, "FUNCS");
+    if (pf) {
+        CHECK_MSG(damage_names(sw_profile_file_damage(pf), "checksum mismatch", c.off[1]) &&
+                      strstr(sw_profile_file_damage(pf), "3 function definitions lost"),
+                  "%s", sw_profile_file_damage(pf));
+        char *text = collapsed(sw_history_get(sw_profile_file_history(pf), 0)->trees[0].tree);
+        CHECK_MSG(text && strstr(text, "<function 0: definition lost> (:0);<function 1: definition lost>"), "%s",
+                  text);
+        free(text);
+        sw_profile_file_free(pf);
+    }
+    free(d);
+    sw_profile_free(p);
+    sw_bytes_free(&b);
+}
+
+TEST(two_damaged_ranges_in_a_profile)
+{
+    sw_bytes b = {0}, intact = {0};
+    sw_profile *p = NULL;
+    pchunks c;
+    REQUIRE(built(&b, &p, &c));
+    sw_bytes_put(&intact, b.data, b.len);
+    /* THREADS damaged, and garbage over the header of the fourth tree. */
+    b.data[c.off[2] + SW_CHUNK_HEADER_LEN] ^= 0x80;
+    memset(b.data + c.off[6], 0xee, 7);
+    sw_profile_file *pf = expect_trees(&intact, b.data, b.len, 3, 1, "two ranges");
+    if (pf) {
+        const char *dmg = sw_profile_file_damage(pf);
+        CHECK_MSG(strncmp(dmg, "2 damaged ranges: ", 18) == 0 && damage_names(dmg, "checksum", c.off[2]) &&
+                      damage_names(dmg, "impossible length", c.off[6]) && strstr(dmg, "4 of 5 trees read"),
+                  "%s", dmg);
+        CHECK_EQ_U64(sw_profile_file_thread_count(pf), 0);
+        sw_profile_file_free(pf);
+    }
+    sw_profile_free(p);
+    sw_bytes_free(&b);
+    sw_bytes_free(&intact);
+}
+
+TEST(a_chunk_of_unknown_type_in_a_profile)
+{
+    sw_bytes b = {0};
+    sw_profile *p = NULL;
+    pchunks c;
+    REQUIRE(built(&b, &p, &c));
+    /* A chunk of type 40 inserted before the first tree. */
+    for (int newer = 0; newer < 2; newer++) {
+        sw_bytes f = {0};
+        sw_bytes_put(&f, b.data, c.off[3]);
+        size_t at = sw_chunk_begin(&f, 40);
+        sw_bytes_put(&f, "from the future", 15);
+        REQUIRE(sw_chunk_end(&f, at) == SW_OK);
+        sw_bytes_put(&f, b.data + c.off[3], b.len - c.off[3]);
+        if (newer)
+            f.data[10] = SW_PROF_MINOR + 1;
+        sw_profile_file *pf = expect_trees(&b, f.data, f.len, SIZE_MAX, 1, newer ? "newer type" : "unknown type");
+        if (pf) {
+            if (newer) {
+                CHECK_EQ_STR(sw_profile_file_damage(pf), "");
+                CHECK_EQ_U64(sw_profile_file_unknown_chunks(pf), 1);
+            } else {
+                CHECK_MSG(damage_names(sw_profile_file_damage(pf), "a chunk of type 40", at), "%s",
+                          sw_profile_file_damage(pf));
+                CHECK_EQ_U64(sw_profile_file_unknown_chunks(pf), 0);
+            }
+            CHECK(sw_profile_file_complete(pf));
+            sw_profile_file_free(pf);
+        }
+        sw_bytes_free(&f);
+    }
+    sw_profile_free(p);
+    sw_bytes_free(&b);
+}
+
+TEST(a_profile_file_is_read_a_piece_at_a_time)
+{
+    /* The same file read from disk (pread) and from memory. */
+    sw_bytes b = {0};
+    sw_profile *p = NULL;
+    REQUIRE(build_file(&b, &p) == SW_OK);
+    b.data[b.len - 30] ^= 4;   /* with damage, too */
+    char path[256];
+    check_tmp_path(path, sizeof path, ".swprof");
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f && fwrite(b.data, 1, b.len, f) == b.len);
+    fclose(f);
+    char err[256];
+    sw_profile_file *a = NULL, *m = NULL;
+    REQUIRE(sw_profile_file_open_file(path, &a, err, sizeof err) == SW_OK);
+    REQUIRE(sw_profile_file_open_mem(b.data, b.len, &m, err, sizeof err) == SW_OK);
+    unlink(path);
+    CHECK_EQ_STR(sw_profile_file_damage(a), sw_profile_file_damage(m));
+    static char x[16][400], y[16][400];
+    size_t nx = tree_lines(sw_profile_file_history(a), 1, x, 16), ny = tree_lines(sw_profile_file_history(m), 1, y, 16);
+    REQUIRE_EQ_U64(nx, ny);
+    for (size_t i = 0; i < nx; i++)
+        CHECK_EQ_STR(x[i], y[i]);
+    sw_profile_file *none = NULL;
+    CHECK_EQ_I64(sw_profile_file_open_file("/nonexistent-stackwatch/p.swprof", &none, err, sizeof err), SW_EIO);
+    CHECK(none == NULL && strstr(err, "cannot open") != NULL);
+    sw_profile_file_free(m);
+    sw_profile_file_free(a);
+    sw_profile_free(p);
+    sw_bytes_free(&b);
 }

@@ -7,9 +7,9 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "profile/calltree.h"
+#include "profile/profile.h"
 #include "exportcheck.h"
-#include "profile/pprof.h"
+#include "profile/profile.h"
 
 /* ---- a decoder of what sw_pprof_write writes ---- */
 

@@ -13,7 +13,7 @@
 #define _GNU_SOURCE
 #include "check.h"
 #include "base/crc32.h"
-#include "trace/export.h"
+#include "trace/trace.h"
 #include "exportcheck.h"
 #include "trace/sample_stream.h"
 #include "tracegen.h"

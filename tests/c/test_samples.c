@@ -8,7 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "trace/export.h"
+#include "trace/trace.h"
 #include "exportcheck.h"
 #include "trace/sample_stream.h"
 #include "tracegen.h"

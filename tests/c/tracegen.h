@@ -413,39 +413,64 @@ static inline uint32_t tg_stack_at(const tg_thread *th, size_t i, uint32_t *stac
 }
 
 /* What sw_trace_replay should deliver for th when the trace holds exactly
- * its events [from, to): after a gap (from > 0, ring discards) a DROPPED
- * event and synthetic calls reopening the frames open at `from`, at the
- * time of event from-1; then the events; then synthetic returns closing
- * what is still open, at the trace's end time if that is later. */
-static inline void tg_expect(sw_trace *t, const tg_thread *th, size_t from, size_t to, tg_rec *out)
+ * its events in the ranges seg[0..nseg) ([from, to) each, in order, not
+ * touching: the chunks between them are missing). Before each range that
+ * does not start at event 0 (a gap: ring discards, lost chunks): synthetic
+ * returns closing what is open, at the time of the last event delivered;
+ * then, at the time of the event before the range if that is later, a
+ * DROPPED event and synthetic calls reopening the frames open at `from`.
+ * Then the range's events. At the end, synthetic returns closing what is
+ * still open, at the trace's end time if that is later; or, when the
+ * thread's last chunks are known to be lost (tail_lost: END says how many
+ * it sealed), a DROPPED event and the returns at the last event's time. */
+static inline void tg_expect_ranges(sw_trace *t, const tg_thread *th, const size_t (*seg)[2], size_t nseg,
+                                    int tail_lost, tg_rec *out)
 {
     static uint32_t stack[TG_MAX_DEPTH + 16];
     int64_t last = INT64_MIN;
     uint32_t d = 0;
-    if (from > 0) {
-        d = tg_stack_at(th, from, stack);
-        last = sw_trace_units_to_ns(t, th->ev[from - 1].units);
-        tg_rec_push(out, SW_EV_DROPPED, 0, 0, last, 1);
-        for (uint32_t k = 0; k < d; k++)
-            tg_rec_push(out, SW_OP_CALL, stack[k], k, last, 1);
+    for (size_t j = 0; j < nseg; j++) {
+        size_t from = seg[j][0], to = seg[j][1];
+        if (from > 0) {
+            while (d) {
+                d--;
+                tg_rec_push(out, SW_OP_RETURN, stack[d], d, last, 1);
+            }
+            int64_t t0 = sw_trace_units_to_ns(t, th->ev[from - 1].units);
+            if (t0 > last)
+                last = t0;
+            d = tg_stack_at(th, from, stack);
+            tg_rec_push(out, SW_EV_DROPPED, 0, 0, last, 1);
+            for (uint32_t k = 0; k < d; k++)
+                tg_rec_push(out, SW_OP_CALL, stack[k], k, last, 1);
+        }
+        for (size_t k = from; k < to; k++) {
+            const tg_ev *e = &th->ev[k];
+            int64_t ns = sw_trace_units_to_ns(t, e->units);
+            if (ns > last)
+                last = ns;
+            tg_rec_push(out, e->kind, e->code, e->depth, last, 0);
+            if (e->kind == SW_OP_CALL || e->kind == SW_OP_RESUME || e->kind == SW_OP_C_CALL)
+                stack[d++] = e->code;
+            else
+                d--;
+        }
     }
-    for (size_t k = from; k < to; k++) {
-        const tg_ev *e = &th->ev[k];
-        int64_t ns = sw_trace_units_to_ns(t, e->units);
-        if (ns > last)
-            last = ns;
-        tg_rec_push(out, e->kind, e->code, e->depth, last, 0);
-        if (e->kind == SW_OP_CALL || e->kind == SW_OP_RESUME || e->kind == SW_OP_C_CALL)
-            stack[d++] = e->code;
-        else
-            d--;
-    }
-    if (d && sw_trace_end_ns(t) > last)
+    if (tail_lost)
+        tg_rec_push(out, SW_EV_DROPPED, 0, d, last, 1);
+    else if (d && sw_trace_end_ns(t) > last)
         last = sw_trace_end_ns(t);
     while (d) {
         d--;
         tg_rec_push(out, SW_OP_RETURN, stack[d], d, last, 1);
     }
+}
+
+/* The same for one range [from, to), the thread's last chunk read. */
+static inline void tg_expect(sw_trace *t, const tg_thread *th, size_t from, size_t to, tg_rec *out)
+{
+    const size_t seg[1][2] = {{from, to}};
+    tg_expect_ranges(t, th, seg, 1, 0, out);
 }
 
 static inline const char *tg_kind_name(int kind)

@@ -276,11 +276,19 @@ def test_damaged_files_give_their_intact_part_and_an_error(stored, tmp_path):
     assert "checksum mismatch" in h.info()["damage"]
     assert len(h) >= n - 1 and h.tree().total < whole.tree().total
     assert "checksum mismatch" in one_error(run(["stats", str(bad)]))
-    # The header chunk damaged: nothing to read.
+    # The header chunk damaged: every tree still reads (what META said is unknown).
     head = bytearray(data)
     head[20] ^= 0xFF
     (tmp_path / "head.swprof").write_bytes(bytes(head))
-    assert "no intact header chunk" in one_error(run(["stats", str(tmp_path / "head.swprof")]))
+    h = stackwatch.load_profile(tmp_path / "head.swprof")
+    assert len(h) == n and h.tree().total == whole.tree().total and h.info()["mode"] == "unknown"
+    err = one_error(run(["stats", str(tmp_path / "head.swprof")]))
+    assert "checksum mismatch in the chunk at offset 16" in err and "the META chunk is lost" in err
+    # Nothing intact at all: nothing to read.
+    for k in range(16, len(head) // 2):
+        head[k] ^= 0x55
+    (tmp_path / "none.swprof").write_bytes(bytes(head[:len(head) // 2]))
+    assert "no intact header chunk" in one_error(run(["stats", str(tmp_path / "none.swprof")]))
 
 
 @pytest.mark.parametrize("args, message", [

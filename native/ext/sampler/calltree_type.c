@@ -6,7 +6,7 @@
 
 #include "ext/shared/pyerr.h"
 
-#include "base/sample.h"
+#include "base/base.h"
 
 #include <string.h>
 

@@ -15,7 +15,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "profile/calltree.h"
+#include "profile/profile.h"
 
 /* Adds the type CallTree to the module. Returns 0, or -1 with an exception. */
 int sw_calltree_type_add_to_module(PyObject *m);

@@ -14,7 +14,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "profile/aggregate.h"
+#include "profile/profile.h"
 
 /* {"entries": [{"start_ns", "end_ns", "samples", "threads": [id]}],
  * "evicted": n, "evicted_samples": n, "dropped": n} of history h (NULL: an

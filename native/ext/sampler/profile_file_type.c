@@ -9,8 +9,8 @@
 #include "history_view.h"
 #include "ext/shared/pyerr.h"
 
-#include "base/bytes.h"
-#include "profile/profile_file.h"
+#include "base/base.h"
+#include "profile/profile.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -11,7 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "profile/aggregate.h"
+#include "profile/profile.h"
 
 /* Adds ProfileFile, read_profile and is_profile to the module. Returns 0,
  * or -1 with an exception. */

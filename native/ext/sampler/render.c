@@ -16,8 +16,8 @@
 
 #include "calltree_type.h"
 
-#include "base/bytes.h"
-#include "profile/pprof.h"
+#include "base/base.h"
+#include "profile/profile.h"
 
 #include <stdio.h>
 #include <stdlib.h>

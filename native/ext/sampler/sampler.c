@@ -22,12 +22,9 @@
 #include "ext/shared/pyerr.h"
 #include "ext/tracer/sampler_trace.h"
 
-#include "profile/calltree.h"
-#include "profile/aggregate.h"
-#include "trace/sample_stream.h"
-#include "procmem/nativestack.h"
-#include "procmem/sampler_loop.h"
-#include "procmem/symbols.h"
+#include "profile/profile.h"
+#include "trace/trace.h"
+#include "procmem/procmem.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -36,8 +36,7 @@ void sw_sampler_layout_fill(sw_py_layout *l)
 #  include <internal/pycore_runtime.h>
 #endif
 
-#include "procmem/linetable.h"
-#include "procmem/mem.h"
+#include "procmem/procmem.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -7,7 +7,7 @@
 #ifndef SW_SAMPLER_LAYOUT_H
 #define SW_SAMPLER_LAYOUT_H
 
-#include "procmem/layout.h"
+#include "procmem/procmem.h"
 
 /* Fills l for the running interpreter's version. Never fails; the result
  * still goes through sw_layout_validate when a reader is made. */

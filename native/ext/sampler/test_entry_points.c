@@ -5,7 +5,7 @@
 #include "test_entry_points.h"
 
 #include "ext/shared/pyerr.h"
-#include "procmem/linetable.h"
+#include "procmem/procmem.h"
 
 static PyObject *linetable_lines(PyObject *mod, PyObject *args)
 {

@@ -4,7 +4,7 @@
  */
 #include "globs.h"
 
-#include "base/glob.h"
+#include "base/base.h"
 
 #include <fnmatch.h>
 #include <stdio.h>

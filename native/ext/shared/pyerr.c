@@ -3,7 +3,7 @@
  */
 #include "pyerr.h"
 
-#include "base/common.h"
+#include "base/base.h"
 
 #include <stdarg.h>
 

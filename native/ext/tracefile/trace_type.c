@@ -8,10 +8,7 @@
 
 #include "ext/shared/pyerr.h"
 
-#include "trace/analysis.h"
-#include "trace/export.h"
-#include "trace/format.h"
-#include "trace/reader.h"
+#include "trace/trace.h"
 
 #include <errno.h>
 #include <string.h>

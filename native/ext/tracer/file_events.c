@@ -10,7 +10,7 @@
 #include "ext/shared/tstate.h"
 #include "ext/tracer/session.h"
 
-#include "base/varint.h"
+#include "base/base.h"
 
 #include <string.h>
 

@@ -26,6 +26,7 @@
  */
 #include "init_gap.h"
 
+#include "base/base.h"
 #include "ext/dispatch/dispatch.h"
 #include "ext/shared/hookerr.h"
 #include "ext/shared/tstate.h"
@@ -142,50 +143,35 @@ static int may_be_inlined(PyCodeObject *co)
            (co->co_flags & CO_OPTIMIZED);
 }
 
-/* A set of object addresses (open addressing, linear probing). */
+/* A set of object addresses: the addresses, indexed by a base/hashtab.h
+ * table. */
 typedef struct {
-    void **slots;
-    size_t cap, n;
+    uint64_t *keys;
+    size_t n, cap;
+    sw_hashtab index;
 } ptrset;
-
-static size_t ptr_hash(const void *p, size_t mask)
-{
-    uint64_t h = (uint64_t)(uintptr_t)p;
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return (size_t)h & mask;
-}
 
 /* 1 if added, 0 if there already, -1 out of memory. */
 static int ptrset_add(ptrset *s, void *p)
 {
-    if (2 * (s->n + 1) > s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 1024;
-        void **slots = PyMem_Calloc(cap, sizeof *slots);
-        if (!slots)
-            return -1;
-        for (size_t i = 0; i < s->cap; i++) {
-            if (!s->slots[i])
-                continue;
-            size_t j = ptr_hash(s->slots[i], cap - 1);
-            while (slots[j])
-                j = (j + 1) & (cap - 1);
-            slots[j] = s->slots[i];
-        }
-        PyMem_Free(s->slots);
-        s->slots = slots;
-        s->cap = cap;
-    }
-    size_t j = ptr_hash(p, s->cap - 1);
-    while (s->slots[j]) {
-        if (s->slots[j] == p)
-            return 0;
-        j = (j + 1) & (s->cap - 1);
-    }
-    s->slots[j] = p;
-    s->n++;
+    uint64_t key = (uint64_t)(uintptr_t)p;
+    if (sw_hashtab_get_u64(&s->index, s->keys, key) != SW_HT_NONE)
+        return 0;
+    uint64_t *k = sw_array_grow(s->keys, &s->cap, s->n + 1, sizeof *k, 1024);
+    if (!k)
+        return -1;
+    s->keys = k;
+    if (s->n >= SW_HT_NONE || sw_hashtab_add(&s->index, sw_hash_u64(key), (uint32_t)s->n) != SW_OK)
+        return -1;
+    s->keys[s->n++] = key;
     return 1;
+}
+
+static void ptrset_free(ptrset *s)
+{
+    free(s->keys);
+    sw_hashtab_free(&s->index);
+    memset(s, 0, sizeof *s);
 }
 
 /* The codes given the local events in this gap (stale addresses of freed
@@ -194,15 +180,7 @@ static ptrset init_codes;
 
 static int ptrset_has(const ptrset *s, const void *p)
 {
-    if (!s->cap)
-        return 0;
-    size_t j = ptr_hash(p, s->cap - 1);
-    while (s->slots[j]) {
-        if (s->slots[j] == p)
-            return 1;
-        j = (j + 1) & (s->cap - 1);
-    }
-    return 0;
+    return sw_hashtab_get_u64(&s->index, s->keys, (uint64_t)(uintptr_t)p) != SW_HT_NONE;
 }
 
 int sw_init_gap_is_init(PyCodeObject *co)
@@ -335,7 +313,7 @@ typedef int (*class_visit)(PyTypeObject *tp, void *arg);
 static int walk_classes(class_visit visit, void *arg)
 {
     PyObject *subclasses = PyObject_GetAttrString((PyObject *)&PyType_Type, "__subclasses__");
-    ptrset types = {NULL, 0, 0};
+    ptrset types = {0};
     PyObject **stack = NULL;
     size_t depth = 0, cap = 0;
     int err = !subclasses || ptrset_add(&types, &PyBaseObject_Type) < 0;
@@ -382,7 +360,7 @@ static int walk_classes(class_visit visit, void *arg)
     while (depth)
         Py_DECREF(stack[--depth]);
     PyMem_Free(stack);
-    PyMem_Free(types.slots);
+    ptrset_free(&types);
     Py_XDECREF(subclasses);
     if (err && !PyErr_Occurred())
         PyErr_NoMemory();
@@ -422,11 +400,11 @@ static int collect_init_codes(PyTypeObject *tp, void *arg)
  * classes' dicts are watched from here on. */
 static PyObject *existing_init_codes(void)
 {
-    init_codes_found found = {PyList_New(0), {NULL, 0, 0}};
+    init_codes_found found = {PyList_New(0), {0}};
     if (!found.codes)
         return NULL;
     int err = walk_classes(collect_init_codes, &found);
-    PyMem_Free(found.seen.slots);
+    ptrset_free(&found.seen);
     if (err < 0) {
         Py_DECREF(found.codes);
         return NULL;
@@ -503,8 +481,7 @@ static PyObject *gap_end(PyObject *self, PyObject *unused)
     }
     Py_CLEAR(set_local_events);
     tool_id = -1;
-    PyMem_Free(init_codes.slots);
-    init_codes = (ptrset){NULL, 0, 0};
+    ptrset_free(&init_codes);
     Py_RETURN_NONE;
 }
 

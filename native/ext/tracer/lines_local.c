@@ -24,6 +24,8 @@
 #include "ext/tracer/events.h"
 #include "ext/tracer/session.h"
 
+#include "base/base.h"
+
 #if PY_VERSION_HEX >= 0x030C0000
 
 static int tool_id = -1;
@@ -157,61 +159,35 @@ PyObject *sw_lines_local_key(void)
                          (unsigned long)(sw_D.probes & lines));
 }
 
-/* The code objects found: a list in order of discovery plus an
- * open-addressing set of their addresses (each is kept once). */
+/* The code objects found: a list in order of discovery, indexed by
+ * address with a base/hashtab.h table (each is kept once). */
 typedef struct {
     PyObject **v;
     size_t n, cap;
-    uintptr_t *set;
-    size_t mask;
+    sw_hashtab index;
 } codevec;
-
-static size_t slot(PyObject *o, size_t mask)
-{
-    return (size_t)((((uint64_t)(uintptr_t)o >> 4) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-}
-
-static int grow(codevec *c)
-{
-    size_t cap = c->cap ? 2 * c->cap : 1024;
-    PyObject **v = PyMem_Realloc(c->v, cap * sizeof *v);
-    uintptr_t *set = v ? PyMem_Calloc(2 * cap, sizeof *set) : NULL;
-    if (!set) {
-        if (v)
-            c->v = v;
-        PyErr_NoMemory();
-        return -1;
-    }
-    c->v = v;
-    c->cap = cap;
-    PyMem_Free(c->set);
-    c->set = set;
-    c->mask = 2 * cap - 1;
-    for (size_t i = 0; i < c->n; i++) {
-        size_t h = slot(v[i], c->mask);
-        while (set[h])
-            h = (h + 1) & c->mask;
-        set[h] = (uintptr_t)v[i];
-    }
-    return 0;
-}
 
 static int push(codevec *c, PyObject *o)
 {
-    if (c->cap) {
-        size_t h = slot(o, c->mask);
-        while (c->set[h]) {
-            if (c->set[h] == (uintptr_t)o)
-                return 0;
-            h = (h + 1) & c->mask;
+    uint64_t h = sw_hash_u64((uint64_t)(uintptr_t)o);
+    uint32_t pos;
+    for (uint32_t i = sw_hashtab_first(&c->index, h, &pos); i != SW_HT_NONE; i = sw_hashtab_next(&c->index, h, &pos))
+        if (c->v[i] == o)
+            return 0;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 1024;
+        PyObject **v = PyMem_Realloc(c->v, cap * sizeof *v);
+        if (!v) {
+            PyErr_NoMemory();
+            return -1;
         }
+        c->v = v;
+        c->cap = cap;
     }
-    if (c->n == c->cap && grow(c) < 0)
+    if (c->n >= SW_HT_NONE || sw_hashtab_add(&c->index, h, (uint32_t)c->n) != SW_OK) {
+        PyErr_NoMemory();
         return -1;
-    size_t h = slot(o, c->mask);
-    while (c->set[h])
-        h = (h + 1) & c->mask;
-    c->set[h] = (uintptr_t)o;
+    }
     c->v[c->n++] = o;
     return 0;
 }
@@ -280,7 +256,7 @@ static PyObject *lines_codes(PyObject *self, PyObject *args)
         Py_XDECREF(t);
     }
     PyMem_Free(c.v);
-    PyMem_Free(c.set);
+    sw_hashtab_free(&c.index);
     Py_DECREF(fast);
     return out;
 }

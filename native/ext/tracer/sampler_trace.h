@@ -8,7 +8,7 @@
 #ifndef SW_SAMPLER_TRACE_H
 #define SW_SAMPLER_TRACE_H
 
-#include "trace/writer.h"
+#include "trace/trace.h"
 
 /* The running session's writer and its CLOCK_MONOTONIC origin (META
  * mono0_ns), or NULL when no session records. `detach` (not NULL) stops

@@ -15,8 +15,8 @@
 #include "ext/shared/compat.h"
 #include "ext/shared/tstate.h"
 
-#include "base/clock.h"
-#include "trace/writer.h"
+#include "base/base.h"
+#include "trace/trace.h"
 
 #include <pthread.h>
 

@@ -9,7 +9,7 @@
 #include "ext/tracer/flusher.h"
 #include "ext/tracer/session.h"
 
-#include "trace/format.h"
+#include "trace/trace.h"
 
 static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {

@@ -1,5 +1,5 @@
 /*
- * pprof.h - call trees as a pprof profile: the message `Profile` of
+ * calltree_pprof.h - call trees as a pprof profile: the message `Profile` of
  * profile.proto (github.com/google/pprof, proto/profile.proto), the input
  * of `go tool pprof`. Written by calltree_pprof.c.
  *
@@ -20,10 +20,10 @@
  * The message is not compressed: on disk a pprof profile is gzipped, which
  * the caller does (the Python layer, with its gzip module).
  */
-#ifndef SW_PPROF_H
-#define SW_PPROF_H
+#ifndef SW_CALLTREE_PPROF_H
+#define SW_CALLTREE_PPROF_H
 
-#include "base/bytes.h"
+#include "base/base.h"
 #include "calltree.h"
 
 typedef struct sw_pprof_tree {

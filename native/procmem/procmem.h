@@ -1,0 +1,33 @@
+/*
+ * procmem.h - the public header of native/procmem, reading a Python
+ * process's memory: what other rooms include (never the files below one by
+ * one).
+ *
+ *   layout.h        where CPython keeps what a stack reader needs
+ *   mem.h           fault-safe, bounded reads of a process's memory
+ *   pystr.h         str objects to UTF-8
+ *   linetable.h     line tables decoded
+ *   codecache.h     code objects by address
+ *   pystack.h       interpreter -> thread states -> frames
+ *   nativestack.h   a thread's native stack, captured in a signal handler
+ *   symbols.h       native code addresses to function names
+ *   nativemerge.h   native and Python frames as one stack
+ *   threadstate.h   what each OS thread is doing, and its CPU time
+ *   sampler_loop.h  the sampling thread
+ */
+#ifndef SW_PROCMEM_H
+#define SW_PROCMEM_H
+
+#include "codecache.h"
+#include "layout.h"
+#include "linetable.h"
+#include "mem.h"
+#include "nativemerge.h"
+#include "nativestack.h"
+#include "pystack.h"
+#include "pystr.h"
+#include "sampler_loop.h"
+#include "symbols.h"
+#include "threadstate.h"
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * calltree_emit.h - call trees written as text for other tools: collapsed
+ * stacks (flamegraph.pl) and speedscope JSON.
+ */
+#ifndef SW_CALLTREE_EMIT_H
+#define SW_CALLTREE_EMIT_H
+
+#include "calltree.h"
+
+#include <stdio.h>
+
+/* Collapsed stacks, the input format of flamegraph.pl: one line per
+ * distinct stack with samples ending in it, "root;...;leaf COUNT\n", each
+ * frame written as "name (file:line)" with ';' and line breaks replaced.
+ * Returns SW_EIO if a write failed. */
+int sw_calltree_write_collapsed(const sw_calltree *t, FILE *f);
+
+/* One profile of a speedscope file. */
+typedef struct sw_speedscope_profile {
+    const char *name;          /* e.g. "Thread 1234 (MainThread)" */
+    const sw_calltree *tree;
+} sw_speedscope_profile;
+
+/* A speedscope JSON file (https://www.speedscope.app/file-format-schema.json)
+ * with one "sampled" profile per entry of `profiles`, all of whose trees
+ * must share one function table (else SW_EARG). Each distinct stack is one
+ * sample; its weight is its self_weight in `unit` ("nanoseconds" for the
+ * sampler's wall-time weights) or, with use_counts, its self count (then
+ * unit "none" fits). Returns SW_EIO if a write failed. */
+int sw_speedscope_write(FILE *f, const char *file_name, const sw_speedscope_profile *profiles, size_t n,
+                        const char *unit, int use_counts, const char *exporter);
+
+#endif

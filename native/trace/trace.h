@@ -1,0 +1,26 @@
+/*
+ * trace.h - the public header of native/trace, the trace file: what other
+ * rooms include (never the files below one by one).
+ *
+ *   format.h          the records of a trace (on the container of base/)
+ *   writer.h          writing a trace while the program runs
+ *   reader.h          reading one back: definitions, replay, samples, damage
+ *   analysis.h        statistics over a replay
+ *   export_walk.h     what the exporters share
+ *   export_chrome.h   Chrome Trace Event JSON
+ *   export_perfetto.h Perfetto protobuf
+ *   sample_stream.h   the sampler's samples written into a trace
+ */
+#ifndef SW_TRACE_H
+#define SW_TRACE_H
+
+#include "analysis.h"
+#include "export_chrome.h"
+#include "export_perfetto.h"
+#include "export_walk.h"
+#include "format.h"
+#include "reader.h"
+#include "sample_stream.h"
+#include "writer.h"
+
+#endif
