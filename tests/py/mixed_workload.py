@@ -5,16 +5,22 @@ of a call tree."""
 import time
 
 
+def stored(p):
+    """Samples stored so far by a Profiler or a History (watch())."""
+    return p.stats()["stored"] if hasattr(p, "stats") else p.tree().total
+
+
 def spin_until(deadline, clock=time.perf_counter, p=None, samples=0):
-    """Spins until `clock` reaches `deadline`; given a profiler `p`, goes on
-    (10 ms at a time, at most 30 s) until it has stored `samples` samples: a
-    loaded machine makes the sampler miss ticks, so a test that needs some
-    samples waits for them rather than for a time."""
+    """Spins until `clock` reaches `deadline`; given a profiler (or a
+    history) `p`, goes on (10 ms at a time, at most 30 s) until it has
+    stored `samples` samples: a loaded machine makes the sampler miss
+    ticks, so a test that needs some samples waits for them rather than
+    for a time."""
     give_up = time.perf_counter() + 30
     while True:
         while clock() < deadline:
             pass
-        if p is None or p.stats()["stored"] >= samples or time.perf_counter() > give_up:
+        if p is None or stored(p) >= samples or time.perf_counter() > give_up:
             return
         deadline = clock() + 0.01
 
