@@ -190,6 +190,7 @@ if HANDLER:
         assert r.stdout.split() == ["RecursionError", "RecursionError", "True"], r.stdout
 
 
+@pytest.mark.timing
 def test_sigterm_keeps_events_up_to_the_last_background_flush(tmp):
     """Killed by SIGTERM (no atexit, no stop): the background flusher has
     written what the program recorded before it went idle."""

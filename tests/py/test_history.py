@@ -55,6 +55,7 @@ def a_then_b():
     return p, switch
 
 
+@pytest.mark.timing
 def test_history_has_a_tree_per_cycle_in_time_order(a_then_b):
     p, _ = a_then_b
     h = p.history()
@@ -79,6 +80,7 @@ def test_history_has_a_tree_per_cycle_in_time_order(a_then_b):
     assert [t.total for _, _, t in h] == [e.samples for e in entries]
 
 
+@pytest.mark.timing
 def test_window_over_the_first_part_has_a_not_b(a_then_b):
     p, switch = a_then_b
     h = p.history()
@@ -132,6 +134,7 @@ def test_to_dict_is_dask_shaped(a_then_b):
     assert a["count"] == sum(c["count"] for c in a["children"].values()) + a["self"]
 
 
+@pytest.mark.timing
 def test_maxlen_keeps_the_newest_and_counts_the_rest():
     with stackwatch.Profiler(interval="1ms", cycle="50ms", maxlen=3) as p:
         phase_a(0.5)
@@ -147,6 +150,7 @@ def test_maxlen_keeps_the_newest_and_counts_the_rest():
     assert entries[-1].stop <= time.time()
 
 
+@pytest.mark.timing
 def test_omit_removes_frames_and_attaches_children_to_the_parent(tmp_path):
     helper = tmp_path / "omit_me_helper.py"
     helper.write_text("def middle(f, s):\n    return f(s)\n")
@@ -184,6 +188,7 @@ def test_omit_removes_frames_and_attaches_children_to_the_parent(tmp_path):
     assert count_of(p.history().tree().tree(), "middle") == 0
 
 
+@pytest.mark.timing
 def test_watch_stops_when_asked_and_is_live_meanwhile():
     deadline = time.time() + 0.5
     h = stackwatch.watch(interval="1ms", cycle="100ms", stop=lambda: time.time() > deadline)
@@ -203,6 +208,7 @@ def test_watch_stops_when_asked_and_is_live_meanwhile():
     h.stop()   # stopping again is harmless
 
 
+@pytest.mark.timing
 def test_watch_one_thread():
     main = threading.get_ident()
     done = threading.Event()

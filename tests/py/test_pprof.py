@@ -133,6 +133,7 @@ def test_functions_match_the_tree(profiled):
 
 @needs_go
 @pytest.mark.timing
+@pytest.mark.slow
 def test_shares_in_go_pprof_match_ground_truth(tmp_path):
     """The 60/30/10 workload for 1.5 s: the wall time `go tool pprof` reads
     from the file for each function is the profile's, to the nanosecond, and
@@ -334,6 +335,7 @@ def wrote_samples(stderr):
 
 
 @pytest.mark.parametrize("name", ["out.pb.gz", "out.PPROF"])
+@pytest.mark.timing
 def test_cli_format_from_suffix(tmp_path, name):
     script = write(tmp_path / "prog.py", PROGRAM)
     r = run(["profile", "-o", name, script], cwd=tmp_path)

@@ -45,6 +45,7 @@ def time_of(names):
 
 
 @pytest.mark.timing
+@pytest.mark.slow
 def test_shares_match_ground_truth():
     """Each function's share of the sampled wall time is its share of the
     wall time it really took (measured while it ran), within the bound
@@ -77,6 +78,7 @@ def rounds_accounted(p, thread_id):
     return st
 
 
+@pytest.mark.timing
 def test_rate_is_about_right():
     with Profiler(rate=1000) as p:
         spin_until(time.perf_counter() + 0.5, p=p, samples=100)
@@ -84,6 +86,7 @@ def test_rate_is_about_right():
     assert st["interval_ns"] == 1_000_000 and st["ticks"] >= 100, st
 
 
+@pytest.mark.timing
 def test_fast_interval_50us():
     with Profiler(interval="50us") as p:
         spin_until(time.perf_counter() + 0.3, p=p, samples=600)
@@ -114,6 +117,7 @@ def wait_for_rounds(p, rounds):
         time.sleep(0.01)
 
 
+@pytest.mark.timing
 def test_computing_and_sleeping_threads():
     stop = threading.Event()
     a = threading.Thread(target=compute_forever, args=(stop,), name="computer")
@@ -167,6 +171,7 @@ def depth_of_leaf(tree, leaf):
     return best
 
 
+@pytest.mark.timing
 def test_deep_stack_is_read_whole():
     with Profiler(interval="200us") as p:
         recurse(50, 0.3, p, 200)
@@ -183,6 +188,7 @@ def test_deep_stack_is_read_whole():
     assert depth_of_leaf(tree, "spin_until") > 50
 
 
+@pytest.mark.timing
 def test_truncated_stacks_keep_the_leaf():
     with Profiler(interval="500us", max_depth=10) as p:
         recurse(40, 0.2, p, 100)
@@ -206,6 +212,7 @@ def consume(p):
     return sum(busy_generator(0.3, p, 200))
 
 
+@pytest.mark.timing
 def test_generator_frames_are_on_the_stack():
     with Profiler(interval="500us") as p:
         consume(p)
@@ -218,6 +225,7 @@ def test_generator_frames_are_on_the_stack():
         pytest.fail("consume() never sampled")
 
 
+@pytest.mark.timing
 def test_names_files_and_lines():
     with Profiler(interval="500us") as p:
         f60(0.2)
@@ -241,6 +249,7 @@ def test_names_files_and_lines():
 
 # ---- outputs ----
 
+@pytest.mark.timing
 def test_collapsed_output(tmp_path):
     with Profiler(interval="500us") as p:
         mixed_workload(0.3)
@@ -262,6 +271,7 @@ def test_collapsed_output(tmp_path):
     assert any("f60 (" in line for line in lines)
 
 
+@pytest.mark.timing
 def test_speedscope_output(tmp_path):
     stop = threading.Event()
     t = threading.Thread(target=compute_forever, args=(stop,), name="worker")
@@ -298,6 +308,7 @@ def test_speedscope_output(tmp_path):
     assert {"f60", "f30", "f10", "compute_forever"} <= used
 
 
+@pytest.mark.timing
 def test_outputs_escape_odd_names(tmp_path):
     src = "def odd():\n    import time\n    e = time.perf_counter() + 0.1\n    while time.perf_counter() < e: pass\n"
     ns = {}
@@ -373,6 +384,7 @@ def test_states():
 
 # ---- robustness ----
 
+@pytest.mark.timing
 def test_thread_churn_never_crashes():
     """Threads appear and vanish while the sampler reads their states and
     frames; failed reads are counted, nothing crashes."""
@@ -396,6 +408,7 @@ def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
+@pytest.mark.timing
 def test_stacks_changing_fast_never_crash():
     with Profiler(interval="20us") as p:
         end = time.perf_counter() + 0.5
@@ -427,6 +440,7 @@ def calm(seconds):
 
 
 @pytest.mark.timing
+@pytest.mark.slow
 def test_call_heavy_code_is_not_undersampled():
     """Stacks that change all the time are as visible as stable ones.
 
@@ -458,6 +472,7 @@ def test_call_heavy_code_is_not_undersampled():
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+@pytest.mark.timing
 def test_fork_while_sampling():
     """A child forked while the profiler runs goes on unharmed; the
     profiler is unusable there (its thread exists only in the parent)."""
@@ -512,6 +527,7 @@ def test_cli_profile_writes_both_formats(tmp_path):
     json.loads((tmp_path / "p.json").read_text())
 
 
+@pytest.mark.timing
 def test_cli_profile_leaves_out_the_interpreter_joining_threads_at_exit(tmp_path):
     # The main thread ends the program while a non-daemon thread still
     # works: the interpreter's exit joins it (threading._shutdown). That
@@ -566,6 +582,7 @@ os.execv(sys.executable, [sys.executable, "-c", "print('replaced')"])
 """
 
 
+@pytest.mark.timing
 def test_cli_profile_written_before_exec(tmp_path):
     """A program that replaces itself (os.exec*): the profile up to the exec
     is written first (the exit handler never runs)."""
@@ -627,6 +644,8 @@ def _strays_of_leaf_a(seconds):
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="before 3.11 frames are objects, walked one by one")
+@pytest.mark.timing
+@pytest.mark.slow
 def test_a_returned_frame_is_not_joined_to_its_callers_next_call():
     # _mid_a returns and _other takes its slot on the frame stack while
     # _leaf_a's stale frame still points there: without the re-check in

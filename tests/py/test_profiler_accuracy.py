@@ -104,6 +104,7 @@ def profile_shares(mode, parts):
 
 @pytest.mark.timing
 @pytest.mark.parametrize("mode", ["wall", "cpu"])
+@pytest.mark.slow
 def test_60_30_10_shares(mode):
     """Each 10 ms slice of CPU time is split 6/3/1 across three functions;
     the shares of the profile's time (wall or CPU weights) match the wall
@@ -149,6 +150,7 @@ def by_ident(p):
 
 
 @pytest.mark.parametrize("mode", ["wall", "cpu"])
+@pytest.mark.timing
 def test_sleeping_vs_computing_thread(mode):
     done = threading.Event()
     cout, sout = {}, {}
@@ -196,6 +198,7 @@ def test_sleeping_vs_computing_thread(mode):
     assert time_in(tc, "compute", "count") >= 0.9 * tc["count"], tc
 
 
+@pytest.mark.timing
 def test_threads_contending_for_the_gil():
     """Two threads computing in Python take turns on the GIL: each is seen
     waiting for it, and running; a sampled round never has both holding it.
@@ -250,6 +253,7 @@ def sort_heavy(d):
 
 @pytest.mark.timing
 @pytest.mark.parametrize("mode", ["wall", "cpu"])
+@pytest.mark.slow
 def test_c_heavy_time_goes_to_the_python_caller(mode):
     """Catches C time charged to the wrong frame or lost (the functions'
     shares, bound as in test_60_30_10_shares), and C functions given frames
@@ -272,6 +276,7 @@ def hasher(count, p=None, rounds=600):
             return
 
 
+@pytest.mark.timing
 def test_c_code_without_the_gil_is_running():
     """A thread hashing big buffers runs C code with the GIL released: it is
     running (counted in CPU mode) though it rarely holds the GIL.
@@ -310,6 +315,7 @@ def test_mode_argument():
         _native.Sampler(1_000_000, 10, 10, "idle")
 
 
+@pytest.mark.timing
 def test_native_ids_and_state_keys():
     """Every thread's kernel id is known to the sampler (before 3.11 it is
     read from the thread's pthread struct), and the keys are there."""
@@ -354,6 +360,8 @@ def weights_by_thread(path):
     return {prof["name"].split(" (")[0]: sum(prof["weights"]) for prof in doc["profiles"]}
 
 
+@pytest.mark.timing
+@pytest.mark.slow
 def test_cli_mode(tmp_path):
     script = write(tmp_path / "prog.py", PROGRAM)
     r = run(["profile", "--mode", "cpu", "-o", str(tmp_path / "cpu.json"), script], cwd=tmp_path)

@@ -139,6 +139,7 @@ def line_times(tree, func, key="time_ns"):
 
 @needs_sampler
 @pytest.mark.timing
+@pytest.mark.slow
 def test_60_30_10_lines():
     """Each line's share of the CPU time is the CPU time it used, within the
     bound stats_bounds.time_shares derives from the run (1 false failure in
@@ -198,6 +199,7 @@ def test_without_lines_nodes_keep_the_first_line():
 
 
 @needs_sampler
+@pytest.mark.timing
 def test_lines_in_generators_and_threads():
     """Frames of generators (which live outside the thread's frame stack on
     3.11+) and of other threads get their lines too."""
@@ -230,6 +232,7 @@ def test_lines_in_generators_and_threads():
 
 
 @needs_sampler
+@pytest.mark.timing
 def test_cli_lines_collapsed_and_html(tmp_path):
     script = write(tmp_path / "prog.py", (
         "import time\n"

@@ -85,6 +85,7 @@ def until_samples(p, body, seconds, samples):
         body(0.1)
 
 
+@pytest.mark.timing
 def test_c_heavy_function_shows_deflate_under_its_caller():
     with Profiler(interval="1ms", native=True) as p:
         until_samples(p, compress_loop, 0.4, 400)
@@ -126,6 +127,7 @@ def sort_loop(seconds):
         sorted(items, key=keyfn)
 
 
+@pytest.mark.timing
 def test_nesting_and_python_projection():
     """Python-only projections of native-mode stacks are the stacks the
     same workload has in a Python-only profile; native frames sit between
@@ -166,6 +168,7 @@ def test_nesting_and_python_projection():
     assert in_key >= 0.2 * total
 
 
+@pytest.mark.timing
 def test_blocked_threads_are_sampled_and_undisturbed():
     results = {}
     rfd, wfd = os.pipe()
@@ -280,6 +283,7 @@ def test_lines_and_native_together():
     assert max(counts, key=counts.get) == hot_line, counts
 
 
+@pytest.mark.timing
 def test_cli_native(tmp_path):
     script = write(tmp_path / "prog.py", (
         "import os, time, zlib\n"
@@ -307,6 +311,7 @@ def test_cli_native(tmp_path):
     assert '"deflate [native]"' in page
 
 
+@pytest.mark.timing
 def test_thread_blocking_the_signal_gets_python_only_samples():
     """A thread that blocks the capture signal cannot give its C stack: it
     is asked once, then left alone for a while (each unanswered request

@@ -87,6 +87,7 @@ def slice_of(t, pos, name):
 @pytest.mark.parametrize("thread,func,seconds,state", [("MainThread", "f", 0.3, "idle"),
                                                         ("MainThread", "g", None, "running"),
                                                         ("sleeper", "nap", 0.2, "idle")])
+@pytest.mark.timing
 def test_samples_inside_a_long_c_call(traced, thread, func, seconds, state):
     t = Trace(traced)
     pos = thread_pos(t, thread)
@@ -133,6 +134,7 @@ def test_samples_lie_within_the_trace(traced):
     assert t._t.samples_unattributed == 0
 
 
+@pytest.mark.timing
 def test_perfetto_shows_samples_beside_the_slices(traced, tmp_path):
     pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     t = Trace(traced)
@@ -172,6 +174,7 @@ def test_perfetto_shows_samples_beside_the_slices(traced, tmp_path):
     assert all(fr[-2] == "main" for fr in inside)
 
 
+@pytest.mark.timing
 def test_chrome_shows_samples(traced, tmp_path):
     out = tmp_path / "t.json"
     r = run(["export", traced, "--format", "chrome", "-o", str(out)])
@@ -194,6 +197,7 @@ def test_chrome_shows_samples(traced, tmp_path):
     assert all(e["name"] == "f" and e["args"]["stack"].endswith("main;f") for e in inside)
 
 
+@pytest.mark.timing
 def test_stats_reports_samples(traced):
     r = run(["stats", traced])
     assert r.returncode == 0, r.stderr
@@ -208,6 +212,7 @@ def test_stats_reports_samples(traced):
     assert int(row.split()[0]) == own_f >= len(samples_inside(t, "MainThread", "f", 1)) > 0
 
 
+@pytest.mark.timing
 def test_api_option(tmp_path):
     import time
 
@@ -251,6 +256,7 @@ def test_cli_rejects_bad_sample_values(tmp_path, arg):
     assert len(lines) == 1 and lines[0].startswith("stackwatch: error: --sample: "), r.stderr
 
 
+@pytest.mark.timing
 def test_cli_sample_before_the_program(tmp_path):
     prog = tmp_path / "p.py"
     prog.write_text("import time\ntime.sleep(0.2)\nprint('ran')\n")
@@ -265,6 +271,7 @@ def test_cli_sample_before_the_program(tmp_path):
     assert r.returncode == 2 and "--no-trace" in r.stderr
 
 
+@pytest.mark.timing
 def test_session_stop_stops_the_sampler_first(tmp_path):
     """The session's own stop (here called directly, bypassing the API's
     order) stops the sampler and writes its last samples before END: the

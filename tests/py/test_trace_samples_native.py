@@ -94,6 +94,7 @@ def core_samples(t, name):
     return [s for s in t.samples(pos) if start + MARGIN <= s.t_ns <= end - MARGIN], (start, end)
 
 
+@pytest.mark.timing
 def test_samples_show_zlib_under_the_python_caller(traced):
     t = Trace(traced)
     core, (start, end) = core_samples(t, "squeeze")
@@ -116,6 +117,7 @@ def test_samples_show_zlib_under_the_python_caller(traced):
     assert not any("stackwatch" in f.filename for s in t.samples() for f in s.stack)
 
 
+@pytest.mark.timing
 def test_lines_are_the_lines_being_run(traced):
     t = Trace(traced)
     core, _ = core_samples(t, "squeeze")
@@ -232,6 +234,7 @@ def test_stats_shows_native_frames_and_lines(traced):
     assert top[f"{t.samples()[0].stack[0].filename}:{SPIN}"] >= len(core_spin)
 
 
+@pytest.mark.timing
 def test_native_without_lines_and_the_api(tmp_path):
     import zlib
     data = bytes(range(256)) * 40000
@@ -330,6 +333,7 @@ os.waitpid(pid, 0)
 '''
 
 
+@pytest.mark.timing
 def test_forked_child_samples_native_frames_too(tmp_path):
     """The child's own sampler takes the native capture over from the
     parent's (which does not exist in the child)."""
