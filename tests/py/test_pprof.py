@@ -17,7 +17,7 @@ import pytest
 
 from conftest import run, write
 from mixed_workload import count_of, f10, f30, f60, mixed_workload, spin_until
-from stats_bounds import CYCLE, Blocks, expect_at_least, time_shares
+from stats_bounds import CYCLE, Blocks, time_shares
 from stackwatch import _native
 
 SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
@@ -318,8 +318,8 @@ def test_odd_names_survive(tmp_path):
 PROGRAM = '''
 import time
 def spin(d):
-    e = time.perf_counter() + d
-    while time.perf_counter() < e:
+    e = time.thread_time() + d
+    while time.thread_time() < e:
         pass
 def work(seconds):
     spin(seconds)
@@ -349,16 +349,17 @@ def test_cli_format_from_suffix(tmp_path, name):
         # The program's frames, <module> included; none of stackwatch's.
         assert rows["<module>"][1] == n, rows
         assert not [f for f in rows if "stackwatch" in f or f in ("Program.run", "cmd_profile", "main")], rows
-        # work() is 3/4 of the program's wall time and spin() nearly all of
-        # it. Counted in samples (a sample is an instant of the run; its
-        # weight, on a busy machine, may be a long delay charged to the
-        # stack the sampler then sees): at least as many as rates of 0.7
-        # and 0.95 give in 9,999 runs of 10,000 (the shares are held to
-        # the ground truth in the test above).
-        expect_at_least(rows["work"][1], n, 0.7, rows)
-        expect_at_least(rows["spin"][1], n, 0.95, rows)
+        # work() is 3/4 of the program's time and spin() nearly all of it
+        # (the shares are held to the ground truth in the test above). The
+        # bounds are far: spin() uses CPU time, so a sampler delayed while
+        # the program waits for a CPU charges the delay to the function it
+        # happened in, and only a delay straddling work()'s return (of 200
+        # ms) or ending in the microseconds between calls (of 40 ms) could
+        # break them. (Not sample counts: a busy machine delays the sampler
+        # more in some phases than in others.)
         _, ns, rows = top(tmp_path / name, "wall")
         assert rows["<module>"][1] == ns
+        assert rows["work"][1] >= 0.25 * ns and rows["spin"][1] >= 0.9 * ns, rows
 
 
 def test_cli_format_option_and_default_name(tmp_path):
