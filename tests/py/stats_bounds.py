@@ -33,7 +33,9 @@ a busy one. The error is measured instead:
   a correct sampler with probability a. A span that crosses a cycle's edge
   moves time from one cycle to the next: neighbouring e_k are negatively
   correlated, so the true variance of the sum is below K * s^2 and the bound
-  errs on the safe side.
+  errs on the safe side; a spell of load that lasts several cycles can
+  correlate them positively instead, which sum_deviation allows for
+  (Newey-West over 3 lags, when that is the larger estimate).
 - a = FALSE_FAILURE / (number of functions checked) (Bonferroni).
 
 A burst that misattributes one whole gap lands in one cycle and widens s with
@@ -65,6 +67,7 @@ from statistics import NormalDist
 FALSE_FAILURE = 1e-4      # at most one false failure in 10,000 runs of a test
 CYCLE = "50ms"            # the profiler's cycle for time_shares: ~30 cycles in 1.5 s
 MIN_CYCLES = 8            # fewer cycles with data cannot judge a share
+LAGS = 3                  # neighbouring cycles whose errors may go together (sum_deviation)
 
 
 def log(kind, detail):
@@ -226,6 +229,20 @@ class Blocks:
         return out
 
 
+def sum_deviation(e, lags=LAGS):
+    """The standard deviation of sum(e) estimated from the e_k: sqrt(K) * s,
+    or more where neighbouring cycles' errors go the same way (a spell of
+    load can last several cycles): the Newey-West estimate with `lags`
+    lags, whichever is larger (never less than the plain one, so the
+    negative correlation that spans crossing a cycle's edge bring does not
+    narrow the bound)."""
+    K = len(e)
+    m = sum(e) / K
+    g = [sum((e[k] - m) * (e[k + l] - m) for k in range(K - l)) / (K - 1) for l in range(lags + 1)]
+    nw = g[0] + 2 * sum((1 - l / (lags + 1)) * g[l] for l in range(1, lags + 1))
+    return math.sqrt(K * max(g[0], nw))
+
+
 def time_shares(profiler, blocks, measure, thread_id=None, alpha=FALSE_FAILURE):
     """Checks the shares of the functions in `blocks` in the profile of
     `profiler` (made with cycle=CYCLE, maxlen=None) against the truth in
@@ -260,12 +277,11 @@ def time_shares(profiler, blocks, measure, thread_id=None, alpha=FALSE_FAILURE):
     for i, name in enumerate(names):
         share = T[i] / t_all
         e = [(sk[i] - tk[i]) - share * (sum(sk) - sum(tk)) for sk, tk in zip(sampled, truth)]
-        mean = sum(e) / K
-        sd = math.sqrt(sum((x - mean) ** 2 for x in e) / (K - 1))
-        bound = tq * sd * math.sqrt(K) / s_all
+        bound = tq * sum_deviation(e) / s_all
         error = S[i] / s_all - share
         report[name] = (round(S[i] / s_all, 4), round(share, 4), round(error, 4), round(bound, 4))
-        log("share", {"name": str(name), "error": error, "bound": bound, "cycles": K})
+        log("share", {"name": str(name), "error": error, "bound": bound, "cycles": K,
+                      "e": [round(x / s_all, 6) for x in e]})
         if abs(error) > bound:
             bad.append(name)
     return bad, report
