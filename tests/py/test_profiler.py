@@ -446,9 +446,11 @@ def test_call_heavy_code_is_not_undersampled():
 
     Catches a sampler that loses the reads that fail on a changing stack
     (before 3.11 a few percent of the rounds in churn fail; their time must
-    go to the thread's next sample): all the wall time between the thread's
-    first and last samples is in its profile, to the nanosecond, however
-    busy the machine. And one that skips or misreads call-heavy code:
+    go to the thread's next sample): the thread's samples tile the wall time
+    from the round before its first one to its last one, however busy the
+    machine, so lost time shows as a shortfall (anything over the first
+    sample's span, usually one interval). And one that skips or misreads
+    call-heavy code:
     churn's share of the sampled time is its share of the real time, within
     the bound stats_bounds.time_shares derives from this run (1 false
     failure in 10,000 runs)."""
