@@ -6,14 +6,14 @@ collector) and prints the expected counts per class as JSON.
 
 Usage: python objects_target.py handler          counts from a handler
        python objects_target.py file PATH        records objects into PATH
-       python objects_target.py probes P[,P...]  waits for bpftrace
+       python objects_target.py probes P[,P...]  waits for bpftrace (and the
+                                                 test's "go", see probe_target.py)
 """
 import collections
 import copy
 import gc
 import json
 import sys
-import time
 
 import stackwatch
 from stackwatch import _native
@@ -95,19 +95,11 @@ def main():
         summary = stackwatch.stop()
         print(json.dumps({"expected": expected, "error": summary.error, "dropped": summary.dropped}))
     elif mode == "probes":
-        wanted = sys.argv[2].split(",")
-        stackwatch.probes.watch(0.005)
-        print("ready", flush=True)
-        deadline = time.monotonic() + 20
-        while not all(_native._probe_semaphore(p) for p in wanted):
-            if time.monotonic() > deadline:
-                print(json.dumps({"error": "probes never attached"}), flush=True)
-                return 1
-            time.sleep(0.005)
-        # The kernel raises a semaphore when the uprobe is registered, a moment
-        # before bpftrace's program is attached to it: let it settle.
-        time.sleep(0.3)
-        _native._probes_poll()
+        from probe_target import wait_until_attached
+        error = wait_until_attached(sys.argv[2].split(","))
+        if error:
+            print(json.dumps({"error": error}), flush=True)
+            return 1
         expected = workload()
         stackwatch.probes.unwatch()
         print(json.dumps({"expected": expected}), flush=True)

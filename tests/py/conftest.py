@@ -1,6 +1,9 @@
 """Shared helpers for the Python tests: run programs under stackwatch in a
-subprocess of the interpreter being tested."""
+subprocess of the interpreter being tested; tests marked `root` or
+`bpftrace` (markers in pyproject.toml) are skipped, with the reason
+printed, where that is missing."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -20,6 +23,17 @@ def run(args, cwd=None, input=None, timeout=120, env=None):
         e.update(env)
     return subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, text=True,
                           timeout=timeout, env=e)
+
+
+def pytest_runtest_setup(item):
+    reason = None
+    if item.get_closest_marker("bpftrace") and not shutil.which("bpftrace"):
+        reason = "bpftrace is not installed (scripts/install-deps.sh installs it)"
+    elif item.get_closest_marker("root") and os.geteuid() != 0:
+        reason = "needs root"
+    if reason:
+        print(f"skipping {item.name}: {reason}")
+        pytest.skip(reason)
 
 
 @pytest.fixture

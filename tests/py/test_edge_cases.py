@@ -50,14 +50,19 @@ except RecursionError:
 
 def test_daemon_thread_running_at_exit(tmp):
     script = write(tmp / "p.py", '''
-import threading, time
+import threading
+ran = threading.Event()
 def spin():
     def f(n):
         return n
+    calls = 0
     while True:
         f(1)
+        calls += 1
+        if calls == 1000:
+            ran.set()
 threading.Thread(target=spin, daemon=True, name="spinner").start()
-time.sleep(0.2)
+ran.wait(60)   # (still spinning when main ends, however busy the machine)
 print("main done")
 ''')
     r = run(["run", "-o", "o.swt", script], cwd=tmp)
@@ -185,6 +190,7 @@ if HANDLER:
         assert r.stdout.split() == ["RecursionError", "RecursionError", "True"], r.stdout
 
 
+@pytest.mark.timing
 def test_sigterm_keeps_events_up_to_the_last_background_flush(tmp):
     """Killed by SIGTERM (no atexit, no stop): the background flusher has
     written what the program recorded before it went idle."""
@@ -202,7 +208,16 @@ time.sleep(30)
     p = subprocess.Popen([sys.executable, "-m", "stackwatch", "run", "-o", str(tmp / "o.swt"),
                           "--flush-interval", "100ms", script], stdout=subprocess.PIPE, cwd=tmp)
     assert p.stdout.readline().strip() == b"ready"
-    time.sleep(0.6)
+    # Until the flusher has written them (not for a time: a loaded machine
+    # may run it late); only the flusher writes while the program sleeps.
+    give_up = time.monotonic() + 30
+    while time.monotonic() < give_up:
+        try:
+            if calls_by_name(Trace(str(tmp / "o.swt"))).get("work") == 1973:
+                break
+        except Exception:      # read while a chunk is being written
+            pass
+        time.sleep(0.02)
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=30)
     assert p.returncode == -signal.SIGTERM

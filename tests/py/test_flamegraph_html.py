@@ -328,6 +328,8 @@ def profile_program(tmp_path, *extra, output="prog.html"):
 
 
 @needs_sampler
+@pytest.mark.timing
+@pytest.mark.slow
 def test_cli_html_by_suffix_and_by_format(tmp_path):
     path, samples = profile_program(tmp_path)
     assert path == str(tmp_path / "prog.html")
@@ -439,6 +441,8 @@ def hover(driver, el):
 
 
 @needs_sampler
+@pytest.mark.timing
+@pytest.mark.slow
 def test_browser_renders_hovers_zooms_and_searches(tmp_path, browser):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys

@@ -1,11 +1,19 @@
 """USDT probes checked by the real consumer: bpftrace attaches to a known
 program (tests/programs/probe_target.py) and counts the firings. Skipped
-with the reason printed where bpftrace cannot run or attach."""
+with the reason printed where bpftrace cannot run or attach.
+
+No test waits for a time: the program waits for the test's "go", sent when
+bpftrace's BEGIN probe prints (bpftrace runs it once every probe is
+attached); an attach that fails (a kprobe this kernel cannot attach) ends
+bpftrace at once, and the test with it."""
 import json
 import os
-import shutil
+import queue
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -16,46 +24,88 @@ TARGET = os.path.join(PROGRAMS, "probe_target.py")
 OBJECTS = [os.path.join(PROGRAMS, "objects_target.py"), "probes"]
 
 
-def _skip_reason():
-    if not stackwatch.probes.available:
-        return "stackwatch was built without <sys/sdt.h>"
-    if not shutil.which("bpftrace"):
-        return "bpftrace is not installed (scripts/install-deps.sh installs it)"
-    if os.geteuid() != 0:
-        return "bpftrace needs root"
-    return None
+NO_PROBES = "stackwatch was built without <sys/sdt.h>"
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def tracefs():
-    reason = _skip_reason()
-    if reason:
-        print(f"skipping USDT probe tests: {reason}")
-        pytest.skip(reason)
+    # (without bpftrace or root the markers skip first: conftest.py)
+    if not stackwatch.probes.available:
+        print(f"skipping USDT probe tests: {NO_PROBES}")
+        pytest.skip(NO_PROBES)
     if not os.path.exists("/sys/kernel/tracing/uprobe_events"):
         subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], capture_output=True)
 
 
+def attaching(test):
+    """Marks a test that attaches bpftrace: root and bpftrace (skipped, with
+    the reason printed, where either is missing)."""
+    for mark in (pytest.mark.root, pytest.mark.bpftrace, pytest.mark.usefixtures("tracefs")):
+        test = mark(test)
+    return test
+
+ATTACHED = "stackwatch-test: attached"   # what the BEGIN probe the tests add prints
+TIMEOUT = 60                             # a hung bpftrace or target, not a slow one
+
+
+def lines_of(stream):
+    """A queue that receives the stream's lines, then None at its end."""
+    q = queue.Queue()
+
+    def pump():
+        for line in stream:
+            q.put(line)
+        q.put(None)
+    threading.Thread(target=pump, daemon=True).start()
+    return q
+
+
+def drain(q, deadline):
+    out = []
+    while True:
+        line = q.get(timeout=max(deadline - time.monotonic(), 0.001))
+        if line is None:
+            return "".join(out)
+        out.append(line)
+
+
 def attach(probes, program, extra_args=(), target=(TARGET,)):
-    """Starts the target (argv after the interpreter's), attaches bpftrace with `program` (probe names and
-    LIB are substituted), lets the target run; returns (bpftrace stdout,
-    target's JSON)."""
-    lib = stackwatch.probes.library
+    """Starts the target (argv after the interpreter's), attaches bpftrace
+    with `program` (LIB replaced by the library) and tells the target to go
+    once bpftrace's BEGIN probe has run, i.e. once every probe is attached;
+    returns (bpftrace stdout, target's JSON). Skips at once if bpftrace
+    exits before that (it could not attach)."""
+    assert "BEGIN" not in program, "attach() adds the BEGIN probe"
+    script = f'BEGIN {{ printf("{ATTACHED}\\n"); }} ' + program.replace("LIB", stackwatch.probes.library)
+    deadline = time.monotonic() + TIMEOUT
     prog = subprocess.Popen([sys.executable, *extra_args, *target, ",".join(probes)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+    bt = None
     try:
         assert prog.stdout.readline().strip() == "ready"
-        bt = subprocess.Popen(["bpftrace", "-p", str(prog.pid), "-e", program.replace("LIB", lib)],
+        bt = subprocess.Popen(["bpftrace", "-p", str(prog.pid), "-e", script],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out, _ = prog.communicate(timeout=60)
-        bt_out, bt_err = bt.communicate(timeout=60)
+        out_q, err_q = lines_of(bt.stdout), lines_of(bt.stderr)
+        head = []
+        while not head or head[-1] not in (None, ATTACHED + "\n"):
+            head.append(out_q.get(timeout=max(deadline - time.monotonic(), 0.001)))
+        if head[-1] is None:                 # bpftrace ended: it could not attach
+            bt.wait(timeout=TIMEOUT)
+            reason = [l for l in drain(err_q, deadline).splitlines() if "rror" in l and "MEMLOCK" not in l]
+            print(f"skipping: bpftrace could not attach: {reason}")
+            pytest.skip(f"bpftrace could not attach: {reason[-2:]}")
+        prog.stdin.write("go\n")
+        prog.stdin.flush()
+        out, _ = prog.communicate(timeout=TIMEOUT)
+        bt_out = "".join(head) + drain(out_q, deadline)   # bpftrace -p ends with its target
+        bt_err = drain(err_q, deadline)
+        bt.wait(timeout=TIMEOUT)
     finally:
         prog.kill()
-    if "Attaching" not in bt_out or "Error attaching probe" in bt_err:
-        reason = [l for l in bt_err.splitlines() if "rror" in l and "MEMLOCK" not in l]
-        print(f"skipping: bpftrace could not attach: {reason}")
-        pytest.skip(f"bpftrace could not attach: {reason[-2:]}")
+        if bt is not None and bt.poll() is None:
+            bt.send_signal(signal.SIGINT)    # (it ignores SIGTERM while attached)
+            bt.wait(timeout=TIMEOUT)
     info = json.loads(out.strip().splitlines()[-1])
     assert "error" not in info, (info, bt_err)
     return bt_out, info
@@ -72,6 +122,7 @@ def counts(text):
 
 
 @pytest.mark.parametrize("optimize", [False, True], ids=["plain", "-O"])
+@attaching
 def test_function_entry_and_return_counts(optimize):
     script = ('usdt:LIB:stackwatch:function__entry /str(arg1) == "leaf" || str(arg1) == "mid"/ '
               '{ @entry[str(arg1)] = count(); } '
@@ -84,6 +135,7 @@ def test_function_entry_and_return_counts(optimize):
     assert info["optimize"] == (1 if optimize else 0)
 
 
+@attaching
 def test_gc_start_and_done():
     script = 'usdt:LIB:stackwatch:gc__start { @start = count(); } usdt:LIB:stackwatch:gc__done { @done = count(); }'
     out, _ = attach(["gc__start", "gc__done"], script)
@@ -91,6 +143,7 @@ def test_gc_start_and_done():
     assert c["@start"] >= 1 and c["@start"] == c["@done"]
 
 
+@attaching
 def test_line_events_and_unicode_names():
     script = ('usdt:LIB:stackwatch:line /str(arg1) == "leaf"/ { @line[arg2] = count(); } '
               'usdt:LIB:stackwatch:function__entry /str(arg1) == "ünïcode_fn"/ { @uni = count(); }')
@@ -100,6 +153,7 @@ def test_line_events_and_unicode_names():
     assert c["@uni"] == 7
 
 
+@attaching
 def test_instance_new_and_delete_counts_per_class():
     """Counts per class against the known numbers of objects_target.py
     (a subclass, __slots__, __del__, a class made while attached, a
@@ -120,6 +174,7 @@ def test_instance_new_and_delete_counts_per_class():
     assert c.get(f"@file[SwPlain, {OBJECTS[0][:63]}]", c.get(f"@file[SwPlain, {OBJECTS[0]}]")) == 1010
 
 
+@pytest.mark.skipif(not stackwatch.probes.available, reason=NO_PROBES)
 def test_probes_command_lists_them():
     out = run(["probes"])
     assert out.returncode == 0, out.stderr
@@ -139,6 +194,7 @@ EXAMPLES = os.path.join(os.path.dirname(PROGRAMS), "..", "examples", "bpftrace")
     ("instances_per_class.bt", ["instance__new__done"], "@instances[SwPlain]: 1010"),
     ("delete_cascade.bt", ["instance__delete__start", "instance__delete__done"], "@cascade_us"),
 ])
+@attaching
 def test_examples_attach_and_report(name, probes, expect):
     with open(os.path.join(EXAMPLES, name)) as f:
         script = f.read()

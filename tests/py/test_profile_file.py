@@ -43,6 +43,9 @@ def stored(tmp_path_factory):
     with stackwatch.Profiler(interval="500us", cycle="100ms", maxlen=None) as p:
         t.start()
         mixed_workload(0.5)
+        give_up = time.perf_counter() + 30
+        while len(p.history()) < 5 and time.perf_counter() < give_up:   # (cycles with samples, not time)
+            mixed_workload(0.1)
         stop.set()
         t.join()
     (d / "direct").mkdir()
@@ -52,6 +55,7 @@ def stored(tmp_path_factory):
     return p, d
 
 
+@pytest.mark.timing
 def test_round_trip_tree_file_tree(stored):
     p, d = stored
     live, back = p.history(), stackwatch.load_profile(d / "p.swprof")
@@ -166,6 +170,8 @@ def phases(tmp_path_factory):
     return d
 
 
+@pytest.mark.timing
+@pytest.mark.slow
 def test_export_window_of_a_profile_file(phases, tmp_path):
     def stacks(*window):
         out = tmp_path / "w.txt"
@@ -181,6 +187,7 @@ def test_export_window_of_a_profile_file(phases, tmp_path):
     assert count_of(stackwatch.get_profile(h, stop=t0 + 0.3).tree(), "b") == 0
 
 
+@pytest.mark.timing
 def test_stats_of_a_profile_lists_the_hot_function_first(phases):
     r = run(["stats", str(phases / "ph.swprof")])
     assert r.returncode == 0, r.stderr

@@ -28,6 +28,7 @@ import pytest
 
 from conftest import run, write
 from stackwatch import _native
+from stats_bounds import expect_at_least, expect_at_most
 
 SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
 pytestmark = [
@@ -84,26 +85,45 @@ def until_samples(p, body, seconds, samples):
         body(0.1)
 
 
+@pytest.mark.timing
+def until_native_samples(p):
+    """Compresses until the profiler has a sample with native frames (at
+    least 50 ms; at most 30 s: a loaded machine delays the sampler)."""
+    compress_loop(0.05)
+    give_up = time.perf_counter() + 30
+    while p.stats()["native_samples"] == 0 and time.perf_counter() < give_up:
+        compress_loop(0.01)
+
+
 def test_c_heavy_function_shows_deflate_under_its_caller():
     with Profiler(interval="1ms", native=True) as p:
         until_samples(p, compress_loop, 0.4, 400)
     st = p.stats()
-    assert st["native"] and st["native_samples"] >= 0.9 * st["samples"], st
+    # Rates checked with stats_bounds (1 false failure in 10,000 runs): the
+    # C stack is captured in a good part of the samples (nearly all on an
+    # idle machine; on an overloaded one, load 8 on 2 cores, a run lost 53%
+    # to captures that could not be merged, counted in native_failed: a
+    # rate of 30% still tells a working capture from a broken one)...
+    assert st["native"]
+    expect_at_least(st["native_samples"], st["samples"], 0.3, st)
     mine = [(path, n) for path, n in stacks(p.tree(threading.get_ident()))
             if "compress_loop" in names(path)]
     total = sum(n for _, n in mine)
     assert total >= 300, st
-    under = 0
+    under = captured = 0
     for path, n in mine:
         nm = names(path)
         i = nm.index("compress_loop")
         below = nm[i + 1:]
         # Below the Python caller: native frames only, ending in zlib's code.
         assert all(x.endswith(NATIVE) for x in below), nm
+        captured += n if below else 0
         if "zlib_compress" + NATIVE in below and "deflate" + NATIVE in below:
             assert below.index("zlib_compress" + NATIVE) < below.index("deflate" + NATIVE), nm
             under += n
-    assert under >= 0.8 * total, (under, total)
+    # ...and at least 90% of those with a C stack are in deflate (zlib's
+    # own loop; a capture that timed out leaves a Python-only sample).
+    expect_at_least(under, captured, 0.9, (under, captured, total))
     # Native nodes carry their shared object and the flag.
     deflate = [n for path, _ in mine for n in path if n["name"] == "deflate" + NATIVE]
     assert deflate and all(n.get("native") is True and n["line"] == 0 and "libz" in n["filename"] for n in deflate)
@@ -121,6 +141,7 @@ def sort_loop(seconds):
         sorted(items, key=keyfn)
 
 
+@pytest.mark.timing
 def test_nesting_and_python_projection():
     """Python-only projections of native-mode stacks are the stacks the
     same workload has in a Python-only profile; native frames sit between
@@ -144,8 +165,9 @@ def test_nesting_and_python_projection():
         last_py = max(i for i, n in enumerate(path) if not n.get("native"))
         return EVAL in nm[:last_py]
     assert not [names(p) for p, _ in merged if eval_rootward(p)]
-    # (1.5-4% measured on a quiet machine, 5.9% once on a loaded one)
-    assert sum(n for path, n in merged if EVAL in names(path)) <= 0.08 * total
+    # (1.5-4% measured on a quiet machine, 5.9% once on a loaded one: a
+    # rate of 6%, checked with stats_bounds)
+    expect_at_most(sum(n for path, n in merged if EVAL in names(path)), total, 0.06)
     in_key = 0
     for path, n in merged:
         nm = names(path)
@@ -153,13 +175,16 @@ def test_nesting_and_python_projection():
             continue
         i, k = nm.index("sort_loop"), nm.index("keyfn")
         between = nm[i + 1:k]
+        in_key += n
+        if not any(x.endswith(NATIVE) for x in nm):
+            continue    # its C stack was not captured (see the test above): Python frames only
         # sorted() ran keyfn: the list sort's C code is between them.
         assert between and all(x.endswith(NATIVE) for x in between), nm
         assert any(x.startswith("list_sort") for x in between), nm
-        in_key += n
     assert in_key >= 0.2 * total
 
 
+@pytest.mark.timing
 def test_blocked_threads_are_sampled_and_undisturbed():
     results = {}
     rfd, wfd = os.pipe()
@@ -207,8 +232,8 @@ def test_blocked_threads_are_sampled_and_undisturbed():
     ok, waited = results["lock"]
     assert ok == [False, False, False] and waited >= 0.3, results["lock"]
     # (A thread that waits for a CPU longer than the sampler waits for it,
-    # 20 ms, can time out on a loaded machine: rare.)
-    assert st["native_timeouts"] <= 0.02 * st["samples"], st
+    # 20 ms, can time out on a loaded machine: at a rate under 2%.)
+    expect_at_most(st["native_timeouts"], st["samples"], 0.02, st)
     # Sampled while blocked: their leaf frames are the C calls they block in.
     by_name = {t.name: t.ident for t in threads}
     for name, calls in (("sleeper", ("clock_nanosleep", "select", "nanosleep", "__clock_nanosleep")),
@@ -234,7 +259,7 @@ def test_previous_handler_still_gets_its_signals():
             compress_loop(0.05)
             signal.pthread_kill(threading.get_ident(), sig)
             time.sleep(0.05)
-            compress_loop(0.05)
+            until_native_samples(p)
         assert got == [sig]
         assert p.stats()["native_samples"] > 0
         signal.pthread_kill(threading.get_ident(), sig)
@@ -251,9 +276,12 @@ def test_one_native_profiler_at_a_time():
             Profiler(interval="1ms", native=True).start()
         with Profiler(interval="1ms") as other:   # a Python-only one is fine
             time.sleep(0.01)
+            give_up = time.perf_counter() + 30
+            while other.stats()["ticks"] == 0 and time.perf_counter() < give_up:   # (a round, not a time)
+                time.sleep(0.01)
     assert other.stats()["ticks"] > 0
     with Profiler(interval="1ms", native=True) as again:   # and again after stop
-        compress_loop(0.05)
+        until_native_samples(again)
     assert again.stats()["native_samples"] > 0
 
 
@@ -274,6 +302,7 @@ def test_lines_and_native_together():
     assert max(counts, key=counts.get) == hot_line, counts
 
 
+@pytest.mark.timing
 def test_cli_native(tmp_path):
     script = write(tmp_path / "prog.py", (
         "import os, time, zlib\n"
@@ -289,8 +318,12 @@ def test_cli_native(tmp_path):
     text = out.read_text()
     deflate = sum(int(l.rsplit(" ", 1)[1]) for l in text.splitlines()
                   if f"work ({script}:3);" in l and "deflate [native]" in l)
-    total = sum(int(l.rsplit(" ", 1)[1]) for l in text.splitlines())
-    assert deflate >= 0.5 * total, text[:2000]
+    # Of the samples whose C stack was captured (a capture can time out on
+    # a loaded machine, leaving a Python-only sample: how often is the
+    # machine's doing), at least 90% are in deflate (stats_bounds).
+    captured = sum(int(l.rsplit(" ", 1)[1]) for l in text.splitlines() if "[native]" in l)
+    assert captured > 0, text[:2000]
+    expect_at_least(deflate, captured, 0.9, text[:2000])
     # The wrapper's own frames (the CLI, runpy, the interpreter's main) are
     # cut: stacks start at the program's module.
     assert all(l.startswith(f"<module> ({script}:1)") for l in text.splitlines()), text[:2000]
@@ -301,6 +334,7 @@ def test_cli_native(tmp_path):
     assert '"deflate [native]"' in page
 
 
+@pytest.mark.timing
 def test_thread_blocking_the_signal_gets_python_only_samples():
     """A thread that blocks the capture signal cannot give its C stack: it
     is asked once, then left alone for a while (each unanswered request
@@ -309,13 +343,16 @@ def test_thread_blocking_the_signal_gets_python_only_samples():
     stop = threading.Event()
 
     def masked():
-        signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
         while not stop.is_set():
             sum(range(1000))
 
+    # The thread starts with the signal blocked (a new thread inherits its
+    # creator's mask), so no round can catch it before it blocks it.
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
     th = threading.Thread(target=masked)
+    th.start()
+    signal.pthread_sigmask(signal.SIG_SETMASK, old)
     with Profiler(interval="1ms", native=True) as p:
-        th.start()
         until_samples(p, compress_loop, 0.4, 400)
         stop.set()
         th.join()

@@ -61,6 +61,15 @@ def thread_pos(t, name):
     return next(i for i, th in enumerate(t.threads) if th["name"] == name)
 
 
+def samples_inside(t, name, func, margin):
+    """The trace's samples of thread `name` taken inside its call of
+    `func`, `margin` ns away from both ends (how many there are depends on
+    how busy the machine was: an export must have exactly these)."""
+    pos = thread_pos(t, name)
+    start, end = slice_of(t, pos, func)
+    return [s for s in t.samples(pos) if start + margin <= s.t_ns <= end - margin]
+
+
 def slice_of(t, pos, name):
     """(start, end) in trace ns of the only call of `name` on the thread."""
     stack, found = [], []
@@ -78,6 +87,7 @@ def slice_of(t, pos, name):
 @pytest.mark.parametrize("thread,func,seconds,state", [("MainThread", "f", 0.3, "idle"),
                                                         ("MainThread", "g", None, "running"),
                                                         ("sleeper", "nap", 0.2, "idle")])
+@pytest.mark.timing
 def test_samples_inside_a_long_c_call(traced, thread, func, seconds, state):
     t = Trace(traced)
     pos = thread_pos(t, thread)
@@ -93,16 +103,20 @@ def test_samples_inside_a_long_c_call(traced, thread, func, seconds, state):
     assert all(s.stack[-1].name == func for s in core)  # no Python frame below it: a C call
     if thread == "MainThread":  # the program's own frames only, as in the trace
         assert all(s.stack[0].name == "<module>" and s.stack[0].filename.endswith("prog.py") for s in core)
-    expected = dur / RATE_NS
-    # One sample per interval; a round the sampler could not make in time
-    # (a loaded machine) is skipped, and the next sample's weight says how
-    # many intervals it stands for.
-    rounds = sum(max(1, round(s.weight_ns / RATE_NS)) for s in inside)
-    assert 0.85 * expected <= rounds <= 1.1 * expected + 2, (rounds, len(inside), expected)
-    assert 0.25 * expected <= len(inside) <= 1.1 * expected + 2, (len(inside), expected)
-    # The samples' weights (wall time since the previous round) add up to
-    # the slice's duration.
-    assert abs(sum(s.weight_ns for s in inside) - dur) <= 0.15 * dur + 3 * RATE_NS
+    # At most one round per interval (a round the sampler could not make in
+    # time, on a loaded machine, is skipped, never made up for later)...
+    assert len(inside) <= dur / RATE_NS + 2, (len(inside), dur)
+    # ...and each sample's weight is the wall time since the previous round
+    # (the intervals it stands for): the thread's samples tile the time, so
+    # those inside the slice add up to its duration, give or take the first
+    # one's span (which begins before the slice) and the time from the last
+    # one to the next round (of any thread: this one may have ended). Exact
+    # however many rounds were missed.
+    every = t.samples(pos)
+    assert all(b.t_ns - a.t_ns == b.weight_ns for a, b in zip(every, every[1:]))
+    covered = sum(s.weight_ns for s in inside)
+    next_round = min([s.t_ns for s in t.samples() if s.t_ns > end] or [t.end_ns])
+    assert covered - inside[0].weight_ns <= dur <= covered + next_round - inside[-1].t_ns, (covered, dur)
     # What the kernel said the thread was doing.
     states = [s.state for s in core]
     assert states.count(state) > len(states) / 2, states
@@ -120,6 +134,7 @@ def test_samples_lie_within_the_trace(traced):
     assert t._t.samples_unattributed == 0
 
 
+@pytest.mark.timing
 def test_perfetto_shows_samples_beside_the_slices(traced, tmp_path):
     pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     t = Trace(traced)
@@ -154,10 +169,12 @@ def test_perfetto_shows_samples_beside_the_slices(traced, tmp_path):
     assert len(samples) == t.sample_count()
     begin, end, thread_track = f_slice
     inside = [fr for ts, tr, fr in samples if tr == thread_track and begin + 2_000_000 <= ts <= end - 2_000_000]
-    assert len(inside) > 100 and all(fr[-1] == "f" for fr in inside)
+    assert len(inside) == len(samples_inside(t, "MainThread", "f", 2_000_000)) > 0
+    assert all(fr[-1] == "f" for fr in inside)
     assert all(fr[-2] == "main" for fr in inside)
 
 
+@pytest.mark.timing
 def test_chrome_shows_samples(traced, tmp_path):
     out = tmp_path / "t.json"
     r = run(["export", traced, "--format", "chrome", "-o", str(out)])
@@ -176,10 +193,11 @@ def test_chrome_shows_samples(traced, tmp_path):
                 f_span = (b["ts"], e["ts"], e["tid"])
     lo, hi, tid = f_span
     inside = [e for e in samples if e["tid"] == tid and lo + 2000 <= e["ts"] <= hi - 2000]
-    assert len(inside) > 100
+    assert len(inside) == len(samples_inside(t, "MainThread", "f", 2_000_000)) > 0
     assert all(e["name"] == "f" and e["args"]["stack"].endswith("main;f") for e in inside)
 
 
+@pytest.mark.timing
 def test_stats_reports_samples(traced):
     r = run(["stats", traced])
     assert r.returncode == 0, r.stderr
@@ -189,19 +207,29 @@ def test_stats_reports_samples(traced):
     own_f = sum(1 for s in t.samples() if s.stack and s.stack[-1].name == "f")
     table = r.stdout.split("top functions by samples")[1]
     row = next(line for line in table.splitlines() if line.rstrip().endswith("prog.py:5)"))
-    assert int(row.split()[0]) == own_f >= 200
+    # (how many there are depends on how busy the machine was: f's samples
+    # in the trace are what the table must count, every one of them)
+    assert int(row.split()[0]) == own_f >= len(samples_inside(t, "MainThread", "f", 1)) > 0
 
 
+@pytest.mark.timing
 def test_api_option(tmp_path):
     import time
 
+    from stackwatch import api
+
     def sleepy():
+        # 100 ms, then until the sampler has stored 150 samples (a loaded
+        # machine makes it miss rounds: wait for samples, not for time)
         time.sleep(0.1)
+        give_up = time.perf_counter() + 30
+        while api._sampler.stats()["stored"] < 150 and time.perf_counter() < give_up:
+            time.sleep(0.01)
 
     p = str(tmp_path / "a.swt")
     with stackwatch.trace(p, sample="500us") as tr:
         sleepy()
-    assert tr.summary.samples > 50
+    assert tr.summary.samples >= 150
     t = Trace(p)
     assert t.sample_count() == tr.summary.samples
     start, end = slice_of(t, thread_pos(t, "MainThread"), "sleepy")
@@ -228,18 +256,22 @@ def test_cli_rejects_bad_sample_values(tmp_path, arg):
     assert len(lines) == 1 and lines[0].startswith("stackwatch: error: --sample: "), r.stderr
 
 
+@pytest.mark.timing
 def test_cli_sample_before_the_program(tmp_path):
     prog = tmp_path / "p.py"
-    prog.write_text("import time\ntime.sleep(0.05)\nprint('ran')\n")
+    prog.write_text("import time\ntime.sleep(0.2)\nprint('ran')\n")
     r = run(["run", "--sample", "-o", str(tmp_path / "o.swt"), str(prog)])
     assert r.returncode == 0, r.stderr
     r = run(["run", "-o", str(tmp_path / "o.swt"), "--sample", str(prog)])
     assert r.returncode == 0 and "ran" in r.stdout, r.stderr
-    assert Trace(str(tmp_path / "o.swt")).sample_count() > 20
+    # (200 rounds allowed; a busy machine makes the sampler miss up to about
+    # 3 in 4, so 20 is the least that shows it sampled the program)
+    assert Trace(str(tmp_path / "o.swt")).sample_count() >= 20
     r = run(["run", "--sample", "--no-trace", "--probes", str(prog)])
     assert r.returncode == 2 and "--no-trace" in r.stderr
 
 
+@pytest.mark.timing
 def test_session_stop_stops_the_sampler_first(tmp_path):
     """The session's own stop (here called directly, bypassing the API's
     order) stops the sampler and writes its last samples before END: the
@@ -251,7 +283,9 @@ def test_session_stop_stops_the_sampler_first(tmp_path):
     p = str(tmp_path / "d.swt")
     stackwatch.start(p, sample="200us")
     sampler = api._sampler
-    time.sleep(0.05)
+    give_up = time.perf_counter() + 30
+    while sampler.stats()["stored"] <= 50 and time.perf_counter() < give_up:
+        time.sleep(0.01)
     _native.stop()
     time.sleep(0.01)
     with pytest.raises(RuntimeError, match="not running"):

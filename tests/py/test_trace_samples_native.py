@@ -94,6 +94,7 @@ def core_samples(t, name):
     return [s for s in t.samples(pos) if start + MARGIN <= s.t_ns <= end - MARGIN], (start, end)
 
 
+@pytest.mark.timing
 def test_samples_show_zlib_under_the_python_caller(traced):
     t = Trace(traced)
     core, (start, end) = core_samples(t, "squeeze")
@@ -116,6 +117,7 @@ def test_samples_show_zlib_under_the_python_caller(traced):
     assert not any("stackwatch" in f.filename for s in t.samples() for f in s.stack)
 
 
+@pytest.mark.timing
 def test_lines_are_the_lines_being_run(traced):
     t = Trace(traced)
     core, _ = core_samples(t, "squeeze")
@@ -163,7 +165,9 @@ def test_perfetto_shows_native_frames_inside_the_call_slice(traced, tmp_path):
     slices, samples = perfetto_samples(traced, tmp_path)
     (begin, end, thread_track), = slices["squeeze"]
     inside = [te for ts, tr, te in samples if tr == thread_track and begin + MARGIN <= ts <= end - MARGIN]
-    assert len(inside) >= 50
+    # (how many depends on how busy the machine was: exactly the trace's)
+    core, _ = core_samples(Trace(traced), "squeeze")
+    assert len(inside) == len(core) > 0
     with_deflate = 0
     for te in inside:
         frames = [(fr.function_name, fr.source_file, fr.line_number) for fr in te.callstack.frames]
@@ -180,7 +184,7 @@ def test_perfetto_shows_native_frames_inside_the_call_slice(traced, tmp_path):
         if "deflate" + NATIVE in fnames[i + 1:]:
             with_deflate += 1
             assert "libz" in frames[fnames.index("deflate" + NATIVE)][1]
-    assert with_deflate >= 0.8 * len(inside)
+    assert with_deflate == sum("deflate" + NATIVE in [f.name for f in s.stack] for s in core)
 
 
 def test_chrome_shows_native_frames_inside_the_call_slice(traced, tmp_path):
@@ -200,7 +204,8 @@ def test_chrome_shows_native_frames_inside_the_call_slice(traced, tmp_path):
     samples = [e for e in doc["traceEvents"] if e.get("cat") == "sample"]
     assert len(samples) == Trace(traced).sample_count()
     inside = [e for e in samples if e["tid"] == tid and lo + MARGIN / 1000 <= e["ts"] <= hi - MARGIN / 1000]
-    assert len(inside) >= 50
+    core, _ = core_samples(Trace(traced), "squeeze")
+    assert len(inside) == len(core) > 0
     with_deflate = 0
     for e in inside:
         stack = e["args"]["stack"].split(";")
@@ -211,7 +216,7 @@ def test_chrome_shows_native_frames_inside_the_call_slice(traced, tmp_path):
         assert lines[i] == SQUEEZE and lines[stack.index("main")] == CALL
         assert e["name"] == stack[-1] and e["args"].get("native", False) == stack[-1].endswith(NATIVE)
         with_deflate += "deflate" + NATIVE in stack[i + 1:]
-    assert with_deflate >= 0.8 * len(inside)
+    assert with_deflate == sum("deflate" + NATIVE in [f.name for f in s.stack] for s in core)
 
 
 def test_stats_shows_native_frames_and_lines(traced):
@@ -229,6 +234,7 @@ def test_stats_shows_native_frames_and_lines(traced):
     assert top[f"{t.samples()[0].stack[0].filename}:{SPIN}"] >= len(core_spin)
 
 
+@pytest.mark.timing
 def test_native_without_lines_and_the_api(tmp_path):
     import zlib
     data = bytes(range(256)) * 40000
@@ -327,6 +333,7 @@ os.waitpid(pid, 0)
 '''
 
 
+@pytest.mark.timing
 def test_forked_child_samples_native_frames_too(tmp_path):
     """The child's own sampler takes the native capture over from the
     parent's (which does not exist in the child)."""
