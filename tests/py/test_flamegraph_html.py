@@ -1,4 +1,4 @@
-"""The HTML flame graph (stackwatch.flamegraph, `--format html`): the page is
+"""The HTML flame graph (stackwatch.render.flamegraph, `--format html`): the page is
 one self-contained file whose embedded data are the profiler's call trees
 exactly, whatever the names hold; and, in real headless Chromium, it
 renders without errors, the tooltip shows name, file, line, source line,

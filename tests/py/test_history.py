@@ -1,4 +1,4 @@
-"""Call trees over time (stackwatch.history): a tree per cycle in a bounded
+"""Call trees over time (stackwatch.profiler.history): a tree per cycle in a bounded
 history, time windows, merging, omitted files, dask-like dicts, watch()
 with a stop condition, and bad arguments. Ground truths: the merge of a
 whole history is the whole-run tree; merging a tree with itself doubles

@@ -216,7 +216,7 @@ def test_stats_reports_samples(traced):
 def test_api_option(tmp_path):
     import time
 
-    from stackwatch import api
+    from stackwatch.tracer import session as api
 
     def sleepy():
         # 100 ms, then until the sampler has stored 150 samples (a loaded
