@@ -27,7 +27,7 @@ demo:
 	@scripts/install-deps.sh demo
 	@scripts/demo.sh
 
-test: deps
+test: deps rooms
 	@scripts/test-all.sh $(PYTHON_VERSIONS)
 
 rooms:
