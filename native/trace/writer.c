@@ -562,6 +562,16 @@ void sw_writer_abandon(sw_writer *w)
     w->closed = 1;
 }
 
+void sw_writer_fork_prepare(sw_writer *w)
+{
+    pthread_mutex_lock(&w->lock);
+}
+
+void sw_writer_fork_release(sw_writer *w)
+{
+    pthread_mutex_unlock(&w->lock);
+}
+
 void sw_writer_free(sw_writer *w)
 {
     if (!w)

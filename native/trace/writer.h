@@ -139,6 +139,14 @@ int sw_writer_close(sw_writer *w, const sw_bytes *end_kv);
 /* Closes the file without writing anything more (the child after fork()). */
 void sw_writer_abandon(sw_writer *w);
 
+/* Around fork(): sw_writer_fork_prepare() takes the writer's lock, so that
+ * no other thread holds it when the process is copied; after fork() the
+ * parent and the child each call sw_writer_fork_release(), which releases
+ * it (in the child the lock is held by the one thread there, the one that
+ * forked). Async-signal-safe, as pthread_atfork handlers must be. */
+void sw_writer_fork_prepare(sw_writer *w);
+void sw_writer_fork_release(sw_writer *w);
+
 /* Frees the writer and its thread buffers. */
 void sw_writer_free(sw_writer *w);
 

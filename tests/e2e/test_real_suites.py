@@ -69,11 +69,9 @@ PROJECTS = {
     # toolz/sandbox/tests): they are copied out so that they import the
     # installed toolz, not the sdist's copy beside them. The whole suite
     # runs (about 1 s plain), with the pytest options of toolz's
-    # pyproject.toml (warnings are errors), but for test_fold: it forks a
-    # multiprocessing.Pool, and under `stackwatch run` a forked child
-    # sometimes writes its copy of the parent's pending events into the
-    # parent's trace (calls counted twice: a stackwatch bug, reduced to
-    # tests/e2e/test_fork_children.py; put test_fold back once that passes).
+    # pyproject.toml (warnings are errors); its test_fold forks a
+    # multiprocessing.Pool (tests/e2e/test_fork_children.py has what that
+    # once broke, reduced).
     "toolz": Project(
         dist="toolz", version="1.2.0",
         sha256="9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490",
@@ -81,8 +79,7 @@ PROJECTS = {
         ini="[pytest]\nxfail_strict = true\naddopts = --strict-config --strict-markers -ra\n"
             "filterwarnings =\n    error\n"
             "    ignore:The toolz.compatibility module is no longer needed:DeprecationWarning:\n",
-        args=["toolz_tests", "toolz_sandbox_tests",
-              "--deselect", "toolz_sandbox_tests/test_parallel.py::test_fold"],
+        args=["toolz_tests", "toolz_sandbox_tests"],
         min_passed=180,
         counted=["toolz.functoolz:curry.__call__", "toolz.functoolz:curry.__init__",
                  "toolz.functoolz:_check_sigspec", "toolz.functoolz:InstanceProperty.__get__",

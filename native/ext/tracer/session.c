@@ -33,6 +33,50 @@ static void set_gen(uint64_t gen)
     sw_session_fast_refresh();
 }
 
+/* Around fork() (pthread_atfork handlers, registered at the first start):
+ * the forking thread takes the session's lock and the writer's, so that no
+ * thread holds either when the process is copied (a thread flushing at its
+ * exit holds both without the GIL; a child forked then would wait for them
+ * for ever). In the child the session is left at once, before any Python
+ * code runs there (the at-fork hooks registered before stackwatch's, such
+ * as threading's, run traced otherwise, and a buffer they fill would be
+ * written into the parent's file): the file is closed, nothing more is
+ * recorded, and sw_session_after_fork_child() forgets the rest. */
+static sw_writer *fork_locked;   /* the writer whose lock the forking thread holds */
+static int fork_child_pending;   /* a child that left its parent's session */
+
+static void fork_prepare(void)
+{
+    if (!sw_S.gen || !sw_S.w)
+        return;
+    pthread_mutex_lock(&sw_S.lock);
+    sw_writer_fork_prepare(sw_S.w);
+    fork_locked = sw_S.w;
+}
+
+static void fork_release(void)
+{
+    sw_writer_fork_release(fork_locked);
+    fork_locked = NULL;
+    pthread_mutex_unlock(&sw_S.lock);
+}
+
+static void fork_parent(void)
+{
+    if (fork_locked)
+        fork_release();
+}
+
+static void fork_child(void)
+{
+    if (!fork_locked)
+        return;
+    fork_release();
+    sw_writer_abandon(sw_S.w);
+    fork_child_pending = 1;
+    set_gen(0);
+}
+
 /* Thread exit: flush what the thread recorded. Runs without the GIL. */
 static void thread_exit(void *arg)
 {
@@ -308,6 +352,9 @@ int sw_session_start(const sw_start_opts *o)
         }
     }
     sw_thread_exit_key();
+    static int atfork_registered;
+    if (!atfork_registered && pthread_atfork(fork_prepare, fork_parent, fork_child) == 0)
+        atfork_registered = 1;
     char **inc = NULL, **exc = NULL;
     if (sw_globs_copy(o->include, "include", &inc) < 0)
         return -1;
@@ -424,13 +471,15 @@ PyObject *sw_session_stop(void)
     return d;
 }
 
-void sw_session_after_fork_child(void)
+int sw_session_after_fork_child(void)
 {
-    if (!sw_S.gen)
-        return;
-    /* Never write the parent's file: close our descriptor and forget the
-     * writer (its lock may be held by a thread that no longer exists, so it
-     * is leaked rather than freed). */
+    if (!sw_S.gen && !fork_child_pending)
+        return 0;
+    fork_child_pending = 0;
+    /* Never write the parent's file: fork_child() closed our descriptor
+     * already (also when Python code ran before this); the writer is
+     * forgotten, not freed (its buffers belong to threads that do not
+     * exist here). */
     sw_flusher_forget();
     set_gen(0);
     if (sw_S.w)
@@ -442,4 +491,5 @@ void sw_session_after_fork_child(void)
     sw_S.nfilters = 0;
     sw_dispatch_file_set(0, NULL);
     sw_dispatch_changed();
+    return 1;
 }

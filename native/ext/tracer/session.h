@@ -87,8 +87,9 @@ int sw_session_start(const sw_start_opts *o);
  * exception set. */
 PyObject *sw_session_stop(void);
 
-/* The child after fork(): forget the parent's session without writing. */
-void sw_session_after_fork_child(void);
+/* The child after fork(): forget the parent's session without writing.
+ * Returns 1 if there was one (the fork happened while tracing), else 0. */
+int sw_session_after_fork_child(void);
 
 /* Slow paths called by the hooks. */
 int sw_thread_attach(sw_tstate *t);          /* 1 if the thread can record */

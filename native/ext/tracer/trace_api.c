@@ -99,8 +99,7 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    sw_session_after_fork_child();
-    Py_RETURN_NONE;
+    return PyBool_FromLong(sw_session_after_fork_child());
 }
 
 static PyMethodDef methods[] = {
@@ -109,7 +108,7 @@ static PyMethodDef methods[] = {
      "exclude=None, c_calls=False, flush_interval=0.25, events=0, lines=None)"},
     {"stop", py_stop, METH_NOARGS, "stop() -> dict of totals"},
     {"is_tracing", py_is_tracing, METH_NOARGS, "is_tracing() -> bool"},
-    {"_after_fork_child", py_after_fork_child, METH_NOARGS, "forget the parent's session (fork child)"},
+    {"_after_fork_child", py_after_fork_child, METH_NOARGS, "forget the parent's session (fork child) -> whether there was one"},
     {"_flush_all", py_flush_all, METH_NOARGS, "write every event recorded so far, tracing going on (before exec)"},
     {"_before_fork", py_before_fork, METH_NOARGS, "stop the background flusher before fork()"},
     {"_after_fork_parent", py_after_fork_parent, METH_NOARGS, "restart the background flusher after fork()"},

@@ -296,9 +296,10 @@ def _exit_after_stop(status):
 
 def _after_fork_in_child():
     session = _session
-    if not _native.is_tracing() or session is None:
+    # The C side left the parent's session inside fork() itself (nothing
+    # since has been recorded); here it forgets the rest.
+    if not _native._after_fork_child() or session is None:
         return
-    _native._after_fork_child()
     globals()["_session"] = None
     globals()["_sampler"] = None   # its thread is the parent's: never touched here
     _restore_exits()
