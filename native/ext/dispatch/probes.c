@@ -24,6 +24,8 @@
  */
 #include "probes.h"
 
+#include "ext/shared/ticker.h"
+
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -161,14 +163,9 @@ void sw_probes_emit(int kind, const sw_evdata *d)
 
 /* ---- the watcher ---- */
 
-static pthread_t watcher;
-static int watcher_running;
-static volatile int watcher_stop;
-static long poll_ns = 100 * 1000 * 1000;
+static sw_ticker watcher;
 static volatile uint32_t last_seen;
 static volatile int pending;
-static pthread_mutex_t wlock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wcond = PTHREAD_COND_INITIALIZER;
 
 static int apply(void *unused)
 {
@@ -182,28 +179,19 @@ static int apply(void *unused)
     return 0;
 }
 
-static void *watch(void *arg)
+/* On the watcher's thread, every poll interval: when the set of attached
+ * probes changed, the hooks are switched by a pending call (with the GIL). */
+static void watch_tick(void *arg)
 {
     (void)arg;
-    pthread_mutex_lock(&wlock);
-    while (!watcher_stop) {
-        uint32_t m = sw_probes_poll();
-        if (m != last_seen && !pending) {
-            pending = 1;
-            if (Py_AddPendingCall(apply, NULL) == 0)
-                last_seen = m;
-            else
-                pending = 0;   /* the queue is full: try again next round */
-        }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += poll_ns;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&wcond, &wlock, &ts);
+    uint32_t m = sw_probes_poll();
+    if (m != last_seen && !pending) {
+        pending = 1;
+        if (Py_AddPendingCall(apply, NULL) == 0)
+            last_seen = m;
+        else
+            pending = 0;   /* the queue is full: try again next round */
     }
-    pthread_mutex_unlock(&wlock);
-    return NULL;
 }
 
 static PyObject *py_watch(PyObject *self, PyObject *args)
@@ -214,14 +202,11 @@ static PyObject *py_watch(PyObject *self, PyObject *args)
         return NULL;
     if (!(interval >= 0.001 && interval <= 60))
         return PyErr_Format(PyExc_ValueError, "probe poll interval must be between 1 ms and 60 s");
-    if (watcher_running)
+    if (watcher.running)
         Py_RETURN_FALSE;
-    poll_ns = (long)(interval * 1e9);
-    watcher_stop = 0;
     last_seen = sw_D.probes;
-    if (pthread_create(&watcher, NULL, watch, NULL) != 0)
+    if (sw_ticker_start(&watcher, interval, 1, watch_tick, NULL) != 0)
         return PyErr_Format(PyExc_RuntimeError, "cannot start the probe watcher thread");
-    watcher_running = 1;
     Py_RETURN_TRUE;
 }
 
@@ -229,16 +214,9 @@ static PyObject *py_unwatch(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    if (!watcher_running)
+    if (!watcher.running)
         Py_RETURN_FALSE;
-    pthread_mutex_lock(&wlock);
-    watcher_stop = 1;
-    pthread_cond_signal(&wcond);
-    pthread_mutex_unlock(&wlock);
-    Py_BEGIN_ALLOW_THREADS
-    pthread_join(watcher, NULL);
-    Py_END_ALLOW_THREADS
-    watcher_running = 0;
+    sw_ticker_stop(&watcher);
     if (sw_D.probes) {
         sw_D.probes = 0;
         sw_dispatch_changed();
@@ -251,10 +229,8 @@ static PyObject *py_forget(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    watcher_running = 0;
+    sw_ticker_forget(&watcher);
     pending = 0;
-    pthread_mutex_init(&wlock, NULL);
-    pthread_cond_init(&wcond, NULL);
     Py_RETURN_NONE;
 }
 
