@@ -52,7 +52,7 @@ Project = collections.namedtuple("Project", [
 # - plain functions: one call per frame on every version. (A generator's
 #   calls are its resumptions in both tools, but they may part on the edge
 #   cases: its creation's frame on 3.11+, close() and throw(), teardown;
-#   docs/architecture.md, tests/py/test_differential.py.)
+#   docs/architecture.md, tests/py/tracer/test_differential.py.)
 # - defined once, in a module imported once: pstats keys by (file, first
 #   line, name) and keeps one of two code objects that share a key (a
 #   reloaded module's functions, two genexprs on one line); the test checks

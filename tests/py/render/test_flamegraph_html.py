@@ -11,7 +11,6 @@ everywhere), or on every version with STACKWATCH_BROWSER_TESTS=all.
 """
 import base64
 import hashlib
-import html.parser
 import json
 import os
 import re
@@ -25,7 +24,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
-from conftest import run, write
+from conftest import page_data, parse_page, run, write
 from stackwatch import _native
 from stackwatch.render import flamegraph
 
@@ -40,46 +39,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
-# ---- reading a page back ----
-
-class _Scripts(html.parser.HTMLParser):
-    """The <script> elements of a page, as a browser's tokenizer splits
-    them: [(attrs, text)]; and the <title> text."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.scripts, self.title, self._in = [], "", None
-
-    def handle_starttag(self, tag, attrs):
-        if tag in ("script", "title"):
-            self._in = (tag, dict(attrs), [])
-
-    def handle_data(self, data):
-        if self._in:
-            self._in[2].append(data)
-
-    def handle_endtag(self, tag):
-        if self._in and tag == self._in[0]:
-            if tag == "script":
-                self.scripts.append((self._in[1], "".join(self._in[2])))
-            else:
-                self.title = "".join(self._in[2])
-            self._in = None
-
-
-def parse_page(text):
-    p = _Scripts()
-    p.feed(text)
-    p.close()
-    return p
-
-
-def page_data(text):
-    """The embedded data of a page, decoded."""
-    (attrs, body), = [s for s in parse_page(text).scripts if s[0].get("id") == "stackwatch-data"]
-    assert attrs.get("type") == "application/json"
-    return json.loads(body)
-
+# ---- reading a page back (parse_page, page_data: conftest.py) ----
 
 def nested(data, thread):
     """A thread's flat node list back as nested dicts like Profiler.tree()."""

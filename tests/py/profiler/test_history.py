@@ -12,6 +12,7 @@ import time
 import pytest
 
 import stackwatch
+from conftest import page_data
 from mixed_workload import count_of, spin_until
 from stackwatch import _native
 
@@ -280,7 +281,6 @@ def test_bad_windows_and_merges():
 def test_trees_and_windows_write_every_format(a_then_b, tmp_path):
     import gzip
     import json
-    from test_flamegraph_html import page_data
     p, switch = a_then_b
     h = p.history()
     tree = stackwatch.get_profile(h, stop=switch - 0.25)

@@ -16,7 +16,7 @@ import time
 import pytest
 
 import stackwatch
-from conftest import run, write
+from conftest import page_data, run, write
 from mixed_workload import count_of, f10, f30, f60, mixed_workload, spin_until
 from stackwatch import _native
 
@@ -104,7 +104,6 @@ def test_export_of_a_stored_profile_equals_the_direct_output(stored, tmp_path):
         else:
             assert speedscope_content(exported) == speedscope_content(direct)
     # The flame graph page embeds the same trees, frames and strings.
-    from test_flamegraph_html import page_data
     (tmp_path / "h").mkdir()
     p.write(tmp_path / "h" / "f.html", "html")
     r = run(["export", str(d / "p.swprof"), "--format", "html", "-o", str(tmp_path / "f.html")])
