@@ -12,14 +12,10 @@ import time
 import pytest
 
 import stackwatch
-from conftest import page_data
+from conftest import needs_sampler, page_data
 from mixed_workload import count_of, spin_until
-from stackwatch import _native
 
-SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
-pytestmark = pytest.mark.skipif(
-    not SUPPORTED, reason=f"the sampling profiler does not support CPython {sys.version.split()[0]} "
-    "(it supports 3.9 to 3.13 with the GIL)")
+pytestmark = needs_sampler
 
 
 # Each spins for `seconds`, then, given a profiler or history `p`, until it
