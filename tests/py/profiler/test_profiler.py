@@ -646,6 +646,12 @@ def test_a_returned_frame_is_not_joined_to_its_callers_next_call():
     # _leaf_a's stale frame still points there: without the re-check in
     # pystack.c about one sample in 4,000 shows _leaf_a under _other.
     # A returned-and-called-again mix inside one copy can still slip
-    # through, so one clean run of two is asked.
-    runs = [_strays_of_leaf_a(1.5) for _ in range(2)]
-    assert any(set(found) == {"_mid_a"} and found["_mid_a"] > 500 for found in runs), runs
+    # through, so one clean run of two is asked (the second only runs if
+    # the first was not clean).
+    runs = []
+    for _ in range(2):
+        runs.append(_strays_of_leaf_a(1.5))
+        if set(runs[-1]) == {"_mid_a"} and runs[-1]["_mid_a"] > 500:
+            break
+    else:
+        raise AssertionError(f"no clean run: {runs}")
