@@ -478,7 +478,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * drop most samples of call-heavy code, so such rare mixes are
      * accepted; a walk that meets a dead frame is redone from the new top,
      * up to OBJECT_RETRIES times (dropping such samples would hide
-     * call-heavy code: tests/py/test_profiler.py checks it is not). */
+     * call-heavy code: tests/py/profiler/test_profiler.py checks it is not). */
     window w = {0, 0, NULL};
     if (l->frames_kind == SW_FRAMES_INTERP)
         copy_window(r, ts, &w);

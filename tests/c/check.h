@@ -14,7 +14,7 @@
  *
  * Output: one line per test ("ok" / "FAIL"), then the line
  *   check-totals: P passed, F failed
- * that tests/c/Makefile adds up. Exit status: 0 if every test passed.
+ * that tests/c/run.sh adds up. Exit status: 0 if every test passed.
  * Arguments, if any, select tests whose name contains one of them.
  *
  * Include this header in exactly one .c file per test program (it defines
@@ -156,6 +156,15 @@ static inline void check_tmp_path(char *buf, size_t len, const char *suffix)
         exit(2);
     }
     close(fd);
+}
+
+/* The path of a fresh temporary file (check_tmp_path) in a static buffer,
+ * for a test that needs one file at a time. */
+static inline const char *check_tmp_file(const char *suffix)
+{
+    static char buf[256];
+    check_tmp_path(buf, sizeof buf, suffix);
+    return buf;
 }
 
 static inline double check_now(void)

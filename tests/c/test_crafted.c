@@ -181,6 +181,34 @@ static void exercise_all(sw_trace *t)
     free(out);
 }
 
+/* A file of format 1.minor: its header, then META at 1 GHz (ns = ticks). */
+static void begin_file(sw_bytes *f, unsigned minor)
+{
+    file_header(f, 1, minor);
+    meta(f, 1e9, 0);
+}
+
+/* Opens f (checked) and replays its first thread into r (checked to
+ * succeed); returns the trace, or NULL if it did not open (r then empty). */
+static sw_trace *open_replayed(sw_bytes *f, tg_rec *r)
+{
+    char err[256];
+    sw_trace *t = open_bytes(f, err, sizeof err);
+    *r = (tg_rec){0};
+    if (t)
+        replay_pos(t, 0, r, SW_OK);
+    return t;
+}
+
+/* Checks what every well-formed file allows (exercise_all), then frees
+ * the trace and the file's bytes. */
+static void end_file(sw_trace *t, sw_bytes *f)
+{
+    exercise_all(t);
+    sw_trace_free(t);
+    sw_bytes_free(f);
+}
+
 /* ---- Tests ---- */
 
 TEST(open_errors)
@@ -205,8 +233,7 @@ TEST(open_errors)
     CHECK_MSG(strstr(err, "version 2") != NULL, "%s", err);
     sw_bytes_free(&f);
     /* Bad magic (text-mode mangling: \r\n -> \n). */
-    file_header(&f, 1, 0);
-    meta(&f, 1e9, 0);
+    begin_file(&f, 0);
     memmove(f.data + 4, f.data + 5, f.len - 5);
     CHECK_EQ_I64(sw_trace_open_mem(f.data, f.len - 1, &t, err, sizeof err), SW_EFORMAT);
     sw_bytes_free(&f);
@@ -318,8 +345,7 @@ TEST(meta_values_and_overrides)
 TEST(threads_defined_late_renamed_or_never)
 {
     sw_bytes f = {0};
-    file_header(&f, 1, 0);
-    meta(&f, 1e9, 0);
+    begin_file(&f, 0);
     code(&f, 0, "a");
     thread(&f, 0, 11, 12, "first");
     thread(&f, 0, 0, 0, "");        /* tid/ident 0 and no name: nothing changes */
@@ -342,16 +368,13 @@ TEST(threads_defined_late_renamed_or_never)
     CHECK_EQ_STR(ti->name, "");
     CHECK_EQ_U64(ti->native_tid, 0);
     CHECK_EQ_U64(ti->events, 2);
-    exercise_all(t);
-    sw_trace_free(t);
-    sw_bytes_free(&f);
+    end_file(t, &f);
 }
 
 TEST(chunks_replay_in_sequence_order)
 {
     sw_bytes f = {0};
-    file_header(&f, 1, 0);
-    meta(&f, 1e9, 0);
+    begin_file(&f, 0);
     code(&f, 0, "a");
     code(&f, 1, "b");
     evs e = {{0}, 0};
@@ -360,11 +383,9 @@ TEST(chunks_replay_in_sequence_order)
     events(&f, 0, 1, 100, 0, pre, 1, &e, -1);  /* seq 1 first in the file */
     ev_enter(&e, 1, SW_OP_CALL, 0);
     events(&f, 0, 0, 50, 0, NULL, 0, &e, -1);
-    char err[256];
-    sw_trace *t = open_bytes(&f, err, sizeof err);
-    REQUIRE(t);
     tg_rec r;
-    replay_pos(t, 0, &r, SW_OK);
+    sw_trace *t = open_replayed(&f, &r);
+    REQUIRE(t);
     CHECK_EQ_U64(r.n, 4);
     expect_ev(&r, 0, SW_OP_CALL, 0, 0, 0, 51);
     expect_ev(&r, 1, SW_OP_CALL, 1, 1, 0, 101);
@@ -378,8 +399,7 @@ TEST(chunks_replay_in_sequence_order)
 TEST(gaps_prefixes_and_dropped_counts)
 {
     sw_bytes f = {0};
-    file_header(&f, 1, 0);
-    meta(&f, 1e9, 0);
+    begin_file(&f, 0);
     for (int i = 0; i < 6; i++)
         code(&f, (uint64_t)i, "c");
     evs e = {{0}, 0};
@@ -433,16 +453,13 @@ TEST(gaps_prefixes_and_dropped_counts)
     for (size_t k = 0; k < nrows; k++)
         CHECK_EQ_U64(rows[k].calls, rows[k].code <= 1 ? 1 : 0);
     free(rows);
-    exercise_all(t);
-    sw_trace_free(t);
-    sw_bytes_free(&f);
+    end_file(t, &f);
 }
 
 TEST(ext_events_and_stray_returns)
 {
     sw_bytes f = {0};
-    file_header(&f, 1, 0);
-    meta(&f, 1e9, 0);
+    begin_file(&f, 0);
     code(&f, 0, "a");
     evs e = {{0}, 0};
     ev_exit(&e, 1, SW_OP_RETURN);  /* nothing open: ignored */
@@ -453,19 +470,15 @@ TEST(ext_events_and_stray_returns)
     ev_exit(&e, 1, SW_OP_C_RETURN);
     ev_exit(&e, 1, SW_OP_RETURN);  /* ignored again */
     events(&f, 0, 0, 0, 0, NULL, 0, &e, -1);
-    char err[256];
-    sw_trace *t = open_bytes(&f, err, sizeof err);
-    REQUIRE(t);
     tg_rec r;
-    replay_pos(t, 0, &r, SW_OK);
+    sw_trace *t = open_replayed(&f, &r);
+    REQUIRE(t);
     CHECK_EQ_U64(r.n, 3);
     expect_ev(&r, 0, SW_OP_C_CALL, 0, 0, 0, 2);
     expect_ev(&r, 1, SW_EV_DROPPED, 17, 1, 0, 3);
     expect_ev(&r, 2, SW_OP_C_RETURN, 0, 0, 0, 5);
     tg_rec_free(&r);
-    exercise_all(t);
-    sw_trace_free(t);
-    sw_bytes_free(&f);
+    end_file(t, &f);
 }
 
 /* TEARDOWN (format 1.4): the frame being cleared ends at the event, with
@@ -475,8 +488,7 @@ TEST(ext_events_and_stray_returns)
 TEST(teardown_ends_the_frame_before_what_its_clearing_runs)
 {
     sw_bytes f = {0};
-    file_header(&f, 1, 4);
-    meta(&f, 1e9, 0);
+    begin_file(&f, 4);
     for (uint64_t id = 0; id < 4; id++)
         code(&f, id, id == 0 ? "outer" : id == 1 ? "owner" : id == 2 ? "del" : "inner");
     evs e = {{0}, 0};
@@ -517,16 +529,13 @@ TEST(teardown_ends_the_frame_before_what_its_clearing_runs)
         if (rows[k].code == 1)  /* owner's time ends where its clearing starts */
             CHECK_EQ_I64((int64_t)rows[k].total_ns, 1);
     free(rows);
-    exercise_all(t);
-    sw_trace_free(t);
-    sw_bytes_free(&f);
+    end_file(t, &f);
 
     /* The stream ends (a killed process) while the cleared frame's
      * clearing runs: it was ended by the TEARDOWN (as a return, its exit
      * unknown) and is not closed again. */
     f = (sw_bytes){0};
-    file_header(&f, 1, 4);
-    meta(&f, 1e9, 0);
+    begin_file(&f, 4);
     code(&f, 0, "owner");
     code(&f, 1, "del");
     ev_enter(&e, 1, SW_OP_CALL, 0);
@@ -542,9 +551,7 @@ TEST(teardown_ends_the_frame_before_what_its_clearing_runs)
     expect_ev(&r, 2, SW_OP_CALL, 1, 0, 0, 3);
     expect_ev(&r, 3, SW_OP_RETURN, 1, 0, 1, -1);
     tg_rec_free(&r);
-    exercise_all(t);
-    sw_trace_free(t);
-    sw_bytes_free(&f);
+    end_file(t, &f);
 }
 
 TEST(malformed_events_deliver_what_came_before)
@@ -552,8 +559,7 @@ TEST(malformed_events_deliver_what_came_before)
     static const char *cases[] = {"count too high", "trailing bytes", "ext past end", "code id > u32"};
     for (int c = 0; c < 4; c++) {
         sw_bytes f = {0};
-        file_header(&f, 1, 0);
-        meta(&f, 1e9, 0);
+        begin_file(&f, 0);
         code(&f, 0, "a");
         evs e = {{0}, 0};
         ev_enter(&e, 1, SW_OP_CALL, 0);
@@ -592,9 +598,7 @@ TEST(malformed_events_deliver_what_came_before)
         CHECK_MSG(strstr(sw_trace_damage(t), "malformed events in thread 0, chunk 0") != NULL, "%s: damage %s",
                   cases[c], sw_trace_damage(t));
         tg_rec_free(&r);
-        exercise_all(t);
-        sw_trace_free(t);
-        sw_bytes_free(&f);
+        end_file(t, &f);
     }
 }
 
@@ -603,8 +607,7 @@ TEST(hostile_code_id_is_damage_not_gigabytes)
     /* A valid checksum around a code id of 2^27: the reader must not size
      * its tables (and stats and exports theirs) by such an id. */
     sw_bytes f = {0};
-    file_header(&f, 1, 0);
-    meta(&f, 1e9, 0);
+    begin_file(&f, 0);
     code(&f, 0, "a");
     code(&f, 1u << 27, "far");
     char err[256];
@@ -613,17 +616,14 @@ TEST(hostile_code_id_is_damage_not_gigabytes)
     CHECK_MSG(strstr(sw_trace_damage(t), "malformed CODE chunk") != NULL, "damage: \"%s\"", sw_trace_damage(t));
     CHECK(sw_trace_code_limit(t) <= 1024);
     CHECK(sw_trace_code(t, 0) != NULL);
-    exercise_all(t);
-    sw_trace_free(t);
-    sw_bytes_free(&f);
+    end_file(t, &f);
 }
 
 TEST(hostile_thread_index_is_damage_not_out_of_memory)
 {
     for (int kind = 0; kind < 2; kind++) {
         sw_bytes f = {0};
-        file_header(&f, 1, 0);
-        meta(&f, 1e9, 0);
+        begin_file(&f, 0);
         code(&f, 0, "a");
         thread(&f, 0, 1, 1, "ok");
         evs e = {{0}, 0};
@@ -663,20 +663,16 @@ TEST(hostile_clock_keeps_times_ordered_and_defined)
     ev_exit(&e, 1ull << 60, SW_OP_RETURN);
     ev_exit(&e, 1, SW_OP_RETURN);
     events(&f, 0, 0, 0, 0, NULL, 0, &e, -1);
-    char err[256];
-    sw_trace *t = open_bytes(&f, err, sizeof err);
-    REQUIRE(t);
     tg_rec r;
-    replay_pos(t, 0, &r, SW_OK);
+    sw_trace *t = open_replayed(&f, &r);
+    REQUIRE(t);
     REQUIRE(r.n == 4);
     CHECK_EQ_I64(r.ev[0].t_ns, (int64_t)(1ull << 40) * 100000);
     CHECK_MSG(r.ev[1].t_ns > r.ev[0].t_ns, "a time 2^60 ticks later is not later: %lld, %lld",
               (long long)r.ev[0].t_ns, (long long)r.ev[1].t_ns);
     CHECK(r.ev[2].t_ns >= r.ev[1].t_ns && r.ev[3].t_ns >= r.ev[2].t_ns);
     tg_rec_free(&r);
-    exercise_all(t);
-    sw_trace_free(t);
-    sw_bytes_free(&f);
+    end_file(t, &f);
 }
 
 TEST(hostile_time_span_in_stats)
@@ -707,9 +703,7 @@ TEST(hostile_time_span_in_stats)
     for (size_t k = 0; k < nrows; k++)
         CHECK(rows[k].total_ns > 0 && rows[k].own_ns >= 0 && rows[k].own_ns <= rows[k].total_ns);
     free(rows);
-    exercise_all(t);
-    sw_trace_free(t);
-    sw_bytes_free(&f);
+    end_file(t, &f);
 }
 
 TEST(hostile_clock_origins_in_exports)

@@ -45,29 +45,10 @@ static int xlog_fn(void *ud, const sw_event *ev)
     return 0;
 }
 
-static char tmpl[64];
-
-static const char *tmp_path(void)
-{
-    snprintf(tmpl, sizeof tmpl, "/tmp/sw_test_ext_%d.swt", (int)getpid());
-    return tmpl;
-}
-
-static sw_trace *open_path(const char *p)
-{
-    sw_trace *t = NULL;
-    char err[256];
-    if (sw_trace_open_file(p, &t, err, sizeof err) != SW_OK) {
-        fprintf(stderr, "open: %s\n", err);
-        return NULL;
-    }
-    return t;
-}
-
 TEST(every_kind_decodes_exactly)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     REQUIRE(tg_open(&g, p, 4096, 0, 1, 1e9) == SW_OK);
     REQUIRE(tg_codes(&g, 4, 1) == SW_OK);
     tg_thread *a = tg_add_thread(&g, 7001, 0, "main", 5);
@@ -93,7 +74,7 @@ TEST(every_kind_decodes_exactly)
     tg_ext(a, SW_EXT_THREAD_EXIT, 0, 0, 4321, 0, 0, "worker \"1\"", NULL), ticks[11] = a->ticks;
     tg_exit(a, SW_OP_RETURN);
     REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = open_path(p);
+    sw_trace *t = tg_open_trace(p);
     REQUIRE(t);
     /* The plain replay is unchanged by the EXT events. */
     tg_rec got, exp = {0};
@@ -152,7 +133,7 @@ TEST(every_kind_decodes_exactly)
 TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
     REQUIRE(tg_codes(&g, 2, 0) == SW_OK);
     tg_thread *a = tg_add_thread(&g, 7002, 0, "m", 6);
@@ -188,7 +169,7 @@ TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
     sw_bytes_free(&pl);
     tg_exit(a, SW_OP_RETURN);
     REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = open_path(p);
+    sw_trace *t = tg_open_trace(p);
     REQUIRE(t);
     xlog l = {0};
     CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l), SW_OK);
@@ -241,7 +222,7 @@ TEST(large_payloads_fill_chunks_without_loss)
      * chunks: an event that does not fit seals the chunk first; none is
      * dropped and all read back in order. */
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
     REQUIRE(tg_codes(&g, 2, 0) == SW_OK);
     tg_thread *a = tg_add_thread(&g, 7003, 0, "big", 8);
@@ -266,7 +247,7 @@ TEST(large_payloads_fill_chunks_without_loss)
     }
     CHECK_EQ_U64(a->b->dropped, 0);
     REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = open_path(p);
+    sw_trace *t = tg_open_trace(p);
     REQUIRE(t);
     CHECK(sw_trace_thread(t, 0)->chunks >= 5);
     xlog l = {0};
@@ -297,7 +278,7 @@ static size_t count_of(const char *s, const char *needle)
 TEST(exports_show_instants_and_gc_slices)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
     REQUIRE(tg_codes(&g, 4, 1) == SW_OK);
     tg_thread *a = tg_add_thread(&g, 7003, 0, "main", 7);
@@ -313,7 +294,7 @@ TEST(exports_show_instants_and_gc_slices)
     tg_ext(b, SW_EXT_LINE, 1, 5, 0, 0, 0, NULL, NULL);
     tg_exit(b, SW_OP_RETURN);
     REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = open_path(p);
+    sw_trace *t = tg_open_trace(p);
     REQUIRE(t);
     char err[256], why[160];
     size_t n;

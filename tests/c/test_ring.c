@@ -81,9 +81,9 @@ TEST(discards_oldest_and_replays_tail)
     CHECK_EQ_U64(file_events_chunks(path, 1, seqs, 64), 1);
     CHECK_EQ_U64(seqs[0], 0);
 
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+
+    REQUIRE(t);
     CHECK_EQ_STR(sw_trace_damage(t), "");
     CHECK_EQ_I64(sw_trace_complete(t), 1);
     const sw_thread_info *ta = sw_trace_thread(t, (size_t)tg_thread_pos(t, 0));
@@ -155,9 +155,8 @@ TEST(exact_discard_counts_with_explicit_flushes)
         bounds[c + 1] = a->n;
     }
     REQUIRE(tg_close(&g, 0) == SW_OK);
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
     const sw_thread_info *ti = sw_trace_thread(t, 0);
     REQUIRE(ti);
     CHECK_EQ_U64(ti->chunks, 3);
@@ -182,9 +181,8 @@ TEST(ring_without_discards_is_exact)
     tg_run(a, 8000, 15);
     tg_run(b, 5000, 15);
     REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
     CHECK(sw_trace_thread(t, 0)->chunks >= 3);
     CHECK_EQ_U64(sw_trace_thread(t, 0)->dropped + sw_trace_thread(t, 1)->dropped, 0);
     check_thread(t, a, 0, 0);
@@ -209,9 +207,8 @@ TEST(tiny_ring_keeps_two_chunks)
         sw_tbuf_flush(a->b);
     }
     REQUIRE(tg_close(&g, 0) == SW_OK);
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
     CHECK_EQ_U64(sw_trace_thread(t, 0)->chunks, 2);
     CHECK_EQ_U64(sw_trace_thread(t, 0)->dropped, 150);
     check_thread(t, a, 0, 150);

@@ -334,9 +334,8 @@ TEST(replay_stops_when_callback_asks)
     REQUIRE(a);
     tg_run(a, 3000, 8);
     REQUIRE(tg_close(&g, 0) == SW_OK);
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
     int n = 0;
     CHECK_EQ_I64(sw_trace_replay(t, 0, stop_at_ten, &n), 42);
     CHECK_EQ_I64(n, 10);
@@ -365,9 +364,8 @@ TEST(deep_stack_across_chunks)
             tg_enter(a, SW_OP_CALL, (uint32_t)(k * 7 % 300));
     }
     REQUIRE(tg_close(&g, 0) == SW_OK);
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
     CHECK_EQ_STR(sw_trace_damage(t), "");
     CHECK(sw_trace_thread(t, 0)->chunks >= 4);
     check_replays(t, &g);
@@ -393,9 +391,8 @@ TEST(large_time_deltas_exact)
         tg_step(a, 6);
     }
     REQUIRE(tg_close(&g, 0) == SW_OK);
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
     for (size_t i = 0; i < a->n; i++)
         if (!CHECK_EQ_I64(sw_trace_units_to_ns(t, a->ev[i].units), (int64_t)(a->ev[i].units - TG_TICK0)))
             break;
@@ -424,9 +421,8 @@ TEST(clock_going_back_is_clamped)
     sw_tbuf_exit(a->b, t0 + 10, SW_OP_RETURN);
     sw_tbuf_exit(a->b, t0 - (1ull << 40), SW_OP_RETURN);  /* far back */
     REQUIRE(tg_close(&g, 0) == SW_OK);
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
     tg_rec got = {0};
     CHECK_EQ_I64(tg_replay(t, 0, &got), SW_OK);
     REQUIRE(got.n == 4);
@@ -497,9 +493,8 @@ TEST(explicit_flushes_keep_sequence_dense)
     REQUIRE(file);
     CHECK_EQ_U64(count_chunks(file, flen, SW_CHUNK_EVENTS), 12 + 6);
     free(file);
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
     CHECK_EQ_U64(sw_trace_thread(t, (size_t)tg_thread_pos(t, 0))->chunks, 12);
     CHECK_EQ_U64(sw_trace_thread(t, (size_t)tg_thread_pos(t, 1))->chunks, 6);
     check_replays(t, &g);
@@ -526,9 +521,8 @@ TEST(code_redefinition_and_late_definitions)
     g.npy = a->npy = 4;
     tg_run(a, 50, 4);
     REQUIRE(tg_close(&g, 0) == SW_OK);
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
     const sw_code_info *ci = sw_trace_code(t, 3);
     if (CHECK(ci != NULL)) {
         CHECK_EQ_STR(ci->qualname, "mod.late");
@@ -591,9 +585,8 @@ TEST(concurrent_threads)
     for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
     REQUIRE(tg_close(&g, 0) == SW_OK);
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
     CHECK_EQ_STR(sw_trace_damage(t), "");
     CHECK_EQ_U64(sw_trace_thread_count(t), 4);
     for (uint32_t i = 0; i < 4; i++) {
@@ -650,9 +643,8 @@ TEST(writer_arguments_and_errors)
     CHECK_EQ_U64(file[12] | file[13] | file[14] | file[15], 0);
     CHECK_EQ_U64(count_chunks(file, flen, SW_CHUNK_END), 1);
     free(file);
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
     CHECK_EQ_U64(sw_trace_thread_count(t), 0);
     CHECK_EQ_I64(sw_trace_complete(t), 1);
     CHECK_EQ_I64(sw_trace_end_ns(t), -1);  /* no end_ticks */
@@ -699,9 +691,9 @@ TEST(write_error_is_reported_and_counted)
     CHECK(tot.dropped > 0 && tot.dropped < a->n);
     CHECK(tot.bytes <= 30000);
 
-    sw_trace *t;
-    char err[256];
-    REQUIRE(sw_trace_open_file(path, &t, err, sizeof err) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+
+    REQUIRE(t);
     CHECK_EQ_I64(sw_trace_complete(t), 0);  /* END could not be written */
     const sw_thread_info *ti = sw_trace_thread(t, 0);
     REQUIRE(ti != NULL);

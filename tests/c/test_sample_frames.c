@@ -16,42 +16,21 @@
 #include "trace/trace.h"
 #include "exportcheck.h"
 #include "trace/sample_stream.h"
+#include "samplecheck.h"
 #include "tracegen.h"
 
 #define MONO0 5000000000ull   /* tracegen's META mono0_ns */
 
-static char path_buf[64];
-
-static const char *tmp_path(void)
-{
-    snprintf(path_buf, sizeof path_buf, "/tmp/sw_test_sample_frames_%d.swt", (int)getpid());
-    return path_buf;
-}
-
-static sw_trace *open_path(const char *p)
-{
-    sw_trace *t = NULL;
-    char err[256];
-    if (sw_trace_open_file(p, &t, err, sizeof err) != SW_OK) {
-        fprintf(stderr, "open: %s\n", err);
-        return NULL;
-    }
-    return t;
-}
-
-#define CODE(a, n, f, l) \
-    {.addr = a, .name = n, .filename = f, .name_len = sizeof n - 1, .filename_len = sizeof f - 1, \
-     .firstlineno = l, .sink_id = SW_NO_ID}
 /* As the stack reader merges them (nativemerge.c), leaf first below. */
 static sw_sample_code codes[] = {
-    CODE(0x1000, "builtin_exec [native]", "/usr/lib/libpython3.so", 0),   /* 0: the wrapper's exec */
-    CODE(0x2000, "run", "/site/stackwatch/program.py", 40),                 /* 1: the wrapper */
-    CODE(0x3000, "<module>", "/app/prog.py", 1),                            /* 2 */
-    CODE(0x4000, "sw_eval_hook [native]", "/site/stackwatch/_native.so", 0), /* 3: the tracer's own */
-    CODE(0x5000, "squeeze", "/app/prog.py", 5),                             /* 4 */
-    CODE(0x6000, "zlib_compress [native]", "/usr/lib/zlib.so", 0),          /* 5 */
-    CODE(0x7000, "deflate [native]", "/lib/libz.so.1", 0),                  /* 6 */
-    CODE(0x8000, "thread_run [native]", "/usr/lib/libpython3.so", 0),       /* 7: a thread's root */
+    SC_CODE(0x1000, "builtin_exec [native]", "/usr/lib/libpython3.so", 0),   /* 0: the wrapper's exec */
+    SC_CODE(0x2000, "run", "/site/stackwatch/program.py", 40),                 /* 1: the wrapper */
+    SC_CODE(0x3000, "<module>", "/app/prog.py", 1),                            /* 2 */
+    SC_CODE(0x4000, "sw_eval_hook [native]", "/site/stackwatch/_native.so", 0), /* 3: the tracer's own */
+    SC_CODE(0x5000, "squeeze", "/app/prog.py", 5),                             /* 4 */
+    SC_CODE(0x6000, "zlib_compress [native]", "/usr/lib/zlib.so", 0),          /* 5 */
+    SC_CODE(0x7000, "deflate [native]", "/lib/libz.so.1", 0),                  /* 6 */
+    SC_CODE(0x8000, "thread_run [native]", "/usr/lib/libpython3.so", 0),       /* 7: a thread's root */
 };
 #define NCODES (sizeof codes / sizeof codes[0])
 
@@ -60,44 +39,7 @@ static sw_sample_code codes[] = {
 static void feed(sw_sample_stream *st, uint64_t ident, int64_t mono, int n, const int *outer_first,
                  const int32_t *lines)
 {
-    sw_sample_code *fr[16];
-    int32_t ln[16];
-    for (int i = 0; i < n; i++) {
-        fr[i] = &codes[outer_first[n - 1 - i]];
-        ln[i] = lines ? lines[n - 1 - i] : 0;
-    }
-    sw_sample s = {.thread_id = ident, .native_tid = ident - 139000, .t_ns = mono, .weight_ns = 1000000,
-                   .depth = (uint32_t)n, .frames = fr, .state = 1, .cpu_ns = SW_NO_CPU,
-                   .lines = lines ? ln : NULL};
-    sw_sample_stream_sink(st, &s);
-}
-
-typedef struct got {
-    sw_trace_sample s[16];
-    uint32_t frames[16][16], lines[16][16];
-    int n;
-} got;
-
-static int collect(sw_trace *t, size_t thread, got *g)
-{
-    sw_sample_cursor *c = sw_sample_cursor_new(t, thread);
-    if (!c)
-        return -1;
-    g->n = 0;
-    sw_trace_sample s;
-    int rc;
-    while ((rc = sw_sample_cursor_next(c, &s)) == 1 && g->n < 16) {
-        g->s[g->n] = s;
-        for (uint32_t k = 0; k < s.depth && k < 16; k++) {
-            g->frames[g->n][k] = s.frames[k];
-            g->lines[g->n][k] = s.lines ? s.lines[k] : 0;
-        }
-        g->s[g->n].frames = g->frames[g->n];
-        g->s[g->n].lines = s.lines ? g->lines[g->n] : NULL;
-        g->n++;
-    }
-    sw_sample_cursor_free(c);
-    return rc;
+    sc_feed(st, codes, ident, ident - 139000, mono, 1, n, outer_first, lines);
 }
 
 /* A trace of one thread (ident 140001) in a call, and its samples: inside
@@ -144,14 +86,14 @@ static const char *name_of(sw_trace *t, uint32_t id)
 TEST(native_frames_and_lines_read_back_exactly)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     REQUIRE(write_trace(p, &g) == SW_OK);
-    sw_trace *t = open_path(p);
+    sw_trace *t = tg_open_trace(p);
     REQUIRE(t);
     CHECK_EQ_STR(sw_trace_damage(t), "");
     CHECK_EQ_U64(sw_trace_sample_count(t), 3);
-    got a = {0};
-    CHECK_EQ_I64(collect(t, 0, &a), 0);
+    sc_got a = {0};
+    CHECK_EQ_I64(sc_collect(t, 0, &a), 0);
     REQUIRE_EQ_U64(a.n, 3);
     /* The wrapper (Python and native) cut, the tracer's hook left out. */
     REQUIRE_EQ_U64(a.s[0].depth, 4);
@@ -204,9 +146,9 @@ static size_t count_of(const char *s, size_t n, const char *needle)
 TEST(exports_name_native_frames_and_show_lines)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     REQUIRE(write_trace(p, &g) == SW_OK);
-    sw_trace *t = open_path(p);
+    sw_trace *t = tg_open_trace(p);
     REQUIRE(t);
     char err[256], why[160];
     size_t n;
@@ -263,21 +205,21 @@ static sw_trace *with_bad_chunk(const char *p, tg *g, int type, const uint8_t *b
         sw_writer_chunk(g->w, SW_CHUNK_SAMPLES, good, sizeof good) || sw_writer_chunk(g->w, type, bad, len) ||
         tg_close(g, 1e9))
         return NULL;
-    return open_path(p);
+    return tg_open_trace(p);
 }
 
 TEST(unknown_frame_kind_is_refused_with_a_clear_message)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     static const uint8_t bad[] = {1, 2 /* kind 2 */, 1, 'g', 0, 0};
     sw_trace *t = with_bad_chunk(p, &g, SW_CHUNK_SAMPLE_FRAMES, bad, sizeof bad);
     REQUIRE(t);
     CHECK_MSG(strstr(sw_trace_damage(t), "sample frame of unknown kind 2") != NULL, "%s", sw_trace_damage(t));
     CHECK_MSG(strstr(sw_trace_damage(t), "SAMPLE_FRAMES chunk at offset") != NULL, "%s", sw_trace_damage(t));
     CHECK(sw_trace_frame(t, 1) == NULL);
-    got s = {0};
-    CHECK_EQ_I64(collect(t, 0, &s), 0);
+    sc_got s = {0};
+    CHECK_EQ_I64(sc_collect(t, 0, &s), 0);
     REQUIRE_EQ_U64(s.n, 1);
     CHECK_EQ_U64(s.s[0].depth, 1);
     REQUIRE(s.s[0].lines != NULL);
@@ -294,7 +236,7 @@ TEST(unknown_frame_kind_is_refused_with_a_clear_message)
 TEST(line_list_not_matching_the_stack_is_damage)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     /* depth 1 but 2 lines. */
     static const uint8_t bad[] = {1, 15, 0xe1, 0xc5, 0x08, 0xe9, 0x07, 40, 5, 0, 1, 0, 1, 0, 2, 3, 4};
     sw_trace *t = with_bad_chunk(p, &g, SW_CHUNK_SAMPLES, bad, sizeof bad);
@@ -317,14 +259,14 @@ TEST(line_list_not_matching_the_stack_is_damage)
 TEST(empty_line_list_means_no_lines)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     /* depth 1, n = 0 lines, then a newer minor's byte. */
     static const uint8_t rec[] = {1, 14, 0xe1, 0xc5, 0x08, 0xe9, 0x07, 40, 5, 0, 1, 0, 1, 0, 0, 0x2a};
     sw_trace *t = with_bad_chunk(p, &g, SW_CHUNK_SAMPLES, rec, sizeof rec);
     REQUIRE(t);
     CHECK_EQ_STR(sw_trace_damage(t), "");
-    got s = {0};
-    CHECK_EQ_I64(collect(t, 0, &s), 0);
+    sc_got s = {0};
+    CHECK_EQ_I64(sc_collect(t, 0, &s), 0);
     REQUIRE_EQ_U64(s.n, 2);
     CHECK(s.s[0].lines != NULL);
     CHECK(s.s[1].lines == NULL);
@@ -395,7 +337,7 @@ static uint8_t *file_bytes(const char *p, size_t *len)
 TEST(truncated_or_flipped_anywhere_reads_cleanly)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     REQUIRE(write_trace(p, &g) == SW_OK);
     tg_free(&g);
     size_t len;

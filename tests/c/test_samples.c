@@ -11,38 +11,17 @@
 #include "trace/trace.h"
 #include "exportcheck.h"
 #include "trace/sample_stream.h"
+#include "samplecheck.h"
 #include "tracegen.h"
 
 #define MONO0 5000000000ull   /* tracegen's META mono0_ns */
 
-static char path_buf[64];
-
-static const char *tmp_path(void)
-{
-    snprintf(path_buf, sizeof path_buf, "/tmp/sw_test_samples_%d.swt", (int)getpid());
-    return path_buf;
-}
-
-static sw_trace *open_path(const char *p)
-{
-    sw_trace *t = NULL;
-    char err[256];
-    if (sw_trace_open_file(p, &t, err, sizeof err) != SW_OK) {
-        fprintf(stderr, "open: %s\n", err);
-        return NULL;
-    }
-    return t;
-}
-
 /* Code objects as the stack reader hands them out. */
-#define CODE(a, n, f, l) \
-    {.addr = a, .name = n, .filename = f, .name_len = sizeof n - 1, .filename_len = sizeof f - 1, \
-     .firstlineno = l, .sink_id = SW_NO_ID}
 static sw_sample_code codes[4] = {
-    CODE(0x1000, "main", "/app/prog.py", 10),
-    CODE(0x2000, "work", "/app/prog.py", 20),
-    CODE(0x3000, "wrapper", "/site/stackwatch/cli.py", 5),
-    CODE(0x4000, "leaf \"q\"", "/app/lib.py", 30),
+    SC_CODE(0x1000, "main", "/app/prog.py", 10),
+    SC_CODE(0x2000, "work", "/app/prog.py", 20),
+    SC_CODE(0x3000, "wrapper", "/site/stackwatch/cli.py", 5),
+    SC_CODE(0x4000, "leaf \"q\"", "/app/lib.py", 30),
 };
 
 /* Feeds one sample: frames given outermost first (the sink takes them
@@ -50,40 +29,7 @@ static sw_sample_code codes[4] = {
 static void feed(sw_sample_stream *st, uint64_t ident, uint64_t tid, int64_t mono, uint32_t state, int n,
                  const int *outer_first)
 {
-    sw_sample_code *fr[8];
-    for (int i = 0; i < n; i++)
-        fr[i] = &codes[outer_first[n - 1 - i]];
-    sw_sample s = {.thread_id = ident, .native_tid = tid, .t_ns = mono, .weight_ns = 1000000,
-                   .depth = (uint32_t)n, .frames = fr, .state = state, .cpu_ns = SW_NO_CPU};
-    sw_sample_stream_sink(st, &s);
-}
-
-typedef struct got {
-    sw_trace_sample s[64];
-    uint32_t frames[64][8], lines[64][8];
-    int n;
-} got;
-
-static int collect(sw_trace *t, size_t thread, got *g)
-{
-    sw_sample_cursor *c = sw_sample_cursor_new(t, thread);
-    if (!c)
-        return -1;
-    g->n = 0;
-    sw_trace_sample s;
-    int rc;
-    while ((rc = sw_sample_cursor_next(c, &s)) == 1 && g->n < 64) {
-        g->s[g->n] = s;
-        for (uint32_t k = 0; k < s.depth && k < 8; k++) {
-            g->frames[g->n][k] = s.frames[k];
-            g->lines[g->n][k] = s.lines ? s.lines[k] : 0;
-        }
-        g->s[g->n].frames = g->frames[g->n];
-        g->s[g->n].lines = s.lines ? g->lines[g->n] : NULL;
-        g->n++;
-    }
-    sw_sample_cursor_free(c);
-    return rc;
+    sc_feed(st, codes, ident, tid, mono, state, n, outer_first, NULL);
 }
 
 /* A trace of two threads (idents 140001, 140002) with calls, and samples of
@@ -125,9 +71,9 @@ static int write_trace(const char *p, tg *g, int with_samples)
 TEST(samples_read_back_exactly)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     REQUIRE(write_trace(p, &g, 1) == SW_OK);
-    sw_trace *t = open_path(p);
+    sw_trace *t = tg_open_trace(p);
     REQUIRE(t);
     CHECK_EQ_STR(sw_trace_damage(t), "");
     CHECK_EQ_U64(sw_trace_sample_count(t), 4);
@@ -149,8 +95,8 @@ TEST(samples_read_back_exactly)
     CHECK_EQ_U64(f0->line, 20);
     CHECK_EQ_U64(f0->kind, SW_FRAME_PYTHON);
     CHECK(sw_trace_frame(t, 3) == NULL);
-    got a = {0};
-    CHECK_EQ_I64(collect(t, 0, &a), 0);
+    sc_got a = {0};
+    CHECK_EQ_I64(sc_collect(t, 0, &a), 0);
     REQUIRE_EQ_U64(a.n, 2);
     CHECK_EQ_I64(a.s[0].t_ns, 100);
     CHECK_EQ_U64(a.s[0].depth, 2);  /* the wrapper frame left out */
@@ -161,8 +107,8 @@ TEST(samples_read_back_exactly)
     CHECK_EQ_U64(a.s[0].cpu_ns, UINT64_MAX);
     CHECK_EQ_I64(a.s[1].t_ns, 400);
     CHECK_EQ_U64(a.s[1].depth, 0);
-    got all = {0};
-    CHECK_EQ_I64(collect(t, SIZE_MAX, &all), 0);
+    sc_got all = {0};
+    CHECK_EQ_I64(sc_collect(t, SIZE_MAX, &all), 0);
     REQUIRE_EQ_U64(all.n, 4);
     CHECK_EQ_U64(all.s[1].thread, 1);
     CHECK_EQ_U64(all.s[1].depth, 3);
@@ -184,9 +130,9 @@ static size_t count_of(const char *s, size_t n, const char *needle)
 TEST(samples_in_both_exports)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     REQUIRE(write_trace(p, &g, 1) == SW_OK);
-    sw_trace *t = open_path(p);
+    sw_trace *t = tg_open_trace(p);
     REQUIRE(t);
     char err[256], why[160];
     size_t n;
@@ -219,7 +165,7 @@ TEST(samples_in_both_exports)
 TEST(malformed_samples_are_damage_after_the_good_part)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
     REQUIRE(tg_codes(&g, 2, 0) == SW_OK);
     tg_thread *a = tg_add_thread(&g, 1001, 140001, "MainThread", 1);
@@ -237,12 +183,12 @@ TEST(malformed_samples_are_damage_after_the_good_part)
     uint8_t bad[] = {1, 40, 1, 2};
     REQUIRE(sw_writer_chunk(g.w, SW_CHUNK_SAMPLES, bad, sizeof bad) == SW_OK);
     REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = open_path(p);
+    sw_trace *t = tg_open_trace(p);
     REQUIRE(t);
     CHECK_MSG(strstr(sw_trace_damage(t), "malformed SAMPLES chunk") != NULL, "%s", sw_trace_damage(t));
     CHECK_EQ_U64(sw_trace_sample_count(t), 1);
-    got s = {0};
-    CHECK_EQ_I64(collect(t, 0, &s), 0);
+    sc_got s = {0};
+    CHECK_EQ_I64(sc_collect(t, 0, &s), 0);
     REQUIRE_EQ_U64(s.n, 1);
     CHECK_EQ_I64(s.s[0].t_ns, 10);
     CHECK_EQ_U64(s.s[0].depth, 1);
@@ -267,7 +213,7 @@ TEST(malformed_samples_are_damage_after_the_good_part)
 TEST(stream_flushes_by_size_and_time)
 {
     tg g;
-    const char *p = tmp_path();
+    const char *p = check_tmp_file(".swt");
     REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
     sw_sample_stream *st = sw_sample_stream_new(g.w, MONO0, NULL);
     REQUIRE(st);
@@ -290,12 +236,12 @@ TEST(stream_flushes_by_size_and_time)
     REQUIRE(tg_close(&g, 1e9) == SW_OK);
     /* After close, writing is refused, never a crash. */
     CHECK_EQ_I64(sw_writer_chunk(g.w, SW_CHUNK_SAMPLES, "x", 1), SW_ESTATE);
-    sw_trace *t = open_path(p);
+    sw_trace *t = tg_open_trace(p);
     REQUIRE(t);
     CHECK_EQ_U64(sw_trace_sample_count(t), 20001);
     CHECK_EQ_U64(sw_trace_thread_count(t), 1);
-    got s = {0};
-    CHECK_EQ_I64(collect(t, 0, &s), 1);  /* stopped early: 64 collected */
+    sc_got s = {0};
+    CHECK_EQ_I64(sc_collect(t, 0, &s), 1);  /* stopped early: 64 collected */
     CHECK_EQ_U64(s.s[63].t_ns, 63000);
     CHECK_EQ_U64(s.s[63].depth, 8);
     sw_trace_free(t);

@@ -358,6 +358,19 @@ static inline uint8_t *tg_slurp(const char *path, size_t *len)
 
 /* ---- Replay recording ---- */
 
+/* Opens the trace file at `path` with the real reader; on failure prints
+ * the reader's message and returns NULL. */
+static inline sw_trace *tg_open_trace(const char *path)
+{
+    sw_trace *t = NULL;
+    char err[256];
+    if (sw_trace_open_file(path, &t, err, sizeof err) != SW_OK) {
+        fprintf(stderr, "open: %s\n", err);
+        return NULL;
+    }
+    return t;
+}
+
 typedef struct tg_rec {
     sw_event *ev;
     size_t n, cap;

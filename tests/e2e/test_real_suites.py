@@ -14,6 +14,13 @@ the trace must equal cProfile's exactly.
 Modes are entries of MODES (an argv builder and a check of what the mode
 writes), so `stackwatch run -c`, a console script or a pytest plugin can be
 added there as parameters when they exist.
+
+The suites take about 25 s per Python, so they run on the oldest and the
+newest version (SUITE_VERSIONS: 3.9 has frame objects and the C trace and
+profile hooks, 3.13 interpreter frames and sys.monitoring, the two ends of
+what the tracer's mechanisms differ by; every version's own tests in
+tests/py check each one), or on every version with
+STACKWATCH_REAL_SUITES=all.
 """
 import collections
 import hashlib
@@ -34,7 +41,14 @@ import pytest
 import stackwatch
 from stackwatch import Trace
 
-pytestmark = pytest.mark.slow
+SUITE_VERSIONS = ("3.9", "3.13")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.environ.get("STACKWATCH_REAL_SUITES") != "all"
+                       and "%d.%d" % sys.version_info[:2] not in SUITE_VERSIONS,
+                       reason=f"the real suites run on Python {' and '.join(SUITE_VERSIONS)} "
+                              "(STACKWATCH_REAL_SUITES=all for every version)"),
+]
 
 Project = collections.namedtuple("Project", [
     "dist",        # PyPI name
@@ -52,7 +66,7 @@ Project = collections.namedtuple("Project", [
 # - plain functions: one call per frame on every version. (A generator's
 #   calls are its resumptions in both tools, but they may part on the edge
 #   cases: its creation's frame on 3.11+, close() and throw(), teardown;
-#   docs/architecture.md, tests/py/test_differential.py.)
+#   docs/architecture.md, tests/py/tracer/test_differential.py.)
 # - defined once, in a module imported once: pstats keys by (file, first
 #   line, name) and keeps one of two code objects that share a key (a
 #   reloaded module's functions, two genexprs on one line); the test checks

@@ -1,4 +1,4 @@
-"""coverage.py and stackwatch in one process (tests/py/test_coexist.py).
+"""coverage.py and stackwatch in one process (tests/py/events/test_coexist_coverage.py).
 
     coexist_cov.py run TRACE RESULT [c_calls]
         meant to run under `coverage run`: stackwatch is started and stopped

@@ -1,6 +1,6 @@
 """Another PEP 523 frame evaluator (tests/programs/other_eval.c, a counting
 evaluator that chains to the previous one) together with stackwatch
-(tests/py/test_coexist.py). Runs in its own process so that an evaluator
+(tests/py/events/test_coexist_eval.py). Runs in its own process so that an evaluator
 left installed, or a crash, cannot affect other tests.
 
     coexist_eval.py SO SCENARIO TMPDIR RESULT

@@ -1,5 +1,5 @@
 """coverage.py and stackwatch's line events in one process
-(tests/py/test_coexist.py).
+(tests/py/events/test_coexist_coverage.py).
 
     coexist_lines.py run RESULT TRACE sw|plain
         meant to run under `coverage run`: with "sw", stackwatch records

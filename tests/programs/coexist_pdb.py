@@ -1,4 +1,4 @@
-"""pdb and stackwatch in one process (tests/py/test_coexist.py), driven by
+"""pdb and stackwatch in one process (tests/py/events/test_coexist_pdb.py), driven by
 commands on stdin.
 
     coexist_pdb.py set_trace TRACE RESULT

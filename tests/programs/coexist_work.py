@@ -1,4 +1,4 @@
-"""A small deterministic workload for tests/py/test_coexist.py: what one call
+"""A small deterministic workload for tests/py/events/test_coexist_*.py: what one call
 of workload() does is known exactly (EXPECTED), so every tool that watches
 it (stackwatch, cProfile, a sys.settrace function, ...) can be checked for
 exact counts."""

@@ -1,6 +1,6 @@
 /*
  * other_eval.c - a stand-in for another tool's PEP 523 frame evaluator (a
- * debugger's, a JIT's), used by tests/py/test_coexist.py. It counts every
+ * debugger's, a JIT's), used by tests/py/events/test_coexist_eval.py. It counts every
  * frame evaluation it sees, and separately those of one watched code object,
  * then calls the evaluator it replaced ("chaining"), like stackwatch does.
  *

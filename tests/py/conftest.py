@@ -1,28 +1,73 @@
-"""Shared helpers for the Python tests: run programs under stackwatch in a
-subprocess of the interpreter being tested; tests marked `root` or
-`bpftrace` (markers in pyproject.toml) are skipped, with the reason
-printed, where that is missing."""
+"""Shared helpers and fixtures of the Python tests (tests/py/<room>/ and
+tests/e2e/): run programs under stackwatch in a subprocess of the
+interpreter being tested; tests marked `root` or `bpftrace` (markers in
+pyproject.toml) are skipped, with the reason printed, where that is
+missing.
+
+The workload programs are in tests/programs/, on sys.path for every test
+(`import corpus`, `import mixed_workload`); this folder is on it too
+(`from conftest import run`, `import stats_bounds`)."""
+import html.parser
+import json
 import os
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROGRAMS = os.path.join(ROOT, "tests", "programs")
+if PROGRAMS not in sys.path:
+    sys.path.insert(0, PROGRAMS)
+
+from stackwatch import _native  # noqa: E402
+
+# The sampling profiler's tests (the profiler, `run --sample`) need a
+# CPython whose layouts the sampler knows.
+SAMPLER = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
+needs_sampler = pytest.mark.skipif(
+    not SAMPLER, reason=f"the sampling profiler does not support CPython {sys.version.split()[0]} "
+    "(it supports 3.9 to 3.13 with the GIL)")
 
 
 def run(args, cwd=None, input=None, timeout=120, env=None):
     """Runs `python -m stackwatch ARGS` (or a plain python when args[0] is
-    "python") and returns the CompletedProcess."""
+    "python") and returns the CompletedProcess. The child inherits neither
+    PYTHONPATH nor a coverage configuration (COVERAGE_CORE,
+    COVERAGE_PROCESS_START) from the environment; `env` adds to it."""
     cmd = [sys.executable] + (args[1:] if args[0] == "python" else ["-m", "stackwatch"] + args)
     e = dict(os.environ)
-    e.pop("PYTHONPATH", None)
+    for name in ("PYTHONPATH", "COVERAGE_CORE", "COVERAGE_PROCESS_START"):
+        e.pop(name, None)
     if env:
         e.update(env)
     return subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, text=True,
                           timeout=timeout, env=e)
+
+
+def tree_nodes(tree):
+    """Every node of a call tree (Profiler.tree() shape: dicts with
+    "children"), in pre-order, without recursion (trees may be deep)."""
+    stack = [tree]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n["children"]))
+
+
+def read_varint(buf, i):
+    """The unsigned LEB128 varint at buf[i] (the .swt format's and
+    protobuf's): (value, index after it)."""
+    v = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i
 
 
 def pytest_runtest_setup(item):
@@ -44,3 +89,164 @@ def tmp(tmp_path):
 def write(path, text):
     path.write_text(text)
     return str(path)
+
+
+# ---- a program run under stackwatch, and its trace read back ----
+
+def run_traced(folder, program, *options, name="prog.py", trace="t.swt", args=(), cwd=None):
+    """Writes `program` to folder/name and runs `stackwatch run OPTIONS -o
+    folder/trace folder/name ARGS` (in `cwd`), checking that it exits with
+    status 0. Returns (the trace's path, the CompletedProcess)."""
+    prog = write(folder / name, program)
+    out = str(folder / trace)
+    r = run(["run", *options, "-o", out, prog, *args], cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    return out, r
+
+
+def calls_by_name(trace):
+    """{qualname: calls} of a trace (a Trace or its path)."""
+    from stackwatch import Trace
+    t = trace if isinstance(trace, Trace) else Trace(str(trace))
+    out = {}
+    for r in t.stats():
+        name = t.codes[r.code].qualname
+        out[name] = out.get(name, 0) + r.calls
+    return out
+
+
+def thread_pos(t, name):
+    """The position in t.threads of the thread called `name`."""
+    return next(i for i, th in enumerate(t.threads) if th["name"] == name)
+
+
+def slice_of(t, pos, name):
+    """(start, end) in trace ns of the only call of `name` on the thread at
+    `pos` (checked to be the only one)."""
+    stack, found = [], []
+    for e in t.events(pos):
+        if e.kind in (0, 2, 5):
+            stack.append((e.code, e.t_ns))
+        elif e.kind in (1, 3, 4, 6) and stack:
+            code, start = stack.pop()
+            if t.codes[code].name == name:
+                found.append((start, e.t_ns))
+    assert len(found) == 1, found
+    return found[0]
+
+
+# ---- a trace's exports read back ----
+
+def perfetto_timeline(swt, out):
+    """The Perfetto export of the trace file `swt`, written to `out` and
+    decoded with the official schema (the test is skipped without the
+    `perfetto` package), walked as trace_processor reads it; checks what it
+    needs to keep every event: each track event on a described track, each
+    sequence's first packet clearing its incremental state and the others
+    needing it, time never going back on a sequence, slices balanced per
+    track. Returns a namespace:
+      pb2        the schema module;
+      tracks     {uuid: TrackDescriptor};
+      slices     [(name, begin, end, track uuid, end TrackEvent)] in the
+                 order they end (name interned or inline);
+      instants   [(timestamp, track uuid, TrackEvent)];
+      samples    the instants of category "sample", each checked to be on
+                 a "samples" track under a thread's: [(timestamp, the
+                 thread's track uuid, TrackEvent)];
+      sequences  {sequence id: its last timestamp}."""
+    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    from stackwatch import Trace
+    Trace(str(swt)).export("perfetto", str(out))
+    trace = pb2.Trace()
+    trace.ParseFromString(open(out, "rb").read())
+    tracks, names, open_, last_ts = {}, {}, {}, {}
+    slices, instants, samples = [], [], []
+    for pkt in trace.packet:
+        seq = pkt.trusted_packet_sequence_id
+        if pkt.HasField("track_descriptor"):
+            tracks[pkt.track_descriptor.uuid] = pkt.track_descriptor
+        if pkt.HasField("interned_data"):
+            for en in pkt.interned_data.event_names:
+                names[(seq, en.iid)] = en.name
+        if not pkt.HasField("track_event"):
+            continue
+        te = pkt.track_event
+        assert te.track_uuid in tracks
+        td = tracks[te.track_uuid]
+        first = seq not in last_ts
+        assert pkt.sequence_flags == (pb2.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED if first
+                                      else pb2.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
+        assert pkt.timestamp >= last_ts.get(seq, 0)
+        last_ts[seq] = pkt.timestamp
+        if te.type == pb2.TrackEvent.TYPE_SLICE_BEGIN:
+            name = te.name if te.WhichOneof("name_field") == "name" else names[(seq, te.name_iid)]
+            open_.setdefault(te.track_uuid, []).append((name, pkt.timestamp))
+        elif te.type == pb2.TrackEvent.TYPE_SLICE_END:
+            assert open_.get(te.track_uuid), "a slice ends that did not begin"
+            name, begin = open_[te.track_uuid].pop()
+            slices.append((name, begin, pkt.timestamp, te.track_uuid, te))
+        elif te.type == pb2.TrackEvent.TYPE_INSTANT:
+            instants.append((pkt.timestamp, te.track_uuid, te))
+            if "sample" in te.categories:
+                assert td.name == "samples" and tracks[td.parent_uuid].HasField("thread")
+                samples.append((pkt.timestamp, td.parent_uuid, te))
+    assert not any(open_.values()), "slices left open"
+    return types.SimpleNamespace(pb2=pb2, tracks=tracks, slices=slices, instants=instants,
+                                 samples=samples, sequences=last_ts)
+
+
+def chrome_slices(doc):
+    """The slices of a Chrome JSON export (its parsed document), its B and E
+    events matched per thread (checked balanced, none ending before it
+    began): [(name, begin ts, end ts, tid)]."""
+    open_, out = {}, []
+    for e in doc["traceEvents"]:
+        if e["ph"] == "B":
+            open_.setdefault(e["tid"], []).append(e)
+        elif e["ph"] == "E":
+            b = open_[e["tid"]].pop()
+            assert e["ts"] >= b["ts"]
+            out.append((b["name"], b["ts"], e["ts"], e["tid"]))
+    assert not any(open_.values()), "B events left open"
+    return out
+
+
+# ---- a flame graph page (stackwatch.render.flamegraph) read back ----
+
+class _Scripts(html.parser.HTMLParser):
+    """The <script> elements of a page, as a browser's tokenizer splits
+    them: [(attrs, text)]; and the <title> text."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.scripts, self.title, self._in = [], "", None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "title"):
+            self._in = (tag, dict(attrs), [])
+
+    def handle_data(self, data):
+        if self._in:
+            self._in[2].append(data)
+
+    def handle_endtag(self, tag):
+        if self._in and tag == self._in[0]:
+            if tag == "script":
+                self.scripts.append((self._in[1], "".join(self._in[2])))
+            else:
+                self.title = "".join(self._in[2])
+            self._in = None
+
+
+def parse_page(text):
+    p = _Scripts()
+    p.feed(text)
+    p.close()
+    return p
+
+
+def page_data(text):
+    """The embedded data of a page, decoded."""
+    (attrs, body), = [s for s in parse_page(text).scripts if s[0].get("id") == "stackwatch-data"]
+    assert attrs.get("type") == "application/json"
+    return json.loads(body)

@@ -3,7 +3,6 @@ that names a format or an output file agrees with it, and the rule that
 trees of one profiler snapshot are rendered on the profile's own function
 table (so the live profiler writes what it always wrote)."""
 import json
-import sys
 import threading
 import time
 
@@ -12,11 +11,8 @@ import pytest
 from mixed_workload import count_of, spin_until
 from stackwatch import _native
 from stackwatch.render import formats
+from conftest import needs_sampler
 
-SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
-needs_sampler = pytest.mark.skipif(
-    not SUPPORTED, reason=f"the sampling profiler does not support CPython {sys.version.split()[0]} "
-    "(it supports 3.9 to 3.13 with the GIL)")
 
 
 def test_every_entry_is_whole():

@@ -15,12 +15,12 @@ import sys
 import pytest
 
 import stackwatch
-from conftest import run
-from stackwatch import _native
+from conftest import (chrome_slices, needs_sampler, perfetto_timeline, run, run_traced, slice_of,
+                      thread_pos)
 from stackwatch import Trace
 
 pytestmark = [
-    pytest.mark.skipif(not getattr(_native, "SAMPLER_SUPPORTED", 0), reason="the sampler supports 3.9-3.13"),
+    needs_sampler,
     pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
                        reason="native frames are captured on Linux x86-64 only"),
 ]
@@ -61,31 +61,11 @@ MARGIN = 2_000_000  # ns: a sample and a call record are taken a few microsecond
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    d = tmp_path_factory.mktemp("native")
-    prog = d / "prog.py"
-    prog.write_text(PROGRAM)
-    out = d / "t.swt"
-    r = run(["run", "--sample=1ms", "--native", "--sample-lines", "-o", str(out), str(prog)])
-    assert r.returncode == 0, r.stderr
-    return str(out)
-
-
-def slice_of(t, pos, name):
-    """(start, end) in trace ns of the only call of `name` on the thread."""
-    stack, found = [], []
-    for e in t.events(pos):
-        if e.kind in (0, 2, 5):
-            stack.append((e.code, e.t_ns))
-        elif e.kind in (1, 3, 4, 6) and stack:
-            code, start = stack.pop()
-            if t.codes[code].name == name:
-                found.append((start, e.t_ns))
-    assert len(found) == 1, found
-    return found[0]
+    return run_traced(tmp_path_factory.mktemp("native"), PROGRAM, "--sample=1ms", "--native", "--sample-lines")[0]
 
 
 def main_pos(t):
-    return next(i for i, th in enumerate(t.threads) if th["name"] == "MainThread")
+    return thread_pos(t, "MainThread")
 
 
 def core_samples(t, name):
@@ -133,32 +113,14 @@ def test_lines_are_the_lines_being_run(traced):
 
 
 def perfetto_samples(path, tmp_path):
-    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
-    out = tmp_path / "t.pftrace"
-    Trace(path).export("perfetto", str(out))
-    trace = pb2.Trace()
-    trace.ParseFromString(out.read_bytes())
-    tracks, names, stack, slices, samples = {}, {}, {}, {}, []
-    for pkt in trace.packet:
-        if pkt.HasField("track_descriptor"):
-            tracks[pkt.track_descriptor.uuid] = pkt.track_descriptor
-        if pkt.HasField("interned_data"):
-            for en in pkt.interned_data.event_names:
-                names[(pkt.trusted_packet_sequence_id, en.iid)] = en.name
-        if not pkt.HasField("track_event"):
-            continue
-        te = pkt.track_event
-        td = tracks[te.track_uuid]
-        if te.type == pb2.TrackEvent.TYPE_SLICE_BEGIN and td.HasField("thread"):
-            stack.setdefault(te.track_uuid, []).append((names[(pkt.trusted_packet_sequence_id, te.name_iid)],
-                                                        pkt.timestamp))
-        elif te.type == pb2.TrackEvent.TYPE_SLICE_END and td.HasField("thread"):
-            name, begin = stack[te.track_uuid].pop()
-            slices.setdefault(name, []).append((begin, pkt.timestamp, te.track_uuid))
-        elif te.type == pb2.TrackEvent.TYPE_INSTANT and "sample" in te.categories:
-            assert td.name == "samples" and tracks[td.parent_uuid].HasField("thread")
-            samples.append((pkt.timestamp, td.parent_uuid, te))
-    return slices, samples
+    """The Perfetto export's slices on thread tracks, {name: [(begin, end,
+    track)]}, and its samples (conftest.perfetto_timeline)."""
+    tl = perfetto_timeline(path, tmp_path / "t.pftrace")
+    slices = {}
+    for name, begin, end, track, _ in tl.slices:
+        if tl.tracks[track].HasField("thread"):
+            slices.setdefault(name, []).append((begin, end, track))
+    return slices, tl.samples
 
 
 def test_perfetto_shows_native_frames_inside_the_call_slice(traced, tmp_path):
@@ -192,15 +154,7 @@ def test_chrome_shows_native_frames_inside_the_call_slice(traced, tmp_path):
     r = run(["export", traced, "--format", "chrome", "-o", str(out)])
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
-    open_, span = {}, None
-    for e in doc["traceEvents"]:
-        if e["ph"] == "B":
-            open_.setdefault(e["tid"], []).append(e)
-        elif e["ph"] == "E":
-            b = open_[e["tid"]].pop()
-            if b["name"] == "squeeze":
-                span = (b["ts"], e["ts"], e["tid"])
-    lo, hi, tid = span
+    lo, hi, tid = [(b, e, tid) for name, b, e, tid in chrome_slices(doc) if name == "squeeze"][-1]
     samples = [e for e in doc["traceEvents"] if e.get("cat") == "sample"]
     assert len(samples) == Trace(traced).sample_count()
     inside = [e for e in samples if e["tid"] == tid and lo + MARGIN / 1000 <= e["ts"] <= hi - MARGIN / 1000]

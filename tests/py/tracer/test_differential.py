@@ -8,10 +8,8 @@ import sys
 
 import pytest
 
+import corpus
 from conftest import PROGRAMS
-
-sys.path.insert(0, PROGRAMS)
-import corpus  # noqa: E402
 
 
 @pytest.mark.parametrize("consumer", ["file", "handler"])

@@ -9,23 +9,19 @@ import gzip
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import run, write
-from mixed_workload import count_of, f10, f30, f60, mixed_workload, spin_until
+from conftest import SAMPLER, needs_sampler, read_varint, run, write
+from mixed_workload import count_of, mixed_workload, spin_until
 from stats_bounds import CYCLE, Blocks, time_shares
 from stackwatch import _native
 
-SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
-pytestmark = pytest.mark.skipif(
-    not SUPPORTED, reason=f"the sampling profiler does not support CPython {sys.version.split()[0]} "
-    "(it supports 3.9 to 3.13 with the GIL)")
+pytestmark = needs_sampler
 
-if SUPPORTED:
+if SAMPLER:
     from stackwatch.profiler import Profiler
 
 GO = shutil.which("go")
@@ -170,28 +166,17 @@ def test_thread_labels(profiled):
 
 # ---- the file itself, decoded here ----
 
-def varint(buf, i):
-    v = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return v, i
-
-
 def fields(buf):
     """(number, value) of each field of a message: ints for varints, bytes
     for length-delimited fields."""
     i = 0
     while i < len(buf):
-        tag, i = varint(buf, i)
+        tag, i = read_varint(buf, i)
         num, wt = tag >> 3, tag & 7
         if wt == 0:
-            v, i = varint(buf, i)
+            v, i = read_varint(buf, i)
         elif wt == 2:
-            n, i = varint(buf, i)
+            n, i = read_varint(buf, i)
             v, i = buf[i:i + n], i + n
             assert i <= len(buf)
         else:
@@ -204,7 +189,7 @@ def packed(v):
         return [v]
     out, i = [], 0
     while i < len(v):
-        x, i = varint(v, i)
+        x, i = read_varint(v, i)
         out.append(x)
     return out
 

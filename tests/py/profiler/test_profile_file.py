@@ -5,25 +5,19 @@ read by `go tool pprof`), `stackwatch stats` of a profile, time windows on
 files, and bad input: unknown formats, empty, truncated and corrupted
 files, files that are neither trace nor profile, bad rates and cycles."""
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
 import stackwatch
-from conftest import run, write
-from mixed_workload import count_of, f10, f30, f60, mixed_workload, spin_until
-from stackwatch import _native
+from conftest import needs_sampler, page_data, run, write
+from mixed_workload import count_of, mixed_workload, spin_until
 
-SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
-pytestmark = pytest.mark.skipif(
-    not SUPPORTED, reason=f"the sampling profiler does not support CPython {sys.version.split()[0]} "
-    "(it supports 3.9 to 3.13 with the GIL)")
+pytestmark = needs_sampler
 
 GO = shutil.which("go")
 
@@ -104,7 +98,6 @@ def test_export_of_a_stored_profile_equals_the_direct_output(stored, tmp_path):
         else:
             assert speedscope_content(exported) == speedscope_content(direct)
     # The flame graph page embeds the same trees, frames and strings.
-    from test_flamegraph_html import page_data
     (tmp_path / "h").mkdir()
     p.write(tmp_path / "h" / "f.html", "html")
     r = run(["export", str(d / "p.swprof"), "--format", "html", "-o", str(tmp_path / "f.html")])

@@ -26,18 +26,16 @@ import zlib
 
 import pytest
 
-from conftest import run, write
-from stackwatch import _native
+from conftest import SAMPLER, needs_sampler, run, write
 from stats_bounds import expect_at_least, expect_at_most
 
-SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
 pytestmark = [
-    pytest.mark.skipif(not SUPPORTED, reason="the sampling profiler supports CPython 3.9 to 3.13"),
+    needs_sampler,
     pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
                        reason="native frames are captured on Linux x86-64 only"),
 ]
 
-if SUPPORTED:
+if SAMPLER:
     from stackwatch.profiler import Profiler
 
 NATIVE = " [native]"

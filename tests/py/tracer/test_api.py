@@ -7,20 +7,12 @@ import threading
 import pytest
 
 import stackwatch
+from conftest import calls_by_name
 from stackwatch import Trace
 
 
 def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
-
-
-def calls(path):
-    t = Trace(path)
-    out = {}
-    for r in t.stats():
-        name = t.codes[r.code].qualname
-        out[name] = out.get(name, 0) + r.calls
-    return out
 
 
 def test_start_stop(tmp_path):
@@ -31,7 +23,7 @@ def test_start_stop(tmp_path):
     s = stackwatch.stop()
     assert not stackwatch.is_tracing()
     assert s.path == p and s.events > 0 and s.dropped == 0 and s.error is None
-    assert calls(p)["fib"] == 177
+    assert calls_by_name(p)["fib"] == 177
 
 
 def test_double_start_and_stop_errors(tmp_path):
@@ -63,7 +55,7 @@ def test_traced_decorator(tmp_path):
 
     assert work() == 21
     assert work.summary.events > 0
-    assert calls(p)["fib"] == 67
+    assert calls_by_name(p)["fib"] == 67
 
 
 def test_thread_started_before_tracing(tmp_path):
@@ -83,7 +75,7 @@ def test_thread_started_before_tracing(tmp_path):
     th.join()
     stackwatch.stop()
     t = Trace(p)
-    c = calls(p)
+    c = calls_by_name(p)
     assert c["fib"] == 109
     assert any(x["name"] == "early-bird" for x in t.threads) or len(t.threads) >= 2
 
@@ -111,7 +103,7 @@ def test_max_depth(tmp_path):
     t = Trace(p)
     main = [i for i, th in enumerate(t.threads) if th["ident"] == threading.get_ident()][0]
     assert max(e.depth for e in t.events(main)) <= 2
-    assert calls(p)["fib"] >= 1
+    assert calls_by_name(p)["fib"] >= 1
 
 
 def test_exclude_and_include(tmp_path):
@@ -122,12 +114,12 @@ def test_exclude_and_include(tmp_path):
 
     with stackwatch.trace(p, exclude=[__name__]):
         outer()
-    assert "fib" not in calls(p)
+    assert "fib" not in calls_by_name(p)
     p2 = str(tmp_path / "i.swt")
     with stackwatch.trace(p2, include=[__file__]):
         outer()
         threading.current_thread()
-    c = calls(p2)
+    c = calls_by_name(p2)
     assert c.get("fib") == 15 and "current_thread" not in c
 
 
@@ -161,10 +153,10 @@ def test_fork_child_writes_own_file(tmp_path):
         _, status = os.waitpid(pid, 0)
         fib(4)
     assert status == 0
-    assert calls(p)["fib"] == 15 + 9
+    assert calls_by_name(p)["fib"] == 15 + 9
     child = str(tmp_path / f"f.fork-{pid}.swt")
     assert os.path.exists(child)
-    assert calls(child)["fib"] == 41
+    assert calls_by_name(child)["fib"] == 41
     assert Trace(child).meta["pid"] == pid
 
 
@@ -181,7 +173,7 @@ def test_init_of_class_defined_while_tracing(tmp_path):
             for i in range(1000):
                 Late(i)
         build()
-    c = calls(p)
+    c = calls_by_name(p)
     assert c["test_init_of_class_defined_while_tracing.<locals>.Late.__init__"
              if "test_init_of_class_defined_while_tracing.<locals>.Late.__init__" in c else "__init__"] == 1000
 
@@ -226,7 +218,7 @@ def test_init_under_another_name_while_tracing(tmp_path):
                 AssignedEarlier(i)
                 ViaType(i)
         build()
-    c = calls(p)
+    c = calls_by_name(p)
     for name in ("init_in_body", "init_assigned", "init_via_type"):
         key = f"test_init_under_another_name_while_tracing.<locals>.{name}"
         assert c.get(key, c.get(name)) == 500, (name, c)
@@ -265,7 +257,7 @@ def test_init_of_another_name_counted_once(tmp_path):
             for i in range(500):
                 cls(i)
             list(map(cls, range(500)))
-    c = calls(p)
+    c = calls_by_name(p)
     assert c["init_named_otherwise"] == 1000, c
     assert c["used_plainly_then_as_init"] == 1002, c
 
@@ -298,7 +290,7 @@ def test_init_seen_plainly_then_in_a_class_body(tmp_path):
             for i in range(500):
                 cls(i)
             list(map(cls, range(500)))
-    c = calls(p)
+    c = calls_by_name(p)
     assert c["plain_then_in_a_class_body"] == 1001, c
     key = "test_init_seen_plainly_then_in_a_class_body.<locals>.local_plain_then_init"
     assert c.get(key, c.get("local_plain_then_init")) == 1001, c

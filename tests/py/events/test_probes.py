@@ -18,7 +18,7 @@ import time
 import pytest
 
 import stackwatch
-from conftest import PROGRAMS, run
+from conftest import PROGRAMS, ROOT, run
 
 TARGET = os.path.join(PROGRAMS, "probe_target.py")
 OBJECTS = [os.path.join(PROGRAMS, "objects_target.py"), "probes"]
@@ -184,7 +184,7 @@ def test_probes_command_lists_them():
         assert f"  {name}(" in out.stdout
 
 
-EXAMPLES = os.path.join(os.path.dirname(PROGRAMS), "..", "examples", "bpftrace")
+EXAMPLES = os.path.join(ROOT, "examples", "bpftrace")
 
 
 @pytest.mark.parametrize("name,probes,expect", [

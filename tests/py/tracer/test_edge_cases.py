@@ -6,16 +6,8 @@ import sys
 
 import pytest
 
-from conftest import run, write
+from conftest import calls_by_name, run, write
 from stackwatch import Trace
-
-
-def calls_by_name(t):
-    out = {}
-    for r in t.stats():
-        name = t.codes[r.code].qualname
-        out[name] = out.get(name, 0) + r.calls
-    return out
 
 
 def test_deep_recursion_and_recursion_error(tmp):

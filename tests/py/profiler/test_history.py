@@ -12,13 +12,10 @@ import time
 import pytest
 
 import stackwatch
+from conftest import needs_sampler, page_data
 from mixed_workload import count_of, spin_until
-from stackwatch import _native
 
-SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
-pytestmark = pytest.mark.skipif(
-    not SUPPORTED, reason=f"the sampling profiler does not support CPython {sys.version.split()[0]} "
-    "(it supports 3.9 to 3.13 with the GIL)")
+pytestmark = needs_sampler
 
 
 # Each spins for `seconds`, then, given a profiler or history `p`, until it
@@ -280,7 +277,6 @@ def test_bad_windows_and_merges():
 def test_trees_and_windows_write_every_format(a_then_b, tmp_path):
     import gzip
     import json
-    from test_flamegraph_html import page_data
     p, switch = a_then_b
     h = p.history()
     tree = stackwatch.get_profile(h, stop=switch - 0.25)

@@ -35,15 +35,14 @@ import time
 
 import pytest
 
-from conftest import run, write
+from conftest import SAMPLER, needs_sampler, run, write
 from mixed_workload import count_of
 from stackwatch import _native
 from stats_bounds import CYCLE, Blocks, time_shares
 
-SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
-pytestmark = pytest.mark.skipif(not SUPPORTED, reason="the sampling profiler supports CPython 3.9 to 3.13")
+pytestmark = needs_sampler
 
-if SUPPORTED:
+if SAMPLER:
     from stackwatch.profiler import Profiler
 
 def time_in(tree, name, key="time_ns"):

@@ -25,15 +25,12 @@ import types
 import pytest
 
 import lines_workload
-from conftest import run, write
+from conftest import SAMPLER, needs_sampler, run, tree_nodes, write
 from stackwatch import _native
 from stats_bounds import CYCLE, Blocks, time_shares
 
-SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
-needs_sampler = pytest.mark.skipif(not SUPPORTED, reason="the sampling profiler supports CPython 3.9 to 3.13")
 
-if SUPPORTED:
-    from stackwatch.render import flamegraph
+if SAMPLER:
     from stackwatch.profiler import Profiler
 
 
@@ -174,17 +171,9 @@ def test_60_30_10_lines():
     callers = line_times(tree, "run_rounds", "count")
     assert max(callers, key=callers.get) == marks["CALL"], (callers, marks)
     # Every line node of three_loops sits under that call site.
-    call = [n for n in walk(tree) if n["name"] == "run_rounds" and n["line"] == marks["CALL"]]
+    call = [n for n in tree_nodes(tree) if n["name"] == "run_rounds" and n["line"] == marks["CALL"]]
     assert call and sum(c["count"] for n in call for c in n["children"] if c["name"] == "three_loops") >= \
         0.95 * sum(line_times(tree, "three_loops", "count").values())
-
-
-def walk(tree):
-    stack = [tree]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(n["children"])
 
 
 @needs_sampler

@@ -1,14 +1,11 @@
 """Call counts per function equal cProfile's for the same program."""
 import cProfile
-import os
 import pstats
-import sys
 
 import stackwatch
 from stackwatch import Trace
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "programs"))
-import corpus  # noqa: E402
+import corpus
 
 
 def workload():

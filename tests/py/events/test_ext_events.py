@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import run
+from conftest import perfetto_timeline, run, thread_pos
 from stackwatch import Trace
 
 PROGRAM = '''\
@@ -121,10 +121,6 @@ def recorded(tmp_path_factory):
                 found=found, native_id=native_id, dir=d)
 
 
-def thread_pos(t, name):
-    return next(i for i, th in enumerate(t.threads) if th["name"] == name)
-
-
 def located(t, e):
     c = t.codes[e.code]
     return c.filename, c.name, e.line
@@ -222,40 +218,25 @@ def test_chrome_export_shows_events(recorded, tmp_path):
 
 
 def test_perfetto_export_shows_events(recorded, tmp_path):
-    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
-    out = tmp_path / "t.pftrace"
     t = Trace(recorded["trace"])
-    t.export("perfetto", str(out))
-    trace = pb2.Trace()
-    trace.ParseFromString(out.read_bytes())
-    tracks = {}
+    tl = perfetto_timeline(recorded["trace"], tmp_path / "t.pftrace")   # slices balanced
     instants = Counter()
-    gc_slices = []
-    open_gc = {}
     annotations = []
-    for pkt in trace.packet:
-        if pkt.HasField("track_descriptor"):
-            tracks[pkt.track_descriptor.uuid] = pkt.track_descriptor
-        if not pkt.HasField("track_event"):
-            continue
-        te = pkt.track_event
-        td = tracks[te.track_uuid]
-        if te.type == pb2.TrackEvent.TYPE_INSTANT:
-            instants[te.categories[0]] += 1
-            annotations.append({a.name: (a.string_value or a.uint_value) for a in te.debug_annotations})
-            assert td.HasField("thread")
-        elif td.name == "GC":
-            assert tracks[td.parent_uuid].HasField("thread")
-            if te.type == pb2.TrackEvent.TYPE_SLICE_BEGIN:
-                open_gc[te.track_uuid] = (pkt.timestamp, te.name)
-            else:
-                start, name = open_gc.pop(te.track_uuid)
-                args = {a.name: a.uint_value for a in te.debug_annotations}
-                gc_slices.append((pkt.timestamp - start, name, args))
+    for _, track, te in tl.instants:
+        instants[te.categories[0]] += 1
+        annotations.append({a.name: (a.string_value or a.uint_value) for a in te.debug_annotations})
+        assert tl.tracks[track].HasField("thread")
+    gc_slices = []
+    for name, begin, end, track, end_event in tl.slices:
+        td = tl.tracks[track]
+        if td.name == "GC":
+            assert tl.tracks[td.parent_uuid].HasField("thread")
+            args = {a.name: a.uint_value for a in end_event.debug_annotations}
+            gc_slices.append((end - begin, name, args))
     assert instants["line"] == len(t.ext_events(kinds="line"))
     assert instants["exception"] == len(t.ext_events(kinds=["raise", "handled"]))
     assert instants["thread"] == 2
-    assert len(gc_slices) == 3 and not open_gc
+    assert len(gc_slices) == 3
     assert all(d > 0 and n == "GC (generation 2)" for d, n, _ in gc_slices)
     assert sum(a["collected"] + a["uncollectable"] for _, _, a in gc_slices) == recorded["found"]
     raised = [a for a in annotations if a.get("type") == "ValueError" and a.get("function") == "g"]

@@ -11,7 +11,6 @@ everywhere), or on every version with STACKWATCH_BROWSER_TESTS=all.
 """
 import base64
 import hashlib
-import html.parser
 import json
 import os
 import re
@@ -25,14 +24,10 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
-from conftest import run, write
-from stackwatch import _native
+from conftest import SAMPLER, needs_sampler, page_data, parse_page, run, tree_nodes, write
 from stackwatch.render import flamegraph
 
-SUPPORTED = bool(getattr(_native, "SAMPLER_SUPPORTED", 0))
-needs_sampler = pytest.mark.skipif(not SUPPORTED, reason=f"the sampling profiler does not support "
-                                   f"CPython {sys.version.split()[0]}")
-if SUPPORTED:
+if SAMPLER:
     from stackwatch.profiler import Profiler
 
 BROWSER_VERSIONS = ("3.9", "3.13")
@@ -40,46 +35,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
-# ---- reading a page back ----
-
-class _Scripts(html.parser.HTMLParser):
-    """The <script> elements of a page, as a browser's tokenizer splits
-    them: [(attrs, text)]; and the <title> text."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.scripts, self.title, self._in = [], "", None
-
-    def handle_starttag(self, tag, attrs):
-        if tag in ("script", "title"):
-            self._in = (tag, dict(attrs), [])
-
-    def handle_data(self, data):
-        if self._in:
-            self._in[2].append(data)
-
-    def handle_endtag(self, tag):
-        if self._in and tag == self._in[0]:
-            if tag == "script":
-                self.scripts.append((self._in[1], "".join(self._in[2])))
-            else:
-                self.title = "".join(self._in[2])
-            self._in = None
-
-
-def parse_page(text):
-    p = _Scripts()
-    p.feed(text)
-    p.close()
-    return p
-
-
-def page_data(text):
-    """The embedded data of a page, decoded."""
-    (attrs, body), = [s for s in parse_page(text).scripts if s[0].get("id") == "stackwatch-data"]
-    assert attrs.get("type") == "application/json"
-    return json.loads(body)
-
+# ---- reading a page back (parse_page, page_data: conftest.py) ----
 
 def nested(data, thread):
     """A thread's flat node list back as nested dicts like Profiler.tree()."""
@@ -104,14 +60,6 @@ def nested(data, thread):
             assert not nodes, "only the first node is a root"
         nodes.append(node)
     return nodes[0]
-
-
-def walk(tree):
-    stack = [tree]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(n["children"])
 
 
 def without_source(tree):
@@ -188,7 +136,7 @@ def test_data_are_the_profilers_trees(tmp_path):
     assert sum(nested(data, d)["time_ns"] for d in data["threads"]) == merged["time_ns"]
     assert data["interval_ns"] == 500_000 and data["title"] == "p.html"
     # the source line of each frame is the text of its line
-    nodes = [n for d in data["threads"] for n in walk(nested(data, d))]
+    nodes = [n for d in data["threads"] for n in tree_nodes(nested(data, d))]
     hot = [n for n in nodes if n["name"] == "hot_part"]
     assert hot and all(n["source"] == "def hot_part():" and n["filename"] == __file__ for n in hot)
     assert any(n["name"] == "spin" and n["source"] == "def spin(seconds):" for n in nodes)
@@ -231,9 +179,9 @@ def test_names_cannot_break_the_page():
     body = page.scripts[0][1]
     assert not set("<>&") & set(body) and body.isascii()
     data = json.loads(body)
-    names = [n["name"] for n in walk(nested(data, data["threads"][0]))]
+    names = [n["name"] for n in tree_nodes(nested(data, data["threads"][0]))]
     assert set(NASTY) | {"odd_file"} <= set(names)
-    files = {n["filename"] for n in walk(nested(data, data["threads"][0]))}
+    files = {n["filename"] for n in tree_nodes(nested(data, data["threads"][0]))}
     assert "/tmp/\udcff\udcfe.py" in files
     assert data["threads"][0]["name"] == "T </script> \u00e4"
     assert data["title"] == title
@@ -337,10 +285,10 @@ def test_cli_html_by_suffix_and_by_format(tmp_path):
     assert text.startswith("<!DOCTYPE html>")
     data = page_data(text)
     assert sum(d["samples"] for d in data["threads"]) == samples
-    names = {n["name"] for d in data["threads"] for n in walk(nested(data, d))}
+    names = {n["name"] for d in data["threads"] for n in tree_nodes(nested(data, d))}
     assert {"hot_leaf", "cold_leaf", "branch", "worker"} <= names
     here = os.path.dirname(flamegraph.__file__)
-    assert not [n for d in data["threads"] for n in walk(nested(data, d)) if n["filename"].startswith(here)]
+    assert not [n for d in data["threads"] for n in tree_nodes(nested(data, d)) if n["filename"].startswith(here)]
     path, _ = profile_program(tmp_path, "--format", "html", output="p.out")
     assert (tmp_path / "p.out").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     # without -o: stackwatch-PID.flamegraph.html
@@ -462,7 +410,7 @@ def test_browser_renders_hovers_zooms_and_searches(tmp_path, browser):
     assert f"{samples} samples of 2 threads" in d.find_element("id", "summary").text
 
     # hovering hot_leaf: name, file:line, source line, samples, time, share
-    node, = [n for t in trees for n in walk(t) if n["name"] == "hot_leaf"]
+    node, = [n for t in trees for n in tree_nodes(t) if n["name"] == "hot_leaf"]
     line = PROGRAM.splitlines().index("def hot_leaf():") + 1
     el, = frames(d, "hot_leaf")
     text = hover(d, el)
@@ -496,7 +444,7 @@ def test_browser_renders_hovers_zooms_and_searches(tmp_path, browser):
     box = d.find_element("id", "search")
     box.send_keys("cold_leaf")
     assert set(drawn(d, "match")) == {"cold_leaf"}
-    cold, = [n for t in trees for n in walk(t) if n["name"] == "cold_leaf"]
+    cold, = [n for t in trees for n in tree_nodes(t) if n["name"] == "cold_leaf"]
     assert d.find_element("id", "matched").text == \
         f"matched {js_fixed(cold['time_ns'] / totals['time'] * 100)}% of wall time (1 frame)"
     box.clear()
@@ -514,7 +462,7 @@ def test_browser_renders_hovers_zooms_and_searches(tmp_path, browser):
     # widths by samples instead of time
     Select(d.find_element("id", "weight")).select_by_value("count")
     worker_tree, = [t for t, th in zip(trees, data["threads"]) if th["name"].startswith("w\u00f6rker")]
-    spin_node, = [n for n in walk(worker_tree) if n["name"] == "spin"]
+    spin_node, = [n for n in tree_nodes(worker_tree) if n["name"] == "spin"]
     spin_el, = frames(d, "spin")
     assert f"{js_fixed(spin_node['count'] / worker_tree['count'] * 100)}% of this thread's samples" in hover(d, spin_el)
     check_clean(d)

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import stackwatch
-from conftest import run
+from conftest import chrome_slices, perfetto_timeline, run, run_traced, slice_of, thread_pos
 from stackwatch import Trace
 
 pytestmark = pytest.mark.skipif(sys.version_info >= (3, 14), reason="the sampler supports 3.9-3.13")
@@ -47,18 +47,9 @@ RATE_NS = 1_000_000
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    d = tmp_path_factory.mktemp("samples")
-    prog = d / "prog.py"
-    prog.write_text(PROGRAM)
-    out = d / "t.swt"
-    r = run(["run", "--sample=1ms", "-o", str(out), str(prog)])
-    assert r.returncode == 0, r.stderr
+    out, r = run_traced(tmp_path_factory.mktemp("samples"), PROGRAM, "--sample=1ms")
     assert " samples" in r.stderr
-    return str(out)
-
-
-def thread_pos(t, name):
-    return next(i for i, th in enumerate(t.threads) if th["name"] == name)
+    return out
 
 
 def samples_inside(t, name, func, margin):
@@ -68,20 +59,6 @@ def samples_inside(t, name, func, margin):
     pos = thread_pos(t, name)
     start, end = slice_of(t, pos, func)
     return [s for s in t.samples(pos) if start + margin <= s.t_ns <= end - margin]
-
-
-def slice_of(t, pos, name):
-    """(start, end) in trace ns of the only call of `name` on the thread."""
-    stack, found = [], []
-    for e in t.events(pos):
-        if e.kind in (0, 2, 5):
-            stack.append((e.code, e.t_ns))
-        elif e.kind in (1, 3, 4, 6) and stack:
-            code, start = stack.pop()
-            if t.codes[code].name == name:
-                found.append((start, e.t_ns))
-    assert len(found) == 1, found
-    return found[0]
 
 
 @pytest.mark.parametrize("thread,func,seconds,state", [("MainThread", "f", 0.3, "idle"),
@@ -136,38 +113,16 @@ def test_samples_lie_within_the_trace(traced):
 
 @pytest.mark.timing
 def test_perfetto_shows_samples_beside_the_slices(traced, tmp_path):
-    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     t = Trace(traced)
-    out = tmp_path / "t.pftrace"
-    t.export("perfetto", str(out))
-    trace = pb2.Trace()
-    trace.ParseFromString(out.read_bytes())
-    tracks, names = {}, {}
-    f_slice, stack, samples = None, {}, []
-    for pkt in trace.packet:
-        if pkt.HasField("track_descriptor"):
-            tracks[pkt.track_descriptor.uuid] = pkt.track_descriptor
-        if pkt.HasField("interned_data"):
-            for en in pkt.interned_data.event_names:
-                names[(pkt.trusted_packet_sequence_id, en.iid)] = en.name
-        if not pkt.HasField("track_event"):
-            continue
-        te = pkt.track_event
-        td = tracks[te.track_uuid]
-        if te.type == pb2.TrackEvent.TYPE_SLICE_BEGIN and td.HasField("thread"):
-            stack.setdefault(te.track_uuid, []).append((names[(pkt.trusted_packet_sequence_id, te.name_iid)],
-                                                        pkt.timestamp))
-        elif te.type == pb2.TrackEvent.TYPE_SLICE_END and td.HasField("thread"):
-            name, begin = stack[te.track_uuid].pop()
-            if name == "f":
-                f_slice = (begin, pkt.timestamp, te.track_uuid)
-        elif te.type == pb2.TrackEvent.TYPE_INSTANT and "sample" in te.categories:
-            assert td.name == "samples" and tracks[td.parent_uuid].HasField("thread")
-            frames = [fr.function_name for fr in te.callstack.frames]
-            assert te.name == (frames[-1] if frames else "(no Python frame)")
-            samples.append((pkt.timestamp, td.parent_uuid, frames))
+    tl = perfetto_timeline(traced, tmp_path / "t.pftrace")
+    samples = []
+    for ts, thread_track, te in tl.samples:
+        frames = [fr.function_name for fr in te.callstack.frames]
+        assert te.name == (frames[-1] if frames else "(no Python frame)")
+        samples.append((ts, thread_track, frames))
     assert len(samples) == t.sample_count()
-    begin, end, thread_track = f_slice
+    begin, end, thread_track = [(b, e, tr) for name, b, e, tr, _ in tl.slices
+                                if name == "f" and tl.tracks[tr].HasField("thread")][-1]
     inside = [fr for ts, tr, fr in samples if tr == thread_track and begin + 2_000_000 <= ts <= end - 2_000_000]
     assert len(inside) == len(samples_inside(t, "MainThread", "f", 2_000_000)) > 0
     assert all(fr[-1] == "f" for fr in inside)
@@ -183,15 +138,7 @@ def test_chrome_shows_samples(traced, tmp_path):
     t = Trace(traced)
     samples = [e for e in doc["traceEvents"] if e.get("cat") == "sample"]
     assert len(samples) == t.sample_count()
-    open_, f_span = {}, None
-    for e in doc["traceEvents"]:
-        if e["ph"] == "B":
-            open_.setdefault(e["tid"], []).append(e)
-        elif e["ph"] == "E":
-            b = open_[e["tid"]].pop()
-            if b["name"] == "f":
-                f_span = (b["ts"], e["ts"], e["tid"])
-    lo, hi, tid = f_span
+    lo, hi, tid = [(b, e, tid) for name, b, e, tid in chrome_slices(doc) if name == "f"][-1]
     inside = [e for e in samples if e["tid"] == tid and lo + 2000 <= e["ts"] <= hi - 2000]
     assert len(inside) == len(samples_inside(t, "MainThread", "f", 2_000_000)) > 0
     assert all(e["name"] == "f" and e["args"]["stack"].endswith("main;f") for e in inside)

@@ -6,18 +6,13 @@ delivered to handlers and recorded in the .swt file (decoded here from
 docs/format.md, independently of the C reader); and that turning the
 events off restores every class."""
 import collections
-import gc
 import json
 import os
 import struct
-import subprocess
-import sys
-
-import pytest
 
 import stackwatch
 from stackwatch import _native
-from conftest import PROGRAMS, run, write
+from conftest import PROGRAMS, read_varint, run, write
 
 TARGET = os.path.join(PROGRAMS, "objects_target.py")
 KINDS = ("new_start", "new_done", "delete_start", "delete_done")
@@ -40,19 +35,8 @@ def test_handler_counts_equal_ground_truth():
 
 # ---- a small decoder of the .swt format (docs/format.md) ----
 
-def _varint(b, i):
-    v = shift = 0
-    while True:
-        x = b[i]
-        i += 1
-        v |= (x & 0x7F) << shift
-        shift += 7
-        if not x & 0x80:
-            return v, i
-
-
 def _str(b, i):
-    n, i = _varint(b, i)
+    n, i = read_varint(b, i)
     return b[i:i + n].decode("utf-8"), i + n
 
 
@@ -69,19 +53,19 @@ def ext_events(path):
             continue
         i = 0
         for _ in range(4):          # thread, seq, t_start, dropped
-            _, i = _varint(p, i)
-        depth, i = _varint(p, i)
+            _, i = read_varint(p, i)
+        depth, i = read_varint(p, i)
         for _ in range(depth):
-            _, i = _varint(p, i)
-        n, i = _varint(p, i)
+            _, i = read_varint(p, i)
+        n, i = read_varint(p, i)
         for _ in range(n):
-            x, i = _varint(p, i)
+            x, i = read_varint(p, i)
             op = x & 7
             if op in (0, 2, 5):
-                _, i = _varint(p, i)
+                _, i = read_varint(p, i)
             elif op == 7:
-                kind, i = _varint(p, i)
-                ln, i = _varint(p, i)
+                kind, i = read_varint(p, i)
+                ln, i = read_varint(p, i)
                 out.append((kind, p[i:i + ln]))
                 i += ln
     return out

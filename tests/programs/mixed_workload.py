@@ -1,5 +1,5 @@
-"""The 60/30/10 workload the profiler tests sample (test_profiler.py,
-test_pprof.py): three functions that spin for fixed slices of this thread's
+"""The 60/30/10 workload the profiler tests sample (tests/py/profiler/ and
+tests/py/render/): three functions that spin for fixed slices of this thread's
 CPU time, interleaved; and count_of(), which reads a function's samples out
 of a call tree."""
 import time
