@@ -2,6 +2,7 @@
 from collections import namedtuple
 
 from .. import _native
+from ..render import formats
 
 Event = namedtuple("Event", "kind t_ns code depth synthetic")
 Code = namedtuple("Code", "id kind name qualname filename firstlineno")
@@ -185,6 +186,19 @@ class Trace:
         caller, callee), from one replay."""
         rows, edges = self._t.stats(_spec(filter), True, progress)
         return [StatRow(*r) for r in rows], [EdgeRow(*e) for e in edges]
+
+    def trees(self, filter=None, progress=None):
+        """The trace's call trees (one replay of each thread the Filter
+        keeps) as a formats.Trees: per thread a CallTree whose nodes count
+        the calls of their path (self) and their own nanoseconds
+        (self_time_ns), exact=True."""
+        pairs = _native.trace_trees(self._t, _spec(filter), progress)
+        threads = [(formats.thread_label({"name": self.threads[pos]["name"],
+                                          "thread_id": self.threads[pos]["native_tid"] or pos}),
+                    self.threads[pos]["native_tid"] or pos, tree) for pos, tree in pairs]
+        end = self.end_ns
+        return formats.Trees(threads, None, 0, int(self.meta.get("real0_ns", 0)), end if end > 0 else 0,
+                             {"events": self.event_count(), "dropped": self.dropped()}, True)
 
     def events_bytes(self):
         """Bytes of event chunks a full replay reads (what progress counts)."""

@@ -30,8 +30,9 @@ def test_names_are_what_the_api_and_the_command_line_offer():
     from stackwatch.profiler import FORMATS
     assert FORMATS == profile.FORMATS == ("collapsed", "speedscope", "html", "pprof", "stackwatch")
     assert export.PROFILE_FORMATS == ("collapsed", "speedscope", "html", "pprof")
-    assert export.TRACE_FORMATS == ("perfetto", "chrome")
-    assert formats.names(formats.TRACES) == ("swt", "perfetto", "chrome")
+    assert export.TRACE_FORMATS == ("collapsed", "speedscope", "html", "pprof", "perfetto", "chrome")
+    assert formats.names(formats.TRACES) == ("collapsed", "speedscope", "html", "pprof", "swt", "perfetto",
+                                             "chrome")
 
 
 def test_an_output_name_implies_its_format():
