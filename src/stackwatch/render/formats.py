@@ -31,6 +31,7 @@ import os
 from collections import namedtuple
 
 from .. import _native
+from . import functions
 
 TREES, PROFILES, TRACES = "trees", "profiles", "traces"
 
@@ -139,6 +140,8 @@ FORMATS = {f.name: f for f in (
     Format("speedscope", (".speedscope.json", ".json"), False, _TX, TREES, _in_c("speedscope")),
     Format("html", (".flamegraph.html", ".html", ".htm"), False, _TX, TREES, _write_html),
     Format("pprof", (".pb.gz", ".pprof"), True, _TX, TREES, _write_pprof),
+    Format("pstats", (".pstats", ".prof"), True, _TX, TREES, functions.write_pstats),
+    Format("callgrind", (".callgrind", ".callgrind.out"), False, _TX, TREES, functions.write_callgrind),
     Format("stackwatch", (".swprof",), True, _P, PROFILES, _write_profile_file),
     Format("swt", (".swt",), True, _X, TRACES, None),
     Format("perfetto", (".pftrace",), True, _X, TRACES, _exported("perfetto")),

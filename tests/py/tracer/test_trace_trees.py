@@ -185,3 +185,82 @@ def test_min_duration_is_for_timelines(traced):
     assert r.returncode == 2 and "--min-duration applies to the timeline formats" in r.stderr, r.stderr
     r = run(["export", p, "-o", str(d / "x.unknown")])
     assert r.returncode == 2 and "give --format" in r.stderr, r.stderr
+
+
+# ---- pstats and callgrind (render/functions.py) ----
+
+def test_pstats_loads_with_the_calls_of_stats_and_cprofile(traced, tmp_path):
+    import pstats
+    p, d, t, stats = traced
+    out = d / "t.pstats"
+    r = run(["export", p, "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    st = pstats.Stats(str(out))
+    by_name = {}
+    for (filename, line, name), (cc, nc, tt, ct, callers) in st.stats.items():
+        by_name.setdefault(name, []).append((cc, nc, tt, ct, callers))
+    for name in ("fib", "leaf", "branch", "gen"):
+        (cc, nc, tt, ct, callers), = by_name[name]
+        assert nc == stats[name][0], name
+        assert round(tt * 1e9) == stats[name][1] and round(ct * 1e9) == stats[name][2], name
+    # fib: 2 primitive calls (from branch, once per thread), the rest recursive
+    (cc, nc, *_, callers), = by_name["fib"]
+    assert cc == 2 and {k[2]: v[1] for k, v in callers.items()} == {"branch": 2, "fib": nc - 2}
+    # cProfile of what the main thread ran counts the same calls (the
+    # thread left out: 3.12's cProfile sees every thread).
+    import cProfile
+    prof = cProfile.Profile()
+    prof.enable()
+    branch()
+    list(gen())
+    prof.disable()
+    ref = {k[2]: v[1] for k, v in pstats.Stats(prof).stats.items() if k[0] == __file__}
+    main = Counter()
+    for row in t.stats():
+        if row.thread == 0:
+            main[t.codes[row.code].qualname] += row.calls
+    for name in ("fib", "leaf", "branch", "gen"):
+        assert ref[name] == main[name], name
+
+
+CALLGRIND = shutil.which("callgrind_annotate")
+
+
+@pytest.mark.skipif(not CALLGRIND, reason="callgrind_annotate is not installed (Debian package valgrind)")
+def test_callgrind_read_by_callgrind_annotate(traced):
+    p, d, t, stats = traced
+    out = d / "t.callgrind"
+    r = run(["export", p, "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    ann = subprocess.run([CALLGRIND, "--threshold=100", str(out)], capture_output=True, text=True, timeout=60)
+    assert ann.returncode == 0, ann.stderr
+    own = {}
+    for line in ann.stdout.splitlines():
+        m = re.match(r"\s*([\d,]+) \([^)]*\)\s+\S*:(\w+)", line)
+        if m:
+            own[m.group(2)] = int(m.group(1).replace(",", ""))
+    for name in ("fib", "leaf", "branch"):
+        assert own[name] == stats[name][1], (name, ann.stdout)
+    total = re.search(r"^([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", ann.stdout, re.M)
+    assert total and int(total.group(1).replace(",", "")) == sum(v[1] for v in stats.values())
+
+
+@pytest.mark.skipif(not CALLGRIND, reason="callgrind_annotate is not installed (Debian package valgrind)")
+def test_profiles_write_pstats_and_callgrind(tmp_path):
+    import pstats
+    from conftest import SAMPLER
+    if not SAMPLER:
+        pytest.skip("the sampling profiler does not support this CPython")
+    script = tmp_path / "spin.py"
+    script.write_text("import time\ndef spin():\n    t = time.perf_counter() + 0.3\n    while time.perf_counter() < t:\n"
+                      "        pass\nspin()\n")
+    out = tmp_path / "p.pstats"
+    r = run(["profile", "-o", str(out), str(script)])
+    assert r.returncode == 0, r.stderr
+    st = pstats.Stats(str(out))
+    spin, = [v for k, v in st.stats.items() if k[2] == "spin"]
+    assert spin[1] > 10 and spin[3] > 0.1   # samples, and their time in seconds
+    r = run(["profile", "-o", str(tmp_path / "p.callgrind"), str(script)])
+    assert r.returncode == 0, r.stderr
+    ann = subprocess.run([CALLGRIND, str(tmp_path / "p.callgrind")], capture_output=True, text=True, timeout=60)
+    assert ann.returncode == 0 and ":spin" in ann.stdout, ann.stdout + ann.stderr
