@@ -20,7 +20,7 @@ from ..common.units import parse_duration_ns
 from ..profiler import history
 from ..render import formats
 from ..tracer.tracefile import Trace
-from . import files, filters
+from . import files, filters, progress
 from .program import UsageError, check_writable
 
 NAME = "export"
@@ -74,7 +74,17 @@ def _export_trace(args):
     flt = filters.trace_filter(args, t)
     if t.damage:
         print(f"warning: {args.file}: {t.damage}; exporting the intact part", file=sys.stderr)
-    formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt)
+    kept = flt.threads if flt and flt.threads is not None else range(len(t.threads))
+    events = sum(t.threads[i]["events"] for i in kept)
+    warning = None if min_ns else progress.big_export_warning(args.format, events, flt is not None)
+    if warning:
+        print(f"stackwatch: {warning}", file=sys.stderr)
+    passes = 2 if min_ns else 1   # the durations first, then the slices
+    bar = progress.Progress(t.events_bytes() * passes, f"exporting to {args.format}")
+    try:
+        formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar)
+    finally:
+        bar.done()
     print(f"stackwatch: wrote {args.output}", file=sys.stderr)
     return 0
 

@@ -23,7 +23,7 @@ from collections import Counter
 
 from ..profiler import calltree
 from ..tracer.tracefile import Trace
-from . import files, filters
+from . import files, filters, progress
 from .program import UsageError
 
 NAME = "stats"
@@ -97,10 +97,14 @@ def _trace_stats(args):
     for pattern in (args.callers, args.callees):
         if pattern is not None and not _matching(t, pattern):
             raise UsageError(f"no function of the trace is called {pattern!r}")
-    if args.callers or args.callees or args.json:
-        rows, edges = t.stats_edges(flt)
-    else:
-        rows, edges = t.stats(flt), []
+    bar = progress.Progress(t.events_bytes(), "reading the trace")
+    try:
+        if args.callers or args.callees or args.json:
+            rows, edges = t.stats_edges(flt, progress=bar)
+        else:
+            rows, edges = t.stats(flt, progress=bar), []
+    finally:
+        bar.done()
     overall = {}
     for r in rows:
         o = overall.setdefault(r.code, [0, 0, 0])
