@@ -192,10 +192,18 @@ def default_output(name, pid=None):
 
 
 def guess(path, *fits, default):
-    """The name of the first format fitting one of `fits` whose suffix ends
-    `path` (in any case), else `default` (also for no path)."""
+    """The name of the format fitting one of `fits` whose suffix ends `path`
+    (in any case), else `default` (also for no path). The longest suffix
+    wins (x.speedscope.json is speedscope), then the format made for fewer
+    inputs (a trace's x.json is the Chrome timeline, a profile's speedscope)."""
     low = os.fspath(path).lower() if path else ""
+    best = None
     for f in FORMATS.values():
-        if f.fits & set(fits) and low.endswith(f.suffixes):
-            return f.name
-    return default
+        if not f.fits & set(fits):
+            continue
+        for suffix in f.suffixes:
+            if low.endswith(suffix):
+                rank = (-len(suffix), len(f.fits))
+                if best is None or rank < best[0]:
+                    best = (rank, f.name)
+    return best[1] if best else default

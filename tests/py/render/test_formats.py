@@ -44,6 +44,12 @@ def test_an_output_name_implies_its_format():
              "r.swprof": "stackwatch", "out": "collapsed", "out.svg": "collapsed", None: "collapsed"}
     for path, name in cases.items():
         assert formats.guess(path, *fits, default="collapsed") == name, path
+    # A trace's x.json is the timeline VizTracer and Chrome users open; the
+    # longer suffix still names speedscope.
+    cases = {"t.json": "chrome", "t.speedscope.json": "speedscope", "t.pftrace": "perfetto",
+             "t.html": "html", "t.prof": "pstats", "t.svg": None}
+    for path, name in cases.items():
+        assert formats.guess(path, formats.TRACES, default=None) == name, path
 
 
 def test_unknown_names_list_what_fits():
