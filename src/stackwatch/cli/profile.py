@@ -5,7 +5,7 @@ trees per cycle, for `stackwatch stats` and `stackwatch export`).
 
     stackwatch profile [--rate HZ | --interval 1ms] [--mode wall|cpu] [--lines] [--native] [-o out]
                        [--cycle 2s] [--format collapsed|speedscope|html|pprof|stackwatch]
-                       (script.py | -m module) [args ...]
+                       (script.py | -m module | -c code | - | command) [args ...]
 
 The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
 __main__, exit status). The profile is written at exit, after the
@@ -32,7 +32,7 @@ RUNS_PROGRAM = True
 FORMATS = formats.names(formats.TREES, formats.PROFILES)
 
 USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [--mode wall|cpu] [--lines] [--native] [-o OUT] "
-         "[--format collapsed|speedscope|html|pprof|stackwatch] (script.py | -m module) [args ...]")
+         "[--format collapsed|speedscope|html|pprof|stackwatch] (script.py | -m module | -c code | - | command) [args ...]")
 
 
 def add_parser(subparsers):
@@ -64,6 +64,8 @@ def add_parser(subparsers):
     p.add_argument("--native", action="store_true",
                    help="merge native (C) frames into the stacks, named 'symbol [native]' (Linux x86-64)")
     p.add_argument("-m", dest="module", help="run a library module as a script")
+    p.add_argument("-c", dest="code", metavar="CODE", help="run the program passed in as a string "
+                   "(sys.argv[0] is '-c', as with python -c)")
     p.add_argument("--max-depth", type=int, default=profiler.DEFAULT_MAX_DEPTH,
                    help=f"frames kept per stack (default {profiler.DEFAULT_MAX_DEPTH})")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
@@ -109,9 +111,8 @@ def _finish(prof, fmt, output, quiet):
 def run(args):
     """Runs the program under the profiler. Returns the exit status; raises
     UsageError for bad input."""
-    script, module, script_args = resolve(args.argv, args.module)
+    program = resolve(args.argv, args.module, args.code)
     fmt, output, ns = _options(args)
-    program = Program(script, module, script_args)
     if not program.prepare():
         return 1
     import runpy
