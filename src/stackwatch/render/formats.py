@@ -162,11 +162,14 @@ def default_output(name, pid=None):
     return f"stackwatch-{os.getpid() if pid is None else pid}{FORMATS[name].suffixes[0]}"
 
 
-def guess(path, *fits, default):
+def of_output(path, *fits):
     """The name of the first format fitting one of `fits` whose suffix ends
-    `path` (in any case), else `default` (also for no path)."""
-    low = os.fspath(path).lower() if path else ""
+    `path` (in any case); ValueError when none does, listing the endings
+    that name one (a name is never a silent guess)."""
+    low = os.fspath(path).lower()
     for f in FORMATS.values():
         if f.fits & set(fits) and low.endswith(f.suffixes):
             return f.name
-    return default
+    known = ", ".join(f"{x} ({f.name})" for f in FORMATS.values() if f.fits & set(fits) for x in f.suffixes)
+    raise ValueError(f"{os.fspath(path)!r}: its ending names no known format (known: {known}; or give "
+                     "--format)")

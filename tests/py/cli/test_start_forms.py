@@ -61,6 +61,9 @@ def check_output_file(tmp, command, own="work"):
 
 
 def without_wrote(stderr):
+    """The program's stderr: without stackwatch's last lines (the profile's
+    summary table, the "wrote" line)."""
+    stderr = stderr.split("\nstackwatch: top functions", 1)[0]
     return "".join(line for line in stderr.splitlines(keepends=True)
                    if not line.startswith("stackwatch: wrote "))
 
