@@ -56,9 +56,10 @@ def add_parser(subparsers):
                                           if f.name in FORMATS))
     p.add_argument("--format", choices=FORMATS, default=None,
                    help="html (interactive flame graph, the default), collapsed (flamegraph.pl "
-                   "input), speedscope (JSON), pprof (gzipped profile.proto, for go tool pprof) or "
-                   "stackwatch (a profile file with a tree per cycle, for 'stackwatch stats' and "
-                   "'stackwatch export'); default: the one -o's ending names (an ending that names "
+                   "input), speedscope (JSON), pprof (gzipped profile.proto, for go tool pprof), "
+                   "pstats (Python's pstats, snakeviz), callgrind (KCachegrind) or stackwatch (a "
+                   "profile file with a tree per cycle, for 'stackwatch stats' and 'stackwatch "
+                   "export'); default: the one -o's ending names (an ending that names "
                    "none is an error)")
     p.add_argument("--cycle", default="2s", help="profile files keep a call tree per cycle of this "
                    "length (default 2s; from 10ms to 1h)")

@@ -91,7 +91,7 @@ def test_quiet_prints_nothing(tmp_path):
     assert (r.returncode, r.stdout, r.stderr) == (0, "done\n", "")
 
 
-@pytest.mark.parametrize("output", ["out.prof", "out", "p.svg", "t.pftrace", "t.swt"])
+@pytest.mark.parametrize("output", ["out.dat", "out", "p.svg", "t.pftrace", "t.swt"])
 def test_an_ending_that_names_no_format_is_one_line(tmp_path, output):
     script = write(tmp_path / "prog.py", PROGRAM)
     r = run(["profile", "-o", output, script], cwd=tmp_path)
@@ -109,6 +109,6 @@ def test_an_ending_that_names_no_format_is_one_line(tmp_path, output):
 
 def test_format_given_takes_any_ending(tmp_path):
     script = write(tmp_path / "prog.py", PROGRAM)
-    r = run(["profile", "-q", "--format", "collapsed", "-o", "out.prof", script], cwd=tmp_path)
+    r = run(["profile", "-q", "--format", "collapsed", "-o", "out.dat", script], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "out.prof").exists()
+    assert (tmp_path / "out.dat").exists()
