@@ -47,6 +47,27 @@ def run(args, cwd=None, input=None, timeout=120, env=None):
                           timeout=timeout, env=e)
 
 
+def profile_summary(stderr):
+    """What `stackwatch profile` printed at the end of stderr, split off:
+    (the program's own stderr, the top-functions table's rows [(own, own%,
+    total, total%, function)], the "wrote" line). The table is left out
+    when the profile has no samples ([] then); with -q there is neither."""
+    head, sep, table = stderr.partition("\nstackwatch: top functions (")
+    rows = []
+    if sep:
+        lines = table.splitlines()
+        assert lines[1].split() == ["own", "own%", "total", "total%", "function"], table
+        for line in lines[2:-1]:
+            own, own_pct, total, total_pct, function = line.split(None, 4)
+            rows.append((int(own), own_pct, int(total), total_pct, function))
+        wrote = lines[-1]
+    else:
+        head, _, wrote = stderr.rstrip("\n").rpartition("\n")
+        head = head + "\n" if head else ""
+    assert wrote.startswith("stackwatch: wrote "), stderr
+    return head, rows, wrote + "\n"
+
+
 def tree_nodes(tree):
     """Every node of a call tree (Profiler.tree() shape: dicts with
     "children"), in pre-order, without recursion (trees may be deep)."""

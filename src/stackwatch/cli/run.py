@@ -1,11 +1,12 @@
 """`stackwatch run`: run a program and trace every Python call into a
 trace file (.swt), or into Perfetto or Chrome JSON directly.
 
-    stackwatch run [options] (script.py | -m module) [args ...]
+    stackwatch run [options] (script.py | -m module | -c code | - | command) [args ...]
 
-The program runs as `python script.py` would (program.py); its own
-arguments are every word after the script or after -m MODULE (cli/__init__.py
-splits them off: RUNS_PROGRAM). Tracing stops at exit, after the program's
+The program runs as `python script.py` (or `python -m`, `python -c`,
+`python -`, or a console script found on PATH) would (program.py); its own
+arguments are every word after the script, the command or -m MODULE / -c
+CODE (cli/__init__.py splits them off: RUNS_PROGRAM). Tracing stops at exit, after the program's
 non-daemon threads have finished, and one line says where the trace is.
 """
 import argparse
@@ -21,7 +22,7 @@ from ..events import handlers, kinds, probes
 from ..render import formats
 from ..tracer import session as tracing
 from ..tracer.tracefile import Trace
-from .program import Finisher, Program, UsageError, check_writable, resolve
+from .program import Finisher, UsageError, check_writable, resolve
 
 NAME = "run"
 RUNS_PROGRAM = True
@@ -30,12 +31,14 @@ RUNS_PROGRAM = True
 def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
     r = subparsers.add_parser("run", help="run a program and trace every Python call",
-                              usage="stackwatch run [options] (script.py | -m module) [args ...]")
+                              usage="stackwatch run [options] (script.py | -m module | -c code | - | command) [args ...]")
     r.add_argument("-o", "--output", help="trace file (default stackwatch-PID.swt, or .pftrace/.json "
                    "with --format)")
     r.add_argument("--format", choices=formats.names(formats.TRACES), default="swt",
                    help="write this format directly (default: the stackwatch trace)")
     r.add_argument("-m", dest="module", help="run a library module as a script")
+    r.add_argument("-c", dest="code", metavar="CODE", help="run the program passed in as a string "
+                   "(sys.argv[0] is '-c', as with python -c)")
     r.add_argument("--buffer-size", default="256K", help="per-thread buffer (default 256K)")
     r.add_argument("--ring", default=None, help="keep only the most recent SIZE of events per thread")
     r.add_argument("--max-depth", type=int, default=0, help="record frames only up to this depth")
@@ -86,7 +89,7 @@ def run(args):
         # "--sample script.py": the option took the program as its RATE.
         args.argv = [args.sample] + list(args.argv)
         args.sample = "1ms"
-    script, module, script_args = resolve(args.argv, args.module)
+    program = resolve(args.argv, args.module, args.code)
     try:
         chunk = parse_size(args.buffer_size)
         ring = parse_size(args.ring) if args.ring else 0
@@ -129,7 +132,6 @@ def run(args):
         fd, trace_path = tempfile.mkstemp(prefix="stackwatch-", suffix=".swt")
         os.close(fd)
 
-    program = Program(script, module, script_args)
     if not program.prepare():
         return 1
 

@@ -191,12 +191,13 @@ def default_output(name, pid=None):
     return f"stackwatch-{os.getpid() if pid is None else pid}{FORMATS[name].suffixes[0]}"
 
 
-def guess(path, *fits, default):
+def of_output(path, *fits):
     """The name of the format fitting one of `fits` whose suffix ends `path`
-    (in any case), else `default` (also for no path). The longest suffix
-    wins (x.speedscope.json is speedscope), then the format made for fewer
+    (in any case); ValueError when none does, listing the endings that name
+    one (a name is never a silent guess). The longest suffix wins
+    (x.speedscope.json is speedscope), then the format made for fewer
     inputs (a trace's x.json is the Chrome timeline, a profile's speedscope)."""
-    low = os.fspath(path).lower() if path else ""
+    low = os.fspath(path).lower()
     best = None
     for f in FORMATS.values():
         if not f.fits & set(fits):
@@ -206,4 +207,8 @@ def guess(path, *fits, default):
                 rank = (-len(suffix), len(f.fits))
                 if best is None or rank < best[0]:
                     best = (rank, f.name)
-    return best[1] if best else default
+    if best:
+        return best[1]
+    known = ", ".join(f"{x} ({f.name})" for f in FORMATS.values() if f.fits & set(fits) for x in f.suffixes)
+    raise ValueError(f"{os.fspath(path)!r}: its ending names no known format (known: {known}; or give "
+                     "--format)")

@@ -24,7 +24,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
-from conftest import SAMPLER, nested, needs_sampler, page_data, parse_page, run, tree_nodes, write
+from conftest import SAMPLER, nested, needs_sampler, page_data, parse_page, profile_summary, run, tree_nodes, write
 from stackwatch.render import flamegraph
 
 if SAMPLER:
@@ -244,8 +244,10 @@ def profile_program(tmp_path, *extra, output="prog.html"):
     script = write(tmp_path / "prog.py", PROGRAM)
     r = run(["profile", *extra, "-o", output, script], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    program_stderr, _, wrote = profile_summary(r.stderr)
+    assert program_stderr == ""
     m = re.fullmatch(r"stackwatch: wrote (.+) \((?:\w+ mode, )?(\d+) samples of 2 threads(, \d+ failed reads of a stack)?\)\n",
-                     r.stderr)
+                     wrote)
     assert m, r.stderr
     return m.group(1), int(m.group(2))
 
@@ -482,3 +484,27 @@ def test_browser_deep_stack(tmp_path, browser):
     assert len(drawn(d)) == 3002
     el, = frames(d, "bottom")
     assert abs(width(el) - chart_width(d)) < 1
+
+
+@needs_sampler
+@pytest.mark.slow
+def test_browser_default_profile_output(tmp_path, browser):
+    """`stackwatch profile prog.py` with no -o or --format: the page it
+    leaves (stackwatch-PID.flamegraph.html) is the flame graph, drawn with
+    the program's functions and no error. A screenshot is kept beside it
+    (default.png) to look at."""
+    script = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["profile", script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    _, rows, wrote = profile_summary(r.stderr)
+    page, = [f for f in os.listdir(tmp_path) if re.fullmatch(r"stackwatch-\d+\.flamegraph\.html", f)]
+    assert wrote.startswith(f"stackwatch: wrote {tmp_path / page} (")
+    assert rows[0][4].startswith("spin  (")
+    d = open_page(browser, tmp_path / page)
+    check_clean(d)
+    assert {"all threads", "<module>", "branch", "hot_leaf", "cold_leaf", "spin", "worker"} <= set(drawn(d))
+    hot, = frames(d, "hot_leaf")
+    cold, = frames(d, "cold_leaf")
+    assert width(hot) > width(cold)     # 280 ms against 70 ms
+    d.save_screenshot(str(tmp_path / "default.png"))
+    assert (tmp_path / "default.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
