@@ -4,6 +4,8 @@ tracebacks without stackwatch's frames; and the Finisher that ends the
 command's recording once, however the program ends. Shared by `stackwatch
 run` and `stackwatch profile`; UsageError and check_writable serve every
 command."""
+import builtins
+import importlib.machinery
 import os
 import signal
 import sys
@@ -39,6 +41,9 @@ class Program:
 
     def __init__(self, script, module, args):
         self.script, self.module, self.args = script, module, args
+        # As python (3.9+): __main__.__file__, co_filename and traceback
+        # paths are absolute; sys.argv[0] stays as typed.
+        self.path = os.path.abspath(script) if script else None
         self.code = None
 
     def prepare(self):
@@ -47,11 +52,11 @@ class Program:
             sys.path.insert(0, os.getcwd())
             return True
         sys.argv = [self.script] + self.args
-        sys.path[0] = os.path.dirname(os.path.abspath(self.script))
+        sys.path[0] = os.path.dirname(self.path)
         try:
-            with open(self.script, "rb") as f:
+            with open(self.path, "rb") as f:
                 source = f.read()
-            self.code = compile(source, self.script, "exec", dont_inherit=True)
+            self.code = compile(source, self.path, "exec", dont_inherit=True)
         except SyntaxError:
             traceback.print_exc(limit=0)
             return False
@@ -68,9 +73,12 @@ class Program:
                 import runpy
                 runpy.run_module(self.module, run_name="__main__", alter_sys=True)
             else:
+                # The globals python gives a script's __main__.
                 main_mod = types.ModuleType("__main__")
-                main_mod.__file__ = self.script
-                main_mod.__builtins__ = __builtins__
+                main_mod.__file__ = self.path
+                main_mod.__cached__ = None
+                main_mod.__loader__ = importlib.machinery.SourceFileLoader("__main__", self.path)
+                main_mod.__builtins__ = builtins
                 main_mod.__spec__ = None
                 sys.modules["__main__"] = main_mod
                 exec(self.code, main_mod.__dict__)
