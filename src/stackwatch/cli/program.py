@@ -4,6 +4,7 @@ tracebacks without stackwatch's frames; and the Finisher that ends the
 command's recording once, however the program ends. Shared by `stackwatch
 run` and `stackwatch profile`; UsageError and check_writable serve every
 command."""
+import atexit
 import builtins
 import importlib.machinery
 import os
@@ -11,6 +12,8 @@ import signal
 import sys
 import traceback
 import types
+
+from ..tracer import signals
 
 
 class UsageError(Exception):
@@ -100,9 +103,10 @@ class Program:
 
 class Finisher:
     """Calls finish() once, and only in the process that made it (not in a
-    child the program forked): at exit (registered with atexit, which runs
-    after the interpreter has joined the program's non-daemon threads),
-    before the process kills itself on an uncaught Ctrl-C (Program.run),
+    child the program forked): once armed, at exit (atexit runs after the
+    interpreter has joined the program's non-daemon threads) and before the
+    process dies of SIGTERM, SIGINT, SIGHUP or SIGQUIT (common/signals.py);
+    before the process kills itself on an uncaught Ctrl-C (Program.run);
     and wherever a command wraps os._exit or os.exec* to call it."""
 
     def __init__(self, finish):
@@ -110,11 +114,19 @@ class Finisher:
         self.pid = os.getpid()
         self.done = False
 
+    def arm(self):
+        atexit.register(self)
+        signals.add(self)
+
     def __call__(self):
         if self.done or os.getpid() != self.pid:
             return
         self.done = True
-        self.finish()
+        try:
+            with signals.deferred():   # a fatal signal meanwhile waits for the output
+                self.finish()
+        finally:
+            signals.remove(self)
 
 
 def print_user_exception():

@@ -9,7 +9,6 @@ splits them off: RUNS_PROGRAM). Tracing stops at exit, after the program's
 non-daemon threads have finished, and one line says where the trace is.
 """
 import argparse
-import atexit
 import functools
 import os
 import sys
@@ -157,7 +156,7 @@ def run(args):
             tracing._exec_notice = functools.partial(_say_exec, os.getpid(), trace_path, args.format)
     # atexit runs after the interpreter has joined non-daemon threads, so
     # their events are in the trace too.
-    atexit.register(finisher)
+    finisher.arm()
     return program.run(finisher)
 
 
