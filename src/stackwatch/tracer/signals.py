@@ -123,9 +123,9 @@ def die_of(sig):
         except Exception:
             pass
     try:
-        _real_signal(sig, signal.SIG_DFL)
+        _csignal.signal(sig, _csignal.SIG_DFL)
         if hasattr(signal, "pthread_sigmask"):
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+            _csignal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
         # To this thread: the default action runs before the call returns.
         signal.pthread_kill(threading.get_ident(), sig)
     except (OSError, ValueError, AttributeError):
@@ -143,8 +143,9 @@ def _stands_in(handler):
 
 def _stand_in(sig):
     """Installs stackwatch's handler for `sig`, with the nudge of a main
-    thread that blocked before the handler ran (_native's sigkick)."""
-    previous = _real_signal(sig, _handler)
+    thread that blocked before the handler ran (_native's sigkick). The C
+    functions, not signal.py's (a --log handler would see those)."""
+    previous = _csignal.signal(sig, _handler)
     _native._sigkick_arm(sig)
     return previous
 
@@ -153,8 +154,10 @@ def _signal(signalnum, handler):
     """signal.signal while stackwatch stands in for default actions."""
     if signalnum in FATAL and handler == signal.SIG_DFL and _callbacks:
         previous = _stand_in(signalnum)
+        if not _stands_in(previous):
+            previous = signal.Handlers(previous) if previous in (0, 1) else previous  # as signal.py
     else:
-        previous = _real_signal(signalnum, handler)
+        previous = _real_signal(signalnum, handler)   # as the program called it
     return signal.SIG_DFL if _stands_in(previous) else previous
 
 
@@ -165,10 +168,6 @@ def _getsignal(signalnum):
 
 _signal.__doc__ = _real_signal.__doc__
 _getsignal.__doc__ = _real_getsignal.__doc__
-
-
-def _main_thread():
-    return threading.current_thread() is threading.main_thread()
 
 
 def _block_for_fork():
@@ -196,7 +195,7 @@ def _unblock_in_child():
 
 def _install():
     global _installed, _fork_hooks
-    if _installed or not _main_thread():
+    if _installed:
         return
     if not _fork_hooks and hasattr(os, "register_at_fork"):
         # Registered after the tracing session's hooks (it imports this
@@ -206,9 +205,9 @@ def _install():
         _fork_hooks = True
     try:
         for sig in FATAL:
-            if _real_getsignal(sig) == signal.SIG_DFL:
+            if _csignal.getsignal(sig) == signal.SIG_DFL:
                 _stand_in(sig)
-    except (OSError, ValueError):
+    except (OSError, ValueError):   # not the main thread: nothing was installed
         return
     signal.signal, signal.getsignal = _signal, _getsignal
     _installed = True
@@ -216,12 +215,15 @@ def _install():
 
 def _uninstall():
     global _installed
-    if not _installed or not _main_thread():
+    if not _installed:
         return
     _native._sigkick_disarm()
-    for sig in FATAL:
-        if _stands_in(_real_getsignal(sig)):
-            _real_signal(sig, signal.SIG_DFL)
+    try:
+        for sig in FATAL:
+            if _stands_in(_csignal.getsignal(sig)):
+                _csignal.signal(sig, _csignal.SIG_DFL)
+    except (OSError, ValueError):   # not the main thread: left for the main thread's turn
+        return
     if signal.signal is _signal:
         signal.signal = _real_signal
     if signal.getsignal is _getsignal:
