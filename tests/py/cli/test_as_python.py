@@ -85,3 +85,18 @@ def test_lines_glob_matches_the_absolute_path(tmp):
     t = Trace(str(tmp / "o.swt"))
     assert {c.filename for c in t.codes.values() if c.name == "f"} == {f"{tmp}/prog.py"}
     assert t.ext_summary()["counts"].get("line", 0) >= 3
+
+
+@pytest.mark.parametrize("trace", [True, False])
+@pytest.mark.parametrize("n", [3, 30000])
+def test_log_file_keeps_every_line(tmp, n, trace):
+    """--log FILE is flushed at exit: every call and return of f() is a
+    line, for a small program (the file was empty) and a big one (its tail
+    was lost)."""
+    write(tmp / "prog.py", f"def f(i):\n    return i\nfor i in range({n}):\n    f(i)\nprint('done')\n")
+    out = ["-o", str(tmp / "o.swt")] if trace else ["--no-trace"]
+    r = run(["run", "-q", "--log", str(tmp / "log.txt")] + out + ["prog.py"], cwd=tmp)
+    assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+    lines = (tmp / "log.txt").read_text().splitlines()
+    assert sum(1 for x in lines if x.split()[3:5] == ["call", "f"]) == n
+    assert sum(1 for x in lines if x.split()[3:5] == ["return", "f"]) == n
