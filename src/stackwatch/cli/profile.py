@@ -17,7 +17,6 @@ default output names and the format an output name implies come from the
 registry (stackwatch.render.formats).
 """
 import argparse
-import atexit
 import functools
 import os
 import sys
@@ -161,7 +160,7 @@ def run(args):
         raise UsageError(str(e))
     # atexit runs after the interpreter has joined non-daemon threads, so
     # their samples are in the profile too.
-    atexit.register(finisher)
+    finisher.arm()
     real_exit = os._exit
 
     def exit_after_writing(status):

@@ -5,6 +5,8 @@ tracebacks without stackwatch's frames; and the Finisher that ends the
 command's recording once, however the program ends. Shared by `stackwatch
 run` and `stackwatch profile`; UsageError and check_writable serve every
 command."""
+import atexit
+import builtins
 import importlib.machinery
 import linecache
 import os
@@ -13,6 +15,8 @@ import signal
 import sys
 import traceback
 import types
+
+from ..tracer import signals
 
 
 class UsageError(Exception):
@@ -82,6 +86,9 @@ class Program:
         self.script, self.module, self.args = script, module, args
         self.source = code
         self.code = self.main_module = None
+        # As python (3.9+): __main__.__file__, co_filename and traceback
+        # paths are absolute; sys.argv[0] stays as typed.
+        self.path = os.path.abspath(script) if script else None
 
     def prepare(self):
         if self.module:
@@ -104,13 +111,13 @@ class Program:
                     linecache.cache[filename] = (len(source), None, lines, filename)
             return self._compile(source, filename)
         sys.argv = [self.script] + self.args
-        sys.path[0] = os.path.dirname(os.path.abspath(self.script))
+        sys.path[0] = os.path.dirname(self.path)
         try:
-            with open(self.script, "rb") as f:
+            with open(self.path, "rb") as f:
                 source = f.read()
         except OSError as e:
             raise UsageError(f"can't open file {self.script!r}: {e.strerror}")
-        return self._compile(source, self.script)
+        return self._compile(source, self.path)
 
     def _compile(self, source, filename):
         try:
@@ -125,13 +132,13 @@ class Program:
     def _main_module(self):
         """The __main__ module python makes for a script, -c or stdin."""
         main_mod = types.ModuleType("__main__")
-        main_mod.__builtins__ = __builtins__
+        main_mod.__builtins__ = builtins
         main_mod.__spec__ = None
         main_mod.__annotations__ = {}
         if self.source is None:
-            main_mod.__file__ = self.script
+            main_mod.__file__ = self.path
             main_mod.__cached__ = None
-            main_mod.__loader__ = importlib.machinery.SourceFileLoader("__main__", self.script)
+            main_mod.__loader__ = importlib.machinery.SourceFileLoader("__main__", self.path)
         else:
             main_mod.__loader__ = importlib.machinery.BuiltinImporter
             if self.source is STDIN:
@@ -169,9 +176,10 @@ class Program:
 
 class Finisher:
     """Calls finish() once, and only in the process that made it (not in a
-    child the program forked): at exit (registered with atexit, which runs
-    after the interpreter has joined the program's non-daemon threads),
-    before the process kills itself on an uncaught Ctrl-C (Program.run),
+    child the program forked): once armed, at exit (atexit runs after the
+    interpreter has joined the program's non-daemon threads) and before the
+    process dies of SIGTERM, SIGINT, SIGHUP or SIGQUIT (common/signals.py);
+    before the process kills itself on an uncaught Ctrl-C (Program.run);
     and wherever a command wraps os._exit or os.exec* to call it."""
 
     def __init__(self, finish):
@@ -179,11 +187,19 @@ class Finisher:
         self.pid = os.getpid()
         self.done = False
 
+    def arm(self):
+        atexit.register(self)
+        signals.add(self)
+
     def __call__(self):
         if self.done or os.getpid() != self.pid:
             return
         self.done = True
-        self.finish()
+        try:
+            with signals.deferred():   # a fatal signal meanwhile waits for the output
+                self.finish()
+        finally:
+            signals.remove(self)
 
 
 def print_user_exception():

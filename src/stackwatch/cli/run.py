@@ -10,7 +10,6 @@ CODE (cli/__init__.py splits them off: RUNS_PROGRAM). Tracing stops at exit, aft
 non-daemon threads have finished, and one line says where the trace is.
 """
 import argparse
-import atexit
 import functools
 import os
 import sys
@@ -135,12 +134,12 @@ def run(args):
     if not program.prepare():
         return 1
 
-    finisher = Finisher(functools.partial(_finish, args, trace_path, output, min_ns))
     log = None
     if args.log is not None:
         log = handlers.verbose(None if args.log == "-" else args.log)
         names = ["calls"] + (["c_calls"] if args.c_calls else []) + list(events)
-        handlers.add_handler(log, events=names)
+        log = (log, handlers.add_handler(log, events=names))
+    finisher = Finisher(functools.partial(_finish, args, trace_path, output, min_ns, log))
     if args.probes:
         try:
             probes.watch()
@@ -159,7 +158,7 @@ def run(args):
             tracing._exec_notice = functools.partial(_say_exec, os.getpid(), trace_path, args.format)
     # atexit runs after the interpreter has joined non-daemon threads, so
     # their events are in the trace too.
-    atexit.register(finisher)
+    finisher.arm()
     return program.run(finisher)
 
 
@@ -174,9 +173,12 @@ def _say_exec(pid, trace_path, fmt, program):
           f"{trace_path}{later}", file=sys.stderr)
 
 
-def _finish(args, trace_path, output, min_ns):
-    """At the end (once: see Finisher): stops tracing, converts the trace if
-    asked, prints the summary."""
+def _finish(args, trace_path, output, min_ns, log):
+    """At the end (once: see Finisher): closes the --log file (flushing its
+    tail), stops tracing, converts the trace if asked, prints the summary."""
+    if log is not None:
+        log[1].remove()
+        log[0].close()
     if args.probes:
         probes.unwatch()
     if not _native.is_tracing():
