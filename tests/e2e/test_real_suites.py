@@ -12,8 +12,8 @@ must read back; and for a few functions of each project the call counts in
 the trace must equal cProfile's exactly.
 
 Modes are entries of MODES (an argv builder and a check of what the mode
-writes), so `stackwatch run -c`, a console script or a pytest plugin can be
-added there as parameters when they exist.
+writes), so `stackwatch run -c` or a console script can be added there as
+parameters when they exist; "pytest plugin" is `pytest --stackwatch`.
 
 The suites take about 25 s per Python, so they run on the oldest and the
 newest version (SUITE_VERSIONS: 3.9 has frame objects and the C trace and
@@ -141,6 +141,12 @@ def _profile(args, out):
     return STACKWATCH + ["profile", "-o", path, "-m", "pytest"] + args, path
 
 
+def _plugin(args, out):
+    # The pytest plugin (entry point pytest11): --stackwatch=trace, not a
+    # bare --stackwatch, since the suite's paths follow.
+    return [sys.executable, "-m", "pytest", "--stackwatch=trace", "--stackwatch-dir", out] + args, out
+
+
 def _cprofile(args, out):
     path = os.path.join(out, "cprofile.prof")
     return [sys.executable, "-m", "cProfile", "-o", path, "-m", "pytest"] + args, path
@@ -155,6 +161,19 @@ def _check_trace(path, project):
     assert f"{t.event_count()} events" in r.stdout.splitlines()[0], r.stdout[:500]
     calls = sum(row.calls for row in t.stats())
     assert calls > 100_000, calls
+
+
+def _check_plugin(out, project):
+    """The plugin's one trace file: read as `stackwatch run`'s is, and a
+    region per test that ran (named by its node id), each ended."""
+    path, = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".trace.swt")]
+    _check_trace(path, project)
+    t = Trace(path)
+    regions = t.ext_events(kinds=["region_begin", "region_end"])
+    names = [e.data["name"] for e in regions if e.kind == "region_begin"]
+    assert len(names) >= project.min_passed and len(set(names)) == len(names), len(names)
+    assert all("::" in n for n in names), names[:5]
+    assert [e.kind for e in regions] == ["region_begin", "region_end"] * len(names)
 
 
 def _check_profile(path, project):
@@ -181,8 +200,9 @@ MODES = {
     "run": Mode(_run, _check_trace),
     "profile": Mode(_profile, _check_profile),
     "cprofile": Mode(_cprofile, None),
+    "pytest plugin": Mode(_plugin, _check_plugin),
 }
-COMPARED = ["run", "profile", "cprofile"]   # each against "plain"
+COMPARED = ["run", "profile", "cprofile", "pytest plugin"]   # each against "plain"
 
 
 # --- the suites: download, extract, run ------------------------------------
