@@ -21,8 +21,9 @@ venv="$root/.venv/$name"
 if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv" >&2
 fi
-# toolz and more-itertools: tests/e2e/test_real_suites.py runs their test suites.
-deps=("pip>=23.1" "meson-python>=0.15" "meson>=1.2" ninja pytest protobuf perfetto coverage selenium toolz==1.2.0 more-itertools==10.8.0 "$@")
+# toolz and more-itertools: tests/e2e/test_real_suites.py runs their test suites;
+# ipython: tests/py/integrations/test_ipython.py drives the magics in it.
+deps=("pip>=23.1" "meson-python>=0.15" "meson>=1.2" ninja pytest protobuf perfetto coverage selenium toolz==1.2.0 more-itertools==10.8.0 ipython "$@")
 stamp="$venv/.deps-installed"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${deps[*]}" ]; then
   "$venv/bin/python" -m pip install -q -U --disable-pip-version-check "${deps[@]}" >&2
