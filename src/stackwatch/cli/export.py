@@ -1,9 +1,14 @@
-"""`stackwatch export`: convert a trace to Perfetto or Chrome JSON, or a
-profile file (several merged, their threads kept apart; a time window of
-them) to collapsed stacks, speedscope, an HTML flame graph or pprof.
+"""`stackwatch export`: convert a trace to a timeline (Perfetto, Chrome
+JSON) or, from its exact durations, to the formats of call trees
+(collapsed stacks, speedscope, an HTML flame graph, pprof); or a profile
+file (several merged, their threads kept apart; a time window of them) to
+the formats of call trees.
 
-    stackwatch export FILE [PROFILE ...] --format FORMAT -o OUT
+    stackwatch export FILE [PROFILE ...] -o OUT [--format FORMAT]
                       [--start 500ms] [--stop 2s] [--min-duration 10us]
+
+Without --format, the format is the one OUT's name ends with (x.html: the
+flame graph; x.pftrace: Perfetto; x.json: speedscope).
 
 A file's first bytes say which it is (files.kind_of); the formats and
 their writers are the registry's (stackwatch.render.formats).
@@ -15,7 +20,7 @@ from ..common.units import parse_duration_ns
 from ..profiler import history
 from ..render import formats
 from ..tracer.tracefile import Trace
-from . import files
+from . import files, filters, progress
 from .program import UsageError, check_writable
 
 NAME = "export"
@@ -30,26 +35,28 @@ def add_parser(subparsers):
     e.add_argument("file")
     e.add_argument("more", nargs="*", metavar="PROFILE", help="profiles: more profile files, merged with "
                    "the first (threads of each file kept apart)")
-    e.add_argument("--format", required=True, help="perfetto or chrome (traces); collapsed, speedscope, "
-                   "html or pprof (profiles)")
-    e.add_argument("--start", default=None, help="profiles: only the cycles from this time after the "
-                   "profile's start on (e.g. 500ms, 2s)")
-    e.add_argument("--stop", default=None, help="profiles: only the cycles up to this time after the "
-                   "profile's start (e.g. 3s)")
+    e.add_argument("--format", default=None, help="perfetto or chrome (traces); collapsed, speedscope, "
+                   "html or pprof (traces and profiles); default: from the output's name")
+    filters.add_arguments(e, "only what ran (traces: events; profiles: cycles), counted from the start,")
     e.add_argument("-o", "--output", required=True)
     e.add_argument("--min-duration", default=None, help="leave out slices shorter than this (e.g. 10us)")
     return e
 
 
 def run(args):
-    if files.kind_of(args.file) == "profile":
+    profile = files.kind_of(args.file) == "profile"
+    if args.format is None:
+        fits = (formats.TREES,) if profile else (formats.TRACES,)
+        args.format = formats.guess(args.output, *fits, default=None)
+        if args.format is None:
+            raise UsageError(f"no format is known by the name {args.output!r}: give --format (choose from: "
+                             f"{', '.join(PROFILE_FORMATS if profile else TRACE_FORMATS)})")
+    if profile:
         return _export_profiles(args)
     return _export_trace(args)
 
 
 def _export_trace(args):
-    if args.start is not None or args.stop is not None:
-        raise UsageError("--start/--stop apply to profile files")
     if args.more:
         raise UsageError("export converts one trace (several files can be given for profiles only)")
     if args.format not in TRACE_FORMATS:
@@ -58,11 +65,26 @@ def _export_trace(args):
         min_ns = parse_duration_ns(args.min_duration) if args.min_duration else 0
     except ValueError as e:
         raise UsageError(str(e))
+    timelines = formats.names_taking(formats.TRACES)
+    if min_ns and args.format not in timelines:
+        raise UsageError(f"--min-duration applies to the timeline formats ({', '.join(timelines)}), "
+                         f"not to {args.format}")
     check_writable(args.output, "trace")
     t = Trace(args.file)
+    flt = filters.trace_filter(args, t)
     if t.damage:
         print(f"warning: {args.file}: {t.damage}; exporting the intact part", file=sys.stderr)
-    formats.FORMATS[args.format].write(args.output, t, min_duration_ns=min_ns)
+    kept = flt.threads if flt and flt.threads is not None else range(len(t.threads))
+    events = sum(t.threads[i]["events"] for i in kept)
+    warning = None if min_ns else progress.big_export_warning(args.format, events, flt is not None)
+    if warning:
+        print(f"stackwatch: {warning}", file=sys.stderr)
+    passes = 2 if min_ns else 1   # the durations first, then the slices
+    bar = progress.Progress(t.events_bytes() * passes, f"exporting to {args.format}")
+    try:
+        formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar)
+    finally:
+        bar.done()
     print(f"stackwatch: wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -84,6 +106,7 @@ def _export_profiles(args):
                          f"{', '.join(PROFILE_FORMATS)})")
     if args.min_duration:
         raise UsageError("--min-duration applies to traces, not profiles")
+    filters.refuse_trace_only(args, "profiles")
     check_writable(args.output, "profile")
     paths = [args.file] + list(args.more)
     for p in paths[1:]:
@@ -100,6 +123,8 @@ def _export_profiles(args):
         if start is not None and stop is not None and start > stop:
             raise UsageError("--start is after --stop")
         for label, tid, tree in h.thread_trees(start, stop):
+            if not filters.thread_wanted(args.thread, label, tid):
+                continue
             # Threads of several files: named after their file too.
             trees.append((f"{os.path.basename(path)}: {label}" if len(paths) > 1 else label, tid, tree))
         if info is None:
@@ -107,6 +132,8 @@ def _export_profiles(args):
             if len(paths) > 1:
                 info["start_ns"] = info["stop_ns"] = 0   # several runs: no one time span
             window = None if start is None and stop is None else history.window_ns(start, stop)
+    if args.thread and not trees:
+        raise UsageError(f"--thread {' '.join(args.thread)}: no such thread in the profile")
     formats.FORMATS[args.format].write(args.output, history.as_trees(trees, info, None, window))
     print(f"stackwatch: wrote {os.fspath(args.output)}", file=sys.stderr)
     status = 0

@@ -117,7 +117,7 @@ def run(args):
                          "it needs --sample")
     if args.no_trace and not (args.probes or args.log is not None):
         raise UsageError("--no-trace needs --probes or --log (otherwise nothing would be recorded)")
-    if args.min_duration and args.format == "swt":
+    if args.min_duration and args.format not in formats.names_taking(formats.TRACES):
         raise UsageError("--min-duration applies to --format perfetto/chrome (or to 'stackwatch export')")
     # Absolute, so that a program that changes directory does not move it.
     output = os.path.abspath(args.output or formats.default_output(args.format))
@@ -184,7 +184,7 @@ def _finish(args, trace_path, output, min_ns):
         print(f"stackwatch: warning: {summary.error}", file=sys.stderr)
     if args.format != "swt":
         try:
-            formats.FORMATS[args.format].write(output, Trace(trace_path), min_duration_ns=min_ns)
+            formats.write_trace(args.format, output, Trace(trace_path), min_duration_ns=min_ns)
         except (OSError, ValueError) as e:
             print(f"stackwatch: error: export to {output} failed: {e}", file=sys.stderr)
             return

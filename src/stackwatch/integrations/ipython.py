@@ -14,8 +14,7 @@ expression value is returned). Afterwards the magic shows the flame graph
 inline (the HTML page of stackwatch.render.flamegraph inside an iframe's
 srcdoc, so that its script runs in the notebook's output) and prints a
 short summary: the top functions by own time. A trace's flame graph is
-built from the exact durations of its calls (widths are time; "samples"
-there are calls). Under a running tracing session (`stackwatch run -m
+its exact call trees (Trace.trees(): widths are time, counts are calls). Under a running tracing session (`stackwatch run -m
 ipython`) a traced cell is a region of that trace instead.
 
 Nothing of stackwatch is loaded until the extension is (its entry,
@@ -30,9 +29,6 @@ import shlex
 import time
 
 _counter = itertools.count(1)
-# A trace's flame graph is built in Python: beyond this many events the
-# magic shows the summary only and says how to look at the trace.
-MAX_TREE_EVENTS = 2_000_000
 _VALUED = {"-o": "output", "--output": "output", "-i": "interval", "--interval": "interval"}
 _FLAGS = {"-p": "profile", "--profile": "profile", "-q": "quiet", "--quiet": "quiet"}
 
@@ -210,64 +206,13 @@ class _Trace:
     def page(self):
         if self.nested:
             return None
-        from ..render import flamegraph
+        from ..render import formats
         t = getattr(self, "trace", None)
         if t is None:
             from ..tracer.tracefile import Trace
             t = self.trace = Trace(self.path)
-        if t.event_count() > MAX_TREE_EVENTS:
-            print(f"stackwatch: {t.event_count()} events: no inline flame graph (at most {MAX_TREE_EVENTS}); "
-                  f"see `stackwatch export {self.path} --format perfetto`")
-            return None
-        threads = [{"name": th["name"] or f"thread {i}", "thread_id": th.get("ident") or i,
-                    "tree": trace_tree(t, i)} for i, th in enumerate(t.threads)]
-        threads = [th for th in threads if th["tree"]["count"]]
-        return flamegraph.document(threads, f"%stackwatch {self.label}")
+        return formats.html_document(t.trees(), f"%stackwatch {self.label}")   # exact: calls and their times
 
-
-def trace_tree(t, pos):
-    """The call tree of one thread of a trace in Profiler.tree()'s shape,
-    from exact durations: count = calls, time_ns = the calls' total time,
-    self_time_ns = their own time. Iterative (stacks can be deep)."""
-    from ..tracer.tracefile import ENTER_KINDS, EXIT_KINDS
-    root = _node("<root>", "", 0)
-    stack = [(root, 0)]        # (node, start ns)
-    first = last = None
-    for e in t.events(pos):
-        if e.kind in ENTER_KINDS:
-            node, _ = stack[-1]
-            c = t.codes.get(e.code)
-            key = (c.qualname, c.filename, c.firstlineno) if c else ("?", "", 0)
-            child = node["_index"].get(key)
-            if child is None:
-                child = node["_index"][key] = _node(*key)
-                node["children"].append(child)
-            child["count"] += 1
-            stack.append((child, e.t_ns))
-            first = e.t_ns if first is None else first
-        elif e.kind in EXIT_KINDS and len(stack) > 1:
-            node, start = stack.pop()
-            node["time_ns"] += e.t_ns - start
-        last = e.t_ns
-    while len(stack) > 1:      # still open at the end of the thread
-        node, start = stack.pop()
-        node["time_ns"] += (last or start) - start
-    todo = [root]
-    while todo:
-        n = todo.pop()
-        del n["_index"]
-        if n is not root:
-            n["self_time_ns"] = max(0, n["time_ns"] - sum(c["time_ns"] for c in n["children"]))
-            n["self"] = max(0, n["count"] - sum(c["count"] for c in n["children"]))
-        todo.extend(n["children"])
-    root["count"] = sum(c["count"] for c in root["children"])
-    root["time_ns"] = sum(c["time_ns"] for c in root["children"])
-    return root
-
-
-def _node(name, filename, line):
-    return {"name": name, "filename": filename, "line": line, "count": 0, "self": 0, "time_ns": 0,
-            "self_time_ns": 0, "children": [], "_index": {}}
 
 
 class _Profile:
@@ -318,7 +263,5 @@ class _Profile:
         return head + "\n" + _table("top functions by own time (count: samples ending there):", top)
 
     def page(self):
-        from ..render import flamegraph
-        trees = self.p._trees()
-        threads = [{"name": label, "thread_id": tid, "tree": t.tree()} for label, tid, t in trees.threads]
-        return flamegraph.document(threads, f"%stackwatch -p {self.label}", self.p.interval_ns)
+        from ..render import formats
+        return formats.html_document(self.p._trees(), f"%stackwatch -p {self.label}")

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import needs_sampler, open_page, check_clean, page_data, tree_nodes
+from conftest import check_clean, needs_sampler, nested, open_page, page_data, tree_nodes
 
 IPython = pytest.importorskip("IPython", reason="IPython is not installed in this venv (scripts/venv.sh "
                               "installs it from PyPI)")
@@ -59,20 +59,6 @@ def srcdoc(iframe_html):
     return html.unescape(m.group(1))
 
 
-def nested(data, thread):
-    """A thread of the page's data as nested dicts (name, count, time_ns)."""
-    flat, frames, strings = thread["nodes"], data["frames"], data["strings"]
-    nodes = []
-    for i in range(0, len(flat), 6):
-        parent, frame = flat[i], flat[i + 1]
-        node = {"name": strings[frames[frame][0]] if frame >= 0 else "<root>", "count": flat[i + 2],
-                "time_ns": flat[i + 4], "children": []}
-        if parent >= 0:
-            nodes[parent]["children"].append(node)
-        nodes.append(node)
-    return nodes[0]
-
-
 def test_line_is_traced_and_its_value_returned(shell, shown, tmp_path, capsys):
     from stackwatch import Trace, is_tracing
     out = tmp_path / "line.swt"
@@ -92,7 +78,7 @@ def test_line_is_traced_and_its_value_returned(shell, shown, tmp_path, capsys):
     data = page_data(srcdoc(page))
     trees = [nested(data, th) for th in data["threads"]]
     fibs = [n for tr in trees for n in tree_nodes(tr) if n["name"] == "fib"]
-    assert sum(n["count"] for n in fibs) == 1973
+    assert sum(n["self"] for n in fibs) == 1973      # a node's own calls
     assert all(tr["time_ns"] > 0 for tr in trees)
     assert "<root>" not in [n["name"] for tr in trees for n in tree_nodes(tr)][1:]
 
@@ -165,7 +151,7 @@ def test_the_displayed_html_renders_in_chromium(shell, shown, tmp_path, browser)
         drawn = d.execute_script("return Array.from(document.querySelectorAll('#chart .frame'))"
                                  ".map(function (e) { return e.dataset.name; })")
         assert "fib" in drawn, drawn[:20]
-        assert "samples" in d.find_element("id", "summary").text
+        assert "466 calls" in d.find_element("id", "summary").text   # fib(12): 465 calls, and the line
     finally:
         d.switch_to.default_content()
     check_clean(d)   # no error, CSP violation or console warning in either document
