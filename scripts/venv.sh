@@ -26,8 +26,9 @@ fi
 deps=("pip>=23.1" "meson-python>=0.15" "meson>=1.2" ninja)
 if [ "${SW_VENV_DEPS:-all}" != build ]; then
   # The tests' consumers; toolz and more-itertools: tests/e2e/test_real_suites.py
-  # runs their test suites.
-  deps+=(pytest protobuf perfetto coverage selenium toolz==1.2.0 more-itertools==10.8.0 "$@")
+  # runs their test suites; ipython: tests/py/integrations/test_ipython.py
+  # drives the magics in it.
+  deps+=(pytest protobuf perfetto coverage selenium toolz==1.2.0 more-itertools==10.8.0 ipython "$@")
 fi
 # The stamp lists what was installed: pip runs only when something asked
 # for is not in it (a new package or a new pin).

@@ -13,8 +13,8 @@ must read back; and for a few functions of each project the call counts in
 the trace must equal cProfile's exactly.
 
 Modes are entries of MODES (an argv builder and a check of what the mode
-writes), so a pytest plugin can be added there as a parameter when it
-exists.
+writes): `stackwatch run -c`, the console script under `stackwatch run`,
+and "pytest plugin" (`pytest --stackwatch`) are among them.
 
 The suites take about 25 s per Python, so they run on the oldest and the
 newest version (SUITE_VERSIONS: 3.9 has frame objects and the C trace and
@@ -155,6 +155,12 @@ def _run_script(args, out):
     return STACKWATCH + ["run", "-o", path, "pytest"] + args, path
 
 
+def _plugin(args, out):
+    # The pytest plugin (entry point pytest11): --stackwatch=trace, not a
+    # bare --stackwatch, since the suite's paths follow.
+    return [sys.executable, "-m", "pytest", "--stackwatch=trace", "--stackwatch-dir", out] + args, out
+
+
 def _cprofile(args, out):
     path = os.path.join(out, "cprofile.prof")
     return [sys.executable, "-m", "cProfile", "-o", path, "-m", "pytest"] + args, path
@@ -169,6 +175,19 @@ def _check_trace(path, project):
     assert f"{t.event_count()} events" in r.stdout.splitlines()[0], r.stdout[:500]
     calls = sum(row.calls for row in t.stats())
     assert calls > 100_000, calls
+
+
+def _check_plugin(out, project):
+    """The plugin's one trace file: read as `stackwatch run`'s is, and a
+    region per test that ran (named by its node id), each ended."""
+    path, = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".trace.swt")]
+    _check_trace(path, project)
+    t = Trace(path)
+    regions = t.ext_events(kinds=["region_begin", "region_end"])
+    names = [e.data["name"] for e in regions if e.kind == "region_begin"]
+    assert len(names) >= project.min_passed and len(set(names)) == len(names), len(names)
+    assert all("::" in n for n in names), names[:5]
+    assert [e.kind for e in regions] == ["region_begin", "region_end"] * len(names)
 
 
 def _check_profile(path, project):
@@ -197,10 +216,11 @@ MODES = {
     "run-c": Mode(_run_c, _check_trace),
     "run-script": Mode(_run_script, _check_trace),
     "cprofile": Mode(_cprofile, None),
+    "pytest plugin": Mode(_plugin, _check_plugin),
 }
 # (`stackwatch profile pytest`, the console script under the profiler, is
 # tests/py/cli/test_start_forms.py's: the suites cost 5-10 s per mode.)
-COMPARED = ["run", "profile", "run-c", "run-script", "cprofile"]   # each against "plain"
+COMPARED = ["run", "profile", "run-c", "run-script", "cprofile", "pytest plugin"]   # each against "plain"
 
 
 # --- the suites: download, extract, run ------------------------------------

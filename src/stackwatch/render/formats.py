@@ -103,17 +103,22 @@ def _write_pprof(path, trees):
     _write_bytes(path, gzip.compress(_rendered("pprof", path, trees), compresslevel=6, mtime=0))
 
 
-def _write_html(path, trees):
-    """The self-contained HTML flame graph (flamegraph.py); a tree without
-    a label is "all threads"."""
+def html_document(trees, title):
+    """The self-contained HTML flame graph page (flamegraph.py) of a Trees,
+    as a str; a tree without a label is "all threads"."""
     # Imported here: its template loader (importlib.resources) would cost
     # every `import stackwatch` several milliseconds.
     from . import flamegraph
-    path = os.fspath(path)
     threads = [{"name": label or "all threads", "thread_id": tid, "tree": tree.tree()}
                for label, tid, tree in trees.threads]
-    text = flamegraph.document(threads, _title(path, trees), trees.interval_ns, trees.stats,
+    return flamegraph.document(threads, title, trees.interval_ns, trees.stats,
                                "calls" if trees.exact else "samples")
+
+
+def _write_html(path, trees):
+    """The HTML flame graph (html_document) written to path."""
+    path = os.fspath(path)
+    text = html_document(trees, _title(path, trees))
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
 
