@@ -155,6 +155,37 @@ def test_each_process_traces_what_it_counted(followed):
             assert chain[-1] == pid, chain
 
 
+def _all_processes_row(stdout, name):
+    """calls of `name` in the table of all processes of `stackwatch stats`."""
+    table = stdout.split("\nall processes", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split() for line in table.splitlines()[2:]]
+    return sum(int(r[0]) for r in rows if r[3] == name)
+
+
+def test_stats_of_several_traces(followed):
+    """`stackwatch stats DIR` and `stackwatch stats A B ...`: the table of
+    all processes sums each function over them (here: what the processes
+    counted), then each process's own statistics."""
+    tmp_path, _, _, seen = followed
+    names = sorted(p.name for p in tmp_path.glob("*.swt"))
+    for args in ([str(tmp_path)], [str(tmp_path / n) for n in names]):
+        r = run(["stats", "-n", "1000"] + args)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith(f"{len(names)} processes:\n"), r.stdout[:300]
+        assert _all_processes_row(r.stdout, "sw_probe") == sum(seen.values())
+        sections = re.findall(r"^== process (\d+): (.*) ==$", r.stdout, re.M)
+        assert sorted(os.path.basename(path) for _, path in sections) == names
+        for pid, path in sections:
+            own = r.stdout.split(f"== process {pid}: {path} ==", 1)[1].split("\n== process", 1)[0]
+            assert f"{path}: " in own and "all threads" in own
+    bad = run(["stats", str(tmp_path / "out.swt"), str(tmp_path.parent / "prog.py")])
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "prog.py" in bad.stderr, bad.stderr
+    empty = tmp_path.parent / "empty"
+    empty.mkdir()
+    bad = run(["stats", str(empty)])
+    assert bad.returncode != 0 and "no stackwatch trace" in bad.stderr, bad.stderr
+
+
 def test_no_follow_leaves_only_the_parents_trace(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text(PROGRAM)

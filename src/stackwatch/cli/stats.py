@@ -3,17 +3,20 @@ time; with its EXT events and sampler samples, their tables too) or of a
 profile file (own and total samples), overall and per thread.
 
     stackwatch stats FILE [--sort own|total|calls] [-n 20] [--threads]
+    stackwatch stats TRACE TRACE ... | DIRECTORY    (the processes of one run)
 
 A file's first bytes say which it is (files.kind_of). Every table is
 printed by _table(); times by _fmt_ns().
 """
+import os
 import sys
 import time
+import types
 from collections import Counter
 
 from ..profiler import calltree
 from ..tracer.tracefile import Trace
-from . import files
+from . import files, traces
 from .program import UsageError
 
 NAME = "stats"
@@ -24,6 +27,8 @@ def add_parser(subparsers):
     s = subparsers.add_parser("stats", help="top functions of a trace (calls, total and own time) or of a "
                               "profile file (own and total samples)")
     s.add_argument("file")
+    s.add_argument("more", nargs="*", metavar="TRACE", help="more traces (or a directory of them): the "
+                   "processes of one run, each process's tables and the top functions of all together")
     s.add_argument("--sort", choices=("own", "total", "calls"), default="own")
     s.add_argument("-n", "--limit", type=int, default=20, help="rows per table (default 20)")
     s.add_argument("--threads", action="store_true", help="also one table per thread")
@@ -31,6 +36,8 @@ def add_parser(subparsers):
 
 
 def run(args):
+    if traces.several(args):
+        return _several_traces(args)
     if files.kind_of(args.file) == "profile":
         return _profile_stats(args)
     return _trace_stats(args)
@@ -70,13 +77,15 @@ def _table(out, title, columns, rows):
 
 # ---- traces ----
 
-def _trace_stats(args):
+def _trace_stats(args, t=None):
+    """One trace's statistics (t: the trace, opened; else args.file)."""
     if args.limit <= 0:
         raise UsageError("--limit must be positive")
-    t = Trace(args.file)
+    if t is None:
+        t = Trace(args.file)
+        if t.damage:
+            print(f"warning: {args.file}: {t.damage}; showing the intact part", file=sys.stderr)
     out = sys.stdout
-    if t.damage:
-        print(f"warning: {args.file}: {t.damage}; showing the intact part", file=sys.stderr)
     rows = t.stats()
     overall = {}
     for r in rows:
@@ -85,27 +94,28 @@ def _trace_stats(args):
         o[1] += r.total_ns
         o[2] += r.own_ns
     n = len(t.threads)
-    print(f"{args.file}: {t.event_count()} events, {n} thread{'' if n == 1 else 's'}, "
+    print(f"{t.path}: {t.event_count()} events, {n} thread{'' if n == 1 else 's'}, "
           f"{t.dropped()} dropped{'' if t.complete else ', incomplete (tracing did not stop normally)'}",
           file=out)
-    _calls_table(out, "all threads", t, [(c, *v) for c, v in overall.items()], args.sort, args.limit)
+    _calls_table(out, "all threads", t.codes, [(c, *v) for c, v in overall.items()], args.sort, args.limit)
     if args.threads:
         for i, th in enumerate(t.threads):
             mine = [(r.code, r.calls, r.total_ns, r.own_ns) for r in rows if r.thread == i]
             title = f"thread {th['name'] or '?'} (tid {th['native_tid']}, {th['events']} events, {th['dropped']} dropped)"
-            _calls_table(out, title, t, mine, args.sort, args.limit)
+            _calls_table(out, title, t.codes, mine, args.sort, args.limit)
     _event_tables(out, t, args.limit)
     _sample_tables(out, t, args.limit)
     return 0
 
 
-def _calls_table(out, title, t, rows, sort, limit):
-    """rows: (code, calls, total_ns, own_ns)."""
+def _calls_table(out, title, codes, rows, sort, limit):
+    """rows: (code, calls, total_ns, own_ns); codes: code -> its qualname,
+    filename, firstlineno."""
     key = {"own": 3, "total": 2, "calls": 1}[sort]
     rows = sorted(rows, key=lambda r: r[key], reverse=True)[:limit]
     cells = []
     for code, calls, total, own in rows:
-        c = t.codes.get(code)
+        c = codes.get(code)
         where = f"{c.qualname}  ({c.filename}:{c.firstlineno})" if c else f"<code {code}>"
         cells.append((calls, _fmt_ns(total), _fmt_ns(own), where))
     _table(out, title, [("calls", 10), ("total", 11), ("own", 11), ("function", 0)], cells)
@@ -177,6 +187,42 @@ def _sample_tables(out, t, limit):
         _table(out, "top lines by samples", [("own", 10), ("line", 0)],
                [(c, f"{filename}:{line}  ({name})")
                 for (filename, line, name), c in sorted(lines.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]])
+
+
+# ---- several traces (the processes of one run) ----
+
+def _several_traces(args):
+    """`stackwatch stats A.swt B.swt ... | DIR`: the processes, the top
+    functions of all of them together (a function is its name, file and
+    first line; its calls, total and own time summed over the processes),
+    then each process's own statistics as `stackwatch stats` prints them."""
+    if args.limit <= 0:
+        raise UsageError("--limit must be positive")
+    s = traces.opened(traces.gather(args))
+    out = sys.stdout
+    print(f"{traces.processes(len(s))}:", file=out)
+    merged, codes = {}, {}
+    for t in s.traces:
+        m = t.meta
+        parent = f", started by {m['parent_pid']} ({m.get('spawn', '?')})" if "parent_pid" in m else ""
+        print(f"  pid {m.get('pid', '?')}  {os.path.basename(t.path)}  {m.get('command', '?')}  "
+              f"({t.event_count()} events{parent})", file=out)
+        for r in t.stats():
+            c = t.codes.get(r.code)
+            key = (c.qualname, c.filename, c.firstlineno) if c else ("?", "?", 0)
+            if key not in codes:
+                codes[key] = types.SimpleNamespace(qualname=key[0], filename=key[1], firstlineno=key[2])
+            row = merged.setdefault(key, [0, 0, 0])
+            row[0] += r.calls
+            row[1] += r.total_ns
+            row[2] += r.own_ns
+    _calls_table(out, "all processes (each function's calls and times summed over them)", codes,
+                 [(k, *v) for k, v in merged.items()], args.sort, args.limit)
+    status = 0
+    for t in s.traces:
+        print(f"\n== process {t.meta.get('pid', '?')}: {t.path} ==", file=out)
+        status = max(status, _trace_stats(args, t) or 0)
+    return status
 
 
 # ---- profile files ----

@@ -1,14 +1,57 @@
-"""The traces of the processes a program started, on the command line: the
-end of `stackwatch run` when the program started processes of its own
-(their traces listed on the summary line).
+"""Several traces on the command line: `stackwatch stats` given more than
+one trace or a directory (one run's processes, on the host's clock:
+tracer/traceset.py), and the end of `stackwatch run` when the program
+started processes of its own (their traces listed on the summary line).
 """
 import os
 import shutil
+import sys
 import tempfile
 
 from ..render import formats
 from ..tracer import follow
 from ..tracer.tracefile import Trace
+from ..tracer.traceset import TraceSet, expand, is_trace_file
+from . import files
+from .program import UsageError
+
+
+def several(args):
+    """True when the command names more than one file or a directory."""
+    return bool(args.more) or os.path.isdir(args.file)
+
+
+def gather(args):
+    """The trace files the command names (directories expanded); UsageError
+    for a file that is no trace, or for none at all."""
+    paths = expand([args.file] + list(args.more))
+    for p in paths:
+        if not os.path.exists(p):
+            raise UsageError(f"{p}: No such file or directory")
+        if not is_trace_file(p):
+            kind = files.kind_of(p)   # UsageError for a file that is neither
+            raise UsageError(f"{p}: a {kind} cannot be merged with traces")
+    if not paths:
+        raise UsageError(f"{args.file}: no stackwatch trace in this directory")
+    return paths
+
+
+def opened(paths):
+    """The TraceSet of the paths, with a warning for each damaged trace and
+    for traces of several hosts (whose clocks need not agree)."""
+    s = TraceSet(paths)
+    for t in s.traces:
+        if t.damage:
+            print(f"warning: {t.path}: {t.damage}; using the intact part", file=sys.stderr)
+    hosts = s.hosts()
+    if len(hosts) > 1:
+        print(f"warning: the traces come from {len(hosts)} hosts ({', '.join(hosts)}): their clocks "
+              f"need not agree", file=sys.stderr)
+    return s
+
+
+def processes(n):
+    return f"{n} process{'' if n == 1 else 'es'}"
 
 
 # ---- `stackwatch run` ----
