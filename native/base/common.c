@@ -15,6 +15,7 @@ const char *sw_strerror(int code)
     case SW_EVERSION: return "unsupported trace format version";
     case SW_EARG:     return "invalid argument";
     case SW_ESTATE:   return "invalid state for this call";
+    case SW_ECANCELED: return "stopped by the caller";
     default:          return "unknown error";
     }
 }

@@ -21,6 +21,7 @@
 #define SW_EVERSION -6   /* a trace written by an incompatible format version */
 #define SW_EARG     -7   /* an argument is out of range */
 #define SW_ESTATE   -8   /* the object is not in a state that allows the call */
+#define SW_ECANCELED -9  /* stopped by the caller (a progress callback said so) */
 
 #if defined(__GNUC__)
 #  define SW_LIKELY(x)   __builtin_expect(!!(x), 1)

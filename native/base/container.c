@@ -192,6 +192,26 @@ static int pread_all(int fd, uint8_t *dst, size_t n, uint64_t off)
     return SW_OK;
 }
 
+int sw_source_read(const sw_source *s, uint64_t off, size_t n, sw_bytes *buf, const uint8_t **out)
+{
+    *out = NULL;
+    if (off > s->size || n > s->size - off)
+        return SW_EFORMAT;
+    if (s->mem) {
+        *out = s->mem + off;
+        return SW_OK;
+    }
+    buf->len = 0;
+    if (sw_bytes_reserve(buf, n ? n : 1) != SW_OK)
+        return SW_ENOMEM;
+    int rc = pread_all(s->fd, buf->data, n, off);
+    if (rc == SW_OK) {
+        buf->len = n;
+        *out = buf->data;
+    }
+    return rc;
+}
+
 /* n bytes of the file at off (off + n <= size): a pointer valid until the
  * next view, or NULL with *rc set (SW_EIO, SW_ENOMEM). For a file source,
  * ranges up to WINDOW come from the window (reloaded at off when they are

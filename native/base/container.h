@@ -115,6 +115,11 @@ void sw_source_mem(sw_source *s, const uint8_t *data, size_t len);
 /* A source over an open file (borrowed), of its size now. Returns 0 or
  * SW_EIO (errno kept). */
 int sw_source_fd(sw_source *s, int fd);
+/* The n bytes at off of a source (off + n must be within its size, else
+ * SW_EFORMAT): *out points into a memory source's data, or at what pread(2)
+ * read into buf (grown as needed; valid until buf's next use). Returns 0,
+ * SW_EFORMAT, SW_EIO (the file cannot be read or shrank) or SW_ENOMEM. */
+int sw_source_read(const sw_source *s, uint64_t off, size_t n, sw_bytes *buf, const uint8_t **out);
 
 /* ---- the chunk iterator ---- */
 

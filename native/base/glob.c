@@ -5,6 +5,7 @@
 
 #include "utf8.h"
 
+#include <fnmatch.h>
 #include <string.h>
 
 int sw_glob_is_simple(const char *pattern)
@@ -53,4 +54,17 @@ int sw_glob_match_simple(const char *p, const char *s)
     while (*p == '*')
         p++;
     return *p == 0;
+}
+
+int sw_glob_match(const char *pattern, const char *s)
+{
+    return sw_glob_is_simple(pattern) ? sw_glob_match_simple(pattern, s) : fnmatch(pattern, s, 0) == 0;
+}
+
+int sw_globs_match(char *const *g, const char *s)
+{
+    for (char *const *p = g; p && *p; p++)
+        if (sw_glob_match(*p, s))
+            return 1;
+    return 0;
 }

@@ -8,14 +8,22 @@
  * wide characters first (the cost showed in the benchmarks, once per code
  * object per pattern).
  *
- * sw_glob_is_simple() says whether a pattern is of that kind; callers use
- * fnmatch for the others (brackets, escapes).
+ * sw_glob_is_simple() says whether a pattern is of that kind;
+ * sw_glob_match() uses fnmatch for the others (brackets, escapes).
  */
 #ifndef SW_GLOB_H
 #define SW_GLOB_H
 
 /* 1 if the pattern holds no `[` and no `\`. */
 int sw_glob_is_simple(const char *pattern);
+
+/* 1 if name matches the pattern (fnmatch(3) without flags; the simple
+ * patterns matched here). */
+int sw_glob_match(const char *pattern, const char *name);
+
+/* 1 if any pattern of the NULL-terminated list g matches name (never for
+ * an empty list or NULL). */
+int sw_globs_match(char *const *g, const char *name);
 
 /* 1 if name matches the simple pattern, else 0. Both NUL-terminated UTF-8;
  * a byte that starts no well-formed sequence counts as one character. */

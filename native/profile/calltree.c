@@ -236,6 +236,65 @@ int sw_calltree_merge(sw_calltree *dst, const sw_calltree *src)
     return rc;
 }
 
+int sw_calltree_child(sw_calltree *t, uint32_t parent, uint32_t func, uint32_t *id)
+{
+    if (parent >= t->n)
+        return SW_EARG;
+    *id = child_of(t, parent, func);
+    return *id == SW_NODE_NONE ? SW_ENOMEM : SW_OK;
+}
+
+void sw_calltree_add_own(sw_calltree *t, uint32_t id, uint64_t count, uint64_t weight)
+{
+    if (id < t->n) {
+        t->nodes[id].self += count;
+        t->nodes[id].self_weight += weight;
+    }
+}
+
+void sw_calltree_sum_up(sw_calltree *t)
+{
+    for (uint32_t i = 0; i < t->n; i++) {
+        t->nodes[i].count = t->nodes[i].self;
+        t->nodes[i].weight = t->nodes[i].self_weight;
+    }
+    /* A node comes after its parent in the array: from the last node
+     * back, every node's sums are complete when they reach its parent. */
+    for (uint32_t i = t->n; i-- > 1;) {
+        sw_calltree_node *p = &t->nodes[t->nodes[i].parent];
+        p->count += t->nodes[i].count;
+        p->weight += t->nodes[i].weight;
+    }
+}
+
+int sw_calltree_filter(sw_calltree *dst, const sw_calltree *src, const uint8_t *keep, uint32_t max_depth)
+{
+    if (dst == src || dst->ft != src->ft)
+        return SW_EARG;
+    uint32_t *map = malloc((size_t)src->n * sizeof *map);
+    if (!map)
+        return SW_ENOMEM;
+    int rc = SW_OK;
+    map[0] = SW_CALLTREE_ROOT;
+    for (uint32_t i = 1; i < src->n && rc == SW_OK; i++) {
+        const sw_calltree_node *s = &src->nodes[i];
+        uint32_t up = map[s->parent];
+        int kept = (!keep || keep[s->func]) && (!max_depth || dst->nodes[up].depth < max_depth);
+        if (!kept) {
+            map[i] = up;
+        } else if ((map[i] = child_of(dst, up, s->func)) == SW_NODE_NONE) {
+            rc = SW_ENOMEM;
+        }
+    }
+    if (rc == SW_OK) {
+        for (uint32_t i = 0; i < src->n; i++)
+            sw_calltree_add_own(dst, map[i], src->nodes[i].self, src->nodes[i].self_weight);
+        sw_calltree_sum_up(dst);
+    }
+    free(map);
+    return rc;
+}
+
 size_t sw_calltree_node_count(const sw_calltree *t)
 {
     return t->n;

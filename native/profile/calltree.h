@@ -89,6 +89,23 @@ void sw_calltree_cursor_free(sw_calltree_cursor *c);
  * src's functions are interned into dst's. dst != src. */
 int sw_calltree_merge(sw_calltree *dst, const sw_calltree *src);
 
+/* Building a tree node by node (the call trees of exact traces, where a
+ * path is walked one call at a time): the child of `parent` for func,
+ * created if missing (*id: its node). Returns 0 or SW_ENOMEM. */
+int sw_calltree_child(sw_calltree *t, uint32_t parent, uint32_t func, uint32_t *id);
+/* Adds to a node's own counts (self, self_weight) only; then
+ * sw_calltree_sum_up() sets every node's count and weight to the sums of
+ * self and self_weight over its subtree. */
+void sw_calltree_add_own(sw_calltree *t, uint32_t id, uint64_t count, uint64_t weight);
+void sw_calltree_sum_up(sw_calltree *t);
+
+/* A copy of src into dst (an empty tree on src's function table) with
+ * some frames left out: those whose function keep[func] is 0 (keep NULL:
+ * none), whose callees become their caller's and their own counts their
+ * caller's own; and, with max_depth > 0, those deeper than max_depth kept
+ * frames, whose counts go to their ancestor at that depth. */
+int sw_calltree_filter(sw_calltree *dst, const sw_calltree *src, const uint8_t *keep, uint32_t max_depth);
+
 size_t sw_calltree_node_count(const sw_calltree *t);
 /* The node with this id, or NULL if out of range. Valid until the next
  * change of the tree. */

@@ -52,7 +52,7 @@ static void put_sanitised(FILE *f, const char *s)
     }
 }
 
-int sw_calltree_write_collapsed(const sw_calltree *t, FILE *f)
+int sw_calltree_write_collapsed(const sw_calltree *t, FILE *f, int use_weights)
 {
     const sw_functab *ft = sw_calltree_functab(t);
     uint32_t *path = malloc(((size_t)max_depth(t) + 1) * sizeof *path);
@@ -60,7 +60,7 @@ int sw_calltree_write_collapsed(const sw_calltree *t, FILE *f)
         return SW_ENOMEM;
     for (size_t i = 1; i < sw_calltree_node_count(t); i++) {
         const sw_calltree_node *n = sw_calltree_get_node(t, (uint32_t)i);
-        if (!n->self)
+        if (use_weights ? !n->self && !n->self_weight : !n->self)
             continue;
         uint32_t d = path_to(t, (uint32_t)i, path);
         for (uint32_t k = 0; k < d; k++) {
@@ -72,7 +72,7 @@ int sw_calltree_write_collapsed(const sw_calltree *t, FILE *f)
             put_sanitised(f, fn ? fn->filename : "?");
             fprintf(f, ":%" PRId32 ")", fn ? fn->line : 0);
         }
-        fprintf(f, " %" PRIu64 "\n", n->self);
+        fprintf(f, " %" PRIu64 "\n", use_weights ? n->self_weight : n->self);
     }
     free(path);
     return fflush(f) != 0 || ferror(f) ? SW_EIO : SW_OK;
@@ -123,7 +123,7 @@ static void write_profile(FILE *f, const sw_speedscope_profile *p, uint32_t *pat
     int first = 1;
     for (size_t i = 0; i < sw_calltree_node_count(t); i++) {
         const sw_calltree_node *n = sw_calltree_get_node(t, (uint32_t)i);
-        if (!n->self || i == 0)
+        if ((!n->self && !n->self_weight) || i == 0)
             continue;
         uint32_t d = path_to(t, (uint32_t)i, path);
         fputs(first ? "[" : ",[", f);
@@ -136,7 +136,7 @@ static void write_profile(FILE *f, const sw_speedscope_profile *p, uint32_t *pat
     first = 1;
     for (size_t i = 1; i < sw_calltree_node_count(t); i++) {
         const sw_calltree_node *n = sw_calltree_get_node(t, (uint32_t)i);
-        if (!n->self)
+        if (!n->self && !n->self_weight)
             continue;
         fprintf(f, first ? "%" PRIu64 : ",%" PRIu64, use_counts ? n->self : n->self_weight);
         first = 0;

@@ -12,8 +12,10 @@
 /* Collapsed stacks, the input format of flamegraph.pl: one line per
  * distinct stack with samples ending in it, "root;...;leaf COUNT\n", each
  * frame written as "name (file:line)" with ';' and line breaks replaced.
- * Returns SW_EIO if a write failed. */
-int sw_calltree_write_collapsed(const sw_calltree *t, FILE *f);
+ * With use_weights, the value is the stack's self_weight instead (the own
+ * nanoseconds of an exact trace's tree), and a stack with a weight but no
+ * count is written too. Returns SW_EIO if a write failed. */
+int sw_calltree_write_collapsed(const sw_calltree *t, FILE *f, int use_weights);
 
 /* One profile of a speedscope file. */
 typedef struct sw_speedscope_profile {
@@ -25,8 +27,9 @@ typedef struct sw_speedscope_profile {
  * with one "sampled" profile per entry of `profiles`, all of whose trees
  * must share one function table (else SW_EARG). Each distinct stack is one
  * sample; its weight is its self_weight in `unit` ("nanoseconds" for the
- * sampler's wall-time weights) or, with use_counts, its self count (then
- * unit "none" fits). Returns SW_EIO if a write failed. */
+ * sampler's wall-time weights and an exact trace's own times) or, with
+ * use_counts, its self count (then unit "none" fits). A stack with a
+ * weight but no count (a trace's frame opened by a window) is a sample. Returns SW_EIO if a write failed. */
 int sw_speedscope_write(FILE *f, const char *file_name, const sw_speedscope_profile *profiles, size_t n,
                         const char *unit, int use_counts, const char *exporter);
 

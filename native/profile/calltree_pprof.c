@@ -193,13 +193,13 @@ static void put_tree_samples(builder *b, const sw_pprof_tree *pt, uint8_t *used,
     }
     const sw_calltree *t = pt->tree;
     const sw_calltree_node *root = sw_calltree_get_node(t, SW_CALLTREE_ROOT);
-    if (root->self)
+    if (root->self || root->self_weight)
         put_sample(b, t, SW_CALLTREE_ROOT, root->self, root->self_weight, &label);
     for (size_t i = 1; i < sw_calltree_node_count(t); i++) {
         const sw_calltree_node *n = sw_calltree_get_node(t, (uint32_t)i);
         if (n->func < nfuncs)
             used[n->func] = 1;
-        if (n->self)
+        if (n->self || n->self_weight)
             put_sample(b, t, (uint32_t)i, n->self, n->self_weight, &label);
     }
     if (label.failed)
@@ -241,7 +241,7 @@ static void builder_free(builder *b)
 
 int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw_pprof_opts *opts)
 {
-    static const sw_pprof_opts none = {0, 0, 0, NULL};
+    static const sw_pprof_opts none = {0, 0, 0, NULL, NULL};
     if (!opts)
         opts = &none;
     if (n && !trees)
@@ -262,7 +262,7 @@ int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw
     memset(&b, 0, sizeof b);
     strtab_index(&b.st, "");   /* string_table[0] must be "" */
 
-    put_value_type(&b, F_PROFILE_SAMPLE_TYPE, "samples", "count");
+    put_value_type(&b, F_PROFILE_SAMPLE_TYPE, opts->count_type ? opts->count_type : "samples", "count");
     put_value_type(&b, F_PROFILE_SAMPLE_TYPE, "wall", "nanoseconds");
     for (size_t i = 0; i < n; i++)
         put_tree_samples(&b, &trees[i], used, nfuncs);

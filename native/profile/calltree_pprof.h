@@ -5,7 +5,8 @@
  *
  * What is written:
  *  - sample_type: [samples/count, wall/nanoseconds] (a tree's counts and
- *    weights); period_type wall/nanoseconds, period = the sampling interval.
+ *    weights; "calls" instead of "samples" with opts->count_type);
+ *    period_type wall/nanoseconds, period = the sampling interval.
  *  - one Function (name, filename, start_line; no system_name, see
  *    calltree_pprof.c) and one Location per function of the shared table
  *    that some tree uses (id = function id + 1; the location's line is the
@@ -36,6 +37,8 @@ typedef struct sw_pprof_opts {
     int64_t time_nanos;          /* start of the profile, ns since the Unix epoch; 0 if unknown */
     int64_t duration_nanos;      /* 0 if unknown */
     const char *comment;         /* a comment of the profile; NULL for none */
+    const char *count_type;      /* the first sample type's name: NULL for "samples"
+                                    ("calls" for the trees of an exact trace) */
 } sw_pprof_opts;
 
 /* Appends the Profile message for the n trees (n may be 0: a valid profile

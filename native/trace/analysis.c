@@ -18,18 +18,52 @@ static int is_exit(int kind)
 
 typedef struct open_frame {
     uint32_t code;
+    uint32_t edge;           /* index in the edges, or SW_HT_NONE */
     int64_t start, child;
 } open_frame;
 
+/* The calls of one caller to one callee, while a thread is replayed. */
+typedef struct edge {
+    uint32_t caller, callee;
+    uint32_t active;         /* calls of this pair open */
+    uint64_t calls, prim;
+    int64_t total, own, inclusive;
+} edge;
+
 typedef struct stats_state {
     uint32_t limit;
-    uint64_t *calls;
+    uint64_t *calls, *prim;
     int64_t *total, *own;
     uint32_t *active;
     open_frame *stack;
     size_t depth, cap;
+    int with_edges;
+    edge *edges;
+    size_t nedges, edges_cap;
+    sw_hashtab edge_index;   /* caller << 32 | callee -> index in edges */
     int oom;
 } stats_state;
+
+/* The index of the pair (caller, callee), added if new; SW_HT_NONE when
+ * out of memory. */
+static uint32_t edge_of(stats_state *s, uint32_t caller, uint32_t callee)
+{
+    uint64_t key = (uint64_t)caller << 32 | callee, h = sw_hash_u64(key);
+    uint32_t pos, i;
+    for (i = sw_hashtab_first(&s->edge_index, h, &pos); i != SW_HT_NONE; i = sw_hashtab_next(&s->edge_index, h, &pos))
+        if (s->edges[i].caller == caller && s->edges[i].callee == callee)
+            return i;
+    edge *e = sw_array_grow(s->edges, &s->edges_cap, s->nedges + 1, sizeof *e, 64);
+    if (!e || s->nedges >= SW_HT_NONE - 1)
+        return SW_HT_NONE;
+    s->edges = e;
+    if (sw_hashtab_add_after(&s->edge_index, h, (uint32_t)s->nedges, pos) != SW_OK)
+        return SW_HT_NONE;
+    memset(&s->edges[s->nedges], 0, sizeof *s->edges);
+    s->edges[s->nedges].caller = caller;
+    s->edges[s->nedges].callee = callee;
+    return (uint32_t)s->nedges++;
+}
 
 static int stats_event(void *ud, const sw_event *ev)
 {
@@ -43,10 +77,25 @@ static int stats_event(void *ud, const sw_event *ev)
             return 1;
         }
         s->stack = st;
-        s->stack[s->depth++] = (open_frame){ev->code, ev->t_ns, 0};
-        s->active[ev->code]++;
-        if (!ev->synthetic)
+        uint32_t e = SW_HT_NONE;
+        if (s->with_edges) {
+            e = edge_of(s, s->depth ? s->stack[s->depth - 1].code : SW_NO_CALLER, ev->code);
+            if (e == SW_HT_NONE) {
+                s->oom = 1;
+                return 1;
+            }
+            if (!ev->synthetic) {
+                s->edges[e].calls++;
+                s->edges[e].prim += s->edges[e].active == 0;
+            }
+            s->edges[e].active++;
+        }
+        s->stack[s->depth++] = (open_frame){ev->code, e, ev->t_ns, 0};
+        if (!ev->synthetic) {
             s->calls[ev->code]++;
+            s->prim[ev->code] += s->active[ev->code] == 0;
+        }
+        s->active[ev->code]++;
     } else if (is_exit(ev->kind) && s->depth) {
         open_frame f = s->stack[--s->depth];
         int64_t dur = ev->t_ns - f.start;
@@ -57,67 +106,124 @@ static int stats_event(void *ud, const sw_event *ev)
             s->stack[s->depth - 1].child += dur;
         if (--s->active[f.code] == 0)
             s->total[f.code] += dur;
+        if (f.edge != SW_HT_NONE) {
+            edge *e = &s->edges[f.edge];
+            e->own += dur - f.child;
+            e->inclusive += dur;
+            if (--e->active == 0)
+                e->total += dur;
+        }
     }
     return 0;
 }
 
-int sw_stats_compute(sw_trace *t, sw_stat_row **rows, size_t *nrows)
+/* Appends an element to a growing array of rows; 0 when out of memory. */
+static int append_row(void **rows, size_t *n, size_t *cap, const void *row, size_t size)
+{
+    char *r = sw_array_grow(*rows, cap, *n + 1, size, 64);
+    if (!r)
+        return 0;
+    *rows = r;
+    memcpy(r + *n * size, row, size);
+    (*n)++;
+    return 1;
+}
+
+int sw_stats_filtered(sw_trace *t, const sw_filter *f, sw_stat_row **rows, size_t *nrows, sw_edge_row **edges,
+                      size_t *nedges)
 {
     *rows = NULL;
     *nrows = 0;
-    stats_state s = {0};
+    if (edges) {
+        *edges = NULL;
+        *nedges = 0;
+    }
+    stats_state s;
+    memset(&s, 0, sizeof s);
     s.limit = sw_trace_code_limit(t);
+    s.with_edges = edges != NULL;
     size_t n = s.limit ? s.limit : 1;
     s.calls = calloc(n, sizeof *s.calls);
+    s.prim = calloc(n, sizeof *s.prim);
     s.total = calloc(n, sizeof *s.total);
     s.own = calloc(n, sizeof *s.own);
     s.active = calloc(n, sizeof *s.active);
     sw_stat_row *out = NULL;
-    size_t nout = 0, cap = 0;
+    sw_edge_row *eout = NULL;
+    size_t nout = 0, cap = 0, neout = 0, ecap = 0;
+    sw_filtered *fl = NULL;
     int rc = SW_OK;
-    if (!s.calls || !s.total || !s.own || !s.active) {
+    if (!s.calls || !s.prim || !s.total || !s.own || !s.active || sw_filtered_new(t, f, &fl) != SW_OK) {
         rc = SW_ENOMEM;
         goto done;
     }
     for (size_t th = 0; th < sw_trace_thread_count(t); th++) {
+        if (!sw_filter_has_thread(f, th))
+            continue;
         memset(s.calls, 0, n * sizeof *s.calls);
+        memset(s.prim, 0, n * sizeof *s.prim);
         memset(s.total, 0, n * sizeof *s.total);
         memset(s.own, 0, n * sizeof *s.own);
         memset(s.active, 0, n * sizeof *s.active);
         s.depth = 0;
-        sw_trace_replay(t, th, stats_event, &s);
-        if (s.oom) {
+        s.nedges = 0;
+        sw_hashtab_clear(&s.edge_index);
+        int r = sw_filtered_replay(fl, th, 0, stats_event, &s);
+        if (s.oom || r == SW_ENOMEM) {
             rc = SW_ENOMEM;
+            goto done;
+        }
+        if (r == SW_EIO || r == SW_ECANCELED) {
+            rc = r;
             goto done;
         }
         for (uint32_t c = 0; c < s.limit; c++) {
             if (!s.calls[c] && !s.total[c])
                 continue;
-            if (nout == cap) {
-                cap = cap ? cap * 2 : 64;
-                sw_stat_row *o = realloc(out, cap * sizeof *o);
-                if (!o) {
-                    rc = SW_ENOMEM;
-                    goto done;
-                }
-                out = o;
+            sw_stat_row row = {(uint32_t)th, c, s.calls[c], s.total[c], s.own[c], s.prim[c]};
+            if (!append_row((void **)&out, &nout, &cap, &row, sizeof row)) {
+                rc = SW_ENOMEM;
+                goto done;
             }
-            out[nout++] = (sw_stat_row){(uint32_t)th, c, s.calls[c], s.total[c], s.own[c]};
+        }
+        for (size_t k = 0; k < s.nedges; k++) {
+            const edge *e = &s.edges[k];
+            if (!e->calls && !e->total)
+                continue;
+            sw_edge_row row = {(uint32_t)th, e->caller, e->callee, e->calls, e->prim, e->total, e->own, e->inclusive};
+            if (!append_row((void **)&eout, &neout, &ecap, &row, sizeof row)) {
+                rc = SW_ENOMEM;
+                goto done;
+            }
         }
     }
 done:
+    sw_filtered_free(fl);
     free(s.calls);
+    free(s.prim);
     free(s.total);
     free(s.own);
     free(s.active);
     free(s.stack);
+    free(s.edges);
+    sw_hashtab_free(&s.edge_index);
     if (rc) {
         free(out);
+        free(eout);
         return rc;
     }
     *rows = out;
     *nrows = nout;
+    if (edges) {
+        *edges = eout;
+        *nedges = neout;
+    }
     return SW_OK;
+}
+
+int sw_stats_compute(sw_trace *t, sw_stat_row **rows, size_t *nrows)
+{
+    return sw_stats_filtered(t, NULL, rows, nrows, NULL, NULL);
 }
 
 typedef struct dur_state {
@@ -201,14 +307,24 @@ static int ext_event(void *ud, const sw_event *ev)
     return 0;
 }
 
-int sw_ext_summary_compute(sw_trace *t, sw_ext_summary *out)
+int sw_ext_summary_filtered(sw_trace *t, const sw_filter *f, sw_ext_summary *out)
 {
     memset(out, 0, sizeof *out);
-    for (size_t th = 0; th < sw_trace_thread_count(t); th++) {
+    sw_filtered *fl;
+    if (sw_filtered_new(t, f, &fl) != SW_OK)
+        return SW_ENOMEM;
+    int rc = SW_OK;
+    for (size_t th = 0; th < sw_trace_thread_count(t) && rc == SW_OK; th++) {
         ext_state s = {out, 0, 0};
-        int rc = sw_trace_replay_ext(t, th, SW_REPLAY_EXT, ext_event, &s);
-        if (rc == SW_ENOMEM)
-            return rc;
+        rc = sw_filtered_replay(fl, th, SW_REPLAY_EXT, ext_event, &s);
+        if (rc != SW_ENOMEM && rc != SW_EIO && rc != SW_ECANCELED)
+            rc = SW_OK;   /* a malformed chunk: what it gave counts */
     }
-    return SW_OK;
+    sw_filtered_free(fl);
+    return rc;
+}
+
+int sw_ext_summary_compute(sw_trace *t, sw_ext_summary *out)
+{
+    return sw_ext_summary_filtered(t, NULL, out);
 }

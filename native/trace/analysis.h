@@ -1,10 +1,14 @@
 /*
- * analysis.h - what is computed from a whole trace in C: per-function
- * statistics, and the durations of slices (for --min-duration filters).
+ * analysis.h - what is computed from a whole trace in C, in one replay of
+ * each thread (memory bounded by the functions, never by the events):
+ * per-function statistics and the calls between functions (the tables of
+ * `stackwatch stats` and of the pstats and callgrind exports), the
+ * durations of slices, EXT events and samples summed up.
  */
 #ifndef SW_ANALYSIS_H
 #define SW_ANALYSIS_H
 
+#include "filter.h"
 #include "reader.h"
 
 typedef struct sw_stat_row {
@@ -13,11 +17,33 @@ typedef struct sw_stat_row {
     uint64_t calls;      /* entries: calls plus resumptions, like cProfile */
     int64_t total_ns;    /* inclusive time, recursion counted once */
     int64_t own_ns;      /* exclusive time */
+    uint64_t prim;       /* calls made while no frame of the function was
+                            open (cProfile's primitive calls) */
 } sw_stat_row;
+
+/* The calls from one function (the caller) to another (the callee) on
+ * one thread, as cProfile counts them for pstats' callers. */
+#define SW_NO_CALLER UINT32_MAX
+typedef struct sw_edge_row {
+    uint32_t thread;
+    uint32_t caller;     /* code id; SW_NO_CALLER for the outermost frames */
+    uint32_t callee;
+    uint64_t calls;
+    uint64_t prim;       /* calls made while no other call from caller to callee was open */
+    int64_t total_ns;    /* time of those calls (recursion through the pair counted once) */
+    int64_t own_ns;      /* the callee's own time in all these calls */
+    int64_t inclusive_ns;  /* time of every call, nested ones too (callgrind's cost of a call) */
+} sw_edge_row;
 
 /* Computes one row per (thread, function) that ran. On success *rows is a
  * malloc'd array the caller frees. Returns 0 or a negative SW_E* code. */
 int sw_stats_compute(sw_trace *t, sw_stat_row **rows, size_t *nrows);
+
+/* The same through a filter (NULL: none); with edges non-NULL also one
+ * row per (thread, caller, callee) that called (*edges, caller frees).
+ * Calls are the entries that are not synthetic (filter.h, reader.h). */
+int sw_stats_filtered(sw_trace *t, const sw_filter *f, sw_stat_row **rows, size_t *nrows, sw_edge_row **edges,
+                      size_t *nedges);
 
 /* Durations of the slices of one thread, in order of their start (one
  * entry per enter event the replay delivers). Caller frees *dur. */
@@ -35,5 +61,7 @@ typedef struct sw_ext_summary {
 } sw_ext_summary;
 
 int sw_ext_summary_compute(sw_trace *t, sw_ext_summary *out);
+/* The same through a filter (NULL: none). */
+int sw_ext_summary_filtered(sw_trace *t, const sw_filter *f, sw_ext_summary *out);
 
 #endif

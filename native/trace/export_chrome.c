@@ -290,13 +290,15 @@ int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err,
     fputs("}}", out);
     for (size_t i = 0; i < sw_trace_thread_count(t); i++) {
         const sw_thread_info *ti = sw_trace_thread(t, i);
+        if (!sw_filter_has_thread(o ? o->filter : NULL, i))
+            continue;
         sep(&c);
         fprintf(out, "{\"ph\":\"M\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"name\":\"thread_name\",\"args\":{\"name\":",
                 c.pid, ti->native_tid ? ti->native_tid : ti->index);
         json_str(out, ti->name && ti->name[0] ? ti->name : "thread");
         fputs("}}", out);
     }
-    int rc = sw_export_walk(t, o ? o->min_duration_ns : 0, chrome_event, &c);
+    int rc = sw_export_walk(t, o, chrome_event, &c);
     fputs("\n]}\n", out);
     if (rc == SW_ENOMEM) {
         snprintf(err, errlen, "out of memory");

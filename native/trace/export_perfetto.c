@@ -454,6 +454,8 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     /* One track per thread. */
     for (size_t i = 0; i < sw_trace_thread_count(t); i++) {
         const sw_thread_info *ti = sw_trace_thread(t, i);
+        if (!sw_filter_has_thread(o ? o->filter : NULL, i))
+            continue;
         d.len = pd.len = 0;
         pb_varint(&pd, F_THD_PID, p.pid);
         pb_varint(&pd, F_THD_TID, ti->native_tid ? ti->native_tid : ti->index);
@@ -468,7 +470,7 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     sw_bytes_free(&d);
     sw_bytes_free(&pd);
     p.first_on_seq = -1;
-    int rc = dfailed ? SW_ENOMEM : sw_export_walk(t, o ? o->min_duration_ns : 0, perfetto_event, &p);
+    int rc = dfailed ? SW_ENOMEM : sw_export_walk(t, o, perfetto_event, &p);
     int oom = p.pkt.failed || p.ev.failed || p.interned.failed || p.tmp.failed;
     sw_bytes_free(&p.pkt);
     sw_bytes_free(&p.ev);

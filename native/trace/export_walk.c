@@ -6,7 +6,6 @@
  */
 #include "export_walk.h"
 
-#include "analysis.h"
 #include "base/base.h"
 #include "format.h"
 
@@ -17,9 +16,9 @@ typedef struct walk {
     sw_slice_fn fn;
     void *ud;
     size_t thread;
-    const int64_t *dur;
-    size_t ndur, next;
-    int64_t min;
+    const sw_filter *filter;
+    const uint8_t *longer;   /* bit k: the thread's k-th slice lasts at least the minimum */
+    size_t nlonger, next;
     int64_t last_ns;         /* time of the last event replayed */
     sw_sample_cursor *sc;    /* the thread's samples */
     sw_trace_sample sample; /* the next sample, if has_next */
@@ -29,16 +28,62 @@ typedef struct walk {
     int oom;
 } walk;
 
-/* Hands fn the thread's samples up to time `until`. */
+static int is_enter(int kind) { return kind == SW_OP_CALL || kind == SW_OP_RESUME || kind == SW_OP_C_CALL; }
+static int is_exit(int kind)
+{
+    return kind == SW_OP_RETURN || kind == SW_OP_YIELD || kind == SW_OP_UNWIND || kind == SW_OP_C_RETURN;
+}
+
+/* The first pass of a walk with a minimum duration: one bit per slice, in
+ * the order of their starts, set for those that last long enough. */
+typedef struct long_slices {
+    uint8_t *bits;
+    size_t n, cap;
+    int64_t min;
+    size_t *open;            /* slice numbers of the open slices */
+    int64_t *start;          /* and their starts */
+    size_t depth, open_cap, start_cap;
+    int oom;
+} long_slices;
+
+static int long_event(void *ud, const sw_event *ev)
+{
+    long_slices *l = ud;
+    if (is_enter(ev->kind)) {
+        uint8_t *b = sw_array_grow(l->bits, &l->cap, l->n / 8 + 1, 1, 1024);
+        size_t *o = b ? sw_array_grow(l->open, &l->open_cap, l->depth + 1, sizeof *o, 256) : NULL;
+        if (o)
+            l->open = o;
+        int64_t *st = o ? sw_array_grow(l->start, &l->start_cap, l->depth + 1, sizeof *st, 256) : NULL;
+        if (b)
+            l->bits = b;
+        if (!st)
+            return l->oom = 1;
+        l->start = st;
+        if (l->n % 8 == 0)
+            l->bits[l->n / 8] = 0;
+        l->open[l->depth] = l->n++;
+        l->start[l->depth++] = ev->t_ns;
+    } else if (is_exit(ev->kind) && l->depth) {
+        l->depth--;
+        if (ev->t_ns - l->start[l->depth] >= l->min)
+            l->bits[l->open[l->depth] / 8] |= (uint8_t)(1u << (l->open[l->depth] % 8));
+    }
+    return 0;
+}
+
+/* Hands fn the thread's samples in the window up to time `until`. */
 static int samples_until(walk *w, int64_t until)
 {
     while (w->has_next && w->sample.t_ns <= until) {
-        sw_event se = {w->sample.t_ns, 0, 0, SW_WALK_SAMPLE, 0, NULL, &w->sample};
-        if (w->sample.t_ns > w->last_ns)
-            w->last_ns = w->sample.t_ns;
-        int rc = w->fn(w->ud, w->thread, &se);
-        if (rc)
-            return rc;
+        if (sw_filter_in_window(w->filter, w->sample.t_ns)) {
+            sw_event se = {w->sample.t_ns, 0, 0, SW_WALK_SAMPLE, 0, NULL, &w->sample};
+            if (w->sample.t_ns > w->last_ns)
+                w->last_ns = w->sample.t_ns;
+            int rc = w->fn(w->ud, w->thread, &se);
+            if (rc)
+                return rc;
+        }
         int n = sw_sample_cursor_next(w->sc, &w->sample);
         if (n < 0)
             return w->oom = 1;
@@ -55,13 +100,10 @@ static int walk_event(void *ud, const sw_event *ev)
         return src;
     if (ev->t_ns > w->last_ns)
         w->last_ns = ev->t_ns;
-    int enter = ev->kind == SW_OP_CALL || ev->kind == SW_OP_RESUME || ev->kind == SW_OP_C_CALL;
-    int exit_ = ev->kind == SW_OP_RETURN || ev->kind == SW_OP_YIELD || ev->kind == SW_OP_UNWIND ||
-                ev->kind == SW_OP_C_RETURN;
-    if (enter) {
+    if (is_enter(ev->kind)) {
         int keep = 1;
-        if (w->dur) {
-            keep = w->next < w->ndur && w->dur[w->next] >= w->min;
+        if (w->longer) {
+            keep = w->next < w->nlonger && (w->longer[w->next / 8] >> (w->next % 8) & 1);
             w->next++;
         }
         uint8_t *k = sw_array_grow(w->kept, &w->cap, w->depth + 1, 1, 256);
@@ -71,7 +113,7 @@ static int walk_event(void *ud, const sw_event *ev)
         w->kept[w->depth++] = (uint8_t)keep;
         return keep ? w->fn(w->ud, w->thread, ev) : 0;
     }
-    if (exit_) {
+    if (is_exit(ev->kind)) {
         if (!w->depth)
             return 0;
         return w->kept[--w->depth] ? w->fn(w->ud, w->thread, ev) : 0;
@@ -79,19 +121,37 @@ static int walk_event(void *ud, const sw_event *ev)
     return w->fn(w->ud, w->thread, ev);
 }
 
-int sw_export_walk(sw_trace *t, int64_t min_duration_ns, sw_slice_fn fn, void *ud)
+int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *ud)
 {
-    for (size_t th = 0; th < sw_trace_thread_count(t); th++) {
+    const sw_filter *f = o ? o->filter : NULL;
+    int64_t min_duration_ns = o ? o->min_duration_ns : 0;
+    sw_filtered *fl;
+    if (sw_filtered_new(t, f, &fl) != SW_OK)
+        return SW_ENOMEM;
+    int result = SW_OK;
+    for (size_t th = 0; th < sw_trace_thread_count(t) && result == SW_OK; th++) {
+        if (!sw_filter_has_thread(f, th))
+            continue;
         walk w = {0};
         w.fn = fn;
         w.ud = ud;
         w.thread = th;
-        w.min = min_duration_ns;
-        int64_t *dur = NULL;
+        w.filter = f;
+        long_slices l = {0};
+        l.min = min_duration_ns;
         if (min_duration_ns > 0) {
-            if (sw_slice_durations(t, th, &dur, &w.ndur))
-                return SW_ENOMEM;
-            w.dur = dur;
+            int rc = sw_filtered_replay(fl, th, 0, long_event, &l);
+            free(l.open);
+            free(l.start);
+            if (l.oom || rc == SW_ENOMEM || rc == SW_EIO || rc == SW_ECANCELED) {
+                free(l.bits);
+                result = l.oom ? SW_ENOMEM : rc;
+                break;
+            }
+            w.longer = l.bits;
+            w.nlonger = l.n;
+            if (!l.bits)
+                w.longer = (const uint8_t *)"";   /* no slice: none is long */
         }
         w.last_ns = INT64_MIN;
         w.sc = sw_sample_cursor_new(t, th);
@@ -99,23 +159,26 @@ int sw_export_walk(sw_trace *t, int64_t min_duration_ns, sw_slice_fn fn, void *u
         if (n < 0)
             w.oom = 1;
         w.has_next = n == 1;
-        int rc = w.oom ? 1 : sw_trace_replay_ext(t, th, SW_REPLAY_EXT, walk_event, &w);
-        if (rc == SW_OK || rc < 0)
-            rc = samples_until(&w, INT64_MAX) ? 1 : rc;
-        if (rc == SW_OK || rc < 0) {
+        int rc = w.oom ? 1 : sw_filtered_replay(fl, th, SW_REPLAY_EXT, walk_event, &w);
+        if (rc == SW_OK || (rc < 0 && rc != SW_EIO && rc != SW_ECANCELED && rc != SW_ENOMEM))
+            rc = samples_until(&w, INT64_MAX) ? 1 : SW_OK;
+        if (rc == SW_OK) {
             sw_event end = {w.last_ns == INT64_MIN ? 0 : w.last_ns, 0, 0, SW_WALK_THREAD_END, 1, NULL, NULL};
             if (fn(ud, th, &end))
                 rc = 1;
         }
         sw_sample_cursor_free(w.sc);
-        free(dur);
+        free(l.bits);
         free(w.kept);
-        if (w.oom)
-            return SW_ENOMEM;
-        if (rc > 0)
-            return SW_EIO;  /* the consumer failed (e.g. a write error) */
+        if (w.oom || rc == SW_ENOMEM)
+            result = SW_ENOMEM;
+        else if (rc == SW_EIO || rc == SW_ECANCELED)
+            result = rc;
+        else if (rc > 0)
+            result = SW_EIO;  /* the consumer failed (e.g. a write error) */
     }
-    return SW_OK;
+    sw_filtered_free(fl);
+    return result;
 }
 
 const char *sw_export_ext_name(const sw_ext *x, char *buf, size_t len, const char **category)

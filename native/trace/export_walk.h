@@ -12,6 +12,7 @@
 #ifndef SW_EXPORT_WALK_H
 #define SW_EXPORT_WALK_H
 
+#include "filter.h"
 #include "reader.h"
 
 #include <stdio.h>
@@ -19,20 +20,24 @@
 /* The options of every exporter. */
 typedef struct sw_export_opts {
     int64_t min_duration_ns;  /* slices shorter than this are left out */
+    const sw_filter *filter;  /* what is kept (NULL: everything) */
 } sw_export_opts;
 
-/* Walks each thread's slices, leaving out those shorter than
- * min_duration_ns (and, consistently, their ends), and its EXT events
- * (SW_EV_EXT). */
+/* Walks each thread the filter keeps: its slices through the filter
+ * (filter.h), leaving out those shorter than min_duration_ns (and,
+ * consistently, their ends), and its EXT events (SW_EV_EXT). Which slices
+ * are short is found by a first filtered replay, which keeps one bit per
+ * slice of the thread. */
 typedef int (*sw_slice_fn)(void *ud, size_t thread, const sw_event *ev);
 /* After each thread's events the walk also hands fn one event of this
  * kind, at the time of the thread's last event (for exporters that close
  * what they opened, e.g. a GC slice). */
 #define SW_WALK_THREAD_END 18
-/* The thread's sampler samples (format 1.2) are handed to fn in time order
- * among its events, as events of this kind with `sample` set. */
+/* The thread's sampler samples (format 1.2) in the filter's window are
+ * handed to fn in time order among its events, as events of this kind
+ * with `sample` set. */
 #define SW_WALK_SAMPLE 19
-int sw_export_walk(sw_trace *t, int64_t min_duration_ns, sw_slice_fn fn, void *ud);
+int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *ud);
 
 /* Name and category of an EXT event in the exports ("line 12", "line";
  * "raise ValueError", "exception"; ...), written into buf. */

@@ -3,7 +3,13 @@
  * The chunks come from the container's iterator (base/container.h), which
  * skips and records damaged ranges; every read of a payload goes through a
  * bounded cursor (base/cursor.h), so nothing in the input can make the
- * reader read outside the loaded buffer.
+ * reader read outside the payload it holds.
+ *
+ * A file is streamed: the load keeps the definitions and an index of the
+ * EVENTS and SAMPLES chunks (offset, length, sequence number, start time),
+ * and each replay or sample cursor reads the chunks it needs with pread(2)
+ * into buffers of its own, so memory stays bounded by the largest chunk
+ * (64 MiB), whatever the size of the file.
  */
 #define _GNU_SOURCE
 #include "reader.h"
@@ -12,15 +18,24 @@
 #include "format.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct chunk_ref {
-    size_t off;              /* payload offset in the buffer */
-    size_t len;
-    uint64_t seq;
+    uint64_t off;            /* payload offset in the source */
+    uint32_t len;
+    uint64_t seq;            /* EVENTS: the chunk's sequence number; SAMPLES: its sample count */
+    uint64_t t0;             /* EVENTS: its t_start (units) */
 } chunk_ref;
+
+/* A META payload read (format 1.5 repeats them before END). */
+typedef struct meta_copy {
+    uint8_t *data;
+    size_t len;
+} meta_copy;
 
 typedef struct thread_rec {
     sw_thread_info info;
@@ -31,8 +46,12 @@ typedef struct thread_rec {
 } thread_rec;
 
 struct sw_trace {
-    uint8_t *buf;
-    size_t len;
+    sw_source src;           /* the file (read with pread) or a copy in memory */
+    uint8_t *mem;            /* that copy (sw_trace_open_mem), owned */
+    int fd;                  /* the file, owned; -1 for memory */
+    uint64_t len;            /* the source's size */
+    sw_progress_fn progress; /* told of the bytes of every chunk replayed */
+    void *progress_ud;
     char damage[768];        /* sw_damage_describe() of the list below */
     sw_damage *dmg;          /* damaged ranges, in file order (load) then as
                                 replays find them; at most SW_DAMAGE_KEEP */
@@ -44,7 +63,7 @@ struct sw_trace {
     int complete;
     sw_meta_entry *meta;
     size_t nmeta, meta_cap;
-    chunk_ref *metas;        /* the META chunks read (format 1.5 repeats them) */
+    meta_copy *metas;        /* the META chunks read (format 1.5 repeats them) */
     size_t nmetas, metas_cap;
     thread_rec *threads;
     size_t nthreads, threads_cap;
@@ -317,11 +336,22 @@ static int parse_sample(sw_cursor *c, sample_raw *r)
     return SW_OK;  /* bytes after the known fields: a newer minor's */
 }
 
-/* Checks a whole SAMPLES chunk before it is indexed, so that iterating
- * samples later cannot fail. */
-static int add_samples_chunk(sw_trace *t, size_t off, size_t len)
+/* The payload of an indexed chunk, as a cursor: in the memory source, or
+ * read into buf. */
+static int chunk_payload(const sw_trace *t, const chunk_ref *ch, sw_bytes *buf, sw_cursor *c)
 {
-    sw_cursor c = {t->buf + off, t->buf + off + len};
+    const uint8_t *p;
+    int rc = sw_source_read(&t->src, ch->off, ch->len, buf, &p);
+    if (rc == SW_OK)
+        *c = sw_cursor_of(p, ch->len);
+    return rc;
+}
+
+/* Checks a whole SAMPLES chunk (its payload at p, at offset off) before it
+ * is indexed, so that iterating samples later cannot fail. */
+static int add_samples_chunk(sw_trace *t, const uint8_t *p, uint64_t off, uint32_t len)
+{
+    sw_cursor c = sw_cursor_of(p, len);
     uint64_t n;
     if (sw_cur_varint(&c, &n) || n > len)
         return SW_EFORMAT;
@@ -336,7 +366,7 @@ static int add_samples_chunk(sw_trace *t, size_t off, size_t len)
     if (!cs)
         return SW_ENOMEM;
     t->samples = cs;
-    t->samples[t->nsample_chunks++] = (chunk_ref){off, len, n};
+    t->samples[t->nsample_chunks++] = (chunk_ref){off, len, n, 0};
     return SW_OK;
 }
 
@@ -364,9 +394,15 @@ static int map_sampled_threads(sw_trace *t)
     sample_key *keys = NULL;
     size_t n = 0, cap = 0;
     uint64_t last_i = 0, last_t = 0;
-    int have_last = 0;
+    int have_last = 0, rc;
+    sw_bytes buf = {0};
     for (size_t i = 0; i < t->nsample_chunks; i++) {
-        sw_cursor c = {t->buf + t->samples[i].off, t->buf + t->samples[i].off + t->samples[i].len};
+        sw_cursor c;
+        if ((rc = chunk_payload(t, &t->samples[i], &buf, &c))) {
+            free(keys);
+            sw_bytes_free(&buf);
+            return rc;
+        }
         uint64_t cnt = 0;   /* checked at load */
         sw_cur_varint(&c, &cnt);
         for (uint64_t k = 0; k < cnt; k++) {
@@ -380,6 +416,7 @@ static int map_sampled_threads(sw_trace *t)
             sample_key *g = sw_array_grow(keys, &cap, n + 1, sizeof *g, 64);
             if (!g) {
                 free(keys);
+                sw_bytes_free(&buf);
                 return SW_ENOMEM;
             }
             keys = g;
@@ -410,6 +447,7 @@ static int map_sampled_threads(sw_trace *t)
             thread_rec *r = thread_get(t, next_index++);
             if (!r) {
                 free(keys);
+                sw_bytes_free(&buf);
                 return SW_ENOMEM;
             }
             r->info.ident = k->ident;
@@ -422,8 +460,12 @@ static int map_sampled_threads(sw_trace *t)
     t->skeys = keys;
     t->nskeys = u;
     for (size_t i = 0; i < t->nsample_chunks; i++) {
-        sw_cursor c = {t->buf + t->samples[i].off, t->buf + t->samples[i].off + t->samples[i].len};
-        uint64_t cnt = 0;   /* stays 0 if the chunk was damaged (checked at load) */
+        sw_cursor c;
+        if ((rc = chunk_payload(t, &t->samples[i], &buf, &c))) {
+            sw_bytes_free(&buf);
+            return rc;
+        }
+        uint64_t cnt = 0;   /* checked at load */
         sw_cur_varint(&c, &cnt);
         for (uint64_t k = 0; k < cnt; k++) {
             sample_raw r;
@@ -437,6 +479,7 @@ static int map_sampled_threads(sw_trace *t)
             }
         }
     }
+    sw_bytes_free(&buf);
     return SW_OK;
 }
 
@@ -468,9 +511,9 @@ static int parse_events_head(sw_cursor *c, events_head *h)
     return SW_OK;
 }
 
-static int add_events_chunk(sw_trace *t, size_t off, size_t len)
+static int add_events_chunk(sw_trace *t, const uint8_t *p, uint64_t off, uint32_t len)
 {
-    sw_cursor c = {t->buf + off, t->buf + off + len};
+    sw_cursor c = sw_cursor_of(p, len);
     events_head h;
     int rc = parse_events_head(&c, &h);
     if (rc)
@@ -484,7 +527,7 @@ static int add_events_chunk(sw_trace *t, size_t off, size_t len)
     if (!cs)
         return SW_ENOMEM;
     r->chunks = cs;
-    r->chunks[r->nchunks++] = (chunk_ref){off, len, h.seq};
+    r->chunks[r->nchunks++] = (chunk_ref){off, len, h.seq, h.t0};
     r->info.chunks++;
     r->info.events += h.n;
     r->info.dropped += h.dropped;
@@ -559,24 +602,28 @@ static void add_damage(sw_trace *t, const sw_damage *d)
 static int read_chunk(sw_trace *t, const sw_chunk *ch)
 {
     sw_cursor c = sw_cursor_of(ch->payload, ch->len);
-    size_t poff = (size_t)(ch->payload - t->buf);
+    uint64_t poff = ch->off + SW_CHUNK_HEADER_LEN;
     int rc;
     switch (ch->type) {
     case SW_CHUNK_META:
         /* A writer of format 1.5 writes its META chunks again before END:
          * a copy of a chunk already read adds nothing. */
         for (size_t i = 0; i < t->nmetas; i++)
-            if (t->metas[i].len == ch->len && memcmp(t->buf + t->metas[i].off, ch->payload, ch->len) == 0)
+            if (t->metas[i].len == ch->len && memcmp(t->metas[i].data, ch->payload, ch->len) == 0)
                 return SW_OK;
-        chunk_ref *m = sw_array_grow(t->metas, &t->metas_cap, t->nmetas + 1, sizeof *m, 4);
+        meta_copy *m = sw_array_grow(t->metas, &t->metas_cap, t->nmetas + 1, sizeof *m, 4);
         if (!m)
             return SW_ENOMEM;
         t->metas = m;
-        t->metas[t->nmetas++] = (chunk_ref){poff, ch->len, 0};
+        uint8_t *copy = malloc(ch->len ? ch->len : 1);
+        if (!copy)
+            return SW_ENOMEM;
+        memcpy(copy, ch->payload, ch->len);
+        t->metas[t->nmetas++] = (meta_copy){copy, ch->len};
         return parse_kv(t, &c);
     case SW_CHUNK_CODE: return parse_codes(t, &c);
     case SW_CHUNK_THREAD: return parse_threads(t, &c);
-    case SW_CHUNK_EVENTS: return add_events_chunk(t, poff, ch->len);
+    case SW_CHUNK_EVENTS: return add_events_chunk(t, ch->payload, poff, ch->len);
     case SW_CHUNK_END:
         if ((rc = parse_kv(t, &c)) == SW_OK)
             t->complete = 1;
@@ -585,17 +632,16 @@ static int read_chunk(sw_trace *t, const sw_chunk *ch)
      * does not know (a newer sampler's), samples are not read: they may
      * name such frames. */
     case SW_CHUNK_SAMPLE_FRAMES: return t->bad_frame_kind ? SW_OK : parse_frames(t, &c);
-    case SW_CHUNK_SAMPLES: return t->bad_frame_kind ? SW_OK : add_samples_chunk(t, poff, ch->len);
+    case SW_CHUNK_SAMPLES: return t->bad_frame_kind ? SW_OK : add_samples_chunk(t, ch->payload, poff, ch->len);
     default: return SW_OK;   /* the iterator hands out known types only */
     }
 }
 
 static int load(sw_trace *t, char *err, size_t errlen)
 {
-    sw_source src;
-    sw_source_mem(&src, t->buf, t->len);
     sw_chunks it;
-    int rc = sw_chunks_open(&it, &trace_kind, &src, err, errlen);
+    t->len = t->src.size;
+    int rc = sw_chunks_open(&it, &trace_kind, &t->src, err, errlen);
     sw_chunk ch;
     while (rc == SW_OK && (rc = sw_chunks_next(&it, &ch)) == 1) {
         int had_bad_kind = t->bad_frame_kind;
@@ -623,6 +669,10 @@ static int load(sw_trace *t, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory while reading the trace");
         return rc;
     }
+    if (rc == SW_EIO && !err[0]) {
+        snprintf(err, errlen, "cannot read: %s", strerror(errno));
+        return rc;
+    }
     if (rc)
         return rc;   /* the header: err says why */
     if (!intact) {
@@ -641,21 +691,19 @@ static int load(sw_trace *t, char *err, size_t errlen)
         e = sw_trace_meta_find(t, "clock_hz");
     if (e && e->f > 1e3)
         t->ns_per_tick = 1e9 / e->f;
-    if (map_sampled_threads(t) != SW_OK) {
-        snprintf(err, errlen, "out of memory while reading the trace");
-        return SW_ENOMEM;
+    if ((rc = map_sampled_threads(t)) != SW_OK) {
+        snprintf(err, errlen, rc == SW_ENOMEM ? "out of memory while reading the trace" : "cannot read: %s",
+                 strerror(errno));
+        return rc;
     }
     uint64_t first = UINT64_MAX;   /* the earliest chunk start, in units */
     for (size_t i = 0; i < t->nthreads; i++) {
         thread_rec *r = &t->threads[i];
         if (r->nchunks > 1)  /* qsort(NULL, 0, ...) is undefined */
             qsort(r->chunks, r->nchunks, sizeof *r->chunks, cmp_chunk);
-        for (size_t k = 0; k < r->nchunks; k++) {
-            sw_cursor c = sw_cursor_of(t->buf + r->chunks[k].off, r->chunks[k].len);
-            events_head h;
-            if (parse_events_head(&c, &h) == SW_OK && h.t0 < first)
-                first = h.t0;
-        }
+        for (size_t k = 0; k < r->nchunks; k++)
+            if (r->chunks[k].t0 < first)
+                first = r->chunks[k].t0;
         char key[48];
         snprintf(key, sizeof key, "dropped.%u", r->info.index);
         if ((e = sw_trace_meta_find(t, key)))
@@ -714,15 +762,17 @@ int sw_trace_open_mem(const uint8_t *data, size_t len, sw_trace **out, char *err
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
-    t->buf = malloc(len ? len : 1);
-    if (!t->buf) {
+    t->fd = -1;
+    t->mem = malloc(len ? len : 1);
+    if (!t->mem) {
         free(t);
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
     if (len)
-        memcpy(t->buf, data, len);
-    t->len = len;
+        memcpy(t->mem, data, len);
+    sw_source_mem(&t->src, t->mem, len);
+    err[0] = 0;
     int rc = load(t, err, errlen);
     if (rc) {
         sw_trace_free(t);
@@ -735,23 +785,24 @@ int sw_trace_open_mem(const uint8_t *data, size_t len, sw_trace **out, char *err
 int sw_trace_open_file(const char *path, sw_trace **out, char *err, size_t errlen)
 {
     *out = NULL;
-    sw_bytes b = {0};
-    int rc = sw_bytes_read_file(&b, path, err, errlen);
-    if (rc) {
-        sw_bytes_free(&b);
-        return rc;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return SW_EIO;
     }
-    uint8_t *buf = b.data;
-    size_t len = b.len;
     sw_trace *t = calloc(1, sizeof *t);
     if (!t) {
-        free(buf);
+        close(fd);
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
-    t->buf = buf;
-    t->len = len;
-    rc = load(t, err, errlen);
+    t->fd = fd;
+    err[0] = 0;
+    int rc = sw_source_fd(&t->src, fd);
+    if (rc)
+        snprintf(err, errlen, "cannot read: %s", strerror(errno));
+    else
+        rc = load(t, err, errlen);
     if (rc) {
         sw_trace_free(t);
         return rc;
@@ -769,6 +820,8 @@ void sw_trace_free(sw_trace *t)
         free((char *)t->meta[i].s);
     }
     free(t->meta);
+    for (size_t i = 0; i < t->nmetas; i++)
+        free(t->metas[i].data);
     free(t->metas);
     for (size_t i = 0; i < t->nthreads; i++) {
         free(t->threads[i].name);
@@ -784,7 +837,9 @@ void sw_trace_free(sw_trace *t)
     free(t->samples);
     free(t->skeys);
     free(t->dmg);
-    free(t->buf);
+    free(t->mem);
+    if (t->fd >= 0)
+        close(t->fd);
     free(t);
 }
 
@@ -842,6 +897,7 @@ typedef struct replay {
     sw_event_fn fn;
     void *ud;
     unsigned flags;          /* SW_REPLAY_* */
+    sw_bytes cur, ahead;     /* a file's chunk being replayed, and one read ahead */
     char s1[SW_EXT_STR_MAX + 1], s2[SW_EXT_STR_MAX + 1];
 } replay;
 
@@ -966,7 +1022,7 @@ static int close_to(replay *r, uint32_t keep)
  * events left in the chunk, then the thread's next chunks while no gap
  * comes between), or SW_OP_RETURN if the stream ends (or is damaged)
  * first, as the frame is then closed by a synthetic return. */
-static unsigned peek_exit(const sw_trace *t, const replay *r, sw_cursor c, uint64_t n)
+static unsigned peek_exit(const sw_trace *t, replay *r, sw_cursor c, uint64_t n)
 {
     uint64_t level = 0;
     size_t k = r->chunk;
@@ -997,10 +1053,9 @@ static unsigned peek_exit(const sw_trace *t, const replay *r, sw_cursor c, uint6
         }
         if (++k >= r->tr->nchunks || r->tr->chunks[k].seq != r->tr->chunks[k - 1].seq + 1)
             return SW_OP_RETURN;
-        const chunk_ref *ch = &r->tr->chunks[k];
-        sw_cursor nc = {t->buf + ch->off, t->buf + ch->off + ch->len};
+        sw_cursor nc;
         events_head h;
-        if (parse_events_head(&nc, &h))
+        if (chunk_payload(t, &r->tr->chunks[k], &r->ahead, &nc) || parse_events_head(&nc, &h))
             return SW_OP_RETURN;
         c.p = h.body;
         c.end = nc.end;
@@ -1008,12 +1063,17 @@ static unsigned peek_exit(const sw_trace *t, const replay *r, sw_cursor c, uint6
     }
 }
 
-static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
+/* Replays one chunk. gap: the previous chunk of the thread was not read
+ * (lost, discarded or malformed); quiet: the previous ones were skipped on
+ * purpose (sw_trace_replay_from), so no DROPPED event says so. */
+static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, int quiet)
 {
-    sw_cursor c = {t->buf + ch->off, t->buf + ch->off + ch->len};
+    sw_cursor c;
     events_head h;
-    int rc = parse_events_head(&c, &h);
+    int rc = chunk_payload(t, ch, &r->cur, &c);
     if (rc)
+        return rc == SW_EFORMAT ? SW_EIO : rc;   /* indexed: only reading can fail */
+    if ((rc = parse_events_head(&c, &h)))
         return rc;
     uint64_t now = h.t0;
     int64_t t0_ns = sw_trace_units_to_ns(t, h.t0);
@@ -1033,7 +1093,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap)
             return rc;
         if (t0_ns > r->last_ns)
             r->last_ns = t0_ns;
-        if (h.dropped || gap) {
+        if ((h.dropped || gap) && !quiet) {
             if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(h.dropped > UINT32_MAX ? UINT32_MAX : h.dropped), 0, 1)))
                 return rc;
         }
@@ -1130,6 +1190,35 @@ int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud)
 
 int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, void *ud)
 {
+    return sw_trace_replay_from(t, i, flags, INT64_MIN, fn, ud);
+}
+
+void sw_trace_set_progress(sw_trace *t, sw_progress_fn fn, void *ud)
+{
+    t->progress = fn;
+    t->progress_ud = ud;
+}
+
+uint64_t sw_trace_events_bytes(const sw_trace *t, size_t i)
+{
+    uint64_t n = 0;
+    for (size_t k = 0; i < t->nthreads && k < t->threads[i].nchunks; k++)
+        n += t->threads[i].chunks[k].len;
+    return n;
+}
+
+/* Tells the progress callback of `bytes` more replayed; nonzero: stop. */
+static int progressed(sw_trace *t, uint64_t bytes)
+{
+    return t->progress ? t->progress(t->progress_ud, bytes) : 0;
+}
+
+/* A failure of reading or memory ends a replay; a chunk that does not
+ * decode does not. */
+static int fatal(int rc) { return rc == SW_ENOMEM || rc == SW_EIO || rc == SW_ECANCELED; }
+
+int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns, sw_event_fn fn, void *ud)
+{
     if (i >= t->nthreads)
         return SW_EARG;
     thread_rec *tr = &t->threads[i];
@@ -1141,12 +1230,24 @@ int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, v
     int rc = SW_OK, bad = SW_OK, after_bad = 0;
     r.last_ns = INT64_MIN;
     r.tr = tr;
-    for (size_t k = 0; k < tr->nchunks && (rc == SW_OK || (rc < 0 && rc != SW_ENOMEM)); k++) {
+    /* Chunks that end before from_ns are skipped: chunk k ends where chunk
+     * k + 1 starts (times never go back in a thread's stream). */
+    size_t first = 0;
+    uint64_t skipped = 0;
+    while (from_ns != INT64_MIN && first + 1 < tr->nchunks &&
+           sw_trace_units_to_ns(t, tr->chunks[first + 1].t0) <= from_ns)
+        skipped += tr->chunks[first++].len;
+    if (skipped && progressed(t, skipped))
+        rc = SW_ECANCELED;
+    for (size_t k = first; k < tr->nchunks && (rc == SW_OK || (rc < 0 && !fatal(rc))); k++) {
         r.chunk = k;
         int gap = k > 0 ? tr->chunks[k].seq != tr->chunks[k - 1].seq + 1 : tr->chunks[k].seq != 0;
-        rc = replay_chunk(t, &r, &tr->chunks[k], gap || after_bad);
+        int quiet = k == first && first > 0;
+        rc = replay_chunk(t, &r, &tr->chunks[k], gap || after_bad || quiet, quiet && !gap);
+        if (rc >= 0 && progressed(t, tr->chunks[k].len))
+            rc = SW_ECANCELED;
         after_bad = rc < 0;
-        if (rc < 0 && rc != SW_ENOMEM) {
+        if (rc < 0 && !fatal(rc)) {
             /* An intact chunk whose events do not decode: what it gave is
              * kept, and the next chunk is read as after a gap. */
             sw_damage d = {tr->chunks[k].off - SW_CHUNK_HEADER_LEN, SW_CHUNK_HEADER_LEN + tr->chunks[k].len, 1,
@@ -1157,12 +1258,14 @@ int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, v
             bad = rc;
         }
     }
-    if (rc == SW_OK || (rc < 0 && rc != SW_ENOMEM))
+    if (rc == SW_OK || (rc < 0 && !fatal(rc)))
         rc = bad;
-    if (rc >= 0 && rc != SW_OK) {
+    if ((rc >= 0 && rc != SW_OK) || fatal(rc)) {
         free(r.stack);
         free(r.ended);
-        return rc;  /* the callback asked to stop */
+        sw_bytes_free(&r.cur);
+        sw_bytes_free(&r.ahead);
+        return rc;  /* the callback asked to stop, or reading failed */
     }
     int rc2 = SW_OK;
     /* The thread's last chunks lost (END says how many it sealed, 1.5):
@@ -1177,6 +1280,8 @@ int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, v
         rc2 = close_to(&r, 0);
     free(r.stack);
     free(r.ended);
+    sw_bytes_free(&r.cur);
+    sw_bytes_free(&r.ahead);
     return rc2 ? rc2 : rc;
 }
 
@@ -1189,6 +1294,7 @@ uint64_t sw_trace_samples_unattributed(const sw_trace *t) { return t->unattribut
 
 struct sw_sample_cursor {
     sw_trace *t;
+    sw_bytes buf;            /* a file's chunk being read */
     size_t thread;
     size_t chunk;            /* next chunk to open */
     sw_cursor c;                /* within the current chunk */
@@ -1214,6 +1320,7 @@ void sw_sample_cursor_free(sw_sample_cursor *c)
         return;
     free(c->frames);
     free(c->lines);
+    sw_bytes_free(&c->buf);
     free(c);
 }
 
@@ -1224,8 +1331,9 @@ int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out)
         while (!c->left) {
             if (c->chunk >= t->nsample_chunks)
                 return 0;
-            const chunk_ref *ch = &t->samples[c->chunk++];
-            c->c = (sw_cursor){t->buf + ch->off, t->buf + ch->off + ch->len};
+            int rc = chunk_payload(t, &t->samples[c->chunk++], &c->buf, &c->c);
+            if (rc)
+                return rc == SW_EFORMAT ? SW_EIO : rc;
             if (sw_cur_varint(&c->c, &c->left))
                 return SW_EFORMAT;  /* checked at load: cannot happen */
         }

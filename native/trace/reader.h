@@ -1,8 +1,9 @@
 /*
  * reader.h - reading a trace file.
  *
- * sw_trace_open_*() loads the file, checks every chunk (bounds, checksum)
- * and indexes definitions and event chunks. A damaged file still opens:
+ * sw_trace_open_*() reads the file once, checks every chunk (bounds,
+ * checksum), keeps the definitions and indexes the event and sample chunks
+ * (which replays read again, one chunk at a time). A damaged file still opens:
  * every intact chunk is read, each damaged range is skipped and reported
  * (base/container.h: the reader resynchronises at the next intact chunk),
  * and sw_trace_damage() says what is wrong and where. Only a file that is
@@ -105,7 +106,10 @@ typedef struct sw_event {
 typedef int (*sw_event_fn)(void *ud, const sw_event *ev);
 
 /* Opens a trace. On failure returns a negative code and writes one line
- * naming what is wrong into err. */
+ * naming what is wrong into err. A file is read as it is needed (pread):
+ * the trace keeps its definitions and an index of its chunks, and memory
+ * stays bounded whatever the file's size; sw_trace_open_mem reads a copy
+ * of the bytes given. */
 int sw_trace_open_file(const char *path, sw_trace **out, char *err, size_t errlen);
 int sw_trace_open_mem(const uint8_t *data, size_t len, sw_trace **out, char *err, size_t errlen);
 void sw_trace_free(sw_trace *t);
@@ -157,6 +161,26 @@ int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud);
  * depth of the frames open then). Unknown kinds are skipped. */
 #define SW_REPLAY_EXT 1u
 int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, void *ud);
+
+/* Like sw_trace_replay_ext, for a consumer that wants the events from
+ * about from_ns on: the thread's chunks that end before from_ns (those
+ * followed by a chunk that starts at or before it) are not read, and the
+ * first chunk read opens the frames its prefix lists with synthetic calls
+ * at its start, without a DROPPED event. The events before from_ns that
+ * this chunk holds are delivered too (the consumer clips: filter.h).
+ * INT64_MIN: from the start. To stop before the end, the callback returns
+ * nonzero (nothing is closed then). */
+int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns, sw_event_fn fn, void *ud);
+
+/* Bytes of the EVENTS chunks of thread i (what a replay of it reads). */
+uint64_t sw_trace_events_bytes(const sw_trace *t, size_t i);
+
+/* Progress of long conversions: every replay tells fn the payload bytes of
+ * each chunk it has replayed (or skipped); fn returning nonzero stops the
+ * replay with SW_ECANCELED. One callback per trace (NULL: none); replays
+ * of one trace in several threads at once would call it from each. */
+typedef int (*sw_progress_fn)(void *ud, uint64_t bytes);
+void sw_trace_set_progress(sw_trace *t, sw_progress_fn fn, void *ud);
 
 /* ---- Samples of the statistical sampler (format 1.2) ----
  *

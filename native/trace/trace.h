@@ -5,7 +5,9 @@
  *   format.h          the records of a trace (on the container of base/)
  *   writer.h          writing a trace while the program runs
  *   reader.h          reading one back: definitions, replay, samples, damage
+ *   filter.h          what a reading keeps: threads, a time window, functions, depth
  *   analysis.h        statistics over a replay
+ *   trace_trees.h     call trees of a trace (profile/calltree.h) from exact durations
  *   export_walk.h     what the exporters share
  *   export_chrome.h   Chrome Trace Event JSON
  *   export_perfetto.h Perfetto protobuf
@@ -18,9 +20,11 @@
 #include "export_chrome.h"
 #include "export_perfetto.h"
 #include "export_walk.h"
+#include "filter.h"
 #include "format.h"
 #include "reader.h"
 #include "sample_stream.h"
+#include "trace_trees.h"
 #include "writer.h"
 
 #endif

@@ -84,7 +84,7 @@ static void exercise_profile(const uint8_t *data, size_t len)
         profile_fail("the whole window is not the sum of the entries");
     FILE *f = fopen("/dev/null", "w");
     if (f) {
-        sw_calltree_write_collapsed(all, f);
+        sw_calltree_write_collapsed(all, f, 0);
         fclose(f);
     }
     sw_calltree_free(all);

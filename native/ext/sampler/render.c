@@ -29,6 +29,7 @@ typedef struct render {
     char **names;            /* names[i]: the name of trees[i], or NULL */
     size_t n;
     const char *title;
+    int exact;               /* the trees of an exact trace: own nanoseconds are the values */
     sw_pprof_opts opts;
 } render;
 
@@ -57,7 +58,7 @@ static int collapsed_fn(FILE *f, const render *r)
     for (size_t i = 0; rc == SW_OK && i < r->n; i++)
         rc = sw_calltree_merge(all, r->trees[i]);
     if (rc == SW_OK)
-        rc = sw_calltree_write_collapsed(all, f);
+        rc = sw_calltree_write_collapsed(all, f, r->exact);
     sw_calltree_free(all);
     return rc;
 }
@@ -138,13 +139,14 @@ static void unknown_format(const char *fmt)
 static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
-    static char *kwlist[] = {"format", "trees", "title", "interval_ns", "time_ns", "duration_ns", NULL};
+    static char *kwlist[] = {"format", "trees", "title", "interval_ns", "time_ns", "duration_ns", "exact", NULL};
     const char *fmt, *title = "stackwatch profile";
     PyObject *list;
     unsigned long long interval = 0;
     long long time_ns = 0, duration = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!|sKLL:render_trees", kwlist, &fmt, &PyList_Type, &list, &title,
-                                     &interval, &time_ns, &duration))
+    int exact = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!|sKLLp:render_trees", kwlist, &fmt, &PyList_Type, &list, &title,
+                                     &interval, &time_ns, &duration, &exact))
         return NULL;
     size_t kind = 0;
     while (kind < NFORMATS && strcmp(fmt, formats[kind].name) != 0)
@@ -166,8 +168,8 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
     }
     render r = {shared ? sw_py_functab_copy(shared) : sw_functab_new(),
                 PyMem_Calloc(n ? (size_t)n : 1, sizeof(sw_calltree *)),
-                PyMem_Calloc(n ? (size_t)n : 1, sizeof(char *)), 0, title,
-                {interval, time_ns, duration, title}};
+                PyMem_Calloc(n ? (size_t)n : 1, sizeof(char *)), 0, title, exact,
+                {interval, time_ns, duration, title, exact ? "calls" : NULL}};
     PyObject *res = NULL;
     sw_bytes out = {0};
     if (!r.ft || !r.trees || !r.names) {
@@ -232,7 +234,8 @@ done:
 
 static PyMethodDef functions[] = {
     {"render_trees", (PyCFunction)(void (*)(void))render_trees, METH_VARARGS | METH_KEYWORDS,
-     "render_trees(format, [(name, CallTree)], title=..., interval_ns=0, time_ns=0, duration_ns=0) -> bytes"},
+     "render_trees(format, [(name, CallTree)], title=..., interval_ns=0, time_ns=0, duration_ns=0, exact=False) "
+     "-> bytes (exact: trees of a trace, whose values are calls and own nanoseconds)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,6 +19,7 @@
 #include "render.h"
 #include "sampler_layout.h"
 #include "test_entry_points.h"
+#include "trace_tree_view.h"
 #include "ext/shared/pyerr.h"
 #include "ext/tracer/sampler_trace.h"
 
@@ -672,7 +673,8 @@ int sw_sampler_add_to_module(PyObject *m)
         return -1;
     }
     if (sw_calltree_type_add_to_module(m) < 0 || sw_profile_file_type_add_to_module(m) < 0 ||
-        sw_render_add_to_module(m) < 0 || sw_test_entry_points_add_to_module(m) < 0)
+        sw_render_add_to_module(m) < 0 || sw_test_entry_points_add_to_module(m) < 0 ||
+        sw_trace_tree_view_add_to_module(m) < 0)
         return -1;
     if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLER_SUPPORTED", SW_SAMPLER_SUPPORTED) < 0)

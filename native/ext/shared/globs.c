@@ -6,7 +6,6 @@
 
 #include "base/base.h"
 
-#include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,19 +54,5 @@ int sw_globs_copy(PyObject *seq, const char *what, char ***out)
     }
     Py_DECREF(fast);
     *out = g;
-    return 0;
-}
-
-int sw_glob_match(const char *pattern, const char *s)
-{
-    /* Patterns of literals, `*` and `?` here (glob.h); fnmatch for the rest. */
-    return sw_glob_is_simple(pattern) ? sw_glob_match_simple(pattern, s) : fnmatch(pattern, s, 0) == 0;
-}
-
-int sw_globs_match(char *const *g, const char *s)
-{
-    for (char *const *p = g; p && *p; p++)
-        if (sw_glob_match(*p, s))
-            return 1;
     return 0;
 }

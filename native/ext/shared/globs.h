@@ -9,6 +9,8 @@
 
 #include "ext/shared/compat.h"
 
+#include "base/base.h"
+
 /* Copies a sequence of str into *out: NULL for None (or NULL) and for an
  * empty sequence. Returns 0, or -1 with an exception naming `what`. */
 int sw_globs_copy(PyObject *seq, const char *what, char ***out);
@@ -16,10 +18,6 @@ int sw_globs_copy(PyObject *seq, const char *what, char ***out);
 /* Frees a list (NULL is fine). */
 void sw_globs_free(char **g);
 
-/* 1 if any pattern of g matches s (never for an empty list). */
-int sw_globs_match(char *const *g, const char *s);
-
-/* 1 if pattern matches s (fnmatch(3) without flags). */
-int sw_glob_match(const char *pattern, const char *s);
+/* Matching them: sw_globs_match() and sw_glob_match() of base/glob.h. */
 
 #endif

@@ -6,12 +6,14 @@
  */
 #include "trace_type.h"
 
+#include "ext/shared/globs.h"
 #include "ext/shared/pyerr.h"
 
 #include "trace/trace.h"
 
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 
 typedef struct {
@@ -19,6 +21,149 @@ typedef struct {
     sw_trace *t;
     PyObject *path;
 } TraceObject;
+
+static PyTypeObject TraceType;
+
+sw_trace *sw_py_trace_get(PyObject *obj)
+{
+    if (!PyObject_TypeCheck(obj, &TraceType)) {
+        PyErr_SetString(PyExc_TypeError, "expected a stackwatch._native.Trace");
+        return NULL;
+    }
+    return ((TraceObject *)obj)->t;
+}
+
+/* An int64 time of a filter, or the default for None. */
+static int filter_time(PyObject *v, int64_t none, int64_t *out)
+{
+    if (v == Py_None) {
+        *out = none;
+        return 0;
+    }
+    long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    *out = x;
+    return 0;
+}
+
+void sw_py_filter_free(sw_py_filter *pf)
+{
+    sw_globs_free(pf->include);
+    sw_globs_free(pf->exclude);
+    PyMem_RawFree(pf->threads);
+    memset(pf, 0, sizeof *pf);
+    sw_filter_all(&pf->f);
+}
+
+int sw_py_filter_parse(PyObject *spec, sw_trace *t, sw_py_filter *out)
+{
+    memset(out, 0, sizeof *out);
+    sw_filter_all(&out->f);
+    if (!spec || spec == Py_None)
+        return 0;
+    PyObject *threads, *start, *stop, *inc, *exc;
+    unsigned int depth;
+    if (!PyTuple_Check(spec)) {
+        PyErr_SetString(PyExc_TypeError, "a filter is None or (threads, start_ns, stop_ns, include, exclude, "
+                                         "max_depth)");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(spec, "OOOOOI:filter", &threads, &start, &stop, &inc, &exc, &depth))
+        return -1;
+    if (filter_time(start, INT64_MIN, &out->f.start_ns) < 0 || filter_time(stop, INT64_MAX, &out->f.stop_ns) < 0 ||
+        sw_globs_copy(inc, "include", &out->include) < 0 || sw_globs_copy(exc, "exclude", &out->exclude) < 0)
+        goto fail;
+    out->f.include = out->include;
+    out->f.exclude = out->exclude;
+    out->f.max_depth = depth;
+    if (threads != Py_None) {
+        size_t n = sw_trace_thread_count(t);
+        PyObject *fast = PySequence_Fast(threads, "threads must be a sequence of thread positions");
+        if (!fast)
+            goto fail;
+        out->threads = PyMem_RawCalloc(n ? n : 1, 1);
+        if (!out->threads) {
+            Py_DECREF(fast);
+            PyErr_NoMemory();
+            goto fail;
+        }
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++) {
+            Py_ssize_t pos = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, i));
+            if (pos == -1 && PyErr_Occurred()) {
+                Py_DECREF(fast);
+                goto fail;
+            }
+            if (pos < 0 || (size_t)pos >= n) {
+                Py_DECREF(fast);
+                PyErr_Format(PyExc_IndexError, "no thread at position %zd", pos);
+                goto fail;
+            }
+            out->threads[pos] = 1;
+        }
+        Py_DECREF(fast);
+        out->f.threads = out->threads;
+        out->f.nthreads = n;
+    }
+    return 0;
+fail:
+    sw_py_filter_free(out);
+    return -1;
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The trace's progress callback while the GIL is released: at most every
+ * 0.1 s, takes the GIL to check signals and call the Python callable. */
+static int py_progress(void *ud, uint64_t bytes)
+{
+    sw_py_progress *p = ud;
+    p->done += bytes;
+    double now = mono_now();
+    if (now - p->last < 0.1)
+        return 0;
+    p->last = now;
+    PyEval_RestoreThread(p->save);
+    int stop = PyErr_CheckSignals() < 0;
+    if (!stop && p->fn) {
+        PyObject *r = PyObject_CallFunction(p->fn, "K", (unsigned long long)p->done);
+        stop = r == NULL;
+        Py_XDECREF(r);
+    }
+    if (stop)
+        p->raised = 1;
+    p->save = PyEval_SaveThread();
+    return stop;
+}
+
+void sw_py_progress_begin(sw_py_progress *p, sw_trace *t, PyObject *fn)
+{
+    p->t = t;
+    p->fn = fn == Py_None ? NULL : fn;
+    p->done = 0;
+    p->last = mono_now();
+    p->raised = 0;
+    sw_trace_set_progress(t, py_progress, p);
+    p->save = PyEval_SaveThread();
+}
+
+int sw_py_progress_end(sw_py_progress *p)
+{
+    PyEval_RestoreThread(p->save);
+    sw_trace_set_progress(p->t, NULL, NULL);
+    if (!p->raised && p->fn) {
+        PyObject *r = PyObject_CallFunction(p->fn, "K", (unsigned long long)p->done);
+        if (!r)
+            p->raised = 1;
+        Py_XDECREF(r);
+    }
+    return p->raised ? -1 : 0;
+}
 
 static void Trace_dealloc(TraceObject *self)
 {
@@ -212,14 +357,20 @@ static PyObject *Trace_ext_events(TraceObject *self, PyObject *args)
     return c.list;
 }
 
-static PyObject *Trace_ext_summary(TraceObject *self, PyObject *unused)
+static PyObject *Trace_ext_summary(TraceObject *self, PyObject *args)
 {
-    (void)unused;
+    PyObject *spec = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:ext_summary", &spec))
+        return NULL;
+    sw_py_filter pf;
+    if (sw_py_filter_parse(spec, self->t, &pf) < 0)
+        return NULL;
     sw_ext_summary s;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = sw_ext_summary_compute(self->t, &s);
+    rc = sw_ext_summary_filtered(self->t, &pf.f, &s);
     Py_END_ALLOW_THREADS
+    sw_py_filter_free(&pf);
     if (rc)
         return sw_pyerr(rc, NULL, "counting the EXT events failed (%s)", sw_strerror(rc));
     PyObject *counts = PyList_New(SW_EXT_KIND_LIMIT);
@@ -305,39 +456,87 @@ static PyObject *Trace_samples(TraceObject *self, PyObject *args)
     return l;
 }
 
-static PyObject *Trace_stats(TraceObject *self, PyObject *unused)
+/* stats(filter=None, edges=False, progress=None) -> rows [(thread_pos,
+ * code, calls, total_ns, own_ns, prim)], or with edges (rows, [(thread_pos,
+ * caller or None, callee, calls, prim, total_ns, own_ns, inclusive_ns)]). */
+static PyObject *Trace_stats(TraceObject *self, PyObject *args, PyObject *kw)
 {
-    (void)unused;
+    static char *kwlist[] = {"filter", "edges", "progress", NULL};
+    PyObject *spec = Py_None, *progress = Py_None;
+    int want_edges = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OpO:stats", kwlist, &spec, &want_edges, &progress))
+        return NULL;
+    sw_py_filter pf;
+    if (sw_py_filter_parse(spec, self->t, &pf) < 0)
+        return NULL;
     sw_stat_row *rows = NULL;
-    size_t n = 0;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = sw_stats_compute(self->t, &rows, &n);
-    Py_END_ALLOW_THREADS
-    if (rc)
-        return sw_pyerr(rc, NULL, "computing the statistics failed (%s)", sw_strerror(rc));
-    PyObject *l = PyList_New((Py_ssize_t)n);
+    sw_edge_row *edges = NULL;
+    size_t n = 0, ne = 0;
+    sw_py_progress pr;
+    sw_py_progress_begin(&pr, self->t, progress);
+    int rc = sw_stats_filtered(self->t, &pf.f, &rows, &n, want_edges ? &edges : NULL, &ne);
+    int raised = sw_py_progress_end(&pr);
+    sw_py_filter_free(&pf);
+    if (raised < 0 || rc) {
+        free(rows);
+        free(edges);
+        return raised < 0 ? NULL : sw_pyerr(rc, NULL, "computing the statistics failed (%s)", sw_strerror(rc));
+    }
+    PyObject *l = PyList_New((Py_ssize_t)n), *el = want_edges ? PyList_New((Py_ssize_t)ne) : NULL;
     for (size_t i = 0; l && i < n; i++) {
-        PyObject *r = Py_BuildValue("(IIKLL)", rows[i].thread, rows[i].code,
-                                    (unsigned long long)rows[i].calls, (long long)rows[i].total_ns,
-                                    (long long)rows[i].own_ns);
+        PyObject *r = Py_BuildValue("(IIKLLK)", rows[i].thread, rows[i].code, (unsigned long long)rows[i].calls,
+                                    (long long)rows[i].total_ns, (long long)rows[i].own_ns,
+                                    (unsigned long long)rows[i].prim);
         if (!r) {
             Py_CLEAR(l);
             break;
         }
         PyList_SET_ITEM(l, (Py_ssize_t)i, r);
     }
+    for (size_t i = 0; el && i < ne; i++) {
+        const sw_edge_row *e = &edges[i];
+        PyObject *caller = e->caller == SW_NO_CALLER ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(e->caller);
+        PyObject *r = caller ? Py_BuildValue("(INIKKLLL)", e->thread, caller, e->callee, (unsigned long long)e->calls,
+                                             (unsigned long long)e->prim, (long long)e->total_ns,
+                                             (long long)e->own_ns, (long long)e->inclusive_ns)
+                             : NULL;
+        if (!r) {
+            Py_CLEAR(el);
+            break;
+        }
+        PyList_SET_ITEM(el, (Py_ssize_t)i, r);
+    }
     free(rows);
-    return l;
+    free(edges);
+    if (!want_edges)
+        return l;
+    if (!l || !el) {
+        Py_XDECREF(l);
+        Py_XDECREF(el);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", l, el);
+}
+
+/* events_bytes() -> the bytes a replay of every thread reads (the total of
+ * a conversion's progress). */
+static PyObject *Trace_events_bytes(TraceObject *self, PyObject *unused)
+{
+    (void)unused;
+    unsigned long long n = 0;
+    for (size_t i = 0; i < sw_trace_thread_count(self->t); i++)
+        n += sw_trace_events_bytes(self->t, i);
+    return PyLong_FromUnsignedLongLong(n);
 }
 
 static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"format", "path", "min_duration_ns", NULL};
+    static char *kwlist[] = {"format", "path", "min_duration_ns", "filter", "progress", NULL};
     const char *fmt;
-    PyObject *path_obj;
+    PyObject *path_obj, *spec = Py_None, *progress = Py_None;
     long long min_ns = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&|L", kwlist, &fmt, PyUnicode_FSConverter, &path_obj, &min_ns))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&|LOO", kwlist, &fmt, PyUnicode_FSConverter, &path_obj, &min_ns,
+                                     &spec, &progress))
         return NULL;
     int (*fn)(sw_trace *, FILE *, const sw_export_opts *, char *, size_t) = NULL;
     if (strcmp(fmt, "chrome") == 0)
@@ -349,24 +548,32 @@ static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_ValueError, "unknown export format %R (known: chrome, perfetto)",
                             PyTuple_GET_ITEM(args, 0));
     }
+    sw_py_filter pf;
+    if (sw_py_filter_parse(spec, self->t, &pf) < 0) {
+        Py_DECREF(path_obj);
+        return NULL;
+    }
     FILE *f = fopen(PyBytes_AS_STRING(path_obj), "wb");
     if (!f) {
         PyErr_SetFromErrnoWithFilename(PyExc_OSError, PyBytes_AS_STRING(path_obj));
         Py_DECREF(path_obj);
+        sw_py_filter_free(&pf);
         return NULL;
     }
-    sw_export_opts o = {min_ns};
+    sw_export_opts o = {min_ns, &pf.f};
     char err[256] = "";
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = fn(self->t, f, &o, err, sizeof err);
-    Py_END_ALLOW_THREADS
+    sw_py_progress pr;
+    sw_py_progress_begin(&pr, self->t, progress);
+    int rc = fn(self->t, f, &o, err, sizeof err);
     if (fclose(f) != 0 && !rc) {
         rc = SW_EIO;
         snprintf(err, sizeof err, "%s", strerror(errno));
     }
-    if (rc) {
-        sw_pyerr(rc, PyExc_OSError, "%s: %s", PyBytes_AS_STRING(path_obj), err);
+    int raised = sw_py_progress_end(&pr);
+    sw_py_filter_free(&pf);
+    if (raised < 0 || rc) {
+        if (raised == 0)
+            sw_pyerr(rc, PyExc_OSError, "%s: %s", PyBytes_AS_STRING(path_obj), err);
         Py_DECREF(path_obj);
         return NULL;
     }
@@ -414,15 +621,20 @@ static PyMethodDef Trace_methods[] = {
     {"events", (PyCFunction)Trace_events, METH_O, "events(thread_pos) -> [(kind, t_ns, code, depth, synthetic)]"},
     {"ext_events", (PyCFunction)Trace_ext_events, METH_VARARGS,
      "ext_events(thread_pos, mask=all) -> [(kind, t_ns, depth, code, line, a, b, c, s1, s2, malformed)]"},
-    {"ext_summary", (PyCFunction)Trace_ext_summary, METH_NOARGS,
-     "ext_summary() -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable}"},
+    {"ext_summary", (PyCFunction)Trace_ext_summary, METH_VARARGS,
+     "ext_summary(filter=None) -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable}"},
     {"sample_frames", (PyCFunction)Trace_sample_frames, METH_NOARGS,
      "sample_frames() -> {id: (kind, name, filename, line)} of the sampler's frames"},
     {"samples", (PyCFunction)Trace_samples, METH_VARARGS,
      "samples(thread_pos=-1) -> [(t_ns, thread_pos, state, flags, weight_ns, cpu_ns, frame ids)]"},
-    {"stats", (PyCFunction)Trace_stats, METH_NOARGS, "stats() -> [(thread_pos, code, calls, total_ns, own_ns)]"},
+    {"stats", (PyCFunction)(void (*)(void))Trace_stats, METH_VARARGS | METH_KEYWORDS,
+     "stats(filter=None, edges=False, progress=None) -> [(thread_pos, code, calls, total_ns, own_ns, prim)] "
+     "(with edges: (rows, [(thread_pos, caller, callee, calls, prim, total_ns, own_ns, inclusive_ns)]))"},
+    {"events_bytes", (PyCFunction)Trace_events_bytes, METH_NOARGS,
+     "events_bytes() -> bytes of event chunks a full replay reads"},
     {"export", (PyCFunction)(void (*)(void))Trace_export, METH_VARARGS | METH_KEYWORDS,
-     "export(format, path, min_duration_ns=0): write chrome JSON or perfetto protobuf"},
+     "export(format, path, min_duration_ns=0, filter=None, progress=None): write chrome JSON or perfetto "
+     "protobuf"},
     {NULL, NULL, 0, NULL},
 };
 

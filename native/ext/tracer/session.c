@@ -419,7 +419,7 @@ int sw_session_start(const sw_start_opts *o)
     return 0;
 }
 
-PyObject *sw_session_stop(void)
+PyObject *sw_session_stop(const sw_bytes *more_end)
 {
     if (!sw_S.gen) {
         PyErr_SetString(PyExc_RuntimeError, "stackwatch is not tracing");
@@ -441,6 +441,8 @@ PyObject *sw_session_stop(void)
     sw_kv_f64(&kv, "clock_hz_refined", sw_S.clock.hz);
     if (hook_error)
         sw_kv_str(&kv, "hook_error", hook_error);
+    if (more_end && more_end->len)
+        sw_bytes_put(&kv, more_end->data, more_end->len);
     int rc = sw_writer_close(sw_S.w, &kv);
     sw_bytes_free(&kv);
     sw_writer_totals tot;

@@ -84,8 +84,8 @@ int sw_session_start(const sw_start_opts *o);
 /* Stops the session (first the sampler writing into its file, if one
  * does), writes the end of the file, switches off what only the session
  * needed and returns a dict of totals (new reference), or NULL with an
- * exception set. */
-PyObject *sw_session_stop(void);
+ * exception set. `more_end`, if not NULL, is a key/value list added to END. */
+PyObject *sw_session_stop(const sw_bytes *more_end);
 
 /* The child after fork(): forget the parent's session without writing.
  * Returns 1 if there was one (the fork happened while tracing), else 0. */

@@ -5,6 +5,8 @@
  */
 #include "trace_api.h"
 
+#include <string.h>
+
 #include "ext/dispatch/kinds.h"
 #include "ext/tracer/flusher.h"
 #include "ext/tracer/session.h"
@@ -52,11 +54,40 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
-static PyObject *py_stop(PyObject *self, PyObject *unused)
+/* stop(end=None): `end` is a dict of more END keys, "sampler.<name>" -> int
+ * >= 0 (the sampler's counts of a `run --sample` trace; the prefix keeps
+ * them from replacing the writer's own keys). Checked before anything
+ * stops, so a bad argument leaves the session running. */
+static PyObject *py_stop(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    (void)unused;
-    return sw_session_stop();
+    static char *kwlist[] = {"end", NULL};
+    PyObject *end = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:stop", kwlist, &end))
+        return NULL;
+    sw_bytes kv = {0};
+    if (end != Py_None) {
+        if (!PyDict_Check(end)) {
+            PyErr_SetString(PyExc_TypeError, "stop(end=...) takes a dict of str -> int");
+            return NULL;
+        }
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(end, &pos, &k, &v)) {
+            const char *key = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+            unsigned long long n = PyLong_Check(v) ? PyLong_AsUnsignedLongLong(v) : (unsigned long long)-1;
+            if (!key || PyErr_Occurred() || !PyLong_Check(v) || strncmp(key, "sampler.", 8) != 0) {
+                PyErr_Clear();
+                sw_bytes_free(&kv);
+                PyErr_SetString(PyExc_TypeError, "stop(end=...) takes a dict of 'sampler.<name>' -> int >= 0");
+                return NULL;
+            }
+            sw_kv_uint(&kv, key, n);
+        }
+    }
+    PyObject *r = sw_session_stop(kv.len ? &kv : NULL);
+    sw_bytes_free(&kv);
+    return r;
 }
 
 static PyObject *py_is_tracing(PyObject *self, PyObject *unused)
@@ -106,7 +137,8 @@ static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
      "start(path, chunk_bytes=262144, ring_bytes=0, max_depth=0, allow_tsc=True, meta=None, include=None, "
      "exclude=None, c_calls=False, flush_interval=0.25, events=0, lines=None)"},
-    {"stop", py_stop, METH_NOARGS, "stop() -> dict of totals"},
+    {"stop", (PyCFunction)(void (*)(void))py_stop, METH_VARARGS | METH_KEYWORDS,
+     "stop(end=None) -> dict of totals; end: more END keys (str -> int)"},
     {"is_tracing", py_is_tracing, METH_NOARGS, "is_tracing() -> bool"},
     {"_after_fork_child", py_after_fork_child, METH_NOARGS, "forget the parent's session (fork child) -> whether there was one"},
     {"_flush_all", py_flush_all, METH_NOARGS, "write every event recorded so far, tracing going on (before exec)"},

@@ -1,9 +1,14 @@
-"""`stackwatch export`: convert a trace to Perfetto or Chrome JSON, or a
-profile file (several merged, their threads kept apart; a time window of
-them) to collapsed stacks, speedscope, an HTML flame graph or pprof.
+"""`stackwatch export`: convert a trace to a timeline (Perfetto, Chrome
+JSON) or, from its exact durations, to the formats of call trees
+(collapsed stacks, speedscope, an HTML flame graph, pprof); or a profile
+file (several merged, their threads kept apart; a time window of them) to
+the formats of call trees.
 
-    stackwatch export FILE [PROFILE ...] --format FORMAT -o OUT
+    stackwatch export FILE [PROFILE ...] -o OUT [--format FORMAT]
                       [--start 500ms] [--stop 2s] [--min-duration 10us]
+
+Without --format, the format is the one OUT's name ends with (x.html: the
+flame graph; x.pftrace: Perfetto; x.json: speedscope).
 
 A file's first bytes say which it is (files.kind_of); the formats and
 their writers are the registry's (stackwatch.render.formats).
@@ -30,8 +35,8 @@ def add_parser(subparsers):
     e.add_argument("file")
     e.add_argument("more", nargs="*", metavar="PROFILE", help="profiles: more profile files, merged with "
                    "the first (threads of each file kept apart)")
-    e.add_argument("--format", required=True, help="perfetto or chrome (traces); collapsed, speedscope, "
-                   "html or pprof (profiles)")
+    e.add_argument("--format", default=None, help="perfetto or chrome (traces); collapsed, speedscope, "
+                   "html or pprof (traces and profiles); default: from the output's name")
     e.add_argument("--start", default=None, help="profiles: only the cycles from this time after the "
                    "profile's start on (e.g. 500ms, 2s)")
     e.add_argument("--stop", default=None, help="profiles: only the cycles up to this time after the "
@@ -42,7 +47,14 @@ def add_parser(subparsers):
 
 
 def run(args):
-    if files.kind_of(args.file) == "profile":
+    profile = files.kind_of(args.file) == "profile"
+    if args.format is None:
+        fits = (formats.TREES,) if profile else (formats.TRACES,)
+        args.format = formats.guess(args.output, *fits, default=None)
+        if args.format is None:
+            raise UsageError(f"no format is known by the name {args.output!r}: give --format (choose from: "
+                             f"{', '.join(PROFILE_FORMATS if profile else TRACE_FORMATS)})")
+    if profile:
         return _export_profiles(args)
     return _export_trace(args)
 
@@ -58,11 +70,15 @@ def _export_trace(args):
         min_ns = parse_duration_ns(args.min_duration) if args.min_duration else 0
     except ValueError as e:
         raise UsageError(str(e))
+    timelines = formats.names_taking(formats.TRACES)
+    if min_ns and args.format not in timelines:
+        raise UsageError(f"--min-duration applies to the timeline formats ({', '.join(timelines)}), "
+                         f"not to {args.format}")
     check_writable(args.output, "trace")
     t = Trace(args.file)
     if t.damage:
         print(f"warning: {args.file}: {t.damage}; exporting the intact part", file=sys.stderr)
-    formats.FORMATS[args.format].write(args.output, t, min_duration_ns=min_ns)
+    formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns)
     print(f"stackwatch: wrote {args.output}", file=sys.stderr)
     return 0
 

@@ -118,7 +118,7 @@ def run(args):
                          "it needs --sample")
     if args.no_trace and not (args.probes or args.log is not None):
         raise UsageError("--no-trace needs --probes or --log (otherwise nothing would be recorded)")
-    if args.min_duration and args.format == "swt":
+    if args.min_duration and args.format not in formats.names_taking(formats.TRACES):
         raise UsageError("--min-duration applies to --format perfetto/chrome (or to 'stackwatch export')")
     # Absolute, so that a program that changes directory does not move it.
     output = os.path.abspath(args.output or formats.default_output(args.format))

@@ -69,7 +69,7 @@ def convert(fmt, output, trace_path, min_ns):
     is removed only when there are none). Returns the children's traces."""
     children = follow.child_traces(trace_path)
     try:
-        formats.FORMATS[fmt].write(output, Trace(trace_path), min_duration_ns=min_ns)
+        formats.write_trace(fmt, output, Trace(trace_path), min_duration_ns=min_ns)
     finally:
         if children:
             os.unlink(trace_path)

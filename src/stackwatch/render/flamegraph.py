@@ -15,6 +15,7 @@ open another element, whatever characters it holds.
 The embedded data (version 1):
 
     {"version": 1, "title": str, "interval_ns": int, "stats": {...},
+     "counts": "samples" or "calls",          # what counts are (calls: an exact trace's trees)
      "strings": [str, ...],                   # every name, file and source line once
      "frames": [[name, file, line, source, native], ...],   # string indexes, ints
      "threads": [{"name": str, "thread_id": int, "samples": int,
@@ -109,10 +110,11 @@ def _flatten(tree, tables):
     return out
 
 
-def data(threads, title="stackwatch profile", interval_ns=0, stats=None):
+def data(threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
     """The embedded data (a dict, see the module's docstring) for
     `threads`: [{"name", "thread_id", "tree"}], each "tree" a call tree as
-    Profiler.tree(thread_id) returns it."""
+    Profiler.tree(thread_id) returns it. counts: what the trees' counts
+    are ("calls" for the trees of an exact trace)."""
     tables = _Tables()
     out = []
     for t in threads:
@@ -120,7 +122,7 @@ def data(threads, title="stackwatch profile", interval_ns=0, stats=None):
         out.append({"name": str(t["name"]), "thread_id": int(t["thread_id"]),
                     "samples": int(tree["count"]), "nodes": _flatten(tree, tables)})
     return {"version": 1, "title": str(title), "interval_ns": int(interval_ns), "stats": dict(stats or {}),
-            "strings": tables.strings, "frames": tables.frames, "threads": out}
+            "counts": counts, "strings": tables.strings, "frames": tables.frames, "threads": out}
 
 
 def embed_json(obj):
@@ -134,7 +136,7 @@ def template():
     return resources.files(__package__).joinpath("flamegraph.html").read_text(encoding="utf-8")
 
 
-def document(threads, title="stackwatch profile", interval_ns=0, stats=None):
+def document(threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
     """The whole HTML page (a str) for `threads` as data() takes them."""
     page = template()
     # The page's Content-Security-Policy allows exactly its own script (by
@@ -144,7 +146,7 @@ def document(threads, title="stackwatch profile", interval_ns=0, stats=None):
     digest = base64.b64encode(sha256(script.encode("utf-8")).digest()).decode("ascii")
     page = page.replace(CSP_MARK, "sha256-" + digest).replace(TITLE_MARK, html.escape(_printable(title)))
     before, after = page.split(DATA_MARK)   # the data last: it may hold any text
-    return before + embed_json(data(threads, title, interval_ns, stats)) + after
+    return before + embed_json(data(threads, title, interval_ns, stats, counts)) + after
 
 
 def _printable(s):

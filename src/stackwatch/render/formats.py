@@ -21,16 +21,17 @@ and what its writer is given (`takes`, one of those): a Trees for TREES
 a Profiler or a live History (their save()) for PROFILES, a Trace for
 TRACES. Every writer is write(path, data, **options) and creates the file.
 
-A new format is one entry in FORMATS and its writer. To render exact
-traces to the tree formats, their entries add TRACES to `fits` and the
-trace's trees (durations as weights) are given as a Trees; formats such as
-pstats or callgrind are entries of their own that take a Trees.
+A new format is one entry in FORMATS and its writer. The tree formats
+also fit TRACES: an exact trace is written in them from its call trees
+(Trace.trees(): calls as counts, own nanoseconds as weights, exact=True),
+given as a Trees like any other.
 """
 import gzip
 import os
 from collections import namedtuple
 
 from .. import _native
+from . import functions
 
 TREES, PROFILES, TRACES = "trees", "profiles", "traces"
 
@@ -45,8 +46,8 @@ class Format(namedtuple("Format", "name suffixes binary fits takes write")):
     __slots__ = ()
 
 
-class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns stats",
-                       defaults=(None, 0, 0, 0, None))):
+class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns stats exact",
+                       defaults=(None, 0, 0, 0, None, False))):
     """What the tree formats are written from. threads: [(label or None,
     thread_id, tree)], each tree a stackwatch._native.CallTree: collapsed
     merges them in this order, speedscope and the HTML page show each as
@@ -54,7 +55,10 @@ class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns s
     the profile's name (None: the output file's name). interval_ns: the
     sampling interval; time_ns, duration_ns: the start (ns since the epoch)
     and length of the time the trees cover (0: unknown); stats: counters
-    the HTML page shows."""
+    the HTML page shows. exact: the trees of an exact trace (a node's
+    count is its calls, its weight its own nanoseconds: collapsed writes
+    nanoseconds, pprof's first sample type is "calls", the page says
+    calls)."""
     __slots__ = ()
 
 
@@ -74,7 +78,7 @@ def _rendered(name, path, trees):
     (native/ext/sampler/render.c)."""
     return _native.render_trees(name, [(label, tree) for label, _, tree in trees.threads],
                                 title=_title(path, trees), interval_ns=trees.interval_ns,
-                                time_ns=trees.time_ns, duration_ns=trees.duration_ns)
+                                time_ns=trees.time_ns, duration_ns=trees.duration_ns, exact=trees.exact)
 
 
 def _write_bytes(path, data):
@@ -108,7 +112,8 @@ def _write_html(path, trees):
     path = os.fspath(path)
     threads = [{"name": label or "all threads", "thread_id": tid, "tree": tree.tree()}
                for label, tid, tree in trees.threads]
-    text = flamegraph.document(threads, _title(path, trees), trees.interval_ns, trees.stats)
+    text = flamegraph.document(threads, _title(path, trees), trees.interval_ns, trees.stats,
+                               "calls" if trees.exact else "samples")
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
 
@@ -120,25 +125,48 @@ def _write_profile_file(path, profiler):
 
 def _exported(name):
     """The writer of a trace format: the trace reader's export (C)."""
-    def write(path, trace, min_duration_ns=0):
-        trace.export(name, os.fspath(path), min_duration_ns)
+    def write(path, trace, min_duration_ns=0, filter=None, progress=None):
+        trace.export(name, os.fspath(path), min_duration_ns, filter=filter, progress=progress)
     write.__qualname__ = write.__name__ = f"export_{name}"
     return write
 
 
 _T, _P, _X = frozenset({TREES}), frozenset({PROFILES}), frozenset({TRACES})
+_TX = frozenset({TREES, TRACES})
 
 # In the order the command line lists them.
 FORMATS = {f.name: f for f in (
-    Format("collapsed", (".collapsed.txt", ".txt"), False, _T, TREES, _in_c("collapsed")),
-    Format("speedscope", (".speedscope.json", ".json"), False, _T, TREES, _in_c("speedscope")),
-    Format("html", (".flamegraph.html", ".html", ".htm"), False, _T, TREES, _write_html),
-    Format("pprof", (".pb.gz", ".pprof"), True, _T, TREES, _write_pprof),
+    Format("collapsed", (".collapsed.txt", ".txt"), False, _TX, TREES, _in_c("collapsed")),
+    Format("speedscope", (".speedscope.json", ".json"), False, _TX, TREES, _in_c("speedscope")),
+    Format("html", (".flamegraph.html", ".html", ".htm"), False, _TX, TREES, _write_html),
+    Format("pprof", (".pb.gz", ".pprof"), True, _TX, TREES, _write_pprof),
+    Format("pstats", (".pstats", ".prof"), True, _TX, TREES, functions.write_pstats),
+    Format("callgrind", (".callgrind", ".callgrind.out"), False, _TX, TREES, functions.write_callgrind),
     Format("stackwatch", (".swprof",), True, _P, PROFILES, _write_profile_file),
     Format("swt", (".swt",), True, _X, TRACES, None),
     Format("perfetto", (".pftrace",), True, _X, TRACES, _exported("perfetto")),
     Format("chrome", (".json",), False, _X, TRACES, _exported("chrome")),
 )}
+
+
+def write_trace(name, path, trace, min_duration_ns=0, filter=None, progress=None):
+    """Writes an exact trace (a stackwatch.Trace) in format `name`: the
+    trace formats by its own export, the tree formats from its call trees
+    (trace.trees()). filter: a tracefile.Filter or None; progress: called
+    with the bytes of the trace read so far. min_duration_ns applies to the
+    trace formats only (ValueError for the others)."""
+    f = get(name, TRACES)
+    if f.takes == TRACES:
+        return f.write(path, trace, min_duration_ns=min_duration_ns, filter=filter, progress=progress)
+    if min_duration_ns:
+        raise ValueError(f"--min-duration applies to the timeline formats ({', '.join(names_taking(TRACES))}), "
+                         f"not to {name}")
+    return f.write(path, trace.trees(filter=filter, progress=progress))
+
+
+def names_taking(takes):
+    """The formats written from `takes` itself (TRACES: the timelines)."""
+    return tuple(f.name for f in FORMATS.values() if f.takes == takes and f.write)
 
 
 def names(*fits, written=False):
@@ -152,7 +180,8 @@ def get(name, *fits):
     ("unknown profile format ...", listing those that fit)."""
     f = FORMATS.get(name)
     if f is None or not f.fits & set(fits):
-        raise ValueError(f"unknown profile format {name!r} (choose from: {', '.join(names(*fits))})")
+        what = "trace" if set(fits) == {TRACES} else "profile"
+        raise ValueError(f"unknown {what} format {name!r} (choose from: {', '.join(names(*fits, written=True))})")
     return f
 
 

@@ -212,6 +212,11 @@ def _globs(value, what):
     return value or None
 
 
+# The sampler's counts written into the END of a `run --sample` trace.
+_SAMPLER_END_KEYS = ("ticks", "missed", "samples", "stored", "dropped", "failed", "native_samples",
+                     "native_failed")
+
+
 def stop():
     """Stop tracing, flush every thread and close the file. Returns a
     TraceSummary. Raises RuntimeError if not tracing."""
@@ -225,8 +230,12 @@ def stop():
         except Exception as e:
             sample_error = f"samples: {e}"
         samples = sampler.stats()
+    # The sampler's counts go into END (docs/format.md): a reader can tell a
+    # sample whose native frames could not be captured from one that has none.
+    end = None if samples is None else {"sampler." + k: samples[k] for k in _SAMPLER_END_KEYS
+                                        if isinstance(samples.get(k), int) and samples[k] >= 0}
     try:
-        d = _native.stop()   # also switches off what only the session needed
+        d = _native.stop(end)   # also switches off what only the session needed
     finally:
         _session = None
         _follow.stopped()

@@ -2,10 +2,37 @@
 from collections import namedtuple
 
 from .. import _native
+from ..render import formats
 
 Event = namedtuple("Event", "kind t_ns code depth synthetic")
 Code = namedtuple("Code", "id kind name qualname filename firstlineno")
-StatRow = namedtuple("StatRow", "thread code calls total_ns own_ns")
+# calls: entries (calls and resumptions, like cProfile's); prim: those made
+# while no frame of the function was open (cProfile's primitive calls).
+StatRow = namedtuple("StatRow", "thread code calls total_ns own_ns prim")
+# The calls from one function to another on one thread (caller None: the
+# thread's outermost frames): like StatRow, for the pair; own_ns is the
+# callee's own time in these calls, inclusive_ns the time of every call
+# (nested ones counted again: callgrind's inclusive cost).
+EdgeRow = namedtuple("EdgeRow", "thread caller callee calls prim total_ns own_ns inclusive_ns")
+
+
+class Filter(namedtuple("Filter", "threads start_ns stop_ns include exclude max_depth",
+                        defaults=(None, None, None, None, None, 0))):
+    """What a reading of a trace keeps (native/trace/filter.h): threads
+    (positions, None: all), a window of trace-clock times (None: open),
+    include/exclude globs matched against a function's qualified name, its
+    name and its file, and a maximum depth of kept frames (0: none). A
+    frame left out gives its time to its caller and its callees to it."""
+    __slots__ = ()
+
+    def is_all(self):
+        return (self.threads is None and self.start_ns is None and self.stop_ns is None and not self.include
+                and not self.exclude and not self.max_depth)
+
+    def as_tuple(self):
+        return None if self.is_all() else (None if self.threads is None else list(self.threads), self.start_ns,
+                                            self.stop_ns, list(self.include or ()) or None,
+                                            list(self.exclude or ()) or None, self.max_depth or 0)
 # An EXT event (docs/format.md): kind name, time (ns since the trace
 # clock's calibration point, like Event.t_ns), thread position, depth (open
 # frames), code id and line (None for kinds without a location) and the
@@ -68,6 +95,10 @@ ENTER_KINDS = {_native.OP_CALL, _native.OP_RESUME, _native.OP_C_CALL}
 EXIT_KINDS = {_native.OP_RETURN, _native.OP_YIELD, _native.OP_UNWIND, _native.OP_C_RETURN}
 
 
+def _spec(filter):
+    return None if filter is None else filter.as_tuple()
+
+
 class Trace:
     """A trace file opened for reading.
 
@@ -121,12 +152,12 @@ class Trace:
             out.sort(key=lambda e: e.t_ns)
         return out
 
-    def ext_summary(self):
+    def ext_summary(self, filter=None):
         """Counts of the EXT events by kind name (kinds that occur), and GC
         totals: {"counts": {...}, "malformed": n, "gc_collections": pairs of
         gc_start/gc_done, "gc_ns": their total time, "gc_collected",
         "gc_uncollectable"}."""
-        s = self._t.ext_summary()
+        s = self._t.ext_summary(_spec(filter))
         counts = {EXT_KINDS[k]: n for k, n in enumerate(s["counts"]) if n and k in EXT_KINDS}
         return {"counts": counts, "malformed": s["malformed"], "gc_collections": s["gc_pairs"],
                 "gc_ns": s["gc_ns"], "gc_collected": s["gc_collected"],
@@ -146,11 +177,37 @@ class Trace:
     def sample_count(self):
         return sum(t["samples"] for t in self.threads)
 
-    def stats(self):
-        return [StatRow(*r) for r in self._t.stats()]
+    def stats(self, filter=None, progress=None):
+        """One StatRow per (thread, function) that ran, through a Filter."""
+        return [StatRow(*r) for r in self._t.stats(_spec(filter), False, progress)]
 
-    def export(self, fmt, path, min_duration_ns=0):
-        self._t.export(fmt, path, min_duration_ns)
+    def stats_edges(self, filter=None, progress=None):
+        """(rows, edges): the StatRows and one EdgeRow per (thread,
+        caller, callee), from one replay."""
+        rows, edges = self._t.stats(_spec(filter), True, progress)
+        return [StatRow(*r) for r in rows], [EdgeRow(*e) for e in edges]
+
+    def trees(self, filter=None, progress=None):
+        """The trace's call trees (one replay of each thread the Filter
+        keeps) as a formats.Trees: per thread a CallTree whose nodes count
+        the calls of their path (self) and their own nanoseconds
+        (self_time_ns), exact=True."""
+        pairs = _native.trace_trees(self._t, _spec(filter), progress)
+        threads = [(formats.thread_label({"name": self.threads[pos]["name"],
+                                          "thread_id": self.threads[pos]["native_tid"] or pos}),
+                    self.threads[pos]["native_tid"] or pos, tree) for pos, tree in pairs]
+        end = self.end_ns
+        return formats.Trees(threads, None, 0, int(self.meta.get("real0_ns", 0)), end if end > 0 else 0,
+                             {"events": self.event_count(), "dropped": self.dropped()}, True)
+
+    def events_bytes(self):
+        """Bytes of event chunks a full replay reads (what progress counts)."""
+        return self._t.events_bytes()
+
+    def export(self, fmt, path, min_duration_ns=0, filter=None, progress=None):
+        """Writes the trace as chrome JSON or perfetto protobuf through a
+        Filter; progress(bytes replayed) is called at most every 0.1 s."""
+        self._t.export(fmt, path, min_duration_ns, _spec(filter), progress)
 
     def dropped(self):
         return sum(t["dropped"] for t in self.threads)

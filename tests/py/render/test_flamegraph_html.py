@@ -24,7 +24,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
-from conftest import SAMPLER, needs_sampler, page_data, parse_page, run, tree_nodes, write
+from conftest import SAMPLER, nested, needs_sampler, page_data, parse_page, run, tree_nodes, write
 from stackwatch.render import flamegraph
 
 if SAMPLER:
@@ -36,31 +36,6 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 # ---- reading a page back (parse_page, page_data: conftest.py) ----
-
-def nested(data, thread):
-    """A thread's flat node list back as nested dicts like Profiler.tree()."""
-    flat, frames, strings = thread["nodes"], data["frames"], data["strings"]
-    assert len(flat) % 6 == 0
-    nodes = []
-    for i in range(0, len(flat), 6):
-        parent, frame, count, self_, time_ns, self_time = flat[i:i + 6]
-        if frame < 0:
-            node = {"name": "<root>", "filename": "", "line": 0}
-        else:
-            name, filename, line, source, native = frames[frame]
-            node = {"name": strings[name], "filename": strings[filename], "line": line,
-                    "source": strings[source]}
-            if native:
-                node["native"] = True
-        node.update(count=count, self=self_, time_ns=time_ns, self_time_ns=self_time, children=[])
-        if parent >= 0:
-            assert parent < len(nodes)
-            nodes[parent]["children"].append(node)
-        else:
-            assert not nodes, "only the first node is a root"
-        nodes.append(node)
-    return nodes[0]
-
 
 def without_source(tree):
     out = {k: v for k, v in tree.items() if k not in ("source", "children")}

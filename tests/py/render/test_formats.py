@@ -28,10 +28,12 @@ def test_every_entry_is_whole():
 def test_names_are_what_the_api_and_the_command_line_offer():
     from stackwatch.cli import export, profile
     from stackwatch.profiler import FORMATS
-    assert FORMATS == profile.FORMATS == ("collapsed", "speedscope", "html", "pprof", "stackwatch")
-    assert export.PROFILE_FORMATS == ("collapsed", "speedscope", "html", "pprof")
-    assert export.TRACE_FORMATS == ("perfetto", "chrome")
-    assert formats.names(formats.TRACES) == ("swt", "perfetto", "chrome")
+    assert FORMATS == profile.FORMATS == ("collapsed", "speedscope", "html", "pprof", "pstats", "callgrind",
+                                          "stackwatch")
+    assert export.PROFILE_FORMATS == ("collapsed", "speedscope", "html", "pprof", "pstats", "callgrind")
+    trees = ("collapsed", "speedscope", "html", "pprof", "pstats", "callgrind")
+    assert export.TRACE_FORMATS == trees + ("perfetto", "chrome")
+    assert formats.names(formats.TRACES) == trees + ("swt", "perfetto", "chrome")
 
 
 def test_an_output_name_implies_its_format():
@@ -46,7 +48,7 @@ def test_an_output_name_implies_its_format():
 
 def test_unknown_names_list_what_fits():
     with pytest.raises(ValueError, match=r"unknown profile format 'swt' \(choose from: collapsed, speedscope, "
-                                         r"html, pprof\)$"):
+                                         r"html, pprof, pstats, callgrind\)$"):
         formats.get("swt", formats.TREES)
     assert formats.get("stackwatch", formats.TREES, formats.PROFILES).takes == formats.PROFILES
 

@@ -34,7 +34,7 @@ static char *collapsed(const sw_calltree *t)
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return NULL;
-    int rc = sw_calltree_write_collapsed(t, f);
+    int rc = sw_calltree_write_collapsed(t, f, 0);
     fclose(f);
     if (rc != SW_OK) {
         free(buf);

@@ -44,7 +44,7 @@ static char *to_mem(int (*write)(void *, FILE *), void *arg, int *rc)
 
 static int write_collapsed(void *t, FILE *f)
 {
-    return sw_calltree_write_collapsed(t, f);
+    return sw_calltree_write_collapsed(t, f, 0);
 }
 
 TEST(functab_interns_by_name_file_and_line)

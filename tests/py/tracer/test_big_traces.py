@@ -1,0 +1,76 @@
+"""Traces bigger than the memory a reader may use: `stats` and the exports
+read a trace chunk by chunk (native/trace/reader.c), so a file several
+times larger than an address-space limit (RLIMIT_AS, set in the child
+before it runs) is read whole, with the numbers the synthetic trace
+(synth_trace.py) was built with."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import synth_trace
+from stackwatch.cli.stats import _fmt_ns
+
+LIMIT = 160 << 20      # the reader's address space
+CHUNKS = 84            # of 8 MiB: a 672 MiB trace, over 4 times the limit
+
+
+def run_limited(args, limit=LIMIT):
+    """`python -m stackwatch ARGS` with its address space limited."""
+    code = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, (%d, %d)); "
+            "sys.argv = ['stackwatch'] + sys.argv[1:]; runpy.run_module('stackwatch', run_name='__main__')"
+            % (limit, limit))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_CORE", "COVERAGE_PROCESS_START")}
+    return subprocess.run([sys.executable, "-c", code] + args, capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("big") / "big.swt")
+    info = synth_trace.write(path, chunks=CHUNKS, chunk_bytes=8 << 20, pairs=2000)
+    assert info["bytes"] > 4 * LIMIT
+    yield path, info
+    os.unlink(path)
+
+
+def test_limit_is_real(big, tmp_path):
+    """The limit stops a reader that holds the file: reading it into memory
+    under the same limit fails."""
+    path, _ = big
+    r = subprocess.run([sys.executable, "-c", "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, "
+                        f"({LIMIT}, {LIMIT})); open(sys.argv[1], 'rb').read()", path], capture_output=True, text=True)
+    assert r.returncode != 0 and "MemoryError" in r.stderr
+
+
+def _rows(stdout):
+    """{function: (calls, total, own)} of stats' first table."""
+    out = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0].isdigit() and parts[3] in ("outer", "inner"):
+            out.setdefault(parts[3], (int(parts[0]), parts[1], parts[2]))
+    return out
+
+
+def test_stats_streams(big):
+    path, info = big
+    r = run_limited(["stats", path])
+    assert r.returncode == 0, r.stderr
+    rows = _rows(r.stdout)
+    assert rows["outer"][0] == info["outer_calls"] and rows["inner"][0] == info["inner_calls"]
+    assert rows["outer"][1:] == (_fmt_ns(info["outer_total_ns"]), _fmt_ns(info["outer_own_ns"]))
+
+
+def test_exports_stream(big, tmp_path):
+    path, info = big
+    out = tmp_path / "big.json"
+    # Every slice is shorter than 1 us: the export reads the whole trace
+    # (twice: the durations first) and writes only the thread's metadata.
+    r = run_limited(["export", path, "--format", "chrome", "--min-duration", "1us", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    events = json.loads(out.read_text())["traceEvents"]
+    assert not [e for e in events if e["ph"] in ("B", "E")] and any(e["ph"] == "M" for e in events)
+    r = run_limited(["export", path, "--format", "perfetto", "--min-duration", "1us", "-o", str(tmp_path / "b.pf")])
+    assert r.returncode == 0, r.stderr
