@@ -19,7 +19,7 @@ import pytest
 from stackwatch import Trace
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
-from conftest import run  # noqa: E402  (tests/py/conftest.py, also when this file runs alone)
+from conftest import chrome_slices, perfetto_decode, run  # noqa: E402  (tests/py/conftest.py, also alone)
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,7 @@ def main(out):
     def note(pairs):
         for pid, c in pairs:
             seen[pid] = max(seen.get(pid, 0), c)
-    r = subprocess.run([sys.executable, "-c", CHILD, "7"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", CHILD, "1000"], capture_output=True, text=True)
     note([json.loads(r.stdout)])
     print("subprocess", r.returncode)
     for method in ("spawn", "forkserver", "fork"):
@@ -184,6 +184,92 @@ def test_stats_of_several_traces(followed):
     empty.mkdir()
     bad = run(["stats", str(empty)])
     assert bad.returncode != 0 and "no stackwatch trace" in bad.stderr, bad.stderr
+
+
+def test_merged_perfetto_export(followed, tmp_path):
+    """`stackwatch export DIR -o x.pftrace`, decoded with Perfetto's own
+    protos: a process track per process (its pid) holding its threads, and
+    for each child a flow from the parent's slice open on the thread that
+    started it at that moment (the call that started it) to the child's
+    first slice."""
+    traces_dir, _, _, seen = followed
+    subprocess_child = next(pid for pid, n in seen.items() if n == 1000)
+    out = tmp_path / "m.pftrace"
+    r = run(["export", str(traces_dir), "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    tl = perfetto_decode(out)
+    traces = [Trace(str(p)) for p in sorted(traces_dir.glob("*.swt"))]
+    by_pid = {t.meta["pid"]: t for t in traces}
+    procs = {u: td.process.pid for u, td in tl.tracks.items() if td.HasField("process")}
+    assert sorted(procs.values()) == sorted(by_pid)            # one process per trace, by pid
+    pid_of = {}
+    for u, td in tl.tracks.items():
+        if td.HasField("thread"):
+            assert procs[td.parent_uuid] == td.thread.pid
+            pid_of[u] = td.thread.pid
+    starts = {}   # flow id -> (pid, timestamp, slice name) of the slice it starts in
+    ends = {}     # flow id -> (pid, timestamp) of the slice it ends at
+    first = {}    # pid -> its first slice's (timestamp, flow ids it ends)
+    for name, ts, track, te in tl.begins:
+        pid = pid_of[track]
+        first.setdefault(pid, list(te.terminating_flow_ids))
+        for f in te.flow_ids:
+            assert f not in starts
+            starts[f] = (pid, ts, name)
+        for f in te.terminating_flow_ids:
+            assert f not in ends
+            ends[f] = (pid, ts)
+    children = [t for t in traces if "parent_pid" in t.meta]
+    assert len(starts) == len(ends) == len(children) > 0
+    ends_at = {pid: f for f, (pid, _) in ends.items()}
+    slices = {(track, b): (name, e) for name, b, e, track, _ in tl.slices}
+    for t in children:
+        m = t.meta
+        f = ends_at[m["pid"]]
+        assert first[m["pid"]] == [f]                          # the child's first slice
+        parent_pid, begin, name = starts[f]
+        assert parent_pid == m["parent_pid"]
+        parent = by_pid[parent_pid]
+        spawn = m["spawn_mono_ns"] - parent.meta["mono0_ns"] + parent.meta["boot0_ns"]
+        track = next(track for (track, b), (n, e) in slices.items()
+                     if b == begin and n == name and pid_of[track] == parent_pid)
+        end = slices[(track, begin)][1]
+        assert begin <= spawn <= end, (name, begin, spawn, end)   # open when the child started
+        tid = next(th["native_tid"] for th in parent.threads
+                   if tl.tracks[track].thread.tid == th["native_tid"])
+        assert tid == m["spawn_tid"]
+        if m["pid"] == subprocess_child:
+            assert name.split(".")[-1] in ("_execute_child", "_posix_spawn"), name   # (3.9: no qualname)
+
+    doc_path = tmp_path / "m.json"
+    r = run(["export", str(traces_dir), "-o", str(doc_path), "--format", "chrome"])
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(doc_path.read_text())
+    chrome_slices(doc)   # balanced per thread
+    names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    assert sorted(names) == sorted(by_pid)
+    s = {e["id"]: e["pid"] for e in doc["traceEvents"] if e["ph"] == "s"}
+    f = {e["id"]: e["pid"] for e in doc["traceEvents"] if e["ph"] == "f"}
+    assert sorted((by_pid[f[i]].meta["parent_pid"], f[i]) for i in f) == \
+        sorted((s[i], f[i]) for i in s) == sorted((t.meta["parent_pid"], t.meta["pid"]) for t in children)
+
+
+def test_run_format_perfetto_merges_the_children(tmp_path):
+    """`stackwatch run --format perfetto` writes one file with every
+    process in it, and leaves no trace behind."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM)
+    out = tmp_path / "all.pftrace"
+    r = run(["run", "--format", "perfetto", "-o", str(out), str(prog), str(tmp_path / "seen.json")],
+            cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (2, EXPECTED), r.stderr
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    tl = perfetto_decode(out)
+    pids = {td.process.pid for td in tl.tracks.values() if td.HasField("process")}
+    assert {int(p) for p in seen} <= pids
+    lines = _stackwatch_lines(r.stderr)
+    assert len(lines) == 1 and f"; {len(pids)} processes merged" in lines[0], r.stderr
+    assert not list(tmp_path.glob("*.swt"))
 
 
 def test_no_follow_leaves_only_the_parents_trace(tmp_path):

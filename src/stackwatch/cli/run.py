@@ -196,5 +196,5 @@ def _finish(args, trace_path, output, min_ns):
         n = summary.threads
         print(f"stackwatch: wrote {output} ({summary.events} events, {n} "
               f"thread{'' if n == 1 else 's'}{samples}{dropped})"
-              f"{traces.children_text(children, full=args.format != 'swt')}",
+              f"{traces.children_text(children, merged=args.format != 'swt')}",
               file=sys.stderr)

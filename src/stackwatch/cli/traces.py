@@ -1,7 +1,8 @@
-"""Several traces on the command line: `stackwatch stats` given more than
-one trace or a directory (one run's processes, on the host's clock:
-tracer/traceset.py), and the end of `stackwatch run` when the program
-started processes of its own (their traces listed on the summary line).
+"""Several traces on the command line: `stackwatch stats` and `stackwatch
+export` given more than one trace or a directory (one run's processes, on
+the host's clock: tracer/traceset.py), and the end of `stackwatch run`
+when the program started processes of its own (their traces listed on the
+summary line, and merged into the --format output).
 """
 import os
 import shutil
@@ -13,7 +14,7 @@ from ..tracer import follow
 from ..tracer.tracefile import Trace
 from ..tracer.traceset import TraceSet, expand, is_trace_file
 from . import files
-from .program import UsageError
+from .program import UsageError, check_writable
 
 
 def several(args):
@@ -50,6 +51,17 @@ def opened(paths):
     return s
 
 
+def export(args, min_ns):
+    """`stackwatch export A.swt B.swt ... | DIR -o OUT`: the processes of
+    one run as one timeline (or one set of call trees)."""
+    paths = gather(args)
+    check_writable(args.output, "trace")
+    s = opened(paths)
+    formats.write_trace(args.format, args.output, s, min_duration_ns=min_ns)
+    print(f"stackwatch: wrote {args.output} ({processes(len(s))})", file=sys.stderr)
+    return 0
+
+
 def processes(n):
     return f"{n} process{'' if n == 1 else 'es'}"
 
@@ -64,28 +76,29 @@ def run_trace_path():
 
 
 def convert(fmt, output, trace_path, min_ns):
-    """`run --format perfetto|chrome`: the trace written as `fmt` to
-    output. The children's traces stay where they are (their directory
-    is removed only when there are none). Returns the children's traces."""
+    """`run --format perfetto|chrome|...`: the trace, and those of the
+    processes the program started merged with it, written as `fmt` to
+    output; the temporary traces removed. Returns the children's traces
+    that were merged."""
     children = follow.child_traces(trace_path)
     try:
-        formats.write_trace(fmt, output, Trace(trace_path), min_duration_ns=min_ns)
+        data = TraceSet([trace_path] + [p for _, p in children]) if children else Trace(trace_path)
+        formats.write_trace(fmt, output, data, min_duration_ns=min_ns)
     finally:
-        if children:
-            os.unlink(trace_path)
-        else:
-            shutil.rmtree(os.path.dirname(trace_path), ignore_errors=True)
+        shutil.rmtree(os.path.dirname(trace_path), ignore_errors=True)
     return children
 
 
-def children_text(children, full=False):
+def children_text(children, merged=False):
     """The end of `run`'s summary line: the traces of the processes the
-    program started, beside its own (those still running are marked)."""
+    program started, beside its own (those still running are marked), or
+    with merged=True how many processes the output holds."""
     if not children:
         return ""
-    names = [(p if full else os.path.basename(p)) + (" (running)" if _alive(pid) else "")
-             for pid, p in children]
     n = len(children)
+    if merged:
+        return f"; {processes(n + 1)} merged"
+    names = [os.path.basename(p) + (" (running)" if _alive(pid) else "") for pid, p in children]
     return f"; {n} child process{'' if n == 1 else 'es'}: {', '.join(names)}"
 
 
