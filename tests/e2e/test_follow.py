@@ -180,6 +180,10 @@ def test_stats_of_several_traces(followed):
             assert f"{path}: " in own and "all threads" in own
     bad = run(["stats", str(tmp_path / "out.swt"), str(tmp_path.parent / "prog.py")])
     assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "prog.py" in bad.stderr, bad.stderr
+    for cmd in (["stats", str(tmp_path), "--thread", "MainThread"],
+                ["export", str(tmp_path), "-o", str(tmp_path.parent / "x.pftrace"), "--start", "1ms"]):
+        bad = run(cmd)
+        assert bad.returncode != 0 and bad.stderr.count("\n") == 1 and "one trace" in bad.stderr, bad.stderr
     empty = tmp_path.parent / "empty"
     empty.mkdir()
     bad = run(["stats", str(empty)])

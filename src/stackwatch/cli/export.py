@@ -22,7 +22,7 @@ from ..common.units import parse_duration_ns
 from ..profiler import history
 from ..render import formats
 from ..tracer.tracefile import Trace
-from . import files, traces
+from . import files, filters, progress, traces
 from .program import UsageError, check_writable
 
 NAME = "export"
@@ -40,10 +40,7 @@ def add_parser(subparsers):
                    "processes of one run on one timeline")
     e.add_argument("--format", default=None, help="perfetto or chrome (traces); collapsed, speedscope, "
                    "html or pprof (traces and profiles); default: from the output's name")
-    e.add_argument("--start", default=None, help="profiles: only the cycles from this time after the "
-                   "profile's start on (e.g. 500ms, 2s)")
-    e.add_argument("--stop", default=None, help="profiles: only the cycles up to this time after the "
-                   "profile's start (e.g. 3s)")
+    filters.add_arguments(e, "only what ran (traces: events; profiles: cycles), counted from the start,")
     e.add_argument("-o", "--output", required=True)
     e.add_argument("--min-duration", default=None, help="leave out slices shorter than this (e.g. 10us)")
     return e
@@ -63,8 +60,6 @@ def run(args):
 
 
 def _export_trace(args):
-    if args.start is not None or args.stop is not None:
-        raise UsageError("--start/--stop apply to profile files")
     if args.format not in TRACE_FORMATS:
         raise UsageError(f"unknown format {args.format!r} (choose from: {', '.join(TRACE_FORMATS)})")
     try:
@@ -79,9 +74,20 @@ def _export_trace(args):
         return traces.export(args, min_ns)
     check_writable(args.output, "trace")
     t = Trace(args.file)
+    flt = filters.trace_filter(args, t)
     if t.damage:
         print(f"warning: {args.file}: {t.damage}; exporting the intact part", file=sys.stderr)
-    formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns)
+    kept = flt.threads if flt and flt.threads is not None else range(len(t.threads))
+    events = sum(t.threads[i]["events"] for i in kept)
+    warning = None if min_ns else progress.big_export_warning(args.format, events, flt is not None)
+    if warning:
+        print(f"stackwatch: {warning}", file=sys.stderr)
+    passes = 2 if min_ns else 1   # the durations first, then the slices
+    bar = progress.Progress(t.events_bytes() * passes, f"exporting to {args.format}")
+    try:
+        formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar)
+    finally:
+        bar.done()
     print(f"stackwatch: wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -103,6 +109,7 @@ def _export_profiles(args):
                          f"{', '.join(PROFILE_FORMATS)})")
     if args.min_duration:
         raise UsageError("--min-duration applies to traces, not profiles")
+    filters.refuse_trace_only(args, "profiles")
     check_writable(args.output, "profile")
     paths = [args.file] + list(args.more)
     for p in paths[1:]:
@@ -119,6 +126,8 @@ def _export_profiles(args):
         if start is not None and stop is not None and start > stop:
             raise UsageError("--start is after --stop")
         for label, tid, tree in h.thread_trees(start, stop):
+            if not filters.thread_wanted(args.thread, label, tid):
+                continue
             # Threads of several files: named after their file too.
             trees.append((f"{os.path.basename(path)}: {label}" if len(paths) > 1 else label, tid, tree))
         if info is None:
@@ -126,6 +135,8 @@ def _export_profiles(args):
             if len(paths) > 1:
                 info["start_ns"] = info["stop_ns"] = 0   # several runs: no one time span
             window = None if start is None and stop is None else history.window_ns(start, stop)
+    if args.thread and not trees:
+        raise UsageError(f"--thread {' '.join(args.thread)}: no such thread in the profile")
     formats.FORMATS[args.format].write(args.output, history.as_trees(trees, info, None, window))
     print(f"stackwatch: wrote {os.fspath(args.output)}", file=sys.stderr)
     status = 0

@@ -3,11 +3,21 @@ time; with its EXT events and sampler samples, their tables too) or of a
 profile file (own and total samples), overall and per thread.
 
     stackwatch stats FILE [--sort own|total|calls] [-n 20] [--threads]
+                     [--callers F] [--callees F] [--json | --csv]
+                     [--thread T] [--start 1s] [--stop 2s] [--include G]
+                     [--exclude G] [--max-depth N]
     stackwatch stats TRACE TRACE ... | DIRECTORY    (the processes of one run)
+
+--callers/--callees F list the functions that called F (qualified name, a
+glob) and those F called, as pstats' print_callers/print_callees; --json
+and --csv print the function table (and those) as data instead of text.
 
 A file's first bytes say which it is (files.kind_of). Every table is
 printed by _table(); times by _fmt_ns().
 """
+import csv
+import fnmatch
+import json
 import os
 import sys
 import time
@@ -16,7 +26,7 @@ from collections import Counter
 
 from ..profiler import calltree
 from ..tracer.tracefile import Trace
-from . import files, traces
+from . import files, filters, progress, traces
 from .program import UsageError
 
 NAME = "stats"
@@ -32,6 +42,12 @@ def add_parser(subparsers):
     s.add_argument("--sort", choices=("own", "total", "calls"), default="own")
     s.add_argument("-n", "--limit", type=int, default=20, help="rows per table (default 20)")
     s.add_argument("--threads", action="store_true", help="also one table per thread")
+    s.add_argument("--callers", metavar="F", help="traces: the functions that called F (qualified name, glob)")
+    s.add_argument("--callees", metavar="F", help="traces: the functions F called (qualified name, glob)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true", help="traces: the tables as JSON")
+    g.add_argument("--csv", action="store_true", help="traces: the function table as CSV")
+    filters.add_arguments(s, "traces: only the events; profiles: only the cycles,")
     return s
 
 
@@ -78,7 +94,8 @@ def _table(out, title, columns, rows):
 # ---- traces ----
 
 def _trace_stats(args, t=None):
-    """One trace's statistics (t: the trace, opened; else args.file)."""
+    """One trace's statistics (t: the trace, opened and warned about; else
+    args.file)."""
     if args.limit <= 0:
         raise UsageError("--limit must be positive")
     if t is None:
@@ -86,46 +103,140 @@ def _trace_stats(args, t=None):
         if t.damage:
             print(f"warning: {args.file}: {t.damage}; showing the intact part", file=sys.stderr)
     out = sys.stdout
-    rows = t.stats()
+    flt = filters.trace_filter(args, t)
+    for pattern in (args.callers, args.callees):
+        if pattern is not None and not _matching(t, pattern):
+            raise UsageError(f"no function of the trace is called {pattern!r}")
+    bar = progress.Progress(t.events_bytes(), "reading the trace")
+    try:
+        if args.callers or args.callees or args.json:
+            rows, edges = t.stats_edges(flt, progress=bar)
+        else:
+            rows, edges = t.stats(flt, progress=bar), []
+    finally:
+        bar.done()
     overall = {}
     for r in rows:
         o = overall.setdefault(r.code, [0, 0, 0])
         o[0] += r.calls
         o[1] += r.total_ns
         o[2] += r.own_ns
+    if args.json or args.csv:
+        return _trace_data(out, args, t, rows, edges)
     n = len(t.threads)
     print(f"{t.path}: {t.event_count()} events, {n} thread{'' if n == 1 else 's'}, "
           f"{t.dropped()} dropped{'' if t.complete else ', incomplete (tracing did not stop normally)'}",
           file=out)
-    _calls_table(out, "all threads", t.codes, [(c, *v) for c, v in overall.items()], args.sort, args.limit)
+    _calls_table(out, "all threads", t, [(c, *v) for c, v in overall.items()], args.sort, args.limit)
     if args.threads:
         for i, th in enumerate(t.threads):
             mine = [(r.code, r.calls, r.total_ns, r.own_ns) for r in rows if r.thread == i]
             title = f"thread {th['name'] or '?'} (tid {th['native_tid']}, {th['events']} events, {th['dropped']} dropped)"
-            _calls_table(out, title, t.codes, mine, args.sort, args.limit)
-    _event_tables(out, t, args.limit)
+            _calls_table(out, title, t, mine, args.sort, args.limit)
+    for pattern, caller_side in ((args.callers, True), (args.callees, False)):
+        if pattern is not None:
+            _edge_tables(out, t, edges, pattern, caller_side, args.sort, args.limit)
+    _event_tables(out, t, args.limit, flt)
     _sample_tables(out, t, args.limit)
     return 0
 
 
-def _calls_table(out, title, codes, rows, sort, limit):
-    """rows: (code, calls, total_ns, own_ns); codes: code -> its qualname,
-    filename, firstlineno."""
+def _matching(t, pattern):
+    """Code ids whose qualified name (or name) matches the glob."""
+    return {i for i, c in t.codes.items() if fnmatch.fnmatchcase(c.qualname, pattern) or
+            fnmatch.fnmatchcase(c.name, pattern)}
+
+
+def _where(t, code):
+    if code is None:
+        return "<thread start>"
+    c = t.codes.get(code)
+    return f"{c.qualname}  ({c.filename}:{c.firstlineno})" if c else f"<code {code}>"
+
+
+def _edge_tables(out, t, edges, pattern, caller_side, sort, limit):
+    """--callers / --callees: per function matching, the calls from each
+    caller (or to each callee), all threads summed."""
+    for code in sorted(_matching(t, pattern)):
+        pairs = {}
+        for e in edges:
+            if (e.callee if caller_side else e.caller) != code:
+                continue
+            other = e.caller if caller_side else e.callee
+            p = pairs.setdefault(other, [0, 0, 0])
+            p[0] += e.calls
+            p[1] += e.total_ns
+            p[2] += e.own_ns
+        key = {"own": 2, "total": 1, "calls": 0}[sort]
+        rows = sorted(pairs.items(), key=lambda kv: kv[1][key], reverse=True)[:limit]
+        title = f"{'callers of' if caller_side else 'called by'} {_where(t, code)}"
+        _table(out, title, [("calls", 10), ("total", 11), ("own", 11), ("caller" if caller_side else "callee", 0)],
+               [(c, _fmt_ns(tot), _fmt_ns(own), _where(t, other)) for other, (c, tot, own) in rows])
+
+
+def _function(t, code):
+    c = t.codes.get(code)
+    return {"qualname": c.qualname if c else None, "name": c.name if c else None,
+            "file": c.filename if c else None, "line": c.firstlineno if c else None}
+
+
+def _trace_data(out, args, t, rows, edges):
+    """--json / --csv: every (thread, function) row; with --json also the
+    functions summed over threads and the caller/callee pairs."""
+    threads = t.threads
+    if args.csv:
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(["thread", "tid", "calls", "primitive_calls", "total_ns", "own_ns", "function", "file", "line"])
+        for r in sorted(rows, key=lambda r: (r.thread, -r.own_ns)):
+            f = _function(t, r.code)
+            w.writerow([threads[r.thread]["name"], threads[r.thread]["native_tid"], r.calls, r.prim, r.total_ns,
+                        r.own_ns, f["qualname"], f["file"], f["line"]])
+        return 0
+    summed = {}
+    for r in rows:
+        s = summed.setdefault(r.code, [0, 0, 0, 0])
+        s[0] += r.calls
+        s[1] += r.prim
+        s[2] += r.total_ns
+        s[3] += r.own_ns
+    pairs = {}
+    for e in edges:
+        s = pairs.setdefault((e.caller, e.callee), [0, 0, 0, 0])
+        s[0] += e.calls
+        s[1] += e.prim
+        s[2] += e.total_ns
+        s[3] += e.own_ns
+    doc = {"file": args.file, "events": t.event_count(), "dropped": t.dropped(), "complete": t.complete,
+           "threads": [{"name": th["name"], "tid": th["native_tid"], "events": th["events"]} for th in threads],
+           "functions": [dict(_function(t, c), calls=v[0], primitive_calls=v[1], total_ns=v[2], own_ns=v[3])
+                         for c, v in sorted(summed.items(), key=lambda kv: -kv[1][3])],
+           "per_thread": [dict(_function(t, r.code), thread=r.thread, calls=r.calls, primitive_calls=r.prim,
+                               total_ns=r.total_ns, own_ns=r.own_ns) for r in rows],
+           "calls": [{"caller": None if a is None else _function(t, a)["qualname"],
+                      "callee": _function(t, b)["qualname"], "calls": v[0], "primitive_calls": v[1],
+                      "total_ns": v[2], "own_ns": v[3]} for (a, b), v in pairs.items()]}
+    json.dump(doc, out, indent=1)
+    out.write("\n")
+    return 0
+
+
+def _calls_table(out, title, t, rows, sort, limit):
+    """rows: (code, calls, total_ns, own_ns)."""
     key = {"own": 3, "total": 2, "calls": 1}[sort]
     rows = sorted(rows, key=lambda r: r[key], reverse=True)[:limit]
     cells = []
     for code, calls, total, own in rows:
-        c = codes.get(code)
+        c = t.codes.get(code)
         where = f"{c.qualname}  ({c.filename}:{c.firstlineno})" if c else f"<code {code}>"
         cells.append((calls, _fmt_ns(total), _fmt_ns(own), where))
     _table(out, title, [("calls", 10), ("total", 11), ("own", 11), ("function", 0)], cells)
 
 
-def _event_tables(out, t, limit):
+def _event_tables(out, t, limit, flt=None):
     """The EXT events recorded with `stackwatch run --events ...`: counts
     per kind, GC time, exceptions per type and location (nothing if the
     trace has none)."""
-    s = t.ext_summary()
+    s = t.ext_summary(flt)
     if not s["counts"]:
         return
     rows = [(n, kind) for kind, n in sorted(s["counts"].items(), key=lambda kv: (-kv[1], kv[0]))]
@@ -198,6 +309,7 @@ def _several_traces(args):
     then each process's own statistics as `stackwatch stats` prints them."""
     if args.limit <= 0:
         raise UsageError("--limit must be positive")
+    traces.refuse_one_trace_options(args, ("callers", "callees", "json", "csv"))
     s = traces.opened(traces.gather(args))
     out = sys.stdout
     print(f"{traces.processes(len(s))}:", file=out)
@@ -216,8 +328,8 @@ def _several_traces(args):
             row[0] += r.calls
             row[1] += r.total_ns
             row[2] += r.own_ns
-    _calls_table(out, "all processes (each function's calls and times summed over them)", codes,
-                 [(k, *v) for k, v in merged.items()], args.sort, args.limit)
+    _calls_table(out, "all processes (each function's calls and times summed over them)",
+                 types.SimpleNamespace(codes=codes), [(k, *v) for k, v in merged.items()], args.sort, args.limit)
     status = 0
     for t in s.traces:
         print(f"\n== process {t.meta.get('pid', '?')}: {t.path} ==", file=out)
@@ -232,6 +344,10 @@ def _profile_stats(args):
         raise UsageError("--limit must be positive")
     if args.sort == "calls":
         raise UsageError("--sort calls applies to traces; a profile has samples (use own or total)")
+    filters.refuse_trace_only(args, "profiles")
+    for name in ("callers", "callees", "json", "csv", "thread", "start", "stop"):
+        if getattr(args, name):
+            raise UsageError(f"--{name} applies to traces (for a profile: stackwatch export --format pstats)")
     h = files.load_profile(args.file)
     info = h.info()
     out = sys.stdout
@@ -245,7 +361,7 @@ def _profile_stats(args):
           f"of {len(threads)} thread{'' if len(threads) == 1 else 's'}{span}"
           f"{''.join(', ' + x for x in lost)}", file=out)
     _samples_table(out, "all threads", whole, args.sort, args.limit)
-    if len(threads) > 1 or args.threads:
+    if args.threads:
         for label, _, tree in threads:
             _samples_table(out, f"thread {label} ({tree.total} samples)", tree, args.sort, args.limit)
     out.flush()

@@ -22,6 +22,14 @@ def several(args):
     return bool(args.more) or os.path.isdir(args.file)
 
 
+def refuse_one_trace_options(args, more=()):
+    """UsageError when the command names an option that applies to one
+    trace (the filters, and `more` of the command's own)."""
+    for name in ("thread", "start", "stop", "include", "exclude", "max_depth") + tuple(more):
+        if getattr(args, name, None):
+            raise UsageError(f"--{name.replace('_', '-')} applies to one trace, not to several")
+
+
 def gather(args):
     """The trace files the command names (directories expanded); UsageError
     for a file that is no trace, or for none at all."""
@@ -54,6 +62,7 @@ def opened(paths):
 def export(args, min_ns):
     """`stackwatch export A.swt B.swt ... | DIR -o OUT`: the processes of
     one run as one timeline (or one set of call trees)."""
+    refuse_one_trace_options(args)
     paths = gather(args)
     check_writable(args.output, "trace")
     s = opened(paths)

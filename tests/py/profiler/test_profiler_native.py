@@ -355,7 +355,11 @@ def test_thread_blocking_the_signal_gets_python_only_samples():
         stop.set()
         th.join()
     st = p.stats()
-    assert 1 <= st["native_timeouts"] <= 3 + 0.02 * st["samples"], st
+    # A thread merely waiting for a CPU (a loaded machine) answers late and
+    # is asked again: only requests never answered are the blocked
+    # thread's (one more may still be pending when the stats are read).
+    unanswered = st["native_timeouts"] - st["native_late"]
+    assert 1 <= unanswered <= 4 + 0.02 * st["samples"], st
     t = p.tree(th.ident)
     assert t["count"] >= 50
     assert not [n for path, _ in stacks(t) for n in path if n.get("native")]

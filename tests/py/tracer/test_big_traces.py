@@ -74,3 +74,41 @@ def test_exports_stream(big, tmp_path):
     assert not [e for e in events if e["ph"] in ("B", "E")] and any(e["ph"] == "M" for e in events)
     r = run_limited(["export", path, "--format", "perfetto", "--min-duration", "1us", "-o", str(tmp_path / "b.pf")])
     assert r.returncode == 0, r.stderr
+
+
+# ---- progress and the warning before a big export (cli/progress.py) ----
+
+def test_progress_bar_on_a_terminal_only(big, tmp_path):
+    import pty
+    path, _ = big
+    env = dict(os.environ, STACKWATCH_PROGRESS_AFTER="0")
+    env.pop("PYTHONPATH", None)
+    # not a terminal: nothing
+    r = subprocess.run([sys.executable, "-m", "stackwatch", "stats", path], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "%" not in r.stderr and "\r" not in r.stderr, r.stderr
+    # a terminal: the bar, ending at 100%
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "stackwatch", "stats", path], stdout=subprocess.DEVNULL,
+                         stderr=slave, env=env)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert p.wait(timeout=120) == 0
+    os.close(master)
+    text = seen.decode()
+    assert "reading the trace [" in text and "100% of" in text, text
+
+
+def test_warning_before_a_big_export():
+    from stackwatch.cli.progress import big_export_warning
+    w = big_export_warning("perfetto", 272_000_000, False)
+    assert w and "about 8.6 GB" in w and "--min-duration" in w and "--start/--stop" in w
+    assert big_export_warning("perfetto", 1_000_000, False) is None
+    assert big_export_warning("html", 272_000_000, False) is None   # a flame graph does not grow with events
