@@ -31,10 +31,6 @@ puts them back into the C environment if the program replaced them. The
 child's META then says who started it, from which thread and when
 (docs/format.md, "Followed processes"); the exports draw that as a flow
 from the parent's call to the child's first slice.
-
-Signals: ON_CHILD_START lists callables run in every followed child
-right after its session started (forked or bootstrapped), for what must
-be set up per process, such as writing the trace when a signal kills it.
 """
 import json
 import os
@@ -49,9 +45,6 @@ FOLLOW_ENV = "STACKWATCH_FOLLOW"
 SPAWN_ENV = "STACKWATCH_SPAWN"
 VERSION = 1
 BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boot")
-# Callables run (without arguments) in each followed child once its
-# session has started; one that raises is reported on stderr and skipped.
-ON_CHILD_START = []
 
 _lock = threading.Lock()   # one spawn at a time changes the C environment
 _wrapped = {}              # (owner, name) -> the function replaced
@@ -188,7 +181,6 @@ def forked_child(session, start):
     except Exception as e:
         print(f"stackwatch: not tracing forked child {os.getpid()}: {e}", file=sys.stderr)
         return
-    _child_started()
 
 
 def _spawn_value():
@@ -203,14 +195,6 @@ def _parse_spawn(value):
     except (AttributeError, ValueError):
         return {}
     return {"parent": pid, "spawn_tid": tid, "spawn_mono_ns": mono}
-
-
-def _child_started():
-    for fn in list(ON_CHILD_START):
-        try:
-            fn()
-        except Exception as e:
-            print(f"stackwatch: {fn!r} failed in child {os.getpid()}: {e}", file=sys.stderr)
 
 
 # ---- the environment ----
@@ -401,7 +385,6 @@ def bootstrap(start, raw, spawn):
     except Exception as e:
         print(f"stackwatch: not tracing process {os.getpid()} (started by {parent}): {e}", file=sys.stderr)
         return
-    _child_started()
 
 
 # What a program started by python -c is, by the code it was given (the
