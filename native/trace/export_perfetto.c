@@ -1,5 +1,7 @@
 /*
- * export_perfetto.c - Perfetto protobuf writer. Field numbers are those of
+ * export_perfetto.c - Perfetto protobuf writer: a trace's process, alone or
+ * as one part of a merged output (merge.h: its own track ids and packet
+ * sequences, and the flows from and to other processes). Field numbers are those of
  * perfetto/protos/perfetto/trace/perfetto_trace.proto; each constant below
  * names its message and field.
  */
@@ -7,6 +9,7 @@
 
 #include "base/base.h"
 #include "format.h"
+#include "merge.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +46,8 @@
 #define F_TE_NAME 23
 #define F_TE_SOURCE_LOCATION_IID 34
 #define F_TE_DEBUG_ANNOTATIONS 4
+#define F_TE_FLOW_IDS 47              /* repeated fixed64 */
+#define F_TE_TERMINATING_FLOW_IDS 48  /* repeated fixed64 */
 /* DebugAnnotation */
 #define F_DA_NAME 10
 #define F_DA_BOOL 2
@@ -86,9 +91,22 @@ static void pb_str(sw_bytes *b, unsigned field, const char *s)
     pb_bytes(b, field, s ? s : "", s ? strlen(s) : 0);
 }
 
+static void pb_fixed64(sw_bytes *b, unsigned field, uint64_t v)
+{
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(v >> (8 * i));
+    sw_bytes_varint(b, ((uint64_t)field << 3) | 1);
+    sw_bytes_put(b, le, 8);
+}
+
 typedef struct perfetto {
     sw_trace *t;
     FILE *out;
+    const sw_export_part *part;   /* of a merged output (merge.h), or NULL */
+    const sw_export_flow *flow;   /* the next flow out of the process */
+    uint64_t begins;         /* slice begins written on the current thread */
+    uint64_t in_flow;        /* the flow to end at the process's first slice, until written */
     uint64_t pid, process_uuid;
     int64_t boot0;
     sw_bytes pkt, ev, interned, tmp;
@@ -149,6 +167,24 @@ static void begin_thread(perfetto *p, size_t thread)
     p->cur_thread = thread;
     p->first_on_seq = 1;
     memset(p->seen, 0, p->limit ? p->limit : 1);
+    p->begins = 0;
+}
+
+/* At a slice begin of a merged output's process: the flows it starts (the
+ * child processes started while it was the innermost open slice of its
+ * thread) and the one it ends (the process's first slice). */
+static void slice_flows(perfetto *p, size_t thread)
+{
+    const sw_export_flow *end = p->part->flows + p->part->nflows;
+    while (p->flow < end && (p->flow->thread < thread || (p->flow->thread == thread && p->flow->begin < p->begins)))
+        p->flow++;   /* flows of threads or slices not handed over */
+    for (; p->flow < end && p->flow->thread == thread && p->flow->begin == p->begins; p->flow++)
+        pb_fixed64(&p->ev, F_TE_FLOW_IDS, p->flow->id);
+    if (p->in_flow) {
+        pb_fixed64(&p->ev, F_TE_TERMINATING_FLOW_IDS, p->in_flow);
+        p->in_flow = 0;
+    }
+    p->begins++;
 }
 
 /* Writes p->ev (and p->interned) as one packet of the thread's sequence. */
@@ -159,7 +195,7 @@ static int send_event(perfetto *p, size_t thread, int64_t t_ns)
                : t_ns < 0 && p->boot0 < INT64_MIN - t_ns ? INT64_MIN
                : p->boot0 + t_ns;
     pb_varint(&p->pkt, F_PKT_TIMESTAMP, (uint64_t)(ts < 0 ? 0 : ts));
-    pb_varint(&p->pkt, F_PKT_SEQ_ID, (uint64_t)thread + 1);
+    pb_varint(&p->pkt, F_PKT_SEQ_ID, (p->part ? p->part->seq_base : 0) + (uint64_t)thread + 1);
     pb_varint(&p->pkt, F_PKT_SEQ_FLAGS,
               p->first_on_seq ? SEQ_INCREMENTAL_STATE_CLEARED : SEQ_NEEDS_INCREMENTAL_STATE);
     p->first_on_seq = 0;
@@ -434,6 +470,8 @@ static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
             pb_str(&p->ev, F_TE_NAME, "?");
         }
         pb_str(&p->ev, F_TE_CATEGORIES, ev->kind == SW_OP_C_CALL ? "c" : "python");
+        if (p->part)
+            slice_flows(p, thread);
         break;
     case SW_OP_RETURN:
     case SW_OP_YIELD:
@@ -473,7 +511,12 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
         p.pid = e->u;
     if ((e = sw_trace_meta_find(t, "boot0_ns")))
         p.boot0 = (int64_t)e->u;
-    p.process_uuid = (p.pid << 20) ^ 0x5357000000000000ull;
+    if (o && o->part) {
+        p.part = o->part;
+        p.flow = o->part->flows;
+        p.in_flow = o->part->in_flow;
+    }
+    p.process_uuid = ((p.part ? p.part->key : p.pid) << 20) ^ 0x5357000000000000ull;
     p.limit = sw_trace_code_limit(t);
     p.seen = calloc(p.limit ? p.limit : 1, 1);
     p.nthreads = sw_trace_thread_count(t);

@@ -175,14 +175,22 @@ def perfetto_timeline(swt, out):
       samples    the instants of category "sample", each checked to be on
                  a "samples" track under a thread's: [(timestamp, the
                  thread's track uuid, TrackEvent)];
+      begins     [(name, timestamp, track uuid, begin TrackEvent)] of the
+                 slices, in the order they begin;
       sequences  {sequence id: its last timestamp}."""
-    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     from stackwatch import Trace
+    pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     Trace(str(swt)).export("perfetto", str(out))
+    return perfetto_decode(out)
+
+
+def perfetto_decode(out):
+    """A Perfetto file decoded and checked as perfetto_timeline() does."""
+    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     trace = pb2.Trace()
     trace.ParseFromString(open(out, "rb").read())
     tracks, names, open_, last_ts = {}, {}, {}, {}
-    slices, instants, samples = [], [], []
+    slices, instants, samples, begins = [], [], [], []
     for pkt in trace.packet:
         seq = pkt.trusted_packet_sequence_id
         if pkt.HasField("track_descriptor"):
@@ -203,6 +211,7 @@ def perfetto_timeline(swt, out):
         if te.type == pb2.TrackEvent.TYPE_SLICE_BEGIN:
             name = te.name if te.WhichOneof("name_field") == "name" else names[(seq, te.name_iid)]
             open_.setdefault(te.track_uuid, []).append((name, pkt.timestamp))
+            begins.append((name, pkt.timestamp, te.track_uuid, te))
         elif te.type == pb2.TrackEvent.TYPE_SLICE_END:
             assert open_.get(te.track_uuid), "a slice ends that did not begin"
             name, begin = open_[te.track_uuid].pop()
@@ -214,7 +223,7 @@ def perfetto_timeline(swt, out):
                 samples.append((pkt.timestamp, td.parent_uuid, te))
     assert not any(open_.values()), "slices left open"
     return types.SimpleNamespace(pb2=pb2, tracks=tracks, slices=slices, instants=instants,
-                                 samples=samples, sequences=last_ts)
+                                 samples=samples, begins=begins, sequences=last_ts)
 
 
 def chrome_slices(doc):
