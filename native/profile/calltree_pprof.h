@@ -36,6 +36,8 @@ typedef struct sw_pprof_opts {
     int64_t time_nanos;          /* start of the profile, ns since the Unix epoch; 0 if unknown */
     int64_t duration_nanos;      /* 0 if unknown */
     const char *comment;         /* a comment of the profile; NULL for none */
+    const char *weight;          /* what the second value of a sample and the period
+                                  * measure, in nanoseconds: "wall" (NULL) or "cpu" */
 } sw_pprof_opts;
 
 /* Appends the Profile message for the n trees (n may be 0: a valid profile

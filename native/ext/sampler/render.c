@@ -131,21 +131,26 @@ static void unknown_format(const char *fmt)
 }
 
 /* render_trees(format, trees, title="stackwatch profile", interval_ns=0,
- * time_ns=0, duration_ns=0) -> bytes. trees: [(name or None, CallTree)].
+ * time_ns=0, duration_ns=0, mode="wall") -> bytes (mode: what the weights
+ * are, "wall" or "cpu" time; pprof names it). trees: [(name or None, CallTree)].
  * "collapsed": all trees merged (in the given order); "speedscope": one
  * profile per tree; "pprof": the uncompressed Profile message, a "thread"
  * label per tree with a name. */
 static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
-    static char *kwlist[] = {"format", "trees", "title", "interval_ns", "time_ns", "duration_ns", NULL};
-    const char *fmt, *title = "stackwatch profile";
+    static char *kwlist[] = {"format", "trees", "title", "interval_ns", "time_ns", "duration_ns", "mode", NULL};
+    const char *fmt, *title = "stackwatch profile", *mode = "wall";
     PyObject *list;
     unsigned long long interval = 0;
     long long time_ns = 0, duration = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!|sKLL:render_trees", kwlist, &fmt, &PyList_Type, &list, &title,
-                                     &interval, &time_ns, &duration))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!|sKLLs:render_trees", kwlist, &fmt, &PyList_Type, &list, &title,
+                                     &interval, &time_ns, &duration, &mode))
         return NULL;
+    if (strcmp(mode, "wall") != 0 && strcmp(mode, "cpu") != 0) {
+        PyErr_Format(PyExc_ValueError, "mode must be 'wall' or 'cpu', not '%s'", mode);
+        return NULL;
+    }
     size_t kind = 0;
     while (kind < NFORMATS && strcmp(fmt, formats[kind].name) != 0)
         kind++;
@@ -167,7 +172,7 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
     render r = {shared ? sw_py_functab_copy(shared) : sw_functab_new(),
                 PyMem_Calloc(n ? (size_t)n : 1, sizeof(sw_calltree *)),
                 PyMem_Calloc(n ? (size_t)n : 1, sizeof(char *)), 0, title,
-                {interval, time_ns, duration, title}};
+                {interval, time_ns, duration, title, mode}};
     PyObject *res = NULL;
     sw_bytes out = {0};
     if (!r.ft || !r.trees || !r.names) {

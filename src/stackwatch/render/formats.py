@@ -45,8 +45,8 @@ class Format(namedtuple("Format", "name suffixes binary fits takes write")):
     __slots__ = ()
 
 
-class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns stats",
-                       defaults=(None, 0, 0, 0, None))):
+class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns stats mode",
+                       defaults=(None, 0, 0, 0, None, "wall"))):
     """What the tree formats are written from. threads: [(label or None,
     thread_id, tree)], each tree a stackwatch._native.CallTree: collapsed
     merges them in this order, speedscope and the HTML page show each as
@@ -54,7 +54,8 @@ class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns s
     the profile's name (None: the output file's name). interval_ns: the
     sampling interval; time_ns, duration_ns: the start (ns since the epoch)
     and length of the time the trees cover (0: unknown); stats: counters
-    the HTML page shows."""
+    the HTML page shows; mode: what the trees' times are, "wall" or "cpu"
+    time (pprof names it)."""
     __slots__ = ()
 
 
@@ -74,7 +75,7 @@ def _rendered(name, path, trees):
     (native/ext/sampler/render.c)."""
     return _native.render_trees(name, [(label, tree) for label, _, tree in trees.threads],
                                 title=_title(path, trees), interval_ns=trees.interval_ns,
-                                time_ns=trees.time_ns, duration_ns=trees.duration_ns)
+                                time_ns=trees.time_ns, duration_ns=trees.duration_ns, mode=trees.mode)
 
 
 def _write_bytes(path, data):
