@@ -130,6 +130,8 @@ def run(args):
 
     program = Program(script, module, script_args)
     if not program.prepare():
+        if trace_path != output:
+            os.unlink(trace_path)
         return 1
 
     log = None
