@@ -36,7 +36,8 @@ def add_parser(subparsers):
                    help="write this format directly (default: the stackwatch trace)")
     r.add_argument("-m", dest="module", help="run a library module as a script")
     r.add_argument("--buffer-size", default="256K", help="per-thread buffer (default 256K)")
-    r.add_argument("--ring", default=None, help="keep only the most recent SIZE of events per thread")
+    r.add_argument("--ring", default=None, help="flight recorder: keep only each thread's most recent events, at most SIZE bytes of the "
+                   "trace per thread (e.g. 1M; at least 16K)")
     r.add_argument("--max-depth", type=int, default=0, help="record frames only up to this depth")
     r.add_argument("--include", action="append", help="record only code in files/modules matching "
                    "this glob (repeatable)")
