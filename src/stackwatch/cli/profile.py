@@ -97,7 +97,7 @@ def _finish(prof, fmt, output, quiet):
         print(f"stackwatch: error: writing the profile to {output} failed: {e}", file=sys.stderr)
         return
     st = prof.stats()
-    if not st["stored"]:
+    if not st["stored"] and not quiet:
         print(f"stackwatch: warning: the profile is empty: no sample was taken (the program ran for less "
               f"than the interval of {prof.interval_ns / 1e6:g} ms, or --mode cpu found it never on a CPU)",
               file=sys.stderr)
