@@ -60,11 +60,9 @@ def _export_trace(args):
         raise UsageError(str(e))
     check_writable(args.output, "trace")
     t = Trace(args.file)
-    if t.damage:
-        print(f"warning: {args.file}: {t.damage}; exporting the intact part", file=sys.stderr)
     formats.FORMATS[args.format].write(args.output, t, min_duration_ns=min_ns)
     print(f"stackwatch: wrote {args.output}", file=sys.stderr)
-    return 0
+    return files.trace_damaged(args.file, t)
 
 
 def _offset(value, what, base_ns):

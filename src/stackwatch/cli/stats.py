@@ -75,8 +75,6 @@ def _trace_stats(args):
         raise UsageError("--limit must be positive")
     t = Trace(args.file)
     out = sys.stdout
-    if t.damage:
-        print(f"warning: {args.file}: {t.damage}; showing the intact part", file=sys.stderr)
     rows = t.stats()
     overall = {}
     for r in rows:
@@ -96,7 +94,8 @@ def _trace_stats(args):
             _calls_table(out, title, t, mine, args.sort, args.limit)
     _event_tables(out, t, args.limit)
     _sample_tables(out, t, args.limit)
-    return 0
+    out.flush()
+    return files.trace_damaged(args.file, t)
 
 
 def _calls_table(out, title, t, rows, sort, limit):
