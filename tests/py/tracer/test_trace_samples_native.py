@@ -272,8 +272,10 @@ def test_unknown_frame_kind_is_reported(traced, tmp_path):
                        f"chunk at offset {patched}"
     assert t.sample_count() == 0  # the first SAMPLES chunk comes after it
     r = run(["stats", str(bad)])
-    assert r.returncode == 0
-    assert [x for x in r.stderr.splitlines() if x] == [f"warning: {bad}: {t.damage}; showing the intact part"]
+    assert r.returncode == 1
+    assert [x for x in r.stderr.splitlines() if x] == [
+        f"stackwatch: error: {bad} is damaged ({t.damage}); the output above is what could be read "
+        f"({t.event_count()} events)"]
 
 
 FORKING = '''\
