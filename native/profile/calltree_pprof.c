@@ -241,7 +241,7 @@ static void builder_free(builder *b)
 
 int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw_pprof_opts *opts)
 {
-    static const sw_pprof_opts none = {0, 0, 0, NULL, NULL};
+    static const sw_pprof_opts none = {0, 0, 0, NULL, NULL, NULL};
     if (!opts)
         opts = &none;
     if (n && !trees)

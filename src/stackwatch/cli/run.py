@@ -134,7 +134,7 @@ def run(args):
 
     if not program.prepare():
         if trace_path != output:
-            os.unlink(trace_path)
+            traces.discard_run_trace(trace_path)
         return 1
 
     log = None
@@ -157,6 +157,8 @@ def run(args):
                       events=events or None, lines=args.lines, sample=args.sample,
                       sample_native=args.native, sample_lines=args.sample_lines)
         except (ValueError, RuntimeError) as e:
+            if trace_path != output:
+                traces.discard_run_trace(trace_path)
             raise UsageError(str(e))
         if not args.quiet:
             tracing._exec_notice = functools.partial(_say_exec, os.getpid(), trace_path, args.format)
