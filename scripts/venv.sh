@@ -22,8 +22,11 @@ if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv" >&2
 fi
 # toolz and more-itertools: tests/e2e/test_real_suites.py runs their test suites;
-# ipython: tests/py/integrations/test_ipython.py drives the magics in it.
-deps=("pip>=23.1" "meson-python>=0.15" "meson>=1.2" ninja pytest protobuf perfetto coverage selenium toolz==1.2.0 more-itertools==10.8.0 ipython "$@")
+# ipython: tests/py/integrations/test_ipython.py drives the magics in it (bounded
+# by the last release of each Python, so that pip does not backtrack through
+# every release for the older ones).
+deps=("pip>=23.1" "meson-python>=0.15" "meson>=1.2" ninja pytest protobuf perfetto coverage selenium toolz==1.2.0 more-itertools==10.8.0
+      "ipython<8.19; python_version<'3.10'" "ipython<9; python_version=='3.10'" "ipython; python_version>='3.11'" "$@")
 stamp="$venv/.deps-installed"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${deps[*]}" ]; then
   "$venv/bin/python" -m pip install -q -U --disable-pip-version-check "${deps[@]}" >&2

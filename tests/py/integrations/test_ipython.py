@@ -11,6 +11,7 @@ import html
 import os
 import re
 import sys
+import threading
 
 import pytest
 
@@ -34,11 +35,19 @@ def spin(seconds):
 
 @pytest.fixture(scope="module")
 def shell():
+    """A real IPython shell, without the history thread (the other tests of
+    this process sample every thread; none may be left behind)."""
     from IPython.core.interactiveshell import InteractiveShell
-    ip = InteractiveShell.instance()
+    from traitlets.config import Config
+    before = set(threading.enumerate())
+    c = Config()
+    c.HistoryManager.enabled = False
+    ip = InteractiveShell.instance(config=c)
     ip.run_line_magic("load_ext", "stackwatch")
     ip.run_cell(FIB)
     yield ip
+    InteractiveShell.clear_instance()
+    assert set(threading.enumerate()) <= before
 
 
 @pytest.fixture
