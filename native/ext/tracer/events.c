@@ -83,8 +83,11 @@ static const char *exc_type_name(PyObject *exc)
 
 /* The line of the instruction at `offset`, or of the first one after it
  * that has a line: an exception handler's first instruction has none (the
- * line is then that of its `except` clause, as frame.f_lineno says). -1 if
- * none has. */
+ * line is then that of its `except` clause, as frame.f_lineno says). The
+ * compiler's own cleanup handlers (the one that ends an `except` block left
+ * by a raise) have no line up to the code's end: then the last line before
+ * the offset, the statement the handler cleans up after. -1 if no
+ * instruction has a line. */
 static int line_of(PyCodeObject *co, long offset)
 {
     long end = (long)Py_SIZE(co) * 2;   /* bytes of the code units */
@@ -93,7 +96,12 @@ static int line_of(PyCodeObject *co, long offset)
         if (line >= 0)
             return line;
     }
-    return PyCode_Addr2Line(co, (int)offset);
+    for (long o = offset - 2; o >= 0 && o < end; o -= 2) {
+        int line = PyCode_Addr2Line(co, (int)o);
+        if (line >= 0)
+            return line;
+    }
+    return -1;
 }
 
 /* LINE(code, line_number) */

@@ -6,8 +6,6 @@
  */
 #include "trace_api.h"
 
-#include <string.h>
-
 #include "ext/dispatch/kinds.h"
 #include "ext/shared/tstate.h"
 #include "ext/tracer/flusher.h"
@@ -183,6 +181,29 @@ static PyObject *py_region_end(PyObject *self, PyObject *unused)
     return record_region(NULL, 0);
 }
 
+/* unrecorded(fn, *args): calls fn(*args) with this thread marked busy, as
+ * for a handler: stackwatch's own Python work inside the traced window
+ * (setting up following, the finisher) and every call it makes are not
+ * the program's and are not recorded. */
+static PyObject *py_unrecorded(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 1 || !PyCallable_Check(PyTuple_GET_ITEM(args, 0))) {
+        PyErr_SetString(PyExc_TypeError, "unrecorded(fn, *args): fn must be callable");
+        return NULL;
+    }
+    PyObject *rest = PyTuple_GetSlice(args, 1, n);
+    if (!rest)
+        return NULL;
+    sw_tstate *t = &sw_T;
+    sw_busy_enter(t);
+    PyObject *r = PyObject_Call(PyTuple_GET_ITEM(args, 0), rest, NULL);
+    sw_busy_exit(t);
+    Py_DECREF(rest);
+    return r;
+}
+
 static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
      "start(path, chunk_bytes=262144, ring_bytes=0, max_depth=0, allow_tsc=True, meta=None, include=None, "
@@ -190,6 +211,7 @@ static PyMethodDef methods[] = {
     {"stop", (PyCFunction)(void (*)(void))py_stop, METH_VARARGS | METH_KEYWORDS,
      "stop(end=None) -> dict of totals; end: more END keys (str -> int)"},
     {"is_tracing", py_is_tracing, METH_NOARGS, "is_tracing() -> bool"},
+    {"unrecorded", py_unrecorded, METH_VARARGS, "unrecorded(fn, *args): fn(*args), its calls not recorded"},
     {"_after_fork_child", py_after_fork_child, METH_NOARGS, "forget the parent's session (fork child) -> whether there was one"},
     {"_flush_all", py_flush_all, METH_NOARGS, "write every event recorded so far, tracing going on (before exec)"},
     {"_before_fork", py_before_fork, METH_NOARGS, "stop the background flusher before fork()"},

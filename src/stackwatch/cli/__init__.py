@@ -20,9 +20,11 @@ unreadable file) is one line on stderr starting with "stackwatch: error:"
 and a non-zero exit status; never a traceback from stackwatch itself.
 """
 import argparse
+import os
 import sys
 
 from .. import _native
+from ..tracer import session
 from . import export, probes, profile, run, stats
 from .program import UsageError
 
@@ -51,6 +53,9 @@ def build_parser():
 
 
 def main(argv=None):
+    if argv is None and sys.argv and os.path.isfile(sys.argv[0]):
+        # The console script that runs this (its frames are not the program's).
+        session.launched_by(sys.argv[0])
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
     try:

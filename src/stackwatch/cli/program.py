@@ -17,6 +17,7 @@ import sys
 import traceback
 import types
 
+from .. import _native
 from ..tracer import signals
 
 
@@ -205,15 +206,28 @@ class Finisher:
             return
         self.done = True
         try:
-            with signals.deferred():   # a fatal signal meanwhile waits for the output
-                self.finish()
+            # stackwatch's work, not the program's: none of it is recorded
+            _native.unrecorded(self._finish_deferred)
         finally:
             signals.remove(self)
+
+    def _finish_deferred(self):
+        with signals.deferred():   # a fatal signal meanwhile waits for the output
+            self.finish()
 
 
 def print_user_exception():
     """Print the current exception as Python would: without stackwatch's
-    frames (or runpy's)."""
+    frames (or runpy's). Python's own hook printing it is not recorded (the
+    traceback module's calls are not the program's); a hook the program
+    installed is."""
+    if sys.excepthook is sys.__excepthook__:
+        _native.unrecorded(_print_user_exception)
+    else:
+        _print_user_exception()
+
+
+def _print_user_exception():
     etype, value, tb = sys.exc_info()
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package
     while tb is not None and (os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(here)

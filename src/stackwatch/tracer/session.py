@@ -35,6 +35,19 @@ DEFAULT_FLUSH_INTERVAL = 0.25 if sys.version_info < (3, 13) else 0.0
 # stackwatch's own Python frames (start/stop, the CLI's exit handler) are
 # never recorded.
 _OWN_FILES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "*")  # the package
+# The frames that started the program (python -m's runpy, a console
+# script's <module>; the CLI adds its own script by launched_by()) are not
+# the program's: left out like stackwatch's own, so that the exit's
+# SystemExit passing through them is not one of the program's exceptions.
+_LAUNCHER_FILES = ["*/runpy.py", "<frozen runpy>"]
+
+
+def launched_by(path):
+    """The command line's script (a console script): its frames are never
+    recorded."""
+    path = os.path.abspath(path)
+    if path not in _LAUNCHER_FILES:
+        _LAUNCHER_FILES.append(path)
 
 
 class TraceSummary:
@@ -177,7 +190,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         raise ValueError(f"max_depth must be a non-negative integer, not {max_depth!r}")
     include = _globs(include, "include")
     exclude = _globs(exclude, "exclude")
-    native_exclude = (exclude or []) + [_OWN_FILES]
+    native_exclude = (exclude or []) + [_OWN_FILES] + _LAUNCHER_FILES
     if flush_interval is None:
         flush_interval = DEFAULT_FLUSH_INTERVAL
     file_mask = kinds.mask_of(events) if events else 0
@@ -218,7 +231,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
                     sample_lines=sample_lines, _followed=_followed)
     os._exit = _exit_after_stop
     os.execv, os.execve = _execv_after_flush, _execve_after_flush
-    _follow.started(_session, _followed)
+    _native.unrecorded(_follow.started, _session, _followed)   # stackwatch's work, not the program's
 
 
 def _stop_on_signal():
@@ -246,6 +259,10 @@ _SAMPLER_END_KEYS = ("ticks", "missed", "samples", "stored", "dropped", "failed"
 def stop():
     """Stop tracing, flush every thread and close the file. Returns a
     TraceSummary. Raises RuntimeError if not tracing."""
+    return _native.unrecorded(_stop_deferred)   # (stackwatch's work, not the program's)
+
+
+def _stop_deferred():
     with signals.deferred():    # a fatal signal meanwhile waits for the file
         return _stop()
 
