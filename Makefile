@@ -1,6 +1,6 @@
 # stackwatch - build, demo, tests and benchmarks.
 #
-#   make demo    venv + build + trace the bundled example, write outputs to out/
+#   make demo    venv + build + trace and profile examples/demo.py, outputs in out/
 #   make test    everything: the C tests (plain, ASan+UBSan, libFuzzer) and
 #                the Python tests on every Python 3.9-3.13 found (a missing
 #                one is skipped with a reason)

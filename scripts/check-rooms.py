@@ -39,6 +39,7 @@ PY_ROOMS = [
     "src/stackwatch/profiler",
     "src/stackwatch/tracer",
     "src/stackwatch/cli",
+    "src/stackwatch/integrations",   # the pytest plugin, the IPython magics
     "src/stackwatch",       # the package's public API (__init__.py)
 ]
 # .c files whose declarations live in another file's header, with the reason.

@@ -4,6 +4,7 @@
 # Prints the venv's python.
 #
 #   scripts/venv.sh 3.12 [extra pip packages...]
+#   SW_VENV_DEPS=build scripts/venv.sh 3.12     only what building needs
 #
 # The venv is .venv/<version>, or .venv/$SW_VENV_NAME when that is set.
 # The build is incremental: meson-python builds in build/<venv>-<key>,
@@ -21,12 +22,23 @@ venv="$root/.venv/$name"
 if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv" >&2
 fi
-# toolz and more-itertools: tests/e2e/test_real_suites.py runs their test suites.
-deps=("pip>=23.1" "meson-python>=0.15" "meson>=1.2" ninja pytest protobuf perfetto coverage selenium toolz==1.2.0 more-itertools==10.8.0 "$@")
+# What the build needs; SW_VENV_DEPS=build (make demo) installs only that.
+deps=("pip>=23.1" "meson-python>=0.15" "meson>=1.2" ninja)
+if [ "${SW_VENV_DEPS:-all}" != build ]; then
+  # The tests' consumers; toolz and more-itertools: tests/e2e/test_real_suites.py
+  # runs their test suites; ipython: tests/py/integrations/test_ipython.py
+  # drives the magics in it.
+  deps+=(pytest protobuf perfetto coverage selenium toolz==1.2.0 more-itertools==10.8.0 ipython "$@")
+fi
+# The stamp lists what was installed: pip runs only when something asked
+# for is not in it (a new package or a new pin).
 stamp="$venv/.deps-installed"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${deps[*]}" ]; then
+have=" $(cat "$stamp" 2>/dev/null || true) "
+missing=()
+for d in "${deps[@]}"; do [[ "$have" == *" $d "* ]] || missing+=("$d"); done
+if [ ${#missing[@]} -gt 0 ]; then
   "$venv/bin/python" -m pip install -q -U --disable-pip-version-check "${deps[@]}" >&2
-  echo "${deps[*]}" > "$stamp"
+  echo $have "${missing[@]}" > "$stamp"   # (have unquoted: its words)
 fi
 sdt=nosdt
 { [ -e /usr/include/sys/sdt.h ] || [ -e "/usr/include/$(gcc -dumpmachine 2>/dev/null)/sys/sdt.h" ]; } && sdt=sdt

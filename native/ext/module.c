@@ -4,6 +4,7 @@
  */
 #include "ext/shared/compat.h"
 #include "ext/shared/pyerr.h"
+#include "ext/shared/sigkick.h"
 
 #include "ext/tracefile/trace_type.h"
 
@@ -31,6 +32,7 @@ PyMODINIT_FUNC PyInit__native(void)
     if (!m)
         return NULL;
     if (sw_pyerr_add_to_module(m) < 0 ||                   /* ext/shared: TraceError */
+        sw_sigkick_add_to_module(m) < 0 ||                 /* ext/shared: fatal signals */
         sw_trace_type_add_to_module(m) < 0 ||              /* ext/tracefile: Trace */
         sw_kinds_add_to_module(m) < 0 || sw_dispatch_add_to_module(m) < 0 ||   /* ext/dispatch */
         sw_handlers_add_to_module(m) < 0 || sw_probes_add_to_module(m) < 0 ||

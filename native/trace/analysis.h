@@ -51,9 +51,9 @@ int sw_slice_durations(sw_trace *t, size_t thread, int64_t **dur, size_t *n);
 
 /* EXT events of the whole trace (all threads), counted by kind. GC time
  * is the sum over GC_START..GC_DONE pairs of one thread. */
-#define SW_EXT_KIND_LIMIT 14  /* kinds 0..13 (format.h SW_EXT_*) */
+#define SW_EXT_KIND_LIMIT 17  /* kinds 0..16 (format.h SW_EXT_*) */
 typedef struct sw_ext_summary {
-    uint64_t count[SW_EXT_KIND_LIMIT];  /* index SW_EXT_*; kinds 2..13 */
+    uint64_t count[SW_EXT_KIND_LIMIT];  /* index SW_EXT_*; kinds 2..13, 15, 16 */
     uint64_t malformed;      /* events whose payload did not decode */
     uint64_t gc_pairs;       /* collections with both start and done */
     int64_t gc_ns;           /* their total duration */

@@ -7,7 +7,14 @@
 #include "base/base.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* A region (format 1.6) open on the current thread. */
+typedef struct region {
+    char *name;
+    int64_t start;
+} region;
 
 typedef struct chrome {
     sw_trace *t;
@@ -18,6 +25,9 @@ typedef struct chrome {
     int gc_open;             /* a GC_START of the current thread awaits its GC_DONE */
     int64_t gc_start;
     uint64_t gc_generation;
+    region *regions;         /* the current thread's open regions, innermost last */
+    size_t nregions, regions_cap;
+    int oom;
 } chrome;
 
 static void json_str(FILE *out, const char *s)
@@ -87,9 +97,52 @@ static void put_gc(chrome *c, uint64_t tid, int64_t end_ns, const sw_ext *done)
     c->gc_open = 0;
 }
 
+/* A region as one complete event on its thread ("X", category "region"),
+ * from its begin to end_ns: regions the program marks around whole calls
+ * (a test, a request) nest with the call slices. */
+static void region_end(chrome *c, uint64_t tid, int64_t end_ns, int unfinished)
+{
+    region *r = &c->regions[--c->nregions];
+    sep(c);
+    fprintf(c->out, "{\"ph\":\"X\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+    put_ts(c, r->start);
+    fputs(",\"dur\":", c->out);
+    put_dur(c, end_ns - r->start);
+    fputs(",\"name\":", c->out);
+    json_str(c->out, r->name);
+    fprintf(c->out, ",\"cat\":\"region\",\"args\":{%s}}", unfinished ? "\"unfinished\":true" : "");
+    free(r->name);
+}
+
+static void region_begin(chrome *c, int64_t t_ns, const sw_ext *x)
+{
+    region *rs = sw_array_grow(c->regions, &c->regions_cap, c->nregions + 1, sizeof *rs, 16);
+    const char *s = x->malformed ? "?" : x->s1;
+    size_t n = strlen(s) + 1;
+    char *name = malloc(n);
+    if (name)
+        memcpy(name, s, n);
+    if (!rs || !name) {
+        free(name);
+        c->oom = 1;
+        return;
+    }
+    c->regions = rs;
+    rs[c->nregions++] = (region){name, t_ns};
+}
+
 static void ext_event(chrome *c, uint64_t tid, const sw_event *ev)
 {
     const sw_ext *x = ev->ext;
+    if (x->kind == SW_EXT_REGION_BEGIN) {
+        region_begin(c, ev->t_ns, x);
+        return;
+    }
+    if (x->kind == SW_EXT_REGION_END) {
+        if (c->nregions)   /* an end without a begin: nothing */
+            region_end(c, tid, ev->t_ns, 0);
+        return;
+    }
     if (!x->malformed && x->kind == SW_EXT_GC_START) {
         if (c->gc_open)
             put_gc(c, tid, ev->t_ns, NULL);
@@ -265,18 +318,20 @@ static int chrome_event(void *ud, size_t thread, const sw_event *ev)
             sample_event(c, tid, ev->sample);
         break;
     case SW_WALK_THREAD_END:
+        while (c->nregions)
+            region_end(c, tid, ev->t_ns, 1);
         if (c->gc_open)
             put_gc(c, tid, ev->t_ns, NULL);
         break;
     default:
         break;
     }
-    return ferror(c->out) ? 1 : 0;
+    return ferror(c->out) || c->oom ? 1 : 0;
 }
 
 int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen)
 {
-    chrome c = {t, out, 0, 0, 1, 0, 0, 0};
+    chrome c = {t, out, 0, 0, 1, 0, 0, 0, NULL, 0, 0, 0};
     const sw_meta_entry *e;
     if ((e = sw_trace_meta_find(t, "pid")))
         c.pid = e->u;
@@ -299,10 +354,13 @@ int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err,
         fputs("}}", out);
     }
     int rc = sw_export_walk(t, o, chrome_event, &c);
+    while (c.nregions)   /* the walk stopped early */
+        free(c.regions[--c.nregions].name);
+    free(c.regions);
     fputs("\n]}\n", out);
-    if (rc == SW_ENOMEM) {
+    if (rc == SW_ENOMEM || c.oom) {
         snprintf(err, errlen, "out of memory");
-        return rc;
+        return SW_ENOMEM;
     }
     if (rc || fflush(out) != 0 || ferror(out)) {
         snprintf(err, errlen, "write error");

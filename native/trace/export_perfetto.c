@@ -134,6 +134,8 @@ typedef struct perfetto {
     sw_bytes cs, fr;         /* a sample's callstack and one of its frames */
     size_t nthreads;
     int gc_open;             /* a GC slice is open on the current thread's GC track */
+    uint8_t *regions_described;  /* per thread: its "regions" track was described */
+    uint64_t regions_open;   /* regions open on the current thread's "regions" track */
 } perfetto;
 
 static uint64_t thread_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + thread; }
@@ -141,6 +143,11 @@ static uint64_t gc_uuid(const perfetto *p, size_t thread) { return p->process_uu
 static uint64_t samples_uuid(const perfetto *p, size_t thread)
 {
     return p->process_uuid + 1 + 2 * (uint64_t)p->nthreads + thread;
+}
+
+static uint64_t regions_uuid(const perfetto *p, size_t thread)
+{
+    return p->process_uuid + 1 + 3 * (uint64_t)p->nthreads + thread;
 }
 
 static void emit_packet(perfetto *p)
@@ -393,11 +400,45 @@ static int gc_begin(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *x)
     return send_event(p, thread, t_ns);
 }
 
-/* An EXT event: GC start/done open and close a slice on the GC track;
- * everything else is an instant on the thread's track. */
+/* A region (format 1.6) begins: a slice on the thread's "regions" track
+ * (regions nest among themselves, not with the calls). A begin whose name
+ * did not decode is a region named "?", so that the ends still pair. */
+static int region_begin(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *x)
+{
+    if (describe_child(p, thread, regions_uuid(p, thread), "regions", &p->regions_described[thread]))
+        return 1;
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_BEGIN);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, regions_uuid(p, thread));
+    pb_str(&p->ev, F_TE_NAME, x->malformed ? "?" : x->s1);
+    pb_str(&p->ev, F_TE_CATEGORIES, "region");
+    p->regions_open++;
+    return send_event(p, thread, t_ns);
+}
+
+/* Ends the innermost open region of the thread (unfinished: at the end of
+ * the thread's events, the program never ended it). */
+static int region_end(perfetto *p, size_t thread, int64_t t_ns, int unfinished)
+{
+    p->regions_open--;
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_END);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, regions_uuid(p, thread));
+    if (unfinished)
+        da_uint(p, "unfinished", 1);
+    return send_event(p, thread, t_ns);
+}
+
+/* An EXT event: GC start/done open and close a slice on the GC track,
+ * region begin/end one on the regions track; everything else is an
+ * instant on the thread's track. */
 static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
 {
     const sw_ext *x = ev->ext;
+    if (x->kind == SW_EXT_REGION_BEGIN)
+        return region_begin(p, thread, ev->t_ns, x);
+    if (x->kind == SW_EXT_REGION_END)
+        return p->regions_open ? region_end(p, thread, ev->t_ns, 0) : 0;   /* an end without a begin: nothing */
     if (!x->malformed && x->kind == SW_EXT_GC_START) {
         if (p->gc_open && gc_end(p, thread, ev->t_ns, NULL))
             return 1;
@@ -492,6 +533,9 @@ static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
     case SW_WALK_SAMPLE:
         return ev->sample ? sample_event(p, thread, ev->sample) : 0;
     case SW_WALK_THREAD_END:
+        while (p->regions_open)
+            if (region_end(p, thread, ev->t_ns, 1))
+                return 1;
         return p->gc_open ? gc_end(p, thread, ev->t_ns, NULL) : 0;
     default:
         return 0;
@@ -517,10 +561,12 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     p.nthreads = sw_trace_thread_count(t);
     p.gc_described = calloc(p.nthreads ? p.nthreads : 1, 1);
     p.samples_described = calloc(p.nthreads ? p.nthreads : 1, 1);
-    if (!p.iid || !p.gc_described || !p.samples_described) {
+    p.regions_described = calloc(p.nthreads ? p.nthreads : 1, 1);
+    if (!p.iid || !p.gc_described || !p.samples_described || !p.regions_described) {
         free(p.iid);
         free(p.gc_described);
         free(p.samples_described);
+        free(p.regions_described);
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
@@ -560,6 +606,7 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     free(p.iid);
     free(p.gc_described);
     free(p.samples_described);
+    free(p.regions_described);
     sw_bytes_free(&p.cs);
     sw_bytes_free(&p.fr);
     if (rc == SW_ENOMEM || oom) {

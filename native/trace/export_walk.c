@@ -201,6 +201,8 @@ const char *sw_export_ext_name(const sw_ext *x, char *buf, size_t len, const cha
     case SW_EXT_DEL_DONE: cat = "object"; what = "delete done"; break;
     case SW_EXT_THREAD_START: cat = "thread"; what = "thread start"; break;
     case SW_EXT_THREAD_EXIT: cat = "thread"; what = "thread exit"; break;
+    case SW_EXT_REGION_BEGIN: cat = "region"; what = "region"; break;
+    case SW_EXT_REGION_END: cat = "region"; what = "region end"; with_s1 = 0; break;
     default: with_s1 = 0; break;
     }
     *category = cat;

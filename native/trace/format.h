@@ -15,7 +15,7 @@
 
 #define SW_MAGIC            "\x89SWT\r\n\x1a\n"
 #define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
-#define SW_FORMAT_MINOR     5   /* readers accept any minor of their major */
+#define SW_FORMAT_MINOR     6   /* readers accept any minor of their major */
 
 /* Chunk types, besides the container's META (1: key/value pairs describing
  * the trace, the first chunk) and END (5: key/value totals written when
@@ -82,5 +82,12 @@
  * reader ends the frame here and puts those events after it, one level up,
  * as sys.setprofile reports them. No payload. */
 #define SW_EXT_TEARDOWN     14
+/* Format 1.6: named regions of a thread's time (a test, a request, a cell),
+ * marked by the program (stackwatch.region, the pytest plugin). They nest
+ * among themselves, not with the frames: REGION_END closes the thread's
+ * innermost open region. Exports show them as slices on a track of their
+ * thread. */
+#define SW_EXT_REGION_BEGIN 15  /* str name */
+#define SW_EXT_REGION_END   16  /* no payload */
 
 #endif

@@ -960,7 +960,7 @@ static int get_ext_str(sw_cursor *c, char *buf)
     return SW_OK;
 }
 
-/* Decodes the payload of an EXT event of a known kind (2-13) into x. A
+/* Decodes the payload of an EXT event of a known kind (2-13, 15-16) into x. A
  * payload shorter than the kind's fields sets x->malformed; bytes after
  * them are ignored (room for fields a newer minor version adds). */
 static void decode_ext(replay *r, uint64_t kind, const uint8_t *p, size_t len, sw_ext *x)
@@ -1002,6 +1002,11 @@ static void decode_ext(replay *r, uint64_t kind, const uint8_t *p, size_t len, s
     case SW_EXT_THREAD_START:
     case SW_EXT_THREAD_EXIT:
         bad = get_ext_str(&c, r->s1) || sw_cur_varint(&c, &x->a);
+        break;
+    case SW_EXT_REGION_BEGIN:
+        bad = get_ext_str(&c, r->s1);
+        break;
+    case SW_EXT_REGION_END:   /* no payload */
         break;
     }
     x->malformed = bad != 0;
@@ -1166,7 +1171,8 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                     if ((rc = emit(r, (int)exit_op, r->stack[r->depth - 1], seen_depth(r), 0)))
                         return rc;
                 }
-            } else if ((r->flags & SW_REPLAY_EXT) && kind >= SW_EXT_LINE && kind <= SW_EXT_THREAD_EXIT) {
+            } else if ((r->flags & SW_REPLAY_EXT) && ((kind >= SW_EXT_LINE && kind <= SW_EXT_THREAD_EXIT) ||
+                                                      kind == SW_EXT_REGION_BEGIN || kind == SW_EXT_REGION_END)) {
                 sw_ext x;
                 decode_ext(r, kind, c.p, (size_t)len, &x);
                 sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};

@@ -75,6 +75,7 @@ typedef struct sw_meta_entry {
  *   GC_DONE       a = generation, b = collected, c = uncollectable
  *   NEW_START..DEL_DONE  s1 = class, s2 = file that defines it
  *   THREAD_*      s1 = thread name, a = native thread id
+ *   REGION_BEGIN  s1 = region name (REGION_END: nothing)
  * Strings are NUL-terminated copies, cut at SW_EXT_STR_MAX bytes (on a
  * UTF-8 character boundary); they are valid during the callback only. A
  * payload too short for its kind's fields is delivered with `malformed` set

@@ -458,7 +458,8 @@ void sw_tbuf_ext(sw_tbuf *b, uint64_t ticks, unsigned kind, const uint8_t *paylo
     }
     uint8_t *p = sw_put_varint_fast(b->pos, (sw_tbuf_delta(b, ticks) << SW_OP_BITS) | SW_OP_EXT);
     p = sw_put_varint_fast(sw_put_varint_fast(p, kind), len);
-    memcpy(p, payload, len);
+    if (len)   /* a kind without payload may pass NULL */
+        memcpy(p, payload, len);
     b->pos = p + len;
     b->nev++;
 }

@@ -11,20 +11,66 @@ compact binary trace (``.swt``), exported to Perfetto and Chrome JSON.
 
     @stackwatch.traced("out.swt")
     def main(): ...
+
+Importing the package loads nothing else: each name below is imported
+from its room on first use, so that the pytest plugin (registered for
+every pytest run, stackwatch.integrations.pytest_plugin) and the IPython
+extension cost nothing, and load no native code, until they are used.
+
+PYTEST_DONT_REWRITE: pytest marks the packages of its entry-point plugins
+for assertion rewriting, and warns when one was imported first, as under
+`stackwatch run -m pytest`; this package's code has nothing to rewrite.
 """
-import os as _os
+import importlib as _importlib
 
-from . import _native
-from ._native import TraceError
-from .events import handlers, probes
-from .events.handlers import EVENTS, Event, add_handler
-from .profiler import CallTree, History, Profiler, get_profile, load_profile, merge, watch
-from .tracer.session import TraceSummary, is_tracing, start, stop, trace, traced
-from .tracer.tracefile import Trace
-
-_native._set_own_prefix(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), ""))
+# name -> (module, attribute or None for the module itself)
+_LAZY = {
+    "_native": ("stackwatch._native", None),
+    "TraceError": ("stackwatch._native", "TraceError"),
+    "handlers": ("stackwatch.events.handlers", None),
+    "probes": ("stackwatch.events.probes", None),
+    "EVENTS": ("stackwatch.events.handlers", "EVENTS"),
+    "Event": ("stackwatch.events.handlers", "Event"),
+    "add_handler": ("stackwatch.events.handlers", "add_handler"),
+    "CallTree": ("stackwatch.profiler", "CallTree"),
+    "History": ("stackwatch.profiler", "History"),
+    "Profiler": ("stackwatch.profiler", "Profiler"),
+    "get_profile": ("stackwatch.profiler", "get_profile"),
+    "load_profile": ("stackwatch.profiler", "load_profile"),
+    "merge": ("stackwatch.profiler", "merge"),
+    "watch": ("stackwatch.profiler", "watch"),
+    "TraceSummary": ("stackwatch.tracer.session", "TraceSummary"),
+    "is_tracing": ("stackwatch.tracer.session", "is_tracing"),
+    "start": ("stackwatch.tracer.session", "start"),
+    "stop": ("stackwatch.tracer.session", "stop"),
+    "trace": ("stackwatch.tracer.session", "trace"),
+    "traced": ("stackwatch.tracer.session", "traced"),
+    "region": ("stackwatch.tracer.regions", "region"),
+    "Trace": ("stackwatch.tracer.tracefile", "Trace"),
+}
 
 __all__ = ["EVENTS", "CallTree", "Event", "History", "Profiler", "Trace", "TraceError", "TraceSummary",
-           "add_handler", "get_profile", "handlers", "is_tracing", "load_profile", "merge", "probes", "start",
-           "stop", "trace", "traced", "watch"]
+           "add_handler", "get_profile", "handlers", "is_tracing", "load_profile", "merge", "probes",
+           "region", "start", "stop", "trace", "traced", "watch"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'stackwatch' has no attribute {name!r}")
+    module = _importlib.import_module(where[0])
+    value = module if where[1] is None else getattr(module, where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext stackwatch`: the %stackwatch and %%stackwatch magics
+    (stackwatch.integrations.ipython)."""
+    from .integrations import ipython as _ipython
+    _ipython.load(ipython)

@@ -266,6 +266,10 @@ static inline void tg_ext(tg_thread *t, unsigned kind, uint32_t code, uint64_t l
         sw_bytes_varint(&p, a);
         break;
     case SW_EXT_TEARDOWN:  /* no payload */
+    case SW_EXT_REGION_END:
+        break;
+    case SW_EXT_REGION_BEGIN:
+        sw_bytes_str(&p, s1);
         break;
     default:  /* object events */
         sw_bytes_str(&p, s1);

@@ -4,16 +4,17 @@ For each pinned project below, its own test suite (taken from its sdist,
 downloaded once into a cache) runs with pytest against the pinned release
 installed in this venv (scripts/venv.sh installs it), once per mode:
 plain `python -m pytest`, `stackwatch run -o T.swt -m pytest`,
-`stackwatch profile -o P.swprof -m pytest` and `python -m cProfile -o C.prof
--m pytest`. Every mode must give the plain run's exit status, closing
+`stackwatch profile -o P.swprof -m pytest`, `stackwatch run -c "import
+pytest; ..."`, the console script (`stackwatch run pytest`, found on PATH)
+and `python -m cProfile -o C.prof -m pytest`. Every mode must give the plain run's exit status, closing
 counts (passed, failed, skipped, xfailed, warnings, subtests...) and
 per-test outcomes (read from --junitxml); stackwatch's trace and profile
 must read back; and for a few functions of each project the call counts in
 the trace must equal cProfile's exactly.
 
 Modes are entries of MODES (an argv builder and a check of what the mode
-writes), so `stackwatch run -c`, a console script or a pytest plugin can be
-added there as parameters when they exist.
+writes): `stackwatch run -c`, the console script under `stackwatch run`,
+and "pytest plugin" (`pytest --stackwatch`) are among them.
 
 The suites take about 25 s per Python, so they run on the oldest and the
 newest version (SUITE_VERSIONS: 3.9 has frame objects and the C trace and
@@ -141,6 +142,25 @@ def _profile(args, out):
     return STACKWATCH + ["profile", "-o", path, "-m", "pytest"] + args, path
 
 
+def _run_c(args, out):
+    # As `python -c "..." ARGS`: pytest reads its arguments from sys.argv.
+    path = os.path.join(out, "trace.swt")
+    return STACKWATCH + ["run", "-o", path, "-c", "import pytest; raise SystemExit(pytest.console_main())"] + args, path
+
+
+def _run_script(args, out):
+    # The console script `pytest`, found on PATH (Suites._run puts this
+    # venv's bin first), as a shell would start it.
+    path = os.path.join(out, "trace.swt")
+    return STACKWATCH + ["run", "-o", path, "pytest"] + args, path
+
+
+def _plugin(args, out):
+    # The pytest plugin (entry point pytest11): --stackwatch=trace, not a
+    # bare --stackwatch, since the suite's paths follow.
+    return [sys.executable, "-m", "pytest", "--stackwatch=trace", "--stackwatch-dir", out] + args, out
+
+
 def _cprofile(args, out):
     path = os.path.join(out, "cprofile.prof")
     return [sys.executable, "-m", "cProfile", "-o", path, "-m", "pytest"] + args, path
@@ -155,6 +175,19 @@ def _check_trace(path, project):
     assert f"{t.event_count()} events" in r.stdout.splitlines()[0], r.stdout[:500]
     calls = sum(row.calls for row in t.stats())
     assert calls > 100_000, calls
+
+
+def _check_plugin(out, project):
+    """The plugin's one trace file: read as `stackwatch run`'s is, and a
+    region per test that ran (named by its node id), each ended."""
+    path, = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".trace.swt")]
+    _check_trace(path, project)
+    t = Trace(path)
+    regions = t.ext_events(kinds=["region_begin", "region_end"])
+    names = [e.data["name"] for e in regions if e.kind == "region_begin"]
+    assert len(names) >= project.min_passed and len(set(names)) == len(names), len(names)
+    assert all("::" in n for n in names), names[:5]
+    assert [e.kind for e in regions] == ["region_begin", "region_end"] * len(names)
 
 
 def _check_profile(path, project):
@@ -180,9 +213,14 @@ MODES = {
     "plain": Mode(_plain, None),
     "run": Mode(_run, _check_trace),
     "profile": Mode(_profile, _check_profile),
+    "run-c": Mode(_run_c, _check_trace),
+    "run-script": Mode(_run_script, _check_trace),
     "cprofile": Mode(_cprofile, None),
+    "pytest plugin": Mode(_plugin, _check_plugin),
 }
-COMPARED = ["run", "profile", "cprofile"]   # each against "plain"
+# (`stackwatch profile pytest`, the console script under the profiler, is
+# tests/py/cli/test_start_forms.py's: the suites cost 5-10 s per mode.)
+COMPARED = ["run", "profile", "run-c", "run-script", "cprofile", "pytest plugin"]   # each against "plain"
 
 
 # --- the suites: download, extract, run ------------------------------------
@@ -329,7 +367,8 @@ class Suites:
         # Every run the same: no .pyc written by one run and read by the
         # next, and the same hash seed (set and dict orders, so the same
         # code paths).
-        env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
+        env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0",
+                   PATH=_BIN + os.pathsep + env.get("PATH", ""))
         r = subprocess.run(argv, cwd=suite, env=env, capture_output=True, text=True, timeout=1800)
         where = f"{' '.join(argv)}\n(in {suite}) exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         assert os.path.exists(junit), where

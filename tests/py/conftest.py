@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import types
 from collections import Counter
 
@@ -46,6 +47,27 @@ def run(args, cwd=None, input=None, timeout=120, env=None):
         e.update(env)
     return subprocess.run(cmd, cwd=cwd, input=input, capture_output=True, text=True,
                           timeout=timeout, env=e)
+
+
+def profile_summary(stderr):
+    """What `stackwatch profile` printed at the end of stderr, split off:
+    (the program's own stderr, the top-functions table's rows [(own, own%,
+    total, total%, function)], the "wrote" line). The table is left out
+    when the profile has no samples ([] then); with -q there is neither."""
+    head, sep, table = stderr.partition("\nstackwatch: top functions (")
+    rows = []
+    if sep:
+        lines = table.splitlines()
+        assert lines[1].split() == ["own", "own%", "total", "total%", "function"], table
+        for line in lines[2:-1]:
+            own, own_pct, total, total_pct, function = line.split(None, 4)
+            rows.append((int(own), own_pct, int(total), total_pct, function))
+        wrote = lines[-1]
+    else:
+        head, _, wrote = stderr.rstrip("\n").rpartition("\n")
+        head = head + "\n" if head else ""
+    assert wrote.startswith("stackwatch: wrote "), stderr
+    return head, rows, wrote + "\n"
 
 
 def tree_nodes(tree):
@@ -381,3 +403,68 @@ def page_data(text):
     (attrs, body), = [s for s in parse_page(text).scripts if s[0].get("id") == "stackwatch-data"]
     assert attrs.get("type") == "application/json"
     return json.loads(body)
+
+
+# ---- a page in headless Chromium (the flame graph, the IPython magics' output) ----
+
+# The page does not depend on the interpreter: browser tests run on these
+# versions, or on every version with STACKWATCH_BROWSER_TESTS=all.
+BROWSER_VERSIONS = ("3.9", "3.13")
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+def _browser_reason():
+    v = "%d.%d" % sys.version_info[:2]
+    if os.environ.get("STACKWATCH_BROWSER_TESTS") != "all" and v not in BROWSER_VERSIONS:
+        return f"browser tests run on Python {' and '.join(BROWSER_VERSIONS)} (STACKWATCH_BROWSER_TESTS=all for every version)"
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not os.access(path, os.X_OK):
+            return f"{path} is not installed (Debian packages chromium, chromium-driver)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (scripts/venv.sh installs it)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    reason = _browser_reason()
+    if reason:
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    profile_dir = tempfile.mkdtemp(prefix="sw-chromium-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--no-first-run", "--window-size=1200,800",
+              f"--user-data-dir={profile_dir}"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # The driver's path is given, so selenium never looks for (or downloads) one.
+    driver = webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
+    try:
+        # Collects uncaught errors from the first line of every page on.
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": (
+            "window.__errors = [];"
+            "addEventListener('error', function (e) { __errors.push(String(e.message || e)); });"
+            "document.addEventListener('securitypolicyviolation', function (e) {"
+            " __errors.push('CSP: ' + e.violatedDirective); });")})
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile_dir, ignore_errors=True)
+
+
+def open_page(driver, path):
+    driver.get_log("browser")   # drops the previous page's messages
+    driver.get("file://" + str(path))
+    return driver
+
+
+def check_clean(driver):
+    """No uncaught error, CSP violation or console error/warning so far."""
+    errors = driver.execute_script("return window.__errors")
+    logs = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    assert errors == [] and logs == [], (errors, logs)

@@ -5,6 +5,7 @@
 #include "ticker.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <time.h>
 
 static void make_sync(sw_ticker *t)
@@ -61,7 +62,16 @@ int sw_ticker_start(sw_ticker *t, double seconds, int tick_first, void (*tick)(v
     t->interval_s = seconds;
     t->tick_first = tick_first;
     t->stop = 0;
-    if (pthread_create(&t->thread, NULL, loop, t) != 0)
+    /* Every signal blocked in the thread: a signal sent to the process goes
+     * to one of the program's threads, as without stackwatch (one taken by
+     * this thread would leave the main thread asleep in a blocking call while
+     * its Python handler waited). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&t->thread, NULL, loop, t);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
         return -1;
     t->running = 1;
     return 0;

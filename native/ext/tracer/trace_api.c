@@ -1,17 +1,21 @@
 /*
  * trace_api.c - the tracer's functions in stackwatch._native: start, stop,
- * is_tracing, and the session's steps around exec and fork
- * (src/stackwatch/tracer/session.py calls them).
+ * is_tracing, the session's steps around exec and fork
+ * (src/stackwatch/tracer/session.py calls them), and the named regions a
+ * program marks (region_begin/region_end, src/stackwatch/tracer/regions.py).
  */
 #include "trace_api.h"
 
 #include <string.h>
 
 #include "ext/dispatch/kinds.h"
+#include "ext/shared/tstate.h"
 #include "ext/tracer/flusher.h"
 #include "ext/tracer/session.h"
 
 #include "trace/trace.h"
+
+#include <string.h>
 
 static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -133,6 +137,52 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
     return PyBool_FromLong(sw_session_after_fork_child());
 }
 
+/* Records a REGION_BEGIN (name) or REGION_END (name NULL) event in the
+ * calling thread's stream. Returns whether it was recorded: not when no
+ * session runs, or the thread cannot record (stackwatch's own code runs on
+ * it, or it is being torn down). The name is cut at 200 bytes, on a
+ * character boundary, like every name of an EXT record. */
+static PyObject *record_region(const char *name, size_t len)
+{
+    sw_tstate *t = &sw_T;
+    if (!sw_S.gen || t->busy || !sw_thread_attach(t))
+        Py_RETURN_FALSE;
+    uint8_t buf[SW_VARINT_MAX + 200];
+    size_t n = 0;
+    if (name) {
+        if (len > 200) {
+            len = 200;
+            while (len > 0 && ((unsigned char)name[len] & 0xc0) == 0x80)
+                len--;
+        }
+        n = (size_t)(sw_put_varint_fast(buf, len) - buf);
+        memcpy(buf + n, name, len);
+        n += len;
+    }
+    sw_tbuf_ext(t->tb, sw_clock_now(&sw_S.clock), name ? SW_EXT_REGION_BEGIN : SW_EXT_REGION_END, buf, n);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *py_region_begin(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyUnicode_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "a region's name must be a str, not %.100s", Py_TYPE(arg)->tp_name);
+    PyObject *b = PyUnicode_AsEncodedString(arg, "utf-8", "backslashreplace");
+    if (!b)
+        return NULL;
+    PyObject *r = record_region(PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+    Py_DECREF(b);
+    return r;
+}
+
+static PyObject *py_region_end(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return record_region(NULL, 0);
+}
+
 static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
      "start(path, chunk_bytes=262144, ring_bytes=0, max_depth=0, allow_tsc=True, meta=None, include=None, "
@@ -144,6 +194,10 @@ static PyMethodDef methods[] = {
     {"_flush_all", py_flush_all, METH_NOARGS, "write every event recorded so far, tracing going on (before exec)"},
     {"_before_fork", py_before_fork, METH_NOARGS, "stop the background flusher before fork()"},
     {"_after_fork_parent", py_after_fork_parent, METH_NOARGS, "restart the background flusher after fork()"},
+    {"region_begin", py_region_begin, METH_O,
+     "region_begin(name) -> whether recorded: a named region of this thread begins (trace format 1.6)"},
+    {"region_end", py_region_end, METH_NOARGS,
+     "region_end() -> whether recorded: this thread's innermost open region ends"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -7,8 +7,9 @@ Each command is a module of this package with
     run(args) -> int      does it; returns the exit status, raises
                           UsageError for a mistake of the user's
     RUNS_PROGRAM = True   (optional) for a command that runs the user's
-                          program: every word after the script or after
-                          -m MODULE is the program's (args.argv), and
+                          program: every word after the script (or
+                          command, or "-") or after -m MODULE / -c CODE
+                          is the program's (args.argv), and
                           args.words holds the words before them
 and never imports this module. COMMANDS lists them in the order
 `stackwatch --help` shows them; program.py (running the program, the
@@ -84,19 +85,22 @@ def main(argv=None):
 
 
 def split_at_module(sub, args):
-    """Like python, everything after '-m MODULE' belongs to the module, even
-    words that look like stackwatch's options ('run -m pytest -q -x').
-    Returns (stackwatch's arguments up to the module name, the module's
-    arguments), or None when a script, '--' or nothing comes before any -m."""
+    """Like python, everything after '-m MODULE' (or '-c CODE') belongs to
+    the program, even words that look like stackwatch's options ('run -m
+    pytest -q -x'). Returns (stackwatch's arguments up to the module name or
+    code; or up to '-', then '-' and the program's arguments), or None when
+    a script, '--' or nothing comes before any -m, -c or -."""
     options = sub._option_string_actions
     i = 0
     while i < len(args):
         word = args[i]
-        if word == "--" or word == "-" or not word.startswith("-"):
+        if word == "-":         # the program on stdin, then its arguments
+            return args[:i], args[i:]
+        if word == "--" or not word.startswith("-"):
             return None
-        if word == "-m":
+        if word in ("-m", "-c"):
             return (args[:i + 2], args[i + 2:]) if i + 1 < len(args) else None
-        if word.startswith("-m") and not word.startswith("--"):
+        if word.startswith(("-m", "-c")) and not word.startswith("--"):
             return args[:i + 1], args[i + 1:]
         name = word.split("=", 1)[0]
         action = options.get(name)

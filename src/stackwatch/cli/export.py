@@ -47,10 +47,10 @@ def run(args):
     profile = files.kind_of(args.file) == "profile"
     if args.format is None:
         fits = (formats.TREES,) if profile else (formats.TRACES,)
-        args.format = formats.guess(args.output, *fits, default=None)
-        if args.format is None:
-            raise UsageError(f"no format is known by the name {args.output!r}: give --format (choose from: "
-                             f"{', '.join(PROFILE_FORMATS if profile else TRACE_FORMATS)})")
+        try:
+            args.format = formats.of_output(args.output, *fits)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     if profile:
         return _export_profiles(args)
     return _export_trace(args)

@@ -1,11 +1,13 @@
 """`stackwatch profile`: run a program under the statistical profiler and
-write its call tree as collapsed stacks, speedscope JSON, an interactive
-HTML flame graph, pprof, or a profile file (".swprof": the history of
-trees per cycle, for `stackwatch stats` and `stackwatch export`).
+write its call tree as an interactive HTML flame graph (the default),
+collapsed stacks, speedscope JSON, pprof, or a profile file (".swprof":
+the history of trees per cycle, for `stackwatch stats` and `stackwatch
+export`); at the end, the top functions (own and total share) are printed
+to stderr above the "wrote" line.
 
     stackwatch profile [--rate HZ | --interval 1ms] [--mode wall|cpu] [--lines] [--native] [-o out]
                        [--cycle 2s] [--format collapsed|speedscope|html|pprof|stackwatch]
-                       (script.py | -m module) [args ...]
+                       (script.py | -m module | -c code | - | command) [args ...]
 
 The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
 __main__, exit status). The profile is written at exit, after the
@@ -15,7 +17,6 @@ default output names and the format an output name implies come from the
 registry (stackwatch.render.formats).
 """
 import argparse
-import atexit
 import functools
 import os
 import sys
@@ -26,13 +27,15 @@ from ..profiler import history
 from ..render import formats
 from ..tracer import session as tracing
 from .program import Finisher, Program, UsageError, check_writable, resolve
+from .stats import samples_table
 
 NAME = "profile"
 RUNS_PROGRAM = True
 FORMATS = formats.names(formats.TREES, formats.PROFILES)
+SUMMARY_ROWS = 10      # the top functions printed at the end
 
 USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [--mode wall|cpu] [--lines] [--native] [-o OUT] "
-         "[--format collapsed|speedscope|html|pprof|stackwatch] (script.py | -m module) [args ...]")
+         "[--format collapsed|speedscope|html|pprof|stackwatch] (script.py | -m module | -c code | - | command) [args ...]")
 
 
 def add_parser(subparsers):
@@ -46,17 +49,17 @@ def add_parser(subparsers):
                    help="wall: every thread all the time, weighted by wall time (default); cpu: only "
                    "threads on a CPU, weighted by CPU time (idle threads and threads waiting for "
                    "the GIL are left out)")
-    p.add_argument("-o", "--output", help="output file (default stackwatch-PID.collapsed.txt, or "
-                   "stackwatch-PID.speedscope.json with --format speedscope, "
-                   "stackwatch-PID.flamegraph.html with --format html, stackwatch-PID.pb.gz "
-                   "with --format pprof, stackwatch-PID.swprof with --format stackwatch)")
+    p.add_argument("-o", "--output", help="output file (default stackwatch-PID.flamegraph.html, or "
+                   "stackwatch-PID and the format's ending with --format); its ending names the "
+                   "format: " + ", ".join(f"{f.suffixes[0]} ({f.name})" for f in formats.FORMATS.values()
+                                          if f.name in FORMATS))
     p.add_argument("--format", choices=FORMATS, default=None,
-                   help="collapsed (flamegraph.pl input), speedscope (JSON), html (interactive "
-                   "flame graph), pprof (gzipped profile.proto, for go tool pprof) or stackwatch (a "
+                   help="html (interactive flame graph, the default), collapsed (flamegraph.pl "
+                   "input), speedscope (JSON), pprof (gzipped profile.proto, for go tool pprof), "
+                   "pstats (Python's pstats, snakeviz), callgrind (KCachegrind) or stackwatch (a "
                    "profile file with a tree per cycle, for 'stackwatch stats' and 'stackwatch "
-                   "export'); default: speedscope if the output ends in .json, html if it ends in "
-                   ".html, pprof if it ends in .pb.gz or .pprof, stackwatch if it ends in .swprof, "
-                   "else collapsed")
+                   "export'); default: the one -o's ending names (an ending that names "
+                   "none is an error)")
     p.add_argument("--cycle", default="2s", help="profile files keep a call tree per cycle of this "
                    "length (default 2s; from 10ms to 1h)")
     p.add_argument("--lines", action="store_true",
@@ -64,6 +67,8 @@ def add_parser(subparsers):
     p.add_argument("--native", action="store_true",
                    help="merge native (C) frames into the stacks, named 'symbol [native]' (Linux x86-64)")
     p.add_argument("-m", dest="module", help="run a library module as a script")
+    p.add_argument("-c", dest="code", metavar="CODE", help="run the program passed in as a string "
+                   "(sys.argv[0] is '-c', as with python -c)")
     p.add_argument("--max-depth", type=int, default=profiler.DEFAULT_MAX_DEPTH,
                    help=f"frames kept per stack (default {profiler.DEFAULT_MAX_DEPTH})")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
@@ -73,17 +78,19 @@ def add_parser(subparsers):
 
 def _options(args):
     """(format, output, interval_ns) from the parsed arguments, or UsageError."""
-    fmt = args.format or formats.guess(args.output, formats.TREES, formats.PROFILES, default="collapsed")
-    output = args.output or formats.default_output(fmt)
+    # Checked first: a directory given is that, not a format to tell.
+    output = os.path.abspath(args.output or formats.default_output(args.format or "html"))
+    check_writable(output, "profile")
     try:
+        # What a person looks at by default: the HTML flame graph.
+        fmt = args.format or (formats.of_output(args.output, formats.TREES, formats.PROFILES)
+                              if args.output else "html")
         ns = profiler.interval_ns(args.interval, args.rate)
         if not 1 <= args.max_depth <= 16384:
             raise ValueError(f"--max-depth must be from 1 to 16384, not {args.max_depth}")
         history.cycle_ns(args.cycle)
     except ValueError as e:
         raise UsageError(str(e))
-    output = os.path.abspath(output)
-    check_writable(output, "profile")
     return fmt, output, ns
 
 
@@ -102,6 +109,10 @@ def _finish(prof, fmt, output, quiet):
         failed = f", {st['failed']} failed reads of a stack" if st["failed"] else ""
         off = f", {st['off_cpu']} samples of idle threads left out" if st["mode"] == "cpu" else ""
         n = len(prof.threads())
+        root = prof.tree()
+        if root["count"]:
+            samples_table(sys.stderr, f"stackwatch: top functions ({st['mode']} time, all threads)",
+                          root, "own", SUMMARY_ROWS)
         print(f"stackwatch: wrote {output} ({st['mode']} mode, {st['stored']} samples of {n} "
               f"thread{'' if n == 1 else 's'}{off}{failed})", file=sys.stderr)
 
@@ -109,9 +120,8 @@ def _finish(prof, fmt, output, quiet):
 def run(args):
     """Runs the program under the profiler. Returns the exit status; raises
     UsageError for bad input."""
-    script, module, script_args = resolve(args.argv, args.module)
+    program = resolve(args.argv, args.module, args.code)
     fmt, output, ns = _options(args)
-    program = Program(script, module, script_args)
     if not program.prepare():
         return 1
     import runpy
@@ -150,7 +160,7 @@ def run(args):
         raise UsageError(str(e))
     # atexit runs after the interpreter has joined non-daemon threads, so
     # their samples are in the profile too.
-    atexit.register(finisher)
+    finisher.arm()
     real_exit = os._exit
 
     def exit_after_writing(status):

@@ -1,15 +1,15 @@
 """`stackwatch run`: run a program and trace every Python call into a
 trace file (.swt), or into Perfetto or Chrome JSON directly.
 
-    stackwatch run [options] (script.py | -m module) [args ...]
+    stackwatch run [options] (script.py | -m module | -c code | - | command) [args ...]
 
-The program runs as `python script.py` would (program.py); its own
-arguments are every word after the script or after -m MODULE (cli/__init__.py
-splits them off: RUNS_PROGRAM). Tracing stops at exit, after the program's
+The program runs as `python script.py` (or `python -m`, `python -c`,
+`python -`, or a console script found on PATH) would (program.py); its own
+arguments are every word after the script, the command or -m MODULE / -c
+CODE (cli/__init__.py splits them off: RUNS_PROGRAM). Tracing stops at exit, after the program's
 non-daemon threads have finished, and one line says where the trace is.
 """
 import argparse
-import atexit
 import functools
 import os
 import sys
@@ -21,7 +21,7 @@ from ..events import handlers, kinds, probes
 from ..render import formats
 from ..tracer import session as tracing
 from ..tracer.tracefile import Trace
-from .program import Finisher, Program, UsageError, check_writable, resolve
+from .program import Finisher, UsageError, check_writable, resolve
 
 NAME = "run"
 RUNS_PROGRAM = True
@@ -30,12 +30,14 @@ RUNS_PROGRAM = True
 def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
     r = subparsers.add_parser("run", help="run a program and trace every Python call",
-                              usage="stackwatch run [options] (script.py | -m module) [args ...]")
+                              usage="stackwatch run [options] (script.py | -m module | -c code | - | command) [args ...]")
     r.add_argument("-o", "--output", help="trace file (default stackwatch-PID.swt, or .pftrace/.json "
                    "with --format)")
     r.add_argument("--format", choices=formats.names(formats.TRACES), default="swt",
                    help="write this format directly (default: the stackwatch trace)")
     r.add_argument("-m", dest="module", help="run a library module as a script")
+    r.add_argument("-c", dest="code", metavar="CODE", help="run the program passed in as a string "
+                   "(sys.argv[0] is '-c', as with python -c)")
     r.add_argument("--buffer-size", default="256K", help="per-thread buffer (default 256K)")
     r.add_argument("--ring", default=None, help="keep only the most recent SIZE of events per thread")
     r.add_argument("--max-depth", type=int, default=0, help="record frames only up to this depth")
@@ -86,7 +88,7 @@ def run(args):
         # "--sample script.py": the option took the program as its RATE.
         args.argv = [args.sample] + list(args.argv)
         args.sample = "1ms"
-    script, module, script_args = resolve(args.argv, args.module)
+    program = resolve(args.argv, args.module, args.code)
     try:
         chunk = parse_size(args.buffer_size)
         ring = parse_size(args.ring) if args.ring else 0
@@ -129,16 +131,15 @@ def run(args):
         fd, trace_path = tempfile.mkstemp(prefix="stackwatch-", suffix=".swt")
         os.close(fd)
 
-    program = Program(script, module, script_args)
     if not program.prepare():
         return 1
 
-    finisher = Finisher(functools.partial(_finish, args, trace_path, output, min_ns))
     log = None
     if args.log is not None:
         log = handlers.verbose(None if args.log == "-" else args.log)
         names = ["calls"] + (["c_calls"] if args.c_calls else []) + list(events)
-        handlers.add_handler(log, events=names)
+        log = (log, handlers.add_handler(log, events=names))
+    finisher = Finisher(functools.partial(_finish, args, trace_path, output, min_ns, log))
     if args.probes:
         try:
             probes.watch()
@@ -157,7 +158,7 @@ def run(args):
             tracing._exec_notice = functools.partial(_say_exec, os.getpid(), trace_path, args.format)
     # atexit runs after the interpreter has joined non-daemon threads, so
     # their events are in the trace too.
-    atexit.register(finisher)
+    finisher.arm()
     return program.run(finisher)
 
 
@@ -172,9 +173,12 @@ def _say_exec(pid, trace_path, fmt, program):
           f"{trace_path}{later}", file=sys.stderr)
 
 
-def _finish(args, trace_path, output, min_ns):
-    """At the end (once: see Finisher): stops tracing, converts the trace if
-    asked, prints the summary."""
+def _finish(args, trace_path, output, min_ns, log):
+    """At the end (once: see Finisher): closes the --log file (flushing its
+    tail), stops tracing, converts the trace if asked, prints the summary."""
+    if log is not None:
+        log[1].remove()
+        log[0].close()
     if args.probes:
         probes.unwatch()
     if not _native.is_tracing():

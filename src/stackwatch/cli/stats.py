@@ -315,10 +315,10 @@ def _profile_stats(args):
     print(f"{args.file}: {info['mode']} mode, {info['interval_ns'] / 1000:g}us interval, {whole.total} samples "
           f"of {len(threads)} thread{'' if len(threads) == 1 else 's'}{span}"
           f"{''.join(', ' + x for x in lost)}", file=out)
-    _samples_table(out, "all threads", whole, args.sort, args.limit)
+    samples_table(out, "all threads", whole.tree(), args.sort, args.limit)
     if args.threads:
         for label, _, tree in threads:
-            _samples_table(out, f"thread {label} ({tree.total} samples)", tree, args.sort, args.limit)
+            samples_table(out, f"thread {label} ({tree.total} samples)", tree.tree(), args.sort, args.limit)
     out.flush()
     return files.damaged(args.file, h)
 
@@ -327,12 +327,12 @@ def _clock(ns):
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ns // 1_000_000 % 1000:03d}"
 
 
-def _function_table(tree):
-    """{(name, filename, line): [own, total]} of a CallTree. total counts
-    each sample once per function even where the function recurses (only
-    its outermost frame on a stack counts)."""
+def _function_table(root):
+    """{(name, filename, line): [own, total]} of a call tree (its root, as
+    CallTree.tree() gives it). total counts each sample once per function
+    even where the function recurses (only its outermost frame on a stack
+    counts)."""
     out = {}
-    root = tree.tree()
     stack = [(root, None)]
     on_path = {}
     while stack:
@@ -352,9 +352,12 @@ def _function_table(tree):
     return out
 
 
-def _samples_table(out, title, tree, sort, limit):
-    rows = _function_table(tree)
-    total = tree.total or 1
+def samples_table(out, title, root, sort, limit):
+    """The top functions of a call tree (its root, as CallTree.tree() or
+    Profiler.tree() give it) by own or total samples, with their shares;
+    also `stackwatch profile`'s summary."""
+    rows = _function_table(root)
+    total = root["count"] or 1
     index = 0 if sort == "own" else 1
     ordered = sorted(rows.items(), key=lambda kv: (-kv[1][index], -kv[1][1 - index], kv[0]))[:limit]
     _table(out, title, [("own", 9), ("own%", 6), ("total", 9), ("total%", 6), ("function", 0)],

@@ -103,17 +103,22 @@ def _write_pprof(path, trees):
     _write_bytes(path, gzip.compress(_rendered("pprof", path, trees), compresslevel=6, mtime=0))
 
 
-def _write_html(path, trees):
-    """The self-contained HTML flame graph (flamegraph.py); a tree without
-    a label is "all threads"."""
+def html_document(trees, title):
+    """The self-contained HTML flame graph page (flamegraph.py) of a Trees,
+    as a str; a tree without a label is "all threads"."""
     # Imported here: its template loader (importlib.resources) would cost
     # every `import stackwatch` several milliseconds.
     from . import flamegraph
-    path = os.fspath(path)
     threads = [{"name": label or "all threads", "thread_id": tid, "tree": tree.tree()}
                for label, tid, tree in trees.threads]
-    text = flamegraph.document(threads, _title(path, trees), trees.interval_ns, trees.stats,
+    return flamegraph.document(threads, title, trees.interval_ns, trees.stats,
                                "calls" if trees.exact else "samples")
+
+
+def _write_html(path, trees):
+    """The HTML flame graph (html_document) written to path."""
+    path = os.fspath(path)
+    text = html_document(trees, _title(path, trees))
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
 
@@ -191,12 +196,13 @@ def default_output(name, pid=None):
     return f"stackwatch-{os.getpid() if pid is None else pid}{FORMATS[name].suffixes[0]}"
 
 
-def guess(path, *fits, default):
+def of_output(path, *fits):
     """The name of the format fitting one of `fits` whose suffix ends `path`
-    (in any case), else `default` (also for no path). The longest suffix
-    wins (x.speedscope.json is speedscope), then the format made for fewer
+    (in any case); ValueError when none does, listing the endings that name
+    one (a name is never a silent guess). The longest suffix wins
+    (x.speedscope.json is speedscope), then the format made for fewer
     inputs (a trace's x.json is the Chrome timeline, a profile's speedscope)."""
-    low = os.fspath(path).lower() if path else ""
+    low = os.fspath(path).lower()
     best = None
     for f in FORMATS.values():
         if not f.fits & set(fits):
@@ -206,4 +212,8 @@ def guess(path, *fits, default):
                 rank = (-len(suffix), len(f.fits))
                 if best is None or rank < best[0]:
                     best = (rank, f.name)
-    return best[1] if best else default
+    if best:
+        return best[1]
+    known = ", ".join(f"{x} ({f.name})" for f in FORMATS.values() if f.fits & set(fits) for x in f.suffixes)
+    raise ValueError(f"{os.fspath(path)!r}: its ending names no known format (known: {known}; or give "
+                     "--format)")

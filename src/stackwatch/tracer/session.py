@@ -18,6 +18,7 @@ import threading
 import time
 
 from .. import _native
+from . import signals
 from ..common.units import parse_size
 from ..events import kinds
 
@@ -174,9 +175,18 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         raise ValueError("sample_native and sample_lines need sample (they describe the samples)")
     if sample_ns and not _native.SAMPLER_SUPPORTED:
         raise RuntimeError("the sampler supports CPython 3.9 to 3.13 (with the GIL)")
-    _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
-                  allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude,
-                  c_calls=bool(c_calls), flush_interval=float(flush_interval), events=file_mask, lines=lines)
+    # Killed by SIGTERM, SIGINT, SIGHUP or SIGQUIT: the file is closed first
+    # (after the command line's finisher, which stops the session itself).
+    # Before the start: installing calls the standard library's signal module.
+    signals.add(_stop_on_signal, late=True)
+    try:
+        _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
+                      allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude,
+                      c_calls=bool(c_calls), flush_interval=float(flush_interval), events=file_mask,
+                      lines=lines)
+    except BaseException:
+        signals.remove(_stop_on_signal)
+        raise
     if sample_ns:
         try:
             s = _native.Sampler(sample_ns, trace=True, skip_prefix=_OWN_FILES[:-1],
@@ -184,6 +194,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
             s.start()
         except Exception as e:
             _native.stop()
+            signals.remove(_stop_on_signal)
             raise RuntimeError(f"cannot start the sampler: {e}") from e
         _sampler = s
     _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
@@ -193,6 +204,11 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
                     sample_lines=sample_lines)
     os._exit = _exit_after_stop
     os.execv, os.execve = _execv_after_flush, _execve_after_flush
+
+
+def _stop_on_signal():
+    if _native.is_tracing():
+        stop()
 
 
 def _globs(value, what):
@@ -215,6 +231,11 @@ _SAMPLER_END_KEYS = ("ticks", "missed", "samples", "stored", "dropped", "failed"
 def stop():
     """Stop tracing, flush every thread and close the file. Returns a
     TraceSummary. Raises RuntimeError if not tracing."""
+    with signals.deferred():    # a fatal signal meanwhile waits for the file
+        return _stop()
+
+
+def _stop():
     global _session, _sampler
     sampler, _sampler = _sampler, None
     sample_error = samples = None
@@ -234,6 +255,7 @@ def stop():
     finally:
         _session = None
         _restore_exits()
+        signals.remove(_stop_on_signal)
     if samples is not None:
         d = dict(d, samples=samples["stored"])
         if samples["dropped"] and not sample_error:

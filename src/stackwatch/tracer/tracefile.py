@@ -58,7 +58,7 @@ _STATES = {0: "unknown", 1: "running", 2: "gil_wait", 3: "idle"}
 EXT_KINDS = {
     2: "line", 3: "instruction", 4: "raise", 5: "handled", 6: "gc_start", 7: "gc_done",
     8: "new_start", 9: "new_done", 10: "delete_start", 11: "delete_done",
-    12: "thread_start", 13: "thread_exit",
+    12: "thread_start", 13: "thread_exit", 15: "region_begin", 16: "region_end",
 }
 _EXT_NUMBERS = {v: k for k, v in EXT_KINDS.items()}
 _LOCATED = {2, 3, 4, 5}
@@ -79,6 +79,8 @@ def _ext_data(kind, a, b, c, s1, s2, malformed):
         return {"class": s1, "file": s2}
     if kind in (12, 13):
         return {"name": s1, "native_id": a}
+    if kind == 15:
+        return {"name": s1}
     return {}
 
 KIND_NAMES = {
@@ -133,7 +135,8 @@ class Trace:
 
     def ext_events(self, thread=None, kinds=None):
         """The EXT events (line, instruction, raise, handled, gc_start,
-        gc_done, new/delete start/done, thread_start, thread_exit) of the
+        gc_done, new/delete start/done, thread_start, thread_exit,
+        region_begin, region_end) of the
         thread at position ``thread``, or of every thread ordered by time
         when None; only the kinds named in ``kinds`` if given. A list of
         ExtEvent. Raises ValueError for an unknown kind name."""

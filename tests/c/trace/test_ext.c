@@ -3,7 +3,9 @@
  * thread events, format 1.1): written with the real writer, decoded by
  * sw_trace_replay_ext exactly (fields, strings, times, depth), malformed
  * payloads flagged without stopping the replay, summaries (counts, GC time)
- * and both exports (instants, GC slices) checked.
+ * and both exports (instants, GC slices) checked; regions (format 1.6)
+ * decoded and exported as slices (Chrome: complete events on the thread;
+ * Perfetto: a "regions" track under the thread's).
  */
 #define _GNU_SOURCE
 #include "trace/analysis.h"
@@ -275,15 +277,23 @@ static size_t count_of(const char *s, const char *needle)
     return n;
 }
 
+/* A trace being written to p with 4 codes (one C function) and two
+ * threads, "main" (tid) and "other" (tid + 1). Returns 1 on success. */
+static int open_two_threads(tg *g, const char *p, uint64_t tid, tg_thread **a, tg_thread **b)
+{
+    if (tg_open(g, p, 4096, 0, 0, 1e9) != SW_OK || tg_codes(g, 4, 1) != SW_OK)
+        return 0;
+    *a = tg_add_thread(g, tid, 0, "main", 7);
+    *b = tg_add_thread(g, tid + 1, 0, "other", 8);
+    return *a && *b;
+}
+
 TEST(exports_show_instants_and_gc_slices)
 {
     tg g;
     const char *p = check_tmp_file(".swt");
-    REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
-    REQUIRE(tg_codes(&g, 4, 1) == SW_OK);
-    tg_thread *a = tg_add_thread(&g, 7003, 0, "main", 7);
-    tg_thread *b = tg_add_thread(&g, 7004, 0, "other", 8);
-    REQUIRE(a && b);
+    tg_thread *a, *b;
+    REQUIRE(open_two_threads(&g, p, 7003, &a, &b));
     tg_enter(a, SW_OP_CALL, 0);
     tg_ext_all(a);               /* 10 instants and one GC slice */
     tg_ext(a, SW_EXT_GC_DONE, 0, 0, 0, 1, 0, NULL, NULL);  /* done without start: an instant */
@@ -330,6 +340,79 @@ TEST(exports_show_instants_and_gc_slices)
     CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "%s", why);
     CHECK_EQ_U64(ps.instants, 12);
     CHECK_EQ_U64(ps.begins, 3);
+    free(out);
+    sw_trace_free(t);
+    tg_free(&g);
+    unlink(p);
+}
+
+TEST(regions_decode_and_export_as_slices)
+{
+    tg g;
+    const char *p = check_tmp_file(".swt");
+    tg_thread *a, *b;
+    REQUIRE(open_two_threads(&g, p, 7005, &a, &b));
+    tg_enter(a, SW_OP_CALL, 0);
+    tg_ext(a, SW_EXT_REGION_BEGIN, 0, 0, 0, 0, 0, "outer", NULL);
+    tg_enter(a, SW_OP_CALL, 1);
+    tg_ext(a, SW_EXT_REGION_BEGIN, 0, 0, 0, 0, 0, "inner \"q\"", NULL);
+    tg_ext(a, SW_EXT_REGION_END, 0, 0, 0, 0, 0, NULL, NULL);
+    tg_exit(a, SW_OP_RETURN);
+    tg_ext(a, SW_EXT_REGION_END, 0, 0, 0, 0, 0, NULL, NULL);
+    tg_tick(a);
+    sw_tbuf_ext(a->b, a->ticks, SW_EXT_REGION_BEGIN, (const uint8_t *)"", 0);   /* malformed: "?" */
+    tg_ext(a, SW_EXT_REGION_END, 0, 0, 0, 0, 0, NULL, NULL);
+    tg_ext(a, SW_EXT_REGION_BEGIN, 0, 0, 0, 0, 0, "open", NULL);   /* closed at the thread's end */
+    tg_exit(a, SW_OP_RETURN);
+    tg_enter(b, SW_OP_CALL, 1);
+    tg_ext(b, SW_EXT_REGION_END, 0, 0, 0, 0, 0, NULL, NULL);      /* an end without a begin: nothing */
+    tg_exit(b, SW_OP_RETURN);
+    REQUIRE(tg_close(&g, 1e9) == SW_OK);
+    sw_trace *t = tg_open_trace(p);
+    REQUIRE(t);
+    xlog l = {0};
+    REQUIRE(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l) == SW_OK);
+    REQUIRE(l.n == 7);
+    static const unsigned kinds[7] = {SW_EXT_REGION_BEGIN, SW_EXT_REGION_BEGIN, SW_EXT_REGION_END,
+                                      SW_EXT_REGION_END, SW_EXT_REGION_BEGIN, SW_EXT_REGION_END,
+                                      SW_EXT_REGION_BEGIN};
+    static const uint32_t depths[7] = {1, 2, 2, 1, 1, 1, 1};
+    for (size_t k = 0; k < 7; k++) {
+        CHECK_EQ_U64(l.r[k].x.kind, kinds[k]);
+        CHECK_EQ_U64(l.r[k].ev.depth, depths[k]);
+        CHECK_EQ_U64(l.r[k].x.malformed, k == 4);
+    }
+    CHECK_EQ_STR(l.r[0].s1, "outer");
+    CHECK_EQ_STR(l.r[1].s1, "inner \"q\"");
+    CHECK_EQ_STR(l.r[6].s1, "open");
+    free(l.r);
+    sw_ext_summary s;
+    REQUIRE(sw_ext_summary_compute(t, &s) == SW_OK);
+    CHECK_EQ_U64(s.count[SW_EXT_REGION_BEGIN], 4);
+    CHECK_EQ_U64(s.count[SW_EXT_REGION_END], 4);
+    CHECK_EQ_U64(s.malformed, 1);
+    char err[256], why[160];
+    size_t n;
+    int rc;
+    char *out = ec_export_mem(sw_export_chrome, t, 0, &n, &rc, err, sizeof err);
+    ec_chrome_stats cs;
+    REQUIRE(rc == SW_OK);
+    CHECK_MSG(ec_chrome(out, n, 0, &cs, why, sizeof why), "%s", why);
+    CHECK_EQ_U64(cs.completes, 4);
+    CHECK_EQ_U64(cs.instants, 0);
+    CHECK_EQ_U64(count_of(out, "\"cat\":\"region\""), 4);
+    CHECK_EQ_U64(count_of(out, "\"unfinished\":true"), 1);
+    CHECK(strstr(out, "\"name\":\"inner \\\"q\\\"\",\"cat\":\"region\"") != NULL);
+    CHECK(strstr(out, "\"name\":\"?\",\"cat\":\"region\"") != NULL);
+    free(out);
+    out = ec_export_mem(sw_export_perfetto, t, 0, &n, &rc, err, sizeof err);
+    ec_pb_stats ps;
+    REQUIRE(rc == SW_OK);
+    CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "%s", why);
+    CHECK_EQ_U64(ps.begins, 3 + 4);           /* three calls, four regions (balanced: checked) */
+    CHECK_EQ_U64(ps.instants, 0);
+    CHECK_EQ_U64(ps.descriptors, 1 + 2 + 1);  /* process, threads, one regions track */
+    CHECK(memmem(out, n, "regions", 7) != NULL && memmem(out, n, "outer", 5) != NULL);
     free(out);
     sw_trace_free(t);
     tg_free(&g);

@@ -13,7 +13,7 @@ import pytest
 
 import stackwatch
 
-from conftest import SAMPLER, needs_sampler, run, tree_nodes, write
+from conftest import SAMPLER, needs_sampler, profile_summary, run, tree_nodes, write
 import mixed_workload as mixed_workload_module
 from mixed_workload import count_of, f60, mixed_workload, spin_until
 from stats_bounds import CYCLE, Blocks, expect_at_most, time_shares
@@ -532,7 +532,8 @@ def test_cli_profile_writes_both_formats(tmp_path):
     r = run(["profile", "-o", str(tmp_path / "p.txt"), script, "x"], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "argv ['x'] __main__" in r.stdout
-    assert r.stderr.startswith(f"stackwatch: wrote {tmp_path / 'p.txt'} (")
+    program_stderr, _, wrote = profile_summary(r.stderr)
+    assert program_stderr == "" and wrote.startswith(f"stackwatch: wrote {tmp_path / 'p.txt'} (")
     lines = (tmp_path / "p.txt").read_text().splitlines()
     # The program's stacks start at its own module, not in stackwatch (the
     # interpreter's shutdown, e.g. threading._shutdown, may follow).

@@ -5,7 +5,7 @@ renders without errors, the tooltip shows name, file, line, source line,
 samples, time and share, clicking zooms, search highlights, the thread
 selector and native frames work.
 
-The browser tests run on the Python versions in BROWSER_VERSIONS (the page
+The browser tests run on the Python versions in conftest.BROWSER_VERSIONS (the page
 does not depend on the interpreter; the data do, and the data tests run
 everywhere), or on every version with STACKWATCH_BROWSER_TESTS=all.
 """
@@ -14,25 +14,20 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import stat
-import sys
-import tempfile
 import threading
 import time
 from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
-from conftest import SAMPLER, nested, needs_sampler, page_data, parse_page, run, tree_nodes, write
+from conftest import (SAMPLER, check_clean, needs_sampler, nested, open_page, page_data, parse_page,
+                      profile_summary, run, tree_nodes, write)
 from stackwatch.render import flamegraph
 
 if SAMPLER:
     from stackwatch.profiler import Profiler
 
-BROWSER_VERSIONS = ("3.9", "3.13")
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 # ---- reading a page back (parse_page, page_data: conftest.py) ----
@@ -244,8 +239,10 @@ def profile_program(tmp_path, *extra, output="prog.html"):
     script = write(tmp_path / "prog.py", PROGRAM)
     r = run(["profile", *extra, "-o", output, script], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    program_stderr, _, wrote = profile_summary(r.stderr)
+    assert program_stderr == ""
     m = re.fullmatch(r"stackwatch: wrote (.+) \((?:\w+ mode, )?(\d+) samples of 2 threads(, \d+ failed reads of a stack)?\)\n",
-                     r.stderr)
+                     wrote)
     assert m, r.stderr
     return m.group(1), int(m.group(2))
 
@@ -274,64 +271,7 @@ def test_cli_html_by_suffix_and_by_format(tmp_path):
     assert len(made) == 1, os.listdir(tmp_path)
 
 
-# ---- in headless Chromium ----
-
-def _browser_reason():
-    v = "%d.%d" % sys.version_info[:2]
-    if os.environ.get("STACKWATCH_BROWSER_TESTS") != "all" and v not in BROWSER_VERSIONS:
-        return f"browser tests run on Python {' and '.join(BROWSER_VERSIONS)} (STACKWATCH_BROWSER_TESTS=all for every version)"
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not os.access(path, os.X_OK):
-            return f"{path} is not installed (Debian packages chromium, chromium-driver)"
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed (scripts/venv.sh installs it)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    reason = _browser_reason()
-    if reason:
-        pytest.skip(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    profile_dir = tempfile.mkdtemp(prefix="sw-chromium-")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--disable-component-update", "--no-first-run", "--window-size=1200,800",
-              f"--user-data-dir={profile_dir}"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    # The driver's path is given, so selenium never looks for (or downloads) one.
-    driver = webdriver.Chrome(options=opts, service=Service(executable_path=CHROMEDRIVER))
-    try:
-        # Collects uncaught errors from the first line of every page on.
-        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": (
-            "window.__errors = [];"
-            "addEventListener('error', function (e) { __errors.push(String(e.message || e)); });"
-            "document.addEventListener('securitypolicyviolation', function (e) {"
-            " __errors.push('CSP: ' + e.violatedDirective); });")})
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile_dir, ignore_errors=True)
-
-
-def open_page(driver, path):
-    driver.get_log("browser")   # drops the previous page's messages
-    driver.get("file://" + str(path))
-    return driver
-
-
-def check_clean(driver):
-    """No uncaught error, CSP violation or console error/warning so far."""
-    errors = driver.execute_script("return window.__errors")
-    logs = [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
-    assert errors == [] and logs == [], (errors, logs)
-
+# ---- in headless Chromium (the browser fixture, open_page, check_clean: conftest.py) ----
 
 def drawn(driver, cls=""):
     """The names of the frames drawn (with class `cls`)."""
@@ -482,3 +422,27 @@ def test_browser_deep_stack(tmp_path, browser):
     assert len(drawn(d)) == 3002
     el, = frames(d, "bottom")
     assert abs(width(el) - chart_width(d)) < 1
+
+
+@needs_sampler
+@pytest.mark.slow
+def test_browser_default_profile_output(tmp_path, browser):
+    """`stackwatch profile prog.py` with no -o or --format: the page it
+    leaves (stackwatch-PID.flamegraph.html) is the flame graph, drawn with
+    the program's functions and no error. A screenshot is kept beside it
+    (default.png) to look at."""
+    script = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["profile", script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    _, rows, wrote = profile_summary(r.stderr)
+    page, = [f for f in os.listdir(tmp_path) if re.fullmatch(r"stackwatch-\d+\.flamegraph\.html", f)]
+    assert wrote.startswith(f"stackwatch: wrote {tmp_path / page} (")
+    assert rows[0][4].startswith("spin  (")
+    d = open_page(browser, tmp_path / page)
+    check_clean(d)
+    assert {"all threads", "<module>", "branch", "hot_leaf", "cold_leaf", "spin", "worker"} <= set(drawn(d))
+    hot, = frames(d, "hot_leaf")
+    cold, = frames(d, "cold_leaf")
+    assert width(hot) > width(cold)     # 280 ms against 70 ms
+    d.save_screenshot(str(tmp_path / "default.png"))
+    assert (tmp_path / "default.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

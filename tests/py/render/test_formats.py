@@ -39,17 +39,29 @@ def test_names_are_what_the_api_and_the_command_line_offer():
 def test_an_output_name_implies_its_format():
     fits = (formats.TREES, formats.PROFILES)
     for name in formats.names(*fits):
-        assert formats.guess(formats.default_output(name), *fits, default=None) == name
+        assert formats.of_output(formats.default_output(name), *fits) == name
     cases = {"p.JSON": "speedscope", "p.htm": "html", "x.pprof": "pprof", "a.pb.gz": "pprof",
-             "r.swprof": "stackwatch", "out": "collapsed", "out.svg": "collapsed", None: "collapsed"}
+             "r.swprof": "stackwatch", "s.txt": "collapsed"}
     for path, name in cases.items():
-        assert formats.guess(path, *fits, default="collapsed") == name, path
+        assert formats.of_output(path, *fits) == name, path
     # A trace's x.json is the timeline VizTracer and Chrome users open; the
     # longer suffix still names speedscope.
     cases = {"t.json": "chrome", "t.speedscope.json": "speedscope", "t.pftrace": "perfetto",
-             "t.html": "html", "t.prof": "pstats", "t.svg": None}
+             "t.html": "html", "t.prof": "pstats"}
     for path, name in cases.items():
-        assert formats.guess(path, formats.TRACES, default=None) == name, path
+        assert formats.of_output(path, formats.TRACES) == name, path
+
+
+@pytest.mark.parametrize("path", ["out.dat", "out", "out.svg", "p.pftrace"])
+def test_an_output_name_that_names_no_format_is_an_error(path):
+    # Never a silent guess: the error lists every ending that names a format.
+    with pytest.raises(ValueError) as e:
+        formats.of_output(path, formats.TREES, formats.PROFILES)
+    assert str(e.value).startswith(f"'{path}': its ending names no known format (known: ")
+    for f in formats.FORMATS.values():
+        for suffix in f.suffixes:
+            assert (f"{suffix} ({f.name})" in str(e.value)) == (f.name in formats.names(formats.TREES,
+                                                                                            formats.PROFILES))
 
 
 def test_unknown_names_list_what_fits():

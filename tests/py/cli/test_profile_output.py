@@ -1,0 +1,114 @@
+"""What `stackwatch profile` leaves a person: with no -o, the HTML flame
+graph (stackwatch-PID.flamegraph.html) and a short table of the top
+functions (own and total samples, and their shares) on stderr; an -o whose
+ending names no format is one line listing the endings that do, before the
+program runs. The table is checked against the samples themselves (the
+collapsed stacks of the same run)."""
+import collections
+import os
+import re
+
+import pytest
+
+from conftest import needs_sampler, page_data, profile_summary, run, write
+
+PROGRAM = '''\
+import time
+def spin(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+def hot():
+    spin(0.15)
+def cold():
+    spin(0.05)
+def main():
+    hot()
+    cold()
+main()
+print("done")
+'''
+
+
+@needs_sampler
+def test_default_output_is_the_flame_graph_and_a_summary(tmp_path):
+    script = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["profile", "--interval", "500us", script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "done\n"
+    made = sorted(set(os.listdir(tmp_path)) - {"prog.py"})
+    assert len(made) == 1 and re.fullmatch(r"stackwatch-\d+\.flamegraph\.html", made[0]), made
+    program_stderr, rows, wrote = profile_summary(r.stderr)
+    assert program_stderr == ""
+    m = re.fullmatch(r"stackwatch: wrote (.+) \(wall mode, (\d+) samples of 1 thread.*\)\n", wrote)
+    assert m and m.group(1) == str(tmp_path / made[0]), wrote
+    data = page_data((tmp_path / made[0]).read_text(encoding="utf-8"))
+    assert sum(t["samples"] for t in data["threads"]) == int(m.group(2))
+    # The program's own functions are on top: spin runs under every sample
+    # but the few taken at its start and end.
+    assert 0 < len(rows) <= 10
+    assert rows[0][4] == f"spin  ({script}:2)"
+    assert rows[0][0] >= 0.9 * int(m.group(2))
+    assert {f"{name}  ({script}:{line})" for name, line in [("hot", 6), ("main", 10), ("cold", 8)]} \
+        <= {row[4] for row in rows}
+
+
+def collapsed_functions(text):
+    """{function: [own, total]} and the number of samples, from collapsed
+    stacks (a function counted once per stack for its total)."""
+    out = collections.defaultdict(lambda: [0, 0])
+    n = 0
+    for line in text.splitlines():
+        stack, count = line.rsplit(" ", 1)
+        frames = stack.split(";")
+        n += int(count)
+        out[frames[-1]][0] += int(count)
+        for f in set(frames):
+            out[f][1] += int(count)
+    return out, n
+
+
+@needs_sampler
+def test_summary_counts_are_the_samples(tmp_path):
+    script = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["profile", "--interval", "500us", "-o", "p.txt", script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    _, rows, _ = profile_summary(r.stderr)
+    functions, n = collapsed_functions((tmp_path / "p.txt").read_text())
+    assert rows
+    for own, own_pct, total, total_pct, function in rows:
+        name, where = function.split("  ", 1)
+        assert functions[f"{name} {where}"] == [own, total], function
+        assert own_pct == f"{100 * own / n:.1f}%" and total_pct == f"{100 * total / n:.1f}%"
+    # Sorted by own samples; the ten with the most own samples are there.
+    assert [row[0] for row in rows] == sorted((row[0] for row in rows), reverse=True)
+    assert rows[-1][0] >= sorted((v[0] for v in functions.values()), reverse=True)[len(rows) - 1]
+
+
+def test_quiet_prints_nothing(tmp_path):
+    script = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["profile", "-q", "-o", "p.txt", script], cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "done\n", "")
+
+
+@pytest.mark.parametrize("output", ["out.dat", "out", "p.svg", "t.pftrace", "t.swt"])
+def test_an_ending_that_names_no_format_is_one_line(tmp_path, output):
+    script = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["profile", "-o", output, script], cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stdout == "", "the program ran"
+    assert os.listdir(tmp_path) == ["prog.py"]
+    err = r.stderr.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"stackwatch: error: '{output}': its ending names no "
+                                               "known format (known: "), r.stderr
+    for known in (".flamegraph.html (html)", ".collapsed.txt (collapsed)", ".speedscope.json (speedscope)",
+                  ".pb.gz (pprof)", ".swprof (stackwatch)"):
+        assert known in err[0]
+    assert "--format" in err[0]
+
+
+def test_format_given_takes_any_ending(tmp_path):
+    script = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["profile", "-q", "--format", "collapsed", "-o", "out.dat", script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out.dat").exists()
