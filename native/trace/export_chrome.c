@@ -1,10 +1,14 @@
 /*
- * export_chrome.c - Chrome Trace Event Format (JSON object form) writer.
+ * export_chrome.c - Chrome Trace Event Format (JSON object form) writer: a
+ * trace's process, alone or as one part of a merged document (merge.h:
+ * the document's head or tail left to other parts, and flow events from
+ * and to other processes).
  */
 #include "export_chrome.h"
 
 #include "format.h"
 #include "base/base.h"
+#include "merge.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -25,6 +29,11 @@ typedef struct chrome {
     int gc_open;             /* a GC_START of the current thread awaits its GC_DONE */
     int64_t gc_start;
     uint64_t gc_generation;
+    uint64_t in_flow;        /* a merged output's flow to end at the first slice, until written */
+    const sw_export_part *part;   /* of a merged output (merge.h), or NULL */
+    const sw_export_flow *flow;   /* the next flow out of the process */
+    size_t thread;           /* the thread whose slice begins are counted */
+    uint64_t begins;
     region *regions;         /* the current thread's open regions, innermost last */
     size_t nregions, regions_cap;
     int oom;
@@ -269,6 +278,38 @@ static void sample_event(chrome *c, uint64_t tid, const sw_trace_sample *s)
     fputs("}}", c->out);
 }
 
+/* After a slice begin of a merged output's process: the flows it starts
+ * (the child processes started while it was the innermost open slice of
+ * its thread: "s" at its begin binds to it) and the one it ends (the
+ * process's first slice). */
+static void flow_event(chrome *c, const char *ph, uint64_t id, uint64_t tid, int64_t t_ns)
+{
+    sep(c);
+    fprintf(c->out, "{\"ph\":\"%s\",%s\"id\":%" PRIu64 ",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64
+            ",\"name\":\"start process\",\"cat\":\"process\",\"ts\":", ph, *ph == 'f' ? "\"bp\":\"e\"," : "",
+            id, c->pid, tid);
+    put_ts(c, t_ns);
+    fputc('}', c->out);
+}
+
+static void slice_flows(chrome *c, size_t thread, uint64_t tid, int64_t t_ns)
+{
+    if (thread != c->thread) {
+        c->thread = thread;
+        c->begins = 0;
+    }
+    const sw_export_flow *end = c->part->flows + c->part->nflows;
+    while (c->flow < end && (c->flow->thread < thread || (c->flow->thread == thread && c->flow->begin < c->begins)))
+        c->flow++;   /* flows of threads or slices not handed over */
+    for (; c->flow < end && c->flow->thread == thread && c->flow->begin == c->begins; c->flow++)
+        flow_event(c, "s", c->flow->id, tid, t_ns);
+    if (c->in_flow) {
+        flow_event(c, "f", c->in_flow, tid, t_ns);
+        c->in_flow = 0;
+    }
+    c->begins++;
+}
+
 static int chrome_event(void *ud, size_t thread, const sw_event *ev)
 {
     chrome *c = ud;
@@ -292,6 +333,8 @@ static int chrome_event(void *ud, size_t thread, const sw_event *ev)
                     ev->kind == SW_OP_RESUME ? ",\"resumed\":true" : "");
         }
         fputc('}', c->out);
+        if (c->part)
+            slice_flows(c, thread, tid, ev->t_ns);
         break;
     }
     case SW_OP_RETURN:
@@ -331,13 +374,16 @@ static int chrome_event(void *ud, size_t thread, const sw_event *ev)
 
 int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen)
 {
-    chrome c = {t, out, 0, 0, 1, 0, 0, 0, NULL, 0, 0, 0};
+    const sw_export_part *part = o ? o->part : NULL;
+    chrome c = {t, out, 0, 0, !part || part->first, 0, 0, 0, part ? part->in_flow : 0, part,
+                part ? part->flows : NULL, 0, 0, NULL, 0, 0, 0};
     const sw_meta_entry *e;
     if ((e = sw_trace_meta_find(t, "pid")))
         c.pid = e->u;
     if ((e = sw_trace_meta_find(t, "mono0_ns")))
         c.mono0 = (int64_t)e->u;
-    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
+    if (!part || part->first)
+        fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
     const char *pname = (e = sw_trace_meta_find(t, "command")) && e->s ? e->s : "python";
     sep(&c);
     fprintf(out, "{\"ph\":\"M\",\"pid\":%" PRIu64 ",\"name\":\"process_name\",\"args\":{\"name\":", c.pid);
@@ -357,7 +403,8 @@ int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err,
     while (c.nregions)   /* the walk stopped early */
         free(c.regions[--c.nregions].name);
     free(c.regions);
-    fputs("\n]}\n", out);
+    if (!part || part->last)
+        fputs("\n]}\n", out);
     if (rc == SW_ENOMEM || c.oom) {
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;

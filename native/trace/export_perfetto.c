@@ -1,5 +1,7 @@
 /*
- * export_perfetto.c - Perfetto protobuf writer. Field numbers are those of
+ * export_perfetto.c - Perfetto protobuf writer: a trace's process, alone or
+ * as one part of a merged output (merge.h: its own track ids and packet
+ * sequences, and the flows from and to other processes). Field numbers are those of
  * perfetto/protos/perfetto/trace/perfetto_trace.proto; each constant below
  * names its message and field.
  *
@@ -15,6 +17,7 @@
 
 #include "base/base.h"
 #include "format.h"
+#include "merge.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +69,8 @@
 #define F_TE_NAME 23
 #define F_TE_SOURCE_LOCATION_IID 34
 #define F_TE_DEBUG_ANNOTATIONS 4
+#define F_TE_FLOW_IDS 47              /* repeated fixed64 */
+#define F_TE_TERMINATING_FLOW_IDS 48  /* repeated fixed64 */
 /* DebugAnnotation */
 #define F_DA_NAME 10
 #define F_DA_BOOL 2
@@ -114,9 +119,22 @@ static void pb_str(sw_bytes *b, unsigned field, const char *s)
     pb_bytes(b, field, s ? s : "", s ? strlen(s) : 0);
 }
 
+static void pb_fixed64(sw_bytes *b, unsigned field, uint64_t v)
+{
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(v >> (8 * i));
+    sw_bytes_varint(b, ((uint64_t)field << 3) | 1);
+    sw_bytes_put(b, le, 8);
+}
+
 typedef struct perfetto {
     sw_trace *t;
     FILE *out;
+    const sw_export_part *part;   /* of a merged output (merge.h), or NULL */
+    const sw_export_flow *flow;   /* the next flow out of the process */
+    uint64_t begins;         /* slice begins written on the current thread */
+    uint64_t in_flow;        /* the flow to end at the process's first slice, until written */
     uint64_t pid, process_uuid;
     int64_t boot0;
     sw_bytes pkt, ev, interned, tmp;
@@ -139,6 +157,11 @@ typedef struct perfetto {
 } perfetto;
 
 static uint64_t thread_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + thread; }
+/* The thread's packet sequence (a merged output's parts each have their own). */
+static uint64_t seq_id(const perfetto *p, size_t thread)
+{
+    return (p->part ? p->part->seq_base : 0) + (uint64_t)thread + 1;
+}
 static uint64_t gc_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + p->nthreads + thread; }
 static uint64_t samples_uuid(const perfetto *p, size_t thread)
 {
@@ -203,6 +226,7 @@ static int begin_thread(perfetto *p, size_t thread)
 {
     p->cur_thread = thread;
     p->started = 1;
+    p->begins = 0;
     if (p->limit)
         memset(p->iid, 0, p->limit * sizeof *p->iid);
     p->next_iid = 1;
@@ -213,7 +237,7 @@ static int begin_thread(perfetto *p, size_t thread)
     pb_varint(b, F_TED_TRACK_UUID, thread_uuid(p, thread));
     pb_varint(c, F_DEF_TIMESTAMP_CLOCK_ID, PF_CLOCK_SEQ_DELTA);
     pb_bytes(c, F_DEF_TRACK_EVENT, b->data, b->len);
-    pb_varint(&p->pkt, F_PKT_SEQ_ID, (uint64_t)thread + 1);
+    pb_varint(&p->pkt, F_PKT_SEQ_ID, seq_id(p, thread));
     pb_varint(&p->pkt, F_PKT_SEQ_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
     pb_bytes(&p->pkt, F_PKT_DEFAULTS, c->data, c->len);
     c->len = 0;
@@ -233,6 +257,23 @@ static int begin_thread(perfetto *p, size_t thread)
     return p->failed || p->pkt.failed || b->failed || c->failed ? 1 : 0;
 }
 
+/* At a slice begin of a merged output's process: the flows it starts (the
+ * child processes started while it was the innermost open slice of its
+ * thread) and the one it ends (the process's first slice). */
+static void slice_flows(perfetto *p, size_t thread)
+{
+    const sw_export_flow *end = p->part->flows + p->part->nflows;
+    while (p->flow < end && (p->flow->thread < thread || (p->flow->thread == thread && p->flow->begin < p->begins)))
+        p->flow++;   /* flows of threads or slices not handed over */
+    for (; p->flow < end && p->flow->thread == thread && p->flow->begin == p->begins; p->flow++)
+        pb_fixed64(&p->ev, F_TE_FLOW_IDS, p->flow->id);
+    if (p->in_flow) {
+        pb_fixed64(&p->ev, F_TE_TERMINATING_FLOW_IDS, p->in_flow);
+        p->in_flow = 0;
+    }
+    p->begins++;
+}
+
 /* Writes p->ev (and p->interned) as one packet of the thread's sequence,
  * its time as the delta from the sequence's previous packet. */
 static int send_event(perfetto *p, size_t thread, int64_t t_ns)
@@ -246,7 +287,7 @@ static int send_event(perfetto *p, size_t thread, int64_t t_ns)
      * readers take as an int64. */
     pb_varint(&p->pkt, F_PKT_TIMESTAMP, now - p->last_ts);
     p->last_ts = now;
-    pb_varint(&p->pkt, F_PKT_SEQ_ID, (uint64_t)thread + 1);
+    pb_varint(&p->pkt, F_PKT_SEQ_ID, seq_id(p, thread));
     pb_varint(&p->pkt, F_PKT_SEQ_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
     if (p->interned.len)
         pb_bytes(&p->pkt, F_PKT_INTERNED_DATA, p->interned.data, p->interned.len);
@@ -517,6 +558,8 @@ static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
             category(p, CAT_C, "c");
         else
             category(p, CAT_PYTHON, "python");
+        if (p->part)
+            slice_flows(p, thread);
         break;
     case SW_OP_RETURN:
     case SW_OP_YIELD:
@@ -555,7 +598,12 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     if ((e = sw_trace_meta_find(t, "boot0_ns")))
         p.boot0 = (int64_t)e->u;
     p.t0 = p.boot0 < 0 ? 0 : (uint64_t)p.boot0;
-    p.process_uuid = (p.pid << 20) ^ 0x5357000000000000ull;
+    if (o && o->part) {
+        p.part = o->part;
+        p.flow = o->part->flows;
+        p.in_flow = o->part->in_flow;
+    }
+    p.process_uuid = ((p.part ? p.part->key : p.pid) << 20) ^ 0x5357000000000000ull;
     p.limit = sw_trace_code_limit(t);
     p.iid = calloc(p.limit ? p.limit : 1, sizeof *p.iid);
     p.nthreads = sw_trace_thread_count(t);

@@ -18,9 +18,11 @@
 #include <stdio.h>
 
 /* The options of every exporter. */
+struct sw_export_part;
 typedef struct sw_export_opts {
     int64_t min_duration_ns;  /* slices shorter than this are left out */
     const sw_filter *filter;  /* what is kept (NULL: everything) */
+    const struct sw_export_part *part;  /* a part of a merged output (merge.h), or NULL */
 } sw_export_opts;
 
 /* Walks each thread the filter keeps: its slices through the filter

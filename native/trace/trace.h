@@ -11,6 +11,7 @@
  *   export_walk.h     what the exporters share
  *   export_chrome.h   Chrome Trace Event JSON
  *   export_perfetto.h Perfetto protobuf
+ *   merge.h           several traces (processes) exported as one timeline
  *   sample_stream.h   the sampler's samples written into a trace
  */
 #ifndef SW_TRACE_H
@@ -22,6 +23,7 @@
 #include "export_walk.h"
 #include "filter.h"
 #include "format.h"
+#include "merge.h"
 #include "reader.h"
 #include "sample_stream.h"
 #include "trace_trees.h"

@@ -195,6 +195,7 @@ static inline int ec_json_valid(const char *s, size_t n, char *why, size_t whyle
 
 typedef struct ec_chrome_stats {
     size_t begins, ends, instants, metadata, completes;
+    size_t flow_starts, flow_ends;   /* "s" and "f" (a merged export's processes) */
 } ec_chrome_stats;
 
 static inline int ec_chrome(const char *s, size_t n, int check_ts, ec_chrome_stats *st, char *why, size_t whylen)
@@ -268,6 +269,11 @@ static inline int ec_chrome(const char *s, size_t n, int check_ts, ec_chrome_sta
             }
         } else if (ph == 'i') {
             st->instants++;
+        } else if ((ph == 's' || ph == 'f') && th[k].depth > 0) {   /* bound to the open slice */
+            if (ph == 's')
+                st->flow_starts++;
+            else
+                st->flow_ends++;
         } else {
             snprintf(why, whylen, "unexpected phase %c", ph);
             return 0;
@@ -802,7 +808,7 @@ static inline char *ec_export_mem(int (*fn)(sw_trace *, FILE *, const sw_export_
         *rc = -100;
         return NULL;
     }
-    sw_export_opts o = {min_ns, NULL};
+    sw_export_opts o = {min_ns, NULL, NULL};
     err[0] = 0;
     *rc = fn(t, f, &o, err, errlen);
     fclose(f);

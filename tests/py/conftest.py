@@ -219,20 +219,28 @@ def perfetto_timeline(swt, out):
       samples    the instants of category "sample", each checked to be on
                  a "samples" track under a thread's: [(timestamp, the
                  thread's track uuid, TrackEvent)];
+      begins     [(name, timestamp, track uuid, begin TrackEvent)] of the
+                 slices, in the order they begin;
       sequences  {sequence id: its last timestamp};
       encoding   how many event packets had an incremental timestamp
                  ("incremental"), took their track from the defaults
                  ("default_track"), an interned name ("name_iid"), of
                  "events"."""
-    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     from stackwatch import Trace
+    pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     Trace(str(swt)).export("perfetto", str(out))
+    return perfetto_decode(out)
+
+
+def perfetto_decode(out):
+    """A Perfetto file decoded and checked as perfetto_timeline() does."""
+    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     trace = pb2.Trace()
     trace.ParseFromString(open(out, "rb").read())
     P = pb2.TracePacket
     BOOTTIME = pb2.BUILTIN_CLOCK_BOOTTIME
     tracks, seqs, open_ = {}, {}, {}
-    slices, slice_info, instants, samples = [], [], [], []
+    slices, slice_info, instants, samples, begins = [], [], [], [], []
     encoding = Counter()
     for pkt in trace.packet:
         if pkt.HasField("track_descriptor"):
@@ -306,6 +314,7 @@ def perfetto_timeline(swt, out):
                 source = (sl.file_name, sl.function_name, sl.line_number)
             stack = open_.setdefault(track, [])
             stack.append((name, ts, {"categories": cats, "source": source, "depth": len(stack)}))
+            begins.append((name, ts, track, te))
         elif te.type == pb2.TrackEvent.TYPE_SLICE_END:
             assert open_.get(track), "a slice ends that did not begin"
             name, begin, info = open_[track].pop()
@@ -318,7 +327,7 @@ def perfetto_timeline(swt, out):
                 samples.append((ts, td.parent_uuid, te))
     assert not any(open_.values()), "slices left open"
     return types.SimpleNamespace(pb2=pb2, tracks=tracks, slices=slices, slice_info=slice_info,
-                                 instants=instants, samples=samples,
+                                 instants=instants, samples=samples, begins=begins,
                                  sequences={k: v.last_ts for k, v in seqs.items() if v.last_ts is not None},
                                  encoding=encoding)
 

@@ -560,7 +560,7 @@ static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
         sw_py_filter_free(&pf);
         return NULL;
     }
-    sw_export_opts o = {min_ns, &pf.f};
+    sw_export_opts o = {min_ns, &pf.f, NULL};
     char err[256] = "";
     sw_py_progress pr;
     sw_py_progress_begin(&pr, self->t, progress);
@@ -580,6 +580,74 @@ static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
     Py_DECREF(path_obj);
     Py_RETURN_NONE;
 }
+
+/* export_merged(traces, format, path, min_duration_ns=0): several traces
+ * (processes) as one output (trace/merge.h). */
+static PyObject *export_merged(PyObject *module, PyObject *args, PyObject *kw)
+{
+    (void)module;
+    static char *kwlist[] = {"traces", "format", "path", "min_duration_ns", NULL};
+    PyObject *seq, *path_obj;
+    const char *fmt;
+    long long min_ns = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OsO&|L", kwlist, &seq, &fmt, PyUnicode_FSConverter, &path_obj,
+                                     &min_ns))
+        return NULL;
+    sw_export_format format = strcmp(fmt, "chrome") == 0 ? SW_EXPORT_CHROME : SW_EXPORT_PERFETTO;
+    PyObject *list = NULL;
+    sw_trace **ts = NULL;
+    FILE *f = NULL;
+    if (strcmp(fmt, "chrome") != 0 && strcmp(fmt, "perfetto") != 0) {
+        PyErr_Format(PyExc_ValueError, "unknown export format '%s' (known: chrome, perfetto)", fmt);
+        goto out;
+    }
+    if (!(list = PySequence_Fast(seq, "traces must be a sequence of Trace objects")))
+        goto out;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "export_merged needs at least one trace");
+        goto out;
+    }
+    if (!(ts = PyMem_Calloc((size_t)n, sizeof *ts))) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(list, i);
+        if (!PyObject_TypeCheck(item, &TraceType) || !((TraceObject *)item)->t) {
+            PyErr_SetString(PyExc_TypeError, "traces must be a sequence of opened Trace objects");
+            goto out;
+        }
+        ts[i] = ((TraceObject *)item)->t;
+    }
+    if (!(f = fopen(PyBytes_AS_STRING(path_obj), "wb"))) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, PyBytes_AS_STRING(path_obj));
+        goto out;
+    }
+    sw_export_opts o = {min_ns, NULL, NULL};
+    char err[256] = "";
+    int rc = sw_export_merged(ts, (size_t)n, format, f, &o, err, sizeof err);
+    if (fclose(f) != 0 && !rc) {
+        rc = SW_EIO;
+        snprintf(err, sizeof err, "%s", strerror(errno));
+    }
+    if (rc)
+        sw_pyerr(rc, PyExc_OSError, "%s: %s", PyBytes_AS_STRING(path_obj), err);
+out:
+    PyMem_Free(ts);
+    Py_XDECREF(list);
+    Py_DECREF(path_obj);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_functions[] = {
+    {"export_merged", (PyCFunction)(void (*)(void))export_merged, METH_VARARGS | METH_KEYWORDS,
+     "export_merged(traces, format, path, min_duration_ns=0): several traces (processes) as one chrome JSON "
+     "or perfetto protobuf file, on the host's clock, with flows from each child's start to its first slice"},
+    {NULL, NULL, 0, NULL},
+};
 
 static PyObject *Trace_get_damage(TraceObject *self, void *c)
 {
@@ -663,7 +731,8 @@ static PyTypeObject TraceType = {
 
 int sw_trace_type_add_to_module(PyObject *m)
 {
-    if (PyType_Ready(&TraceType) < 0 || PyModule_AddObject(m, "Trace", Py_NewRef((PyObject *)&TraceType)) < 0)
+    if (PyType_Ready(&TraceType) < 0 || PyModule_AddObject(m, "Trace", Py_NewRef((PyObject *)&TraceType)) < 0 ||
+        PyModule_AddFunctions(m, module_functions) < 0)
         return -1;
     static const struct { const char *name; long value; } consts[] = {
         {"FORMAT_MAJOR", SW_FORMAT_MAJOR}, {"OP_CALL", SW_OP_CALL}, {"OP_RETURN", SW_OP_RETURN},

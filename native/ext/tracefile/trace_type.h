@@ -9,7 +9,7 @@
 #include "ext/shared/compat.h"
 #include "trace/trace.h"
 
-/* Adds Trace, FORMAT_MAJOR and the record constants OP_* and EV_DROPPED
+/* Adds Trace, export_merged() (several traces as one timeline), FORMAT_MAJOR and the record constants OP_* and EV_DROPPED
  * to the module. Returns 0, or -1 with an exception set. */
 int sw_trace_type_add_to_module(PyObject *m);
 

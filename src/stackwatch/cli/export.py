@@ -6,6 +6,8 @@ the formats of call trees.
 
     stackwatch export FILE [PROFILE ...] -o OUT [--format FORMAT]
                       [--start 500ms] [--stop 2s] [--min-duration 10us]
+    stackwatch export TRACE TRACE ... | DIRECTORY -o OUT   (one run's processes
+                      on one timeline: cli/traces.py)
 
 Without --format, the format is the one OUT's name ends with (x.html: the
 flame graph; x.pftrace: Perfetto; x.json: speedscope).
@@ -20,7 +22,7 @@ from ..common.units import parse_duration_ns
 from ..profiler import history
 from ..render import formats
 from ..tracer.tracefile import Trace
-from . import files, filters, progress
+from . import files, filters, progress, traces
 from .program import UsageError, check_writable
 
 NAME = "export"
@@ -33,8 +35,9 @@ def add_parser(subparsers):
     e = subparsers.add_parser("export", help="convert a trace to Perfetto or Chrome JSON, or a profile file to "
                               "collapsed stacks, speedscope, an HTML flame graph or pprof")
     e.add_argument("file")
-    e.add_argument("more", nargs="*", metavar="PROFILE", help="profiles: more profile files, merged with "
-                   "the first (threads of each file kept apart)")
+    e.add_argument("more", nargs="*", metavar="FILE", help="more profile files, merged with the first "
+                   "(threads of each file kept apart); or more traces (or a directory of them): the "
+                   "processes of one run on one timeline")
     e.add_argument("--format", default=None, help="perfetto or chrome (traces); collapsed, speedscope, "
                    "html or pprof (traces and profiles); default: from the output's name")
     filters.add_arguments(e, "only what ran (traces: events; profiles: cycles), counted from the start,")
@@ -44,7 +47,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    profile = files.kind_of(args.file) == "profile"
+    profile = not os.path.isdir(args.file) and files.kind_of(args.file) == "profile"
     if args.format is None:
         fits = (formats.TREES,) if profile else (formats.TRACES,)
         try:
@@ -57,8 +60,6 @@ def run(args):
 
 
 def _export_trace(args):
-    if args.more:
-        raise UsageError("export converts one trace (several files can be given for profiles only)")
     if args.format not in TRACE_FORMATS:
         raise UsageError(f"unknown format {args.format!r} (choose from: {', '.join(TRACE_FORMATS)})")
     try:
@@ -69,6 +70,8 @@ def _export_trace(args):
     if min_ns and args.format not in timelines:
         raise UsageError(f"--min-duration applies to the timeline formats ({', '.join(timelines)}), "
                          f"not to {args.format}")
+    if traces.several(args):
+        return traces.export(args, min_ns)
     check_writable(args.output, "trace")
     t = Trace(args.file)
     flt = filters.trace_filter(args, t)

@@ -13,14 +13,14 @@ import argparse
 import functools
 import os
 import sys
-import tempfile
 
 from .. import _native
 from ..common.units import parse_duration_ns, parse_size
 from ..events import handlers, kinds, probes
 from ..render import formats
+from ..tracer import follow
 from ..tracer import session as tracing
-from ..tracer.tracefile import Trace
+from . import traces
 from .program import Finisher, UsageError, check_writable, resolve
 
 NAME = "run"
@@ -47,8 +47,9 @@ def add_parser(subparsers):
                    "this glob (repeatable)")
     r.add_argument("--min-duration", default=None, help="with --format perfetto/chrome: leave out "
                    "slices shorter than this (e.g. 10us)")
-    r.add_argument("--no-follow-fork", action="store_true", help="forked children stop tracing "
-                   "(default: each traces into its own file)")
+    r.add_argument("--no-follow", "--no-follow-fork", dest="no_follow", action="store_true",
+                   help="trace this process only (default: every Python process it starts, forked or "
+                   "not, traces into a file of its own, OUT.<pid>.swt)")
     r.add_argument("--c-calls", action="store_true", help="also record calls of builtin and "
                    "extension functions")
     r.add_argument("--flush-interval", default=None, help="background flush of slowly recording "
@@ -128,8 +129,7 @@ def run(args):
     if args.format == "swt":
         trace_path = output
     else:
-        fd, trace_path = tempfile.mkstemp(prefix="stackwatch-", suffix=".swt")
-        os.close(fd)
+        trace_path = traces.run_trace_path()
 
     if not program.prepare():
         return 1
@@ -148,7 +148,8 @@ def run(args):
     if not args.no_trace:
         try:
             tracing.start(trace_path, buffer_size=chunk, ring=ring, max_depth=args.max_depth,
-                      include=args.include, exclude=args.exclude, follow_fork=not args.no_follow_fork,
+                      include=args.include, exclude=args.exclude, follow_fork=not args.no_follow,
+                      follow=not args.no_follow,
                       allow_tsc=not args.no_tsc, c_calls=args.c_calls, flush_interval=flush_s,
                       events=events or None, lines=args.lines, sample=args.sample,
                       sample_native=args.native, sample_lines=args.sample_lines)
@@ -186,20 +187,18 @@ def _finish(args, trace_path, output, min_ns, log):
     summary = tracing.stop()
     if summary.error:
         print(f"stackwatch: warning: {summary.error}", file=sys.stderr)
+    children = follow.child_traces(trace_path)
     if args.format != "swt":
         try:
-            formats.write_trace(args.format, output, Trace(trace_path), min_duration_ns=min_ns)
+            children = traces.convert(args.format, output, trace_path, min_ns)
         except (OSError, ValueError) as e:
             print(f"stackwatch: error: export to {output} failed: {e}", file=sys.stderr)
             return
-        finally:
-            try:
-                os.unlink(trace_path)
-            except OSError:
-                pass
     if not args.quiet:
         dropped = f", {summary.dropped} dropped" if summary.dropped else ""
         samples = f", {summary.samples} samples" if args.sample is not None else ""
         n = summary.threads
         print(f"stackwatch: wrote {output} ({summary.events} events, {n} "
-              f"thread{'' if n == 1 else 's'}{samples}{dropped})", file=sys.stderr)
+              f"thread{'' if n == 1 else 's'}{samples}{dropped})"
+              f"{traces.children_text(children, merged=args.format != 'swt')}",
+              file=sys.stderr)

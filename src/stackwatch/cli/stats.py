@@ -6,6 +6,7 @@ profile file (own and total samples), overall and per thread.
                      [--callers F] [--callees F] [--json | --csv]
                      [--thread T] [--start 1s] [--stop 2s] [--include G]
                      [--exclude G] [--max-depth N]
+    stackwatch stats TRACE TRACE ... | DIRECTORY    (the processes of one run)
 
 --callers/--callees F list the functions that called F (qualified name, a
 glob) and those F called, as pstats' print_callers/print_callees; --json
@@ -17,13 +18,15 @@ printed by _table(); times by _fmt_ns().
 import csv
 import fnmatch
 import json
+import os
 import sys
 import time
+import types
 from collections import Counter
 
 from ..profiler import calltree
 from ..tracer.tracefile import Trace
-from . import files, filters, progress
+from . import files, filters, progress, traces
 from .program import UsageError
 
 NAME = "stats"
@@ -34,6 +37,8 @@ def add_parser(subparsers):
     s = subparsers.add_parser("stats", help="top functions of a trace (calls, total and own time) or of a "
                               "profile file (own and total samples)")
     s.add_argument("file")
+    s.add_argument("more", nargs="*", metavar="TRACE", help="more traces (or a directory of them): the "
+                   "processes of one run, each process's tables and the top functions of all together")
     s.add_argument("--sort", choices=("own", "total", "calls"), default="own")
     s.add_argument("-n", "--limit", type=int, default=20, help="rows per table (default 20)")
     s.add_argument("--threads", action="store_true", help="also one table per thread")
@@ -47,6 +52,8 @@ def add_parser(subparsers):
 
 
 def run(args):
+    if traces.several(args):
+        return _several_traces(args)
     if files.kind_of(args.file) == "profile":
         return _profile_stats(args)
     return _trace_stats(args)
@@ -86,14 +93,17 @@ def _table(out, title, columns, rows):
 
 # ---- traces ----
 
-def _trace_stats(args):
+def _trace_stats(args, t=None):
+    """One trace's statistics (t: the trace, opened and warned about; else
+    args.file)."""
     if args.limit <= 0:
         raise UsageError("--limit must be positive")
-    t = Trace(args.file)
+    if t is None:
+        t = Trace(args.file)
+        if t.damage:
+            print(f"warning: {args.file}: {t.damage}; showing the intact part", file=sys.stderr)
     out = sys.stdout
     flt = filters.trace_filter(args, t)
-    if t.damage:
-        print(f"warning: {args.file}: {t.damage}; showing the intact part", file=sys.stderr)
     for pattern in (args.callers, args.callees):
         if pattern is not None and not _matching(t, pattern):
             raise UsageError(f"no function of the trace is called {pattern!r}")
@@ -114,7 +124,7 @@ def _trace_stats(args):
     if args.json or args.csv:
         return _trace_data(out, args, t, rows, edges)
     n = len(t.threads)
-    print(f"{args.file}: {t.event_count()} events, {n} thread{'' if n == 1 else 's'}, "
+    print(f"{t.path}: {t.event_count()} events, {n} thread{'' if n == 1 else 's'}, "
           f"{t.dropped()} dropped{'' if t.complete else ', incomplete (tracing did not stop normally)'}",
           file=out)
     _calls_table(out, "all threads", t, [(c, *v) for c, v in overall.items()], args.sort, args.limit)
@@ -288,6 +298,43 @@ def _sample_tables(out, t, limit):
         _table(out, "top lines by samples", [("own", 10), ("line", 0)],
                [(c, f"{filename}:{line}  ({name})")
                 for (filename, line, name), c in sorted(lines.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]])
+
+
+# ---- several traces (the processes of one run) ----
+
+def _several_traces(args):
+    """`stackwatch stats A.swt B.swt ... | DIR`: the processes, the top
+    functions of all of them together (a function is its name, file and
+    first line; its calls, total and own time summed over the processes),
+    then each process's own statistics as `stackwatch stats` prints them."""
+    if args.limit <= 0:
+        raise UsageError("--limit must be positive")
+    traces.refuse_one_trace_options(args, ("callers", "callees", "json", "csv"))
+    s = traces.opened(traces.gather(args))
+    out = sys.stdout
+    print(f"{traces.processes(len(s))}:", file=out)
+    merged, codes = {}, {}
+    for t in s.traces:
+        m = t.meta
+        parent = f", started by {m['parent_pid']} ({m.get('spawn', '?')})" if "parent_pid" in m else ""
+        print(f"  pid {m.get('pid', '?')}  {os.path.basename(t.path)}  {m.get('command', '?')}  "
+              f"({t.event_count()} events{parent})", file=out)
+        for r in t.stats():
+            c = t.codes.get(r.code)
+            key = (c.qualname, c.filename, c.firstlineno) if c else ("?", "?", 0)
+            if key not in codes:
+                codes[key] = types.SimpleNamespace(qualname=key[0], filename=key[1], firstlineno=key[2])
+            row = merged.setdefault(key, [0, 0, 0])
+            row[0] += r.calls
+            row[1] += r.total_ns
+            row[2] += r.own_ns
+    _calls_table(out, "all processes (each function's calls and times summed over them)",
+                 types.SimpleNamespace(codes=codes), [(k, *v) for k, v in merged.items()], args.sort, args.limit)
+    status = 0
+    for t in s.traces:
+        print(f"\n== process {t.meta.get('pid', '?')}: {t.path} ==", file=out)
+        status = max(status, _trace_stats(args, t) or 0)
+    return status
 
 
 # ---- profile files ----

@@ -224,10 +224,7 @@ class _Profile:
         self.output = opts["output"]
         self.fmt = None
         if self.output:
-            self.fmt = formats.guess(self.output, formats.TREES, formats.PROFILES, default=None)
-            if self.fmt is None:
-                raise ValueError(f"{self.output}: the name says no profile format (use .html, .json, "
-                                 ".txt, .pb.gz or .swprof)")
+            self.fmt = formats.of_output(self.output, formats.TREES, formats.PROFILES)
         self.label = f"cell {n}"
         self.p = Profiler(interval=opts["interval"], maxlen=None if self.fmt == "stackwatch" else 1)
 

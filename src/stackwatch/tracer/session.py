@@ -6,7 +6,7 @@ readable when the program leaves by os._exit() or replaces itself by
 os.exec*() (everything recorded so far is written first), and decides what a forked
 child does (it never writes into its parent's file: with follow_fork=True,
 the default, it traces into a file of its own named after its pid, else it
-stops tracing).
+stops tracing). Following children, forked or not, is follow.py's.
 """
 import atexit
 import functools
@@ -21,6 +21,7 @@ from .. import _native
 from . import signals
 from ..common.units import parse_size
 from ..events import kinds
+from . import follow as _follow
 
 _session = None          # options of the running session, for fork children
 _sampler = None          # the sampler writing into the running session's file (sample=...)
@@ -59,11 +60,6 @@ def default_path(pid=None):
     return f"stackwatch-{pid or os.getpid()}.swt"
 
 
-def _fork_path(path, pid):
-    stem, ext = os.path.splitext(path)
-    return f"{stem}.fork-{pid}{ext or '.swt'}"
-
-
 # Without the platform module: it parses sys.version with regular
 # expressions, compiled on first use, which cost more instructions at the
 # first start() than tracing a short program.
@@ -73,7 +69,7 @@ _PYTHON_VERSION = f"{_v.major}.{_v.minor}.{_v.micro}" + (
 _IMPLEMENTATION = {"cpython": "CPython", "pypy": "PyPy"}.get(sys.implementation.name, sys.implementation.name)
 
 
-def _meta(extra):
+def _meta(extra, followed=None):
     meta = {
         "python_version": _PYTHON_VERSION,
         "python_implementation": _IMPLEMENTATION,
@@ -84,6 +80,7 @@ def _meta(extra):
         "stackwatch_version": "0.1.0",
     }
     meta.update(extra or {})
+    meta.update(_follow.meta(followed))
     return meta
 
 
@@ -121,8 +118,8 @@ def _number(text, original):
 
 
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
-          follow_fork=True, meta=None, allow_tsc=True, c_calls=False, flush_interval=None,
-          events=None, lines=None, sample=None, sample_native=False, sample_lines=False):
+          follow_fork=True, follow=False, meta=None, allow_tsc=True, c_calls=False, flush_interval=None,
+          events=None, lines=None, sample=None, sample_native=False, sample_lines=False, _followed=None):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
@@ -143,6 +140,11 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     also hold the native (C) frames, named "symbol [native]" and merged
     with the Python frames (Linux x86-64); sample_lines: the samples record
     the line each Python frame was running (both need ``sample``);
+    follow_fork: a forked child traces into a file of its own,
+    ``<stem>.<pid>.swt`` beside ``path``; follow: so does every Python
+    program this one starts, however (subprocess, multiprocessing's spawn
+    and forkserver, os.system, a shell that runs python, os.exec*), and
+    the programs those start (tracer/follow.py);
     flush_interval: seconds between background flushes of threads that
     record slowly (a process killed by a signal loses at most this much;
     0 = write only when a buffer fills). Default: 0.25 s, except on 3.13+
@@ -154,6 +156,8 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     created, ValueError for a bad option.
     """
     global _session, _sampler
+    if _session is not None and _session["_followed"]:
+        stop()   # the program of a followed process starts its own session: it takes over
     path = os.fspath(path) if path is not None else default_path()
     chunk = parse_size(buffer_size)
     ring_bytes = parse_size(ring) if ring else 0
@@ -181,7 +185,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     signals.add(_stop_on_signal, late=True)
     try:
         _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
-                      allow_tsc=allow_tsc, meta=_meta(meta), include=include, exclude=native_exclude,
+                      allow_tsc=allow_tsc, meta=_meta(meta, _followed), include=include, exclude=native_exclude,
                       c_calls=bool(c_calls), flush_interval=float(flush_interval), events=file_mask,
                       lines=lines)
     except BaseException:
@@ -198,12 +202,13 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
             raise RuntimeError(f"cannot start the sampler: {e}") from e
         _sampler = s
     _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
-                    include=include, exclude=exclude, follow_fork=follow_fork, meta=meta,
+                    include=include, exclude=exclude, follow_fork=follow_fork, follow=follow, meta=meta,
                     allow_tsc=allow_tsc, c_calls=c_calls, flush_interval=flush_interval,
                     events=events, lines=lines, sample=sample, sample_native=sample_native,
-                    sample_lines=sample_lines)
+                    sample_lines=sample_lines, _followed=_followed)
     os._exit = _exit_after_stop
     os.execv, os.execve = _execv_after_flush, _execve_after_flush
+    _follow.started(_session, _followed)
 
 
 def _stop_on_signal():
@@ -254,6 +259,7 @@ def _stop():
         d = _native.stop(end)   # also switches off what only the session needed
     finally:
         _session = None
+        _follow.stopped()
         _restore_exits()
         signals.remove(_stop_on_signal)
     if samples is not None:
@@ -333,17 +339,17 @@ def _after_fork_in_child():
         return
     globals()["_session"] = None
     globals()["_sampler"] = None   # its thread is the parent's: never touched here
+    _follow.forget_in_child()
     _restore_exits()
-    if session["follow_fork"]:
-        opts = dict(session)
-        opts.pop("path")
-        try:
-            start(_fork_path(session["path"], os.getpid()), **opts)
-        except Exception as e:  # the child must run on, traced or not
-            print(f"stackwatch: not tracing forked child {os.getpid()}: {e}", file=sys.stderr)
+    if session["follow_fork"] or session["follow"]:
+        _follow.forked_child(session, start)   # the child runs on, traced or not
 
 
 if hasattr(os, "register_at_fork"):
+    # Before-fork hooks run in the reverse order of their registration: this
+    # one, registered before the program's, notes the time of the fork for
+    # the child's META after the program's hooks have run.
+    os.register_at_fork(before=_follow.note_fork)
     # The background flusher thread is stopped around fork(): CPython 3.12+
     # warns when a multi-threaded process forks, which would change the
     # traced program's output.

@@ -11,6 +11,7 @@ import html
 import os
 import re
 import sys
+import threading
 
 import pytest
 
@@ -35,10 +36,18 @@ def spin(seconds):
 @pytest.fixture(scope="module")
 def shell():
     from IPython.core.interactiveshell import InteractiveShell
-    ip = InteractiveShell.instance()
+    from traitlets.config import Config
+    # History in memory: no history-saving thread is left running in this
+    # process (the profiler tests that follow count its threads).
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    ip = InteractiveShell.instance(config=config)
     ip.run_line_magic("load_ext", "stackwatch")
     ip.run_cell(FIB)
     yield ip
+    ip.history_manager.end_session()
+    InteractiveShell.clear_instance()
+    assert not [t.name for t in threading.enumerate() if "IPython" in t.name]
 
 
 @pytest.fixture
@@ -112,7 +121,7 @@ def test_cell_is_profiled(shell, shown, tmp_path, capsys):
     ("--bogus 1", "unknown option --bogus"),
     ("-o", "-o needs a value"),
     ("", "give a statement"),
-    ("-p -o out.unknown 1", "the name says no profile format"),
+    ("-p -o out.unknown 1", "its ending names no known format"),
 ])
 def test_bad_options_are_one_line(shell, line, message):
     from IPython.core.error import UsageError

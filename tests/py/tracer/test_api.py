@@ -154,7 +154,7 @@ def test_fork_child_writes_own_file(tmp_path):
         fib(4)
     assert status == 0
     assert calls_by_name(p)["fib"] == 15 + 9
-    child = str(tmp_path / f"f.fork-{pid}.swt")
+    child = str(tmp_path / f"f.{pid}.swt")
     assert os.path.exists(child)
     assert calls_by_name(child)["fib"] == 41
     assert Trace(child).meta["pid"] == pid

@@ -2,6 +2,7 @@
 unwound by RecursionError, daemon threads alive at exit, fork-based
 multiprocessing, signal handlers, a program that changes directory."""
 import os
+import re
 import sys
 
 import pytest
@@ -81,7 +82,7 @@ if __name__ == "__main__":
     r = run(["run", "-o", "o.swt", script], cwd=tmp)
     assert r.returncode == 0, r.stderr
     assert "2470" in r.stdout
-    children = [p for p in os.listdir(tmp) if p.startswith("o.fork-") and p.endswith(".swt")]
+    children = [p for p in os.listdir(tmp) if re.fullmatch(r"o\.\d+\.swt", p)]
     assert len(children) >= 2
     squares = 0
     for p in children:

@@ -1,0 +1,121 @@
+"""Several traces on the command line: `stackwatch stats` and `stackwatch
+export` given more than one trace or a directory (one run's processes, on
+the host's clock: tracer/traceset.py), and the end of `stackwatch run`
+when the program started processes of its own (their traces listed on the
+summary line, and merged into the --format output).
+"""
+import os
+import shutil
+import sys
+import tempfile
+
+from ..render import formats
+from ..tracer import follow
+from ..tracer.tracefile import Trace
+from ..tracer.traceset import TraceSet, expand, is_trace_file
+from . import files
+from .program import UsageError, check_writable
+
+
+def several(args):
+    """True when the command names more than one file or a directory."""
+    return bool(args.more) or os.path.isdir(args.file)
+
+
+def refuse_one_trace_options(args, more=()):
+    """UsageError when the command names an option that applies to one
+    trace (the filters, and `more` of the command's own)."""
+    for name in ("thread", "start", "stop", "include", "exclude", "max_depth") + tuple(more):
+        if getattr(args, name, None):
+            raise UsageError(f"--{name.replace('_', '-')} applies to one trace, not to several")
+
+
+def gather(args):
+    """The trace files the command names (directories expanded); UsageError
+    for a file that is no trace, or for none at all."""
+    paths = expand([args.file] + list(args.more))
+    for p in paths:
+        if not os.path.exists(p):
+            raise UsageError(f"{p}: No such file or directory")
+        if not is_trace_file(p):
+            kind = files.kind_of(p)   # UsageError for a file that is neither
+            raise UsageError(f"{p}: a {kind} cannot be merged with traces")
+    if not paths:
+        raise UsageError(f"{args.file}: no stackwatch trace in this directory")
+    return paths
+
+
+def opened(paths):
+    """The TraceSet of the paths, with a warning for each damaged trace and
+    for traces of several hosts (whose clocks need not agree)."""
+    s = TraceSet(paths)
+    for t in s.traces:
+        if t.damage:
+            print(f"warning: {t.path}: {t.damage}; using the intact part", file=sys.stderr)
+    hosts = s.hosts()
+    if len(hosts) > 1:
+        print(f"warning: the traces come from {len(hosts)} hosts ({', '.join(hosts)}): their clocks "
+              f"need not agree", file=sys.stderr)
+    return s
+
+
+def export(args, min_ns):
+    """`stackwatch export A.swt B.swt ... | DIR -o OUT`: the processes of
+    one run as one timeline (or one set of call trees)."""
+    refuse_one_trace_options(args)
+    paths = gather(args)
+    check_writable(args.output, "trace")
+    s = opened(paths)
+    formats.write_trace(args.format, args.output, s, min_duration_ns=min_ns)
+    print(f"stackwatch: wrote {args.output} ({processes(len(s))})", file=sys.stderr)
+    return 0
+
+
+def processes(n):
+    return f"{n} process{'' if n == 1 else 'es'}"
+
+
+# ---- `stackwatch run` ----
+
+
+def run_trace_path():
+    """Where `run --format perfetto|chrome` records before converting: a
+    trace in a directory of its own, where the children's traces go too."""
+    return os.path.join(tempfile.mkdtemp(prefix="stackwatch-"), "trace.swt")
+
+
+def convert(fmt, output, trace_path, min_ns):
+    """`run --format perfetto|chrome|...`: the trace, and those of the
+    processes the program started merged with it, written as `fmt` to
+    output; the temporary traces removed. Returns the children's traces
+    that were merged."""
+    children = follow.child_traces(trace_path)
+    try:
+        data = TraceSet([trace_path] + [p for _, p in children]) if children else Trace(trace_path)
+        formats.write_trace(fmt, output, data, min_duration_ns=min_ns)
+    finally:
+        shutil.rmtree(os.path.dirname(trace_path), ignore_errors=True)
+    return children
+
+
+def children_text(children, merged=False):
+    """The end of `run`'s summary line: the traces of the processes the
+    program started, beside its own (those still running are marked), or
+    with merged=True how many processes the output holds."""
+    if not children:
+        return ""
+    n = len(children)
+    if merged:
+        return f"; {processes(n + 1)} merged"
+    names = [os.path.basename(p) + (" (running)" if _alive(pid) else "") for pid, p in children]
+    return f"; {n} child process{'' if n == 1 else 'es'}: {', '.join(names)}"
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
