@@ -241,7 +241,7 @@ static void builder_free(builder *b)
 
 int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw_pprof_opts *opts)
 {
-    static const sw_pprof_opts none = {0, 0, 0, NULL, NULL};
+    static const sw_pprof_opts none = {0, 0, 0, NULL, NULL, NULL};
     if (!opts)
         opts = &none;
     if (n && !trees)
@@ -263,7 +263,8 @@ int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw
     strtab_index(&b.st, "");   /* string_table[0] must be "" */
 
     put_value_type(&b, F_PROFILE_SAMPLE_TYPE, opts->count_type ? opts->count_type : "samples", "count");
-    put_value_type(&b, F_PROFILE_SAMPLE_TYPE, "wall", "nanoseconds");
+    const char *weight = opts->weight ? opts->weight : "wall";
+    put_value_type(&b, F_PROFILE_SAMPLE_TYPE, weight, "nanoseconds");
     for (size_t i = 0; i < n; i++)
         put_tree_samples(&b, &trees[i], used, nfuncs);
 
@@ -279,7 +280,7 @@ int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw
     }
     free(used);
 
-    put_value_type(&b, F_PROFILE_PERIOD_TYPE, "wall", "nanoseconds");
+    put_value_type(&b, F_PROFILE_PERIOD_TYPE, weight, "nanoseconds");
     uint64_t comment = opts->comment ? strtab_index(&b.st, opts->comment) : 0;
 
     sw_bytes_put(out, b.body.data, b.body.len);

@@ -39,6 +39,8 @@ typedef struct sw_pprof_opts {
     const char *comment;         /* a comment of the profile; NULL for none */
     const char *count_type;      /* the first sample type's name: NULL for "samples"
                                     ("calls" for the trees of an exact trace) */
+    const char *weight;          /* what the second value of a sample and the period
+                                  * measure, in nanoseconds: "wall" (NULL) or "cpu" */
 } sw_pprof_opts;
 
 /* Appends the Profile message for the n trees (n may be 0: a valid profile

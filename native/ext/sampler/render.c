@@ -132,22 +132,29 @@ static void unknown_format(const char *fmt)
 }
 
 /* render_trees(format, trees, title="stackwatch profile", interval_ns=0,
- * time_ns=0, duration_ns=0) -> bytes. trees: [(name or None, CallTree)].
+ * time_ns=0, duration_ns=0, exact=False, mode="wall") -> bytes (exact: the
+ * trees of a trace; mode: what the weights are, "wall" or "cpu" time;
+ * pprof names it). trees: [(name or None, CallTree)].
  * "collapsed": all trees merged (in the given order); "speedscope": one
  * profile per tree; "pprof": the uncompressed Profile message, a "thread"
  * label per tree with a name. */
 static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
-    static char *kwlist[] = {"format", "trees", "title", "interval_ns", "time_ns", "duration_ns", "exact", NULL};
-    const char *fmt, *title = "stackwatch profile";
+    static char *kwlist[] = {"format", "trees", "title", "interval_ns", "time_ns", "duration_ns", "exact", "mode",
+                             NULL};
+    const char *fmt, *title = "stackwatch profile", *mode = "wall";
     PyObject *list;
     unsigned long long interval = 0;
     long long time_ns = 0, duration = 0;
     int exact = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!|sKLLp:render_trees", kwlist, &fmt, &PyList_Type, &list, &title,
-                                     &interval, &time_ns, &duration, &exact))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!|sKLLps:render_trees", kwlist, &fmt, &PyList_Type, &list, &title,
+                                     &interval, &time_ns, &duration, &exact, &mode))
         return NULL;
+    if (strcmp(mode, "wall") != 0 && strcmp(mode, "cpu") != 0) {
+        PyErr_Format(PyExc_ValueError, "mode must be 'wall' or 'cpu', not '%s'", mode);
+        return NULL;
+    }
     size_t kind = 0;
     while (kind < NFORMATS && strcmp(fmt, formats[kind].name) != 0)
         kind++;
@@ -169,7 +176,7 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
     render r = {shared ? sw_py_functab_copy(shared) : sw_functab_new(),
                 PyMem_Calloc(n ? (size_t)n : 1, sizeof(sw_calltree *)),
                 PyMem_Calloc(n ? (size_t)n : 1, sizeof(char *)), 0, title, exact,
-                {interval, time_ns, duration, title, exact ? "calls" : NULL}};
+                {interval, time_ns, duration, title, exact ? "calls" : NULL, mode}};
     PyObject *res = NULL;
     sw_bytes out = {0};
     if (!r.ft || !r.trees || !r.names) {
@@ -234,8 +241,9 @@ done:
 
 static PyMethodDef functions[] = {
     {"render_trees", (PyCFunction)(void (*)(void))render_trees, METH_VARARGS | METH_KEYWORDS,
-     "render_trees(format, [(name, CallTree)], title=..., interval_ns=0, time_ns=0, duration_ns=0, exact=False) "
-     "-> bytes (exact: trees of a trace, whose values are calls and own nanoseconds)"},
+     "render_trees(format, [(name, CallTree)], title=..., interval_ns=0, time_ns=0, duration_ns=0, exact=False, "
+     "mode='wall') -> bytes (exact: trees of a trace, whose values are calls and own nanoseconds; mode: "
+     "what a sample's time measures, 'wall' or 'cpu')"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -81,8 +81,18 @@ static const char *exc_type_name(PyObject *exc)
 
 #if PY_VERSION_HEX >= 0x030C0000
 
+/* The line of the instruction at `offset`, or of the first one after it
+ * that has a line: an exception handler's first instruction has none (the
+ * line is then that of its `except` clause, as frame.f_lineno says). -1 if
+ * none has. */
 static int line_of(PyCodeObject *co, long offset)
 {
+    long end = (long)Py_SIZE(co) * 2;   /* bytes of the code units */
+    for (long o = offset; o >= 0 && o < end; o += 2) {
+        int line = PyCode_Addr2Line(co, (int)o);
+        if (line >= 0)
+            return line;
+    }
     return PyCode_Addr2Line(co, (int)offset);
 }
 

@@ -75,8 +75,6 @@ def _export_trace(args):
     check_writable(args.output, "trace")
     t = Trace(args.file)
     flt = filters.trace_filter(args, t)
-    if t.damage:
-        print(f"warning: {args.file}: {t.damage}; exporting the intact part", file=sys.stderr)
     kept = flt.threads if flt and flt.threads is not None else range(len(t.threads))
     events = sum(t.threads[i]["events"] for i in kept)
     warning = None if min_ns else progress.big_export_warning(args.format, events, flt is not None)
@@ -89,7 +87,7 @@ def _export_trace(args):
     finally:
         bar.done()
     print(f"stackwatch: wrote {args.output}", file=sys.stderr)
-    return 0
+    return files.trace_damaged(args.file, t)
 
 
 def _offset(value, what, base_ns):

@@ -39,6 +39,18 @@ def load_profile(path):
     return h
 
 
+def trace_damaged(path, t):
+    """After the output of a damaged trace's intact part (stats printed,
+    export written): one line "stackwatch: error: ..." naming each damaged
+    range (offset, chunks and events lost), and exit status 1 (0 for an
+    intact trace), as for a profile file (damaged())."""
+    if not t.damage:
+        return 0
+    print(f"stackwatch: error: {path} is damaged ({t.damage}); the output above is what could be read "
+          f"({t.event_count()} events)", file=sys.stderr)
+    return 1
+
+
 def damaged(path, h):
     """After the output of a damaged file's intact part (stats printed,
     export written): one line "stackwatch: error: ..." naming the damage,

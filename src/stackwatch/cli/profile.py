@@ -104,8 +104,12 @@ def _finish(prof, fmt, output, quiet):
     except (OSError, ValueError, RuntimeError) as e:
         print(f"stackwatch: error: writing the profile to {output} failed: {e}", file=sys.stderr)
         return
+    st = prof.stats()
+    if not st["stored"] and not quiet:
+        print(f"stackwatch: warning: the profile is empty: no sample was taken (the program ran for less "
+              f"than the interval of {prof.interval_ns / 1e6:g} ms, or --mode cpu found it never on a CPU)",
+              file=sys.stderr)
     if not quiet:
-        st = prof.stats()
         failed = f", {st['failed']} failed reads of a stack" if st["failed"] else ""
         off = f", {st['off_cpu']} samples of idle threads left out" if st["mode"] == "cpu" else ""
         n = len(prof.threads())

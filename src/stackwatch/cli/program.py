@@ -8,6 +8,7 @@ command."""
 import atexit
 import builtins
 import importlib.machinery
+import importlib.util
 import linecache
 import os
 import shutil
@@ -94,6 +95,14 @@ class Program:
         if self.module:
             sys.argv = [self.module] + self.args
             sys.path.insert(0, os.getcwd())
+            # A module that does not exist at all: python's one line and
+            # status 1, before anything is recorded (no file is left). Its
+            # top-level package only: finding a submodule imports the
+            # package, which the trace should see.
+            top = self.module.partition(".")[0]
+            if top and importlib.util.find_spec(top) is None:
+                print(f"stackwatch: error: No module named {top}", file=sys.stderr)
+                return False
             return True
         if self.source is not None:
             # python -c CODE / python -: sys.path[0] is "" (the current

@@ -39,7 +39,8 @@ def add_parser(subparsers):
     r.add_argument("-c", dest="code", metavar="CODE", help="run the program passed in as a string "
                    "(sys.argv[0] is '-c', as with python -c)")
     r.add_argument("--buffer-size", default="256K", help="per-thread buffer (default 256K)")
-    r.add_argument("--ring", default=None, help="keep only the most recent SIZE of events per thread")
+    r.add_argument("--ring", default=None, help="flight recorder: keep only each thread's most recent events, at most SIZE bytes of the "
+                   "trace per thread (e.g. 1M; at least 16K)")
     r.add_argument("--max-depth", type=int, default=0, help="record frames only up to this depth")
     r.add_argument("--include", action="append", help="record only code in files/modules matching "
                    "this glob (repeatable)")
@@ -132,6 +133,8 @@ def run(args):
         trace_path = traces.run_trace_path()
 
     if not program.prepare():
+        if trace_path != output:
+            traces.discard_run_trace(trace_path)
         return 1
 
     log = None
@@ -154,6 +157,8 @@ def run(args):
                       events=events or None, lines=args.lines, sample=args.sample,
                       sample_native=args.native, sample_lines=args.sample_lines)
         except (ValueError, RuntimeError) as e:
+            if trace_path != output:
+                traces.discard_run_trace(trace_path)
             raise UsageError(str(e))
         if not args.quiet:
             tracing._exec_notice = functools.partial(_say_exec, os.getpid(), trace_path, args.format)

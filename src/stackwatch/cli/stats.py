@@ -99,9 +99,7 @@ def _trace_stats(args, t=None):
     if args.limit <= 0:
         raise UsageError("--limit must be positive")
     if t is None:
-        t = Trace(args.file)
-        if t.damage:
-            print(f"warning: {args.file}: {t.damage}; showing the intact part", file=sys.stderr)
+        t = Trace(args.file)   # (damage: said after the output, files.trace_damaged)
     out = sys.stdout
     flt = filters.trace_filter(args, t)
     for pattern in (args.callers, args.callees):
@@ -122,7 +120,9 @@ def _trace_stats(args, t=None):
         o[1] += r.total_ns
         o[2] += r.own_ns
     if args.json or args.csv:
-        return _trace_data(out, args, t, rows, edges)
+        _trace_data(out, args, t, rows, edges)
+        out.flush()
+        return files.trace_damaged(args.file, t)
     n = len(t.threads)
     print(f"{t.path}: {t.event_count()} events, {n} thread{'' if n == 1 else 's'}, "
           f"{t.dropped()} dropped{'' if t.complete else ', incomplete (tracing did not stop normally)'}",
@@ -138,7 +138,8 @@ def _trace_stats(args, t=None):
             _edge_tables(out, t, edges, pattern, caller_side, args.sort, args.limit)
     _event_tables(out, t, args.limit, flt)
     _sample_tables(out, t, args.limit)
-    return 0
+    out.flush()
+    return files.trace_damaged(args.file, t)
 
 
 def _matching(t, pattern):

@@ -84,6 +84,11 @@ def run_trace_path():
     return os.path.join(tempfile.mkdtemp(prefix="stackwatch-"), "trace.swt")
 
 
+def discard_run_trace(trace_path):
+    """The program did not start: the directory of run_trace_path() goes."""
+    shutil.rmtree(os.path.dirname(trace_path), ignore_errors=True)
+
+
 def convert(fmt, output, trace_path, min_ns):
     """`run --format perfetto|chrome|...`: the trace, and those of the
     processes the program started merged with it, written as `fmt` to

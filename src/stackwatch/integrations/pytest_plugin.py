@@ -204,8 +204,10 @@ class Profiling(_Plugin):
         p = None
         try:
             p = Profiler(interval=self.interval, maxlen=1)
-            if self.anchor is not None:
-                p._set_wrapper(self.anchor)
+            # Stacks start below pytest's runner; the samples taken while
+            # this wrapper itself runs (starting and stopping) are dropped.
+            p._set_wrapper(self.anchor, ignore=(Profiling.pytest_runtest_protocol.__code__,
+                                                Profiling._keep.__code__))
             p.start()
         except Exception as e:
             self.problem(f"profiler of {item.nodeid}", e)

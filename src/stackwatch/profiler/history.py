@@ -233,7 +233,8 @@ def as_trees(threads, info, title=None, window=None):
     duration = stop_ns - start_ns if start_ns and stop_ns > start_ns else 0
     keep = ("samples", "dropped", "cut", "failed", "missed", "off_cpu")
     return formats.Trees([(label, tid, t._t) for label, tid, t in threads], title, int(info.get("interval_ns") or 0),
-                         start_ns if start_ns > 0 else 0, duration, {k: info[k] for k in keep if k in info})
+                         start_ns if start_ns > 0 else 0, duration, {k: info[k] for k in keep if k in info},
+                         mode=info.get("mode") or "wall")
 
 
 def get_profile(history, start=None, stop=None):

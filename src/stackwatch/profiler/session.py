@@ -341,4 +341,4 @@ class Profiler:
             duration_ns = (st["stop_ns"] if st["stop_ns"] > 0 else now) - st["start_ns"]
         keep = ("samples", "stored", "failed", "empty", "missed", "truncated", "dropped", "cut", "ticks")
         return formats.Trees(threads, None, self.interval_ns, time_ns, duration_ns,
-                             {k: st[k] for k in keep if k in st})
+                             {k: st[k] for k in keep if k in st}, mode=self.mode)

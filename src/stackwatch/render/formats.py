@@ -46,8 +46,8 @@ class Format(namedtuple("Format", "name suffixes binary fits takes write")):
     __slots__ = ()
 
 
-class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns stats exact",
-                       defaults=(None, 0, 0, 0, None, False))):
+class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns stats exact mode",
+                       defaults=(None, 0, 0, 0, None, False, "wall"))):
     """What the tree formats are written from. threads: [(label or None,
     thread_id, tree)], each tree a stackwatch._native.CallTree: collapsed
     merges them in this order, speedscope and the HTML page show each as
@@ -58,7 +58,8 @@ class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns s
     the HTML page shows. exact: the trees of an exact trace (a node's
     count is its calls, its weight its own nanoseconds: collapsed writes
     nanoseconds, pprof's first sample type is "calls", the page says
-    calls)."""
+    calls). mode: what the trees' times are, "wall" or "cpu" time (pprof
+    names it)."""
     __slots__ = ()
 
 
@@ -78,7 +79,8 @@ def _rendered(name, path, trees):
     (native/ext/sampler/render.c)."""
     return _native.render_trees(name, [(label, tree) for label, _, tree in trees.threads],
                                 title=_title(path, trees), interval_ns=trees.interval_ns,
-                                time_ns=trees.time_ns, duration_ns=trees.duration_ns, exact=trees.exact)
+                                time_ns=trees.time_ns, duration_ns=trees.duration_ns, exact=trees.exact,
+                                mode=trees.mode)
 
 
 def _write_bytes(path, data):

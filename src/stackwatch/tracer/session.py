@@ -30,6 +30,7 @@ _real_execv, _real_execve = os.execv, os.execve
 # Called with the program's path just before it execs (the CLI says where
 # the trace is: its exit handler will not run).
 _exec_notice = None
+MIN_CHUNK = 4096         # the smallest per-thread buffer (native/trace/writer.c)
 DEFAULT_FLUSH_INTERVAL = 0.25 if sys.version_info < (3, 13) else 0.0
 # stackwatch's own Python frames (start/stop, the CLI's exit handler) are
 # never recorded.
@@ -123,8 +124,10 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
-    only the most recent ``ring`` bytes of events per thread and write them
-    at stop (flight recorder); max_depth: record frames only up to this depth;
+    only the most recent events of each thread, at most ``ring`` bytes of
+    the file per thread (at least 16K; between 3/4 of it and all of it once
+    a thread recorded that much), and write them at stop (flight recorder;
+    the buffer is cut to ring/4 when larger); max_depth: record frames only up to this depth;
     include/exclude: globs matched against file names and module names
     ("mypkg" also matches "mypkg.sub"); c_calls: also record calls of
     builtin and extension functions (C_CALL/C_RETURN events);
@@ -159,10 +162,17 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     if _session is not None and _session["_followed"]:
         stop()   # the program of a followed process starts its own session: it takes over
     path = os.fspath(path) if path is not None else default_path()
-    chunk = parse_size(buffer_size)
-    ring_bytes = parse_size(ring) if ring else 0
-    if ring_bytes and ring_bytes < 2 * chunk:
-        ring_bytes = 2 * chunk
+    chunk = given_chunk = parse_size(buffer_size)
+    ring_bytes = given_ring = parse_size(ring) if ring else 0
+    if ring_bytes:
+        # At most `ring` bytes of events per thread in the file: the ring
+        # keeps ring // chunk chunks (at least four), the last one the
+        # partial chunk written at stop, so a thread that recorded enough
+        # keeps between 3/4 of it and all of it.
+        if ring_bytes < 4 * MIN_CHUNK:
+            raise ValueError(f"ring must be at least {4 * MIN_CHUNK // 1024}K (four chunks of "
+                             f"{MIN_CHUNK // 1024}K), not {given_ring} bytes")
+        chunk = min(chunk, ring_bytes // 4)
     if not isinstance(max_depth, int) or max_depth < 0:
         raise ValueError(f"max_depth must be a non-negative integer, not {max_depth!r}")
     include = _globs(include, "include")
@@ -201,7 +211,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
             signals.remove(_stop_on_signal)
             raise RuntimeError(f"cannot start the sampler: {e}") from e
         _sampler = s
-    _session = dict(path=path, buffer_size=chunk, ring=ring_bytes, max_depth=max_depth,
+    _session = dict(path=path, buffer_size=given_chunk, ring=given_ring, max_depth=max_depth,
                     include=include, exclude=exclude, follow_fork=follow_fork, follow=follow, meta=meta,
                     allow_tsc=allow_tsc, c_calls=c_calls, flush_interval=flush_interval,
                     events=events, lines=lines, sample=sample, sample_native=sample_native,

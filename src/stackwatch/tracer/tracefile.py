@@ -201,7 +201,7 @@ class Trace:
                     self.threads[pos]["native_tid"] or pos, tree) for pos, tree in pairs]
         end = self.end_ns
         return formats.Trees(threads, None, 0, int(self.meta.get("real0_ns", 0)), end if end > 0 else 0,
-                             {"events": self.event_count(), "dropped": self.dropped()}, True)
+                             {"events": self.event_count(), "dropped": self.dropped()}, exact=True)
 
     def events_bytes(self):
         """Bytes of event chunks a full replay reads (what progress counts)."""

@@ -78,4 +78,4 @@ class TraceSet:
             for k in stats:
                 stats[k] += one.stats.get(k, 0)
         start = min((int(t.meta.get("real0_ns", 0)) for t in self.traces), default=0)
-        return formats.Trees(threads, None, 0, start, 0, stats, True)
+        return formats.Trees(threads, None, 0, start, 0, stats, exact=True)

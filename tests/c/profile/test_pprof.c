@@ -341,7 +341,7 @@ TEST(profile_of_two_threads)
     CHECK_EQ_I64(sw_calltree_add(a, s1, 3, 1, 900), SW_OK);
     CHECK_EQ_I64(sw_calltree_add(b, s3, 2, 3, 3100), SW_OK);
     sw_pprof_tree trees[] = {{"MainThread (1)", a}, {"worker (2)", b}};
-    sw_pprof_opts opts = {1000000, 1700000000123456789ll, 2500000000ll, "a title", NULL};
+    sw_pprof_opts opts = {1000000, 1700000000123456789ll, 2500000000ll, "a title", NULL, NULL};
     pp_profile pp;
     REQUIRE(write_and_decode(&pp, trees, 2, &opts));
 

@@ -2,6 +2,8 @@
 python runs it (issue 14, "It must run exactly as python runs"): what the
 program can see of how it was started, how it ends. The ground truth is
 python itself, run on the same program."""
+import os
+
 import pytest
 
 from conftest import SAMPLER, run, write
@@ -100,3 +102,33 @@ def test_log_file_keeps_every_line(tmp, n, trace):
     lines = (tmp / "log.txt").read_text().splitlines()
     assert sum(1 for x in lines if x.split()[3:5] == ["call", "f"]) == n
     assert sum(1 for x in lines if x.split()[3:5] == ["return", "f"]) == n
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("fmt", [[], ["--format", "chrome"]])
+def test_missing_module_exits_1_and_leaves_no_file(tmp, command, fmt):
+    if fmt and command == "profile":
+        pytest.skip("--format chrome is run's")
+    plain = run(["python", "-m", "no_such_module_xyz"], cwd=tmp)
+    tmpdir = tmp / "tmpdir"
+    tmpdir.mkdir()
+    got = run([command, "-o", str(tmp / ("out.swt" if command == "run" else "out.txt"))] + fmt
+              + ["-m", "no_such_module_xyz"], cwd=tmp, env={"TMPDIR": str(tmpdir)})
+    assert plain.returncode == got.returncode == 1
+    assert plain.stderr.endswith(": No module named no_such_module_xyz\n")
+    assert got.stderr.splitlines() == ["stackwatch: error: No module named no_such_module_xyz"], got.stderr
+    assert sorted(os.listdir(tmp)) == ["tmpdir"] and os.listdir(tmpdir) == []
+
+
+@pytest.mark.skipif(not SAMPLER, reason="the sampling profiler does not support this Python")
+def test_empty_profile_is_one_warning_line(tmp):
+    """A warning beside the summary line (-q leaves both out)."""
+    write(tmp / "prog.py", "pass\n")
+    r = run(["profile", "--interval", "60s", "-o", "p.txt", "prog.py"], cwd=tmp)
+    assert r.returncode == 0 and r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("stackwatch: wrote "), r.stderr
+    assert lines[0] == ("stackwatch: warning: the profile is empty: no sample was taken (the program ran for "
+                        "less than the interval of 60000 ms, or --mode cpu found it never on a CPU)")
+    r = run(["profile", "-q", "--interval", "60s", "-o", "p.txt", "prog.py"], cwd=tmp)
+    assert r.returncode == 0 and r.stdout == r.stderr == ""

@@ -88,7 +88,10 @@ if sys.version_info >= (3, 12):
             raises.append([code.co_name, line_of(code, off), type(exc).__name__])
     def on_handled(code, off, exc):
         if code.co_filename == path:
-            handled.append([code.co_name, line_of(code, off), type(exc).__name__])
+            # The handler's first instruction has no line: the first one
+            # after it that has one (its except clause).
+            handled.append([code.co_name, next(l for s, e, l in code.co_lines() if e > off and l),
+                            type(exc).__name__])
     mon.register_callback(TOOL, mon.events.RAISE, on_raise)
     mon.register_callback(TOOL, mon.events.EXCEPTION_HANDLED, on_handled)
     mon.set_events(TOOL, mon.events.RAISE | mon.events.EXCEPTION_HANDLED)
@@ -241,3 +244,27 @@ def test_perfetto_export_shows_events(recorded, tmp_path):
     assert sum(a["collected"] + a["uncollectable"] for _, _, a in gc_slices) == recorded["found"]
     raised = [a for a in annotations if a.get("type") == "ValueError" and a.get("function") == "g"]
     assert len(raised) == 6 and all(a["file"] == recorded["prog"] and a["line"] == 8 for a in raised)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="handled exceptions are recorded on 3.12+ (sys.monitoring)")
+def test_stats_exception_tables_give_real_lines(tmp_path):
+    """The exceptions tables of `stats` name the line: the raise's, and for
+    a handled exception its except clause (the program prints the line
+    before its handler's body); no `:?`."""
+    prog = tmp_path / "exc.py"
+    prog.write_text("import sys\n"
+                    "def f():\n"
+                    "    try:\n"
+                    "        raise ValueError('x')\n"
+                    "    except ValueError:\n"
+                    "        print(sys._getframe().f_lineno - 1)\n"
+                    "for i in range(3):\n"
+                    "    f()\n")
+    r = run(["run", "-q", "--events", "exceptions", "-o", str(tmp_path / "e.swt"), str(prog)])
+    assert r.returncode == 0 and r.stdout == "5\n5\n5\n", r.stderr
+    out = run(["stats", str(tmp_path / "e.swt")]).stdout
+    raised = out.split("exceptions raised")[1].split("\n\n")[0]
+    handled = out.split("exceptions handled")[1].split("\n\n")[0]
+    assert f"3  ValueError               f  ({prog}:4)" in raised
+    assert f"3  ValueError               f  ({prog}:5)" in handled
+    assert ":?)" not in out

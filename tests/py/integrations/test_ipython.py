@@ -35,19 +35,19 @@ def spin(seconds):
 
 @pytest.fixture(scope="module")
 def shell():
+    """A real IPython shell, without the history thread (the other tests of
+    this process sample every thread; none may be left behind)."""
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
-    # History in memory: no history-saving thread is left running in this
-    # process (the profiler tests that follow count its threads).
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    ip = InteractiveShell.instance(config=config)
+    before = set(threading.enumerate())
+    c = Config()
+    c.HistoryManager.enabled = False
+    ip = InteractiveShell.instance(config=c)
     ip.run_line_magic("load_ext", "stackwatch")
     ip.run_cell(FIB)
     yield ip
-    ip.history_manager.end_session()
     InteractiveShell.clear_instance()
-    assert not [t.name for t in threading.enumerate() if "IPython" in t.name]
+    assert set(threading.enumerate()) <= before
 
 
 @pytest.fixture

@@ -414,3 +414,27 @@ def test_write_while_running(tmp_path):
     n = sum(smp["vals"][0] for smp in prof["samples"])
     assert 0 < n <= before <= p.stats()["stored"]
     assert prof["duration_nanos"] > 0
+
+
+@pytest.mark.parametrize("mode", ["wall", "cpu"])
+def test_mode_names_the_sample_type(tmp_path, mode):
+    """--mode cpu weighs samples by CPU time: pprof says cpu (it said wall),
+    in the sample types and the period type; go tool pprof -raw shows it."""
+    script = write(tmp_path / "prog.py", "import time\nt = time.process_time()\n"
+                   "while time.process_time() - t < 0.05:\n    pass\n")
+    r = run(["profile", "--mode", mode, "-o", "p.pb.gz", script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    # Also from a profile file, by stackwatch export.
+    r = run(["profile", "--mode", mode, "-o", "p.swprof", script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = run(["export", "p.swprof", "--format", "pprof", "-o", "e.pb.gz"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    for name in ("p.pb.gz", "e.pb.gz"):
+        prof = decode(tmp_path / name)
+        s = prof["strings"]
+        assert [(s[a], s[b]) for a, b in prof["sample_type"]] == [("samples", "count"), (mode, "nanoseconds")]
+        assert (s[prof["period_type"][0]], s[prof["period_type"][1]]) == (mode, "nanoseconds")
+    if GO:
+        out = go_pprof("-raw", tmp_path / "p.pb.gz")
+        assert f"PeriodType: {mode} nanoseconds" in out
+        assert out.split("\nSamples:\n")[1].splitlines()[0].split() == ["samples/count", f"{mode}/nanoseconds"]

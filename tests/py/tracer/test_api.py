@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import stackwatch
-from conftest import calls_by_name
+from conftest import calls_by_name, run, write
 from stackwatch import Trace
 
 
@@ -139,6 +139,41 @@ def test_ring_keeps_most_recent(tmp_path):
     assert seq[-10:] == [("call", "fib"), ("call", "fib"), ("call", "fib"), ("return", "fib"),
                          ("call", "fib"), ("return", "fib"), ("return", "fib"), ("call", "fib"),
                          ("return", "fib"), ("return", "fib")]
+
+
+def events_bytes(path):
+    """The bytes of a trace file's EVENTS chunks (type 4), headers included
+    (docs/format.md, "Chunk")."""
+    import struct
+    d = open(path, "rb").read()
+    i, total = 16, 0
+    while i + 12 <= len(d):
+        kind, _, _, n, _ = struct.unpack_from("<BBHII", d, i)
+        total += 12 + n if kind == 4 else 0
+        i += 12 + n
+    return total
+
+
+@pytest.mark.parametrize("size,k", [("16K", 16), ("64K", 64), ("1M", 1024)])
+def test_ring_keeps_what_size_says(tmp_path, size, k):
+    """--ring SIZE: at most SIZE bytes of events per thread, and at least
+    3/4 of it when the thread recorded more (with the default 256K buffer,
+    --ring 64K kept about 490K)."""
+    prog = write(tmp_path / "prog.py", "def f(i):\n    return i\nfor i in range(400000):\n    f(i)\n")
+    r = run(["run", "-q", "--ring", size, "-o", str(tmp_path / "r.swt"), prog])
+    assert r.returncode == 0, r.stderr
+    kept = events_bytes(tmp_path / "r.swt")
+    assert 0.75 * k * 1024 <= kept <= k * 1024, kept
+    assert Trace(str(tmp_path / "r.swt")).dropped() > 0
+
+
+def test_ring_too_small_is_one_line(tmp_path):
+    prog = write(tmp_path / "prog.py", "pass\n")
+    r = run(["run", "-q", "--ring", "8K", "-o", str(tmp_path / "r.swt"), prog])
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == ["stackwatch: error: ring must be at least 16K (four chunks of 4K), "
+                                     "not 8192 bytes"], r.stderr
+    assert not os.path.exists(tmp_path / "r.swt")
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
