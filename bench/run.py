@@ -14,9 +14,11 @@ one process per run, one workload at a time:
 
 and prints that workload's row of the table as soon as it is measured (wall
 x / instr x and the runs behind each median), then the geometric means.
-Then the sampling profilers' section (bench/profilers.py), streamed the
-same way. Every raw number goes to out/bench/results.json, rewritten after
-each row. A tracer or a run that fails is shown as "n/a" with its reason; it
+Then the big-trace section (bench/big_traces.py: time and peak memory of
+`stats` and the exports of recorded traces, the largest over 100M events,
+and the exports' bytes per event) and the sampling profilers' section
+(bench/profilers.py), streamed the same way. Every raw number goes to
+out/bench/results.json, rewritten after each row. A tracer or a run that fails is shown as "n/a" with its reason; it
 never stops the benchmark.
 
     python bench/run.py [--quick] [--rounds N] [--cell-seconds S] [--jobs N] [--out PATH]
@@ -35,6 +37,7 @@ import tempfile
 import time
 
 import benchlib
+import big_traces
 import profilers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -571,6 +574,8 @@ def main():
     p.add_argument("--no-wall", action="store_true", help="instruction counts only")
     p.add_argument("--peer-status", default=None, help="file of peers that failed to install")
     p.add_argument("--no-profilers", action="store_true", help="skip the sampling-profiler section")
+    p.add_argument("--no-big-traces", action="store_true",
+                   help="skip the big-trace section (stats and exports of recorded traces)")
     p.add_argument("--profilers-only", action="store_true",
                    help="only the sampling-profiler section (bench/profilers.py)")
     args = p.parse_args()
@@ -606,11 +611,11 @@ def main():
         log("valgrind not found: no instruction counts")
         args.no_callgrind = True
     if args.profilers_only:
-        args.no_wall = args.no_callgrind = True
+        args.no_wall = args.no_callgrind = args.no_big_traces = True
 
     t0 = time.perf_counter()
     sections = {}
-    wall, cg, rows, notes, prof = {}, {}, {}, [], {}
+    wall, cg, rows, notes, prof, big = {}, {}, {}, [], {}, {}
 
     def save(done):
         """results.json, rewritten after every row: an interrupted run keeps
@@ -620,7 +625,7 @@ def main():
                "unavailable": unavailable, "notes": list(dict.fromkeys(notes)),
                "workloads": {w.name: {"label": w.label, "script": w.script, "args": w.args,
                                       "sizes": w.sizes} for w in workloads},
-               "summary": rows, "wall": wall, "callgrind": cg, "profilers": prof,
+               "summary": rows, "wall": wall, "callgrind": cg, "profilers": prof, "big_traces": big,
                "section_seconds": sections, "elapsed_seconds": time.perf_counter() - t0}
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
@@ -667,6 +672,13 @@ def main():
         print_tracer_footer(rows, tracers, notes, cg_sizes)
         sections["tracers"] = time.perf_counter() - ts
         print(f"(tracer table: {sections['tracers'] / 60:.1f} min)", flush=True)
+
+    if not args.no_big_traces and "stackwatch" not in unavailable:
+        ts = time.perf_counter()
+        big.update(big_traces.section({w.name: w for w in WORKLOADS}, python, args.quick, log,
+                                      lambda: save(False)))
+        sections["big_traces"] = time.perf_counter() - ts
+        print(f"(big traces: {sections['big_traces'] / 60:.1f} min)", flush=True)
 
     if not args.no_profilers:
         ts = time.perf_counter()

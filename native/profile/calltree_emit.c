@@ -108,6 +108,13 @@ static void put_json_string(FILE *f, const char *str)
     putc('"', f);
 }
 
+/* The total of a profile (its endValue). */
+static uint64_t profile_total(const sw_speedscope_profile *p, int use_counts)
+{
+    const sw_calltree_node *root = sw_calltree_get_node(p->tree, SW_CALLTREE_ROOT);
+    return use_counts ? root->count - root->self : root->weight - root->self_weight;
+}
+
 static void write_profile(FILE *f, const sw_speedscope_profile *p, uint32_t *path, const char *unit,
                           int use_counts)
 {
@@ -116,10 +123,8 @@ static void write_profile(FILE *f, const sw_speedscope_profile *p, uint32_t *pat
     put_json_string(f, p->name ? p->name : "");
     fputs(",\"unit\":", f);
     put_json_string(f, unit);
-    const sw_calltree_node *root = sw_calltree_get_node(t, SW_CALLTREE_ROOT);
     /* endValue - startValue is the total weight of the samples. */
-    fprintf(f, ",\"startValue\":0,\"endValue\":%" PRIu64 ",\"samples\":[",
-            use_counts ? root->count - root->self : root->weight - root->self_weight);
+    fprintf(f, ",\"startValue\":0,\"endValue\":%" PRIu64 ",\"samples\":[", profile_total(p, use_counts));
     int first = 1;
     for (size_t i = 0; i < sw_calltree_node_count(t); i++) {
         const sw_calltree_node *n = sw_calltree_get_node(t, (uint32_t)i);
@@ -144,6 +149,20 @@ static void write_profile(FILE *f, const sw_speedscope_profile *p, uint32_t *pat
     fputs("]}", f);
 }
 
+/* The profile speedscope opens on: the main thread's (a name containing
+ * "MainThread"), else the busiest (the largest total; the first of equals). */
+static size_t active_profile(const sw_speedscope_profile *profiles, size_t n, int use_counts)
+{
+    for (size_t i = 0; i < n; i++)
+        if (profiles[i].name && strstr(profiles[i].name, "MainThread"))
+            return i;
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (profile_total(&profiles[i], use_counts) > profile_total(&profiles[best], use_counts))
+            best = i;
+    return best;
+}
+
 int sw_speedscope_write(FILE *f, const char *file_name, const sw_speedscope_profile *profiles, size_t n,
                         const char *unit, int use_counts, const char *exporter)
 {
@@ -165,7 +184,7 @@ int sw_speedscope_write(FILE *f, const char *file_name, const sw_speedscope_prof
     put_json_string(f, file_name ? file_name : "profile");
     fputs(",\"exporter\":", f);
     put_json_string(f, exporter ? exporter : "stackwatch");
-    fputs(",\"activeProfileIndex\":0,\"shared\":{\"frames\":[", f);
+    fprintf(f, ",\"activeProfileIndex\":%zu,\"shared\":{\"frames\":[", active_profile(profiles, n, use_counts));
     for (uint32_t i = 0; i < sw_functab_count(ft); i++) {
         const sw_func *fn = sw_functab_get(ft, i);
         fputs(i ? ",\n{\"name\":" : "\n{\"name\":", f);

@@ -29,7 +29,10 @@ typedef struct sw_speedscope_profile {
  * sample; its weight is its self_weight in `unit` ("nanoseconds" for the
  * sampler's wall-time weights and an exact trace's own times) or, with
  * use_counts, its self count (then unit "none" fits). A stack with a
- * weight but no count (a trace's frame opened by a window) is a sample. Returns SW_EIO if a write failed. */
+ * weight but no count (a trace's frame opened by a window) is a sample.
+ * speedscope opens on the main thread's profile (the first whose name
+ * contains "MainThread"), else on the busiest (the largest total).
+ * Returns SW_EIO if a write failed. */
 int sw_speedscope_write(FILE *f, const char *file_name, const sw_speedscope_profile *profiles, size_t n,
                         const char *unit, int use_counts, const char *exporter);
 

@@ -4,6 +4,14 @@
  * sequences, and the flows from and to other processes). Field numbers are those of
  * perfetto/protos/perfetto/trace/perfetto_trace.proto; each constant below
  * names its message and field.
+ *
+ * Compact encoding: each thread is one packet sequence whose first packet
+ * clears its incremental state and sets the sequence's defaults (the
+ * thread's track, the timestamp clock) and a ClockSnapshot defining a
+ * sequence-scoped incremental clock equal to CLOCK_BOOTTIME at the trace's
+ * start; every later packet's timestamp is the delta from the previous
+ * packet of its sequence. Names, source locations and the categories of
+ * slices are interned per sequence with small iids in order of first use.
  */
 #include "export_perfetto.h"
 
@@ -23,8 +31,22 @@
 #define F_PKT_INTERNED_DATA 12
 #define F_PKT_SEQ_FLAGS 13
 #define F_PKT_TRACK_DESCRIPTOR 60
+#define F_PKT_CLOCK_SNAPSHOT 6
+#define F_PKT_DEFAULTS 59             /* trace_packet_defaults */
 #define SEQ_INCREMENTAL_STATE_CLEARED 1
 #define SEQ_NEEDS_INCREMENTAL_STATE 2
+/* TracePacketDefaults / TrackEventDefaults */
+#define F_DEF_TIMESTAMP_CLOCK_ID 58
+#define F_DEF_TRACK_EVENT 11
+#define F_TED_TRACK_UUID 11
+/* ClockSnapshot / ClockSnapshot.Clock */
+#define F_CS_CLOCKS 1
+#define F_CS_PRIMARY_TRACE_CLOCK 2
+#define F_CLK_ID 1
+#define F_CLK_TIMESTAMP 2
+#define F_CLK_INCREMENTAL 3
+#define PF_CLOCK_BOOTTIME 6
+#define PF_CLOCK_SEQ_DELTA 64            /* the first sequence-scoped clock id */
 /* TrackDescriptor */
 #define F_TD_UUID 1
 #define F_TD_NAME 2
@@ -40,6 +62,7 @@
 #define F_THD_NAME 5
 /* TrackEvent */
 #define F_TE_CATEGORIES 22
+#define F_TE_CATEGORY_IIDS 3
 #define F_TE_TYPE 9
 #define F_TE_NAME_IID 10
 #define F_TE_TRACK_UUID 11
@@ -63,11 +86,16 @@
 #define TE_SLICE_END 2
 #define TE_INSTANT 3
 /* InternedData */
+#define F_ID_EVENT_CATEGORIES 1
 #define F_ID_EVENT_NAMES 2
 #define F_ID_SOURCE_LOCATIONS 4
 /* EventName / SourceLocation */
 #define F_EN_IID 1
 #define F_EN_NAME 2
+#define F_EC_IID 1
+#define F_EC_NAME 2
+#define CAT_PYTHON 1                  /* the interned categories' iids */
+#define CAT_C 2
 #define F_SL_IID 1
 #define F_SL_FILE 2
 #define F_SL_FUNCTION 3
@@ -110,10 +138,14 @@ typedef struct perfetto {
     uint64_t pid, process_uuid;
     int64_t boot0;
     sw_bytes pkt, ev, interned, tmp;
-    uint8_t *seen;           /* per code id: interned on the current sequence */
+    uint32_t *iid;           /* per code id: its iid on the current sequence, 0 if not interned */
+    uint32_t next_iid;
+    unsigned cats;           /* bit k: category iid k interned on the current sequence */
+    uint64_t t0;             /* CLOCK_BOOTTIME ns of the trace's start: the clock snapshot's */
+    uint64_t last_ts;        /* the previous packet's time on the current sequence */
     uint32_t limit;
     size_t cur_thread;
-    int first_on_seq;
+    int started;             /* a sequence has been started */
     int failed;
     uint8_t *gc_described;   /* per thread: its "GC" track was described */
     uint8_t *samples_described;  /* per thread: its "samples" track was described */
@@ -125,6 +157,11 @@ typedef struct perfetto {
 } perfetto;
 
 static uint64_t thread_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + thread; }
+/* The thread's packet sequence (a merged output's parts each have their own). */
+static uint64_t seq_id(const perfetto *p, size_t thread)
+{
+    return (p->part ? p->part->seq_base : 0) + (uint64_t)thread + 1;
+}
 static uint64_t gc_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + p->nthreads + thread; }
 static uint64_t samples_uuid(const perfetto *p, size_t thread)
 {
@@ -147,27 +184,77 @@ static void emit_packet(perfetto *p)
     p->pkt.len = 0;
 }
 
-static void intern_code(perfetto *p, uint32_t code)
+/* The iid of a code's name and source location on the current sequence,
+ * interning both (in p->interned) on its first use there. */
+static uint32_t intern_code(perfetto *p, uint32_t code)
 {
+    if (p->iid[code])
+        return p->iid[code];
+    uint32_t iid = p->iid[code] = p->next_iid++;
     const sw_code_info *ci = sw_trace_code(p->t, code);
     p->tmp.len = 0;
-    pb_varint(&p->tmp, F_EN_IID, (uint64_t)code + 1);
+    pb_varint(&p->tmp, F_EN_IID, iid);
     pb_str(&p->tmp, F_EN_NAME, ci ? ci->qualname : "?");
     pb_bytes(&p->interned, F_ID_EVENT_NAMES, p->tmp.data, p->tmp.len);
     p->tmp.len = 0;
-    pb_varint(&p->tmp, F_SL_IID, (uint64_t)code + 1);
+    pb_varint(&p->tmp, F_SL_IID, iid);
     pb_str(&p->tmp, F_SL_FILE, ci ? ci->filename : "?");
     pb_str(&p->tmp, F_SL_FUNCTION, ci ? ci->qualname : "?");
     pb_varint(&p->tmp, F_SL_LINE, ci ? ci->firstlineno : 0);
     pb_bytes(&p->interned, F_ID_SOURCE_LOCATIONS, p->tmp.data, p->tmp.len);
+    return iid;
 }
 
-static void begin_thread(perfetto *p, size_t thread)
+/* A slice category by iid, interned on the current sequence at its first use. */
+static void category(perfetto *p, unsigned iid, const char *name)
+{
+    if (!(p->cats & (1u << iid))) {
+        p->cats |= 1u << iid;
+        p->tmp.len = 0;
+        pb_varint(&p->tmp, F_EC_IID, iid);
+        pb_str(&p->tmp, F_EC_NAME, name);
+        pb_bytes(&p->interned, F_ID_EVENT_CATEGORIES, p->tmp.data, p->tmp.len);
+    }
+    pb_varint(&p->ev, F_TE_CATEGORY_IIDS, iid);
+}
+
+/* Starts the thread's packet sequence: one packet that clears its
+ * incremental state, sets its defaults (the thread's track; timestamps on
+ * the sequence's incremental clock) and defines that clock, at t0 when
+ * CLOCK_BOOTTIME is t0. */
+static int begin_thread(perfetto *p, size_t thread)
 {
     p->cur_thread = thread;
-    p->first_on_seq = 1;
-    memset(p->seen, 0, p->limit ? p->limit : 1);
+    p->started = 1;
     p->begins = 0;
+    if (p->limit)
+        memset(p->iid, 0, p->limit * sizeof *p->iid);
+    p->next_iid = 1;
+    p->cats = 0;
+    p->last_ts = p->t0;
+    sw_bytes *b = &p->tmp, *c = &p->ev;
+    b->len = c->len = 0;
+    pb_varint(b, F_TED_TRACK_UUID, thread_uuid(p, thread));
+    pb_varint(c, F_DEF_TIMESTAMP_CLOCK_ID, PF_CLOCK_SEQ_DELTA);
+    pb_bytes(c, F_DEF_TRACK_EVENT, b->data, b->len);
+    pb_varint(&p->pkt, F_PKT_SEQ_ID, seq_id(p, thread));
+    pb_varint(&p->pkt, F_PKT_SEQ_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+    pb_bytes(&p->pkt, F_PKT_DEFAULTS, c->data, c->len);
+    c->len = 0;
+    b->len = 0;
+    pb_varint(b, F_CLK_ID, PF_CLOCK_SEQ_DELTA);
+    pb_varint(b, F_CLK_TIMESTAMP, p->t0);
+    pb_varint(b, F_CLK_INCREMENTAL, 1);
+    pb_bytes(c, F_CS_CLOCKS, b->data, b->len);
+    b->len = 0;
+    pb_varint(b, F_CLK_ID, PF_CLOCK_BOOTTIME);
+    pb_varint(b, F_CLK_TIMESTAMP, p->t0);
+    pb_bytes(c, F_CS_CLOCKS, b->data, b->len);
+    pb_varint(c, F_CS_PRIMARY_TRACE_CLOCK, PF_CLOCK_BOOTTIME);
+    pb_bytes(&p->pkt, F_PKT_CLOCK_SNAPSHOT, c->data, c->len);
+    c->len = 0;
+    emit_packet(p);
+    return p->failed || p->pkt.failed || b->failed || c->failed ? 1 : 0;
 }
 
 /* At a slice begin of a merged output's process: the flows it starts (the
@@ -187,18 +274,21 @@ static void slice_flows(perfetto *p, size_t thread)
     p->begins++;
 }
 
-/* Writes p->ev (and p->interned) as one packet of the thread's sequence. */
+/* Writes p->ev (and p->interned) as one packet of the thread's sequence,
+ * its time as the delta from the sequence's previous packet. */
 static int send_event(perfetto *p, size_t thread, int64_t t_ns)
 {
     /* boot0 comes from the file: saturate rather than overflow. */
     int64_t ts = t_ns > 0 && p->boot0 > INT64_MAX - t_ns ? INT64_MAX
                : t_ns < 0 && p->boot0 < INT64_MIN - t_ns ? INT64_MIN
                : p->boot0 + t_ns;
-    pb_varint(&p->pkt, F_PKT_TIMESTAMP, (uint64_t)(ts < 0 ? 0 : ts));
-    pb_varint(&p->pkt, F_PKT_SEQ_ID, (p->part ? p->part->seq_base : 0) + (uint64_t)thread + 1);
-    pb_varint(&p->pkt, F_PKT_SEQ_FLAGS,
-              p->first_on_seq ? SEQ_INCREMENTAL_STATE_CLEARED : SEQ_NEEDS_INCREMENTAL_STATE);
-    p->first_on_seq = 0;
+    uint64_t now = (uint64_t)(ts < 0 ? 0 : ts);
+    /* A step back (never made by the walk) is a negative delta, which
+     * readers take as an int64. */
+    pb_varint(&p->pkt, F_PKT_TIMESTAMP, now - p->last_ts);
+    p->last_ts = now;
+    pb_varint(&p->pkt, F_PKT_SEQ_ID, seq_id(p, thread));
+    pb_varint(&p->pkt, F_PKT_SEQ_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
     if (p->interned.len)
         pb_bytes(&p->pkt, F_PKT_INTERNED_DATA, p->interned.data, p->interned.len);
     pb_bytes(&p->pkt, F_PKT_TRACK_EVENT, p->ev.data, p->ev.len);
@@ -401,8 +491,7 @@ static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
     const char *cat;
     sw_export_ext_name(x, name, sizeof name, &cat);
     p->ev.len = 0;
-    pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
-    pb_varint(&p->ev, F_TE_TRACK_UUID, thread_uuid(p, thread));
+    pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);   /* on the thread's track, the sequence's default */
     pb_str(&p->ev, F_TE_NAME, name);
     pb_str(&p->ev, F_TE_CATEGORIES, cat);
     if (x->malformed) {
@@ -448,28 +537,27 @@ static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
 static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
 {
     perfetto *p = ud;
-    if (thread != p->cur_thread || p->first_on_seq == -1)
-        begin_thread(p, thread);
+    if ((thread != p->cur_thread || !p->started) && begin_thread(p, thread))
+        return 1;
     p->ev.len = 0;
     p->interned.len = 0;
-    uint64_t uuid = thread_uuid(p, thread);
+    /* Events on the thread's own track leave track_uuid to the defaults. */
     switch (ev->kind) {
     case SW_OP_CALL:
     case SW_OP_RESUME:
     case SW_OP_C_CALL:
         pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_BEGIN);
-        pb_varint(&p->ev, F_TE_TRACK_UUID, uuid);
         if (ev->code < p->limit) {
-            if (!p->seen[ev->code]) {
-                intern_code(p, ev->code);
-                p->seen[ev->code] = 1;
-            }
-            pb_varint(&p->ev, F_TE_NAME_IID, (uint64_t)ev->code + 1);
-            pb_varint(&p->ev, F_TE_SOURCE_LOCATION_IID, (uint64_t)ev->code + 1);
+            uint32_t iid = intern_code(p, ev->code);
+            pb_varint(&p->ev, F_TE_NAME_IID, iid);
+            pb_varint(&p->ev, F_TE_SOURCE_LOCATION_IID, iid);
         } else {
             pb_str(&p->ev, F_TE_NAME, "?");
         }
-        pb_str(&p->ev, F_TE_CATEGORIES, ev->kind == SW_OP_C_CALL ? "c" : "python");
+        if (ev->kind == SW_OP_C_CALL)
+            category(p, CAT_C, "c");
+        else
+            category(p, CAT_PYTHON, "python");
         if (p->part)
             slice_flows(p, thread);
         break;
@@ -478,11 +566,9 @@ static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
     case SW_OP_UNWIND:
     case SW_OP_C_RETURN:
         pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_END);
-        pb_varint(&p->ev, F_TE_TRACK_UUID, uuid);
         break;
     case SW_EV_DROPPED:
         pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
-        pb_varint(&p->ev, F_TE_TRACK_UUID, uuid);
         pb_str(&p->ev, F_TE_NAME, "stackwatch: events dropped");
         break;
     case SW_EV_EXT:
@@ -511,6 +597,7 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
         p.pid = e->u;
     if ((e = sw_trace_meta_find(t, "boot0_ns")))
         p.boot0 = (int64_t)e->u;
+    p.t0 = p.boot0 < 0 ? 0 : (uint64_t)p.boot0;
     if (o && o->part) {
         p.part = o->part;
         p.flow = o->part->flows;
@@ -518,13 +605,13 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     }
     p.process_uuid = ((p.part ? p.part->key : p.pid) << 20) ^ 0x5357000000000000ull;
     p.limit = sw_trace_code_limit(t);
-    p.seen = calloc(p.limit ? p.limit : 1, 1);
+    p.iid = calloc(p.limit ? p.limit : 1, sizeof *p.iid);
     p.nthreads = sw_trace_thread_count(t);
     p.gc_described = calloc(p.nthreads ? p.nthreads : 1, 1);
     p.samples_described = calloc(p.nthreads ? p.nthreads : 1, 1);
     p.regions_described = calloc(p.nthreads ? p.nthreads : 1, 1);
-    if (!p.seen || !p.gc_described || !p.samples_described || !p.regions_described) {
-        free(p.seen);
+    if (!p.iid || !p.gc_described || !p.samples_described || !p.regions_described) {
+        free(p.iid);
         free(p.gc_described);
         free(p.samples_described);
         free(p.regions_described);
@@ -558,14 +645,13 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     int dfailed = d.failed || pd.failed;
     sw_bytes_free(&d);
     sw_bytes_free(&pd);
-    p.first_on_seq = -1;
     int rc = dfailed ? SW_ENOMEM : sw_export_walk(t, o, perfetto_event, &p);
     int oom = p.pkt.failed || p.ev.failed || p.interned.failed || p.tmp.failed;
     sw_bytes_free(&p.pkt);
     sw_bytes_free(&p.ev);
     sw_bytes_free(&p.interned);
     sw_bytes_free(&p.tmp);
-    free(p.seen);
+    free(p.iid);
     free(p.gc_described);
     free(p.samples_described);
     free(p.regions_described);

@@ -1,9 +1,11 @@
 /*
  * export_perfetto.h - a trace as a Perfetto protobuf trace
  * (perfetto_trace.proto): one TrackDescriptor per process and thread,
- * TrackEvent slice begin/end packets on one packet sequence per thread,
- * names and source locations interned per sequence, timestamps in
- * nanoseconds of CLOCK_BOOTTIME (Perfetto's default); EXT events as
+ * TrackEvent slice begin/end packets on one packet sequence per thread
+ * (the thread's track its default), names, source locations and slice
+ * categories interned per sequence, timestamps as deltas on a
+ * sequence-scoped incremental clock that a ClockSnapshot at the start of
+ * each sequence ties to CLOCK_BOOTTIME (nanoseconds); EXT events as
  * instants with debug annotations, a garbage collection as a slice on a
  * "GC" track under its thread's track, samples on a "samples" track with
  * their stacks as inline callstacks.

@@ -8,10 +8,17 @@
  *    writes them: B/E balanced and never negative per tid, timestamps
  *    non-decreasing per tid (if check_ts).
  *  - ec_perfetto(): the output is a sequence of Trace.packet (field 1,
- *    length-delimited) messages whose fields all parse; slices begin/end
- *    balanced per track, every interned name is defined earlier on its
- *    sequence, every track is described before use, timestamps are
- *    non-decreasing per sequence (if check_ts).
+ *    length-delimited) messages whose fields all parse, read as Perfetto's
+ *    trace_processor reads them: per sequence, SEQ_INCREMENTAL_STATE_CLEARED
+ *    resets the interned data and TracePacketDefaults, an event packet
+ *    needs that state (SEQ_NEEDS_INCREMENTAL_STATE) and finds it valid,
+ *    a sequence-scoped clock (ids 64-127) is defined by a ClockSnapshot
+ *    that ties it to CLOCK_BOOTTIME, an incremental clock's timestamps are
+ *    int64 deltas from the sequence's previous one; slices begin/end
+ *    balanced per track (an event without track_uuid on its sequence's
+ *    default track), every interned name, category and source location
+ *    defined earlier on its sequence, every track described before use,
+ *    resolved timestamps non-decreasing per sequence (if check_ts).
  *
  * Each returns 1 if valid, else 0 with a reason in why[].
  */
@@ -288,14 +295,28 @@ static inline int ec_chrome(const char *s, size_t n, int check_ts, ec_chrome_sta
 
 typedef struct ec_pb_stats {
     size_t packets, descriptors, begins, ends, instants, interned_names;
+    size_t incremental;        /* event packets timed by an incremental clock */
+    size_t default_track;      /* events on their sequence's default track */
+    size_t sequences;          /* packet sequences */
 } ec_pb_stats;
+
+/* A set of iids interned on a sequence. */
+typedef struct ec_iids {
+    uint8_t *has;
+    size_t n;
+} ec_iids;
 
 typedef struct ec_seq {
     uint64_t id;
-    uint64_t last_ts;
-    int started;
-    uint8_t *iids;             /* iids[i]: name iid i interned since the clear */
-    size_t niids;
+    int64_t last_ts;
+    int started, valid, has_ts;
+    ec_iids names, cats, locs;
+    int has_def_track;         /* TracePacketDefaults */
+    uint64_t def_track;
+    uint32_t def_clock;
+    uint32_t clock_id;         /* its sequence-scoped clock, 0 if none */
+    int clock_incremental;
+    int64_t clock_unit, clock_last, clock_offset;
 } ec_seq;
 
 typedef struct ec_track {
@@ -414,6 +435,38 @@ static inline ec_track *ec_track_get(ec_pb *c, uint64_t uuid)
     return NULL;
 }
 
+static inline void ec_iids_clear(ec_iids *x)
+{
+    if (x->n)
+        memset(x->has, 0, x->n);
+}
+
+static inline int ec_iids_has(const ec_iids *x, uint64_t iid)
+{
+    return iid < x->n && x->has[iid];
+}
+
+static inline int ec_iids_add(ec_pb *c, ec_iids *x, uint64_t iid)
+{
+    if (!iid)
+        return ec_pb_fail(c, "interned entry without an iid", 0);
+    if (iid >= (1u << 24))
+        return ec_pb_fail(c, "iid too large", iid);
+    if (iid >= x->n) {
+        size_t nn = (size_t)iid * 2 + 1;
+        uint8_t *ni = realloc(x->has, nn);
+        if (!ni)
+            return ec_pb_fail(c, "out of memory", 0);
+        memset(ni + x->n, 0, nn - x->n);
+        x->has = ni;
+        x->n = nn;
+    }
+    x->has[iid] = 1;
+    return 1;
+}
+
+/* InternedData: event_categories (1), event_names (2) and source_locations
+ * (4) each need an iid (field 1); names and categories a name (field 2). */
 static inline int ec_interned(ec_pb *c, ec_seq *s, const uint8_t *p, size_t n)
 {
     const uint8_t *end = p + n;
@@ -424,7 +477,7 @@ static inline int ec_interned(ec_pb *c, ec_seq *s, const uint8_t *p, size_t n)
             return ec_pb_fail(c, "InternedData: a field that is not a message", f.num);
         if (ec_msg_ok(f.p, f.len) < 0)
             return ec_pb_fail(c, "InternedData: malformed entry", f.num);
-        if (f.num != 2)  /* event_names; source_locations (4) only parsed */
+        if (f.num != 1 && f.num != 2 && f.num != 4)
             continue;
         const uint8_t *q = f.p, *qe = f.p + f.len;
         ec_field g;
@@ -436,23 +489,102 @@ static inline int ec_interned(ec_pb *c, ec_seq *s, const uint8_t *p, size_t n)
             if (g.num == 2 && g.wt == 2)
                 has_name = 1;
         }
-        if (!iid || !has_name)
-            return ec_pb_fail(c, "EventName without iid or name", iid);
-        if (iid >= (1u << 24))
-            return ec_pb_fail(c, "EventName iid too large", iid);
-        if (iid >= s->niids) {
-            size_t nn = (size_t)iid * 2 + 1;
-            uint8_t *ni = realloc(s->iids, nn);
-            if (!ni)
-                return ec_pb_fail(c, "out of memory", 0);
-            memset(ni + s->niids, 0, nn - s->niids);
-            s->iids = ni;
-            s->niids = nn;
-        }
-        s->iids[iid] = 1;
-        c->st->interned_names++;
+        if (f.num != 4 && !has_name)
+            return ec_pb_fail(c, "EventName or EventCategory without a name", iid);
+        if (!ec_iids_add(c, f.num == 1 ? &s->cats : f.num == 2 ? &s->names : &s->locs, iid))
+            return 0;
+        if (f.num == 2)
+            c->st->interned_names++;
     }
     return r < 0 ? ec_pb_fail(c, "InternedData: malformed", 0) : 1;
+}
+
+/* TracePacketDefaults: timestamp_clock_id (58), track_event_defaults (11)
+ * with track_uuid (11). */
+static inline int ec_defaults(ec_pb *c, ec_seq *s, const uint8_t *p, size_t n)
+{
+    const uint8_t *end = p + n;
+    ec_field f;
+    int r;
+    s->has_def_track = 0;
+    s->def_clock = 0;
+    while ((r = ec_next(&p, end, &f)) > 0) {
+        if (f.num == 58 && f.wt == 0) {
+            s->def_clock = (uint32_t)f.v;
+        } else if (f.num == 11 && f.wt == 2) {
+            const uint8_t *q = f.p, *qe = f.p + f.len;
+            ec_field g;
+            int rr;
+            while ((rr = ec_next(&q, qe, &g)) > 0)
+                if (g.num == 11 && g.wt == 0) {
+                    s->def_track = g.v;
+                    s->has_def_track = 1;
+                }
+            if (rr < 0)
+                return ec_pb_fail(c, "TrackEventDefaults: malformed", 0);
+        }
+    }
+    return r < 0 ? ec_pb_fail(c, "TracePacketDefaults: malformed", 0) : 1;
+}
+
+/* ClockSnapshot: its clocks (1: clock_id 1, timestamp 2, is_incremental 3,
+ * unit_multiplier_ns 4) must name CLOCK_BOOTTIME (6) and at most one
+ * sequence-scoped clock, which becomes the sequence's. */
+static inline int ec_clock_snapshot(ec_pb *c, ec_seq *s, const uint8_t *p, size_t n)
+{
+    const uint8_t *end = p + n;
+    ec_field f;
+    int r, has_boot = 0, has_seq = 0, seq_inc = 0;
+    int64_t boot = 0, seq_ts = 0, seq_unit = 1;
+    uint32_t seq_id = 0;
+    while ((r = ec_next(&p, end, &f)) > 0) {
+        if (f.num != 1 || f.wt != 2)
+            continue;
+        const uint8_t *q = f.p, *qe = f.p + f.len;
+        ec_field g;
+        int rr, inc = 0;
+        uint64_t id = 0, ts = 0, unit = 1;
+        while ((rr = ec_next(&q, qe, &g)) > 0) {
+            if (g.wt != 0)
+                continue;
+            if (g.num == 1) id = g.v;
+            else if (g.num == 2) ts = g.v;
+            else if (g.num == 3) inc = g.v != 0;
+            else if (g.num == 4) unit = g.v ? g.v : 1;
+        }
+        if (rr < 0)
+            return ec_pb_fail(c, "ClockSnapshot.Clock: malformed", 0);
+        if (id >= 64 && id < 128) {
+            if (has_seq)
+                return ec_pb_fail(c, "two sequence clocks in one snapshot", id);
+            has_seq = 1;
+            seq_id = (uint32_t)id;
+            seq_ts = (int64_t)ts;
+            seq_unit = (int64_t)unit;
+            seq_inc = inc;
+        } else if (inc) {
+            return ec_pb_fail(c, "a global clock cannot be incremental", id);
+        } else if (id == 6) {
+            has_boot = 1;
+            boot = (int64_t)ts;
+        }
+    }
+    if (r < 0)
+        return ec_pb_fail(c, "ClockSnapshot: malformed", 0);
+    if (!has_boot)
+        return ec_pb_fail(c, "a clock snapshot that does not name CLOCK_BOOTTIME", 0);
+    if (has_seq) {
+        if (s->clock_id && s->clock_id != seq_id)
+            return ec_pb_fail(c, "a second sequence clock on one sequence", seq_id);
+        if (s->clock_id && s->clock_incremental != seq_inc)
+            return ec_pb_fail(c, "a sequence clock redefined with other properties", seq_id);
+        s->clock_id = seq_id;
+        s->clock_incremental = seq_inc;
+        s->clock_unit = seq_unit;
+        s->clock_last = seq_ts * seq_unit;
+        s->clock_offset = boot - seq_ts * seq_unit;
+    }
+    return 1;
 }
 
 static inline int ec_descriptor(ec_pb *c, const uint8_t *p, size_t n)
@@ -497,18 +629,24 @@ static inline int ec_packet(ec_pb *c, const uint8_t *p, size_t n)
     const uint8_t *end = p + n;
     ec_field f;
     int r;
-    uint64_t ts = 0, seq_id = 0, flags = 0;
+    uint64_t ts = 0, seq_id = 0, flags = 0, clock = 0;
     int has_ts = 0, has_seq = 0;
-    const uint8_t *te = NULL, *in = NULL, *td = NULL;
-    size_t te_len = 0, in_len = 0, td_len = 0;
+    const uint8_t *te = NULL, *in = NULL, *td = NULL, *def = NULL, *cs = NULL;
+    size_t te_len = 0, in_len = 0, td_len = 0, def_len = 0, cs_len = 0;
     while ((r = ec_next(&p, end, &f)) > 0) {
+        int want = f.num == 8 || f.num == 10 || f.num == 13 || f.num == 58 ? 0 : 2;
+        if (f.wt != want)
+            return ec_pb_fail(c, "TracePacket field of an unexpected wire type", f.num);
         switch (f.num) {
-        case 8: ts = f.v; has_ts = f.wt == 0; break;
-        case 10: seq_id = f.v; has_seq = f.wt == 0; break;
+        case 8: ts = f.v; has_ts = 1; break;
+        case 10: seq_id = f.v; has_seq = 1; break;
         case 13: flags = f.v; break;
-        case 11: te = f.p; te_len = f.len; if (f.wt != 2) return ec_pb_fail(c, "track_event wire type", f.wt); break;
-        case 12: in = f.p; in_len = f.len; if (f.wt != 2) return ec_pb_fail(c, "interned_data wire type", f.wt); break;
-        case 60: td = f.p; td_len = f.len; if (f.wt != 2) return ec_pb_fail(c, "track_descriptor wire type", f.wt); break;
+        case 58: clock = f.v; break;
+        case 6: cs = f.p; cs_len = f.len; break;
+        case 11: te = f.p; te_len = f.len; break;
+        case 12: in = f.p; in_len = f.len; break;
+        case 59: def = f.p; def_len = f.len; break;
+        case 60: td = f.p; td_len = f.len; break;
         default: return ec_pb_fail(c, "unexpected TracePacket field", f.num);
         }
     }
@@ -516,28 +654,62 @@ static inline int ec_packet(ec_pb *c, const uint8_t *p, size_t n)
         return ec_pb_fail(c, "malformed TracePacket", c->st->packets);
     if (td)
         return ec_descriptor(c, td, td_len);
-    if (!te)
-        return ec_pb_fail(c, "packet with neither a descriptor nor an event", c->st->packets);
-    if (!has_ts || !has_seq || !seq_id)
-        return ec_pb_fail(c, "track event without timestamp or sequence id", c->st->packets);
+    if (!has_seq || !seq_id)
+        return ec_pb_fail(c, "a packet of a sequence without a sequence id", c->st->packets);
     ec_seq *s = ec_seq_get(c, seq_id);
     if (!s)
         return ec_pb_fail(c, "too many sequences", seq_id);
-    if (!s->started) {
-        if (flags != 1)
-            return ec_pb_fail(c, "first packet of a sequence does not clear its state", flags);
-        s->started = 1;
-    } else {
-        if (flags == 1)
-            memset(s->iids, 0, s->niids);
-        else if (flags != 2)
-            return ec_pb_fail(c, "sequence flags", flags);
-        if (c->check_ts && ts < s->last_ts)
-            return ec_pb_fail(c, "timestamp goes back on a sequence", ts);
+    if (!s->started && !(flags & 1))
+        return ec_pb_fail(c, "first packet of a sequence does not clear its state", flags);
+    s->started = 1;
+    if (flags & ~(uint64_t)3)
+        return ec_pb_fail(c, "sequence flags", flags);
+    if (flags & 1) {
+        s->valid = 1;
+        ec_iids_clear(&s->names);
+        ec_iids_clear(&s->cats);
+        ec_iids_clear(&s->locs);
+        s->has_def_track = 0;
+        s->def_clock = 0;
     }
-    s->last_ts = ts;
+    if (def && !ec_defaults(c, s, def, def_len))
+        return 0;
     if (in && !ec_interned(c, s, in, in_len))
         return 0;
+    if (cs)
+        return te ? ec_pb_fail(c, "a clock snapshot and an event in one packet", 0) : ec_clock_snapshot(c, s, cs, cs_len);
+    if (!te)
+        return ec_pb_fail(c, "packet with neither a descriptor, a clock snapshot nor an event", c->st->packets);
+    if (!(flags & 2))
+        return ec_pb_fail(c, "an event packet that does not need the incremental state", flags);
+    if (!s->valid)
+        return ec_pb_fail(c, "an event packet on a sequence whose state is not valid", seq_id);
+    if (!has_ts)
+        return ec_pb_fail(c, "track event without a timestamp", c->st->packets);
+    /* Its time, resolved to CLOCK_BOOTTIME. */
+    if (!clock)
+        clock = s->def_clock;
+    int64_t t;
+    if (clock >= 64 && clock < 128) {
+        if (clock != s->clock_id)
+            return ec_pb_fail(c, "a timestamp on a sequence clock no snapshot defined", clock);
+        int64_t raw = (int64_t)ts;   /* an incremental clock's delta is an int64 */
+        if (s->clock_incremental) {
+            s->clock_last += raw * s->clock_unit;
+            c->st->incremental++;
+        } else {
+            s->clock_last = raw * s->clock_unit;
+        }
+        t = s->clock_last + s->clock_offset;
+    } else if (clock == 0 || clock == 6) {
+        t = (int64_t)ts;
+    } else {
+        return ec_pb_fail(c, "a timestamp on an unexpected clock", clock);
+    }
+    if (c->check_ts && s->has_ts && t < s->last_ts)
+        return ec_pb_fail(c, "timestamp goes back on a sequence", (uint64_t)t);
+    s->last_ts = t;
+    s->has_ts = 1;
     /* The TrackEvent. */
     const uint8_t *q = te, *qe = te + te_len;
     uint64_t type = 0, track = 0, name_iid = 0;
@@ -547,21 +719,31 @@ static inline int ec_packet(ec_pb *c, const uint8_t *p, size_t n)
         else if (f.num == 11 && f.wt == 0) { track = f.v; has_track = 1; }
         else if (f.num == 10 && f.wt == 0) name_iid = f.v;
         else if (f.num == 23 && f.wt == 2) has_name = 1;
+        else if (f.num == 3 && f.wt == 0 && !ec_iids_has(&s->cats, f.v))
+            return ec_pb_fail(c, "category iid used before it was interned on its sequence", f.v);
+        else if (f.num == 34 && f.wt == 0 && !ec_iids_has(&s->locs, f.v))
+            return ec_pb_fail(c, "source location iid used before it was interned on its sequence", f.v);
     }
-    if (r < 0 || !has_track)
-        return ec_pb_fail(c, "malformed TrackEvent or no track_uuid", c->st->packets);
-    ec_track *t = ec_track_get(c, track);
-    if (!t)
+    if (r < 0)
+        return ec_pb_fail(c, "malformed TrackEvent", c->st->packets);
+    if (!has_track) {
+        if (!s->has_def_track)
+            return ec_pb_fail(c, "a TrackEvent without track_uuid nor a default track", c->st->packets);
+        track = s->def_track;
+        c->st->default_track++;
+    }
+    ec_track *tr = ec_track_get(c, track);
+    if (!tr)
         return ec_pb_fail(c, "event on a track never described", track);
-    if (name_iid && (name_iid >= s->niids || !s->iids[name_iid]))
+    if (name_iid && !ec_iids_has(&s->names, name_iid))
         return ec_pb_fail(c, "name iid used before it was interned on its sequence", name_iid);
     if (type == 1) {
         if (!name_iid && !has_name)
             return ec_pb_fail(c, "slice begin without a name", c->st->packets);
-        t->depth++;
+        tr->depth++;
         c->st->begins++;
     } else if (type == 2) {
-        if (--t->depth < 0)
+        if (--tr->depth < 0)
             return ec_pb_fail(c, "slice end without a begin on track", track);
         c->st->ends++;
     } else if (type == 3) {
@@ -603,8 +785,12 @@ static inline int ec_perfetto(const uint8_t *p, size_t n, int check_ts, ec_pb_st
             ok = ec_pb_fail(&c, "slices left open on track", c.tracks[i].uuid);
     if (ok && st->begins != st->ends)
         ok = ec_pb_fail(&c, "begins != ends", st->begins);
-    for (int i = 0; i < c.nseq; i++)
-        free(c.seq[i].iids);
+    st->sequences = (size_t)c.nseq;
+    for (int i = 0; i < c.nseq; i++) {
+        free(c.seq[i].names.has);
+        free(c.seq[i].cats.has);
+        free(c.seq[i].locs.has);
+    }
     return ok;
 }
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import types
+from collections import Counter
 
 import pytest
 
@@ -159,25 +160,72 @@ def slice_of(t, pos, name):
 
 # ---- a trace's exports read back ----
 
+class _Sequence:
+    """A packet sequence's state as trace_processor keeps it: valid once a
+    packet cleared it; its TracePacketDefaults and interned messages (reset
+    by SEQ_INCREMENTAL_STATE_CLEARED); its sequence-scoped clocks (not
+    reset: they belong to the clock snapshots)."""
+
+    def __init__(self):
+        self.valid, self.defaults, self.interned, self.clocks = False, None, {}, {}
+        self.packets = 0
+        self.last_ts = None
+
+    def clear(self):
+        self.valid, self.defaults, self.interned = True, None, {}
+
+    def intern(self, idata):
+        for field in ("event_names", "event_categories", "source_locations"):
+            table = self.interned.setdefault(field, {})
+            for entry in getattr(idata, field):
+                table[entry.iid] = entry
+
+    def lookup(self, field, iid):
+        entry = self.interned.get(field, {}).get(iid)
+        assert entry is not None, f"{field} iid {iid} used before it was interned on its sequence"
+        return entry
+
+
+def _int64(v):
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
 def perfetto_timeline(swt, out):
     """The Perfetto export of the trace file `swt`, written to `out` and
     decoded with the official schema (the test is skipped without the
-    `perfetto` package), walked as trace_processor reads it; checks what it
-    needs to keep every event: each track event on a described track, each
-    sequence's first packet clearing its incremental state and the others
-    needing it, time never going back on a sequence, slices balanced per
-    track. Returns a namespace:
+    `perfetto` package), resolved as trace_processor reads it
+    (importers/proto/proto_trace_reader.cc, util/clock_synchronizer.h):
+    per packet sequence, SEQ_INCREMENTAL_STATE_CLEARED resets its interned
+    data and TracePacketDefaults; a packet's clock is its
+    timestamp_clock_id, else its sequence's default, else the trace clock
+    (CLOCK_BOOTTIME); a ClockSnapshot sets each sequence-scoped clock
+    (ids 64-127) it names to its timestamp and ties it to CLOCK_BOOTTIME,
+    and an incremental clock's packet timestamp is a delta (an int64) from
+    the sequence's previous one; names, categories and source locations
+    are looked up by iid in the sequence's interned data; a TrackEvent
+    without track_uuid is on its sequence's default track. Checks what
+    every event needs to be kept: each track event on a described track,
+    each sequence's first packet clearing its state and every later event
+    packet needing it, every iid interned before its use, time never going
+    back on a sequence, slices balanced per track. Returns a namespace:
       pb2        the schema module;
       tracks     {uuid: TrackDescriptor};
       slices     [(name, begin, end, track uuid, end TrackEvent)] in the
-                 order they end (name interned or inline);
+                 order they end, times in CLOCK_BOOTTIME ns;
+      slice_info [{"categories", "source": (file, function, line) or None,
+                 "depth": nesting depth on its track, 0 outermost}], one
+                 per slice, in the same order;
       instants   [(timestamp, track uuid, TrackEvent)];
       samples    the instants of category "sample", each checked to be on
                  a "samples" track under a thread's: [(timestamp, the
                  thread's track uuid, TrackEvent)];
       begins     [(name, timestamp, track uuid, begin TrackEvent)] of the
                  slices, in the order they begin;
-      sequences  {sequence id: its last timestamp}."""
+      sequences  {sequence id: its last timestamp};
+      encoding   how many event packets had an incremental timestamp
+                 ("incremental"), took their track from the defaults
+                 ("default_track"), an interned name ("name_iid"), of
+                 "events"."""
     from stackwatch import Trace
     pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     Trace(str(swt)).export("perfetto", str(out))
@@ -189,41 +237,99 @@ def perfetto_decode(out):
     pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     trace = pb2.Trace()
     trace.ParseFromString(open(out, "rb").read())
-    tracks, names, open_, last_ts = {}, {}, {}, {}
-    slices, instants, samples, begins = [], [], [], []
+    P = pb2.TracePacket
+    BOOTTIME = pb2.BUILTIN_CLOCK_BOOTTIME
+    tracks, seqs, open_ = {}, {}, {}
+    slices, slice_info, instants, samples, begins = [], [], [], [], []
+    encoding = Counter()
     for pkt in trace.packet:
-        seq = pkt.trusted_packet_sequence_id
         if pkt.HasField("track_descriptor"):
+            assert pkt.track_descriptor.uuid not in tracks, "a track described twice"
             tracks[pkt.track_descriptor.uuid] = pkt.track_descriptor
+            continue
+        seq_id = pkt.trusted_packet_sequence_id
+        assert seq_id, "a packet of an event stream without a sequence id"
+        seq = seqs.setdefault(seq_id, _Sequence())
+        first = seq.packets == 0
+        seq.packets += 1
+        if pkt.sequence_flags & P.SEQ_INCREMENTAL_STATE_CLEARED:
+            seq.clear()
+        assert not first or pkt.sequence_flags & P.SEQ_INCREMENTAL_STATE_CLEARED, \
+            "a sequence's first packet does not clear its state"
+        if pkt.HasField("trace_packet_defaults"):
+            seq.defaults = pkt.trace_packet_defaults
         if pkt.HasField("interned_data"):
-            for en in pkt.interned_data.event_names:
-                names[(seq, en.iid)] = en.name
+            assert seq.valid
+            seq.intern(pkt.interned_data)
+        if pkt.HasField("clock_snapshot"):
+            snap = {c.clock_id: c for c in pkt.clock_snapshot.clocks}
+            assert BOOTTIME in snap, "a clock snapshot that does not name the trace clock"
+            for cid, c in snap.items():
+                if 64 <= cid < 128:
+                    unit = c.unit_multiplier_ns or 1
+                    seq.clocks[cid] = {"incremental": c.is_incremental, "unit": unit,
+                                       "last": c.timestamp * unit,
+                                       "offset": snap[BOOTTIME].timestamp - c.timestamp * unit}
+                else:
+                    assert not c.is_incremental, "a global clock cannot be incremental"
+            continue
         if not pkt.HasField("track_event"):
             continue
+        assert pkt.sequence_flags & P.SEQ_NEEDS_INCREMENTAL_STATE, "an event packet that does not need the state"
+        assert seq.valid, "an event packet on a sequence whose state is not valid (trace_processor skips it)"
+        # Its time.
+        assert pkt.HasField("timestamp"), "a track event without a timestamp"
+        clock = pkt.timestamp_clock_id or (seq.defaults.timestamp_clock_id if seq.defaults else 0)
+        if 64 <= clock < 128:
+            c = seq.clocks.get(clock)
+            assert c, "a packet on a sequence clock no snapshot defined"
+            raw = _int64(pkt.timestamp) if c["incremental"] else pkt.timestamp
+            encoding["incremental"] += c["incremental"]
+            c["last"] = (c["last"] if c["incremental"] else 0) + raw * c["unit"]
+            ts = c["last"] + c["offset"]
+        else:
+            assert clock in (0, BOOTTIME), clock
+            ts = pkt.timestamp
+        assert seq.last_ts is None or ts >= seq.last_ts, "time goes back on a sequence"
+        seq.last_ts = ts
+        # Its track, name, categories.
         te = pkt.track_event
-        assert te.track_uuid in tracks
-        td = tracks[te.track_uuid]
-        first = seq not in last_ts
-        assert pkt.sequence_flags == (pb2.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED if first
-                                      else pb2.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
-        assert pkt.timestamp >= last_ts.get(seq, 0)
-        last_ts[seq] = pkt.timestamp
+        encoding["events"] += 1
+        encoding["name_iid"] += te.HasField("name_iid")
+        if te.HasField("track_uuid"):
+            track = te.track_uuid
+        else:
+            encoding["default_track"] += 1
+            assert seq.defaults and seq.defaults.HasField("track_event_defaults"), "an event without a track"
+            track = seq.defaults.track_event_defaults.track_uuid
+        assert track in tracks, "an event on a track never described"
+        td = tracks[track]
+        cats = list(te.categories) + [seq.lookup("event_categories", i).name for i in te.category_iids]
         if te.type == pb2.TrackEvent.TYPE_SLICE_BEGIN:
-            name = te.name if te.WhichOneof("name_field") == "name" else names[(seq, te.name_iid)]
-            open_.setdefault(te.track_uuid, []).append((name, pkt.timestamp))
-            begins.append((name, pkt.timestamp, te.track_uuid, te))
+            kind = te.WhichOneof("name_field")
+            name = te.name if kind == "name" else seq.lookup("event_names", te.name_iid).name
+            source = None
+            if te.HasField("source_location_iid"):
+                sl = seq.lookup("source_locations", te.source_location_iid)
+                source = (sl.file_name, sl.function_name, sl.line_number)
+            stack = open_.setdefault(track, [])
+            stack.append((name, ts, {"categories": cats, "source": source, "depth": len(stack)}))
+            begins.append((name, ts, track, te))
         elif te.type == pb2.TrackEvent.TYPE_SLICE_END:
-            assert open_.get(te.track_uuid), "a slice ends that did not begin"
-            name, begin = open_[te.track_uuid].pop()
-            slices.append((name, begin, pkt.timestamp, te.track_uuid, te))
+            assert open_.get(track), "a slice ends that did not begin"
+            name, begin, info = open_[track].pop()
+            slices.append((name, begin, ts, track, te))
+            slice_info.append(info)
         elif te.type == pb2.TrackEvent.TYPE_INSTANT:
-            instants.append((pkt.timestamp, te.track_uuid, te))
-            if "sample" in te.categories:
+            instants.append((ts, track, te))
+            if "sample" in cats:
                 assert td.name == "samples" and tracks[td.parent_uuid].HasField("thread")
-                samples.append((pkt.timestamp, td.parent_uuid, te))
+                samples.append((ts, td.parent_uuid, te))
     assert not any(open_.values()), "slices left open"
-    return types.SimpleNamespace(pb2=pb2, tracks=tracks, slices=slices, instants=instants,
-                                 samples=samples, begins=begins, sequences=last_ts)
+    return types.SimpleNamespace(pb2=pb2, tracks=tracks, slices=slices, slice_info=slice_info,
+                                 instants=instants, samples=samples, begins=begins,
+                                 sequences={k: v.last_ts for k, v in seqs.items() if v.last_ts is not None},
+                                 encoding=encoding)
 
 
 def chrome_slices(doc):

@@ -4,10 +4,12 @@
  */
 #include "calltree_type.h"
 
+#include "ext/shared/globs.h"
 #include "ext/shared/pyerr.h"
 
 #include "base/base.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -226,7 +228,70 @@ static PyObject *CallTree_get_nodes(CallTreeObject *self, void *closure)
     return PyLong_FromSize_t(sw_calltree_node_count(self->t));
 }
 
+/* 1 if a function's frames are kept by include/exclude globs, matched as
+ * a trace's filter matches them (native/trace/filter.c): its name (the
+ * qualified name), the name after its last dot, or its file. */
+static int keep_func(const sw_func *f, char *const *include, char *const *exclude)
+{
+    const char *dot = strrchr(f->name, '.');
+    const char *fields[3] = {f->name, dot && !is_native(f) ? dot + 1 : f->name, f->filename};
+    int in = !include, out = 0;
+    for (int k = 0; k < 3; k++) {
+        in = in || sw_globs_match(include, fields[k]);
+        out = out || sw_globs_match(exclude, fields[k]);
+    }
+    return in && !out;
+}
+
+/* filtered(include=None, exclude=None, max_depth=0) -> a new CallTree
+ * without the frames left out (sw_calltree_filter): those of functions
+ * that match no include glob (when there are any) or an exclude glob,
+ * whose callees become their caller's and own counts their caller's own;
+ * and those deeper than max_depth kept frames. */
+static PyObject *CallTree_filtered(CallTreeObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"include", "exclude", "max_depth", NULL};
+    PyObject *inc = Py_None, *exc = Py_None;
+    unsigned int max_depth = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOI:filtered", kwlist, &inc, &exc, &max_depth))
+        return NULL;
+    char **include = NULL, **exclude = NULL;
+    if (sw_globs_copy(inc, "include", &include) < 0)
+        return NULL;
+    if (sw_globs_copy(exc, "exclude", &exclude) < 0) {
+        sw_globs_free(include);
+        return NULL;
+    }
+    uint32_t n = sw_functab_count(self->ft);
+    uint8_t *keep = malloc(n ? n : 1);
+    sw_calltree *tmp = keep ? sw_calltree_new(self->ft) : NULL;
+    PyObject *out = tmp ? sw_py_calltree_new() : NULL;
+    int rc = out ? SW_OK : SW_ENOMEM;
+    if (rc == SW_OK) {
+        for (uint32_t i = 0; i < n; i++)
+            keep[i] = (uint8_t)keep_func(sw_functab_get(self->ft, i), include, exclude);
+        rc = sw_calltree_filter(tmp, self->t, include || exclude ? keep : NULL, max_depth);
+    }
+    /* Onto the new tree's own function table, in the same order. */
+    if (rc == SW_OK)
+        rc = sw_calltree_merge(((CallTreeObject *)out)->t, tmp);
+    sw_calltree_free(tmp);
+    free(keep);
+    sw_globs_free(include);
+    sw_globs_free(exclude);
+    if (rc != SW_OK) {
+        Py_XDECREF(out);
+        if (!PyErr_Occurred())
+            sw_py_tree_error(rc, "filtering a call tree");
+        return NULL;
+    }
+    return out;
+}
+
 static PyMethodDef CallTree_methods[] = {
+    {"filtered", (PyCFunction)(void (*)(void))CallTree_filtered, METH_VARARGS | METH_KEYWORDS,
+     "filtered(include=None, exclude=None, max_depth=0) -> a new CallTree without the frames the globs "
+     "(name, qualified name or file) or the depth leave out; their callees become their caller's"},
     {"merge", (PyCFunction)CallTree_merge, METH_VARARGS, "merge(*trees): add the samples of other CallTrees"},
     {"tree", (PyCFunction)CallTree_tree, METH_NOARGS,
      "tree() -> nested dicts {name, filename, line, count, self, time_ns, self_time_ns, children}"},

@@ -107,7 +107,7 @@ def _export_profiles(args):
                          f"{', '.join(PROFILE_FORMATS)})")
     if args.min_duration:
         raise UsageError("--min-duration applies to traces, not profiles")
-    filters.refuse_trace_only(args, "profiles")
+    cut = filters.tree_filter(args)
     check_writable(args.output, "profile")
     paths = [args.file] + list(args.more)
     for p in paths[1:]:
@@ -126,6 +126,8 @@ def _export_profiles(args):
         for label, tid, tree in h.thread_trees(start, stop):
             if not filters.thread_wanted(args.thread, label, tid):
                 continue
+            if cut:
+                tree = cut(tree)
             # Threads of several files: named after their file too.
             trees.append((f"{os.path.basename(path)}: {label}" if len(paths) > 1 else label, tid, tree))
         if info is None:

@@ -17,12 +17,12 @@ def add_arguments(p, start_help):
     p.add_argument("--start", default=None, help=start_help + " from this time on (e.g. 500ms, 2s)")
     p.add_argument("--stop", default=None, help=start_help + " up to this time (e.g. 3s)")
     p.add_argument("--include", action="append", default=None, metavar="GLOB",
-                   help="traces: only the frames of functions whose name, qualified name or file matches "
-                   "(repeatable; a frame left out gives its time to its caller)")
+                   help="only the frames of functions whose name, qualified name or file matches "
+                   "(repeatable; a frame left out gives its time or samples to its caller)")
     p.add_argument("--exclude", action="append", default=None, metavar="GLOB",
-                   help="traces: leave out the frames of functions whose name, qualified name or file matches")
+                   help="leave out the frames of functions whose name, qualified name or file matches")
     p.add_argument("--max-depth", default=None, metavar="N",
-                   help="traces: only the frames at most N deep (deeper ones' time goes to their ancestor)")
+                   help="only the frames at most N deep (deeper ones' time or samples go to their ancestor)")
 
 
 def _depth(value):
@@ -70,22 +70,29 @@ def thread_wanted(wanted, label, tid):
                              or str(tid) == w for w in wanted)
 
 
+def _globs(args):
+    for g in (args.include or []) + (args.exclude or []):
+        if not g:
+            raise UsageError("--include/--exclude: an empty pattern matches nothing")
+
+
 def trace_filter(args, trace):
     """The Filter of the arguments for `trace` (times are offsets from the
     start of tracing), or None when nothing is filtered."""
     start, stop = _time(args.start, "start"), _time(args.stop, "stop")
     if start is not None and stop is not None and start > stop:
         raise UsageError("--start is after --stop")
-    for g in (args.include or []) + (args.exclude or []):
-        if not g:
-            raise UsageError("--include/--exclude: an empty pattern matches nothing")
+    _globs(args)
     f = Filter(thread_positions(args.thread, trace.threads), start, stop, args.include, args.exclude,
                _depth(args.max_depth))
     return None if f.is_all() else f
 
 
-def refuse_trace_only(args, what):
-    """Profiles: the filters of frames are for traces."""
-    for name in ("include", "exclude", "max_depth"):
-        if getattr(args, name):
-            raise UsageError(f"--{name.replace('_', '-')} applies to traces, not to {what}")
+def tree_filter(args):
+    """Profiles: a function that applies --include/--exclude/--max-depth
+    to a CallTree (CallTree.filtered), or None when they are not given."""
+    _globs(args)
+    depth = _depth(args.max_depth)
+    if not (args.include or args.exclude or depth):
+        return None
+    return lambda tree: tree.filtered(args.include, args.exclude, depth)

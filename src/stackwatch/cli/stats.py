@@ -345,7 +345,7 @@ def _profile_stats(args):
         raise UsageError("--limit must be positive")
     if args.sort == "calls":
         raise UsageError("--sort calls applies to traces; a profile has samples (use own or total)")
-    filters.refuse_trace_only(args, "profiles")
+    cut = filters.tree_filter(args)
     for name in ("callers", "callees", "json", "csv", "thread", "start", "stop"):
         if getattr(args, name):
             raise UsageError(f"--{name} applies to traces (for a profile: stackwatch export --format pstats)")
@@ -353,6 +353,8 @@ def _profile_stats(args):
     info = h.info()
     out = sys.stdout
     threads = h.thread_trees()
+    if cut:
+        threads = [(label, tid, cut(tree)) for label, tid, tree in threads]
     whole = calltree.merge(*[t for _, _, t in threads])
     entries = h.entries()
     span = (f", {len(entries)} cycles of {info['cycle_ns'] / 1e9:g}s from {_clock(info['start_ns'])} "

@@ -61,6 +61,16 @@ class CallTree:
                 stack.append((child, cd, False))
         return out
 
+    def filtered(self, include=None, exclude=None, max_depth=0):
+        """A new tree without some frames, as a trace's --include,
+        --exclude and --max-depth leave them out: the frames of functions
+        whose name, qualified name or file matches no `include` glob (when
+        given) or an `exclude` glob, whose callees become their caller's
+        and own samples their caller's own; and the frames deeper than
+        `max_depth` kept frames (0: any depth), whose samples go to their
+        ancestor at that depth. The total stays the same."""
+        return CallTree(self._t.filtered(include, exclude, max_depth))
+
     def merge(self, *others):
         """A new tree with the samples of this one and of `others`."""
         return merge(self, *others)

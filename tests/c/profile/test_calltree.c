@@ -199,10 +199,28 @@ TEST(speedscope_is_valid_json_with_weights)
     CHECK(strstr(out, "caf\xc3\xa9 \\ufffd bad") != NULL);
     CHECK(strstr(out, "\"endValue\":4000,\"samples\":[[0],[0,1]],\"weights\":[1000,3000]") != NULL);
     CHECK(strstr(out, "\"endValue\":2000,\"samples\":[[0]],\"weights\":[2000]") != NULL);
+    CHECK(strstr(out, "\"activeProfileIndex\":0,") != NULL);   /* no main thread: the busiest */
     free(out);
     arg.counts = 1;
     out = to_mem(write_ss, &arg, &rc);
     CHECK(strstr(out, "\"weights\":[1,3]") != NULL);
+    free(out);
+    /* It opens on the main thread, wherever it is and however idle; without
+     * one, on the busiest. */
+    sw_speedscope_profile q[] = {{"two", t2}, {"Thread 7 (MainThread)", t1}};
+    struct ss qarg = {q, 2, 0};
+    out = to_mem(write_ss, &qarg, &rc);
+    CHECK(strstr(out, "\"activeProfileIndex\":1,") != NULL);
+    free(out);
+    sw_speedscope_profile r[] = {{"idle", t2}, {"busy", t1}};
+    struct ss rarg = {r, 2, 1};
+    out = to_mem(write_ss, &rarg, &rc);
+    CHECK(strstr(out, "\"activeProfileIndex\":1,") != NULL);
+    free(out);
+    sw_speedscope_profile r2[] = {{"idle", t2}, {"MainThread (3)", t2}, {"busy", t1}};
+    struct ss r2arg = {r2, 3, 0};
+    out = to_mem(write_ss, &r2arg, &rc);
+    CHECK(strstr(out, "\"activeProfileIndex\":1,") != NULL);
     free(out);
     /* Trees over different function tables cannot share a frame list. */
     sw_functab *other = sw_functab_new();

@@ -130,7 +130,13 @@ static void check_perfetto(sw_trace *t, int64_t min_ns)
         CHECK_EQ_U64(ps.begins, begins);
         CHECK_EQ_U64(ps.ends, begins);
         CHECK_EQ_U64(ps.instants, c.dropped);
-        CHECK_EQ_U64(ps.packets, ps.descriptors + 2 * begins + c.dropped);
+        /* One packet starts each thread's sequence (state, defaults, clock);
+         * then one per event, each timed by a delta on the thread's
+         * incremental clock and on the thread's track by default. */
+        CHECK(ps.sequences <= sw_trace_thread_count(t) && (ps.sequences > 0) == (begins + c.dropped > 0));
+        CHECK_EQ_U64(ps.packets, ps.descriptors + ps.sequences + 2 * begins + c.dropped);
+        CHECK_EQ_U64(ps.incremental, 2 * begins + c.dropped);
+        CHECK_EQ_U64(ps.default_track, 2 * begins + c.dropped);
         CHECK(ps.interned_names > 0 && ps.interned_names <= 19 * sw_trace_thread_count(t));
     }
     /* Names are interned, not repeated: the qualname of code 1 appears

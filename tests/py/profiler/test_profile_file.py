@@ -208,6 +208,79 @@ def test_stats_per_thread(stored):
     assert "spin_until" in worker_table.splitlines()[2]
 
 
+# ---- filters of frames (--include, --exclude, --max-depth) ----
+
+def _collapsed(path):
+    """{stack (tuple of (name, file)): samples} of a collapsed export."""
+    out = {}
+    for line in open(path).read().splitlines():
+        stack, _, n = line.rpartition(" ")
+        frames = []
+        for f in stack.split(";"):
+            name, _, where = f.rpartition(" (")
+            frames.append((name, where[:-1].rsplit(":", 1)[0]))
+        out[tuple(frames)] = out.get(tuple(frames), 0) + int(n)
+    return out
+
+
+def _cut(stacks, include=(), exclude=(), depth=0):
+    """The stacks as a filtered reading keeps them: frames of functions
+    matching no include glob (when given) or an exclude glob left out, by
+    name, the name after its last dot, or file; then at most `depth`
+    frames (the deeper ones' samples to the last kept)."""
+    import fnmatch
+
+    def hits(globs, name, file):
+        return any(fnmatch.fnmatchcase(x, g) for g in globs for x in (name, name.rsplit(".", 1)[-1], file))
+    out = {}
+    for stack, n in stacks.items():
+        kept = tuple(f for f in stack if (not include or hits(include, *f)) and not hits(exclude, *f))
+        kept = kept[:depth] if depth else kept
+        if kept:
+            out[kept] = out.get(kept, 0) + n
+    return out
+
+
+@pytest.mark.parametrize("opts,include,exclude,depth", [
+    (["--exclude", "f60", "--exclude", "*threading.py"], (), ("f60", "*threading.py"), 0),
+    (["--include", "f*", "--include", "<module>"], ("f*", "<module>"), (), 0),
+    (["--max-depth", "2"], (), (), 2),
+    (["--exclude", "spin_until", "--max-depth", "3"], (), ("spin_until",), 3),
+])
+def test_profile_filters_equal_a_filtered_reading(stored, tmp_path, opts, include, exclude, depth):
+    """A profile's export with --include/--exclude/--max-depth equals its
+    unfiltered export with those frames taken out of every stack (their
+    samples going to the caller)."""
+    _, d = stored
+    f = str(d / "p.swprof")
+    full, cut = tmp_path / "full.txt", tmp_path / "cut.txt"
+    assert run(["export", f, "--format", "collapsed", "-o", str(full)]).returncode == 0
+    r = run(["export", f, "--format", "collapsed", "-o", str(cut)] + opts)
+    assert r.returncode == 0, r.stderr
+    want = _cut(_collapsed(full), include, exclude, depth)
+    assert want and _collapsed(cut) == want
+
+
+def test_stats_of_a_profile_with_filters(stored):
+    _, d = stored
+    f = str(d / "p.swprof")
+    r = run(["stats", f, "--exclude", "spin_until", "-n", "1000"])
+    assert r.returncode == 0, r.stderr
+    assert "spin_until" not in r.stdout and "f60" in r.stdout
+    total = int(re.search(r" (\d+) samples of", r.stdout).group(1))
+    table = r.stdout.split("\nall threads\n")[1].splitlines()[1:]
+    own = sum(int(line.split()[0]) for line in table if line.strip())
+    assert own <= total and own >= 0.99 * total   # samples of frames left out go to their callers
+    r = run(["stats", f, "--max-depth", "1", "-n", "1000"])
+    assert r.returncode == 0, r.stderr
+    rows = [line.split() for line in r.stdout.split("\nall threads\n")[1].splitlines()[1:] if line.strip()]
+    # One frame per stack: every function's own samples are its total, and
+    # they add up to every sample.
+    assert rows and all(row[0] == row[2] for row in rows), r.stdout
+    assert sum(int(row[0]) for row in rows) == int(re.search(r" (\d+) samples of", r.stdout).group(1))
+    assert "--max-depth" in one_error(run(["stats", f, "--max-depth", "0"]))
+
+
 # ---- bad input ----
 
 def one_error(r):

@@ -299,6 +299,29 @@ def test_speedscope_output(tmp_path):
     assert total > 0
     used = {frames[i]["name"] for prof in doc["profiles"] for s in prof["samples"] for i in s}
     assert {"f60", "f30", "f10", "compute_forever"} <= used
+    # speedscope opens on the main thread, not the first in the file.
+    assert "MainThread" in doc["profiles"][doc["activeProfileIndex"]]["name"]
+
+
+def test_speedscope_opens_on_the_main_thread_not_an_idle_first_one(tmp_path):
+    """A thread sleeping from before the profile started is the first the
+    sampler meets (CPython lists the newest thread first); speedscope must
+    still open on the main thread."""
+    stop = threading.Event()
+    sleeper = threading.Thread(target=stop.wait, name="sleeper")
+    sleeper.start()
+    try:
+        with Profiler(interval="1ms") as p:
+            spin_until(time.perf_counter() + 0.05, p=p, samples=20)
+    finally:
+        stop.set()
+        sleeper.join()
+    out = tmp_path / "p.speedscope.json"
+    p.write(out, "speedscope")
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    names = [prof["name"] for prof in doc["profiles"]]
+    assert any(n.startswith("sleeper") for n in names), names
+    assert "MainThread" in names[doc["activeProfileIndex"]], names
 
 
 @pytest.mark.timing
@@ -477,7 +500,7 @@ def test_fork_while_sampling():
         if pid == 0:
             code = 0
             try:
-                spin_until(time.perf_counter() + 0.05)
+                spin_until(time.perf_counter() + 0.05, p=p, samples=20)
                 try:
                     p.tree()
                     code = 3

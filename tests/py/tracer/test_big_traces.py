@@ -109,6 +109,27 @@ def test_progress_bar_on_a_terminal_only(big, tmp_path):
 def test_warning_before_a_big_export():
     from stackwatch.cli.progress import big_export_warning
     w = big_export_warning("perfetto", 272_000_000, False)
-    assert w and "about 8.6 GB" in w and "--min-duration" in w and "--start/--stop" in w
+    assert w and "about 4.1 GB" in w and "--min-duration" in w and "--start/--stop" in w
     assert big_export_warning("perfetto", 1_000_000, False) is None
     assert big_export_warning("html", 272_000_000, False) is None   # a flame graph does not grow with events
+
+
+def _calls(n):
+    return n if n < 2 else _calls(n - 1) + _calls(n - 2)
+
+
+@pytest.mark.parametrize("fmt", ["perfetto", "chrome"])
+def test_expected_bytes_per_event_hold(fmt, tmp_path):
+    """The warning's bytes per event are those of a real export, within a
+    third (fib: two events per call, as in most traces)."""
+    import stackwatch
+    from stackwatch import Trace
+    from stackwatch.cli.progress import BYTES_PER_EVENT
+    path = str(tmp_path / "t.swt")
+    with stackwatch.trace(path):
+        _calls(20)
+    t = Trace(path)
+    out = tmp_path / ("t." + fmt)
+    t.export(fmt, str(out))
+    per = out.stat().st_size / t.event_count()
+    assert BYTES_PER_EVENT[fmt] / 1.33 <= per <= BYTES_PER_EVENT[fmt] * 1.33, per
