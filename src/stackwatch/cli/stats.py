@@ -42,11 +42,12 @@ def add_parser(subparsers):
     s.add_argument("--sort", choices=("own", "total", "calls"), default="own")
     s.add_argument("-n", "--limit", type=int, default=20, help="rows per table (default 20)")
     s.add_argument("--threads", action="store_true", help="also one table per thread")
-    s.add_argument("--callers", metavar="F", help="traces: the functions that called F (qualified name, glob)")
-    s.add_argument("--callees", metavar="F", help="traces: the functions F called (qualified name, glob)")
+    s.add_argument("--callers", metavar="F",
+                   help="the functions that called F (a glob of its qualified name; a profile's: its name)")
+    s.add_argument("--callees", metavar="F", help="the functions F called (the same)")
     g = s.add_mutually_exclusive_group()
-    g.add_argument("--json", action="store_true", help="traces: the tables as JSON")
-    g.add_argument("--csv", action="store_true", help="traces: the function table as CSV")
+    g.add_argument("--json", action="store_true", help="the tables as JSON")
+    g.add_argument("--csv", action="store_true", help="the function table as CSV")
     filters.add_arguments(s, "traces: only the events; profiles: only the cycles,")
     return s
 
@@ -346,7 +347,7 @@ def _profile_stats(args):
     if args.sort == "calls":
         raise UsageError("--sort calls applies to traces; a profile has samples (use own or total)")
     cut = filters.tree_filter(args)
-    for name in ("callers", "callees", "json", "csv", "thread", "start", "stop"):
+    for name in ("thread", "start", "stop"):
         if getattr(args, name):
             raise UsageError(f"--{name} applies to traces (for a profile: stackwatch export --format pstats)")
     h = files.load_profile(args.file)
@@ -356,6 +357,10 @@ def _profile_stats(args):
     if cut:
         threads = [(label, tid, cut(tree)) for label, tid, tree in threads]
     whole = calltree.merge(*[t for _, _, t in threads])
+    if args.json or args.csv:
+        _profile_data(out, args, info, threads, whole)
+        out.flush()
+        return files.damaged(args.file, h)
     entries = h.entries()
     span = (f", {len(entries)} cycles of {info['cycle_ns'] / 1e9:g}s from {_clock(info['start_ns'])} "
             f"to {_clock(info['stop_ns'])}" if info["start_ns"] and info["stop_ns"] else "")
@@ -367,8 +372,71 @@ def _profile_stats(args):
     if args.threads:
         for label, _, tree in threads:
             samples_table(out, f"thread {label} ({tree.total} samples)", tree.tree(), args.sort, args.limit)
+    for pattern, caller_side in ((args.callers, True), (args.callees, False)):
+        if pattern is not None:
+            _sample_edge_tables(out, whole.tree(), pattern, caller_side, args.limit)
     out.flush()
     return files.damaged(args.file, h)
+
+
+def _key(node):
+    return (node["name"], node["filename"], node["line"])
+
+
+def _sample_edges(root):
+    """{(caller key or None, callee key): samples} of a call tree: the
+    samples in which the caller called the callee (None: the stack's
+    outermost frame)."""
+    edges = {}
+    stack = [(root, None)]
+    while stack:
+        node, key = stack.pop()
+        for child in node["children"]:
+            pair = (key, _key(child))
+            edges[pair] = edges.get(pair, 0) + child["count"]
+            stack.append((child, _key(child)))
+    return edges
+
+
+def _sample_edge_tables(out, root, pattern, caller_side, limit):
+    """--callers / --callees of a profile: for each function whose name
+    matches, the samples in which each caller called it (or it called each
+    callee)."""
+    edges = _sample_edges(root)
+    functions = sorted({k for pair in edges for k in pair if k is not None and fnmatch.fnmatchcase(k[0], pattern)})
+    if not functions:
+        raise UsageError(f"no function of the profile is called {pattern!r}")
+    where = lambda k: "<stack start>" if k is None else f"{k[0]}  ({k[1]}:{k[2]})"
+    for f in functions:
+        rows = sorted(((n, other) for (a, b), n in edges.items()
+                       for other in [a if caller_side else b] if (b if caller_side else a) == f),
+                      key=lambda r: -r[0])[:limit]
+        _table(out, f"{'callers of' if caller_side else 'called by'} {where(f)}",
+               [("samples", 9), ("caller" if caller_side else "callee", 0)], [(n, where(o)) for n, o in rows])
+
+
+def _profile_data(out, args, info, threads, whole):
+    """--json / --csv of a profile: every (thread, function) row of own and
+    total samples; with --json also the functions of all threads and the
+    caller -> callee sample counts."""
+    if args.csv:
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(["thread", "tid", "own", "total", "function", "file", "line"])
+        for label, tid, tree in threads:
+            rows = _function_table(tree.tree())
+            for (name, filename, line), (own, tot) in sorted(rows.items(), key=lambda kv: -kv[1][0]):
+                w.writerow([label, tid, own, tot, name, filename, line])
+        return
+    fn = lambda k: {"name": k[0], "file": k[1], "line": k[2]}
+    rows = _function_table(whole.tree())
+    doc = {"file": args.file, "mode": info["mode"], "interval_ns": info["interval_ns"], "samples": whole.total,
+           "threads": [{"name": label, "tid": tid, "samples": tree.total} for label, tid, tree in threads],
+           "functions": [dict(fn(k), own=own, total=tot)
+                         for k, (own, tot) in sorted(rows.items(), key=lambda kv: -kv[1][0])],
+           "calls": [{"caller": None if a is None else fn(a), "callee": fn(b), "samples": n}
+                     for (a, b), n in _sample_edges(whole.tree()).items()]}
+    json.dump(doc, out, indent=1)
+    out.write("\n")
 
 
 def _clock(ns):

@@ -4,6 +4,8 @@ profiler's direct output (collapsed byte for byte, speedscope, pprof totals
 read by `go tool pprof`), `stackwatch stats` of a profile, time windows on
 files, and bad input: unknown formats, empty, truncated and corrupted
 files, files that are neither trace nor profile, bad rates and cycles."""
+import csv
+import io
 import json
 import re
 import shutil
@@ -421,3 +423,57 @@ def test_trace_files_still_go_to_the_trace_commands(tmp_path):
     # --start/--stop now apply to traces too (tests/py/tracer/test_filters.py)
     assert run(["export", str(trace), "--format", "chrome", "-o", out, "--start", "1s"]).returncode == 0
     assert run(["export", str(trace), "--format", "chrome", "-o", out]).returncode == 0
+
+
+def _collapsed_stacks(path):
+    """[(frames outermost first, samples)] of a collapsed export."""
+    out = []
+    for line in open(path):
+        stack, n = line.rstrip("\n").rsplit(" ", 1)
+        out.append((stack.split(";"), int(n)))
+    return out
+
+
+def test_stats_of_a_profile_as_data_and_its_callers(stored, tmp_path):
+    """--json, --csv, --callers and --callees of a profile file, against the
+    collapsed export of the same file (every stack with its samples)."""
+    _, d = stored
+    f = str(d / "p.swprof")
+    col = tmp_path / "p.collapsed.txt"
+    assert run(["export", f, "-o", str(col)]).returncode == 0
+    stacks = _collapsed_stacks(col)
+    r = run(["stats", f, "--json"])
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["samples"] == sum(n for _, n in stacks) == sum(t["samples"] for t in doc["threads"])
+    frame = lambda fn: f"{fn['name']} ({fn['file']}:{fn['line']})"
+    own = {frame(fn): fn["own"] for fn in doc["functions"]}
+    # own: the samples whose innermost frame is the function
+    expect = {}
+    for frames, n in stacks:
+        expect[frames[-1]] = expect.get(frames[-1], 0) + n
+    assert {k: v for k, v in own.items() if v} == expect
+    # calls: caller -> callee samples, as the adjacent frames of the stacks
+    pairs = {}
+    for frames, n in stacks:
+        for a, b in zip([None] + frames, frames):
+            pairs[(a, b)] = pairs.get((a, b), 0) + n
+    got = {(None if c["caller"] is None else frame(c["caller"]), frame(c["callee"])): c["samples"]
+           for c in doc["calls"]}
+    assert got == pairs
+    r = run(["stats", f, "--csv"])
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert sum(int(x["own"]) for x in rows) == doc["samples"]
+    assert {x["thread"] for x in rows} == {t["name"] for t in doc["threads"]}
+    # --callers / --callees of spin_until: the same pairs, as tables
+    r = run(["stats", f, "--callers", "spin_until", "--callees", "spin_until", "-n", "1000"])
+    assert r.returncode == 0, r.stderr
+    for caller_side, title in ((True, "callers of spin_until"), (False, "called by spin_until")):
+        table = r.stdout.split("\n" + title)[1].split("\n\n")[0].splitlines()[2:]
+        shown = sorted(int(line.split()[0]) for line in table if line.strip())
+        want = sorted(n for (a, b), n in pairs.items()
+                      if (b if caller_side else a) is not None
+                      and (b if caller_side else a).startswith("spin_until ("))
+        assert shown == want and (want or not caller_side), (title, r.stdout)   # (spin_until is a leaf)
+    assert "no function of the profile" in one_error(run(["stats", f, "--callers", "no_such_fn"]))
