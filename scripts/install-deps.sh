@@ -3,7 +3,8 @@
 # machine, and costs well under a second when everything is there:
 #  - Debian packages (needs root or sudo): the compiler, <sys/sdt.h> for the
 #    USDT probes, clang (libFuzzer), and the real consumers the tests use
-#    (bpftrace, go tool pprof, headless Chromium and chromedriver);
+#    (bpftrace, go tool pprof, headless Chromium and chromedriver, npm);
+#  - build/npm: the speedscope app from npm (tests/e2e/test_speedscope_app.py);
 #  - .venv/tools: meson and ninja for the C builds (make test-c), build and
 #    auditwheel for make dist.
 #
@@ -33,6 +34,8 @@ if [ "$what" = all ]; then
   command -v go >/dev/null || need+=(golang-go)
   command -v chromium >/dev/null || need+=(chromium)
   command -v chromedriver >/dev/null || need+=(chromium-driver)
+  # npm fetches the speedscope app, which loads the speedscope exports.
+  command -v npm >/dev/null || need+=(npm)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need[*]}" >&2
@@ -57,4 +60,13 @@ if [ "$(cat "$tools/.deps-installed" 2>/dev/null)" != "$tooldeps" ]; then
   # shellcheck disable=SC2086
   "$tools/bin/python" -m pip install -q -U --disable-pip-version-check $tooldeps >&2
   echo "$tooldeps" >"$tools/.deps-installed"
+fi
+
+# The speedscope app (pinned), for the test that loads our exports in it.
+speedscope="$root/build/npm/node_modules/speedscope/dist/release/index.html"
+if [ ! -e "$speedscope" ] && command -v npm >/dev/null; then
+  echo "make deps: fetching the speedscope app from npm into build/npm" >&2
+  mkdir -p "$root/build/npm"
+  npm install --silent --no-audit --no-fund --prefix "$root/build/npm" speedscope@1.22.2 >&2 ||
+    echo "make deps: could not fetch speedscope (its test will say so)" >&2
 fi
