@@ -18,14 +18,24 @@ from conftest import SAMPLER, calls_by_name, write
 FATAL = ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"]
 
 
+def _as_a_shell():
+    """In the child before exec: no core files, and these signals' default
+    actions, as an interactive shell starts a program. An ignored signal
+    stays ignored across exec, and the test suite itself may have been
+    started with some ignored (nohup: SIGHUP; a background job of a script:
+    SIGINT and SIGQUIT): the programs would then never die of them."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def run_both(tmp, program, *options, command="run"):
     """The program run by python and by `stackwatch COMMAND OPTIONS`, no core
     files: (plain, got) CompletedProcess."""
     path = write(tmp / "prog.py", program)
 
     def go(cmd):
-        return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=120,
-                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+        return subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=120, preexec_fn=_as_a_shell)
     plain = go([sys.executable, path])
     got = go([sys.executable, "-m", "stackwatch", command, *options, path])
     return plain, got
