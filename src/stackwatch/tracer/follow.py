@@ -34,7 +34,6 @@ from the parent's call to the child's first slice.
 """
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -69,22 +68,30 @@ def child_path(stem, ext, pid):
     raise OSError(f"cannot name a trace for process {pid} beside {stem}{ext}")
 
 
-def _child_name(stem, ext):
-    return re.compile(re.escape(os.path.basename(stem)) + r"\.(\d+)(?:\.(\d+))?" + re.escape(ext) + "$")
+def _child_number(entry, base, ext):
+    """(pid, n) when `entry` is the name of a child trace, base.PID[.N]ext,
+    else None. (String methods, not a regular expression: tracing starts
+    without importing re, which the program may never import.)"""
+    if not (entry.startswith(base + ".") and entry.endswith(ext)) or len(entry) <= len(base) + 1 + len(ext):
+        return None
+    parts = entry[len(base) + 1:len(entry) - len(ext)].split(".")
+    if len(parts) > 2 or not all(p.isdigit() and p.isascii() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1]) if len(parts) == 2 else 0
 
 
 def child_traces(path):
     """The traces of the child processes of the run whose first trace is
     `path`: [(pid, path)] in the order of their pids (then of their execs)."""
     stem, ext = os.path.splitext(os.path.abspath(path))
-    name = _child_name(stem, ext or ".swt")
+    base, ext = os.path.basename(stem), ext or ".swt"
     d = os.path.dirname(stem)
     try:
         entries = os.listdir(d)
     except OSError:
         return []
-    found = [(int(m.group(1)), int(m.group(2) or 0), e) for e in entries for m in [name.match(e)] if m]
-    return [(pid, os.path.join(d, e)) for pid, _, e in sorted(found)]
+    found = [(k, e) for e in entries for k in [_child_number(e, base, ext)] if k]
+    return [(k[0], os.path.join(d, e)) for k, e in sorted(found)]
 
 
 def _remove_stale(path):
