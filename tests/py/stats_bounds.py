@@ -73,6 +73,13 @@ from statistics import NormalDist
 FALSE_FAILURE = 1e-4      # at most one false failure in 10,000 runs of a test
 CYCLE = "50ms"            # the profiler's cycle for time_shares: ~30 cycles in 1.5 s
 MIN_CYCLES = 8            # fewer cycles with data cannot judge a share
+# The bound above is for the sampling noise; on top of it a share may be
+# off by a systematic edge effect (a sample's interval is given to the
+# stack at its instant, so a block that starts or ends between two samples
+# gains or loses part of an interval): one percentage point is allowed for
+# it. Measured: a 0.68-point error against a 0.6-point noise bound on a
+# quiet run of 31 cycles; the bugs these tests catch are tens of points.
+SYSTEMATIC = 0.01
 LAGS = 3                  # neighbouring cycles whose errors may go together (sum_deviation)
 TAIL_FACTOR = 10          # the batch errors' tails are heavier than normal (see the docstring)
 
@@ -289,6 +296,6 @@ def time_shares(profiler, blocks, measure, thread_id=None, alpha=FALSE_FAILURE):
         report[name] = (round(S[i] / s_all, 4), round(share, 4), round(error, 4), round(bound, 4))
         log("share", {"name": str(name), "error": error, "bound": bound, "cycles": K, "t": round(tq, 3),
                       "e": [round(x / s_all, 6) for x in e]})
-        if abs(error) > bound:
+        if abs(error) > bound + SYSTEMATIC:
             bad.append(name)
     return bad, report
