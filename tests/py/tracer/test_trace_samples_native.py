@@ -332,8 +332,12 @@ def test_samples_whose_native_frames_failed_are_counted_in_end(tmp_path):
     t = Trace(path)
     core, _ = core_samples(t, "squeeze")
     assert core and all(not any(f.native for f in s.stack) for s in core)
-    odd = [[(f.name, f.native, f.filename) for f in s.stack] for s in core
-           if [f.name for f in s.stack] != ["<module>", "main", "squeeze"]]
+    # Without the capture the thread is not stopped while its stack is read:
+    # on a loaded machine the read can come milliseconds after the sample's
+    # time, past the slice's end (then the stack is spin's).
+    odd = [[(f.name, f.native) for f in s.stack] for s in core
+           if [f.name for f in s.stack] not in (["<module>", "main", "squeeze"], ["<module>", "main", "spin"])]
     assert not odd, odd
+    assert any([f.name for f in s.stack] == ["<module>", "main", "squeeze"] for s in core)
     assert t.meta["sampler.native_failed"] >= len(core)
     assert t.meta["sampler.stored"] == t.sample_count()
