@@ -368,13 +368,15 @@ def _profile_stats(args):
     print(f"{args.file}: {info['mode']} mode, {info['interval_ns'] / 1000:g}us interval, {whole.total} samples "
           f"of {len(threads)} thread{'' if len(threads) == 1 else 's'}{span}"
           f"{''.join(', ' + x for x in lost)}", file=out)
-    samples_table(out, "all threads", whole.tree(), args.sort, args.limit)
+    root = whole.tree()   # (nested dicts made in C: once)
+    samples_table(out, "all threads", root, args.sort, args.limit)
     if args.threads:
         for label, _, tree in threads:
             samples_table(out, f"thread {label} ({tree.total} samples)", tree.tree(), args.sort, args.limit)
+    edges = _sample_edges(root) if args.callers or args.callees else {}
     for pattern, caller_side in ((args.callers, True), (args.callees, False)):
         if pattern is not None:
-            _sample_edge_tables(out, whole.tree(), pattern, caller_side, args.limit)
+            _sample_edge_tables(out, edges, pattern, caller_side, args.limit)
     out.flush()
     return files.damaged(args.file, h)
 
@@ -398,11 +400,10 @@ def _sample_edges(root):
     return edges
 
 
-def _sample_edge_tables(out, root, pattern, caller_side, limit):
-    """--callers / --callees of a profile: for each function whose name
-    matches, the samples in which each caller called it (or it called each
-    callee)."""
-    edges = _sample_edges(root)
+def _sample_edge_tables(out, edges, pattern, caller_side, limit):
+    """--callers / --callees of a profile (edges: _sample_edges): for each
+    function whose name matches, the samples in which each caller called it
+    (or it called each callee)."""
     functions = sorted({k for pair in edges for k in pair if k is not None and fnmatch.fnmatchcase(k[0], pattern)})
     if not functions:
         raise UsageError(f"no function of the profile is called {pattern!r}")
@@ -428,13 +429,14 @@ def _profile_data(out, args, info, threads, whole):
                 w.writerow([label, tid, own, tot, name, filename, line])
         return
     fn = lambda k: {"name": k[0], "file": k[1], "line": k[2]}
-    rows = _function_table(whole.tree())
+    root = whole.tree()
+    rows = _function_table(root)
     doc = {"file": args.file, "mode": info["mode"], "interval_ns": info["interval_ns"], "samples": whole.total,
            "threads": [{"name": label, "tid": tid, "samples": tree.total} for label, tid, tree in threads],
            "functions": [dict(fn(k), own=own, total=tot)
                          for k, (own, tot) in sorted(rows.items(), key=lambda kv: -kv[1][0])],
            "calls": [{"caller": None if a is None else fn(a), "callee": fn(b), "samples": n}
-                     for (a, b), n in _sample_edges(whole.tree()).items()]}
+                     for (a, b), n in _sample_edges(root).items()]}
     json.dump(doc, out, indent=1)
     out.write("\n")
 
