@@ -27,10 +27,11 @@ for v in "$@"; do
   echo "=== Python $v: testing with $py"
   log="$(mktemp)"
   if "$py" -m pytest -q -p no:cacheprovider tests/py tests/e2e 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
-    summary+=("$v: passed"); tested=$((tested+1))
+    summary+=("$v: passed")
   else
     summary+=("$v: FAILED"); failed=1
   fi
+  tested=$((tested+1))
   count "$(tail -n 1 "$log")"
   rm -f "$log"
 done

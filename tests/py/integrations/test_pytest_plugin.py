@@ -101,12 +101,17 @@ def pytest_run(folder, *args):
                env={"PYTEST_ADDOPTS": "", "PYTHONDONTWRITEBYTECODE": "1"})
 
 
+OUTCOME = re.compile(r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) ")
+
+
 def outcomes(r):
     """The short test summary (one line per test and outcome) and the
-    closing counts, without the times."""
+    closing counts, without the times. Under CI (the CI variable set)
+    pytest prints a failure's whole message, whose later lines hold values
+    of the run: only the first line of each outcome is kept."""
     lines = r.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if "short test summary info" in line)
-    summary = sorted(line for line in lines[start + 1:-1] if not line.startswith("stackwatch"))
+    summary = sorted(line for line in lines[start + 1:-1] if OUTCOME.match(line))
     counts = re.sub(r" in [0-9.]+s.*", "", lines[-1])
     return summary, counts
 

@@ -118,8 +118,13 @@ def test_lines_are_the_lines_being_run(traced):
     # (about 60 rounds fall due in spin; a machine loaded on both cores
     # makes the sampler miss most of them: with fewer than 20 samples the
     # 95% below asks every one to be right)
-    assert len(spin) >= 5
-    leaf_lines = [dict((f.name, line) for f, line in zip(s.stack, s.lines) if not f.native)["spin"] for s in spin]
+    # A sample is dated when its stack is read, but a sampler preempted
+    # between the two (by a few ms, the margin) shows the frames of just
+    # after spin: such samples say nothing of spin's lines, and are few.
+    in_spin = [s for s in spin if any(f.name == "spin" for f in s.stack)]
+    assert len(in_spin) >= 5 and len(in_spin) >= 0.8 * len(spin), [[f.name for f in s.stack] for s in spin]
+    leaf_lines = [dict((f.name, line) for f, line in zip(s.stack, s.lines) if not f.native)["spin"]
+                  for s in in_spin]
     assert leaf_lines.count(SPIN) >= 0.95 * len(leaf_lines), leaf_lines
 
 
