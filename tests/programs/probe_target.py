@@ -59,7 +59,8 @@ def main():
         ünïcode_fn()
     gc.collect()
     stackwatch.probes.unwatch()
-    print(json.dumps({"optimize": sys.flags.optimize, "line_of_leaf": leaf.__code__.co_firstlineno + 1}),
+    print(json.dumps({"optimize": sys.flags.optimize, "line_of_leaf": leaf.__code__.co_firstlineno + 1,
+                      "line_of_mid": mid.__code__.co_firstlineno + 1}),
           flush=True)
     return 0
 

@@ -33,7 +33,12 @@ void sw_emit(int kind, const sw_evdata *d)
 
 void sw_emit_frame(int kind, PyCodeObject *co)
 {
-    sw_evdata d = {.code = co, .line = co ? co->co_firstlineno : -1};
+    sw_emit_frame_at(kind, co, co ? co->co_firstlineno : -1);
+}
+
+void sw_emit_frame_at(int kind, PyCodeObject *co, int line)
+{
+    sw_evdata d = {.code = co, .line = line};
     sw_emit(kind, &d);
 }
 

@@ -59,8 +59,11 @@ typedef struct sw_evdata {
  * marked busy (a consumer's own calls are no events). Never raises: the
  * pending exception, if any, is kept. */
 void sw_emit(int kind, const sw_evdata *d);
-/* The same for a Python frame event of code co (located at its first line). */
+/* The same for a Python frame event of code co, located at its first line
+ * (a call or resume) or at line (a return, yield or unwind: the line being
+ * run then, ext/tracer/exit_line.h). */
 void sw_emit_frame(int kind, PyCodeObject *co);
+void sw_emit_frame_at(int kind, PyCodeObject *co, int line);
 
 /* A consumer changed: recomputes sw_D.mask / slow and calls the switching
  * function. Never raises (a problem is reported as a warning). */

@@ -40,7 +40,8 @@ static PyStructSequence_Field event_fields[] = {
     {"thread_id", "threading.get_ident() of the thread"},
     {"filename", "file of the code where it happened, or None"},
     {"function", "qualified name of that code, or None"},
-    {"lineno", "line number, or None"},
+    {"lineno", "line number (of a call or resume: the function's first line; of a return, yield or unwind: "
+               "the line it leaves from), or None"},
     {"name", "C function, exception type, class or thread name, or None"},
     {"data", "dict of the kind's other details, or None"},
     {NULL, NULL},

@@ -3,7 +3,9 @@
  * and perf, with the classic CPython DTrace names and arguments:
  *
  *   function__entry(file, function, line)   a Python frame starts or resumes
+ *                                           (line: the function's first)
  *   function__return(file, function, line)  it returns, suspends or unwinds
+ *                                           (line: the one it leaves from)
  *   line(file, function, line)
  *   gc__start(generation)  gc__done(collected)
  *   instance__new__start(class, file)  instance__new__done(class, file)

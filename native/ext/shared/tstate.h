@@ -63,6 +63,10 @@ typedef struct sw_tstate {
     /* ext/tracer (hook_eval.c): the hooked frames running while the
      * dispatch layer has consumers of frame events, innermost first. */
     struct sw_hook_call *calls;
+    /* ext/tracer (exit_line.c): the frame that last returned, yielded or
+     * unwound under sys.monitoring, and the line it was running. */
+    void *exit_frame;
+    int exit_line;
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
     /* ext/tracer (init_gap.c), 3.13 __init__ gap: the frame the hook

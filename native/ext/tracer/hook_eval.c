@@ -16,6 +16,7 @@
 #include "ext/dispatch/dispatch.h"
 #include "ext/tracer/ccalls.h"
 #include "ext/tracer/events.h"
+#include "ext/tracer/exit_line.h"
 #include "ext/tracer/init_gap.h"
 #include "ext/tracer/recursion.h"
 #include "ext/tracer/session.h"
@@ -93,7 +94,7 @@ static SW_NOINLINE void teardown_dispatch(sw_tstate *t, PyThreadState *ts)
     hc->ended = 1;
     int kind = sw_frame_returned(hc->f) ? SW_K_RETURN : SW_K_UNWIND;
     if (sw_D.slow & SW_EVB(kind))
-        sw_emit_frame(kind, hc->co);
+        sw_emit_frame_at(kind, hc->co, sw_exit_line(t, hc->f, hc->co));
 }
 #endif
 
@@ -207,7 +208,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
             sw_tbuf_exit(tb, sw_clock_now(&sw_S.clock), op);
         }
         if (others && !ended && (sw_D.slow & SW_EVB(kind)))
-            sw_emit_frame(kind, co);
+            sw_emit_frame_at(kind, co, sw_exit_line(t, f, co));
     }
 #if PY_VERSION_HEX >= 0x030D0000
     if (ns) {

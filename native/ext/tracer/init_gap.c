@@ -10,7 +10,8 @@
  *  - PY_START: if the starting frame is the one the hook just entered, the
  *    hook has recorded it already; otherwise it was pushed inline: record a
  *    call and remember the frame.
- *  - PY_RETURN / PY_UNWIND: if the frame is one we remembered, record its
+ *  - PY_RETURN / PY_UNWIND (callbacks of exit_line.c, which calls
+ *    sw_init_gap_exit): if the frame is one we remembered, record its
  *    return (or unwind); frames the hook entered are closed by the hook.
  *
  * A function watcher extends the local events to __init__ functions created
@@ -104,8 +105,9 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
     Py_RETURN_NONE;
 }
 
-static void mon_exit(unsigned op, int kind, PyObject *code)
+void sw_init_gap_exit(int kind, PyObject *code, int line)
 {
+    unsigned op = kind == SW_K_RETURN ? SW_OP_RETURN : SW_OP_UNWIND;
     sw_tstate *t = &sw_T;
     if (t->mon_gen != sw_S.gen || !t->mon_depth)
         return;
@@ -116,21 +118,7 @@ static void mon_exit(unsigned op, int kind, PyObject *code)
     if ((top & REC_FILE) && sw_S.gen && t->session == sw_S.gen)
         sw_tbuf_exit(t->tb, sw_clock_now(&sw_S.clock), op);
     if ((top & REC_EMIT) && others_want(kind) && !t->busy)
-        sw_emit_frame(kind, (code && PyCode_Check(code)) ? (PyCodeObject *)code : NULL);
-}
-
-static PyObject *mon_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
-{
-    (void)self;
-    mon_exit(SW_OP_RETURN, SW_K_RETURN, n >= 1 ? args[0] : NULL);
-    Py_RETURN_NONE;
-}
-
-static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
-{
-    (void)self;
-    mon_exit(SW_OP_UNWIND, SW_K_UNWIND, n >= 1 ? args[0] : NULL);
-    Py_RETURN_NONE;
+        sw_emit_frame_at(kind, (code && PyCode_Check(code)) ? (PyCodeObject *)code : NULL, line);
 }
 
 /* Whether CPython 3.13 can push this __init__ inline: only a "simple"
@@ -494,17 +482,11 @@ static PyMethodDef gap_methods[] = {
 
 static PyMethodDef mon_start_def = {"mon_start", (PyCFunction)(void (*)(void))mon_start, METH_FASTCALL,
                                      "sys.monitoring PY_START callback"};
-static PyMethodDef mon_return_def = {"mon_return", (PyCFunction)(void (*)(void))mon_return, METH_FASTCALL,
-                                      "sys.monitoring PY_RETURN callback"};
-static PyMethodDef mon_unwind_def = {"mon_unwind", (PyCFunction)(void (*)(void))mon_unwind, METH_FASTCALL,
-                                      "sys.monitoring PY_UNWIND callback"};
 
 int sw_init_gap_add_hooks(PyObject *hooks)
 {
     if (PyModule_AddFunctions(hooks, gap_methods) < 0 ||
-        sw_hooks_add_monitoring_callback(hooks, SW_MON(PY_START), &mon_start_def) < 0 ||
-        sw_hooks_add_monitoring_callback(hooks, SW_MON(PY_RETURN), &mon_return_def) < 0 ||
-        sw_hooks_add_monitoring_callback(hooks, SW_MON(PY_UNWIND), &mon_unwind_def) < 0)
+        sw_hooks_add_monitoring_callback(hooks, SW_MON(PY_START), &mon_start_def) < 0)
         return -1;
     return 0;
 }

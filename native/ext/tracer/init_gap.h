@@ -21,6 +21,10 @@ int sw_init_gap_add_hooks(PyObject *hooks);
 #  define SW_INIT_GAP_LOCAL_EVENTS (SW_MON(PY_START) | SW_MON(PY_RETURN))
 #  define SW_INIT_GAP_GLOBAL_EVENTS SW_MON(PY_UNWIND)
 
+/* A PY_RETURN / PY_UNWIND (kind SW_K_RETURN or SW_K_UNWIND) of code at
+ * line, from exit_line.c's callbacks: closes the current frame if it is one
+ * the gap recorded. Never raises. */
+void sw_init_gap_exit(int kind, PyObject *code, int line);
 /* Whether co was given the gap's local events in this gap. */
 int sw_init_gap_is_init(PyCodeObject *co);
 /* At a hooked frame's start (eval_slow): gives the events to an __init__

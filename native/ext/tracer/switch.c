@@ -31,6 +31,7 @@
 #include "ext/tracer/ccalls.h"
 #include "ext/tracer/events.h"
 #include "ext/tracer/hook_eval.h"
+#include "ext/tracer/exit_line.h"
 #include "ext/tracer/init_gap.h"
 #include "ext/tracer/lines_local.h"
 #include "ext/tracer/objects.h"
@@ -66,6 +67,10 @@ static void apply_in_python(uint32_t mask, uint32_t slow, int session)
     }
     if ((events | local) & (SW_MON(LINE) | SW_MON(INSTRUCTION)))
         sw_events_monitoring_refs();
+    /* The line a frame leaves from is noted for its return's consumers
+     * (exit_line.c). */
+    if (slow & SW_EXIT_LINE_KINDS)
+        events |= SW_EXIT_LINE_EVENTS;
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
     if (session || (slow & SW_MASK_CALLS)) {
@@ -129,6 +134,7 @@ int sw_switch_add_to_module(PyObject *m)
         !(monitoring_callbacks = PyDict_New()) ||
         PyModule_AddObject(hooks, "monitoring_callbacks", Py_NewRef(monitoring_callbacks)) < 0 ||
         sw_ccalls_add_hooks(hooks) < 0 || sw_events_add_hooks(hooks) < 0 || sw_init_gap_add_hooks(hooks) < 0 ||
+        sw_exit_line_add_hooks(hooks) < 0 ||
         sw_lines_local_add_hooks(hooks) < 0 || PyModule_AddObject(m, "hooks", hooks) < 0) {
         Py_DECREF(hooks);
         return -1;

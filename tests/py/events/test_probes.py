@@ -127,11 +127,15 @@ def test_function_entry_and_return_counts(optimize):
     script = ('usdt:LIB:stackwatch:function__entry /str(arg1) == "leaf" || str(arg1) == "mid"/ '
               '{ @entry[str(arg1)] = count(); } '
               'usdt:LIB:stackwatch:function__return /str(arg1) == "leaf" || str(arg1) == "mid"/ '
-              '{ @ret[str(arg1)] = count(); }')
+              '{ @ret[str(arg1)] = count(); @retline[str(arg1), arg2] = count(); }')
     out, info = attach(["function__entry", "function__return"], script, ["-O"] if optimize else [])
     c = counts(out)
     assert c["@entry[mid]"] == 100 and c["@entry[leaf]"] == 200
     assert c["@ret[mid]"] == 100 and c["@ret[leaf]"] == 200
+    # A return's line is the line being run (each function returns from
+    # its second line), as CPython's own function__return gives it.
+    assert c[f"@retline[leaf, {info['line_of_leaf']}]"] == 200, c
+    assert c[f"@retline[mid, {info['line_of_mid']}]"] == 100, c
     assert info["optimize"] == (1 if optimize else 0)
 
 
