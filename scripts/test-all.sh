@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # make test: the C tests and the Python tests of every version, as jobs in
-# parallel lanes (TEST_JOBS, default: the number of cores), longest first.
+# parallel lanes (TEST_JOBS, default: the number of cores) planned to end
+# together (scripts/plan-lanes.py, from each job's duration in the previous
+# run, build/test-logs/JOB.secs, or an estimate).
 # Each job writes build/test-logs/<job>.log; when it ends, its result line
 # is printed (and the end of its log if it failed). The last lines are the
 # totals; the exit status is non-zero if any job failed or no Python could
@@ -15,11 +17,23 @@ logs="$root/build/test-logs"
 mkdir -p "$logs"
 start=$SECONDS
 
-# Longest first, so that the lanes end together: the newest Pythons have the
-# most tests, the C job builds three times and fuzzes.
-queue=()
-for v in $(printf '%s\n' "$@" | sort -t. -k2,2nr); do queue+=("py-$v"); done
-queue=("${queue[0]}" c "${queue[@]:1}")
+# Estimates for a first run (seconds on these 2-core machines, warm): the
+# newest Pythons have the most tests, the C job builds three times and fuzzes.
+estimate() {
+  case "$1" in
+    c) echo 35 ;; py-3.13) echo 140 ;; py-3.12) echo 120 ;; py-3.11) echo 115 ;;
+    py-3.9) echo 110 ;; *) echo 105 ;;
+  esac
+}
+queue=(c)
+for v in "$@"; do queue+=("py-$v"); done
+planned=()
+for job in "${queue[@]}"; do
+  secs="$(cat "$logs/$job.secs" 2>/dev/null || true)"
+  [[ "$secs" =~ ^[0-9]+$ ]] || secs="$(estimate "$job")"
+  planned+=("$job:$secs")
+done
+mapfile -t lanes < <(python3 scripts/plan-lanes.py "$jobs_max" "${planned[@]}")
 
 run_job() {
   local job="$1" log="$logs/$1.log" t0=$SECONDS rc
@@ -28,10 +42,11 @@ run_job() {
   else
     scripts/test-python.sh "${job#py-}" >"$log" 2>&1; rc=$?
     if grep -q "SKIPPED (interpreter not installed)" "$log"; then
-      echo 0 >"$logs/$job.rc"; echo "== $job: skipped (Python ${job#py-} is not installed)"; return
+      echo 0 >"$logs/$job.rc"; echo 0 >"$logs/$job.secs"; echo "== $job: skipped (Python ${job#py-} is not installed)"; return
     fi
   fi
   echo "$rc" >"$logs/$job.rc"
+  echo "$((SECONDS - t0))" >"$logs/$job.secs"
   local line
   line="$(grep -E '^(python: |[0-9]+ passed, )' "$log" | tail -n 1)"
   if [ "$rc" -eq 0 ]; then
@@ -43,15 +58,10 @@ run_job() {
   fi
 }
 
-running=0
-for job in "${queue[@]}"; do
-  rm -f "$logs/$job.rc"
-  if [ "$running" -ge "$jobs_max" ]; then
-    wait -n; running=$((running - 1))
-  fi
-  echo "== $job: started"
-  run_job "$job" &
-  running=$((running + 1))
+for job in "${queue[@]}"; do rm -f "$logs/$job.rc"; done
+for lane in "${lanes[@]}"; do
+  echo "== lane: $lane"
+  (for job in $lane; do echo "== $job: started"; run_job "$job"; done) &
 done
 wait
 

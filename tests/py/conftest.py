@@ -416,9 +416,10 @@ def page_data(text):
 
 # ---- a page in headless Chromium (the flame graph, the IPython magics' output) ----
 
-# The page does not depend on the interpreter: browser tests run on these
-# versions, or on every version with STACKWATCH_BROWSER_TESTS=all.
-BROWSER_VERSIONS = ("3.9", "3.13")
+# The page does not depend on the interpreter (the renderers are C, the
+# same on every version): browser tests run on one version, or on every
+# version with STACKWATCH_BROWSER_TESTS=all.
+BROWSER_VERSIONS = ("3.11",)
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
