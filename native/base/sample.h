@@ -67,7 +67,9 @@ static inline int sw_sample_code_is_native(const sw_sample_code *c)
 typedef struct sw_sample {
     uint64_t thread_id;      /* threading.get_ident() of the thread */
     uint64_t native_tid;     /* the OS thread id, 0 where unknown */
-    int64_t t_ns;            /* CLOCK_MONOTONIC when the sample was taken */
+    int64_t t_ns;            /* CLOCK_MONOTONIC when the sample was taken: the
+                                round's start, or for a native capture the
+                                moment the thread stopped for it */
     uint64_t weight_ns;      /* wall time it stands for: since the previous sampling round */
     uint32_t depth;          /* number of entries in frames */
     uint32_t flags;          /* SW_SAMPLE_* */

@@ -438,6 +438,12 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         if (nn >= 0 && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
             u64_at(ts2, l->tstate_interp) == r->interp)
             ts = ts2;   /* the thread state as of the capture */
+        /* The sample is of the instant the thread stopped, which can be
+         * well after the round began (a thread waiting for a CPU on a busy
+         * machine answers the signal when it next runs): dated then, not
+         * at the round's start. */
+        if (nn >= 0)
+            s.t_ns = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
     }
 #define RELEASE_NATIVE()             \
     do {                             \
