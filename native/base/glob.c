@@ -68,3 +68,13 @@ int sw_globs_match(char *const *g, const char *s)
             return 1;
     return 0;
 }
+
+int sw_globs_keep(char *const *include, char *const *exclude, const char *const *names, int n)
+{
+    int in = !(include && include[0]), out = 0;
+    for (int k = 0; k < n; k++) {
+        in = in || sw_globs_match(include, names[k]);
+        out = out || sw_globs_match(exclude, names[k]);
+    }
+    return in && !out;
+}

@@ -25,6 +25,13 @@ int sw_glob_match(const char *pattern, const char *name);
  * an empty list or NULL). */
 int sw_globs_match(char *const *g, const char *name);
 
+/* 1 if something known by any of names[0..n) (a function's qualified
+ * name, name and file) is kept by include / exclude glob lists: one of the
+ * names matches an include glob (or there are none) and none matches an
+ * exclude glob. The one rule of --include / --exclude, for traces and
+ * profiles alike. */
+int sw_globs_keep(char *const *include, char *const *exclude, const char *const *names, int n);
+
 /* 1 if name matches the simple pattern, else 0. Both NUL-terminated UTF-8;
  * a byte that starts no well-formed sequence counts as one character. */
 int sw_glob_match_simple(const char *pattern, const char *name);

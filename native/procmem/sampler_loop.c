@@ -30,13 +30,6 @@ struct sw_sampler {
     sw_pystack_stats reader_stats;   /* copied after each tick */
 };
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static struct timespec to_timespec(int64_t ns)
 {
     struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
@@ -91,13 +84,13 @@ static void *run(void *arg)
         if (s->stop_requested)
             break;
         pthread_mutex_unlock(&s->mu);
-        int64_t t0 = now_ns();
+        int64_t t0 = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
         /* A sample stands for the wall time since the previous round: when
          * the sampler runs late (the machine is busy) the stacks it finds
          * stand for the whole gap, not one interval. */
         sw_pystack_sample_all(s->reader, t0, (uint64_t)(t0 - prev), s->sink, s->ud);
         prev = t0;
-        int64_t t1 = now_ns();
+        int64_t t1 = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
         pthread_mutex_lock(&s->mu);
         s->ticks++;
         s->busy_ns += (uint64_t)(t1 - t0);
@@ -120,7 +113,7 @@ int sw_sampler_start(sw_sampler *s)
         pthread_mutex_unlock(&s->mu);
         return SW_ESTATE;
     }
-    s->start_ns = now_ns();
+    s->start_ns = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
     s->pid = getpid();
     /* The thread blocks every signal: they stay for the program's threads
      * (Python handles signals in the main thread only). */
@@ -158,7 +151,7 @@ int sw_sampler_stop(sw_sampler *s)
     pthread_join(s->thread, NULL);
     pthread_mutex_lock(&s->mu);
     s->state = ST_STOPPED;
-    s->stop_ns = now_ns();
+    s->stop_ns = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
     pthread_mutex_unlock(&s->mu);
     return SW_OK;
 }

@@ -50,12 +50,7 @@ struct sw_filtered {
 static int keeps(const sw_filter *f, const sw_code_info *ci)
 {
     const char *fields[3] = {ci ? ci->qualname : "?", ci ? ci->name : "?", ci ? ci->filename : ""};
-    int in = !has_globs(f->include), out = 0;
-    for (int k = 0; k < 3; k++) {
-        in = in || sw_globs_match(f->include, fields[k]);
-        out = out || sw_globs_match(f->exclude, fields[k]);
-    }
-    return in && !out;
+    return sw_globs_keep(f->include, f->exclude, fields, 3);
 }
 
 int sw_filtered_new(sw_trace *t, const sw_filter *f, sw_filtered **out)

@@ -228,19 +228,14 @@ static PyObject *CallTree_get_nodes(CallTreeObject *self, void *closure)
     return PyLong_FromSize_t(sw_calltree_node_count(self->t));
 }
 
-/* 1 if a function's frames are kept by include/exclude globs, matched as
- * a trace's filter matches them (native/trace/filter.c): its name (the
- * qualified name), the name after its last dot, or its file. */
+/* 1 if a function's frames are kept by include/exclude globs, by the rule
+ * a trace's filter uses too (sw_globs_keep): its name (the qualified name),
+ * the name after its last dot, or its file. */
 static int keep_func(const sw_func *f, char *const *include, char *const *exclude)
 {
     const char *dot = strrchr(f->name, '.');
     const char *fields[3] = {f->name, dot && !is_native(f) ? dot + 1 : f->name, f->filename};
-    int in = !include, out = 0;
-    for (int k = 0; k < 3; k++) {
-        in = in || sw_globs_match(include, fields[k]);
-        out = out || sw_globs_match(exclude, fields[k]);
-    }
-    return in && !out;
+    return sw_globs_keep(include, exclude, fields, 3);
 }
 
 /* filtered(include=None, exclude=None, max_depth=0) -> a new CallTree

@@ -29,47 +29,49 @@ int sw_exit_line(sw_tstate *t, SW_FRAME *f, PyCodeObject *co)
     return co->co_firstlineno;
 }
 
-/* Notes the line of the thread's current frame, which is leaving: the
- * callbacks' arguments are (code, instruction offset in bytes, ...). */
-static void note(PyObject *const *args, Py_ssize_t n)
+/* What the three callbacks do: note the line of the thread's current
+ * frame, which is leaving (their arguments are code, instruction offset in
+ * bytes, ...), and on 3.13 close it if the __init__ gap recorded it (kind
+ * SW_K_RETURN or SW_K_UNWIND; not for a yield). */
+static PyObject *leaving(int kind, PyObject *const *args, Py_ssize_t n)
 {
-    if (n < 2 || !PyCode_Check(args[0]) || !PyLong_Check(args[1]))
-        return;
-    long offset = PyLong_AsLong(args[1]);
-    if (offset < 0 || offset > INT_MAX) {
-        PyErr_Clear();
-        return;
+    int line = -1;
+    if (n >= 2 && PyCode_Check(args[0]) && PyLong_Check(args[1])) {
+        long offset = PyLong_AsLong(args[1]);
+        if (offset >= 0 && offset <= INT_MAX) {
+            sw_tstate *t = &sw_T;
+            line = PyCode_Addr2Line((PyCodeObject *)args[0], (int)offset);
+            t->exit_frame = sw_thread_iframe(PyThreadState_Get());
+            t->exit_line = line;
+        } else {
+            PyErr_Clear();
+        }
     }
-    sw_tstate *t = &sw_T;
-    t->exit_frame = sw_thread_iframe(PyThreadState_Get());
-    t->exit_line = PyCode_Addr2Line((PyCodeObject *)args[0], (int)offset);
+#  if PY_VERSION_HEX >= 0x030D0000
+    if (kind != SW_K_YIELD)
+        sw_init_gap_exit(kind, n >= 1 ? args[0] : NULL, line);
+#  else
+    (void)kind;
+#  endif
+    Py_RETURN_NONE;
 }
 
 static PyObject *mon_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     (void)self;
-    note(args, n);
-#  if PY_VERSION_HEX >= 0x030D0000
-    sw_init_gap_exit(SW_K_RETURN, n >= 1 ? args[0] : NULL, sw_T.exit_line);
-#  endif
-    Py_RETURN_NONE;
+    return leaving(SW_K_RETURN, args, n);
 }
 
 static PyObject *mon_yield(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     (void)self;
-    note(args, n);
-    Py_RETURN_NONE;
+    return leaving(SW_K_YIELD, args, n);
 }
 
 static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     (void)self;
-    note(args, n);
-#  if PY_VERSION_HEX >= 0x030D0000
-    sw_init_gap_exit(SW_K_UNWIND, n >= 1 ? args[0] : NULL, sw_T.exit_line);
-#  endif
-    Py_RETURN_NONE;
+    return leaving(SW_K_UNWIND, args, n);
 }
 
 static PyMethodDef mon_return_def = {"mon_return", (PyCFunction)(void (*)(void))mon_return, METH_FASTCALL,

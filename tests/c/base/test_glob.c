@@ -68,6 +68,20 @@ TEST(known_cases_equal_fnmatch)
     CHECK(!sw_glob_is_simple("a\\*"));
 }
 
+TEST(keep_by_include_and_exclude)
+{
+    char *inc[] = {"*/app/*", "main", NULL}, *exc[] = {"*_test.py", NULL}, *none[] = {NULL};
+    const char *app[] = {"mod.f", "f", "/src/app/mod.py"}, *test[] = {"t", "t", "/src/app/x_test.py"},
+               *other[] = {"g", "g", "/lib/g.py"}, *main_[] = {"main", "main", "/lib/m.py"};
+    CHECK(sw_globs_keep(inc, exc, app, 3));
+    CHECK(!sw_globs_keep(inc, exc, test, 3));     /* included by its file, excluded by it too */
+    CHECK(!sw_globs_keep(inc, exc, other, 3));    /* no include glob matches */
+    CHECK(sw_globs_keep(inc, exc, main_, 3));     /* included by name */
+    CHECK(sw_globs_keep(NULL, NULL, other, 3));   /* no globs: everything kept */
+    CHECK(sw_globs_keep(none, exc, other, 3));    /* an empty include list is none */
+    CHECK(!sw_globs_keep(NULL, exc, test, 3));
+}
+
 TEST(random_patterns_equal_fnmatch)
 {
     static const char *const atoms[] = {"a", "b", "/", "é", "*", "?"};
