@@ -29,10 +29,11 @@ RUNS_PROGRAM = True
 
 def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
-    r = subparsers.add_parser("run", help="run a program and trace every Python call",
+    r = subparsers.add_parser("run", help="run a program and trace every Python call into a trace (.swt), "
+                              "or with --format into " + ", ".join(formats.names(formats.TRACES, written=True)),
                               usage="stackwatch run [options] (script.py | -m module | -c code | - | command) [args ...]")
-    r.add_argument("-o", "--output", help="trace file (default stackwatch-PID.swt, or .pftrace/.json "
-                   "with --format)")
+    r.add_argument("-o", "--output", metavar="OUT", help="the file to write (default stackwatch-PID.swt; "
+                   "with --format, stackwatch-PID and the format's ending, e.g. .pftrace)")
     r.add_argument("--format", choices=formats.names(formats.TRACES), default="swt",
                    help="write this format directly (default: the stackwatch trace)")
     r.add_argument("-m", dest="module", help="run a library module as a script")

@@ -1,0 +1,77 @@
+"""The command line as a new user meets it: the help names every format
+that works (from the registry, so that it cannot fall behind it), an
+output's ending means one format per kind of input, and every mistake is
+one line naming what is wrong and a non-zero exit status."""
+import json
+import os
+
+import pytest
+
+from conftest import run, write
+from stackwatch.render import formats
+
+PROGRAM = "def f(n):\n    return n if n < 2 else f(n - 1) + f(n - 2)\nf(12)\n"
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    d = tmp_path_factory.mktemp("trace")
+    prog = write(d / "prog.py", PROGRAM)
+    r = run(["run", "-q", "-o", str(d / "t.swt"), prog], cwd=d)
+    assert r.returncode == 0, r.stderr
+    return d / "t.swt"
+
+
+def _flat(text):
+    return " ".join(text.split())
+
+
+def _said(text, option, until):
+    """What the help says after `option`'s last mention, up to `until`."""
+    return text.rsplit(option, 1)[1].split(until, 1)[0]
+
+
+def _command_help(top, name):
+    """The lines of `stackwatch --help` that describe command `name`."""
+    lines, mine = [], False
+    for line in top.splitlines():
+        if line.startswith("    ") and not line.startswith("     "):
+            mine = line.split()[0] == name
+        if mine:
+            lines.append(line)
+    return _flat("\n".join(lines))
+
+
+def test_help_names_every_format():
+    top = run(["--help"]).stdout
+    export = _flat(run(["export", "--help"]).stdout)
+    profile = run(["profile", "--help"]).stdout
+    usage = _flat(profile.split("\n\n")[0])
+    for name in formats.names(formats.TRACES, written=True):
+        assert name in _command_help(top, "export"), (name, top)
+        assert name in _command_help(top, "run"), (name, top)
+        assert f"{name} (" in _said(export, "--output OUT", "--min-duration"), (name, export)
+        assert name in _said(export, "--format FORMAT", "--thread"), (name, export)
+    for name in formats.names(formats.TREES, formats.PROFILES):
+        assert name in _said(usage, "--format ", "]").split("|"), (name, usage)
+        assert name in _command_help(top, "profile"), (name, top)
+    assert "Perfetto or Chrome JSON" not in top
+
+
+def test_output_option_has_help():
+    for command in ("run", "profile", "export"):
+        out = _flat(run([command, "--help"]).stdout)
+        after = out.split("--output OUT", 1)[1].lstrip()
+        assert after[:1].isalpha() and not after.startswith(("--", "-h")), (command, out)
+
+
+def test_trace_json_is_chrome(trace, tmp):
+    """A trace's x.json is Chrome's trace format (as the README and `export
+    --help` say); x.speedscope.json is speedscope."""
+    r = run(["export", str(trace), "-o", str(tmp / "x.json")])
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp / "x.json").read_text())
+    assert "traceEvents" in doc and any(e.get("name") == "f" for e in doc["traceEvents"])
+    r = run(["export", str(trace), "-o", str(tmp / "x.speedscope.json")])
+    assert r.returncode == 0, r.stderr
+    assert "speedscope" in json.loads((tmp / "x.speedscope.json").read_text())["$schema"]
