@@ -194,17 +194,17 @@ def _finish(args, trace_path, output, min_ns, log):
     if summary.error:
         print(f"stackwatch: warning: {summary.error}", file=sys.stderr)
     children = follow.child_traces(trace_path)
+    events, n = summary.events, summary.threads
     if args.format != "swt":
         try:
-            children = traces.convert(args.format, output, trace_path, min_ns)
+            children, events, n = traces.convert(args.format, output, trace_path, min_ns)
         except (OSError, ValueError) as e:
             print(f"stackwatch: error: export to {output} failed: {e}", file=sys.stderr)
             return
     if not args.quiet:
         dropped = f", {summary.dropped} dropped" if summary.dropped else ""
         samples = f", {summary.samples} samples" if args.sample is not None else ""
-        n = summary.threads
-        print(f"stackwatch: wrote {output} ({summary.events} events, {n} "
+        print(f"stackwatch: wrote {output} ({events} events, {n} "
               f"thread{'' if n == 1 else 's'}{samples}{dropped})"
               f"{traces.children_text(children, merged=args.format != 'swt')}",
               file=sys.stderr)

@@ -75,3 +75,50 @@ def test_trace_json_is_chrome(trace, tmp):
     r = run(["export", str(trace), "-o", str(tmp / "x.speedscope.json")])
     assert r.returncode == 0, r.stderr
     assert "speedscope" in json.loads((tmp / "x.speedscope.json").read_text())["$schema"]
+
+
+# ---- run --format perfetto|chrome: every process merged, counted, warned of ----
+
+CHILD = "def g(n):\n    return n if n < 2 else g(n - 1) + g(n - 2)\ng(10)\n"
+WITH_CHILD = PROGRAM + f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {CHILD!r}], check=True)\n"
+
+
+def test_run_format_counts_every_process(tmp):
+    """The events and threads `run --format` counts are those of every
+    process it merged: the traces themselves, read back."""
+    from stackwatch import Trace
+    from stackwatch.cli import traces
+    d = tmp / "run"
+    d.mkdir()
+    prog = write(tmp / "prog.py", WITH_CHILD)
+    r = run(["run", "-q", "-o", str(d / "trace.swt"), prog], cwd=tmp)
+    assert r.returncode == 0, r.stderr
+    read = [Trace(str(d / p)) for p in sorted(os.listdir(d))]
+    assert len(read) == 2
+    children, events, threads = traces.convert("chrome", str(tmp / "m.json"), str(d / "trace.swt"), 0)
+    assert len(children) == 1
+    assert events == sum(t.event_count() for t in read) and threads == sum(len(t.threads) for t in read)
+    assert not d.exists()
+
+
+def test_run_format_warns_and_says_every_process(tmp):
+    """Before writing a big timeline, `run --format` warns as `export`
+    does (the limit lowered here), with the events of every process, which
+    its last line counts too."""
+    prog = write(tmp / "prog.py", WITH_CHILD)
+    r = run(["run", "--format", "chrome", "-o", "m.json", prog], cwd=tmp, env={"STACKWATCH_WARN_BYTES": "1000"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[-1].startswith("stackwatch: wrote ") and lines[-1].endswith("; 2 processes merged"), r.stderr
+    events = int(lines[-1].split(" (", 1)[1].split(" events")[0])
+    warning = [line for line in lines[:-1] if line.startswith("stackwatch: warning: the chrome export of ")]
+    assert len(warning) == 1 and f" of {events} events " in warning[0], r.stderr
+    assert "--thread" not in warning[0]   # not an option of run
+    doc = json.loads((tmp / "m.json").read_text())
+    per_pid = {}
+    for e in doc["traceEvents"]:
+        if e["ph"] in "BE":
+            per_pid[e["pid"]] = per_pid.get(e["pid"], 0) + 1
+    assert len(per_pid) == 2 and events >= sum(per_pid.values()), (events, per_pid)
+    quiet = run(["run", "--format", "chrome", "-o", "q.json", prog], cwd=tmp)
+    assert "warning" not in quiet.stderr
