@@ -26,7 +26,7 @@ import sys
 from .. import _native
 from ..tracer import session
 from . import export, probes, profile, run, stats
-from .program import UsageError
+from .program import UsageError, error_text
 
 COMMANDS = (run, profile, probes, stats, export)
 
@@ -86,7 +86,7 @@ def main(argv=None):
     except BrokenPipeError:
         return _exit(0)
     except OSError as e:
-        return _exit(_error(_os_error_text(e)))
+        return _exit(_error(error_text(e)))
 
 
 def split_at_module(sub, args):
@@ -128,12 +128,6 @@ def split_at_module(sub, args):
 
 def _exit(status):
     sys.exit(status)
-
-
-def _os_error_text(e):
-    if e.filename is not None and e.strerror:
-        return f"{e.filename}: {e.strerror}"
-    return str(e)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from ..profiler import history
 from ..render import formats
 from ..tracer.tracefile import Trace
 from . import files, filters, progress, traces
-from .program import UsageError, check_writable
+from .program import UsageError, check_writable, output_what, writing
 
 NAME = "export"
 TRACE_FORMATS = formats.names(formats.TRACES, written=True)
@@ -101,7 +101,7 @@ def _export_trace(args):
                          f"not to {args.format}")
     if traces.several(args):
         return traces.export(args, min_ns)
-    check_writable(args.output, "trace")
+    check_writable(args.output, output_what(args.format))
     t = Trace(args.file)
     flt = filters.trace_filter(args, t)
     kept = flt.threads if flt and flt.threads is not None else range(len(t.threads))
@@ -112,7 +112,8 @@ def _export_trace(args):
     passes = 2 if min_ns else 1   # the durations first, then the slices
     bar = progress.Progress(t.events_bytes() * passes, f"exporting to {args.format}")
     try:
-        formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar)
+        with writing(args.output):
+            formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar)
     finally:
         bar.done()
     print(f"stackwatch: wrote {args.output}", file=sys.stderr)
@@ -137,7 +138,7 @@ def _export_profiles(args):
     if args.min_duration:
         raise UsageError("--min-duration applies to traces, not profiles")
     cut = filters.tree_filter(args)
-    check_writable(args.output, "profile")
+    check_writable(args.output, output_what(args.format))
     paths = [args.file] + list(args.more)
     for p in paths[1:]:
         if files.kind_of(p) != "profile":
@@ -166,7 +167,8 @@ def _export_profiles(args):
             window = None if start is None and stop is None else history.window_ns(start, stop)
     if args.thread and not trees:
         raise UsageError(f"--thread {' '.join(args.thread)}: no such thread in the profile")
-    formats.FORMATS[args.format].write(args.output, history.as_trees(trees, info, None, window))
+    with writing(args.output):
+        formats.FORMATS[args.format].write(args.output, history.as_trees(trees, info, None, window))
     print(f"stackwatch: wrote {os.fspath(args.output)}", file=sys.stderr)
     status = 0
     for path, h in loaded:

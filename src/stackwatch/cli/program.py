@@ -3,10 +3,11 @@
 sys.argv, sys.path[0], __main__ module, exit status, and
 tracebacks without stackwatch's frames; and the Finisher that ends the
 command's recording once, however the program ends. Shared by `stackwatch
-run` and `stackwatch profile`; UsageError and check_writable serve every
-command."""
+run` and `stackwatch profile`; UsageError, check_writable, writing and
+error_text serve every command."""
 import atexit
 import builtins
+import contextlib
 import importlib.machinery
 import importlib.util
 import linecache
@@ -18,6 +19,7 @@ import traceback
 import types
 
 from .. import _native
+from ..render import formats
 from ..tracer import signals
 
 
@@ -247,3 +249,30 @@ def check_writable(path, what):
         raise UsageError(f"cannot write the {what} to {path}: no such directory {d}")
     if not os.access(d, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise UsageError(f"cannot write the {what} to {path}: permission denied")
+
+
+def output_what(fmt):
+    """What check_writable calls an output of format `fmt`: "trace" for
+    the stackwatch trace, "chrome trace", "html output", ..."""
+    if fmt == "swt":
+        return "trace"
+    return f"{fmt} trace" if fmt in formats.names_taking(formats.TRACES) else f"{fmt} output"
+
+
+@contextlib.contextmanager
+def writing(path):
+    """Around the writing of `path`: an OSError that does not name its file
+    (a failed write or close) is raised again naming `path`."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None or os.fspath(path) in str(e):
+            raise
+        raise OSError(e.errno, e.strerror or str(e), os.fspath(path)) from e
+
+
+def error_text(e):
+    """The one line of an error: an OSError as "FILE: reason"."""
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return f"{e.filename}: {e.strerror}"
+    return str(e)

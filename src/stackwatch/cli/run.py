@@ -21,7 +21,7 @@ from ..render import formats
 from ..tracer import follow
 from ..tracer import session as tracing
 from . import traces
-from .program import Finisher, UsageError, check_writable, resolve
+from .program import Finisher, UsageError, check_writable, error_text, output_what, resolve
 
 NAME = "run"
 RUNS_PROGRAM = True
@@ -127,7 +127,7 @@ def run(args):
     # Absolute, so that a program that changes directory does not move it.
     output = os.path.abspath(args.output or formats.default_output(args.format))
     if not args.no_trace:
-        check_writable(output, "trace")
+        check_writable(output, output_what(args.format))
     if args.format == "swt":
         trace_path = output
     else:
@@ -199,7 +199,8 @@ def _finish(args, trace_path, output, min_ns, log):
         try:
             children, events, n = traces.convert(args.format, output, trace_path, min_ns)
         except (OSError, ValueError) as e:
-            print(f"stackwatch: error: export to {output} failed: {e}", file=sys.stderr)
+            print(f"stackwatch: error: the {args.format} export of the run failed: {error_text(e)}",
+                  file=sys.stderr)
             return
     if not args.quiet:
         dropped = f", {summary.dropped} dropped" if summary.dropped else ""

@@ -14,7 +14,7 @@ from ..tracer import follow
 from ..tracer.tracefile import Trace
 from ..tracer.traceset import TraceSet, expand, is_trace_file
 from . import files, progress
-from .program import UsageError, check_writable
+from .program import UsageError, check_writable, output_what, writing
 
 
 def several(args):
@@ -64,11 +64,12 @@ def export(args, min_ns):
     one run as one timeline (or one set of call trees)."""
     refuse_one_trace_options(args)
     paths = gather(args)
-    check_writable(args.output, "trace")
+    check_writable(args.output, output_what(args.format))
     s = opened(paths)
     if not min_ns:
         warn_if_big(args.format, s, "--min-duration 10us")
-    formats.write_trace(args.format, args.output, s, min_duration_ns=min_ns)
+    with writing(args.output):
+        formats.write_trace(args.format, args.output, s, min_duration_ns=min_ns)
     print(f"stackwatch: wrote {args.output} ({processes(len(s))})", file=sys.stderr)
     return 0
 
@@ -117,7 +118,8 @@ def convert(fmt, output, trace_path, min_ns):
         data = TraceSet([trace_path] + [p for _, p in children]) if children else Trace(trace_path)
         if not min_ns:
             warn_if_big(fmt, data, "--min-duration 10us, --max-depth or --exclude")
-        formats.write_trace(fmt, output, data, min_duration_ns=min_ns)
+        with writing(output):
+            formats.write_trace(fmt, output, data, min_duration_ns=min_ns)
     finally:
         shutil.rmtree(os.path.dirname(trace_path), ignore_errors=True)
     merged = each_trace(data)

@@ -122,3 +122,44 @@ def test_run_format_warns_and_says_every_process(tmp):
     assert len(per_pid) == 2 and events >= sum(per_pid.values()), (events, per_pid)
     quiet = run(["run", "--format", "chrome", "-o", "q.json", prog], cwd=tmp)
     assert "warning" not in quiet.stderr
+
+
+# ---- an output that cannot be written: one line naming the file ----
+
+def _one_error_line(r):
+    assert "Traceback" not in r.stderr, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("stackwatch: error:")]
+    assert len(errors) == 1, r.stderr
+    return errors[0]
+
+
+@pytest.mark.parametrize("fmt", ["html", "pstats", "chrome", "perfetto"])
+def test_unwritable_output_names_the_file(trace, fmt):
+    """/proc/version opens for writing as root and fails on the write
+    (EIO, an OSError without a file name); as another user, on open."""
+    r = run(["export", str(trace), "--format", fmt, "-o", "/proc/version"])
+    assert r.returncode == 2
+    assert _one_error_line(r).startswith("stackwatch: error: /proc/version: "), r.stderr
+    r = run(["export", str(trace), str(trace), "--format", fmt, "-o", "/proc/version"])
+    assert r.returncode == 2
+    assert "/proc/version: " in _one_error_line(r), r.stderr
+
+
+def test_run_unwritable_output_names_the_file(tmp):
+    prog = write(tmp / "prog.py", PROGRAM)
+    r = run(["run", "--format", "html", "-o", "/proc/version", prog], cwd=tmp)
+    assert r.returncode == 0   # the program's status: it ran
+    assert "/proc/version: " in _one_error_line(r), r.stderr
+
+
+@pytest.mark.parametrize("command,fmt,said", [
+    ("export", "html", "html output"), ("export", "chrome", "chrome trace"),
+    ("run", "html", "html output"), ("run", "swt", "the trace")])
+def test_output_named_by_its_format(trace, tmp, command, fmt, said):
+    (tmp / "out").mkdir()
+    prog = write(tmp / "prog.py", PROGRAM)
+    args = [str(trace)] if command == "export" else []
+    r = run([command, "--format", fmt, "-o", str(tmp / "out")] + args + ([prog] if command == "run" else []))
+    assert r.returncode == 2
+    line = _one_error_line(r)
+    assert f"cannot write the {said.replace('the ', '')} to {tmp / 'out'}: it is a directory" in line, line
