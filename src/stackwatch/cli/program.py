@@ -52,24 +52,34 @@ def resolve(argv, module, code=None):
         script = found
     elif os.path.isdir(script):
         raise UsageError(f"{script!r} is a directory, not a Python script")
+    elif not script.endswith((".py", ".pyw")):
+        # ./run.sh is refused as a command run.sh is; a file with no #!
+        # line is Python's to compile, as `python FILE` would.
+        _check_python_command(script, script, bare=True)
     return Program(script, None, rest[1:])
 
 
 STDIN = object()   # Program(code=STDIN): the program is read from stdin ("-")
 
 
-def _check_python_command(name, path):
-    """UsageError unless the command `path` (found on PATH for `name`) is a
-    Python script: a #! line naming python, or pip's /bin/sh trampoline
-    that execs python on the script itself."""
+def _check_python_command(name, path, bare=False):
+    """UsageError unless the command `path` (found on PATH for `name`, or
+    a file named without a .py ending) is a Python script: a #! line naming
+    python, or pip's /bin/sh trampoline that execs python on the script
+    itself; bare=True: or a file that is neither an executable nor has a #!
+    line."""
+    if name != path:
+        name = f"{name} ({path})"
     try:
         with open(path, "rb") as f:
             head = f.read(512)
     except OSError as e:
-        raise UsageError(f"can't open {name} ({path}): {e.strerror}")
+        raise UsageError(f"can't open {name}: {e.strerror}")
     lines = head.split(b"\n")
     if head.startswith(b"#!") and (b"python" in lines[0]
                                    or (len(lines) > 1 and lines[1].startswith(b"'''exec'"))):
+        return
+    if bare and not head.startswith((b"#!", b"\x7fELF")):
         return
     if head.startswith(b"\x7fELF"):
         what = "an ELF executable"
@@ -77,7 +87,7 @@ def _check_python_command(name, path):
         what = f"a script run by {os.fsdecode(lines[0][2:].strip()) or 'nothing'}"
     else:
         what = "a file with no #! line naming python"
-    raise UsageError(f"{name} ({path}) is not a Python program: it is {what}; stackwatch runs Python programs")
+    raise UsageError(f"{name} is not a Python program: it is {what}; stackwatch runs Python programs")
 
 
 class Program:
