@@ -24,6 +24,7 @@ import os
 import sys
 
 from .. import _native
+from ..common.version import VERSION
 from ..tracer import session
 from . import export, probes, profile, run, stats
 from .program import UsageError, error_text
@@ -45,7 +46,7 @@ def build_parser():
     """The parser of every command; .program_parsers: the parsers of the
     commands that run a program, by name."""
     p = _Parser(prog="stackwatch", description="Trace and profile Python programs.")
-    p.add_argument("--version", action="version", version="stackwatch 0.1.0")
+    p.add_argument("--version", action="version", version=f"stackwatch {VERSION}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     parsers = {c.NAME: c.add_parser(sub) for c in COMMANDS}
     p.program_parsers = {c.NAME: parsers[c.NAME] for c in COMMANDS if getattr(c, "RUNS_PROGRAM", False)}
