@@ -14,7 +14,7 @@ import pytest
 from stackwatch import Trace
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
-from conftest import run  # noqa: E402  (tests/py/conftest.py)
+from conftest import needs_module, run  # noqa: E402  (tests/py/conftest.py)
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +40,7 @@ def test_four():
 
 
 def test_xdist_workers_named_in_summary(tmp_path):
-    pytest.importorskip("xdist", reason="pytest-xdist is not installed (scripts/venv.sh installs it)")
+    needs_module("xdist", "pytest-xdist is not installed (scripts/venv.sh installs it)")
     (tmp_path / "test_suite.py").write_text(SUITE)
     r = run(["run", "-o", "t.swt", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
              "test_suite.py"], cwd=tmp_path, env={"PYTEST_ADDOPTS": ""})

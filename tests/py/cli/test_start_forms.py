@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import run, write
+from conftest import missing, run, write
 import stackwatch
 from stackwatch import Trace
 
@@ -171,7 +171,7 @@ def test_console_script_on_path_as_the_shell_runs_it(tmp, command, shebang):
 def _pytest_script():
     path = os.path.join(os.path.dirname(sys.executable), "pytest")
     if not os.path.exists(path):
-        pytest.skip(f"no pytest console script beside {sys.executable}")
+        missing(f"no pytest console script beside {sys.executable} (scripts/venv.sh installs pytest)")
     return path
 
 
