@@ -17,7 +17,9 @@ typedef struct {
     sw_functab *ft;
     sw_calltree *t;
     PyObject *shared;    /* NULL: ft is this object's own; else a capsule owning the
-                            table that the CallTrees of one snapshot share */
+                            table that the CallTrees of one snapshot share (its
+                            context: a Py_ssize_t, how many of them are held) */
+    Py_ssize_t held;     /* writers reading the tree while Python runs (sw_py_calltree_hold) */
 } CallTreeObject;
 
 static PyTypeObject CallTreeType;
@@ -72,14 +74,45 @@ const sw_functab *sw_py_calltree_shared_table(PyObject *obj)
 static void free_functab_capsule(PyObject *capsule)
 {
     sw_functab_free(PyCapsule_GetPointer(capsule, "stackwatch.functab"));
+    PyMem_Free(PyCapsule_GetContext(capsule));
+}
+
+/* How many trees of obj's snapshot are held, or NULL if its table is its own. */
+static Py_ssize_t *snapshot_held(const CallTreeObject *o)
+{
+    return o->shared ? PyCapsule_GetContext(o->shared) : NULL;
+}
+
+void sw_py_calltree_hold(PyObject *obj, int hold)
+{
+    CallTreeObject *o = (CallTreeObject *)obj;
+    Py_ssize_t *snap = snapshot_held(o);
+    if (hold) {
+        Py_INCREF(obj);
+        o->held++;
+        if (snap)
+            ++*snap;
+    } else {
+        o->held--;
+        if (snap)
+            --*snap;
+        Py_DECREF(obj);
+    }
 }
 
 PyObject *sw_py_calltree_list_shared(sw_functab *ft, sw_calltree **trees, size_t n)
 {
-    PyObject *owner = PyCapsule_New(ft, "stackwatch.functab", free_functab_capsule);
+    Py_ssize_t *held = PyMem_Calloc(1, sizeof *held);
+    PyObject *owner = held ? PyCapsule_New(ft, "stackwatch.functab", free_functab_capsule) : NULL;
+    if (owner && PyCapsule_SetContext(owner, held) < 0)
+        Py_CLEAR(owner);   /* (cannot fail for a capsule just made) */
     PyObject *list = owner ? PyList_New((Py_ssize_t)n) : NULL;
-    if (!owner)
+    if (!owner) {
         sw_functab_free(ft);
+        PyMem_Free(held);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+    }
     for (size_t i = 0; i < n; i++) {
         CallTreeObject *o = list ? PyObject_New(CallTreeObject, &CallTreeType) : NULL;
         if (!o) {
@@ -90,6 +123,7 @@ PyObject *sw_py_calltree_list_shared(sw_functab *ft, sw_calltree **trees, size_t
         }
         o->ft = ft;
         o->t = trees[i];
+        o->held = 0;
         Py_INCREF(owner);
         o->shared = owner;
         PyList_SET_ITEM(list, (Py_ssize_t)i, (PyObject *)o);
@@ -134,6 +168,12 @@ static PyObject *CallTree_merge(CallTreeObject *self, PyObject *args)
                          Py_TYPE(PyTuple_GET_ITEM(args, i))->tp_name);
             return NULL;
         }
+    }
+    Py_ssize_t *snap = snapshot_held(self);
+    if (self->held || (snap && *snap)) {
+        PyErr_SetString(PyExc_RuntimeError, "merge(): the call tree (or one sharing its function table) is being "
+                                            "written; merge into it after that");
+        return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         CallTreeObject *o = (CallTreeObject *)PyTuple_GET_ITEM(args, i);

@@ -2,15 +2,16 @@
  * render.c - render_trees(): call trees to collapsed stacks, speedscope
  * JSON or a pprof Profile message (see render.h).
  *
- * The trees are first copied onto one new function table, in the order
- * given (the writers want one table), with the GIL; the output is then
- * written without it, from those private copies. The new table starts
- * empty, so functions are numbered in the order the trees first show them;
- * but when every tree is of one snapshot of a profile (they share a table:
- * Sampler.thread_trees), it starts as a copy of that table, so every
- * function keeps the id it has in the profile: speedscope's frames and
- * pprof's locations are then in the order the profile first sampled them,
- * unused ones included, as the profiler has always written its own trees.
+ * The writers want one function table. When every tree is of one snapshot
+ * (they share a table: Sampler.thread_trees, Trace.trees), the trees are
+ * written in place, held (sw_py_calltree_hold: merge() into them raises
+ * meanwhile), so a trace's big trees are not copied; every function keeps
+ * its id: speedscope's frames and pprof's locations are in the order the
+ * snapshot first met them, unused ones included, as the profiler has
+ * always written its own trees. Other trees are first copied onto one new
+ * table, in the order given, with the GIL; functions are then numbered in
+ * the order the trees first show them. The output is written without the
+ * GIL.
  *
  * Given write=, the output goes to that Python callable through a stdio
  * stream of its own (fopencookie), a MiB at a time: the writers stream, so
@@ -29,7 +30,8 @@
 
 typedef struct render {
     sw_functab *ft;
-    sw_calltree **trees;     /* n copies on ft */
+    sw_calltree **trees;     /* n trees on ft: copies, or with held the trees themselves */
+    PyObject **held;         /* the CallTrees rendered in place (held), or NULL: copies */
     char **names;            /* names[i]: the name of trees[i], or NULL */
     size_t n;
     const char *title;
@@ -79,9 +81,11 @@ static FILE *sink_open(py_sink *sink)
     return f;
 }
 
-/* All trees merged, in the given order. */
+/* All trees merged, in the given order (one tree: itself). */
 static int collapsed_fn(FILE *f, const render *r)
 {
+    if (r->n == 1)
+        return sw_calltree_write_collapsed(r->trees[0], f, r->exact);
     sw_calltree *all = sw_calltree_new(r->ft);
     int rc = all ? SW_OK : SW_ENOMEM;
     for (size_t i = 0; rc == SW_OK && i < r->n; i++)
@@ -241,12 +245,15 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
         if (!shared)
             break;
     }
-    render r = {shared ? sw_py_functab_copy(shared) : sw_functab_new(),
+    /* Trees of one snapshot (one table) are rendered in place, held;
+     * others are copied onto one new table. */
+    render r = {shared ? (sw_functab *)shared : sw_functab_new(),
                 PyMem_Calloc(n ? (size_t)n : 1, sizeof(sw_calltree *)),
+                shared ? PyMem_Calloc((size_t)n, sizeof(PyObject *)) : NULL,
                 PyMem_Calloc(n ? (size_t)n : 1, sizeof(char *)), 0, title, exact,
                 {interval, time_ns, duration, title, exact ? "calls" : NULL, mode}};
     PyObject *res = NULL;
-    if (!r.ft || !r.trees || !r.names) {
+    if (!r.ft || !r.trees || !r.names || (shared && !r.held)) {
         PyErr_NoMemory();
         goto done;
     }
@@ -266,10 +273,18 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
         if (name != Py_None && !utf8)
             goto done;
         const char *s = utf8 ? PyBytes_AS_STRING(utf8) : NULL;
-        /* Copies over one function table (the writers want one). */
-        r.trees[i] = sw_calltree_new(r.ft);
-        r.n++;
-        int rc = r.trees[i] ? sw_calltree_merge(r.trees[i], tree) : SW_ENOMEM;
+        int rc = SW_OK;
+        if (r.held) {
+            r.held[i] = PyTuple_GET_ITEM(item, 1);
+            sw_py_calltree_hold(r.held[i], 1);
+            r.trees[i] = tree;
+            r.n++;
+        } else {
+            /* Copies over one function table (the writers want one). */
+            r.trees[i] = sw_calltree_new(r.ft);
+            r.n++;
+            rc = r.trees[i] ? sw_calltree_merge(r.trees[i], tree) : SW_ENOMEM;
+        }
         if (rc == SW_OK && s && !(r.names[i] = strdup(s)))
             rc = SW_ENOMEM;
         Py_XDECREF(utf8);
@@ -289,12 +304,17 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
     res = write == Py_None ? render_to_bytes(kind, &r) : render_to_sink(kind, &r, write);
 done:
     for (size_t i = 0; i < r.n; i++) {
-        sw_calltree_free(r.trees[i]);
+        if (r.held)
+            sw_py_calltree_hold(r.held[i], 0);
+        else
+            sw_calltree_free(r.trees[i]);
         free(r.names[i]);
     }
     PyMem_Free(r.trees);
+    PyMem_Free(r.held);
     PyMem_Free(r.names);
-    sw_functab_free(r.ft);
+    if (!shared)
+        sw_functab_free(r.ft);
     return res;
 }
 
@@ -327,9 +347,11 @@ static PyObject *render_flat(PyObject *mod, PyObject *args)
     }
     py_sink sink = {write, NULL, 1, 0};
     FILE *f = sink_open(&sink);
+    sw_py_calltree_hold(obj, 1);   /* write may let other threads run */
     int rc = f ? sw_calltree_write_flat(t, f, map, (uint32_t)n) : SW_OK;
     if (f && fclose(f) != 0 && rc == SW_OK)
         rc = SW_EIO;
+    sw_py_calltree_hold(obj, 0);
     PyMem_Free(map);
     if (!f || sink.failed)
         return NULL;
