@@ -63,14 +63,17 @@ def write_pstats(path, trees):
     """The marshalled stats dict of pstats: {(file, line, name): (cc, nc,
     tt, ct, {caller: (cc, nc, tt, ct)})}, times in seconds. The outermost
     frames have no caller entry (as in cProfile)."""
-    funcs, edges = _of(trees)
+    with open(os.fspath(path), "wb") as f:
+        marshal.dump(pstats_dict(*_of(trees)), f)
+
+
+def pstats_dict(funcs, edges):
+    """The stats dict of pstats for the tables (funcs, edges) of tables()."""
     callers = {fn: {} for fn in funcs}
     for (caller, callee), r in edges.items():
         if caller is not None:
             callers[callee][caller] = (r.prim, r.calls, r.own_ns / 1e9, r.total_ns / 1e9)
-    stats = {fn: (r.prim, r.calls, r.own_ns / 1e9, r.total_ns / 1e9, callers[fn]) for fn, r in funcs.items()}
-    with open(os.fspath(path), "wb") as f:
-        marshal.dump(stats, f)
+    return {fn: (r.prim, r.calls, r.own_ns / 1e9, r.total_ns / 1e9, callers[fn]) for fn, r in funcs.items()}
 
 
 def _callgrind_name(s):

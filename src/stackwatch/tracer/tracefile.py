@@ -190,12 +190,14 @@ class Trace:
         rows, edges = self._t.stats(_spec(filter), True, progress)
         return [StatRow(*r) for r in rows], [EdgeRow(*e) for e in edges]
 
-    def trees(self, filter=None, progress=None):
+    def trees(self, filter=None, progress=None, max_nodes=None):
         """The trace's call trees (one replay of each thread the Filter
         keeps) as a formats.Trees: per thread a CallTree whose nodes count
         the calls of their path (self) and their own nanoseconds
-        (self_time_ns), exact=True."""
-        pairs = _native.trace_trees(self._t, _spec(filter), progress)
+        (self_time_ns), exact=True. Trees of more than max_nodes nodes
+        together (None: half the machine's memory's worth) raise
+        MemoryError, whose message names the filters that help."""
+        pairs = _native.trace_trees(self._t, _spec(filter), progress, max_nodes)
         threads = [(formats.thread_label({"name": self.threads[pos]["name"],
                                           "thread_id": self.threads[pos]["native_tid"] or pos}),
                     self.threads[pos]["native_tid"] or pos, tree) for pos, tree in pairs]
