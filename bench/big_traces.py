@@ -39,7 +39,7 @@ TRACES = [("fib", "fib({})", 29, 18), ("pyperformance:richards", "richards({} id
           ("fib", "fib({})", 37, 22)]
 COMMANDS = ("stats", "html", "perfetto", "chrome")
 TREE_FORMATS = ("collapsed", "pstats", "callgrind", "html", "speedscope", "pprof")
-PATHS_DEPTH, PATHS_QUICK_DEPTH = 20, 14
+PATHS_DEPTH, PATHS_QUICK_DEPTH = 18, 14
 PATHS_PROGRAM = """
 import sys
 def a(n):

@@ -63,17 +63,22 @@ def write_pstats(path, trees):
     """The marshalled stats dict of pstats: {(file, line, name): (cc, nc,
     tt, ct, {caller: (cc, nc, tt, ct)})}, times in seconds. The outermost
     frames have no caller entry (as in cProfile)."""
+    funcs, edges = _of(trees)
     with open(os.fspath(path), "wb") as f:
-        marshal.dump(pstats_dict(*_of(trees)), f)
+        dump_pstats(f, funcs, edges)
 
 
-def pstats_dict(funcs, edges):
-    """The stats dict of pstats for the tables (funcs, edges) of tables()."""
+def dump_pstats(f, funcs, edges):
+    """Writes the stats dict of the tables (funcs, edges) of tables() to the
+    binary file f. marshal marks the objects that are referred to more than
+    once, so its bytes depend on what is alive while it writes: the tables
+    (the caller's) and the callers' dicts here, as they always were."""
     callers = {fn: {} for fn in funcs}
     for (caller, callee), r in edges.items():
         if caller is not None:
             callers[callee][caller] = (r.prim, r.calls, r.own_ns / 1e9, r.total_ns / 1e9)
-    return {fn: (r.prim, r.calls, r.own_ns / 1e9, r.total_ns / 1e9, callers[fn]) for fn, r in funcs.items()}
+    stats = {fn: (r.prim, r.calls, r.own_ns / 1e9, r.total_ns / 1e9, callers[fn]) for fn, r in funcs.items()}
+    marshal.dump(stats, f)
 
 
 def _callgrind_name(s):

@@ -6,7 +6,7 @@ grows with the paths' depths. Peak memory is the child's own ru_maxrss
 (wait4), measured against the same export's floor: the Perfetto timeline
 of the same trace, which streams."""
 import gzip
-import marshal
+import io
 import os
 import subprocess
 import sys
@@ -126,8 +126,10 @@ def test_streamed_outputs_are_those_of_whole_texts(small):
     trees = trace.trees()
     for fmt in ("pstats", "pprof", "html"):
         formats.write_trace(fmt, d / f"s.{fmt}", trace)
-    expected = marshal.dumps(functions.pstats_dict(*tables_of_dicts([t.tree() for _, _, t in trees.threads])))
-    assert (d / "s.pstats").read_bytes() == expected
+    funcs, edges = tables_of_dicts([t.tree() for _, _, t in trees.threads])
+    expected = io.BytesIO()
+    functions.dump_pstats(expected, funcs, edges)
+    assert (d / "s.pstats").read_bytes() == expected.getvalue()
     message = _native.render_trees("pprof", [(label, t) for label, _, t in trees.threads], title="s.pprof",
                                    time_ns=trees.time_ns, duration_ns=trees.duration_ns, exact=True)
     assert (d / "s.pprof").read_bytes() == gzip.compress(message, compresslevel=6, mtime=0)
