@@ -85,6 +85,24 @@ def test_trees_over_the_limit_say_what_makes_them_smaller(many_paths):
     assert sum(t.nodes for _, _, t in Trace(str(trace)).trees(Filter(max_depth=3), max_nodes=1000).threads) < 1000
 
 
+def test_export_of_trees_over_the_limit_is_one_line(many_paths, monkeypatch, capsys):
+    """The command line prints that message as one line, exit status 2, and
+    writes no file (the limit lowered to 1000 nodes: the machine's half
+    of memory is not reached by a test)."""
+    import functools
+    from stackwatch import cli
+    from stackwatch.tracer import tracefile
+    d, trace = many_paths
+    monkeypatch.setattr(tracefile.Trace, "trees", functools.partialmethod(tracefile.Trace.trees, max_nodes=1000))
+    out = d / "over.collapsed.txt"
+    with pytest.raises(SystemExit) as e:
+        cli.main(["export", str(trace), "-o", str(out)])
+    assert e.value.code == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "too large" in err[0] and "--max-depth N" in err[0], err
+    assert not out.exists()
+
+
 @pytest.fixture(scope="module")
 def small(many_paths):
     d, _ = many_paths
