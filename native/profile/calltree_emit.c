@@ -41,15 +41,18 @@ static uint32_t max_depth(const sw_calltree *t)
 
 /* ---- collapsed ---- */
 
+/* s with ';' written as ':' and line breaks as spaces, a run of plain
+ * characters at a time. */
 static void put_sanitised(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        char c = *s;
-        if (c == ';')
-            c = ':';
-        else if (c == '\n' || c == '\r')
-            c = ' ';
-        putc(c, f);
+    while (*s) {
+        size_t k = strcspn(s, ";\n\r");
+        fwrite(s, 1, k, f);
+        s += k;
+        if (*s) {
+            putc(*s == ';' ? ':' : ' ', f);
+            s++;
+        }
     }
 }
 
