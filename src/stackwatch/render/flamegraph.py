@@ -2,7 +2,7 @@
 
     from stackwatch.render import flamegraph
     text = flamegraph.document(threads, title)  # the page as a string
-    flamegraph.write(f.write, threads, title)   # written a piece at a time
+    flamegraph.write(f.write, threads, title)   # the page given to f.write a piece at a time
 
 Profiler.write(path, "html") and the other writers of the format "html"
 give it their trees through the registry (formats.py). A thread's "tree"
@@ -182,9 +182,9 @@ def template():
     return resources.files(__package__).joinpath("flamegraph.html").read_text(encoding="utf-8")
 
 
-def write(write, threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
+def write(put, threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
     """The whole HTML page for `threads` as data() takes them, given to
-    write(str) a piece at a time."""
+    put(str) a piece at a time (a text file's write)."""
     page = template()
     # The page's Content-Security-Policy allows exactly its own script (by
     # hash) and nothing from the network.
@@ -193,9 +193,9 @@ def write(write, threads, title="stackwatch profile", interval_ns=0, stats=None,
     digest = base64.b64encode(sha256(script.encode("utf-8")).digest()).decode("ascii")
     page = page.replace(CSP_MARK, "sha256-" + digest).replace(TITLE_MARK, html.escape(_printable(title)))
     before, after = page.split(DATA_MARK)   # the data last: it may hold any text
-    write(before)
-    _write_data(write, threads, title, interval_ns, stats, counts)
-    write(after)
+    put(before)
+    _write_data(put, threads, title, interval_ns, stats, counts)
+    put(after)
 
 
 def document(threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
