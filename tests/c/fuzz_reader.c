@@ -102,9 +102,9 @@ static int check_ext_event(void *ud, const sw_event *ev)
     const sw_ext *x = ev->ext;
     if (!x || !x->s1 || !x->s2)
         fail("ext event without its payload", NULL);
-    if ((x->kind < SW_EXT_LINE || x->kind > SW_EXT_THREAD_EXIT) && x->kind != SW_EXT_REGION_BEGIN &&
-        x->kind != SW_EXT_REGION_END)
-        fail("ext event of a kind the reader does not know", NULL);
+    const sw_record_kind *k = sw_record_kind_of(x->kind);
+    if (!k || k->shape == SW_RS_REPLAY)
+        fail("ext event of a kind the reader does not know or does not deliver", NULL);
     if (ev->depth != c->depth)
         fail("ext event at the wrong depth", NULL);
     if (strlen(x->s1) > SW_EXT_STR_MAX || strlen(x->s2) > SW_EXT_STR_MAX)

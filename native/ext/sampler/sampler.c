@@ -382,12 +382,22 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* {"running": n, "gil_wait": n, "idle": n, "unknown": n} (NULL with an
+/* {"running": n, "gil_wait": n, "idle": n, "unknown": n}: base/sample.h's
+ * SW_THREAD_STATES in order (NULL with an
  * exception if out of memory; Py_BuildValue's "N" then fails too). */
 static PyObject *states_dict(const unsigned long long *n)
 {
-    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "running", n[SW_STATE_RUNNING], "gil_wait", n[SW_STATE_GIL_WAIT], "idle",
-                         n[SW_STATE_IDLE], "unknown", n[SW_STATE_UNKNOWN]);
+    PyObject *d = PyDict_New();
+#define SW_X_STATE_ITEM_(K, num, name)                                                           \
+    if (d) {                                                                                     \
+        PyObject *v = PyLong_FromUnsignedLongLong(n[num]);                                       \
+        if (!v || PyDict_SetItemString(d, #name, v) < 0)                                         \
+            Py_CLEAR(d);                                                                         \
+        Py_XDECREF(v);                                                                           \
+    }
+    SW_THREAD_STATES(SW_X_STATE_ITEM_)
+#undef SW_X_STATE_ITEM_
+    return d;
 }
 
 static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)

@@ -311,13 +311,13 @@ static PyObject *Trace_events(TraceObject *self, PyObject *arg)
 
 typedef struct ext_collect {
     PyObject *list;
-    uint32_t mask;           /* bit k: EXT kind k is wanted */
+    uint64_t mask;           /* bit k: EXT kind k is wanted */
 } ext_collect;
 
 static int collect_ext(void *ud, const sw_event *ev)
 {
     ext_collect *c = ud;
-    if (ev->kind != SW_EV_EXT || !ev->ext || ev->ext->kind >= 32 || !(c->mask & (1u << ev->ext->kind)))
+    if (ev->kind != SW_EV_EXT || !ev->ext || ev->ext->kind >= 64 || !(c->mask & (1ull << ev->ext->kind)))
         return 0;
     const sw_ext *x = ev->ext;
     PyObject *t = Py_BuildValue("(ILINKKKKNNi)", x->kind, (long long)ev->t_ns, ev->depth,
@@ -341,12 +341,12 @@ static int collect_ext(void *ud, const sw_event *ev)
 static PyObject *Trace_ext_events(TraceObject *self, PyObject *args)
 {
     Py_ssize_t i;
-    unsigned long mask = 0xffffffffUL;
-    if (!PyArg_ParseTuple(args, "n|k", &i, &mask))
+    unsigned long long mask = ~0ull;
+    if (!PyArg_ParseTuple(args, "n|K", &i, &mask))
         return NULL;
     if (i < 0 || (size_t)i >= sw_trace_thread_count(self->t))
         return PyErr_Format(PyExc_IndexError, "no thread at position %zd", i);
-    ext_collect c = {PyList_New(0), (uint32_t)mask};
+    ext_collect c = {PyList_New(0), (uint64_t)mask};
     if (!c.list)
         return NULL;
     int rc = sw_trace_replay_ext(self->t, (size_t)i, SW_REPLAY_EXT, collect_ext, &c);
@@ -729,6 +729,57 @@ static PyTypeObject TraceType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* RECORD_KINDS: the table of EXT record kinds (trace/records.h), one
+ * tuple per kind: (number, name, since, category, label, shape, pair,
+ * stat, title, track, ((field, type, slot), ...)), shape, stat, title,
+ * type and slot by name; and THREAD_STATES: the names of the samples'
+ * thread states by number (base/sample.h). */
+static int add_record_kinds(PyObject *m)
+{
+    PyObject *kinds = PyTuple_New((Py_ssize_t)sw_record_kind_count);
+    for (size_t i = 0; kinds && i < sw_record_kind_count; i++) {
+        const sw_record_kind *k = &sw_record_kinds[i];
+        PyObject *fields = PyTuple_New(k->nfields);
+        for (unsigned j = 0; fields && j < k->nfields; j++) {
+            const sw_record_field *f = &k->fields[j];
+            PyObject *ft = Py_BuildValue("(sss)", f->name, sw_record_type_name(f->type), sw_record_slot_name(f->slot));
+            if (!ft)
+                Py_CLEAR(fields);
+            else
+                PyTuple_SET_ITEM(fields, j, ft);
+        }
+        PyObject *row = fields ? Py_BuildValue("(IsIsssIsszN)", k->number, k->name, k->since, k->category, k->label,
+                                               sw_record_shape_name(k->shape), k->pair, sw_record_stat_name(k->stat),
+                                               sw_record_slot_name(k->title), k->track, fields)
+                               : NULL;
+        if (!row)
+            Py_CLEAR(kinds);
+        else
+            PyTuple_SET_ITEM(kinds, (Py_ssize_t)i, row);
+    }
+    if (!kinds || PyModule_AddObject(m, "RECORD_KINDS", kinds) < 0) {
+        Py_XDECREF(kinds);
+        return -1;
+    }
+    PyObject *states = PyDict_New();
+#define SW_X_STATE_ADD_(K, n, name)                                      \
+    if (states) {                                                        \
+        PyObject *key = PyLong_FromUnsignedLong(n);                      \
+        PyObject *v = PyUnicode_FromString(#name);                       \
+        if (!key || !v || PyDict_SetItem(states, key, v) < 0)            \
+            Py_CLEAR(states);                                            \
+        Py_XDECREF(key);                                                 \
+        Py_XDECREF(v);                                                   \
+    }
+    SW_THREAD_STATES(SW_X_STATE_ADD_)
+#undef SW_X_STATE_ADD_
+    if (!states || PyModule_AddObject(m, "THREAD_STATES", states) < 0) {
+        Py_XDECREF(states);
+        return -1;
+    }
+    return 0;
+}
+
 int sw_trace_type_add_to_module(PyObject *m)
 {
     if (PyType_Ready(&TraceType) < 0 || PyModule_AddObject(m, "Trace", Py_NewRef((PyObject *)&TraceType)) < 0 ||
@@ -742,5 +793,5 @@ int sw_trace_type_add_to_module(PyObject *m)
     for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++)
         if (PyModule_AddIntConstant(m, consts[i].name, consts[i].value) < 0)
             return -1;
-    return 0;
+    return add_record_kinds(m);
 }

@@ -51,37 +51,43 @@ Sample = namedtuple("Sample", "t_ns thread state weight_ns cpu_ns stack lines")
 # native=True (`--native`), a native frame named "symbol [native]" as the
 # profiler names it, filename its shared object, line 0.
 SampleFrame = namedtuple("SampleFrame", "name filename line native")
-_STATES = {0: "unknown", 1: "running", 2: "gil_wait", 3: "idle"}
+_STATES = _native.THREAD_STATES   # by number (native/base/sample.h)
 
-# EXT kinds by number (format.h SW_EXT_*), named like the dispatch layer's
-# event kinds (stackwatch.EVENTS).
-EXT_KINDS = {
-    2: "line", 3: "instruction", 4: "raise", 5: "handled", 6: "gc_start", 7: "gc_done",
-    8: "new_start", 9: "new_done", 10: "delete_start", 11: "delete_done",
-    12: "thread_start", 13: "thread_exit", 15: "region_begin", 16: "region_end",
-}
+# A kind of EXT record, as the table native/trace/records.h defines it
+# (_native.RECORD_KINDS): its number on disk, its name, the format minor
+# version that added it, its category and label in the exports, its shape
+# ("instant", "open"/"close" a slice with `pair`, "nest_open"/"nest_close",
+# "replay": consumed by the reader, never delivered), its stats figure
+# ("gc" or "none"), the slot whose value follows its label, its slice's
+# track (open kinds) and its fields as RecordField tuples.
+RecordKind = namedtuple("RecordKind", "number name since category label shape pair stat title track fields")
+# A field of a record's payload: its name, type ("varint", "signed", "str",
+# "code", "tid") and the slot of the decoded tuple that holds it ("code",
+# "line", "a", "b", "c", "s1", "s2").
+RecordField = namedtuple("RecordField", "name type slot")
+RECORD_KINDS = {row[0]: RecordKind(*row[:-1], tuple(RecordField(*f) for f in row[-1]))
+                for row in _native.RECORD_KINDS}
+
+# The EXT kinds the reader delivers, by number, named like the dispatch
+# layer's event kinds (stackwatch.EVENTS).
+EXT_KINDS = {n: k.name for n, k in sorted(RECORD_KINDS.items()) if k.shape != "replay"}
 _EXT_NUMBERS = {v: k for k, v in EXT_KINDS.items()}
-_LOCATED = {2, 3, 4, 5}
+_LOCATED = {n for n, k in RECORD_KINDS.items() if any(f.type == "code" for f in k.fields)}
+_SLOTS = ("a", "b", "c", "s1", "s2")
 
 
 def _ext_data(kind, a, b, c, s1, s2, malformed):
+    """The fields of a decoded EXT record other than its location (code and
+    line, which ExtEvent holds) as a dict in the row's order."""
     if malformed:
         return {"malformed": True}
-    if kind == 3:
-        return {"offset": a, "opcode": b, "opname": s1}
-    if kind in (4, 5):
-        return {"type": s1}
-    if kind == 6:
-        return {"generation": a}
-    if kind == 7:
-        return {"generation": a, "collected": b, "uncollectable": c}
-    if 8 <= kind <= 11:
-        return {"class": s1, "file": s2}
-    if kind in (12, 13):
-        return {"name": s1, "native_id": a}
-    if kind == 15:
-        return {"name": s1}
-    return {}
+    values = dict(zip(_SLOTS, (a, b, c, s1, s2)))
+    data = {}
+    for f in RECORD_KINDS[kind].fields:
+        if f.slot in values:
+            v = values[f.slot]
+            data[f.name] = v - (1 << 64) if f.type == "signed" and v >= 1 << 63 else v
+    return data
 
 KIND_NAMES = {
     _native.OP_CALL: "call",
