@@ -48,6 +48,11 @@ static int write_meta(sw_bytes *b, const sw_prof_info *in, const sw_history *h)
     sw_kv_uint(b, "evicted", sw_history_evicted(h));
     sw_kv_uint(b, "evicted_samples", sw_history_evicted_samples(h));
     sw_kv_uint(b, "history_dropped", in->history_dropped);
+    if (in->pid) {
+        sw_kv_uint(b, "pid", in->pid);
+        sw_kv_uint(b, "parent_pid", in->parent_pid);
+        sw_kv_str(b, "process", in->process);
+    }
     return sw_chunk_end(b, at);
 }
 
@@ -177,11 +182,20 @@ static int parse_meta(sw_profile_file *pf, sw_cursor *c, int end_chunk)
             memcpy(in->mode, kv.s, n);
             in->mode[n] = 0;
         }
+        if (strcmp(k, "process") == 0 && kv.type == SW_VAL_BYTES) {
+            /* Cut at a character's start: the name stays valid UTF-8. */
+            size_t n = kv.slen < sizeof in->process - 1 ? kv.slen : sizeof in->process - 1;
+            while (n < kv.slen && n > 0 && ((unsigned char)kv.s[n] & 0xC0) == 0x80)
+                n--;
+            memcpy(in->process, kv.s, n);
+            in->process[n] = 0;
+        }
         struct { const char *name; uint64_t *field; } uints[] = {
             {"interval_ns", &in->interval_ns}, {"cycle_ns", &in->cycle_ns}, {"maxlen", &in->maxlen},
             {"samples", &in->samples}, {"dropped", &in->dropped}, {"cut", &in->cut}, {"off_cpu", &in->off_cpu},
             {"failed", &in->failed}, {"missed", &in->missed}, {"evicted", &in->evicted},
-            {"evicted_samples", &in->evicted_samples}, {"history_dropped", &in->history_dropped}};
+            {"evicted_samples", &in->evicted_samples}, {"history_dropped", &in->history_dropped},
+            {"pid", &in->pid}, {"parent_pid", &in->parent_pid}};
         for (size_t i = 0; i < sizeof uints / sizeof uints[0]; i++)
             if (strcmp(k, uints[i].name) == 0 && kv.type == SW_VAL_UINT)
                 *uints[i].field = kv.u;

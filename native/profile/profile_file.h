@@ -11,7 +11,8 @@
  * and gives functions whose definitions were lost names of their own.
  *
  * File   = header META FUNCS* THREADS TREE* END
- * META   = key/value list (format.h SW_VAL_*): mode, interval_ns, ...
+ * META   = key/value list (format.h SW_VAL_*): mode, interval_ns, ...,
+ *          pid, parent_pid, process (1.1)
  * FUNCS  = { varint id, varint kind, str name, str filename, zigzag line }*
  *          ids dense from 0 in file order
  * THREADS= { varint thread_id, varint native_tid, str name, varint samples,
@@ -32,7 +33,7 @@
 
 #define SW_PROF_MAGIC "\x89SWP\r\n\x1a\n"
 #define SW_PROF_MAJOR 1   /* readers refuse another major */
-#define SW_PROF_MINOR 0
+#define SW_PROF_MINOR 1
 
 #define SW_PCHUNK_META SW_CHUNK_META   /* 1 */
 #define SW_PCHUNK_FUNCS 2
@@ -60,6 +61,11 @@ typedef struct sw_prof_info {
     uint64_t dropped, cut, off_cpu, failed, missed;
     uint64_t evicted, evicted_samples;   /* history entries (and their samples) not kept (maxlen) */
     uint64_t history_dropped;            /* samples in the whole run but not in the history */
+    /* The process profiled (1.1; 0 and "" where unknown): its pid, the pid
+     * of the process that started it (0: none followed), and its name as
+     * outputs show it (a command line, or multiprocessing's process name). */
+    uint64_t pid, parent_pid;
+    char process[256];
 } sw_prof_info;
 
 /* Appends a whole profile file to out: info, the threads, and every entry

@@ -125,6 +125,33 @@ def check_mode(mode):
     return mode
 
 
+def only_waited(thread):
+    """True for a thread (an entry of Profiler.threads()) that was idle in
+    a blocking call in every sample taken of it: never running, never
+    waiting for the GIL (a pool thread waiting for work, IPython's history
+    thread)."""
+    st = thread.get("states") or {}
+    return sum(st.values()) > 0 and st.get("idle", 0) == sum(st.values())
+
+
+def waiting_threads(threads):
+    """The threads (Profiler.threads() entries) that only waited, which
+    summaries leave out; none if no thread did anything else."""
+    waited = [t for t in threads if only_waited(t)]
+    return waited if len(waited) < len(threads) else []
+
+
+def waiting_note(waited, limit=4):
+    """The line a summary prints about the threads it left out, "" for
+    none: "3 threads that only waited left out: name, name, ..."."""
+    if not waited:
+        return ""
+    names = [formats.thread_label(t) for t in waited]
+    more = f", and {len(names) - limit} more" if len(names) > limit else ""
+    return (f"{len(names)} thread{'' if len(names) == 1 else 's'} that only waited left out: "
+            f"{', '.join(names[:limit])}{more}")
+
+
 class Profiler:
     """Samples every thread's Python stack every `interval` (default 1ms,
     or `rate` Hz). Stacks deeper than `max_depth` keep their leaf-most
@@ -168,6 +195,7 @@ class Profiler:
         self.maxlen = history_mod.check_maxlen(maxlen) or None
         self.omit = history_mod.check_omit(omit)
         self.lines, self.native = bool(lines), bool(native)
+        self.max_depth = max_depth
         self._s = _native.Sampler(self.interval_ns, max_depth, max_threads, mode, lines=self.lines,
                                   native=self.native)
         self._s.set_history(self.cycle_ns, self.maxlen or 0, self.omit)
@@ -240,6 +268,10 @@ class Profiler:
             raise RuntimeError("_set_wrapper() must be called before start()")
         self._anchor, self._follow, self._ignore = anchor, tuple(follow), tuple(ignore)
 
+    def _wrapper(self):
+        """The (anchor, follow, ignore) given to _set_wrapper(), or None."""
+        return None if self._anchor is None else (self._anchor, self._follow, self._ignore)
+
     # ---- results ----
 
     def _check_ran(self):
@@ -293,13 +325,17 @@ class Profiler:
         (by ident)."""
         return history_mod.History(self._s, thread_id, _profiler=self)
 
-    def save(self, path):
+    def save(self, path, process=None):
         """Writes the profile file (".swprof", see docs/format.md): the
-        history with the threads, their names and the totals."""
+        history with the threads, their names and the totals; `process`
+        ({"pid", "parent_pid", "process": its name}) says which process of
+        a run of several it is."""
         self._check_ran()
         if self._state == "running":
             self._remember_names()
-        profile_file.save(path, self._s, self._file_info(self._s.history()), self.threads())
+        info = self._file_info(self._s.history())
+        info.update(process or {})
+        profile_file.save(path, self._s, info, self.threads())
 
     def _file_info(self, hist):
         """History.info() of this profiler (hist: its Sampler.history())."""
