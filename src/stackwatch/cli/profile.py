@@ -164,6 +164,8 @@ def _summary(prof, procs, output, kept, unread):
     note = profiler.waiting_note(waited)
     if note and root["count"]:
         print(f"stackwatch: {note}", file=sys.stderr)
+    for pid, path, why in unread:
+        print(f"stackwatch: process {pid} is not in the profile: {why}", file=sys.stderr)
     failed = f", {st['failed']} failed reads of a stack" if st["failed"] else ""
     off = f", {st['off_cpu']} samples of idle threads left out" if st["mode"] == "cpu" else ""
     n = len(threads)
@@ -176,8 +178,6 @@ def _summary(prof, procs, output, kept, unread):
         more = f"; {len(procs) - 1} more process{'' if len(procs) == 2 else 'es'} merged ({samples} samples)"
     print(f"stackwatch: wrote {output} ({st['mode']} mode, {st['stored']} samples of {n} "
           f"thread{'' if n == 1 else 's'}{off}{failed}){more}", file=sys.stderr)
-    for pid, path, why in unread:
-        print(f"stackwatch: process {pid} is not in the profile: {why}", file=sys.stderr)
 
 
 def run(args):

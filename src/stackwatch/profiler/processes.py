@@ -35,9 +35,8 @@ def of_file(path):
 
 
 def frame_name(pid, name):
-    """The root frame of a process's stacks: "pid N NAME" (";", which the
-    collapsed format uses between frames, made a space)."""
-    return f"pid {pid} {name}".replace(";", " ") if name else f"pid {pid}"
+    """The root frame of a process's stacks: "pid N NAME"."""
+    return f"pid {pid} {name}" if name else f"pid {pid}"
 
 
 def merged(processes):

@@ -125,19 +125,27 @@ def check_mode(mode):
     return mode
 
 
+WAITING_SHARE = 0.01    # a thread running in at most this share of its samples only waited
+
+
 def only_waited(thread):
     """True for a thread (an entry of Profiler.threads()) that was idle in
-    a blocking call in every sample taken of it: never running, never
-    waiting for the GIL (a pool thread waiting for work, IPython's history
-    thread)."""
+    a blocking call in nearly every sample taken of it: running (or
+    waiting for the GIL, or in a state unknown) in at most 1% of them, as
+    a pool thread waiting for work or IPython's history thread (which may
+    be caught running once, starting or waking up)."""
     st = thread.get("states") or {}
-    return sum(st.values()) > 0 and st.get("idle", 0) == sum(st.values())
+    total = sum(st.values())
+    return total > 0 and total - st.get("idle", 0) <= WAITING_SHARE * total
 
 
-def waiting_threads(threads):
+def waiting_threads(threads, main_ident=None):
     """The threads (Profiler.threads() entries) that only waited, which
-    summaries leave out; none if no thread did anything else."""
-    waited = [t for t in threads if only_waited(t)]
+    summaries leave out: never the main thread (main_ident: its ident;
+    default this process's), and none if no other thread did more."""
+    if main_ident is None:
+        main_ident = threading.main_thread().ident
+    waited = [t for t in threads if t["thread_id"] != main_ident and only_waited(t)]
     return waited if len(waited) < len(threads) else []
 
 
@@ -148,8 +156,8 @@ def waiting_note(waited, limit=4):
         return ""
     names = [formats.thread_label(t) for t in waited]
     more = f", and {len(names) - limit} more" if len(names) > limit else ""
-    return (f"{len(names)} thread{'' if len(names) == 1 else 's'} that only waited left out: "
-            f"{', '.join(names[:limit])}{more}")
+    return (f"{len(names)} thread{'' if len(names) == 1 else 's'} that only waited (idle in 99% of their "
+            f"samples or more) left out: {', '.join(names[:limit])}{more}")
 
 
 class Profiler:

@@ -404,7 +404,7 @@ def bootstrap(start, raw, spawn):
 
 # What a program started by python -c is, by the code it was given (the
 # process names of multiprocessing's helpers).
-_KNOWN_C = (("multiprocessing.spawn", "multiprocessing spawn"),
+KNOWN_C = (("multiprocessing.spawn", "multiprocessing spawn"),
             ("multiprocessing.forkserver", "multiprocessing forkserver"),
             ("multiprocessing.resource_tracker", "multiprocessing resource_tracker"),
             ("multiprocessing.semaphore_tracker", "multiprocessing semaphore_tracker"))
@@ -429,7 +429,7 @@ def _describe():
                 break
             elif w == "-c":
                 code = next(words, "")
-                command = next((name for mod, name in _KNOWN_C if mod in code), command)
+                command = next((name for mod, name in KNOWN_C if mod in code), command)
                 break
             elif not w.startswith("-"):
                 break

@@ -173,9 +173,24 @@ def collect(stem):
         try:
             if os.path.getsize(path) == 0:
                 os.unlink(path)
-                unread.append((pid, path, "still running (or killed)"))
+                unread.append((pid, path, f"still running{_command_of(pid)} (or killed)"))
                 continue
             read.append((path, processes.of_file(path)))
         except (OSError, ValueError) as e:
             unread.append((pid, path, str(e)))
     return read, unread
+
+
+def _command_of(pid):
+    """" (NAME)" of a running process from its command line (multiprocessing's
+    helpers by their names: "multiprocessing resource_tracker"), "" if unknown."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [os.fsdecode(w) for w in f.read().split(b"\0") if w]
+    except OSError:
+        return ""
+    code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
+    for module, name in follow.KNOWN_C:
+        if module in code:
+            return f" ({name})"
+    return f" ({process_name(argv[1:])})" if len(argv) > 1 else ""
