@@ -27,6 +27,7 @@ typedef struct render {
     sw_functab *ft;
     sw_calltree **trees;     /* n copies on ft */
     char **names;            /* names[i]: the name of trees[i], or NULL */
+    uint64_t *pids;          /* pids[i]: the process of trees[i] (trees of several processes), or 0 */
     size_t n;
     const char *title;
     int exact;               /* the trees of an exact trace: own nanoseconds are the values */
@@ -96,14 +97,15 @@ static int render_speedscope(const render *r, sw_bytes *out)
     return write_mem(speedscope_fn, r, out);
 }
 
-/* A "thread" label per named tree; not compressed. */
+/* A "thread" label per named tree, a "pid" label per tree of a process;
+ * not compressed. */
 static int render_pprof(const render *r, sw_bytes *out)
 {
     sw_pprof_tree *pt = calloc(r->n ? r->n : 1, sizeof *pt);
     if (!pt)
         return SW_ENOMEM;
     for (size_t i = 0; i < r->n; i++)
-        pt[i] = (sw_pprof_tree){r->names[i], r->trees[i]};
+        pt[i] = (sw_pprof_tree){r->names[i], r->trees[i], r->pids[i]};
     int rc = sw_pprof_write(out, pt, r->n, &r->opts);
     free(pt);
     return rc;
@@ -134,10 +136,11 @@ static void unknown_format(const char *fmt)
 /* render_trees(format, trees, title="stackwatch profile", interval_ns=0,
  * time_ns=0, duration_ns=0, exact=False, mode="wall") -> bytes (exact: the
  * trees of a trace; mode: what the weights are, "wall" or "cpu" time;
- * pprof names it). trees: [(name or None, CallTree)].
+ * pprof names it). trees: [(name or None, CallTree)] or [(name or None,
+ * CallTree, pid)] (trees of several processes).
  * "collapsed": all trees merged (in the given order); "speedscope": one
  * profile per tree; "pprof": the uncompressed Profile message, a "thread"
- * label per tree with a name. */
+ * label per tree with a name, a numeric "pid" label per tree with a pid. */
 static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
@@ -166,7 +169,7 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
     const sw_functab *shared = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(list, i);
-        const sw_functab *t = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2
+        const sw_functab *t = PyTuple_Check(item) && PyTuple_GET_SIZE(item) >= 2
                                   ? sw_py_calltree_shared_table(PyTuple_GET_ITEM(item, 1))
                                   : NULL;
         shared = i == 0 || t == shared ? t : NULL;
@@ -175,24 +178,30 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
     }
     render r = {shared ? sw_py_functab_copy(shared) : sw_functab_new(),
                 PyMem_Calloc(n ? (size_t)n : 1, sizeof(sw_calltree *)),
-                PyMem_Calloc(n ? (size_t)n : 1, sizeof(char *)), 0, title, exact,
+                PyMem_Calloc(n ? (size_t)n : 1, sizeof(char *)), PyMem_Calloc(n ? (size_t)n : 1, sizeof(uint64_t)), 0,
+                title, exact,
                 {interval, time_ns, duration, title, exact ? "calls" : NULL, mode}};
     PyObject *res = NULL;
     sw_bytes out = {0};
-    if (!r.ft || !r.trees || !r.names) {
+    if (!r.ft || !r.trees || !r.names || !r.pids) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(list, i), *name;
         sw_calltree *tree = NULL;
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+        unsigned long long pid = 0;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 2 || PyTuple_GET_SIZE(item) > 3 ||
             ((name = PyTuple_GET_ITEM(item, 0)) != Py_None && !PyUnicode_Check(name)) ||
-            !(tree = sw_py_calltree_get(PyTuple_GET_ITEM(item, 1)))) {
+            !(tree = sw_py_calltree_get(PyTuple_GET_ITEM(item, 1))) ||
+            (PyTuple_GET_SIZE(item) == 3 &&
+             ((pid = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(item, 2))) == (unsigned long long)-1 &&
+              PyErr_Occurred()))) {
             PyErr_Clear();
-            PyErr_SetString(PyExc_TypeError, "trees must be a list of (name or None, CallTree)");
+            PyErr_SetString(PyExc_TypeError, "trees must be a list of (name or None, CallTree[, pid])");
             goto done;
         }
+        r.pids[i] = pid;
         /* A name with lone surrogates (a thread named from undecodable
          * bytes) is written with them escaped, as the HTML page does. */
         PyObject *utf8 = name == Py_None ? NULL : PyUnicode_AsEncodedString(name, "utf-8", "backslashreplace");
@@ -235,13 +244,14 @@ done:
     }
     PyMem_Free(r.trees);
     PyMem_Free(r.names);
+    PyMem_Free(r.pids);
     sw_functab_free(r.ft);
     return res;
 }
 
 static PyMethodDef functions[] = {
     {"render_trees", (PyCFunction)(void (*)(void))render_trees, METH_VARARGS | METH_KEYWORDS,
-     "render_trees(format, [(name, CallTree)], title=..., interval_ns=0, time_ns=0, duration_ns=0, exact=False, "
+     "render_trees(format, [(name, CallTree[, pid])], title=..., interval_ns=0, time_ns=0, duration_ns=0, exact=False, "
      "mode='wall') -> bytes (exact: trees of a trace, whose values are calls and own nanoseconds; mode: "
      "what a sample's time measures, 'wall' or 'cpu')"},
     {NULL, NULL, 0, NULL},

@@ -2,7 +2,7 @@
 (`stackwatch profile` of a program that starts processes of its own:
 tracer/follow_profile.py). Each process keeps its threads apart: a thread
 is labelled "pid N NAME: thread" (the flame graph's selector, speedscope's
-profiles, pprof's `thread` label), and every stack starts at a frame
+profiles, pprof's `thread` label; pprof's numeric `pid` label too), and every stack starts at a frame
 naming its process, "pid N NAME" (file "<process>"), so that the views
 that merge threads (collapsed stacks, the flame graph's "all threads",
 pprof's and pstats' functions) keep the processes apart too.
@@ -45,14 +45,15 @@ def merged(processes):
     and time span are the first process's (the one that started the
     others), the counters summed."""
     first = processes[0].trees
-    threads, stats = [], {}
+    threads, stats, pids = [], {}, []
     for p in processes:
         frame = frame_name(p.pid, p.name)
         for label, tid, tree in p.trees.threads:
             t = _native.CallTree()
             t.graft(tree, frame, PROCESS_FILE)
             threads.append((f"{frame}: {label or 'all threads'}", tid, t))
+            pids.append(p.pid)
         for k, v in (p.trees.stats or {}).items():
             stats[k] = stats.get(k, 0) + v
     return formats.Trees(threads, first.title, first.interval_ns, first.time_ns, first.duration_ns, stats,
-                         exact=first.exact, mode=first.mode)
+                         exact=first.exact, mode=first.mode, pids=pids)
