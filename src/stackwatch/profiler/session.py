@@ -156,7 +156,8 @@ def waiting_note(waited, limit=4):
         return ""
     names = [formats.thread_label(t) for t in waited]
     more = f", and {len(names) - limit} more" if len(names) > limit else ""
-    return (f"{len(names)} thread{'' if len(names) == 1 else 's'} that only waited (idle in 99% of their "
+    one = len(names) == 1
+    return (f"{len(names)} thread{'' if one else 's'} that only waited (idle in 99% of {'its' if one else 'their'} "
             f"samples or more) left out: {', '.join(names[:limit])}{more}")
 
 

@@ -166,19 +166,33 @@ def collect(stem):
     """At the first process's end (after end()): the profile files its
     followed processes wrote, stem.<pid>.swprof, as ([(path, Process)],
     unread): `unread` lists (pid, path, why) for the files that could not
-    be read, and for the processes still running (their file is empty:
-    it is removed, so that they write nothing later)."""
+    be read, and for the processes still running or killed before they
+    wrote (their file is empty: it is removed, so that a running one
+    writes nothing later)."""
     read, unread = [], []
     for pid, path in follow.child_traces(stem + SUFFIX):
         try:
             if os.path.getsize(path) == 0:
                 os.unlink(path)
-                unread.append((pid, path, f"still running{_command_of(pid)} (or killed)"))
+                unread.append((pid, path, f"still running{_command_of(pid)}" if _running(pid)
+                               else "it ended without writing its profile (killed)"))
                 continue
             read.append((path, processes.of_file(path)))
         except (OSError, ValueError) as e:
             unread.append((pid, path, str(e)))
     return read, unread
+
+
+def _running(pid):
+    """False for a process that is gone or a zombie (Linux /proc; True
+    where that cannot be told)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[:1] != [b"Z"]
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 def _command_of(pid):

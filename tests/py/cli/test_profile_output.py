@@ -123,11 +123,13 @@ def spin(seconds):
     end = time.process_time() + seconds
     while time.process_time() < end:
         pass
-go, started = threading.Event(), threading.Barrier(4)
+go = threading.Event()
 with ThreadPoolExecutor(3) as pool:
     for _ in range(3):
-        pool.submit(lambda: (started.wait(), go.wait()))
-    started.wait()              # the pool's threads now wait on a condition
+        pool.submit(go.wait)
+    while len(go._cond._waiters) < 3:   # until the pool's threads all wait on the condition
+        time.sleep(0.001)
+    time.sleep(0.02)
     print(sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()))
     spin(0.5)
     go.set()
