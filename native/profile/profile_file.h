@@ -10,7 +10,7 @@
  * reader reads every intact chunk, skips and reports each damaged range,
  * and gives functions whose definitions were lost names of their own.
  *
- * File   = header META FUNCS* THREADS TREE* END
+ * File   = header META FUNCS* THREADS THREAD_STATES? TREE* END
  * META   = key/value list (format.h SW_VAL_*): mode, interval_ns, ...,
  *          pid, parent_pid, process (1.1)
  * FUNCS  = { varint id, varint kind, str name, str filename, zigzag line }*
@@ -23,6 +23,8 @@
  *                         varint self, varint self_weight
  *          (nodes parents first; a node's count is the sum of the self
  *          counts below it, so it is not stored)
+ * THREAD_STATES (1.1) = { varint thread_id, varint running, varint gil_wait,
+ *          varint idle, varint unknown }*  (threads with states only)
  * END    = key/value list: trees (number of TREE chunks written)
  */
 #ifndef SW_PROFILE_FILE_H
@@ -40,6 +42,7 @@
 #define SW_PCHUNK_THREADS 3
 #define SW_PCHUNK_TREE 4
 #define SW_PCHUNK_END SW_CHUNK_END     /* 5 */
+#define SW_PCHUNK_THREAD_STATES 6     /* 1.1 */
 
 /* Function kinds of FUNCS entries. */
 #define SW_PFUNC_PYTHON 0
@@ -51,6 +54,10 @@ typedef struct sw_prof_thread {
     uint64_t samples;        /* stored samples over the whole run */
     uint64_t off_cpu;        /* CPU mode: samples left out */
     uint64_t cpu_ns;
+    /* 1.1: the thread's samples by state (indexed by base/sample.h's
+     * SW_STATE_*), when has_states. */
+    uint64_t states[SW_STATE_COUNT];
+    int has_states;
 } sw_prof_thread;
 
 typedef struct sw_prof_info {

@@ -98,7 +98,22 @@ PyObject *sw_py_profile_file_bytes(sw_profile *p, PyObject *args, PyObject *kw)
                                               : PyBytes_FromString("");
         if (!names[i])
             goto done;
-        th[i] = (sw_prof_thread){v[0], v[1], PyBytes_AS_STRING(names[i]), v[2], v[3], v[4]};
+        th[i] = (sw_prof_thread){.thread_id = v[0], .native_tid = v[1], .name = PyBytes_AS_STRING(names[i]),
+                                 .samples = v[2], .off_cpu = v[3], .cpu_ns = v[4]};
+        /* "states": {"running", "gil_wait", "idle", "unknown"} (Profiler.threads()). */
+        PyObject *st = PyDict_GetItemString(d, "states");
+        static const struct { const char *name; unsigned state; } states[] = {
+            {"running", SW_STATE_RUNNING}, {"gil_wait", SW_STATE_GIL_WAIT}, {"idle", SW_STATE_IDLE},
+            {"unknown", SW_STATE_UNKNOWN}};
+        if (st && PyDict_Check(st)) {
+            th[i].has_states = 1;
+            for (size_t k = 0; k < sizeof states / sizeof states[0]; k++) {
+                unsigned long long x = 0;
+                if (dict_ull(st, states[k].name, &x) < 0)
+                    goto done;
+                th[i].states[states[k].state] = x;
+            }
+        }
     }
     sw_bytes out = {0};
     int rc;
@@ -177,6 +192,16 @@ static PyObject *ProfileFile_threads(ProfileFileObject *self, PyObject *unused)
                                     PyUnicode_DecodeUTF8(t->name, (Py_ssize_t)strlen(t->name), "replace"), "samples",
                                     (unsigned long long)t->samples, "off_cpu", (unsigned long long)t->off_cpu,
                                     "cpu_ns", (unsigned long long)t->cpu_ns);
+        if (d && t->has_states) {
+            PyObject *st = Py_BuildValue("{s:K,s:K,s:K,s:K}", "running",
+                                         (unsigned long long)t->states[SW_STATE_RUNNING], "gil_wait",
+                                         (unsigned long long)t->states[SW_STATE_GIL_WAIT], "idle",
+                                         (unsigned long long)t->states[SW_STATE_IDLE], "unknown",
+                                         (unsigned long long)t->states[SW_STATE_UNKNOWN]);
+            if (!st || PyDict_SetItemString(d, "states", st) < 0)
+                Py_CLEAR(d);
+            Py_XDECREF(st);
+        }
         if (!d || PyList_Append(l, d) < 0)
             Py_CLEAR(l);
         Py_XDECREF(d);

@@ -125,7 +125,7 @@ def _finish(prof, fmt, output, quiet, follows):
     read = unread = ()
     if follows:
         read, unread = follow_profile.collect(follows[0])
-    procs = [processes.Process(os.getpid(), follows[1] if follows else "", prof._trees())]
+    procs = [processes.Process(os.getpid(), follows[1] if follows else "", prof._trees(), prof.threads())]
     try:
         if fmt == "stackwatch":     # the files of the others stay beside it
             prof.save(output, process=follows and {"pid": os.getpid(), "process": follows[1]})
@@ -152,10 +152,16 @@ def _summary(prof, procs, output, kept, unread):
               f"than the interval of {prof.interval_ns / 1e6:g} ms, or --mode cpu found it never on a CPU)",
               file=sys.stderr)
     threads = prof.threads()
-    waited = profiler.waiting_threads(threads)
-    skip = {t["thread_id"] for t in waited}
-    shown = [t for _, tid, t in procs[0].trees.threads if tid not in skip]
-    shown += [t for p in procs[1:] for _, _, t in p.trees.threads]
+    shown, waited = [], []
+    for i, p in enumerate(procs):
+        # A followed process's main thread: the one named so (its file
+        # does not say which it is).
+        main = None if i == 0 else next((t["thread_id"] for t in p.threads or () if t["name"] == "MainThread"), 0)
+        out = profiler.waiting_threads(p.threads or [], main)
+        skip = {t["thread_id"] for t in out}
+        shown += [t for _, tid, t in p.trees.threads if tid not in skip]
+        named = processes.frame_name(p.pid, p.name) + ": " if len(procs) > 1 else ""
+        waited += [dict(t, name=named + (t["name"] or f"Thread {t['thread_id']}")) for t in out]
     root = profiler.merge(*(profiler.CallTree(t) for t in shown)).tree()
     where = "all threads" if len(procs) == 1 else f"{len(procs)} processes"
     if root["count"]:

@@ -19,10 +19,12 @@ from .profile_file import load_profile
 
 PROCESS_FILE = "<process>"
 
-Process = namedtuple("Process", "pid name trees")
+Process = namedtuple("Process", "pid name trees threads", defaults=(None,))
 Process.__doc__ = """One process of a run: its pid, its name (a command
-line, or multiprocessing's process name) and its trees (a formats.Trees:
-labelled threads, interval, times, counters)."""
+line, or multiprocessing's process name), its trees (a formats.Trees:
+labelled threads, interval, times, counters) and its threads as
+Profiler.threads() lists them (with their "states" where known), or
+None."""
 
 
 def of_file(path):
@@ -31,7 +33,7 @@ def of_file(path):
     (format 1.1); a file without them is named after its path."""
     h = load_profile(path)
     info = h.info()
-    return Process(info.get("pid") or 0, info.get("process") or path, as_trees(h.thread_trees(), info))
+    return Process(info.get("pid") or 0, info.get("process") or path, as_trees(h.thread_trees(), info), h.threads())
 
 
 def frame_name(pid, name):
