@@ -196,7 +196,12 @@ int sw_calltree_add(sw_calltree *t, const uint32_t *funcs, size_t n, uint64_t co
 
 int sw_calltree_merge(sw_calltree *dst, const sw_calltree *src)
 {
-    if (dst == src)
+    return sw_calltree_merge_under(dst, src, SW_CALLTREE_ROOT);
+}
+
+int sw_calltree_merge_under(sw_calltree *dst, const sw_calltree *src, uint32_t under)
+{
+    if (dst == src || under >= dst->n)
         return SW_EARG;
     /* map[i] = the dst node for src node i; parents come before children in
      * src's node array (a node is created after its parent). */
@@ -208,7 +213,7 @@ int sw_calltree_merge(sw_calltree *dst, const sw_calltree *src)
      * one: it just grows as it goes. */
     (void)sw_hashtab_reserve(&dst->children, dst->n + src->n);
     int rc = SW_OK;
-    map[0] = SW_CALLTREE_ROOT;
+    map[0] = under;
     for (uint32_t i = 1; i < src->n && rc == SW_OK; i++) {
         const sw_calltree_node *s = &src->nodes[i];
         uint32_t func = s->func;
@@ -230,6 +235,12 @@ int sw_calltree_merge(sw_calltree *dst, const sw_calltree *src)
             dst->nodes[map[i]].self += src->nodes[i].self;
             dst->nodes[map[i]].weight += src->nodes[i].weight;
             dst->nodes[map[i]].self_weight += src->nodes[i].self_weight;
+        }
+        /* under's ancestors count src's samples too. */
+        for (uint32_t a = under; a != SW_CALLTREE_ROOT;) {
+            a = dst->nodes[a].parent;
+            dst->nodes[a].count += src->nodes[0].count;
+            dst->nodes[a].weight += src->nodes[0].weight;
         }
     }
     free(map);

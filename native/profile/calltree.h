@@ -88,6 +88,11 @@ void sw_calltree_cursor_free(sw_calltree_cursor *c);
 /* Adds every sample of src to dst. If they use different function tables,
  * src's functions are interned into dst's. dst != src. */
 int sw_calltree_merge(sw_calltree *dst, const sw_calltree *src);
+/* As sw_calltree_merge, with src's root mapped to dst's node `under`
+ * instead of dst's root: src's stacks become callees of under's path
+ * (whose nodes, up to the root, count src's samples too). SW_EARG if under
+ * is no node of dst. */
+int sw_calltree_merge_under(sw_calltree *dst, const sw_calltree *src, uint32_t under);
 
 /* Building a tree node by node (the call trees of exact traces, where a
  * path is walked one call at a time): the child of `parent` for func,

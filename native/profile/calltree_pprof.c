@@ -37,6 +37,7 @@
 /* Label */
 #define F_LABEL_KEY 1
 #define F_LABEL_STR 2
+#define F_LABEL_NUM 3
 /* Mapping */
 #define F_MAPPING_ID 1
 #define F_MAPPING_HAS_FUNCTIONS 7
@@ -194,16 +195,24 @@ static void put_sample(builder *b, const sw_calltree *t, uint32_t id, uint64_t c
         put_msg_field(&b->msg, F_SAMPLE_LOCATION_ID, &b->ids);
     put_msg_field(&b->msg, F_SAMPLE_VALUE, &b->vals);
     if (label->len)
-        put_msg_field(&b->msg, F_SAMPLE_LABEL, label);
+        sw_bytes_put(&b->msg, label->data, label->len);   /* the labels' whole fields */
     put_msg_field(&b->body, F_PROFILE_SAMPLE, &b->msg);
 }
 
 static void put_tree_samples(builder *b, const sw_pprof_tree *pt, uint8_t *used, uint32_t nfuncs)
 {
-    sw_bytes label = {0};
+    /* The Sample.label fields every sample of the tree carries. */
+    sw_bytes label = {0}, one = {0};
     if (pt->thread) {
-        put_varint_field(&label, F_LABEL_KEY, strtab_index(&b->st, "thread"));
-        put_varint_field(&label, F_LABEL_STR, strtab_index(&b->st, pt->thread));
+        put_varint_field(&one, F_LABEL_KEY, strtab_index(&b->st, "thread"));
+        put_varint_field(&one, F_LABEL_STR, strtab_index(&b->st, pt->thread));
+        put_msg_field(&label, F_SAMPLE_LABEL, &one);
+    }
+    if (pt->pid) {
+        one.len = 0;
+        put_varint_field(&one, F_LABEL_KEY, strtab_index(&b->st, "pid"));
+        put_varint_field(&one, F_LABEL_NUM, pt->pid);
+        put_msg_field(&label, F_SAMPLE_LABEL, &one);
     }
     const sw_calltree *t = pt->tree;
     const sw_calltree_node *root = sw_calltree_get_node(t, SW_CALLTREE_ROOT);
@@ -218,9 +227,10 @@ static void put_tree_samples(builder *b, const sw_pprof_tree *pt, uint8_t *used,
         if (b->f && b->body.len >= BODY_FLUSH)
             flush_body(b);
     }
-    if (label.failed)
+    if (label.failed || one.failed)
         b->body.failed = 1;
     sw_bytes_free(&label);
+    sw_bytes_free(&one);
 }
 
 static void put_function(builder *b, uint32_t id, const sw_func *fn)

@@ -13,7 +13,7 @@
  *    function's first line: the trees do not record call-site lines).
  *  - one Sample per tree node with samples ending in it: location ids leaf
  *    first, values [self, self_weight], and the label thread=<name> when
- *    the tree has a name. Samples with no frame (the root's own) have no
+ *    the tree has a name, pid=<number> (a numeric label) when it has one. Samples with no frame (the root's own) have no
  *    location. So the totals of the file are the trees' root totals.
  *  - string_table with "" at index 0; strings that are not valid UTF-8
  *    have each bad byte replaced by U+FFFD.
@@ -32,6 +32,8 @@
 typedef struct sw_pprof_tree {
     const char *thread;          /* value of the "thread" label; NULL for none */
     const sw_calltree *tree;
+    uint64_t pid;                /* value of the numeric "pid" label (trees of several
+                                  * processes); 0 for none */
 } sw_pprof_tree;
 
 typedef struct sw_pprof_opts {

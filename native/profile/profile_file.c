@@ -48,6 +48,11 @@ static int write_meta(sw_bytes *b, const sw_prof_info *in, const sw_history *h)
     sw_kv_uint(b, "evicted", sw_history_evicted(h));
     sw_kv_uint(b, "evicted_samples", sw_history_evicted_samples(h));
     sw_kv_uint(b, "history_dropped", in->history_dropped);
+    if (in->pid) {
+        sw_kv_uint(b, "pid", in->pid);
+        sw_kv_uint(b, "parent_pid", in->parent_pid);
+        sw_kv_str(b, "process", in->process);
+    }
     return sw_chunk_end(b, at);
 }
 
@@ -92,6 +97,22 @@ static int write_threads(sw_bytes *b, const sw_prof_thread *threads, size_t n)
     return sw_chunk_end(b, at);
 }
 
+/* THREAD_STATES entries list a thread's samples in this order of states. */
+static const unsigned file_state_order[4] = {SW_STATE_RUNNING, SW_STATE_GIL_WAIT, SW_STATE_IDLE, SW_STATE_UNKNOWN};
+
+static int write_thread_states(sw_bytes *b, const sw_prof_thread *threads, size_t n)
+{
+    size_t at = sw_chunk_begin(b, SW_PCHUNK_THREAD_STATES);
+    for (size_t i = 0; i < n; i++) {
+        if (!threads[i].has_states)
+            continue;
+        sw_bytes_varint(b, threads[i].thread_id);
+        for (int k = 0; k < 4; k++)
+            sw_bytes_varint(b, threads[i].states[file_state_order[k]]);
+    }
+    return sw_chunk_end(b, at);
+}
+
 static int write_tree(sw_bytes *b, const sw_history_entry *e, const sw_history_tree *ht)
 {
     size_t at = sw_chunk_begin(b, SW_PCHUNK_TREE);
@@ -125,6 +146,11 @@ int sw_profile_file_build(sw_bytes *out, const sw_prof_info *info, const sw_prof
         rc = write_funcs(out, sw_history_functab(h));
     if (rc == SW_OK)
         rc = write_threads(out, threads, nthreads);
+    int any_states = 0;
+    for (size_t i = 0; i < nthreads; i++)
+        any_states |= threads[i].has_states;
+    if (rc == SW_OK && any_states)
+        rc = write_thread_states(out, threads, nthreads);
     uint64_t trees = 0;
     for (size_t i = 0; rc == SW_OK && i < sw_history_len(h); i++) {
         const sw_history_entry *e = sw_history_get(h, i);
@@ -177,11 +203,20 @@ static int parse_meta(sw_profile_file *pf, sw_cursor *c, int end_chunk)
             memcpy(in->mode, kv.s, n);
             in->mode[n] = 0;
         }
+        if (strcmp(k, "process") == 0 && kv.type == SW_VAL_BYTES) {
+            /* Cut at a character's start: the name stays valid UTF-8. */
+            size_t n = kv.slen < sizeof in->process - 1 ? kv.slen : sizeof in->process - 1;
+            while (n < kv.slen && n > 0 && ((unsigned char)kv.s[n] & 0xC0) == 0x80)
+                n--;
+            memcpy(in->process, kv.s, n);
+            in->process[n] = 0;
+        }
         struct { const char *name; uint64_t *field; } uints[] = {
             {"interval_ns", &in->interval_ns}, {"cycle_ns", &in->cycle_ns}, {"maxlen", &in->maxlen},
             {"samples", &in->samples}, {"dropped", &in->dropped}, {"cut", &in->cut}, {"off_cpu", &in->off_cpu},
             {"failed", &in->failed}, {"missed", &in->missed}, {"evicted", &in->evicted},
-            {"evicted_samples", &in->evicted_samples}, {"history_dropped", &in->history_dropped}};
+            {"evicted_samples", &in->evicted_samples}, {"history_dropped", &in->history_dropped},
+            {"pid", &in->pid}, {"parent_pid", &in->parent_pid}};
         for (size_t i = 0; i < sizeof uints / sizeof uints[0]; i++)
             if (strcmp(k, uints[i].name) == 0 && kv.type == SW_VAL_UINT)
                 *uints[i].field = kv.u;
@@ -266,6 +301,27 @@ static int parse_threads(sw_profile_file *pf, sw_cursor *c)
             return SW_ENOMEM;
         t.name = copy;
         pf->threads[pf->nthreads++] = t;
+    }
+    return SW_OK;
+}
+
+/* THREAD_STATES: the states of threads THREADS listed (others ignored). */
+static int parse_thread_states(sw_profile_file *pf, sw_cursor *c)
+{
+    while (c->p < c->end) {
+        uint64_t tid, st[4];
+        int rc = sw_cur_varint(c, &tid);
+        for (int k = 0; k < 4 && rc == SW_OK; k++)
+            rc = sw_cur_varint(c, &st[k]);
+        if (rc)
+            return rc;
+        for (size_t i = 0; i < pf->nthreads; i++) {
+            if (pf->threads[i].thread_id == tid) {
+                for (int k = 0; k < 4; k++)
+                    pf->threads[i].states[file_state_order[k]] = st[k];
+                pf->threads[i].has_states = 1;
+            }
+        }
     }
     return SW_OK;
 }
@@ -365,6 +421,7 @@ static const char *chunk_name(unsigned type)
     case SW_PCHUNK_THREADS: return "THREADS";
     case SW_PCHUNK_TREE: return "TREE";
     case SW_PCHUNK_END: return "END";
+    case SW_PCHUNK_THREAD_STATES: return "THREAD_STATES";
     default: return NULL;
     }
 }
@@ -373,7 +430,7 @@ static const char *chunk_name(unsigned type)
 static const sw_container_kind profile_kind = {
     SW_PROF_MAGIC, "profile", SW_PROF_MAJOR, SW_PROF_MINOR,
     1u << SW_PCHUNK_META | 1u << SW_PCHUNK_FUNCS | 1u << SW_PCHUNK_THREADS | 1u << SW_PCHUNK_TREE |
-        1u << SW_PCHUNK_END,
+        1u << SW_PCHUNK_END | 1u << SW_PCHUNK_THREAD_STATES,
     chunk_name};
 
 /* Reads one intact chunk; a nonzero code for a chunk it cannot use. */
@@ -386,6 +443,7 @@ static int read_chunk(sw_profile_file *pf, const sw_chunks *it, const sw_chunk *
     case SW_PCHUNK_META: return first ? parse_meta(pf, &c, 0) : SW_EFORMAT;   /* META comes first */
     case SW_PCHUNK_FUNCS: return parse_funcs(pf, &c, it);
     case SW_PCHUNK_THREADS: return parse_threads(pf, &c);
+    case SW_PCHUNK_THREAD_STATES: return parse_thread_states(pf, &c);
     case SW_PCHUNK_TREE: return parse_tree(pf, &c, it);
     case SW_PCHUNK_END:
         if ((rc = parse_meta(pf, &c, 1)) == SW_OK)

@@ -10,8 +10,9 @@
  * reader reads every intact chunk, skips and reports each damaged range,
  * and gives functions whose definitions were lost names of their own.
  *
- * File   = header META FUNCS* THREADS TREE* END
- * META   = key/value list (format.h SW_VAL_*): mode, interval_ns, ...
+ * File   = header META FUNCS* THREADS THREAD_STATES? TREE* END
+ * META   = key/value list (format.h SW_VAL_*): mode, interval_ns, ...,
+ *          pid, parent_pid, process (1.1)
  * FUNCS  = { varint id, varint kind, str name, str filename, zigzag line }*
  *          ids dense from 0 in file order
  * THREADS= { varint thread_id, varint native_tid, str name, varint samples,
@@ -22,6 +23,8 @@
  *                         varint self, varint self_weight
  *          (nodes parents first; a node's count is the sum of the self
  *          counts below it, so it is not stored)
+ * THREAD_STATES (1.1) = { varint thread_id, varint running, varint gil_wait,
+ *          varint idle, varint unknown }*  (threads with states only)
  * END    = key/value list: trees (number of TREE chunks written)
  */
 #ifndef SW_PROFILE_FILE_H
@@ -32,13 +35,14 @@
 
 #define SW_PROF_MAGIC "\x89SWP\r\n\x1a\n"
 #define SW_PROF_MAJOR 1   /* readers refuse another major */
-#define SW_PROF_MINOR 0
+#define SW_PROF_MINOR 1
 
 #define SW_PCHUNK_META SW_CHUNK_META   /* 1 */
 #define SW_PCHUNK_FUNCS 2
 #define SW_PCHUNK_THREADS 3
 #define SW_PCHUNK_TREE 4
 #define SW_PCHUNK_END SW_CHUNK_END     /* 5 */
+#define SW_PCHUNK_THREAD_STATES 6     /* 1.1 */
 
 /* Function kinds of FUNCS entries. */
 #define SW_PFUNC_PYTHON 0
@@ -50,6 +54,10 @@ typedef struct sw_prof_thread {
     uint64_t samples;        /* stored samples over the whole run */
     uint64_t off_cpu;        /* CPU mode: samples left out */
     uint64_t cpu_ns;
+    /* 1.1: the thread's samples by state (indexed by base/sample.h's
+     * SW_STATE_*), when has_states. */
+    uint64_t states[SW_STATE_COUNT];
+    int has_states;
 } sw_prof_thread;
 
 typedef struct sw_prof_info {
@@ -60,6 +68,11 @@ typedef struct sw_prof_info {
     uint64_t dropped, cut, off_cpu, failed, missed;
     uint64_t evicted, evicted_samples;   /* history entries (and their samples) not kept (maxlen) */
     uint64_t history_dropped;            /* samples in the whole run but not in the history */
+    /* The process profiled (1.1; 0 and "" where unknown): its pid, the pid
+     * of the process that started it (0: none followed), and its name as
+     * outputs show it (a command line, or multiprocessing's process name). */
+    uint64_t pid, parent_pid;
+    char process[256];
 } sw_prof_info;
 
 /* Appends a whole profile file to out: info, the threads, and every entry

@@ -49,7 +49,7 @@ static int profile_seed(const char *dir, const char *name, int cycles, int deep)
     }
     sw_prof_info info = {.mode = "wall", .interval_ns = 150, .cycle_ns = 1000, .start_ns = 1700000000000000000ll,
                          .stop_ns = 1700000000000010000ll, .samples = sw_profile_samples(p)};
-    sw_prof_thread th[] = {{1, 100, "MainThread", 0, 0, 0}, {2, 101, "worker", 0, 0, 0}};
+    sw_prof_thread th[] = {{1, 100, "MainThread", 0, 0, 0, {0}, 0}, {2, 101, "worker", 0, 0, 0, {0}, 0}};
     sw_bytes b = {0};
     sw_history *h = sw_profile_history(p), *none = NULL;
     if (!h)

@@ -57,13 +57,17 @@ def profile_summary(stderr):
     """What `stackwatch profile` printed at the end of stderr, split off:
     (the program's own stderr, the top-functions table's rows [(own, own%,
     total, total%, function)], the "wrote" line). The table is left out
-    when the profile has no samples ([] then); with -q there is neither."""
+    when the profile has no samples ([] then); with -q there is neither.
+    The notes between the table and the "wrote" line (threads left out,
+    processes not merged) are not rows."""
     head, sep, table = stderr.partition("\nstackwatch: top functions (")
     rows = []
     if sep:
         lines = table.splitlines()
         assert lines[1].split() == ["own", "own%", "total", "total%", "function"], table
         for line in lines[2:-1]:
+            if line.startswith("stackwatch: "):
+                break
             own, own_pct, total, total_pct, function = line.split(None, 4)
             rows.append((int(own), own_pct, int(total), total_pct, function))
         wrote = lines[-1]

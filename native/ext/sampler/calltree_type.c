@@ -196,6 +196,36 @@ static PyObject *CallTree_merge(CallTreeObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* graft(tree, name, filename=""): adds every sample of `tree` under a
+ * node of function (name, filename, line 0) that is a child of this tree's
+ * root (created if missing): the frame that stands for a process in the
+ * trees of several processes merged. */
+static PyObject *CallTree_graft(CallTreeObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"tree", "name", "filename", NULL};
+    PyObject *other;
+    const char *name, *file = "";
+    Py_ssize_t nlen, flen = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!s#|s#:graft", kwlist, &CallTreeType, &other, &name, &nlen, &file,
+                                     &flen))
+        return NULL;
+    if ((CallTreeObject *)other == self) {
+        PyErr_SetString(PyExc_ValueError, "graft() takes another tree, not this one");
+        return NULL;
+    }
+    uint32_t func, node;
+    int rc = sw_functab_intern(self->ft, name, (size_t)nlen, file, (size_t)flen, 0, &func);
+    if (rc == SW_OK)
+        rc = sw_calltree_child(self->t, SW_CALLTREE_ROOT, func, &node);
+    if (rc == SW_OK)
+        rc = sw_calltree_merge_under(self->t, ((CallTreeObject *)other)->t, node);
+    if (rc != SW_OK) {
+        sw_py_tree_error(rc, "grafting a call tree");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* 1 if f is a native frame: named "symbol [native]", line 0 (base/sample.h). */
 static int is_native(const sw_func *f)
 {
@@ -482,6 +512,9 @@ static PyMethodDef CallTree_methods[] = {
     {"preorder_functions", (PyCFunction)CallTree_preorder_functions, METH_NOARGS,
      "preorder_functions() -> [(function id, name, filename, line, native)] in the order a pre-order walk "
      "first meets them"},
+    {"graft", (PyCFunction)(void (*)(void))CallTree_graft, METH_VARARGS | METH_KEYWORDS,
+     "graft(tree, name, filename='') -> None: add the samples of another CallTree under a frame (name, filename) "
+     "below this tree's root"},
     {"tree", (PyCFunction)CallTree_tree, METH_NOARGS,
      "tree() -> nested dicts {name, filename, line, count, self, time_ns, self_time_ns, children}"},
     {NULL, NULL, 0, NULL},

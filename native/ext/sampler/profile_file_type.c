@@ -46,16 +46,27 @@ PyObject *sw_py_profile_file_bytes(sw_profile *p, PyObject *args, PyObject *kw)
     }
     sw_prof_info in;
     memset(&in, 0, sizeof in);
-    unsigned long long u[6] = {0};
+    unsigned long long u[7] = {0};
     long long start = 0, stop = 0;
     PyObject *mode = PyDict_GetItemString(info, "mode");
     const char *ms = mode && PyUnicode_Check(mode) ? PyUnicode_AsUTF8(mode) : "wall";
-    if (!ms || dict_ull(info, "interval_ns", &u[0]) < 0 || dict_ull(info, "cycle_ns", &u[1]) < 0 ||
+    PyObject *process = PyDict_GetItemString(info, "process");
+    const char *ps = process && PyUnicode_Check(process) ? PyUnicode_AsUTF8(process) : "";
+    if (!ms || !ps || dict_ull(info, "interval_ns", &u[0]) < 0 || dict_ull(info, "cycle_ns", &u[1]) < 0 ||
         dict_ull(info, "maxlen", &u[2]) < 0 || dict_ull(info, "failed", &u[3]) < 0 ||
-        dict_ull(info, "missed", &u[4]) < 0 || dict_ll(info, "start_ns", &start) < 0 ||
+        dict_ull(info, "missed", &u[4]) < 0 || dict_ull(info, "pid", &u[5]) < 0 ||
+        dict_ull(info, "parent_pid", &u[6]) < 0 || dict_ll(info, "start_ns", &start) < 0 ||
         dict_ll(info, "stop_ns", &stop) < 0)
         return NULL;
     snprintf(in.mode, sizeof in.mode, "%s", ms);
+    /* Cut at a character's start, as the reader does. */
+    size_t plen = strlen(ps) < sizeof in.process - 1 ? strlen(ps) : sizeof in.process - 1;
+    while (plen > 0 && ps[plen] && ((unsigned char)ps[plen] & 0xC0) == 0x80)
+        plen--;
+    memcpy(in.process, ps, plen);
+    in.process[plen] = 0;
+    in.pid = u[5];
+    in.parent_pid = u[6];
     in.interval_ns = u[0];
     in.cycle_ns = u[1];
     in.maxlen = u[2];
@@ -87,7 +98,22 @@ PyObject *sw_py_profile_file_bytes(sw_profile *p, PyObject *args, PyObject *kw)
                                               : PyBytes_FromString("");
         if (!names[i])
             goto done;
-        th[i] = (sw_prof_thread){v[0], v[1], PyBytes_AS_STRING(names[i]), v[2], v[3], v[4]};
+        th[i] = (sw_prof_thread){.thread_id = v[0], .native_tid = v[1], .name = PyBytes_AS_STRING(names[i]),
+                                 .samples = v[2], .off_cpu = v[3], .cpu_ns = v[4]};
+        /* "states": {"running", "gil_wait", "idle", "unknown"} (Profiler.threads()). */
+        PyObject *st = PyDict_GetItemString(d, "states");
+        static const struct { const char *name; unsigned state; } states[] = {
+            {"running", SW_STATE_RUNNING}, {"gil_wait", SW_STATE_GIL_WAIT}, {"idle", SW_STATE_IDLE},
+            {"unknown", SW_STATE_UNKNOWN}};
+        if (st && PyDict_Check(st)) {
+            th[i].has_states = 1;
+            for (size_t k = 0; k < sizeof states / sizeof states[0]; k++) {
+                unsigned long long x = 0;
+                if (dict_ull(st, states[k].name, &x) < 0)
+                    goto done;
+                th[i].states[states[k].state] = x;
+            }
+        }
     }
     sw_bytes out = {0};
     int rc;
@@ -139,7 +165,8 @@ static PyObject *ProfileFile_info(ProfileFileObject *self, PyObject *unused)
 {
     (void)unused;
     const sw_prof_info *in = sw_profile_file_info(self->pf);
-    return Py_BuildValue("{s:s,s:K,s:K,s:K,s:L,s:L,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:s,s:O}", "mode", in->mode,
+    return Py_BuildValue("{s:s,s:K,s:K,s:K,s:L,s:L,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:s,s:O,s:K,s:K,s:N}",
+                         "mode", in->mode,
                          "interval_ns", (unsigned long long)in->interval_ns, "cycle_ns",
                          (unsigned long long)in->cycle_ns, "maxlen", (unsigned long long)in->maxlen, "start_ns",
                          (long long)in->start_ns, "stop_ns", (long long)in->stop_ns, "samples",
@@ -149,7 +176,9 @@ static PyObject *ProfileFile_info(ProfileFileObject *self, PyObject *unused)
                          (unsigned long long)in->evicted, "evicted_samples", (unsigned long long)in->evicted_samples,
                          "history_dropped", (unsigned long long)in->history_dropped, "damage",
                          sw_profile_file_damage(self->pf), "complete",
-                         sw_profile_file_complete(self->pf) ? Py_True : Py_False);
+                         sw_profile_file_complete(self->pf) ? Py_True : Py_False, "pid",
+                         (unsigned long long)in->pid, "parent_pid", (unsigned long long)in->parent_pid, "process",
+                         PyUnicode_DecodeUTF8(in->process, (Py_ssize_t)strlen(in->process), "replace"));
 }
 
 static PyObject *ProfileFile_threads(ProfileFileObject *self, PyObject *unused)
@@ -163,6 +192,16 @@ static PyObject *ProfileFile_threads(ProfileFileObject *self, PyObject *unused)
                                     PyUnicode_DecodeUTF8(t->name, (Py_ssize_t)strlen(t->name), "replace"), "samples",
                                     (unsigned long long)t->samples, "off_cpu", (unsigned long long)t->off_cpu,
                                     "cpu_ns", (unsigned long long)t->cpu_ns);
+        if (d && t->has_states) {
+            PyObject *st = Py_BuildValue("{s:K,s:K,s:K,s:K}", "running",
+                                         (unsigned long long)t->states[SW_STATE_RUNNING], "gil_wait",
+                                         (unsigned long long)t->states[SW_STATE_GIL_WAIT], "idle",
+                                         (unsigned long long)t->states[SW_STATE_IDLE], "unknown",
+                                         (unsigned long long)t->states[SW_STATE_UNKNOWN]);
+            if (!st || PyDict_SetItemString(d, "states", st) < 0)
+                Py_CLEAR(d);
+            Py_XDECREF(st);
+        }
         if (!d || PyList_Append(l, d) < 0)
             Py_CLEAR(l);
         Py_XDECREF(d);

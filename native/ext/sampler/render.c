@@ -33,6 +33,7 @@ typedef struct render {
     sw_calltree **trees;     /* n trees on ft: copies, or with held the trees themselves */
     PyObject **held;         /* the CallTrees rendered in place (held), or NULL: copies */
     char **names;            /* names[i]: the name of trees[i], or NULL */
+    uint64_t *pids;          /* pids[i]: the process of trees[i] (trees of several processes), or 0 */
     size_t n;
     const char *title;
     int exact;               /* the trees of an exact trace: own nanoseconds are the values */
@@ -119,14 +120,15 @@ static int speedscope_fn(FILE *f, const render *r)
     return rc;
 }
 
-/* A "thread" label per named tree; not compressed. */
+/* A "thread" label per named tree, a "pid" label per tree of a process;
+ * not compressed. */
 static int pprof_fn(FILE *f, const render *r)
 {
     sw_pprof_tree *pt = calloc(r->n ? r->n : 1, sizeof *pt);
     if (!pt)
         return SW_ENOMEM;
     for (size_t i = 0; i < r->n; i++)
-        pt[i] = (sw_pprof_tree){r->names[i], r->trees[i]};
+        pt[i] = (sw_pprof_tree){r->names[i], r->trees[i], r->pids[i]};
     int rc = sw_pprof_write_file(f, pt, r->n, &r->opts);
     free(pt);
     return rc;
@@ -201,10 +203,11 @@ static PyObject *render_to_sink(size_t kind, const render *r, PyObject *write)
  * or None with write: the output is then given to write(bytes) a piece at
  * a time (at most 1 MiB each), never held whole (exact: the
  * trees of a trace; mode: what the weights are, "wall" or "cpu" time;
- * pprof names it). trees: [(name or None, CallTree)].
+ * pprof names it). trees: [(name or None, CallTree)] or [(name or None,
+ * CallTree, pid)] (trees of several processes).
  * "collapsed": all trees merged (in the given order); "speedscope": one
  * profile per tree; "pprof": the uncompressed Profile message, a "thread"
- * label per tree with a name. */
+ * label per tree with a name, a numeric "pid" label per tree with a pid. */
 static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
 {
     (void)mod;
@@ -238,7 +241,7 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
     const sw_functab *shared = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(list, i);
-        const sw_functab *t = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2
+        const sw_functab *t = PyTuple_Check(item) && PyTuple_GET_SIZE(item) >= 2
                                   ? sw_py_calltree_shared_table(PyTuple_GET_ITEM(item, 1))
                                   : NULL;
         shared = i == 0 || t == shared ? t : NULL;
@@ -250,23 +253,29 @@ static PyObject *render_trees(PyObject *mod, PyObject *args, PyObject *kw)
     render r = {shared ? (sw_functab *)shared : sw_functab_new(),
                 PyMem_Calloc(n ? (size_t)n : 1, sizeof(sw_calltree *)),
                 shared ? PyMem_Calloc((size_t)n, sizeof(PyObject *)) : NULL,
-                PyMem_Calloc(n ? (size_t)n : 1, sizeof(char *)), 0, title, exact,
+                PyMem_Calloc(n ? (size_t)n : 1, sizeof(char *)), PyMem_Calloc(n ? (size_t)n : 1, sizeof(uint64_t)), 0,
+                title, exact,
                 {interval, time_ns, duration, title, exact ? "calls" : NULL, mode}};
     PyObject *res = NULL;
-    if (!r.ft || !r.trees || !r.names || (shared && !r.held)) {
+    if (!r.ft || !r.trees || !r.names || !r.pids || (shared && !r.held)) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PyList_GET_ITEM(list, i), *name;
         sw_calltree *tree = NULL;
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+        unsigned long long pid = 0;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 2 || PyTuple_GET_SIZE(item) > 3 ||
             ((name = PyTuple_GET_ITEM(item, 0)) != Py_None && !PyUnicode_Check(name)) ||
-            !(tree = sw_py_calltree_get(PyTuple_GET_ITEM(item, 1)))) {
+            !(tree = sw_py_calltree_get(PyTuple_GET_ITEM(item, 1))) ||
+            (PyTuple_GET_SIZE(item) == 3 &&
+             ((pid = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(item, 2))) == (unsigned long long)-1 &&
+              PyErr_Occurred()))) {
             PyErr_Clear();
-            PyErr_SetString(PyExc_TypeError, "trees must be a list of (name or None, CallTree)");
+            PyErr_SetString(PyExc_TypeError, "trees must be a list of (name or None, CallTree[, pid])");
             goto done;
         }
+        r.pids[i] = pid;
         /* A name with lone surrogates (a thread named from undecodable
          * bytes) is written with them escaped, as the HTML page does. */
         PyObject *utf8 = name == Py_None ? NULL : PyUnicode_AsEncodedString(name, "utf-8", "backslashreplace");
@@ -313,6 +322,7 @@ done:
     PyMem_Free(r.trees);
     PyMem_Free(r.held);
     PyMem_Free(r.names);
+    PyMem_Free(r.pids);
     if (!shared)
         sw_functab_free(r.ft);
     return res;
@@ -365,9 +375,9 @@ static PyMethodDef functions[] = {
      "render_flat(tree, frames, write): the flame graph page's flat nodes of a CallTree, given to write(str) a "
      "piece at a time; frames[function id] is the page's frame"},
     {"render_trees", (PyCFunction)(void (*)(void))render_trees, METH_VARARGS | METH_KEYWORDS,
-     "render_trees(format, [(name, CallTree)], title=..., interval_ns=0, time_ns=0, duration_ns=0, exact=False, "
-     "mode='wall', write=None) -> bytes, or None with write (called with the output a piece at a time); "
-     "exact: trees of a trace, whose values are calls and own nanoseconds; mode: "
+     "render_trees(format, [(name, CallTree[, pid])], title=..., interval_ns=0, time_ns=0, duration_ns=0, "
+     "exact=False, mode='wall', write=None) -> bytes, or None with write (called with the output a piece at a "
+     "time); exact: trees of a trace, whose values are calls and own nanoseconds; mode: "
      "what a sample's time measures, 'wall' or 'cpu'"},
     {NULL, NULL, 0, NULL},
 };

@@ -11,7 +11,13 @@ to stderr above the "wrote" line.
 
 The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
 __main__, exit status). The profile is written at exit, after the
-program's non-daemon threads have finished. Every error a user can cause
+program's non-daemon threads have finished. The Python processes the
+program starts profile themselves (unless --no-follow) into profile
+files beside the output, OUT.<pid>.swprof, which are merged into the
+output at the end, each process's stacks under a frame naming it
+(tracer/follow_profile.py, profiler/processes.py); with --format
+stackwatch they are kept beside it instead. The summary's table leaves
+out the threads that only waited, and says so. Every error a user can cause
 is one line on stderr ("stackwatch: error: ..."). The formats, their
 default output names and the format an output name implies come from the
 registry (stackwatch.render.formats).
@@ -23,8 +29,9 @@ import sys
 import threading
 
 from .. import profiler
-from ..profiler import history
+from ..profiler import history, processes
 from ..render import formats
+from ..tracer import follow_profile
 from ..tracer import session as tracing
 from .program import Finisher, Program, UsageError, check_writable, resolve
 from .stats import samples_table
@@ -72,6 +79,9 @@ def add_parser(subparsers):
                    "(sys.argv[0] is '-c', as with python -c)")
     p.add_argument("--max-depth", type=int, default=profiler.DEFAULT_MAX_DEPTH,
                    help=f"frames kept per stack (default {profiler.DEFAULT_MAX_DEPTH})")
+    p.add_argument("--no-follow", action="store_true",
+                   help="profile this process only (default: every Python process it starts profiles "
+                   "itself too, merged into the output)")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     p.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
     return p
@@ -95,31 +105,86 @@ def _options(args):
     return fmt, output, ns
 
 
-def _finish(prof, fmt, output, quiet):
+def _stem(output, fmt):
+    """The output's name without its format's ending: the followed
+    processes' profile files are STEM.<pid>.swprof."""
+    low = output.lower()
+    for suffix in sorted(formats.FORMATS[fmt].suffixes, key=len, reverse=True):
+        if low.endswith(suffix):
+            return output[:-len(suffix)]
+    return os.path.splitext(output)[0]
+
+
+def _finish(prof, fmt, output, quiet, follows):
     """At the end (once: see Finisher; also on Ctrl-C, os._exit or
-    os.exec*): stops the profiler and writes the profile."""
+    os.exec*): stops the profiler and writes the profile, merged with the
+    followed processes' (follows: (stem, this process's name) or None)."""
+    if follows:
+        follow_profile.end()
     if prof.running:
         prof.stop()
+    read = unread = ()
+    if follows:
+        read, unread = follow_profile.collect(follows[0])
+    procs = [processes.Process(os.getpid(), follows[1] if follows else "", prof._trees(), prof.threads())]
     try:
-        prof.write(output, fmt)
+        if fmt == "stackwatch":     # the files of the others stay beside it
+            prof.save(output, process=follows and {"pid": os.getpid(), "process": follows[1]})
+        elif read:
+            procs += [p for _, p in read]
+            formats.FORMATS[fmt].write(output, processes.merged(procs))
+            for path, _ in read:
+                os.unlink(path)
+        else:
+            prof.write(output, fmt)
     except (OSError, ValueError, RuntimeError) as e:
         print(f"stackwatch: error: writing the profile to {output} failed: {e}", file=sys.stderr)
         return
+    if not quiet:
+        _summary(prof, procs, output, [p for p, _ in read] if fmt == "stackwatch" else None, unread)
+
+
+def _summary(prof, procs, output, kept, unread):
+    """The top functions of the threads that did more than wait (of every
+    process merged), what was left out, and the "wrote" line."""
     st = prof.stats()
-    if not st["stored"] and not quiet:
+    if not st["stored"]:
         print(f"stackwatch: warning: the profile is empty: no sample was taken (the program ran for less "
               f"than the interval of {prof.interval_ns / 1e6:g} ms, or --mode cpu found it never on a CPU)",
               file=sys.stderr)
-    if not quiet:
-        failed = f", {st['failed']} failed reads of a stack" if st["failed"] else ""
-        off = f", {st['off_cpu']} samples of idle threads left out" if st["mode"] == "cpu" else ""
-        n = len(prof.threads())
-        root = prof.tree()
-        if root["count"]:
-            samples_table(sys.stderr, f"stackwatch: top functions ({st['mode']} time, all threads)",
-                          root, "own", SUMMARY_ROWS)
-        print(f"stackwatch: wrote {output} ({st['mode']} mode, {st['stored']} samples of {n} "
-              f"thread{'' if n == 1 else 's'}{off}{failed})", file=sys.stderr)
+    threads = prof.threads()
+    shown, waited = [], []
+    for i, p in enumerate(procs):
+        # A followed process's main thread: the one named so (its file
+        # does not say which it is).
+        main = None if i == 0 else next((t["thread_id"] for t in p.threads or () if t["name"] == "MainThread"), 0)
+        out = profiler.waiting_threads(p.threads or [], main)
+        skip = {t["thread_id"] for t in out}
+        shown += [t for _, tid, t in p.trees.threads if tid not in skip]
+        named = processes.frame_name(p.pid, p.name) + ": " if len(procs) > 1 else ""
+        waited += [dict(t, name=named + (t["name"] or f"Thread {t['thread_id']}")) for t in out]
+    root = profiler.merge(*(profiler.CallTree(t) for t in shown)).tree()
+    where = "all threads" if len(procs) == 1 else f"{len(procs)} processes"
+    if root["count"]:
+        samples_table(sys.stderr, f"stackwatch: top functions ({st['mode']} time, {where})", root, "own",
+                      SUMMARY_ROWS)
+    note = profiler.waiting_note(waited)
+    if note and root["count"]:
+        print(f"stackwatch: {note}", file=sys.stderr)
+    for pid, path, why in unread:
+        print(f"stackwatch: process {pid} is not in the profile: {why}", file=sys.stderr)
+    failed = f", {st['failed']} failed reads of a stack" if st["failed"] else ""
+    off = f", {st['off_cpu']} samples of idle threads left out" if st["mode"] == "cpu" else ""
+    n = len(threads)
+    more = ""
+    if kept:
+        more = f"; {len(kept)} more process{'' if len(kept) == 1 else 'es'}: " + ", ".join(
+            os.path.basename(p) for p in kept)
+    elif len(procs) > 1:
+        samples = sum(t.total for p in procs[1:] for _, _, t in p.trees.threads)
+        more = f"; {len(procs) - 1} more process{'' if len(procs) == 2 else 'es'} merged ({samples} samples)"
+    print(f"stackwatch: wrote {output} ({st['mode']} mode, {st['stored']} samples of {n} "
+          f"thread{'' if n == 1 else 's'}{off}{failed}){more}", file=sys.stderr)
 
 
 def run(args):
@@ -138,7 +203,8 @@ def run(args):
                                  cycle=args.cycle, lines=args.lines, native=args.native, **kw)
     except ValueError as e:
         raise UsageError(str(e))
-    finisher = Finisher(functools.partial(_finish, prof, fmt, output, args.quiet))
+    follows = None if args.no_follow else (_stem(output, fmt), follow_profile.process_name(sys.argv))
+    finisher = Finisher(functools.partial(_finish, prof, fmt, output, args.quiet, follows))
     # The program's stacks start at its own code, not in this wrapper: the
     # frames from the root through Program.run (and runpy's, for -m) are
     # left out of every stack.
@@ -163,6 +229,8 @@ def run(args):
         prof.start()
     except RuntimeError as e:
         raise UsageError(str(e))
+    if follows:
+        follow_profile.begin(follows[0], prof)
     # atexit runs after the interpreter has joined non-daemon threads, so
     # their samples are in the profile too.
     finisher.arm()

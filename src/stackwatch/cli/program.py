@@ -214,18 +214,17 @@ class Finisher:
         signals.add(self)
 
     def __call__(self):
-        if self.done or os.getpid() != self.pid:
-            return
-        self.done = True
-        try:
-            # stackwatch's work, not the program's: none of it is recorded
-            _native.unrecorded(self._finish_deferred)
-        finally:
-            signals.remove(self)
-
-    def _finish_deferred(self):
-        with signals.deferred():   # a fatal signal meanwhile waits for the output
-            self.finish()
+        # A fatal signal meanwhile waits for the output; one that comes
+        # before the block calls this itself (and finishes).
+        with signals.deferred():
+            if self.done or os.getpid() != self.pid:
+                return
+            self.done = True
+            try:
+                # stackwatch's work, not the program's: none of it is recorded
+                _native.unrecorded(self.finish)
+            finally:
+                signals.remove(self)
 
 
 def print_user_exception():

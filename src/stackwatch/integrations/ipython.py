@@ -239,8 +239,12 @@ class _Profile:
             self.p.write(self.output, self.fmt)
 
     def summary(self):
-        from ..profiler import CallTree, merge
-        tree = merge(*(CallTree(t) for _, _, t in self.p._trees().threads)).tree()
+        from ..profiler import CallTree, merge, waiting_note, waiting_threads
+        # Threads that only waited (IPython's history thread, idle pool
+        # threads) would crowd the code's functions out of the table.
+        waited = waiting_threads(self.p.threads())
+        skip = {t["thread_id"] for t in waited}
+        tree = merge(*(CallTree(t) for _, tid, t in self.p._trees().threads if tid not in skip)).tree()
         rows = {}
         todo = [(tree, frozenset())]
         while todo:
@@ -257,7 +261,9 @@ class _Profile:
                 + (f", written to {self.output}" if self.output else ""))
         if not tree["count"]:
             return head + " (the code ran shorter than the sampling interval)"
-        return head + "\n" + _table("top functions by own time (count: samples ending there):", top)
+        note = waiting_note(waited)
+        return (head + "\n" + _table("top functions by own time (count: samples ending there):", top)
+                + (f"\n{note}" if note else ""))
 
     def page(self):
         from ..render import formats

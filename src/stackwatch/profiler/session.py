@@ -125,6 +125,42 @@ def check_mode(mode):
     return mode
 
 
+WAITING_SHARE = 0.01    # a thread running in at most this share of its samples only waited
+
+
+def only_waited(thread):
+    """True for a thread (an entry of Profiler.threads()) that was idle in
+    a blocking call in nearly every sample taken of it: running (or
+    waiting for the GIL, or in a state unknown) in at most 1% of them, as
+    a pool thread waiting for work or IPython's history thread (which may
+    be caught running once, starting or waking up)."""
+    st = thread.get("states") or {}
+    total = sum(st.values())
+    return total > 0 and total - st.get("idle", 0) <= WAITING_SHARE * total
+
+
+def waiting_threads(threads, main_ident=None):
+    """The threads (Profiler.threads() entries) that only waited, which
+    summaries leave out: never the main thread (main_ident: its ident;
+    default this process's), and none if no other thread did more."""
+    if main_ident is None:
+        main_ident = threading.main_thread().ident
+    waited = [t for t in threads if t["thread_id"] != main_ident and only_waited(t)]
+    return waited if len(waited) < len(threads) else []
+
+
+def waiting_note(waited, limit=4):
+    """The line a summary prints about the threads it left out, "" for
+    none: "3 threads that only waited left out: name, name, ..."."""
+    if not waited:
+        return ""
+    names = [formats.thread_label(t) for t in waited]
+    more = f", and {len(names) - limit} more" if len(names) > limit else ""
+    one = len(names) == 1
+    return (f"{len(names)} thread{'' if one else 's'} that only waited (idle in 99% of {'its' if one else 'their'} "
+            f"samples or more) left out: {', '.join(names[:limit])}{more}")
+
+
 class Profiler:
     """Samples every thread's Python stack every `interval` (default 1ms,
     or `rate` Hz). Stacks deeper than `max_depth` keep their leaf-most
@@ -168,6 +204,7 @@ class Profiler:
         self.maxlen = history_mod.check_maxlen(maxlen) or None
         self.omit = history_mod.check_omit(omit)
         self.lines, self.native = bool(lines), bool(native)
+        self.max_depth = max_depth
         self._s = _native.Sampler(self.interval_ns, max_depth, max_threads, mode, lines=self.lines,
                                   native=self.native)
         self._s.set_history(self.cycle_ns, self.maxlen or 0, self.omit)
@@ -240,6 +277,10 @@ class Profiler:
             raise RuntimeError("_set_wrapper() must be called before start()")
         self._anchor, self._follow, self._ignore = anchor, tuple(follow), tuple(ignore)
 
+    def _wrapper(self):
+        """The (anchor, follow, ignore) given to _set_wrapper(), or None."""
+        return None if self._anchor is None else (self._anchor, self._follow, self._ignore)
+
     # ---- results ----
 
     def _check_ran(self):
@@ -293,13 +334,17 @@ class Profiler:
         (by ident)."""
         return history_mod.History(self._s, thread_id, _profiler=self)
 
-    def save(self, path):
+    def save(self, path, process=None):
         """Writes the profile file (".swprof", see docs/format.md): the
-        history with the threads, their names and the totals."""
+        history with the threads, their names and the totals; `process`
+        ({"pid", "parent_pid", "process": its name}) says which process of
+        a run of several it is."""
         self._check_ran()
         if self._state == "running":
             self._remember_names()
-        profile_file.save(path, self._s, self._file_info(self._s.history()), self.threads())
+        info = self._file_info(self._s.history())
+        info.update(process or {})
+        profile_file.save(path, self._s, info, self.threads())
 
     def _file_info(self, hist):
         """History.info() of this profiler (hist: its Sampler.history())."""

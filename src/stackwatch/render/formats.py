@@ -50,8 +50,8 @@ class Format(namedtuple("Format", "name suffixes binary fits takes write")):
     __slots__ = ()
 
 
-class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns stats exact mode",
-                       defaults=(None, 0, 0, 0, None, False, "wall"))):
+class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns stats exact mode pids",
+                       defaults=(None, 0, 0, 0, None, False, "wall", None))):
     """What the tree formats are written from. threads: [(label or None,
     thread_id, tree)], each tree a stackwatch._native.CallTree: collapsed
     merges them in this order, speedscope and the HTML page show each as
@@ -63,7 +63,9 @@ class Trees(namedtuple("Trees", "threads title interval_ns time_ns duration_ns s
     count is its calls, its weight its own nanoseconds: collapsed writes
     nanoseconds, pprof's first sample type is "calls", the page says
     calls). mode: what the trees' times are, "wall" or "cpu" time (pprof
-    names it)."""
+    names it). pids: None, or the pid of each thread's process (the trees
+    of several processes, profiler/processes.py): pprof labels its samples
+    pid=N too."""
     __slots__ = ()
 
 
@@ -81,7 +83,8 @@ def _title(path, trees):
 def _render(name, path, trees, write):
     """`trees` in format `name`, rendered in C (native/ext/sampler/render.c)
     and given to write(bytes) a piece at a time as it is written."""
-    _native.render_trees(name, [(label, tree) for label, _, tree in trees.threads],
+    pids = trees.pids or [0] * len(trees.threads)
+    _native.render_trees(name, [(label, tree, pid) for (label, _, tree), pid in zip(trees.threads, pids)],
                          title=_title(path, trees), interval_ns=trees.interval_ns,
                          time_ns=trees.time_ns, duration_ns=trees.duration_ns, exact=trees.exact,
                          mode=trees.mode, write=write)

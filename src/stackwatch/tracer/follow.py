@@ -1,6 +1,7 @@
-"""Following the processes a traced program starts: every Python process
-of the run writes a trace of its own beside the first one, named so that
-they sort together (`out.swt`, then `out.<pid>.swt` for each child).
+"""Following the processes a traced or profiled program starts: every
+Python process of the run writes a trace (or a profile file: the "kind"
+of the run, follow_profile.py) of its own beside the first one, named so
+that they sort together (`out.swt`, then `out.<pid>.swt` for each child).
 
 Two ways in:
 
@@ -12,8 +13,8 @@ Two ways in:
   that runs python, the process replacing itself by os.exec*) is found
   through its environment. While a session follows, the process's C
   environment (what children inherit) holds STACKWATCH_FOLLOW (the
-  session's options, the first trace's name and the parent's pid, as
-  JSON) and PYTHONPATH with BOOT_DIR first. Python imports
+  kind of the run, the session's options, the first file's name and the
+  parent's pid, as JSON) and PYTHONPATH with BOOT_DIR first. Python imports
   BOOT_DIR/sitecustomize.py at start; it takes BOOT_DIR off sys.path
   again, calls bootstrap() (which starts the child's session before its
   program runs) and chains to the sitecustomize the child would have
@@ -42,12 +43,13 @@ from .. import _native
 
 FOLLOW_ENV = "STACKWATCH_FOLLOW"
 SPAWN_ENV = "STACKWATCH_SPAWN"
-VERSION = 1
+VERSION = 2      # 2: the config names the kind of the run ("trace" or "profile")
+PROFILE_MAGIC = b"\x89SWP\r\n\x1a\n"
 BOOT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "boot")
 
 _lock = threading.Lock()   # one spawn at a time changes the C environment
 _wrapped = {}              # (owner, name) -> the function replaced
-_follow = None             # the running session's follow config, while it follows processes
+_follow = None             # {"kind", "stem", "ext", "options"} while this process follows processes
 _fork_spawn = None         # the parent's side of the current fork: "pid:tid:mono_ns"
 
 
@@ -94,14 +96,14 @@ def child_traces(path):
     return [(k[0], os.path.join(d, e)) for k, e in sorted(found)]
 
 
-def _remove_stale(path):
-    """A new run replaces the child traces an earlier run of the same name
-    left (only files that are stackwatch traces)."""
+def remove_stale(path):
+    """A new run replaces the child traces (or profile files) an earlier
+    run of the same name left (only files that are stackwatch's)."""
     for _, p in child_traces(path):
         try:
             with open(p, "rb") as f:
                 head = f.read(8)
-            if head in (b"", b"\x89SWT\r\n\x1a\n"):
+            if head in (b"", b"\x89SWT\r\n\x1a\n", PROFILE_MAGIC):
                 os.unlink(p)
         except OSError:
             pass
@@ -133,13 +135,20 @@ def started(session, followed):
         stem, ext = os.path.splitext(os.path.abspath(session["path"]))
         ext = ext or ".swt"
         if session["follow"] or session["follow_fork"]:
-            _remove_stale(stem + ext)
+            remove_stale(stem + ext)
     session["_root"] = (stem, ext)
     if session["follow"]:
-        _follow = {"stem": stem, "ext": ext,
-                   "options": {k: v for k, v in session.items() if k in _OPTIONS}}
-        _install()
-        _rest_env()
+        begin("trace", stem, ext, {k: v for k, v in session.items() if k in OPTIONS})
+
+
+def begin(kind, stem, ext, options):
+    """From now on, every Python process this one starts runs a session
+    of `kind` ("trace": session.start; "profile": follow_profile.start)
+    with these options (JSON-able), writing into stem.<pid>ext."""
+    global _follow
+    _follow = {"kind": kind, "stem": stem, "ext": ext, "options": options}
+    _install()
+    _rest_env()
 
 
 def stopped():
@@ -155,7 +164,7 @@ def stopped():
 
 # Options a child's session takes from its parent's (session.start's
 # parameters; "meta" is the user's).
-_OPTIONS = ("buffer_size", "ring", "max_depth", "include", "exclude", "follow_fork", "follow", "meta",
+OPTIONS = ("buffer_size", "ring", "max_depth", "include", "exclude", "follow_fork", "follow", "meta",
             "allow_tsc", "c_calls", "flush_interval", "events", "lines", "sample", "sample_native",
             "sample_lines")
 
@@ -176,17 +185,15 @@ def forget_in_child():
     stopped()
 
 
-def forked_child(session, start):
+def forked_child(stem, ext, opts, start):
     """In a forked child of a session that follows forks: start(path,
-    **options) the child's own session. Returns nothing; the child runs on
-    untraced if that fails."""
-    stem, ext = session["_root"]
-    opts = {k: v for k, v in session.items() if k in _OPTIONS}
+    **opts) the child's own session, its file named after stem + ext.
+    Returns nothing; the child runs on untraced if that fails."""
     try:
         followed = dict(stem=stem, ext=ext, how="fork", **_parse_spawn(_fork_spawn))
         start(child_path(stem, ext, os.getpid()), _followed=followed, **opts)
     except Exception as e:
-        print(f"stackwatch: not tracing forked child {os.getpid()}: {e}", file=sys.stderr)
+        print(f"stackwatch: not following forked child {os.getpid()}: {e}", file=sys.stderr)
         return
 
 
@@ -370,7 +377,8 @@ def bootstrap(start, raw, spawn):
     """Run by BOOT_DIR/sitecustomize.py at the start of a Python process
     whose environment says to follow it (raw: its STACKWATCH_FOLLOW, spawn:
     its STACKWATCH_SPAWN; the sitecustomize already took them out of
-    os.environ): start(path, **options) (the session's) starts its session
+    os.environ): start(path, **options) (the session's of the run's kind,
+    which the sitecustomize chose by kind_of(raw)) starts its session
     before its program runs. Never raises; prints one line if tracing
     cannot start."""
     try:
@@ -380,7 +388,7 @@ def bootstrap(start, raw, spawn):
         stem, ext, parent = cfg["stem"], cfg["ext"], int(cfg["parent"])
     except (TypeError, ValueError, KeyError, AttributeError):
         return
-    if _native.is_tracing():
+    if cfg.get("kind") == "trace" and _native.is_tracing():
         return
     s = _parse_spawn(spawn)
     followed = dict(stem=stem, ext=ext, how="spawn" if s else "env", parent=parent, describe=_describe())
@@ -390,13 +398,13 @@ def bootstrap(start, raw, spawn):
     try:
         start(child_path(stem, ext, os.getpid()), _followed=followed, **cfg["options"])
     except Exception as e:
-        print(f"stackwatch: not tracing process {os.getpid()} (started by {parent}): {e}", file=sys.stderr)
+        print(f"stackwatch: not following process {os.getpid()} (started by {parent}): {e}", file=sys.stderr)
         return
 
 
 # What a program started by python -c is, by the code it was given (the
 # process names of multiprocessing's helpers).
-_KNOWN_C = (("multiprocessing.spawn", "multiprocessing spawn"),
+KNOWN_C = (("multiprocessing.spawn", "multiprocessing spawn"),
             ("multiprocessing.forkserver", "multiprocessing forkserver"),
             ("multiprocessing.resource_tracker", "multiprocessing resource_tracker"),
             ("multiprocessing.semaphore_tracker", "multiprocessing semaphore_tracker"))
@@ -421,7 +429,7 @@ def _describe():
                 break
             elif w == "-c":
                 code = next(words, "")
-                command = next((name for mod, name in _KNOWN_C if mod in code), command)
+                command = next((name for mod, name in KNOWN_C if mod in code), command)
                 break
             elif not w.startswith("-"):
                 break

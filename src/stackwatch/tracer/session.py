@@ -370,7 +370,9 @@ def _after_fork_in_child():
     _follow.forget_in_child()
     _restore_exits()
     if session["follow_fork"] or session["follow"]:
-        _follow.forked_child(session, start)   # the child runs on, traced or not
+        stem, ext = session["_root"]
+        opts = {k: v for k, v in session.items() if k in _follow.OPTIONS}
+        _follow.forked_child(stem, ext, opts, start)   # the child runs on, traced or not
 
 
 if hasattr(os, "register_at_fork"):

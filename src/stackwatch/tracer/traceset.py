@@ -70,12 +70,13 @@ class TraceSet:
         process (a formats.Trees, as Trace.trees gives one trace's)."""
         if filter is not None:
             raise ValueError("filters apply to one trace, not to several merged")
-        threads, stats = [], {"events": 0, "dropped": 0}
+        threads, stats, pids = [], {"events": 0, "dropped": 0}, []
         for t in self.traces:
             one = t.trees()
             pid = t.meta.get("pid", "?")
             threads += [(f"pid {pid}: {label}", tid, tree) for label, tid, tree in one.threads]
+            pids += [int(pid) if str(pid).isdigit() else 0] * len(one.threads)
             for k in stats:
                 stats[k] += one.stats.get(k, 0)
         start = min((int(t.meta.get("real0_ns", 0)) for t in self.traces), default=0)
-        return formats.Trees(threads, None, 0, start, 0, stats, exact=True)
+        return formats.Trees(threads, None, 0, start, 0, stats, exact=True, pids=pids)

@@ -155,6 +155,40 @@ TEST(merge_across_function_tables)
     sw_functab_free(fb);
 }
 
+TEST(merge_under_a_node)
+{
+    /* b's stacks become callees of a's node "proc": the node and the root
+     * count b's samples, a's own stacks stay as they were. */
+    sw_functab *fa = sw_functab_new(), *fb = sw_functab_new();
+    sw_calltree *a = sw_calltree_new(fa), *b = sw_calltree_new(fb);
+    uint32_t am = fn(fa, "main", 1), proc = fn(fa, "pid 7 worker", 0);
+    uint32_t bm = fn(fb, "main", 1), bw = fn(fb, "work", 2);
+    uint32_t s1[] = {am}, s2[] = {bm, bw};
+    sw_calltree_add(a, s1, 1, 2, 20);
+    sw_calltree_add(b, s2, 2, 3, 30);
+    sw_calltree_add(b, NULL, 0, 1, 10);   /* a sample with no frames: the process's own */
+    uint32_t node;
+    REQUIRE(sw_calltree_child(a, SW_CALLTREE_ROOT, proc, &node) == SW_OK);
+    CHECK_EQ_I64(sw_calltree_merge_under(a, b, node), SW_OK);
+    CHECK_EQ_I64(sw_calltree_merge_under(a, b, 99), SW_EARG);
+    CHECK_EQ_U64(sw_calltree_total(a), 6);
+    CHECK_EQ_U64(sw_calltree_get_node(a, SW_CALLTREE_ROOT)->weight, 60);
+    const sw_calltree_node *np = sw_calltree_get_node(a, node);
+    CHECK_EQ_U64(np->count, 4);
+    CHECK_EQ_U64(np->self, 1);
+    CHECK_EQ_U64(np->weight, 40);
+    uint32_t s3[] = {proc, fn(fa, "main", 1), fn(fa, "work", 2)};
+    const sw_calltree_node *nw = at(a, s3, 3);
+    REQUIRE(nw != NULL);
+    CHECK_EQ_U64(nw->count, 3);
+    CHECK_EQ_U64(nw->depth, 3);
+    CHECK_EQ_U64(at(a, s1, 1)->count, 2);
+    sw_calltree_free(a);
+    sw_calltree_free(b);
+    sw_functab_free(fa);
+    sw_functab_free(fb);
+}
+
 TEST(collapsed_lines_and_totals)
 {
     sw_functab *ft = sw_functab_new();

@@ -255,18 +255,49 @@ TEST(omitted_files_leave_the_stack_and_children_attach_to_the_parent)
     sw_profile_free(p);
 }
 
-/* A profile file of cycled_profile(0). */
-static int build_file(sw_bytes *out, sw_profile **keep)
+/* A profile file of cycled_profile(0); with_states: the worker thread's
+ * states too (1.1: a THREAD_STATES chunk after THREADS). */
+static int build_file_states(sw_bytes *out, sw_profile **keep, int with_states)
 {
     sw_profile *p = cycled_profile(0);
     if (!p)
         return SW_ENOMEM;
     sw_prof_info info = {.mode = "wall", .interval_ns = 50, .cycle_ns = 100, .start_ns = 1000, .stop_ns = 1450,
-                         .samples = sw_profile_samples(p), .cut = 4};
-    sw_prof_thread th[] = {{1, 11, "MainThread", 4, 0, 0}, {2, 12, "worker \xc3\xa9", 2, 0, 0}};
+                         .samples = sw_profile_samples(p), .cut = 4, .pid = 77, .parent_pid = 7,
+                         .process = "SpawnPoolWorker-1"};
+    sw_prof_thread th[] = {{1, 11, "MainThread", 4, 0, 0, {0}, 0},
+                           {2, 12, "worker \xc3\xa9", 2, 0, 0, {[SW_STATE_RUNNING] = 1, [SW_STATE_IDLE] = 300},
+                            with_states}};
     int rc = sw_profile_file_build(out, &info, th, 2, sw_profile_history(p));
     *keep = p;
     return rc;
+}
+
+static int build_file(sw_bytes *out, sw_profile **keep)
+{
+    return build_file_states(out, keep, 0);
+}
+
+TEST(thread_states_round_trip)
+{
+    /* Only the threads that have states are listed; the others read without. */
+    sw_bytes b = {0};
+    sw_profile *p = NULL;
+    REQUIRE(build_file_states(&b, &p, 1) == SW_OK);
+    char err[256] = "";
+    sw_profile_file *pf = NULL;
+    REQUIRE(sw_profile_file_open_mem(b.data, b.len, &pf, err, sizeof err) == SW_OK);
+    CHECK_EQ_STR(sw_profile_file_damage(pf), "");
+    CHECK_EQ_U64(sw_profile_file_unknown_chunks(pf), 0);
+    REQUIRE_EQ_U64(sw_profile_file_thread_count(pf), 2);
+    CHECK(!sw_profile_file_thread(pf, 0)->has_states);
+    CHECK(sw_profile_file_thread(pf, 1)->has_states);
+    CHECK_EQ_U64(sw_profile_file_thread(pf, 1)->states[SW_STATE_RUNNING], 1);
+    CHECK_EQ_U64(sw_profile_file_thread(pf, 1)->states[SW_STATE_IDLE], 300);
+    CHECK_EQ_U64(sw_profile_file_thread(pf, 1)->states[SW_STATE_GIL_WAIT], 0);
+    sw_profile_file_free(pf);
+    sw_profile_free(p);
+    sw_bytes_free(&b);
 }
 
 TEST(profile_file_round_trip)
@@ -290,6 +321,9 @@ TEST(profile_file_round_trip)
     REQUIRE_EQ_U64(sw_profile_file_thread_count(pf), 2);
     CHECK_EQ_STR(sw_profile_file_thread(pf, 1)->name, "worker \xc3\xa9");
     CHECK_EQ_U64(sw_profile_file_thread(pf, 1)->native_tid, 12);
+    CHECK_EQ_U64(in->pid, 77);
+    CHECK_EQ_U64(in->parent_pid, 7);
+    CHECK_EQ_STR(in->process, "SpawnPoolWorker-1");
     sw_history *h = sw_profile_file_history(pf), *orig = sw_profile_history(p);
     REQUIRE_EQ_U64(sw_history_len(h), sw_history_len(orig));
     for (size_t i = 0; i < sw_history_len(h); i++) {

@@ -356,7 +356,7 @@ TEST(profile_of_two_threads)
     CHECK_EQ_I64(sw_calltree_add(a, s2, 2, 2, 2500), SW_OK);
     CHECK_EQ_I64(sw_calltree_add(a, s1, 3, 1, 900), SW_OK);
     CHECK_EQ_I64(sw_calltree_add(b, s3, 2, 3, 3100), SW_OK);
-    sw_pprof_tree trees[] = {{"MainThread (1)", a}, {"worker (2)", b}};
+    sw_pprof_tree trees[] = {{"MainThread (1)", a, 0}, {"worker (2)", b, 0}};
     sw_pprof_opts opts = {1000000, 1700000000123456789ll, 2500000000ll, "a title", NULL, NULL};
     pp_profile pp;
     REQUIRE(write_and_decode(&pp, trees, 2, &opts));
@@ -440,7 +440,7 @@ TEST(random_stacks_round_trip_exactly)
     for (int i = 0; i < THREADS; i++) {
         trees[i] = sw_calltree_new(ft);
         REQUIRE(trees[i] != NULL);
-        pt[i] = (sw_pprof_tree){names[i], trees[i]};
+        pt[i] = (sw_pprof_tree){names[i], trees[i], 0};
     }
     static struct { int thread; char stack[128]; uint64_t count, weight; } truth[STACKS];
     size_t ntruth = 0;
@@ -508,7 +508,7 @@ TEST(unnamed_tree_root_samples_and_deep_stacks)
     }
     CHECK_EQ_I64(sw_calltree_add(t, deep, 40, 2, 20), SW_OK);
     CHECK_EQ_I64(sw_calltree_add(t, NULL, 0, 3, 30), SW_OK);   /* no frame: a sample without locations */
-    sw_pprof_tree pt = {NULL, t};
+    sw_pprof_tree pt = {NULL, t, 0};
     pp_profile pp;
     REQUIRE(write_and_decode(&pp, &pt, 1, NULL));
     REQUIRE_EQ_U64(pp.nsamples, 2);
@@ -574,7 +574,7 @@ TEST(empty_profile_is_valid)
     sw_functab *ft = sw_functab_new();
     sw_calltree *t = sw_calltree_new(ft);
     REQUIRE(t != NULL);
-    sw_pprof_tree pt = {"idle", t};
+    sw_pprof_tree pt = {"idle", t, 0};
     REQUIRE(write_and_decode(&pp, &pt, 1, NULL));
     CHECK_EQ_U64(pp.nsamples, 0);
     pp_free(&pp);
@@ -591,7 +591,7 @@ TEST(invalid_utf8_becomes_replacement_characters)
      * sequence at the end; then valid 2-, 3- and 4-byte sequences */
     uint32_t bad = fn(ft, "a\x80" "b\xc0\xaf" "c\xed\xa0\x80" "d\xe2\x82", "ok\xc3\xa4\xe2\x82\xac\xf0\x9f\x98\x80.py", 1);
     CHECK_EQ_I64(sw_calltree_add(t, &bad, 1, 1, 1), SW_OK);
-    sw_pprof_tree pt = {"th\xff", t};
+    sw_pprof_tree pt = {"th\xff", t, 0};
     pp_profile pp;
     REQUIRE(write_and_decode(&pp, &pt, 1, NULL));
     REQUIRE_EQ_U64(pp.nfuncs, 1);
@@ -611,11 +611,11 @@ TEST(trees_over_different_tables_are_refused)
     sw_functab *f1 = sw_functab_new(), *f2 = sw_functab_new();
     sw_calltree *a = sw_calltree_new(f1), *b = sw_calltree_new(f2);
     REQUIRE(a && b);
-    sw_pprof_tree pt[] = {{"a", a}, {"b", b}};
+    sw_pprof_tree pt[] = {{"a", a, 0}, {"b", b, 0}};
     sw_bytes out = {0};
     CHECK_EQ_I64(sw_pprof_write(&out, pt, 2, NULL), SW_EARG);
     CHECK_EQ_U64(out.len, 0);
-    sw_pprof_tree none[] = {{"x", NULL}};
+    sw_pprof_tree none[] = {{"x", NULL, 0}};
     CHECK_EQ_I64(sw_pprof_write(&out, none, 1, NULL), SW_EARG);
     CHECK_EQ_I64(sw_pprof_write(&out, NULL, 1, NULL), SW_EARG);
     CHECK_EQ_U64(out.len, 0);
@@ -639,7 +639,7 @@ TEST(many_strings_grow_the_table)
         uint32_t id = fn(ft, name, file, i);
         CHECK_EQ_I64(sw_calltree_add(t, &id, 1, 1, (uint64_t)i), SW_OK);
     }
-    sw_pprof_tree pt = {"main", t};
+    sw_pprof_tree pt = {"main", t, 0};
     pp_profile pp;
     REQUIRE(write_and_decode(&pp, &pt, 1, NULL));
     CHECK_EQ_U64(pp.nsamples, 3000);

@@ -114,3 +114,40 @@ def test_format_given_takes_any_ending(tmp_path):
     r = run(["profile", "-q", "--format", "collapsed", "-o", "out.dat", script], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "out.dat").exists()
+
+
+IDLE_POOL = '''\
+import threading, time
+from concurrent.futures import ThreadPoolExecutor
+def spin(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+go = threading.Event()
+with ThreadPoolExecutor(3) as pool:
+    for _ in range(3):
+        pool.submit(go.wait)
+    while len(go._cond._waiters) < 3:   # until the pool's threads all wait on the condition
+        time.sleep(0.001)
+    time.sleep(0.02)
+    print(sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()))
+    spin(0.5)
+    go.set()
+'''
+
+
+@needs_sampler
+def test_summary_leaves_out_the_threads_that_only_waited(tmp_path):
+    # Three pool threads idle for the whole run would fill the table with
+    # Condition.wait; the summary shows the main thread's work and names
+    # the threads it left out (the program's own list of its pool).
+    script = write(tmp_path / "idle.py", IDLE_POOL)
+    r = run(["profile", "-o", str(tmp_path / "p.txt"), script], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    pool = eval(r.stdout)
+    _, rows, _ = profile_summary(r.stderr)
+    assert rows[0][4].startswith("spin "), r.stderr
+    m = re.search(r"^stackwatch: 3 threads that only waited \(idle in 99% of their samples or more\) "
+                  r"left out: (.*)$", r.stderr, re.M)
+    assert m, r.stderr
+    assert sorted(re.sub(r" \(\d+\)$", "", n) for n in m.group(1).split(", ")) == pool

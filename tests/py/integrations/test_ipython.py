@@ -117,6 +117,24 @@ def test_cell_is_profiled(shell, shown, tmp_path, capsys):
                       for n in tree_nodes(nested(page_data(out.read_text()), th))}
 
 
+@needs_sampler
+def test_threads_that_only_waited_are_left_out_of_the_table(shell, shown, capsys):
+    # Pool threads idle on a condition for the whole cell (as IPython's own
+    # history thread) would fill the table with their waiting.
+    shell.run_cell("import threading\nfrom concurrent.futures import ThreadPoolExecutor\n"
+                   "go_idle = threading.Event()\nidle_pool = ThreadPoolExecutor(2)\n"
+                   "for _ in range(2): idle_pool.submit(go_idle.wait)\n")
+    try:
+        shell.run_cell_magic("stackwatch", "-p -q", "spin(0.2)\n")
+    finally:
+        shell.run_cell("go_idle.set(); idle_pool.shutdown()")
+    printed = capsys.readouterr().out
+    rows = printed.split("samples ending there):\n", 1)[1].splitlines()
+    assert re.search(r"\sspin\s+\(", rows[1]), printed       # rows[0]: the column heads
+    m = re.search(r"^2 threads that only waited .* left out: (.*)$", printed, re.M)
+    assert m and all(n.startswith("ThreadPoolExecutor-") for n in m.group(1).split(", ")), printed
+
+
 @pytest.mark.parametrize("line, message", [
     ("--bogus 1", "unknown option --bogus"),
     ("-o", "-o needs a value"),
