@@ -91,6 +91,9 @@ typedef struct sw_py_layout {
      * pointer). Everything SW_NO_OFFSET (or 0) when unknown: then no
      * sample says whether its thread held or waited for the GIL. */
     uint64_t runtime_addr;         /* address of _PyRuntime, 0 if unknown */
+    uint32_t runtime_interp_main;  /* _PyRuntimeState.interpreters.main (a pointer), or
+                                      SW_NO_OFFSET: how a reader from outside finds the
+                                      interpreter (target.h) */
     uint32_t runtime_gil;
     uint32_t interp_gil;
     uint32_t gil_size;

@@ -14,6 +14,7 @@
  *   nativemerge.h   native and Python frames as one stack
  *   threadstate.h   what each OS thread is doing, and its CPU time
  *   sampler_loop.h  the sampling thread
+ *   target.h        the process read: its interpreter file, _PyRuntime, version
  */
 #ifndef SW_PROCMEM_H
 #define SW_PROCMEM_H
@@ -28,6 +29,7 @@
 #include "pystr.h"
 #include "sampler_loop.h"
 #include "symbols.h"
+#include "target.h"
 #include "threadstate.h"
 
 #endif

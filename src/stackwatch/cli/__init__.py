@@ -25,10 +25,10 @@ import sys
 
 from .. import _native
 from ..tracer import session
-from . import export, probes, profile, run, stats
+from . import dump, export, probes, profile, run, stats
 from .program import UsageError
 
-COMMANDS = (run, profile, probes, stats, export)
+COMMANDS = (run, profile, dump, probes, stats, export)
 
 
 def _error(msg, status=2):

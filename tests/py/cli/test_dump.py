@@ -1,0 +1,173 @@
+"""`stackwatch dump PID`: every thread's stack read from outside equals
+what faulthandler writes inside the target at the same parked point (same
+threads in the same order, same frames); every bad input is one line and
+a non-zero exit."""
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import PROGRAMS, needs_sampler, run
+
+FH_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$")
+FH_FRAME = re.compile(r'^  File "(.*)", line (\d+) in (.*)$')
+
+
+def parse_faulthandler(text):
+    """[(thread id, [(function, file, line)] innermost first)] in its order."""
+    threads = []
+    for line in text.splitlines():
+        m = FH_THREAD.match(line)
+        if m:
+            threads.append((int(m.group(1), 16), []))
+            continue
+        m = FH_FRAME.match(line)
+        if m:
+            threads[-1][1].append((m.group(3), m.group(1), int(m.group(2))))
+    return threads
+
+
+class Parked:
+    """The parked_threads.py program, running until stop()."""
+
+    def __init__(self, python, tmp, env=None, prelude=None):
+        self.fh = tmp / "faulthandler.txt"
+        args = [python, os.path.join(PROGRAMS, "parked_threads.py"), str(self.fh)]
+        if prelude:
+            args = [python, "-c", prelude + "; import runpy, sys; sys.argv = sys.argv[1:]; "
+                    "runpy.run_path(sys.argv[0], run_name='__main__')"] + args[1:]
+        self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        line = self.p.stdout.readline()
+        assert line.startswith("ready "), line
+        self.native_ids = {int(k): v for k, v in json.loads(line[len("ready "):]).items()}
+        self.pid = self.p.pid
+
+    def faulthandler(self):
+        """Has the target dump its threads (SIGUSR1) and returns the dump."""
+        os.kill(self.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            text = self.fh.read_text()
+            if text.endswith("in <module>\n"):   # the main thread, the oldest, comes last
+                return text
+            time.sleep(0.02)
+        raise AssertionError(f"no complete faulthandler dump: {self.fh.read_text()!r}")
+
+    def stop(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+        self.p.stdout.close()
+
+
+@pytest.fixture
+def parked(tmp):
+    p = Parked(sys.executable, tmp)
+    yield p
+    p.stop()
+
+
+@needs_sampler
+def test_dump_equals_faulthandler(parked):
+    expected = parse_faulthandler(parked.faulthandler())
+    assert len(expected) == 4 and all(frames for _, frames in expected)
+    r = run(["dump", str(parked.pid), "--json"])
+    assert r.returncode == 0, r.stderr
+    threads = json.loads(r.stdout)
+    got = [(t["thread_id"], [(f["function"], f["file"], f["line"]) for f in t["frames"]]) for t in threads]
+    assert got == expected
+    for t in threads:
+        assert t["native_id"] == parked.native_ids[t["thread_id"]]
+        assert t["name"] == open(f"/proc/{parked.pid}/task/{t['native_id']}/comm").read().strip()
+        assert t["state"] == "idle" and t["gil"] is False and t["failed"] is False   # all parked, GIL released
+    # The method's, the generator's and the nested function's frames, by
+    # their qualified names where the version has them (3.11+: co_qualname).
+    quals = {f["qualname"] for t in threads for f in t["frames"]}
+    if sys.version_info >= (3, 11):
+        assert {"Worker.run", "gen", "outer.<locals>.inner", "main", "<module>"} <= quals
+    else:
+        assert {"run", "gen", "inner", "main", "<module>"} <= quals
+    # The text form: faulthandler's frame lines, thread by thread.
+    text = run(["dump", str(parked.pid)])
+    assert text.returncode == 0, text.stderr
+    assert [line for line in text.stdout.splitlines() if line.startswith("  File ")] == \
+        [line for line in parked.fh.read_text().splitlines() if line.startswith("  File ")]
+
+
+def one_line_error(r, *words):
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stackwatch: error: "), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+def test_dump_no_such_process():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    one_line_error(run(["dump", str(p.pid)]), f"no process with pid {p.pid}")
+
+
+def test_dump_not_python():
+    p = subprocess.Popen(["sleep", "60"])
+    try:
+        one_line_error(run(["dump", str(p.pid)]), f"process {p.pid} is not a Python process")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_dump_own_process():
+    stackwatch = [sys.executable, "-m", "stackwatch", "dump"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_PROCESS_START")}
+    r = subprocess.run(["sh", "-c", 'exec "$@" $$', "sh"] + stackwatch, capture_output=True, text=True,
+                       timeout=120, env=env)
+    one_line_error(r, "stackwatch's own process")
+
+
+def other_python():
+    """An installed CPython of another minor version than this one, or None."""
+    mine = "%d.%d" % sys.version_info[:2]
+    root = os.path.expanduser("~/.pyenv/versions")
+    for path in sorted(glob.glob(os.path.join(root, "3.*", "bin", "python3"))):
+        version = os.path.basename(os.path.dirname(os.path.dirname(path)))
+        if not version.startswith(mine + ".") and version.split(".")[1] in ("9", "10", "11", "12", "13"):
+            return path, version
+    return None
+
+
+def test_dump_other_version_named(tmp):
+    other = other_python()
+    if other is None:
+        assert os.environ.get("CI") != "true", "no pyenv CPython of another version"
+        pytest.skip("no pyenv CPython of another version")
+    p = Parked(other[0], tmp)
+    try:
+        mine = "%d.%d.%d" % sys.version_info[:3]
+        one_line_error(run(["dump", str(p.pid)]), f"runs Python {other[1]}", f"reads Python {mine} only")
+    finally:
+        p.stop()
+
+
+@pytest.mark.root
+def test_dump_permission_explained(tmp):
+    """A non-dumpable target read without CAP_SYS_PTRACE (as in a container)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        assert os.environ.get("CI") != "true", "setpriv is missing"
+        pytest.skip("setpriv is missing (util-linux)")
+    p = Parked(sys.executable, tmp, prelude="import ctypes; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)")
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_PROCESS_START")}
+        r = subprocess.run([setpriv, "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", sys.executable, "-m",
+                            "stackwatch", "dump", str(p.pid)], capture_output=True, text=True, timeout=120, env=env)
+        one_line_error(r, f"permission denied reading process {p.pid}", "CAP_SYS_PTRACE", "non-dumpable")
+    finally:
+        p.stop()
