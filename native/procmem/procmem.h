@@ -4,6 +4,7 @@
  * one).
  *
  *   layout.h        where CPython keeps what a stack reader needs
+ *   layouts_known.h the layouts of known releases (generated from their headers)
  *   mem.h           fault-safe, bounded reads of a process's memory
  *   pystr.h         str objects to UTF-8
  *   linetable.h     line tables decoded
@@ -21,6 +22,7 @@
 
 #include "codecache.h"
 #include "layout.h"
+#include "layouts_known.h"
 #include "linetable.h"
 #include "mem.h"
 #include "nativemerge.h"

@@ -338,10 +338,7 @@ int sw_target_bind_layout(sw_target *t, sw_py_layout *l, uint64_t *interp, sw_ta
     sw_target_version_str(l->version_hex, lv, sizeof lv);
     if (!t->version_hex || (t->version_hex >> 8) != (l->version_hex >> 8)) {
         *why = SW_TARGET_UNSUPPORTED;
-        snprintf(err, errlen,
-                 "process %d runs Python %s; this stackwatch reads Python %s only (the version it was built "
-                 "for): run the stackwatch installed for the target's Python",
-                 t->pid, tv, lv);
+        snprintf(err, errlen, "process %d runs Python %s, but the layout given is of Python %s", t->pid, tv, lv);
         return SW_EVERSION;
     }
     l->code_type = type_addr(t, "PyCode_Type", l->code_type);

@@ -7,6 +7,8 @@
 
 #include "procmem/procmem.h"
 
+#include <stdio.h>
+
 #define DUMP_ROUNDS 5   /* rounds taken until every thread's stack reads whole */
 
 typedef struct dump_sink {
@@ -83,8 +85,24 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
     Py_END_ALLOW_THREADS
     if (rc != SW_OK)
         return raise_for(why, err);
+    /* The layout: this extension's own for a target of its Python, else a
+     * generated one of a known release. */
     sw_py_layout l;
     sw_sampler_layout_fill(&l);
+    if ((t.version_hex >> 8) != (l.version_hex >> 8)) {
+        if (!t.version_hex || sw_layout_known(t.version_hex, &l) != SW_OK) {
+            char tv[32], own[32], known[256];
+            sw_target_version_str(t.version_hex, tv, sizeof tv);
+            sw_target_version_str(l.version_hex, own, sizeof own);
+            sw_layout_known_list(known, sizeof known);
+            snprintf(err, sizeof err, "process %d runs Python %s, which this stackwatch cannot read: it reads %s "
+                     "and its own Python's release, %s", pid, tv, known, own);
+            sw_target_close(&t);
+            return raise_for(SW_TARGET_UNSUPPORTED, err);
+        }
+        if (l.tstate_native_thread_id == SW_NO_OFFSET)
+            l.thread_tid = sw_sampler_thread_tid_offset();
+    }
     uint64_t interp;
     if (sw_target_bind_layout(&t, &l, &interp, &why, err, sizeof err) != SW_OK) {
         sw_target_close(&t);

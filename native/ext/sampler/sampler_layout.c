@@ -24,6 +24,11 @@ void sw_sampler_layout_fill(sw_py_layout *l)
 {
     memset(l, 0, sizeof *l);
 }
+
+uint32_t sw_sampler_thread_tid_offset(void)
+{
+    return SW_NO_OFFSET;
+}
 #else
 
 #if PY_VERSION_HEX >= 0x030B0000
@@ -276,6 +281,11 @@ static uint32_t find_thread_tid_offset(void)
     found = 1;
     offset = q.offset;
     return offset;
+}
+
+uint32_t sw_sampler_thread_tid_offset(void)
+{
+    return find_thread_tid_offset();
 }
 
 void sw_sampler_layout_fill(sw_py_layout *l)

@@ -73,8 +73,19 @@ def parked(tmp):
     p.stop()
 
 
-@needs_sampler
-def test_dump_equals_faulthandler(parked):
+def pyenv_pythons(minors):
+    """{version: python} of the pyenv CPythons of those minor versions."""
+    found = {}
+    for path in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*.*/bin/python3"))):
+        version = os.path.basename(os.path.dirname(os.path.dirname(path)))
+        if version.count(".") == 2 and version.split(".")[1] in minors:
+            found[version] = path
+    return found
+
+
+def check_dump_equals_faulthandler(parked):
+    """`dump --json` and the text form against the target's faulthandler
+    dump, at the same parked point; returns the threads."""
     expected = parse_faulthandler(parked.faulthandler())
     assert len(expected) == 4 and all(frames for _, frames in expected)
     r = run(["dump", str(parked.pid), "--json"])
@@ -86,6 +97,16 @@ def test_dump_equals_faulthandler(parked):
         assert t["native_id"] == parked.native_ids[t["thread_id"]]
         assert t["name"] == open(f"/proc/{parked.pid}/task/{t['native_id']}/comm").read().strip()
         assert t["state"] == "idle" and t["gil"] is False and t["failed"] is False   # all parked, GIL released
+    text = run(["dump", str(parked.pid)])
+    assert text.returncode == 0, text.stderr
+    assert [line for line in text.stdout.splitlines() if line.startswith("  File ")] == \
+        [line for line in parked.fh.read_text().splitlines() if line.startswith("  File ")]
+    return threads
+
+
+@needs_sampler
+def test_dump_equals_faulthandler(parked):
+    threads = check_dump_equals_faulthandler(parked)
     # The method's, the generator's and the nested function's frames, by
     # their qualified names where the version has them (3.11+: co_qualname).
     quals = {f["qualname"] for t in threads for f in t["frames"]}
@@ -93,11 +114,24 @@ def test_dump_equals_faulthandler(parked):
         assert {"Worker.run", "gen", "outer.<locals>.inner", "main", "<module>"} <= quals
     else:
         assert {"run", "gen", "inner", "main", "<module>"} <= quals
-    # The text form: faulthandler's frame lines, thread by thread.
-    text = run(["dump", str(parked.pid)])
-    assert text.returncode == 0, text.stderr
-    assert [line for line in text.stdout.splitlines() if line.startswith("  File ")] == \
-        [line for line in parked.fh.read_text().splitlines() if line.startswith("  File ")]
+
+
+# Every other release the generated layouts know, read by this one.
+OTHERS = {v: p for v, p in pyenv_pythons(("9", "10", "11", "12", "13")).items()
+          if not v.startswith("%d.%d." % sys.version_info[:2])}
+
+
+@needs_sampler
+@pytest.mark.parametrize("version", sorted(OTHERS) or ["none"])
+def test_dump_other_version_equals_faulthandler(tmp, version):
+    if version == "none":
+        assert os.environ.get("CI") != "true", "no pyenv CPython 3.9-3.13 of another version"
+        pytest.skip("no pyenv CPython 3.9-3.13 of another version")
+    p = Parked(OTHERS[version], tmp)
+    try:
+        check_dump_equals_faulthandler(p)
+    finally:
+        p.stop()
 
 
 def one_line_error(r, *words):
@@ -132,26 +166,18 @@ def test_dump_own_process():
     one_line_error(r, "stackwatch's own process")
 
 
-def other_python():
-    """An installed CPython of another minor version than this one, or None."""
-    mine = "%d.%d" % sys.version_info[:2]
-    root = os.path.expanduser("~/.pyenv/versions")
-    for path in sorted(glob.glob(os.path.join(root, "3.*", "bin", "python3"))):
-        version = os.path.basename(os.path.dirname(os.path.dirname(path)))
-        if not version.startswith(mine + ".") and version.split(".")[1] in ("9", "10", "11", "12", "13"):
-            return path, version
-    return None
-
-
-def test_dump_other_version_named(tmp):
-    other = other_python()
-    if other is None:
-        assert os.environ.get("CI") != "true", "no pyenv CPython of another version"
-        pytest.skip("no pyenv CPython of another version")
-    p = Parked(other[0], tmp)
+def test_dump_unknown_version_named(tmp):
+    """A release no layout is known for (3.8) is refused, naming it and the known ones."""
+    old = pyenv_pythons(("8",))
+    if not old:
+        assert os.environ.get("CI") != "true", "no pyenv CPython 3.8"
+        pytest.skip("no pyenv CPython 3.8")
+    version, python = sorted(old.items())[-1]
+    p = Parked(python, tmp)
     try:
         mine = "%d.%d.%d" % sys.version_info[:3]
-        one_line_error(run(["dump", str(p.pid)]), f"runs Python {other[1]}", f"reads Python {mine} only")
+        one_line_error(run(["dump", str(p.pid)]), f"runs Python {version}, which this stackwatch cannot read",
+                       "3.9.", "3.13.", mine)
     finally:
         p.stop()
 
