@@ -3,13 +3,15 @@
  * against binutils: the defined symbols of .dynsym equal `nm -D`'s and
  * those of .symtab `nm`'s (name and value), the build id equals `readelf
  * -n`'s, the PT_LOAD segments `readelf -lW`'s; on /bin/ls and on a
- * libpython (the pyenv ones, else the system's). Then damaged copies: every
+ * libpython (the pyenv ones, else the system's). A file made by elfgen.h
+ * reads back exactly as made. Then damaged copies: every
  * truncation at a header boundary and byte flips in the headers and
  * tables must be refused or read within bounds (ASan/UBSan watch).
  */
 #define _GNU_SOURCE
 #include "check.h"
 #include "elf/elf.h"
+#include "elfgen.h"
 
 #include <elf.h>
 #include <glob.h>
@@ -213,6 +215,42 @@ TEST(build_id_and_loads_equal_readelf)
     check_build_id_and_loads("/bin/ls");
     REQUIRE(find_libpython(lib, sizeof lib));
     check_build_id_and_loads(lib);
+}
+
+TEST(generated_file_reads_back_exactly)
+{
+    static unsigned char buf[ELFGEN_MAX];
+    size_t n = elfgen_build(buf);
+    sw_elf *e;
+    char err[200];
+    REQUIRE(sw_elf_from_bytes(buf, n, &e, err, sizeof err) == SW_OK);
+    CHECK_EQ_U64(sw_elf_type(e), ET_DYN);
+    CHECK_EQ_U64(sw_elf_symbol_count(e), 5);   /* with the two null entries, which have no name */
+    sw_elf_symbol s;
+    REQUIRE(sw_elf_find_symbol(e, "dyn_func", &s) == SW_OK);
+    CHECK(s.value == 0x401000 && s.size == 16 && s.type == STT_FUNC && s.bind == STB_GLOBAL && s.dynamic);
+    REQUIRE(sw_elf_find_symbol(e, "dyn_obj", &s) == SW_OK);
+    CHECK(s.value == 0x402000 && s.size == 8 && s.type == STT_OBJECT && s.dynamic);
+    REQUIRE(sw_elf_find_symbol(e, "static_func", &s) == SW_OK);
+    CHECK(s.value == 0x401100 && s.size == 4 && s.bind == STB_LOCAL && !s.dynamic);
+    CHECK(sw_elf_symbol_at(e, 0, &s) == SW_EARG);   /* the null symbol */
+    const unsigned char *id;
+    REQUIRE(sw_elf_build_id(e, &id) == 20);
+    for (unsigned i = 0; i < 20; i++)
+        CHECK_EQ_U64(id[i], i + 1);
+    size_t nseg;
+    const sw_elf_segment *seg = sw_elf_segments(e, &nseg);
+    REQUIRE(nseg == 1);
+    CHECK(seg[0].vaddr == ELFGEN_BASE && seg[0].offset == 0 && seg[0].filesz == n && seg[0].memsz == n + 0x100);
+    size_t len;
+    uint64_t addr;
+    const unsigned char *ro = sw_elf_section(e, ".rodata", &len, &addr);
+    REQUIRE(ro != NULL);
+    CHECK(len == 9 && memcmp(ro, "\0" "3.10.99", 9) == 0);
+    char v[8];
+    CHECK(sw_elf_read_vaddr(e, addr + 1, v, 8) == SW_OK && memcmp(v, "3.10.99", 8) == 0);
+    CHECK(sw_elf_read_vaddr(e, ELFGEN_BASE + n - 4, v, 8) == SW_EARG);   /* past the file bytes */
+    sw_elf_free(e);
 }
 
 /* Reads everything a damaged file offers: must stay in bounds. */
