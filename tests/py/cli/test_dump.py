@@ -197,3 +197,44 @@ def test_dump_permission_explained(tmp):
         one_line_error(r, f"permission denied reading process {p.pid}", "CAP_SYS_PTRACE", "non-dumpable")
     finally:
         p.stop()
+
+
+SPINNER = """
+import sys, threading
+started = threading.Event()
+def spin():
+    started.set()
+    while True:
+        pass
+threading.Thread(target=spin, name="spinner", daemon=True).start()
+started.wait()
+print("ready", threading.get_native_id(), flush=True)
+sys.stdin.read()
+"""
+
+
+@needs_sampler
+def test_dump_running_thread_holds_the_gil():
+    """A thread spinning in Python runs and holds the GIL (the other one,
+    parked in a read, waits for neither)."""
+    p = subprocess.Popen([sys.executable, "-c", SPINNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        main_tid = int(p.stdout.readline().split()[1])
+        for _ in range(5):   # until the main thread, which printed "ready", is parked in its read
+            r = run(["dump", str(p.pid), "--json"])
+            assert r.returncode == 0, r.stderr
+            threads = {t["native_id"]: t for t in json.loads(r.stdout)}
+            if threads[main_tid]["frames"][0]["line"] == 11 and threads[main_tid]["state"] == "idle":
+                break
+        assert len(threads) == 2
+        main = threads.pop(main_tid)
+        (spinner,) = threads.values()
+        assert spinner["frames"][0]["function"] == "spin" and spinner["frames"][0]["line"] in (6, 7)
+        assert spinner["state"] == "running" and spinner["gil"] is True
+        assert main["state"] == "idle" and main["gil"] is False
+        assert [f["function"] for f in main["frames"]] == ["<module>"]
+    finally:
+        p.stdin.close()
+        p.kill()
+        p.wait()
+        p.stdout.close()
