@@ -21,6 +21,17 @@ int sw_layout_known(uint32_t version_hex, sw_py_layout *out)
     return SW_EARG;
 }
 
+int sw_layout_known_minor(uint32_t version_hex, sw_py_layout *out)
+{
+    for (size_t i = 0; i < N_KNOWN; i++) {
+        if ((sw_layouts_generated[i].version_hex >> 16) == (version_hex >> 16)) {
+            *out = sw_layouts_generated[i];
+            return SW_OK;
+        }
+    }
+    return SW_EARG;
+}
+
 void sw_layout_known_list(char *buf, size_t len)
 {
     size_t at = 0;

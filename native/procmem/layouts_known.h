@@ -18,6 +18,10 @@
  * if it is not known. */
 int sw_layout_known(uint32_t version_hex, sw_py_layout *out);
 
+/* The layout of a known release of the same minor version as version_hex
+ * (the base over which 3.13's debug offsets are read). 0 or SW_EARG. */
+int sw_layout_known_minor(uint32_t version_hex, sw_py_layout *out);
+
 /* The known releases, as "3.9.18, 3.10.13, ..." into buf. */
 void sw_layout_known_list(char *buf, size_t len);
 

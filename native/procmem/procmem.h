@@ -5,6 +5,7 @@
  *
  *   layout.h        where CPython keeps what a stack reader needs
  *   layouts_known.h the layouts of known releases (generated from their headers)
+ *   debug_offsets.h a 3.13 layout from the target's _Py_DebugOffsets
  *   mem.h           fault-safe, bounded reads of a process's memory
  *   pystr.h         str objects to UTF-8
  *   linetable.h     line tables decoded
@@ -21,6 +22,7 @@
 #define SW_PROCMEM_H
 
 #include "codecache.h"
+#include "debug_offsets.h"
 #include "layout.h"
 #include "layouts_known.h"
 #include "linetable.h"

@@ -8,6 +8,7 @@
 #include "procmem/procmem.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #define DUMP_ROUNDS 5   /* rounds taken until every thread's stack reads whole */
 
@@ -68,14 +69,58 @@ static PyObject *raise_for(sw_target_why why, const char *msg)
     return NULL;
 }
 
+/* The layout of the target's release: this extension's own for its own
+ * release; else a generated one; else, for 3.13, one from the target's
+ * _Py_DebugOffsets over the generated layout of another 3.13 release
+ * (source "debug_offsets" forces that for any 3.13 target: for the tests). */
+static int choose_layout(sw_target *t, const char *source, sw_py_layout *l, const char **used, char *err,
+                         size_t errlen)
+{
+    int forced = strcmp(source, "debug_offsets") == 0;
+    sw_py_layout base;
+    sw_sampler_layout_fill(l);
+    *used = "own";
+    if (!forced && (t->version_hex >> 8) == (l->version_hex >> 8))
+        return SW_OK;
+    *used = "generated";
+    if (!forced && t->version_hex && sw_layout_known(t->version_hex, l) == SW_OK) {
+        if (l->tstate_native_thread_id == SW_NO_OFFSET)
+            l->thread_tid = sw_sampler_thread_tid_offset();
+        return SW_OK;
+    }
+    char tv[32], own[32], known[256], why[256];
+    sw_target_version_str(t->version_hex, tv, sizeof tv);
+    sw_target_version_str(l->version_hex, own, sizeof own);
+    sw_layout_known_list(known, sizeof known);
+    if (t->debug_offsets && sw_layout_known_minor(t->version_hex, &base) == SW_OK) {
+        unsigned char raw[SW_DEBUG_OFFSETS_SIZE];
+        int rc = sw_mem_read(&t->mem, t->runtime_addr, raw, sizeof raw) == SW_OK
+                     ? sw_layout_from_debug_offsets(raw, sizeof raw, &base, l, why, sizeof why)
+                     : (snprintf(why, sizeof why, "its _PyRuntime cannot be read"), SW_EIO);
+        *used = "debug_offsets";
+        if (rc == SW_OK)
+            return SW_OK;
+        snprintf(err, errlen, "process %d runs Python %s, whose debug offsets are refused: %s", t->pid, tv, why);
+        return rc;
+    }
+    snprintf(err, errlen, "process %d runs Python %s, which this stackwatch cannot read: it reads %s, any 3.13 "
+             "through its debug offsets, and its own Python's release, %s", t->pid, tv, known, own);
+    return SW_EVERSION;
+}
+
 static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"pid", "max_depth", NULL};
+    static char *kwlist[] = {"pid", "max_depth", "layout", NULL};
     int pid;
     unsigned int max_depth = 1024;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|I", kwlist, &pid, &max_depth))
+    const char *layout = "auto";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Is", kwlist, &pid, &max_depth, &layout))
         return NULL;
+    if (strcmp(layout, "auto") != 0 && strcmp(layout, "debug_offsets") != 0) {
+        PyErr_SetString(PyExc_ValueError, "layout must be 'auto' or 'debug_offsets'");
+        return NULL;
+    }
     char err[1024];
     sw_target t;
     sw_target_why why;
@@ -85,23 +130,11 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
     Py_END_ALLOW_THREADS
     if (rc != SW_OK)
         return raise_for(why, err);
-    /* The layout: this extension's own for a target of its Python, else a
-     * generated one of a known release. */
     sw_py_layout l;
-    sw_sampler_layout_fill(&l);
-    if ((t.version_hex >> 8) != (l.version_hex >> 8)) {
-        if (!t.version_hex || sw_layout_known(t.version_hex, &l) != SW_OK) {
-            char tv[32], own[32], known[256];
-            sw_target_version_str(t.version_hex, tv, sizeof tv);
-            sw_target_version_str(l.version_hex, own, sizeof own);
-            sw_layout_known_list(known, sizeof known);
-            snprintf(err, sizeof err, "process %d runs Python %s, which this stackwatch cannot read: it reads %s "
-                     "and its own Python's release, %s", pid, tv, known, own);
-            sw_target_close(&t);
-            return raise_for(SW_TARGET_UNSUPPORTED, err);
-        }
-        if (l.tstate_native_thread_id == SW_NO_OFFSET)
-            l.thread_tid = sw_sampler_thread_tid_offset();
+    const char *used = "";
+    if (choose_layout(&t, layout, &l, &used, err, sizeof err) != SW_OK) {
+        sw_target_close(&t);
+        return raise_for(SW_TARGET_UNSUPPORTED, err);
     }
     uint64_t interp;
     if (sw_target_bind_layout(&t, &l, &interp, &why, err, sizeof err) != SW_OK) {
@@ -135,8 +168,8 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
     sw_pystack_free(r);
     char version[32];
     sw_target_version_str(t.version_hex, version, sizeof version);
-    PyObject *out = d.threads ? Py_BuildValue("{s:i,s:s,s:s,s:N}", "pid", pid, "version", version, "python",
-                                              t.python_path, "threads", d.threads)
+    PyObject *out = d.threads ? Py_BuildValue("{s:i,s:s,s:s,s:s,s:N}", "pid", pid, "version", version, "python",
+                                              t.python_path, "layout", used, "threads", d.threads)
                               : NULL;
     sw_target_close(&t);
     if (!out && !PyErr_Occurred())
@@ -146,9 +179,9 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 
 static PyMethodDef methods[] = {
     {"dump_process", (PyCFunction)(void (*)(void))dump_process, METH_VARARGS | METH_KEYWORDS,
-     "dump_process(pid, max_depth=1024) -> {pid, version, python, threads: [{thread_id, native_id, gil, state, "
-     "failed, frames: [(qualname, filename, line)]}]}: every thread's Python stack of process pid, read once "
-     "from outside"},
+     "dump_process(pid, max_depth=1024, layout='auto') -> {pid, version, python, layout, threads: [{thread_id, "
+     "native_id, gil, state, failed, frames: [(qualname, filename, line)]}]}: every thread's Python stack of "
+     "process pid, read once from outside; layout='debug_offsets' reads a 3.13 target through its debug offsets"},
     {NULL, NULL, 0, NULL},
 };
 

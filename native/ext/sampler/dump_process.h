@@ -4,13 +4,18 @@
  * bound to the layout of this extension's Python, and one round of the
  * one frame walker (pystack.h).
  *
- *   _native.dump_process(pid, max_depth=1024) -> {
+ *   _native.dump_process(pid, max_depth=1024, layout="auto") -> {
  *       "pid", "version" ("3.12.1"), "python" (the interpreter's file),
+ *       "layout" (where it came from: "own", "generated", "debug_offsets"),
  *       "threads": [{"thread_id", "native_id", "gil" (bool),
  *                    "state" ("running", "gil_wait", "idle", "unknown"),
  *                    "failed" (bool: the stack could not be read),
  *                    "frames": [(qualname, filename, line)] innermost first}]}
- *   in the interpreter's order of thread states (faulthandler's).
+ *   in the interpreter's order of thread states (faulthandler's). The
+ *   layout is this extension's own for its own release, a generated one
+ *   for a known release (layouts_known.h), or for another 3.13 release the
+ *   target's _Py_DebugOffsets (debug_offsets.h); layout="debug_offsets"
+ *   forces the last for a 3.13 target (for the tests).
  *
  * Raises ProcessLookupError (no such process), PermissionError (with what
  * grants it), ValueError (not a Python process, a Python version this

@@ -49,7 +49,9 @@ def threads_of(pid):
 
 def format_text(dump, threads):
     """faulthandler's layout, with what it cannot know added to each thread's line."""
-    lines = [f"Process {dump['pid']}: Python {dump['version']} ({dump['python']})"]
+    layout = {"own": "stackwatch's own", "generated": "generated", "debug_offsets": "from its debug offsets"}
+    lines = [f"Process {dump['pid']}: Python {dump['version']} ({dump['python']}; layout "
+             f"{layout.get(dump['layout'], dump['layout'])})"]
     for t in threads:
         about = [f"native id {t['native_id']}" if t["native_id"] else "native id unknown"]
         if t["name"]:

@@ -4,12 +4,18 @@
  * field of sw_py_layout in order (the tripwire: a field added to the
  * struct but not to the list fails here, before a generated table misses
  * it), every generated table passes sw_layout_validate, and lookups by
- * version match major.minor.micro only.
+ * version match major.minor.micro only. 3.13's _Py_DebugOffsets (read from
+ * a 3.13 libpython's file) give a layout equal to the generated one, field
+ * for field; the two debug-offsets lists place every field; damaged debug
+ * offsets are refused with a reason or give a layout that validates.
  */
 #define _GNU_SOURCE
 #include "check.h"
 #include "procmem/procmem.h"
 
+#include "elf/elf.h"
+
+#include <glob.h>
 #include <stddef.h>
 
 TEST(field_list_covers_the_struct)
@@ -56,4 +62,106 @@ TEST(generated_layouts_validate)
     sw_py_layout l;
     CHECK(sw_layout_known(0x030812F0, &l) == SW_EARG);
     CHECK(sw_layout_known(0, &l) == SW_EARG);
+}
+
+/* 1 if the space-separated list holds the word. */
+static int listed(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; (p = strstr(p, word)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0))
+            return 1;
+    return 0;
+}
+
+TEST(debug_offsets_place_every_field)
+{
+#define PLACED(name, bits)                                                                                 \
+    (void)CHECK_MSG(listed(SW_DEBUG_OFFSETS_READ, #name) + listed(SW_DEBUG_OFFSETS_KEPT, #name) == 1,             \
+              "field %s is in %d of the debug-offsets lists (read, kept), not in exactly one", #name,       \
+              listed(SW_DEBUG_OFFSETS_READ, #name) + listed(SW_DEBUG_OFFSETS_KEPT, #name));
+    SW_PY_LAYOUT_FIELDS(PLACED)
+#undef PLACED
+}
+
+/* The _Py_DebugOffsets bytes of a 3.13 libpython, as its _PyRuntime
+ * starts in the file's data. 0, or -1 if there is none here. */
+static int debug_offsets_of_313(unsigned char *raw, uint32_t *version)
+{
+    glob_t g;
+    const char *home = getenv("HOME");
+    char pat[512];
+    snprintf(pat, sizeof pat, "%s/.pyenv/versions/3.13.*/lib/libpython3.13.so.1.0", home ? home : "/root");
+    if (glob(pat, 0, NULL, &g) != 0 || !g.gl_pathc)
+        return -1;
+    sw_elf *e;
+    char err[300];
+    int rc = sw_elf_open(g.gl_pathv[0], &e, err, sizeof err);
+    globfree(&g);
+    if (rc != SW_OK)
+        return -1;
+    sw_elf_symbol s;
+    rc = sw_elf_find_symbol(e, "_PyRuntime", &s) == SW_OK &&
+                 sw_elf_read_vaddr(e, s.value, raw, SW_DEBUG_OFFSETS_SIZE) == SW_OK
+             ? 0 : -1;
+    uint64_t v = 0;
+    if (rc == 0 && sw_elf_find_symbol(e, "Py_Version", &s) == SW_OK)
+        sw_elf_read_vaddr(e, s.value, &v, sizeof v);
+    *version = (uint32_t)v;
+    sw_elf_free(e);
+    return rc;
+}
+
+TEST(debug_offsets_equal_the_generated_layout)
+{
+    unsigned char raw[SW_DEBUG_OFFSETS_SIZE];
+    uint32_t version;
+    if (debug_offsets_of_313(raw, &version) != 0) {
+        REQUIRE(getenv("CI") == NULL || strcmp(getenv("CI"), "true") != 0);   /* no pyenv CPython 3.13 */
+        printf("  (no pyenv CPython 3.13: skipped)\n");
+        return;
+    }
+    sw_py_layout base, got;
+    REQUIRE(sw_layout_known(version, &base) == SW_OK);
+    char err[300];
+    int rc = sw_layout_from_debug_offsets(raw, sizeof raw, &base, &got, err, sizeof err);
+    if (!CHECK_MSG(rc == SW_OK, "%s", err))
+        return;
+    /* Every field from the debug offsets equals the one generated from the headers. */
+#define SAME(name, bits) \
+    (void)CHECK_MSG(got.name == base.name, "%s: debug offsets %llu, headers %llu", #name, \
+              (unsigned long long)got.name, (unsigned long long)base.name);
+    SW_PY_LAYOUT_FIELDS(SAME)
+#undef SAME
+    /* Over another minor's base, or from damaged bytes: refused with a reason. */
+    sw_py_layout other;
+    REQUIRE(sw_layout_known(0x030C01F0, &other) == SW_OK || sw_layout_known(0x030B07F0, &other) == SW_OK);
+    CHECK(sw_layout_from_debug_offsets(raw, sizeof raw, &other, &got, err, sizeof err) == SW_EVERSION);
+    unsigned char bad[SW_DEBUG_OFFSETS_SIZE];
+    memcpy(bad, raw, sizeof bad);
+    bad[0] = 'X';
+    CHECK(sw_layout_from_debug_offsets(bad, sizeof bad, &base, &got, err, sizeof err) == SW_EFORMAT && err[0]);
+    CHECK(sw_layout_from_debug_offsets(raw, sizeof raw - 1, &base, &got, err, sizeof err) == SW_EFORMAT);
+    memcpy(bad, raw, sizeof bad);
+    bad[16] = 1;   /* free_threaded */
+    CHECK(sw_layout_from_debug_offsets(bad, sizeof bad, &base, &got, err, sizeof err) == SW_EVERSION &&
+          strstr(err, "free-threaded"));
+    uint64_t x = 0x243f6a8885a308d3ull;
+    unsigned refused = 0;
+    for (int round = 0; round < 3000; round++) {
+        memcpy(bad, raw, sizeof bad);
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned w = 3 + (unsigned)((x >> 33) % 70);
+        uint64_t v;
+        memcpy(&v, bad + 8 * w, 8);
+        v = (x >> 20) & 1 ? v + ((x >> 8) & 0xF) : (x >> 4) % 65536;
+        memcpy(bad + 8 * w, &v, 8);
+        if (sw_layout_from_debug_offsets(bad, sizeof bad, &base, &got, err, sizeof err) != SW_OK) {
+            refused++;
+            CHECK(err[0] != 0);
+        } else {
+            CHECK(sw_layout_validate(&got, err, sizeof err) == SW_OK);
+        }
+    }
+    CHECK(refused > 100);
 }

@@ -134,6 +134,28 @@ def test_dump_other_version_equals_faulthandler(tmp, version):
         p.stop()
 
 
+@needs_sampler
+def test_dump_313_through_its_debug_offsets(tmp):
+    """A 3.13 target read through the _Py_DebugOffsets in its memory (the
+    path of a 3.13 release without a generated layout) equals faulthandler."""
+    from stackwatch import _native
+    pythons = pyenv_pythons(("13",))
+    if not pythons:
+        assert os.environ.get("CI") != "true", "no pyenv CPython 3.13"
+        pytest.skip("no pyenv CPython 3.13")
+    p = Parked(sorted(pythons.values())[-1], tmp)
+    try:
+        expected = parse_faulthandler(p.faulthandler())
+        dump = _native.dump_process(p.pid, layout="debug_offsets")
+        assert dump["layout"] == "debug_offsets"
+        got = [(t["thread_id"], [(q.rsplit(".", 1)[-1], f, line) for q, f, line in t["frames"]])
+               for t in dump["threads"]]
+        assert got == expected
+        assert {t["native_id"] for t in dump["threads"]} == set(p.native_ids.values())
+    finally:
+        p.stop()
+
+
 def one_line_error(r, *words):
     assert r.returncode == 1, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
@@ -177,7 +199,7 @@ def test_dump_unknown_version_named(tmp):
     try:
         mine = "%d.%d.%d" % sys.version_info[:3]
         one_line_error(run(["dump", str(p.pid)]), f"runs Python {version}, which this stackwatch cannot read",
-                       "3.9.", "3.13.", mine)
+                       "3.9.", "3.13.", "any 3.13 through its debug offsets", mine)
     finally:
         p.stop()
 
