@@ -37,12 +37,13 @@ def parse_faulthandler(text):
 class Parked:
     """The parked_threads.py program, running until stop()."""
 
-    def __init__(self, python, tmp, env=None, prelude=None):
+    def __init__(self, python, tmp, env=None, prelude=None, wrap=()):
         self.fh = tmp / "faulthandler.txt"
         args = [python, os.path.join(PROGRAMS, "parked_threads.py"), str(self.fh)]
         if prelude:
             args = [python, "-c", prelude + "; import runpy, sys; sys.argv = sys.argv[1:]; "
                     "runpy.run_path(sys.argv[0], run_name='__main__')"] + args[1:]
+        args = list(wrap) + args
         self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         line = self.p.stdout.readline()
         assert line.startswith("ready "), line
@@ -152,6 +153,31 @@ def test_dump_313_through_its_debug_offsets(tmp):
                for t in dump["threads"]]
         assert got == expected
         assert {t["native_id"] for t in dump["threads"]} == set(p.native_ids.values())
+    finally:
+        p.stop()
+
+
+@needs_sampler
+@pytest.mark.root
+def test_dump_target_in_its_own_mount_namespace(tmp):
+    """As in a container: the target runs its Python from a path that exists
+    only in its mount namespace (a bind mount made there), so its files are
+    read through /proc/PID/root."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        assert os.environ.get("CI") != "true", "unshare is missing"
+        pytest.skip("unshare is missing (util-linux)")
+    inside = tmp / "inside"
+    inside.mkdir()
+    # sh -c SCRIPT sh PREFIX MOUNTPOINT python3 PROGRAM FILE
+    script = 'src=$1 dst=$2; shift 3; mount --bind "$src" "$dst" && LD_LIBRARY_PATH="$dst/lib" exec "$dst/bin/python3" "$@"'
+    wrap = [unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh", sys.base_prefix, str(inside)]
+    p = Parked("python3", tmp, wrap=wrap)
+    try:
+        check_dump_equals_faulthandler(p)
+        from stackwatch import _native
+        python = _native.dump_process(p.pid)["python"]
+        assert python.startswith(str(inside) + "/") and not os.path.exists(python)
     finally:
         p.stop()
 
