@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Lower rooms first. A file belongs to the longest room path that holds it.
 C_ROOMS = [
     "native/base",
+    "native/elf",           # ELF files: symbols, build ids, segments
     "native/procmem",
     "native/profile",
     "native/trace",
@@ -49,6 +50,7 @@ C_WITHOUT_HEADER = {}
 # A room's public header: the one file of it that other rooms include.
 PUBLIC_HEADERS = {
     "native/base": "native/base/base.h",
+    "native/elf": "native/elf/elf.h",
     "native/procmem": "native/procmem/procmem.h",
     "native/profile": "native/profile/profile.h",
     "native/trace": "native/trace/trace.h",

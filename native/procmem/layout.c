@@ -76,6 +76,8 @@ int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
             l->bytes_size > 64 - P || l->bytes_data > 64 || l->code_code > SW_LAYOUT_MAX_READ * 16u)
             FAIL("the line table fields are not described consistently");
     }
+    if (l->runtime_interp_main != SW_NO_OFFSET && l->runtime_interp_main > (1u << 20))
+        FAIL("interpreters.main offset %u out of range", l->runtime_interp_main);
     if (l->thread_tid != SW_NO_OFFSET && l->thread_tid > SW_LAYOUT_MAX_READ - 4)
         FAIL("thread tid offset %u out of range", l->thread_tid);
     if (l->str_kind_mask == 0 || l->str_kind_shift > 31 || l->str_compact_mask == 0 || l->str_ascii_mask == 0)

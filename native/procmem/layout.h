@@ -91,6 +91,9 @@ typedef struct sw_py_layout {
      * pointer). Everything SW_NO_OFFSET (or 0) when unknown: then no
      * sample says whether its thread held or waited for the GIL. */
     uint64_t runtime_addr;         /* address of _PyRuntime, 0 if unknown */
+    uint32_t runtime_interp_main;  /* _PyRuntimeState.interpreters.main (a pointer), or
+                                      SW_NO_OFFSET: how a reader from outside finds the
+                                      interpreter (target.h) */
     uint32_t runtime_gil;
     uint32_t interp_gil;
     uint32_t gil_size;
@@ -120,6 +123,26 @@ typedef struct sw_py_layout {
     uint64_t str_type;
     uint64_t frame_type;           /* PyFrame_Type (frame objects, before 3.11) */
 } sw_py_layout;
+
+/* Every field of sw_py_layout, in order, with its width in bits: the
+ * generated tables of known versions (layouts_known.c, written by
+ * scripts/gen-layouts.py) are printed from this list, and
+ * tests/c/procmem/test_layouts.c checks that it names every field (a field
+ * added to the struct but not here fails it). */
+#define SW_PY_LAYOUT_FIELDS(X) \
+    X(version_hex, 32) X(frames_kind, 32) X(pointer_size, 32) X(ob_refcnt, 32) X(ob_type, 32) \
+    X(interp_threads_head, 32) X(tstate_size, 32) X(tstate_next, 32) X(tstate_interp, 32) \
+    X(tstate_thread_id, 32) X(tstate_native_thread_id, 32) X(tstate_frame, 32) \
+    X(cframe_current_frame, 32) X(tstate_datastack_chunk, 32) X(tstate_datastack_top, 32) \
+    X(chunk_data, 32) X(frame_size, 32) X(frame_previous, 32) X(frame_code, 32) X(frame_owner, 32) \
+    X(owner_cstack, 32) X(frame_is_entry, 32) X(code_size, 32) X(code_name, 32) X(code_qualname, 32) \
+    X(code_filename, 32) X(code_firstlineno, 32) X(str_length, 32) X(str_state, 32) \
+    X(str_kind_shift, 32) X(str_kind_mask, 32) X(str_compact_mask, 32) X(str_ascii_mask, 32) \
+    X(str_ascii_data, 32) X(str_compact_data, 32) X(str_legacy_data, 32) X(str_header_size, 32) \
+    X(thread_tid, 32) X(runtime_addr, 64) X(runtime_interp_main, 32) X(runtime_gil, 32) \
+    X(interp_gil, 32) X(gil_size, 32) X(gil_locked, 32) X(gil_last_holder, 32) X(linetable_kind, 32) \
+    X(frame_lasti, 32) X(lasti_unit, 32) X(frame_instr, 32) X(code_code, 32) X(code_linetable, 32) \
+    X(bytes_size, 32) X(bytes_data, 32) X(code_type, 64) X(str_type, 64) X(frame_type, 64)
 
 /* Checks that the layout is usable: known kinds, every field inside the
  * bytes read, read sizes within SW_LAYOUT_MAX_READ. Returns 0 or SW_EARG,

@@ -4,6 +4,8 @@
  * one).
  *
  *   layout.h        where CPython keeps what a stack reader needs
+ *   layouts_known.h the layouts of known releases (generated from their headers)
+ *   debug_offsets.h a 3.13 layout from the target's _Py_DebugOffsets
  *   mem.h           fault-safe, bounded reads of a process's memory
  *   pystr.h         str objects to UTF-8
  *   linetable.h     line tables decoded
@@ -14,12 +16,15 @@
  *   nativemerge.h   native and Python frames as one stack
  *   threadstate.h   what each OS thread is doing, and its CPU time
  *   sampler_loop.h  the sampling thread
+ *   target.h        the process read: its interpreter file, _PyRuntime, version
  */
 #ifndef SW_PROCMEM_H
 #define SW_PROCMEM_H
 
 #include "codecache.h"
+#include "debug_offsets.h"
 #include "layout.h"
+#include "layouts_known.h"
 #include "linetable.h"
 #include "mem.h"
 #include "nativemerge.h"
@@ -28,6 +33,7 @@
 #include "pystr.h"
 #include "sampler_loop.h"
 #include "symbols.h"
+#include "target.h"
 #include "threadstate.h"
 
 #endif

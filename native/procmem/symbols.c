@@ -1,10 +1,9 @@
 /*
  * symbols.c - native code addresses to function names (symbols.h).
  *
- * Per shared object (found with dladdr), the ELF file is mapped once and
- * its function symbols (.symtab, else .dynsym) copied into a sorted array;
- * every offset and size read from the file is checked against the file's
- * size first. Addresses are cached; symbols are interned as sw_sample_code
+ * Per shared object (found with dladdr), the ELF file is read once by the
+ * ELF room's bounded reader (elf/elf.h) and its function symbols
+ * (.symtab, else .dynsym) copied into a sorted array. Addresses are cached; symbols are interned as sw_sample_code
  * entries by their start address. Both are arrays indexed by base/hashtab.h
  * tables.
  */
@@ -12,18 +11,15 @@
 #include "symbols.h"
 
 #include "base/base.h"
+#include "elf/elf.h"
 
 #include <dlfcn.h>
 #include <elf.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_FILE (4ull << 30)
 #define MAX_OBJECTS 4096
 #define PC_CACHE 12288u      /* addresses remembered; then forgotten all at once */
 #define MAX_ENTRIES (1u << 20)
@@ -75,76 +71,49 @@ typedef struct elf_syms {
     uint64_t min_vaddr;
 } elf_syms;
 
-static int in_file(uint64_t off, uint64_t len, uint64_t size)
-{
-    return off <= size && len <= size - off;
-}
-
 static int cmp_fsym(const void *a, const void *b)
 {
     const fsym *x = a, *y = b;
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* Reads the function symbols of the ELF file at path. 0 or -1. */
+/* 1 if s is a function symbol of the table chosen (.symtab, else .dynsym). */
+static int wanted(const sw_elf_symbol *s, int dynamic)
+{
+    return (s->type == STT_FUNC || s->type == STT_GNU_IFUNC) && s->shndx != SHN_UNDEF && s->value &&
+           s->dynamic == dynamic;
+}
+
+/* Reads the function symbols of the ELF file at path (through the ELF
+ * room's bounded reader). 0 or -1. */
 static int read_elf(const char *path, elf_syms *out)
 {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < sizeof(Elf64_Ehdr) ||
-        (uint64_t)st.st_size > MAX_FILE) {
-        close(fd);
-        return -1;
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    const unsigned char *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED)
+    sw_elf *e;
+    char err[256];
+    if (sw_elf_open(path, &e, err, sizeof err) != SW_OK)
         return -1;
     int rc = -1;
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_shentsize != sizeof(Elf64_Shdr) ||
-        !in_file(eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr), size))
-        goto done;
+    size_t nseg, total = sw_elf_symbol_count(e);
+    const sw_elf_segment *seg = sw_elf_segments(e, &nseg);
     out->min_vaddr = UINT64_MAX;
-    if (eh->e_phentsize == sizeof(Elf64_Phdr) && in_file(eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr), size)) {
-        const Elf64_Phdr *ph = (const Elf64_Phdr *)(m + eh->e_phoff);
-        for (unsigned i = 0; i < eh->e_phnum; i++)
-            if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr < out->min_vaddr)
-                out->min_vaddr = ph[i].p_vaddr;
-    }
+    for (size_t i = 0; i < nseg; i++)
+        if (seg[i].vaddr < out->min_vaddr)
+            out->min_vaddr = seg[i].vaddr;
     if (out->min_vaddr == UINT64_MAX)
         out->min_vaddr = 0;
     out->min_vaddr &= ~0xfffull;
-    const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
-    const Elf64_Shdr *symtab = NULL;
-    for (unsigned want = SHT_SYMTAB; !symtab && want; want = want == SHT_SYMTAB ? SHT_DYNSYM : 0)
-        for (unsigned i = 0; i < eh->e_shnum; i++)
-            if (sh[i].sh_type == want && sh[i].sh_entsize == sizeof(Elf64_Sym) && sh[i].sh_link < eh->e_shnum &&
-                in_file(sh[i].sh_offset, sh[i].sh_size, size)) {
-                symtab = &sh[i];
-                break;
-            }
-    if (!symtab)
-        goto done;
-    const Elf64_Shdr *strs = &sh[symtab->sh_link];
-    if (!in_file(strs->sh_offset, strs->sh_size, size))
-        goto done;
-    const Elf64_Sym *sy = (const Elf64_Sym *)(m + symtab->sh_offset);
-    uint64_t nsy = symtab->sh_size / sizeof(Elf64_Sym);
-    const char *strtab = (const char *)(m + strs->sh_offset);
-    uint64_t strsize = strs->sh_size, names_len = 0, nf = 0;
-    for (uint64_t i = 0; i < nsy; i++) {
-        unsigned type = ELF64_ST_TYPE(sy[i].st_info);
-        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sy[i].st_shndx == SHN_UNDEF || !sy[i].st_value ||
-            sy[i].st_name >= strsize)
+    sw_elf_symbol sy;
+    int dynamic = 1;   /* .dynsym only if the file has no .symtab */
+    for (size_t i = 0; i < total && dynamic; i++)
+        if (sw_elf_symbol_at(e, i, &sy) == SW_OK && !sy.dynamic)
+            dynamic = 0;
+    uint64_t names_len = 0, nf = 0;
+    for (size_t i = 0; i < total; i++) {
+        if (sw_elf_symbol_at(e, i, &sy) != SW_OK || !wanted(&sy, dynamic))
             continue;
         nf++;
-        names_len += strnlen(strtab + sy[i].st_name, strsize - sy[i].st_name) + 1;
+        names_len += strlen(sy.name) + 1;
     }
     if (nf == 0 || nf > UINT32_MAX / 2 || names_len > UINT32_MAX)
         goto done;
@@ -153,24 +122,19 @@ static int read_elf(const char *path, elf_syms *out)
     if (!out->syms || !out->names)
         goto done;
     uint32_t k = 0, pos = 0;
-    for (uint64_t i = 0; i < nsy && k < nf; i++) {
-        unsigned type = ELF64_ST_TYPE(sy[i].st_info);
-        if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sy[i].st_shndx == SHN_UNDEF || !sy[i].st_value ||
-            sy[i].st_name >= strsize)
+    for (size_t i = 0; i < total && k < nf; i++) {
+        if (sw_elf_symbol_at(e, i, &sy) != SW_OK || !wanted(&sy, dynamic))
             continue;
-        size_t len = strnlen(strtab + sy[i].st_name, strsize - sy[i].st_name);
-        if (pos + len + 1 > names_len)
-            break;
-        memcpy(out->names + pos, strtab + sy[i].st_name, len);
-        out->names[pos + len] = 0;
-        out->syms[k++] = (fsym){sy[i].st_value, sy[i].st_size, pos};
+        size_t len = strlen(sy.name);
+        memcpy(out->names + pos, sy.name, len + 1);
+        out->syms[k++] = (fsym){sy.value, sy.size, pos};
         pos += (uint32_t)len + 1;
     }
     out->n = k;
     qsort(out->syms, k, sizeof *out->syms, cmp_fsym);
     rc = 0;
 done:
-    munmap((void *)m, (size_t)size);
+    sw_elf_free(e);
     if (rc != 0) {
         free(out->syms);
         free(out->names);

@@ -16,7 +16,8 @@
  * without a message, an unbalanced or time-reversed replay, malformed
  * exporter output.
  *
- * The profile-file reader gets every input too (fuzzprofile.h), and so
+ * The ELF reader gets every input too (fuzzelf.h; its seed is a small
+ * ELF file), and so does the profile-file reader (fuzzprofile.h), and so
  * does the container's chunk iterator alone, from memory and from a file
  * read piece by piece (a memfd): both must hand out the same chunks and
  * the same damage, in file order, without overlaps, and within the file.
@@ -30,6 +31,7 @@
 #include "trace/trace.h"
 #include "exportcheck.h"
 #include "trace/format.h"
+#include "fuzzelf.h"
 #include "fuzzprofile.h"
 #include "trace/reader.h"
 
@@ -373,6 +375,7 @@ static size_t fix_crcs(uint8_t *copy, size_t len, size_t *ends, size_t max, int 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    exercise_elf(data, size);
     exercise(data, size);
     /* The same input with correct checksums, so that mutations reach the
      * parsers behind them. */

@@ -9,9 +9,10 @@
  * a trace cut at a chunk boundary (no END); deep nesting (long chunk
  * prefixes); another time shift and clock rate; EXT events of every kind (and a frame clearing, TEARDOWN, across a chunk boundary);
  * sampler samples (format 1.2); an empty trace. And profile files
- * (profilegen.h).
+ * (profilegen.h), and a small ELF file (elfgen.h).
  */
 #define _GNU_SOURCE
+#include "elfgen.h"
 #include "profilegen.h"
 #include "trace/sample_stream.h"
 #include "tracegen.h"
@@ -238,6 +239,22 @@ static int seed_empty(void)
     return done(&g, "empty.swt", 0);
 }
 
+/* The ELF reader's seed (fuzzelf.h). */
+static int seed_elf(void)
+{
+    static unsigned char buf[ELFGEN_MAX];
+    size_t n = elfgen_build(buf);
+    char p[512];
+    path_of(p, sizeof p, "tiny.elf");
+    FILE *f = fopen(p, "wb");
+    if (!f || fwrite(buf, 1, n, f) != n) {
+        if (f)
+            fclose(f);
+        return 1;
+    }
+    return fclose(f) != 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -250,7 +267,7 @@ int main(int argc, char **argv)
         return 1;
     }
     int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() | seed_samples() |
-              seed_empty() | profile_seeds(dir);
+              seed_empty() | seed_elf() | profile_seeds(dir);
     if (bad)
         fprintf(stderr, "make_seed: could not write every seed\n");
     return bad;

@@ -24,6 +24,11 @@ void sw_sampler_layout_fill(sw_py_layout *l)
 {
     memset(l, 0, sizeof *l);
 }
+
+uint32_t sw_sampler_thread_tid_offset(void)
+{
+    return SW_NO_OFFSET;
+}
 #else
 
 #if PY_VERSION_HEX >= 0x030B0000
@@ -32,9 +37,7 @@ void sw_sampler_layout_fill(sw_py_layout *l)
 #  include <frameobject.h>
 #endif
 #include <internal/pycore_interp.h>
-#if PY_VERSION_HEX < 0x030C0000
-#  include <internal/pycore_runtime.h>
-#endif
+#include <internal/pycore_runtime.h>
 
 #include "procmem/procmem.h"
 
@@ -280,6 +283,11 @@ static uint32_t find_thread_tid_offset(void)
     return offset;
 }
 
+uint32_t sw_sampler_thread_tid_offset(void)
+{
+    return find_thread_tid_offset();
+}
+
 void sw_sampler_layout_fill(sw_py_layout *l)
 {
     memset(l, 0, sizeof *l);
@@ -293,6 +301,7 @@ void sw_sampler_layout_fill(sw_py_layout *l)
     fill_frames(l);
     fill_lines(l);
     fill_gil(l);
+    l->runtime_interp_main = OFF(_PyRuntimeState, interpreters.main);
     l->thread_tid = l->tstate_native_thread_id == SW_NO_OFFSET ? find_thread_tid_offset() : SW_NO_OFFSET;
 }
 

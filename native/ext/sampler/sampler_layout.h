@@ -13,4 +13,10 @@
  * still goes through sw_layout_validate when a reader is made. */
 void sw_sampler_layout_fill(sw_py_layout *l);
 
+/* Where glibc's struct pthread (what pthread_self() points to) holds the
+ * thread's kernel tid, found once in this process, or SW_NO_OFFSET: for
+ * layouts of versions whose thread states have no native thread id (before
+ * 3.11), read by a process on the same machine. Call with the GIL held. */
+uint32_t sw_sampler_thread_tid_offset(void);
+
 #endif

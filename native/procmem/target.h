@@ -1,0 +1,67 @@
+/*
+ * target.h - the Python process being read: a live process by pid (later
+ * this process through the same reader, and core files). It holds what
+ * every reading of the target needs and that does not depend on a layout:
+ * its memory reader (mem.h), the ELF file of the interpreter mapped in it
+ * (the python executable or libpython, whichever defines _PyRuntime; read
+ * through /proc/PID/root, so a process in a container is read from its own
+ * files), that file's load bias from /proc/PID/maps, the address of
+ * _PyRuntime and the target's Python version (Py_Version on 3.11+, the
+ * PY_VERSION string in .rodata before). Support is decided by the
+ * target's version, not the reader's.
+ *
+ * Opening fails with one sentence in err and a reason in *why, which the
+ * caller can turn into its own error (the CLI: one line, exit 1).
+ */
+#ifndef SW_TARGET_H
+#define SW_TARGET_H
+
+#include "base/base.h"
+#include "elf/elf.h"
+#include "layout.h"
+#include "mem.h"
+
+typedef enum {
+    SW_TARGET_FAILED = 1,       /* anything else (err says what) */
+    SW_TARGET_NO_PROCESS,       /* no process with that pid */
+    SW_TARGET_PERMISSION,       /* not allowed to read it (err says what grants it) */
+    SW_TARGET_NOT_PYTHON,       /* no interpreter mapped in it */
+    SW_TARGET_UNSUPPORTED,      /* its Python version cannot be read */
+    SW_TARGET_SELF,             /* the reader's own process */
+} sw_target_why;
+
+#define SW_TARGET_PATH_MAX 512
+
+typedef struct sw_target {
+    int pid;
+    sw_mem mem;                  /* open while the target is */
+    sw_elf *python;              /* the ELF file that defines _PyRuntime */
+    char python_path[SW_TARGET_PATH_MAX];   /* its path as the target sees it */
+    uint64_t bias;               /* its load bias: address = symbol value + bias */
+    uint64_t runtime_addr;       /* _PyRuntime in the target */
+    uint32_t version_hex;        /* PY_VERSION_HEX of the target, 0 if unknown */
+    int debug_offsets;           /* 1: _PyRuntime begins with _Py_DebugOffsets (3.13+) */
+} sw_target;
+
+/* Opens the live process pid. Returns 0, or a negative SW_E* code with the
+ * reason in *why and a sentence in err. */
+int sw_target_open_pid(sw_target *t, int pid, sw_target_why *why, char *err, size_t errlen);
+void sw_target_close(sw_target *t);
+
+/* The address in the target of the interpreter's symbol name. 0, or
+ * SW_EARG if the file does not define it. */
+int sw_target_symbol(const sw_target *t, const char *name, uint64_t *addr);
+
+/* "3.12.1" (with a release level and serial when not final) into buf. */
+void sw_target_version_str(uint32_t version_hex, char *buf, size_t len);
+
+/* Makes the layout l, which describes the target's version, fit this
+ * target: the addresses it holds (the type objects, _PyRuntime) become
+ * the target's, and *interp receives the address of its main interpreter.
+ * Refuses (SW_EVERSION, *why SW_TARGET_UNSUPPORTED) a layout of another
+ * version than the target's. Returns 0 or a negative SW_E* code with *why
+ * and err. */
+int sw_target_bind_layout(sw_target *t, sw_py_layout *l, uint64_t *interp, sw_target_why *why, char *err,
+                          size_t errlen);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * fuzzelf.h - the ELF half of the fuzz target (fuzz_reader.c calls
+ * exercise_elf on every input; the seed corpus has a small ELF file from
+ * elfgen.h). Besides ASan/UBSan reports, it aborts when a promise of
+ * elf/elf.h is broken: a refusal without a message, a symbol without a
+ * name, a build id longer than its bound, a segment or a section outside
+ * the input, a read at a virtual address that returns bytes not in it.
+ */
+#ifndef SW_FUZZELF_H
+#define SW_FUZZELF_H
+
+#include "elf/elf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void elf_fail(const char *what)
+{
+    fprintf(stderr, "fuzz_reader (elf): %s\n", what);
+    abort();
+}
+
+static void exercise_elf(const uint8_t *data, size_t len)
+{
+    sw_elf *e;
+    char err[256] = "";
+    if (sw_elf_from_bytes(data, len, &e, err, sizeof err) != SW_OK) {
+        if (!err[0])
+            elf_fail("refused without a message");
+        return;
+    }
+    size_t n = sw_elf_symbol_count(e);
+    for (size_t i = 0; i < n; i++) {
+        sw_elf_symbol s;
+        if (sw_elf_symbol_at(e, i, &s) != SW_OK)
+            continue;
+        if (!s.name || !s.name[0])
+            elf_fail("a symbol without a name");
+        sw_elf_symbol again;
+        if (sw_elf_find_symbol(e, s.name, &again) == SW_OK && strcmp(again.name, s.name) != 0)
+            elf_fail("found another symbol than the one asked for");
+    }
+    const unsigned char *id;
+    if (sw_elf_build_id(e, &id) > SW_ELF_MAX_BUILD_ID)
+        elf_fail("build id longer than its bound");
+    size_t nseg;
+    const sw_elf_segment *seg = sw_elf_segments(e, &nseg);
+    for (size_t i = 0; i < nseg; i++) {
+        if (seg[i].offset > len || seg[i].filesz > len - seg[i].offset || seg[i].filesz > seg[i].memsz)
+            elf_fail("a segment outside the input");
+        unsigned char b[8];
+        size_t k = seg[i].filesz < sizeof b ? (size_t)seg[i].filesz : sizeof b;
+        if (k && (sw_elf_read_vaddr(e, seg[i].vaddr, b, k) != SW_OK || memcmp(b, data + seg[i].offset, k) != 0))
+            elf_fail("a read at a segment's start differs from the input");
+    }
+    static const char *names[] = {".rodata", ".dynsym", ".symtab", ".note.gnu.build-id", ".shstrtab"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t sl;
+        const unsigned char *p = sw_elf_section(e, names[i], &sl, NULL);
+        if (p && sl > len)
+            elf_fail("a section larger than the input");
+    }
+    sw_elf_free(e);
+}
+
+#endif

@@ -1,0 +1,56 @@
+"""A target for `stackwatch dump`: threads parked at known points (blocked
+on Events, one in a generator, one in a nested function), the main thread
+parked reading stdin. It prints "ready" and a JSON map of thread ids to native ids once all
+are parked; SIGUSR1 then
+makes faulthandler write every thread's stack, at that parked point, to
+the file named by argv[1]. Ends when stdin closes."""
+import faulthandler
+import json
+import signal
+import sys
+import threading
+
+release = threading.Event()
+
+
+class Worker:
+    def run(self, ready):
+        ready.set()
+        release.wait()
+
+
+def gen(ready):
+    ready.set()
+    yield release.wait()
+
+
+def consume(ready):
+    for _ in gen(ready):
+        pass
+
+
+def outer(ready):
+    def inner():
+        ready.set()
+        release.wait()
+    inner()
+
+
+def start(target, name):
+    ready = threading.Event()
+    t = threading.Thread(target=target, args=(ready,), name=name, daemon=True)
+    t.start()
+    ready.wait()
+    return t
+
+
+def main():
+    threads = [start(Worker().run, "worker"), start(consume, "generator"), start(outer, "nested")]
+    ids = {t.ident: t.native_id for t in threads + [threading.main_thread()]}
+    out = open(sys.argv[1], "w")
+    faulthandler.register(signal.SIGUSR1, file=out, all_threads=True)
+    print("ready", json.dumps(ids), flush=True), sys.stdin.read()   # one line: the main thread's place from "ready" on
+
+
+if __name__ == "__main__":
+    main()

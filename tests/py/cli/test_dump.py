@@ -1,0 +1,283 @@
+"""`stackwatch dump PID`: every thread's stack read from outside equals
+what faulthandler writes inside the target at the same parked point (same
+threads in the same order, same frames); every bad input is one line and
+a non-zero exit."""
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import PROGRAMS, missing, needs_sampler, run
+
+FH_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$")
+FH_FRAME = re.compile(r'^  File "(.*)", line (\d+) in (.*)$')
+
+
+def parse_faulthandler(text):
+    """[(thread id, [(function, file, line)] innermost first)] in its order."""
+    threads = []
+    for line in text.splitlines():
+        m = FH_THREAD.match(line)
+        if m:
+            threads.append((int(m.group(1), 16), []))
+            continue
+        m = FH_FRAME.match(line)
+        if m:
+            threads[-1][1].append((m.group(3), m.group(1), int(m.group(2))))
+    return threads
+
+
+class Parked:
+    """The parked_threads.py program, running until stop()."""
+
+    def __init__(self, python, tmp, env=None, prelude=None, wrap=()):
+        self.fh = tmp / "faulthandler.txt"
+        args = [python, os.path.join(PROGRAMS, "parked_threads.py"), str(self.fh)]
+        if prelude:
+            args = [python, "-c", prelude + "; import runpy, sys; sys.argv = sys.argv[1:]; "
+                    "runpy.run_path(sys.argv[0], run_name='__main__')"] + args[1:]
+        args = list(wrap) + args
+        self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        line = self.p.stdout.readline()
+        assert line.startswith("ready "), line
+        self.native_ids = {int(k): v for k, v in json.loads(line[len("ready "):]).items()}
+        self.pid = self.p.pid
+
+    def faulthandler(self):
+        """Has the target dump its threads (SIGUSR1) and returns the dump."""
+        os.kill(self.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            text = self.fh.read_text()
+            if text.endswith("in <module>\n"):   # the main thread, the oldest, comes last
+                return text
+            time.sleep(0.02)
+        raise AssertionError(f"no complete faulthandler dump: {self.fh.read_text()!r}")
+
+    def stop(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+        self.p.stdout.close()
+
+
+@pytest.fixture
+def parked(tmp):
+    p = Parked(sys.executable, tmp)
+    yield p
+    p.stop()
+
+
+def pyenv_pythons(minors):
+    """{version: python} of the pyenv CPythons of those minor versions."""
+    found = {}
+    for path in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*.*/bin/python3"))):
+        version = os.path.basename(os.path.dirname(os.path.dirname(path)))
+        if version.count(".") == 2 and version.split(".")[1] in minors:
+            found[version] = path
+    return found
+
+
+def check_dump_equals_faulthandler(parked):
+    """`dump --json` and the text form against the target's faulthandler
+    dump, at the same parked point; returns the threads."""
+    expected = parse_faulthandler(parked.faulthandler())
+    assert len(expected) == 4 and all(frames for _, frames in expected)
+    r = run(["dump", str(parked.pid), "--json"])
+    assert r.returncode == 0, r.stderr
+    threads = json.loads(r.stdout)
+    got = [(t["thread_id"], [(f["function"], f["file"], f["line"]) for f in t["frames"]]) for t in threads]
+    assert got == expected
+    for t in threads:
+        assert t["native_id"] == parked.native_ids[t["thread_id"]]
+        assert t["name"] == open(f"/proc/{parked.pid}/task/{t['native_id']}/comm").read().strip()
+        assert t["state"] == "idle" and t["gil"] is False and t["failed"] is False   # all parked, GIL released
+    text = run(["dump", str(parked.pid)])
+    assert text.returncode == 0, text.stderr
+    assert [line for line in text.stdout.splitlines() if line.startswith("  File ")] == \
+        [line for line in parked.fh.read_text().splitlines() if line.startswith("  File ")]
+    return threads
+
+
+@needs_sampler
+def test_dump_equals_faulthandler(parked):
+    threads = check_dump_equals_faulthandler(parked)
+    # The method's, the generator's and the nested function's frames, by
+    # their qualified names where the version has them (3.11+: co_qualname).
+    quals = {f["qualname"] for t in threads for f in t["frames"]}
+    if sys.version_info >= (3, 11):
+        assert {"Worker.run", "gen", "outer.<locals>.inner", "main", "<module>"} <= quals
+    else:
+        assert {"run", "gen", "inner", "main", "<module>"} <= quals
+
+
+# Every other release the generated layouts know, read by this one.
+OTHERS = {v: p for v, p in pyenv_pythons(("9", "10", "11", "12", "13")).items()
+          if not v.startswith("%d.%d." % sys.version_info[:2])}
+
+
+@needs_sampler
+@pytest.mark.parametrize("version", sorted(OTHERS) or ["none"])
+def test_dump_other_version_equals_faulthandler(tmp, version):
+    if version == "none":
+        missing("no pyenv CPython 3.9-3.13 of another version")
+    p = Parked(OTHERS[version], tmp)
+    try:
+        check_dump_equals_faulthandler(p)
+    finally:
+        p.stop()
+
+
+@needs_sampler
+def test_dump_313_through_its_debug_offsets(tmp):
+    """A 3.13 target read through the _Py_DebugOffsets in its memory (the
+    path of a 3.13 release without a generated layout) equals faulthandler."""
+    from stackwatch import _native
+    pythons = pyenv_pythons(("13",))
+    if not pythons:
+        missing("no pyenv CPython 3.13")
+    p = Parked(sorted(pythons.values())[-1], tmp)
+    try:
+        expected = parse_faulthandler(p.faulthandler())
+        dump = _native.dump_process(p.pid, layout="debug_offsets")
+        assert dump["layout"] == "debug_offsets"
+        got = [(t["thread_id"], [(q.rsplit(".", 1)[-1], f, line) for q, f, line in t["frames"]])
+               for t in dump["threads"]]
+        assert got == expected
+        assert {t["native_id"] for t in dump["threads"]} == set(p.native_ids.values())
+    finally:
+        p.stop()
+
+
+@needs_sampler
+@pytest.mark.root
+def test_dump_target_in_its_own_mount_namespace(tmp):
+    """As in a container: the target runs its Python from a path that exists
+    only in its mount namespace (a bind mount made there), so its files are
+    read through /proc/PID/root."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        missing("unshare is missing (util-linux)")
+    inside = tmp / "inside"
+    inside.mkdir()
+    # sh -c SCRIPT sh PREFIX MOUNTPOINT python3 PROGRAM FILE
+    script = 'src=$1 dst=$2; shift 3; mount --bind "$src" "$dst" && LD_LIBRARY_PATH="$dst/lib" exec "$dst/bin/python3" "$@"'
+    wrap = [unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh", sys.base_prefix, str(inside)]
+    p = Parked("python3", tmp, wrap=wrap)
+    try:
+        check_dump_equals_faulthandler(p)
+        from stackwatch import _native
+        python = _native.dump_process(p.pid)["python"]
+        assert python.startswith(str(inside) + "/") and not os.path.exists(python)
+    finally:
+        p.stop()
+
+
+def one_line_error(r, *words):
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stackwatch: error: "), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+def test_dump_no_such_process():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    one_line_error(run(["dump", str(p.pid)]), f"no process with pid {p.pid}")
+
+
+def test_dump_not_python():
+    p = subprocess.Popen(["sleep", "60"])
+    try:
+        one_line_error(run(["dump", str(p.pid)]), f"process {p.pid} is not a Python process")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_dump_own_process():
+    stackwatch = [sys.executable, "-m", "stackwatch", "dump"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_PROCESS_START")}
+    r = subprocess.run(["sh", "-c", 'exec "$@" $$', "sh"] + stackwatch, capture_output=True, text=True,
+                       timeout=120, env=env)
+    one_line_error(r, "stackwatch's own process")
+
+
+def test_dump_unknown_version_named(tmp):
+    """A release no layout is known for (3.8) is refused, naming it and the known ones."""
+    old = pyenv_pythons(("8",))
+    if not old:
+        missing("no pyenv CPython 3.8")
+    version, python = sorted(old.items())[-1]
+    p = Parked(python, tmp)
+    try:
+        mine = "%d.%d.%d" % sys.version_info[:3]
+        one_line_error(run(["dump", str(p.pid)]), f"runs Python {version}, which this stackwatch cannot read",
+                       "3.9.", "3.13.", "any 3.13 through its debug offsets", mine)
+    finally:
+        p.stop()
+
+
+@pytest.mark.root
+def test_dump_permission_explained(tmp):
+    """A non-dumpable target read without CAP_SYS_PTRACE (as in a container)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        missing("setpriv is missing (util-linux)")
+    p = Parked(sys.executable, tmp, prelude="import ctypes; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)")
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_PROCESS_START")}
+        r = subprocess.run([setpriv, "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", sys.executable, "-m",
+                            "stackwatch", "dump", str(p.pid)], capture_output=True, text=True, timeout=120, env=env)
+        one_line_error(r, f"permission denied reading process {p.pid}", "CAP_SYS_PTRACE", "non-dumpable")
+    finally:
+        p.stop()
+
+
+SPINNER = """
+import sys, threading
+started = threading.Event()
+def spin():
+    started.set()
+    while True:
+        pass
+threading.Thread(target=spin, name="spinner", daemon=True).start()
+started.wait()
+print("ready", threading.get_native_id(), flush=True)
+sys.stdin.read()
+"""
+
+
+@needs_sampler
+def test_dump_running_thread_holds_the_gil():
+    """A thread spinning in Python runs and holds the GIL (the other one,
+    parked in a read, waits for neither)."""
+    p = subprocess.Popen([sys.executable, "-c", SPINNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        main_tid = int(p.stdout.readline().split()[1])
+        for _ in range(5):   # until the main thread, which printed "ready", is parked in its read
+            r = run(["dump", str(p.pid), "--json"])
+            assert r.returncode == 0, r.stderr
+            threads = {t["native_id"]: t for t in json.loads(r.stdout)}
+            if threads[main_tid]["frames"][0]["line"] == 11 and threads[main_tid]["state"] == "idle":
+                break
+        assert len(threads) == 2
+        main = threads.pop(main_tid)
+        (spinner,) = threads.values()
+        assert spinner["frames"][0]["function"] == "spin" and spinner["frames"][0]["line"] in (6, 7)
+        assert spinner["state"] == "running" and spinner["gil"] is True
+        assert main["state"] == "idle" and main["gil"] is False
+        assert [f["function"] for f in main["frames"]] == ["<module>"]
+    finally:
+        p.stdin.close()
+        p.kill()
+        p.wait()
+        p.stdout.close()
