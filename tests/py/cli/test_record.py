@@ -1,0 +1,213 @@
+"""`stackwatch record --pid` and `stackwatch top`: another process sampled
+from outside by the in-process profiler's sampler and frame walker. A
+target whose time split is known by construction (tests/programs/
+split_603010.py: 60/30/10 of its main thread's CPU time) is recorded, on
+this Python and on another release than the tool's; `go tool pprof` reads
+the pprof written; a target exiting mid-record leaves a profile and exit
+0; `top` runs in tmux with its keys; every bad input is one line."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import PROGRAMS, needs_sampler, run
+from go_pprof import GO, top
+from stats_bounds import FALSE_FAILURE, z
+from test_dump import pyenv_pythons
+
+TARGET = os.path.join(PROGRAMS, "split_603010.py")
+SHARES = {"f60": 0.6, "f30": 0.3, "f10": 0.1}
+TOLERANCE = 0.03
+TMUX = shutil.which("tmux")
+# This Python, and one release of another minor version (3.13, else 3.9,
+# else any other the generated layouts know).
+OTHER = pyenv_pythons(("13",)) or pyenv_pythons(("9",)) or pyenv_pythons(("9", "10", "11", "12"))
+OTHER = {v: p for v, p in OTHER.items() if not v.startswith("%d.%d." % sys.version_info[:2])}
+PYTHONS = {"self": sys.executable}
+if OTHER:
+    v = sorted(OTHER)[-1]
+    PYTHONS[v] = OTHER[v]
+
+
+class Target:
+    """split_603010.py running (until stop(), or for `seconds`)."""
+
+    def __init__(self, python=sys.executable, seconds=None):
+        args = [python, TARGET] + ([str(seconds)] if seconds else [])
+        self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline() == "ready\n"
+        self.pid = self.p.pid
+
+    def stop(self):
+        try:
+            self.p.stdin.close()
+        except BrokenPipeError:
+            pass
+        assert self.p.wait(timeout=60) == 0
+        self.p.stdout.close()
+
+
+def require(tool, what):
+    if not tool:
+        assert os.environ.get("CI") != "true", f"{what} is missing"
+        pytest.skip(f"{what} is missing")
+
+
+def pprof_own(path):
+    """{function: flat samples} of `go tool pprof -top`."""
+    return {name: flat for name, (flat, _) in top(path, "samples")[2].items()}
+
+
+def summary_line(stderr):
+    m = re.search(r"^stackwatch: (\d+) samples of process \d+ \(Python ([\d.]+)\) in [\d.]+ s: ([\d.]+)% "
+                  r"failed \(\d+ of \d+\), (\d+) rounds/s achieved of (\d+) asked", stderr, re.M)
+    assert m, stderr
+    return int(m.group(1)), m.group(2), float(m.group(3)), int(m.group(4))
+
+
+@needs_sampler
+@pytest.mark.timing
+@pytest.mark.parametrize("version", sorted(PYTHONS))
+def test_record_shares_within_3_points(tmp, version):
+    """Own shares of f60/f30/f10 as `go tool pprof` reads them from the
+    pprof record --pid wrote: within 3 points of 60/30/10. The sample count
+    needed for 3 points to be at least the binomial bound (1 false failure
+    in 10,000, three shares) decides how long to sample."""
+    require(GO, "go (golang-go, for go tool pprof)")
+    bound_n = (z(FALSE_FAILURE / 3) / TOLERANCE) ** 2 * 0.25   # p(1-p) <= 1/4
+    target = Target(PYTHONS[version])
+    try:
+        duration, counts = 2.0, None
+        for _ in range(3):
+            out = tmp / "rec.pb.gz"
+            r = run(["record", "--pid", str(target.pid), "--duration", str(duration), "--rate", "5000",
+                     "-o", str(out)], timeout=120)
+            assert r.returncode == 0, r.stderr
+            stored, target_version, failed_pct, rate = summary_line(r.stderr)
+            if version != "self":
+                assert target_version == version
+            counts = pprof_own(out)
+            n = sum(counts.get(f, 0) for f in SHARES)
+            if n >= bound_n:
+                break
+            duration *= max(2.0, bound_n / max(n, 1) * 1.2)   # the machine was busy: sample longer
+        assert n >= bound_n, (n, bound_n, r.stderr)
+        shares = {f: counts.get(f, 0) / n for f in SHARES}
+        assert all(abs(shares[f] - SHARES[f]) <= TOLERANCE for f in SHARES), (shares, r.stderr)
+        # Idle threads are left out by default; the main thread is nearly all of it.
+        assert "sleeper" not in counts and n >= 0.95 * stored, (counts, stored)
+        assert failed_pct < 5, r.stderr
+    finally:
+        target.stop()
+
+
+@needs_sampler
+def test_target_exits_mid_record(tmp):
+    """Without --duration, record runs until the target exits, then writes
+    what it sampled (--idle: the sleeping thread's samples too) and exits 0."""
+    target = Target(seconds=1.5)
+    out = tmp / "rec.collapsed.txt"
+    t0 = time.monotonic()
+    r = run(["record", "--pid", str(target.pid), "--idle", "-o", str(out)], timeout=60)
+    took = time.monotonic() - t0
+    assert target.p.wait(timeout=60) == 0
+    assert r.returncode == 0, r.stderr
+    assert "(the process exited)" in r.stderr and took < 30
+    stacks = out.read_text().splitlines()
+    funcs = {frame.split(" ")[0] for line in stacks for frame in line.rsplit(" ", 1)[0].split(";")}
+    assert {"f60", "f30", "f10"} <= {f.split("(")[0].strip() for f in funcs} or \
+        all(any(f in line for line in stacks) for f in ("f60", "f30", "f10")), stacks[:5]
+    assert any("sleeper" in line for line in stacks), stacks[:5]
+
+
+@needs_sampler
+def test_bad_input_is_one_line(tmp):
+    """No such process, not Python, this very stackwatch (through the
+    sampler's own start), --native: one line, non-zero exit."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    cases = [(["record", "--pid", str(dead.pid), "--duration", "1"], "no process"),
+             (["top", str(dead.pid), "--once"], "no process"),
+             (["record", "--pid", str(os.getpid()), "--native", "--duration", "1"], "--native")]
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        cases.append((["record", "--pid", str(sleeper.pid), "--duration", "1"], "not"))
+        for args, word in cases:
+            r = run(args, timeout=60)
+            assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+            assert r.stderr.startswith("stackwatch: error: ") and word in r.stderr.lower(), (args, r.stderr)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # The sampler refuses its own process when pointed at it by pid.
+    from stackwatch import profiler
+    with pytest.raises(ValueError, match="stackwatch"):
+        profiler.Profiler(pid=os.getpid()).start()
+
+
+def screen_rows(text):
+    """[(own%, total%, function)] of a top screen."""
+    rows = []
+    for line in text.splitlines():
+        m = re.match(r"^\s*([\d.]+)%\s+([\d.]+)%\s+(\S+)", line)
+        if m:
+            rows.append((float(m.group(1)), float(m.group(2)), m.group(3)))
+    return rows
+
+
+@needs_sampler
+def test_top_once():
+    target = Target()
+    try:
+        r = run(["top", str(target.pid), "--once"], timeout=60)
+    finally:
+        target.stop()
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^\d+ samples/s  GIL [\d.]+%  idle [\d.]+%", r.stdout, re.M), r.stdout
+    rows = screen_rows(r.stdout)
+    assert rows and rows[0][2] == "f60", r.stdout
+    assert [own for own, _, _ in rows] == sorted((own for own, _, _ in rows), reverse=True)
+
+
+@needs_sampler
+def test_top_in_tmux(tmp):
+    """top in a real terminal: the busiest function first; 't' sorts by
+    total (the main loop first); 'q' quits."""
+    require(TMUX, "tmux")
+    target = Target()
+    session = f"swtop{os.getpid()}"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_CORE", "COVERAGE_PROCESS_START")}
+    tmux = lambda *a: subprocess.run([TMUX, "-L", session] + list(a), capture_output=True, text=True, env=env,
+                                     timeout=30)
+    cmd = f"{sys.executable} -m stackwatch top {target.pid}"
+    try:
+        assert tmux("new-session", "-d", "-s", session, "-x", "150", "-y", "40", cmd).returncode == 0
+
+        def wait_for(check):
+            deadline = time.monotonic() + 30
+            text = ""
+            while time.monotonic() < deadline:
+                text = tmux("capture-pane", "-p", "-t", session).stdout
+                if check(text):
+                    return text
+                time.sleep(0.2)
+            raise AssertionError(text)
+
+        text = wait_for(lambda t: "sort: own" in t and screen_rows(t))
+        assert screen_rows(text)[0][2] == "f60", text
+        tmux("send-keys", "-t", session, "t")
+        text = wait_for(lambda t: "sort: total" in t and screen_rows(t))
+        rows = screen_rows(text)
+        assert rows[0][2] in ("main", "<module>") and rows[0][1] >= rows[-1][1], text
+        tmux("send-keys", "-t", session, "q")
+        deadline = time.monotonic() + 30
+        while tmux("has-session", "-t", session).returncode == 0:
+            assert time.monotonic() < deadline, "top did not quit on q"
+            time.sleep(0.2)
+    finally:
+        tmux("kill-server")
+        target.stop()
