@@ -10,7 +10,9 @@ include another room only through its public header (PUBLIC_HEADERS).
 
     scripts/check-rooms.py          (make test runs it; exits 1 on a problem)
 
-docs/architecture.md has the same table in words.
+docs/architecture.md has the same table in words: its rows must list the
+rooms in this order, and each row's last column ("uses today") the rooms
+that room uses (checked too; `-v` lists every use).
 """
 import ast
 import os
@@ -175,6 +177,36 @@ def py_module_circles():
     return out
 
 
+DOC = os.path.join(ROOT, "docs", "architecture.md")
+# Words of the doc's last column that name no room.
+DOC_NOT_ROOMS = {"libc", "CPython", "nothing", "everything", "`_native`"}
+
+
+def doc_rooms(rooms_seen, problems):
+    """The rooms tables of docs/architecture.md against the rooms and the
+    uses found: the same rooms in the same order, and each room's uses."""
+    rows = re.findall(r"^\| `([^`]+)` \|.*\| ([^|]+) \|$", open(DOC, encoding="utf-8").read(), re.M)
+    order = []
+    for folder, uses in rows:
+        room = folder.rstrip("/")
+        if room.endswith(".py") or room.endswith(".c"):
+            room = os.path.dirname(room)
+        if room not in C_ROOMS + PY_ROOMS:
+            continue
+        order.append(room)
+        if uses.strip() == "everything":
+            continue
+        prefix = "native/" if room.startswith("native") else "src/stackwatch/"
+        said = {prefix + w.strip() for w in re.sub(r"\([^)]*\)", "", uses).split(",")
+                if w.strip() and w.strip() not in DOC_NOT_ROOMS}
+        found = {b for (a, b) in rooms_seen if a == room}
+        if said != found:
+            problems.append(f"docs/architecture.md: room {room} uses {', '.join(sorted(found)) or 'nothing'}, "
+                            f"the table says {', '.join(sorted(said)) or 'nothing'}")
+    if order != C_ROOMS + PY_ROOMS:
+        problems.append(f"docs/architecture.md: the rooms tables list {order}, not the order of ROOMS")
+
+
 def main():
     problems = []
     rooms_seen = {}
@@ -192,6 +224,7 @@ def main():
             problems.append(f"{src} includes {dst}: another room is included through its public header, "
                             f"{PUBLIC_HEADERS[b]}")
     problems += py_module_circles()
+    doc_rooms(rooms_seen, problems)
     if "-v" in sys.argv:
         for (a, b), why in sorted(rooms_seen.items()):
             print(f"{a} -> {b}  ({len(why)}: {why[0]}{' ...' if len(why) > 1 else ''})")

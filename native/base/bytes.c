@@ -5,11 +5,9 @@
 #include "bytes.h"
 #include "varint.h"
 
-#include <errno.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 int sw_bytes_reserve(sw_bytes *b, size_t extra)
 {
@@ -52,39 +50,6 @@ char *sw_dup_n(const char *s, size_t n)
         d[n] = 0;
     }
     return d;
-}
-
-int sw_bytes_read_file(sw_bytes *b, const char *path, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open: %s", strerror(errno));
-        return SW_EIO;
-    }
-    /* Sized from the file at first (a trace can be hundreds of MB: no
-     * copies while doubling), then grown if it was still being written. */
-    struct stat st;
-    size_t want = fstat(fileno(f), &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : 1 << 16;
-    int rc = SW_OK, saved = 0;
-    while (sw_bytes_reserve(b, want) == SW_OK) {
-        size_t k = fread(b->data + b->len, 1, b->cap - b->len, f);
-        b->len += k;
-        if (b->len < b->cap)
-            break;
-        want = b->cap;
-    }
-    if (ferror(f)) {
-        saved = errno;
-        rc = SW_EIO;
-    } else if (b->failed) {
-        rc = SW_ENOMEM;
-    }
-    fclose(f);
-    if (rc == SW_EIO)
-        snprintf(err, errlen, "cannot read: %s", strerror(saved));
-    else if (rc == SW_ENOMEM)
-        snprintf(err, errlen, "out of memory while reading the file");
-    return rc;
 }
 
 int sw_bytes_put(sw_bytes *b, const void *p, size_t n)

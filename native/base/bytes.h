@@ -26,11 +26,6 @@ void sw_bytes_free(sw_bytes *b);
  * NUL-terminated). Returns NULL when out of memory. */
 char *sw_dup_n(const char *s, size_t n);
 
-/* Appends the whole file at `path` to b. Returns SW_OK, SW_EIO ("cannot
- * open: ..." or "cannot read: ..." in err) or SW_ENOMEM ("out of memory
- * while reading the file"). */
-int sw_bytes_read_file(sw_bytes *b, const char *path, char *err, size_t errlen);
-
 /* Grows an array so that it holds at least `need` elements of `size`
  * bytes: capacity doubles from `first`. Returns the (possibly moved) array
  * and updates *cap, or returns NULL when out of memory (the array and *cap

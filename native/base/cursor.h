@@ -27,9 +27,6 @@ SW_INLINE sw_cursor sw_cursor_of(const void *p, size_t len)
     return c;
 }
 
-/* Bytes left. */
-SW_INLINE size_t sw_cur_left(const sw_cursor *c) { return (size_t)(c->end - c->p); }
-
 SW_INLINE int sw_cur_varint(sw_cursor *c, uint64_t *v) { return sw_get_varint(&c->p, c->end, v); }
 
 /* A zigzag varint (a signed value). */

@@ -17,9 +17,7 @@
 #include "ext/tracer/switch.h"
 #include "ext/tracer/trace_api.h"
 
-/* ext/sampler/sampler.c (the Sampler, CallTree and ProfileFile types);
- * that room has no header of its own for it yet. */
-int sw_sampler_add_to_module(PyObject *m);
+#include "ext/sampler/sampler.h"
 
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT, "stackwatch._native", "stackwatch C core bindings", -1, NULL,

@@ -238,8 +238,3 @@ uint64_t sw_codecache_misses(const sw_codecache *c)
 {
     return c->misses;
 }
-
-uint32_t sw_codecache_size(const sw_codecache *c)
-{
-    return (uint32_t)c->n;
-}

@@ -55,6 +55,5 @@ void sw_codecache_trim(sw_codecache *c);
 
 uint64_t sw_codecache_hits(const sw_codecache *c);
 uint64_t sw_codecache_misses(const sw_codecache *c);
-uint32_t sw_codecache_size(const sw_codecache *c);
 
 #endif

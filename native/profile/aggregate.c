@@ -433,11 +433,6 @@ uint64_t sw_profile_history_dropped(const sw_profile *p)
     return p->hist_dropped;
 }
 
-int64_t sw_profile_wall_offset(const sw_profile *p)
-{
-    return p->wall_offset_ns;
-}
-
 void sw_profile_end_history(sw_profile *p, int64_t now_ns)
 {
     pthread_mutex_lock(&p->lock);

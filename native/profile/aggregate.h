@@ -125,7 +125,6 @@ int sw_profile_set_history(sw_profile *p, int64_t cycle_ns, size_t maxlen, int64
                            int64_t origin_ns);
 sw_history *sw_profile_history(sw_profile *p);   /* NULL when off; read under the lock */
 uint64_t sw_profile_history_dropped(const sw_profile *p);
-int64_t sw_profile_wall_offset(const sw_profile *p);
 /* Ends the newest entry at now_ns (CLOCK_MONOTONIC) if it would end later:
  * called when sampling stops. Takes the lock. */
 void sw_profile_end_history(sw_profile *p, int64_t now_ns);

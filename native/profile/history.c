@@ -56,11 +56,6 @@ sw_functab *sw_history_functab(const sw_history *h)
     return h->ft;
 }
 
-size_t sw_history_maxlen(const sw_history *h)
-{
-    return h->maxlen;
-}
-
 int sw_history_push(sw_history *h, int64_t start_ns, int64_t end_ns, sw_history_entry **out)
 {
     *out = NULL;

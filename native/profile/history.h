@@ -41,7 +41,6 @@ typedef struct sw_history_entry {
 sw_history *sw_history_new(sw_functab *ft, size_t maxlen);
 void sw_history_free(sw_history *h);
 sw_functab *sw_history_functab(const sw_history *h);
-size_t sw_history_maxlen(const sw_history *h);
 
 /* Appends an empty entry [start_ns, end_ns) (evicting the oldest if the
  * history is full) and returns it in *out (valid until the next push).

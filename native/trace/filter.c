@@ -20,12 +20,6 @@ void sw_filter_all(sw_filter *f)
 
 static int has_globs(char *const *g) { return g && g[0]; }
 
-int sw_filter_is_all(const sw_filter *f)
-{
-    return !f || (f->start_ns == INT64_MIN && f->stop_ns == INT64_MAX && !f->max_depth && !has_globs(f->include) &&
-                  !has_globs(f->exclude) && !f->threads);
-}
-
 int sw_filter_has_thread(const sw_filter *f, size_t thread)
 {
     return !f || !f->threads || (thread < f->nthreads && f->threads[thread]);

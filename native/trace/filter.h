@@ -41,8 +41,6 @@ typedef struct sw_filter {
 /* A filter that keeps everything. */
 void sw_filter_all(sw_filter *f);
 
-/* 1 if f (NULL: none) keeps every event of every thread. */
-int sw_filter_is_all(const sw_filter *f);
 /* 1 if f (NULL: none) keeps the thread at position `thread`. */
 int sw_filter_has_thread(const sw_filter *f, size_t thread);
 /* 1 if the time is in f's window. */

@@ -47,12 +47,12 @@ _LAZY = {
     "traced": ("stackwatch.tracer.session", "traced"),
     "region": ("stackwatch.tracer.regions", "region"),
     "Trace": ("stackwatch.tracer.tracefile", "Trace"),
+    "__version__": ("stackwatch.common.version", "VERSION"),   # written by the build from meson.build
 }
 
 __all__ = ["EVENTS", "CallTree", "Event", "History", "Profiler", "Trace", "TraceError", "TraceSummary",
            "add_handler", "get_profile", "handlers", "is_tracing", "load_profile", "merge", "probes",
            "region", "start", "stop", "trace", "traced", "watch"]
-__version__ = "0.1.0"
 
 
 def __getattr__(name):

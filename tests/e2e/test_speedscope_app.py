@@ -14,16 +14,12 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
-from conftest import SAMPLER, browser, run, write  # noqa: E402,F401  (tests/py/conftest.py; browser: a fixture)
+from conftest import SAMPLER, browser, missing, needs_module, run, write  # noqa: E402,F401  (tests/py/conftest.py; browser: a fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RELEASE = os.path.join(ROOT, "build", "npm", "node_modules", "speedscope", "dist", "release")
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.path.exists(os.path.join(RELEASE, "index.html")),
-                       reason="the speedscope app is not in build/npm (make deps fetches it with npm)"),
-]
+pytestmark = [pytest.mark.slow]
 
 PROGRAM = '''
 import threading, time
@@ -46,6 +42,8 @@ t.join()
 def exports(tmp_path_factory):
     """{kind: path} of the speedscope exports of a trace and a profile of
     PROGRAM, in a directory served with the app."""
+    if not os.path.exists(os.path.join(RELEASE, "index.html")):
+        missing("the speedscope app is not in build/npm (make deps fetches it with npm)")
     d = tmp_path_factory.mktemp("speedscope")
     prog = write(d / "prog.py", PROGRAM)
     out = {}
@@ -83,7 +81,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.mark.parametrize("kind", ["trace", "profile"])
 def test_exports_validate_against_speedscope_schema(exports, kind):
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = needs_module("jsonschema", "jsonschema is not installed (scripts/venv.sh installs it)")
     _, out = exports
     if kind not in out:
         pytest.skip("the sampling profiler does not support this Python")

@@ -2,12 +2,16 @@
 tests/e2e/): run programs under stackwatch in a subprocess of the
 interpreter being tested; tests marked `root` or `bpftrace` (markers in
 pyproject.toml) are skipped, with the reason printed, where that is
-missing.
+missing. A test whose tool or package is not installed (go, bpftrace, a
+browser, the speedscope app, ...) goes through missing(), needs() or
+needs_module(): skipped with the reason, but failed under CI=true, so
+that a green CI never hides an empty run.
 
 The workload programs are in tests/programs/, on sys.path for every test
 (`import corpus`, `import mixed_workload`); this folder is on it too
 (`from conftest import run`, `import stats_bounds`)."""
 import html.parser
+import importlib
 import json
 import os
 import shutil
@@ -93,15 +97,53 @@ def read_varint(buf, i):
             return v, i
 
 
+# ---- a test whose tool is missing: skipped here, failed under CI=true ----
+
+def missing(reason):
+    """Ends the test because a tool or package it drives is not installed
+    (reason: which, and what installs it): skipped, with the reason
+    printed; under CI=true (or 1) failed instead."""
+    __tracebackhide__ = True   # pytest reports the test's line, not this one
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(f"{reason} (CI is set: a missing tool fails the test)", pytrace=False)
+    print(f"skipping: {reason}")
+    pytest.skip(reason, allow_module_level=True)
+
+
+def needs(reason):
+    """A mark for a test of tests/py that cannot run without a tool: reason
+    None when the tool is here, else why not (pytest_runtest_setup calls
+    missing(reason))."""
+    return pytest.mark.needs_tool(reason)
+
+
+def needs_module(name, reason):
+    """The module `name` imported, or missing(reason) when it is not
+    installed."""
+    __tracebackhide__ = True
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        missing(reason)
+
+
+# The tools some tests read their outputs with: None where installed, else
+# why not (for needs()).
+NO_GO = None if shutil.which("go") else ("`go` is not installed (Debian package golang-go), so `go tool pprof` "
+                                          "cannot read the output")
+NO_CALLGRIND = None if shutil.which("callgrind_annotate") else ("callgrind_annotate is not installed (Debian "
+                                                                "package valgrind)")
+
+
 def pytest_runtest_setup(item):
-    reason = None
+    for mark in item.iter_markers("needs_tool"):
+        if mark.args[0]:
+            missing(mark.args[0])
     if item.get_closest_marker("bpftrace") and not shutil.which("bpftrace"):
-        reason = "bpftrace is not installed (scripts/install-deps.sh installs it)"
+        missing("bpftrace is not installed (scripts/install-deps.sh installs it)")
     elif item.get_closest_marker("root") and os.geteuid() != 0:
-        reason = "needs root"
-    if reason:
-        print(f"skipping {item.name}: {reason}")
-        pytest.skip(reason)
+        print(f"skipping {item.name}: needs root")
+        pytest.skip("needs root")
 
 
 @pytest.fixture
@@ -159,6 +201,9 @@ def slice_of(t, pos, name):
 
 
 # ---- a trace's exports read back ----
+
+PERFETTO_PB2 = "perfetto.protos.perfetto.trace.perfetto_trace_pb2"
+NO_PERFETTO = "the perfetto package (its trace protos) is not installed (scripts/venv.sh installs it)"
 
 class _Sequence:
     """A packet sequence's state as trace_processor keeps it: valid once a
@@ -227,14 +272,14 @@ def perfetto_timeline(swt, out):
                  ("default_track"), an interned name ("name_iid"), of
                  "events"."""
     from stackwatch import Trace
-    pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    needs_module(PERFETTO_PB2, NO_PERFETTO)
     Trace(str(swt)).export("perfetto", str(out))
     return perfetto_decode(out)
 
 
 def perfetto_decode(out):
     """A Perfetto file decoded and checked as perfetto_timeline() does."""
-    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    pb2 = needs_module(PERFETTO_PB2, NO_PERFETTO)
     trace = pb2.Trace()
     trace.ParseFromString(open(out, "rb").read())
     P = pb2.TracePacket
@@ -423,10 +468,8 @@ BROWSER_VERSIONS = ("3.11",)
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
-def _browser_reason():
-    v = "%d.%d" % sys.version_info[:2]
-    if os.environ.get("STACKWATCH_BROWSER_TESTS") != "all" and v not in BROWSER_VERSIONS:
-        return f"browser tests run on Python {' and '.join(BROWSER_VERSIONS)} (STACKWATCH_BROWSER_TESTS=all for every version)"
+def _browser_missing():
+    """Why the browser tests cannot run here (a tool missing), or None."""
     for path in (CHROMIUM, CHROMEDRIVER):
         if not os.access(path, os.X_OK):
             return f"{path} is not installed (Debian packages chromium, chromium-driver)"
@@ -439,9 +482,13 @@ def _browser_reason():
 
 @pytest.fixture(scope="module")
 def browser():
-    reason = _browser_reason()
+    v = "%d.%d" % sys.version_info[:2]
+    if os.environ.get("STACKWATCH_BROWSER_TESTS") != "all" and v not in BROWSER_VERSIONS:
+        pytest.skip(f"browser tests run on Python {' and '.join(BROWSER_VERSIONS)} "
+                    "(STACKWATCH_BROWSER_TESTS=all for every version)")
+    reason = _browser_missing()
     if reason:
-        pytest.skip(reason)
+        missing(reason)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     profile_dir = tempfile.mkdtemp(prefix="sw-chromium-")

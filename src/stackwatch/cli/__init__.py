@@ -24,9 +24,10 @@ import os
 import sys
 
 from .. import _native
+from ..common.version import VERSION
 from ..tracer import session
 from . import dump, export, probes, profile, record, run, stats, top
-from .program import UsageError
+from .program import UsageError, error_text
 
 COMMANDS = (run, profile, record, top, dump, probes, stats, export)
 
@@ -45,7 +46,7 @@ def build_parser():
     """The parser of every command; .program_parsers: the parsers of the
     commands that run a program, by name."""
     p = _Parser(prog="stackwatch", description="Trace and profile Python programs.")
-    p.add_argument("--version", action="version", version="stackwatch 0.1.0")
+    p.add_argument("--version", action="version", version=f"stackwatch {VERSION}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
     parsers = {c.NAME: c.add_parser(sub) for c in COMMANDS}
     p.program_parsers = {c.NAME: parsers[c.NAME] for c in COMMANDS if getattr(c, "RUNS_PROGRAM", False)}
@@ -86,7 +87,7 @@ def main(argv=None):
     except BrokenPipeError:
         return _exit(0)
     except OSError as e:
-        return _exit(_error(_os_error_text(e)))
+        return _exit(_error(error_text(e)))
 
 
 def split_at_module(sub, args):
@@ -128,12 +129,6 @@ def split_at_module(sub, args):
 
 def _exit(status):
     sys.exit(status)
-
-
-def _os_error_text(e):
-    if e.filename is not None and e.strerror:
-        return f"{e.filename}: {e.strerror}"
-    return str(e)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """`stackwatch export`: convert a trace to a timeline (Perfetto, Chrome
 JSON) or, from its exact durations, to the formats of call trees
-(collapsed stacks, speedscope, an HTML flame graph, pprof); or a profile
-file (several merged, their threads kept apart; a time window of them) to
-the formats of call trees.
+(collapsed stacks, speedscope, an HTML flame graph, pprof, pstats,
+callgrind); or a profile file (several merged, their threads kept apart; a
+time window of them) to the formats of call trees.
 
     stackwatch export FILE [PROFILE ...] -o OUT [--format FORMAT]
                       [--start 500ms] [--stop 2s] [--min-duration 10us]
@@ -10,7 +10,8 @@ the formats of call trees.
                       on one timeline: cli/traces.py)
 
 Without --format, the format is the one OUT's name ends with (x.html: the
-flame graph; x.pftrace: Perfetto; x.json: speedscope).
+flame graph; x.pftrace: Perfetto; x.speedscope.json: speedscope; a plain
+x.json: Chrome JSON for a trace, speedscope for a profile file).
 
 A file's first bytes say which it is (files.kind_of); the formats and
 their writers are the registry's (stackwatch.render.formats).
@@ -23,27 +24,55 @@ from ..profiler import history
 from ..render import formats
 from ..tracer.tracefile import Trace
 from . import files, filters, progress, traces
-from .program import UsageError, check_writable
+from .program import UsageError, check_writable, output_what, writing
 
 NAME = "export"
 TRACE_FORMATS = formats.names(formats.TRACES, written=True)
 PROFILE_FORMATS = formats.names(formats.TREES)
+TIMELINES = formats.names_taking(formats.TRACES)
 
 
 def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
-    e = subparsers.add_parser("export", help="convert a trace to Perfetto or Chrome JSON, or a profile file to "
-                              "collapsed stacks, speedscope, an HTML flame graph or pprof")
+    e = subparsers.add_parser("export", help=f"convert a trace to a timeline ({', '.join(TIMELINES)}) or a "
+                              f"call-tree format, or a profile file to a call-tree format "
+                              f"({', '.join(PROFILE_FORMATS)})")
     e.add_argument("file")
     e.add_argument("more", nargs="*", metavar="FILE", help="more profile files, merged with the first "
                    "(threads of each file kept apart); or more traces (or a directory of them): the "
                    "processes of one run on one timeline")
-    e.add_argument("--format", default=None, help="perfetto or chrome (traces); collapsed, speedscope, "
-                   "html or pprof (traces and profiles); default: from the output's name")
+    e.add_argument("--format", default=None, help=f"{', '.join(TIMELINES)} (traces); "
+                   f"{', '.join(PROFILE_FORMATS)} (traces and profiles); default: from the output's name")
     filters.add_arguments(e, "only what ran (traces: events; profiles: cycles), counted from the start,")
-    e.add_argument("-o", "--output", required=True)
+    e.add_argument("-o", "--output", required=True, metavar="OUT", help="the file to write; without "
+                   "--format its ending names the format: " + _endings())
     e.add_argument("--min-duration", default=None, help="leave out slices shorter than this (e.g. 10us)")
     return e
+
+
+def _endings():
+    """Each format and the file endings that name it, from the registry:
+    "collapsed (.collapsed.txt, .txt), speedscope (.speedscope.json, .json
+    for a profile), ..., chrome (.json for a trace)"."""
+    said = []
+    for f in formats.FORMATS.values():
+        if f.name not in TRACE_FORMATS:
+            continue
+        endings = []
+        for x in f.suffixes:
+            of = {kind: _names_format("x" + x, fits) for kind, fits in (("trace", formats.TRACES),
+                                                                         ("profile", formats.TREES))}
+            mine = [kind for kind in of if of[kind] == f.name]
+            endings.append(x if None in of.values() or len(mine) == 2 else f"{x} for a {mine[0]}")
+        said.append(f"{f.name} ({', '.join(endings)})")
+    return ", ".join(said)
+
+
+def _names_format(path, fits):
+    try:
+        return formats.of_output(path, fits)
+    except ValueError:
+        return None
 
 
 def run(args):
@@ -72,7 +101,7 @@ def _export_trace(args):
                          f"not to {args.format}")
     if traces.several(args):
         return traces.export(args, min_ns)
-    check_writable(args.output, "trace")
+    check_writable(args.output, output_what(args.format))
     t = Trace(args.file)
     flt = filters.trace_filter(args, t)
     kept = flt.threads if flt and flt.threads is not None else range(len(t.threads))
@@ -83,7 +112,8 @@ def _export_trace(args):
     passes = 2 if min_ns else 1   # the durations first, then the slices
     bar = progress.Progress(t.events_bytes() * passes, f"exporting to {args.format}")
     try:
-        formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar)
+        with writing(args.output):
+            formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar)
     finally:
         bar.done()
     print(f"stackwatch: wrote {args.output}", file=sys.stderr)
@@ -108,7 +138,7 @@ def _export_profiles(args):
     if args.min_duration:
         raise UsageError("--min-duration applies to traces, not profiles")
     cut = filters.tree_filter(args)
-    check_writable(args.output, "profile")
+    check_writable(args.output, output_what(args.format))
     paths = [args.file] + list(args.more)
     for p in paths[1:]:
         if files.kind_of(p) != "profile":
@@ -137,7 +167,8 @@ def _export_profiles(args):
             window = None if start is None and stop is None else history.window_ns(start, stop)
     if args.thread and not trees:
         raise UsageError(f"--thread {' '.join(args.thread)}: no such thread in the profile")
-    formats.FORMATS[args.format].write(args.output, history.as_trees(trees, info, None, window))
+    with writing(args.output):
+        formats.FORMATS[args.format].write(args.output, history.as_trees(trees, info, None, window))
     print(f"stackwatch: wrote {os.fspath(args.output)}", file=sys.stderr)
     status = 0
     for path, h in loaded:

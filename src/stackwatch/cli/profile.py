@@ -1,12 +1,12 @@
 """`stackwatch profile`: run a program under the statistical profiler and
 write its call tree as an interactive HTML flame graph (the default),
-collapsed stacks, speedscope JSON, pprof, or a profile file (".swprof":
+collapsed stacks, speedscope JSON, pprof, pstats, callgrind, or a profile file (".swprof":
 the history of trees per cycle, for `stackwatch stats` and `stackwatch
 export`); at the end, the top functions (own and total share) are printed
 to stderr above the "wrote" line.
 
     stackwatch profile [--rate HZ | --interval 1ms] [--mode wall|cpu] [--lines] [--native] [-o out]
-                       [--cycle 2s] [--format collapsed|speedscope|html|pprof|stackwatch]
+                       [--cycle 2s] [--format collapsed|speedscope|html|pprof|pstats|callgrind|stackwatch]
                        (script.py | -m module | -c code | - | command) [args ...]
 
 The program runs as `stackwatch run` runs it (same sys.argv, sys.path,
@@ -35,12 +35,13 @@ FORMATS = formats.names(formats.TREES, formats.PROFILES)
 SUMMARY_ROWS = 10      # the top functions printed at the end
 
 USAGE = ("stackwatch profile [--rate HZ | --interval DURATION] [--mode wall|cpu] [--lines] [--native] [-o OUT] "
-         "[--format collapsed|speedscope|html|pprof|stackwatch] (script.py | -m module | -c code | - | command) [args ...]")
+         f"[--format {'|'.join(FORMATS)}] (script.py | -m module | -c code | - | command) [args ...]")
 
 
 def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
-    p = subparsers.add_parser("profile", help="sample a program's stacks and write a flame graph profile",
+    p = subparsers.add_parser("profile", help=f"sample a program's stacks and write a profile ({', '.join(FORMATS)}; "
+                              "default: html, a flame graph)",
                               usage=USAGE)
     when = p.add_mutually_exclusive_group()
     when.add_argument("--rate", help="samples per second (e.g. 1000); default 1000")

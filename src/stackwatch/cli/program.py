@@ -3,10 +3,11 @@
 sys.argv, sys.path[0], __main__ module, exit status, and
 tracebacks without stackwatch's frames; and the Finisher that ends the
 command's recording once, however the program ends. Shared by `stackwatch
-run` and `stackwatch profile`; UsageError and check_writable serve every
-command."""
+run` and `stackwatch profile`; UsageError, check_writable, writing and
+error_text serve every command."""
 import atexit
 import builtins
+import contextlib
 import importlib.machinery
 import importlib.util
 import linecache
@@ -18,6 +19,7 @@ import traceback
 import types
 
 from .. import _native
+from ..render import formats
 from ..tracer import signals
 
 
@@ -50,24 +52,34 @@ def resolve(argv, module, code=None):
         script = found
     elif os.path.isdir(script):
         raise UsageError(f"{script!r} is a directory, not a Python script")
+    elif not script.endswith((".py", ".pyw")):
+        # ./run.sh is refused as a command run.sh is; a file with no #!
+        # line is Python's to compile, as `python FILE` would.
+        _check_python_command(script, script, bare=True)
     return Program(script, None, rest[1:])
 
 
 STDIN = object()   # Program(code=STDIN): the program is read from stdin ("-")
 
 
-def _check_python_command(name, path):
-    """UsageError unless the command `path` (found on PATH for `name`) is a
-    Python script: a #! line naming python, or pip's /bin/sh trampoline
-    that execs python on the script itself."""
+def _check_python_command(name, path, bare=False):
+    """UsageError unless the command `path` (found on PATH for `name`, or
+    a file named without a .py ending) is a Python script: a #! line naming
+    python, or pip's /bin/sh trampoline that execs python on the script
+    itself; bare=True: or a file that is neither an executable nor has a #!
+    line."""
+    if name != path:
+        name = f"{name} ({path})"
     try:
         with open(path, "rb") as f:
             head = f.read(512)
     except OSError as e:
-        raise UsageError(f"can't open {name} ({path}): {e.strerror}")
+        raise UsageError(f"can't open {name}: {e.strerror}")
     lines = head.split(b"\n")
     if head.startswith(b"#!") and (b"python" in lines[0]
                                    or (len(lines) > 1 and lines[1].startswith(b"'''exec'"))):
+        return
+    if bare and not head.startswith((b"#!", b"\x7fELF")):
         return
     if head.startswith(b"\x7fELF"):
         what = "an ELF executable"
@@ -75,7 +87,7 @@ def _check_python_command(name, path):
         what = f"a script run by {os.fsdecode(lines[0][2:].strip()) or 'nothing'}"
     else:
         what = "a file with no #! line naming python"
-    raise UsageError(f"{name} ({path}) is not a Python program: it is {what}; stackwatch runs Python programs")
+    raise UsageError(f"{name} is not a Python program: it is {what}; stackwatch runs Python programs")
 
 
 class Program:
@@ -247,3 +259,30 @@ def check_writable(path, what):
         raise UsageError(f"cannot write the {what} to {path}: no such directory {d}")
     if not os.access(d, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise UsageError(f"cannot write the {what} to {path}: permission denied")
+
+
+def output_what(fmt):
+    """What check_writable calls an output of format `fmt`: "trace" for
+    the stackwatch trace, "chrome trace", "html output", ..."""
+    if fmt == "swt":
+        return "trace"
+    return f"{fmt} trace" if fmt in formats.names_taking(formats.TRACES) else f"{fmt} output"
+
+
+@contextlib.contextmanager
+def writing(path):
+    """Around the writing of `path`: an OSError that does not name its file
+    (a failed write or close) is raised again naming `path`."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None or os.fspath(path) in str(e):
+            raise
+        raise OSError(e.errno, e.strerror or str(e), os.fspath(path)) from e
+
+
+def error_text(e):
+    """The one line of an error: an OSError as "FILE: reason"."""
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return f"{e.filename}: {e.strerror}"
+    return str(e)

@@ -6,8 +6,9 @@ has replayed so far (at most every 0.1 s); on a terminal it draws a bar
 on stderr once the work has taken over a second (STACKWATCH_PROGRESS_AFTER
 seconds), and nothing when stderr is not a terminal.
 
-big_export_warning() says, before a timeline export expected over 1 GB,
-how big it will be and which filters would cut it.
+big_export_warning() says, before a timeline export expected over 1 GB
+(STACKWATCH_WARN_BYTES bytes), how big it will be and which options would
+cut it.
 """
 import os
 import sys
@@ -65,13 +66,17 @@ def expected_bytes(fmt, events):
     return None if per is None else per * events
 
 
-def big_export_warning(fmt, events, filtered, limit=WARN_BYTES):
+def big_export_warning(fmt, events, filtered, limit=None, cuts=None):
     """The warning line (or None) for a timeline export of `events`
-    events; `filtered`: a filter is already given."""
+    events; `filtered`: a filter is already given. cuts: the options that
+    would cut it (default: export's filters)."""
     size = expected_bytes(fmt, events)
+    if limit is None:
+        limit = int(os.environ.get("STACKWATCH_WARN_BYTES", WARN_BYTES))
     if size is None or size <= limit:
         return None
-    hint = "" if filtered else " --thread, --start/--stop,"
+    if cuts is None:
+        cuts = "--min-duration 10us," + ("" if filtered else " --thread, --start/--stop,") + " --max-depth or --exclude"
     return (f"warning: the {fmt} export of {events} events will be about {_size(size)}; "
-            f"--min-duration 10us,{hint} --max-depth or --exclude would cut it, and --format html or pprof "
+            f"{cuts} would cut it, and --format html or pprof "
             f"gives a flame graph of the same trace in a few MB")

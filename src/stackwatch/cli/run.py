@@ -21,7 +21,7 @@ from ..render import formats
 from ..tracer import follow
 from ..tracer import session as tracing
 from . import traces
-from .program import Finisher, UsageError, check_writable, resolve
+from .program import Finisher, UsageError, check_writable, error_text, output_what, resolve
 
 NAME = "run"
 RUNS_PROGRAM = True
@@ -29,10 +29,11 @@ RUNS_PROGRAM = True
 
 def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
-    r = subparsers.add_parser("run", help="run a program and trace every Python call",
+    r = subparsers.add_parser("run", help="run a program and trace every Python call into a trace (.swt), "
+                              "or with --format into " + ", ".join(formats.names(formats.TRACES, written=True)),
                               usage="stackwatch run [options] (script.py | -m module | -c code | - | command) [args ...]")
-    r.add_argument("-o", "--output", help="trace file (default stackwatch-PID.swt, or .pftrace/.json "
-                   "with --format)")
+    r.add_argument("-o", "--output", metavar="OUT", help="the file to write (default stackwatch-PID.swt; "
+                   "with --format, stackwatch-PID and the format's ending, e.g. .pftrace)")
     r.add_argument("--format", choices=formats.names(formats.TRACES), default="swt",
                    help="write this format directly (default: the stackwatch trace)")
     r.add_argument("-m", dest="module", help="run a library module as a script")
@@ -126,7 +127,7 @@ def run(args):
     # Absolute, so that a program that changes directory does not move it.
     output = os.path.abspath(args.output or formats.default_output(args.format))
     if not args.no_trace:
-        check_writable(output, "trace")
+        check_writable(output, output_what(args.format))
     if args.format == "swt":
         trace_path = output
     else:
@@ -193,17 +194,18 @@ def _finish(args, trace_path, output, min_ns, log):
     if summary.error:
         print(f"stackwatch: warning: {summary.error}", file=sys.stderr)
     children = follow.child_traces(trace_path)
+    events, n = summary.events, summary.threads
     if args.format != "swt":
         try:
-            children = traces.convert(args.format, output, trace_path, min_ns)
+            children, events, n = traces.convert(args.format, output, trace_path, min_ns)
         except (OSError, ValueError) as e:
-            print(f"stackwatch: error: export to {output} failed: {e}", file=sys.stderr)
+            print(f"stackwatch: error: the {args.format} export of the run failed: {error_text(e)}",
+                  file=sys.stderr)
             return
     if not args.quiet:
         dropped = f", {summary.dropped} dropped" if summary.dropped else ""
         samples = f", {summary.samples} samples" if args.sample is not None else ""
-        n = summary.threads
-        print(f"stackwatch: wrote {output} ({summary.events} events, {n} "
+        print(f"stackwatch: wrote {output} ({events} events, {n} "
               f"thread{'' if n == 1 else 's'}{samples}{dropped})"
               f"{traces.children_text(children, merged=args.format != 'swt')}",
               file=sys.stderr)

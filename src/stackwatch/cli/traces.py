@@ -13,8 +13,8 @@ from ..render import formats
 from ..tracer import follow
 from ..tracer.tracefile import Trace
 from ..tracer.traceset import TraceSet, expand, is_trace_file
-from . import files
-from .program import UsageError, check_writable
+from . import files, progress
+from .program import UsageError, check_writable, output_what, writing
 
 
 def several(args):
@@ -64,15 +64,33 @@ def export(args, min_ns):
     one run as one timeline (or one set of call trees)."""
     refuse_one_trace_options(args)
     paths = gather(args)
-    check_writable(args.output, "trace")
+    check_writable(args.output, output_what(args.format))
     s = opened(paths)
-    formats.write_trace(args.format, args.output, s, min_duration_ns=min_ns)
+    if not min_ns:
+        warn_if_big(args.format, s, "--min-duration 10us")
+    with writing(args.output):
+        formats.write_trace(args.format, args.output, s, min_duration_ns=min_ns)
     print(f"stackwatch: wrote {args.output} ({processes(len(s))})", file=sys.stderr)
     return 0
 
 
 def processes(n):
     return f"{n} process{'' if n == 1 else 'es'}"
+
+
+def each_trace(data):
+    """The Trace objects of a Trace or of a TraceSet."""
+    return getattr(data, "traces", [data])
+
+
+def warn_if_big(fmt, data, cuts):
+    """Before a timeline export of a Trace or a TraceSet (every process's
+    events) that would be over 1 GB: the warning line of `export`, naming
+    the options `cuts` that would cut it."""
+    events = sum(t.event_count() for t in each_trace(data))
+    warning = progress.big_export_warning(fmt, events, True, cuts=cuts)
+    if warning:
+        print(f"stackwatch: {warning}", file=sys.stderr)
 
 
 # ---- `stackwatch run` ----
@@ -92,15 +110,20 @@ def discard_run_trace(trace_path):
 def convert(fmt, output, trace_path, min_ns):
     """`run --format perfetto|chrome|...`: the trace, and those of the
     processes the program started merged with it, written as `fmt` to
-    output; the temporary traces removed. Returns the children's traces
-    that were merged."""
+    output (after the warning of a big export); the temporary traces
+    removed. Returns (the children's traces that were merged, the events
+    and the threads of every process merged)."""
     children = follow.child_traces(trace_path)
     try:
         data = TraceSet([trace_path] + [p for _, p in children]) if children else Trace(trace_path)
-        formats.write_trace(fmt, output, data, min_duration_ns=min_ns)
+        if not min_ns:
+            warn_if_big(fmt, data, "--min-duration 10us, --max-depth or --exclude")
+        with writing(output):
+            formats.write_trace(fmt, output, data, min_duration_ns=min_ns)
     finally:
         shutil.rmtree(os.path.dirname(trace_path), ignore_errors=True)
-    return children
+    merged = each_trace(data)
+    return children, sum(t.event_count() for t in merged), sum(len(t.threads) for t in merged)
 
 
 def children_text(children, merged=False):

@@ -20,6 +20,7 @@ import time
 from .. import _native
 from . import signals
 from ..common.units import parse_size
+from ..common.version import VERSION
 from ..events import kinds
 from . import follow as _follow
 
@@ -91,7 +92,7 @@ def _meta(extra, followed=None):
         "command": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
         "hostname": socket.gethostname(),
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "stackwatch_version": "0.1.0",
+        "stackwatch_version": VERSION,
     }
     meta.update(extra or {})
     meta.update(_follow.meta(followed))

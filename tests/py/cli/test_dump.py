@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import PROGRAMS, needs_sampler, run
+from conftest import PROGRAMS, missing, needs_sampler, run
 
 FH_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+) \(most recent call first\):$")
 FH_FRAME = re.compile(r'^  File "(.*)", line (\d+) in (.*)$')
@@ -126,8 +126,7 @@ OTHERS = {v: p for v, p in pyenv_pythons(("9", "10", "11", "12", "13")).items()
 @pytest.mark.parametrize("version", sorted(OTHERS) or ["none"])
 def test_dump_other_version_equals_faulthandler(tmp, version):
     if version == "none":
-        assert os.environ.get("CI") != "true", "no pyenv CPython 3.9-3.13 of another version"
-        pytest.skip("no pyenv CPython 3.9-3.13 of another version")
+        missing("no pyenv CPython 3.9-3.13 of another version")
     p = Parked(OTHERS[version], tmp)
     try:
         check_dump_equals_faulthandler(p)
@@ -142,8 +141,7 @@ def test_dump_313_through_its_debug_offsets(tmp):
     from stackwatch import _native
     pythons = pyenv_pythons(("13",))
     if not pythons:
-        assert os.environ.get("CI") != "true", "no pyenv CPython 3.13"
-        pytest.skip("no pyenv CPython 3.13")
+        missing("no pyenv CPython 3.13")
     p = Parked(sorted(pythons.values())[-1], tmp)
     try:
         expected = parse_faulthandler(p.faulthandler())
@@ -165,8 +163,7 @@ def test_dump_target_in_its_own_mount_namespace(tmp):
     read through /proc/PID/root."""
     unshare = shutil.which("unshare")
     if unshare is None:
-        assert os.environ.get("CI") != "true", "unshare is missing"
-        pytest.skip("unshare is missing (util-linux)")
+        missing("unshare is missing (util-linux)")
     inside = tmp / "inside"
     inside.mkdir()
     # sh -c SCRIPT sh PREFIX MOUNTPOINT python3 PROGRAM FILE
@@ -218,8 +215,7 @@ def test_dump_unknown_version_named(tmp):
     """A release no layout is known for (3.8) is refused, naming it and the known ones."""
     old = pyenv_pythons(("8",))
     if not old:
-        assert os.environ.get("CI") != "true", "no pyenv CPython 3.8"
-        pytest.skip("no pyenv CPython 3.8")
+        missing("no pyenv CPython 3.8")
     version, python = sorted(old.items())[-1]
     p = Parked(python, tmp)
     try:
@@ -235,8 +231,7 @@ def test_dump_permission_explained(tmp):
     """A non-dumpable target read without CAP_SYS_PTRACE (as in a container)."""
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        assert os.environ.get("CI") != "true", "setpriv is missing"
-        pytest.skip("setpriv is missing (util-linux)")
+        missing("setpriv is missing (util-linux)")
     p = Parked(sys.executable, tmp, prelude="import ctypes; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)")
     try:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_PROCESS_START")}

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from conftest import PROGRAMS, needs_sampler, run
-from go_pprof import GO, top
+from conftest import NO_GO, PROGRAMS, missing, needs, needs_sampler, run
+from go_pprof import top
 from stats_bounds import FALSE_FAILURE, z
 from test_dump import pyenv_pythons
 
@@ -51,12 +51,6 @@ class Target:
         self.p.stdout.close()
 
 
-def require(tool, what):
-    if not tool:
-        assert os.environ.get("CI") != "true", f"{what} is missing"
-        pytest.skip(f"{what} is missing")
-
-
 def pprof_own(path):
     """{function: flat samples} of `go tool pprof -top`."""
     return {name: flat for name, (flat, _) in top(path, "samples")[2].items()}
@@ -70,6 +64,7 @@ def summary_line(stderr):
 
 
 @needs_sampler
+@needs(NO_GO)
 @pytest.mark.timing
 @pytest.mark.parametrize("version", sorted(PYTHONS))
 def test_record_shares_within_3_points(tmp, version):
@@ -77,7 +72,6 @@ def test_record_shares_within_3_points(tmp, version):
     pprof record --pid wrote: within 3 points of 60/30/10. The sample count
     needed for 3 points to be at least the binomial bound (1 false failure
     in 10,000, three shares) decides how long to sample."""
-    require(GO, "go (golang-go, for go tool pprof)")
     bound_n = (z(FALSE_FAILURE / 3) / TOLERANCE) ** 2 * 0.25   # p(1-p) <= 1/4
     target = Target(PYTHONS[version])
     try:
@@ -177,7 +171,8 @@ def test_top_once():
 def test_top_in_tmux(tmp):
     """top in a real terminal: the busiest function first; 't' sorts by
     total (the main loop first); 'q' quits."""
-    require(TMUX, "tmux")
+    if not TMUX:
+        missing("tmux is not installed (Debian package tmux; scripts/install-deps.sh installs it)")
     target = Target()
     session = f"swtop{os.getpid()}"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_CORE", "COVERAGE_PROCESS_START")}

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import run, write
+from conftest import missing, run, write
 import stackwatch
 from stackwatch import Trace
 
@@ -171,7 +171,7 @@ def test_console_script_on_path_as_the_shell_runs_it(tmp, command, shebang):
 def _pytest_script():
     path = os.path.join(os.path.dirname(sys.executable), "pytest")
     if not os.path.exists(path):
-        pytest.skip(f"no pytest console script beside {sys.executable}")
+        missing(f"no pytest console script beside {sys.executable} (scripts/venv.sh installs pytest)")
     return path
 
 
@@ -213,11 +213,17 @@ def test_pytest_console_script(tmp, command):
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
-@pytest.mark.parametrize("case", ["missing", "elf", "shell", "no-shebang", "missing-path"])
+@pytest.mark.parametrize("case", ["missing", "elf", "shell", "no-shebang", "missing-path", "elf-path",
+                                  "shell-path"])
 def test_not_a_python_command_is_one_line(tmp, command, case):
+    """A name on PATH, or a path to a file (./run.sh), that is no Python
+    program: one line, exit status 2, nothing run."""
     bindir = tmp / "bin"
     bindir.mkdir()
     name = "sw-test-tool"
+    if case in ("elf-path", "shell-path"):
+        case = case[:-len("-path")]
+        name = os.path.join("..", "bin", "tool.sh")   # from work/, as ./tool.sh
     if case == "elf":
         shutil.copy(shutil.which("true"), bindir / name)
     elif case == "shell":
@@ -246,3 +252,11 @@ def test_not_a_python_command_is_one_line(tmp, command, case):
     if case == "missing-path":
         assert "PATH" not in err[0]
     assert os.listdir(work) == [], "an output file was left"
+
+
+def test_python_file_without_ending_runs(tmp):
+    """A path to a file with no .py ending and no #! line is Python's to
+    run, as `python FILE` runs it."""
+    script = write(tmp / "tool", "import sys\nprint('ran', sys.argv[1:])\n")
+    r = run(["run", "-o", str(tmp / "t.swt"), script, "x"], cwd=tmp)
+    assert r.returncode == 0 and r.stdout == "ran ['x']\n", r.stderr

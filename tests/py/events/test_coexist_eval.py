@@ -13,7 +13,7 @@ import sysconfig
 import pytest
 
 from coexist import assert_calls, run_python, sw_counts, w
-from conftest import PROGRAMS
+from conftest import PROGRAMS, missing
 
 
 OTHER_EVAL_SRC = os.path.join(PROGRAMS, "other_eval.c")
@@ -25,10 +25,10 @@ def other_eval_so(tmp_path_factory):
     """tests/programs/other_eval.c compiled for the running interpreter."""
     cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
     if not cc:
-        pytest.skip("no C compiler (gcc or cc) to build the other frame evaluator")
+        missing("no C compiler (gcc or cc) to build the other frame evaluator")
     inc = sysconfig.get_paths()["include"]
     if not os.path.exists(os.path.join(inc, "Python.h")):
-        pytest.skip(f"no Python.h in {inc}: the interpreter's headers are not installed")
+        missing(f"no Python.h in {inc}: the interpreter's headers are not installed")
     out = tmp_path_factory.mktemp("other_eval") / ("other_eval" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
     incs = ["-I", inc]
     plat = sysconfig.get_paths().get("platinclude")

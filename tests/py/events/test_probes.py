@@ -18,21 +18,21 @@ import time
 import pytest
 
 import stackwatch
-from conftest import PROGRAMS, ROOT, run
+from conftest import PROGRAMS, ROOT, missing, needs, run
 
 TARGET = os.path.join(PROGRAMS, "probe_target.py")
 OBJECTS = [os.path.join(PROGRAMS, "objects_target.py"), "probes"]
 
 
-NO_PROBES = "stackwatch was built without <sys/sdt.h>"
+NO_PROBES = ("stackwatch was built without <sys/sdt.h> (Debian package systemtap-sdt-dev; "
+             "scripts/install-deps.sh installs it)")
 
 
 @pytest.fixture(scope="module")
 def tracefs():
     # (without bpftrace or root the markers skip first: conftest.py)
     if not stackwatch.probes.available:
-        print(f"skipping USDT probe tests: {NO_PROBES}")
-        pytest.skip(NO_PROBES)
+        missing(NO_PROBES)
     if not os.path.exists("/sys/kernel/tracing/uprobe_events"):
         subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], capture_output=True)
 
@@ -178,7 +178,7 @@ def test_instance_new_and_delete_counts_per_class():
     assert c.get(f"@file[SwPlain, {OBJECTS[0][:63]}]", c.get(f"@file[SwPlain, {OBJECTS[0]}]")) == 1010
 
 
-@pytest.mark.skipif(not stackwatch.probes.available, reason=NO_PROBES)
+@needs(None if stackwatch.probes.available else NO_PROBES)
 def test_probes_command_lists_them():
     out = run(["probes"])
     assert out.returncode == 0, out.stderr

@@ -15,10 +15,10 @@ import threading
 
 import pytest
 
-from conftest import check_clean, needs_sampler, nested, open_page, page_data, tree_nodes
+from conftest import check_clean, needs_module, needs_sampler, nested, open_page, page_data, tree_nodes
 
-IPython = pytest.importorskip("IPython", reason="IPython is not installed in this venv (scripts/venv.sh "
-                              "installs it from PyPI)")
+IPython = needs_module("IPython", "IPython is not installed in this venv (scripts/venv.sh installs it from "
+                       "PyPI)")
 
 FIB = """
 def fib(n):

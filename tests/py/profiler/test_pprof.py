@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import SAMPLER, needs_sampler, read_varint, run, write
+from conftest import NO_GO, SAMPLER, needs, needs_sampler, read_varint, run, write
 from go_pprof import GO, go_pprof, top
 from mixed_workload import count_of, mixed_workload, spin_until
 from stats_bounds import CYCLE, Blocks, time_shares
@@ -23,8 +23,7 @@ pytestmark = needs_sampler
 if SAMPLER:
     from stackwatch.profiler import Profiler
 
-needs_go = pytest.mark.skipif(not GO, reason="`go` is not installed (Debian package golang-go), so "
-                              "`go tool pprof` cannot read the output")
+needs_go = needs(NO_GO)
 
 
 # ---- a workload with known functions ----

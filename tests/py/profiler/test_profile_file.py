@@ -16,7 +16,7 @@ import time
 import pytest
 
 import stackwatch
-from conftest import needs_sampler, page_data, run, write
+from conftest import NO_GO, needs, needs_sampler, page_data, run, write
 from mixed_workload import count_of, mixed_workload, spin_until
 
 pytestmark = needs_sampler
@@ -110,7 +110,7 @@ def test_export_of_a_stored_profile_equals_the_direct_output(stored, tmp_path):
     assert "MainThread (%d)" % threading.main_thread().ident in [t["name"] for t in exported["threads"]]
 
 
-@pytest.mark.skipif(not GO, reason="`go` is not installed (Debian golang-go): no `go tool pprof`")
+@needs(NO_GO)
 def test_pprof_export_totals_match_with_go_tool_pprof(stored, tmp_path):
     p, d = stored
     out = tmp_path / "e.pb.gz"

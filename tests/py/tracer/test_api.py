@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import stackwatch
-from conftest import calls_by_name, run, write
+from conftest import calls_by_name, needs_module, run, write
 from stackwatch import Trace
 
 
@@ -339,7 +339,7 @@ def test_no_dict_watcher_left_behind(tmp_path):
     """Tracing leaves no dict watched after it stops (3.13 watches the
     classes' dicts while it traces): a dict watcher another tool adds later,
     which may be given the same id, hears only of the dicts it watches."""
-    _testcapi = pytest.importorskip("_testcapi")
+    _testcapi = needs_module("_testcapi", "this Python was built without its _testcapi module")
     if not hasattr(_testcapi, "add_dict_watcher"):
         pytest.skip("this Python has no dict watchers (3.12+)")
     with stackwatch.trace(str(tmp_path / "w.swt")):

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 import stackwatch
-from conftest import calls_by_name, chrome_slices, perfetto_timeline, run
+from conftest import NO_PERFETTO, PERFETTO_PB2, calls_by_name, chrome_slices, needs_module, perfetto_timeline, run
 from stackwatch import Trace
 
 
@@ -139,7 +139,7 @@ def test_min_duration_filter(trace_file, tmp_path):
 
 
 def test_run_writes_perfetto_directly(tmp_path):
-    pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    pb2 = needs_module(PERFETTO_PB2, NO_PERFETTO)
     script = tmp_path / "p.py"
     script.write_text("def f(n):\n    return n if n < 2 else f(n-1)+f(n-2)\nf(8)\n")
     r = run(["run", "--format", "perfetto", "-o", str(tmp_path / "o.pftrace"), str(script)])

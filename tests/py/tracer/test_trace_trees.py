@@ -15,8 +15,8 @@ from collections import Counter
 import pytest
 
 import stackwatch
-from conftest import nested, page_data, run
-from go_pprof import GO, top
+from conftest import NO_CALLGRIND, NO_GO, needs, nested, page_data, run
+from go_pprof import top
 from stackwatch import Trace
 
 
@@ -144,9 +144,7 @@ def test_speedscope_weights_are_own_time(traced):
         assert own[name] == stats[name][1], name
 
 
-
-
-@pytest.mark.skipif(not GO, reason="`go` is not installed (Debian package golang-go)")
+@needs(NO_GO)
 def test_pprof_read_by_go_tool_pprof(traced):
     p, d, t, stats = traced
     out = d / "t.pb.gz"
@@ -218,7 +216,7 @@ def test_pstats_loads_with_the_calls_of_stats_and_cprofile(traced, tmp_path):
 CALLGRIND = shutil.which("callgrind_annotate")
 
 
-@pytest.mark.skipif(not CALLGRIND, reason="callgrind_annotate is not installed (Debian package valgrind)")
+@needs(NO_CALLGRIND)
 def test_callgrind_read_by_callgrind_annotate(traced):
     p, d, t, stats = traced
     out = d / "t.callgrind"
@@ -237,7 +235,7 @@ def test_callgrind_read_by_callgrind_annotate(traced):
     assert total and int(total.group(1).replace(",", "")) == sum(v[1] for v in stats.values())
 
 
-@pytest.mark.skipif(not CALLGRIND, reason="callgrind_annotate is not installed (Debian package valgrind)")
+@needs(NO_CALLGRIND)
 def test_profiles_write_pstats_and_callgrind(tmp_path):
     import pstats
     from conftest import SAMPLER

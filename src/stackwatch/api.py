@@ -1,0 +1,5 @@
+"""stackwatch.api: the name before the house move of stackwatch.tracer.session
+(see _moved.py); importing it gives that module."""
+from ._moved import forward
+
+forward(__name__, "stackwatch.tracer.session")
