@@ -39,6 +39,8 @@ def add_parser(subparsers):
     p.add_argument("--gil", action="store_true", help="keep only the samples of the thread holding the GIL")
     p.add_argument("--native", action="store_true", help="(not from outside yet: refused)")
     p.add_argument("--lines", action="store_true", help="one node per line being run instead of per function")
+    p.add_argument("--cycle", default="2s", help="profile files keep a call tree per cycle of this length "
+                   "(default 2s; from 10ms to 1h)")
     p.add_argument("--format", choices=FORMATS, default=None, help="the output format (default: what -o's "
                    "ending names, else html)")
     p.add_argument("-o", "--output", help="output file (default stackwatch-PID.flamegraph.html, PID the "
@@ -82,8 +84,12 @@ def open_profiler(args, **kw):
         ns = profiler.interval_ns(None, args.rate, profiler.MIN_INTERVAL_OTHER_NS)
     except ValueError as e:
         raise UsageError(str(e))
-    prof = profiler.Profiler(interval=f"{ns}ns", pid=args.pid, idle=args.idle, gil_only=args.gil,
-                             lines=getattr(args, "lines", False), **kw)
+    try:
+        cycle = dict(cycle=args.cycle) if getattr(args, "cycle", None) else {}
+        prof = profiler.Profiler(interval=f"{ns}ns", pid=args.pid, idle=args.idle, gil_only=args.gil,
+                                 lines=args.lines, **cycle, **kw)
+    except ValueError as e:
+        raise UsageError(str(e))
     return prof.start()
 
 
