@@ -46,6 +46,8 @@ class Tally:
             for k, v in t["states"].items():
                 self.states[k] = self.states.get(k, 0) + v
             self.gil += t["gil_held"]
+        st = prof.stats()
+        self.failed, self.tried = st["failed"], st["samples"]
         self.t = time.monotonic()
 
 
@@ -75,11 +77,11 @@ def screen(prof, new, old, sort, thread, width=100, height=40):
     gil = new.gil - old.gil
     rows, samples = window_rows(new, old, thread)
     share = lambda n, d: f"{100.0 * n / d:5.1f}%" if d else "  0.0%"
-    st = prof.stats()
+    version = prof.stats()["target_version"]
     who = "all threads" if thread is None else f"thread {new.threads.get(thread, ('?',))[0]} ({thread})"
-    lines = [f"stackwatch top: process {prof.pid} (Python {st['target_version']}), {who}",
+    lines = [f"stackwatch top: process {prof.pid} (Python {version}), {who}",
              f"{seen / dt:.0f} samples/s  GIL {share(gil, seen).strip()}  idle {share(idle, seen).strip()}  "
-             f"failed {st['failed']}  sort: {SORTS.get(sort, sort)}   [o]wn [t]otal [n]ame [a] thread [q]uit",
+             f"failed {share(new.failed - old.failed, new.tried - old.tried).strip()}  sort: {SORTS.get(sort, sort)}   [o]wn [t]otal [n]ame [a] thread [q]uit",
              "",
              f"{'own%':>6} {'total%':>6}  function"]
     if sort == "n":

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -145,6 +146,27 @@ def test_target_exits_mid_record(tmp):
 
 
 @needs_sampler
+def test_ctrl_c_ends_record(tmp):
+    """Without --duration, SIGINT (Ctrl-C) ends record: what it sampled is
+    written, exit 0, the target still running."""
+    target = Target()
+    out = tmp / "rec.collapsed.txt"
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_CORE")}
+        rec = subprocess.Popen([sys.executable, "-m", "stackwatch", "record", "--pid", str(target.pid), "-o",
+                                str(out)], stderr=subprocess.PIPE, text=True, env=env)
+        time.sleep(1.0)
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, err
+        assert target.p.poll() is None
+    finally:
+        target.stop()
+    assert summary_line(err)[0] > 0 and "exited" not in err, err
+    assert any(line.startswith(("<module>", "f60", "main")) or ";f60" in line for line in out.read_text().splitlines())
+
+
+@needs_sampler
 def test_bad_input_is_one_line(tmp):
     """No such process, not Python, this very stackwatch (through the
     sampler's own start), --native: one line, non-zero exit."""
@@ -224,6 +246,9 @@ def test_top_in_tmux(tmp):
         text = wait_for(lambda t: "sort: total" in t and screen_rows(t))
         rows = screen_rows(text)
         assert rows[0][2] in ("main", "<module>") and rows[0][1] >= rows[-1][1], text
+        # 'a' shows one thread: the first by id, then the next; the main thread's rows are f60's and its callers'
+        tmux("send-keys", "-t", session, "a")
+        text = wait_for(lambda t: ", thread " in t)
         tmux("send-keys", "-t", session, "q")
         deadline = time.monotonic() + 30
         while tmux("has-session", "-t", session).returncode == 0:
