@@ -8,6 +8,9 @@ compiling scripts/gen-layouts.c, with the extension's own offsetof() code
 by hand.
 
     scripts/gen-layouts.py            (then commit the header)
+    scripts/gen-layouts.py --check    (exit 1 if the committed header differs
+                                       from what the installed releases give;
+                                       tests/c/run.sh runs it)
 """
 import glob
 import os
@@ -53,6 +56,13 @@ def main():
     found = interpreters()
     if not found:
         sys.exit("gen-layouts: no pyenv CPython 3.9-3.13 found")
+    if "--check" in sys.argv[1:]:
+        with open(OUT) as f:
+            head = f.read(400)
+        have = ", ".join(".".join(map(str, v)) for v, _ in found)
+        if f"({have})" not in head:
+            print(f"gen-layouts: cannot check: the releases installed here ({have}) are not those of the header")
+            sys.exit(2)
     with tempfile.TemporaryDirectory() as tmp:
         tables = [(v, layout_of(v, prefix, tmp)) for v, prefix in found]
     names = ", ".join(".".join(map(str, v)) for v, _ in tables)
@@ -68,8 +78,14 @@ def main():
         text.append(f"    /* {'.'.join(map(str, v))} */")
         text.append(body.rstrip("\n"))
     text.append("};")
+    text = "\n".join(text) + "\n"
+    if "--check" in sys.argv[1:]:
+        with open(OUT) as f:
+            same = f.read() == text
+        print(f"gen-layouts: {os.path.relpath(OUT, ROOT)} {'matches' if same else 'DIFFERS from'} the headers of {names}")
+        sys.exit(0 if same else 1)
     with open(OUT, "w") as f:
-        f.write("\n".join(text) + "\n")
+        f.write(text)
     print(f"gen-layouts: wrote {os.path.relpath(OUT, ROOT)} ({names})")
 
 
