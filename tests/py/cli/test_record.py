@@ -21,7 +21,7 @@ from go_pprof import top
 from mixed_workload import count_of
 from stackwatch import load_profile
 from stats_bounds import CYCLE, Blocks, time_shares
-from test_dump import pyenv_pythons
+from test_dump import Parked, one_line_error, pyenv_pythons
 
 TARGET = os.path.join(PROGRAMS, "split_603010.py")
 SHARES = {"f60": 0.6, "f30": 0.3, "f10": 0.1}
@@ -189,6 +189,34 @@ def test_bad_input_is_one_line(tmp):
     from stackwatch import profiler
     with pytest.raises(ValueError, match="stackwatch"):
         profiler.Profiler(pid=os.getpid()).start()
+
+
+def test_unsupported_release_and_permission(tmp):
+    """record and top refuse a release no layout is known for (3.8), naming
+    it, and explain a permission denied (a non-dumpable target, no
+    CAP_SYS_PTRACE), with dump's lines: one place words them."""
+    old = pyenv_pythons(("8",))
+    if not old:
+        missing("no pyenv CPython 3.8")
+    version, python = sorted(old.items())[-1]
+    p = Parked(python, tmp)
+    try:
+        for args in (["record", "--pid", str(p.pid), "--duration", "1"], ["top", str(p.pid), "--once"]):
+            one_line_error(run(args), f"runs Python {version}, which this stackwatch cannot read", "3.13.")
+    finally:
+        p.stop()
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        return
+    p = Parked(sys.executable, tmp, prelude="import ctypes; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)")
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_PROCESS_START")}
+        r = subprocess.run([setpriv, "--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", sys.executable, "-m",
+                            "stackwatch", "record", "--pid", str(p.pid), "--duration", "1"], capture_output=True,
+                           text=True, timeout=120, env=env)
+        one_line_error(r, f"permission denied reading process {p.pid}", "CAP_SYS_PTRACE", "non-dumpable")
+    finally:
+        p.stop()
 
 
 def screen_rows(text):
