@@ -195,16 +195,16 @@ def test_unsupported_release_and_permission(tmp):
     """record and top refuse a release no layout is known for (3.8), naming
     it, and explain a permission denied (a non-dumpable target, no
     CAP_SYS_PTRACE), with dump's lines: one place words them."""
-    old = pyenv_pythons(("8",))
-    if not old:
+    releases = pyenv_pythons(("8",))
+    if not releases:
         missing("no pyenv CPython 3.8")
-    version, python = sorted(old.items())[-1]
-    p = Parked(python, tmp)
+    version = max(releases)
+    target = Target(releases[version])   # runs on 3.8 too
     try:
-        for args in (["record", "--pid", str(p.pid), "--duration", "1"], ["top", str(p.pid), "--once"]):
+        for args in (["record", "--pid", str(target.pid), "--duration", "1"], ["top", str(target.pid), "--once"]):
             one_line_error(run(args), f"runs Python {version}, which this stackwatch cannot read", "3.13.")
     finally:
-        p.stop()
+        target.stop()
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:
         return
