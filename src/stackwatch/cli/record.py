@@ -34,6 +34,9 @@ def add_parser(subparsers):
     p.add_argument("--duration", help="how long (seconds, or e.g. 500ms); default: until Ctrl-C or the "
                    "process exits")
     p.add_argument("--rate", help="samples per second (default 1000; at most 100000)")
+    p.add_argument("--mode", choices=profiler.MODES, default="wall",
+                   help="wall: samples weighted by wall time (default); cpu: weighted by the CPU time each "
+                   "thread used, only threads on a CPU")
     p.add_argument("--idle", action="store_true", help="keep the samples of idle threads (asleep in a blocking "
                    "call); by default they are left out")
     p.add_argument("--gil", action="store_true", help="keep only the samples of the thread holding the GIL")
@@ -87,7 +90,7 @@ def open_profiler(args, **kw):
     try:
         cycle = dict(cycle=args.cycle) if getattr(args, "cycle", None) else {}
         prof = profiler.Profiler(interval=f"{ns}ns", pid=args.pid, idle=args.idle, gil_only=args.gil,
-                                 lines=args.lines, **cycle, **kw)
+                                 lines=args.lines, mode=getattr(args, "mode", "wall"), **cycle, **kw)
     except ValueError as e:
         raise UsageError(str(e))
     return prof.start()
