@@ -88,9 +88,8 @@ def open_profiler(args, **kw):
     except ValueError as e:
         raise UsageError(str(e))
     try:
-        cycle = dict(cycle=args.cycle) if getattr(args, "cycle", None) else {}
         prof = profiler.Profiler(interval=f"{ns}ns", pid=args.pid, idle=args.idle, gil_only=args.gil,
-                                 lines=args.lines, mode=getattr(args, "mode", "wall"), **cycle, **kw)
+                                 lines=args.lines, mode=args.mode, cycle=args.cycle, **kw)
     except ValueError as e:
         raise UsageError(str(e))
     return prof.start()

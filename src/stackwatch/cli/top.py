@@ -95,7 +95,9 @@ def screen(prof, new, old, sort, thread, width=100, height=40):
 
 
 def run(args):
-    args.idle, args.gil, args.native, args.lines = False, False, False, False
+    # record's sampler, as top shows it: idle threads left out of the rows
+    # (their share in the header), wall time, no history kept.
+    args.idle, args.gil, args.native, args.lines, args.mode, args.cycle = False, False, False, False, "wall", "600s"
     try:
         prof = record.open_profiler(args, maxlen=1)
     except (OSError, ValueError, RuntimeError) as e:
