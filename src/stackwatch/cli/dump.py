@@ -6,6 +6,7 @@ import json
 import sys
 
 from .. import _native
+from ..profiler.session import thread_comm
 
 NAME = "dump"
 
@@ -19,15 +20,6 @@ def add_parser(subparsers):
     return p
 
 
-def os_thread_name(pid, tid):
-    """The kernel's name of thread tid (its comm), or None."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
-            return f.read().rstrip("\n")
-    except OSError:
-        return None
-
-
 def threads_of(pid):
     """The threads of process pid, each a dict as --json prints it."""
     dump = _native.dump_process(pid)
@@ -36,7 +28,7 @@ def threads_of(pid):
         out.append({
             "thread_id": t["thread_id"],
             "native_id": t["native_id"] or None,
-            "name": os_thread_name(pid, t["native_id"]) if t["native_id"] else None,
+            "name": thread_comm(pid, t["native_id"]) if t["native_id"] else None,
             "gil": t["gil"],
             "state": t["state"],
             "failed": t["failed"],
