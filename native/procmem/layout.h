@@ -19,6 +19,7 @@
 
 #define SW_NO_OFFSET 0xffffffffu
 #define SW_LAYOUT_MAX_READ 4096u   /* most bytes of one object the reader reads at once */
+#define SW_GEN_STATE_BACK_MAX 64u  /* bound of sw_py_layout.gen_state_back */
 
 typedef enum {
     SW_FRAMES_OBJECTS = 1,   /* 3.9/3.10: a chain of PyFrameObject (f_back, f_code) */
@@ -59,6 +60,24 @@ typedef struct sw_py_layout {
                                       that are skipped), or SW_NO_OFFSET */
     uint32_t frame_is_entry;       /* 3.11: char is_entry (the root-most frame of one run
                                       of the interpreter function), else SW_NO_OFFSET */
+
+    /* Telling a torn stack (pystack.c "Torn stacks"). A generator's or
+     * coroutine's frame is linked to the frame that resumed it only while
+     * it runs: the link is cleared when it yields or returns.
+     * 3.11+: frames owned by owner_thread, owner_generator (a frame
+     * embedded in its generator object, whose int8 frame state lies
+     * gen_state_back bytes before the frame and equals gen_executing while
+     * it runs) or owner_cstack; any other owner is not on a stack.
+     * 3.9/3.10: frame_gen is PyFrameObject.f_gen (non-NULL: a generator's
+     * frame). SW_NO_OFFSET where a version has no such thing. */
+    uint32_t owner_thread;         /* FRAME_OWNED_BY_THREAD */
+    uint32_t owner_generator;      /* FRAME_OWNED_BY_GENERATOR */
+    uint32_t gen_state_back;       /* offsetof(PyGenObject, gi_iframe) - offsetof(..., gi_frame_state) */
+    uint32_t gen_executing;        /* FRAME_EXECUTING, as the byte the state holds */
+    uint32_t frame_gen;            /* 3.9/3.10: f_gen (a pointer) */
+    uint32_t interp_trampoline;    /* 3.12: PyInterpreterState.interpreter_trampoline, the
+                                      code object of the shim frames (a frame that has it
+                                      but not their owner is one read half-made) */
 
     /* PyCodeObject: code_size bytes are read and must cover these fields. */
     uint32_t code_size;

@@ -27,6 +27,8 @@
 #define MAX_CHUNK_SPAN (1ull << 30)    /* a plausible bound for one stack chunk */
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
 #define INTERP_RETRIES 2               /* 3.11+: copies retaken when the stack moved while copied */
+#define TORN_RETRIES 2                 /* 3.11+: whole reads redone when the walk was torn */
+#define ROOT_SLOTS 64                  /* 3.12+: threads whose outermost shim frame is remembered */
 #define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
 #define MUTE_ROUNDS 256                /* ... for this many rounds (each timeout costs 20 ms) */
@@ -56,9 +58,15 @@ struct sw_pystack {
     sw_mem_req *reqs;              /* [max_depth] */
     sw_sample_code **frames;         /* [max_depth] */
     unsigned char *window;         /* [WINDOW_MAX] */
+    unsigned char leaf_buf[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];   /* the leaf frame, outside the window */
     sw_threadstate *states;        /* with limits.thread_states, else NULL */
     uint64_t gil_addr;             /* the GIL's address, once known, else 0 */
     uint64_t gil_holder;           /* this round: the thread state holding the GIL, or 0 */
+    uint64_t trampoline;           /* 3.12: the shim frames' code object, once read, else 0 */
+    uint64_t root_tstate[ROOT_SLOTS];   /* 3.12+: threads (their states) and ... */
+    uint64_t root_frame[ROOT_SLOTS];    /* ... the shim frame that last began their stack */
+    uint32_t lone;                 /* the last walk: frames read on their own, after the window */
+    uint64_t root;                 /* the last walk: its outermost shim if read on its own, else 0 */
     sw_pystack_stats st;
 };
 
@@ -153,29 +161,60 @@ void sw_pystack_free(sw_pystack *r)
     free(r);
 }
 
-/* The copied top of a thread's frame stack: bytes [lo, hi) of the target. */
+/* The copied top of a thread's frame stack: bytes [lo, hi) of the target,
+ * in its chunk whose frames begin at base; and the thread's leaf frame
+ * when it lies outside them (a generator's), read in the same system call
+ * (leaf_bytes points at the frame, gen_state_back bytes into the copy). */
 typedef struct window {
-    uint64_t lo, hi;
+    uint64_t lo, hi, base;
     const unsigned char *bytes;
+    uint64_t leaf;
+    const unsigned char *leaf_bytes;
 } window;
 
-/* Copies the used top of the thread's current stack chunk (3.11+). On
- * failure the window is empty and frames are read one by one. */
-static void copy_window(sw_pystack *r, const unsigned char *ts, window *w)
+/* Copies the used top of the thread's current stack chunk (3.11+), and the
+ * leaf frame if it lies outside it. On failure the window is empty and
+ * frames are read one by one. */
+static void copy_window(sw_pystack *r, const unsigned char *ts, uint64_t leaf, window *w)
 {
-    w->lo = w->hi = 0;
-    if (r->l.tstate_datastack_chunk == SW_NO_OFFSET)
+    const sw_py_layout *l = &r->l;
+    w->lo = w->hi = w->base = w->leaf = 0;
+    w->bytes = w->leaf_bytes = NULL;
+    if (l->tstate_datastack_chunk == SW_NO_OFFSET)
         return;
-    uint64_t chunk = u64_at(ts, r->l.tstate_datastack_chunk), top = u64_at(ts, r->l.tstate_datastack_top);
-    uint64_t base = chunk + r->l.chunk_data;
+    uint64_t chunk = u64_at(ts, l->tstate_datastack_chunk), top = u64_at(ts, l->tstate_datastack_top);
+    uint64_t base = chunk + l->chunk_data;
     if (!chunk || top <= base || top - base > MAX_CHUNK_SPAN)
         return;
     uint64_t lo = top - base > WINDOW_MAX ? top - WINDOW_MAX : base;
-    if (sw_mem_read(&r->mem, lo, r->window, (size_t)(top - lo)) != SW_OK)
+    uint32_t back = l->frame_owner != SW_NO_OFFSET ? l->gen_state_back : 0;
+    /* The leaf first: a generator's frame, read as close as can be to the
+     * thread state that named it (it may yield any moment). */
+    int outside = !(leaf >= lo && leaf + l->frame_size <= top) && leaf >= back;
+    sw_mem_req req[2] = {{leaf - back, r->leaf_buf, l->frame_size + back, 0},
+                         {lo, r->window, (size_t)(top - lo), 0}};
+    sw_mem_readv(&r->mem, outside ? req : req + 1, outside ? 2 : 1);
+    if (!req[1].ok)
         return;
     w->lo = lo;
     w->hi = top;
+    w->base = base;
     w->bytes = r->window;
+    if (outside && req[0].ok) {
+        w->leaf = leaf;
+        w->leaf_bytes = r->leaf_buf + back;
+    }
+}
+
+/* The frame of the walk that the retaking of the window compares the
+ * thread's new leaf with: the first one inside the copied chunk (the leaf,
+ * or below a generator's leaf frame its caller), or 0 if none is known. */
+static uint64_t window_anchor(const sw_py_layout *l, const window *w, uint64_t leaf)
+{
+    uint64_t a = leaf;
+    if (w->leaf_bytes && leaf == w->leaf)
+        a = u64_at(w->leaf_bytes, l->frame_previous);
+    return a >= w->base && a < w->hi ? a : 0;
 }
 
 /* Before 3.11 a frame is a heap object: one that was freed (its memory on
@@ -206,18 +245,45 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
     return 0;
 }
 
+/* Torn stacks. The thread runs on while its frames are read, and a
+ * generator's (coroutine's, async generator's) frame is linked to the
+ * frame that resumed it only while it runs: when it yields or returns the
+ * link is cleared (3.9/3.10: gen_send_ex clears f_back after the frame
+ * ran; 3.11+: the frame's `previous` is set to NULL at the yield, and its
+ * frame, embedded in the generator object, lies outside the copied top of
+ * the stack, so it is read after the copy). A walk that meets such a frame
+ * would end there and show the generator as a thread's outermost frame,
+ * without its callers. So a walk is torn, and redone (TORN_RETRIES times,
+ * then the sample is counted as failed), when it meets:
+ *   - 3.11+: a generator's frame whose generator is not running (its frame
+ *     state, read in the same read as the frame, is not FRAME_EXECUTING) or
+ *     whose link is NULL, or a frame with an owner no live stack holds;
+ *   - 3.9/3.10: a generator's frame (f_gen set) whose f_back is NULL;
+ *   - 3.12+: a NULL link anywhere but at a C-stack shim frame: every run
+ *     of the interpreter begins with one, so a thread's outermost frame is
+ *     always one (3.9-3.11 have no such mark: a NULL link on a frame that
+ *     is not a generator's is the thread's root).
+ * A generator resumed with no Python frame below it (a C thread iterating
+ * it) has a NULL link too: before 3.12 its samples are counted as failed. */
+#define WALK_TORN (-2)
+
 /* Collects the code object addresses of the thread's frames, leaf first,
- * into r->code_addrs. Returns the count, or -1 if a frame could not be
- * read or the frames do not form a plausible stack. Sets *truncated if the
- * stack is deeper than max_depth. */
-static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *truncated)
+ * into r->code_addrs. Returns the count, -1 if a frame could not be read
+ * or the frames do not form a plausible stack, or WALK_TORN (above). Sets
+ * *truncated if the stack is deeper than max_depth. */
+static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *truncated, uint64_t known_root)
 {
     const sw_py_layout *l = &r->l;
-    unsigned char buf[SW_LAYOUT_MAX_READ];
+    /* A frame read on its own is read with the bytes before it: a
+     * generator's frame state (3.11+). */
+    const uint32_t back = l->frames_kind == SW_FRAMES_INTERP && l->frame_owner != SW_NO_OFFSET ? l->gen_state_back : 0;
+    unsigned char buf[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];
     uint32_t n = 0;
     /* Shim frames are not kept, so bound the steps as well as the depth. */
     uint64_t steps = 0, max_steps = 2ull * r->lim.max_depth + 64;
     *truncated = 0;
+    r->lone = 0;
+    r->root = 0;
     memset(r->seen, 0, sizeof r->seen);
     while (frame) {
         if (++steps > max_steps || n == r->lim.max_depth) {
@@ -230,17 +296,41 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             r->frame_addrs[steps - 1] = frame;
         }
         const unsigned char *f;
-        if (frame >= w->lo && frame + l->frame_size <= w->hi && frame + l->frame_size > frame) {
+        int in_window = frame >= w->lo && frame + l->frame_size <= w->hi && frame + l->frame_size > frame;
+        if (in_window) {
             f = w->bytes + (frame - w->lo);
+        } else if (w->leaf_bytes && frame == w->leaf) {
+            f = w->leaf_bytes;
         } else {
-            if (sw_mem_read(&r->mem, frame, buf, l->frame_size) != SW_OK)
+            if (frame < back || sw_mem_read(&r->mem, frame - back, buf, l->frame_size + back) != SW_OK)
                 return -1;
-            f = buf;
+            f = buf + back;
+            r->lone++;
         }
-        if (l->frames_kind == SW_FRAMES_OBJECTS && !frame_object_ok(l, f))
-            return -1;
-        int shim = l->frame_owner != SW_NO_OFFSET && l->owner_cstack != SW_NO_OFFSET &&
-                   f[l->frame_owner] == (unsigned char)l->owner_cstack;
+        uint64_t previous = u64_at(f, l->frame_previous);
+        int shim = 0;
+        if (l->frames_kind == SW_FRAMES_OBJECTS) {
+            if (!frame_object_ok(l, f))
+                return -1;
+            if (!previous && l->frame_gen != SW_NO_OFFSET && u64_at(f, l->frame_gen))
+                return WALK_TORN;   /* a generator that yielded or returned under the reader */
+        } else if (l->frame_owner != SW_NO_OFFSET) {
+            unsigned char owner = f[l->frame_owner];
+            shim = l->owner_cstack != SW_NO_OFFSET && owner == (unsigned char)l->owner_cstack;
+            if (owner == (unsigned char)l->owner_generator) {
+                /* Generators' frames never live on the thread's frame stack. */
+                if (in_window || f[-(long)back] != (unsigned char)l->gen_executing || !previous)
+                    return WALK_TORN;
+            } else if (!shim && owner != (unsigned char)l->owner_thread) {
+                return WALK_TORN;
+            }
+            if (!previous && !shim && l->owner_cstack != SW_NO_OFFSET)
+                return WALK_TORN;   /* 3.12+: a thread's outermost frame is a shim */
+            if (!previous && shim && f == buf + back) {
+                r->root = frame;
+                r->lone -= frame == known_root;   /* the thread's known root: it does not change */
+            }
+        }
         if (r->py_end) {
             /* Where each run of the interpreter function starts (nativemerge.h). */
             if (shim && n)
@@ -253,6 +343,8 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             uint64_t code = u64_at(f, l->frame_code);
             if (!code)
                 return -1;
+            if (code == r->trampoline)
+                return WALK_TORN;   /* a shim frame read before its owner was set */
             if (r->instrs) {
                 if (l->frame_lasti != SW_NO_OFFSET) {
                     uint32_t lasti;
@@ -264,7 +356,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             }
             r->code_addrs[n++] = code;
         }
-        frame = u64_at(f, l->frame_previous);
+        frame = previous;
     }
     return n;
 }
@@ -411,6 +503,26 @@ static int leaf_frame(sw_pystack *r, const unsigned char *ts, uint64_t *frame)
     return 0;
 }
 
+/* 3.11+: after a walk that read frames on their own, later than the copy
+ * of the stack's top (C-stack shim frames, generators' frames below the
+ * leaf, older chunks): 1 if the thread's leaf frame and the top of its
+ * frame stack are still those the walk began from (one read of both).
+ * While the leaf lives its callers cannot return or yield, so the frames
+ * read on their own are those of the instant the walk began; a leaf that
+ * returned and was replaced at the same address, on a stack of the same
+ * height, in between is not told. Else the walk mixed two instants (a
+ * shim frame's memory on the C stack is reused, half-made, by the next
+ * run of the interpreter at that depth). */
+static int same_leaf(sw_pystack *r, uint64_t tstate, const unsigned char *ts, uint64_t leaf)
+{
+    const sw_py_layout *l = &r->l;
+    uint64_t top = 0, now = 0;
+    uint64_t at = l->cframe_current_frame != SW_NO_OFFSET ? u64_at(ts, l->tstate_frame) + l->cframe_current_frame
+                                                           : tstate + l->tstate_frame;
+    sw_mem_req req[2] = {{tstate + l->tstate_datastack_top, &top, sizeof top, 0}, {at, &now, sizeof now, 0}};
+    return sw_mem_readv(&r->mem, req, 2) == 2 && top == u64_at(ts, l->tstate_datastack_top) && now == leaf;
+}
+
 /* Samples the thread whose state was read into ts. */
 static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, int64_t t_ns,
                           uint64_t weight_ns, sw_sample_sink sink, void *ud, int *delivered)
@@ -485,34 +597,67 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * accepted; a walk that meets a dead frame is redone from the new top,
      * up to OBJECT_RETRIES times (dropping such samples would hide
      * call-heavy code: tests/py/profiler/test_profiler.py checks it is not). */
-    window w = {0, 0, NULL};
-    if (l->frames_kind == SW_FRAMES_INTERP)
-        copy_window(r, ts, &w);
-    for (int retry = 0; fresh && w.hi && retry <= INTERP_RETRIES; retry++) {
-        unsigned char ts3[SW_LAYOUT_MAX_READ];
-        uint64_t now = 0;
-        if (sw_mem_read(&r->mem, tstate, ts3, l->tstate_size) != SW_OK || leaf_frame(r, ts3, &now) != 0)
+    window w;
+    memset(&w, 0, sizeof w);
+    int truncated = 0;
+    long n;
+    for (int torn = 0;; torn++) {
+        if (l->frames_kind == SW_FRAMES_INTERP)
+            copy_window(r, ts, frame, &w);
+        for (int retry = 0; fresh && w.hi && retry <= INTERP_RETRIES; retry++) {
+            unsigned char ts3[SW_LAYOUT_MAX_READ];
+            uint64_t now = 0, anchor = window_anchor(l, &w, frame);
+            if (!anchor || sw_mem_read(&r->mem, tstate, ts3, l->tstate_size) != SW_OK ||
+                leaf_frame(r, ts3, &now) != 0)
+                break;
+            /* The frames walked are still on the stack, or the new leaf
+             * lies outside the chunk (a new chunk, or a generator's frame:
+             * not told). */
+            if (!now || now >= anchor || now < w.base)
+                break;
+            if (retry == INTERP_RETRIES) {
+                r->st.moved++;
+                break;
+            }
+            memcpy(ts2, ts3, l->tstate_size);
+            ts = ts2;
+            frame = now;
+            r->st.retried++;
+            copy_window(r, ts, frame, &w);
+        }
+        uint32_t slot = (uint32_t)(tstate >> 4) % ROOT_SLOTS;
+        n = walk_frames(r, frame, &w, &truncated, r->root_tstate[slot] == tstate ? r->root_frame[slot] : 0);
+        if (n >= 0 && fresh && r->lone) {
+            if (!same_leaf(r, tstate, ts, frame))
+                n = WALK_TORN;
+            else if (r->root) {
+                r->root_tstate[slot] = tstate;
+                r->root_frame[slot] = r->root;
+            }
+        }
+        for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {
+            /* A frame died, or a generator left, under the reader: try
+             * again from the new top. */
+            r->st.torn += n == WALK_TORN;
+            if (sw_mem_read(&r->mem, tstate + l->tstate_frame, &frame, sizeof frame) != SW_OK || !frame)
+                break;
+            r->st.retried++;
+            n = walk_frames(r, frame, &w, &truncated, 0);
+        }
+        if (n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
             break;
-        if (!now || now >= frame)
-            break;   /* the frames walked are still on the stack, or a new chunk began */
-        if (retry == INTERP_RETRIES) {
-            r->st.moved++;
+        /* 3.11+: torn (a generator left under the reader): the whole read
+         * again, from the thread state. */
+        r->st.torn++;
+        if (torn == TORN_RETRIES || sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) != SW_OK ||
+            u64_at(ts2, l->tstate_interp) != r->interp || leaf_frame(r, ts2, &frame) != 0)
+            break;
+        ts = ts2;
+        r->st.retried++;
+        if (!frame) {
+            n = 0;   /* no Python frame any more */
             break;
         }
-        memcpy(ts2, ts3, l->tstate_size);
-        ts = ts2;
-        frame = now;
-        r->st.retried++;
-        copy_window(r, ts, &w);
-    }
-    int truncated;
-    long n = walk_frames(r, frame, &w, &truncated);
-    for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {
-        /* A frame died under the reader: try again from the new top. */
-        if (sw_mem_read(&r->mem, tstate + l->tstate_frame, &frame, sizeof frame) != SW_OK || !frame)
-            break;
-        r->st.retried++;
-        n = walk_frames(r, frame, &w, &truncated);
     }
     RELEASE_NATIVE();
 #undef RELEASE_NATIVE
@@ -581,6 +726,9 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
         r->st.failed++;
         return SW_EIO;
     }
+    if (!r->trampoline && l->interp_trampoline != SW_NO_OFFSET &&
+        sw_mem_read(&r->mem, r->interp + l->interp_trampoline, &r->trampoline, sizeof r->trampoline) != SW_OK)
+        r->trampoline = 0;
     for (uint32_t i = 0; tstate; i++) {
         if (i == r->lim.max_threads) {
             r->st.threads_skipped++;

@@ -446,12 +446,12 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
     if (!native || PyDict_Update(d, native) < 0)
         Py_CLEAR(d);
     Py_XDECREF(native);
-    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K}", "mode",
+    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K,s:K}", "mode",
                                    self->mode == SW_PROFILE_CPU ? "cpu" : "wall", "states", states_dict(states),
                                    "gil_held", gil_held, "off_cpu", off_cpu, "state_probe_failed",
                                    (unsigned long long)r->state_unknown, "cpu_probe_failed",
                                    (unsigned long long)r->cpu_unknown, "gil_read_failed",
-                                   (unsigned long long)r->gil_unknown);
+                                   (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn);
     if (!d || !more || PyDict_Update(d, more) < 0) {
         Py_XDECREF(d);
         d = NULL;
