@@ -34,6 +34,8 @@
     X(frame_instr, (l)->frame_instr, P, (l)->frame_size)                           \
     X(frame_is_entry, (l)->frame_is_entry, 1, (l)->frame_size)                     \
     X(frame_gen, (l)->frame_gen, P, (l)->frame_size)                               \
+    X(frame_func, (l)->frame_func, P, (l)->frame_size)                             \
+    X(frame_globals, (l)->frame_globals, P, (l)->frame_size)                       \
     X(code_linetable, (l)->code_linetable, P, (l)->code_size)
 
 int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)

@@ -75,6 +75,13 @@ typedef struct sw_py_layout {
     uint32_t gen_state_back;       /* offsetof(PyGenObject, gi_iframe) - offsetof(..., gi_frame_state) */
     uint32_t gen_executing;        /* FRAME_EXECUTING, as the byte the state holds */
     uint32_t frame_gen;            /* 3.9/3.10: f_gen (a pointer) */
+    uint32_t frame_globals;        /* f_globals (the code cache's check that a frame's code
+                                      object is the one it knows), or SW_NO_OFFSET */
+    uint32_t frame_func;           /* 3.11+: f_func / f_funcobj, None (at none_addr) only in
+                                      the interpreter's own frames that run no function
+                                      (3.13: the __init__ cleanup frame of
+                                      CALL_ALLOC_AND_ENTER_INIT), which are skipped like
+                                      shims; SW_NO_OFFSET before 3.11 */
     uint32_t interp_trampoline;    /* 3.12: PyInterpreterState.interpreter_trampoline, the
                                       code object of the shim frames (a frame that has it
                                       but not their owner is one read half-made) */
@@ -138,6 +145,7 @@ typedef struct sw_py_layout {
     uint64_t code_type;
     uint64_t str_type;
     uint64_t frame_type;           /* PyFrame_Type (frame objects, before 3.11) */
+    uint64_t none_addr;            /* Py_None (_Py_NoneStruct), for frame_func; 0 if unknown */
 } sw_py_layout;
 
 /* Checks that the layout is usable: known kinds, every field inside the

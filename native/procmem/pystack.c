@@ -28,6 +28,7 @@
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
 #define INTERP_RETRIES 2               /* 3.11+: copies retaken when the stack moved while copied */
 #define TORN_RETRIES 2                 /* 3.11+: whole reads redone when the walk was torn */
+#define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
 #define ROOT_SLOTS 64                  /* 3.12+: threads whose outermost shim frame is remembered */
 #define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
@@ -40,6 +41,9 @@ struct sw_pystack {
     uint64_t interp;
     sw_codecache *codes;
     uint64_t *code_addrs;          /* [max_depth] this stack's code objects, leaf first */
+    uint64_t *globals;             /* [max_depth] with frame_globals: their frames' globals */
+    uint64_t *code_globals;        /* [2 * GLOBALS_SLOTS] with frame_globals: (code object,
+                                      the globals its last frame seen ran with) */
     uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
     uint64_t *instrs;              /* [max_depth] with lines: each kept frame's current instruction */
     int32_t *lines;                /* [max_depth] with lines: the line each frame runs */
@@ -99,6 +103,10 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     size_t d = lim->max_depth;
     r->codes = sw_codecache_new(lim->max_codes);
     r->code_addrs = malloc(d * sizeof *r->code_addrs);
+    if (l->frame_globals != SW_NO_OFFSET) {
+        r->globals = malloc(d * sizeof *r->globals);
+        r->code_globals = calloc(2 * GLOBALS_SLOTS, sizeof *r->code_globals);
+    }
     r->frame_addrs = malloc(d * sizeof *r->frame_addrs);
     r->code_hdrs = malloc(d * l->code_size);
     r->reqs = malloc(d * sizeof *r->reqs);
@@ -121,7 +129,8 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     }
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
-    if (!r->codes || !r->code_addrs || !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
+    if (!r->codes || !r->code_addrs || (l->frame_globals != SW_NO_OFFSET && (!r->globals || !r->code_globals)) ||
+        !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
         (lim->thread_states && !r->states) || !native_ok ||
         (lim->lines && l->linetable_kind && (!r->instrs || !r->lines || !r->merged_lines))) {
         snprintf(err, errlen, "out of memory");
@@ -144,6 +153,8 @@ void sw_pystack_free(sw_pystack *r)
     sw_threadstate_free(r->states);
     sw_codecache_free(r->codes);
     free(r->code_addrs);
+    free(r->globals);
+    free(r->code_globals);
     free(r->frame_addrs);
     free(r->instrs);
     free(r->lines);
@@ -308,7 +319,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             r->lone++;
         }
         uint64_t previous = u64_at(f, l->frame_previous);
-        int shim = 0;
+        int shim = 0, internal = 0;
         if (l->frames_kind == SW_FRAMES_OBJECTS) {
             if (!frame_object_ok(l, f))
                 return -1;
@@ -326,6 +337,8 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             }
             if (!previous && !shim && l->owner_cstack != SW_NO_OFFSET)
                 return WALK_TORN;   /* 3.12+: a thread's outermost frame is a shim */
+            /* (3.13: the __init__ cleanup frame runs no function) */
+            internal = !shim && l->frame_func != SW_NO_OFFSET && l->none_addr && u64_at(f, l->frame_func) == l->none_addr;
             if (!previous && shim && f == buf + back) {
                 r->root = frame;
                 r->lone -= frame == known_root;   /* the thread's known root: it does not change */
@@ -335,11 +348,11 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             /* Where each run of the interpreter function starts (nativemerge.h). */
             if (shim && n)
                 r->py_end[n - 1] = 1;
-            else if (!shim && n < r->lim.max_depth)
+            else if (!shim && !internal && n < r->lim.max_depth)
                 r->py_end[n] = l->frames_kind == SW_FRAMES_OBJECTS ||
                                (l->frame_is_entry != SW_NO_OFFSET && f[l->frame_is_entry] != 0);
         }
-        if (!shim) {
+        if (!shim && !internal) {
             uint64_t code = u64_at(f, l->frame_code);
             if (!code)
                 return -1;
@@ -354,6 +367,8 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
                     r->instrs[n] = u64_at(f, l->frame_instr);
                 }
             }
+            if (r->globals)
+                r->globals[n] = u64_at(f, l->frame_globals);
             r->code_addrs[n++] = code;
         }
         frame = previous;
@@ -361,10 +376,33 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     return n;
 }
 
+/* The slot of r->code_globals for a code object. */
+static uint32_t globals_slot(uint64_t code)
+{
+    return (uint32_t)((code >> 4) ^ (code >> 17)) & (GLOBALS_SLOTS - 1);
+}
+
+/* Notes the globals each frame of the walk ran its code with. */
+static void remember_globals(sw_pystack *r, uint32_t n)
+{
+    if (!r->code_globals)
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
+        g[0] = r->code_addrs[i];
+        g[1] = r->globals[i];
+    }
+}
+
 /* Resolves r->code_addrs[0..n) into r->frames: from the cache when the
  * entry was confirmed recently, else by reading the code objects' headers,
  * all in one batched read (a run of frames of one code object, as in
- * recursion, is read once). Returns 0 or -1. */
+ * recursion, is read once). An entry is not trusted, however recent, when
+ * the frame runs it with other globals than the last frame seen with it:
+ * a code object freed and another allocated at its address within the
+ * cache's trust (a module's code, freed once the module is imported, and
+ * the next module's) would otherwise name the frame after the old one.
+ * Returns 0 or -1. */
 static int resolve_codes(sw_pystack *r, uint32_t n)
 {
     const uint32_t cs = r->l.code_size;
@@ -372,13 +410,20 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
         r->frames[i] = sw_codecache_fresh(r->codes, r->code_addrs[i], round, r->lim.code_ttl);
+        if (r->frames[i] && r->code_globals) {
+            const uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
+            if (g[0] != r->code_addrs[i] || g[1] != r->globals[i])
+                r->frames[i] = NULL;
+        }
         if (r->frames[i] || (k && r->reqs[k - 1].addr == r->code_addrs[i]))
             continue;
         r->reqs[k] = (sw_mem_req){r->code_addrs[i], r->code_hdrs + (size_t)k * cs, cs, 0};
         k++;
     }
-    if (k == 0)
+    if (k == 0) {
+        remember_globals(r, n);
         return 0;
+    }
     if (sw_mem_readv(&r->mem, r->reqs, k) != k)
         return -1;
     for (uint32_t j = 0; j < k; j++) {
@@ -392,6 +437,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         if (!r->frames[i])
             return -1;
     }
+    remember_globals(r, n);
     return 0;
 }
 

@@ -153,6 +153,13 @@ static void fill_frames(sw_py_layout *l)
     l->gen_state_back = OFF(PyGenObject, gi_iframe) - OFF(PyGenObject, gi_frame_state);
     l->gen_executing = (uint8_t)FRAME_EXECUTING;
     l->frame_gen = SW_NO_OFFSET;
+#  if PY_VERSION_HEX >= 0x030C0000
+    l->frame_func = OFF(_PyInterpreterFrame, f_funcobj);
+#  else
+    l->frame_func = OFF(_PyInterpreterFrame, f_func);
+#  endif
+    l->none_addr = (uint64_t)(uintptr_t)Py_None;
+    l->frame_globals = OFF(_PyInterpreterFrame, f_globals);
 #  if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
     l->interp_trampoline = OFF(PyInterpreterState, interpreter_trampoline);
 #  else
@@ -172,8 +179,11 @@ static void fill_frames(sw_py_layout *l)
     l->gen_executing = SW_NO_OFFSET;
     l->frame_gen = OFF(PyFrameObject, f_gen);
     l->interp_trampoline = SW_NO_OFFSET;
+    l->frame_func = SW_NO_OFFSET;
+    l->frame_globals = OFF(PyFrameObject, f_globals);
     l->frame_size = MAX2(END(PyFrameObject, f_back), END(PyFrameObject, f_code));
     l->frame_size = MAX2(l->frame_size, END(PyFrameObject, f_gen));
+    l->frame_size = MAX2(l->frame_size, END(PyFrameObject, f_globals));
     l->frame_size = MAX2(l->frame_size, END(PyObject, ob_type));
     l->frame_type = (uint64_t)(uintptr_t)&PyFrame_Type;
 #endif

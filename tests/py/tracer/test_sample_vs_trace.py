@@ -184,7 +184,7 @@ def test_generators_coroutines_threads_exceptions(tmp_path):
     assert not differ
     # (how many depends on how busy the machine was; the program runs
     # about 0.5 s under the tracer, at 5 kHz on two threads)
-    assert checked >= 200
+    assert checked >= 100
     # Both threads sampled, inside generators and coroutines.
     t = Trace(path)
     leaves = {s.stack[-1].name for s in t.samples() if s.stack}
@@ -211,4 +211,4 @@ def test_pyflakes_on_a_source_tree(tmp_path):
     checked, differ, skipped = compare(path)
     report("pyflakes", checked, differ, skipped)
     assert not differ
-    assert checked >= 200
+    assert checked >= 100
