@@ -5,9 +5,13 @@
  * Cost per thread and sample, in system calls: one read of the thread
  * state; on 3.11/3.12 one more for the _PyCFrame; on 3.11+ one bulk copy of
  * the top of the thread's frame stack (the current _PyStackChunk), from
- * which every frame in it is decoded, plus one read per frame living
- * elsewhere (generators, older chunks, 3.12+ shim frames on the C stack);
- * before 3.11 one read per frame object. Code objects come from the code
+ * which every frame in it is decoded (with, in the same call, the leaf
+ * frame when it lives elsewhere: a generator's), plus one read per other
+ * frame living elsewhere (generators, older chunks, 3.12+ shim frames on
+ * the C stack other than the thread's known outermost one) and then one
+ * read checking that the thread's leaf did not change meanwhile; before
+ * 3.11 one read per frame object. A walk torn by the thread running on
+ * (see "Torn stacks" below) is redone, then failed. Code objects come from the code
  * cache; those not confirmed in the last few rounds are re-read, all in one
  * batched read (process_vm_readv with many iovecs). Strings are only read
  * on a cache miss.
