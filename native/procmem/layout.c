@@ -36,6 +36,7 @@
     X(frame_gen, (l)->frame_gen, P, (l)->frame_size)                               \
     X(frame_func, (l)->frame_func, P, (l)->frame_size)                             \
     X(frame_globals, (l)->frame_globals, P, (l)->frame_size)                       \
+    X(frame_state, (l)->frame_state, 1, (l)->frame_size)                           \
     X(code_linetable, (l)->code_linetable, P, (l)->code_size)
 
 int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)

@@ -75,6 +75,11 @@ typedef struct sw_py_layout {
     uint32_t gen_state_back;       /* offsetof(PyGenObject, gi_iframe) - offsetof(..., gi_frame_state) */
     uint32_t gen_executing;        /* FRAME_EXECUTING, as the byte the state holds */
     uint32_t frame_gen;            /* 3.9/3.10: f_gen (a pointer) */
+    uint32_t frame_state;          /* 3.9/3.10: the byte saying whether the frame runs
+                                      (f_executing / f_state), else SW_NO_OFFSET ... */
+    uint32_t frame_running;        /* ... and the values (bits of this mask, 0-7) it has
+                                      while it does: a frame with no f_back that does not
+                                      run (a generator just finished) is no thread's root */
     uint32_t frame_globals;        /* f_globals (the code cache's check that a frame's code
                                       object is the one it knows), or SW_NO_OFFSET */
     uint32_t frame_func;           /* 3.11+: f_func / f_funcobj, None (at none_addr) only in

@@ -273,7 +273,11 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
  *   - 3.11+: a generator's frame whose generator is not running (its frame
  *     state, read in the same read as the frame, is not FRAME_EXECUTING) or
  *     whose link is NULL, or a frame with an owner no live stack holds;
- *   - 3.9/3.10: a generator's frame (f_gen set) whose f_back is NULL;
+ *   - 3.9/3.10: a generator's frame (f_gen set) whose f_back is NULL, or
+ *     a frame whose f_back is NULL that does not run (f_executing /
+ *     f_state): a generator's frame being made or just finished, its f_gen
+ *     not set yet or cleared already (a frame object of the code's
+ *     zombie slot, reused);
  *   - 3.12+: a NULL link anywhere but at a C-stack shim frame: every run
  *     of the interpreter begins with one, so a thread's outermost frame is
  *     always one (3.9-3.11 have no such mark: a NULL link on a frame that
@@ -329,6 +333,10 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
                 return -1;
             if (!previous && l->frame_gen != SW_NO_OFFSET && u64_at(f, l->frame_gen))
                 return WALK_TORN;   /* a generator that yielded or returned under the reader */
+            if (!previous && l->frame_state != SW_NO_OFFSET &&
+                (f[l->frame_state] > 7 || !(l->frame_running & (1u << f[l->frame_state]))))
+                return WALK_TORN;   /* one not running: a generator's frame being made (f_gen not
+                                       set yet) or finished (f_gen cleared before it is freed) */
         } else if (l->frame_owner != SW_NO_OFFSET) {
             unsigned char owner = f[l->frame_owner];
             shim = l->owner_cstack != SW_NO_OFFSET && owner == (unsigned char)l->owner_cstack;

@@ -153,6 +153,7 @@ static void fill_frames(sw_py_layout *l)
     l->gen_state_back = OFF(PyGenObject, gi_iframe) - OFF(PyGenObject, gi_frame_state);
     l->gen_executing = (uint8_t)FRAME_EXECUTING;
     l->frame_gen = SW_NO_OFFSET;
+    l->frame_state = SW_NO_OFFSET;
 #  if PY_VERSION_HEX >= 0x030C0000
     l->frame_func = OFF(_PyInterpreterFrame, f_funcobj);
 #  else
@@ -184,6 +185,14 @@ static void fill_frames(sw_py_layout *l)
     l->frame_size = MAX2(END(PyFrameObject, f_back), END(PyFrameObject, f_code));
     l->frame_size = MAX2(l->frame_size, END(PyFrameObject, f_gen));
     l->frame_size = MAX2(l->frame_size, END(PyFrameObject, f_globals));
+#  if PY_VERSION_HEX >= 0x030A0000
+    l->frame_state = OFF(PyFrameObject, f_state);
+    l->frame_running = (1u << FRAME_EXECUTING) | (1u << FRAME_UNWINDING);
+#  else
+    l->frame_state = OFF(PyFrameObject, f_executing);
+    l->frame_running = 1u << 1;
+#  endif
+    l->frame_size = MAX2(l->frame_size, l->frame_state + 1);
     l->frame_size = MAX2(l->frame_size, END(PyObject, ob_type));
     l->frame_type = (uint64_t)(uintptr_t)&PyFrame_Type;
 #endif
