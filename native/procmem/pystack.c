@@ -30,10 +30,8 @@
 #define WINDOW_MAX (64u * 1024u)       /* bytes copied from the top of a frame stack */
 #define MAX_CHUNK_SPAN (1ull << 30)    /* a plausible bound for one stack chunk */
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
-#define INTERP_RETRIES 2               /* 3.11+: copies retaken when the stack moved while copied */
 #define TORN_RETRIES 2                 /* 3.11+: whole reads redone when the walk was torn */
 #define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
-#define ROOT_SLOTS 64                  /* 3.12+: threads whose outermost shim frame is remembered */
 #define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
 #define MUTE_ROUNDS 256                /* ... for this many rounds (each timeout costs 20 ms) */
@@ -71,10 +69,8 @@ struct sw_pystack {
     uint64_t gil_addr;             /* the GIL's address, once known, else 0 */
     uint64_t gil_holder;           /* this round: the thread state holding the GIL, or 0 */
     uint64_t trampoline;           /* 3.12: the shim frames' code object, once read, else 0 */
-    uint64_t root_tstate[ROOT_SLOTS];   /* 3.12+: threads (their states) and ... */
-    uint64_t root_frame[ROOT_SLOTS];    /* ... the shim frame that last began their stack */
-    uint32_t lone;                 /* the last walk: frames read on their own, after the window */
-    uint64_t root;                 /* the last walk: its outermost shim if read on its own, else 0 */
+    uint64_t steps;                /* the last walk: frames visited (shims included) */
+    unsigned char *recheck;        /* [WINDOW_MAX] 3.11+: the walked part of the window, read again */
     sw_pystack_stats st;
 };
 
@@ -116,6 +112,8 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     r->reqs = malloc(d * sizeof *r->reqs);
     r->frames = malloc(d * sizeof *r->frames);
     r->window = malloc(WINDOW_MAX);
+    if (l->frames_kind == SW_FRAMES_INTERP)
+        r->recheck = malloc(WINDOW_MAX);
     if (lim->lines && l->linetable_kind) {
         r->instrs = malloc(d * sizeof *r->instrs);
         r->lines = malloc(d * sizeof *r->lines);
@@ -135,6 +133,7 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
         r->states = sw_threadstate_new(pid, STATE_FDS);
     if (!r->codes || !r->code_addrs || (l->frame_globals != SW_NO_OFFSET && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
+        (l->frames_kind == SW_FRAMES_INTERP && !r->recheck) ||
         (lim->thread_states && !r->states) || !native_ok ||
         (lim->lines && l->linetable_kind && (!r->instrs || !r->lines || !r->merged_lines))) {
         snprintf(err, errlen, "out of memory");
@@ -173,6 +172,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->reqs);
     free(r->frames);
     free(r->window);
+    free(r->recheck);
     free(r);
 }
 
@@ -219,17 +219,6 @@ static void copy_window(sw_pystack *r, const unsigned char *ts, uint64_t leaf, w
         w->leaf = leaf;
         w->leaf_bytes = r->leaf_buf + back;
     }
-}
-
-/* The frame of the walk that the retaking of the window compares the
- * thread's new leaf with: the first one inside the copied chunk (the leaf,
- * or below a generator's leaf frame its caller), or 0 if none is known. */
-static uint64_t window_anchor(const sw_py_layout *l, const window *w, uint64_t leaf)
-{
-    uint64_t a = leaf;
-    if (w->leaf_bytes && leaf == w->leaf)
-        a = u64_at(w->leaf_bytes, l->frame_previous);
-    return a >= w->base && a < w->hi ? a : 0;
 }
 
 /* Before 3.11 a frame is a heap object: one that was freed (its memory on
@@ -290,7 +279,7 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
  * into r->code_addrs. Returns the count, -1 if a frame could not be read
  * or the frames do not form a plausible stack, or WALK_TORN (above). Sets
  * *truncated if the stack is deeper than max_depth. */
-static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *truncated, uint64_t known_root)
+static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *truncated)
 {
     const sw_py_layout *l = &r->l;
     /* A frame read on its own is read with the bytes before it: a
@@ -301,8 +290,6 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     /* Shim frames are not kept, so bound the steps as well as the depth. */
     uint64_t steps = 0, max_steps = 2ull * r->lim.max_depth + 64;
     *truncated = 0;
-    r->lone = 0;
-    r->root = 0;
     memset(r->seen, 0, sizeof r->seen);
     while (frame) {
         if (++steps > max_steps || n == r->lim.max_depth) {
@@ -324,7 +311,6 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             if (frame < back || sw_mem_read(&r->mem, frame - back, buf, l->frame_size + back) != SW_OK)
                 return -1;
             f = buf + back;
-            r->lone++;
         }
         uint64_t previous = u64_at(f, l->frame_previous);
         int shim = 0, internal = 0;
@@ -351,10 +337,6 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
                 return WALK_TORN;   /* 3.12+: a thread's outermost frame is a shim */
             /* (3.13: the __init__ cleanup frame runs no function) */
             internal = !shim && l->frame_func != SW_NO_OFFSET && l->none_addr && u64_at(f, l->frame_func) == l->none_addr;
-            if (!previous && shim && f == buf + back) {
-                r->root = frame;
-                r->lone -= frame == known_root;   /* the thread's known root: it does not change */
-            }
         }
         if (r->py_end) {
             /* Where each run of the interpreter function starts (nativemerge.h). */
@@ -385,6 +367,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
         }
         frame = previous;
     }
+    r->steps = steps;
     return n;
 }
 
@@ -561,24 +544,52 @@ static int leaf_frame(sw_pystack *r, const unsigned char *ts, uint64_t *frame)
     return 0;
 }
 
-/* 3.11+: after a walk that read frames on their own, later than the copy
- * of the stack's top (C-stack shim frames, generators' frames below the
- * leaf, older chunks): 1 if the thread's leaf frame and the top of its
- * frame stack are still those the walk began from (one read of both).
- * While the leaf lives its callers cannot return or yield, so the frames
- * read on their own are those of the instant the walk began; a leaf that
- * returned and was replaced at the same address, on a stack of the same
- * height, in between is not told. Else the walk mixed two instants (a
- * shim frame's memory on the C stack is reused, half-made, by the next
- * run of the interpreter at that depth). */
-static int same_leaf(sw_pystack *r, uint64_t tstate, const unsigned char *ts, uint64_t leaf)
+/* 3.11+ (the thread running on while read): 1 if the stack just walked
+ * is whole, 0 if torn. One read, after the walk: the thread's leaf frame
+ * and the top of its frame stack, which must be those the walk began
+ * from, and the part of the copied window that the walk used, whose
+ * frames must still link to the same frames and run the same code. While
+ * the leaf lives its callers cannot return or yield, so the frames read
+ * on their own after the copy (C-stack shims, generators' frames below the
+ * leaf, older chunks) are those of the instant the walk began. The copy
+ * itself takes microseconds, and a thread that returns below the leaf and
+ * calls back up to it meanwhile (an event loop calling small functions in
+ * turn) leaves a copy whose lower frames are of another instant than its
+ * upper ones: the second read of those frames tells. A thread that did so
+ * and came back exactly (same leaf, same frames, same code) in between is
+ * not told; the stack read is then one it had at both reads. */
+static int still_whole(sw_pystack *r, uint64_t tstate, const unsigned char *ts, uint64_t leaf, const window *w)
 {
     const sw_py_layout *l = &r->l;
+    uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (uint64_t i = 0; i < walked; i++) {
+        uint64_t a = r->frame_addrs[i];
+        if (a >= w->lo && a + l->frame_size <= w->hi) {
+            lo = a < lo ? a : lo;
+            hi = a + l->frame_size > hi ? a + l->frame_size : hi;
+        }
+    }
     uint64_t top = 0, now = 0;
     uint64_t at = l->cframe_current_frame != SW_NO_OFFSET ? u64_at(ts, l->tstate_frame) + l->cframe_current_frame
                                                            : tstate + l->tstate_frame;
-    sw_mem_req req[2] = {{tstate + l->tstate_datastack_top, &top, sizeof top, 0}, {at, &now, sizeof now, 0}};
-    return sw_mem_readv(&r->mem, req, 2) == 2 && top == u64_at(ts, l->tstate_datastack_top) && now == leaf;
+    sw_mem_req req[3] = {{tstate + l->tstate_datastack_top, &top, sizeof top, 0},
+                         {at, &now, sizeof now, 0},
+                         {lo, r->recheck, hi > lo ? (size_t)(hi - lo) : 0, 0}};
+    size_t nreq = hi > lo ? 3 : 2;
+    if (sw_mem_readv(&r->mem, req, nreq) != nreq || top != u64_at(ts, l->tstate_datastack_top) || now != leaf)
+        return 0;
+    for (uint64_t i = 0; i < walked && hi > lo; i++) {
+        uint64_t a = r->frame_addrs[i];
+        if (a < lo || a + l->frame_size > hi)
+            continue;
+        const unsigned char *was = w->bytes + (a - w->lo), *is = r->recheck + (a - lo);
+        if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
+            u64_at(was, l->frame_code) != u64_at(is, l->frame_code) ||
+            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]))
+            return 0;
+    }
+    return 1;
 }
 
 /* Samples the thread whose state was read into ts. */
@@ -622,12 +633,9 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     } while (0)
     /* 3.11+ without the native capture, the thread runs on while it is
      * read: its state is read afresh just before its frame stack is copied,
-     * and again after. If the thread's top frame is then below the one
-     * copied (frames are stacked upwards), the copied top had returned and
-     * its callers' slots may hold new calls already: such a copy can join
-     * frames of two instants, so it is taken again, up to INTERP_RETRIES
-     * times, then kept (counted in st.moved). A thread that returned and
-     * called again within the copy is not seen; such mixes are rare. */
+     * and the walk is checked after (still_whole): one that joined frames
+     * of two instants is torn, redone from the thread state up to
+     * TORN_RETRIES times, then failed. */
     int fresh = nn < 0 && l->frames_kind == SW_FRAMES_INTERP;
     if (fresh && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
         u64_at(ts2, l->tstate_interp) == r->interp)
@@ -662,37 +670,9 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     for (int torn = 0;; torn++) {
         if (l->frames_kind == SW_FRAMES_INTERP)
             copy_window(r, ts, frame, &w);
-        for (int retry = 0; fresh && w.hi && retry <= INTERP_RETRIES; retry++) {
-            unsigned char ts3[SW_LAYOUT_MAX_READ];
-            uint64_t now = 0, anchor = window_anchor(l, &w, frame);
-            if (!anchor || sw_mem_read(&r->mem, tstate, ts3, l->tstate_size) != SW_OK ||
-                leaf_frame(r, ts3, &now) != 0)
-                break;
-            /* The frames walked are still on the stack, or the new leaf
-             * lies outside the chunk (a new chunk, or a generator's frame:
-             * not told). */
-            if (!now || now >= anchor || now < w.base)
-                break;
-            if (retry == INTERP_RETRIES) {
-                r->st.moved++;
-                break;
-            }
-            memcpy(ts2, ts3, l->tstate_size);
-            ts = ts2;
-            frame = now;
-            r->st.retried++;
-            copy_window(r, ts, frame, &w);
-        }
-        uint32_t slot = (uint32_t)(tstate >> 4) % ROOT_SLOTS;
-        n = walk_frames(r, frame, &w, &truncated, r->root_tstate[slot] == tstate ? r->root_frame[slot] : 0);
-        if (n >= 0 && fresh && r->lone) {
-            if (!same_leaf(r, tstate, ts, frame))
-                n = WALK_TORN;
-            else if (r->root) {
-                r->root_tstate[slot] = tstate;
-                r->root_frame[slot] = r->root;
-            }
-        }
+        n = walk_frames(r, frame, &w, &truncated);
+        if (n >= 0 && fresh && !still_whole(r, tstate, ts, frame, &w))
+            n = WALK_TORN;
         for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {
             /* A frame died, or a generator left, under the reader: try
              * again from the new top. */
@@ -700,7 +680,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             if (sw_mem_read(&r->mem, tstate + l->tstate_frame, &frame, sizeof frame) != SW_OK || !frame)
                 break;
             r->st.retried++;
-            n = walk_frames(r, frame, &w, &truncated, 0);
+            n = walk_frames(r, frame, &w, &truncated);
         }
         if (n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
             break;

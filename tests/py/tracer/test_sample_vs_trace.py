@@ -22,15 +22,21 @@ The rule, exactly:
   whose leaf matches. Nothing else is loosened.
 - Frames that the trace leaves out by design are handled exactly, not
   skipped: the launcher's frames of `-m` (runpy's, outermost; the trace
-  never holds a runpy frame), and (3.11+) a generator's frame while it is
+  never holds a runpy frame); (3.11+) a generator's frame while it is
   being created (CPython runs it on the thread's stack up to
-  RETURN_GENERATOR; sys.setprofile reports no call), as the leaf only.
+  RETURN_GENERATOR; sys.setprofile reports no call), as the leaf only;
+  stackwatch's stand-in for signal.signal and signal.getsignal
+  (tracer/signals.py), a frame of stackwatch's own, which the stream cuts
+  with everything outside it: a sample whose outermost frame is the real
+  signal.signal or signal.getsignal (that the stand-in calls) must be the
+  inner end of an open stack.
 - Failed samples (counted, stackless) and samples with no frame of the
   program (the stream cuts stackwatch's own frames) are counted, not
   checked; the trace having nothing open for the thread (before its first
   event) likewise.
 """
 import os
+import signal
 import sys
 from bisect import bisect_right
 from pathlib import Path
@@ -100,6 +106,9 @@ def open_stacks(t, pos, stacks):
     return times, nodes, generators
 
 
+STANDIN_CALLS = {(signal.__file__, f.__code__.co_firstlineno) for f in (signal.signal, signal.getsignal)}
+
+
 def is_runpy(filename):
     return filename in ("<frozen runpy>",) or filename.endswith(os.sep + "runpy.py")
 
@@ -111,6 +120,8 @@ def matches(sample, cands, stacks, generators):
     node = stacks.find(sample)
     if node is not None and node in cands:
         return True
+    if sample[0] in STANDIN_CALLS:
+        return any(len(c) > len(sample) and c[-len(sample):] == sample for c in map(stacks.frames, cands))
     if not ONE_BY_ONE:
         # a generator's frame being created, as the leaf
         return len(sample) > 1 and sample[-1] in generators and stacks.find(sample[:-1]) in cands
