@@ -43,7 +43,8 @@ struct sw_pystack {
     uint64_t interp;
     sw_codecache *codes;
     uint64_t *code_addrs;          /* [max_depth] this stack's code objects, leaf first */
-    uint64_t *globals;             /* [max_depth] with frame_globals: their frames' globals */
+    uint64_t *globals;             /* [max_depth] with frame_globals: their frames' globals
+                                      (3.11+: mixed with their function objects) */
     uint64_t *code_globals;        /* [2 * GLOBALS_SLOTS] with frame_globals: (code object,
                                       the globals its last frame seen ran with) */
     uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
@@ -65,6 +66,7 @@ struct sw_pystack {
     sw_sample_code **frames;         /* [max_depth] */
     unsigned char *window;         /* [WINDOW_MAX] */
     unsigned char leaf_buf[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];   /* the leaf frame, outside the window */
+    unsigned char leaf_again[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];   /* ... read again after the walk */
     sw_threadstate *states;        /* with limits.thread_states, else NULL */
     uint64_t gil_addr;             /* the GIL's address, once known, else 0 */
     uint64_t gil_holder;           /* this round: the thread state holding the GIL, or 0 */
@@ -361,8 +363,12 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
                     r->instrs[n] = u64_at(f, l->frame_instr);
                 }
             }
-            if (r->globals)
-                r->globals[n] = u64_at(f, l->frame_globals);
+            if (r->globals) {
+                /* (3.11+ with the function too: a class body or a module runs
+                 * with a function object made for that one run) */
+                uint64_t fn = l->frame_func != SW_NO_OFFSET ? u64_at(f, l->frame_func) : 0;
+                r->globals[n] = u64_at(f, l->frame_globals) ^ (fn << 17 | fn >> 47);
+            }
             r->code_addrs[n++] = code;
         }
         frame = previous;
@@ -393,7 +399,8 @@ static void remember_globals(sw_pystack *r, uint32_t n)
  * entry was confirmed recently, else by reading the code objects' headers,
  * all in one batched read (a run of frames of one code object, as in
  * recursion, is read once). An entry is not trusted, however recent, when
- * the frame runs it with other globals than the last frame seen with it:
+ * the frame runs it with other globals (3.11+: or another function object)
+ * than the last frame seen with it:
  * a code object freed and another allocated at its address within the
  * cache's trust (a module's code, freed once the module is imported, and
  * the next module's) would otherwise name the frame after the old one.
@@ -545,19 +552,23 @@ static int leaf_frame(sw_pystack *r, const unsigned char *ts, uint64_t *frame)
 }
 
 /* 3.11+ (the thread running on while read): 1 if the stack just walked
- * is whole, 0 if torn. One read, after the walk: the thread's leaf frame
- * and the top of its frame stack, which must be those the walk began
- * from, and the part of the copied window that the walk used, whose
- * frames must still link to the same frames and run the same code. While
- * the leaf lives its callers cannot return or yield, so the frames read
- * on their own after the copy (C-stack shims, generators' frames below the
- * leaf, older chunks) are those of the instant the walk began. The copy
- * itself takes microseconds, and a thread that returns below the leaf and
- * calls back up to it meanwhile (an event loop calling small functions in
- * turn) leaves a copy whose lower frames are of another instant than its
- * upper ones: the second read of those frames tells. A thread that did so
- * and came back exactly (same leaf, same frames, same code) in between is
- * not told; the stack read is then one it had at both reads. */
+ * is whole, 0 if torn. One read, after the walk: the thread's current
+ * frame, and the part of the copied window that the walk used, whose
+ * frames must still link to the same frames and run the same code.
+ * The current frame must be the walk's leaf, or (a leaf in the copied
+ * window) a frame above it in its chunk: the thread called on; a
+ * generator's leaf frame must still run, resumed by the same frame. While the
+ * leaf lives its callers cannot return or yield, so the frames read on
+ * their own after the copy (C-stack shims, generators' frames below the
+ * leaf, older chunks) are those of the walk's instant. The copy itself
+ * takes microseconds, and a thread that returns below the leaf and calls
+ * back up meanwhile (an event loop calling small functions in turn)
+ * leaves a copy whose lower frames are of another instant than its upper
+ * ones: the second read of those frames tells, and so does a thread found
+ * below its leaf. A leaf replaced by a call of the same code, on the same
+ * callers, in between is not told: the stack read is then one of the same
+ * functions. (Requiring the very same leaf would fail most samples of
+ * call-heavy code, whose leaf changes within the walk's microseconds.) */
 static int still_whole(sw_pystack *r, uint64_t tstate, const unsigned char *ts, uint64_t leaf, const window *w)
 {
     const sw_py_layout *l = &r->l;
@@ -570,15 +581,28 @@ static int still_whole(sw_pystack *r, uint64_t tstate, const unsigned char *ts, 
             hi = a + l->frame_size > hi ? a + l->frame_size : hi;
         }
     }
-    uint64_t top = 0, now = 0;
+    /* A generator's leaf frame (read with the window, before it) is read
+     * again instead of the current frame: still running, resumed by the
+     * same frame, it is on the stack, and so are its callers. */
+    uint32_t back = l->gen_state_back;
+    int gen_leaf = w->leaf_bytes && leaf == w->leaf && w->leaf_bytes[l->frame_owner] == (unsigned char)l->owner_generator;
+    uint64_t now = 0;
     uint64_t at = l->cframe_current_frame != SW_NO_OFFSET ? u64_at(ts, l->tstate_frame) + l->cframe_current_frame
                                                            : tstate + l->tstate_frame;
-    sw_mem_req req[3] = {{tstate + l->tstate_datastack_top, &top, sizeof top, 0},
-                         {at, &now, sizeof now, 0},
+    sw_mem_req req[2] = {gen_leaf ? (sw_mem_req){leaf - back, r->leaf_again, l->frame_size + back, 0}
+                                  : (sw_mem_req){at, &now, sizeof now, 0},
                          {lo, r->recheck, hi > lo ? (size_t)(hi - lo) : 0, 0}};
-    size_t nreq = hi > lo ? 3 : 2;
-    if (sw_mem_readv(&r->mem, req, nreq) != nreq || top != u64_at(ts, l->tstate_datastack_top) || now != leaf)
+    size_t nreq = hi > lo ? 2 : 1;
+    if (sw_mem_readv(&r->mem, req, nreq) != nreq)
         return 0;
+    if (gen_leaf) {
+        const unsigned char *g = r->leaf_again + back;
+        if (g[-(long)back] != (unsigned char)l->gen_executing ||
+            u64_at(g, l->frame_previous) != u64_at(w->leaf_bytes, l->frame_previous))
+            return 0;
+    } else if (now != leaf && !(leaf >= w->lo && leaf < w->hi && now > leaf && now - w->base < MAX_CHUNK_SPAN)) {
+        return 0;
+    }
     for (uint64_t i = 0; i < walked && hi > lo; i++) {
         uint64_t a = r->frame_addrs[i];
         if (a < lo || a + l->frame_size > hi)
