@@ -73,6 +73,7 @@ struct sw_pystack {
     uint64_t trampoline;           /* 3.12: the shim frames' code object, once read, else 0 */
     uint64_t steps;                /* the last walk: frames visited (shims included) */
     unsigned char *recheck;        /* [WINDOW_MAX] 3.11+: the walked part of the window, read again */
+    unsigned char *again;          /* [max_depth * frame_size] 3.9/3.10: the walked frames, read again */
     sw_pystack_stats st;
 };
 
@@ -116,6 +117,8 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     r->window = malloc(WINDOW_MAX);
     if (l->frames_kind == SW_FRAMES_INTERP)
         r->recheck = malloc(WINDOW_MAX);
+    else if (l->frame_state != SW_NO_OFFSET)
+        r->again = malloc(d * l->frame_size);
     if (lim->lines && l->linetable_kind) {
         r->instrs = malloc(d * sizeof *r->instrs);
         r->lines = malloc(d * sizeof *r->lines);
@@ -136,6 +139,7 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     if (!r->codes || !r->code_addrs || (l->frame_globals != SW_NO_OFFSET && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
         (l->frames_kind == SW_FRAMES_INTERP && !r->recheck) ||
+        (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
         (lim->thread_states && !r->states) || !native_ok ||
         (lim->lines && l->linetable_kind && (!r->instrs || !r->lines || !r->merged_lines))) {
         snprintf(err, errlen, "out of memory");
@@ -175,6 +179,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->frames);
     free(r->window);
     free(r->recheck);
+    free(r->again);
     free(r);
 }
 
@@ -557,7 +562,8 @@ static int leaf_frame(sw_pystack *r, const unsigned char *ts, uint64_t *frame)
  * frames must still link to the same frames and run the same code.
  * The current frame must be the walk's leaf, or (a leaf in the copied
  * window) a frame above it in its chunk: the thread called on; a
- * generator's leaf frame must still run, resumed by the same frame. While the
+ * generator's leaf frame must still run, resumed by the same frame, or
+ * else (it yielded since) the thread must be at or above its caller. While the
  * leaf lives its callers cannot return or yield, so the frames read on
  * their own after the copy (C-stack shims, generators' frames below the
  * leaf, older chunks) are those of the walk's instant. The copy itself
@@ -589,20 +595,26 @@ static int still_whole(sw_pystack *r, uint64_t tstate, const unsigned char *ts, 
     uint64_t now = 0;
     uint64_t at = l->cframe_current_frame != SW_NO_OFFSET ? u64_at(ts, l->tstate_frame) + l->cframe_current_frame
                                                            : tstate + l->tstate_frame;
-    sw_mem_req req[2] = {gen_leaf ? (sw_mem_req){leaf - back, r->leaf_again, l->frame_size + back, 0}
-                                  : (sw_mem_req){at, &now, sizeof now, 0},
-                         {lo, r->recheck, hi > lo ? (size_t)(hi - lo) : 0, 0}};
-    size_t nreq = hi > lo ? 2 : 1;
+    sw_mem_req req[3] = {{at, &now, sizeof now, 0},
+                         {lo, r->recheck, hi > lo ? (size_t)(hi - lo) : 0, 0},
+                         {leaf - back, r->leaf_again, l->frame_size + back, 0}};
+    size_t nreq = gen_leaf ? 3 : hi > lo ? 2 : 1;
     if (sw_mem_readv(&r->mem, req, nreq) != nreq)
         return 0;
+    /* The frame the thread must be at or above: the leaf, or a generator
+     * leaf's caller when the generator yielded since (its caller then ran
+     * on from where it resumed it). */
+    uint64_t anchor = leaf;
     if (gen_leaf) {
         const unsigned char *g = r->leaf_again + back;
-        if (g[-(long)back] != (unsigned char)l->gen_executing ||
-            u64_at(g, l->frame_previous) != u64_at(w->leaf_bytes, l->frame_previous))
-            return 0;
-    } else if (now != leaf && !(leaf >= w->lo && leaf < w->hi && now > leaf && now - w->base < MAX_CHUNK_SPAN)) {
-        return 0;
+        if (g[-(long)back] == (unsigned char)l->gen_executing &&
+            u64_at(g, l->frame_previous) == u64_at(w->leaf_bytes, l->frame_previous))
+            anchor = 0;   /* still running, resumed by the same frame */
+        else
+            anchor = u64_at(w->leaf_bytes, l->frame_previous);
     }
+    if (anchor && now != anchor && !(anchor >= w->lo && anchor < w->hi && now > anchor && now - w->base < MAX_CHUNK_SPAN))
+        return 0;
     for (uint64_t i = 0; i < walked && hi > lo; i++) {
         uint64_t a = r->frame_addrs[i];
         if (a < lo || a + l->frame_size > hi)
@@ -611,6 +623,41 @@ static int still_whole(sw_pystack *r, uint64_t tstate, const unsigned char *ts, 
         if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
             u64_at(was, l->frame_code) != u64_at(is, l->frame_code) ||
             (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]))
+            return 0;
+    }
+    return 1;
+}
+
+/* 3.9/3.10 (frames read one by one, leaf first, while the thread runs): 1
+ * if the frames just walked are a stack, 0 if torn. One read of every
+ * walked frame but the leaf again (a batched read): each must still be a
+ * live frame, running (f_executing / f_state), with the same code and the
+ * same f_back. Frames that run, linked by f_back, are a thread's stack, and
+ * the leaf, read first, was its top then, called by the first of them (it
+ * may have returned or yielded since: requiring it to run still would lose
+ * most samples of short calls and generators); a walk whose callers were read after the
+ * leaf returned and its callers' frames were reused by other calls (a
+ * code object's frame is reused by its next call) tells. Frames that were
+ * replaced by calls of the same code on the same callers, in between, are
+ * not told: the stack read is then one of the same functions. */
+static int objects_whole(sw_pystack *r)
+{
+    const sw_py_layout *l = &r->l;
+    if (l->frame_state == SW_NO_OFFSET || !r->again || r->steps > r->lim.max_depth)
+        return 1;   /* (a truncated walk is not checked) */
+    uint32_t k = (uint32_t)r->steps;
+    if (k < 2)
+        return 1;
+    for (uint32_t i = 1; i < k; i++)
+        r->reqs[i - 1] = (sw_mem_req){r->frame_addrs[i], r->again + (size_t)i * l->frame_size, l->frame_size, 0};
+    if (sw_mem_readv(&r->mem, r->reqs, k - 1) != k - 1)
+        return 0;
+    for (uint32_t i = 1; i < k; i++) {   /* (the leaf may have returned or yielded since) */
+        const unsigned char *f = r->again + (size_t)i * l->frame_size;
+        uint8_t state = f[l->frame_state];
+        uint64_t back = u64_at(f, l->frame_previous);
+        if (!frame_object_ok(l, f) || state > 7 || !(l->frame_running & (1u << state)) ||
+            back != (i + 1 < k ? r->frame_addrs[i + 1] : 0) || u64_at(f, l->frame_code) != r->code_addrs[i])
             return 0;
     }
     return 1;
@@ -697,6 +744,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         n = walk_frames(r, frame, &w, &truncated);
         if (n >= 0 && fresh && !still_whole(r, tstate, ts, frame, &w))
             n = WALK_TORN;
+        if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && nn < 0 && !objects_whole(r))
+            n = WALK_TORN;
         for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {
             /* A frame died, or a generator left, under the reader: try
              * again from the new top. */
@@ -705,6 +754,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
                 break;
             r->st.retried++;
             n = walk_frames(r, frame, &w, &truncated);
+            if (n >= 0 && nn < 0 && !objects_whole(r))
+                n = WALK_TORN;
         }
         if (n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
             break;
