@@ -35,7 +35,9 @@
 #define SW_DEBUG_OFFSETS_KEPT                                                                           \
     "frames_kind pointer_size ob_refcnt cframe_current_frame chunk_data owner_cstack frame_is_entry "      \
     "str_kind_shift str_kind_mask str_compact_mask str_ascii_mask thread_tid runtime_addr runtime_gil "    \
-    "gil_size linetable_kind frame_lasti lasti_unit code_type str_type frame_type"
+    "gil_size linetable_kind frame_lasti lasti_unit code_type str_type frame_type owner_thread "         \
+    "owner_generator gen_state_back gen_executing frame_gen frame_state frame_running frame_globals "      \
+    "frame_func interp_trampoline none_addr"
 
 /* Builds *out from len bytes of debug offsets (raw, as read from the start
  * of the target's _PyRuntime) over base, the layout of the same minor

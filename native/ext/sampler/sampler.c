@@ -493,11 +493,11 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
     }
     const sw_pystack_stats *r = &st.reader;
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:L,s:O}", "interval_ns",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:L,s:O}", "interval_ns",
         (unsigned long long)st.interval_ns, "ticks", (unsigned long long)st.ticks, "missed",
         (unsigned long long)st.missed, "busy_ns", (unsigned long long)st.busy_ns, "samples",
         (unsigned long long)r->samples, "failed", (unsigned long long)r->failed, "empty", (unsigned long long)r->empty,
-        "truncated", (unsigned long long)r->truncated, "retried", (unsigned long long)r->retried, "moved", (unsigned long long)r->moved, "threads_skipped", (unsigned long long)r->threads_skipped,
+        "truncated", (unsigned long long)r->truncated, "retried", (unsigned long long)r->retried, "threads_skipped", (unsigned long long)r->threads_skipped,
         "stored", stored, "dropped", dropped, "cut", cut, "code_hits", (unsigned long long)r->code_hits, "code_misses",
         (unsigned long long)r->code_misses, "reads", (unsigned long long)r->reads, "failed_reads",
         (unsigned long long)r->failed_reads, "start_ns", (long long)st.start_ns, "stop_ns", (long long)st.stop_ns,
@@ -522,12 +522,12 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
     if (!target || PyDict_Update(d, target) < 0)
         Py_CLEAR(d);
     Py_XDECREF(target);
-    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K}", "mode",
+    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K,s:K}", "mode",
                                    self->mode == SW_PROFILE_CPU ? "cpu" : "wall", "states", states_dict(states),
                                    "gil_held", gil_held, "off_cpu", off_cpu, "state_probe_failed",
                                    (unsigned long long)r->state_unknown, "cpu_probe_failed",
                                    (unsigned long long)r->cpu_unknown, "gil_read_failed",
-                                   (unsigned long long)r->gil_unknown);
+                                   (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn);
     if (!d || !more || PyDict_Update(d, more) < 0) {
         Py_XDECREF(d);
         d = NULL;
