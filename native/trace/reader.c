@@ -960,43 +960,56 @@ static int get_ext_str(sw_cursor *c, char *buf)
     return SW_OK;
 }
 
-/* Decodes the payload of an EXT event of kind k (records.h) into x, field
- * by field into their slots. A payload shorter than the kind's fields sets
+/* Decodes one field of an EXT payload, of type `type` (SW_FT_*), into its
+ * slot of x (SW_SLOT_*). Returns nonzero when the payload ends first (or
+ * a code id is out of range). Called with constants, from the rows. */
+SW_INLINE int decode_field(sw_cursor *c, replay *r, sw_ext *x, unsigned type, unsigned slot)
+{
+    if (type == SW_FT_STR)
+        return get_ext_str(c, slot == SW_SLOT_S1 ? r->s1 : r->s2);
+    uint64_t v;
+    if (sw_cur_varint(c, &v))
+        return 1;
+    if (type == SW_FT_SIGNED)
+        v = (uint64_t)sw_unzigzag(v);
+    switch (slot) {
+    case SW_SLOT_CODE:
+        if (v >= SW_EXT_NO_CODE)
+            return 1;
+        x->code = (uint32_t)v;
+        break;
+    case SW_SLOT_LINE: x->line = v; break;
+    case SW_SLOT_A: x->a = v; break;
+    case SW_SLOT_B: x->b = v; break;
+    default: x->c = v; break;
+    }
+    return 0;
+}
+
+/* Decodes the payload of an EXT event of a kind with a row (records.h)
+ * into x, its fields in order into their slots: one case per row, made
+ * from the row. A payload shorter than the kind's fields sets
  * x->malformed; bytes after them are ignored (room for fields a newer
  * minor version adds). */
-static void decode_ext(replay *r, const sw_record_kind *k, const uint8_t *p, size_t len, sw_ext *x)
+#define SW_X_DECODE_FIELD_(f, type, slot) &&!decode_field(&c, r, x, SW_FT_##type, SW_SLOT_##slot)
+#define SW_X_DECODE_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)       \
+    case n:                                                                                            \
+        bad = !(1 __VA_ARGS__);                                                                        \
+        break;
+static void decode_ext(replay *r, uint32_t kind, const uint8_t *p, size_t len, sw_ext *x)
 {
     memset(x, 0, sizeof *x);
     sw_cursor c = {p, p + len};
-    x->kind = k->number;
+    x->kind = kind;
     x->code = SW_EXT_NO_CODE;
     r->s1[0] = r->s2[0] = 0;
     x->s1 = r->s1;
     x->s2 = r->s2;
     int bad = 0;
-    for (unsigned i = 0; i < k->nfields && !bad; i++) {
-        const sw_record_field *f = &k->fields[i];
-        uint64_t v;
-        if (f->type == SW_FT_STR) {
-            bad = get_ext_str(&c, f->slot == SW_SLOT_S1 ? r->s1 : r->s2);
-            continue;
-        }
-        if ((bad = sw_cur_varint(&c, &v)))
-            break;
-        if (f->type == SW_FT_SIGNED)
-            v = (uint64_t)sw_unzigzag(v);
-        switch (f->slot) {
-        case SW_SLOT_CODE:
-            if (v >= SW_EXT_NO_CODE)
-                bad = 1;
-            else
-                x->code = (uint32_t)v;
-            break;
-        case SW_SLOT_LINE: x->line = v; break;
-        case SW_SLOT_A: x->a = v; break;
-        case SW_SLOT_B: x->b = v; break;
-        default: x->c = v; break;
-        }
+    switch (kind) {
+        SW_RECORD_KINDS(SW_X_DECODE_KIND_, SW_X_DECODE_FIELD_)
+    default:
+        break;
     }
     x->malformed = bad != 0;
 }
@@ -1163,7 +1176,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                 }
             } else if ((r->flags & SW_REPLAY_EXT) && (rk = sw_record_kind_of(kind)) && rk->shape != SW_RS_REPLAY) {
                 sw_ext x;
-                decode_ext(r, rk, c.p, (size_t)len, &x);
+                decode_ext(r, (uint32_t)kind, c.p, (size_t)len, &x);
                 sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};
                 if ((rc = r->fn(r->ud, &ev)))
                     return rc;

@@ -32,14 +32,7 @@ SW_RECORD_KINDS(SW_X_CHECK_, SW_X_REC_NONE_)
 #define SW_X_INDEX_(K, n, ...) [n] = SW_X_POS_##K + 1,
 #define SW_X_POS_ENUM_(K, n, ...) SW_X_POS_##K,
 enum { SW_RECORD_KINDS(SW_X_POS_ENUM_, SW_X_REC_NONE_) SW_X_POS_COUNT_ };
-static const uint8_t by_number[SW_EXT_KIND_LIMIT] = {SW_RECORD_KINDS(SW_X_INDEX_, SW_X_REC_NONE_)};
-
-const sw_record_kind *sw_record_kind_of(uint64_t number)
-{
-    if (number >= SW_EXT_KIND_LIMIT || !by_number[number])
-        return NULL;
-    return &sw_record_kinds[by_number[number] - 1];
-}
+const uint8_t sw_record_index[SW_EXT_KIND_LIMIT] = {SW_RECORD_KINDS(SW_X_INDEX_, SW_X_REC_NONE_)};
 
 const char *sw_record_shape_name(unsigned shape)
 {

@@ -186,8 +186,15 @@ extern const sw_record_kind sw_record_kinds[];
 extern const size_t sw_record_kind_count;
 
 /* The kind numbered `number`, or NULL when this reader does not know it
- * (a newer minor version's: skipped). */
-const sw_record_kind *sw_record_kind_of(uint64_t number);
+ * (a newer minor version's: skipped). Inline: the reader asks for every
+ * EXT record. */
+extern const uint8_t sw_record_index[SW_EXT_KIND_LIMIT];  /* position + 1 by number, 0: none */
+static inline const sw_record_kind *sw_record_kind_of(uint64_t number)
+{
+    if (number >= SW_EXT_KIND_LIMIT || !sw_record_index[number])
+        return NULL;
+    return &sw_record_kinds[sw_record_index[number] - 1];
+}
 
 /* The shapes', types', slots' and stats figures' names (for the Python view). */
 const char *sw_record_shape_name(unsigned shape);
