@@ -42,6 +42,10 @@ typedef int (*sw_slice_fn)(void *ud, size_t thread, const sw_event *ev);
 #define SW_WALK_SAMPLE 19
 int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *ud);
 
+/* An exporter (exporters.h): writes the trace to a FILE the caller opened.
+ * Returns 0, or a negative code with a message in err. */
+typedef int (*sw_export_fn)(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen);
+
 /* Name and category of an EXT event in the exports, from its kind's row
  * (records.h: label and title; "line 12", "line"; "raise ValueError",
  * "exception"; ...), written into buf. */

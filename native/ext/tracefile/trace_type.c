@@ -529,6 +529,15 @@ static PyObject *Trace_events_bytes(TraceObject *self, PyObject *unused)
     return PyLong_FromUnsignedLongLong(n);
 }
 
+/* The ValueError for an export format with no row in the table of
+ * exporters (trace/exporters.h); returns NULL. */
+static PyObject *unknown_exporter(const char *fmt)
+{
+    char known[256];
+    sw_exporter_names(known, sizeof known);
+    return PyErr_Format(PyExc_ValueError, "unknown export format '%s' (known: %s)", fmt, known);
+}
+
 static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"format", "path", "min_duration_ns", "filter", "progress", NULL};
@@ -538,16 +547,12 @@ static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&|LOO", kwlist, &fmt, PyUnicode_FSConverter, &path_obj, &min_ns,
                                      &spec, &progress))
         return NULL;
-    int (*fn)(sw_trace *, FILE *, const sw_export_opts *, char *, size_t) = NULL;
-    if (strcmp(fmt, "chrome") == 0)
-        fn = sw_export_chrome;
-    else if (strcmp(fmt, "perfetto") == 0)
-        fn = sw_export_perfetto;
-    if (!fn) {
+    const sw_exporter *ex = sw_exporter_find(fmt);
+    if (!ex) {
         Py_DECREF(path_obj);
-        return PyErr_Format(PyExc_ValueError, "unknown export format %R (known: chrome, perfetto)",
-                            PyTuple_GET_ITEM(args, 0));
+        return unknown_exporter(fmt);
     }
+    sw_export_fn fn = ex->write;
     sw_py_filter pf;
     if (sw_py_filter_parse(spec, self->t, &pf) < 0) {
         Py_DECREF(path_obj);
@@ -593,12 +598,12 @@ static PyObject *export_merged(PyObject *module, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OsO&|L", kwlist, &seq, &fmt, PyUnicode_FSConverter, &path_obj,
                                      &min_ns))
         return NULL;
-    sw_export_format format = strcmp(fmt, "chrome") == 0 ? SW_EXPORT_CHROME : SW_EXPORT_PERFETTO;
+    const sw_exporter *ex = sw_exporter_find(fmt);
     PyObject *list = NULL;
     sw_trace **ts = NULL;
     FILE *f = NULL;
-    if (strcmp(fmt, "chrome") != 0 && strcmp(fmt, "perfetto") != 0) {
-        PyErr_Format(PyExc_ValueError, "unknown export format '%s' (known: chrome, perfetto)", fmt);
+    if (!ex) {
+        unknown_exporter(fmt);
         goto out;
     }
     if (!(list = PySequence_Fast(seq, "traces must be a sequence of Trace objects")))
@@ -626,7 +631,7 @@ static PyObject *export_merged(PyObject *module, PyObject *args, PyObject *kw)
     }
     sw_export_opts o = {min_ns, NULL, NULL};
     char err[256] = "";
-    int rc = sw_export_merged(ts, (size_t)n, format, f, &o, err, sizeof err);
+    int rc = sw_export_merged(ts, (size_t)n, ex->write, f, &o, err, sizeof err);
     if (fclose(f) != 0 && !rc) {
         rc = SW_EIO;
         snprintf(err, sizeof err, "%s", strerror(errno));
@@ -644,8 +649,8 @@ out:
 
 static PyMethodDef module_functions[] = {
     {"export_merged", (PyCFunction)(void (*)(void))export_merged, METH_VARARGS | METH_KEYWORDS,
-     "export_merged(traces, format, path, min_duration_ns=0): several traces (processes) as one chrome JSON "
-     "or perfetto protobuf file, on the host's clock, with flows from each child's start to its first slice"},
+     "export_merged(traces, format, path, min_duration_ns=0): several traces (processes) as one file of a "
+     "format of TRACE_EXPORTERS, on the host's clock, with flows from each child's start to its first slice"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -701,8 +706,8 @@ static PyMethodDef Trace_methods[] = {
     {"events_bytes", (PyCFunction)Trace_events_bytes, METH_NOARGS,
      "events_bytes() -> bytes of event chunks a full replay reads"},
     {"export", (PyCFunction)(void (*)(void))Trace_export, METH_VARARGS | METH_KEYWORDS,
-     "export(format, path, min_duration_ns=0, filter=None, progress=None): write chrome JSON or perfetto "
-     "protobuf"},
+     "export(format, path, min_duration_ns=0, filter=None, progress=None): write the trace in a format of "
+     "TRACE_EXPORTERS (perfetto protobuf, chrome JSON)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -732,8 +737,9 @@ static PyTypeObject TraceType = {
 /* RECORD_KINDS: the table of EXT record kinds (trace/records.h), one
  * tuple per kind: (number, name, since, category, label, shape, pair,
  * stat, title, track, ((field, type, slot), ...)), shape, stat, title,
- * type and slot by name; and THREAD_STATES: the names of the samples'
- * thread states by number (base/sample.h). */
+ * type and slot by name; TRACE_EXPORTERS: the table of exporters
+ * (trace/exporters.h), (name, suffix, binary) each; and THREAD_STATES:
+ * the names of the samples' thread states by number (base/sample.h). */
 static int add_record_kinds(PyObject *m)
 {
     PyObject *kinds = PyTuple_New((Py_ssize_t)sw_record_kind_count);
@@ -759,6 +765,19 @@ static int add_record_kinds(PyObject *m)
     }
     if (!kinds || PyModule_AddObject(m, "RECORD_KINDS", kinds) < 0) {
         Py_XDECREF(kinds);
+        return -1;
+    }
+    PyObject *exporters = PyTuple_New((Py_ssize_t)sw_exporter_count);
+    for (size_t i = 0; exporters && i < sw_exporter_count; i++) {
+        const sw_exporter *e = &sw_exporters[i];
+        PyObject *row = Py_BuildValue("(ssO)", e->name, e->suffix, e->binary ? Py_True : Py_False);
+        if (!row)
+            Py_CLEAR(exporters);
+        else
+            PyTuple_SET_ITEM(exporters, (Py_ssize_t)i, row);
+    }
+    if (!exporters || PyModule_AddObject(m, "TRACE_EXPORTERS", exporters) < 0) {
+        Py_XDECREF(exporters);
         return -1;
     }
     PyObject *states = PyDict_New();

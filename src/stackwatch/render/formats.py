@@ -21,7 +21,9 @@ and what its writer is given (`takes`, one of those): a Trees for TREES
 a Profiler or a live History (their save()) for PROFILES, a Trace for
 TRACES. Every writer is write(path, data, **options) and creates the file.
 
-A new format is one entry in FORMATS and its writer. The tree formats
+A new format is one entry in FORMATS and its writer; a new timeline
+format of traces is one row of the C exporters' table
+(native/trace/exporters.h), which FORMATS reads. The tree formats
 also fit TRACES: an exact trace is written in them from its call trees
 (Trace.trees(): calls as counts, own nanoseconds as weights, exact=True),
 given as a Trees like any other.
@@ -151,8 +153,9 @@ FORMATS = {f.name: f for f in (
     Format("callgrind", (".callgrind", ".callgrind.out"), False, _TX, TREES, functions.write_callgrind),
     Format("stackwatch", (".swprof",), True, _P, PROFILES, _write_profile_file),
     Format("swt", (".swt",), True, _X, TRACES, None),
-    Format("perfetto", (".pftrace",), True, _X, TRACES, _exported("perfetto")),
-    Format("chrome", (".json",), False, _X, TRACES, _exported("chrome")),
+    # The timeline formats: one per row of the C exporters' table
+    # (native/trace/exporters.h), written by Trace.export.
+    *(Format(name, (suffix,), binary, _X, TRACES, _exported(name)) for name, suffix, binary in _native.TRACE_EXPORTERS),
 )}
 
 
