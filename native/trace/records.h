@@ -171,6 +171,7 @@ typedef struct sw_record_kind {
     uint32_t number;
     const char *name;
     uint32_t since;          /* format minor version */
+    const char *source;      /* who writes it: "writer", "tracer", "program", "dispatch" */
     const char *category, *label;
     uint8_t shape;           /* SW_RS_* */
     uint8_t stat;            /* SW_RSTAT_* */

@@ -735,7 +735,7 @@ static PyTypeObject TraceType = {
 };
 
 /* RECORD_KINDS: the table of EXT record kinds (trace/records.h), one
- * tuple per kind: (number, name, since, category, label, shape, pair,
+ * tuple per kind: (number, name, since, source, category, label, shape, pair,
  * stat, title, track, ((field, type, slot), ...)), shape, stat, title,
  * type and slot by name; TRACE_EXPORTERS: the table of exporters
  * (trace/exporters.h), (name, suffix, binary) each; and THREAD_STATES:
@@ -754,9 +754,10 @@ static int add_record_kinds(PyObject *m)
             else
                 PyTuple_SET_ITEM(fields, j, ft);
         }
-        PyObject *row = fields ? Py_BuildValue("(IsIsssIsszN)", k->number, k->name, k->since, k->category, k->label,
-                                               sw_record_shape_name(k->shape), k->pair, sw_record_stat_name(k->stat),
-                                               sw_record_slot_name(k->title), k->track, fields)
+        PyObject *row = fields ? Py_BuildValue("(IsIssssIsszN)", k->number, k->name, k->since, k->source, k->category,
+                                               k->label, sw_record_shape_name(k->shape), k->pair,
+                                               sw_record_stat_name(k->stat), sw_record_slot_name(k->title), k->track,
+                                               fields)
                                : NULL;
         if (!row)
             Py_CLEAR(kinds);

@@ -55,12 +55,14 @@ _STATES = _native.THREAD_STATES   # by number (native/base/sample.h)
 
 # A kind of EXT record, as the table native/trace/records.h defines it
 # (_native.RECORD_KINDS): its number on disk, its name, the format minor
-# version that added it, its category and label in the exports, its shape
+# version that added it, who writes it ("writer", "tracer", "program",
+# "dispatch": the dispatch layer's event kind of the same name, one of
+# stackwatch.EVENTS), its category and label in the exports, its shape
 # ("instant", "open"/"close" a slice with `pair`, "nest_open"/"nest_close",
 # "replay": consumed by the reader, never delivered), its stats figure
 # ("gc" or "none"), the slot whose value follows its label, its slice's
 # track (open kinds) and its fields as RecordField tuples.
-RecordKind = namedtuple("RecordKind", "number name since category label shape pair stat title track fields")
+RecordKind = namedtuple("RecordKind", "number name since source category label shape pair stat title track fields")
 # A field of a record's payload: its name, type ("varint", "signed", "str",
 # "code", "tid") and the slot of the decoded tuple that holds it ("code",
 # "line", "a", "b", "c", "s1", "s2").

@@ -268,3 +268,23 @@ def test_stats_exception_tables_give_real_lines(tmp_path):
     assert f"3  ValueError               f  ({prog}:4)" in raised
     assert f"3  ValueError               f  ({prog}:5)" in handled
     assert ":?)" not in out
+
+
+def test_record_table_is_the_python_view(monkeypatch):
+    """The Python view of EXT records is the C table (native/trace/records.h,
+    _native.RECORD_KINDS): every kind the dispatch layer writes has the name
+    of its event kind (what ext_events(kinds=...) and --events take), and a
+    row added to the table is decoded by its fields alone: its number,
+    name and data (a signed field back from its 64-bit slot) need no other
+    edit of tracefile.py."""
+    import stackwatch
+    from stackwatch.tracer import tracefile as tf
+    dispatch = {k.name for k in tf.RECORD_KINDS.values() if k.source == "dispatch"}
+    assert dispatch and dispatch <= set(stackwatch.EVENTS)
+    assert set(tf.EXT_KINDS.values()) == dispatch | {"region_begin", "region_end"}
+    row = tf.RecordKind(40, "task_switch", 7, "program", "task", "switch to", "instant", 0, "none", "s1", None,
+                        (tf.RecordField("task", "str", "s1"), tf.RecordField("drift", "signed", "a"),
+                         tf.RecordField("waker", "tid", "b")))
+    monkeypatch.setitem(tf.RECORD_KINDS, 40, row)
+    assert tf._ext_data(40, (1 << 64) - 5, 99, 0, "t1", "", False) == {"task": "t1", "drift": -5, "waker": 99}
+    assert tf._ext_data(40, 0, 0, 0, "", "", True) == {"malformed": True}
