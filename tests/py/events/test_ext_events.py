@@ -282,7 +282,7 @@ def test_record_table_is_the_python_view(monkeypatch):
     dispatch = {k.name for k in tf.RECORD_KINDS.values() if k.source == "dispatch"}
     assert dispatch and dispatch <= set(stackwatch.EVENTS)
     assert set(tf.EXT_KINDS.values()) == dispatch | {"region_begin", "region_end"}
-    row = tf.RecordKind(40, "task_switch", 7, "program", "task", "switch to", "instant", 0, "none", "s1", None,
+    row = tf.RecordKind(40, "task_note", 7, "program", "task", "switch to", "instant", 0, "none", "s1", None,
                         (tf.RecordField("task", "str", "s1"), tf.RecordField("drift", "signed", "a"),
                          tf.RecordField("waker", "tid", "b")))
     monkeypatch.setitem(tf.RECORD_KINDS, 40, row)
