@@ -196,13 +196,26 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
     return r;
 }
 
+/* Ours is installed; prev is the callback it replaced (None: none; never
+ * ours, which would call itself). */
 static PyObject *greenlet_trace_chain(PyObject *self, PyObject *prev)
 {
     (void)self;
-    PyObject *old = chained ? chained : Py_NewRef(Py_None);
-    installed = prev != Py_None;
-    chained = prev == Py_None ? NULL : Py_NewRef(prev);
-    return old;
+    installed = 1;
+    int ours = PyCFunction_Check(prev) && PyCFunction_GET_FUNCTION(prev) == greenlet_trace;
+    Py_XSETREF(chained, prev == Py_None || ours ? NULL : Py_NewRef(prev));
+    Py_RETURN_NONE;
+}
+
+/* Ours is removed: returns the callback to put back (None: none). */
+static PyObject *greenlet_trace_off(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    installed = 0;
+    PyObject *prev = chained ? chained : Py_NewRef(Py_None);
+    chained = NULL;
+    return prev;
 }
 
 static PyObject *greenlet_trace_on(PyObject *self, PyObject *unused)
@@ -216,8 +229,9 @@ static PyMethodDef methods[] = {
     {"greenlet_trace", greenlet_trace, METH_VARARGS,
      "greenlet_trace(event, (origin, target)): the greenlet.settrace callback of task events"},
     {"greenlet_trace_chain", greenlet_trace_chain, METH_O,
-     "greenlet_trace_chain(previous) -> the callback chained before: greenlet_trace calls previous after "
-     "recording (None: ours is off)"},
+     "greenlet_trace_chain(previous): ours is installed; it calls previous (None: none) after recording"},
+    {"greenlet_trace_off", greenlet_trace_off, METH_NOARGS,
+     "greenlet_trace_off() -> the callback ours replaced (None: none): ours is removed"},
     {"greenlet_trace_on", greenlet_trace_on, METH_NOARGS, "whether greenlet_trace is installed"},
     {NULL, NULL, 0, NULL},
 };

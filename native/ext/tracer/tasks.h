@@ -16,9 +16,9 @@
  * ("greenlet worker"). The hook's slow path calls it. */
 void sw_tasks_name(sw_tstate *t, PyCodeObject *co);
 
-/* Adds greenlet_trace (the callback), greenlet_trace_chain(previous) ->
- * the callback chained before (None: none), and greenlet_trace_on() to
- * _native.hooks. Returns 0, or -1 with an exception set. */
+/* Adds greenlet_trace (the callback), greenlet_trace_chain(previous)
+ * (installed, replacing previous), greenlet_trace_off() -> previous, and
+ * greenlet_trace_on() to _native.hooks. Returns 0, or -1 with an exception set. */
 int sw_tasks_add_hooks(PyObject *hooks);
 
 #endif

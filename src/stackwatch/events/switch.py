@@ -94,7 +94,7 @@ def _switch_greenlet_trace(on):
         _hooks.greenlet_trace_chain(greenlet.settrace(_hooks.greenlet_trace))
     elif not on and _hooks.greenlet_trace_on():
         import greenlet
-        prev = _hooks.greenlet_trace_chain(None)
+        prev = _hooks.greenlet_trace_off()
         if greenlet.gettrace() is _hooks.greenlet_trace:
             greenlet.settrace(prev)
 

@@ -230,3 +230,19 @@ assert seen == [("switch", "child"), ("switch", "main"), ("switch", "child"), ("
     assert r.returncode == 0, r.stderr
     t = Trace(str(out))
     assert [th["name"] for th in t.threads][1:] == ["greenlet child"]
+
+
+def test_task_events_with_a_handler_too(tmp_path):
+    """With a handler as well (`--log`), which switches the mechanisms
+    again, the callback is installed once (not chained to itself), every
+    switch reaches the log, and the tracks are still exact."""
+    _need_greenlet()
+    truth_path, log = tmp_path / "truth.json", tmp_path / "events.log"
+    swt, _ = run_traced(tmp_path, PROGRAM, "--events", "tasks", "--log", str(log), args=(str(truth_path),))
+    truth = json.loads(truth_path.read_text())
+    t = Trace(swt)
+    for key in ("greenlet worker_a", "greenlet worker_b"):
+        assert _own_sequence(t, _track(t, key)) == [list(x) for x in truth[key]]
+    # main -> a, then 3 + 3 switches between a and b inside leaf(), a ends
+    # into main, main -> b, b ends into main.
+    assert log.read_text().count(" task_switch") == 10
