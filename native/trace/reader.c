@@ -792,11 +792,8 @@ static int load(sw_trace *t, char *err, size_t errlen)
             thread_rec *r = &t->threads[i];
             r->owner = SIZE_MAX;
             for (size_t k = 0; r->info.task && k < nthr; k++)
-                if (t->threads[k].info.index == r->info.thread) {
+                if (t->threads[k].info.index == r->info.thread)
                     r->owner = k;
-                    r->info.chunks = t->threads[k].info.chunks;
-                    r->info.events = t->threads[k].info.events;
-                }
         }
     }
     if ((rc = map_sampled_threads(t)) != SW_OK) {

@@ -614,8 +614,8 @@ static void write_ring_locked(sw_writer *w, sw_tbuf *b)
 {
     for (size_t k = 0; k < b->ring_count; k++) {
         size_t i = (b->ring_head + k) % b->ring_slots;
-        if (write_raw_locked(w, b->ring[i], b->ring_len[i]) == SW_OK)
-            w->chunks++;
+        if (write_raw_locked(w, b->ring[i], b->ring_len[i]) == SW_OK)   /* a TASK_FRAMES chunk, then EVENTS */
+            w->chunks += b->ring[i][0] == SW_CHUNK_TASK_FRAMES ? 2 : 1;
         else
             b->dropped += b->ring_events[i];
         free(b->ring[i]);
