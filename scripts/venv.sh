@@ -27,9 +27,10 @@ deps=("pip>=23.1" "meson-python>=0.15" "meson>=1.2" ninja)
 if [ "${SW_VENV_DEPS:-all}" != build ]; then
   # The tests' consumers; toolz and more-itertools: tests/e2e/test_real_suites.py
   # runs their test suites; ipython: tests/py/integrations/test_ipython.py
-  # drives the magics in it; greenlet: tests/py/tracer/test_tasks.py (bounded by the last release of each Python, so
-  # that pip does not backtrack through every release for the older ones).
-  deps+=(pytest protobuf perfetto coverage selenium jsonschema toolz==1.2.0 more-itertools==10.8.0 greenlet
+  # drives the magics in it (bounded by the last release of each Python, so
+  # that pip does not backtrack through every release for the older ones);
+  # greenlet and gevent (no wheel for 3.9 here): tests/py/tracer/test_tasks.py.
+  deps+=(pytest protobuf perfetto coverage selenium jsonschema toolz==1.2.0 more-itertools==10.8.0 greenlet "gevent; python_version>='3.10'"
          "ipython<8.19; python_version<'3.10'" "ipython<9; python_version=='3.10'"
          "ipython; python_version>='3.11'" "$@")
 fi
