@@ -552,7 +552,7 @@ TEST(a_streamed_message_over_many_pieces_is_the_whole_one)
         }
         REQUIRE(sw_calltree_add(t, stack, 20, 1, 1000) == SW_OK);
     }
-    sw_pprof_tree pt = {"main", t};
+    sw_pprof_tree pt = {"main", t, 0};
     sw_bytes out = {0};
     CHECK_EQ_I64(sw_pprof_write(&out, &pt, 1, NULL), SW_OK);
     CHECK(out.len > 2u << 20);
