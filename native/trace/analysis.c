@@ -7,6 +7,7 @@
 #include "base/base.h"
 #include "format.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -310,6 +311,59 @@ static int ext_event(void *ud, const sw_event *ev)
     return 0;
 }
 
+/* One system call (a record of stat SYSCALL) into its name's row. */
+static void add_syscall(sw_ext_summary *o, const sw_ext *x)
+{
+    const char *name = x->s1 && x->s1[0] ? x->s1 : "?";
+    size_t i = 0;
+    while (i < o->nsyscalls && strcmp(o->syscalls[i].name, name) != 0)
+        i++;
+    if (i == o->nsyscalls) {
+        if (o->nsyscalls == SW_SYSCALL_ROWS) {
+            i = SW_SYSCALL_ROWS - 1;
+            snprintf(o->syscalls[i].name, sizeof o->syscalls[i].name, "(others)");
+        } else {
+            snprintf(o->syscalls[i].name, sizeof o->syscalls[i].name, "%s", name);
+            o->nsyscalls++;
+        }
+    }
+    struct sw_syscall_row *r = &o->syscalls[i];
+    int64_t ret = (int64_t)x->b;
+    int64_t d = x->c > INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)x->c;
+    r->calls++;
+    r->errors += ret < 0 && ret >= -4095;
+    r->total_ns = r->total_ns > INT64_MAX - d ? INT64_MAX : r->total_ns + d;
+}
+
+/* The records written by another thread, through the filter's threads and
+ * window. */
+static int thread_records_summary(sw_trace *t, const sw_filter *f, sw_ext_summary *o)
+{
+    sw_trec_cursor *c = sw_trec_cursor_new(t, SIZE_MAX);
+    if (!c)
+        return SW_ENOMEM;
+    sw_trace_trec r;
+    int n;
+    while ((n = sw_trec_cursor_next(c, &r)) == 1) {
+        if (!sw_filter_has_thread(f, r.thread) || !sw_filter_in_window(f, r.t_ns))
+            continue;
+        const sw_ext *x = r.ext;
+        if (x->kind < SW_EXT_KIND_LIMIT)
+            o->count[x->kind]++;
+        if (x->malformed) {
+            o->malformed++;
+            continue;
+        }
+        const sw_record_kind *k = sw_record_kind_of(x->kind);
+        if (k && k->stat == SW_RSTAT_SYSCALL)
+            add_syscall(o, x);
+        else if (k && k->stat == SW_RSTAT_KERNEL_LOST)
+            o->kernel_lost += x->a;
+    }
+    sw_trec_cursor_free(c);
+    return n < 0 ? n : SW_OK;
+}
+
 int sw_ext_summary_filtered(sw_trace *t, const sw_filter *f, sw_ext_summary *out)
 {
     memset(out, 0, sizeof *out);
@@ -324,6 +378,8 @@ int sw_ext_summary_filtered(sw_trace *t, const sw_filter *f, sw_ext_summary *out
             rc = SW_OK;   /* a malformed chunk: what it gave counts */
     }
     sw_filtered_free(fl);
+    if (rc == SW_OK)
+        rc = thread_records_summary(t, f, out);
     return rc;
 }
 

@@ -354,6 +354,25 @@ static PyObject *Trace_ext_events(TraceObject *self, PyObject *args)
         Py_DECREF(c.list);
         return NULL;
     }
+    /* Then the thread's records written by another thread (format 1.7:
+     * system calls), depth -1 (not known to them). */
+    sw_trec_cursor *tc = sw_trec_cursor_new(self->t, (size_t)i);
+    if (!tc) {
+        Py_DECREF(c.list);
+        return PyErr_NoMemory();
+    }
+    sw_trace_trec r;
+    int n;
+    while ((n = sw_trec_cursor_next(tc, &r)) == 1) {
+        sw_event ev = {r.t_ns, 0, (uint32_t)-1, SW_EV_EXT, 0, r.ext, NULL};
+        if (collect_ext(&c, &ev))
+            break;
+    }
+    sw_trec_cursor_free(tc);
+    if (n < 0 || PyErr_Occurred()) {
+        Py_DECREF(c.list);
+        return n < 0 && !PyErr_Occurred() ? sw_pyerr(n, NULL, "reading the thread's records failed (%s)", sw_strerror(n)) : NULL;
+    }
     return c.list;
 }
 
@@ -376,10 +395,16 @@ static PyObject *Trace_ext_summary(TraceObject *self, PyObject *args)
     PyObject *counts = PyList_New(SW_EXT_KIND_LIMIT);
     for (Py_ssize_t k = 0; counts && k < SW_EXT_KIND_LIMIT; k++)
         PyList_SET_ITEM(counts, k, PyLong_FromUnsignedLongLong(s.count[k]));
-    return Py_BuildValue("{s:N,s:K,s:K,s:L,s:K,s:K}", "counts", counts, "malformed",
+    PyObject *sys = PyList_New((Py_ssize_t)s.nsyscalls);
+    for (size_t k = 0; sys && k < s.nsyscalls; k++)
+        PyList_SET_ITEM(sys, (Py_ssize_t)k,
+                        Py_BuildValue("(NKKL)", text_of(s.syscalls[k].name), (unsigned long long)s.syscalls[k].calls,
+                                      (unsigned long long)s.syscalls[k].errors, (long long)s.syscalls[k].total_ns));
+    return Py_BuildValue("{s:N,s:K,s:K,s:L,s:K,s:K,s:N,s:K}", "counts", counts, "malformed",
                          (unsigned long long)s.malformed, "gc_pairs", (unsigned long long)s.gc_pairs, "gc_ns",
                          (long long)s.gc_ns, "gc_collected", (unsigned long long)s.gc_collected,
-                         "gc_uncollectable", (unsigned long long)s.gc_uncollectable);
+                         "gc_uncollectable", (unsigned long long)s.gc_uncollectable, "syscalls", sys,
+                         "kernel_lost", (unsigned long long)s.kernel_lost);
 }
 
 /* sample_frames() -> {id: (kind, name, filename, line)} */
@@ -695,7 +720,8 @@ static PyMethodDef Trace_methods[] = {
     {"ext_events", (PyCFunction)Trace_ext_events, METH_VARARGS,
      "ext_events(thread_pos, mask=all) -> [(kind, t_ns, depth, code, line, a, b, c, s1, s2, malformed)]"},
     {"ext_summary", (PyCFunction)Trace_ext_summary, METH_VARARGS,
-     "ext_summary(filter=None) -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable}"},
+     "ext_summary(filter=None) -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable, "
+     "syscalls: [(name, calls, errors, total_ns)], kernel_lost}"},
     {"sample_frames", (PyCFunction)Trace_sample_frames, METH_NOARGS,
      "sample_frames() -> {id: (kind, name, filename, line)} of the sampler's frames"},
     {"samples", (PyCFunction)Trace_samples, METH_VARARGS,

@@ -13,6 +13,7 @@
 #include "ext/tracer/flusher.h"
 #include "ext/tracer/init_gap.h"
 #include "ext/tracer/recursion.h"
+#include "ext/tracer/kernel_trace.h"
 #include "ext/tracer/sampler_trace.h"
 
 #include <stdio.h>
@@ -414,6 +415,8 @@ int sw_session_start(const sw_start_opts *o)
         gen_counter++;
     } while ((gen_counter & 0xffffffffu) == 0);
     set_gen(gen_counter);
+    if (o->kernel)
+        sw_kernel_trace_start(w, sw_S.clock.mono0_ns, o->kernel, o->kernel_msg, o->kernel_msg_len);
     sw_flusher_start(o->flush_interval);
     sw_dispatch_changed();   /* a consumer came: the hooks it needs go on */
     return 0;
@@ -426,6 +429,8 @@ PyObject *sw_session_stop(const sw_bytes *more_end)
         return NULL;
     }
     sw_session_writer_reclaim();   /* a sampler's last samples, before END */
+    sw_bytes kernel_kv = {0};
+    sw_kernel_trace_stop(&kernel_kv);   /* the kernel reader's last records and counts */
     /* Reported in END: another tool's trace function or profile function
      * displaced stackwatch's on a thread (3.9-3.11). */
     sw_events_check();
@@ -443,6 +448,9 @@ PyObject *sw_session_stop(const sw_bytes *more_end)
         sw_kv_str(&kv, "hook_error", hook_error);
     if (more_end && more_end->len)
         sw_bytes_put(&kv, more_end->data, more_end->len);
+    if (kernel_kv.len)
+        sw_bytes_put(&kv, kernel_kv.data, kernel_kv.len);
+    sw_bytes_free(&kernel_kv);
     int rc = sw_writer_close(sw_S.w, &kv);
     sw_bytes_free(&kv);
     sw_writer_totals tot;
@@ -483,6 +491,7 @@ int sw_session_after_fork_child(void)
      * forgotten, not freed (its buffers belong to threads that do not
      * exist here). */
     sw_flusher_forget();
+    sw_kernel_trace_forget();
     set_gen(0);
     if (sw_S.w)
         sw_writer_abandon(sw_S.w);

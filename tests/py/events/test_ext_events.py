@@ -281,7 +281,9 @@ def test_record_table_is_the_python_view(monkeypatch):
     from stackwatch.tracer import tracefile as tf
     dispatch = {k.name for k in tf.RECORD_KINDS.values() if k.source == "dispatch"}
     assert dispatch and dispatch <= set(stackwatch.EVENTS)
-    assert set(tf.EXT_KINDS.values()) == dispatch | {"region_begin", "region_end"}
+    kernel = {k.name for k in tf.RECORD_KINDS.values() if k.source == "kernel"}
+    assert kernel == {"syscall", "kernel_lost"}   # run --kernel's records (format 1.7)
+    assert set(tf.EXT_KINDS.values()) == dispatch | kernel | {"region_begin", "region_end"}
     row = tf.RecordKind(40, "task_switch", 7, "program", "task", "switch to", "instant", 0, "none", "s1", None,
                         (tf.RecordField("task", "str", "s1"), tf.RecordField("drift", "signed", "a"),
                          tf.RecordField("waker", "tid", "b")))
