@@ -314,19 +314,59 @@ typedef struct ext_collect {
     uint64_t mask;           /* bit k: EXT kind k is wanted */
 } ext_collect;
 
+/* The data of a decoded EXT record as its row (trace/records.h) gives it:
+ * {field: value} for its fields other than its location (code and line),
+ * in order, a SIGNED one as a negative int where it is; {"malformed":
+ * True} for a payload that did not decode. */
+static PyObject *ext_data(const sw_ext *x)
+{
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    if (x->malformed) {
+        if (PyDict_SetItemString(d, "malformed", Py_True) < 0)
+            Py_CLEAR(d);
+        return d;
+    }
+    const sw_record_kind *k = sw_record_kind_of(x->kind);
+    for (unsigned i = 0; k && i < k->nfields; i++) {
+        const sw_record_field *f = &k->fields[i];
+        if (f->slot == SW_SLOT_CODE || f->slot == SW_SLOT_LINE)
+            continue;
+        PyObject *v = f->type == SW_FT_STR      ? text_of(sw_ext_string(x, f->slot))
+                      : f->type == SW_FT_SIGNED ? PyLong_FromLongLong((long long)sw_ext_number(x, f->slot))
+                                                : PyLong_FromUnsignedLongLong(sw_ext_number(x, f->slot));
+        if (!v || PyDict_SetItemString(d, f->name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+/* 1 when the kind's row has a code id (its events are located: a code and
+ * a line). */
+static int ext_located(uint32_t kind)
+{
+    const sw_record_kind *k = sw_record_kind_of(kind);
+    for (unsigned i = 0; k && i < k->nfields; i++)
+        if (k->fields[i].type == SW_FT_CODE)
+            return 1;
+    return 0;
+}
+
 static int collect_ext(void *ud, const sw_event *ev)
 {
     ext_collect *c = ud;
     if (ev->kind != SW_EV_EXT || !ev->ext || ev->ext->kind >= 64 || !(c->mask & (1ull << ev->ext->kind)))
         return 0;
     const sw_ext *x = ev->ext;
-    PyObject *t = Py_BuildValue("(ILINKKKKNNi)", x->kind, (long long)ev->t_ns, ev->depth,
-                                x->code == SW_EXT_NO_CODE ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(x->code),
-                                (unsigned long long)x->line, (unsigned long long)x->a,
-                                (unsigned long long)x->b, (unsigned long long)x->c,
-                                text_of(x->s1),
-                                text_of(x->s2),
-                                (int)x->malformed);
+    int located = !x->malformed && ext_located(x->kind);
+    PyObject *t = Py_BuildValue("(ILINNN)", x->kind, (long long)ev->t_ns, ev->depth,
+                                located ? PyLong_FromUnsignedLong(x->code) : Py_NewRef(Py_None),
+                                located ? PyLong_FromUnsignedLongLong(x->line) : Py_NewRef(Py_None), ext_data(x));
     if (!t || PyList_Append(c->list, t) < 0) {
         Py_XDECREF(t);
         return 1;
@@ -336,8 +376,9 @@ static int collect_ext(void *ud, const sw_event *ev)
 }
 
 /* ext_events(thread_pos, mask=all): the thread's EXT events of the kinds
- * whose bit is set in mask, as tuples (kind, t_ns, depth, code or None,
- * line, a, b, c, s1, s2, malformed); see reader.h, sw_ext. */
+ * whose bit is set in mask, as tuples (kind, t_ns, depth, code, line,
+ * data): code and line None for kinds without a location (and malformed
+ * records), data a dict of the other fields by name (ext_data). */
 static PyObject *Trace_ext_events(TraceObject *self, PyObject *args)
 {
     Py_ssize_t i;

@@ -13,8 +13,8 @@
 #include "ext/tracer/flusher.h"
 #include "ext/tracer/init_gap.h"
 #include "ext/tracer/recursion.h"
+#include "ext/tracer/attachments.h"
 #include "ext/tracer/kernel_trace.h"
-#include "ext/tracer/sampler_trace.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -415,8 +415,6 @@ int sw_session_start(const sw_start_opts *o)
         gen_counter++;
     } while ((gen_counter & 0xffffffffu) == 0);
     set_gen(gen_counter);
-    if (o->kernel)
-        sw_kernel_trace_start(w, sw_S.clock.mono0_ns, o->kernel, o->kernel_msg, o->kernel_msg_len);
     sw_flusher_start(o->flush_interval);
     sw_dispatch_changed();   /* a consumer came: the hooks it needs go on */
     return 0;
@@ -428,9 +426,9 @@ PyObject *sw_session_stop(const sw_bytes *more_end)
         PyErr_SetString(PyExc_RuntimeError, "stackwatch is not tracing");
         return NULL;
     }
-    sw_session_writer_reclaim();   /* a sampler's last samples, before END */
+    sw_session_detach_all();   /* the producers' last records (a sampler's samples), before END */
     sw_bytes kernel_kv = {0};
-    sw_kernel_trace_stop(&kernel_kv);   /* the kernel reader's last records and counts */
+    sw_kernel_trace_end_keys(&kernel_kv);   /* the kernel reader's counts (it was detached above) */
     /* Reported in END: another tool's trace function or profile function
      * displaced stackwatch's on a thread (3.9-3.11). */
     sw_events_check();
@@ -491,7 +489,7 @@ int sw_session_after_fork_child(void)
      * forgotten, not freed (its buffers belong to threads that do not
      * exist here). */
     sw_flusher_forget();
-    sw_kernel_trace_forget();
+    sw_session_attachments_forget();   /* their threads are the parent's */
     set_gen(0);
     if (sw_S.w)
         sw_writer_abandon(sw_S.w);

@@ -73,9 +73,6 @@ typedef struct sw_start_opts {
     int c_calls;
     double flush_interval;   /* seconds; 0 = only when buffers fill */
     uint32_t events;         /* kinds recorded besides calls (kinds.h bits) */
-    const char *kernel;      /* kernel events to record ("syscalls"), or NULL */
-    char *kernel_msg;        /* out: why they are not recorded, or a note ("" if none) */
-    size_t kernel_msg_len;
     PyObject *lines;         /* globs of the files whose line / instruction
                               * events are recorded, or None: every file */
 } sw_start_opts;

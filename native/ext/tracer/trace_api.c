@@ -9,6 +9,7 @@
 #include "ext/dispatch/kinds.h"
 #include "ext/shared/tstate.h"
 #include "ext/tracer/flusher.h"
+#include "ext/tracer/kernel_trace.h"
 #include "ext/tracer/session.h"
 
 #include "trace/trace.h"
@@ -48,14 +49,15 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(path_obj);
         return PyErr_Format(PyExc_ValueError, "invalid event mask %lu", events);
     }
-    char kernel_msg[384] = "";
     sw_start_opts o = {PyBytes_AS_STRING(path_obj), (size_t)chunk, (size_t)ring, (uint32_t)max_depth,
-                       allow_tsc, meta, inc, exc, c_calls, flush_interval, (uint32_t)events,
-                       kernel, kernel_msg, sizeof kernel_msg, lines};
+                       allow_tsc, meta, inc, exc, c_calls, flush_interval, (uint32_t)events, lines};
     int rc = sw_session_start(&o);
     Py_DECREF(path_obj);
     if (rc < 0)
         return NULL;
+    char kernel_msg[384] = "";
+    if (kernel)
+        sw_kernel_trace_start(kernel, kernel_msg, sizeof kernel_msg);
     /* kernel=...: what the kernel reader could not do (or a note), for the
      * caller to say; the session runs either way. */
     if (kernel_msg[0])

@@ -74,23 +74,6 @@ RECORD_KINDS = {row[0]: RecordKind(*row[:-1], tuple(RecordField(*f) for f in row
 # layer's event kinds (stackwatch.EVENTS).
 EXT_KINDS = {n: k.name for n, k in sorted(RECORD_KINDS.items()) if k.shape != "replay"}
 _EXT_NUMBERS = {v: k for k, v in EXT_KINDS.items()}
-_LOCATED = {n for n, k in RECORD_KINDS.items() if any(f.type == "code" for f in k.fields)}
-_SLOTS = ("a", "b", "c", "s1", "s2")
-
-
-def _ext_data(kind, a, b, c, s1, s2, malformed):
-    """The fields of a decoded EXT record other than its location (code and
-    line, which ExtEvent holds) as a dict in the row's order."""
-    if malformed:
-        return {"malformed": True}
-    values = dict(zip(_SLOTS, (a, b, c, s1, s2)))
-    data = {}
-    for f in RECORD_KINDS[kind].fields:
-        if f.slot in values:
-            v = values[f.slot]
-            data[f.name] = v - (1 << 64) if f.type == "signed" and v >= 1 << 63 else v
-    return data
-
 KIND_NAMES = {
     _native.OP_CALL: "call",
     _native.OP_RETURN: "return",
@@ -156,14 +139,12 @@ class Trace:
         out = []
         merged = False
         for pos in (range(len(self.threads)) if thread is None else [thread]):
-            for kind, t_ns, depth, code, line, a, b, c, s1, s2, bad in self._t.ext_events(pos, mask):
-                located = kind in _LOCATED and not bad
+            # The data of each is made in C from its kind's row (records.h).
+            for kind, t_ns, depth, code, line, data in self._t.ext_events(pos, mask):
                 # depth 2^32-1: a record another thread wrote (a system call): not known
                 side = depth == 0xFFFFFFFF
                 merged = merged or side
-                out.append(ExtEvent(EXT_KINDS[kind], t_ns, pos, None if side else depth,
-                                    code if located else None, line if located else None,
-                                    _ext_data(kind, a, b, c, s1, s2, bad)))
+                out.append(ExtEvent(EXT_KINDS[kind], t_ns, pos, None if side else depth, code, line, data))
         if thread is None or merged:
             out.sort(key=lambda e: e.t_ns)   # the threads', or a thread's and its side records, merged
         return out

@@ -270,13 +270,12 @@ def test_stats_exception_tables_give_real_lines(tmp_path):
     assert ":?)" not in out
 
 
-def test_record_table_is_the_python_view(monkeypatch):
+def test_record_table_is_the_python_view(recorded):
     """The Python view of EXT records is the C table (native/trace/records.h,
     _native.RECORD_KINDS): every kind the dispatch layer writes has the name
-    of its event kind (what ext_events(kinds=...) and --events take), and a
-    row added to the table is decoded by its fields alone: its number,
-    name and data (a signed field back from its 64-bit slot) need no other
-    edit of tracefile.py."""
+    of its event kind (what ext_events(kinds=...) and --events take), and
+    an event's data holds exactly its row's fields other than its location,
+    in the row's order."""
     import stackwatch
     from stackwatch.tracer import tracefile as tf
     dispatch = {k.name for k in tf.RECORD_KINDS.values() if k.source == "dispatch"}
@@ -284,9 +283,12 @@ def test_record_table_is_the_python_view(monkeypatch):
     kernel = {k.name for k in tf.RECORD_KINDS.values() if k.source == "kernel"}
     assert kernel == {"syscall", "kernel_lost"}   # run --kernel's records (format 1.7)
     assert set(tf.EXT_KINDS.values()) == dispatch | kernel | {"region_begin", "region_end"}
-    row = tf.RecordKind(40, "task_switch", 7, "program", "task", "switch to", "instant", 0, "none", "s1", None,
-                        (tf.RecordField("task", "str", "s1"), tf.RecordField("drift", "signed", "a"),
-                         tf.RecordField("waker", "tid", "b")))
-    monkeypatch.setitem(tf.RECORD_KINDS, 40, row)
-    assert tf._ext_data(40, (1 << 64) - 5, 99, 0, "t1", "", False) == {"task": "t1", "drift": -5, "waker": 99}
-    assert tf._ext_data(40, 0, 0, 0, "", "", True) == {"malformed": True}
+    by_name = {k.name: k for k in tf.RECORD_KINDS.values()}
+    t = Trace(recorded["trace"])
+    seen = set()
+    for e in t.ext_events():
+        row = by_name[e.kind]
+        assert list(e.data) == [f.name for f in row.fields if f.slot not in ("code", "line")]
+        assert (e.code is not None) == any(f.type == "code" for f in row.fields)
+        seen.add(e.kind)
+    assert {"line", "raise", "gc_start", "gc_done", "thread_start"} <= seen
