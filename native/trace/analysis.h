@@ -75,4 +75,16 @@ int sw_ext_summary_compute(sw_trace *t, sw_ext_summary *out);
 /* The same through a filter (NULL: none). */
 int sw_ext_summary_filtered(sw_trace *t, const sw_filter *f, sw_ext_summary *out);
 
+/* Time in system calls (records of stat SYSCALL, run --kernel) per
+ * function: each call counts to the innermost frame open on its thread
+ * when it began, as the exports nest it (SW_NO_CALLER: none open), through
+ * a filter (NULL: none). *rows is malloc'd, the caller frees it. */
+typedef struct sw_syscall_fn_row {
+    uint32_t thread;
+    uint32_t code;           /* code id, or SW_NO_CALLER */
+    uint64_t calls;
+    int64_t total_ns;
+} sw_syscall_fn_row;
+int sw_syscalls_by_function(sw_trace *t, const sw_filter *f, sw_syscall_fn_row **rows, size_t *nrows);
+
 #endif

@@ -448,6 +448,40 @@ static PyObject *Trace_ext_summary(TraceObject *self, PyObject *args)
                          "kernel_lost", (unsigned long long)s.kernel_lost);
 }
 
+/* syscalls_by_function(filter=None) -> [(thread_pos, code or None, calls,
+ * total_ns)]: time in system calls (run --kernel) per innermost function. */
+static PyObject *Trace_syscalls_by_function(TraceObject *self, PyObject *args)
+{
+    PyObject *spec = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:syscalls_by_function", &spec))
+        return NULL;
+    sw_py_filter pf;
+    if (sw_py_filter_parse(spec, self->t, &pf) < 0)
+        return NULL;
+    sw_syscall_fn_row *rows;
+    size_t n;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_syscalls_by_function(self->t, &pf.f, &rows, &n);
+    Py_END_ALLOW_THREADS
+    sw_py_filter_free(&pf);
+    if (rc)
+        return sw_pyerr(rc, NULL, "summing the system calls failed (%s)", sw_strerror(rc));
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *code = rows[i].code == SW_NO_CALLER ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(rows[i].code);
+        PyObject *row = Py_BuildValue("(INKL)", rows[i].thread, code, (unsigned long long)rows[i].calls,
+                                      (long long)rows[i].total_ns);
+        if (!row) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, row);
+    }
+    free(rows);
+    return list;
+}
+
 /* sample_frames() -> {id: (kind, name, filename, line)} */
 static PyObject *Trace_sample_frames(TraceObject *self, PyObject *unused)
 {
@@ -763,6 +797,8 @@ static PyMethodDef Trace_methods[] = {
     {"ext_summary", (PyCFunction)Trace_ext_summary, METH_VARARGS,
      "ext_summary(filter=None) -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable, "
      "syscalls: [(name, calls, errors, total_ns)], kernel_lost}"},
+    {"syscalls_by_function", (PyCFunction)Trace_syscalls_by_function, METH_VARARGS,
+     "syscalls_by_function(filter=None) -> [(thread_pos, code or None, calls, total_ns)] (run --kernel)"},
     {"sample_frames", (PyCFunction)Trace_sample_frames, METH_NOARGS,
      "sample_frames() -> {id: (kind, name, filename, line)} of the sampler's frames"},
     {"samples", (PyCFunction)Trace_samples, METH_VARARGS,

@@ -162,6 +162,13 @@ class Trace:
                 "gc_uncollectable": s["gc_uncollectable"], "syscalls": s["syscalls"],
                 "kernel_lost": s["kernel_lost"]}
 
+    def syscalls_by_function(self, filter=None):
+        """Time in system calls (`run --kernel`) per function: each call
+        counts to the innermost frame open on its thread when it began, as
+        the exports nest it. [(thread position, code id or None when no
+        frame was open, calls, total ns)]."""
+        return self._t.syscalls_by_function(_spec(filter))
+
     def samples(self, thread=None):
         """The sampler's samples of the thread at position ``thread`` (all
         threads when None), in time order: a list of Sample."""

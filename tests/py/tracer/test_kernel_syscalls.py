@@ -207,6 +207,11 @@ def test_stats_and_records(traced):
     rows = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s+(\d+)\s+\d+\s+\S+\s+(\w+)$", r.stdout, re.M)}
     assert rows["write"] >= WRITES + THREAD_WRITES and rows["read"] >= READS, r.stdout
     assert "0 kernel records lost" in r.stdout
+    # per function: write_here and read_here make only their writes / reads,
+    # thread_writes its writes, one open and one close
+    by_fn = {t.codes[code].qualname: calls for _, code, calls, _ns in t.syscalls_by_function() if code is not None}
+    assert (by_fn["write_here"], by_fn["read_here"], by_fn["thread_writes"]) == (WRITES, READS, THREAD_WRITES + 2)
+    assert "time in system calls by function" in r.stdout
 
 
 def test_without_kernel_no_syscall(tmp_path):
