@@ -141,12 +141,27 @@ static int samples_until(walk *w, int64_t until)
     return 0;
 }
 
+/* Hands fn the thread's side records and samples up to time `until`,
+ * merged in time order (a pending SLICE ends first once its end has come). */
+static int side_until(walk *w, int64_t until)
+{
+    for (;;) {
+        int64_t tr = w->has_rec ? w->rec.t_ns : INT64_MAX, ts = w->has_next ? w->sample.t_ns : INT64_MAX;
+        int64_t t = tr < ts ? tr : ts;
+        if (t > until || t == INT64_MAX)
+            return 0;
+        int rc = w->slice_end <= t ? slice_close(w, t) : 0;
+        if (!rc)
+            rc = tr <= ts ? records_until(w, tr) : samples_until(w, ts);
+        if (rc)
+            return rc;
+    }
+}
+
 static int walk_event(void *ud, const sw_event *ev)
 {
     walk *w = ud;
-    int src = records_until(w, ev->t_ns);
-    if (!src)
-        src = samples_until(w, ev->t_ns);
+    int src = side_until(w, ev->t_ns);
     if (!src && (is_enter(ev->kind) || is_exit(ev->kind) || w->slice_end <= ev->t_ns))
         src = slice_close(w, ev->t_ns);   /* a system call ends before its thread's next frame event */
     if (src)
@@ -220,8 +235,7 @@ int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *u
         w.has_rec = n == 1;
         int rc = w.oom ? 1 : sw_filtered_replay(fl, th, SW_REPLAY_EXT, walk_event, &w);
         if (rc == SW_OK || (rc < 0 && rc != SW_EIO && rc != SW_ECANCELED && rc != SW_ENOMEM))
-            rc = records_until(&w, INT64_MAX) || samples_until(&w, INT64_MAX) || slice_close(&w, INT64_MAX) ? 1
-                                                                                                          : SW_OK;
+            rc = side_until(&w, INT64_MAX) || slice_close(&w, INT64_MAX) ? 1 : SW_OK;
         if (rc == SW_OK) {
             sw_event end = {w.last_ns == INT64_MIN ? 0 : w.last_ns, 0, 0, SW_WALK_THREAD_END, 1, NULL, NULL};
             if (fn(ud, th, &end))

@@ -12,6 +12,8 @@
 #include "check.h"
 #include "trace/trace.h"
 #include "exportcheck.h"
+#include "trace/sample_stream.h"
+#include "samplecheck.h"
 #include "tracegen.h"
 
 #define MONO0 5000000000ull   /* tracegen's META mono0_ns; its clock: 1 GHz, t_ns = ticks - tick0 */
@@ -45,6 +47,20 @@ static int write_trace(const char *p, tg *g)
     CHECK_EQ_I64(sw_trec_stream_add(st, 1001, MONO0 + 3000, SW_EXT_KERNEL_LOST, &lost), 0);
     syscall_rec(st, 1001, 4800, "read", 0, -11, 1000);
     syscall_rec(st, 4242, 2500, "write", 1, 3, 100);
+    /* Samples of the thread between them: one inside the write (2300), one
+     * after its end and before the next record (2600); the exports must
+     * keep every sequence's time in order. */
+    static sw_sample_code codes[1] = {SC_CODE(0x1000, "f", "/app/prog.py", 10)};
+    static const int stack[] = {0};
+    sw_sample_stream *ss = sw_sample_stream_new(g->w, MONO0, NULL);
+    if (!ss)
+        return -1;
+    sc_feed(ss, codes, 140001, 1001, (int64_t)MONO0 + 2300, 1, 1, stack, NULL);
+    sc_feed(ss, codes, 140001, 1001, (int64_t)MONO0 + 2600, 1, 1, stack, NULL);
+    int src = sw_sample_stream_flush(ss);
+    sw_sample_stream_free(ss);
+    if (src)
+        return -1;
     uint64_t n, nlost;
     int rc = sw_trec_stream_flush(st);
     sw_trec_stream_counts(st, &n, &nlost);

@@ -21,7 +21,7 @@ from collections import Counter
 import pytest
 
 from conftest import chrome_slices, perfetto_timeline, run, run_traced, write
-from stackwatch import Trace
+from stackwatch import Trace, _native
 
 pytestmark = pytest.mark.root
 
@@ -93,7 +93,10 @@ def traced(tmp_path_factory):
             pytest.fail(f"perf is unavailable under CI: {problem}")
         pytest.skip(problem)
     folder = tmp_path_factory.mktemp("kernel")
-    swt, r = run_traced(folder, PROGRAM, "--kernel", args=[str(folder / "data")])
+    # with the sampler too where it runs: its samples share the threads'
+    # timelines with the system calls (each sequence's time in order)
+    sample = ["--sample=1ms"] if _native.SAMPLER_SUPPORTED else []
+    swt, r = run_traced(folder, PROGRAM, "--kernel", *sample, args=[str(folder / "data")])
     assert "--kernel" not in r.stderr, r.stderr   # no complaint: it was recorded
     return folder, swt
 
