@@ -193,7 +193,6 @@ static int open_event(const tracepoint *tp, pid_t tid, int cpu, size_t wakeup)
     a.clockid = CLOCK_MONOTONIC;
     a.watermark = 1;
     a.wakeup_watermark = (uint32_t)wakeup;
-    a.exclude_kernel = 0;
     return (int)syscall(SYS_perf_event_open, &a, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
@@ -216,6 +215,8 @@ static void say_refused(char *err, size_t errlen, int e)
 static int open_thread(sw_syscalls *s, pid_t tid, int first, char *err, size_t errlen)
 {
     for (unsigned c = 0; c < s->nrings; c++) {
+        if (!first && s->rings[c].fd < 0)
+            continue;   /* an offline CPU: no ring */
         int fe = open_event(&s->enter, tid, (int)c, s->rings[0].size / 4);
         if (fe < 0) {
             if (!first && (errno == ESRCH || errno == ENOENT))
@@ -530,6 +531,9 @@ static void *reader_main(void *arg)
             break;
         if (pf[0].revents)
             break;
+        for (unsigned i = 1; i < n; i++)
+            if (pf[i].revents & (POLLHUP | POLLERR | POLLNVAL))
+                pf[i].fd = -1;   /* its task ended: no more wakeups from it (still read each round) */
         uint64_t t = now_ns();
         read_round(s, t > HOLD_NS ? t - HOLD_NS : 0);
     }

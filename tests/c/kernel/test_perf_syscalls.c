@@ -2,7 +2,8 @@
  * test_perf_syscalls.c - the kernel reader (native/kernel/perf_syscalls.c)
  * against the real kernel: the write(2) calls this process makes on a
  * known descriptor, from the main thread and from a thread started after
- * the reader (inherit), come out of the rings paired, named, with their
+ * the reader (inherit) and from one that ran before it (its own events,
+ * redirected into the CPUs' rings), come out of the rings paired, named, with their
  * return values, each exactly once, in time order per thread. Needs root
  * (perf_event_open of tracepoints): elsewhere the test says so and passes
  * only when CI is not "true".
@@ -94,6 +95,57 @@ TEST(writes_of_two_threads_each_once)
     CHECK_EQ_I64(G.thread_writes, THREAD_WRITES);
     sw_syscalls_free(s);
     close(fd);
+    unlink(p);
+}
+
+static int go[2];
+
+static void *early_thread(void *arg)
+{
+    (void)arg;
+    char c;
+    pthread_mutex_lock(&G.lock);
+    G.thread_tid = (uint32_t)syscall(SYS_gettid);
+    pthread_mutex_unlock(&G.lock);
+    if (read(go[0], &c, 1) != 1)   /* until the reader runs */
+        return NULL;
+    for (int i = 0; i < THREAD_WRITES; i++)
+        if (write(fd, "early!\n", 7) != 7)
+            return NULL;
+    return NULL;
+}
+
+TEST(a_thread_that_ran_before_is_seen)
+{
+    const char *p = check_tmp_file(".txt");
+    fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(fd >= 0 && pipe(go) == 0);
+    G.main_tid = (uint32_t)syscall(SYS_gettid);
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, early_thread, NULL) == 0);
+    while (!__atomic_load_n(&G.thread_tid, __ATOMIC_SEQ_CST))
+        usleep(1000);
+    char err[256], note[128];
+    sw_syscalls *s;
+    if (sw_syscalls_open(&s, 0, err, sizeof err, note, sizeof note) != SW_OK) {
+        const char *ci = getenv("CI");
+        printf("# kernel reader unavailable: %s\n", err);
+        CHECK(!(ci && strcmp(ci, "true") == 0));
+        REQUIRE(write(go[1], "g", 1) == 1);
+        pthread_join(th, NULL);
+        return;
+    }
+    sw_syscall_sink sink = {on_call, NULL, NULL};
+    REQUIRE((sw_syscalls_start(s, &sink)) == 0);
+    REQUIRE(write(go[1], "g", 1) == 1);
+    pthread_join(th, NULL);
+    sw_syscalls_stop(s);
+    CHECK_EQ_I64(G.bad, 0);
+    CHECK_EQ_I64(G.thread_writes, THREAD_WRITES);
+    sw_syscalls_free(s);
+    close(fd);
+    close(go[0]);
+    close(go[1]);
     unlink(p);
 }
 
