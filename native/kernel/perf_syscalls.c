@@ -14,6 +14,7 @@
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -513,6 +514,28 @@ static void read_round(sw_syscalls *s, uint64_t until)
     pair(s, until);
 }
 
+/* The kernel reports records lost in a ring with the next record it
+ * writes there: at the end, after the rings are read, this thread makes a
+ * system call on each CPU in turn (its own records are left out), so that
+ * a loss just before the stop is reported too. */
+static void flush_lost(sw_syscalls *s)
+{
+    for (unsigned c = 0; c < s->nrings; c++)
+        drain(s, &s->rings[c]);
+    cpu_set_t old, one;
+    if (sched_getaffinity(0, sizeof old, &old))
+        return;
+    for (unsigned c = 0; c < s->nrings && c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &old))
+            continue;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        if (sched_setaffinity(0, sizeof one, &one) == 0)
+            syscall(SYS_getppid);
+    }
+    sched_setaffinity(0, sizeof old, &old);
+}
+
 static void *reader_main(void *arg)
 {
     sw_syscalls *s = arg;
@@ -538,6 +561,7 @@ static void *reader_main(void *arg)
         read_round(s, t > HOLD_NS ? t - HOLD_NS : 0);
     }
     free(pf);
+    flush_lost(s);
     return NULL;
 }
 
