@@ -22,6 +22,7 @@ typedef struct kernel_trace {
 static kernel_trace K;
 /* The END keys of the reader detached last, until the session takes them. */
 static sw_bytes end_keys;
+static uint64_t end_calls, end_lost;
 
 /* On the reader's thread: one finished system call. */
 static void on_syscall(void *ud, const sw_syscall *s)
@@ -55,6 +56,8 @@ static void kernel_detach(void *ud)
     uint64_t written, unwritten;
     sw_trec_stream_counts(k->stream, &written, &unwritten);
     end_keys.len = 0;
+    end_calls = st.calls;
+    end_lost = st.lost;
     sw_kv_uint(&end_keys, "kernel.syscalls", st.calls);
     sw_kv_uint(&end_keys, "kernel.records", st.records);
     sw_kv_uint(&end_keys, "kernel.lost", st.lost);
@@ -116,9 +119,13 @@ int sw_kernel_trace_start(const char *what, char *msg, size_t len)
     return 0;
 }
 
-void sw_kernel_trace_end_keys(sw_bytes *kv)
+int sw_kernel_trace_end_keys(sw_bytes *kv, uint64_t *calls, uint64_t *lost)
 {
-    if (end_keys.len)
+    int had = end_keys.len != 0;
+    if (had)
         sw_bytes_put(kv, end_keys.data, end_keys.len);
     sw_bytes_free(&end_keys);
+    *calls = had ? end_calls : 0;
+    *lost = had ? end_lost : 0;
+    return had;
 }

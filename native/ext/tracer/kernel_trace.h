@@ -23,7 +23,8 @@
  * the session goes on). */
 int sw_kernel_trace_start(const char *what, char *msg, size_t len);
 /* Adds the counts of the reader detached last (END keys kernel.*) to kv,
- * once; nothing when none ran in this session. */
-void sw_kernel_trace_end_keys(sw_bytes *kv);
+ * once, and sets *calls and *lost (system calls written, kernel records
+ * lost); returns 0 when no reader ran in this session (nothing added). */
+int sw_kernel_trace_end_keys(sw_bytes *kv, uint64_t *calls, uint64_t *lost);
 
 #endif

@@ -218,6 +218,10 @@ def _finish(args, trace_path, output, min_ns, log):
     if not args.quiet:
         dropped = f", {summary.dropped} dropped" if summary.dropped else ""
         samples = f", {summary.samples} samples" if args.sample is not None else ""
+        if summary.syscalls is not None:
+            samples += f", {summary.syscalls} system calls"
+            if summary.kernel_lost:
+                samples += f" ({summary.kernel_lost} kernel records lost)"
         n = summary.threads
         print(f"stackwatch: wrote {output} ({summary.events} events, {n} "
               f"thread{'' if n == 1 else 's'}{samples}{dropped})"

@@ -52,7 +52,8 @@ def launched_by(path):
 
 class TraceSummary:
     """What a finished session wrote: path, events, dropped, bytes, threads,
-    codes (functions defined), and error (None, or the first problem met
+    codes (functions defined), syscalls and kernel_lost (run --kernel, else
+    None), and error (None, or the first problem met
     while tracing, e.g. a failed write)."""
 
     def __init__(self, d):
@@ -64,6 +65,9 @@ class TraceSummary:
         self.codes = d["codes"]
         self.error = d["error"]
         self.samples = d.get("samples", 0)
+        # kernel=...: system calls written and kernel records lost (None without it)
+        self.syscalls = d.get("syscalls")
+        self.kernel_lost = d.get("kernel_lost")
 
     def __repr__(self):
         return (f"TraceSummary(path={self.path!r}, events={self.events}, dropped={self.dropped}, "

@@ -98,6 +98,7 @@ def traced(tmp_path_factory):
     sample = ["--sample=1ms"] if _native.SAMPLER_SUPPORTED else []
     swt, r = run_traced(folder, PROGRAM, "--kernel", *sample, args=[str(folder / "data")])
     assert "--kernel" not in r.stderr, r.stderr   # no complaint: it was recorded
+    assert re.search(r", \d+ system calls\)", r.stderr), r.stderr   # the summary line counts them
     return folder, swt
 
 
