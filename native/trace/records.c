@@ -21,7 +21,7 @@ SW_RECORD_KINDS(SW_X_FIELDS_, SW_X_FIELD_)
 #define SW_X_SOURCE_DISPATCH "dispatch"
 #define SW_X_SOURCE_KERNEL "kernel"
 #define SW_X_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)                       \
-    {n, #nm, since, SW_X_SOURCE_##from, cat, label, SW_RS_##shape, SW_RSTAT_##stat, SW_SLOT_##title,                            \
+    {n, #nm, since, SW_X_SOURCE_##from, cat, label, SW_RS_##shape, SW_RSTAT_##stat, SW_SLOT_##title,     \
      (uint8_t)(sizeof fields_##K / sizeof fields_##K[0] - 1), SW_EXT_##pair, track, fields_##K},
 const sw_record_kind sw_record_kinds[] = {SW_RECORD_KINDS(SW_X_KIND_, SW_X_REC_NONE_)};
 const size_t sw_record_kind_count = sizeof sw_record_kinds / sizeof sw_record_kinds[0];

@@ -412,7 +412,9 @@ static PyObject *Trace_ext_events(TraceObject *self, PyObject *args)
     sw_trec_cursor_free(tc);
     if (n < 0 || PyErr_Occurred()) {
         Py_DECREF(c.list);
-        return n < 0 && !PyErr_Occurred() ? sw_pyerr(n, NULL, "reading the thread's records failed (%s)", sw_strerror(n)) : NULL;
+        if (n < 0 && !PyErr_Occurred())
+            return sw_pyerr(n, NULL, "reading the thread's records failed (%s)", sw_strerror(n));
+        return NULL;
     }
     return c.list;
 }
@@ -793,7 +795,8 @@ static PyMethodDef Trace_methods[] = {
     {"codes", (PyCFunction)Trace_codes, METH_NOARGS, "codes() -> {id: (kind, name, qualname, filename, firstlineno)}"},
     {"events", (PyCFunction)Trace_events, METH_O, "events(thread_pos) -> [(kind, t_ns, code, depth, synthetic)]"},
     {"ext_events", (PyCFunction)Trace_ext_events, METH_VARARGS,
-     "ext_events(thread_pos, mask=all) -> [(kind, t_ns, depth, code, line, a, b, c, s1, s2, malformed)]"},
+     "ext_events(thread_pos, mask=all) -> [(kind, t_ns, depth, code, line, data)]: data made by the kind's row "
+     "(RECORD_KINDS)"},
     {"ext_summary", (PyCFunction)Trace_ext_summary, METH_VARARGS,
      "ext_summary(filter=None) -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable, "
      "syscalls: [(name, calls, errors, total_ns)], kernel_lost}"},

@@ -101,8 +101,9 @@ TEST(a_new_kind_is_written_read_counted_and_exported)
     CHECK_MSG(ec_chrome(out, n, 1, &cs, why, sizeof why), "%s", why);
     CHECK_EQ_U64(cs.instants, 1);
     CHECK_EQ_U64(cs.completes, 3);
-    CHECK(strstr(out, "\"name\":\"switch to t1\",\"cat\":\"task\",\"args\":{\"function\":\"<lambda>3\",\"file\":"
-                      "\"/src/pkg/mod3.py\",\"line\":7,\"task\":\"t1\",\"drift\":-5,\"waker\":99,\"note\":\"n\"}}") != NULL);
+    CHECK(strstr(out, "\"name\":\"switch to t1\",\"cat\":\"task\",\"args\":{\"function\":\"<lambda>3\","
+                      "\"file\":\"/src/pkg/mod3.py\",\"line\":7,\"task\":\"t1\",\"drift\":-5,\"waker\":99,"
+                      "\"note\":\"n\"}}") != NULL);
     CHECK(strstr(out, "\"name\":\"wait (lock L)\",\"cat\":\"wait\",\"args\":{\"lock\":\"L\",\"spins\":3}}") != NULL);
     CHECK(strstr(out, "\"name\":\"wait (lock M) unfinished\",\"cat\":\"wait\",\"args\":{\"lock\":\"M\"}}") != NULL);
     CHECK(strstr(out, "\"name\":\"GC (generation 2)\",\"cat\":\"gc\",\"args\":{\"generation\":2,"

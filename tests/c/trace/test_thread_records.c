@@ -142,7 +142,8 @@ TEST(a_syscall_is_a_slice_inside_its_frame_in_both_exports)
     const char *w = strstr(out, "\"ts\":5000002.000,\"name\":\"write\",\"cat\":\"syscall\"");
     CHECK(w != NULL);
     CHECK(w && strstr(w, "{\"ph\":\"E\",\"pid\":") && strstr(w, "\"ts\":5000002.500}") != NULL);
-    const char *rd = strstr(out, "\"ts\":5000004.800,\"name\":\"read\",\"cat\":\"syscall\",\"args\":{\"name\":\"read\",\"nr\":0,"
+    const char *rd = strstr(out, "\"ts\":5000004.800,\"name\":\"read\",\"cat\":\"syscall\","
+                                 "\"args\":{\"name\":\"read\",\"nr\":0,"
                                  "\"ret\":-11,\"duration\":1000}");
     CHECK(rd != NULL);
     CHECK_EQ_U64(ec_count(out, n, "\"ts\":5000005.000}"), 2);   /* the read's E, then f's */
