@@ -27,6 +27,7 @@ C_ROOMS = [
     "native/elf",           # ELF files: symbols, build ids, segments
     "native/procmem",
     "native/profile",
+    "native/kernel",        # kernel events of this process (perf_event_open), below trace
     "native/trace",
     "native/ext/shared",
     "native/ext/tracefile",  # the Trace type: trace files read back (needs no tracer)
@@ -53,6 +54,7 @@ PUBLIC_HEADERS = {
     "native/elf": "native/elf/elf.h",
     "native/procmem": "native/procmem/procmem.h",
     "native/profile": "native/profile/profile.h",
+    "native/kernel": "native/kernel/kernel.h",
     "native/trace": "native/trace/trace.h",
 }
 # Every C room includes the rooms that have a public header through it.

@@ -3,7 +3,7 @@
 # machine, and costs well under a second when everything is there:
 #  - Debian packages (needs root or sudo): the compiler, <sys/sdt.h> for the
 #    USDT probes, clang (libFuzzer), and the real consumers the tests use
-#    (bpftrace, go tool pprof, headless Chromium and chromedriver, npm);
+#    (bpftrace, strace, go tool pprof, headless Chromium and chromedriver, npm);
 #  - build/npm: the speedscope app from npm (tests/e2e/test_speedscope_app.py);
 #  - .venv/tools: meson and ninja for the C builds (make test-c), build and
 #    auditwheel for make dist.
@@ -30,6 +30,9 @@ if [ "$what" = all ]; then
   # flame graph (driven through chromedriver), callgrind_annotate (valgrind)
   # reads callgrind profiles.
   command -v bpftrace >/dev/null || need+=(bpftrace)
+  # strace counts a program's system calls, against which the trace's
+  # (run --kernel) are checked.
+  command -v strace >/dev/null || need+=(strace)
   command -v callgrind_annotate >/dev/null || need+=(valgrind)
   command -v go >/dev/null || need+=(golang-go)
   command -v chromium >/dev/null || need+=(chromium)

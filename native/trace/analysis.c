@@ -5,8 +5,10 @@
 #include "analysis.h"
 
 #include "base/base.h"
+#include "export_walk.h"
 #include "format.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -310,6 +312,59 @@ static int ext_event(void *ud, const sw_event *ev)
     return 0;
 }
 
+/* One system call (a record of stat SYSCALL) into its name's row. */
+static void add_syscall(sw_ext_summary *o, const sw_ext *x)
+{
+    const char *name = x->s1 && x->s1[0] ? x->s1 : "?";
+    size_t i = 0;
+    while (i < o->nsyscalls && strcmp(o->syscalls[i].name, name) != 0)
+        i++;
+    if (i == o->nsyscalls) {
+        if (o->nsyscalls == SW_SYSCALL_ROWS) {
+            i = SW_SYSCALL_ROWS - 1;
+            snprintf(o->syscalls[i].name, sizeof o->syscalls[i].name, "(others)");
+        } else {
+            snprintf(o->syscalls[i].name, sizeof o->syscalls[i].name, "%s", name);
+            o->nsyscalls++;
+        }
+    }
+    struct sw_syscall_row *r = &o->syscalls[i];
+    int64_t ret = (int64_t)x->b;
+    int64_t d = x->c > INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)x->c;
+    r->calls++;
+    r->errors += ret < 0 && ret >= -4095;
+    r->total_ns = r->total_ns > INT64_MAX - d ? INT64_MAX : r->total_ns + d;
+}
+
+/* The records written by another thread, through the filter's threads and
+ * window. */
+static int thread_records_summary(sw_trace *t, const sw_filter *f, sw_ext_summary *o)
+{
+    sw_trec_cursor *c = sw_trec_cursor_new(t, SIZE_MAX);
+    if (!c)
+        return SW_ENOMEM;
+    sw_trace_trec r;
+    int n;
+    while ((n = sw_trec_cursor_next(c, &r)) == 1) {
+        if (!sw_filter_has_thread(f, r.thread) || !sw_filter_in_window(f, r.t_ns))
+            continue;
+        const sw_ext *x = r.ext;
+        if (x->kind < SW_EXT_KIND_LIMIT)
+            o->count[x->kind]++;
+        if (x->malformed) {
+            o->malformed++;
+            continue;
+        }
+        const sw_record_kind *k = sw_record_kind_of(x->kind);
+        if (k && k->stat == SW_RSTAT_SYSCALL)
+            add_syscall(o, x);
+        else if (k && k->stat == SW_RSTAT_KERNEL_LOST)
+            o->kernel_lost += x->a;
+    }
+    sw_trec_cursor_free(c);
+    return n < 0 ? n : SW_OK;
+}
+
 int sw_ext_summary_filtered(sw_trace *t, const sw_filter *f, sw_ext_summary *out)
 {
     memset(out, 0, sizeof *out);
@@ -324,10 +379,106 @@ int sw_ext_summary_filtered(sw_trace *t, const sw_filter *f, sw_ext_summary *out
             rc = SW_OK;   /* a malformed chunk: what it gave counts */
     }
     sw_filtered_free(fl);
+    if (rc == SW_OK)
+        rc = thread_records_summary(t, f, out);
     return rc;
 }
 
 int sw_ext_summary_compute(sw_trace *t, sw_ext_summary *out)
 {
     return sw_ext_summary_filtered(t, NULL, out);
+}
+
+/* ---- time in system calls per function ---- */
+
+typedef struct fn_walk {
+    sw_syscall_fn_row *rows;
+    size_t n, cap;
+    uint64_t *keys;          /* thread << 32 | code, parallel to rows */
+    size_t keys_cap;
+    sw_hashtab index;
+    uint32_t *stack;         /* the thread's open frames' codes */
+    size_t depth, stack_cap;
+    size_t thread;
+    int oom;
+} fn_walk;
+
+static int fn_event(void *ud, size_t thread, const sw_event *ev)
+{
+    fn_walk *w = ud;
+    if (thread != w->thread) {
+        w->thread = thread;
+        w->depth = 0;
+    }
+    switch (ev->kind) {
+    case SW_OP_CALL:
+    case SW_OP_RESUME:
+    case SW_OP_C_CALL: {
+        uint32_t *s = sw_array_grow(w->stack, &w->stack_cap, w->depth + 1, sizeof *s, 256);
+        if (!s)
+            return w->oom = 1;
+        w->stack = s;
+        w->stack[w->depth++] = ev->code;
+        return 0;
+    }
+    case SW_OP_RETURN:
+    case SW_OP_YIELD:
+    case SW_OP_UNWIND:
+    case SW_OP_C_RETURN:
+        if (w->depth)
+            w->depth--;
+        return 0;
+    case SW_EV_EXT:
+        break;
+    default:
+        return 0;
+    }
+    const sw_record_kind *k = ev->ext && !ev->ext->malformed ? sw_record_kind_of(ev->ext->kind) : NULL;
+    if (!k || k->stat != SW_RSTAT_SYSCALL)
+        return 0;
+    uint32_t code = w->depth ? w->stack[w->depth - 1] : SW_NO_CALLER;
+    uint64_t key = (uint64_t)thread << 32 | code;
+    uint32_t i = sw_hashtab_get_u64(&w->index, w->keys, key);
+    if (i == SW_HT_NONE) {
+        sw_syscall_fn_row *r = sw_array_grow(w->rows, &w->cap, w->n + 1, sizeof *r, 64);
+        if (r)
+            w->rows = r;
+        uint64_t *kk = r ? sw_array_grow(w->keys, &w->keys_cap, w->n + 1, sizeof *kk, 64) : NULL;
+        if (kk)
+            w->keys = kk;
+        if (!kk || sw_hashtab_add(&w->index, sw_hash_u64(key), (uint32_t)w->n))
+            return w->oom = 1;
+        i = (uint32_t)w->n++;
+        w->keys[i] = key;
+        w->rows[i] = (sw_syscall_fn_row){(uint32_t)thread, code, 0, 0};
+    }
+    int64_t d = ev->ext->c > INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)ev->ext->c;
+    sw_syscall_fn_row *r = &w->rows[i];
+    r->calls++;
+    r->total_ns = r->total_ns > INT64_MAX - d ? INT64_MAX : r->total_ns + d;
+    return 0;
+}
+
+int sw_syscalls_by_function(sw_trace *t, const sw_filter *f, sw_syscall_fn_row **rows, size_t *nrows)
+{
+    *rows = NULL;
+    *nrows = 0;
+    if (!sw_trace_thread_record_count(t))
+        return SW_OK;   /* no system call: no walk */
+    fn_walk w = {0};
+    w.thread = SIZE_MAX;
+    sw_export_opts o = {0, f, NULL};
+    int rc = sw_export_walk(t, &o, fn_event, &w);
+    free(w.keys);
+    free(w.stack);
+    sw_hashtab_free(&w.index);
+    if (w.oom)
+        rc = SW_ENOMEM;
+    if (rc != SW_OK) {
+        free(w.rows);
+        return rc;
+    }
+    *rows = w.rows;
+    *nrows = w.n;
+    return SW_OK;
 }

@@ -52,16 +52,39 @@ int sw_slice_durations(sw_trace *t, size_t thread, int64_t **dur, size_t *n);
 /* EXT events of the whole trace (all threads), counted by kind. GC time
  * is the sum over the pairs of one thread of the kinds whose stat is GC
  * (records.h: GC_START..GC_DONE). */
+#define SW_SYSCALL_ROWS 512
 typedef struct sw_ext_summary {
     uint64_t count[SW_EXT_KIND_LIMIT];  /* index SW_EXT_* (records.h); kinds the replay delivers */
     uint64_t malformed;      /* events whose payload did not decode */
     uint64_t gc_pairs;       /* collections with both start and done */
     int64_t gc_ns;           /* their total duration */
     uint64_t gc_collected, gc_uncollectable;  /* sums over GC_DONE events (its b and c) */
+    /* Records written by another thread (format 1.7), counted in count[]
+     * too: system calls (stat SYSCALL) by name, and the kernel records
+     * lost (stat KERNEL_LOST, their field a summed). */
+    uint64_t kernel_lost;
+    size_t nsyscalls;        /* rows used; calls beyond SW_SYSCALL_ROWS distinct names go to the last */
+    struct sw_syscall_row {
+        char name[32];
+        uint64_t calls, errors;   /* errors: calls that returned -4095..-1 */
+        int64_t total_ns;
+    } syscalls[SW_SYSCALL_ROWS];
 } sw_ext_summary;
 
 int sw_ext_summary_compute(sw_trace *t, sw_ext_summary *out);
 /* The same through a filter (NULL: none). */
 int sw_ext_summary_filtered(sw_trace *t, const sw_filter *f, sw_ext_summary *out);
+
+/* Time in system calls (records of stat SYSCALL, run --kernel) per
+ * function: each call counts to the innermost frame open on its thread
+ * when it began, as the exports nest it (SW_NO_CALLER: none open), through
+ * a filter (NULL: none). *rows is malloc'd, the caller frees it. */
+typedef struct sw_syscall_fn_row {
+    uint32_t thread;
+    uint32_t code;           /* code id, or SW_NO_CALLER */
+    uint64_t calls;
+    int64_t total_ns;
+} sw_syscall_fn_row;
+int sw_syscalls_by_function(sw_trace *t, const sw_filter *f, sw_syscall_fn_row **rows, size_t *nrows);
 
 #endif

@@ -211,6 +211,18 @@ static void ext_event(chrome *c, uint64_t tid, const sw_event *ev)
         return;
     }
     const sw_record_kind *k;
+    const char *cat, *slice = sw_export_record_slice(x, &cat);
+    if (slice) {   /* a system call: a slice on the thread, ended by SW_WALK_SLICE_END */
+        sep(c);
+        fprintf(c->out, "{\"ph\":\"B\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+        put_ts(c, ev->t_ns);
+        fputs(",\"name\":", c->out);
+        json_str(c->out, slice);
+        fprintf(c->out, ",\"cat\":\"%s\",\"args\":{", cat);
+        put_fields(c, x, NULL, 0);
+        fputs("}}", c->out);
+        return;
+    }
     if ((k = sw_export_pair_open(x))) {
         slice_open(c, k, tid, ev->t_ns, x);
         return;
@@ -220,7 +232,6 @@ static void ext_event(chrome *c, uint64_t tid, const sw_event *ev)
         return;
     }
     char name[SW_EXT_STR_MAX + 32];
-    const char *cat;
     sw_export_ext_name(x, name, sizeof name, &cat);
     sep(c);
     fprintf(c->out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
@@ -372,6 +383,12 @@ static int chrome_event(void *ud, size_t thread, const sw_event *ev)
     case SW_WALK_SAMPLE:
         if (ev->sample)
             sample_event(c, tid, ev->sample);
+        break;
+    case SW_WALK_SLICE_END:
+        sep(c);
+        fprintf(c->out, "{\"ph\":\"E\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+        put_ts(c, ev->t_ns);
+        fputc('}', c->out);
         break;
     case SW_WALK_THREAD_END:
         while (c->nregions)

@@ -518,6 +518,15 @@ static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
     if (x->kind == SW_EXT_REGION_END)
         return p->regions_open ? region_end(p, thread, ev->t_ns, 0) : 0;   /* an end without a begin: nothing */
     const sw_record_kind *k;
+    const char *cat, *slice = sw_export_record_slice(x, &cat);
+    if (slice) {   /* a system call: a slice on the thread's track, ended by SW_WALK_SLICE_END */
+        p->ev.len = 0;
+        pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_BEGIN);
+        pb_str(&p->ev, F_TE_NAME, slice);
+        pb_str(&p->ev, F_TE_CATEGORIES, cat);
+        da_fields(p, x, NULL);
+        return send_event(p, thread, ev->t_ns);
+    }
     if ((k = sw_export_pair_open(x))) {
         if (p->slice_open[sw_export_pair_index(k)] && slice_end(p, k, thread, ev->t_ns, NULL))
             return 1;
@@ -526,7 +535,6 @@ static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
     if ((k = sw_export_pair_close(x)) && p->slice_open[sw_export_pair_index(k)])
         return slice_end(p, k, thread, ev->t_ns, x);
     char name[SW_EXT_STR_MAX + 32];
-    const char *cat;
     sw_export_ext_name(x, name, sizeof name, &cat);
     p->ev.len = 0;
     pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);   /* on the thread's track, the sequence's default */
@@ -584,6 +592,9 @@ static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
         return ev->ext ? ext_event(p, thread, ev) : 0;
     case SW_WALK_SAMPLE:
         return ev->sample ? sample_event(p, thread, ev->sample) : 0;
+    case SW_WALK_SLICE_END:
+        pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_END);
+        break;
     case SW_WALK_THREAD_END:
         while (p->regions_open)
             if (region_end(p, thread, ev->t_ns, 1))

@@ -24,6 +24,10 @@ typedef struct walk {
     sw_sample_cursor *sc;    /* the thread's samples */
     sw_trace_sample sample; /* the next sample, if has_next */
     int has_next;
+    sw_trec_cursor *rc;      /* the thread's records written by another thread */
+    sw_trace_trec rec;       /* the next one, if has_rec */
+    int has_rec;
+    int64_t slice_end;       /* a SLICE record's end, pending; INT64_MIN: none */
     uint8_t *kept;           /* per open slice: was its start emitted */
     size_t depth, cap;
     int oom;
@@ -73,6 +77,50 @@ static int long_event(void *ud, const sw_event *ev)
     return 0;
 }
 
+/* Ends the pending SLICE record's slice (records.h SW_RS_SLICE) at its
+ * end, or at `at` when that comes first. */
+static int slice_close(walk *w, int64_t at)
+{
+    if (w->slice_end == INT64_MIN)
+        return 0;
+    int64_t t = w->slice_end < at ? w->slice_end : at;
+    w->slice_end = INT64_MIN;
+    if (t > w->last_ns)
+        w->last_ns = t;
+    sw_event se = {t, 0, (uint32_t)w->depth, SW_WALK_SLICE_END, 0, NULL, NULL};
+    return w->fn(w->ud, w->thread, &se);
+}
+
+/* Hands fn the thread's records (written by another thread) in the window
+ * up to time `until`. */
+static int records_until(walk *w, int64_t until)
+{
+    while (w->has_rec && w->rec.t_ns <= until) {
+        int rc = 0;
+        if (w->slice_end != INT64_MIN && w->slice_end <= w->rec.t_ns)
+            rc = slice_close(w, w->rec.t_ns);
+        const sw_record_kind *k = sw_record_kind_of(w->rec.ext->kind);
+        int slice = k && k->shape == SW_RS_SLICE && !w->rec.ext->malformed;
+        if (!rc && slice)
+            rc = slice_close(w, w->rec.t_ns);   /* one at a time on a thread */
+        if (!rc && sw_filter_in_window(w->filter, w->rec.t_ns)) {
+            sw_event se = {w->rec.t_ns, w->rec.ext->code, (uint32_t)w->depth, SW_EV_EXT, 0, w->rec.ext, NULL};
+            if (w->rec.t_ns > w->last_ns)
+                w->last_ns = w->rec.t_ns;
+            rc = w->fn(w->ud, w->thread, &se);
+            if (!rc && slice)
+                w->slice_end = w->rec.t_ns + (int64_t)(w->rec.ext->c > INT64_MAX / 2 ? INT64_MAX / 2 : w->rec.ext->c);
+        }
+        if (rc)
+            return rc;
+        int n = sw_trec_cursor_next(w->rc, &w->rec);
+        if (n < 0)
+            return w->oom = 1;
+        w->has_rec = n == 1;
+    }
+    return 0;
+}
+
 /* Hands fn the thread's samples in the window up to time `until`. */
 static int samples_until(walk *w, int64_t until)
 {
@@ -93,10 +141,29 @@ static int samples_until(walk *w, int64_t until)
     return 0;
 }
 
+/* Hands fn the thread's side records and samples up to time `until`,
+ * merged in time order (a pending SLICE ends first once its end has come). */
+static int side_until(walk *w, int64_t until)
+{
+    for (;;) {
+        int64_t tr = w->has_rec ? w->rec.t_ns : INT64_MAX, ts = w->has_next ? w->sample.t_ns : INT64_MAX;
+        int64_t t = tr < ts ? tr : ts;
+        if (t > until || t == INT64_MAX)
+            return 0;
+        int rc = w->slice_end <= t ? slice_close(w, t) : 0;
+        if (!rc)
+            rc = tr <= ts ? records_until(w, tr) : samples_until(w, ts);
+        if (rc)
+            return rc;
+    }
+}
+
 static int walk_event(void *ud, const sw_event *ev)
 {
     walk *w = ud;
-    int src = samples_until(w, ev->t_ns);
+    int src = side_until(w, ev->t_ns);
+    if (!src && (is_enter(ev->kind) || is_exit(ev->kind) || w->slice_end <= ev->t_ns))
+        src = slice_close(w, ev->t_ns);   /* a system call ends before its thread's next frame event */
     if (src)
         return src;
     if (ev->t_ns > w->last_ns)
@@ -160,15 +227,22 @@ int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *u
         if (n < 0)
             w.oom = 1;
         w.has_next = n == 1;
+        w.slice_end = INT64_MIN;
+        w.rc = sw_trec_cursor_new(t, th);
+        n = w.rc ? sw_trec_cursor_next(w.rc, &w.rec) : SW_ENOMEM;
+        if (n < 0)
+            w.oom = 1;
+        w.has_rec = n == 1;
         int rc = w.oom ? 1 : sw_filtered_replay(fl, th, SW_REPLAY_EXT, walk_event, &w);
         if (rc == SW_OK || (rc < 0 && rc != SW_EIO && rc != SW_ECANCELED && rc != SW_ENOMEM))
-            rc = samples_until(&w, INT64_MAX) ? 1 : SW_OK;
+            rc = side_until(&w, INT64_MAX) || slice_close(&w, INT64_MAX) ? 1 : SW_OK;
         if (rc == SW_OK) {
             sw_event end = {w.last_ns == INT64_MIN ? 0 : w.last_ns, 0, 0, SW_WALK_THREAD_END, 1, NULL, NULL};
             if (fn(ud, th, &end))
                 rc = 1;
         }
         sw_sample_cursor_free(w.sc);
+        sw_trec_cursor_free(w.rc);
         free(l.bits);
         free(w.kept);
         if (w.oom || rc == SW_ENOMEM)
@@ -251,4 +325,14 @@ void sw_export_slice_name(const sw_record_kind *open, const sw_ext *x, char *buf
         snprintf(buf, len, "%s (%s %s)", open->track, open->fields[0].name, sw_ext_string(x, open->fields[0].slot));
     else
         snprintf(buf, len, "%s", open->track);
+}
+
+const char *sw_export_record_slice(const sw_ext *x, const char **category)
+{
+    const sw_record_kind *k = x->malformed ? NULL : sw_record_kind_of(x->kind);
+    if (!k || k->shape != SW_RS_SLICE)
+        return NULL;
+    *category = k->category;
+    const char *s = k->title == SW_SLOT_S1 || k->title == SW_SLOT_S2 ? sw_ext_string(x, k->title) : NULL;
+    return s && s[0] ? s : k->label;
 }

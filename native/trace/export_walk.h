@@ -40,6 +40,12 @@ typedef int (*sw_slice_fn)(void *ud, size_t thread, const sw_event *ev);
  * handed to fn in time order among its events, as events of this kind
  * with `sample` set. */
 #define SW_WALK_SAMPLE 19
+/* The thread's records written by another thread (format 1.7, reader.h
+ * sw_trec_cursor) are handed to fn in time order among its events, as
+ * SW_EV_EXT events; a SLICE kind's (records.h) slice is ended by an event
+ * of this kind, at its end or before the thread's next frame event,
+ * whichever comes first (at most one is open on a thread). */
+#define SW_WALK_SLICE_END 20
 int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *ud);
 
 /* An exporter (exporters.h): writes the trace to a FILE the caller opened.
@@ -50,6 +56,11 @@ typedef int (*sw_export_fn)(sw_trace *t, FILE *out, const sw_export_opts *o, cha
  * (records.h: label and title; "line 12", "line"; "raise ValueError",
  * "exception"; ...), written into buf. */
 const char *sw_export_ext_name(const sw_ext *x, char *buf, size_t len, const char **category);
+
+/* A SLICE kind's record (records.h SW_RS_SLICE: a system call): the name
+ * of its slice on its thread's track (its title string, "write"; else its
+ * label) and its category; NULL when x is no such record (or malformed). */
+const char *sw_export_record_slice(const sw_ext *x, const char **category);
 
 /* Slices of OPEN..CLOSE pairs (records.h, e.g. GC_START..GC_DONE): the
  * OPEN kind's row when x opens one (NULL: it does not, or is malformed);

@@ -15,7 +15,7 @@
 
 #define SW_MAGIC            "\x89SWT\r\n\x1a\n"
 #define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
-#define SW_FORMAT_MINOR     7   /* readers accept any minor of their major */
+#define SW_FORMAT_MINOR     8   /* readers accept any minor of their major */
 
 /* Chunk types, besides the container's META (1: key/value pairs describing
  * the trace, the first chunk) and END (5: key/value totals written when
@@ -28,6 +28,12 @@
 #define SW_CHUNK_SAMPLES       7  /* samples of any threads, in time order */
 #define SW_CHUNK_TASK          8  /* task definitions (1.7): id, thread, name */
 #define SW_CHUNK_TASK_FRAMES   9  /* the tasks' open frames when an EVENTS chunk starts (1.7) */
+/* Format 1.8: EXT records of threads written by another thread of
+ * stackwatch (the kernel reader's system calls: stackwatch run --kernel).
+ * Payload: varint n, then n records, each: varint native tid, zigzag time
+ * (CLOCK_MONOTONIC ns minus META mono0_ns, as samples), varint kind
+ * (records.h), varint len, len bytes of the kind's payload. */
+#define SW_CHUNK_THREAD_RECORDS 10
 
 /* SAMPLE_FRAMES entry: varint id, u8 kind, str name, str filename, varint
  * line. Ids are dense from 0, in order of first use. */

@@ -86,6 +86,10 @@ struct sw_trace {
     size_t nskeys;
     uint64_t nsamples, unattributed;
     int bad_frame_kind;      /* 1 + the kind of a SAMPLE_FRAMES entry of an unknown kind, 0: none */
+    /* Records of threads written by another thread (format 1.8). */
+    chunk_ref *trecs;        /* THREAD_RECORDS chunks, in file order */
+    size_t ntrec_chunks, trec_cap;
+    uint64_t ntrecs, trecs_unattributed;
 };
 
 /* A sampled thread: its ident and native tid, and its position in the
@@ -412,6 +416,57 @@ static int add_samples_chunk(sw_trace *t, const uint8_t *p, uint64_t off, uint32
     return SW_OK;
 }
 
+/* One record of a THREAD_RECORDS chunk (format 1.8), its payload not
+ * decoded. */
+typedef struct trec_raw {
+    uint64_t tid, zt, kind, len;
+    const uint8_t *payload;
+} trec_raw;
+
+static int parse_trec(sw_cursor *c, trec_raw *r)
+{
+    if (sw_cur_varint(c, &r->tid) || sw_cur_varint(c, &r->zt) || sw_cur_varint(c, &r->kind) ||
+        sw_cur_varint(c, &r->len) || r->len > (uint64_t)(c->end - c->p))
+        return SW_EFORMAT;
+    r->payload = c->p;
+    c->p += r->len;
+    return SW_OK;
+}
+
+/* Checks a whole THREAD_RECORDS chunk before it is indexed, so that
+ * iterating its records later cannot fail. */
+static int add_trecs_chunk(sw_trace *t, const uint8_t *p, uint64_t off, uint32_t len)
+{
+    sw_cursor c = sw_cursor_of(p, len);
+    uint64_t n;
+    if (sw_cur_varint(&c, &n) || n > len)
+        return SW_EFORMAT;
+    for (uint64_t k = 0; k < n; k++) {
+        trec_raw r;
+        if (parse_trec(&c, &r))
+            return SW_EFORMAT;
+    }
+    if (c.p != c.end)
+        return SW_EFORMAT;
+    chunk_ref *cs = sw_array_grow(t->trecs, &t->trec_cap, t->ntrec_chunks + 1, sizeof *cs, 16);
+    if (!cs)
+        return SW_ENOMEM;
+    t->trecs = cs;
+    t->trecs[t->ntrec_chunks++] = (chunk_ref){off, len, n, 0};
+    return SW_OK;
+}
+
+/* The position of the thread whose native tid is tid, or SIZE_MAX. */
+static size_t thread_of_tid(const sw_trace *t, uint64_t tid)
+{
+    for (size_t j = 0; tid && j < t->nthreads; j++)
+        if (t->threads[j].info.native_tid == tid)
+            return j;
+    return SIZE_MAX;
+}
+
+static int count_trecs(sw_trace *t);
+
 static int cmp_key(const void *a, const void *b)
 {
     const sample_key *x = a, *y = b;
@@ -610,6 +665,7 @@ static const char *chunk_name(unsigned type)
     case SW_CHUNK_SAMPLES: return "SAMPLES";
     case SW_CHUNK_TASK: return "TASK";
     case SW_CHUNK_TASK_FRAMES: return "TASK_FRAMES";
+    case SW_CHUNK_THREAD_RECORDS: return "THREAD_RECORDS";
     default: return NULL;
     }
 }
@@ -619,7 +675,7 @@ static const sw_container_kind trace_kind = {
     SW_MAGIC, "trace", SW_FORMAT_MAJOR, SW_FORMAT_MINOR,
     1u << SW_CHUNK_META | 1u << SW_CHUNK_CODE | 1u << SW_CHUNK_THREAD | 1u << SW_CHUNK_EVENTS |
         1u << SW_CHUNK_END | 1u << SW_CHUNK_SAMPLE_FRAMES | 1u << SW_CHUNK_SAMPLES | 1u << SW_CHUNK_TASK |
-        1u << SW_CHUNK_TASK_FRAMES,
+        1u << SW_CHUNK_TASK_FRAMES | 1u << SW_CHUNK_THREAD_RECORDS,
     chunk_name};
 
 static int cmp_chunk(const void *a, const void *b)
@@ -702,6 +758,7 @@ static int read_chunk(sw_trace *t, const sw_chunk *ch)
      * name such frames. */
     case SW_CHUNK_SAMPLE_FRAMES: return t->bad_frame_kind ? SW_OK : parse_frames(t, &c);
     case SW_CHUNK_SAMPLES: return t->bad_frame_kind ? SW_OK : add_samples_chunk(t, ch->payload, poff, ch->len);
+    case SW_CHUNK_THREAD_RECORDS: return add_trecs_chunk(t, ch->payload, poff, ch->len);
     default: return SW_OK;   /* the iterator hands out known types only */
     }
 }
@@ -796,7 +853,7 @@ static int load(sw_trace *t, char *err, size_t errlen)
                     r->owner = k;
         }
     }
-    if ((rc = map_sampled_threads(t)) != SW_OK) {
+    if ((rc = map_sampled_threads(t)) != SW_OK || (rc = count_trecs(t)) != SW_OK) {
         snprintf(err, errlen, rc == SW_ENOMEM ? "out of memory while reading the trace" : "cannot read: %s",
                  strerror(errno));
         return rc;
@@ -942,6 +999,7 @@ void sw_trace_free(sw_trace *t)
     free(t->frames);
     free(t->samples);
     free(t->skeys);
+    free(t->trecs);
     free(t->dmg);
     free(t->mem);
     if (t->fd >= 0)
@@ -1085,10 +1143,10 @@ static int get_ext_str(sw_cursor *c, char *buf)
 /* Decodes one field of an EXT payload, of type `type` (SW_FT_*), into its
  * slot of x (SW_SLOT_*). Returns nonzero when the payload ends first (or
  * a code id is out of range). Called with constants, from the rows. */
-SW_INLINE int decode_field(sw_cursor *c, replay *r, sw_ext *x, unsigned type, unsigned slot)
+SW_INLINE int decode_field(sw_cursor *c, char *s1, char *s2, sw_ext *x, unsigned type, unsigned slot)
 {
     if (type == SW_FT_STR)
-        return get_ext_str(c, slot == SW_SLOT_S1 ? r->s1 : r->s2);
+        return get_ext_str(c, slot == SW_SLOT_S1 ? s1 : s2);
     uint64_t v;
     if (sw_cur_varint(c, &v))
         return 1;
@@ -1113,20 +1171,20 @@ SW_INLINE int decode_field(sw_cursor *c, replay *r, sw_ext *x, unsigned type, un
  * from the row. A payload shorter than the kind's fields sets
  * x->malformed; bytes after them are ignored (room for fields a newer
  * minor version adds). */
-#define SW_X_DECODE_FIELD_(f, type, slot) &&!decode_field(&c, r, x, SW_FT_##type, SW_SLOT_##slot)
+#define SW_X_DECODE_FIELD_(f, type, slot) &&!decode_field(&c, s1, s2, x, SW_FT_##type, SW_SLOT_##slot)
 #define SW_X_DECODE_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)       \
     case n:                                                                                            \
         bad = !(1 __VA_ARGS__);                                                                        \
         break;
-static void decode_ext(replay *r, uint32_t kind, const uint8_t *p, size_t len, sw_ext *x)
+static void decode_ext_into(char *s1, char *s2, uint32_t kind, const uint8_t *p, size_t len, sw_ext *x)
 {
     memset(x, 0, sizeof *x);
     sw_cursor c = {p, p + len};
     x->kind = kind;
     x->code = SW_EXT_NO_CODE;
-    r->s1[0] = r->s2[0] = 0;
-    x->s1 = r->s1;
-    x->s2 = r->s2;
+    s1[0] = s2[0] = 0;
+    x->s1 = s1;
+    x->s2 = s2;
     int bad = 0;
     switch (kind) {
         SW_RECORD_KINDS(SW_X_DECODE_KIND_, SW_X_DECODE_FIELD_)
@@ -1451,7 +1509,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                 }
             } else if ((r->flags & SW_REPLAY_EXT) && (rk = sw_record_kind_of(kind)) && rk->shape != SW_RS_REPLAY) {
                 sw_ext x;
-                decode_ext(r, (uint32_t)kind, c.p, (size_t)len, &x);
+                decode_ext_into(r->s1, r->s2, (uint32_t)kind, c.p, (size_t)len, &x);
                 sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};
                 if (r->running == r->want && (rc = r->fn(r->ud, &ev)))
                     return rc;
@@ -1681,6 +1739,110 @@ int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out)
         out->depth = (uint32_t)r.depth;
         out->frames = c->frames;
         out->lines = r.lines ? c->lines : NULL;
+        return 1;
+    }
+}
+
+/* ---- records of threads written by another thread (format 1.7) ---- */
+
+/* After loading: how many records have a thread (by native tid). */
+static int count_trecs(sw_trace *t)
+{
+    sw_bytes buf = {0};
+    for (size_t i = 0; i < t->ntrec_chunks; i++) {
+        sw_cursor c;
+        int rc = chunk_payload(t, &t->trecs[i], &buf, &c);
+        if (rc) {
+            sw_bytes_free(&buf);
+            return rc;
+        }
+        uint64_t n = 0, last_tid = 0;   /* checked at load */
+        size_t last = SIZE_MAX;
+        sw_cur_varint(&c, &n);
+        for (uint64_t k = 0; k < n; k++) {
+            trec_raw r;
+            parse_trec(&c, &r);
+            if (r.tid != last_tid || k == 0) {
+                last = thread_of_tid(t, r.tid);
+                last_tid = r.tid;
+            }
+            if (last == SIZE_MAX)
+                t->trecs_unattributed++;
+            else
+                t->ntrecs++;
+        }
+    }
+    sw_bytes_free(&buf);
+    return SW_OK;
+}
+
+uint64_t sw_trace_thread_record_count(const sw_trace *t) { return t->ntrecs; }
+uint64_t sw_trace_thread_records_unattributed(const sw_trace *t) { return t->trecs_unattributed; }
+
+struct sw_trec_cursor {
+    sw_trace *t;
+    sw_bytes buf;
+    size_t thread;
+    size_t chunk;
+    sw_cursor c;
+    uint64_t left;
+    uint64_t last_tid;
+    size_t last_pos;
+    sw_ext x;
+    char s1[SW_EXT_STR_MAX + 1], s2[SW_EXT_STR_MAX + 1];
+};
+
+sw_trec_cursor *sw_trec_cursor_new(sw_trace *t, size_t thread)
+{
+    sw_trec_cursor *c = calloc(1, sizeof *c);
+    if (c) {
+        c->t = t;
+        c->thread = thread;
+        c->last_pos = SIZE_MAX;
+    }
+    return c;
+}
+
+void sw_trec_cursor_free(sw_trec_cursor *c)
+{
+    if (!c)
+        return;
+    sw_bytes_free(&c->buf);
+    free(c);
+}
+
+int sw_trec_cursor_next(sw_trec_cursor *c, sw_trace_trec *out)
+{
+    sw_trace *t = c->t;
+    for (;;) {
+        while (!c->left) {
+            if (c->chunk >= t->ntrec_chunks)
+                return 0;
+            int rc = chunk_payload(t, &t->trecs[c->chunk++], &c->buf, &c->c);
+            if (rc)
+                return rc == SW_EFORMAT ? SW_EIO : rc;
+            if (sw_cur_varint(&c->c, &c->left))
+                return SW_EFORMAT;  /* checked at load: cannot happen */
+        }
+        c->left--;
+        trec_raw r;
+        if (parse_trec(&c->c, &r))
+            return SW_EFORMAT;
+        if (r.tid != c->last_tid || c->last_pos == SIZE_MAX) {
+            c->last_pos = thread_of_tid(t, r.tid);
+            c->last_tid = r.tid;
+        }
+        if (c->last_pos == SIZE_MAX || (c->thread != SIZE_MAX && c->last_pos != c->thread))
+            continue;
+        const sw_record_kind *k = sw_record_kind_of(r.kind);
+        if (!k || k->shape == SW_RS_REPLAY)
+            continue;   /* a newer minor version's kind: skipped */
+        decode_ext_into(c->s1, c->s2, (uint32_t)r.kind, r.payload, (size_t)r.len, &c->x);
+        int64_t ns = sw_unzigzag(r.zt);
+        const int64_t lim = (int64_t)1 << 61;
+        out->t_ns = ns > lim ? lim : ns < -lim ? -lim : ns;
+        out->thread = (uint32_t)c->last_pos;
+        out->ext = &c->x;
         return 1;
     }
 }

@@ -231,4 +231,28 @@ sw_sample_cursor *sw_sample_cursor_new(sw_trace *t, size_t thread);
 int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out);
 void sw_sample_cursor_free(sw_sample_cursor *c);
 
+/* ---- Records of threads written by another thread (format 1.7) ----
+ *
+ * THREAD_RECORDS chunks hold EXT records (records.h rows written by
+ * KERNEL: system calls, lost kernel records) of threads named by their
+ * native tid, on the samples' time base. A record whose tid is no thread
+ * of the trace is counted as unattributed and never delivered; a kind
+ * this reader has no row for is skipped. */
+typedef struct sw_trace_trec {
+    int64_t t_ns;            /* same nanoseconds as events */
+    uint32_t thread;         /* position in the thread list */
+    const sw_ext *ext;       /* its payload decoded (valid until the next call) */
+} sw_trace_trec;
+
+uint64_t sw_trace_thread_record_count(const sw_trace *t);
+uint64_t sw_trace_thread_records_unattributed(const sw_trace *t);
+
+/* Iterates the records of one thread (or of all, thread == SIZE_MAX) in
+ * file order (time order for one writer). next() returns 1 and fills
+ * *out, 0 at the end, or a negative code. */
+typedef struct sw_trec_cursor sw_trec_cursor;
+sw_trec_cursor *sw_trec_cursor_new(sw_trace *t, size_t thread);
+int sw_trec_cursor_next(sw_trec_cursor *c, sw_trace_trec *out);
+void sw_trec_cursor_free(sw_trec_cursor *c);
+
 #endif

@@ -19,6 +19,7 @@ SW_RECORD_KINDS(SW_X_FIELDS_, SW_X_FIELD_)
 #define SW_X_SOURCE_TRACER "tracer"
 #define SW_X_SOURCE_PROGRAM "program"
 #define SW_X_SOURCE_DISPATCH "dispatch"
+#define SW_X_SOURCE_KERNEL "kernel"
 #define SW_X_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)                       \
     {n, #nm, since, SW_X_SOURCE_##from, cat, label, SW_RS_##shape, SW_RSTAT_##stat, SW_SLOT_##title,     \
      (uint8_t)(sizeof fields_##K / sizeof fields_##K[0] - 1), SW_EXT_##pair, track, fields_##K},
@@ -40,7 +41,7 @@ const uint8_t sw_record_index[SW_EXT_KIND_LIMIT] = {SW_RECORD_KINDS(SW_X_INDEX_,
 
 const char *sw_record_shape_name(unsigned shape)
 {
-    static const char *const names[] = {"replay", "instant", "open", "close", "nest_open", "nest_close"};
+    static const char *const names[] = {"replay", "instant", "open", "close", "nest_open", "nest_close", "slice"};
     return shape < sizeof names / sizeof names[0] ? names[shape] : "?";
 }
 
@@ -58,7 +59,7 @@ const char *sw_record_slot_name(unsigned slot)
 
 const char *sw_record_stat_name(unsigned stat)
 {
-    static const char *const names[] = {"none", "gc"};
+    static const char *const names[] = {"none", "gc", "syscall", "kernel_lost"};
     return stat < sizeof names / sizeof names[0] ? names[stat] : "?";
 }
 

@@ -32,7 +32,10 @@
  *   from      who writes it: WRITER (writer.c), TRACER (the tracer's
  *             frames), PROGRAM (the traced program, stackwatch.region),
  *             DISPATCH (the dispatch layer's event kind of the same name,
- *             ext/dispatch/kinds.h, through ext/tracer/file_events.c)
+ *             ext/dispatch/kinds.h, through ext/tracer/file_events.c),
+ *             KERNEL (the kernel's events of a thread, read by stackwatch's
+ *             kernel reader, native/kernel, and written into a side stream:
+ *             format.h SW_CHUNK_THREAD_RECORDS)
  *   category  its category in the exports ("line", "exception", "gc", ...)
  *   label     the name of its instants in the exports, followed by its
  *             title field when that is set: "raise ValueError", "line 12"
@@ -42,14 +45,20 @@
  *             track of its own under its thread (one open at a time: a
  *             second OPEN ends the first as unfinished; a CLOSE with no
  *             OPEN, or a malformed one, is an instant); NEST_OPEN /
- *             NEST_CLOSE a slice on its own track, nesting (regions)
+ *             NEST_CLOSE a slice on its own track, nesting (regions);
+ *             SLICE a slice on its thread's own track, nested among the
+ *             frames, from its time for its `duration` field (ns; slot C),
+ *             named by its title alone ("write"); it ends early where the
+ *             thread's next frame event comes first (a system call)
  *   pair      the kind it pairs with (OPEN <-> CLOSE, and the start and
  *             done of an object's creation and deletion, which the views
  *             show as instants), or NONE
  *   stat      the figure of stats it adds to (SW_RSTAT_*): NONE, or GC
  *             (an OPEN..CLOSE pair of one thread is one collection whose
  *             time adds to the GC time; the CLOSE's fields b and c add to
- *             the collected and uncollectable sums)
+ *             the collected and uncollectable sums), SYSCALL (a SLICE whose
+ *             count and duration add to the time in system calls, per name
+ *             S1), KERNEL_LOST (field A adds to the kernel records lost)
  *   title     the slot whose value follows the label (SW_SLOT_*: a number
  *             always, a string when not empty), or NONE
  *   track     OPEN kinds: the name of the slice and of its track ("GC"); the
@@ -97,7 +106,11 @@
       F(name, STR, S1))                                                                                    \
     X(REGION_END, 16, region_end, 6, PROGRAM, "region", "region end", NEST_CLOSE, REGION_BEGIN, NONE, NONE, NULL, ) \
     X(TASK_SWITCH, 17, task_switch, 7, TRACER, "task", "task switch", REPLAY, NONE, NONE, NONE, NULL,           \
-      F(origin, VARINT, A) F(task, VARINT, B))
+      F(origin, VARINT, A) F(task, VARINT, B))                                                     \
+    X(SYSCALL, 18, syscall, 8, KERNEL, "syscall", "syscall", SLICE, NONE, SYSCALL, S1, NULL,                    \
+      F(name, STR, S1) F(nr, VARINT, A) F(ret, SIGNED, B) F(duration, VARINT, C))                           \
+    X(KERNEL_LOST, 19, kernel_lost, 8, KERNEL, "kernel", "kernel records lost", INSTANT, NONE, KERNEL_LOST, A,  \
+      NULL, F(count, VARINT, A))
 
 /* A test build may add rows (tests/c/meson.build: a trace library built
  * with -DSW_RECORD_KINDS_EXTRA_H="file" whose file defines
@@ -156,8 +169,11 @@
 #define SW_RS_CLOSE      3
 #define SW_RS_NEST_OPEN  4
 #define SW_RS_NEST_CLOSE 5
+#define SW_RS_SLICE      6
 #define SW_RSTAT_NONE 0
 #define SW_RSTAT_GC   1
+#define SW_RSTAT_SYSCALL 2
+#define SW_RSTAT_KERNEL_LOST 3
 
 /* SW_EXT_<KIND>: the kinds' numbers. */
 #define SW_X_REC_NUM_(K, n, ...) SW_EXT_##K = n,
@@ -181,7 +197,7 @@ typedef struct sw_record_kind {
     uint32_t number;
     const char *name;
     uint32_t since;          /* format minor version */
-    const char *source;      /* who writes it: "writer", "tracer", "program", "dispatch" */
+    const char *source;      /* who writes it: "writer", "tracer", "program", "dispatch", "kernel" */
     const char *category, *label;
     uint8_t shape;           /* SW_RS_* */
     uint8_t stat;            /* SW_RSTAT_* */

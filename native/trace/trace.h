@@ -15,6 +15,7 @@
  *   exporters.h       the table of timeline exporters, by name
  *   merge.h           several traces (processes) exported as one timeline
  *   sample_stream.h   the sampler's samples written into a trace
+ *   thread_records.h  records of threads written by another thread (kernel events)
  */
 #ifndef SW_TRACE_H
 #define SW_TRACE_H
@@ -30,6 +31,7 @@
 #include "reader.h"
 #include "records.h"
 #include "sample_stream.h"
+#include "thread_records.h"
 #include "trace_trees.h"
 #include "writer.h"
 

@@ -794,6 +794,16 @@ static inline int ec_perfetto(const uint8_t *p, size_t n, int check_ts, ec_pb_st
     return ok;
 }
 
+/* How many times needle occurs in the n bytes at s (an export's output,
+ * which may hold NUL bytes). */
+static inline size_t ec_count(const char *s, size_t n, const char *needle)
+{
+    size_t c = 0, k = strlen(needle);
+    for (const char *q = s; (q = memmem(q, n - (size_t)(q - s), needle, k)) != NULL; q++)
+        c++;
+    return c;
+}
+
 /* Runs fn(trace, file) into a memory stream; returns the bytes (malloc'd,
  * NUL-terminated) or NULL if the exporter failed (its code in *rc). */
 #include "trace/trace.h"

@@ -16,6 +16,7 @@
 #include "elfgen.h"
 #include "profilegen.h"
 #include "trace/sample_stream.h"
+#include "trace/thread_records.h"
 #include "tracegen.h"
 
 #include <errno.h>
@@ -258,6 +259,40 @@ static int seed_samples(void)
     return done(&g, "samples.swt", 1e9);
 }
 
+/* Format 1.8: system calls and lost kernel records of the thread (and of a
+ * tid the trace does not have) in THREAD_RECORDS chunks, some ending after
+ * the frame around them. */
+static int seed_thread_records(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "thread_records.swt");
+    if (tg_open(&g, p, 4096, 0, 0, 1e9) || tg_codes(&g, 3, 0))
+        return 1;
+    tg_thread *a = tg_add_thread(&g, 8001, 180001, "main", 13);
+    if (!a)
+        return 1;
+    tg_run(a, 40, 4);
+    sw_trec_stream *st = sw_trec_stream_new(g.w, 5000000000ull);
+    if (!st)
+        return 1;
+    static const char *const names[] = {"write", "read", "", "futex"};
+    for (int i = 0; i < 12; i++) {
+        sw_ext v = {.s1 = names[i % 4], .a = (uint64_t)i, .b = (uint64_t)(int64_t)(i % 3 - 1),
+                    .c = (uint64_t)(i * 700)};
+        sw_trec_stream_add(st, i % 5 ? 8001 : 4242, 5000000000ull + (uint64_t)(i * 1500), SW_EXT_SYSCALL, &v);
+        if (i == 6) {
+            sw_ext lost = {.a = 9};
+            sw_trec_stream_add(st, 8001, 5000009000ull, SW_EXT_KERNEL_LOST, &lost);
+            sw_trec_stream_flush(st);
+        }
+    }
+    sw_trec_stream_flush(st);
+    sw_trec_stream_free(st);
+    tg_run(a, 10, 4);
+    return done(&g, "thread_records.swt", 1e9);
+}
+
 static int seed_empty(void)
 {
     char p[4096];
@@ -296,7 +331,7 @@ int main(int argc, char **argv)
         return 1;
     }
     int bad = seed_stream() | seed_ring() | seed_tasks() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() |
-              seed_samples() | seed_empty() | seed_elf() | profile_seeds(dir);
+              seed_samples() | seed_thread_records() | seed_empty() | seed_elf() | profile_seeds(dir);
     if (bad)
         fprintf(stderr, "make_seed: could not write every seed\n");
     return bad;

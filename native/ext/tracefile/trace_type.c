@@ -396,6 +396,27 @@ static PyObject *Trace_ext_events(TraceObject *self, PyObject *args)
         Py_DECREF(c.list);
         return NULL;
     }
+    /* Then the thread's records written by another thread (format 1.7:
+     * system calls), depth -1 (not known to them). */
+    sw_trec_cursor *tc = sw_trec_cursor_new(self->t, (size_t)i);
+    if (!tc) {
+        Py_DECREF(c.list);
+        return PyErr_NoMemory();
+    }
+    sw_trace_trec r;
+    int n;
+    while ((n = sw_trec_cursor_next(tc, &r)) == 1) {
+        sw_event ev = {r.t_ns, 0, (uint32_t)-1, SW_EV_EXT, 0, r.ext, NULL};
+        if (collect_ext(&c, &ev))
+            break;
+    }
+    sw_trec_cursor_free(tc);
+    if (n < 0 || PyErr_Occurred()) {
+        Py_DECREF(c.list);
+        if (n < 0 && !PyErr_Occurred())
+            return sw_pyerr(n, NULL, "reading the thread's records failed (%s)", sw_strerror(n));
+        return NULL;
+    }
     return c.list;
 }
 
@@ -418,10 +439,50 @@ static PyObject *Trace_ext_summary(TraceObject *self, PyObject *args)
     PyObject *counts = PyList_New(SW_EXT_KIND_LIMIT);
     for (Py_ssize_t k = 0; counts && k < SW_EXT_KIND_LIMIT; k++)
         PyList_SET_ITEM(counts, k, PyLong_FromUnsignedLongLong(s.count[k]));
-    return Py_BuildValue("{s:N,s:K,s:K,s:L,s:K,s:K}", "counts", counts, "malformed",
+    PyObject *sys = PyList_New((Py_ssize_t)s.nsyscalls);
+    for (size_t k = 0; sys && k < s.nsyscalls; k++)
+        PyList_SET_ITEM(sys, (Py_ssize_t)k,
+                        Py_BuildValue("(NKKL)", text_of(s.syscalls[k].name), (unsigned long long)s.syscalls[k].calls,
+                                      (unsigned long long)s.syscalls[k].errors, (long long)s.syscalls[k].total_ns));
+    return Py_BuildValue("{s:N,s:K,s:K,s:L,s:K,s:K,s:N,s:K}", "counts", counts, "malformed",
                          (unsigned long long)s.malformed, "gc_pairs", (unsigned long long)s.gc_pairs, "gc_ns",
                          (long long)s.gc_ns, "gc_collected", (unsigned long long)s.gc_collected,
-                         "gc_uncollectable", (unsigned long long)s.gc_uncollectable);
+                         "gc_uncollectable", (unsigned long long)s.gc_uncollectable, "syscalls", sys,
+                         "kernel_lost", (unsigned long long)s.kernel_lost);
+}
+
+/* syscalls_by_function(filter=None) -> [(thread_pos, code or None, calls,
+ * total_ns)]: time in system calls (run --kernel) per innermost function. */
+static PyObject *Trace_syscalls_by_function(TraceObject *self, PyObject *args)
+{
+    PyObject *spec = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:syscalls_by_function", &spec))
+        return NULL;
+    sw_py_filter pf;
+    if (sw_py_filter_parse(spec, self->t, &pf) < 0)
+        return NULL;
+    sw_syscall_fn_row *rows;
+    size_t n;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_syscalls_by_function(self->t, &pf.f, &rows, &n);
+    Py_END_ALLOW_THREADS
+    sw_py_filter_free(&pf);
+    if (rc)
+        return sw_pyerr(rc, NULL, "summing the system calls failed (%s)", sw_strerror(rc));
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; list && i < n; i++) {
+        PyObject *code = rows[i].code == SW_NO_CALLER ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(rows[i].code);
+        PyObject *row = Py_BuildValue("(INKL)", rows[i].thread, code, (unsigned long long)rows[i].calls,
+                                      (long long)rows[i].total_ns);
+        if (!row) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, row);
+    }
+    free(rows);
+    return list;
 }
 
 /* sample_frames() -> {id: (kind, name, filename, line)} */
@@ -738,7 +799,10 @@ static PyMethodDef Trace_methods[] = {
      "ext_events(thread_pos, mask=all) -> [(kind, t_ns, depth, code, line, data)]: data made by the kind's row "
      "(RECORD_KINDS)"},
     {"ext_summary", (PyCFunction)Trace_ext_summary, METH_VARARGS,
-     "ext_summary(filter=None) -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable}"},
+     "ext_summary(filter=None) -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable, "
+     "syscalls: [(name, calls, errors, total_ns)], kernel_lost}"},
+    {"syscalls_by_function", (PyCFunction)Trace_syscalls_by_function, METH_VARARGS,
+     "syscalls_by_function(filter=None) -> [(thread_pos, code or None, calls, total_ns)] (run --kernel)"},
     {"sample_frames", (PyCFunction)Trace_sample_frames, METH_NOARGS,
      "sample_frames() -> {id: (kind, name, filename, line)} of the sampler's frames"},
     {"samples", (PyCFunction)Trace_samples, METH_VARARGS,

@@ -34,6 +34,7 @@ int sw_file_wants_lines(PyCodeObject *co)
 #define SW_X_FROM_WRITER(K)
 #define SW_X_FROM_TRACER(K)
 #define SW_X_FROM_PROGRAM(K)
+#define SW_X_FROM_KERNEL(K)
 #define SW_X_EXT_OF_(K, n, name, since, from, ...) SW_X_FROM_##from(K)
 static const unsigned ext_of[SW_K_COUNT] = {SW_RECORD_KINDS(SW_X_EXT_OF_, SW_X_REC_NONE_)};
 

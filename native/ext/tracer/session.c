@@ -14,6 +14,7 @@
 #include "ext/tracer/init_gap.h"
 #include "ext/tracer/recursion.h"
 #include "ext/tracer/attachments.h"
+#include "ext/tracer/kernel_trace.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -426,6 +427,9 @@ PyObject *sw_session_stop(const sw_bytes *more_end)
         return NULL;
     }
     sw_session_detach_all();   /* the producers' last records (a sampler's samples), before END */
+    sw_bytes kernel_kv = {0};
+    uint64_t kernel_calls, kernel_lost;   /* the kernel reader's counts (it was detached above) */
+    int kernel = sw_kernel_trace_end_keys(&kernel_kv, &kernel_calls, &kernel_lost);
     /* Reported in END: another tool's trace function or profile function
      * displaced stackwatch's on a thread (3.9-3.11). */
     sw_events_check();
@@ -443,6 +447,9 @@ PyObject *sw_session_stop(const sw_bytes *more_end)
         sw_kv_str(&kv, "hook_error", hook_error);
     if (more_end && more_end->len)
         sw_bytes_put(&kv, more_end->data, more_end->len);
+    if (kernel_kv.len)
+        sw_bytes_put(&kv, kernel_kv.data, kernel_kv.len);
+    sw_bytes_free(&kernel_kv);
     int rc = sw_writer_close(sw_S.w, &kv);
     sw_bytes_free(&kv);
     sw_writer_totals tot;
@@ -470,6 +477,13 @@ PyObject *sw_session_stop(const sw_bytes *more_end)
                                 (unsigned long long)tot.bytes, "threads",
                                 (unsigned long long)tot.threads, "codes",
                                 (unsigned long long)tot.codes, "error", err);
+    if (d && kernel) {   /* run --kernel: what the summary says of it */
+        PyObject *c = PyLong_FromUnsignedLongLong(kernel_calls), *l = PyLong_FromUnsignedLongLong(kernel_lost);
+        if (!c || !l || PyDict_SetItemString(d, "syscalls", c) < 0 || PyDict_SetItemString(d, "kernel_lost", l) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(c);
+        Py_XDECREF(l);
+    }
     return d;
 }
 

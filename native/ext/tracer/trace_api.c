@@ -9,6 +9,7 @@
 #include "ext/dispatch/kinds.h"
 #include "ext/shared/tstate.h"
 #include "ext/tracer/flusher.h"
+#include "ext/tracer/kernel_trace.h"
 #include "ext/tracer/session.h"
 
 #include "trace/trace.h"
@@ -19,16 +20,17 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"path", "chunk_bytes", "ring_bytes", "max_depth", "allow_tsc", "meta",
-                             "include", "exclude", "c_calls", "flush_interval", "events", "lines", NULL};
+                             "include", "exclude", "c_calls", "flush_interval", "events", "lines", "kernel", NULL};
     PyObject *path_obj;
     Py_ssize_t chunk = 256 * 1024, ring = 0, max_depth = 0;
     int allow_tsc = 1, c_calls = 0;
     double flush_interval = 0.25;
     unsigned long events = 0;
     PyObject *meta = NULL, *inc = Py_None, *exc = Py_None, *lines = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOpdkO", kwlist, PyUnicode_FSConverter, &path_obj,
+    const char *kernel = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOpdkOz", kwlist, PyUnicode_FSConverter, &path_obj,
                                      &chunk, &ring, &max_depth, &allow_tsc, &meta, &inc, &exc, &c_calls,
-                                     &flush_interval, &events, &lines))
+                                     &flush_interval, &events, &lines, &kernel))
         return NULL;
     if (chunk < 4096 || chunk > (Py_ssize_t)(SW_CHUNK_MAX / 2)) {
         Py_DECREF(path_obj);
@@ -53,6 +55,13 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     Py_DECREF(path_obj);
     if (rc < 0)
         return NULL;
+    char kernel_msg[384] = "";
+    if (kernel)
+        sw_kernel_trace_start(kernel, kernel_msg, sizeof kernel_msg);
+    /* kernel=...: what the kernel reader could not do (or a note), for the
+     * caller to say; the session runs either way. */
+    if (kernel_msg[0])
+        return PyUnicode_FromString(kernel_msg);
     Py_RETURN_NONE;
 }
 
@@ -202,7 +211,8 @@ static PyObject *py_unrecorded(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
      "start(path, chunk_bytes=262144, ring_bytes=0, max_depth=0, allow_tsc=True, meta=None, include=None, "
-     "exclude=None, c_calls=False, flush_interval=0.25, events=0, lines=None)"},
+     "exclude=None, c_calls=False, flush_interval=0.25, events=0, lines=None, kernel=None) -> None, or a line "
+     "saying why the kernel events asked for (kernel='syscalls') are not recorded"},
     {"stop", (PyCFunction)(void (*)(void))py_stop, METH_VARARGS | METH_KEYWORDS,
      "stop(end=None) -> dict of totals; end: more END keys (str -> int)"},
     {"is_tracing", py_is_tracing, METH_NOARGS, "is_tracing() -> bool"},

@@ -74,6 +74,10 @@ def add_parser(subparsers):
                    "the native (C) frames, named 'symbol [native]' (Linux x86-64)")
     r.add_argument("--sample-lines", action="store_true", help="with --sample: each sample records the "
                    "line every Python frame was running")
+    r.add_argument("--kernel", nargs="?", const="syscalls", default=None, metavar="EVENTS",
+                   help="also record the kernel's events of the program's threads on the trace's clock: "
+                        "syscalls (the default: each system call a slice inside the Python call that made "
+                        "it). Linux; needs root or CAP_PERFMON, else the rest is recorded")
     r.add_argument("--no-trace", action="store_true", help="write no trace file (with --probes or --log)")
     r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
@@ -91,6 +95,11 @@ def run(args):
         # "--sample script.py": the option took the program as its RATE.
         args.argv = [args.sample] + list(args.argv)
         args.sample = "1ms"
+    # "--kernel script.py": the option took the program as its EVENTS.
+    if (args.kernel is not None and not any(a.startswith("--kernel=") for a in args.words)
+            and args.kernel.split(",")[0] not in tracing.KERNEL_EVENTS):
+        args.argv = [args.kernel] + list(args.argv)
+        args.kernel = "syscalls"
     program = resolve(args.argv, args.module, args.code)
     try:
         chunk = parse_size(args.buffer_size)
@@ -120,6 +129,13 @@ def run(args):
     elif args.native or args.sample_lines:
         raise UsageError(f"{'--native' if args.native else '--sample-lines'} describes the samples: "
                          "it needs --sample")
+    if args.kernel is not None:
+        try:
+            tracing.kernel_option(args.kernel)
+        except ValueError as e:
+            raise UsageError(f"--kernel: {e}")
+        if args.no_trace:
+            raise UsageError("--kernel writes its events into the trace: it cannot go with --no-trace")
     if args.no_trace and not (args.probes or args.log is not None):
         raise UsageError("--no-trace needs --probes or --log (otherwise nothing would be recorded)")
     if args.min_duration and args.format not in formats.names_taking(formats.TRACES):
@@ -156,7 +172,7 @@ def run(args):
                       follow=not args.no_follow,
                       allow_tsc=not args.no_tsc, c_calls=args.c_calls, flush_interval=flush_s,
                       events=events or None, lines=args.lines, sample=args.sample,
-                      sample_native=args.native, sample_lines=args.sample_lines)
+                      sample_native=args.native, sample_lines=args.sample_lines, kernel=args.kernel)
         except (ValueError, RuntimeError) as e:
             if trace_path != output:
                 traces.discard_run_trace(trace_path)
@@ -205,6 +221,10 @@ def _finish(args, trace_path, output, min_ns, log):
     if not args.quiet:
         dropped = f", {summary.dropped} dropped" if summary.dropped else ""
         samples = f", {summary.samples} samples" if args.sample is not None else ""
+        if summary.syscalls is not None:
+            samples += f", {summary.syscalls} system calls"
+            if summary.kernel_lost:
+                samples += f" ({summary.kernel_lost} kernel records lost)"
         print(f"stackwatch: wrote {output} ({events} events, {n} "
               f"thread{'' if n == 1 else 's'}{samples}{dropped})"
               f"{traces.children_text(children, merged=args.format != 'swt')}",

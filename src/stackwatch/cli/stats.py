@@ -245,6 +245,28 @@ def _event_tables(out, t, limit, flt=None):
     if s["malformed"]:
         rows.append((s["malformed"], "(malformed: payload could not be decoded)"))
     _table(out, "events", [("count", 10), ("kind", 0)], rows)
+    if s["syscalls"]:
+        _table(out, "system calls (run --kernel)", [("calls", 10), ("errors", 8), ("total", 11), ("syscall", 0)],
+               [(calls, errors, _fmt_ns(total), name)
+                for name, calls, errors, total in sorted(s["syscalls"], key=lambda r: (-r[3], r[0]))[:limit]])
+    if s["syscalls"]:
+        per_fn = Counter()
+        for _thread, code, calls, total in t.syscalls_by_function(flt):
+            per_fn[code] += total
+            per_fn[(code, "calls")] += calls
+        cells = []
+        for code, total in sorted(((c, v) for c, v in per_fn.items() if not isinstance(c, tuple)),
+                                  key=lambda cv: -cv[1])[:limit]:
+            c = t.codes.get(code)
+            where = ("(no Python frame)" if code is None else
+                     f"{c.qualname}  ({c.filename}:{c.firstlineno})" if c else f"<code {code}>")
+            cells.append((per_fn[(code, "calls")], _fmt_ns(total), where))
+        _table(out, "time in system calls by function", [("calls", 10), ("total", 11), ("function", 0)], cells)
+    lost = max(s["kernel_lost"], t.meta.get("kernel.lost", 0) or 0)
+    if lost or "kernel.syscalls" in t.meta:
+        print(f"\nkernel: {t.meta.get('kernel.syscalls', sum(r[1] for r in s['syscalls']))} system calls read, "
+              f"{lost} kernel records lost" + (" (the perf rings were full: some calls are missing)" if lost else ""),
+              file=out)
     if s["counts"].get("gc_start") or s["counts"].get("gc_done"):
         print(f"\nGC: {s['gc_collections']} collections, {_fmt_ns(s['gc_ns'])} in total, "
               f"{s['gc_collected']} objects collected, {s['gc_uncollectable']} uncollectable", file=out)

@@ -166,7 +166,7 @@ def stopped():
 # parameters; "meta" is the user's).
 OPTIONS = ("buffer_size", "ring", "max_depth", "include", "exclude", "follow_fork", "follow", "meta",
             "allow_tsc", "c_calls", "flush_interval", "events", "lines", "sample", "sample_native",
-            "sample_lines")
+            "sample_lines", "kernel")
 
 
 def note_fork():

@@ -53,7 +53,8 @@ def launched_by(path):
 
 class TraceSummary:
     """What a finished session wrote: path, events, dropped, bytes, threads,
-    codes (functions defined), and error (None, or the first problem met
+    codes (functions defined), syscalls and kernel_lost (run --kernel, else
+    None), and error (None, or the first problem met
     while tracing, e.g. a failed write)."""
 
     def __init__(self, d):
@@ -65,6 +66,9 @@ class TraceSummary:
         self.codes = d["codes"]
         self.error = d["error"]
         self.samples = d.get("samples", 0)
+        # kernel=...: system calls written and kernel records lost (None without it)
+        self.syscalls = d.get("syscalls")
+        self.kernel_lost = d.get("kernel_lost")
 
     def __repr__(self):
         return (f"TraceSummary(path={self.path!r}, events={self.events}, dropped={self.dropped}, "
@@ -132,9 +136,38 @@ def _number(text, original):
                          "(1000hz)") from None
 
 
+# The kernel events `start(kernel=...)` / `run --kernel=...` can record.
+KERNEL_EVENTS = ("syscalls",)
+
+
+def kernel_option(kernel):
+    """The kernel events a ``kernel=`` option names (None: none); raises
+    ValueError for an unknown name."""
+    if kernel in (None, False, "", ()):
+        return None
+    if kernel is True:
+        return "syscalls"
+    names = [k.strip() for k in (kernel.split(",") if isinstance(kernel, str) else kernel)]
+    for k in names:
+        if k not in KERNEL_EVENTS:
+            raise ValueError(f"unknown kernel events {k!r} (known: {', '.join(KERNEL_EVENTS)})")
+    return ",".join(dict.fromkeys(names))
+
+
+def say_kernel(said):
+    """One line on stderr from the kernel reader's start: a note, or what
+    is missing for it (the rest of the trace is recorded either way)."""
+    if said.startswith("note: "):
+        print(f"stackwatch: --kernel: {said[6:]}", file=sys.stderr)
+    else:
+        print(f"stackwatch: --kernel: {said}; system calls are not recorded, the rest of the trace is",
+              file=sys.stderr)
+
+
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
           follow_fork=True, follow=False, meta=None, allow_tsc=True, c_calls=False, flush_interval=None,
-          events=None, lines=None, sample=None, sample_native=False, sample_lines=False, _followed=None):
+          events=None, lines=None, sample=None, sample_native=False, sample_lines=False, kernel=None,
+          _followed=None):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
@@ -157,6 +190,11 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     also hold the native (C) frames, named "symbol [native]" and merged
     with the Python frames (Linux x86-64); sample_lines: the samples record
     the line each Python frame was running (both need ``sample``);
+    kernel: also record the kernel's events of this process's threads on
+    the trace's clock: True or "syscalls" (every system call, with its
+    number, name, return value and duration; Linux, needs root or
+    CAP_PERFMON: without them a line on stderr says what is missing and
+    the rest is recorded);
     follow_fork: a forked child traces into a file of its own,
     ``<stem>.<pid>.swt`` beside ``path``; follow: so does every Python
     program this one starts, however (subprocess, multiprocessing's spawn
@@ -203,18 +241,21 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         raise ValueError("sample_native and sample_lines need sample (they describe the samples)")
     if sample_ns and not _native.SAMPLER_SUPPORTED:
         raise RuntimeError("the sampler supports CPython 3.9 to 3.13 (with the GIL)")
+    kernel_events = kernel_option(kernel)
     # Killed by SIGTERM, SIGINT, SIGHUP or SIGQUIT: the file is closed first
     # (after the command line's finisher, which stops the session itself).
     # Before the start: installing calls the standard library's signal module.
     signals.add(_stop_on_signal, late=True)
     try:
-        _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
+        kernel_said = _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
                       allow_tsc=allow_tsc, meta=_meta(meta, _followed), include=include, exclude=native_exclude,
                       c_calls=bool(c_calls), flush_interval=float(flush_interval), events=file_mask,
-                      lines=lines)
+                      lines=lines, kernel=kernel_events)
     except BaseException:
         signals.remove(_stop_on_signal)
         raise
+    if kernel_said:
+        say_kernel(kernel_said)
     if sample_ns:
         try:
             s = _native.Sampler(sample_ns, trace=True, skip_prefix=_OWN_FILES[:-1],
@@ -229,7 +270,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
                     include=include, exclude=exclude, follow_fork=follow_fork, follow=follow, meta=meta,
                     allow_tsc=allow_tsc, c_calls=c_calls, flush_interval=flush_interval,
                     events=events, lines=lines, sample=sample, sample_native=sample_native,
-                    sample_lines=sample_lines, _followed=_followed)
+                    sample_lines=sample_lines, kernel=kernel, _followed=_followed)
     os._exit = _exit_after_stop
     os.execv, os.execve = _execv_after_flush, _execve_after_flush
     _native.unrecorded(_follow.started, _session, _followed)   # stackwatch's work, not the program's

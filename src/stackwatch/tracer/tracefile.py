@@ -127,8 +127,8 @@ class Trace:
     def ext_events(self, thread=None, kinds=None):
         """The EXT events (line, instruction, raise, handled, gc_start,
         gc_done, new/delete start/done, thread_start, thread_exit,
-        region_begin, region_end) of the
-        thread at position ``thread``, or of every thread ordered by time
+        region_begin, region_end; syscall and kernel_lost of `run --kernel`,
+        whose depth is None) of the thread at position ``thread``, or of every thread ordered by time
         when None; only the kinds named in ``kinds`` if given. A list of
         ExtEvent. Raises ValueError for an unknown kind name."""
         mask = 0
@@ -137,24 +137,37 @@ class Trace:
                 raise ValueError(f"unknown event kind {k!r} (known: {', '.join(EXT_KINDS.values())})")
             mask |= 1 << _EXT_NUMBERS[k]
         out = []
+        merged = False
         for pos in (range(len(self.threads)) if thread is None else [thread]):
             # The data of each is made in C from its kind's row (records.h).
             for kind, t_ns, depth, code, line, data in self._t.ext_events(pos, mask):
-                out.append(ExtEvent(EXT_KINDS[kind], t_ns, pos, depth, code, line, data))
-        if thread is None:
-            out.sort(key=lambda e: e.t_ns)
+                # depth 2^32-1: a record another thread wrote (a system call): not known
+                side = depth == 0xFFFFFFFF
+                merged = merged or side
+                out.append(ExtEvent(EXT_KINDS[kind], t_ns, pos, None if side else depth, code, line, data))
+        if thread is None or merged:
+            out.sort(key=lambda e: e.t_ns)   # the threads', or a thread's and its side records, merged
         return out
 
     def ext_summary(self, filter=None):
         """Counts of the EXT events by kind name (kinds that occur), and GC
         totals: {"counts": {...}, "malformed": n, "gc_collections": pairs of
         gc_start/gc_done, "gc_ns": their total time, "gc_collected",
-        "gc_uncollectable"}."""
+        "gc_uncollectable", "syscalls": [(name, calls, errors, total_ns)] of
+        `run --kernel`'s system calls, "kernel_lost": kernel records lost}."""
         s = self._t.ext_summary(_spec(filter))
         counts = {EXT_KINDS[k]: n for k, n in enumerate(s["counts"]) if n and k in EXT_KINDS}
         return {"counts": counts, "malformed": s["malformed"], "gc_collections": s["gc_pairs"],
                 "gc_ns": s["gc_ns"], "gc_collected": s["gc_collected"],
-                "gc_uncollectable": s["gc_uncollectable"]}
+                "gc_uncollectable": s["gc_uncollectable"], "syscalls": s["syscalls"],
+                "kernel_lost": s["kernel_lost"]}
+
+    def syscalls_by_function(self, filter=None):
+        """Time in system calls (`run --kernel`) per function: each call
+        counts to the innermost frame open on its thread when it began, as
+        the exports nest it. [(thread position, code id or None when no
+        frame was open, calls, total ns)]."""
+        return self._t.syscalls_by_function(_spec(filter))
 
     def samples(self, thread=None):
         """The sampler's samples of the thread at position ``thread`` (all

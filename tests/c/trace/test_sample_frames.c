@@ -135,14 +135,6 @@ TEST(native_frames_and_lines_read_back_exactly)
     unlink(p);
 }
 
-static size_t count_of(const char *s, size_t n, const char *needle)
-{
-    size_t c = 0, k = strlen(needle);
-    for (const char *q = s; (q = memmem(q, n - (size_t)(q - s), needle, k)) != NULL; q++)
-        c++;
-    return c;
-}
-
 TEST(exports_name_native_frames_and_show_lines)
 {
     tg g;
@@ -173,11 +165,11 @@ TEST(exports_name_native_frames_and_show_lines)
     CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "%s", why);
     CHECK_EQ_U64(ps.instants, 3);
     /* Event names and callstack frames: 2 + 2 deflate, 2 zlib_compress. */
-    CHECK_EQ_U64(count_of(out, n, "deflate [native]"), 4);
-    CHECK_EQ_U64(count_of(out, n, "zlib_compress [native]"), 2);
-    CHECK_EQ_U64(count_of(out, n, "thread_run [native]"), 1);
+    CHECK_EQ_U64(ec_count(out, n, "deflate [native]"), 4);
+    CHECK_EQ_U64(ec_count(out, n, "zlib_compress [native]"), 2);
+    CHECK_EQ_U64(ec_count(out, n, "thread_run [native]"), 1);
     /* The category "native" on the two samples whose leaf is native. */
-    CHECK_EQ_U64(count_of(out, n, "\xb2\x01\x06native"), 2);  /* field 22, 6 bytes */
+    CHECK_EQ_U64(ec_count(out, n, "\xb2\x01\x06native"), 2);  /* field 22, 6 bytes */
     free(out);
     sw_trace_free(t);
     tg_free(&g);

@@ -119,14 +119,6 @@ TEST(samples_read_back_exactly)
     unlink(p);
 }
 
-static size_t count_of(const char *s, size_t n, const char *needle)
-{
-    size_t c = 0, k = strlen(needle);
-    for (const char *q = s; (q = memmem(q, n - (size_t)(q - s), needle, k)) != NULL; q++)
-        c++;
-    return c;
-}
-
 TEST(samples_in_both_exports)
 {
     tg g;
@@ -142,7 +134,7 @@ TEST(samples_in_both_exports)
     ec_chrome_stats cs;
     CHECK_MSG(ec_chrome(out, n, 1, &cs, why, sizeof why), "%s", why);
     CHECK_EQ_U64(cs.instants, 4);
-    CHECK_EQ_U64(count_of(out, n, "\"cat\":\"sample\""), 4);
+    CHECK_EQ_U64(ec_count(out, n, "\"cat\":\"sample\""), 4);
     CHECK(strstr(out, "\"name\":\"work\",\"cat\":\"sample\",\"args\":{\"stack\":\"main;work\",\"state\":\"running\"") !=
           NULL);
     CHECK(strstr(out, "\"stack\":\"main;work;leaf \\\"q\\\"\",\"state\":\"idle\"") != NULL);
@@ -154,8 +146,8 @@ TEST(samples_in_both_exports)
     CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "%s", why);
     CHECK_EQ_U64(ps.instants, 4);
     CHECK_EQ_U64(ps.descriptors, 1 + 3 + 3);  /* process, 3 threads, 3 "samples" tracks */
-    CHECK_EQ_U64(count_of(out, n, "samples"), 3);
-    CHECK_EQ_U64(count_of(out, n, "/app/lib.py"), 1);
+    CHECK_EQ_U64(ec_count(out, n, "samples"), 3);
+    CHECK_EQ_U64(ec_count(out, n, "/app/lib.py"), 1);
     free(out);
     sw_trace_free(t);
     tg_free(&g);

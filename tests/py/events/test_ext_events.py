@@ -280,7 +280,9 @@ def test_record_table_is_the_python_view(recorded):
     from stackwatch.tracer import tracefile as tf
     dispatch = {k.name for k in tf.RECORD_KINDS.values() if k.source == "dispatch"}
     assert dispatch and dispatch <= set(stackwatch.EVENTS)
-    assert set(tf.EXT_KINDS.values()) == dispatch | {"region_begin", "region_end"}
+    kernel = {k.name for k in tf.RECORD_KINDS.values() if k.source == "kernel"}
+    assert kernel == {"syscall", "kernel_lost"}   # run --kernel's records (format 1.8)
+    assert set(tf.EXT_KINDS.values()) == dispatch | kernel | {"region_begin", "region_end"}
     by_name = {k.name: k for k in tf.RECORD_KINDS.values()}
     t = Trace(recorded["trace"])
     seen = set()

@@ -1,0 +1,74 @@
+/*
+ * perf_syscalls.h - the system calls of this process's threads, read from
+ * the kernel's raw_syscalls:sys_enter / sys_exit tracepoints.
+ *
+ * sw_syscalls_open() opens, for each online CPU, one perf event per
+ * tracepoint on this process with `inherit` (the threads it starts later
+ * are counted too; one ring per process with inherit cannot be mapped, so
+ * the rings are per CPU: the exit event of a CPU writes into the ring of
+ * its enter event), and the same for each thread that already runs
+ * (their events go to the same rings). Records carry CLOCK_MONOTONIC
+ * times (use_clockid). sw_syscalls_start() starts a thread that reads the
+ * rings, pairs each thread's enter with its exit, and hands every finished
+ * call to the sink in time order; records of other processes (children
+ * inherit the events) and of the reading thread itself are left out.
+ * PERF_RECORD_LOST records (the ring was full) are counted and handed to
+ * the sink's `lost`. Every record read from a ring is bounded by the ring
+ * and validated against the tracepoints' formats (read once from tracefs)
+ * before use.
+ *
+ * The sink runs on the reading thread (and, at stop, on the caller's).
+ */
+#ifndef SW_PERF_SYSCALLS_H
+#define SW_PERF_SYSCALLS_H
+
+#include "base/base.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sw_syscall {
+    uint32_t tid;            /* the calling thread (kernel tid) */
+    long nr;                 /* its number */
+    const char *name;        /* its name (syscall_names.h), or NULL */
+    int64_t ret;             /* what it returned (negative: -errno) */
+    uint64_t enter_ns, exit_ns;  /* CLOCK_MONOTONIC */
+} sw_syscall;
+
+typedef struct sw_syscall_sink {
+    void (*syscall)(void *ud, const sw_syscall *s);
+    /* `count` records were lost at about mono_ns (0: unknown), in the
+     * ring of a CPU. */
+    void (*lost)(void *ud, uint64_t mono_ns, uint64_t count);
+    void *ud;
+} sw_syscall_sink;
+
+typedef struct sw_syscalls_stats {
+    uint64_t records;        /* enter and exit records read */
+    uint64_t calls;          /* calls handed to the sink */
+    uint64_t lost;           /* records the kernel lost (rings full) */
+    uint64_t unpaired;       /* enters without exit, exits without enter */
+    uint64_t unfinished;     /* calls still running when reading stopped */
+    uint64_t malformed;      /* records that failed validation */
+    unsigned cpus;           /* rings */
+} sw_syscalls_stats;
+
+typedef struct sw_syscalls sw_syscalls;
+
+/* Opens the events and maps the rings (ring_bytes per CPU, rounded to a
+ * power of two pages; 0: 512 KiB). On failure returns a negative code and
+ * writes one line into err saying what is missing (e.g. root or
+ * CAP_PERFMON and the perf_event_paranoid level). When tracefs was not
+ * mounted and could be, it is mounted at /sys/kernel/tracing and `note`
+ * says so (else note is ""). */
+int sw_syscalls_open(sw_syscalls **out, size_t ring_bytes, char *err, size_t errlen, char *note, size_t notelen);
+/* Starts the reading thread. Returns 0 or a negative code. */
+int sw_syscalls_start(sw_syscalls *s, const sw_syscall_sink *sink);
+/* Stops the thread after reading everything the rings hold; calls still
+ * running are counted as unfinished. The sink is not called after. */
+void sw_syscalls_stop(sw_syscalls *s);
+void sw_syscalls_stats_get(sw_syscalls *s, sw_syscalls_stats *out);
+/* Closes the events (stops first if needed). NULL is fine. */
+void sw_syscalls_free(sw_syscalls *s);
+
+#endif
