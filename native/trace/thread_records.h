@@ -1,6 +1,6 @@
 /*
  * thread_records.h - EXT records of threads written by another thread of
- * stackwatch into a trace file (format 1.7, THREAD_RECORDS chunks, see
+ * stackwatch into a trace file (format 1.8, THREAD_RECORDS chunks, see
  * format.h and docs/format.md): the kernel reader's system calls.
  *
  * sw_trec_stream_add encodes one record (a row of records.h, its thread's
