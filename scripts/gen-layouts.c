@@ -6,7 +6,7 @@
  * and writes native/procmem/layouts_generated.h from the output.
  *
  * What is not an offset is left for the reader to fill for its target:
- * addresses (type objects, _PyRuntime) become 1 ("the target's, found by
+ * addresses (type objects, Py_None, _PyRuntime) become 1 ("the target's, found by
  * symbol"), and the tid offset inside glibc's struct pthread (machine-
  * specific) SW_NO_OFFSET.
  */
@@ -23,6 +23,7 @@ int main(void)
     l.code_type = l.code_type != 0;
     l.str_type = l.str_type != 0;
     l.frame_type = l.frame_type != 0;
+    l.none_addr = l.none_addr != 0;
     l.runtime_addr = l.runtime_addr != 0;
     printf("    {\n");
 #define PRINT(name, bits) printf("        .%s = 0x%llxu,\n", #name, (unsigned long long)l.name);

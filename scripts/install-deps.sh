@@ -36,6 +36,9 @@ if [ "$what" = all ]; then
   command -v chromedriver >/dev/null || need+=(chromium-driver)
   # npm fetches the speedscope app, which loads the speedscope exports.
   command -v npm >/dev/null || need+=(npm)
+  # tmux runs `stackwatch top` in a terminal for its tests (send-keys,
+  # capture-pane).
+  command -v tmux >/dev/null || need+=(tmux)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need[*]}" >&2

@@ -35,11 +35,13 @@
 #define SW_DEBUG_OFFSETS_KEPT                                                                           \
     "frames_kind pointer_size ob_refcnt cframe_current_frame chunk_data owner_cstack frame_is_entry "      \
     "str_kind_shift str_kind_mask str_compact_mask str_ascii_mask thread_tid runtime_addr runtime_gil "    \
-    "gil_size linetable_kind frame_lasti lasti_unit code_type str_type frame_type managed_kind module_dict "  \
-    "dict_keys dict_values keys_log2_size keys_log2_index_bytes keys_kind keys_nentries keys_indices "     \
-    "keys_kind_general entry_size entry_key entry_value uentry_size uentry_key uentry_value values_values " \
-    "values_valid long_size long_non_size_bits long_digits long_digit_size long_shift type_flags "          \
-    "type_basicsize heaptype_cached_keys managed_dict_back managed_values_back tpflags_managed_dict "       \
+    "gil_size linetable_kind frame_lasti lasti_unit code_type str_type frame_type owner_thread "         \
+    "owner_generator gen_state_back gen_executing frame_gen frame_state frame_running frame_globals "      \
+    "frame_func interp_trampoline none_addr managed_kind module_dict dict_keys dict_values keys_log2_size " \
+    "keys_log2_index_bytes keys_kind keys_nentries keys_indices keys_kind_general entry_size entry_key "    \
+    "entry_value uentry_size uentry_key uentry_value values_values values_valid long_size "                 \
+    "long_non_size_bits long_digits long_digit_size long_shift type_flags type_basicsize "                 \
+    "heaptype_cached_keys managed_dict_back managed_values_back tpflags_managed_dict "                      \
     "tpflags_inline_values managed_untag"
 
 /* Builds *out from len bytes of debug offsets (raw, as read from the start

@@ -33,6 +33,10 @@
     X(frame_lasti, (l)->frame_lasti, 4, (l)->frame_size)                           \
     X(frame_instr, (l)->frame_instr, P, (l)->frame_size)                           \
     X(frame_is_entry, (l)->frame_is_entry, 1, (l)->frame_size)                     \
+    X(frame_gen, (l)->frame_gen, P, (l)->frame_size)                               \
+    X(frame_func, (l)->frame_func, P, (l)->frame_size)                             \
+    X(frame_globals, (l)->frame_globals, P, (l)->frame_size)                       \
+    X(frame_state, (l)->frame_state, 1, (l)->frame_size)                           \
     X(code_linetable, (l)->code_linetable, P, (l)->code_size)
 
 int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
@@ -78,6 +82,13 @@ int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
     }
     if (l->runtime_interp_main != SW_NO_OFFSET && l->runtime_interp_main > (1u << 20))
         FAIL("interpreters.main offset %u out of range", l->runtime_interp_main);
+    if (l->frames_kind == SW_FRAMES_INTERP && l->frame_owner != SW_NO_OFFSET &&
+        (l->owner_thread > 255 || l->owner_generator > 255 || l->gen_state_back == 0 ||
+         l->gen_state_back > SW_GEN_STATE_BACK_MAX || l->gen_executing > 255 ||
+         (l->owner_cstack != SW_NO_OFFSET && l->owner_cstack > 255)))
+        FAIL("the frame owners and the generator state are not described consistently");
+    if (l->interp_trampoline != SW_NO_OFFSET && l->interp_trampoline > (1u << 24))   /* PyInterpreterState is large */
+        FAIL("interpreter trampoline offset %u out of range", l->interp_trampoline);
     if (l->thread_tid != SW_NO_OFFSET && l->thread_tid > SW_LAYOUT_MAX_READ - 4)
         FAIL("thread tid offset %u out of range", l->thread_tid);
     if (l->str_kind_mask == 0 || l->str_kind_shift > 31 || l->str_compact_mask == 0 || l->str_ascii_mask == 0)

@@ -19,6 +19,7 @@
 
 #define SW_NO_OFFSET 0xffffffffu
 #define SW_LAYOUT_MAX_READ 4096u   /* most bytes of one object the reader reads at once */
+#define SW_GEN_STATE_BACK_MAX 64u  /* bound of sw_py_layout.gen_state_back */
 
 typedef enum {
     SW_FRAMES_OBJECTS = 1,   /* 3.9/3.10: a chain of PyFrameObject (f_back, f_code) */
@@ -59,6 +60,36 @@ typedef struct sw_py_layout {
                                       that are skipped), or SW_NO_OFFSET */
     uint32_t frame_is_entry;       /* 3.11: char is_entry (the root-most frame of one run
                                       of the interpreter function), else SW_NO_OFFSET */
+
+    /* Telling a torn stack (pystack.c "Torn stacks"). A generator's or
+     * coroutine's frame is linked to the frame that resumed it only while
+     * it runs: the link is cleared when it yields or returns.
+     * 3.11+: frames owned by owner_thread, owner_generator (a frame
+     * embedded in its generator object, whose int8 frame state lies
+     * gen_state_back bytes before the frame and equals gen_executing while
+     * it runs) or owner_cstack; any other owner is not on a stack.
+     * 3.9/3.10: frame_gen is PyFrameObject.f_gen (non-NULL: a generator's
+     * frame). SW_NO_OFFSET where a version has no such thing. */
+    uint32_t owner_thread;         /* FRAME_OWNED_BY_THREAD */
+    uint32_t owner_generator;      /* FRAME_OWNED_BY_GENERATOR */
+    uint32_t gen_state_back;       /* offsetof(PyGenObject, gi_iframe) - offsetof(..., gi_frame_state) */
+    uint32_t gen_executing;        /* FRAME_EXECUTING, as the byte the state holds */
+    uint32_t frame_gen;            /* 3.9/3.10: f_gen (a pointer) */
+    uint32_t frame_state;          /* 3.9/3.10: the byte saying whether the frame runs
+                                      (f_executing / f_state), else SW_NO_OFFSET ... */
+    uint32_t frame_running;        /* ... and the values (bits of this mask, 0-7) it has
+                                      while it does: a frame with no f_back that does not
+                                      run (a generator just finished) is no thread's root */
+    uint32_t frame_globals;        /* f_globals (the code cache's check that a frame's code
+                                      object is the one it knows), or SW_NO_OFFSET */
+    uint32_t frame_func;           /* 3.11+: f_func / f_funcobj, None (at none_addr) only in
+                                      the interpreter's own frames that run no function
+                                      (3.13: the __init__ cleanup frame of
+                                      CALL_ALLOC_AND_ENTER_INIT), which are skipped like
+                                      shims; SW_NO_OFFSET before 3.11 */
+    uint32_t interp_trampoline;    /* 3.12: PyInterpreterState.interpreter_trampoline, the
+                                      code object of the shim frames (a frame that has it
+                                      but not their owner is one read half-made) */
 
     /* PyCodeObject: code_size bytes are read and must cover these fields. */
     uint32_t code_size;
@@ -122,6 +153,7 @@ typedef struct sw_py_layout {
     uint64_t code_type;
     uint64_t str_type;
     uint64_t frame_type;           /* PyFrame_Type (frame objects, before 3.11) */
+    uint64_t none_addr;            /* Py_None (_Py_NoneStruct), for frame_func; 0 if unknown */
 
     /* Objects read by name (threadnames.h: threading._active and each
      * Thread's _name), 3.11+. managed_kind 0 (SW_MANAGED_NONE) and the
@@ -176,14 +208,16 @@ enum {
     X(tstate_thread_id, 32) X(tstate_native_thread_id, 32) X(tstate_frame, 32) \
     X(cframe_current_frame, 32) X(tstate_datastack_chunk, 32) X(tstate_datastack_top, 32) \
     X(chunk_data, 32) X(frame_size, 32) X(frame_previous, 32) X(frame_code, 32) X(frame_owner, 32) \
-    X(owner_cstack, 32) X(frame_is_entry, 32) X(code_size, 32) X(code_name, 32) X(code_qualname, 32) \
+    X(owner_cstack, 32) X(frame_is_entry, 32) X(owner_thread, 32) X(owner_generator, 32) \
+    X(gen_state_back, 32) X(gen_executing, 32) X(frame_gen, 32) X(frame_state, 32) X(frame_running, 32) \
+    X(frame_globals, 32) X(frame_func, 32) X(interp_trampoline, 32) X(code_size, 32) X(code_name, 32) X(code_qualname, 32) \
     X(code_filename, 32) X(code_firstlineno, 32) X(str_length, 32) X(str_state, 32) \
     X(str_kind_shift, 32) X(str_kind_mask, 32) X(str_compact_mask, 32) X(str_ascii_mask, 32) \
     X(str_ascii_data, 32) X(str_compact_data, 32) X(str_legacy_data, 32) X(str_header_size, 32) \
     X(thread_tid, 32) X(runtime_addr, 64) X(runtime_interp_main, 32) X(runtime_gil, 32) \
     X(interp_gil, 32) X(gil_size, 32) X(gil_locked, 32) X(gil_last_holder, 32) X(linetable_kind, 32) \
     X(frame_lasti, 32) X(lasti_unit, 32) X(frame_instr, 32) X(code_code, 32) X(code_linetable, 32) \
-    X(bytes_size, 32) X(bytes_data, 32) X(code_type, 64) X(str_type, 64) X(frame_type, 64) \
+    X(bytes_size, 32) X(bytes_data, 32) X(code_type, 64) X(str_type, 64) X(frame_type, 64) X(none_addr, 64) \
     X(managed_kind, 32) X(interp_modules, 32) X(module_dict, 32) X(dict_keys, 32) X(dict_values, 32) \
     X(keys_log2_size, 32) X(keys_log2_index_bytes, 32) X(keys_kind, 32) X(keys_nentries, 32) \
     X(keys_indices, 32) X(keys_kind_general, 32) X(entry_size, 32) X(entry_key, 32) X(entry_value, 32) \

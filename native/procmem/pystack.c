@@ -5,9 +5,13 @@
  * Cost per thread and sample, in system calls: one read of the thread
  * state; on 3.11/3.12 one more for the _PyCFrame; on 3.11+ one bulk copy of
  * the top of the thread's frame stack (the current _PyStackChunk), from
- * which every frame in it is decoded, plus one read per frame living
- * elsewhere (generators, older chunks, 3.12+ shim frames on the C stack);
- * before 3.11 one read per frame object. Code objects come from the code
+ * which every frame in it is decoded (with, in the same call, the leaf
+ * frame when it lives elsewhere: a generator's), plus one read per other
+ * frame living elsewhere (generators, older chunks, 3.12+ shim frames on
+ * the C stack other than the thread's known outermost one) and then one
+ * read checking that the thread's leaf did not change meanwhile; before
+ * 3.11 one read per frame object. A walk torn by the thread running on
+ * (see "Torn stacks" below) is redone, then failed. Code objects come from the code
  * cache; those not confirmed in the last few rounds are re-read, all in one
  * batched read (process_vm_readv with many iovecs). Strings are only read
  * on a cache miss.
@@ -26,7 +30,8 @@
 #define WINDOW_MAX (64u * 1024u)       /* bytes copied from the top of a frame stack */
 #define MAX_CHUNK_SPAN (1ull << 30)    /* a plausible bound for one stack chunk */
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
-#define INTERP_RETRIES 2               /* 3.11+: copies retaken when the stack moved while copied */
+#define TORN_RETRIES 2                 /* 3.11+: whole reads redone when the walk was torn */
+#define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
 #define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
 #define MUTE_ROUNDS 256                /* ... for this many rounds (each timeout costs 20 ms) */
@@ -38,6 +43,10 @@ struct sw_pystack {
     uint64_t interp;
     sw_codecache *codes;
     uint64_t *code_addrs;          /* [max_depth] this stack's code objects, leaf first */
+    uint64_t *globals;             /* [max_depth] with frame_globals: their frames' globals
+                                      (3.11+: mixed with their function objects) */
+    uint64_t *code_globals;        /* [2 * GLOBALS_SLOTS] with frame_globals: (code object,
+                                      the globals its last frame seen ran with) */
     uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
     uint64_t *instrs;              /* [max_depth] with lines: each kept frame's current instruction */
     int32_t *lines;                /* [max_depth] with lines: the line each frame runs */
@@ -56,9 +65,15 @@ struct sw_pystack {
     sw_mem_req *reqs;              /* [max_depth] */
     sw_sample_code **frames;         /* [max_depth] */
     unsigned char *window;         /* [WINDOW_MAX] */
+    unsigned char leaf_buf[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];   /* the leaf frame, outside the window */
+    unsigned char leaf_again[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];   /* ... read again after the walk */
     sw_threadstate *states;        /* with limits.thread_states, else NULL */
     uint64_t gil_addr;             /* the GIL's address, once known, else 0 */
     uint64_t gil_holder;           /* this round: the thread state holding the GIL, or 0 */
+    uint64_t trampoline;           /* 3.12: the shim frames' code object, once read, else 0 */
+    uint64_t steps;                /* the last walk: frames visited (shims included) */
+    unsigned char *recheck;        /* [WINDOW_MAX] 3.11+: the walked part of the window, read again */
+    unsigned char *again;          /* [max_depth * frame_size] 3.9/3.10: the walked frames, read again */
     sw_pystack_stats st;
 };
 
@@ -91,11 +106,19 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     size_t d = lim->max_depth;
     r->codes = sw_codecache_new(lim->max_codes);
     r->code_addrs = malloc(d * sizeof *r->code_addrs);
+    if (l->frame_globals != SW_NO_OFFSET) {
+        r->globals = malloc(d * sizeof *r->globals);
+        r->code_globals = calloc(2 * GLOBALS_SLOTS, sizeof *r->code_globals);
+    }
     r->frame_addrs = malloc(d * sizeof *r->frame_addrs);
     r->code_hdrs = malloc(d * l->code_size);
     r->reqs = malloc(d * sizeof *r->reqs);
     r->frames = malloc(d * sizeof *r->frames);
     r->window = malloc(WINDOW_MAX);
+    if (l->frames_kind == SW_FRAMES_INTERP)
+        r->recheck = malloc(WINDOW_MAX);
+    else if (l->frame_state != SW_NO_OFFSET)
+        r->again = malloc(d * l->frame_size);
     if (lim->lines && l->linetable_kind) {
         r->instrs = malloc(d * sizeof *r->instrs);
         r->lines = malloc(d * sizeof *r->lines);
@@ -113,7 +136,10 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     }
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
-    if (!r->codes || !r->code_addrs || !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
+    if (!r->codes || !r->code_addrs || (l->frame_globals != SW_NO_OFFSET && (!r->globals || !r->code_globals)) ||
+        !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
+        (l->frames_kind == SW_FRAMES_INTERP && !r->recheck) ||
+        (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
         (lim->thread_states && !r->states) || !native_ok ||
         (lim->lines && l->linetable_kind && (!r->instrs || !r->lines || !r->merged_lines))) {
         snprintf(err, errlen, "out of memory");
@@ -136,6 +162,8 @@ void sw_pystack_free(sw_pystack *r)
     sw_threadstate_free(r->states);
     sw_codecache_free(r->codes);
     free(r->code_addrs);
+    free(r->globals);
+    free(r->code_globals);
     free(r->frame_addrs);
     free(r->instrs);
     free(r->lines);
@@ -150,32 +178,54 @@ void sw_pystack_free(sw_pystack *r)
     free(r->reqs);
     free(r->frames);
     free(r->window);
+    free(r->recheck);
+    free(r->again);
     free(r);
 }
 
-/* The copied top of a thread's frame stack: bytes [lo, hi) of the target. */
+/* The copied top of a thread's frame stack: bytes [lo, hi) of the target,
+ * in its chunk whose frames begin at base; and the thread's leaf frame
+ * when it lies outside them (a generator's), read in the same system call
+ * (leaf_bytes points at the frame, gen_state_back bytes into the copy). */
 typedef struct window {
-    uint64_t lo, hi;
+    uint64_t lo, hi, base;
     const unsigned char *bytes;
+    uint64_t leaf;
+    const unsigned char *leaf_bytes;
 } window;
 
-/* Copies the used top of the thread's current stack chunk (3.11+). On
- * failure the window is empty and frames are read one by one. */
-static void copy_window(sw_pystack *r, const unsigned char *ts, window *w)
+/* Copies the used top of the thread's current stack chunk (3.11+), and the
+ * leaf frame if it lies outside it. On failure the window is empty and
+ * frames are read one by one. */
+static void copy_window(sw_pystack *r, const unsigned char *ts, uint64_t leaf, window *w)
 {
-    w->lo = w->hi = 0;
-    if (r->l.tstate_datastack_chunk == SW_NO_OFFSET)
+    const sw_py_layout *l = &r->l;
+    w->lo = w->hi = w->base = w->leaf = 0;
+    w->bytes = w->leaf_bytes = NULL;
+    if (l->tstate_datastack_chunk == SW_NO_OFFSET)
         return;
-    uint64_t chunk = u64_at(ts, r->l.tstate_datastack_chunk), top = u64_at(ts, r->l.tstate_datastack_top);
-    uint64_t base = chunk + r->l.chunk_data;
+    uint64_t chunk = u64_at(ts, l->tstate_datastack_chunk), top = u64_at(ts, l->tstate_datastack_top);
+    uint64_t base = chunk + l->chunk_data;
     if (!chunk || top <= base || top - base > MAX_CHUNK_SPAN)
         return;
     uint64_t lo = top - base > WINDOW_MAX ? top - WINDOW_MAX : base;
-    if (sw_mem_read(&r->mem, lo, r->window, (size_t)(top - lo)) != SW_OK)
+    uint32_t back = l->frame_owner != SW_NO_OFFSET ? l->gen_state_back : 0;
+    /* The leaf first: a generator's frame, read as close as can be to the
+     * thread state that named it (it may yield any moment). */
+    int outside = !(leaf >= lo && leaf + l->frame_size <= top) && leaf >= back;
+    sw_mem_req req[2] = {{leaf - back, r->leaf_buf, l->frame_size + back, 0},
+                         {lo, r->window, (size_t)(top - lo), 0}};
+    sw_mem_readv(&r->mem, outside ? req : req + 1, outside ? 2 : 1);
+    if (!req[1].ok)
         return;
     w->lo = lo;
     w->hi = top;
+    w->base = base;
     w->bytes = r->window;
+    if (outside && req[0].ok) {
+        w->leaf = leaf;
+        w->leaf_bytes = r->leaf_buf + back;
+    }
 }
 
 /* Before 3.11 a frame is a heap object: one that was freed (its memory on
@@ -206,14 +256,43 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
     return 0;
 }
 
+/* Torn stacks. The thread runs on while its frames are read, and a
+ * generator's (coroutine's, async generator's) frame is linked to the
+ * frame that resumed it only while it runs: when it yields or returns the
+ * link is cleared (3.9/3.10: gen_send_ex clears f_back after the frame
+ * ran; 3.11+: the frame's `previous` is set to NULL at the yield, and its
+ * frame, embedded in the generator object, lies outside the copied top of
+ * the stack, so it is read after the copy). A walk that meets such a frame
+ * would end there and show the generator as a thread's outermost frame,
+ * without its callers. So a walk is torn, and redone (TORN_RETRIES times,
+ * then the sample is counted as failed), when it meets:
+ *   - 3.11+: a generator's frame whose generator is not running (its frame
+ *     state, read in the same read as the frame, is not FRAME_EXECUTING) or
+ *     whose link is NULL, or a frame with an owner no live stack holds;
+ *   - 3.9/3.10: a generator's frame (f_gen set) whose f_back is NULL, or
+ *     a frame whose f_back is NULL that does not run (f_executing /
+ *     f_state): a generator's frame being made or just finished, its f_gen
+ *     not set yet or cleared already (a frame object of the code's
+ *     zombie slot, reused);
+ *   - 3.12+: a NULL link anywhere but at a C-stack shim frame: every run
+ *     of the interpreter begins with one, so a thread's outermost frame is
+ *     always one (3.9-3.11 have no such mark: a NULL link on a frame that
+ *     is not a generator's is the thread's root).
+ * A generator resumed with no Python frame below it (a C thread iterating
+ * it) has a NULL link too: before 3.12 its samples are counted as failed. */
+#define WALK_TORN (-2)
+
 /* Collects the code object addresses of the thread's frames, leaf first,
- * into r->code_addrs. Returns the count, or -1 if a frame could not be
- * read or the frames do not form a plausible stack. Sets *truncated if the
- * stack is deeper than max_depth. */
+ * into r->code_addrs. Returns the count, -1 if a frame could not be read
+ * or the frames do not form a plausible stack, or WALK_TORN (above). Sets
+ * *truncated if the stack is deeper than max_depth. */
 static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *truncated)
 {
     const sw_py_layout *l = &r->l;
-    unsigned char buf[SW_LAYOUT_MAX_READ];
+    /* A frame read on its own is read with the bytes before it: a
+     * generator's frame state (3.11+). */
+    const uint32_t back = l->frames_kind == SW_FRAMES_INTERP && l->frame_owner != SW_NO_OFFSET ? l->gen_state_back : 0;
+    unsigned char buf[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];
     uint32_t n = 0;
     /* Shim frames are not kept, so bound the steps as well as the depth. */
     uint64_t steps = 0, max_steps = 2ull * r->lim.max_depth + 64;
@@ -230,29 +309,56 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             r->frame_addrs[steps - 1] = frame;
         }
         const unsigned char *f;
-        if (frame >= w->lo && frame + l->frame_size <= w->hi && frame + l->frame_size > frame) {
+        int in_window = frame >= w->lo && frame + l->frame_size <= w->hi && frame + l->frame_size > frame;
+        if (in_window) {
             f = w->bytes + (frame - w->lo);
+        } else if (w->leaf_bytes && frame == w->leaf) {
+            f = w->leaf_bytes;
         } else {
-            if (sw_mem_read(&r->mem, frame, buf, l->frame_size) != SW_OK)
+            if (frame < back || sw_mem_read(&r->mem, frame - back, buf, l->frame_size + back) != SW_OK)
                 return -1;
-            f = buf;
+            f = buf + back;
         }
-        if (l->frames_kind == SW_FRAMES_OBJECTS && !frame_object_ok(l, f))
-            return -1;
-        int shim = l->frame_owner != SW_NO_OFFSET && l->owner_cstack != SW_NO_OFFSET &&
-                   f[l->frame_owner] == (unsigned char)l->owner_cstack;
+        uint64_t previous = u64_at(f, l->frame_previous);
+        int shim = 0, internal = 0;
+        if (l->frames_kind == SW_FRAMES_OBJECTS) {
+            if (!frame_object_ok(l, f))
+                return -1;
+            if (!previous && l->frame_gen != SW_NO_OFFSET && u64_at(f, l->frame_gen))
+                return WALK_TORN;   /* a generator that yielded or returned under the reader */
+            if (!previous && l->frame_state != SW_NO_OFFSET &&
+                (f[l->frame_state] > 7 || !(l->frame_running & (1u << f[l->frame_state]))))
+                return WALK_TORN;   /* one not running: a generator's frame being made (f_gen not
+                                       set yet) or finished (f_gen cleared before it is freed) */
+        } else if (l->frame_owner != SW_NO_OFFSET) {
+            unsigned char owner = f[l->frame_owner];
+            shim = l->owner_cstack != SW_NO_OFFSET && owner == (unsigned char)l->owner_cstack;
+            if (owner == (unsigned char)l->owner_generator) {
+                /* Generators' frames never live on the thread's frame stack. */
+                if (in_window || f[-(long)back] != (unsigned char)l->gen_executing || !previous)
+                    return WALK_TORN;
+            } else if (!shim && owner != (unsigned char)l->owner_thread) {
+                return WALK_TORN;
+            }
+            if (!previous && !shim && l->owner_cstack != SW_NO_OFFSET)
+                return WALK_TORN;   /* 3.12+: a thread's outermost frame is a shim */
+            /* (3.13: the __init__ cleanup frame runs no function) */
+            internal = !shim && l->frame_func != SW_NO_OFFSET && l->none_addr && u64_at(f, l->frame_func) == l->none_addr;
+        }
         if (r->py_end) {
             /* Where each run of the interpreter function starts (nativemerge.h). */
             if (shim && n)
                 r->py_end[n - 1] = 1;
-            else if (!shim && n < r->lim.max_depth)
+            else if (!shim && !internal && n < r->lim.max_depth)
                 r->py_end[n] = l->frames_kind == SW_FRAMES_OBJECTS ||
                                (l->frame_is_entry != SW_NO_OFFSET && f[l->frame_is_entry] != 0);
         }
-        if (!shim) {
+        if (!shim && !internal) {
             uint64_t code = u64_at(f, l->frame_code);
             if (!code)
                 return -1;
+            if (code == r->trampoline)
+                return WALK_TORN;   /* a shim frame read before its owner was set */
             if (r->instrs) {
                 if (l->frame_lasti != SW_NO_OFFSET) {
                     uint32_t lasti;
@@ -262,17 +368,48 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
                     r->instrs[n] = u64_at(f, l->frame_instr);
                 }
             }
+            if (r->globals) {
+                /* (3.11+ with the function too: a class body or a module runs
+                 * with a function object made for that one run) */
+                uint64_t fn = l->frame_func != SW_NO_OFFSET ? u64_at(f, l->frame_func) : 0;
+                r->globals[n] = u64_at(f, l->frame_globals) ^ (fn << 17 | fn >> 47);
+            }
             r->code_addrs[n++] = code;
         }
-        frame = u64_at(f, l->frame_previous);
+        frame = previous;
     }
+    r->steps = steps;
     return n;
+}
+
+/* The slot of r->code_globals for a code object. */
+static uint32_t globals_slot(uint64_t code)
+{
+    return (uint32_t)((code >> 4) ^ (code >> 17)) & (GLOBALS_SLOTS - 1);
+}
+
+/* Notes the globals each frame of the walk ran its code with. */
+static void remember_globals(sw_pystack *r, uint32_t n)
+{
+    if (!r->code_globals)
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
+        g[0] = r->code_addrs[i];
+        g[1] = r->globals[i];
+    }
 }
 
 /* Resolves r->code_addrs[0..n) into r->frames: from the cache when the
  * entry was confirmed recently, else by reading the code objects' headers,
  * all in one batched read (a run of frames of one code object, as in
- * recursion, is read once). Returns 0 or -1. */
+ * recursion, is read once). An entry is not trusted, however recent, when
+ * the frame runs it with other globals (3.11+: or another function object)
+ * than the last frame seen with it:
+ * a code object freed and another allocated at its address within the
+ * cache's trust (a module's code, freed once the module is imported, and
+ * the next module's) would otherwise name the frame after the old one.
+ * Returns 0 or -1. */
 static int resolve_codes(sw_pystack *r, uint32_t n)
 {
     const uint32_t cs = r->l.code_size;
@@ -280,13 +417,20 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
         r->frames[i] = sw_codecache_fresh(r->codes, r->code_addrs[i], round, r->lim.code_ttl);
+        if (r->frames[i] && r->code_globals) {
+            const uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
+            if (g[0] != r->code_addrs[i] || g[1] != r->globals[i])
+                r->frames[i] = NULL;
+        }
         if (r->frames[i] || (k && r->reqs[k - 1].addr == r->code_addrs[i]))
             continue;
         r->reqs[k] = (sw_mem_req){r->code_addrs[i], r->code_hdrs + (size_t)k * cs, cs, 0};
         k++;
     }
-    if (k == 0)
+    if (k == 0) {
+        remember_globals(r, n);
         return 0;
+    }
     if (sw_mem_readv(&r->mem, r->reqs, k) != k)
         return -1;
     for (uint32_t j = 0; j < k; j++) {
@@ -300,6 +444,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         if (!r->frames[i])
             return -1;
     }
+    remember_globals(r, n);
     return 0;
 }
 
@@ -411,6 +556,113 @@ static int leaf_frame(sw_pystack *r, const unsigned char *ts, uint64_t *frame)
     return 0;
 }
 
+/* 3.11+ (the thread running on while read): 1 if the stack just walked
+ * is whole, 0 if torn. One read, after the walk: the thread's current
+ * frame, and the part of the copied window that the walk used, whose
+ * frames must still link to the same frames and run the same code.
+ * The current frame must be the walk's leaf, or (a leaf in the copied
+ * window) a frame above it in its chunk: the thread called on; a
+ * generator's leaf frame must still run, resumed by the same frame, or
+ * else (it yielded since) the thread must be at or above its caller. While the
+ * leaf lives its callers cannot return or yield, so the frames read on
+ * their own after the copy (C-stack shims, generators' frames below the
+ * leaf, older chunks) are those of the walk's instant. The copy itself
+ * takes microseconds, and a thread that returns below the leaf and calls
+ * back up meanwhile (an event loop calling small functions in turn)
+ * leaves a copy whose lower frames are of another instant than its upper
+ * ones: the second read of those frames tells, and so does a thread found
+ * below its leaf. A leaf replaced by a call of the same code, on the same
+ * callers, in between is not told: the stack read is then one of the same
+ * functions. (Requiring the very same leaf would fail most samples of
+ * call-heavy code, whose leaf changes within the walk's microseconds.) */
+static int still_whole(sw_pystack *r, uint64_t tstate, const unsigned char *ts, uint64_t leaf, const window *w)
+{
+    const sw_py_layout *l = &r->l;
+    uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (uint64_t i = 0; i < walked; i++) {
+        uint64_t a = r->frame_addrs[i];
+        if (a >= w->lo && a + l->frame_size <= w->hi) {
+            lo = a < lo ? a : lo;
+            hi = a + l->frame_size > hi ? a + l->frame_size : hi;
+        }
+    }
+    /* A generator's leaf frame (read with the window, before it) is read
+     * again instead of the current frame: still running, resumed by the
+     * same frame, it is on the stack, and so are its callers. */
+    uint32_t back = l->gen_state_back;
+    int gen_leaf = w->leaf_bytes && leaf == w->leaf && w->leaf_bytes[l->frame_owner] == (unsigned char)l->owner_generator;
+    uint64_t now = 0;
+    uint64_t at = l->cframe_current_frame != SW_NO_OFFSET ? u64_at(ts, l->tstate_frame) + l->cframe_current_frame
+                                                           : tstate + l->tstate_frame;
+    sw_mem_req req[3] = {{at, &now, sizeof now, 0},
+                         {lo, r->recheck, hi > lo ? (size_t)(hi - lo) : 0, 0},
+                         {leaf - back, r->leaf_again, l->frame_size + back, 0}};
+    size_t nreq = gen_leaf ? 3 : hi > lo ? 2 : 1;
+    if (sw_mem_readv(&r->mem, req, nreq) != nreq)
+        return 0;
+    /* The frame the thread must be at or above: the leaf, or a generator
+     * leaf's caller when the generator yielded since (its caller then ran
+     * on from where it resumed it). */
+    uint64_t anchor = leaf;
+    if (gen_leaf) {
+        const unsigned char *g = r->leaf_again + back;
+        if (g[-(long)back] == (unsigned char)l->gen_executing &&
+            u64_at(g, l->frame_previous) == u64_at(w->leaf_bytes, l->frame_previous))
+            anchor = 0;   /* still running, resumed by the same frame */
+        else
+            anchor = u64_at(w->leaf_bytes, l->frame_previous);
+    }
+    if (anchor && now != anchor && !(anchor >= w->lo && anchor < w->hi && now > anchor && now - w->base < MAX_CHUNK_SPAN))
+        return 0;
+    for (uint64_t i = 0; i < walked && hi > lo; i++) {
+        uint64_t a = r->frame_addrs[i];
+        if (a < lo || a + l->frame_size > hi)
+            continue;
+        const unsigned char *was = w->bytes + (a - w->lo), *is = r->recheck + (a - lo);
+        if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
+            u64_at(was, l->frame_code) != u64_at(is, l->frame_code) ||
+            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]))
+            return 0;
+    }
+    return 1;
+}
+
+/* 3.9/3.10 (frames read one by one, leaf first, while the thread runs): 1
+ * if the frames just walked are a stack, 0 if torn. One read of every
+ * walked frame but the leaf again (a batched read): each must still be a
+ * live frame, running (f_executing / f_state), with the same code and the
+ * same f_back. Frames that run, linked by f_back, are a thread's stack, and
+ * the leaf, read first, was its top then, called by the first of them (it
+ * may have returned or yielded since: requiring it to run still would lose
+ * most samples of short calls and generators); a walk whose callers were read after the
+ * leaf returned and its callers' frames were reused by other calls (a
+ * code object's frame is reused by its next call) tells. Frames that were
+ * replaced by calls of the same code on the same callers, in between, are
+ * not told: the stack read is then one of the same functions. */
+static int objects_whole(sw_pystack *r)
+{
+    const sw_py_layout *l = &r->l;
+    if (l->frame_state == SW_NO_OFFSET || !r->again || r->steps > r->lim.max_depth)
+        return 1;   /* (a truncated walk is not checked) */
+    uint32_t k = (uint32_t)r->steps;
+    if (k < 2)
+        return 1;
+    for (uint32_t i = 1; i < k; i++)
+        r->reqs[i - 1] = (sw_mem_req){r->frame_addrs[i], r->again + (size_t)i * l->frame_size, l->frame_size, 0};
+    if (sw_mem_readv(&r->mem, r->reqs, k - 1) != k - 1)
+        return 0;
+    for (uint32_t i = 1; i < k; i++) {   /* (the leaf may have returned or yielded since) */
+        const unsigned char *f = r->again + (size_t)i * l->frame_size;
+        uint8_t state = f[l->frame_state];
+        uint64_t back = u64_at(f, l->frame_previous);
+        if (!frame_object_ok(l, f) || state > 7 || !(l->frame_running & (1u << state)) ||
+            back != (i + 1 < k ? r->frame_addrs[i + 1] : 0) || u64_at(f, l->frame_code) != r->code_addrs[i])
+            return 0;
+    }
+    return 1;
+}
+
 /* Samples the thread whose state was read into ts. */
 static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, int64_t t_ns,
                           uint64_t weight_ns, sw_sample_sink sink, void *ud, int *delivered)
@@ -452,12 +704,9 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     } while (0)
     /* 3.11+ without the native capture, the thread runs on while it is
      * read: its state is read afresh just before its frame stack is copied,
-     * and again after. If the thread's top frame is then below the one
-     * copied (frames are stacked upwards), the copied top had returned and
-     * its callers' slots may hold new calls already: such a copy can join
-     * frames of two instants, so it is taken again, up to INTERP_RETRIES
-     * times, then kept (counted in st.moved). A thread that returned and
-     * called again within the copy is not seen; such mixes are rare. */
+     * and the walk is checked after (still_whole): one that joined frames
+     * of two instants is torn, redone from the thread state up to
+     * TORN_RETRIES times, then failed. */
     int fresh = nn < 0 && l->frames_kind == SW_FRAMES_INTERP;
     if (fresh && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
         u64_at(ts2, l->tstate_interp) == r->interp)
@@ -485,34 +734,43 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * accepted; a walk that meets a dead frame is redone from the new top,
      * up to OBJECT_RETRIES times (dropping such samples would hide
      * call-heavy code: tests/py/profiler/test_profiler.py checks it is not). */
-    window w = {0, 0, NULL};
-    if (l->frames_kind == SW_FRAMES_INTERP)
-        copy_window(r, ts, &w);
-    for (int retry = 0; fresh && w.hi && retry <= INTERP_RETRIES; retry++) {
-        unsigned char ts3[SW_LAYOUT_MAX_READ];
-        uint64_t now = 0;
-        if (sw_mem_read(&r->mem, tstate, ts3, l->tstate_size) != SW_OK || leaf_frame(r, ts3, &now) != 0)
+    window w;
+    memset(&w, 0, sizeof w);
+    int truncated = 0;
+    long n;
+    for (int torn = 0;; torn++) {
+        if (l->frames_kind == SW_FRAMES_INTERP)
+            copy_window(r, ts, frame, &w);
+        n = walk_frames(r, frame, &w, &truncated);
+        if (n >= 0 && fresh && !still_whole(r, tstate, ts, frame, &w))
+            n = WALK_TORN;
+        if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && nn < 0 && !objects_whole(r))
+            n = WALK_TORN;
+        for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {
+            /* A frame died, or a generator left, under the reader: try
+             * again from the new top. */
+            r->st.torn += n == WALK_TORN;
+            if (sw_mem_read(&r->mem, tstate + l->tstate_frame, &frame, sizeof frame) != SW_OK || !frame)
+                break;
+            r->st.retried++;
+            n = walk_frames(r, frame, &w, &truncated);
+            if (n >= 0 && nn < 0 && !objects_whole(r))
+                n = WALK_TORN;
+        }
+        if (n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
             break;
-        if (!now || now >= frame)
-            break;   /* the frames walked are still on the stack, or a new chunk began */
-        if (retry == INTERP_RETRIES) {
-            r->st.moved++;
+        /* 3.11+: torn (a generator left under the reader): the whole read
+         * again, from the thread state. */
+        r->st.torn++;
+        if (torn == TORN_RETRIES || sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) != SW_OK ||
+            u64_at(ts2, l->tstate_interp) != r->interp || leaf_frame(r, ts2, &frame) != 0)
+            break;
+        ts = ts2;
+        r->st.retried++;
+        if (!frame) {
+            n = 0;   /* no Python frame any more */
             break;
         }
-        memcpy(ts2, ts3, l->tstate_size);
-        ts = ts2;
-        frame = now;
-        r->st.retried++;
-        copy_window(r, ts, &w);
-    }
-    int truncated;
-    long n = walk_frames(r, frame, &w, &truncated);
-    for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {
-        /* A frame died under the reader: try again from the new top. */
-        if (sw_mem_read(&r->mem, tstate + l->tstate_frame, &frame, sizeof frame) != SW_OK || !frame)
-            break;
-        r->st.retried++;
-        n = walk_frames(r, frame, &w, &truncated);
     }
     RELEASE_NATIVE();
 #undef RELEASE_NATIVE
@@ -581,6 +839,9 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
         r->st.failed++;
         return SW_EIO;
     }
+    if (!r->trampoline && l->interp_trampoline != SW_NO_OFFSET &&
+        sw_mem_read(&r->mem, r->interp + l->interp_trampoline, &r->trampoline, sizeof r->trampoline) != SW_OK)
+        r->trampoline = 0;
     for (uint32_t i = 0; tstate; i++) {
         if (i == r->lim.max_threads) {
             r->st.threads_skipped++;

@@ -43,8 +43,10 @@ typedef struct sw_pystack_stats {
     uint64_t failed;         /* stacks (or thread lists) that could not be read */
     uint64_t empty;          /* threads with no Python frame at that instant */
     uint64_t truncated;      /* stacks cut at max_depth */
-    uint64_t retried;        /* walks redone: a frame died (before 3.11) or the stack moved (3.11+) while read */
-    uint64_t moved;          /* 3.11+: samples kept though the stack still moved while copied */
+    uint64_t retried;        /* walks redone: a frame died, or the walk was torn, while read */
+    uint64_t torn;           /* walks torn: a generator left, or a chain broke, under the
+                                reader (pystack.c "Torn stacks"); each is redone, and
+                                counted in failed if still torn after the retries */
     uint64_t threads_skipped;   /* threads beyond max_threads */
     uint64_t code_hits, code_misses;
     uint64_t reads, failed_reads;   /* memory reads (system calls) */

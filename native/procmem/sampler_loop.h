@@ -13,7 +13,8 @@
 #include "base/base.h"
 #include "pystack.h"
 
-#define SW_SAMPLER_MIN_INTERVAL_NS 20000ull          /* 20 us */
+#define SW_SAMPLER_MIN_INTERVAL_NS 10000ull          /* 10 us: another process, read from outside */
+#define SW_SAMPLER_MIN_INTERVAL_SELF_NS 20000ull     /* 20 us: this process, whose threads it slows */
 #define SW_SAMPLER_MAX_INTERVAL_NS 60000000000ull    /* 60 s */
 
 typedef struct sw_sampler sw_sampler;

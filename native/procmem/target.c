@@ -344,6 +344,7 @@ int sw_target_bind_layout(sw_target *t, sw_py_layout *l, uint64_t *interp, sw_ta
     l->code_type = type_addr(t, "PyCode_Type", l->code_type);
     l->str_type = type_addr(t, "PyUnicode_Type", l->str_type);
     l->frame_type = type_addr(t, "PyFrame_Type", l->frame_type);
+    l->none_addr = type_addr(t, "_Py_NoneStruct", l->none_addr);
     if (l->runtime_addr)
         l->runtime_addr = t->runtime_addr;
     *interp = 0;

@@ -21,8 +21,9 @@ struct sw_profile {
     uint32_t *funcs;         /* scratch: one stack, root first */
     size_t funcs_cap;
     uint32_t truncated_id;   /* id of the "<truncated>" pseudo-function, or SW_NO_ID */
-    uint64_t samples, dropped, cut, off_cpu;
+    uint64_t samples, dropped, cut, off_cpu, left_out;
     int mode;
+    int skip_idle, gil_only;   /* sw_profile_set_keep */
     sw_profile_filters f;
     /* History (sw_profile_set_history): NULL when off. */
     sw_history *hist;
@@ -299,6 +300,16 @@ void sw_profile_sink(void *ud, sw_sample *s)
         pthread_mutex_unlock(&p->lock);
         return;
     }
+    if ((p->skip_idle && s->state == SW_STATE_IDLE) || (p->gil_only && !(s->flags & SW_SAMPLE_GIL_HELD))) {
+        /* Left out by choice (sw_profile_set_keep): the thread is known
+         * with its state; the wall time it stands for goes nowhere. */
+        sw_profile_thread *th = thread_for(p, s);
+        if (th)
+            count_state(th, s);
+        p->left_out++;
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
     if (cpu_mode && (s->state == SW_STATE_IDLE || s->state == SW_STATE_GIL_WAIT)) {
         /* Off the CPU: not stored, but the thread is known with its state. */
         sw_profile_thread *th = thread_for(p, s);
@@ -362,6 +373,19 @@ uint64_t sw_profile_cut(const sw_profile *p)
 uint64_t sw_profile_off_cpu(const sw_profile *p)
 {
     return p->off_cpu;
+}
+
+void sw_profile_set_keep(sw_profile *p, int skip_idle, int gil_only)
+{
+    pthread_mutex_lock(&p->lock);
+    p->skip_idle = skip_idle != 0;
+    p->gil_only = gil_only != 0;
+    pthread_mutex_unlock(&p->lock);
+}
+
+uint64_t sw_profile_left_out(const sw_profile *p)
+{
+    return p->left_out;
 }
 
 int sw_profile_mode(const sw_profile *p)

@@ -85,6 +85,14 @@ int sw_profile_set_filters(sw_profile *p, uint64_t anchor, const uint64_t *follo
  * arrive. Returns SW_EARG for another value. */
 int sw_profile_set_mode(sw_profile *p, int mode);
 
+/* Samples left out besides the mode's rule (both off by default):
+ * skip_idle, those of threads asleep in a blocking call (SW_STATE_IDLE; a
+ * thread waiting for the GIL is not idle); gil_only, those of threads not
+ * holding the GIL. Counted in sw_profile_left_out (and in their thread's
+ * states), their time given to no sample. Set before samples arrive. */
+void sw_profile_set_keep(sw_profile *p, int skip_idle, int gil_only);
+uint64_t sw_profile_left_out(const sw_profile *p);
+
 /* Readers hold the lock around the calls below while a sampler may still
  * be feeding the profile. */
 void sw_profile_lock(sw_profile *p);

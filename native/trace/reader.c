@@ -43,6 +43,9 @@ typedef struct thread_rec {
     chunk_ref *chunks;
     size_t nchunks, cap;
     uint64_t written;        /* EVENTS chunks the writer sealed (END, 1.5), 0: unknown */
+    size_t owner;            /* a task (info.task != 0): its thread's position, or SIZE_MAX */
+    chunk_ref *task_frames;  /* its TASK_FRAMES chunks (format 1.7); seq: the EVENTS chunk's */
+    size_t ntask_frames, task_frames_cap;
 } thread_rec;
 
 struct sw_trace {
@@ -67,6 +70,7 @@ struct sw_trace {
     size_t nmetas, metas_cap;
     thread_rec *threads;
     size_t nthreads, threads_cap;
+    uint32_t ntasks;         /* entries of threads that are tasks (format 1.7) */
     sw_code_info **codes;    /* indexed by id */
     uint32_t code_limit;
     unsigned shift;
@@ -132,7 +136,7 @@ static int parse_kv(sw_trace *t, sw_cursor *c)
 static thread_rec *thread_get(sw_trace *t, uint64_t index)
 {
     for (size_t i = 0; i < t->nthreads; i++)
-        if (t->threads[i].info.index == index)
+        if (t->threads[i].info.index == index && !t->threads[i].info.task)
             return &t->threads[i];
     if (index > UINT32_MAX)
         return NULL;
@@ -176,6 +180,44 @@ static int parse_threads(sw_trace *t, sw_cursor *c)
         } else {
             free(name);
         }
+    }
+    return SW_OK;
+}
+
+/* TASK entries (format 1.7): varint task (above 0), varint thread index,
+ * str name. A later entry of the same task renames it. */
+static int parse_tasks(sw_trace *t, sw_cursor *c)
+{
+    while (c->p < c->end) {
+        uint64_t task, thread;
+        char *name = NULL;
+        int rc;
+        if ((rc = sw_cur_varint(c, &task)) || (rc = sw_cur_varint(c, &thread)) || (rc = get_str(c, &name, NULL)))
+            return rc;
+        if (!task || thread > UINT32_MAX) {
+            free(name);
+            return SW_EFORMAT;
+        }
+        thread_rec *r = NULL;
+        for (size_t i = 0; i < t->nthreads && !r; i++)
+            if (t->threads[i].info.task == task)
+                r = &t->threads[i];
+        if (!r) {
+            thread_rec *grown = sw_array_grow(t->threads, &t->threads_cap, t->nthreads + 1, sizeof *grown, 8);
+            if (!grown) {
+                free(name);
+                return SW_ENOMEM;
+            }
+            t->threads = grown;
+            r = &t->threads[t->nthreads++];
+            memset(r, 0, sizeof *r);
+            r->info.index = UINT32_MAX - t->ntasks++;
+            r->info.task = task;
+        }
+        r->info.thread = (uint32_t)thread;
+        free(r->name);
+        r->name = name;
+        r->info.name = name;
     }
     return SW_OK;
 }
@@ -431,7 +473,7 @@ static int map_sampled_threads(sw_trace *t)
             keys[u++] = keys[i];
     uint32_t next_index = 0;
     for (size_t i = 0; i < t->nthreads; i++)
-        if (t->threads[i].info.index >= next_index)
+        if (!t->threads[i].info.task && t->threads[i].info.index >= next_index)
             next_index = t->threads[i].info.index + 1;
     size_t added = 0;
     for (size_t i = 0; i < u && i < MAX_SAMPLED_THREADS; i++) {
@@ -511,6 +553,28 @@ static int parse_events_head(sw_cursor *c, events_head *h)
     return SW_OK;
 }
 
+/* A TASK_FRAMES chunk (format 1.7): indexed by its thread and the
+ * sequence number of the EVENTS chunk it belongs to; read by a replay
+ * that starts at that chunk. */
+static int add_task_frames_chunk(sw_trace *t, sw_cursor *c, uint64_t off, uint32_t len)
+{
+    uint64_t index, seq;
+    int rc;
+    if ((rc = sw_cur_varint(c, &index)) || (rc = sw_cur_varint(c, &seq)))
+        return rc;
+    if (index > UINT32_MAX)
+        return SW_EFORMAT;
+    thread_rec *r = thread_get(t, index);
+    if (!r)
+        return SW_ENOMEM;
+    chunk_ref *g = sw_array_grow(r->task_frames, &r->task_frames_cap, r->ntask_frames + 1, sizeof *g, 8);
+    if (!g)
+        return SW_ENOMEM;
+    r->task_frames = g;
+    r->task_frames[r->ntask_frames++] = (chunk_ref){off, len, seq, 0};
+    return SW_OK;
+}
+
 static int add_events_chunk(sw_trace *t, const uint8_t *p, uint64_t off, uint32_t len)
 {
     sw_cursor c = sw_cursor_of(p, len);
@@ -544,6 +608,8 @@ static const char *chunk_name(unsigned type)
     case SW_CHUNK_END: return "END";
     case SW_CHUNK_SAMPLE_FRAMES: return "SAMPLE_FRAMES";
     case SW_CHUNK_SAMPLES: return "SAMPLES";
+    case SW_CHUNK_TASK: return "TASK";
+    case SW_CHUNK_TASK_FRAMES: return "TASK_FRAMES";
     default: return NULL;
     }
 }
@@ -552,7 +618,8 @@ static const char *chunk_name(unsigned type)
 static const sw_container_kind trace_kind = {
     SW_MAGIC, "trace", SW_FORMAT_MAJOR, SW_FORMAT_MINOR,
     1u << SW_CHUNK_META | 1u << SW_CHUNK_CODE | 1u << SW_CHUNK_THREAD | 1u << SW_CHUNK_EVENTS |
-        1u << SW_CHUNK_END | 1u << SW_CHUNK_SAMPLE_FRAMES | 1u << SW_CHUNK_SAMPLES,
+        1u << SW_CHUNK_END | 1u << SW_CHUNK_SAMPLE_FRAMES | 1u << SW_CHUNK_SAMPLES | 1u << SW_CHUNK_TASK |
+        1u << SW_CHUNK_TASK_FRAMES,
     chunk_name};
 
 static int cmp_chunk(const void *a, const void *b)
@@ -623,6 +690,8 @@ static int read_chunk(sw_trace *t, const sw_chunk *ch)
         return parse_kv(t, &c);
     case SW_CHUNK_CODE: return parse_codes(t, &c);
     case SW_CHUNK_THREAD: return parse_threads(t, &c);
+    case SW_CHUNK_TASK: return parse_tasks(t, &c);
+    case SW_CHUNK_TASK_FRAMES: return add_task_frames_chunk(t, &c, poff, ch->len);
     case SW_CHUNK_EVENTS: return add_events_chunk(t, ch->payload, poff, ch->len);
     case SW_CHUNK_END:
         if ((rc = parse_kv(t, &c)) == SW_OK)
@@ -691,6 +760,42 @@ static int load(sw_trace *t, char *err, size_t errlen)
         e = sw_trace_meta_find(t, "clock_hz");
     if (e && e->f > 1e3)
         t->ns_per_tick = 1e9 / e->f;
+    /* Tasks after the threads, each after its own thread: the consumers
+     * list them in this order. */
+    if (t->ntasks) {
+        thread_rec *sorted = malloc(t->nthreads * sizeof *sorted);
+        if (!sorted) {
+            snprintf(err, errlen, "out of memory while reading the trace");
+            return SW_ENOMEM;
+        }
+        size_t n = 0;
+        for (size_t i = 0; i < t->nthreads; i++)
+            if (!t->threads[i].info.task)
+                sorted[n++] = t->threads[i];
+        size_t nthr = n;
+        for (size_t k = 0; k < nthr; k++)
+            for (size_t i = 0; i < t->nthreads; i++)
+                if (t->threads[i].info.task && t->threads[i].info.thread == sorted[k].info.index)
+                    sorted[n++] = t->threads[i];
+        for (size_t i = 0; i < t->nthreads; i++) {   /* tasks of a thread never seen */
+            thread_rec *r = &t->threads[i];
+            int known = 0;
+            for (size_t k = 0; k < nthr && !known; k++)
+                known = sorted[k].info.index == r->info.thread;
+            if (r->info.task && !known)
+                sorted[n++] = *r;
+        }
+        free(t->threads);
+        t->threads = sorted;
+        t->threads_cap = t->nthreads;
+        for (size_t i = 0; i < t->nthreads; i++) {
+            thread_rec *r = &t->threads[i];
+            r->owner = SIZE_MAX;
+            for (size_t k = 0; r->info.task && k < nthr; k++)
+                if (t->threads[k].info.index == r->info.thread)
+                    r->owner = k;
+        }
+    }
     if ((rc = map_sampled_threads(t)) != SW_OK) {
         snprintf(err, errlen, rc == SW_ENOMEM ? "out of memory while reading the trace" : "cannot read: %s",
                  strerror(errno));
@@ -727,7 +832,7 @@ static int load(sw_trace *t, char *err, size_t errlen)
     if (t->dmg_total && t->complete && sealed && dropped && sealed->u >= dropped->u) {
         uint64_t read = 0;
         for (size_t i = 0; i < t->nthreads; i++)
-            read += t->threads[i].info.events;
+            read += t->threads[i].info.task ? 0 : t->threads[i].info.events;
         if (read < sealed->u - dropped->u) {
             t->lost_events = sealed->u - dropped->u - read;
             t->lost_at_least = dropped->u != 0;
@@ -826,6 +931,7 @@ void sw_trace_free(sw_trace *t)
     for (size_t i = 0; i < t->nthreads; i++) {
         free(t->threads[i].name);
         free(t->threads[i].chunks);
+        free(t->threads[i].task_frames);
     }
     free(t->threads);
     for (uint32_t i = 0; i < t->code_limit; i++)
@@ -886,11 +992,25 @@ int64_t sw_trace_end_ns(const sw_trace *t) { return t->end_ns; }
  * TEARDOWN event was read has been handed to the callback as ended but is
  * still open in the stream (`ended`) until its exit comes, which is then
  * dropped; callbacks get depths without such frames. */
+/* The open frames of a task the replay's thread does not run now. */
+typedef struct task_frames {
+    uint64_t task;
+    uint32_t *stack;
+    uint8_t *ended;
+    uint32_t depth, cap, nended;
+} task_frames;
+
 typedef struct replay {
     uint32_t *stack;
     uint8_t *ended;
     uint32_t depth, cap;
     uint32_t nended;         /* frames of the stack that are `ended` */
+    /* Tasks (format 1.7): the stack above is the running task's; the
+     * callback gets the events of task `want` only (the stack is task
+     * `running`'s) (0: the thread's own). */
+    uint64_t running, want;
+    task_frames *tasks;      /* the other tasks with open frames */
+    size_t ntasks, tasks_cap;
     const thread_rec *tr;    /* the thread replayed, and the index of the */
     size_t chunk;            /* chunk being read (for reading ahead) */
     int64_t last_ns;
@@ -925,6 +1045,8 @@ static uint32_t seen_depth(const replay *r) { return r->depth - r->nended; }
 
 static int emit(replay *r, int kind, uint32_t code, uint32_t depth, int synthetic)
 {
+    if (r->running != r->want)
+        return 0;
     sw_event ev = {r->last_ns, code, depth, (uint8_t)kind, (uint8_t)synthetic, NULL, NULL};
     return r->fn(r->ud, &ev);
 }
@@ -1014,6 +1136,82 @@ static void decode_ext(replay *r, uint32_t kind, const uint8_t *p, size_t len, s
     x->malformed = bad != 0;
 }
 
+/* Exchanges the running task's frames with k's. */
+static void task_frames_swap(replay *r, task_frames *k)
+{
+    task_frames run = {r->running, r->stack, r->ended, r->depth, r->cap, r->nended};
+    r->running = k->task;
+    r->stack = k->stack;
+    r->ended = k->ended;
+    r->depth = k->depth;
+    r->cap = k->cap;
+    r->nended = k->nended;
+    *k = run;
+}
+
+/* The running task's open frames handed to the callback as synthetic
+ * calls (open) or returns, without changing them (a relabelling). */
+static int task_frames_emit(replay *r, int open)
+{
+    int rc;
+    if (open) {
+        for (uint32_t d = 0, seen = 0; d < r->depth; d++)
+            if (!r->ended[d] && (rc = emit(r, SW_OP_CALL, r->stack[d], seen++, 1)))
+                return rc;
+    } else {
+        for (uint32_t d = r->depth, seen = seen_depth(r); d-- > 0;)
+            if (!r->ended[d] && (rc = emit(r, SW_OP_RETURN, r->stack[d], --seen, 1)))
+                return rc;
+    }
+    return 0;
+}
+
+/* A TASK_SWITCH record: the open frames are origin's (relabelled when the
+ * replay had them as another task's: its first switch, or after a gap),
+ * kept as origin's, and target's become the running ones. */
+static int task_switch(replay *r, uint64_t origin, uint64_t target)
+{
+    int rc;
+    if (r->running != origin) {
+        if ((rc = task_frames_emit(r, 0)))
+            return rc;
+        r->running = origin;
+        if ((rc = task_frames_emit(r, 1)))
+            return rc;
+    }
+    if (origin == target)
+        return 0;
+    task_frames mine = {origin, r->stack, r->ended, r->depth, r->cap, r->nended};
+    task_frames next = {target, NULL, NULL, 0, 0, 0};
+    for (size_t i = 0; i < r->ntasks; i++)
+        if (r->tasks[i].task == target) {
+            next = r->tasks[i];
+            r->tasks[i] = r->tasks[--r->ntasks];
+            break;
+        }
+    if (mine.depth) {
+        task_frames *g = sw_array_grow(r->tasks, &r->tasks_cap, r->ntasks + 1, sizeof *g, 8);
+        if (!g)
+            return SW_ENOMEM;
+        r->tasks = g;
+        r->tasks[r->ntasks++] = mine;
+    } else if (next.cap) {   /* reuse nothing: free the empty arrays */
+        free(mine.stack);
+        free(mine.ended);
+    } else {
+        next.stack = mine.stack;   /* keep the empty arrays for the target */
+        next.ended = mine.ended;
+        next.cap = mine.cap;
+    }
+    r->stack = next.stack;
+    r->ended = next.ended;
+    r->depth = next.depth;
+    r->cap = next.cap;
+    r->nended = next.nended;
+    r->running = target;
+    return 0;
+}
+
 /* Closes open frames down to depth `keep`, as synthetic returns. */
 static int close_to(replay *r, uint32_t keep)
 {
@@ -1022,6 +1220,27 @@ static int close_to(replay *r, uint32_t keep)
         if (rc)
             return rc;
     }
+    return 0;
+}
+
+/* Closes every task's open frames (a gap, or the end): the callback's
+ * task's as synthetic returns. The running task stays the running one. */
+static int close_all(replay *r)
+{
+    int rc = close_to(r, 0);
+    for (size_t i = 0; i < r->ntasks && !rc; i++)
+        if (r->tasks[i].task == r->want) {
+            task_frames_swap(r, &r->tasks[i]);
+            rc = close_to(r, 0);
+            task_frames_swap(r, &r->tasks[i]);
+        }
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < r->ntasks; i++) {
+        free(r->tasks[i].stack);
+        free(r->tasks[i].ended);
+    }
+    r->ntasks = 0;
     return 0;
 }
 
@@ -1070,6 +1289,55 @@ static unsigned peek_exit(const sw_trace *t, replay *r, sw_cursor c, uint64_t n)
     }
 }
 
+/* A chunk read after a gap (or alone): its TASK_FRAMES chunk (format 1.7),
+ * when it has one, says which task ran when it started (the one whose
+ * frames its prefix lists) and the other tasks' open frames, which are
+ * opened (synthetic calls) for the callback's task. A TASK_FRAMES chunk
+ * that cannot be read or does not parse is taken as none. */
+static int task_frames_load(sw_trace *t, replay *r, uint64_t seq)
+{
+    const chunk_ref *ref = NULL;
+    for (size_t i = 0; i < r->tr->ntask_frames && !ref; i++)
+        if (r->tr->task_frames[i].seq == seq)
+            ref = &r->tr->task_frames[i];
+    sw_cursor c;
+    uint64_t index, s, running, n;
+    if (!ref || chunk_payload(t, ref, &r->ahead, &c) || sw_cur_varint(&c, &index) || sw_cur_varint(&c, &s) ||
+        sw_cur_varint(&c, &running) || sw_cur_varint(&c, &n))
+        return 0;
+    r->running = running;
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t task, depth, id;
+        if (sw_cur_varint(&c, &task) || sw_cur_varint(&c, &depth) || depth > (uint64_t)(c.end - c.p) || task == running)
+            return 0;
+        task_frames f = {task, NULL, NULL, 0, 0, 0};
+        task_frames_swap(r, &f);   /* f holds the running task's frames now */
+        int rc = 0, bad = 0;
+        for (uint64_t d = 0; d < depth && !rc && !bad; d++) {
+            if (sw_cur_varint(&c, &id) || id > UINT32_MAX)
+                bad = 1;
+            else
+                rc = push(r, (uint32_t)id);
+        }
+        if (!rc && !bad)
+            rc = task_frames_emit(r, 1);
+        task_frames_swap(r, &f);   /* f holds the task's frames */
+        task_frames *g = f.depth ? sw_array_grow(r->tasks, &r->tasks_cap, r->ntasks + 1, sizeof *g, 8) : NULL;
+        if (g) {
+            r->tasks = g;
+            r->tasks[r->ntasks++] = f;
+        } else {
+            free(f.stack);
+            free(f.ended);
+            if (f.depth && !rc)
+                rc = SW_ENOMEM;
+        }
+        if (rc || bad)
+            return rc;
+    }
+    return 0;
+}
+
 /* Replays one chunk. gap: the previous chunk of the thread was not read
  * (lost, discarded or malformed); quiet: the previous ones were skipped on
  * purpose (sw_trace_replay_from), so no DROPPED event says so. */
@@ -1096,7 +1364,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
         agree = id == r->stack[k];
     }
     if (!agree) {
-        if ((rc = close_to(r, 0)))
+        if ((rc = close_all(r)))
             return rc;
         if (t0_ns > r->last_ns)
             r->last_ns = t0_ns;
@@ -1104,6 +1372,8 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
             if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(h.dropped > UINT32_MAX ? UINT32_MAX : h.dropped), 0, 1)))
                 return rc;
         }
+        if ((rc = task_frames_load(t, r, h.seq)))
+            return rc;
         pc.p = h.prefix;
         for (uint64_t k = 0; k < h.depth; k++) {
             uint64_t id;
@@ -1164,6 +1434,11 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                     return SW_EFORMAT;
                 if ((rc = emit(r, SW_EV_DROPPED, (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n), seen_depth(r), 0)))
                     return rc;
+            } else if (kind == SW_EXT_TASK_SWITCH) {
+                sw_ext x;
+                decode_ext(r, (uint32_t)kind, c.p, (size_t)len, &x);
+                if (!x.malformed && (rc = task_switch(r, x.a, x.b)))
+                    return rc;
             } else if (kind == SW_EXT_TEARDOWN) {
                 /* The first of a clearing's TEARDOWN events ends the frame. */
                 if (r->depth > 0 && !r->ended[r->depth - 1]) {
@@ -1178,7 +1453,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                 sw_ext x;
                 decode_ext(r, (uint32_t)kind, c.p, (size_t)len, &x);
                 sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};
-                if ((rc = r->fn(r->ud, &ev)))
+                if (r->running == r->want && (rc = r->fn(r->ud, &ev)))
                     return rc;
             }
             c.p += len;
@@ -1210,6 +1485,8 @@ void sw_trace_set_progress(sw_trace *t, sw_progress_fn fn, void *ud)
 uint64_t sw_trace_events_bytes(const sw_trace *t, size_t i)
 {
     uint64_t n = 0;
+    if (i < t->nthreads && t->threads[i].info.task)
+        i = t->threads[i].owner;
     for (size_t k = 0; i < t->nthreads && k < t->threads[i].nchunks; k++)
         n += t->threads[i].chunks[k].len;
     return n;
@@ -1232,6 +1509,12 @@ int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns,
     thread_rec *tr = &t->threads[i];
     replay r;
     memset(&r, 0, sizeof r);
+    if (tr->info.task) {   /* a task: its thread's events while it ran */
+        r.want = tr->info.task;
+        if (tr->owner == SIZE_MAX)
+            return SW_OK;
+        tr = &t->threads[tr->owner];
+    }
     r.fn = fn;
     r.ud = ud;
     r.flags = flags;
@@ -1269,6 +1552,11 @@ int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns,
     if (rc == SW_OK || (rc < 0 && !fatal(rc)))
         rc = bad;
     if ((rc >= 0 && rc != SW_OK) || fatal(rc)) {
+        for (size_t k = 0; k < r.ntasks; k++) {
+            free(r.tasks[k].stack);
+            free(r.tasks[k].ended);
+        }
+        free(r.tasks);
         free(r.stack);
         free(r.ended);
         sw_bytes_free(&r.cur);
@@ -1282,10 +1570,15 @@ int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns,
      * stopped. */
     if (tr->nchunks && tr->written > tr->chunks[tr->nchunks - 1].seq + 1)
         rc2 = emit(&r, SW_EV_DROPPED, 0, seen_depth(&r), 1);
-    else if (t->end_ns > r.last_ns && r.depth)
+    else if (t->end_ns > r.last_ns && (r.depth || r.ntasks))
         r.last_ns = t->end_ns;
     if (rc2 == SW_OK)
-        rc2 = close_to(&r, 0);
+        rc2 = close_all(&r);
+    for (size_t k = 0; k < r.ntasks; k++) {
+        free(r.tasks[k].stack);
+        free(r.tasks[k].ended);
+    }
+    free(r.tasks);
     free(r.stack);
     free(r.ended);
     sw_bytes_free(&r.cur);

@@ -46,6 +46,16 @@ typedef struct sw_thread_info {
     uint64_t events;         /* events those chunks declare */
     uint64_t dropped;        /* events the writer reported lost */
     uint64_t samples;        /* sampler samples of this thread (format 1.2) */
+    /* A task (format 1.7: a greenlet) is listed as a track of its own,
+     * after the thread it runs on is listed: task is its id (0 for a
+     * thread), thread the index of that thread; index is then
+     * UINT32_MAX - its position among the tasks; native_tid, ident,
+     * chunks, events and dropped 0 (its events are counted with its
+     * thread's). Its replay delivers the
+     * events the thread ran while it ran the task; a thread's replay
+     * those it ran as itself (task 0). */
+    uint64_t task;
+    uint32_t thread;
 } sw_thread_info;
 
 typedef struct sw_meta_entry {

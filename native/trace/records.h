@@ -95,7 +95,9 @@
     X(TEARDOWN, 14, teardown, 4, TRACER, "event", "teardown", REPLAY, NONE, NONE, NONE, NULL, )                    \
     X(REGION_BEGIN, 15, region_begin, 6, PROGRAM, "region", "region", NEST_OPEN, REGION_END, NONE, S1, NULL,         \
       F(name, STR, S1))                                                                                    \
-    X(REGION_END, 16, region_end, 6, PROGRAM, "region", "region end", NEST_CLOSE, REGION_BEGIN, NONE, NONE, NULL, )
+    X(REGION_END, 16, region_end, 6, PROGRAM, "region", "region end", NEST_CLOSE, REGION_BEGIN, NONE, NONE, NULL, ) \
+    X(TASK_SWITCH, 17, task_switch, 7, TRACER, "task", "task switch", REPLAY, NONE, NONE, NONE, NULL,           \
+      F(origin, VARINT, A) F(task, VARINT, B))
 
 /* A test build may add rows (tests/c/meson.build: a trace library built
  * with -DSW_RECORD_KINDS_EXTRA_H="file" whose file defines
@@ -120,7 +122,15 @@
  * Regions (format 1.6) are named parts of a thread's time marked by the
  * program (stackwatch.region, the pytest plugin); they nest among
  * themselves, not with the frames: REGION_END closes the innermost open
- * one. */
+ * one.
+ * TASK_SWITCH (format 1.7): the thread stops running task `origin` and
+ * runs task `task` (a greenlet: `stackwatch run --events tasks`). Task 0 is
+ * the thread itself (its main greenlet); other ids are defined by TASK
+ * chunks (format.h), which name them. Each task has its own open frames:
+ * the frames open before the record are `origin`'s (when the replay had
+ * them as another task's, e.g. at a chunk read after a gap, they are
+ * relabelled), those after it are `task`'s, as it left them. A reader
+ * shows each task as a track of its own (reader.h sw_thread_info.task). */
 
 /* Field types. */
 #define SW_FT_VARINT 0  /* unsigned LEB128 */

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "writer.h"
+#include "records.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,7 @@ struct sw_writer {
     uint64_t nmeta;        /* chunks in meta_chunks */
     sw_bytes code_defs;    /* queued CODE entries */
     sw_bytes thread_defs;  /* queued THREAD entries */
+    sw_bytes task_defs;    /* queued TASK entries (format 1.7) */
     uint64_t ncodes;
     sw_tbuf *threads;      /* newest first */
     uint32_t nthreads;
@@ -117,6 +119,11 @@ static void flush_defs_locked(sw_writer *w)
         struct iovec p = {w->thread_defs.data, w->thread_defs.len};
         write_chunk_locked(w, SW_CHUNK_THREAD, &p, 1);
         w->thread_defs.len = 0;
+    }
+    if (w->task_defs.len) {
+        struct iovec p = {w->task_defs.data, w->task_defs.len};
+        write_chunk_locked(w, SW_CHUNK_TASK, &p, 1);
+        w->task_defs.len = 0;
     }
 }
 
@@ -269,6 +276,25 @@ sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
     return b;
 }
 
+int sw_writer_define_task(sw_writer *w, uint64_t task, uint32_t thread, const char *name)
+{
+    pthread_mutex_lock(&w->lock);
+    sw_bytes *b = &w->task_defs;
+    size_t mark = b->len;
+    sw_bytes_varint(b, task);
+    sw_bytes_varint(b, thread);
+    sw_bytes_str(b, name);
+    int rc = SW_OK;
+    if (b->failed) {
+        b->len = mark;
+        b->failed = 0;
+        set_error(w, SW_ENOMEM, "queueing a task definition");
+        rc = SW_ENOMEM;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
 int sw_writer_thread_name(sw_writer *w, uint32_t index, const char *name)
 {
     pthread_mutex_lock(&w->lock);
@@ -322,6 +348,36 @@ static int encode_header(sw_tbuf *b)
     return o->failed ? SW_ENOMEM : SW_OK;
 }
 
+/* The open frames of a task the thread does not run now (format 1.7). */
+typedef struct sw_task_frames {
+    uint64_t task;
+    uint32_t *ids;           /* outermost first */
+    uint32_t depth, cap;
+} sw_task_frames;
+
+/* The TASK_FRAMES payload (format 1.7) of a chunk starting now, when the
+ * thread runs a task or other tasks have open frames: so that the chunk
+ * read alone knows every task's. */
+static int encode_task_frames(sw_tbuf *b)
+{
+    sw_bytes *o = &b->start_tasks;
+    o->len = 0;
+    if (!b->task && !b->ntasks)
+        return SW_OK;
+    sw_bytes_varint(o, b->index);
+    sw_bytes_varint(o, b->seq);
+    sw_bytes_varint(o, b->task);
+    sw_bytes_varint(o, b->ntasks);
+    for (uint32_t i = 0; i < b->ntasks; i++) {
+        const sw_task_frames *k = &b->tasks[i];
+        sw_bytes_varint(o, k->task);
+        sw_bytes_varint(o, k->depth);
+        for (uint32_t d = 0; d < k->depth; d++)
+            sw_bytes_varint(o, k->ids[d]);
+    }
+    return o->failed ? SW_ENOMEM : SW_OK;
+}
+
 /* The next chunk starts where this one ends: its t_start and open frames. */
 static int start_next_chunk(sw_tbuf *b)
 {
@@ -332,7 +388,7 @@ static int start_next_chunk(sw_tbuf *b)
         return SW_ENOMEM;
     memcpy(b->start_stack, b->stack, (size_t)b->depth * sizeof *b->stack);
     b->start_depth = b->depth;
-    return SW_OK;
+    return encode_task_frames(b);
 }
 
 /* Out of memory, or the frame stack out of step: the open frames can no
@@ -375,21 +431,31 @@ void sw_tbuf_flush(sw_tbuf *b)
         return;
     }
     struct iovec parts[2] = {{b->enc.data, b->enc.len}, {b->data, (size_t)(b->pos - b->data)}};
+    /* Format 1.7: the tasks' open frames when it started, just before it. */
+    struct iovec tf = {b->start_tasks.data, b->start_tasks.len};
+    size_t tf_len = tf.iov_len && tf.iov_len <= SW_CHUNK_MAX ? SW_CHUNK_HEADER_LEN + tf.iov_len : 0;
     if (w->opts.ring_bytes) {
-        size_t len = SW_CHUNK_HEADER_LEN + parts[0].iov_len + parts[1].iov_len;
+        size_t len = tf_len + SW_CHUNK_HEADER_LEN + parts[0].iov_len + parts[1].iov_len;
         uint8_t *chunk = malloc(len);
         if (!chunk) {
             note_error(b, SW_ENOMEM, "keeping a chunk in the ring");
             b->dropped += n;
         } else {
-            sw_chunk_header_put(chunk, SW_CHUNK_EVENTS, parts, 2);   /* chunk_bytes < SW_CHUNK_MAX / 2 */
-            memcpy(chunk + SW_CHUNK_HEADER_LEN, parts[0].iov_base, parts[0].iov_len);
-            memcpy(chunk + SW_CHUNK_HEADER_LEN + parts[0].iov_len, parts[1].iov_base, parts[1].iov_len);
+            if (tf_len) {
+                sw_chunk_header_put(chunk, SW_CHUNK_TASK_FRAMES, &tf, 1);
+                memcpy(chunk + SW_CHUNK_HEADER_LEN, tf.iov_base, tf.iov_len);
+            }
+            uint8_t *ev = chunk + tf_len;
+            sw_chunk_header_put(ev, SW_CHUNK_EVENTS, parts, 2);   /* chunk_bytes < SW_CHUNK_MAX / 2 */
+            memcpy(ev + SW_CHUNK_HEADER_LEN, parts[0].iov_base, parts[0].iov_len);
+            memcpy(ev + SW_CHUNK_HEADER_LEN + parts[0].iov_len, parts[1].iov_base, parts[1].iov_len);
             ring_push(b, chunk, len, n);
         }
     } else {
         pthread_mutex_lock(&w->lock);
         flush_defs_locked(w);
+        if (tf_len)
+            write_chunk_locked(w, SW_CHUNK_TASK_FRAMES, &tf, 1);
         if (write_chunk_locked(w, SW_CHUNK_EVENTS, parts, 2) != SW_OK)
             b->dropped += n;
         pthread_mutex_unlock(&w->lock);
@@ -483,12 +549,73 @@ int sw_tbuf_make_room(sw_tbuf *b)
     return 1;
 }
 
+void sw_tbuf_task_switch(sw_tbuf *b, uint64_t ticks, uint64_t origin, uint64_t target)
+{
+    if (b->broken || b->finished)
+        return;
+    sw_ext v = {.a = origin, .b = target};
+    uint8_t buf[2 * SW_VARINT_MAX];
+    long n = sw_record_encode(SW_EXT_TASK_SWITCH, &v, 0, buf, sizeof buf);
+    if (n < 0)
+        return;
+    /* First the record (it may seal the chunk: the next one's prefix is
+     * then the frames open before the switch, as the record says). */
+    sw_tbuf_ext(b, ticks, SW_EXT_TASK_SWITCH, buf, (size_t)n);
+    if (b->broken)
+        return;
+    /* The frames open now are origin's, whatever the thread ran before. */
+    b->task = origin;
+    if (origin == target)
+        return;
+    /* Keep them, unless there are none. */
+    if (b->depth) {
+        if (b->ntasks == b->tasks_cap) {
+            uint32_t cap = b->tasks_cap ? b->tasks_cap * 2 : 8;
+            sw_task_frames *g = realloc(b->tasks, (size_t)cap * sizeof *g);
+            if (!g) {
+                break_thread(b, SW_ENOMEM, 0, "keeping a task's frames");
+                return;
+            }
+            b->tasks = g;
+            b->tasks_cap = cap;
+        }
+        sw_task_frames *k = &b->tasks[b->ntasks];
+        k->task = origin;
+        k->ids = NULL;
+        k->cap = 0;
+        if (grow_ids(&k->ids, &k->cap, b->depth) != SW_OK) {
+            break_thread(b, SW_ENOMEM, 0, "keeping a task's frames");
+            return;
+        }
+        memcpy(k->ids, b->stack, (size_t)b->depth * sizeof *b->stack);
+        k->depth = b->depth;
+        b->ntasks++;
+    }
+    /* Target's frames, as it left them. */
+    b->depth = 0;
+    b->task = target;
+    for (uint32_t i = 0; i < b->ntasks; i++) {
+        sw_task_frames *k = &b->tasks[i];
+        if (k->task != target)
+            continue;
+        if (grow_ids(&b->stack, &b->stack_cap, k->depth + 1) != SW_OK) {
+            break_thread(b, SW_ENOMEM, 0, "growing the frame stack");
+            return;
+        }
+        memcpy(b->stack, k->ids, (size_t)k->depth * sizeof *b->stack);
+        b->depth = k->depth;
+        free(k->ids);
+        b->tasks[i] = b->tasks[--b->ntasks];
+        break;
+    }
+}
+
 static void write_ring_locked(sw_writer *w, sw_tbuf *b)
 {
     for (size_t k = 0; k < b->ring_count; k++) {
         size_t i = (b->ring_head + k) % b->ring_slots;
-        if (write_raw_locked(w, b->ring[i], b->ring_len[i]) == SW_OK)
-            w->chunks++;
+        if (write_raw_locked(w, b->ring[i], b->ring_len[i]) == SW_OK)   /* a TASK_FRAMES chunk, then EVENTS */
+            w->chunks += b->ring[i][0] == SW_CHUNK_TASK_FRAMES ? 2 : 1;
         else
             b->dropped += b->ring_events[i];
         free(b->ring[i]);
@@ -590,6 +717,10 @@ void sw_writer_free(sw_writer *w)
         free(b->data);
         free(b->stack);
         free(b->start_stack);
+        for (uint32_t k = 0; k < b->ntasks; k++)
+            free(b->tasks[k].ids);
+        free(b->tasks);
+        sw_bytes_free(&b->start_tasks);
         sw_bytes_free(&b->enc);
         free(b);
         b = n;
@@ -597,6 +728,7 @@ void sw_writer_free(sw_writer *w)
     sw_bytes_free(&w->meta_chunks);
     sw_bytes_free(&w->code_defs);
     sw_bytes_free(&w->thread_defs);
+    sw_bytes_free(&w->task_defs);
     pthread_mutex_destroy(&w->lock);
     free(w);
 }

@@ -62,6 +62,11 @@ typedef struct sw_tbuf {
     uint64_t dropped_pending; /* dropped events to report in the next chunk */
     uint64_t events;      /* events sealed */
     uint64_t dropped;     /* events lost (ring discards, write errors, OOM) */
+    uint64_t task;        /* the task the thread runs (format 1.7; 0: itself), whose
+                           * open frames are stack[0..depth) */
+    struct sw_task_frames *tasks;  /* the other tasks with open frames */
+    uint32_t ntasks, tasks_cap;
+    sw_bytes start_tasks; /* TASK_FRAMES payload of the current chunk (empty: none) */
     int finished;         /* the thread has exited: no more events */
     int broken;           /* out of memory: events are only counted */
     /* Ring mode: sealed chunks kept in memory, oldest at ring_head. */
@@ -90,6 +95,18 @@ int sw_writer_define_code(sw_writer *w, uint32_t id, int kind, const char *name,
  * Thread-safe. */
 sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
                               const char *name, uint64_t now_ticks);
+
+/* Queues the definition of a task (format 1.7, TASK chunk): a greenlet
+ * that runs on the thread of index `thread`, named `name`. Ids are the
+ * caller's, above 0 (0 is the thread itself). Thread-safe. */
+int sw_writer_define_task(sw_writer *w, uint64_t task, uint32_t thread, const char *name);
+
+/* The thread stops running task `origin` and runs task `target` (a
+ * TASK_SWITCH record): the open frames are kept as origin's, and target's
+ * (as it left them; none for a task never run) become the thread's open
+ * frames, which the hot path's encoders push and pop. Called by the owning
+ * thread. */
+void sw_tbuf_task_switch(sw_tbuf *b, uint64_t ticks, uint64_t origin, uint64_t target);
 
 /* Queues a new name for a thread. Thread-safe. */
 int sw_writer_thread_name(sw_writer *w, uint32_t index, const char *name);

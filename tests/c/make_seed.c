@@ -8,7 +8,8 @@
  * frames left open; ring mode (a sequence gap, chunks starting mid-stack);
  * a trace cut at a chunk boundary (no END); deep nesting (long chunk
  * prefixes); another time shift and clock rate; EXT events of every kind (and a frame clearing, TEARDOWN, across a chunk boundary);
- * sampler samples (format 1.2); an empty trace. And profile files
+ * sampler samples (format 1.2); tasks (format 1.7: TASK, TASK_FRAMES and
+ * TASK_SWITCH, ring mode); an empty trace. And profile files
  * (profilegen.h), and a small ELF file (elfgen.h).
  */
 #define _GNU_SOURCE
@@ -79,6 +80,34 @@ static int seed_ring(void)
     }
     tg_run(b, 30, 3);
     return done(&g, "ring.swt", 0);
+}
+
+/* Two tasks besides the thread, switching inside each other's frames,
+ * across chunk boundaries (TASK_FRAMES chunks) with a ring's gap. */
+static int seed_tasks(void)
+{
+    char p[4096];
+    tg g;
+    path_of(p, sizeof p, "tasks.swt");
+    if (tg_open(&g, p, 4096, 8192, 0, 1e9) || tg_codes(&g, 6, 0))
+        return 1;
+    tg_thread *a = tg_add_thread(&g, 2101, 0, "hub", 6);
+    if (!a || sw_writer_define_task(g.w, 1, a->b->index, "greenlet one") ||
+        sw_writer_define_task(g.w, 2, a->b->index, "greenlet two"))
+        return 1;
+    uint64_t task = 0;
+    for (int i = 0; i < 600; i++) {
+        uint64_t next = (uint64_t)(i % 3);
+        a->ticks += 50;
+        sw_tbuf_task_switch(a->b, a->ticks, task, next);
+        task = next;
+        a->ticks += 50;
+        if (i % 4 != 3)
+            sw_tbuf_enter(a->b, a->ticks, SW_OP_CALL, (uint32_t)(i % 6));
+        else
+            sw_tbuf_exit(a->b, a->ticks, SW_OP_RETURN);
+    }
+    return done(&g, "tasks.swt", 0);
 }
 
 static int seed_no_end(void)
@@ -266,8 +295,8 @@ int main(int argc, char **argv)
         perror(dir);
         return 1;
     }
-    int bad = seed_stream() | seed_ring() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() | seed_samples() |
-              seed_empty() | seed_elf() | profile_seeds(dir);
+    int bad = seed_stream() | seed_ring() | seed_tasks() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() |
+              seed_samples() | seed_empty() | seed_elf() | profile_seeds(dir);
     if (bad)
         fprintf(stderr, "make_seed: could not write every seed\n");
     return bad;

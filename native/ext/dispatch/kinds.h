@@ -42,8 +42,9 @@
  *               available before 3.12); GC_CALLBACK an entry in
  *               gc.callbacks, CLASS_SLOTS the wrapped slots of every
  *               Python class, THREAD_WRAPPER a wrapper of
- *               threading.Thread._bootstrap_inner (these three, and EVAL,
- *               on every version)
+ *               threading.Thread._bootstrap_inner, GREENLET_TRACE a
+ *               greenlet.settrace callback (ext/tracer/tasks.c; these four,
+ *               and EVAL, on every version)
  *   monitoring  from 3.12 on, the sys.monitoring events that deliver it
  *               instead (0: none, the mechanism above delivers it)
  *   a           passed through to X (see SW_GROUP_MASK)
@@ -68,12 +69,13 @@
     X(DEL_START,    delete_start, OBJECTS,    CLASS_SLOTS,    0, a)                  \
     X(DEL_DONE,     delete_done,  OBJECTS,    CLASS_SLOTS,    0, a)                  \
     X(THREAD_START, thread_start, THREADS,    THREAD_WRAPPER, 0, a)                  \
-    X(THREAD_EXIT,  thread_exit,  THREADS,    THREAD_WRAPPER, 0, a)
+    X(THREAD_EXIT,  thread_exit,  THREADS,    THREAD_WRAPPER, 0, a)                  \
+    X(TASK_SWITCH,  task_switch,  TASKS,      GREENLET_TRACE, 0, a)
 
 /* G(GROUP, name, named): named groups are the ones users may ask for. */
 #define SW_EVENT_GROUPS(G)                                                            \
     G(CALLS, calls, 1) G(C_CALLS, c_calls, 1) G(GC, gc, 1) G(OBJECTS, objects, 1)    \
-    G(THREADS, threads, 1) G(EXCEPTIONS, exceptions, 1) G(LINES, lines, 0)
+    G(THREADS, threads, 1) G(EXCEPTIONS, exceptions, 1) G(LINES, lines, 0) G(TASKS, tasks, 1)
 
 #define SW_X_ENUM_(K, n, g, m, mon, a) SW_K_##K,
 enum sw_ev_kind { SW_EVENT_KINDS(SW_X_ENUM_, _) SW_K_COUNT };
@@ -83,7 +85,7 @@ enum sw_ev_group { SW_EVENT_GROUPS(SW_G_ENUM_) SW_G_COUNT };
 
 enum sw_ev_mechanism {
     SW_M_EVAL, SW_M_PROFILE, SW_M_TRACE, SW_M_NONE, SW_M_GC_CALLBACK, SW_M_CLASS_SLOTS,
-    SW_M_THREAD_WRAPPER,
+    SW_M_THREAD_WRAPPER, SW_M_GREENLET_TRACE,
 };
 
 #define SW_EVB(k) (1u << (k))
@@ -105,6 +107,7 @@ enum sw_ev_mechanism {
 #define SW_MASK_GC_CALLBACK SW_MECH_MASK(GC_CALLBACK)
 #define SW_MASK_CLASS_SLOTS SW_MECH_MASK(CLASS_SLOTS)
 #define SW_MASK_THREAD_WRAPPER SW_MECH_MASK(THREAD_WRAPPER)
+#define SW_MASK_GREENLET_TRACE SW_MECH_MASK(GREENLET_TRACE)
 #if PY_VERSION_HEX < 0x030C0000
 #  define SW_MASK_PROFILE_HOOK SW_MECH_MASK(PROFILE)
 #  define SW_MASK_TRACE_HOOK SW_MECH_MASK(TRACE)   /* also: sys.settrace replaced */

@@ -3,7 +3,7 @@
  * stack of another Python process (see dump_process.h).
  */
 #include "dump_process.h"
-#include "sampler_layout.h"
+#include "target_open.h"
 
 #include "procmem/procmem.h"
 
@@ -91,54 +91,6 @@ static int add_python_names(sw_target *t, const sw_py_layout *l, uint64_t interp
     return rc;
 }
 
-static PyObject *raise_for(sw_target_why why, const char *msg)
-{
-    PyObject *type = why == SW_TARGET_NO_PROCESS ? PyExc_ProcessLookupError
-                     : why == SW_TARGET_PERMISSION ? PyExc_PermissionError
-                     : why == SW_TARGET_FAILED ? PyExc_RuntimeError : PyExc_ValueError;
-    PyErr_SetString(type, msg);
-    return NULL;
-}
-
-/* The layout of the target's release: this extension's own for its own
- * release; else a generated one; else, for 3.13, one from the target's
- * _Py_DebugOffsets over the generated layout of another 3.13 release
- * (source "debug_offsets" forces that for any 3.13 target: for the tests). */
-static int choose_layout(sw_target *t, const char *source, sw_py_layout *l, const char **used, char *err,
-                         size_t errlen)
-{
-    int forced = strcmp(source, "debug_offsets") == 0;
-    sw_py_layout base;
-    sw_sampler_layout_fill(l);
-    *used = "own";
-    if (!forced && (t->version_hex >> 8) == (l->version_hex >> 8))
-        return SW_OK;
-    *used = "generated";
-    if (!forced && t->version_hex && sw_layout_known(t->version_hex, l) == SW_OK) {
-        if (l->tstate_native_thread_id == SW_NO_OFFSET)
-            l->thread_tid = sw_sampler_thread_tid_offset();
-        return SW_OK;
-    }
-    char tv[32], own[32], known[256], why[256];
-    sw_target_version_str(t->version_hex, tv, sizeof tv);
-    sw_target_version_str(l->version_hex, own, sizeof own);
-    sw_layout_known_list(known, sizeof known);
-    if (t->debug_offsets && sw_layout_known_minor(t->version_hex, &base) == SW_OK) {
-        unsigned char raw[SW_DEBUG_OFFSETS_SIZE];
-        int rc = sw_mem_read(&t->mem, t->runtime_addr, raw, sizeof raw) == SW_OK
-                     ? sw_layout_from_debug_offsets(raw, sizeof raw, &base, l, why, sizeof why)
-                     : (snprintf(why, sizeof why, "its _PyRuntime cannot be read"), SW_EIO);
-        *used = "debug_offsets";
-        if (rc == SW_OK)
-            return SW_OK;
-        snprintf(err, errlen, "process %d runs Python %s, whose debug offsets are refused: %s", t->pid, tv, why);
-        return rc;
-    }
-    snprintf(err, errlen, "process %d runs Python %s, which this stackwatch cannot read: it reads %s, any 3.13 "
-             "through its debug offsets, and its own Python's release, %s", t->pid, tv, known, own);
-    return SW_EVERSION;
-}
-
 static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
@@ -154,30 +106,17 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
     }
     char err[1024];
     sw_target t;
-    sw_target_why why;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = sw_target_open_pid(&t, pid, &why, err, sizeof err);
-    Py_END_ALLOW_THREADS
-    if (rc != SW_OK)
-        return raise_for(why, err);
     sw_py_layout l;
     const char *used = "";
-    if (choose_layout(&t, layout, &l, &used, err, sizeof err) != SW_OK) {
-        sw_target_close(&t);
-        return raise_for(SW_TARGET_UNSUPPORTED, err);
-    }
     uint64_t interp;
-    if (sw_target_bind_layout(&t, &l, &interp, &why, err, sizeof err) != SW_OK) {
-        sw_target_close(&t);
-        return raise_for(why, err);
-    }
+    if (sw_target_open_bound(pid, layout, &t, &l, &interp, &used) < 0)
+        return NULL;
     sw_pystack_limits lim = {.max_threads = 4096, .max_depth = max_depth, .max_codes = 65536, .code_ttl = 0,
                              .thread_states = 1, .lines = 1, .native = 0};
     sw_pystack *r = sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
     if (!r) {
         sw_target_close(&t);
-        return raise_for(SW_TARGET_FAILED, err);
+        return sw_target_raise(SW_TARGET_FAILED, err);
     }
     dump_sink d = {NULL, 0};
     for (int round = 0; round < DUMP_ROUNDS; round++) {
@@ -186,7 +125,7 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
         d.failed = 0;
         if (!d.threads)
             break;
-        rc = sw_pystack_sample_all(r, 0, 0, collect, &d);
+        int rc = sw_pystack_sample_all(r, 0, 0, collect, &d);
         if (rc < 0) {
             Py_CLEAR(d.threads);
             if (!PyErr_Occurred())

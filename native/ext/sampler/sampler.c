@@ -18,6 +18,7 @@
 #include "history_view.h"
 #include "profile_file_type.h"
 #include "render.h"
+#include "target_open.h"
 #include "sampler_layout.h"
 #include "test_entry_points.h"
 #include "trace_tree_view.h"
@@ -63,6 +64,9 @@ typedef struct {
     sw_sample_stream *stream; /* trace mode */
     sw_history_opts hist;         /* set_history, applied at start */
     int attached;             /* trace mode: attached to the session's writer (ext/tracer/attachments.h) */
+    int pid;                      /* the process sampled: 0 for this one */
+    char target_version[32];      /* another process's Python release, "" for this one */
+    const char *target_layout;    /* where its layout came from (target_open.h), NULL for this one */
 } SamplerObject;
 
 static void sw_native_stop(SamplerObject *self);
@@ -205,33 +209,80 @@ static void sw_native_stop(SamplerObject *self)
     }
 }
 
-static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
+/* The reader of the process sampled: this one (pid 0), or process pid
+ * through procmem's target, with the layout of the target's release
+ * (target_open.h). NULL with an exception. */
+static sw_pystack *reader_for(SamplerObject *self, int pid)
 {
-    (void)unused;
+    sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
+                             (uint32_t)self->lines, (uint32_t)self->native};
+    char err[256] = "";
+    sw_pystack *r;
+    if (pid == 0) {
+        if (!SW_SAMPLER_SUPPORTED) {
+            PyErr_SetString(PyExc_RuntimeError, "the sampling profiler supports CPython 3.9 to 3.13 (with the GIL)");
+            return NULL;
+        }
+        if (self->interval_ns < SW_SAMPLER_MIN_INTERVAL_SELF_NS) {
+            PyErr_Format(PyExc_ValueError, "sampling this process, the interval must be at least %llu ns",
+                         SW_SAMPLER_MIN_INTERVAL_SELF_NS);
+            return NULL;
+        }
+        sw_py_layout l;
+        sw_sampler_layout_fill(&l);
+        PyInterpreterState *interp = PyInterpreterState_Get();
+        /* The interpreter state itself is the probe: it is surely readable. */
+        r = sw_pystack_new(&l, (int)getpid(), (uint64_t)(uintptr_t)interp, &lim, (uint64_t)(uintptr_t)interp, 64,
+                           err, sizeof err);
+        if (!r)
+            PyErr_Format(PyExc_RuntimeError, "cannot sample this process: %s", err);
+        return r;
+    }
+    if (self->native || self->trace) {
+        PyErr_SetString(PyExc_ValueError, self->native ? "native frames are captured only in the process sampled "
+                                                         "(a signal handler there): not from outside yet"
+                                                       : "samples into a trace are of this process only");
+        return NULL;
+    }
+    sw_target t;
+    sw_py_layout l;
+    uint64_t interp;
+    if (sw_target_open_bound(pid, "auto", &t, &l, &interp, &self->target_layout) < 0)
+        return NULL;
+    sw_target_version_str(t.version_hex, self->target_version, sizeof self->target_version);
+    r = sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
+    sw_target_close(&t);
+    if (!r)
+        PyErr_Format(PyExc_RuntimeError, "cannot sample process %d: %s", pid, err);
+    return r;
+}
+
+static PyObject *Sampler_start(SamplerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"pid", "skip_idle", "gil_only", NULL};
+    int pid = 0, skip_idle = 0, gil_only = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|ipp", kwlist, &pid, &skip_idle, &gil_only))
+        return NULL;
     if (self->started) {
         PyErr_SetString(PyExc_RuntimeError, "this profiler has already been started (a profiler runs once)");
         return NULL;
     }
-    if (!SW_SAMPLER_SUPPORTED) {
-        PyErr_SetString(PyExc_RuntimeError, "the sampling profiler supports CPython 3.9 to 3.13 (with the GIL)");
+    if (pid < 0) {
+        PyErr_Format(PyExc_ValueError, "no process has the id %d", pid);
         return NULL;
     }
-    sw_py_layout l;
-    sw_sampler_layout_fill(&l);
-    PyInterpreterState *interp = PyInterpreterState_Get();
-    sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
-                             (uint32_t)self->lines, (uint32_t)self->native};
-    char err[256] = "";
-    if (self->native && sw_native_start(self) < 0)
+    if ((skip_idle || gil_only) && self->trace) {
+        PyErr_SetString(PyExc_ValueError, "samples into a trace keep every thread's samples");
         return NULL;
-    /* The interpreter state itself is the probe: it is surely readable. */
-    sw_pystack *r = sw_pystack_new(&l, (int)getpid(), (uint64_t)(uintptr_t)interp, &lim,
-                                   (uint64_t)(uintptr_t)interp, 64, err, sizeof err);
+    }
+    if (self->native && pid == 0 && sw_native_start(self) < 0)
+        return NULL;
+    sw_pystack *r = reader_for(self, pid);
     if (!r) {
         sw_native_stop(self);
-        PyErr_Format(PyExc_RuntimeError, "cannot sample this process: %s", err);
         return NULL;
     }
+    self->pid = pid;
     if (self->trace) {
         /* Samples into the running trace file, on its clock. */
         uint64_t mono0 = 0;
@@ -277,6 +328,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     sw_profile_set_filters(self->prof, fl->anchor, fl->follow, fl->nfollow, fl->ignore, fl->nignore, fl->elide,
                            fl->nelide);
     sw_profile_set_mode(self->prof, self->mode);
+    sw_profile_set_keep(self->prof, skip_idle, gil_only);
     int hrc = sw_history_opts_apply(&self->hist, self->prof);
     if (hrc != SW_OK)
         sw_pystack_free(r);   /* sw_sampler_new would own it */
@@ -416,7 +468,7 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
     st.interval_ns = self->interval_ns;
     if (self->s)
         sw_sampler_get_stats(self->s, &st);
-    unsigned long long stored = 0, dropped = 0, cut = 0, off_cpu = 0, gil_held = 0;
+    unsigned long long stored = 0, dropped = 0, cut = 0, off_cpu = 0, gil_held = 0, left_out = 0;
     unsigned long long states[SW_STATE_COUNT] = {0};
     if (self->prof) {
         sw_profile_lock(self->prof);
@@ -424,6 +476,7 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
         dropped = sw_profile_dropped(self->prof);
         cut = sw_profile_cut(self->prof);
         off_cpu = sw_profile_off_cpu(self->prof);
+        left_out = sw_profile_left_out(self->prof);
         for (size_t i = 0; i < sw_profile_thread_count(self->prof); i++) {
             const sw_profile_thread *t = sw_profile_thread_get(self->prof, i);
             for (unsigned k = 0; k < SW_STATE_COUNT; k++)
@@ -440,11 +493,11 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
     }
     const sw_pystack_stats *r = &st.reader;
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:L,s:O}", "interval_ns",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:L,s:O}", "interval_ns",
         (unsigned long long)st.interval_ns, "ticks", (unsigned long long)st.ticks, "missed",
         (unsigned long long)st.missed, "busy_ns", (unsigned long long)st.busy_ns, "samples",
         (unsigned long long)r->samples, "failed", (unsigned long long)r->failed, "empty", (unsigned long long)r->empty,
-        "truncated", (unsigned long long)r->truncated, "retried", (unsigned long long)r->retried, "moved", (unsigned long long)r->moved, "threads_skipped", (unsigned long long)r->threads_skipped,
+        "truncated", (unsigned long long)r->truncated, "retried", (unsigned long long)r->retried, "threads_skipped", (unsigned long long)r->threads_skipped,
         "stored", stored, "dropped", dropped, "cut", cut, "code_hits", (unsigned long long)r->code_hits, "code_misses",
         (unsigned long long)r->code_misses, "reads", (unsigned long long)r->reads, "failed_reads",
         (unsigned long long)r->failed_reads, "start_ns", (long long)st.start_ns, "stop_ns", (long long)st.stop_ns,
@@ -462,12 +515,19 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
     if (!native || PyDict_Update(d, native) < 0)
         Py_CLEAR(d);
     Py_XDECREF(native);
-    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K}", "mode",
+    PyObject *target = !d ? NULL : Py_BuildValue("{s:i,s:s,s:s,s:K}", "pid", self->pid ? self->pid : (int)getpid(),
+                                                 "target_version", self->target_version, "layout",
+                                                 self->target_layout ? self->target_layout : "own", "left_out",
+                                                 left_out);
+    if (!target || PyDict_Update(d, target) < 0)
+        Py_CLEAR(d);
+    Py_XDECREF(target);
+    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K,s:K}", "mode",
                                    self->mode == SW_PROFILE_CPU ? "cpu" : "wall", "states", states_dict(states),
                                    "gil_held", gil_held, "off_cpu", off_cpu, "state_probe_failed",
                                    (unsigned long long)r->state_unknown, "cpu_probe_failed",
                                    (unsigned long long)r->cpu_unknown, "gil_read_failed",
-                                   (unsigned long long)r->gil_unknown);
+                                   (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn);
     if (!d || !more || PyDict_Update(d, more) < 0) {
         Py_XDECREF(d);
         d = NULL;
@@ -643,7 +703,10 @@ static PyObject *Sampler_save_bytes(SamplerObject *self, PyObject *args, PyObjec
 }
 
 static PyMethodDef Sampler_methods[] = {
-    {"start", (PyCFunction)Sampler_start, METH_NOARGS, "start(): start the sampling thread (once)"},
+    {"start", (PyCFunction)(void (*)(void))Sampler_start, METH_VARARGS | METH_KEYWORDS,
+     "start(pid=0, skip_idle=False, gil_only=False): start the sampling thread (once), reading this process "
+     "or process pid from outside; skip_idle/gil_only leave out the samples of idle threads / of threads not "
+     "holding the GIL (stats()['left_out'])"},
     {"set_filters", (PyCFunction)(void (*)(void))Sampler_set_filters, METH_VARARGS | METH_KEYWORDS,
      "set_filters(anchor=None, follow=(), ignore=(), elide=()): keep a wrapper's and the profiler's own frames out"},
     {"stop", (PyCFunction)Sampler_stop, METH_NOARGS, "stop(): stop sampling and wait for the thread"},
@@ -693,7 +756,8 @@ int sw_sampler_add_to_module(PyObject *m)
         sw_dump_process_add_to_module(m) < 0 ||
         sw_trace_tree_view_add_to_module(m) < 0)
         return -1;
-    if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||
+    if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_SELF_NS) < 0 ||
+        PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_OTHER_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLER_SUPPORTED", SW_SAMPLER_SUPPORTED) < 0)
         return -1;
     return 0;

@@ -160,6 +160,24 @@ static void fill_frames(sw_py_layout *l)
 #  else
     l->owner_cstack = SW_NO_OFFSET;
 #  endif
+    l->owner_thread = FRAME_OWNED_BY_THREAD;
+    l->owner_generator = FRAME_OWNED_BY_GENERATOR;
+    l->gen_state_back = OFF(PyGenObject, gi_iframe) - OFF(PyGenObject, gi_frame_state);
+    l->gen_executing = (uint8_t)FRAME_EXECUTING;
+    l->frame_gen = SW_NO_OFFSET;
+    l->frame_state = SW_NO_OFFSET;
+#  if PY_VERSION_HEX >= 0x030C0000
+    l->frame_func = OFF(_PyInterpreterFrame, f_funcobj);
+#  else
+    l->frame_func = OFF(_PyInterpreterFrame, f_func);
+#  endif
+    l->none_addr = (uint64_t)(uintptr_t)Py_None;
+    l->frame_globals = OFF(_PyInterpreterFrame, f_globals);
+#  if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+    l->interp_trampoline = OFF(PyInterpreterState, interpreter_trampoline);
+#  else
+    l->interp_trampoline = SW_NO_OFFSET;   /* 3.13: a shim's f_executable is None */
+#  endif
     l->frame_size = OFF(_PyInterpreterFrame, localsplus);
 #else
     l->frames_kind = SW_FRAMES_OBJECTS;
@@ -168,7 +186,25 @@ static void fill_frames(sw_py_layout *l)
     l->frame_owner = SW_NO_OFFSET;
     l->owner_cstack = SW_NO_OFFSET;
     l->frame_is_entry = SW_NO_OFFSET;
+    l->owner_thread = SW_NO_OFFSET;
+    l->owner_generator = SW_NO_OFFSET;
+    l->gen_state_back = SW_NO_OFFSET;
+    l->gen_executing = SW_NO_OFFSET;
+    l->frame_gen = OFF(PyFrameObject, f_gen);
+    l->interp_trampoline = SW_NO_OFFSET;
+    l->frame_func = SW_NO_OFFSET;
+    l->frame_globals = OFF(PyFrameObject, f_globals);
     l->frame_size = MAX2(END(PyFrameObject, f_back), END(PyFrameObject, f_code));
+    l->frame_size = MAX2(l->frame_size, END(PyFrameObject, f_gen));
+    l->frame_size = MAX2(l->frame_size, END(PyFrameObject, f_globals));
+#  if PY_VERSION_HEX >= 0x030A0000
+    l->frame_state = OFF(PyFrameObject, f_state);
+    l->frame_running = (1u << FRAME_EXECUTING) | (1u << FRAME_UNWINDING);
+#  else
+    l->frame_state = OFF(PyFrameObject, f_executing);
+    l->frame_running = 1u << 1;
+#  endif
+    l->frame_size = MAX2(l->frame_size, l->frame_state + 1);
     l->frame_size = MAX2(l->frame_size, END(PyObject, ob_type));
     l->frame_type = (uint64_t)(uintptr_t)&PyFrame_Type;
 #endif

@@ -45,6 +45,9 @@ typedef struct sw_tstate {
      * yet, and how often it was looked up. */
     int name_pending;
     int name_tries;
+    /* ext/tracer (tasks.c): a task just switched in, named after the first
+     * frame it records (0: none), and the session it belongs to. */
+    uint64_t task_unnamed, task_unnamed_gen;
     /* ext/tracer (ccalls.c): for each open C call (innermost last),
      * whether it was recorded; valid for session c_gen. */
     uint8_t *c_rec;
@@ -90,7 +93,7 @@ extern uint64_t sw_tstate_session_gen;
 static inline void sw_tstate_refresh(sw_tstate *t)
 {
     uint64_t g = sw_tstate_session_gen;
-    t->gen = (g && t->session == g && !t->busy && !t->name_pending) ? g : 0;
+    t->gen = (g && t->session == g && !t->busy && !t->name_pending && !t->task_unnamed) ? g : 0;
 }
 
 /* Marks the thread busy: the hook passes its frames through unrecorded,

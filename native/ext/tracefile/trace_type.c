@@ -237,14 +237,15 @@ static PyObject *Trace_threads(TraceObject *self, PyObject *unused)
     PyObject *l = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; l && i < n; i++) {
         const sw_thread_info *ti = sw_trace_thread(self->t, i);
-        PyObject *d = Py_BuildValue("{s:I,s:K,s:K,s:N,s:K,s:K,s:K,s:K}", "index", ti->index, "native_tid",
+        PyObject *d = Py_BuildValue("{s:I,s:K,s:K,s:N,s:K,s:K,s:K,s:K,s:K,s:I}", "index", ti->index, "native_tid",
                                     (unsigned long long)ti->native_tid, "ident",
                                     (unsigned long long)ti->ident, "name",
                                     text_of(ti->name),
                                     "chunks", (unsigned long long)ti->chunks, "events",
                                     (unsigned long long)ti->events, "dropped",
                                     (unsigned long long)ti->dropped, "samples",
-                                    (unsigned long long)ti->samples);
+                                    (unsigned long long)ti->samples, "task", (unsigned long long)ti->task,
+                                    "thread", ti->thread);
         if (!d) {
             Py_DECREF(l);
             return NULL;

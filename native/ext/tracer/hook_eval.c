@@ -20,6 +20,7 @@
 #include "ext/tracer/init_gap.h"
 #include "ext/tracer/recursion.h"
 #include "ext/tracer/session.h"
+#include "ext/tracer/tasks.h"
 
 /* Thread names become known once threading has registered the thread,
  * which happens within the first few frames of a new thread. */
@@ -174,6 +175,8 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
                     sw_thread_name_lookup(t);
                 sw_tstate_refresh(t);
             }
+            if (SW_UNLIKELY(t->task_unnamed))
+                sw_tasks_name(t, co);
             sw_tbuf_enter(tb, sw_clock_now(&sw_S.clock), resumes ? SW_OP_RESUME : SW_OP_CALL,
                           id & SW_ID_MASK);
             gen = sw_S.gen;

@@ -30,6 +30,7 @@
 #include "ext/dispatch/dispatch.h"
 #include "ext/tracer/ccalls.h"
 #include "ext/tracer/events.h"
+#include "ext/tracer/tasks.h"
 #include "ext/tracer/hook_eval.h"
 #include "ext/tracer/exit_line.h"
 #include "ext/tracer/init_gap.h"
@@ -89,12 +90,13 @@ static void apply_in_python(uint32_t mask, uint32_t slow, int session)
     PyObject *mod = key ? PyImport_ImportModule("stackwatch.events.switch") : NULL;
     PyObject *fn = mod ? PyObject_GetAttrString(mod, "apply") : NULL;
     PyObject *args = fn ? PyTuple_New(0) : NULL;
-    PyObject *kw = args ? Py_BuildValue("{s:k,s:k,s:k,s:O,s:N,s:N,s:N}", "monitoring_events", (unsigned long)events,
+    PyObject *kw = args ? Py_BuildValue("{s:k,s:k,s:k,s:O,s:N,s:N,s:N,s:N}", "monitoring_events", (unsigned long)events,
                                         "local_lines", (unsigned long)local, "init_gap", (unsigned long)gap,
                                         "lines_key", key, "gc_callback",
                                         PyBool_FromLong((mask & SW_MASK_GC_CALLBACK) != 0), "thread_wrapper",
                                         PyBool_FromLong((mask & SW_MASK_THREAD_WRAPPER) != 0), "settrace",
-                                        PyBool_FromLong(settrace))
+                                        PyBool_FromLong(settrace), "greenlet_trace",
+                                        PyBool_FromLong((mask & SW_MASK_GREENLET_TRACE) != 0))
                             : NULL;
     PyObject *r = kw ? PyObject_Call(fn, args, kw) : NULL;
     if (!r) {
@@ -133,7 +135,7 @@ int sw_switch_add_to_module(PyObject *m)
                                    "threading and sys.settrace. Used by nothing else.") < 0 ||
         !(monitoring_callbacks = PyDict_New()) ||
         PyModule_AddObject(hooks, "monitoring_callbacks", Py_NewRef(monitoring_callbacks)) < 0 ||
-        sw_ccalls_add_hooks(hooks) < 0 || sw_events_add_hooks(hooks) < 0 || sw_init_gap_add_hooks(hooks) < 0 ||
+        sw_ccalls_add_hooks(hooks) < 0 || sw_events_add_hooks(hooks) < 0 || sw_tasks_add_hooks(hooks) < 0 || sw_init_gap_add_hooks(hooks) < 0 ||
         sw_exit_line_add_hooks(hooks) < 0 ||
         sw_lines_local_add_hooks(hooks) < 0 || PyModule_AddObject(m, "hooks", hooks) < 0) {
         Py_DECREF(hooks);

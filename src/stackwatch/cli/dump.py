@@ -6,6 +6,7 @@ import json
 import sys
 
 from .. import _native
+from ..profiler.session import thread_comm
 
 NAME = "dump"
 
@@ -14,18 +15,10 @@ def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
     p = subparsers.add_parser("dump", help="print every thread's Python stack of a running process")
     p.add_argument("pid", type=int, help="the process to read")
-    p.add_argument("--json", action="store_true", help="a JSON list of threads (name: Python's, os_name: the kernel's, native_id, gil, state, "
-                                                       "frames: function, file, line; innermost first)")
+    p.add_argument("--json", action="store_true", help="a JSON list of threads (name: Python's, os_name: the "
+                                                       "kernel's, native_id, gil, state, frames: function, "
+                                                       "file, line; innermost first)")
     return p
-
-
-def os_thread_name(pid, tid):
-    """The kernel's name of thread tid (its comm), or None."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
-            return f.read().rstrip("\n")
-    except OSError:
-        return None
 
 
 def threads_of(pid):
@@ -33,7 +26,7 @@ def threads_of(pid):
     dump = _native.dump_process(pid)
     out = []
     for t in dump["threads"]:
-        os_name = os_thread_name(pid, t["native_id"]) if t["native_id"] else None
+        os_name = thread_comm(pid, t["native_id"]) if t["native_id"] else None
         out.append({
             "thread_id": t["thread_id"],
             "native_id": t["native_id"] or None,

@@ -58,7 +58,7 @@ def add_parser(subparsers):
                    "threads, e.g. 250ms (default 250ms; off on 3.13+, see docs; 0 = off)")
     r.add_argument("--no-tsc", action="store_true", help="timestamps from CLOCK_MONOTONIC, not the TSC")
     r.add_argument("--events", action="append", help="also record these events (comma-separated names "
-                   "or groups: line, instruction, exceptions, gc, objects, threads, ...; see "
+                   "or groups: line, instruction, exceptions, gc, objects, threads, tasks, ...; see "
                    "'stackwatch probes --events')")
     r.add_argument("--lines", action="append", metavar="GLOB", help="record line events in files "
                    "matching GLOB (implies --events line); repeatable")

@@ -424,13 +424,13 @@ def _profile_data(out, args, info, threads, whole):
         w = csv.writer(out, lineterminator="\n")
         w.writerow(["thread", "tid", "own", "total", "function", "file", "line"])
         for label, tid, tree in threads:
-            rows = _function_table(tree.tree())
+            rows = function_table(tree.tree())
             for (name, filename, line), (own, tot) in sorted(rows.items(), key=lambda kv: -kv[1][0]):
                 w.writerow([label, tid, own, tot, name, filename, line])
         return
     fn = lambda k: {"name": k[0], "file": k[1], "line": k[2]}
     root = whole.tree()
-    rows = _function_table(root)
+    rows = function_table(root)
     doc = {"file": args.file, "mode": info["mode"], "interval_ns": info["interval_ns"], "samples": whole.total,
            "threads": [{"name": label, "tid": tid, "samples": tree.total} for label, tid, tree in threads],
            "functions": [dict(fn(k), own=own, total=tot)
@@ -445,7 +445,7 @@ def _clock(ns):
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ns // 1_000_000 % 1000:03d}"
 
 
-def _function_table(root):
+def function_table(root):
     """{(name, filename, line): [own, total]} of a call tree (its root, as
     CallTree.tree() gives it). total counts each sample once per function
     even where the function recurses (only its outermost frame on a stack
@@ -474,7 +474,7 @@ def samples_table(out, title, root, sort, limit):
     """The top functions of a call tree (its root, as CallTree.tree() or
     Profiler.tree() give it) by own or total samples, with their shares;
     also `stackwatch profile`'s summary."""
-    rows = _function_table(root)
+    rows = function_table(root)
     total = root["count"] or 1
     index = 0 if sort == "own" else 1
     ordered = sorted(rows.items(), key=lambda kv: (-kv[1][index], -kv[1][1 - index], kv[0]))[:limit]

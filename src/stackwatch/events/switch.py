@@ -10,6 +10,8 @@ with what the mechanisms reachable only from Python must be:
   C calls, lines, instructions, exceptions, and on 3.13 the __init__ gap;
 - gc.callbacks: one entry while GC events are wanted;
 - threading.Thread._bootstrap_inner wrapped while thread events are wanted;
+- greenlet.settrace(hooks.greenlet_trace) while task events are wanted
+  (when greenlet is installed; the callback it replaces is chained);
 - sys.settrace replaced while the C trace hook is on (3.9-3.11), so that a
   tool installing or removing a trace function is noticed.
 
@@ -31,7 +33,8 @@ _real_settrace = None
 _settrace = None   # the replacement of sys.settrace while it is in place
 
 
-def apply(monitoring_events, local_lines, init_gap, lines_key, gc_callback, thread_wrapper, settrace):
+def apply(monitoring_events, local_lines, init_gap, lines_key, gc_callback, thread_wrapper, settrace,
+          greenlet_trace=False):
     """Called by the C owner only. monitoring_events: the global sys.monitoring
     events stackwatch's tool must have; local_lines: LINE / INSTRUCTION
     bits to set as local events of the code objects consumers want;
@@ -50,6 +53,7 @@ def apply(monitoring_events, local_lines, init_gap, lines_key, gc_callback, thre
         gc.callbacks.remove(cb)
     _switch_settrace(settrace)
     _switch_thread_wrapper(thread_wrapper)
+    _switch_greenlet_trace(greenlet_trace)
 
 
 
@@ -73,6 +77,26 @@ def _switch_settrace(on):
         if sys.settrace is _settrace:
             sys.settrace = _real_settrace
         _real_settrace = _settrace = None
+
+
+def _switch_greenlet_trace(on):
+    """greenlet.settrace is the thread's: the callback goes on the thread
+    that switches task events on (the one that starts tracing). The
+    callback it replaces is called by ours after each switch."""
+    if on and not _hooks.greenlet_trace_on():
+        try:
+            import greenlet
+        except ImportError:
+            return   # no greenlets, no greenlet switches
+        except Exception as e:
+            _warn(f"cannot import greenlet to record its switches: {e}")
+            return
+        _hooks.greenlet_trace_chain(greenlet.settrace(_hooks.greenlet_trace))
+    elif not on and _hooks.greenlet_trace_on():
+        import greenlet
+        prev = _hooks.greenlet_trace_off()
+        if greenlet.gettrace() is _hooks.greenlet_trace:
+            greenlet.settrace(prev)
 
 
 def _bootstrap_inner(self):

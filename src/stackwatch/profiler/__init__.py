@@ -10,9 +10,9 @@ written through the registry of formats (stackwatch.render.formats).
 from .calltree import CallTree, merge
 from .history import History, get_profile
 from .profile_file import is_profile_file, load_profile
-from .session import (DEFAULT_MAX_DEPTH, FORMATS, MODES, Profiler, check_mode, interval_ns, only_waited,
-                      waiting_note, waiting_threads)
+from .session import (DEFAULT_MAX_DEPTH, FORMATS, MIN_INTERVAL_OTHER_NS, MODES, Profiler, check_mode, interval_ns,
+                      only_waited, waiting_note, waiting_threads)
 from .watch import watch
 
-__all__ = ["DEFAULT_MAX_DEPTH", "FORMATS", "MODES", "CallTree", "History", "Profiler", "check_mode", "get_profile",
-           "interval_ns", "is_profile_file", "load_profile", "merge", "watch"]
+__all__ = ["DEFAULT_MAX_DEPTH", "FORMATS", "MIN_INTERVAL_OTHER_NS", "MODES", "CallTree", "History", "Profiler",
+           "check_mode", "get_profile", "interval_ns", "is_profile_file", "load_profile", "merge", "watch"]

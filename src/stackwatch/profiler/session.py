@@ -29,17 +29,19 @@ from . import history as history_mod, profile_file
 
 FORMATS = formats.names(formats.TREES, formats.PROFILES)
 MODES = ("wall", "cpu")
-MIN_INTERVAL_NS = 20_000
+MIN_INTERVAL_NS = 20_000           # sampling this process
+MIN_INTERVAL_OTHER_NS = 10_000     # sampling another process from outside (pid=)
 MAX_INTERVAL_NS = 60_000_000_000
 DEFAULT_MAX_DEPTH = 1024
 DEFAULT_MAX_THREADS = 256
 
 
-def interval_ns(interval=None, rate=None):
+def interval_ns(interval=None, rate=None, min_ns=MIN_INTERVAL_NS):
     """The sampling interval in nanoseconds from either an interval
     ("1ms", "50us"; a bare number is microseconds, as everywhere in
     stackwatch) or a rate in Hz. Raises ValueError for anything out of
-    range (the shortest interval is 20us, i.e. 50 kHz)."""
+    range (the shortest interval is min_ns: 20us, i.e. 50 kHz, for this
+    process; MIN_INTERVAL_OTHER_NS, 100 kHz, for another one)."""
     if rate is not None and interval is not None:
         raise ValueError("give either a sampling interval or a rate, not both")
     if rate is not None:
@@ -52,16 +54,16 @@ def interval_ns(interval=None, rate=None):
         if not hz > 0:
             raise ValueError(f"sampling rate must be positive, not {rate!r}")
         ns = 1e9 / hz
-        if ns < MIN_INTERVAL_NS:
+        if ns < min_ns:
             raise ValueError(f"sampling rate {rate!r} Hz is above the maximum of "
-                             f"{1e9 / MIN_INTERVAL_NS:.0f} Hz")
+                             f"{1e9 / min_ns:.0f} Hz")
         if ns > MAX_INTERVAL_NS:
             raise ValueError(f"sampling rate {rate!r} Hz is too low (at least one sample per "
                              f"{MAX_INTERVAL_NS // 1_000_000_000} s)")
         return int(round(ns))
     ns = parse_duration_ns("1ms" if interval is None else interval)
-    if ns < MIN_INTERVAL_NS:
-        raise ValueError(f"sampling interval {interval!r} is below the minimum of 20us")
+    if ns < min_ns:
+        raise ValueError(f"sampling interval {interval!r} is below the minimum of {min_ns // 1000}us")
     if ns > MAX_INTERVAL_NS:
         raise ValueError(f"sampling interval {interval!r} is above the maximum of 60s")
     return ns
@@ -116,6 +118,15 @@ def _stop_at_exit():
                 prof.stop()
         except Exception:
             pass
+
+
+def thread_comm(pid, tid):
+    """The kernel's name of thread tid of process pid (its comm), or None."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().rstrip("\n")
+    except OSError:
+        return None
 
 
 def check_mode(mode):
@@ -190,11 +201,26 @@ class Profiler:
     native=True (Linux x86-64) merges each thread's native (C) frames into
     its stack: each run of the interpreter's C function is replaced by the
     Python frames it runs. Native nodes are named "symbol [native]", with
-    the shared object as "filename", line 0 and "native": True."""
+    the shared object as "filename", line 0 and "native": True.
+
+    pid=PID samples another process instead, read from outside through
+    its memory (nothing changes in it; its Python release, 3.9-3.13, need
+    not be this one's); threads are then named by the kernel (their comm).
+    The interval may be as short as 10us there. idle=False leaves out the
+    samples of idle threads (asleep in a blocking call), gil_only=True
+    those of threads not holding the GIL (both counted in
+    stats()["left_out"]). native=True is for this process only."""
 
     def __init__(self, interval=None, *, rate=None, mode="wall", max_depth=DEFAULT_MAX_DEPTH,
-                 max_threads=DEFAULT_MAX_THREADS, cycle="2s", maxlen=1000, omit=(), lines=False, native=False):
-        self.interval_ns = interval_ns(interval, rate)
+                 max_threads=DEFAULT_MAX_THREADS, cycle="2s", maxlen=1000, omit=(), lines=False, native=False,
+                 pid=None, idle=True, gil_only=False):
+        if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
+            raise ValueError(f"pid must be a positive integer, not {pid!r}")
+        self.pid = pid
+        if self.pid is not None and native:
+            raise ValueError("native frames are captured only inside the process sampled, not from outside yet")
+        self.idle, self.gil_only = bool(idle), bool(gil_only)
+        self.interval_ns = interval_ns(interval, rate, MIN_INTERVAL_NS if self.pid is None else MIN_INTERVAL_OTHER_NS)
         self.mode = check_mode(mode)
         if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= 16384:
             raise ValueError(f"max_depth must be an integer from 1 to 16384, not {max_depth!r}")
@@ -220,6 +246,13 @@ class Profiler:
         ran or this process cannot be sampled."""
         if self._state != "new":
             raise RuntimeError("this profiler has already been started (a profiler runs once)")
+        if self.pid is not None:
+            # Another process: none of this process's frames are there to
+            # keep out, and its threads are named by the kernel.
+            self._s.start(self.pid, skip_idle=not self.idle, gil_only=self.gil_only)
+            self._state = "running"
+            self.refresh_names()
+            return self
         self._remember_names()
         # The profiler's own start/stop are never in the profile.
         self._s.set_filters(self._anchor, self._follow,
@@ -227,7 +260,7 @@ class Profiler:
                             elide=(_naming_start.__code__,))
         _wrap_thread_start()
         try:
-            self._s.start()
+            self._s.start(skip_idle=not self.idle, gil_only=self.gil_only)
         except BaseException:
             _unwrap_thread_start()
             raise
@@ -239,6 +272,13 @@ class Profiler:
         """Stops sampling and waits for the sampling thread."""
         if self._state != "running":
             raise RuntimeError("this profiler is not running")
+        if self.pid is not None:
+            self.refresh_names()
+            try:
+                self._s.stop()
+            finally:
+                self._state = "stopped"
+            return self
         try:
             self._s.stop()
         finally:
@@ -247,6 +287,19 @@ class Profiler:
             self._remember_names()
             _unwrap_thread_start()
         return self
+
+    def refresh_names(self):
+        """Notes the names of the threads sampled so far (with pid=, read
+        from the kernel while they exist: call it now and then so that
+        threads that end, or a target that exits, keep theirs)."""
+        if self.pid is None:
+            self._remember_names()
+            return
+        for t in self._s.threads():
+            if t["native_id"] and t["thread_id"] not in self._names:
+                name = thread_comm(self.pid, t["native_id"])
+                if name is not None:
+                    self._names[t["thread_id"]] = (name, t["native_id"])
 
     @property
     def running(self):
@@ -341,7 +394,7 @@ class Profiler:
         a run of several it is."""
         self._check_ran()
         if self._state == "running":
-            self._remember_names()
+            self.refresh_names()
         info = self._file_info(self._s.history())
         info.update(process or {})
         profile_file.save(path, self._s, info, self.threads())
@@ -375,7 +428,7 @@ class Profiler:
         formats take it (formats.Trees): labelled "name (ident)", the time
         covered so far, and the sampler's counters for the HTML page."""
         if self._state == "running":
-            self._remember_names()
+            self.refresh_names()
         st = self._s.stats()
         threads = [(formats.thread_label({"name": self._names.get(tid, (None, None))[0], "thread_id": tid}), tid, tree)
                    for tid, tree in self._s.thread_trees()]
@@ -384,6 +437,6 @@ class Profiler:
             now = time.monotonic_ns()
             time_ns = st["start_ns"] + time.time_ns() - now
             duration_ns = (st["stop_ns"] if st["stop_ns"] > 0 else now) - st["start_ns"]
-        keep = ("samples", "stored", "failed", "empty", "missed", "truncated", "dropped", "cut", "ticks")
+        keep = ("samples", "stored", "failed", "empty", "missed", "truncated", "dropped", "cut", "ticks", "left_out")
         return formats.Trees(threads, None, self.interval_ns, time_ns, duration_ns,
                              {k: st[k] for k in keep if k in st}, mode=self.mode)

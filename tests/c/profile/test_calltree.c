@@ -459,3 +459,35 @@ TEST(profile_modes_and_states)
         sw_profile_free(p);
     }
 }
+
+/* sw_profile_set_keep: skip_idle leaves out idle threads' samples (not a
+ * thread waiting for the GIL), gil_only those of threads not holding the
+ * GIL; both are counted in left_out and in their thread's states, and
+ * their time goes to no sample. */
+TEST(profile_keep_idle_and_gil)
+{
+    sw_sample_code main_ = code(100, "main"), work = code(200, "work");
+    sw_sample_code *stack[] = {&work, &main_};
+    for (int gil_only = 0; gil_only <= 1; gil_only++) {
+        sw_profile *p = sw_profile_new();
+        REQUIRE(p != NULL);
+        sw_profile_set_keep(p, 1, gil_only);
+        feed_state(p, 1, stack, 2, SW_SAMPLE_GIL_HELD, 1000, SW_STATE_RUNNING, 900);
+        feed_state(p, 1, stack, 2, 0, 1000, SW_STATE_GIL_WAIT, 30);
+        feed_state(p, 1, stack, 2, 0, 1000, SW_STATE_IDLE, 20);
+        feed_state(p, 2, stack, 2, 0, 1000, SW_STATE_IDLE, 0);          /* a thread only ever idle */
+        feed_state(p, 1, stack, 1, SW_SAMPLE_GIL_HELD, 1000, SW_STATE_RUNNING, 500);
+        const sw_profile_thread *t1 = sw_profile_thread_get(p, 0), *t2 = sw_profile_thread_get(p, 1);
+        REQUIRE(t1 != NULL && t2 != NULL);
+        CHECK_EQ_U64(t1->states[SW_STATE_IDLE], 1);
+        CHECK_EQ_U64(t1->states[SW_STATE_GIL_WAIT], 1);
+        CHECK_EQ_U64(t2->states[SW_STATE_IDLE], 1);
+        CHECK_EQ_U64(t2->samples, 0);
+        CHECK_EQ_U64(sw_profile_left_out(p), gil_only ? 3 : 2);
+        CHECK_EQ_U64(sw_profile_samples(p), gil_only ? 2 : 3);
+        CHECK_EQ_U64(t1->samples, gil_only ? 2 : 3);
+        const sw_calltree_node *root1 = sw_calltree_get_node(t1->tree, SW_CALLTREE_ROOT);
+        CHECK_EQ_U64(root1->weight, gil_only ? 2000 : 3000);   /* the left-out time is in no sample */
+        sw_profile_free(p);
+    }
+}

@@ -4,7 +4,7 @@
  * the trace room built again with -DSW_RECORD_KINDS_EXTRA_H naming this
  * file), so that test_records_extra.c can check that a new row alone,
  * with no other edit, is written, read back, counted and exported:
- *   TASK_SWITCH  an instant with a field of every type
+ *   TASK_NOTE  an instant with a field of every type
  *   WAIT_BEGIN / WAIT_END  a slice on a track of its own ("wait"), paired
  *                the way GC_START..GC_DONE are
  */
@@ -12,7 +12,7 @@
 #define SW_RECORDS_EXTRA_ROWS_H
 
 #define SW_RECORD_KINDS_EXTRA(X, F)                                                                        \
-    X(TASK_SWITCH, 40, task_switch, 7, PROGRAM, "task", "switch to", INSTANT, NONE, NONE, S1, NULL,         \
+    X(TASK_NOTE, 40, task_note, 7, PROGRAM, "task", "switch to", INSTANT, NONE, NONE, S1, NULL,         \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(task, STR, S1) F(drift, SIGNED, A) F(waker, TID, B)       \
       F(note, STR, S2))                                                                                    \
     X(WAIT_BEGIN, 41, wait_begin, 7, PROGRAM, "wait", "wait begin", OPEN, WAIT_END, NONE, S1, "wait",       \

@@ -36,9 +36,9 @@ static int keep_ext(void *ud, const sw_event *ev)
 
 TEST(the_rows_are_in_the_table)
 {
-    const sw_record_kind *k = sw_record_kind_of(SW_EXT_TASK_SWITCH);
+    const sw_record_kind *k = sw_record_kind_of(SW_EXT_TASK_NOTE);
     REQUIRE(k);
-    CHECK_EQ_STR(k->name, "task_switch");
+    CHECK_EQ_STR(k->name, "task_note");
     CHECK_EQ_U64(k->nfields, 6);
     CHECK_EQ_U64(SW_EXT_KIND_LIMIT, 43);
     CHECK(sw_record_kind_of(39) == NULL);
@@ -54,7 +54,7 @@ TEST(a_new_kind_is_written_read_counted_and_exported)
     tg_thread *a = tg_add_thread(&g, 9001, 0, "main", 3);
     REQUIRE(a);
     tg_enter(a, SW_OP_CALL, 0);
-    tg_ext(a, SW_EXT_TASK_SWITCH, 3, 7, (uint64_t)-5, 99, 0, "t1", "n");
+    tg_ext(a, SW_EXT_TASK_NOTE, 3, 7, (uint64_t)-5, 99, 0, "t1", "n");
     tg_ext(a, SW_EXT_WAIT_BEGIN, 0, 0, 0, 0, 0, "L", NULL);
     tg_ext(a, SW_EXT_GC_START, 0, 0, 2, 0, 0, NULL, NULL);
     tg_ext(a, SW_EXT_WAIT_END, 0, 0, 3, 0, 0, "L", NULL);
@@ -69,7 +69,7 @@ TEST(a_new_kind_is_written_read_counted_and_exported)
     seen s = {0};
     REQUIRE(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, keep_ext, &s) == SW_OK);
     REQUIRE(s.n == 6);
-    CHECK_EQ_U64(s.x[0].kind, SW_EXT_TASK_SWITCH);
+    CHECK_EQ_U64(s.x[0].kind, SW_EXT_TASK_NOTE);
     CHECK_EQ_U64(s.x[0].malformed, 0);
     CHECK_EQ_U64(s.x[0].code, 3);
     CHECK_EQ_U64(s.x[0].line, 7);
@@ -84,7 +84,7 @@ TEST(a_new_kind_is_written_read_counted_and_exported)
     /* Stats count it. */
     sw_ext_summary xs;
     REQUIRE(sw_ext_summary_compute(t, &xs) == SW_OK);
-    CHECK_EQ_U64(xs.count[SW_EXT_TASK_SWITCH], 1);
+    CHECK_EQ_U64(xs.count[SW_EXT_TASK_NOTE], 1);
     CHECK_EQ_U64(xs.count[SW_EXT_WAIT_BEGIN], 2);
     CHECK_EQ_U64(xs.count[SW_EXT_WAIT_END], 1);
     CHECK_EQ_U64(xs.gc_pairs, 1);

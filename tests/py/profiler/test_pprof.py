@@ -7,14 +7,13 @@ unwritable outputs are clean errors."""
 import glob
 import gzip
 import re
-import shutil
-import subprocess
 import threading
 import time
 
 import pytest
 
 from conftest import NO_GO, SAMPLER, needs, needs_sampler, read_varint, run, write
+from go_pprof import GO, go_pprof, top
 from mixed_workload import count_of, mixed_workload, spin_until
 from stats_bounds import CYCLE, Blocks, time_shares
 from stackwatch import _native
@@ -24,7 +23,6 @@ pytestmark = needs_sampler
 if SAMPLER:
     from stackwatch.profiler import Profiler
 
-GO = shutil.which("go")
 needs_go = needs(NO_GO)
 
 
@@ -53,29 +51,6 @@ def profiled(tmp_path_factory):
 
 
 # ---- go tool pprof ----
-
-def go_pprof(*args):
-    r = subprocess.run([GO, "tool", "pprof"] + [str(a) for a in args], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
-    return r.stdout
-
-
-def top(path, index, *extra):
-    """(shown, total, {function: (flat, cum)}) of `go tool pprof -top`
-    for the sample index ("samples" or "wall"), in counts or integer
-    nanoseconds. `shown` is the part of the total left by the filters."""
-    out = go_pprof("-top", f"-sample_index={index}", "-unit=ns", "-nodecount=100000", "-nodefraction=0",
-                   *extra, path)
-    m = re.search(r"^Showing nodes accounting for (\d+)(?:ns)?, [\d.]+% of (\d+)(?:ns)? total$", out, re.M)
-    assert m, out
-    rows = {}
-    for line in out.splitlines():
-        r = re.fullmatch(r"\s*(\d+)(?:ns)?\s+[\d.]+%\s+[\d.]+%\s+(\d+)(?:ns)?\s+[\d.]+%\s+(.+)", line)
-        if r:
-            rows[r.group(3)] = (int(r.group(1)), int(r.group(2)))
-    return int(m.group(1)), int(m.group(2)), rows
-
 
 def raw_samples(path):
     """The samples of `go tool pprof -raw`: [(count, ns, labels text)], and

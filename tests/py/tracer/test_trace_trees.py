@@ -16,6 +16,7 @@ import pytest
 
 import stackwatch
 from conftest import NO_CALLGRIND, NO_GO, needs, nested, page_data, run
+from go_pprof import top
 from stackwatch import Trace
 
 
@@ -143,9 +144,6 @@ def test_speedscope_weights_are_own_time(traced):
         assert own[name] == stats[name][1], name
 
 
-GO = shutil.which("go")
-
-
 @needs(NO_GO)
 def test_pprof_read_by_go_tool_pprof(traced):
     p, d, t, stats = traced
@@ -154,17 +152,9 @@ def test_pprof_read_by_go_tool_pprof(traced):
     assert r.returncode == 0, r.stderr
     gzip.decompress(out.read_bytes())
     for index, col in (("wall", 1), ("calls", 0)):
-        top = subprocess.run([GO, "tool", "pprof", "-top", f"-sample_index={index}", "-unit=ns",
-                              "-nodecount=100000", "-nodefraction=0", "-edgefraction=0", str(out)],
-                             capture_output=True, text=True, timeout=120)
-        assert top.returncode == 0, top.stderr
-        rows = {}
-        for line in top.stdout.splitlines():
-            m = re.fullmatch(r"\s*(\d+)(?:ns)?\s+[\d.]+%\s+[\d.]+%\s+(\d+)(?:ns)?\s+[\d.]+%\s+(.+)", line)
-            if m:
-                rows[m.group(3)] = int(m.group(1))
+        rows = {name: flat for name, (flat, _) in top(out, index, "-edgefraction=0")[2].items()}
         for name in ("fib", "leaf", "branch"):
-            assert rows[name] == stats[name][col], (index, name, top.stdout)
+            assert rows[name] == stats[name][col], (index, name, rows)
 
 
 def test_run_writes_a_flame_graph_directly(tmp_path):

@@ -1,0 +1,242 @@
+/*
+ * tasks.c - greenlet switches as task switches (tasks.h). A greenlet is a
+ * task: its id is given when the trace first meets it (1, 2, ... per
+ * session; a thread's main greenlet is the thread itself, task 0) and is
+ * defined in the trace with its name, "greenlet " and the qualified name
+ * of its run function: the first frame it records after its first switch
+ * in (greenlet has dropped .run by then; sw_tasks_name). The ids are held weakly: a greenlet ended
+ * (or collected) leaves the table, and an address reused by another
+ * greenlet gets a new id.
+ */
+#include "tasks.h"
+
+#include "ext/dispatch/dispatch.h"
+#include "ext/shared/tstate.h"
+#include "ext/tracer/session.h"
+
+#include <stdio.h>
+
+static PyObject *chained;      /* the greenlet trace function ours replaced */
+static int installed;          /* ours is (or was last set as) greenlet's */
+static PyObject *ids;          /* {address: (weakref, task id)} of this session */
+static uint64_t ids_gen;       /* the session ids belongs to */
+static uint64_t next_id;
+
+/* The object a weak reference refers to (new reference), or NULL. */
+static PyObject *weak_target(PyObject *wr)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o = NULL;
+    if (PyWeakref_GetRef(wr, &o) < 0)
+        PyErr_Clear();
+    return o;
+#else
+    PyObject *o = PyWeakref_GetObject(wr);
+    return o && o != Py_None ? Py_NewRef(o) : NULL;
+#endif
+}
+
+/* 1 if g is a thread's main greenlet (the only kind without a parent). */
+static int is_main(PyObject *g)
+{
+    PyObject *parent = PyObject_GetAttrString(g, "parent");
+    if (!parent) {
+        PyErr_Clear();
+        return 1;
+    }
+    int r = parent == Py_None;
+    Py_DECREF(parent);
+    return r;
+}
+
+/* g's task id (0 for a main greenlet, or when out of memory); *fresh set
+ * when it was given now. */
+static uint64_t task_of(PyObject *g, int *fresh)
+{
+    *fresh = 0;
+    if (is_main(g))
+        return 0;
+    if (ids_gen != sw_S.gen || !ids) {
+        Py_XSETREF(ids, PyDict_New());
+        ids_gen = sw_S.gen;
+        next_id = 1;
+        if (!ids)
+            return 0;
+    }
+    PyObject *key = PyLong_FromVoidPtr(g);
+    if (!key)
+        return 0;
+    PyObject *e = PyDict_GetItemWithError(ids, key);   /* borrowed */
+    if (e) {
+        PyObject *o = weak_target(PyTuple_GET_ITEM(e, 0));
+        Py_XDECREF(o);
+        if (o == g) {
+            Py_DECREF(key);
+            return PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(e, 1));
+        }
+    }
+    PyErr_Clear();
+    uint64_t id = next_id++;
+    PyObject *wr = PyWeakref_NewRef(g, NULL);
+    PyObject *v = wr ? Py_BuildValue("(NK)", wr, (unsigned long long)id) : NULL;
+    if (!v || PyDict_SetItem(ids, key, v) < 0)
+        id = 0;
+    PyErr_Clear();
+    Py_XDECREF(v);
+    Py_DECREF(key);
+    *fresh = id != 0;
+    return id;
+}
+
+/* Forgets an ended greenlet. */
+static void forget_if_dead(PyObject *g)
+{
+    PyObject *dead = PyObject_GetAttrString(g, "dead");
+    if (dead == Py_True && ids) {
+        PyObject *key = PyLong_FromVoidPtr(g);
+        if (key && PyDict_DelItem(ids, key) < 0)
+            PyErr_Clear();
+        Py_XDECREF(key);
+    }
+    PyErr_Clear();
+    Py_XDECREF(dead);
+}
+
+static void define_task(sw_tstate *t, uint64_t id, const char *what)
+{
+    char name[256];
+    snprintf(name, sizeof name, "greenlet%s%s", what && what[0] ? " " : "", what ? what : "");
+    sw_writer_define_task(sw_S.w, id, t->tb->index, name);
+}
+
+void sw_tasks_name(sw_tstate *t, PyCodeObject *co)
+{
+    uint64_t id = t->task_unnamed;
+    t->task_unnamed = 0;
+    if (t->task_unnamed_gen == sw_S.gen && sw_S.gen && t->session == sw_S.gen) {
+        PyObject *qn = sw_code_qualname(co);
+        const char *s = qn && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
+        PyErr_Clear();
+        define_task(t, id, s);
+    }
+    sw_tstate_refresh(t);
+}
+
+/* The qualified name of the outermost frame of a suspended greenlet (its
+ * run function's), into buf; "" when it has none. */
+static void suspended_name(PyObject *g, char *buf, size_t len)
+{
+    buf[0] = 0;
+    PyObject *f = PyObject_GetAttrString(g, "gr_frame");
+    if (!f || !PyFrame_Check(f)) {
+        PyErr_Clear();
+        Py_XDECREF(f);
+        return;
+    }
+    PyFrameObject *back;
+    while ((back = PyFrame_GetBack((PyFrameObject *)f)))
+        Py_SETREF(f, (PyObject *)back);
+    PyCodeObject *co = PyFrame_GetCode((PyFrameObject *)f);
+    const char *s = PyUnicode_AsUTF8(sw_code_qualname(co));
+    if (s)
+        snprintf(buf, len, "%s", s);
+    PyErr_Clear();
+    Py_DECREF(co);
+    Py_DECREF(f);
+}
+
+/* hooks.greenlet_trace(event, (origin, target)): greenlet calls it on
+ * the target's side of every switch ("switch") or throw ("throw"), before
+ * the target runs on. Records, then calls the chained callback. */
+static PyObject *greenlet_trace(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *event, *pair, *origin, *target;
+    if (!PyArg_ParseTuple(args, "OO", &event, &pair))
+        return NULL;
+    int k = SW_K_TASK_SWITCH;
+    uint64_t unnamed = 0;   /* a new task, named after its first frame */
+    if ((sw_D.mask & SW_EVB(k)) && PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2) {
+        sw_exc_state exc;   /* hooks never raise, nor lose a pending exception */
+        sw_exc_save(&exc);
+        origin = PyTuple_GET_ITEM(pair, 0);
+        target = PyTuple_GET_ITEM(pair, 1);
+        int origin_fresh, target_fresh;
+        uint64_t from = task_of(origin, &origin_fresh), to = task_of(target, &target_fresh);
+        sw_tstate *t = &sw_T;
+        if ((sw_D.file & SW_EVB(k)) && sw_S.gen && !t->busy && sw_thread_attach(t)) {
+            if (t->task_unnamed) {   /* it recorded no frame: no name */
+                if (t->task_unnamed_gen == sw_S.gen)
+                    define_task(t, t->task_unnamed, NULL);
+                t->task_unnamed = 0;
+                sw_tstate_refresh(t);
+            }
+            if (origin_fresh) {   /* running when tracing started */
+                char name[256];
+                suspended_name(origin, name, sizeof name);
+                define_task(t, from, name);
+            }
+            sw_tbuf_task_switch(t->tb, sw_clock_now(&sw_S.clock), from, to);
+            if (target_fresh)
+                unnamed = to;
+        }
+        sw_evdata d = {.line = -1, .a = (long long)from, .b = (long long)to};
+        sw_emit(k, &d);
+        forget_if_dead(origin);
+        sw_exc_restore(&exc);
+    }
+    PyObject *r = chained ? PyObject_CallFunctionObjArgs(chained, event, pair, NULL) : Py_NewRef(Py_None);
+    /* After the chained callback: its frames are not the task's run. */
+    if (unnamed && sw_S.gen) {
+        sw_tstate *t = &sw_T;
+        t->task_unnamed = unnamed;
+        t->task_unnamed_gen = sw_S.gen;
+        sw_tstate_refresh(t);
+    }
+    return r;
+}
+
+/* Ours is installed; prev is the callback it replaced (None: none; never
+ * ours, which would call itself). */
+static PyObject *greenlet_trace_chain(PyObject *self, PyObject *prev)
+{
+    (void)self;
+    installed = 1;
+    int ours = PyCFunction_Check(prev) && PyCFunction_GET_FUNCTION(prev) == greenlet_trace;
+    Py_XSETREF(chained, prev == Py_None || ours ? NULL : Py_NewRef(prev));
+    Py_RETURN_NONE;
+}
+
+/* Ours is removed: returns the callback to put back (None: none). */
+static PyObject *greenlet_trace_off(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    installed = 0;
+    PyObject *prev = chained ? chained : Py_NewRef(Py_None);
+    chained = NULL;
+    return prev;
+}
+
+static PyObject *greenlet_trace_on(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(installed);
+}
+
+static PyMethodDef methods[] = {
+    {"greenlet_trace", greenlet_trace, METH_VARARGS,
+     "greenlet_trace(event, (origin, target)): the greenlet.settrace callback of task events"},
+    {"greenlet_trace_chain", greenlet_trace_chain, METH_O,
+     "greenlet_trace_chain(previous): ours is installed; it calls previous (None: none) after recording"},
+    {"greenlet_trace_off", greenlet_trace_off, METH_NOARGS,
+     "greenlet_trace_off() -> the callback ours replaced (None: none): ours is removed"},
+    {"greenlet_trace_on", greenlet_trace_on, METH_NOARGS, "whether greenlet_trace is installed"},
+    {NULL, NULL, 0, NULL},
+};
+
+int sw_tasks_add_hooks(PyObject *hooks)
+{
+    return PyModule_AddFunctions(hooks, methods);
+}

@@ -1,0 +1,24 @@
+/*
+ * tasks.h - task switches (the dispatch kind TASK_SWITCH, `--events
+ * tasks`): greenlet switches, seen by a greenlet.settrace callback
+ * (tasks.c), become TASK_SWITCH records of the thread's trace, whose
+ * writer keeps an open-frame stack per task, and events for the handlers.
+ * GIL held.
+ */
+#ifndef SW_TASKS_H
+#define SW_TASKS_H
+
+#include "ext/shared/compat.h"
+#include "ext/shared/tstate.h"
+
+/* The thread records its first frame since a new task was switched in
+ * (sw_T.task_unnamed): the task is defined, named after the frame's code
+ * ("greenlet worker"). The hook's slow path calls it. */
+void sw_tasks_name(sw_tstate *t, PyCodeObject *co);
+
+/* Adds greenlet_trace (the callback), greenlet_trace_chain(previous)
+ * (installed, replacing previous), greenlet_trace_off() -> previous, and
+ * greenlet_trace_on() to _native.hooks. Returns 0, or -1 with an exception set. */
+int sw_tasks_add_hooks(PyObject *hooks);
+
+#endif

@@ -1,0 +1,157 @@
+"""`stackwatch record --pid PID`: samples a running process's Python stacks
+from outside (its memory read by the in-process profiler's sampling thread
+and frame walker, pointed at the target; nothing changes in the target)
+and writes a profile in any format `stackwatch profile` writes (the one
+format registry; -o's ending names it; default the HTML flame graph).
+
+Without --duration it runs until Ctrl-C (SIGINT), SIGTERM, or the
+target's exit, then writes what it sampled and exits 0. A summary line
+gives the samples, the failed share and the rate achieved. Bad input (no
+such process, not Python, a release it cannot read, permission, this very
+process) is one line on stderr, exit 1.
+"""
+import os
+import signal
+import sys
+import time
+
+from .. import profiler
+from ..common.units import parse_duration_ns
+from ..render import formats
+from .program import UsageError, check_writable
+from .stats import samples_table
+
+NAME = "record"
+FORMATS = formats.names(formats.TREES, formats.PROFILES)
+POLL_S = 0.05          # how often the target's life and the clock are checked
+NAMES_EVERY_S = 0.5    # how often the names of new threads are read
+
+
+def add_parser(subparsers):
+    """Adds the command to the CLI's subparsers; returns its parser."""
+    p = subparsers.add_parser("record", help="sample a running Python process from outside and write a profile")
+    p.add_argument("--pid", type=int, required=True, help="the process to sample")
+    p.add_argument("--duration", help="how long (seconds, or e.g. 500ms); default: until Ctrl-C or the "
+                   "process exits")
+    p.add_argument("--rate", help="samples per second (default 1000; at most 100000)")
+    p.add_argument("--mode", choices=profiler.MODES, default="wall",
+                   help="wall: samples weighted by wall time (default); cpu: weighted by the CPU time each "
+                   "thread used, only threads on a CPU")
+    p.add_argument("--idle", action="store_true", help="keep the samples of idle threads (asleep in a blocking "
+                   "call); by default they are left out")
+    p.add_argument("--gil", action="store_true", help="keep only the samples of the thread holding the GIL")
+    p.add_argument("--native", action="store_true", help="(not from outside yet: refused)")
+    p.add_argument("--lines", action="store_true", help="one node per line being run instead of per function")
+    p.add_argument("--cycle", default="2s", help="profile files keep a call tree per cycle of this length "
+                   "(default 2s; from 10ms to 1h)")
+    p.add_argument("--format", choices=FORMATS, default=None, help="the output format (default: what -o's "
+                   "ending names, else html)")
+    p.add_argument("-o", "--output", help="output file (default stackwatch-PID.flamegraph.html, PID the "
+                   "target's)")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print the summary")
+    return p
+
+
+def duration_s(text):
+    """Seconds from "2", "2.5" (seconds) or "500ms"; UsageError if not positive."""
+    try:
+        s = float(text)
+    except ValueError:
+        try:
+            s = parse_duration_ns(text) / 1e9
+        except ValueError as e:
+            raise UsageError(f"--duration: {e}")
+    if not s > 0:
+        raise UsageError(f"--duration must be positive, not {text!r}")
+    return s
+
+
+def alive(pid):
+    """1 while process pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+
+
+def open_profiler(args, **kw):
+    """The Profiler of the target, started; raises UsageError for what the
+    user asked wrong, OSError/ValueError/RuntimeError (one sentence) for a
+    target that cannot be read."""
+    if args.native:
+        raise UsageError("--native is not supported from outside yet: native frames are captured by a signal "
+                         "handler inside the process (use `stackwatch profile --native` on the program)")
+    try:
+        ns = profiler.interval_ns(None, args.rate, profiler.MIN_INTERVAL_OTHER_NS)
+    except ValueError as e:
+        raise UsageError(str(e))
+    try:
+        prof = profiler.Profiler(interval=f"{ns}ns", pid=args.pid, idle=args.idle, gil_only=args.gil,
+                                 lines=args.lines, mode=args.mode, cycle=args.cycle, **kw)
+    except ValueError as e:
+        raise UsageError(str(e))
+    return prof.start()
+
+
+def summary(prof):
+    """One line: samples, failed share, rate achieved."""
+    st = prof.stats()
+    dur = ((st["stop_ns"] or time.monotonic_ns()) - st["start_ns"]) / 1e9 if st["start_ns"] > 0 else 0.0
+    tried = st["samples"]
+    failed = 100.0 * st["failed"] / tried if tried else 0.0
+    rate = st["ticks"] / dur if dur > 0 else 0.0
+    left = f", {st['left_out']} left out (idle or without the GIL)" if st["left_out"] else ""
+    return (f"{st['stored']} samples of process {prof.pid} (Python {st['target_version']}) in {dur:.2f} s: "
+            f"{failed:.2f}% failed ({st['failed']} of {tried}), {rate:.0f} rounds/s achieved of "
+            f"{1e9 / prof.interval_ns:.0f} asked{left}")
+
+
+def run(args):
+    output = os.path.abspath(args.output or formats.default_output(args.format or "html", args.pid))
+    check_writable(output, "profile")
+    try:
+        fmt = args.format or (formats.of_output(args.output, formats.TREES, formats.PROFILES)
+                              if args.output else "html")
+    except ValueError as e:
+        raise UsageError(str(e))
+    limit = duration_s(args.duration) if args.duration is not None else None
+    stop = []
+    old = {sig: signal.signal(sig, lambda *_: stop.append(1)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            prof = open_profiler(args, **({"maxlen": None} if fmt == "stackwatch" else {}))
+        except (OSError, ValueError, RuntimeError) as e:
+            print(f"stackwatch: error: {e}", file=sys.stderr)
+            return 1
+        t0 = time.monotonic()
+        next_names = t0 + NAMES_EVERY_S
+        ended = ""
+        while not stop:
+            now = time.monotonic()
+            if limit is not None and now - t0 >= limit:
+                break
+            if not alive(args.pid):
+                ended = " (the process exited)"
+                break
+            if now >= next_names:
+                prof.refresh_names()
+                next_names = now + NAMES_EVERY_S
+            time.sleep(min(POLL_S, limit - (now - t0)) if limit is not None else POLL_S)
+        prof.stop()
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    try:
+        prof.write(output, fmt)
+    except (OSError, ValueError, RuntimeError) as e:
+        print(f"stackwatch: error: writing the profile to {output} failed: {e}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        root = prof.tree()
+        if root["count"]:
+            samples_table(sys.stderr, "stackwatch: top functions (all threads)", root, "own", 10)
+        print(f"stackwatch: {summary(prof)}{ended}", file=sys.stderr)
+        print(f"stackwatch: wrote {output}", file=sys.stderr)
+    return 0

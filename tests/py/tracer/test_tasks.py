@@ -1,0 +1,313 @@
+"""Task switches (`--events tasks`, trace format 1.7): greenlets switching
+from inside nested calls, each one's calls checked against the program's
+own ground truth (sys.setprofile plus greenlet.getcurrent(): per greenlet,
+its call / return sequence) on the trace's per-task tracks, in the Python
+view and in both exports as their real readers take them."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import chrome_slices, perfetto_timeline, run_traced, write
+from stackwatch import Trace
+
+# The program logs, per greenlet, the calls and returns of its own
+# functions; worker_a and worker_b switch to each other from inside
+# leaf() (two levels down), so each one's returns come while the other's
+# frames are open.
+PROGRAM = r'''
+import json, sys
+import greenlet
+
+log = {}
+N = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+
+def prof(frame, event, arg):
+    if event in ("call", "return") and frame.f_code.co_filename == __file__ and frame.f_code.co_name != "prof":
+        g = greenlet.getcurrent()
+        log.setdefault("main" if g.parent is None else g.name, []).append((event, frame.f_code.co_name))
+
+def leaf(n, other):
+    if not other.dead:
+        other.switch(n)
+    return n
+
+def mid(n, other):
+    return leaf(n, other) + 1
+
+def worker_a(x):
+    for i in range(N):
+        mid(i, gb)
+
+def worker_b(x):
+    for i in range(N + 1):
+        mid(i, ga)
+
+def driver():
+    ga.switch(0)
+    while not gb.dead:
+        gb.switch()
+
+ga = greenlet.greenlet(worker_a)
+ga.name = "greenlet worker_a"
+gb = greenlet.greenlet(worker_b)
+gb.name = "greenlet worker_b"
+sys.setprofile(prof)
+driver()
+sys.setprofile(None)
+open(sys.argv[1], "w").write(json.dumps(log))
+'''
+
+OWN = {"driver", "worker_a", "worker_b", "mid", "leaf"}
+
+
+def _need_greenlet():
+    try:
+        import greenlet  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("greenlet is not installed (scripts/venv.sh installs it)")
+        pytest.skip("greenlet is not installed (scripts/venv.sh installs it)")
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """The program run with task events: (trace path, its ground truth)."""
+    _need_greenlet()
+    folder = tmp_path_factory.mktemp("tasks")
+    truth = folder / "truth.json"
+    swt, _ = run_traced(folder, PROGRAM, "--events", "tasks", args=(str(truth),))
+    return swt, json.loads(truth.read_text())
+
+
+def _track(t, name):
+    return next(i for i, th in enumerate(t.threads) if th["name"] == name)
+
+
+def _own_sequence(t, pos, synthetic=False):
+    """The calls and returns of the program's functions on a track, as the
+    ground truth lists them (those the reader made up, or the others)."""
+    seq = []
+    for e in t.events(pos):
+        code = t.codes.get(e.code)
+        if code is None or code.name not in OWN or bool(e.synthetic) != synthetic:
+            continue
+        if e.kind in (0, 2):
+            seq.append(["call", code.name])
+        elif e.kind in (1, 3, 4):
+            seq.append(["return", code.name])
+    return seq
+
+
+def _check_nesting(t):
+    """Every track nests: its depths go up by one per call and each return
+    ends the innermost frame the track itself opened."""
+    for pos in range(len(t.threads)):
+        stack = []
+        for e in t.events(pos):
+            if e.kind in (0, 2, 5):
+                assert e.depth == len(stack)
+                stack.append(e.code)
+            elif e.kind in (1, 3, 4, 6):
+                assert stack and stack.pop() == e.code and e.depth == len(stack)
+        assert not stack
+
+
+def test_each_greenlet_calls_nest_on_its_own_task(traced):
+    swt, truth = traced
+    t = Trace(swt)
+    names = [th["name"] for th in t.threads]
+    assert names == ["MainThread", "greenlet worker_a", "greenlet worker_b"]
+    tasks = [th for th in t.threads if th["task"]]
+    assert len({th["task"] for th in tasks}) == 2 and all(th["thread"] == t.threads[0]["index"] for th in tasks)
+    assert set(truth) == {"main", "greenlet worker_a", "greenlet worker_b"}
+    for key, want in truth.items():
+        pos = 0 if key == "main" else _track(t, key)
+        assert _own_sequence(t, pos) == [list(x) for x in want], key
+    _check_nesting(t)
+
+
+def test_a_chunk_read_after_a_gap_knows_every_tasks_frames(tmp_path):
+    """Ring mode discards the oldest chunks: the first chunk kept is read
+    alone, and its TASK_FRAMES chunk gives the frames every task had open
+    then (the suspended ones too), so that each task's later returns close
+    its own frames: what each track shows is exactly the end of its ground
+    truth, after the frames reopened at the start."""
+    _need_greenlet()
+    truth_path = tmp_path / "truth.json"
+    swt, _ = run_traced(tmp_path, PROGRAM, "--events", "tasks", "--ring", "32K", "--buffer-size", "4K",
+                        args=(str(truth_path), "2000"))
+    t = Trace(swt)
+    truth = json.loads(truth_path.read_text())
+    assert t.threads[0]["dropped"] > 0   # the ring did discard chunks
+    _check_nesting(t)
+    for key in ("greenlet worker_a", "greenlet worker_b"):
+        pos = _track(t, key)
+        got, want = _own_sequence(t, pos), [list(x) for x in truth[key]]
+        assert 100 < len(got) < len(want) and got == want[-len(got):], key
+        # The frames reopened are those the task had open where its kept
+        # events begin.
+        open_ = []
+        for ev, name in want[:len(want) - len(got)]:
+            open_.append(name) if ev == "call" else open_.pop()
+        assert _own_sequence(t, pos, synthetic=True)[:len(open_)] == [["call", n] for n in open_]
+
+
+def test_exports_show_a_track_per_task(traced, tmp_path):
+    swt, truth = traced
+    # Chrome JSON: a thread_name per task, its B/E balanced per tid, and the
+    # program's calls on each task's tid in the ground truth's order.
+    Trace(swt).export("chrome", str(tmp_path / "t.json"))
+    doc = json.loads((tmp_path / "t.json").read_text())
+    tid_of = {e["args"]["name"]: e["tid"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}
+    assert {"greenlet worker_a", "greenlet worker_b"} <= set(tid_of)
+    slices = chrome_slices(doc)
+    for key in ("greenlet worker_a", "greenlet worker_b"):
+        mine = sorted((b, -e, name) for name, b, e, tid in slices if tid == tid_of[key] and name in OWN)
+        assert [name for _, _, name in mine] == [name for ev, name in truth[key] if ev == "call"]
+        # Nested: each slice lies inside the one that began before it and is still open.
+        open_ = []
+        for b, neg_e, name in mine:
+            while open_ and open_[-1] <= b:
+                open_.pop()
+            assert not open_ or -neg_e <= open_[-1], (key, name)
+            open_.append(-neg_e)
+    # Perfetto: a track per task named after it, its slices nested at the
+    # ground truth's depths.
+    tl = perfetto_timeline(swt, tmp_path / "t.pftrace")
+    uuid_of = {d.thread.thread_name: u for u, d in tl.tracks.items() if d.HasField("thread")}
+    for key in ("greenlet worker_a", "greenlet worker_b"):
+        got = [(name, info["depth"]) for (name, _, _, track, _), info in zip(tl.slices, tl.slice_info)
+               if track == uuid_of[key] and name in OWN]
+        want, depth = [], 0
+        for ev, name in truth[key]:   # in the order slices end: the returns
+            if ev == "call":
+                depth += 1
+            else:
+                depth -= 1
+                want.append((name, depth))
+        assert sorted(got) == sorted(want) and len(got) == len(want)
+        ends = [n for n, _ in got]
+        assert ends == [n for n, _ in want]
+
+
+def test_without_task_events_no_tasks(tmp_path):
+    """Task events off: no task tracks, the TASK chunk absent, greenlet's
+    trace callback untouched."""
+    _need_greenlet()
+    swt, _ = run_traced(tmp_path, PROGRAM + "\nimport greenlet\nassert greenlet.gettrace() is None\n",
+                        args=(str(tmp_path / "truth.json"),))
+    t = Trace(swt)
+    assert [th["name"] for th in t.threads] == ["MainThread"] and not t.threads[0]["task"]
+
+
+def test_a_greenlet_trace_callback_set_before_stays_chained(tmp_path):
+    """A program's own greenlet.settrace callback, set before tracing
+    starts, still sees every switch, and it is back when tracing stops."""
+    _need_greenlet()
+    program = r'''
+import sys, greenlet, stackwatch
+seen = []
+def mine(event, args):
+    seen.append((event, args[1].name if args[1].parent else "main"))
+greenlet.settrace(mine)
+def child():
+    greenlet.getcurrent().parent.switch(1)
+g = greenlet.greenlet(child)
+g.name = "child"
+stackwatch.start(sys.argv[1], events=["tasks"])
+g.switch()
+g.switch()
+stackwatch.stop()
+assert greenlet.gettrace() is mine, greenlet.gettrace()
+assert seen == [("switch", "child"), ("switch", "main"), ("switch", "child"), ("switch", "main")], seen
+'''
+    out = tmp_path / "inner.swt"
+    prog = write(tmp_path / "p.py", program)
+    r = subprocess.run([sys.executable, prog, str(out)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    t = Trace(str(out))
+    assert [th["name"] for th in t.threads][1:] == ["greenlet child"]
+
+
+def test_task_events_with_a_handler_too(tmp_path):
+    """With a handler as well (`--log`), which switches the mechanisms
+    again, the callback is installed once (not chained to itself), every
+    switch reaches the log, and the tracks are still exact."""
+    _need_greenlet()
+    truth_path, log = tmp_path / "truth.json", tmp_path / "events.log"
+    swt, _ = run_traced(tmp_path, PROGRAM, "--events", "tasks", "--log", str(log), args=(str(truth_path),))
+    truth = json.loads(truth_path.read_text())
+    t = Trace(swt)
+    for key in ("greenlet worker_a", "greenlet worker_b"):
+        assert _own_sequence(t, _track(t, key)) == [list(x) for x in truth[key]]
+    # main -> a, then 3 + 3 switches between a and b inside leaf(), a ends
+    # into main, main -> b, b ends into main.
+    assert log.read_text().count(" task_switch") == 10
+
+
+GEVENT_PROGRAM = r'''
+import json, sys
+import gevent, greenlet
+
+log = {}
+
+def prof(frame, event, arg):
+    if event in ("call", "return") and frame.f_code.co_filename == __file__ and frame.f_code.co_name != "prof":
+        g = greenlet.getcurrent()
+        log.setdefault("main" if g.parent is None else str(id(g)), []).append((event, frame.f_code.co_name))
+
+def inner(i, n):
+    gevent.sleep(0.001 * (i % 3))
+    return n + i
+
+def outer(i):
+    s = 0
+    for k in range(3):
+        s = inner(i, s)
+    return s
+
+def main():
+    jobs = [gevent.spawn(outer, i) for i in range(5)]
+    gevent.joinall(jobs)
+
+sys.setprofile(prof)
+main()
+sys.setprofile(None)
+open(sys.argv[1], "w").write(json.dumps(log))
+'''
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="gevent has no wheel for 3.9 in the package index here")
+def test_gevent_greenlets_each_on_their_own_task(tmp_path):
+    """gevent (from PyPI): five greenlets that sleep inside nested calls,
+    switched by gevent's hub; each one's calls and returns, on its own
+    track, equal the program's own log of that greenlet."""
+    try:
+        import gevent  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("gevent is not installed (scripts/venv.sh installs it)")
+        pytest.skip("gevent is not installed (scripts/venv.sh installs it)")
+    truth_path = tmp_path / "truth.json"
+    swt, _ = run_traced(tmp_path, GEVENT_PROGRAM, "--events", "tasks", args=(str(truth_path),))
+    truth = json.loads(truth_path.read_text())
+    t = Trace(swt)
+    _check_nesting(t)
+    names = [th["name"] for th in t.threads]
+    # the hub: its run method (3.9 and 3.10 code objects have no qualified name)
+    hub = "greenlet Hub.run" if sys.version_info >= (3, 11) else "greenlet run"
+    assert names.count("greenlet outer") == 5 and hub in names
+    own = {"inner", "outer", "main"}
+    got = []
+    for pos in range(len(t.threads)):
+        seq = [["call" if e.kind in (0, 2) else "return", t.codes[e.code].name] for e in t.events(pos)
+               if e.kind in (0, 1, 2, 3, 4) and t.codes[e.code].name in own
+               and t.codes[e.code].filename.endswith("prog.py")]
+        if seq:
+            got.append(json.dumps(seq))
+    # (before 3.12 a list comprehension is a function of its own: left out)
+    want = [json.dumps([list(x) for x in v if x[1] in own]) for v in truth.values()]
+    assert len(want) == 6 and sorted(got) == sorted(want)
