@@ -13,7 +13,8 @@
 enum {
     W_VERSION = 1, W_FREE_THREADED = 2,
     W_RUNTIME_SIZE = 3, W_INTERPRETERS_HEAD = 5,
-    W_INTERP_SIZE = 6, W_THREADS_HEAD = 9, W_CEVAL_GIL = 14, W_GIL = 15, W_GIL_LOCKED = 17, W_GIL_HOLDER = 18,
+    W_INTERP_SIZE = 6, W_THREADS_HEAD = 9, W_IMPORTS_MODULES = 11, W_CEVAL_GIL = 14, W_GIL = 15, W_GIL_LOCKED = 17,
+    W_GIL_HOLDER = 18,
     W_TSTATE_SIZE = 19, W_TSTATE_NEXT = 21, W_TSTATE_INTERP = 22, W_CURRENT_FRAME = 23, W_THREAD_ID = 24,
     W_NATIVE_THREAD_ID = 25, W_DATASTACK_CHUNK = 26,
     W_FRAME_SIZE = 28, W_FRAME_PREVIOUS = 29, W_FRAME_EXECUTABLE = 30, W_FRAME_INSTR = 31, W_FRAME_LOCALSPLUS = 32,
@@ -49,6 +50,7 @@ int sw_layout_from_debug_offsets(const unsigned char *raw, size_t len, const sw_
     /* Each offset within its structure, aligned for its width. */
     static const struct { unsigned size, field, width; } checks[] = {
         {W_RUNTIME_SIZE, W_INTERPRETERS_HEAD, 8}, {W_INTERP_SIZE, W_THREADS_HEAD, 8},
+        {W_INTERP_SIZE, W_IMPORTS_MODULES, 8},
         {W_INTERP_SIZE, W_CEVAL_GIL, 8}, {W_INTERP_SIZE, W_GIL, 8}, {W_INTERP_SIZE, W_GIL_LOCKED, 4},
         {W_INTERP_SIZE, W_GIL_HOLDER, 8}, {W_TSTATE_SIZE, W_TSTATE_NEXT, 8}, {W_TSTATE_SIZE, W_TSTATE_INTERP, 8},
         {W_TSTATE_SIZE, W_CURRENT_FRAME, 8}, {W_TSTATE_SIZE, W_THREAD_ID, 8},
@@ -95,6 +97,7 @@ int sw_layout_from_debug_offsets(const unsigned char *raw, size_t len, const sw_
         DIRECT(str_length, W_STR_LENGTH), DIRECT(str_ascii_data, W_STR_ASCII_SIZE),
         DIRECT(str_header_size, W_STR_SIZE), DIRECT(bytes_size, W_BYTES_OB_SIZE),
         DIRECT(bytes_data, W_BYTES_SVAL), DIRECT(interp_gil, W_CEVAL_GIL),
+        DIRECT(interp_modules, W_IMPORTS_MODULES),
     };
 #undef DIRECT
     sw_py_layout l = *base;

@@ -154,7 +154,48 @@ typedef struct sw_py_layout {
     uint64_t str_type;
     uint64_t frame_type;           /* PyFrame_Type (frame objects, before 3.11) */
     uint64_t none_addr;            /* Py_None (_Py_NoneStruct), for frame_func; 0 if unknown */
+
+    /* Objects read by name (threadnames.h: threading._active and each
+     * Thread's _name), 3.11+. managed_kind 0 (SW_MANAGED_NONE) and the
+     * rest SW_NO_OFFSET before: 3.9/3.10 keep their dict keys object in
+     * Objects/dict-common.h, which no installed header has. */
+    uint32_t managed_kind;         /* SW_MANAGED_*: where an instance keeps its attributes */
+    uint32_t interp_modules;       /* PyInterpreterState's sys.modules (a dict pointer) */
+    uint32_t module_dict;          /* PyModuleObject.md_dict */
+    uint32_t dict_keys;            /* PyDictObject.ma_keys */
+    uint32_t dict_values;          /* PyDictObject.ma_values (split dicts) */
+    uint32_t keys_log2_size;       /* uint8_t fields of PyDictKeysObject */
+    uint32_t keys_log2_index_bytes;
+    uint32_t keys_kind;
+    uint32_t keys_nentries;        /* Py_ssize_t */
+    uint32_t keys_indices;         /* the index table; entries follow it */
+    uint32_t keys_kind_general;    /* DICT_KEYS_GENERAL: entries are PyDictKeyEntry, else PyDictUnicodeEntry */
+    uint32_t entry_size, entry_key, entry_value;      /* PyDictKeyEntry */
+    uint32_t uentry_size, uentry_key, uentry_value;   /* PyDictUnicodeEntry */
+    uint32_t values_values;        /* PyDictValues.values */
+    uint32_t values_valid;         /* 3.13: PyDictValues.valid (uint8_t), else SW_NO_OFFSET */
+    uint32_t long_size;            /* int: ob_size (3.11, signed count of digits) or lv_tag (3.12+) */
+    uint32_t long_non_size_bits;   /* 0 for ob_size; lv_tag's low bits that are not the count */
+    uint32_t long_digits, long_digit_size, long_shift;
+    uint32_t type_flags;           /* PyTypeObject.tp_flags (unsigned long) */
+    uint32_t type_basicsize;       /* PyTypeObject.tp_basicsize */
+    uint32_t heaptype_cached_keys; /* PyHeapTypeObject.ht_cached_keys: the shared keys */
+    uint32_t managed_dict_back;    /* bytes before the object of its dict pointer (-MANAGED_DICT_OFFSET) */
+    uint32_t managed_values_back;  /* 3.11: bytes before the object of its values pointer */
+    uint32_t tpflags_managed_dict; /* Py_TPFLAGS_MANAGED_DICT */
+    uint32_t tpflags_inline_values;/* 3.13: Py_TPFLAGS_INLINE_VALUES, else 0 */
+    uint32_t managed_untag;        /* 3.12: added to the tagged word to get the values' address */
 } sw_py_layout;
+
+/* managed_kind: how an instance of a class without __slots__ keeps its
+ * attributes. */
+enum {
+    SW_MANAGED_NONE = 0,     /* not described: attributes are not read */
+    SW_MANAGED_3_11 = 1,     /* values pointer and dict pointer before the object */
+    SW_MANAGED_TAGGED = 2,   /* 3.12: one word before it, values when its low bit is set, else a dict */
+    SW_MANAGED_INLINE = 3,   /* 3.13: values inline after tp_basicsize (if the type says so and they
+                                are valid), else the dict pointer before it */
+};
 
 /* Every field of sw_py_layout, in order, with its width in bits: the
  * generated tables of known versions (layouts_known.c, written by
@@ -176,7 +217,15 @@ typedef struct sw_py_layout {
     X(thread_tid, 32) X(runtime_addr, 64) X(runtime_interp_main, 32) X(runtime_gil, 32) \
     X(interp_gil, 32) X(gil_size, 32) X(gil_locked, 32) X(gil_last_holder, 32) X(linetable_kind, 32) \
     X(frame_lasti, 32) X(lasti_unit, 32) X(frame_instr, 32) X(code_code, 32) X(code_linetable, 32) \
-    X(bytes_size, 32) X(bytes_data, 32) X(code_type, 64) X(str_type, 64) X(frame_type, 64) X(none_addr, 64)
+    X(bytes_size, 32) X(bytes_data, 32) X(code_type, 64) X(str_type, 64) X(frame_type, 64) X(none_addr, 64) \
+    X(managed_kind, 32) X(interp_modules, 32) X(module_dict, 32) X(dict_keys, 32) X(dict_values, 32) \
+    X(keys_log2_size, 32) X(keys_log2_index_bytes, 32) X(keys_kind, 32) X(keys_nentries, 32) \
+    X(keys_indices, 32) X(keys_kind_general, 32) X(entry_size, 32) X(entry_key, 32) X(entry_value, 32) \
+    X(uentry_size, 32) X(uentry_key, 32) X(uentry_value, 32) X(values_values, 32) X(values_valid, 32) \
+    X(long_size, 32) X(long_non_size_bits, 32) X(long_digits, 32) X(long_digit_size, 32) X(long_shift, 32) \
+    X(type_flags, 32) X(type_basicsize, 32) X(heaptype_cached_keys, 32) X(managed_dict_back, 32) \
+    X(managed_values_back, 32) X(tpflags_managed_dict, 32) X(tpflags_inline_values, 32) \
+    X(managed_untag, 32)
 
 /* Checks that the layout is usable: known kinds, every field inside the
  * bytes read, read sizes within SW_LAYOUT_MAX_READ. Returns 0 or SW_EARG,

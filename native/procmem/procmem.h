@@ -29,11 +29,13 @@
 #include "mem.h"
 #include "nativemerge.h"
 #include "nativestack.h"
+#include "pyobj.h"
 #include "pystack.h"
 #include "pystr.h"
 #include "sampler_loop.h"
 #include "symbols.h"
 #include "target.h"
+#include "threadnames.h"
 #include "threadstate.h"
 
 #endif

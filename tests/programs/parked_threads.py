@@ -1,9 +1,10 @@
 """A target for `stackwatch dump`: threads parked at known points (blocked
 on Events, one in a generator, one in a nested function), the main thread
-parked reading stdin. It prints "ready" and a JSON map of thread ids to native ids once all
-are parked; SIGUSR1 then
-makes faulthandler write every thread's stack, at that parked point, to
-the file named by argv[1]. Ends when stdin closes."""
+parked reading stdin. Once all are parked it prints "names", its minor
+version and a JSON map of thread ids to Python's thread names, then
+"ready" and a JSON map of thread ids to native ids; SIGUSR1 then makes
+faulthandler write every thread's stack, at that parked point, to the file
+named by argv[1]. Ends when stdin closes."""
 import faulthandler
 import json
 import signal
@@ -45,8 +46,10 @@ def start(target, name):
 
 
 def main():
-    threads = [start(Worker().run, "worker"), start(consume, "generator"), start(outer, "nested")]
+    threads = [start(Worker().run, "worker"), start(consume, "générateur"), start(outer, "入れ子")]   # str kinds 1 and 2
     ids = {t.ident: t.native_id for t in threads + [threading.main_thread()]}
+    names = {t.ident: t.name for t in threading.enumerate()}
+    print("names", sys.version_info[1], json.dumps(names), flush=True)
     out = open(sys.argv[1], "w")
     faulthandler.register(signal.SIGUSR1, file=out, all_threads=True)
     print("ready", json.dumps(ids), flush=True), sys.stdin.read()   # one line: the main thread's place from "ready" on

@@ -60,6 +60,37 @@ static void collect(void *ud, sw_sample *s)
     Py_XDECREF(t);
 }
 
+#define DUMP_MAX_NAMES 4096
+
+/* Sets each thread's "name" to its Python name (threading's Thread.name)
+ * where it can be read, else None. -1 only on a Python error. */
+static int add_python_names(sw_target *t, const sw_py_layout *l, uint64_t interp, PyObject *threads)
+{
+    sw_threadname *names = PyMem_Calloc(DUMP_MAX_NAMES, sizeof *names);
+    if (!names) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t n = 0;
+    char err[256];
+    Py_BEGIN_ALLOW_THREADS
+    sw_threadnames_read(&t->mem, l, interp, names, DUMP_MAX_NAMES, &n, err, sizeof err);   /* none if it fails */
+    Py_END_ALLOW_THREADS
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(threads); i++) {
+        PyObject *th = PyList_GET_ITEM(threads, i);
+        unsigned long long id = PyLong_AsUnsignedLongLong(PyDict_GetItemString(th, "thread_id"));
+        PyObject *name = NULL;
+        for (size_t k = 0; k < n && !name; k++)
+            if (names[k].ident == id)
+                name = PyUnicode_DecodeUTF8(names[k].name, (Py_ssize_t)strlen(names[k].name), "replace");
+        rc = PyDict_SetItemString(th, "name", name ? name : Py_None);
+        Py_XDECREF(name);
+    }
+    PyMem_Free(names);
+    return rc;
+}
+
 static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
@@ -105,6 +136,8 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
             break;
     }
     sw_pystack_free(r);
+    if (d.threads && add_python_names(&t, &l, interp, d.threads) < 0)
+        Py_CLEAR(d.threads);
     char version[32];
     sw_target_version_str(t.version_hex, version, sizeof version);
     PyObject *path = d.threads ? PyUnicode_DecodeFSDefault(t.python_path) : NULL;   /* any bytes */
@@ -122,8 +155,9 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 static PyMethodDef methods[] = {
     {"dump_process", (PyCFunction)(void (*)(void))dump_process, METH_VARARGS | METH_KEYWORDS,
      "dump_process(pid, max_depth=1024, layout='auto') -> {pid, version, python, layout, threads: [{thread_id, "
-     "native_id, gil, state, failed, frames: [(qualname, filename, line)]}]}: every thread's Python stack of "
-     "process pid, read once from outside; layout='debug_offsets' reads a 3.13 target through its debug offsets"},
+     "native_id, gil, state, failed, name, frames: [(qualname, filename, line)]}]}: every thread's Python stack "
+     "of process pid, read once from outside (name: threading's, None where unread, before 3.11); "
+     "layout='debug_offsets' reads a 3.13 target through its debug offsets"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -38,6 +38,15 @@ uint32_t sw_sampler_thread_tid_offset(void)
 #endif
 #include <internal/pycore_interp.h>
 #include <internal/pycore_runtime.h>
+#if PY_VERSION_HEX >= 0x030B0000
+/* 3.13's inline functions there have unused parameters */
+#  pragma GCC diagnostic push
+#  pragma GCC diagnostic ignored "-Wunused-parameter"
+#  include <internal/pycore_dict.h>
+#  include <internal/pycore_moduleobject.h>
+#  include <internal/pycore_object.h>
+#  pragma GCC diagnostic pop
+#endif
 
 #include "procmem/procmem.h"
 
@@ -324,6 +333,84 @@ uint32_t sw_sampler_thread_tid_offset(void)
     return find_thread_tid_offset();
 }
 
+/* What threadnames.c reads by name: modules, dicts, ints and the
+ * attributes of instances (layout.h). 3.9/3.10: not described. */
+static void fill_objects(sw_py_layout *l)
+{
+    l->managed_kind = SW_MANAGED_NONE;
+    uint32_t *none[] = {&l->interp_modules, &l->module_dict, &l->dict_keys, &l->dict_values, &l->keys_log2_size,
+                        &l->keys_log2_index_bytes, &l->keys_kind, &l->keys_nentries, &l->keys_indices,
+                        &l->keys_kind_general, &l->entry_size, &l->entry_key, &l->entry_value, &l->uentry_size,
+                        &l->uentry_key, &l->uentry_value, &l->values_values, &l->values_valid, &l->long_size,
+                        &l->long_non_size_bits, &l->long_digits, &l->long_digit_size, &l->long_shift,
+                        &l->type_flags, &l->type_basicsize, &l->heaptype_cached_keys, &l->managed_dict_back,
+                        &l->managed_values_back, &l->tpflags_managed_dict, &l->tpflags_inline_values,
+                        &l->managed_untag};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        *none[i] = SW_NO_OFFSET;
+#if PY_VERSION_HEX >= 0x030B0000
+#  if PY_VERSION_HEX >= 0x030C0000
+    l->interp_modules = OFF(PyInterpreterState, imports.modules);
+    l->long_size = OFF(PyLongObject, long_value.lv_tag);
+    l->long_digits = OFF(PyLongObject, long_value.ob_digit);
+    l->long_non_size_bits = _PyLong_NON_SIZE_BITS;
+#  else
+    l->interp_modules = OFF(PyInterpreterState, modules);
+    l->long_size = OFF(PyVarObject, ob_size);
+    l->long_digits = OFF(PyLongObject, ob_digit);
+    l->long_non_size_bits = 0;
+#  endif
+    l->long_digit_size = (uint32_t)sizeof(digit);
+    l->long_shift = PyLong_SHIFT;
+    l->module_dict = OFF(PyModuleObject, md_dict);
+    l->dict_keys = OFF(PyDictObject, ma_keys);
+    l->dict_values = OFF(PyDictObject, ma_values);
+    l->keys_log2_size = OFF(PyDictKeysObject, dk_log2_size);
+    l->keys_log2_index_bytes = OFF(PyDictKeysObject, dk_log2_index_bytes);
+    l->keys_kind = OFF(PyDictKeysObject, dk_kind);
+    l->keys_nentries = OFF(PyDictKeysObject, dk_nentries);
+    l->keys_indices = OFF(PyDictKeysObject, dk_indices);
+    l->keys_kind_general = DICT_KEYS_GENERAL;
+    l->entry_size = (uint32_t)sizeof(PyDictKeyEntry);
+    l->entry_key = OFF(PyDictKeyEntry, me_key);
+    l->entry_value = OFF(PyDictKeyEntry, me_value);
+    l->uentry_size = (uint32_t)sizeof(PyDictUnicodeEntry);
+    l->uentry_key = OFF(PyDictUnicodeEntry, me_key);
+    l->uentry_value = OFF(PyDictUnicodeEntry, me_value);
+    l->values_values = OFF(PyDictValues, values);
+    l->type_flags = OFF(PyTypeObject, tp_flags);
+    l->type_basicsize = OFF(PyTypeObject, tp_basicsize);
+    l->heaptype_cached_keys = OFF(PyHeapTypeObject, ht_cached_keys);
+    l->tpflags_managed_dict = Py_TPFLAGS_MANAGED_DICT;
+    l->tpflags_inline_values = 0;
+    /* The header says where an instance's pointers are only as code: run
+     * it on an object of a type with a managed dict (nothing is read but
+     * the type's flags). */
+    static PyTypeObject managed_type;
+    managed_type.tp_flags = Py_TPFLAGS_MANAGED_DICT;
+    PyObject objs[8];
+    memset(objs, 0, sizeof objs);
+    PyObject *obj = &objs[4];
+    Py_SET_TYPE(obj, &managed_type);
+#  if PY_VERSION_HEX >= 0x030D0000
+    l->managed_dict_back = (uint32_t)((char *)obj - (char *)_PyObject_ManagedDictPointer(obj));
+    l->managed_kind = SW_MANAGED_INLINE;
+    l->values_valid = OFF(PyDictValues, valid);
+    l->tpflags_inline_values = Py_TPFLAGS_INLINE_VALUES;
+#  elif PY_VERSION_HEX >= 0x030C0000
+    l->managed_dict_back = (uint32_t)((char *)obj - (char *)_PyObject_DictOrValuesPointer(obj));
+    PyDictOrValues tagged;
+    tagged.values = (char *)objs + 1;   /* the tag bit set: "values" */
+    l->managed_untag = (uint32_t)((char *)_PyDictOrValues_GetValues(tagged) - tagged.values);
+    l->managed_kind = SW_MANAGED_TAGGED;
+#  else
+    l->managed_dict_back = (uint32_t)((char *)obj - (char *)_PyObject_ManagedDictPointer(obj));
+    l->managed_values_back = (uint32_t)((char *)obj - (char *)_PyObject_ValuesPointer(obj));
+    l->managed_kind = SW_MANAGED_3_11;
+#  endif
+#endif
+}
+
 void sw_sampler_layout_fill(sw_py_layout *l)
 {
     memset(l, 0, sizeof *l);
@@ -338,6 +425,7 @@ void sw_sampler_layout_fill(sw_py_layout *l)
     fill_lines(l);
     fill_gil(l);
     l->runtime_interp_main = OFF(_PyRuntimeState, interpreters.main);
+    fill_objects(l);
     l->thread_tid = l->tstate_native_thread_id == SW_NO_OFFSET ? find_thread_tid_offset() : SW_NO_OFFSET;
 }
 

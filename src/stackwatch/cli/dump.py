@@ -15,8 +15,9 @@ def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
     p = subparsers.add_parser("dump", help="print every thread's Python stack of a running process")
     p.add_argument("pid", type=int, help="the process to read")
-    p.add_argument("--json", action="store_true", help="a JSON list of threads (name, native_id, gil, state, "
-                                                       "frames: function, file, line; innermost first)")
+    p.add_argument("--json", action="store_true", help="a JSON list of threads (name: Python's, os_name: the "
+                                                       "kernel's, native_id, gil, state, frames: function, "
+                                                       "file, line; innermost first)")
     return p
 
 
@@ -25,10 +26,13 @@ def threads_of(pid):
     dump = _native.dump_process(pid)
     out = []
     for t in dump["threads"]:
+        os_name = thread_comm(pid, t["native_id"]) if t["native_id"] else None
         out.append({
             "thread_id": t["thread_id"],
             "native_id": t["native_id"] or None,
-            "name": thread_comm(pid, t["native_id"]) if t["native_id"] else None,
+            # threading's name where it can be read (3.11+), else the kernel's
+            "name": t.get("name") or os_name,
+            "os_name": os_name,
             "gil": t["gil"],
             "state": t["state"],
             "failed": t["failed"],
@@ -48,6 +52,8 @@ def format_text(dump, threads):
         about = [f"native id {t['native_id']}" if t["native_id"] else "native id unknown"]
         if t["name"]:
             about.append(f"name {t['name']!r}")
+        if t["os_name"] and t["os_name"] != t["name"]:
+            about.append(f"OS name {t['os_name']!r}")
         about.append(t["state"])
         if t["gil"]:
             about.append("holds the GIL")

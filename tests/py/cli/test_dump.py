@@ -46,6 +46,10 @@ class Parked:
         args = list(wrap) + args
         self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         line = self.p.stdout.readline()
+        assert line.startswith("names "), line
+        _, minor, names = line.split(" ", 2)
+        self.minor, self.names = int(minor), {int(k): v for k, v in json.loads(names).items()}
+        line = self.p.stdout.readline()
         assert line.startswith("ready "), line
         self.native_ids = {int(k): v for k, v in json.loads(line[len("ready "):]).items()}
         self.pid = self.p.pid
@@ -96,7 +100,9 @@ def check_dump_equals_faulthandler(parked):
     assert got == expected
     for t in threads:
         assert t["native_id"] == parked.native_ids[t["thread_id"]]
-        assert t["name"] == open(f"/proc/{parked.pid}/task/{t['native_id']}/comm").read().strip()
+        assert t["os_name"] == open(f"/proc/{parked.pid}/task/{t['native_id']}/comm").read().strip()
+        # Python's names, read from threading._active in the target's memory (3.11+), else the kernel's
+        assert t["name"] == (parked.names[t["thread_id"]] if parked.minor >= 11 else t["os_name"])
         assert t["state"] == "idle" and t["gil"] is False and t["failed"] is False   # all parked, GIL released
     text = run(["dump", str(parked.pid)])
     assert text.returncode == 0, text.stderr
@@ -151,6 +157,7 @@ def test_dump_313_through_its_debug_offsets(tmp):
                for t in dump["threads"]]
         assert got == expected
         assert {t["native_id"] for t in dump["threads"]} == set(p.native_ids.values())
+        assert {t["thread_id"]: t["name"] for t in dump["threads"]} == p.names   # its imports.modules offset too
     finally:
         p.stop()
 
