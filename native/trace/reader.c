@@ -1494,7 +1494,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                     return rc;
             } else if (kind == SW_EXT_TASK_SWITCH) {
                 sw_ext x;
-                decode_ext(r, (uint32_t)kind, c.p, (size_t)len, &x);
+                decode_ext_into(r->s1, r->s2, (uint32_t)kind, c.p, (size_t)len, &x);
                 if (!x.malformed && (rc = task_switch(r, x.a, x.b)))
                     return rc;
             } else if (kind == SW_EXT_TEARDOWN) {
