@@ -30,7 +30,7 @@
 #define WINDOW_MAX (64u * 1024u)       /* bytes copied from the top of a frame stack */
 #define MAX_CHUNK_SPAN (1ull << 30)    /* a plausible bound for one stack chunk */
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
-#define TORN_RETRIES 2                 /* 3.11+: whole reads redone when the walk was torn */
+#define TORN_RETRIES 5                 /* 3.11+: whole reads redone when the walk was torn */
 #define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
 #define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
