@@ -793,7 +793,7 @@ static PyMethodDef Trace_methods[] = {
      "events_bytes() -> bytes of event chunks a full replay reads"},
     {"export", (PyCFunction)(void (*)(void))Trace_export, METH_VARARGS | METH_KEYWORDS,
      "export(format, path, min_duration_ns=0, filter=None, progress=None): write the trace in a format of "
-     "TRACE_EXPORTERS (perfetto protobuf, chrome JSON)"},
+     "TRACE_EXPORTERS (perfetto protobuf, chrome JSON, a ctf directory)"},
     {NULL, NULL, 0, NULL},
 };
 
