@@ -126,7 +126,7 @@ static void meta_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
-static void write_metadata(ctf *c, FILE *out, uint64_t real0_ns, const char *command)
+static void write_metadata(ctf *c, FILE *out, uint64_t real0_ns, uint64_t mono0_ns, const char *command)
 {
     fputs("/* CTF 1.8 */\n\n"
           "/* Written by stackwatch (export_ctf.c). */\n\n"
@@ -145,8 +145,9 @@ static void write_metadata(ctf *c, FILE *out, uint64_t real0_ns, const char *com
      * lttng-ust for an LTTng-UST trace (its call-stack analysis); the
      * producer says who wrote it. */
     fprintf(out, "env {\n\tdomain = \"ust\";\n\ttracer_name = \"lttng-ust\";\n\ttracer_major = 2;\n"
-                 "\ttracer_minor = 13;\n\tproducer = \"stackwatch\";\n\tvpid = %" PRIu32 ";\n\tprocname = ",
-            c->vpid);
+                 "\ttracer_minor = 13;\n\tproducer = \"stackwatch\";\n\tvpid = %" PRIu32 ";\n"
+                 "\tstackwatch_mono0_ns = %" PRIu64 ";\n\tprocname = ",
+            c->vpid, mono0_ns);
     meta_str(out, command);
     fputs(";\n};\n\n", out);
     fprintf(out, "clock {\n\tname = \"monotonic\";\n"
@@ -391,11 +392,13 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
     c.errmsg = err;
     c.errlen = errlen;
     const sw_meta_entry *e;
-    uint64_t real0 = 0;
+    uint64_t real0 = 0, mono0 = 0;
     if ((e = sw_trace_meta_find(t, "pid")))
         c.vpid = (uint32_t)e->u;
     if ((e = sw_trace_meta_find(t, "real0_ns")))
         real0 = e->u;
+    if ((e = sw_trace_meta_find(t, "mono0_ns")))
+        mono0 = e->u;
     const char *command = (e = sw_trace_meta_find(t, "command")) && e->s ? e->s : "python";
     /* procname: the command's first word's last component, as the kernel's
      * comm (15 bytes and a NUL). */
@@ -406,7 +409,7 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
             word = command + i + 1;
     len = strcspn(word, " ");
     memcpy(c.procname, word, len < PROCNAME_LEN - 1 ? len : PROCNAME_LEN - 1);
-    write_metadata(&c, out, real0, command);
+    write_metadata(&c, out, real0, mono0, command);
     int rc = sw_export_walk(t, o, ctf_event, &c);
     close_stream(&c);
     sw_bytes_free(&c.packet);

@@ -76,6 +76,20 @@ def read_ctf(directory):
     return events
 
 
+def test_the_clock_is_the_traces_with_its_wall_clock_offset(exported):
+    _, t, directory = exported
+    if NO_BABELTRACE:
+        return   # the test above says why (and fails under CI)
+    r = subprocess.run(["babeltrace2", "--clock-seconds", str(directory)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    first = re.match(r"^\[(\d+)\.(\d{9})\]", r.stdout)
+    assert first, r.stdout[:200]
+    t0 = read_ctf(directory)[0][0]   # the same first event, in the trace's own ns
+    assert t0 > 0 and int(first[1]) * 10**9 + int(first[2]) == int(t.meta["real0_ns"]) + t0
+    assert f"stackwatch_mono0_ns = {int(t.meta['mono0_ns'])};" in (directory / "metadata").read_text()
+
+
 def field(payload, name):
     m = re.search(rf"\b{name} = (\"(?:[^\"\\\\]|\\\\.)*\"|[^,]+)", payload)
     return m[1].strip('"') if m else None
