@@ -36,39 +36,50 @@ typedef struct ctf {
     uint32_t vpid, vtid;
     char procname[PROCNAME_LEN];
     sw_bytes packet;         /* events of the packet being built */
+    uint32_t *name_len;      /* by code id: strlen + 1 of its qualname, then of
+                                its file name (0: not yet known) */
+    uint32_t codes;
     uint64_t first_ts, last_ts, seq;
     int err;                 /* SW_ENOMEM or SW_EIO once something failed */
     char *errmsg;
     size_t errlen;
 } ctf;
 
-static void put_u16(sw_bytes *b, uint16_t v)
+/* n more bytes at the end of b, to fill in; NULL when out of memory (b
+ * is then marked failed). Inline: every field of every event comes here. */
+static inline uint8_t *room(sw_bytes *b, size_t n)
 {
-    uint8_t p[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
-    sw_bytes_put(b, p, 2);
+    if (b->cap - b->len < n && sw_bytes_reserve(b, n) != 0)
+        return NULL;
+    uint8_t *p = b->data + b->len;
+    b->len += n;
+    return p;
 }
 
-static void put_u32(sw_bytes *b, uint32_t v)
+/* An unsigned integer of `bytes` bytes, little-endian. */
+static inline void put_le(sw_bytes *b, uint64_t v, int bytes)
 {
-    uint8_t p[4];
-    for (int i = 0; i < 4; i++)
+    uint8_t *p = room(b, (size_t)bytes);
+    for (int i = 0; p && i < bytes; i++)
         p[i] = (uint8_t)(v >> (8 * i));
-    sw_bytes_put(b, p, 4);
 }
 
-static void put_u64(sw_bytes *b, uint64_t v)
+static inline void put_u16(sw_bytes *b, uint16_t v) { put_le(b, v, 2); }
+static inline void put_u32(sw_bytes *b, uint32_t v) { put_le(b, v, 4); }
+static inline void put_u64(sw_bytes *b, uint64_t v) { put_le(b, v, 8); }
+
+/* A CTF string of n bytes (its NUL included). */
+static inline void put_strn(sw_bytes *b, const char *s, size_t n)
 {
-    uint8_t p[8];
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-    sw_bytes_put(b, p, 8);
+    uint8_t *p = room(b, n);
+    if (p)
+        memcpy(p, s, n);
 }
 
-/* A CTF string: its bytes and a NUL. */
 static void put_str(sw_bytes *b, const char *s)
 {
     s = s ? s : "";
-    sw_bytes_put(b, s, strlen(s) + 1);
+    put_strn(b, s, strlen(s) + 1);
 }
 
 /* ------------------------------------------------------------------ */
@@ -264,6 +275,8 @@ static void begin_event(ctf *c, unsigned id, int64_t t_ns)
 {
     if (c->packet.len >= PACKET_BYTES)
         flush_packet(c);
+    if (!c->packet.cap)   /* the packet's buffer, at its size from the start */
+        sw_bytes_reserve(&c->packet, PACKET_BYTES + 4096);
     uint64_t ts = t_ns < 0 ? 0 : (uint64_t)t_ns;
     if (ts < c->last_ts)
         ts = c->last_ts;
@@ -274,7 +287,7 @@ static void begin_event(ctf *c, unsigned id, int64_t t_ns)
     put_u64(&c->packet, ts);
     put_u32(&c->packet, c->vpid);
     put_u32(&c->packet, c->vtid);
-    sw_bytes_put(&c->packet, c->procname, PROCNAME_LEN);
+    put_strn(&c->packet, c->procname, PROCNAME_LEN);
 }
 
 static void entry_event(ctf *c, const sw_event *ev)
@@ -282,10 +295,18 @@ static void entry_event(ctf *c, const sw_event *ev)
     const sw_code_info *ci = sw_trace_code(c->t, ev->code);
     begin_event(c, ID_ENTRY, ev->t_ns);
     put_u64(&c->packet, ev->code);
-    put_str(&c->packet, ci ? ci->qualname : "?");
-    put_str(&c->packet, ci ? ci->filename : "?");
+    const char *name = ci ? ci->qualname : "?", *file = ci ? ci->filename : "?";
+    name = name ? name : "";
+    file = file ? file : "";
+    uint32_t *len = ci && ev->code < c->codes ? &c->name_len[2 * (size_t)ev->code] : NULL;
+    if (len && !len[0]) {   /* the names' lengths, once per code */
+        len[0] = (uint32_t)strlen(name) + 1;
+        len[1] = (uint32_t)strlen(file) + 1;
+    }
+    put_strn(&c->packet, name, len ? len[0] : strlen(name) + 1);
+    put_strn(&c->packet, file, len ? len[1] : strlen(file) + 1);
     put_u32(&c->packet, ci ? ci->firstlineno : 0);
-    sw_bytes_u8(&c->packet, ev->kind == SW_OP_C_CALL ? 1 : ev->kind == SW_OP_RESUME ? 2 : 0);
+    put_le(&c->packet, ev->kind == SW_OP_C_CALL ? 1 : ev->kind == SW_OP_RESUME ? 2 : 0, 1);
 }
 
 static void ext_event(ctf *c, const sw_event *ev)
@@ -409,10 +430,17 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
             word = command + i + 1;
     len = strcspn(word, " ");
     memcpy(c.procname, word, len < PROCNAME_LEN - 1 ? len : PROCNAME_LEN - 1);
+    c.codes = sw_trace_code_limit(t);
+    c.name_len = calloc((size_t)c.codes * 2 + 1, sizeof *c.name_len);
+    if (!c.name_len) {
+        snprintf(err, errlen, "out of memory");
+        return SW_ENOMEM;
+    }
     write_metadata(&c, out, real0, mono0, command);
     int rc = sw_export_walk(t, o, ctf_event, &c);
     close_stream(&c);
     sw_bytes_free(&c.packet);
+    free(c.name_len);
     if (c.err)
         return c.err;
     if (rc == SW_ENOMEM) {
