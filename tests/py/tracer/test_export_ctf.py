@@ -120,8 +120,11 @@ def test_babeltrace2_reads_the_trace_exactly(exported):
                   and name != "stackwatch:sample")
     assert ext == Counter(e.kind for e in t.ext_events())
     assert ext["raise"] >= 8 and ext["gc_start"] >= 2 and ext["thread_start"] == 1
-    raised = [field(p, "type") for _, name, _, p in events if name == "stackwatch:raise"]
-    assert set(raised) == {"ValueError"}
+    raised = Counter((vtid, field(p, "type"), field(p, "function"), int(field(p, "line")))
+                     for _, name, vtid, p in events if name == "stackwatch:raise")
+    assert raised == Counter((tid[e.thread], e.data["type"], t.codes[e.code].qualname, e.line)
+                             for e in t.ext_events(kinds="raise"))
+    assert sum(n for (_, kind, function, _), n in raised.items() if (kind, function) == ("ValueError", "leaf")) == 5 * (5 + 3)
     # Every sample, on its thread.
     samples = Counter(vtid for _, name, vtid, _ in events if name == "stackwatch:sample")
     assert samples == +Counter({tid[pos]: th["samples"] for pos, th in enumerate(t.threads)})
