@@ -28,12 +28,13 @@ if [ "$what" = all ]; then
   # Real consumers of the outputs: bpftrace attaches to the USDT probes,
   # go tool pprof reads pprof profiles, headless Chromium renders the HTML
   # flame graph (driven through chromedriver), callgrind_annotate (valgrind)
-  # reads callgrind profiles.
+  # reads callgrind profiles, babeltrace2 reads the CTF exports.
   command -v bpftrace >/dev/null || need+=(bpftrace)
   # strace counts a program's system calls, against which the trace's
   # (run --kernel) are checked.
   command -v strace >/dev/null || need+=(strace)
   command -v callgrind_annotate >/dev/null || need+=(valgrind)
+  command -v babeltrace2 >/dev/null || need+=(babeltrace2)
   command -v go >/dev/null || need+=(golang-go)
   command -v chromium >/dev/null || need+=(chromium)
   command -v chromedriver >/dev/null || need+=(chromium-driver)

@@ -24,6 +24,9 @@ typedef struct sw_export_opts {
     int64_t min_duration_ns;  /* slices shorter than this are left out */
     const sw_filter *filter;  /* what is kept (NULL: everything) */
     const struct sw_export_part *part;  /* a part of a merged output (merge.h), or NULL */
+    const char *dir;          /* the output directory of a directory format
+                                 (exporters.h), whose first file the FILE
+                                 given is; else NULL */
 } sw_export_opts;
 
 /* Walks each thread the filter keeps: its slices through the filter

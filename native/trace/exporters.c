@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SW_X_EXPORTER_(name, fn, suffix, binary) {#name, fn, suffix, binary},
+#define SW_X_EXPORTER_(name, fn, suffix, binary, directory) {#name, fn, suffix, binary, directory},
 const sw_exporter sw_exporters[] = {SW_TRACE_EXPORTERS(SW_X_EXPORTER_)};
 const size_t sw_exporter_count = sizeof sw_exporters / sizeof sw_exporters[0];
 

@@ -5,25 +5,31 @@
  * exporter by name looks here: Trace.export and export_merged
  * (ext/tracefile/trace_type.c), and the Python format registry
  * (stackwatch/render/formats.py, through _native.TRACE_EXPORTERS). A new
- * timeline format (CTF, a sequence diagram) is one row and its writer.
+ * timeline format (a sequence diagram) is one row and its writer.
  */
 #ifndef SW_EXPORTERS_H
 #define SW_EXPORTERS_H
 
 #include "export_chrome.h"
+#include "export_ctf.h"
 #include "export_perfetto.h"
 
-/* X(name, writer, suffix, binary), in the order the command line lists
- * them; writer is an sw_export_fn (export_walk.h). */
+/* X(name, writer, suffix, binary, directory), in the order the command
+ * line lists them; writer is an sw_export_fn (export_walk.h). A directory
+ * format's output is a directory the caller creates (empty): the writer is
+ * given its first file, DIR/metadata, opened, and the directory's name in
+ * sw_export_opts.dir. */
 #define SW_TRACE_EXPORTERS(X)                              \
-    X(perfetto, sw_export_perfetto, ".pftrace", 1)         \
-    X(chrome, sw_export_chrome, ".json", 0)
+    X(perfetto, sw_export_perfetto, ".pftrace", 1, 0)      \
+    X(chrome, sw_export_chrome, ".json", 0, 0)             \
+    X(ctf, sw_export_ctf, ".ctf", 1, 1)
 
 typedef struct sw_exporter {
     const char *name;
     sw_export_fn write;
     const char *suffix;      /* the ending of its default file name */
     int binary;
+    int directory;           /* writes a directory (its first file: "metadata") */
 } sw_exporter;
 
 extern const sw_exporter sw_exporters[];

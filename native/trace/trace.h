@@ -22,6 +22,7 @@
 
 #include "analysis.h"
 #include "export_chrome.h"
+#include "export_ctf.h"
 #include "export_perfetto.h"
 #include "export_walk.h"
 #include "exporters.h"

@@ -11,8 +11,10 @@
 
 #include "trace/trace.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 
@@ -641,6 +643,36 @@ static PyObject *unknown_exporter(const char *fmt)
     return PyErr_Format(PyExc_ValueError, "unknown export format '%s' (known: %s)", fmt, known);
 }
 
+/* The output of a directory format (exporters.h): `dir` created, or an
+ * empty directory already there; its first file's name, dir/metadata,
+ * into first. Returns 0, or -1 with an exception set. */
+static int output_dir(const char *dir, char *first, size_t len)
+{
+    if (mkdir(dir, 0777) != 0) {
+        int e = errno;
+        DIR *d = e == EEXIST ? opendir(dir) : NULL;
+        if (!d) {
+            errno = e == EEXIST ? ENOTDIR : e;
+            PyErr_SetFromErrnoWithFilename(PyExc_OSError, dir);
+            return -1;
+        }
+        struct dirent *de;
+        int empty = 1;
+        while (empty && (de = readdir(d)))
+            empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+        closedir(d);
+        if (!empty) {
+            PyErr_Format(PyExc_OSError, "%s: the directory is not empty (the export writes a new directory)", dir);
+            return -1;
+        }
+    }
+    if ((size_t)snprintf(first, len, "%s/metadata", dir) >= len) {
+        PyErr_Format(PyExc_OSError, "%s: the name is too long", dir);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"format", "path", "min_duration_ns", "filter", "progress", NULL};
@@ -661,14 +693,21 @@ static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(path_obj);
         return NULL;
     }
-    FILE *f = fopen(PyBytes_AS_STRING(path_obj), "wb");
-    if (!f) {
-        PyErr_SetFromErrnoWithFilename(PyExc_OSError, PyBytes_AS_STRING(path_obj));
+    const char *dir = ex->directory ? PyBytes_AS_STRING(path_obj) : NULL;
+    char first[4096];
+    if (dir && output_dir(dir, first, sizeof first) < 0) {
         Py_DECREF(path_obj);
         sw_py_filter_free(&pf);
         return NULL;
     }
-    sw_export_opts o = {min_ns, &pf.f, NULL};
+    FILE *f = fopen(dir ? first : PyBytes_AS_STRING(path_obj), "wb");
+    if (!f) {
+        PyErr_SetFromErrnoWithFilename(PyExc_OSError, dir ? first : PyBytes_AS_STRING(path_obj));
+        Py_DECREF(path_obj);
+        sw_py_filter_free(&pf);
+        return NULL;
+    }
+    sw_export_opts o = {min_ns, &pf.f, NULL, dir};
     char err[256] = "";
     sw_py_progress pr;
     sw_py_progress_begin(&pr, self->t, progress);
@@ -709,6 +748,11 @@ static PyObject *export_merged(PyObject *module, PyObject *args, PyObject *kw)
         unknown_exporter(fmt);
         goto out;
     }
+    if (ex->directory) {
+        PyErr_Format(PyExc_ValueError, "the %s export of several processes is not supported yet: export one trace",
+                     fmt);
+        goto out;
+    }
     if (!(list = PySequence_Fast(seq, "traces must be a sequence of Trace objects")))
         goto out;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(list);
@@ -732,7 +776,7 @@ static PyObject *export_merged(PyObject *module, PyObject *args, PyObject *kw)
         PyErr_SetFromErrnoWithFilename(PyExc_OSError, PyBytes_AS_STRING(path_obj));
         goto out;
     }
-    sw_export_opts o = {min_ns, NULL, NULL};
+    sw_export_opts o = {min_ns, NULL, NULL, NULL};
     char err[256] = "";
     int rc = sw_export_merged(ts, (size_t)n, ex->write, f, &o, err, sizeof err);
     if (fclose(f) != 0 && !rc) {
@@ -814,7 +858,7 @@ static PyMethodDef Trace_methods[] = {
      "events_bytes() -> bytes of event chunks a full replay reads"},
     {"export", (PyCFunction)(void (*)(void))Trace_export, METH_VARARGS | METH_KEYWORDS,
      "export(format, path, min_duration_ns=0, filter=None, progress=None): write the trace in a format of "
-     "TRACE_EXPORTERS (perfetto protobuf, chrome JSON)"},
+     "TRACE_EXPORTERS (perfetto protobuf, chrome JSON, a ctf directory)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -878,7 +922,8 @@ static int add_record_kinds(PyObject *m)
     PyObject *exporters = PyTuple_New((Py_ssize_t)sw_exporter_count);
     for (size_t i = 0; exporters && i < sw_exporter_count; i++) {
         const sw_exporter *e = &sw_exporters[i];
-        PyObject *row = Py_BuildValue("(ssO)", e->name, e->suffix, e->binary ? Py_True : Py_False);
+        PyObject *row = Py_BuildValue("(ssOO)", e->name, e->suffix, e->binary ? Py_True : Py_False,
+                                      e->directory ? Py_True : Py_False);
         if (!row)
             Py_CLEAR(exporters);
         else

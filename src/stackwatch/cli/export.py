@@ -24,7 +24,7 @@ from ..profiler import history
 from ..render import formats
 from ..tracer.tracefile import Trace
 from . import files, filters, progress, traces
-from .program import UsageError, check_writable, output_what, writing
+from .program import UsageError, check_directory, check_writable, output_what, writing
 
 NAME = "export"
 TRACE_FORMATS = formats.names(formats.TRACES, written=True)
@@ -101,7 +101,10 @@ def _export_trace(args):
                          f"not to {args.format}")
     if traces.several(args):
         return traces.export(args, min_ns)
-    check_writable(args.output, output_what(args.format))
+    if formats.FORMATS[args.format].directory:
+        check_directory(args.output, output_what(args.format))
+    else:
+        check_writable(args.output, output_what(args.format))
     t = Trace(args.file)
     flt = filters.trace_filter(args, t)
     kept = flt.threads if flt and flt.threads is not None else range(len(t.threads))

@@ -260,6 +260,16 @@ def check_writable(path, what):
         raise UsageError(f"cannot write the {what} to {path}: permission denied")
 
 
+def check_directory(path, what):
+    """UsageError unless `path` can be made a directory, or is an empty one
+    (the output of a directory format: CTF)."""
+    if os.path.isdir(path):
+        if os.listdir(path):
+            raise UsageError(f"cannot write the {what} to {path}: the directory is not empty")
+        return
+    check_writable(path, what)
+
+
 def output_what(fmt):
     """What check_writable calls an output of format `fmt`: "trace" for
     the stackwatch trace, "chrome trace", "html output", ..."""

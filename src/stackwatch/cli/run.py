@@ -21,7 +21,7 @@ from ..render import formats
 from ..tracer import follow
 from ..tracer import session as tracing
 from . import traces
-from .program import Finisher, UsageError, check_writable, error_text, output_what, resolve
+from .program import Finisher, UsageError, check_directory, check_writable, error_text, output_what, resolve
 
 NAME = "run"
 RUNS_PROGRAM = True
@@ -143,7 +143,8 @@ def run(args):
     # Absolute, so that a program that changes directory does not move it.
     output = os.path.abspath(args.output or formats.default_output(args.format))
     if not args.no_trace:
-        check_writable(output, output_what(args.format))
+        check = check_directory if formats.FORMATS[args.format].directory else check_writable
+        check(output, output_what(args.format))
     if args.format == "swt":
         trace_path = output
     else:

@@ -63,6 +63,8 @@ def export(args, min_ns):
     """`stackwatch export A.swt B.swt ... | DIR -o OUT`: the processes of
     one run as one timeline (or one set of call trees)."""
     refuse_one_trace_options(args)
+    if formats.FORMATS[args.format].directory:
+        raise UsageError(f"the {args.format} export of several processes is not supported yet: export one trace")
     paths = gather(args)
     check_writable(args.output, output_what(args.format))
     s = opened(paths)

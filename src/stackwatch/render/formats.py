@@ -40,13 +40,14 @@ from . import functions
 TREES, PROFILES, TRACES = "trees", "profiles", "traces"
 
 
-class Format(namedtuple("Format", "name suffixes binary fits takes write")):
+class Format(namedtuple("Format", "name suffixes binary fits takes write directory", defaults=(False,))):
     """name: what --format and write() call it. suffixes: endings of file
     names (lower case) that mean this format, the first one that of the
     default output name. binary: not text. fits: a frozenset of TREES,
     PROFILES, TRACES (what it can be written from); takes: which of them
     write(path, data, **options) is given. write is None for the format a
-    tracing session writes itself (the trace)."""
+    tracing session writes itself (the trace). directory: the output is a
+    directory (made, or an empty one), not a file (CTF)."""
     __slots__ = ()
 
 
@@ -183,7 +184,8 @@ FORMATS = {f.name: f for f in (
     Format("swt", (".swt",), True, _X, TRACES, None),
     # The timeline formats: one per row of the C exporters' table
     # (native/trace/exporters.h), written by Trace.export.
-    *(Format(name, (suffix,), binary, _X, TRACES, _exported(name)) for name, suffix, binary in _native.TRACE_EXPORTERS),
+    *(Format(name, (suffix,), binary, _X, TRACES, _exported(name), directory)
+      for name, suffix, binary, directory in _native.TRACE_EXPORTERS),
 )}
 
 

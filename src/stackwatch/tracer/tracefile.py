@@ -213,8 +213,9 @@ class Trace:
         return self._t.events_bytes()
 
     def export(self, fmt, path, min_duration_ns=0, filter=None, progress=None):
-        """Writes the trace as chrome JSON or perfetto protobuf through a
-        Filter; progress(bytes replayed) is called at most every 0.1 s."""
+        """Writes the trace as chrome JSON, perfetto protobuf or a CTF
+        directory (`path` made, or an empty one) through a Filter;
+        progress(bytes replayed) is called at most every 0.1 s."""
         self._t.export(fmt, path, min_duration_ns, _spec(filter), progress)
 
     def dropped(self):

@@ -32,8 +32,8 @@ def test_names_are_what_the_api_and_the_command_line_offer():
                                           "stackwatch")
     assert export.PROFILE_FORMATS == ("collapsed", "speedscope", "html", "pprof", "pstats", "callgrind")
     trees = ("collapsed", "speedscope", "html", "pprof", "pstats", "callgrind")
-    assert export.TRACE_FORMATS == trees + ("perfetto", "chrome")
-    assert formats.names(formats.TRACES) == trees + ("swt", "perfetto", "chrome")
+    assert export.TRACE_FORMATS == trees + ("perfetto", "chrome", "ctf")
+    assert formats.names(formats.TRACES) == trees + ("swt", "perfetto", "chrome", "ctf")
 
 
 def test_an_output_name_implies_its_format():

@@ -1,0 +1,139 @@
+"""The CTF export (`stackwatch export --format ctf -o DIR`) read by its real
+consumer, babeltrace2 (Debian's 2.0.4): it reads the directory without an
+error, and what it prints equals the trace itself - one entry event per
+call of each function on each thread (Trace.stats), the exact sequence of
+entries and exits of every thread with their timestamps (Trace.events),
+every EXT event (exceptions, GC, threads) and every sampler sample."""
+import re
+import shutil
+import subprocess
+from collections import Counter
+
+import pytest
+
+from conftest import needs, run, run_traced
+from stackwatch import Trace
+from stackwatch.tracer.tracefile import KIND_NAMES
+
+NO_BABELTRACE = None if shutil.which("babeltrace2") else ("babeltrace2 is not installed (Debian package "
+                                                          "babeltrace2; scripts/install-deps.sh installs it)")
+
+PROGRAM = """
+import gc, threading, time
+
+def leaf(i):
+    if i % 7 == 0:
+        try:
+            raise ValueError(i)
+        except ValueError:
+            pass
+    return len(str(i))
+
+def gen(n):
+    for i in range(n):
+        yield leaf(i)
+
+def work(rounds):
+    for _ in range(rounds):
+        sum(gen(30))
+    gc.collect()
+    end = time.perf_counter() + 0.03
+    while time.perf_counter() < end:
+        leaf(1)
+
+t = threading.Thread(target=work, args=(3,), name="helper")
+t.start()
+work(5)
+t.join()
+"""
+
+# One event line of `babeltrace2 --clock-cycles`: its timestamp, its name,
+# its context's vtid and its payload.
+LINE = re.compile(r"^\[(\d+)\] \S+ \S+ (\S+): \{ vpid = \d+, vtid = (\d+), procname = \"[^\"]*\" \}, \{ (.*) \}$")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """(Trace, [(t, name, vtid, payload)] as babeltrace2 prints the CTF
+    export of a trace with exceptions, GC, threads and samples)."""
+    folder = tmp_path_factory.mktemp("ctf")
+    path, _ = run_traced(folder, PROGRAM, "--events", "exceptions,gc,threads", "--sample", "1ms")
+    out = folder / "t.ctf"
+    r = run(["export", path, "--format", "ctf", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    return path, Trace(path), out
+
+
+def read_ctf(directory):
+    r = subprocess.run(["babeltrace2", "--clock-cycles", str(directory)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and not r.stderr, r.stderr[-2000:]
+    events = []
+    for line in r.stdout.splitlines():
+        m = LINE.match(line)
+        assert m, line
+        events.append((int(m[1]), m[2], int(m[3]), m[4]))
+    return events
+
+
+@needs(NO_BABELTRACE)
+def test_the_clock_is_the_traces_with_its_wall_clock_offset(exported):
+    _, t, directory = exported
+    r = subprocess.run(["babeltrace2", "--clock-seconds", str(directory)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    first = re.match(r"^\[(\d+)\.(\d{9})\]", r.stdout)
+    assert first, r.stdout[:200]
+    t0 = read_ctf(directory)[0][0]   # the same first event, in the trace's own ns
+    assert t0 > 0 and int(first[1]) * 10**9 + int(first[2]) == int(t.meta["real0_ns"]) + t0
+    assert f"stackwatch_mono0_ns = {int(t.meta['mono0_ns'])};" in (directory / "metadata").read_text()
+
+
+def field(payload, name):
+    m = re.search(rf"\b{name} = (\"(?:[^\"\\\\]|\\\\.)*\"|[^,]+)", payload)
+    return m[1].strip('"') if m else None
+
+
+@needs(NO_BABELTRACE)
+def test_babeltrace2_reads_the_trace_exactly(exported):
+    _, t, directory = exported
+    events = read_ctf(directory)
+    tid = {pos: th["native_tid"] for pos, th in enumerate(t.threads)}
+    # One entry per call, per function and thread: stats' own count.
+    entries = Counter((vtid, field(p, "name")) for _, name, vtid, p in events
+                      if name == "lttng_ust_cyg_profile:func_entry")
+    calls = Counter()
+    for row in t.stats():
+        calls[(tid[row.thread], t.codes[row.code].qualname)] += row.calls
+    assert entries == +calls
+    assert sum(entries.values()) == sum(1 for _, name, _, _ in events if name == "lttng_ust_cyg_profile:func_exit")
+    # Each thread's entries and exits, in order, with their code and time.
+    entry = {"call", "resume", "c_call"}
+    for pos in range(len(t.threads)):
+        mine = [(ts, name.rpartition("_")[2], int(field(p, "addr"), 16)) for ts, name, vtid, p in events
+                if vtid == tid[pos] and name.startswith("lttng_ust_cyg_profile:")]
+        theirs = [(max(e.t_ns, 0), "entry" if KIND_NAMES[e.kind] in entry else "exit", e.code)
+                  for e in t.events(pos)]
+        assert mine == theirs and len(mine) > 100, pos
+    # The EXT events: every kind as often as the trace holds it.
+    ext = Counter(name.partition(":")[2] for _, name, _, _ in events if name.startswith("stackwatch:")
+                  and name != "stackwatch:sample")
+    assert ext == Counter(e.kind for e in t.ext_events())
+    assert ext["raise"] >= 8 and ext["gc_start"] >= 2 and ext["thread_start"] == 1
+    raised = Counter((vtid, field(p, "type"), field(p, "function"), int(field(p, "line")))
+                     for _, name, vtid, p in events if name == "stackwatch:raise")
+    assert raised == Counter((tid[e.thread], e.data["type"], t.codes[e.code].qualname, e.line)
+                             for e in t.ext_events(kinds="raise"))
+    assert sum(n for (_, kind, function, _), n in raised.items() if (kind, function) == ("ValueError", "leaf")) == 5 * (5 + 3)
+    # Every sample, on its thread.
+    samples = Counter(vtid for _, name, vtid, _ in events if name == "stackwatch:sample")
+    assert samples == +Counter({tid[pos]: th["samples"] for pos, th in enumerate(t.threads)})
+    assert sum(samples.values()) > 0
+
+
+def test_refusals_are_one_line(exported, tmp_path):
+    path, _, directory = exported
+    r = run(["export", path, "--format", "ctf", "-o", str(directory)])
+    assert r.returncode != 0 and r.stderr.count("\n") == 1 and "not empty" in r.stderr, r.stderr
+    r = run(["export", path, path, "--format", "ctf", "-o", str(tmp_path / "two.ctf")])
+    assert r.returncode != 0 and r.stderr.count("\n") == 1 and "several processes" in r.stderr, r.stderr
