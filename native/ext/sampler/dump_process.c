@@ -60,7 +60,7 @@ static void collect(void *ud, sw_sample *s)
     Py_XDECREF(t);
 }
 
-static PyObject *raise_for(sw_target_why why, const char *msg)
+PyObject *sw_dump_raise_for(sw_target_why why, const char *msg)
 {
     PyObject *type = why == SW_TARGET_NO_PROCESS ? PyExc_ProcessLookupError
                      : why == SW_TARGET_PERMISSION ? PyExc_PermissionError
@@ -73,7 +73,7 @@ static PyObject *raise_for(sw_target_why why, const char *msg)
  * release; else a generated one; else, for 3.13, one from the target's
  * _Py_DebugOffsets over the generated layout of another 3.13 release
  * (source "debug_offsets" forces that for any 3.13 target: for the tests). */
-static int choose_layout(sw_target *t, const char *source, sw_py_layout *l, const char **used, char *err,
+int sw_dump_choose_layout(sw_target *t, const char *source, sw_py_layout *l, const char **used, char *err,
                          size_t errlen)
 {
     int forced = strcmp(source, "debug_offsets") == 0;
@@ -129,24 +129,24 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
     rc = sw_target_open_pid(&t, pid, &why, err, sizeof err);
     Py_END_ALLOW_THREADS
     if (rc != SW_OK)
-        return raise_for(why, err);
+        return sw_dump_raise_for(why, err);
     sw_py_layout l;
     const char *used = "";
-    if (choose_layout(&t, layout, &l, &used, err, sizeof err) != SW_OK) {
+    if (sw_dump_choose_layout(&t, layout, &l, &used, err, sizeof err) != SW_OK) {
         sw_target_close(&t);
-        return raise_for(SW_TARGET_UNSUPPORTED, err);
+        return sw_dump_raise_for(SW_TARGET_UNSUPPORTED, err);
     }
     uint64_t interp;
     if (sw_target_bind_layout(&t, &l, &interp, &why, err, sizeof err) != SW_OK) {
         sw_target_close(&t);
-        return raise_for(why, err);
+        return sw_dump_raise_for(why, err);
     }
     sw_pystack_limits lim = {.max_threads = 4096, .max_depth = max_depth, .max_codes = 65536, .code_ttl = 0,
                              .thread_states = 1, .lines = 1, .native = 0};
     sw_pystack *r = sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
     if (!r) {
         sw_target_close(&t);
-        return raise_for(SW_TARGET_FAILED, err);
+        return sw_dump_raise_for(SW_TARGET_FAILED, err);
     }
     dump_sink d = {NULL, 0};
     for (int round = 0; round < DUMP_ROUNDS; round++) {

@@ -28,6 +28,17 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "procmem/procmem.h"
+
+/* The layout of t's release (see dump_process above; source "auto" or
+ * "debug_offsets"), where it came from in *used. 0, or a negative SW_E*
+ * code with err. */
+int sw_dump_choose_layout(sw_target *t, const char *source, sw_py_layout *l, const char **used, char *err,
+                          size_t errlen);
+
+/* Raises the exception that why names (see above) with msg; NULL. */
+PyObject *sw_dump_raise_for(sw_target_why why, const char *msg);
+
 /* Adds dump_process to the module. Returns 0, or -1 with an exception. */
 int sw_dump_process_add_to_module(PyObject *m);
 
