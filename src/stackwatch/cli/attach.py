@@ -20,6 +20,7 @@ from ..tracer import attached
 
 NAME = "attach"
 POLL_S = 0.002
+BOOT = "boot.py"   # the bootstrap, in the status directory
 
 
 def add_parser(subparsers):
@@ -75,7 +76,7 @@ def _call_and_wait(pid, func, status, wait_s, **call):
 
 def _status_dir(pid):
     """A directory the target may write its reports into."""
-    d = tempfile.mkdtemp(prefix=f"stackwatch-attach-{pid}-")
+    d = tempfile.mkdtemp(prefix="sw-")   # short: its name goes into the queue's free slots
     st = os.stat(f"/proc/{pid}")
     if os.geteuid() == 0 and st.st_uid != 0:
         os.chown(d, st.st_uid, st.st_gid)
@@ -83,12 +84,19 @@ def _status_dir(pid):
 
 
 def _bootstrap(pkg_parent, status_dir, out):
-    """The code PyRun_SimpleString runs in the target: binds no name in
-    __main__ and never raises (a pending call that fails would raise into
-    the target's code)."""
-    return (f"try:__import__('sys').path.append({pkg_parent!r});"
-            f"__import__('stackwatch.tracer.attached').tracer.attached.begin({pkg_parent!r},{status_dir!r},"
-            f"{out!r},{{}})\nexcept BaseException:pass\n")
+    """The code PyRun_SimpleString runs in the target (in __main__'s
+    namespace): it binds no name there and never raises (a pending call
+    that fails would raise into the target's code). It is short, to fit
+    the free slots of the pending-calls queue: it runs the file BOOT of
+    status_dir, which imports stackwatch (from pkg_parent, appended to
+    sys.path for that import) and starts the tracer."""
+    boot = os.path.join(status_dir, BOOT)
+    with open(boot, "w") as f:
+        f.write(f"__import__('sys').path.append({pkg_parent!r})\n"
+                f"__import__('stackwatch.tracer.attached').tracer.attached.begin({pkg_parent!r}, "
+                f"{status_dir!r}, {out!r}, {{}})\n")
+    os.chmod(boot, 0o644)
+    return f"try:exec(open({boot!r}).read(),{{}})\nexcept BaseException:pass\n"
 
 
 def _safe_point_msg(pid, timeout, version):
