@@ -16,6 +16,13 @@ command, one at a time:
 each with its wall time and its peak resident memory (the child's
 ru_maxrss from wait4), and the exports' bytes per event. A row is printed
 as soon as its trace is measured; the outputs are deleted at once.
+
+Then the call-tree formats (collapsed, pstats, callgrind, html, speedscope,
+pprof: `stackwatch export TRACE --format F`), each in its own process
+with its time and peak RSS, on two traces: the largest above (many events,
+a small tree) and one of many distinct call paths (PATHS_PROGRAM: 2^depth
+leaf paths, about 2^(depth+1) tree nodes), where the tree is big: what
+they hold grows with the tree's nodes, never with the text they write.
 """
 import json
 import os
@@ -31,6 +38,20 @@ import benchlib
 TRACES = [("fib", "fib({})", 29, 18), ("pyperformance:richards", "richards({} idle)", 15_000, 500),
           ("fib", "fib({})", 37, 22)]
 COMMANDS = ("stats", "html", "perfetto", "chrome")
+TREE_FORMATS = ("collapsed", "pstats", "callgrind", "html", "speedscope", "pprof")
+PATHS_DEPTH, PATHS_QUICK_DEPTH = 18, 14
+PATHS_PROGRAM = """
+import sys
+def a(n):
+    if n:
+        a(n - 1)
+        b(n - 1)
+def b(n):
+    if n:
+        a(n - 1)
+        b(n - 1)
+a(int(sys.argv[1]))
+"""
 SUFFIX = {"html": ".html", "perfetto": ".pftrace", "chrome": ".json"}
 CHROME_BYTES_PER_EVENT = 90      # src/stackwatch/cli/progress.py
 CHROME_MAX_BYTES = 2 << 30
@@ -97,7 +118,8 @@ def section(workloads, python, quick, log, save):
     table.start()
     out = {}
     sw = [python, "-m", "stackwatch"]
-    for name, label, size, quick_size in TRACES:
+    tree_rows = []
+    for i, (name, label, size, quick_size) in enumerate(TRACES):
         size = quick_size if quick else size
         label = label.format(size)
         w = workloads.get(name)
@@ -135,6 +157,10 @@ def section(workloads, python, quick, log, save):
                     os.unlink(target)
                 cells[what] = r
                 row[what] = r
+            if i == len(TRACES) - 1:     # the largest: its call-tree formats too
+                log(f"big traces: {label}: the call-tree formats ...")
+                tree_rows.append((label, events, None, tree_formats(sw, path, tmp)))
+                row["tree_formats"] = tree_rows[-1][3]
             bpe = {k: (f"{cells[k]['bytes_per_event']:.1f}" if cells.get(k) and "bytes_per_event" in cells[k]
                        else "-") for k in ("perfetto", "chrome")}
             mb = row["swt_bytes"] / 1e6
@@ -149,4 +175,61 @@ def section(workloads, python, quick, log, save):
     print("Each cell: wall seconds and peak RSS in MB of that one command; chrome '-': not written "
           f"(over {CHROME_MAX_BYTES >> 30} GB at {CHROME_BYTES_PER_EVENT} B/event; the smaller traces give "
           "its bytes per event).", flush=True)
+    out["tree_formats"] = trees_section(sw, quick, log, tree_rows)
+    save()
+    return out
+
+
+def tree_formats(sw, path, tmp):
+    """{format: measure()} of `stackwatch export PATH --format F` for every
+    call-tree format, the outputs deleted."""
+    res = {}
+    for fmt in TREE_FORMATS:
+        target = os.path.join(tmp, "tree." + fmt)
+        r = measure(sw + ["export", path, "--format", fmt, "-o", target])
+        if "error" not in r:
+            r["bytes"] = os.path.getsize(target)
+            os.unlink(target)
+        res[fmt] = r
+    return res
+
+
+def trees_section(sw, quick, log, rows):
+    """Records the many-paths trace, measures the tree formats on it and
+    prints the table of the tree formats (rows: those measured already,
+    then this one). Returns {label: {...}} for results.json."""
+    depth = PATHS_QUICK_DEPTH if quick else PATHS_DEPTH
+    label = f"paths(2^{depth})"
+    tmp = tempfile.mkdtemp(prefix="swbench-paths-")
+    try:
+        script = os.path.join(tmp, "paths.py")
+        with open(script, "w") as f:
+            f.write(PATHS_PROGRAM)
+        path = os.path.join(tmp, "paths.swt")
+        p = subprocess.run(sw + ["run", "-q", "-o", path, script, str(depth)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=1800)
+        if p.returncode == 0:
+            q = subprocess.run(sw[:1] + ["-c", "import sys; from stackwatch.tracer.tracefile import Trace; "
+                                         "t = Trace(sys.argv[1]); "
+                                         "print(t.event_count(), sum(x.nodes for _, _, x in t.trees().threads))",
+                                         path], capture_output=True, text=True, timeout=1800)
+            events, nodes = (int(x) for x in q.stdout.split()) if q.returncode == 0 else (0, 0)
+            log(f"big traces: {label}: {nodes} tree nodes, measuring the call-tree formats ...")
+            rows.append((label, events, nodes, tree_formats(sw, path, tmp)))
+        else:
+            log(f"big traces: {label}: recording failed: {p.stderr.decode(errors='replace').strip()[-300:]}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print("Call-tree formats of a trace: wall time and peak RSS of `export --format F`, one process each; "
+          "their memory follows the tree's nodes, not the trace's events nor the text written.")
+    table = benchlib.StreamTable(["trace", "events", "tree nodes"] + list(TREE_FORMATS),
+                                 width=[8, 10] + [12] * len(TREE_FORMATS), first_width=18)
+    table.start()
+    out = {}
+    for label, events, nodes, cells in rows:
+        table.row([label, f"{events / 1e6:.1f}M" if events >= 1e6 else f"{events / 1e3:.1f}k",
+                   "-" if nodes is None else f"{nodes:,}"] + [_cell(cells[f]) for f in TREE_FORMATS])
+        out[label] = {"events": events, "nodes": nodes, "formats": cells}
+    table.finish()
     return out

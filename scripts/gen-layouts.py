@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Writes native/procmem/layouts_generated.h: the sw_py_layout of every
-CPython 3.9-3.13 installed by pyenv, so that stackwatch reads processes
+CPython 3.9-3.13 installed by pyenv (and pending_generated.h: where each
+keeps its pending-calls queue, for `stackwatch attach`), so that stackwatch reads processes
 of those versions whatever Python it runs on itself. Each is made by
 compiling scripts/gen-layouts.c, with the extension's own offsetof() code
 (native/ext/sampler/sampler_layout.c), against that version's headers
 (include/python3.X with its internal/ folder) and running it; never typed
 by hand.
 
-    scripts/gen-layouts.py            (then commit the header)
+    scripts/gen-layouts.py            (then commit the headers)
+    scripts/gen-layouts.py --check    (exit 1 if a committed header differs
+                                       from what the installed releases give;
+                                       tests/c/run.sh runs it)
 """
 import glob
 import os
@@ -56,12 +60,21 @@ def main():
     found = interpreters()
     if not found:
         sys.exit("gen-layouts: no pyenv CPython 3.9-3.13 found")
+    if "--check" in sys.argv[1:]:
+        with open(OUT) as f:
+            head = f.read(400)
+        have = ", ".join(".".join(map(str, v)) for v, _ in found)
+        if f"({have})" not in head:
+            print(f"gen-layouts: cannot check: the releases installed here ({have}) are not those of the header")
+            sys.exit(2)
     with tempfile.TemporaryDirectory() as tmp:
         tables = [(v, layout_of(v, prefix, tmp)) for v, prefix in found]
     names = ", ".join(".".join(map(str, v)) for v, _ in tables)
-    write(OUT, "sw_py_layout", "sw_layouts_generated", "layouts_known.c", [(v, b[0]) for v, b in tables], names)
-    write(OUT_PENDING, "sw_pending_layout", "sw_pending_generated", "pending.c", [(v, b[1]) for v, b in tables],
-          names)
+    same = write(OUT, "sw_py_layout", "sw_layouts_generated", "layouts_known.c", [(v, b[0]) for v, b in tables],
+                 names)
+    same &= write(OUT_PENDING, "sw_pending_layout", "sw_pending_generated", "pending.c",
+                  [(v, b[1]) for v, b in tables], names)
+    sys.exit(0 if same else 1)
 
 
 def write(out, struct, array, user, tables, names):
@@ -77,9 +90,17 @@ def write(out, struct, array, user, tables, names):
         text.append(f"    /* {'.'.join(map(str, v))} */")
         text.append(body.rstrip("\n"))
     text.append("};")
+    text = "\n".join(text) + "\n"
+    if "--check" in sys.argv[1:]:
+        with open(out) as f:
+            same = f.read() == text
+        print(f"gen-layouts: {os.path.relpath(out, ROOT)} {'matches' if same else 'DIFFERS from'} the headers of "
+              f"{names}")
+        return same
     with open(out, "w") as f:
-        f.write("\n".join(text) + "\n")
+        f.write(text)
     print(f"gen-layouts: wrote {os.path.relpath(out, ROOT)} ({names})")
+    return True
 
 
 if __name__ == "__main__":

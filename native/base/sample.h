@@ -53,14 +53,34 @@ static inline int sw_sample_code_is_native(const sw_sample_code *c)
                                     start of the sampling round) */
 
 /* sw_sample.state: what the thread was doing when it was sampled, from the
- * kernel's view of it (see native/procmem/threadstate.h for the rule). */
-#define SW_STATE_UNKNOWN 0u      /* could not be told (counted, treated as running) */
-#define SW_STATE_RUNNING 1u      /* on a CPU or runnable: Python code, or C code
-                                    with or without the GIL */
-#define SW_STATE_GIL_WAIT 2u     /* asleep waiting to take the GIL */
-#define SW_STATE_IDLE 3u         /* asleep in any other blocking call (sleep,
-                                    I/O, a lock, a join, select, ...) */
-#define SW_STATE_COUNT 4u
+ * kernel's view of it (see native/procmem/threadstate.h for the rule).
+ * One table, S(STATE, number, name), gives the SW_STATE_* numbers (stored
+ * in profiles and traces), the names every export and the Python view use
+ * (sw_thread_state_name, _native.THREAD_STATES), in the order views list
+ * them:
+ *   RUNNING   on a CPU or runnable: Python code, or C code with or without
+ *             the GIL
+ *   GIL_WAIT  asleep waiting to take the GIL
+ *   IDLE      asleep in any other blocking call (sleep, I/O, a lock, a
+ *             join, select, ...)
+ *   UNKNOWN   could not be told (counted, treated as running) */
+#define SW_THREAD_STATES(S)   \
+    S(RUNNING, 1u, running)   \
+    S(GIL_WAIT, 2u, gil_wait) \
+    S(IDLE, 3u, idle)         \
+    S(UNKNOWN, 0u, unknown)
+#define SW_X_STATE_NUM_(K, n, name) SW_STATE_##K = n,
+enum { SW_THREAD_STATES(SW_X_STATE_NUM_) };
+#define SW_X_STATE_ONE_(K, n, name) +1
+#define SW_STATE_COUNT (0u SW_THREAD_STATES(SW_X_STATE_ONE_))
+
+/* The name of a state ("running", ...; "unknown" for a number no row has). */
+static inline const char *sw_thread_state_name(uint32_t state)
+{
+#define SW_X_STATE_CASE_(K, n, name) case n: return #name;
+    switch (state) { SW_THREAD_STATES(SW_X_STATE_CASE_) default: return "unknown"; }
+#undef SW_X_STATE_CASE_
+}
 
 #define SW_NO_CPU UINT64_MAX     /* sw_sample.cpu_ns when unknown */
 

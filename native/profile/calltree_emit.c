@@ -1,6 +1,7 @@
 /*
- * calltree_emit.c - writing call trees as collapsed stacks (flamegraph.pl)
- * and as speedscope JSON (see calltree_emit.h for both formats).
+ * calltree_emit.c - writing call trees as collapsed stacks (flamegraph.pl),
+ * as speedscope JSON and as the flat node list of the HTML flame graph
+ * (see calltree_emit.h for the formats).
  *
  * Writes go through stdio; errors are checked once at the end (ferror),
  * not at every fputs.
@@ -40,15 +41,18 @@ static uint32_t max_depth(const sw_calltree *t)
 
 /* ---- collapsed ---- */
 
+/* s with ';' written as ':' and line breaks as spaces, a run of plain
+ * characters at a time. */
 static void put_sanitised(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        char c = *s;
-        if (c == ';')
-            c = ':';
-        else if (c == '\n' || c == '\r')
-            c = ' ';
-        putc(c, f);
+    while (*s) {
+        size_t k = strcspn(s, ";\n\r");
+        fwrite(s, 1, k, f);
+        s += k;
+        if (*s) {
+            putc(*s == ';' ? ':' : ' ', f);
+            s++;
+        }
     }
 }
 
@@ -200,5 +204,44 @@ int sw_speedscope_write(FILE *f, const char *file_name, const sw_speedscope_prof
     }
     fputs("]}\n", f);
     free(path);
+    return fflush(f) != 0 || ferror(f) ? SW_EIO : SW_OK;
+}
+
+/* ---- the flame graph page's flat nodes ---- */
+
+typedef struct flat {
+    FILE *f;
+    const uint32_t *frame;
+    uint32_t nframes;
+    uint32_t *order;         /* node id -> its index in pre-order */
+    uint32_t next;
+    int bad;
+} flat;
+
+static int flat_node(void *ud, const sw_calltree *t, uint32_t id, const sw_calltree_node *n)
+{
+    (void)t;
+    flat *fl = ud;
+    fl->order[id] = fl->next++;
+    if (id == SW_CALLTREE_ROOT) {
+        fputs("-1,-1", fl->f);
+    } else {
+        if (n->func >= fl->nframes)
+            return fl->bad = 1;
+        fprintf(fl->f, ",%" PRIu32 ",%" PRIu32, fl->order[n->parent], fl->frame[n->func]);
+    }
+    fprintf(fl->f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, n->count, n->self, n->weight, n->self_weight);
+    return 0;
+}
+
+int sw_calltree_write_flat(const sw_calltree *t, FILE *f, const uint32_t *frame, uint32_t nframes)
+{
+    flat fl = {f, frame, nframes, malloc(sw_calltree_node_count(t) * sizeof *fl.order), 0, 0};
+    if (!fl.order)
+        return SW_ENOMEM;
+    sw_calltree_walk(t, flat_node, &fl);
+    free(fl.order);
+    if (fl.bad)
+        return SW_EARG;
     return fflush(f) != 0 || ferror(f) ? SW_EIO : SW_OK;
 }

@@ -1,6 +1,7 @@
 /*
  * calltree_emit.h - call trees written as text for other tools: collapsed
- * stacks (flamegraph.pl) and speedscope JSON.
+ * stacks (flamegraph.pl), speedscope JSON, and the flat node list of the
+ * HTML flame graph (src/stackwatch/render/flamegraph.py).
  */
 #ifndef SW_CALLTREE_EMIT_H
 #define SW_CALLTREE_EMIT_H
@@ -35,5 +36,13 @@ typedef struct sw_speedscope_profile {
  * Returns SW_EIO if a write failed. */
 int sw_speedscope_write(FILE *f, const char *file_name, const sw_speedscope_profile *profiles, size_t n,
                         const char *unit, int use_counts, const char *exporter);
+
+/* The nodes of t in pre-order (children in insertion order), six numbers
+ * each, comma-separated, as the flame graph page's JSON holds them: the
+ * pre-order index of the parent and the frame (-1, -1 for the root), then
+ * count, self, weight and self_weight. frame[func] is the page's frame of
+ * each function id (nframes entries; a node of a function beyond them:
+ * SW_EARG). Memory: 4 bytes per node. Returns SW_EIO if a write failed. */
+int sw_calltree_write_flat(const sw_calltree *t, FILE *f, const uint32_t *frame, uint32_t nframes);
 
 #endif

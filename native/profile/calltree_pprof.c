@@ -11,6 +11,7 @@
 
 #include "base/base.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,9 +152,22 @@ static void strtab_free(strtab *st)
 typedef struct builder {
     strtab st;
     sw_bytes body;           /* samples, mapping, locations, functions */
+    FILE *f;                 /* where body goes once it holds BODY_FLUSH bytes; NULL: kept whole */
+    int io_failed;
     sw_bytes msg, sub;       /* a message being built, and one inside it */
     sw_bytes ids, vals;      /* packed lists of a sample */
 } builder;
+
+/* A streamed message's body is written out in pieces of about this size:
+ * the samples of a big tree are never held whole. */
+#define BODY_FLUSH (1u << 20)
+
+static void flush_body(builder *b)
+{
+    if (b->body.len && fwrite(b->body.data, 1, b->body.len, b->f) != b->body.len)
+        b->io_failed = 1;
+    b->body.len = 0;
+}
 
 static void put_value_type(builder *b, unsigned field, const char *type, const char *unit)
 {
@@ -201,6 +215,8 @@ static void put_tree_samples(builder *b, const sw_pprof_tree *pt, uint8_t *used,
             used[n->func] = 1;
         if (n->self || n->self_weight)
             put_sample(b, t, (uint32_t)i, n->self, n->self_weight, &label);
+        if (b->f && b->body.len >= BODY_FLUSH)
+            flush_body(b);
     }
     if (label.failed)
         b->body.failed = 1;
@@ -239,7 +255,9 @@ static void builder_free(builder *b)
     sw_bytes_free(&b->vals);
 }
 
-int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw_pprof_opts *opts)
+/* The message into out or, with f, written to f: the body in pieces as it
+ * grows, then what out holds (the string table and the scalars). */
+static int pprof_write(sw_bytes *out, FILE *f, const sw_pprof_tree *trees, size_t n, const sw_pprof_opts *opts)
 {
     static const sw_pprof_opts none = {0, 0, 0, NULL, NULL, NULL};
     if (!opts)
@@ -260,6 +278,7 @@ int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw
     }
     builder b;
     memset(&b, 0, sizeof b);
+    b.f = f;
     strtab_index(&b.st, "");   /* string_table[0] must be "" */
 
     put_value_type(&b, F_PROFILE_SAMPLE_TYPE, opts->count_type ? opts->count_type : "samples", "count");
@@ -283,7 +302,10 @@ int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw
     put_value_type(&b, F_PROFILE_PERIOD_TYPE, weight, "nanoseconds");
     uint64_t comment = opts->comment ? strtab_index(&b.st, opts->comment) : 0;
 
-    sw_bytes_put(out, b.body.data, b.body.len);
+    if (f)
+        flush_body(&b);
+    else
+        sw_bytes_put(out, b.body.data, b.body.len);
     for (size_t i = 0; i < b.st.n; i++)
         put_string_field(out, F_PROFILE_STRING_TABLE, b.st.strs[i]);
     if (opts->time_nanos)
@@ -296,8 +318,28 @@ int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw
         put_varint_field(out, F_PROFILE_COMMENT, comment);
 
     int failed = b.st.failed || b.body.failed || b.msg.failed || b.sub.failed || b.ids.failed || b.vals.failed;
+    int io_failed = b.io_failed;
     builder_free(&b);
     if (failed)
         out->failed = 1;
-    return out->failed ? SW_ENOMEM : SW_OK;
+    if (out->failed)
+        return SW_ENOMEM;
+    return io_failed ? SW_EIO : SW_OK;
+}
+
+int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw_pprof_opts *opts)
+{
+    return pprof_write(out, NULL, trees, n, opts);
+}
+
+int sw_pprof_write_file(FILE *f, const sw_pprof_tree *trees, size_t n, const sw_pprof_opts *opts)
+{
+    sw_bytes tail = {0};
+    int rc = pprof_write(&tail, f, trees, n, opts);
+    if (rc == SW_OK && tail.len && fwrite(tail.data, 1, tail.len, f) != tail.len)
+        rc = SW_EIO;
+    sw_bytes_free(&tail);
+    if (rc == SW_OK && (fflush(f) != 0 || ferror(f)))
+        rc = SW_EIO;
+    return rc;
 }

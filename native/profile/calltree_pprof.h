@@ -27,6 +27,8 @@
 #include "base/base.h"
 #include "calltree.h"
 
+#include <stdio.h>
+
 typedef struct sw_pprof_tree {
     const char *thread;          /* value of the "thread" label; NULL for none */
     const sw_calltree *tree;
@@ -48,5 +50,11 @@ typedef struct sw_pprof_opts {
  * SW_EARG. opts may be NULL. Returns 0, SW_EARG or SW_ENOMEM (out then
  * holds a partial message and out->failed is set). */
 int sw_pprof_write(sw_bytes *out, const sw_pprof_tree *trees, size_t n, const sw_pprof_opts *opts);
+
+/* The same message written to f as it is built, in pieces of about 1 MiB
+ * (never held whole: its samples grow with the trees' nodes and depths).
+ * Returns 0, SW_EARG, SW_ENOMEM or SW_EIO (a write failed; f then holds a
+ * partial message). */
+int sw_pprof_write_file(FILE *f, const sw_pprof_tree *trees, size_t n, const sw_pprof_opts *opts);
 
 #endif

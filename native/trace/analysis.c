@@ -289,10 +289,13 @@ static int ext_event(void *ud, const sw_event *ev)
         o->malformed++;
         return 0;
     }
-    if (x->kind == SW_EXT_GC_START) {
+    const sw_record_kind *k = sw_record_kind_of(x->kind);
+    if (!k || k->stat != SW_RSTAT_GC)
+        return 0;
+    if (k->shape == SW_RS_OPEN) {
         s->gc_open = 1;
         s->gc_start = ev->t_ns;
-    } else if (x->kind == SW_EXT_GC_DONE) {
+    } else if (k->shape == SW_RS_CLOSE) {
         o->gc_collected += x->b;
         o->gc_uncollectable += x->c;
         if (s->gc_open && ev->t_ns >= s->gc_start) {

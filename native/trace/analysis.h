@@ -50,14 +50,14 @@ int sw_stats_filtered(sw_trace *t, const sw_filter *f, sw_stat_row **rows, size_
 int sw_slice_durations(sw_trace *t, size_t thread, int64_t **dur, size_t *n);
 
 /* EXT events of the whole trace (all threads), counted by kind. GC time
- * is the sum over GC_START..GC_DONE pairs of one thread. */
-#define SW_EXT_KIND_LIMIT 17  /* kinds 0..16 (format.h SW_EXT_*) */
+ * is the sum over the pairs of one thread of the kinds whose stat is GC
+ * (records.h: GC_START..GC_DONE). */
 typedef struct sw_ext_summary {
-    uint64_t count[SW_EXT_KIND_LIMIT];  /* index SW_EXT_*; kinds 2..13, 15, 16 */
+    uint64_t count[SW_EXT_KIND_LIMIT];  /* index SW_EXT_* (records.h); kinds the replay delivers */
     uint64_t malformed;      /* events whose payload did not decode */
     uint64_t gc_pairs;       /* collections with both start and done */
     int64_t gc_ns;           /* their total duration */
-    uint64_t gc_collected, gc_uncollectable;  /* sums over GC_DONE events */
+    uint64_t gc_collected, gc_uncollectable;  /* sums over GC_DONE events (its b and c) */
 } sw_ext_summary;
 
 int sw_ext_summary_compute(sw_trace *t, sw_ext_summary *out);

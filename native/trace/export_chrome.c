@@ -20,15 +20,22 @@ typedef struct region {
     int64_t start;
 } region;
 
+/* An OPEN..CLOSE slice (records.h) open on the current thread: its
+ * OPEN's payload, kept until its CLOSE. */
+typedef struct open_slice {
+    int open;
+    int64_t start;
+    sw_ext x;
+    char s1[SW_EXT_STR_MAX + 1], s2[SW_EXT_STR_MAX + 1];
+} open_slice;
+
 typedef struct chrome {
     sw_trace *t;
     FILE *out;
     uint64_t pid;
     int64_t mono0;
     int first;
-    int gc_open;             /* a GC_START of the current thread awaits its GC_DONE */
-    int64_t gc_start;
-    uint64_t gc_generation;
+    open_slice *slices;      /* per OPEN kind (sw_export_pair_index) */
     uint64_t in_flow;        /* a merged output's flow to end at the first slice, until written */
     const sw_export_part *part;   /* of a merged output (merge.h), or NULL */
     const sw_export_flow *flow;   /* the next flow out of the process */
@@ -78,32 +85,83 @@ static void put_dur(chrome *c, int64_t ns)
     fprintf(c->out, "%" PRId64 ".%03" PRId64, ns / 1000, ns % 1000);
 }
 
-/* The code location of an EXT event as args ("function", "file", "line"). */
-static void put_where(chrome *c, const sw_event *ev)
+/* The fields of an EXT event as args (records.h): a code id as
+ * "function" and "file", the others under their names; with `skip`, not
+ * the fields that kind has too. Returns how many were written. */
+static int put_fields(chrome *c, const sw_ext *x, const sw_record_kind *skip, int written)
 {
-    const sw_code_info *ci = sw_trace_code(c->t, ev->ext->code);
-    fputs("\"function\":", c->out);
-    json_str(c->out, ci ? ci->qualname : "?");
-    fputs(",\"file\":", c->out);
-    json_str(c->out, ci ? ci->filename : "?");
-    fprintf(c->out, ",\"line\":%llu", (unsigned long long)ev->ext->line);
+    const sw_record_kind *k = sw_record_kind_of(x->kind);
+    for (unsigned i = 0; k && i < k->nfields; i++) {
+        const sw_record_field *f = &k->fields[i];
+        if (skip && sw_export_field_in(skip, f->name))
+            continue;
+        if (written++)
+            fputc(',', c->out);
+        if (f->type == SW_FT_CODE) {
+            const sw_code_info *ci = sw_trace_code(c->t, x->code);
+            fputs("\"function\":", c->out);
+            json_str(c->out, ci ? ci->qualname : "?");
+            fputs(",\"file\":", c->out);
+            json_str(c->out, ci ? ci->filename : "?");
+            continue;
+        }
+        fprintf(c->out, "\"%s\":", f->name);
+        if (f->type == SW_FT_STR)
+            json_str(c->out, sw_ext_string(x, f->slot));
+        else if (f->type == SW_FT_SIGNED)
+            fprintf(c->out, "%lld", (long long)sw_ext_number(x, f->slot));
+        else
+            fprintf(c->out, "%llu", (unsigned long long)sw_ext_number(x, f->slot));
+    }
+    return written;
 }
 
-/* A collection as one complete event, from its start to `end_ns`. */
-static void put_gc(chrome *c, uint64_t tid, int64_t end_ns, const sw_ext *done)
+/* An OPEN..CLOSE slice as one complete event, from its OPEN to `end_ns`
+ * (done: its CLOSE, or NULL when unfinished). */
+static void put_slice(chrome *c, const sw_record_kind *open, open_slice *o, uint64_t tid, int64_t end_ns,
+                      const sw_ext *done)
 {
+    char name[SW_EXT_STR_MAX + 64];
+    sw_export_slice_name(open, &o->x, name, sizeof name);
+    if (!done)
+        strcat(name, " unfinished");
     sep(c);
     fprintf(c->out, "{\"ph\":\"X\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
-    put_ts(c, c->gc_start);
+    put_ts(c, o->start);
     fputs(",\"dur\":", c->out);
-    put_dur(c, end_ns - c->gc_start);
-    fprintf(c->out, ",\"name\":\"GC (generation %llu)%s\",\"cat\":\"gc\",\"args\":{\"generation\":%llu",
-            (unsigned long long)c->gc_generation, done ? "" : " unfinished", (unsigned long long)c->gc_generation);
+    put_dur(c, end_ns - o->start);
+    fputs(",\"name\":", c->out);
+    json_str(c->out, name);
+    fprintf(c->out, ",\"cat\":\"%s\",\"args\":{", open->category);
+    int n = put_fields(c, &o->x, NULL, 0);
     if (done)
-        fprintf(c->out, ",\"collected\":%llu,\"uncollectable\":%llu", (unsigned long long)done->b,
-                (unsigned long long)done->c);
+        put_fields(c, done, open, n);
     fputs("}}", c->out);
-    c->gc_open = 0;
+    o->open = 0;
+}
+
+static void slice_open(chrome *c, const sw_record_kind *open, uint64_t tid, int64_t t_ns, const sw_ext *x)
+{
+    open_slice *o = &c->slices[sw_export_pair_index(open)];
+    if (o->open)
+        put_slice(c, open, o, tid, t_ns, NULL);
+    o->open = 1;
+    o->start = t_ns;
+    o->x = *x;
+    snprintf(o->s1, sizeof o->s1, "%s", x->s1);
+    snprintf(o->s2, sizeof o->s2, "%s", x->s2);
+    o->x.s1 = o->s1;
+    o->x.s2 = o->s2;
+}
+
+/* Ends every slice open on the thread, unfinished. */
+static void slices_end(chrome *c, uint64_t tid, int64_t t_ns)
+{
+    for (size_t j = 0; j < sw_record_kind_count; j++) {
+        const sw_record_kind *k = &sw_record_kinds[j];
+        if (k->shape == SW_RS_OPEN && c->slices[sw_export_pair_index(k)].open)
+            put_slice(c, k, &c->slices[sw_export_pair_index(k)], tid, t_ns, NULL);
+    }
 }
 
 /* A region as one complete event on its thread ("X", category "region"),
@@ -152,16 +210,13 @@ static void ext_event(chrome *c, uint64_t tid, const sw_event *ev)
             region_end(c, tid, ev->t_ns, 0);
         return;
     }
-    if (!x->malformed && x->kind == SW_EXT_GC_START) {
-        if (c->gc_open)
-            put_gc(c, tid, ev->t_ns, NULL);
-        c->gc_open = 1;
-        c->gc_start = ev->t_ns;
-        c->gc_generation = x->a;
+    const sw_record_kind *k;
+    if ((k = sw_export_pair_open(x))) {
+        slice_open(c, k, tid, ev->t_ns, x);
         return;
     }
-    if (!x->malformed && x->kind == SW_EXT_GC_DONE && c->gc_open) {
-        put_gc(c, tid, ev->t_ns, x);
+    if ((k = sw_export_pair_close(x)) && c->slices[sw_export_pair_index(k)].open) {
+        put_slice(c, k, &c->slices[sw_export_pair_index(k)], tid, ev->t_ns, x);
         return;
     }
     char name[SW_EXT_STR_MAX + 32];
@@ -173,55 +228,13 @@ static void ext_event(chrome *c, uint64_t tid, const sw_event *ev)
     fputs(",\"name\":", c->out);
     json_str(c->out, name);
     fprintf(c->out, ",\"cat\":\"%s\",\"args\":{", cat);
-    if (x->malformed) {
-        fputs("\"malformed\":true}}", c->out);
-        return;
-    }
-    switch (x->kind) {
-    case SW_EXT_LINE:
-        put_where(c, ev);
-        break;
-    case SW_EXT_INSTRUCTION:
-        put_where(c, ev);
-        fprintf(c->out, ",\"offset\":%llu,\"opcode\":%llu,\"opname\":", (unsigned long long)x->a,
-                (unsigned long long)x->b);
-        json_str(c->out, x->s1);
-        break;
-    case SW_EXT_RAISE:
-    case SW_EXT_HANDLED:
-        put_where(c, ev);
-        fputs(",\"type\":", c->out);
-        json_str(c->out, x->s1);
-        break;
-    case SW_EXT_GC_DONE:
-        fprintf(c->out, "\"generation\":%llu,\"collected\":%llu,\"uncollectable\":%llu",
-                (unsigned long long)x->a, (unsigned long long)x->b, (unsigned long long)x->c);
-        break;
-    case SW_EXT_THREAD_START:
-    case SW_EXT_THREAD_EXIT:
-        fputs("\"name\":", c->out);
-        json_str(c->out, x->s1);
-        fprintf(c->out, ",\"native_id\":%llu", (unsigned long long)x->a);
-        break;
-    default:  /* object events */
-        fputs("\"class\":", c->out);
-        json_str(c->out, x->s1);
-        fputs(",\"file\":", c->out);
-        json_str(c->out, x->s2);
-        break;
-    }
+    if (x->malformed)
+        fputs("\"malformed\":true", c->out);
+    else
+        put_fields(c, x, NULL, 0);
     fputs("}}", c->out);
 }
 
-static const char *state_name(uint32_t state)
-{
-    switch (state) {
-    case 1: return "running";
-    case 2: return "gil_wait";
-    case 3: return "idle";
-    default: return "unknown";
-    }
-}
 
 /* A sample frame's name, JSON-escaped without quotes (names are joined in
  * one string): a native frame's symbol with " [native]" after it. */
@@ -273,7 +286,7 @@ static void sample_event(chrome *c, uint64_t tid, const sw_trace_sample *s)
     }
     if (leaf && leaf->kind == SW_FRAME_NATIVE)
         fputs(",\"native\":true", c->out);
-    fprintf(c->out, ",\"state\":\"%s\",\"weight_us\":", state_name(s->state));
+    fprintf(c->out, ",\"state\":\"%s\",\"weight_us\":", sw_thread_state_name(s->state));
     put_dur(c, s->weight_ns > INT64_MAX ? INT64_MAX : (int64_t)s->weight_ns);
     fputs("}}", c->out);
 }
@@ -363,8 +376,7 @@ static int chrome_event(void *ud, size_t thread, const sw_event *ev)
     case SW_WALK_THREAD_END:
         while (c->nregions)
             region_end(c, tid, ev->t_ns, 1);
-        if (c->gc_open)
-            put_gc(c, tid, ev->t_ns, NULL);
+        slices_end(c, tid, ev->t_ns);
         break;
     default:
         break;
@@ -375,8 +387,13 @@ static int chrome_event(void *ud, size_t thread, const sw_event *ev)
 int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen)
 {
     const sw_export_part *part = o ? o->part : NULL;
-    chrome c = {t, out, 0, 0, !part || part->first, 0, 0, 0, part ? part->in_flow : 0, part,
+    chrome c = {t, out, 0, 0, !part || part->first, NULL, part ? part->in_flow : 0, part,
                 part ? part->flows : NULL, 0, 0, NULL, 0, 0, 0};
+    c.slices = calloc((size_t)sw_export_pair_count() + 1, sizeof *c.slices);
+    if (!c.slices) {
+        snprintf(err, errlen, "out of memory");
+        return SW_ENOMEM;
+    }
     const sw_meta_entry *e;
     if ((e = sw_trace_meta_find(t, "pid")))
         c.pid = e->u;
@@ -403,6 +420,7 @@ int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err,
     while (c.nregions)   /* the walk stopped early */
         free(c.regions[--c.nregions].name);
     free(c.regions);
+    free(c.slices);
     if (!part || part->last)
         fputs("\n]}\n", out);
     if (rc == SW_ENOMEM || c.oom) {

@@ -75,6 +75,7 @@
 #define F_DA_NAME 10
 #define F_DA_BOOL 2
 #define F_DA_UINT 3
+#define F_DA_INT 4
 #define F_DA_STRING 6
 /* TrackEvent.callstack (TrackEvent.Callstack, inline) and its frames */
 #define F_TE_CALLSTACK 55
@@ -147,11 +148,12 @@ typedef struct perfetto {
     size_t cur_thread;
     int started;             /* a sequence has been started */
     int failed;
-    uint8_t *gc_described;   /* per thread: its "GC" track was described */
+    uint8_t *slice_described;  /* per OPEN kind and thread: its track (e.g. "GC") was described */
     uint8_t *samples_described;  /* per thread: its "samples" track was described */
     sw_bytes cs, fr;         /* a sample's callstack and one of its frames */
     size_t nthreads;
-    int gc_open;             /* a GC slice is open on the current thread's GC track */
+    uint8_t *slice_open;     /* per OPEN kind: a slice is open on the current thread's track of it */
+    int npairs;              /* OPEN kinds (records.h) */
     uint8_t *regions_described;  /* per thread: its "regions" track was described */
     uint64_t regions_open;   /* regions open on the current thread's "regions" track */
 } perfetto;
@@ -162,7 +164,12 @@ static uint64_t seq_id(const perfetto *p, size_t thread)
 {
     return (p->part ? p->part->seq_base : 0) + (uint64_t)thread + 1;
 }
-static uint64_t gc_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + p->nthreads + thread; }
+/* The track of an OPEN..CLOSE kind's slices under the thread's (the
+ * first OPEN kind, GC, before the samples' and regions' tracks). */
+static uint64_t slice_uuid(const perfetto *p, int pair, size_t thread)
+{
+    return p->process_uuid + 1 + (pair ? 3 + (uint64_t)pair : 1) * p->nthreads + thread;
+}
 static uint64_t samples_uuid(const perfetto *p, size_t thread)
 {
     return p->process_uuid + 1 + 2 * (uint64_t)p->nthreads + thread;
@@ -315,25 +322,49 @@ static void da_uint(perfetto *p, const char *name, uint64_t v)
     pb_bytes(&p->ev, F_TE_DEBUG_ANNOTATIONS, p->tmp.data, p->tmp.len);
 }
 
-static void da_where(perfetto *p, const sw_ext *x)
+static void da_int(perfetto *p, const char *name, int64_t v)
 {
-    const sw_code_info *ci = sw_trace_code(p->t, x->code);
-    da_str(p, "function", ci ? ci->qualname : "?");
-    da_str(p, "file", ci ? ci->filename : "?");
-    da_uint(p, "line", x->line);
+    p->tmp.len = 0;
+    pb_str(&p->tmp, F_DA_NAME, name);
+    pb_varint(&p->tmp, F_DA_INT, (uint64_t)v);
+    pb_bytes(&p->ev, F_TE_DEBUG_ANNOTATIONS, p->tmp.data, p->tmp.len);
 }
 
-/* Ends the open GC slice of the thread at t_ns. */
-static int gc_end(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *done)
+/* The fields of an EXT event as debug annotations (records.h): a code id
+ * as "function" and "file", the others under their names; with `skip`,
+ * not the fields that kind has too. */
+static void da_fields(perfetto *p, const sw_ext *x, const sw_record_kind *skip)
 {
-    p->gc_open = 0;
+    const sw_record_kind *k = sw_record_kind_of(x->kind);
+    for (unsigned i = 0; k && i < k->nfields; i++) {
+        const sw_record_field *f = &k->fields[i];
+        if (skip && sw_export_field_in(skip, f->name))
+            continue;
+        if (f->type == SW_FT_CODE) {
+            const sw_code_info *ci = sw_trace_code(p->t, x->code);
+            da_str(p, "function", ci ? ci->qualname : "?");
+            da_str(p, "file", ci ? ci->filename : "?");
+        } else if (f->type == SW_FT_STR) {
+            da_str(p, f->name, sw_ext_string(x, f->slot));
+        } else if (f->type == SW_FT_SIGNED) {
+            da_int(p, f->name, (int64_t)sw_ext_number(x, f->slot));
+        } else {
+            da_uint(p, f->name, sw_ext_number(x, f->slot));
+        }
+    }
+}
+
+/* Ends the open slice of an OPEN kind on the thread at t_ns (done: its
+ * CLOSE, whose fields the OPEN does not have are its args). */
+static int slice_end(perfetto *p, const sw_record_kind *open, size_t thread, int64_t t_ns, const sw_ext *done)
+{
+    int pair = sw_export_pair_index(open);
+    p->slice_open[pair] = 0;
     p->ev.len = 0;
     pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_END);
-    pb_varint(&p->ev, F_TE_TRACK_UUID, gc_uuid(p, thread));
-    if (done) {
-        da_uint(p, "collected", done->b);
-        da_uint(p, "uncollectable", done->c);
-    }
+    pb_varint(&p->ev, F_TE_TRACK_UUID, slice_uuid(p, pair, thread));
+    if (done)
+        da_fields(p, done, open);
     return send_event(p, thread, t_ns);
 }
 
@@ -357,15 +388,6 @@ static int describe_child(perfetto *p, size_t thread, uint64_t uuid, const char 
     return 0;
 }
 
-static const char *state_name(uint32_t state)
-{
-    switch (state) {
-    case 1: return "running";
-    case 2: return "gil_wait";
-    case 3: return "idle";
-    default: return "unknown";
-    }
-}
 
 /* A sample frame's name as a string field: a native frame's symbol with
  * " [native]" after it, as the profiler names it. */
@@ -416,7 +438,7 @@ static int sample_event(perfetto *p, size_t thread, const sw_trace_sample *s)
     }
     if (s->depth)
         pb_bytes(&p->ev, F_TE_CALLSTACK, p->cs.data, p->cs.len);
-    da_str(p, "state", state_name(s->state));
+    da_str(p, "state", sw_thread_state_name(s->state));
     da_uint(p, "weight_ns", s->weight_ns);
     if (s->lines && s->depth && s->lines[s->depth - 1])
         da_uint(p, "line", s->lines[s->depth - 1]);
@@ -425,20 +447,35 @@ static int sample_event(perfetto *p, size_t thread, const sw_trace_sample *s)
     return send_event(p, thread, s->t_ns);
 }
 
-static int gc_begin(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *x)
+/* An OPEN kind's slice begins on its track under the thread ("GC"),
+ * named after its first field, its fields as args. */
+static int slice_begin(perfetto *p, const sw_record_kind *open, size_t thread, int64_t t_ns, const sw_ext *x)
 {
-    if (describe_child(p, thread, gc_uuid(p, thread), "GC", &p->gc_described[thread]))
+    int pair = sw_export_pair_index(open);
+    uint64_t uuid = slice_uuid(p, pair, thread);
+    if (describe_child(p, thread, uuid, open->track, &p->slice_described[(size_t)pair * p->nthreads + thread]))
         return 1;
-    char name[64];
-    snprintf(name, sizeof name, "GC (generation %llu)", (unsigned long long)x->a);
+    char name[SW_EXT_STR_MAX + 64];
+    sw_export_slice_name(open, x, name, sizeof name);
     p->ev.len = 0;
     pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_BEGIN);
-    pb_varint(&p->ev, F_TE_TRACK_UUID, gc_uuid(p, thread));
+    pb_varint(&p->ev, F_TE_TRACK_UUID, uuid);
     pb_str(&p->ev, F_TE_NAME, name);
-    pb_str(&p->ev, F_TE_CATEGORIES, "gc");
-    da_uint(p, "generation", x->a);
-    p->gc_open = 1;
+    pb_str(&p->ev, F_TE_CATEGORIES, open->category);
+    da_fields(p, x, NULL);
+    p->slice_open[pair] = 1;
     return send_event(p, thread, t_ns);
+}
+
+/* Ends every slice open on the thread. */
+static int slices_end(perfetto *p, size_t thread, int64_t t_ns)
+{
+    for (size_t j = 0; j < sw_record_kind_count; j++) {
+        const sw_record_kind *k = &sw_record_kinds[j];
+        if (k->shape == SW_RS_OPEN && p->slice_open[sw_export_pair_index(k)] && slice_end(p, k, thread, t_ns, NULL))
+            return 1;
+    }
+    return 0;
 }
 
 /* A region (format 1.6) begins: a slice on the thread's "regions" track
@@ -480,13 +517,14 @@ static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
         return region_begin(p, thread, ev->t_ns, x);
     if (x->kind == SW_EXT_REGION_END)
         return p->regions_open ? region_end(p, thread, ev->t_ns, 0) : 0;   /* an end without a begin: nothing */
-    if (!x->malformed && x->kind == SW_EXT_GC_START) {
-        if (p->gc_open && gc_end(p, thread, ev->t_ns, NULL))
+    const sw_record_kind *k;
+    if ((k = sw_export_pair_open(x))) {
+        if (p->slice_open[sw_export_pair_index(k)] && slice_end(p, k, thread, ev->t_ns, NULL))
             return 1;
-        return gc_begin(p, thread, ev->t_ns, x);
+        return slice_begin(p, k, thread, ev->t_ns, x);
     }
-    if (!x->malformed && x->kind == SW_EXT_GC_DONE && p->gc_open)
-        return gc_end(p, thread, ev->t_ns, x);
+    if ((k = sw_export_pair_close(x)) && p->slice_open[sw_export_pair_index(k)])
+        return slice_end(p, k, thread, ev->t_ns, x);
     char name[SW_EXT_STR_MAX + 32];
     const char *cat;
     sw_export_ext_name(x, name, sizeof name, &cat);
@@ -499,37 +537,8 @@ static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
         pb_str(&p->tmp, F_DA_NAME, "malformed");
         pb_varint(&p->tmp, F_DA_BOOL, 1);
         pb_bytes(&p->ev, F_TE_DEBUG_ANNOTATIONS, p->tmp.data, p->tmp.len);
-        return send_event(p, thread, ev->t_ns);
-    }
-    switch (x->kind) {
-    case SW_EXT_LINE:
-        da_where(p, x);
-        break;
-    case SW_EXT_INSTRUCTION:
-        da_where(p, x);
-        da_uint(p, "offset", x->a);
-        da_uint(p, "opcode", x->b);
-        da_str(p, "opname", x->s1);
-        break;
-    case SW_EXT_RAISE:
-    case SW_EXT_HANDLED:
-        da_where(p, x);
-        da_str(p, "type", x->s1);
-        break;
-    case SW_EXT_GC_DONE:
-        da_uint(p, "generation", x->a);
-        da_uint(p, "collected", x->b);
-        da_uint(p, "uncollectable", x->c);
-        break;
-    case SW_EXT_THREAD_START:
-    case SW_EXT_THREAD_EXIT:
-        da_str(p, "name", x->s1);
-        da_uint(p, "native_id", x->a);
-        break;
-    default:  /* object events */
-        da_str(p, "class", x->s1);
-        da_str(p, "file", x->s2);
-        break;
+    } else {
+        da_fields(p, x, NULL);
     }
     return send_event(p, thread, ev->t_ns);
 }
@@ -579,7 +588,7 @@ static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
         while (p->regions_open)
             if (region_end(p, thread, ev->t_ns, 1))
                 return 1;
-        return p->gc_open ? gc_end(p, thread, ev->t_ns, NULL) : 0;
+        return slices_end(p, thread, ev->t_ns);
     default:
         return 0;
     }
@@ -607,12 +616,15 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     p.limit = sw_trace_code_limit(t);
     p.iid = calloc(p.limit ? p.limit : 1, sizeof *p.iid);
     p.nthreads = sw_trace_thread_count(t);
-    p.gc_described = calloc(p.nthreads ? p.nthreads : 1, 1);
+    p.npairs = sw_export_pair_count();
+    p.slice_described = calloc((size_t)(p.npairs ? p.npairs : 1) * (p.nthreads ? p.nthreads : 1), 1);
+    p.slice_open = calloc((size_t)(p.npairs ? p.npairs : 1), 1);
     p.samples_described = calloc(p.nthreads ? p.nthreads : 1, 1);
     p.regions_described = calloc(p.nthreads ? p.nthreads : 1, 1);
-    if (!p.iid || !p.gc_described || !p.samples_described || !p.regions_described) {
+    if (!p.iid || !p.slice_described || !p.slice_open || !p.samples_described || !p.regions_described) {
         free(p.iid);
-        free(p.gc_described);
+        free(p.slice_described);
+        free(p.slice_open);
         free(p.samples_described);
         free(p.regions_described);
         snprintf(err, errlen, "out of memory");
@@ -652,7 +664,8 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     sw_bytes_free(&p.interned);
     sw_bytes_free(&p.tmp);
     free(p.iid);
-    free(p.gc_described);
+    free(p.slice_described);
+    free(p.slice_open);
     free(p.samples_described);
     free(p.regions_described);
     sw_bytes_free(&p.cs);

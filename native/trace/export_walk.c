@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct walk {
     sw_slice_fn fn;
@@ -183,32 +184,71 @@ int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *u
 
 const char *sw_export_ext_name(const sw_ext *x, char *buf, size_t len, const char **category)
 {
-    const char *cat = "event", *what = "event";
-    int with_s1 = 1;
-    switch (x->kind) {
-    case SW_EXT_LINE:
-        *category = "line";
-        snprintf(buf, len, "line %llu", (unsigned long long)x->line);
+    const sw_record_kind *k = sw_record_kind_of(x->kind);
+    *category = k ? k->category : "event";
+    const char *label = k ? k->label : "event";
+    unsigned title = k ? k->title : SW_SLOT_NONE;
+    if (title == SW_SLOT_S1 || title == SW_SLOT_S2) {
+        const char *s = sw_ext_string(x, title);
+        if (s && s[0]) {
+            snprintf(buf, len, "%s %s", label, s);
+            return buf;
+        }
+    } else if (title != SW_SLOT_NONE) {
+        snprintf(buf, len, "%s %llu", label, (unsigned long long)sw_ext_number(x, title));
         return buf;
-    case SW_EXT_INSTRUCTION: cat = "instruction"; what = "instruction"; break;
-    case SW_EXT_RAISE: cat = "exception"; what = "raise"; break;
-    case SW_EXT_HANDLED: cat = "exception"; what = "handled"; break;
-    case SW_EXT_GC_START: cat = "gc"; what = "GC start"; with_s1 = 0; break;
-    case SW_EXT_GC_DONE: cat = "gc"; what = "GC done"; with_s1 = 0; break;
-    case SW_EXT_NEW_START: cat = "object"; what = "new start"; break;
-    case SW_EXT_NEW_DONE: cat = "object"; what = "new done"; break;
-    case SW_EXT_DEL_START: cat = "object"; what = "delete start"; break;
-    case SW_EXT_DEL_DONE: cat = "object"; what = "delete done"; break;
-    case SW_EXT_THREAD_START: cat = "thread"; what = "thread start"; break;
-    case SW_EXT_THREAD_EXIT: cat = "thread"; what = "thread exit"; break;
-    case SW_EXT_REGION_BEGIN: cat = "region"; what = "region"; break;
-    case SW_EXT_REGION_END: cat = "region"; what = "region end"; with_s1 = 0; break;
-    default: with_s1 = 0; break;
     }
-    *category = cat;
-    if (with_s1 && x->s1 && x->s1[0])
-        snprintf(buf, len, "%s %s", what, x->s1);
-    else
-        snprintf(buf, len, "%s", what);
+    snprintf(buf, len, "%s", label);
     return buf;
+}
+
+const sw_record_kind *sw_export_pair_open(const sw_ext *x)
+{
+    const sw_record_kind *k = x->malformed ? NULL : sw_record_kind_of(x->kind);
+    return k && k->shape == SW_RS_OPEN ? k : NULL;
+}
+
+const sw_record_kind *sw_export_pair_close(const sw_ext *x)
+{
+    const sw_record_kind *k = x->malformed ? NULL : sw_record_kind_of(x->kind);
+    return k && k->shape == SW_RS_CLOSE ? sw_record_kind_of(k->pair) : NULL;
+}
+
+int sw_export_pair_index(const sw_record_kind *open)
+{
+    int i = 0;
+    for (size_t j = 0; j < sw_record_kind_count; j++) {
+        if (&sw_record_kinds[j] == open)
+            return i;
+        if (sw_record_kinds[j].shape == SW_RS_OPEN)
+            i++;
+    }
+    return -1;
+}
+
+int sw_export_pair_count(void)
+{
+    int n = 0;
+    for (size_t j = 0; j < sw_record_kind_count; j++)
+        n += sw_record_kinds[j].shape == SW_RS_OPEN;
+    return n;
+}
+
+int sw_export_field_in(const sw_record_kind *k, const char *name)
+{
+    for (unsigned i = 0; k && i < k->nfields; i++)
+        if (strcmp(k->fields[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+void sw_export_slice_name(const sw_record_kind *open, const sw_ext *x, char *buf, size_t len)
+{
+    if (open->nfields && open->fields[0].type != SW_FT_STR && open->fields[0].type != SW_FT_CODE)
+        snprintf(buf, len, "%s (%s %llu)", open->track, open->fields[0].name,
+                 (unsigned long long)sw_ext_number(x, open->fields[0].slot));
+    else if (open->nfields && open->fields[0].type == SW_FT_STR)
+        snprintf(buf, len, "%s (%s %s)", open->track, open->fields[0].name, sw_ext_string(x, open->fields[0].slot));
+    else
+        snprintf(buf, len, "%s", open->track);
 }

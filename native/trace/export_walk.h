@@ -4,10 +4,11 @@
  * thread with short slices left out and the samples merged in, and the
  * names of EXT events.
  *
- * EXT events (line, instruction, exception, object and thread events) are
- * instant events on their thread's track with their data as args / debug
- * annotations; a garbage collection is a slice from GC_START to GC_DONE.
- * sw_export_ext_name() gives every exporter the same names.
+ * EXT events are shown as their kind's row in records.h says: instants on
+ * their thread's track with their fields as args / debug annotations, or
+ * slices from an OPEN kind to its CLOSE (a garbage collection, GC_START to
+ * GC_DONE) on a track of their own. sw_export_ext_name() gives every
+ * exporter the same names.
  */
 #ifndef SW_EXPORT_WALK_H
 #define SW_EXPORT_WALK_H
@@ -41,8 +42,28 @@ typedef int (*sw_slice_fn)(void *ud, size_t thread, const sw_event *ev);
 #define SW_WALK_SAMPLE 19
 int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *ud);
 
-/* Name and category of an EXT event in the exports ("line 12", "line";
- * "raise ValueError", "exception"; ...), written into buf. */
+/* An exporter (exporters.h): writes the trace to a FILE the caller opened.
+ * Returns 0, or a negative code with a message in err. */
+typedef int (*sw_export_fn)(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, size_t errlen);
+
+/* Name and category of an EXT event in the exports, from its kind's row
+ * (records.h: label and title; "line 12", "line"; "raise ValueError",
+ * "exception"; ...), written into buf. */
 const char *sw_export_ext_name(const sw_ext *x, char *buf, size_t len, const char **category);
+
+/* Slices of OPEN..CLOSE pairs (records.h, e.g. GC_START..GC_DONE): the
+ * OPEN kind's row when x opens one (NULL: it does not, or is malformed);
+ * the OPEN kind's row of the slice x closes (NULL: x closes none, or is
+ * malformed); the OPEN kind's position among them (0 ..
+ * sw_export_pair_count() - 1), for the exporters' per-kind state. */
+const sw_record_kind *sw_export_pair_open(const sw_ext *x);
+const sw_record_kind *sw_export_pair_close(const sw_ext *x);
+int sw_export_pair_index(const sw_record_kind *open);
+int sw_export_pair_count(void);
+/* 1 when kind k has a field of this name. */
+int sw_export_field_in(const sw_record_kind *k, const char *name);
+/* The name of an OPEN's slice: its track's name and its first field,
+ * "GC (generation 2)". */
+void sw_export_slice_name(const sw_record_kind *open, const sw_ext *x, char *buf, size_t len);
 
 #endif

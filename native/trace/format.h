@@ -60,34 +60,9 @@
 #define SW_OP_EXT       7  /* + varint kind, varint len, len bytes */
 #define SW_OP_BITS      3
 
-/* Extended event kinds (payload length lets a reader skip unknown kinds). */
-#define SW_EXT_DROPPED  1  /* payload: varint n events lost at this point */
-/* Events of the dispatch layer (format 1.1). `code` is a code id (CODE
- * chunk); "class" is str qualified class name, str defining file. */
-#define SW_EXT_LINE        2  /* varint code, varint line */
-#define SW_EXT_INSTRUCTION 3  /* varint code, varint line, varint offset, varint opcode, str opname */
-#define SW_EXT_RAISE       4  /* varint code, varint line, str exception type */
-#define SW_EXT_HANDLED     5  /* varint code, varint line, str exception type */
-#define SW_EXT_GC_START    6  /* varint generation */
-#define SW_EXT_GC_DONE     7  /* varint generation, varint collected, varint uncollectable */
-#define SW_EXT_NEW_START   8  /* str class, str defining file */
-#define SW_EXT_NEW_DONE    9  /* str class, str defining file */
-#define SW_EXT_DEL_START  10  /* str class, str defining file */
-#define SW_EXT_DEL_DONE   11  /* str class, str defining file */
-#define SW_EXT_THREAD_START 12  /* str name, varint native thread id */
-#define SW_EXT_THREAD_EXIT  13  /* str name, varint native thread id */
-/* Format 1.4: the innermost open frame has returned (or unwound) and its
- * locals are being cleared; the events up to its exit ran during that
- * clearing (3.12+: finalizers, weakref callbacks, generators closed). A
- * reader ends the frame here and puts those events after it, one level up,
- * as sys.setprofile reports them. No payload. */
-#define SW_EXT_TEARDOWN     14
-/* Format 1.6: named regions of a thread's time (a test, a request, a cell),
- * marked by the program (stackwatch.region, the pytest plugin). They nest
- * among themselves, not with the frames: REGION_END closes the thread's
- * innermost open region. Exports show them as slices on a track of their
- * thread. */
-#define SW_EXT_REGION_BEGIN 15  /* str name */
-#define SW_EXT_REGION_END   16  /* no payload */
+/* Extended event kinds (SW_EXT_*: their numbers, payloads and meaning)
+ * are the rows of one table, records.h. The payload length lets a reader
+ * skip the kinds it does not know. */
+#include "records.h"
 
 #endif

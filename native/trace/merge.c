@@ -6,8 +6,6 @@
 #include "merge.h"
 
 #include "base/base.h"
-#include "export_chrome.h"
-#include "export_perfetto.h"
 #include "format.h"
 
 #include <stdlib.h>
@@ -162,7 +160,7 @@ static int link(proc *ps, size_t n, const sw_export_opts *o)
     return SW_OK;
 }
 
-int sw_export_merged(sw_trace *const *traces, size_t n, sw_export_format format, FILE *out,
+int sw_export_merged(sw_trace *const *traces, size_t n, sw_export_fn write, FILE *out,
                      const sw_export_opts *o, char *err, size_t errlen)
 {
     proc *ps = calloc(n ? n : 1, sizeof *ps);
@@ -197,7 +195,7 @@ int sw_export_merged(sw_trace *const *traces, size_t n, sw_export_format format,
         if (o)
             po = *o;
         po.part = &ps[i].part;
-        rc = (format == SW_EXPORT_CHROME ? sw_export_chrome : sw_export_perfetto)(ps[i].t, out, &po, err, errlen);
+        rc = write(ps[i].t, out, &po, err, errlen);
     }
     for (size_t i = 0; i < n; i++)
         free(ps[i].flows);

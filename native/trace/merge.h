@@ -14,8 +14,8 @@
  * Among traces of the same pid (a process that replaced itself by exec)
  * the parent is the last one started before the spawn.
  *
- * The exporters write one process at a time (sw_export_chrome,
- * sw_export_perfetto) and take what makes it a part of a merged output
+ * The exporters write one process at a time (exporters.h) and take what
+ * makes it a part of a merged output
  * from sw_export_opts.part.
  */
 #ifndef SW_MERGE_H
@@ -47,13 +47,11 @@ typedef struct sw_export_part {
     uint64_t in_flow;        /* the flow that ends at its first slice, or 0 */
 } sw_export_part;
 
-typedef enum sw_export_format { SW_EXPORT_CHROME, SW_EXPORT_PERFETTO } sw_export_format;
-
-/* Writes the n traces (n >= 1) as one output of the given format to a
- * FILE the caller opened, the processes in order of their start. Returns
- * 0, or a negative code with a message in err. The traces stay the
- * caller's. */
-int sw_export_merged(sw_trace *const *traces, size_t n, sw_export_format format, FILE *out,
+/* Writes the n traces (n >= 1) as one output of an exporter's format
+ * (exporters.h: its `write`) to a FILE the caller opened, the processes in
+ * order of their start. Returns 0, or a negative code with a message in
+ * err. The traces stay the caller's. */
+int sw_export_merged(sw_trace *const *traces, size_t n, sw_export_fn write, FILE *out,
                      const sw_export_opts *o, char *err, size_t errlen);
 
 #endif

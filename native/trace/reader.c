@@ -960,53 +960,55 @@ static int get_ext_str(sw_cursor *c, char *buf)
     return SW_OK;
 }
 
-/* Decodes the payload of an EXT event of a known kind (2-13, 15-16) into x. A
- * payload shorter than the kind's fields sets x->malformed; bytes after
- * them are ignored (room for fields a newer minor version adds). */
-static void decode_ext(replay *r, uint64_t kind, const uint8_t *p, size_t len, sw_ext *x)
+/* Decodes one field of an EXT payload, of type `type` (SW_FT_*), into its
+ * slot of x (SW_SLOT_*). Returns nonzero when the payload ends first (or
+ * a code id is out of range). Called with constants, from the rows. */
+SW_INLINE int decode_field(sw_cursor *c, replay *r, sw_ext *x, unsigned type, unsigned slot)
+{
+    if (type == SW_FT_STR)
+        return get_ext_str(c, slot == SW_SLOT_S1 ? r->s1 : r->s2);
+    uint64_t v;
+    if (sw_cur_varint(c, &v))
+        return 1;
+    if (type == SW_FT_SIGNED)
+        v = (uint64_t)sw_unzigzag(v);
+    switch (slot) {
+    case SW_SLOT_CODE:
+        if (v >= SW_EXT_NO_CODE)
+            return 1;
+        x->code = (uint32_t)v;
+        break;
+    case SW_SLOT_LINE: x->line = v; break;
+    case SW_SLOT_A: x->a = v; break;
+    case SW_SLOT_B: x->b = v; break;
+    default: x->c = v; break;
+    }
+    return 0;
+}
+
+/* Decodes the payload of an EXT event of a kind with a row (records.h)
+ * into x, its fields in order into their slots: one case per row, made
+ * from the row. A payload shorter than the kind's fields sets
+ * x->malformed; bytes after them are ignored (room for fields a newer
+ * minor version adds). */
+#define SW_X_DECODE_FIELD_(f, type, slot) &&!decode_field(&c, r, x, SW_FT_##type, SW_SLOT_##slot)
+#define SW_X_DECODE_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)       \
+    case n:                                                                                            \
+        bad = !(1 __VA_ARGS__);                                                                        \
+        break;
+static void decode_ext(replay *r, uint32_t kind, const uint8_t *p, size_t len, sw_ext *x)
 {
     memset(x, 0, sizeof *x);
     sw_cursor c = {p, p + len};
-    x->kind = (uint32_t)kind;
+    x->kind = kind;
     x->code = SW_EXT_NO_CODE;
     r->s1[0] = r->s2[0] = 0;
     x->s1 = r->s1;
     x->s2 = r->s2;
-    uint64_t code = 0;
     int bad = 0;
     switch (kind) {
-    case SW_EXT_LINE:
-    case SW_EXT_INSTRUCTION:
-    case SW_EXT_RAISE:
-    case SW_EXT_HANDLED:
-        bad = sw_cur_varint(&c, &code) || code >= SW_EXT_NO_CODE || sw_cur_varint(&c, &x->line);
-        if (!bad)
-            x->code = (uint32_t)code;
-        if (!bad && kind == SW_EXT_INSTRUCTION)
-            bad = sw_cur_varint(&c, &x->a) || sw_cur_varint(&c, &x->b) || get_ext_str(&c, r->s1);
-        else if (!bad && kind != SW_EXT_LINE)
-            bad = get_ext_str(&c, r->s1) != SW_OK;
-        break;
-    case SW_EXT_GC_START:
-        bad = sw_cur_varint(&c, &x->a);
-        break;
-    case SW_EXT_GC_DONE:
-        bad = sw_cur_varint(&c, &x->a) || sw_cur_varint(&c, &x->b) || sw_cur_varint(&c, &x->c);
-        break;
-    case SW_EXT_NEW_START:
-    case SW_EXT_NEW_DONE:
-    case SW_EXT_DEL_START:
-    case SW_EXT_DEL_DONE:
-        bad = get_ext_str(&c, r->s1) || get_ext_str(&c, r->s2);
-        break;
-    case SW_EXT_THREAD_START:
-    case SW_EXT_THREAD_EXIT:
-        bad = get_ext_str(&c, r->s1) || sw_cur_varint(&c, &x->a);
-        break;
-    case SW_EXT_REGION_BEGIN:
-        bad = get_ext_str(&c, r->s1);
-        break;
-    case SW_EXT_REGION_END:   /* no payload */
+        SW_RECORD_KINDS(SW_X_DECODE_KIND_, SW_X_DECODE_FIELD_)
+    default:
         break;
     }
     x->malformed = bad != 0;
@@ -1152,6 +1154,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
             break;
         case SW_OP_EXT: {
             uint64_t kind, len;
+            const sw_record_kind *rk;
             if (sw_cur_varint(&c, &kind) || sw_cur_varint(&c, &len) || len > (uint64_t)(c.end - c.p))
                 return SW_EFORMAT;
             if (kind == SW_EXT_DROPPED) {
@@ -1171,10 +1174,9 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                     if ((rc = emit(r, (int)exit_op, r->stack[r->depth - 1], seen_depth(r), 0)))
                         return rc;
                 }
-            } else if ((r->flags & SW_REPLAY_EXT) && ((kind >= SW_EXT_LINE && kind <= SW_EXT_THREAD_EXIT) ||
-                                                      kind == SW_EXT_REGION_BEGIN || kind == SW_EXT_REGION_END)) {
+            } else if ((r->flags & SW_REPLAY_EXT) && (rk = sw_record_kind_of(kind)) && rk->shape != SW_RS_REPLAY) {
                 sw_ext x;
-                decode_ext(r, kind, c.p, (size_t)len, &x);
+                decode_ext(r, (uint32_t)kind, c.p, (size_t)len, &x);
                 sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};
                 if ((rc = r->fn(r->ud, &ev)))
                     return rc;

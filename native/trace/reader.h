@@ -27,6 +27,7 @@
 #define SW_READER_H
 
 #include "base/base.h"
+#include "records.h"
 
 typedef struct sw_trace sw_trace;
 
@@ -66,8 +67,10 @@ typedef struct sw_meta_entry {
                               * holds its decoded payload, `code` its code id
                               * (SW_EXT_NO_CODE for kinds without one) */
 
-/* The decoded payload of an EXT event (docs/format.md, "EXT kinds"). Which
- * fields a kind fills:
+/* The decoded payload of an EXT event (docs/format.md, "EXT kinds"): each
+ * field of the kind's row (records.h) in its slot: a code id in `code`,
+ * numbers in line, a, b, c (a SIGNED field's int64_t as its bits),
+ * strings in s1, s2. Kinds of this version:
  *   LINE          code, line
  *   INSTRUCTION   code, line, a = byte offset, b = opcode, s1 = opcode name
  *   RAISE/HANDLED code, line, s1 = exception type
@@ -80,16 +83,7 @@ typedef struct sw_meta_entry {
  * UTF-8 character boundary); they are valid during the callback only. A
  * payload too short for its kind's fields is delivered with `malformed` set
  * and the fields it could not read zero / "". */
-#define SW_EXT_NO_CODE UINT32_MAX
-#define SW_EXT_STR_MAX 255
-typedef struct sw_ext {
-    uint32_t kind;           /* SW_EXT_* (format.h) */
-    uint32_t malformed;
-    uint32_t code;           /* code id, or SW_EXT_NO_CODE */
-    uint64_t line;
-    uint64_t a, b, c;
-    const char *s1, *s2;
-} sw_ext;
+/* (sw_ext and its slots: records.h.) */
 
 typedef struct sw_trace_sample sw_trace_sample;
 

@@ -25,6 +25,8 @@ typedef struct builder {
     uint32_t limit;
     uint32_t undefined;      /* the function of ids without a definition, or SW_NODE_NONE */
     sw_calltree *tree;
+    size_t max_nodes;        /* of every tree together; 0: no limit */
+    size_t done_nodes;       /* of the trees of the threads before this one */
     open_call *stack;
     size_t depth, cap;
     int rc;
@@ -55,7 +57,8 @@ static int tree_event(void *ud, const sw_event *ev)
         uint32_t parent = b->depth ? b->stack[b->depth - 1].node : SW_CALLTREE_ROOT, node;
         uint32_t fn = func_of(b, ev->code);
         open_call *st = sw_array_grow(b->stack, &b->cap, b->depth + 1, sizeof *st, 256);
-        if (!st || fn == SW_NODE_NONE || sw_calltree_child(b->tree, parent, fn, &node) != SW_OK) {
+        if (!st || fn == SW_NODE_NONE || sw_calltree_child(b->tree, parent, fn, &node) != SW_OK ||
+            (b->max_nodes && b->done_nodes + sw_calltree_node_count(b->tree) > b->max_nodes)) {
             b->rc = SW_ENOMEM;
             return 1;
         }
@@ -73,7 +76,7 @@ static int tree_event(void *ud, const sw_event *ev)
     return 0;
 }
 
-int sw_trace_trees(sw_trace *t, const sw_filter *f, sw_functab *ft, sw_calltree **trees)
+int sw_trace_trees(sw_trace *t, const sw_filter *f, sw_functab *ft, size_t max_nodes, sw_calltree **trees)
 {
     size_t n = sw_trace_thread_count(t);
     memset(trees, 0, n * sizeof *trees);
@@ -83,6 +86,7 @@ int sw_trace_trees(sw_trace *t, const sw_filter *f, sw_functab *ft, sw_calltree 
     b.ft = ft;
     b.limit = sw_trace_code_limit(t);
     b.undefined = SW_NODE_NONE;
+    b.max_nodes = max_nodes;
     b.func = malloc((b.limit ? b.limit : 1) * sizeof *b.func);
     sw_filtered *fl = NULL;
     int rc = b.func && sw_filtered_new(t, f, &fl) == SW_OK ? SW_OK : SW_ENOMEM;
@@ -102,6 +106,7 @@ int sw_trace_trees(sw_trace *t, const sw_filter *f, sw_functab *ft, sw_calltree 
         else if (r == SW_ENOMEM || r == SW_EIO || r == SW_ECANCELED)
             rc = r;
         sw_calltree_sum_up(b.tree);
+        b.done_nodes += sw_calltree_node_count(b.tree);
     }
     sw_filtered_free(fl);
     free(b.func);

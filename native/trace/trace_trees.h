@@ -23,8 +23,12 @@
 /* One tree per thread position of t, on the function table ft (which the
  * trees borrow): trees[i] for every thread the filter keeps, NULL for the
  * others. trees must hold sw_trace_thread_count(t) entries; on failure
- * every tree made is freed and trees[] is NULL. Returns 0, SW_ENOMEM,
- * SW_EIO or SW_ECANCELED. */
-int sw_trace_trees(sw_trace *t, const sw_filter *f, sw_functab *ft, sw_calltree **trees);
+ * every tree made is freed and trees[] is NULL. Memory: the trees (a node
+ * per distinct call path: sizeof(sw_calltree_node) and its slot in the
+ * tree's index) and a stack of the open calls, whatever the trace's size.
+ * With max_nodes > 0, trees of more nodes than that together fail with
+ * SW_ENOMEM as soon as they reach it (rather than taking all memory).
+ * Returns 0, SW_ENOMEM, SW_EIO or SW_ECANCELED. */
+int sw_trace_trees(sw_trace *t, const sw_filter *f, sw_functab *ft, size_t max_nodes, sw_calltree **trees);
 
 #endif

@@ -55,6 +55,17 @@ for build in plain asan; do
   done
 done
 
+# ---- The generated layouts of known CPython releases are what their
+# headers give (scripts/gen-layouts.py; exit 2: other releases installed).
+echo "== generated layouts (native/procmem/layouts_generated.h)"
+python3 "$root/scripts/gen-layouts.py" --check
+case $? in
+  0) passed=$((passed + 1)) ;;
+  2) echo "  skipped: not the releases the header was made from" ;;
+  *) echo "  FAIL  native/procmem/layouts_generated.h is not what scripts/gen-layouts.py makes"
+     failed=$((failed + 1)) ;;
+esac
+
 # ---- Seed corpus: valid traces written by the writer.
 echo "== fuzz seed corpus"
 mkdir -p "$OUT"

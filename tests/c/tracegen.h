@@ -227,58 +227,18 @@ static inline void tg_run(tg_thread *t, size_t nevents, uint32_t max_depth)
 }
 
 /* Runs until the stack is empty. */
-/* Writes an EXT event (format.h SW_EXT_*) with the payload fields of its
- * kind: code and line for located kinds, a/b/c numbers, s1/s2 strings
- * (see reader.h, sw_ext). Not recorded in t->ev: a plain replay skips it. */
+/* Writes an EXT event (records.h SW_EXT_*) with the payload fields of its
+ * kind's row, from their slots: code and line for located kinds, a/b/c
+ * numbers, s1/s2 strings (see records.h, sw_ext); a kind with no row gets
+ * an empty payload. Not recorded in t->ev: a plain replay skips it. */
 static inline void tg_ext(tg_thread *t, unsigned kind, uint32_t code, uint64_t line, uint64_t a, uint64_t b,
                           uint64_t c, const char *s1, const char *s2)
 {
-    sw_bytes p = {0};
-    switch (kind) {
-    case SW_EXT_LINE:
-        sw_bytes_varint(&p, code);
-        sw_bytes_varint(&p, line);
-        break;
-    case SW_EXT_INSTRUCTION:
-        sw_bytes_varint(&p, code);
-        sw_bytes_varint(&p, line);
-        sw_bytes_varint(&p, a);
-        sw_bytes_varint(&p, b);
-        sw_bytes_str(&p, s1);
-        break;
-    case SW_EXT_RAISE:
-    case SW_EXT_HANDLED:
-        sw_bytes_varint(&p, code);
-        sw_bytes_varint(&p, line);
-        sw_bytes_str(&p, s1);
-        break;
-    case SW_EXT_GC_START:
-        sw_bytes_varint(&p, a);
-        break;
-    case SW_EXT_GC_DONE:
-        sw_bytes_varint(&p, a);
-        sw_bytes_varint(&p, b);
-        sw_bytes_varint(&p, c);
-        break;
-    case SW_EXT_THREAD_START:
-    case SW_EXT_THREAD_EXIT:
-        sw_bytes_str(&p, s1);
-        sw_bytes_varint(&p, a);
-        break;
-    case SW_EXT_TEARDOWN:  /* no payload */
-    case SW_EXT_REGION_END:
-        break;
-    case SW_EXT_REGION_BEGIN:
-        sw_bytes_str(&p, s1);
-        break;
-    default:  /* object events */
-        sw_bytes_str(&p, s1);
-        sw_bytes_str(&p, s2);
-        break;
-    }
+    sw_ext v = {kind, 0, code, line, a, b, c, s1, s2};
+    uint8_t p[SW_EXT_MAX];
+    long n = sw_record_encode(kind, &v, SIZE_MAX, p, sizeof p);
     tg_tick(t);
-    sw_tbuf_ext(t->b, t->ticks, kind, p.data, p.len);
-    sw_bytes_free(&p);
+    sw_tbuf_ext(t->b, t->ticks, kind, p, n < 0 ? 0 : (size_t)n);
 }
 
 /* One EXT event of every kind 2-13, GC start before GC done. */

@@ -17,7 +17,9 @@ typedef struct {
     sw_functab *ft;
     sw_calltree *t;
     PyObject *shared;    /* NULL: ft is this object's own; else a capsule owning the
-                            table that the CallTrees of one snapshot share */
+                            table that the CallTrees of one snapshot share (its
+                            context: a Py_ssize_t, how many of them are held) */
+    Py_ssize_t held;     /* writers reading the tree while Python runs (sw_py_calltree_hold) */
 } CallTreeObject;
 
 static PyTypeObject CallTreeType;
@@ -72,14 +74,45 @@ const sw_functab *sw_py_calltree_shared_table(PyObject *obj)
 static void free_functab_capsule(PyObject *capsule)
 {
     sw_functab_free(PyCapsule_GetPointer(capsule, "stackwatch.functab"));
+    PyMem_Free(PyCapsule_GetContext(capsule));
+}
+
+/* How many trees of obj's snapshot are held, or NULL if its table is its own. */
+static Py_ssize_t *snapshot_held(const CallTreeObject *o)
+{
+    return o->shared ? PyCapsule_GetContext(o->shared) : NULL;
+}
+
+void sw_py_calltree_hold(PyObject *obj, int hold)
+{
+    CallTreeObject *o = (CallTreeObject *)obj;
+    Py_ssize_t *snap = snapshot_held(o);
+    if (hold) {
+        Py_INCREF(obj);
+        o->held++;
+        if (snap)
+            ++*snap;
+    } else {
+        o->held--;
+        if (snap)
+            --*snap;
+        Py_DECREF(obj);
+    }
 }
 
 PyObject *sw_py_calltree_list_shared(sw_functab *ft, sw_calltree **trees, size_t n)
 {
-    PyObject *owner = PyCapsule_New(ft, "stackwatch.functab", free_functab_capsule);
+    Py_ssize_t *held = PyMem_Calloc(1, sizeof *held);
+    PyObject *owner = held ? PyCapsule_New(ft, "stackwatch.functab", free_functab_capsule) : NULL;
+    if (owner && PyCapsule_SetContext(owner, held) < 0)
+        Py_CLEAR(owner);   /* (cannot fail for a capsule just made) */
     PyObject *list = owner ? PyList_New((Py_ssize_t)n) : NULL;
-    if (!owner)
+    if (!owner) {
         sw_functab_free(ft);
+        PyMem_Free(held);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+    }
     for (size_t i = 0; i < n; i++) {
         CallTreeObject *o = list ? PyObject_New(CallTreeObject, &CallTreeType) : NULL;
         if (!o) {
@@ -90,6 +123,7 @@ PyObject *sw_py_calltree_list_shared(sw_functab *ft, sw_calltree **trees, size_t
         }
         o->ft = ft;
         o->t = trees[i];
+        o->held = 0;
         Py_INCREF(owner);
         o->shared = owner;
         PyList_SET_ITEM(list, (Py_ssize_t)i, (PyObject *)o);
@@ -134,6 +168,12 @@ static PyObject *CallTree_merge(CallTreeObject *self, PyObject *args)
                          Py_TYPE(PyTuple_GET_ITEM(args, i))->tp_name);
             return NULL;
         }
+    }
+    Py_ssize_t *snap = snapshot_held(self);
+    if (self->held || (snap && *snap)) {
+        PyErr_SetString(PyExc_RuntimeError, "merge(): the call tree (or one sharing its function table) is being "
+                                            "written; merge into it after that");
+        return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         CallTreeObject *o = (CallTreeObject *)PyTuple_GET_ITEM(args, i);
@@ -216,6 +256,154 @@ static PyObject *CallTree_tree(CallTreeObject *self, PyObject *unused)
     return sw_py_tree_to_dicts(self->t);
 }
 
+/* ---- FunctionWalk: a tree's nodes in the order of its per-function
+ * tables (render/functions.py), one tuple per node, made as that table
+ * wants them, without ever holding the nodes as Python objects ---- */
+
+#define LEAVE 0x80000000u    /* a stack entry closing a node (its id | LEAVE) */
+
+typedef struct {
+    PyObject_HEAD
+    CallTreeObject *tree;    /* a reference: the tree outlives the walk */
+    uint32_t *stack;         /* node ids, and node ids | LEAVE */
+    size_t depth, cap;
+    int started;
+} FunctionWalkObject;
+
+static void FunctionWalk_dealloc(FunctionWalkObject *self)
+{
+    Py_XDECREF(self->tree);
+    free(self->stack);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int walk_push(FunctionWalkObject *w, uint32_t v)
+{
+    uint32_t *st = sw_array_grow(w->stack, &w->cap, w->depth + 1, sizeof *st, 256);
+    if (!st)
+        return -1;
+    w->stack = st;
+    w->stack[w->depth++] = v;
+    return 0;
+}
+
+/* Pushes the children of node id in order (the last is taken first). */
+static int walk_push_children(FunctionWalkObject *w, uint32_t id)
+{
+    const sw_calltree *t = w->tree->t;
+    for (uint32_t c = sw_calltree_get_node(t, id)->first_child; c != SW_NODE_NONE;
+         c = sw_calltree_get_node(t, c)->next_sibling)
+        if (walk_push(w, c) < 0)
+            return -1;
+    return 0;
+}
+
+/* The next node: (leaves, filename, line, name, self, self_time_ns,
+ * time_ns), leaves the nodes closed since the previous one (so its
+ * caller is the node `leaves` levels up the path from the previous one). */
+static PyObject *FunctionWalk_next(FunctionWalkObject *self)
+{
+    if (!self->started) {
+        self->started = 1;
+        if (walk_push_children(self, SW_CALLTREE_ROOT) < 0)
+            return PyErr_NoMemory();
+    }
+    unsigned long long leaves = 0;
+    while (self->depth && (self->stack[self->depth - 1] & LEAVE)) {
+        self->depth--;
+        leaves++;
+    }
+    if (!self->depth)
+        return NULL;
+    uint32_t id = self->stack[--self->depth];
+    const sw_calltree_node *n = sw_calltree_get_node(self->tree->t, id);
+    const sw_func *f = n ? sw_functab_get(self->tree->ft, n->func) : NULL;
+    if (!f) {
+        PyErr_SetString(PyExc_RuntimeError, "a call tree node without a function");
+        return NULL;
+    }
+    if (walk_push(self, id | LEAVE) < 0 || walk_push_children(self, id) < 0)
+        return PyErr_NoMemory();
+    /* Fresh objects for each node, as tree()'s dicts gave them: pstats'
+     * marshalled bytes depend on which objects are shared. */
+    const char *name = f->name, *file = f->filename;
+    return Py_BuildValue("(KNiNKKK)", leaves, PyUnicode_DecodeUTF8(file, (Py_ssize_t)strlen(file), "replace"),
+                         f->line, PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace"),
+                         (unsigned long long)n->self, (unsigned long long)n->self_weight,
+                         (unsigned long long)n->weight);
+}
+
+static PyTypeObject FunctionWalkType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stackwatch._native.FunctionWalk",
+    .tp_basicsize = sizeof(FunctionWalkObject),
+    .tp_dealloc = (destructor)FunctionWalk_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "the nodes of a CallTree in the order of its per-function tables (CallTree.function_walk())",
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)FunctionWalk_next,
+};
+
+/* function_walk() -> an iterator of (leaves, filename, line, name, self,
+ * self_time_ns, time_ns) per node: the walk render/functions.py's tables
+ * take (each node's children last first). */
+static PyObject *CallTree_function_walk(CallTreeObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (PyType_Ready(&FunctionWalkType) < 0)
+        return NULL;
+    FunctionWalkObject *w = PyObject_New(FunctionWalkObject, &FunctionWalkType);
+    if (!w)
+        return NULL;
+    Py_INCREF(self);
+    w->tree = self;
+    w->stack = NULL;
+    w->depth = w->cap = 0;
+    w->started = 0;
+    return (PyObject *)w;
+}
+
+typedef struct first_seen {
+    uint8_t *seen;           /* per function id */
+    PyObject *list;
+} first_seen;
+
+static int first_seen_node(void *ud, const sw_calltree *t, uint32_t id, const sw_calltree_node *n)
+{
+    first_seen *fs = ud;
+    const sw_func *f = id == SW_CALLTREE_ROOT ? NULL : sw_functab_get(sw_calltree_functab(t), n->func);
+    if (!f || fs->seen[n->func])
+        return 0;
+    fs->seen[n->func] = 1;
+    PyObject *item = Py_BuildValue("(INNiO)", n->func,
+                                   PyUnicode_DecodeUTF8(f->name, (Py_ssize_t)strlen(f->name), "replace"),
+                                   PyUnicode_DecodeUTF8(f->filename, (Py_ssize_t)strlen(f->filename), "replace"),
+                                   f->line,
+                                   is_native(f) ? Py_True : Py_False);
+    int rc = item ? PyList_Append(fs->list, item) : -1;
+    Py_XDECREF(item);
+    return rc < 0;
+}
+
+/* preorder_functions() -> [(function id, name, filename, line, native)]:
+ * the tree's functions in the order a pre-order walk (children in
+ * insertion order) first meets them. */
+static PyObject *CallTree_preorder_functions(CallTreeObject *self, PyObject *unused)
+{
+    (void)unused;
+    uint32_t n = sw_functab_count(self->ft);
+    first_seen fs = {calloc(n ? n : 1, 1), PyList_New(0)};
+    if (!fs.seen || !fs.list) {
+        free(fs.seen);
+        Py_XDECREF(fs.list);
+        return PyErr_NoMemory();
+    }
+    if (sw_calltree_walk(self->t, first_seen_node, &fs))
+        Py_CLEAR(fs.list);
+    free(fs.seen);
+    return fs.list;
+}
+
 static PyObject *CallTree_get_total(CallTreeObject *self, void *closure)
 {
     (void)closure;
@@ -288,6 +476,12 @@ static PyMethodDef CallTree_methods[] = {
      "filtered(include=None, exclude=None, max_depth=0) -> a new CallTree without the frames the globs "
      "(name, qualified name or file) or the depth leave out; their callees become their caller's"},
     {"merge", (PyCFunction)CallTree_merge, METH_VARARGS, "merge(*trees): add the samples of other CallTrees"},
+    {"function_walk", (PyCFunction)CallTree_function_walk, METH_NOARGS,
+     "function_walk() -> iterator of (leaves, filename, line, name, self, self_time_ns, time_ns) per node, "
+     "in the order of the per-function tables (each node's children last first)"},
+    {"preorder_functions", (PyCFunction)CallTree_preorder_functions, METH_NOARGS,
+     "preorder_functions() -> [(function id, name, filename, line, native)] in the order a pre-order walk "
+     "first meets them"},
     {"tree", (PyCFunction)CallTree_tree, METH_NOARGS,
      "tree() -> nested dicts {name, filename, line, count, self, time_ns, self_time_ns, children}"},
     {NULL, NULL, 0, NULL},

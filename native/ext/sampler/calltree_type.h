@@ -27,6 +27,13 @@ PyObject *sw_py_calltree_new(void);
  * NULL with a TypeError if obj is not a CallTree. */
 sw_calltree *sw_py_calltree_get(PyObject *obj);
 
+/* Holds (hold 1) or releases (hold 0) the CallTree obj for a writer that
+ * reads it while Python code may run (a write callback, or without the
+ * GIL): a reference, and until released merge() into it, or into a tree
+ * sharing its table, raises RuntimeError, so that neither its nodes nor
+ * its table change under the writer. Needs the GIL. */
+void sw_py_calltree_hold(PyObject *obj, int hold);
+
 /* The table obj shares with the other CallTrees of its snapshot, or NULL
  * when obj has a table of its own (or is not a CallTree). */
 const sw_functab *sw_py_calltree_shared_table(PyObject *obj);

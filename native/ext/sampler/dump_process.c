@@ -168,9 +168,12 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
     sw_pystack_free(r);
     char version[32];
     sw_target_version_str(t.version_hex, version, sizeof version);
-    PyObject *out = d.threads ? Py_BuildValue("{s:i,s:s,s:s,s:s,s:N}", "pid", pid, "version", version, "python",
-                                              t.python_path, "layout", used, "threads", d.threads)
-                              : NULL;
+    PyObject *path = d.threads ? PyUnicode_DecodeFSDefault(t.python_path) : NULL;   /* any bytes */
+    PyObject *out = path ? Py_BuildValue("{s:i,s:s,s:N,s:s,s:N}", "pid", pid, "version", version, "python", path,
+                                         "layout", used, "threads", d.threads)
+                         : NULL;
+    if (!path)
+        Py_XDECREF(d.threads);
     sw_target_close(&t);
     if (!out && !PyErr_Occurred())
         PyErr_NoMemory();

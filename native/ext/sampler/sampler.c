@@ -23,7 +23,7 @@
 #include "test_entry_points.h"
 #include "trace_tree_view.h"
 #include "ext/shared/pyerr.h"
-#include "ext/tracer/sampler_trace.h"
+#include "ext/tracer/attachments.h"
 
 #include "profile/profile.h"
 #include "trace/trace.h"
@@ -63,42 +63,41 @@ typedef struct {
     char *skip_prefix;        /* trace mode: frames of files under it are left out */
     sw_sample_stream *stream; /* trace mode */
     sw_history_opts hist;         /* set_history, applied at start */
+    int attached;             /* trace mode: attached to the session's writer (ext/tracer/attachments.h) */
 } SamplerObject;
 
 static void sw_native_stop(SamplerObject *self);
 
-/* The sampler writing into the trace file (trace mode), while it runs. */
-static SamplerObject *trace_sampler;
-
-/* Stops a trace-mode sampler's thread and writes its last samples. */
+/* Stops a trace-mode sampler's thread, writes its last samples and
+ * detaches it from the session. */
 static int stop_trace_sampler(SamplerObject *self)
 {
     int rc;
-    if (trace_sampler == self)
-        trace_sampler = NULL;
     Py_BEGIN_ALLOW_THREADS
     rc = sw_sampler_stop(self->s);
     if (rc == SW_OK)
         rc = sw_sample_stream_flush(self->stream);
     Py_END_ALLOW_THREADS
     sw_native_stop(self);
+    self->attached = 0;
+    sw_session_detach(self);
     return rc;
 }
 
-/* Given to the session with its writer: the session calls it when it stops
- * or after fork, so the trace sampler stops writing into its file. */
-static void sw_sampler_trace_detach(void)
+/* Its detach (attachments.h): the session stops, so the trace sampler
+ * stops writing into its file. */
+static void sw_sampler_trace_detach(void *ud)
 {
-    SamplerObject *self = trace_sampler;
-    if (self && self->s && !sw_sampler_in_forked_child(self->s))
+    SamplerObject *self = ud;
+    if (self->s && !sw_sampler_in_forked_child(self->s))
         stop_trace_sampler(self);
-    trace_sampler = NULL;
+    self->attached = 0;
 }
 
 static void Sampler_dealloc(SamplerObject *self)
 {
-    if (trace_sampler == self)
-        trace_sampler = NULL;
+    if (self->attached)
+        sw_session_detach(self);
     if (self->s && sw_sampler_in_forked_child(self->s)) {
         /* Its thread and locks belong to the parent: leak, never touch. */
     } else {
@@ -237,14 +236,19 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
     if (self->trace) {
         /* Samples into the running trace file, on its clock. */
         uint64_t mono0 = 0;
-        sw_writer *w = sw_session_writer(&mono0, sw_sampler_trace_detach);
-        if (!w || trace_sampler) {
+        sw_writer *w = NULL;
+        sw_attachment att = {"sampler", SW_CHUNK_SAMPLES, sw_sampler_trace_detach, self};
+        int why = sw_session_attach(&att, &w, &mono0);
+        if (why != SW_ATTACH_OK) {
             sw_pystack_free(r);
             sw_native_stop(self);
-            PyErr_SetString(PyExc_RuntimeError, w ? "a sampler already writes into this trace"
-                                                  : "samples into a trace need a running trace session");
+            PyErr_SetString(PyExc_RuntimeError,
+                            why == SW_ATTACH_NO_SESSION ? "samples into a trace need a running trace session"
+                            : why == SW_ATTACH_TAKEN    ? "a sampler already writes into this trace"
+                                                        : "too many producers write into this trace");
             return NULL;
         }
+        self->attached = 1;
         self->stream = sw_sample_stream_new(w, mono0, self->skip_prefix);
         self->s = self->stream ? sw_sampler_new(r, self->interval_ns, sw_sample_stream_sink, self->stream) : NULL;
         if (!self->stream)
@@ -255,12 +259,13 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *unused)
             sw_sample_stream_free(self->stream);
             self->s = NULL;
             self->stream = NULL;
+            self->attached = 0;
+            sw_session_detach(self);
             sw_native_stop(self);
             sw_pyerr(rc, PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
             return NULL;
         }
         self->started = 1;
-        trace_sampler = self;
         Py_RETURN_NONE;
     }
     self->prof = sw_profile_new();
@@ -361,7 +366,7 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
     if (self->stream) {
         /* The thread stops, then the rest of the samples go to the file,
          * before the session closes it. */
-        if (trace_sampler != self) {
+        if (!self->attached) {
             PyErr_SetString(PyExc_RuntimeError, "this sampler is not running (the trace session stopped it)");
             return NULL;
         }
@@ -384,12 +389,22 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* {"running": n, "gil_wait": n, "idle": n, "unknown": n} (NULL with an
+/* {"running": n, "gil_wait": n, "idle": n, "unknown": n}: base/sample.h's
+ * SW_THREAD_STATES in order (NULL with an
  * exception if out of memory; Py_BuildValue's "N" then fails too). */
 static PyObject *states_dict(const unsigned long long *n)
 {
-    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "running", n[SW_STATE_RUNNING], "gil_wait", n[SW_STATE_GIL_WAIT], "idle",
-                         n[SW_STATE_IDLE], "unknown", n[SW_STATE_UNKNOWN]);
+    PyObject *d = PyDict_New();
+#define SW_X_STATE_ITEM_(K, num, name)                                                           \
+    if (d) {                                                                                     \
+        PyObject *v = PyLong_FromUnsignedLongLong(n[num]);                                       \
+        if (!v || PyDict_SetItemString(d, #name, v) < 0)                                         \
+            Py_CLEAR(d);                                                                         \
+        Py_XDECREF(v);                                                                           \
+    }
+    SW_THREAD_STATES(SW_X_STATE_ITEM_)
+#undef SW_X_STATE_ITEM_
+    return d;
 }
 
 static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)

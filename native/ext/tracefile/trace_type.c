@@ -311,22 +311,62 @@ static PyObject *Trace_events(TraceObject *self, PyObject *arg)
 
 typedef struct ext_collect {
     PyObject *list;
-    uint32_t mask;           /* bit k: EXT kind k is wanted */
+    uint64_t mask;           /* bit k: EXT kind k is wanted */
 } ext_collect;
+
+/* The data of a decoded EXT record as its row (trace/records.h) gives it:
+ * {field: value} for its fields other than its location (code and line),
+ * in order, a SIGNED one as a negative int where it is; {"malformed":
+ * True} for a payload that did not decode. */
+static PyObject *ext_data(const sw_ext *x)
+{
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    if (x->malformed) {
+        if (PyDict_SetItemString(d, "malformed", Py_True) < 0)
+            Py_CLEAR(d);
+        return d;
+    }
+    const sw_record_kind *k = sw_record_kind_of(x->kind);
+    for (unsigned i = 0; k && i < k->nfields; i++) {
+        const sw_record_field *f = &k->fields[i];
+        if (f->slot == SW_SLOT_CODE || f->slot == SW_SLOT_LINE)
+            continue;
+        PyObject *v = f->type == SW_FT_STR      ? text_of(sw_ext_string(x, f->slot))
+                      : f->type == SW_FT_SIGNED ? PyLong_FromLongLong((long long)sw_ext_number(x, f->slot))
+                                                : PyLong_FromUnsignedLongLong(sw_ext_number(x, f->slot));
+        if (!v || PyDict_SetItemString(d, f->name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+/* 1 when the kind's row has a code id (its events are located: a code and
+ * a line). */
+static int ext_located(uint32_t kind)
+{
+    const sw_record_kind *k = sw_record_kind_of(kind);
+    for (unsigned i = 0; k && i < k->nfields; i++)
+        if (k->fields[i].type == SW_FT_CODE)
+            return 1;
+    return 0;
+}
 
 static int collect_ext(void *ud, const sw_event *ev)
 {
     ext_collect *c = ud;
-    if (ev->kind != SW_EV_EXT || !ev->ext || ev->ext->kind >= 32 || !(c->mask & (1u << ev->ext->kind)))
+    if (ev->kind != SW_EV_EXT || !ev->ext || ev->ext->kind >= 64 || !(c->mask & (1ull << ev->ext->kind)))
         return 0;
     const sw_ext *x = ev->ext;
-    PyObject *t = Py_BuildValue("(ILINKKKKNNi)", x->kind, (long long)ev->t_ns, ev->depth,
-                                x->code == SW_EXT_NO_CODE ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(x->code),
-                                (unsigned long long)x->line, (unsigned long long)x->a,
-                                (unsigned long long)x->b, (unsigned long long)x->c,
-                                text_of(x->s1),
-                                text_of(x->s2),
-                                (int)x->malformed);
+    int located = !x->malformed && ext_located(x->kind);
+    PyObject *t = Py_BuildValue("(ILINNN)", x->kind, (long long)ev->t_ns, ev->depth,
+                                located ? PyLong_FromUnsignedLong(x->code) : Py_NewRef(Py_None),
+                                located ? PyLong_FromUnsignedLongLong(x->line) : Py_NewRef(Py_None), ext_data(x));
     if (!t || PyList_Append(c->list, t) < 0) {
         Py_XDECREF(t);
         return 1;
@@ -336,17 +376,18 @@ static int collect_ext(void *ud, const sw_event *ev)
 }
 
 /* ext_events(thread_pos, mask=all): the thread's EXT events of the kinds
- * whose bit is set in mask, as tuples (kind, t_ns, depth, code or None,
- * line, a, b, c, s1, s2, malformed); see reader.h, sw_ext. */
+ * whose bit is set in mask, as tuples (kind, t_ns, depth, code, line,
+ * data): code and line None for kinds without a location (and malformed
+ * records), data a dict of the other fields by name (ext_data). */
 static PyObject *Trace_ext_events(TraceObject *self, PyObject *args)
 {
     Py_ssize_t i;
-    unsigned long mask = 0xffffffffUL;
-    if (!PyArg_ParseTuple(args, "n|k", &i, &mask))
+    unsigned long long mask = ~0ull;
+    if (!PyArg_ParseTuple(args, "n|K", &i, &mask))
         return NULL;
     if (i < 0 || (size_t)i >= sw_trace_thread_count(self->t))
         return PyErr_Format(PyExc_IndexError, "no thread at position %zd", i);
-    ext_collect c = {PyList_New(0), (uint32_t)mask};
+    ext_collect c = {PyList_New(0), (uint64_t)mask};
     if (!c.list)
         return NULL;
     int rc = sw_trace_replay_ext(self->t, (size_t)i, SW_REPLAY_EXT, collect_ext, &c);
@@ -529,6 +570,15 @@ static PyObject *Trace_events_bytes(TraceObject *self, PyObject *unused)
     return PyLong_FromUnsignedLongLong(n);
 }
 
+/* The ValueError for an export format with no row in the table of
+ * exporters (trace/exporters.h); returns NULL. */
+static PyObject *unknown_exporter(const char *fmt)
+{
+    char known[256];
+    sw_exporter_names(known, sizeof known);
+    return PyErr_Format(PyExc_ValueError, "unknown export format '%s' (known: %s)", fmt, known);
+}
+
 static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"format", "path", "min_duration_ns", "filter", "progress", NULL};
@@ -538,16 +588,12 @@ static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&|LOO", kwlist, &fmt, PyUnicode_FSConverter, &path_obj, &min_ns,
                                      &spec, &progress))
         return NULL;
-    int (*fn)(sw_trace *, FILE *, const sw_export_opts *, char *, size_t) = NULL;
-    if (strcmp(fmt, "chrome") == 0)
-        fn = sw_export_chrome;
-    else if (strcmp(fmt, "perfetto") == 0)
-        fn = sw_export_perfetto;
-    if (!fn) {
+    const sw_exporter *ex = sw_exporter_find(fmt);
+    if (!ex) {
         Py_DECREF(path_obj);
-        return PyErr_Format(PyExc_ValueError, "unknown export format %R (known: chrome, perfetto)",
-                            PyTuple_GET_ITEM(args, 0));
+        return unknown_exporter(fmt);
     }
+    sw_export_fn fn = ex->write;
     sw_py_filter pf;
     if (sw_py_filter_parse(spec, self->t, &pf) < 0) {
         Py_DECREF(path_obj);
@@ -593,12 +639,12 @@ static PyObject *export_merged(PyObject *module, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OsO&|L", kwlist, &seq, &fmt, PyUnicode_FSConverter, &path_obj,
                                      &min_ns))
         return NULL;
-    sw_export_format format = strcmp(fmt, "chrome") == 0 ? SW_EXPORT_CHROME : SW_EXPORT_PERFETTO;
+    const sw_exporter *ex = sw_exporter_find(fmt);
     PyObject *list = NULL;
     sw_trace **ts = NULL;
     FILE *f = NULL;
-    if (strcmp(fmt, "chrome") != 0 && strcmp(fmt, "perfetto") != 0) {
-        PyErr_Format(PyExc_ValueError, "unknown export format '%s' (known: chrome, perfetto)", fmt);
+    if (!ex) {
+        unknown_exporter(fmt);
         goto out;
     }
     if (!(list = PySequence_Fast(seq, "traces must be a sequence of Trace objects")))
@@ -626,7 +672,7 @@ static PyObject *export_merged(PyObject *module, PyObject *args, PyObject *kw)
     }
     sw_export_opts o = {min_ns, NULL, NULL};
     char err[256] = "";
-    int rc = sw_export_merged(ts, (size_t)n, format, f, &o, err, sizeof err);
+    int rc = sw_export_merged(ts, (size_t)n, ex->write, f, &o, err, sizeof err);
     if (fclose(f) != 0 && !rc) {
         rc = SW_EIO;
         snprintf(err, sizeof err, "%s", strerror(errno));
@@ -644,8 +690,8 @@ out:
 
 static PyMethodDef module_functions[] = {
     {"export_merged", (PyCFunction)(void (*)(void))export_merged, METH_VARARGS | METH_KEYWORDS,
-     "export_merged(traces, format, path, min_duration_ns=0): several traces (processes) as one chrome JSON "
-     "or perfetto protobuf file, on the host's clock, with flows from each child's start to its first slice"},
+     "export_merged(traces, format, path, min_duration_ns=0): several traces (processes) as one file of a "
+     "format of TRACE_EXPORTERS, on the host's clock, with flows from each child's start to its first slice"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -688,7 +734,8 @@ static PyMethodDef Trace_methods[] = {
     {"codes", (PyCFunction)Trace_codes, METH_NOARGS, "codes() -> {id: (kind, name, qualname, filename, firstlineno)}"},
     {"events", (PyCFunction)Trace_events, METH_O, "events(thread_pos) -> [(kind, t_ns, code, depth, synthetic)]"},
     {"ext_events", (PyCFunction)Trace_ext_events, METH_VARARGS,
-     "ext_events(thread_pos, mask=all) -> [(kind, t_ns, depth, code, line, a, b, c, s1, s2, malformed)]"},
+     "ext_events(thread_pos, mask=all) -> [(kind, t_ns, depth, code, line, data)]: data made by the kind's row "
+     "(RECORD_KINDS)"},
     {"ext_summary", (PyCFunction)Trace_ext_summary, METH_VARARGS,
      "ext_summary(filter=None) -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable}"},
     {"sample_frames", (PyCFunction)Trace_sample_frames, METH_NOARGS,
@@ -701,8 +748,8 @@ static PyMethodDef Trace_methods[] = {
     {"events_bytes", (PyCFunction)Trace_events_bytes, METH_NOARGS,
      "events_bytes() -> bytes of event chunks a full replay reads"},
     {"export", (PyCFunction)(void (*)(void))Trace_export, METH_VARARGS | METH_KEYWORDS,
-     "export(format, path, min_duration_ns=0, filter=None, progress=None): write chrome JSON or perfetto "
-     "protobuf"},
+     "export(format, path, min_duration_ns=0, filter=None, progress=None): write the trace in a format of "
+     "TRACE_EXPORTERS (perfetto protobuf, chrome JSON)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -729,6 +776,72 @@ static PyTypeObject TraceType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* RECORD_KINDS: the table of EXT record kinds (trace/records.h), one
+ * tuple per kind: (number, name, since, source, category, label, shape, pair,
+ * stat, title, track, ((field, type, slot), ...)), shape, stat, title,
+ * type and slot by name; TRACE_EXPORTERS: the table of exporters
+ * (trace/exporters.h), (name, suffix, binary) each; and THREAD_STATES:
+ * the names of the samples' thread states by number (base/sample.h). */
+static int add_record_kinds(PyObject *m)
+{
+    PyObject *kinds = PyTuple_New((Py_ssize_t)sw_record_kind_count);
+    for (size_t i = 0; kinds && i < sw_record_kind_count; i++) {
+        const sw_record_kind *k = &sw_record_kinds[i];
+        PyObject *fields = PyTuple_New(k->nfields);
+        for (unsigned j = 0; fields && j < k->nfields; j++) {
+            const sw_record_field *f = &k->fields[j];
+            PyObject *ft = Py_BuildValue("(sss)", f->name, sw_record_type_name(f->type), sw_record_slot_name(f->slot));
+            if (!ft)
+                Py_CLEAR(fields);
+            else
+                PyTuple_SET_ITEM(fields, j, ft);
+        }
+        PyObject *row = fields ? Py_BuildValue("(IsIssssIsszN)", k->number, k->name, k->since, k->source, k->category,
+                                               k->label, sw_record_shape_name(k->shape), k->pair,
+                                               sw_record_stat_name(k->stat), sw_record_slot_name(k->title), k->track,
+                                               fields)
+                               : NULL;
+        if (!row)
+            Py_CLEAR(kinds);
+        else
+            PyTuple_SET_ITEM(kinds, (Py_ssize_t)i, row);
+    }
+    if (!kinds || PyModule_AddObject(m, "RECORD_KINDS", kinds) < 0) {
+        Py_XDECREF(kinds);
+        return -1;
+    }
+    PyObject *exporters = PyTuple_New((Py_ssize_t)sw_exporter_count);
+    for (size_t i = 0; exporters && i < sw_exporter_count; i++) {
+        const sw_exporter *e = &sw_exporters[i];
+        PyObject *row = Py_BuildValue("(ssO)", e->name, e->suffix, e->binary ? Py_True : Py_False);
+        if (!row)
+            Py_CLEAR(exporters);
+        else
+            PyTuple_SET_ITEM(exporters, (Py_ssize_t)i, row);
+    }
+    if (!exporters || PyModule_AddObject(m, "TRACE_EXPORTERS", exporters) < 0) {
+        Py_XDECREF(exporters);
+        return -1;
+    }
+    PyObject *states = PyDict_New();
+#define SW_X_STATE_ADD_(K, n, name)                                      \
+    if (states) {                                                        \
+        PyObject *key = PyLong_FromUnsignedLong(n);                      \
+        PyObject *v = PyUnicode_FromString(#name);                       \
+        if (!key || !v || PyDict_SetItem(states, key, v) < 0)            \
+            Py_CLEAR(states);                                            \
+        Py_XDECREF(key);                                                 \
+        Py_XDECREF(v);                                                   \
+    }
+    SW_THREAD_STATES(SW_X_STATE_ADD_)
+#undef SW_X_STATE_ADD_
+    if (!states || PyModule_AddObject(m, "THREAD_STATES", states) < 0) {
+        Py_XDECREF(states);
+        return -1;
+    }
+    return 0;
+}
+
 int sw_trace_type_add_to_module(PyObject *m)
 {
     if (PyType_Ready(&TraceType) < 0 || PyModule_AddObject(m, "Trace", Py_NewRef((PyObject *)&TraceType)) < 0 ||
@@ -742,5 +855,5 @@ int sw_trace_type_add_to_module(PyObject *m)
     for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++)
         if (PyModule_AddIntConstant(m, consts[i].name, consts[i].value) < 0)
             return -1;
-    return 0;
+    return add_record_kinds(m);
 }

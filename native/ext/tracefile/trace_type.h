@@ -9,8 +9,9 @@
 #include "ext/shared/compat.h"
 #include "trace/trace.h"
 
-/* Adds Trace, export_merged() (several traces as one timeline), FORMAT_MAJOR and the record constants OP_* and EV_DROPPED
- * to the module. Returns 0, or -1 with an exception set. */
+/* Adds Trace, export_merged() (several traces as one timeline), FORMAT_MAJOR, the record constants OP_* and EV_DROPPED,
+ * the table of EXT record kinds (RECORD_KINDS), the exporters' (TRACE_EXPORTERS) and the thread states' names
+ * (THREAD_STATES) to the module. Returns 0, or -1 with an exception set. */
 int sw_trace_type_add_to_module(PyObject *m);
 
 /* The reader of a Trace object (borrowed: it lives as long as obj), or

@@ -28,47 +28,25 @@ int sw_file_wants_lines(PyCodeObject *co)
     return sw_file_wants_code(co) && sw_handlers_file_lines_in(co);
 }
 
-typedef struct { uint8_t b[SW_EXT_MAX]; size_t n; int full; } payload;
+/* The EXT kind of each dispatch kind: the rows of trace/records.h written
+ * by the dispatch layer (from DISPATCH) have its kinds' names. */
+#define SW_X_FROM_DISPATCH(K) [SW_K_##K] = SW_EXT_##K,
+#define SW_X_FROM_WRITER(K)
+#define SW_X_FROM_TRACER(K)
+#define SW_X_FROM_PROGRAM(K)
+#define SW_X_EXT_OF_(K, n, name, since, from, ...) SW_X_FROM_##from(K)
+static const unsigned ext_of[SW_K_COUNT] = {SW_RECORD_KINDS(SW_X_EXT_OF_, SW_X_REC_NONE_)};
 
-static void put_u(payload *p, uint64_t v)
-{
-    if (p->n + SW_VARINT_MAX > sizeof p->b) {
-        p->full = 1;
-        return;
-    }
-    p->n = (size_t)(sw_put_varint_fast(p->b + p->n, v) - p->b);
-}
+/* Strings of a record are cut at this many bytes, never the record. */
+#define STR_MAX 200
 
-static void put_s(payload *p, const char *s)
-{
-    size_t len = s ? strlen(s) : 0;
-    if (len > 200)
-        len = 200;   /* names are cut, never the record */
-    put_u(p, len);
-    if (p->n + len > sizeof p->b) {
-        p->full = 1;
-        return;
-    }
-    if (len)
-        memcpy(p->b + p->n, s, len);
-    p->n += len;
-}
-
-static const unsigned ext_of[SW_K_COUNT] = {
-    [SW_K_LINE] = SW_EXT_LINE, [SW_K_INSTRUCTION] = SW_EXT_INSTRUCTION,
-    [SW_K_RAISE] = SW_EXT_RAISE, [SW_K_HANDLED] = SW_EXT_HANDLED,
-    [SW_K_GC_START] = SW_EXT_GC_START, [SW_K_GC_DONE] = SW_EXT_GC_DONE,
-    [SW_K_NEW_START] = SW_EXT_NEW_START, [SW_K_NEW_DONE] = SW_EXT_NEW_DONE,
-    [SW_K_DEL_START] = SW_EXT_DEL_START, [SW_K_DEL_DONE] = SW_EXT_DEL_DONE,
-    [SW_K_THREAD_START] = SW_EXT_THREAD_START, [SW_K_THREAD_EXIT] = SW_EXT_THREAD_EXIT,
-};
+static uint64_t nonneg(long long v) { return v < 0 ? 0 : (uint64_t)v; }
 
 void sw_file_record_ext(int kind, const sw_evdata *d)
 {
     sw_tstate *t = &sw_T;
     if (kind < 0 || kind >= SW_K_COUNT || !ext_of[kind] || t->busy || !sw_thread_attach(t))
         return;
-    payload p = {.n = 0};
     uint32_t code = 0;
     if (d->code) {
         uint32_t id = sw_code_id(d->code, NULL);
@@ -76,46 +54,12 @@ void sw_file_record_ext(int kind, const sw_evdata *d)
             return;
         code = id & SW_ID_MASK;
     }
-    switch (kind) {
-    case SW_K_LINE:
-        put_u(&p, code);
-        put_u(&p, d->line < 0 ? 0 : (uint64_t)d->line);
-        break;
-    case SW_K_INSTRUCTION:
-        put_u(&p, code);
-        put_u(&p, d->line < 0 ? 0 : (uint64_t)d->line);
-        put_u(&p, (uint64_t)(d->a < 0 ? 0 : d->a));
-        put_u(&p, (uint64_t)(d->b < 0 ? 0 : d->b));
-        put_s(&p, d->name);
-        break;
-    case SW_K_RAISE:
-    case SW_K_HANDLED:
-        put_u(&p, code);
-        put_u(&p, d->line < 0 ? 0 : (uint64_t)d->line);
-        put_s(&p, d->name);
-        break;
-    case SW_K_GC_START:
-        put_u(&p, (uint64_t)(d->a < 0 ? 0 : d->a));
-        break;
-    case SW_K_GC_DONE:
-        put_u(&p, (uint64_t)(d->a < 0 ? 0 : d->a));
-        put_u(&p, (uint64_t)(d->b < 0 ? 0 : d->b));
-        put_u(&p, (uint64_t)(d->c < 0 ? 0 : d->c));
-        break;
-    case SW_K_NEW_START:
-    case SW_K_NEW_DONE:
-    case SW_K_DEL_START:
-    case SW_K_DEL_DONE:
-        put_s(&p, d->name);
-        put_s(&p, d->file);
-        break;
-    case SW_K_THREAD_START:
-    case SW_K_THREAD_EXIT:
-        put_s(&p, d->name);
-        put_u(&p, (uint64_t)(d->a < 0 ? 0 : d->a));
-        break;
-    }
-    if (p.full)
+    /* The payload: the row's fields (records.h) from their slots. */
+    sw_ext v = {.code = code, .line = nonneg(d->line), .a = nonneg(d->a), .b = nonneg(d->b), .c = nonneg(d->c),
+                .s1 = d->name, .s2 = d->file};
+    uint8_t buf[SW_EXT_MAX];
+    long n = sw_record_encode(ext_of[kind], &v, STR_MAX, buf, sizeof buf);
+    if (n < 0)
         return;
-    sw_tbuf_ext(t->tb, sw_clock_now(&sw_S.clock), ext_of[kind], p.b, p.n);
+    sw_tbuf_ext(t->tb, sw_clock_now(&sw_S.clock), ext_of[kind], buf, (size_t)n);
 }

@@ -13,7 +13,7 @@
 #include "ext/tracer/flusher.h"
 #include "ext/tracer/init_gap.h"
 #include "ext/tracer/recursion.h"
-#include "ext/tracer/sampler_trace.h"
+#include "ext/tracer/attachments.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -425,7 +425,7 @@ PyObject *sw_session_stop(const sw_bytes *more_end)
         PyErr_SetString(PyExc_RuntimeError, "stackwatch is not tracing");
         return NULL;
     }
-    sw_session_writer_reclaim();   /* a sampler's last samples, before END */
+    sw_session_detach_all();   /* the producers' last records (a sampler's samples), before END */
     /* Reported in END: another tool's trace function or profile function
      * displaced stackwatch's on a thread (3.9-3.11). */
     sw_events_check();
@@ -483,6 +483,7 @@ int sw_session_after_fork_child(void)
      * forgotten, not freed (its buffers belong to threads that do not
      * exist here). */
     sw_flusher_forget();
+    sw_session_attachments_forget();   /* their threads are the parent's */
     set_gen(0);
     if (sw_S.w)
         sw_writer_abandon(sw_S.w);

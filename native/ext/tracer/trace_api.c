@@ -139,25 +139,20 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
  * calling thread's stream. Returns whether it was recorded: not when no
  * session runs, or the thread cannot record (stackwatch's own code runs on
  * it, or it is being torn down). The name is cut at 200 bytes, on a
- * character boundary, like every name of an EXT record. */
-static PyObject *record_region(const char *name, size_t len)
+ * character boundary, like every name of an EXT record (an embedded NUL
+ * ends it). */
+static PyObject *record_region(const char *name)
 {
     sw_tstate *t = &sw_T;
     if (!sw_S.gen || t->busy || !sw_thread_attach(t))
         Py_RETURN_FALSE;
+    uint32_t kind = name ? SW_EXT_REGION_BEGIN : SW_EXT_REGION_END;
+    sw_ext v = {.s1 = name};
     uint8_t buf[SW_VARINT_MAX + 200];
-    size_t n = 0;
-    if (name) {
-        if (len > 200) {
-            len = 200;
-            while (len > 0 && ((unsigned char)name[len] & 0xc0) == 0x80)
-                len--;
-        }
-        n = (size_t)(sw_put_varint_fast(buf, len) - buf);
-        memcpy(buf + n, name, len);
-        n += len;
-    }
-    sw_tbuf_ext(t->tb, sw_clock_now(&sw_S.clock), name ? SW_EXT_REGION_BEGIN : SW_EXT_REGION_END, buf, n);
+    long n = sw_record_encode(kind, &v, 200, buf, sizeof buf);
+    if (n < 0)
+        Py_RETURN_FALSE;
+    sw_tbuf_ext(t->tb, sw_clock_now(&sw_S.clock), kind, buf, (size_t)n);
     Py_RETURN_TRUE;
 }
 
@@ -169,7 +164,7 @@ static PyObject *py_region_begin(PyObject *self, PyObject *arg)
     PyObject *b = PyUnicode_AsEncodedString(arg, "utf-8", "backslashreplace");
     if (!b)
         return NULL;
-    PyObject *r = record_region(PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+    PyObject *r = record_region(PyBytes_AS_STRING(b));
     Py_DECREF(b);
     return r;
 }
@@ -178,7 +173,7 @@ static PyObject *py_region_end(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    return record_region(NULL, 0);
+    return record_region(NULL);
 }
 
 /* unrecorded(fn, *args): calls fn(*args) with this thread marked busy, as

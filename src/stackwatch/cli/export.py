@@ -114,6 +114,8 @@ def _export_trace(args):
     try:
         with writing(args.output):
             formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar)
+    except MemoryError as e:      # the call trees are too large: the message says what helps
+        raise UsageError(str(e) or "out of memory") from None
     finally:
         bar.done()
     print(f"stackwatch: wrote {args.output}", file=sys.stderr)

@@ -198,7 +198,7 @@ def _finish(args, trace_path, output, min_ns, log):
     if args.format != "swt":
         try:
             children, events, n = traces.convert(args.format, output, trace_path, min_ns)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, MemoryError) as e:   # MemoryError: call trees too large (one line)
             print(f"stackwatch: error: the {args.format} export of the run failed: {error_text(e)}",
                   file=sys.stderr)
             return

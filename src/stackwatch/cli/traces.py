@@ -68,8 +68,11 @@ def export(args, min_ns):
     s = opened(paths)
     if not min_ns:
         warn_if_big(args.format, s, "--min-duration 10us")
-    with writing(args.output):
-        formats.write_trace(args.format, args.output, s, min_duration_ns=min_ns)
+    try:
+        with writing(args.output):
+            formats.write_trace(args.format, args.output, s, min_duration_ns=min_ns)
+    except MemoryError as e:      # call trees too large: the message says what helps
+        raise UsageError(str(e) or "out of memory") from None
     print(f"stackwatch: wrote {args.output} ({processes(len(s))})", file=sys.stderr)
     return 0
 

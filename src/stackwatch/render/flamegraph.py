@@ -2,9 +2,14 @@
 
     from stackwatch.render import flamegraph
     text = flamegraph.document(threads, title)  # the page as a string
+    flamegraph.write(f.write, threads, title)   # the page given to f.write a piece at a time
 
 Profiler.write(path, "html") and the other writers of the format "html"
-give it their trees through the registry (formats.py).
+give it their trees through the registry (formats.py). A thread's "tree"
+is nested dicts (Profiler.tree()) or a stackwatch._native.CallTree: the
+nodes of a CallTree are written by C a piece at a time as it walks the
+tree (render_flat), never held as Python objects or as one text, so a page
+of millions of nodes costs the tree and its functions' table.
 
 One file, no network access: the page (flamegraph.html, package data) has
 its script and style inline, and the profile embedded as JSON in a
@@ -84,8 +89,11 @@ class _Tables:
         return i
 
     def frame(self, node):
-        native = 1 if node.get("native") else 0
-        key = (node["name"], node["filename"], node["line"], native)
+        return self.frame_of(node["name"], node["filename"], node["line"], node.get("native"))
+
+    def frame_of(self, name, filename, line, native):
+        native = 1 if native else 0
+        key = (name, filename, line, native)
         i = self._fid.get(key)
         if i is None:
             name, filename, line = key[:3]
@@ -110,19 +118,57 @@ def _flatten(tree, tables):
     return out
 
 
-def data(threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
-    """The embedded data (a dict, see the module's docstring) for
-    `threads`: [{"name", "thread_id", "tree"}], each "tree" a call tree as
-    Profiler.tree(thread_id) returns it. counts: what the trees' counts
-    are ("calls" for the trees of an exact trace)."""
+def _thread_nodes(tree, tables):
+    """(samples, write_nodes) of a thread's tree: its root's count, and a
+    function that gives the text of its flat node list (without brackets)
+    to write(str). A CallTree's functions are interned now, in the order
+    its walk meets them (as _flatten would), its nodes written later by C."""
+    if isinstance(tree, dict):
+        nodes = _flatten(tree, tables)
+        return int(tree["count"]), lambda write: write(json.dumps(nodes, separators=(",", ":"))[1:-1])
+    from .. import _native
+    funcs = tree.preorder_functions()
+    frames = [0] * (max((f[0] for f in funcs), default=-1) + 1)
+    for fid, name, filename, line, native in funcs:
+        frames[fid] = tables.frame_of(name, filename, line, native)
+    return int(tree.total), lambda write: _native.render_flat(tree, frames, write)
+
+
+def _parts(threads, title, interval_ns, stats, counts):
+    """The embedded data (see the module's docstring) for `threads`, as
+    (head, [(thread head, write_nodes)]): the JSON is head, then each
+    thread's head, nodes and "]}" (comma-separated), then "]}"."""
     tables = _Tables()
     out = []
     for t in threads:
-        tree = t["tree"]
-        out.append({"name": str(t["name"]), "thread_id": int(t["thread_id"]),
-                    "samples": int(tree["count"]), "nodes": _flatten(tree, tables)})
-    return {"version": 1, "title": str(title), "interval_ns": int(interval_ns), "stats": dict(stats or {}),
-            "counts": counts, "strings": tables.strings, "frames": tables.frames, "threads": out}
+        samples, nodes = _thread_nodes(t["tree"], tables)
+        head = embed_json({"name": str(t["name"]), "thread_id": int(t["thread_id"]), "samples": samples,
+                           "nodes": []})
+        out.append((head[:-2], nodes))
+    head = embed_json({"version": 1, "title": str(title), "interval_ns": int(interval_ns),
+                       "stats": dict(stats or {}), "counts": counts, "strings": tables.strings,
+                       "frames": tables.frames, "threads": []})
+    return head[:-2], out
+
+
+def _write_data(write, threads, title, interval_ns, stats, counts):
+    head, out = _parts(threads, title, interval_ns, stats, counts)
+    write(head)
+    for i, (thread_head, nodes) in enumerate(out):
+        write("," + thread_head if i else thread_head)
+        nodes(write)
+        write("]}")
+    write("]}")
+
+
+def data(threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
+    """The embedded data (a dict, see the module's docstring) for
+    `threads`: [{"name", "thread_id", "tree"}], each "tree" a call tree as
+    Profiler.tree(thread_id) returns it or a CallTree. counts: what the
+    trees' counts are ("calls" for the trees of an exact trace)."""
+    text = []
+    _write_data(text.append, threads, title, interval_ns, stats, counts)
+    return json.loads("".join(text))
 
 
 def embed_json(obj):
@@ -136,8 +182,9 @@ def template():
     return resources.files(__package__).joinpath("flamegraph.html").read_text(encoding="utf-8")
 
 
-def document(threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
-    """The whole HTML page (a str) for `threads` as data() takes them."""
+def write(put, threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
+    """The whole HTML page for `threads` as data() takes them, given to
+    put(str) a piece at a time (a text file's write)."""
     page = template()
     # The page's Content-Security-Policy allows exactly its own script (by
     # hash) and nothing from the network.
@@ -146,7 +193,16 @@ def document(threads, title="stackwatch profile", interval_ns=0, stats=None, cou
     digest = base64.b64encode(sha256(script.encode("utf-8")).digest()).decode("ascii")
     page = page.replace(CSP_MARK, "sha256-" + digest).replace(TITLE_MARK, html.escape(_printable(title)))
     before, after = page.split(DATA_MARK)   # the data last: it may hold any text
-    return before + embed_json(data(threads, title, interval_ns, stats, counts)) + after
+    put(before)
+    _write_data(put, threads, title, interval_ns, stats, counts)
+    put(after)
+
+
+def document(threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
+    """The whole HTML page (a str) for `threads` as data() takes them."""
+    text = []
+    write(text.append, threads, title, interval_ns, stats, counts)
+    return "".join(text)
 
 
 def _printable(s):

@@ -21,13 +21,17 @@ and what its writer is given (`takes`, one of those): a Trees for TREES
 a Profiler or a live History (their save()) for PROFILES, a Trace for
 TRACES. Every writer is write(path, data, **options) and creates the file.
 
-A new format is one entry in FORMATS and its writer. The tree formats
+A new format is one entry in FORMATS and its writer; a new timeline
+format of traces is one row of the C exporters' table
+(native/trace/exporters.h), which FORMATS reads. The tree formats
 also fit TRACES: an exact trace is written in them from its call trees
 (Trace.trees(): calls as counts, own nanoseconds as weights, exact=True),
 given as a Trees like any other.
 """
 import gzip
 import os
+import struct
+import zlib
 from collections import namedtuple
 
 from .. import _native
@@ -74,35 +78,58 @@ def _title(path, trees):
     return os.path.basename(path) if trees.title is None else trees.title
 
 
-def _rendered(name, path, trees):
-    """The bytes of `trees` in format `name`, rendered in C
-    (native/ext/sampler/render.c)."""
-    return _native.render_trees(name, [(label, tree) for label, _, tree in trees.threads],
-                                title=_title(path, trees), interval_ns=trees.interval_ns,
-                                time_ns=trees.time_ns, duration_ns=trees.duration_ns, exact=trees.exact,
-                                mode=trees.mode)
-
-
-def _write_bytes(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
+def _render(name, path, trees, write):
+    """`trees` in format `name`, rendered in C (native/ext/sampler/render.c)
+    and given to write(bytes) a piece at a time as it is written."""
+    _native.render_trees(name, [(label, tree) for label, _, tree in trees.threads],
+                         title=_title(path, trees), interval_ns=trees.interval_ns,
+                         time_ns=trees.time_ns, duration_ns=trees.duration_ns, exact=trees.exact,
+                         mode=trees.mode, write=write)
 
 
 def _in_c(name):
-    """The writer of a format that C renders whole."""
+    """The writer of a format that C renders."""
     def write(path, trees):
         path = os.fspath(path)
-        _write_bytes(path, _rendered(name, path, trees))
+        with open(path, "wb") as f:
+            _render(name, path, trees, f.write)
     write.__qualname__ = write.__name__ = f"write_{name}"
     return write
 
 
+class _Gzip:
+    """A gzip member written a piece at a time, byte for byte what
+    gzip.compress(data, compresslevel=6, mtime=0) gives for all of it (its
+    header is that of this Python's gzip.compress; a deflate stream does not
+    depend on how its input is cut)."""
+
+    def __init__(self, f):
+        self.f, self.crc, self.size = f, 0, 0
+        self.z = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+        f.write(gzip.compress(b"", compresslevel=6, mtime=0)[:10])
+
+    def write(self, data):
+        self.crc = zlib.crc32(data, self.crc)
+        self.size += len(data)
+        self.f.write(self.z.compress(data))
+
+    def close(self):
+        self.f.write(self.z.flush() + struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
+
+
 def _write_pprof(path, trees):
-    """pprof: the Profile message rendered in C, gzipped (zlib's default
-    level: level 9 takes twice as long for 1% less; no time stamp, so the
-    same trees give the same bytes)."""
+    """pprof: the Profile message rendered in C, gzipped as it is written
+    (zlib's default level: level 9 takes twice as long for 1% less; no time
+    stamp, so the same trees give the same bytes)."""
     path = os.fspath(path)
-    _write_bytes(path, gzip.compress(_rendered("pprof", path, trees), compresslevel=6, mtime=0))
+    with open(path, "wb") as f:
+        z = _Gzip(f)
+        _render("pprof", path, trees, z.write)
+        z.close()
+
+
+def _html_threads(trees):
+    return [{"name": label or "all threads", "thread_id": tid, "tree": tree} for label, tid, tree in trees.threads]
 
 
 def html_document(trees, title):
@@ -111,18 +138,18 @@ def html_document(trees, title):
     # Imported here: its template loader (importlib.resources) would cost
     # every `import stackwatch` several milliseconds.
     from . import flamegraph
-    threads = [{"name": label or "all threads", "thread_id": tid, "tree": tree.tree()}
-               for label, tid, tree in trees.threads]
-    return flamegraph.document(threads, title, trees.interval_ns, trees.stats,
+    return flamegraph.document(_html_threads(trees), title, trees.interval_ns, trees.stats,
                                "calls" if trees.exact else "samples")
 
 
 def _write_html(path, trees):
-    """The HTML flame graph (html_document) written to path."""
+    """The HTML flame graph (html_document) written to path as it is
+    made, a piece at a time."""
+    from . import flamegraph
     path = os.fspath(path)
-    text = html_document(trees, _title(path, trees))
     with open(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
+        flamegraph.write(f.write, _html_threads(trees), _title(path, trees), trees.interval_ns, trees.stats,
+                         "calls" if trees.exact else "samples")
 
 
 def _write_profile_file(path, profiler):
@@ -151,8 +178,9 @@ FORMATS = {f.name: f for f in (
     Format("callgrind", (".callgrind", ".callgrind.out"), False, _TX, TREES, functions.write_callgrind),
     Format("stackwatch", (".swprof",), True, _P, PROFILES, _write_profile_file),
     Format("swt", (".swt",), True, _X, TRACES, None),
-    Format("perfetto", (".pftrace",), True, _X, TRACES, _exported("perfetto")),
-    Format("chrome", (".json",), False, _X, TRACES, _exported("chrome")),
+    # The timeline formats: one per row of the C exporters' table
+    # (native/trace/exporters.h), written by Trace.export.
+    *(Format(name, (suffix,), binary, _X, TRACES, _exported(name)) for name, suffix, binary in _native.TRACE_EXPORTERS),
 )}
 
 

@@ -34,30 +34,29 @@ def _add(table, key, calls, prim, own, total, inclusive):
 
 def tables(trees):
     """({function: Row}, {(caller or None, callee): Row}) of a list of call
-    trees as nested dicts (CallTree.tree()); a function is (filename, line,
-    name)."""
+    trees (stackwatch._native.CallTree); a function is (filename, line,
+    name). Each tree's nodes come from C one at a time
+    (CallTree.function_walk(), each node's children last first), so only
+    the tables and the current path are held, never the tree as Python
+    objects."""
     funcs, edges = {}, {}
     for tree in trees:
-        on_path = {}
-        stack = [(c, None) for c in tree["children"]]
-        while stack:
-            node, caller = stack.pop()
-            if node is None:              # leaving a node of `caller`
-                on_path[caller] -= 1
-                continue
-            fn = (node["filename"], node["line"], node["name"])
+        on_path, path = {}, []
+        for leaves, filename, line, name, calls, own, total in tree.function_walk():
+            for _ in range(leaves):       # the nodes closed since the last one
+                on_path[path.pop()] -= 1
+            fn = (filename, line, name)
+            caller = path[-1] if path else None
             outer = not on_path.get(fn)
-            calls, own, total = node["self"], node["self_time_ns"], node["time_ns"]
             _add(funcs, fn, calls, calls if outer else 0, own, total if outer else 0, total)
             _add(edges, (caller, fn), calls, calls if outer else 0, own, total if outer else 0, total)
             on_path[fn] = on_path.get(fn, 0) + 1
-            stack.append((None, fn))
-            stack.extend((c, fn) for c in node["children"])
+            path.append(fn)
     return funcs, edges
 
 
 def _of(trees):
-    return tables([tree.tree() for _, _, tree in trees.threads])
+    return tables([tree for _, _, tree in trees.threads])
 
 
 def write_pstats(path, trees):
@@ -65,13 +64,21 @@ def write_pstats(path, trees):
     tt, ct, {caller: (cc, nc, tt, ct)})}, times in seconds. The outermost
     frames have no caller entry (as in cProfile)."""
     funcs, edges = _of(trees)
+    with open(os.fspath(path), "wb") as f:
+        dump_pstats(f, funcs, edges)
+
+
+def dump_pstats(f, funcs, edges):
+    """Writes the stats dict of the tables (funcs, edges) of tables() to the
+    binary file f. marshal marks the objects that are referred to more than
+    once, so its bytes depend on what is alive while it writes: the tables
+    (the caller's) and the callers' dicts here, as they always were."""
     callers = {fn: {} for fn in funcs}
     for (caller, callee), r in edges.items():
         if caller is not None:
             callers[callee][caller] = (r.prim, r.calls, r.own_ns / 1e9, r.total_ns / 1e9)
     stats = {fn: (r.prim, r.calls, r.own_ns / 1e9, r.total_ns / 1e9, callers[fn]) for fn, r in funcs.items()}
-    with open(os.fspath(path), "wb") as f:
-        marshal.dump(stats, f)
+    marshal.dump(stats, f)
 
 
 def _callgrind_name(s):

@@ -51,38 +51,29 @@ Sample = namedtuple("Sample", "t_ns thread state weight_ns cpu_ns stack lines")
 # native=True (`--native`), a native frame named "symbol [native]" as the
 # profiler names it, filename its shared object, line 0.
 SampleFrame = namedtuple("SampleFrame", "name filename line native")
-_STATES = {0: "unknown", 1: "running", 2: "gil_wait", 3: "idle"}
+_STATES = _native.THREAD_STATES   # by number (native/base/sample.h)
 
-# EXT kinds by number (format.h SW_EXT_*), named like the dispatch layer's
-# event kinds (stackwatch.EVENTS).
-EXT_KINDS = {
-    2: "line", 3: "instruction", 4: "raise", 5: "handled", 6: "gc_start", 7: "gc_done",
-    8: "new_start", 9: "new_done", 10: "delete_start", 11: "delete_done",
-    12: "thread_start", 13: "thread_exit", 15: "region_begin", 16: "region_end",
-}
+# A kind of EXT record, as the table native/trace/records.h defines it
+# (_native.RECORD_KINDS): its number on disk, its name, the format minor
+# version that added it, who writes it ("writer", "tracer", "program",
+# "dispatch": the dispatch layer's event kind of the same name, one of
+# stackwatch.EVENTS), its category and label in the exports, its shape
+# ("instant", "open"/"close" a slice with `pair`, "nest_open"/"nest_close",
+# "replay": consumed by the reader, never delivered), its stats figure
+# ("gc" or "none"), the slot whose value follows its label, its slice's
+# track (open kinds) and its fields as RecordField tuples.
+RecordKind = namedtuple("RecordKind", "number name since source category label shape pair stat title track fields")
+# A field of a record's payload: its name, type ("varint", "signed", "str",
+# "code", "tid") and the slot of the decoded tuple that holds it ("code",
+# "line", "a", "b", "c", "s1", "s2").
+RecordField = namedtuple("RecordField", "name type slot")
+RECORD_KINDS = {row[0]: RecordKind(*row[:-1], tuple(RecordField(*f) for f in row[-1]))
+                for row in _native.RECORD_KINDS}
+
+# The EXT kinds the reader delivers, by number, named like the dispatch
+# layer's event kinds (stackwatch.EVENTS).
+EXT_KINDS = {n: k.name for n, k in sorted(RECORD_KINDS.items()) if k.shape != "replay"}
 _EXT_NUMBERS = {v: k for k, v in EXT_KINDS.items()}
-_LOCATED = {2, 3, 4, 5}
-
-
-def _ext_data(kind, a, b, c, s1, s2, malformed):
-    if malformed:
-        return {"malformed": True}
-    if kind == 3:
-        return {"offset": a, "opcode": b, "opname": s1}
-    if kind in (4, 5):
-        return {"type": s1}
-    if kind == 6:
-        return {"generation": a}
-    if kind == 7:
-        return {"generation": a, "collected": b, "uncollectable": c}
-    if 8 <= kind <= 11:
-        return {"class": s1, "file": s2}
-    if kind in (12, 13):
-        return {"name": s1, "native_id": a}
-    if kind == 15:
-        return {"name": s1}
-    return {}
-
 KIND_NAMES = {
     _native.OP_CALL: "call",
     _native.OP_RETURN: "return",
@@ -147,10 +138,9 @@ class Trace:
             mask |= 1 << _EXT_NUMBERS[k]
         out = []
         for pos in (range(len(self.threads)) if thread is None else [thread]):
-            for kind, t_ns, depth, code, line, a, b, c, s1, s2, bad in self._t.ext_events(pos, mask):
-                located = kind in _LOCATED and not bad
-                out.append(ExtEvent(EXT_KINDS[kind], t_ns, pos, depth, code if located else None,
-                                    line if located else None, _ext_data(kind, a, b, c, s1, s2, bad)))
+            # The data of each is made in C from its kind's row (records.h).
+            for kind, t_ns, depth, code, line, data in self._t.ext_events(pos, mask):
+                out.append(ExtEvent(EXT_KINDS[kind], t_ns, pos, depth, code, line, data))
         if thread is None:
             out.sort(key=lambda e: e.t_ns)
         return out
@@ -190,12 +180,14 @@ class Trace:
         rows, edges = self._t.stats(_spec(filter), True, progress)
         return [StatRow(*r) for r in rows], [EdgeRow(*e) for e in edges]
 
-    def trees(self, filter=None, progress=None):
+    def trees(self, filter=None, progress=None, max_nodes=None):
         """The trace's call trees (one replay of each thread the Filter
         keeps) as a formats.Trees: per thread a CallTree whose nodes count
         the calls of their path (self) and their own nanoseconds
-        (self_time_ns), exact=True."""
-        pairs = _native.trace_trees(self._t, _spec(filter), progress)
+        (self_time_ns), exact=True. Trees of more than max_nodes nodes
+        together (None: half the machine's memory's worth) raise
+        MemoryError, whose message names the filters that help."""
+        pairs = _native.trace_trees(self._t, _spec(filter), progress, max_nodes)
         threads = [(formats.thread_label({"name": self.threads[pos]["name"],
                                           "thread_id": self.threads[pos]["native_tid"] or pos}),
                     self.threads[pos]["native_tid"] or pos, tree) for pos, tree in pairs]

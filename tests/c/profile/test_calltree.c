@@ -2,7 +2,8 @@
  * test_calltree.c - the statistical profiler's call tree and its outputs
  * (native/profile/calltree.h) and the sample aggregator (aggregate.h): counts
  * and weights, merge across function tables, walk order, collapsed stacks,
- * speedscope JSON, the wrapper filters, failed samples' weight.
+ * speedscope JSON, the flame graph page's flat nodes, the wrapper filters,
+ * failed samples' weight.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -166,6 +167,44 @@ TEST(collapsed_lines_and_totals)
     char *out = to_mem(write_collapsed, t, &rc);
     CHECK_EQ_I64(rc, SW_OK);
     CHECK_EQ_STR(out, "main (f.py:1) 4\nmain (f.py:1);we:ird name (f.py:7) 6\n");
+    free(out);
+    sw_calltree_free(t);
+    sw_functab_free(ft);
+}
+
+struct flat_args { const sw_calltree *t; const uint32_t *frame; uint32_t nframes; };
+
+static int write_flat(void *arg, FILE *f)
+{
+    struct flat_args *a = arg;
+    return sw_calltree_write_flat(a->t, f, a->frame, a->nframes);
+}
+
+TEST(flat_nodes_in_preorder_with_the_pages_frames)
+{
+    sw_functab *ft = sw_functab_new();
+    sw_calltree *t = sw_calltree_new(ft);
+    uint32_t m = fn(ft, "main", 1), a = fn(ft, "a", 2), b = fn(ft, "b", 3);
+    uint32_t s1[] = {m, b}, s2[] = {m, a}, s3[] = {m, b, a};
+    sw_calltree_add(t, s1, 2, 1, 10);   /* b before a among main's children */
+    sw_calltree_add(t, s2, 2, 2, 20);
+    sw_calltree_add(t, s3, 3, 3, 30);
+    /* The page numbers frames by first sight: main 0, b 1, a 2. */
+    uint32_t frame[3];
+    frame[m] = 0, frame[b] = 1, frame[a] = 2;
+    struct flat_args args = {t, frame, 3};
+    int rc;
+    char *out = to_mem(write_flat, &args, &rc);
+    CHECK_EQ_I64(rc, SW_OK);
+    CHECK_EQ_STR(out, "-1,-1,6,0,60,0,"      /* root */
+                      "0,0,6,0,60,0,"        /* main */
+                      "1,1,4,1,40,10,"       /* main;b */
+                      "2,2,3,3,30,30,"       /* main;b;a, in pre-order before main;a */
+                      "1,2,2,2,20,20");      /* main;a */
+    free(out);
+    args.nframes = 2;                        /* a function without a frame */
+    out = to_mem(write_flat, &args, &rc);
+    CHECK_EQ_I64(rc, SW_EARG);
     free(out);
     sw_calltree_free(t);
     sw_functab_free(ft);

@@ -315,11 +315,27 @@ static uint32_t fn(sw_functab *ft, const char *name, const char *file, int32_t l
     return id;
 }
 
+/* The message written to a stream as it is built, which must be the
+ * message built whole, byte for byte. */
+static void check_streamed_equal(const sw_bytes *whole, const sw_pprof_tree *trees, size_t n, const sw_pprof_opts *o)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    REQUIRE(f != NULL);
+    CHECK_EQ_I64(sw_pprof_write_file(f, trees, n, o), SW_OK);
+    fclose(f);
+    CHECK_EQ_U64(len, whole->len);
+    CHECK(len == whole->len && memcmp(buf, whole->data, len) == 0);
+    free(buf);
+}
+
 static int write_and_decode(pp_profile *pp, const sw_pprof_tree *trees, size_t n, const sw_pprof_opts *o)
 {
     sw_bytes out = {0};
     int rc = sw_pprof_write(&out, trees, n, o);
     CHECK_EQ_I64(rc, SW_OK);
+    check_streamed_equal(&out, trees, n, o);
     char why[200] = "";
     int ok = rc == SW_OK && pp_decode(pp, out.data, out.len, why, sizeof why);
     CHECK_MSG(ok, "decode: %s", why);
@@ -512,6 +528,36 @@ TEST(unnamed_tree_root_samples_and_deep_stacks)
     CHECK_EQ_U64(n, 5);
     CHECK_EQ_U64(ns, 50);
     pp_free(&pp);
+    sw_calltree_free(t);
+    sw_functab_free(ft);
+}
+
+TEST(a_streamed_message_over_many_pieces_is_the_whole_one)
+{
+    /* 60,000 samples of 20 frames: about 3 MB, written in 1 MiB pieces. */
+    sw_functab *ft = sw_functab_new();
+    sw_calltree *t = ft ? sw_calltree_new(ft) : NULL;
+    REQUIRE(t != NULL);
+    uint32_t ids[64], stack[20];
+    for (int i = 0; i < 64; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "g%d", i);
+        ids[i] = fn(ft, name, "s.py", i);
+    }
+    uint64_t seed = 99;
+    for (int s = 0; s < 60000; s++) {
+        for (int d = 0; d < 20; d++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            stack[d] = ids[(seed >> 33) % 64];
+        }
+        REQUIRE(sw_calltree_add(t, stack, 20, 1, 1000) == SW_OK);
+    }
+    sw_pprof_tree pt = {"main", t};
+    sw_bytes out = {0};
+    CHECK_EQ_I64(sw_pprof_write(&out, &pt, 1, NULL), SW_OK);
+    CHECK(out.len > 2u << 20);
+    check_streamed_equal(&out, &pt, 1, NULL);
+    sw_bytes_free(&out);
     sw_calltree_free(t);
     sw_functab_free(ft);
 }

@@ -56,7 +56,7 @@ static size_t count(const char *s, size_t n, const char *what)
     return k;
 }
 
-static char *merged(sw_trace *const *ts, sw_export_format fmt, int64_t min_ns, size_t *n, int *rc)
+static char *merged(sw_trace *const *ts, sw_export_fn fmt, int64_t min_ns, size_t *n, int *rc)
 {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, n);
@@ -86,7 +86,7 @@ TEST(parent_and_child_on_one_timeline)
         }
         int rc;
         char why[200];
-        char *out = merged(ts, SW_EXPORT_CHROME, min_ns, &n, &rc);
+        char *out = merged(ts, sw_exporter_find("chrome")->write, min_ns, &n, &rc);
         REQUIRE(out);
         CHECK_EQ_I64(rc, SW_OK);
         ec_chrome_stats cs;
@@ -101,7 +101,7 @@ TEST(parent_and_child_on_one_timeline)
         CHECK(strstr(out, "\"tid\":3002,\"name\":\"start process\""));   /* the child's */
         free(out);
 
-        out = merged(ts, SW_EXPORT_PERFETTO, min_ns, &n, &rc);
+        out = merged(ts, sw_exporter_find("perfetto")->write, min_ns, &n, &rc);
         REQUIRE(out);
         CHECK_EQ_I64(rc, SW_OK);
         ec_pb_stats ps;
@@ -118,7 +118,7 @@ TEST(parent_and_child_on_one_timeline)
         setvbuf(f, NULL, _IONBF, 0);
         for (int fmt = 0; fmt < 2; fmt++) {
             char err[128] = "";
-            int rc = sw_export_merged(ts, 2, fmt ? SW_EXPORT_PERFETTO : SW_EXPORT_CHROME, f, NULL, err, sizeof err);
+            int rc = sw_export_merged(ts, 2, fmt ? sw_export_perfetto : sw_export_chrome, f, NULL, err, sizeof err);
             CHECK_MSG(rc == SW_EIO && strcmp(err, "write error") == 0, "rc %d, \"%s\"", rc, err);
         }
         fclose(f);

@@ -268,3 +268,25 @@ def test_stats_exception_tables_give_real_lines(tmp_path):
     assert f"3  ValueError               f  ({prog}:4)" in raised
     assert f"3  ValueError               f  ({prog}:5)" in handled
     assert ":?)" not in out
+
+
+def test_record_table_is_the_python_view(recorded):
+    """The Python view of EXT records is the C table (native/trace/records.h,
+    _native.RECORD_KINDS): every kind the dispatch layer writes has the name
+    of its event kind (what ext_events(kinds=...) and --events take), and
+    an event's data holds exactly its row's fields other than its location,
+    in the row's order."""
+    import stackwatch
+    from stackwatch.tracer import tracefile as tf
+    dispatch = {k.name for k in tf.RECORD_KINDS.values() if k.source == "dispatch"}
+    assert dispatch and dispatch <= set(stackwatch.EVENTS)
+    assert set(tf.EXT_KINDS.values()) == dispatch | {"region_begin", "region_end"}
+    by_name = {k.name: k for k in tf.RECORD_KINDS.values()}
+    t = Trace(recorded["trace"])
+    seen = set()
+    for e in t.ext_events():
+        row = by_name[e.kind]
+        assert list(e.data) == [f.name for f in row.fields if f.slot not in ("code", "line")]
+        assert (e.code is not None) == any(f.type == "code" for f in row.fields)
+        seen.add(e.kind)
+    assert {"line", "raise", "gc_start", "gc_done", "thread_start"} <= seen

@@ -260,3 +260,37 @@ def test_trace_mode_sampler_needs_a_session_and_is_alone(tmp_path):
             _native.Sampler(1_000_000, trace=True).start()
     with pytest.raises(ValueError, match="wall"):
         _native.Sampler(1_000_000, trace=True, mode="cpu")
+
+
+def test_trace_mode_sampler_stopped_early_detaches_itself(tmp_path):
+    """A sampler that stops by itself writes its last samples and detaches
+    from the session (ext/tracer/attachments.h): the stream is free again
+    for another producer, which the session's stop then detaches (its
+    samples all written before END)."""
+    import time
+
+    from stackwatch import _native
+
+    def sampled(s):
+        give_up = time.perf_counter() + 30
+        while s.stats()["stored"] < 5 and time.perf_counter() < give_up:
+            sum(range(20000))
+        return s.stats()["stored"]
+
+    p = str(tmp_path / "two.swt")
+    with stackwatch.trace(p):
+        first = _native.Sampler(500_000, trace=True)
+        first.start()
+        sampled(first)
+        first.stop()
+        n1 = first.stats()["stored"]
+        second = _native.Sampler(500_000, trace=True)
+        second.start()
+        sampled(second)
+    with pytest.raises(RuntimeError, match="not running"):
+        second.stop()
+    n2 = second.stats()["stored"]
+    t = Trace(p)
+    assert t.complete and t.damage is None
+    assert n1 >= 5 and n2 >= 5 and t.sample_count() == n1 + n2
+    assert all(s.t_ns <= t.end_ns for s in t.samples())

@@ -1,0 +1,95 @@
+/*
+ * records.c - the table of EXT record kinds (records.h) as data: the
+ * descriptors the reader, the exporters, stats and the Python view walk,
+ * the lookup by number, and the payload encoder the writers use.
+ */
+#include "records.h"
+
+#include "base/base.h"
+
+#include <string.h>
+
+/* Each kind's fields. */
+#define SW_X_FIELD_(f, type, slot) {#f, SW_FT_##type, SW_SLOT_##slot},
+#define SW_X_FIELDS_(K, n, name, since, from, cat, label, shape, pair, stat, title, track, ...)                   \
+    static const sw_record_field fields_##K[] = {__VA_ARGS__{NULL, 0, SW_SLOT_NONE}};
+SW_RECORD_KINDS(SW_X_FIELDS_, SW_X_FIELD_)
+
+#define SW_X_SOURCE_WRITER "writer"
+#define SW_X_SOURCE_TRACER "tracer"
+#define SW_X_SOURCE_PROGRAM "program"
+#define SW_X_SOURCE_DISPATCH "dispatch"
+#define SW_X_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)                       \
+    {n, #nm, since, SW_X_SOURCE_##from, cat, label, SW_RS_##shape, SW_RSTAT_##stat, SW_SLOT_##title,     \
+     (uint8_t)(sizeof fields_##K / sizeof fields_##K[0] - 1), SW_EXT_##pair, track, fields_##K},
+const sw_record_kind sw_record_kinds[] = {SW_RECORD_KINDS(SW_X_KIND_, SW_X_REC_NONE_)};
+const size_t sw_record_kind_count = sizeof sw_record_kinds / sizeof sw_record_kinds[0];
+
+/* A row's fields fit an sw_ext and its number an array of the limit's
+ * size; the Python view's masks are 64 bits. */
+#define SW_X_CHECK_(K, n, ...)                                                                               \
+    _Static_assert(sizeof fields_##K / sizeof fields_##K[0] - 1 <= SW_RECORD_FIELDS_MAX, #K ": too many fields"); \
+    _Static_assert(n > 0 && n < 64, #K ": numbers are 1..63");
+SW_RECORD_KINDS(SW_X_CHECK_, SW_X_REC_NONE_)
+
+/* Position in sw_record_kinds + 1 by number (0: unknown). */
+#define SW_X_INDEX_(K, n, ...) [n] = SW_X_POS_##K + 1,
+#define SW_X_POS_ENUM_(K, n, ...) SW_X_POS_##K,
+enum { SW_RECORD_KINDS(SW_X_POS_ENUM_, SW_X_REC_NONE_) SW_X_POS_COUNT_ };
+const uint8_t sw_record_index[SW_EXT_KIND_LIMIT] = {SW_RECORD_KINDS(SW_X_INDEX_, SW_X_REC_NONE_)};
+
+const char *sw_record_shape_name(unsigned shape)
+{
+    static const char *const names[] = {"replay", "instant", "open", "close", "nest_open", "nest_close"};
+    return shape < sizeof names / sizeof names[0] ? names[shape] : "?";
+}
+
+const char *sw_record_type_name(unsigned type)
+{
+    static const char *const names[] = {"varint", "signed", "str", "code", "tid"};
+    return type < sizeof names / sizeof names[0] ? names[type] : "?";
+}
+
+const char *sw_record_slot_name(unsigned slot)
+{
+    static const char *const names[] = {"code", "line", "a", "b", "c", "s1", "s2", "none"};
+    return slot < sizeof names / sizeof names[0] ? names[slot] : "?";
+}
+
+const char *sw_record_stat_name(unsigned stat)
+{
+    static const char *const names[] = {"none", "gc"};
+    return stat < sizeof names / sizeof names[0] ? names[stat] : "?";
+}
+
+long sw_record_encode(uint32_t number, const sw_ext *vals, size_t str_max, uint8_t *buf, size_t cap)
+{
+    const sw_record_kind *k = sw_record_kind_of(number);
+    if (!k)
+        return -1;
+    size_t n = 0;
+    for (unsigned i = 0; i < k->nfields; i++) {
+        const sw_record_field *f = &k->fields[i];
+        if (n + SW_VARINT_MAX > cap)
+            return -1;
+        if (f->type == SW_FT_STR) {
+            const char *s = sw_ext_string(vals, f->slot);
+            size_t len = s ? strlen(s) : 0;
+            if (len > str_max) {   /* cut on a character boundary */
+                len = str_max;
+                while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
+                    len--;
+            }
+            n = (size_t)(sw_put_varint_fast(buf + n, len) - buf);
+            if (n + len > cap)
+                return -1;
+            if (len)
+                memcpy(buf + n, s, len);
+            n += len;
+        } else {
+            uint64_t v = sw_ext_number(vals, f->slot);
+            n = (size_t)(sw_put_varint_fast(buf + n, f->type == SW_FT_SIGNED ? sw_zigzag((int64_t)v) : v) - buf);
+        }
+    }
+    return (long)n;
+}

@@ -1,0 +1,243 @@
+/*
+ * records.h - the trace's EXT record kinds (format.h SW_OP_EXT), defined
+ * once. One table, SW_RECORD_KINDS, gives each kind its number on disk, its
+ * name (the Python view's, stackwatch.EVENTS' where the dispatch layer
+ * delivers it), the format minor version that added it, the fields of its
+ * payload and what it means to the views. From it come the SW_EXT_* numbers,
+ * the writer's encoder (sw_record_encode), the reader's decoder and its
+ * skipping of unknown kinds (reader.c), the names, categories and args of
+ * every export (export_walk.c, export_chrome.c, export_perfetto.c), the
+ * counts and the GC time of stats (analysis.c), the test generator
+ * (tests/c/tracegen.h) and the Python view (_native.RECORD_KINDS, read by
+ * stackwatch/tracer/tracefile.py). Adding a kind is one row here, plus its
+ * producer; a consumer names a kind only where the replay itself depends on
+ * it (DROPPED and TEARDOWN in reader.c, the regions' own track in the
+ * exporters).
+ *
+ * A payload is its fields in the order of the row, then possibly bytes a
+ * newer minor version added (a reader ignores them). A decoded payload is
+ * an sw_ext (reader.h): each field has a slot there.
+ */
+#ifndef SW_RECORDS_H
+#define SW_RECORDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * X(KIND, number, name, since, from, category, label, shape, pair, stat, title, track, F), one row per kind:
+ *   number    its number on disk (never reused)
+ *   name      its name in the Python view and the stats' table
+ *   since     the format minor version (1.x) that added it
+ *   from      who writes it: WRITER (writer.c), TRACER (the tracer's
+ *             frames), PROGRAM (the traced program, stackwatch.region),
+ *             DISPATCH (the dispatch layer's event kind of the same name,
+ *             ext/dispatch/kinds.h, through ext/tracer/file_events.c)
+ *   category  its category in the exports ("line", "exception", "gc", ...)
+ *   label     the name of its instants in the exports, followed by its
+ *             title field when that is set: "raise ValueError", "line 12"
+ *   shape     what it is to the views (SW_RS_*): REPLAY the replay itself
+ *             consumes it (never delivered); INSTANT an instant on its
+ *             thread's track; OPEN / CLOSE it opens / closes a slice on a
+ *             track of its own under its thread (one open at a time: a
+ *             second OPEN ends the first as unfinished; a CLOSE with no
+ *             OPEN, or a malformed one, is an instant); NEST_OPEN /
+ *             NEST_CLOSE a slice on its own track, nesting (regions)
+ *   pair      the kind it pairs with (OPEN <-> CLOSE, and the start and
+ *             done of an object's creation and deletion, which the views
+ *             show as instants), or NONE
+ *   stat      the figure of stats it adds to (SW_RSTAT_*): NONE, or GC
+ *             (an OPEN..CLOSE pair of one thread is one collection whose
+ *             time adds to the GC time; the CLOSE's fields b and c add to
+ *             the collected and uncollectable sums)
+ *   title     the slot whose value follows the label (SW_SLOT_*: a number
+ *             always, a string when not empty), or NONE
+ *   track     OPEN kinds: the name of the slice and of its track ("GC"); the
+ *             slice is named "track (field value)" after the OPEN's first
+ *             field, e.g. "GC (generation 2)"; else NULL
+ *   F         F(field, type, slot) for each field of the payload, in order:
+ *             type SW_FT_* (VARINT, SIGNED, STR, CODE, TID), slot SW_SLOT_*
+ *             (CODE, LINE, A, B, C, S1, S2) where the reader puts it
+ *
+ * The exports' args of an instant are its fields in order: a CODE field
+ * as "function" and "file" (the code's qualified name and file), the
+ * others under their field names. The slice of an OPEN..CLOSE pair has the
+ * OPEN's fields, then the CLOSE's fields the OPEN does not have.
+ */
+#define SW_RECORD_KINDS_BASE(X, F)                                                                           \
+    X(DROPPED, 1, dropped, 0, WRITER, "event", "dropped", REPLAY, NONE, NONE, NONE, NULL,                           \
+      F(count, VARINT, A))                                                                                 \
+    X(LINE, 2, line, 1, DISPATCH, "line", "line", INSTANT, NONE, NONE, LINE, NULL,                                    \
+      F(code, CODE, CODE) F(line, VARINT, LINE))                                                           \
+    X(INSTRUCTION, 3, instruction, 1, DISPATCH, "instruction", "instruction", INSTANT, NONE, NONE, S1, NULL,          \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(offset, VARINT, A) F(opcode, VARINT, B)                  \
+      F(opname, STR, S1))                                                                                  \
+    X(RAISE, 4, raise, 1, DISPATCH, "exception", "raise", INSTANT, NONE, NONE, S1, NULL,                              \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(type, STR, S1))                                          \
+    X(HANDLED, 5, handled, 1, DISPATCH, "exception", "handled", INSTANT, NONE, NONE, S1, NULL,                        \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(type, STR, S1))                                          \
+    X(GC_START, 6, gc_start, 1, DISPATCH, "gc", "GC start", OPEN, GC_DONE, GC, NONE, "GC",                             \
+      F(generation, VARINT, A))                                                                            \
+    X(GC_DONE, 7, gc_done, 1, DISPATCH, "gc", "GC done", CLOSE, GC_START, GC, NONE, NULL,                              \
+      F(generation, VARINT, A) F(collected, VARINT, B) F(uncollectable, VARINT, C))                       \
+    X(NEW_START, 8, new_start, 1, DISPATCH, "object", "new start", INSTANT, NEW_DONE, NONE, S1, NULL,                  \
+      F(class, STR, S1) F(file, STR, S2))                                                                  \
+    X(NEW_DONE, 9, new_done, 1, DISPATCH, "object", "new done", INSTANT, NEW_START, NONE, S1, NULL,                    \
+      F(class, STR, S1) F(file, STR, S2))                                                                  \
+    X(DEL_START, 10, delete_start, 1, DISPATCH, "object", "delete start", INSTANT, DEL_DONE, NONE, S1, NULL,           \
+      F(class, STR, S1) F(file, STR, S2))                                                                  \
+    X(DEL_DONE, 11, delete_done, 1, DISPATCH, "object", "delete done", INSTANT, DEL_START, NONE, S1, NULL,             \
+      F(class, STR, S1) F(file, STR, S2))                                                                  \
+    X(THREAD_START, 12, thread_start, 1, DISPATCH, "thread", "thread start", INSTANT, NONE, NONE, S1, NULL,           \
+      F(name, STR, S1) F(native_id, TID, A))                                                               \
+    X(THREAD_EXIT, 13, thread_exit, 1, DISPATCH, "thread", "thread exit", INSTANT, NONE, NONE, S1, NULL,              \
+      F(name, STR, S1) F(native_id, TID, A))                                                               \
+    X(TEARDOWN, 14, teardown, 4, TRACER, "event", "teardown", REPLAY, NONE, NONE, NONE, NULL, )                    \
+    X(REGION_BEGIN, 15, region_begin, 6, PROGRAM, "region", "region", NEST_OPEN, REGION_END, NONE, S1, NULL,         \
+      F(name, STR, S1))                                                                                    \
+    X(REGION_END, 16, region_end, 6, PROGRAM, "region", "region end", NEST_CLOSE, REGION_BEGIN, NONE, NONE, NULL, )
+
+/* A test build may add rows (tests/c/meson.build: a trace library built
+ * with -DSW_RECORD_KINDS_EXTRA_H="file" whose file defines
+ * SW_RECORD_KINDS_EXTRA(X, F)), to check that a new row reaches every
+ * consumer with no other edit. */
+#ifdef SW_RECORD_KINDS_EXTRA_H
+#  include SW_RECORD_KINDS_EXTRA_H
+#else
+#  define SW_RECORD_KINDS_EXTRA(X, F)
+#endif
+#define SW_RECORD_KINDS(X, F) SW_RECORD_KINDS_BASE(X, F) SW_RECORD_KINDS_EXTRA(X, F)
+
+/* What the DROPPED and TEARDOWN records are (the replay consumes them):
+ *   DROPPED   varint n: n events were lost at this point (the writer's
+ *             buffer was full; 0: unknown)
+ *   TEARDOWN  no payload (format 1.4): the innermost open frame has
+ *             returned (or unwound) and its locals are being cleared; the
+ *             events up to its exit ran during that clearing (3.12+:
+ *             finalizers, weakref callbacks, generators closed). A reader
+ *             ends the frame here and puts those events after it, one level
+ *             up, as sys.setprofile reports them.
+ * Regions (format 1.6) are named parts of a thread's time marked by the
+ * program (stackwatch.region, the pytest plugin); they nest among
+ * themselves, not with the frames: REGION_END closes the innermost open
+ * one. */
+
+/* Field types. */
+#define SW_FT_VARINT 0  /* unsigned LEB128 */
+#define SW_FT_SIGNED 1  /* zigzag LEB128; its slot holds the int64_t's bits */
+#define SW_FT_STR    2  /* varint byte length, then UTF-8 */
+#define SW_FT_CODE   3  /* varint code id (CODE chunk) */
+#define SW_FT_TID    4  /* varint native thread id */
+
+/* Slots of a decoded payload (reader.h sw_ext). */
+#define SW_SLOT_CODE 0
+#define SW_SLOT_LINE 1
+#define SW_SLOT_A    2
+#define SW_SLOT_B    3
+#define SW_SLOT_C    4
+#define SW_SLOT_S1   5
+#define SW_SLOT_S2   6
+#define SW_SLOT_NONE 7
+
+/* Shapes and stats figures (see the table). */
+#define SW_RS_REPLAY     0
+#define SW_RS_INSTANT    1
+#define SW_RS_OPEN       2
+#define SW_RS_CLOSE      3
+#define SW_RS_NEST_OPEN  4
+#define SW_RS_NEST_CLOSE 5
+#define SW_RSTAT_NONE 0
+#define SW_RSTAT_GC   1
+
+/* SW_EXT_<KIND>: the kinds' numbers. */
+#define SW_X_REC_NUM_(K, n, ...) SW_EXT_##K = n,
+#define SW_X_REC_NONE_(...)
+enum sw_ext_kind { SW_EXT_NONE = 0, SW_RECORD_KINDS(SW_X_REC_NUM_, SW_X_REC_NONE_) };
+
+/* One more than the largest number of a kind: arrays indexed by number. */
+#define SW_X_REC_LIMIT_(K, n, ...) char k_##K[n + 1];
+union sw_ext_limit_ { SW_RECORD_KINDS(SW_X_REC_LIMIT_, SW_X_REC_NONE_) };
+#define SW_EXT_KIND_LIMIT ((uint32_t)sizeof(union sw_ext_limit_))
+
+/* The table as data, for the consumers that walk it. */
+typedef struct sw_record_field {
+    const char *name;
+    uint8_t type;            /* SW_FT_* */
+    uint8_t slot;            /* SW_SLOT_* */
+} sw_record_field;
+
+#define SW_RECORD_FIELDS_MAX 8
+typedef struct sw_record_kind {
+    uint32_t number;
+    const char *name;
+    uint32_t since;          /* format minor version */
+    const char *source;      /* who writes it: "writer", "tracer", "program", "dispatch" */
+    const char *category, *label;
+    uint8_t shape;           /* SW_RS_* */
+    uint8_t stat;            /* SW_RSTAT_* */
+    uint8_t title;           /* SW_SLOT_* */
+    uint8_t nfields;
+    uint32_t pair;           /* SW_EXT_* or SW_EXT_NONE */
+    const char *track;       /* OPEN kinds: the slice's name, else NULL */
+    const sw_record_field *fields;
+} sw_record_kind;
+
+/* Every kind, in the table's order, and their count. */
+extern const sw_record_kind sw_record_kinds[];
+extern const size_t sw_record_kind_count;
+
+/* The kind numbered `number`, or NULL when this reader does not know it
+ * (a newer minor version's: skipped). Inline: the reader asks for every
+ * EXT record. */
+extern const uint8_t sw_record_index[SW_EXT_KIND_LIMIT];  /* position + 1 by number, 0: none */
+static inline const sw_record_kind *sw_record_kind_of(uint64_t number)
+{
+    if (number >= SW_EXT_KIND_LIMIT || !sw_record_index[number])
+        return NULL;
+    return &sw_record_kinds[sw_record_index[number] - 1];
+}
+
+/* The shapes', types', slots' and stats figures' names (for the Python view). */
+const char *sw_record_shape_name(unsigned shape);
+const char *sw_record_type_name(unsigned type);
+const char *sw_record_slot_name(unsigned slot);
+const char *sw_record_stat_name(unsigned stat);
+
+/* A record's payload decoded (reader.h says how the reader fills it), or
+ * the values to encode. */
+#define SW_EXT_NO_CODE UINT32_MAX
+#define SW_EXT_STR_MAX 255
+typedef struct sw_ext {
+    uint32_t kind;           /* SW_EXT_* */
+    uint32_t malformed;
+    uint32_t code;           /* code id, or SW_EXT_NO_CODE */
+    uint64_t line;
+    uint64_t a, b, c;
+    const char *s1, *s2;
+} sw_ext;
+
+/* The number in a numeric slot (SW_SLOT_CODE..C) and the string in a
+ * string slot (S1, S2). */
+static inline uint64_t sw_ext_number(const sw_ext *x, unsigned slot)
+{
+    switch (slot) {
+    case SW_SLOT_CODE: return x->code;
+    case SW_SLOT_LINE: return x->line;
+    case SW_SLOT_A: return x->a;
+    case SW_SLOT_B: return x->b;
+    default: return x->c;
+    }
+}
+static inline const char *sw_ext_string(const sw_ext *x, unsigned slot)
+{
+    return slot == SW_SLOT_S1 ? x->s1 : x->s2;
+}
+
+/* Encodes the payload of a record of kind `number` from the slots of
+ * `vals` (strings: NULL is ""; each cut at str_max bytes, on a UTF-8
+ * character boundary) into buf (cap
+ * bytes). Returns the payload's length, or -1 when the kind is unknown or
+ * the payload does not fit. */
+long sw_record_encode(uint32_t number, const sw_ext *vals, size_t str_max, uint8_t *buf, size_t cap);
+
+#endif
