@@ -2,8 +2,8 @@
 request per iteration by calling known functions, each of which writes
 its own name into the program's log of calls as it starts (handle also
 the iteration's number and time.monotonic_ns()); it prints one line per
-100 iterations. The calls of an iteration depend on its number, so that a
-run of iterations can be placed in the log. Usage: server.py LOG
+100 iterations. The calls of an iteration depend on its number (scrambled, so
+that a run of a few dozen iterations has one place in the log). Usage: server.py LOG
 [ITERATIONS] (default: until killed)."""
 import sys
 import time
@@ -13,7 +13,7 @@ log = open(sys.argv[1], "w", buffering=1)
 
 def parse(n):
     log.write("parse\n")
-    return list(range(n % 7 + 1))
+    return list(range((n * 2654435761 >> 9) % 7 + 1))
 
 
 def square(x):
@@ -37,7 +37,7 @@ def respond(value):
 def handle(n):
     log.write(f"handle {n} {time.monotonic_ns()}\n")
     value = work(parse(n))
-    return respond(value) if n % 5 else None
+    return respond(value) if (n * 40503 >> 6) & 1 else None
 
 
 def main():
