@@ -3,6 +3,7 @@ running server-like program (server.py) and stopped again. The calls the
 trace holds equal those the program's own log says it made (every complete
 iteration, in order), its output is unchanged, it keeps running after the
 detach, ten attaches in a row work, and every refusal is one line."""
+import glob
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import run
+from conftest import missing, run
 
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server.py")
 LOGGED = {"handle", "parse", "work", "square", "respond"}
@@ -133,6 +134,31 @@ def test_refusals(tmp_path):
     finally:
         traced.terminate()
         traced.communicate(timeout=60)
+
+
+def other_python():
+    """A CPython 3.9-3.13 of another minor version than this one, or None."""
+    for exe in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3"))):
+        minor = os.path.basename(os.path.dirname(os.path.dirname(exe))).split(".")[:2]
+        if minor[1].isdigit() and 9 <= int(minor[1]) <= 13 and int(minor[1]) != sys.version_info[1]:
+            return exe, f"3.{minor[1]}"
+    return None
+
+
+def test_refuses_another_python_version(tmp_path):
+    other = other_python()
+    if other is None:
+        missing("another CPython 3.9-3.13 (pyenv) for a target of another version")
+    exe, minor = other
+    p = subprocess.Popen([exe, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        one_line_error(run(["attach", str(p.pid), "--trace"]), f"runs Python {minor}.", f"runs on {mine}")
+    finally:
+        p.kill()
+        p.wait()
 
 
 def test_blocked_target_times_out_and_the_call_is_taken_back(tmp_path):
