@@ -120,9 +120,9 @@ static int write_i32(sw_mem *m, uint64_t addr, int32_t v, char *err, size_t errl
 }
 
 /* The first of k free slots, consecutive in memory, as far from the
- * call's slot (in the order the queue fills) as the free slots allow; -1
- * if there are not k of them. */
-static int text_slots(const queue *q, int n, int call_slot, int nfree, int k)
+ * call's slot (in the order the queue fills) as the nfree slots after it
+ * allow; -1 if there are not k of them. */
+static int text_slots(int n, int call_slot, int nfree, int k)
 {
     int best = -1, run = 0, prev = -2;
     for (int j = 1; j <= nfree; j++) {
@@ -132,7 +132,6 @@ static int text_slots(const queue *q, int n, int call_slot, int nfree, int k)
         if (run >= k)
             best = s - k + 1;
     }
-    (void)q;
     return best;
 }
 
@@ -188,7 +187,10 @@ int sw_pending_push(sw_mem *m, const sw_pending_layout *pl, uint64_t interp, uin
     if (text) {
         size_t len = strlen(text) + 1;
         int k = (int)((len + pl->call_size - 1) / pl->call_size);
-        int first = text_slots(&q, n, slot, nfree, k);
+        /* 3.9-3.12: the slot before first is never filled (the ring is
+         * full when last + 1 == first): free for the text too. */
+        int room = nfree + (pl->count_kind == SW_PENDING_COUNT_FLAG);
+        int first = text_slots(n, slot, room, k);
         if (first < 0)
             return SW_ESTATE;
         arg = q.addr + pl->pending_calls + (uint64_t)first * pl->call_size;
