@@ -56,12 +56,14 @@ def trace_iterations(path):
     return its[:-1], seen
 
 
-def place(traced, logged):
+def place(traced, logged, unique=True):
     """The iterations of the log that the traced ones equal, in order: the
-    one run of consecutive iterations whose calls are the traced calls."""
+    one run of consecutive iterations whose calls are the traced calls (a
+    short run may have several places: unique=False takes the first)."""
     calls = [c for _, _, c in logged]
     found = [i for i in range(len(calls) - len(traced) + 1) if calls[i:i + len(traced)] == traced]
-    assert len(found) == 1, f"the traced iterations are {len(found)} runs of the program's own, not one"
+    assert found, "the traced iterations are no run of the program's own"
+    assert len(found) == 1 or not unique, f"the traced iterations are {len(found)} runs of the program's own"
     return logged[found[0]:found[0] + len(traced)]
 
 
@@ -95,8 +97,9 @@ def test_ten_attaches_in_a_row_and_the_program_runs_on(tmp_path):
             out = tmp_path / f"t{i}.swt"
             r = run(["attach", str(p.pid), "--trace", "--duration", "0.2", "-o", str(out)])
             assert r.returncode == 0, (i, r.stderr)
-            traced, _ = trace_iterations(out)
-            place(traced, log_iterations(log))
+            traced, seen = trace_iterations(out)
+            assert "handle" in seen
+            place(traced, log_iterations(log), unique=False)   # 0.2 s: a short run
         before = len(log_iterations(log))
         time.sleep(0.5)
         assert p.poll() is None
