@@ -11,6 +11,7 @@ target) stops the tracer and writes the file. docs/architecture.md
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -149,6 +150,10 @@ def _attach(args, pid, version, out, pkg_parent, status):
     print(f"stackwatch: tracing process {pid} into {out}" +
           (f" for {args.duration:g} s" if args.duration else "; Ctrl-C stops"), file=sys.stderr)
     end = time.monotonic() + args.duration if args.duration else None
+    # SIGTERM and SIGHUP end the tracing as Ctrl-C does: the target never
+    # stays tracing because the attaching command was told to stop.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
     try:
         while (end is None or time.monotonic() < end) and _alive(pid):
             time.sleep(min(0.05, max(0.0, end - time.monotonic())) if end else 0.05)

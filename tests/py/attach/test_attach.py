@@ -5,6 +5,7 @@ iteration, in order), its output is unchanged, it keeps running after the
 detach, ten attaches in a row work, and every refusal is one line."""
 import glob
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -108,6 +109,27 @@ def test_ten_attaches_in_a_row_and_the_program_runs_on(tmp_path):
         p.terminate()
         _, stderr = p.communicate(timeout=60)
     assert stderr == "" or "Terminated" not in stderr and "Traceback" not in stderr, stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stops_the_tracing(tmp_path, sig):
+    p, log = start_server(tmp_path)
+    out = tmp_path / "t.swt"
+    a = subprocess.Popen([sys.executable, "-m", "stackwatch", "attach", str(p.pid), "--trace", "-o", str(out)],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert "tracing process" in a.stderr.readline()
+        time.sleep(0.3)
+        a.send_signal(sig)
+        assert a.wait(timeout=60) == 0
+        assert f"wrote {out}" in a.stderr.read()
+        traced, _ = trace_iterations(out)
+        place(traced, log_iterations(log), unique=False)
+        assert p.poll() is None
+    finally:
+        a.kill()
+        p.terminate()
+        p.communicate(timeout=60)
 
 
 def one_line_error(r, *words):
