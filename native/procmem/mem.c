@@ -58,6 +58,16 @@ static ssize_t read_one(sw_mem *m, uint64_t addr, void *buf, size_t len)
     return process_vm_readv(m->pid, &local, 1, &remote, 1, 0);
 }
 
+int sw_mem_write(sw_mem *m, uint64_t addr, const void *buf, size_t len)
+{
+    if (len == 0)
+        return SW_OK;
+    if (bad_range(addr, len))
+        return SW_EIO;
+    struct iovec local = {(void *)(uintptr_t)buf, len}, remote = {(void *)(uintptr_t)addr, len};
+    return process_vm_writev(m->pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? SW_OK : SW_EIO;
+}
+
 int sw_mem_read(sw_mem *m, uint64_t addr, void *buf, size_t len)
 {
     if (len == 0)

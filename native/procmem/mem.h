@@ -45,4 +45,8 @@ size_t sw_mem_read_upto(sw_mem *m, uint64_t addr, void *buf, size_t len);
  * the number of requests that succeeded. */
 size_t sw_mem_readv(sw_mem *m, sw_mem_req *reqs, size_t n);
 
+/* Writes len bytes at addr with process_vm_writev (the only write into a
+ * target: pending.c's, while its threads are frozen). 0 or SW_EIO. */
+int sw_mem_write(sw_mem *m, uint64_t addr, const void *buf, size_t len);
+
 #endif

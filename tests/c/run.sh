@@ -57,7 +57,7 @@ done
 
 # ---- The generated layouts of known CPython releases are what their
 # headers give (scripts/gen-layouts.py; exit 2: other releases installed).
-echo "== generated layouts (native/procmem/layouts_generated.h)"
+echo "== generated layouts (native/procmem/layouts_generated.h, pending_generated.h)"
 python3 "$root/scripts/gen-layouts.py" --check
 case $? in
   0) passed=$((passed + 1)) ;;

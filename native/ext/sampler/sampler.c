@@ -15,6 +15,7 @@
 
 #include "calltree_type.h"
 #include "dump_process.h"
+#include "pending_call.h"
 #include "history_view.h"
 #include "profile_file_type.h"
 #include "render.h"
@@ -753,7 +754,7 @@ int sw_sampler_add_to_module(PyObject *m)
     }
     if (sw_calltree_type_add_to_module(m) < 0 || sw_profile_file_type_add_to_module(m) < 0 ||
         sw_render_add_to_module(m) < 0 || sw_test_entry_points_add_to_module(m) < 0 ||
-        sw_dump_process_add_to_module(m) < 0 ||
+        sw_dump_process_add_to_module(m) < 0 || sw_pending_call_add_to_module(m) < 0 ||
         sw_trace_tree_view_add_to_module(m) < 0)
         return -1;
     if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_SELF_NS) < 0 ||

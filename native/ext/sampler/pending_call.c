@@ -1,0 +1,198 @@
+/*
+ * pending_call.c - _native.pending_call, pending_take_back and
+ * attach_stop_address (see pending_call.h).
+ */
+#include "pending_call.h"
+#include "target_open.h"
+
+#include "procmem/procmem.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define RETRY_NS 2000000L   /* between two tries while the queue is locked or full */
+
+typedef struct attach_target {
+    sw_target t;
+    sw_py_layout l;
+    sw_pending_layout pl;
+    uint64_t interp;
+} attach_target;
+
+/* Opens pid with its layouts, or raises. */
+static int open_target(attach_target *a, int pid)
+{
+    char err[1024];
+    const char *used;
+    if (sw_target_open_bound(pid, "auto", &a->t, &a->l, &a->interp, &used) < 0)
+        return -1;
+    if (sw_pending_layout_known(a->t.version_hex, &a->pl) != SW_OK) {
+        char v[32];
+        sw_target_version_str(a->t.version_hex, v, sizeof v);
+        sw_layout_known_list(err, sizeof err);
+        PyErr_Format(PyExc_ValueError, "process %d runs Python %s, whose pending-calls queue this stackwatch does "
+                     "not know (it knows %s)", pid, v, err);
+        sw_target_close(&a->t);
+        return -1;
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One try, every thread frozen: push (take_back 0) or take back (1). */
+static int try_frozen(attach_target *a, int take_back, uint64_t func, const char *text, uint64_t arg,
+                      sw_pending_call *c, int *removed, char *err, size_t errlen)
+{
+    sw_frozen f;
+    int rc = sw_freeze(&f, a->t.pid, err, errlen);
+    if (rc != SW_OK)
+        return rc;
+    if (take_back)
+        rc = sw_pending_take_back(&a->t.mem, &a->pl, a->interp, c, removed, err, errlen);
+    else
+        rc = sw_pending_push(&a->t.mem, &a->pl, a->interp, a->l.interp_threads_head, a->l.tstate_next, func, text,
+                             arg, c, err, errlen);
+    sw_thaw(&f);
+    return rc;
+}
+
+/* Tries until done or timeout; returns the last code. */
+static int retry(attach_target *a, int take_back, uint64_t func, const char *text, uint64_t arg, double timeout,
+                 sw_pending_call *c, int *removed, char *err, size_t errlen)
+{
+    int rc;
+    double end = now_s() + timeout;
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        rc = try_frozen(a, take_back, func, text, arg, c, removed, err, errlen);
+        if (rc != SW_ESTATE || now_s() > end)
+            break;
+        struct timespec pause = {0, RETRY_NS};
+        nanosleep(&pause, NULL);
+    }
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+static PyObject *raise_code(int rc, int pid, const char *err)
+{
+    if (rc == SW_ESTATE)
+        PyErr_Format(PyExc_TimeoutError, "process %d: its pending-calls queue stayed locked or full", pid);
+    else if (strstr(err, "ptrace: Operation not permitted"))
+        PyErr_SetString(PyExc_PermissionError, err);
+    else
+        PyErr_SetString(PyExc_RuntimeError, err);
+    return NULL;
+}
+
+static PyObject *pending_call(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"pid", "func", "text", "arg", "timeout", NULL};
+    int pid;
+    PyObject *func_obj;
+    const char *text = NULL;
+    unsigned long long arg = 0;
+    double timeout = 2.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iO|zKd", kwlist, &pid, &func_obj, &text, &arg, &timeout))
+        return NULL;
+    attach_target a;
+    if (open_target(&a, pid) < 0)
+        return NULL;
+    uint64_t func = 0;
+    if (PyUnicode_Check(func_obj)) {
+        const char *name = PyUnicode_AsUTF8(func_obj);
+        if (!name || sw_target_symbol(&a.t, name, &func) != SW_OK || !func) {
+            sw_target_close(&a.t);
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "process %d: its interpreter defines no %s", pid, name);
+            return NULL;
+        }
+    } else {
+        func = PyLong_AsUnsignedLongLong(func_obj);
+        if (PyErr_Occurred()) {
+            sw_target_close(&a.t);
+            return NULL;
+        }
+    }
+    char err[512] = "";
+    sw_pending_call c;
+    int removed = 0;
+    int rc = retry(&a, 0, func, text, arg, timeout, &c, &removed, err, sizeof err);
+    char version[32];
+    sw_target_version_str(a.t.version_hex, version, sizeof version);
+    int main_only = (int)a.pl.main_thread_only;
+    sw_target_close(&a.t);
+    if (rc != SW_OK)
+        return raise_code(rc, pid, err);
+    return Py_BuildValue("{s:K,s:K,s:i,s:O,s:s}", "func", (unsigned long long)c.func, "arg",
+                         (unsigned long long)c.arg, "slot", c.slot, "main_thread_only",
+                         main_only ? Py_True : Py_False, "version", version);
+}
+
+static PyObject *pending_take_back(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int pid;
+    unsigned long long func, arg;
+    if (!PyArg_ParseTuple(args, "iKK", &pid, &func, &arg))
+        return NULL;
+    attach_target a;
+    if (open_target(&a, pid) < 0)
+        return NULL;
+    char err[512] = "";
+    sw_pending_call c = {func, arg, -1};
+    int removed = 0;
+    int rc = retry(&a, 1, 0, NULL, 0, 2.0, &c, &removed, err, sizeof err);
+    sw_target_close(&a.t);
+    if (rc != SW_OK)
+        return raise_code(rc, pid, err);
+    return PyBool_FromLong(removed);
+}
+
+/* Run by the target's interpreter as a pending call (with the GIL, between
+ * two bytecodes): stops the attached session through attached.py. Never
+ * raises: a pending call that fails would raise into the target's code. */
+static int attach_stop(void *arg)
+{
+    (void)arg;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *m = PyImport_ImportModule("stackwatch.tracer.attached");
+    PyObject *r = m ? PyObject_CallMethod(m, "stop_from_pending", NULL) : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(m);
+    PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    return 0;
+}
+
+static PyObject *attach_stop_address(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)&attach_stop);
+}
+
+static PyMethodDef methods[] = {
+    {"pending_call", (PyCFunction)(void (*)(void))pending_call, METH_VARARGS | METH_KEYWORDS,
+     "pending_call(pid, func, text=None, arg=0, timeout=2.0) -> {func, arg, slot, main_thread_only, version}: "
+     "queues func(arg) in process pid's pending calls (text: written into the queue, its address the arg)"},
+    {"pending_take_back", pending_take_back, METH_VARARGS,
+     "pending_take_back(pid, func, arg) -> bool: removes the call if the target has not taken it yet"},
+    {"attach_stop_address", attach_stop_address, METH_NOARGS,
+     "attach_stop_address() -> int: the pending-call function that stops an attached session"},
+    {NULL, NULL, 0, NULL},
+};
+
+int sw_pending_call_add_to_module(PyObject *m)
+{
+    return PyModule_AddFunctions(m, methods);
+}

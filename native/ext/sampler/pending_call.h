@@ -1,0 +1,31 @@
+/*
+ * pending_call.h - _native's way into another Python process for
+ * `stackwatch attach` (cli/attach.py): a call queued into the target's
+ * pending-calls queue from outside (procmem/pending.h), every thread
+ * frozen meanwhile (procmem/freeze.h); and, for the target's side, the C
+ * function that a second pending call runs to stop the tracer.
+ *
+ *   _native.pending_call(pid, func, text=None, arg=0, timeout=2.0)
+ *       -> {"func", "arg", "slot", "main_thread_only", "version"}
+ *       func: a symbol of the target's interpreter ("PyRun_SimpleString")
+ *       or an address; text: a string written into free slots of the
+ *       queue, whose address becomes the argument.
+ *   _native.pending_take_back(pid, func, arg) -> bool (True: it was still
+ *       queued and is removed; False: the target took it already)
+ *   _native.attach_stop_address() -> int: the address, in this process,
+ *       of the function that stops an attached session (attached.py).
+ *
+ * Raises as dump_process does (ProcessLookupError, PermissionError,
+ * ValueError, RuntimeError; one sentence each); TimeoutError when the queue
+ * stayed locked or full for timeout seconds. Includes Python.h.
+ */
+#ifndef SW_PENDING_CALL_H
+#define SW_PENDING_CALL_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* Adds the functions above to the module. 0, or -1 with an exception. */
+int sw_pending_call_add_to_module(PyObject *m);
+
+#endif

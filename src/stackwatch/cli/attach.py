@@ -1,0 +1,180 @@
+"""`stackwatch attach PID --trace [--duration S] [-o FILE]`: starts the
+exact tracer inside a running Python process and stops it again, leaving
+the process running. The way in is the interpreter's own pending-calls
+queue, written from outside while every thread is frozen
+(native/procmem/pending.h): the target runs the call at its next safe
+point, between two bytecodes. The first call (PyRun_SimpleString of a
+short bootstrap) imports stackwatch there and runs tracer/attached.py's
+begin(); the second (a C function of stackwatch's extension in the
+target) stops the tracer and writes the file. docs/architecture.md
+("Attaching") says exactly how and what the target must have."""
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+from .. import _native
+from ..tracer import attached
+
+NAME = "attach"
+POLL_S = 0.002
+BOOT = "boot.py"   # the bootstrap, in the status directory
+
+
+def add_parser(subparsers):
+    """Adds the command to the CLI's subparsers; returns its parser."""
+    p = subparsers.add_parser("attach", help="trace a running Python process for a while, from outside")
+    p.add_argument("pid", type=int, help="the process to attach to")
+    p.add_argument("--trace", action="store_true", help="record every call and return (the exact tracer)")
+    p.add_argument("--duration", type=float, default=None, metavar="S",
+                   help="stop after S seconds (default: on Ctrl-C or when the process exits)")
+    p.add_argument("-o", "--output", default=None, metavar="FILE",
+                   help="the trace (default stackwatch-PID.swt; relative to this command's directory)")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="S",
+                   help="how long the target may take to reach a safe point (default 5)")
+    return p
+
+
+def _fail(msg):
+    print(f"stackwatch: error: {msg}", file=sys.stderr)
+    return 1
+
+
+def _alive(pid):
+    return os.path.exists(f"/proc/{pid}")
+
+
+def _wait_for(path, pid, timeout):
+    """The JSON document at path once it exists, or None after timeout (or
+    when the process is gone)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            if not _alive(pid):
+                return None
+        time.sleep(POLL_S)
+    return None
+
+
+def _call_and_wait(pid, func, status, wait_s, **call):
+    """Queues func in the target and waits for its report; takes the call
+    back out if the target does not run it in time. Returns (report or
+    None, taken_back)."""
+    c = _native.pending_call(pid, func, **call)
+    doc = _wait_for(status, pid, wait_s)
+    if doc is not None or not _alive(pid):
+        return doc, False
+    if _native.pending_take_back(pid, c["func"], c["arg"]):
+        return None, True
+    return _wait_for(status, pid, wait_s), False   # it was taken meanwhile: it runs now
+
+
+def _status_dir(pid):
+    """A directory the target may write its reports into."""
+    d = tempfile.mkdtemp(prefix="sw-")   # short: its name goes into the queue's free slots
+    st = os.stat(f"/proc/{pid}")
+    if os.geteuid() == 0 and st.st_uid != 0:
+        os.chown(d, st.st_uid, st.st_gid)
+    return d
+
+
+def _bootstrap(pkg_parent, status_dir, out):
+    """The code PyRun_SimpleString runs in the target (in __main__'s
+    namespace): it binds no name there and never raises (a pending call
+    that fails would raise into the target's code). It is short, to fit
+    the free slots of the pending-calls queue: it runs the file BOOT of
+    status_dir, which imports stackwatch (from pkg_parent, appended to
+    sys.path for that import) and starts the tracer."""
+    boot = os.path.join(status_dir, BOOT)
+    with open(boot, "w") as f:
+        f.write(f"__import__('sys').path.append({pkg_parent!r})\n"
+                f"__import__('stackwatch.tracer.attached').tracer.attached.begin({pkg_parent!r}, "
+                f"{status_dir!r}, {out!r}, {{}})\n")
+    os.chmod(boot, 0o644)
+    return f"try:exec(open({boot!r}).read(),{{}})\nexcept BaseException:pass\n"
+
+
+def _safe_point_msg(pid, timeout, version):
+    main_only = tuple(int(x) for x in version.split(".")[:2]) < (3, 12)
+    why = (" (before 3.12 only the main thread runs pending calls: is it blocked in a C call?)" if main_only
+           else " (is every thread blocked in a C call?)")
+    return f"process {pid} reached no safe point within {timeout:g} s{why}; the call was taken back, nothing changed"
+
+
+def run(args):
+    pid = args.pid
+    if not args.trace:
+        return _fail("attach needs --trace (the only mode so far)")
+    if args.duration is not None and args.duration <= 0:
+        return _fail(f"--duration must be positive, not {args.duration:g}")
+    if pid == os.getpid():
+        return _fail("process {pid} is this stackwatch itself")
+    try:
+        version = _native.dump_process(pid, max_depth=1)["version"]
+    except (OSError, ValueError, RuntimeError) as e:
+        return _fail(str(e))
+    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if version.rsplit(".", 1)[0] != mine and not version.startswith(mine + "."):
+        return _fail(f"process {pid} runs Python {version}, this stackwatch runs on {mine}: attach with a "
+                     f"stackwatch installed for Python {'.'.join(version.split('.')[:2])}")
+    out = os.path.abspath(args.output or f"stackwatch-{pid}.swt")
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(attached.__file__))))
+    status = _status_dir(pid)
+    try:
+        return _attach(args, pid, version, out, pkg_parent, status)
+    finally:
+        shutil.rmtree(status, ignore_errors=True)
+
+
+def _attach(args, pid, version, out, pkg_parent, status):
+    try:
+        doc, taken_back = _call_and_wait(pid, "PyRun_SimpleString", os.path.join(status, attached.STARTED),
+                                         args.timeout, text=_bootstrap(pkg_parent, status, out),
+                                         timeout=args.timeout)
+    except (OSError, ValueError, RuntimeError) as e:
+        return _fail(str(e))
+    if taken_back:
+        return _fail(_safe_point_msg(pid, args.timeout, version))
+    if doc is None:
+        return _fail(f"process {pid} exited before tracing started" if not _alive(pid) else
+                     f"process {pid} ran the attach call but did not report (can it import stackwatch from "
+                     f"{pkg_parent} and write into {status}?)")
+    if "error" in doc:
+        return _fail(f"process {pid}: {doc['error']}")
+    print(f"stackwatch: tracing process {pid} into {out}" +
+          (f" for {args.duration:g} s" if args.duration else "; Ctrl-C stops"), file=sys.stderr)
+    end = time.monotonic() + args.duration if args.duration else None
+    # SIGTERM and SIGHUP end the tracing as Ctrl-C does: the target never
+    # stays tracing because the attaching command was told to stop.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
+    try:
+        while (end is None or time.monotonic() < end) and _alive(pid):
+            time.sleep(min(0.05, max(0.0, end - time.monotonic())) if end else 0.05)
+    except KeyboardInterrupt:
+        pass
+    if not _alive(pid):
+        print(f"stackwatch: process {pid} exited; its trace was written at its exit: {out}", file=sys.stderr)
+        return 0
+    try:
+        doc, taken_back = _call_and_wait(pid, doc["stop"], os.path.join(status, attached.STOPPED),
+                                         max(args.timeout, 30.0), timeout=args.timeout)
+    except (OSError, ValueError, RuntimeError) as e:
+        return _fail(f"{e}; process {pid} may still be tracing")
+    if taken_back:
+        return _fail(_safe_point_msg(pid, args.timeout, version).replace("nothing changed",
+                                                                          "it is still tracing"))
+    if doc is None:
+        return _fail(f"process {pid} exited while stopping" if not _alive(pid) else
+                     f"process {pid} did not report the end of tracing")
+    if "error" in doc:
+        return _fail(f"process {pid}: {doc['error']}")
+    print(f"stackwatch: wrote {doc['path']} ({doc['events']} events)" +
+          (f"; {doc['warning']}" if doc.get("warning") else ""), file=sys.stderr)
+    return 0

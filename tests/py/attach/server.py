@@ -1,0 +1,55 @@
+"""A server-like program for the attach tests: a loop that handles one
+request per iteration by calling known functions, each of which writes
+its own name into the program's log of calls as it starts (handle also
+the iteration's number and time.monotonic_ns()); it prints one line per
+100 iterations. The calls of an iteration depend on its number (scrambled, so
+that a run of a few dozen iterations has one place in the log). Usage: server.py LOG
+[ITERATIONS] (default: until killed)."""
+import sys
+import time
+
+log = open(sys.argv[1], "w", buffering=1)
+
+
+def parse(n):
+    log.write("parse\n")
+    return list(range((n * 2654435761 >> 9) % 7 + 1))
+
+
+def square(x):
+    log.write("square\n")
+    return x * x
+
+
+def work(items):
+    log.write("work\n")
+    total = 0
+    for i in items:
+        total += square(i)
+    return total
+
+
+def respond(value):
+    log.write("respond\n")
+    return str(value)
+
+
+def handle(n):
+    log.write(f"handle {n} {time.monotonic_ns()}\n")
+    value = work(parse(n))
+    return respond(value) if (n * 40503 >> 6) & 1 else None
+
+
+def main():
+    limit = int(sys.argv[2]) if len(sys.argv) > 2 else None
+    n = 0
+    while limit is None or n < limit:
+        handle(n)
+        if n % 100 == 0:
+            print(f"iteration {n}", flush=True)
+        n += 1
+        time.sleep(0.001)
+    print("done")
+
+
+main()

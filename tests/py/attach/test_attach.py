@@ -1,0 +1,201 @@
+"""`stackwatch attach PID --trace`: the exact tracer started inside a
+running server-like program (server.py) and stopped again. The calls the
+trace holds equal those the program's own log says it made (every complete
+iteration, in order), its output is unchanged, it keeps running after the
+detach, ten attaches in a row work, and every refusal is one line."""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import missing, run
+
+SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server.py")
+LOGGED = {"handle", "parse", "work", "square", "respond"}
+
+
+def start_server(tmp, iterations=None):
+    log = tmp / "calls.log"
+    args = [sys.executable, SERVER, str(log)] + ([str(iterations)] if iterations else [])
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "iteration 0\n"
+    return p, log
+
+
+def log_iterations(log):
+    """[(n, t_ns, [calls])] of the program's own log, complete iterations only."""
+    its = []
+    for line in log.read_text().splitlines():
+        words = line.split()
+        if words[0] == "handle":
+            its.append((int(words[1]), int(words[2]), ["handle"]))
+        elif its:
+            its[-1][2].append(words[0])
+    return its[:-1]
+
+
+def trace_iterations(path):
+    """The trace's calls of the logged functions, cut into iterations at
+    each call of handle: complete iterations only (the first and the last
+    may have been entered before the start or left after the stop)."""
+    from stackwatch import Trace
+    t = Trace(str(path))
+    assert len(t.threads) == 1
+    its, seen = [], []
+    for e in t.events(0):
+        if e.kind in (0, 2, 5):
+            name = t.codes[e.code].name
+            seen.append(name)
+            if name == "handle":
+                its.append([])
+            if name in LOGGED and its:
+                its[-1].append(name)
+    return its[:-1], seen
+
+
+def place(traced, logged, unique=True):
+    """The iterations of the log that the traced ones equal, in order: the
+    one run of consecutive iterations whose calls are the traced calls (a
+    short run may have several places: unique=False takes the first)."""
+    calls = [c for _, _, c in logged]
+    found = [i for i in range(len(calls) - len(traced) + 1) if calls[i:i + len(traced)] == traced]
+    assert found, "the traced iterations are no run of the program's own"
+    assert len(found) == 1 or not unique, f"the traced iterations are {len(found)} runs of the program's own"
+    return logged[found[0]:found[0] + len(traced)]
+
+
+def test_trace_equals_the_programs_log_and_output_is_unchanged(tmp_path):
+    plain = subprocess.run([sys.executable, SERVER, str(tmp_path / "plain.log"), "1500"], capture_output=True,
+                           text=True, timeout=120)
+    p, log = start_server(tmp_path, 1500)
+    out = tmp_path / "t.swt"
+    t0 = time.monotonic_ns()
+    r = run(["attach", str(p.pid), "--trace", "--duration", "1", "-o", str(out)])
+    t1 = time.monotonic_ns()
+    assert r.returncode == 0, r.stderr
+    assert f"wrote {out}" in r.stderr
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 0
+    assert ("iteration 0\n" + stdout, stderr) == (plain.stdout, plain.stderr)   # unchanged by the attach
+    assert (tmp_path / "plain.log").read_text().count("square") == log.read_text().count("square")
+    traced, seen = trace_iterations(out)
+    assert len(traced) >= 100   # ~1 s of iterations of ~1 ms
+    placed = place(traced, log_iterations(log))
+    # The window: the placed iterations ran while the attach command ran.
+    assert t0 <= placed[0][1] and placed[-1][1] <= t1
+    # Nothing of the attach itself: only the program's functions.
+    assert set(seen) <= LOGGED | {"<genexpr>", "<listcomp>"}, set(seen) - LOGGED
+
+
+def test_ten_attaches_in_a_row_and_the_program_runs_on(tmp_path):
+    p, log = start_server(tmp_path)
+    try:
+        for i in range(10):
+            out = tmp_path / f"t{i}.swt"
+            r = run(["attach", str(p.pid), "--trace", "--duration", "0.2", "-o", str(out)])
+            assert r.returncode == 0, (i, r.stderr)
+            traced, seen = trace_iterations(out)
+            assert "handle" in seen
+            place(traced, log_iterations(log), unique=False)   # 0.2 s: a short run
+        before = len(log_iterations(log))
+        time.sleep(0.5)
+        assert p.poll() is None
+        assert len(log_iterations(log)) > before + 100   # still iterating, at its speed
+    finally:
+        p.terminate()
+        _, stderr = p.communicate(timeout=60)
+    assert stderr == "" or "Terminated" not in stderr and "Traceback" not in stderr, stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stops_the_tracing(tmp_path, sig):
+    p, log = start_server(tmp_path)
+    out = tmp_path / "t.swt"
+    a = subprocess.Popen([sys.executable, "-m", "stackwatch", "attach", str(p.pid), "--trace", "-o", str(out)],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert "tracing process" in a.stderr.readline()
+        time.sleep(0.3)
+        a.send_signal(sig)
+        assert a.wait(timeout=60) == 0
+        assert f"wrote {out}" in a.stderr.read()
+        traced, _ = trace_iterations(out)
+        place(traced, log_iterations(log), unique=False)
+        assert p.poll() is None
+    finally:
+        a.kill()
+        p.terminate()
+        p.communicate(timeout=60)
+
+
+def one_line_error(r, *words):
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stackwatch: error: "), r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_refusals(tmp_path):
+    one_line_error(run(["attach", "999999999", "--trace"]), "999999999")
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        one_line_error(run(["attach", str(sleeper.pid), "--trace"]), "Python")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # A program already tracing: stackwatch run traces it.
+    traced = subprocess.Popen([sys.executable, "-m", "stackwatch", "run", "-o", str(tmp_path / "own.swt"), SERVER,
+                               str(tmp_path / "own.log")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert traced.stdout.readline() == "iteration 0\n"
+        one_line_error(run(["attach", str(traced.pid), "--trace", "-o", str(tmp_path / "x.swt")]),
+                       "already tracing")
+        assert traced.poll() is None
+    finally:
+        traced.terminate()
+        traced.communicate(timeout=60)
+
+
+def other_python():
+    """A CPython 3.9-3.13 of another minor version than this one, or None."""
+    for exe in sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3"))):
+        minor = os.path.basename(os.path.dirname(os.path.dirname(exe))).split(".")[:2]
+        if minor[1].isdigit() and 9 <= int(minor[1]) <= 13 and int(minor[1]) != sys.version_info[1]:
+            return exe, f"3.{minor[1]}"
+    return None
+
+
+def test_refuses_another_python_version(tmp_path):
+    other = other_python()
+    if other is None:
+        missing("another CPython 3.9-3.13 (pyenv) for a target of another version")
+    exe, minor = other
+    p = subprocess.Popen([exe, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        one_line_error(run(["attach", str(p.pid), "--trace"]), f"runs Python {minor}.", f"runs on {mine}")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_blocked_target_times_out_and_the_call_is_taken_back(tmp_path):
+    code = ("import sys, time; print('ready', flush=True); time.sleep(4); "
+            "print(sorted(m for m in sys.modules if m.startswith('stackwatch')), flush=True)")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        r = run(["attach", str(p.pid), "--trace", "--timeout", "1", "-o", str(tmp_path / "t.swt")])
+        one_line_error(r, "no safe point", "taken back")
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert (stdout, stderr, p.returncode) == ("[]\n", "", 0)   # the call never ran
+    assert not (tmp_path / "t.swt").exists()
