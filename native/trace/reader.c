@@ -1224,6 +1224,27 @@ static int task_frames_emit(replay *r, int open)
     return 0;
 }
 
+/* The frames the replay keeps for task, not running (r->running is task
+ * itself when called): ended in its own view and forgotten. Only a damaged
+ * trace switches from a task whose frames are kept as suspended. */
+static int task_frames_drop(replay *r, uint64_t task)
+{
+    for (size_t i = 0; i < r->ntasks; i++) {
+        if (r->tasks[i].task != task)
+            continue;
+        task_frames k = r->tasks[i];
+        r->tasks[i] = r->tasks[--r->ntasks];
+        int rc = 0;
+        for (uint32_t d = k.depth, seen = k.depth - k.nended; d-- > 0 && !rc;)
+            if (!k.ended[d])
+                rc = emit(r, SW_OP_RETURN, k.stack[d], --seen, 1);
+        free(k.stack);
+        free(k.ended);
+        return rc;
+    }
+    return 0;
+}
+
 /* A TASK_SWITCH record: the open frames are origin's (relabelled when the
  * replay had them as another task's: its first switch, or after a gap),
  * kept as origin's, and target's become the running ones. */
@@ -1234,7 +1255,7 @@ static int task_switch(replay *r, uint64_t origin, uint64_t target)
         if ((rc = task_frames_emit(r, 0)))
             return rc;
         r->running = origin;
-        if ((rc = task_frames_emit(r, 1)))
+        if ((rc = task_frames_drop(r, origin)) || (rc = task_frames_emit(r, 1)))
             return rc;
     }
     if (origin == target)

@@ -187,14 +187,14 @@ TEST(a_new_kind_is_written_read_counted_and_exported)
     char dir[64];
     char *meta = ctf_export(t, dir, sizeof dir);
     REQUIRE(meta);
-    CHECK(strstr(meta, "name = \"stackwatch:task_switch\";") != NULL);
+    CHECK(strstr(meta, "name = \"stackwatch:task_note\";") != NULL);
     CHECK(strstr(meta, "string _function;\n\t\tstring _file;\n\t\tuint64_t _line;\n\t\tstring _task;\n"
                        "\t\tint64_t _drift;\n\t\tuint64_t _waker;\n\t\tstring _note;\n") != NULL);
     CHECK(strstr(meta, "name = \"stackwatch:wait_end\";") != NULL);
     free(meta);
     char *text = babeltrace_text(dir);
     if (text) {
-        CHECK_MSG(strstr(text, "stackwatch:task_switch: ") != NULL, "%s", text);
+        CHECK_MSG(strstr(text, "stackwatch:task_note: ") != NULL, "%s", text);
         CHECK_MSG(strstr(text, "function = \"<lambda>3\", file = \"/src/pkg/mod3.py\", line = 7, task = \"t1\", "
                                "drift = -5, waker = 99, note = \"n\" }") != NULL, "%s", text);
         CHECK_MSG(strstr(text, "stackwatch:wait_end: ") != NULL, "%s", text);
