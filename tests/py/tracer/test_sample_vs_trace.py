@@ -2,7 +2,9 @@
 --sample`: both records in one file, on one clock). Every sample's Python
 stack must be a stack the exact tracer had open at some instant of the
 sample's read: a sampler that shows a stack the program never had (a
-generator without its callers, two instants mixed) is wrong.
+generator without its callers, two instants mixed) is wrong. Its programs:
+tests/programs/gen_shapes.py, pyflakes, tests/programs/greenlet_switches.py
+and toolz's test suite.
 
 The rule, exactly:
 - The read of a sample lies between its time (the sampling round's start)
@@ -20,6 +22,29 @@ The rule, exactly:
   window and its callers (read after it) those of a later one: the sample
   minus its leaf must be the callers of an open stack at or after the one
   whose leaf matches. Nothing else is loosened.
+- Greenlets (`--events tasks`): the trace has a track per task, each
+  nesting its own calls from its run function; the sampler reads the
+  thread's current stack, the running task's. The thread's stack is the
+  tracks merged by time: after each event, the open stack of the task whose
+  event it is. A switch comes between the last event of one task and the
+  next of another (the switch itself is a C call, not an event), so it is
+  one more instant of the thread, stamped as that last event, whose stack
+  is the open stack of the task switched to (its frames when it was last
+  switched out): without it, a read in the gap between the switch and the
+  next task's first event would have no stack to match. A task whose run
+  function returns has ended, into its parent: the thread's own stack
+  (task 0: every greenlet of greenlet_switches.py is made by the main
+  one), which may run with no event of its own before it switches on. The
+  rest of the rule applies to this merged stack unchanged; a thread
+  without tasks has one track and no switch.
+- (With tasks only.) Switching task events on imports greenlet, from
+  stackwatch's own frames once tracing has begun: the trace holds that
+  import (as frames with nothing outside them), then nothing until the
+  program's first frame, while stackwatch goes on with its start-up, whose
+  samples hold the stdlib frames it calls (json, imports), cut at
+  stackwatch's frames. A sample whose round starts before the program's
+  first frame while the trace has nothing open is that start-up: counted,
+  not checked.
 - Frames that the trace leaves out by design are handled exactly, not
   skipped: the launcher's frames of `-m` (runpy's, outermost; the trace
   never holds a runpy frame); (3.11+) a generator's frame while it is
@@ -35,7 +60,9 @@ The rule, exactly:
   checked; the trace having nothing open for the thread (before its first
   event) likewise.
 """
+import heapq
 import os
+import shutil
 import signal
 import sys
 from bisect import bisect_right
@@ -86,23 +113,40 @@ class Stacks:
         return tuple(reversed(out))
 
 
-def open_stacks(t, pos, stacks):
-    """([t_ns], [node]): the thread's Python stack after each of its
-    events, and the functions that resumed or yielded (generators)."""
+def open_stacks(t, positions, stacks):
+    """([t_ns], [node]): a thread's Python stack after each of its events,
+    and the functions that resumed or yielded (generators). `positions`:
+    the thread's track and those of its tasks (greenlets), merged by time:
+    the thread runs the task of the track whose event came last. Between
+    the last event of one task and the next of another the thread switched
+    to that other task's open stack (the frames it had when it was last
+    switched out), an instant stamped as the first one's event (the switch
+    may come at any time before the other's event)."""
     times, nodes, generators = [], [], set()
-    node = 0
     key = {i: (c.filename, c.firstlineno) for i, c in t.codes.items()}
-    for kind, t_ns, code, _, _ in t._t.events(pos):
+    tracks = [[(t_ns, p, kind, code) for kind, t_ns, code, _, _ in t._t.events(p) if kind in ENTER | EXIT]
+              for p in positions]
+    top = dict.fromkeys(positions, 0)   # each task's open stack
+    running = positions[0]
+    for t_ns, p, kind, code in heapq.merge(*tracks):
+        if p != running:
+            running = p
+            times.append(times[-1] if times else t_ns)
+            nodes.append(top[p])
         if kind in ENTER:
-            node = stacks.enter(node, key[code])
-        elif kind in EXIT:
-            node = stacks.parent[node]
+            top[p] = stacks.enter(top[p], key[code])
         else:
-            continue
+            top[p] = stacks.parent[top[p]]
         if kind in (_native.OP_RESUME, _native.OP_YIELD):
             generators.add(key[code])
         times.append(t_ns)
-        nodes.append(node)
+        nodes.append(top[p])
+        if p != positions[0] and top[p] == 0:
+            # the greenlet's run function returned: it ended, into its
+            # parent (the thread's own, task 0, in greenlet_switches.py)
+            running = positions[0]
+            times.append(t_ns)
+            nodes.append(top[running])
     return times, nodes, generators
 
 
@@ -141,10 +185,16 @@ def compare(path):
     rounds = sorted({s.t_ns for s in samples})
     names = {(c.filename, c.firstlineno): c.qualname for c in t.codes.values()}
     checked, differ = 0, []
-    skipped = {"failed": 0, "no frame": 0, "nothing open": 0}
-    for pos in range(len(t.threads)):
+    skipped = {"failed": 0, "no frame": 0, "nothing open": 0, "start-up": 0}
+    for pos, th in enumerate(t.threads):
+        if th["task"]:
+            continue   # a greenlet's track: its samples are its thread's
+        tasks = [q for q, o in enumerate(t.threads) if o["task"] and o["thread"] == th["index"]]
         stacks = Stacks()
-        times, nodes, generators = open_stacks(t, pos, stacks)
+        times, nodes, generators = open_stacks(t, [pos] + tasks, stacks)
+        # (with tasks: the program's first frame; stackwatch's start-up before)
+        started = next((e[1] for e in t._t.events(pos)
+                        if e[0] in ENTER and e[3] == 0 and t.codes[e[2]].name == "<module>"), t.end_ns)
         for s, r in zip(samples, raw):
             if s.thread != pos:
                 continue
@@ -163,6 +213,9 @@ def compare(path):
             if i == 0:
                 skipped["nothing open"] += 1
                 continue
+            if tasks and s.t_ns < started and nodes[i - 1] == 0:
+                skipped["start-up"] += 1
+                continue
             cands = nodes[max(i - 2, 0):min(j + 1, len(nodes))]
             checked += 1
             if not matches(tuple(st), cands, stacks, generators):
@@ -171,9 +224,9 @@ def compare(path):
     return checked, differ, skipped
 
 
-def run_sampled(tmp_path, args, name):
+def run_sampled(tmp_path, args, name, cwd=None):
     out = str(tmp_path / f"{name}.swt")
-    r = run(["run", "--sample=200us", "-o", out, *args])
+    r = run(["run", "--sample=200us", "-o", out, *args], cwd=cwd)
     assert r.returncode == 0, r.stderr
     return out
 
@@ -203,14 +256,18 @@ def test_generators_coroutines_threads_exceptions(tmp_path):
     assert len({s.thread for s in t.samples()}) == 2
 
 
-def pyflakes_target():
+def need(module):
+    """Imports `module` (installed by scripts/venv.sh), or skips (fails under CI)."""
     try:
-        import pyflakes
+        return __import__(module)
     except ImportError:
         if os.environ.get("CI") == "true":
-            pytest.fail("pyflakes is not installed (scripts/venv.sh installs it)")
-        pytest.skip("pyflakes is not installed (scripts/venv.sh installs it)")
-    return str(Path(pyflakes.__file__).parent)
+            pytest.fail(f"{module} is not installed (scripts/venv.sh installs it)")
+        pytest.skip(f"{module} is not installed (scripts/venv.sh installs it)")
+
+
+def pyflakes_target():
+    return str(Path(need("pyflakes").__file__).parent)
 
 
 @pytest.mark.timing
@@ -221,5 +278,52 @@ def test_pyflakes_on_a_source_tree(tmp_path):
     path = run_sampled(tmp_path, ["-m", "pyflakes", src], "pyflakes")
     checked, differ, skipped = compare(path)
     report("pyflakes", checked, differ, skipped)
+    assert not differ
+    assert checked >= 100
+
+
+@pytest.mark.timing
+def test_greenlets_each_on_its_task(tmp_path):
+    """Greenlets switching from inside nested calls (`--events tasks`: a
+    track per greenlet, each rooted at its run function): every sample of
+    the thread is the open stack of the task it ran at an instant of the
+    read, by the rule above over the thread's stack, which a switch changes
+    to the open stack of the task switched to."""
+    need("greenlet")
+    path = run_sampled(tmp_path, ["--events", "tasks", str(PROGRAMS / "greenlet_switches.py")], "greenlets")
+    checked, differ, skipped = compare(path)
+    report("greenlet_switches", checked, differ, skipped)
+    assert not differ
+    assert checked >= 100
+    # The samples are inside the greenlets, rooted at their run function,
+    # and the trace has a track for each of the three.
+    t = Trace(path)
+    assert sum(bool(th["task"]) for th in t.threads) == 3
+    roots = [s.stack[0].name for s in t.samples() if s.stack]
+    assert roots.count("worker") > len(roots) // 2, roots[:20]
+
+
+# toolz's own tests (in the installed package), a few of its files: the
+# pure-Python part of the suite, about 140 tests (1 s plain).
+TOOLZ_TESTS = ["test_itertoolz.py", "test_dicttoolz.py", "test_functoolz.py"]
+
+
+@pytest.mark.timing
+def test_a_real_test_suite(tmp_path):
+    """A real test suite from PyPI under pytest (-m): toolz's, copied out
+    beside a pytest.ini of its own (not stackwatch's pyproject.toml), and
+    without stackwatch's pytest plugin, whose hook is a frame of
+    stackwatch's own in the program's stack (cut with everything outside
+    it in samples, see above)."""
+    toolz = need("toolz")
+    suite = tmp_path / "toolz_tests"
+    suite.mkdir()
+    for name in TOOLZ_TESTS:
+        shutil.copy(Path(toolz.__file__).parent / "tests" / name, suite / name)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    path = run_sampled(tmp_path, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:stackwatch",
+                                  "toolz_tests"], "toolz", cwd=str(tmp_path))
+    checked, differ, skipped = compare(path)
+    report("toolz's tests", checked, differ, skipped)
     assert not differ
     assert checked >= 100
