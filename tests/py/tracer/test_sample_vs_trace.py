@@ -193,8 +193,8 @@ def compare(path):
         stacks = Stacks()
         times, nodes, generators = open_stacks(t, [pos] + tasks, stacks)
         # (with tasks: the program's first frame; stackwatch's start-up before)
-        started = next((e[1] for e in t._t.events(pos)
-                        if e[0] in ENTER and e[3] == 0 and t.codes[e[2]].name == "<module>"), t.end_ns)
+        started = tasks and next((e[1] for e in t._t.events(pos)
+                                  if e[0] in ENTER and e[3] == 0 and t.codes[e[2]].name == "<module>"), t.end_ns)
         for s, r in zip(samples, raw):
             if s.thread != pos:
                 continue
