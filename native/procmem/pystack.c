@@ -575,7 +575,7 @@ static int leaf_frame(sw_pystack *r, const unsigned char *ts, uint64_t *frame)
  * callers, in between is not told: the stack read is then one of the same
  * functions. (Requiring the very same leaf would fail most samples of
  * call-heavy code, whose leaf changes within the walk's microseconds.) */
-static int still_whole(sw_pystack *r, uint64_t tstate, const unsigned char *ts, uint64_t leaf, const window *w)
+static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w)
 {
     const sw_py_layout *l = &r->l;
     uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth;
@@ -592,9 +592,19 @@ static int still_whole(sw_pystack *r, uint64_t tstate, const unsigned char *ts, 
      * same frame, it is on the stack, and so are its callers. */
     uint32_t back = l->gen_state_back;
     int gen_leaf = w->leaf_bytes && leaf == w->leaf && w->leaf_bytes[l->frame_owner] == (unsigned char)l->owner_generator;
-    uint64_t now = 0;
-    uint64_t at = l->cframe_current_frame != SW_NO_OFFSET ? u64_at(ts, l->tstate_frame) + l->cframe_current_frame
-                                                           : tstate + l->tstate_frame;
+    /* 3.11/3.12: the thread's current frame is in its innermost _PyCFrame,
+     * which lives on the C stack and changes with every entry into the
+     * interpreter (a generator resumed by FOR_ITER on 3.11): the pointer to
+     * it is read afresh, first, never taken from ts (an old _PyCFrame's
+     * memory may hold anything by now). The current frame is then read
+     * just before the frames walked are read again, in one system call. */
+    uint64_t now = 0, at = tstate + l->tstate_frame;
+    if (l->cframe_current_frame != SW_NO_OFFSET) {
+        uint64_t cframe = 0;
+        if (sw_mem_read(&r->mem, at, &cframe, sizeof cframe) != SW_OK || !cframe)
+            return 0;
+        at = cframe + l->cframe_current_frame;
+    }
     sw_mem_req req[3] = {{at, &now, sizeof now, 0},
                          {lo, r->recheck, hi > lo ? (size_t)(hi - lo) : 0, 0},
                          {leaf - back, r->leaf_again, l->frame_size + back, 0}};
@@ -742,7 +752,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         if (l->frames_kind == SW_FRAMES_INTERP)
             copy_window(r, ts, frame, &w);
         n = walk_frames(r, frame, &w, &truncated);
-        if (n >= 0 && fresh && !still_whole(r, tstate, ts, frame, &w))
+        if (n >= 0 && fresh && !still_whole(r, tstate, frame, &w))
             n = WALK_TORN;
         if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && nn < 0 && !objects_whole(r))
             n = WALK_TORN;
