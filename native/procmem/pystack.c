@@ -582,7 +582,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
     uint64_t lo = UINT64_MAX, hi = 0;
     for (uint64_t i = 0; i < walked; i++) {
         uint64_t a = r->frame_addrs[i];
-        if (a >= w->lo && a + l->frame_size <= w->hi) {
+        if (a >= w->lo && a < w->hi && w->hi - a >= l->frame_size) {
             lo = a < lo ? a : lo;
             hi = a + l->frame_size > hi ? a + l->frame_size : hi;
         }
@@ -592,24 +592,36 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
      * same frame, it is on the stack, and so are its callers. */
     uint32_t back = l->gen_state_back;
     int gen_leaf = w->leaf_bytes && leaf == w->leaf && w->leaf_bytes[l->frame_owner] == (unsigned char)l->owner_generator;
-    /* 3.11/3.12: the thread's current frame is in its innermost _PyCFrame,
-     * which lives on the C stack and changes with every entry into the
-     * interpreter (a generator resumed by FOR_ITER on 3.11): the pointer to
-     * it is read afresh, first, never taken from ts (an old _PyCFrame's
-     * memory may hold anything by now). The current frame is then read
-     * just before the frames walked are read again, in one system call. */
-    uint64_t now = 0, at = tstate + l->tstate_frame;
-    if (l->cframe_current_frame != SW_NO_OFFSET) {
-        uint64_t cframe = 0;
-        if (sw_mem_read(&r->mem, at, &cframe, sizeof cframe) != SW_OK || !cframe)
-            return 0;
-        at = cframe + l->cframe_current_frame;
-    }
-    sw_mem_req req[3] = {{at, &now, sizeof now, 0},
-                         {lo, r->recheck, hi > lo ? (size_t)(hi - lo) : 0, 0},
-                         {leaf - back, r->leaf_again, l->frame_size + back, 0}};
-    size_t nreq = gen_leaf ? 3 : hi > lo ? 2 : 1;
-    if (sw_mem_readv(&r->mem, req, nreq) != nreq)
+    /* The thread state afresh: its stack top, and its current frame (3.11/
+     * 3.12: through its innermost _PyCFrame, which lives on the C stack and
+     * changes with every entry into the interpreter, so the pointer to it
+     * is never taken from before the walk). Then, in one system call, the
+     * current frame and the stack from the lowest frame walked up to the
+     * top, read again. */
+    unsigned char ts[SW_LAYOUT_MAX_READ];
+    if (sw_mem_read(&r->mem, tstate, ts, l->tstate_size) != SW_OK)
+        return 0;
+    uint64_t now = 0, cframe = 0, top = u64_at(ts, l->tstate_datastack_top);
+    int via_cframe = l->cframe_current_frame != SW_NO_OFFSET;
+    if (via_cframe && !(cframe = u64_at(ts, l->tstate_frame)))
+        return 0;
+    if (!via_cframe)
+        now = u64_at(ts, l->tstate_frame);
+    uint64_t rhi = hi > lo && top > hi && top - lo <= WINDOW_MAX ? top : hi;
+    sw_mem_req req[3] = {{lo, r->recheck, rhi > lo ? (size_t)(rhi - lo) : 0, 0},
+                         {leaf - back, r->leaf_again, l->frame_size + back, 0},
+                         {cframe + l->cframe_current_frame, &now, sizeof now, 0}};
+    sw_mem_req *q = req;
+    size_t nreq = 0;
+    if (rhi > lo)
+        q[nreq++] = req[0];
+    if (gen_leaf)
+        q[nreq++] = req[1];
+    if (via_cframe)
+        q[nreq++] = req[2];
+    sw_mem_req batch[3];
+    memcpy(batch, q, nreq * sizeof *q);
+    if (nreq && sw_mem_readv(&r->mem, batch, nreq) != nreq)
         return 0;
     /* The frame the thread must be at or above: the leaf, or a generator
      * leaf's caller when the generator yielded since (its caller then ran
@@ -623,11 +635,31 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         else
             anchor = u64_at(w->leaf_bytes, l->frame_previous);
     }
-    if (anchor && now != anchor && !(anchor >= w->lo && anchor < w->hi && now > anchor && now - w->base < MAX_CHUNK_SPAN))
-        return 0;
+    /* Above it: its callees, linked down to it from the thread's current
+     * frame (a thread found above the leaf only by address may stand on
+     * frames of another call whose memory still holds the old ones). */
+    if (anchor && now != anchor) {
+        if (!(anchor >= w->lo && anchor < w->hi && now > anchor && now - w->base < MAX_CHUNK_SPAN))
+            return 0;
+        unsigned char buf[SW_LAYOUT_MAX_READ];
+        uint64_t f = now;
+        for (uint32_t steps = 0; f != anchor; steps++) {
+            if (!f || steps > 2 * r->lim.max_depth + 64)
+                return 0;
+            const unsigned char *fb;
+            if (rhi > lo && f >= lo && f < rhi && rhi - f >= l->frame_size) {   /* (f may be anything) */
+                fb = r->recheck + (f - lo);
+            } else {
+                if (sw_mem_read(&r->mem, f, buf, l->frame_size) != SW_OK)
+                    return 0;
+                fb = buf;
+            }
+            f = u64_at(fb, l->frame_previous);
+        }
+    }
     for (uint64_t i = 0; i < walked && hi > lo; i++) {
         uint64_t a = r->frame_addrs[i];
-        if (a < lo || a + l->frame_size > hi)
+        if (a < lo || a >= hi || hi - a < l->frame_size)
             continue;
         const unsigned char *was = w->bytes + (a - w->lo), *is = r->recheck + (a - lo);
         if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
