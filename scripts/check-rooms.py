@@ -33,7 +33,8 @@ C_ROOMS = [
     "native/ext/tracefile",  # the Trace type: trace files read back (needs no tracer)
     "native/ext/dispatch",
     "native/ext/tracer",
-    "native/ext/sampler",
+    "native/ext/profile",    # the profile types: CallTree, ProfileFile, render_trees, trace_trees
+    "native/ext/sampler",    # reading stacks of processes: Sampler, dump_process, pending_call
     "native/ext",           # module.c: the module, which adds every room's types
 ]
 PY_ROOMS = [

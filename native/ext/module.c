@@ -17,6 +17,11 @@
 #include "ext/tracer/switch.h"
 #include "ext/tracer/trace_api.h"
 
+#include "ext/profile/calltree_type.h"
+#include "ext/profile/profile_file_type.h"
+#include "ext/profile/render.h"
+#include "ext/profile/trace_tree_view.h"
+
 #include "ext/sampler/sampler.h"
 
 static struct PyModuleDef moduledef = {
@@ -37,7 +42,10 @@ PyMODINIT_FUNC PyInit__native(void)
         sw_trace_api_add_to_module(m) < 0 ||               /* ext/tracer: start, stop, ... */
         sw_switch_add_to_module(m) < 0 ||                  /* ... hooks, and the switching owner */
         sw_objects_add_to_module(m) < 0 ||
-        sw_sampler_add_to_module(m) < 0) {                 /* ext/sampler */
+        sw_calltree_type_add_to_module(m) < 0 ||           /* ext/profile: CallTree, */
+        sw_profile_file_type_add_to_module(m) < 0 ||       /* ProfileFile, render_trees, */
+        sw_render_add_to_module(m) < 0 || sw_trace_tree_view_add_to_module(m) < 0 ||  /* trace_trees */
+        sw_sampler_add_to_module(m) < 0) {                 /* ext/sampler: Sampler, dump, ... */
         Py_DECREF(m);
         return NULL;
     }

@@ -5,7 +5,8 @@
  * call trees it feeds (native/profile/aggregate.c) or, in trace mode, the
  * stream of samples into the running trace file (native/trace/
  * sample_stream.c). The history of its trees and its profile file are
- * given to Python by history_view.c and profile_file_type.c.
+ * given to Python by the profile types' room (native/ext/profile/:
+ * history_view.c and profile_file_type.c).
  *
  * A Sampler runs once: start(), stop(), then its results can be read and
  * written any number of times (also while it runs: under the profile's
@@ -13,17 +14,15 @@
  */
 #include "sampler.h"
 
-#include "calltree_type.h"
 #include "dump_process.h"
 #include "pending_call.h"
-#include "history_view.h"
-#include "profile_file_type.h"
-#include "render.h"
 #include "target_open.h"
 #include "sampler_layout.h"
 #include "test_entry_points.h"
-#include "trace_tree_view.h"
 #include "ext/shared/pyerr.h"
+#include "ext/profile/calltree_type.h"
+#include "ext/profile/history_view.h"
+#include "ext/profile/profile_file_type.h"
 #include "ext/tracer/attachments.h"
 
 #include "profile/profile.h"
@@ -609,7 +608,7 @@ static PyObject *Sampler_tree(SamplerObject *self, PyObject *args, PyObject *kw)
  * in the profile's thread order, copied under the lock at one moment (a
  * snapshot: sampling goes on meanwhile). The trees share one function
  * table, a copy of the profile's in which every function keeps its id
- * (calltree_type.h), so that rendered together they are the profile. */
+ * (ext/profile/calltree_type.h), so that rendered together they are the profile. */
 static PyObject *Sampler_thread_trees(SamplerObject *self, PyObject *unused)
 {
     (void)unused;
@@ -752,10 +751,8 @@ int sw_sampler_add_to_module(PyObject *m)
         Py_DECREF(&SamplerType);
         return -1;
     }
-    if (sw_calltree_type_add_to_module(m) < 0 || sw_profile_file_type_add_to_module(m) < 0 ||
-        sw_render_add_to_module(m) < 0 || sw_test_entry_points_add_to_module(m) < 0 ||
-        sw_dump_process_add_to_module(m) < 0 || sw_pending_call_add_to_module(m) < 0 ||
-        sw_trace_tree_view_add_to_module(m) < 0)
+    if (sw_test_entry_points_add_to_module(m) < 0 || sw_dump_process_add_to_module(m) < 0 ||
+        sw_pending_call_add_to_module(m) < 0)
         return -1;
     if (PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_NS", (long)SW_SAMPLER_MIN_INTERVAL_SELF_NS) < 0 ||
         PyModule_AddIntConstant(m, "SAMPLER_MIN_INTERVAL_OTHER_NS", (long)SW_SAMPLER_MIN_INTERVAL_NS) < 0 ||

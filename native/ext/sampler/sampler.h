@@ -1,8 +1,10 @@
 /*
- * sampler.h - the sampler's room of the extension: the type
- * stackwatch._native.Sampler (sampler.c), and the registration of every
- * type and function of the room (CallTree, ProfileFile, render_trees, the
- * test entry points) into the module. Includes Python.h.
+ * sampler.h - the sampler's room of the extension (reading the stacks of
+ * processes): the type stackwatch._native.Sampler (sampler.c), and the
+ * registration of every type and function of the room (dump_process,
+ * pending_call, the test entry points) into the module. The types of what
+ * it produces (CallTree, ProfileFile, render_trees) are the profile types'
+ * room, native/ext/profile/. Includes Python.h.
  */
 #ifndef SW_SAMPLER_H
 #define SW_SAMPLER_H

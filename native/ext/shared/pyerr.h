@@ -11,8 +11,9 @@
 #ifndef SW_PYERR_H
 #define SW_PYERR_H
 
-/* Python.h alone (not compat.h): the sampler's files include this too, and
- * only compat.h's users want CPython's internal headers. */
+/* Python.h alone (not compat.h): the sampler's and the profile types'
+ * files include this too, and only compat.h's users want CPython's
+ * internal headers. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 

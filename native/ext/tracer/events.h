@@ -8,7 +8,7 @@
 #ifndef SW_EVENTS_H
 #define SW_EVENTS_H
 
-#include "ext/shared/compat.h"
+#include "ext/tracer/frame_compat.h"
 
 /* 1 if some consumer wants `kind` events located in co. */
 int sw_events_wanted_in(int kind, PyCodeObject *co);

@@ -8,7 +8,7 @@
 #define SW_EXIT_LINE_H
 
 #include "ext/dispatch/kinds.h"
-#include "ext/shared/compat.h"
+#include "ext/tracer/frame_compat.h"
 #include "ext/shared/tstate.h"
 
 /* The sys.monitoring events (3.12+) that note it: global while consumers

@@ -61,7 +61,7 @@ static SW_NOINLINE PyObject *stack_exhausted(sw_tstate *t, PyThreadState *ts, SW
 }
 
 /* 3.12+: the frame is called while a returning frame's locals are cleared
- * (compat.h sw_in_teardown). The innermost hooked frame is the one being
+ * (frame_compat.h sw_in_teardown). The innermost hooked frame is the one being
  * torn down: when the trace recorded it (it is the innermost recorded one),
  * a TEARDOWN event tells the reader to end it here, before what its
  * clearing runs, as sys.setprofile does. Several finalizers in one

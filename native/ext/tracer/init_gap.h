@@ -7,7 +7,7 @@
 #ifndef SW_INIT_GAP_H
 #define SW_INIT_GAP_H
 
-#include "ext/shared/compat.h"
+#include "ext/tracer/frame_compat.h"
 
 /* Adds init_gap_begin / init_gap_end and the gap's sys.monitoring
  * callbacks to _native.hooks. Returns 0, or -1 with an exception set. */

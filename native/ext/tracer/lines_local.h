@@ -7,7 +7,7 @@
 #ifndef SW_LINES_LOCAL_H
 #define SW_LINES_LOCAL_H
 
-#include "ext/shared/compat.h"
+#include "ext/tracer/frame_compat.h"
 
 /* Adds lines_local_begin, lines_codes and lines_local_end to
  * _native.hooks. Returns 0, or -1 with an exception set. */

@@ -6,7 +6,7 @@
 #ifndef SW_OBJECTS_H
 #define SW_OBJECTS_H
 
-#include "ext/shared/compat.h"
+#include "ext/tracer/frame_compat.h"
 
 /* Wraps the slots of every Python class (on), or restores every slot
  * wrapped (off); nothing when already so. Called by the switching owner

@@ -12,7 +12,7 @@
 #ifndef SW_SESSION_H
 #define SW_SESSION_H
 
-#include "ext/shared/compat.h"
+#include "ext/tracer/frame_compat.h"
 #include "ext/shared/tstate.h"
 
 #include "base/base.h"

@@ -6,7 +6,7 @@
 #ifndef SW_SWITCH_H
 #define SW_SWITCH_H
 
-#include "ext/shared/compat.h"
+#include "ext/tracer/frame_compat.h"
 
 #include <stdint.h>
 

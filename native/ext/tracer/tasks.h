@@ -8,7 +8,7 @@
 #ifndef SW_TASKS_H
 #define SW_TASKS_H
 
-#include "ext/shared/compat.h"
+#include "ext/tracer/frame_compat.h"
 #include "ext/shared/tstate.h"
 
 /* The thread records its first frame since a new task was switched in

@@ -5,7 +5,7 @@
 #ifndef SW_TRACE_API_H
 #define SW_TRACE_API_H
 
-#include "ext/shared/compat.h"
+#include "ext/tracer/frame_compat.h"
 
 /* Returns 0, or -1 with an exception set. */
 int sw_trace_api_add_to_module(PyObject *m);

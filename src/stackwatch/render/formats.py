@@ -82,7 +82,7 @@ def _title(path, trees):
 
 
 def _render(name, path, trees, write):
-    """`trees` in format `name`, rendered in C (native/ext/sampler/render.c)
+    """`trees` in format `name`, rendered in C (native/ext/profile/render.c)
     and given to write(bytes) a piece at a time as it is written."""
     pids = trees.pids or [0] * len(trees.threads)
     _native.render_trees(name, [(label, tree, pid) for (label, _, tree), pid in zip(trees.threads, pids)],
