@@ -298,6 +298,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     uint64_t steps = 0, max_steps = 2ull * r->lim.max_depth + 64;
     *truncated = 0;
     memset(r->seen, 0, sizeof r->seen);
+    int callee_gen = 0;   /* 3.12+: the frame walked just before is a generator's */
     while (frame) {
         if (++steps > max_steps || n == r->lim.max_depth) {
             *truncated = 1;
@@ -342,6 +343,10 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             }
             if (!previous && !shim && l->owner_cstack != SW_NO_OFFSET)
                 return WALK_TORN;   /* 3.12+: a thread's outermost frame is a shim */
+            if (!previous && shim && callee_gen)
+                return WALK_TORN;   /* a generator resumed from C with no Python caller: one
+                                       whose resumer's shim, on the C stack, was reused since */
+            callee_gen = owner == (unsigned char)l->owner_generator;
             /* (3.13: the __init__ cleanup frame runs no function) */
             internal = !shim && l->frame_func != SW_NO_OFFSET && l->none_addr && u64_at(f, l->frame_func) == l->none_addr;
         }
