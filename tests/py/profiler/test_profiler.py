@@ -438,7 +438,13 @@ def test_stacks_changing_fast_never_crash():
     # still fail: 14-60% measured on this 2-core machine, depending on its
     # load. What must hold: the program never crashes and most rounds on a
     # stable stack succeed (test_shares_* check that failures do not bias).
-    limit = st["samples"] // 20 if sys.version_info >= (3, 11) else st["samples"] * 2 // 3
+    # Before 3.11, since every frame but the leaf is read again after the
+    # walk (issue 20: a stack that cannot be read whole is failed, never
+    # stored mixed), fib's stack, which changes every ~100 ns, is rarely
+    # read whole in a ~25 us walk: 88% of its samples failed in one loaded
+    # run. There, what must hold is that the program never crashes and
+    # some samples still succeed.
+    limit = st["samples"] // 20 if sys.version_info >= (3, 11) else st["samples"] - 1
     assert st["failed"] <= max(5, limit), st
 
 
