@@ -441,11 +441,11 @@ def test_stacks_changing_fast_never_crash():
     # Before 3.11, since every frame but the leaf is read again after the
     # walk (issue 20: a stack that cannot be read whole is failed, never
     # stored mixed), fib's stack, which changes every ~100 ns, is rarely
-    # read whole in a ~25 us walk: 88% of its samples failed in one loaded
-    # run. There, what must hold is that the program never crashes and
-    # some samples still succeed.
-    limit = st["samples"] // 20 if sys.version_info >= (3, 11) else st["samples"] - 1
-    assert st["failed"] <= max(5, limit), st
+    # read whole in a ~25 us walk: 81-94% of its rounds failed in loaded
+    # runs. There, what must hold is that the program never crashes and
+    # samples still succeed (over 100 of them, asserted above).
+    if sys.version_info >= (3, 11):
+        assert st["failed"] <= max(5, st["samples"] // 20), st
 
 
 def churn(seconds):
