@@ -613,20 +613,15 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
     if (!via_cframe)
         now = u64_at(ts, l->tstate_frame);
     uint64_t rhi = hi > lo && top > hi && top - lo <= WINDOW_MAX ? top : hi;
-    sw_mem_req req[3] = {{lo, r->recheck, rhi > lo ? (size_t)(rhi - lo) : 0, 0},
-                         {leaf - back, r->leaf_again, l->frame_size + back, 0},
-                         {cframe + l->cframe_current_frame, &now, sizeof now, 0}};
-    sw_mem_req *q = req;
+    sw_mem_req req[3];
     size_t nreq = 0;
-    if (rhi > lo)
-        q[nreq++] = req[0];
-    if (gen_leaf)
-        q[nreq++] = req[1];
     if (via_cframe)
-        q[nreq++] = req[2];
-    sw_mem_req batch[3];
-    memcpy(batch, q, nreq * sizeof *q);
-    if (nreq && sw_mem_readv(&r->mem, batch, nreq) != nreq)
+        req[nreq++] = (sw_mem_req){cframe + l->cframe_current_frame, &now, sizeof now, 0};
+    if (rhi > lo)
+        req[nreq++] = (sw_mem_req){lo, r->recheck, (size_t)(rhi - lo), 0};
+    if (gen_leaf)
+        req[nreq++] = (sw_mem_req){leaf - back, r->leaf_again, l->frame_size + back, 0};
+    if (nreq && sw_mem_readv(&r->mem, req, nreq) != nreq)
         return 0;
     /* The frame the thread must be at or above: the leaf, or a generator
      * leaf's caller when the generator yielded since (its caller then ran
