@@ -68,6 +68,15 @@ int sw_mem_write(sw_mem *m, uint64_t addr, const void *buf, size_t len)
     return process_vm_writev(m->pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? SW_OK : SW_EIO;
 }
 
+int sw_mem_read_u64(sw_mem *m, uint64_t addr, uint64_t *value)
+{
+    uint64_t v;
+    if (sw_mem_read(m, addr, &v, sizeof v) != SW_OK)
+        return SW_EIO;
+    *value = v;
+    return SW_OK;
+}
+
 int sw_mem_read(sw_mem *m, uint64_t addr, void *buf, size_t len)
 {
     if (len == 0)

@@ -37,6 +37,9 @@ void sw_mem_close(sw_mem *m);
  * not be read (buf is then undefined). */
 int sw_mem_read(sw_mem *m, uint64_t addr, void *buf, size_t len);
 
+/* Reads the 64-bit word (a pointer, a size) at addr: 0 or SW_EIO. */
+int sw_mem_read_u64(sw_mem *m, uint64_t addr, uint64_t *value);
+
 /* Reads up to len bytes at addr and returns how many were read (0 if the
  * first byte is unreadable). For reading an object of unknown size. */
 size_t sw_mem_read_upto(sw_mem *m, uint64_t addr, void *buf, size_t len);

@@ -11,6 +11,7 @@
  *   linetable.h     line tables decoded
  *   codecache.h     code objects by address
  *   pystack.h       interpreter -> thread states -> frames
+ *   pylocals.h      a frame's local variables
  *   nativestack.h   a thread's native stack, captured in a signal handler
  *   symbols.h       native code addresses to function names
  *   nativemerge.h   native and Python frames as one stack
@@ -31,6 +32,7 @@
 #include "nativemerge.h"
 #include "nativestack.h"
 #include "pending.h"
+#include "pylocals.h"
 #include "pyobj.h"
 #include "pystack.h"
 #include "pystr.h"

@@ -35,6 +35,8 @@ typedef struct sw_pystack_limits {
     uint32_t native;         /* 1: merge each thread's native frames into its stack
                                 (in-process only: nativestack.h; the caller installs
                                 the signal handler) */
+    uint32_t frame_addrs;    /* 1: give each sample the address of each of its frames
+                                (sw_sample.frame_addrs; not with native frames merged) */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {

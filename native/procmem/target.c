@@ -345,6 +345,12 @@ int sw_target_bind_layout(sw_target *t, sw_py_layout *l, uint64_t *interp, sw_ta
     l->str_type = type_addr(t, "PyUnicode_Type", l->str_type);
     l->frame_type = type_addr(t, "PyFrame_Type", l->frame_type);
     l->none_addr = type_addr(t, "_Py_NoneStruct", l->none_addr);
+    l->long_type = type_addr(t, "PyLong_Type", l->long_type);
+    l->bool_type = type_addr(t, "PyBool_Type", l->bool_type);
+    l->float_type = type_addr(t, "PyFloat_Type", l->float_type);
+    l->bytes_type = type_addr(t, "PyBytes_Type", l->bytes_type);
+    l->tuple_type = type_addr(t, "PyTuple_Type", l->tuple_type);
+    l->cell_type = type_addr(t, "PyCell_Type", l->cell_type);
     if (l->runtime_addr)
         l->runtime_addr = t->runtime_addr;
     *interp = 0;

@@ -1,7 +1,10 @@
 """`stackwatch dump PID [--json]`: every thread's Python stack of a running
 process, read from outside (its memory, through the native reader), with
 no change to the process. Text as faulthandler prints it (innermost frame
-first); --json: a list of threads."""
+first); --json: a list of threads. --locals: each frame's local variables,
+read from memory without running code in the process: the repr of simple
+values (None, bool, int, float, str, bytes; cut to LOCALS_REPR_MAX
+characters), the type and address of others."""
 import json
 import sys
 
@@ -9,6 +12,8 @@ from .. import _native
 from ..profiler.session import thread_comm
 
 NAME = "dump"
+
+LOCALS_REPR_MAX = 200   # characters of a value's repr shown; a longer one is cut and ends with "..."
 
 
 def add_parser(subparsers):
@@ -18,12 +23,38 @@ def add_parser(subparsers):
     p.add_argument("--json", action="store_true", help="a JSON list of threads (name: Python's, os_name: the "
                                                        "kernel's, native_id, gil, state, frames: function, "
                                                        "file, line; innermost first)")
+    p.add_argument("--locals", action="store_true", help="each frame's local variables, read from memory (the "
+                                                         "repr of None, bool, int, float, str and bytes values, "
+                                                         "the type and address of others)")
     return p
 
 
-def threads_of(pid):
+def local_of(name, kind, type_name, address, value, truncated):
+    """One variable as --json prints it: name, type, address, repr."""
+    if kind == "value":
+        text = repr(value)
+        if truncated or len(text) > LOCALS_REPR_MAX:
+            text = text[:LOCALS_REPR_MAX] + "..."
+    elif kind == "other":
+        text = f"<{type_name} object at {address:#x}>"
+    else:
+        text = f"<unreadable object at {address:#x}>"
+    return {"name": name, "type": type_name, "address": address, "repr": text}
+
+
+def frame_of(qualname, file, line, local_vars, with_locals):
+    """One frame as --json prints it."""
+    # faulthandler's function is the code's name, the last part of its qualified name
+    f = {"function": qualname.rsplit(".", 1)[-1], "qualname": qualname, "file": file, "line": line}
+    if with_locals:
+        # None: the frame's variables could not be read
+        f["locals"] = None if local_vars is None else [local_of(*v) for v in local_vars]
+    return f
+
+
+def threads_of(pid, with_locals=False):
     """The threads of process pid, each a dict as --json prints it."""
-    dump = _native.dump_process(pid)
+    dump = _native.dump_process(pid, locals=with_locals)
     out = []
     for t in dump["threads"]:
         os_name = thread_comm(pid, t["native_id"]) if t["native_id"] else None
@@ -36,9 +67,7 @@ def threads_of(pid):
             "gil": t["gil"],
             "state": t["state"],
             "failed": t["failed"],
-            # faulthandler's function is the code's name, the last part of its qualified name
-            "frames": [{"function": qualname.rsplit(".", 1)[-1], "qualname": qualname, "file": file, "line": line}
-                       for qualname, file, line in t["frames"]],
+            "frames": [frame_of(*f, with_locals) for f in t["frames"]],
         })
     return dump, out
 
@@ -63,12 +92,16 @@ def format_text(dump, threads):
             lines.append("  <the stack could not be read: it changed while read>")
         for f in t["frames"]:
             lines.append(f'  File "{f["file"]}", line {f["line"]} in {f["function"]}')
+            if f.get("locals") is None and "locals" in f:
+                lines.append("    <its variables could not be read>")
+            for v in f.get("locals") or ():
+                lines.append(f"    {v['name']} = {v['repr']}")
     return "\n".join(lines) + "\n"
 
 
 def run(args):
     try:
-        dump, threads = threads_of(args.pid)
+        dump, threads = threads_of(args.pid, args.locals)
     except (OSError, ValueError, RuntimeError) as e:
         print(f"stackwatch: error: {e}", file=sys.stderr)
         return 1

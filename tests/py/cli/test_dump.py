@@ -1,7 +1,8 @@
 """`stackwatch dump PID`: every thread's stack read from outside equals
 what faulthandler writes inside the target at the same parked point (same
-threads in the same order, same frames); every bad input is one line and
-a non-zero exit."""
+threads in the same order, same frames), and with --locals each frame's
+variables equal what the target saw of its own (repr, type, id); every
+bad input is one line and a non-zero exit."""
 import glob
 import json
 import os
@@ -50,6 +51,9 @@ class Parked:
         _, minor, names = line.split(" ", 2)
         self.minor, self.names = int(minor), {int(k): v for k, v in json.loads(names).items()}
         line = self.p.stdout.readline()
+        assert line.startswith("locals "), line
+        self.locals = json.loads(line[len("locals "):])
+        line = self.p.stdout.readline()
         assert line.startswith("ready "), line
         self.native_ids = {int(k): v for k, v in json.loads(line[len("ready "):]).items()}
         self.pid = self.p.pid
@@ -88,12 +92,46 @@ def pyenv_pythons(minors):
     return found
 
 
+SIMPLE = {"NoneType", "bool", "int", "float", "str", "bytes"}
+LOCALS_REPR_MAX = 200   # stackwatch.cli.dump's
+
+
+def check_locals(parked, threads):
+    """Each parked function's variables, as `dump --locals` read them, equal
+    the target's own view of them as it parked: the same names, the repr
+    of simple values (cut as dump cuts it), the type and id of others."""
+    program = os.path.join(PROGRAMS, "parked_threads.py")
+    checked = set()
+    for t in threads:
+        for f in t["frames"]:
+            if f["file"] != program:
+                continue
+            if f["function"] == "<module>":
+                assert f["locals"] == []   # its variables are the module's dict, not read
+                continue
+            own = parked.locals[f["function"]]
+            got = {v["name"]: v for v in f["locals"]}
+            assert set(got) == set(own), f["function"]
+            for name, (type_name, ident, text) in own.items():
+                v = got[name]
+                assert v["type"].rsplit(".", 1)[-1] == type_name, (name, v)
+                assert v["address"] == ident, (name, v)
+                if type_name in SIMPLE:
+                    cut = text if len(text) <= LOCALS_REPR_MAX else text[:LOCALS_REPR_MAX] + "..."
+                    assert v["repr"] == cut, name
+                else:
+                    assert v["repr"] == f"<{v['type']} object at {ident:#x}>"
+            checked.add(f["function"])
+    assert checked == set(parked.locals), checked
+
+
 def check_dump_equals_faulthandler(parked):
-    """`dump --json` and the text form against the target's faulthandler
-    dump, at the same parked point; returns the threads."""
+    """`dump --json --locals` and the text form against the target's
+    faulthandler dump, at the same parked point, and the variables against
+    the target's own view of them; returns the threads."""
     expected = parse_faulthandler(parked.faulthandler())
     assert len(expected) == 4 and all(frames for _, frames in expected)
-    r = run(["dump", str(parked.pid), "--json"])
+    r = run(["dump", str(parked.pid), "--json", "--locals"])
     assert r.returncode == 0, r.stderr
     threads = json.loads(r.stdout)
     got = [(t["thread_id"], [(f["function"], f["file"], f["line"]) for f in t["frames"]]) for t in threads]
@@ -104,6 +142,7 @@ def check_dump_equals_faulthandler(parked):
         # Python's names, read from threading._active in the target's memory (3.11+), else the kernel's
         assert t["name"] == (parked.names[t["thread_id"]] if parked.minor >= 11 else t["os_name"])
         assert t["state"] == "idle" and t["gil"] is False and t["failed"] is False   # all parked, GIL released
+    check_locals(parked, threads)
     text = run(["dump", str(parked.pid)])
     assert text.returncode == 0, text.stderr
     assert [line for line in text.stdout.splitlines() if line.startswith("  File ")] == \
@@ -151,11 +190,13 @@ def test_dump_313_through_its_debug_offsets(tmp):
     p = Parked(sorted(pythons.values())[-1], tmp)
     try:
         expected = parse_faulthandler(p.faulthandler())
-        dump = _native.dump_process(p.pid, layout="debug_offsets")
+        dump = _native.dump_process(p.pid, layout="debug_offsets", locals=True)
         assert dump["layout"] == "debug_offsets"
-        got = [(t["thread_id"], [(q.rsplit(".", 1)[-1], f, line) for q, f, line in t["frames"]])
+        got = [(t["thread_id"], [(q.rsplit(".", 1)[-1], f, line) for q, f, line, _ in t["frames"]])
                for t in dump["threads"]]
         assert got == expected
+        from stackwatch.cli.dump import frame_of   # its localsplus and co_localsplusnames offsets too
+        check_locals(p, [{"frames": [frame_of(*f, True) for f in t["frames"]]} for t in dump["threads"]])
         assert {t["native_id"] for t in dump["threads"]} == set(p.native_ids.values())
         assert {t["thread_id"]: t["name"] for t in dump["threads"]} == p.names   # its imports.modules offset too
     finally:
