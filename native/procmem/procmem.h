@@ -18,11 +18,13 @@
  *   threadstate.h   what each OS thread is doing, and its CPU time
  *   sampler_loop.h  the sampling thread
  *   target.h        the process read: its interpreter file, _PyRuntime, version
+ *   coremem.h       the memory of a core file's process
  */
 #ifndef SW_PROCMEM_H
 #define SW_PROCMEM_H
 
 #include "codecache.h"
+#include "coremem.h"
 #include "debug_offsets.h"
 #include "freeze.h"
 #include "layout.h"

@@ -91,8 +91,9 @@ static uint64_t u64_at(const unsigned char *p, uint32_t off)
     return v;
 }
 
-sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
-                           uint64_t probe_addr, size_t probe_len, char *err, size_t errlen)
+/* A reader with everything but its memory. */
+static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
+                               char *err, size_t errlen)
 {
     if (sw_layout_validate(l, err, errlen) != SW_OK)
         return NULL;
@@ -156,10 +157,31 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
         sw_pystack_free(r);
         return NULL;
     }
-    if (sw_mem_open(&r->mem, pid, probe_addr, probe_len, err, errlen) != SW_OK) {
+    return r;
+}
+
+sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
+                           uint64_t probe_addr, size_t probe_len, char *err, size_t errlen)
+{
+    sw_pystack *r = make_reader(l, pid, interp_addr, lim, err, errlen);
+    if (r && sw_mem_open(&r->mem, pid, probe_addr, probe_len, err, errlen) != SW_OK) {
+        r->mem.fd = -1;
         sw_pystack_free(r);
         return NULL;
     }
+    return r;
+}
+
+sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, uint64_t interp_addr,
+                                const sw_pystack_limits *lim, char *err, size_t errlen)
+{
+    if (lim->thread_states || lim->native) {
+        snprintf(err, errlen, "a core file has no threads to probe or signal");
+        return NULL;
+    }
+    sw_pystack *r = make_reader(l, 0, interp_addr, lim, err, errlen);
+    if (r)
+        sw_mem_open_core(&r->mem, core);
     return r;
 }
 
@@ -504,13 +526,11 @@ static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts
 {
     s->state = SW_STATE_UNKNOWN;
     s->cpu_ns = SW_NO_CPU;
-    if (!r->states)
-        return;
     uint32_t tid = kernel_tid(r, ts);
-    if (!tid && !s->thread_id)
-        return;   /* a thread state not bound to its thread yet (it is starting) */
     if (tid && !s->native_tid)
         s->native_tid = tid;
+    if (!r->states || (!tid && !s->thread_id))
+        return;   /* (no tid nor ident: a thread state not bound to its thread yet, it is starting) */
     uint64_t lo = r->gil_addr, hi = r->gil_addr ? r->gil_addr + r->l.gil_size : 0;
     s->state = sw_threadstate_probe(r->states, tid, r->st.rounds, lo, hi, &s->cpu_ns);
     r->st.state_unknown += s->state == SW_STATE_UNKNOWN;

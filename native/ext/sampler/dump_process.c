@@ -168,11 +168,11 @@ static int add_python_names(sw_target *t, const sw_py_layout *l, uint64_t interp
 static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"pid", "max_depth", "layout", "locals", NULL};
+    static char *kwlist[] = {"pid", "max_depth", "layout", "locals", "core", "exe", NULL};
     int pid, locals = 0;
     unsigned int max_depth = 1024;
-    const char *layout = "auto";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Isp", kwlist, &pid, &max_depth, &layout, &locals))
+    const char *layout = "auto", *core = NULL, *exe = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Ispzz", kwlist, &pid, &max_depth, &layout, &locals, &core, &exe))
         return NULL;
     if (strcmp(layout, "auto") != 0 && strcmp(layout, "debug_offsets") != 0) {
         PyErr_SetString(PyExc_ValueError, "layout must be 'auto' or 'debug_offsets'");
@@ -183,15 +183,18 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
     sw_py_layout l;
     const char *used = "";
     uint64_t interp;
-    if (sw_target_open_bound(pid, layout, &t, &l, &interp, &used) < 0)
+    if ((core ? sw_target_open_core_bound(core, exe, layout, &t, &l, &interp, &used)
+              : sw_target_open_bound(pid, layout, &t, &l, &interp, &used)) < 0)
         return NULL;
+    pid = t.pid;
     if (locals && sw_pylocals_usable(&l, err, sizeof err) != SW_OK) {
         sw_target_close(&t);
         return sw_target_raise(SW_TARGET_UNSUPPORTED, err);
     }
     sw_pystack_limits lim = {.max_threads = 4096, .max_depth = max_depth, .max_codes = 65536, .code_ttl = 0,
-                             .thread_states = 1, .lines = 1, .native = 0, .frame_addrs = (uint32_t)locals};
-    sw_pystack *r = sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
+                             .thread_states = !core, .lines = 1, .native = 0, .frame_addrs = (uint32_t)locals};
+    sw_pystack *r = core ? sw_pystack_new_core(&l, t.core, interp, &lim, err, sizeof err)
+                         : sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
     if (!r) {
         sw_target_close(&t);
         return sw_target_raise(SW_TARGET_FAILED, err);
@@ -238,7 +241,9 @@ static PyMethodDef methods[] = {
      "3.11); layout='debug_offsets' reads a 3.13 target through its debug offsets; locals: None, or with "
      "locals=True each frame's variables [(name, kind, type name, address, value, truncated)], kind 'value' "
      "(value: a None, bool, int, float, str or bytes made here), 'other' or 'unreadable' (None where the frame's "
-     "could not be read)"},
+     "could not be read); core='FILE' (pid then ignored) reads the process of that core file instead (gdb's gcore, "
+     "or a crash's), exe the python that ran (for a core of another machine or files changed since): no thread "
+     "states there (state 'unknown', gil False)"},
     {NULL, NULL, 0, NULL},
 };
 

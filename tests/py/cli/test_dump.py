@@ -329,3 +329,77 @@ def test_dump_running_thread_holds_the_gil():
         p.kill()
         p.wait()
         p.stdout.close()
+
+
+ONE_PYTHON = pytest.mark.skipif(sys.version_info[:2] != (3, 12), reason="a slow case: run on one Python (3.12)")
+
+
+def gcore(pid, prefix):
+    """A core file of the running process pid, written by gdb's gcore."""
+    tool = shutil.which("gcore")
+    if tool is None:
+        missing("gcore is missing (gdb: scripts/install-deps.sh installs it)")
+    r = subprocess.run([tool, "-o", str(prefix), str(pid)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return prefix.with_name(f"{prefix.name}.{pid}")
+
+
+def comparable(threads):
+    """Threads without what only a live process has (the kernel's view of
+    each thread: its state, whether it holds the GIL, its OS name)."""
+    return [{k: v for k, v in t.items() if k not in ("state", "gil", "os_name")} for t in threads]
+
+
+@needs_sampler
+@ONE_PYTHON
+def test_dump_core_equals_dump_of_the_process(tmp):
+    """`dump --core` of a gcore of the parked program equals `dump PID` of
+    it (threads, frames, variables), and so faulthandler's dump. Its
+    libpython is a copy in a folder of its own; replaced after the core
+    was written, the core names what differs and asks for --exe, which
+    then finds the Python that ran (its ../lib) by build id."""
+    libpython = f"libpython{sys.version_info[0]}.{sys.version_info[1]}.so.1.0"
+    real = os.path.join(sys.base_prefix, "lib", libpython)
+    if not os.path.exists(real):
+        missing(f"no shared {libpython} next to this Python")
+    lib = tmp / "lib"
+    lib.mkdir()
+    shutil.copy(real, lib / libpython)
+    p = Parked(sys.executable, tmp, env=dict(os.environ, LD_LIBRARY_PATH=str(lib)))
+    try:
+        check_dump_equals_faulthandler(p)
+        live = run(["dump", str(p.pid), "--json", "--locals"])
+        assert live.returncode == 0, live.stderr
+        core = gcore(p.pid, tmp / "core")
+        r = run(["dump", "--core", str(core), "--json", "--locals"])
+        assert r.returncode == 0, r.stderr
+        threads = json.loads(r.stdout)
+        assert comparable(threads) == comparable(json.loads(live.stdout))
+        assert all(t["state"] == "unknown" and t["os_name"] is None for t in threads)
+        text = run(["dump", "--core", str(core)])
+        assert text.returncode == 0, text.stderr
+        assert text.stdout.startswith(f"Process {p.pid} (core file {core}): Python ")
+        assert [line for line in text.stdout.splitlines() if line.startswith("  File ")] == \
+            [line for line in p.fh.read_text().splitlines() if line.startswith("  File ")]
+        # The library is replaced (a new file: the process keeps the old one's pages).
+        os.unlink(lib / libpython)
+        shutil.copy(shutil.which("true"), lib / libpython)
+        line = one_line_error(run(["dump", "--core", str(core)]), f"the core's {lib / libpython} (build id ",
+                              "is not the file here", "name the Python that ran with --exe")
+        exe = os.path.join(sys.base_prefix, "bin", os.path.basename(os.path.realpath(sys.executable)))
+        again = run(["dump", "--core", str(core), "--exe", exe, "--json", "--locals"])
+        assert again.returncode == 0, (line, again.stderr)
+        assert comparable(json.loads(again.stdout)) == comparable(threads)
+    finally:
+        p.stop()
+
+
+def test_dump_core_bad_input(tmp):
+    """Not a core file, no such file, or a pid and --core both: one line."""
+    one_line_error(run(["dump", "--core", sys.executable]), "not a core file")
+    text = tmp / "notes.txt"
+    text.write_text("not an ELF file at all\n")
+    one_line_error(run(["dump", "--core", str(text)]), "not an ELF file")
+    one_line_error(run(["dump", "--core", str(tmp / "missing")]), "No such file")
+    r = run(["dump", "1", "--core", str(text)])
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
