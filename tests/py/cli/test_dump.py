@@ -335,9 +335,6 @@ def test_dump_running_thread_holds_the_gil():
         p.stdout.close()
 
 
-ONE_PYTHON = pytest.mark.skipif(sys.version_info[:2] != (3, 12), reason="a slow case: run on one Python (3.12)")
-
-
 def gcore(pid, prefix):
     """A core file of the running process pid, written by gdb's gcore."""
     tool = shutil.which("gcore")
@@ -355,7 +352,7 @@ def comparable(threads):
 
 
 @needs_sampler
-@ONE_PYTHON
+@pytest.mark.versions("3.12")   # seconds (gcore); the core reader is the live one's over other bytes
 def test_dump_core_equals_dump_of_the_process(tmp):
     """`dump --core` of a gcore of the parked program equals `dump PID` of
     it (threads, frames, variables), and so faulthandler's dump. Its
@@ -398,6 +395,7 @@ def test_dump_core_equals_dump_of_the_process(tmp):
         p.stop()
 
 
+@pytest.mark.versions("3.12")
 def test_dump_core_bad_input(tmp):
     """Not a core file, no such file, or a pid and --core both: one line."""
     one_line_error(run(["dump", "--core", sys.executable]), "not a core file")
