@@ -377,11 +377,15 @@ def test_dump_core_equals_dump_of_the_process(tmp):
         threads = json.loads(r.stdout)
         assert comparable(threads) == comparable(json.loads(live.stdout))
         assert all(t["state"] == "unknown" and t["os_name"] is None for t in threads)
-        text = run(["dump", "--core", str(core)])
+        text = run(["dump", "--core", str(core), "--locals"])
         assert text.returncode == 0, text.stderr
         assert text.stdout.startswith(f"Process {p.pid} (core file {core}): Python ")
         assert [line for line in text.stdout.splitlines() if line.startswith("  File ")] == \
             [line for line in p.fh.read_text().splitlines() if line.startswith("  File ")]
+        # the text form: each variable under its frame, "name = repr"
+        after = re.split(r'parked_threads\.py", line \d+ in run\n', text.stdout)[1]
+        run_frame = after.split("  File ", 1)[0].splitlines()
+        assert "    count = 42" in run_frame and f"    text = {p.locals['run']['text'][2]}" in run_frame
         # The library is replaced (a new file: the process keeps the old one's pages).
         os.unlink(lib / libpython)
         shutil.copy(shutil.which("true"), lib / libpython)
