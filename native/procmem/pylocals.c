@@ -33,6 +33,7 @@ int sw_pylocals_usable(const sw_py_layout *l, char *err, size_t errlen)
         }
     if ((l->frames_kind == SW_FRAMES_OBJECTS) !=
             (l->code_cellvars != SW_NO_OFFSET && l->code_freevars != SW_NO_OFFSET) ||
+        l->ob_type + 8u > l->tuple_items || l->tuple_size + 8u > l->tuple_items || l->long_size + 8u > l->long_digits ||
         l->long_digit_size != 4 || l->long_shift == 0 || l->long_shift > 30 || l->long_non_size_bits > 8 ||
         !l->long_type || !l->bool_type || !l->float_type || !l->bytes_type || !l->tuple_type || !l->cell_type ||
         !l->str_type || !l->none_addr) {
@@ -47,8 +48,7 @@ int sw_pylocals_usable(const sw_py_layout *l, char *err, size_t errlen)
 static long tuple_items(sw_mem *m, const sw_py_layout *l, uint64_t addr, uint64_t *items, uint32_t cap)
 {
     unsigned char h[SW_LAYOUT_MAX_READ];
-    uint32_t head = l->tuple_items > l->tuple_size + 8 ? l->tuple_items : l->tuple_size + 8;
-    if (!addr || sw_mem_read(m, addr, h, head) != SW_OK)
+    if (!addr || sw_mem_read(m, addr, h, l->tuple_items) != SW_OK)   /* (usable: the header lies before the items) */
         return SW_EIO;
     int64_t n = (int64_t)u64_at(h + l->tuple_size);
     if (u64_at(h + l->ob_type) != l->tuple_type || n < 0)
