@@ -1368,11 +1368,48 @@ static unsigned peek_exit(const sw_trace *t, replay *r, sw_cursor c, uint64_t n)
     }
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Checks the entries of a TASK_FRAMES payload (c after its `n`): each
+ * one's frames are there and are code ids, no entry names the running
+ * task, and no task is listed twice. */
+static int task_frames_check(sw_cursor c, uint64_t running, uint64_t n)
+{
+    if (n > (uint64_t)(c.end - c.p) / 2)   /* an entry takes 2 bytes at least */
+        return SW_EFORMAT;
+    uint64_t *tasks = malloc((size_t)(n ? n : 1) * sizeof *tasks);
+    if (!tasks)
+        return SW_ENOMEM;
+    int rc = SW_OK;
+    for (uint64_t k = 0; k < n && !rc; k++) {
+        uint64_t depth = 0, id;
+        if (sw_cur_varint(&c, &tasks[k]) || sw_cur_varint(&c, &depth) || depth > (uint64_t)(c.end - c.p) ||
+            tasks[k] == running)
+            rc = SW_EFORMAT;
+        for (uint64_t d = 0; d < depth && !rc; d++)
+            if (sw_cur_varint(&c, &id) || id > UINT32_MAX)
+                rc = SW_EFORMAT;
+    }
+    if (!rc && n > 1) {
+        qsort(tasks, (size_t)n, sizeof *tasks, cmp_u64);
+        for (uint64_t k = 1; k < n && !rc; k++)
+            if (tasks[k] == tasks[k - 1])
+                rc = SW_EFORMAT;
+    }
+    free(tasks);
+    return rc;
+}
+
 /* A chunk read after a gap (or alone): its TASK_FRAMES chunk (format 1.7),
  * when it has one, says which task ran when it started (the one whose
  * frames its prefix lists) and the other tasks' open frames, which are
  * opened (synthetic calls) for the callback's task. A TASK_FRAMES chunk
- * that cannot be read or does not parse is taken as none. */
+ * that cannot be read or does not parse is taken as none, the whole of it
+ * (checked before any of it is used). */
 static int task_frames_load(sw_trace *t, replay *r, uint64_t seq)
 {
     const chunk_ref *ref = NULL;
@@ -1384,21 +1421,21 @@ static int task_frames_load(sw_trace *t, replay *r, uint64_t seq)
     if (!ref || chunk_payload(t, ref, &r->ahead, &c) || sw_cur_varint(&c, &index) || sw_cur_varint(&c, &s) ||
         sw_cur_varint(&c, &running) || sw_cur_varint(&c, &n))
         return 0;
+    int rc = task_frames_check(c, running, n);
+    if (rc)
+        return rc == SW_ENOMEM ? rc : 0;
     r->running = running;
-    for (uint64_t k = 0; k < n; k++) {
-        uint64_t task, depth, id;
-        if (sw_cur_varint(&c, &task) || sw_cur_varint(&c, &depth) || depth > (uint64_t)(c.end - c.p) || task == running)
-            return 0;
+    for (uint64_t k = 0; k < n && !rc; k++) {
+        uint64_t task = 0, depth = 0, id = 0;
+        sw_cur_varint(&c, &task);   /* checked above */
+        sw_cur_varint(&c, &depth);
         task_frames f = {task, NULL, NULL, 0, 0, 0};
         task_frames_swap(r, &f);   /* f holds the running task's frames now */
-        int rc = 0, bad = 0;
-        for (uint64_t d = 0; d < depth && !rc && !bad; d++) {
-            if (sw_cur_varint(&c, &id) || id > UINT32_MAX)
-                bad = 1;
-            else
-                rc = push(r, (uint32_t)id);
+        for (uint64_t d = 0; d < depth && !rc; d++) {
+            sw_cur_varint(&c, &id);
+            rc = push(r, (uint32_t)id);
         }
-        if (!rc && !bad)
+        if (!rc)
             rc = task_frames_emit(r, 1);
         task_frames_swap(r, &f);   /* f holds the task's frames */
         task_frames *g = f.depth ? sw_array_grow(r->tasks, &r->tasks_cap, r->ntasks + 1, sizeof *g, 8) : NULL;
@@ -1411,10 +1448,8 @@ static int task_frames_load(sw_trace *t, replay *r, uint64_t seq)
             if (f.depth && !rc)
                 rc = SW_ENOMEM;
         }
-        if (rc || bad)
-            return rc;
     }
-    return 0;
+    return rc;
 }
 
 /* Replays one chunk. gap: the previous chunk of the thread was not read
