@@ -1122,78 +1122,6 @@ static int pop(replay *r, int kind, int synthetic)
     return emit(r, kind, r->stack[r->depth], seen_depth(r), synthetic);
 }
 
-/* Reads a str of an EXT payload into buf (cut at SW_EXT_STR_MAX bytes, on
- * a character boundary). */
-static int get_ext_str(sw_cursor *c, char *buf)
-{
-    uint64_t n;
-    buf[0] = 0;
-    if (sw_cur_varint(c, &n) || n > (uint64_t)(c->end - c->p))
-        return SW_ETRUNC;
-    size_t k = n > SW_EXT_STR_MAX ? SW_EXT_STR_MAX : (size_t)n;
-    if (k < n)  /* do not end inside a UTF-8 sequence */
-        while (k > 0 && (c->p[k] & 0xc0) == 0x80)
-            k--;
-    memcpy(buf, c->p, k);
-    buf[k] = 0;
-    c->p += n;
-    return SW_OK;
-}
-
-/* Decodes one field of an EXT payload, of type `type` (SW_FT_*), into its
- * slot of x (SW_SLOT_*). Returns nonzero when the payload ends first (or
- * a code id is out of range). Called with constants, from the rows. */
-SW_INLINE int decode_field(sw_cursor *c, char *s1, char *s2, sw_ext *x, unsigned type, unsigned slot)
-{
-    if (type == SW_FT_STR)
-        return get_ext_str(c, slot == SW_SLOT_S1 ? s1 : s2);
-    uint64_t v;
-    if (sw_cur_varint(c, &v))
-        return 1;
-    if (type == SW_FT_SIGNED)
-        v = (uint64_t)sw_unzigzag(v);
-    switch (slot) {
-    case SW_SLOT_CODE:
-        if (v >= SW_EXT_NO_CODE)
-            return 1;
-        x->code = (uint32_t)v;
-        break;
-    case SW_SLOT_LINE: x->line = v; break;
-    case SW_SLOT_A: x->a = v; break;
-    case SW_SLOT_B: x->b = v; break;
-    default: x->c = v; break;
-    }
-    return 0;
-}
-
-/* Decodes the payload of an EXT event of a kind with a row (records.h)
- * into x, its fields in order into their slots: one case per row, made
- * from the row. A payload shorter than the kind's fields sets
- * x->malformed; bytes after them are ignored (room for fields a newer
- * minor version adds). */
-#define SW_X_DECODE_FIELD_(f, type, slot) &&!decode_field(&c, s1, s2, x, SW_FT_##type, SW_SLOT_##slot)
-#define SW_X_DECODE_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)       \
-    case n:                                                                                            \
-        bad = !(1 __VA_ARGS__);                                                                        \
-        break;
-static void decode_ext_into(char *s1, char *s2, uint32_t kind, const uint8_t *p, size_t len, sw_ext *x)
-{
-    memset(x, 0, sizeof *x);
-    sw_cursor c = {p, p + len};
-    x->kind = kind;
-    x->code = SW_EXT_NO_CODE;
-    s1[0] = s2[0] = 0;
-    x->s1 = s1;
-    x->s2 = s2;
-    int bad = 0;
-    switch (kind) {
-        SW_RECORD_KINDS(SW_X_DECODE_KIND_, SW_X_DECODE_FIELD_)
-    default:
-        break;
-    }
-    x->malformed = bad != 0;
-}
-
 /* Exchanges the running task's frames with k's. */
 static void task_frames_swap(replay *r, task_frames *k)
 {
@@ -1550,7 +1478,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                     return rc;
             } else if (kind == SW_EXT_TASK_SWITCH) {
                 sw_ext x;
-                decode_ext_into(r->s1, r->s2, (uint32_t)kind, c.p, (size_t)len, &x);
+                sw_record_decode((uint32_t)kind, c.p, (size_t)len, r->s1, r->s2, &x);
                 if (!x.malformed && (rc = task_switch(r, x.a, x.b)))
                     return rc;
             } else if (kind == SW_EXT_TEARDOWN) {
@@ -1565,7 +1493,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                 }
             } else if ((r->flags & SW_REPLAY_EXT) && (rk = sw_record_kind_of(kind)) && rk->shape != SW_RS_REPLAY) {
                 sw_ext x;
-                decode_ext_into(r->s1, r->s2, (uint32_t)kind, c.p, (size_t)len, &x);
+                sw_record_decode((uint32_t)kind, c.p, (size_t)len, r->s1, r->s2, &x);
                 sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};
                 if (r->running == r->want && (rc = r->fn(r->ud, &ev)))
                     return rc;
@@ -1893,7 +1821,7 @@ int sw_trec_cursor_next(sw_trec_cursor *c, sw_trace_trec *out)
         const sw_record_kind *k = sw_record_kind_of(r.kind);
         if (!k || k->shape == SW_RS_REPLAY)
             continue;   /* a newer minor version's kind: skipped */
-        decode_ext_into(c->s1, c->s2, (uint32_t)r.kind, r.payload, (size_t)r.len, &c->x);
+        sw_record_decode((uint32_t)r.kind, r.payload, (size_t)r.len, c->s1, c->s2, &c->x);
         int64_t ns = sw_unzigzag(r.zt);
         const int64_t lim = (int64_t)1 << 61;
         out->t_ns = ns > lim ? lim : ns < -lim ? -lim : ns;
