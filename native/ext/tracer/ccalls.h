@@ -2,14 +2,17 @@
  * ccalls.h - calls of builtin and extension functions as C_CALL / C_RETURN
  * events (ccalls.c): recorded into the file (--c-calls) and handed to the
  * dispatch layer's other consumers. 3.12+: sys.monitoring CALL / C_RETURN /
- * C_RAISE callbacks; 3.9-3.11: the C profile hook of every thread.
+ * C_RAISE callbacks; 3.9-3.11: the C profile hook of every thread, which
+ * on 3.9-3.12 also hands Cython's profiled functions to cython_frames.c
+ * (--cython).
  */
 #ifndef SW_CCALLS_H
 #define SW_CCALLS_H
 
 #include "ext/shared/tstate.h"
 
-/* 3.9-3.11: the hook on this thread (it attaches to the session, or the
+/* 3.9-3.12: the hook on this thread when C calls (3.9-3.11) or Cython's
+ * functions are wanted (it attaches to the session, or the
  * frame hook meets it first); nothing on 3.12+. */
 void sw_ccalls_thread_attach(sw_tstate *t);
 /* 3.9-3.11: the hook on every thread while C-call events are wanted (the

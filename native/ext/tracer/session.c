@@ -178,7 +178,7 @@ int sw_thread_attach(sw_tstate *t)
     t->name_pending = 1;
     t->name_tries = 0;
     sw_recursion_attach(t);
-    if (sw_S.c_calls)
+    if (sw_S.c_calls || sw_S.cython)
         sw_ccalls_thread_attach(t);
     lookup_name(t, PyThread_get_thread_ident());
     if (sw_S.key_made)
@@ -388,6 +388,7 @@ int sw_session_start(const sw_start_opts *o)
     sw_S.nfilters = (inc != NULL) + (exc != NULL);
     sw_S.max_depth = o->max_depth;
     sw_S.c_calls = o->c_calls;
+    sw_S.cython = o->cython;
     sw_S.next_code = 0;
     sw_hook_error_reset();
     /* META carries the time shift the writer uses. */

@@ -1,0 +1,95 @@
+"""`stackwatch run --cython`: a Cython module compiled with profile=True
+(real Cython from PyPI, built here) shows its functions as frames with
+their .pyx file and line, nested among the Python frames exactly as its
+pure-Python twin's (the same source run as Python) are. On every version:
+each reaches stackwatch another way (the C profile function on 3.9-3.12,
+sys.monitoring on 3.13).
+
+The module is compiled once per Python and Cython version (a few seconds)
+and kept under build/cython/, so the test costs well under a second
+afterwards."""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+from conftest import PROGRAMS, ROOT, missing, run
+
+SOURCE = os.path.join(PROGRAMS, "cython")
+
+
+def build_module():
+    """The folder holding cyprog (compiled from tests/programs/cython/cyprog.pyx
+    with profile=True), cyprog_twin.py (the same text) and driver.py."""
+    try:
+        import Cython
+    except ImportError:
+        missing("Cython is not installed (scripts/venv.sh installs it)")
+    with open(os.path.join(SOURCE, "cyprog.pyx"), "rb") as f:
+        text = f.read()
+    key = "%d.%d-%s-%s" % (sys.version_info[:2] + (Cython.__version__, hashlib.sha256(text).hexdigest()[:12]))
+    out = os.path.join(ROOT, "build", "cython", key)
+    so = os.path.join(out, "cyprog" + sysconfig.get_config_var("EXT_SUFFIX"))
+    if not os.path.exists(so):
+        cc = shutil.which(os.environ.get("CC", "cc"))
+        if not cc:
+            missing("no C compiler (cc) to build the Cython module")
+        tmp = out + ".tmp%d" % os.getpid()
+        os.makedirs(tmp, exist_ok=True)
+        shutil.copy(os.path.join(SOURCE, "cyprog.pyx"), tmp)
+        subprocess.run([sys.executable, "-m", "cython", "-3", "cyprog.pyx", "-o", "cyprog.c"], cwd=tmp,
+                       check=True, capture_output=True)
+        subprocess.run([cc, "-shared", "-fPIC", "-O1", "-w", "-I" + sysconfig.get_paths()["include"],
+                        "cyprog.c", "-o", os.path.basename(so)], cwd=tmp, check=True, capture_output=True)
+        shutil.copy(os.path.join(SOURCE, "cyprog.pyx"), os.path.join(tmp, "cyprog_twin.py"))
+        shutil.copy(os.path.join(SOURCE, "driver.py"), tmp)
+        try:
+            os.rename(tmp, out)
+        except OSError:   # built meanwhile by another run
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def main_sequence(path):
+    """The calls and exits under cyprog's main() (it included): [("call",
+    depth below main, name, file's base name, first line) or ("exit",
+    depth)], an exit whether it returned or unwound."""
+    from stackwatch import Trace
+    t = Trace(path)
+    seq, base = [], None
+    for e in t.events(0):
+        if e.kind == 0:
+            c = t.codes[e.code]
+            if base is None and c.name == "main" and "cyprog" in c.filename:
+                base = e.depth
+            if base is not None:
+                seq.append(("call", e.depth - base, c.name, os.path.basename(c.filename), c.firstlineno))
+        elif e.kind in (1, 4) and base is not None:
+            seq.append(("exit", e.depth - base))
+            if e.depth == base:
+                break
+    return seq
+
+
+def test_cython_functions_nest_as_their_pure_python_twin(tmp_path):
+    folder = build_module()
+    traces = {}
+    for name, options, args in (("cython", ["--cython"], []), ("twin", [], ["twin"]), ("off", [], [])):
+        out = str(tmp_path / (name + ".swt"))
+        r = run(["run", "-q", *options, "-o", out, os.path.join(folder, "driver.py"), *args], cwd=folder)
+        assert r.returncode == 0, r.stderr
+        assert ("cyprog_twin.py" in r.stdout) == (name == "twin"), r.stdout
+        traces[name] = main_sequence(out)
+    cy, twin = traces["cython"], traces["twin"]
+    # fib(6) is 25 calls, guarded/fails/leaf 5 + 5 + 5, through 1 with
+    # leaf and the Python callback 3 times each: 47 calls, and main.
+    assert sum(1 for s in twin if s[0] == "call") == 48, twin
+    assert [s if s[0] == "exit" else s[:3] + (s[4],) for s in cy] == \
+           [s if s[0] == "exit" else s[:3] + (s[4],) for s in twin]
+    files = {s[3] for s in cy if s[0] == "call"}
+    assert files == {"cyprog.pyx", "driver.py"}, files   # driver.py: the Python callback
+    assert traces["off"] == []   # without --cython no Cython function is recorded
