@@ -15,6 +15,7 @@
 #include "ext/tracer/recursion.h"
 #include "ext/tracer/attachments.h"
 #include "ext/tracer/kernel_trace.h"
+#include "ext/tracer/native_frames.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -180,6 +181,7 @@ int sw_thread_attach(sw_tstate *t)
     sw_recursion_attach(t);
     if (sw_S.c_calls || sw_S.cython)
         sw_ccalls_thread_attach(t);
+    sw_native_frames_attach(t);
     lookup_name(t, PyThread_get_thread_ident());
     if (sw_S.key_made)
         pthread_setspecific(sw_S.key, t);

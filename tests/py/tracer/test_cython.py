@@ -15,9 +15,7 @@ import subprocess
 import sys
 import sysconfig
 
-import pytest
-
-from conftest import PROGRAMS, ROOT, missing, run
+from conftest import PROGRAMS, built_once, missing, run
 
 SOURCE = os.path.join(PROGRAMS, "cython")
 
@@ -31,27 +29,18 @@ def build_module():
         missing("Cython is not installed (scripts/venv.sh installs it)")
     with open(os.path.join(SOURCE, "cyprog.pyx"), "rb") as f:
         text = f.read()
-    key = "%d.%d-%s-%s" % (sys.version_info[:2] + (Cython.__version__, hashlib.sha256(text).hexdigest()[:12]))
-    out = os.path.join(ROOT, "build", "cython", key)
-    so = os.path.join(out, "cyprog" + sysconfig.get_config_var("EXT_SUFFIX"))
-    if not os.path.exists(so):
-        cc = shutil.which(os.environ.get("CC", "cc"))
-        if not cc:
-            missing("no C compiler (cc) to build the Cython module")
-        tmp = out + ".tmp%d" % os.getpid()
-        os.makedirs(tmp, exist_ok=True)
+
+    def build(tmp, cc):
         shutil.copy(os.path.join(SOURCE, "cyprog.pyx"), tmp)
         subprocess.run([sys.executable, "-m", "cython", "-3", "cyprog.pyx", "-o", "cyprog.c"], cwd=tmp,
                        check=True, capture_output=True)
         subprocess.run([cc, "-shared", "-fPIC", "-O1", "-w", "-I" + sysconfig.get_paths()["include"],
-                        "cyprog.c", "-o", os.path.basename(so)], cwd=tmp, check=True, capture_output=True)
+                        "cyprog.c", "-o", "cyprog" + sysconfig.get_config_var("EXT_SUFFIX")],
+                       cwd=tmp, check=True, capture_output=True)
         shutil.copy(os.path.join(SOURCE, "cyprog.pyx"), os.path.join(tmp, "cyprog_twin.py"))
         shutil.copy(os.path.join(SOURCE, "driver.py"), tmp)
-        try:
-            os.rename(tmp, out)
-        except OSError:   # built meanwhile by another run
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
+
+    return built_once("cython", Cython.__version__ + "-" + hashlib.sha256(text).hexdigest()[:12], build)
 
 
 def main_sequence(path):

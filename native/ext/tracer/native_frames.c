@@ -1,0 +1,137 @@
+/*
+ * native_frames.c - the tracer's side of the native-function runtime
+ * (native_frames.h). Each thread gets an sw_cyg_thread (kept for the
+ * thread's life, reset at each session it attaches to) pointing at its
+ * buffer, the session's clock and generation, its busy mark and the
+ * callbacks below, and hands it to libstackwatch_cyg.so, which writes the
+ * native frames' events itself.
+ *
+ * define(), called by the runtime with the GIL held (it records nothing
+ * without it) the first time a thread meets a function: one code id per
+ * function address and session, from the session's ids as every code's,
+ * of kind SW_CODE_NATIVE, named after the symbol covering the address
+ * ("name [native]", .symtab included: static functions too; the object's
+ * path as file) by the profiler's symbol reader (procmem/symbols.c).
+ */
+#include "native_frames.h"
+
+#include "ext/shared/hookerr.h"
+#include "ext/tracer/session.h"
+
+#include "base/base.h"
+#include "cyg/cyg.h"
+#include "procmem/procmem.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static sw_symbols *symbols;
+static uint64_t table_gen;      /* the session the table below is of */
+static uint64_t *addrs;         /* function addresses, by position */
+static uint32_t *ids;
+static uint32_t n, cap;
+static sw_hashtab index_;       /* hash of an address -> its position */
+
+static void table_reset(void)
+{
+    sw_hashtab_free(&index_);
+    free(addrs);
+    free(ids);
+    addrs = NULL;
+    ids = NULL;
+    n = cap = 0;
+    sw_symbols_free(symbols);
+    symbols = NULL;
+}
+
+static uint32_t define(void *fn)
+{
+    if (!sw_S.gen)
+        return SW_CYG_SKIP;
+    if (table_gen != sw_S.gen) {
+        table_reset();
+        table_gen = sw_S.gen;
+    }
+    uint64_t key = (uint64_t)(uintptr_t)fn;
+    uint32_t at = sw_hashtab_get_u64(&index_, addrs, key);
+    if (at != SW_HT_NONE)
+        return ids[at];
+    if (n == cap) {
+        uint32_t c = cap ? cap * 2 : 256;
+        uint64_t *a = realloc(addrs, c * sizeof *a);
+        if (a)
+            addrs = a;
+        uint32_t *d = a ? realloc(ids, c * sizeof *d) : NULL;
+        if (!d)
+            return SW_CYG_SKIP;
+        ids = d;
+        cap = c;
+    }
+    if (!symbols && !(symbols = sw_symbols_new()))
+        return SW_CYG_SKIP;
+    int is_eval = 0;
+    sw_sample_code *c = sw_symbols_lookup(symbols, key, &is_eval);
+    uint32_t id = sw_S.next_code;
+    if (!c || id > SW_ID_MASK ||
+        sw_writer_define_code(sw_S.w, id, SW_CODE_NATIVE, c->name, c->name, c->filename, 0) != 0)
+        id = SW_CYG_SKIP;
+    else
+        sw_S.next_code++;
+    addrs[n] = key;
+    ids[n] = id;
+    if (sw_hashtab_add(&index_, sw_hash_u64(key), n) == 0)
+        n++;
+    return id;
+}
+
+typedef void (*set_thread_fn)(sw_cyg_thread *);
+
+/* The runtime's stackwatch_cyg_set_thread, loading the library the first
+ * time (NULL: not there). */
+static set_thread_fn runtime(void)
+{
+    static int tried;
+    static set_thread_fn set;
+    if (tried)
+        return set;
+    tried = 1;
+    Dl_info info;
+    char path[4096];
+    if (!dladdr((void *)(uintptr_t)sw_native_frames_attach, &info) || !info.dli_fname)
+        return NULL;
+    const char *slash = strrchr(info.dli_fname, '/');
+    int dir = slash ? (int)(slash - info.dli_fname) : 0;
+    if (snprintf(path, sizeof path, "%.*s%slibstackwatch_cyg.so", dir, info.dli_fname, slash ? "/" : "") >=
+        (int)sizeof path)
+        return NULL;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h)
+        set = (set_thread_fn)(uintptr_t)dlsym(h, "stackwatch_cyg_set_thread");
+    return set;
+}
+
+void sw_native_frames_attach(sw_tstate *t)
+{
+    set_thread_fn set_thread = runtime();
+    if (!set_thread)
+        return;
+    sw_cyg_thread *c = t->cyg;
+    if (!c && !(c = t->cyg = calloc(1, sizeof *c))) {
+        sw_hook_error("out of memory recording native functions");
+        return;
+    }
+    set_thread(NULL);
+    memset(c, 0, sizeof *c);
+    c->tb = t->tb;
+    c->clock = &sw_S.clock;
+    c->live = &sw_S.gen;
+    c->gen = sw_S.gen;
+    c->busy = &t->busy;
+    c->current = _PyThreadState_UncheckedGet;
+    c->me = PyThreadState_Get();
+    c->make_room = sw_tbuf_make_room;
+    c->define = define;
+    set_thread(c);
+}
