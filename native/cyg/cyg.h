@@ -11,8 +11,8 @@
  *
  * The runtime finds the thread's buffer through a thread-local pointer
  * that the tracer sets when the thread attaches to a session
- * (stackwatch_cyg_set_thread): an sw_cyg_thread the tracer owns and keeps
- * for the thread's life. An event is recorded only while its session is
+ * (stackwatch_cyg_set_thread): an sw_cyg_thread the tracer owns, until
+ * the thread exits (12 KiB). An event is recorded only while its session is
  * the live one, the thread holds the GIL (the flusher seals buffers under
  * it, and define() needs it) and is not running stackwatch's own code; each thread keeps the
  * native frames it has open, so an exit pairs with its entry, and the
@@ -29,7 +29,7 @@ struct sw_clock;
 struct _ts;   /* CPython's PyThreadState */
 
 #define SW_CYG_MAX_OPEN 512u   /* native frames a thread keeps open; deeper ones are not recorded */
-#define SW_CYG_CACHE 1024u     /* per-thread cache of function address -> code id */
+#define SW_CYG_CACHE 256u      /* per-thread cache of function address -> code id */
 #define SW_CYG_SKIP UINT32_MAX /* a function left out (or that could not be defined) */
 
 typedef struct sw_cyg_open {

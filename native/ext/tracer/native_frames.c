@@ -1,7 +1,7 @@
 /*
  * native_frames.c - the tracer's side of the native-function runtime
- * (native_frames.h). Each thread gets an sw_cyg_thread (kept for the
- * thread's life, reset at each session it attaches to) pointing at its
+ * (native_frames.h). Each thread gets an sw_cyg_thread (freed when the
+ * thread exits, reset at each session it attaches to) pointing at its
  * buffer, the session's clock and generation, its busy mark and the
  * callbacks below, and hands it to libstackwatch_cyg.so, which writes the
  * native frames' events itself.
@@ -134,4 +134,14 @@ void sw_native_frames_attach(sw_tstate *t)
     c->make_room = sw_tbuf_make_room;
     c->define = define;
     set_thread(c);
+}
+
+void sw_native_frames_detach(sw_tstate *t)
+{
+    if (!t->cyg)
+        return;   /* (else the runtime was loaded: runtime() is not loading it now) */
+    set_thread_fn set_thread = runtime();
+    set_thread(NULL);
+    free(t->cyg);
+    t->cyg = NULL;
 }

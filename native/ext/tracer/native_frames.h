@@ -13,5 +13,8 @@
 /* The calling thread attached to the session: its runtime state set (or
  * reset) for it. Never raises. */
 void sw_native_frames_attach(sw_tstate *t);
+/* The calling thread exits (no GIL needed): its runtime state is freed,
+ * after the runtime forgot it. */
+void sw_native_frames_detach(sw_tstate *t);
 
 #endif

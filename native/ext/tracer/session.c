@@ -91,6 +91,7 @@ static void thread_exit(void *arg)
     t->tb = NULL;
     t->gen = t->session = 0;
     pthread_mutex_unlock(&sw_S.lock);
+    sw_native_frames_detach(t);
 }
 
 int sw_thread_exit_key(void)

@@ -27,8 +27,10 @@ def build_module():
         import Cython
     except ImportError:
         missing("Cython is not installed (scripts/venv.sh installs it)")
-    with open(os.path.join(SOURCE, "cyprog.pyx"), "rb") as f:
-        text = f.read()
+    text = b""
+    for source in ("cyprog.pyx", "driver.py"):
+        with open(os.path.join(SOURCE, source), "rb") as f:
+            text += f.read()
 
     def build(tmp, cc):
         shutil.copy(os.path.join(SOURCE, "cyprog.pyx"), tmp)

@@ -2,7 +2,8 @@
 `stackwatch config --cflags --ldflags` (tests/programs/native/cgraph.c,
 built here with cc and kept under build/native/) records its functions
 whenever a trace runs, and its native frames nest exactly as its call
-graph, known by construction, under the Python caller: static functions
+graph, known by construction, under the Python caller, on the main
+thread and on another that attaches and exits first: static functions
 named from .symtab, the frames a longjmp left closed at the next return
 below them, a Python callback nested inside. Without stackwatch the
 extension runs unchanged. One Python: nothing here depends on the
@@ -16,7 +17,7 @@ import sysconfig
 
 import pytest
 
-from conftest import PROGRAMS, built_once, run
+from conftest import PROGRAMS, built_once, run, thread_pos
 
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 12),
                                 reason="the runtime does not depend on the Python version: run on 3.12 only")
@@ -29,8 +30,10 @@ def build_extension():
     driver.py, and cgraph's path."""
     flags = run(["config", "--cflags", "--ldflags"])
     assert flags.returncode == 0, flags.stderr
-    with open(os.path.join(SOURCE, "cgraph.c"), "rb") as f:
-        text = f.read()
+    text = b""
+    for source in ("cgraph.c", "driver.py"):
+        with open(os.path.join(SOURCE, source), "rb") as f:
+            text += f.read()
     name = "cgraph" + sysconfig.get_config_var("EXT_SUFFIX")
 
     def build(tmp, cc):
@@ -76,8 +79,16 @@ def test_native_frames_nest_as_the_c_call_graph(tmp_path):
     assert r.returncode == 0 and r.stdout == "47\n", r.stderr
     from stackwatch import Trace
     t = Trace(out)
+    # The worker thread attached (and exited) first: its own frames.
+    assert main_sequence(t, thread_pos(t, "worker"), so) == expected(2)
+    assert main_sequence(t, thread_pos(t, "MainThread"), so) == expected(4)
+
+
+def main_sequence(t, pos, so):
+    """The calls and exits under main() (it included) on the thread at
+    pos, as expected() lists them; native frames checked to be so's."""
     seq, base = [], None
-    for e in t.events(0):
+    for e in t.events(pos):
         if e.kind in (0, 5):
             c = t.codes[e.code]
             if base is None and c.name == "main":
@@ -90,7 +101,7 @@ def test_native_frames_nest_as_the_c_call_graph(tmp_path):
             seq.append(("exit", e.depth - base))
             if e.depth == base:
                 break
-    assert seq == expected(4)
+    return seq
 
 
 def test_config_needs_a_flag():
