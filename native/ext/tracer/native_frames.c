@@ -11,10 +11,13 @@
  * function address and session, from the session's ids as every code's,
  * of kind SW_CODE_NATIVE, named after the symbol covering the address
  * ("name [native]", .symtab included: static functions too; the object's
- * path as file) by the profiler's symbol reader (procmem/symbols.c).
+ * path as file) by the profiler's symbol reader (procmem/symbols.c). A
+ * function the session's --native-include / --native-exclude leave out
+ * gets no id: its frames are not recorded (its callees' are).
  */
 #include "native_frames.h"
 
+#include "ext/shared/globs.h"
 #include "ext/shared/hookerr.h"
 #include "ext/tracer/session.h"
 
@@ -33,6 +36,37 @@ static uint64_t *addrs;         /* function addresses, by position */
 static uint32_t *ids;
 static uint32_t n, cap;
 static sw_hashtab index_;       /* hash of an address -> its position */
+static char **include, **exclude;   /* the session's filters, or NULL */
+
+int sw_native_frames_filters(PyObject *inc, PyObject *exc)
+{
+    char **i = NULL, **e = NULL;
+    if (sw_globs_copy(inc, "native_include", &i) < 0)
+        return -1;
+    if (sw_globs_copy(exc, "native_exclude", &e) < 0) {
+        sw_globs_free(i);
+        return -1;
+    }
+    sw_globs_free(include);
+    sw_globs_free(exclude);
+    include = i;
+    exclude = e;
+    return 0;
+}
+
+/* Whether the filters keep the function named name ("symbol [native]") in
+ * the object at path. */
+static int kept(const char *name, const char *path)
+{
+    if (!include && !exclude)
+        return 1;
+    char symbol[512];
+    const char *cut = strstr(name, " [native]");
+    snprintf(symbol, sizeof symbol, "%.*s", cut ? (int)(cut - name) : (int)strlen(name), name);
+    const char *base = strrchr(path, '/');
+    const char *names[] = {symbol, base ? base + 1 : path, path};
+    return sw_globs_keep(include, exclude, names, 3);
+}
 
 static void table_reset(void)
 {
@@ -74,7 +108,7 @@ static uint32_t define(void *fn)
     int is_eval = 0;
     sw_sample_code *c = sw_symbols_lookup(symbols, key, &is_eval);
     uint32_t id = sw_S.next_code;
-    if (!c || id > SW_ID_MASK ||
+    if (!c || id > SW_ID_MASK || !kept(c->name, c->filename) ||
         sw_writer_define_code(sw_S.w, id, SW_CODE_NATIVE, c->name, c->name, c->filename, 0) != 0)
         id = SW_CYG_SKIP;
     else

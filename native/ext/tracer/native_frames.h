@@ -10,6 +10,12 @@
 
 #include "ext/shared/tstate.h"
 
+/* The next session's --native-include / --native-exclude: sequences of
+ * globs (or None) matched against a native function's symbol, its
+ * object's file name and path. Returns 0, or -1 with an exception set
+ * (then nothing changed). */
+int sw_native_frames_filters(PyObject *include, PyObject *exclude);
+
 /* The calling thread attached to the session: its runtime state set (or
  * reset) for it. Never raises. */
 void sw_native_frames_attach(sw_tstate *t);
