@@ -12,15 +12,13 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import sysconfig
 
 import pytest
 
 from conftest import PROGRAMS, built_once, run, thread_pos
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 12),
-                                reason="the runtime does not depend on the Python version: run on 3.12 only")
+pytestmark = pytest.mark.versions("3.12")   # the runtime does not depend on the Python version
 
 SOURCE = os.path.join(PROGRAMS, "native")
 
