@@ -20,7 +20,7 @@
  *
  * _native.hooks is that entry's interface, used by nothing else: the
  * callables it hands to those mechanisms (monitoring_callbacks,
- * gc_callback, thread_event, wrap_settrace) and the C helpers of the
+ * cython_callbacks, gc_callback, thread_event, wrap_settrace) and the C helpers of the
  * sys.monitoring local events (init_gap_begin/end, lines_local_begin/end,
  * lines_codes). Each file that owns a callable adds it (*_add_hooks).
  *
