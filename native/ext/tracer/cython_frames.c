@@ -28,8 +28,9 @@
 #define CY_RECORDED ((uintptr_t)1)
 
 /* Opens a Cython frame of co on this thread (globals: its module's, for
- * the filters, or NULL). */
-static void cy_enter(sw_tstate *t, PyCodeObject *co, PyObject *globals)
+ * the filters, or NULL; op: SW_OP_CALL, or SW_OP_RESUME for a generator
+ * resumed on 3.13). */
+static void cy_enter(sw_tstate *t, PyCodeObject *co, PyObject *globals, unsigned op)
 {
     if (t->busy || !sw_S.gen || !sw_S.cython)
         return;
@@ -56,11 +57,11 @@ static void cy_enter(sw_tstate *t, PyCodeObject *co, PyObject *globals)
     int rec = !(id & SW_ID_SKIP) && !(sw_S.max_depth && t->tb->depth >= sw_S.max_depth);
     t->cy_frames[t->cy_depth++] = (void *)((uintptr_t)co | (rec ? CY_RECORDED : 0));
     if (rec)
-        sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), SW_OP_CALL, id & SW_ID_MASK);
+        sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), op, id & SW_ID_MASK);
 }
 
-/* Closes the innermost Cython frame if it is co's (op: SW_OP_RETURN or
- * SW_OP_UNWIND). */
+/* Closes the innermost Cython frame if it is co's (op: SW_OP_RETURN,
+ * SW_OP_UNWIND or SW_OP_YIELD). */
 static void cy_exit(sw_tstate *t, PyCodeObject *co, unsigned op)
 {
     if (t->busy || t->cy_gen != sw_S.gen || !t->cy_depth || !sw_S.gen || t->session != sw_S.gen)
@@ -97,7 +98,7 @@ void sw_cython_profile(PyFrameObject *frame, int what)
     PyObject *globals = frame->f_globals;
 #  endif
     if (what == PyTrace_CALL)
-        cy_enter(&sw_T, co, globals);
+        cy_enter(&sw_T, co, globals, SW_OP_CALL);
     else
         cy_exit(&sw_T, co, SW_OP_RETURN);
     Py_DECREF(co);
@@ -121,28 +122,51 @@ static PyObject *python_code(void)
     return Py_NewRef(mon_disable ? mon_disable : Py_None);
 }
 
-/* PY_START(code, offset), PY_RETURN(code, offset, value),
- * PY_UNWIND(code, offset, exception). */
-static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
+/* PY_START / PY_RESUME(code, offset), PY_RETURN / PY_YIELD(code,
+ * offset, value), PY_UNWIND(code, offset, exception): a Cython function
+ * (or generator) starts, resumes, returns, yields, raises. */
+static PyObject *starts(PyObject *const *args, Py_ssize_t n, unsigned op)
 {
-    (void)self;
     if (n < 1 || !PyCode_Check(args[0]))
         Py_RETURN_NONE;
     if (is_running((PyCodeObject *)args[0]))
         return python_code();
-    cy_enter(&sw_T, (PyCodeObject *)args[0], NULL);
+    cy_enter(&sw_T, (PyCodeObject *)args[0], NULL, op);
     Py_RETURN_NONE;
+}
+
+static PyObject *ends(PyObject *const *args, Py_ssize_t n, unsigned op)
+{
+    if (n < 1 || !PyCode_Check(args[0]))
+        Py_RETURN_NONE;
+    if (is_running((PyCodeObject *)args[0]))
+        return python_code();
+    cy_exit(&sw_T, (PyCodeObject *)args[0], op);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    return starts(args, n, SW_OP_CALL);
+}
+
+static PyObject *mon_resume(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    return starts(args, n, SW_OP_RESUME);
 }
 
 static PyObject *mon_return(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     (void)self;
-    if (n < 1 || !PyCode_Check(args[0]))
-        Py_RETURN_NONE;
-    if (is_running((PyCodeObject *)args[0]))
-        return python_code();
-    cy_exit(&sw_T, (PyCodeObject *)args[0], SW_OP_RETURN);
-    Py_RETURN_NONE;
+    return ends(args, n, SW_OP_RETURN);
+}
+
+static PyObject *mon_yield(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    return ends(args, n, SW_OP_YIELD);
 }
 
 static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
@@ -156,6 +180,10 @@ static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
 
 static PyMethodDef mon_start_def = {"cython_start", (PyCFunction)(void (*)(void))mon_start, METH_FASTCALL,
                                     "sys.monitoring PY_START callback of Cython's functions"};
+static PyMethodDef mon_resume_def = {"cython_resume", (PyCFunction)(void (*)(void))mon_resume, METH_FASTCALL,
+                                     "sys.monitoring PY_RESUME callback of Cython's generators"};
+static PyMethodDef mon_yield_def = {"cython_yield", (PyCFunction)(void (*)(void))mon_yield, METH_FASTCALL,
+                                    "sys.monitoring PY_YIELD callback of Cython's generators"};
 static PyMethodDef mon_return_def = {"cython_return", (PyCFunction)(void (*)(void))mon_return, METH_FASTCALL,
                                      "sys.monitoring PY_RETURN callback of Cython's functions"};
 static PyMethodDef mon_unwind_def = {"cython_unwind", (PyCFunction)(void (*)(void))mon_unwind, METH_FASTCALL,
@@ -171,7 +199,9 @@ int sw_cython_add_hooks(PyObject *hooks)
     }
     PyObject *d = PyDict_New();
     if (!d || sw_hooks_add_callback_to(d, SW_MON(PY_START), &mon_start_def) < 0 || sw_hooks_add_callback_to(d, SW_MON(PY_RETURN), &mon_return_def) < 0 ||
-        sw_hooks_add_callback_to(d, SW_MON(PY_UNWIND), &mon_unwind_def) < 0 || PyModule_AddObject(hooks, "cython_callbacks", d) < 0) {
+        sw_hooks_add_callback_to(d, SW_MON(PY_UNWIND), &mon_unwind_def) < 0 ||
+        sw_hooks_add_callback_to(d, SW_MON(PY_RESUME), &mon_resume_def) < 0 ||
+        sw_hooks_add_callback_to(d, SW_MON(PY_YIELD), &mon_yield_def) < 0 || PyModule_AddObject(hooks, "cython_callbacks", d) < 0) {
         Py_XDECREF(d);
         return -1;
     }

@@ -5,8 +5,9 @@
  * frame-evaluation hook never sees them; they report themselves to the
  * profilers instead: on 3.9-3.12 to the C profile function (ccalls.c
  * installs it on every thread and hands their calls and returns here), on
- * 3.13 to sys.monitoring PY_START / PY_RETURN / PY_UNWIND (callbacks of a
- * second tool id, set by src/stackwatch/events/monitoring.py).
+ * 3.13 to sys.monitoring PY_START / PY_RESUME / PY_RETURN / PY_YIELD /
+ * PY_UNWIND (callbacks of a second tool id, set by
+ * src/stackwatch/events/monitoring.py).
  */
 #ifndef SW_CYTHON_FRAMES_H
 #define SW_CYTHON_FRAMES_H

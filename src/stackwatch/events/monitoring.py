@@ -28,11 +28,11 @@ the callbacks of _native.hooks.monitoring_callbacks:
   did not.
 - CPython 3.13 with `run --cython`: a Cython module compiled with
   profile=True reports its functions' starts and ends to the *global*
-  PY_START / PY_RETURN / PY_UNWIND events of every tool. They are set
-  under a second tool id ("stackwatch-cython", sync_cython()), so that
-  their callbacks (native/ext/tracer/cython_frames.c) are not the __init__
-  gap's: those return DISABLE for Python functions' code, which then costs
-  nothing more.
+  PY_START / PY_RESUME / PY_RETURN / PY_YIELD / PY_UNWIND events of every
+  tool. They are set under a second tool id ("stackwatch-cython",
+  sync_cython()), so that their callbacks (native/ext/tracer/
+  cython_frames.c) are not the __init__ gap's: those return DISABLE for
+  Python functions' code, which then costs nothing more.
 """
 import gc
 import sys
@@ -140,8 +140,8 @@ def _local_lines(tid, bits, key):
 
 
 def sync_cython(on):
-    """Holds a second tool id with global PY_START / PY_RETURN / PY_UNWIND
-    events while `on` (3.13: `run --cython`), else frees it. Returns None,
+    """Holds a second tool id with global PY_START / PY_RESUME / PY_RETURN /
+    PY_YIELD / PY_UNWIND events while `on` (3.13: `run --cython`), else frees it. Returns None,
     or a reason why it could not."""
     global _cython_tool
     if sys.version_info < (3, 13) or bool(on) == (_cython_tool is not None):

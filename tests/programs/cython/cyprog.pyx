@@ -36,8 +36,20 @@ def through(callback, n):
     return total
 
 
+def squares(n):
+    for i in range(n):
+        yield leaf(i)
+
+
+def gen_sum(n):
+    total = 0
+    for x in squares(n):
+        total += x
+    return total
+
+
 def main(callback):
-    total = fib(6)
+    total = fib(6) + gen_sum(3)
     for i in range(5):
         total += guarded(i)
     total += through(callback, 3)
