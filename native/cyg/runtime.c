@@ -22,10 +22,11 @@ SW_CYG_EXPORT void stackwatch_cyg_set_thread(sw_cyg_thread *t)
     current = t;
 }
 
-/* Whether this thread may write now. */
+/* Whether this thread may write now (the GIL first: the session's
+ * generation is read under it). */
 SW_CYG_LOCAL inline int may_record(const sw_cyg_thread *t)
 {
-    return *t->live == t->gen && !*t->busy && t->current() == t->me;
+    return t->current() == t->me && *t->live == t->gen && !*t->busy;
 }
 
 SW_CYG_LOCAL uint32_t code_of(sw_cyg_thread *t, void *fn)

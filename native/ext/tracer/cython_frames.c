@@ -3,7 +3,9 @@
  * (cython_frames.h). A call is a CALL event of the function's code object
  * (Cython makes one per function, named after it, with the .pyx file and
  * its first line), its return a RETURN (UNWIND on 3.13 when it raised), so
- * that the readers nest them among the Python frames as any other.
+ * that the readers nest them among the Python frames as any other. A
+ * Cython generator's resumption and yield are RESUME and YIELD on 3.13,
+ * a CALL and a RETURN on 3.9-3.12 (as Cython reports them there).
  *
  * Which reports are Cython's: a Python function's start and end are
  * reported from inside its own frame, which is then the thread's running
