@@ -5,8 +5,9 @@ with -finstrument-functions (leaving out the inline functions of Python's
 and the system's headers) and link the static archive of stubs that
 forwards the compiler's hooks to the runtime (native/cyg)."""
 import os
-import sys
 import sysconfig
+
+from .program import UsageError
 
 NAME = "config"
 STUBS = "libstackwatch_cyg_stubs.a"
@@ -38,9 +39,7 @@ def ldflags():
 
 def run(args):
     if not (args.cflags or args.ldflags):
-        print("stackwatch: error: say what to print: --cflags, --ldflags or both (see 'stackwatch config "
-              "--help')", file=sys.stderr)
-        return 2
+        raise UsageError("say what to print: --cflags, --ldflags or both (see 'stackwatch config --help')")
     words = (cflags() if args.cflags else []) + (ldflags() if args.ldflags else [])
     print(" ".join(words))
     return 0

@@ -36,7 +36,7 @@ def build_module():
         shutil.copy(os.path.join(SOURCE, "cyprog.pyx"), tmp)
         subprocess.run([sys.executable, "-m", "cython", "-3", "cyprog.pyx", "-o", "cyprog.c"], cwd=tmp,
                        check=True, capture_output=True)
-        subprocess.run([cc, "-shared", "-fPIC", "-O1", "-w", "-I" + sysconfig.get_paths()["include"],
+        subprocess.run([cc, "-shared", "-fPIC", "-O0", "-w", "-I" + sysconfig.get_paths()["include"],
                         "cyprog.c", "-o", "cyprog" + sysconfig.get_config_var("EXT_SUFFIX")],
                        cwd=tmp, check=True, capture_output=True)
         shutil.copy(os.path.join(SOURCE, "cyprog.pyx"), os.path.join(tmp, "cyprog_twin.py"))
