@@ -63,6 +63,14 @@ typedef struct sw_cyg_thread {
     sw_cyg_slot cache[SW_CYG_CACHE];
 } sw_cyg_thread;
 
+/* Where an extension's stubs keep the runtime's entry points: its
+ * exported `stackwatch_cyg_slots`, filled by the stubs when they find the
+ * runtime, or by the tracer when it loads the runtime after them. */
+typedef void (*sw_cyg_fn)(void *fn, void *site);
+typedef struct sw_cyg_slots {
+    sw_cyg_fn enter, exit;
+} sw_cyg_slots;
+
 /* The runtime's entry points (exported by libstackwatch_cyg.so under these
  * unique names: glibc's own empty __cyg_profile_func_* would win over a
  * shared library's). */

@@ -6,21 +6,23 @@
  * library (cyg.h) when stackwatch has loaded it, and do nothing otherwise.
  *
  * The runtime is found at run time, not linked: Python loads extensions
- * with RTLD_LOCAL, so stackwatch's are not visible to others. The stubs
- * look for it by its name among the loaded objects (dlopen RTLD_NOLOAD:
- * never loads it), at the first event and then again every 65536 events
- * while it is not loaded (an extension used before stackwatch is
- * imported).
+ * with RTLD_LOCAL, so stackwatch's are not visible to others. Its entry
+ * points land in the extension's stackwatch_cyg_slots (exported: the one
+ * symbol the stubs add to it) either way round: at the extension's first
+ * event the stubs look for the runtime among the loaded objects by its
+ * name (dlopen RTLD_NOLOAD: never loads it), and when stackwatch loads the
+ * runtime later it fills the slots of every object loaded by then
+ * (native/ext/tracer/native_frames.c). A miss is looked for again every
+ * 65536 events as well.
  */
-#define _GNU_SOURCE 1   /* clock_gettime, RTLD_NOLOAD */
+#define _GNU_SOURCE 1   /* RTLD_NOLOAD */
+#include "cyg/cyg.h"
+
 #include <dlfcn.h>
-#include <stdint.h>
 
 #define SW_STUB __attribute__((visibility("hidden"), no_instrument_function))
 
-typedef void (*sw_cyg_fn)(void *, void *);
-
-static sw_cyg_fn enter_fn, exit_fn;
+__attribute__((visibility("default"))) sw_cyg_slots stackwatch_cyg_slots;
 static unsigned misses;
 
 static __attribute__((no_instrument_function)) int sw_cyg_find(void)
@@ -36,21 +38,21 @@ static __attribute__((no_instrument_function)) int sw_cyg_find(void)
      * may be called.) */
     if (!en || !ex)
         return 0;
-    __atomic_store_n(&exit_fn, ex, __ATOMIC_RELEASE);
-    __atomic_store_n(&enter_fn, en, __ATOMIC_RELEASE);
+    __atomic_store_n(&stackwatch_cyg_slots.exit, ex, __ATOMIC_RELEASE);
+    __atomic_store_n(&stackwatch_cyg_slots.enter, en, __ATOMIC_RELEASE);
     return 1;
 }
 
 SW_STUB void __cyg_profile_func_enter(void *fn, void *site)
 {
-    sw_cyg_fn f = __atomic_load_n(&enter_fn, __ATOMIC_ACQUIRE);
-    if (__builtin_expect(f != 0, 1) || (sw_cyg_find() && (f = enter_fn)))
+    sw_cyg_fn f = __atomic_load_n(&stackwatch_cyg_slots.enter, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(f != 0, 1) || (sw_cyg_find() && (f = stackwatch_cyg_slots.enter)))
         f(fn, site);
 }
 
 SW_STUB void __cyg_profile_func_exit(void *fn, void *site)
 {
-    sw_cyg_fn f = __atomic_load_n(&exit_fn, __ATOMIC_ACQUIRE);
+    sw_cyg_fn f = __atomic_load_n(&stackwatch_cyg_slots.exit, __ATOMIC_ACQUIRE);
     if (__builtin_expect(f != 0, 1))
         f(fn, site);
 }

@@ -4,7 +4,11 @@
  * thread exits, reset at each session it attaches to) pointing at its
  * buffer, the session's clock and generation, its busy mark and the
  * callbacks below, and hands it to libstackwatch_cyg.so, which writes the
- * native frames' events itself.
+ * native frames' events itself. The runtime is loaded (RTLD_LOCAL) from
+ * _native's own folder, where the package installs it, the first time a
+ * thread attaches (without it no native function is recorded); then the
+ * stubs of every object already loaded (an extension used before) are
+ * given its entry points (cyg/stubs.c).
  *
  * define(), called by the runtime with the GIL held (it records nothing
  * without it) the first time a thread meets a function: one code id per
@@ -26,6 +30,7 @@
 #include "procmem/procmem.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +127,55 @@ static uint32_t define(void *fn)
 
 typedef void (*set_thread_fn)(sw_cyg_thread *);
 
+/* The paths of the loaded objects (dl_iterate_phdr's callback). */
+typedef struct paths {
+    char **p;
+    size_t n, cap;
+} paths;
+
+static int note_path(struct dl_phdr_info *info, size_t size, void *ud)
+{
+    (void)size;
+    paths *ps = ud;
+    if (!info->dlpi_name || !info->dlpi_name[0])
+        return 0;
+    if (ps->n == ps->cap) {
+        size_t cap = ps->cap ? ps->cap * 2 : 64;
+        char **p = realloc(ps->p, cap * sizeof *p);
+        if (!p)
+            return 1;
+        ps->p = p;
+        ps->cap = cap;
+    }
+    if ((ps->p[ps->n] = strdup(info->dlpi_name)))
+        ps->n++;
+    return 0;
+}
+
+/* Gives the runtime's entry points to the stubs of every loaded object
+ * (their stackwatch_cyg_slots; most objects have none). */
+static void fill_slots(void *runtime_handle)
+{
+    sw_cyg_fn en = (sw_cyg_fn)(uintptr_t)dlsym(runtime_handle, "stackwatch_cyg_enter");
+    sw_cyg_fn ex = (sw_cyg_fn)(uintptr_t)dlsym(runtime_handle, "stackwatch_cyg_exit");
+    if (!en || !ex)
+        return;
+    paths ps = {0};
+    dl_iterate_phdr(note_path, &ps);   /* (no dlopen while it holds the loader's lock) */
+    for (size_t i = 0; i < ps.n; i++) {
+        void *h = dlopen(ps.p[i], RTLD_LAZY | RTLD_NOLOAD);
+        sw_cyg_slots *s = h ? dlsym(h, "stackwatch_cyg_slots") : NULL;
+        if (s) {
+            __atomic_store_n(&s->exit, ex, __ATOMIC_RELEASE);
+            __atomic_store_n(&s->enter, en, __ATOMIC_RELEASE);
+        }
+        if (h)
+            dlclose(h);
+        free(ps.p[i]);
+    }
+    free(ps.p);
+}
+
 /* The runtime's stackwatch_cyg_set_thread, loading the library the first
  * time (NULL: not there). */
 static set_thread_fn runtime(void)
@@ -143,6 +197,8 @@ static set_thread_fn runtime(void)
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (h)
         set = (set_thread_fn)(uintptr_t)dlsym(h, "stackwatch_cyg_set_thread");
+    if (set)
+        fill_slots(h);
     return set;
 }
 

@@ -28,9 +28,10 @@ def build_extension():
     driver.py, and cgraph's path."""
     flags = run(["config", "--cflags", "--ldflags"])
     assert flags.returncode == 0, flags.stderr
-    text = b""
-    for source in ("cgraph.c", "driver.py"):
-        with open(os.path.join(SOURCE, source), "rb") as f:
+    text = b""   # what the build reads: the sources and the stubs' archive
+    for source in [os.path.join(SOURCE, "cgraph.c"), os.path.join(SOURCE, "driver.py")] + \
+            [w for w in flags.stdout.split() if w.endswith(".a")]:
+        with open(source, "rb") as f:
             text += f.read()
     name = "cgraph" + sysconfig.get_config_var("EXT_SUFFIX")
 
@@ -111,6 +112,29 @@ def main_sequence(t, pos, so):
             if e.depth == base:
                 break
     return seq
+
+
+def test_native_frames_only_while_a_trace_runs(tmp_path):
+    """Started and stopped from Python: the calls before start() and after
+    stop() run unrecorded (the runtime is loaded by then: its state of the
+    thread stays set, for a session that is no longer live)."""
+    folder, so = build_extension()
+    out = str(tmp_path / "t.swt")
+    code = ("import sys; sys.argv = ['driver.py', '1']; sys.path.insert(0, %r)\n"
+            "import cgraph, stackwatch\n"
+            "def main(n): return cgraph.run(n, int)\n"
+            "main(2); stackwatch.start(%r); main(3); stackwatch.stop(); print(main(4))\n") % (folder, out)
+    r = run(["python", "-c", code], cwd=folder)
+    assert r.returncode == 0 and r.stdout == "47\n", r.stderr
+    from stackwatch import Trace
+    t = Trace(out)
+    calls = {}
+    for e in t.events(0):
+        if e.kind == 5:
+            name = t.codes[e.code].name
+            calls[name] = calls.get(name, 0) + 1
+    assert calls == {"run [native]": 1, "walk [native]": 1, "branch [native]": 3, "leaf [native]": 6,
+                     "jumper [native]": 1, "dive [native]": 4}, calls
 
 
 def test_config_needs_a_flag():
