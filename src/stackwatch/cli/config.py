@@ -34,7 +34,9 @@ def ldflags():
     if not os.path.exists(stubs):
         raise FileNotFoundError(f"{stubs} is missing: this installation of stackwatch was built without "
                                 "the native-function runtime")
-    return [stubs, "-ldl"]
+    # Whole: the linker takes the stubs wherever the words stand, even
+    # before the objects that call them (setuptools puts LDFLAGS first).
+    return ["-Wl,--whole-archive", stubs, "-Wl,--no-whole-archive", "-ldl"]
 
 
 def run(args):
