@@ -1,17 +1,19 @@
 """`stackwatch attach PID --sample` (the in-process profiler started inside
 a running program and its profile written at the detach), `--trace
---sample` (the samples written into the trace) and the refusals of bad
-combinations. The target of the shares is tests/programs/split_603010.py,
+--sample` (the samples written into the trace), `--probes` (bpftrace's
+count of a function's entries while attached, and none after) and the
+refusals of bad combinations. The target of the shares is tests/programs/split_603010.py,
 whose own log of what it ran is the truth (as for `record --pid`); the
 trace's is server.py, whose own log of calls the trace equals."""
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from conftest import PROGRAMS, needs_sampler, run
+from conftest import PROGRAMS, missing, needs_sampler, run
 from mixed_workload import count_of
 from stackwatch import Trace, load_profile
 from stats_bounds import CYCLE, Blocks, time_shares
@@ -157,3 +159,48 @@ def test_bad_combinations_are_one_line(tmp):
         (["--sample", "--duration", "0"], ["--duration must be positive"]),
     ]:
         one_line_error(run(["attach", pid] + args), *words)
+
+
+def handle_entries(pid):
+    """The entries of server.py's handle() that bpftrace (by pid) counts
+    in half a second once attached; bpftrace ends itself (exit()), as it
+    did not always end on SIGINT here."""
+    import stackwatch
+    script = (f'usdt:{stackwatch.probes.library}:stackwatch:function__entry /str(arg1) == "handle"/ '
+              '{ @handle = count(); } interval:ms:500 { exit(); }')
+    r = subprocess.run(["bpftrace", "-p", str(pid), "-e", script], capture_output=True, text=True, timeout=60)
+    if "Attaching" not in r.stdout:
+        pytest.skip(f"bpftrace could not attach: {r.stderr[-300:]}")
+    return sum(int(line.split(":")[1]) for line in r.stdout.splitlines() if line.startswith("@handle:"))
+
+
+@pytest.mark.root
+@pytest.mark.bpftrace
+@pytest.mark.versions("3.12")
+def test_probes_fire_while_attached_only(tmp):
+    """--probes: while attached, bpftrace counts the entries of the
+    program's handle() (the watcher in the target turned the hooks on:
+    without it none is on and nothing fires); after the detach nothing
+    fires again, and the program runs on with its output unchanged."""
+    import stackwatch
+    if not stackwatch.probes.available:
+        missing("stackwatch was built without <sys/sdt.h> (Debian package systemtap-sdt-dev)")
+    p, log = start_server(tmp)
+    a = None
+    try:
+        a = subprocess.Popen([sys.executable, "-m", "stackwatch", "attach", str(p.pid), "--probes"],
+                             stderr=subprocess.PIPE, text=True)
+        assert "serving the USDT probes" in a.stderr.readline()
+        assert handle_entries(p.pid) > 0
+        a.send_signal(signal.SIGINT)
+        assert a.wait(timeout=60) == 0
+        assert "stopped serving" in a.stderr.read()
+        assert handle_entries(p.pid) == 0
+        assert p.poll() is None
+    finally:
+        if a is not None and a.poll() is None:
+            a.kill()
+            a.wait()
+        p.terminate()
+        stdout, stderr = p.communicate(timeout=60)
+    assert stderr == "" and all(line.startswith("iteration ") for line in stdout.splitlines()), (stdout, stderr)
