@@ -289,3 +289,53 @@ def test_top_in_tmux(tmp):
     finally:
         tmux("kill-server")
         target.stop()
+
+
+PARENT = os.path.join(PROGRAMS, "parent_of_workers.py")
+
+
+def roots(collapsed):
+    """{root frame: set of functions under it} of collapsed stacks."""
+    out = {}
+    for line in collapsed.read_text().splitlines():
+        frames = [f.rsplit(" (", 1)[0] for f in line.rsplit(" ", 1)[0].split(";")]
+        out.setdefault(frames[0], set()).update(frames[1:])
+    return out
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")
+def test_record_subprocesses(tmp):
+    """--subprocesses: a parent running two Python workers (the second on
+    another release when there is one) and `sleep`. Without the flag only
+    the parent is in the output; with it, one output where each Python
+    process is its own root ("pid N NAME"), each worker's function (which
+    worker ran which: their own log) under its own root only, the parent's
+    wait under its root, and `sleep` left out without a word."""
+    log, stop = tmp / "workers.log", tmp / "stop"
+    other = PYTHONS[sorted(OTHER)[-1]] if OTHER else sys.executable
+    parent = subprocess.Popen([sys.executable, PARENT, str(log), str(stop), sys.executable, other],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline() == "ready\n"
+        alone, merged = tmp / "alone.collapsed.txt", tmp / "merged.collapsed.txt"
+        r0 = run(["record", "--pid", str(parent.pid), "--idle", "--duration", "0.3", "-o", str(alone)], timeout=60)
+        r = run(["record", "--pid", str(parent.pid), "--subprocesses", "--idle", "--duration", "1", "-o",
+                 str(merged)], timeout=60)
+    finally:
+        stop.write_text("")
+        assert parent.wait(timeout=60) == 0
+        parent.stdout.close()
+    assert r0.returncode == 0 and r.returncode == 0, r0.stderr + r.stderr
+    ran = {int(pid): work for pid, work in (line.split() for line in log.read_text().splitlines())}
+    assert sorted(ran.values()) == ["work_a", "work_b"], ran
+    seen = roots(alone)
+    assert "wait_for_workers" in seen.get("<module>", ()) and not any(r.startswith("pid ") for r in seen), seen
+    seen = roots(merged)
+    by_pid = {int(root.split()[1]): funcs for root, funcs in seen.items()}
+    assert set(by_pid) == {parent.pid} | set(ran), (seen, r.stderr)
+    assert "wait_for_workers" in by_pid[parent.pid] and not {"work_a", "work_b"} & by_pid[parent.pid]
+    for pid, work in ran.items():
+        assert {"worker_main", work, "burn"} <= by_pid[pid], (pid, seen)
+        assert {"work_a", "work_b", "wait_for_workers"} & by_pid[pid] == {work}, (pid, seen)
+    assert "2 more processes sampled" in r.stderr and "not in the profile" not in r.stderr, r.stderr
