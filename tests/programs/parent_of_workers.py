@@ -16,7 +16,7 @@ import time
 
 
 def burn(stop):
-    while not os.path.exists(stop):
+    while not os.access(stop, os.F_OK):     # C functions only: the stack stays burn
         end = time.monotonic() + 0.01
         while time.monotonic() < end:
             pass

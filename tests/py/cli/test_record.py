@@ -295,11 +295,12 @@ PARENT = os.path.join(PROGRAMS, "parent_of_workers.py")
 
 
 def roots(collapsed):
-    """{root frame: set of functions under it} of collapsed stacks."""
+    """{root frame: set of its stacks (tuples of function names, the root
+    left out)} of collapsed stacks."""
     out = {}
     for line in collapsed.read_text().splitlines():
         frames = [f.rsplit(" (", 1)[0] for f in line.rsplit(" ", 1)[0].split(";")]
-        out.setdefault(frames[0], set()).update(frames[1:])
+        out.setdefault(frames[0], set()).add(tuple(frames[1:]))
     return out
 
 
@@ -309,9 +310,9 @@ def test_record_subprocesses(tmp):
     """--subprocesses: a parent running two Python workers (the second on
     another release when there is one) and `sleep`. Without the flag only
     the parent is in the output; with it, one output where each Python
-    process is its own root ("pid N NAME"), each worker's function (which
-    worker ran which: their own log) under its own root only, the parent's
-    wait under its root, and `sleep` left out without a word."""
+    process is its own root ("pid N NAME"), each worker's stack exactly the
+    one it runs (which worker ran which function: their own log), the
+    parent's wait under its root, and `sleep` left out without a word."""
     log, stop = tmp / "workers.log", tmp / "stop"
     other = PYTHONS[sorted(OTHER)[-1]] if OTHER else sys.executable
     parent = subprocess.Popen([sys.executable, PARENT, str(log), str(stop), sys.executable, other],
@@ -330,12 +331,44 @@ def test_record_subprocesses(tmp):
     ran = {int(pid): work for pid, work in (line.split() for line in log.read_text().splitlines())}
     assert sorted(ran.values()) == ["work_a", "work_b"], ran
     seen = roots(alone)
-    assert "wait_for_workers" in seen.get("<module>", ()) and not any(r.startswith("pid ") for r in seen), seen
+    assert list(seen) == ["<module>"] and all(st[:2] == ("main", "wait_for_workers") for st in seen["<module>"]), seen
     seen = roots(merged)
-    by_pid = {int(root.split()[1]): funcs for root, funcs in seen.items()}
+    by_pid = {int(root.split()[1]): stacks for root, stacks in seen.items()}
     assert set(by_pid) == {parent.pid} | set(ran), (seen, r.stderr)
-    assert "wait_for_workers" in by_pid[parent.pid] and not {"work_a", "work_b"} & by_pid[parent.pid]
+    # Every stack is one the process had: the workers burn all the time
+    # they are recorded, the parent waits for them.
+    assert all(st[:3] == ("<module>", "main", "wait_for_workers") for st in by_pid[parent.pid]), seen
     for pid, work in ran.items():
-        assert {"worker_main", work, "burn"} <= by_pid[pid], (pid, seen)
-        assert {"work_a", "work_b", "wait_for_workers"} & by_pid[pid] == {work}, (pid, seen)
+        assert by_pid[pid] == {("<module>", "worker_main", work, "burn")}, (pid, work, seen)
     assert "2 more processes sampled" in r.stderr and "not in the profile" not in r.stderr, r.stderr
+
+
+@pytest.mark.versions("3.12")
+def test_descendants_both_ways():
+    """The descendants of a process tree (sh running two sleeps, one in a
+    subshell of its own) are the same from the kernel's lists of children
+    as from the scan of every process's parent (the way on a kernel
+    without those lists), and are the processes the tree really has."""
+    from stackwatch.cli.record_children import _children_scan, descendants
+    p = subprocess.Popen(["sh", "-c", "(sleep 30 & wait) & sleep 30 & echo go; wait"], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"go\n"
+        deadline = time.monotonic() + 10
+        while len(descendants(p.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        found = descendants(p.pid)
+        scan = _children_scan()
+        by_scan, todo = [], [p.pid]
+        while todo:
+            parent = todo.pop(0)
+            by_scan += [(k, parent) for k in sorted(scan.get(parent, []))]
+            todo += sorted(scan.get(parent, []))
+        assert sorted(found) == sorted(by_scan) and len(found) == 3, (found, by_scan)
+        comms = sorted(open(f"/proc/{pid}/comm").read().strip() for pid, _ in found)
+        assert comms == ["sh", "sleep", "sleep"], comms
+    finally:
+        for pid, _ in descendants(p.pid)[::-1]:
+            os.kill(pid, signal.SIGKILL)
+        p.kill()
+        p.wait()
+        p.stdout.close()
