@@ -372,3 +372,40 @@ def test_descendants_both_ways():
         p.kill()
         p.wait()
         p.stdout.close()
+
+
+@needs_sampler
+@pytest.mark.timing
+@pytest.mark.versions("3.12")
+def test_record_subprocesses_child_shares(tmp):
+    """A descendant's profile is as true as the target's: split_603010.py
+    run by a parent process, recorded with --subprocesses into profile
+    files (the child's beside the parent's, with its pid and parent in
+    META), gives the child's own shares of f60/f30/f10 (its log of what
+    it ran) within stats_bounds.time_shares's bound (CPU mode, as in
+    test_record_shares_within_3_points)."""
+    truth = tmp / "blocks.json"
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))",
+                               sys.executable, TARGET, "-", str(truth)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline() == "ready\n"
+        out = tmp / "rec.swprof"
+        r = run(["record", "--pid", str(parent.pid), "--subprocesses", "--duration", "1.5", "--rate", "2000",
+                 "--cycle", CYCLE, "--mode", "cpu", "-o", str(out)], timeout=120)
+    finally:
+        parent.stdin.close()
+        assert parent.wait(timeout=60) == 0
+        parent.stdout.close()
+    assert r.returncode == 0, r.stderr
+    files = [p for p in tmp.iterdir() if re.fullmatch(r"rec\.\d+\.swprof", p.name)]
+    assert len(files) == 1, (files, r.stderr)
+    prof = Recorded(files[0])
+    info = prof.h.info()
+    assert info["parent_pid"] == parent.pid and f"rec.{info['pid']}.swprof" == files[0].name, info
+    blocks = Blocks()
+    for row in json.loads(truth.read_text()):
+        blocks.add(*row)
+    names = sorted(SHARES)
+    bad, report = time_shares(prof, blocks, lambda t: {n: count_of(t, n, "time_ns") for n in names})
+    assert not bad, (bad, report, r.stderr)
