@@ -140,8 +140,10 @@ def run(args):
         except (OSError, ValueError, RuntimeError) as e:
             print(f"stackwatch: error: {e}", file=sys.stderr)
             return 1
-        children = Descendants(args.pid, lambda pid: open_profiler(args, pid, **kw), alive) \
-            if args.subprocesses else None
+        children = name = None
+        if args.subprocesses:
+            children = Descendants(args.pid, lambda pid: open_profiler(args, pid, **kw), alive)
+            name = command_name(args.pid)       # while it runs: its command line goes with it
         t0 = time.monotonic()
         next_names = t0 + NAMES_EVERY_S
         next_children = t0
@@ -157,20 +159,20 @@ def run(args):
                 if now >= next_names:
                     prof.refresh_names()
                     next_names = now + NAMES_EVERY_S
-                if children and now >= next_children:
+                if children is not None and now >= next_children:
                     children.poll()
                     next_children = now + CHILDREN_EVERY_S
                 time.sleep(min(POLL_S, limit - (now - t0)) if limit is not None else POLL_S)
         finally:
             prof.stop()
-            if children:
+            if children is not None:
                 children.stop()
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
     more = children.sampled() if children else []
     try:
-        procs = write(prof, more, output, fmt, args.pid)
+        procs = write(prof, more, output, fmt, args.pid, name)
     except (OSError, ValueError, RuntimeError) as e:
         print(f"stackwatch: error: writing the profile to {output} failed: {e}", file=sys.stderr)
         return 1
@@ -179,20 +181,21 @@ def run(args):
     return 0
 
 
-def write(prof, more, output, fmt, pid):
-    """Writes the target's profile, merged with its descendants' (more:
-    [(Profiler, name, parent pid)]; a profile file, --format stackwatch,
-    holds one process: theirs go beside it, STEM.<pid>.swprof). Returns
-    the processes.Process of each process, the target's first."""
-    procs = [processes.Process(pid, command_name(pid) if more else "", prof._trees(), prof.threads())]
-    procs += [processes.Process(p.pid, name, p._trees(), p.threads()) for p, name, _ in more]
+def write(prof, more, output, fmt, pid, name):
+    """Writes the target's profile (pid, its name), merged with its
+    descendants' (more: [(Profiler, name, parent pid)]; a profile file,
+    --format stackwatch, holds one process: theirs go beside it,
+    STEM.<pid>.swprof). Returns the processes.Process of each process,
+    the target's first."""
+    procs = [processes.Process(pid, name if more else "", prof._trees(), prof.threads())]
+    procs += [processes.Process(p.pid, n, p._trees(), p.threads()) for p, n, _ in more]
     if not more:
         prof.write(output, fmt)
     elif fmt == "stackwatch":
         prof.save(output, process={"pid": pid, "process": procs[0].name})
         stem = output_stem(output, fmt)
-        for p, name, parent in more:
-            p.save(f"{stem}.{p.pid}.swprof", process={"pid": p.pid, "parent_pid": parent, "process": name})
+        for p, n, parent in more:
+            p.save(f"{stem}.{p.pid}.swprof", process={"pid": p.pid, "parent_pid": parent, "process": n})
     else:
         formats.FORMATS[fmt].write(output, processes.merged(procs))
     return procs

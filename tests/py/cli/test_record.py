@@ -335,6 +335,7 @@ def test_record_subprocesses(tmp):
     seen = roots(merged)
     by_pid = {int(root.split()[1]): stacks for root, stacks in seen.items()}
     assert set(by_pid) == {parent.pid} | set(ran), (seen, r.stderr)
+    assert all(root.startswith(f"pid {root.split()[1]} parent_of_workers.py ") for root in seen), seen
     # Every stack is one the process had: the workers burn all the time
     # they are recorded, the parent waits for them.
     assert all(st[:3] == ("<module>", "main", "wait_for_workers") for st in by_pid[parent.pid]), seen
