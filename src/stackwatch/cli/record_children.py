@@ -46,7 +46,7 @@ def _children_scan():
 def descendants(pid):
     """[(pid, parent pid)] of every descendant of process pid, parents
     before their children; [] if it has none or is gone."""
-    out, todo, scan = [], [pid], None
+    out, todo, scan, known = [], [pid], None, {pid}
     while todo:
         parent = todo.pop(0)
         try:
@@ -61,7 +61,8 @@ def descendants(pid):
         except (OSError, ValueError):
             continue
         for k in kids:
-            if k not in todo and all(k != p for p, _ in out):
+            if k not in known:
+                known.add(k)
                 out.append((k, parent))
                 todo.append(k)
     return out

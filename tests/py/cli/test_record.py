@@ -369,7 +369,10 @@ def test_descendants_both_ways():
         assert comms == ["sh", "sleep", "sleep"], comms
     finally:
         for pid, _ in descendants(p.pid)[::-1]:
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:      # a subshell ends once its sleep is killed
+                pass
         p.kill()
         p.wait()
         p.stdout.close()
