@@ -140,6 +140,12 @@ def run(args):
         except (OSError, ValueError, RuntimeError) as e:
             print(f"stackwatch: error: {e}", file=sys.stderr)
             return 1
+        if not args.quiet:
+            # The first line: the target is being sampled from here on.
+            print(f"stackwatch: recording process {args.pid} (Python {prof.stats()['target_version']}) at "
+                  f"{1e9 / prof.interval_ns:.0f} Hz" + (f" for {limit:g} s" if limit is not None else
+                                                        " until it exits; Ctrl-C stops"),
+                  file=sys.stderr, flush=True)
         children = name = None
         if args.subprocesses:
             children = Descendants(args.pid, lambda pid: open_profiler(args, pid, **kw), alive)

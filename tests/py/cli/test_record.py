@@ -135,12 +135,18 @@ def test_target_exits_mid_record(tmp):
     """Without --duration, record runs until the target exits, then writes
     what it sampled (--idle: the sleeping thread's samples too) and exits
     0; `go tool pprof` reads the pprof it wrote."""
-    target = Target(seconds=1.5)
+    target = Target()
     out = tmp / "rec.pb.gz"
     t0 = time.monotonic()
-    r = run(["record", "--pid", str(target.pid), "--idle", "-o", str(out)], timeout=60)
+    rec = subprocess.Popen([sys.executable, "-m", "stackwatch", "record", "--pid", str(target.pid), "--idle",
+                            "-o", str(out)], stderr=subprocess.PIPE, text=True)
+    # It says when it has begun; the target then runs 1.5 s more and exits.
+    first = rec.stderr.readline()
+    assert first.startswith(f"stackwatch: recording process {target.pid} (Python "), first
+    time.sleep(1.5)
+    target.stop()
+    r = subprocess.CompletedProcess(rec.args, rec.wait(timeout=60), None, first + rec.stderr.read())
     took = time.monotonic() - t0
-    assert target.p.wait(timeout=60) == 0
     assert r.returncode == 0, r.stderr
     assert "(the process exited)" in r.stderr and took < 30, r.stderr
     shown, total, rows = top(out, "samples")
@@ -159,9 +165,12 @@ def test_ctrl_c_ends_record(tmp):
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_CORE")}
         rec = subprocess.Popen([sys.executable, "-m", "stackwatch", "record", "--pid", str(target.pid), "-o",
                                 str(out)], stderr=subprocess.PIPE, text=True, env=env)
-        time.sleep(1.0)
+        first = rec.stderr.readline()      # it has begun (and handles SIGINT)
+        assert first.startswith("stackwatch: recording process "), first
+        time.sleep(0.5)
         rec.send_signal(signal.SIGINT)
         _, err = rec.communicate(timeout=60)
+        err = first + err
         assert rec.returncode == 0, err
         assert target.p.poll() is None
     finally:
