@@ -137,7 +137,7 @@ def _number(text, original):
 
 
 # The kernel events `start(kernel=...)` / `run --kernel=...` can record.
-KERNEL_EVENTS = ("syscalls",)
+KERNEL_EVENTS = ("syscalls", "sched", "faults")
 
 
 def kernel_option(kernel):
@@ -160,7 +160,7 @@ def say_kernel(said):
     if said.startswith("note: "):
         print(f"stackwatch: --kernel: {said[6:]}", file=sys.stderr)
     else:
-        print(f"stackwatch: --kernel: {said}; system calls are not recorded, the rest of the trace is",
+        print(f"stackwatch: --kernel: {said}; no kernel event is recorded, the rest of the trace is",
               file=sys.stderr)
 
 
