@@ -129,7 +129,7 @@ def _path_env(bindir):
 
 def _plain_command(argv, cwd, env, input=None):
     e = dict(os.environ)
-    for name in ("PYTHONPATH", "COVERAGE_CORE", "COVERAGE_PROCESS_START"):
+    for name in ("PYTHONPATH", "COVERAGE_CORE", "COVERAGE_PROCESS_START", "PYTEST_ADDOPTS"):
         e.pop(name, None)
     e.update(env)
     return subprocess.run(argv, cwd=cwd, env=e, capture_output=True, text=True, timeout=120,
