@@ -41,7 +41,13 @@ typedef struct tp_field {
 } tp_field;
 
 /* The event sources: which one a sample came from (its identifier). */
-enum source { SRC_ENTER, SRC_EXIT, SRC_SWITCH, SRC_WAKEUP, SRC_FAULT, SRC_SWITCH_IN, NSOURCES };
+enum source {
+    SRC_ENTER, SRC_EXIT, SRC_SWITCH, SRC_WAKEUP,   /* tracepoints */
+    SRC_FAULT,                                     /* the software page-fault event */
+    SRC_SWITCHES,   /* without the privilege: a dummy event's PERF_RECORD_SWITCH only */
+    SRC_SWITCH_IN, SRC_SWITCH_OUT,                 /* PERF_RECORD_SWITCH records */
+    NSOURCES
+};
 
 typedef struct tracepoint {
     uint64_t id;
@@ -91,6 +97,7 @@ struct sw_syscalls {
     size_t nfds, fds_cap;
     size_t map_bytes;
     unsigned what;           /* SW_KERNEL_* */
+    int unprivileged;        /* sched from the threads' own switch records, user-mode faults */
     tracepoint tps[SRC_FAULT];   /* by source: the tracepoints asked for */
     uint64_t *ids;           /* every event's identifier */
     uint8_t *id_src;         /* and its source */
@@ -197,7 +204,8 @@ static int wants(const sw_syscalls *s, int src)
     case SRC_ENTER:
     case SRC_EXIT: return (s->what & SW_KERNEL_SYSCALLS) != 0;
     case SRC_SWITCH:
-    case SRC_WAKEUP: return (s->what & SW_KERNEL_SCHED) != 0;
+    case SRC_WAKEUP: return (s->what & SW_KERNEL_SCHED) && !s->unprivileged;
+    case SRC_SWITCHES: return (s->what & SW_KERNEL_SCHED) && s->unprivileged;
     case SRC_FAULT: return (s->what & SW_KERNEL_FAULTS) != 0;
     default: return 0;
     }
@@ -213,8 +221,11 @@ static int load_tracepoints_in(sw_syscalls *s, const char *dir)
 
 static int load_tracepoints(sw_syscalls *s, char *note, size_t notelen)
 {
-    if (!(s->what & (SW_KERNEL_SYSCALLS | SW_KERNEL_SCHED)))
-        return 0;   /* page faults only: no tracepoint */
+    int any = 0;
+    for (int src = 0; src < SRC_FAULT; src++)
+        any |= wants(s, src);
+    if (!any)
+        return 0;   /* page faults, own switches: no tracepoint */
     for (int attempt = 0; attempt < 2; attempt++) {
         for (size_t i = 0; i < sizeof tracefs_dirs / sizeof *tracefs_dirs; i++)
             if (!load_tracepoints_in(s, tracefs_dirs[i]))
@@ -256,12 +267,21 @@ static int open_event(const sw_syscalls *s, int src, pid_t tid, int cpu, size_t 
         a.type = PERF_TYPE_SOFTWARE;
         a.config = PERF_COUNT_SW_PAGE_FAULTS;
         a.sample_type = SAMPLE_COMMON | PERF_SAMPLE_ADDR;
+    } else if (src == SRC_SWITCHES) {
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = PERF_COUNT_SW_DUMMY;
+        a.sample_type = SAMPLE_COMMON;
     } else {
         a.type = PERF_TYPE_TRACEPOINT;
         a.config = s->tps[src].id;
         a.sample_type = SAMPLE_COMMON | PERF_SAMPLE_RAW;
     }
-    a.context_switch = src == SRC_SWITCH;   /* PERF_RECORD_SWITCH: when the thread comes back */
+    a.context_switch = src == SRC_SWITCH || src == SRC_SWITCHES;   /* PERF_RECORD_SWITCH: when it comes back */
+    /* Without the privilege (kernel.perf_event_paranoid 2) a process may
+     * watch itself in user mode only: its own switches, its faults in user
+     * code. */
+    a.exclude_kernel = (unsigned)s->unprivileged;
+    a.exclude_hv = (unsigned)s->unprivileged;
     a.sample_period = 1;
     a.inherit = 1;
     a.sample_id_all = 1;     /* LOST records carry pid, tid and time too */
@@ -274,14 +294,24 @@ static int open_event(const sw_syscalls *s, int src, pid_t tid, int cpu, size_t 
 
 static const char *source_name(int src)
 {
-    return src <= SRC_EXIT ? "raw_syscalls tracepoints" : src == SRC_FAULT ? "page-fault event" : "sched tracepoints";
+    return src <= SRC_EXIT        ? "raw_syscalls tracepoints"
+           : src == SRC_FAULT     ? "page-fault event"
+           : src == SRC_SWITCHES ? "context-switch records"
+                                  : "sched tracepoints";
+}
+
+/* kernel.perf_event_paranoid, as text ("?" when unreadable). */
+static void read_paranoid(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "?");
+    if (!read_text("/proc/sys/kernel/perf_event_paranoid", buf, cap))
+        buf[strcspn(buf, "\n")] = 0;
 }
 
 static void say_refused(char *err, size_t errlen, int src, int e)
 {
-    char paranoid[32] = "?";
-    if (!read_text("/proc/sys/kernel/perf_event_paranoid", paranoid, sizeof paranoid))
-        paranoid[strcspn(paranoid, "\n")] = 0;
+    char paranoid[32];
+    read_paranoid(paranoid, sizeof paranoid);
     if (e == EACCES || e == EPERM)
         snprintf(err, errlen,
                  "perf_event_open of the %s was refused (%s): it needs root or "
@@ -361,27 +391,30 @@ static int open_thread(sw_syscalls *s, pid_t tid, int first, char *err, size_t e
     return SW_OK;
 }
 
-int sw_syscalls_open(sw_syscalls **out, unsigned what, size_t ring_bytes, char *err, size_t errlen, char *note,
-                     size_t notelen)
+/* Opens what `what` asks for, with the privilege or (unprivileged) what
+ * a process may see of itself without it. *refused: the failure was a
+ * missing privilege. */
+static int open_reader(sw_syscalls **out, unsigned what, int unprivileged, size_t ring_bytes, char *err,
+                       size_t errlen, char *note, size_t notelen, int *refused)
 {
     *out = NULL;
-    if (note && notelen)
-        note[0] = 0;
+    *refused = 0;
     err[0] = 0;
     sw_syscalls *s = calloc(1, sizeof *s);
     if (!s)
         return SW_ENOMEM;
     s->stop_fd = -1;
-    s->what = what & (SW_KERNEL_SYSCALLS | SW_KERNEL_SCHED | SW_KERNEL_FAULTS);
-    if (!s->what)
-        s->what = SW_KERNEL_SYSCALLS;
+    s->what = what;
+    s->unprivileged = unprivileged;
     pthread_mutex_init(&s->stats_lock, NULL);
     s->pid = getpid();
-    char dummy[128];
-    if (load_tracepoints(s, note ? note : dummy, note ? notelen : sizeof dummy)) {
+    if (load_tracepoints(s, note, notelen)) {
+        char paranoid[32];
+        read_paranoid(paranoid, sizeof paranoid);
         snprintf(err, errlen, "the %s tracepoints are not readable in tracefs (/sys/kernel/tracing): "
-                              "it needs root, and tracefs mounted",
-                 (s->what & SW_KERNEL_SYSCALLS) ? "raw_syscalls" : "sched");
+                              "it needs root or CAP_PERFMON, and tracefs mounted (kernel.perf_event_paranoid is %s)",
+                 (s->what & SW_KERNEL_SYSCALLS) ? "raw_syscalls" : "sched", paranoid);
+        *refused = 1;
         sw_syscalls_free(s);
         return SW_EIO;
     }
@@ -423,11 +456,42 @@ int sw_syscalls_open(sw_syscalls **out, unsigned what, size_t ring_bytes, char *
     if (rc) {
         if (!err[0])
             snprintf(err, errlen, "%s", sw_strerror(rc));
+        *refused = strstr(err, "was refused") != NULL;
         sw_syscalls_free(s);
         return rc;
     }
     s->st.cpus = s->nrings;
     *out = s;
+    return SW_OK;
+}
+
+int sw_syscalls_open(sw_syscalls **out, unsigned what, size_t ring_bytes, char *err, size_t errlen, char *note,
+                     size_t notelen)
+{
+    char dummy[128];
+    if (!note || !notelen) {
+        note = dummy;
+        notelen = sizeof dummy;
+    }
+    note[0] = 0;
+    what &= SW_KERNEL_SYSCALLS | SW_KERNEL_SCHED | SW_KERNEL_FAULTS;
+    if (!what)
+        what = SW_KERNEL_SYSCALLS;
+    int refused;
+    int rc = open_reader(out, what, 0, ring_bytes, err, errlen, note, notelen, &refused);
+    if (rc == SW_OK || !refused || (what & SW_KERNEL_SYSCALLS))
+        return rc;   /* system calls have no unprivileged way */
+    /* Refused: what a process may always see of itself, said in the note. */
+    char why[320];
+    snprintf(why, sizeof why, "%s", err);
+    rc = open_reader(out, what, 1, ring_bytes, err, errlen, note, notelen, &refused);
+    if (rc != SW_OK) {
+        snprintf(err, errlen, "%s", why);
+        return rc;
+    }
+    snprintf(note, notelen, "%s; recorded instead:%s%s", why,
+             (what & SW_KERNEL_SCHED) ? " each thread's own switches (off CPU preempted or waiting; no wakeups)" : "",
+             (what & SW_KERNEL_FAULTS) ? ((what & SW_KERNEL_SCHED) ? ", page faults in user mode" : " page faults in user mode") : "");
     return SW_OK;
 }
 
@@ -530,8 +594,9 @@ static void take_sample(sw_syscalls *s, const uint8_t *rec, size_t len)
 static void take_switch(sw_syscalls *s, const uint8_t *rec, size_t len, uint16_t misc)
 {
     /* header 8, then sample_id: pid 4, tid 4, time 8, cpu 4, res 4, identifier 8 */
-    if (misc & PERF_RECORD_MISC_SWITCH_OUT)
-        return;
+    int out = (misc & PERF_RECORD_MISC_SWITCH_OUT) != 0;
+    if (out && !s->unprivileged)
+        return;   /* sched_switch tells it, with the reason */
     if (len < 40) {
         count(s, &s->st.malformed, 1);
         return;
@@ -539,7 +604,8 @@ static void take_switch(sw_syscalls *s, const uint8_t *rec, size_t len, uint16_t
     uint32_t pid = rd32(rec + 8), tid = rd32(rec + 12);
     if (pid != (uint32_t)s->pid || tid == atomic_load(&s->reader_tid))
         return;
-    pending p = {rd64(rec + 16), tid, SRC_SWITCH_IN, rd32(rec + 24), 0, 0};
+    pending p = {rd64(rec + 16), tid, out ? SRC_SWITCH_OUT : SRC_SWITCH_IN, rd32(rec + 24),
+                 (misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0, 0};
     count(s, &s->st.records, 1);
     if (add_pending(s, &p))
         count(s, &s->st.unpaired, 1);
@@ -717,9 +783,10 @@ static void handle(sw_syscalls *s, const pending *p, open_call *c)
         return;
     }
     case SRC_SWITCH:
+    case SRC_SWITCH_OUT:   /* unprivileged: preempted or not, no state */
         ev.kind = SW_KEV_OFF_CPU;
-        ev.a = p->a;
-        ev.reason = sw_sched_reason(p->a);
+        ev.a = p->src == SRC_SWITCH ? p->a : 0;
+        ev.reason = p->src == SRC_SWITCH ? sw_sched_reason(p->a) : p->a ? "preempted" : "waiting";
         c->off = 1;
         c->waker = 0;
         break;

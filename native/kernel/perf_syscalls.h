@@ -61,7 +61,8 @@ typedef struct sw_kevent {
     uint32_t cpu;
     uint64_t t_ns;           /* CLOCK_MONOTONIC */
     uint64_t a, b;
-    const char *reason;      /* OFF_CPU: "sleeping" (S), "blocked" (D), "preempted" (R), else "other" */
+    const char *reason;      /* OFF_CPU: "sleeping" (S), "blocked" (D), "preempted" (R), else "other";
+                                unprivileged: "preempted" or "waiting" (S or D), a 0 */
 } sw_kevent;
 
 typedef struct sw_syscall_sink {
@@ -91,7 +92,11 @@ typedef struct sw_syscalls sw_syscalls;
  * writes one line into err saying what is missing (e.g. root or
  * CAP_PERFMON and the perf_event_paranoid level). When tracefs was not
  * mounted and could be, it is mounted at /sys/kernel/tracing and `note`
- * says so (else note is ""). */
+ * says so (else note is ""). Without the privilege, sched and faults (not
+ * system calls) fall back to what a process may always see of itself:
+ * its threads' own switch records (PERF_RECORD_SWITCH of a dummy event:
+ * preempted or waiting, no wakeups) and its page faults in user mode;
+ * `note` then says what was refused and what is recorded instead. */
 int sw_syscalls_open(sw_syscalls **out, unsigned what, size_t ring_bytes, char *err, size_t errlen, char *note, size_t notelen);
 /* Starts the reading thread. Returns 0 or a negative code. */
 int sw_syscalls_start(sw_syscalls *s, const sw_syscall_sink *sink);

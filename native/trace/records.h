@@ -158,7 +158,8 @@
  * shows each task as a track of its own (reader.h sw_thread_info.task).
  * OFF_CPU..ON_CPU (format 1.10, `run --kernel=sched`): the thread is off
  * CPU from its switch out (reason: sleeping S, blocked D, preempted R,
- * other; cpu: the CPU it left; state: sched_switch's prev_state) to its
+ * other, or without the privilege preempted / waiting; cpu: the CPU it
+ * left; state: sched_switch's prev_state, 0 when unknown) to its
  * switch in (next_cpu: the CPU it runs on next; waker: the thread of the
  * process that woke it, 0 when none was seen; woken_ns: ns from that
  * wakeup to the switch in). WAKEUP: the thread woke thread `tid`.

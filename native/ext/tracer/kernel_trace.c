@@ -141,7 +141,7 @@ int sw_kernel_trace_start(const char *what, char *msg, size_t len)
         snprintf(msg, len, "the kernel reader already writes into this trace");
         return -1;
     }
-    char err[256], note[128];
+    char err[320], note[384];
     sw_syscalls *s;
     if (sw_syscalls_open(&s, mask, 0, err, sizeof err, note, sizeof note) != SW_OK) {
         snprintf(msg, len, "%s", err);
