@@ -130,8 +130,8 @@ class Trace:
     def ext_events(self, thread=None, kinds=None):
         """The EXT events (line, instruction, raise, handled, gc_start,
         gc_done, new/delete start/done, thread_start, thread_exit,
-        region_begin, region_end; syscall and kernel_lost of `run --kernel`,
-        whose depth is None) of the thread at position ``thread``, or of every thread ordered by time
+        region_begin, region_end; syscall, kernel_lost, off_cpu, on_cpu,
+        wakeup and page_fault of `run --kernel`, whose depth is None) of the thread at position ``thread``, or of every thread ordered by time
         when None; only the kinds named in ``kinds`` if given. A list of
         ExtEvent. Raises ValueError for an unknown kind name."""
         mask = 0
