@@ -17,6 +17,10 @@ from conftest import missing, run, write
 import stackwatch
 from stackwatch import Trace
 
+# How python starts a program (runpy, sys.path[0], __main__) moved across
+# versions: the forms run on the oldest and the two newest.
+pytestmark = pytest.mark.versions("3.9", "3.12", "3.13")
+
 # What python's command line decides about the program, printed by it.
 PROBE = '''\
 import sys
