@@ -19,7 +19,8 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from conftest import missing, needs_kernel_tracepoint, perfetto_timeline, run, run_traced, slice_of
+from conftest import missing, needs, needs_kernel_tracepoint, perfetto_timeline, run, run_traced, slice_of
+from test_export_ctf import NO_BABELTRACE, read_ctf
 from stackwatch import Trace
 
 # What these check is the kernel's and the exporters', the same on every version.
@@ -206,6 +207,22 @@ def test_perfetto_off_cpu_track_and_wakeup_flows(traced, tmp_path):
         if off_tracks[track] == prog["waiter"] and s_track == main_track and set_it[0] <= s_ts <= set_it[1]:
             woke_waiter += 1
     assert woke_waiter == 1
+
+
+@needs(NO_BABELTRACE)
+def test_babeltrace2_reads_the_kernel_events(traced, tmp_path):
+    """The CTF export read by babeltrace2: each kernel event kind as often,
+    and on the same thread (vtid), as the trace holds it."""
+    swt, t, prog = traced
+    out = tmp_path / "t.ctf"
+    r = run(["export", swt, "--format", "ctf", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    kinds = ("syscall", "off_cpu", "on_cpu", "wakeup", "page_fault")
+    theirs = Counter((vtid, name.partition(":")[2]) for _, name, vtid, _ in read_ctf(out)
+                     if name.partition(":")[2] in kinds)
+    tid = {pos: th["native_tid"] for pos, th in enumerate(t.threads)}
+    assert theirs == Counter((tid[e.thread], e.kind) for e in t.ext_events(kinds=list(kinds)))
+    assert {k for _, k in theirs} == set(kinds)
 
 
 def test_page_faults_at_the_touched_pages(traced):
