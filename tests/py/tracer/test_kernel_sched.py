@@ -206,7 +206,7 @@ def test_perfetto_off_cpu_track_and_wakeup_flows(traced, tmp_path):
         assert s_ts <= ts
         if off_tracks[track] == prog["waiter"] and s_track == main_track and set_it[0] <= s_ts <= set_it[1]:
             woke_waiter += 1
-    assert woke_waiter == 1
+    assert woke_waiter >= 1   # (a GIL handoff inside set_it, under load, may wake it once more)
 
 
 @needs(NO_BABELTRACE)
