@@ -156,6 +156,7 @@ typedef struct perfetto {
     int npairs;              /* OPEN kinds (records.h) */
     uint8_t *regions_described;  /* per thread: its "regions" track was described */
     uint64_t regions_open;   /* regions open on the current thread's "regions" track */
+    uint64_t *tids;          /* the threads' native tids, sorted (the ends of wakeup flows) */
 } perfetto;
 
 static uint64_t thread_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + thread; }
@@ -516,14 +517,17 @@ static uint64_t wake_flow_id(uint64_t wakee_tid, int64_t t_wake)
     return sw_hash_u64(wakee_tid * 0x9E3779B97F4A7C15ull ^ (uint64_t)t_wake) | 1;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* Whether a thread of the trace has native tid `tid` (the other end of a
  * flow is there). */
 static int tid_traced(const perfetto *p, uint64_t tid)
 {
-    for (size_t i = 0; tid && i < p->nthreads; i++)
-        if (sw_trace_thread(p->t, i)->native_tid == tid)
-            return 1;
-    return 0;
+    return tid && bsearch(&tid, p->tids, p->nthreads, sizeof *p->tids, cmp_u64) != NULL;
 }
 
 /* After an ON_CPU that ended an off-CPU slice: the end of its wakeup's
@@ -671,7 +675,13 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     p.slice_open = calloc((size_t)(p.npairs ? p.npairs : 1), 1);
     p.samples_described = calloc(p.nthreads ? p.nthreads : 1, 1);
     p.regions_described = calloc(p.nthreads ? p.nthreads : 1, 1);
-    if (!p.iid || !p.slice_described || !p.slice_open || !p.samples_described || !p.regions_described) {
+    p.tids = malloc((p.nthreads ? p.nthreads : 1) * sizeof *p.tids);
+    for (size_t i = 0; p.tids && i < p.nthreads; i++)
+        p.tids[i] = sw_trace_thread(t, i)->native_tid;
+    if (p.tids && p.nthreads > 1)
+        qsort(p.tids, p.nthreads, sizeof *p.tids, cmp_u64);
+    if (!p.iid || !p.slice_described || !p.slice_open || !p.samples_described || !p.regions_described || !p.tids) {
+        free(p.tids);
         free(p.iid);
         free(p.slice_described);
         free(p.slice_open);
@@ -718,6 +728,7 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     free(p.slice_open);
     free(p.samples_described);
     free(p.regions_described);
+    free(p.tids);
     sw_bytes_free(&p.cs);
     sw_bytes_free(&p.fr);
     if (rc == SW_ENOMEM || oom) {
