@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -204,3 +205,23 @@ def test_probes_fire_while_attached_only(tmp):
         p.terminate()
         stdout, stderr = p.communicate(timeout=60)
     assert stderr == "" and all(line.startswith("iteration ") for line in stdout.splitlines()), (stdout, stderr)
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")
+def test_sample_written_when_the_target_exits(tmp):
+    """Without --duration the attach samples until the target exits; the
+    target writes its profile at its exit (atexit), prints nothing more,
+    exits 0, and the attach exits 0."""
+    p = subprocess.Popen([sys.executable, SPLIT, "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "ready\n"
+    ended = {}
+    reaper = threading.Thread(target=lambda: ended.update(out=p.communicate(timeout=60), status=p.wait()))
+    reaper.start()      # reaped at once: a zombie would look alive to the attach
+    out = tmp / "e.swprof"
+    r = run(["attach", str(p.pid), "--sample", "-o", str(out)], timeout=60)
+    reaper.join()
+    assert r.returncode == 0 and "its profile was written at its exit" in r.stderr, r.stderr
+    assert ended == {"out": ("", ""), "status": 0}
+    whole = load_profile(str(out)).tree().tree()
+    assert count_of(whole, "f60") > count_of(whole, "f10") > 0
