@@ -2,10 +2,10 @@
 starts the exact tracer (--trace), the in-process sampling profiler
 (--sample; with --trace its samples go into the trace, as `run --sample`)
 or the USDT probes' watcher (--probes) inside a running Python process and
-stops it again, leaving the process running. The way in is the interpreter's own pending-calls
-queue, written from outside while every thread is frozen
-(native/procmem/pending.h): the target runs the call at its next safe
-point, between two bytecodes. The first call (PyRun_SimpleString of a
+stops it again, leaving the process running. The way in is the
+interpreter's own pending-calls queue, written from outside while every
+thread is frozen (native/procmem/pending.h): the target runs the call at
+its next safe point, between two bytecodes. The first call (PyRun_SimpleString of a
 short bootstrap) imports stackwatch there and runs tracer/attached.py's
 begin(); the second (a C function of stackwatch's extension in the
 target) stops what it started and writes the file. docs/architecture.md
@@ -33,7 +33,8 @@ DEFAULT_RATE = 1000
 
 def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
-    p = subparsers.add_parser("attach", help="trace a running Python process for a while, from outside")
+    p = subparsers.add_parser("attach", help="trace, sample or serve the probes of a running Python process "
+                                   "for a while, from outside")
     p.add_argument("pid", type=int, help="the process to attach to")
     p.add_argument("--trace", action="store_true", help="record every call and return (the exact tracer)")
     p.add_argument("--sample", action="store_true", help="sample every thread's stack (the profiler of `stackwatch "
