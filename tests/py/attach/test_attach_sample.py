@@ -225,3 +225,23 @@ def test_sample_written_when_the_target_exits(tmp):
     assert ended == {"out": ("", ""), "status": 0}
     whole = load_profile(str(out)).tree().tree()
     assert count_of(whole, "f60") > count_of(whole, "f10") > 0
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")
+def test_refuses_a_program_already_profiling(tmp):
+    """`stackwatch profile` runs the program: an attach --sample to it is
+    refused in one line and the program profiles on."""
+    prof = subprocess.Popen([sys.executable, "-m", "stackwatch", "profile", "-o", str(tmp / "own.swprof"), SPLIT, "-"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert prof.stdout.readline() == "ready\n"
+        one_line_error(run(["attach", str(prof.pid), "--sample", "-o", str(tmp / "x.swprof")]), "already profiling")
+        assert prof.poll() is None
+        _, stderr = prof.communicate("", timeout=60)
+        assert prof.returncode == 0 and "wrote" in stderr, stderr
+    finally:
+        if prof.poll() is None:
+            prof.kill()
+            prof.wait()
+    assert not (tmp / "x.swprof").exists()
