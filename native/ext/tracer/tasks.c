@@ -274,23 +274,24 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
     return r;
 }
 
-/* hooks.task_id(obj, name) -> the task id of obj (an asyncio task, a
- * thread object, ...), given the first time it is met in the session and
- * then defined (TASK chunk, on this thread) as `name`; 0 when tracing is
- * off or out of memory. Weakly held. */
+/* hooks.task_id(obj, name, rename=False) -> the task id of obj (an asyncio
+ * task, a greenlet), given the first time it is met in the session and
+ * then defined (TASK chunk, on this thread) as `name` (with rename, again
+ * now); 0 when tracing is off or out of memory. Weakly held. */
 static PyObject *task_id(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *o;
     const char *name;
-    if (!PyArg_ParseTuple(args, "Os", &o, &name))
+    int rename = 0;
+    if (!PyArg_ParseTuple(args, "Os|p", &o, &name, &rename))
         return NULL;
     if (!sw_S.gen)
         return PyLong_FromLong(0);
     int fresh;
     uint64_t id = id_of(o, &fresh);
     sw_tstate *t = &sw_T;
-    if (fresh && (sw_D.file & SW_EVB(SW_K_TASK_SWITCH)) && !t->busy && sw_thread_attach(t))
+    if (id && (fresh || rename) && (sw_D.file & SW_EVB(SW_K_TASK_SWITCH)) && !t->busy && sw_thread_attach(t))
         sw_writer_define_task(sw_S.w, id, t->tb->index, name);
     return PyLong_FromUnsignedLongLong(id);
 }
@@ -393,7 +394,7 @@ static PyMethodDef methods[] = {
     {"greenlet_trace_off", greenlet_trace_off, METH_NOARGS,
      "greenlet_trace_off() -> the callback ours replaced (None: none): ours is removed"},
     {"greenlet_trace_on", greenlet_trace_on, METH_NOARGS, "whether greenlet_trace is installed"},
-    {"task_id", task_id, METH_VARARGS, "task_id(obj, name) -> obj's task id (defined as name when first met)"},
+    {"task_id", task_id, METH_VARARGS, "task_id(obj, name, rename=False) -> obj's task id (defined as name when first met, or now with rename)"},
     {"task_switch", task_switch, METH_O, "task_switch(task_id) -> the task id the thread ran: now it runs task_id"},
     {"task_event", task_event, METH_VARARGS,
      "task_event(kind, a, b, c, s1, s2, where): a task event, located at where (a frame, (code, line) or None)"},

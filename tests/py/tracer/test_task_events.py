@@ -116,11 +116,12 @@ def test_greenlet_switches_equal_the_programs_log(greenlets):
 # ("Task-N coroutine") and the queue by its class and address.
 ASYNCIO = r'''
 import asyncio, json, sys
+import stackwatch
 
-log, results = [], {}
+log, results, given, seen, renamed = [], {}, {}, {}, {}
 
 def name(t):
-    return f"{t.get_name()} {t.get_coro().__qualname__}" if t is not None else "MainThread"
+    return given.get(id(t)) or f"{t.get_name()} {t.get_coro().__qualname__}" if t is not None else "MainThread"
 
 def note(kind, task=None, other=None, channel=None, value=None):
     log.append({"kind": kind, "task": task or name(asyncio.current_task()), "other": other,
@@ -144,23 +145,27 @@ async def tree(depth, n):
     return done(left + right)
 
 async def producer(q, n):
+    seen["tasks"] = stackwatch.tasks()   # the consumer waits in its first get
     for i in list(range(1, n + 1)) + [None]:
         await q.put(i)
-        note("send", channel=f"Queue {id(q):#x}", value=repr(i))
+        note("send", channel="numbers", value=repr(i))
     return done(n)
 
 async def consumer(q):
     acc = 1
     while True:
         v = await q.get()
-        note("receive", channel=f"Queue {id(q):#x}", value=repr(v))
+        note("receive", channel="numbers", value=repr(v))
         if v is None:
             return done(acc)
         acc *= v
 
 async def amain():
     q = asyncio.Queue()
+    stackwatch.name(q, "numbers")
     c = asyncio.ensure_future(consumer(q))
+    renamed[name(c)] = given[id(c)] = "the consumer"
+    stackwatch.name(c, "the consumer", group="workers")
     p = asyncio.ensure_future(producer(q, 6))
     fact, _ = await asyncio.gather(c, p)
     total = await asyncio.ensure_future(tree(2, 1))
@@ -170,7 +175,10 @@ loop = asyncio.new_event_loop()
 loop.set_task_factory(factory)
 assert loop.run_until_complete(amain()) == (720, 22)
 loop.close()
-json.dump({"log": log, "results": results}, open(sys.argv[1], "w"))
+for e in log:   # a name given later names the task everywhere
+    e["task"], e["other"] = renamed.get(e["task"], e["task"]), renamed.get(e["other"], e["other"])
+results = {renamed.get(n, n): r for n, r in results.items()}
+json.dump({"log": log, "results": results, "tasks": seen["tasks"]}, open(sys.argv[1], "w"))
 '''
 
 
@@ -198,8 +206,8 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
     # Every receive knows its sender (the producer), every send its receiver.
     for e in doc["events"]:
         if e["kind"] in ("send", "receive"):
-            assert e["other"] == next(n for n in tasks if n.endswith(" consumer" if e["kind"] == "send"
-                                                                      else " producer"))
+            assert e["other"] == ("the consumer" if e["kind"] == "send"
+                                  else next(n for n in tasks if n.endswith(" producer")))
     # A wake ends a block of the task it wakes, and comes from another task.
     blocked = {}
     for e in doc["events"]:
@@ -210,8 +218,25 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
             assert blocked.pop(e["task"]) and e["other"] != e["task"]
         elif e["kind"] == "switch" and e["task"] in blocked:
             pytest.fail(f"{e['task']} ran while blocked")
-    reasons = {(e["task"].split(" ", 1)[1], e["reason"]) for e in doc["events"] if e["kind"] == "block"}
+    reasons = {(e["task"].split(" ")[-1], e["reason"]) for e in doc["events"] if e["kind"] == "block"}
     assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join")}
+    assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"numbers"}
+    assert tasks["the consumer"]["group"] == "workers"
+
+
+def test_live_tasks_while_one_waits(asyncio_run):
+    """stackwatch.tasks(), called by the producer as it starts: the
+    consumer waits in its first get on the queue named "numbers"."""
+    _, own = asyncio_run
+    live = {t["name"]: t for t in own["tasks"]}
+    consumer, producer = live["the consumer"], next(t for n, t in live.items() if n.endswith(" producer"))
+    assert consumer["state"] == "blocked" and consumer["waits_on"] == "queue numbers"
+    assert consumer["group"] == "workers" and consumer["kind"] == "asyncio"
+    assert any(f["function"] == "consumer" for f in consumer["stack"])
+    assert producer["state"] == "running" and producer["stack"][0]["function"] == "producer"
+    assert live["MainThread"]["state"] == "running" and live["MainThread"]["kind"] == "thread"
+    amain = next(t for n, t in live.items() if n.endswith(" amain"))
+    assert amain["state"] == "blocked" and amain["waits_on"] == "join"
 
 
 def test_asyncio_coroutines_run_on_their_tasks_tracks(asyncio_run):
@@ -220,10 +245,12 @@ def test_asyncio_coroutines_run_on_their_tasks_tracks(asyncio_run):
     swt, own = asyncio_run
     t = Trace(swt)
     mine = {"tree", "producer", "consumer", "amain"}
+    assert "the consumer" in [th["name"] for th in t.threads]   # stackwatch.name() renames the track
     for pos, th in enumerate(t.threads):
         names = {t.codes[e.code].name for e in t.events(pos) if e.kind in (0, 2) and e.code in t.codes}
-        if th["task"] and th["name"].split(" ", 1)[1] in mine:
-            assert names & mine == {th["name"].split(" ", 1)[1]}, th["name"]
+        own_code = th["name"].split(" ")[-1]
+        if th["task"] and own_code in mine:
+            assert names & mine == {own_code}, th["name"]
         elif not th["task"]:
             assert not names & mine
 
