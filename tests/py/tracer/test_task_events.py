@@ -211,16 +211,18 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
         if e["kind"] in ("send", "receive"):
             assert e["other"] == ("the consumer" if e["kind"] == "send"
                                   else next(n for n in tasks if n.endswith(" producer")))
-    # A wake ends a block of the task it wakes, and comes from another task.
-    blocked = {}
+    # A wake ends a block of the task it wakes, and comes from another
+    # task; no task runs while it is blocked.
+    for wake, block in _wakes(doc):
+        assert wake["other"] != wake["task"]
+    blocked = set()
     for e in doc["events"]:
         if e["kind"] == "block":
-            assert e["task"] not in blocked
-            blocked[e["task"]] = e
+            blocked.add(e["task"])
         elif e["kind"] == "wake":
-            assert blocked.pop(e["task"]) and e["other"] != e["task"]
-        elif e["kind"] == "switch" and e["task"] in blocked:
-            pytest.fail(f"{e['task']} ran while blocked")
+            blocked.discard(e["task"])
+        elif e["kind"] == "switch":
+            assert e["task"] not in blocked, f"{e['task']} ran while blocked"
     reasons = {(e["task"].split(" ")[-1], e["reason"]) for e in doc["events"] if e["kind"] == "block"}
     assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join")}
     assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"numbers"}
@@ -258,12 +260,27 @@ def test_asyncio_coroutines_run_on_their_tasks_tracks(asyncio_run):
             assert not names & mine
 
 
+def _wakes(doc):
+    """(wake, the block it ends) of every wake, checking that each ends a
+    block of its task (one at a time)."""
+    waiting, out = {}, []
+    for e in doc["events"]:
+        if e["kind"] == "block":
+            assert e["task"] not in waiting
+            waiting[e["task"]] = e
+        elif e["kind"] == "wake":
+            assert e["task"] in waiting, e
+            out.append((e, waiting.pop(e["task"])))
+    return out
+
+
 # Threads: a factorial through a queue.Queue, and a thread that raises.
 # Each thread logs its own sends and receives (after each put and get
 # returns) and its end; the main thread logs each creation before the
 # start.
 THREADS = r'''
-import json, queue, sys, threading
+import json, queue, sys, threading, time
+import stackwatch
 
 logs = {}
 q = queue.Queue()
@@ -291,13 +308,23 @@ def fails():
     note("exit")
     raise ValueError("on purpose")
 
+go = threading.Event()
+stackwatch.name(go, "go")
+
+def waiter():
+    go.wait()
+    note("exit")
+
 out = []
 threads = [threading.Thread(target=consumer, args=(out,), name="consumer"),
            threading.Thread(target=producer, args=(7,), name="producer"),
-           threading.Thread(target=fails, name="fails")]
+           threading.Thread(target=fails, name="fails"), threading.Thread(target=waiter, name="waiter")]
 for t in threads:
     note("create", t.name, other="MainThread")
     t.start()
+while not go._cond._waiters:   # the waiter waits for go (a block on the event) ...
+    time.sleep(0.001)
+go.set()                       # ... and the main thread sets it (its wake)
 for t in threads:
     t.join()
 assert out == [5040], out
@@ -323,4 +350,14 @@ def test_thread_events_equal_each_threads_log(tmp_path):
         if e["kind"] in ("send", "receive"):
             assert e["other"] == ("consumer" if e["kind"] == "send" else "producer")
     assert tasks["fails"]["outcome"] == "exception" and tasks["fails"]["result"] == "ValueError('on purpose')"
+    # Blocks and wakes pair up: a thread is woken only while it waits, by
+    # another thread, on what it waits on; the waiter by the main thread.
+    woken = set()
+    for e, block in _wakes(doc):
+        assert e["channel"] == block["channel"] and e["other"] != e["task"] and e["t_ns"] >= block["t_ns"]
+        woken.add(e["task"])
+        if e["task"] == "waiter":
+            assert (block["reason"], e["channel"], e["other"]) == ("event", "go", "MainThread")
+            assert block["function"] == "waiter" and e["function"] == "<module>"
+    assert "waiter" in woken
     assert tasks["consumer"]["outcome"] == tasks["producer"]["outcome"] == "result"
