@@ -4,6 +4,8 @@ passing numbers with switch(), logged by the program's own
 greenlet.settrace callback (chained by stackwatch's), must come out of the
 trace as the same switches, in the same order, from the same code."""
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -189,7 +191,7 @@ json.dump({"log": log, "results": results, "tasks": seen["tasks"]}, open(sys.arg
 def asyncio_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("asyncio")
     own = folder / "log.json"
-    swt, _ = run_traced(folder, ASYNCIO, "--events", "tasks", args=(str(own),))
+    swt, _ = run_traced(folder, ASYNCIO, "--events", "tasks", "--log", str(folder / "events.log"), args=(str(own),))
     return swt, json.loads(own.read_text())
 
 
@@ -227,6 +229,28 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
     assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join")}
     assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"numbers"}
     assert tasks["the consumer"]["group"] == "workers"
+
+
+def test_log_lines_are_the_traces_events(asyncio_run):
+    """`--log` prints a line per task event, in the trace's order, naming
+    the tasks as the trace does (a name given later from its line on):
+    each switch from one task to the other, with every task's state."""
+    swt, _ = asyncio_run
+    doc = read_task_events(swt)
+    lines = [line.split("] ", 1)[1] for line in open(os.path.join(os.path.dirname(swt), "events.log"))
+             if "] task_" in line]
+    assert [line.split()[0][5:] for line in lines if not line.startswith("task_name")] == \
+        [e["kind"] for e in doc["events"]]
+    renamed = dict(re.match(r"task_name +(.*) named (.*) \(group workers\)$", line).groups()
+                   for line in lines if line.startswith("task_name"))
+    assert renamed == {next(n for n in renamed): "the consumer"}
+    switches = [re.match(r"task_switch +(.*) -> (.*?)  \[(.*)\]$", line).groups() for line in lines
+                if line.startswith("task_switch")]
+    assert [(renamed.get(a, a), renamed.get(b, b)) for a, b, _ in switches] == \
+        [(e["other"], e["task"]) for e in doc["events"] if e["kind"] == "switch"]
+    assert all(f"{b}: running" in states for _, b, states in switches)
+    blocked = next(states for a, _, states in switches if a == "the consumer" and "the consumer: blocked" in states)
+    assert "the consumer: blocked on queue numbers" in blocked
 
 
 def test_live_tasks_while_one_waits(asyncio_run):
