@@ -385,3 +385,26 @@ def test_thread_events_equal_each_threads_log(tmp_path):
             assert block["function"] == "waiter" and e["function"] == "<module>"
     assert "waiter" in woken
     assert tasks["consumer"]["outcome"] == tasks["producer"]["outcome"] == "result"
+
+
+def test_wrapped_only_while_task_events_are_recorded(tmp_path):
+    """asyncio's and threading's methods are wrapped only while task
+    events are wanted, and are the originals again after; a replacement
+    the program made meanwhile stays."""
+    program = r'''
+import asyncio, queue, sys, threading
+import stackwatch
+originals = (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put)
+stackwatch.start(sys.argv[1] + ".plain")
+assert (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put) == originals
+stackwatch.stop()
+stackwatch.start(sys.argv[1], events=["tasks"])
+assert asyncio.events.Handle._run is not originals[0] and threading.Thread.start is not originals[1]
+mine = lambda self, item: None
+queue.Queue._put = mine
+stackwatch.stop()
+assert (asyncio.events.Handle._run, threading.Thread.start) == originals[:2] and queue.Queue._put is mine
+'''
+    prog = write(tmp_path / "p.py", program)
+    r = subprocess.run([sys.executable, prog, str(tmp_path / "t.swt")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
