@@ -102,7 +102,10 @@ def test_greenlet_switches_equal_the_programs_log(greenlets):
     assert got == log and len(log) == 16
     assert tasks["greenlet consume"]["created_by"] == "greenlet produce"
     assert tasks["greenlet consume"]["outcome"] == "result" and tasks["greenlet produce"]["outcome"] is None
-    assert tasks["greenlet consume"]["creation_stack"][0]["function"] == "produce"
+    # Made where produce() switched to it, inside run() (the creator's open frames, innermost first).
+    stack = [(f["function"], f["line"] is not None) for f in tasks["greenlet consume"]["creation_stack"]]
+    assert stack == [("produce", True)]   # (produce is the greenlet's outermost frame)
+    assert [f["function"] for f in tasks["greenlet produce"]["creation_stack"]] == ["run"]
     times = [e["t_ns"] for e in doc["events"]]
     assert times == sorted(times)
     for e in doc["events"]:
@@ -228,6 +231,14 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
     reasons = {(e["task"].split(" ")[-1], e["reason"]) for e in doc["events"] if e["kind"] == "block"}
     assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join")}
     assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"numbers"}
+    # A tree's children are made by gather, called by their parent tree's
+    # coroutine, on its track; located in the program's own code that made
+    # them: its loop's create_task.
+    for name, task in tasks.items():
+        if name.endswith(" tree") and task["created_by"].endswith(" tree"):
+            stack = [f["function"] for f in task["creation_stack"]]
+            assert stack.index("Loop.create_task") < stack.index("gather") < stack.index("tree")
+            assert [f["function"] for f in task["creation_stack"] if f["line"] is not None] == ["Loop.create_task"]
     assert tasks["the consumer"]["group"] == "workers"
 
 
@@ -368,7 +379,10 @@ def test_thread_events_equal_each_threads_log(tmp_path):
                 for e in doc["events"] if e["task"] == name and e["kind"] in ("create", "send", "receive", "exit")]
         assert mine == log, name
         assert tasks[name]["kind"] == "thread" and tasks[name]["created_by"] == "MainThread"
-        assert tasks[name]["creation_stack"][0]["function"] == "<module>"
+        # Made by the main thread's code, in Thread.start (which waits for it to start).
+        stack = [f["function"] for f in tasks[name]["creation_stack"]]
+        assert stack[-1] == "<module>" and "Thread.start" in stack
+        assert [f["function"] for f in tasks[name]["creation_stack"] if f["line"] is not None] == ["<module>"]
     # Each send reaches the consumer; each receive comes from the producer.
     for e in doc["events"]:
         if e["kind"] in ("send", "receive"):
