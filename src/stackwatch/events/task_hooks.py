@@ -138,16 +138,18 @@ def _is_weakable(obj):
     return type(obj).__weakrefoffset__ != 0
 
 
-def _task_name(task):
+def _task_name(task, coro=None):
+    """stackwatch.name()'s, else "Task-N coroutine". (_coro, not get_coro():
+    a finished eager task has none, and 3.12.1's get_coro() crashes then.)"""
     given = _names.get(task)
     if given:
         return given[0]
-    coro = task.get_coro()
+    coro = coro or getattr(task, "_coro", None)
     return f"{task.get_name()} {getattr(coro, '__qualname__', type(coro).__name__)}"
 
 
-def _task_id(task):
-    return _hooks.task_id(task, _task_name(task))
+def _task_id(task, coro=None):
+    return _hooks.task_id(task, _task_name(task, coro))
 
 
 def _event(kind, a=0, b=0, c=0, s1=None, s2=None, frame=None):
@@ -160,9 +162,12 @@ def _create_task(orig):
     def create_task(self, *args, **kwargs):
         task = orig(self, *args, **kwargs)
         try:
-            tid = _task_id(task)
+            coro = args[0] if args else kwargs.get("coro")
+            tid = _task_id(task, coro)
             if tid:
-                _event("task_create", tid, 2, 0, _task_name(task), None, _where(sys._getframe(1)))
+                _event("task_create", tid, 2, 0, _task_name(task, coro), None, _where(sys._getframe(1)))
+                if task.done():   # an eager task (3.12+) that ended in its first step, run inside create_task
+                    _exited(task, tid)
         except Exception:
             pass
         return task
@@ -199,12 +204,7 @@ def _handle_run(orig, task_types):
 def _after_step(task, tid):
     try:
         if task.done():
-            if task.cancelled():
-                _event("task_exit", tid, 2)
-            elif task._exception is not None:   # read, not retrieved: its "never retrieved" log stays
-                _event("task_exit", tid, 1, 0, _repr(task._exception))
-            else:
-                _event("task_exit", tid, 0, 0, _repr(task._result))
+            _exited(task, tid)
             return
         if task._fut_waiter is None:   # a bare yield (sleep(0)): stepped again at once, not blocked
             return
@@ -213,6 +213,15 @@ def _after_step(task, tid):
         _event("task_block", reason, 0, 0, channel, None, frame)
     except Exception:
         pass
+
+
+def _exited(task, tid):
+    if task.cancelled():
+        _event("task_exit", tid, 2)
+    elif task._exception is not None:   # read, not retrieved: its "never retrieved" log stays
+        _event("task_exit", tid, 1, 0, _repr(task._exception))
+    else:
+        _event("task_exit", tid, 0, 0, _repr(task._result))
 
 
 # The asyncio functions a task waits in: (file's base name, function) ->
@@ -224,7 +233,7 @@ _WAITS = {("queues.py", "get"): "queue", ("queues.py", "put"): "queue", ("locks.
 
 def await_frames(task):
     """The frames of an asyncio task's await chain, outermost first."""
-    frames, aw = [], task.get_coro()
+    frames, aw = [], getattr(task, "_coro", None)
     while aw is not None:
         f = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
         if f is None:

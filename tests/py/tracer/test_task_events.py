@@ -168,7 +168,21 @@ async def consumer(q):
             return done(acc)
         acc *= v
 
+async def sleeper():
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        note("exit")
+        raise
+
 async def amain():
+    s = asyncio.ensure_future(sleeper())
+    await asyncio.sleep(0)   # it starts, and sleeps
+    s.cancel()
+    try:
+        await s
+    except asyncio.CancelledError:
+        pass
     q = asyncio.Queue()
     stackwatch.name(q, "numbers")
     c = asyncio.ensure_future(consumer(q))
@@ -207,7 +221,11 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
             for e in doc["events"] if e["kind"] in ("create", "send", "receive", "exit")
             and not e["task"].endswith("shutdown_asyncgens") and not e["task"].endswith("shutdown_default_executor")]
     assert mine == own["log"]
-    assert len([e for e in mine if e["kind"] == "create"]) == 10   # amain, consumer, producer, 7 tree tasks
+    assert len([e for e in mine if e["kind"] == "create"]) == 11   # amain, sleeper, consumer, producer, 7 trees
+    sleeper = next(t for n, t in tasks.items() if n.endswith(" sleeper"))
+    assert sleeper["outcome"] == "cancelled" and sleeper["result"] is None
+    assert [(e["kind"], e["other"], e["reason"]) for e in doc["events"] if e["task"] == sleeper["name"]
+            and e["kind"] in ("block", "wake")] == [("block", None, "sleep"), ("wake", "Task-1 amain", None)]
     for name, result in own["results"].items():
         assert tasks[name]["kind"] == "asyncio" and tasks[name]["outcome"] == "result"
         assert tasks[name]["result"] == result, name
@@ -229,7 +247,7 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
         elif e["kind"] == "switch":
             assert e["task"] not in blocked, f"{e['task']} ran while blocked"
     reasons = {(e["task"].split(" ")[-1], e["reason"]) for e in doc["events"] if e["kind"] == "block"}
-    assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join")}
+    assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join"), ("sleeper", "sleep")}
     assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"numbers"}
     # A tree's children are made by gather, called by their parent tree's
     # coroutine, on its track; located in the program's own code that made
@@ -422,3 +440,36 @@ assert (asyncio.events.Handle._run, threading.Thread.start) == originals[:2] and
     prog = write(tmp_path / "p.py", program)
     r = subprocess.run([sys.executable, prog, str(tmp_path / "t.swt")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager tasks are 3.12's")
+def test_eager_tasks(tmp_path):
+    """An eager task that ends in its first step (run inside create_task)
+    exits right after its creation; the hooks never touch a finished
+    task's coroutine (3.12.1's get_coro() crashes on it)."""
+    program = r'''
+import asyncio
+
+async def quick():
+    return 5
+
+async def slow():
+    await asyncio.sleep(0.001)
+    return 6
+
+async def main():
+    asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+    a = asyncio.create_task(quick())
+    async with asyncio.TaskGroup() as tg:
+        b = tg.create_task(slow())
+    return await a + b.result()
+
+assert asyncio.run(main()) == 11
+'''
+    swt, _ = run_traced(tmp_path, program, "--events", "tasks")
+    doc = read_task_events(swt)
+    got = [(e["kind"], e["task"]) for e in doc["events"] if e["kind"] in ("create", "exit")][:6]
+    assert got == [("create", "Task-1 main"), ("create", "Task-2 quick"), ("exit", "Task-2 quick"),
+                   ("create", "Task-3 slow"), ("exit", "Task-3 slow"), ("exit", "Task-1 main")]
+    results = {t["name"]: (t["outcome"], t["result"]) for t in doc["tasks"]}
+    assert results["Task-2 quick"] == ("result", "5") and results["Task-3 slow"] == ("result", "6")
