@@ -59,16 +59,23 @@ static void to(tg_thread *a, uint64_t origin, uint64_t target)
     sw_tbuf_task_switch(a->b, a->ticks, origin, target);
 }
 
+/* A trace being written (at path) with 6 codes and one thread, "main",
+ * that has task 5, named name; NULL on failure. */
+static tg_thread *one_thread_one_task(tg *g, char *path, size_t len, const char *name)
+{
+    check_tmp_path(path, len, ".swt");
+    if (tg_open(g, path, 4096, 0, 0, 1e9) != SW_OK || tg_codes(g, 6, 0) != SW_OK)
+        return NULL;
+    tg_thread *a = tg_add_thread(g, 7, 8, "main", 1);
+    return a && sw_writer_define_task(g->w, 5, a->b->index, name) == SW_OK ? a : NULL;
+}
+
 TEST(each_task_keeps_its_frames)
 {
     char path[256];
-    check_tmp_path(path, sizeof path, ".swt");
     tg g;
-    REQUIRE(tg_open(&g, path, 4096, 0, 0, 1e9) == SW_OK);
-    REQUIRE(tg_codes(&g, 6, 0) == SW_OK);
-    tg_thread *a = tg_add_thread(&g, 7, 8, "main", 1);
+    tg_thread *a = one_thread_one_task(&g, path, sizeof path, "greenlet one");
     REQUIRE(a);
-    REQUIRE(sw_writer_define_task(g.w, 5, a->b->index, "greenlet one") == SW_OK);
     call(a, 0);
     call(a, 1);
     to(a, 0, 5);     /* task 5 starts inside the thread's two frames */
@@ -127,13 +134,9 @@ static int note_ext(void *ud, const sw_event *ev)
 TEST(a_replay_of_every_tasks_events_and_switches)
 {
     char path[256];
-    check_tmp_path(path, sizeof path, ".swt");
     tg g;
-    REQUIRE(tg_open(&g, path, 4096, 0, 0, 1e9) == SW_OK);
-    REQUIRE(tg_codes(&g, 6, 0) == SW_OK);
-    tg_thread *a = tg_add_thread(&g, 7, 8, "main", 1);
+    tg_thread *a = one_thread_one_task(&g, path, sizeof path, "Task-1 work");
     REQUIRE(a);
-    REQUIRE(sw_writer_define_task(g.w, 5, a->b->index, "Task-1 work") == SW_OK);
     call(a, 0);
     call(a, 1);
     tg_ext(a, SW_EXT_TASK_CREATE, 1, 10, 5, 2, 0, "Task-1 work", NULL);
