@@ -139,7 +139,9 @@ static void task_record_at(int kind, PyFrameObject *f, PyCodeObject *at, int at_
     }
     if (!f && at && sw_S.gen && (sw_code_id(at, NULL) & SW_ID_SKIP))
         at = NULL;
-    PyCodeObject *co = f ? PyFrame_GetCode(f) : (PyCodeObject *)Py_XNewRef(at);
+    PyCodeObject *co = f ? PyFrame_GetCode(f) : at;
+    if (!f)
+        Py_XINCREF(co);
     sw_evdata d = {.code = co, .line = f ? PyFrame_GetLineNumber(f) : at ? at_line : -1, .name = s1, .file = s2,
                    .a = a, .b = b, .c = c};
     if (sw_D.file & SW_EVB(kind))

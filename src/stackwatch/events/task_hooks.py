@@ -18,7 +18,7 @@ are wrapped (and put back after):
 - threading.Thread.start: who starts the thread, where; the new thread
   records its creation when it starts (Thread._set_native_id, which its
   bootstrap calls first: the creator named by its native id and task);
-  Thread._delete (the end of its bootstrap) its exit, with the exception
+  Thread._bootstrap (the thread's whole run) its exit, with the exception
   threading.excepthook saw (wrapped) if any, and the wake of the threads
   in its join() (Thread.join: their block);
 - threading.Condition.wait and notify: a thread's block (on a queue, an
@@ -106,7 +106,7 @@ def _install():
     threading_file = threading.__file__
     _wrap(threading.Thread, "start", _thread_start)
     _wrap(threading.Thread, "_set_native_id", _thread_set_native_id)
-    _wrap(threading.Thread, "_delete", _thread_delete)
+    _wrap(threading.Thread, "_bootstrap", _thread_bootstrap)
     _wrap(threading, "excepthook", _excepthook)
     _wrap(threading.Condition, "wait", _cond_wait)
     _wrap(threading.Condition, "notify", _cond_notify)
@@ -326,17 +326,19 @@ def _thread_set_native_id(orig):
     return _set_native_id
 
 
-def _thread_delete(orig):
-    def _delete(self):
+def _thread_bootstrap(orig):
+    def _bootstrap(self):
         try:
-            failed = _failed.pop(self, None)
-            _event("task_exit", 0, 0 if failed is None else 1, 0, failed)
-            for native_id in _joiners.pop(self, ()):   # its end ends their join()
-                _event("task_wake", 0, 0, native_id, f"thread {self.name}")
-        except Exception:
-            pass
-        return orig(self)
-    return _delete
+            return orig(self)
+        finally:
+            try:
+                failed = _failed.pop(self, None)
+                _event("task_exit", 0, 0 if failed is None else 1, 0, failed)
+                for native_id in _joiners.pop(self, ()):   # its end ends their join()
+                    _event("task_wake", 0, 0, native_id, f"thread {self.name}")
+            except Exception:
+                pass
+    return _bootstrap
 
 
 def _thread_join(orig):

@@ -254,9 +254,9 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
     # them: its loop's create_task.
     for name, task in tasks.items():
         if name.endswith(" tree") and task["created_by"].endswith(" tree"):
-            stack = [f["function"] for f in task["creation_stack"]]
-            assert stack.index("Loop.create_task") < stack.index("gather") < stack.index("tree")
-            assert [f["function"] for f in task["creation_stack"] if f["line"] is not None] == ["Loop.create_task"]
+            stack = [_bare(f["function"]) for f in task["creation_stack"]]
+            assert stack.index("create_task") < stack.index("gather") < stack.index("tree")
+            assert [_bare(f["function"]) for f in task["creation_stack"] if f["line"] is not None] == ["create_task"]
     assert tasks["the consumer"]["group"] == "workers"
 
 
@@ -311,6 +311,12 @@ def test_asyncio_coroutines_run_on_their_tasks_tracks(asyncio_run):
             assert names & mine == {own_code}, th["name"]
         elif not th["task"]:
             assert not names & mine
+
+
+def _bare(qualname):
+    """A function's name without its class (3.9 and 3.10 record code
+    objects by name, having no co_qualname)."""
+    return qualname.rsplit(".", 1)[-1]
 
 
 def _wakes(doc):
@@ -398,8 +404,8 @@ def test_thread_events_equal_each_threads_log(tmp_path):
         assert mine == log, name
         assert tasks[name]["kind"] == "thread" and tasks[name]["created_by"] == "MainThread"
         # Made by the main thread's code, in Thread.start (which waits for it to start).
-        stack = [f["function"] for f in tasks[name]["creation_stack"]]
-        assert stack[-1] == "<module>" and "Thread.start" in stack
+        stack = [_bare(f["function"]) for f in tasks[name]["creation_stack"]]
+        assert stack[-1] == "<module>" and "start" in stack
         assert [f["function"] for f in tasks[name]["creation_stack"] if f["line"] is not None] == ["<module>"]
     # Each send reaches the consumer; each receive comes from the producer.
     for e in doc["events"]:
@@ -468,8 +474,9 @@ assert asyncio.run(main()) == 11
 '''
     swt, _ = run_traced(tmp_path, program, "--events", "tasks")
     doc = read_task_events(swt)
-    got = [(e["kind"], e["task"]) for e in doc["events"] if e["kind"] in ("create", "exit")][:6]
-    assert got == [("create", "Task-1 main"), ("create", "Task-2 quick"), ("exit", "Task-2 quick"),
-                   ("create", "Task-3 slow"), ("exit", "Task-3 slow"), ("exit", "Task-1 main")]
-    results = {t["name"]: (t["outcome"], t["result"]) for t in doc["tasks"]}
-    assert results["Task-2 quick"] == ("result", "5") and results["Task-3 slow"] == ("result", "6")
+    # (by coroutine: 3.13.0's create_task names a task factory's tasks "None")
+    got = [(e["kind"], e["task"].split()[-1]) for e in doc["events"] if e["kind"] in ("create", "exit")][:6]
+    assert got == [("create", "main"), ("create", "quick"), ("exit", "quick"), ("create", "slow"), ("exit", "slow"),
+                   ("exit", "main")]
+    results = {t["name"].split()[-1]: (t["outcome"], t["result"]) for t in doc["tasks"]}
+    assert results["quick"] == ("result", "5") and results["slow"] == ("result", "6")
