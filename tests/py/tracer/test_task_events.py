@@ -425,6 +425,7 @@ def test_thread_events_equal_each_threads_log(tmp_path):
     assert tasks["consumer"]["outcome"] == tasks["producer"]["outcome"] == "result"
 
 
+@pytest.mark.versions("3.12")
 def test_wrapped_only_while_task_events_are_recorded(tmp_path):
     """asyncio's and threading's methods are wrapped only while task
     events are wanted, and are the originals again after; a replacement
