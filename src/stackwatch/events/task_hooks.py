@@ -130,7 +130,7 @@ def _repr(value):
 
 def channel_name(obj):
     """A channel's name: stackwatch.name()'s, else its class and address."""
-    given = _names.get(obj) if _is_weakable(obj) else None
+    given = _names.get(obj) if _names and _is_weakable(obj) else None
     return given[0] if given else f"{type(obj).__name__} {id(obj):#x}"
 
 
@@ -141,15 +141,15 @@ def _is_weakable(obj):
 def _task_name(task, coro=None):
     """stackwatch.name()'s, else "Task-N coroutine". (_coro, not get_coro():
     a finished eager task has none, and 3.12.1's get_coro() crashes then.)"""
-    given = _names.get(task)
+    given = _names.get(task) if _names else None
     if given:
         return given[0]
     coro = coro or getattr(task, "_coro", None)
     return f"{task.get_name()} {getattr(coro, '__qualname__', type(coro).__name__)}"
 
 
-def _task_id(task, coro=None):
-    return _hooks.task_id(task, _task_name(task, coro))
+def _task_id(task):
+    return _hooks.task_id(task, _task_name)   # (named only when first met)
 
 
 def _event(kind, a=0, b=0, c=0, s1=None, s2=None, frame=None):
@@ -163,9 +163,10 @@ def _create_task(orig):
         task = orig(self, *args, **kwargs)
         try:
             coro = args[0] if args else kwargs.get("coro")
-            tid = _task_id(task, coro)
+            name = _task_name(task, coro)
+            tid = _hooks.task_id(task, name)
             if tid:
-                _event("task_create", tid, 2, 0, _task_name(task, coro), None, _where(sys._getframe(1)))
+                _event("task_create", tid, 2, 0, name, None, _where(sys._getframe(1)))
                 if task.done():   # an eager task (3.12+) that ended in its first step, run inside create_task
                     _exited(task, tid)
         except Exception:
