@@ -49,7 +49,7 @@ OUTCOMES = ("result", "exception", "cancelled")
 VALUE_MAX = 200
 
 _saved = []          # (owner, attribute, original, wrapper) of what is wrapped now
-_blocked = weakref.WeakKeyDictionary()   # asyncio task -> its task id, while it waits
+_blocked = weakref.WeakKeyDictionary()   # asyncio task -> (its task id, what it waits on), while it waits
 _failed = weakref.WeakKeyDictionary()    # thread -> repr of the exception its run raised
 _starts = weakref.WeakKeyDictionary()    # thread started -> (creating task, creating thread's native id, where)
 _waiters = weakref.WeakKeyDictionary()   # threading.Condition -> native ids of the threads in its wait(), in order
@@ -210,7 +210,7 @@ def _after_step(task, tid):
         if task._fut_waiter is None:   # a bare yield (sleep(0)): stepped again at once, not blocked
             return
         reason, channel, frame = _waits_on(task)
-        _blocked[task] = tid
+        _blocked[task] = (tid, channel)
         _event("task_block", reason, 0, 0, channel, None, frame)
     except Exception:
         pass
@@ -258,9 +258,9 @@ def _waits_on(task):
                 what = "condition"
             return _reason(what), channel_name(this) if this is not None else None, where
     waiter = getattr(task, "_fut_waiter", None)
-    joins = isinstance(waiter, asyncio.Task) or type(waiter).__name__ == "_GatheringFuture"
-    reason = "join" if joins else "future"
-    return _reason(reason), None, where
+    if isinstance(waiter, asyncio.Task):   # it awaits that task: named by it
+        return _reason("join"), _task_name(waiter), where
+    return _reason("join" if type(waiter).__name__ == "_GatheringFuture" else "future"), None, where
 
 
 def _handle_init(orig, task_types):
@@ -269,9 +269,9 @@ def _handle_init(orig, task_types):
         task = getattr(callback, "__self__", None)
         if task is not None and isinstance(task, task_types):
             try:
-                tid = _blocked.pop(task, None)
+                tid, channel = _blocked.pop(task, (0, None))
                 if tid:
-                    _event("task_wake", tid, 0, 0, None, None, _where(sys._getframe(1)))
+                    _event("task_wake", tid, 0, 0, channel, None, _where(sys._getframe(1)))
             except Exception:
                 pass
     return __init__

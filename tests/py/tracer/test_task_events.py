@@ -224,6 +224,9 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
     assert len([e for e in mine if e["kind"] == "create"]) == 11   # amain, sleeper, consumer, producer, 7 trees
     sleeper = next(t for n, t in tasks.items() if n.endswith(" sleeper"))
     assert sleeper["outcome"] == "cancelled" and sleeper["result"] is None
+    # amain awaits the sleeper: a join on it, by name (which task awaits which)
+    assert next(e for e in doc["events"] if e["kind"] == "block" and e["task"] == "Task-1 amain")["channel"] == \
+        sleeper["name"]
     assert [(e["kind"], e["other"], e["reason"]) for e in doc["events"] if e["task"] == sleeper["name"]
             and e["kind"] in ("block", "wake")] == [("block", None, "sleep"), ("wake", "Task-1 amain", None)]
     for name, result in own["results"].items():
@@ -237,7 +240,7 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
     # A wake ends a block of the task it wakes, and comes from another
     # task; no task runs while it is blocked.
     for wake, block in _wakes(doc):
-        assert wake["other"] != wake["task"]
+        assert wake["other"] != wake["task"] and wake["channel"] == block["channel"]
     blocked = set()
     for e in doc["events"]:
         if e["kind"] == "block":
