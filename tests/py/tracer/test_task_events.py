@@ -386,7 +386,11 @@ for t in threads:
     t.start()
 while not go._cond._waiters:   # the waiter waits for go (a block on the event) ...
     time.sleep(0.001)
+live = {t["name"]: t for t in stackwatch.tasks()}
 go.set()                       # ... and the main thread sets it (its wake)
+assert (live["waiter"]["state"], live["waiter"]["waits_on"]) == ("blocked", "event go"), live["waiter"]
+assert live["MainThread"]["state"] == "running" and live["waiter"]["stack"][-1]["function"] in ("_bootstrap",
+                                                                                                  "Thread._bootstrap")
 for t in threads:
     t.join()
 assert out == [5040], out
