@@ -488,3 +488,39 @@ assert asyncio.run(main()) == 11
                    ("exit", "main")]
     results = {t["name"].split()[-1]: (t["outcome"], t["result"]) for t in doc["tasks"]}
     assert results["quick"] == ("result", "5") and results["slow"] == ("result", "6")
+
+
+@pytest.mark.versions("3.12")
+def test_two_sessions_in_one_process(tmp_path):
+    """A task that blocks while the first session traces and is woken in
+    the second: the second trace has no wake of a task it never saw block
+    (the first session's waits are not carried over; its ids are not the
+    second's), and its own blocks and wakes pair up."""
+    program = r'''
+import asyncio, sys, stackwatch
+
+async def get(q):
+    return await q.get()
+
+async def queue():
+    return asyncio.Queue()
+
+loop = asyncio.new_event_loop()
+q = loop.run_until_complete(queue())
+t = loop.create_task(get(q))
+stackwatch.start(sys.argv[1] + "0.swt", events=["tasks"])
+loop.run_until_complete(asyncio.sleep(0.01))   # t blocks on the queue
+stackwatch.stop()
+stackwatch.start(sys.argv[1] + "1.swt", events=["tasks"])
+loop.run_until_complete(q.put(1))
+assert loop.run_until_complete(t) == 1
+stackwatch.stop()
+'''
+    prog = write(tmp_path / "p.py", program)
+    r = subprocess.run([sys.executable, prog, str(tmp_path / "t")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    first, second = (read_task_events(str(tmp_path / f"t{i}.swt")) for i in range(2))
+    assert [(e["kind"], e["reason"]) for e in first["events"] if e["kind"] in ("block", "wake")
+            and e["task"].endswith(" get")] == [("block", "queue")]
+    _wakes(second)   # (each wake ends a block of the same trace)
+    assert [e["kind"] for e in second["events"] if e["task"].endswith(" get")][-3:] == ["switch", "receive", "exit"]
