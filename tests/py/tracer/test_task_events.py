@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from conftest import needs_module, run_traced, write
+from conftest import run as run_cli
 from stackwatch import Trace
 from stackwatch.tracer.task_events import read_task_events
 
@@ -524,3 +525,32 @@ stackwatch.stop()
             and e["task"].endswith(" get")] == [("block", "queue")]
     _wakes(second)   # (each wake ends a block of the same trace)
     assert [e["kind"] for e in second["events"] if e["task"].endswith(" get")][-3:] == ["switch", "receive", "exit"]
+
+
+@pytest.mark.versions("3.12")
+def test_log_without_a_trace(tmp_path):
+    """`--no-trace --log`: the task events reach the log with no trace
+    written, the tasks named and switched as with one."""
+    program = r'''
+import asyncio
+
+async def child():
+    await asyncio.sleep(0)
+    return 7
+
+async def parent():
+    return await asyncio.ensure_future(child())
+
+assert asyncio.run(parent()) == 7
+'''
+    prog = write(tmp_path / "p.py", program)
+    log = tmp_path / "events.log"
+    r = run_cli(["run", "--no-trace", "--events", "tasks", "--log", str(log), prog])
+    assert r.returncode == 0, r.stderr
+    lines = [line.split("] ", 1)[1].split("  at ")[0].strip() for line in log.read_text().splitlines()
+             if "] task_" in line]
+    assert "task_create  Task-2 child (asyncio) created by Task-1 parent" in lines
+    assert "task_block   Task-1 parent blocks on join Task-2 child" in lines
+    assert "task_exit    Task-2 child exited: result 7" in lines
+    assert any(line.startswith("task_switch  MainThread -> Task-2 child  [Task-2 child: running") for line in lines)
+    assert not list(tmp_path.glob("*.swt"))
