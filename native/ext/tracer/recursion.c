@@ -104,7 +104,7 @@ void sw_recursion_bonus_forget_self(void) {}
 void sw_recursion_bonus_take_back(void) { sw_S.recursion_gen++; }
 #endif
 
-void sw_recursion_attach_slow(sw_tstate *t)
+void sw_recursion_attach_slow(sw_tracer_thread *t)
 {
     t->recursion_gen = sw_S.recursion_gen;
     if (!t->stack_guard)

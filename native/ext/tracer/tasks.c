@@ -11,7 +11,7 @@
 #include "tasks.h"
 
 #include "ext/dispatch/dispatch.h"
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 #include "ext/tracer/session.h"
 
 #include <stdio.h>
@@ -102,14 +102,14 @@ static void forget_if_dead(PyObject *g)
     Py_XDECREF(dead);
 }
 
-static void define_task(sw_tstate *t, uint64_t id, const char *what)
+static void define_task(sw_tracer_thread *t, uint64_t id, const char *what)
 {
     char name[256];
     snprintf(name, sizeof name, "greenlet%s%s", what && what[0] ? " " : "", what ? what : "");
     sw_writer_define_task(sw_S.w, id, t->tb->index, name);
 }
 
-void sw_tasks_name(sw_tstate *t, PyCodeObject *co)
+void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co)
 {
     uint64_t id = t->task_unnamed;
     t->task_unnamed = 0;
@@ -119,7 +119,7 @@ void sw_tasks_name(sw_tstate *t, PyCodeObject *co)
         PyErr_Clear();
         define_task(t, id, s);
     }
-    sw_tstate_refresh(t);
+    sw_tracer_thread_ready(t);
 }
 
 /* The qualified name of the outermost frame of a suspended greenlet (its
@@ -163,13 +163,13 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         target = PyTuple_GET_ITEM(pair, 1);
         int origin_fresh, target_fresh;
         uint64_t from = task_of(origin, &origin_fresh), to = task_of(target, &target_fresh);
-        sw_tstate *t = &sw_T;
-        if ((sw_D.file & SW_EVB(k)) && sw_S.gen && !t->busy && sw_thread_attach(t)) {
+        sw_tracer_thread *t = &sw_TT;
+        if ((sw_D.file & SW_EVB(k)) && sw_S.gen && !sw_T.busy && sw_thread_attach(t)) {
             if (t->task_unnamed) {   /* it recorded no frame: no name */
                 if (t->task_unnamed_gen == sw_S.gen)
                     define_task(t, t->task_unnamed, NULL);
                 t->task_unnamed = 0;
-                sw_tstate_refresh(t);
+                sw_tracer_thread_ready(t);
             }
             if (origin_fresh) {   /* running when tracing started */
                 char name[256];
@@ -188,10 +188,10 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
     PyObject *r = chained ? PyObject_CallFunctionObjArgs(chained, event, pair, NULL) : Py_NewRef(Py_None);
     /* After the chained callback: its frames are not the task's run. */
     if (unnamed && sw_S.gen) {
-        sw_tstate *t = &sw_T;
+        sw_tracer_thread *t = &sw_TT;
         t->task_unnamed = unnamed;
         t->task_unnamed_gen = sw_S.gen;
-        sw_tstate_refresh(t);
+        sw_tracer_thread_ready(t);
     }
     return r;
 }
