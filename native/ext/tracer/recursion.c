@@ -39,7 +39,7 @@ static size_t nbonuses, bonuses_cap;
 void sw_recursion_bonus_give(PyThreadState *ts)
 {
     /* Large and fixed (the Python limit may be raised later): the C stack
-     * itself is protected by the stack guard (sw_tstate.stack_guard). */
+     * itself is protected by the stack guard (sw_tracer_thread.stack_guard). */
     int bonus = SW_RECURSION_BONUS_CAP;
     pthread_mutex_lock(&sw_S.lock);
     if (nbonuses == bonuses_cap) {
