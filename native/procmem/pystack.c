@@ -74,7 +74,10 @@ struct sw_pystack {
     uint64_t mute_until[MUTE_SLOTS];  /* ... are not asked again before this round */
     uint64_t seen[16];             /* 1024-bit filter of frame addresses walked */
     unsigned char *code_hdrs;      /* [max_depth * code_size] */
-    sw_mem_req *reqs;              /* [max_depth] */
+    sw_mem_req *reqs;              /* [2 * max_depth + 3] */
+    sw_mem_req *code_reqs;         /* [max_depth] the code objects' headers, read with the check
+                                      after a walk (code_reads) */
+    uint32_t codes_read;           /* ... how many were read this walk (0: none) */
     sw_sample_code **frames;         /* [max_depth] */
     unsigned char *window;         /* [WINDOW_MAX] */
     unsigned char leaf_buf[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];   /* the leaf frame, outside the window */
@@ -141,7 +144,8 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     }
     r->frame_addrs = malloc(d * sizeof *r->frame_addrs);
     r->code_hdrs = malloc(d * l->code_size);
-    r->reqs = malloc(d * sizeof *r->reqs);
+    r->reqs = malloc((2 * d + 3) * sizeof *r->reqs);
+    r->code_reqs = malloc(d * sizeof *r->code_reqs);
     r->frames = malloc(d * sizeof *r->frames);
     r->window = malloc(WINDOW_MAX);
     if (l->frames_kind == SW_FRAMES_INTERP)
@@ -172,7 +176,7 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
     if (!r->codes || !r->code_addrs || (l->frame_globals != SW_NO_OFFSET && (!r->globals || !r->code_globals)) ||
-        !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window || !r->spec_tstate ||
+        !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->code_reqs || !r->frames || !r->window || !r->spec_tstate ||
         !r->spec_n || !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes ||
         (l->frames_kind == SW_FRAMES_INTERP && !r->recheck) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
@@ -212,6 +216,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->merged);
     free(r->code_hdrs);
     free(r->reqs);
+    free(r->code_reqs);
     free(r->frames);
     free(r->window);
     free(r->recheck);
@@ -423,6 +428,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     /* Shim frames are not kept, so bound the steps as well as the depth. */
     uint64_t steps = 0, max_steps = 2ull * r->lim.max_depth + 64;
     *truncated = 0;
+    r->codes_read = 0;
     memset(r->seen, 0, sizeof r->seen);
     int callee_gen = 0;   /* 3.12+: the frame walked just before is a generator's */
     while (frame) {
@@ -557,6 +563,21 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     const uint32_t cs = r->l.code_size;
     const uint64_t round = r->st.rounds;
     uint32_t k = 0;
+    if (r->codes_read) {
+        /* Read with the check after the walk, while their frames were
+         * seen alive (so holding them): each entry confirmed, none trusted
+         * on its age. */
+        for (uint32_t j = 0; j < r->codes_read; j++) {
+            const sw_mem_req *q = &r->code_reqs[j];
+            if (!q->ok || !sw_codecache_get(r->codes, &r->mem, &r->l, q->addr, q->buf, round))
+                return -1;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            if (!(r->frames[i] = sw_codecache_find(r->codes, r->code_addrs[i])))
+                return -1;
+        remember_globals(r, n);
+        return 0;
+    }
     for (uint32_t i = 0; i < n; i++) {
         r->frames[i] = sw_codecache_fresh(r->codes, r->code_addrs[i], round, r->lim.code_ttl);
         if (r->frames[i] && r->code_globals) {
@@ -588,6 +609,41 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     }
     remember_globals(r, n);
     return 0;
+}
+
+/* Sets r->code_reqs to read the header of each code object of the walk's
+ * n frames (a run of one code object read once) and returns how many. The
+ * checks after a walk (still_whole, objects_whole) read them in their own
+ * system call, after the frames, and resolve_codes takes them from there:
+ * a cache entry is then never trusted on its age alone, which named a
+ * frame after a freed code object whose address a new one took. */
+static uint32_t code_reads(sw_pystack *r, uint32_t n)
+{
+    const uint32_t cs = r->l.code_size;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (k && r->code_reqs[k - 1].addr == r->code_addrs[i])
+            continue;
+        r->code_reqs[k] = (sw_mem_req){r->code_addrs[i], r->code_hdrs + (size_t)k * cs, cs, 0};
+        k++;
+    }
+    return k;
+}
+
+/* Performs the nreq requests of r->reqs followed by the k of
+ * r->code_reqs in one batched read. 1 if the nreq ones all succeeded; the
+ * code reads' ok flags are set in r->code_reqs, and r->codes_read to k. */
+static int read_with_codes(sw_pystack *r, size_t nreq, uint32_t k)
+{
+    memcpy(r->reqs + nreq, r->code_reqs, k * sizeof *r->code_reqs);
+    sw_mem_readv(&r->mem, r->reqs, nreq + k);
+    for (uint32_t j = 0; j < k; j++)
+        r->code_reqs[j].ok = r->reqs[nreq + j].ok;
+    r->codes_read = k;
+    for (size_t i = 0; i < nreq; i++)
+        if (!r->reqs[i].ok)
+            return 0;
+    return 1;
 }
 
 /* The GIL's address (with thread states only: nothing else uses it), found
@@ -717,7 +773,7 @@ static int leaf_frame(sw_pystack *r, const unsigned char *ts, uint64_t *frame)
  * callers, in between is not told: the stack read is then one of the same
  * functions. (Requiring the very same leaf would fail most samples of
  * call-heavy code, whose leaf changes within the walk's microseconds.) */
-static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w)
+static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w, uint32_t n)
 {
     const sw_py_layout *l = &r->l;
     uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth;
@@ -750,7 +806,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
     if (!via_cframe)
         now = u64_at(ts, l->tstate_frame);
     uint64_t rhi = hi > lo && top > hi && top - lo <= WINDOW_MAX ? top : hi;
-    sw_mem_req req[3];
+    sw_mem_req *req = r->reqs;
     size_t nreq = 0;
     if (via_cframe)
         req[nreq++] = (sw_mem_req){cframe + l->cframe_current_frame, &now, sizeof now, 0};
@@ -758,7 +814,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         req[nreq++] = (sw_mem_req){lo, r->recheck, (size_t)(rhi - lo), 0};
     if (gen_leaf)
         req[nreq++] = (sw_mem_req){leaf - back, r->leaf_again, l->frame_size + back, 0};
-    if (nreq && sw_mem_readv(&r->mem, req, nreq) != nreq)
+    if (!read_with_codes(r, nreq, code_reads(r, n)))
         return 0;
     /* The frame the thread must be at or above: the leaf, or a generator
      * leaf's caller when the generator yielded since (its caller then ran
@@ -794,6 +850,13 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
             f = u64_at(fb, l->frame_previous);
         }
     }
+    /* Each frame walked still links to the same frame and runs the same
+     * code; and those below the anchor, which cannot have run since if the
+     * walk is whole, are still at the same instruction (a frame slot reused
+     * by another call of the same code, from another call site of the same
+     * caller, alternating with a third call at that slot, passed the other
+     * tests: 3.11, toolz's suite). */
+    uint64_t still_from = gen_leaf && anchor ? 2 : 1;
     for (uint64_t i = 0; i < walked && hi > lo; i++) {
         uint64_t a = r->frame_addrs[i];
         if (a < lo || a >= hi || hi - a < l->frame_size)
@@ -801,7 +864,9 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         const unsigned char *was = w->bytes + (a - w->lo), *is = r->recheck + (a - lo);
         if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
             u64_at(was, l->frame_code) != u64_at(is, l->frame_code) ||
-            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]))
+            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]) ||
+            (i >= still_from && l->frame_instr != SW_NO_OFFSET &&
+             u64_at(was, l->frame_instr) != u64_at(is, l->frame_instr)))
             return 0;
     }
     return 1;
@@ -819,7 +884,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
  * code object's frame is reused by its next call) tells. Frames that were
  * replaced by calls of the same code on the same callers, in between, are
  * not told: the stack read is then one of the same functions. */
-static int objects_whole(sw_pystack *r)
+static int objects_whole(sw_pystack *r, uint32_t n)
 {
     const sw_py_layout *l = &r->l;
     if (l->frame_state == SW_NO_OFFSET || !r->again || r->steps > r->lim.max_depth)
@@ -829,7 +894,7 @@ static int objects_whole(sw_pystack *r)
         return 1;
     for (uint32_t i = 1; i < k; i++)
         r->reqs[i - 1] = (sw_mem_req){r->frame_addrs[i], r->again + (size_t)i * l->frame_size, l->frame_size, 0};
-    if (sw_mem_readv(&r->mem, r->reqs, k - 1) != k - 1)
+    if (!read_with_codes(r, k - 1, code_reads(r, n)))
         return 0;
     for (uint32_t i = 1; i < k; i++) {   /* (the leaf may have returned or yielded since) */
         const unsigned char *f = r->again + (size_t)i * l->frame_size;
@@ -881,12 +946,14 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         if (nn >= 0)                 \
             sw_nstack_release();     \
     } while (0)
-    /* 3.11+ without the native capture, the thread runs on while it is
-     * read: its state is read afresh just before its frame stack is copied,
-     * and the walk is checked after (still_whole): one that joined frames
-     * of two instants is torn, redone from the thread state up to
-     * TORN_RETRIES times, then failed. */
-    int fresh = nn < 0 && l->frames_kind == SW_FRAMES_INTERP;
+    /* Without the native capture, the thread runs on while it is read: its
+     * state is read afresh just before its frames are (the probe above
+     * took a few system calls: before 3.11 a leaf frame taken from before
+     * it was often dead already), and the walk is checked after
+     * (still_whole, objects_whole): one that joined frames of two instants
+     * is torn, redone up to TORN_RETRIES (OBJECT_RETRIES) times, then
+     * failed. */
+    int fresh = nn < 0;
     if (fresh && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
         u64_at(ts2, l->tstate_interp) == r->interp)
         ts = ts2;
@@ -925,9 +992,9 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         n = walk_frames(r, frame, &w, &truncated);
         if (n >= 0)
             spec_keep(r, tstate);
-        if (n >= 0 && fresh && !still_whole(r, tstate, frame, &w))
+        if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP && !still_whole(r, tstate, frame, &w, (uint32_t)n))
             n = WALK_TORN;
-        if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && nn < 0 && RECHECK_OBJECTS && !objects_whole(r))
+        if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && nn < 0 && RECHECK_OBJECTS && !objects_whole(r, (uint32_t)n))
             n = WALK_TORN;
         for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {
             /* A frame died, or a generator left, under the reader: try
@@ -940,7 +1007,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             n = walk_frames(r, frame, &w, &truncated);
             if (n >= 0)
                 spec_keep(r, tstate);
-            if (n >= 0 && nn < 0 && RECHECK_OBJECTS && !objects_whole(r))
+            if (n >= 0 && nn < 0 && RECHECK_OBJECTS && !objects_whole(r, (uint32_t)n))
                 n = WALK_TORN;
         }
         if (n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
