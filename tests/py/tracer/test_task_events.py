@@ -1,0 +1,556 @@
+"""The task events document (stackwatch.tracer.task_events.read_task_events,
+issue 22) against the program's own log: a factorial computed by greenlets
+passing numbers with switch(), logged by the program's own
+greenlet.settrace callback (chained by stackwatch's), must come out of the
+trace as the same switches, in the same order, from the same code."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import needs_module, run_traced, write
+from conftest import run as run_cli
+from stackwatch import Trace
+from stackwatch.tracer.task_events import read_task_events
+
+# The program's own log: every switch as (task switched to, task switched
+# from, the function that called switch(): None when the origin ended),
+# after the exit of a greenlet that ended and the creation of one that
+# starts (greenlet tells of a greenlet first when it starts: its creation
+# is its first switch in, by the greenlet that switches to it, there).
+GREENLETS = r'''
+import json, sys
+import greenlet, stackwatch
+
+log, where, started = [], [], set()
+names = {}
+
+def label(g):
+    return "MainThread" if g.parent is None else names[id(g)]
+
+def mine(event, args):
+    origin, target = args
+    if origin.dead:
+        log.append({"kind": "exit", "task": label(origin), "other": None, "function": None})
+    if target.parent is not None and id(target) not in started:
+        started.add(id(target))
+        log.append({"kind": "create", "task": label(target), "other": label(origin), "function": where[-1]})
+    log.append({"kind": "switch", "task": label(target), "other": label(origin),
+                "function": where.pop() if where and not origin.dead else None})
+
+def produce(n):
+    for i in range(1, n + 1):
+        where.append("produce")
+        consumer.switch(i)
+    where.append("produce")
+    consumer.switch(None)
+
+def consume(first):
+    acc, i = 1, first
+    while i is not None:
+        acc *= i
+        where.append("consume")
+        i = producer.switch()
+    return acc
+
+greenlet.settrace(mine)
+producer = greenlet.greenlet(produce)
+consumer = greenlet.greenlet(consume)
+names[id(producer)], names[id(consumer)] = "greenlet produce", "greenlet consume"
+def run(n):
+    where.append("run")
+    return producer.switch(n)
+
+stackwatch.start(sys.argv[1], events=["tasks"])
+result = run(int(sys.argv[3]))
+stackwatch.stop()
+greenlet.settrace(None)
+assert result == 120, result
+json.dump(log, open(sys.argv[2], "w"))
+'''
+
+
+def _run(folder, program, *args):
+    """Runs the program (it starts and stops tracing itself): (its trace's
+    path, its own log)."""
+    prog = write(folder / "p.py", program)
+    swt, log = folder / "t.swt", folder / "log.json"
+    r = subprocess.run([sys.executable, prog, str(swt), str(log), *args], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    return str(swt), json.loads(log.read_text())
+
+
+@pytest.fixture(scope="module")
+def greenlets(tmp_path_factory):
+    needs_module("greenlet", "greenlet is not installed (scripts/venv.sh installs it)")
+    return _run(tmp_path_factory.mktemp("greenlets"), GREENLETS, "5")
+
+
+def test_greenlet_switches_equal_the_programs_log(greenlets):
+    swt, log = greenlets
+    doc = read_task_events(swt)
+    json.dumps(doc)   # JSON-ready
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    assert set(tasks) == {"MainThread", "greenlet produce", "greenlet consume"}
+    assert tasks["MainThread"]["kind"] == "thread" and tasks["MainThread"]["id"] == 0
+    assert tasks["greenlet produce"]["kind"] == tasks["greenlet consume"]["kind"] == "greenlet"
+    assert len({t["thread"] for t in doc["tasks"]}) == 1
+    got = [{k: e[k] for k in ("kind", "task", "other", "function")} for e in doc["events"]]
+    assert got == log and len(log) == 16
+    assert tasks["greenlet consume"]["created_by"] == "greenlet produce"
+    assert tasks["greenlet consume"]["outcome"] == "result" and tasks["greenlet produce"]["outcome"] is None
+    # Made where produce() switched to it, inside run() (the creator's open frames, innermost first).
+    stack = [(f["function"], f["line"] is not None) for f in tasks["greenlet consume"]["creation_stack"]]
+    assert stack == [("produce", True)]   # (produce is the greenlet's outermost frame)
+    assert [f["function"] for f in tasks["greenlet produce"]["creation_stack"]] == ["run"]
+    times = [e["t_ns"] for e in doc["events"]]
+    assert times == sorted(times)
+    for e in doc["events"]:
+        assert e["task_id"] == tasks[e["task"]]["id"]
+        assert (e["file"] is None) == (e["function"] is None)
+        assert e["file"] is None or e["file"].endswith("p.py")
+
+
+# asyncio: a gather tree and a factorial through an asyncio.Queue. The
+# program logs its own creations (its loop's create_task: the creator is
+# the task running then), sends and receives (after each put and get returns) and
+# exits (before each return), naming tasks as stackwatch does
+# ("Task-N coroutine") and the queue by its class and address.
+ASYNCIO = r'''
+import asyncio, json, sys
+import stackwatch
+
+log, results, given, seen = [], {}, {}, {}
+
+def name(t):
+    return given.get(id(t)) or f"{t.get_name()} {t.get_coro().__qualname__}" if t is not None else "MainThread"
+
+# Tasks are named when the log is written.
+def note(kind, task=None, other=None, channel=None, value=None):
+    log.append({"kind": kind, "task": task or asyncio.current_task(), "other": other,
+                "channel": channel, "value": value})
+
+class Loop(asyncio.SelectorEventLoop):
+    # (not a task factory: 3.13.0's create_task names a factory's task "None")
+    def create_task(self, coro, **kwargs):
+        t = super().create_task(coro, **kwargs)
+        note("create", t, asyncio.current_task(self) or "MainThread")
+        return t
+
+def done(value):
+    note("exit")
+    results[asyncio.current_task()] = repr(value)
+    return value
+
+async def tree(depth, n):
+    if depth == 0:
+        await asyncio.sleep(0.001)
+        return done(n)
+    left, right = await asyncio.gather(tree(depth - 1, 2 * n), tree(depth - 1, 2 * n + 1))
+    return done(left + right)
+
+async def producer(q, n):
+    seen["tasks"] = stackwatch.tasks()   # the consumer waits in its first get
+    for i in list(range(1, n + 1)) + [None]:
+        await q.put(i)
+        note("send", channel="numbers", value=repr(i))
+    return done(n)
+
+async def consumer(q):
+    acc = 1
+    while True:
+        v = await q.get()
+        note("receive", channel="numbers", value=repr(v))
+        if v is None:
+            return done(acc)
+        acc *= v
+
+async def sleeper():
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        note("exit")
+        raise
+
+async def amain():
+    s = asyncio.ensure_future(sleeper())
+    await asyncio.sleep(0)   # it starts, and sleeps
+    s.cancel()
+    try:
+        await s
+    except asyncio.CancelledError:
+        pass
+    q = asyncio.Queue()
+    stackwatch.name(q, "numbers")
+    c = asyncio.ensure_future(consumer(q))
+    given[id(c)] = "the consumer"
+    stackwatch.name(c, "the consumer", group="workers")
+    p = asyncio.ensure_future(producer(q, 6))
+    fact, _ = await asyncio.gather(c, p)
+    total = await asyncio.ensure_future(tree(2, 1))
+    return done((fact, total))
+
+loop = Loop()
+assert loop.run_until_complete(amain()) == (720, 22)
+loop.close()
+for e in log:   # (a name given later names the task everywhere)
+    e["task"] = name(e["task"])
+    e["other"] = e["other"] if e["other"] in (None, "MainThread") else name(e["other"])
+results = {name(t): r for t, r in results.items()}
+json.dump({"log": log, "results": results, "tasks": seen["tasks"]}, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.fixture(scope="module")
+def asyncio_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("asyncio")
+    own = folder / "log.json"
+    swt, _ = run_traced(folder, ASYNCIO, "--events", "tasks", "--log", str(folder / "events.log"), args=(str(own),))
+    return swt, json.loads(own.read_text())
+
+
+def test_asyncio_events_equal_the_programs_log(asyncio_run):
+    swt, own = asyncio_run
+    doc = read_task_events(swt)
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    mine = [{"kind": e["kind"], "task": e["task"], "other": e["other"] if e["kind"] == "create" else None,
+             "channel": e["channel"], "value": e["value"]}
+            for e in doc["events"] if e["kind"] in ("create", "send", "receive", "exit")
+            and not e["task"].endswith("shutdown_asyncgens") and not e["task"].endswith("shutdown_default_executor")]
+    assert mine == own["log"]
+    assert len([e for e in mine if e["kind"] == "create"]) == 11   # amain, sleeper, consumer, producer, 7 trees
+    sleeper = next(t for n, t in tasks.items() if n.endswith(" sleeper"))
+    assert sleeper["outcome"] == "cancelled" and sleeper["result"] is None
+    # amain awaits the sleeper: a join on it, by name (which task awaits which)
+    assert next(e for e in doc["events"] if e["kind"] == "block" and e["task"] == "Task-1 amain")["channel"] == \
+        sleeper["name"]
+    assert [(e["kind"], e["other"], e["reason"]) for e in doc["events"] if e["task"] == sleeper["name"]
+            and e["kind"] in ("block", "wake")] == [("block", None, "sleep"), ("wake", "Task-1 amain", None)]
+    for name, result in own["results"].items():
+        assert tasks[name]["kind"] == "asyncio" and tasks[name]["outcome"] == "result"
+        assert tasks[name]["result"] == result, name
+    # Every receive knows its sender (the producer), every send its receiver.
+    for e in doc["events"]:
+        if e["kind"] in ("send", "receive"):
+            assert e["other"] == ("the consumer" if e["kind"] == "send"
+                                  else next(n for n in tasks if n.endswith(" producer")))
+    # A wake ends a block of the task it wakes, and comes from another
+    # task; no task runs while it is blocked.
+    for wake, block in _wakes(doc):
+        assert wake["other"] != wake["task"] and wake["channel"] == block["channel"]
+    blocked = set()
+    for e in doc["events"]:
+        if e["kind"] == "block":
+            blocked.add(e["task"])
+        elif e["kind"] == "wake":
+            blocked.discard(e["task"])
+        elif e["kind"] == "switch":
+            assert e["task"] not in blocked, f"{e['task']} ran while blocked"
+    reasons = {(e["task"].split(" ")[-1], e["reason"]) for e in doc["events"] if e["kind"] == "block"}
+    assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join"), ("sleeper", "sleep")}
+    assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"numbers"}
+    # A tree's children are made by gather, called by their parent tree's
+    # coroutine, on its track; located in the program's own code that made
+    # them: its loop's create_task.
+    for name, task in tasks.items():
+        if name.endswith(" tree") and task["created_by"].endswith(" tree"):
+            stack = [_bare(f["function"]) for f in task["creation_stack"]]
+            assert stack.index("create_task") < stack.index("gather") < stack.index("tree")
+            assert [_bare(f["function"]) for f in task["creation_stack"] if f["line"] is not None] == ["create_task"]
+    assert tasks["the consumer"]["group"] == "workers"
+
+
+def test_log_lines_are_the_traces_events(asyncio_run):
+    """`--log` prints a line per task event, in the trace's order, naming
+    the tasks as the trace does (a name given later from its line on):
+    each switch from one task to the other, with every task's state."""
+    swt, _ = asyncio_run
+    doc = read_task_events(swt)
+    lines = [line.split("] ", 1)[1] for line in open(os.path.join(os.path.dirname(swt), "events.log"))
+             if "] task_" in line]
+    assert [line.split()[0][5:] for line in lines if not line.startswith("task_name")] == \
+        [e["kind"] for e in doc["events"]]
+    renamed = dict(re.match(r"task_name +(.*) named (.*) \(group workers\)$", line).groups()
+                   for line in lines if line.startswith("task_name"))
+    assert renamed == {next(n for n in renamed): "the consumer"}
+    switches = [re.match(r"task_switch +(.*) -> (.*?)  \[(.*)\]$", line).groups() for line in lines
+                if line.startswith("task_switch")]
+    assert [(renamed.get(a, a), renamed.get(b, b)) for a, b, _ in switches] == \
+        [(e["other"], e["task"]) for e in doc["events"] if e["kind"] == "switch"]
+    assert all(f"{b}: running" in states for _, b, states in switches)
+    blocked = next(states for a, _, states in switches if a == "the consumer" and "the consumer: blocked" in states)
+    assert "the consumer: blocked on queue numbers" in blocked
+
+
+def test_live_tasks_while_one_waits(asyncio_run):
+    """stackwatch.tasks(), called by the producer as it starts: the
+    consumer waits in its first get on the queue named "numbers"."""
+    _, own = asyncio_run
+    live = {t["name"]: t for t in own["tasks"]}
+    consumer, producer = live["the consumer"], next(t for n, t in live.items() if n.endswith(" producer"))
+    assert consumer["state"] == "blocked" and consumer["waits_on"] == "queue numbers"
+    assert consumer["group"] == "workers" and consumer["kind"] == "asyncio"
+    assert any(f["function"] == "consumer" for f in consumer["stack"])
+    assert producer["state"] == "running" and producer["stack"][0]["function"] == "producer"
+    assert live["MainThread"]["state"] == "running" and live["MainThread"]["kind"] == "thread"
+    amain = next(t for n, t in live.items() if n.endswith(" amain"))
+    assert amain["state"] == "blocked" and amain["waits_on"] == "join"
+
+
+def test_asyncio_coroutines_run_on_their_tasks_tracks(asyncio_run):
+    """Each coroutine's frames lie on its own task's track (they are
+    resumed there at every step), none on the event loop's thread."""
+    swt, own = asyncio_run
+    t = Trace(swt)
+    mine = {"tree", "producer", "consumer", "amain"}
+    assert "the consumer" in [th["name"] for th in t.threads]   # stackwatch.name() renames the track
+    for pos, th in enumerate(t.threads):
+        names = {t.codes[e.code].name for e in t.events(pos) if e.kind in (0, 2) and e.code in t.codes}
+        own_code = th["name"].split(" ")[-1]
+        if th["task"] and own_code in mine:
+            assert names & mine == {own_code}, th["name"]
+        elif not th["task"]:
+            assert not names & mine
+
+
+def _bare(qualname):
+    """A function's name without its class (3.9 and 3.10 record code
+    objects by name, having no co_qualname)."""
+    return qualname.rsplit(".", 1)[-1]
+
+
+def _wakes(doc):
+    """(wake, the block it ends) of every wake, checking that each ends a
+    block of its task (one at a time)."""
+    waiting, out = {}, []
+    for e in doc["events"]:
+        if e["kind"] == "block":
+            assert e["task"] not in waiting
+            waiting[e["task"]] = e
+        elif e["kind"] == "wake":
+            assert e["task"] in waiting, e
+            out.append((e, waiting.pop(e["task"])))
+    return out
+
+
+# Threads: a factorial through a queue.Queue, and a thread that raises.
+# Each thread logs its own sends and receives (after each put and get
+# returns) and its end; the main thread logs each creation before the
+# start.
+THREADS = r'''
+import json, queue, sys, threading, time
+import stackwatch
+
+logs = {}
+q = queue.Queue()
+CHANNEL = f"Queue {id(q):#x}"
+
+def note(kind, name=None, **kw):
+    logs.setdefault(name or threading.current_thread().name, []).append({"kind": kind, **kw})
+
+def producer(n):
+    for i in list(range(1, n + 1)) + [None]:
+        q.put(i)
+        note("send", channel=CHANNEL, value=repr(i))
+    note("exit")
+
+def consumer(out):
+    acc = 1
+    while (v := q.get()) is not None:
+        note("receive", channel=CHANNEL, value=repr(v))
+        acc *= v
+    note("receive", channel=CHANNEL, value=repr(v))
+    out.append(acc)
+    note("exit")
+
+def fails():
+    note("exit")
+    raise ValueError("on purpose")
+
+go = threading.Event()
+stackwatch.name(go, "go")
+
+def waiter():
+    go.wait()
+    note("exit")
+
+out = []
+threads = [threading.Thread(target=consumer, args=(out,), name="consumer"),
+           threading.Thread(target=producer, args=(7,), name="producer"),
+           threading.Thread(target=fails, name="fails"), threading.Thread(target=waiter, name="waiter")]
+for t in threads:
+    note("create", t.name, other="MainThread")
+    t.start()
+while not go._cond._waiters:   # the waiter waits for go (a block on the event) ...
+    time.sleep(0.001)
+live = {t["name"]: t for t in stackwatch.tasks()}
+go.set()                       # ... and the main thread sets it (its wake)
+assert (live["waiter"]["state"], live["waiter"]["waits_on"]) == ("blocked", "event go"), live["waiter"]
+assert live["MainThread"]["state"] == "running" and live["waiter"]["stack"][-1]["function"] in ("_bootstrap",
+                                                                                                  "Thread._bootstrap")
+for t in threads:
+    t.join()
+assert out == [5040], out
+json.dump(logs, open(sys.argv[1], "w"))
+'''
+
+
+def test_thread_events_equal_each_threads_log(tmp_path):
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, THREADS, "--events", "tasks", args=(str(own),))
+    logs = json.loads(own.read_text())
+    doc = read_task_events(swt)
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    for name, log in logs.items():
+        mine = [{"kind": e["kind"], **({"other": e["other"]} if e["kind"] == "create" else {}),
+                 **({"channel": e["channel"], "value": e["value"]} if e["kind"] in ("send", "receive") else {})}
+                for e in doc["events"] if e["task"] == name and e["kind"] in ("create", "send", "receive", "exit")]
+        assert mine == log, name
+        assert tasks[name]["kind"] == "thread" and tasks[name]["created_by"] == "MainThread"
+        # Made by the main thread's code, in Thread.start (which waits for it to start).
+        stack = [_bare(f["function"]) for f in tasks[name]["creation_stack"]]
+        assert stack[-1] == "<module>" and "start" in stack
+        assert [f["function"] for f in tasks[name]["creation_stack"] if f["line"] is not None] == ["<module>"]
+    # Each send reaches the consumer; each receive comes from the producer.
+    for e in doc["events"]:
+        if e["kind"] in ("send", "receive"):
+            assert e["other"] == ("consumer" if e["kind"] == "send" else "producer")
+    assert tasks["fails"]["outcome"] == "exception" and tasks["fails"]["result"] == "ValueError('on purpose')"
+    # Blocks and wakes pair up: a thread is woken only while it waits, by
+    # another thread, on what it waits on; the waiter by the main thread.
+    woken = set()
+    for e, block in _wakes(doc):
+        assert e["channel"] == block["channel"] and e["other"] != e["task"] and e["t_ns"] >= block["t_ns"]
+        woken.add(e["task"])
+        if e["task"] == "waiter":
+            assert (block["reason"], e["channel"], e["other"]) == ("event", "go", "MainThread")
+            assert block["function"] == "waiter" and e["function"] == "<module>"
+    assert "waiter" in woken
+    assert tasks["consumer"]["outcome"] == tasks["producer"]["outcome"] == "result"
+
+
+@pytest.mark.versions("3.12")
+def test_wrapped_only_while_task_events_are_recorded(tmp_path):
+    """asyncio's and threading's methods are wrapped only while task
+    events are wanted, and are the originals again after; a replacement
+    the program made meanwhile stays."""
+    program = r'''
+import asyncio, queue, sys, threading
+import stackwatch
+originals = (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put)
+stackwatch.start(sys.argv[1] + ".plain")
+assert (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put) == originals
+stackwatch.stop()
+stackwatch.start(sys.argv[1], events=["tasks"])
+assert asyncio.events.Handle._run is not originals[0] and threading.Thread.start is not originals[1]
+mine = lambda self, item: None
+queue.Queue._put = mine
+stackwatch.stop()
+assert (asyncio.events.Handle._run, threading.Thread.start) == originals[:2] and queue.Queue._put is mine
+'''
+    prog = write(tmp_path / "p.py", program)
+    r = subprocess.run([sys.executable, prog, str(tmp_path / "t.swt")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager tasks are 3.12's")
+def test_eager_tasks(tmp_path):
+    """An eager task that ends in its first step (run inside create_task)
+    exits right after its creation; the hooks never touch a finished
+    task's coroutine (3.12.1's get_coro() crashes on it)."""
+    program = r'''
+import asyncio
+
+async def quick():
+    return 5
+
+async def slow():
+    await asyncio.sleep(0.001)
+    return 6
+
+async def main():
+    asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+    a = asyncio.create_task(quick())
+    async with asyncio.TaskGroup() as tg:
+        b = tg.create_task(slow())
+    return await a + b.result()
+
+assert asyncio.run(main()) == 11
+'''
+    swt, _ = run_traced(tmp_path, program, "--events", "tasks")
+    doc = read_task_events(swt)
+    # (by coroutine: 3.13.0's create_task names a task factory's tasks "None")
+    got = [(e["kind"], e["task"].split()[-1]) for e in doc["events"] if e["kind"] in ("create", "exit")][:6]
+    assert got == [("create", "main"), ("create", "quick"), ("exit", "quick"), ("create", "slow"), ("exit", "slow"),
+                   ("exit", "main")]
+    results = {t["name"].split()[-1]: (t["outcome"], t["result"]) for t in doc["tasks"]}
+    assert results["quick"] == ("result", "5") and results["slow"] == ("result", "6")
+
+
+@pytest.mark.versions("3.12")
+def test_two_sessions_in_one_process(tmp_path):
+    """A task that blocks while the first session traces and is woken in
+    the second: the second trace has no wake of a task it never saw block
+    (the first session's waits are not carried over; its ids are not the
+    second's), and its own blocks and wakes pair up."""
+    program = r'''
+import asyncio, sys, stackwatch
+
+async def get(q):
+    return await q.get()
+
+async def queue():
+    return asyncio.Queue()
+
+loop = asyncio.new_event_loop()
+q = loop.run_until_complete(queue())
+t = loop.create_task(get(q))
+stackwatch.start(sys.argv[1] + "0.swt", events=["tasks"])
+loop.run_until_complete(asyncio.sleep(0.01))   # t blocks on the queue
+stackwatch.stop()
+stackwatch.start(sys.argv[1] + "1.swt", events=["tasks"])
+loop.run_until_complete(q.put(1))
+assert loop.run_until_complete(t) == 1
+stackwatch.stop()
+'''
+    prog = write(tmp_path / "p.py", program)
+    r = subprocess.run([sys.executable, prog, str(tmp_path / "t")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    first, second = (read_task_events(str(tmp_path / f"t{i}.swt")) for i in range(2))
+    assert [(e["kind"], e["reason"]) for e in first["events"] if e["kind"] in ("block", "wake")
+            and e["task"].endswith(" get")] == [("block", "queue")]
+    _wakes(second)   # (each wake ends a block of the same trace)
+    assert [e["kind"] for e in second["events"] if e["task"].endswith(" get")][-3:] == ["switch", "receive", "exit"]
+
+
+@pytest.mark.versions("3.12")
+def test_log_without_a_trace(tmp_path):
+    """`--no-trace --log`: the task events reach the log with no trace
+    written, the tasks named and switched as with one."""
+    program = r'''
+import asyncio
+
+async def child():
+    await asyncio.sleep(0)
+    return 7
+
+async def parent():
+    return await asyncio.ensure_future(child())
+
+assert asyncio.run(parent()) == 7
+'''
+    prog = write(tmp_path / "p.py", program)
+    log = tmp_path / "events.log"
+    r = run_cli(["run", "--no-trace", "--events", "tasks", "--log", str(log), prog])
+    assert r.returncode == 0, r.stderr
+    lines = [line.split("] ", 1)[1].split("  at ")[0].strip() for line in log.read_text().splitlines()
+             if "] task_" in line]
+    assert "task_create  Task-2 child (asyncio) created by Task-1 parent" in lines
+    assert "task_block   Task-1 parent blocks on join Task-2 child" in lines
+    assert "task_exit    Task-2 child exited: result 7" in lines
+    assert any(line.startswith("task_switch  MainThread -> Task-2 child  [Task-2 child: running") for line in lines)
+    assert not list(tmp_path.glob("*.swt"))
