@@ -1,6 +1,6 @@
 /*
  * cursor.h - bounded reading of a byte range: the one way every reader of
- * a stackwatch file (container.c, trace/reader.c, profile/profile_file.c)
+ * a stackwatch file (container.c, the trace reader, profile/profile_file.c)
  * takes fields out of a chunk's payload. A cursor is [p, end); every read
  * checks the bytes it needs against end first, so nothing in the input can
  * make a reader read outside its range.

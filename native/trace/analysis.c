@@ -301,7 +301,7 @@ static int ext_event(void *ud, const sw_event *ev)
         o->gc_collected += x->b;
         o->gc_uncollectable += x->c;
         if (s->gc_open && ev->t_ns >= s->gc_start) {
-            /* Times are within +-2^61 ns (reader.c): the difference fits;
+            /* Times are within +-2^61 ns (the reader's): the difference fits;
              * the sum saturates. */
             int64_t d = ev->t_ns - s->gc_start;
             o->gc_pairs++;

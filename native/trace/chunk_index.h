@@ -22,7 +22,8 @@
 typedef struct chunk_ref {
     uint64_t off;            /* payload offset in the source */
     uint32_t len;
-    uint64_t seq;            /* EVENTS, TASK_FRAMES: the EVENTS chunk's sequence number; a side stream's: its record count */
+    uint64_t seq;            /* EVENTS, TASK_FRAMES: the EVENTS chunk's sequence
+                                number; a side stream's: its record count */
     uint64_t t0;             /* EVENTS: its t_start (units) */
 } chunk_ref;
 

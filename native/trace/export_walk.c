@@ -120,7 +120,8 @@ static int stream_until(walk *w, side_head *h, int64_t until)
         if (!rc && slice)
             rc = slice_close(w, it->t_ns);   /* one at a time on a thread */
         if (!rc && sw_filter_in_window(w->filter, it->t_ns)) {
-            sw_event se = {it->t_ns, it->ext ? it->ext->code : 0, (uint32_t)w->depth, it->event, 0, it->ext, it->sample};
+            uint32_t code = it->ext ? it->ext->code : 0;
+            sw_event se = {it->t_ns, code, (uint32_t)w->depth, it->event, 0, it->ext, it->sample};
             if (it->t_ns > w->last_ns)
                 w->last_ns = it->t_ns;
             rc = w->fn(w->ud, w->thread, &se);

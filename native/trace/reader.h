@@ -1,5 +1,10 @@
 /*
- * reader.h - reading a trace file.
+ * reader.h - reading a trace file: the interface of the reader, which is
+ * split by job into chunk_index.c (opening: the index of chunks,
+ * definitions, damage, time base; this header), replay.c (a thread's
+ * events: replay.h) and side_streams.c (samples and other streams of
+ * records that are not a call stack: side_streams.h). Consumers include
+ * this header alone.
  *
  * sw_trace_open_*() reads the file once, checks every chunk (bounds,
  * checksum), keeps the definitions and indexes the event and sample chunks

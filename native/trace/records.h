@@ -11,7 +11,7 @@
  * (tests/c/tracegen.h) and the Python view (_native.RECORD_KINDS, read by
  * stackwatch/tracer/tracefile.py). Adding a kind is one row here, plus its
  * producer; a consumer names a kind only where the replay itself depends on
- * it (DROPPED and TEARDOWN in reader.c, the regions' own track in the
+ * it (DROPPED and TEARDOWN in replay.c, the regions' own track in the
  * exporters).
  *
  * A payload is its fields in the order of the row, then possibly bytes a

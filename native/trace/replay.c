@@ -535,6 +535,20 @@ static int progressed(sw_trace *t, uint64_t bytes)
  * decode does not. */
 static int fatal(int rc) { return rc == SW_ENOMEM || rc == SW_EIO || rc == SW_ECANCELED; }
 
+/* Frees what a replay holds: every task's frames, its buffers. */
+static void replay_free(replay *r)
+{
+    for (size_t k = 0; k < r->ntasks; k++) {
+        free(r->tasks[k].stack);
+        free(r->tasks[k].ended);
+    }
+    free(r->tasks);
+    free(r->stack);
+    free(r->ended);
+    sw_bytes_free(&r->cur);
+    sw_bytes_free(&r->ahead);
+}
+
 int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns, sw_event_fn fn, void *ud)
 {
     if (i >= t->nthreads)
@@ -585,15 +599,7 @@ int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns,
     if (rc == SW_OK || (rc < 0 && !fatal(rc)))
         rc = bad;
     if ((rc >= 0 && rc != SW_OK) || fatal(rc)) {
-        for (size_t k = 0; k < r.ntasks; k++) {
-            free(r.tasks[k].stack);
-            free(r.tasks[k].ended);
-        }
-        free(r.tasks);
-        free(r.stack);
-        free(r.ended);
-        sw_bytes_free(&r.cur);
-        sw_bytes_free(&r.ahead);
+        replay_free(&r);
         return rc;  /* the callback asked to stop, or reading failed */
     }
     int rc2 = SW_OK;
@@ -607,14 +613,6 @@ int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns,
         r.last_ns = t->end_ns;
     if (rc2 == SW_OK)
         rc2 = close_all(&r);
-    for (size_t k = 0; k < r.ntasks; k++) {
-        free(r.tasks[k].stack);
-        free(r.tasks[k].ended);
-    }
-    free(r.tasks);
-    free(r.stack);
-    free(r.ended);
-    sw_bytes_free(&r.cur);
-    sw_bytes_free(&r.ahead);
+    replay_free(&r);
     return rc2 ? rc2 : rc;
 }

@@ -183,3 +183,90 @@ TEST(malformed_records_chunk_is_damage)
     tg_free(&g);
     unlink(p);
 }
+
+/* What the export walk hands out, in order: kind and time. */
+typedef struct walked {
+    int n;
+    int kind[32];
+    int64_t t[32];
+} walked;
+
+static int walk_note(void *ud, size_t thread, const sw_event *ev)
+{
+    (void)thread;
+    walked *w = ud;
+    if (w->n < 32) {
+        w->kind[w->n] = ev->kind == SW_EV_EXT ? 100 + (int)ev->ext->kind : ev->kind;
+        w->t[w->n] = ev->t_ns;
+    }
+    w->n++;
+    return 0;
+}
+
+/* The side streams (side_streams.h) of a thread are merged N-way by time
+ * among its events, items of the same time in the order of the table of
+ * streams (its records before its samples); each stream's cursor reads
+ * what the samples' and the records' own cursors read. */
+TEST(side_streams_merge_by_time_ties_in_table_order)
+{
+    tg g;
+    const char *p = check_tmp_file(".swt");
+    REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK && tg_codes(&g, 1, 0) == SW_OK);
+    tg_thread *a = tg_add_thread(&g, 1001, 140001, "MainThread", 1);
+    REQUIRE(a);
+    sw_tbuf_enter(a->b, TG_TICK0 + 1000, SW_OP_CALL, 0);
+    sw_tbuf_exit(a->b, TG_TICK0 + 5000, SW_OP_RETURN);
+    a->ticks = TG_TICK0 + 5000;
+    sw_trec_stream *st = sw_trec_stream_new(g.w, MONO0);
+    sw_sample_stream *ss = sw_sample_stream_new(g.w, MONO0, NULL);
+    REQUIRE(st && ss);
+    syscall_rec(st, 1001, 2000, "write", 1, 10, 100);
+    sw_ext lost = {.a = 3};
+    CHECK_EQ_I64(sw_trec_stream_add(st, 1001, MONO0 + 3000, SW_EXT_KERNEL_LOST, &lost), 0);
+    static sw_sample_code codes[1] = {SC_CODE(0x1000, "f", "/app/prog.py", 10)};
+    static const int stack[] = {0};
+    static const int64_t at[] = {1500, 2000, 2500, 3000};
+    for (int i = 0; i < 4; i++)
+        sc_feed(ss, codes, 140001, 1001, (int64_t)MONO0 + at[i], 1, 1, stack, NULL);
+    /* The samples' chunk first in the file: the order is the time's, not the file's. */
+    REQUIRE(sw_sample_stream_flush(ss) == 0);
+    REQUIRE(sw_trec_stream_flush(st) == 0);
+    sw_sample_stream_free(ss);
+    sw_trec_stream_free(st);
+    REQUIRE(tg_close(&g, 1e9) == SW_OK);
+    sw_trace *t = tg_open_trace(p);
+    REQUIRE(t);
+    CHECK_EQ_U64(sw_side_stream_records(t, SW_SIDE_SAMPLES), 4);
+    CHECK_EQ_U64(sw_side_stream_records(t, SW_SIDE_THREAD_RECORDS), 2);
+    CHECK_EQ_STR(sw_side_stream_name(SW_SIDE_SAMPLES), "samples");
+    walked w = {0};
+    REQUIRE(sw_export_walk(t, NULL, walk_note, &w) == SW_OK);
+    static const int kinds[] = {SW_OP_CALL, SW_EV_SAMPLE, 100 + SW_EXT_SYSCALL, SW_EV_SAMPLE, SW_WALK_SLICE_END,
+                                SW_EV_SAMPLE, 100 + SW_EXT_KERNEL_LOST, SW_EV_SAMPLE, SW_OP_RETURN, SW_WALK_THREAD_END};
+    static const int64_t times[] = {1000, 1500, 2000, 2000, 2100, 2500, 3000, 3000, 5000, 5000};
+    if (CHECK_EQ_I64(w.n, 10))
+        for (int i = 0; i < 10; i++)
+            CHECK_MSG(w.kind[i] == kinds[i] && w.t[i] == times[i], "item %d: kind %d at %lld, expected %d at %lld", i,
+                      w.kind[i], (long long)w.t[i], kinds[i], (long long)times[i]);
+    /* One cursor for any stream, of one thread or of all. */
+    for (unsigned kind = 0; kind < SW_SIDE_STREAM_COUNT; kind++) {
+        sw_side_cursor *c = sw_side_cursor_new(t, kind, SIZE_MAX);
+        REQUIRE(c);
+        sw_side_item it;
+        int n = 0, r;
+        int64_t last = INT64_MIN;
+        while ((r = sw_side_cursor_next(c, &it)) == 1) {
+            CHECK(it.t_ns >= last && it.thread == 0);
+            CHECK(kind == SW_SIDE_SAMPLES ? it.event == SW_EV_SAMPLE && it.sample && !it.ext
+                                          : it.event == SW_EV_EXT && it.ext && !it.sample);
+            last = it.t_ns;
+            n++;
+        }
+        CHECK_EQ_I64(r, 0);
+        CHECK_EQ_I64(n, kind == SW_SIDE_SAMPLES ? 4 : 2);
+        sw_side_cursor_free(c);
+    }
+    CHECK(sw_side_cursor_new(t, SW_SIDE_STREAM_COUNT, 0) == NULL);
+    sw_trace_free(t);
+    tg_free(&g);
+}
