@@ -13,6 +13,8 @@ Without --format, the format is the one OUT's name ends with (x.html: the
 flame graph; x.pftrace: Perfetto; x.speedscope.json: speedscope; a plain
 x.json: Chrome JSON for a trace, speedscope for a profile file).
 
+The sequence diagram (--format sequence, x.sequence.html) is written from
+the trace's task events (`run --events tasks`; cli/tasks.py reads them).
 A file's first bytes say which it is (files.kind_of); the formats and
 their writers are the registry's (stackwatch.render.formats).
 """
@@ -23,7 +25,7 @@ from ..common.units import parse_duration_ns
 from ..profiler import history
 from ..render import formats
 from ..tracer.tracefile import Trace
-from . import files, filters, progress, traces
+from . import files, filters, progress, tasks, traces
 from .program import UsageError, check_directory, check_writable, output_what, writing
 
 NAME = "export"
@@ -99,6 +101,8 @@ def _export_trace(args):
     if min_ns and args.format not in timelines:
         raise UsageError(f"--min-duration applies to the timeline formats ({', '.join(timelines)}), "
                          f"not to {args.format}")
+    if formats.FORMATS[args.format].takes == formats.TASKS:
+        return _export_tasks(args)
     if traces.several(args):
         return traces.export(args, min_ns)
     if formats.FORMATS[args.format].directory:
@@ -121,6 +125,23 @@ def _export_trace(args):
         raise UsageError(str(e) or "out of memory") from None
     finally:
         bar.done()
+    print(f"stackwatch: wrote {args.output}", file=sys.stderr)
+    return files.trace_damaged(args.file, t)
+
+
+def _export_tasks(args):
+    """A format written from the trace's task events (the sequence
+    diagram): one trace, no filters (the page filters its tasks)."""
+    if traces.several(args):
+        raise UsageError(f"{args.format} is written from one trace, not several")
+    for name in ("thread", "start", "stop", "include", "exclude", "max_depth"):
+        if getattr(args, name, None):
+            raise UsageError(f"--{name.replace('_', '-')} does not apply to {args.format} (the page filters "
+                             "its tasks by group and name)")
+    check_writable(args.output, output_what(args.format))
+    t, doc = tasks.load(args.file)
+    with writing(args.output):
+        formats.write_trace(args.format, args.output, t, tasks=doc)
     print(f"stackwatch: wrote {args.output}", file=sys.stderr)
     return files.trace_damaged(args.file, t)
 

@@ -11,6 +11,7 @@ import tempfile
 
 from ..render import formats
 from ..tracer import follow
+from ..tracer.task_events import read_task_events
 from ..tracer.tracefile import Trace
 from ..tracer.traceset import TraceSet, expand, is_trace_file
 from . import files, progress
@@ -120,6 +121,11 @@ def convert(fmt, output, trace_path, min_ns):
     and the threads of every process merged)."""
     children = follow.child_traces(trace_path)
     try:
+        if formats.FORMATS[fmt].takes == formats.TASKS:   # the sequence diagram: this process's tasks
+            children, data = [], Trace(trace_path)
+            with writing(output):
+                formats.write_trace(fmt, output, data, tasks=read_task_events(data))
+            return children, data.event_count(), len(data.threads)
         data = TraceSet([trace_path] + [p for _, p in children]) if children else Trace(trace_path)
         if not min_ns:
             warn_if_big(fmt, data, "--min-duration 10us, --max-depth or --exclude")

@@ -1,0 +1,127 @@
+"""The HTML sequence diagram of a trace's task events (`stackwatch export
+FILE --format sequence -o out.html`, issue 22): one self-contained page
+(sequence.html, package data: inline script and style, no network), a
+lifeline per task, arrows for create / switch / send / receive / wake,
+marks for block and exit, tasks coloured by their creation stack; hover
+for stacks, values and waits; zoom and pan; lanes filtered by group or
+name. The page draws only the events of the time window in view, and when
+there are too many of them to draw, how many fell in each band of each
+lane (so a million events stay usable).
+
+    write(put, doc, title)      # the page, a piece at a time, to put(str)
+    write_file(path, doc, title=None)
+
+doc is read_task_events' document (stackwatch.tracer.task_events), which
+this room does not import: the command line reads it and the registry
+(formats.py, takes TASKS) hands it here.
+
+The embedded data (version 1), JSON in a <script type="application/json">
+block, escaped by flamegraph.embed_json so that no name ends the block:
+
+    {"version": 1, "title": str, "kinds": ["create", "switch", ...],
+     "strings": [str, ...],                 # channels, values, reasons, functions, files
+     "sites": [[function, file, line], ...],  # string indexes (-1: none), line or 0
+     "stacks": [[site, ...], ...],          # the distinct creation stacks, innermost first
+     "tasks": [{"name", "group", "kind", "thread", "created_by", "created_t_ns",
+                "exit_t_ns", "outcome", "result", "stack": index into stacks}],
+     "events": {"dt": [...],                # t_ns, each as the difference from the one before
+                "kind": [...], "task": [...], "other": [...],     # indexes (-1: none)
+                "channel": [...], "value": [...], "reason": [...],  # string indexes (-1: none)
+                "site": [...],              # index into sites (-1: none)
+                "wait": [...]}}             # block: ns until its task was woken or switched
+                                            # back in (-1: never, or not a block)
+"""
+import os
+
+from .flamegraph import embed_json, page_around_data
+
+KINDS = ("create", "switch", "block", "wake", "send", "receive", "exit")
+
+
+class _Interned:
+    """Indexes of distinct values, in the order first seen."""
+
+    def __init__(self):
+        self.items, self._index = [], {}
+
+    def __call__(self, value):
+        if value is None:
+            return -1
+        i = self._index.get(value)
+        if i is None:
+            i = self._index[value] = len(self.items)
+            self.items.append(value)
+        return i
+
+
+def _waits(events, task_index):
+    """For each event, the ns a block event's task waited (until its next
+    wake, switch to it or exit), else -1."""
+    out = [-1] * len(events)
+    pending = {}
+    for i, e in enumerate(events):
+        k, me = e["kind"], task_index.get(e.get("task"))
+        if k == "block":
+            pending[me] = i
+        elif k in ("wake", "switch", "exit") and me in pending:
+            j = pending.pop(me)
+            out[j] = e["t_ns"] - events[j]["t_ns"]
+    return out
+
+
+def data(doc, title):
+    """The embedded data (see the module's docstring) of a document."""
+    strings, sites, stacks = _Interned(), _Interned(), _Interned()
+
+    def site(function, file, line):
+        if function is None and file is None:
+            return -1
+        return sites((strings(function), strings(file), int(line or 0)))
+
+    tasks, task_index = [], {}
+    for t in doc.get("tasks") or []:
+        task_index[t["name"]] = len(tasks)
+        stack = tuple(site(f.get("function"), f.get("file"), f.get("line")) for f in t.get("creation_stack") or ())
+        tasks.append({k: t.get(k) for k in ("name", "group", "kind", "thread", "created_by", "created_t_ns",
+                                             "exit_t_ns", "outcome", "result")})
+        tasks[-1]["stack"] = stacks(stack)
+    events = doc.get("events") or []
+    for e in events:       # tasks named only by events
+        for n in (e.get("task"), e.get("other")):
+            if n is not None and n not in task_index:
+                task_index[n] = len(tasks)
+                tasks.append({"name": n, "group": None, "kind": None, "thread": e.get("thread"),
+                              "created_by": None, "created_t_ns": None, "exit_t_ns": None, "outcome": None,
+                              "result": None, "stack": stacks(())})
+    kind_index = {k: i for i, k in enumerate(KINDS)}
+    cols = {c: [] for c in ("dt", "kind", "task", "other", "channel", "value", "reason", "site")}
+    last = 0
+    for e in events:
+        cols["dt"].append(e["t_ns"] - last)
+        last = e["t_ns"]
+        cols["kind"].append(kind_index.get(e["kind"], -1))
+        cols["task"].append(task_index.get(e.get("task"), -1))
+        cols["other"].append(task_index.get(e.get("other"), -1))
+        cols["channel"].append(strings(e.get("channel")))
+        cols["value"].append(strings(e.get("value")))
+        cols["reason"].append(strings(e.get("reason")))
+        cols["site"].append(site(e.get("function"), e.get("file"), e.get("line")))
+    cols["wait"] = _waits(events, task_index)
+    return {"version": 1, "title": str(title), "kinds": list(KINDS), "strings": strings.items,
+            "sites": [list(s) for s in sites.items], "stacks": [list(s) for s in stacks.items],
+            "tasks": tasks, "events": cols}
+
+
+def write(put, doc, title):
+    """The whole page for a document, given to put(str) a piece at a time."""
+    before, after = page_around_data("sequence.html", title)
+    put(before)
+    put(embed_json(data(doc, title)))
+    put(after)
+
+
+def write_file(path, doc, title=None):
+    """The page written to path (title: the file's name when None)."""
+    path = os.fspath(path)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        write(f.write, doc, os.path.basename(path) if title is None else title)
