@@ -1101,6 +1101,15 @@ static int push(replay *r, uint32_t code)
 /* The depth callbacks see for the stream's current depth. */
 static uint32_t seen_depth(const replay *r) { return r->depth - r->nended; }
 
+/* The code of the innermost open frame not ended (seen_depth(r) > 0). */
+static uint32_t innermost_seen(const replay *r)
+{
+    uint32_t d = r->depth;
+    while (d > 0 && r->ended[d - 1])
+        d--;
+    return d ? r->stack[d - 1] : SW_EXT_NO_CODE;
+}
+
 static int emit(replay *r, int kind, uint32_t code, uint32_t depth, int synthetic)
 {
     if (r->running != r->want)
@@ -1516,6 +1525,15 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
             } else if (kind == SW_EXT_TASK_SWITCH) {
                 sw_ext x;
                 decode_ext_into(r->s1, r->s2, (uint32_t)kind, c.p, (size_t)len, &x);
+                /* Delivered (SW_REPLAY_TASKS) before the switch: located
+                 * at the innermost frame of the task switched away from. */
+                uint32_t at = r->depth > r->nended ? innermost_seen(r) : SW_EXT_NO_CODE;
+                if ((r->flags & SW_REPLAY_TASKS) && (r->flags & SW_REPLAY_EXT)) {
+                    x.code = x.malformed ? SW_EXT_NO_CODE : at;
+                    sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};
+                    if ((rc = r->fn(r->ud, &ev)))
+                        return rc;
+                }
                 if (!x.malformed && (rc = task_switch(r, x.a, x.b)))
                     return rc;
             } else if (kind == SW_EXT_TEARDOWN) {
@@ -1532,7 +1550,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                 sw_ext x;
                 decode_ext_into(r->s1, r->s2, (uint32_t)kind, c.p, (size_t)len, &x);
                 sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};
-                if (r->running == r->want && (rc = r->fn(r->ud, &ev)))
+                if ((r->running == r->want || (r->flags & SW_REPLAY_TASKS)) && (rc = r->fn(r->ud, &ev)))
                     return rc;
             }
             c.p += len;

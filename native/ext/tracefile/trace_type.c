@@ -367,8 +367,10 @@ static int collect_ext(void *ud, const sw_event *ev)
         return 0;
     const sw_ext *x = ev->ext;
     int located = !x->malformed && ext_located(x->kind);
+    /* A TASK_SWITCH (SW_REPLAY_TASKS) has the code of the frame it left. */
+    int coded = located || (!x->malformed && x->code != SW_EXT_NO_CODE);
     PyObject *t = Py_BuildValue("(ILINNN)", x->kind, (long long)ev->t_ns, ev->depth,
-                                located ? PyLong_FromUnsignedLong(x->code) : Py_NewRef(Py_None),
+                                coded ? PyLong_FromUnsignedLong(x->code) : Py_NewRef(Py_None),
                                 located ? PyLong_FromUnsignedLongLong(x->line) : Py_NewRef(Py_None), ext_data(x));
     if (!t || PyList_Append(c->list, t) < 0) {
         Py_XDECREF(t);
@@ -378,22 +380,27 @@ static int collect_ext(void *ud, const sw_event *ev)
     return 0;
 }
 
-/* ext_events(thread_pos, mask=all): the thread's EXT events of the kinds
- * whose bit is set in mask, as tuples (kind, t_ns, depth, code, line,
- * data): code and line None for kinds without a location (and malformed
- * records), data a dict of the other fields by name (ext_data). */
+/* ext_events(thread_pos, mask=all, all_tasks=False): the thread's EXT
+ * events of the kinds whose bit is set in mask, as tuples (kind, t_ns,
+ * depth, code, line, data): code and line None for kinds without a
+ * location (and malformed records), data a dict of the other fields by
+ * name (ext_data). all_tasks (a thread's position): those of every task
+ * the thread ran, and its TASK_SWITCH records (code: the frame left;
+ * reader.h SW_REPLAY_TASKS). */
 static PyObject *Trace_ext_events(TraceObject *self, PyObject *args)
 {
     Py_ssize_t i;
     unsigned long long mask = ~0ull;
-    if (!PyArg_ParseTuple(args, "n|K", &i, &mask))
+    int all_tasks = 0;
+    if (!PyArg_ParseTuple(args, "n|Kp", &i, &mask, &all_tasks))
         return NULL;
     if (i < 0 || (size_t)i >= sw_trace_thread_count(self->t))
         return PyErr_Format(PyExc_IndexError, "no thread at position %zd", i);
     ext_collect c = {PyList_New(0), (uint64_t)mask};
     if (!c.list)
         return NULL;
-    int rc = sw_trace_replay_ext(self->t, (size_t)i, SW_REPLAY_EXT, collect_ext, &c);
+    int rc = sw_trace_replay_ext(self->t, (size_t)i, SW_REPLAY_EXT | (all_tasks ? SW_REPLAY_TASKS : 0), collect_ext,
+                                 &c);
     if (rc > 0 || PyErr_Occurred()) {
         Py_DECREF(c.list);
         return NULL;
@@ -840,8 +847,8 @@ static PyMethodDef Trace_methods[] = {
     {"codes", (PyCFunction)Trace_codes, METH_NOARGS, "codes() -> {id: (kind, name, qualname, filename, firstlineno)}"},
     {"events", (PyCFunction)Trace_events, METH_O, "events(thread_pos) -> [(kind, t_ns, code, depth, synthetic)]"},
     {"ext_events", (PyCFunction)Trace_ext_events, METH_VARARGS,
-     "ext_events(thread_pos, mask=all) -> [(kind, t_ns, depth, code, line, data)]: data made by the kind's row "
-     "(RECORD_KINDS)"},
+     "ext_events(thread_pos, mask=all, all_tasks=False) -> [(kind, t_ns, depth, code, line, data)]: data made by "
+     "the kind's row (RECORD_KINDS); all_tasks: every task's of the thread, task switches included"},
     {"ext_summary", (PyCFunction)Trace_ext_summary, METH_VARARGS,
      "ext_summary(filter=None) -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable, "
      "syscalls: [(name, calls, errors, total_ns)], kernel_lost}"},
