@@ -20,10 +20,11 @@ model of Go's execution tracer):
     runnable   switched out without a block, or woken but not yet switched
                back in.
 
-A task's time starts at its creation (runnable until first switched in),
-or at 0 for a task alive when the trace began (running, unless its first
-event is a switch to it: runnable), and ends at its exit or at the last
-event of the document (end_ns when given and later).
+A task's time starts at its creation (runnable until first switched in);
+for a task with no creation in the document, at 0 when it was running
+then (its first event is a switch away from it, or it is never switched),
+else at its first event; and ends at its exit or at the last event of the
+document (end_ns when given and later).
 """
 
 RUNNING, RUNNABLE, BLOCKED = "running", "runnable", "blocked"
@@ -50,10 +51,12 @@ class _Task:
         self.blocked = {}
         self.switches_in = 0
         self.waits = []
-        self.created = self.end = None
+        self.created = self.start = self.end = None
 
     def move(self, state, t):
         """Ends the current state at t and begins `state`."""
+        if self.start is None:
+            self.start = t
         if self.state is not None and not self.ended:
             d = max(0, t - self.since)
             if self.state == RUNNING:
@@ -126,10 +129,11 @@ def analyze(doc, end_ns=None, longest=20):
         if created is None and by_task.get(n) and by_task[n][0]["kind"] == "create" and by_task[n][0]["task"] == n:
             created = by_task[n][0]["t_ns"]
         task.created = created
-    # Tasks alive when the trace began start at 0; created ones at their creation.
+    # Tasks running when the trace began start at 0; the others at their
+    # creation, or (never created in the trace) at their first event.
     for n, task in tasks.items():
-        if task.created is None:
-            task.move(_first_state(n, by_task.get(n, ()), None), 0)
+        if task.created is None and _first_state(n, by_task.get(n, ()), None) == RUNNING:
+            task.move(RUNNING, 0)
     for e in events:
         t, kind, me = e["t_ns"], e["kind"], tasks.get(e.get("task"))
         if me is None:
@@ -176,8 +180,8 @@ def analyze(doc, end_ns=None, longest=20):
                 task.end_wait(last, None, None, "trace end", BLOCKED)
             task.move(task.state, last)
             task.end = last
-        start = task.created if task.created is not None else 0
-        out[n] = {"kind": infos[n].get("kind"), "start_ns": start, "end_ns": task.end,
+        out[n] = {"kind": infos[n].get("kind"), "start_ns": task.start if task.start is not None else task.end,
+                  "end_ns": task.end,
                   "running_ns": task.running, "runnable_ns": task.runnable,
                   "blocked_ns": sum(task.blocked.values()),
                   "blocked_by_reason": dict(sorted(task.blocked.items(), key=lambda kv: -kv[1])),

@@ -36,7 +36,7 @@ def write(put, doc, analyzed, title, longest=10):
     per = analyzed["tasks"]
     put(f"{title}: {len(per)} tasks, {len(events)} task events over {fmt_ns(analyzed['span_ns'])}")
     put("")
-    put("per task (running / runnable: switched out or woken, waiting to run / blocked, by reason)")
+    put("per task: time running, runnable (switched out or woken, not running yet) and blocked, by reason")
     info = {t["name"]: t for t in tasks}
     rows = []
     for name, a in per.items():

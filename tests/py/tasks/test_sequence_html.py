@@ -126,3 +126,24 @@ def test_embedded_data_round_trips(tmp_path):
     assert values == [e["value"] for e in DOC["events"]]
     assert data["events"]["wait"][DOC["events"].index(next(e for e in DOC["events"] if e["reason"] == "queue"))] == 25
     assert json.loads(json.dumps(sequence.data(DOC, "x"))) == sequence.data(DOC, "x")
+
+
+def test_a_real_greenlet_trace(browser, tmp_path):
+    """`export --format sequence` of a greenlet program's trace: its lanes
+    and switch arrows in the order the program logged its switches."""
+    from conftest import run
+    from greenlet_prog import traced
+    swt, log = traced(tmp_path)
+    out = tmp_path / "greenlets.sequence.html"
+    r = run(["export", swt, "--format", "sequence", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    d = open_page(browser, out)
+    labels = d.execute_script("return Array.prototype.map.call(document.querySelectorAll('#lanes .lane .name'),"
+                              " function (e) { return e.textContent; })")
+    assert labels == ["MainThread", "greenlet produce", "greenlet consume"]
+    drawn = _drawn(d)
+    assert [[x[2], x[1]] for x in drawn] == log["switches"] and {x[0] for x in drawn} == {"switch"}
+    # Each greenlet's running spans are drawn on its lane.
+    assert d.execute_script("return document.querySelectorAll('#chart rect.running').length") >= 3
+    d.save_screenshot(str(tmp_path / "greenlets.png"))
+    check_clean(d)

@@ -1,0 +1,90 @@
+"""`stackwatch tasks FILE [--json]` and `export --format sequence` on a
+real greenlet program's trace (greenlet_prog.py), checked against the
+program's own log: the switches in its order, each greenlet running at
+least as long as it slept; and the one-line errors. The views are the
+same Python on every version and the reader has tests of its own
+(tracer/test_task_events.py): these run on 3.12 only."""
+import json
+import sys
+
+import pytest
+
+from conftest import page_data, run, write
+from greenlet_prog import traced
+from stackwatch.tasks import analysis
+from stackwatch.tracer.task_events import read_task_events
+
+pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 12), reason="the views are checked on 3.12 only")
+
+
+@pytest.fixture(scope="module")
+def greenlets(tmp_path_factory):
+    return traced(tmp_path_factory.mktemp("views"))
+
+
+def test_json_is_the_document_and_its_analysis(greenlets):
+    swt, log = greenlets
+    r = run(["tasks", swt, "--json"])
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    analyzed = out.pop("analysis")
+    assert out == read_task_events(swt)
+    assert [[e["task"], e["other"]] for e in out["events"] if e["kind"] == "switch"] == log["switches"]
+    per = analyzed["tasks"]
+    # time.sleep inside a greenlet is running time (no wait is recorded),
+    # and the three tasks of one thread never run at once.
+    for name, slept in log["slept"].items():
+        assert per[name]["running_ns"] >= slept, name
+        assert per[name]["switches_in"] == sum(1 for s in log["switches"] if s[0] == name)
+    assert sum(p["running_ns"] for p in per.values()) <= analyzed["span_ns"]
+    for p in per.values():
+        assert p["running_ns"] + p["runnable_ns"] + p["blocked_ns"] == p["end_ns"] - p["start_ns"]
+
+
+def test_text_report(greenlets):
+    swt, log = greenlets
+    r = run(["tasks", swt])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("t.swt: 3 tasks, 11 task events over ")
+    for name in ("MainThread", "greenlet produce", "greenlet consume"):
+        assert any(name in x for x in lines[3:7]), name
+    assert "blocking profile: no task waited" in r.stdout
+
+
+def test_sequence_export_of_the_trace(greenlets, tmp_path):
+    swt, log = greenlets
+    out = tmp_path / "s.sequence.html"
+    r = run(["export", swt, "-o", str(out)])      # the format from the name
+    assert r.returncode == 0, r.stderr
+    data = page_data(out.read_text())
+    names = [t["name"] for t in data["tasks"]]
+    pairs = [[names[a], names[b]] for a, b in zip(data["events"]["task"], data["events"]["other"])]
+    assert pairs == log["switches"]
+    r = run(["export", swt, "--format", "sequence", "--thread", "MainThread", "-o", str(out)])
+    assert r.returncode == 2 and "--thread does not apply to sequence" in r.stderr
+
+
+def test_one_line_errors(greenlets, tmp_path):
+    no_tasks, _ = traced_without_tasks(tmp_path)
+    text = write(tmp_path / "x.txt", "hello")
+    for args, said in ((["tasks", str(tmp_path / "nope.swt")], "nope.swt: no such file"),
+                       (["tasks", text], "not a stackwatch trace"),
+                       (["tasks", no_tasks], "the trace has no task events (record them with: stackwatch run "
+                                             "--events tasks"),
+                       (["export", no_tasks, "--format", "sequence", "-o", str(tmp_path / "o.html")],
+                        "the trace has no task events")):
+        r = run(args)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, (args, r.stderr)
+        assert r.stderr.startswith("stackwatch: error: ")
+
+
+def traced_without_tasks(folder):
+    from conftest import run_traced
+    return run_traced(folder, "print(sum(range(10)))\n")
+
+
+def test_analysis_of_the_real_document_is_json_ready(greenlets):
+    swt, _ = greenlets
+    a = analysis.analyze(read_task_events(swt))
+    assert json.loads(json.dumps(a)) == a
