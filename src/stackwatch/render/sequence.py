@@ -38,20 +38,15 @@ from .flamegraph import embed_json, page_around_data
 KINDS = ("create", "switch", "block", "wake", "send", "receive", "exit")
 
 
-class _Interned:
-    """Indexes of distinct values, in the order first seen."""
+def _interned():
+    """(index_of, values): index_of(value) is the index of `value` among the
+    distinct values met so far, in the order first met (None: -1); values()
+    lists them in that order. Fast: one dict lookup per value."""
+    index = {None: -1}
 
-    def __init__(self):
-        self.items, self._index = [], {}
-
-    def __call__(self, value):
-        if value is None:
-            return -1
-        i = self._index.get(value)
-        if i is None:
-            i = self._index[value] = len(self.items)
-            self.items.append(value)
-        return i
+    def index_of(value):
+        return index.setdefault(value, len(index) - 1)
+    return index_of, lambda: list(index)[1:]
 
 
 def _waits(events, task_index):
@@ -71,45 +66,39 @@ def _waits(events, task_index):
 
 def data(doc, title):
     """The embedded data (see the module's docstring) of a document."""
-    strings, sites, stacks = _Interned(), _Interned(), _Interned()
-
-    def site(function, file, line):
-        if function is None and file is None:
-            return -1
-        return sites((strings(function), strings(file), int(line or 0)))
-
-    tasks, task_index = [], {}
+    string, strings = _interned()
+    site, sites = _interned()      # (function, file, line) first, string indexes at the end
+    stack_of, stacks = _interned()
+    tasks, task_index = [], {None: -1}
+    blank = {"group": None, "kind": None, "created_by": None, "created_t_ns": None, "exit_t_ns": None,
+             "outcome": None, "result": None}
     for t in doc.get("tasks") or []:
         task_index[t["name"]] = len(tasks)
-        stack = tuple(site(f.get("function"), f.get("file"), f.get("line")) for f in t.get("creation_stack") or ())
-        tasks.append({k: t.get(k) for k in ("name", "group", "kind", "thread", "created_by", "created_t_ns",
-                                             "exit_t_ns", "outcome", "result")})
-        tasks[-1]["stack"] = stacks(stack)
+        frames = tuple(site((f.get("function"), f.get("file"), f.get("line") or 0))
+                       for f in t.get("creation_stack") or ())
+        tasks.append({**blank, **{k: t.get(k) for k in blank}, "name": t["name"], "thread": t.get("thread"),
+                      "stack": stack_of(frames)})
     events = doc.get("events") or []
     for e in events:       # tasks named only by events
         for n in (e.get("task"), e.get("other")):
-            if n is not None and n not in task_index:
+            if n not in task_index:
                 task_index[n] = len(tasks)
-                tasks.append({"name": n, "group": None, "kind": None, "thread": e.get("thread"),
-                              "created_by": None, "created_t_ns": None, "exit_t_ns": None, "outcome": None,
-                              "result": None, "stack": stacks(())})
+                tasks.append({**blank, "name": n, "thread": e.get("thread"), "stack": stack_of(())})
     kind_index = {k: i for i, k in enumerate(KINDS)}
-    cols = {c: [] for c in ("dt", "kind", "task", "other", "channel", "value", "reason", "site")}
-    last = 0
-    for e in events:
-        cols["dt"].append(e["t_ns"] - last)
-        last = e["t_ns"]
-        cols["kind"].append(kind_index.get(e["kind"], -1))
-        cols["task"].append(task_index.get(e.get("task"), -1))
-        cols["other"].append(task_index.get(e.get("other"), -1))
-        cols["channel"].append(strings(e.get("channel")))
-        cols["value"].append(strings(e.get("value")))
-        cols["reason"].append(strings(e.get("reason")))
-        cols["site"].append(site(e.get("function"), e.get("file"), e.get("line")))
-    cols["wait"] = _waits(events, task_index)
-    return {"version": 1, "title": str(title), "kinds": list(KINDS), "strings": strings.items,
-            "sites": [list(s) for s in sites.items], "stacks": [list(s) for s in stacks.items],
-            "tasks": tasks, "events": cols}
+    times = [e["t_ns"] for e in events]
+    cols = {"dt": [b - a for a, b in zip([0] + times, times)],
+            "kind": [kind_index.get(e["kind"], -1) for e in events],
+            "task": [task_index[e.get("task")] for e in events],
+            "other": [task_index[e.get("other")] for e in events],
+            "channel": [string(e.get("channel")) for e in events],
+            "value": [string(e.get("value")) for e in events],
+            "reason": [string(e.get("reason")) for e in events],
+            "site": [site((e.get("function"), e.get("file"), e.get("line") or 0))
+                     if e.get("function") is not None or e.get("file") is not None else -1 for e in events],
+            "wait": _waits(events, task_index)}
+    site_rows = [[string(f), string(file), int(line)] for f, file, line in sites()]
+    return {"version": 1, "title": str(title), "kinds": list(KINDS), "strings": strings(),
+            "sites": site_rows, "stacks": [list(x) for x in stacks()], "tasks": tasks, "events": cols}
 
 
 def write(put, doc, title):
