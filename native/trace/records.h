@@ -110,7 +110,22 @@
     X(SYSCALL, 18, syscall, 8, KERNEL, "syscall", "syscall", SLICE, NONE, SYSCALL, S1, NULL,                    \
       F(name, STR, S1) F(nr, VARINT, A) F(ret, SIGNED, B) F(duration, VARINT, C))                           \
     X(KERNEL_LOST, 19, kernel_lost, 8, KERNEL, "kernel", "kernel records lost", INSTANT, NONE, KERNEL_LOST, A,  \
-      NULL, F(count, VARINT, A))
+      NULL, F(count, VARINT, A))                                                                           \
+    X(TASK_CREATE, 20, task_create, 9, DISPATCH, "task", "task create", INSTANT, NONE, NONE, S1, NULL,          \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(kind, VARINT, B) F(native_id, TID, C)  \
+      F(name, STR, S1))                                                                                    \
+    X(TASK_EXIT, 21, task_exit, 9, DISPATCH, "task", "task exit", INSTANT, NONE, NONE, S1, NULL,                \
+      F(task, VARINT, A) F(outcome, VARINT, B) F(result, STR, S1))                                         \
+    X(TASK_BLOCK, 22, task_block, 9, DISPATCH, "task", "task block", INSTANT, NONE, NONE, S1, NULL,             \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(reason, VARINT, A) F(channel, STR, S1))                  \
+    X(TASK_WAKE, 23, task_wake, 9, DISPATCH, "task", "task wake", INSTANT, NONE, NONE, S1, NULL,                \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(native_id, TID, C) F(channel, STR, S1)) \
+    X(TASK_SEND, 24, task_send, 9, DISPATCH, "task", "send", INSTANT, NONE, NONE, S1, NULL,                      \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(peer, VARINT, A) F(channel, STR, S1) F(value, STR, S2))  \
+    X(TASK_RECEIVE, 25, task_receive, 9, DISPATCH, "task", "receive", INSTANT, NONE, NONE, S1, NULL,             \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(peer, VARINT, A) F(channel, STR, S1) F(value, STR, S2))  \
+    X(TASK_NAME, 26, task_name, 9, DISPATCH, "task", "task name", INSTANT, NONE, NONE, S1, NULL,                \
+      F(task, VARINT, A) F(native_id, TID, C) F(name, STR, S1) F(group, STR, S2))
 
 /* A test build may add rows (tests/c/meson.build: a trace library built
  * with -DSW_RECORD_KINDS_EXTRA_H="file" whose file defines
@@ -143,7 +158,27 @@
  * the frames open before the record are `origin`'s (when the replay had
  * them as another task's, e.g. at a chunk read after a gap, they are
  * relabelled), those after it are `task`'s, as it left them. A reader
- * shows each task as a track of its own (reader.h sw_thread_info.task). */
+ * shows each task as a track of its own (reader.h sw_thread_info.task).
+ * Task events (format 1.9, `--events tasks`; tracer/task_events.py reads
+ * them): a task is named by its id on the thread that writes the record
+ * (0: that thread itself); a thread elsewhere by its native id
+ * (`native_id`, 0: this thread).
+ *   TASK_CREATE   task `task` made by the running task, here; kind 1
+ *                 greenlet, 2 asyncio, 3 thread: written by the new
+ *                 thread as it starts, made by task `task` of the thread
+ *                 `native_id`, here (that thread's code); name its name
+ *   TASK_EXIT     task `task` ended: outcome 0 returned (result its repr),
+ *                 1 raised (result the exception's repr), 2 cancelled
+ *   TASK_BLOCK    the running task waits, here: reason (by number: lock, condition,
+ *                 event, queue, future, channel, sleep, io, join),
+ *                 channel what it waits on ("" unknown)
+ *   TASK_WAKE     the running task ends task `task`'s wait, here
+ *   TASK_SEND     the running task hands value to channel, here; peer the
+ *                 receiving task's id + 1 (0: not known yet)
+ *   TASK_RECEIVE  the running task's get or switch returns value from
+ *                 channel; peer the sender's id + 1 (0: not known)
+ *   TASK_NAME     task `task` is named name, in group ("": none) by
+ *                 stackwatch.name(): the name wins over the automatic one */
 
 /* Field types. */
 #define SW_FT_VARINT 0  /* unsigned LEB128 */

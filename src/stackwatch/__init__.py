@@ -46,13 +46,15 @@ _LAZY = {
     "trace": ("stackwatch.tracer.session", "trace"),
     "traced": ("stackwatch.tracer.session", "traced"),
     "region": ("stackwatch.tracer.regions", "region"),
+    "name": ("stackwatch.events.tasks", "name"),
+    "tasks": ("stackwatch.events.tasks", "tasks"),
     "Trace": ("stackwatch.tracer.tracefile", "Trace"),
     "__version__": ("stackwatch.common.version", "VERSION"),   # written by the build from meson.build
 }
 
 __all__ = ["EVENTS", "CallTree", "Event", "History", "Profiler", "Trace", "TraceError", "TraceSummary",
-           "add_handler", "get_profile", "handlers", "is_tracing", "load_profile", "merge", "probes",
-           "region", "start", "stop", "trace", "traced", "watch"]
+           "add_handler", "get_profile", "handlers", "is_tracing", "load_profile", "merge", "name", "probes",
+           "region", "start", "stop", "tasks", "trace", "traced", "watch"]
 
 
 def __getattr__(name):

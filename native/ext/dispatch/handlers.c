@@ -132,6 +132,21 @@ static PyObject *kind_data(int kind, const sw_evdata *d)
         return Py_BuildValue("{s:N}", "class_file", str_or_none(d->file));
     case SW_K_THREAD_START: case SW_K_THREAD_EXIT:
         return Py_BuildValue("{s:L}", "native_id", d->a);
+    /* Task events (records.h says what each field is). */
+    case SW_K_TASK_SWITCH:
+        return Py_BuildValue("{s:L,s:L}", "origin", d->a, "task", d->b);
+    case SW_K_TASK_CREATE:
+        return Py_BuildValue("{s:L,s:L,s:L}", "task", d->a, "kind", d->b, "native_id", d->c);
+    case SW_K_TASK_EXIT:
+        return Py_BuildValue("{s:L,s:L}", "task", d->a, "outcome", d->b);
+    case SW_K_TASK_BLOCK:
+        return Py_BuildValue("{s:L}", "reason", d->a);
+    case SW_K_TASK_WAKE:
+        return Py_BuildValue("{s:L,s:L}", "task", d->a, "native_id", d->c);
+    case SW_K_TASK_SEND: case SW_K_TASK_RECEIVE:
+        return Py_BuildValue("{s:L,s:N}", "peer", d->a, "value", str_or_none(d->file));
+    case SW_K_TASK_NAME:
+        return Py_BuildValue("{s:L,s:L,s:N}", "task", d->a, "native_id", d->c, "group", str_or_none(d->file));
     default:
         Py_RETURN_NONE;
     }

@@ -42,9 +42,11 @@
  *               available before 3.12); GC_CALLBACK an entry in
  *               gc.callbacks, CLASS_SLOTS the wrapped slots of every
  *               Python class, THREAD_WRAPPER a wrapper of
- *               threading.Thread._bootstrap_inner, GREENLET_TRACE a
- *               greenlet.settrace callback (ext/tracer/tasks.c; these four,
- *               and EVAL, on every version)
+ *               threading.Thread._bootstrap_inner, TASK_HOOKS a
+ *               greenlet.settrace callback (ext/tracer/tasks.c) and the
+ *               wrappers of asyncio's and threading's task and queue methods
+ *               (events/task_hooks.py) (these four, and EVAL, on every
+ *               version)
  *   monitoring  from 3.12 on, the sys.monitoring events that deliver it
  *               instead (0: none, the mechanism above delivers it)
  *   a           passed through to X (see SW_GROUP_MASK)
@@ -70,7 +72,14 @@
     X(DEL_DONE,     delete_done,  OBJECTS,    CLASS_SLOTS,    0, a)                  \
     X(THREAD_START, thread_start, THREADS,    THREAD_WRAPPER, 0, a)                  \
     X(THREAD_EXIT,  thread_exit,  THREADS,    THREAD_WRAPPER, 0, a)                  \
-    X(TASK_SWITCH,  task_switch,  TASKS,      GREENLET_TRACE, 0, a)
+    X(TASK_SWITCH,  task_switch,  TASKS,      TASK_HOOKS,     0, a)                  \
+    X(TASK_CREATE,  task_create,  TASKS,      TASK_HOOKS,     0, a)                  \
+    X(TASK_EXIT,    task_exit,    TASKS,      TASK_HOOKS,     0, a)                  \
+    X(TASK_BLOCK,   task_block,   TASKS,      TASK_HOOKS,     0, a)                  \
+    X(TASK_WAKE,    task_wake,    TASKS,      TASK_HOOKS,     0, a)                  \
+    X(TASK_SEND,    task_send,    TASKS,      TASK_HOOKS,     0, a)                  \
+    X(TASK_RECEIVE, task_receive, TASKS,      TASK_HOOKS,     0, a)                  \
+    X(TASK_NAME,    task_name,    TASKS,      TASK_HOOKS,     0, a)
 
 /* G(GROUP, name, named): named groups are the ones users may ask for. */
 #define SW_EVENT_GROUPS(G)                                                            \
@@ -85,7 +94,7 @@ enum sw_ev_group { SW_EVENT_GROUPS(SW_G_ENUM_) SW_G_COUNT };
 
 enum sw_ev_mechanism {
     SW_M_EVAL, SW_M_PROFILE, SW_M_TRACE, SW_M_NONE, SW_M_GC_CALLBACK, SW_M_CLASS_SLOTS,
-    SW_M_THREAD_WRAPPER, SW_M_GREENLET_TRACE,
+    SW_M_THREAD_WRAPPER, SW_M_TASK_HOOKS,
 };
 
 #define SW_EVB(k) (1u << (k))
@@ -107,7 +116,7 @@ enum sw_ev_mechanism {
 #define SW_MASK_GC_CALLBACK SW_MECH_MASK(GC_CALLBACK)
 #define SW_MASK_CLASS_SLOTS SW_MECH_MASK(CLASS_SLOTS)
 #define SW_MASK_THREAD_WRAPPER SW_MECH_MASK(THREAD_WRAPPER)
-#define SW_MASK_GREENLET_TRACE SW_MECH_MASK(GREENLET_TRACE)
+#define SW_MASK_TASK_HOOKS SW_MECH_MASK(TASK_HOOKS)
 #if PY_VERSION_HEX < 0x030C0000
 #  define SW_MASK_PROFILE_HOOK SW_MECH_MASK(PROFILE)
 #  define SW_MASK_TRACE_HOOK SW_MECH_MASK(TRACE)   /* also: sys.settrace replaced */

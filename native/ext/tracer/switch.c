@@ -95,8 +95,8 @@ static void apply_in_python(uint32_t mask, uint32_t slow, int session)
                                         "lines_key", key, "gc_callback",
                                         PyBool_FromLong((mask & SW_MASK_GC_CALLBACK) != 0), "thread_wrapper",
                                         PyBool_FromLong((mask & SW_MASK_THREAD_WRAPPER) != 0), "settrace",
-                                        PyBool_FromLong(settrace), "greenlet_trace",
-                                        PyBool_FromLong((mask & SW_MASK_GREENLET_TRACE) != 0))
+                                        PyBool_FromLong(settrace), "task_hooks",
+                                        PyBool_FromLong((mask & SW_MASK_TASK_HOOKS) != 0))
                             : NULL;
     PyObject *r = kw ? PyObject_Call(fn, args, kw) : NULL;
     if (!r) {

@@ -12,6 +12,7 @@
 
 #include "ext/dispatch/dispatch.h"
 #include "ext/shared/tstate.h"
+#include "ext/tracer/file_events.h"
 #include "ext/tracer/session.h"
 
 #include <stdio.h>
@@ -49,13 +50,11 @@ static int is_main(PyObject *g)
     return r;
 }
 
-/* g's task id (0 for a main greenlet, or when out of memory); *fresh set
- * when it was given now. */
-static uint64_t task_of(PyObject *g, int *fresh)
+/* The task id of o (a greenlet, an asyncio task, ...: 0 when out of
+ * memory); *fresh set when it was given now. */
+static uint64_t id_of(PyObject *g, int *fresh)
 {
     *fresh = 0;
-    if (is_main(g))
-        return 0;
     if (ids_gen != sw_S.gen || !ids) {
         Py_XSETREF(ids, PyDict_New());
         ids_gen = sw_S.gen;
@@ -88,6 +87,14 @@ static uint64_t task_of(PyObject *g, int *fresh)
     return id;
 }
 
+/* g's task id (0 for a main greenlet, or when out of memory); *fresh set
+ * when it was given now. */
+static uint64_t task_of(PyObject *g, int *fresh)
+{
+    *fresh = 0;
+    return is_main(g) ? 0 : id_of(g, fresh);
+}
+
 /* Forgets an ended greenlet. */
 static void forget_if_dead(PyObject *g)
 {
@@ -100,6 +107,59 @@ static void forget_if_dead(PyObject *g)
     }
     PyErr_Clear();
     Py_XDECREF(dead);
+}
+
+/* Records a task event of dispatch kind `kind` (its EXT record and the
+ * handlers'), located at frame f or, when its code is not recorded (a
+ * filter's, or stackwatch's own), at the first caller whose code is
+ * (borrowed; NULL: nowhere). Fields as sw_evdata's (records.h). */
+static void task_record_at(int kind, PyFrameObject *f, PyCodeObject *at, int at_line, long long a, long long b,
+                           long long c, const char *s1, const char *s2);
+
+static void task_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1,
+                        const char *s2)
+{
+    task_record_at(kind, f, NULL, -1, a, b, c, s1, s2);
+}
+
+/* The same, located at code `at`, line at_line when f is NULL. */
+static void task_record_at(int kind, PyFrameObject *f, PyCodeObject *at, int at_line, long long a, long long b,
+                           long long c, const char *s1, const char *s2)
+{
+    if (!(sw_D.mask & SW_EVB(kind)))
+        return;
+    Py_XINCREF(f);
+    while (f && sw_S.gen) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        int skip = (sw_code_id(co, NULL) & SW_ID_SKIP) != 0;
+        Py_DECREF(co);
+        if (!skip)
+            break;
+        Py_SETREF(f, PyFrame_GetBack(f));
+    }
+    if (!f && at && sw_S.gen && (sw_code_id(at, NULL) & SW_ID_SKIP))
+        at = NULL;
+    PyCodeObject *co = f ? PyFrame_GetCode(f) : (PyCodeObject *)Py_XNewRef(at);
+    sw_evdata d = {.code = co, .line = f ? PyFrame_GetLineNumber(f) : at ? at_line : -1, .name = s1, .file = s2,
+                   .a = a, .b = b, .c = c};
+    if (sw_D.file & SW_EVB(kind))
+        sw_file_record_ext(kind, &d);
+    sw_emit(kind, &d);
+    Py_XDECREF(co);
+    Py_XDECREF(f);
+    PyErr_Clear();
+}
+
+/* The frame greenlet g stopped in (new reference), or NULL. */
+static PyFrameObject *suspended_frame(PyObject *g)
+{
+    PyObject *f = PyObject_GetAttrString(g, "gr_frame");
+    if (!f || !PyFrame_Check(f)) {
+        PyErr_Clear();
+        Py_XDECREF(f);
+        return NULL;
+    }
+    return (PyFrameObject *)f;
 }
 
 static void define_task(sw_tstate *t, uint64_t id, const char *what)
@@ -163,6 +223,24 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         target = PyTuple_GET_ITEM(pair, 1);
         int origin_fresh, target_fresh;
         uint64_t from = task_of(origin, &origin_fresh), to = task_of(target, &target_fresh);
+        /* A greenlet ended (greenlet switches to its parent: with the
+         * exception it raised, "throw"), or met at its start: made, as
+         * far as greenlet tells, by the greenlet that starts it, where
+         * it stopped to. Its result and the switch values are not
+         * visible here. */
+        PyObject *dead = PyObject_GetAttrString(origin, "dead");
+        int died = dead == Py_True;
+        Py_XDECREF(dead);
+        PyErr_Clear();
+        if (died)
+            task_record(SW_K_TASK_EXIT, NULL, (long long)from,
+                        PyUnicode_Check(event) && PyUnicode_CompareWithASCIIString(event, "throw") == 0, 0, NULL,
+                        NULL);
+        if (target_fresh) {
+            PyFrameObject *f = died ? NULL : suspended_frame(origin);
+            task_record(SW_K_TASK_CREATE, f, (long long)to, 1, 0, "", NULL);
+            Py_XDECREF(f);
+        }
         sw_tstate *t = &sw_T;
         if ((sw_D.file & SW_EVB(k)) && sw_S.gen && !t->busy && sw_thread_attach(t)) {
             if (t->task_unnamed) {   /* it recorded no frame: no name */
@@ -194,6 +272,89 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         sw_tstate_refresh(t);
     }
     return r;
+}
+
+/* hooks.task_id(obj, name, rename=False) -> the task id of obj (an asyncio
+ * task, a greenlet), given the first time it is met in the session and
+ * then defined (TASK chunk, on this thread) as `name` (with rename, again
+ * now); 0 when tracing is off or out of memory. Weakly held. */
+static PyObject *task_id(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *o;
+    const char *name;
+    int rename = 0;
+    if (!PyArg_ParseTuple(args, "Os|p", &o, &name, &rename))
+        return NULL;
+    if (!sw_S.gen)
+        return PyLong_FromLong(0);
+    int fresh;
+    uint64_t id = id_of(o, &fresh);
+    sw_tstate *t = &sw_T;
+    if (id && (fresh || rename) && (sw_D.file & SW_EVB(SW_K_TASK_SWITCH)) && !t->busy && sw_thread_attach(t))
+        sw_writer_define_task(sw_S.w, id, t->tb->index, name);
+    return PyLong_FromUnsignedLongLong(id);
+}
+
+/* hooks.task_switch(task) -> the task the thread ran: the thread runs task
+ * `task` (an id of task_id; 0: itself) from here on (TASK_SWITCH). */
+static PyObject *task_switch(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    unsigned long long to = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    int k = SW_K_TASK_SWITCH;
+    sw_tstate *t = &sw_T;
+    if (!(sw_D.mask & SW_EVB(k)) || !sw_S.gen || t->busy || !sw_thread_attach(t))
+        return PyLong_FromLong(0);
+    uint64_t from = t->tb->task;
+    if (from != to) {
+        if (sw_D.file & SW_EVB(k))
+            sw_tbuf_task_switch(t->tb, sw_clock_now(&sw_S.clock), from, to);
+        sw_evdata d = {.line = -1, .a = (long long)from, .b = (long long)to};
+        sw_emit(k, &d);
+    }
+    return PyLong_FromUnsignedLongLong(from);
+}
+
+/* hooks.task_event(kind, a, b, c, s1, s2, where): a task event of dispatch
+ * kind `kind` (one of TASK_CREATE..TASK_NAME) with its fields (records.h;
+ * s1, s2 str or None), located at where: a frame, (code, line) or None. */
+static PyObject *task_event(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int kind;
+    long long a, b, c;
+    const char *s1, *s2;
+    PyObject *f;
+    if (!PyArg_ParseTuple(args, "iLLLzzO", &kind, &a, &b, &c, &s1, &s2, &f))
+        return NULL;
+    if (kind < SW_K_TASK_CREATE || kind > SW_K_TASK_NAME)
+        return PyErr_Format(PyExc_ValueError, "not a task event kind: %d", kind);
+    PyCodeObject *at = NULL;
+    int at_line = -1;
+    if (PyTuple_Check(f) && PyTuple_GET_SIZE(f) == 2 && PyCode_Check(PyTuple_GET_ITEM(f, 0))) {
+        at = (PyCodeObject *)PyTuple_GET_ITEM(f, 0);
+        at_line = PyLong_AsLong(PyTuple_GET_ITEM(f, 1));
+        if (at_line < 0 || PyErr_Occurred())
+            return NULL;
+    }
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    task_record_at(kind, PyFrame_Check(f) ? (PyFrameObject *)f : NULL, at, at_line, a, b, c, s1, s2);
+    sw_exc_restore(&exc);
+    Py_RETURN_NONE;
+}
+
+/* hooks.task_running() -> the task the thread runs now (0: itself, or not
+ * tracing). */
+static PyObject *task_running(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    sw_tstate *t = &sw_T;
+    return PyLong_FromUnsignedLongLong(sw_S.gen && t->tb && t->session == sw_S.gen ? t->tb->task : 0);
 }
 
 /* Ours is installed; prev is the callback it replaced (None: none; never
@@ -233,6 +394,11 @@ static PyMethodDef methods[] = {
     {"greenlet_trace_off", greenlet_trace_off, METH_NOARGS,
      "greenlet_trace_off() -> the callback ours replaced (None: none): ours is removed"},
     {"greenlet_trace_on", greenlet_trace_on, METH_NOARGS, "whether greenlet_trace is installed"},
+    {"task_id", task_id, METH_VARARGS, "task_id(obj, name, rename=False) -> obj's task id (defined as name when first met, or now with rename)"},
+    {"task_switch", task_switch, METH_O, "task_switch(task_id) -> the task id the thread ran: now it runs task_id"},
+    {"task_event", task_event, METH_VARARGS,
+     "task_event(kind, a, b, c, s1, s2, where): a task event, located at where (a frame, (code, line) or None)"},
+    {"task_running", task_running, METH_NOARGS, "task_running() -> the task id the thread runs (0: itself)"},
     {NULL, NULL, 0, NULL},
 };
 

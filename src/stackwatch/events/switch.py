@@ -25,6 +25,7 @@ import threading
 
 from .. import _native
 from . import monitoring
+from . import task_hooks as task_hooks_mod
 
 _hooks = _native.hooks
 _warned = set()
@@ -34,7 +35,7 @@ _settrace = None   # the replacement of sys.settrace while it is in place
 
 
 def apply(monitoring_events, local_lines, init_gap, lines_key, gc_callback, thread_wrapper, settrace,
-          greenlet_trace=False):
+          task_hooks=False):
     """Called by the C owner only. monitoring_events: the global sys.monitoring
     events stackwatch's tool must have; local_lines: LINE / INSTRUCTION
     bits to set as local events of the code objects consumers want;
@@ -53,7 +54,8 @@ def apply(monitoring_events, local_lines, init_gap, lines_key, gc_callback, thre
         gc.callbacks.remove(cb)
     _switch_settrace(settrace)
     _switch_thread_wrapper(thread_wrapper)
-    _switch_greenlet_trace(greenlet_trace)
+    _switch_greenlet_trace(task_hooks)
+    task_hooks_mod.switch(task_hooks)
 
 
 

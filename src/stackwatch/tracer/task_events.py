@@ -16,16 +16,18 @@ to), "task_id", "other" (a switch's: the task switched away from), "channel",
 (native thread id), "function", "file", "line" (where it happened: a
 switch's, the innermost frame of the task switched away from)}.
 """
+from ..events.task_hooks import OUTCOMES, REASONS, TASK_KINDS
 from .tracefile import RECORD_KINDS, Trace
 
 # The record kinds this module reads (records.h), by name.
-_KINDS = ("task_switch",)
+_KINDS = ("task_switch", "task_create", "task_exit", "task_block", "task_wake", "task_send", "task_receive",
+          "task_name")
 _NUMBERS = {k.name: n for n, k in RECORD_KINDS.items()}
 
 
 def _kind_of(name):
-    """The task kind of a track named `name` (TASK chunks name a greenlet
-    "greenlet ...")."""
+    """The task kind of a track named `name` as TASK chunks name them (a
+    greenlet "greenlet ...", an asyncio task "Task-N coroutine")."""
     return "greenlet" if name == "greenlet" or name.startswith("greenlet ") else "asyncio"
 
 
@@ -39,55 +41,125 @@ def _unique(name, taken):
     return f"{name} #{n}"
 
 
+def _task(tid, name, kind, thread):
+    return {"id": tid, "name": name, "group": None, "kind": kind, "thread": thread, "created_by": None,
+            "created_t_ns": None, "creation_stack": [], "exit_t_ns": None, "outcome": None, "result": None}
+
+
 def read_task_events(trace):
     """The task document of a trace (a path or a stackwatch.Trace)."""
     t = trace if isinstance(trace, Trace) else Trace(trace)
-    tasks, names, taken = [], {}, set()
+    # Tasks by key: (thread index, task id); a thread is (its index, 0).
+    tasks = {}
     by_index = {th["index"]: th for th in t.threads if not th["task"]}
+    by_tid = {th["native_tid"]: th["index"] for th in t.threads if not th["task"] and th["native_tid"]}
     for th in t.threads:
         owner = th if not th["task"] else by_index.get(th["thread"])
-        if owner is None:
-            continue
-        base = th["name"] or ("thread" if not th["task"] else "task")
-        name = _unique(base, taken)
-        taken.add(name)
-        names[(owner["index"], th["task"])] = name
-        tasks.append({"id": th["task"], "name": name, "group": None,
-                      "kind": "thread" if not th["task"] else _kind_of(th["name"] or ""),
-                      "thread": owner["native_tid"], "created_by": None, "created_t_ns": None,
-                      "creation_stack": [], "exit_t_ns": None, "outcome": None, "result": None})
+        if owner is not None:
+            name = th["name"] or ("thread" if not th["task"] else "task")
+            tasks[(owner["index"], th["task"])] = _task(th["task"], name, "thread" if not th["task"]
+                                                        else _kind_of(name), owner["native_tid"])
+
+    def task_at(key):
+        if key not in tasks:   # met only in events (its definition lost, or a thread that recorded nothing)
+            index, tid = key
+            owner = by_index.get(index, {})
+            tasks[key] = _task(tid, f"task {tid}" if tid else f"thread {owner.get('native_tid') or index}",
+                               "thread" if not tid else "greenlet", owner.get("native_tid"))
+        return key
+
+    def thread_key(native_id, index):
+        """The task of the thread `native_id` (0: the one at `index`)."""
+        if not native_id:
+            return task_at((index, 0))
+        return task_at((by_tid.get(native_id, -native_id), 0))
+
     mask = 0
     for k in _KINDS:
         mask |= 1 << _NUMBERS[k]
-    events = []
+    raw = []   # events with tasks as keys, named at the end (a TASK_NAME may come later)
     for pos, th in enumerate(t.threads):
         if th["task"]:
             continue
         index, tid = th["index"], th["native_tid"]
-
-        def name_of(task):
-            if (index, task) not in names:   # a task with no definition (a lost TASK chunk)
-                names[(index, task)] = _unique(f"task {task}", taken)
-                taken.add(names[(index, task)])
-            return names[(index, task)]
-
+        running = task_at((index, 0))
         for kind, t_ns, _depth, code, line, data in t._t.ext_events(pos, mask, True):
             if data.get("malformed"):
                 continue
             c = t.codes.get(code) if code is not None else None
-            where = {"function": c.qualname if c else None, "file": c.filename if c else None, "line": line}
+            ev = {"kind": None, "task": running, "other": None, "channel": data.get("channel") or None,
+                  "value": data.get("value"), "reason": None, "t_ns": t_ns, "thread": tid,
+                  "function": c.qualname if c else None, "file": c.filename if c else None, "line": line}
             name = RECORD_KINDS[kind].name
             if name == "task_switch":
-                events.append({"kind": "switch", "task": name_of(data["task"]), "task_id": data["task"],
-                               "other": name_of(data["origin"]), "channel": None, "value": None,
-                               "reason": None, "t_ns": t_ns, "thread": tid, **where})
-    events.sort(key=lambda e: e["t_ns"])   # stable: a thread's own order is kept at equal times
-    # Tasks met only in events (no definition) are listed too.
-    listed = {task["name"] for task in tasks}
-    for (index, task), name in names.items():
-        if name not in listed:
-            owner = by_index.get(index, {})
-            tasks.append({"id": task, "name": name, "group": None, "kind": "thread" if not task else "greenlet",
-                          "thread": owner.get("native_tid"), "created_by": None, "created_t_ns": None,
-                          "creation_stack": [], "exit_t_ns": None, "outcome": None, "result": None})
-    return {"tasks": tasks, "events": events}
+                ev.update(kind="switch", task=task_at((index, data["task"])), other=task_at((index, data["origin"])))
+                running = ev["task"]
+            elif name == "task_create":
+                kind_name = TASK_KINDS[data["kind"]] if data["kind"] < len(TASK_KINDS) else None
+                if kind_name == "thread":   # written by the new thread; made by a task of thread native_id
+                    new = task_at((index, 0))
+                    by = task_at((by_tid.get(data["native_id"], -data["native_id"]), data["task"]))
+                else:
+                    new, by = task_at((index, data["task"])), running
+                ev.update(kind="create", task=new, other=by)
+                rec = tasks[new]
+                rec.update(created_by=by, created_t_ns=t_ns,
+                           creation_stack=[{k: ev[k] for k in ("function", "file", "line")}] if c else [])
+                if kind_name:
+                    rec["kind"] = kind_name
+            elif name == "task_exit":
+                key = task_at((index, data["task"]))
+                outcome = OUTCOMES[data["outcome"]] if data["outcome"] < len(OUTCOMES) else None
+                ev.update(kind="exit", task=key, value=None)
+                tasks[key].update(exit_t_ns=t_ns, outcome=outcome, result=data.get("result") or None)
+            elif name == "task_block":
+                ev.update(kind="block", reason=REASONS[data["reason"]] if data["reason"] < len(REASONS) else None)
+            elif name == "task_wake":
+                ev.update(kind="wake", other=running,
+                          task=thread_key(data["native_id"], index) if data["native_id"]
+                          else task_at((index, data["task"])))
+            elif name in ("task_send", "task_receive"):
+                peer = task_at((index, data["peer"] - 1)) if data["peer"] else None
+                ev.update(kind="send" if name == "task_send" else "receive", other=peer)
+            elif name == "task_name":
+                key = thread_key(data["native_id"], index) if data["native_id"] else task_at((index, data["task"]))
+                tasks[key]["name"] = data["name"] or tasks[key]["name"]
+                tasks[key]["group"] = data.get("group") or None
+                continue
+            raw.append(ev)
+    raw.sort(key=lambda e: e["t_ns"])   # stable: a thread's own order is kept at equal times
+    _pair_messages(raw)
+    # Names unique in the document, in the order of the tracks.
+    names, taken = {}, set()
+    for key, rec in tasks.items():
+        names[key] = _unique(rec["name"], taken)
+        taken.add(names[key])
+    out = []
+    for key, rec in tasks.items():
+        rec["name"] = names[key]
+        if rec["created_by"] is not None:
+            rec["created_by"] = names[rec["created_by"]]
+        out.append(rec)
+    for ev in raw:
+        ev["task_id"] = tasks[ev["task"]]["id"]
+        ev["task"] = names[ev["task"]]
+        ev["other"] = names[ev["other"]] if ev["other"] is not None else None
+    return {"tasks": out, "events": raw}
+
+
+def _pair_messages(events):
+    """A receive whose sender is not recorded gets the task of the earliest
+    send of the same value on the same channel not yet received, and that
+    send its receiver (a queue's put and get)."""
+    waiting = {}
+    for ev in events:
+        if ev["kind"] == "send" and ev["channel"] is not None:
+            waiting.setdefault((ev["channel"], ev["value"]), []).append(ev)
+        elif ev["kind"] == "receive" and ev["channel"] is not None:
+            sends = waiting.get((ev["channel"], ev["value"]))
+            if sends:
+                send = sends.pop(0)
+                if ev["other"] is None:
+                    ev["other"] = send["task"]
+                if send["other"] is None:
+                    send["other"] = ev["task"]

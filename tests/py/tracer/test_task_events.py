@@ -9,16 +9,20 @@ import sys
 
 import pytest
 
-from conftest import needs_module, write
+from conftest import needs_module, run_traced, write
+from stackwatch import Trace
 from stackwatch.tracer.task_events import read_task_events
 
 # The program's own log: every switch as (task switched to, task switched
-# from, the function that called switch(): None when the origin ended).
+# from, the function that called switch(): None when the origin ended),
+# after the exit of a greenlet that ended and the creation of one that
+# starts (greenlet tells of a greenlet first when it starts: its creation
+# is its first switch in, by the greenlet that switches to it, there).
 GREENLETS = r'''
 import json, sys
 import greenlet, stackwatch
 
-log, where = [], []
+log, where, started = [], [], set()
 names = {}
 
 def label(g):
@@ -26,6 +30,11 @@ def label(g):
 
 def mine(event, args):
     origin, target = args
+    if origin.dead:
+        log.append({"kind": "exit", "task": label(origin), "other": None, "function": None})
+    if target.parent is not None and id(target) not in started:
+        started.add(id(target))
+        log.append({"kind": "create", "task": label(target), "other": label(origin), "function": where[-1]})
     log.append({"kind": "switch", "task": label(target), "other": label(origin),
                 "function": where.pop() if where and not origin.dead else None})
 
@@ -87,11 +96,228 @@ def test_greenlet_switches_equal_the_programs_log(greenlets):
     assert tasks["MainThread"]["kind"] == "thread" and tasks["MainThread"]["id"] == 0
     assert tasks["greenlet produce"]["kind"] == tasks["greenlet consume"]["kind"] == "greenlet"
     assert len({t["thread"] for t in doc["tasks"]}) == 1
-    got = [{k: e[k] for k in ("kind", "task", "other", "function")} for e in doc["events"] if e["kind"] == "switch"]
-    assert got == log and len(log) == 13
+    got = [{k: e[k] for k in ("kind", "task", "other", "function")} for e in doc["events"]]
+    assert got == log and len(log) == 16
+    assert tasks["greenlet consume"]["created_by"] == "greenlet produce"
+    assert tasks["greenlet consume"]["outcome"] == "result" and tasks["greenlet produce"]["outcome"] is None
+    assert tasks["greenlet consume"]["creation_stack"][0]["function"] == "produce"
     times = [e["t_ns"] for e in doc["events"]]
     assert times == sorted(times)
     for e in doc["events"]:
         assert e["task_id"] == tasks[e["task"]]["id"]
         assert (e["file"] is None) == (e["function"] is None)
         assert e["file"] is None or e["file"].endswith("p.py")
+
+
+# asyncio: a gather tree and a factorial through an asyncio.Queue. The
+# program logs its own creations (a task factory: the creator is the task
+# running then), sends and receives (after each put and get returns) and
+# exits (before each return), naming tasks as stackwatch does
+# ("Task-N coroutine") and the queue by its class and address.
+ASYNCIO = r'''
+import asyncio, json, sys
+import stackwatch
+
+log, results, given, seen, renamed = [], {}, {}, {}, {}
+
+def name(t):
+    return given.get(id(t)) or f"{t.get_name()} {t.get_coro().__qualname__}" if t is not None else "MainThread"
+
+def note(kind, task=None, other=None, channel=None, value=None):
+    log.append({"kind": kind, "task": task or name(asyncio.current_task()), "other": other,
+                "channel": channel, "value": value})
+
+def factory(loop, coro, **kwargs):
+    t = asyncio.Task(coro, loop=loop, **kwargs)
+    note("create", name(t), name(asyncio.current_task(loop)))
+    return t
+
+def done(value):
+    note("exit")
+    results[name(asyncio.current_task())] = repr(value)
+    return value
+
+async def tree(depth, n):
+    if depth == 0:
+        await asyncio.sleep(0.001)
+        return done(n)
+    left, right = await asyncio.gather(tree(depth - 1, 2 * n), tree(depth - 1, 2 * n + 1))
+    return done(left + right)
+
+async def producer(q, n):
+    seen["tasks"] = stackwatch.tasks()   # the consumer waits in its first get
+    for i in list(range(1, n + 1)) + [None]:
+        await q.put(i)
+        note("send", channel="numbers", value=repr(i))
+    return done(n)
+
+async def consumer(q):
+    acc = 1
+    while True:
+        v = await q.get()
+        note("receive", channel="numbers", value=repr(v))
+        if v is None:
+            return done(acc)
+        acc *= v
+
+async def amain():
+    q = asyncio.Queue()
+    stackwatch.name(q, "numbers")
+    c = asyncio.ensure_future(consumer(q))
+    renamed[name(c)] = given[id(c)] = "the consumer"
+    stackwatch.name(c, "the consumer", group="workers")
+    p = asyncio.ensure_future(producer(q, 6))
+    fact, _ = await asyncio.gather(c, p)
+    total = await asyncio.ensure_future(tree(2, 1))
+    return done((fact, total))
+
+loop = asyncio.new_event_loop()
+loop.set_task_factory(factory)
+assert loop.run_until_complete(amain()) == (720, 22)
+loop.close()
+for e in log:   # a name given later names the task everywhere
+    e["task"], e["other"] = renamed.get(e["task"], e["task"]), renamed.get(e["other"], e["other"])
+results = {renamed.get(n, n): r for n, r in results.items()}
+json.dump({"log": log, "results": results, "tasks": seen["tasks"]}, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.fixture(scope="module")
+def asyncio_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("asyncio")
+    own = folder / "log.json"
+    swt, _ = run_traced(folder, ASYNCIO, "--events", "tasks", args=(str(own),))
+    return swt, json.loads(own.read_text())
+
+
+def test_asyncio_events_equal_the_programs_log(asyncio_run):
+    swt, own = asyncio_run
+    doc = read_task_events(swt)
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    mine = [{"kind": e["kind"], "task": e["task"], "other": e["other"] if e["kind"] == "create" else None,
+             "channel": e["channel"], "value": e["value"]}
+            for e in doc["events"] if e["kind"] in ("create", "send", "receive", "exit")
+            and not e["task"].endswith("shutdown_asyncgens") and not e["task"].endswith("shutdown_default_executor")]
+    assert mine == own["log"]
+    assert len([e for e in mine if e["kind"] == "create"]) == 10   # amain, consumer, producer, 7 tree tasks
+    for name, result in own["results"].items():
+        assert tasks[name]["kind"] == "asyncio" and tasks[name]["outcome"] == "result"
+        assert tasks[name]["result"] == result, name
+    # Every receive knows its sender (the producer), every send its receiver.
+    for e in doc["events"]:
+        if e["kind"] in ("send", "receive"):
+            assert e["other"] == ("the consumer" if e["kind"] == "send"
+                                  else next(n for n in tasks if n.endswith(" producer")))
+    # A wake ends a block of the task it wakes, and comes from another task.
+    blocked = {}
+    for e in doc["events"]:
+        if e["kind"] == "block":
+            assert e["task"] not in blocked
+            blocked[e["task"]] = e
+        elif e["kind"] == "wake":
+            assert blocked.pop(e["task"]) and e["other"] != e["task"]
+        elif e["kind"] == "switch" and e["task"] in blocked:
+            pytest.fail(f"{e['task']} ran while blocked")
+    reasons = {(e["task"].split(" ")[-1], e["reason"]) for e in doc["events"] if e["kind"] == "block"}
+    assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join")}
+    assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"numbers"}
+    assert tasks["the consumer"]["group"] == "workers"
+
+
+def test_live_tasks_while_one_waits(asyncio_run):
+    """stackwatch.tasks(), called by the producer as it starts: the
+    consumer waits in its first get on the queue named "numbers"."""
+    _, own = asyncio_run
+    live = {t["name"]: t for t in own["tasks"]}
+    consumer, producer = live["the consumer"], next(t for n, t in live.items() if n.endswith(" producer"))
+    assert consumer["state"] == "blocked" and consumer["waits_on"] == "queue numbers"
+    assert consumer["group"] == "workers" and consumer["kind"] == "asyncio"
+    assert any(f["function"] == "consumer" for f in consumer["stack"])
+    assert producer["state"] == "running" and producer["stack"][0]["function"] == "producer"
+    assert live["MainThread"]["state"] == "running" and live["MainThread"]["kind"] == "thread"
+    amain = next(t for n, t in live.items() if n.endswith(" amain"))
+    assert amain["state"] == "blocked" and amain["waits_on"] == "join"
+
+
+def test_asyncio_coroutines_run_on_their_tasks_tracks(asyncio_run):
+    """Each coroutine's frames lie on its own task's track (they are
+    resumed there at every step), none on the event loop's thread."""
+    swt, own = asyncio_run
+    t = Trace(swt)
+    mine = {"tree", "producer", "consumer", "amain"}
+    assert "the consumer" in [th["name"] for th in t.threads]   # stackwatch.name() renames the track
+    for pos, th in enumerate(t.threads):
+        names = {t.codes[e.code].name for e in t.events(pos) if e.kind in (0, 2) and e.code in t.codes}
+        own_code = th["name"].split(" ")[-1]
+        if th["task"] and own_code in mine:
+            assert names & mine == {own_code}, th["name"]
+        elif not th["task"]:
+            assert not names & mine
+
+
+# Threads: a factorial through a queue.Queue, and a thread that raises.
+# Each thread logs its own sends and receives (after each put and get
+# returns) and its end; the main thread logs each creation before the
+# start.
+THREADS = r'''
+import json, queue, sys, threading
+
+logs = {}
+q = queue.Queue()
+CHANNEL = f"Queue {id(q):#x}"
+
+def note(kind, name=None, **kw):
+    logs.setdefault(name or threading.current_thread().name, []).append({"kind": kind, **kw})
+
+def producer(n):
+    for i in list(range(1, n + 1)) + [None]:
+        q.put(i)
+        note("send", channel=CHANNEL, value=repr(i))
+    note("exit")
+
+def consumer(out):
+    acc = 1
+    while (v := q.get()) is not None:
+        note("receive", channel=CHANNEL, value=repr(v))
+        acc *= v
+    note("receive", channel=CHANNEL, value=repr(v))
+    out.append(acc)
+    note("exit")
+
+def fails():
+    note("exit")
+    raise ValueError("on purpose")
+
+out = []
+threads = [threading.Thread(target=consumer, args=(out,), name="consumer"),
+           threading.Thread(target=producer, args=(7,), name="producer"),
+           threading.Thread(target=fails, name="fails")]
+for t in threads:
+    note("create", t.name, other="MainThread")
+    t.start()
+for t in threads:
+    t.join()
+assert out == [5040], out
+json.dump(logs, open(sys.argv[1], "w"))
+'''
+
+
+def test_thread_events_equal_each_threads_log(tmp_path):
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, THREADS, "--events", "tasks", args=(str(own),))
+    logs = json.loads(own.read_text())
+    doc = read_task_events(swt)
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    for name, log in logs.items():
+        mine = [{"kind": e["kind"], **({"other": e["other"]} if e["kind"] == "create" else {}),
+                 **({"channel": e["channel"], "value": e["value"]} if e["kind"] in ("send", "receive") else {})}
+                for e in doc["events"] if e["task"] == name and e["kind"] in ("create", "send", "receive", "exit")]
+        assert mine == log, name
+        assert tasks[name]["kind"] == "thread" and tasks[name]["created_by"] == "MainThread"
+        assert tasks[name]["creation_stack"][0]["function"] == "<module>"
+    # Each send reaches the consumer; each receive comes from the producer.
+    for e in doc["events"]:
+        if e["kind"] in ("send", "receive"):
+            assert e["other"] == ("consumer" if e["kind"] == "send" else "producer")
+    assert tasks["fails"]["outcome"] == "exception" and tasks["fails"]["result"] == "ValueError('on purpose')"
+    assert tasks["consumer"]["outcome"] == tasks["producer"]["outcome"] == "result"

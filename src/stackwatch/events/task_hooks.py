@@ -1,0 +1,323 @@
+"""The task events only Python can see (`--events tasks`, issue 22):
+asyncio tasks and threads as tasks, and the messages of asyncio's and
+queue's queues. While task events are wanted (switch.apply), these methods
+are wrapped (and put back after):
+
+- asyncio.events.Handle._run: a callback that steps an asyncio task (its
+  step or wakeup method, C or Python Task, 3.9-3.13) runs as that task
+  (TASK_SWITCH in and back out), so that its coroutine's frames lie on its
+  own track; after the step, the task exited (result, exception,
+  cancelled: read from the task's state, never retrieving it) or blocks on
+  what it awaits (its await chain: a queue, lock, event, condition, sleep,
+  a task it joins, I/O or a future);
+- asyncio.events.Handle.__init__: a blocked task's wakeup scheduled is its
+  wake, by the task running then, where its code completed the future;
+- BaseEventLoop.create_task: the task's creation, by the running task;
+- asyncio.Queue._put / _get and queue.Queue._put / _get (their subclasses
+  too): the message sent and received;
+- threading.Thread.start: who starts the thread, where; the new thread
+  records its creation when it starts (Thread._set_native_id, which its
+  bootstrap calls first: the creator named by its native id and task);
+  Thread._delete (the end of its bootstrap) its exit, with the exception
+  threading.excepthook saw (wrapped) if any.
+
+Each wrapper calls the original, records through _native.hooks (task_id,
+task_switch, task_event: ext/tracer/tasks.c) and never raises into the
+program. The location of an event is its caller's frame outside asyncio,
+threading, queue and stackwatch. Loops that do not run Handle (uvloop) and
+the first step of an eager task are not seen.
+"""
+import os
+import sys
+import weakref
+
+from .. import _native
+
+_hooks = _native.hooks
+# The dispatch kinds (ext/dispatch/kinds.h) by name.
+_K = {name: _native.EVENT_KINDS.index(name)
+      for name in ("task_create", "task_exit", "task_block", "task_wake", "task_send", "task_receive", "task_name")}
+# What a task waits on: TASK_BLOCK's reason by number (records.h).
+REASONS = ("lock", "condition", "event", "queue", "future", "channel", "sleep", "io", "join")
+# TASK_CREATE's kind and TASK_EXIT's outcome by number.
+TASK_KINDS = (None, "greenlet", "asyncio", "thread")
+OUTCOMES = ("result", "exception", "cancelled")
+VALUE_MAX = 200
+
+_saved = []          # (owner, attribute, original, wrapper) of what is wrapped now
+_blocked = weakref.WeakKeyDictionary()   # asyncio task -> its task id, while it waits
+_failed = weakref.WeakKeyDictionary()    # thread -> repr of the exception its run raised
+_starts = weakref.WeakKeyDictionary()    # thread started -> (creating task, creating thread's native id, where)
+threading_get_native_id = None
+_names = weakref.WeakKeyDictionary()     # obj -> (name, group) given by stackwatch.name()
+_skip = ()           # folders and files whose frames are no event's location
+
+
+def _reason(name):
+    return REASONS.index(name)
+
+
+def switch(on):
+    """Wraps (on) or puts back (off) the methods; called by switch.apply."""
+    if on and not _saved:
+        try:
+            _install()
+        except Exception as e:   # never into the program
+            print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
+    elif not on and _saved:
+        while _saved:
+            owner, name, orig, ours = _saved.pop()
+            if owner.__dict__.get(name) is ours:   # (a program's own replacement stays)
+                setattr(owner, name, orig)
+
+
+def _wrap(owner, name, make):
+    orig = owner.__dict__.get(name)
+    if orig is not None:
+        ours = make(orig)
+        setattr(owner, name, ours)
+        _saved.append((owner, name, orig, ours))
+
+
+def _install():
+    global _skip
+    import asyncio
+    import asyncio.base_events
+    import queue
+    import threading
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    _skip = (os.path.dirname(asyncio.__file__) + os.sep, threading.__file__, queue.__file__, here)
+    task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
+    _wrap(asyncio.events.Handle, "_run", lambda orig: _handle_run(orig, task_types))
+    _wrap(asyncio.events.Handle, "__init__", lambda orig: _handle_init(orig, task_types))
+    _wrap(asyncio.base_events.BaseEventLoop, "create_task", _create_task)
+    _wrap(asyncio.Queue, "_put", _queue_put)
+    _wrap(asyncio.Queue, "_get", _queue_get)
+    _wrap(queue.Queue, "_put", _queue_put)
+    _wrap(queue.Queue, "_get", _queue_get)
+    global threading_get_native_id
+    threading_get_native_id = threading.get_native_id
+    _wrap(threading.Thread, "start", _thread_start)
+    _wrap(threading.Thread, "_set_native_id", _thread_set_native_id)
+    _wrap(threading.Thread, "_delete", _thread_delete)
+    _wrap(threading, "excepthook", _excepthook)
+
+
+def _where(f):
+    """The first frame from f outwards that is the program's own."""
+    while f is not None and f.f_code.co_filename.startswith(_skip):
+        f = f.f_back
+    return f
+
+
+def _repr(value):
+    try:
+        r = repr(value)
+    except Exception as e:
+        r = f"<repr failed: {type(e).__name__}>"
+    return r if len(r) <= VALUE_MAX else r[:VALUE_MAX - 3] + "..."
+
+
+def channel_name(obj):
+    """A channel's name: stackwatch.name()'s, else its class and address."""
+    given = _names.get(obj) if _is_weakable(obj) else None
+    return given[0] if given else f"{type(obj).__name__} {id(obj):#x}"
+
+
+def _is_weakable(obj):
+    return type(obj).__weakrefoffset__ != 0
+
+
+def _task_name(task):
+    given = _names.get(task)
+    if given:
+        return given[0]
+    coro = task.get_coro()
+    return f"{task.get_name()} {getattr(coro, '__qualname__', type(coro).__name__)}"
+
+
+def _task_id(task):
+    return _hooks.task_id(task, _task_name(task))
+
+
+def _event(kind, a=0, b=0, c=0, s1=None, s2=None, frame=None):
+    _hooks.task_event(_K[kind], a, b, c, s1, s2, frame)
+
+
+# ---- asyncio ----
+
+def _create_task(orig):
+    def create_task(self, *args, **kwargs):
+        task = orig(self, *args, **kwargs)
+        try:
+            tid = _task_id(task)
+            if tid:
+                _event("task_create", tid, 2, 0, _task_name(task), None, _where(sys._getframe(1)))
+        except Exception:
+            pass
+        return task
+    return create_task
+
+
+def _stepped(handle, task_types):
+    task = getattr(handle._callback, "__self__", None)
+    return task if isinstance(task, task_types) else None
+
+
+def _handle_run(orig, task_types):
+    def _run(self):
+        task = _stepped(self, task_types)
+        prev = None
+        if task is not None:
+            try:
+                tid = _task_id(task)
+                if tid:
+                    prev = _hooks.task_switch(tid)
+            except Exception:
+                pass
+        try:
+            return orig(self)
+        finally:
+            if prev is not None:
+                try:
+                    _after_step(task, tid)
+                finally:
+                    _hooks.task_switch(prev)
+    return _run
+
+
+def _after_step(task, tid):
+    try:
+        if task.done():
+            if task.cancelled():
+                _event("task_exit", tid, 2)
+            elif task._exception is not None:   # read, not retrieved: its "never retrieved" log stays
+                _event("task_exit", tid, 1, 0, _repr(task._exception))
+            else:
+                _event("task_exit", tid, 0, 0, _repr(task._result))
+            return
+        if task._fut_waiter is None:   # a bare yield (sleep(0)): stepped again at once, not blocked
+            return
+        reason, channel, frame = _waits_on(task)
+        _blocked[task] = tid
+        _event("task_block", reason, 0, 0, channel, None, frame)
+    except Exception:
+        pass
+
+
+# The asyncio functions a task waits in: (file's base name, function) ->
+# reason; the channel is their `self` (a queue, a lock, ...).
+_WAITS = {("queues.py", "get"): "queue", ("queues.py", "put"): "queue", ("locks.py", "acquire"): "lock",
+          ("locks.py", "wait"): "event", ("tasks.py", "sleep"): "sleep", ("streams.py", "_wait_for_data"): "io",
+          ("streams.py", "drain"): "io", ("locks.py", "wait_for"): "condition"}
+
+
+def _waits_on(task):
+    """(reason number, channel name or None, frame where it waits) of a
+    task that awaits: its await chain, innermost frame first."""
+    import asyncio
+    frames, aw = [], task.get_coro()
+    while aw is not None:
+        f = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
+        if f is None:
+            break
+        frames.append(f)
+        aw = getattr(aw, "cr_await", None) or getattr(aw, "gi_yieldfrom", None)
+    where = next((f for f in reversed(frames) if not f.f_code.co_filename.startswith(_skip)), None)
+    for f in reversed(frames):
+        what = _WAITS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))
+        if what and f.f_code.co_filename.startswith(_skip):
+            this = f.f_locals.get("self")
+            if what == "event" and type(this).__name__ == "Condition":
+                what = "condition"
+            return _reason(what), channel_name(this) if this is not None else None, where
+    waiter = getattr(task, "_fut_waiter", None)
+    joins = isinstance(waiter, asyncio.Task) or type(waiter).__name__ == "_GatheringFuture"
+    reason = "join" if joins else "future"
+    return _reason(reason), None, where
+
+
+def _handle_init(orig, task_types):
+    def __init__(self, callback, *args, **kwargs):
+        orig(self, callback, *args, **kwargs)
+        task = getattr(callback, "__self__", None)
+        if task is not None and isinstance(task, task_types):
+            try:
+                tid = _blocked.pop(task, None)
+                if tid:
+                    _event("task_wake", tid, 0, 0, None, None, _where(sys._getframe(1)))
+            except Exception:
+                pass
+    return __init__
+
+
+# ---- queues (asyncio.Queue, queue.Queue) ----
+
+def _queue_put(orig):
+    def _put(self, item):
+        orig(self, item)
+        try:
+            _event("task_send", 0, 0, 0, channel_name(self), _repr(item), _where(sys._getframe(1)))
+        except Exception:
+            pass
+    return _put
+
+
+def _queue_get(orig):
+    def _get(self):
+        item = orig(self)
+        try:
+            _event("task_receive", 0, 0, 0, channel_name(self), _repr(item), _where(sys._getframe(1)))
+        except Exception:
+            pass
+        return item
+    return _get
+
+
+# ---- threads ----
+
+def _thread_start(orig):
+    def start(self):
+        try:   # who starts it, where: the new thread records its creation when it starts
+            f = _where(sys._getframe(1))
+            _starts[self] = (_hooks.task_running(), threading_get_native_id(),
+                             (f.f_code, f.f_lineno or 0) if f is not None else None)
+        except Exception:
+            pass
+        return orig(self)
+    return start
+
+
+def _thread_set_native_id(orig):
+    def _set_native_id(self):
+        orig(self)
+        try:
+            start = _starts.pop(self, None)
+            if start is not None:
+                creator, native_id, where = start
+                _event("task_create", creator, 3, native_id, self.name, None, where)
+        except Exception:
+            pass
+    return _set_native_id
+
+
+def _thread_delete(orig):
+    def _delete(self):
+        try:
+            failed = _failed.pop(self, None)
+            _event("task_exit", 0, 0 if failed is None else 1, 0, failed)
+        except Exception:
+            pass
+        return orig(self)
+    return _delete
+
+
+def _excepthook(orig):
+    def excepthook(args):
+        try:
+            if args.thread is not None:
+                _failed[args.thread] = _repr(args.exc_value)
+        except Exception:
+            pass
+        return orig(args)
+    return excepthook

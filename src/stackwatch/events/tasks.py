@@ -1,0 +1,171 @@
+"""Tasks by name, and the live tasks (issue 22):
+
+    stackwatch.name(obj, name, group=None)   a task (thread, asyncio task,
+                                             greenlet) or a channel (a queue,
+                                             a lock, ...) named, weakly held
+    stackwatch.tasks()                       every live task: its state, what
+                                             it waits on, its stack
+
+A name given to a task while task events are recorded is a TASK_NAME
+record (and renames the task's track); a channel's name is used by the
+sends, receives and blocks recorded after it.
+"""
+import os
+import sys
+import threading
+
+from .. import _native
+from . import task_hooks
+
+
+def name(obj, name, group=None):
+    """Names obj (a thread, an asyncio task, a greenlet, or a channel: a
+    queue, a lock, ...) `name`, in `group` (None: none), for as long as it
+    lives. Raises TypeError for a name that is not a str or an object that
+    cannot be weakly referenced."""
+    if not isinstance(name, str) or not (group is None or isinstance(group, str)):
+        raise TypeError("stackwatch.name(obj, name, group=None): name and group must be str")
+    try:
+        task_hooks._names[obj] = (name, group)
+    except TypeError:
+        raise TypeError(f"stackwatch.name: a {type(obj).__name__} cannot be named "
+                        "(it cannot be weakly referenced)") from None
+    try:
+        _record(obj, name, group)
+    except Exception:   # recording never fails the program
+        pass
+
+
+def _record(obj, name, group):
+    hooks = _native.hooks
+    if isinstance(obj, threading.Thread):
+        if obj.native_id:
+            task_hooks._event("task_name", 0, 0, obj.native_id, name, group or None)
+        return
+    kind = _kind(obj)
+    if kind in ("asyncio", "greenlet") and not (kind == "greenlet" and obj.parent is None):
+        tid = hooks.task_id(obj, name, True)
+        if tid:
+            task_hooks._event("task_name", tid, 0, 0, name, group or None)
+
+
+def _kind(obj):
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None and isinstance(obj, asyncio.Task):
+        return "asyncio"
+    greenlet = sys.modules.get("greenlet")
+    if greenlet is not None and isinstance(obj, greenlet.greenlet):
+        return "greenlet"
+    return None
+
+
+def _stack(frame, innermost_first=True):
+    out = []
+    while frame is not None:
+        out.append({"function": getattr(frame.f_code, "co_qualname", frame.f_code.co_name),
+                    "file": frame.f_code.co_filename, "line": frame.f_lineno})
+        frame = frame.f_back
+    return out if innermost_first else out[::-1]
+
+
+def _given(obj, default):
+    given = task_hooks._names.get(obj)
+    return (given[0], given[1]) if given else (default, None)
+
+
+# The functions a thread waits in: (file's base name, function) -> reason.
+_THREAD_WAITS = {("threading.py", "wait"): "condition", ("threading.py", "join"): "join",
+                 ("threading.py", "_wait_for_tstate_lock"): "join", ("queue.py", "get"): "queue",
+                 ("queue.py", "put"): "queue", ("threading.py", "acquire"): "lock"}
+
+
+def tasks():
+    """Every live task, as a list of dicts: name, group, kind ("thread",
+    "asyncio", "greenlet"), thread (native id), state ("running": the
+    caller's; "blocked": it waits, on `waits_on`; "runnable": ready to run;
+    "suspended": a greenlet switched away from), waits_on (a reason and
+    the channel's name, e.g. "queue Queue 0x7f..", or None) and stack (its
+    frames, innermost first: function, file, line)."""
+    out = []
+    here = threading.current_thread()
+    frames = sys._current_frames()
+    for t in threading.enumerate():
+        f = frames.get(t.ident) if t is not here else sys._getframe(1)
+        state, waits = ("running", None) if t is here else ("runnable", None)
+        g = f
+        while t is not here and g is not None:
+            reason = _THREAD_WAITS.get((os.path.basename(g.f_code.co_filename), g.f_code.co_name))
+            if reason:
+                this = g.f_locals.get("self")
+                if reason == "condition" and type(this).__name__ == "Event":
+                    reason = "event"
+                state, waits = "blocked", reason if this is None else f"{reason} {task_hooks.channel_name(this)}"
+                break
+            g = g.f_back
+        n, group = _given(t, t.name)
+        out.append({"name": n, "group": group, "kind": "thread", "thread": t.native_id, "state": state,
+                    "waits_on": waits, "stack": _stack(f)})
+    out.extend(_asyncio_tasks())
+    out.extend(_greenlets())
+    return out
+
+
+def _asyncio_tasks():
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return []
+    tasks = set()
+    for attr in ("_all_tasks", "_scheduled_tasks", "_eager_tasks"):   # 3.9-3.11; 3.12+
+        tasks.update(t for t in list(getattr(asyncio.tasks, attr, ()) or ()) if isinstance(t, asyncio.Future))
+    out = []
+    for task in sorted(tasks, key=lambda t: t.get_name()):
+        if task.done():
+            continue
+        loop = task.get_loop()
+        try:
+            running = asyncio.current_task(loop) is task
+        except RuntimeError:
+            running = False
+        waits = None
+        if running:
+            state = "running"
+        elif getattr(task, "_fut_waiter", None) is not None:
+            reason, channel, _ = task_hooks._waits_on(task)
+            state, waits = "blocked", task_hooks.REASONS[reason] + (f" {channel}" if channel else "")
+        else:
+            state = "runnable"
+        n, group = _given(task, task_hooks._task_name(task))
+        frames, aw = [], task.get_coro()
+        while aw is not None:
+            f = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
+            if f is None:
+                break
+            frames.append(f)
+            aw = getattr(aw, "cr_await", None) or getattr(aw, "gi_yieldfrom", None)
+        stack = [{"function": getattr(f.f_code, "co_qualname", f.f_code.co_name), "file": f.f_code.co_filename,
+                  "line": f.f_lineno} for f in reversed(frames)]
+        thread = getattr(loop, "_thread_id", None)
+        native = next((t.native_id for t in threading.enumerate() if t.ident == thread), None)
+        out.append({"name": n, "group": group, "kind": "asyncio", "thread": native, "state": state,
+                    "waits_on": waits, "stack": stack})
+    return out
+
+
+def _greenlets():
+    greenlet = sys.modules.get("greenlet")
+    if greenlet is None:
+        return []
+    import gc
+    here = greenlet.getcurrent()
+    out = []
+    for g in gc.get_objects():
+        if not isinstance(g, greenlet.greenlet) or g.parent is None or g.dead or not g:
+            continue
+        f = g.gr_frame if g is not here else sys._getframe(1)
+        stack = _stack(f)
+        default = "greenlet " + stack[-1]["function"] if stack else "greenlet"
+        n, group = _given(g, default)
+        out.append({"name": n, "group": group, "kind": "greenlet", "thread": threading.get_native_id()
+                    if g is here else None, "state": "running" if g is here else "suspended",
+                    "waits_on": None, "stack": stack})
+    return out
