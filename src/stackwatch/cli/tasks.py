@@ -2,7 +2,7 @@
 (threads, asyncio tasks, greenlets), the time it spent running, runnable
 and blocked by reason; the blocking profile (the call sites that made
 tasks wait, and how long in total) and the longest waits with who ended
-them (stackwatch.tasks.analysis over read_task_events' document).
+them (stackwatch.taskviews.analysis over read_task_events' document).
 
     stackwatch tasks FILE [--json] [-n 10]
 
@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from ..tasks import analysis, report
+from ..taskviews import analysis, report
 from ..tracer.task_events import read_task_events
 from ..tracer.tracefile import Trace
 from . import files

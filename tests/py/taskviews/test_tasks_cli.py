@@ -11,7 +11,7 @@ import pytest
 
 from conftest import page_data, run, write
 from greenlet_prog import traced
-from stackwatch.tasks import analysis
+from stackwatch.taskviews import analysis
 from stackwatch.tracer.task_events import read_task_events
 
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 12), reason="the views are checked on 3.12 only")
@@ -46,7 +46,8 @@ def test_text_report(greenlets):
     r = run(["tasks", swt])
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("t.swt: 3 tasks, 11 task events over ")
+    events = len(read_task_events(swt)["events"])
+    assert lines[0].startswith(f"t.swt: 3 tasks, {events} task events over ")
     for name in ("MainThread", "greenlet produce", "greenlet consume"):
         assert any(name in x for x in lines[3:7]), name
     assert "blocking profile: no task waited" in r.stdout
@@ -59,7 +60,9 @@ def test_sequence_export_of_the_trace(greenlets, tmp_path):
     assert r.returncode == 0, r.stderr
     data = page_data(out.read_text())
     names = [t["name"] for t in data["tasks"]]
-    pairs = [[names[a], names[b]] for a, b in zip(data["events"]["task"], data["events"]["other"])]
+    switch = data["kinds"].index("switch")
+    pairs = [[names[a], names[b]] for k, a, b in zip(data["events"]["kind"], data["events"]["task"],
+                                                      data["events"]["other"]) if k == switch]
     assert pairs == log["switches"]
     r = run(["export", swt, "--format", "sequence", "--thread", "MainThread", "-o", str(out)])
     assert r.returncode == 2 and "--thread does not apply to sequence" in r.stderr

@@ -142,7 +142,11 @@ def test_a_real_greenlet_trace(browser, tmp_path):
                               " function (e) { return e.textContent; })")
     assert labels == ["MainThread", "greenlet produce", "greenlet consume"]
     drawn = _drawn(d)
-    assert [[x[2], x[1]] for x in drawn] == log["switches"] and {x[0] for x in drawn} == {"switch"}
+    assert [[x[2], x[1]] for x in drawn if x[0] == "switch"] == log["switches"]
+    # The greenlets' creations (at their first switch in) and the consumer's exit.
+    assert [tuple(x[:3]) for x in drawn if x[0] != "switch"] == [
+        ("create", "MainThread", "greenlet produce"), ("create", "greenlet produce", "greenlet consume"),
+        ("exit", None, "greenlet consume")]
     # Each greenlet's running spans are drawn on its lane.
     assert d.execute_script("return document.querySelectorAll('#chart rect.running').length") >= 3
     d.save_screenshot(str(tmp_path / "greenlets.png"))

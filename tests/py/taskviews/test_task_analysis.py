@@ -2,7 +2,7 @@
 by hand (hand_doc.py), checked against its timeline worked out by hand;
 and its text report."""
 from hand_doc import DOC, END_NS, EXPECTED, HOSTILE
-from stackwatch.tasks import analysis, report
+from stackwatch.taskviews import analysis, report
 
 
 def test_times_per_task_equal_the_hand_worked_timeline():
