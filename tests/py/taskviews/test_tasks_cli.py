@@ -91,3 +91,80 @@ def test_analysis_of_the_real_document_is_json_ready(greenlets):
     swt, _ = greenlets
     a = analysis.analyze(read_task_events(swt))
     assert json.loads(json.dumps(a)) == a
+
+
+# asyncio: tasks that sleep and a consumer that waits on a queue, each
+# await timed by the program itself (per coroutine function).
+ASYNCIO = r'''
+import asyncio, json, sys, time
+
+log = {}
+
+def note(name, what, t):
+    log.setdefault(name, []).append([what, time.perf_counter_ns() - t])
+
+async def sleeper_a(n):
+    for _ in range(n):
+        t = time.perf_counter_ns()
+        await asyncio.sleep(0.01)   # SLEEP LINE
+        note("sleeper_a", "sleep", t)
+
+async def sleeper_b(n):
+    for _ in range(n):
+        t = time.perf_counter_ns()
+        await asyncio.sleep(0.01)   # SLEEP LINE
+        note("sleeper_b", "sleep", t)
+
+async def producer(q):
+    for i in range(3):
+        t = time.perf_counter_ns()
+        await asyncio.sleep(0.01)   # SLEEP LINE
+        note("producer", "sleep", t)
+        await q.put(i)
+
+async def consumer(q):
+    for _ in range(3):
+        t = time.perf_counter_ns()
+        await q.get()   # QUEUE LINE
+        note("consumer", "queue", t)
+
+async def main():
+    q = asyncio.Queue()
+    await asyncio.gather(sleeper_a(2), sleeper_b(3), producer(q), consumer(q))
+
+asyncio.run(main())
+json.dump(log, open(sys.argv[1], "w"))
+'''
+
+
+def test_asyncio_waits_against_the_programs_own_timing(tmp_path):
+    """Each task's time blocked by reason lies within the awaits the
+    program timed (a wait is inside its await) and is most of them; the
+    blocking profile names the lines of the awaits; the queue's waits were
+    ended by the producer's put."""
+    from conftest import run_traced
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, ASYNCIO, "--events", "tasks", args=(str(own),))
+    log = json.loads(own.read_text())
+    r = run(["tasks", swt, "--json"])
+    assert r.returncode == 0, r.stderr
+    a = json.loads(r.stdout)["analysis"]
+    # Tasks are named "Task-N function" (their coroutine's qualname).
+    names = {fn: next(n for n in a["tasks"] if n.endswith(" " + fn)) for fn in log}
+    for fn, awaits in log.items():
+        per = a["tasks"][names[fn]]
+        for reason in ("sleep", "queue"):
+            timed = [ns for what, ns in awaits if what == reason]
+            got = per["blocked_by_reason"].get(reason, 0)
+            assert got <= sum(timed), (fn, reason)
+            if reason == "sleep":
+                assert got >= 0.5 * 10_000_000 * len(timed), (fn, reason)
+    lines = ASYNCIO.splitlines()
+    sleep_lines = {i for i, x in enumerate(lines, 1) if "# SLEEP LINE" in x}
+    queue_line = next(i for i, x in enumerate(lines, 1) if "# QUEUE LINE" in x)
+    rows = {(p["reason"], p["line"]): p for p in a["blocking_profile"]}
+    assert sum(p["waits"] for (reason, line), p in rows.items() if reason == "sleep" and line in sleep_lines) == 8
+    assert {reason for reason, line in rows} == {"sleep", "queue", "join"}
+    assert rows[("queue", queue_line)]["waits"] >= 1
+    queue_waits = [w for w in a["longest_waits"] if w["reason"] == "queue"]
+    assert queue_waits and all(w["ended_by"] == names["producer"] and w["ended_how"] == "wake" for w in queue_waits)
