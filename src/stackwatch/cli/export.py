@@ -120,7 +120,8 @@ def _export_trace(args):
     bar = progress.Progress(t.events_bytes() * passes, f"exporting to {args.format}")
     try:
         with writing(args.output):
-            formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar)
+            formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar,
+                                task_flows=tasks.flows_of(t, flt, args.format))
     except MemoryError as e:      # the call trees are too large: the message says what helps
         raise UsageError(str(e) or "out of memory") from None
     finally:

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from ..taskviews import analysis, report
+from ..taskviews import analysis, flows, report
 from ..tracer.task_events import read_task_events
 from ..tracer.tracefile import Trace
 from . import files
@@ -48,6 +48,18 @@ def load(path):
     if not doc["events"]:
         raise UsageError(f"{path}: the trace has no task events ({RECORD_HINT})")
     return t, doc
+
+
+def flows_of(t, flt, fmt):
+    """The flows between the tasks of trace t (taskviews.flows) that the
+    export in format `fmt` draws (in the filter's window), or None: the
+    timelines that draw them are Perfetto's and Chrome's."""
+    if fmt not in ("perfetto", "chrome"):
+        return None
+    doc = read_task_events(t)
+    if not doc["events"]:
+        return None
+    return flows.task_flows(doc, t.threads, flt.start_ns if flt else None, flt.stop_ns if flt else None) or None
 
 
 def run(args):

@@ -173,9 +173,14 @@ def _write_profile_file(path, profiler):
 
 
 def _exported(name):
-    """The writer of a trace format: the trace reader's export (C)."""
-    def write(path, trace, min_duration_ns=0, filter=None, progress=None):
-        trace.export(name, os.fspath(path), min_duration_ns, filter=filter, progress=progress)
+    """The writer of a trace format: the trace reader's export (C);
+    task_flows: the flows between tasks it draws (Trace.export)."""
+    def write(path, trace, min_duration_ns=0, filter=None, progress=None, task_flows=None):
+        if task_flows:
+            trace.export(name, os.fspath(path), min_duration_ns, filter=filter, progress=progress,
+                         task_flows=task_flows)
+        else:   # (a TraceSet's export has no flows between tasks)
+            trace.export(name, os.fspath(path), min_duration_ns, filter=filter, progress=progress)
     write.__qualname__ = write.__name__ = f"export_{name}"
     return write
 
@@ -202,14 +207,15 @@ FORMATS = {f.name: f for f in (
 )}
 
 
-def write_trace(name, path, trace, min_duration_ns=0, filter=None, progress=None, tasks=None):
+def write_trace(name, path, trace, min_duration_ns=0, filter=None, progress=None, tasks=None, task_flows=None):
     """Writes an exact trace (a stackwatch.Trace) in format `name`: the
-    trace formats by its own export, the tree formats from its call trees
-    (trace.trees()), the sequence diagram from `tasks` (the trace's task
-    events: read_task_events(trace); ValueError without them). filter: a
-    tracefile.Filter or None; progress: called with the bytes of the trace
-    read so far. min_duration_ns applies to the trace formats only
-    (ValueError for the others)."""
+    trace formats by its own export (with the flows between tasks
+    `task_flows`, stackwatch.taskviews.flows), the tree formats from its
+    call trees (trace.trees()), the sequence diagram from `tasks` (the
+    trace's task events: read_task_events(trace); ValueError without
+    them). filter: a tracefile.Filter or None; progress: called with the
+    bytes of the trace read so far. min_duration_ns applies to the trace
+    formats only (ValueError for the others)."""
     f = get(name, TRACES)
     if f.takes == TASKS:
         if tasks is None:
@@ -219,7 +225,8 @@ def write_trace(name, path, trace, min_duration_ns=0, filter=None, progress=None
             raise ValueError(f"--min-duration and the filters do not apply to {name} (its page filters tasks)")
         return f.write(path, tasks)
     if f.takes == TRACES:
-        return f.write(path, trace, min_duration_ns=min_duration_ns, filter=filter, progress=progress)
+        return f.write(path, trace, min_duration_ns=min_duration_ns, filter=filter, progress=progress,
+                       task_flows=task_flows)
     if min_duration_ns:
         raise ValueError(f"--min-duration applies to the timeline formats ({', '.join(names_taking(TRACES))}), "
                          f"not to {name}")

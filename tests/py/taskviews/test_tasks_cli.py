@@ -137,15 +137,22 @@ json.dump(log, open(sys.argv[1], "w"))
 '''
 
 
-def test_asyncio_waits_against_the_programs_own_timing(tmp_path):
+@pytest.fixture(scope="module")
+def asyncio_trace(tmp_path_factory):
+    """(the trace of ASYNCIO, the program's own log)."""
+    from conftest import run_traced
+    folder = tmp_path_factory.mktemp("asyncio")
+    own = folder / "log.json"
+    swt, _ = run_traced(folder, ASYNCIO, "--events", "tasks", args=(str(own),))
+    return swt, json.loads(own.read_text())
+
+
+def test_asyncio_waits_against_the_programs_own_timing(asyncio_trace):
     """Each task's time blocked by reason lies within the awaits the
     program timed (a wait is inside its await) and is most of them; the
     blocking profile names the lines of the awaits; the queue's waits were
     ended by the producer's put."""
-    from conftest import run_traced
-    own = tmp_path / "log.json"
-    swt, _ = run_traced(tmp_path, ASYNCIO, "--events", "tasks", args=(str(own),))
-    log = json.loads(own.read_text())
+    swt, log = asyncio_trace
     r = run(["tasks", swt, "--json"])
     assert r.returncode == 0, r.stderr
     a = json.loads(r.stdout)["analysis"]
@@ -168,3 +175,54 @@ def test_asyncio_waits_against_the_programs_own_timing(tmp_path):
     assert rows[("queue", queue_line)]["waits"] >= 1
     queue_waits = [w for w in a["longest_waits"] if w["reason"] == "queue"]
     assert queue_waits and all(w["ended_by"] == names["producer"] and w["ended_how"] == "wake" for w in queue_waits)
+
+
+def _flows_expected(doc):
+    """(kind, from task, to task) of every flow the document makes: each
+    create and wake with the other task known, and each receive (of a
+    message some send on its channel gave)."""
+    out = []
+    for e in doc["events"]:
+        if e["kind"] in ("create", "wake") and e["other"]:
+            out.append((e["kind"], e["other"], e["task"]))
+        elif e["kind"] == "receive" and e["channel"]:
+            out.append(("send", e["other"], e["task"]))
+    return sorted(out)
+
+
+def test_flows_between_tasks_in_perfetto_and_chrome(asyncio_trace, tmp_path):
+    """The Perfetto export (decoded with the official schema) and the
+    Chrome one carry a flow per creation, wake and message of the task
+    events, from the track of the task that made it to the other's, never
+    back in time; each flow id starts once and ends once."""
+    from conftest import chrome_slices, perfetto_decode
+    swt, _ = asyncio_trace
+    want = _flows_expected(read_task_events(swt))
+    assert len(want) >= 8 + 3 + 3     # (the tasks' creations, the queue's wakes and messages)
+    out = tmp_path / "t.pftrace"
+    assert run(["export", swt, "-o", str(out)]).returncode == 0
+    p = perfetto_decode(out)
+    name = {u: d.thread.thread_name for u, d in p.tracks.items() if d.HasField("thread")}
+    starts, ends = {}, {}
+    for ts, uuid, te in p.instants:
+        for f in te.flow_ids:
+            assert f not in starts
+            starts[f] = (te.name, name[uuid], ts)
+        for f in te.terminating_flow_ids:
+            assert f not in ends
+            ends[f] = (te.name, name[uuid], ts)
+    assert set(starts) == set(ends)
+    assert all(starts[f][2] <= ends[f][2] for f in starts)
+    got = sorted((starts[f][0], starts[f][1], ends[f][1]) for f in starts)
+    assert got == want
+    # Chrome: "s" and "f" of each id, each in a zero-length slice of its own.
+    out = tmp_path / "t.json"
+    assert run(["export", swt, "-o", str(out)]).returncode == 0
+    doc = json.loads(out.read_text())
+    thread_name = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and "tid" in e}
+    s = {e["id"]: e for e in doc["traceEvents"] if e["ph"] == "s"}
+    f = {e["id"]: e for e in doc["traceEvents"] if e["ph"] == "f"}
+    assert set(s) == set(f) and all(x["bp"] == "e" for x in f.values())
+    assert sorted((s[i]["name"], thread_name[s[i]["tid"]], thread_name[f[i]["tid"]]) for i in s) == want
+    marks = {(x[1], x[3]) for x in chrome_slices(doc) if x[1] == x[2] and x[0] in ("create", "wake", "send")}
+    assert all((e["ts"], e["tid"]) in marks for e in s.values())
