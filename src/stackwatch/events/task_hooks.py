@@ -212,10 +212,8 @@ _WAITS = {("queues.py", "get"): "queue", ("queues.py", "put"): "queue", ("locks.
           ("streams.py", "drain"): "io", ("locks.py", "wait_for"): "condition"}
 
 
-def _waits_on(task):
-    """(reason number, channel name or None, frame where it waits) of a
-    task that awaits: its await chain, innermost frame first."""
-    import asyncio
+def await_frames(task):
+    """The frames of an asyncio task's await chain, outermost first."""
     frames, aw = [], task.get_coro()
     while aw is not None:
         f = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
@@ -223,6 +221,14 @@ def _waits_on(task):
             break
         frames.append(f)
         aw = getattr(aw, "cr_await", None) or getattr(aw, "gi_yieldfrom", None)
+    return frames
+
+
+def _waits_on(task):
+    """(reason number, channel name or None, frame where it waits) of a
+    task that awaits: its await chain, innermost frame first."""
+    import asyncio
+    frames = await_frames(task)
     where = next((f for f in reversed(frames) if not f.f_code.co_filename.startswith(_skip)), None)
     for f in reversed(frames):
         what = _WAITS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))

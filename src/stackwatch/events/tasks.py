@@ -59,13 +59,18 @@ def _kind(obj):
     return None
 
 
-def _stack(frame, innermost_first=True):
+def _frame(f):
+    return {"function": getattr(f.f_code, "co_qualname", f.f_code.co_name), "file": f.f_code.co_filename,
+            "line": f.f_lineno}
+
+
+def _stack(frame):
+    """frame and its callers, innermost first."""
     out = []
     while frame is not None:
-        out.append({"function": getattr(frame.f_code, "co_qualname", frame.f_code.co_name),
-                    "file": frame.f_code.co_filename, "line": frame.f_lineno})
+        out.append(_frame(frame))
         frame = frame.f_back
-    return out if innermost_first else out[::-1]
+    return out
 
 
 def _given(obj, default):
@@ -135,15 +140,7 @@ def _asyncio_tasks():
         else:
             state = "runnable"
         n, group = _given(task, task_hooks._task_name(task))
-        frames, aw = [], task.get_coro()
-        while aw is not None:
-            f = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
-            if f is None:
-                break
-            frames.append(f)
-            aw = getattr(aw, "cr_await", None) or getattr(aw, "gi_yieldfrom", None)
-        stack = [{"function": getattr(f.f_code, "co_qualname", f.f_code.co_name), "file": f.f_code.co_filename,
-                  "line": f.f_lineno} for f in reversed(frames)]
+        stack = [_frame(f) for f in reversed(task_hooks.await_frames(task))]
         thread = getattr(loop, "_thread_id", None)
         native = next((t.native_id for t in threading.enumerate() if t.ident == thread), None)
         out.append({"name": n, "group": group, "kind": "asyncio", "thread": native, "state": state,
