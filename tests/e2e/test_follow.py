@@ -190,6 +190,7 @@ def test_stats_of_several_traces(followed):
     assert bad.returncode != 0 and "no stackwatch trace" in bad.stderr, bad.stderr
 
 
+@pytest.mark.versions("3.11")    # the merge is C over trace files
 def test_merged_perfetto_export(followed, tmp_path):
     """`stackwatch export DIR -o x.pftrace`, decoded with Perfetto's own
     protos: a process track per process (its pid) holding its threads, and
@@ -258,6 +259,7 @@ def test_merged_perfetto_export(followed, tmp_path):
         sorted((s[i], f[i]) for i in s) == sorted((t.meta["parent_pid"], t.meta["pid"]) for t in children)
 
 
+@pytest.mark.versions("3.11")
 def test_run_format_perfetto_merges_the_children(tmp_path):
     """`stackwatch run --format perfetto` writes one file with every
     process in it, and leaves no trace behind."""

@@ -16,7 +16,8 @@ from stackwatch import Trace
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 from conftest import needs_module, run  # noqa: E402  (tests/py/conftest.py)
 
-pytestmark = pytest.mark.slow
+# pytest-xdist's workers and the plugin: the same on every Python.
+pytestmark = [pytest.mark.slow, pytest.mark.versions("3.10")]
 
 SUITE = '''
 import os

@@ -42,10 +42,11 @@ def run(args, cwd=None, input=None, timeout=120, env=None):
     """Runs `python -m stackwatch ARGS` (or a plain python when args[0] is
     "python") and returns the CompletedProcess. The child inherits neither
     PYTHONPATH nor a coverage configuration (COVERAGE_CORE,
-    COVERAGE_PROCESS_START) from the environment; `env` adds to it."""
+    COVERAGE_PROCESS_START) nor the options of the pytest running the tests
+    (PYTEST_ADDOPTS) from the environment; `env` adds to it."""
     cmd = [sys.executable] + (args[1:] if args[0] == "python" else ["-m", "stackwatch"] + args)
     e = dict(os.environ)
-    for name in ("PYTHONPATH", "COVERAGE_CORE", "COVERAGE_PROCESS_START"):
+    for name in ("PYTHONPATH", "COVERAGE_CORE", "COVERAGE_PROCESS_START", "PYTEST_ADDOPTS"):
         e.pop(name, None)
     if env:
         e.update(env)
@@ -148,6 +149,28 @@ def pytest_runtest_setup(item):
     elif item.get_closest_marker("root") and os.geteuid() != 0:
         print(f"skipping {item.name}: needs root")
         pytest.skip("needs root")
+
+
+# ---- tests that need not run on every Python ----
+# make test runs the suite on five Pythons in two lanes and must end within
+# 6 minutes. A test whose subject does not depend on the interpreter (a C
+# renderer or exporter over a trace file, the CLI's checks of its
+# arguments, one cell of a tool-version x target-version matrix) is marked
+# `versions("3.12", ...)`: it runs on those Pythons only, and on every one
+# with STACKWATCH_ALL_VERSIONS=1. It is deselected elsewhere (pytest counts
+# it as such), not skipped.
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("STACKWATCH_ALL_VERSIONS") == "1":
+        return
+    here = "%d.%d" % sys.version_info[:2]
+    keep, drop = [], []
+    for item in items:
+        mark = item.get_closest_marker("versions")
+        (keep if mark is None or here in mark.args else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture

@@ -91,6 +91,10 @@ def test_trace_equals_the_programs_log_and_output_is_unchanged(tmp_path):
     assert set(seen) <= LOGGED | {"<genexpr>", "<listcomp>"}, set(seen) - LOGGED
 
 
+# Repeated attaches and a blocked main thread: once on each side of 3.12,
+# where the pending calls moved from the runtime to each interpreter and
+# from the main thread only to any thread.
+@pytest.mark.versions("3.9", "3.12")
 def test_ten_attaches_in_a_row_and_the_program_runs_on(tmp_path):
     p, log = start_server(tmp_path)
     try:
@@ -186,6 +190,7 @@ def test_refuses_another_python_version(tmp_path):
         p.wait()
 
 
+@pytest.mark.versions("3.9", "3.12")
 def test_blocked_target_times_out_and_the_call_is_taken_back(tmp_path):
     code = ("import sys, time; print('ready', flush=True); time.sleep(4); "
             "print(sorted(m for m in sys.modules if m.startswith('stackwatch')), flush=True)")

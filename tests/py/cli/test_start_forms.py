@@ -17,6 +17,10 @@ from conftest import missing, run, write
 import stackwatch
 from stackwatch import Trace
 
+# How python starts a program (runpy, sys.path[0], __main__) moved across
+# versions: the forms run on the oldest and the two newest.
+pytestmark = pytest.mark.versions("3.9", "3.12", "3.13")
+
 # What python's command line decides about the program, printed by it.
 PROBE = '''\
 import sys
@@ -129,7 +133,7 @@ def _path_env(bindir):
 
 def _plain_command(argv, cwd, env, input=None):
     e = dict(os.environ)
-    for name in ("PYTHONPATH", "COVERAGE_CORE", "COVERAGE_PROCESS_START"):
+    for name in ("PYTHONPATH", "COVERAGE_CORE", "COVERAGE_PROCESS_START", "PYTEST_ADDOPTS"):
         e.pop(name, None)
     e.update(env)
     return subprocess.run(argv, cwd=cwd, env=e, capture_output=True, text=True, timeout=120,

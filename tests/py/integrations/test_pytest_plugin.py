@@ -18,6 +18,10 @@ import pytest
 from conftest import chrome_slices, needs_sampler, nested, page_data, perfetto_timeline, run, write
 from stackwatch import Trace
 
+# The plugin is Python over the tracer and the profiler, whose mechanisms
+# each Python's own tests check; it runs on the oldest and the newest.
+pytestmark = pytest.mark.versions("3.9", "3.13")
+
 SUITE = """
 import threading
 import time

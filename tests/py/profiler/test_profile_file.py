@@ -19,7 +19,10 @@ import stackwatch
 from conftest import NO_GO, needs, needs_sampler, page_data, run, write
 from mixed_workload import count_of, mixed_workload, spin_until
 
-pytestmark = needs_sampler
+# Profile files, their exports and their damage: C over the profiler's
+# history, the same on every Python (each version's sampler is tested in
+# test_profiler*.py); on two of them.
+pytestmark = [needs_sampler, pytest.mark.versions("3.10", "3.13")]
 
 GO = shutil.which("go")
 

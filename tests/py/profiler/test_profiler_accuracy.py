@@ -202,7 +202,8 @@ def test_threads_contending_for_the_gil():
     """Two threads computing in Python take turns on the GIL: each is seen
     waiting for it, and running; a sampled round never has both holding it.
     (Each holds it for a switch interval, 5 ms, then hands it over, busy
-    machine or not: about half of each thread's rounds find it waiting.)"""
+    machine or not: about half of each thread's rounds that find it on the
+    GIL find it waiting.)"""
     outs = [{}, {}]
     with Profiler(interval="1ms", mode="cpu") as p:
         ts = [threading.Thread(target=compute, args=(p, o)) for o in outs]
@@ -216,8 +217,13 @@ def test_threads_contending_for_the_gil():
         s = th[t.ident]
         n = sum(s["states"].values())
         assert n >= 200, (s, st)
-        assert s["states"]["gil_wait"] >= 0.2 * n, s
-        assert s["states"]["running"] >= 0.2 * n, s
+        # Of the rounds that found it running or waiting for the GIL (on a
+        # loaded machine the OS also preempts it: idle, off CPU without
+        # waiting for the GIL), about half each.
+        k = s["states"]["gil_wait"] + s["states"]["running"]
+        assert k >= 100, (s, st)
+        assert s["states"]["gil_wait"] >= 0.2 * k, s
+        assert s["states"]["running"] >= 0.2 * k, s
         assert s["off_cpu"] == s["states"]["gil_wait"] + s["states"]["idle"], s
         # Its CPU time is what it used, though only its running samples count.
         assert 0.85 * o["cpu"] <= p.tree(t.ident)["time_ns"] / 1e9 <= 1.02 * o["cpu"] + 0.01, (s, o)

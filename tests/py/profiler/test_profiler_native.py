@@ -230,8 +230,11 @@ def test_blocked_threads_are_sampled_and_undisturbed():
     ok, waited = results["lock"]
     assert ok == [False, False, False] and waited >= 0.3, results["lock"]
     # (A thread that waits for a CPU longer than the sampler waits for it,
-    # 20 ms, can time out on a loaded machine: at a rate under 2%.)
-    expect_at_most(st["native_timeouts"], st["samples"], 0.02, st)
+    # 20 ms, can time out on a loaded machine: at a rate under 2% while
+    # every core has at most one thing to run, more in proportion to the
+    # load beyond that: 44 of 579 at a load of 24 on 2 cores.)
+    crowding = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    expect_at_most(st["native_timeouts"], st["samples"], min(0.5, 0.02 * crowding), st)
     # Sampled while blocked: their leaf frames are the C calls they block in.
     by_name = {t.name: t.ident for t in threads}
     for name, calls in (("sleeper", ("clock_nanosleep", "select", "nanosleep", "__clock_nanosleep")),

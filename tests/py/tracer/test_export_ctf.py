@@ -12,6 +12,9 @@ from collections import Counter
 import pytest
 
 from conftest import needs, run, run_traced
+
+# The exporter is C over the trace file, the same on every Python.
+pytestmark = pytest.mark.versions("3.12")
 from stackwatch import Trace
 from stackwatch.tracer.tracefile import KIND_NAMES
 
