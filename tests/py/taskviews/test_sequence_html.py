@@ -6,9 +6,15 @@ stack, and a page of 10,000 events draws bands until zoomed in. A
 screenshot of each page is kept in the test's directory."""
 import json
 
-from conftest import browser, check_clean, open_page  # noqa: F401  (browser: a fixture)
+import pytest
+
+from conftest import BROWSER_VERSIONS, browser, check_clean, open_page  # noqa: F401  (browser: a fixture)
 from hand_doc import DOC, HOSTILE
 from stackwatch.render import formats, sequence
+
+# The page and its writer are the same on every version.
+pytestmark = pytest.mark.versions(*BROWSER_VERSIONS)
+
 
 def _page(tmp_path, doc, name="t.sequence.html"):
     path = tmp_path / name

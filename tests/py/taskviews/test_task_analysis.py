@@ -1,8 +1,13 @@
 """The per-task analysis (stackwatch.tasks.analysis) of a document made
 by hand (hand_doc.py), checked against its timeline worked out by hand;
 and its text report."""
+import pytest
+
 from hand_doc import DOC, END_NS, EXPECTED, HOSTILE
 from stackwatch.taskviews import analysis, report
+
+# Python over a document, the same on every version.
+pytestmark = pytest.mark.versions("3.12")
 
 
 def test_times_per_task_equal_the_hand_worked_timeline():

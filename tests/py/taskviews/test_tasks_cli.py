@@ -5,7 +5,6 @@ least as long as it slept; and the one-line errors. The views are the
 same Python on every version and the reader has tests of its own
 (tracer/test_task_events.py): these run on 3.12 only."""
 import json
-import sys
 
 import pytest
 
@@ -14,7 +13,8 @@ from greenlet_prog import traced
 from stackwatch.taskviews import analysis
 from stackwatch.tracer.task_events import read_task_events
 
-pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 12), reason="the views are checked on 3.12 only")
+# The views are Python over a document, the same on every version.
+pytestmark = pytest.mark.versions("3.12")
 
 
 @pytest.fixture(scope="module")
