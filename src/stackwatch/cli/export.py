@@ -32,18 +32,20 @@ NAME = "export"
 TRACE_FORMATS = formats.names(formats.TRACES, written=True)
 PROFILE_FORMATS = formats.names(formats.TREES)
 TIMELINES = formats.names_taking(formats.TRACES)
+TASK_VIEWS = formats.names_taking(formats.TASKS)   # the sequence diagram
 
 
 def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
-    e = subparsers.add_parser("export", help=f"convert a trace to a timeline ({', '.join(TIMELINES)}) or a "
+    e = subparsers.add_parser("export", help=f"convert a trace to a timeline ({', '.join(TIMELINES)}), its "
+                              f"task events to a sequence diagram ({', '.join(TASK_VIEWS)}) or it to a "
                               f"call-tree format, or a profile file to a call-tree format "
                               f"({', '.join(PROFILE_FORMATS)})")
     e.add_argument("file")
     e.add_argument("more", nargs="*", metavar="FILE", help="more profile files, merged with the first "
                    "(threads of each file kept apart); or more traces (or a directory of them): the "
                    "processes of one run on one timeline")
-    e.add_argument("--format", default=None, help=f"{', '.join(TIMELINES)} (traces); "
+    e.add_argument("--format", default=None, help=f"{', '.join(TIMELINES + TASK_VIEWS)} (traces); "
                    f"{', '.join(PROFILE_FORMATS)} (traces and profiles); default: from the output's name")
     filters.add_arguments(e, "only what ran (traces: events; profiles: cycles), counted from the start,")
     e.add_argument("-o", "--output", required=True, metavar="OUT", help="the file to write; without "

@@ -76,7 +76,9 @@ def test_one_line_errors(greenlets, tmp_path):
                        (["tasks", no_tasks], "the trace has no task events (record them with: stackwatch run "
                                              "--events tasks"),
                        (["export", no_tasks, "--format", "sequence", "-o", str(tmp_path / "o.html")],
-                        "the trace has no task events")):
+                        "the trace has no task events"),
+                       (["run", "--format", "sequence", "-o", str(tmp_path / "r.html"), text],
+                        "--format sequence draws the task events: record them with --events tasks")):
         r = run(args)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, (args, r.stderr)
         assert r.stderr.startswith("stackwatch: error: ")
