@@ -114,6 +114,29 @@ def test_ten_thousand_events_bands_then_arrows(browser, tmp_path):
     check_clean(d)
 
 
+def test_two_thousand_tasks_draw_the_lanes_in_view(browser, tmp_path):
+    """Thousands of lanes: only those in view are drawn, and scrolling
+    sideways draws the others."""
+    tasks = [{"id": i, "name": f"task {i}", "group": None, "kind": "asyncio", "thread": 1, "created_by": None,
+              "created_t_ns": None, "creation_stack": [], "exit_t_ns": None, "outcome": None, "result": None}
+             for i in range(2000)]
+    events = [{"kind": "switch", "task": f"task {(i + 1) % 2000}", "task_id": 0, "other": f"task {i}",
+               "channel": None, "value": None, "reason": None, "t_ns": 100 * i, "thread": 1, "function": None,
+               "file": None, "line": None} for i in range(2000)]
+    d = open_page(browser, _page(tmp_path, {"tasks": tasks, "events": events}, "wide.sequence.html"))
+    lanes = "return Array.prototype.map.call(document.querySelectorAll('#chart .lifeline'), " \
+            "function (e) { return +e.dataset.task; })"
+    first = d.execute_script(lanes)
+    assert 3 <= len(first) <= 12 and min(first) == 0
+    assert d.execute_script("return document.querySelectorAll('#lanes .lane').length") == 2000
+    d.execute_script("var s = document.getElementById('scroll'); s.scrollLeft = 150 * 1000;"
+                     "s.dispatchEvent(new Event('scroll'));")
+    d.execute_script("return new Promise(function (r) { requestAnimationFrame(function () { r(); }); })")
+    later = d.execute_script(lanes)
+    assert 3 <= len(later) <= 12 and 995 <= min(later) <= 1001
+    check_clean(d)
+
+
 def test_embedded_data_round_trips(tmp_path):
     """The page's data decodes to the document's events (times, names,
     values), whatever characters they hold."""
