@@ -45,7 +45,7 @@ def write(put, doc, analyzed, title, longest=10):
         end = t.get("outcome") or ("exited" if t.get("exit_t_ns") is not None else "")
         rows.append(((fmt_ns(a["running_ns"]), fmt_ns(a["runnable_ns"]), fmt_ns(a["blocked_ns"]),
                       a["switches_in"], a["waits"]),
-                     (name, a["kind"] or "?", end, reasons)))
+                     (name, (a["kind"] or "?") + (f" ({t['group']})" if t.get("group") else ""), end, reasons)))
     _table(put, (("running", "runnable", "blocked", "switches", "waits"), ("task", "kind", "exit", "blocked by")),
            rows)
     put("")

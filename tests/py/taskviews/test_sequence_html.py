@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from conftest import BROWSER_VERSIONS, browser, check_clean, open_page  # noqa: F401  (browser: a fixture)
-from hand_doc import DOC, HOSTILE
+from conftest import BROWSER_VERSIONS, check_clean, open_page
+from hand_doc import DOC
 from stackwatch.render import formats, sequence
 
 # The page and its writer are the same on every version.

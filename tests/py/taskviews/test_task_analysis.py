@@ -39,5 +39,6 @@ def test_text_report_lists_every_task_and_wait():
     assert lines[0] == "t.swt: 4 tasks, 15 task events over 120ns"
     row = next(x for x in lines if x.rstrip().endswith("queue 20ns") and "worker a" in x)
     assert row.split()[:5] == ["40ns", "30ns", "20ns", "2", "1"]
+    assert "greenlet (workers)" in row
     assert "driver (prog.py:31)" in text and "worker a (switch at finish (prog.py:90))" in text
     assert HOSTILE in text
