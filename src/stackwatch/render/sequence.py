@@ -28,8 +28,10 @@ block, escaped by flamegraph.embed_json so that no name ends the block:
                 "kind": [...], "task": [...], "other": [...],     # indexes (-1: none)
                 "channel": [...], "value": [...], "reason": [...],  # string indexes (-1: none)
                 "site": [...],              # index into sites (-1: none)
-                "wait": [...]}}             # block: ns until its task was woken or switched
-                                            # back in (-1: never, or not a block)
+                "wait": [...],              # block: ns its task was blocked (-1: not a block,
+                                            # or no wait), as `stackwatch tasks` counts it
+                "wait_from": [...]}}        # block: ns from it to the wait's start (its
+                                            # task's switch out after it; 0 for a thread)
 """
 import os
 
@@ -49,19 +51,28 @@ def _interned():
     return index_of, lambda: list(index)[1:]
 
 
-def _waits(events, task_index):
-    """For each event, the ns a block event's task waited (until its next
-    wake, switch to it or exit), else -1."""
-    out = [-1] * len(events)
-    pending = {}
+def _waits(events):
+    """(wait, wait_from) for each event: for a block event, the ns its task
+    was blocked and the ns from the block to the wait's start (as
+    stackwatch tasks counts it: a task that is switched waits from its
+    switch out after the block, a thread from the block, until its wake,
+    its switch back in or its exit; a switched task woken before it was
+    switched out did not wait); else (-1, 0)."""
+    wait, wait_from = [-1] * len(events), [0] * len(events)
+    switched = {e.get("task") for e in events if e["kind"] == "switch"}
+    switched |= {e.get("other") for e in events if e["kind"] == "switch"}
+    pending = {}          # task -> [index of its block, when its wait began or None]
     for i, e in enumerate(events):
-        k, me = e["kind"], task_index.get(e.get("task"))
+        k, me = e["kind"], e.get("task")
+        if k == "switch" and e.get("other") in pending and pending[e["other"]][1] is None:
+            pending[e["other"]][1] = e["t_ns"]          # switched out after its block
         if k == "block":
-            pending[me] = i
+            pending[me] = [i, None if me in switched else e["t_ns"]]
         elif k in ("wake", "switch", "exit") and me in pending:
-            j = pending.pop(me)
-            out[j] = e["t_ns"] - events[j]["t_ns"]
-    return out
+            j, began = pending.pop(me)
+            if began is not None:
+                wait[j], wait_from[j] = e["t_ns"] - began, began - events[j]["t_ns"]
+    return wait, wait_from
 
 
 def data(doc, title):
@@ -94,8 +105,8 @@ def data(doc, title):
             "value": [string(e.get("value")) for e in events],
             "reason": [string(e.get("reason")) for e in events],
             "site": [site((e.get("function"), e.get("file"), e.get("line") or 0))
-                     if e.get("function") is not None or e.get("file") is not None else -1 for e in events],
-            "wait": _waits(events, task_index)}
+                     if e.get("function") is not None or e.get("file") is not None else -1 for e in events]}
+    cols["wait"], cols["wait_from"] = _waits(events)
     site_rows = [[string(f), string(file), int(line)] for f, file, line in sites()]
     return {"version": 1, "title": str(title), "kinds": list(KINDS), "strings": strings(),
             "sites": site_rows, "stacks": [list(x) for x in stacks()], "tasks": tasks, "events": cols}

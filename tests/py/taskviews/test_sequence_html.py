@@ -67,6 +67,7 @@ def test_lifelines_arrows_and_hover(browser, tmp_path):
     text = tip.text
     assert "worker a" in text and "creation stack" in text
     assert text.index("spawn (prog.py:7)") < text.index("driver (prog.py:30)")
+    assert "blocked 20ns in 1 waits" in text      # its queue wait: from its switch out to its wake
     # Hover over the send arrow: its channel and value.
     send = d.find_elements(By.CSS_SELECTOR, "#chart g.event[data-kind=send]")[0]
     ActionChains(d).move_to_element(send).perform()
@@ -153,7 +154,13 @@ def test_embedded_data_round_trips(tmp_path):
     assert [names[i] for i in data["events"]["task"]] == [e["task"] for e in DOC["events"]]
     values = [None if v < 0 else data["strings"][v] for v in data["events"]["value"]]
     assert values == [e["value"] for e in DOC["events"]]
-    assert data["events"]["wait"][DOC["events"].index(next(e for e in DOC["events"] if e["reason"] == "queue"))] == 25
+    # The waits as stackwatch tasks counts them (hand_doc.py): a's queue
+    # wait from its switch out (5 ns after its block) to its wake; main's
+    # join from its switch out to its switch back in; T2's lock (a thread)
+    # from its block to its wake.
+    blocks = [i for i, e in enumerate(DOC["events"]) if e["kind"] == "block"]
+    assert [(DOC["events"][i]["task"], data["events"]["wait"][i], data["events"]["wait_from"][i]) for i in blocks] == [
+        ("T2", 10, 0), ("main", 70, 5), ("worker a", 20, 5)]
     assert json.loads(json.dumps(sequence.data(DOC, "x"))) == sequence.data(DOC, "x")
 
 

@@ -228,3 +228,15 @@ def test_flows_between_tasks_in_perfetto_and_chrome(asyncio_trace, tmp_path):
     assert sorted((s[i]["name"], thread_name[s[i]["tid"]], thread_name[f[i]["tid"]]) for i in s) == want
     marks = {(x[1], x[3]) for x in chrome_slices(doc) if x[1] == x[2] and x[0] in ("create", "wake", "send")}
     assert all((e["ts"], e["tid"]) in marks for e in s.values())
+
+
+def test_the_page_and_stackwatch_tasks_count_the_same_waits(asyncio_trace):
+    """The sequence diagram's waits (render/sequence.py, below this room)
+    are those of the analysis, task for task and nanosecond for nanosecond."""
+    from stackwatch.render import sequence
+    doc = read_task_events(asyncio_trace[0])
+    data = sequence.data(doc, "t")
+    names = [t["name"] for t in data["tasks"]]
+    page = sorted((names[t], w) for t, w in zip(data["events"]["task"], data["events"]["wait"]) if w >= 0)
+    waits = analysis.analyze(doc, longest=10 ** 9)["longest_waits"]
+    assert page == sorted((w["task"], w["duration_ns"]) for w in waits) and len(page) >= 8
