@@ -80,6 +80,9 @@ typedef struct sw_tstate {
     uint32_t mon_depth, mon_cap;
     uint64_t mon_gen;
 #endif
+    /* ext/tracer (tasks.c): the task the thread runs, for task events
+     * delivered to handlers only (a trace keeps its own: tb->task). */
+    uint64_t task_now;
 } sw_tstate;
 
 extern __thread sw_tstate sw_T __attribute__((tls_model("initial-exec")));

@@ -260,6 +260,7 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         }
         sw_evdata d = {.line = -1, .a = (long long)from, .b = (long long)to};
         sw_emit(k, &d);
+        t->task_now = to;
         forget_if_dead(origin);
         sw_exc_restore(&exc);
     }
@@ -286,8 +287,8 @@ static PyObject *task_id(PyObject *self, PyObject *args)
     int rename = 0;
     if (!PyArg_ParseTuple(args, "Os|p", &o, &name, &rename))
         return NULL;
-    if (!sw_S.gen)
-        return PyLong_FromLong(0);
+    if (!sw_S.gen && !(sw_D.mask & SW_EVB(SW_K_TASK_SWITCH)))
+        return PyLong_FromLong(0);   /* nobody wants task events */
     int fresh;
     uint64_t id = id_of(o, &fresh);
     sw_tstate *t = &sw_T;
@@ -306,15 +307,17 @@ static PyObject *task_switch(PyObject *self, PyObject *arg)
         return NULL;
     int k = SW_K_TASK_SWITCH;
     sw_tstate *t = &sw_T;
-    if (!(sw_D.mask & SW_EVB(k)) || !sw_S.gen || t->busy || !sw_thread_attach(t))
+    if (!(sw_D.mask & SW_EVB(k)) || t->busy)
         return PyLong_FromLong(0);
-    uint64_t from = t->tb->task;
+    int file = (sw_D.file & SW_EVB(k)) && sw_S.gen && sw_thread_attach(t);
+    uint64_t from = file ? t->tb->task : t->task_now;
     if (from != to) {
-        if (sw_D.file & SW_EVB(k))
+        if (file)
             sw_tbuf_task_switch(t->tb, sw_clock_now(&sw_S.clock), from, to);
         sw_evdata d = {.line = -1, .a = (long long)from, .b = (long long)to};
         sw_emit(k, &d);
     }
+    t->task_now = to;
     return PyLong_FromUnsignedLongLong(from);
 }
 
@@ -354,7 +357,7 @@ static PyObject *task_running(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     sw_tstate *t = &sw_T;
-    return PyLong_FromUnsignedLongLong(sw_S.gen && t->tb && t->session == sw_S.gen ? t->tb->task : 0);
+    return PyLong_FromUnsignedLongLong(sw_S.gen && t->tb && t->session == sw_S.gen ? t->tb->task : t->task_now);
 }
 
 /* Ours is installed; prev is the callback it replaced (None: none; never

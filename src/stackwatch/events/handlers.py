@@ -9,8 +9,10 @@
 
 Events (stackwatch.EVENTS): call, return, yield, resume, unwind, c_call,
 c_return, c_raise, line, instruction, raise, handled, gc_start, gc_done,
-new_start, new_done, delete_start, delete_done, thread_start, thread_exit;
-and the groups calls, c_calls, exceptions, gc, objects, threads, all.
+new_start, new_done, delete_start, delete_done, thread_start, thread_exit,
+task_switch, task_create, task_exit, task_block, task_wake, task_send,
+task_receive, task_name; and the groups calls, c_calls, exceptions, gc,
+objects, threads, tasks, all.
 
 A handler runs in the thread where the event happened, with the GIL; its
 own calls are not events. An exception raised by a handler is reported once
@@ -88,14 +90,19 @@ class verbose:
         self.out = open(out, "a", encoding="utf-8") if self._own else out
         self._t0 = None
         self._names = {}
+        self._tasks = None   # task_log.TaskLog, at the first task event
 
     def _thread(self, ident):
         name = self._names.get(ident)
         if name is None:
             t = threading._active.get(ident)
-            name = t.name if t is not None else str(ident)
-            self._names[ident] = name
+            if t is None:   # (not listed yet: a thread as it starts)
+                return str(ident)
+            name = self._names[ident] = t.name
         return name
+
+    def _thread_named(self, ident, name):
+        self._names[ident] = name
 
     def __call__(self, ev):
         if self._t0 is None:
@@ -104,14 +111,20 @@ class verbose:
         if ev.filename is not None:
             where = f" {ev.function} ({os.path.basename(ev.filename)}:{ev.lineno if ev.lineno is not None else '?'})"
         detail = ""
-        if ev.name is not None:
-            detail += f" {ev.name}"
-        if ev.data:
-            detail += " " + " ".join(f"{k}={v}" for k, v in ev.data.items())
+        if ev.kind.startswith("task_"):   # named tasks, and their states at each switch
+            if self._tasks is None:
+                from .task_log import TaskLog
+                self._tasks = TaskLog(self._thread, self._thread_named)
+            detail, where = " " + self._tasks.describe(ev), f"  at{where}" if where else ""
+        else:
+            if ev.name is not None:
+                detail += f" {ev.name}"
+            if ev.data:
+                detail += " " + " ".join(f"{k}={v}" for k, v in ev.data.items())
         if ev.kind.startswith("thread_"):
             self._names.pop(ev.thread_id, None)
-        line = (f"{(ev.time_ns - self._t0) / 1e6:12.3f} ms  [{self._thread(ev.thread_id)}] "
-                f"{ev.kind:<12}{where}{detail}\n")
+        body = detail + where if ev.kind.startswith("task_") else where + detail
+        line = f"{(ev.time_ns - self._t0) / 1e6:12.3f} ms  [{self._thread(ev.thread_id)}] {ev.kind:<12}{body}\n"
         (self.out or sys.stderr).write(line)
 
     def close(self):

@@ -19,7 +19,11 @@ are wrapped (and put back after):
   records its creation when it starts (Thread._set_native_id, which its
   bootstrap calls first: the creator named by its native id and task);
   Thread._delete (the end of its bootstrap) its exit, with the exception
-  threading.excepthook saw (wrapped) if any.
+  threading.excepthook saw (wrapped) if any, and the wake of the threads
+  in its join() (Thread.join: their block);
+- threading.Condition.wait and notify: a thread's block (on a queue, an
+  Event, a Semaphore, or the Condition, read from wait's caller) and its
+  wake by the thread that notifies it (the first n in wait).
 
 Each wrapper calls the original, records through _native.hooks (task_id,
 task_switch, task_event: ext/tracer/tasks.c) and never raises into the
@@ -48,7 +52,9 @@ _saved = []          # (owner, attribute, original, wrapper) of what is wrapped 
 _blocked = weakref.WeakKeyDictionary()   # asyncio task -> its task id, while it waits
 _failed = weakref.WeakKeyDictionary()    # thread -> repr of the exception its run raised
 _starts = weakref.WeakKeyDictionary()    # thread started -> (creating task, creating thread's native id, where)
-threading_get_native_id = None
+_waiters = weakref.WeakKeyDictionary()   # threading.Condition -> native ids of the threads in its wait(), in order
+_joiners = weakref.WeakKeyDictionary()   # thread -> native ids of the threads in its join()
+threading_get_native_id = threading_current = threading_file = None
 _names = weakref.WeakKeyDictionary()     # obj -> (name, group) given by stackwatch.name()
 _skip = ()           # folders and files whose frames are no event's location
 
@@ -95,12 +101,16 @@ def _install():
     _wrap(asyncio.Queue, "_get", _queue_get)
     _wrap(queue.Queue, "_put", _queue_put)
     _wrap(queue.Queue, "_get", _queue_get)
-    global threading_get_native_id
-    threading_get_native_id = threading.get_native_id
+    global threading_get_native_id, threading_current, threading_file
+    threading_get_native_id, threading_current = threading.get_native_id, threading.current_thread
+    threading_file = threading.__file__
     _wrap(threading.Thread, "start", _thread_start)
     _wrap(threading.Thread, "_set_native_id", _thread_set_native_id)
     _wrap(threading.Thread, "_delete", _thread_delete)
     _wrap(threading, "excepthook", _excepthook)
+    _wrap(threading.Condition, "wait", _cond_wait)
+    _wrap(threading.Condition, "notify", _cond_notify)
+    _wrap(threading.Thread, "join", _thread_join)
 
 
 def _where(f):
@@ -128,16 +138,18 @@ def _is_weakable(obj):
     return type(obj).__weakrefoffset__ != 0
 
 
-def _task_name(task):
+def _task_name(task, coro=None):
+    """stackwatch.name()'s, else "Task-N coroutine". (_coro, not get_coro():
+    a finished eager task has none, and 3.12.1's get_coro() crashes then.)"""
     given = _names.get(task)
     if given:
         return given[0]
-    coro = task.get_coro()
+    coro = coro or getattr(task, "_coro", None)
     return f"{task.get_name()} {getattr(coro, '__qualname__', type(coro).__name__)}"
 
 
-def _task_id(task):
-    return _hooks.task_id(task, _task_name(task))
+def _task_id(task, coro=None):
+    return _hooks.task_id(task, _task_name(task, coro))
 
 
 def _event(kind, a=0, b=0, c=0, s1=None, s2=None, frame=None):
@@ -150,9 +162,12 @@ def _create_task(orig):
     def create_task(self, *args, **kwargs):
         task = orig(self, *args, **kwargs)
         try:
-            tid = _task_id(task)
+            coro = args[0] if args else kwargs.get("coro")
+            tid = _task_id(task, coro)
             if tid:
-                _event("task_create", tid, 2, 0, _task_name(task), None, _where(sys._getframe(1)))
+                _event("task_create", tid, 2, 0, _task_name(task, coro), None, _where(sys._getframe(1)))
+                if task.done():   # an eager task (3.12+) that ended in its first step, run inside create_task
+                    _exited(task, tid)
         except Exception:
             pass
         return task
@@ -189,12 +204,7 @@ def _handle_run(orig, task_types):
 def _after_step(task, tid):
     try:
         if task.done():
-            if task.cancelled():
-                _event("task_exit", tid, 2)
-            elif task._exception is not None:   # read, not retrieved: its "never retrieved" log stays
-                _event("task_exit", tid, 1, 0, _repr(task._exception))
-            else:
-                _event("task_exit", tid, 0, 0, _repr(task._result))
+            _exited(task, tid)
             return
         if task._fut_waiter is None:   # a bare yield (sleep(0)): stepped again at once, not blocked
             return
@@ -203,6 +213,15 @@ def _after_step(task, tid):
         _event("task_block", reason, 0, 0, channel, None, frame)
     except Exception:
         pass
+
+
+def _exited(task, tid):
+    if task.cancelled():
+        _event("task_exit", tid, 2)
+    elif task._exception is not None:   # read, not retrieved: its "never retrieved" log stays
+        _event("task_exit", tid, 1, 0, _repr(task._exception))
+    else:
+        _event("task_exit", tid, 0, 0, _repr(task._result))
 
 
 # The asyncio functions a task waits in: (file's base name, function) ->
@@ -214,7 +233,7 @@ _WAITS = {("queues.py", "get"): "queue", ("queues.py", "put"): "queue", ("locks.
 
 def await_frames(task):
     """The frames of an asyncio task's await chain, outermost first."""
-    frames, aw = [], task.get_coro()
+    frames, aw = [], getattr(task, "_coro", None)
     while aw is not None:
         f = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
         if f is None:
@@ -312,10 +331,101 @@ def _thread_delete(orig):
         try:
             failed = _failed.pop(self, None)
             _event("task_exit", 0, 0 if failed is None else 1, 0, failed)
+            for native_id in _joiners.pop(self, ()):   # its end ends their join()
+                _event("task_wake", 0, 0, native_id, f"thread {self.name}")
         except Exception:
             pass
         return orig(self)
     return _delete
+
+
+def _thread_join(orig):
+    def join(self, timeout=None):
+        what = None
+        try:
+            if self.is_alive() and self is not threading_current():
+                what = (_reason("join"), f"thread {self.name}", _where(sys._getframe(1)))
+        except Exception:
+            pass
+        return _blocked_in(_joiners, self, what, orig, self, timeout)
+    return join
+
+
+def _blocked_in(table, key, what, call, *args):
+    """call(*args), this thread blocked in it on what (reason, channel,
+    where; None: not blocked) and listed in table[key] meanwhile."""
+    me = None
+    try:
+        if what is not None:
+            me = threading_get_native_id()
+            table.setdefault(key, []).append(me)
+            _event("task_block", what[0], 0, 0, what[1], None, what[2])
+    except Exception:
+        pass
+    try:
+        return call(*args)
+    finally:
+        if me is not None:
+            _forget(table.get(key), me)
+
+
+def _forget(ids, me):
+    try:
+        ids.remove(me)
+    except (AttributeError, ValueError):
+        pass
+
+
+# A Condition's wait and notify: what the program waits on is read from
+# the caller: a queue's get or put, an Event's wait or set, a Semaphore,
+# else the Condition itself.
+_COND_CALLERS = {("queue.py", "get"): "queue", ("queue.py", "put"): "queue", ("queue.py", "join"): "queue",
+                 ("queue.py", "task_done"): "queue", ("threading.py", "wait"): "event",
+                 ("threading.py", "set"): "event", ("threading.py", "acquire"): "lock",
+                 ("threading.py", "release"): "lock", ("threading.py", "_wait"): "condition"}
+_COND_OWN = ("notify_all", "notifyAll", "wait_for")
+
+
+def _cond_what(cond, f):
+    """(reason number, channel name) of a Condition's wait or notify called
+    from frame f."""
+    while f is not None and f.f_code.co_name in _COND_OWN and f.f_code.co_filename == threading_file:
+        f = f.f_back
+    what = f and _COND_CALLERS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))
+    if what and f.f_code.co_filename.startswith(_skip):
+        this = f.f_locals.get("self")
+        if this is not None and this is not cond:
+            return _reason(what), channel_name(this)
+    return _reason("condition"), channel_name(cond)
+
+
+def _cond_wait(orig):
+    def wait(self, timeout=None):
+        what = None   # (the lock is held: no notify comes before this thread is listed)
+        try:
+            f = sys._getframe(1)
+            what = (*_cond_what(self, f), _where(f))
+        except Exception:
+            pass
+        return _blocked_in(_waiters, self, what, orig, self, timeout)
+    return wait
+
+
+def _cond_notify(orig):
+    def notify(self, n=1):
+        try:
+            ids = _waiters.get(self)
+            if ids:
+                f = sys._getframe(1)
+                _, channel = _cond_what(self, f)
+                where = _where(f)
+                for native_id in ids[:n]:   # the first n waiters are woken (its waiters are in order)
+                    _event("task_wake", 0, 0, native_id, channel, None, where)
+                del ids[:n]
+        except Exception:
+            pass
+        return orig(self, n)
+    return notify
 
 
 def _excepthook(orig):

@@ -53,9 +53,11 @@ def read_task_events(trace):
     tasks = {}
     by_index = {th["index"]: th for th in t.threads if not th["task"]}
     by_tid = {th["native_tid"]: th["index"] for th in t.threads if not th["task"] and th["native_tid"]}
-    for th in t.threads:
+    pos_of = {}   # key -> the track's position
+    for pos, th in enumerate(t.threads):
         owner = th if not th["task"] else by_index.get(th["thread"])
         if owner is not None:
+            pos_of[(owner["index"], th["task"])] = pos
             name = th["name"] or ("thread" if not th["task"] else "task")
             tasks[(owner["index"], th["task"])] = _task(th["task"], name, "thread" if not th["task"]
                                                         else _kind_of(name), owner["native_tid"])
@@ -78,6 +80,7 @@ def read_task_events(trace):
     for k in _KINDS:
         mask |= 1 << _NUMBERS[k]
     raw = []   # events with tasks as keys, named at the end (a TASK_NAME may come later)
+    creations = {}   # creator's key -> [(t_ns, the task's record, where)]
     for pos, th in enumerate(t.threads):
         if th["task"]:
             continue
@@ -103,8 +106,9 @@ def read_task_events(trace):
                     new, by = task_at((index, data["task"])), running
                 ev.update(kind="create", task=new, other=by)
                 rec = tasks[new]
-                rec.update(created_by=by, created_t_ns=t_ns,
-                           creation_stack=[{k: ev[k] for k in ("function", "file", "line")}] if c else [])
+                where = {k: ev[k] for k in ("function", "file", "line")} if c else None
+                rec.update(created_by=by, created_t_ns=t_ns, creation_stack=[where] if where else [])
+                creations.setdefault(by, []).append((t_ns, rec, where))
                 if kind_name:
                     rec["kind"] = kind_name
             elif name == "task_exit":
@@ -127,6 +131,9 @@ def read_task_events(trace):
                 tasks[key]["group"] = data.get("group") or None
                 continue
             raw.append(ev)
+    for by, made in creations.items():
+        if by in pos_of:
+            _creation_stacks(t, pos_of[by], made)
     raw.sort(key=lambda e: e["t_ns"])   # stable: a thread's own order is kept at equal times
     _pair_messages(raw)
     # Names unique in the document, in the order of the tracks.
@@ -145,6 +152,43 @@ def read_task_events(trace):
         ev["task"] = names[ev["task"]]
         ev["other"] = names[ev["other"]] if ev["other"] is not None else None
     return {"tasks": out, "events": raw}
+
+
+def _creation_stacks(t, pos, made):
+    """Sets the creation_stack of each task made by the task of track pos
+    (made: [(t_ns, record, where)] in time order) to the frames the
+    creator had open then, innermost first (a line only at `where`, the
+    program's code that made it)."""
+    stack, k = [], 0
+    enter, leave = (0, 2, 5), (1, 3, 4, 6)   # CALL, RESUME, C_CALL; RETURN, YIELD, UNWIND, C_RETURN
+    for kind, t_ns, code, _depth, _syn in t._t.events(pos):
+        while k < len(made) and t_ns > made[k][0]:
+            _set_stack(t, stack, *made[k])
+            k += 1
+        if k == len(made):
+            break
+        if kind in enter:
+            stack.append(code)
+        elif kind in leave and stack:
+            stack.pop()
+    for m in made[k:]:
+        _set_stack(t, stack, *m)
+
+
+def _set_stack(t, stack, _t_ns, rec, where):
+    frames = []
+    for code in reversed(stack):
+        c = t.codes.get(code)
+        frames.append({"function": c.qualname if c else "?", "file": c.filename if c else None, "line": None})
+    # The program's frame that made it (where) gets its line: the innermost
+    # frame of its code (the library frames inside it are kept).
+    at = next((i for i, f in enumerate(frames) if where and (f["function"], f["file"]) ==
+               (where["function"], where["file"])), None)
+    if at is not None:
+        frames[at] = where
+    elif where:
+        frames.insert(0, where)
+    rec["creation_stack"] = frames
 
 
 def _pair_messages(events):

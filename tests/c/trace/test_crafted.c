@@ -254,7 +254,7 @@ TEST(open_errors)
 TEST(unknown_chunk_type_and_newer_minor)
 {
     sw_bytes f = {0};
-    file_header(&f, 1, 9);  /* a newer minor version is read */
+    file_header(&f, 1, SW_FORMAT_MINOR + 1);  /* a newer minor version is read */
     meta(&f, 1e9, 0);
     code(&f, 0, "a");
     thread(&f, 0, 11, 12, "t");

@@ -4,7 +4,8 @@
  * each task as a track after its thread and replays each one's own events
  * with its own depths; a chunk read after a ring's discards reopens every
  * task's frames from its TASK_FRAMES chunk; a TASK chunk that does not
- * parse is damage, not a crash.
+ * parse is damage, not a crash; a replay with SW_REPLAY_TASKS has every
+ * task's EXT events and the switches.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -58,16 +59,23 @@ static void to(tg_thread *a, uint64_t origin, uint64_t target)
     sw_tbuf_task_switch(a->b, a->ticks, origin, target);
 }
 
+/* A trace being written (at path) with 6 codes and one thread, "main",
+ * that has task 5, named name; NULL on failure. */
+static tg_thread *one_thread_one_task(tg *g, char *path, size_t len, const char *name)
+{
+    check_tmp_path(path, len, ".swt");
+    if (tg_open(g, path, 4096, 0, 0, 1e9) != SW_OK || tg_codes(g, 6, 0) != SW_OK)
+        return NULL;
+    tg_thread *a = tg_add_thread(g, 7, 8, "main", 1);
+    return a && sw_writer_define_task(g->w, 5, a->b->index, name) == SW_OK ? a : NULL;
+}
+
 TEST(each_task_keeps_its_frames)
 {
     char path[256];
-    check_tmp_path(path, sizeof path, ".swt");
     tg g;
-    REQUIRE(tg_open(&g, path, 4096, 0, 0, 1e9) == SW_OK);
-    REQUIRE(tg_codes(&g, 6, 0) == SW_OK);
-    tg_thread *a = tg_add_thread(&g, 7, 8, "main", 1);
+    tg_thread *a = one_thread_one_task(&g, path, sizeof path, "greenlet one");
     REQUIRE(a);
-    REQUIRE(sw_writer_define_task(g.w, 5, a->b->index, "greenlet one") == SW_OK);
     call(a, 0);
     call(a, 1);
     to(a, 0, 5);     /* task 5 starts inside the thread's two frames */
@@ -97,6 +105,64 @@ TEST(each_task_keeps_its_frames)
                                          {SW_OP_RETURN, 2, 0, 0}};
     expect(t, 0, main_events, 6);
     expect(t, 1, task_events, 4);
+    sw_trace_free(t);
+    tg_free(&g);
+    unlink(path);
+}
+
+/* A replay of the thread with SW_REPLAY_TASKS (tracer/task_events.py's):
+ * every task's EXT events, and each TASK_SWITCH before it takes effect,
+ * located at the innermost frame of the task it leaves. */
+typedef struct ext_seen {
+    int n;
+    uint32_t kind[8], code[8], depth[8];
+    uint64_t a[8];
+} ext_seen;
+
+static int note_ext(void *ud, const sw_event *ev)
+{
+    ext_seen *s = ud;
+    if (ev->kind != SW_EV_EXT || s->n == 8)
+        return 0;
+    s->kind[s->n] = ev->ext->kind;
+    s->code[s->n] = ev->ext->code;
+    s->depth[s->n] = ev->depth;
+    s->a[s->n++] = ev->ext->a;
+    return 0;
+}
+
+TEST(a_replay_of_every_tasks_events_and_switches)
+{
+    char path[256];
+    tg g;
+    tg_thread *a = one_thread_one_task(&g, path, sizeof path, "Task-1 work");
+    REQUIRE(a);
+    call(a, 0);
+    call(a, 1);
+    tg_ext(a, SW_EXT_TASK_CREATE, 1, 10, 5, 2, 0, "Task-1 work", NULL);
+    to(a, 0, 5);
+    call(a, 2);
+    tg_ext(a, SW_EXT_TASK_SEND, 2, 11, 0, 0, 0, "q", "42");
+    to(a, 5, 0);
+    ret(a);
+    ret(a);
+    REQUIRE(tg_close(&g, 0) == SW_OK);
+    sw_trace *t = tg_open_trace(path);
+    REQUIRE(t);
+    ext_seen s = {0};
+    CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT | SW_REPLAY_TASKS, note_ext, &s), SW_OK);
+    static const uint32_t kinds[] = {SW_EXT_TASK_CREATE, SW_EXT_TASK_SWITCH, SW_EXT_TASK_SEND, SW_EXT_TASK_SWITCH};
+    static const uint32_t codes[] = {1, 1, 2, 2}, depths[] = {2, 2, 1, 1};
+    static const uint64_t as[] = {5, 0, 0, 5};   /* the created task; the switches' origins */
+    if (CHECK_EQ_I64(s.n, 4))
+        for (int i = 0; i < 4; i++)
+            CHECK_MSG(s.kind[i] == kinds[i] && s.code[i] == codes[i] && s.depth[i] == depths[i] && s.a[i] == as[i],
+                      "event %d: kind %u code %u depth %u a %llu", i, s.kind[i], s.code[i], s.depth[i],
+                      (unsigned long long)s.a[i]);
+    /* Without it, the thread's own replay has only its own EXT events. */
+    s = (ext_seen){0};
+    CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, note_ext, &s), SW_OK);
+    CHECK(s.n == 1 && s.kind[0] == SW_EXT_TASK_CREATE);
     sw_trace_free(t);
     tg_free(&g);
     unlink(path);

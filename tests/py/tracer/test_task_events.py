@@ -4,6 +4,8 @@ passing numbers with switch(), logged by the program's own
 greenlet.settrace callback (chained by stackwatch's), must come out of the
 trace as the same switches, in the same order, from the same code."""
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -100,7 +102,10 @@ def test_greenlet_switches_equal_the_programs_log(greenlets):
     assert got == log and len(log) == 16
     assert tasks["greenlet consume"]["created_by"] == "greenlet produce"
     assert tasks["greenlet consume"]["outcome"] == "result" and tasks["greenlet produce"]["outcome"] is None
-    assert tasks["greenlet consume"]["creation_stack"][0]["function"] == "produce"
+    # Made where produce() switched to it, inside run() (the creator's open frames, innermost first).
+    stack = [(f["function"], f["line"] is not None) for f in tasks["greenlet consume"]["creation_stack"]]
+    assert stack == [("produce", True)]   # (produce is the greenlet's outermost frame)
+    assert [f["function"] for f in tasks["greenlet produce"]["creation_stack"]] == ["run"]
     times = [e["t_ns"] for e in doc["events"]]
     assert times == sorted(times)
     for e in doc["events"]:
@@ -163,7 +168,21 @@ async def consumer(q):
             return done(acc)
         acc *= v
 
+async def sleeper():
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        note("exit")
+        raise
+
 async def amain():
+    s = asyncio.ensure_future(sleeper())
+    await asyncio.sleep(0)   # it starts, and sleeps
+    s.cancel()
+    try:
+        await s
+    except asyncio.CancelledError:
+        pass
     q = asyncio.Queue()
     stackwatch.name(q, "numbers")
     c = asyncio.ensure_future(consumer(q))
@@ -189,7 +208,7 @@ json.dump({"log": log, "results": results, "tasks": seen["tasks"]}, open(sys.arg
 def asyncio_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("asyncio")
     own = folder / "log.json"
-    swt, _ = run_traced(folder, ASYNCIO, "--events", "tasks", args=(str(own),))
+    swt, _ = run_traced(folder, ASYNCIO, "--events", "tasks", "--log", str(folder / "events.log"), args=(str(own),))
     return swt, json.loads(own.read_text())
 
 
@@ -202,7 +221,11 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
             for e in doc["events"] if e["kind"] in ("create", "send", "receive", "exit")
             and not e["task"].endswith("shutdown_asyncgens") and not e["task"].endswith("shutdown_default_executor")]
     assert mine == own["log"]
-    assert len([e for e in mine if e["kind"] == "create"]) == 10   # amain, consumer, producer, 7 tree tasks
+    assert len([e for e in mine if e["kind"] == "create"]) == 11   # amain, sleeper, consumer, producer, 7 trees
+    sleeper = next(t for n, t in tasks.items() if n.endswith(" sleeper"))
+    assert sleeper["outcome"] == "cancelled" and sleeper["result"] is None
+    assert [(e["kind"], e["other"], e["reason"]) for e in doc["events"] if e["task"] == sleeper["name"]
+            and e["kind"] in ("block", "wake")] == [("block", None, "sleep"), ("wake", "Task-1 amain", None)]
     for name, result in own["results"].items():
         assert tasks[name]["kind"] == "asyncio" and tasks[name]["outcome"] == "result"
         assert tasks[name]["result"] == result, name
@@ -211,20 +234,52 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
         if e["kind"] in ("send", "receive"):
             assert e["other"] == ("the consumer" if e["kind"] == "send"
                                   else next(n for n in tasks if n.endswith(" producer")))
-    # A wake ends a block of the task it wakes, and comes from another task.
-    blocked = {}
+    # A wake ends a block of the task it wakes, and comes from another
+    # task; no task runs while it is blocked.
+    for wake, block in _wakes(doc):
+        assert wake["other"] != wake["task"]
+    blocked = set()
     for e in doc["events"]:
         if e["kind"] == "block":
-            assert e["task"] not in blocked
-            blocked[e["task"]] = e
+            blocked.add(e["task"])
         elif e["kind"] == "wake":
-            assert blocked.pop(e["task"]) and e["other"] != e["task"]
-        elif e["kind"] == "switch" and e["task"] in blocked:
-            pytest.fail(f"{e['task']} ran while blocked")
+            blocked.discard(e["task"])
+        elif e["kind"] == "switch":
+            assert e["task"] not in blocked, f"{e['task']} ran while blocked"
     reasons = {(e["task"].split(" ")[-1], e["reason"]) for e in doc["events"] if e["kind"] == "block"}
-    assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join")}
+    assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join"), ("sleeper", "sleep")}
     assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"numbers"}
+    # A tree's children are made by gather, called by their parent tree's
+    # coroutine, on its track; located in the program's own code that made
+    # them: its loop's create_task.
+    for name, task in tasks.items():
+        if name.endswith(" tree") and task["created_by"].endswith(" tree"):
+            stack = [f["function"] for f in task["creation_stack"]]
+            assert stack.index("Loop.create_task") < stack.index("gather") < stack.index("tree")
+            assert [f["function"] for f in task["creation_stack"] if f["line"] is not None] == ["Loop.create_task"]
     assert tasks["the consumer"]["group"] == "workers"
+
+
+def test_log_lines_are_the_traces_events(asyncio_run):
+    """`--log` prints a line per task event, in the trace's order, naming
+    the tasks as the trace does (a name given later from its line on):
+    each switch from one task to the other, with every task's state."""
+    swt, _ = asyncio_run
+    doc = read_task_events(swt)
+    lines = [line.split("] ", 1)[1] for line in open(os.path.join(os.path.dirname(swt), "events.log"))
+             if "] task_" in line]
+    assert [line.split()[0][5:] for line in lines if not line.startswith("task_name")] == \
+        [e["kind"] for e in doc["events"]]
+    renamed = dict(re.match(r"task_name +(.*) named (.*) \(group workers\)$", line).groups()
+                   for line in lines if line.startswith("task_name"))
+    assert renamed == {next(n for n in renamed): "the consumer"}
+    switches = [re.match(r"task_switch +(.*) -> (.*?)  \[(.*)\]$", line).groups() for line in lines
+                if line.startswith("task_switch")]
+    assert [(renamed.get(a, a), renamed.get(b, b)) for a, b, _ in switches] == \
+        [(e["other"], e["task"]) for e in doc["events"] if e["kind"] == "switch"]
+    assert all(f"{b}: running" in states for _, b, states in switches)
+    blocked = next(states for a, _, states in switches if a == "the consumer" and "the consumer: blocked" in states)
+    assert "the consumer: blocked on queue numbers" in blocked
 
 
 def test_live_tasks_while_one_waits(asyncio_run):
@@ -258,12 +313,27 @@ def test_asyncio_coroutines_run_on_their_tasks_tracks(asyncio_run):
             assert not names & mine
 
 
+def _wakes(doc):
+    """(wake, the block it ends) of every wake, checking that each ends a
+    block of its task (one at a time)."""
+    waiting, out = {}, []
+    for e in doc["events"]:
+        if e["kind"] == "block":
+            assert e["task"] not in waiting
+            waiting[e["task"]] = e
+        elif e["kind"] == "wake":
+            assert e["task"] in waiting, e
+            out.append((e, waiting.pop(e["task"])))
+    return out
+
+
 # Threads: a factorial through a queue.Queue, and a thread that raises.
 # Each thread logs its own sends and receives (after each put and get
 # returns) and its end; the main thread logs each creation before the
 # start.
 THREADS = r'''
-import json, queue, sys, threading
+import json, queue, sys, threading, time
+import stackwatch
 
 logs = {}
 q = queue.Queue()
@@ -291,13 +361,23 @@ def fails():
     note("exit")
     raise ValueError("on purpose")
 
+go = threading.Event()
+stackwatch.name(go, "go")
+
+def waiter():
+    go.wait()
+    note("exit")
+
 out = []
 threads = [threading.Thread(target=consumer, args=(out,), name="consumer"),
            threading.Thread(target=producer, args=(7,), name="producer"),
-           threading.Thread(target=fails, name="fails")]
+           threading.Thread(target=fails, name="fails"), threading.Thread(target=waiter, name="waiter")]
 for t in threads:
     note("create", t.name, other="MainThread")
     t.start()
+while not go._cond._waiters:   # the waiter waits for go (a block on the event) ...
+    time.sleep(0.001)
+go.set()                       # ... and the main thread sets it (its wake)
 for t in threads:
     t.join()
 assert out == [5040], out
@@ -317,10 +397,79 @@ def test_thread_events_equal_each_threads_log(tmp_path):
                 for e in doc["events"] if e["task"] == name and e["kind"] in ("create", "send", "receive", "exit")]
         assert mine == log, name
         assert tasks[name]["kind"] == "thread" and tasks[name]["created_by"] == "MainThread"
-        assert tasks[name]["creation_stack"][0]["function"] == "<module>"
+        # Made by the main thread's code, in Thread.start (which waits for it to start).
+        stack = [f["function"] for f in tasks[name]["creation_stack"]]
+        assert stack[-1] == "<module>" and "Thread.start" in stack
+        assert [f["function"] for f in tasks[name]["creation_stack"] if f["line"] is not None] == ["<module>"]
     # Each send reaches the consumer; each receive comes from the producer.
     for e in doc["events"]:
         if e["kind"] in ("send", "receive"):
             assert e["other"] == ("consumer" if e["kind"] == "send" else "producer")
     assert tasks["fails"]["outcome"] == "exception" and tasks["fails"]["result"] == "ValueError('on purpose')"
+    # Blocks and wakes pair up: a thread is woken only while it waits, by
+    # another thread, on what it waits on; the waiter by the main thread.
+    woken = set()
+    for e, block in _wakes(doc):
+        assert e["channel"] == block["channel"] and e["other"] != e["task"] and e["t_ns"] >= block["t_ns"]
+        woken.add(e["task"])
+        if e["task"] == "waiter":
+            assert (block["reason"], e["channel"], e["other"]) == ("event", "go", "MainThread")
+            assert block["function"] == "waiter" and e["function"] == "<module>"
+    assert "waiter" in woken
     assert tasks["consumer"]["outcome"] == tasks["producer"]["outcome"] == "result"
+
+
+def test_wrapped_only_while_task_events_are_recorded(tmp_path):
+    """asyncio's and threading's methods are wrapped only while task
+    events are wanted, and are the originals again after; a replacement
+    the program made meanwhile stays."""
+    program = r'''
+import asyncio, queue, sys, threading
+import stackwatch
+originals = (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put)
+stackwatch.start(sys.argv[1] + ".plain")
+assert (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put) == originals
+stackwatch.stop()
+stackwatch.start(sys.argv[1], events=["tasks"])
+assert asyncio.events.Handle._run is not originals[0] and threading.Thread.start is not originals[1]
+mine = lambda self, item: None
+queue.Queue._put = mine
+stackwatch.stop()
+assert (asyncio.events.Handle._run, threading.Thread.start) == originals[:2] and queue.Queue._put is mine
+'''
+    prog = write(tmp_path / "p.py", program)
+    r = subprocess.run([sys.executable, prog, str(tmp_path / "t.swt")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager tasks are 3.12's")
+def test_eager_tasks(tmp_path):
+    """An eager task that ends in its first step (run inside create_task)
+    exits right after its creation; the hooks never touch a finished
+    task's coroutine (3.12.1's get_coro() crashes on it)."""
+    program = r'''
+import asyncio
+
+async def quick():
+    return 5
+
+async def slow():
+    await asyncio.sleep(0.001)
+    return 6
+
+async def main():
+    asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+    a = asyncio.create_task(quick())
+    async with asyncio.TaskGroup() as tg:
+        b = tg.create_task(slow())
+    return await a + b.result()
+
+assert asyncio.run(main()) == 11
+'''
+    swt, _ = run_traced(tmp_path, program, "--events", "tasks")
+    doc = read_task_events(swt)
+    got = [(e["kind"], e["task"]) for e in doc["events"] if e["kind"] in ("create", "exit")][:6]
+    assert got == [("create", "Task-1 main"), ("create", "Task-2 quick"), ("exit", "Task-2 quick"),
+                   ("create", "Task-3 slow"), ("exit", "Task-3 slow"), ("exit", "Task-1 main")]
+    results = {t["name"]: (t["outcome"], t["result"]) for t in doc["tasks"]}
+    assert results["Task-2 quick"] == ("result", "5") and results["Task-3 slow"] == ("result", "6")
