@@ -407,7 +407,7 @@ static int chrome_event(void *ud, size_t thread, const sw_event *ev)
         if (ev->ext)
             ext_event(c, tid, ev);
         break;
-    case SW_WALK_SAMPLE:
+    case SW_EV_SAMPLE:
         if (ev->sample)
             sample_event(c, tid, ev->sample);
         break;

@@ -385,7 +385,7 @@ static int ctf_event(void *ud, size_t thread, const sw_event *ev)
         if (ev->ext)
             ext_event(c, ev);
         break;
-    case SW_WALK_SAMPLE:
+    case SW_EV_SAMPLE:
         if (ev->sample)
             sample_event(c, ev->sample);
         break;

@@ -612,7 +612,7 @@ static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
         break;
     case SW_EV_EXT:
         return ev->ext ? ext_event(p, thread, ev) : 0;
-    case SW_WALK_SAMPLE:
+    case SW_EV_SAMPLE:
         return ev->sample ? sample_event(p, thread, ev->sample) : 0;
     case SW_WALK_SLICE_END:
         pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_END);

@@ -1,7 +1,8 @@
 /*
  * export_walk.c - the slice walk the exporters share: replays every thread
  * and drops slices shorter than the minimum duration together with their
- * matching ends (children of a dropped slice are kept if long enough).
+ * matching ends (children of a dropped slice are kept if long enough),
+ * with the thread's side streams (side_streams.h) merged in by time.
  * EXT events (SW_EV_EXT) are passed on as they are.
  */
 #include "export_walk.h"
@@ -13,6 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A side stream of the thread walked: its cursor and its next item. */
+typedef struct side_head {
+    sw_side_cursor *c;
+    sw_side_item item;       /* the next item, if has */
+    int has;
+} side_head;
+
 typedef struct walk {
     sw_slice_fn fn;
     void *ud;
@@ -21,12 +29,7 @@ typedef struct walk {
     const uint8_t *longer;   /* bit k: the thread's k-th slice lasts at least the minimum */
     size_t nlonger, next;
     int64_t last_ns;         /* time of the last event replayed */
-    sw_sample_cursor *sc;    /* the thread's samples */
-    sw_trace_sample sample; /* the next sample, if has_next */
-    int has_next;
-    sw_trec_cursor *rc;      /* the thread's records written by another thread */
-    sw_trace_trec rec;       /* the next one, if has_rec */
-    int has_rec;
+    side_head side[SW_SIDE_STREAM_COUNT];   /* the thread's side streams */
     int64_t slice_end;       /* a SLICE record's end, pending; INT64_MIN: none */
     uint8_t *kept;           /* per open slice: was its start emitted */
     size_t depth, cap;
@@ -91,68 +94,61 @@ static int slice_close(walk *w, int64_t at)
     return w->fn(w->ud, w->thread, &se);
 }
 
-/* Hands fn the thread's records (written by another thread) in the window
- * up to time `until`. */
-static int records_until(walk *w, int64_t until)
+/* Reads side stream k's next item. */
+static int side_advance(walk *w, side_head *h)
 {
-    while (w->has_rec && w->rec.t_ns <= until) {
+    int n = sw_side_cursor_next(h->c, &h->item);
+    if (n < 0)
+        return w->oom = 1;
+    h->has = n == 1;
+    return 0;
+}
+
+/* Hands fn the items of side stream h in the window up to time `until`.
+ * An EXT record of a SLICE kind (records.h: a system call) opens a slice
+ * on the thread's track, ended (SW_WALK_SLICE_END) at its end or at the
+ * next such record, whichever comes first. */
+static int stream_until(walk *w, side_head *h, int64_t until)
+{
+    while (h->has && h->item.t_ns <= until) {
+        const sw_side_item *it = &h->item;
         int rc = 0;
-        if (w->slice_end != INT64_MIN && w->slice_end <= w->rec.t_ns)
-            rc = slice_close(w, w->rec.t_ns);
-        const sw_record_kind *k = sw_record_kind_of(w->rec.ext->kind);
-        int slice = k && k->shape == SW_RS_SLICE && !w->rec.ext->malformed;
+        if (w->slice_end != INT64_MIN && w->slice_end <= it->t_ns)
+            rc = slice_close(w, it->t_ns);
+        const sw_record_kind *k = it->ext ? sw_record_kind_of(it->ext->kind) : NULL;
+        int slice = k && k->shape == SW_RS_SLICE && !it->ext->malformed;
         if (!rc && slice)
-            rc = slice_close(w, w->rec.t_ns);   /* one at a time on a thread */
-        if (!rc && sw_filter_in_window(w->filter, w->rec.t_ns)) {
-            sw_event se = {w->rec.t_ns, w->rec.ext->code, (uint32_t)w->depth, SW_EV_EXT, 0, w->rec.ext, NULL};
-            if (w->rec.t_ns > w->last_ns)
-                w->last_ns = w->rec.t_ns;
+            rc = slice_close(w, it->t_ns);   /* one at a time on a thread */
+        if (!rc && sw_filter_in_window(w->filter, it->t_ns)) {
+            sw_event se = {it->t_ns, it->ext ? it->ext->code : 0, (uint32_t)w->depth, it->event, 0, it->ext, it->sample};
+            if (it->t_ns > w->last_ns)
+                w->last_ns = it->t_ns;
             rc = w->fn(w->ud, w->thread, &se);
             if (!rc && slice)
-                w->slice_end = w->rec.t_ns + (int64_t)(w->rec.ext->c > INT64_MAX / 2 ? INT64_MAX / 2 : w->rec.ext->c);
+                w->slice_end = it->t_ns + (int64_t)(it->ext->c > INT64_MAX / 2 ? INT64_MAX / 2 : it->ext->c);
         }
-        if (rc)
-            return rc;
-        int n = sw_trec_cursor_next(w->rc, &w->rec);
-        if (n < 0)
-            return w->oom = 1;
-        w->has_rec = n == 1;
+        if (rc || side_advance(w, h))
+            return rc ? rc : 1;
     }
     return 0;
 }
 
-/* Hands fn the thread's samples in the window up to time `until`. */
-static int samples_until(walk *w, int64_t until)
-{
-    while (w->has_next && w->sample.t_ns <= until) {
-        if (sw_filter_in_window(w->filter, w->sample.t_ns)) {
-            sw_event se = {w->sample.t_ns, 0, 0, SW_WALK_SAMPLE, 0, NULL, &w->sample};
-            if (w->sample.t_ns > w->last_ns)
-                w->last_ns = w->sample.t_ns;
-            int rc = w->fn(w->ud, w->thread, &se);
-            if (rc)
-                return rc;
-        }
-        int n = sw_sample_cursor_next(w->sc, &w->sample);
-        if (n < 0)
-            return w->oom = 1;
-        w->has_next = n == 1;
-    }
-    return 0;
-}
-
-/* Hands fn the thread's side records and samples up to time `until`,
- * merged in time order (a pending SLICE ends first once its end has come). */
+/* Hands fn the thread's side streams' items up to time `until`, merged
+ * N-way in time order (at equal times, in the order of the table of
+ * streams); a pending SLICE ends first once its end has come. */
 static int side_until(walk *w, int64_t until)
 {
     for (;;) {
-        int64_t tr = w->has_rec ? w->rec.t_ns : INT64_MAX, ts = w->has_next ? w->sample.t_ns : INT64_MAX;
-        int64_t t = tr < ts ? tr : ts;
-        if (t > until || t == INT64_MAX)
+        side_head *first = NULL;
+        for (size_t k = 0; k < SW_SIDE_STREAM_COUNT; k++)
+            if (w->side[k].has && (!first || w->side[k].item.t_ns < first->item.t_ns))
+                first = &w->side[k];
+        if (!first || first->item.t_ns > until)
             return 0;
+        int64_t t = first->item.t_ns;
         int rc = w->slice_end <= t ? slice_close(w, t) : 0;
         if (!rc)
-            rc = tr <= ts ? records_until(w, tr) : samples_until(w, ts);
+            rc = stream_until(w, first, t);
         if (rc)
             return rc;
     }
@@ -222,17 +218,14 @@ int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *u
                 w.longer = (const uint8_t *)"";   /* no slice: none is long */
         }
         w.last_ns = INT64_MIN;
-        w.sc = sw_sample_cursor_new(t, th);
-        int n = w.sc ? sw_sample_cursor_next(w.sc, &w.sample) : SW_ENOMEM;
-        if (n < 0)
-            w.oom = 1;
-        w.has_next = n == 1;
         w.slice_end = INT64_MIN;
-        w.rc = sw_trec_cursor_new(t, th);
-        n = w.rc ? sw_trec_cursor_next(w.rc, &w.rec) : SW_ENOMEM;
-        if (n < 0)
-            w.oom = 1;
-        w.has_rec = n == 1;
+        for (unsigned k = 0; k < SW_SIDE_STREAM_COUNT && !w.oom; k++) {
+            w.side[k].c = sw_side_cursor_new(t, k, th);
+            if (!w.side[k].c)
+                w.oom = 1;
+            else
+                side_advance(&w, &w.side[k]);
+        }
         int rc = w.oom ? 1 : sw_filtered_replay(fl, th, SW_REPLAY_EXT, walk_event, &w);
         if (rc == SW_OK || (rc < 0 && rc != SW_EIO && rc != SW_ECANCELED && rc != SW_ENOMEM))
             rc = side_until(&w, INT64_MAX) || slice_close(&w, INT64_MAX) ? 1 : SW_OK;
@@ -241,8 +234,8 @@ int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *u
             if (fn(ud, th, &end))
                 rc = 1;
         }
-        sw_sample_cursor_free(w.sc);
-        sw_trec_cursor_free(w.rc);
+        for (unsigned k = 0; k < SW_SIDE_STREAM_COUNT; k++)
+            sw_side_cursor_free(w.side[k].c);
         free(l.bits);
         free(w.kept);
         if (w.oom || rc == SW_ENOMEM)

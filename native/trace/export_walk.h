@@ -1,8 +1,8 @@
 /*
  * export_walk.h - what the exporters of traces share (export_chrome.h,
- * export_perfetto.h): their options, the slice walk that replays every
- * thread with short slices left out and the samples merged in, and the
- * names of EXT events.
+ * export_perfetto.h, export_ctf.h): their options, the slice walk that
+ * replays every thread with short slices left out and its side streams
+ * merged in, and the names of EXT events.
  *
  * EXT events are shown as their kind's row in records.h says: instants on
  * their thread's track with their fields as args / debug annotations, or
@@ -64,15 +64,14 @@ typedef int (*sw_slice_fn)(void *ud, size_t thread, const sw_event *ev);
  * kind, at the time of the thread's last event (for exporters that close
  * what they opened, e.g. a GC slice). */
 #define SW_WALK_THREAD_END 18
-/* The thread's sampler samples (format 1.2) in the filter's window are
- * handed to fn in time order among its events, as events of this kind
- * with `sample` set. */
-#define SW_WALK_SAMPLE 19
-/* The thread's records written by another thread (format 1.7, reader.h
- * sw_trec_cursor) are handed to fn in time order among its events, as
- * SW_EV_EXT events; a SLICE kind's (records.h) slice is ended by an event
- * of this kind, at its end or before the thread's next frame event,
- * whichever comes first (at most one is open on a thread). */
+/* The thread's side streams (side_streams.h: its sampler samples, its
+ * records written by another thread, ...) in the filter's window are
+ * handed to fn in time order among its events, merged N-way: a sample as
+ * an event of kind SW_EV_SAMPLE with `sample` set, an EXT record as an
+ * SW_EV_EXT event. A SLICE kind's record (records.h: a system call) opens
+ * a slice on the thread's track, ended by an event of this kind at its
+ * end or before the thread's next frame event, whichever comes first (at
+ * most one is open on a thread). */
 #define SW_WALK_SLICE_END 20
 int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *ud);
 

@@ -104,7 +104,7 @@ typedef struct sw_event {
     uint8_t kind;            /* SW_OP_* or SW_EV_DROPPED */
     uint8_t synthetic;       /* made up by the reader to balance the stream */
     const sw_ext *ext;       /* SW_EV_EXT only, else NULL */
-    const sw_trace_sample *sample;  /* export_walk.h SW_WALK_SAMPLE only, else NULL */
+    const sw_trace_sample *sample;  /* SW_EV_SAMPLE (side_streams.h) only, else NULL */
 } sw_event;
 
 /* Returns nonzero to stop the replay (sw_trace_replay then returns it). */
@@ -155,111 +155,9 @@ int64_t sw_trace_units_to_ns(const sw_trace *t, uint64_t units);
 /* Nanoseconds (same origin) when tracing stopped, or -1 if unknown. */
 int64_t sw_trace_end_ns(const sw_trace *t);
 
-/* Replays thread i's events. Returns 0, the callback's nonzero value, or a
- * negative code if a chunk is malformed (the events it gave before the
- * fault and those of the other chunks are delivered, the chunk after it is
- * read as after a gap, and every slice is closed). */
-int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud);
-
-/* Like sw_trace_replay; with SW_REPLAY_EXT in flags it also delivers the
- * EXT events of the known kinds 2-13 (SW_EV_EXT, in stream order, at the
- * depth of the frames open then). Unknown kinds are skipped. */
-#define SW_REPLAY_EXT 1u
-/* With SW_REPLAY_EXT: the EXT events of every task the thread runs (format
- * 1.7), not only those of the track replayed, and its TASK_SWITCH records
- * (SW_EV_EXT, delivered before the switch, at the depth of the task
- * switched away from, ext->code its innermost open frame or
- * SW_EXT_NO_CODE): what a reader of task events (stackwatch's
- * tracer/task_events.py) needs from one replay of the thread. */
-#define SW_REPLAY_TASKS 2u
-int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, void *ud);
-
-/* Like sw_trace_replay_ext, for a consumer that wants the events from
- * about from_ns on: the thread's chunks that end before from_ns (those
- * followed by a chunk that starts at or before it) are not read, and the
- * first chunk read opens the frames its prefix lists with synthetic calls
- * at its start, without a DROPPED event. The events before from_ns that
- * this chunk holds are delivered too (the consumer clips: filter.h).
- * INT64_MIN: from the start. To stop before the end, the callback returns
- * nonzero (nothing is closed then). */
-int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns, sw_event_fn fn, void *ud);
-
-/* Bytes of the EVENTS chunks of thread i (what a replay of it reads). */
-uint64_t sw_trace_events_bytes(const sw_trace *t, size_t i);
-
-/* Progress of long conversions: every replay tells fn the payload bytes of
- * each chunk it has replayed (or skipped); fn returning nonzero stops the
- * replay with SW_ECANCELED. One callback per trace (NULL: none); replays
- * of one trace in several threads at once would call it from each. */
-typedef int (*sw_progress_fn)(void *ud, uint64_t bytes);
-void sw_trace_set_progress(sw_trace *t, sw_progress_fn fn, void *ud);
-
-/* ---- Samples of the statistical sampler (format 1.2) ----
- *
- * Threads are matched to samples by threading ident (then native thread
- * id); a sampled thread the trace has no events of gets an entry of its own
- * in the thread list (no chunks, name ""). Sample times are in the same
- * nanoseconds as events. */
-
-typedef struct sw_frame_info {
-    uint32_t id;
-    uint8_t kind;            /* SW_FRAME_PYTHON or SW_FRAME_NATIVE (name: the
-                                bare symbol; exports add " [native]") */
-    const char *name, *filename;
-    uint32_t line;
-} sw_frame_info;
-
-struct sw_trace_sample {
-    int64_t t_ns;
-    uint32_t thread;         /* position in the thread list */
-    uint32_t state, flags;   /* sample.h SW_STATE_*, SW_SAMPLE_* */
-    uint64_t weight_ns;      /* time the sample stands for */
-    uint64_t cpu_ns;         /* CPU time since the thread's previous sample, or UINT64_MAX */
-    uint32_t depth;
-    const uint32_t *frames;  /* frame ids, outermost first (sw_trace_frame) */
-    const uint32_t *lines;   /* format 1.3, when recorded: the line each frame
-                                runs (0: unknown or native), parallel to
-                                frames; else NULL */
-};
-
-/* Highest frame id + 1; sw_trace_frame() returns NULL for ids never defined. */
-uint32_t sw_trace_frame_limit(const sw_trace *t);
-const sw_frame_info *sw_trace_frame(const sw_trace *t, uint32_t id);
-/* Samples of threads in the list (and those that could not be given one:
- * more than 4096 distinct sampled threads). */
-uint64_t sw_trace_sample_count(const sw_trace *t);
-uint64_t sw_trace_samples_unattributed(const sw_trace *t);
-
-/* Iterates the samples of one thread (or of all, thread == SIZE_MAX) in
- * file order (time order for one sampler). next() returns 1 and fills *out
- * (valid until the next call), 0 at the end. */
-typedef struct sw_sample_cursor sw_sample_cursor;
-sw_sample_cursor *sw_sample_cursor_new(sw_trace *t, size_t thread);
-int sw_sample_cursor_next(sw_sample_cursor *c, sw_trace_sample *out);
-void sw_sample_cursor_free(sw_sample_cursor *c);
-
-/* ---- Records of threads written by another thread (format 1.7) ----
- *
- * THREAD_RECORDS chunks hold EXT records (records.h rows written by
- * KERNEL: system calls, lost kernel records) of threads named by their
- * native tid, on the samples' time base. A record whose tid is no thread
- * of the trace is counted as unattributed and never delivered; a kind
- * this reader has no row for is skipped. */
-typedef struct sw_trace_trec {
-    int64_t t_ns;            /* same nanoseconds as events */
-    uint32_t thread;         /* position in the thread list */
-    const sw_ext *ext;       /* its payload decoded (valid until the next call) */
-} sw_trace_trec;
-
-uint64_t sw_trace_thread_record_count(const sw_trace *t);
-uint64_t sw_trace_thread_records_unattributed(const sw_trace *t);
-
-/* Iterates the records of one thread (or of all, thread == SIZE_MAX) in
- * file order (time order for one writer). next() returns 1 and fills
- * *out, 0 at the end, or a negative code. */
-typedef struct sw_trec_cursor sw_trec_cursor;
-sw_trec_cursor *sw_trec_cursor_new(sw_trace *t, size_t thread);
-int sw_trec_cursor_next(sw_trec_cursor *c, sw_trace_trec *out);
-void sw_trec_cursor_free(sw_trec_cursor *c);
+/* The replay of a thread's events (replay.c), and the side streams:
+ * samples and records of threads written by another thread (side_streams.c). */
+#include "replay.h"
+#include "side_streams.h"
 
 #endif

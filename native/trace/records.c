@@ -1,7 +1,8 @@
 /*
  * records.c - the table of EXT record kinds (records.h) as data: the
  * descriptors the reader, the exporters, stats and the Python view walk,
- * the lookup by number, and the payload encoder the writers use.
+ * the lookup by number, the payload encoder the writers use and the
+ * decoder the reader uses.
  */
 #include "records.h"
 
@@ -93,4 +94,72 @@ long sw_record_encode(uint32_t number, const sw_ext *vals, size_t str_max, uint8
         }
     }
     return (long)n;
+}
+
+/* Reads a str of an EXT payload into buf (cut at SW_EXT_STR_MAX bytes, on
+ * a character boundary). */
+static int get_ext_str(sw_cursor *c, char *buf)
+{
+    uint64_t n;
+    buf[0] = 0;
+    if (sw_cur_varint(c, &n) || n > (uint64_t)(c->end - c->p))
+        return SW_ETRUNC;
+    size_t k = n > SW_EXT_STR_MAX ? SW_EXT_STR_MAX : (size_t)n;
+    if (k < n)  /* do not end inside a UTF-8 sequence */
+        while (k > 0 && (c->p[k] & 0xc0) == 0x80)
+            k--;
+    memcpy(buf, c->p, k);
+    buf[k] = 0;
+    c->p += n;
+    return SW_OK;
+}
+
+/* Decodes one field of an EXT payload, of type `type` (SW_FT_*), into its
+ * slot of x (SW_SLOT_*). Returns nonzero when the payload ends first (or
+ * a code id is out of range). Called with constants, from the rows. */
+SW_INLINE int decode_field(sw_cursor *c, char *s1, char *s2, sw_ext *x, unsigned type, unsigned slot)
+{
+    if (type == SW_FT_STR)
+        return get_ext_str(c, slot == SW_SLOT_S1 ? s1 : s2);
+    uint64_t v;
+    if (sw_cur_varint(c, &v))
+        return 1;
+    if (type == SW_FT_SIGNED)
+        v = (uint64_t)sw_unzigzag(v);
+    switch (slot) {
+    case SW_SLOT_CODE:
+        if (v >= SW_EXT_NO_CODE)
+            return 1;
+        x->code = (uint32_t)v;
+        break;
+    case SW_SLOT_LINE: x->line = v; break;
+    case SW_SLOT_A: x->a = v; break;
+    case SW_SLOT_B: x->b = v; break;
+    default: x->c = v; break;
+    }
+    return 0;
+}
+
+/* One case per row, made from the row (records.h sw_record_decode). */
+#define SW_X_DECODE_FIELD_(f, type, slot) &&!decode_field(&c, s1, s2, x, SW_FT_##type, SW_SLOT_##slot)
+#define SW_X_DECODE_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)       \
+    case n:                                                                                            \
+        bad = !(1 __VA_ARGS__);                                                                        \
+        break;
+void sw_record_decode(uint32_t kind, const uint8_t *p, size_t len, char *s1, char *s2, sw_ext *x)
+{
+    memset(x, 0, sizeof *x);
+    sw_cursor c = {p, p + len};
+    x->kind = kind;
+    x->code = SW_EXT_NO_CODE;
+    s1[0] = s2[0] = 0;
+    x->s1 = s1;
+    x->s2 = s2;
+    int bad = 0;
+    switch (kind) {
+        SW_RECORD_KINDS(SW_X_DECODE_KIND_, SW_X_DECODE_FIELD_)
+    default:
+        break;
+    }
+    x->malformed = bad != 0;
 }

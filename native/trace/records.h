@@ -4,10 +4,10 @@
  * name (the Python view's, stackwatch.EVENTS' where the dispatch layer
  * delivers it), the format minor version that added it, the fields of its
  * payload and what it means to the views. From it come the SW_EXT_* numbers,
- * the writer's encoder (sw_record_encode), the reader's decoder and its
- * skipping of unknown kinds (reader.c), the names, categories and args of
- * every export (export_walk.c, export_chrome.c, export_perfetto.c), the
- * counts and the GC time of stats (analysis.c), the test generator
+ * the writer's encoder (sw_record_encode), the reader's decoder
+ * (sw_record_decode) and its skipping of unknown kinds, the names,
+ * categories and args of every export (export_walk.c, export_chrome.c,
+ * export_perfetto.c), the counts and the GC time of stats (analysis.c), the test generator
  * (tests/c/tracegen.h) and the Python view (_native.RECORD_KINDS, read by
  * stackwatch/tracer/tracefile.py). Adding a kind is one row here, plus its
  * producer; a consumer names a kind only where the replay itself depends on
@@ -300,5 +300,15 @@ static inline const char *sw_ext_string(const sw_ext *x, unsigned slot)
  * bytes). Returns the payload's length, or -1 when the kind is unknown or
  * the payload does not fit. */
 long sw_record_encode(uint32_t number, const sw_ext *vals, size_t str_max, uint8_t *buf, size_t cap);
+
+/* Decodes the payload (p, len bytes) of a record of kind `number` into x:
+ * x->kind, each field of its row in its slot (x->code SW_EXT_NO_CODE
+ * when the row has no code field); strings into s1 and s2 (each
+ * SW_EXT_STR_MAX + 1 bytes, NUL-terminated, cut at SW_EXT_STR_MAX bytes on
+ * a character boundary), which x->s1 and x->s2 point to. A payload shorter
+ * than the row's fields (or a code id out of range) sets x->malformed;
+ * bytes after them are ignored (room for fields a newer minor version
+ * adds); a kind without a row decodes to no fields. */
+void sw_record_decode(uint32_t number, const uint8_t *p, size_t len, char *s1, char *s2, sw_ext *x);
 
 #endif

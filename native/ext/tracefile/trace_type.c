@@ -386,7 +386,7 @@ static int collect_ext(void *ud, const sw_event *ev)
  * location (and malformed records), data a dict of the other fields by
  * name (ext_data). all_tasks (a thread's position): those of every task
  * the thread ran, and its TASK_SWITCH records (code: the frame left;
- * reader.h SW_REPLAY_TASKS). */
+ * replay.h SW_REPLAY_TASKS). */
 static PyObject *Trace_ext_events(TraceObject *self, PyObject *args)
 {
     Py_ssize_t i;

@@ -139,7 +139,9 @@ static void task_record_at(int kind, PyFrameObject *f, PyCodeObject *at, int at_
     }
     if (!f && at && sw_S.gen && (sw_code_id(at, NULL) & SW_ID_SKIP))
         at = NULL;
-    PyCodeObject *co = f ? PyFrame_GetCode(f) : (PyCodeObject *)Py_XNewRef(at);
+    PyCodeObject *co = f ? PyFrame_GetCode(f) : at;
+    if (!f)
+        Py_XINCREF(co);
     sw_evdata d = {.code = co, .line = f ? PyFrame_GetLineNumber(f) : at ? at_line : -1, .name = s1, .file = s2,
                    .a = a, .b = b, .c = c};
     if (sw_D.file & SW_EVB(kind))
@@ -277,23 +279,32 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
 
 /* hooks.task_id(obj, name, rename=False) -> the task id of obj (an asyncio
  * task, a greenlet), given the first time it is met in the session and
- * then defined (TASK chunk, on this thread) as `name` (with rename, again
- * now); 0 when tracing is off or out of memory. Weakly held. */
+ * then defined (TASK chunk, on this thread) as `name` (a str, or a
+ * function of obj that makes it, called only then; with rename, again
+ * now); 0 when nobody wants task events, or out of memory. Weakly held. */
 static PyObject *task_id(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *o;
-    const char *name;
+    PyObject *o, *name;
     int rename = 0;
-    if (!PyArg_ParseTuple(args, "Os|p", &o, &name, &rename))
+    if (!PyArg_ParseTuple(args, "OO|p", &o, &name, &rename))
         return NULL;
     if (!sw_S.gen && !(sw_D.mask & SW_EVB(SW_K_TASK_SWITCH)))
         return PyLong_FromLong(0);   /* nobody wants task events */
     int fresh;
     uint64_t id = id_of(o, &fresh);
     sw_tstate *t = &sw_T;
-    if (id && (fresh || rename) && (sw_D.file & SW_EVB(SW_K_TASK_SWITCH)) && !t->busy && sw_thread_attach(t))
-        sw_writer_define_task(sw_S.w, id, t->tb->index, name);
+    if (id && (fresh || rename) && (sw_D.file & SW_EVB(SW_K_TASK_SWITCH)) && !t->busy && sw_thread_attach(t)) {
+        /* name: a str, or a function of obj that makes it (called only here) */
+        PyObject *s = PyUnicode_Check(name) ? Py_NewRef(name) : PyObject_CallOneArg(name, o);
+        const char *u = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
+        if (!u) {
+            Py_XDECREF(s);
+            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "task_id: the name must be a str");
+        }
+        sw_writer_define_task(sw_S.w, id, t->tb->index, u);
+        Py_DECREF(s);
+    }
     return PyLong_FromUnsignedLongLong(id);
 }
 

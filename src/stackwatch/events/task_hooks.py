@@ -18,7 +18,7 @@ are wrapped (and put back after):
 - threading.Thread.start: who starts the thread, where; the new thread
   records its creation when it starts (Thread._set_native_id, which its
   bootstrap calls first: the creator named by its native id and task);
-  Thread._delete (the end of its bootstrap) its exit, with the exception
+  Thread._bootstrap (the thread's whole run) its exit, with the exception
   threading.excepthook saw (wrapped) if any, and the wake of the threads
   in its join() (Thread.join: their block);
 - threading.Condition.wait and notify: a thread's block (on a queue, an
@@ -49,7 +49,7 @@ OUTCOMES = ("result", "exception", "cancelled")
 VALUE_MAX = 200
 
 _saved = []          # (owner, attribute, original, wrapper) of what is wrapped now
-_blocked = weakref.WeakKeyDictionary()   # asyncio task -> its task id, while it waits
+_blocked = weakref.WeakKeyDictionary()   # asyncio task -> (its task id, what it waits on), while it waits
 _failed = weakref.WeakKeyDictionary()    # thread -> repr of the exception its run raised
 _starts = weakref.WeakKeyDictionary()    # thread started -> (creating task, creating thread's native id, where)
 _waiters = weakref.WeakKeyDictionary()   # threading.Condition -> native ids of the threads in its wait(), in order
@@ -106,7 +106,7 @@ def _install():
     threading_file = threading.__file__
     _wrap(threading.Thread, "start", _thread_start)
     _wrap(threading.Thread, "_set_native_id", _thread_set_native_id)
-    _wrap(threading.Thread, "_delete", _thread_delete)
+    _wrap(threading.Thread, "_bootstrap", _thread_bootstrap)
     _wrap(threading, "excepthook", _excepthook)
     _wrap(threading.Condition, "wait", _cond_wait)
     _wrap(threading.Condition, "notify", _cond_notify)
@@ -130,7 +130,7 @@ def _repr(value):
 
 def channel_name(obj):
     """A channel's name: stackwatch.name()'s, else its class and address."""
-    given = _names.get(obj) if _is_weakable(obj) else None
+    given = _names.get(obj) if _names and _is_weakable(obj) else None
     return given[0] if given else f"{type(obj).__name__} {id(obj):#x}"
 
 
@@ -141,15 +141,15 @@ def _is_weakable(obj):
 def _task_name(task, coro=None):
     """stackwatch.name()'s, else "Task-N coroutine". (_coro, not get_coro():
     a finished eager task has none, and 3.12.1's get_coro() crashes then.)"""
-    given = _names.get(task)
+    given = _names.get(task) if _names else None
     if given:
         return given[0]
     coro = coro or getattr(task, "_coro", None)
     return f"{task.get_name()} {getattr(coro, '__qualname__', type(coro).__name__)}"
 
 
-def _task_id(task, coro=None):
-    return _hooks.task_id(task, _task_name(task, coro))
+def _task_id(task):
+    return _hooks.task_id(task, _task_name)   # (named only when first met)
 
 
 def _event(kind, a=0, b=0, c=0, s1=None, s2=None, frame=None):
@@ -163,9 +163,10 @@ def _create_task(orig):
         task = orig(self, *args, **kwargs)
         try:
             coro = args[0] if args else kwargs.get("coro")
-            tid = _task_id(task, coro)
+            name = _task_name(task, coro)
+            tid = _hooks.task_id(task, name)
             if tid:
-                _event("task_create", tid, 2, 0, _task_name(task, coro), None, _where(sys._getframe(1)))
+                _event("task_create", tid, 2, 0, name, None, _where(sys._getframe(1)))
                 if task.done():   # an eager task (3.12+) that ended in its first step, run inside create_task
                     _exited(task, tid)
         except Exception:
@@ -209,7 +210,7 @@ def _after_step(task, tid):
         if task._fut_waiter is None:   # a bare yield (sleep(0)): stepped again at once, not blocked
             return
         reason, channel, frame = _waits_on(task)
-        _blocked[task] = tid
+        _blocked[task] = (tid, channel)
         _event("task_block", reason, 0, 0, channel, None, frame)
     except Exception:
         pass
@@ -257,9 +258,9 @@ def _waits_on(task):
                 what = "condition"
             return _reason(what), channel_name(this) if this is not None else None, where
     waiter = getattr(task, "_fut_waiter", None)
-    joins = isinstance(waiter, asyncio.Task) or type(waiter).__name__ == "_GatheringFuture"
-    reason = "join" if joins else "future"
-    return _reason(reason), None, where
+    if isinstance(waiter, asyncio.Task):   # it awaits that task: named by it
+        return _reason("join"), _task_name(waiter), where
+    return _reason("join" if type(waiter).__name__ == "_GatheringFuture" else "future"), None, where
 
 
 def _handle_init(orig, task_types):
@@ -268,9 +269,9 @@ def _handle_init(orig, task_types):
         task = getattr(callback, "__self__", None)
         if task is not None and isinstance(task, task_types):
             try:
-                tid = _blocked.pop(task, None)
+                tid, channel = _blocked.pop(task, (0, None))
                 if tid:
-                    _event("task_wake", tid, 0, 0, None, None, _where(sys._getframe(1)))
+                    _event("task_wake", tid, 0, 0, channel, None, _where(sys._getframe(1)))
             except Exception:
                 pass
     return __init__
@@ -326,17 +327,19 @@ def _thread_set_native_id(orig):
     return _set_native_id
 
 
-def _thread_delete(orig):
-    def _delete(self):
+def _thread_bootstrap(orig):
+    def _bootstrap(self):
         try:
-            failed = _failed.pop(self, None)
-            _event("task_exit", 0, 0 if failed is None else 1, 0, failed)
-            for native_id in _joiners.pop(self, ()):   # its end ends their join()
-                _event("task_wake", 0, 0, native_id, f"thread {self.name}")
-        except Exception:
-            pass
-        return orig(self)
-    return _delete
+            return orig(self)
+        finally:
+            try:
+                failed = _failed.pop(self, None)
+                _event("task_exit", 0, 0 if failed is None else 1, 0, failed)
+                for native_id in _joiners.pop(self, ()):   # its end ends their join()
+                    _event("task_wake", 0, 0, native_id, f"thread {self.name}")
+            except Exception:
+                pass
+    return _bootstrap
 
 
 def _thread_join(orig):

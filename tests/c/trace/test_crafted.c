@@ -554,6 +554,67 @@ TEST(teardown_ends_the_frame_before_what_its_clearing_runs)
     end_file(t, &f);
 }
 
+/* A TASK_FRAMES chunk (format 1.7) that does not parse is taken as
+ * absent, the whole of it: no task is given frames it lists before the
+ * entry that does not parse, nor two lists of frames (libFuzzer found
+ * a task whose kept frames were never opened for it, so that its calls
+ * came at the wrong depth once it ran). */
+TEST(task_frames_that_do_not_parse_are_absent)
+{
+    /* Entries of task 5: one whose second code id is out of range; the
+     * same task listed twice. */
+    static const uint64_t bad_id[] = {1, 5, 2, 1, (uint64_t)1 << 40};
+    static const uint64_t twice[] = {2, 5, 1, 1, 5, 1, 2};
+    const uint64_t *entries[] = {bad_id, twice};
+    const size_t nentries[] = {sizeof bad_id / sizeof *bad_id, sizeof twice / sizeof *twice};
+    for (int v = 0; v < 2; v++) {
+        sw_bytes f = {0};
+        begin_file(&f, 7);
+        for (int i = 0; i < 4; i++)
+            code(&f, (uint64_t)i, "c");
+        thread(&f, 0, 7, 8, "main");
+        sw_bytes task = {0};
+        sw_bytes_varint(&task, 5);
+        sw_bytes_varint(&task, 0);
+        sw_bytes_str(&task, "greenlet");
+        chunk(&f, SW_CHUNK_TASK, &task);
+        /* thread 0, EVENTS chunk 0, task 0 running, then the entries. */
+        sw_bytes tf = {0};
+        sw_bytes_varint(&tf, 0);
+        sw_bytes_varint(&tf, 0);
+        sw_bytes_varint(&tf, 0);
+        for (size_t k = 0; k < nentries[v]; k++)
+            sw_bytes_varint(&tf, entries[v][k]);
+        chunk(&f, SW_CHUNK_TASK_FRAMES, &tf);
+        /* The chunk opens with the thread's frame 0; task 5 runs frame 3. */
+        evs e = {{0}, 0};
+        uint8_t sw[2] = {0, 5};
+        ev_ext(&e, 1, SW_EXT_TASK_SWITCH, sw, sizeof sw);
+        ev_enter(&e, 1, SW_OP_CALL, 3);
+        ev_exit(&e, 1, SW_OP_RETURN);
+        uint64_t p0[1] = {0};
+        events(&f, 0, 0, 10, 0, p0, 1, &e, -1);
+        char err[256];
+        sw_trace *t = open_bytes(&f, err, sizeof err);
+        REQUIRE(t);
+        REQUIRE(sw_trace_thread_count(t) == 2);
+        tg_rec r;
+        replay_pos(t, 0, &r, SW_OK);
+        size_t i = 0;
+        expect_ev(&r, i++, SW_OP_CALL, 0, 0, 1, 10);
+        expect_ev(&r, i++, SW_OP_RETURN, 0, 0, 1, 13);
+        CHECK_EQ_U64(r.n, i);
+        tg_rec_free(&r);
+        replay_pos(t, 1, &r, SW_OK);
+        i = 0;
+        expect_ev(&r, i++, SW_OP_CALL, 3, 0, 0, 12);
+        expect_ev(&r, i++, SW_OP_RETURN, 3, 0, 0, 13);
+        CHECK_EQ_U64(r.n, i);
+        tg_rec_free(&r);
+        end_file(t, &f);
+    }
+}
+
 TEST(malformed_events_deliver_what_came_before)
 {
     static const char *cases[] = {"count too high", "trailing bytes", "ext past end", "code id > u32"};
