@@ -95,6 +95,12 @@ int main(int argc, char **argv)
     l.str_type = l.str_type != 0;
     l.frame_type = l.frame_type != 0;
     l.none_addr = l.none_addr != 0;
+    l.long_type = l.long_type != 0;
+    l.bool_type = l.bool_type != 0;
+    l.float_type = l.float_type != 0;
+    l.bytes_type = l.bytes_type != 0;
+    l.tuple_type = l.tuple_type != 0;
+    l.cell_type = l.cell_type != 0;
     l.runtime_addr = l.runtime_addr != 0;
     printf("    {\n");
 #define PRINT(name, bits) printf("        .%s = 0x%llxu,\n", #name, (unsigned long long)l.name);

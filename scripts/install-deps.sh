@@ -33,6 +33,8 @@ if [ "$what" = all ]; then
   # strace counts a program's system calls, against which the trace's
   # (run --kernel) are checked.
   command -v strace >/dev/null || need+=(strace)
+  # gdb's gcore writes the core files `dump --core` is checked on.
+  command -v gcore >/dev/null || need+=(gdb)
   command -v callgrind_annotate >/dev/null || need+=(valgrind)
   command -v babeltrace2 >/dev/null || need+=(babeltrace2)
   command -v go >/dev/null || need+=(golang-go)

@@ -32,8 +32,9 @@ if [ "${SW_VENV_DEPS:-all}" != build ]; then
   # pytest-xdist: tests/e2e/test_xdist.py runs a suite on its workers.
   # pyflakes: tests/py/tracer/test_sample_vs_trace.py samples it on a source tree.
   # greenlet and gevent (no wheel for 3.9 here): tests/py/tracer/test_tasks.py.
+  # cython: tests/py/tracer/test_cython.py compiles a module with profile=True.
   deps+=(pytest protobuf perfetto coverage selenium jsonschema toolz==1.2.0 more-itertools==10.8.0 pytest-xdist
-         pyflakes==3.2.0 greenlet "gevent; python_version>='3.10'"
+         pyflakes==3.2.0 greenlet "gevent; python_version>='3.10'" cython
          "ipython<8.19; python_version<'3.10'" "ipython<9; python_version=='3.10'"
          "ipython; python_version>='3.11'" "$@")
 fi

@@ -100,6 +100,9 @@ typedef struct sw_sample {
     int32_t *lines;          /* when lines were asked for: the line each frame
                                 is running, parallel to frames (0 where unknown
                                 or native); else NULL */
+    uint64_t *frame_addrs;   /* when frame addresses were asked for (and no native
+                                frames merged in): each frame's address in the
+                                target, parallel to frames; else NULL */
 } sw_sample;
 
 /* A consumer of samples. Called on the sampler's thread, one call per

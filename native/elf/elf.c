@@ -178,6 +178,21 @@ static void find_build_id(sw_elf *e)
 
 #undef FAIL
 
+size_t sw_elf_build_id_in_head(const unsigned char *head, size_t len, unsigned char *id, size_t cap)
+{
+    sw_elf e;
+    memset(&e, 0, sizeof e);
+    e.data = (unsigned char *)(uintptr_t)head;   /* only read */
+    e.len = len;
+    char err[8];
+    if (read_header(&e, err, sizeof err) != SW_OK)
+        return 0;
+    find_build_id(&e);   /* the PT_NOTE segments inside head (no sections: shnum 0) */
+    size_t n = e.build_id_len < cap ? e.build_id_len : cap;
+    memcpy(id, e.build_id, n);
+    return e.build_id_len;
+}
+
 /* Takes ownership of data (malloc'ed, len bytes). */
 static int build(unsigned char *data, size_t len, sw_elf **out, char *err, size_t errlen)
 {

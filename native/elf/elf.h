@@ -8,12 +8,13 @@
  * and every header, table, string and note is checked against the bytes
  * read before it is used; a malformed file is refused with a reason, never
  * read out of bounds. 64-bit little-endian files only (what the reader's
- * own machine runs).
+ * own machine runs). Core files: elfcore.h, included here.
  */
 #ifndef SW_ELF_H
 #define SW_ELF_H
 
 #include "base/base.h"
+#include "elfcore.h"
 
 #define SW_ELF_MAX_FILE (1ull << 31)   /* larger files are refused */
 #define SW_ELF_MAX_SEGMENTS 64u        /* PT_LOAD segments kept */
@@ -67,6 +68,12 @@ int sw_elf_find_symbol(const sw_elf *e, const char *name, sw_elf_symbol *out);
 /* The GNU build id (NT_GNU_BUILD_ID note): its length (0 if none) and
  * bytes in *id. */
 size_t sw_elf_build_id(const sw_elf *e, const unsigned char **id);
+
+/* The GNU build id in the first bytes of an ELF file (head: its first len
+ * bytes, such as the first page of its mapping at file offset 0, which a
+ * core holds): its length (0 if none lies there), copied into id (at most
+ * cap bytes). */
+size_t sw_elf_build_id_in_head(const unsigned char *head, size_t len, unsigned char *id, size_t cap);
 
 /* Copies len bytes at virtual address vaddr (before the load bias) from
  * the file bytes of the PT_LOAD segment holding them: initialised data

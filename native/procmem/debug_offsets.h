@@ -31,7 +31,7 @@
     "frame_owner frame_instr code_size code_name code_qualname code_filename code_firstlineno "            \
     "code_linetable code_code ob_type str_state str_length str_ascii_data str_compact_data "               \
     "str_legacy_data str_header_size bytes_size bytes_data interp_gil gil_locked gil_last_holder "         \
-    "runtime_interp_main version_hex interp_modules"
+    "runtime_interp_main version_hex interp_modules frame_localsplus code_varnames"
 #define SW_DEBUG_OFFSETS_KEPT                                                                           \
     "frames_kind pointer_size ob_refcnt cframe_current_frame chunk_data owner_cstack frame_is_entry "      \
     "str_kind_shift str_kind_mask str_compact_mask str_ascii_mask thread_tid runtime_addr runtime_gil "    \
@@ -42,7 +42,8 @@
     "entry_value uentry_size uentry_key uentry_value values_values values_valid long_size "                 \
     "long_non_size_bits long_digits long_digit_size long_shift type_flags type_basicsize "                 \
     "heaptype_cached_keys managed_dict_back managed_values_back tpflags_managed_dict "                      \
-    "tpflags_inline_values managed_untag"
+    "tpflags_inline_values managed_untag code_cellvars code_freevars tuple_size tuple_items float_value "  \
+    "type_name cell_ref long_type bool_type float_type bytes_type tuple_type cell_type"
 
 /* Builds *out from len bytes of debug offsets (raw, as read from the start
  * of the target's _PyRuntime) over base, the layout of the same minor

@@ -185,6 +185,29 @@ typedef struct sw_py_layout {
     uint32_t tpflags_managed_dict; /* Py_TPFLAGS_MANAGED_DICT */
     uint32_t tpflags_inline_values;/* 3.13: Py_TPFLAGS_INLINE_VALUES, else 0 */
     uint32_t managed_untag;        /* 3.12: added to the tagged word to get the values' address */
+
+    /* A frame's local variables (pylocals.h: `dump --locals`). 3.11+: the
+     * values are the frame's localsplus array, named by the code's
+     * co_localsplusnames tuple (code_varnames); 3.9/3.10: f_localsplus,
+     * named by co_varnames, then co_cellvars, then co_freevars. A cell
+     * (a cell or free variable) is shown as what it holds. The simple
+     * values are read as themselves: int (the long fields above), bool,
+     * float, str, bytes, None; any other is named by its type's tp_name. */
+    uint32_t frame_localsplus;     /* localsplus / f_localsplus */
+    uint32_t code_varnames;        /* co_localsplusnames (3.11+) / co_varnames */
+    uint32_t code_cellvars;        /* 3.9/3.10: co_cellvars, else SW_NO_OFFSET */
+    uint32_t code_freevars;        /* 3.9/3.10: co_freevars, else SW_NO_OFFSET */
+    uint32_t tuple_size;           /* PyTupleObject's ob_size */
+    uint32_t tuple_items;          /* PyTupleObject.ob_item */
+    uint32_t float_value;          /* PyFloatObject.ob_fval */
+    uint32_t type_name;            /* PyTypeObject.tp_name (a char pointer) */
+    uint32_t cell_ref;             /* PyCellObject.ob_ref */
+    uint64_t long_type;            /* the type objects, in the target (0: unknown) */
+    uint64_t bool_type;
+    uint64_t float_type;
+    uint64_t bytes_type;
+    uint64_t tuple_type;
+    uint64_t cell_type;
 } sw_py_layout;
 
 /* managed_kind: how an instance of a class without __slots__ keeps its
@@ -225,7 +248,10 @@ enum {
     X(long_size, 32) X(long_non_size_bits, 32) X(long_digits, 32) X(long_digit_size, 32) X(long_shift, 32) \
     X(type_flags, 32) X(type_basicsize, 32) X(heaptype_cached_keys, 32) X(managed_dict_back, 32) \
     X(managed_values_back, 32) X(tpflags_managed_dict, 32) X(tpflags_inline_values, 32) \
-    X(managed_untag, 32)
+    X(managed_untag, 32) X(frame_localsplus, 32) X(code_varnames, 32) X(code_cellvars, 32) \
+    X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
+    X(cell_ref, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
+    X(cell_type, 64)
 
 /* Checks that the layout is usable: known kinds, every field inside the
  * bytes read, read sizes within SW_LAYOUT_MAX_READ. Returns 0 or SW_EARG,

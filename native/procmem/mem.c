@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include "mem.h"
+#include "coremem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@ int sw_mem_open(sw_mem *m, int pid, uint64_t probe_addr, size_t probe_len, char 
     char buf[64];
     m->pid = pid;
     m->fd = -1;
+    m->core = NULL;
     m->reads = m->failed = 0;
     if (probe_len > sizeof buf)
         probe_len = sizeof buf;
@@ -42,6 +44,14 @@ int sw_mem_open(sw_mem *m, int pid, uint64_t probe_addr, size_t probe_len, char 
     return SW_EIO;
 }
 
+void sw_mem_open_core(sw_mem *m, struct sw_coremem *core)
+{
+    m->pid = 0;
+    m->fd = -1;
+    m->core = core;
+    m->reads = m->failed = 0;
+}
+
 void sw_mem_close(sw_mem *m)
 {
     if (m->fd >= 0)
@@ -52,6 +62,10 @@ void sw_mem_close(sw_mem *m)
 static ssize_t read_one(sw_mem *m, uint64_t addr, void *buf, size_t len)
 {
     m->reads++;
+    if (m->core) {
+        size_t n = sw_coremem_read(m->core, addr, buf, len);
+        return n ? (ssize_t)n : -1;
+    }
     if (m->fd >= 0)
         return pread(m->fd, buf, len, (off_t)addr);
     struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
@@ -62,10 +76,19 @@ int sw_mem_write(sw_mem *m, uint64_t addr, const void *buf, size_t len)
 {
     if (len == 0)
         return SW_OK;
-    if (bad_range(addr, len))
+    if (bad_range(addr, len) || m->core)
         return SW_EIO;
     struct iovec local = {(void *)(uintptr_t)buf, len}, remote = {(void *)(uintptr_t)addr, len};
     return process_vm_writev(m->pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? SW_OK : SW_EIO;
+}
+
+int sw_mem_read_u64(sw_mem *m, uint64_t addr, uint64_t *value)
+{
+    uint64_t v;
+    if (sw_mem_read(m, addr, &v, sizeof v) != SW_OK)
+        return SW_EIO;
+    *value = v;
+    return SW_OK;
 }
 
 int sw_mem_read(sw_mem *m, uint64_t addr, void *buf, size_t len)
@@ -101,7 +124,7 @@ size_t sw_mem_read_upto(sw_mem *m, uint64_t addr, void *buf, size_t len)
 size_t sw_mem_readv(sw_mem *m, sw_mem_req *reqs, size_t n)
 {
     size_t good = 0;
-    if (m->fd >= 0) {
+    if (m->fd >= 0 || m->core) {
         for (size_t i = 0; i < n; i++) {
             reqs[i].ok = sw_mem_read(m, reqs[i].addr, reqs[i].buf, reqs[i].len) == 0;
             good += (size_t)reqs[i].ok;

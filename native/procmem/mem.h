@@ -5,16 +5,20 @@
  *
  * The reads use process_vm_readv(2); where that is not permitted (some
  * container seccomp profiles) they fall back to pread(2) on /proc/PID/mem.
- * An sw_mem is used by one thread at a time.
+ * The memory of a core file's process is read the same way
+ * (sw_mem_open_core, coremem.h). An sw_mem is used by one thread at a time.
  */
 #ifndef SW_MEM_H
 #define SW_MEM_H
 
 #include "base/base.h"
 
+struct sw_coremem;
+
 typedef struct sw_mem {
     int pid;
     int fd;                 /* /proc/PID/mem when falling back, else -1 */
+    struct sw_coremem *core;   /* a core's process (not owned), else NULL */
     uint64_t reads;         /* system calls made */
     uint64_t failed;        /* reads that failed */
 } sw_mem;
@@ -33,9 +37,16 @@ typedef struct sw_mem_req {
 int sw_mem_open(sw_mem *m, int pid, uint64_t probe_addr, size_t probe_len, char *err, size_t errlen);
 void sw_mem_close(sw_mem *m);
 
+/* Reads the memory of the process of a core file (core stays the
+ * caller's, and must outlive m). Writes are refused. */
+void sw_mem_open_core(sw_mem *m, struct sw_coremem *core);
+
 /* Reads exactly len bytes at addr. Returns 0, or SW_EIO if any byte could
  * not be read (buf is then undefined). */
 int sw_mem_read(sw_mem *m, uint64_t addr, void *buf, size_t len);
+
+/* Reads the 64-bit word (a pointer, a size) at addr: 0 or SW_EIO. */
+int sw_mem_read_u64(sw_mem *m, uint64_t addr, uint64_t *value);
 
 /* Reads up to len bytes at addr and returns how many were read (0 if the
  * first byte is unreadable). For reading an object of unknown size. */

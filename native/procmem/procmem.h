@@ -11,17 +11,20 @@
  *   linetable.h     line tables decoded
  *   codecache.h     code objects by address
  *   pystack.h       interpreter -> thread states -> frames
+ *   pylocals.h      a frame's local variables
  *   nativestack.h   a thread's native stack, captured in a signal handler
  *   symbols.h       native code addresses to function names
  *   nativemerge.h   native and Python frames as one stack
  *   threadstate.h   what each OS thread is doing, and its CPU time
  *   sampler_loop.h  the sampling thread
  *   target.h        the process read: its interpreter file, _PyRuntime, version
+ *   coremem.h       the memory of a core file's process
  */
 #ifndef SW_PROCMEM_H
 #define SW_PROCMEM_H
 
 #include "codecache.h"
+#include "coremem.h"
 #include "debug_offsets.h"
 #include "freeze.h"
 #include "layout.h"
@@ -31,6 +34,7 @@
 #include "nativemerge.h"
 #include "nativestack.h"
 #include "pending.h"
+#include "pylocals.h"
 #include "pyobj.h"
 #include "pystack.h"
 #include "pystr.h"

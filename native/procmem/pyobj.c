@@ -24,15 +24,6 @@ static uint64_t u64_at(const unsigned char *p)
     return v;
 }
 
-static int read_u64(sw_mem *m, uint64_t addr, uint64_t *v)
-{
-    unsigned char b[8];
-    if (sw_mem_read(m, addr, b, sizeof b) != 0)
-        return SW_EIO;
-    *v = u64_at(b);
-    return SW_OK;
-}
-
 int sw_pyobj_usable(const sw_py_layout *l, char *err, size_t errlen)
 {
     if (l->managed_kind < SW_MANAGED_3_11 || l->managed_kind > SW_MANAGED_INLINE) {
@@ -163,7 +154,7 @@ int sw_pydict_get(sw_mem *m, const sw_py_layout *l, uint64_t dict, const char *n
 
 int sw_pyobj_type(sw_mem *m, const sw_py_layout *l, uint64_t obj, uint64_t *type)
 {
-    return read_u64(m, obj + l->ob_type, type);
+    return sw_mem_read_u64(m, obj + l->ob_type, type);
 }
 
 /* name among the shared keys of the instance's type, its value in the
@@ -177,7 +168,7 @@ static int shared_attr(sw_mem *m, const sw_py_layout *l, uint64_t keys, uint64_t
         return rc;
     if (!q.found)
         return SW_EARG;
-    rc = read_u64(m, values + l->values_values + 8 * q.value, value);
+    rc = sw_mem_read_u64(m, values + l->values_values + 8 * q.value, value);
     return rc == SW_OK && !*value ? SW_EARG : rc;
 }
 
@@ -195,10 +186,10 @@ int sw_pyobj_attr(sw_mem *m, const sw_py_layout *l, uint64_t obj, const char *na
     uint64_t flags = u64_at(t + l->type_flags), basicsize = u64_at(t + l->type_basicsize);
     if (!(flags & l->tpflags_managed_dict) || basicsize > (1u << 20))
         return SW_EARG;
-    if (read_u64(m, obj - l->managed_dict_back, &dict) != SW_OK)
+    if (sw_mem_read_u64(m, obj - l->managed_dict_back, &dict) != SW_OK)
         return SW_EIO;
     if (l->managed_kind == SW_MANAGED_3_11) {
-        if (read_u64(m, obj - l->managed_values_back, &values) != SW_OK)
+        if (sw_mem_read_u64(m, obj - l->managed_values_back, &values) != SW_OK)
             return SW_EIO;
     } else if (l->managed_kind == SW_MANAGED_TAGGED) {
         if (dict & 1) {

@@ -53,6 +53,8 @@ struct sw_pystack {
     uint64_t *code_globals;        /* [2 * GLOBALS_SLOTS] with frame_globals: (code object,
                                       the globals its last frame seen ran with) */
     uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
+    uint64_t *kept_addrs;          /* [max_depth] with limits.frame_addrs: the frames kept
+                                      (shims left out), parallel to code_addrs */
     uint64_t *instrs;              /* [max_depth] with lines: each kept frame's current instruction */
     int32_t *lines;                /* [max_depth] with lines: the line each frame runs */
     /* Native mode (nativestack.h, nativemerge.h): */
@@ -89,8 +91,9 @@ static uint64_t u64_at(const unsigned char *p, uint32_t off)
     return v;
 }
 
-sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
-                           uint64_t probe_addr, size_t probe_len, char *err, size_t errlen)
+/* A reader with everything but its memory. */
+static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
+                               char *err, size_t errlen)
 {
     if (sw_layout_validate(l, err, errlen) != SW_OK)
         return NULL;
@@ -116,6 +119,8 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
         r->code_globals = calloc(2 * GLOBALS_SLOTS, sizeof *r->code_globals);
     }
     r->frame_addrs = malloc(d * sizeof *r->frame_addrs);
+    if (lim->frame_addrs)
+        r->kept_addrs = malloc(d * sizeof *r->kept_addrs);
     r->code_hdrs = malloc(d * l->code_size);
     r->reqs = malloc(d * sizeof *r->reqs);
     r->frames = malloc(d * sizeof *r->frames);
@@ -142,7 +147,7 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
     if (!r->codes || !r->code_addrs || (l->frame_globals != SW_NO_OFFSET && (!r->globals || !r->code_globals)) ||
-        !r->frame_addrs || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
+        !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
         (l->frames_kind == SW_FRAMES_INTERP && !r->recheck) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
         (lim->thread_states && !r->states) || !native_ok ||
@@ -152,10 +157,31 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
         sw_pystack_free(r);
         return NULL;
     }
-    if (sw_mem_open(&r->mem, pid, probe_addr, probe_len, err, errlen) != SW_OK) {
+    return r;
+}
+
+sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
+                           uint64_t probe_addr, size_t probe_len, char *err, size_t errlen)
+{
+    sw_pystack *r = make_reader(l, pid, interp_addr, lim, err, errlen);
+    if (r && sw_mem_open(&r->mem, pid, probe_addr, probe_len, err, errlen) != SW_OK) {
+        r->mem.fd = -1;
         sw_pystack_free(r);
         return NULL;
     }
+    return r;
+}
+
+sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, uint64_t interp_addr,
+                                const sw_pystack_limits *lim, char *err, size_t errlen)
+{
+    if (lim->thread_states || lim->native) {
+        snprintf(err, errlen, "a core file has no threads to probe or signal");
+        return NULL;
+    }
+    sw_pystack *r = make_reader(l, 0, interp_addr, lim, err, errlen);
+    if (r)
+        sw_mem_open_core(&r->mem, core);
     return r;
 }
 
@@ -170,6 +196,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->globals);
     free(r->code_globals);
     free(r->frame_addrs);
+    free(r->kept_addrs);
     free(r->instrs);
     free(r->lines);
     free(r->merged_lines);
@@ -384,6 +411,8 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
                 uint64_t fn = l->frame_func != SW_NO_OFFSET ? u64_at(f, l->frame_func) : 0;
                 r->globals[n] = u64_at(f, l->frame_globals) ^ (fn << 17 | fn >> 47);
             }
+            if (r->kept_addrs)
+                r->kept_addrs[n] = frame;
             r->code_addrs[n++] = code;
         }
         frame = previous;
@@ -497,13 +526,11 @@ static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts
 {
     s->state = SW_STATE_UNKNOWN;
     s->cpu_ns = SW_NO_CPU;
-    if (!r->states)
-        return;
     uint32_t tid = kernel_tid(r, ts);
-    if (!tid && !s->thread_id)
-        return;   /* a thread state not bound to its thread yet (it is starting) */
     if (tid && !s->native_tid)
         s->native_tid = tid;
+    if (!r->states || (!tid && !s->thread_id))
+        return;   /* (no tid nor ident: a thread state not bound to its thread yet, it is starting) */
     uint64_t lo = r->gil_addr, hi = r->gil_addr ? r->gil_addr + r->l.gil_size : 0;
     s->state = sw_threadstate_probe(r->states, tid, r->st.rounds, lo, hi, &s->cpu_ns);
     r->st.state_unknown += s->state == SW_STATE_UNKNOWN;
@@ -840,6 +867,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             r->lines[i] = sw_codecache_line(r->codes, r->frames[i], &r->mem, l, r->instrs[i]);
         s.lines = r->lines;
     }
+    s.frame_addrs = r->kept_addrs;
     if (r->syms) {
         long merged = nn > 0 ? merge_native(r, (uint32_t)nn, ntrunc, (uint32_t)n) : -1;
         if (merged < 0) {
@@ -849,6 +877,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             n = merged;
             s.frames = r->merged;
             s.lines = r->lines ? r->merged_lines : NULL;
+            s.frame_addrs = NULL;
         }
     }
     s.depth = (uint32_t)n;

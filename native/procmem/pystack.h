@@ -35,6 +35,8 @@ typedef struct sw_pystack_limits {
     uint32_t native;         /* 1: merge each thread's native frames into its stack
                                 (in-process only: nativestack.h; the caller installs
                                 the signal handler) */
+    uint32_t frame_addrs;    /* 1: give each sample the address of each of its frames
+                                (sw_sample.frame_addrs; not with native frames merged) */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {
@@ -65,6 +67,11 @@ typedef struct sw_pystack sw_pystack;
  * to check that reading works. Returns NULL with a reason in err. */
 sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
                            uint64_t probe_addr, size_t probe_len, char *err, size_t errlen);
+/* The same over the memory of a core file's process (coremem.h; it must
+ * outlive the reader): without thread states or native frames. */
+struct sw_coremem;
+sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, uint64_t interp_addr,
+                                const sw_pystack_limits *lim, char *err, size_t errlen);
 void sw_pystack_free(sw_pystack *r);
 
 /* Reads the stack of every thread once and passes each to sink, stamped

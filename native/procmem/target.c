@@ -54,6 +54,26 @@ static int interpreter_name(const char *path)
     return strncmp(b, "libpython", 9) == 0 || strncmp(b, "python", 6) == 0;
 }
 
+/* Adds a mapping of file to the candidates, if its name is an
+ * interpreter's. */
+static void add_candidate(candidate *c, unsigned *nc, const char *file, uint64_t start, uint64_t offset)
+{
+    if (!interpreter_name(file) || strlen(file) >= SW_TARGET_PATH_MAX)
+        return;
+    unsigned k = 0;
+    while (k < *nc && strcmp(c[k].path, file) != 0)
+        k++;
+    if (k == *nc) {
+        if (*nc == MAX_CANDIDATES)
+            return;
+        memset(&c[k], 0, sizeof c[k]);
+        snprintf(c[k].path, sizeof c[k].path, "%s", file);
+        (*nc)++;
+    }
+    if (c[k].nmaps < sizeof c[k].maps / sizeof c[k].maps[0])
+        c[k].maps[c[k].nmaps++] = (mapping){start, offset};
+}
+
 /* Reads /proc/PID/maps: the files that may hold the interpreter, with
  * their mappings. Returns 0, or an error with why. */
 static int read_maps(int pid, candidate *c, unsigned *nc, sw_target_why *why, char *err, size_t errlen)
@@ -99,20 +119,7 @@ static int read_maps(int pid, candidate *c, unsigned *nc, sw_target_why *why, ch
             line[pos] != '/')
             continue;
         const char *file = line + pos;
-        if (!interpreter_name(file) || strlen(file) >= SW_TARGET_PATH_MAX)
-            continue;
-        unsigned k = 0;
-        while (k < *nc && strcmp(c[k].path, file) != 0)
-            k++;
-        if (k == *nc) {
-            if (*nc == MAX_CANDIDATES)
-                continue;
-            memset(&c[k], 0, sizeof c[k]);
-            snprintf(c[k].path, sizeof c[k].path, "%s", file);
-            (*nc)++;
-        }
-        if (c[k].nmaps < sizeof c[k].maps / sizeof c[k].maps[0])
-            c[k].maps[c[k].nmaps++] = (mapping){start, offset};
+        add_candidate(c, nc, file, start, offset);
     } while (++lines < MAX_MAPS && fgets(line, sizeof line, f));
     fclose(f);
     return SW_OK;
@@ -214,14 +221,25 @@ void sw_target_version_str(uint32_t v, char *buf, size_t len)
 }
 
 /* Finds the interpreter among the candidates: the first file that
- * defines _PyRuntime. */
+ * defines _PyRuntime. A live process's files are read through
+ * /proc/PID/root; a core's, from the file here that stands for each
+ * (coremem.h: the same build id). */
 static int find_interpreter(sw_target *t, candidate *c, unsigned nc, sw_target_why *why, char *err, size_t errlen)
 {
+    char unusable[SW_TARGET_PATH_MAX * 3 + 256] = "";
     for (unsigned k = 0; k < nc; k++) {
-        char path[SW_TARGET_PATH_MAX + 32];
-        snprintf(path, sizeof path, "/proc/%d/root%s", t->pid, c[k].path);
+        char path[SW_TARGET_PATH_MAX * 2 + 32];
+        char why_not[SW_TARGET_PATH_MAX * 3 + 128];
+        if (t->core) {
+            if (sw_coremem_local(t->core, c[k].path, path, sizeof path, why_not, sizeof why_not) != SW_OK) {
+                if (!unusable[0])
+                    snprintf(unusable, sizeof unusable, "%s", why_not);
+                continue;
+            }
+        } else {
+            snprintf(path, sizeof path, "/proc/%d/root%s", t->pid, c[k].path);
+        }
         sw_elf *e;
-        char why_not[SW_TARGET_PATH_MAX + 128];
         int rc = sw_elf_open(path, &e, why_not, sizeof why_not);
         if (rc == SW_EIO && (errno == EACCES || errno == EPERM)) {
             *why = SW_TARGET_PERMISSION;
@@ -250,8 +268,16 @@ static int find_interpreter(sw_target *t, candidate *c, unsigned nc, sw_target_w
         return SW_OK;
     }
     *why = SW_TARGET_NOT_PYTHON;
-    snprintf(err, errlen, "process %d is not a Python process (no python executable or libpython defining "
-             "_PyRuntime is mapped in it)", t->pid);
+    if (t->core && unusable[0]) {
+        *why = SW_TARGET_FAILED;
+        snprintf(err, errlen, "%s: name the Python that ran with --exe", unusable);
+    } else if (t->core) {
+        snprintf(err, errlen, "the core's process (pid %d, %s) is not a Python process (no python executable or "
+                 "libpython defining _PyRuntime was mapped in it)", t->pid, sw_core_command(sw_coremem_core(t->core)));
+    } else {
+        snprintf(err, errlen, "process %d is not a Python process (no python executable or libpython defining "
+                 "_PyRuntime is mapped in it)", t->pid);
+    }
     return SW_EARG;
 }
 
@@ -305,9 +331,49 @@ int sw_target_open_pid(sw_target *t, int pid, sw_target_why *why, char *err, siz
     return SW_OK;
 }
 
+int sw_target_open_core(sw_target *t, const char *core, const char *exe, sw_target_why *why, char *err,
+                        size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    t->mem.fd = -1;
+    *why = SW_TARGET_FAILED;
+    int rc = sw_coremem_open(core, exe, &t->core, err, errlen);
+    if (rc != SW_OK)
+        return rc;
+    const sw_core *c = sw_coremem_core(t->core);
+    t->pid = sw_core_pid(c);
+    candidate *cand = calloc(MAX_CANDIDATES, sizeof *cand);
+    if (!cand) {
+        sw_target_close(t);
+        snprintf(err, errlen, "out of memory");
+        return SW_ENOMEM;
+    }
+    unsigned nc = 0;
+    size_t nf;
+    const sw_core_file *f = sw_core_files(c, &nf);
+    for (size_t i = 0; i < nf; i++)
+        add_candidate(cand, &nc, f[i].path, f[i].start, f[i].offset);
+    rc = find_interpreter(t, cand, nc, why, err, errlen);
+    free(cand);
+    if (rc != SW_OK) {
+        sw_target_close(t);
+        return rc;
+    }
+    sw_mem_open_core(&t->mem, t->core);
+    uint64_t word;
+    if (sw_mem_read(&t->mem, t->runtime_addr, &word, sizeof word) != SW_OK) {
+        snprintf(err, errlen, "%s: the core does not hold the interpreter's _PyRuntime (a core cut short?)", core);
+        sw_target_close(t);
+        return SW_EIO;
+    }
+    return SW_OK;
+}
+
 void sw_target_close(sw_target *t)
 {
     sw_mem_close(&t->mem);
+    sw_coremem_free(t->core);
+    t->core = NULL;
     sw_elf_free(t->python);
     t->python = NULL;
 }
@@ -345,6 +411,12 @@ int sw_target_bind_layout(sw_target *t, sw_py_layout *l, uint64_t *interp, sw_ta
     l->str_type = type_addr(t, "PyUnicode_Type", l->str_type);
     l->frame_type = type_addr(t, "PyFrame_Type", l->frame_type);
     l->none_addr = type_addr(t, "_Py_NoneStruct", l->none_addr);
+    l->long_type = type_addr(t, "PyLong_Type", l->long_type);
+    l->bool_type = type_addr(t, "PyBool_Type", l->bool_type);
+    l->float_type = type_addr(t, "PyFloat_Type", l->float_type);
+    l->bytes_type = type_addr(t, "PyBytes_Type", l->bytes_type);
+    l->tuple_type = type_addr(t, "PyTuple_Type", l->tuple_type);
+    l->cell_type = type_addr(t, "PyCell_Type", l->cell_type);
     if (l->runtime_addr)
         l->runtime_addr = t->runtime_addr;
     *interp = 0;

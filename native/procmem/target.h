@@ -17,6 +17,7 @@
 #define SW_TARGET_H
 
 #include "base/base.h"
+#include "coremem.h"
 #include "elf/elf.h"
 #include "layout.h"
 #include "mem.h"
@@ -41,12 +42,20 @@ typedef struct sw_target {
     uint64_t runtime_addr;       /* _PyRuntime in the target */
     uint32_t version_hex;        /* PY_VERSION_HEX of the target, 0 if unknown */
     int debug_offsets;           /* 1: _PyRuntime begins with _Py_DebugOffsets (3.13+) */
+    sw_coremem *core;            /* a core file's process (owned), else NULL */
 } sw_target;
 
 /* Opens the live process pid. Returns 0, or a negative SW_E* code with the
  * reason in *why and a sentence in err. */
 int sw_target_open_pid(sw_target *t, int pid, sw_target_why *why, char *err, size_t errlen);
 void sw_target_close(sw_target *t);
+
+/* Opens the process of the core file at core (exe: NULL, or the python
+ * executable that ran, standing for the core's executable and showing
+ * where its libraries are; coremem.h). pid is the core's process's. Same
+ * returns as sw_target_open_pid (a file that is not a core: SW_EFORMAT). */
+int sw_target_open_core(sw_target *t, const char *core, const char *exe, sw_target_why *why, char *err,
+                        size_t errlen);
 
 /* The address in the target of the interpreter's symbol name. 0, or
  * SW_EARG if the file does not define it. */

@@ -15,7 +15,7 @@
 
 #define SW_MAGIC            "\x89SWT\r\n\x1a\n"
 #define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
-#define SW_FORMAT_MINOR     9   /* readers accept any minor of their major */
+#define SW_FORMAT_MINOR     11  /* readers accept any minor of their major */
 
 /* Chunk types, besides the container's META (1: key/value pairs describing
  * the trace, the first chunk) and END (5: key/value totals written when
@@ -54,6 +54,8 @@
  * varint firstlineno. */
 #define SW_CODE_PYTHON 0  /* a Python code object */
 #define SW_CODE_C      1  /* a builtin or extension function */
+#define SW_CODE_NATIVE 2  /* a native function (format 1.11): an -finstrument-functions
+                           * build's, named "symbol [native]", file its object's path */
 
 /* Event operations: the low 3 bits of an event's first varint; the rest of
  * that varint is the time since the thread's previous event (or since the

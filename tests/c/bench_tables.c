@@ -197,7 +197,7 @@ static double profile_run(int with_lines)
             lines[d - 1 - i] = (int32_t)(stacks[s][i] % 50) + 2 + (int32_t)(k % 5);
         }
         sw_sample smp = {(uint64_t)(k % 4) + 1, 0, (int64_t)k * 1000, 1000, d, 0, frames, SW_STATE_RUNNING,
-                         SW_NO_CPU, with_lines ? lines : NULL};
+                         SW_NO_CPU, with_lines ? lines : NULL, NULL};
         sw_profile_sink(p, &smp);
     }
     double el = now_ns() - t0;

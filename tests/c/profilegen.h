@@ -44,7 +44,7 @@ static int profile_seed(const char *dir, const char *name, int cycles, int deep)
         for (int i = 0; i < d; i++)
             stack[i] = &codes[d - 1 - i];
         sw_sample s = {1 + (uint64_t)(t % 2), 100, (int64_t)t * 150, 1000, (uint32_t)d,
-                       t % 5 == 4 ? SW_SAMPLE_TRUNCATED : 0, stack, SW_STATE_RUNNING, SW_NO_CPU, NULL};
+                       t % 5 == 4 ? SW_SAMPLE_TRUNCATED : 0, stack, SW_STATE_RUNNING, SW_NO_CPU, NULL, NULL};
         sw_profile_sink(p, &s);
     }
     sw_prof_info info = {.mode = "wall", .interval_ns = 150, .cycle_ns = 1000, .start_ns = 1700000000000000000ll,

@@ -507,4 +507,23 @@ static inline long tg_thread_pos(const sw_trace *t, uint32_t index)
     return -1;
 }
 
+/* What a replay hands out, event by event: kind, code, depth, synthetic;
+ * the first 63 events and the last (tg_seen_fn is an sw_event_fn). */
+typedef struct tg_seen {
+    int n;
+    int ev[64][4];
+} tg_seen;
+
+static inline int tg_seen_fn(void *ud, const sw_event *ev)
+{
+    tg_seen *s = ud;
+    int i = s->n < 63 ? s->n : 63;
+    s->ev[i][0] = ev->kind;
+    s->ev[i][1] = (int)ev->code;
+    s->ev[i][2] = (int)ev->depth;
+    s->ev[i][3] = ev->synthetic;
+    s->n++;
+    return 0;
+}
+
 #endif /* SW_TRACEGEN_H */

@@ -183,6 +183,30 @@ def write(path, text):
     return str(path)
 
 
+# ---- programs compiled once per Python, kept under build/ ----
+
+def built_once(name, key, build):
+    """The folder build/<name>/<python version>-<key> in the repository,
+    made by build(folder) the first time only (key: a digest of what the
+    build reads): a C extension compiled for the tests costs its
+    compilation once. A concurrent run building the same folder is
+    harmless (each builds into a folder of its own, then renames it)."""
+    out = os.path.join(ROOT, "build", name, "%d.%d-%s" % (sys.version_info[:2] + (key,)))
+    if not os.path.isdir(out):
+        cc = shutil.which(os.environ.get("CC", "cc"))
+        if not cc:
+            missing(f"no C compiler (cc) to build {name}")
+        tmp = out + ".tmp%d" % os.getpid()
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        build(tmp, cc)
+        try:
+            os.rename(tmp, out)
+        except OSError:   # built meanwhile by another run
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 # ---- a program run under stackwatch, and its trace read back ----
 
 def run_traced(folder, program, *options, name="prog.py", trace="t.swt", args=(), cwd=None):

@@ -15,6 +15,8 @@
 typedef struct dump_sink {
     PyObject *threads;   /* list, or NULL after an error */
     int failed;          /* threads whose stack could not be read */
+    sw_mem *mem;         /* with locals: the target's memory, and ... */
+    const sw_py_layout *layout;   /* ... its layout (sw_pylocals_usable) */
 } dump_sink;
 
 static const char *state_name(uint32_t s)
@@ -23,13 +25,85 @@ static const char *state_name(uint32_t s)
                                                                                                        : "unknown";
 }
 
-static PyObject *frames_of(const sw_sample *s)
+static PyObject *none_ref(void)
+{
+    Py_INCREF(Py_None);
+    return Py_None;
+}
+
+/* The int of v's digits, in this process. */
+static PyObject *int_of(const sw_pyval *v)
+{
+    PyObject *x = PyLong_FromLong(0), *shift = PyLong_FromUnsignedLong(v->shift);
+    for (uint32_t i = v->ndigits; x && shift && i-- > 0;) {
+        PyObject *d = PyLong_FromUnsignedLong(v->digits[i]);
+        PyObject *up = d ? PyNumber_Lshift(x, shift) : NULL;
+        Py_SETREF(x, up ? PyNumber_Or(up, d) : NULL);
+        Py_XDECREF(up);
+        Py_XDECREF(d);
+    }
+    Py_XDECREF(shift);
+    if (x && v->negative)
+        Py_SETREF(x, PyNumber_Negative(x));
+    return x;
+}
+
+/* (name, kind, type name, address, value, truncated) of one variable:
+ * kind "value" (value: the simple value, made in this process), "other"
+ * (value None: only its type and address are known) or "unreadable". */
+static int add_local(void *ud, const char *name, const sw_pyval *v)
+{
+    PyObject *list = ud, *value = NULL;
+    const char *kind = "value";
+    switch (v->kind) {
+    case SW_PYVAL_NONE: value = none_ref(); break;
+    case SW_PYVAL_BOOL: value = PyBool_FromLong((long)v->small); break;
+    case SW_PYVAL_INT: value = int_of(v); break;
+    case SW_PYVAL_FLOAT: value = PyFloat_FromDouble(v->f); break;
+    case SW_PYVAL_STR: value = PyUnicode_DecodeUTF8(v->data, (Py_ssize_t)v->len, "replace"); break;
+    case SW_PYVAL_BYTES: value = PyBytes_FromStringAndSize(v->data, (Py_ssize_t)v->len); break;
+    default:
+        kind = v->kind == SW_PYVAL_OTHER ? "other" : "unreadable";
+        value = none_ref();
+    }
+    PyObject *t = value ? Py_BuildValue("(NssKNO)", PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace"),
+                                        kind, v->type_name, (unsigned long long)v->addr, value,
+                                        v->truncated ? Py_True : Py_False)
+                        : NULL;
+    if (!t || PyList_Append(list, t) < 0) {
+        Py_XDECREF(t);
+        return 1;
+    }
+    Py_DECREF(t);
+    return 0;
+}
+
+/* The variables of frame i of s, read now: a list, or None where they
+ * could not be read. */
+static PyObject *locals_of(dump_sink *d, const sw_sample *s, uint32_t i)
+{
+    PyObject *list = PyList_New(0);
+    if (!list)
+        return NULL;
+    int rc = sw_pylocals_read(d->mem, d->layout, s->frame_addrs[i], s->frames[i]->addr, add_local, list);
+    if (PyErr_Occurred()) {
+        Py_DECREF(list);
+        return NULL;
+    }
+    if (rc < 0)
+        Py_SETREF(list, none_ref());
+    return list;
+}
+
+static PyObject *frames_of(dump_sink *d, const sw_sample *s)
 {
     PyObject *frames = PyList_New(s->depth);
     for (uint32_t i = 0; frames && i < s->depth; i++) {
         const sw_sample_code *c = s->frames[i];
-        PyObject *f = Py_BuildValue("(s#s#i)", c->name, (Py_ssize_t)c->name_len, c->filename,
-                                    (Py_ssize_t)c->filename_len, s->lines ? (int)s->lines[i] : 0);
+        PyObject *locals = d->mem && s->frame_addrs ? locals_of(d, s, i) : none_ref();
+        PyObject *f = locals ? Py_BuildValue("(s#s#iN)", c->name, (Py_ssize_t)c->name_len, c->filename,
+                                             (Py_ssize_t)c->filename_len, s->lines ? (int)s->lines[i] : 0, locals)
+                             : NULL;
         if (!f) {
             Py_CLEAR(frames);
             break;
@@ -48,7 +122,7 @@ static void collect(void *ud, sw_sample *s)
         return;
     int failed = (s->flags & SW_SAMPLE_FAILED) != 0;
     d->failed += failed;
-    PyObject *frames = frames_of(s);
+    PyObject *frames = frames_of(d, s);
     PyObject *gil = (s->flags & SW_SAMPLE_GIL_HELD) ? Py_True : Py_False;
     PyObject *t = frames ? Py_BuildValue("{s:K,s:K,s:O,s:s,s:O,s:N}", "thread_id", (unsigned long long)s->thread_id,
                                          "native_id", (unsigned long long)s->native_tid, "gil", gil, "state",
@@ -94,11 +168,11 @@ static int add_python_names(sw_target *t, const sw_py_layout *l, uint64_t interp
 static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"pid", "max_depth", "layout", NULL};
-    int pid;
+    static char *kwlist[] = {"pid", "max_depth", "layout", "locals", "core", "exe", NULL};
+    int pid, locals = 0;
     unsigned int max_depth = 1024;
-    const char *layout = "auto";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Is", kwlist, &pid, &max_depth, &layout))
+    const char *layout = "auto", *core = NULL, *exe = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Ispzz", kwlist, &pid, &max_depth, &layout, &locals, &core, &exe))
         return NULL;
     if (strcmp(layout, "auto") != 0 && strcmp(layout, "debug_offsets") != 0) {
         PyErr_SetString(PyExc_ValueError, "layout must be 'auto' or 'debug_offsets'");
@@ -109,16 +183,23 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
     sw_py_layout l;
     const char *used = "";
     uint64_t interp;
-    if (sw_target_open_bound(pid, layout, &t, &l, &interp, &used) < 0)
+    if ((core ? sw_target_open_core_bound(core, exe, layout, &t, &l, &interp, &used)
+              : sw_target_open_bound(pid, layout, &t, &l, &interp, &used)) < 0)
         return NULL;
+    pid = t.pid;
+    if (locals && sw_pylocals_usable(&l, err, sizeof err) != SW_OK) {
+        sw_target_close(&t);
+        return sw_target_raise(SW_TARGET_UNSUPPORTED, err);
+    }
     sw_pystack_limits lim = {.max_threads = 4096, .max_depth = max_depth, .max_codes = 65536, .code_ttl = 0,
-                             .thread_states = 1, .lines = 1, .native = 0};
-    sw_pystack *r = sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
+                             .thread_states = !core, .lines = 1, .native = 0, .frame_addrs = (uint32_t)locals};
+    sw_pystack *r = core ? sw_pystack_new_core(&l, t.core, interp, &lim, err, sizeof err)
+                         : sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
     if (!r) {
         sw_target_close(&t);
         return sw_target_raise(SW_TARGET_FAILED, err);
     }
-    dump_sink d = {NULL, 0};
+    dump_sink d = {NULL, 0, locals ? &t.mem : NULL, &l};
     for (int round = 0; round < DUMP_ROUNDS; round++) {
         Py_XDECREF(d.threads);
         d.threads = PyList_New(0);
@@ -154,10 +235,15 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 
 static PyMethodDef methods[] = {
     {"dump_process", (PyCFunction)(void (*)(void))dump_process, METH_VARARGS | METH_KEYWORDS,
-     "dump_process(pid, max_depth=1024, layout='auto') -> {pid, version, python, layout, threads: [{thread_id, "
-     "native_id, gil, state, failed, name, frames: [(qualname, filename, line)]}]}: every thread's Python stack "
-     "of process pid, read once from outside (name: threading's, None where unread, before 3.11); "
-     "layout='debug_offsets' reads a 3.13 target through its debug offsets"},
+     "dump_process(pid, max_depth=1024, layout='auto', locals=False) -> {pid, version, python, layout, threads: "
+     "[{thread_id, native_id, gil, state, failed, name, frames: [(qualname, filename, line, locals)]}]}: every "
+     "thread's Python stack of process pid, read once from outside (name: threading's, None where unread, before "
+     "3.11); layout='debug_offsets' reads a 3.13 target through its debug offsets; locals: None, or with "
+     "locals=True each frame's variables [(name, kind, type name, address, value, truncated)], kind 'value' "
+     "(value: a None, bool, int, float, str or bytes made here), 'other' or 'unreadable' (None where the frame's "
+     "could not be read); core='FILE' (pid then ignored) reads the process of that core file instead (gdb's gcore, "
+     "or a crash's), exe the python that ran (for a core of another machine or files changed since): no thread "
+     "states there (state 'unknown', gil False)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -215,7 +215,7 @@ static void sw_native_stop(SamplerObject *self)
 static sw_pystack *reader_for(SamplerObject *self, int pid)
 {
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
-                             (uint32_t)self->lines, (uint32_t)self->native};
+                             (uint32_t)self->lines, (uint32_t)self->native, 0};
     char err[256] = "";
     sw_pystack *r;
     if (pid == 0) {

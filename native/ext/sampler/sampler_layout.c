@@ -35,6 +35,7 @@ uint32_t sw_sampler_thread_tid_offset(void)
 #  include <internal/pycore_frame.h>
 #else
 #  include <frameobject.h>
+#  include <longintrepr.h>
 #endif
 #include <internal/pycore_interp.h>
 #include <internal/pycore_runtime.h>
@@ -411,6 +412,42 @@ static void fill_objects(sw_py_layout *l)
 #endif
 }
 
+/* A frame's local variables (pylocals.h), every version: where its values
+ * and their names are, and the simple objects read as values. After
+ * fill_objects: the int fields of 3.9/3.10, which it leaves out, are
+ * ob_size and ob_digit as on 3.11. */
+static void fill_locals(sw_py_layout *l)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    l->frame_localsplus = OFF(_PyInterpreterFrame, localsplus);
+    l->code_varnames = OFF(PyCodeObject, co_localsplusnames);
+    l->code_cellvars = SW_NO_OFFSET;
+    l->code_freevars = SW_NO_OFFSET;
+#else
+    l->frame_localsplus = OFF(PyFrameObject, f_localsplus);
+    l->code_varnames = OFF(PyCodeObject, co_varnames);
+    l->code_cellvars = OFF(PyCodeObject, co_cellvars);
+    l->code_freevars = OFF(PyCodeObject, co_freevars);
+    l->long_size = OFF(PyVarObject, ob_size);
+    l->long_digits = OFF(PyLongObject, ob_digit);
+    l->long_non_size_bits = 0;
+    l->long_digit_size = (uint32_t)sizeof(digit);
+    l->long_shift = PyLong_SHIFT;
+#endif
+    l->tuple_size = OFF(PyVarObject, ob_size);
+    l->tuple_items = OFF(PyTupleObject, ob_item);
+    l->float_value = OFF(PyFloatObject, ob_fval);
+    l->type_name = OFF(PyTypeObject, tp_name);
+    l->cell_ref = OFF(PyCellObject, ob_ref);
+    l->none_addr = (uint64_t)(uintptr_t)Py_None;
+    l->long_type = (uint64_t)(uintptr_t)&PyLong_Type;
+    l->bool_type = (uint64_t)(uintptr_t)&PyBool_Type;
+    l->float_type = (uint64_t)(uintptr_t)&PyFloat_Type;
+    l->bytes_type = (uint64_t)(uintptr_t)&PyBytes_Type;
+    l->tuple_type = (uint64_t)(uintptr_t)&PyTuple_Type;
+    l->cell_type = (uint64_t)(uintptr_t)&PyCell_Type;
+}
+
 void sw_sampler_layout_fill(sw_py_layout *l)
 {
     memset(l, 0, sizeof *l);
@@ -426,6 +463,7 @@ void sw_sampler_layout_fill(sw_py_layout *l)
     fill_gil(l);
     l->runtime_interp_main = OFF(_PyRuntimeState, interpreters.main);
     fill_objects(l);
+    fill_locals(l);
     l->thread_tid = l->tstate_native_thread_id == SW_NO_OFFSET ? find_thread_tid_offset() : SW_NO_OFFSET;
 }
 

@@ -56,6 +56,25 @@ static int choose_layout(sw_target *t, const char *source, sw_py_layout *l, cons
     return SW_EVERSION;
 }
 
+/* Binds the layout of the opened target's release. 0, or -1 with an
+ * exception set and t closed. */
+static int bind_opened(sw_target *t, const char *source, sw_py_layout *l, uint64_t *interp, const char **used)
+{
+    char err[1024];
+    sw_target_why why;
+    if (choose_layout(t, source, l, used, err, sizeof err) != SW_OK) {
+        sw_target_close(t);
+        sw_target_raise(SW_TARGET_UNSUPPORTED, err);
+        return -1;
+    }
+    if (sw_target_bind_layout(t, l, interp, &why, err, sizeof err) != SW_OK) {
+        sw_target_close(t);
+        sw_target_raise(why, err);
+        return -1;
+    }
+    return 0;
+}
+
 int sw_target_open_bound(int pid, const char *source, sw_target *t, sw_py_layout *l, uint64_t *interp,
                          const char **used)
 {
@@ -69,15 +88,21 @@ int sw_target_open_bound(int pid, const char *source, sw_target *t, sw_py_layout
         sw_target_raise(why, err);
         return -1;
     }
-    if (choose_layout(t, source, l, used, err, sizeof err) != SW_OK) {
-        sw_target_close(t);
-        sw_target_raise(SW_TARGET_UNSUPPORTED, err);
+    return bind_opened(t, source, l, interp, used);
+}
+
+int sw_target_open_core_bound(const char *core, const char *exe, const char *source, sw_target *t, sw_py_layout *l,
+                              uint64_t *interp, const char **used)
+{
+    char err[4096];
+    sw_target_why why;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sw_target_open_core(t, core, exe, &why, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    if (rc != SW_OK) {
+        sw_target_raise(why == SW_TARGET_NOT_PYTHON ? why : SW_TARGET_UNSUPPORTED, err);
         return -1;
     }
-    if (sw_target_bind_layout(t, l, interp, &why, err, sizeof err) != SW_OK) {
-        sw_target_close(t);
-        sw_target_raise(why, err);
-        return -1;
-    }
-    return 0;
+    return bind_opened(t, source, l, interp, used);
 }

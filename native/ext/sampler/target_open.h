@@ -30,6 +30,12 @@
 int sw_target_open_bound(int pid, const char *source, sw_target *t, sw_py_layout *l, uint64_t *interp,
                          const char **used);
 
+/* The same for the process of the core file at core (exe: NULL or the
+ * python executable that ran; procmem/coremem.h). A file that is not a
+ * core, or a core whose interpreter files are not here: ValueError. */
+int sw_target_open_core_bound(const char *core, const char *exe, const char *source, sw_target *t, sw_py_layout *l,
+                              uint64_t *interp, const char **used);
+
 /* The exception for a refusal of kind why with message msg; returns NULL. */
 PyObject *sw_target_raise(sw_target_why why, const char *msg);
 

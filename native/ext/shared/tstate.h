@@ -53,6 +53,14 @@ typedef struct sw_tstate {
     uint8_t *c_rec;
     uint32_t c_depth, c_cap;
     uint64_t c_gen;
+    /* ext/tracer (cython_frames.c): the Cython frames open (code object
+     * | recorded bit, innermost last); valid for session cy_gen. */
+    void **cy_frames;
+    uint32_t cy_depth, cy_cap;
+    uint64_t cy_gen;
+    /* ext/tracer (native_frames.c): the thread's state in the
+     * native-function runtime (cyg/cyg.h sw_cyg_thread), or NULL. */
+    void *cyg;
     /* ext/tracer (hook_eval.c), 3.9-3.11: sw_D.hooks_gen when this
      * thread's per-thread trace / profile hooks were last checked. */
     uint64_t hooks_gen;

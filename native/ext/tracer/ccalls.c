@@ -13,7 +13,9 @@
  * keep working; on 3.9-3.11 the C profile hook, installed on each thread
  * when it attaches, but never over a profile function that is already
  * installed (cProfile's, a user's): that thread's C calls are then not
- * recorded and stop() reports it.
+ * recorded and stop() reports it. The same hook, on 3.9-3.12, hands the
+ * calls and returns of Cython's profiled functions to cython_frames.c
+ * (--cython): one profile function per thread serves both.
  *
  * Each thread keeps a stack of its open C calls and whether each was
  * recorded, so returns pair with calls; a C call that started before
@@ -23,6 +25,7 @@
 
 #include "ext/dispatch/dispatch.h"
 #include "ext/shared/hookerr.h"
+#include "ext/tracer/cython_frames.h"
 #include "ext/tracer/session.h"
 #include "ext/tracer/switch.h"
 
@@ -253,10 +256,6 @@ static PyObject *mon_c_raise(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
-void sw_ccalls_thread_attach(sw_tstate *t) { (void)t; }
-void sw_ccalls_sync(void) {}
-void sw_ccalls_check(void) {}
-
 static PyMethodDef mon_call_def = {"mon_call", (PyCFunction)(void (*)(void))mon_call, METH_FASTCALL,
                                     "sys.monitoring CALL callback"};
 static PyMethodDef mon_c_return_def = {"mon_c_return", (PyCFunction)(void (*)(void))mon_c_return,
@@ -273,11 +272,64 @@ int sw_ccalls_add_hooks(PyObject *hooks)
                : 0;
 }
 
-#else  /* 3.9 - 3.11: the C profile hook */
+#else
+
+int sw_ccalls_add_hooks(PyObject *hooks) { (void)hooks; return 0; }
+
+#endif
+
+#if PY_VERSION_HEX < 0x030D0000  /* 3.9 - 3.12: the C profile hook */
+
+/* Whether the session wants the hook on the threads it attaches, and
+ * whether other consumers want it on every thread (C calls come from
+ * sys.monitoring on 3.12). */
+static int session_wants(void)
+{
+#  if PY_VERSION_HEX >= 0x030C0000
+    return sw_S.gen && sw_S.cython;
+#  else
+    return sw_S.gen && (sw_S.c_calls || sw_S.cython);
+#  endif
+}
+
+static int others_want(void)
+{
+#  if PY_VERSION_HEX >= 0x030C0000
+    return 0;
+#  else
+    return (sw_D.slow & SW_MASK_C_CALLS) != 0;
+#  endif
+}
+
+#  if PY_VERSION_HEX >= 0x030C0000
+/* 3.12: the hook set on the thread state as _PyEval_SetProfile sets it,
+ * keeping CPython's count of threads with a profile function, but without
+ * turning on the legacy profiler's sys.monitoring events for all code
+ * (every Python call would then reach the hook: 12x the traced cost of a
+ * call). Cython's functions call the thread's profile function themselves.
+ * Once another profiler sets a profile function on any thread, the
+ * events are on and the hook also sees Python frames, which it passes. */
+#    undef _PyGC_FINALIZED   /* the public macro; the internal header defines its own */
+#    include <internal/pycore_interp.h>
+static int set_profile(PyThreadState *ts, Py_tracefunc fn)
+{
+    ts->interp->sys_profiling_threads += (fn != NULL) - (ts->c_profilefunc != NULL);
+    ts->c_profilefunc = fn;
+    Py_CLEAR(ts->c_profileobj);
+    return 0;
+}
+#  else
+#    define set_profile(ts, fn) _PyEval_SetProfile((ts), (fn), NULL)
+#  endif
 
 static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
     (void)obj;
+    if (what == PyTrace_CALL || what == PyTrace_RETURN) {
+        sw_cython_profile(frame, what);
+        return 0;
+    }
+#  if PY_VERSION_HEX < 0x030C0000
     if (what == PyTrace_C_CALL) {
         PyCodeObject *code = frame ? PyFrame_GetCode(frame) : NULL;
         on_c_call((PyObject *)code, arg, NULL);
@@ -288,6 +340,9 @@ static int profile_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *a
         on_c_return(what == PyTrace_C_RETURN ? SW_K_C_RETURN : SW_K_C_RAISE, (PyObject *)code, arg, NULL);
         Py_XDECREF(code);
     }
+#  else
+    (void)arg;
+#  endif
     return 0;
 }
 
@@ -314,7 +369,7 @@ static void hook_thread(PyThreadState *ts)
 {
     sw_exc_state es;
     sw_exc_save(&es);
-    if (_PyEval_SetProfile(ts, profile_cb, NULL) < 0)
+    if (set_profile(ts, profile_cb) < 0)
         PyErr_Clear();
     else
         remember(ts);
@@ -324,10 +379,12 @@ static void hook_thread(PyThreadState *ts)
 void sw_ccalls_thread_attach(sw_tstate *t)
 {
     (void)t;
+    if (!session_wants() && !others_want())
+        return;
     PyThreadState *ts = PyThreadState_Get();
     if (ts->c_profilefunc && ts->c_profilefunc != profile_cb) {
-        sw_hook_error("--c-calls: a thread already has a profile function (cProfile or "
-                      "sys.setprofile); its C calls are not recorded");
+        sw_hook_error("--c-calls / --cython: a thread already has a profile function (cProfile or "
+                      "sys.setprofile); its C calls and Cython functions are not recorded");
         return;
     }
     hook_thread(ts);
@@ -339,9 +396,9 @@ static void report_replaced(PyThreadState *ts)
 {
     for (size_t i = 0; i < nhooked; i++) {
         if (hooked[i] == ts) {
-            sw_hook_error("--c-calls: another profiler (cProfile, sys.setprofile) replaced "
-                          "stackwatch's C-call hook on a thread while tracing; that thread's "
-                          "later C calls are missing");
+            sw_hook_error("--c-calls / --cython: another profiler (cProfile, sys.setprofile) "
+                          "replaced stackwatch's profile hook on a thread while tracing; that "
+                          "thread's later C calls and Cython functions are missing");
             return;
         }
     }
@@ -353,7 +410,7 @@ static void unhook_all(void)
     PyThreadState *me = PyThreadState_Get();
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts)) {
         if (ts->c_profilefunc == profile_cb) {
-            if (_PyEval_SetProfile(ts, NULL, NULL) < 0)
+            if (set_profile(ts, NULL) < 0)
                 PyErr_Clear();
         } else {
             report_replaced(ts);
@@ -368,8 +425,8 @@ static void unhook_all(void)
  * --c-calls want it. */
 void sw_ccalls_sync(void)
 {
-    if (!(sw_D.slow & SW_MASK_C_CALLS)) {
-        if (!(sw_S.gen && sw_S.c_calls))
+    if (!others_want()) {
+        if (!session_wants())
             unhook_all();
         return;
     }
@@ -382,7 +439,7 @@ void sw_ccalls_sync(void)
 
 void sw_ccalls_check(void)
 {
-    if (sw_D.slow & SW_MASK_C_CALLS)
+    if (others_want())
         return;   /* still wanted by another consumer: not the session's hook alone */
     PyThreadState *me = PyThreadState_Get();
     for (PyThreadState *ts = PyInterpreterState_ThreadHead(me->interp); ts; ts = PyThreadState_Next(ts))
@@ -390,6 +447,10 @@ void sw_ccalls_check(void)
             report_replaced(ts);
 }
 
-int sw_ccalls_add_hooks(PyObject *hooks) { (void)hooks; return 0; }
+#else
+
+void sw_ccalls_thread_attach(sw_tstate *t) { (void)t; }
+void sw_ccalls_sync(void) {}
+void sw_ccalls_check(void) {}
 
 #endif

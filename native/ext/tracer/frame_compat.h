@@ -69,8 +69,8 @@
  * is cleared after the evaluator returns, as sys.setprofile sees it. */
 #if PY_VERSION_HEX >= 0x030D0000
 #  define sw_thread_iframe(ts) ((ts)->current_frame)
-#elif PY_VERSION_HEX >= 0x030C0000
-#  define sw_thread_iframe(ts) ((ts)->cframe->current_frame)
+#elif PY_VERSION_HEX >= 0x030B0000
+#  define sw_thread_iframe(ts) ((ts)->cframe->current_frame)   /* (3.11: cython_frames.c) */
 #endif
 #if PY_VERSION_HEX >= 0x030C0000
 #  include <opcode.h>

@@ -15,6 +15,7 @@
 #include "ext/tracer/recursion.h"
 #include "ext/tracer/attachments.h"
 #include "ext/tracer/kernel_trace.h"
+#include "ext/tracer/native_frames.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -90,6 +91,7 @@ static void thread_exit(void *arg)
     t->tb = NULL;
     t->gen = t->session = 0;
     pthread_mutex_unlock(&sw_S.lock);
+    sw_native_frames_detach(t);
 }
 
 int sw_thread_exit_key(void)
@@ -178,8 +180,9 @@ int sw_thread_attach(sw_tstate *t)
     t->name_pending = 1;
     t->name_tries = 0;
     sw_recursion_attach(t);
-    if (sw_S.c_calls)
+    if (sw_S.c_calls || sw_S.cython)
         sw_ccalls_thread_attach(t);
+    sw_native_frames_attach(t);
     lookup_name(t, PyThread_get_thread_ident());
     if (sw_S.key_made)
         pthread_setspecific(sw_S.key, t);
@@ -388,6 +391,7 @@ int sw_session_start(const sw_start_opts *o)
     sw_S.nfilters = (inc != NULL) + (exc != NULL);
     sw_S.max_depth = o->max_depth;
     sw_S.c_calls = o->c_calls;
+    sw_S.cython = o->cython;
     sw_S.next_code = 0;
     sw_hook_error_reset();
     /* META carries the time shift the writer uses. */

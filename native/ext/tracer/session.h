@@ -55,6 +55,7 @@ typedef struct sw_session {
     uint64_t recursion_gen;  /* bumped when every thread's C-recursion bonus
                               * is taken back (recursion.c) */
     int c_calls;             /* record calls of builtin/extension functions */
+    int cython;              /* record Cython's profiled functions (cython_frames.c) */
     pthread_mutex_t lock;
     pthread_key_t key;       /* only for its destructor (thread exit) */
     int key_made;
@@ -75,6 +76,7 @@ typedef struct sw_start_opts {
     uint32_t events;         /* kinds recorded besides calls (kinds.h bits) */
     PyObject *lines;         /* globs of the files whose line / instruction
                               * events are recorded, or None: every file */
+    int cython;              /* record Cython's profiled functions */
 } sw_start_opts;
 
 /* Starts a session and switches on what it needs. Returns 0, or -1 with a

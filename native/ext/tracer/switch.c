@@ -12,14 +12,15 @@
  *           the C trace and profile hooks of every thread (events.c,
  *           ccalls.c); the slots of every Python class (objects.c);
  *   through one Python entry, src/stackwatch/events/switch.py apply():
- *           sys.monitoring events (3.12+), gc.callbacks, the wrapper of
+ *           sys.monitoring events (3.12+; on 3.13 also those of Cython's
+ *           functions, under a second tool id), gc.callbacks, the wrapper of
  *           threading.Thread._bootstrap_inner and, on 3.9-3.11, the
  *           replacement of sys.settrace, which are reachable from Python
  *           only. The entry is told what to turn on; it reads nothing else.
  *
  * _native.hooks is that entry's interface, used by nothing else: the
  * callables it hands to those mechanisms (monitoring_callbacks,
- * gc_callback, thread_event, wrap_settrace) and the C helpers of the
+ * cython_callbacks, gc_callback, thread_event, wrap_settrace) and the C helpers of the
  * sys.monitoring local events (init_gap_begin/end, lines_local_begin/end,
  * lines_codes). Each file that owns a callable adds it (*_add_hooks).
  *
@@ -29,6 +30,7 @@
 
 #include "ext/dispatch/dispatch.h"
 #include "ext/tracer/ccalls.h"
+#include "ext/tracer/cython_frames.h"
 #include "ext/tracer/events.h"
 #include "ext/tracer/tasks.h"
 #include "ext/tracer/hook_eval.h"
@@ -43,9 +45,14 @@ static PyObject *monitoring_callbacks;   /* hooks.monitoring_callbacks */
 int sw_hooks_add_monitoring_callback(PyObject *hooks, uint32_t event, PyMethodDef *def)
 {
     (void)hooks;
+    return sw_hooks_add_callback_to(monitoring_callbacks, event, def);
+}
+
+int sw_hooks_add_callback_to(PyObject *dict, uint32_t event, PyMethodDef *def)
+{
     PyObject *fn = PyCFunction_NewEx(def, NULL, NULL);
     PyObject *key = fn ? PyLong_FromUnsignedLong(event) : NULL;
-    int rc = key ? PyDict_SetItem(monitoring_callbacks, key, fn) : -1;
+    int rc = key ? PyDict_SetItem(dict, key, fn) : -1;
     Py_XDECREF(key);
     Py_XDECREF(fn);
     return rc;
@@ -90,13 +97,16 @@ static void apply_in_python(uint32_t mask, uint32_t slow, int session)
     PyObject *mod = key ? PyImport_ImportModule("stackwatch.events.switch") : NULL;
     PyObject *fn = mod ? PyObject_GetAttrString(mod, "apply") : NULL;
     PyObject *args = fn ? PyTuple_New(0) : NULL;
-    PyObject *kw = args ? Py_BuildValue("{s:k,s:k,s:k,s:O,s:N,s:N,s:N,s:N}", "monitoring_events", (unsigned long)events,
+    /* 3.13: Cython's functions report to sys.monitoring (cython_frames.c). */
+    int cython = PY_VERSION_HEX >= 0x030D0000 && session && sw_S.cython;
+    PyObject *kw = args ? Py_BuildValue("{s:k,s:k,s:k,s:O,s:N,s:N,s:N,s:N,s:N}", "monitoring_events", (unsigned long)events,
                                         "local_lines", (unsigned long)local, "init_gap", (unsigned long)gap,
                                         "lines_key", key, "gc_callback",
                                         PyBool_FromLong((mask & SW_MASK_GC_CALLBACK) != 0), "thread_wrapper",
                                         PyBool_FromLong((mask & SW_MASK_THREAD_WRAPPER) != 0), "settrace",
                                         PyBool_FromLong(settrace), "task_hooks",
-                                        PyBool_FromLong((mask & SW_MASK_TASK_HOOKS) != 0))
+                                        PyBool_FromLong((mask & SW_MASK_TASK_HOOKS) != 0), "cython",
+                                        PyBool_FromLong(cython))
                             : NULL;
     PyObject *r = kw ? PyObject_Call(fn, args, kw) : NULL;
     if (!r) {
@@ -135,7 +145,7 @@ int sw_switch_add_to_module(PyObject *m)
                                    "threading and sys.settrace. Used by nothing else.") < 0 ||
         !(monitoring_callbacks = PyDict_New()) ||
         PyModule_AddObject(hooks, "monitoring_callbacks", Py_NewRef(monitoring_callbacks)) < 0 ||
-        sw_ccalls_add_hooks(hooks) < 0 || sw_events_add_hooks(hooks) < 0 || sw_tasks_add_hooks(hooks) < 0 || sw_init_gap_add_hooks(hooks) < 0 ||
+        sw_ccalls_add_hooks(hooks) < 0 || sw_cython_add_hooks(hooks) < 0 || sw_events_add_hooks(hooks) < 0 || sw_tasks_add_hooks(hooks) < 0 || sw_init_gap_add_hooks(hooks) < 0 ||
         sw_exit_line_add_hooks(hooks) < 0 ||
         sw_lines_local_add_hooks(hooks) < 0 || PyModule_AddObject(m, "hooks", hooks) < 0) {
         Py_DECREF(hooks);

@@ -20,5 +20,8 @@ int sw_switch_add_to_module(PyObject *m);
  * callback of `event` (a sys.monitoring event bit) in
  * hooks.monitoring_callbacks. Returns 0, or -1 with an exception set. */
 int sw_hooks_add_monitoring_callback(PyObject *hooks, uint32_t event, PyMethodDef *def);
+/* The same into another dict of callbacks by event bit (a second tool
+ * id's: hooks.cython_callbacks, cython_frames.c). */
+int sw_hooks_add_callback_to(PyObject *dict, uint32_t event, PyMethodDef *def);
 
 #endif

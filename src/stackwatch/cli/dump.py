@@ -1,7 +1,12 @@
 """`stackwatch dump PID [--json]`: every thread's Python stack of a running
 process, read from outside (its memory, through the native reader), with
 no change to the process. Text as faulthandler prints it (innermost frame
-first); --json: a list of threads."""
+first); --json: a list of threads. --locals: each frame's local variables,
+read from memory without running code in the process: the repr of simple
+values (None, bool, int, float, str, bytes; cut to LOCALS_REPR_MAX
+characters), the type and address of others. --core CORE [--exe PYTHON]:
+the same read from a core file (gdb's gcore, or a crash's) instead of a
+running process."""
 import json
 import sys
 
@@ -10,23 +15,59 @@ from ..profiler.session import thread_comm
 
 NAME = "dump"
 
+LOCALS_REPR_MAX = 200   # characters of a value's repr shown; a longer one is cut and ends with "..."
+
 
 def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
     p = subparsers.add_parser("dump", help="print every thread's Python stack of a running process")
-    p.add_argument("pid", type=int, help="the process to read")
+    p.add_argument("pid", type=int, nargs="?", help="the process to read (or --core)")
     p.add_argument("--json", action="store_true", help="a JSON list of threads (name: Python's, os_name: the "
                                                        "kernel's, native_id, gil, state, frames: function, "
                                                        "file, line; innermost first)")
+    p.add_argument("--locals", action="store_true", help="each frame's local variables, read from memory (the "
+                                                         "repr of None, bool, int, float, str and bytes values, "
+                                                         "the type and address of others)")
+    p.add_argument("--core", metavar="CORE", help="read the process of this core file (gdb's gcore, or a crash's "
+                                                  "core) instead of a running one")
+    p.add_argument("--exe", metavar="PYTHON", help="with --core: the python executable that ran (its folder and "
+                                                   "../lib hold its libpython), for a core whose files here "
+                                                   "differ (another machine, a rebuild)")
     return p
 
 
-def threads_of(pid):
-    """The threads of process pid, each a dict as --json prints it."""
-    dump = _native.dump_process(pid)
+def local_of(name, kind, type_name, address, value, truncated):
+    """One variable as --json prints it: name, type, address, repr."""
+    if kind == "value":
+        text = repr(value)
+        if truncated or len(text) > LOCALS_REPR_MAX:
+            text = text[:LOCALS_REPR_MAX] + "..."
+    elif kind == "other":
+        text = f"<{type_name} object at {address:#x}>"
+    else:
+        text = f"<unreadable object at {address:#x}>"
+    return {"name": name, "type": type_name, "address": address, "repr": text}
+
+
+def frame_of(qualname, file, line, local_vars, with_locals):
+    """One frame as --json prints it."""
+    # faulthandler's function is the code's name, the last part of its qualified name
+    f = {"function": qualname.rsplit(".", 1)[-1], "qualname": qualname, "file": file, "line": line}
+    if with_locals:
+        # None: the frame's variables could not be read
+        f["locals"] = None if local_vars is None else [local_of(*v) for v in local_vars]
+    return f
+
+
+def threads_of(pid, with_locals=False, core=None, exe=None):
+    """The threads of process pid (or of the core file core), each a dict as
+    --json prints it."""
+    dump = _native.dump_process(pid or 0, locals=with_locals, core=core, exe=exe)
+    dump["core"] = core
     out = []
     for t in dump["threads"]:
-        os_name = thread_comm(pid, t["native_id"]) if t["native_id"] else None
+        # (a core's process is gone: its OS names are not known)
+        os_name = thread_comm(pid, t["native_id"]) if t["native_id"] and not core else None
         out.append({
             "thread_id": t["thread_id"],
             "native_id": t["native_id"] or None,
@@ -36,9 +77,7 @@ def threads_of(pid):
             "gil": t["gil"],
             "state": t["state"],
             "failed": t["failed"],
-            # faulthandler's function is the code's name, the last part of its qualified name
-            "frames": [{"function": qualname.rsplit(".", 1)[-1], "qualname": qualname, "file": file, "line": line}
-                       for qualname, file, line in t["frames"]],
+            "frames": [frame_of(*f, with_locals) for f in t["frames"]],
         })
     return dump, out
 
@@ -46,7 +85,8 @@ def threads_of(pid):
 def format_text(dump, threads):
     """faulthandler's layout, with what it cannot know added to each thread's line."""
     layout = {"own": "stackwatch's own", "generated": "generated", "debug_offsets": "from its debug offsets"}
-    lines = [f"Process {dump['pid']}: Python {dump['version']} ({dump['python']}; layout "
+    of = f" (core file {dump['core']})" if dump.get("core") else ""
+    lines = [f"Process {dump['pid']}{of}: Python {dump['version']} ({dump['python']}; layout "
              f"{layout.get(dump['layout'], dump['layout'])})"]
     for t in threads:
         about = [f"native id {t['native_id']}" if t["native_id"] else "native id unknown"]
@@ -63,12 +103,20 @@ def format_text(dump, threads):
             lines.append("  <the stack could not be read: it changed while read>")
         for f in t["frames"]:
             lines.append(f'  File "{f["file"]}", line {f["line"]} in {f["function"]}')
+            if f.get("locals") is None and "locals" in f:
+                lines.append("    <its variables could not be read>")
+            for v in f.get("locals") or ():
+                lines.append(f"    {v['name']} = {v['repr']}")
     return "\n".join(lines) + "\n"
 
 
 def run(args):
+    if (args.pid is None) == (args.core is None) or (args.exe and not args.core):
+        print("stackwatch: error: dump needs a PID or --core CORE (one of them; --exe goes with --core)",
+              file=sys.stderr)
+        return 2
     try:
-        dump, threads = threads_of(args.pid)
+        dump, threads = threads_of(args.pid, args.locals, args.core, args.exe)
     except (OSError, ValueError, RuntimeError) as e:
         print(f"stackwatch: error: {e}", file=sys.stderr)
         return 1

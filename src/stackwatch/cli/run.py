@@ -54,6 +54,14 @@ def add_parser(subparsers):
                    "not, traces into a file of its own, OUT.<pid>.swt)")
     r.add_argument("--c-calls", action="store_true", help="also record calls of builtin and "
                    "extension functions")
+    r.add_argument("--cython", action="store_true", help="also record the functions of Cython modules "
+                   "compiled with profile=True, as frames with their .pyx file and line (costs more on "
+                   "3.9-3.12: see docs/performance.md)")
+    r.add_argument("--native-include", action="append", metavar="GLOB", help="record only the native "
+                   "functions (of extensions built with 'stackwatch config --cflags --ldflags') whose "
+                   "symbol, object file name or path matches GLOB; repeatable")
+    r.add_argument("--native-exclude", action="append", metavar="GLOB", help="leave out those native "
+                   "functions ('*': all); repeatable")
     r.add_argument("--flush-interval", default=None, help="background flush of slowly recording "
                    "threads, e.g. 250ms (default 250ms; off on 3.13+, see docs; 0 = off)")
     r.add_argument("--no-tsc", action="store_true", help="timestamps from CLOCK_MONOTONIC, not the TSC")
@@ -174,7 +182,8 @@ def run(args):
             tracing.start(trace_path, buffer_size=chunk, ring=ring, max_depth=args.max_depth,
                       include=args.include, exclude=args.exclude, follow_fork=not args.no_follow,
                       follow=not args.no_follow,
-                      allow_tsc=not args.no_tsc, c_calls=args.c_calls, flush_interval=flush_s,
+                      allow_tsc=not args.no_tsc, c_calls=args.c_calls, cython=args.cython,
+                      native_include=args.native_include, native_exclude=args.native_exclude, flush_interval=flush_s,
                       events=events or None, lines=args.lines, sample=args.sample,
                       sample_native=args.native, sample_lines=args.sample_lines, kernel=args.kernel)
         except (ValueError, RuntimeError) as e:

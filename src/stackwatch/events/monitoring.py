@@ -26,6 +26,13 @@ the callbacks of _native.hooks.monitoring_callbacks:
   hooks.init_gap_begin, which also watches for new ones) and PY_UNWIND
   globally; native/ext/tracer/init_gap.c records only the frames the hook
   did not.
+- CPython 3.13 with `run --cython`: a Cython module compiled with
+  profile=True reports its functions' starts and ends to the *global*
+  PY_START / PY_RESUME / PY_RETURN / PY_YIELD / PY_UNWIND events of every
+  tool. They are set under a second tool id ("stackwatch-cython",
+  sync_cython()), so that their callbacks (native/ext/tracer/
+  cython_frames.c) are not the __init__ gap's: those return DISABLE for
+  Python functions' code, which then costs nothing more.
 """
 import gc
 import sys
@@ -37,6 +44,7 @@ TOOL_NAME = "stackwatch"
 _hooks = _native.hooks
 _state = None   # (tool id, init-gap codes or None, their local events, events with callbacks) while the tool id is held
 _local = None   # (local line/instruction bits, WeakSet of the codes that have them, lines key) or None
+_cython_tool = None   # the second tool id while Cython's functions are recorded (3.13)
 
 
 def sync(events, local, gap, lines_key):
@@ -129,3 +137,33 @@ def _local_lines(tid, bits, key):
         mon.set_local_events(tid, code, mon.get_local_events(tid, code) | w)
         done.add(code)
     _local = (bits, done, key)
+
+
+def sync_cython(on):
+    """Holds a second tool id with global PY_START / PY_RESUME / PY_RETURN /
+    PY_YIELD / PY_UNWIND events while `on` (3.13: `run --cython`), else frees it. Returns None,
+    or a reason why it could not."""
+    global _cython_tool
+    if sys.version_info < (3, 13) or bool(on) == (_cython_tool is not None):
+        return None
+    mon = sys.monitoring
+    callbacks = _hooks.cython_callbacks
+    if on:
+        held = _state[0] if _state is not None else None
+        for tid in (3, 4, 5, 2, 1, 0):
+            if tid != held and mon.get_tool(tid) is None:
+                break
+        else:
+            return "no free sys.monitoring tool id: Cython's functions are not recorded"
+        mon.use_tool_id(tid, TOOL_NAME + "-cython")
+        for e, cb in callbacks.items():
+            mon.register_callback(tid, e, cb)
+        mon.set_events(tid, sum(callbacks))
+        _cython_tool = tid
+    else:
+        tid, _cython_tool = _cython_tool, None
+        mon.set_events(tid, 0)
+        for e in callbacks:
+            mon.register_callback(tid, e, None)
+        mon.free_tool_id(tid)
+    return None

@@ -7,7 +7,8 @@ profile hooks of 3.9-3.11, the slots of Python classes) and calls apply()
 with what the mechanisms reachable only from Python must be:
 
 - sys.monitoring events under stackwatch's tool id, 3.12+ (monitoring.py):
-  C calls, lines, instructions, exceptions, and on 3.13 the __init__ gap;
+  C calls, lines, instructions, exceptions, and on 3.13 the __init__ gap
+  and (under a second tool id) Cython's profiled functions (`run --cython`);
 - gc.callbacks: one entry while GC events are wanted;
 - threading.Thread._bootstrap_inner wrapped while thread events are wanted;
 - greenlet.settrace(hooks.greenlet_trace) while task events are wanted
@@ -35,7 +36,7 @@ _settrace = None   # the replacement of sys.settrace while it is in place
 
 
 def apply(monitoring_events, local_lines, init_gap, lines_key, gc_callback, thread_wrapper, settrace,
-          task_hooks=False):
+          task_hooks=False, cython=False):
     """Called by the C owner only. monitoring_events: the global sys.monitoring
     events stackwatch's tool must have; local_lines: LINE / INSTRUCTION
     bits to set as local events of the code objects consumers want;
@@ -46,6 +47,10 @@ def apply(monitoring_events, local_lines, init_gap, lines_key, gc_callback, thre
         _warn(monitoring.sync(monitoring_events, local_lines, init_gap, lines_key))
     except Exception as e:
         _warn(f"cannot switch sys.monitoring events: {e}")
+    try:
+        _warn(monitoring.sync_cython(cython))
+    except Exception as e:
+        _warn(f"cannot switch the sys.monitoring events of Cython's functions: {e}")
     cb = _hooks.gc_callback
     if gc_callback:
         if cb not in gc.callbacks:

@@ -71,6 +71,8 @@ def switch(on):
         except Exception as e:   # never into the program
             print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
     elif not on and _saved:
+        for table in (_blocked, _failed, _starts, _waiters, _joiners):   # (a next session gives new ids)
+            table.clear()
         while _saved:
             owner, name, orig, ours = _saved.pop()
             if owner.__dict__.get(name) is ours:   # (a program's own replacement stays)

@@ -17,6 +17,8 @@ import threading
 from .. import _native
 from . import task_hooks
 
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep   # stackwatch's own files
+
 
 def name(obj, name, group=None):
     """Names obj (a thread, an asyncio task, a greenlet, or a channel: a
@@ -65,10 +67,11 @@ def _frame(f):
 
 
 def _stack(frame):
-    """frame and its callers, innermost first."""
+    """frame and its callers, innermost first (stackwatch's own left out)."""
     out = []
     while frame is not None:
-        out.append(_frame(frame))
+        if not frame.f_code.co_filename.startswith(_OWN):
+            out.append(_frame(frame))
         frame = frame.f_back
     return out
 
@@ -84,6 +87,23 @@ _THREAD_WAITS = {("threading.py", "wait"): "condition", ("threading.py", "join")
                  ("queue.py", "put"): "queue", ("threading.py", "acquire"): "lock"}
 
 
+def _thread_waits(f, state):
+    """(state, waits_on) of a thread whose innermost frame is f: blocked in
+    the outermost of the waits of threading and queue it is in (a queue's
+    get, in a Condition's wait: the queue)."""
+    waits = None
+    while f is not None and (os.path.basename(f.f_code.co_filename) in ("threading.py", "queue.py")
+                             or f.f_code.co_filename.startswith(_OWN)):
+        reason = _THREAD_WAITS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))
+        if reason:
+            this = f.f_locals.get("self")
+            if reason == "condition" and type(this).__name__ == "Event":
+                reason = "event"
+            state, waits = "blocked", reason if this is None else f"{reason} {task_hooks.channel_name(this)}"
+        f = f.f_back
+    return state, waits
+
+
 def tasks():
     """Every live task, as a list of dicts: name, group, kind ("thread",
     "asyncio", "greenlet"), thread (native id), state ("running": the
@@ -97,16 +117,8 @@ def tasks():
     for t in threading.enumerate():
         f = frames.get(t.ident) if t is not here else sys._getframe(1)
         state, waits = ("running", None) if t is here else ("runnable", None)
-        g = f
-        while t is not here and g is not None:
-            reason = _THREAD_WAITS.get((os.path.basename(g.f_code.co_filename), g.f_code.co_name))
-            if reason:
-                this = g.f_locals.get("self")
-                if reason == "condition" and type(this).__name__ == "Event":
-                    reason = "event"
-                state, waits = "blocked", reason if this is None else f"{reason} {task_hooks.channel_name(this)}"
-                break
-            g = g.f_back
+        if t is not here:
+            state, waits = _thread_waits(f, state)
         n, group = _given(t, t.name)
         out.append({"name": n, "group": group, "kind": "thread", "thread": t.native_id, "state": state,
                     "waits_on": waits, "stack": _stack(f)})

@@ -165,7 +165,7 @@ def stopped():
 # Options a child's session takes from its parent's (session.start's
 # parameters; "meta" is the user's).
 OPTIONS = ("buffer_size", "ring", "max_depth", "include", "exclude", "follow_fork", "follow", "meta",
-            "allow_tsc", "c_calls", "flush_interval", "events", "lines", "sample", "sample_native",
+            "allow_tsc", "c_calls", "cython", "native_include", "native_exclude", "flush_interval", "events", "lines", "sample", "sample_native",
             "sample_lines", "kernel")
 
 

@@ -165,9 +165,9 @@ def say_kernel(said):
 
 
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
-          follow_fork=True, follow=False, meta=None, allow_tsc=True, c_calls=False, flush_interval=None,
+          follow_fork=True, follow=False, meta=None, allow_tsc=True, c_calls=False, cython=False, flush_interval=None,
           events=None, lines=None, sample=None, sample_native=False, sample_lines=False, kernel=None,
-          _followed=None):
+          native_include=None, native_exclude=None, _followed=None):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
@@ -177,7 +177,15 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     the buffer is cut to ring/4 when larger); max_depth: record frames only up to this depth;
     include/exclude: globs matched against file names and module names
     ("mypkg" also matches "mypkg.sub"); c_calls: also record calls of
-    builtin and extension functions (C_CALL/C_RETURN events);
+    builtin and extension functions (C_CALL/C_RETURN events); cython:
+    also record the functions of Cython modules compiled with
+    profile=True, as frames named after them with their .pyx file and
+    line (through the C profile function on 3.9-3.12, which then runs at
+    every Python call too; sys.monitoring on 3.13);
+    native_include/native_exclude: globs of the native functions
+    (extensions compiled with `stackwatch config --cflags --ldflags`,
+    recorded whenever a trace runs) to record or leave out, matched
+    against the symbol, its object's file name and path;
     events: more events to record beside calls (names or groups, see
     stackwatch.EVENTS: e.g. ["line", "exceptions", "gc", "objects",
     "threads"]); lines: globs of the files whose line / instruction events
@@ -229,7 +237,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         raise ValueError(f"max_depth must be a non-negative integer, not {max_depth!r}")
     include = _globs(include, "include")
     exclude = _globs(exclude, "exclude")
-    native_exclude = (exclude or []) + [_OWN_FILES] + _LAUNCHER_FILES
+    exclude_own = (exclude or []) + [_OWN_FILES] + _LAUNCHER_FILES
     if flush_interval is None:
         flush_interval = DEFAULT_FLUSH_INTERVAL
     file_mask = kinds.mask_of(events) if events else 0
@@ -248,8 +256,9 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     signals.add(_stop_on_signal, late=True)
     try:
         kernel_said = _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
-                      allow_tsc=allow_tsc, meta=_meta(meta, _followed), include=include, exclude=native_exclude,
-                      c_calls=bool(c_calls), flush_interval=float(flush_interval), events=file_mask,
+                      allow_tsc=allow_tsc, meta=_meta(meta, _followed), include=include, exclude=exclude_own,
+                      c_calls=bool(c_calls), cython=bool(cython), native_include=_globs(native_include, "native_include"),
+                      native_exclude=_globs(native_exclude, "native_exclude"), flush_interval=float(flush_interval), events=file_mask,
                       lines=lines, kernel=kernel_events)
     except BaseException:
         signals.remove(_stop_on_signal)
@@ -268,7 +277,8 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         _sampler = s
     _session = dict(path=path, buffer_size=given_chunk, ring=given_ring, max_depth=max_depth,
                     include=include, exclude=exclude, follow_fork=follow_fork, follow=follow, meta=meta,
-                    allow_tsc=allow_tsc, c_calls=c_calls, flush_interval=flush_interval,
+                    allow_tsc=allow_tsc, c_calls=c_calls, cython=cython, native_include=native_include,
+                    native_exclude=native_exclude, flush_interval=flush_interval,
                     events=events, lines=lines, sample=sample, sample_native=sample_native,
                     sample_lines=sample_lines, kernel=kernel, _followed=_followed)
     os._exit = _exit_after_stop

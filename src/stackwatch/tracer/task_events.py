@@ -5,20 +5,29 @@ the sequence diagram and the exports' flows read this document only.
 
     read_task_events(path_or_trace) -> {"tasks": [...], "events": [...]}
 
-tasks: {"id" (0: a thread's own task), "name" (unique in the document),
-"group", "kind" ("thread", "greenlet", "asyncio"), "thread" (native thread
-id), "created_by", "created_t_ns", "creation_stack", "exit_t_ns",
-"outcome", "result"}.
+tasks: {"id" (0: a thread's own task), "name" (unique in the document:
+"name #2" for a second one), "group", "kind" ("thread", "greenlet",
+"asyncio"), "thread" (native thread id), "created_by", "created_t_ns",
+"creation_stack" (the creator's open frames then, innermost first, each
+{"function", "file", "line"}: a line only at the program's frame that made
+it; for the tasks of creators beyond the CREATION_REPLAYS busiest, that
+frame alone), "exit_t_ns", "outcome" ("result", "exception", "cancelled"),
+"result" (a repr)}.
 events: {"kind" ("create", "switch", "block", "wake", "send", "receive",
-"exit"), "task" (the task it happened to; a switch's: the task switched
-to), "task_id", "other" (a switch's: the task switched away from), "channel",
-"value", "reason", "t_ns" (the trace's clock, like Trace events), "thread"
-(native thread id), "function", "file", "line" (where it happened: a
-switch's, the innermost frame of the task switched away from)}.
+"exit"), "task" (the task it happened to; a create's: the new task; a
+switch's: the task switched to), "task_id", "other" (a create's creator;
+a switch's: the task switched away from; a wake's waker; a send's
+receiver and a receive's sender, paired by channel and value), "channel",
+"value", "reason" (a block's), "t_ns" (the trace's clock, like Trace
+events), "thread" (native thread id), "function", "file", "line" (where it
+happened: a switch's, the innermost frame of the task switched away
+from)}.
 """
 from ..events.task_hooks import OUTCOMES, REASONS, TASK_KINDS
 from .tracefile import RECORD_KINDS, Trace
 
+# How many creators' tracks are replayed for the creation stacks.
+CREATION_REPLAYS = 64
 # The record kinds this module reads (records.h), by name.
 _KINDS = ("task_switch", "task_create", "task_exit", "task_block", "task_wake", "task_send", "task_receive",
           "task_name")
@@ -131,7 +140,10 @@ def read_task_events(trace):
                 tasks[key]["group"] = data.get("group") or None
                 continue
             raw.append(ev)
-    for by, made in creations.items():
+    # Each creator's track is replayed once (a task's replay reads its
+    # thread's whole stream): the CREATION_REPLAYS that made the most tasks;
+    # the others' tasks keep the frame that made them only.
+    for by, made in sorted(creations.items(), key=lambda kv: -len(kv[1]))[:CREATION_REPLAYS]:
         if by in pos_of:
             _creation_stacks(t, pos_of[by], made)
     raw.sort(key=lambda e: e["t_ns"])   # stable: a thread's own order is kept at equal times

@@ -11,29 +11,10 @@
 #include "check.h"
 #include "tracegen.h"
 
-/* The events a replay hands out: kind, code, depth, synthetic; the first
- * 63 and the last. */
-typedef struct seen {
-    int n;
-    int ev[64][4];
-} seen;
-
-static int note(void *ud, const sw_event *ev)
-{
-    seen *s = ud;
-    int i = s->n < 63 ? s->n : 63;
-    s->ev[i][0] = ev->kind;
-    s->ev[i][1] = (int)ev->code;
-    s->ev[i][2] = (int)ev->depth;
-    s->ev[i][3] = ev->synthetic;
-    s->n++;
-    return 0;
-}
-
 static void expect(sw_trace *t, size_t pos, const int (*want)[4], int n)
 {
-    seen s = {0};
-    CHECK_EQ_I64(sw_trace_replay(t, pos, note, &s), SW_OK);
+    tg_seen s = {0};
+    CHECK_EQ_I64(sw_trace_replay(t, pos, tg_seen_fn, &s), SW_OK);
     if (!CHECK_EQ_I64(s.n, n))
         return;
     for (int i = 0; i < n; i++)
@@ -146,8 +127,7 @@ TEST(a_replay_of_every_tasks_events_and_switches)
     to(a, 5, 0);
     ret(a);
     ret(a);
-    REQUIRE(tg_close(&g, 0) == SW_OK);
-    sw_trace *t = tg_open_trace(path);
+    sw_trace *t = tg_close(&g, 0) == SW_OK ? tg_open_trace(path) : NULL;
     REQUIRE(t);
     ext_seen s = {0};
     CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT | SW_REPLAY_TASKS, note_ext, &s), SW_OK);
@@ -202,8 +182,8 @@ TEST(a_chunk_after_a_gap_reopens_every_tasks_frames)
      * returns (found, not ignored). */
     static const int main_events[][4] = {{SW_EV_DROPPED, 0, 0, 1}, {SW_OP_CALL, 0, 0, 1}, {SW_OP_CALL, 1, 1, 1},
                                          {SW_OP_RETURN, 1, 1, 0}, {SW_OP_RETURN, 0, 0, 0}};
-    seen s = {0};
-    CHECK_EQ_I64(sw_trace_replay(t, 0, note, &s), SW_OK);
+    tg_seen s = {0};
+    CHECK_EQ_I64(sw_trace_replay(t, 0, tg_seen_fn, &s), SW_OK);
     if (CHECK_EQ_I64(s.n, 5)) {
         s.ev[0][1] = 0;   /* the count the ring discarded */
         for (int i = 0; i < 5; i++)
@@ -212,7 +192,7 @@ TEST(a_chunk_after_a_gap_reopens_every_tasks_frames)
     }
     /* The task: its frame 2 reopened, its last return closes it. */
     s.n = 0;
-    CHECK_EQ_I64(sw_trace_replay(t, 1, note, &s), SW_OK);
+    CHECK_EQ_I64(sw_trace_replay(t, 1, tg_seen_fn, &s), SW_OK);
     REQUIRE(s.n >= 3);
     CHECK(s.ev[0][0] == SW_OP_CALL && s.ev[0][1] == 2 && s.ev[0][2] == 0 && s.ev[0][3] == 1);
     int last = s.n < 63 ? s.n - 1 : 63;

@@ -1,7 +1,8 @@
 """`stackwatch dump PID`: every thread's stack read from outside equals
 what faulthandler writes inside the target at the same parked point (same
-threads in the same order, same frames); every bad input is one line and
-a non-zero exit."""
+threads in the same order, same frames), and with --locals each frame's
+variables equal what the target saw of its own (repr, type, id); every
+bad input is one line and a non-zero exit."""
 import glob
 import json
 import os
@@ -50,6 +51,9 @@ class Parked:
         _, minor, names = line.split(" ", 2)
         self.minor, self.names = int(minor), {int(k): v for k, v in json.loads(names).items()}
         line = self.p.stdout.readline()
+        assert line.startswith("locals "), line
+        self.locals = json.loads(line[len("locals "):])
+        line = self.p.stdout.readline()
         assert line.startswith("ready "), line
         self.native_ids = {int(k): v for k, v in json.loads(line[len("ready "):]).items()}
         self.pid = self.p.pid
@@ -88,12 +92,46 @@ def pyenv_pythons(minors):
     return found
 
 
+SIMPLE = {"NoneType", "bool", "int", "float", "str", "bytes"}
+LOCALS_REPR_MAX = 200   # stackwatch.cli.dump's
+
+
+def check_locals(parked, threads):
+    """Each parked function's variables, as `dump --locals` read them, equal
+    the target's own view of them as it parked: the same names, the repr
+    of simple values (cut as dump cuts it), the type and id of others."""
+    program = os.path.join(PROGRAMS, "parked_threads.py")
+    checked = set()
+    for t in threads:
+        for f in t["frames"]:
+            if f["file"] != program:
+                continue
+            if f["function"] == "<module>":
+                assert f["locals"] == []   # its variables are the module's dict, not read
+                continue
+            own = parked.locals[f["function"]]
+            got = {v["name"]: v for v in f["locals"]}
+            assert set(got) == set(own), f["function"]
+            for name, (type_name, ident, text) in own.items():
+                v = got[name]
+                assert v["type"].rsplit(".", 1)[-1] == type_name, (name, v)
+                assert v["address"] == ident, (name, v)
+                if type_name in SIMPLE:
+                    cut = text if len(text) <= LOCALS_REPR_MAX else text[:LOCALS_REPR_MAX] + "..."
+                    assert v["repr"] == cut, name
+                else:
+                    assert v["repr"] == f"<{v['type']} object at {ident:#x}>"
+            checked.add(f["function"])
+    assert checked == set(parked.locals), checked
+
+
 def check_dump_equals_faulthandler(parked):
-    """`dump --json` and the text form against the target's faulthandler
-    dump, at the same parked point; returns the threads."""
+    """`dump --json --locals` and the text form against the target's
+    faulthandler dump, at the same parked point, and the variables against
+    the target's own view of them; returns the threads."""
     expected = parse_faulthandler(parked.faulthandler())
     assert len(expected) == 4 and all(frames for _, frames in expected)
-    r = run(["dump", str(parked.pid), "--json"])
+    r = run(["dump", str(parked.pid), "--json", "--locals"])
     assert r.returncode == 0, r.stderr
     threads = json.loads(r.stdout)
     got = [(t["thread_id"], [(f["function"], f["file"], f["line"]) for f in t["frames"]]) for t in threads]
@@ -104,6 +142,7 @@ def check_dump_equals_faulthandler(parked):
         # Python's names, read from threading._active in the target's memory (3.11+), else the kernel's
         assert t["name"] == (parked.names[t["thread_id"]] if parked.minor >= 11 else t["os_name"])
         assert t["state"] == "idle" and t["gil"] is False and t["failed"] is False   # all parked, GIL released
+    check_locals(parked, threads)
     text = run(["dump", str(parked.pid)])
     assert text.returncode == 0, text.stderr
     assert [line for line in text.stdout.splitlines() if line.startswith("  File ")] == \
@@ -155,11 +194,13 @@ def test_dump_313_through_its_debug_offsets(tmp):
     p = Parked(sorted(pythons.values())[-1], tmp)
     try:
         expected = parse_faulthandler(p.faulthandler())
-        dump = _native.dump_process(p.pid, layout="debug_offsets")
+        dump = _native.dump_process(p.pid, layout="debug_offsets", locals=True)
         assert dump["layout"] == "debug_offsets"
-        got = [(t["thread_id"], [(q.rsplit(".", 1)[-1], f, line) for q, f, line in t["frames"]])
+        got = [(t["thread_id"], [(q.rsplit(".", 1)[-1], f, line) for q, f, line, _ in t["frames"]])
                for t in dump["threads"]]
         assert got == expected
+        from stackwatch.cli.dump import frame_of   # its localsplus and co_localsplusnames offsets too
+        check_locals(p, [{"frames": [frame_of(*f, True) for f in t["frames"]]} for t in dump["threads"]])
         assert {t["native_id"] for t in dump["threads"]} == set(p.native_ids.values())
         assert {t["thread_id"]: t["name"] for t in dump["threads"]} == p.names   # its imports.modules offset too
     finally:
@@ -292,3 +333,79 @@ def test_dump_running_thread_holds_the_gil():
         p.kill()
         p.wait()
         p.stdout.close()
+
+
+def gcore(pid, prefix):
+    """A core file of the running process pid, written by gdb's gcore."""
+    tool = shutil.which("gcore")
+    if tool is None:
+        missing("gcore is missing (gdb: scripts/install-deps.sh installs it)")
+    r = subprocess.run([tool, "-o", str(prefix), str(pid)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return prefix.with_name(f"{prefix.name}.{pid}")
+
+
+def comparable(threads):
+    """Threads without what only a live process has (the kernel's view of
+    each thread: its state, whether it holds the GIL, its OS name)."""
+    return [{k: v for k, v in t.items() if k not in ("state", "gil", "os_name")} for t in threads]
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")   # seconds (gcore); the core reader is the live one's over other bytes
+def test_dump_core_equals_dump_of_the_process(tmp):
+    """`dump --core` of a gcore of the parked program equals `dump PID` of
+    it (threads, frames, variables), and so faulthandler's dump. Its
+    libpython is a copy in a folder of its own; replaced after the core
+    was written, the core names what differs and asks for --exe, which
+    then finds the Python that ran (its ../lib) by build id."""
+    libpython = f"libpython{sys.version_info[0]}.{sys.version_info[1]}.so.1.0"
+    real = os.path.join(sys.base_prefix, "lib", libpython)
+    if not os.path.exists(real):
+        missing(f"no shared {libpython} next to this Python")
+    lib = tmp / "lib"
+    lib.mkdir()
+    shutil.copy(real, lib / libpython)
+    p = Parked(sys.executable, tmp, env=dict(os.environ, LD_LIBRARY_PATH=str(lib)))
+    try:
+        check_dump_equals_faulthandler(p)
+        live = run(["dump", str(p.pid), "--json", "--locals"])
+        assert live.returncode == 0, live.stderr
+        core = gcore(p.pid, tmp / "core")
+        r = run(["dump", "--core", str(core), "--json", "--locals"])
+        assert r.returncode == 0, r.stderr
+        threads = json.loads(r.stdout)
+        assert comparable(threads) == comparable(json.loads(live.stdout))
+        assert all(t["state"] == "unknown" and t["os_name"] is None for t in threads)
+        text = run(["dump", "--core", str(core), "--locals"])
+        assert text.returncode == 0, text.stderr
+        assert text.stdout.startswith(f"Process {p.pid} (core file {core}): Python ")
+        assert [line for line in text.stdout.splitlines() if line.startswith("  File ")] == \
+            [line for line in p.fh.read_text().splitlines() if line.startswith("  File ")]
+        # the text form: each variable under its frame, "name = repr"
+        after = re.split(r'parked_threads\.py", line \d+ in run\n', text.stdout)[1]
+        run_frame = after.split("  File ", 1)[0].splitlines()
+        assert "    count = 42" in run_frame and f"    text = {p.locals['run']['text'][2]}" in run_frame
+        # The library is replaced (a new file: the process keeps the old one's pages).
+        os.unlink(lib / libpython)
+        shutil.copy(shutil.which("true"), lib / libpython)
+        line = one_line_error(run(["dump", "--core", str(core)]), f"the core's {lib / libpython} (build id ",
+                              "is not the file here", "name the Python that ran with --exe")
+        exe = os.path.join(sys.base_prefix, "bin", os.path.basename(os.path.realpath(sys.executable)))
+        again = run(["dump", "--core", str(core), "--exe", exe, "--json", "--locals"])
+        assert again.returncode == 0, (line, again.stderr)
+        assert comparable(json.loads(again.stdout)) == comparable(threads)
+    finally:
+        p.stop()
+
+
+@pytest.mark.versions("3.12")
+def test_dump_core_bad_input(tmp):
+    """Not a core file, no such file, or a pid and --core both: one line."""
+    one_line_error(run(["dump", "--core", sys.executable]), "not a core file")
+    text = tmp / "notes.txt"
+    text.write_text("not an ELF file at all\n")
+    one_line_error(run(["dump", "--core", str(text)]), "not an ELF file")
+    one_line_error(run(["dump", "--core", str(tmp / "missing")]), "No such file")
+    r = run(["dump", "1", "--core", str(text)])
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from conftest import needs_module, run_traced, write
+from conftest import run as run_cli
 from stackwatch import Trace
 from stackwatch.tracer.task_events import read_task_events
 
@@ -386,7 +387,11 @@ for t in threads:
     t.start()
 while not go._cond._waiters:   # the waiter waits for go (a block on the event) ...
     time.sleep(0.001)
+live = {t["name"]: t for t in stackwatch.tasks()}
 go.set()                       # ... and the main thread sets it (its wake)
+assert (live["waiter"]["state"], live["waiter"]["waits_on"]) == ("blocked", "event go"), live["waiter"]
+assert live["MainThread"]["state"] == "running" and live["waiter"]["stack"][-1]["function"] in ("_bootstrap",
+                                                                                                  "Thread._bootstrap")
 for t in threads:
     t.join()
 assert out == [5040], out
@@ -484,3 +489,68 @@ assert asyncio.run(main()) == 11
                    ("exit", "main")]
     results = {t["name"].split()[-1]: (t["outcome"], t["result"]) for t in doc["tasks"]}
     assert results["quick"] == ("result", "5") and results["slow"] == ("result", "6")
+
+
+@pytest.mark.versions("3.12")
+def test_two_sessions_in_one_process(tmp_path):
+    """A task that blocks while the first session traces and is woken in
+    the second: the second trace has no wake of a task it never saw block
+    (the first session's waits are not carried over; its ids are not the
+    second's), and its own blocks and wakes pair up."""
+    program = r'''
+import asyncio, sys, stackwatch
+
+async def get(q):
+    return await q.get()
+
+async def queue():
+    return asyncio.Queue()
+
+loop = asyncio.new_event_loop()
+q = loop.run_until_complete(queue())
+t = loop.create_task(get(q))
+stackwatch.start(sys.argv[1] + "0.swt", events=["tasks"])
+loop.run_until_complete(asyncio.sleep(0.01))   # t blocks on the queue
+stackwatch.stop()
+stackwatch.start(sys.argv[1] + "1.swt", events=["tasks"])
+loop.run_until_complete(q.put(1))
+assert loop.run_until_complete(t) == 1
+stackwatch.stop()
+'''
+    prog = write(tmp_path / "p.py", program)
+    r = subprocess.run([sys.executable, prog, str(tmp_path / "t")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    first, second = (read_task_events(str(tmp_path / f"t{i}.swt")) for i in range(2))
+    assert [(e["kind"], e["reason"]) for e in first["events"] if e["kind"] in ("block", "wake")
+            and e["task"].endswith(" get")] == [("block", "queue")]
+    _wakes(second)   # (each wake ends a block of the same trace)
+    assert [e["kind"] for e in second["events"] if e["task"].endswith(" get")][-3:] == ["switch", "receive", "exit"]
+
+
+@pytest.mark.versions("3.12")
+def test_log_without_a_trace(tmp_path):
+    """`--no-trace --log`: the task events reach the log with no trace
+    written, the tasks named and switched as with one."""
+    program = r'''
+import asyncio
+
+async def child():
+    await asyncio.sleep(0)
+    return 7
+
+async def parent():
+    return await asyncio.ensure_future(child())
+
+assert asyncio.run(parent()) == 7
+'''
+    prog = write(tmp_path / "p.py", program)
+    log = tmp_path / "events.log"
+    r = run_cli(["run", "--no-trace", "--events", "tasks", "--log", str(log), prog])
+    assert r.returncode == 0, r.stderr
+    lines = [line.split("] ", 1)[1].split("  at ")[0].strip() for line in log.read_text().splitlines()
+             if "] task_" in line]
+    assert "task_create  Task-2 child (asyncio) created by Task-1 parent" in lines
+    assert "task_block   Task-1 parent blocks on join Task-2 child" in lines
+    assert "task_exit    Task-2 child exited: result 7" in lines
+    assert any(line.startswith("task_switch  MainThread -> Task-2 child  [Task-2 child: running") for line in lines)
+    assert not list(tmp_path.glob("*.swt"))

@@ -1,0 +1,91 @@
+"""bench/native_events.py - what the native-function runtime and `run
+--cython` cost, on the Python that runs this (docs/performance.md,
+"Cython and native functions"); run by hand, not by `make bench`:
+
+    .venv/3.12/bin/python bench/native_events.py
+
+Native: tests/programs/native/cgraph.c's fib(25) (485,570 events) built
+with `stackwatch config --cflags --ldflags` and without, timed in CPU time
+(best of 9) untraced and under `stackwatch run`: ns per event. Cython
+(when Cython is installed): tests/programs/cython/cyprog.pyx compiled
+with profile=True; ns per call of a Python fib(20) and of the Cython one,
+traced without and with --cython. CPU time, not wall time: the shared
+2-core machines are loaded."""
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRAMS = os.path.join(ROOT, "tests", "programs")
+SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
+INCLUDE = "-I" + sysconfig.get_paths()["include"]
+CHILD = '''import sys, time
+sys.path.insert(0, sys.argv[1])
+def best(f, n):
+    b = 1e9
+    for _ in range(9):
+        t = time.process_time(); f(n); b = min(b, time.process_time() - t)
+    return b
+if sys.argv[2] == "native":
+    import cgraph
+    print(best(cgraph.fib, 25) * 1e9 / (242785 * 2))
+else:
+    import cyprog
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+    print(best(fib, 20) * 1e9 / 21891, best(cyprog.fib, 20) * 1e9 / 21891)
+'''
+
+
+def measure(tmp, folder, what, traced=False, *options):
+    """The child's figures (what: "native" or "cython"), run plainly or
+    under `stackwatch run OPTIONS`."""
+    cmd = [sys.executable]
+    if traced:
+        cmd += ["-m", "stackwatch", "run", "-q", "-o", os.path.join(tmp, "t.swt"), *options]
+    out = subprocess.run(cmd + [os.path.join(tmp, "child.py"), folder, what], check=True, capture_output=True,
+                         text=True).stdout
+    return [float(x) for x in out.split()]
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="sw-native-bench-")
+    try:
+        with open(os.path.join(tmp, "child.py"), "w") as f:
+            f.write(CHILD)
+        flags = subprocess.run([sys.executable, "-m", "stackwatch", "config", "--cflags", "--ldflags"],
+                               check=True, capture_output=True, text=True).stdout.split()
+        source = os.path.join(PROGRAMS, "native", "cgraph.c")
+        for name, extra in (("plain", []), ("runtime", flags)):
+            os.makedirs(os.path.join(tmp, name))
+            subprocess.run(["cc", "-shared", "-fPIC", "-O2", INCLUDE, source, *extra, "-o",
+                            os.path.join(tmp, name, "cgraph" + SUFFIX)], check=True)
+        plain = measure(tmp, os.path.join(tmp, "plain"), "native")[0]
+        idle = measure(tmp, os.path.join(tmp, "runtime"), "native")[0]
+        traced = measure(tmp, os.path.join(tmp, "runtime"), "native", True)[0]
+        print(f"native events, ns per event: not instrumented {plain:.2f}, instrumented untraced {idle:.2f}, "
+              f"traced {traced:.2f} (recording: {traced - plain:.2f})")
+        if importlib.util.find_spec("Cython") is None:
+            print("Cython is not installed: no Cython figures")
+            return 0
+        cy = os.path.join(tmp, "cython")
+        os.makedirs(cy)
+        shutil.copy(os.path.join(PROGRAMS, "cython", "cyprog.pyx"), cy)
+        subprocess.run([sys.executable, "-m", "cython", "-3", "cyprog.pyx", "-o", "cyprog.c"], cwd=cy, check=True)
+        subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-w", INCLUDE, "cyprog.c", "-o", "cyprog" + SUFFIX],
+                       cwd=cy, check=True)
+        py0, cy0 = measure(tmp, cy, "cython", True)
+        py1, cy1 = measure(tmp, cy, "cython", True, "--cython")
+        print(f"--cython, ns per call: Python {py0:.1f} -> {py1:.1f}, Cython {cy0:.1f} -> {cy1:.1f} "
+              f"(traced without -> with)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""The native-function runtime: a C extension compiled with the flags of
+`stackwatch config --cflags --ldflags` (tests/programs/native/cgraph.c,
+built here with cc and kept under build/native/) records its functions
+whenever a trace runs, and its native frames nest exactly as its call
+graph, known by construction, under the Python caller, on the main
+thread and on another that attaches and exits first: static functions
+named from .symtab, the frames a longjmp left closed at the next return
+below them, a Python callback nested inside. Without stackwatch the
+extension runs unchanged. One Python: nothing here depends on the
+version."""
+import hashlib
+import os
+import shutil
+import subprocess
+import sysconfig
+
+import pytest
+
+from conftest import PROGRAMS, built_once, run, thread_pos
+
+pytestmark = pytest.mark.versions("3.12")   # the runtime does not depend on the Python version
+
+SOURCE = os.path.join(PROGRAMS, "native")
+
+
+def build_extension():
+    """The folder holding cgraph (built with stackwatch's flags) and
+    driver.py, and cgraph's path."""
+    flags = run(["config", "--cflags", "--ldflags"])
+    assert flags.returncode == 0, flags.stderr
+    text = b""   # what the build reads: the sources and the stubs' archive
+    for source in [os.path.join(SOURCE, "cgraph.c"), os.path.join(SOURCE, "driver.py")] + \
+            [w for w in flags.stdout.split() if w.endswith(".a")]:
+        with open(source, "rb") as f:
+            text += f.read()
+    name = "cgraph" + sysconfig.get_config_var("EXT_SUFFIX")
+
+    def build(tmp, cc):
+        subprocess.run([cc, "-shared", "-fPIC", "-O0", "-I" + sysconfig.get_paths()["include"],
+                        os.path.join(SOURCE, "cgraph.c"), *flags.stdout.split(), "-o", name],
+                       cwd=tmp, check=True, capture_output=True)
+        shutil.copy(os.path.join(SOURCE, "driver.py"), tmp)
+
+    folder = built_once("native", hashlib.sha256(text + flags.stdout.encode()).hexdigest()[:12], build)
+    return folder, os.path.join(folder, name)
+
+
+def expected(n, left_out=()):
+    """cgraph.run(n)'s call graph under main(): ("call", depth, name) and
+    ("exit", depth) as the trace must have them; a function left_out
+    gives its place to its callees."""
+    seq = []
+
+    def call(depth, name, *children):
+        if name in left_out:
+            for child in children:
+                child(depth)
+            return
+        seq.append(("call", depth, name))
+        for child in children:
+            child(depth + 1)
+        seq.append(("exit", depth))
+
+    def node(name, *children):
+        return lambda depth: call(depth, name, *children)
+
+    leaf = node("leaf [native]")
+    branch = node("branch [native]", leaf, leaf)
+    dives = node("dive [native]")
+    for _ in range(3):
+        dives = node("dive [native]", dives)
+    call(0, "main", node("run [native]", node("walk [native]", *[branch] * n),
+                         node("jumper [native]", dives), node("callback")))
+    return seq
+
+
+def test_native_frames_nest_as_the_c_call_graph(tmp_path):
+    folder, so = build_extension()
+    plain = run(["python", os.path.join(folder, "driver.py"), "4"], cwd=folder)
+    assert plain.returncode == 0 and plain.stdout == "47\n", plain.stderr   # without stackwatch: unchanged
+    out = str(tmp_path / "t.swt")
+    r = run(["run", "-q", "-o", out, os.path.join(folder, "driver.py"), "4"], cwd=folder)
+    assert r.returncode == 0 and r.stdout == "47\n", r.stderr
+    from stackwatch import Trace
+    t = Trace(out)
+    # The worker thread attached (and exited) first: its own frames.
+    assert main_sequence(t, thread_pos(t, "worker"), so) == expected(2)
+    assert main_sequence(t, thread_pos(t, "MainThread"), so) == expected(4)
+    # --native-exclude by symbol (a glob) and --native-include by object.
+    r = run(["run", "-q", "-o", out, "--native-exclude", "lea?", "--native-exclude", "dive",
+             "--native-include", os.path.basename(so), os.path.join(folder, "driver.py"), "4"], cwd=folder)
+    assert r.returncode == 0, r.stderr
+    t = Trace(out)
+    assert main_sequence(t, thread_pos(t, "MainThread"), so) == expected(4, {"leaf [native]", "dive [native]"})
+
+
+def main_sequence(t, pos, so):
+    """The calls and exits under main() (it included) on the thread at
+    pos, as expected() lists them; native frames checked to be so's."""
+    seq, base = [], None
+    for e in t.events(pos):
+        if e.kind in (0, 5):
+            c = t.codes[e.code]
+            if base is None and c.name == "main":
+                base = e.depth
+            if base is not None:
+                seq.append(("call", e.depth - base, c.name))
+                if c.name.endswith(" [native]"):
+                    assert (c.kind, c.filename) == (2, so), c
+        elif e.kind in (1, 4, 6) and base is not None:
+            seq.append(("exit", e.depth - base))
+            if e.depth == base:
+                break
+    return seq
+
+
+def test_native_frames_only_while_a_trace_runs(tmp_path):
+    """Started and stopped from Python: the calls before start() and after
+    stop() run unrecorded (the runtime is loaded by then: its state of the
+    thread stays set, for a session that is no longer live)."""
+    folder, so = build_extension()
+    out = str(tmp_path / "t.swt")
+    code = ("import sys; sys.argv = ['driver.py', '1']; sys.path.insert(0, %r)\n"
+            "import cgraph, stackwatch\n"
+            "def main(n): return cgraph.run(n, int)\n"
+            "main(2); stackwatch.start(%r); main(3); stackwatch.stop(); print(main(4))\n") % (folder, out)
+    r = run(["python", "-c", code], cwd=folder)
+    assert r.returncode == 0 and r.stdout == "47\n", r.stderr
+    from stackwatch import Trace
+    t = Trace(out)
+    calls = {}
+    for e in t.events(0):
+        if e.kind == 5:
+            name = t.codes[e.code].name
+            calls[name] = calls.get(name, 0) + 1
+    assert calls == {"run [native]": 1, "walk [native]": 1, "branch [native]": 3, "leaf [native]": 6,
+                     "jumper [native]": 1, "dive [native]": 4}, calls
+
+
+def test_config_needs_a_flag():
+    r = run(["config"])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--cflags" in r.stderr, r.stderr
