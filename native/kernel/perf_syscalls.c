@@ -1,7 +1,8 @@
 /*
- * perf_syscalls.c - this process's system calls from the raw_syscalls
- * tracepoints, through per-CPU perf rings read by a thread of its own
- * (perf_syscalls.h).
+ * perf_syscalls.c - this process's system calls (raw_syscalls
+ * tracepoints), scheduler switches and wakeups (sched tracepoints and
+ * PERF_RECORD_SWITCH) and page faults (a software event), through per-CPU
+ * perf rings read by a thread of its own (perf_syscalls.h).
  */
 #define _GNU_SOURCE
 #include "perf_syscalls.h"
@@ -39,27 +40,48 @@ typedef struct tp_field {
     unsigned offset, size;
 } tp_field;
 
+/* The event sources: which one a sample came from (its identifier). */
+enum source {
+    SRC_ENTER, SRC_EXIT, SRC_SWITCH, SRC_WAKEUP,   /* tracepoints */
+    SRC_FAULT,                                     /* the software page-fault event */
+    SRC_SWITCHES,   /* without the privilege: a dummy event's PERF_RECORD_SWITCH only */
+    SRC_SWITCH_IN, SRC_SWITCH_OUT,                 /* PERF_RECORD_SWITCH records */
+    NSOURCES
+};
+
 typedef struct tracepoint {
     uint64_t id;
-    tp_field nr;             /* sys_enter and sys_exit: long id */
-    tp_field ret;            /* sys_exit: long ret */
+    tp_field f1;             /* sys_enter, sys_exit: long id; sched_switch: prev_pid; sched_wakeup: pid */
+    tp_field f2;             /* sys_exit: long ret; sched_switch: prev_state; sched_wakeup: target_cpu */
 } tracepoint;
 
-/* A record read from a ring, waiting to be paired in time order. */
+/* A record read from a ring, waiting to be handled in time order. */
 typedef struct pending {
     uint64_t t;
     uint32_t tid;
-    uint8_t exit;
-    long nr;
-    int64_t ret;
+    uint8_t src;             /* enum source */
+    uint32_t cpu;
+    uint64_t a, b;           /* ENTER: nr; EXIT: nr, ret; SWITCH: prev_state; WAKEUP: pid, cpu; FAULT: addr */
 } pending;
 
-/* A thread's open call. */
+/* A thread's state: its open call, whether it is off CPU. */
 typedef struct open_call {
     uint64_t enter_ns;
     long nr;
     int open;
+    int off;                 /* switched out, not yet back */
+    uint32_t waker;          /* the thread of this process that woke it while off (0: none) */
+    uint64_t woken_ns;
 } open_call;
+
+/* A finished event, held until its thread has no system call open that
+ * began before it (the call's record comes at its entry time). */
+typedef struct out_item {
+    uint64_t t, seq;
+    int is_call;
+    sw_syscall call;
+    sw_kevent ev;
+} out_item;
 
 typedef struct ring {
     int fd;                  /* the enter event of the CPU: owns the ring */
@@ -74,7 +96,13 @@ struct sw_syscalls {
     int *fds;                /* every event opened (the rings' included) */
     size_t nfds, fds_cap;
     size_t map_bytes;
-    tracepoint enter, exit;
+    unsigned what;           /* SW_KERNEL_* */
+    int unprivileged;        /* sched from the threads' own switch records, user-mode faults */
+    tracepoint tps[SRC_FAULT];   /* by source: the tracepoints asked for */
+    uint64_t *ids;           /* every event's identifier */
+    uint8_t *id_src;         /* and its source */
+    size_t nids, ids_cap, id_src_cap;
+    sw_hashtab id_index;
     pid_t pid;
     int stop_fd;             /* eventfd: stop the thread */
     pthread_t thread;
@@ -87,6 +115,11 @@ struct sw_syscalls {
     open_call *calls;        /* and their open calls */
     size_t ntids, tids_cap, calls_cap;
     sw_hashtab tid_index;
+    out_item *out;           /* finished, held (out_item) */
+    size_t nout, out_cap;
+    uint64_t seq;
+    uint64_t last_wake_t;    /* the last wakeup handled: the same one may come twice (waker's and wakee's) */
+    uint32_t last_wake_tid, last_wake_pid;
     uint8_t *scratch;        /* a record that wraps around its ring */
     sw_syscalls_stats st;
     pthread_mutex_t stats_lock;
@@ -130,10 +163,25 @@ static int find_field(const char *fmt, const char *decl, tp_field *out)
     return 0;
 }
 
-static int load_tracepoint(const char *dir, const char *name, tracepoint *tp, int is_exit)
+/* Each tracepoint source: its name in tracefs and its fields (declaration
+ * and size; a second field of size 0: none). */
+static const struct tp_desc {
+    const char *path;
+    const char *f1;
+    unsigned size1;
+    const char *f2;
+    unsigned size2;
+} tp_descs[SRC_FAULT] = {
+    [SRC_ENTER] = {"raw_syscalls/sys_enter", "long id", 8, NULL, 0},
+    [SRC_EXIT] = {"raw_syscalls/sys_exit", "long id", 8, "long ret", 8},
+    [SRC_SWITCH] = {"sched/sched_switch", "pid_t prev_pid", 4, "long prev_state", 8},
+    [SRC_WAKEUP] = {"sched/sched_wakeup", "pid_t pid", 4, "int target_cpu", 4},
+};
+
+static int load_tracepoint(const char *dir, const struct tp_desc *d, tracepoint *tp)
 {
-    char path[256], text[4096];
-    snprintf(path, sizeof path, "%s/events/raw_syscalls/%s/id", dir, name);
+    char path[256], text[8192];
+    snprintf(path, sizeof path, "%s/events/%s/id", dir, d->path);
     if (read_text(path, text, sizeof text))
         return -1;
     char *end;
@@ -141,20 +189,46 @@ static int load_tracepoint(const char *dir, const char *name, tracepoint *tp, in
     if (end == text)
         return -1;
     tp->id = id;
-    snprintf(path, sizeof path, "%s/events/raw_syscalls/%s/format", dir, name);
-    if (read_text(path, text, sizeof text) || find_field(text, "long id", &tp->nr) || tp->nr.size != 8)
+    snprintf(path, sizeof path, "%s/events/%s/format", dir, d->path);
+    if (read_text(path, text, sizeof text) || find_field(text, d->f1, &tp->f1) || tp->f1.size != d->size1)
         return -1;
-    if (is_exit && (find_field(text, "long ret", &tp->ret) || tp->ret.size != 8))
+    if (d->f2 && (find_field(text, d->f2, &tp->f2) || tp->f2.size != d->size2))
         return -1;
+    return 0;
+}
+
+/* Whether source src is asked for. */
+static int wants(const sw_syscalls *s, int src)
+{
+    switch (src) {
+    case SRC_ENTER:
+    case SRC_EXIT: return (s->what & SW_KERNEL_SYSCALLS) != 0;
+    case SRC_SWITCH:
+    case SRC_WAKEUP: return (s->what & SW_KERNEL_SCHED) && !s->unprivileged;
+    case SRC_SWITCHES: return (s->what & SW_KERNEL_SCHED) && s->unprivileged;
+    case SRC_FAULT: return (s->what & SW_KERNEL_FAULTS) != 0;
+    default: return 0;
+    }
+}
+
+static int load_tracepoints_in(sw_syscalls *s, const char *dir)
+{
+    for (int src = 0; src < SRC_FAULT; src++)
+        if (wants(s, src) && load_tracepoint(dir, &tp_descs[src], &s->tps[src]))
+            return -1;
     return 0;
 }
 
 static int load_tracepoints(sw_syscalls *s, char *note, size_t notelen)
 {
+    int any = 0;
+    for (int src = 0; src < SRC_FAULT; src++)
+        any |= wants(s, src);
+    if (!any)
+        return 0;   /* page faults, own switches: no tracepoint */
     for (int attempt = 0; attempt < 2; attempt++) {
         for (size_t i = 0; i < sizeof tracefs_dirs / sizeof *tracefs_dirs; i++)
-            if (!load_tracepoint(tracefs_dirs[i], "sys_enter", &s->enter, 0) &&
-                !load_tracepoint(tracefs_dirs[i], "sys_exit", &s->exit, 1))
+            if (!load_tracepoints_in(s, tracefs_dirs[i]))
                 return 0;
         /* Not mounted: mount it where the kernel expects it (root only). */
         struct stat sb;
@@ -179,15 +253,36 @@ static int add_fd(sw_syscalls *s, int fd)
     return SW_OK;
 }
 
-static int open_event(const tracepoint *tp, pid_t tid, int cpu, size_t wakeup)
+/* Every record carries its event's identifier first (a sample) or last
+ * (sample_id_all), then pid and tid, time and CPU; tracepoints add their
+ * raw record, page faults their address. */
+#define SAMPLE_COMMON (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU)
+
+static int open_event(const sw_syscalls *s, int src, pid_t tid, int cpu, size_t wakeup)
 {
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
     a.size = sizeof a;
-    a.type = PERF_TYPE_TRACEPOINT;
-    a.config = tp->id;
+    if (src == SRC_FAULT) {
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = PERF_COUNT_SW_PAGE_FAULTS;
+        a.sample_type = SAMPLE_COMMON | PERF_SAMPLE_ADDR;
+    } else if (src == SRC_SWITCHES) {
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = PERF_COUNT_SW_DUMMY;
+        a.sample_type = SAMPLE_COMMON;
+    } else {
+        a.type = PERF_TYPE_TRACEPOINT;
+        a.config = s->tps[src].id;
+        a.sample_type = SAMPLE_COMMON | PERF_SAMPLE_RAW;
+    }
+    a.context_switch = src == SRC_SWITCH || src == SRC_SWITCHES;   /* PERF_RECORD_SWITCH: when it comes back */
+    /* Without the privilege (kernel.perf_event_paranoid 2) a process may
+     * watch itself in user mode only: its own switches, its faults in user
+     * code. */
+    a.exclude_kernel = (unsigned)s->unprivileged;
+    a.exclude_hv = (unsigned)s->unprivileged;
     a.sample_period = 1;
-    a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_RAW;
     a.inherit = 1;
     a.sample_id_all = 1;     /* LOST records carry pid, tid and time too */
     a.use_clockid = 1;
@@ -197,86 +292,129 @@ static int open_event(const tracepoint *tp, pid_t tid, int cpu, size_t wakeup)
     return (int)syscall(SYS_perf_event_open, &a, tid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
-static void say_refused(char *err, size_t errlen, int e)
+static const char *source_name(int src)
 {
-    char paranoid[32] = "?";
-    if (!read_text("/proc/sys/kernel/perf_event_paranoid", paranoid, sizeof paranoid))
-        paranoid[strcspn(paranoid, "\n")] = 0;
-    if (e == EACCES || e == EPERM)
-        snprintf(err, errlen,
-                 "perf_event_open of the raw_syscalls tracepoints was refused (%s): it needs root or "
-                 "CAP_PERFMON (kernel.perf_event_paranoid is %s)",
-                 strerror(e), paranoid);
-    else
-        snprintf(err, errlen, "perf_event_open of the raw_syscalls tracepoints failed: %s", strerror(e));
+    return src <= SRC_EXIT        ? "raw_syscalls tracepoints"
+           : src == SRC_FAULT     ? "page-fault event"
+           : src == SRC_SWITCHES ? "context-switch records"
+                                  : "sched tracepoints";
 }
 
-/* Opens enter and exit events of thread tid on every CPU, into the rings
- * (the first call, for this process's main thread, creates them). */
+/* kernel.perf_event_paranoid, as text ("?" when unreadable). */
+static void read_paranoid(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "?");
+    if (!read_text("/proc/sys/kernel/perf_event_paranoid", buf, cap))
+        buf[strcspn(buf, "\n")] = 0;
+}
+
+static void say_refused(char *err, size_t errlen, int src, int e)
+{
+    char paranoid[32];
+    read_paranoid(paranoid, sizeof paranoid);
+    if (e == EACCES || e == EPERM)
+        snprintf(err, errlen,
+                 "perf_event_open of the %s was refused (%s): it needs root or "
+                 "CAP_PERFMON (kernel.perf_event_paranoid is %s)",
+                 source_name(src), strerror(e), paranoid);
+    else
+        snprintf(err, errlen, "perf_event_open of the %s failed: %s", source_name(src), strerror(e));
+}
+
+/* Remembers which source the event fd's samples come from. */
+static int add_id(sw_syscalls *s, int fd, int src)
+{
+    uint64_t id;
+    if (ioctl(fd, PERF_EVENT_IOC_ID, &id))
+        return SW_EIO;
+    uint64_t *k = sw_array_grow(s->ids, &s->ids_cap, s->nids + 1, sizeof *k, 32);
+    if (!k)
+        return SW_ENOMEM;
+    s->ids = k;
+    uint8_t *v = sw_array_grow(s->id_src, &s->id_src_cap, s->nids + 1, 1, 32);
+    if (!v)
+        return SW_ENOMEM;
+    s->id_src = v;
+    if (sw_hashtab_add(&s->id_index, sw_hash_u64(id), (uint32_t)s->nids))
+        return SW_ENOMEM;
+    s->ids[s->nids] = id;
+    s->id_src[s->nids++] = (uint8_t)src;
+    return SW_OK;
+}
+
+/* Opens the events asked for of thread tid on every CPU, into the rings
+ * (the first call, for this process's main thread, creates them: the
+ * first event of each CPU owns its ring). */
 static int open_thread(sw_syscalls *s, pid_t tid, int first, char *err, size_t errlen)
 {
     for (unsigned c = 0; c < s->nrings; c++) {
         if (!first && s->rings[c].fd < 0)
             continue;   /* an offline CPU: no ring */
-        int fe = open_event(&s->enter, tid, (int)c, s->rings[0].size / 4);
-        if (fe < 0) {
-            if (!first && (errno == ESRCH || errno == ENOENT))
-                return SW_OK;   /* the thread ended meanwhile */
-            if (errno == ENODEV || errno == EINVAL) {
-                if (c > 0 && first)
-                    continue;   /* an offline CPU */
-            }
-            say_refused(err, errlen, errno);
-            return SW_EIO;
-        }
-        if (add_fd(s, fe))
-            return SW_ENOMEM;
-        int fx = open_event(&s->exit, tid, (int)c, s->rings[0].size / 4);
-        if (fx < 0) {
-            say_refused(err, errlen, errno);
-            return SW_EIO;
-        }
-        if (add_fd(s, fx))
-            return SW_ENOMEM;
         ring *r = &s->rings[c];
-        if (first) {
-            void *m = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fe, 0);
-            if (m == MAP_FAILED) {
-                snprintf(err, errlen, "cannot map a perf ring of %zu bytes: %s", s->map_bytes, strerror(errno));
+        int owner = first;
+        for (int src = 0; src < SRC_SWITCH_IN; src++) {
+            if (!wants(s, src))
+                continue;
+            int fd = open_event(s, src, tid, (int)c, r->size / 4);
+            if (fd < 0) {
+                if (!first && (errno == ESRCH || errno == ENOENT))
+                    return SW_OK;   /* the thread ended meanwhile */
+                if ((errno == ENODEV || errno == EINVAL) && c > 0 && first && owner)
+                    break;   /* an offline CPU */
+                say_refused(err, errlen, src, errno);
                 return SW_EIO;
             }
-            r->fd = fe;
-            r->meta = m;
-            r->data = (uint8_t *)m + sysconf(_SC_PAGESIZE);
-            r->size = s->map_bytes - (size_t)sysconf(_SC_PAGESIZE);
-        } else if (r->fd < 0 || ioctl(fe, PERF_EVENT_IOC_SET_OUTPUT, r->fd)) {
-            snprintf(err, errlen, "cannot redirect a perf event to its CPU's ring: %s", strerror(errno));
-            return SW_EIO;
-        }
-        if (ioctl(fx, PERF_EVENT_IOC_SET_OUTPUT, r->fd)) {
-            snprintf(err, errlen, "cannot redirect a perf event to its CPU's ring: %s", strerror(errno));
-            return SW_EIO;
+            if (add_fd(s, fd))
+                return SW_ENOMEM;
+            int rc = add_id(s, fd, src);
+            if (rc) {
+                snprintf(err, errlen, "cannot read a perf event's id: %s", strerror(errno));
+                return rc;
+            }
+            if (owner) {
+                void *m = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                if (m == MAP_FAILED) {
+                    snprintf(err, errlen, "cannot map a perf ring of %zu bytes: %s", s->map_bytes, strerror(errno));
+                    return SW_EIO;
+                }
+                r->fd = fd;
+                r->meta = m;
+                r->data = (uint8_t *)m + sysconf(_SC_PAGESIZE);
+                r->size = s->map_bytes - (size_t)sysconf(_SC_PAGESIZE);
+                owner = 0;
+            } else if (r->fd < 0 || ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, r->fd)) {
+                snprintf(err, errlen, "cannot redirect a perf event to its CPU's ring: %s", strerror(errno));
+                return SW_EIO;
+            }
         }
     }
     return SW_OK;
 }
 
-int sw_syscalls_open(sw_syscalls **out, size_t ring_bytes, char *err, size_t errlen, char *note, size_t notelen)
+/* Opens what `what` asks for, with the privilege or (unprivileged) what
+ * a process may see of itself without it. *refused: the failure was a
+ * missing privilege. */
+static int open_reader(sw_syscalls **out, unsigned what, int unprivileged, size_t ring_bytes, char *err,
+                       size_t errlen, char *note, size_t notelen, int *refused)
 {
     *out = NULL;
-    if (note && notelen)
-        note[0] = 0;
+    *refused = 0;
     err[0] = 0;
     sw_syscalls *s = calloc(1, sizeof *s);
     if (!s)
         return SW_ENOMEM;
     s->stop_fd = -1;
+    s->what = what;
+    s->unprivileged = unprivileged;
     pthread_mutex_init(&s->stats_lock, NULL);
     s->pid = getpid();
-    char dummy[128];
-    if (load_tracepoints(s, note ? note : dummy, note ? notelen : sizeof dummy)) {
-        snprintf(err, errlen, "the raw_syscalls tracepoints are not readable in tracefs (/sys/kernel/tracing): "
-                              "it needs root, and tracefs mounted");
+    if (load_tracepoints(s, note, notelen)) {
+        char paranoid[32];
+        read_paranoid(paranoid, sizeof paranoid);
+        snprintf(err, errlen, "the %s tracepoints are not readable in tracefs (/sys/kernel/tracing): "
+                              "it needs root or CAP_PERFMON, and tracefs mounted (kernel.perf_event_paranoid is %s)",
+                 (s->what & SW_KERNEL_SYSCALLS) ? "raw_syscalls" : "sched", paranoid);
+        *refused = 1;
         sw_syscalls_free(s);
         return SW_EIO;
     }
@@ -318,11 +456,42 @@ int sw_syscalls_open(sw_syscalls **out, size_t ring_bytes, char *err, size_t err
     if (rc) {
         if (!err[0])
             snprintf(err, errlen, "%s", sw_strerror(rc));
+        *refused = strstr(err, "was refused") != NULL;
         sw_syscalls_free(s);
         return rc;
     }
     s->st.cpus = s->nrings;
     *out = s;
+    return SW_OK;
+}
+
+int sw_syscalls_open(sw_syscalls **out, unsigned what, size_t ring_bytes, char *err, size_t errlen, char *note,
+                     size_t notelen)
+{
+    char dummy[128];
+    if (!note || !notelen) {
+        note = dummy;
+        notelen = sizeof dummy;
+    }
+    note[0] = 0;
+    what &= SW_KERNEL_SYSCALLS | SW_KERNEL_SCHED | SW_KERNEL_FAULTS;
+    if (!what)
+        what = SW_KERNEL_SYSCALLS;
+    int refused;
+    int rc = open_reader(out, what, 0, ring_bytes, err, errlen, note, notelen, &refused);
+    if (rc == SW_OK || !refused || (what & SW_KERNEL_SYSCALLS))
+        return rc;   /* system calls have no unprivileged way */
+    /* Refused: what a process may always see of itself, said in the note. */
+    char why[320];
+    snprintf(why, sizeof why, "%s", err);
+    rc = open_reader(out, what, 1, ring_bytes, err, errlen, note, notelen, &refused);
+    if (rc != SW_OK) {
+        snprintf(err, errlen, "%s", why);
+        return rc;
+    }
+    snprintf(note, notelen, "%s; recorded instead:%s%s", why,
+             (what & SW_KERNEL_SCHED) ? " each thread's own switches (off CPU preempted or waiting; no wakeups)" : "",
+             (what & SW_KERNEL_FAULTS) ? ((what & SW_KERNEL_SCHED) ? ", page faults in user mode" : " page faults in user mode") : "");
     return SW_OK;
 }
 
@@ -361,36 +530,82 @@ static int add_pending(sw_syscalls *s, const pending *p)
     return SW_OK;
 }
 
+static uint64_t rd_field(const uint8_t *raw, tp_field f)
+{
+    return f.size == 8 ? rd64(raw + f.offset) : (uint64_t)(int64_t)(int32_t)rd32(raw + f.offset);
+}
+
 /* One PERF_RECORD_SAMPLE of `len` bytes (header included), validated. */
 static void take_sample(sw_syscalls *s, const uint8_t *rec, size_t len)
 {
-    /* header 8, pid 4, tid 4, time 8, raw size 4, raw bytes */
-    if (len < 28) {
+    /* header 8, identifier 8, pid 4, tid 4, time 8, [addr 8], cpu 4, res 4,
+     * [raw size 4, raw bytes] */
+    if (len < 40) {
+        count(s, &s->st.malformed, 1);
+        return;
+    }
+    uint32_t i = sw_hashtab_get_u64(&s->id_index, s->ids, rd64(rec + 8));
+    if (i == SW_HT_NONE) {
+        count(s, &s->st.malformed, 1);
+        return;
+    }
+    int src = s->id_src[i];
+    uint32_t pid = rd32(rec + 16), tid = rd32(rec + 20);
+    pending p = {rd64(rec + 24), tid, (uint8_t)src, 0, 0, 0};
+    if (pid != (uint32_t)s->pid || tid == atomic_load(&s->reader_tid))
+        return;   /* a child process's (inherited), or our own reading */
+    if (src == SRC_FAULT) {
+        if (len < 48) {
+            count(s, &s->st.malformed, 1);
+            return;
+        }
+        p.a = rd64(rec + 32);
+        p.cpu = rd32(rec + 40);
+    } else {
+        p.cpu = rd32(rec + 32);
+        uint32_t raw_size = len >= 44 ? rd32(rec + 40) : 0;
+        const uint8_t *raw = rec + 44;
+        const tracepoint *tp = &s->tps[src];
+        uint16_t type = 0;
+        if (raw_size >= 2)
+            memcpy(&type, raw, 2);
+        if (len < 44 || raw_size > len - 44 || raw_size < 2 || type != tp->id ||
+            tp->f1.offset + tp->f1.size > raw_size ||
+            (tp_descs[src].f2 && tp->f2.offset + tp->f2.size > raw_size)) {
+            count(s, &s->st.malformed, 1);
+            return;
+        }
+        p.a = rd_field(raw, tp->f1);
+        if (tp_descs[src].f2)
+            p.b = rd_field(raw, tp->f2);
+        if (src == SRC_SWITCH) {   /* a: prev_pid, b: prev_state */
+            if ((uint32_t)p.a != tid)
+                return;
+            p.a = p.b;
+        }
+    }
+    count(s, &s->st.records, 1);
+    if (add_pending(s, &p))
+        count(s, &s->st.unpaired, 1);
+}
+
+/* A PERF_RECORD_SWITCH: a thread of ours comes back to a CPU (its
+ * switches out are read from sched_switch, which says why). */
+static void take_switch(sw_syscalls *s, const uint8_t *rec, size_t len, uint16_t misc)
+{
+    /* header 8, then sample_id: pid 4, tid 4, time 8, cpu 4, res 4, identifier 8 */
+    int out = (misc & PERF_RECORD_MISC_SWITCH_OUT) != 0;
+    if (out && !s->unprivileged)
+        return;   /* sched_switch tells it, with the reason */
+    if (len < 40) {
         count(s, &s->st.malformed, 1);
         return;
     }
     uint32_t pid = rd32(rec + 8), tid = rd32(rec + 12);
-    uint64_t t = rd64(rec + 16);
-    uint32_t raw_size = rd32(rec + 24);
-    const uint8_t *raw = rec + 28;
-    if (raw_size > len - 28 || raw_size < 2) {
-        count(s, &s->st.malformed, 1);
-        return;
-    }
     if (pid != (uint32_t)s->pid || tid == atomic_load(&s->reader_tid))
-        return;   /* a child process's (inherited), or our own reading */
-    uint16_t type;
-    memcpy(&type, raw, 2);
-    pending p = {t, tid, 0, 0, 0};
-    const tracepoint *tp = type == s->enter.id ? &s->enter : type == s->exit.id ? &s->exit : NULL;
-    if (!tp || tp->nr.offset + 8 > raw_size || (tp == &s->exit && tp->ret.offset + 8 > raw_size)) {
-        count(s, &s->st.malformed, 1);
         return;
-    }
-    p.exit = tp == &s->exit;
-    p.nr = (long)rd64(raw + tp->nr.offset);
-    if (p.exit)
-        p.ret = (int64_t)rd64(raw + tp->ret.offset);
+    pending p = {rd64(rec + 16), tid, out ? SRC_SWITCH_OUT : SRC_SWITCH_IN, rd32(rec + 24),
+                 (misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0, 0};
     count(s, &s->st.records, 1);
     if (add_pending(s, &p))
         count(s, &s->st.unpaired, 1);
@@ -432,6 +647,8 @@ static void drain(sw_syscalls *s, ring *r)
         }
         if (h.type == PERF_RECORD_SAMPLE) {
             take_sample(s, rec, h.size);
+        } else if (h.type == PERF_RECORD_SWITCH) {
+            take_switch(s, rec, h.size, h.misc);
         } else if (h.type == PERF_RECORD_LOST && h.size >= 24) {
             /* id, lost, then sample_id: pid, tid, time */
             uint64_t lost = rd64(rec + 16);
@@ -450,7 +667,7 @@ static int cmp_pending(const void *a, const void *b)
     const pending *x = a, *y = b;
     if (x->t != y->t)
         return x->t < y->t ? -1 : 1;
-    return (int)x->exit - (int)y->exit;   /* an enter before an exit of the same time */
+    return (int)x->src - (int)y->src;   /* an enter before an exit of the same time */
 }
 
 static open_call *call_of(sw_syscalls *s, uint32_t tid)
@@ -469,11 +686,146 @@ static open_call *call_of(sw_syscalls *s, uint32_t tid)
     if (sw_hashtab_add(&s->tid_index, sw_hash_u64(tid), (uint32_t)s->ntids))
         return NULL;
     s->tids[s->ntids] = tid;
-    s->calls[s->ntids] = (open_call){0, 0, 0};
+    s->calls[s->ntids] = (open_call){0};
     return &s->calls[s->ntids++];
 }
 
-/* Pairs the pending records up to time `until` (all: UINT64_MAX). */
+const char *sw_sched_reason(uint64_t prev_state)
+{
+    uint64_t st = prev_state & 0xff;   /* 0x100 and up: preempted (sched_switch prints "R+") */
+    return st == 0 ? "preempted" : (st & 1) ? "sleeping" : (st & 2) ? "blocked" : "other";
+}
+
+/* Holds a finished event (out_item) until its thread's order allows it. */
+static void hold(sw_syscalls *s, const sw_syscall *call, const sw_kevent *ev)
+{
+    out_item *o = sw_array_grow(s->out, &s->out_cap, s->nout + 1, sizeof *o, 256);
+    if (!o) {
+        count(s, &s->st.unpaired, 1);
+        return;
+    }
+    s->out = o;
+    o = &s->out[s->nout++];
+    memset(o, 0, sizeof *o);
+    o->seq = s->seq++;
+    o->is_call = call != NULL;
+    if (call) {
+        o->call = *call;
+        o->t = call->enter_ns;
+    } else {
+        o->ev = *ev;
+        o->t = ev->t_ns;
+    }
+}
+
+static int cmp_out(const void *a, const void *b)
+{
+    const out_item *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Hands the sink the held events, in time order, whose thread has no
+ * system call open since before them (all: at the end). */
+static void release(sw_syscalls *s, int all)
+{
+    if (s->nout > 1)
+        qsort(s->out, s->nout, sizeof *s->out, cmp_out);
+    size_t kept = 0;
+    for (size_t k = 0; k < s->nout; k++) {
+        out_item *o = &s->out[k];
+        uint32_t tid = o->is_call ? o->call.tid : o->ev.tid;
+        uint32_t i = all ? SW_HT_NONE : sw_hashtab_get_u64(&s->tid_index, s->tids, tid);
+        if (i != SW_HT_NONE && s->calls[i].open && s->calls[i].enter_ns <= o->t) {
+            s->out[kept++] = *o;
+            continue;
+        }
+        if (o->is_call) {
+            count(s, &s->st.calls, 1);
+            if (s->sink.syscall)
+                s->sink.syscall(s->sink.ud, &o->call);
+        } else {
+            uint64_t *n = o->ev.kind == SW_KEV_OFF_CPU  ? &s->st.off_cpu
+                          : o->ev.kind == SW_KEV_WAKEUP ? &s->st.wakeups
+                          : o->ev.kind == SW_KEV_FAULT  ? &s->st.faults
+                                                        : NULL;
+            if (n)
+                count(s, n, 1);
+            if (s->sink.event)
+                s->sink.event(s->sink.ud, &o->ev);
+        }
+    }
+    s->nout = kept;
+}
+
+/* One record, in time order, of a thread whose state is c. */
+static void handle(sw_syscalls *s, const pending *p, open_call *c)
+{
+    sw_kevent ev = {p->tid, 0, p->cpu, p->t, 0, 0, NULL};
+    switch (p->src) {
+    case SRC_ENTER:
+        if (c->open)
+            count(s, &s->st.unpaired, 1);   /* its exit was lost */
+        c->enter_ns = p->t;
+        c->nr = (long)p->a;
+        c->open = 1;
+        return;
+    case SRC_EXIT: {
+        if (!c->open || c->nr != (long)p->a) {
+            count(s, &s->st.unpaired, 1);   /* its enter was lost, or was before the start */
+            c->open = 0;
+            return;
+        }
+        c->open = 0;
+        sw_syscall call = {p->tid, (long)p->a, sw_syscall_name((long)p->a), (int64_t)p->b, c->enter_ns, p->t};
+        hold(s, &call, NULL);
+        return;
+    }
+    case SRC_SWITCH:
+    case SRC_SWITCH_OUT:   /* unprivileged: preempted or not, no state */
+        ev.kind = SW_KEV_OFF_CPU;
+        ev.a = p->src == SRC_SWITCH ? p->a : 0;
+        ev.reason = p->src == SRC_SWITCH ? sw_sched_reason(p->a) : p->a ? "preempted" : "waiting";
+        c->off = 1;
+        c->waker = 0;
+        break;
+    case SRC_SWITCH_IN:
+        if (!c->off)
+            return;   /* its switch out was before the start (or lost) */
+        ev.kind = SW_KEV_ON_CPU;
+        ev.a = c->waker;
+        ev.b = c->waker ? p->t - c->woken_ns : 0;
+        c->off = 0;
+        c->waker = 0;
+        break;
+    case SRC_WAKEUP: {
+        if (p->t == s->last_wake_t && p->tid == s->last_wake_tid && (uint32_t)p->a == s->last_wake_pid)
+            return;   /* seen through the wakee's event too */
+        s->last_wake_t = p->t;
+        s->last_wake_tid = p->tid;
+        s->last_wake_pid = (uint32_t)p->a;
+        ev.kind = SW_KEV_WAKEUP;
+        ev.a = (uint32_t)p->a;
+        ev.cpu = (uint32_t)p->b;
+        uint32_t wi = sw_hashtab_get_u64(&s->tid_index, s->tids, (uint32_t)p->a);
+        if (wi != SW_HT_NONE && s->calls[wi].off && (uint32_t)p->a != p->tid) {
+            s->calls[wi].waker = p->tid;
+            s->calls[wi].woken_ns = p->t;
+        }
+        break;
+    }
+    case SRC_FAULT:
+        ev.kind = SW_KEV_FAULT;
+        ev.a = p->a;
+        break;
+    default:
+        return;
+    }
+    hold(s, NULL, &ev);
+}
+
+/* Handles the pending records up to time `until` (all: UINT64_MAX). */
 static void pair(sw_syscalls *s, uint64_t until)
 {
     if (s->npend > 1)
@@ -486,25 +838,11 @@ static void pair(sw_syscalls *s, uint64_t until)
             count(s, &s->st.unpaired, 1);
             continue;
         }
-        if (!p->exit) {
-            if (c->open)
-                count(s, &s->st.unpaired, 1);   /* its exit was lost */
-            *c = (open_call){p->t, p->nr, 1};
-            continue;
-        }
-        if (!c->open || c->nr != p->nr) {
-            count(s, &s->st.unpaired, 1);   /* its enter was lost, or was before the start */
-            c->open = 0;
-            continue;
-        }
-        c->open = 0;
-        sw_syscall call = {p->tid, p->nr, sw_syscall_name(p->nr), p->ret, c->enter_ns, p->t};
-        count(s, &s->st.calls, 1);
-        if (s->sink.syscall)
-            s->sink.syscall(s->sink.ud, &call);
+        handle(s, p, c);
     }
     memmove(s->pend, s->pend + k, (s->npend - k) * sizeof *s->pend);
     s->npend -= k;
+    release(s, until == UINT64_MAX);
 }
 
 static void read_round(sw_syscalls *s, uint64_t until)
@@ -628,6 +966,10 @@ void sw_syscalls_free(sw_syscalls *s)
     free(s->pend);
     free(s->tids);
     free(s->calls);
+    free(s->out);
+    free(s->ids);
+    free(s->id_src);
+    sw_hashtab_free(&s->id_index);
     sw_hashtab_free(&s->tid_index);
     pthread_mutex_destroy(&s->stats_lock);
     free(s);

@@ -336,13 +336,24 @@ static void add_syscall(sw_ext_summary *o, const sw_ext *x)
     r->total_ns = r->total_ns > INT64_MAX - d ? INT64_MAX : r->total_ns + d;
 }
 
+static int64_t add_sat(int64_t sum, int64_t d)
+{
+    return sum > INT64_MAX - d ? INT64_MAX : sum + d;
+}
+
 /* The records written by another thread, through the filter's threads and
  * window. */
 static int thread_records_summary(sw_trace *t, const sw_filter *f, sw_ext_summary *o)
 {
-    sw_trec_cursor *c = sw_trec_cursor_new(t, SIZE_MAX);
-    if (!c)
+    size_t nthreads = sw_trace_thread_count(t);
+    int64_t *off_since = malloc((nthreads ? nthreads : 1) * sizeof *off_since);   /* INT64_MIN: on CPU */
+    sw_trec_cursor *c = off_since ? sw_trec_cursor_new(t, SIZE_MAX) : NULL;
+    if (!c) {
+        free(off_since);
         return SW_ENOMEM;
+    }
+    for (size_t i = 0; i < nthreads; i++)
+        off_since[i] = INT64_MIN;
     sw_trace_trec r;
     int n;
     while ((n = sw_trec_cursor_next(c, &r)) == 1) {
@@ -360,8 +371,20 @@ static int thread_records_summary(sw_trace *t, const sw_filter *f, sw_ext_summar
             add_syscall(o, x);
         else if (k && k->stat == SW_RSTAT_KERNEL_LOST)
             o->kernel_lost += x->a;
+        else if (k && k->stat == SW_RSTAT_FAULT)
+            o->faults++;
+        else if (k && k->stat == SW_RSTAT_OFF_CPU && r.thread < nthreads) {
+            if (k->shape == SW_RS_OPEN) {
+                off_since[r.thread] = r.t_ns;
+            } else if (off_since[r.thread] != INT64_MIN && r.t_ns >= off_since[r.thread]) {
+                o->off_cpu_pairs++;
+                o->off_cpu_ns = add_sat(o->off_cpu_ns, r.t_ns - off_since[r.thread]);
+                off_since[r.thread] = INT64_MIN;
+            }
+        }
     }
     sw_trec_cursor_free(c);
+    free(off_since);
     return n < 0 ? n : SW_OK;
 }
 
@@ -389,10 +412,10 @@ int sw_ext_summary_compute(sw_trace *t, sw_ext_summary *out)
     return sw_ext_summary_filtered(t, NULL, out);
 }
 
-/* ---- time in system calls per function ---- */
+/* ---- the kernel's events per function ---- */
 
 typedef struct fn_walk {
-    sw_syscall_fn_row *rows;
+    sw_kernel_fn_row *rows;
     size_t n, cap;
     uint64_t *keys;          /* thread << 32 | code, parallel to rows */
     size_t keys_cap;
@@ -400,8 +423,32 @@ typedef struct fn_walk {
     uint32_t *stack;         /* the thread's open frames' codes */
     size_t depth, stack_cap;
     size_t thread;
+    int off_open;            /* an interval off CPU is open on the thread */
+    uint32_t off_code;       /* the innermost frame's code when it began */
+    int64_t off_start;
     int oom;
 } fn_walk;
+
+/* The row of (thread, code), added when new; NULL when out of memory. */
+static sw_kernel_fn_row *fn_row(fn_walk *w, size_t thread, uint32_t code)
+{
+    uint64_t key = (uint64_t)thread << 32 | code;
+    uint32_t i = sw_hashtab_get_u64(&w->index, w->keys, key);
+    if (i == SW_HT_NONE) {
+        sw_kernel_fn_row *r = sw_array_grow(w->rows, &w->cap, w->n + 1, sizeof *r, 64);
+        if (r)
+            w->rows = r;
+        uint64_t *kk = r ? sw_array_grow(w->keys, &w->keys_cap, w->n + 1, sizeof *kk, 64) : NULL;
+        if (kk)
+            w->keys = kk;
+        if (!kk || sw_hashtab_add(&w->index, sw_hash_u64(key), (uint32_t)w->n))
+            return NULL;
+        i = (uint32_t)w->n++;
+        w->keys[i] = key;
+        w->rows[i] = (sw_kernel_fn_row){(uint32_t)thread, code, 0, 0, 0, 0, 0};
+    }
+    return &w->rows[i];
+}
 
 static int fn_event(void *ud, size_t thread, const sw_event *ev)
 {
@@ -409,6 +456,7 @@ static int fn_event(void *ud, size_t thread, const sw_event *ev)
     if (thread != w->thread) {
         w->thread = thread;
         w->depth = 0;
+        w->off_open = 0;
     }
     switch (ev->kind) {
     case SW_OP_CALL:
@@ -434,37 +482,42 @@ static int fn_event(void *ud, size_t thread, const sw_event *ev)
         return 0;
     }
     const sw_record_kind *k = ev->ext && !ev->ext->malformed ? sw_record_kind_of(ev->ext->kind) : NULL;
-    if (!k || k->stat != SW_RSTAT_SYSCALL)
+    if (!k || (k->stat != SW_RSTAT_SYSCALL && k->stat != SW_RSTAT_OFF_CPU && k->stat != SW_RSTAT_FAULT))
         return 0;
     uint32_t code = w->depth ? w->stack[w->depth - 1] : SW_NO_CALLER;
-    uint64_t key = (uint64_t)thread << 32 | code;
-    uint32_t i = sw_hashtab_get_u64(&w->index, w->keys, key);
-    if (i == SW_HT_NONE) {
-        sw_syscall_fn_row *r = sw_array_grow(w->rows, &w->cap, w->n + 1, sizeof *r, 64);
-        if (r)
-            w->rows = r;
-        uint64_t *kk = r ? sw_array_grow(w->keys, &w->keys_cap, w->n + 1, sizeof *kk, 64) : NULL;
-        if (kk)
-            w->keys = kk;
-        if (!kk || sw_hashtab_add(&w->index, sw_hash_u64(key), (uint32_t)w->n))
-            return w->oom = 1;
-        i = (uint32_t)w->n++;
-        w->keys[i] = key;
-        w->rows[i] = (sw_syscall_fn_row){(uint32_t)thread, code, 0, 0};
+    if (k->stat == SW_RSTAT_OFF_CPU && k->shape == SW_RS_OPEN) {
+        w->off_open = 1;
+        w->off_code = code;
+        w->off_start = ev->t_ns;
+        return 0;
     }
-    int64_t d = ev->ext->c > INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)ev->ext->c;
-    sw_syscall_fn_row *r = &w->rows[i];
-    r->calls++;
-    r->total_ns = r->total_ns > INT64_MAX - d ? INT64_MAX : r->total_ns + d;
+    if (k->stat == SW_RSTAT_OFF_CPU) {   /* its CLOSE: the interval counts where it began */
+        if (!w->off_open || ev->t_ns < w->off_start)
+            return 0;
+        w->off_open = 0;
+        code = w->off_code;
+    }
+    sw_kernel_fn_row *r = fn_row(w, thread, code);
+    if (!r)
+        return w->oom = 1;
+    if (k->stat == SW_RSTAT_FAULT) {
+        r->faults++;
+    } else if (k->stat == SW_RSTAT_OFF_CPU) {
+        r->off_cpu++;
+        r->off_cpu_ns = add_sat(r->off_cpu_ns, ev->t_ns - w->off_start);
+    } else {
+        r->calls++;
+        r->total_ns = add_sat(r->total_ns, ev->ext->c > INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)ev->ext->c);
+    }
     return 0;
 }
 
-int sw_syscalls_by_function(sw_trace *t, const sw_filter *f, sw_syscall_fn_row **rows, size_t *nrows)
+int sw_kernel_by_function(sw_trace *t, const sw_filter *f, sw_kernel_fn_row **rows, size_t *nrows)
 {
     *rows = NULL;
     *nrows = 0;
     if (!sw_trace_thread_record_count(t))
-        return SW_OK;   /* no system call: no walk */
+        return SW_OK;   /* no kernel event: no walk */
     fn_walk w = {0};
     w.thread = SIZE_MAX;
     sw_export_opts o = {0, f, NULL, NULL, NULL, 0};

@@ -63,6 +63,11 @@ typedef struct sw_ext_summary {
      * too: system calls (stat SYSCALL) by name, and the kernel records
      * lost (stat KERNEL_LOST, their field a summed). */
     uint64_t kernel_lost;
+    /* Off-CPU intervals (stat OFF_CPU: OFF_CPU..ON_CPU pairs of one
+     * thread) and their total time; page faults (stat FAULT). */
+    uint64_t off_cpu_pairs;
+    int64_t off_cpu_ns;
+    uint64_t faults;
     size_t nsyscalls;        /* rows used; calls beyond SW_SYSCALL_ROWS distinct names go to the last */
     struct sw_syscall_row {
         char name[32];
@@ -75,16 +80,20 @@ int sw_ext_summary_compute(sw_trace *t, sw_ext_summary *out);
 /* The same through a filter (NULL: none). */
 int sw_ext_summary_filtered(sw_trace *t, const sw_filter *f, sw_ext_summary *out);
 
-/* Time in system calls (records of stat SYSCALL, run --kernel) per
- * function: each call counts to the innermost frame open on its thread
- * when it began, as the exports nest it (SW_NO_CALLER: none open), through
- * a filter (NULL: none). *rows is malloc'd, the caller frees it. */
-typedef struct sw_syscall_fn_row {
+/* The kernel's events (run --kernel) per function: time in system calls
+ * (records of stat SYSCALL), time off CPU (OFF_CPU..ON_CPU pairs) and page
+ * faults (stat FAULT). Each counts to the innermost frame open on its
+ * thread when it began, as the exports nest it (SW_NO_CALLER: none open),
+ * through a filter (NULL: none). *rows is malloc'd, the caller frees it. */
+typedef struct sw_kernel_fn_row {
     uint32_t thread;
     uint32_t code;           /* code id, or SW_NO_CALLER */
-    uint64_t calls;
-    int64_t total_ns;
-} sw_syscall_fn_row;
-int sw_syscalls_by_function(sw_trace *t, const sw_filter *f, sw_syscall_fn_row **rows, size_t *nrows);
+    uint64_t calls;          /* system calls */
+    int64_t total_ns;        /* their time */
+    uint64_t off_cpu;        /* intervals off CPU that began here */
+    int64_t off_cpu_ns;      /* their time */
+    uint64_t faults;         /* page faults */
+} sw_kernel_fn_row;
+int sw_kernel_by_function(sw_trace *t, const sw_filter *f, sw_kernel_fn_row **rows, size_t *nrows);
 
 #endif

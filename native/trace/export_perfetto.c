@@ -156,6 +156,7 @@ typedef struct perfetto {
     int npairs;              /* OPEN kinds (records.h) */
     uint8_t *regions_described;  /* per thread: its "regions" track was described */
     uint64_t regions_open;   /* regions open on the current thread's "regions" track */
+    uint64_t *tids;          /* the threads' native tids, sorted (the ends of wakeup flows) */
     const sw_export_opts *o;
     size_t task_flow;        /* the next of o->task_flows (sw_export_task_flow_due) */
 } perfetto;
@@ -509,6 +510,46 @@ static int region_end(perfetto *p, size_t thread, int64_t t_ns, int unfinished)
     return send_event(p, thread, t_ns);
 }
 
+/* Wakeups between threads of the trace (format 1.10, run --kernel=sched):
+ * a flow from the waker's "wakeup" instant to an instant "woken by" on the
+ * wakee's "off CPU" track where it runs again. Both ends name the flow by
+ * the wakee's tid and the wakeup's time (ON_CPU: its time minus woken_ns). */
+static uint64_t wake_flow_id(uint64_t wakee_tid, int64_t t_wake)
+{
+    return sw_hash_u64(wakee_tid * 0x9E3779B97F4A7C15ull ^ (uint64_t)t_wake) | 1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Whether a thread of the trace has native tid `tid` (the other end of a
+ * flow is there). */
+static int tid_traced(const perfetto *p, uint64_t tid)
+{
+    return tid && bsearch(&tid, p->tids, p->nthreads, sizeof *p->tids, cmp_u64) != NULL;
+}
+
+/* After an ON_CPU that ended an off-CPU slice: the end of its wakeup's
+ * flow, when a thread of the trace woke it. */
+static int woken_instant(perfetto *p, const sw_record_kind *open, size_t thread, int64_t t_ns, const sw_ext *x)
+{
+    if (x->kind != SW_EXT_ON_CPU || !x->b || !tid_traced(p, x->b))
+        return 0;
+    char name[64];
+    snprintf(name, sizeof name, "woken by %llu", (unsigned long long)x->b);
+    p->ev.len = 0;
+    pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
+    pb_varint(&p->ev, F_TE_TRACK_UUID, slice_uuid(p, sw_export_pair_index(open), thread));
+    pb_str(&p->ev, F_TE_NAME, name);
+    pb_str(&p->ev, F_TE_CATEGORIES, open->category);
+    int64_t t_wake = t_ns - (int64_t)(x->c > (uint64_t)INT64_MAX / 2 ? (uint64_t)INT64_MAX / 2 : x->c);
+    pb_fixed64(&p->ev, F_TE_TERMINATING_FLOW_IDS, wake_flow_id(sw_trace_thread(p->t, thread)->native_tid, t_wake));
+    return send_event(p, thread, t_ns);
+}
+
 /* An EXT event: GC start/done open and close a slice on the GC track,
  * region begin/end one on the regions track; everything else is an
  * instant on the thread's track. */
@@ -535,7 +576,7 @@ static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
         return slice_begin(p, k, thread, ev->t_ns, x);
     }
     if ((k = sw_export_pair_close(x)) && p->slice_open[sw_export_pair_index(k)])
-        return slice_end(p, k, thread, ev->t_ns, x);
+        return slice_end(p, k, thread, ev->t_ns, x) || woken_instant(p, k, thread, ev->t_ns, x);
     char name[SW_EXT_STR_MAX + 32];
     sw_export_ext_name(x, name, sizeof name, &cat);
     p->ev.len = 0;
@@ -549,6 +590,8 @@ static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
         pb_bytes(&p->ev, F_TE_DEBUG_ANNOTATIONS, p->tmp.data, p->tmp.len);
     } else {
         da_fields(p, x, NULL);
+        if (x->kind == SW_EXT_WAKEUP && tid_traced(p, x->a))
+            pb_fixed64(&p->ev, F_TE_FLOW_IDS, wake_flow_id(x->a, ev->t_ns));
     }
     return send_event(p, thread, ev->t_ns);
 }
@@ -655,7 +698,13 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     p.slice_open = calloc((size_t)(p.npairs ? p.npairs : 1), 1);
     p.samples_described = calloc(p.nthreads ? p.nthreads : 1, 1);
     p.regions_described = calloc(p.nthreads ? p.nthreads : 1, 1);
-    if (!p.iid || !p.slice_described || !p.slice_open || !p.samples_described || !p.regions_described) {
+    p.tids = malloc((p.nthreads ? p.nthreads : 1) * sizeof *p.tids);
+    for (size_t i = 0; p.tids && i < p.nthreads; i++)
+        p.tids[i] = sw_trace_thread(t, i)->native_tid;
+    if (p.tids && p.nthreads > 1)
+        qsort(p.tids, p.nthreads, sizeof *p.tids, cmp_u64);
+    if (!p.iid || !p.slice_described || !p.slice_open || !p.samples_described || !p.regions_described || !p.tids) {
+        free(p.tids);
         free(p.iid);
         free(p.slice_described);
         free(p.slice_open);
@@ -702,6 +751,7 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     free(p.slice_open);
     free(p.samples_described);
     free(p.regions_described);
+    free(p.tids);
     sw_bytes_free(&p.cs);
     sw_bytes_free(&p.fr);
     if (rc == SW_ENOMEM || oom) {

@@ -327,7 +327,7 @@ void sw_export_slice_name(const sw_record_kind *open, const sw_ext *x, char *buf
         snprintf(buf, len, "%s (%s %llu)", open->track, open->fields[0].name,
                  (unsigned long long)sw_ext_number(x, open->fields[0].slot));
     else if (open->nfields && open->fields[0].type == SW_FT_STR)
-        snprintf(buf, len, "%s (%s %s)", open->track, open->fields[0].name, sw_ext_string(x, open->fields[0].slot));
+        snprintf(buf, len, "%s (%s)", open->track, sw_ext_string(x, open->fields[0].slot));   /* "off CPU (sleeping)" */
     else
         snprintf(buf, len, "%s", open->track);
 }

@@ -101,7 +101,8 @@ int sw_export_pair_count(void);
 /* 1 when kind k has a field of this name. */
 int sw_export_field_in(const sw_record_kind *k, const char *name);
 /* The name of an OPEN's slice: its track's name and its first field,
- * "GC (generation 2)". */
+ * "GC (generation 2)"; a string field by its value alone, "off CPU
+ * (sleeping)". */
 void sw_export_slice_name(const sw_record_kind *open, const sw_ext *x, char *buf, size_t len);
 
 #endif

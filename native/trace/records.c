@@ -60,7 +60,7 @@ const char *sw_record_slot_name(unsigned slot)
 
 const char *sw_record_stat_name(unsigned stat)
 {
-    static const char *const names[] = {"none", "gc", "syscall", "kernel_lost"};
+    static const char *const names[] = {"none", "gc", "syscall", "kernel_lost", "off_cpu", "fault"};
     return stat < sizeof names / sizeof names[0] ? names[stat] : "?";
 }
 

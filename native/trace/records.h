@@ -58,7 +58,11 @@
  *             time adds to the GC time; the CLOSE's fields b and c add to
  *             the collected and uncollectable sums), SYSCALL (a SLICE whose
  *             count and duration add to the time in system calls, per name
- *             S1), KERNEL_LOST (field A adds to the kernel records lost)
+ *             S1), KERNEL_LOST (field A adds to the kernel records lost),
+ *             OFF_CPU (an OPEN..CLOSE pair of one thread is an interval off
+ *             CPU whose time adds to the thread's and to the function's
+ *             that was innermost when it began), FAULT (one page fault,
+ *             counted per function as a system call is)
  *   title     the slot whose value follows the label (SW_SLOT_*: a number
  *             always, a string when not empty), or NONE
  *   track     OPEN kinds: the name of the slice and of its track ("GC"); the
@@ -125,7 +129,15 @@
     X(TASK_RECEIVE, 25, task_receive, 9, DISPATCH, "task", "receive", INSTANT, NONE, NONE, S1, NULL,             \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(peer, VARINT, A) F(channel, STR, S1) F(value, STR, S2))  \
     X(TASK_NAME, 26, task_name, 9, DISPATCH, "task", "task name", INSTANT, NONE, NONE, S1, NULL,                \
-      F(task, VARINT, A) F(native_id, TID, C) F(name, STR, S1) F(group, STR, S2))
+      F(task, VARINT, A) F(native_id, TID, C) F(name, STR, S1) F(group, STR, S2))                             \
+    X(OFF_CPU, 28, off_cpu, 10, KERNEL, "sched", "off CPU", OPEN, ON_CPU, OFF_CPU, S1, "off CPU",              \
+      F(reason, STR, S1) F(cpu, VARINT, A) F(state, VARINT, B))                                            \
+    X(ON_CPU, 29, on_cpu, 10, KERNEL, "sched", "on CPU", CLOSE, OFF_CPU, OFF_CPU, NONE, NULL,                  \
+      F(next_cpu, VARINT, A) F(waker, TID, B) F(woken_ns, VARINT, C))                                      \
+    X(WAKEUP, 30, wakeup, 10, KERNEL, "sched", "wakeup", INSTANT, NONE, NONE, A, NULL,                        \
+      F(tid, TID, A) F(cpu, VARINT, B))                                                                    \
+    X(PAGE_FAULT, 31, page_fault, 10, KERNEL, "fault", "page fault", INSTANT, NONE, FAULT, NONE, NULL,        \
+      F(address, VARINT, A) F(cpu, VARINT, B))
 
 /* A test build may add rows (tests/c/meson.build: a trace library built
  * with -DSW_RECORD_KINDS_EXTRA_H="file" whose file defines
@@ -178,7 +190,16 @@
  *   TASK_RECEIVE  the running task's get or switch returns value from
  *                 channel; peer the sender's id + 1 (0: not known)
  *   TASK_NAME     task `task` is named name, in group ("": none) by
- *                 stackwatch.name(): the name wins over the automatic one */
+ *                 stackwatch.name(): the name wins over the automatic one
+ *
+ * OFF_CPU..ON_CPU (format 1.10, `run --kernel=sched`): the thread is off
+ * CPU from its switch out (reason: sleeping S, blocked D, preempted R,
+ * other, or without the privilege preempted / waiting; cpu: the CPU it
+ * left; state: sched_switch's prev_state, 0 when unknown) to its
+ * switch in (next_cpu: the CPU it runs on next; waker: the thread of the
+ * process that woke it, 0 when none was seen; woken_ns: ns from that
+ * wakeup to the switch in). WAKEUP: the thread woke thread `tid`.
+ * PAGE_FAULT (`run --kernel=faults`): one page fault at `address`. */
 
 /* Field types. */
 #define SW_FT_VARINT 0  /* unsigned LEB128 */
@@ -209,6 +230,8 @@
 #define SW_RSTAT_GC   1
 #define SW_RSTAT_SYSCALL 2
 #define SW_RSTAT_KERNEL_LOST 3
+#define SW_RSTAT_OFF_CPU 4
+#define SW_RSTAT_FAULT 5
 
 /* SW_EXT_<KIND>: the kinds' numbers. */
 #define SW_X_REC_NUM_(K, n, ...) SW_EXT_##K = n,

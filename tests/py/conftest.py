@@ -183,6 +183,21 @@ def write(path, text):
     return str(path)
 
 
+def needs_kernel_tracepoint(tracepoint):
+    """Ends the test through missing() when perf_event_open of a kernel
+    tracepoint ("raw_syscalls/sys_enter", for `run --kernel`) cannot be
+    used here."""
+    __tracebackhide__ = True
+    if sys.platform != "linux":
+        missing("perf is unavailable: not Linux")
+    for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+        if os.path.exists(f"{d}/events/{tracepoint}/id"):
+            return
+    if os.geteuid() == 0 and os.path.isdir("/sys/kernel/tracing"):
+        return   # stackwatch mounts tracefs itself
+    missing(f"perf is unavailable: the {tracepoint.split('/')[0]} tracepoints are not in tracefs")
+
+
 # ---- programs compiled once per Python, kept under build/ ----
 
 def built_once(name, key, build):

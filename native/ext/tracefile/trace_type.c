@@ -453,37 +453,41 @@ static PyObject *Trace_ext_summary(TraceObject *self, PyObject *args)
         PyList_SET_ITEM(sys, (Py_ssize_t)k,
                         Py_BuildValue("(NKKL)", text_of(s.syscalls[k].name), (unsigned long long)s.syscalls[k].calls,
                                       (unsigned long long)s.syscalls[k].errors, (long long)s.syscalls[k].total_ns));
-    return Py_BuildValue("{s:N,s:K,s:K,s:L,s:K,s:K,s:N,s:K}", "counts", counts, "malformed",
+    return Py_BuildValue("{s:N,s:K,s:K,s:L,s:K,s:K,s:N,s:K,s:K,s:L,s:K}", "counts", counts, "malformed",
                          (unsigned long long)s.malformed, "gc_pairs", (unsigned long long)s.gc_pairs, "gc_ns",
                          (long long)s.gc_ns, "gc_collected", (unsigned long long)s.gc_collected,
                          "gc_uncollectable", (unsigned long long)s.gc_uncollectable, "syscalls", sys,
-                         "kernel_lost", (unsigned long long)s.kernel_lost);
+                         "kernel_lost", (unsigned long long)s.kernel_lost, "off_cpu_pairs",
+                         (unsigned long long)s.off_cpu_pairs, "off_cpu_ns", (long long)s.off_cpu_ns, "faults",
+                         (unsigned long long)s.faults);
 }
 
-/* syscalls_by_function(filter=None) -> [(thread_pos, code or None, calls,
- * total_ns)]: time in system calls (run --kernel) per innermost function. */
-static PyObject *Trace_syscalls_by_function(TraceObject *self, PyObject *args)
+/* kernel_by_function(filter=None) -> [(thread_pos, code or None, calls,
+ * total_ns, off_cpu, off_cpu_ns, faults)]: system calls, time off CPU and
+ * page faults (run --kernel) per innermost function. */
+static PyObject *Trace_kernel_by_function(TraceObject *self, PyObject *args)
 {
     PyObject *spec = Py_None;
-    if (!PyArg_ParseTuple(args, "|O:syscalls_by_function", &spec))
+    if (!PyArg_ParseTuple(args, "|O:kernel_by_function", &spec))
         return NULL;
     sw_py_filter pf;
     if (sw_py_filter_parse(spec, self->t, &pf) < 0)
         return NULL;
-    sw_syscall_fn_row *rows;
+    sw_kernel_fn_row *rows;
     size_t n;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = sw_syscalls_by_function(self->t, &pf.f, &rows, &n);
+    rc = sw_kernel_by_function(self->t, &pf.f, &rows, &n);
     Py_END_ALLOW_THREADS
     sw_py_filter_free(&pf);
     if (rc)
-        return sw_pyerr(rc, NULL, "summing the system calls failed (%s)", sw_strerror(rc));
+        return sw_pyerr(rc, NULL, "summing the kernel's events failed (%s)", sw_strerror(rc));
     PyObject *list = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; list && i < n; i++) {
         PyObject *code = rows[i].code == SW_NO_CALLER ? Py_NewRef(Py_None) : PyLong_FromUnsignedLong(rows[i].code);
-        PyObject *row = Py_BuildValue("(INKL)", rows[i].thread, code, (unsigned long long)rows[i].calls,
-                                      (long long)rows[i].total_ns);
+        PyObject *row = Py_BuildValue("(INKLKLK)", rows[i].thread, code, (unsigned long long)rows[i].calls,
+                                      (long long)rows[i].total_ns, (unsigned long long)rows[i].off_cpu,
+                                      (long long)rows[i].off_cpu_ns, (unsigned long long)rows[i].faults);
         if (!row) {
             Py_CLEAR(list);
             break;
@@ -916,9 +920,10 @@ static PyMethodDef Trace_methods[] = {
      "the kind's row (RECORD_KINDS); all_tasks: every task's of the thread, task switches included"},
     {"ext_summary", (PyCFunction)Trace_ext_summary, METH_VARARGS,
      "ext_summary(filter=None) -> {counts: [per EXT kind], malformed, gc_pairs, gc_ns, gc_collected, gc_uncollectable, "
-     "syscalls: [(name, calls, errors, total_ns)], kernel_lost}"},
-    {"syscalls_by_function", (PyCFunction)Trace_syscalls_by_function, METH_VARARGS,
-     "syscalls_by_function(filter=None) -> [(thread_pos, code or None, calls, total_ns)] (run --kernel)"},
+     "syscalls: [(name, calls, errors, total_ns)], kernel_lost, off_cpu_pairs, off_cpu_ns, faults}"},
+    {"kernel_by_function", (PyCFunction)Trace_kernel_by_function, METH_VARARGS,
+     "kernel_by_function(filter=None) -> [(thread_pos, code or None, calls, total_ns, off_cpu, off_cpu_ns, "
+     "faults)] (run --kernel)"},
     {"sample_frames", (PyCFunction)Trace_sample_frames, METH_NOARGS,
      "sample_frames() -> {id: (kind, name, filename, line)} of the sampler's frames"},
     {"samples", (PyCFunction)Trace_samples, METH_VARARGS,

@@ -33,6 +33,35 @@ static void on_syscall(void *ud, const sw_syscall *s)
     sw_trec_stream_add(k->stream, s->tid, s->enter_ns, SW_EXT_SYSCALL, &v);
 }
 
+/* On the reader's thread: a switch out or in, a wakeup, a page fault. */
+static void on_event(void *ud, const sw_kevent *e)
+{
+    kernel_trace *k = ud;
+    sw_ext v = {.a = e->cpu};
+    uint32_t kind;
+    switch (e->kind) {
+    case SW_KEV_OFF_CPU:
+        kind = SW_EXT_OFF_CPU;
+        v.s1 = e->reason;
+        v.b = e->a;
+        break;
+    case SW_KEV_ON_CPU:
+        kind = SW_EXT_ON_CPU;
+        v.b = e->a;
+        v.c = e->b;
+        break;
+    case SW_KEV_WAKEUP:   /* the wakee's tid, its CPU */
+    case SW_KEV_FAULT:    /* the address, the CPU */
+        kind = e->kind == SW_KEV_WAKEUP ? SW_EXT_WAKEUP : SW_EXT_PAGE_FAULT;
+        v.a = e->a;
+        v.b = e->cpu;
+        break;
+    default:
+        return;
+    }
+    sw_trec_stream_add(k->stream, e->tid, e->t_ns, kind, &v);
+}
+
 /* Records the kernel lost: shown on the main thread's track. */
 static void on_lost(void *ud, uint64_t mono_ns, uint64_t count)
 {
@@ -64,28 +93,57 @@ static void kernel_detach(void *ud)
     sw_kv_uint(&end_keys, "kernel.unpaired", st.unpaired);
     sw_kv_uint(&end_keys, "kernel.unfinished", st.unfinished);
     sw_kv_uint(&end_keys, "kernel.malformed", st.malformed);
+    sw_kv_uint(&end_keys, "kernel.off_cpu", st.off_cpu);
+    sw_kv_uint(&end_keys, "kernel.wakeups", st.wakeups);
+    sw_kv_uint(&end_keys, "kernel.faults", st.faults);
     sw_kv_uint(&end_keys, "kernel.unwritten", unwritten);
     sw_syscalls_free(k->reader);
     sw_trec_stream_free(k->stream);
     *k = (kernel_trace){0};
 }
 
+/* The SW_KERNEL_* mask of a comma-separated list of names; 0 (msg says
+ * why) when a name is unknown. */
+static unsigned kernel_mask(const char *what, char *msg, size_t len)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } parts[] = {{"syscalls", SW_KERNEL_SYSCALLS}, {"sched", SW_KERNEL_SCHED}, {"faults", SW_KERNEL_FAULTS}};
+    unsigned mask = 0;
+    for (const char *p = what; *p;) {
+        size_t n = strcspn(p, ",");
+        unsigned bit = 0;
+        for (size_t i = 0; i < sizeof parts / sizeof *parts && !bit; i++)
+            if (n == strlen(parts[i].name) && memcmp(p, parts[i].name, n) == 0)
+                bit = parts[i].bit;
+        if (!bit) {
+            snprintf(msg, len, "unknown kernel events %.*s (known: syscalls, sched, faults)", (int)(n > 64 ? 64 : n), p);
+            return 0;
+        }
+        mask |= bit;
+        p += n + (p[n] == ',');
+    }
+    if (!mask)
+        snprintf(msg, len, "no kernel events named (known: syscalls, sched, faults)");
+    return mask;
+}
+
 int sw_kernel_trace_start(const char *what, char *msg, size_t len)
 {
     msg[0] = 0;
-    if (strcmp(what, "syscalls") != 0) {
-        snprintf(msg, len, "unknown kernel events %.64s (known: syscalls)", what);
+    unsigned mask = kernel_mask(what, msg, len);
+    if (!mask)
         return -1;
-    }
     if (K.reader && K.pid != getpid())
         K = (kernel_trace){0};   /* a forked child: the reader's thread is the parent's (leaked, never touched) */
     if (K.reader) {
         snprintf(msg, len, "the kernel reader already writes into this trace");
         return -1;
     }
-    char err[256], note[128];
+    char err[320], note[384];
     sw_syscalls *s;
-    if (sw_syscalls_open(&s, 0, err, sizeof err, note, sizeof note) != SW_OK) {
+    if (sw_syscalls_open(&s, mask, 0, err, sizeof err, note, sizeof note) != SW_OK) {
         snprintf(msg, len, "%s", err);
         return -1;
     }
@@ -104,7 +162,7 @@ int sw_kernel_trace_start(const char *what, char *msg, size_t len)
     K.main_tid = (uint64_t)getpid();
     K.pid = getpid();
     K.reader = s;
-    sw_syscall_sink sink = {on_syscall, on_lost, &K};
+    sw_syscall_sink sink = {on_syscall, on_event, on_lost, &K};
     if (!K.stream || sw_syscalls_start(s, &sink) != SW_OK) {
         sw_session_detach(&K);
         sw_syscalls_free(s);

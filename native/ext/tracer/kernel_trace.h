@@ -3,7 +3,8 @@
  * the session's trace (stackwatch run --kernel): an attachment of the
  * session (attachments.h), like the sampler. The kernel reader
  * (native/kernel) runs a thread of its own; its system calls become
- * SYSCALL records, its lost records KERNEL_LOST records, of a
+ * SYSCALL records, its switches OFF_CPU / ON_CPU, its wakeups WAKEUP,
+ * its page faults PAGE_FAULT records, its lost records KERNEL_LOST records, of a
  * THREAD_RECORDS stream (trace/thread_records.h), on the trace's clock
  * (CLOCK_MONOTONIC minus mono0_ns: the trace's calibration).
  *
@@ -17,7 +18,8 @@
 
 #include "trace/trace.h"
 
-/* Starts recording `what` ("syscalls") into the running session. Returns
+/* Starts recording `what` (a comma-separated list of "syscalls",
+ * "sched", "faults") into the running session. Returns
  * 0 (msg: "" or "note: ..." to say, e.g. that tracefs was mounted), or -1
  * with one line in msg saying what is missing (nothing is recorded then;
  * the session goes on). */

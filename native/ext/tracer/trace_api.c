@@ -60,7 +60,7 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
     Py_DECREF(path_obj);
     if (rc < 0)
         return NULL;
-    char kernel_msg[384] = "";
+    char kernel_msg[512] = "";
     if (kernel)
         sw_kernel_trace_start(kernel, kernel_msg, sizeof kernel_msg);
     /* kernel=...: what the kernel reader could not do (or a note), for the

@@ -105,7 +105,7 @@ def _options(args):
     return fmt, output, ns
 
 
-def _stem(output, fmt):
+def output_stem(output, fmt):
     """The output's name without its format's ending: the followed
     processes' profile files are STEM.<pid>.swprof."""
     low = output.lower()
@@ -203,7 +203,7 @@ def run(args):
                                  cycle=args.cycle, lines=args.lines, native=args.native, **kw)
     except ValueError as e:
         raise UsageError(str(e))
-    follows = None if args.no_follow else (_stem(output, fmt), follow_profile.process_name(sys.argv))
+    follows = None if args.no_follow else (output_stem(output, fmt), follow_profile.process_name(sys.argv))
     finisher = Finisher(functools.partial(_finish, prof, fmt, output, args.quiet, follows))
     # The program's stacks start at its own code, not in this wrapper: the
     # frames from the root through Program.run (and runpy's, for -m) are

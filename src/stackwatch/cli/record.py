@@ -3,6 +3,12 @@ from outside (its memory read by the in-process profiler's sampling thread
 and frame walker, pointed at the target; nothing changes in the target)
 and writes a profile in any format `stackwatch profile` writes (the one
 format registry; -o's ending names it; default the HTML flame graph).
+With --subprocesses the target's descendants are sampled too, each by a
+sampler of its own (cli/record_children.py), and merged into the one
+output, each process under a frame naming it (profiler/processes.py), as
+`stackwatch profile` merges the processes it follows; with --format
+stackwatch their profile files are written beside the output instead,
+OUT.<pid>.swprof.
 
 Without --duration it runs until Ctrl-C (SIGINT), SIGTERM, or the
 target's exit, then writes what it sampled and exits 0. A summary line
@@ -17,7 +23,11 @@ import time
 
 from .. import profiler
 from ..common.units import parse_duration_ns
+from ..profiler import processes
 from ..render import formats
+from ..tracer.follow_profile import command_name
+from .profile import output_stem
+from .record_children import Descendants
 from .program import UsageError, check_writable
 from .stats import samples_table
 
@@ -25,6 +35,7 @@ NAME = "record"
 FORMATS = formats.names(formats.TREES, formats.PROFILES)
 POLL_S = 0.05          # how often the target's life and the clock are checked
 NAMES_EVERY_S = 0.5    # how often the names of new threads are read
+CHILDREN_EVERY_S = 0.1  # how often --subprocesses looks for new processes
 
 
 def add_parser(subparsers):
@@ -41,6 +52,8 @@ def add_parser(subparsers):
                    "call); by default they are left out")
     p.add_argument("--gil", action="store_true", help="keep only the samples of the thread holding the GIL")
     p.add_argument("--native", action="store_true", help="(not from outside yet: refused)")
+    p.add_argument("--subprocesses", action="store_true", help="sample the process's descendants too, as they "
+                   "appear (each Python one; others are left out), each under a frame naming it in the output")
     p.add_argument("--lines", action="store_true", help="one node per line being run instead of per function")
     p.add_argument("--cycle", default="2s", help="profile files keep a call tree per cycle of this length "
                    "(default 2s; from 10ms to 1h)")
@@ -76,10 +89,11 @@ def alive(pid):
     return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
 
 
-def open_profiler(args, **kw):
-    """The Profiler of the target, started; raises UsageError for what the
-    user asked wrong, OSError/ValueError/RuntimeError (one sentence) for a
-    target that cannot be read."""
+def open_profiler(args, pid=None, **kw):
+    """The Profiler of the target (or of process pid, one of its
+    descendants, with the same options), started; raises UsageError for
+    what the user asked wrong, OSError/ValueError/RuntimeError (one
+    sentence) for a target that cannot be read."""
     if args.native:
         raise UsageError("--native is not supported from outside yet: native frames are captured by a signal "
                          "handler inside the process (use `stackwatch profile --native` on the program)")
@@ -88,7 +102,7 @@ def open_profiler(args, **kw):
     except ValueError as e:
         raise UsageError(str(e))
     try:
-        prof = profiler.Profiler(interval=f"{ns}ns", pid=args.pid, idle=args.idle, gil_only=args.gil,
+        prof = profiler.Profiler(interval=f"{ns}ns", pid=pid or args.pid, idle=args.idle, gil_only=args.gil,
                                  lines=args.lines, mode=args.mode, cycle=args.cycle, **kw)
     except ValueError as e:
         raise UsageError(str(e))
@@ -117,41 +131,96 @@ def run(args):
     except ValueError as e:
         raise UsageError(str(e))
     limit = duration_s(args.duration) if args.duration is not None else None
+    kw = {"maxlen": None} if fmt == "stackwatch" else {}
     stop = []
     old = {sig: signal.signal(sig, lambda *_: stop.append(1)) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         try:
-            prof = open_profiler(args, **({"maxlen": None} if fmt == "stackwatch" else {}))
+            prof = open_profiler(args, **kw)
         except (OSError, ValueError, RuntimeError) as e:
             print(f"stackwatch: error: {e}", file=sys.stderr)
             return 1
+        if not args.quiet:
+            # The first line: the target is being sampled from here on.
+            print(f"stackwatch: recording process {args.pid} (Python {prof.stats()['target_version']}) at "
+                  f"{1e9 / prof.interval_ns:.0f} Hz" + (f" for {limit:g} s" if limit is not None else
+                                                        " until it exits; Ctrl-C stops"),
+                  file=sys.stderr, flush=True)
+        children = name = None
+        if args.subprocesses:
+            children = Descendants(args.pid, lambda pid: open_profiler(args, pid, **kw), alive)
+            name = command_name(args.pid)       # while it runs: its command line goes with it
         t0 = time.monotonic()
         next_names = t0 + NAMES_EVERY_S
+        next_children = t0
         ended = ""
-        while not stop:
-            now = time.monotonic()
-            if limit is not None and now - t0 >= limit:
-                break
-            if not alive(args.pid):
-                ended = " (the process exited)"
-                break
-            if now >= next_names:
-                prof.refresh_names()
-                next_names = now + NAMES_EVERY_S
-            time.sleep(min(POLL_S, limit - (now - t0)) if limit is not None else POLL_S)
-        prof.stop()
+        try:
+            while not stop:
+                now = time.monotonic()
+                if limit is not None and now - t0 >= limit:
+                    break
+                if not alive(args.pid):
+                    ended = " (the process exited)"
+                    break
+                if now >= next_names:
+                    prof.refresh_names()
+                    next_names = now + NAMES_EVERY_S
+                if children is not None and now >= next_children:
+                    children.poll()
+                    next_children = now + CHILDREN_EVERY_S
+                time.sleep(min(POLL_S, limit - (now - t0)) if limit is not None else POLL_S)
+        finally:
+            prof.stop()
+            if children is not None:
+                children.stop()
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
+    more = children.sampled() if children else []
     try:
-        prof.write(output, fmt)
+        procs = write(prof, more, output, fmt, args.pid, name)
     except (OSError, ValueError, RuntimeError) as e:
         print(f"stackwatch: error: writing the profile to {output} failed: {e}", file=sys.stderr)
         return 1
     if not args.quiet:
-        root = prof.tree()
-        if root["count"]:
-            samples_table(sys.stderr, "stackwatch: top functions (all threads)", root, "own", 10)
-        print(f"stackwatch: {summary(prof)}{ended}", file=sys.stderr)
-        print(f"stackwatch: wrote {output}", file=sys.stderr)
+        print_summary(prof, procs, children, output, ended)
     return 0
+
+
+def write(prof, more, output, fmt, pid, name):
+    """Writes the target's profile (pid, its name), merged with its
+    descendants' (more: [(Profiler, name, parent pid)]; a profile file,
+    --format stackwatch, holds one process: theirs go beside it,
+    STEM.<pid>.swprof). Returns the processes.Process of each process,
+    the target's first."""
+    procs = [processes.Process(pid, name if more else "", prof._trees(), prof.threads())]
+    procs += [processes.Process(p.pid, n, p._trees(), p.threads()) for p, n, _ in more]
+    if not more:
+        prof.write(output, fmt)
+    elif fmt == "stackwatch":
+        prof.save(output, process={"pid": pid, "process": procs[0].name})
+        stem = output_stem(output, fmt)
+        for p, n, parent in more:
+            p.save(f"{stem}.{p.pid}.swprof", process={"pid": p.pid, "parent_pid": parent, "process": n})
+    else:
+        formats.FORMATS[fmt].write(output, processes.merged(procs))
+    return procs
+
+
+def print_summary(prof, procs, children, output, ended):
+    """The top functions (of every process), the target's summary line,
+    the processes merged or refused, and the "wrote" line."""
+    root = profiler.merge(*(profiler.CallTree(t) for p in procs for _, _, t in p.trees.threads)).tree()
+    if root["count"]:
+        where = f"{len(procs)} processes" if len(procs) > 1 else "all threads"
+        samples_table(sys.stderr, f"stackwatch: top functions ({where})", root, "own", 10)
+    print(f"stackwatch: {summary(prof)}{ended}", file=sys.stderr)
+    if children is not None:
+        more = procs[1:]
+        samples = sum(t.total for p in more for _, _, t in p.trees.threads)
+        names = ", ".join(processes.frame_name(p.pid, p.name) for p in more)
+        print(f"stackwatch: {len(more)} more process{'' if len(more) == 1 else 'es'} sampled ({samples} samples)"
+              + (f": {names}" if names else ""), file=sys.stderr)
+        for pid, name, why in children.refused:
+            print(f"stackwatch: process {pid} ({name}) is not in the profile: {why}", file=sys.stderr)
+    print(f"stackwatch: wrote {output}", file=sys.stderr)

@@ -84,8 +84,10 @@ def add_parser(subparsers):
                    "line every Python frame was running")
     r.add_argument("--kernel", nargs="?", const="syscalls", default=None, metavar="EVENTS",
                    help="also record the kernel's events of the program's threads on the trace's clock: "
-                        "syscalls (the default: each system call a slice inside the Python call that made "
-                        "it). Linux; needs root or CAP_PERFMON, else the rest is recorded")
+                        "a comma-separated list of syscalls (the default: each system call a slice inside the "
+                        "Python call that made it), sched (off-CPU intervals with their reason and CPU ids, "
+                        "wakeups), faults (page faults). Linux; needs root or CAP_PERFMON, else the rest is "
+                        "recorded")
     r.add_argument("--no-trace", action="store_true", help="write no trace file (with --probes or --log)")
     r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
@@ -235,7 +237,8 @@ def _finish(args, trace_path, output, min_ns, log):
         dropped = f", {summary.dropped} dropped" if summary.dropped else ""
         samples = f", {summary.samples} samples" if args.sample is not None else ""
         if summary.syscalls is not None:
-            samples += f", {summary.syscalls} system calls"
+            if "syscalls" in (args.kernel or "syscalls").split(","):   # (sched, faults: counted in END)
+                samples += f", {summary.syscalls} system calls"
             if summary.kernel_lost:
                 samples += f" ({summary.kernel_lost} kernel records lost)"
         print(f"stackwatch: wrote {output} ({events} events, {n} "

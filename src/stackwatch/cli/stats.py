@@ -111,7 +111,7 @@ def _trace_stats(args, t=None):
         o[1] += r.total_ns
         o[2] += r.own_ns
     if args.json or args.csv:
-        _trace_data(out, args, t, rows, edges)
+        _trace_data(out, args, t, rows, edges, flt)
         out.flush()
         return files.trace_damaged(args.file, t)
     n = len(t.threads)
@@ -172,9 +172,10 @@ def _function(t, code):
             "file": c.filename if c else None, "line": c.firstlineno if c else None}
 
 
-def _trace_data(out, args, t, rows, edges):
+def _trace_data(out, args, t, rows, edges, flt=None):
     """--json / --csv: every (thread, function) row; with --json also the
-    functions summed over threads and the caller/callee pairs."""
+    functions summed over threads, the caller/callee pairs and the kernel's
+    figures of `run --kernel` ("kernel", through the filter flt)."""
     threads = t.threads
     if args.csv:
         w = csv.writer(out, lineterminator="\n")
@@ -207,9 +208,32 @@ def _trace_data(out, args, t, rows, edges):
            "calls": [{"caller": None if a is None else _function(t, a)["qualname"],
                       "callee": _function(t, b)["qualname"], "calls": v[0], "primitive_calls": v[1],
                       "total_ns": v[2], "own_ns": v[3]} for (a, b), v in pairs.items()]}
+    kernel = _kernel_data(t, flt)
+    if kernel:
+        doc["kernel"] = kernel
     json.dump(doc, out, indent=1)
     out.write("\n")
     return 0
+
+
+def _kernel_data(t, flt):
+    """`run --kernel`'s figures for --json (None when the trace has no
+    kernel event): system calls by name, time off CPU, page faults, records
+    lost, and per (thread, function) where they began."""
+    s = t.ext_summary(flt)
+    if not any(k in t.meta for k in ("kernel.syscalls", "kernel.off_cpu", "kernel.faults")) and not (
+            s["syscalls"] or s["off_cpu_intervals"] or s["page_faults"]):
+        return None
+    threads = t.threads
+    return {"syscalls": [{"name": name, "calls": calls, "errors": errors, "total_ns": total}
+                         for name, calls, errors, total in sorted(s["syscalls"], key=lambda r: (-r[3], r[0]))],
+            "off_cpu_intervals": s["off_cpu_intervals"], "off_cpu_ns": s["off_cpu_ns"],
+            "page_faults": s["page_faults"], "wakeups": s["counts"].get("wakeup", 0),
+            "lost": max(s["kernel_lost"], t.meta.get("kernel.lost", 0) or 0),
+            "by_function": [dict(_function(t, r.code), thread=r.thread, tid=threads[r.thread]["native_tid"],
+                                 syscalls=r.syscalls, syscall_ns=r.syscall_ns, off_cpu=r.off_cpu,
+                                 off_cpu_ns=r.off_cpu_ns, page_faults=r.faults)
+                            for r in t.kernel_by_function(flt)]}
 
 
 def _calls_table(out, title, t, rows, sort, limit):
@@ -239,19 +263,15 @@ def _event_tables(out, t, limit, flt=None):
         _table(out, "system calls (run --kernel)", [("calls", 10), ("errors", 8), ("total", 11), ("syscall", 0)],
                [(calls, errors, _fmt_ns(total), name)
                 for name, calls, errors, total in sorted(s["syscalls"], key=lambda r: (-r[3], r[0]))[:limit]])
+    by_fn = t.kernel_by_function(flt) if s["syscalls"] or s["off_cpu_intervals"] or s["page_faults"] else []
     if s["syscalls"]:
-        per_fn = Counter()
-        for _thread, code, calls, total in t.syscalls_by_function(flt):
-            per_fn[code] += total
-            per_fn[(code, "calls")] += calls
-        cells = []
-        for code, total in sorted(((c, v) for c, v in per_fn.items() if not isinstance(c, tuple)),
-                                  key=lambda cv: -cv[1])[:limit]:
-            c = t.codes.get(code)
-            where = ("(no Python frame)" if code is None else
-                     f"{c.qualname}  ({c.filename}:{c.firstlineno})" if c else f"<code {code}>")
-            cells.append((per_fn[(code, "calls")], _fmt_ns(total), where))
-        _table(out, "time in system calls by function", [("calls", 10), ("total", 11), ("function", 0)], cells)
+        _kernel_fn_table(out, t, "time in system calls by function", by_fn, "syscalls", "syscall_ns", limit)
+    if s["off_cpu_intervals"]:
+        _kernel_fn_table(out, t, "time off CPU by function (run --kernel=sched; where each interval began)", by_fn,
+                         "off_cpu", "off_cpu_ns", limit)
+        print(f"\noff CPU: {s['off_cpu_intervals']} intervals, {_fmt_ns(s['off_cpu_ns'])} in total", file=out)
+    if s["page_faults"]:
+        _kernel_fn_table(out, t, "page faults by function (run --kernel=faults)", by_fn, "faults", None, limit)
     lost = max(s["kernel_lost"], t.meta.get("kernel.lost", 0) or 0)
     if lost or "kernel.syscalls" in t.meta:
         print(f"\nkernel: {t.meta.get('kernel.syscalls', sum(r[1] for r in s['syscalls']))} system calls read, "
@@ -274,6 +294,25 @@ def _event_tables(out, t, limit, flt=None):
         title = "exceptions raised" if kind == "raise" else "exceptions handled"
         _table(out, f"{title} (by type and location)", [("count", 10), ("type", -24), ("where", 0)],
                [(n, typ, loc) for (typ, loc), n in sorted(where.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]])
+
+
+def _kernel_fn_table(out, t, title, by_fn, count_field, ns_field, limit):
+    """One figure of the kernel's events per function (all threads summed),
+    the largest first."""
+    per_fn = {}
+    for r in by_fn:
+        v = per_fn.setdefault(r.code, [0, 0])
+        v[0] += getattr(r, count_field)
+        v[1] += getattr(r, ns_field) if ns_field else 0
+    rows = sorted(((c, v) for c, v in per_fn.items() if v[0]), key=lambda cv: (-cv[1][1], -cv[1][0]))[:limit]
+    cells = []
+    for code, (n, ns) in rows:
+        c = t.codes.get(code)
+        where = ("(no Python frame)" if code is None else
+                 f"{c.qualname}  ({c.filename}:{c.firstlineno})" if c else f"<code {code}>")
+        cells.append((n, _fmt_ns(ns), where) if ns_field else (n, where))
+    cols = [("count" if not ns_field else "calls" if count_field == "syscalls" else "intervals", 10)]
+    _table(out, title, cols + ([("total", 11)] if ns_field else []) + [("function", 0)], cells)
 
 
 def _sample_tables(out, t, limit):

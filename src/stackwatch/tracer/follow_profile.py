@@ -196,8 +196,15 @@ def _running(pid):
 
 
 def _command_of(pid):
-    """" (NAME)" of a running process from its command line (multiprocessing's
-    helpers by their names: "multiprocessing resource_tracker"), "" if unknown."""
+    """" (NAME)" of a running process (command_name), "" if unknown."""
+    name = command_name(pid)
+    return f" ({name})" if name else ""
+
+
+def command_name(pid):
+    """The name of another running process from its command line
+    (multiprocessing's processes by their kind: "multiprocessing spawn",
+    "multiprocessing resource_tracker"), "" if unknown."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = [os.fsdecode(w) for w in f.read().split(b"\0") if w]
@@ -206,5 +213,5 @@ def _command_of(pid):
     code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
     for module, name in follow.KNOWN_C:
         if module in code:
-            return f" ({name})"
-    return f" ({process_name(argv[1:])})" if len(argv) > 1 else ""
+            return name
+    return process_name(argv[1:]) if len(argv) > 1 else ""

@@ -137,7 +137,7 @@ def _number(text, original):
 
 
 # The kernel events `start(kernel=...)` / `run --kernel=...` can record.
-KERNEL_EVENTS = ("syscalls",)
+KERNEL_EVENTS = ("syscalls", "sched", "faults")
 
 
 def kernel_option(kernel):
@@ -160,7 +160,7 @@ def say_kernel(said):
     if said.startswith("note: "):
         print(f"stackwatch: --kernel: {said[6:]}", file=sys.stderr)
     else:
-        print(f"stackwatch: --kernel: {said}; system calls are not recorded, the rest of the trace is",
+        print(f"stackwatch: --kernel: {said}; no kernel event is recorded, the rest of the trace is",
               file=sys.stderr)
 
 
@@ -200,9 +200,11 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     the line each Python frame was running (both need ``sample``);
     kernel: also record the kernel's events of this process's threads on
     the trace's clock: True or "syscalls" (every system call, with its
-    number, name, return value and duration; Linux, needs root or
-    CAP_PERFMON: without them a line on stderr says what is missing and
-    the rest is recorded);
+    number, name, return value and duration), "sched" (off-CPU intervals
+    with their reason and CPU ids, wakeups), "faults" (page faults), or a
+    comma-separated list of them (Linux, needs root or CAP_PERFMON:
+    without them a line on stderr says what is missing and the rest is
+    recorded);
     follow_fork: a forked child traces into a file of its own,
     ``<stem>.<pid>.swt`` beside ``path``; follow: so does every Python
     program this one starts, however (subprocess, multiprocessing's spawn

@@ -9,6 +9,9 @@ Code = namedtuple("Code", "id kind name qualname filename firstlineno")
 # calls: entries (calls and resumptions, like cProfile's); prim: those made
 # while no frame of the function was open (cProfile's primitive calls).
 StatRow = namedtuple("StatRow", "thread code calls total_ns own_ns prim")
+# One (thread, function)'s kernel events (run --kernel): system calls and
+# their time, intervals off CPU that began there and their time, page faults.
+KernelRow = namedtuple("KernelRow", "thread code syscalls syscall_ns off_cpu off_cpu_ns faults")
 # The calls from one function to another on one thread (caller None: the
 # thread's outermost frames): like StatRow, for the pair; own_ns is the
 # callee's own time in these calls, inclusive_ns the time of every call
@@ -127,8 +130,8 @@ class Trace:
     def ext_events(self, thread=None, kinds=None):
         """The EXT events (line, instruction, raise, handled, gc_start,
         gc_done, new/delete start/done, thread_start, thread_exit,
-        region_begin, region_end; syscall and kernel_lost of `run --kernel`,
-        whose depth is None) of the thread at position ``thread``, or of every thread ordered by time
+        region_begin, region_end; syscall, kernel_lost, off_cpu, on_cpu,
+        wakeup and page_fault of `run --kernel`, whose depth is None) of the thread at position ``thread``, or of every thread ordered by time
         when None; only the kinds named in ``kinds`` if given. A list of
         ExtEvent. Raises ValueError for an unknown kind name."""
         mask = 0
@@ -154,20 +157,30 @@ class Trace:
         totals: {"counts": {...}, "malformed": n, "gc_collections": pairs of
         gc_start/gc_done, "gc_ns": their total time, "gc_collected",
         "gc_uncollectable", "syscalls": [(name, calls, errors, total_ns)] of
-        `run --kernel`'s system calls, "kernel_lost": kernel records lost}."""
+        `run --kernel`'s system calls, "kernel_lost": kernel records lost,
+        "off_cpu_intervals" and "off_cpu_ns": the threads' intervals off CPU
+        (`run --kernel=sched`) and their time, "page_faults"}."""
         s = self._t.ext_summary(_spec(filter))
         counts = {EXT_KINDS[k]: n for k, n in enumerate(s["counts"]) if n and k in EXT_KINDS}
         return {"counts": counts, "malformed": s["malformed"], "gc_collections": s["gc_pairs"],
                 "gc_ns": s["gc_ns"], "gc_collected": s["gc_collected"],
                 "gc_uncollectable": s["gc_uncollectable"], "syscalls": s["syscalls"],
-                "kernel_lost": s["kernel_lost"]}
+                "kernel_lost": s["kernel_lost"],
+                "off_cpu_intervals": s["off_cpu_pairs"], "off_cpu_ns": s["off_cpu_ns"], "page_faults": s["faults"]}
 
     def syscalls_by_function(self, filter=None):
         """Time in system calls (`run --kernel`) per function: each call
         counts to the innermost frame open on its thread when it began, as
         the exports nest it. [(thread position, code id or None when no
         frame was open, calls, total ns)]."""
-        return self._t.syscalls_by_function(_spec(filter))
+        return [r[:4] for r in self._t.kernel_by_function(_spec(filter)) if r[2]]
+
+    def kernel_by_function(self, filter=None):
+        """The kernel's events (`run --kernel`) per function, each counted
+        where the innermost frame open on its thread was when it began:
+        [KernelRow(thread position, code id or None, syscalls, syscall_ns,
+        off_cpu intervals, off_cpu_ns, page faults)]."""
+        return [KernelRow(*r) for r in self._t.kernel_by_function(_spec(filter))]
 
     def samples(self, thread=None):
         """The sampler's samples of the thread at position ``thread`` (all

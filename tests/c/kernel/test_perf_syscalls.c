@@ -4,7 +4,10 @@
  * known descriptor, from the main thread and from a thread started after
  * the reader (inherit) and from one that ran before it (its own events,
  * redirected into the CPUs' rings), come out of the rings paired, named, with their
- * return values, each exactly once, in time order per thread. Needs root
+ * return values, each exactly once, in time order per thread; with the
+ * scheduler's events too, a thread that sleeps is off CPU sleeping for
+ * each sleep, between its switches out and in, and every event of a
+ * thread (a system call at its entry) comes in time order. Needs root
  * (perf_event_open of tracepoints): elsewhere the test says so and passes
  * only when CI is not "true".
  */
@@ -50,6 +53,20 @@ static void on_call(void *ud, const sw_syscall *s)
 
 static int fd;
 
+/* Opens the reader for `what`; NULL when this machine cannot (no root:
+ * said, and a failure only under CI=true). */
+static sw_syscalls *open_reader(unsigned what, size_t ring_bytes)
+{
+    char err[256], note[128];
+    sw_syscalls *s;
+    if (sw_syscalls_open(&s, what, ring_bytes, err, sizeof err, note, sizeof note) == SW_OK)
+        return s;
+    const char *ci = getenv("CI");
+    printf("# kernel reader unavailable: %s\n", err);
+    CHECK(!(ci && strcmp(ci, "true") == 0));
+    return NULL;
+}
+
 static void *thread_main(void *arg)
 {
     (void)arg;
@@ -64,20 +81,14 @@ static void *thread_main(void *arg)
 
 TEST(writes_of_two_threads_each_once)
 {
-    char err[256], note[128];
-    sw_syscalls *s;
-    int rc = sw_syscalls_open(&s, 0, err, sizeof err, note, sizeof note);
-    if (rc != SW_OK) {
-        const char *ci = getenv("CI");
-        printf("# kernel reader unavailable: %s\n", err);
-        CHECK(!(ci && strcmp(ci, "true") == 0));
+    sw_syscalls *s = open_reader(SW_KERNEL_SYSCALLS, 0);
+    if (!s)
         return;
-    }
     const char *p = check_tmp_file(".txt");
     fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     REQUIRE(fd >= 0);
     G.main_tid = (uint32_t)syscall(SYS_gettid);
-    sw_syscall_sink sink = {on_call, NULL, NULL};
+    sw_syscall_sink sink = {on_call, NULL, NULL, NULL};
     REQUIRE((sw_syscalls_start(s, &sink)) == 0);
     pthread_t th;
     REQUIRE(pthread_create(&th, NULL, thread_main, NULL) == 0);
@@ -125,17 +136,13 @@ TEST(a_thread_that_ran_before_is_seen)
     REQUIRE(pthread_create(&th, NULL, early_thread, NULL) == 0);
     while (!__atomic_load_n(&G.thread_tid, __ATOMIC_SEQ_CST))
         usleep(1000);
-    char err[256], note[128];
-    sw_syscalls *s;
-    if (sw_syscalls_open(&s, 0, err, sizeof err, note, sizeof note) != SW_OK) {
-        const char *ci = getenv("CI");
-        printf("# kernel reader unavailable: %s\n", err);
-        CHECK(!(ci && strcmp(ci, "true") == 0));
+    sw_syscalls *s = open_reader(SW_KERNEL_SYSCALLS, 0);
+    if (!s) {
         REQUIRE(write(go[1], "g", 1) == 1);
         pthread_join(th, NULL);
         return;
     }
-    sw_syscall_sink sink = {on_call, NULL, NULL};
+    sw_syscall_sink sink = {on_call, NULL, NULL, NULL};
     REQUIRE((sw_syscalls_start(s, &sink)) == 0);
     REQUIRE(write(go[1], "g", 1) == 1);
     pthread_join(th, NULL);
@@ -166,18 +173,13 @@ static void on_any(void *ud, const sw_syscall *s)
 
 TEST(a_full_ring_loses_records_and_says_how_many)
 {
-    char err[256], note[128];
-    sw_syscalls *s;
     /* One page per CPU: a burst of writes between two readings overflows it. */
-    if (sw_syscalls_open(&s, 4096, err, sizeof err, note, sizeof note) != SW_OK) {
-        const char *ci = getenv("CI");
-        printf("# kernel reader unavailable: %s\n", err);
-        CHECK(!(ci && strcmp(ci, "true") == 0));
+    sw_syscalls *s = open_reader(SW_KERNEL_SYSCALLS, 4096);
+    if (!s)
         return;
-    }
     int dn = open("/dev/null", O_WRONLY);
     REQUIRE(dn >= 0);
-    sw_syscall_sink sink = {on_any, on_lost, NULL};
+    sw_syscall_sink sink = {on_any, NULL, on_lost, NULL};
     REQUIRE((sw_syscalls_start(s, &sink)) == 0);
     for (int i = 0; i < 20000; i++)
         REQUIRE(write(dn, "x", 1) == 1);
@@ -190,6 +192,92 @@ TEST(a_full_ring_loses_records_and_says_how_many)
     CHECK(st.records + st.lost >= 2 * 20000);
     sw_syscalls_free(s);
     close(dn);
+}
+
+#define NAPS 10
+
+/* The sleeping thread's events: in time order, off and on alternating. */
+static struct {
+    uint32_t tid;
+    uint64_t last_t;
+    int off, sleeps, naps, bad;
+} N;
+
+static void nap_order(uint32_t tid, uint64_t t)
+{
+    if (tid != N.tid)
+        return;
+    if (t < N.last_t)
+        N.bad++;
+    N.last_t = t;
+}
+
+static void on_nap_call(void *ud, const sw_syscall *s)
+{
+    (void)ud;
+    pthread_mutex_lock(&G.lock);
+    nap_order(s->tid, s->enter_ns);
+    N.naps += s->tid == N.tid && s->nr == SYS_clock_nanosleep;
+    pthread_mutex_unlock(&G.lock);
+}
+
+static void on_nap_event(void *ud, const sw_kevent *e)
+{
+    (void)ud;
+    pthread_mutex_lock(&G.lock);
+    nap_order(e->tid, e->t_ns);
+    if (e->tid == N.tid && e->kind == SW_KEV_OFF_CPU) {
+        N.bad += N.off;   /* two switches out */
+        N.off = 1;
+        N.sleeps += strcmp(e->reason, "sleeping") == 0;
+    } else if (e->tid == N.tid && e->kind == SW_KEV_ON_CPU) {
+        N.bad += !N.off;
+        N.off = 0;
+    }
+    pthread_mutex_unlock(&G.lock);
+}
+
+static void *nap_thread(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&G.lock);
+    N.tid = (uint32_t)syscall(SYS_gettid);
+    pthread_mutex_unlock(&G.lock);
+    struct timespec ts = {0, 2000000};
+    for (int i = 0; i < NAPS; i++)
+        clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+    return NULL;
+}
+
+TEST(a_sleeping_thread_is_off_cpu_in_order)
+{
+    sw_syscalls *s = open_reader(SW_KERNEL_SYSCALLS | SW_KERNEL_SCHED, 0);
+    if (!s)
+        return;
+    sw_syscall_sink sink = {on_nap_call, on_nap_event, NULL, NULL};
+    REQUIRE(sw_syscalls_start(s, &sink) == 0);
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, nap_thread, NULL) == 0);
+    pthread_join(th, NULL);
+    sw_syscalls_stop(s);
+    sw_syscalls_stats st;
+    sw_syscalls_stats_get(s, &st);
+    CHECK_EQ_U64(st.lost, 0);
+    CHECK_EQ_U64(st.malformed, 0);
+    CHECK(st.off_cpu >= NAPS);
+    CHECK_EQ_I64(N.bad, 0);
+    CHECK_EQ_I64(N.naps, NAPS);
+    CHECK(N.sleeps >= NAPS);
+    sw_syscalls_free(s);
+}
+
+TEST(sched_switch_states_name_their_reason)
+{
+    CHECK_EQ_STR(sw_sched_reason(0), "preempted");
+    CHECK_EQ_STR(sw_sched_reason(0x100), "preempted");   /* "R+" */
+    CHECK_EQ_STR(sw_sched_reason(1), "sleeping");
+    CHECK_EQ_STR(sw_sched_reason(2), "blocked");
+    CHECK_EQ_STR(sw_sched_reason(4), "other");
 }
 
 TEST(names_come_from_the_generated_table)

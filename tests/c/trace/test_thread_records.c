@@ -108,9 +108,9 @@ TEST(records_read_back_exactly)
     CHECK_EQ_I64(s.syscalls[0].total_ns, 500);
     CHECK_EQ_U64(s.syscalls[1].errors, 1);
     /* Both calls began inside f (code 0): its row has both. */
-    sw_syscall_fn_row *rows;
+    sw_kernel_fn_row *rows;
     size_t nrows;
-    REQUIRE(sw_syscalls_by_function(t, NULL, &rows, &nrows) == 0);
+    REQUIRE(sw_kernel_by_function(t, NULL, &rows, &nrows) == 0);
     REQUIRE_EQ_U64(nrows, 1);
     CHECK_EQ_U64(rows[0].thread, 0);
     CHECK_EQ_U64(rows[0].code, 0);

@@ -135,12 +135,18 @@ def test_target_exits_mid_record(tmp):
     """Without --duration, record runs until the target exits, then writes
     what it sampled (--idle: the sleeping thread's samples too) and exits
     0; `go tool pprof` reads the pprof it wrote."""
-    target = Target(seconds=1.5)
+    target = Target()
     out = tmp / "rec.pb.gz"
     t0 = time.monotonic()
-    r = run(["record", "--pid", str(target.pid), "--idle", "-o", str(out)], timeout=60)
+    rec = subprocess.Popen([sys.executable, "-m", "stackwatch", "record", "--pid", str(target.pid), "--idle",
+                            "-o", str(out)], stderr=subprocess.PIPE, text=True)
+    # It says when it has begun; the target then runs 1.5 s more and exits.
+    first = rec.stderr.readline()
+    assert first.startswith(f"stackwatch: recording process {target.pid} (Python "), first
+    time.sleep(1.5)
+    target.stop()
+    r = subprocess.CompletedProcess(rec.args, rec.wait(timeout=60), None, first + rec.stderr.read())
     took = time.monotonic() - t0
-    assert target.p.wait(timeout=60) == 0
     assert r.returncode == 0, r.stderr
     assert "(the process exited)" in r.stderr and took < 30, r.stderr
     shown, total, rows = top(out, "samples")
@@ -159,9 +165,12 @@ def test_ctrl_c_ends_record(tmp):
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_CORE")}
         rec = subprocess.Popen([sys.executable, "-m", "stackwatch", "record", "--pid", str(target.pid), "-o",
                                 str(out)], stderr=subprocess.PIPE, text=True, env=env)
-        time.sleep(1.0)
+        first = rec.stderr.readline()      # it has begun (and handles SIGINT)
+        assert first.startswith("stackwatch: recording process "), first
+        time.sleep(0.5)
         rec.send_signal(signal.SIGINT)
         _, err = rec.communicate(timeout=60)
+        err = first + err
         assert rec.returncode == 0, err
         assert target.p.poll() is None
     finally:
@@ -289,3 +298,127 @@ def test_top_in_tmux(tmp):
     finally:
         tmux("kill-server")
         target.stop()
+
+
+PARENT = os.path.join(PROGRAMS, "parent_of_workers.py")
+
+
+def roots(collapsed):
+    """{root frame: set of its stacks (tuples of function names, the root
+    left out)} of collapsed stacks."""
+    out = {}
+    for line in collapsed.read_text().splitlines():
+        frames = [f.rsplit(" (", 1)[0] for f in line.rsplit(" ", 1)[0].split(";")]
+        out.setdefault(frames[0], set()).add(tuple(frames[1:]))
+    return out
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")
+def test_record_subprocesses(tmp):
+    """--subprocesses: a parent running two Python workers (the second on
+    another release when there is one) and `sleep`. Without the flag only
+    the parent is in the output; with it, one output where each Python
+    process is its own root ("pid N NAME"), each worker's stack exactly the
+    one it runs (which worker ran which function: their own log), the
+    parent's wait under its root, and `sleep` left out without a word."""
+    log, stop = tmp / "workers.log", tmp / "stop"
+    other = PYTHONS[sorted(OTHER)[-1]] if OTHER else sys.executable
+    parent = subprocess.Popen([sys.executable, PARENT, str(log), str(stop), sys.executable, other],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline() == "ready\n"
+        alone, merged = tmp / "alone.collapsed.txt", tmp / "merged.collapsed.txt"
+        r0 = run(["record", "--pid", str(parent.pid), "--idle", "--duration", "0.3", "-o", str(alone)], timeout=60)
+        r = run(["record", "--pid", str(parent.pid), "--subprocesses", "--idle", "--duration", "1", "-o",
+                 str(merged)], timeout=60)
+    finally:
+        stop.write_text("")
+        assert parent.wait(timeout=60) == 0
+        parent.stdout.close()
+    assert r0.returncode == 0 and r.returncode == 0, r0.stderr + r.stderr
+    ran = {int(pid): work for pid, work in (line.split() for line in log.read_text().splitlines())}
+    assert sorted(ran.values()) == ["work_a", "work_b"], ran
+    seen = roots(alone)
+    assert list(seen) == ["<module>"] and all(st[:2] == ("main", "wait_for_workers") for st in seen["<module>"]), seen
+    seen = roots(merged)
+    by_pid = {int(root.split()[1]): stacks for root, stacks in seen.items()}
+    assert set(by_pid) == {parent.pid} | set(ran), (seen, r.stderr)
+    assert all(root.startswith(f"pid {root.split()[1]} parent_of_workers.py ") for root in seen), seen
+    # Every stack is one the process had: the workers burn all the time
+    # they are recorded, the parent waits for them.
+    assert all(st[:3] == ("<module>", "main", "wait_for_workers") for st in by_pid[parent.pid]), seen
+    for pid, work in ran.items():
+        assert by_pid[pid] == {("<module>", "worker_main", work, "burn")}, (pid, work, seen)
+    assert "2 more processes sampled" in r.stderr and "not in the profile" not in r.stderr, r.stderr
+
+
+@pytest.mark.versions("3.12")
+def test_descendants_both_ways():
+    """The descendants of a process tree (sh running two sleeps, one in a
+    subshell of its own) are the same from the kernel's lists of children
+    as from the scan of every process's parent (the way on a kernel
+    without those lists), and are the processes the tree really has."""
+    from stackwatch.cli.record_children import _children_scan, descendants
+    p = subprocess.Popen(["sh", "-c", "(sleep 30 & wait) & sleep 30 & echo go; wait"], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"go\n"
+        deadline = time.monotonic() + 10
+        while len(descendants(p.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        found = descendants(p.pid)
+        scan = _children_scan()
+        by_scan, todo = [], [p.pid]
+        while todo:
+            parent = todo.pop(0)
+            by_scan += [(k, parent) for k in sorted(scan.get(parent, []))]
+            todo += sorted(scan.get(parent, []))
+        assert sorted(found) == sorted(by_scan) and len(found) == 3, (found, by_scan)
+        comms = sorted(open(f"/proc/{pid}/comm").read().strip() for pid, _ in found)
+        assert comms == ["sh", "sleep", "sleep"], comms
+    finally:
+        for pid, _ in descendants(p.pid)[::-1]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:      # a subshell ends once its sleep is killed
+                pass
+        p.kill()
+        p.wait()
+        p.stdout.close()
+
+
+@needs_sampler
+@pytest.mark.timing
+@pytest.mark.versions("3.12")
+def test_record_subprocesses_child_shares(tmp):
+    """A descendant's profile is as true as the target's: split_603010.py
+    run by a parent process, recorded with --subprocesses into profile
+    files (the child's beside the parent's, with its pid and parent in
+    META), gives the child's own shares of f60/f30/f10 (its log of what
+    it ran) within stats_bounds.time_shares's bound (CPU mode, as in
+    test_record_shares_within_3_points)."""
+    truth = tmp / "blocks.json"
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))",
+                               sys.executable, TARGET, "-", str(truth)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline() == "ready\n"
+        out = tmp / "rec.swprof"
+        r = run(["record", "--pid", str(parent.pid), "--subprocesses", "--duration", "1.5", "--rate", "2000",
+                 "--cycle", CYCLE, "--mode", "cpu", "-o", str(out)], timeout=120)
+    finally:
+        parent.stdin.close()
+        assert parent.wait(timeout=60) == 0
+        parent.stdout.close()
+    assert r.returncode == 0, r.stderr
+    files = [p for p in tmp.iterdir() if re.fullmatch(r"rec\.\d+\.swprof", p.name)]
+    assert len(files) == 1, (files, r.stderr)
+    prof = Recorded(files[0])
+    info = prof.h.info()
+    assert info["parent_pid"] == parent.pid and f"rec.{info['pid']}.swprof" == files[0].name, info
+    blocks = Blocks()
+    for row in json.loads(truth.read_text()):
+        blocks.add(*row)
+    names = sorted(SHARES)
+    bad, report = time_shares(prof, blocks, lambda t: {n: count_of(t, n, "time_ns") for n in names})
+    assert not bad, (bad, report, r.stderr)

@@ -20,7 +20,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import chrome_slices, perfetto_timeline, run, run_traced, write
+from conftest import chrome_slices, needs_kernel_tracepoint, perfetto_timeline, run, run_traced, write
 from stackwatch import Trace, _native
 
 pytestmark = pytest.mark.root
@@ -72,26 +72,9 @@ EXPECTED = {("write", "write_here"): WRITES, ("read", "read_here"): READS,
             ("write", "thread_writes"): THREAD_WRITES}
 
 
-def perf_problem():
-    """Why perf_event_open of the syscall tracepoints cannot be used here,
-    or None."""
-    if sys.platform != "linux":
-        return "not Linux"
-    for d in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
-        if os.path.exists(f"{d}/events/raw_syscalls/sys_enter/id"):
-            return None
-    if os.geteuid() == 0 and os.path.isdir("/sys/kernel/tracing"):
-        return None   # stackwatch mounts tracefs itself
-    return "the raw_syscalls tracepoints are not in tracefs"
-
-
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    problem = perf_problem()
-    if problem:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"perf is unavailable under CI: {problem}")
-        pytest.skip(problem)
+    needs_kernel_tracepoint("raw_syscalls/sys_enter")
     folder = tmp_path_factory.mktemp("kernel")
     # with the sampler too where it runs: its samples share the threads'
     # timelines with the system calls (each sequence's time in order)
