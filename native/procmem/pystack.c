@@ -8,9 +8,12 @@
  * which every frame in it is decoded (with, in the same call, the leaf
  * frame when it lives elsewhere: a generator's), plus one read per other
  * frame living elsewhere (generators, older chunks, 3.12+ shim frames on
- * the C stack other than the thread's known outermost one) and then one
+ * the C stack) that the thread's last walk did not read too, and then one
  * read checking that the thread's leaf did not change meanwhile; before
- * 3.11 one read per frame object. A walk torn by the thread running on
+ * 3.11 one read of the leaf and of the frames of the thread's last walk,
+ * one per frame not among them, and one reading the callers again. The
+ * frames a walk reads on their own are read speculatively in its first
+ * read (see spec_* below). A walk torn by the thread running on
  * (see "Torn stacks" below) is redone, then failed. Code objects come from the code
  * cache; those not confirmed in the last few rounds are re-read, all in one
  * batched read (process_vm_readv with many iovecs). Strings are only read
@@ -31,15 +34,19 @@
 #define MAX_CHUNK_SPAN (1ull << 30)    /* a plausible bound for one stack chunk */
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
 /* 3.9/3.10: every walked frame but the leaf read again after the walk
- * (objects_whole). Off: failing the walks it tears biased the time shares
- * against code whose stack changes fast (test_shares_* on 3.10); issue 20
- * left open. */
-#define RECHECK_OBJECTS 0
+ * (objects_whole). It was off while frames were read one by one: a walk
+ * then took tens of microseconds, so it failed most walks of code whose
+ * stack changes fast, and those failures biased the time shares
+ * (test_call_heavy_code_is_not_undersampled on 3.10). With the first read
+ * speculative (spec_*) a walk takes one or two system calls. */
+#define RECHECK_OBJECTS 1
 #define TORN_RETRIES 5                 /* 3.11+: whole reads redone when the walk was torn */
 #define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
 #define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
 #define MUTE_ROUNDS 256                /* ... for this many rounds (each timeout costs 20 ms) */
+#define SPEC_THREADS 32u               /* threads whose last walk's own-read frames are remembered */
+#define SPEC_DEPTH 256u                /* ... at most this many frames each */
 
 struct sw_pystack {
     sw_py_layout l;
@@ -69,7 +76,10 @@ struct sw_pystack {
     uint64_t mute_until[MUTE_SLOTS];  /* ... are not asked again before this round */
     uint64_t seen[16];             /* 1024-bit filter of frame addresses walked */
     unsigned char *code_hdrs;      /* [max_depth * code_size] */
-    sw_mem_req *reqs;              /* [max_depth] */
+    sw_mem_req *reqs;              /* [2 * max_depth + 3] */
+    sw_mem_req *code_reqs;         /* [max_depth] the code objects' headers, read with the check
+                                      after a walk (code_reads) */
+    uint32_t codes_read;           /* ... how many were read this walk (0: none) */
     sw_sample_code **frames;         /* [max_depth] */
     unsigned char *window;         /* [WINDOW_MAX] */
     unsigned char leaf_buf[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];   /* the leaf frame, outside the window */
@@ -81,6 +91,23 @@ struct sw_pystack {
     uint64_t steps;                /* the last walk: frames visited (shims included) */
     unsigned char *recheck;        /* [WINDOW_MAX] 3.11+: the walked part of the window, read again */
     unsigned char *again;          /* [max_depth * frame_size] 3.9/3.10: the walked frames, read again */
+    /* Speculation: the frames a thread's last walk read on their own
+     * (before 3.11 all of them; from 3.11 those outside the copied window:
+     * generators', older chunks', shims on the C stack) are read again in
+     * the first read of its next walk, in the same system call as its leaf
+     * (3.11+: and its window). A thread's callers mostly stay put from one
+     * sample to the next, so a walk mostly costs that one call, not one per
+     * frame, and reads its frames within a microsecond or two: a stack that
+     * changes fast is far more often read whole. */
+    uint64_t *spec_tstate;         /* [SPEC_THREADS] the thread state each slot is for */
+    uint32_t *spec_n;              /* [SPEC_THREADS] frames remembered */
+    uint64_t *spec_addrs;          /* [SPEC_THREADS * SPEC_DEPTH] */
+    uint64_t *spec_walk;           /* [SPEC_DEPTH] this walk's own-read frames so far */
+    uint32_t spec_walked;          /* ... how many */
+    sw_mem_req *spec_reqs;         /* [SPEC_DEPTH + 2] the first read of this walk */
+    uint32_t spec_first, spec_nreq;   /* spec_reqs[spec_first, spec_nreq) are the speculative ones */
+    uint32_t spec_hint;            /* where the last frame was found among them */
+    unsigned char *spec_bytes;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] their bytes */
     sw_pystack_stats st;
 };
 
@@ -122,13 +149,20 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     if (lim->frame_addrs)
         r->kept_addrs = malloc(d * sizeof *r->kept_addrs);
     r->code_hdrs = malloc(d * l->code_size);
-    r->reqs = malloc(d * sizeof *r->reqs);
+    r->reqs = malloc((2 * d + 3) * sizeof *r->reqs);
+    r->code_reqs = malloc(d * sizeof *r->code_reqs);
     r->frames = malloc(d * sizeof *r->frames);
     r->window = malloc(WINDOW_MAX);
     if (l->frames_kind == SW_FRAMES_INTERP)
         r->recheck = malloc(WINDOW_MAX);
     else if (l->frame_state != SW_NO_OFFSET)
         r->again = malloc(d * l->frame_size);
+    r->spec_tstate = calloc(SPEC_THREADS, sizeof *r->spec_tstate);
+    r->spec_n = calloc(SPEC_THREADS, sizeof *r->spec_n);
+    r->spec_addrs = malloc((size_t)SPEC_THREADS * SPEC_DEPTH * sizeof *r->spec_addrs);
+    r->spec_walk = malloc(SPEC_DEPTH * sizeof *r->spec_walk);
+    r->spec_reqs = malloc((SPEC_DEPTH + 2) * sizeof *r->spec_reqs);
+    r->spec_bytes = malloc((size_t)SPEC_DEPTH * (l->frame_size + SW_GEN_STATE_BACK_MAX));
     if (lim->lines && l->linetable_kind) {
         r->instrs = malloc(d * sizeof *r->instrs);
         r->lines = malloc(d * sizeof *r->lines);
@@ -147,7 +181,9 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
     if (!r->codes || !r->code_addrs || (l->frame_globals != SW_NO_OFFSET && (!r->globals || !r->code_globals)) ||
-        !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || !r->code_hdrs || !r->reqs || !r->frames || !r->window ||
+        !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
+        !r->frames || !r->window || !r->spec_tstate || !r->spec_n || !r->spec_addrs || !r->spec_walk ||
+        !r->spec_reqs || !r->spec_bytes ||
         (l->frames_kind == SW_FRAMES_INTERP && !r->recheck) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
         (lim->thread_states && !r->states) || !native_ok ||
@@ -208,10 +244,17 @@ void sw_pystack_free(sw_pystack *r)
     free(r->merged);
     free(r->code_hdrs);
     free(r->reqs);
+    free(r->code_reqs);
     free(r->frames);
     free(r->window);
     free(r->recheck);
     free(r->again);
+    free(r->spec_tstate);
+    free(r->spec_n);
+    free(r->spec_addrs);
+    free(r->spec_walk);
+    free(r->spec_reqs);
+    free(r->spec_bytes);
     free(r);
 }
 
@@ -226,14 +269,98 @@ typedef struct window {
     const unsigned char *leaf_bytes;
 } window;
 
+/* The bytes read before a frame read on its own: 3.11+, a generator's
+ * frame state. */
+static uint32_t frame_back(const sw_py_layout *l)
+{
+    return l->frames_kind == SW_FRAMES_INTERP && l->frame_owner != SW_NO_OFFSET ? l->gen_state_back : 0;
+}
+
+/* The slot of r->spec_* for a thread state. */
+static uint32_t spec_slot(uint64_t tstate)
+{
+    return (uint32_t)((tstate >> 4) ^ (tstate >> 13)) & (SPEC_THREADS - 1);
+}
+
+/* The first read of a walk, one batched read: the npre requests given
+ * (the leaf; 3.11+: the window), then the frames the thread's last walk
+ * read on its own but the leaf, each with the bytes before it
+ * (frame_back). Sets the ok flags of pre. */
+static void first_read(sw_pystack *r, uint64_t tstate, uint64_t leaf, sw_mem_req *pre, uint32_t npre)
+{
+    const sw_py_layout *l = &r->l;
+    const uint32_t back = frame_back(l), slot = spec_slot(tstate);
+    const size_t each = l->frame_size + back;
+    uint32_t k = npre;
+    memcpy(r->spec_reqs, pre, npre * sizeof *pre);
+    if (r->spec_tstate[slot] == tstate) {
+        const uint64_t *was = r->spec_addrs + (size_t)slot * SPEC_DEPTH;
+        for (uint32_t i = 0; i < r->spec_n[slot]; i++) {
+            if (was[i] == leaf || was[i] < back)
+                continue;
+            r->spec_reqs[k] = (sw_mem_req){was[i] - back, r->spec_bytes + (size_t)(k - npre) * each, each, 0};
+            k++;
+        }
+    }
+    r->spec_first = r->spec_hint = npre;
+    r->spec_nreq = k;
+    r->spec_walked = 0;
+    if (k)
+        sw_mem_readv(&r->mem, r->spec_reqs, k);
+    for (uint32_t i = 0; i < npre; i++)
+        pre[i].ok = r->spec_reqs[i].ok;
+}
+
+/* The bytes of the frame at `frame` if the first read had them (read
+ * speculatively), else NULL. The frames are looked for in order, from
+ * where the last one was found: a stack's callers are those of the last
+ * walk below the frames that changed. */
+static const unsigned char *spec_find(sw_pystack *r, uint64_t frame, uint32_t back)
+{
+    const uint32_t first = r->spec_first, n = r->spec_nreq - first;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = first + (r->spec_hint - first + k) % n;
+        const sw_mem_req *q = &r->spec_reqs[i];
+        if (q->ok && q->addr + back == frame) {
+            r->spec_hint = i + 1 < r->spec_nreq ? i + 1 : first;
+            return (const unsigned char *)q->buf + back;
+        }
+    }
+    return NULL;
+}
+
+/* Remembers the frames this walk of the thread read on its own. */
+static void spec_keep(sw_pystack *r, uint64_t tstate)
+{
+    const uint32_t slot = spec_slot(tstate);
+    r->spec_tstate[slot] = tstate;
+    r->spec_n[slot] = r->spec_walked;
+    memcpy(r->spec_addrs + (size_t)slot * SPEC_DEPTH, r->spec_walk, r->spec_walked * sizeof *r->spec_walk);
+}
+
+/* Before 3.11: the first read of a walk, the leaf frame and the frames
+ * read on their own by the thread's last walk, in one system call. */
+static void read_leaf(sw_pystack *r, uint64_t tstate, uint64_t leaf, window *w)
+{
+    memset(w, 0, sizeof *w);
+    sw_mem_req req = {leaf, r->leaf_buf, r->l.frame_size, 0};
+    first_read(r, tstate, leaf, &req, 1);
+    if (req.ok) {
+        w->leaf = leaf;
+        w->leaf_bytes = r->leaf_buf;
+    }
+}
+
 /* Copies the used top of the thread's current stack chunk (3.11+), and the
- * leaf frame if it lies outside it. On failure the window is empty and
- * frames are read one by one. */
-static void copy_window(sw_pystack *r, const unsigned char *ts, uint64_t leaf, window *w)
+ * leaf frame if it lies outside it (and the frames the thread's last walk
+ * read on their own). On failure the window is empty and frames are read
+ * one by one. */
+static void copy_window(sw_pystack *r, uint64_t tstate, const unsigned char *ts, uint64_t leaf, window *w)
 {
     const sw_py_layout *l = &r->l;
     w->lo = w->hi = w->base = w->leaf = 0;
     w->bytes = w->leaf_bytes = NULL;
+    r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
     if (l->tstate_datastack_chunk == SW_NO_OFFSET)
         return;
     uint64_t chunk = u64_at(ts, l->tstate_datastack_chunk), top = u64_at(ts, l->tstate_datastack_top);
@@ -241,13 +368,13 @@ static void copy_window(sw_pystack *r, const unsigned char *ts, uint64_t leaf, w
     if (!chunk || top <= base || top - base > MAX_CHUNK_SPAN)
         return;
     uint64_t lo = top - base > WINDOW_MAX ? top - WINDOW_MAX : base;
-    uint32_t back = l->frame_owner != SW_NO_OFFSET ? l->gen_state_back : 0;
+    uint32_t back = frame_back(l);
     /* The leaf first: a generator's frame, read as close as can be to the
      * thread state that named it (it may yield any moment). */
     int outside = !(leaf >= lo && leaf + l->frame_size <= top) && leaf >= back;
     sw_mem_req req[2] = {{leaf - back, r->leaf_buf, l->frame_size + back, 0},
                          {lo, r->window, (size_t)(top - lo), 0}};
-    sw_mem_readv(&r->mem, outside ? req : req + 1, outside ? 2 : 1);
+    first_read(r, tstate, leaf, outside ? req : req + 1, outside ? 2 : 1);
     if (!req[1].ok)
         return;
     w->lo = lo;
@@ -323,12 +450,13 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     const sw_py_layout *l = &r->l;
     /* A frame read on its own is read with the bytes before it: a
      * generator's frame state (3.11+). */
-    const uint32_t back = l->frames_kind == SW_FRAMES_INTERP && l->frame_owner != SW_NO_OFFSET ? l->gen_state_back : 0;
+    const uint32_t back = frame_back(l);
     unsigned char buf[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];
     uint32_t n = 0;
     /* Shim frames are not kept, so bound the steps as well as the depth. */
     uint64_t steps = 0, max_steps = 2ull * r->lim.max_depth + 64;
     *truncated = 0;
+    r->codes_read = 0;
     memset(r->seen, 0, sizeof r->seen);
     int callee_gen = 0;   /* 3.12+: the frame walked just before is a generator's */
     while (frame) {
@@ -347,10 +475,21 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             f = w->bytes + (frame - w->lo);
         } else if (w->leaf_bytes && frame == w->leaf) {
             f = w->leaf_bytes;
+            if (l->frames_kind == SW_FRAMES_OBJECTS && r->spec_walked < SPEC_DEPTH)
+                r->spec_walk[r->spec_walked++] = frame;
         } else {
-            if (frame < back || sw_mem_read(&r->mem, frame - back, buf, l->frame_size + back) != SW_OK)
-                return -1;
-            f = buf + back;
+            /* (before 3.11 a frame read speculatively, before the frame
+             * that links to it, may have died and been made again since) */
+            f = spec_find(r, frame, back);
+            if (f && l->frames_kind == SW_FRAMES_OBJECTS && !frame_object_ok(l, f))
+                f = NULL;
+            if (!f) {
+                if (frame < back || sw_mem_read(&r->mem, frame - back, buf, l->frame_size + back) != SW_OK)
+                    return -1;
+                f = buf + back;
+            }
+            if (r->spec_walked < SPEC_DEPTH)
+                r->spec_walk[r->spec_walked++] = frame;
         }
         uint64_t previous = u64_at(f, l->frame_previous);
         int shim = 0, internal = 0;
@@ -454,6 +593,21 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     const uint32_t cs = r->l.code_size;
     const uint64_t round = r->st.rounds;
     uint32_t k = 0;
+    if (r->codes_read) {
+        /* Read with the check after the walk, while their frames were
+         * seen alive (so holding them): each entry confirmed, none trusted
+         * on its age. */
+        for (uint32_t j = 0; j < r->codes_read; j++) {
+            const sw_mem_req *q = &r->code_reqs[j];
+            if (!q->ok || !sw_codecache_get(r->codes, &r->mem, &r->l, q->addr, q->buf, round))
+                return -1;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            if (!(r->frames[i] = sw_codecache_find(r->codes, r->code_addrs[i])))
+                return -1;
+        remember_globals(r, n);
+        return 0;
+    }
     for (uint32_t i = 0; i < n; i++) {
         r->frames[i] = sw_codecache_fresh(r->codes, r->code_addrs[i], round, r->lim.code_ttl);
         if (r->frames[i] && r->code_globals) {
@@ -485,6 +639,41 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     }
     remember_globals(r, n);
     return 0;
+}
+
+/* Sets r->code_reqs to read the header of each code object of the walk's
+ * n frames (a run of one code object read once) and returns how many. The
+ * checks after a walk (still_whole, objects_whole) read them in their own
+ * system call, after the frames, and resolve_codes takes them from there:
+ * a cache entry is then never trusted on its age alone, which named a
+ * frame after a freed code object whose address a new one took. */
+static uint32_t code_reads(sw_pystack *r, uint32_t n)
+{
+    const uint32_t cs = r->l.code_size;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (k && r->code_reqs[k - 1].addr == r->code_addrs[i])
+            continue;
+        r->code_reqs[k] = (sw_mem_req){r->code_addrs[i], r->code_hdrs + (size_t)k * cs, cs, 0};
+        k++;
+    }
+    return k;
+}
+
+/* Performs the nreq requests of r->reqs followed by the k of
+ * r->code_reqs in one batched read. 1 if the nreq ones all succeeded; the
+ * code reads' ok flags are set in r->code_reqs, and r->codes_read to k. */
+static int read_with_codes(sw_pystack *r, size_t nreq, uint32_t k)
+{
+    memcpy(r->reqs + nreq, r->code_reqs, k * sizeof *r->code_reqs);
+    sw_mem_readv(&r->mem, r->reqs, nreq + k);
+    for (uint32_t j = 0; j < k; j++)
+        r->code_reqs[j].ok = r->reqs[nreq + j].ok;
+    r->codes_read = k;
+    for (size_t i = 0; i < nreq; i++)
+        if (!r->reqs[i].ok)
+            return 0;
+    return 1;
 }
 
 /* The GIL's address (with thread states only: nothing else uses it), found
@@ -612,7 +801,7 @@ static int leaf_frame(sw_pystack *r, const unsigned char *ts, uint64_t *frame)
  * callers, in between is not told: the stack read is then one of the same
  * functions. (Requiring the very same leaf would fail most samples of
  * call-heavy code, whose leaf changes within the walk's microseconds.) */
-static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w)
+static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w, uint32_t n)
 {
     const sw_py_layout *l = &r->l;
     uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth;
@@ -645,7 +834,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
     if (!via_cframe)
         now = u64_at(ts, l->tstate_frame);
     uint64_t rhi = hi > lo && top > hi && top - lo <= WINDOW_MAX ? top : hi;
-    sw_mem_req req[3];
+    sw_mem_req *req = r->reqs;
     size_t nreq = 0;
     if (via_cframe)
         req[nreq++] = (sw_mem_req){cframe + l->cframe_current_frame, &now, sizeof now, 0};
@@ -653,7 +842,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         req[nreq++] = (sw_mem_req){lo, r->recheck, (size_t)(rhi - lo), 0};
     if (gen_leaf)
         req[nreq++] = (sw_mem_req){leaf - back, r->leaf_again, l->frame_size + back, 0};
-    if (nreq && sw_mem_readv(&r->mem, req, nreq) != nreq)
+    if (!read_with_codes(r, nreq, code_reads(r, n)))
         return 0;
     /* The frame the thread must be at or above: the leaf, or a generator
      * leaf's caller when the generator yielded since (its caller then ran
@@ -689,6 +878,13 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
             f = u64_at(fb, l->frame_previous);
         }
     }
+    /* Each frame walked still links to the same frame and runs the same
+     * code; and those below the anchor, which cannot have run since if the
+     * walk is whole, are still at the same instruction (a frame slot reused
+     * by another call of the same code, from another call site of the same
+     * caller, alternating with a third call at that slot, passed the other
+     * tests: 3.11, toolz's suite). */
+    uint64_t still_from = gen_leaf && anchor ? 2 : 1;
     for (uint64_t i = 0; i < walked && hi > lo; i++) {
         uint64_t a = r->frame_addrs[i];
         if (a < lo || a >= hi || hi - a < l->frame_size)
@@ -696,7 +892,9 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         const unsigned char *was = w->bytes + (a - w->lo), *is = r->recheck + (a - lo);
         if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
             u64_at(was, l->frame_code) != u64_at(is, l->frame_code) ||
-            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]))
+            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]) ||
+            (i >= still_from && l->frame_instr != SW_NO_OFFSET &&
+             u64_at(was, l->frame_instr) != u64_at(is, l->frame_instr)))
             return 0;
     }
     return 1;
@@ -714,7 +912,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
  * code object's frame is reused by its next call) tells. Frames that were
  * replaced by calls of the same code on the same callers, in between, are
  * not told: the stack read is then one of the same functions. */
-static int objects_whole(sw_pystack *r)
+static int objects_whole(sw_pystack *r, uint32_t n)
 {
     const sw_py_layout *l = &r->l;
     if (l->frame_state == SW_NO_OFFSET || !r->again || r->steps > r->lim.max_depth)
@@ -724,7 +922,7 @@ static int objects_whole(sw_pystack *r)
         return 1;
     for (uint32_t i = 1; i < k; i++)
         r->reqs[i - 1] = (sw_mem_req){r->frame_addrs[i], r->again + (size_t)i * l->frame_size, l->frame_size, 0};
-    if (sw_mem_readv(&r->mem, r->reqs, k - 1) != k - 1)
+    if (!read_with_codes(r, k - 1, code_reads(r, n)))
         return 0;
     for (uint32_t i = 1; i < k; i++) {   /* (the leaf may have returned or yielded since) */
         const unsigned char *f = r->again + (size_t)i * l->frame_size;
@@ -776,12 +974,14 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         if (nn >= 0)                 \
             sw_nstack_release();     \
     } while (0)
-    /* 3.11+ without the native capture, the thread runs on while it is
-     * read: its state is read afresh just before its frame stack is copied,
-     * and the walk is checked after (still_whole): one that joined frames
-     * of two instants is torn, redone from the thread state up to
-     * TORN_RETRIES times, then failed. */
-    int fresh = nn < 0 && l->frames_kind == SW_FRAMES_INTERP;
+    /* Without the native capture, the thread runs on while it is read: its
+     * state is read afresh just before its frames are (the probe above
+     * took a few system calls: before 3.11 a leaf frame taken from before
+     * it was often dead already), and the walk is checked after
+     * (still_whole, objects_whole): one that joined frames of two instants
+     * is torn, redone up to TORN_RETRIES (OBJECT_RETRIES) times, then
+     * failed. */
+    int fresh = nn < 0;
     if (fresh && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
         u64_at(ts2, l->tstate_interp) == r->interp)
         ts = ts2;
@@ -814,11 +1014,15 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     long n;
     for (int torn = 0;; torn++) {
         if (l->frames_kind == SW_FRAMES_INTERP)
-            copy_window(r, ts, frame, &w);
+            copy_window(r, tstate, ts, frame, &w);
+        else
+            read_leaf(r, tstate, frame, &w);
         n = walk_frames(r, frame, &w, &truncated);
-        if (n >= 0 && fresh && !still_whole(r, tstate, frame, &w))
+        if (n >= 0)
+            spec_keep(r, tstate);
+        if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP && !still_whole(r, tstate, frame, &w, (uint32_t)n))
             n = WALK_TORN;
-        if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && nn < 0 && RECHECK_OBJECTS && !objects_whole(r))
+        if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && nn < 0 && RECHECK_OBJECTS && !objects_whole(r, (uint32_t)n))
             n = WALK_TORN;
         for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {
             /* A frame died, or a generator left, under the reader: try
@@ -827,8 +1031,11 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             if (sw_mem_read(&r->mem, tstate + l->tstate_frame, &frame, sizeof frame) != SW_OK || !frame)
                 break;
             r->st.retried++;
+            read_leaf(r, tstate, frame, &w);
             n = walk_frames(r, frame, &w, &truncated);
-            if (n >= 0 && nn < 0 && RECHECK_OBJECTS && !objects_whole(r))
+            if (n >= 0)
+                spec_keep(r, tstate);
+            if (n >= 0 && nn < 0 && RECHECK_OBJECTS && !objects_whole(r, (uint32_t)n))
                 n = WALK_TORN;
         }
         if (n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)

@@ -147,7 +147,7 @@ static uint32_t c_id(PyMethodDef *ml, PyObject *callable, PyObject *self)
 }
 
 /* Pushes whether the C call that starts now is recorded. */
-static int push_open(sw_tstate *t, uint8_t recorded)
+static int push_open(sw_tracer_thread *t, uint8_t recorded)
 {
     if (t->c_depth == t->c_cap) {
         uint32_t cap = t->c_cap ? t->c_cap * 2 : 64;
@@ -185,8 +185,8 @@ static void emit_c(int kind, PyObject *caller, PyObject *callable, PyObject *sel
 
 static void on_c_call(PyObject *caller, PyObject *callable, PyObject *self_arg)
 {
-    sw_tstate *t = &sw_T;
-    if (t->busy)
+    sw_tracer_thread *t = &sw_TT;
+    if (sw_T.busy)
         return;
     if (sw_D.slow & SW_EVB(SW_K_C_CALL))
         emit_c(SW_K_C_CALL, caller, callable, self_arg);
@@ -214,8 +214,8 @@ static void on_c_call(PyObject *caller, PyObject *callable, PyObject *self_arg)
 
 static void on_c_return(int kind, PyObject *caller, PyObject *callable, PyObject *self_arg)
 {
-    sw_tstate *t = &sw_T;
-    if (!t->busy && (sw_D.slow & SW_EVB(kind)))
+    sw_tracer_thread *t = &sw_TT;
+    if (!sw_T.busy && (sw_D.slow & SW_EVB(kind)))
         emit_c(kind, caller, callable, self_arg);
     if (!sw_S.gen || !sw_S.c_calls || t->session != sw_S.gen || t->c_gen != sw_S.gen || !t->c_depth)
         return;  /* a C call that started before tracing did */
@@ -376,7 +376,7 @@ static void hook_thread(PyThreadState *ts)
     sw_exc_restore(&es);
 }
 
-void sw_ccalls_thread_attach(sw_tstate *t)
+void sw_ccalls_thread_attach(sw_tracer_thread *t)
 {
     (void)t;
     if (!session_wants() && !others_want())
@@ -449,7 +449,7 @@ void sw_ccalls_check(void)
 
 #else
 
-void sw_ccalls_thread_attach(sw_tstate *t) { (void)t; }
+void sw_ccalls_thread_attach(sw_tracer_thread *t) { (void)t; }
 void sw_ccalls_sync(void) {}
 void sw_ccalls_check(void) {}
 

@@ -9,12 +9,12 @@
 #ifndef SW_CCALLS_H
 #define SW_CCALLS_H
 
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 
 /* 3.9-3.12: the hook on this thread when C calls (3.9-3.11) or Cython's
  * functions are wanted (it attaches to the session, or the
  * frame hook meets it first); nothing on 3.13. */
-void sw_ccalls_thread_attach(sw_tstate *t);
+void sw_ccalls_thread_attach(sw_tracer_thread *t);
 /* 3.9-3.12: the hook on every thread while C-call events are wanted
  * (3.9-3.11: another consumer's; the session's --c-calls and --cython
  * hook the threads as they attach), off everywhere when nothing wants it;

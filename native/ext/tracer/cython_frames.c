@@ -23,7 +23,7 @@
 
 #include "ext/dispatch/kinds.h"
 #include "ext/shared/hookerr.h"
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 #include "ext/tracer/session.h"
 #include "ext/tracer/switch.h"
 
@@ -32,9 +32,9 @@
 /* Opens a Cython frame of co on this thread (globals: its module's, for
  * the filters, or NULL; op: SW_OP_CALL, or SW_OP_RESUME for a generator
  * resumed on 3.13). */
-static void cy_enter(sw_tstate *t, PyCodeObject *co, PyObject *globals, unsigned op)
+static void cy_enter(sw_tracer_thread *t, PyCodeObject *co, PyObject *globals, unsigned op)
 {
-    if (t->busy || !sw_S.gen || !sw_S.cython)
+    if (sw_T.busy || !sw_S.gen || !sw_S.cython)
         return;
     if (SW_UNLIKELY(t->session != sw_S.gen) && !sw_thread_attach(t))
         return;
@@ -64,9 +64,9 @@ static void cy_enter(sw_tstate *t, PyCodeObject *co, PyObject *globals, unsigned
 
 /* Closes the innermost Cython frame if it is co's (op: SW_OP_RETURN,
  * SW_OP_UNWIND or SW_OP_YIELD). */
-static void cy_exit(sw_tstate *t, PyCodeObject *co, unsigned op)
+static void cy_exit(sw_tracer_thread *t, PyCodeObject *co, unsigned op)
 {
-    if (t->busy || t->cy_gen != sw_S.gen || !t->cy_depth || !sw_S.gen || t->session != sw_S.gen)
+    if (sw_T.busy || t->cy_gen != sw_S.gen || !t->cy_depth || !sw_S.gen || t->session != sw_S.gen)
         return;
     uintptr_t top = (uintptr_t)t->cy_frames[t->cy_depth - 1];
     if ((top & ~CY_RECORDED) != (uintptr_t)co)
@@ -100,9 +100,9 @@ void sw_cython_profile(PyFrameObject *frame, int what)
     PyObject *globals = frame->f_globals;
 #  endif
     if (what == PyTrace_CALL)
-        cy_enter(&sw_T, co, globals, SW_OP_CALL);
+        cy_enter(&sw_TT, co, globals, SW_OP_CALL);
     else
-        cy_exit(&sw_T, co, SW_OP_RETURN);
+        cy_exit(&sw_TT, co, SW_OP_RETURN);
     Py_DECREF(co);
 }
 
@@ -133,7 +133,7 @@ static PyObject *starts(PyObject *const *args, Py_ssize_t n, unsigned op)
         Py_RETURN_NONE;
     if (is_running((PyCodeObject *)args[0]))
         return python_code();
-    cy_enter(&sw_T, (PyCodeObject *)args[0], NULL, op);
+    cy_enter(&sw_TT, (PyCodeObject *)args[0], NULL, op);
     Py_RETURN_NONE;
 }
 
@@ -143,7 +143,7 @@ static PyObject *ends(PyObject *const *args, Py_ssize_t n, unsigned op)
         Py_RETURN_NONE;
     if (is_running((PyCodeObject *)args[0]))
         return python_code();
-    cy_exit(&sw_T, (PyCodeObject *)args[0], op);
+    cy_exit(&sw_TT, (PyCodeObject *)args[0], op);
     Py_RETURN_NONE;
 }
 
@@ -176,7 +176,7 @@ static PyObject *mon_unwind(PyObject *self, PyObject *const *args, Py_ssize_t n)
     (void)self;
     /* (PY_UNWIND cannot be disabled: Python functions' unwinds come here.) */
     if (n >= 1 && PyCode_Check(args[0]) && !is_running((PyCodeObject *)args[0]))
-        cy_exit(&sw_T, (PyCodeObject *)args[0], SW_OP_UNWIND);
+        cy_exit(&sw_TT, (PyCodeObject *)args[0], SW_OP_UNWIND);
     Py_RETURN_NONE;
 }
 

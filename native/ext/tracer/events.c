@@ -18,7 +18,7 @@
 #include "ext/dispatch/dispatch.h"
 #include "ext/dispatch/handlers.h"
 #include "ext/shared/hookerr.h"
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 #include "ext/tracer/file_events.h"
 #include "ext/tracer/switch.h"
 
@@ -61,8 +61,7 @@ int sw_events_wanted_in(int kind, PyCodeObject *co)
 
 static void emit_located(int kind, PyCodeObject *co, int line, long long a, long long b, const char *name)
 {
-    sw_tstate *t = &sw_T;
-    if (t->busy)
+    if (sw_T.busy)
         return;
     sw_evdata d = {.code = co, .line = line, .a = a, .b = b, .name = name};
     if (file_wants(kind, co))

@@ -6,7 +6,7 @@
  * whole (its caller clears it afterwards): its current instruction is read.
  * 3.12+: the evaluator clears and pops a returning frame itself, so the
  * line is noted before, by sys.monitoring PY_RETURN / PY_YIELD / PY_UNWIND
- * callbacks: the leaving frame and its line, in sw_T, which the hook takes
+ * callbacks: the leaving frame and its line, in sw_TT, which the hook takes
  * when it sees that frame end. sys.monitoring has one callback per event
  * and tool: on 3.13 the same PY_RETURN / PY_UNWIND callbacks also close the
  * __init__ frames the hook did not see (init_gap.c).
@@ -20,7 +20,7 @@
 
 #if PY_VERSION_HEX >= 0x030C0000
 
-int sw_exit_line(sw_tstate *t, SW_FRAME *f, PyCodeObject *co)
+int sw_exit_line(sw_tracer_thread *t, SW_FRAME *f, PyCodeObject *co)
 {
     if (t->exit_frame == (void *)f) {
         t->exit_frame = NULL;
@@ -39,7 +39,7 @@ static PyObject *leaving(int kind, PyObject *const *args, Py_ssize_t n)
     if (n >= 2 && PyCode_Check(args[0]) && PyLong_Check(args[1])) {
         long offset = PyLong_AsLong(args[1]);
         if (offset >= 0 && offset <= INT_MAX) {
-            sw_tstate *t = &sw_T;
+            sw_tracer_thread *t = &sw_TT;
             line = PyCode_Addr2Line((PyCodeObject *)args[0], (int)offset);
             t->exit_frame = sw_thread_iframe(PyThreadState_Get());
             t->exit_line = line;
@@ -92,7 +92,7 @@ int sw_exit_line_add_hooks(PyObject *hooks)
 
 #else
 
-int sw_exit_line(sw_tstate *t, SW_FRAME *f, PyCodeObject *co)
+int sw_exit_line(sw_tracer_thread *t, SW_FRAME *f, PyCodeObject *co)
 {
     (void)t;
 #  if PY_VERSION_HEX >= 0x030B0000

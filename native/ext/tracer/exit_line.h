@@ -9,7 +9,7 @@
 
 #include "ext/dispatch/kinds.h"
 #include "ext/tracer/frame_compat.h"
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 
 /* The sys.monitoring events (3.12+) that note it: global while consumers
  * want returns, yields or unwinds (switch.c). */
@@ -21,7 +21,7 @@
  * read from the frame before 3.12, else as noted by the callbacks (the
  * first line when none was, e.g. a frame already running when the events
  * were turned on). Never raises. */
-int sw_exit_line(sw_tstate *t, SW_FRAME *f, PyCodeObject *co);
+int sw_exit_line(sw_tracer_thread *t, SW_FRAME *f, PyCodeObject *co);
 
 /* Adds the PY_RETURN / PY_YIELD / PY_UNWIND callbacks (3.12+; on 3.13
  * they also close the __init__ frames of init_gap.c) to _native.hooks.

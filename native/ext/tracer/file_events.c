@@ -7,7 +7,7 @@
 #include "file_events.h"
 
 #include "ext/dispatch/handlers.h"
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 #include "ext/tracer/session.h"
 
 #include "base/base.h"
@@ -45,8 +45,8 @@ static uint64_t nonneg(long long v) { return v < 0 ? 0 : (uint64_t)v; }
 
 void sw_file_record_ext(int kind, const sw_evdata *d)
 {
-    sw_tstate *t = &sw_T;
-    if (kind < 0 || kind >= SW_K_COUNT || !ext_of[kind] || t->busy || !sw_thread_attach(t))
+    sw_tracer_thread *t = &sw_TT;
+    if (kind < 0 || kind >= SW_K_COUNT || !ext_of[kind] || sw_T.busy || !sw_thread_attach(t))
         return;
     uint32_t code = 0;
     if (d->code) {

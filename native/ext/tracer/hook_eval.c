@@ -28,14 +28,14 @@
 #define NAME_LOOKUP_TRIES 32
 
 /* The depth the thread's trace is at (0 when it records nothing). */
-static inline uint32_t recorded_depth(const sw_tstate *t)
+static inline uint32_t recorded_depth(const sw_tracer_thread *t)
 {
     return sw_S.gen && t->session == sw_S.gen ? t->tb->depth : 0;
 }
 
 /* Runs a hooked frame the trace does not record, marked as the innermost
  * such frame while it runs (see teardown_mark). */
-static SW_NOINLINE PyObject *run_unrecorded(sw_tstate *t, PyThreadState *ts, SW_FRAME *f, int throwflag)
+static SW_NOINLINE PyObject *run_unrecorded(sw_tracer_thread *t, PyThreadState *ts, SW_FRAME *f, int throwflag)
 {
     uint64_t outer_gen = t->unrec_gen;
     uint32_t outer_depth = t->unrec_depth;
@@ -52,7 +52,7 @@ static SW_NOINLINE PyObject *run_unrecorded(sw_tstate *t, PyThreadState *ts, SW_
  * recurse on, fail the call with RecursionError rather than crash. The
  * frame is run with the exception pending (as generator.throw() does) so
  * that CPython unwinds and frees it normally. */
-static SW_NOINLINE PyObject *stack_exhausted(sw_tstate *t, PyThreadState *ts, SW_FRAME *f)
+static SW_NOINLINE PyObject *stack_exhausted(sw_tracer_thread *t, PyThreadState *ts, SW_FRAME *f)
 {
     PyErr_SetString(PyExc_RecursionError,
                     "maximum recursion depth exceeded (C stack nearly exhausted; "
@@ -67,7 +67,7 @@ static SW_NOINLINE PyObject *stack_exhausted(sw_tstate *t, PyThreadState *ts, SW
  * clearing runs, as sys.setprofile does. Several finalizers in one
  * clearing each write one; the reader uses the first. */
 #if PY_VERSION_HEX >= 0x030C0000
-static SW_NOINLINE void teardown_mark(sw_tstate *t, sw_tbuf *tb)
+static SW_NOINLINE void teardown_mark(sw_tracer_thread *t, sw_tbuf *tb)
 {
     if (tb->depth == 0 || (t->unrec_gen == sw_S.gen && t->unrec_depth == tb->depth))
         return;
@@ -87,7 +87,7 @@ typedef struct sw_hook_call {
 /* The consumers' side of a teardown: the innermost hooked frame, if it is
  * the one being cleared, ends here, as it really left (return or unwind),
  * and its end is not given again when the evaluator hands it back. */
-static SW_NOINLINE void teardown_dispatch(sw_tstate *t, PyThreadState *ts)
+static SW_NOINLINE void teardown_dispatch(sw_tracer_thread *t, PyThreadState *ts)
 {
     sw_hook_call *hc = t->calls;
     if (!hc || hc->ended || !sw_frame_dying(ts, hc->f))
@@ -101,12 +101,12 @@ static SW_NOINLINE void teardown_dispatch(sw_tstate *t, PyThreadState *ts)
 
 static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throwflag)
 {
-    sw_tstate *t = &sw_T;
+    sw_tracer_thread *t = &sw_TT;
     sw_eval_fn prev = sw_S.prev_eval;
     /* stackwatch's own Python code (a handler's frames) runs plain, with a
      * guard of its own lower down: a handler is called at the program's
      * deepest point, and must run there. */
-    if (t->busy)
+    if (sw_T.busy)
         return sw_stack_pointer() < t->handler_guard ? stack_exhausted(t, ts, f) : prev(ts, f, throwflag);
     if (sw_stack_pointer() < t->stack_guard)
         return stack_exhausted(t, ts, f);
@@ -173,7 +173,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
                     t->name_pending = 0;
                 else
                     sw_thread_name_lookup(t);
-                sw_tstate_refresh(t);
+                sw_tracer_thread_ready(t);
             }
             if (SW_UNLIKELY(t->task_unnamed))
                 sw_tasks_name(t, co);
@@ -243,11 +243,11 @@ static SW_NOINLINE PyObject *exit_slow(sw_tbuf *tb, PyObject *res)
         sw_code_extra *ce = (sw_code_extra *)sw_frame_code(f)->co_extra;                      \
         Py_ssize_t idx = sw_S.extra_index;                                                    \
         if (SW_UNLIKELY(sw_T.gen != gen || !ce || idx >= ce->ce_size ||                       \
-                        sw_stack_pointer() < sw_T.stack_guard || sw_in_teardown(ts) ||        \
+                        sw_stack_pointer() < sw_TT.stack_guard || sw_in_teardown(ts) ||        \
                         sw_entry_near_limit(ts)))                                             \
             return eval_slow(ts, f, throwflag);                                               \
         uintptr_t v = (uintptr_t)ce->ce_extras[idx];                                          \
-        sw_tbuf *tb = sw_T.tb;                                                                \
+        sw_tbuf *tb = sw_TT.tb;                                                                \
         /* Registered in this session, none of the flag bits set, and room                    \
          * for the event (else eval_slow makes it). */                                        \
         if (SW_UNLIKELY((v >> 29) != sw_S.fast_tag || !sw_tbuf_enter_fits(tb)))               \
@@ -256,7 +256,7 @@ static SW_NOINLINE PyObject *exit_slow(sw_tbuf *tb, PyObject *res)
         sw_tbuf_put_enter_units(tb, NOW, SW_OP_CALL, (uint32_t)v);                            \
         PyObject *res = sw_S.prev_eval(ts, f, throwflag);                                     \
         if (SW_LIKELY(gen == sw_S.gen)) {                                                     \
-            tb = sw_T.tb;                                                                     \
+            tb = sw_TT.tb;                                                                     \
             if (SW_UNLIKELY(tb->pos > tb->limit || !res))                                     \
                 return exit_slow(tb, res);                                                    \
             sw_tbuf_put_exit_paired_units(tb, NOW, SW_OP_RETURN);                             \

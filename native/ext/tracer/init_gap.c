@@ -30,7 +30,7 @@
 #include "base/base.h"
 #include "ext/dispatch/dispatch.h"
 #include "ext/shared/hookerr.h"
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 #include "ext/tracer/lines_local.h"
 #include "ext/tracer/session.h"
 #include "ext/tracer/switch.h"
@@ -62,11 +62,11 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
     int others = others_want(SW_K_CALL) || others_want(SW_K_RETURN) || others_want(SW_K_UNWIND);
     if ((!sw_S.gen && !others) || n < 1 || !PyCode_Check(args[0]))
         Py_RETURN_NONE;
-    sw_tstate *t = &sw_T;
-    if (t->busy)
+    sw_tracer_thread *t = &sw_TT;
+    if (sw_T.busy)
         Py_RETURN_NONE;
     int file = sw_S.gen && (t->session == sw_S.gen || sw_thread_attach(t));
-    if (t->busy)
+    if (sw_T.busy)
         Py_RETURN_NONE;
     if (t->mon_gen != sw_S.gen) {
         t->mon_depth = 0;
@@ -108,7 +108,7 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
 void sw_init_gap_exit(int kind, PyObject *code, int line)
 {
     unsigned op = kind == SW_K_RETURN ? SW_OP_RETURN : SW_OP_UNWIND;
-    sw_tstate *t = &sw_T;
+    sw_tracer_thread *t = &sw_TT;
     if (t->mon_gen != sw_S.gen || !t->mon_depth)
         return;
     uintptr_t top = (uintptr_t)t->mon_frames[t->mon_depth - 1];
@@ -117,7 +117,7 @@ void sw_init_gap_exit(int kind, PyObject *code, int line)
     t->mon_depth--;
     if ((top & REC_FILE) && sw_S.gen && t->session == sw_S.gen)
         sw_tbuf_exit(t->tb, sw_clock_now(&sw_S.clock), op);
-    if ((top & REC_EMIT) && others_want(kind) && !t->busy)
+    if ((top & REC_EMIT) && others_want(kind) && !sw_T.busy)
         sw_emit_frame_at(kind, (code && PyCode_Check(code)) ? (PyCodeObject *)code : NULL, line);
 }
 
@@ -278,17 +278,16 @@ void sw_init_gap_check_namespace(PyObject *ns)
 {
     if (!gap_wanted() || !init_str || !PyDict_Check(ns))
         return;
-    sw_tstate *t = &sw_T;
     sw_exc_state es;
     sw_exc_save(&es);
-    sw_busy_enter(t);
+    sw_busy_enter(&sw_T);
     PyObject *init = PyDict_GetItemWithError(ns, init_str);   /* borrowed */
     Py_XINCREF(init);
     PyErr_Clear();
     if (init && PyFunction_Check(init) && PyCode_Check(PyFunction_GET_CODE(init)))
         watch_code((PyCodeObject *)PyFunction_GET_CODE(init));
     Py_XDECREF(init);
-    sw_busy_exit(t);
+    sw_busy_exit(&sw_T);
     sw_exc_restore(&es);
 }
 

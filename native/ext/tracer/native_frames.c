@@ -202,7 +202,7 @@ static set_thread_fn runtime(void)
     return set;
 }
 
-void sw_native_frames_attach(sw_tstate *t)
+void sw_native_frames_attach(sw_tracer_thread *t)
 {
     set_thread_fn set_thread = runtime();
     if (!set_thread)
@@ -218,7 +218,7 @@ void sw_native_frames_attach(sw_tstate *t)
     c->clock = &sw_S.clock;
     c->live = &sw_S.gen;
     c->gen = sw_S.gen;
-    c->busy = &t->busy;
+    c->busy = &sw_T.busy;
     c->current = _PyThreadState_UncheckedGet;
     c->me = PyThreadState_Get();
     c->make_room = sw_tbuf_make_room;
@@ -226,7 +226,7 @@ void sw_native_frames_attach(sw_tstate *t)
     set_thread(c);
 }
 
-void sw_native_frames_detach(sw_tstate *t)
+void sw_native_frames_detach(sw_tracer_thread *t)
 {
     if (!t->cyg)
         return;   /* (else the runtime was loaded: runtime() is not loading it now) */

@@ -8,7 +8,7 @@
 #ifndef SW_NATIVE_FRAMES_H
 #define SW_NATIVE_FRAMES_H
 
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 
 /* The next session's --native-include / --native-exclude: sequences of
  * globs (or None) matched against a native function's symbol, its
@@ -18,9 +18,9 @@ int sw_native_frames_filters(PyObject *include, PyObject *exclude);
 
 /* The calling thread attached to the session: its runtime state set (or
  * reset) for it. Never raises. */
-void sw_native_frames_attach(sw_tstate *t);
+void sw_native_frames_attach(sw_tracer_thread *t);
 /* The calling thread exits (no GIL needed): its runtime state is freed,
  * after the runtime forgot it. */
-void sw_native_frames_detach(sw_tstate *t);
+void sw_native_frames_detach(sw_tracer_thread *t);
 
 #endif

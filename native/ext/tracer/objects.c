@@ -32,7 +32,7 @@
 #include "objects.h"
 
 #include "ext/dispatch/dispatch.h"
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 #include "ext/tracer/file_events.h"
 
 #include <stdlib.h>

@@ -39,7 +39,7 @@ static size_t nbonuses, bonuses_cap;
 void sw_recursion_bonus_give(PyThreadState *ts)
 {
     /* Large and fixed (the Python limit may be raised later): the C stack
-     * itself is protected by the stack guard (sw_tstate.stack_guard). */
+     * itself is protected by the stack guard (sw_tracer_thread.stack_guard). */
     int bonus = SW_RECURSION_BONUS_CAP;
     pthread_mutex_lock(&sw_S.lock);
     if (nbonuses == bonuses_cap) {
@@ -104,7 +104,7 @@ void sw_recursion_bonus_forget_self(void) {}
 void sw_recursion_bonus_take_back(void) { sw_S.recursion_gen++; }
 #endif
 
-void sw_recursion_attach_slow(sw_tstate *t)
+void sw_recursion_attach_slow(sw_tracer_thread *t)
 {
     t->recursion_gen = sw_S.recursion_gen;
     if (!t->stack_guard)

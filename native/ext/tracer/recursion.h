@@ -19,8 +19,8 @@ void sw_recursion_bonus_take_back(void);
 
 /* A thread the hook runs frames for: its stack guard and (3.12+) its
  * C-recursion bonus, once until the bonuses are taken back. */
-void sw_recursion_attach_slow(sw_tstate *t);
-static inline void sw_recursion_attach(sw_tstate *t)
+void sw_recursion_attach_slow(sw_tracer_thread *t);
+static inline void sw_recursion_attach(sw_tracer_thread *t)
 {
     if (t->recursion_gen != sw_S.recursion_gen)
         sw_recursion_attach_slow(t);

@@ -79,17 +79,20 @@ static void fork_child(void)
     set_gen(0);
 }
 
+__thread sw_tracer_thread sw_TT __attribute__((tls_model("initial-exec")));
+
 /* Thread exit: flush what the thread recorded. Runs without the GIL. */
 static void thread_exit(void *arg)
 {
     (void)arg;
-    sw_tstate *t = &sw_T;
+    sw_tracer_thread *t = &sw_TT;
     pthread_mutex_lock(&sw_S.lock);
     sw_recursion_bonus_forget_self();
     if (sw_S.gen && t->session == sw_S.gen && t->tb)
         sw_tbuf_finish(t->tb);
     t->tb = NULL;
-    t->gen = t->session = 0;
+    t->session = 0;
+    sw_tracer_thread_ready(t);
     pthread_mutex_unlock(&sw_S.lock);
     sw_native_frames_detach(t);
 }
@@ -113,7 +116,7 @@ static PyObject *utf8_of(PyObject *s)
     return b;
 }
 
-static void lookup_name(sw_tstate *t, unsigned long ident);
+static void lookup_name(sw_tracer_thread *t, unsigned long ident);
 
 void sw_session_fast_refresh(void)
 {
@@ -121,17 +124,17 @@ void sw_session_fast_refresh(void)
     sw_S.fast_tag = (sw_S.fast_gen & 0xffffffffu) << 3;
 }
 
-void sw_thread_name_lookup(sw_tstate *t)
+void sw_thread_name_lookup(sw_tracer_thread *t)
 {
     sw_exc_state es;
     sw_exc_save(&es);
-    sw_busy_enter(t);
+    sw_busy_enter(&sw_T);
     lookup_name(t, PyThread_get_thread_ident());
-    sw_busy_exit(t);
+    sw_busy_exit(&sw_T);
     sw_exc_restore(&es);
 }
 
-static void lookup_name(sw_tstate *t, unsigned long ident)
+static void lookup_name(sw_tracer_thread *t, unsigned long ident)
 {
     PyObject *name = PyUnicode_FromString("threading");
     PyObject *mod = name ? PyImport_GetModule(name) : NULL;
@@ -151,13 +154,14 @@ static void lookup_name(sw_tstate *t, unsigned long ident)
         if (b) {
             sw_writer_thread_name(sw_S.w, t->tb->index, PyBytes_AS_STRING(b));
             t->name_pending = 0;
+            sw_tracer_thread_ready(t);
             Py_DECREF(b);
         }
     }
     Py_XDECREF(tname);
 }
 
-int sw_thread_attach(sw_tstate *t)
+int sw_thread_attach(sw_tracer_thread *t)
 {
     if (sw_S.gen && t->session == sw_S.gen)
         return 1;
@@ -165,19 +169,20 @@ int sw_thread_attach(sw_tstate *t)
         return 0;
     sw_exc_state es;
     sw_exc_save(&es);
-    sw_busy_enter(t);
+    sw_busy_enter(&sw_T);
     t->tb = sw_writer_add_thread(sw_S.w, (uint64_t)PyThread_get_thread_native_id(),
                                  (uint64_t)PyThread_get_thread_ident(), "",
                                  sw_clock_now(&sw_S.clock));
     if (!t->tb) {
         t->failed_gen = sw_S.gen;
         sw_hook_error("out of memory creating a thread buffer");
-        sw_busy_exit(t);
+        sw_busy_exit(&sw_T);
         sw_exc_restore(&es);
         return 0;
     }
     t->session = sw_S.gen;
     t->name_pending = 1;
+    sw_tracer_thread_ready(t);
     t->name_tries = 0;
     sw_recursion_attach(t);
     if (sw_S.c_calls || sw_S.cython)
@@ -186,7 +191,7 @@ int sw_thread_attach(sw_tstate *t)
     lookup_name(t, PyThread_get_thread_ident());
     if (sw_S.key_made)
         pthread_setspecific(sw_S.key, t);
-    sw_busy_exit(t);
+    sw_busy_exit(&sw_T);
     sw_exc_restore(&es);
     return 1;
 }
@@ -208,12 +213,11 @@ static int matches(char **globs, const char *file, const char *module)
 
 uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
 {
-    sw_tstate *t = &sw_T;
     if (sw_S.extra_index < 0 || !sw_S.gen)
         return SW_ID_SKIP;
     sw_exc_state es;
     sw_exc_save(&es);
-    sw_busy_enter(t);
+    sw_busy_enter(&sw_T);
     uint32_t id = sw_S.next_code;
     PyObject *name = utf8_of(co->co_name);
     PyObject *qual = utf8_of(sw_code_qualname(co));
@@ -255,7 +259,7 @@ uint32_t sw_code_register(PyCodeObject *co, PyObject *globals)
     Py_XDECREF(qual);
     Py_XDECREF(file);
     Py_XDECREF(modb);
-    sw_busy_exit(t);
+    sw_busy_exit(&sw_T);
     sw_exc_restore(&es);
     return result;
 }

@@ -13,7 +13,7 @@
 #define SW_SESSION_H
 
 #include "ext/tracer/frame_compat.h"
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 
 #include "base/base.h"
 #include "trace/trace.h"
@@ -94,8 +94,8 @@ PyObject *sw_session_stop(const sw_bytes *more_end);
 int sw_session_after_fork_child(void);
 
 /* Slow paths called by the hooks. */
-int sw_thread_attach(sw_tstate *t);          /* 1 if the thread can record */
-void sw_thread_name_lookup(sw_tstate *t);
+int sw_thread_attach(sw_tracer_thread *t);          /* 1 if the thread can record */
+void sw_thread_name_lookup(sw_tracer_thread *t);
 uint32_t sw_code_register(PyCodeObject *co, PyObject *globals);
 void sw_session_fast_refresh(void);          /* recomputes sw_S.fast_gen */
 /* The key whose destructor runs at a thread's exit (flushes its buffer,

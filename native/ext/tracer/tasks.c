@@ -11,8 +11,8 @@
 #include "tasks.h"
 
 #include "ext/dispatch/dispatch.h"
-#include "ext/shared/tstate.h"
 #include "ext/tracer/file_events.h"
+#include "ext/tracer/thread_state.h"
 #include "ext/tracer/session.h"
 
 #include <stdio.h>
@@ -164,14 +164,14 @@ static PyFrameObject *suspended_frame(PyObject *g)
     return (PyFrameObject *)f;
 }
 
-static void define_task(sw_tstate *t, uint64_t id, const char *what)
+static void define_task(sw_tracer_thread *t, uint64_t id, const char *what)
 {
     char name[256];
     snprintf(name, sizeof name, "greenlet%s%s", what && what[0] ? " " : "", what ? what : "");
     sw_writer_define_task(sw_S.w, id, t->tb->index, name);
 }
 
-void sw_tasks_name(sw_tstate *t, PyCodeObject *co)
+void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co)
 {
     uint64_t id = t->task_unnamed;
     t->task_unnamed = 0;
@@ -181,7 +181,7 @@ void sw_tasks_name(sw_tstate *t, PyCodeObject *co)
         PyErr_Clear();
         define_task(t, id, s);
     }
-    sw_tstate_refresh(t);
+    sw_tracer_thread_ready(t);
 }
 
 /* The qualified name of the outermost frame of a suspended greenlet (its
@@ -243,13 +243,13 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
             task_record(SW_K_TASK_CREATE, f, (long long)to, 1, 0, "", NULL);
             Py_XDECREF(f);
         }
-        sw_tstate *t = &sw_T;
-        if ((sw_D.file & SW_EVB(k)) && sw_S.gen && !t->busy && sw_thread_attach(t)) {
+        sw_tracer_thread *t = &sw_TT;
+        if ((sw_D.file & SW_EVB(k)) && sw_S.gen && !sw_T.busy && sw_thread_attach(t)) {
             if (t->task_unnamed) {   /* it recorded no frame: no name */
                 if (t->task_unnamed_gen == sw_S.gen)
                     define_task(t, t->task_unnamed, NULL);
                 t->task_unnamed = 0;
-                sw_tstate_refresh(t);
+                sw_tracer_thread_ready(t);
             }
             if (origin_fresh) {   /* running when tracing started */
                 char name[256];
@@ -269,10 +269,10 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
     PyObject *r = chained ? PyObject_CallFunctionObjArgs(chained, event, pair, NULL) : Py_NewRef(Py_None);
     /* After the chained callback: its frames are not the task's run. */
     if (unnamed && sw_S.gen) {
-        sw_tstate *t = &sw_T;
+        sw_tracer_thread *t = &sw_TT;
         t->task_unnamed = unnamed;
         t->task_unnamed_gen = sw_S.gen;
-        sw_tstate_refresh(t);
+        sw_tracer_thread_ready(t);
     }
     return r;
 }
@@ -293,8 +293,8 @@ static PyObject *task_id(PyObject *self, PyObject *args)
         return PyLong_FromLong(0);   /* nobody wants task events */
     int fresh;
     uint64_t id = id_of(o, &fresh);
-    sw_tstate *t = &sw_T;
-    if (id && (fresh || rename) && (sw_D.file & SW_EVB(SW_K_TASK_SWITCH)) && !t->busy && sw_thread_attach(t)) {
+    sw_tracer_thread *t = &sw_TT;
+    if (id && (fresh || rename) && (sw_D.file & SW_EVB(SW_K_TASK_SWITCH)) && !sw_T.busy && sw_thread_attach(t)) {
         /* name: a str, or a function of obj that makes it (called only here) */
         PyObject *s = PyUnicode_Check(name) ? Py_NewRef(name) : PyObject_CallOneArg(name, o);
         const char *u = s && PyUnicode_Check(s) ? PyUnicode_AsUTF8(s) : NULL;
@@ -317,8 +317,8 @@ static PyObject *task_switch(PyObject *self, PyObject *arg)
     if (PyErr_Occurred())
         return NULL;
     int k = SW_K_TASK_SWITCH;
-    sw_tstate *t = &sw_T;
-    if (!(sw_D.mask & SW_EVB(k)) || t->busy)
+    sw_tracer_thread *t = &sw_TT;
+    if (!(sw_D.mask & SW_EVB(k)) || sw_T.busy)
         return PyLong_FromLong(0);
     int file = (sw_D.file & SW_EVB(k)) && sw_S.gen && sw_thread_attach(t);
     uint64_t from = file ? t->tb->task : t->task_now;
@@ -367,7 +367,7 @@ static PyObject *task_running(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    sw_tstate *t = &sw_T;
+    sw_tracer_thread *t = &sw_TT;
     return PyLong_FromUnsignedLongLong(sw_S.gen && t->tb && t->session == sw_S.gen ? t->tb->task : t->task_now);
 }
 

@@ -9,12 +9,12 @@
 #define SW_TASKS_H
 
 #include "ext/tracer/frame_compat.h"
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 
 /* The thread records its first frame since a new task was switched in
- * (sw_T.task_unnamed): the task is defined, named after the frame's code
+ * (sw_TT.task_unnamed): the task is defined, named after the frame's code
  * ("greenlet worker"). The hook's slow path calls it. */
-void sw_tasks_name(sw_tstate *t, PyCodeObject *co);
+void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co);
 
 /* Adds greenlet_trace (the callback), greenlet_trace_chain(previous)
  * (installed, replacing previous), greenlet_trace_off() -> previous, and

@@ -7,7 +7,7 @@
 #include "trace_api.h"
 
 #include "ext/dispatch/kinds.h"
-#include "ext/shared/tstate.h"
+#include "ext/tracer/thread_state.h"
 #include "ext/tracer/flusher.h"
 #include "ext/tracer/kernel_trace.h"
 #include "ext/tracer/native_frames.h"
@@ -157,8 +157,8 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
  * ends it). */
 static PyObject *record_region(const char *name)
 {
-    sw_tstate *t = &sw_T;
-    if (!sw_S.gen || t->busy || !sw_thread_attach(t))
+    sw_tracer_thread *t = &sw_TT;
+    if (!sw_S.gen || sw_T.busy || !sw_thread_attach(t))
         Py_RETURN_FALSE;
     uint32_t kind = name ? SW_EXT_REGION_BEGIN : SW_EXT_REGION_END;
     sw_ext v = {.s1 = name};
@@ -205,10 +205,9 @@ static PyObject *py_unrecorded(PyObject *self, PyObject *args)
     PyObject *rest = PyTuple_GetSlice(args, 1, n);
     if (!rest)
         return NULL;
-    sw_tstate *t = &sw_T;
-    sw_busy_enter(t);
+    sw_busy_enter(&sw_T);
     PyObject *r = PyObject_Call(PyTuple_GET_ITEM(args, 0), rest, NULL);
-    sw_busy_exit(t);
+    sw_busy_exit(&sw_T);
     Py_DECREF(rest);
     return r;
 }

@@ -1,12 +1,14 @@
-"""`stackwatch attach PID --trace [--duration S] [-o FILE]`: starts the
-exact tracer inside a running Python process and stops it again, leaving
-the process running. The way in is the interpreter's own pending-calls
-queue, written from outside while every thread is frozen
-(native/procmem/pending.h): the target runs the call at its next safe
-point, between two bytecodes. The first call (PyRun_SimpleString of a
+"""`stackwatch attach PID --trace|--sample|--probes [--duration S] [-o FILE]`:
+starts the exact tracer (--trace), the in-process sampling profiler
+(--sample; with --trace its samples go into the trace, as `run --sample`)
+or the USDT probes' watcher (--probes) inside a running Python process and
+stops it again, leaving the process running. The way in is the
+interpreter's own pending-calls queue, written from outside while every
+thread is frozen (native/procmem/pending.h): the target runs the call at
+its next safe point, between two bytecodes. The first call (PyRun_SimpleString of a
 short bootstrap) imports stackwatch there and runs tracer/attached.py's
 begin(); the second (a C function of stackwatch's extension in the
-target) stops the tracer and writes the file. docs/architecture.md
+target) stops what it started and writes the file. docs/architecture.md
 ("Attaching") says exactly how and what the target must have."""
 import json
 import os
@@ -17,22 +19,41 @@ import tempfile
 import time
 
 from .. import _native
+from ..events import probes as probes_mod
+from ..profiler import MODES, history, interval_ns
+from ..render import formats
 from ..tracer import attached
 
 NAME = "attach"
 POLL_S = 0.002
 BOOT = "boot.py"   # the bootstrap, in the status directory
+FORMATS = formats.names(formats.TREES, formats.PROFILES)   # of --sample alone, as `stackwatch profile`
+DEFAULT_RATE = 1000
 
 
 def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
-    p = subparsers.add_parser("attach", help="trace a running Python process for a while, from outside")
+    p = subparsers.add_parser("attach", help="trace, sample or serve the probes of a running Python process "
+                                   "for a while, from outside")
     p.add_argument("pid", type=int, help="the process to attach to")
     p.add_argument("--trace", action="store_true", help="record every call and return (the exact tracer)")
+    p.add_argument("--sample", action="store_true", help="sample every thread's stack (the profiler of `stackwatch "
+                   "profile`) and write a profile; with --trace the samples go into the trace")
+    p.add_argument("--probes", action="store_true", help="serve the USDT probes while attached: attaching "
+                   "bpftrace/SystemTap/perf to them turns on the hooks they need (see `stackwatch probes`)")
+    p.add_argument("--rate", default=None, metavar="HZ", help=f"samples per second (default {DEFAULT_RATE}; "
+                   "needs --sample)")
+    p.add_argument("--mode", choices=MODES, default=None, help="wall (default) or cpu time (--sample without "
+                   "--trace)")
+    p.add_argument("--cycle", default=None, help="a profile file keeps a call tree per cycle of this length "
+                   "(default 2s; --sample without --trace)")
+    p.add_argument("--format", choices=FORMATS, default=None, help="the profile's format (--sample without "
+                   "--trace; default: what -o's ending names, else the profile file .swprof)")
     p.add_argument("--duration", type=float, default=None, metavar="S",
                    help="stop after S seconds (default: on Ctrl-C or when the process exits)")
     p.add_argument("-o", "--output", default=None, metavar="FILE",
-                   help="the trace (default stackwatch-PID.swt; relative to this command's directory)")
+                   help="the trace, or with --sample alone the profile (default stackwatch-PID.swt or "
+                   ".swprof; relative to this command's directory)")
     p.add_argument("--timeout", type=float, default=5.0, metavar="S",
                    help="how long the target may take to reach a safe point (default 5)")
     return p
@@ -84,18 +105,19 @@ def _status_dir(pid):
     return d
 
 
-def _bootstrap(pkg_parent, status_dir, out):
+def _bootstrap(pkg_parent, status_dir, out, what):
     """The code PyRun_SimpleString runs in the target (in __main__'s
     namespace): it binds no name there and never raises (a pending call
     that fails would raise into the target's code). It is short, to fit
     the free slots of the pending-calls queue: it runs the file BOOT of
     status_dir, which imports stackwatch (from pkg_parent, appended to
-    sys.path for that import) and starts the tracer."""
+    sys.path for that import) and starts what the attach asked for
+    (what: begin()'s arguments after the path: options, profile, probes)."""
     boot = os.path.join(status_dir, BOOT)
     with open(boot, "w") as f:
         f.write(f"__import__('sys').path.append({pkg_parent!r})\n"
                 f"__import__('stackwatch.tracer.attached').tracer.attached.begin({pkg_parent!r}, "
-                f"{status_dir!r}, {out!r}, {{}})\n")
+                f"{status_dir!r}, {out!r}, *{what!r})\n")
     os.chmod(boot, 0o644)
     return f"try:exec(open({boot!r}).read(),{{}})\nexcept BaseException:pass\n"
 
@@ -107,14 +129,49 @@ def _safe_point_msg(pid, timeout, version):
     return f"process {pid} reached no safe point within {timeout:g} s{why}; the call was taken back, nothing changed"
 
 
+def _what(args, pid):
+    """(output path or None, begin()'s arguments after the path) for the
+    options given; ValueError (one line) for a bad combination."""
+    if not (args.trace or args.sample or args.probes):
+        raise ValueError("attach needs --trace, --sample or --probes (what to start in the process)")
+    if args.duration is not None and args.duration <= 0:
+        raise ValueError(f"--duration must be positive, not {args.duration:g}")
+    if args.rate is not None and not args.sample:
+        raise ValueError("--rate needs --sample")
+    alone = args.sample and not args.trace
+    for name in ("mode", "cycle", "format"):
+        if getattr(args, name) is not None and not alone:
+            raise ValueError(f"--{name} is for --sample without --trace (the profile it writes)" if args.sample
+                             else f"--{name} needs --sample")
+    if args.output is not None and not (args.trace or args.sample):
+        raise ValueError("-o needs --trace or --sample: --probes alone writes no file")
+    if args.probes and not probes_mod.available:
+        raise ValueError("stackwatch was built without USDT probes (<sys/sdt.h> was not found; on Debian: apt "
+                         "install systemtap-sdt-dev, then reinstall)")
+    rate = float(DEFAULT_RATE) if args.rate is None else args.rate
+    if args.sample:
+        interval_ns(rate=rate)
+    if not (args.trace or args.sample):
+        return None, (None, None, True)
+    if args.trace:
+        options = {"sample": f"{float(rate):g}hz"} if args.sample else {}
+        return os.path.abspath(args.output or f"stackwatch-{pid}.swt"), (options, None, args.probes)
+    fmt = args.format or (formats.of_output(args.output, formats.TREES, formats.PROFILES) if args.output
+                          else "stackwatch")
+    history.cycle_ns(args.cycle or "2s")
+    out = os.path.abspath(args.output or formats.default_output(fmt, pid))
+    profile = {"rate": float(rate), "mode": args.mode or "wall", "cycle": args.cycle or "2s", "format": fmt}
+    return out, (None, profile, args.probes)
+
+
 def run(args):
     pid = args.pid
-    if not args.trace:
-        return _fail("attach needs --trace (the only mode so far)")
-    if args.duration is not None and args.duration <= 0:
-        return _fail(f"--duration must be positive, not {args.duration:g}")
+    try:
+        out, what = _what(args, pid)
+    except ValueError as e:
+        return _fail(str(e))
     if pid == os.getpid():
-        return _fail("process {pid} is this stackwatch itself")
+        return _fail(f"process {pid} is this stackwatch itself")
     try:
         version = _native.dump_process(pid, max_depth=1)["version"]
     except (OSError, ValueError, RuntimeError) as e:
@@ -123,34 +180,42 @@ def run(args):
     if version.rsplit(".", 1)[0] != mine and not version.startswith(mine + "."):
         return _fail(f"process {pid} runs Python {version}, this stackwatch runs on {mine}: attach with a "
                      f"stackwatch installed for Python {'.'.join(version.split('.')[:2])}")
-    out = os.path.abspath(args.output or f"stackwatch-{pid}.swt")
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(attached.__file__))))
     status = _status_dir(pid)
     try:
-        return _attach(args, pid, version, out, pkg_parent, status)
+        return _attach(args, pid, version, out, what, pkg_parent, status)
     finally:
         shutil.rmtree(status, ignore_errors=True)
 
 
-def _attach(args, pid, version, out, pkg_parent, status):
+def _doing(args, pid, out):
+    """What the attach does, for its first line."""
+    if args.trace:
+        return f"tracing process {pid} into {out}" + (" with its samples" if args.sample else "")
+    if args.sample:
+        return f"sampling process {pid} into {out}"
+    return f"serving the USDT probes of process {pid} (bpftrace -p {pid} 'usdt:{probes_mod.library}:stackwatch:*')"
+
+
+def _attach(args, pid, version, out, what, pkg_parent, status):
     try:
         doc, taken_back = _call_and_wait(pid, "PyRun_SimpleString", os.path.join(status, attached.STARTED),
-                                         args.timeout, text=_bootstrap(pkg_parent, status, out),
+                                         args.timeout, text=_bootstrap(pkg_parent, status, out, what),
                                          timeout=args.timeout)
     except (OSError, ValueError, RuntimeError) as e:
         return _fail(str(e))
     if taken_back:
         return _fail(_safe_point_msg(pid, args.timeout, version))
     if doc is None:
-        return _fail(f"process {pid} exited before tracing started" if not _alive(pid) else
+        return _fail(f"process {pid} exited before the attach started" if not _alive(pid) else
                      f"process {pid} ran the attach call but did not report (can it import stackwatch from "
                      f"{pkg_parent} and write into {status}?)")
     if "error" in doc:
         return _fail(f"process {pid}: {doc['error']}")
-    print(f"stackwatch: tracing process {pid} into {out}" +
+    print(f"stackwatch: {_doing(args, pid, out)}" +
           (f" for {args.duration:g} s" if args.duration else "; Ctrl-C stops"), file=sys.stderr)
     end = time.monotonic() + args.duration if args.duration else None
-    # SIGTERM and SIGHUP end the tracing as Ctrl-C does: the target never
+    # SIGTERM and SIGHUP end the attach as Ctrl-C does: the target never
     # stays tracing because the attaching command was told to stop.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.default_int_handler)
@@ -160,7 +225,8 @@ def _attach(args, pid, version, out, pkg_parent, status):
     except KeyboardInterrupt:
         pass
     if not _alive(pid):
-        print(f"stackwatch: process {pid} exited; its trace was written at its exit: {out}", file=sys.stderr)
+        print(f"stackwatch: process {pid} exited" + (f"; its {'trace' if args.trace else 'profile'} was written at "
+              f"its exit: {out}" if out else ""), file=sys.stderr)
         return 0
     try:
         doc, taken_back = _call_and_wait(pid, doc["stop"], os.path.join(status, attached.STOPPED),
@@ -175,6 +241,12 @@ def _attach(args, pid, version, out, pkg_parent, status):
                      f"process {pid} did not report the end of tracing")
     if "error" in doc:
         return _fail(f"process {pid}: {doc['error']}")
-    print(f"stackwatch: wrote {doc['path']} ({doc['events']} events)" +
-          (f"; {doc['warning']}" if doc.get("warning") else ""), file=sys.stderr)
+    if "events" in doc:
+        print(f"stackwatch: wrote {doc['path']} ({doc['events']} events)" +
+              (f"; {doc['warning']}" if doc.get("warning") else ""), file=sys.stderr)
+    elif "samples" in doc:
+        print(f"stackwatch: wrote {doc['path']} ({doc['samples']} samples" +
+              (f", {doc['failed']} failed reads of a stack" if doc["failed"] else "") + ")", file=sys.stderr)
+    else:
+        print(f"stackwatch: stopped serving the USDT probes of process {pid}", file=sys.stderr)
     return 0

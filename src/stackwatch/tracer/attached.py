@@ -1,14 +1,19 @@
-"""The target's side of `stackwatch attach PID --trace` (cli/attach.py):
-run inside the attached process, by the pending calls the attaching
-command queued there (native/procmem/pending.h). begin() starts the exact
-tracer, stop_from_pending() (called by the C function of the second
-pending call, _native.attach_stop_address()) stops it and writes the file.
+"""The target's side of `stackwatch attach PID --trace|--sample|--probes`
+(cli/attach.py): run inside the attached process, by the pending calls the
+attaching command queued there (native/procmem/pending.h). begin() starts
+the exact tracer (--trace, its samples too with --sample), or the
+in-process profiler (--sample alone: the Profiler of `stackwatch profile`),
+and serves the USDT probes (--probes); stop_from_pending() (called by the
+C function of the second pending call, _native.attach_stop_address())
+stops them and writes the file.
 Both report into files of a directory the attaching command made and
 watches; neither ever raises into the target (a pending call that raised
 would raise in the middle of the target's own code), and nothing is bound
 in __main__. Being a file of the stackwatch package, this module's frames
-are never recorded (session._OWN_FILES).
+are never recorded (session._OWN_FILES); the profiler drops every sample
+taken while begin() or stop_from_pending() runs.
 """
+import atexit
 import json
 import os
 import sys
@@ -19,6 +24,8 @@ from . import session
 STARTED = "started.json"
 STOPPED = "stopped.json"
 _status_dir = None
+_profile = None     # (Profiler, path, format) while --sample alone runs
+_probes = False     # True while --probes serves the probes
 
 
 def _report(name, doc):
@@ -32,32 +39,102 @@ def _report(name, doc):
         pass
 
 
-def begin(added_path, status_dir, trace_path, options):
-    """Starts tracing into trace_path (options: session.start's keywords).
-    added_path: the directory the bootstrap appended to sys.path to import
-    stackwatch, taken out again here."""
-    global _status_dir
+def begin(added_path, status_dir, path, options, profile=None, probes=False):
+    """Starts tracing into path (options: session.start's keywords), or,
+    with profile ({"rate", "mode", "cycle", "format"}), the profiler
+    writing path at stop instead, or neither (options None); probes: also
+    serve the USDT probes. added_path: the directory the bootstrap appended
+    to sys.path to import stackwatch, taken out again here."""
+    global _status_dir, _probes
     _status_dir = status_dir
     try:
         if sys.path and sys.path[-1] == added_path:
             del sys.path[-1]
-        if _native.is_tracing():
+        if _native.is_tracing() or _profile is not None or _probes:
             _report(STARTED, {"error": "it is already tracing (a stackwatch session is running in it)"})
             return
-        session.start(trace_path, **options)
+        from ..profiler import session as profiler_session
+        if profiler_session._running:
+            _report(STARTED, {"error": "it is already profiling (a stackwatch profiler is running in it)"})
+            return
+        if probes:
+            from ..events import probes as probes_mod
+            probes_mod.watch()
+            _probes = True
+        try:
+            if profile is not None:
+                _start_profile(path, **profile)
+            elif options is not None:
+                session.start(path, **options)
+        except BaseException:
+            _stop_probes()
+            raise
         # stackwatch's work, not the program's: never recorded
         _native.unrecorded(_report, STARTED, {"ok": True, "stop": _native.attach_stop_address(), "pid": os.getpid()})
     except BaseException as e:
         _report(STARTED, {"error": f"{type(e).__name__}: {e}"})
 
 
-def stop_from_pending():
-    """Stops the session begin() started and writes its file."""
+def _start_profile(path, rate, mode, cycle, format):
+    global _profile
+    from ..profiler import Profiler
+    # A profile file holds the whole attach (unbounded history), as
+    # `stackwatch profile` writes it; the other formats use the whole-run
+    # trees only.
+    prof = Profiler(rate=rate, mode=mode, cycle=cycle, maxlen=None if format == "stackwatch" else 1000)
+    prof._set_wrapper(None, ignore=(begin.__code__, stop_from_pending.__code__, _write_at_exit.__code__))
+    prof.start()
+    _profile = (prof, path, format)
+    atexit.register(_write_at_exit)
+
+
+def _write_at_exit():
+    """The target exits while attached: its profile is written then,
+    silently (nothing printed into the target's output)."""
     try:
-        if not _native.is_tracing():
+        _write_profile()
+    except BaseException:
+        pass
+
+
+def _write_profile():
+    """Stops the profiler and writes its file; returns the report."""
+    global _profile
+    prof, path, fmt = _profile
+    _profile = None
+    atexit.unregister(_write_at_exit)
+    prof.stop()
+    if fmt == "stackwatch":
+        prof.save(path)
+    else:
+        prof.write(path, fmt)
+    st = prof.stats()
+    return {"ok": True, "path": path, "samples": st["stored"], "failed": st["failed"]}
+
+
+def _stop_probes():
+    global _probes
+    if _probes:
+        _probes = False
+        from ..events import probes as probes_mod
+        probes_mod.unwatch()
+
+
+def stop_from_pending():
+    """Stops what begin() started and writes its file."""
+    try:
+        if _profile is not None:
+            doc = _write_profile()
+        elif _native.is_tracing():
+            s = session.stop()
+            doc = {"ok": True, "path": s.path, "events": s.events, "warning": s.error}
+        elif _probes:
+            doc = {"ok": True}
+        else:
             _report(STOPPED, {"error": "it was not tracing any more"})
             return
-        s = session.stop()
-        _report(STOPPED, {"ok": True, "path": s.path, "events": s.events, "warning": s.error})
+        _stop_probes()
+        _report(STOPPED, doc)
     except BaseException as e:
+        _stop_probes()
         _report(STOPPED, {"error": f"{type(e).__name__}: {e}"})

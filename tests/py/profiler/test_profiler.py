@@ -432,20 +432,14 @@ def test_stacks_changing_fast_never_crash():
             fib(15)
     st = p.stats()
     assert st["samples"] > 100, st
-    # A stack that changes under the reader can fail to read: rarely from
-    # 3.11 (the frame stack is copied at once); before 3.11 frames are read
-    # one by one (a walk takes ~64 us) and such walks are retried, so many
-    # still fail: 14-60% measured on this 2-core machine, depending on its
-    # load. What must hold: the program never crashes and most rounds on a
-    # stable stack succeed (test_shares_* check that failures do not bias).
-    # Before 3.11, since every frame but the leaf is read again after the
-    # walk (issue 20: a stack that cannot be read whole is failed, never
-    # stored mixed), fib's stack, which changes every ~100 ns, is rarely
-    # read whole in a ~25 us walk: 81-94% of its rounds failed in loaded
-    # runs. There, what must hold is that the program never crashes and
-    # samples still succeed (over 100 of them, asserted above).
-    if sys.version_info >= (3, 11):
-        assert st["failed"] <= max(5, st["samples"] // 20), st
+    # A stack that changes under the reader can fail to read: a walk is
+    # checked after it and redone when torn, then failed (issue 20: never
+    # stored mixed). Its first read takes the frames of the thread's last
+    # walk too, so a walk mostly costs one or two system calls and fib's
+    # stack, which changes every ~100 ns, is still mostly read whole: at
+    # most 1 round in 20 may fail, on every version (before 3.11, when
+    # frames were read one by one and each caller again, 81-94% failed).
+    assert st["failed"] <= max(5, st["samples"] // 20), st
 
 
 def churn(seconds):
