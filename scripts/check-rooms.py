@@ -44,6 +44,7 @@ PY_ROOMS = [
     "src/stackwatch/events",
     "src/stackwatch/profiler",
     "src/stackwatch/tracer",
+    "src/stackwatch/taskviews",      # the views of task events (read through tracer)
     "src/stackwatch/cli",
     "src/stackwatch/integrations",   # the pytest plugin, the IPython magics
     "src/stackwatch",       # the package's public API (__init__.py)

@@ -520,7 +520,7 @@ int sw_kernel_by_function(sw_trace *t, const sw_filter *f, sw_kernel_fn_row **ro
         return SW_OK;   /* no kernel event: no walk */
     fn_walk w = {0};
     w.thread = SIZE_MAX;
-    sw_export_opts o = {0, f, NULL, NULL};
+    sw_export_opts o = {0, f, NULL, NULL, NULL, 0};
     int rc = sw_export_walk(t, &o, fn_event, &w);
     free(w.keys);
     free(w.stack);

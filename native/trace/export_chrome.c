@@ -44,6 +44,8 @@ typedef struct chrome {
     region *regions;         /* the current thread's open regions, innermost last */
     size_t nregions, regions_cap;
     int oom;
+    const sw_export_opts *o;
+    size_t task_flow;        /* the next of o->task_flows (sw_export_task_flow_due) */
 } chrome;
 
 static void json_str(FILE *out, const char *s)
@@ -334,11 +336,36 @@ static void slice_flows(chrome *c, size_t thread, uint64_t tid, int64_t t_ns)
     c->begins++;
 }
 
+/* The ends of task flows on the thread due by t_ns: each a zero-length
+ * slice on its track with a flow event bound to it ("s" starts the flow,
+ * "f" with "bp":"e" ends it in the slice around it). */
+static void task_flows(chrome *c, size_t thread, uint64_t tid, int64_t t_ns)
+{
+    const sw_export_task_flow *f;
+    while ((f = sw_export_task_flow_due(c->o, &c->task_flow, thread, t_ns))) {
+        for (int k = 0; k < 3; k++) {
+            sep(c);
+            fprintf(c->out, "{\"ph\":\"%s\",%s\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":",
+                    k == 0 ? "B" : k == 2 ? "E" : f->ends ? "f" : "s", k == 1 && f->ends ? "\"bp\":\"e\"," : "",
+                    c->pid, tid);
+            put_ts(c, f->t_ns);
+            if (k == 1)
+                fprintf(c->out, ",\"id\":%" PRIu64, f->id);
+            if (k < 2) {
+                fputs(",\"cat\":\"task\",\"name\":", c->out);
+                json_str(c->out, f->name ? f->name : "task");
+            }
+            fputc('}', c->out);
+        }
+    }
+}
+
 static int chrome_event(void *ud, size_t thread, const sw_event *ev)
 {
     chrome *c = ud;
     const sw_thread_info *ti = sw_trace_thread(c->t, thread);
     uint64_t tid = ti->native_tid ? ti->native_tid : ti->index;
+    task_flows(c, thread, tid, ev->t_ns);
     switch (ev->kind) {
     case SW_OP_CALL:
     case SW_OP_RESUME:
@@ -394,6 +421,7 @@ static int chrome_event(void *ud, size_t thread, const sw_event *ev)
         while (c->nregions)
             region_end(c, tid, ev->t_ns, 1);
         slices_end(c, tid, ev->t_ns);
+        task_flows(c, thread, tid, INT64_MAX);   /* those after the thread's last event */
         break;
     default:
         break;
@@ -405,7 +433,7 @@ int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err,
 {
     const sw_export_part *part = o ? o->part : NULL;
     chrome c = {t, out, 0, 0, !part || part->first, NULL, part ? part->in_flow : 0, part,
-                part ? part->flows : NULL, 0, 0, NULL, 0, 0, 0};
+                part ? part->flows : NULL, 0, 0, NULL, 0, 0, 0, o, 0};
     c.slices = calloc((size_t)sw_export_pair_count() + 1, sizeof *c.slices);
     if (!c.slices) {
         snprintf(err, errlen, "out of memory");

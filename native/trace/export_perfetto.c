@@ -157,6 +157,8 @@ typedef struct perfetto {
     uint8_t *regions_described;  /* per thread: its "regions" track was described */
     uint64_t regions_open;   /* regions open on the current thread's "regions" track */
     uint64_t *tids;          /* the threads' native tids, sorted (the ends of wakeup flows) */
+    const sw_export_opts *o;
+    size_t task_flow;        /* the next of o->task_flows (sw_export_task_flow_due) */
 } perfetto;
 
 static uint64_t thread_uuid(const perfetto *p, size_t thread) { return p->process_uuid + 1 + thread; }
@@ -594,10 +596,30 @@ static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
     return send_event(p, thread, ev->t_ns);
 }
 
+/* The ends of task flows on the thread due by t_ns: each an instant on
+ * its track that starts or ends its flow. */
+static int task_flows(perfetto *p, size_t thread, int64_t t_ns)
+{
+    const sw_export_task_flow *f;
+    while ((f = sw_export_task_flow_due(p->o, &p->task_flow, thread, t_ns))) {
+        p->ev.len = 0;
+        p->interned.len = 0;
+        pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
+        pb_str(&p->ev, F_TE_NAME, f->name ? f->name : "task");
+        pb_str(&p->ev, F_TE_CATEGORIES, "task");
+        pb_fixed64(&p->ev, f->ends ? F_TE_TERMINATING_FLOW_IDS : F_TE_FLOW_IDS, f->id);
+        if (send_event(p, thread, f->t_ns))
+            return 1;
+    }
+    return 0;
+}
+
 static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
 {
     perfetto *p = ud;
     if ((thread != p->cur_thread || !p->started) && begin_thread(p, thread))
+        return 1;
+    if (task_flows(p, thread, ev->t_ns))
         return 1;
     p->ev.len = 0;
     p->interned.len = 0;
@@ -638,11 +660,11 @@ static int perfetto_event(void *ud, size_t thread, const sw_event *ev)
     case SW_WALK_SLICE_END:
         pb_varint(&p->ev, F_TE_TYPE, TE_SLICE_END);
         break;
-    case SW_WALK_THREAD_END:
+    case SW_WALK_THREAD_END:   /* (then the task flows after the thread's last event) */
         while (p->regions_open)
             if (region_end(p, thread, ev->t_ns, 1))
                 return 1;
-        return slices_end(p, thread, ev->t_ns);
+        return slices_end(p, thread, ev->t_ns) || task_flows(p, thread, INT64_MAX);
     default:
         return 0;
     }
@@ -655,6 +677,7 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     memset(&p, 0, sizeof p);
     p.t = t;
     p.out = out;
+    p.o = o;
     const sw_meta_entry *e;
     if ((e = sw_trace_meta_find(t, "pid")))
         p.pid = e->u;

@@ -250,6 +250,18 @@ int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *u
     return result;
 }
 
+const sw_export_task_flow *sw_export_task_flow_due(const sw_export_opts *o, size_t *next, size_t thread,
+                                                   int64_t t_ns)
+{
+    if (!o || !o->task_flows)
+        return NULL;
+    while (*next < o->ntask_flows && o->task_flows[*next].thread < thread)
+        (*next)++;   /* a thread the walk skipped */
+    if (*next < o->ntask_flows && o->task_flows[*next].thread == thread && o->task_flows[*next].t_ns <= t_ns)
+        return &o->task_flows[(*next)++];
+    return NULL;
+}
+
 const char *sw_export_ext_name(const sw_ext *x, char *buf, size_t len, const char **category)
 {
     const sw_record_kind *k = sw_record_kind_of(x->kind);

@@ -18,6 +18,21 @@
 
 #include <stdio.h>
 
+/* One end of a flow between tasks (issue 22: a task's creation to its
+ * first run, a wake to the woken task, a message sent to its receipt),
+ * made by the caller from the trace's task events (the Python
+ * stackwatch.taskviews.flows): the exporters draw each end as a mark on
+ * its track at its time (Perfetto: an instant with flow_ids /
+ * terminating_flow_ids; Chrome: a zero-length slice with a flow event
+ * "s" / "f" bound to it). */
+typedef struct sw_export_task_flow {
+    uint64_t id;              /* nonzero; the same at both ends of a flow */
+    size_t thread;            /* the track (thread position) of this end */
+    int64_t t_ns;             /* when, in the trace's ns */
+    int ends;                 /* 0: the flow starts here; 1: it ends here */
+    const char *name;         /* the mark's name ("create", "wake", ...) */
+} sw_export_task_flow;
+
 /* The options of every exporter. */
 struct sw_export_part;
 typedef struct sw_export_opts {
@@ -27,7 +42,17 @@ typedef struct sw_export_opts {
     const char *dir;          /* the output directory of a directory format
                                  (exporters.h), whose first file the FILE
                                  given is; else NULL */
+    const sw_export_task_flow *task_flows;  /* by thread, then time; or NULL */
+    size_t ntask_flows;
 } sw_export_opts;
+
+/* The next end of a task flow on `thread` due by t_ns (INT64_MAX: every
+ * one left), advancing *next (an index into o->task_flows that starts at
+ * 0 and that the exporter keeps across the walk, whose threads come in
+ * order); NULL when none is due. Ends on threads the walk skipped are
+ * passed over. */
+const sw_export_task_flow *sw_export_task_flow_due(const sw_export_opts *o, size_t *next, size_t thread,
+                                                   int64_t t_ns);
 
 /* Walks each thread the filter keeps: its slices through the filter
  * (filter.h), leaving out those shorter than min_duration_ns (and,

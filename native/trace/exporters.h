@@ -5,7 +5,10 @@
  * exporter by name looks here: Trace.export and export_merged
  * (ext/tracefile/trace_type.c), and the Python format registry
  * (stackwatch/render/formats.py, through _native.TRACE_EXPORTERS). A new
- * timeline format (a sequence diagram) is one row and its writer.
+ * timeline format replayed from the records is one row and its writer. The
+ * sequence diagram of task events is not one: it is drawn from the task
+ * document of stackwatch/tracer/task_events.py (the one reader of task
+ * events), so its entry is in formats.py alone (render/sequence.py).
  */
 #ifndef SW_EXPORTERS_H
 #define SW_EXPORTERS_H

@@ -818,7 +818,7 @@ static inline char *ec_export_mem(int (*fn)(sw_trace *, FILE *, const sw_export_
         *rc = -100;
         return NULL;
     }
-    sw_export_opts o = {min_ns, NULL, NULL, NULL};
+    sw_export_opts o = {min_ns, NULL, NULL, NULL, NULL, 0};
     err[0] = 0;
     *rc = fn(t, f, &o, err, errlen);
     fclose(f);

@@ -684,14 +684,69 @@ static int output_dir(const char *dir, char *first, size_t len)
     return 0;
 }
 
+/* The ends of task flows given to export(): a sequence of (id, thread
+ * position, t_ns, ends, name) sorted by thread then time (a list or a
+ * tuple), into a new array (*out, *n; NULL and 0 for None) whose names
+ * point into the strings `seq` holds (the caller's, alive during the call). Returns 0, or -1 with a
+ * ValueError / TypeError / MemoryError set. */
+static int parse_task_flows(PyObject *seq, TraceObject *self, sw_export_task_flow **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (seq == Py_None)
+        return 0;
+    if (!PyList_Check(seq) && !PyTuple_Check(seq)) {   /* (a list or tuple holds the names' strings) */
+        PyErr_SetString(PyExc_TypeError, "task_flows must be a list of (id, thread, t_ns, ends, name)");
+        return -1;
+    }
+    PyObject *fast = PySequence_Fast(seq, "task_flows must be a list of (id, thread, t_ns, ends, name)");
+    if (!fast)
+        return -1;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
+    sw_export_task_flow *f = PyMem_Calloc(len ? (size_t)len : 1, sizeof *f);
+    if (!f) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t threads = sw_trace_thread_count(self->t);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        unsigned long long id, thread;
+        long long t_ns;
+        int ends;
+        const char *name;
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "KKLps", &id, &thread, &t_ns, &ends, &name)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "a task flow is a tuple (id, thread, t_ns, ends, name)");
+            goto fail;
+        }
+        if (!id || thread >= threads || (i && (thread < f[i - 1].thread ||
+                                              (thread == f[i - 1].thread && t_ns < f[i - 1].t_ns)))) {
+            PyErr_Format(PyExc_ValueError, "task flow %zd: a zero id, a thread out of range, or not sorted by "
+                         "thread then time", i);
+            goto fail;
+        }
+        f[i] = (sw_export_task_flow){id, (size_t)thread, t_ns, ends, name};
+    }
+    Py_DECREF(fast);
+    *out = f;
+    *n = (size_t)len;
+    return 0;
+fail:
+    Py_DECREF(fast);
+    PyMem_Free(f);
+    return -1;
+}
+
 static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"format", "path", "min_duration_ns", "filter", "progress", NULL};
+    static char *kwlist[] = {"format", "path", "min_duration_ns", "filter", "progress", "task_flows", NULL};
     const char *fmt;
-    PyObject *path_obj, *spec = Py_None, *progress = Py_None;
+    PyObject *path_obj, *spec = Py_None, *progress = Py_None, *flows_obj = Py_None;
     long long min_ns = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&|LOO", kwlist, &fmt, PyUnicode_FSConverter, &path_obj, &min_ns,
-                                     &spec, &progress))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO&|LOOO", kwlist, &fmt, PyUnicode_FSConverter, &path_obj, &min_ns,
+                                     &spec, &progress, &flows_obj))
         return NULL;
     const sw_exporter *ex = sw_exporter_find(fmt);
     if (!ex) {
@@ -699,9 +754,16 @@ static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
         return unknown_exporter(fmt);
     }
     sw_export_fn fn = ex->write;
+    sw_export_task_flow *flows;
+    size_t nflows;
+    if (parse_task_flows(flows_obj, self, &flows, &nflows) < 0) {
+        Py_DECREF(path_obj);
+        return NULL;
+    }
     sw_py_filter pf;
     if (sw_py_filter_parse(spec, self->t, &pf) < 0) {
         Py_DECREF(path_obj);
+        PyMem_Free(flows);
         return NULL;
     }
     const char *dir = ex->directory ? PyBytes_AS_STRING(path_obj) : NULL;
@@ -709,6 +771,7 @@ static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
     if (dir && output_dir(dir, first, sizeof first) < 0) {
         Py_DECREF(path_obj);
         sw_py_filter_free(&pf);
+        PyMem_Free(flows);
         return NULL;
     }
     FILE *f = fopen(dir ? first : PyBytes_AS_STRING(path_obj), "wb");
@@ -716,9 +779,10 @@ static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
         PyErr_SetFromErrnoWithFilename(PyExc_OSError, dir ? first : PyBytes_AS_STRING(path_obj));
         Py_DECREF(path_obj);
         sw_py_filter_free(&pf);
+        PyMem_Free(flows);
         return NULL;
     }
-    sw_export_opts o = {min_ns, &pf.f, NULL, dir};
+    sw_export_opts o = {min_ns, &pf.f, NULL, dir, flows, nflows};
     char err[256] = "";
     sw_py_progress pr;
     sw_py_progress_begin(&pr, self->t, progress);
@@ -729,6 +793,7 @@ static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
     }
     int raised = sw_py_progress_end(&pr);
     sw_py_filter_free(&pf);
+    PyMem_Free(flows);
     if (raised < 0 || rc) {
         if (raised == 0)
             sw_pyerr(rc, PyExc_OSError, "%s: %s", PyBytes_AS_STRING(path_obj), err);
@@ -787,7 +852,7 @@ static PyObject *export_merged(PyObject *module, PyObject *args, PyObject *kw)
         PyErr_SetFromErrnoWithFilename(PyExc_OSError, PyBytes_AS_STRING(path_obj));
         goto out;
     }
-    sw_export_opts o = {min_ns, NULL, NULL, NULL};
+    sw_export_opts o = {min_ns, NULL, NULL, NULL, NULL, 0};
     char err[256] = "";
     int rc = sw_export_merged(ts, (size_t)n, ex->write, f, &o, err, sizeof err);
     if (fclose(f) != 0 && !rc) {
@@ -869,7 +934,7 @@ static PyMethodDef Trace_methods[] = {
     {"events_bytes", (PyCFunction)Trace_events_bytes, METH_NOARGS,
      "events_bytes() -> bytes of event chunks a full replay reads"},
     {"export", (PyCFunction)(void (*)(void))Trace_export, METH_VARARGS | METH_KEYWORDS,
-     "export(format, path, min_duration_ns=0, filter=None, progress=None): write the trace in a format of "
+     "export(format, path, min_duration_ns=0, filter=None, progress=None, task_flows=None): write the trace in a format of "
      "TRACE_EXPORTERS (perfetto protobuf, chrome JSON, a ctf directory)"},
     {NULL, NULL, 0, NULL},
 };

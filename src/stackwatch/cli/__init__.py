@@ -26,10 +26,10 @@ import sys
 from .. import _native
 from ..common.version import VERSION
 from ..tracer import session
-from . import attach, config, dump, export, probes, profile, record, run, stats, top
+from . import attach, config, dump, export, probes, profile, record, run, stats, tasks, top
 from .program import UsageError, error_text
 
-COMMANDS = (run, profile, record, top, dump, attach, probes, stats, export, config)
+COMMANDS = (run, profile, record, top, dump, attach, probes, stats, tasks, export, config)
 
 
 def _error(msg, status=2):

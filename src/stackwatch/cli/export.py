@@ -13,6 +13,8 @@ Without --format, the format is the one OUT's name ends with (x.html: the
 flame graph; x.pftrace: Perfetto; x.speedscope.json: speedscope; a plain
 x.json: Chrome JSON for a trace, speedscope for a profile file).
 
+The sequence diagram (--format sequence, x.sequence.html) is written from
+the trace's task events (`run --events tasks`; cli/tasks.py reads them).
 A file's first bytes say which it is (files.kind_of); the formats and
 their writers are the registry's (stackwatch.render.formats).
 """
@@ -23,25 +25,27 @@ from ..common.units import parse_duration_ns
 from ..profiler import history
 from ..render import formats
 from ..tracer.tracefile import Trace
-from . import files, filters, progress, traces
+from . import files, filters, progress, tasks, traces
 from .program import UsageError, check_directory, check_writable, output_what, writing
 
 NAME = "export"
 TRACE_FORMATS = formats.names(formats.TRACES, written=True)
 PROFILE_FORMATS = formats.names(formats.TREES)
 TIMELINES = formats.names_taking(formats.TRACES)
+TASK_VIEWS = formats.names_taking(formats.TASKS)   # the sequence diagram
 
 
 def add_parser(subparsers):
     """Adds the command to the CLI's subparsers; returns its parser."""
-    e = subparsers.add_parser("export", help=f"convert a trace to a timeline ({', '.join(TIMELINES)}) or a "
+    e = subparsers.add_parser("export", help=f"convert a trace to a timeline ({', '.join(TIMELINES)}), its "
+                              f"task events to a sequence diagram ({', '.join(TASK_VIEWS)}) or it to a "
                               f"call-tree format, or a profile file to a call-tree format "
                               f"({', '.join(PROFILE_FORMATS)})")
     e.add_argument("file")
     e.add_argument("more", nargs="*", metavar="FILE", help="more profile files, merged with the first "
                    "(threads of each file kept apart); or more traces (or a directory of them): the "
                    "processes of one run on one timeline")
-    e.add_argument("--format", default=None, help=f"{', '.join(TIMELINES)} (traces); "
+    e.add_argument("--format", default=None, help=f"{', '.join(TIMELINES + TASK_VIEWS)} (traces); "
                    f"{', '.join(PROFILE_FORMATS)} (traces and profiles); default: from the output's name")
     filters.add_arguments(e, "only what ran (traces: events; profiles: cycles), counted from the start,")
     e.add_argument("-o", "--output", required=True, metavar="OUT", help="the file to write; without "
@@ -99,6 +103,8 @@ def _export_trace(args):
     if min_ns and args.format not in timelines:
         raise UsageError(f"--min-duration applies to the timeline formats ({', '.join(timelines)}), "
                          f"not to {args.format}")
+    if formats.FORMATS[args.format].takes == formats.TASKS:
+        return _export_tasks(args)
     if traces.several(args):
         return traces.export(args, min_ns)
     if formats.FORMATS[args.format].directory:
@@ -116,11 +122,29 @@ def _export_trace(args):
     bar = progress.Progress(t.events_bytes() * passes, f"exporting to {args.format}")
     try:
         with writing(args.output):
-            formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar)
+            formats.write_trace(args.format, args.output, t, min_duration_ns=min_ns, filter=flt, progress=bar,
+                                task_flows=tasks.flows_of(t, flt, args.format))
     except MemoryError as e:      # the call trees are too large: the message says what helps
         raise UsageError(str(e) or "out of memory") from None
     finally:
         bar.done()
+    print(f"stackwatch: wrote {args.output}", file=sys.stderr)
+    return files.trace_damaged(args.file, t)
+
+
+def _export_tasks(args):
+    """A format written from the trace's task events (the sequence
+    diagram): one trace, no filters (the page filters its tasks)."""
+    if traces.several(args):
+        raise UsageError(f"{args.format} is written from one trace, not several")
+    for name in ("thread", "start", "stop", "include", "exclude", "max_depth"):
+        if getattr(args, name, None):
+            raise UsageError(f"--{name.replace('_', '-')} does not apply to {args.format} (the page filters "
+                             "its tasks by group and name)")
+    check_writable(args.output, output_what(args.format))
+    t, doc = tasks.load(args.file)
+    with writing(args.output):
+        formats.write_trace(args.format, args.output, t, tasks=doc)
     print(f"stackwatch: wrote {args.output}", file=sys.stderr)
     return files.trace_damaged(args.file, t)
 

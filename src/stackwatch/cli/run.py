@@ -148,6 +148,9 @@ def run(args):
             raise UsageError("--kernel writes its events into the trace: it cannot go with --no-trace")
     if args.no_trace and not (args.probes or args.log is not None):
         raise UsageError("--no-trace needs --probes or --log (otherwise nothing would be recorded)")
+    if formats.FORMATS[args.format].takes == formats.TASKS and not (events and kinds.mask_of(events) &
+                                                                    kinds.mask_of(["tasks"])):
+        raise UsageError(f"--format {args.format} draws the task events: record them with --events tasks")
     if args.min_duration and args.format not in formats.names_taking(formats.TRACES):
         raise UsageError("--min-duration applies to --format perfetto/chrome (or to 'stackwatch export')")
     # Absolute, so that a program that changes directory does not move it.

@@ -24,6 +24,7 @@ import time
 import types
 from collections import Counter
 
+from ..common.units import format_ns as _fmt_ns
 from ..profiler import calltree
 from ..tracer.tracefile import Trace
 from . import files, filters, progress, traces
@@ -61,17 +62,6 @@ def run(args):
 
 
 # ---- printing ----
-
-def _fmt_ns(ns):
-    """A duration for a person: 1.234s, 5.678ms, 9.1us or 12ns."""
-    if ns >= 1e9:
-        return f"{ns / 1e9:.3f}s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3f}ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.1f}us"
-    return f"{ns}ns"
-
 
 def _line(columns, cells):
     """One line of a table. columns: [(header, width)]: width > 0 is a

@@ -11,9 +11,10 @@ import tempfile
 
 from ..render import formats
 from ..tracer import follow
+from ..tracer.task_events import read_task_events
 from ..tracer.tracefile import Trace
 from ..tracer.traceset import TraceSet, expand, is_trace_file
-from . import files, progress
+from . import files, progress, tasks
 from .program import UsageError, check_writable, output_what, writing
 
 
@@ -120,11 +121,17 @@ def convert(fmt, output, trace_path, min_ns):
     and the threads of every process merged)."""
     children = follow.child_traces(trace_path)
     try:
+        if formats.FORMATS[fmt].takes == formats.TASKS:   # the sequence diagram: this process's tasks
+            children, data = [], Trace(trace_path)
+            with writing(output):
+                formats.write_trace(fmt, output, data, tasks=read_task_events(data))
+            return children, data.event_count(), len(data.threads)
         data = TraceSet([trace_path] + [p for _, p in children]) if children else Trace(trace_path)
         if not min_ns:
             warn_if_big(fmt, data, "--min-duration 10us, --max-depth or --exclude")
+        flows = tasks.flows_of(data, None, fmt) if isinstance(data, Trace) else None   # (one process's)
         with writing(output):
-            formats.write_trace(fmt, output, data, min_duration_ns=min_ns)
+            formats.write_trace(fmt, output, data, min_duration_ns=min_ns, task_flows=flows)
     finally:
         shutil.rmtree(os.path.dirname(trace_path), ignore_errors=True)
     merged = each_trace(data)

@@ -1,4 +1,5 @@
-"""Parsing sizes ("256K", "1MiB") and durations ("10us", "1.5ms").
+"""Parsing sizes ("256K", "1MiB") and durations ("10us", "1.5ms"), and
+writing durations for a person (format_ns).
 
 Parsed by hand, not with regular expressions: start() parses its buffer
 size, and compiling a pattern on first use cost more instructions than
@@ -54,3 +55,14 @@ def parse_duration_ns(value):
     if not parts or (parts[1] and parts[1] not in _TIME):
         raise ValueError(f"invalid duration {value!r} (examples: 500ns, 10us, 1.5ms, 2s)")
     return int(round(float(parts[0]) * _TIME[parts[1] or "us"]))
+
+
+def format_ns(ns):
+    """A duration for a person: 1.234s, 5.678ms, 9.1us or 12ns."""
+    if ns >= 1e9:
+        return f"{ns / 1e9:.3f}s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3f}ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f}us"
+    return f"{ns}ns"

@@ -178,21 +178,30 @@ def embed_json(obj):
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def template():
-    return resources.files(__package__).joinpath("flamegraph.html").read_text(encoding="utf-8")
+def template(name="flamegraph.html"):
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
-def write(put, threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
-    """The whole HTML page for `threads` as data() takes them, given to
-    put(str) a piece at a time (a text file's write)."""
-    page = template()
-    # The page's Content-Security-Policy allows exactly its own script (by
-    # hash) and nothing from the network.
+def page_around_data(name, title):
+    """(the page before its data, the page after it) of the template
+    `name` (package data of this room), its title filled in and its
+    Content-Security-Policy allowing exactly its own script (by hash) and
+    nothing from the network. The template has one inline <script>, the
+    marks CSP_MARK, TITLE_MARK and DATA_MARK (inside a <script
+    type="application/json"> element: what goes there is embed_json's)."""
+    page = template(name)
     start = page.index("<script>") + len("<script>")
     script = page[start:page.index("</script>", start)]
     digest = base64.b64encode(sha256(script.encode("utf-8")).digest()).decode("ascii")
     page = page.replace(CSP_MARK, "sha256-" + digest).replace(TITLE_MARK, html.escape(_printable(title)))
     before, after = page.split(DATA_MARK)   # the data last: it may hold any text
+    return before, after
+
+
+def write(put, threads, title="stackwatch profile", interval_ns=0, stats=None, counts="samples"):
+    """The whole HTML page for `threads` as data() takes them, given to
+    put(str) a piece at a time (a text file's write)."""
+    before, after = page_around_data("flamegraph.html", title)
     put(before)
     _write_data(put, threads, title, interval_ns, stats, counts)
     put(after)

@@ -16,10 +16,14 @@ What a format can be written from (`fits`, a set):
     PROFILES  a profiler's whole history, with its threads and totals
     TRACES    an exact trace (.swt)
 
-and what its writer is given (`takes`, one of those): a Trees for TREES
-(call trees of any origin: the writer does not know where they came from),
-a Profiler or a live History (their save()) for PROFILES, a Trace for
-TRACES. Every writer is write(path, data, **options) and creates the file.
+and what its writer is given (`takes`, one of those, or TASKS): a Trees for
+TREES (call trees of any origin: the writer does not know where they came
+from), a Profiler or a live History (their save()) for PROFILES, a Trace
+for TRACES, and for TASKS (the sequence diagram, written from a trace) the
+trace's task events: the document of read_task_events
+(stackwatch.tracer.task_events, above this room: write_trace's caller
+reads it). Every writer is write(path, data, **options) and creates the
+file.
 
 A new format is one entry in FORMATS and its writer; a new timeline
 format of traces is one row of the C exporters' table
@@ -37,7 +41,7 @@ from collections import namedtuple
 from .. import _native
 from . import functions
 
-TREES, PROFILES, TRACES = "trees", "profiles", "traces"
+TREES, PROFILES, TRACES, TASKS = "trees", "profiles", "traces", "tasks"
 
 
 class Format(namedtuple("Format", "name suffixes binary fits takes write directory", defaults=(False,))):
@@ -156,15 +160,27 @@ def _write_html(path, trees):
                          "calls" if trees.exact else "samples")
 
 
+def _write_sequence(path, tasks):
+    """The HTML sequence diagram of a trace's task events (sequence.py;
+    imported here, as the flame graph is: its loader costs every import)."""
+    from . import sequence
+    sequence.write_file(path, tasks)
+
+
 def _write_profile_file(path, profiler):
     """The profile file (.swprof): the whole history of a profiler."""
     profiler.save(path)
 
 
 def _exported(name):
-    """The writer of a trace format: the trace reader's export (C)."""
-    def write(path, trace, min_duration_ns=0, filter=None, progress=None):
-        trace.export(name, os.fspath(path), min_duration_ns, filter=filter, progress=progress)
+    """The writer of a trace format: the trace reader's export (C);
+    task_flows: the flows between tasks it draws (Trace.export)."""
+    def write(path, trace, min_duration_ns=0, filter=None, progress=None, task_flows=None):
+        if task_flows:
+            trace.export(name, os.fspath(path), min_duration_ns, filter=filter, progress=progress,
+                         task_flows=task_flows)
+        else:   # (a TraceSet's export has no flows between tasks)
+            trace.export(name, os.fspath(path), min_duration_ns, filter=filter, progress=progress)
     write.__qualname__ = write.__name__ = f"export_{name}"
     return write
 
@@ -186,18 +202,31 @@ FORMATS = {f.name: f for f in (
     # (native/trace/exporters.h), written by Trace.export.
     *(Format(name, (suffix,), binary, _X, TRACES, _exported(name), directory)
       for name, suffix, binary, directory in _native.TRACE_EXPORTERS),
+    # Written from the trace's task events (render/sequence.py), not by C.
+    Format("sequence", (".sequence.html",), False, _X, TASKS, _write_sequence),
 )}
 
 
-def write_trace(name, path, trace, min_duration_ns=0, filter=None, progress=None):
+def write_trace(name, path, trace, min_duration_ns=0, filter=None, progress=None, tasks=None, task_flows=None):
     """Writes an exact trace (a stackwatch.Trace) in format `name`: the
-    trace formats by its own export, the tree formats from its call trees
-    (trace.trees()). filter: a tracefile.Filter or None; progress: called
-    with the bytes of the trace read so far. min_duration_ns applies to the
-    trace formats only (ValueError for the others)."""
+    trace formats by its own export (with the flows between tasks
+    `task_flows`, stackwatch.taskviews.flows), the tree formats from its
+    call trees (trace.trees()), the sequence diagram from `tasks` (the
+    trace's task events: read_task_events(trace); ValueError without
+    them). filter: a tracefile.Filter or None; progress: called with the
+    bytes of the trace read so far. min_duration_ns applies to the trace
+    formats only (ValueError for the others)."""
     f = get(name, TRACES)
+    if f.takes == TASKS:
+        if tasks is None:
+            raise ValueError(f"{name} is written from the trace's task events: give "
+                             "tasks=read_task_events(trace) (stackwatch.tracer.task_events)")
+        if min_duration_ns or filter is not None:
+            raise ValueError(f"--min-duration and the filters do not apply to {name} (its page filters tasks)")
+        return f.write(path, tasks)
     if f.takes == TRACES:
-        return f.write(path, trace, min_duration_ns=min_duration_ns, filter=filter, progress=progress)
+        return f.write(path, trace, min_duration_ns=min_duration_ns, filter=filter, progress=progress,
+                       task_flows=task_flows)
     if min_duration_ns:
         raise ValueError(f"--min-duration applies to the timeline formats ({', '.join(names_taking(TRACES))}), "
                          f"not to {name}")

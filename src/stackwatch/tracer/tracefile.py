@@ -225,11 +225,15 @@ class Trace:
         """Bytes of event chunks a full replay reads (what progress counts)."""
         return self._t.events_bytes()
 
-    def export(self, fmt, path, min_duration_ns=0, filter=None, progress=None):
+    def export(self, fmt, path, min_duration_ns=0, filter=None, progress=None, task_flows=None):
         """Writes the trace as chrome JSON, perfetto protobuf or a CTF
         directory (`path` made, or an empty one) through a Filter;
-        progress(bytes replayed) is called at most every 0.1 s."""
-        self._t.export(fmt, path, min_duration_ns, _spec(filter), progress)
+        progress(bytes replayed) is called at most every 0.1 s. task_flows:
+        the ends of flows between tasks to draw (Perfetto and Chrome), a
+        list of (id, thread position, t_ns, ends, name) sorted by thread
+        then time (stackwatch.taskviews.flows makes them from the task
+        events)."""
+        self._t.export(fmt, path, min_duration_ns, _spec(filter), progress, task_flows)
 
     def dropped(self):
         return sum(t["dropped"] for t in self.threads)

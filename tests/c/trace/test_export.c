@@ -3,7 +3,8 @@
  * is well-formed (strict JSON; a sequence of Trace.packet messages), slices
  * are balanced and match the replay one for one, names are escaped, the
  * minimum-duration filter drops exactly the short slices, write errors are
- * reported as such.
+ * reported as such; the ends of flows between tasks (sw_export_opts
+ * .task_flows) are marks on their tracks at their times, in order.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -267,6 +268,98 @@ TEST(write_errors_are_reported_as_write_errors)
             fclose(f);
         }
     }
+    sw_trace_free(t);
+    tg_free(&g);
+}
+
+/* Runs an exporter with task flows into a memory stream (as ec_export_mem). */
+static char *export_flows(int (*fn)(sw_trace *, FILE *, const sw_export_opts *, char *, size_t), sw_trace *t,
+                          const sw_export_task_flow *flows, size_t nflows, size_t *len, int *rc)
+{
+    char *buf = NULL, err[128];
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f)
+        return NULL;
+    sw_export_opts o = {0, NULL, NULL, NULL, flows, nflows};
+    *rc = fn(t, f, &o, err, sizeof err);
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+/* The bytes of a TrackEvent's fixed64 field `field` holding `id`. */
+static size_t count_fixed64(const char *out, size_t n, unsigned field, uint64_t id)
+{
+    uint8_t want[10];
+    uint64_t tag = ((uint64_t)field << 3) | 1;
+    want[0] = (uint8_t)(0x80 | (tag & 0x7f));
+    want[1] = (uint8_t)(tag >> 7);
+    for (int i = 0; i < 8; i++)
+        want[2 + i] = (uint8_t)(id >> (8 * i));
+    size_t c = 0;
+    for (const char *q = out; (q = memmem(q, n - (size_t)(q - out), want, sizeof want)) != NULL; q++)
+        c++;
+    return c;
+}
+
+TEST(task_flows_are_marks_at_their_times)
+{
+    tg g;
+    sw_trace *t = make(&g, 0);
+    REQUIRE(t);
+    counts c = replay_counts(t, 0);
+    tg_rec a, b;
+    tg_replay(t, 0, &a);
+    tg_replay(t, 1, &b);
+    REQUIRE(a.n > 20 && b.n > 20);
+    /* A flow from thread 0 to thread 1, one back, and an end on thread 1
+     * after its last event (written after its slices are closed). */
+    sw_export_task_flow flows[] = {
+        {7, 0, a.ev[10].t_ns, 0, "create"},
+        {8, 0, a.ev[20].t_ns, 1, "received"},
+        {7, 1, b.ev[10].t_ns, 1, "created"},
+        {8, 1, b.ev[5].t_ns + 1, 0, "send"},
+        {9, 1, b.ev[b.n - 1].t_ns + 1000, 1, "woken"},
+    };
+    /* (sorted by thread then time, as the exporters need) */
+    sw_export_task_flow tmp = flows[2];
+    flows[2] = flows[3];
+    flows[3] = tmp;
+    size_t n;
+    int rc;
+    char why[200];
+    char *out = export_flows(sw_export_chrome, t, flows, 5, &n, &rc);
+    REQUIRE(out);
+    CHECK_EQ_I64(rc, SW_OK);
+    ec_chrome_stats cs;
+    if (CHECK_MSG(ec_chrome(out, n, 1, &cs, why, sizeof why), "chrome output: %s", why)) {
+        CHECK_EQ_U64(cs.begins, c.enters + 5);   /* a zero-length slice per end */
+        CHECK_EQ_U64(cs.ends, cs.begins);
+        CHECK_EQ_U64(cs.flow_starts, 2);
+        CHECK_EQ_U64(cs.flow_ends, 3);
+    }
+    CHECK(strstr(out, "\"ph\":\"s\",\"pid\":4242,\"tid\":3001") != NULL);
+    CHECK(strstr(out, "\"ph\":\"f\",\"bp\":\"e\",\"pid\":4242,\"tid\":3002") != NULL);
+    CHECK_EQ_U64(ec_count(out, n, "\"id\":7,"), 2);
+    CHECK_EQ_U64(ec_count(out, n, "\"name\":\"woken\""), 2);   /* its slice and its "f" */
+    free(out);
+    out = export_flows(sw_export_perfetto, t, flows, 5, &n, &rc);
+    REQUIRE(out);
+    CHECK_EQ_I64(rc, SW_OK);
+    ec_pb_stats ps;
+    if (CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "perfetto output: %s", why)) {
+        CHECK_EQ_U64(ps.instants, c.dropped + 5);   /* time never goes back on a sequence: checked */
+        CHECK_EQ_U64(ps.begins, c.enters);
+    }
+    CHECK_EQ_U64(count_fixed64(out, n, 47, 7), 1);   /* flow_ids */
+    CHECK_EQ_U64(count_fixed64(out, n, 48, 7), 1);   /* terminating_flow_ids */
+    CHECK_EQ_U64(count_fixed64(out, n, 47, 8), 1);
+    CHECK_EQ_U64(count_fixed64(out, n, 48, 8), 1);
+    CHECK_EQ_U64(count_fixed64(out, n, 48, 9), 1);
+    free(out);
+    tg_rec_free(&a);
+    tg_rec_free(&b);
     sw_trace_free(t);
     tg_free(&g);
 }

@@ -62,7 +62,7 @@ static char *merged(sw_trace *const *ts, sw_export_fn fmt, int64_t min_ns, size_
     FILE *f = open_memstream(&buf, n);
     if (!f)
         return NULL;
-    sw_export_opts o = {min_ns, NULL, NULL, NULL};
+    sw_export_opts o = {min_ns, NULL, NULL, NULL, NULL, 0};
     char err[128] = "";
     *rc = sw_export_merged(ts, 2, fmt, f, &o, err, sizeof err);
     fclose(f);

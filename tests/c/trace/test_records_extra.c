@@ -34,7 +34,7 @@ static char *ctf_export(sw_trace *t, char *dir, size_t len)
     FILE *f = fopen(path, "w+");
     if (!f)
         return NULL;
-    sw_export_opts o = {0, NULL, NULL, dir};
+    sw_export_opts o = {0, NULL, NULL, dir, NULL, 0};
     char err[256] = "";
     int rc = sw_export_ctf(t, f, &o, err, sizeof err);
     CHECK_MSG(rc == SW_OK, "ctf: %s", err);

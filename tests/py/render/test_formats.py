@@ -18,7 +18,9 @@ from conftest import needs_sampler
 def test_every_entry_is_whole():
     kinds = {formats.TREES, formats.PROFILES, formats.TRACES}
     for name, f in formats.FORMATS.items():
-        assert f.name == name and f.fits and f.fits <= kinds and f.takes in f.fits, f
+        # TASKS: written from a trace's task events (the sequence diagram).
+        assert f.name == name and f.fits and f.fits <= kinds and (f.takes in f.fits or
+                                                                  (f.takes, f.fits) == (formats.TASKS, {formats.TRACES})), f
         assert f.suffixes and all(s.startswith(".") and s == s.lower() for s in f.suffixes), f
         assert isinstance(f.binary, bool)
         assert f.write is not None or f.takes == formats.TRACES, f
@@ -32,8 +34,8 @@ def test_names_are_what_the_api_and_the_command_line_offer():
                                           "stackwatch")
     assert export.PROFILE_FORMATS == ("collapsed", "speedscope", "html", "pprof", "pstats", "callgrind")
     trees = ("collapsed", "speedscope", "html", "pprof", "pstats", "callgrind")
-    assert export.TRACE_FORMATS == trees + ("perfetto", "chrome", "ctf")
-    assert formats.names(formats.TRACES) == trees + ("swt", "perfetto", "chrome", "ctf")
+    assert export.TRACE_FORMATS == trees + ("perfetto", "chrome", "ctf", "sequence")
+    assert formats.names(formats.TRACES) == trees + ("swt", "perfetto", "chrome", "ctf", "sequence")
 
 
 def test_an_output_name_implies_its_format():
@@ -47,7 +49,7 @@ def test_an_output_name_implies_its_format():
     # A trace's x.json is the timeline VizTracer and Chrome users open; the
     # longer suffix still names speedscope.
     cases = {"t.json": "chrome", "t.speedscope.json": "speedscope", "t.pftrace": "perfetto",
-             "t.html": "html", "t.prof": "pstats"}
+             "t.html": "html", "t.prof": "pstats", "t.sequence.html": "sequence"}
     for path, name in cases.items():
         assert formats.of_output(path, formats.TRACES) == name, path
 
