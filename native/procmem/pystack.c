@@ -879,12 +879,12 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         }
     }
     /* Each frame walked still links to the same frame and runs the same
-     * code; and those below the anchor, which cannot have run since if the
-     * walk is whole, are still at the same instruction (a frame slot reused
-     * by another call of the same code, from another call site of the same
-     * caller, alternating with a third call at that slot, passed the other
-     * tests: 3.11, toolz's suite). */
-    uint64_t still_from = gen_leaf && anchor ? 2 : 1;
+     * code. (Asking also that those below the anchor be at the same
+     * instruction, against a frame slot reused by another call of the same
+     * code from another call site of the same caller, seen about once in
+     * 1,000 samples of toolz's suite on 3.11, failed 24-29% of the samples
+     * of fast recursive code on a quiet machine and undersampled it: it is
+     * left out, and that rare case is a known gap.) */
     for (uint64_t i = 0; i < walked && hi > lo; i++) {
         uint64_t a = r->frame_addrs[i];
         if (a < lo || a >= hi || hi - a < l->frame_size)
@@ -892,9 +892,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         const unsigned char *was = w->bytes + (a - w->lo), *is = r->recheck + (a - lo);
         if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
             u64_at(was, l->frame_code) != u64_at(is, l->frame_code) ||
-            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]) ||
-            (i >= still_from && l->frame_instr != SW_NO_OFFSET &&
-             u64_at(was, l->frame_instr) != u64_at(is, l->frame_instr)))
+            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]))
             return 0;
     }
     return 1;
