@@ -242,6 +242,7 @@ def screen_rows(text):
     return rows
 
 
+@pytest.mark.versions("3.9", "3.12")   # the view over the same reader on every Python
 @needs_sampler
 def test_top_once():
     target = Target()
@@ -256,6 +257,7 @@ def test_top_once():
     assert [own for own, _, _ in rows] == sorted((own for own, _, _ in rows), reverse=True)
 
 
+@pytest.mark.versions("3.9", "3.12")   # the view over the same reader on every Python
 @needs_sampler
 def test_top_in_tmux(tmp):
     """top in a real terminal: the busiest function first; 't' sorts by
