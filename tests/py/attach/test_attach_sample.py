@@ -139,7 +139,9 @@ def test_trace_and_sample_together(tmp):
     can = {("<module>", "main"), ("<module>", "main", "handle")}
     can |= {("<module>", "main", "handle", f) for f in ("parse", "work", "respond")}
     can |= {("<module>", "main", "handle", "work", "square"), ("<module>", "main", "handle", "parse", "<listcomp>")}
-    stacks = {tuple(f.name for f in s.stack) for s in samples}
+    # (An empty stack, a thread sampled while it had no Python frame, says
+    # nothing of them: seen once in a quiet run.)
+    stacks = {tuple(f.name for f in s.stack) for s in samples} - {()}
     assert stacks <= can, stacks - can
     assert ("<module>", "main") in stacks
 
