@@ -224,6 +224,14 @@ def compare(path):
     return checked, differ, skipped
 
 
+# The walker's known gap before 3.11, for the programs below.
+JOINED_BEFORE_311 = pytest.mark.xfail(
+    sys.version_info < (3, 11), strict=False,
+    reason="known walker gap: before 3.11 the re-read of the callers after a walk is off (on a quiet machine it "
+           "failed 13-60% of fast-changing code's walks and biased time shares), so a stack joining two instants "
+           "can be stored")
+
+
 def run_sampled(tmp_path, args, name, cwd=None):
     out = str(tmp_path / f"{name}.swt")
     r = run(["run", "--sample=200us", "-o", out, *args], cwd=cwd)
@@ -241,10 +249,7 @@ def report(name, checked, differ, skipped):
 
 
 @pytest.mark.timing
-@pytest.mark.xfail(sys.version_info < (3, 11), strict=False,
-                   reason="known walker gap: before 3.11 the re-read of the callers after a walk is off (on a quiet "
-                          "machine it failed 13-60% of fast-changing code's walks and biased time shares), so a "
-                          "stack joining two instants can be stored")
+@JOINED_BEFORE_311
 def test_generators_coroutines_threads_exceptions(tmp_path):
     path = run_sampled(tmp_path, [str(PROGRAMS / "gen_shapes.py"), "7", "4"], "shapes")
     checked, differ, skipped = compare(path)
@@ -279,10 +284,7 @@ def pyflakes_target():
 
 
 @pytest.mark.timing
-@pytest.mark.xfail(sys.version_info < (3, 11), strict=False,
-                   reason="known walker gap: before 3.11 the re-read of the callers after a walk is off (on a quiet "
-                          "machine it failed 13-60% of fast-changing code's walks and biased time shares), so a "
-                          "stack joining two instants can be stored")
+@JOINED_BEFORE_311
 def test_pyflakes_on_a_source_tree(tmp_path):
     """A real program from PyPI, run with -m (runpy's frames outermost in
     the samples, none in the trace)."""
@@ -295,10 +297,7 @@ def test_pyflakes_on_a_source_tree(tmp_path):
 
 
 @pytest.mark.timing
-@pytest.mark.xfail(sys.version_info < (3, 11), strict=False,
-                   reason="known walker gap: before 3.11 the re-read of the callers after a walk is off (on a quiet "
-                          "machine it failed 13-60% of fast-changing code's walks and biased time shares), so a "
-                          "stack joining two instants can be stored")
+@JOINED_BEFORE_311
 def test_greenlets_each_on_its_task(tmp_path):
     """Greenlets switching from inside nested calls (`--events tasks`: a
     track per greenlet, each rooted at its run function): every sample of
