@@ -87,6 +87,33 @@ static uint64_t id_of(PyObject *g, int *fresh)
     return id;
 }
 
+uint64_t sw_tasks_id(PyObject *o, int *fresh)
+{
+    return id_of(o, fresh);
+}
+
+uint64_t sw_tasks_known(PyObject *o)
+{
+    if (ids_gen != sw_S.gen || !ids || PyDict_GET_SIZE(ids) == 0)
+        return 0;
+    PyObject *key = PyLong_FromVoidPtr(o);
+    if (!key) {
+        PyErr_Clear();
+        return 0;
+    }
+    uint64_t id = 0;
+    PyObject *e = PyDict_GetItemWithError(ids, key);   /* borrowed */
+    if (e) {
+        PyObject *t = weak_target(PyTuple_GET_ITEM(e, 0));
+        Py_XDECREF(t);
+        if (t == o)
+            id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(e, 1));
+    }
+    PyErr_Clear();
+    Py_DECREF(key);
+    return id;
+}
+
 /* g's task id (0 for a main greenlet, or when out of memory); *fresh set
  * when it was given now. */
 static uint64_t task_of(PyObject *g, int *fresh)
@@ -107,6 +134,42 @@ static void forget_if_dead(PyObject *g)
     }
     PyErr_Clear();
     Py_XDECREF(dead);
+}
+
+/* The line frame f runs. PyFrame_GetLineNumber reads the code's line
+ * table from its start (thousands of instructions in a long function),
+ * so the lines are kept in a small table by code object (held: its
+ * address is never another code's) and instruction. */
+#define LINE_CACHE 256
+static struct {
+    PyCodeObject *code;
+    int lasti, line;
+} line_cache[LINE_CACHE];
+
+static int frame_line(PyFrameObject *f)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    int lasti = PyFrame_GetLasti(f);
+#else
+    int lasti = f->f_lasti;
+#endif
+    PyCodeObject *co = PyFrame_GetCode(f);
+    size_t slot = (((uintptr_t)co >> 4) ^ (unsigned)lasti * 2654435761u) % LINE_CACHE;
+    int line;
+    if (lasti >= 0 && line_cache[slot].code == co && line_cache[slot].lasti == lasti) {
+        line = line_cache[slot].line;
+        Py_DECREF(co);
+        return line;
+    }
+    line = PyFrame_GetLineNumber(f);
+    if (lasti >= 0) {
+        Py_XSETREF(line_cache[slot].code, co);   /* (the reference given by PyFrame_GetCode) */
+        line_cache[slot].lasti = lasti;
+        line_cache[slot].line = line;
+    } else {
+        Py_DECREF(co);
+    }
+    return line;
 }
 
 /* Records a task event of dispatch kind `kind` (its EXT record and the
@@ -142,7 +205,7 @@ static void task_record_at(int kind, PyFrameObject *f, PyCodeObject *at, int at_
     PyCodeObject *co = f ? PyFrame_GetCode(f) : at;
     if (!f)
         Py_XINCREF(co);
-    sw_evdata d = {.code = co, .line = f ? PyFrame_GetLineNumber(f) : at ? at_line : -1, .name = s1, .file = s2,
+    sw_evdata d = {.code = co, .line = f ? frame_line(f) : at ? at_line : -1, .name = s1, .file = s2,
                    .a = a, .b = b, .c = c};
     if (sw_D.file & SW_EVB(kind))
         sw_file_record_ext(kind, &d);
@@ -308,18 +371,27 @@ static PyObject *task_id(PyObject *self, PyObject *args)
     return PyLong_FromUnsignedLongLong(id);
 }
 
-/* hooks.task_switch(task) -> the task the thread ran: the thread runs task
- * `task` (an id of task_id; 0: itself) from here on (TASK_SWITCH). */
-static PyObject *task_switch(PyObject *self, PyObject *arg)
+void sw_tasks_define(uint64_t id, const char *name)
 {
-    (void)self;
-    unsigned long long to = PyLong_AsUnsignedLongLong(arg);
-    if (PyErr_Occurred())
-        return NULL;
+    sw_tracer_thread *t = &sw_TT;
+    if (id && (sw_D.file & SW_EVB(SW_K_TASK_SWITCH)) && sw_S.gen && !sw_T.busy && sw_thread_attach(t))
+        sw_writer_define_task(sw_S.w, id, t->tb->index, name);
+}
+
+void sw_tasks_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1,
+                     const char *s2)
+{
+    task_record(kind, f, a, b, c, s1, s2);
+}
+
+uint64_t sw_tasks_switch(uint64_t to, int *acted)
+{
     int k = SW_K_TASK_SWITCH;
     sw_tracer_thread *t = &sw_TT;
+    *acted = 0;
     if (!(sw_D.mask & SW_EVB(k)) || sw_T.busy)
-        return PyLong_FromLong(0);
+        return 0;
+    *acted = 1;
     int file = (sw_D.file & SW_EVB(k)) && sw_S.gen && sw_thread_attach(t);
     uint64_t from = file ? t->tb->task : t->task_now;
     if (from != to) {
@@ -329,7 +401,19 @@ static PyObject *task_switch(PyObject *self, PyObject *arg)
         sw_emit(k, &d);
     }
     t->task_now = to;
-    return PyLong_FromUnsignedLongLong(from);
+    return from;
+}
+
+/* hooks.task_switch(task) -> the task the thread ran: the thread runs task
+ * `task` (an id of task_id; 0: itself) from here on (TASK_SWITCH). */
+static PyObject *task_switch(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    unsigned long long to = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    int acted;
+    return PyLong_FromUnsignedLongLong(sw_tasks_switch(to, &acted));
 }
 
 /* hooks.task_event(kind, a, b, c, s1, s2, where): a task event of dispatch

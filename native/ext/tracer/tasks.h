@@ -16,6 +16,28 @@
  * ("greenlet worker"). The hook's slow path calls it. */
 void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co);
 
+/* The task id of o (an asyncio task, a greenlet; weakly held), given when
+ * first met in the session (*fresh set then); 0 when out of memory. */
+uint64_t sw_tasks_id(PyObject *o, int *fresh);
+
+/* o's task id when it has one in this session, else 0 (none given). */
+uint64_t sw_tasks_known(PyObject *o);
+
+/* Defines task `id` as `name` in the trace (a TASK chunk, on this thread)
+ * when the trace records task events. */
+void sw_tasks_define(uint64_t id, const char *name);
+
+/* The thread runs task `to` (0: itself) from here on (TASK_SWITCH when it
+ * ran another); returns the task it ran. *acted is 0 when nobody wants
+ * task switches (or the thread is busy): nothing was done. */
+uint64_t sw_tasks_switch(uint64_t to, int *acted);
+
+/* A task event of dispatch kind `kind` (its EXT record and the handlers'),
+ * located at frame f or its first caller whose code is recorded (NULL:
+ * nowhere); fields as sw_evdata's (records.h). */
+void sw_tasks_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1,
+                     const char *s2);
+
 /* Adds greenlet_trace (the callback), greenlet_trace_chain(previous)
  * (installed, replacing previous), greenlet_trace_off() -> previous, and
  * greenlet_trace_on() to _native.hooks. Returns 0, or -1 with an exception set. */

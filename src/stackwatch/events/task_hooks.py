@@ -3,18 +3,14 @@ asyncio tasks and threads as tasks, and the messages of asyncio's and
 queue's queues. While task events are wanted (switch.apply), these methods
 are wrapped (and put back after):
 
-- asyncio.events.Handle._run: a callback that steps an asyncio task (its
-  step or wakeup method, C or Python Task, 3.9-3.13) runs as that task
-  (TASK_SWITCH in and back out), so that its coroutine's frames lie on its
-  own track; after the step, the task exited (result, exception,
-  cancelled: read from the task's state, never retrieving it) or blocks on
-  what it awaits (its await chain: a queue, lock, event, condition, sleep,
-  a task it joins, I/O or a future);
-- asyncio.events.Handle.__init__: a blocked task's wakeup scheduled is its
-  wake, by the task running then, where its code completed the future;
-- BaseEventLoop.create_task: the task's creation, by the running task;
+- asyncio.events.Handle._run and __init__, BaseEventLoop.create_task: by
+  C wrappers (ext/tracer/task_wrappers.c: each step of a task runs as that
+  task; its creation, its wake, its exit with its outcome, its block on
+  what its await chain waits on, read here by _waits_on, and a name
+  asyncio gives it later, by set_name or a create_task(name=...) of
+  3.9-3.11);
 - asyncio.Queue._put / _get and queue.Queue._put / _get (their subclasses
-  too): the message sent and received;
+  too): the message sent and received (C wrappers too);
 - threading.Thread.start: who starts the thread, where; the new thread
   records its creation when it starts (Thread._set_native_id, which its
   bootstrap calls first: the creator named by its native id and task);
@@ -49,7 +45,6 @@ OUTCOMES = ("result", "exception", "cancelled")
 VALUE_MAX = 200
 
 _saved = []          # (owner, attribute, original, wrapper) of what is wrapped now
-_blocked = weakref.WeakKeyDictionary()   # asyncio task -> (its task id, what it waits on), while it waits
 _failed = weakref.WeakKeyDictionary()    # thread -> repr of the exception its run raised
 _starts = weakref.WeakKeyDictionary()    # thread started -> (creating task, creating thread's native id, where)
 _waiters = weakref.WeakKeyDictionary()   # threading.Condition -> native ids of the threads in its wait(), in order
@@ -71,8 +66,9 @@ def switch(on):
         except Exception as e:   # never into the program
             print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
     elif not on and _saved:
-        for table in (_blocked, _failed, _starts, _waiters, _joiners):   # (a next session gives new ids)
+        for table in (_failed, _starts, _waiters, _joiners):   # (a next session gives new ids)
             table.clear()
+        _hooks.asyncio_reset()
         while _saved:
             owner, name, orig, ours = _saved.pop()
             if owner.__dict__.get(name) is ours:   # (a program's own replacement stays)
@@ -96,13 +92,13 @@ def _install():
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     _skip = (os.path.dirname(asyncio.__file__) + os.sep, threading.__file__, queue.__file__, here)
     task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
-    _wrap(asyncio.events.Handle, "_run", lambda orig: _handle_run(orig, task_types))
-    _wrap(asyncio.events.Handle, "__init__", lambda orig: _handle_init(orig, task_types))
-    _wrap(asyncio.base_events.BaseEventLoop, "create_task", _create_task)
-    _wrap(asyncio.Queue, "_put", _queue_put)
-    _wrap(asyncio.Queue, "_get", _queue_get)
-    _wrap(queue.Queue, "_put", _queue_put)
-    _wrap(queue.Queue, "_get", _queue_get)
+    _hooks.asyncio_setup(task_types, _task_name, _names.data, _waits_on, tuple(_skip))
+    _wrap(asyncio.events.Handle, "_run", lambda orig: _hooks.asyncio_wrap("run", orig))
+    _wrap(asyncio.events.Handle, "__init__", lambda orig: _hooks.asyncio_wrap("init", orig))
+    _wrap(asyncio.base_events.BaseEventLoop, "create_task", lambda orig: _hooks.asyncio_wrap("create_task", orig))
+    for q in (asyncio.Queue, queue.Queue):
+        _wrap(q, "_put", lambda orig: _hooks.asyncio_wrap("put", orig))
+        _wrap(q, "_get", lambda orig: _hooks.asyncio_wrap("get", orig))
     global threading_get_native_id, threading_current, threading_file
     threading_get_native_id, threading_current = threading.get_native_id, threading.current_thread
     threading_file = threading.__file__
@@ -150,82 +146,11 @@ def _task_name(task, coro=None):
     return f"{task.get_name()} {getattr(coro, '__qualname__', type(coro).__name__)}"
 
 
-def _task_id(task):
-    return _hooks.task_id(task, _task_name)   # (named only when first met)
-
-
 def _event(kind, a=0, b=0, c=0, s1=None, s2=None, frame=None):
     _hooks.task_event(_K[kind], a, b, c, s1, s2, frame)
 
 
-# ---- asyncio ----
-
-def _create_task(orig):
-    def create_task(self, *args, **kwargs):
-        task = orig(self, *args, **kwargs)
-        try:
-            coro = args[0] if args else kwargs.get("coro")
-            name = _task_name(task, coro)
-            tid = _hooks.task_id(task, name)
-            if tid:
-                _event("task_create", tid, 2, 0, name, None, _where(sys._getframe(1)))
-                if task.done():   # an eager task (3.12+) that ended in its first step, run inside create_task
-                    _exited(task, tid)
-        except Exception:
-            pass
-        return task
-    return create_task
-
-
-def _stepped(handle, task_types):
-    task = getattr(handle._callback, "__self__", None)
-    return task if isinstance(task, task_types) else None
-
-
-def _handle_run(orig, task_types):
-    def _run(self):
-        task = _stepped(self, task_types)
-        prev = None
-        if task is not None:
-            try:
-                tid = _task_id(task)
-                if tid:
-                    prev = _hooks.task_switch(tid)
-            except Exception:
-                pass
-        try:
-            return orig(self)
-        finally:
-            if prev is not None:
-                try:
-                    _after_step(task, tid)
-                finally:
-                    _hooks.task_switch(prev)
-    return _run
-
-
-def _after_step(task, tid):
-    try:
-        if task.done():
-            _exited(task, tid)
-            return
-        if task._fut_waiter is None:   # a bare yield (sleep(0)): stepped again at once, not blocked
-            return
-        reason, channel, frame = _waits_on(task)
-        _blocked[task] = (tid, channel)
-        _event("task_block", reason, 0, 0, channel, None, frame)
-    except Exception:
-        pass
-
-
-def _exited(task, tid):
-    if task.cancelled():
-        _event("task_exit", tid, 2)
-    elif task._exception is not None:   # read, not retrieved: its "never retrieved" log stays
-        _event("task_exit", tid, 1, 0, _repr(task._exception))
-    else:
-        _event("task_exit", tid, 0, 0, _repr(task._result))
-
+# ---- asyncio (the wrappers are C: ext/tracer/task_wrappers.c) ----
 
 # The asyncio functions a task waits in: (file's base name, function) ->
 # reason; the channel is their `self` (a queue, a lock, ...).
@@ -263,43 +188,6 @@ def _waits_on(task):
     if isinstance(waiter, asyncio.Task):   # it awaits that task: named by it
         return _reason("join"), _task_name(waiter), where
     return _reason("join" if type(waiter).__name__ == "_GatheringFuture" else "future"), None, where
-
-
-def _handle_init(orig, task_types):
-    def __init__(self, callback, *args, **kwargs):
-        orig(self, callback, *args, **kwargs)
-        task = getattr(callback, "__self__", None)
-        if task is not None and isinstance(task, task_types):
-            try:
-                tid, channel = _blocked.pop(task, (0, None))
-                if tid:
-                    _event("task_wake", tid, 0, 0, channel, None, _where(sys._getframe(1)))
-            except Exception:
-                pass
-    return __init__
-
-
-# ---- queues (asyncio.Queue, queue.Queue) ----
-
-def _queue_put(orig):
-    def _put(self, item):
-        orig(self, item)
-        try:
-            _event("task_send", 0, 0, 0, channel_name(self), _repr(item), _where(sys._getframe(1)))
-        except Exception:
-            pass
-    return _put
-
-
-def _queue_get(orig):
-    def _get(self):
-        item = orig(self)
-        try:
-            _event("task_receive", 0, 0, 0, channel_name(self), _repr(item), _where(sys._getframe(1)))
-        except Exception:
-            pass
-        return item
-    return _get
 
 
 # ---- threads ----

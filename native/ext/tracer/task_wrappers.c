@@ -1,0 +1,568 @@
+/*
+ * task_wrappers.c - the task events of asyncio and of queues in C
+ * (task_wrappers.h). Each wrapper is a method descriptor (called with the instance first, as a
+ * Python function would be) that calls the original and records:
+ *
+ * - Handle._run: a callback that steps a task (its step or wakeup method:
+ *   a bound method, a builtin bound to the task, or the C Task's step
+ *   wrapper) runs as that task; after it, the task exited (result,
+ *   exception, cancelled; read from its state, never retrieving it),
+ *   blocks on what its await chain waits on (task_hooks._block_of), or
+ *   made a bare yield (sleep(0): runnable, no event). A task whose
+ *   asyncio name changed since it was last seen (set_name, or a name
+ *   given after create_task returned, as 3.9-3.11's asyncio.create_task
+ *   does) is defined again with its new name (TASK_NAME).
+ * - Handle.__init__: the wakeup of a blocked task scheduled is its wake,
+ *   by the task running, located where the program's code completed what
+ *   it waited on.
+ * - BaseEventLoop.create_task: the task's creation, by the running task.
+ * - a queue's _put and _get (asyncio.Queue, queue.Queue): the message
+ *   sent (when _put returns) and received (when _get returns it), on the
+ *   channel named by stackwatch.name() or by its class and address.
+ *
+ * A location is the first frame outwards that is the program's own (not
+ * in asyncio, threading, queue or stackwatch: task_hooks' prefixes).
+ * Nothing here raises into the program: a failure to record is dropped.
+ */
+#include "task_wrappers.h"
+
+#include "ext/dispatch/dispatch.h"
+#include "ext/tracer/frame_compat.h"
+#include "ext/tracer/session.h"
+#include "ext/tracer/tasks.h"
+
+#include <string.h>
+
+enum { WRAP_RUN, WRAP_INIT, WRAP_CREATE, WRAP_PUT, WRAP_GET };
+
+static PyObject *task_types;   /* tuple: the task classes (C and Python) */
+static PyObject *namer;        /* task_hooks._task_name(task, coro): for tasks given names */
+static PyObject *names_data;   /* the dict of task_hooks._names (stackwatch.name()'s), or NULL */
+static PyObject *block_of;     /* task_hooks._block_of(task) -> (reason, channel, frame) */
+static PyObject *skip;         /* tuple of str: folders and files that are no event's location */
+static PyObject *blocked;      /* {task id: channel (str or None)} of the tasks blocked now */
+static PyObject *seen_names;   /* {task id: its asyncio name when last seen} */
+static uint64_t tables_gen;    /* the session the two tables belong to */
+
+#define VALUE_MAX 200
+
+/* Attribute and method names, interned once (asyncio_setup). */
+static PyObject *S_self;
+static PyObject *S_coro;
+static PyObject *S_qualname;
+static PyObject *S_get_name;
+static PyObject *S_exception;
+static PyObject *S_result;
+static PyObject *S_fut_waiter;
+static PyObject *S_callback;
+static PyObject *S_done;
+static PyObject *S_cancelled;
+
+typedef struct {
+    PyObject_HEAD
+    int kind;
+    PyObject *orig;
+    vectorcallfunc vectorcall;
+} sw_aio_wrap;
+
+static int tables(void)
+{
+    if (tables_gen != sw_S.gen || !blocked || !seen_names) {
+        Py_XSETREF(blocked, PyDict_New());
+        Py_XSETREF(seen_names, PyDict_New());
+        tables_gen = sw_S.gen;
+    }
+    return blocked && seen_names ? 0 : -1;
+}
+
+/* 1 when nobody wants task events (the hooks then only call through). */
+static int unwanted(void)
+{
+    return !(sw_D.mask & SW_EVB(SW_K_TASK_SWITCH)) || sw_T.busy || !task_types;
+}
+
+/* 1 for the type name of the C Task's step callback (3.9-3.13:
+ * "_asyncio.TaskStepMethWrapper"). */
+static int is_step_wrapper(const char *tp_name)
+{
+    const char *dot = strrchr(tp_name, '.');
+    return strcmp(dot ? dot + 1 : tp_name, "TaskStepMethWrapper") == 0;
+}
+
+/* The task a callback steps (new reference), or NULL. */
+static PyObject *stepped_task(PyObject *cb)
+{
+    PyObject *self = NULL;
+    if (PyMethod_Check(cb))
+        self = Py_NewRef(PyMethod_GET_SELF(cb));
+    else if (PyCFunction_Check(cb))
+        self = Py_XNewRef(PyCFunction_GET_SELF(cb));
+    else if (is_step_wrapper(Py_TYPE(cb)->tp_name)) {
+        self = PyObject_GetAttr(cb, S_self);
+        if (!self)
+            PyErr_Clear();
+    }
+    if (self && PyObject_IsInstance(self, task_types) != 1) {
+        PyErr_Clear();
+        Py_CLEAR(self);
+    }
+    return self;
+}
+
+static int skipped(PyCodeObject *co)
+{
+    PyObject *file = co->co_filename;
+    Py_ssize_t n = PyTuple_GET_SIZE(skip);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyUnicode_Tailmatch(file, PyTuple_GET_ITEM(skip, i), 0, PY_SSIZE_T_MAX, -1) == 1)
+            return 1;
+    return 0;
+}
+
+/* The innermost frame that is the program's own (new reference), or NULL. */
+static PyFrameObject *program_frame(void)
+{
+    PyFrameObject *f = PyEval_GetFrame();
+    Py_XINCREF(f);
+    while (f) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        int s = skipped(co);
+        Py_DECREF(co);
+        if (!s)
+            break;
+        Py_SETREF(f, PyFrame_GetBack(f));
+    }
+    return f;
+}
+
+/* repr(v), cut to VALUE_MAX characters (new reference, never NULL unless
+ * out of memory). */
+static PyObject *short_repr(PyObject *v)
+{
+    PyObject *r = PyObject_Repr(v);
+    if (!r) {
+        PyObject *t = PyErr_Occurred();
+        const char *name = t && PyExceptionClass_Check(t) ? PyExceptionClass_Name(t) : "?";
+        const char *dot = strrchr(name, '.');
+        r = PyUnicode_FromFormat("<repr failed: %s>", dot ? dot + 1 : name);
+        PyErr_Clear();
+        return r;
+    }
+    if (PyUnicode_GET_LENGTH(r) > VALUE_MAX) {
+        PyObject *head = PyUnicode_Substring(r, 0, VALUE_MAX - 3);
+        Py_SETREF(r, head ? PyUnicode_FromFormat("%U...", head) : NULL);
+        Py_XDECREF(head);
+    }
+    return r;
+}
+
+/* "NAME COROUTINE" (new reference): the task's asyncio name `aname` and
+ * its coroutine's qualified name; stackwatch.name()'s when one was given. */
+static PyObject *task_name(PyObject *task, PyObject *aname, PyObject *coro)
+{
+    if (names_data && PyDict_Check(names_data) && PyDict_GET_SIZE(names_data))
+        return coro ? PyObject_CallFunctionObjArgs(namer, task, coro, NULL) : PyObject_CallOneArg(namer, task);
+    PyObject *c = coro ? Py_NewRef(coro) : PyObject_GetAttr(task, S_coro);
+    if (!c) {
+        PyErr_Clear();
+        c = Py_NewRef(Py_None);
+    }
+    PyObject *qn = PyObject_GetAttr(c, S_qualname);
+    if (!qn) {
+        PyErr_Clear();
+        qn = PyUnicode_FromString(Py_TYPE(c)->tp_name);
+    }
+    PyObject *r = qn ? PyUnicode_FromFormat("%S %S", aname, qn) : NULL;
+    Py_XDECREF(qn);
+    Py_DECREF(c);
+    return r;
+}
+
+/* 1 if stackwatch.name() named the task. */
+static int named_by_user(PyObject *task)
+{
+    if (!names_data || !PyDict_Check(names_data) || !PyDict_GET_SIZE(names_data))
+        return 0;
+    PyObject *wr = PyWeakref_NewRef(task, NULL);
+    int r = wr && PyDict_Contains(names_data, wr) == 1;
+    Py_XDECREF(wr);
+    PyErr_Clear();
+    return r;
+}
+
+/* The task's id, defined when first met (*name: its name then, a new
+ * reference, when name is not NULL); a task whose asyncio name changed
+ * since it was last seen is renamed (TASK_NAME), unless stackwatch.name()
+ * named it. 0: none. */
+static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name)
+{
+    if (!sw_S.gen && !(sw_D.mask & SW_EVB(SW_K_TASK_SWITCH)))
+        return 0;
+    if (tables() < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    int fresh;
+    uint64_t tid = sw_tasks_id(task, &fresh);
+    if (!tid)
+        return 0;
+    PyObject *aname = PyObject_CallMethodNoArgs(task, S_get_name);
+    PyObject *key = aname ? PyLong_FromUnsignedLongLong(tid) : NULL;
+    if (!key) {
+        Py_XDECREF(aname);
+        PyErr_Clear();
+        return tid;
+    }
+    PyObject *was = fresh ? NULL : PyDict_GetItemWithError(seen_names, key);   /* borrowed */
+    if (fresh || (was != aname && (!was || PyObject_RichCompareBool(was, aname, Py_EQ) != 1))) {
+        PyObject *full = fresh || !named_by_user(task) ? task_name(task, aname, coro) : NULL;
+        const char *u = full && PyUnicode_Check(full) ? PyUnicode_AsUTF8(full) : NULL;
+        if (u)
+            sw_tasks_define(tid, u);
+        if (u && was)   /* renamed since it was last seen (not a first sight in a new session) */
+            sw_tasks_record(SW_K_TASK_NAME, NULL, (long long)tid, 0, 0, u, NULL);
+        PyDict_SetItem(seen_names, key, aname);
+        if (name && fresh)
+            *name = Py_XNewRef(full);
+        Py_XDECREF(full);
+    }
+    PyErr_Clear();
+    Py_DECREF(key);
+    Py_DECREF(aname);
+    return tid;
+}
+
+static int call_true(PyObject *o, PyObject *method)
+{
+    PyObject *r = PyObject_CallMethodNoArgs(o, method);
+    int t = r == Py_True;
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return t;
+}
+
+/* The task ended: TASK_EXIT with its outcome, read without retrieving it
+ * (its "never retrieved" log stays). */
+static void exited(PyObject *task, uint64_t tid)
+{
+    if (call_true(task, S_cancelled)) {
+        sw_tasks_record(SW_K_TASK_EXIT, NULL, (long long)tid, 2, 0, NULL, NULL);
+        return;
+    }
+    PyObject *exc = PyObject_GetAttr(task, S_exception);
+    int failed = exc && exc != Py_None;
+    PyObject *v = failed ? Py_NewRef(exc) : exc ? PyObject_GetAttr(task, S_result) : NULL;
+    PyObject *r = v ? short_repr(v) : NULL;
+    const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+    sw_tasks_record(SW_K_TASK_EXIT, NULL, (long long)tid, failed, 0, u, NULL);
+    Py_XDECREF(r);
+    Py_XDECREF(v);
+    Py_XDECREF(exc);
+    PyErr_Clear();
+}
+
+/* After a step of task tid: its exit, or its block on what it awaits. */
+static void after_step(PyObject *task, uint64_t tid)
+{
+    if (call_true(task, S_done)) {
+        exited(task, tid);
+        return;
+    }
+    PyObject *w = PyObject_GetAttr(task, S_fut_waiter);
+    int bare = !w || w == Py_None;   /* a bare yield (sleep(0)): stepped again at once */
+    Py_XDECREF(w);
+    PyErr_Clear();
+    if (bare || !block_of)
+        return;
+    PyObject *b = PyObject_CallOneArg(block_of, task);
+    if (b && PyTuple_Check(b) && PyTuple_GET_SIZE(b) == 3 && tables() == 0) {
+        PyObject *reason = PyTuple_GET_ITEM(b, 0), *channel = PyTuple_GET_ITEM(b, 1), *f = PyTuple_GET_ITEM(b, 2);
+        const char *ch = PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL;
+        PyObject *key = PyLong_FromUnsignedLongLong(tid);
+        if (key && PyDict_SetItem(blocked, key, channel) == 0)
+            sw_tasks_record(SW_K_TASK_BLOCK, PyFrame_Check(f) ? (PyFrameObject *)f : NULL, PyLong_AsLongLong(reason),
+                            0, 0, ch, NULL);
+        Py_XDECREF(key);
+    }
+    Py_XDECREF(b);
+    PyErr_Clear();
+}
+
+static PyObject *wrap_run(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n < 1 || unwanted())
+        return PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    PyObject *task = NULL;
+    uint64_t tid = 0, prev = 0;
+    int acted = 0;
+    {
+        sw_exc_state exc;
+        sw_exc_save(&exc);
+        PyObject *cb = PyObject_GetAttr(args[0], S_callback);
+        task = cb ? stepped_task(cb) : NULL;
+        Py_XDECREF(cb);
+        tid = task ? task_id(task, NULL, NULL) : 0;
+        if (tid)
+            prev = sw_tasks_switch(tid, &acted);
+        PyErr_Clear();
+        sw_exc_restore(&exc);
+    }
+    PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    if (acted) {
+        sw_exc_state exc;
+        sw_exc_save(&exc);
+        after_step(task, tid);
+        sw_tasks_switch(prev, &acted);
+        PyErr_Clear();
+        sw_exc_restore(&exc);
+    }
+    Py_XDECREF(task);
+    return r;
+}
+
+static PyObject *wrap_init(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (!r || n < 2 || !blocked || PyDict_GET_SIZE(blocked) == 0 || tables_gen != sw_S.gen || unwanted())
+        return r;
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    PyObject *task = stepped_task(args[1]);
+    uint64_t tid = task ? sw_tasks_known(task) : 0;
+    PyObject *key = tid ? PyLong_FromUnsignedLongLong(tid) : NULL;
+    PyObject *channel = key ? PyDict_GetItemWithError(blocked, key) : NULL;   /* borrowed */
+    if (channel) {
+        Py_INCREF(channel);
+        PyDict_DelItem(blocked, key);
+        PyFrameObject *f = program_frame();
+        sw_tasks_record(SW_K_TASK_WAKE, f, (long long)tid, 0, 0, PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel)
+                        : NULL, NULL);
+        Py_XDECREF(f);
+        Py_DECREF(channel);
+    }
+    Py_XDECREF(key);
+    Py_XDECREF(task);
+    PyErr_Clear();
+    sw_exc_restore(&exc);
+    return r;
+}
+
+static PyObject *wrap_create(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *task = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    if (!task || unwanted())
+        return task;
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    PyObject *coro = n > 1 ? args[1] : NULL;
+    for (Py_ssize_t i = 0; !coro && kwnames && i < PyTuple_GET_SIZE(kwnames); i++)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "coro") == 0)
+            coro = args[n + i];
+    PyObject *name = NULL;
+    uint64_t tid = PyObject_IsInstance(task, task_types) == 1 ? task_id(task, coro, &name) : 0;
+    if (tid) {
+        PyFrameObject *f = program_frame();
+        sw_tasks_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0,
+                        name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL, NULL);
+        Py_XDECREF(f);
+        if (call_true(task, S_done))   /* an eager task (3.12+) that ended in its first step */
+            exited(task, tid);
+    }
+    Py_XDECREF(name);
+    PyErr_Clear();
+    sw_exc_restore(&exc);
+    return task;
+}
+
+/* A channel's name (new reference): stackwatch.name()'s, else its class
+ * and address (task_hooks.channel_name). */
+static PyObject *channel_name(PyObject *obj)
+{
+    if (names_data && PyDict_Check(names_data) && PyDict_GET_SIZE(names_data) && Py_TYPE(obj)->tp_weaklistoffset) {
+        PyObject *wr = PyWeakref_NewRef(obj, NULL);
+        PyObject *given = wr ? PyDict_GetItemWithError(names_data, wr) : NULL;   /* borrowed */
+        Py_XDECREF(wr);
+        PyErr_Clear();
+        if (given && PyTuple_Check(given) && PyTuple_GET_SIZE(given) >= 1)
+            return Py_NewRef(PyTuple_GET_ITEM(given, 0));
+    }
+    const char *tn = Py_TYPE(obj)->tp_name, *dot = strrchr(tn, '.');
+    return PyUnicode_FromFormat("%s %p", dot ? dot + 1 : tn, (void *)obj);
+}
+
+/* A message sent (kind TASK_SEND) or received on channel `queue`. */
+static void message(int kind, PyObject *queue, PyObject *item)
+{
+    PyObject *ch = channel_name(queue), *r = short_repr(item);
+    PyFrameObject *f = program_frame();
+    if (ch && r)
+        sw_tasks_record(kind, f, 0, 0, 0, PyUnicode_AsUTF8(ch), PyUnicode_AsUTF8(r));
+    Py_XDECREF(f);
+    Py_XDECREF(ch);
+    Py_XDECREF(r);
+    PyErr_Clear();
+}
+
+static PyObject *wrap_put(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    if (r && PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !unwanted()) {
+        sw_exc_state exc;
+        sw_exc_save(&exc);
+        message(SW_K_TASK_SEND, args[0], args[1]);
+        sw_exc_restore(&exc);
+    }
+    return r;
+}
+
+static PyObject *wrap_get(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *item = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    if (item && PyVectorcall_NARGS(nargsf) == 1 && !unwanted()) {
+        sw_exc_state exc;
+        sw_exc_save(&exc);
+        message(SW_K_TASK_RECEIVE, args[0], item);
+        sw_exc_restore(&exc);
+    }
+    return item;
+}
+
+static PyObject *wrap_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    sw_aio_wrap *w = (sw_aio_wrap *)self;
+    switch (w->kind) {
+    case WRAP_RUN:
+        return wrap_run(w, args, nargsf, kwnames);
+    case WRAP_INIT:
+        return wrap_init(w, args, nargsf, kwnames);
+    case WRAP_PUT:
+        return wrap_put(w, args, nargsf, kwnames);
+    case WRAP_GET:
+        return wrap_get(w, args, nargsf, kwnames);
+    default:
+        return wrap_create(w, args, nargsf, kwnames);
+    }
+}
+
+/* As a function in a class: bound to an instance, called with it first. */
+static PyObject *wrap_bind(PyObject *self, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    return obj && obj != Py_None ? PyMethod_New(self, obj) : Py_NewRef(self);
+}
+
+static void wrap_dealloc(PyObject *self)
+{
+    Py_XDECREF(((sw_aio_wrap *)self)->orig);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject wrap_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "stackwatch._native.asyncio_wrapper",
+    .tp_basicsize = sizeof(sw_aio_wrap),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(sw_aio_wrap, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_descr_get = wrap_bind,
+    .tp_dealloc = wrap_dealloc,
+    .tp_doc = "a method of asyncio or of a queue wrapped to record task events (ext/tracer/task_wrappers.c)",
+};
+
+/* hooks.asyncio_wrap(kind, original): the wrapper of Handle._run ("run"),
+ * Handle.__init__ ("init"), BaseEventLoop.create_task ("create_task"), or
+ * a queue's _put ("put") or _get ("get"). */
+static PyObject *asyncio_wrap(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *kind;
+    PyObject *orig;
+    if (!PyArg_ParseTuple(args, "sO", &kind, &orig))
+        return NULL;
+    static const char *const kinds[] = {"run", "init", "create_task", "put", "get"};
+    int k = -1;
+    for (int i = 0; i < (int)(sizeof kinds / sizeof kinds[0]); i++)
+        if (strcmp(kind, kinds[i]) == 0)
+            k = i;
+    if (k < 0)
+        return PyErr_Format(PyExc_ValueError, "asyncio_wrap: no wrapper of kind %s", kind);
+    if (!PyCallable_Check(orig))
+        return PyErr_Format(PyExc_TypeError, "asyncio_wrap: the original must be callable");
+    if (PyType_Ready(&wrap_type) < 0)
+        return NULL;
+    sw_aio_wrap *w = PyObject_New(sw_aio_wrap, &wrap_type);
+    if (!w)
+        return NULL;
+    w->kind = k;
+    w->orig = Py_NewRef(orig);
+    w->vectorcall = wrap_vectorcall;
+    return (PyObject *)w;
+}
+
+/* hooks.asyncio_setup(task_types, namer, names, block_of, skip): what
+ * the wrappers use (see the statics above). */
+static PyObject *asyncio_setup(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *types, *nm, *names, *bo, *sk;
+    if (!PyArg_ParseTuple(args, "O!OOOO!", &PyTuple_Type, &types, &nm, &names, &bo, &PyTuple_Type, &sk))
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sk); i++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(sk, i)))
+            return PyErr_Format(PyExc_TypeError, "asyncio_setup: skip must be a tuple of str");
+    if (!S_self && !(S_self = PyUnicode_InternFromString("__self__")))
+        return NULL;
+    if (!S_coro && !(S_coro = PyUnicode_InternFromString("_coro")))
+        return NULL;
+    if (!S_qualname && !(S_qualname = PyUnicode_InternFromString("__qualname__")))
+        return NULL;
+    if (!S_get_name && !(S_get_name = PyUnicode_InternFromString("get_name")))
+        return NULL;
+    if (!S_exception && !(S_exception = PyUnicode_InternFromString("_exception")))
+        return NULL;
+    if (!S_result && !(S_result = PyUnicode_InternFromString("_result")))
+        return NULL;
+    if (!S_fut_waiter && !(S_fut_waiter = PyUnicode_InternFromString("_fut_waiter")))
+        return NULL;
+    if (!S_callback && !(S_callback = PyUnicode_InternFromString("_callback")))
+        return NULL;
+    if (!S_done && !(S_done = PyUnicode_InternFromString("done")))
+        return NULL;
+    if (!S_cancelled && !(S_cancelled = PyUnicode_InternFromString("cancelled")))
+        return NULL;
+    Py_XSETREF(task_types, Py_NewRef(types));
+    Py_XSETREF(namer, Py_NewRef(nm));
+    Py_XSETREF(names_data, Py_NewRef(names));
+    Py_XSETREF(block_of, Py_NewRef(bo));
+    Py_XSETREF(skip, Py_NewRef(sk));
+    Py_RETURN_NONE;
+}
+
+/* hooks.asyncio_reset(): forgets the blocked tasks and the names seen (a
+ * next session gives new ids). */
+static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    Py_CLEAR(blocked);
+    Py_CLEAR(seen_names);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"asyncio_wrap", asyncio_wrap, METH_VARARGS,
+     "asyncio_wrap(kind, original) -> the wrapper of Handle._run (run), Handle.__init__ (init), "
+     "BaseEventLoop.create_task (create_task) or a queue's _put (put) or _get (get) that records task events"},
+    {"asyncio_setup", asyncio_setup, METH_VARARGS,
+     "asyncio_setup(task_types, namer, names, block_of, skip): what the asyncio wrappers use"},
+    {"asyncio_reset", asyncio_reset, METH_NOARGS, "asyncio_reset(): forgets the blocked tasks and names seen"},
+    {NULL, NULL, 0, NULL},
+};
+
+int sw_task_wrappers_add_hooks(PyObject *hooks)
+{
+    return PyModule_AddFunctions(hooks, methods);
+}
