@@ -57,6 +57,8 @@ static PyObject *S_fut_waiter;
 static PyObject *S_callback;
 static PyObject *S_done;
 static PyObject *S_cancelled;
+static PyObject *S_task_factory;
+static PyObject *S_is_running;
 
 typedef struct {
     PyObject_HEAD
@@ -194,6 +196,8 @@ static int named_by_user(PyObject *task)
  * reference, when name is not NULL); a task whose asyncio name changed
  * since it was last seen is renamed (TASK_NAME), unless stackwatch.name()
  * named it. 0: none. */
+static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObject **name);
+
 static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name)
 {
     if (!sw_S.gen && !(sw_D.mask & SW_EVB(SW_K_TASK_SWITCH)))
@@ -204,14 +208,21 @@ static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name)
     }
     int fresh;
     uint64_t tid = sw_tasks_id(task, &fresh);
-    if (!tid)
-        return 0;
+    if (tid)
+        seen(task, tid, fresh, coro, name);
+    return tid;
+}
+
+/* Task tid is seen: defined when fresh (*name: its name, a new reference,
+ * when name is not NULL), or renamed when its asyncio name changed. */
+static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObject **name)
+{
     PyObject *aname = PyObject_CallMethodNoArgs(task, S_get_name);
     PyObject *key = aname ? PyLong_FromUnsignedLongLong(tid) : NULL;
     if (!key) {
         Py_XDECREF(aname);
         PyErr_Clear();
-        return tid;
+        return;
     }
     PyObject *was = fresh ? NULL : PyDict_GetItemWithError(seen_names, key);   /* borrowed */
     if (fresh || (was != aname && (!was || PyObject_RichCompareBool(was, aname, Py_EQ) != 1))) {
@@ -229,7 +240,6 @@ static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name)
     PyErr_Clear();
     Py_DECREF(key);
     Py_DECREF(aname);
-    return tid;
 }
 
 static int call_true(PyObject *o, PyObject *method)
@@ -349,18 +359,81 @@ static PyObject *wrap_init(sw_aio_wrap *w, PyObject *const *args, size_t nargsf,
     return r;
 }
 
-static PyObject *wrap_create(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* 1 if the task loop.create_task makes now runs its first step at once
+ * (3.12+: the loop runs, and its task factory is asyncio's eager one,
+ * made by create_eager_task_factory). */
+static int eager(PyObject *loop)
 {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *factory = PyObject_GetAttr(loop, S_task_factory);
+    PyObject *qn = factory && factory != Py_None ? PyObject_GetAttr(factory, S_qualname) : NULL;
+    int r = qn && PyUnicode_Check(qn) &&
+            PyUnicode_CompareWithASCIIString(qn, "create_eager_task_factory.<locals>.factory") == 0 &&
+            call_true(loop, S_is_running);
+    Py_XDECREF(qn);
+    Py_XDECREF(factory);
+    PyErr_Clear();
+    return r;
+#else
+    (void)loop;
+    return 0;
+#endif
+}
+
+/* The creation of an eager task: recorded (unnamed yet) before it is
+ * made, so that its first step, run as it is made, runs as the task
+ * (then named, TASK_NAME, and ended or blocked as after a step). */
+static PyObject *create_eager(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                              PyObject *coro)
+{
+    uint64_t tid = tables() == 0 ? sw_tasks_reserve() : 0;
+    uint64_t prev = 0;
+    int acted = 0;
+    if (tid) {
+        PyFrameObject *f = program_frame();
+        sw_tasks_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0, NULL, NULL);
+        Py_XDECREF(f);
+        prev = sw_tasks_switch(tid, &acted);
+    }
+    PyErr_Clear();
     PyObject *task = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
-    if (!task || unwanted())
+    if (!tid)
         return task;
     sw_exc_state exc;
     sw_exc_save(&exc);
+    if (task && PyObject_IsInstance(task, task_types) == 1 && sw_tasks_bind(task, tid)) {
+        PyObject *name = NULL;
+        seen(task, tid, 1, coro, &name);
+        if (name && PyUnicode_Check(name))
+            sw_tasks_record(SW_K_TASK_NAME, NULL, (long long)tid, 0, 0, PyUnicode_AsUTF8(name), NULL);
+        Py_XDECREF(name);
+        after_step(task, tid);
+    } else {   /* not made after all: it ends there */
+        sw_tasks_record(SW_K_TASK_EXIT, NULL, (long long)tid, 1, 0, task ? NULL : "create_task failed", NULL);
+    }
+    if (acted)
+        sw_tasks_switch(prev, &acted);
+    PyErr_Clear();
+    sw_exc_restore(&exc);
+    return task;
+}
+
+static PyObject *wrap_create(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n < 1 || unwanted())
+        return PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     PyObject *coro = n > 1 ? args[1] : NULL;
     for (Py_ssize_t i = 0; !coro && kwnames && i < PyTuple_GET_SIZE(kwnames); i++)
         if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "coro") == 0)
             coro = args[n + i];
+    if (eager(args[0]))
+        return create_eager(w, args, nargsf, kwnames, coro);
+    PyObject *task = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    if (!task)
+        return task;
+    sw_exc_state exc;
+    sw_exc_save(&exc);
     PyObject *name = NULL;
     uint64_t tid = PyObject_IsInstance(task, task_types) == 1 ? task_id(task, coro, &name) : 0;
     if (tid) {
@@ -368,7 +441,7 @@ static PyObject *wrap_create(sw_aio_wrap *w, PyObject *const *args, size_t nargs
         sw_tasks_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0,
                         name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL, NULL);
         Py_XDECREF(f);
-        if (call_true(task, S_done))   /* an eager task (3.12+) that ended in its first step */
+        if (call_true(task, S_done))   /* eager all the same (a factory of its own) and ended at once */
             exited(task, tid);
     }
     Py_XDECREF(name);
@@ -532,6 +605,10 @@ static PyObject *asyncio_setup(PyObject *self, PyObject *args)
     if (!S_done && !(S_done = PyUnicode_InternFromString("done")))
         return NULL;
     if (!S_cancelled && !(S_cancelled = PyUnicode_InternFromString("cancelled")))
+        return NULL;
+    if (!S_task_factory && !(S_task_factory = PyUnicode_InternFromString("_task_factory")))
+        return NULL;
+    if (!S_is_running && !(S_is_running = PyUnicode_InternFromString("is_running")))
         return NULL;
     Py_XSETREF(task_types, Py_NewRef(types));
     Py_XSETREF(namer, Py_NewRef(nm));

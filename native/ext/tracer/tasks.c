@@ -50,18 +50,31 @@ static int is_main(PyObject *g)
     return r;
 }
 
+static int bind(PyObject *g, PyObject *key, uint64_t id);
+
+/* The session's table of ids (made anew for a new session); 0, or -1
+ * when out of memory. */
+static int ids_table(void)
+{
+    if (ids_gen != sw_S.gen || !ids) {
+        Py_XSETREF(ids, PyDict_New());
+        ids_gen = sw_S.gen;
+        next_id = 1;
+        if (!ids) {
+            PyErr_Clear();
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The task id of o (a greenlet, an asyncio task, ...: 0 when out of
  * memory); *fresh set when it was given now. */
 static uint64_t id_of(PyObject *g, int *fresh)
 {
     *fresh = 0;
-    if (ids_gen != sw_S.gen || !ids) {
-        Py_XSETREF(ids, PyDict_New());
-        ids_gen = sw_S.gen;
-        next_id = 1;
-        if (!ids)
-            return 0;
-    }
+    if (ids_table() < 0)
+        return 0;
     PyObject *key = PyLong_FromVoidPtr(g);
     if (!key)
         return 0;
@@ -76,20 +89,42 @@ static uint64_t id_of(PyObject *g, int *fresh)
     }
     PyErr_Clear();
     uint64_t id = next_id++;
+    *fresh = bind(g, key, id);
+    Py_DECREF(key);
+    return *fresh ? id : 0;
+}
+
+/* Gives o the task id `id` (key: o's address as an int). 1 if done, 0
+ * when out of memory. */
+static int bind(PyObject *g, PyObject *key, uint64_t id)
+{
     PyObject *wr = PyWeakref_NewRef(g, NULL);
     PyObject *v = wr ? Py_BuildValue("(NK)", wr, (unsigned long long)id) : NULL;
-    if (!v || PyDict_SetItem(ids, key, v) < 0)
-        id = 0;
+    int ok = v && PyDict_SetItem(ids, key, v) == 0;
     PyErr_Clear();
     Py_XDECREF(v);
-    Py_DECREF(key);
-    *fresh = id != 0;
-    return id;
+    return ok;
 }
 
 uint64_t sw_tasks_id(PyObject *o, int *fresh)
 {
     return id_of(o, fresh);
+}
+
+uint64_t sw_tasks_reserve(void)
+{
+    return ids_table() < 0 ? 0 : next_id++;
+}
+
+int sw_tasks_bind(PyObject *o, uint64_t id)
+{
+    if (ids_table() < 0)
+        return 0;
+    PyObject *key = PyLong_FromVoidPtr(o);
+    int ok = key && bind(o, key, id);
+    Py_XDECREF(key);
+    PyErr_Clear();
+    return ok;
 }
 
 uint64_t sw_tasks_known(PyObject *o)

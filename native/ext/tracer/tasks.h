@@ -20,6 +20,11 @@ void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co);
  * first met in the session (*fresh set then); 0 when out of memory. */
 uint64_t sw_tasks_id(PyObject *o, int *fresh);
 
+/* A task id for an object not made yet (an eager asyncio task, whose
+ * first step runs as it is made), then given to it: 0 when out of memory. */
+uint64_t sw_tasks_reserve(void);
+int sw_tasks_bind(PyObject *o, uint64_t id);
+
 /* o's task id when it has one in this session, else 0 (none given). */
 uint64_t sw_tasks_known(PyObject *o);
 

@@ -1,0 +1,160 @@
+"""asyncio's tasks in the task events (issue 22), against the program's own
+log: a task named by create_task(name=...), one renamed by set_name while
+it runs, exits with a result, an exception and a cancellation, a TaskGroup's
+tasks (3.11+) and eager tasks (3.12+: their first step runs inside
+create_task, and must run as the task, on its own track)."""
+import json
+import sys
+
+import pytest
+
+from conftest import run_traced
+from stackwatch import Trace
+from stackwatch.tracer.task_events import read_task_events
+
+# The program logs each creation (before create_task, so that an eager
+# task's first step comes after it) and each exit (with its outcome and
+# result, just before it happens); the tasks are named at the end as
+# stackwatch names them: the asyncio name (the last one given) and the
+# coroutine's qualified name.
+PROGRAM = r'''
+import asyncio, json, sys
+
+log, tasks = [], {}
+
+def spawn(coro, via=None, **kw):
+    entry = {"kind": "create", "task": None, "outcome": None, "result": None}
+    log.append(entry)
+    t = (via or asyncio.create_task)(coro, **kw)
+    tasks[id(t)] = (t, coro.__qualname__)
+    entry["task"] = id(t)
+    return t
+
+def exits(outcome, result):
+    log.append({"kind": "exit", "task": id(asyncio.current_task()), "outcome": outcome, "result": result})
+
+async def ok(n):
+    await asyncio.sleep(0)
+    exits("result", repr(n))
+    return n
+
+async def fails():
+    await asyncio.sleep(0)
+    exits("exception", repr(ValueError("on purpose")))
+    raise ValueError("on purpose")
+
+async def sleeper():
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        exits("cancelled", None)
+        raise
+
+async def renamed():
+    await asyncio.sleep(0)
+    asyncio.current_task().set_name("late-name")
+    await asyncio.sleep(0)
+    exits("result", "3")
+    return 3
+
+def first_step_mark():
+    return asyncio.current_task()
+
+async def eager_done(ran):
+    ran.append(first_step_mark())   # inside create_task
+    exits("result", "7")
+    return 7
+
+async def eager_waits(ran):
+    ran.append(first_step_mark())
+    await asyncio.sleep(0.001)
+    exits("result", "8")
+    return 8
+
+async def main():
+    a = spawn(ok(1), name="fetcher")
+    b, s, r = spawn(fails()), spawn(sleeper()), spawn(renamed())
+    await asyncio.sleep(0)
+    s.cancel()
+    got = await asyncio.gather(a, b, s, r, return_exceptions=True)
+    assert got[0] == 1 and type(got[1]) is ValueError and type(got[2]) is asyncio.CancelledError and got[3] == 3
+    if sys.version_info >= (3, 11):
+        async with asyncio.TaskGroup() as tg:
+            for i in range(3):
+                spawn(ok(10 + i), via=tg.create_task)
+    if sys.version_info >= (3, 12):
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(asyncio.eager_task_factory)
+        ran = []
+        e1 = spawn(eager_done(ran))
+        e2 = spawn(eager_waits(ran))
+        assert ran == [e1, e2] and e1.done() and not e2.done()   # both first steps ran in create_task
+        assert await e2 == 8
+        loop.set_task_factory(None)
+
+asyncio.run(main())
+names = {k: f"{t.get_name()} {qn}" for k, (t, qn) in tasks.items()}
+for e in log:
+    e["task"] = names[e["task"]]
+json.dump(log, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("aio")
+    own = folder / "log.json"
+    swt, _ = run_traced(folder, PROGRAM, "--events", "tasks", args=(str(own),))
+    return swt, read_task_events(swt), json.loads(own.read_text())
+
+
+@pytest.mark.versions("3.10", "3.12")
+def test_creations_and_exits_equal_the_programs_log(traced):
+    _, doc, log = traced
+    mine = {e["task"] for e in log}
+    got = [{"kind": e["kind"], "task": e["task"]} for e in doc["events"]
+           if e["kind"] in ("create", "exit") and e["task"] in mine]
+    assert got == [{"kind": e["kind"], "task": e["task"]} for e in log]
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    for e in log:
+        if e["kind"] == "exit":
+            assert (tasks[e["task"]]["outcome"], tasks[e["task"]]["result"]) == (e["outcome"], e["result"]), e
+    expected = 4 + (3 if sys.version_info >= (3, 11) else 0) + (2 if sys.version_info >= (3, 12) else 0)
+    assert len(mine) == expected and all(tasks[n]["kind"] == "asyncio" for n in mine)
+    main = next(n for n in tasks if n.endswith(" main"))
+    assert {tasks[n]["created_by"] for n in mine} == {main}   # (a TaskGroup's too)
+
+
+@pytest.mark.versions("3.10", "3.12")
+def test_names_given_by_asyncio(traced):
+    """create_task(name=...) names the task from its creation on (3.9-3.11's
+    asyncio.create_task sets it after loop.create_task returns); set_name
+    renames it (a TASK_NAME), its events all carry its last name."""
+    _, doc, log = traced
+    names = [e["task"] for e in log if e["kind"] == "create"]
+    assert "fetcher ok" in names and "late-name renamed" in names
+    assert [e["kind"] for e in doc["events"] if e["task"] == "fetcher ok"][0] == "create"
+    assert not any(t["name"].endswith(" renamed") and t["name"] != "late-name renamed" for t in doc["tasks"])
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager tasks are 3.12's")
+@pytest.mark.versions("3.12")
+def test_eager_first_steps_run_as_their_tasks(traced):
+    """An eager task's first step runs inside create_task: it is recorded
+    after the task's creation, as the task (a switch to it), and the
+    coroutine's frames are on the task's own track, not its creator's."""
+    swt, doc, _ = traced
+    for coro in ("eager_done", "eager_waits"):
+        name = next(t["name"] for t in doc["tasks"] if t["name"].endswith(" " + coro))
+        kinds = [e["kind"] for e in doc["events"] if e["task"] == name]
+        assert kinds[:2] == ["create", "switch"], kinds
+    t = Trace(swt)
+    seen = {}
+    for pos, th in enumerate(t.threads):
+        names = {t.codes[e.code].name for e in t.events(pos) if e.kind in (0, 2) and e.code in t.codes}
+        for fn in ("first_step_mark", "eager_done", "eager_waits"):
+            if fn in names:
+                seen.setdefault(fn, []).append(th["name"])
+    assert seen["eager_done"] == [n for n in seen["eager_done"] if n.endswith(" eager_done")] != []
+    assert seen["eager_waits"] == [n for n in seen["eager_waits"] if n.endswith(" eager_waits")] != []
+    assert sorted(seen["first_step_mark"]) == sorted(seen["eager_done"] + seen["eager_waits"])
