@@ -39,6 +39,7 @@ import time
 import benchlib
 import big_traces
 import profilers
+import tasks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -578,6 +579,8 @@ def main():
                    help="skip the big-trace section (stats and exports of recorded traces)")
     p.add_argument("--profilers-only", action="store_true",
                    help="only the sampling-profiler section (bench/profilers.py)")
+    p.add_argument("--no-tasks", action="store_true", help="skip the task events section (bench/tasks.py)")
+    p.add_argument("--tasks-only", action="store_true", help="only the task events section (bench/tasks.py)")
     args = p.parse_args()
 
     max_rounds = args.rounds or (2 if args.quick else 7)
@@ -611,11 +614,13 @@ def main():
         log("valgrind not found: no instruction counts")
         args.no_callgrind = True
     if args.profilers_only:
-        args.no_wall = args.no_callgrind = args.no_big_traces = True
+        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_tasks = True
+    if args.tasks_only:
+        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_profilers = True
 
     t0 = time.perf_counter()
     sections = {}
-    wall, cg, rows, notes, prof, big = {}, {}, {}, [], {}, {}
+    wall, cg, rows, notes, prof, big, task_res = {}, {}, {}, [], {}, {}, {}
 
     def save(done):
         """results.json, rewritten after every row: an interrupted run keeps
@@ -625,7 +630,7 @@ def main():
                "unavailable": unavailable, "notes": list(dict.fromkeys(notes)),
                "workloads": {w.name: {"label": w.label, "script": w.script, "args": w.args,
                                       "sizes": w.sizes} for w in workloads},
-               "summary": rows, "wall": wall, "callgrind": cg, "profilers": prof, "big_traces": big,
+               "summary": rows, "wall": wall, "callgrind": cg, "profilers": prof, "big_traces": big, "tasks": task_res,
                "section_seconds": sections, "elapsed_seconds": time.perf_counter() - t0}
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
@@ -672,6 +677,16 @@ def main():
         print_tracer_footer(rows, tracers, notes, cg_sizes)
         sections["tracers"] = time.perf_counter() - ts
         print(f"(tracer table: {sections['tracers'] / 60:.1f} min)", flush=True)
+
+    if not args.no_tasks and "stackwatch" not in unavailable:
+        ts = time.perf_counter()
+        peers = {f"{t}_{mode}": unavailable[t] for t, mode in (("viztracer", "async"), ("yappi", "coro"))
+                 if t in unavailable}
+        task_res.update(tasks.section(run_once, callgrind_counts, WORKLOADS_DIR, python, rounds, args.quick,
+                                      not args.quick and shutil.which("valgrind") is not None, peers, log,
+                                      lambda: save(False)))
+        sections["tasks"] = time.perf_counter() - ts
+        print(f"(task events: {sections['tasks'] / 60:.1f} min)", flush=True)
 
     if not args.no_big_traces and "stackwatch" not in unavailable:
         ts = time.perf_counter()

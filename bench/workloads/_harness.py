@@ -24,7 +24,8 @@ import time
 import traceback
 
 TRACERS = ("none", "null", "nullhook", "stackwatch", "cprofile", "viztracer", "pyinstrument", "yappi", "swprof",
-           "sw_import", "sw_probes", "sw_c_call", "sw_line_other", "sw_line_file", "sw_all")
+           "sw_import", "sw_probes", "sw_c_call", "sw_line_other", "sw_line_file", "sw_all",
+           "sw_tasks", "sw_tasks_log", "viztracer_async", "yappi_coro")
 
 # VizTracer keeps its events in a circular buffer of this many entries (the
 # default is 1,000,000 and would silently drop the oldest events of the
@@ -347,9 +348,61 @@ class _SwAll(_Stackwatch):
         self.sw.start(self.path, c_calls=True, events="all")
 
 
+class _SwTasks(_Stackwatch):
+    """bench/tasks.py: the exact trace with task events (`run --events tasks`)."""
+    name = "sw_tasks"
+
+    def start(self):
+        self.sw.start(self.path, events=["tasks"])
+
+
+class _SwTasksLog(_Tracer):
+    """bench/tasks.py: task events with no trace, to the readable log of
+    `run --no-trace --events tasks --log FILE` (its task lines)."""
+    name = "sw_tasks_log"
+
+    def __init__(self, out_dir):
+        super().__init__(out_dir)
+        import stackwatch
+        from stackwatch.events.handlers import verbose
+        from stackwatch.events import task_log   # noqa: F401  (imported outside the region)
+        self.sw, self.verbose = stackwatch, verbose
+        self.path = os.path.join(out_dir, "tasks.log")
+
+    def start(self):
+        self.log = self.verbose(self.path)
+        self.h = self.sw.add_handler(self.log, events="tasks")
+
+    def stop(self):
+        self.h.remove()
+        self.log.close()
+
+
+class _VizTracerAsync(_VizTracer):
+    """bench/tasks.py: VizTracer with log_async (a track per asyncio task)."""
+    name = "viztracer_async"
+
+    def __init__(self, out_dir):
+        _Tracer.__init__(self, out_dir)
+        from viztracer import VizTracer
+        self.path = os.path.join(out_dir, "viztracer.json")
+        self.tracer = VizTracer(tracer_entries=VIZTRACER_ENTRIES, output_file=self.path, verbose=0, log_async=True)
+
+
+class _YappiCoro(_Yappi):
+    """bench/tasks.py: yappi's coroutine-aware mode (wall clock: a coroutine's
+    awaits count in its time, its suspensions are not exits)."""
+    name = "yappi_coro"
+
+    def start(self):
+        self.yappi.set_clock_type("wall")
+        self.yappi.start()
+
+
 _CLASSES = {c.name: c for c in (_Tracer, _Null, _NullHook, _Stackwatch, _CProfile, _VizTracer,
                                 _Pyinstrument, _Yappi, _SwImport, _SwProbes, _SwCCall,
-                                _SwLineOther, _SwLineFile, _SwAll)}
+                                _SwLineOther, _SwLineFile, _SwAll, _SwTasks, _SwTasksLog, _VizTracerAsync,
+                                _YappiCoro)}
 
 
 def make_tracer(name, out_dir, pyinstrument_interval=0.001, profiler_rate=1000, profiler_mode="wall"):
