@@ -84,11 +84,13 @@ static int unwanted(void)
 }
 
 /* 1 for the type name of the C Task's step callback (3.9-3.13:
- * "_asyncio.TaskStepMethWrapper"). */
+ * "_asyncio.TaskStepMethWrapper") or of its wakeup's (3.9, 3.10:
+ * "TaskWakeupMethWrapper"; a builtin method from 3.11). */
 static int is_step_wrapper(const char *tp_name)
 {
     const char *dot = strrchr(tp_name, '.');
-    return strcmp(dot ? dot + 1 : tp_name, "TaskStepMethWrapper") == 0;
+    const char *name = dot ? dot + 1 : tp_name;
+    return strcmp(name, "TaskStepMethWrapper") == 0 || strcmp(name, "TaskWakeupMethWrapper") == 0;
 }
 
 /* The task a callback steps (new reference), or NULL. */
@@ -97,9 +99,10 @@ static PyObject *stepped_task(PyObject *cb)
     PyObject *self = NULL;
     if (PyMethod_Check(cb))
         self = Py_NewRef(PyMethod_GET_SELF(cb));
-    else if (PyCFunction_Check(cb))
-        self = Py_XNewRef(PyCFunction_GET_SELF(cb));
-    else if (is_step_wrapper(Py_TYPE(cb)->tp_name)) {
+    else if (PyCFunction_Check(cb)) {
+        self = PyCFunction_GET_SELF(cb);
+        Py_XINCREF(self);
+    } else if (is_step_wrapper(Py_TYPE(cb)->tp_name)) {
         self = PyObject_GetAttr(cb, S_self);
         if (!self)
             PyErr_Clear();
@@ -111,14 +114,28 @@ static PyObject *stepped_task(PyObject *cb)
     return self;
 }
 
+/* 1 if code co is in a folder or file that is no event's location; kept
+ * in a small table by code object (held: its address is never another
+ * code's), since a location walks a few frames of asyncio each time. */
+#define SKIP_CACHE 64
+static struct {
+    PyCodeObject *code;
+    int skip;
+} skip_cache[SKIP_CACHE];
+
 static int skipped(PyCodeObject *co)
 {
+    size_t slot = ((uintptr_t)co >> 4) % SKIP_CACHE;
+    if (skip_cache[slot].code == co)
+        return skip_cache[slot].skip;
     PyObject *file = co->co_filename;
-    Py_ssize_t n = PyTuple_GET_SIZE(skip);
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (PyUnicode_Tailmatch(file, PyTuple_GET_ITEM(skip, i), 0, PY_SSIZE_T_MAX, -1) == 1)
-            return 1;
-    return 0;
+    int s = 0;
+    for (Py_ssize_t i = 0; !s && i < PyTuple_GET_SIZE(skip); i++)
+        s = PyUnicode_Tailmatch(file, PyTuple_GET_ITEM(skip, i), 0, PY_SSIZE_T_MAX, -1) == 1;
+    Py_INCREF(co);
+    Py_XSETREF(skip_cache[slot].code, co);
+    skip_cache[slot].skip = s;
+    return s;
 }
 
 /* The innermost frame that is the program's own (new reference), or NULL. */
@@ -234,7 +251,7 @@ static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObje
             sw_tasks_record(SW_K_TASK_NAME, NULL, (long long)tid, 0, 0, u, NULL);
         PyDict_SetItem(seen_names, key, aname);
         if (name && fresh)
-            *name = Py_XNewRef(full);
+            *name = full ? Py_NewRef(full) : NULL;
         Py_XDECREF(full);
     }
     PyErr_Clear();
@@ -462,8 +479,21 @@ static PyObject *channel_name(PyObject *obj)
         if (given && PyTuple_Check(given) && PyTuple_GET_SIZE(given) >= 1)
             return Py_NewRef(PyTuple_GET_ITEM(given, 0));
     }
+    /* The last one made, for the same object (its name is its type, held,
+     * and address: the same for whatever object has both) */
+    static PyObject *last_type;
+    static void *last_obj;
+    static PyObject *last;
+    if (last && last_obj == (void *)obj && last_type == (PyObject *)Py_TYPE(obj))
+        return Py_NewRef(last);
     const char *tn = Py_TYPE(obj)->tp_name, *dot = strrchr(tn, '.');
-    return PyUnicode_FromFormat("%s %p", dot ? dot + 1 : tn, (void *)obj);
+    PyObject *name = PyUnicode_FromFormat("%s %p", dot ? dot + 1 : tn, (void *)obj);
+    if (name) {
+        Py_XSETREF(last, Py_NewRef(name));
+        last_obj = obj;
+        Py_XSETREF(last_type, Py_NewRef((PyObject *)Py_TYPE(obj)));
+    }
+    return name;
 }
 
 /* A message sent (kind TASK_SEND) or received on channel `queue`. */
@@ -615,6 +645,8 @@ static PyObject *asyncio_setup(PyObject *self, PyObject *args)
     Py_XSETREF(names_data, Py_NewRef(names));
     Py_XSETREF(block_of, Py_NewRef(bo));
     Py_XSETREF(skip, Py_NewRef(sk));
+    for (int i = 0; i < SKIP_CACHE; i++)
+        Py_CLEAR(skip_cache[i].code);
     Py_RETURN_NONE;
 }
 

@@ -306,6 +306,8 @@ def _cond_wait(orig):
 
 def _cond_notify(orig):
     def notify(self, n=1):
+        if not self._waiters:   # nobody waits (most notifies of a queue): nobody is woken
+            return orig(self, n)
         try:
             ids = _waiters.get(self)
             if ids:

@@ -108,7 +108,7 @@ def traced(tmp_path_factory):
     return swt, read_task_events(swt), json.loads(own.read_text())
 
 
-@pytest.mark.versions("3.10", "3.12")
+@pytest.mark.versions("3.9", "3.12")
 def test_creations_and_exits_equal_the_programs_log(traced):
     _, doc, log = traced
     mine = {e["task"] for e in log}
@@ -125,7 +125,7 @@ def test_creations_and_exits_equal_the_programs_log(traced):
     assert {tasks[n]["created_by"] for n in mine} == {main}   # (a TaskGroup's too)
 
 
-@pytest.mark.versions("3.10", "3.12")
+@pytest.mark.versions("3.9", "3.12")
 def test_names_given_by_asyncio(traced):
     """create_task(name=...) names the task from its creation on (3.9-3.11's
     asyncio.create_task sets it after loop.create_task returns); set_name
