@@ -22,6 +22,9 @@
  *
  * A location is the first frame outwards that is the program's own (not
  * in asyncio, threading, queue or stackwatch: task_hooks' prefixes).
+ * The tasks alive as task events start are defined then, and those that
+ * wait block then (asyncio_at_start, called by task_hooks.py).
+ *
  * Nothing here raises into the program: a failure to record is dropped.
  */
 #include "task_wrappers.h"
@@ -650,6 +653,37 @@ static PyObject *asyncio_setup(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* hooks.asyncio_at_start(task, reason, channel, frame): an asyncio task
+ * alive as task events start is defined; one that waits (reason >= 0, a
+ * TASK_BLOCK reason; channel a str or None; frame where it waits or None)
+ * blocks then, as itself (a switch to it and back), so that its wake is
+ * known. */
+static PyObject *asyncio_at_start(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *task, *channel, *f;
+    int reason;
+    if (!PyArg_ParseTuple(args, "OiOO", &task, &reason, &channel, &f))
+        return NULL;
+    if (!task_types || PyObject_IsInstance(task, task_types) != 1 || unwanted()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    uint64_t tid = task_id(task, NULL, NULL);
+    PyObject *key = tid && reason >= 0 ? PyLong_FromUnsignedLongLong(tid) : NULL;
+    int acted = 0;
+    if (key && tables() == 0 && PyDict_SetItem(blocked, key, channel) == 0) {
+        uint64_t prev = sw_tasks_switch(tid, &acted);
+        sw_tasks_record(SW_K_TASK_BLOCK, PyFrame_Check(f) ? (PyFrameObject *)f : NULL, reason, 0, 0,
+                        PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL, NULL);
+        if (acted)
+            sw_tasks_switch(prev, &acted);
+    }
+    Py_XDECREF(key);
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 /* hooks.asyncio_reset(): forgets the blocked tasks and the names seen (a
  * next session gives new ids). */
 static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
@@ -667,6 +701,8 @@ static PyMethodDef methods[] = {
      "BaseEventLoop.create_task (create_task) or a queue's _put (put) or _get (get) that records task events"},
     {"asyncio_setup", asyncio_setup, METH_VARARGS,
      "asyncio_setup(task_types, namer, names, block_of, skip): what the asyncio wrappers use"},
+    {"asyncio_at_start", asyncio_at_start, METH_VARARGS,
+     "asyncio_at_start(task, reason, channel, frame): a task alive as task events start (blocked: reason >= 0)"},
     {"asyncio_reset", asyncio_reset, METH_NOARGS, "asyncio_reset(): forgets the blocked tasks and names seen"},
     {NULL, NULL, 0, NULL},
 };

@@ -63,6 +63,7 @@ def switch(on):
     if on and not _saved:
         try:
             _install()
+            _live_at_start()
         except Exception as e:   # never into the program
             print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
     elif not on and _saved:
@@ -151,6 +152,30 @@ def _event(kind, a=0, b=0, c=0, s1=None, s2=None, frame=None):
 
 
 # ---- asyncio (the wrappers are C: ext/tracer/task_wrappers.c) ----
+
+def live_asyncio_tasks():
+    """The asyncio tasks not done, of every loop, by name."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return []
+    tasks = set()
+    for attr in ("_all_tasks", "_scheduled_tasks", "_eager_tasks"):   # 3.9-3.11; 3.12+
+        tasks.update(t for t in list(getattr(asyncio.tasks, attr, ()) or ()) if isinstance(t, asyncio.Future))
+    return [t for t in sorted(tasks, key=lambda t: t.get_name()) if not t.done()]
+
+
+def _live_at_start():
+    """The asyncio tasks alive as task events start, of the loops of this
+    thread (running here, or not running): each is defined as a task, and
+    one that waits blocks (on what it awaits) as the recording starts."""
+    me = threading_current().ident
+    for task in live_asyncio_tasks():
+        thread = getattr(task.get_loop(), "_thread_id", None)
+        if thread not in (None, me):
+            continue
+        waits = _waits_on(task) if getattr(task, "_fut_waiter", None) is not None else (-1, None, None)
+        _hooks.asyncio_at_start(task, *waits)
+
 
 # The asyncio functions a task waits in: (file's base name, function) ->
 # reason; the channel is their `self` (a queue, a lock, ...).

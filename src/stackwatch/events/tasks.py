@@ -129,15 +129,8 @@ def tasks():
 
 def _asyncio_tasks():
     asyncio = sys.modules.get("asyncio")
-    if asyncio is None:
-        return []
-    tasks = set()
-    for attr in ("_all_tasks", "_scheduled_tasks", "_eager_tasks"):   # 3.9-3.11; 3.12+
-        tasks.update(t for t in list(getattr(asyncio.tasks, attr, ()) or ()) if isinstance(t, asyncio.Future))
     out = []
-    for task in sorted(tasks, key=lambda t: t.get_name()):
-        if task.done():
-            continue
+    for task in task_hooks.live_asyncio_tasks():
         loop = task.get_loop()
         try:
             running = asyncio.current_task(loop) is task

@@ -158,3 +158,56 @@ def test_eager_first_steps_run_as_their_tasks(traced):
     assert seen["eager_done"] == [n for n in seen["eager_done"] if n.endswith(" eager_done")] != []
     assert seen["eager_waits"] == [n for n in seen["eager_waits"] if n.endswith(" eager_waits")] != []
     assert sorted(seen["first_step_mark"]) == sorted(seen["eager_done"] + seen["eager_waits"])
+
+
+AT_START = r'''
+import asyncio, json, sys
+import stackwatch
+
+async def getter(q):
+    return await q.get()
+
+async def spinner():
+    for _ in range(3):
+        await asyncio.sleep(0)
+    return "spun"
+
+async def queue():
+    return asyncio.Queue()
+
+loop = asyncio.new_event_loop()
+q = loop.run_until_complete(queue())
+g, s = loop.create_task(getter(q)), loop.create_task(spinner())
+loop.run_until_complete(asyncio.sleep(0))   # the getter waits on the queue, the spinner is runnable
+name = lambda t: f"{t.get_name()} {t.get_coro().__qualname__}"
+own = {"blocked": [name(t) for t in (g, s) if t._fut_waiter is not None], "getter": name(g), "spinner": name(s),
+       "queue": f"Queue {id(q):#x}"}
+stackwatch.start(sys.argv[1], events=["tasks"])
+loop.run_until_complete(q.put(1))
+assert loop.run_until_complete(g) == 1 and loop.run_until_complete(s) == "spun"
+stackwatch.stop()
+loop.close()
+json.dump(own, open(sys.argv[2], "w"))
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_tasks_alive_at_the_start(tmp_path):
+    """Tasks alive when tracing starts are listed with their state then: a
+    task waiting on a queue (as the program saw it) blocks on that queue at
+    the start, and its wake pairs with it; a runnable one is listed, named,
+    with no block."""
+    from conftest import write
+    import subprocess
+    prog = write(tmp_path / "p.py", AT_START)
+    swt, own = tmp_path / "t.swt", tmp_path / "own.json"
+    r = subprocess.run([sys.executable, prog, str(swt), str(own)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    own = json.loads(own.read_text())
+    doc = read_task_events(str(swt))
+    names = {t["name"] for t in doc["tasks"]}
+    assert own["blocked"] == [own["getter"]] and {own["getter"], own["spinner"]} <= names
+    getter = [(e["kind"], e["reason"], e["channel"]) for e in doc["events"] if e["task"] == own["getter"]]
+    assert getter[:3] == [("switch", None, None), ("block", "queue", own["queue"]), ("wake", None, own["queue"])]
+    assert not [e for e in doc["events"] if e["task"] == own["spinner"] and e["kind"] == "block"]
+    assert [e["kind"] for e in doc["events"] if e["task"] == own["spinner"]][-1] == "exit"
