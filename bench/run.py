@@ -14,7 +14,9 @@ one process per run, one workload at a time:
 
 and prints that workload's row of the table as soon as it is measured (wall
 x / instr x and the runs behind each median), then the geometric means.
-Then the big-trace section (bench/big_traces.py: time and peak memory of
+Then the task events section (bench/tasks.py: 10,000 asyncio tasks and a
+thread-heavy queue program with and without task events, beside VizTracer's
+log_async and yappi's coroutine mode), the big-trace section (bench/big_traces.py: time and peak memory of
 `stats` and the exports of recorded traces, the largest over 100M events,
 and the exports' bytes per event) and the sampling profilers' section
 (bench/profilers.py), streamed the same way. Every raw number goes to

@@ -90,9 +90,9 @@ def section(run_once, callgrind_counts, workloads_dir, python, rounds, quick, wi
                 base = counts.get("none")
                 parts = [f"{t} {benchlib.fmt_ratio(_ratio(counts.get(t), base))}x" for t in CG_CONFIGS[1:]]
                 tt = _ratio(counts.get("sw_tasks"), counts.get("stackwatch"))
-                print(f"instructions (callgrind), {label.format(cg_size)}: plain {base / 1e6:.0f} M; "
-                      if base else f"instructions (callgrind), {label.format(cg_size)}: plain n/a; ",
-                      ", ".join(parts) + f"; tasks/trace {benchlib.fmt_ratio(tt)}", flush=True)
+                plain = f"{base / 1e6:.0f} M" if base else "n/a"
+                print(f"instructions (callgrind), {label.format(cg_size)}: plain {plain}; " + ", ".join(parts)
+                      + f"; tasks/trace {benchlib.fmt_ratio(tt)}", flush=True)
                 saved()
     return res
 
