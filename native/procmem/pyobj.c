@@ -157,6 +157,18 @@ int sw_pyobj_type(sw_mem *m, const sw_py_layout *l, uint64_t obj, uint64_t *type
     return sw_mem_read_u64(m, obj + l->ob_type, type);
 }
 
+int sw_pytype_name(sw_mem *m, const sw_py_layout *l, uint64_t type, char *out, size_t cap)
+{
+    uint64_t name;
+    size_t got = 0;
+    if (cap && type && sw_mem_read_u64(m, type + l->type_name, &name) == SW_OK && name)
+        got = sw_mem_read_upto(m, name, out, cap - 1);
+    if (!got)
+        return SW_EIO;
+    out[got] = 0;
+    return SW_OK;
+}
+
 /* name among the shared keys of the instance's type, its value in the
  * values array at values. */
 static int shared_attr(sw_mem *m, const sw_py_layout *l, uint64_t keys, uint64_t values, const char *name,

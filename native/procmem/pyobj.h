@@ -40,4 +40,8 @@ int sw_pylong_read(sw_mem *m, const sw_py_layout *l, uint64_t addr, uint64_t *va
 /* The type object of the object at addr (0 or SW_EIO). */
 int sw_pyobj_type(sw_mem *m, const sw_py_layout *l, uint64_t obj, uint64_t *type);
 
+/* The tp_name of the type object at type into out (cap bytes, cut, NUL
+ * terminated): 0 or SW_EIO. Any version (the layout's type_name). */
+int sw_pytype_name(sw_mem *m, const sw_py_layout *l, uint64_t type, char *out, size_t cap);
+
 #endif

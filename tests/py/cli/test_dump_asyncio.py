@@ -1,0 +1,96 @@
+"""`stackwatch dump PID`'s asyncio tasks, read from the target's memory,
+equal the task graph the target prints of itself (tests/programs/
+asyncio_graph.py: asyncio.all_tasks(), each task's coroutine stack as its
+coroutines say it, and who awaits whom as the program built it), for a
+target of each version 3.9-3.13 read by one stackwatch: gather of named
+tasks that await other tasks, a TaskGroup (3.11+), tasks waiting on an
+Event; the text form shows the same tree."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PROGRAMS, needs_sampler, run
+from test_dump import pyenv_pythons
+
+TARGETS = pyenv_pythons(("9", "10", "11", "12", "13"))
+
+
+class Graph:
+    """asyncio_graph.py, parked until stop()."""
+
+    def __init__(self, python):
+        self.p = subprocess.Popen([python, os.path.join(PROGRAMS, "asyncio_graph.py")], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        assert line.startswith("graph "), line
+        self.tasks = {t["name"]: t for t in json.loads(line[len("graph "):])}
+        self.pid = self.p.pid
+
+    def stop(self):
+        """Ends it (EOF: every task ends), which must go as the program says."""
+        self.p.stdin.close()
+        assert self.p.wait(timeout=60) == 0
+        self.p.stdout.close()
+
+
+def tasks_read(threads):
+    """The tasks of every thread's loops, by name."""
+    return {t["name"]: t for th in threads for t in th["asyncio"]}
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")
+@pytest.mark.parametrize("version", sorted(TARGETS) or ["none"])
+def test_dump_asyncio_tree_equals_the_programs_graph(version):
+    if version == "none":
+        pytest.skip("no pyenv CPython 3.9-3.13")
+    if int(version.split(".")[1]) < 11:
+        pytest.xfail("objects are read by name from 3.11 only")
+    g = Graph(TARGETS[version])
+    try:
+        r = run(["dump", str(g.pid), "--json"])
+        text = run(["dump", str(g.pid)])
+    finally:
+        g.stop()
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    threads = json.loads(r.stdout)
+    got = tasks_read(threads)
+    expected = {"main", "worker-a", "worker-b", "leaf-a", "lonely"}
+    if int(version.split(".")[1]) >= 11:
+        expected |= {"group-parent", "group-child-1", "group-child-2"}
+    assert set(g.tasks) == expected   # (the program's own all_tasks())
+    assert set(got) == expected
+    # the loop runs on the main thread, the oldest: its tasks are there
+    assert all(t["asyncio"] == [] for t in threads[:-1]) and len(threads[-1]["asyncio"]) == len(expected)
+    name_of = {t["address"]: name for name, t in got.items()}
+    for name, own in g.tasks.items():
+        t = got[name]
+        assert [(f["function"], f["file"], f["line"]) for f in t["frames"]] == [tuple(f) for f in own["frames"]], name
+        # asyncio's own get_stack(): the outermost coroutine's frame
+        assert (t["frames"][-1]["function"], t["frames"][-1]["line"]) == tuple(own["stack"][-1]), name
+        assert name_of.get(t["parent"]) == own["parent"], name
+        assert sorted(name_of[c] for c in t["children"]) == sorted(n for n, o in g.tasks.items()
+                                                                  if o["parent"] == name), name
+    assert got["main"]["awaits"]["kind"] == "gather"
+    assert sorted(name_of[c] for c in got["main"]["awaits"]["children"]) == ["worker-a", "worker-b"]
+    assert got["worker-a"]["awaits"] == {"kind": "task", "address": got["leaf-a"]["address"],
+                                         "type": "_asyncio.Task"}
+    for name in expected - {"main", "worker-a"}:
+        assert got[name]["awaits"]["kind"] == "future" and got[name]["awaits"]["type"] == "_asyncio.Future"
+    # the text: each task under the task that awaits it, its frames below it
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    head = [i for i, line in enumerate(lines) if line.startswith("Asyncio loop ")]
+    assert len(head) == 1 and lines[head[0]].startswith(f"Asyncio loop 0x{threads[-1]['asyncio'][0]['loop']:x} "
+                                                         f"(thread 0x{threads[-1]['thread_id']:016x}, ")
+    indent = {}
+    for line in lines[head[0] + 1:]:
+        if line.lstrip().startswith("Task '"):
+            name = line.split("'")[1]
+            indent[name] = len(line) - len(line.lstrip())
+    assert set(indent) == expected
+    for name, own in g.tasks.items():
+        assert indent[name] == (indent[own["parent"]] + 4 if own["parent"] else 2), name
