@@ -99,6 +99,45 @@ def probe_list(out):
                                               for x in (a, b)])
 
 
+def probe_dicts(out):
+    """Before 3.11 (dict-common.h, not installed): a module's dict, and a
+    dict's keys object: its size (a count of slots, a power of two), its
+    count of entries, where its index table starts (one byte per slot up
+    to 255 slots), and its entries (hash, key, value) after it."""
+    names = ["module_dict", "keys_size", "keys_nentries", "keys_indices", "entry_size", "entry_key", "entry_value"]
+    if sys.version_info >= (3, 11):
+        out.update({k: NO for k in names})   # (the layout's own, from the headers)
+        return
+    out["module_dict"] = agree("module dict", where(json, id(json.__dict__)), where(os, id(os.__dict__)))
+    small = {"k0": "v0", "k1": "v1", "k2": "v2"}
+    big = dict(small)
+    big.update((f"x{i}", i) for i in range(9))
+    # the keys object: the one word of the dict that points to the keys of its entries
+    keys = [o for o, w in words(id(small), type(small).__basicsize__) if w != id(dict)
+            and any(x == id("k0") for _, x in words(w, 256))]
+    keys_at = agree("dict keys", keys, [o for o in keys if any(x == id("k0") for _, x in
+                                                               words(words(id(big) + o, PTR)[0][1], 1024))])
+    ks, kb = words(id(small) + keys_at, PTR)[0][1], words(id(big) + keys_at, PTR)[0][1]
+    ws, wb = dict(words(ks, 1024)), dict(words(kb, 1024))
+    size_s = [o for o in ws if o < 64 and ws[o] > len(small) and not ws[o] & (ws[o] - 1)]
+    size_b = [o for o in wb if o < 64 and wb[o] > len(big) and not wb[o] & (wb[o] - 1) and wb[o] != ws.get(o)]
+    out["keys_size"] = agree("keys size", [o for o in size_s if o in size_b], size_b)
+    out["keys_nentries"] = agree("keys entries", where_in(ws, 3, 64), where_in(wb, 12, 64))
+    entry = {}
+    for name, d, w in (("small", small, ws), ("big", big, wb)):
+        k0, v0, k1 = (only(f"{name} key", where_in(w, id(x), 1024)) for x in ("k0", "v0", "k1"))
+        h0 = only(f"{name} hash", where_in(w, hash("k0") & (1 << 64) - 1, 1024))
+        start = min(k0, v0, h0)
+        entry[name] = (start - w[out["keys_size"]], k1 - k0, k0 - start, v0 - start)
+    if entry["small"] != entry["big"]:
+        sys.exit(f"asyncio_probe: dict entries: the probes disagree ({entry})")
+    out["keys_indices"], out["entry_size"], out["entry_key"], out["entry_value"] = entry["small"]
+
+
+def where_in(ws, value, limit):
+    return [o for o, w in ws.items() if w == value and o < limit]
+
+
 def probe_weakref(out):
     class A:
         pass
@@ -239,6 +278,7 @@ def probe_frames(out, t1, t2, m1, m2):
 def main():
     out = {"version_hex": sys.hexversion, "pointer_size": PTR}
     probe_set(out)
+    probe_dicts(out)
     probe_list(out)
     probe_weakref(out)
     probe_method(out)

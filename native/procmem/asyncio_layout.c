@@ -18,3 +18,18 @@ int sw_asyncio_layout_known(uint32_t version_hex, sw_asyncio_layout *out)
     }
     return SW_EARG;
 }
+
+void sw_asyncio_bind_objects(const sw_asyncio_layout *a, sw_py_layout *l)
+{
+    if (l->managed_kind != SW_MANAGED_NONE || a->keys_size == SW_NO_OFFSET)
+        return;
+    l->module_dict = a->module_dict;
+    l->keys_size = a->keys_size;
+    l->keys_nentries = a->keys_nentries;
+    l->keys_indices = a->keys_indices;
+    l->entry_size = a->entry_size;
+    l->entry_key = a->entry_key;
+    l->entry_value = a->entry_value;
+    l->values_values = 0;   /* ma_values is the array of values itself */
+    l->managed_kind = SW_MANAGED_DICTOFFSET;
+}

@@ -13,6 +13,7 @@
 #define SW_ASYNCIO_LAYOUT_H
 
 #include "base/base.h"
+#include "layout.h"
 
 /* coro_frame_kind */
 enum {
@@ -43,6 +44,9 @@ typedef struct sw_asyncio_layout {
     uint32_t list_size, list_items;                /* PyListObject */
     uint32_t weakref_object;                       /* PyWeakReference.wr_object */
     uint32_t method_self;                          /* PyMethodObject.im_self */
+    /* 3.9/3.10 only (else SW_NO_OFFSET): a module's dict and a dict's keys
+     * object (Objects/dict-common.h), for layout.h's SW_MANAGED_DICTOFFSET */
+    uint32_t module_dict, keys_size, keys_nentries, keys_indices, entry_size, entry_key, entry_value;
     /* tp_name of each type, as the release names it */
     const char *task_type, *future_type, *coroutine_type, *set_type, *list_type, *weakref_type, *method_type;
 } sw_asyncio_layout;
@@ -50,5 +54,10 @@ typedef struct sw_asyncio_layout {
 /* The table of the release of version_hex's minor version into *out: 0, or
  * SW_EARG (none known). */
 int sw_asyncio_layout_known(uint32_t version_hex, sw_asyncio_layout *out);
+
+/* A 3.9/3.10 layout (l), which describes no objects read by name, made to
+ * describe them with the table's dict fields (SW_MANAGED_DICTOFFSET); any
+ * other is left as it is. */
+void sw_asyncio_bind_objects(const sw_asyncio_layout *a, sw_py_layout *l);
 
 #endif

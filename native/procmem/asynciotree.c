@@ -348,9 +348,10 @@ static int module_dict(reader *r, uint64_t interp, const char *name, uint64_t *d
     return sw_mem_read_u64(r->m, mod + r->l->module_dict, dict);
 }
 
-int sw_aio_read(sw_mem *m, const sw_py_layout *l, uint64_t interp, sw_codecache *codes, sw_aio_task_fn fn,
-                void *ud, sw_aio_stats *stats, char *err, size_t errlen)
+int sw_aio_read(sw_mem *m, const sw_py_layout *target_layout, uint64_t interp, sw_codecache *codes,
+                sw_aio_task_fn fn, void *ud, sw_aio_stats *stats, char *err, size_t errlen)
 {
+    sw_py_layout objects = *target_layout, *l = &objects;
     reader r = {.m = m, .l = l, .codes = codes};
     memset(stats, 0, sizeof *stats);
     uint32_t v = l->version_hex;
@@ -359,6 +360,7 @@ int sw_aio_read(sw_mem *m, const sw_py_layout *l, uint64_t interp, sw_codecache 
                  (v >> 16) & 0xFF);
         return SW_EARG;
     }
+    sw_asyncio_bind_objects(&r.a, l);
     int rc = sw_pyobj_usable(l, err, errlen);
     if (rc != SW_OK)
         return rc;

@@ -1,7 +1,9 @@
 /*
  * pyobj.h - Python objects of a target read by name, without running code
  * in it: dict entries, a str key's value, an instance's attribute, a small
- * int. 3.11+ (the layout's managed_kind and dict fields; layout.h). Every
+ * int. 3.11+ (the layout's managed_kind and dict fields; layout.h), and
+ * 3.9/3.10 once a layout has their dict fields bound in
+ * (sw_asyncio_bind_objects: SW_MANAGED_DICTOFFSET). Every
  * read is bounded (SW_PYDICT_MAX_ENTRIES entries, one read of each array)
  * and every count checked before use; a target that changes under the
  * reader gives an error, never a hang or a crash.

@@ -47,8 +47,6 @@ def tasks_read(threads):
 def test_dump_asyncio_tree_equals_the_programs_graph(version):
     if version == "none":
         pytest.skip("no pyenv CPython 3.9-3.13")
-    if int(version.split(".")[1]) < 11:
-        pytest.xfail("objects are read by name from 3.11 only")
     g = Graph(TARGETS[version])
     try:
         r = run(["dump", str(g.pid), "--json"])
