@@ -27,6 +27,7 @@ typedef struct reader {
     uint64_t loop, loop_thread;                   /* the last loop asked about */
     uint64_t *tasks;                              /* found in the sets */
     size_t ntasks;
+    uint32_t other_types;                         /* objects in them of other types */
     char s[SW_STR_BUF];                           /* a str read */
 } reader;
 
@@ -117,8 +118,12 @@ static int add_from_set(reader *r, uint64_t set, int weak)
                      sw_mem_read_u64(r->m, key + r->a.weakref_object, &task) != SW_OK))
             continue;   /* the dummy of a removed entry, or a dead reference */
         uint64_t type;
-        if (sw_pyobj_type(r->m, r->l, task, &type) == SW_OK && type == r->task_type)
+        if (sw_pyobj_type(r->m, r->l, task, &type) != SW_OK)
+            continue;
+        if (type == r->task_type)
             r->tasks[r->ntasks++] = task;
+        else
+            r->other_types++;   /* a subclass of Task, or another future: not read */
     }
     free(e);
     return SW_OK;
@@ -186,6 +191,16 @@ static int read_coro(reader *r, uint64_t coro, const sw_sample_code **code, int3
         return SW_EIO;
     if (l->frame_owner != SW_NO_OFFSET && f[l->frame_owner] != l->owner_generator)
         return SW_EARG;   /* not a coroutine's own frame: the table does not fit */
+    /* 3.11+: only a suspended coroutine's stack top is what it awaits (a
+     * running one's frames are on its thread's stack); the state byte is
+     * negative while created or suspended, FRAME_EXECUTING (0) and up after */
+    int suspended = 1;
+    if (l->gen_state_back != SW_NO_OFFSET && l->frame_owner != SW_NO_OFFSET) {
+        int8_t state;
+        if (sw_mem_read(r->m, frame - l->gen_state_back, &state, 1) != SW_OK)
+            return SW_EIO;
+        suspended = state < (int8_t)(uint8_t)l->gen_executing;
+    }
     uint64_t code_addr = u64_at(f + l->frame_code);
     if (!code_addr || sw_mem_read(r->m, code_addr, c, l->code_size) != SW_OK)
         return SW_EIO;
@@ -199,6 +214,9 @@ static int read_coro(reader *r, uint64_t coro, const sw_sample_code **code, int3
     /* the top slot of the value stack */
     unsigned char s[16];
     uint64_t slot;
+    *awaited = 0;
+    if (!suspended)
+        return SW_OK;
     if (sw_mem_read(r->m, base + r->a.frame_stack_top, s, 8) != SW_OK)
         return SW_EIO;
     if (r->a.frame_stack_kind == SW_STACK_POINTER) {
@@ -208,10 +226,8 @@ static int read_coro(reader *r, uint64_t coro, const sw_sample_code **code, int3
         uint64_t from = base + r->a.frame_stack_base;
         if (r->a.frame_stack_kind == SW_STACK_DEPTH_OVER_BASE && sw_mem_read_u64(r->m, from, &from) != SW_OK)
             return SW_EIO;
-        if (used <= 0 || (uint32_t)used > MAX_STACK_SLOTS) {
-            *awaited = 0;
-            return SW_OK;
-        }
+        if (used <= 0 || (uint32_t)used > MAX_STACK_SLOTS)
+            return SW_OK;   /* empty: not started, or running (3.10) */
         slot = from + 8u * (uint32_t)(used - 1);
     }
     if (sw_mem_read_u64(r->m, slot, awaited) != SW_OK)
@@ -409,6 +425,7 @@ int sw_aio_read(sw_mem *m, const sw_py_layout *target_layout, uint64_t interp, s
                 break;
         }
     }
+    stats->other_types = r.other_types;
     free(t);
     free(r.tasks);
     return rc == SW_OK ? given : rc;

@@ -60,6 +60,8 @@ typedef int (*sw_aio_task_fn)(void *ud, const sw_aio_task *t);
 typedef struct sw_aio_stats {
     uint32_t found;                          /* tasks in the sets */
     uint32_t unreadable;                     /* left out: could not be read whole */
+    uint32_t other_types;                    /* left out: not of the type _asyncio.Task (a
+                                                subclass of it, another kind of future) */
 } sw_aio_stats;
 
 /* Reads the tasks of the interpreter at interp and passes each pending one

@@ -259,8 +259,8 @@ enum {
     X(long_size, 32) X(long_non_size_bits, 32) X(long_digits, 32) X(long_digit_size, 32) X(long_shift, 32) \
     X(type_flags, 32) X(type_basicsize, 32) X(heaptype_cached_keys, 32) X(managed_dict_back, 32) \
     X(managed_values_back, 32) X(tpflags_managed_dict, 32) X(tpflags_inline_values, 32) \
-    X(managed_untag, 32) X(keys_size, 32) X(type_dictoffset, 32) X(frame_localsplus, 32) X(code_varnames, 32) X(code_cellvars, 32) \
-    X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
+    X(managed_untag, 32) X(keys_size, 32) X(type_dictoffset, 32) X(frame_localsplus, 32) X(code_varnames, 32) \
+    X(code_cellvars, 32) X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
     X(cell_ref, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
     X(cell_type, 64)
 

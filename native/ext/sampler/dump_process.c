@@ -186,20 +186,23 @@ static int add_task(void *ud, const sw_aio_task *t)
         else
             PyList_SET_ITEM(children, i, c);
     }
-    PyObject *d = frames && children
-                      ? Py_BuildValue("{s:K,s:N,s:K,s:K,s:N,s:s,s:K,s:N,s:N,s:K}", "address", (unsigned long long)t->addr,
-                                      "name", PyUnicode_DecodeUTF8(t->name, (Py_ssize_t)strlen(t->name), "replace"),
-                                      "loop", (unsigned long long)t->loop, "loop_thread",
-                                      (unsigned long long)t->loop_thread, "frames", frames, "awaits",
+    PyObject *name = PyUnicode_DecodeUTF8(t->name, (Py_ssize_t)strlen(t->name), "replace");
+    PyObject *type = PyUnicode_DecodeUTF8(t->waiter_type, (Py_ssize_t)strlen(t->waiter_type), "replace");
+    PyObject *d = frames && children && name && type
+                      ? Py_BuildValue("{s:K,s:N,s:K,s:K,s:N,s:s,s:K,s:N,s:N,s:K}", "address",
+                                      (unsigned long long)t->addr, "name", name, "loop", (unsigned long long)t->loop,
+                                      "loop_thread", (unsigned long long)t->loop_thread, "frames", frames, "awaits",
                                       awaits[t->awaits < 4 ? t->awaits : 0], "waiter", (unsigned long long)t->waiter,
-                                      "waiter_type",
-                                      PyUnicode_DecodeUTF8(t->waiter_type, (Py_ssize_t)strlen(t->waiter_type),
-                                                           "replace"),
-                                      "children", children, "group_parent", (unsigned long long)t->group_parent)
+                                      "waiter_type", type, "children", children, "group_parent",
+                                      (unsigned long long)t->group_parent)
                       : NULL;
-    if (!d) {
-        Py_XDECREF(frames);
-        Py_XDECREF(children);
+    if (!d) {   /* (Py_BuildValue's N consumed them even when it failed) */
+        if (!frames || !children || !name || !type) {
+            Py_XDECREF(frames);
+            Py_XDECREF(children);
+            Py_XDECREF(name);
+            Py_XDECREF(type);
+        }
     }
     int rc = !d || PyList_Append(list, d) < 0;
     Py_XDECREF(d);
@@ -230,8 +233,9 @@ static int add_asyncio(sw_target *t, const sw_py_layout *l, uint64_t interp, PyO
     }
     if (rc < 0)
         PyList_SetSlice(tasks, 0, PyList_GET_SIZE(tasks), NULL);   /* none, said why */
-    else if (st.unreadable)
-        snprintf(err, sizeof err, "%u of %u tasks could not be read (changed while read)", st.unreadable, st.found);
+    else if (st.unreadable || st.other_types)
+        snprintf(err, sizeof err, "%u of %u tasks could not be read (changed while read), %u not of the type "
+                 "_asyncio.Task (a subclass: not read)", st.unreadable, st.found + st.other_types, st.other_types);
     PyObject *why = err[0] ? PyUnicode_FromString(err) : (Py_INCREF(Py_None), Py_None);
     int bad = !why || PyDict_SetItemString(out, "asyncio", tasks) < 0 ||
               PyDict_SetItemString(out, "asyncio_error", why) < 0;

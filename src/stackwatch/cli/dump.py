@@ -217,7 +217,8 @@ def run(args):
         print(f"stackwatch: error: {e}", file=sys.stderr)
         return 1
     if dump.get("asyncio_error"):
-        print(f"stackwatch: asyncio tasks not read: {dump['asyncio_error']}", file=sys.stderr)
+        some = "some " if dump.get("asyncio") else ""
+        print(f"stackwatch: {some}asyncio tasks not shown: {dump['asyncio_error']}", file=sys.stderr)
     if args.json:
         json.dump(threads, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from conftest import PROGRAMS, needs_sampler, run
-from test_dump import pyenv_pythons
+from test_dump import gcore, pyenv_pythons
 
 TARGETS = pyenv_pythons(("9", "10", "11", "12", "13"))
 
@@ -21,8 +21,8 @@ TARGETS = pyenv_pythons(("9", "10", "11", "12", "13"))
 class Graph:
     """asyncio_graph.py, parked until stop()."""
 
-    def __init__(self, python):
-        self.p = subprocess.Popen([python, os.path.join(PROGRAMS, "asyncio_graph.py")], stdin=subprocess.PIPE,
+    def __init__(self, python, *args):
+        self.p = subprocess.Popen([python, os.path.join(PROGRAMS, "asyncio_graph.py"), *args], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True)
         line = self.p.stdout.readline()
         assert line.startswith("graph "), line
@@ -41,20 +41,8 @@ def tasks_read(threads):
     return {t["name"]: t for th in threads for t in th["asyncio"]}
 
 
-@needs_sampler
-@pytest.mark.versions("3.12")
-@pytest.mark.parametrize("version", sorted(TARGETS) or ["none"])
-def test_dump_asyncio_tree_equals_the_programs_graph(version):
-    if version == "none":
-        pytest.skip("no pyenv CPython 3.9-3.13")
-    g = Graph(TARGETS[version])
-    try:
-        r = run(["dump", str(g.pid), "--json"])
-        text = run(["dump", str(g.pid)])
-    finally:
-        g.stop()
-    assert r.returncode == 0 and r.stderr == "", r.stderr
-    threads = json.loads(r.stdout)
+def check_tasks(threads, g, version):
+    """The tasks `dump --json` read equal the program's graph."""
     got = tasks_read(threads)
     expected = {"main", "worker-a", "worker-b", "leaf-a", "lonely"}
     if int(version.split(".")[1]) >= 11:
@@ -78,17 +66,75 @@ def test_dump_asyncio_tree_equals_the_programs_graph(version):
                                          "type": "_asyncio.Task"}
     for name in expected - {"main", "worker-a"}:
         assert got[name]["awaits"]["kind"] == "future" and got[name]["awaits"]["type"] == "_asyncio.Future"
+    return expected
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")
+@pytest.mark.parametrize("version", sorted(TARGETS) or ["none"])
+def test_dump_asyncio_tree_equals_the_programs_graph(version):
+    if version == "none":
+        pytest.skip("no pyenv CPython 3.9-3.13")
+    g = Graph(TARGETS[version])
+    try:
+        r = run(["dump", str(g.pid), "--json"])
+        text = run(["dump", str(g.pid)])
+    finally:
+        g.stop()
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    threads = json.loads(r.stdout)
+    expected = check_tasks(threads, g, version)
     # the text: each task under the task that awaits it, its frames below it
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     head = [i for i, line in enumerate(lines) if line.startswith("Asyncio loop ")]
     assert len(head) == 1 and lines[head[0]].startswith(f"Asyncio loop 0x{threads[-1]['asyncio'][0]['loop']:x} "
                                                          f"(thread 0x{threads[-1]['thread_id']:016x}, ")
-    indent = {}
+    indent, frames = {}, {}
     for line in lines[head[0] + 1:]:
         if line.lstrip().startswith("Task '"):
             name = line.split("'")[1]
             indent[name] = len(line) - len(line.lstrip())
+            frames[name] = []
+        else:
+            frames[name].append(line.strip())
     assert set(indent) == expected
     for name, own in g.tasks.items():
         assert indent[name] == (indent[own["parent"]] + 4 if own["parent"] else 2), name
+        assert frames[name] == [f'File "{file}", line {line} in {function}' for function, file, line in own["frames"]]
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")   # a second (gcore); the core reader is the live one's over other bytes
+def test_dump_core_asyncio_tree(tmp):
+    """`dump --core` of a gcore of the program reads the same tasks."""
+    g = Graph(sys.executable)
+    try:
+        core = gcore(g.pid, tmp / "core")
+    finally:
+        g.stop()
+    r = run(["dump", "--core", str(core), "--json"])
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    check_tasks(json.loads(r.stdout), g, "%d.%d" % sys.version_info[:2])
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")
+def test_dump_asyncio_types_not_the_tables(tmp):
+    """A target whose _asyncio.Task is not the type of the table (here the
+    program put another class in its place): one line naming what differs,
+    the threads still printed, exit 0."""
+    g = Graph(sys.executable, "replace-task-type")
+    try:
+        r = run(["dump", str(g.pid), "--json"])
+        text = run(["dump", str(g.pid)])
+    finally:
+        g.stop()
+    v = "%d.%d.%d" % sys.version_info[:3]
+    for out in (r, text):
+        assert out.returncode == 0
+        assert out.stderr == ("stackwatch: asyncio tasks not shown: asyncio's Task of this Python is Task of 16 bytes, "
+                              f"not _asyncio.Task of 176 as in {v}'s table\n"), out.stderr
+    threads = json.loads(r.stdout)
+    assert threads[-1]["frames"][-1]["function"] == "<module>" and tasks_read(threads) == {}
+    assert "Asyncio loop" not in text.stdout and 'asyncio_graph.py", line' in text.stdout
