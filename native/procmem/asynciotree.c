@@ -174,7 +174,8 @@ static void read_name(reader *r, uint64_t name, char *out, size_t cap)
 
 /* The frame of the coroutine: its code and line, and what it awaits (the
  * top of its value stack). 0, or an error. */
-static int read_coro(reader *r, uint64_t coro, const sw_sample_code **code, int32_t *line, uint64_t *awaited)
+static int read_coro(reader *r, uint64_t coro, const sw_sample_code **code, int32_t *line, uint64_t *awaited,
+                     int *running)
 {
     const sw_py_layout *l = r->l;
     unsigned char f[SW_LAYOUT_MAX_READ], c[SW_LAYOUT_MAX_READ];
@@ -195,11 +196,17 @@ static int read_coro(reader *r, uint64_t coro, const sw_sample_code **code, int3
      * running one's frames are on its thread's stack); the state byte is
      * negative while created or suspended, FRAME_EXECUTING (0) and up after */
     int suspended = 1;
+    *running = 0;
     if (l->gen_state_back != SW_NO_OFFSET && l->frame_owner != SW_NO_OFFSET) {
         int8_t state;
         if (sw_mem_read(r->m, frame - l->gen_state_back, &state, 1) != SW_OK)
             return SW_EIO;
         suspended = state < (int8_t)(uint8_t)l->gen_executing;
+        *running = state == (int8_t)(uint8_t)l->gen_executing;
+    } else if (l->frame_state != SW_NO_OFFSET) {
+        /* 3.9/3.10: the frame object's f_executing / f_state (the stack
+         * top below is then empty, and not followed) */
+        *running = f[l->frame_state] <= 7 && (l->frame_running & (1u << f[l->frame_state]));
     }
     uint64_t code_addr = u64_at(f + l->frame_code);
     if (!code_addr || sw_mem_read(r->m, code_addr, c, l->code_size) != SW_OK)
@@ -241,6 +248,7 @@ static int read_stack(reader *r, uint64_t coro, sw_aio_task *t)
     const sw_sample_code *codes[SW_AIO_MAX_STACK];
     int32_t lines[SW_AIO_MAX_STACK];
     uint32_t n = 0;
+    t->running = 0;
     while (coro && n < SW_AIO_MAX_STACK) {
         uint64_t type, next = 0;
         if (sw_pyobj_type(r->m, r->l, coro, &type) != SW_OK)
@@ -253,9 +261,10 @@ static int read_stack(reader *r, uint64_t coro, sw_aio_task *t)
                 return SW_EARG;
             r->coro_type = type;
         }
-        int rc = read_coro(r, coro, &codes[n], &lines[n], &next);
+        int running, rc = read_coro(r, coro, &codes[n], &lines[n], &next, &running);
         if (rc != SW_OK)
             return rc;
+        t->running |= running;
         n++;
         coro = next;
     }

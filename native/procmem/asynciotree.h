@@ -44,6 +44,8 @@ typedef struct sw_aio_task {
     uint32_t depth;                         /* coroutine frames, innermost first */
     const sw_sample_code *codes[SW_AIO_MAX_STACK];
     int32_t lines[SW_AIO_MAX_STACK];
+    int running;                            /* its coroutines run now (on the loop's thread:
+                                               the frames below them are on its stack) */
     uint32_t awaits;                        /* sw_aio_awaits */
     uint64_t waiter;                        /* the future awaited (fut_waiter), or 0 */
     char waiter_type[SW_AIO_NAME_MAX];      /* its type's tp_name */

@@ -189,8 +189,9 @@ static int add_task(void *ud, const sw_aio_task *t)
     PyObject *name = PyUnicode_DecodeUTF8(t->name, (Py_ssize_t)strlen(t->name), "replace");
     PyObject *type = PyUnicode_DecodeUTF8(t->waiter_type, (Py_ssize_t)strlen(t->waiter_type), "replace");
     PyObject *d = frames && children && name && type
-                      ? Py_BuildValue("{s:K,s:N,s:K,s:K,s:N,s:s,s:K,s:N,s:N,s:K}", "address",
+                      ? Py_BuildValue("{s:K,s:N,s:K,s:O,s:K,s:N,s:s,s:K,s:N,s:N,s:K}", "address",
                                       (unsigned long long)t->addr, "name", name, "loop", (unsigned long long)t->loop,
+                                      "running", t->running ? Py_True : Py_False,
                                       "loop_thread", (unsigned long long)t->loop_thread, "frames", frames, "awaits",
                                       awaits[t->awaits < 4 ? t->awaits : 0], "waiter", (unsigned long long)t->waiter,
                                       "waiter_type", type, "children", children, "group_parent",

@@ -95,6 +95,7 @@ def tasks_of(dump):
             "address": t["address"],
             "loop": t["loop"],
             "frames": [frame_of(*f, None, False) for f in t["frames"]],
+            "running": t["running"],
             "awaits": awaits,
             "parent": parent.get(t["address"]),
             "children": [c["address"] for c in raw if parent.get(c["address"]) == t["address"]],
@@ -203,6 +204,8 @@ def awaits_text(task, by_addr):
         return f" awaits gather of {len(a['children'])}"
     if a["kind"] == "future":
         return f" awaits {a['type']} (0x{a['address']:x})"
+    if task["running"]:
+        return " running (its frames on its thread: the stack above)"
     return ""
 
 
