@@ -17,6 +17,8 @@
 #include <string.h>
 
 #define MAX_STACK_SLOTS (1u << 20)   /* a value stack deeper than this is not believed */
+#define MAX_SET_SLOTS (1u << 21)     /* nor a set of more slots (32 MiB of entries; a set of
+                                        SW_AIO_MAX_TASKS tasks has 2^18) */
 
 typedef struct reader {
     sw_mem *m;
@@ -100,7 +102,7 @@ static int add_from_set(reader *r, uint64_t set, int weak)
     if (sw_mem_read(r->m, set, h, need) != SW_OK)
         return SW_EIO;
     uint64_t mask = u64_at(h + r->a.set_mask), table = u64_at(h + r->a.set_table);
-    if (mask >= (1u << 24) || (mask & (mask + 1)) || !table)
+    if (mask >= MAX_SET_SLOTS || (mask & (mask + 1)) || !table)
         return SW_EARG;
     size_t n = (size_t)mask + 1, esize = r->a.set_entry_size;
     unsigned char *e = malloc(n * esize);

@@ -83,6 +83,9 @@ def tasks_of(dump):
     for t in raw:
         if t["group_parent"] in by_addr:
             parent.setdefault(t["address"], t["group_parent"])
+    children = {}
+    for child, p in parent.items():
+        children.setdefault(p, []).append(child)
     loops, threads = {}, {}
     for t in raw:
         awaits = {"kind": t["awaits"]}
@@ -98,7 +101,7 @@ def tasks_of(dump):
             "running": t["running"],
             "awaits": awaits,
             "parent": parent.get(t["address"]),
-            "children": [c["address"] for c in raw if parent.get(c["address"]) == t["address"]],
+            "children": children.get(t["address"], []),
         })
         threads[t["loop"]] = t["loop_thread"] or None
     return loops, threads
@@ -176,22 +179,20 @@ def format_tasks(threads):
             lines.append(f"Asyncio loop 0x{loop:x} (thread 0x{t['thread_id']:016x}, {len(tasks)} tasks; each under the "
                          f"task awaiting it, coroutines innermost first):")
             shown = set()
-
-            def show(task, depth):
-                shown.add(task["address"])
-                pad = "  " + "    " * depth
-                lines.append(f"{pad}Task {task['name']!r} (0x{task['address']:x}){awaits_text(task, by_addr)}")
-                for f in task["frames"]:
-                    lines.append(f'{pad}    File "{f["file"]}", line {f["line"]} in {f["function"]}')
-                for c in task["children"]:
-                    if c in by_addr and c not in shown:
-                        show(by_addr[c], depth + 1)
-            for task in tasks:
-                if task["parent"] not in by_addr and task["address"] not in shown:
-                    show(task, 0)
-            for task in tasks:   # (a cycle: no root reaches it)
-                if task["address"] not in shown:
-                    show(task, 0)
+            roots = [x for x in tasks if x["parent"] not in by_addr]
+            roots += [x for x in tasks if x["parent"] in by_addr]   # (only a cycle leaves these unshown)
+            for root in roots:
+                todo = [(root, 0)]   # (a stack, not recursion: a chain of tasks may be long)
+                while todo:
+                    task, depth = todo.pop()
+                    if task["address"] in shown:
+                        continue
+                    shown.add(task["address"])
+                    pad = "  " + "    " * depth
+                    lines.append(f"{pad}Task {task['name']!r} (0x{task['address']:x}){awaits_text(task, by_addr)}")
+                    for f in task["frames"]:
+                        lines.append(f'{pad}    File "{f["file"]}", line {f["line"]} in {f["function"]}')
+                    todo += [(by_addr[c], depth + 1) for c in reversed(task["children"]) if c in by_addr]
     return lines
 
 

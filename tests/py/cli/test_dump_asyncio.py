@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from stackwatch import _native
 from conftest import PROGRAMS, needs_sampler, run
 from test_dump import gcore, pyenv_pythons
 
@@ -79,6 +80,12 @@ def test_dump_asyncio_tree_equals_the_programs_graph(version):
     try:
         r = run(["dump", str(g.pid), "--json"])
         text = run(["dump", str(g.pid)])
+        if version.startswith("3.13."):
+            # the same read through the target's debug offsets (another 3.13 release's way)
+            auto = _native.dump_process(g.pid)
+            offsets = _native.dump_process(g.pid, layout="debug_offsets")
+            assert offsets["layout"] == "debug_offsets" and offsets["asyncio_error"] is None
+            assert offsets["asyncio"] == auto["asyncio"] and len(auto["asyncio"]) == 8
     finally:
         g.stop()
     assert r.returncode == 0 and r.stderr == "", r.stderr
