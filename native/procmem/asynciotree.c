@@ -161,8 +161,8 @@ static int find_tasks(reader *r, uint64_t tasks_dict, char *err, size_t errlen)
 }
 
 /* The name of the task: its str, or an int n (a name not asked for yet,
- * 3.12+) as get_name() makes it: "Task-n". */
-static void read_name(reader *r, uint64_t name, char *out, size_t cap)
+ * 3.12+) as get_name() makes it: "Task-n". 0 or SW_EARG. */
+static int read_name(reader *r, uint64_t name, char *out, size_t cap)
 {
     uint64_t n;
     int negative;
@@ -171,7 +171,8 @@ static void read_name(reader *r, uint64_t name, char *out, size_t cap)
     else if (sw_pylong_read(r->m, r->l, name, &n, &negative) == SW_OK && !negative)
         snprintf(out, cap, "Task-%llu", (unsigned long long)n);
     else
-        snprintf(out, cap, "?");
+        return SW_EARG;   /* neither: not read whole (or the table does not fit) */
+    return SW_OK;
 }
 
 /* The frame of the coroutine: its code and line, and what it awaits (the
@@ -333,8 +334,9 @@ static int read_task(reader *r, uint64_t addr, sw_aio_task *t, int *pending)
     t->addr = addr;
     t->loop = u64_at(h + r->a.fut_loop);
     t->loop_thread = loop_thread(r, t->loop);
-    read_name(r, u64_at(h + r->a.task_name), t->name, sizeof t->name);
-    int rc = read_stack(r, u64_at(h + r->a.task_coro), t);
+    int rc = read_name(r, u64_at(h + r->a.task_name), t->name, sizeof t->name);
+    if (rc == SW_OK)
+        rc = read_stack(r, u64_at(h + r->a.task_coro), t);
     if (rc != SW_OK)
         return rc;
     t->waiter = u64_at(h + r->a.task_fut_waiter);
