@@ -230,6 +230,8 @@ static int read_coro(reader *r, uint64_t coro, const sw_sample_code **code, int3
     if (sw_mem_read(r->m, base + r->a.frame_stack_top, s, 8) != SW_OK)
         return SW_EIO;
     if (r->a.frame_stack_kind == SW_STACK_POINTER) {
+        if (!u64_at(s))
+            return SW_OK;   /* 3.9: no stack pointer while the frame runs */
         slot = u64_at(s) - 8;
     } else {
         int32_t used = i32_at(s);

@@ -17,7 +17,9 @@ task's coroutine, each frame's function, file and f_lineno), and the task
 that awaits it as this program built them; then the program waits for
 EOF on stdin and ends. With the argument replace-task-type it first puts
 another class in the place of _asyncio.Task (for a reader that checks
-it)."""
+it). With the argument running, main awaits one task, busy, whose
+coroutine outer awaits spin, which prints "graph []" and reads stdin to
+EOF: busy runs, blocked in that read."""
 import asyncio
 import json
 import sys
@@ -82,9 +84,21 @@ def report(loop, event, rounds=[0]):
     loop.add_reader(sys.stdin.fileno(), lambda: sys.stdin.read() == "" and event.set())
 
 
+async def spin():
+    print("graph []", flush=True)
+    sys.stdin.read()   # (the task runs, blocked here, until EOF)
+
+
+async def outer():
+    await spin()
+
+
 async def main():
     loop = asyncio.get_running_loop()
     asyncio.current_task().set_name("main")
+    if sys.argv[1:] == ["running"]:
+        await loop.create_task(outer(), name="busy")
+        return
     event = asyncio.Event()   # set at EOF on stdin: then every task ends
     others = [loop.create_task(forever(event), name="lonely")]
     if sys.version_info >= (3, 11):

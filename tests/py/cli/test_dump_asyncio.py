@@ -112,6 +112,32 @@ def test_dump_asyncio_tree_equals_the_programs_graph(version):
 
 
 @needs_sampler
+@pytest.mark.versions("3.12")
+@pytest.mark.parametrize("version", sorted(TARGETS) or ["none"])
+def test_dump_asyncio_running_task(version):
+    """A task whose coroutines run (blocked in a read) is marked running,
+    awaits nothing, and shows its outermost coroutine as its thread's stack
+    has it (the rest of its stack is that thread's)."""
+    if version == "none":
+        pytest.skip("no pyenv CPython 3.9-3.13")
+    g = Graph(TARGETS[version], "running")
+    try:
+        r = run(["dump", str(g.pid), "--json"])
+    finally:
+        g.stop()
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    thread = json.loads(r.stdout)[-1]
+    got = tasks_read([thread])
+    assert set(got) == {"main", "busy"}
+    busy, main = got["busy"], got["main"]
+    assert busy["running"] and busy["awaits"] == {"kind": "nothing"} and busy["parent"] == main["address"]
+    stack = [(f["function"], f["line"]) for f in thread["frames"]]
+    assert [(f["function"], f["line"]) for f in busy["frames"]] == [stack[[n for n, _ in stack].index("outer")]]
+    assert stack[[n for n, _ in stack].index("outer") - 1][0] == "spin"
+    assert not main["running"] and main["awaits"]["kind"] == "task"
+
+
+@needs_sampler
 @pytest.mark.versions("3.12")   # a second (gcore); the core reader is the live one's over other bytes
 def test_dump_core_asyncio_tree(tmp):
     """`dump --core` of a gcore of the program reads the same tasks."""
