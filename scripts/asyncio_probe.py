@@ -146,6 +146,19 @@ def probe_weakref(out):
     out["weakref_object"] = agree("weakref object", where(rx, id(x)), where(ry, id(y)))
 
 
+def probe_type_base(out):
+    """PyTypeObject.tp_base: the base class of a class (its first)."""
+    class A:
+        pass
+
+    class B(A):
+        pass
+
+    class C(B):
+        pass
+    out["type_base"] = agree("type base", where(B, id(A)), where(C, id(B)))
+
+
 def probe_method(out):
     class A:
         def m(self):
@@ -282,6 +295,7 @@ def main():
     probe_list(out)
     probe_weakref(out)
     probe_method(out)
+    probe_type_base(out)
     loop = asyncio.new_event_loop()
     try:
         probe_tasks(out, loop)

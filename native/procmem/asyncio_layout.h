@@ -44,6 +44,7 @@ typedef struct sw_asyncio_layout {
     uint32_t list_size, list_items;                /* PyListObject */
     uint32_t weakref_object;                       /* PyWeakReference.wr_object */
     uint32_t method_self;                          /* PyMethodObject.im_self */
+    uint32_t type_base;                            /* PyTypeObject.tp_base */
     /* 3.9/3.10 only (else SW_NO_OFFSET): a module's dict and a dict's keys
      * object (Objects/dict-common.h), for layout.h's SW_MANAGED_DICTOFFSET */
     uint32_t module_dict, keys_size, keys_nentries, keys_indices, entry_size, entry_key, entry_value;

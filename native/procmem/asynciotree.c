@@ -29,7 +29,7 @@ typedef struct reader {
     uint64_t loop, loop_thread;                   /* the last loop asked about */
     uint64_t *tasks;                              /* found in the sets */
     size_t ntasks;
-    uint32_t other_types;                         /* objects in them of other types */
+    uint64_t subclass;                            /* the last type found a subclass of Task */
     char s[SW_STR_BUF];                           /* a str read */
 } reader;
 
@@ -94,6 +94,28 @@ static int check_type(reader *r, uint64_t dict, const char *name, const char *wa
     return SW_OK;
 }
 
+#define MAX_BASES 32   /* base classes followed up from a type */
+
+/* The object at obj is a task: its type is _asyncio.Task or a subclass. */
+static int is_task(reader *r, uint64_t obj)
+{
+    uint64_t type;
+    if (!obj || sw_pyobj_type(r->m, r->l, obj, &type) != SW_OK || !type)
+        return 0;
+    if (type == r->task_type || type == r->subclass)
+        return 1;
+    uint64_t base = type;
+    for (int i = 0; i < MAX_BASES && base; i++) {
+        if (sw_mem_read_u64(r->m, base + r->a.type_base, &base) != SW_OK)
+            return 0;
+        if (base == r->task_type) {
+            r->subclass = type;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Adds the task (or, weak, the object of the weakref) in a set entry. */
 static int add_from_set(reader *r, uint64_t set, int weak)
 {
@@ -119,13 +141,8 @@ static int add_from_set(reader *r, uint64_t set, int weak)
         if (weak && (!type_named(r, key, r->a.weakref_type, NULL) ||
                      sw_mem_read_u64(r->m, key + r->a.weakref_object, &task) != SW_OK))
             continue;   /* the dummy of a removed entry, or a dead reference */
-        uint64_t type;
-        if (sw_pyobj_type(r->m, r->l, task, &type) != SW_OK)
-            continue;
-        if (type == r->task_type)
-            r->tasks[r->ntasks++] = task;
-        else
-            r->other_types++;   /* a subclass of Task, or another future: not read */
+        if (is_task(r, task))
+            r->tasks[r->ntasks++] = task;   /* (else a removed entry's dummy) */
     }
     free(e);
     return SW_OK;
@@ -306,8 +323,7 @@ static uint64_t group_parent(reader *r, const unsigned char *task)
         sw_mem_read_u64(r->m, cb + r->a.method_self, &group) != SW_OK || !type_named(r, group, "TaskGroup", NULL) ||
         sw_pyobj_attr(r->m, r->l, group, "_parent_task", &parent) != SW_OK)
         return 0;
-    uint64_t type;
-    return sw_pyobj_type(r->m, r->l, parent, &type) == SW_OK && type == r->task_type ? parent : 0;
+    return is_task(r, parent) ? parent : 0;
 }
 
 /* The thread running the loop (its _thread_id), 0 if none. */
@@ -348,7 +364,7 @@ static int read_task(reader *r, uint64_t addr, sw_aio_task *t, int *pending)
     uint64_t wtype;
     if (t->waiter && sw_pyobj_type(r->m, r->l, t->waiter, &wtype) == SW_OK) {
         sw_pytype_name(r->m, r->l, wtype, t->waiter_type, sizeof t->waiter_type);
-        if (wtype == r->task_type) {
+        if (is_task(r, t->waiter)) {
             t->awaits = SW_AIO_AWAITS_TASK;
         } else if (strcmp(t->waiter_type, "_GatheringFuture") == 0) {
             t->awaits = SW_AIO_AWAITS_GATHER;
@@ -399,6 +415,7 @@ int sw_aio_read(sw_mem *m, const sw_py_layout *target_layout, uint64_t interp, s
         r.a.task_fut_waiter + 8 > r.a.task_size || r.a.task_coro + 8 > r.a.task_size ||
         r.a.task_name + 8 > r.a.task_size || r.a.fut_loop + 8 > r.a.task_size ||
         r.a.fut_callback0 + 8 > r.a.task_size || r.a.set_entry_key + 8 > r.a.set_entry_size ||
+        r.a.type_base + 8 > SW_LAYOUT_MAX_READ ||
         r.a.list_items + 8 > 64 || r.a.list_size + 8 > 64 || r.a.frame_stack_top + 8 > SW_LAYOUT_MAX_READ ||
         (r.a.coro_frame_kind == SW_CORO_FRAME_EMBEDDED && r.a.coro_localsplus < l->frame_localsplus)) {
         snprintf(err, errlen, "the asyncio table of Python %u.%u is inconsistent", v >> 24, (v >> 16) & 0xFF);
@@ -440,7 +457,6 @@ int sw_aio_read(sw_mem *m, const sw_py_layout *target_layout, uint64_t interp, s
                 break;
         }
     }
-    stats->other_types = r.other_types;
     free(t);
     free(r.tasks);
     return rc == SW_OK ? given : rc;

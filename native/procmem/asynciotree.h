@@ -9,7 +9,8 @@
  *
  * Found as asyncio.all_tasks() finds them: asyncio.tasks' task sets, read
  * through sys.modules (3.9-3.11: the WeakSet _all_tasks; 3.12+: the WeakSet
- * _scheduled_tasks and the set _eager_tasks), done tasks left out. Objects
+ * _scheduled_tasks and the set _eager_tasks), done tasks left out; a task
+ * is an object of the type _asyncio.Task or of a subclass. Objects
  * are read through the version's layout (layout.h) and its asyncio table
  * (asyncio_layout.h), checked once against the target: its _asyncio.Task
  * and Future types must have the table's names and sizes. Every read is
@@ -62,8 +63,6 @@ typedef int (*sw_aio_task_fn)(void *ud, const sw_aio_task *t);
 typedef struct sw_aio_stats {
     uint32_t found;                          /* tasks in the sets */
     uint32_t unreadable;                     /* left out: could not be read whole */
-    uint32_t other_types;                    /* left out: not of the type _asyncio.Task (a
-                                                subclass of it, another kind of future) */
 } sw_aio_stats;
 
 /* Reads the tasks of the interpreter at interp and passes each pending one

@@ -9,6 +9,8 @@ closes (tests/py/cli/test_dump_asyncio.py). Its tasks:
                 waiting for them in the group's exit
   group-child-* wait on an Event
   lonely        waits on an Event; no task awaits it
+  sub           a task of a subclass of asyncio.Task, waiting on an Event
+  sub-waiter    awaits the task sub
 
 When every task waits, a callback (no task runs then) prints one line
 "graph JSON": each task of asyncio.all_tasks() with its coroutine stack
@@ -25,7 +27,11 @@ import json
 import sys
 
 PARENT = {"worker-a": "main", "worker-b": "main", "leaf-a": "worker-a", "group-child-1": "group-parent",
-          "group-child-2": "group-parent"}
+          "group-child-2": "group-parent", "sub": "sub-waiter"}
+
+
+class MyTask(asyncio.Task):
+    """A subclass of the C Task (its objects have the same fields first)."""
 
 
 async def forever(event):
@@ -100,7 +106,9 @@ async def main():
         await loop.create_task(outer(), name="busy")
         return
     event = asyncio.Event()   # set at EOF on stdin: then every task ends
-    others = [loop.create_task(forever(event), name="lonely")]
+    sub = MyTask(forever(event), loop=loop, name="sub")
+    others = [loop.create_task(forever(event), name="lonely"), sub,
+              loop.create_task(worker_a_inner(sub), name="sub-waiter")]
     if sys.version_info >= (3, 11):
         others.append(loop.create_task(group_parent(event), name="group-parent"))
     loop.call_soon(report, loop, event)

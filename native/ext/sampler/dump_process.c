@@ -234,9 +234,8 @@ static int add_asyncio(sw_target *t, const sw_py_layout *l, uint64_t interp, PyO
     }
     if (rc < 0)
         PyList_SetSlice(tasks, 0, PyList_GET_SIZE(tasks), NULL);   /* none, said why */
-    else if (st.unreadable || st.other_types)
-        snprintf(err, sizeof err, "%u of %u tasks could not be read (changed while read), %u not of the type "
-                 "_asyncio.Task (a subclass: not read)", st.unreadable, st.found + st.other_types, st.other_types);
+    else if (st.unreadable)
+        snprintf(err, sizeof err, "%u of %u tasks could not be read (changed while read)", st.unreadable, st.found);
     PyObject *why = err[0] ? PyUnicode_FromString(err) : (Py_INCREF(Py_None), Py_None);
     int bad = !why || PyDict_SetItemString(out, "asyncio", tasks) < 0 ||
               PyDict_SetItemString(out, "asyncio_error", why) < 0;

@@ -4,7 +4,7 @@ asyncio_graph.py: asyncio.all_tasks(), each task's coroutine stack as its
 coroutines say it, and who awaits whom as the program built it), for a
 target of each version 3.9-3.13 read by one stackwatch: gather of named
 tasks that await other tasks, a TaskGroup (3.11+), tasks waiting on an
-Event; the text form shows the same tree."""
+Event, a task of a subclass of Task; the text form shows the same tree."""
 import json
 import os
 import subprocess
@@ -45,7 +45,7 @@ def tasks_read(threads):
 def check_tasks(threads, g, version):
     """The tasks `dump --json` read equal the program's graph."""
     got = tasks_read(threads)
-    expected = {"main", "worker-a", "worker-b", "leaf-a", "lonely"}
+    expected = {"main", "worker-a", "worker-b", "leaf-a", "lonely", "sub", "sub-waiter"}
     if int(version.split(".")[1]) >= 11:
         expected |= {"group-parent", "group-child-1", "group-child-2"}
     assert set(g.tasks) == expected   # (the program's own all_tasks())
@@ -65,7 +65,8 @@ def check_tasks(threads, g, version):
     assert sorted(name_of[c] for c in got["main"]["awaits"]["children"]) == ["worker-a", "worker-b"]
     assert got["worker-a"]["awaits"] == {"kind": "task", "address": got["leaf-a"]["address"],
                                          "type": "_asyncio.Task"}
-    for name in expected - {"main", "worker-a"}:
+    assert got["sub-waiter"]["awaits"] == {"kind": "task", "address": got["sub"]["address"], "type": "MyTask"}
+    for name in expected - {"main", "worker-a", "sub-waiter"}:
         assert got[name]["awaits"]["kind"] == "future" and got[name]["awaits"]["type"] == "_asyncio.Future"
     return expected
 
@@ -85,7 +86,7 @@ def test_dump_asyncio_tree_equals_the_programs_graph(version):
             auto = _native.dump_process(g.pid)
             offsets = _native.dump_process(g.pid, layout="debug_offsets")
             assert offsets["layout"] == "debug_offsets" and offsets["asyncio_error"] is None
-            assert offsets["asyncio"] == auto["asyncio"] and len(auto["asyncio"]) == 8
+            assert offsets["asyncio"] == auto["asyncio"] and len(auto["asyncio"]) == 10
     finally:
         g.stop()
     assert r.returncode == 0 and r.stderr == "", r.stderr
