@@ -324,7 +324,9 @@ static PyMethodDef methods[] = {
      "(value: a None, bool, int, float, str or bytes made here), 'other' or 'unreadable' (None where the frame's "
      "could not be read); core='FILE' (pid then ignored) reads the process of that core file instead (gdb's gcore, "
      "or a crash's), exe the python that ran (for a core of another machine or files changed since): no thread "
-     "states there (state 'unknown', gil False)"},
+     "states there (state 'unknown', gil False); asyncio: the pending asyncio tasks [{address, name, loop, running, "
+     "loop_thread, frames, awaits, waiter, waiter_type, children, group_parent}], asyncio_error: None or why some "
+     "or all were not read"},
     {NULL, NULL, 0, NULL},
 };
 
