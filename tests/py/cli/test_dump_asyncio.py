@@ -5,6 +5,7 @@ coroutines say it, and who awaits whom as the program built it), for a
 target of each version 3.9-3.13 read by one stackwatch: gather of named
 tasks that await other tasks, a TaskGroup (3.11+), tasks waiting on an
 Event, a task of a subclass of Task; the text form shows the same tree."""
+import _asyncio
 import json
 import os
 import subprocess
@@ -168,7 +169,7 @@ def test_dump_asyncio_types_not_the_tables(tmp):
     for out in (r, text):
         assert out.returncode == 0
         assert out.stderr == ("stackwatch: asyncio tasks not shown: asyncio's Task of this Python is Task of 16 bytes, "
-                              f"not _asyncio.Task of 176 as in {v}'s table\n"), out.stderr
+                              f"not _asyncio.Task of {_asyncio.Task.__basicsize__} as in {v}'s table\n"), out.stderr
     threads = json.loads(r.stdout)
     assert threads[-1]["frames"][-1]["function"] == "<module>" and tasks_read(threads) == {}
     assert "Asyncio loop" not in text.stdout and 'asyncio_graph.py", line' in text.stdout
