@@ -21,7 +21,8 @@ EOF on stdin and ends. With the argument replace-task-type it first puts
 another class in the place of _asyncio.Task (for a reader that checks
 it). With the argument running, main awaits one task, busy, whose
 coroutine outer awaits spin, which prints "graph []" and reads stdin to
-EOF: busy runs, blocked in that read."""
+EOF: busy runs, blocked in that read. With running-eager (3.12+) busy is
+an eager task: it runs from main's call of Task(), both running."""
 import asyncio
 import json
 import sys
@@ -102,6 +103,9 @@ async def outer():
 async def main():
     loop = asyncio.get_running_loop()
     asyncio.current_task().set_name("main")
+    if sys.argv[1:] == ["running-eager"]:   # (3.12+: busy's first step runs in Task(), named first)
+        await asyncio.Task(outer(), loop=loop, name="busy", eager_start=True)
+        return
     if sys.argv[1:] == ["running"]:
         await loop.create_task(outer(), name="busy")
         return

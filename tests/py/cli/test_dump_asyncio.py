@@ -43,6 +43,19 @@ def tasks_read(threads):
     return {t["name"]: t for th in threads for t in th["asyncio"]}
 
 
+def dump_main_thread(python, mode):
+    """`dump --json` of the program in that mode: its main thread (the
+    oldest, last) and the tasks read, by name."""
+    g = Graph(python, mode)
+    try:
+        r = run(["dump", str(g.pid), "--json"])
+    finally:
+        g.stop()
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    thread = json.loads(r.stdout)[-1]
+    return thread, tasks_read([thread])
+
+
 def check_tasks(threads, g, version):
     """The tasks `dump --json` read equal the program's graph."""
     got = tasks_read(threads)
@@ -122,14 +135,7 @@ def test_dump_asyncio_running_task(version):
     has it (the rest of its stack is that thread's)."""
     if version == "none":
         pytest.skip("no pyenv CPython 3.9-3.13")
-    g = Graph(TARGETS[version], "running")
-    try:
-        r = run(["dump", str(g.pid), "--json"])
-    finally:
-        g.stop()
-    assert r.returncode == 0 and r.stderr == "", r.stderr
-    thread = json.loads(r.stdout)[-1]
-    got = tasks_read([thread])
+    thread, got = dump_main_thread(TARGETS[version], "running")
     assert set(got) == {"main", "busy"}
     busy, main = got["busy"], got["main"]
     assert busy["running"] and busy["awaits"] == {"kind": "nothing"} and busy["parent"] == main["address"]
@@ -137,6 +143,24 @@ def test_dump_asyncio_running_task(version):
     assert [(f["function"], f["line"]) for f in busy["frames"]] == [stack[[n for n, _ in stack].index("outer")]]
     assert stack[[n for n, _ in stack].index("outer") - 1][0] == "spin"
     assert not main["running"] and main["awaits"]["kind"] == "task"
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")
+@pytest.mark.parametrize("version", sorted(v for v in TARGETS if int(v.split(".")[1]) >= 12) or ["none"])
+def test_dump_asyncio_eager_task(version):
+    """3.12+: an eager task running its first step (in asyncio.tasks'
+    _eager_tasks, a set of tasks, not a WeakSet) is read, running, as is
+    the task whose call of Task() runs it."""
+    if version == "none":
+        pytest.skip("no pyenv CPython 3.12+")
+    thread, got = dump_main_thread(TARGETS[version], "running-eager")
+    assert set(got) == {"main", "busy"}
+    stack = [(f["function"], f["line"]) for f in thread["frames"]]
+    names = [n for n, _ in stack]
+    for name, function in (("busy", "outer"), ("main", "main")):
+        assert got[name]["running"] and got[name]["awaits"] == {"kind": "nothing"}, name
+        assert [(f["function"], f["line"]) for f in got[name]["frames"]] == [stack[names.index(function)]], name
 
 
 @needs_sampler
