@@ -67,7 +67,7 @@ def switch(on):
         except Exception as e:   # never into the program
             print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
     elif not on and _saved:
-        for table in (_failed, _starts, _waiters, _joiners):   # (a next session gives new ids)
+        for table in (_failed, _starts, _waiters, _joiners, _cond_seen):   # (a next session gives new ids)
             table.clear()
         _hooks.asyncio_reset()
         while _saved:
@@ -304,17 +304,30 @@ _COND_CALLERS = {("queue.py", "get"): "queue", ("queue.py", "put"): "queue", ("q
 _COND_OWN = ("notify_all", "notifyAll", "wait_for")
 
 
+_cond_seen = {}   # (id of a Condition, caller's code) -> (weakref to it, names_gen, what _cond_what said)
+names_gen = 0     # +1 at each stackwatch.name(): the channel names kept in _cond_seen are stale
+COND_SEEN_MAX = 4096
+
+
 def _cond_what(cond, f):
     """(reason number, channel name) of a Condition's wait or notify called
-    from frame f."""
+    from frame f. The same for the same Condition and caller's code (a
+    queue's get, an Event's wait): kept, since a queue waits and notifies
+    with its lock held, and the frame's locals cost."""
     while f is not None and f.f_code.co_name in _COND_OWN and f.f_code.co_filename == threading_file:
         f = f.f_back
+    key = (id(cond), f and f.f_code)
+    seen = _cond_seen.get(key)
+    if seen is not None and seen[0]() is cond and seen[1] == names_gen:
+        return seen[2]
     what = f and _COND_CALLERS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))
-    if what and f.f_code.co_filename.startswith(_skip):
-        this = f.f_locals.get("self")
-        if this is not None and this is not cond:
-            return _reason(what), channel_name(this)
-    return _reason("condition"), channel_name(cond)
+    this = f.f_locals.get("self") if what and f.f_code.co_filename.startswith(_skip) else None
+    out = ((_reason(what), channel_name(this)) if this is not None and this is not cond
+           else (_reason("condition"), channel_name(cond)))
+    if len(_cond_seen) >= COND_SEEN_MAX:
+        _cond_seen.clear()
+    _cond_seen[key] = (weakref.ref(cond), names_gen, out)
+    return out
 
 
 def _cond_wait(orig):
