@@ -47,8 +47,11 @@ VALUE_MAX = 200
 _saved = []          # (owner, attribute, original, wrapper) of what is wrapped now
 _failed = weakref.WeakKeyDictionary()    # thread -> repr of the exception its run raised
 _starts = weakref.WeakKeyDictionary()    # thread started -> (creating task, creating thread's native id, where)
-_waiters = weakref.WeakKeyDictionary()   # threading.Condition -> native ids of the threads in its wait(), in order
-_joiners = weakref.WeakKeyDictionary()   # thread -> native ids of the threads in its join()
+# id of a Condition -> native ids of the threads in its wait(), in order; id
+# of a thread -> those in its join(). By id: an entry lives only while a
+# thread waits, which holds the object alive (no weak reference to make).
+_waiters = {}
+_joiners = {}
 threading_get_native_id = threading_current = threading_file = None
 _names = weakref.WeakKeyDictionary()     # obj -> (name, group) given by stackwatch.name()
 _skip = ()           # folders and files whose frames are no event's location
@@ -250,7 +253,7 @@ def _thread_bootstrap(orig):
             try:
                 failed = _failed.pop(self, None)
                 _event("task_exit", 0, 0 if failed is None else 1, 0, failed)
-                for native_id in _joiners.pop(self, ()):   # its end ends their join()
+                for native_id in _joiners.pop(id(self), ()):   # its end ends their join()
                     _event("task_wake", 0, 0, native_id, f"thread {self.name}")
             except Exception:
                 pass
@@ -271,12 +274,12 @@ def _thread_join(orig):
 
 def _blocked_in(table, key, what, call, *args):
     """call(*args), this thread blocked in it on what (reason, channel,
-    where; None: not blocked) and listed in table[key] meanwhile."""
+    where; None: not blocked) and listed in table[id(key)] meanwhile."""
     me = None
     try:
         if what is not None:
             me = threading_get_native_id()
-            table.setdefault(key, []).append(me)
+            table.setdefault(id(key), []).append(me)
             _event("task_block", what[0], 0, 0, what[1], None, what[2])
     except Exception:
         pass
@@ -284,14 +287,17 @@ def _blocked_in(table, key, what, call, *args):
         return call(*args)
     finally:
         if me is not None:
-            _forget(table.get(key), me)
+            _forget(table, id(key), me)
 
 
-def _forget(ids, me):
-    try:
-        ids.remove(me)
-    except (AttributeError, ValueError):
-        pass
+def _forget(table, k, me):
+    """me no longer waits (it may have been woken and taken off already)."""
+    ids = table.get(k)
+    if ids is not None:
+        if me in ids:
+            ids.remove(me)
+        if not ids:
+            table.pop(k, None)
 
 
 # A Condition's wait and notify: what the program waits on is read from
@@ -347,7 +353,7 @@ def _cond_notify(orig):
         if not self._waiters:   # nobody waits (most notifies of a queue): nobody is woken
             return orig(self, n)
         try:
-            ids = _waiters.get(self)
+            ids = _waiters.get(id(self))
             if ids:
                 f = sys._getframe(1)
                 _, channel = _cond_what(self, f)
