@@ -310,7 +310,7 @@ _COND_CALLERS = {("queue.py", "get"): "queue", ("queue.py", "put"): "queue", ("q
 _COND_OWN = ("notify_all", "notifyAll", "wait_for")
 
 
-_cond_seen = {}   # (id of a Condition, caller's code) -> (weakref to it, names_gen, what _cond_what said)
+_cond_seen = {}   # ids of (a Condition, its caller's code) -> (weakref to it, the code, names_gen, what _cond_what said)
 names_gen = 0     # +1 at each stackwatch.name(): the channel names kept in _cond_seen are stale
 COND_SEEN_MAX = 4096
 
@@ -322,17 +322,18 @@ def _cond_what(cond, f):
     with its lock held, and the frame's locals cost."""
     while f is not None and f.f_code.co_name in _COND_OWN and f.f_code.co_filename == threading_file:
         f = f.f_back
-    key = (id(cond), f and f.f_code)
+    code = f and f.f_code
+    key = (id(cond), id(code))   # (a code object's hash reads all its bytecode)
     seen = _cond_seen.get(key)
-    if seen is not None and seen[0]() is cond and seen[1] == names_gen:
-        return seen[2]
+    if seen is not None and seen[0]() is cond and seen[1] is code and seen[2] == names_gen:
+        return seen[3]
     what = f and _COND_CALLERS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))
     this = f.f_locals.get("self") if what and f.f_code.co_filename.startswith(_skip) else None
     out = ((_reason(what), channel_name(this)) if this is not None and this is not cond
            else (_reason("condition"), channel_name(cond)))
     if len(_cond_seen) >= COND_SEEN_MAX:
         _cond_seen.clear()
-    _cond_seen[key] = (weakref.ref(cond), names_gen, out)
+    _cond_seen[key] = (weakref.ref(cond), code, names_gen, out)
     return out
 
 
