@@ -190,7 +190,9 @@
  *   TASK_RECEIVE  the running task's get or switch returns value from
  *                 channel; peer the sender's id + 1 (0: not known)
  *   TASK_NAME     task `task` is named name, in group ("": none) by
- *                 stackwatch.name(): the name wins over the automatic one
+ *                 stackwatch.name(): the name wins over the automatic one;
+ *                 or by asyncio after its creation (set_name; an eager
+ *                 task, whose TASK_CREATE has no name)
  * OFF_CPU..ON_CPU (format 1.10, `run --kernel=sched`): the thread is off
  * CPU from its switch out (reason: sleeping S, blocked D, preempted R,
  * other, or without the privilege preempted / waiting; cpu: the CPU it
