@@ -45,6 +45,7 @@ static PyObject *block_of;     /* task_hooks._block_of(task) -> (reason, channel
 static PyObject *skip;         /* tuple of str: folders and files that are no event's location */
 static PyObject *blocked;      /* {task id: channel (str or None)} of the tasks blocked now */
 static PyObject *seen_names;   /* {task id: its asyncio name when last seen} */
+static PyObject *stepped;      /* {task id} of the tasks whose name was checked at their first step */
 static uint64_t tables_gen;    /* the session the two tables belong to */
 
 #define VALUE_MAX 200
@@ -72,12 +73,13 @@ typedef struct {
 
 static int tables(void)
 {
-    if (tables_gen != sw_S.gen || !blocked || !seen_names) {
+    if (tables_gen != sw_S.gen || !blocked || !seen_names || !stepped) {
         Py_XSETREF(blocked, PyDict_New());
         Py_XSETREF(seen_names, PyDict_New());
+        Py_XSETREF(stepped, PySet_New(NULL));
         tables_gen = sw_S.gen;
     }
-    return blocked && seen_names ? 0 : -1;
+    return blocked && seen_names && stepped ? 0 : -1;
 }
 
 /* 1 when nobody wants task events (the hooks then only call through). */
@@ -218,7 +220,10 @@ static int named_by_user(PyObject *task)
  * named it. 0: none. */
 static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObject **name);
 
-static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name)
+/* first_step: a step of the task, whose name is checked only at its first
+ * (asyncio's create_task(name=) of 3.9-3.11 names it after its creation)
+ * and at its exit (set_name while it ran: its last name is the trace's). */
+static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name, int first_step)
 {
     if (!sw_S.gen && !(sw_D.mask & SW_EVB(SW_K_TASK_SWITCH)))
         return 0;
@@ -228,6 +233,16 @@ static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name)
     }
     int fresh;
     uint64_t tid = sw_tasks_id(task, &fresh);
+    if (tid && !fresh && first_step) {   /* its name is checked at its first step, and at its exit */
+        PyObject *key = PyLong_FromUnsignedLongLong(tid);
+        int known = key ? PySet_Contains(stepped, key) : -1;
+        if (known == 0)
+            PySet_Add(stepped, key);
+        Py_XDECREF(key);
+        PyErr_Clear();
+        if (known != 0)
+            return tid;
+    }
     if (tid)
         seen(task, tid, fresh, coro, name);
     return tid;
@@ -295,6 +310,8 @@ static void exited(PyObject *task, uint64_t tid)
 static void after_step(PyObject *task, uint64_t tid)
 {
     if (call_true(task, S_done)) {
+        if (tables() == 0)
+            seen(task, tid, 0, NULL, NULL);   /* a name given while it ran */
         exited(task, tid);
         return;
     }
@@ -332,7 +349,7 @@ static PyObject *wrap_run(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, 
         PyObject *cb = PyObject_GetAttr(args[0], S_callback);
         task = cb ? stepped_task(cb) : NULL;
         Py_XDECREF(cb);
-        tid = task ? task_id(task, NULL, NULL) : 0;
+        tid = task ? task_id(task, NULL, NULL, 1) : 0;
         if (tid)
             prev = sw_tasks_switch(tid, &acted);
         PyErr_Clear();
@@ -360,7 +377,9 @@ static PyObject *wrap_init(sw_aio_wrap *w, PyObject *const *args, size_t nargsf,
     sw_exc_state exc;
     sw_exc_save(&exc);
     PyObject *task = stepped_task(args[1]);
-    uint64_t tid = task ? sw_tasks_known(task) : 0;
+    PyObject *waiter = task ? PyObject_GetAttr(task, S_fut_waiter) : NULL;   /* a blocked task's wakeup: set */
+    uint64_t tid = waiter && waiter != Py_None ? sw_tasks_known(task) : 0;
+    Py_XDECREF(waiter);
     PyObject *key = tid ? PyLong_FromUnsignedLongLong(tid) : NULL;
     PyObject *channel = key ? PyDict_GetItemWithError(blocked, key) : NULL;   /* borrowed */
     if (channel) {
@@ -455,7 +474,7 @@ static PyObject *wrap_create(sw_aio_wrap *w, PyObject *const *args, size_t nargs
     sw_exc_state exc;
     sw_exc_save(&exc);
     PyObject *name = NULL;
-    uint64_t tid = PyObject_IsInstance(task, task_types) == 1 ? task_id(task, coro, &name) : 0;
+    uint64_t tid = PyObject_IsInstance(task, task_types) == 1 ? task_id(task, coro, &name, 0) : 0;
     if (tid) {
         PyFrameObject *f = program_frame();
         sw_tasks_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0,
@@ -669,7 +688,7 @@ static PyObject *asyncio_at_start(PyObject *self, PyObject *args)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    uint64_t tid = task_id(task, NULL, NULL);
+    uint64_t tid = task_id(task, NULL, NULL, 0);
     PyObject *key = tid && reason >= 0 ? PyLong_FromUnsignedLongLong(tid) : NULL;
     int acted = 0;
     if (key && tables() == 0 && PyDict_SetItem(blocked, key, channel) == 0) {
@@ -692,6 +711,7 @@ static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
     (void)unused;
     Py_CLEAR(blocked);
     Py_CLEAR(seen_names);
+    Py_CLEAR(stepped);
     Py_RETURN_NONE;
 }
 
