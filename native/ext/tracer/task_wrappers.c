@@ -11,7 +11,8 @@
  *   made a bare yield (sleep(0): runnable, no event). A task whose
  *   asyncio name changed since it was last seen (set_name, or a name
  *   given after create_task returned, as 3.9-3.11's asyncio.create_task
- *   does) is defined again with its new name (TASK_NAME).
+ *   does), checked at its first step and at its exit, is defined again
+ *   with its new name (TASK_NAME).
  * - Handle.__init__: the wakeup of a blocked task scheduled is its wake,
  *   by the task running, located where the program's code completed what
  *   it waited on.
