@@ -2,22 +2,26 @@
  * pystack.c - walking interpreter -> threads -> frames -> code objects in
  * memory (see pystack.h).
  *
- * Cost per thread and sample, in system calls: one read of the thread
- * state; on 3.11/3.12 one more for the _PyCFrame; on 3.11+ one bulk copy of
- * the top of the thread's frame stack (the current _PyStackChunk), from
- * which every frame in it is decoded (with, in the same call, the leaf
- * frame when it lives elsewhere: a generator's), plus one read per other
- * frame living elsewhere (generators, older chunks, 3.12+ shim frames on
- * the C stack) that the thread's last walk did not read too, and then one
- * read checking that the thread's leaf did not change meanwhile; before
- * 3.11 one read of the leaf and of the frames of the thread's last walk,
- * one per frame not among them, and one reading the callers again. The
- * frames a walk reads on their own are read speculatively in its first
- * read (see spec_* below). A walk torn by the thread running on
- * (see "Torn stacks" below) is redone, then failed. Code objects come from the code
- * cache; those not confirmed in the last few rounds are re-read, all in one
- * batched read (process_vm_readv with many iovecs). Strings are only read
- * on a cache miss.
+ * Cost per thread and sample, in system calls (docs/architecture.md "What
+ * a sample costs"): on 3.11+, once the thread was sampled, one read of the
+ * thread state with what its last sample lets guess (see "Guesses": its
+ * current frame through the same _PyCFrame on 3.11/3.12, the frames its
+ * last walk read on their own, the top of its current _PyStackChunk),
+ * merged for the first thread into the round's read of the thread list and
+ * the GIL; when the guess misses, one bulk copy of the top of the frame
+ * stack (with, in the same call, the leaf frame when it lives elsewhere: a
+ * generator's); one read per other frame living elsewhere (generators,
+ * older chunks, 3.12+ shim frames on the C stack) that the thread's last
+ * walk did not read too; and then one read checking that the walk was not
+ * torn (the thread state, its current frame, the walked frames and the code
+ * objects' headers again). Before 3.11 the thread state, then one read of
+ * the leaf and of the frames of the thread's last walk, one per frame not
+ * among them. A walk torn by the thread running on (see "Torn stacks"
+ * below) is redone, then failed. Code objects come from the code cache;
+ * before 3.11 those not confirmed in the last few rounds are re-read, all
+ * in one batched read (process_vm_readv with many iovecs; requests less
+ * than a page apart are one range, mem.c). Strings are only read on a
+ * cache miss.
  */
 #include "pystack.h"
 #include "codecache.h"
