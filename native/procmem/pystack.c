@@ -120,6 +120,7 @@ struct sw_pystack {
     uint64_t g_tstate[SPEC_THREADS];
     uint64_t g_cframe[SPEC_THREADS];
     uint64_t g_chunk[SPEC_THREADS], g_lo[SPEC_THREADS], g_end[SPEC_THREADS];
+    uint64_t g_pthread[SPEC_THREADS];   /* before 3.11: its pthread_self(), whose kernel tid is read */
     uint64_t head_guess;           /* the first thread state of the last round */
     sw_pystack_stats st;
 };
@@ -311,7 +312,10 @@ typedef struct guess {
     int cf_ok;
     uint64_t chunk, lo, end;  /* the window guessed: bytes [lo, end) of the chunk, into r->window */
     int win_ok;
-    uint32_t cf_req, win_req; /* their indexes in r->spec_reqs, or 0 */
+    uint64_t pthread;         /* before 3.11: the thread's pthread_self() guessed ... */
+    uint32_t tid;             /* ... and the kernel thread id read in its struct */
+    int tid_ok;
+    uint32_t cf_req, win_req, tid_req;   /* their indexes in r->spec_reqs, or 0 */
 } guess;
 
 /* The guess slot of a thread state, emptied if it was another's. */
@@ -320,7 +324,7 @@ static uint32_t guess_slot(sw_pystack *r, uint64_t tstate)
     const uint32_t slot = spec_slot(tstate);
     if (r->g_tstate[slot] != tstate) {
         r->g_tstate[slot] = tstate;
-        r->g_cframe[slot] = r->g_chunk[slot] = r->g_lo[slot] = r->g_end[slot] = 0;
+        r->g_cframe[slot] = r->g_chunk[slot] = r->g_lo[slot] = r->g_end[slot] = r->g_pthread[slot] = 0;
     }
     return slot;
 }
@@ -335,6 +339,12 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
     const uint32_t slot = guess_slot(r, tstate);
     memset(g, 0, sizeof *g);
     r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
+    if (l->tstate_native_thread_id == SW_NO_OFFSET && l->thread_tid != SW_NO_OFFSET && r->g_pthread[slot]) {
+        /* Before 3.11 the kernel thread id is in glibc's struct pthread. */
+        g->pthread = r->g_pthread[slot];
+        g->tid_req = *k;
+        r->spec_reqs[(*k)++] = (sw_mem_req){g->pthread + l->thread_tid, &g->tid, sizeof g->tid, 0};
+    }
     sw_mem_req cf = {0, NULL, 0, 0};
     if (l->cframe_current_frame != SW_NO_OFFSET && r->g_cframe[slot]) {
         g->cframe = r->g_cframe[slot];
@@ -377,6 +387,7 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
 static void guess_read(sw_pystack *r, guess *g)
 {
     g->cf_ok = g->cf_req && r->spec_reqs[g->cf_req].ok;
+    g->tid_ok = g->tid_req && r->spec_reqs[g->tid_req].ok;
     g->win_ok = g->win_req && r->spec_reqs[g->win_req].ok;
 }
 
@@ -404,8 +415,12 @@ static void guess_keep_window(sw_pystack *r, uint64_t tstate, uint64_t chunk, ui
     r->g_end[slot] = end - lo <= WINDOW_MAX ? end : top;
 }
 
+static int by_addr(const void *a, const void *b);
+
 /* Appends to r->spec_reqs, from *k on, the reads of the frames thread
- * tstate's last walk read on its own but leaf, into r->spec_bytes. */
+ * tstate's last walk read on its own but leaf, into r->spec_bytes, in
+ * address order (frames close together are read as one range, mem.c:
+ * before 3.11 a thread's frame objects often share pages). */
 static void spec_reqs_add(sw_pystack *r, uint64_t tstate, uint64_t leaf, uint32_t *k)
 {
     const uint32_t back = frame_back(&r->l), slot = spec_slot(tstate), first = *k;
@@ -419,6 +434,7 @@ static void spec_reqs_add(sw_pystack *r, uint64_t tstate, uint64_t leaf, uint32_
         r->spec_reqs[*k] = (sw_mem_req){was[i] - back, r->spec_bytes + (size_t)(*k - first) * each, each, 0};
         (*k)++;
     }
+    qsort(r->spec_reqs + first, *k - first, sizeof *r->spec_reqs, by_addr);
 }
 
 /* The first read of a walk, one batched read: the npre requests given
@@ -866,26 +882,33 @@ static uint64_t gil_address(sw_pystack *r)
     return r->gil_addr;
 }
 
-/* The kernel thread id of the thread whose state is ts, or 0. */
-static uint32_t kernel_tid(sw_pystack *r, const unsigned char *ts)
+/* The kernel thread id of the thread whose state (at tstate) is ts, or 0:
+ * before 3.11 read in its struct pthread, taken from g when g read it
+ * there (guess). */
+static uint32_t kernel_tid(sw_pystack *r, uint64_t tstate, const unsigned char *ts, const guess *g)
 {
     const sw_py_layout *l = &r->l;
     if (l->tstate_native_thread_id != SW_NO_OFFSET)
         return (uint32_t)u64_at(ts, l->tstate_native_thread_id);
     uint32_t tid = 0;
-    if (l->thread_tid == SW_NO_OFFSET ||
-        sw_mem_read(&r->mem, u64_at(ts, l->tstate_thread_id) + l->thread_tid, &tid, sizeof tid) != SW_OK)
+    uint64_t pthread = u64_at(ts, l->tstate_thread_id);
+    if (l->thread_tid == SW_NO_OFFSET)
+        return 0;
+    r->g_pthread[guess_slot(r, tstate)] = pthread;
+    if (g && g->tid_ok && g->pthread == pthread)
+        return g->tid;
+    if (sw_mem_read(&r->mem, pthread + l->thread_tid, &tid, sizeof tid) != SW_OK)
         return 0;
     return tid;
 }
 
 /* Fills s->state, s->cpu_ns, s->native_tid and the GIL flag of the thread
  * whose state (at address tstate) is ts. */
-static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, sw_sample *s)
+static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, const guess *g, sw_sample *s)
 {
     s->state = SW_STATE_UNKNOWN;
     s->cpu_ns = SW_NO_CPU;
-    uint32_t tid = kernel_tid(r, ts);
+    uint32_t tid = kernel_tid(r, tstate, ts, g);
     if (tid && !s->native_tid)
         s->native_tid = tid;
     if (!r->states || (!tid && !s->thread_id))
@@ -1143,13 +1166,14 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * right after its walk, so that the walk starts from the thread state
      * just read (PROBE_LATE). */
     const unsigned char *ts0 = ts;
+    const guess *g0 = g;
     int probed = r->syms != NULL;
     if (probed)
-        probe_thread(r, tstate, ts, &s);
+        probe_thread(r, tstate, ts, g, &s);
 #define PROBE_LATE()                               \
     do {                                           \
         if (!probed)                               \
-            probe_thread(r, tstate, ts0, &s);      \
+            probe_thread(r, tstate, ts0, g0, &s);  \
     } while (0)
     /* Native mode: the thread is parked in the signal handler with its
      * native stack from here until released, right after its Python frames
