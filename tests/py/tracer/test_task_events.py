@@ -1,8 +1,9 @@
 """The task events document (stackwatch.tracer.task_events.read_task_events,
 issue 22) against the program's own log: a factorial computed by greenlets
 passing numbers with switch(), logged by the program's own
-greenlet.settrace callback (chained by stackwatch's), must come out of the
-trace as the same switches, in the same order, from the same code."""
+greenlet.settrace callback (chained by stackwatch's) and by its own code
+around each switch(), must come out of the trace as the same switches and
+messages, in the same order, from the same code."""
 import json
 import os
 import re
@@ -21,6 +22,11 @@ from stackwatch.tracer.task_events import read_task_events
 # after the exit of a greenlet that ended and the creation of one that
 # starts (greenlet tells of a greenlet first when it starts: its creation
 # is its first switch in, by the greenlet that switches to it, there).
+# The values switch() passes are messages: sent as the sender calls
+# switch(), received when the receiver's switch() returns with them or its
+# run function starts with them (several as a tuple); a switch() that
+# passes nothing (the consumer's) carries none, nor does a greenlet's
+# return into its parent (its exit's result).
 GREENLETS = r'''
 import json, sys
 import greenlet, stackwatch
@@ -34,26 +40,42 @@ def label(g):
 def mine(event, args):
     origin, target = args
     if origin.dead:
-        log.append({"kind": "exit", "task": label(origin), "other": None, "function": None})
+        log.append({"kind": "exit", "task": label(origin), "other": None, "function": None, "value": None})
     if target.parent is not None and id(target) not in started:
         started.add(id(target))
-        log.append({"kind": "create", "task": label(target), "other": label(origin), "function": where[-1]})
+        log.append({"kind": "create", "task": label(target), "other": label(origin), "function": where[-1],
+                    "value": None})
     log.append({"kind": "switch", "task": label(target), "other": label(origin),
-                "function": where.pop() if where and not origin.dead else None})
+                "function": where.pop() if where and not origin.dead else None, "value": None})
+
+def send(to, *values):
+    """to.switch(*values), logged as a send and its receive."""
+    me = greenlet.getcurrent()
+    value = repr(values[0] if len(values) == 1 else values)
+    log.append({"kind": "send", "task": label(me), "other": label(to), "function": "send", "value": value})
+    return to.switch(*values)
+
+def received(value, by, sender):
+    log.append({"kind": "receive", "task": by, "other": sender, "function": by.split()[-1], "value": repr(value)})
+    return value
 
 def produce(n):
-    for i in range(1, n + 1):
-        where.append("produce")
-        consumer.switch(i)
-    where.append("produce")
-    consumer.switch(None)
+    received(n, "greenlet produce", "MainThread")
+    where.append("send")
+    send(consumer, 1, "numbers")
+    for i in range(2, n + 1):
+        where.append("send")
+        send(consumer, i)
+    where.append("send")
+    send(consumer, None)
 
-def consume(first):
+def consume(first, channel):
+    received((first, channel), "greenlet consume", "greenlet produce")
     acc, i = 1, first
     while i is not None:
         acc *= i
         where.append("consume")
-        i = producer.switch()
+        i = received(producer.switch(), "greenlet consume", "greenlet produce")
     return acc
 
 greenlet.settrace(mine)
@@ -61,8 +83,8 @@ producer = greenlet.greenlet(produce)
 consumer = greenlet.greenlet(consume)
 names[id(producer)], names[id(consumer)] = "greenlet produce", "greenlet consume"
 def run(n):
-    where.append("run")
-    return producer.switch(n)
+    where.append("send")
+    return send(producer, n)
 
 stackwatch.start(sys.argv[1], events=["tasks"])
 result = run(int(sys.argv[3]))
@@ -99,14 +121,15 @@ def test_greenlet_switches_equal_the_programs_log(greenlets):
     assert tasks["MainThread"]["kind"] == "thread" and tasks["MainThread"]["id"] == 0
     assert tasks["greenlet produce"]["kind"] == tasks["greenlet consume"]["kind"] == "greenlet"
     assert len({t["thread"] for t in doc["tasks"]}) == 1
-    got = [{k: e[k] for k in ("kind", "task", "other", "function")} for e in doc["events"]]
-    assert got == log and len(log) == 16
+    got = [{k: e[k] for k in ("kind", "task", "other", "function", "value")} for e in doc["events"]]
+    assert got == log and len(log) == 30
+    assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"switch"}
     assert tasks["greenlet consume"]["created_by"] == "greenlet produce"
     assert tasks["greenlet consume"]["outcome"] == "result" and tasks["greenlet produce"]["outcome"] is None
     # Made where produce() switched to it, inside run() (the creator's open frames, innermost first).
     stack = [(f["function"], f["line"] is not None) for f in tasks["greenlet consume"]["creation_stack"]]
-    assert stack == [("produce", True)]   # (produce is the greenlet's outermost frame)
-    assert [f["function"] for f in tasks["greenlet produce"]["creation_stack"]] == ["run"]
+    assert stack == [("send", True), ("produce", False)]   # (produce is the greenlet's outermost frame)
+    assert [f["function"] for f in tasks["greenlet produce"]["creation_stack"]] == ["send", "run"]
     times = [e["t_ns"] for e in doc["events"]]
     assert times == sorted(times)
     for e in doc["events"]:
