@@ -123,6 +123,17 @@ static void task_record(int kind, PyFrameObject *f, long long a, long long b, lo
     task_record_at(kind, f, NULL, -1, a, b, c, s1, s2);
 }
 
+void sw_task_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1, const char *s2)
+{
+    task_record_at(kind, f, NULL, -1, a, b, c, s1, s2);
+}
+
+uint64_t sw_task_running(void)
+{
+    sw_tracer_thread *t = &sw_TT;
+    return sw_S.gen && t->tb && t->session == sw_S.gen ? t->tb->task : t->task_now;
+}
+
 /* The same, located at code `at`, line at_line when f is NULL. */
 static void task_record_at(int kind, PyFrameObject *f, PyCodeObject *at, int at_line, long long a, long long b,
                            long long c, const char *s1, const char *s2)
@@ -520,7 +531,7 @@ static PyObject *task_switch(PyObject *self, PyObject *arg)
 }
 
 /* hooks.task_event(kind, a, b, c, s1, s2, where): a task event of dispatch
- * kind `kind` (one of TASK_CREATE..TASK_NAME) with its fields (records.h;
+ * kind `kind` (one of TASK_CREATE..TASK_WOKEN) with its fields (records.h;
  * s1, s2 str or None), located at where: a frame, (code, line) or None. */
 static PyObject *task_event(PyObject *self, PyObject *args)
 {
@@ -531,7 +542,7 @@ static PyObject *task_event(PyObject *self, PyObject *args)
     PyObject *f;
     if (!PyArg_ParseTuple(args, "iLLLzzO", &kind, &a, &b, &c, &s1, &s2, &f))
         return NULL;
-    if (kind < SW_K_TASK_CREATE || kind > SW_K_TASK_NAME)
+    if (kind < SW_K_TASK_CREATE || kind > SW_K_TASK_WOKEN)
         return PyErr_Format(PyExc_ValueError, "not a task event kind: %d", kind);
     PyCodeObject *at = NULL;
     int at_line = -1;
@@ -554,8 +565,7 @@ static PyObject *task_running(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    sw_tracer_thread *t = &sw_TT;
-    return PyLong_FromUnsignedLongLong(sw_S.gen && t->tb && t->session == sw_S.gen ? t->tb->task : t->task_now);
+    return PyLong_FromUnsignedLongLong(sw_task_running());
 }
 
 /* Ours is installed; prev is the callback it replaced (None: none; never

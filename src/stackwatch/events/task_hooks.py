@@ -23,7 +23,10 @@ are wrapped (and put back after):
   in its join() (Thread.join: their block);
 - threading.Condition.wait and notify: a thread's block (on a queue, an
   Event, a Semaphore, or the Condition, read from wait's caller) and its
-  wake by the thread that notifies it (the first n in wait).
+  wake by the thread that notifies it (the first n in wait);
+- threading's Lock and RLock (C types): their acquire, release, __enter__
+  and __exit__ are ext/tracer/task_locks.c's (hooks.lock_wrap): a block on
+  a lock held, and who let the thread in (TASK_WOKEN).
 
 Each wrapper calls the original, records through _native.hooks (task_id,
 task_switch, task_event: ext/tracer/tasks.c) and never raises into the
@@ -71,6 +74,7 @@ def switch(on):
         except Exception as e:   # never into the program
             print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
     elif not on and _saved:
+        _hooks.lock_wrap(_lock_types(), False, None, None)
         for table in (_blocked, _failed, _starts, _waiters, _joiners):   # (a next session gives new ids)
             table.clear()
         while _saved:
@@ -113,6 +117,13 @@ def _install():
     _wrap(threading.Condition, "wait", _cond_wait)
     _wrap(threading.Condition, "notify", _cond_notify)
     _wrap(threading.Thread, "join", _thread_join)
+    _hooks.lock_wrap(_lock_types(), True, threading.__file__, channel_name)
+
+
+def _lock_types():
+    """threading's lock types: Lock's and RLock's (C)."""
+    import _thread
+    return tuple({type(_thread.allocate_lock()), getattr(_thread, "RLock", type(_thread.allocate_lock()))})
 
 
 def _where(f):

@@ -75,6 +75,9 @@ class TaskLog:
             if not d.get("native_id"):
                 self._states[(ident, d.get("task", 0))] = "runnable"
             return f"{woken} woken by {me}" + (f" ({ev.name})" if ev.name else "")
+        if kind == "woken":   # written by the woken task
+            self._states[(ident, self._running.get(ident, 0))] = "running"
+            return f"{me} woken by {self._thread(d.get('native_id'), ident)}" + (f" ({ev.name})" if ev.name else "")
         if kind in ("send", "receive"):
             arrow = "to" if kind == "send" else "from"
             return f"{me} {kind}s {d.get('value')} {arrow} {ev.name}"

@@ -16,7 +16,8 @@ frame alone), "exit_t_ns", "outcome" ("result", "exception", "cancelled"),
 events: {"kind" ("create", "switch", "block", "wake", "send", "receive",
 "exit"), "task" (the task it happened to; a create's: the new task; a
 switch's: the task switched to), "task_id", "other" (a create's creator;
-a switch's: the task switched away from; a wake's waker; a send's
+a switch's: the task switched away from; a wake's waker (the task itself
+when it gave up waiting: a timeout); a send's
 receiver and a receive's sender, paired by channel and value), "channel",
 "value", "reason" (a block's), "t_ns" (the trace's clock, like Trace
 events), "thread" (native thread id), "function", "file", "line" (where it
@@ -30,7 +31,7 @@ from .tracefile import RECORD_KINDS, Trace
 CREATION_REPLAYS = 64
 # The record kinds this module reads (records.h), by name.
 _KINDS = ("task_switch", "task_create", "task_exit", "task_block", "task_wake", "task_send", "task_receive",
-          "task_name")
+          "task_name", "task_woken")
 _NUMBERS = {k.name: n for n, k in RECORD_KINDS.items()}
 
 
@@ -131,6 +132,9 @@ def read_task_events(trace):
                 ev.update(kind="wake", other=running,
                           task=thread_key(data["native_id"], index) if data["native_id"]
                           else task_at((index, data["task"])))
+            elif name == "task_woken":   # written by the woken task: its waker's release came `ago` ns before
+                ev.update(kind="wake", t_ns=t_ns - min(data.get("ago") or 0, t_ns),
+                          other=task_at((by_tid.get(data["native_id"], -data["native_id"]), data["task"])))
             elif name in ("task_send", "task_receive"):
                 peer = task_at((index, data["peer"] - 1)) if data["peer"] else None
                 ev.update(kind="send" if name == "task_send" else "receive", other=peer)

@@ -456,24 +456,101 @@ def test_thread_events_equal_each_threads_log(tmp_path):
     assert tasks["consumer"]["outcome"] == tasks["producer"]["outcome"] == "result"
 
 
+# A lock convoy, with a Lock and then an RLock: the main thread holds the
+# lock while it starts four threads, each of which logs its block and then
+# waits in `with lock:` (the main thread starts the next one only once this
+# one sleeps in the lock's futex wait: /proc's syscall, with no timeout,
+# which the GIL's waits have); then it releases the lock, and each thread
+# that gets it logs who let it in (the holder before it, who wrote its name
+# down before releasing) and holds it while the others wait.
+LOCKS = r'''
+import json, platform, sys, threading, time
+import stackwatch
+
+FUTEX = {"x86_64": "202", "aarch64": "98"}[platform.machine()]
+
+def asleep_on_a_lock(t):
+    try:
+        fields = open(f"/proc/self/task/{t.native_id}/syscall").read().split()
+    except OSError:
+        return False
+    return fields[0] == FUTEX and fields[4] == "0x0"
+
+log = []
+
+def convoy(lock, n):
+    holder = ["MainThread"]
+    def worker():
+        me = threading.current_thread().name
+        log.append({"kind": "block", "task": me, "other": None, "channel": "the lock", "reason": "lock"})
+        with lock:
+            log.append({"kind": "wake", "task": me, "other": holder[0], "channel": "the lock", "reason": None})
+            holder[0] = me
+    lock.acquire()
+    threads = [threading.Thread(target=worker, name=f"{type(lock).__name__}-{i}") for i in range(n)]
+    for t in threads:
+        t.start()
+        while not asleep_on_a_lock(t):
+            time.sleep(0.0005)
+    lock.release()
+    for t in threads:
+        t.join()
+
+for lock in (threading.Lock(), threading.RLock()):
+    stackwatch.name(lock, "the lock")
+    with lock:   # (uncontended: no event)
+        pass
+    convoy(lock, 4)
+json.dump(log, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task/T/syscall")
+def test_lock_convoy_equals_the_programs_log(tmp_path):
+    """Who blocked on which lock, and who released it and let whom in, in
+    order: the same as the program logs of itself."""
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, LOCKS, "--events", "tasks", args=(str(own),))
+    doc = read_task_events(swt)
+    got = [{k: e[k] for k in ("kind", "task", "other", "channel", "reason")} for e in doc["events"]
+           if e["kind"] in ("block", "wake") and e["channel"] == "the lock"]
+    assert got == json.loads(own.read_text()) and len(got) == 16
+    _wakes(doc)   # (each wake ends a block of its task)
+    waits = [e for e in doc["events"] if e["channel"] == "the lock"]
+    assert all(e["function"] == "convoy.<locals>.worker" for e in waits)
+    for wake, block in _wakes(doc):
+        if wake["channel"] == "the lock":
+            assert block["t_ns"] <= wake["t_ns"]
+
+
 @pytest.mark.versions("3.12")
 def test_wrapped_only_while_task_events_are_recorded(tmp_path):
-    """asyncio's and threading's methods are wrapped only while task
-    events are wanted, and are the originals again after; a replacement
-    the program made meanwhile stays."""
+    """asyncio's and threading's methods (its lock types' too) are wrapped
+    only while task events are wanted, and are the originals again after;
+    a replacement the program made meanwhile stays."""
     program = r'''
 import asyncio, queue, sys, threading
 import stackwatch
 originals = (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put)
+Lock = type(threading.Lock())
+lock_methods = dict(Lock.__dict__)
 stackwatch.start(sys.argv[1] + ".plain")
 assert (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put) == originals
+assert dict(Lock.__dict__) == lock_methods
 stackwatch.stop()
 stackwatch.start(sys.argv[1], events=["tasks"])
 assert asyncio.events.Handle._run is not originals[0] and threading.Thread.start is not originals[1]
+assert Lock.__dict__["acquire"] is not lock_methods["acquire"]
+held = threading.Lock()
+release = held.release   # bound while wrapped: still the lock's release after
+held.acquire()
 mine = lambda self, item: None
 queue.Queue._put = mine
 stackwatch.stop()
 assert (asyncio.events.Handle._run, threading.Thread.start) == originals[:2] and queue.Queue._put is mine
+assert dict(Lock.__dict__) == lock_methods
+release()
+assert not held.locked()
 '''
     prog = write(tmp_path / "p.py", program)
     r = subprocess.run([sys.executable, prog, str(tmp_path / "t.swt")], capture_output=True, text=True, timeout=60)
