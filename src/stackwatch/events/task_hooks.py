@@ -24,6 +24,7 @@ are wrapped (and put back after):
 - threading.Condition.wait and notify: a thread's block (on a queue, an
   Event, a Semaphore, or the Condition, read from wait's caller) and its
   wake by the thread that notifies it (the first n in wait);
+- multiprocessing's pipes: task_channels.py;
 - threading's Lock and RLock (C types): their acquire, release, __enter__
   and __exit__ are ext/tracer/task_locks.c's (hooks.lock_wrap): a block on
   a lock held, and who let the thread in (TASK_WOKEN).
@@ -43,7 +44,8 @@ from .. import _native
 _hooks = _native.hooks
 # The dispatch kinds (ext/dispatch/kinds.h) by name.
 _K = {name: _native.EVENT_KINDS.index(name)
-      for name in ("task_create", "task_exit", "task_block", "task_wake", "task_send", "task_receive", "task_name")}
+      for name in ("task_create", "task_exit", "task_block", "task_wake", "task_send", "task_receive", "task_name",
+                   "task_woken")}
 # What a task waits on: TASK_BLOCK's reason by number (records.h).
 REASONS = ("lock", "condition", "event", "queue", "future", "channel", "sleep", "io", "join")
 # TASK_CREATE's kind and TASK_EXIT's outcome by number.
@@ -75,6 +77,8 @@ def switch(on):
             print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
     elif not on and _saved:
         _hooks.lock_wrap(_lock_types(), False, None, None)
+        from . import task_channels
+        task_channels.forget()
         for table in (_blocked, _failed, _starts, _waiters, _joiners):   # (a next session gives new ids)
             table.clear()
         while _saved:
@@ -118,6 +122,8 @@ def _install():
     _wrap(threading.Condition, "notify", _cond_notify)
     _wrap(threading.Thread, "join", _thread_join)
     _hooks.lock_wrap(_lock_types(), True, threading.__file__, channel_name)
+    from . import task_channels
+    task_channels.install(_wrap)
 
 
 def _lock_types():

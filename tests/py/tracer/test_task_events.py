@@ -523,6 +523,94 @@ def test_lock_convoy_equals_the_programs_log(tmp_path):
             assert block["t_ns"] <= wake["t_ns"]
 
 
+# A factorial through multiprocessing pipes between two threads of one
+# process (a one-way pipe named "numbers", and a duplex one's bytes), and
+# the result handed to the main thread through the program's own channel
+# (stackwatch.sent / received). Each thread logs its sends and receives
+# after each returns. The consumer starts first and waits for its first
+# number (the main thread starts the producer once it sleeps in read()).
+PIPES = r'''
+import json, multiprocessing, platform, sys, threading, time
+import stackwatch
+
+READ = {"x86_64": "0", "aarch64": "63"}[platform.machine()]
+logs = {}
+
+def note(kind, **kw):
+    logs.setdefault(threading.current_thread().name, []).append({"kind": kind, **kw})
+
+def asleep_reading(t):
+    try:
+        return open(f"/proc/self/task/{t.native_id}/syscall").read().split()[0] == READ
+    except OSError:
+        return False
+
+numbers_in, numbers_out = multiprocessing.Pipe(duplex=False)
+stackwatch.name(numbers_out, "numbers")
+talk_a, talk_b = multiprocessing.Pipe()
+TALK = f"Pipe {id(talk_a):#x} 1>2"
+
+def producer(n):
+    for i in list(range(1, n + 1)) + [None]:
+        numbers_out.send(i)
+        note("send", channel="numbers", value=repr(i))
+    talk_a.send_bytes(b"done!", 0, 4)
+    note("send", channel=TALK, value=repr(b"done"))
+
+def consumer(out):
+    acc = 1
+    while (v := numbers_in.recv()) is not None:
+        note("receive", channel="numbers", value=repr(v))
+        acc *= v
+    note("receive", channel="numbers", value=repr(v))
+    note("receive", channel=TALK, value=repr(talk_b.recv_bytes()))
+    stackwatch.sent("results", acc)
+    note("send", channel="results", value=repr(acc))
+    out.append(acc)
+
+out = []
+c = threading.Thread(target=consumer, args=(out,), name="consumer")
+p = threading.Thread(target=producer, args=(6,), name="producer")
+c.start()
+while not asleep_reading(c):
+    time.sleep(0.0005)
+p.start()
+p.join()
+c.join()
+stackwatch.received("results", out[0])
+note("receive", channel="results", value=repr(out[0]))
+assert out == [720]
+json.dump(logs, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.mark.versions("3.12")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task/T/syscall")
+def test_pipes_and_user_channels_equal_each_threads_log(tmp_path):
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, PIPES, "--events", "tasks", args=(str(own),))
+    logs = json.loads(own.read_text())
+    doc = read_task_events(swt)
+    peers = {"numbers": ("producer", "consumer"), "results": ("consumer", "MainThread")}
+    for name, log in logs.items():
+        mine = [{"kind": e["kind"], "channel": e["channel"], "value": e["value"]} for e in doc["events"]
+                if e["task"] == name and e["kind"] in ("send", "receive")]
+        assert mine == log, name
+    for e in doc["events"]:
+        if e["kind"] in ("send", "receive"):   # paired: each message's sender and receiver
+            sender, receiver = peers.get(e["channel"], ("producer", "consumer"))
+            assert (e["task"], e["other"]) == ((sender, receiver) if e["kind"] == "send" else (receiver, sender))
+            assert e["function"] == {"MainThread": "<module>"}.get(e["task"], e["task"])
+    # The consumer's first recv waits on the pipe, and the producer's first send ends its wait.
+    waits = [(e["kind"], e["other"]) for e in doc["events"] if e["task"] == "consumer" and e["channel"] == "numbers"
+             and e["kind"] in ("block", "wake")]
+    assert waits[:2] == [("block", None), ("wake", "producer")]
+    first_send = next(e for e in doc["events"] if e["kind"] == "send")
+    wake = next(e for e in doc["events"] if e["kind"] == "wake" and e["task"] == "consumer")
+    assert first_send["t_ns"] <= wake["t_ns"]
+    _wakes(doc)
+
+
 @pytest.mark.versions("3.12")
 def test_wrapped_only_while_task_events_are_recorded(tmp_path):
     """asyncio's and threading's methods (its lock types' too) are wrapped
@@ -531,11 +619,12 @@ def test_wrapped_only_while_task_events_are_recorded(tmp_path):
     program = r'''
 import asyncio, queue, sys, threading
 import stackwatch
-originals = (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put)
+import multiprocessing.connection as mc
+originals = (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put, mc.Pipe, mc.Connection.send)
 Lock = type(threading.Lock())
 lock_methods = dict(Lock.__dict__)
 stackwatch.start(sys.argv[1] + ".plain")
-assert (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put) == originals
+assert (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put) == originals[:3]
 assert dict(Lock.__dict__) == lock_methods
 stackwatch.stop()
 stackwatch.start(sys.argv[1], events=["tasks"])
@@ -548,6 +637,7 @@ mine = lambda self, item: None
 queue.Queue._put = mine
 stackwatch.stop()
 assert (asyncio.events.Handle._run, threading.Thread.start) == originals[:2] and queue.Queue._put is mine
+assert (mc.Pipe, mc.Connection.send) == originals[3:]
 assert dict(Lock.__dict__) == lock_methods
 release()
 assert not held.locked()
