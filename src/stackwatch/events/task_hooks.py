@@ -24,7 +24,7 @@ are wrapped (and put back after):
 - threading.Condition.wait and notify: a thread's block (on a queue, an
   Event, a Semaphore, or the Condition, read from wait's caller) and its
   wake by the thread that notifies it (the first n in wait);
-- multiprocessing's pipes: task_channels.py;
+- multiprocessing's pipes: task_channels.py; trio and uvloop: task_runtimes.py;
 - threading's Lock and RLock (C types): their acquire, release, __enter__
   and __exit__ are ext/tracer/task_locks.c's (hooks.lock_wrap): a block on
   a lock held, and who let the thread in (TASK_WOKEN).
@@ -49,7 +49,7 @@ _K = {name: _native.EVENT_KINDS.index(name)
 # What a task waits on: TASK_BLOCK's reason by number (records.h).
 REASONS = ("lock", "condition", "event", "queue", "future", "channel", "sleep", "io", "join")
 # TASK_CREATE's kind and TASK_EXIT's outcome by number.
-TASK_KINDS = (None, "greenlet", "asyncio", "thread")
+TASK_KINDS = (None, "greenlet", "asyncio", "thread", "trio")
 OUTCOMES = ("result", "exception", "cancelled")
 VALUE_MAX = 200
 
@@ -77,22 +77,32 @@ def switch(on):
             print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
     elif not on and _saved:
         _hooks.lock_wrap(_lock_types(), False, None, None)
-        from . import task_channels
+        from . import task_channels, task_runtimes
         task_channels.forget()
+        task_runtimes.forget()
         for table in (_blocked, _failed, _starts, _waiters, _joiners):   # (a next session gives new ids)
             table.clear()
         while _saved:
             owner, name, orig, ours = _saved.pop()
             if owner.__dict__.get(name) is ours:   # (a program's own replacement stays)
-                setattr(owner, name, orig)
+                if orig is _INHERITED:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, orig)
 
 
-def _wrap(owner, name, make):
-    orig = owner.__dict__.get(name)
+_INHERITED = object()   # _saved's original of a method wrapped where it was inherited: removed after
+
+
+def _wrap(owner, name, make, inherited=False):
+    """owner.name = make(its own), put back when task events stop; with
+    inherited, owner's whatever class it comes from (deleted after)."""
+    orig = getattr(owner, name, None) if inherited else owner.__dict__.get(name)
     if orig is not None:
+        own = name in owner.__dict__
         ours = make(orig)
         setattr(owner, name, ours)
-        _saved.append((owner, name, orig, ours))
+        _saved.append((owner, name, orig if own else _INHERITED, ours))
 
 
 def _install():
@@ -122,8 +132,9 @@ def _install():
     _wrap(threading.Condition, "notify", _cond_notify)
     _wrap(threading.Thread, "join", _thread_join)
     _hooks.lock_wrap(_lock_types(), True, threading.__file__, channel_name)
-    from . import task_channels
+    from . import task_channels, task_runtimes
     task_channels.install(_wrap)
+    task_runtimes.install(_wrap)
 
 
 def _lock_types():
@@ -202,23 +213,28 @@ def _stepped(handle, task_types):
 def _handle_run(orig, task_types):
     def _run(self):
         task = _stepped(self, task_types)
-        prev = None
-        if task is not None:
-            try:
-                tid = _task_id(task)
-                if tid:
-                    prev = _hooks.task_switch(tid)
-            except Exception:
-                pass
-        try:
-            return orig(self)
-        finally:
-            if prev is not None:
-                try:
-                    _after_step(task, tid)
-                finally:
-                    _hooks.task_switch(prev)
+        return orig(self) if task is None else _run_as(task, orig, self)
     return _run
+
+
+def _run_as(task, step, *args):
+    """step(*args) (a step of asyncio task `task`) run as the task, then
+    its exit or block recorded."""
+    prev = None
+    try:
+        tid = _task_id(task)
+        if tid:
+            prev = _hooks.task_switch(tid)
+    except Exception:
+        pass
+    try:
+        return step(*args)
+    finally:
+        if prev is not None:
+            try:
+                _after_step(task, tid)
+            finally:
+                _hooks.task_switch(prev)
 
 
 def _after_step(task, tid):
@@ -251,9 +267,9 @@ _WAITS = {("queues.py", "get"): "queue", ("queues.py", "put"): "queue", ("locks.
           ("streams.py", "drain"): "io", ("locks.py", "wait_for"): "condition"}
 
 
-def await_frames(task):
-    """The frames of an asyncio task's await chain, outermost first."""
-    frames, aw = [], getattr(task, "_coro", None)
+def await_frames(task, coro=None):
+    """The frames of an asyncio task's await chain (or coro's), outermost first."""
+    frames, aw = [], coro if coro is not None else getattr(task, "_coro", None)
     while aw is not None:
         f = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
         if f is None:
@@ -288,12 +304,17 @@ def _handle_init(orig, task_types):
         task = getattr(callback, "__self__", None)
         if task is not None and isinstance(task, task_types):
             try:
-                tid, channel = _blocked.pop(task, (0, None))
-                if tid:
-                    _event("task_wake", tid, 0, 0, channel, None, _where(sys._getframe(1)))
+                _woken(task, sys._getframe(1))
             except Exception:
                 pass
     return __init__
+
+
+def _woken(task, f):
+    """The step of `task` is scheduled, from frame f: the wake of a blocked task."""
+    tid, channel = _blocked.pop(task, (0, None))
+    if tid:
+        _event("task_wake", tid, 0, 0, channel, None, _where(f))
 
 
 # ---- queues (asyncio.Queue, queue.Queue) ----

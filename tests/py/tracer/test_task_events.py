@@ -157,7 +157,13 @@ def note(kind, task=None, other=None, channel=None, value=None):
     log.append({"kind": kind, "task": task or asyncio.current_task(), "other": other,
                 "channel": channel, "value": value})
 
-class Loop(asyncio.SelectorEventLoop):
+if sys.argv[2:] == ["uvloop"]:   # (uvloop's loop: the same task model)
+    import uvloop
+    Base = uvloop.Loop
+else:
+    Base = asyncio.SelectorEventLoop
+
+class Loop(Base):
     # (not a task factory: 3.13.0's create_task names a factory's task "None")
     def create_task(self, coro, **kwargs):
         t = super().create_task(coro, **kwargs)
@@ -237,7 +243,20 @@ def asyncio_run(tmp_path_factory):
 
 
 def test_asyncio_events_equal_the_programs_log(asyncio_run):
-    swt, own = asyncio_run
+    _check_asyncio(*asyncio_run)
+
+
+@pytest.mark.versions("3.12")
+def test_uvloop_tasks_equal_the_programs_log(tmp_path):
+    """The same program on uvloop's loop (which runs no asyncio Handle):
+    the same events."""
+    needs_module("uvloop", "uvloop is not installed (scripts/venv.sh installs it)")
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, ASYNCIO, "--events", "tasks", args=(str(own), "uvloop"))
+    _check_asyncio(swt, json.loads(own.read_text()))
+
+
+def _check_asyncio(swt, own):
     doc = read_task_events(swt)
     tasks = {t["name"]: t for t in doc["tasks"]}
     mine = [{"kind": e["kind"], "task": e["task"], "other": e["other"] if e["kind"] == "create" else None,
@@ -358,6 +377,100 @@ def _wakes(doc):
             assert e["task"] in waiting, e
             out.append((e, waiting.pop(e["task"])))
     return out
+
+
+# trio: a factorial through a memory channel between two tasks of a
+# nursery, and a task that raises (caught by its parent). Each task logs
+# its creations (before start_soon), sends (before each send), receives
+# (after each returns) and its exit (before it returns or raises), naming
+# tasks as trio does, "trio " and the function's qualified name.
+TRIO = r'''
+import json, sys
+import trio
+
+log = []
+
+def me():
+    return "trio " + trio.lowlevel.current_task().name
+
+def note(kind, task=None, **kw):
+    log.append({"kind": kind, "task": task or me(), **kw})
+
+async def producer(send, n):
+    async with send:
+        for i in range(1, n + 1):
+            note("send", value=repr(i))
+            await send.send(i)
+    note("exit")
+    return n
+
+async def consumer(recv, out):
+    acc = 1
+    async with recv:
+        async for v in recv:
+            note("receive", value=repr(v))
+            acc *= v
+    out.append(acc)
+    note("exit")
+
+async def fails():
+    note("exit")
+    raise ValueError("on purpose")
+
+async def main():
+    send, recv = trio.open_memory_channel(0)
+    out = []
+    async with trio.open_nursery() as nursery:
+        for f, args in ((consumer, (recv, out)), (producer, (send, 6))):
+            note("create", "trio __main__." + f.__name__, other=me())
+            nursery.start_soon(f, *args)
+    try:
+        async with trio.open_nursery() as nursery:
+            note("create", "trio __main__.fails", other=me())
+            nursery.start_soon(fails)
+    except BaseException:   # (an ExceptionGroup from 3.11)
+        pass
+    note("exit")
+    return out[0]
+
+assert trio.run(main) == 720
+json.dump(log, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_trio_tasks_equal_the_programs_log(tmp_path):
+    needs_module("trio", "trio is not installed (scripts/venv.sh installs it)")
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, TRIO, "--events", "tasks", args=(str(own),))
+    doc = read_task_events(swt)
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    mine = {"trio __main__." + f for f in ("main", "producer", "consumer", "fails")}
+    got = [{"kind": e["kind"], "task": e["task"], **({"other": e["other"]} if e["kind"] == "create" else {}),
+            **({"value": e["value"]} if e["kind"] in ("send", "receive") else {})}
+           for e in doc["events"] if e["task"] in mine and e["kind"] in ("create", "send", "receive", "exit")
+           and not (e["kind"] == "create" and e["task"] == "trio __main__.main")]
+    assert got == json.loads(own.read_text())
+    assert {tasks[n]["kind"] for n in mine} == {"trio"}
+    assert (tasks["trio __main__.main"]["outcome"], tasks["trio __main__.main"]["result"]) == ("result", "720")
+    assert tasks["trio __main__.producer"]["result"] == "6"
+    assert tasks["trio __main__.fails"]["outcome"] == "exception"
+    assert tasks["trio __main__.fails"]["result"] == "ValueError('on purpose')"
+    # The messages pair up (producer to consumer) on one channel; the
+    # channel's waits are ended by the other side.
+    messages = [e for e in doc["events"] if e["kind"] in ("send", "receive")]
+    assert len({e["channel"] for e in messages}) == 1 and all(e["other"] for e in messages)
+    for wake, block in _wakes(doc):
+        if block["reason"] == "channel":
+            assert {wake["task"], wake["other"]} == {"trio __main__.producer", "trio __main__.consumer"}
+    assert {e["reason"] for e in doc["events"] if e["kind"] == "block" and e["task"] in mine} >= {"channel", "join"}
+    # Each task's coroutine runs on its own track.
+    t = Trace(swt)
+    for pos, th in enumerate(t.threads):
+        if th["name"] in mine:
+            names = {_bare(t.codes[e.code].name) for e in t.events(pos) if e.kind in (0, 2) and e.code in t.codes}
+            assert th["name"].split(".")[-1] in names and not names & ({"main", "producer", "consumer", "fails"}
+                                                                         - {th["name"].split(".")[-1]})
 
 
 # Threads: a factorial through a queue.Queue, and a thread that raises.
