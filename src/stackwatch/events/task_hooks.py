@@ -11,7 +11,11 @@ are wrapped (and put back after):
   what it awaits (its await chain: a queue, lock, event, condition, sleep,
   a task it joins, I/O or a future);
 - asyncio.events.Handle.__init__: a blocked task's wakeup scheduled is its
-  wake, by the task running then, where its code completed the future;
+  wake, by the task running then, where its code completed the future; a
+  done callback of a task (gather's, shield's: Handle._run, not a step)
+  runs on behalf of that task, and a wake it makes is told by the woken
+  task at its next step (TASK_WOKEN): which task awaits which, not the
+  loop's own callbacks;
 - BaseEventLoop.create_task: the task's creation, by the running task;
 - asyncio.Queue._put / _get and queue.Queue._put / _get (their subclasses
   too): the message sent and received;
@@ -37,6 +41,7 @@ the first step of an eager task are not seen.
 """
 import os
 import sys
+import time
 import weakref
 
 from .. import _native
@@ -80,7 +85,7 @@ def switch(on):
         from . import task_channels, task_runtimes
         task_channels.forget()
         task_runtimes.forget()
-        for table in (_blocked, _failed, _starts, _waiters, _joiners):   # (a next session gives new ids)
+        for table in (_blocked, _failed, _starts, _waiters, _joiners, _woken_by):   # (a next session gives new ids)
             table.clear()
         while _saved:
             owner, name, orig, ours = _saved.pop()
@@ -213,8 +218,33 @@ def _stepped(handle, task_types):
 def _handle_run(orig, task_types):
     def _run(self):
         task = _stepped(self, task_types)
-        return orig(self) if task is None else _run_as(task, orig, self)
+        if task is not None:
+            return _run_as(task, orig, self)
+        done = self._args[0] if self._args and isinstance(self._args[0], task_types) else None
+        if done is None:
+            return orig(self)
+        return _on_behalf_of(done, orig, self)
     return _run
+
+
+def _on_behalf_of(done, call, *args):
+    """call(*args): a done callback of task `done` (gather's, shield's),
+    which runs as the loop's own: a task it wakes was woken by `done`,
+    told by the woken task at its next step (TASK_WOKEN)."""
+    global _behalf
+    outer = _behalf
+    try:
+        _behalf = _task_id(done)
+    except Exception:
+        _behalf = None
+    try:
+        return call(*args)
+    finally:
+        _behalf = outer
+
+
+_behalf = None   # the task on whose behalf a done callback runs (its id), or None
+_woken_by = weakref.WeakKeyDictionary()   # asyncio task -> (waker's id, channel, monotonic ns) to tell at its next step
 
 
 def _run_as(task, step, *args):
@@ -225,6 +255,8 @@ def _run_as(task, step, *args):
         tid = _task_id(task)
         if tid:
             prev = _hooks.task_switch(tid)
+            if _woken_by:
+                _told(task)
     except Exception:
         pass
     try:
@@ -235,6 +267,14 @@ def _run_as(task, step, *args):
                 _after_step(task, tid)
             finally:
                 _hooks.task_switch(prev)
+
+
+def _told(task):
+    """The task runs: a wake by a task's done callback is told now."""
+    by = _woken_by.pop(task, None)
+    if by is not None:
+        waker, channel, t = by
+        _event("task_woken", waker, max(time.monotonic_ns() - t, 0), threading_get_native_id(), channel)
 
 
 def _after_step(task, tid):
@@ -295,7 +335,10 @@ def _waits_on(task):
     waiter = getattr(task, "_fut_waiter", None)
     if isinstance(waiter, asyncio.Task):   # it awaits that task: named by it
         return _reason("join"), _task_name(waiter), where
-    return _reason("join" if type(waiter).__name__ == "_GatheringFuture" else "future"), None, where
+    if type(waiter).__name__ == "_GatheringFuture":   # the tasks gather awaits, named
+        children = [c for c in getattr(waiter, "_children", ()) if isinstance(c, asyncio.Task)]
+        return _reason("join"), ", ".join(_task_name(c) for c in children) or None, where
+    return _reason("future"), None, where
 
 
 def _handle_init(orig, task_types):
@@ -311,9 +354,12 @@ def _handle_init(orig, task_types):
 
 
 def _woken(task, f):
-    """The step of `task` is scheduled, from frame f: the wake of a blocked task."""
+    """The step of `task` is scheduled, from frame f: the wake of a blocked
+    task (by the task on whose behalf a done callback runs: told later)."""
     tid, channel = _blocked.pop(task, (0, None))
-    if tid:
+    if tid and _behalf:
+        _woken_by[task] = (_behalf, channel, time.monotonic_ns())
+    elif tid:
         _event("task_wake", tid, 0, 0, channel, None, _where(f))
 
 

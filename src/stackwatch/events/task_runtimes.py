@@ -21,8 +21,10 @@ they return), on a channel named by stackwatch.name() of the end or
 
 uvloop: its loop runs no asyncio Handle: the callbacks it is given that
 step an asyncio task (call_soon) run as that task, as task_hooks does for
-asyncio's own loops, and its create_task is a creation.
+asyncio's own loops, a task's done callback (gather's, shield's) runs on
+behalf of that task, and its create_task is a creation.
 """
+import functools
 import importlib.util
 import os
 import sys
@@ -296,6 +298,8 @@ def _uvloop_call_soon(orig, task_types):
                 callback = _stepping(task, callback)
             except Exception:
                 pass
+        elif args and isinstance(args[0], task_types):   # a task's done callback: run on its behalf
+            callback = functools.partial(task_hooks._on_behalf_of, args[0], callback)
         return orig(self, callback, *args, **kwargs)
     return call_soon
 

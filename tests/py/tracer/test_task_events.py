@@ -292,6 +292,22 @@ def _check_asyncio(swt, own):
             blocked.discard(e["task"])
         elif e["kind"] == "switch":
             assert e["task"] not in blocked, f"{e['task']} ran while blocked"
+    # Which task awaits which: a tree's gather joins the two trees it made,
+    # and the one of them that ends last ends its wait (its done callback,
+    # which the loop runs as its own, runs on its behalf).
+    made = {}
+    for e in doc["events"]:
+        if e["kind"] == "create":
+            made.setdefault(e["other"], []).append(e["task"])
+    exits = {e["task"]: e["t_ns"] for e in doc["events"] if e["kind"] == "exit"}
+    joins = 0
+    for wake, block in _wakes(doc):
+        if block["reason"] == "join" and block["task"].endswith(" tree") and made.get(block["task"]):
+            children = made[block["task"]]
+            assert block["channel"] == ", ".join(children) and len(children) == 2
+            assert wake["other"] == max(children, key=exits.get)
+            joins += 1
+    assert joins == 3
     reasons = {(e["task"].split(" ")[-1], e["reason"]) for e in doc["events"] if e["kind"] == "block"}
     assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join"), ("sleeper", "sleep")}
     assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"numbers"}
@@ -314,8 +330,11 @@ def test_log_lines_are_the_traces_events(asyncio_run):
     doc = read_task_events(swt)
     lines = [line.split("] ", 1)[1] for line in open(os.path.join(os.path.dirname(swt), "events.log"))
              if "] task_" in line]
-    assert [line.split()[0][5:] for line in lines if not line.startswith("task_name")] == \
-        [e["kind"] for e in doc["events"]]
+    # (a wake the woken task tells, task_woken, is in the document at the
+    # time of the wake, before the log line: compared apart)
+    logged = [line.split()[0][5:] for line in lines if not line.startswith("task_name")]
+    assert [k for k in logged if k not in ("wake", "woken")] == [e["kind"] for e in doc["events"] if e["kind"] != "wake"]
+    assert sum(k in ("wake", "woken") for k in logged) == sum(e["kind"] == "wake" for e in doc["events"])
     renamed = dict(re.match(r"task_name +(.*) named (.*) \(group workers\)$", line).groups()
                    for line in lines if line.startswith("task_name"))
     assert renamed == {next(n for n in renamed): "the consumer"}
@@ -340,7 +359,7 @@ def test_live_tasks_while_one_waits(asyncio_run):
     assert producer["state"] == "running" and producer["stack"][0]["function"] == "producer"
     assert live["MainThread"]["state"] == "running" and live["MainThread"]["kind"] == "thread"
     amain = next(t for n, t in live.items() if n.endswith(" amain"))
-    assert amain["state"] == "blocked" and amain["waits_on"] == "join"
+    assert amain["state"] == "blocked" and amain["waits_on"] == f"join the consumer, {producer['name']}"
 
 
 def test_asyncio_coroutines_run_on_their_tasks_tracks(asyncio_run):
