@@ -7,7 +7,7 @@ the sequence diagram and the exports' flows read this document only.
 
 tasks: {"id" (0: a thread's own task), "name" (unique in the document:
 "name #2" for a second one), "group", "kind" ("thread", "greenlet",
-"asyncio"), "thread" (native thread id), "created_by", "created_t_ns",
+"asyncio", "trio"), "thread" (native thread id), "created_by", "created_t_ns",
 "creation_stack" (the creator's open frames then, innermost first, each
 {"function", "file", "line"}: a line only at the program's frame that made
 it; for the tasks of creators beyond the CREATION_REPLAYS busiest, that

@@ -649,7 +649,7 @@ def test_lock_convoy_equals_the_programs_log(tmp_path):
     assert got == json.loads(own.read_text()) and len(got) == 16
     _wakes(doc)   # (each wake ends a block of its task)
     waits = [e for e in doc["events"] if e["channel"] == "the lock"]
-    assert all(e["function"] == "convoy.<locals>.worker" for e in waits)
+    assert all(_bare(e["function"]) == "worker" for e in waits)
     for wake, block in _wakes(doc):
         if wake["channel"] == "the lock":
             assert block["t_ns"] <= wake["t_ns"]
