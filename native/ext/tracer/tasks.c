@@ -18,6 +18,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Values (messages, results) are recorded as their repr, cut at this many
+ * characters (events/task_hooks.py VALUE_MAX). */
+#define SW_TASK_VALUE_MAX 200
+
 static PyObject *chained;      /* the greenlet trace function ours replaced */
 static int installed;          /* ours is (or was last set as) greenlet's */
 static PyObject *ids;          /* {address: (weakref, task id)} of this session */
@@ -248,6 +252,61 @@ static PyObject *take_message(PyObject *event, PyObject *target, PyObject **star
     return v;
 }
 
+/* The repr of what the run function of the greenlet at result_of returned
+ * (or raised), set by run_returned as it ends (held), for its exit. */
+static PyObject *result_value;
+static void *result_of;
+
+/* Takes the result of greenlet g, which just ended (new reference), or NULL. */
+static PyObject *take_result(PyObject *g)
+{
+    PyObject *r = result_value;
+    int mine = r && result_of == (void *)g;
+    result_value = NULL;
+    result_of = NULL;
+    if (!mine)
+        Py_CLEAR(r);
+    return r;
+}
+
+/* A greenlet's run function, wrapped when our switch() starts it: self is
+ * (the run function, the greenlet's address); its result's repr (or its
+ * exception's) is kept for the greenlet's exit. No frame of its own. */
+static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *run = PyTuple_GET_ITEM(self, 0);
+    PyObject *res = PyObject_Call(run, args, kwargs);
+    if (!(sw_D.mask & SW_EVB(SW_K_TASK_EXIT)))
+        return res;
+    sw_exc_state exc;
+    sw_exc_save(&exc);   /* (res NULL: the exception it raised, put back after) */
+    PyObject *v = res;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!v)
+        v = exc.exc;
+#else
+    if (!v) {
+        PyErr_NormalizeException(&exc.t, &exc.v, &exc.tb);
+        v = exc.v;
+    }
+#endif
+    PyObject *r = v ? PyObject_Repr(v) : NULL;
+    if (r && PyUnicode_GET_LENGTH(r) > SW_TASK_VALUE_MAX) {
+        PyObject *cut = PyUnicode_Substring(r, 0, SW_TASK_VALUE_MAX - 3);
+        Py_SETREF(r, cut ? PyUnicode_FromFormat("%U...", cut) : NULL);
+        Py_XDECREF(cut);
+    }
+    PyErr_Clear();
+    Py_XSETREF(result_value, r);
+    result_of = PyLong_AsVoidPtr(PyTuple_GET_ITEM(self, 1));
+    PyErr_Clear();
+    sw_exc_restore(&exc);
+    return res;
+}
+
+static PyMethodDef run_def = {"run", (PyCFunction)(void (*)(void))run_returned, METH_VARARGS | METH_KEYWORDS,
+                              "a greenlet's run function, its result kept for its exit (stackwatch task events)"};
+
 /* hooks.greenlet_trace(event, (origin, target)): greenlet calls it on
  * the target's side of every switch ("switch") or throw ("throw"), before
  * the target runs on. Records, then calls the chained callback. */
@@ -277,10 +336,15 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         int died = dead == Py_True;
         Py_XDECREF(dead);
         PyErr_Clear();
-        if (died)
+        if (died) {
+            PyObject *result = take_result(origin);
+            const char *r = result ? PyUnicode_AsUTF8(result) : NULL;
+            PyErr_Clear();
             task_record(SW_K_TASK_EXIT, NULL, (long long)from,
-                        PyUnicode_Check(event) && PyUnicode_CompareWithASCIIString(event, "throw") == 0, 0, NULL,
+                        PyUnicode_Check(event) && PyUnicode_CompareWithASCIIString(event, "throw") == 0, 0, r,
                         NULL);
+            Py_XDECREF(result);
+        }
         const char *value = msg ? PyUnicode_AsUTF8(msg) : NULL;
         PyErr_Clear();
         if (value || target_fresh) {   /* the origin's: where it called switch() */
@@ -337,7 +401,6 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
  * receiver gets: one argument as itself, several as a tuple, keywords as a
  * dict, both as (args, kwargs)), cut at SW_TASK_VALUE_MAX characters
  * (new reference; NULL with no error when it fails). */
-#define SW_TASK_VALUE_MAX 200
 static PyObject *message_repr(PyObject *args, PyObject *kwargs)
 {
     int kw = kwargs && PyDict_GET_SIZE(kwargs) > 0;
@@ -395,6 +458,25 @@ static PyObject *run_code(PyObject *g)
     return code;
 }
 
+/* Sets greenlet g's run (not started yet) to run_returned over it. */
+static void wrap_run(PyObject *g)
+{
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    PyObject *run = PyObject_GetAttrString(g, "run");
+    PyObject *addr = run ? PyLong_FromVoidPtr(g) : NULL;
+    PyObject *pair = addr ? PyTuple_Pack(2, run, addr) : NULL;
+    PyObject *ours = pair ? PyCFunction_NewEx(&run_def, pair, NULL) : NULL;
+    if (ours && PyObject_SetAttrString(g, "run", ours) < 0)
+        PyErr_Clear();
+    Py_XDECREF(ours);
+    Py_XDECREF(pair);
+    Py_XDECREF(addr);
+    Py_XDECREF(run);
+    PyErr_Clear();
+    sw_exc_restore(&exc);
+}
+
 static PyObject *switch_orig;       /* greenlet's own switch (a method descriptor), while ours is set */
 static PyTypeObject *switch_type;   /* the greenlet type ours is set in */
 
@@ -415,6 +497,9 @@ static PyObject *greenlet_switch(PyObject *self, PyObject *args, PyObject *kwarg
         PyErr_Clear();
         sw_exc_restore(&exc);
     }
+    if ((sw_D.mask & SW_EVB(SW_K_TASK_EXIT)) && Py_TYPE(self) == switch_type && PyObject_IsTrue(self) == 0)
+        wrap_run(self);   /* it starts now (unless dead): its result is its exit's */
+    PyErr_Clear();
     PyObject *all = PyTuple_New(n + 1);
     if (!all)
         return NULL;
@@ -532,7 +617,9 @@ static PyObject *task_switch(PyObject *self, PyObject *arg)
 
 /* hooks.task_event(kind, a, b, c, s1, s2, where): a task event of dispatch
  * kind `kind` (one of TASK_CREATE..TASK_WOKEN) with its fields (records.h;
- * s1, s2 str or None), located at where: a frame, (code, line) or None. */
+ * s1, s2 str or None), located at where: a frame, (code, line) or None.
+ * For TASK_WOKEN, b is the time of the wake (time.monotonic_ns()): its
+ * `ago` is taken here, with no Python between it and the record's time. */
 static PyObject *task_event(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -551,6 +638,10 @@ static PyObject *task_event(PyObject *self, PyObject *args)
         at_line = PyLong_AsLong(PyTuple_GET_ITEM(f, 1));
         if (at_line < 0 || PyErr_Occurred())
             return NULL;
+    }
+    if (kind == SW_K_TASK_WOKEN) {   /* b: the wake's CLOCK_MONOTONIC ns, made `ago` next to the record's clock */
+        long long now = (long long)sw_clock_ns(CLOCK_MONOTONIC);
+        b = now > b && b > 0 ? now - b : 0;
     }
     sw_exc_state exc;
     sw_exc_save(&exc);

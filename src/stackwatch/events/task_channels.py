@@ -149,8 +149,8 @@ def _recv(orig):
                     who = _first.pop(key, None) or _last.get(key)
                     if who is not None:
                         native_id, task, t = who
-                        task_hooks._event("task_woken", task, max(time.monotonic_ns() - t, 0), native_id, channel,
-                                          None, task_hooks._where(sys._getframe(1)))
+                        task_hooks._event("task_woken", task, t, native_id, channel, None,   # (t: made `ago` in C)
+                                          task_hooks._where(sys._getframe(1)))
                 except Exception:
                     pass
         try:

@@ -95,7 +95,7 @@ def read_task_events(trace):
         if th["task"]:
             continue
         index, tid = th["index"], th["native_tid"]
-        running = task_at((index, 0))
+        running, switched_in = task_at((index, 0)), None
         for kind, t_ns, _depth, code, line, data in t._t.ext_events(pos, mask, True):
             if data.get("malformed"):
                 continue
@@ -107,6 +107,7 @@ def read_task_events(trace):
             if name == "task_switch":
                 ev.update(kind="switch", task=task_at((index, data["task"])), other=task_at((index, data["origin"])))
                 running = ev["task"]
+                switched_in = t_ns
             elif name == "task_create":
                 kind_name = TASK_KINDS[data["kind"]] if data["kind"] < len(TASK_KINDS) else None
                 if kind_name == "thread":   # written by the new thread; made by a task of thread native_id
@@ -133,7 +134,11 @@ def read_task_events(trace):
                           task=thread_key(data["native_id"], index) if data["native_id"]
                           else task_at((index, data["task"])))
             elif name == "task_woken":   # written by the woken task: its waker's release came `ago` ns before
-                ev.update(kind="wake", t_ns=t_ns - min(data.get("ago") or 0, t_ns),
+                # (and before the switch that runs it, when one does: two clocks' reads apart)
+                woke = t_ns - min(data.get("ago") or 0, t_ns)
+                if running[1] and switched_in is not None and woke >= switched_in:
+                    woke = switched_in - 1
+                ev.update(kind="wake", t_ns=woke,
                           other=task_at((by_tid.get(data["native_id"], -data["native_id"]), data["task"])))
             elif name in ("task_send", "task_receive"):
                 peer = task_at((index, data["peer"] - 1)) if data["peer"] else None

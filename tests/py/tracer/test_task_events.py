@@ -126,6 +126,7 @@ def test_greenlet_switches_equal_the_programs_log(greenlets):
     assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"switch"}
     assert tasks["greenlet consume"]["created_by"] == "greenlet produce"
     assert tasks["greenlet consume"]["outcome"] == "result" and tasks["greenlet produce"]["outcome"] is None
+    assert tasks["greenlet consume"]["result"] == "120"   # (its return into its parent: its exit's, not a message)
     # Made where produce() switched to it, inside run() (the creator's open frames, innermost first).
     stack = [(f["function"], f["line"] is not None) for f in tasks["greenlet consume"]["creation_stack"]]
     assert stack == [("send", True), ("produce", False)]   # (produce is the greenlet's outermost frame)
