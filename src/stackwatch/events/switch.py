@@ -28,6 +28,7 @@ import threading
 
 from .. import _native
 from . import monitoring
+from . import task_channels, task_runtimes
 from . import task_hooks as task_hooks_mod
 
 _hooks = _native.hooks
@@ -62,7 +63,7 @@ def apply(monitoring_events, local_lines, init_gap, lines_key, gc_callback, thre
     _switch_settrace(settrace)
     _switch_thread_wrapper(thread_wrapper)
     _switch_greenlet_trace(task_hooks)
-    task_hooks_mod.switch(task_hooks)
+    task_hooks_mod.switch(task_hooks, (task_channels, task_runtimes))
 
 
 

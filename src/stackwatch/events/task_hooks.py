@@ -73,18 +73,21 @@ def _reason(name):
     return REASONS.index(name)
 
 
-def switch(on):
-    """Wraps (on) or puts back (off) the methods; called by switch.apply."""
+def switch(on, more=()):
+    """Wraps (on) or puts back (off) the methods; called by switch.apply.
+    more: modules that wrap more (task_channels, task_runtimes): each has
+    install(wrap), given _wrap, and forget(), called when task events stop."""
     if on and not _saved:
         try:
             _install()
+            for m in more:
+                m.install(_wrap)
         except Exception as e:   # never into the program
             print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
     elif not on and _saved:
         _hooks.lock_wrap(_lock_types(), False, None, None)
-        from . import task_channels, task_runtimes
-        task_channels.forget()
-        task_runtimes.forget()
+        for m in more:
+            m.forget()
         for table in (_blocked, _failed, _starts, _waiters, _joiners, _woken_by):   # (a next session gives new ids)
             table.clear()
         while _saved:
@@ -137,9 +140,6 @@ def _install():
     _wrap(threading.Condition, "notify", _cond_notify)
     _wrap(threading.Thread, "join", _thread_join)
     _hooks.lock_wrap(_lock_types(), True, threading.__file__, channel_name)
-    from . import task_channels, task_runtimes
-    task_channels.install(_wrap)
-    task_runtimes.install(_wrap)
 
 
 def _lock_types():
