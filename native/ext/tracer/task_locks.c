@@ -186,6 +186,21 @@ static PyObject *acquire_contended(wrapped_type *w, PyObject *self, PyObject *co
     return r;
 }
 
+/* 1 if timeout (NULL: none given) is one the type's own acquire takes
+ * (-1, or from 0 to a day's worth: beyond, its own judges), so that the
+ * try without blocking may come first; else it is left to refuse it. */
+static int valid_timeout(PyObject *timeout)
+{
+    if (!timeout)
+        return 1;
+    double t = PyFloat_AsDouble(timeout);
+    if (t == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return t == -1.0 || (t >= 0 && t <= 86400.0);
+}
+
 /* acquire(blocking=True, timeout=-1), as the type's own. */
 static PyObject *lock_acquire(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -194,16 +209,20 @@ static PyObject *lock_acquire(PyObject *self, PyObject *const *args, size_t narg
     if (!w)
         return PyErr_Format(PyExc_TypeError, "acquire: not a lock stackwatch wraps");
     int blocking = 1;
+    PyObject *timeout = nargs >= 2 ? args[1] : NULL;
     if (nargs >= 1)
         blocking = PyObject_IsTrue(args[0]);
-    else if (kwnames)
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++)
-            if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "blocking") == 0)
-                blocking = PyObject_IsTrue(args[nargs + i]);
+    for (Py_ssize_t i = 0; kwnames && i < PyTuple_GET_SIZE(kwnames); i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        if (PyUnicode_CompareWithASCIIString(k, "blocking") == 0)
+            blocking = PyObject_IsTrue(args[nargs + i]);
+        else if (PyUnicode_CompareWithASCIIString(k, "timeout") == 0)
+            timeout = args[nargs + i];
+    }
     if (blocking < 0)
         return NULL;
-    if (!blocking || !(sw_D.mask & SW_EVB(SW_K_TASK_BLOCK)))
-        return call_own(w, M_ACQUIRE, self, args, nargs, kwnames);
+    if (!blocking || !(sw_D.mask & SW_EVB(SW_K_TASK_BLOCK)) || !valid_timeout(timeout))
+        return call_own(w, M_ACQUIRE, self, args, nargs, kwnames);   /* (its own refuses a bad timeout) */
     PyObject *r = try_acquire(w, self);   /* uncontended: taken here */
     if (r != Py_False)
         return r;

@@ -763,6 +763,14 @@ stackwatch.stop()
 stackwatch.start(sys.argv[1], events=["tasks"])
 assert asyncio.events.Handle._run is not originals[0] and threading.Thread.start is not originals[1]
 assert Lock.__dict__["acquire"] is not lock_methods["acquire"]
+for bad in ((True, -2), (False, 1), (True, "x")):   # refused as by the lock's own, not taken
+    free = threading.Lock()
+    try:
+        free.acquire(*bad)
+    except (ValueError, TypeError):
+        assert not free.locked()
+    else:
+        raise AssertionError(bad)
 held = threading.Lock()
 release = held.release   # bound while wrapped: still the lock's release after
 held.acquire()
