@@ -13,7 +13,7 @@ await chain; each step is the coroutine's send or throw the run loop
 calls, wrapped when the task is scheduled), woken when rescheduled (by the task running then; the run
 loop's own wakes, of I/O and timeouts, are the thread's), exited (its
 outcome: Runner.task_exited, where trio has it; cancelled for
-trio.Cancelled). Values sent through trio's memory channels are messages
+trio.Cancelled; a task its end wakes, its nursery's parent, names it). Values sent through trio's memory channels are messages
 (MemorySendChannel.send / send_nowait, as they start: once handed over the
 receiver may run first; MemoryReceiveChannel.receive / receive_nowait, as
 they return), on a channel named by stackwatch.name() of the end or
@@ -140,9 +140,7 @@ def _install_trio(trio, wrap):
 
         def task_scheduled(self, task):
             try:
-                tid, channel = task_hooks._blocked.pop(task, (0, None))
-                if tid:
-                    task_hooks._event("task_wake", tid, 0, 0, channel, None, task_hooks._where(sys._getframe(1)))
+                task_hooks._woken(task, sys._getframe(1))
                 task._next_send_fn = _trio_step(task, task._next_send_fn)
             except Exception:
                 pass
@@ -177,6 +175,8 @@ def _trio_step(task, send):
     def step(value):
         tid = _trio_id(task)
         prev = _hooks.task_switch(tid) if tid else None
+        if prev is not None and task_hooks._woken_by:
+            task_hooks._told(task)
         try:
             msg = send(value)
             if prev is not None and type(msg).__name__ == "WaitTaskRescheduled":
@@ -217,6 +217,8 @@ def _trio_waits_on(task):
 
 def _trio_exited(orig, trio):
     def task_exited(self, task, outcome):
+        """(the run loop's, out of the task's steps: a task it wakes, its
+        nursery's parent, was woken by this task, told at its next step)"""
         try:
             tid = _trio_id(task)
             error = getattr(outcome, "error", None)
@@ -228,7 +230,7 @@ def _trio_exited(orig, trio):
                 task_hooks._event("task_exit", tid, 1, 0, task_hooks._repr(error))
         except Exception:
             pass
-        return orig(self, task, outcome)
+        return task_hooks._on_behalf_of(task, orig, self, task, outcome)
     return task_exited
 
 

@@ -484,6 +484,11 @@ def test_trio_tasks_equal_the_programs_log(tmp_path):
         if block["reason"] == "channel":
             assert {wake["task"], wake["other"]} == {"trio __main__.producer", "trio __main__.consumer"}
     assert {e["reason"] for e in doc["events"] if e["kind"] == "block" and e["task"] in mine} >= {"channel", "join"}
+    # main's nurseries: each wait ends with the end of the last of its children.
+    exits = {e["task"]: e["t_ns"] for e in doc["events"] if e["kind"] == "exit"}
+    ends = [wake["other"] for wake, block in _wakes(doc) if block["task"] == "trio __main__.main"
+            and block["reason"] == "join"]
+    assert ends == [max(("trio __main__.producer", "trio __main__.consumer"), key=exits.get), "trio __main__.fails"]
     # Each task's coroutine runs on its own track.
     t = Trace(swt)
     for pos, th in enumerate(t.threads):
