@@ -15,7 +15,10 @@
  *   with its new name (TASK_NAME).
  * - Handle.__init__: the wakeup of a blocked task scheduled is its wake,
  *   by the task running, located where the program's code completed what
- *   it waited on.
+ *   it waited on; made by a task's done callback (gather's, shield's: a
+ *   Handle._run whose first argument is the task, run on its behalf), it
+ *   is told by the woken task at its next step (TASK_WOKEN): the task that
+ *   ended the wait, not the loop.
  * - BaseEventLoop.create_task: the task's creation, by the running task.
  * - a queue's _put and _get (asyncio.Queue, queue.Queue): the message
  *   sent (when _put returns) and received (when _get returns it), on the
@@ -36,6 +39,8 @@
 #include "ext/tracer/tasks.h"
 
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 enum { WRAP_RUN, WRAP_INIT, WRAP_CREATE, WRAP_PUT, WRAP_GET };
 
@@ -47,6 +52,8 @@ static PyObject *skip;         /* tuple of str: folders and files that are no ev
 static PyObject *blocked;      /* {task id: channel (str or None)} of the tasks blocked now */
 static PyObject *seen_names;   /* {task id: its asyncio name when last seen} */
 static PyObject *stepped;      /* {task id} of the tasks whose name was checked at their first step */
+static PyObject *woken_by;     /* {task id: (waker's id, channel, CLOCK_MONOTONIC ns)}: told at its next step */
+static uint64_t behalf;        /* the task whose done callback (gather's, shield's) runs now, 0: none */
 static uint64_t tables_gen;    /* the session the two tables belong to */
 
 #define VALUE_MAX 200
@@ -64,6 +71,7 @@ static PyObject *S_done;
 static PyObject *S_cancelled;
 static PyObject *S_task_factory;
 static PyObject *S_space;
+static PyObject *S_args;
 static PyObject *S_is_running;
 
 typedef struct {
@@ -75,13 +83,14 @@ typedef struct {
 
 static int tables(void)
 {
-    if (tables_gen != sw_S.gen || !blocked || !seen_names || !stepped) {
+    if (tables_gen != sw_S.gen || !blocked || !seen_names || !stepped || !woken_by) {
         Py_XSETREF(blocked, PyDict_New());
         Py_XSETREF(seen_names, PyDict_New());
         Py_XSETREF(stepped, PySet_New(NULL));
+        Py_XSETREF(woken_by, PyDict_New());
         tables_gen = sw_S.gen;
     }
-    return blocked && seen_names && stepped ? 0 : -1;
+    return blocked && seen_names && stepped && woken_by ? 0 : -1;
 }
 
 /* 1 when nobody wants task events (the hooks then only call through). */
@@ -275,7 +284,7 @@ static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObje
         if (u)
             sw_tasks_define(tid, u);
         if (u && was)   /* renamed since it was last seen (not a first sight in a new session) */
-            sw_tasks_record(SW_K_TASK_NAME, NULL, (long long)tid, 0, 0, u, NULL);
+            sw_task_record(SW_K_TASK_NAME, NULL, (long long)tid, 0, 0, u, NULL);
         PyDict_SetItem(seen_names, key, aname);
         if (name && fresh)
             *name = full ? Py_NewRef(full) : NULL;
@@ -300,7 +309,7 @@ static int call_true(PyObject *o, PyObject *method)
 static void exited(PyObject *task, uint64_t tid)
 {
     if (call_true(task, S_cancelled)) {
-        sw_tasks_record(SW_K_TASK_EXIT, NULL, (long long)tid, 2, 0, NULL, NULL);
+        sw_task_record(SW_K_TASK_EXIT, NULL, (long long)tid, 2, 0, NULL, NULL);
         return;
     }
     PyObject *exc = PyObject_GetAttr(task, S_exception);
@@ -308,7 +317,7 @@ static void exited(PyObject *task, uint64_t tid)
     PyObject *v = failed ? Py_NewRef(exc) : exc ? PyObject_GetAttr(task, S_result) : NULL;
     PyObject *r = v ? short_repr(v) : NULL;
     const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
-    sw_tasks_record(SW_K_TASK_EXIT, NULL, (long long)tid, failed, 0, u, NULL);
+    sw_task_record(SW_K_TASK_EXIT, NULL, (long long)tid, failed, 0, u, NULL);
     Py_XDECREF(r);
     Py_XDECREF(v);
     Py_XDECREF(exc);
@@ -336,12 +345,55 @@ static void after_step(PyObject *task, uint64_t tid)
         const char *ch = PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL;
         PyObject *key = PyLong_FromUnsignedLongLong(tid);
         if (key && PyDict_SetItem(blocked, key, channel) == 0)
-            sw_tasks_record(SW_K_TASK_BLOCK, PyFrame_Check(f) ? (PyFrameObject *)f : NULL, PyLong_AsLongLong(reason),
+            sw_task_record(SW_K_TASK_BLOCK, PyFrame_Check(f) ? (PyFrameObject *)f : NULL, PyLong_AsLongLong(reason),
                             0, 0, ch, NULL);
         Py_XDECREF(key);
     }
     Py_XDECREF(b);
     PyErr_Clear();
+}
+
+/* The task runs (tid): a wake made for it by a task's done callback is
+ * told now, by it (TASK_WOKEN: the waker, how long ago, on what). */
+static void told(uint64_t tid)
+{
+    PyObject *key = PyLong_FromUnsignedLongLong(tid);
+    PyObject *by = key ? PyDict_GetItemWithError(woken_by, key) : NULL;   /* borrowed */
+    if (by && PyTuple_Check(by) && PyTuple_GET_SIZE(by) == 3) {
+        Py_INCREF(by);
+        PyDict_DelItem(woken_by, key);
+        PyObject *channel = PyTuple_GET_ITEM(by, 1);
+        long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(by, 2));
+        long long now = (long long)sw_clock_ns(CLOCK_MONOTONIC);
+        sw_task_record(SW_K_TASK_WOKEN, NULL, PyLong_AsLongLong(PyTuple_GET_ITEM(by, 0)), now > t && t > 0 ? now - t : 0,
+                       (long long)syscall(SYS_gettid), PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL,
+                       NULL);
+        Py_DECREF(by);
+    }
+    Py_XDECREF(key);
+    PyErr_Clear();
+}
+
+/* A done callback of a task (gather's, shield's: the handle's first
+ * argument), run on that task's behalf: a task it wakes was woken by it,
+ * told at its next step. 0 if the handle is none (*r untouched). */
+static int on_behalf(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames, PyObject **r)
+{
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    PyObject *a = PyObject_GetAttr(args[0], S_args);
+    PyObject *done = a && PyTuple_Check(a) && PyTuple_GET_SIZE(a) > 0 ? PyTuple_GET_ITEM(a, 0) : NULL;
+    uint64_t tid = done && PyObject_IsInstance(done, task_types) == 1 ? task_id(done, NULL, NULL, 1) : 0;
+    Py_XDECREF(a);
+    PyErr_Clear();
+    sw_exc_restore(&exc);
+    if (!tid)
+        return 0;
+    uint64_t outer = behalf;
+    behalf = tid;
+    *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    behalf = outer;
+    return 1;
 }
 
 static PyObject *wrap_run(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -358,13 +410,19 @@ static PyObject *wrap_run(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, 
         PyObject *cb = PyObject_GetAttr(args[0], S_callback);
         task = cb ? stepped_task(cb) : NULL;
         Py_XDECREF(cb);
+        PyErr_Clear();
         tid = task ? task_id(task, NULL, NULL, 1) : 0;
         if (tid)
             prev = sw_tasks_switch(tid, &acted);
+        if (acted && woken_by && PyDict_GET_SIZE(woken_by))
+            told(tid);
         PyErr_Clear();
         sw_exc_restore(&exc);
     }
-    PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    PyObject *r;
+    if (!task && on_behalf(w, args, nargsf, kwnames, &r))
+        return r;
+    r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     if (acted) {
         sw_exc_state exc;
         sw_exc_save(&exc);
@@ -394,10 +452,18 @@ static PyObject *wrap_init(sw_aio_wrap *w, PyObject *const *args, size_t nargsf,
     if (channel) {
         Py_INCREF(channel);
         PyDict_DelItem(blocked, key);
-        PyFrameObject *f = program_frame();
-        sw_tasks_record(SW_K_TASK_WAKE, f, (long long)tid, 0, 0, PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel)
-                        : NULL, NULL);
-        Py_XDECREF(f);
+        if (behalf) {   /* by a task's done callback: told by the woken task at its next step */
+            PyObject *by = Py_BuildValue("(KOK)", (unsigned long long)behalf, channel,
+                                         (unsigned long long)sw_clock_ns(CLOCK_MONOTONIC));
+            if (by)
+                PyDict_SetItem(woken_by, key, by);
+            Py_XDECREF(by);
+        } else {
+            PyFrameObject *f = program_frame();
+            sw_task_record(SW_K_TASK_WAKE, f, (long long)tid, 0, 0, PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel)
+                            : NULL, NULL);
+            Py_XDECREF(f);
+        }
         Py_DECREF(channel);
     }
     Py_XDECREF(key);
@@ -439,7 +505,7 @@ static PyObject *create_eager(sw_aio_wrap *w, PyObject *const *args, size_t narg
     int acted = 0;
     if (tid) {
         PyFrameObject *f = program_frame();
-        sw_tasks_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0, NULL, NULL);
+        sw_task_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0, NULL, NULL);
         Py_XDECREF(f);
         prev = sw_tasks_switch(tid, &acted);
     }
@@ -453,11 +519,11 @@ static PyObject *create_eager(sw_aio_wrap *w, PyObject *const *args, size_t narg
         PyObject *name = NULL;
         seen(task, tid, 1, coro, &name);
         if (name && PyUnicode_Check(name))
-            sw_tasks_record(SW_K_TASK_NAME, NULL, (long long)tid, 0, 0, PyUnicode_AsUTF8(name), NULL);
+            sw_task_record(SW_K_TASK_NAME, NULL, (long long)tid, 0, 0, PyUnicode_AsUTF8(name), NULL);
         Py_XDECREF(name);
         after_step(task, tid);
     } else {   /* not made after all: it ends there */
-        sw_tasks_record(SW_K_TASK_EXIT, NULL, (long long)tid, 1, 0, task ? NULL : "create_task failed", NULL);
+        sw_task_record(SW_K_TASK_EXIT, NULL, (long long)tid, 1, 0, task ? NULL : "create_task failed", NULL);
     }
     if (acted)
         sw_tasks_switch(prev, &acted);
@@ -486,7 +552,7 @@ static PyObject *wrap_create(sw_aio_wrap *w, PyObject *const *args, size_t nargs
     uint64_t tid = PyObject_IsInstance(task, task_types) == 1 ? task_id(task, coro, &name, 0) : 0;
     if (tid) {
         PyFrameObject *f = program_frame();
-        sw_tasks_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0,
+        sw_task_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0,
                         name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL, NULL);
         Py_XDECREF(f);
         if (call_true(task, S_done))   /* eager all the same (a factory of its own) and ended at once */
@@ -533,7 +599,7 @@ static void message(int kind, PyObject *queue, PyObject *item)
     PyObject *ch = channel_name(queue), *r = short_repr(item);
     PyFrameObject *f = program_frame();
     if (ch && r)
-        sw_tasks_record(kind, f, 0, 0, 0, PyUnicode_AsUTF8(ch), PyUnicode_AsUTF8(r));
+        sw_task_record(kind, f, 0, 0, 0, PyUnicode_AsUTF8(ch), PyUnicode_AsUTF8(r));
     Py_XDECREF(f);
     Py_XDECREF(ch);
     Py_XDECREF(r);
@@ -671,6 +737,8 @@ static PyObject *asyncio_setup(PyObject *self, PyObject *args)
         return NULL;
     if (!S_space && !(S_space = PyUnicode_InternFromString(" ")))
         return NULL;
+    if (!S_args && !(S_args = PyUnicode_InternFromString("_args")))
+        return NULL;
     if (!S_is_running && !(S_is_running = PyUnicode_InternFromString("is_running")))
         return NULL;
     Py_XSETREF(task_types, Py_NewRef(types));
@@ -704,7 +772,7 @@ static PyObject *asyncio_at_start(PyObject *self, PyObject *args)
     int acted = 0;
     if (key && tables() == 0 && PyDict_SetItem(blocked, key, channel) == 0) {
         uint64_t prev = sw_tasks_switch(tid, &acted);
-        sw_tasks_record(SW_K_TASK_BLOCK, PyFrame_Check(f) ? (PyFrameObject *)f : NULL, reason, 0, 0,
+        sw_task_record(SW_K_TASK_BLOCK, PyFrame_Check(f) ? (PyFrameObject *)f : NULL, reason, 0, 0,
                         PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL, NULL);
         if (acted)
             sw_tasks_switch(prev, &acted);
@@ -723,6 +791,8 @@ static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
     Py_CLEAR(blocked);
     Py_CLEAR(seen_names);
     Py_CLEAR(stepped);
+    Py_CLEAR(woken_by);
+    behalf = 0;
     Py_RETURN_NONE;
 }
 

@@ -37,11 +37,15 @@ void sw_tasks_define(uint64_t id, const char *name);
  * task switches (or the thread is busy): nothing was done. */
 uint64_t sw_tasks_switch(uint64_t to, int *acted);
 
-/* A task event of dispatch kind `kind` (its EXT record and the handlers'),
- * located at frame f or its first caller whose code is recorded (NULL:
- * nowhere); fields as sw_evdata's (records.h). */
-void sw_tasks_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1,
-                     const char *s2);
+/* Records a task event of dispatch kind `kind` (TASK_CREATE..TASK_WOKEN:
+ * its EXT record and the handlers'), located at frame f or, when its code
+ * is not recorded (a filter's, or stackwatch's own), its first caller
+ * whose code is (borrowed; NULL: nowhere). Fields as sw_evdata's. Clears
+ * any error it meets. */
+void sw_task_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1, const char *s2);
+
+/* The task the thread runs now (0: itself). */
+uint64_t sw_task_running(void);
 
 /* Adds greenlet_trace (the callback), greenlet_trace_chain(previous)
  * (installed, replacing previous), greenlet_trace_off() -> previous, and
