@@ -53,6 +53,10 @@ REASONS = ("lock", "condition", "event", "queue", "future", "channel", "sleep", 
 TASK_KINDS = (None, "greenlet", "asyncio", "thread", "trio")
 OUTCOMES = ("result", "exception", "cancelled")
 VALUE_MAX = 200
+# A gather's join names this many of its tasks, then counts the others (a
+# gather of 10,000 tasks named them all: 200 kB in each of its block's and
+# wake's records, and in every line of the --log that lists its state).
+JOIN_NAMED = 8
 
 _saved = []          # (owner, attribute, original, wrapper) of what is wrapped now
 _blocked = weakref.WeakKeyDictionary()   # trio task -> (its task id, what it waits on), while it waits (asyncio's: C's)
@@ -346,9 +350,11 @@ def _waits_on(task):
     waiter = getattr(task, "_fut_waiter", None)
     if isinstance(waiter, asyncio.Task):   # it awaits that task: named by it
         return _reason("join"), _task_name(waiter), where
-    if type(waiter).__name__ == "_GatheringFuture":   # the tasks gather awaits, named
+    if type(waiter).__name__ == "_GatheringFuture":   # the tasks gather awaits, named (the first JOIN_NAMED)
         children = [c for c in getattr(waiter, "_children", ()) if isinstance(c, asyncio.Task)]
-        return _reason("join"), ", ".join(_task_name(c) for c in children) or None, where
+        names = ", ".join(_task_name(c) for c in children[:JOIN_NAMED])
+        more = f", and {len(children) - JOIN_NAMED} more" if len(children) > JOIN_NAMED else ""
+        return _reason("join"), names + more or None, where
     return _reason("future"), None, where
 
 
