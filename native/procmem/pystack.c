@@ -11,10 +11,14 @@
  * the C stack) that the thread's last walk did not read too, and then one
  * read checking that the thread's leaf did not change meanwhile; before
  * 3.11 one read of the leaf and of the frames of the thread's last walk,
- * one per frame not among them, and one reading the callers again. The
+ * one per frame not among them, and (in this process) one reading the
+ * callers again. The
  * frames a walk reads on their own are read speculatively in its first
  * read (see spec_* below). A walk torn by the thread running on
- * (see "Torn stacks" below) is redone, then failed. Code objects come from the code
+ * (see "Torn stacks" below) is redone: in this process (limits.park) at
+ * once with the thread parked in a signal handler (nativestack.h), which
+ * cannot tear, so the checks can be strict; from outside up to a few
+ * times, then the sample is failed. Code objects come from the code
  * cache; those not confirmed in the last few rounds are re-read, all in one
  * batched read (process_vm_readv with many iovecs). Strings are only read
  * on a cache miss.
@@ -33,16 +37,8 @@
 #define WINDOW_MAX (64u * 1024u)       /* bytes copied from the top of a frame stack */
 #define MAX_CHUNK_SPAN (1ull << 30)    /* a plausible bound for one stack chunk */
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
-/* 3.9/3.10: every walked frame but the leaf read again after the walk
- * (objects_whole). Off: even with the first read speculative (spec_*), a
- * walk in one or two system calls, it failed 13% to over half of the walks
- * of code whose stack changes fast on a quiet machine, where the sampler
- * and the program each run on a core, and those failures biased the time
- * shares (test_call_heavy_code_is_not_undersampled on 3.10: 36% for a
- * half). Without it, a stack joining two instants can be stored before
- * 3.11 (a known gap: tests/py/tracer/test_sample_vs_trace.py). */
-#define RECHECK_OBJECTS 0
 #define TORN_RETRIES 5                 /* 3.11+: whole reads redone when the walk was torn */
+#define PARK_WAIT_NS 10000000ull       /* in-process: the wait for a torn thread to park (10 ms) */
 #define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
 #define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
@@ -440,7 +436,13 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
  *     always one (3.9-3.11 have no such mark: a NULL link on a frame that
  *     is not a generator's is the thread's root).
  * A generator resumed with no Python frame below it (a C thread iterating
- * it) has a NULL link too: before 3.12 its samples are counted as failed. */
+ * it) has a NULL link too: before 3.12 its samples are counted as failed.
+ *
+ * The checks after a walk (still_whole, objects_whole) are strict in this
+ * process, where a walk they find torn is redone with the thread parked
+ * (walk_parked): 3.9/3.10 read every caller again, 3.11+ ask the callers
+ * below the anchor to be at the same instruction. From outside they are
+ * not (see those functions): each failure there costs a sample. */
 #define WALK_TORN (-2)
 
 /* Collects the code object addresses of the thread's frames, leaf first,
@@ -803,7 +805,7 @@ static int leaf_frame(sw_pystack *r, const unsigned char *ts, uint64_t *frame)
  * callers, in between is not told: the stack read is then one of the same
  * functions. (Requiring the very same leaf would fail most samples of
  * call-heavy code, whose leaf changes within the walk's microseconds.) */
-static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w, uint32_t n)
+static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w, uint32_t n, int strict)
 {
     const sw_py_layout *l = &r->l;
     uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth;
@@ -881,12 +883,15 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         }
     }
     /* Each frame walked still links to the same frame and runs the same
-     * code. (Asking also that those below the anchor be at the same
-     * instruction, against a frame slot reused by another call of the same
-     * code from another call site of the same caller, seen about once in
-     * 1,000 samples of toolz's suite on 3.11, failed 24-29% of the samples
-     * of fast recursive code on a quiet machine and undersampled it: it is
-     * left out, and that rare case is a known gap.) */
+     * code; and, strict, those below the anchor, which cannot have run
+     * since if the walk is whole, are still at the same instruction (a
+     * frame slot reused by another call of the same code, from another
+     * call site of the same caller, alternating with a third call at that
+     * slot, passes the other tests: about 1 sample in 1,000 of toolz's
+     * suite on 3.11). Strict only where a torn walk can be redone with
+     * the thread parked (in-process): from outside it failed 24-45% of
+     * fast recursive code's walks on a quiet machine. */
+    uint64_t still_from = gen_leaf && anchor ? 2 : 1;
     for (uint64_t i = 0; i < walked && hi > lo; i++) {
         uint64_t a = r->frame_addrs[i];
         if (a < lo || a >= hi || hi - a < l->frame_size)
@@ -894,14 +899,18 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         const unsigned char *was = w->bytes + (a - w->lo), *is = r->recheck + (a - lo);
         if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
             u64_at(was, l->frame_code) != u64_at(is, l->frame_code) ||
-            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]))
+            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]) ||
+            (strict && i >= still_from && l->frame_instr != SW_NO_OFFSET &&
+             u64_at(was, l->frame_instr) != u64_at(is, l->frame_instr)))
             return 0;
     }
     return 1;
 }
 
-/* 3.9/3.10 (frames read one by one, leaf first, while the thread runs): 1
- * if the frames just walked are a stack, 0 if torn. One read of every
+/* 3.9/3.10 (frames read one by one, leaf first, while the thread runs),
+ * in this process only (a failure costs a park; from outside it failed
+ * 13% to over half of fast-changing code's walks on a quiet machine and
+ * biased time shares): 1 if the frames just walked are a stack, 0 if torn. One read of every
  * walked frame but the leaf again (a batched read): each must still be a
  * live frame, running (f_executing / f_state), with the same code and the
  * same f_back. Frames that run, linked by f_back, are a thread's stack, and
@@ -933,6 +942,52 @@ static int objects_whole(sw_pystack *r, uint32_t n)
             return 0;
     }
     return 1;
+}
+
+/* In-process: the walk of the thread (kernel id tid, state at tstate)
+ * redone with it parked in the signal handler (nativestack.h), after a
+ * walk found torn: its stack cannot change until it is released, so this
+ * walk is of one instant and is not checked after; every read is still
+ * validated as in any walk. Its code objects' headers are read while it
+ * is parked (its frames hold them) and resolved after the release (into
+ * the code cache, which allocates): between park and release the sampler
+ * only reads memory, neither allocating nor taking a lock the parked
+ * thread could hold. Returns as walk_frames, or -1 if the thread did not
+ * park in time (counted in park_failed; one that blocks the signal is
+ * muted, then read as from outside). */
+static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w, int *truncated)
+{
+    const sw_py_layout *l = &r->l;
+    uint64_t t0 = sw_clock_ns(CLOCK_MONOTONIC);
+    int rc = sw_nstack_park((int)tid, PARK_WAIT_NS);
+    if (rc != SW_OK) {
+        r->st.park_failed++;
+        if (rc == SW_ESTATE && sw_nstack_blocked((int)tid))
+            mute(r, tid);
+        return -1;
+    }
+    unsigned char ts[SW_LAYOUT_MAX_READ];
+    uint64_t frame = 0;
+    long n = -1;
+    if (sw_mem_read(&r->mem, tstate, ts, l->tstate_size) == SW_OK && u64_at(ts, l->tstate_interp) == r->interp &&
+        leaf_frame(r, ts, &frame) == 0) {
+        n = 0;
+        if (frame) {
+            if (l->frames_kind == SW_FRAMES_INTERP)
+                copy_window(r, tstate, ts, frame, w);
+            else
+                read_leaf(r, tstate, frame, w);
+            n = walk_frames(r, frame, w, truncated);
+            if (n >= 0) {
+                spec_keep(r, tstate);
+                read_with_codes(r, 0, code_reads(r, (uint32_t)n));
+            }
+        }
+    }
+    sw_nstack_release();
+    r->st.parked++;
+    r->st.parked_ns += sw_clock_ns(CLOCK_MONOTONIC) - t0;
+    return n;
 }
 
 /* Samples the thread whose state was read into ts. */
@@ -982,6 +1037,11 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * is torn, redone up to TORN_RETRIES (OBJECT_RETRIES) times, then
      * failed. */
     int fresh = nn < 0;
+    /* In-process, a walk found torn (or failed) is not retried but redone
+     * at once with the thread parked (walk_parked): the checks after a
+     * walk are then strict, at the cost of a park, not of a failed sample. A
+     * thread muted (it blocks the signal) is read as from outside. */
+    int park = r->lim.park && fresh && s.native_tid && !muted(r, (uint32_t)s.native_tid);
     if (fresh && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
         u64_at(ts2, l->tstate_interp) == r->interp)
         ts = ts2;
@@ -1020,11 +1080,13 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         n = walk_frames(r, frame, &w, &truncated);
         if (n >= 0)
             spec_keep(r, tstate);
-        if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP && !still_whole(r, tstate, frame, &w, (uint32_t)n))
+        if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP &&
+            !still_whole(r, tstate, frame, &w, (uint32_t)n, park))
             n = WALK_TORN;
-        if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && nn < 0 && RECHECK_OBJECTS && !objects_whole(r, (uint32_t)n))
+        if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && park && !objects_whole(r, (uint32_t)n))
             n = WALK_TORN;
-        for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {
+        for (int retry = 0; !park && n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES;
+             retry++) {
             /* A frame died, or a generator left, under the reader: try
              * again from the new top. */
             r->st.torn += n == WALK_TORN;
@@ -1035,10 +1097,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             n = walk_frames(r, frame, &w, &truncated);
             if (n >= 0)
                 spec_keep(r, tstate);
-            if (n >= 0 && nn < 0 && RECHECK_OBJECTS && !objects_whole(r, (uint32_t)n))
-                n = WALK_TORN;
         }
-        if (n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
+        if (park || n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
             break;
         /* 3.11+: torn (a generator left under the reader): the whole read
          * again, from the thread state. */
@@ -1055,6 +1115,10 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     }
     RELEASE_NATIVE();
 #undef RELEASE_NATIVE
+    if (n < 0 && park) {
+        r->st.torn += n == WALK_TORN;
+        n = walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated);
+    }
     if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
         /* Told to the sink too: it may give the time to the thread's next
          * sample rather than lose it (failures are likelier in code whose
