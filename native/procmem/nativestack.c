@@ -190,6 +190,8 @@ static int install(int park, char *err, size_t errlen)
         snprintf(err, errlen, "another profiler is capturing native frames");
         return SW_ESTATE;
     }
+    if (installed && !sw_nstack_handler_current())
+        installed = 0;   /* replaced since it was left installed (signal.signal): installed over that one */
     if (!installed) {
         /* The first backtrace() loads libgcc's unwinder (dlopen, malloc):
          * done here, never first in a handler. */
@@ -321,6 +323,13 @@ int sw_nstack_park(int tid, uint64_t wait_ns)
     return request(tid, KIND_PARK, wait_ns);
 }
 
+int sw_nstack_handler_current(void)
+{
+    struct sigaction cur;
+    return sigaction(sw_nstack_signal(), NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+           cur.sa_sigaction == handler;
+}
+
 void sw_nstack_release(void)
 {
     int expected = CAPTURED;
@@ -360,6 +369,11 @@ int sw_nstack_park(int tid, uint64_t wait_ns)
     (void)tid;
     (void)wait_ns;
     return SW_EIO;
+}
+
+int sw_nstack_handler_current(void)
+{
+    return 0;
 }
 
 void sw_nstack_release(void) {}

@@ -81,6 +81,10 @@ void sw_nstack_park_uninstall(void);
  * could not be asked (it has exited); then nothing is to be released. */
 int sw_nstack_park(int tid, uint64_t wait_ns);
 
+/* 1 if the signal's handler in place is this module's (the program may
+ * have put its own there since: Python's signal.signal), else 0. */
+int sw_nstack_handler_current(void);
+
 /* Lets the parked thread (of a capture or a park) go on. */
 void sw_nstack_release(void);
 

@@ -964,6 +964,8 @@ static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w,
         r->st.park_failed++;
         if (rc == SW_ESTATE && sw_nstack_blocked((int)tid))
             mute(r, tid);
+        if (rc == SW_ESTATE && !sw_nstack_handler_current())
+            r->lim.park = 0;   /* the program put a handler of its own there: no more parks */
         return -1;
     }
     unsigned char ts[SW_LAYOUT_MAX_READ];

@@ -58,6 +58,7 @@ typedef struct {
     int native;               /* native frames merged in (nativestack.h) */
     int native_installed;     /* the signal handler is installed for this sampler's captures */
     int park_installed;       /* ... for its parks (this process, not native: pystack.c) */
+    sw_nstack_stats nstack0;  /* the process's signal counts when it started (earlier samplers' parks) */
     int started;
     sw_profile_filters filters;   /* sw_profile_set_filters, applied at start */
     int trace;                /* samples go into the running trace file, not a profile */
@@ -192,6 +193,7 @@ static int usable(SamplerObject *self)
 static int signal_start(SamplerObject *self)
 {
     char err[200] = "";
+    sw_nstack_get_stats(&self->nstack0);
     if (!self->native) {
         self->park_installed = sw_nstack_park_install(err, sizeof err) == SW_OK;
         return 0;
@@ -521,8 +523,8 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                      "native", self->native ? Py_True : Py_False, "native_samples",
                                      (unsigned long long)r->native, "native_failed",
                                      (unsigned long long)r->native_failed, "native_timeouts",
-                                     (unsigned long long)(self->native ? ns.timeouts : 0), "native_late",
-                                     (unsigned long long)(self->native ? ns.late : 0));
+                                     (unsigned long long)(self->native ? ns.timeouts - self->nstack0.timeouts : 0), "native_late",
+                                     (unsigned long long)(self->native ? ns.late - self->nstack0.late : 0));
     if (!native || PyDict_Update(d, native) < 0)
         Py_CLEAR(d);
     Py_XDECREF(native);

@@ -284,6 +284,9 @@ def test_pyflakes_on_a_source_tree(tmp_path):
     report("pyflakes", checked, differ, skipped)
     assert not differ
     assert checked >= 100
+    # In this process a torn walk is redone with the thread parked: few
+    # samples fail (before parking, 40-55% of them on a quiet 3.12).
+    assert skipped["failed"] <= max(5, checked // 100), skipped
 
 
 @pytest.mark.timing
