@@ -369,6 +369,8 @@ TEST(parkers_and_a_capturer_take_turns)
     REQUIRE(sw_nstack_supported(err, sizeof err));
     struct sigaction before, now;
     sigaction(sw_nstack_signal(), NULL, &before);
+    sw_nstack_stats st0, st1;
+    sw_nstack_get_stats(&st0);
     /* Any number of parkers beside the one native capturer. */
     REQUIRE(sw_nstack_park_install(err, sizeof err) == SW_OK);
     REQUIRE(sw_nstack_park_install(err, sizeof err) == SW_OK);
@@ -387,9 +389,10 @@ TEST(parkers_and_a_capturer_take_turns)
         CHECK_MSG(ps[i].ok >= 90, "requester %d: %d of 100 answered", i, ps[i].ok);
         CHECK_MSG(ps[i].moved == 0, "requester %d: the thread ran while parked %d times", i, ps[i].moved);
     }
-    /* Not parked, it runs. */
+    /* Released, it runs on (within a second on a loaded machine). */
     long a = atomic_load(&ticks);
-    usleep(2000);
+    for (int i = 0; i < 1000 && atomic_load(&ticks) == a; i++)
+        usleep(1000);
     CHECK(atomic_load(&ticks) != a);
     atomic_store(&count_stop, 1);
     pthread_join(counter, NULL);
@@ -400,6 +403,10 @@ TEST(parkers_and_a_capturer_take_turns)
     sigaction(sw_nstack_signal(), NULL, &now);
     CHECK(now.sa_handler != before.sa_handler);   /* one parker left: still installed */
     sw_nstack_park_uninstall();
+    /* Every signal answered (none timed out: on a loaded machine one may,
+     * and its signal, never taken by the thread that exited, keeps the
+     * handler installed): the handler before is back. */
+    sw_nstack_get_stats(&st1);
     sigaction(sw_nstack_signal(), NULL, &now);
-    CHECK(now.sa_handler == before.sa_handler);
+    CHECK(now.sa_handler == before.sa_handler || st1.timeouts != st0.timeouts);
 }
