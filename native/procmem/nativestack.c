@@ -35,6 +35,7 @@
 enum { IDLE, REQUESTED, CAPTURING, CAPTURED, RELEASED };
 enum { KIND_CAPTURE, KIND_PARK };    /* what a request asks: the native stack, or only parking */
 
+#define SPIN_NS 30000                 /* each side spins this long before it sleeps on the futex */
 #define MAGIC 0x535754ull            /* "SWT": tells our requests from other senders' signals */
 #define SEQ_BITS 40
 
@@ -97,6 +98,21 @@ static void futex_wait(atomic_int *w, int val, int64_t ns)
     syscall(SYS_futex, (int *)w, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
 }
 
+/* Spins while *w is val, for at most SPIN_NS: the other side mostly
+ * answers within microseconds (a parked thread is released after one walk;
+ * a thread that was just running takes the signal at once), where a futex
+ * sleep would add a wake-up, tens of microseconds or more on a busy
+ * machine, to the time the thread stays parked. */
+static void spin_while(atomic_int *w, int val)
+{
+    int64_t end = mono_ns() + SPIN_NS;
+    for (unsigned k = 0; atomic_load(w) == val; k++) {
+        if ((k & 63) == 63 && mono_ns() > end)
+            return;
+        __builtin_ia32_pause();
+    }
+}
+
 static void futex_wake(atomic_int *w)
 {
     syscall(SYS_futex, (int *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
@@ -155,6 +171,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     futex_wake(&req.state);
     /* Parked until the sampler has read the Python stack. */
     int64_t deadline = mono_ns() + (int64_t)SW_NSTACK_PARK_MAX_NS;
+    spin_while(&req.state, CAPTURED);
     for (;;) {
         if (atomic_load(&req.seq) != seq || atomic_load(&req.state) != CAPTURED)
             break;
@@ -285,6 +302,8 @@ static int request(int tid, int kind, uint64_t wait_ns)
     }
     atomic_fetch_add(&n_sent, 1);
     int64_t deadline = mono_ns() + (int64_t)wait_ns;
+    if (kind == KIND_PARK)
+        spin_while(&req.state, REQUESTED);
     for (;;) {
         int s = atomic_load(&req.state);
         if (s == CAPTURED)

@@ -12,7 +12,10 @@
  * the return addresses in the one request slot; then, for either kind of
  * request, it waits, parked in the handler, until the sampler has read the
  * thread's Python stack and releases it, so that what is read is of one
- * instant. The handler never waits longer than SW_NSTACK_PARK_MAX_NS,
+ * instant. Both sides spin for a few tens of microseconds before they
+ * sleep on a futex (the sampler only for a park, where the thread was
+ * just running): a sleep's wake-up on a busy machine cost a park 6-12
+ * times its time. The handler never waits longer than SW_NSTACK_PARK_MAX_NS,
  * never allocates, and is installed with SA_RESTART, so system calls the
  * signal interrupts are restarted (or, for sleeps and waits, retried by
  * CPython after EINTR). A signal that is not the sampler's current
