@@ -39,6 +39,7 @@
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
 #define TORN_RETRIES 5                 /* 3.11+: whole reads redone when the walk was torn */
 #define PARK_WAIT_NS 10000000ull       /* in-process: the wait for a torn thread to park (10 ms) */
+#define PARK_FAILS_MUTE 3              /* ... parked walks of a thread failing in a row that mute it */
 #define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
 #define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
@@ -72,6 +73,8 @@ struct sw_pystack {
     int32_t *merged_lines;         /* [max_depth + SW_NSTACK_MAX] with lines */
     uint32_t mute_tid[MUTE_SLOTS];    /* threads that did not answer the signal ... */
     uint64_t mute_until[MUTE_SLOTS];  /* ... are not asked again before this round */
+    uint32_t park_fail_tid;        /* in-process: the thread whose last parked walks failed ... */
+    uint32_t park_fails;           /* ... how many in a row (PARK_FAILS_MUTE: it is muted) */
     uint64_t seen[16];             /* 1024-bit filter of frame addresses walked */
     unsigned char *code_hdrs;      /* [max_depth * code_size] */
     sw_mem_req *reqs;              /* [2 * max_depth + 3] */
@@ -954,7 +957,8 @@ static int objects_whole(sw_pystack *r, uint32_t n)
  * only reads memory, neither allocating nor taking a lock the parked
  * thread could hold. Returns as walk_frames, or -1 if the thread did not
  * park in time (counted in park_failed; one that blocks the signal is
- * muted, then read as from outside). */
+ * muted, then read as from outside, and so is one whose parked walks fail
+ * PARK_FAILS_MUTE times in a row). */
 static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w, int *truncated)
 {
     const sw_py_layout *l = &r->l;
@@ -989,6 +993,16 @@ static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w,
     sw_nstack_release();
     r->st.parked++;
     r->st.parked_ns += sw_clock_ns(CLOCK_MONOTONIC) - t0;
+    /* A thread whose stack fails even parked, again and again (3.9-3.11:
+     * a generator a C thread iterates, whose frame has no caller), would
+     * be signalled every round: it is muted, then read as from outside. */
+    if (n >= 0 || r->park_fail_tid != tid) {
+        r->park_fail_tid = n < 0 ? tid : 0;
+        r->park_fails = n < 0;
+    } else if (++r->park_fails >= PARK_FAILS_MUTE) {
+        mute(r, tid);
+        r->park_fail_tid = r->park_fails = 0;
+    }
     return n;
 }
 
