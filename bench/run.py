@@ -38,6 +38,7 @@ import time
 
 import benchlib
 import big_traces
+import kernel_events
 import profilers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -576,6 +577,8 @@ def main():
     p.add_argument("--no-profilers", action="store_true", help="skip the sampling-profiler section")
     p.add_argument("--no-big-traces", action="store_true",
                    help="skip the big-trace section (stats and exports of recorded traces)")
+    p.add_argument("--no-kernel", action="store_true",
+                   help="skip the kernel-events and native-functions section (bench/kernel_events.py)")
     p.add_argument("--profilers-only", action="store_true",
                    help="only the sampling-profiler section (bench/profilers.py)")
     args = p.parse_args()
@@ -611,11 +614,11 @@ def main():
         log("valgrind not found: no instruction counts")
         args.no_callgrind = True
     if args.profilers_only:
-        args.no_wall = args.no_callgrind = args.no_big_traces = True
+        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_kernel = True
 
     t0 = time.perf_counter()
     sections = {}
-    wall, cg, rows, notes, prof, big = {}, {}, {}, [], {}, {}
+    wall, cg, rows, notes, prof, big, kern = {}, {}, {}, [], {}, {}, {}
 
     def save(done):
         """results.json, rewritten after every row: an interrupted run keeps
@@ -626,6 +629,7 @@ def main():
                "workloads": {w.name: {"label": w.label, "script": w.script, "args": w.args,
                                       "sizes": w.sizes} for w in workloads},
                "summary": rows, "wall": wall, "callgrind": cg, "profilers": prof, "big_traces": big,
+               "kernel": kern,
                "section_seconds": sections, "elapsed_seconds": time.perf_counter() - t0}
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
@@ -689,6 +693,15 @@ def main():
                                       args.quick, log, lambda: save(False)))
         sections["profilers"] = time.perf_counter() - ts
         print(f"(sampling profilers: {sections['profilers'] / 60:.1f} min)", flush=True)
+
+    if not args.no_kernel and "stackwatch" not in unavailable:
+        ts = time.perf_counter()
+        krounds = benchlib.Rounds(min_rounds if args.min_rounds or args.quick else 2,
+                                  args.rounds or (1 if args.quick else 5),
+                                  args.cell_seconds if args.cell_seconds is not None else kernel_events.CELL_SECONDS)
+        kern.update(kernel_events.section(python, krounds, args.quick, log, lambda: save(False)))
+        sections["kernel"] = time.perf_counter() - ts
+        print(f"(kernel events and native functions: {sections['kernel'] / 60:.1f} min)", flush=True)
 
     elapsed = time.perf_counter() - t0
     print()
