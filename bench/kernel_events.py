@@ -19,6 +19,9 @@ without it, or without a tool, its cells are n/a with the reason. The
 target (issue 23): `--kernel` at most 5% extra wall on the program that
 waits on I/O, over stackwatch without it.
 
+CPU ids (`run --cpu`): ns per event of a Python fib(22) (114,626 events)
+traced without and with `--cpu` (CPU time, best of 7 in the process).
+
 Native functions: bench/native_events.py's figures (tests/programs/native
 /cgraph.c's fib(25), built with and without `stackwatch config --cflags
 --ldflags`): ns per event, target 20 ns.
@@ -97,6 +100,30 @@ def one_run(prefix, what, size, tmp):
         return {"error": f"unexpected output: {last[0][:80]}"}
 
 
+FIB = '''import time
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+best = 1e9
+for _ in range(7):
+    t = time.process_time()
+    fib(22)
+    best = min(best, time.process_time() - t)
+print(best * 1e9 / (2 * 57313))
+'''
+
+
+def cpu_ids_cost(python, tmp):
+    """ns per Python event of fib(22) traced without and with --cpu."""
+    prog = os.path.join(tmp, "fib_cpu.py")
+    with open(prog, "w") as f:
+        f.write(FIB)
+    out = []
+    for extra in ([], ["--cpu"]):
+        cmd = [python, "-m", "stackwatch", "run", "-q", *extra, "-o", os.path.join(tmp, "fib.swt"), prog]
+        out.append(float(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()[-1]))
+    return out
+
+
 def section(python, rounds, quick, log, saved):
     """The section: the table a row at a time, then the native figures.
     Returns the raw numbers; calls saved() after each row."""
@@ -162,6 +189,14 @@ def section(python, rounds, quick, log, saved):
         for name in res["programs"]:
             if res["programs"][name].get("note"):
                 print("  " + res["programs"][name]["note"])
+        try:
+            without, with_cpu = cpu_ids_cost(python, tmp)
+            res["cpu_ids"] = {"traced_ns": without, "cpu_ns": with_cpu}
+            print(f"CPU ids (run --cpu, fib(22), CPU time): ns per Python event traced {without:.1f}, with --cpu "
+                  f"{with_cpu:.1f}: {with_cpu - without:+.1f} ns", flush=True)
+        except (OSError, subprocess.CalledProcessError, ValueError, IndexError) as e:
+            res["cpu_ids"] = {"error": str(e).splitlines()[0]}
+            print(f"CPU ids: n/a ({res['cpu_ids']['error']})", flush=True)
         try:
             plain, idle, traced = native_events.native_figures(tmp, python)
             res["native"] = {"plain_ns": plain, "instrumented_idle_ns": idle, "traced_ns": traced}
