@@ -171,13 +171,15 @@ def section(python, rounds, quick, log, saved):
                 # The wall figure moves with the machine's load (a 1 ms wait
                 # ends when the scheduler gets to it); the CPU time the
                 # kernel events add (in the traced threads' system calls
-                # and switches, and the reading thread) bounds the wall
-                # they can add, whatever the load.
+                # and switches, and the reading thread) is the wall time
+                # they add on an idle machine at most (under load every
+                # cost is stretched by the share of a CPU the process gets).
                 extra = (med["sw --kernel"] - med["stackwatch"]) / base
                 bound = (cpu["sw --kernel"] - cpu["stackwatch"]) / base
                 res["programs"][name].update(kernel_extra=extra, kernel_extra_cpu_bound=bound)
                 line = (f"{name}: --kernel adds {extra * 100:+.1f}% of plain's wall (medians) over stackwatch "
-                        f"without it; its added CPU time, {bound * 100:+.1f}% of that wall, bounds it")
+                        f"without it; it adds CPU time {bound * 100:+.1f}% of that wall (the most it adds on an idle "
+                        f"machine)")
                 if name == "io_wait":
                     line += f" (target: at most +5%: {'met' if bound <= 0.05 else 'MISSED'})"
                 if med.get("perf record"):
