@@ -543,9 +543,8 @@ static int region_end(perfetto *p, size_t thread, int64_t t_ns, int unfinished)
 }
 
 /* A thread's name as its comm in the scheduler's events. */
-static const char *comm_of(const perfetto *p, size_t thread)
+static const char *comm_of(const sw_thread_info *ti)
 {
-    const sw_thread_info *ti = sw_trace_thread(p->t, thread);
     return ti->name && ti->name[0] ? ti->name : "thread";
 }
 
@@ -571,25 +570,23 @@ static int ftrace_event(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *
     if (x->kind == SW_EXT_OFF_CPU || x->kind == SW_EXT_ON_CPU) {
         int out = x->kind == SW_EXT_OFF_CPU;
         cpu = x->a;
-        pb_str(&p->fs, F_SS_PREV_COMM, out ? comm_of(p, thread) : "");
+        pb_str(&p->fs, F_SS_PREV_COMM, out ? comm_of(ti) : "");
         pb_varint(&p->fs, F_SS_PREV_PID, out ? tid : 0);
         pb_varint(&p->fs, F_SS_PREV_PRIO, PRIO_NORMAL);
         /* (Without the privilege the state is not recorded: "waiting" is
          * shown as sleeping, S.) */
         uint64_t state = x->b || !x->s1 || strcmp(x->s1, "waiting") ? x->b : 1;
         pb_varint(&p->fs, F_SS_PREV_STATE, out ? state : 0);
-        pb_str(&p->fs, F_SS_NEXT_COMM, out ? "" : comm_of(p, thread));
+        pb_str(&p->fs, F_SS_NEXT_COMM, out ? "" : comm_of(ti));
         pb_varint(&p->fs, F_SS_NEXT_PID, out ? 0 : tid);
         pb_varint(&p->fs, F_SS_NEXT_PRIO, PRIO_NORMAL);
         field = F_FE_SCHED_SWITCH;
     } else if (x->kind == SW_EXT_WAKEUP) {
-        size_t wakee = 0;
-        while (wakee < p->nthreads && sw_trace_thread(p->t, wakee)->native_tid != x->a)
-            wakee++;
-        if (wakee == p->nthreads)
+        const sw_thread_info *wakee = sw_wake_flows_thread(p->wakes, p->t, x->a);
+        if (!wakee)
             return 0;   /* not a thread of the trace */
         cpu = x->b;
-        pb_str(&p->fs, F_SW_COMM, comm_of(p, wakee));
+        pb_str(&p->fs, F_SW_COMM, comm_of(wakee));
         pb_varint(&p->fs, F_SW_PID, x->a);
         pb_varint(&p->fs, F_SW_PRIO, PRIO_NORMAL);
         pb_varint(&p->fs, F_SW_SUCCESS, 1);

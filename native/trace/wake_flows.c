@@ -48,6 +48,8 @@ struct sw_wake_flows {
     char (*names)[48];            /* the wakee ends' names */
     wake_start *starts;           /* by thread, time, wakee */
     size_t nstarts;
+    tid_pos *tids;                /* the threads by native tid */
+    size_t nthreads;
 };
 
 static int cmp_sched_rec(const void *a, const void *b)
@@ -156,7 +158,8 @@ int sw_wake_flows_new(sw_trace *t, const sw_export_opts *o, sw_wake_flows **out)
     sched_rec *recs = NULL;
     size_t nrecs = 0, nthreads = sw_trace_thread_count(t);
     int rc = collect(t, &recs, &nrecs);
-    tid_pos *tids = rc ? NULL : malloc((nthreads ? nthreads : 1) * sizeof *tids);
+    tid_pos *tids = wf->tids = rc ? NULL : malloc((nthreads ? nthreads : 1) * sizeof *tids);
+    wf->nthreads = nthreads;
     off_interval *iv = rc ? NULL : malloc((nrecs ? nrecs : 1) * sizeof *iv);
     size_t *first = rc ? NULL : calloc(nthreads + 1, sizeof *first);   /* per thread: its first interval */
     sw_export_task_flow *ends = rc ? NULL : malloc((nrecs ? nrecs : 1) * sizeof *ends);
@@ -243,7 +246,6 @@ int sw_wake_flows_new(sw_trace *t, const sw_export_opts *o, sw_wake_flows **out)
         }
     }
     free(recs);
-    free(tids);
     free(iv);
     free(first);
     free(ends);
@@ -269,6 +271,13 @@ uint64_t sw_wake_flow_start(const sw_wake_flows *wf, size_t thread, int64_t t_ns
     return s ? s->id : 0;
 }
 
+const sw_thread_info *sw_wake_flows_thread(const sw_wake_flows *wf, sw_trace *t, uint64_t tid)
+{
+    tid_pos key = {tid, 0};
+    const tid_pos *w = tid ? bsearch(&key, wf->tids, wf->nthreads, sizeof key, cmp_tid_pos) : NULL;
+    return w ? sw_trace_thread(t, w->pos) : NULL;
+}
+
 size_t sw_wake_flow_count(const sw_wake_flows *wf)
 {
     return wf ? wf->nstarts : 0;
@@ -281,5 +290,6 @@ void sw_wake_flows_free(sw_wake_flows *wf)
     free(wf->flows);
     free(wf->names);
     free(wf->starts);
+    free(wf->tids);
     free(wf);
 }

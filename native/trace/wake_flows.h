@@ -34,6 +34,9 @@ const sw_export_opts *sw_wake_flows_opts(const sw_wake_flows *wf);
 /* The id of the flow that the WAKEUP record x of thread `thread` at t_ns
  * starts, or 0 when it starts none. */
 uint64_t sw_wake_flow_start(const sw_wake_flows *wf, size_t thread, int64_t t_ns, const sw_ext *x);
+/* The thread of the trace whose native tid is `tid` (t: the trace wf was
+ * made from), or NULL. */
+const sw_thread_info *sw_wake_flows_thread(const sw_wake_flows *wf, sw_trace *t, uint64_t tid);
 /* How many flows (each has both ends). */
 size_t sw_wake_flow_count(const sw_wake_flows *wf);
 void sw_wake_flows_free(sw_wake_flows *wf);
