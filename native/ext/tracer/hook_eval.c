@@ -276,7 +276,7 @@ SW_DEFINE_FAST_EVAL(sw_eval_tsc6, __rdtsc() >> 6)
 SW_DEFINE_FAST_EVAL(sw_eval_mono, sw_clock_ns(CLOCK_MONOTONIC) >> tb->shift)
 SW_DEFINE_FAST_EVAL(sw_eval_mono3, sw_clock_ns(CLOCK_MONOTONIC) >> 3)
 
-/* --cpu (format 1.12): the time and the CPU of the event, with a CPU
+/* --cpu (format 1.13): the time and the CPU of the event, with a CPU
  * record first when the thread moved (writer.h sw_tbuf_cpu). With the
  * TSC, one rdtscp reads both (Linux keeps the CPU's number in the low 12
  * bits of TSC_AUX); else the clock and getcpu. */

@@ -107,7 +107,7 @@ int sw_thread_exit_key(void);
 
 /* The time of a Python event about to be written into tb (the thread's
  * buffer, or NULL); with --cpu, first a CPU record when the thread runs
- * on another CPU than its previous event (format 1.12, writer.h). The
+ * on another CPU than its previous event (format 1.13, writer.h). The
  * hook's fast path reads both at once (rdtscp, hook_eval.c). */
 static inline uint64_t sw_event_now(sw_tbuf *tb)
 {

@@ -419,7 +419,7 @@ TEST(regions_decode_and_export_as_slices)
     unlink(p);
 }
 
-/* CPU records (format 1.12, run --cpu), written through sw_tbuf_cpu
+/* CPU records (format 1.13, run --cpu), written through sw_tbuf_cpu
  * before each call as the tracer does: one when the thread moves, and
  * one at the start of every chunk, so that the CPU of each call is the
  * last record's, read whole or from any chunk on (20,000 calls moving

@@ -1,4 +1,4 @@
-"""`stackwatch run --cpu` (format 1.12): the CPU each Python event ran on,
+"""`stackwatch run --cpu` (format 1.13): the CPU each Python event ran on,
 as a "cpu" record whenever a thread's events move to another CPU (and at
 the start of each chunk). Checked by construction: the program pins its
 thread to one CPU after another (os.sched_setaffinity moves the calling
