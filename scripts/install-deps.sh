@@ -33,6 +33,10 @@ if [ "$what" = all ]; then
   # strace counts a program's system calls, against which the trace's
   # (run --kernel) are checked.
   command -v strace >/dev/null || need+=(strace)
+  # make bench runs `run --kernel` beside perf record / perf trace and
+  # uftrace on the same programs (bench/kernel_events.py).
+  command -v perf >/dev/null || need+=(linux-perf)
+  command -v uftrace >/dev/null || need+=(uftrace)
   # gdb's gcore writes the core files `dump --core` is checked on.
   command -v gcore >/dev/null || need+=(gdb)
   command -v callgrind_annotate >/dev/null || need+=(valgrind)

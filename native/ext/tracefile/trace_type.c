@@ -727,7 +727,7 @@ static int parse_task_flows(PyObject *seq, TraceObject *self, sw_export_task_flo
                          "thread then time", i);
             goto fail;
         }
-        f[i] = (sw_export_task_flow){id, (size_t)thread, t_ns, ends, name};
+        f[i] = (sw_export_task_flow){id, (size_t)thread, t_ns, ends, name, NULL};
     }
     Py_DECREF(fast);
     *out = f;

@@ -99,7 +99,7 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
     }
     t->mon_frames[t->mon_depth++] = (void *)((uintptr_t)f | rec);
     if (rec & REC_FILE)
-        sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), SW_OP_CALL, id & SW_ID_MASK);
+        sw_tbuf_enter(t->tb, sw_event_now(t->tb), SW_OP_CALL, id & SW_ID_MASK);
     if ((rec & REC_EMIT) && others_want(SW_K_CALL))
         sw_emit_frame(SW_K_CALL, co);
     Py_RETURN_NONE;
@@ -116,7 +116,7 @@ void sw_init_gap_exit(int kind, PyObject *code, int line)
         return;
     t->mon_depth--;
     if ((top & REC_FILE) && sw_S.gen && t->session == sw_S.gen)
-        sw_tbuf_exit(t->tb, sw_clock_now(&sw_S.clock), op);
+        sw_tbuf_exit(t->tb, sw_event_now(t->tb), op);
     if ((top & REC_EMIT) && others_want(kind) && !sw_T.busy)
         sw_emit_frame_at(kind, (code && PyCode_Check(code)) ? (PyCodeObject *)code : NULL, line);
 }
