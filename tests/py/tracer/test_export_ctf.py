@@ -51,8 +51,10 @@ t.join()
 """
 
 # One event line of `babeltrace2 --clock-cycles`: its timestamp, its name,
-# its context's vtid and its payload.
-LINE = re.compile(r"^\[(\d+)\] \S+ \S+ (\S+): \{ vpid = \d+, vtid = (\d+), procname = \"[^\"]*\" \}, \{ (.*) \}$")
+# its context's thread id (vtid in the ust trace, tid in the kernel trace,
+# whose lines also say the CPU) and its payload.
+LINE = re.compile(r"^\[(\d+)\] \S+ \S+ (\S+): (?:\{ cpu_id = \d+ \}, )?\{ v?pid = \d+, v?tid = (\d+), "
+                  r"procname = \"[^\"]*\" \}, \{ ?(.*?) ?\}$")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +91,7 @@ def test_the_clock_is_the_traces_with_its_wall_clock_offset(exported):
     assert first, r.stdout[:200]
     t0 = read_ctf(directory)[0][0]   # the same first event, in the trace's own ns
     assert t0 > 0 and int(first[1]) * 10**9 + int(first[2]) == int(t.meta["real0_ns"]) + t0
-    assert f"stackwatch_mono0_ns = {int(t.meta['mono0_ns'])};" in (directory / "metadata").read_text()
+    assert f"stackwatch_mono0_ns = {int(t.meta['mono0_ns'])};" in (directory / "ust" / "metadata").read_text()
 
 
 def field(payload, name):

@@ -10,22 +10,25 @@ extension runs unchanged. One Python: nothing here depends on the
 version."""
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sysconfig
+from collections import Counter
 
 import pytest
 
-from conftest import PROGRAMS, built_once, run, thread_pos
+from conftest import PROGRAMS, built_once, needs, needs_kernel_tracepoint, run, thread_pos
+from test_export_ctf import NO_BABELTRACE, field, read_ctf
 
 pytestmark = pytest.mark.versions("3.12")   # the runtime does not depend on the Python version
 
 SOURCE = os.path.join(PROGRAMS, "native")
 
 
-def build_extension():
-    """The folder holding cgraph (built with stackwatch's flags) and
-    driver.py, and cgraph's path."""
+def build_extension(debug=False):
+    """The folder holding cgraph (built with stackwatch's flags, and -g
+    when debug) and driver.py, and cgraph's path."""
     flags = run(["config", "--cflags", "--ldflags"])
     assert flags.returncode == 0, flags.stderr
     text = b""   # what the build reads: the sources and the stubs' archive
@@ -36,12 +39,14 @@ def build_extension():
     name = "cgraph" + sysconfig.get_config_var("EXT_SUFFIX")
 
     def build(tmp, cc):
-        subprocess.run([cc, "-shared", "-fPIC", "-O0", "-I" + sysconfig.get_paths()["include"],
+        subprocess.run([cc, "-shared", "-fPIC", "-O0", *(["-g"] if debug else []),
+                        "-I" + sysconfig.get_paths()["include"],
                         os.path.join(SOURCE, "cgraph.c"), *flags.stdout.split(), "-o", name],
                        cwd=tmp, check=True, capture_output=True)
         shutil.copy(os.path.join(SOURCE, "driver.py"), tmp)
 
-    folder = built_once("native", hashlib.sha256(text + flags.stdout.encode()).hexdigest()[:12], build)
+    folder = built_once("native-g" if debug else "native",
+                        hashlib.sha256(text + flags.stdout.encode()).hexdigest()[:12], build)
     return folder, os.path.join(folder, name)
 
 
@@ -135,6 +140,48 @@ def test_native_frames_only_while_a_trace_runs(tmp_path):
             calls[name] = calls.get(name, 0) + 1
     assert calls == {"run [native]": 1, "walk [native]": 1, "branch [native]": 3, "leaf [native]": 6,
                      "jumper [native]": 1, "dive [native]": 4}, calls
+
+
+@pytest.mark.root
+@needs(NO_BABELTRACE)
+def test_ctf_holds_python_native_and_kernel_events(tmp_path):
+    """One run with native functions and system calls (--kernel), exported
+    as CTF and read by babeltrace2: Python entries, native entries and
+    each system call's entry and exit, per thread, as many as the trace
+    holds; the native ones named as the trace names them."""
+    needs_kernel_tracepoint("raw_syscalls/sys_enter")
+    folder, so = build_extension()
+    out = str(tmp_path / "t.swt")
+    r = run(["run", "-q", "--kernel", "-o", out, os.path.join(folder, "driver.py"), "4"], cwd=folder)
+    assert r.returncode == 0 and r.stdout == "47\n", r.stderr
+    r = run(["export", out, "--format", "ctf", "-o", str(tmp_path / "t.ctf")])
+    assert r.returncode == 0, r.stderr
+    from stackwatch import Trace
+    from stackwatch.tracer.tracefile import KIND_NAMES
+    t = Trace(out)
+    tid = {pos: th["native_tid"] for pos, th in enumerate(t.threads)}
+    entry_kind = {"call": "python", "c_call": "c", "resume": "resumed"}
+    ours = Counter()
+    for pos in range(len(t.threads)):
+        for e in t.events(pos):
+            kind = KIND_NAMES[e.kind]
+            if kind in entry_kind:
+                ours[(tid[pos], entry_kind[kind], t.codes[e.code].qualname)] += 1
+    for e in t.ext_events(kinds="syscall"):
+        ours[(tid[e.thread], "syscall_entry", e.data["name"])] += 1
+        ours[(tid[e.thread], "syscall_exit", e.data["name"])] += 1
+    theirs = Counter()
+    for _, name, vtid, payload in read_ctf(tmp_path / "t.ctf"):
+        if name == "lttng_ust_cyg_profile:func_entry":
+            theirs[(vtid, re.search(r'kind = \( "(\w+)"', payload)[1], field(payload, "name"))] += 1
+        for prefix in ("syscall_entry", "syscall_exit"):
+            if name.startswith(prefix + "_"):
+                theirs[(vtid, prefix, name[len(prefix) + 1:])] += 1
+    assert theirs == ours
+    kinds = Counter(kind for _, kind, _ in ours.elements())
+    assert kinds["python"] > 0 and kinds["c"] > 0 and kinds["syscall_entry"] > 0, kinds
+    # The program's print: a write by the main thread.
+    assert ours[(tid[thread_pos(t, "MainThread")], "syscall_entry", "write")] >= 1
 
 
 def test_config_needs_a_flag():
