@@ -142,6 +142,62 @@ def test_native_frames_only_while_a_trace_runs(tmp_path):
                      "jumper [native]": 1, "dive [native]": 4}, calls
 
 
+NO_BINUTILS = None if shutil.which("addr2line") and shutil.which("nm") else (
+    "addr2line / nm are not installed (Debian package binutils)")
+
+
+@needs(NO_BINUTILS)
+def test_native_functions_have_their_source_file_and_line(tmp_path):
+    """cgraph built with -g: each native function's file and line in the
+    trace (and so in the Chrome export's args and the CTF export's entry
+    events) are what addr2line says
+    for its symbol's address; built without -g (the other tests), the
+    object's path and line 0."""
+    folder, so = build_extension(debug=True)
+    out = str(tmp_path / "t.swt")
+    r = run(["run", "-q", "-o", out, os.path.join(folder, "driver.py"), "4"], cwd=folder)
+    assert r.returncode == 0 and r.stdout == "47\n", r.stderr
+    from stackwatch import Trace
+    t = Trace(out)
+    native = {c.name[:-len(" [native]")]: (c.filename, c.firstlineno) for c in t.codes.values()
+              if c.kind == 2}
+    assert set(native) >= {"run", "walk", "branch", "leaf", "jumper", "dive"}, native
+    symbols = {}
+    for text in subprocess.run(["nm", so], capture_output=True, text=True, check=True).stdout.splitlines():
+        parts = text.split()
+        if len(parts) == 3 and parts[2] in native:
+            symbols[parts[2]] = parts[0]
+    assert set(symbols) == set(native)
+    names = list(symbols)
+    lines = subprocess.run(["addr2line", "-e", so] + ["0x" + symbols[n] for n in names], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    theirs = {}
+    for name, text in zip(names, lines):
+        file, _, line = text.rpartition(":")
+        theirs[name] = (os.path.normpath(file), int(line.split()[0]))
+    assert {n: (os.path.normpath(f), l) for n, (f, l) in native.items()} == theirs
+    assert all(f.endswith("cgraph.c") and l > 0 for f, l in theirs.values()), theirs
+    # The Chrome export's native slices carry them as args.
+    r = run(["export", out, "--format", "chrome", "-o", str(tmp_path / "t.json")])
+    assert r.returncode == 0, r.stderr
+    import json
+    with open(tmp_path / "t.json") as f:
+        events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    shown = {e["name"][:-len(" [native]")]: (os.path.normpath(e["args"]["file"]), e["args"]["line"])
+             for e in events if e.get("ph") == "B" and e.get("cat") == "c"}
+    assert shown == theirs
+    # And the CTF export's entry events (babeltrace2).
+    if NO_BABELTRACE:
+        return
+    r = run(["export", out, "--format", "ctf", "-o", str(tmp_path / "t.ctf")])
+    assert r.returncode == 0, r.stderr
+    shown = {field(p, "name")[:-len(" [native]")]: (os.path.normpath(field(p, "file")), int(field(p, "line")))
+             for _, name, _, p in read_ctf(tmp_path / "t.ctf")
+             if name == "lttng_ust_cyg_profile:func_entry" and field(p, "name").endswith(" [native]")}
+    assert shown == theirs
+
+
 @pytest.mark.root
 @needs(NO_BABELTRACE)
 def test_ctf_holds_python_native_and_kernel_events(tmp_path):
