@@ -285,6 +285,30 @@ static void write_kernel_metadata(ctf *c)
         fail(c, SW_EIO, path);
 }
 
+/* DIR/functions.nm: each code id (the entry and exit events' addr) and
+ * its qualified name, in `nm`'s format ("address T name"), the name
+ * mapping file Trace Compass's symbol configuration takes to name the
+ * call-stack view's frames, which it otherwise shows by address. */
+static void write_name_map(ctf *c)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/functions.nm", c->dir);
+    errno = 0;
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        fail(c, SW_EIO, path);
+        return;
+    }
+    for (uint32_t id = 0; id < c->codes; id++) {
+        const sw_code_info *ci = sw_trace_code(c->t, id);
+        if (ci && ci->qualname)
+            fprintf(out, "%016" PRIx32 " T %s\n", id, ci->qualname);
+    }
+    errno = 0;
+    if (ferror(out) | (fclose(out) != 0))
+        fail(c, SW_EIO, path);
+}
+
 /* ------------------------------------------------------------------ */
 /* Streams                                                            */
 /* ------------------------------------------------------------------ */
@@ -709,6 +733,8 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
     close_streams(&c);
     if (c.kernel_dir && !c.err)
         write_kernel_metadata(&c);
+    if (!c.err && rc == SW_OK)
+        write_name_map(&c);
     sw_bytes_free(&c.ust.packet);
     sw_bytes_free(&c.kern.packet);
     for (size_t i = 0; i < c.nsyscalls; i++)

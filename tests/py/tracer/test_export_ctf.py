@@ -136,6 +136,22 @@ def test_babeltrace2_reads_the_trace_exactly(exported):
     assert sum(samples.values()) > 0
 
 
+@needs(NO_BABELTRACE)
+def test_name_map_names_every_entry_address(exported):
+    """functions.nm (nm's format, Trace Compass's name mapping file): the
+    name of each address the entry events carry is the name they carry."""
+    _, t, directory = exported
+    names = {}
+    for line in (directory / "functions.nm").read_text().splitlines():
+        addr, kind, name = line.split(" ", 2)
+        assert kind == "T" and int(addr, 16) not in names
+        names[int(addr, 16)] = name
+    assert names == {code: c.qualname for code, c in t.codes.items()}
+    entries = {(int(field(p, "addr"), 16), field(p, "name")) for _, name, _, p in read_ctf(directory)
+               if name == "lttng_ust_cyg_profile:func_entry"}
+    assert entries and all(names[addr] == name for addr, name in entries)
+
+
 def test_refusals_are_one_line(exported, tmp_path):
     path, _, directory = exported
     r = run(["export", path, "--format", "ctf", "-o", str(directory)])
