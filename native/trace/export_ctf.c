@@ -255,17 +255,26 @@ static const struct {
     [KID_EXIT_UNKNOWN] = {"syscall_exit_unknown", "\t\tint32_t _id;\n\t\tint64_t _ret;\n"},
 };
 
-/* DIR/kernel/metadata, once the walk has met every system call name. */
-static void write_kernel_metadata(ctf *c)
+/* A text file of the directory, DIR/name, written by write(c, out). */
+static void write_file(ctf *c, const char *name, void (*write)(ctf *, FILE *))
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/kernel/metadata", c->dir);
+    snprintf(path, sizeof path, "%s/%s", c->dir, name);
     errno = 0;
     FILE *out = fopen(path, "w");
     if (!out) {
         fail(c, SW_EIO, path);
         return;
     }
+    write(c, out);
+    errno = 0;
+    if (ferror(out) | (fclose(out) != 0))
+        fail(c, SW_EIO, path);
+}
+
+/* kernel/metadata, once the walk has met every system call name. */
+static void write_kernel_metadata(ctf *c, FILE *out)
+{
     write_head(c, out, 1);
     for (size_t i = 0; i < KID_SYSCALL0; i++) {
         meta_event(out, kernel_events[i].name, (unsigned)i, kernel_events[i].fields);
@@ -280,33 +289,19 @@ static void write_kernel_metadata(ctf *c)
         meta_event(out, name, (unsigned)(KID_SYSCALL0 + 2 * i + 1), "\t\tint64_t _ret;\n");
         fputs("\t};\n};\n\n", out);
     }
-    errno = 0;
-    if (ferror(out) | (fclose(out) != 0))
-        fail(c, SW_EIO, path);
 }
 
-/* DIR/functions.nm: each code id (the entry and exit events' addr) and
- * its qualified name, in `nm`'s format ("address T name"), the name
- * mapping file Trace Compass's symbol configuration takes to name the
- * call-stack view's frames, which it otherwise shows by address. */
-static void write_name_map(ctf *c)
+/* functions.nm: each code id (the entry and exit events' addr) and its
+ * qualified name, in `nm`'s format ("address T name"), the name mapping
+ * file Trace Compass's symbol configuration takes to name the call-stack
+ * view's frames, which it otherwise shows by address. */
+static void write_name_map(ctf *c, FILE *out)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/functions.nm", c->dir);
-    errno = 0;
-    FILE *out = fopen(path, "w");
-    if (!out) {
-        fail(c, SW_EIO, path);
-        return;
-    }
     for (uint32_t id = 0; id < c->codes; id++) {
         const sw_code_info *ci = sw_trace_code(c->t, id);
         if (ci && ci->qualname)
             fprintf(out, "%016" PRIx32 " T %s\n", id, ci->qualname);
     }
-    errno = 0;
-    if (ferror(out) | (fclose(out) != 0))
-        fail(c, SW_EIO, path);
 }
 
 /* ------------------------------------------------------------------ */
@@ -732,9 +727,9 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
     int rc = sw_export_walk(t, o, ctf_event, &c);
     close_streams(&c);
     if (c.kernel_dir && !c.err)
-        write_kernel_metadata(&c);
+        write_file(&c, "kernel/metadata", write_kernel_metadata);
     if (!c.err && rc == SW_OK)
-        write_name_map(&c);
+        write_file(&c, "functions.nm", write_name_map);
     sw_bytes_free(&c.ust.packet);
     sw_bytes_free(&c.kern.packet);
     for (size_t i = 0; i < c.nsyscalls; i++)
