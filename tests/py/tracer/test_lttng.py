@@ -3,7 +3,9 @@ LTTng-UST tracepoints stackwatch:function_entry / function_exit, recorded
 by a real LTTng session (Debian lttng-tools 2.13: lttng-sessiond, `lttng
 create / enable-event -u / add-context / start / stop`) and read back with
 babeltrace2: on every thread the same sequence of entries and exits, of
-the same functions, as stackwatch's own trace of the same run."""
+the same functions, as stackwatch's own trace of the same run (an
+__init__ in a hot loop too: on 3.13 it takes the tracer's second path).
+One Python runs it (3.12; STACKWATCH_ALL_VERSIONS=1 runs it on each)."""
 import re
 import shutil
 import subprocess
@@ -37,8 +39,14 @@ def gen(n):
 def fails():
     raise ValueError
 
+class Point:
+    def __init__(self, x):
+        self.x = x
+
 def work():
     sum(gen(12))
+    for i in range(50):
+        Point(i)
     try:
         fails()
     except ValueError:
@@ -120,6 +128,7 @@ def test_lttng_session_records_the_traces_calls(sessiond, tmp_path):
             calls(n) for n in range(12))
         assert sum(1 for kind, fn, _ in seq if kind == "entry" and fn == "gen") == 13
         assert sum(1 for kind, fn, _ in seq if fn == "fails") == 2
+        assert sum(1 for kind, fn, _ in seq if kind == "entry" and fn == "Point.__init__") == 50
 
 
 def calls(n):
