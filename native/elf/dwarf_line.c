@@ -38,7 +38,8 @@ typedef struct row {
     uint32_t file;           /* into files; */
     uint32_t line;
     uint32_t order;          /* position in the unit's program: ties keep it */
-    uint32_t end;            /* 1: the end of a sequence (no line) */
+    uint16_t end;            /* 1: the end of a sequence (no line) */
+    uint16_t stmt;           /* is_stmt: a recommended breakpoint location */
 } row;
 
 struct sw_dwarf_lines {
@@ -134,9 +135,12 @@ static const char *str_at(const unsigned char *sec, size_t len, uint64_t off)
 
 /* ---- files ---- */
 
-/* Adds dir/name (name alone when it is absolute or dir is empty) to the
- * file table; its index, or UINT32_MAX when out of memory or too many. */
-static uint32_t add_file(parse *p, const char *dir, const char *name)
+/* Adds a file's path to the file table: name when it is absolute, else
+ * dir/name when dir is absolute, else comp/dir/name (comp: the unit's
+ * compilation directory, version 5's directory 0, as addr2line joins
+ * them; NULL parts are left out). Its index, or UINT32_MAX when out of
+ * memory or too many. */
+static uint32_t add_file(parse *p, const char *comp, const char *dir, const char *name)
 {
     sw_dwarf_lines *d = p->d;
     if (d->nfiles >= SW_DWARF_MAX_FILES) {
@@ -149,19 +153,26 @@ static uint32_t add_file(parse *p, const char *dir, const char *name)
         return UINT32_MAX;
     }
     d->files = f;
-    size_t dl = (name[0] == '/' || !dir) ? 0 : strnlen(dir, MAX_PATH_LEN);
-    size_t nl = strnlen(name, MAX_PATH_LEN);
-    char *s = malloc(dl + 1 + nl + 1);
+    const char *parts[3] = {comp, dir, name};
+    size_t first = name[0] == '/' ? 2 : (dir && dir[0] == '/') ? 1 : 0, len = 0;
+    for (size_t k = first; k < 3; k++)
+        len += parts[k] ? strnlen(parts[k], MAX_PATH_LEN) + 1 : 0;
+    char *s = malloc(len + 1);
     if (!s) {
         oom(p);
         return UINT32_MAX;
     }
-    memcpy(s, dir ? dir : "", dl);
-    size_t at = dl;
-    if (dl && s[dl - 1] != '/')
-        s[at++] = '/';
-    memcpy(s + at, name, nl);
-    s[at + nl] = 0;
+    size_t at = 0;
+    for (size_t k = first; k < 3; k++) {
+        if (!parts[k] || !parts[k][0])
+            continue;
+        size_t n = strnlen(parts[k], MAX_PATH_LEN);
+        if (at && s[at - 1] != '/')
+            s[at++] = '/';
+        memcpy(s + at, parts[k], n);
+        at += n;
+    }
+    s[at] = 0;
     f[d->nfiles] = s;
     return (uint32_t)d->nfiles++;
 }
@@ -265,7 +276,8 @@ typedef struct unit {
     int one_based;           /* versions 2-4: file 1 is the first */
 } unit;
 
-static int add_row(parse *p, const unit *u, uint64_t addr, uint64_t file, uint64_t line, int end, uint32_t order)
+static int add_row(parse *p, const unit *u, uint64_t addr, uint64_t file, uint64_t line, int end, int stmt,
+                   uint32_t order)
 {
     sw_dwarf_lines *d = p->d;
     uint64_t idx = u->one_based ? file - 1 : file;
@@ -280,7 +292,7 @@ static int add_row(parse *p, const unit *u, uint64_t addr, uint64_t file, uint64
         return oom(p);
     d->rows = r;
     r[d->n++] = (row){addr, end ? 0 : u->file0 + (uint32_t)idx, line > UINT32_MAX ? UINT32_MAX : (uint32_t)line,
-                      order, (uint32_t)end};
+                      order, (uint16_t)end, (uint16_t)(stmt != 0)};
     return SW_OK;
 }
 
@@ -307,7 +319,7 @@ static int read_v4_files(parse *p, sw_cursor *c, unit *u)
             return SW_OK;
         if (get_uleb(c, &dir) || get_uleb(c, &mtime) || get_uleb(c, &len))
             return bad(p, "file_names");
-        if (add_file(p, dir && dir <= ndirs ? dirs[dir - 1] : NULL, name) == UINT32_MAX)
+        if (add_file(p, NULL, dir && dir <= ndirs ? dirs[dir - 1] : NULL, name) == UINT32_MAX)
             return p->rc;
         u->nfiles++;
     }
@@ -322,7 +334,9 @@ static int read_v5_files(parse *p, sw_cursor *c, unit *u)
         return p->rc;
     }
     for (uint64_t k = 0; k < nfiles && p->rc == SW_OK; k++) {
-        if (add_file(p, files[k].dir < ndirs ? dirs[files[k].dir].path : NULL, files[k].path) != UINT32_MAX)
+        uint64_t dir = files[k].dir;
+        if (add_file(p, dir && ndirs ? dirs[0].path : NULL, dir < ndirs ? dirs[dir].path : NULL, files[k].path) !=
+            UINT32_MAX)
             u->nfiles++;
     }
     free(dirs);
@@ -334,6 +348,7 @@ static int read_v5_files(parse *p, sw_cursor *c, unit *u)
 static int run_program(parse *p, sw_cursor *c, const unit *u)
 {
     uint64_t addr = 0, file = 1, line = 1;
+    int stmt = u->default_stmt != 0;
     uint32_t order = 0;
     while (c->p < c->end && p->rc == SW_OK) {
         uint8_t op = *c->p++;
@@ -341,7 +356,7 @@ static int run_program(parse *p, sw_cursor *c, const unit *u)
             unsigned adj = op - u->opcode_base;
             addr += (uint64_t)(adj / u->line_range) * u->min_inst;
             line += (uint64_t)(int64_t)(u->line_base + (int)(adj % u->line_range));
-            add_row(p, u, addr, file, line, 0, order++);
+            add_row(p, u, addr, file, line, 0, stmt, order++);
             continue;
         }
         uint64_t v;
@@ -355,8 +370,8 @@ static int run_program(parse *p, sw_cursor *c, const unit *u)
             sw_cursor b = sw_cursor_of(body + 1, (size_t)len - 1);
             switch (body[0]) {
             case LNE_END_SEQUENCE:
-                add_row(p, u, addr, file, line, 1, order++);
-                addr = 0, file = 1, line = 1;
+                add_row(p, u, addr, file, line, 1, 0, order++);
+                addr = 0, file = 1, line = 1, stmt = u->default_stmt != 0;
                 break;
             case LNE_SET_ADDRESS:
                 if (len - 1 != 8 || get_le(&b, 8, &addr))
@@ -368,7 +383,10 @@ static int run_program(parse *p, sw_cursor *c, const unit *u)
             break;
         }
         case LNS_COPY:
-            add_row(p, u, addr, file, line, 0, order++);
+            add_row(p, u, addr, file, line, 0, stmt, order++);
+            break;
+        case LNS_NEGATE_STMT:
+            stmt = !stmt;
             break;
         case LNS_ADVANCE_PC:
             if (get_uleb(c, &v))
@@ -392,7 +410,7 @@ static int run_program(parse *p, sw_cursor *c, const unit *u)
                 return bad(p, "DW_LNS_fixed_advance_pc");
             addr += v;
             break;
-        default:   /* (column, stmt, basic block, prologue, epilogue, isa, unknown: operands skipped) */
+        default:   /* (column, basic block, prologue, epilogue, isa, unknown: operands skipped) */
             for (unsigned k = 0; k < u->std_len[op]; k++)
                 if (get_uleb(c, &v))
                     return bad(p, "a standard opcode's operand");
@@ -527,7 +545,14 @@ int sw_dwarf_lines_find(const sw_dwarf_lines *d, uint64_t addr, const char **fil
     }
     if (lo == 0 || d->rows[lo - 1].end)
         return SW_EARG;
+    /* Of the rows at that address, the last is_stmt one (as gdb's `info
+     * line` chooses), else the last. */
     const row *r = &d->rows[lo - 1];
+    for (size_t k = lo; k > 0 && d->rows[k - 1].addr == r->addr && !d->rows[k - 1].end; k--)
+        if (d->rows[k - 1].stmt) {
+            r = &d->rows[k - 1];
+            break;
+        }
     *file = d->files[r->file];
     *line = r->line;
     return SW_OK;

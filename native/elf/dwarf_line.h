@@ -32,9 +32,12 @@ int sw_dwarf_lines_parse(const unsigned char *line, size_t line_len, const unsig
 
 void sw_dwarf_lines_free(sw_dwarf_lines *d);
 
-/* The file (its path: the directory's joined to the name's when that is
- * relative) and line of the row covering address `addr` (a file address,
- * before the load bias): the last row at or before it in its sequence.
+/* The file (its path: the name joined to its directory's when relative,
+ * and to the compilation directory's when that is relative too, as
+ * addr2line prints it) and line of the row covering address `addr` (a file address,
+ * before the load bias): the last row at or before it in its sequence,
+ * and of the rows at that row's address the last is_stmt one, as gdb's
+ * `info line *ADDR` gives.
  * Returns 0, or SW_EARG when no sequence covers it. *file lives as long as
  * d. */
 int sw_dwarf_lines_find(const sw_dwarf_lines *d, uint64_t addr, const char **file, uint32_t *line);

@@ -3,8 +3,8 @@
  * two units assembled here byte by byte (version 4 with string tables,
  * version 5 with .debug_line_str offsets) give back the file and line of
  * every address as their programs say; this test program's own
- * .debug_line (the C test builds have -g) names one of its functions as
- * addr2line does. Then crafted bad input: every truncation, byte flips,
+ * .debug_line (the C test builds have -g) names each of its functions as
+ * gdb does. Then crafted bad input: every truncation, byte flips,
  * a version it does not read, a row naming a file the unit lacks, an
  * address of 4 bytes, an endless LEB128 - refused with a reason or read
  * within bounds (ASan/UBSan watch), never out of the buffer.
@@ -13,7 +13,7 @@
 #include "check.h"
 #include "elf/elf.h"
 
-#include <dlfcn.h>
+#include <elf.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,9 +81,10 @@ static void unit_v4(buf *out, int bad_file)
 /* The .debug_line_str of unit_v5. */
 static const char line_str[] = "/comp\0inc\0x.c\0y.h";
 
-/* Version 5: directories /comp (0) and inc (1), files x.c in /comp (0)
- * and y.h in inc (1), by .debug_line_str offsets. Rows: 0x2000 x.c:20,
- * 0x2002 y.h:21, end at 0x2004. */
+/* Version 5: directories /comp (0, the compilation directory) and inc (1,
+ * relative to it), files x.c in /comp (0) and y.h in inc (1), by
+ * .debug_line_str offsets. Rows: 0x2000 x.c:20, 0x2002 y.h:21, end at
+ * 0x2004. */
 static void unit_v5(buf *out, int addr_size)
 {
     buf h = {0}, p = {0};
@@ -153,8 +154,8 @@ TEST(crafted_units_v4_and_v5)
     expect(d, 0x101c, NULL, 0);
     expect(d, 0x1fff, NULL, 0);
     expect(d, 0x2000, "/comp/x.c", 20);
-    expect(d, 0x2002, "inc/y.h", 21);
-    expect(d, 0x2003, "inc/y.h", 21);
+    expect(d, 0x2002, "/comp/inc/y.h", 21);
+    expect(d, 0x2003, "/comp/inc/y.h", 21);
     expect(d, 0x2004, NULL, 0);
     sw_dwarf_lines_free(d);
 }
@@ -231,57 +232,89 @@ static int __attribute__((noinline, used)) probe_function(int x)
     return x * 3 + 1;
 }
 
-/* This program's own line table, read from its file, names
- * probe_function's address as addr2line does (the C test builds have
- * -g; without debug information, or addr2line, there is nothing to
- * compare). */
-TEST(own_line_table_agrees_with_addr2line)
+#define MAX_FUNCS 20000
+
+/* This program's own line tables, read from its file, give every function
+ * symbol of its .symtab the file (compared by its last component) and line
+ * that gdb's `info line *ADDR` gives (the C test builds have -g; without
+ * debug information, or gdb, there is nothing to compare): the functions
+ * of stackwatch's own sources, compiled as the extension is. (gdb, not
+ * addr2line: binutils 2.40's addr2line names the including .c file for
+ * a static inline function of a header, where gdb and `readelf
+ * --debug-dump=decodedline` name the header, as this reader does.) */
+TEST(own_line_table_agrees_with_gdb)
 {
-    Dl_info info;
-    REQUIRE(dladdr((void *)(uintptr_t)probe_function, &info) && info.dli_fbase);
     sw_elf *e;
     char err[256] = "";
     REQUIRE(sw_elf_open("/proc/self/exe", &e, err, sizeof err) == SW_OK);
-    size_t nseg;
-    const sw_elf_segment *seg = sw_elf_segments(e, &nseg);
-    uint64_t min_vaddr = UINT64_MAX;
-    for (size_t i = 0; i < nseg; i++)
-        if (seg[i].vaddr < min_vaddr)
-            min_vaddr = seg[i].vaddr;
-    uint64_t addr = (uint64_t)(uintptr_t)probe_function - (uint64_t)(uintptr_t)info.dli_fbase + min_vaddr;
     sw_dwarf_lines *d = NULL;
     int rc = sw_elf_lines(e, &d, err, sizeof err);
-    sw_elf_free(e);
     if (rc == SW_EARG) {
         printf("      (no .debug_line in this build: nothing to compare)\n");
+        sw_elf_free(e);
         return;
     }
-    if (rc != SW_OK)
-        sw_dwarf_lines_free(d);
     CHECK_MSG(rc == SW_OK, "%s", err);
-    if (rc != SW_OK)
+    if (rc != SW_OK || system("command -v gdb >/dev/null 2>&1") != 0) {
+        if (rc == SW_OK)
+            printf("      (gdb is not installed: not compared)\n");
+        sw_elf_free(e);
+        sw_dwarf_lines_free(d);
         return;
-    const char *file;
-    uint32_t line;
-    REQUIRE(sw_dwarf_lines_find(d, addr, &file, &line) == SW_OK);
-    CHECK_MSG(strstr(file, "test_dwarf_line.c") != NULL, "%s", file);
-    char cmd[512], out[4096] = "";
-    snprintf(cmd, sizeof cmd, "addr2line -e /proc/%d/exe 0x%" PRIx64 " 2>/dev/null", (int)getpid(), addr);
-    FILE *p = popen(cmd, "r");
-    if (p && fgets(out, sizeof out, p)) {
-        out[strcspn(out, "\n")] = 0;
-        char mine[4200];
-        snprintf(mine, sizeof mine, "%s:%u", file, line);
-        /* addr2line prints the path as the table has it, joined; the same
-         * file may be spelled through ../../ */
-        char *colon = strrchr(out, ':');
-        CHECK_MSG(colon && (unsigned)atoi(colon + 1) == line && strstr(out, "test_dwarf_line.c"), "%s vs %s", out,
-                  mine);
-    } else {
-        printf("      (addr2line is not installed: not compared)\n");
     }
-    if (p)
-        pclose(p);
+    uint64_t *addrs = malloc(MAX_FUNCS * sizeof *addrs);
+    REQUIRE(addrs);
+    size_t n = 0, probe = SIZE_MAX;
+    char cmds[] = "/tmp/sw-dwarf-XXXXXX";
+    int fd = mkstemp(cmds);
+    REQUIRE(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    for (size_t i = 0; i < sw_elf_symbol_count(e) && n < MAX_FUNCS; i++) {
+        sw_elf_symbol sy;
+        if (sw_elf_symbol_at(e, i, &sy) != SW_OK || sy.dynamic || sy.type != STT_FUNC || !sy.shndx || !sy.size)
+            continue;
+        if (strcmp(sy.name, "probe_function") == 0)
+            probe = n;
+        addrs[n++] = sy.value;
+        fprintf(f, "info line *0x%" PRIx64 "\n", sy.value);
+    }
+    fclose(f);
+    sw_elf_free(e);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "gdb -batch -nx -iex \"set width 0\" -x %s /proc/%d/exe 2>/dev/null", cmds, (int)getpid());
+    FILE *p = popen(cmd, "r");
+    REQUIRE(p);
+    char line[8192];
+    size_t k = 0, with_lines = 0;
+    while (k < n && fgets(line, sizeof line, p)) {
+        unsigned theirs = 0;
+        char file[4096] = "";
+        if (sscanf(line, "Line %u of \"%4095[^\"]\"", &theirs, file) != 2 &&
+            strncmp(line, "No line number information", 26) != 0)
+            continue;   /* (another line of gdb's) */
+        const char *mine_file = NULL;
+        uint32_t mine = 0;
+        int found = sw_dwarf_lines_find(d, addrs[k], &mine_file, &mine) == SW_OK;
+        if (!theirs) {
+            CHECK_MSG(!found, "0x%" PRIx64 ": gdb knows no line, we say %s:%u", addrs[k], mine_file, mine);
+        } else {
+            const char *base = strrchr(file, '/');
+            base = base ? base + 1 : file;
+            const char *mybase = found ? strrchr(mine_file, '/') : NULL;
+            mybase = mybase ? mybase + 1 : (found ? mine_file : "(none)");
+            CHECK_MSG(found && mine == theirs && strcmp(base, mybase) == 0, "0x%" PRIx64 ": %s:%u, gdb %s:%u",
+                      addrs[k], found ? mine_file : "(none)", mine, file, theirs);
+            with_lines++;
+            if (k == probe)
+                CHECK_MSG(strstr(mine_file, "test_dwarf_line.c") != NULL, "%s", mine_file);
+        }
+        k++;
+    }
+    pclose(p);
+    unlink(cmds);
+    CHECK_EQ_U64(k, n);
+    CHECK_MSG(probe != SIZE_MAX && with_lines > 40, "%zu functions with lines", with_lines);
+    free(addrs);
     sw_dwarf_lines_free(d);
     CHECK(probe_function(2) == 7);
 }
