@@ -8,6 +8,7 @@ __init__ in a hot loop too: on 3.13 it takes the tracer's second path).
 In the same session, LTTng's own liblttng-ust-cyg-profile records a C
 program: the CTF export's function events follow its conventions.
 One Python runs it (3.12; STACKWATCH_ALL_VERSIONS=1 runs it on each)."""
+import os
 import re
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import uuid
 
 import pytest
 
-from conftest import needs, run, run_traced
+from conftest import missing, needs, run, run_traced
 
 # The consumer is the same C on every Python; one version runs it.
 pytestmark = pytest.mark.versions("3.12")
@@ -205,6 +206,23 @@ def test_ctf_export_follows_lttngs_own_cyg_profile_trace(recorded):
     mine, lttngs = env(ctf / "ust"), env(next(p.parent for p in out.rglob("metadata")))
     for key in ("domain", "tracer_name", "tracer_major", "tracer_minor", "hostname"):
         assert mine[key] == lttngs[key], key
+
+
+def test_probes_lists_the_tracepoints():
+    """`stackwatch probes` lists them, with the provider library, where the
+    build made it (everywhere lttng-ust's headers are: scripts/venv.sh's
+    builds here)."""
+    import stackwatch
+    provider = os.path.join(os.path.dirname(stackwatch.__file__), "libstackwatch_lttng.so")
+    r = run(["probes"])
+    assert r.returncode == 0, r.stderr
+    if not os.path.exists(provider):
+        assert "LTTng-UST tracepoints: not built" in r.stdout
+        missing("stackwatch was built without lttng-ust (Debian liblttng-ust-dev; scripts/install-deps.sh "
+                "installs it)")
+    assert f"LTTng-UST tracepoints (provider library {provider}):" in r.stdout
+    assert "  stackwatch:function_entry { function, file, line }\n  stackwatch:function_exit { function, file, " \
+           "line }\n" in r.stdout
 
 
 def calls(n):
