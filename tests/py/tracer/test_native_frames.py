@@ -9,6 +9,7 @@ below them, a Python callback nested inside. Without stackwatch the
 extension runs unchanged. One Python: nothing here depends on the
 version."""
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -18,7 +19,8 @@ from collections import Counter
 
 import pytest
 
-from conftest import PROGRAMS, built_once, needs, needs_kernel_tracepoint, run, thread_pos
+from conftest import NO_GO, PROGRAMS, built_once, missing, needs, needs_kernel_tracepoint, run, thread_pos
+from go_pprof import GO, go_pprof
 from test_export_ctf import NO_BABELTRACE, field, read_ctf
 
 pytestmark = pytest.mark.versions("3.12")   # the runtime does not depend on the Python version
@@ -149,8 +151,8 @@ NO_BINUTILS = None if shutil.which("addr2line") and shutil.which("nm") else (
 @needs(NO_BINUTILS)
 def test_native_functions_have_their_source_file_and_line(tmp_path):
     """cgraph built with -g: each native function's file and line in the
-    trace (and so in the Chrome export's args and the CTF export's entry
-    events) are what addr2line says
+    trace (and so in the Chrome export's args, the pprof export's functions
+    and the CTF export's entry events) are what addr2line says
     for its symbol's address; built without -g (the other tests), the
     object's path and line 0."""
     folder, so = build_extension(debug=True)
@@ -180,22 +182,28 @@ def test_native_functions_have_their_source_file_and_line(tmp_path):
     # The Chrome export's native slices carry them as args.
     r = run(["export", out, "--format", "chrome", "-o", str(tmp_path / "t.json")])
     assert r.returncode == 0, r.stderr
-    import json
     with open(tmp_path / "t.json") as f:
         events = json.load(f)
     events = events["traceEvents"] if isinstance(events, dict) else events
     shown = {e["name"][:-len(" [native]")]: (os.path.normpath(e["args"]["file"]), e["args"]["line"])
              for e in events if e.get("ph") == "B" and e.get("cat") == "c"}
     assert shown == theirs
-    # And the CTF export's entry events (babeltrace2).
+    # The CTF export's entry events (babeltrace2).
     if NO_BABELTRACE:
-        return
+        missing(NO_BABELTRACE)
     r = run(["export", out, "--format", "ctf", "-o", str(tmp_path / "t.ctf")])
     assert r.returncode == 0, r.stderr
     shown = {field(p, "name")[:-len(" [native]")]: (os.path.normpath(field(p, "file")), int(field(p, "line")))
              for _, name, _, p in read_ctf(tmp_path / "t.ctf")
              if name == "lttng_ust_cyg_profile:func_entry" and field(p, "name").endswith(" [native]")}
     assert shown == theirs
+    # The pprof export's functions (go tool pprof -raw: name file:line s=start line).
+    if not GO:
+        missing(NO_GO)
+    r = run(["export", out, "--format", "pprof", "-o", str(tmp_path / "t.pb.gz")])
+    assert r.returncode == 0, r.stderr
+    rows = re.findall(r" (\S+) \[native\] (\S+):\d+ s=(\d+)", go_pprof("-raw", tmp_path / "t.pb.gz"))
+    assert {n: (os.path.normpath(f), int(line)) for n, f, line in rows} == theirs
 
 
 @pytest.mark.root
