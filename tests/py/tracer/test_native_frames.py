@@ -19,7 +19,8 @@ from collections import Counter
 
 import pytest
 
-from conftest import NO_GO, PROGRAMS, built_once, missing, needs, needs_kernel_tracepoint, run, thread_pos
+from conftest import (NO_GO, PROGRAMS, built_once, missing, needs, needs_kernel_tracepoint, perfetto_timeline, run,
+                      thread_pos)
 from go_pprof import GO, go_pprof
 from test_export_ctf import NO_BABELTRACE, field, read_ctf
 
@@ -151,8 +152,9 @@ NO_BINUTILS = None if shutil.which("addr2line") and shutil.which("nm") else (
 @needs(NO_BINUTILS)
 def test_native_functions_have_their_source_file_and_line(tmp_path):
     """cgraph built with -g: each native function's file and line in the
-    trace (and so in the Chrome export's args, the pprof export's functions
-    and the CTF export's entry events) are what addr2line says
+    trace (and so in the Chrome export's args, the Perfetto export's source
+    locations, the pprof export's functions and the CTF export's entry
+    events) are what addr2line says
     for its symbol's address; built without -g (the other tests), the
     object's path and line 0."""
     folder, so = build_extension(debug=True)
@@ -187,6 +189,11 @@ def test_native_functions_have_their_source_file_and_line(tmp_path):
     events = events["traceEvents"] if isinstance(events, dict) else events
     shown = {e["name"][:-len(" [native]")]: (os.path.normpath(e["args"]["file"]), e["args"]["line"])
              for e in events if e.get("ph") == "B" and e.get("cat") == "c"}
+    assert shown == theirs
+    # The Perfetto export's source locations (decoded with the official schema).
+    p = perfetto_timeline(out, tmp_path / "t.pftrace")
+    shown = {name[:-len(" [native]")]: (os.path.normpath(info["source"][0]), info["source"][2])
+             for (name, *_), info in zip(p.slices, p.slice_info) if name.endswith(" [native]")}
     assert shown == theirs
     # The CTF export's entry events (babeltrace2).
     if NO_BABELTRACE:
