@@ -41,6 +41,11 @@ if [ "$what" = all ]; then
   command -v gcore >/dev/null || need+=(gdb)
   command -v callgrind_annotate >/dev/null || need+=(valgrind)
   command -v babeltrace2 >/dev/null || need+=(babeltrace2)
+  # LTTng: lttng-ust's headers build the provider library of run --lttng,
+  # and lttng-tools' session daemon records its events in the tests.
+  command -v lttng-sessiond >/dev/null || need+=(lttng-tools)
+  { [ -e /usr/include/lttng/tracepoint.h ] || [ -e "/usr/include/$(gcc -dumpmachine 2>/dev/null)/lttng/tracepoint.h" ]; } || need+=(liblttng-ust-dev)
+  command -v pkg-config >/dev/null || need+=(pkg-config)   # (meson finds lttng-ust with it)
   command -v go >/dev/null || need+=(golang-go)
   command -v chromium >/dev/null || need+=(chromium)
   command -v chromedriver >/dev/null || need+=(chromium-driver)

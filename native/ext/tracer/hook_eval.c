@@ -82,6 +82,7 @@ typedef struct sw_hook_call {
     SW_FRAME *f;
     PyCodeObject *co;
     int ended;               /* its end was given (or is not to be) */
+    int unrecorded;          /* the file tracer leaves it out (sw_evdata) */
 } sw_hook_call;
 
 /* The consumers' side of a teardown: the innermost hooked frame, if it is
@@ -95,7 +96,7 @@ static SW_NOINLINE void teardown_dispatch(sw_tracer_thread *t, PyThreadState *ts
     hc->ended = 1;
     int kind = sw_frame_returned(hc->f) ? SW_K_RETURN : SW_K_UNWIND;
     if (sw_D.slow & SW_EVB(kind))
-        sw_emit_frame_at(kind, hc->co, sw_exit_line(t, hc->f, hc->co));
+        sw_emit_frame_rec(kind, hc->co, sw_exit_line(t, hc->f, hc->co), hc->unrecorded);
 }
 #endif
 
@@ -138,7 +139,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
             teardown_dispatch(t, ts);
     }
     /* Every hooked frame is here while there are consumers (no fast path). */
-    sw_hook_call hc = {t->calls, f, co, 0};
+    sw_hook_call hc = {t->calls, f, co, 0, 0};
     if (others)
         t->calls = &hc;
 #endif
@@ -182,9 +183,13 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
             gen = sw_S.gen;
         }
     }
+    int unrecorded = file && !gen;
+#if PY_VERSION_HEX >= 0x030C0000
+    hc.unrecorded = unrecorded;
+#endif
     int wanted = others && (sw_D.slow & SW_EVB(resumes ? SW_K_RESUME : SW_K_CALL));
     if (wanted)
-        sw_emit_frame(resumes ? SW_K_RESUME : SW_K_CALL, co);
+        sw_emit_frame_rec(resumes ? SW_K_RESUME : SW_K_CALL, co, co->co_firstlineno, unrecorded);
 #if PY_VERSION_HEX >= 0x030D0000
     /* Restored, not cleared, on return: the outer frame is still running,
      * so its address cannot be reused by a frame pushed inline. */
@@ -211,7 +216,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
             sw_tbuf_exit(tb, sw_event_now(tb), op);
         }
         if (others && !ended && (sw_D.slow & SW_EVB(kind)))
-            sw_emit_frame_at(kind, co, sw_exit_line(t, f, co));
+            sw_emit_frame_rec(kind, co, sw_exit_line(t, f, co), unrecorded);
     }
 #if PY_VERSION_HEX >= 0x030D0000
     if (ns) {

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import (chrome_slices, missing, needs, needs_kernel_tracepoint, perfetto_timeline, run, run_traced,
                       slice_of)
-from test_export_ctf import NO_BABELTRACE, read_ctf
+from test_export_ctf import NO_BABELTRACE, field, read_ctf
 from stackwatch import Trace
 
 # What these check is the kernel's and the exporters', the same on every version.
@@ -358,18 +358,42 @@ def test_chrome_wakeup_flows(traced, tmp_path):
 
 @needs(NO_BABELTRACE)
 def test_babeltrace2_reads_the_kernel_events(traced, tmp_path):
-    """The CTF export read by babeltrace2: each kernel event kind as often,
-    and on the same thread (vtid), as the trace holds it."""
+    """The CTF export read by babeltrace2: the kernel events in a kernel
+    trace of their own (kernel/, beside ust/) under the names LTTng's
+    kernel tracer gives them, each kind as often, and on the same thread
+    (tid), as the trace holds it; every system call an entry and an exit
+    named after it, the exit with its return value."""
     swt, t, prog = traced
     out = tmp_path / "t.ctf"
     r = run(["export", swt, "--format", "ctf", "-o", str(out)])
     assert r.returncode == 0, r.stderr
-    kinds = ("syscall", "off_cpu", "on_cpu", "wakeup", "page_fault")
-    theirs = Counter((vtid, name.partition(":")[2]) for _, name, vtid, _ in read_ctf(out)
-                     if name.partition(":")[2] in kinds)
+    assert "domain = \"kernel\";" in (out / "kernel" / "metadata").read_text()
+    events = read_ctf(out)
+    kind_of = {"sched_wakeup": "wakeup", "x86_exceptions_page_fault_user": "page_fault"}
+    theirs, calls, exits = Counter(), Counter(), Counter()
+    for _, name, tid, payload in events:
+        if name.startswith("syscall_entry_"):
+            theirs[(tid, "syscall")] += 1
+            calls[(tid, name[len("syscall_entry_"):])] += 1
+        elif name.startswith("syscall_exit_"):
+            exits[(tid, name[len("syscall_exit_"):], int(field(payload, "ret")))] += 1
+        elif name == "sched_switch":
+            off = int(field(payload, "prev_tid")) == tid
+            assert off != (int(field(payload, "next_tid")) == tid), payload
+            theirs[(tid, "off_cpu" if off else "on_cpu")] += 1
+        elif name in kind_of:
+            theirs[(tid, kind_of[name])] += 1
+        else:
+            assert not name.startswith("stackwatch:") or name.partition(":")[2] not in KINDS, name
     tid = {pos: th["native_tid"] for pos, th in enumerate(t.threads)}
-    assert theirs == Counter((tid[e.thread], e.kind) for e in t.ext_events(kinds=list(kinds)))
-    assert {k for _, k in theirs} == set(kinds)
+    syscalls = t.ext_events(kinds="syscall")
+    assert theirs == Counter((tid[e.thread], e.kind) for e in t.ext_events(kinds=list(KINDS)))
+    assert {k for _, k in theirs} == set(KINDS)
+    assert calls == Counter((tid[e.thread], e.data["name"]) for e in syscalls)
+    assert exits == Counter((tid[e.thread], e.data["name"], e.data["ret"]) for e in syscalls)
+
+
+KINDS = ("syscall", "off_cpu", "on_cpu", "wakeup", "page_fault")
 
 
 def test_page_faults_at_the_touched_pages(traced):
