@@ -39,6 +39,7 @@ import time
 
 import benchlib
 import big_traces
+import kernel_events
 import outside
 import profilers
 
@@ -581,6 +582,8 @@ def main():
     p.add_argument("--no-outside", action="store_true",
                    help="skip the outside section (bench/outside.py: record --pid beside py-spy and Austin)")
     p.add_argument("--outside-only", action="store_true", help="only the outside section (bench/outside.py)")
+    p.add_argument("--no-kernel", action="store_true",
+                   help="skip the kernel-events and native-functions section (bench/kernel_events.py)")
     p.add_argument("--profilers-only", action="store_true",
                    help="only the sampling-profiler section (bench/profilers.py)")
     args = p.parse_args()
@@ -616,13 +619,13 @@ def main():
         log("valgrind not found: no instruction counts")
         args.no_callgrind = True
     if args.profilers_only:
-        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_outside = True
+        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_outside = args.no_kernel = True
     if args.outside_only:
-        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_profilers = True
+        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_profilers = args.no_kernel = True
 
     t0 = time.perf_counter()
     sections = {}
-    wall, cg, rows, notes, prof, big, out = {}, {}, {}, [], {}, {}, {}
+    wall, cg, rows, notes, prof, big, out, kern = {}, {}, {}, [], {}, {}, {}, {}
 
     def save(done):
         """results.json, rewritten after every row: an interrupted run keeps
@@ -633,6 +636,7 @@ def main():
                "workloads": {w.name: {"label": w.label, "script": w.script, "args": w.args,
                                       "sizes": w.sizes} for w in workloads},
                "summary": rows, "wall": wall, "callgrind": cg, "profilers": prof, "big_traces": big, "outside": out,
+               "kernel": kern,
                "section_seconds": sections, "elapsed_seconds": time.perf_counter() - t0}
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
@@ -703,6 +707,15 @@ def main():
         out.update(outside.section(python, args.quick, log, lambda: save(False)))
         sections["outside"] = time.perf_counter() - ts
         print(f"(outside: {sections['outside'] / 60:.1f} min)", flush=True)
+
+    if not args.no_kernel and "stackwatch" not in unavailable:
+        ts = time.perf_counter()
+        krounds = benchlib.Rounds(min_rounds if args.min_rounds or args.quick else 2,
+                                  args.rounds or (1 if args.quick else 5),
+                                  args.cell_seconds if args.cell_seconds is not None else kernel_events.CELL_SECONDS)
+        kern.update(kernel_events.section(python, krounds, args.quick, log, lambda: save(False)))
+        sections["kernel"] = time.perf_counter() - ts
+        print(f"(kernel events and native functions: {sections['kernel'] / 60:.1f} min)", flush=True)
 
     elapsed = time.perf_counter() - t0
     print()
