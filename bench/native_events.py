@@ -1,6 +1,7 @@
 """bench/native_events.py - what the native-function runtime and `run
 --cython` cost, on the Python that runs this (docs/performance.md,
-"Cython and native functions"); run by hand, not by `make bench`:
+"Cython and native functions"); run by hand (`make bench` measures the
+native figures in its kernel section, bench/kernel_events.py):
 
     .venv/3.12/bin/python bench/native_events.py
 
@@ -41,10 +42,10 @@ else:
 '''
 
 
-def measure(tmp, folder, what, traced=False, *options):
+def measure(tmp, folder, what, traced=False, *options, python=sys.executable):
     """The child's figures (what: "native" or "cython"), run plainly or
     under `stackwatch run OPTIONS`."""
-    cmd = [sys.executable]
+    cmd = [python]
     if traced:
         cmd += ["-m", "stackwatch", "run", "-q", "-o", os.path.join(tmp, "t.swt"), *options]
     out = subprocess.run(cmd + [os.path.join(tmp, "child.py"), folder, what], check=True, capture_output=True,
@@ -52,21 +53,29 @@ def measure(tmp, folder, what, traced=False, *options):
     return [float(x) for x in out.split()]
 
 
+def native_figures(tmp, python=sys.executable):
+    """ns per native event of cgraph.c's fib(25), in the folder tmp: not
+    instrumented, instrumented but untraced, traced (make bench's kernel
+    section calls this too)."""
+    with open(os.path.join(tmp, "child.py"), "w") as f:
+        f.write(CHILD)
+    flags = subprocess.run([python, "-m", "stackwatch", "config", "--cflags", "--ldflags"],
+                           check=True, capture_output=True, text=True).stdout.split()
+    source = os.path.join(PROGRAMS, "native", "cgraph.c")
+    for name, extra in (("plain", []), ("runtime", flags)):
+        os.makedirs(os.path.join(tmp, name), exist_ok=True)
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", INCLUDE, source, *extra, "-o",
+                        os.path.join(tmp, name, "cgraph" + SUFFIX)], check=True)
+    plain = measure(tmp, os.path.join(tmp, "plain"), "native", python=python)[0]
+    idle = measure(tmp, os.path.join(tmp, "runtime"), "native", python=python)[0]
+    traced = measure(tmp, os.path.join(tmp, "runtime"), "native", True, python=python)[0]
+    return plain, idle, traced
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="sw-native-bench-")
     try:
-        with open(os.path.join(tmp, "child.py"), "w") as f:
-            f.write(CHILD)
-        flags = subprocess.run([sys.executable, "-m", "stackwatch", "config", "--cflags", "--ldflags"],
-                               check=True, capture_output=True, text=True).stdout.split()
-        source = os.path.join(PROGRAMS, "native", "cgraph.c")
-        for name, extra in (("plain", []), ("runtime", flags)):
-            os.makedirs(os.path.join(tmp, name))
-            subprocess.run(["cc", "-shared", "-fPIC", "-O2", INCLUDE, source, *extra, "-o",
-                            os.path.join(tmp, name, "cgraph" + SUFFIX)], check=True)
-        plain = measure(tmp, os.path.join(tmp, "plain"), "native")[0]
-        idle = measure(tmp, os.path.join(tmp, "runtime"), "native")[0]
-        traced = measure(tmp, os.path.join(tmp, "runtime"), "native", True)[0]
+        plain, idle, traced = native_figures(tmp)
         print(f"native events, ns per event: not instrumented {plain:.2f}, instrumented untraced {idle:.2f}, "
               f"traced {traced:.2f} (recording: {traced - plain:.2f})")
         if importlib.util.find_spec("Cython") is None:

@@ -41,6 +41,7 @@ import time
 
 import benchlib
 import big_traces
+import kernel_events
 import outside
 import profilers
 import tasks
@@ -584,6 +585,8 @@ def main():
     p.add_argument("--no-outside", action="store_true",
                    help="skip the outside section (bench/outside.py: record --pid beside py-spy and Austin)")
     p.add_argument("--outside-only", action="store_true", help="only the outside section (bench/outside.py)")
+    p.add_argument("--no-kernel", action="store_true",
+                   help="skip the kernel-events and native-functions section (bench/kernel_events.py)")
     p.add_argument("--profilers-only", action="store_true",
                    help="only the sampling-profiler section (bench/profilers.py)")
     p.add_argument("--no-tasks", action="store_true", help="skip the task events section (bench/tasks.py)")
@@ -621,16 +624,16 @@ def main():
         log("valgrind not found: no instruction counts")
         args.no_callgrind = True
     if args.profilers_only:
-        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_tasks = args.no_outside = True
+        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_tasks = args.no_outside = args.no_kernel = True
     if args.tasks_only:
-        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_profilers = args.no_outside = True
+        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_profilers = args.no_outside = args.no_kernel = True
     if args.outside_only:
         args.no_tasks = True
-        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_profilers = True
+        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_profilers = args.no_kernel = True
 
     t0 = time.perf_counter()
     sections = {}
-    wall, cg, rows, notes, prof, big, out, task_res = {}, {}, {}, [], {}, {}, {}, {}
+    wall, cg, rows, notes, prof, big, out, kern, task_res = {}, {}, {}, [], {}, {}, {}, {}, {}
 
     def save(done):
         """results.json, rewritten after every row: an interrupted run keeps
@@ -641,7 +644,7 @@ def main():
                "workloads": {w.name: {"label": w.label, "script": w.script, "args": w.args,
                                       "sizes": w.sizes} for w in workloads},
                "summary": rows, "wall": wall, "callgrind": cg, "profilers": prof, "big_traces": big, "outside": out,
-               "tasks": task_res,
+               "kernel": kern, "tasks": task_res,
                "section_seconds": sections, "elapsed_seconds": time.perf_counter() - t0}
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
@@ -722,6 +725,15 @@ def main():
         out.update(outside.section(python, args.quick, log, lambda: save(False)))
         sections["outside"] = time.perf_counter() - ts
         print(f"(outside: {sections['outside'] / 60:.1f} min)", flush=True)
+
+    if not args.no_kernel and "stackwatch" not in unavailable:
+        ts = time.perf_counter()
+        krounds = benchlib.Rounds(min_rounds if args.min_rounds or args.quick else 2,
+                                  args.rounds or (1 if args.quick else 5),
+                                  args.cell_seconds if args.cell_seconds is not None else kernel_events.CELL_SECONDS)
+        kern.update(kernel_events.section(python, krounds, args.quick, log, lambda: save(False)))
+        sections["kernel"] = time.perf_counter() - ts
+        print(f"(kernel events and native functions: {sections['kernel'] / 60:.1f} min)", flush=True)
 
     elapsed = time.perf_counter() - t0
     print()

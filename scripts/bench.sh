@@ -105,7 +105,7 @@ if [ -n "${BENCH_VERSIONS:-}" ]; then
     fi
     echo "bench: Python $v: setup $((SECONDS - t0)) s" >&2
     # shellcheck disable=SC2206
-    "$py" "$root/bench/run.py" --no-wall --no-profilers --no-big-traces --tracers null,stackwatch --cg-repeat stackwatch \
+    "$py" "$root/bench/run.py" --no-wall --no-profilers --no-big-traces --no-kernel --tracers null,stackwatch --cg-repeat stackwatch \
       --workloads fib,richards,deltablue,raytrace,go,chaos,json_dumps \
       --peer-status "$status" --out "$vdir/$v.json" ${BENCH_ARGS:-} | tee "$vdir/report-$v.txt"
     [ -f "$vdir/$v.json" ] && files+=("$vdir/$v.json")

@@ -30,6 +30,7 @@ C_ROOMS = [
     "native/kernel",        # kernel events of this process (perf_event_open), below trace
     "native/trace",
     "native/cyg",           # the native-function runtime (libstackwatch_cyg.so) and its stubs
+    "native/lttng",         # the LTTng-UST tracepoint provider of run --lttng (libstackwatch_lttng.so)
     "native/ext/shared",
     "native/ext/tracefile",  # the Trace type: trace files read back (needs no tracer)
     "native/ext/dispatch",
@@ -63,6 +64,7 @@ PUBLIC_HEADERS = {
     "native/kernel": "native/kernel/kernel.h",
     "native/trace": "native/trace/trace.h",
     "native/cyg": "native/cyg/cyg.h",
+    "native/lttng": "native/lttng/lttng_provider.h",
 }
 # Every C room includes the rooms that have a public header through it.
 PUBLIC_HEADERS_CHECKED = tuple(C_ROOMS)

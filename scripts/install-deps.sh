@@ -33,10 +33,19 @@ if [ "$what" = all ]; then
   # strace counts a program's system calls, against which the trace's
   # (run --kernel) are checked.
   command -v strace >/dev/null || need+=(strace)
+  # make bench runs `run --kernel` beside perf record / perf trace and
+  # uftrace on the same programs (bench/kernel_events.py).
+  command -v perf >/dev/null || need+=(linux-perf)
+  command -v uftrace >/dev/null || need+=(uftrace)
   # gdb's gcore writes the core files `dump --core` is checked on.
   command -v gcore >/dev/null || need+=(gdb)
   command -v callgrind_annotate >/dev/null || need+=(valgrind)
   command -v babeltrace2 >/dev/null || need+=(babeltrace2)
+  # LTTng: lttng-ust's headers build the provider library of run --lttng,
+  # and lttng-tools' session daemon records its events in the tests.
+  command -v lttng-sessiond >/dev/null || need+=(lttng-tools)
+  { [ -e /usr/include/lttng/tracepoint.h ] || [ -e "/usr/include/$(gcc -dumpmachine 2>/dev/null)/lttng/tracepoint.h" ]; } || need+=(liblttng-ust-dev)
+  command -v pkg-config >/dev/null || need+=(pkg-config)   # (meson finds lttng-ust with it)
   command -v go >/dev/null || need+=(golang-go)
   command -v chromium >/dev/null || need+=(chromium)
   command -v chromedriver >/dev/null || need+=(chromium-driver)

@@ -33,7 +33,9 @@
 #endif
 
 enum { IDLE, REQUESTED, CAPTURING, CAPTURED, RELEASED };
+enum { KIND_CAPTURE, KIND_PARK };    /* what a request asks: the native stack, or only parking */
 
+#define SPIN_NS 30000                 /* each side spins this long before it sleeps on the futex */
 #define MAGIC 0x535754ull            /* "SWT": tells our requests from other senders' signals */
 #define SEQ_BITS 40
 
@@ -41,6 +43,7 @@ static struct {
     atomic_int state;
     atomic_uint_fast64_t seq;        /* the current request's number */
     atomic_int tid;
+    atomic_int kind;
     int n;
     int truncated;
     uint64_t pcs[SW_NSTACK_MAX];
@@ -49,8 +52,12 @@ static struct {
 static atomic_uint_fast64_t n_sent, n_answered, n_timeouts, n_late;
 static uint64_t next_seq;
 static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
-static int installed, users;
-static pid_t users_pid;              /* the process whose sampler is the user */
+/* Held by a sampler from its request until the thread is released (or the
+ * request failed): one request at a time, whichever sampler makes it.
+ * Only samplers' threads, which are never asked, take it. */
+static pthread_mutex_t request_mu = PTHREAD_MUTEX_INITIALIZER;
+static int installed, users, park_users;
+static pid_t users_pid;              /* the process whose samplers are the users */
 static struct sigaction previous;
 
 int sw_nstack_signal(void)
@@ -89,6 +96,21 @@ static void futex_wait(atomic_int *w, int val, int64_t ns)
         return;
     struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
     syscall(SYS_futex, (int *)w, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+/* Spins while *w is val, for at most SPIN_NS: the other side mostly
+ * answers within microseconds (a parked thread is released after one walk;
+ * a thread that was just running takes the signal at once), where a futex
+ * sleep would add a wake-up, tens of microseconds or more on a busy
+ * machine, to the time the thread stays parked. */
+static void spin_while(atomic_int *w, int val)
+{
+    int64_t end = mono_ns() + SPIN_NS;
+    for (unsigned k = 0; atomic_load(w) == val; k++) {
+        if ((k & 63) == 63 && mono_ns() > end)
+            return;
+        __builtin_ia32_pause();
+    }
 }
 
 static void futex_wake(atomic_int *w)
@@ -130,23 +152,26 @@ static void handler(int sig, siginfo_t *si, void *ucv)
         errno = saved_errno;
         return;
     }
-    /* backtrace() starts in this handler; the frame after the signal
-     * trampoline is the interrupted instruction (the kernel's saved RIP). */
-    void *buf[SW_NSTACK_MAX + 8];
-    int n = backtrace(buf, SW_NSTACK_MAX + 8);
-    uint64_t ip = (uint64_t)((ucontext_t *)ucv)->uc_mcontext.gregs[REG_RIP];
-    int k = 0;
-    while (k < n && (uint64_t)(uintptr_t)buf[k] != ip)
-        k++;
-    int m = 0;
-    for (; k < n && m < SW_NSTACK_MAX; k++)
-        req.pcs[m++] = (uint64_t)(uintptr_t)buf[k];
-    req.n = m;
-    req.truncated = k < n || n == SW_NSTACK_MAX + 8;
+    if (atomic_load(&req.kind) == KIND_CAPTURE) {
+        /* backtrace() starts in this handler; the frame after the signal
+         * trampoline is the interrupted instruction (the kernel's saved RIP). */
+        void *buf[SW_NSTACK_MAX + 8];
+        int n = backtrace(buf, SW_NSTACK_MAX + 8);
+        uint64_t ip = (uint64_t)((ucontext_t *)ucv)->uc_mcontext.gregs[REG_RIP];
+        int k = 0;
+        while (k < n && (uint64_t)(uintptr_t)buf[k] != ip)
+            k++;
+        int m = 0;
+        for (; k < n && m < SW_NSTACK_MAX; k++)
+            req.pcs[m++] = (uint64_t)(uintptr_t)buf[k];
+        req.n = m;
+        req.truncated = k < n || n == SW_NSTACK_MAX + 8;
+    }
     atomic_store(&req.state, CAPTURED);
     futex_wake(&req.state);
     /* Parked until the sampler has read the Python stack. */
     int64_t deadline = mono_ns() + (int64_t)SW_NSTACK_PARK_MAX_NS;
+    spin_while(&req.state, CAPTURED);
     for (;;) {
         if (atomic_load(&req.seq) != seq || atomic_load(&req.state) != CAPTURED)
             break;
@@ -161,22 +186,29 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     errno = saved_errno;
 }
 
-int sw_nstack_install(char *err, size_t errlen)
+/* Installs the handler for one more user: the native capturer (at most
+ * one) or a parker (any number). */
+static int install(int park, char *err, size_t errlen)
 {
     pthread_mutex_lock(&install_mu);
-    if (users && users_pid != getpid()) {
-        /* A child forked while the parent's sampler captured: that sampler
-         * (and any thread it had asked) does not exist here. The handler
-         * stays installed; the request slot starts over. */
-        users = 0;
+    if ((users || park_users) && users_pid != getpid()) {
+        /* A child forked while the parent's samplers used it: they (and
+         * any thread they had asked) do not exist here, nor does the
+         * request one of them may have held. The handler stays installed;
+         * the request slot starts over. */
+        users = park_users = 0;
+        pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+        request_mu = fresh;
         atomic_store(&req.state, IDLE);
         atomic_store(&n_answered, atomic_load(&n_sent));
     }
-    if (users) {
+    if (!park && users) {
         pthread_mutex_unlock(&install_mu);
         snprintf(err, errlen, "another profiler is capturing native frames");
         return SW_ESTATE;
     }
+    if (installed && !sw_nstack_handler_current())
+        installed = 0;   /* replaced since it was left installed (signal.signal): installed over that one */
     if (!installed) {
         /* The first backtrace() loads libgcc's unwinder (dlopen, malloc):
          * done here, never first in a handler. */
@@ -194,19 +226,26 @@ int sw_nstack_install(char *err, size_t errlen)
         }
         installed = 1;
     }
-    users = 1;
+    if (park)
+        park_users++;
+    else
+        users = 1;
     users_pid = getpid();
     pthread_mutex_unlock(&install_mu);
     return SW_OK;
 }
 
-void sw_nstack_uninstall(void)
+static void uninstall(int park)
 {
     pthread_mutex_lock(&install_mu);
-    if (users) {
-        users = 0;
+    int was = park ? park_users : users;
+    if (was && users_pid == getpid()) {
+        if (park)
+            park_users--;
+        else
+            users = 0;
         /* Every signal sent has been answered: none can arrive any more. */
-        if (installed && atomic_load(&n_answered) == atomic_load(&n_sent)) {
+        if (!users && !park_users && installed && atomic_load(&n_answered) == atomic_load(&n_sent)) {
             sigaction(sw_nstack_signal(), &previous, NULL);
             installed = 0;
         }
@@ -214,13 +253,38 @@ void sw_nstack_uninstall(void)
     pthread_mutex_unlock(&install_mu);
 }
 
-int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
+int sw_nstack_install(char *err, size_t errlen)
 {
-    *truncated = 0;
+    return install(0, err, errlen);
+}
+
+void sw_nstack_uninstall(void)
+{
+    uninstall(0);
+}
+
+int sw_nstack_park_install(char *err, size_t errlen)
+{
+    return install(1, err, errlen);
+}
+
+void sw_nstack_park_uninstall(void)
+{
+    uninstall(1);
+}
+
+/* Sends thread tid a request of this kind and waits up to wait_ns for it to
+ * be parked. SW_OK with request_mu held (until sw_nstack_release), or a
+ * negative SW_E* code without. */
+static int request(int tid, int kind, uint64_t wait_ns)
+{
     if (tid <= 0 || !installed)
         return SW_EARG;
+    pthread_mutex_lock(&request_mu);
     uint64_t seq = (++next_seq) & ((1ull << SEQ_BITS) - 1);
     req.n = 0;
+    req.truncated = 0;
+    atomic_store(&req.kind, kind);
     atomic_store(&req.tid, tid);
     atomic_store(&req.seq, seq);
     atomic_store(&req.state, REQUESTED);
@@ -233,30 +297,56 @@ int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
     si.si_value.sival_ptr = (void *)(uintptr_t)(MAGIC << SEQ_BITS | seq);
     if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, si.si_signo, &si) != 0) {
         atomic_store(&req.state, IDLE);
+        pthread_mutex_unlock(&request_mu);
         return SW_EIO;             /* the thread has exited */
     }
     atomic_fetch_add(&n_sent, 1);
-    int64_t deadline = mono_ns() + (int64_t)SW_NSTACK_WAIT_NS;
+    int64_t deadline = mono_ns() + (int64_t)wait_ns;
+    if (kind == KIND_PARK)
+        spin_while(&req.state, REQUESTED);
     for (;;) {
         int s = atomic_load(&req.state);
         if (s == CAPTURED)
-            break;
+            return SW_OK;
         int64_t left = deadline - mono_ns();
         if (left <= 0 && s == REQUESTED) {
             int expected = REQUESTED;
             if (atomic_compare_exchange_strong(&req.state, &expected, IDLE)) {
                 atomic_fetch_add(&n_timeouts, 1);
-                return SW_ESTATE;  /* signals blocked, or the thread is stuck: no native frames */
+                pthread_mutex_unlock(&request_mu);
+                return SW_ESTATE;  /* signals blocked, or the thread is stuck or not run */
             }
             continue;
         }
-        if (s == IDLE)
+        if (s == IDLE) {
+            pthread_mutex_unlock(&request_mu);
             return SW_EIO;         /* it answered, then gave up waiting (parked too long) */
+        }
         futex_wait(&req.state, s, left > 0 ? left : 1000000);
     }
+}
+
+int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
+{
+    *truncated = 0;
+    int rc = request(tid, KIND_CAPTURE, SW_NSTACK_WAIT_NS);
+    if (rc != SW_OK)
+        return rc;
     memcpy(pcs, req.pcs, (size_t)req.n * sizeof *pcs);
     *truncated = req.truncated;
     return req.n;
+}
+
+int sw_nstack_park(int tid, uint64_t wait_ns)
+{
+    return request(tid, KIND_PARK, wait_ns);
+}
+
+int sw_nstack_handler_current(void)
+{
+    struct sigaction cur;
+    return sigaction(sw_nstack_signal(), NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+           cur.sa_sigaction == handler;
 }
 
 void sw_nstack_release(void)
@@ -264,6 +354,7 @@ void sw_nstack_release(void)
     int expected = CAPTURED;
     atomic_compare_exchange_strong(&req.state, &expected, RELEASED);
     futex_wake(&req.state);
+    pthread_mutex_unlock(&request_mu);
 }
 
 #else
@@ -276,12 +367,32 @@ int sw_nstack_install(char *err, size_t errlen)
 
 void sw_nstack_uninstall(void) {}
 
+int sw_nstack_park_install(char *err, size_t errlen)
+{
+    sw_nstack_supported(err, errlen);
+    return SW_EIO;
+}
+
+void sw_nstack_park_uninstall(void) {}
+
 int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
 {
     (void)tid;
     (void)pcs;
     *truncated = 0;
     return SW_EIO;
+}
+
+int sw_nstack_park(int tid, uint64_t wait_ns)
+{
+    (void)tid;
+    (void)wait_ns;
+    return SW_EIO;
+}
+
+int sw_nstack_handler_current(void)
+{
+    return 0;
 }
 
 void sw_nstack_release(void) {}

@@ -1,24 +1,35 @@
 /*
- * nativestack.h - capturing the native (C) stack of another thread of this
- * process, for the profiler's native mode (Linux x86-64, in-process only).
+ * nativestack.h - stopping another thread of this process for an instant
+ * (Linux x86-64, in-process only): to capture its native (C) stack, for
+ * the profiler's native mode, or only to park it, so that its Python stack
+ * can be read while it cannot change (the in-process sampler redoes a torn
+ * walk so: pystack.c "Torn stacks").
  *
  * The sampler thread sends the target thread a real-time signal
- * (rt_tgsigqueueinfo, carrying a request number); the handler unwinds its
- * own stack with backtrace() (libgcc's .eh_frame unwinder: CPython builds
- * without frame pointers unwind too), stores the return addresses in the
- * one request slot, and then waits, parked in the handler, until the
- * sampler has read the thread's Python stack and releases it, so that the
- * native and the Python views are of one instant. The handler never
- * waits longer than SW_NSTACK_PARK_MAX_NS, never allocates, and is
- * installed with SA_RESTART, so system calls the signal interrupts are
- * restarted (or, for sleeps and waits, retried by CPython after EINTR).
- * A signal that is not the sampler's current request (a late one, after a
- * timeout) is recognised by its request number and ignored; a signal of
- * the same number from anyone else goes to the handler that was installed
- * before.
+ * (rt_tgsigqueueinfo, carrying a request number); for a capture the
+ * handler unwinds its own stack with backtrace() (libgcc's .eh_frame
+ * unwinder: CPython builds without frame pointers unwind too) and stores
+ * the return addresses in the one request slot; then, for either kind of
+ * request, it waits, parked in the handler, until the sampler has read the
+ * thread's Python stack and releases it, so that what is read is of one
+ * instant. Both sides spin for a few tens of microseconds before they
+ * sleep on a futex (the sampler only for a park, where the thread was
+ * just running): a sleep's wake-up on a busy machine cost a park 6-12
+ * times its time. The handler never waits longer than SW_NSTACK_PARK_MAX_NS,
+ * never allocates, and is installed with SA_RESTART, so system calls the
+ * signal interrupts are restarted (or, for sleeps and waits, retried by
+ * CPython after EINTR). A signal that is not the sampler's current
+ * request (a late one, after a timeout) is recognised by its request
+ * number and ignored; a signal of the same number from anyone else goes
+ * to the handler that was installed before.
  *
- * One capture at a time, process-wide (the sampler samples threads one
- * after the other); at most one sampler in native mode at a time.
+ * While a thread is parked it may hold any lock of the process (malloc's,
+ * the GIL): the sampler then only reads memory (system calls) until it
+ * releases it.
+ *
+ * One request at a time, process-wide: a request holds a lock from the
+ * signal until the release, so several samplers (any number parking, at
+ * most one in native mode) take turns.
  */
 #ifndef SW_NATIVESTACK_H
 #define SW_NATIVESTACK_H
@@ -62,7 +73,22 @@ int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated);
  * /proc/self/task/TID/status), else 0. */
 int sw_nstack_blocked(int tid);
 
-/* Lets the parked thread go on. */
+/* Parking only (any number of users): installs the handler like
+ * sw_nstack_install, without the native capturer's exclusivity. */
+int sw_nstack_park_install(char *err, size_t errlen);
+void sw_nstack_park_uninstall(void);
+
+/* Asks thread `tid` (of this process) to park, and waits up to wait_ns
+ * until it is. SW_OK: the thread stays parked until sw_nstack_release().
+ * SW_ESTATE if it did not answer in time, another negative SW_E* code if it
+ * could not be asked (it has exited); then nothing is to be released. */
+int sw_nstack_park(int tid, uint64_t wait_ns);
+
+/* 1 if the signal's handler in place is this module's (the program may
+ * have put its own there since: Python's signal.signal), else 0. */
+int sw_nstack_handler_current(void);
+
+/* Lets the parked thread (of a capture or a park) go on. */
 void sw_nstack_release(void);
 
 /* Counters: signals sent, captures that timed out, late signals ignored. */

@@ -16,8 +16,12 @@
  * torn (the thread state, its current frame, the walked frames and the code
  * objects' headers again). Before 3.11 the thread state, then one read of
  * the leaf and of the frames of the thread's last walk, one per frame not
- * among them. A walk torn by the thread running on (see "Torn stacks"
- * below) is redone, then failed. Code objects come from the code cache;
+ * among them, and (in this process) one reading the callers again. A
+ * walk torn by the thread running on (see "Torn stacks" below) is redone:
+ * in this process (limits.park) at once with the thread parked in a signal
+ * handler (nativestack.h), which cannot tear, so the checks can be strict;
+ * from outside up to a few times, then the sample is failed. Code objects
+ * come from the code cache;
  * before 3.11 those not confirmed in the last few rounds are re-read, all
  * in one batched read (process_vm_readv with many iovecs; requests less
  * than a page apart are one range, mem.c). Strings are only read on a
@@ -37,16 +41,9 @@
 #define WINDOW_MAX (64u * 1024u)       /* bytes copied from the top of a frame stack */
 #define MAX_CHUNK_SPAN (1ull << 30)    /* a plausible bound for one stack chunk */
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
-/* 3.9/3.10: every walked frame but the leaf read again after the walk
- * (objects_whole). Off: even with the first read speculative (spec_*), a
- * walk in one or two system calls, it failed 13% to over half of the walks
- * of code whose stack changes fast on a quiet machine, where the sampler
- * and the program each run on a core, and those failures biased the time
- * shares (test_call_heavy_code_is_not_undersampled on 3.10: 36% for a
- * half). Without it, a stack joining two instants can be stored before
- * 3.11 (a known gap: tests/py/tracer/test_sample_vs_trace.py). */
-#define RECHECK_OBJECTS 0
 #define TORN_RETRIES 5                 /* 3.11+: whole reads redone when the walk was torn */
+#define PARK_WAIT_NS 10000000ull       /* in-process: the wait for a torn thread to park (10 ms) */
+#define PARK_FAILS_MUTE 3              /* ... parked walks of a thread failing in a row that mute it */
 #define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
 #define STATE_FDS 128                  /* /proc files of threads kept open (syscall, schedstat) */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
@@ -80,6 +77,8 @@ struct sw_pystack {
     int32_t *merged_lines;         /* [max_depth + SW_NSTACK_MAX] with lines */
     uint32_t mute_tid[MUTE_SLOTS];    /* threads that did not answer the signal ... */
     uint64_t mute_until[MUTE_SLOTS];  /* ... are not asked again before this round */
+    uint32_t park_fail_tid;        /* in-process: the thread whose last parked walks failed ... */
+    uint32_t park_fails;           /* ... how many in a row (PARK_FAILS_MUTE: it is muted) */
     uint64_t seen[16];             /* 1024-bit filter of frame addresses walked */
     unsigned char *code_hdrs;      /* [max_depth * code_size] */
     sw_mem_req *reqs;              /* [2 * max_depth + 3] */
@@ -606,7 +605,13 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
  *     always one (3.9-3.11 have no such mark: a NULL link on a frame that
  *     is not a generator's is the thread's root).
  * A generator resumed with no Python frame below it (a C thread iterating
- * it) has a NULL link too: before 3.12 its samples are counted as failed. */
+ * it) has a NULL link too: before 3.12 its samples are counted as failed.
+ *
+ * The checks after a walk (still_whole, objects_whole) are strict in this
+ * process, where a walk they find torn is redone with the thread parked
+ * (walk_parked): 3.9/3.10 read every caller again, 3.11+ ask the callers
+ * below the anchor to be at the same instruction. From outside they are
+ * not (see those functions): each failure there costs a sample. */
 #define WALK_TORN (-2)
 
 /* Collects the code object addresses of the thread's frames, leaf first,
@@ -934,6 +939,15 @@ static int muted(sw_pystack *r, uint32_t tid)
     return 0;
 }
 
+/* 1 if any thread is muted now (muted() then needs the thread's id). */
+static int any_muted(const sw_pystack *r)
+{
+    for (unsigned i = 0; i < MUTE_SLOTS; i++)
+        if (r->st.rounds < r->mute_until[i])
+            return 1;
+    return 0;
+}
+
 static void mute(sw_pystack *r, uint32_t tid)
 {
     unsigned k = 0;
@@ -1001,7 +1015,7 @@ static int leaf_frame(sw_pystack *r, uint64_t tstate, const unsigned char *ts, c
  * callers, in between is not told: the stack read is then one of the same
  * functions. (Requiring the very same leaf would fail most samples of
  * call-heavy code, whose leaf changes within the walk's microseconds.) */
-static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w, uint32_t n)
+static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w, uint32_t n, int strict)
 {
     const sw_py_layout *l = &r->l;
     uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth;
@@ -1094,12 +1108,15 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         }
     }
     /* Each frame walked still links to the same frame and runs the same
-     * code. (Asking also that those below the anchor be at the same
-     * instruction, against a frame slot reused by another call of the same
-     * code from another call site of the same caller, seen about once in
-     * 1,000 samples of toolz's suite on 3.11, failed 24-29% of the samples
-     * of fast recursive code on a quiet machine and undersampled it: it is
-     * left out, and that rare case is a known gap.) */
+     * code; and, strict, those below the anchor, which cannot have run
+     * since if the walk is whole, are still at the same instruction (a
+     * frame slot reused by another call of the same code, from another
+     * call site of the same caller, alternating with a third call at that
+     * slot, passes the other tests: about 1 sample in 1,000 of toolz's
+     * suite on 3.11). Strict only where a torn walk can be redone with
+     * the thread parked (in-process): from outside it failed 24-45% of
+     * fast recursive code's walks on a quiet machine. */
+    uint64_t still_from = gen_leaf && anchor ? 2 : 1;
     for (uint64_t i = 0; i < walked && hi > lo; i++) {
         uint64_t a = r->frame_addrs[i];
         if (a < lo || a >= hi || hi - a < l->frame_size)
@@ -1107,14 +1124,18 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         const unsigned char *was = w->bytes + (a - w->lo), *is = r->recheck + (a - lo);
         if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
             u64_at(was, l->frame_code) != u64_at(is, l->frame_code) ||
-            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]))
+            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]) ||
+            (strict && i >= still_from && l->frame_instr != SW_NO_OFFSET &&
+             u64_at(was, l->frame_instr) != u64_at(is, l->frame_instr)))
             return 0;
     }
     return 1;
 }
 
-/* 3.9/3.10 (frames read one by one, leaf first, while the thread runs): 1
- * if the frames just walked are a stack, 0 if torn. One read of every
+/* 3.9/3.10 (frames read one by one, leaf first, while the thread runs),
+ * in this process only (a failure costs a park; from outside it failed
+ * 13% to over half of fast-changing code's walks on a quiet machine and
+ * biased time shares): 1 if the frames just walked are a stack, 0 if torn. One read of every
  * walked frame but the leaf again (a batched read): each must still be a
  * live frame, running (f_executing / f_state), with the same code and the
  * same f_back. Frames that run, linked by f_back, are a thread's stack, and
@@ -1146,6 +1167,65 @@ static int objects_whole(sw_pystack *r, uint32_t n)
             return 0;
     }
     return 1;
+}
+
+/* In-process: the walk of the thread (kernel id tid, state at tstate)
+ * redone with it parked in the signal handler (nativestack.h), after a
+ * walk found torn: its stack cannot change until it is released, so this
+ * walk is of one instant and is not checked after; every read is still
+ * validated as in any walk. Its code objects' headers are read while it
+ * is parked (its frames hold them) and resolved after the release (into
+ * the code cache, which allocates): between park and release the sampler
+ * only reads memory, neither allocating nor taking a lock the parked
+ * thread could hold. Returns as walk_frames, or -1 if the thread did not
+ * park in time (counted in park_failed; one that blocks the signal is
+ * muted, then read as from outside, and so is one whose parked walks fail
+ * PARK_FAILS_MUTE times in a row). */
+static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w, int *truncated)
+{
+    const sw_py_layout *l = &r->l;
+    uint64_t t0 = sw_clock_ns(CLOCK_MONOTONIC);
+    int rc = sw_nstack_park((int)tid, PARK_WAIT_NS);
+    if (rc != SW_OK) {
+        r->st.park_failed++;
+        if (rc == SW_ESTATE && sw_nstack_blocked((int)tid))
+            mute(r, tid);
+        if (rc == SW_ESTATE && !sw_nstack_handler_current())
+            r->lim.park = 0;   /* the program put a handler of its own there: no more parks */
+        return -1;
+    }
+    unsigned char ts[SW_LAYOUT_MAX_READ];
+    uint64_t frame = 0;
+    long n = -1;
+    if (sw_mem_read(&r->mem, tstate, ts, l->tstate_size) == SW_OK && u64_at(ts, l->tstate_interp) == r->interp &&
+        leaf_frame(r, tstate, ts, NULL, &frame) == 0) {
+        n = 0;
+        if (frame) {
+            if (l->frames_kind == SW_FRAMES_INTERP)
+                copy_window(r, tstate, ts, frame, w);
+            else
+                read_leaf(r, tstate, frame, w);
+            n = walk_frames(r, frame, w, truncated);
+            if (n >= 0) {
+                spec_keep(r, tstate);
+                read_with_codes(r, 0, code_reads(r, (uint32_t)n));
+            }
+        }
+    }
+    sw_nstack_release();
+    r->st.parked++;
+    r->st.parked_ns += sw_clock_ns(CLOCK_MONOTONIC) - t0;
+    /* A thread whose stack fails even parked, again and again (3.9-3.11:
+     * a generator a C thread iterates, whose frame has no caller), would
+     * be signalled every round: it is muted, then read as from outside. */
+    if (n >= 0 || r->park_fail_tid != tid) {
+        r->park_fail_tid = n < 0 ? tid : 0;
+        r->park_fails = n < 0;
+    } else if (++r->park_fails >= PARK_FAILS_MUTE) {
+        mute(r, tid);
+        r->park_fail_tid = r->park_fails = 0;
+    }
+    return n;
 }
 
 /* Samples the thread whose state was read into ts. */
@@ -1209,6 +1289,16 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * of two instants is torn, redone up to TORN_RETRIES (OBJECT_RETRIES)
      * times, then failed. */
     int fresh = nn < 0;
+    /* In-process, a walk found torn (or failed) is not retried but redone
+     * at once with the thread parked (walk_parked): the checks after a
+     * walk are then strict, at the cost of a park, not of a failed sample. A
+     * thread muted (it blocks the signal, or its parked walks kept failing)
+     * is read as from outside. */
+    int park = r->lim.park && fresh;
+    if (park && any_muted(r)) {
+        uint32_t tid = s.native_tid ? (uint32_t)s.native_tid : kernel_tid(r, tstate, ts, g);
+        park = tid && !muted(r, tid);
+    }
     if (fresh && probed && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
         u64_at(ts2, l->tstate_interp) == r->interp) {
         ts = ts2;
@@ -1251,11 +1341,13 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         n = walk_frames(r, frame, &w, &truncated);
         if (n >= 0)
             spec_keep(r, tstate);
-        if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP && !still_whole(r, tstate, frame, &w, (uint32_t)n))
+        if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP &&
+            !still_whole(r, tstate, frame, &w, (uint32_t)n, park))
             n = WALK_TORN;
-        if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && nn < 0 && RECHECK_OBJECTS && !objects_whole(r, (uint32_t)n))
+        if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && park && !objects_whole(r, (uint32_t)n))
             n = WALK_TORN;
-        for (int retry = 0; n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES; retry++) {
+        for (int retry = 0; !park && n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES;
+             retry++) {
             /* A frame died, or a generator left, under the reader: try
              * again from the new top. */
             r->st.torn += n == WALK_TORN;
@@ -1266,10 +1358,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             n = walk_frames(r, frame, &w, &truncated);
             if (n >= 0)
                 spec_keep(r, tstate);
-            if (n >= 0 && nn < 0 && RECHECK_OBJECTS && !objects_whole(r, (uint32_t)n))
-                n = WALK_TORN;
         }
-        if (n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
+        if (park || n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
             break;
         /* 3.11+: torn (a generator left under the reader): the whole read
          * again, from the thread state. */
@@ -1288,6 +1378,11 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     PROBE_LATE();
 #undef RELEASE_NATIVE
 #undef PROBE_LATE
+    if (n < 0 && park) {
+        /* (the probe above has set the thread's kernel id, if it has one) */
+        r->st.torn += n == WALK_TORN;
+        n = s.native_tid ? walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated) : -1;
+    }
     if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
         /* Told to the sink too: it may give the time to the thread's next
          * sample rather than lose it (failures are likelier in code whose

@@ -37,6 +37,9 @@ typedef struct sw_pystack_limits {
                                 the signal handler) */
     uint32_t frame_addrs;    /* 1: give each sample the address of each of its frames
                                 (sw_sample.frame_addrs; not with native frames merged) */
+    uint32_t park;           /* 1: a torn walk is redone with the thread parked (in-process
+                                only: nativestack.h; the caller installs the handler with
+                                sw_nstack_park_install), and the checks are strict */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {
@@ -49,6 +52,9 @@ typedef struct sw_pystack_stats {
     uint64_t torn;           /* walks torn: a generator left, or a chain broke, under the
                                 reader (pystack.c "Torn stacks"); each is redone, and
                                 counted in failed if still torn after the retries */
+    uint64_t parked;         /* with limits.park: walks redone with the thread parked */
+    uint64_t park_failed;    /* ... threads that did not park in time (the sample failed) */
+    uint64_t parked_ns;      /* ... time from each park request to its release */
     uint64_t threads_skipped;   /* threads beyond max_threads */
     uint64_t code_hits, code_misses;
     uint64_t reads, failed_reads;   /* memory reads (system calls) */

@@ -5,7 +5,8 @@
  * ELF room's bounded reader (elf/elf.h) and its function symbols
  * (.symtab, else .dynsym) copied into a sorted array. Addresses are cached; symbols are interned as sw_sample_code
  * entries by their start address. Both are arrays indexed by base/hashtab.h
- * tables.
+ * tables. Source lines (sw_symbols_source) come from the object's DWARF
+ * line tables (elf/dwarf_line.h), read the first time one is asked for.
  */
 #define _GNU_SOURCE
 #include "symbols.h"
@@ -36,6 +37,8 @@ typedef struct object {
     uint32_t n;
     char *names;
     char *path;
+    sw_dwarf_lines *lines;   /* its DWARF line tables, once asked for (NULL: none) */
+    int lines_read;
 } object;
 
 typedef struct entry {
@@ -205,6 +208,7 @@ void sw_symbols_free(sw_symbols *s)
         free(s->objs[i].syms);
         free(s->objs[i].names);
         free(s->objs[i].path);
+        sw_dwarf_lines_free(s->objs[i].lines);
     }
     free(s->objs);
     for (size_t i = 0; i < s->nentries; i++) {
@@ -302,6 +306,30 @@ static entry *resolve(sw_symbols *s, uint64_t pc)
     /* In an object, but no symbol covers it: one "??" per object. */
     s->misses++;
     return intern(s, (uint64_t)(uintptr_t)di.dli_fbase, "??", di.dli_fname ? di.dli_fname : "");
+}
+
+int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t *line)
+{
+    Dl_info di;
+    memset(&di, 0, sizeof di);
+    if (!dladdr((void *)(uintptr_t)addr, &di) || !di.dli_fbase)
+        return SW_EARG;
+    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname);
+    if (!o || !o->path[0])
+        return SW_EARG;
+    if (!o->lines_read) {   /* once per object: a file without debug information has none */
+        o->lines_read = 1;
+        sw_elf *e;
+        char err[256];
+        if (sw_elf_open(o->path, &e, err, sizeof err) == SW_OK) {
+            if (sw_elf_lines(e, &o->lines, err, sizeof err) != SW_OK)
+                o->lines = NULL;
+            sw_elf_free(e);
+        }
+    }
+    if (!o->lines || addr < o->bias)
+        return SW_EARG;
+    return sw_dwarf_lines_find(o->lines, addr - o->bias, file, line);
 }
 
 sw_sample_code *sw_symbols_lookup(sw_symbols *s, uint64_t pc, int *is_eval)

@@ -29,6 +29,13 @@ void sw_symbols_free(sw_symbols *s);
  * frames they run. NULL if out of memory. */
 sw_sample_code *sw_symbols_lookup(sw_symbols *s, uint64_t pc, int *is_eval);
 
+/* The source file and line of code address addr (a function's start, as
+ * sw_symbols_lookup's addr) from the DWARF line tables (.debug_line) of
+ * the object holding it, read once per object: 0, or SW_EARG when the
+ * object has no debug information or none of its rows covers addr.
+ * *file lives as long as s. */
+int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t *line);
+
 /* Counters: objects whose symbol table was read, addresses looked up, and
  * those without a symbol. */
 void sw_symbols_counts(const sw_symbols *s, uint64_t *objects, uint64_t *lookups, uint64_t *unknown);

@@ -9,6 +9,7 @@
 #include "format.h"
 #include "base/base.h"
 #include "merge.h"
+#include "wake_flows.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -44,8 +45,9 @@ typedef struct chrome {
     region *regions;         /* the current thread's open regions, innermost last */
     size_t nregions, regions_cap;
     int oom;
-    const sw_export_opts *o;
+    const sw_export_opts *o; /* with the wakeup flows' ends among the task flows */
     size_t task_flow;        /* the next of o->task_flows (sw_export_task_flow_due) */
+    sw_wake_flows *wakes;    /* the wakeup flows (wake_flows.h) */
 } chrome;
 
 static void json_str(FILE *out, const char *s)
@@ -200,7 +202,7 @@ static void region_begin(chrome *c, int64_t t_ns, const sw_ext *x)
     rs[c->nregions++] = (region){name, t_ns};
 }
 
-static void ext_event(chrome *c, uint64_t tid, const sw_event *ev)
+static void ext_event(chrome *c, size_t thread, uint64_t tid, const sw_event *ev)
 {
     const sw_ext *x = ev->ext;
     if (x->kind == SW_EXT_REGION_BEGIN) {
@@ -235,8 +237,13 @@ static void ext_event(chrome *c, uint64_t tid, const sw_event *ev)
     }
     char name[SW_EXT_STR_MAX + 32];
     sw_export_ext_name(x, name, sizeof name, &cat);
+    /* A wakeup that starts a flow (wake_flows.h) is a zero-length slice
+     * with the flow's start bound to it, as a task flow's end is drawn. */
+    uint64_t flow = sw_wake_flow_start(c->wakes, thread, ev->t_ns, x);
     sep(c);
-    fprintf(c->out, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", c->pid, tid);
+    fprintf(c->out, flow ? "{\"ph\":\"B\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":"
+                         : "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":",
+            c->pid, tid);
     put_ts(c, ev->t_ns);
     fputs(",\"name\":", c->out);
     json_str(c->out, name);
@@ -246,6 +253,18 @@ static void ext_event(chrome *c, uint64_t tid, const sw_event *ev)
     else
         put_fields(c, x, NULL, 0);
     fputs("}}", c->out);
+    if (flow) {
+        for (int k = 0; k < 2; k++) {
+            sep(c);
+            fprintf(c->out, "{\"ph\":\"%s\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", k ? "E" : "s", c->pid, tid);
+            put_ts(c, ev->t_ns);
+            if (!k) {
+                fprintf(c->out, ",\"id\":%" PRIu64 ",\"cat\":\"%s\",\"name\":", flow, cat);
+                json_str(c->out, name);
+            }
+            fputc('}', c->out);
+        }
+    }
 }
 
 
@@ -352,7 +371,7 @@ static void task_flows(chrome *c, size_t thread, uint64_t tid, int64_t t_ns)
             if (k == 1)
                 fprintf(c->out, ",\"id\":%" PRIu64, f->id);
             if (k < 2) {
-                fputs(",\"cat\":\"task\",\"name\":", c->out);
+                fprintf(c->out, ",\"cat\":\"%s\",\"name\":", f->category ? f->category : "task");
                 json_str(c->out, f->name ? f->name : "task");
             }
             fputc('}', c->out);
@@ -405,7 +424,7 @@ static int chrome_event(void *ud, size_t thread, const sw_event *ev)
         break;
     case SW_EV_EXT:
         if (ev->ext)
-            ext_event(c, tid, ev);
+            ext_event(c, thread, tid, ev);
         break;
     case SW_EV_SAMPLE:
         if (ev->sample)
@@ -433,12 +452,20 @@ int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err,
 {
     const sw_export_part *part = o ? o->part : NULL;
     chrome c = {t, out, 0, 0, !part || part->first, NULL, part ? part->in_flow : 0, part,
-                part ? part->flows : NULL, 0, 0, NULL, 0, 0, 0, o, 0};
+                part ? part->flows : NULL, 0, 0, NULL, 0, 0, 0, o, 0, NULL};
+    int wrc = sw_wake_flows_new(t, o, &c.wakes);
+    if (wrc == SW_EIO) {
+        snprintf(err, errlen, "a THREAD_RECORDS chunk could not be read");
+        return SW_EIO;
+    }
     c.slices = calloc((size_t)sw_export_pair_count() + 1, sizeof *c.slices);
-    if (!c.slices) {
+    if (!c.slices || !c.wakes) {
+        free(c.slices);
+        sw_wake_flows_free(c.wakes);
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
+    c.o = sw_wake_flows_opts(c.wakes);
     const sw_meta_entry *e;
     if ((e = sw_trace_meta_find(t, "pid")))
         c.pid = e->u;
@@ -461,7 +488,8 @@ int sw_export_chrome(sw_trace *t, FILE *out, const sw_export_opts *o, char *err,
         json_str(out, ti->name && ti->name[0] ? ti->name : "thread");
         fputs("}}", out);
     }
-    int rc = sw_export_walk(t, o, chrome_event, &c);
+    int rc = sw_export_walk(t, c.o, chrome_event, &c);
+    sw_wake_flows_free(c.wakes);
     while (c.nregions)   /* the walk stopped early */
         free(c.regions[--c.nregions].name);
     free(c.regions);

@@ -1,7 +1,10 @@
 /*
- * export_ctf.c - CTF 1.8 writer (export_ctf.h): the TSDL metadata, with an
- * event class per row of the table of record kinds (records.h), then each
- * thread's events into its own stream file, packed little-endian and
+ * export_ctf.c - CTF 1.8 writer (export_ctf.h): two traces laid out as an
+ * LTTng session's, `ust/` (TSDL metadata with an event class per row of
+ * the table of record kinds, records.h, then each thread's events in its
+ * own stream file) and, when the trace holds kernel events, `kernel/`
+ * (those events under the names LTTng's kernel tracer gives them, one
+ * stream per thread whose packets say the CPU). Packed little-endian and
  * byte-aligned, one packet per PACKET_BYTES of events: memory stays
  * bounded by a packet whatever the trace's size.
  */
@@ -14,32 +17,59 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Event content of a packet before it is written. */
 #define PACKET_BYTES (256 * 1024)
 /* The packet header and context (see the metadata): magic, stream_id,
  * stream_instance_id, timestamp_begin, timestamp_end, content_size,
- * packet_size, packet_seq_num, events_discarded. */
+ * packet_size, packet_seq_num, events_discarded; and in the kernel trace
+ * cpu_id. */
 #define PACKET_HEAD 64
+#define PACKET_HEAD_KERNEL 68
 #define CTF_MAGIC 0xC1FC1FC1u
 #define PROCNAME_LEN 16
+#define CPU_UNKNOWN UINT32_MAX
 
-/* Event class ids: the fixed ones, then one per row of records.h. */
+/* Event class ids of the ust trace: the fixed ones, then one per row of
+ * records.h. */
 enum { ID_ENTRY, ID_EXIT, ID_SAMPLE, ID_DROPPED, ID_EXT0 };
+/* Event class ids of the kernel trace: the fixed ones, then an entry and
+ * an exit per system call name met (KID_SYSCALL0 + 2 * its position). */
+enum { KID_SCHED_SWITCH, KID_SCHED_WAKEUP, KID_PAGE_FAULT, KID_ENTRY_UNKNOWN, KID_EXIT_UNKNOWN, KID_SYSCALL0 };
+
+/* One stream file being written and its packet. */
+typedef struct ctf_stream {
+    FILE *f;                 /* or NULL */
+    char path[4096];         /* its name, for messages */
+    sw_bytes packet;         /* events of the packet being built */
+    uint64_t first_ts, last_ts, seq;
+    int kernel;              /* the kernel trace's (its packets have a cpu_id) */
+    uint32_t cpu;            /* kernel: the CPU of the packet being built */
+} ctf_stream;
 
 typedef struct ctf {
     sw_trace *t;
     const char *dir;
-    FILE *stream;            /* the current thread's stream file, or NULL */
-    char path[4096];         /* its name, for messages */
+    ctf_stream ust, kern;    /* the current thread's streams */
     size_t thread;
     uint32_t vpid, vtid;
     char procname[PROCNAME_LEN];
-    sw_bytes packet;         /* events of the packet being built */
     uint32_t *name_len;      /* by code id: strlen + 1 of its qualname, then of
                                 its file name (0: not yet known) */
     uint32_t codes;
-    uint64_t first_ts, last_ts, seq;
+    /* The kernel trace: whether its folder is made, the system call names
+     * met (event classes KID_SYSCALL0 + 2 i and + 1), and the system call
+     * whose exit is due (at the walk's SW_WALK_SLICE_END). */
+    int kernel_dir;
+    char **syscalls;
+    size_t nsyscalls, syscalls_cap;
+    int sys_open;
+    unsigned sys_exit;
+    uint64_t sys_nr;
+    int64_t sys_ret;
+    uint64_t real0, mono0;   /* META real0_ns, mono0_ns */
+    const char *command, *hostname;
     int err;                 /* SW_ENOMEM or SW_EIO once something failed */
     char *errmsg;
     size_t errlen;
@@ -81,6 +111,8 @@ static void put_str(sw_bytes *b, const char *s)
     s = s ? s : "";
     put_strn(b, s, strlen(s) + 1);
 }
+
+static int fail(ctf *c, int code, const char *what);
 
 /* ------------------------------------------------------------------ */
 /* Metadata                                                           */
@@ -137,7 +169,17 @@ static void meta_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
-static void write_metadata(ctf *c, FILE *out, uint64_t real0_ns, uint64_t mono0_ns, const char *command)
+#define TSDL_COMM "integer { size = 8; align = 8; signed = false; encoding = UTF8; base = 10; }"
+
+/* What both traces' metadata open with: the types, the trace's packet
+ * header, its env (Trace Compass takes a trace whose domain is "ust" and
+ * whose tracer is lttng-ust for an LTTng-UST trace, its call-stack
+ * analysis; domain "kernel" with lttng-modules for a kernel trace, its
+ * kernel analyses; the same hostname puts both on one host), the one
+ * clock and the stream class with its contexts (LTTng's names: vpid,
+ * vtid, procname in ust; pid, tid, procname in kernel; the kernel's packets
+ * also say the CPU). */
+static void write_head(const ctf *c, FILE *out, int kernel)
 {
     fputs("/* CTF 1.8 */\n\n"
           "/* Written by stackwatch (export_ctf.c). */\n\n"
@@ -152,32 +194,35 @@ static void write_metadata(ctf *c, FILE *out, uint64_t real0_ns, uint64_t mono0_
           "\tpacket.header := struct {\n\t\tuint32_t magic;\n\t\tuint32_t stream_id;\n"
           "\t\tuint64_t stream_instance_id;\n\t};\n};\n\n",
           out);
-    /* Trace Compass takes a trace whose domain is "ust" and whose tracer is
-     * lttng-ust for an LTTng-UST trace (its call-stack analysis); the
-     * producer says who wrote it. */
-    fprintf(out, "env {\n\tdomain = \"ust\";\n\ttracer_name = \"lttng-ust\";\n\ttracer_major = 2;\n"
+    fprintf(out, "env {\n\tdomain = \"%s\";\n\ttracer_name = \"%s\";\n\ttracer_major = 2;\n"
                  "\ttracer_minor = 13;\n\tproducer = \"stackwatch\";\n\tvpid = %" PRIu32 ";\n"
-                 "\tstackwatch_mono0_ns = %" PRIu64 ";\n\tprocname = ",
-            c->vpid, mono0_ns);
-    meta_str(out, command);
+                 "\tstackwatch_mono0_ns = %" PRIu64 ";\n\thostname = ",
+            kernel ? "kernel" : "ust", kernel ? "lttng-modules" : "lttng-ust", c->vpid, c->mono0);
+    meta_str(out, c->hostname);
+    fputs(";\n\tprocname = ", out);
+    meta_str(out, c->command);
     fputs(";\n};\n\n", out);
     fprintf(out, "clock {\n\tname = \"monotonic\";\n"
                  "\tdescription = \"stackwatch trace clock: ns since the trace's calibration point, "
                  "offset to the wall clock\";\n"
                  "\tfreq = 1000000000;\n\tprecision = 1;\n\toffset_s = %" PRIu64 ";\n\toffset = %" PRIu64
                  ";\n\tabsolute = TRUE;\n};\n\n",
-            real0_ns / 1000000000u, real0_ns % 1000000000u);
-    fputs("typealias integer { size = 64; align = 8; signed = false; map = clock.monotonic.value; } "
-          ":= uint64_clock_monotonic_t;\n\n"
-          "stream {\n\tid = 0;\n"
-          "\tpacket.context := struct {\n\t\tuint64_clock_monotonic_t timestamp_begin;\n"
-          "\t\tuint64_clock_monotonic_t timestamp_end;\n\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n"
-          "\t\tuint64_t packet_seq_num;\n\t\tuint64_t events_discarded;\n\t};\n"
-          "\tevent.header := struct {\n\t\tuint16_t id;\n\t\tuint64_clock_monotonic_t timestamp;\n\t};\n"
-          "\tevent.context := struct {\n\t\tint32_t _vpid;\n\t\tint32_t _vtid;\n"
-          "\t\tinteger { size = 8; align = 8; signed = false; encoding = UTF8; base = 10; } _procname[16];\n"
-          "\t};\n};\n\n",
-          out);
+            c->real0 / 1000000000u, c->real0 % 1000000000u);
+    fprintf(out, "typealias integer { size = 64; align = 8; signed = false; map = clock.monotonic.value; } "
+                 ":= uint64_clock_monotonic_t;\n\n"
+                 "stream {\n\tid = 0;\n"
+                 "\tpacket.context := struct {\n\t\tuint64_clock_monotonic_t timestamp_begin;\n"
+                 "\t\tuint64_clock_monotonic_t timestamp_end;\n\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n"
+                 "\t\tuint64_t packet_seq_num;\n\t\tuint64_t events_discarded;\n%s\t};\n"
+                 "\tevent.header := struct {\n\t\tuint16_t id;\n\t\tuint64_clock_monotonic_t timestamp;\n\t};\n"
+                 "\tevent.context := struct {\n\t\tint32_t _%s;\n\t\tint32_t _%s;\n"
+                 "\t\t" TSDL_COMM " _procname[16];\n\t};\n};\n\n",
+            kernel ? "\t\tuint32_t cpu_id;\n" : "", kernel ? "pid" : "vpid", kernel ? "tid" : "vtid");
+}
+
+static void write_metadata(const ctf *c, FILE *out)
+{
+    write_head(c, out, 0);
     for (size_t i = 0; i < sizeof fixed_events / sizeof fixed_events[0]; i++) {
         meta_event(out, fixed_events[i].name, (unsigned)i, fixed_events[i].fields);
         fputs("\t};\n};\n\n", out);
@@ -190,6 +235,72 @@ static void write_metadata(ctf *c, FILE *out, uint64_t real0_ns, uint64_t mono0_
         for (unsigned j = 0; j < k->nfields; j++)
             meta_field(out, &k->fields[j]);
         fputs("\t};\n};\n\n", out);
+    }
+}
+
+/* The kernel trace's event classes, by id (before the system calls'):
+ * LTTng's kernel tracer's names and fields. What the trace does not know
+ * is 0 or "" (docs/format.md). */
+static const struct {
+    const char *name, *fields;
+} kernel_events[KID_SYSCALL0] = {
+    [KID_SCHED_SWITCH] = {"sched_switch", "\t\t" TSDL_COMM " _prev_comm[16];\n\t\tint32_t _prev_tid;\n"
+                                          "\t\tint32_t _prev_prio;\n\t\tint64_t _prev_state;\n"
+                                          "\t\t" TSDL_COMM " _next_comm[16];\n\t\tint32_t _next_tid;\n"
+                                          "\t\tint32_t _next_prio;\n"},
+    [KID_SCHED_WAKEUP] = {"sched_wakeup", "\t\t" TSDL_COMM " _comm[16];\n\t\tint32_t _tid;\n\t\tint32_t _prio;\n"
+                                          "\t\tint32_t _target_cpu;\n"},
+    [KID_PAGE_FAULT] = {"x86_exceptions_page_fault_user", "\t\tuint64_hex_t _address;\n"},
+    [KID_ENTRY_UNKNOWN] = {"syscall_entry_unknown", "\t\tint32_t _id;\n"},
+    [KID_EXIT_UNKNOWN] = {"syscall_exit_unknown", "\t\tint32_t _id;\n\t\tint64_t _ret;\n"},
+};
+
+/* A text file of the directory, DIR/name, written by write(c, out). */
+static void write_file(ctf *c, const char *name, void (*write)(ctf *, FILE *))
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", c->dir, name);
+    errno = 0;
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        fail(c, SW_EIO, path);
+        return;
+    }
+    write(c, out);
+    errno = 0;
+    if (ferror(out) | (fclose(out) != 0))
+        fail(c, SW_EIO, path);
+}
+
+/* kernel/metadata, once the walk has met every system call name. */
+static void write_kernel_metadata(ctf *c, FILE *out)
+{
+    write_head(c, out, 1);
+    for (size_t i = 0; i < KID_SYSCALL0; i++) {
+        meta_event(out, kernel_events[i].name, (unsigned)i, kernel_events[i].fields);
+        fputs("\t};\n};\n\n", out);
+    }
+    for (size_t i = 0; i < c->nsyscalls; i++) {
+        char name[300];
+        snprintf(name, sizeof name, "syscall_entry_%s", c->syscalls[i]);
+        meta_event(out, name, (unsigned)(KID_SYSCALL0 + 2 * i), "");
+        fputs("\t};\n};\n\n", out);
+        snprintf(name, sizeof name, "syscall_exit_%s", c->syscalls[i]);
+        meta_event(out, name, (unsigned)(KID_SYSCALL0 + 2 * i + 1), "\t\tint64_t _ret;\n");
+        fputs("\t};\n};\n\n", out);
+    }
+}
+
+/* functions.nm: each code id (the entry and exit events' addr) and its
+ * qualified name, in `nm`'s format ("address T name"), the name mapping
+ * file Trace Compass's symbol configuration takes to name the call-stack
+ * view's frames, which it otherwise shows by address. */
+static void write_name_map(ctf *c, FILE *out)
+{
+    for (uint32_t id = 0; id < c->codes; id++) {
+        const sw_code_info *ci = sw_trace_code(c->t, id);
+        if (ci && ci->qualname)
+            fprintf(out, "%016" PRIx32 " T %s\n", id, ci->qualname);
     }
 }
 
@@ -209,92 +320,261 @@ static int fail(ctf *c, int code, const char *what)
     return 1;
 }
 
-/* Writes the packet built so far, with its header and context. */
-static int flush_packet(ctf *c)
+/* Writes the packet of s built so far, with its header and context. */
+static int flush_packet(ctf *c, ctf_stream *s)
 {
-    if (!c->packet.len || c->err)
+    if (!s->packet.len || c->err)
         return c->err ? 1 : 0;
-    if (c->packet.failed)
+    if (s->packet.failed)
         return fail(c, SW_ENOMEM, NULL);
     sw_bytes h = {0};
-    uint64_t bits = (uint64_t)(PACKET_HEAD + c->packet.len) * 8;
+    uint64_t bits = (uint64_t)((s->kernel ? PACKET_HEAD_KERNEL : PACKET_HEAD) + s->packet.len) * 8;
     put_u32(&h, CTF_MAGIC);
     put_u32(&h, 0);
     put_u64(&h, c->thread);
-    put_u64(&h, c->first_ts);
-    put_u64(&h, c->last_ts);
+    put_u64(&h, s->first_ts);
+    put_u64(&h, s->last_ts);
     put_u64(&h, bits);
     put_u64(&h, bits);
-    put_u64(&h, c->seq++);
+    put_u64(&h, s->seq++);
     put_u64(&h, 0);
+    if (s->kernel)
+        put_u32(&h, s->cpu == CPU_UNKNOWN ? 0 : s->cpu);
     int bad = h.failed;
     errno = 0;
-    if (!bad && (fwrite(h.data, 1, h.len, c->stream) != h.len ||
-                 fwrite(c->packet.data, 1, c->packet.len, c->stream) != c->packet.len)) {
+    if (!bad && (fwrite(h.data, 1, h.len, s->f) != h.len ||
+                 fwrite(s->packet.data, 1, s->packet.len, s->f) != s->packet.len)) {
         sw_bytes_free(&h);
-        return fail(c, SW_EIO, c->path);
+        return fail(c, SW_EIO, s->path);
     }
     sw_bytes_free(&h);
     if (bad)
         return fail(c, SW_ENOMEM, NULL);
-    c->packet.len = 0;
+    s->packet.len = 0;
     return 0;
 }
 
-static int close_stream(ctf *c)
+static int close_file(ctf *c, ctf_stream *s)
 {
-    if (!c->stream)
+    if (!s->f)
         return c->err ? 1 : 0;
-    flush_packet(c);
+    flush_packet(c, s);
     errno = 0;
-    if (fclose(c->stream) != 0)
-        fail(c, SW_EIO, c->path);
-    c->stream = NULL;
+    if (fclose(s->f) != 0)
+        fail(c, SW_EIO, s->path);
+    s->f = NULL;
     return c->err ? 1 : 0;
 }
 
-/* Makes `thread`'s stream the current one (a file of its own). */
+/* Opens s as the current thread's file in DIR/sub. */
+static int open_file(ctf *c, ctf_stream *s, const char *sub)
+{
+    s->seq = 0;
+    s->last_ts = 0;
+    s->cpu = CPU_UNKNOWN;
+    snprintf(s->path, sizeof s->path, "%s/%s/stream_%zu", c->dir, sub, c->thread);
+    errno = 0;
+    s->f = fopen(s->path, "wb");
+    return s->f ? 0 : fail(c, SW_EIO, s->path);
+}
+
+static void syscall_exit(ctf *c, int64_t t_ns);
+
+static int close_streams(ctf *c)
+{
+    if (c->sys_open)   /* (the walk ends every system call; this is a guard) */
+        syscall_exit(c, (int64_t)c->kern.last_ts);
+    close_file(c, &c->kern);
+    return close_file(c, &c->ust);
+}
+
+/* Makes `thread` the current one (a ust stream file of its own; its
+ * kernel stream is opened at its first kernel event). */
 static int open_stream(ctf *c, size_t thread)
 {
-    if (close_stream(c))
+    if (close_streams(c))
         return 1;
     const sw_thread_info *ti = sw_trace_thread(c->t, thread);
     c->thread = thread;
     c->vtid = (uint32_t)(ti->native_tid ? ti->native_tid : ti->index);
-    c->seq = 0;
-    c->last_ts = 0;
-    snprintf(c->path, sizeof c->path, "%s/stream_%zu", c->dir, thread);
-    errno = 0;
-    c->stream = fopen(c->path, "wb");
-    return c->stream ? 0 : fail(c, SW_EIO, c->path);
+    return open_file(c, &c->ust, "ust");
 }
 
-/* An event's header and context, at t_ns (kept non-decreasing within the
- * stream, as CTF requires); a packet that is full is written first. */
+/* An event's header and context in stream s, at t_ns (kept non-decreasing
+ * within the stream, as CTF requires); a packet that is full is written
+ * first. */
+static void begin_in(ctf *c, ctf_stream *s, unsigned id, int64_t t_ns)
+{
+    if (s->packet.len >= PACKET_BYTES)
+        flush_packet(c, s);
+    if (!s->packet.cap)   /* the packet's buffer, at its size from the start */
+        sw_bytes_reserve(&s->packet, PACKET_BYTES + 4096);
+    uint64_t ts = t_ns < 0 ? 0 : (uint64_t)t_ns;
+    if (ts < s->last_ts)
+        ts = s->last_ts;
+    if (!s->packet.len)
+        s->first_ts = ts;
+    s->last_ts = ts;
+    put_u16(&s->packet, (uint16_t)id);
+    put_u64(&s->packet, ts);
+    put_u32(&s->packet, c->vpid);
+    put_u32(&s->packet, c->vtid);
+    put_strn(&s->packet, c->procname, PROCNAME_LEN);
+}
+
 static void begin_event(ctf *c, unsigned id, int64_t t_ns)
 {
-    if (c->packet.len >= PACKET_BYTES)
-        flush_packet(c);
-    if (!c->packet.cap)   /* the packet's buffer, at its size from the start */
-        sw_bytes_reserve(&c->packet, PACKET_BYTES + 4096);
-    uint64_t ts = t_ns < 0 ? 0 : (uint64_t)t_ns;
-    if (ts < c->last_ts)
-        ts = c->last_ts;
-    if (!c->packet.len)
-        c->first_ts = ts;
-    c->last_ts = ts;
-    put_u16(&c->packet, (uint16_t)id);
-    put_u64(&c->packet, ts);
-    put_u32(&c->packet, c->vpid);
-    put_u32(&c->packet, c->vtid);
-    put_strn(&c->packet, c->procname, PROCNAME_LEN);
+    begin_in(c, &c->ust, id, t_ns);
+}
+
+/* A kernel event's header: the thread's kernel stream opened (and the
+ * kernel folder made) the first time; cpu (CPU_UNKNOWN: not said) starts a
+ * new packet when it is not the packet's. NULL once something failed. */
+static sw_bytes *begin_kernel(ctf *c, unsigned id, int64_t t_ns, uint32_t cpu)
+{
+    ctf_stream *s = &c->kern;
+    if (!s->f) {
+        if (!c->kernel_dir) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/kernel", c->dir);
+            errno = 0;
+            if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+                fail(c, SW_EIO, path);
+                return NULL;
+            }
+            c->kernel_dir = 1;
+        }
+        if (open_file(c, s, "kernel"))
+            return NULL;
+    }
+    if (cpu != CPU_UNKNOWN && cpu != s->cpu) {
+        flush_packet(c, s);
+        s->cpu = cpu;
+    }
+    begin_in(c, s, id, t_ns);
+    return &s->packet;
+}
+
+/* A 16-byte comm field. */
+static void put_comm(sw_bytes *b, const char *s)
+{
+    char comm[PROCNAME_LEN] = {0};
+    size_t n = strlen(s);
+    memcpy(comm, s, n < PROCNAME_LEN - 1 ? n : PROCNAME_LEN - 1);
+    put_strn(b, comm, PROCNAME_LEN);
+}
+
+/* The event class of system call `name`'s entry (its exit: + 1), added
+ * the first time; 0 when out of memory. */
+static unsigned syscall_class(ctf *c, const char *name)
+{
+    for (size_t i = 0; i < c->nsyscalls; i++)
+        if (strcmp(c->syscalls[i], name) == 0)
+            return (unsigned)(KID_SYSCALL0 + 2 * i);
+    char **g = sw_array_grow(c->syscalls, &c->syscalls_cap, c->nsyscalls + 1, sizeof *g, 64);
+    if (!g)
+        return 0;
+    c->syscalls = g;
+    size_t n = strlen(name) + 1;
+    if (!(g[c->nsyscalls] = malloc(n)))
+        return 0;
+    memcpy(g[c->nsyscalls], name, n);
+    return (unsigned)(KID_SYSCALL0 + 2 * c->nsyscalls++);
+}
+
+/* 1 if name can be a part of an event class's name (a C identifier's
+ * characters, as the kernel's system call names). */
+static int plain_name(const char *name)
+{
+    if (!name || !*name)
+        return 0;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_'))
+            return 0;
+    return 1;
+}
+
+static void syscall_exit(ctf *c, int64_t t_ns)
+{
+    c->sys_open = 0;
+    sw_bytes *b = begin_kernel(c, c->sys_exit, t_ns, CPU_UNKNOWN);
+    if (!b)
+        return;
+    if (c->sys_exit == KID_EXIT_UNKNOWN)
+        put_u32(b, (uint32_t)c->sys_nr);
+    put_u64(b, (uint64_t)c->sys_ret);
+}
+
+/* A kernel record (well formed) as the event LTTng's kernel tracer would
+ * write; 0, or 1 when it is not one (it stays a stackwatch: event). */
+static int kernel_event(ctf *c, const sw_event *ev)
+{
+    const sw_ext *x = ev->ext;
+    sw_bytes *b;
+    switch (x->kind) {
+    case SW_EXT_SYSCALL: {
+        if (c->sys_open)
+            syscall_exit(c, ev->t_ns);
+        unsigned id = plain_name(x->s1) ? syscall_class(c, x->s1) : KID_ENTRY_UNKNOWN;
+        if (!id) {
+            fail(c, SW_ENOMEM, NULL);
+            return 0;
+        }
+        if (!(b = begin_kernel(c, id, ev->t_ns, CPU_UNKNOWN)))
+            return 0;
+        if (id == KID_ENTRY_UNKNOWN)
+            put_u32(b, (uint32_t)x->a);
+        c->sys_open = 1;
+        c->sys_exit = id + 1;
+        c->sys_nr = x->a;
+        c->sys_ret = (int64_t)x->b;
+        return 0;
+    }
+    case SW_EXT_OFF_CPU:   /* the thread leaves CPU a for whatever runs next (not recorded) */
+        if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a)))
+            return 0;
+        put_comm(b, c->procname);
+        put_u32(b, c->vtid);
+        put_u32(b, 0);
+        put_u64(b, x->b);
+        put_comm(b, "");
+        put_u32(b, 0);
+        put_u32(b, 0);
+        return 0;
+    case SW_EXT_ON_CPU:   /* the thread runs on CPU a after whatever ran (not recorded) */
+        if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a)))
+            return 0;
+        put_comm(b, "");
+        put_u32(b, 0);
+        put_u32(b, 0);
+        put_u64(b, 0);
+        put_comm(b, c->procname);
+        put_u32(b, c->vtid);
+        put_u32(b, 0);
+        return 0;
+    case SW_EXT_WAKEUP:   /* this thread woke thread a, to run on CPU b */
+        if (!(b = begin_kernel(c, KID_SCHED_WAKEUP, ev->t_ns, CPU_UNKNOWN)))
+            return 0;
+        put_comm(b, "");
+        put_u32(b, (uint32_t)x->a);
+        put_u32(b, 0);
+        put_u32(b, (uint32_t)x->b);
+        return 0;
+    case SW_EXT_PAGE_FAULT:
+        if (!(b = begin_kernel(c, KID_PAGE_FAULT, ev->t_ns, (uint32_t)x->b)))
+            return 0;
+        put_u64(b, x->a);
+        return 0;
+    default:
+        return 1;
+    }
 }
 
 static void entry_event(ctf *c, const sw_event *ev)
 {
     const sw_code_info *ci = sw_trace_code(c->t, ev->code);
     begin_event(c, ID_ENTRY, ev->t_ns);
-    put_u64(&c->packet, ev->code);
+    put_u64(&c->ust.packet, ev->code);
     const char *name = ci ? ci->qualname : "?", *file = ci ? ci->filename : "?";
     name = name ? name : "";
     file = file ? file : "";
@@ -303,30 +583,31 @@ static void entry_event(ctf *c, const sw_event *ev)
         len[0] = (uint32_t)strlen(name) + 1;
         len[1] = (uint32_t)strlen(file) + 1;
     }
-    put_strn(&c->packet, name, len ? len[0] : strlen(name) + 1);
-    put_strn(&c->packet, file, len ? len[1] : strlen(file) + 1);
-    put_u32(&c->packet, ci ? ci->firstlineno : 0);
-    put_le(&c->packet, ev->kind == SW_OP_C_CALL ? 1 : ev->kind == SW_OP_RESUME ? 2 : 0, 1);
+    put_strn(&c->ust.packet, name, len ? len[0] : strlen(name) + 1);
+    put_strn(&c->ust.packet, file, len ? len[1] : strlen(file) + 1);
+    put_u32(&c->ust.packet, ci ? ci->firstlineno : 0);
+    put_le(&c->ust.packet, ev->kind == SW_OP_C_CALL ? 1 : ev->kind == SW_OP_RESUME ? 2 : 0, 1);
 }
 
 static void ext_event(ctf *c, const sw_event *ev)
 {
     const sw_ext *x = ev->ext;
     const sw_record_kind *k = sw_record_kind_of(x->kind);
-    if (!k)
+    if (!k || (!x->malformed && !kernel_event(c, ev)))
         return;
+    sw_bytes *b = &c->ust.packet;
     begin_event(c, (unsigned)(ID_EXT0 + (size_t)(k - sw_record_kinds)), ev->t_ns);
-    sw_bytes_u8(&c->packet, x->malformed ? 1 : 0);
+    sw_bytes_u8(b, x->malformed ? 1 : 0);
     for (unsigned i = 0; i < k->nfields; i++) {
         const sw_record_field *f = &k->fields[i];
         if (f->type == SW_FT_CODE) {
             const sw_code_info *ci = x->malformed ? NULL : sw_trace_code(c->t, x->code);
-            put_str(&c->packet, ci ? ci->qualname : "?");
-            put_str(&c->packet, ci ? ci->filename : "?");
+            put_str(b, ci ? ci->qualname : "?");
+            put_str(b, ci ? ci->filename : "?");
         } else if (f->type == SW_FT_STR) {
-            put_str(&c->packet, x->malformed ? "" : sw_ext_string(x, f->slot));
+            put_str(b, x->malformed ? "" : sw_ext_string(x, f->slot));
         } else {
-            put_u64(&c->packet, x->malformed ? 0 : sw_ext_number(x, f->slot));
+            put_u64(b, x->malformed ? 0 : sw_ext_number(x, f->slot));
         }
     }
 }
@@ -336,33 +617,34 @@ static void ext_event(ctf *c, const sw_event *ev)
  * thread's state and the time it stands for. */
 static void sample_event(ctf *c, const sw_trace_sample *s)
 {
+    sw_bytes *b = &c->ust.packet;
     begin_event(c, ID_SAMPLE, s->t_ns);
     const sw_frame_info *leaf = s->depth ? sw_trace_frame(c->t, s->frames[s->depth - 1]) : NULL;
     for (uint32_t k = 0; k < s->depth; k++) {
         const sw_frame_info *f = sw_trace_frame(c->t, s->frames[k]);
         if (k)
-            sw_bytes_u8(&c->packet, ';');
+            sw_bytes_u8(b, ';');
         const char *name = f ? f->name : "?";
-        sw_bytes_put(&c->packet, name, strlen(name));
+        sw_bytes_put(b, name, strlen(name));
         if (f && f->kind == SW_FRAME_NATIVE)
-            sw_bytes_put(&c->packet, SW_NATIVE_SUFFIX, SW_NATIVE_SUFFIX_LEN);
+            sw_bytes_put(b, SW_NATIVE_SUFFIX, SW_NATIVE_SUFFIX_LEN);
     }
-    sw_bytes_u8(&c->packet, 0);
+    sw_bytes_u8(b, 0);
     for (uint32_t k = 0; s->lines && k < s->depth; k++) {
         char num[16];
         int n = snprintf(num, sizeof num, k ? ";%u" : "%u", (unsigned)s->lines[k]);
-        sw_bytes_put(&c->packet, num, (size_t)n);
+        sw_bytes_put(b, num, (size_t)n);
     }
-    sw_bytes_u8(&c->packet, 0);
-    put_str(&c->packet, sw_thread_state_name(s->state));
-    put_u64(&c->packet, s->weight_ns);
-    sw_bytes_u8(&c->packet, leaf && leaf->kind == SW_FRAME_NATIVE);
+    sw_bytes_u8(b, 0);
+    put_str(b, sw_thread_state_name(s->state));
+    put_u64(b, s->weight_ns);
+    sw_bytes_u8(b, leaf && leaf->kind == SW_FRAME_NATIVE);
 }
 
 static int ctf_event(void *ud, size_t thread, const sw_event *ev)
 {
     ctf *c = ud;
-    if ((!c->stream || thread != c->thread) && open_stream(c, thread))
+    if ((!c->ust.f || thread != c->thread) && open_stream(c, thread))
         return 1;
     switch (ev->kind) {
     case SW_OP_CALL:
@@ -375,11 +657,11 @@ static int ctf_event(void *ud, size_t thread, const sw_event *ev)
     case SW_OP_UNWIND:
     case SW_OP_C_RETURN:
         begin_event(c, ID_EXIT, ev->t_ns);
-        put_u64(&c->packet, ev->code);
+        put_u64(&c->ust.packet, ev->code);
         break;
     case SW_EV_DROPPED:
         begin_event(c, ID_DROPPED, ev->t_ns);
-        put_u64(&c->packet, ev->code);
+        put_u64(&c->ust.packet, ev->code);
         break;
     case SW_EV_EXT:
         if (ev->ext)
@@ -389,10 +671,14 @@ static int ctf_event(void *ud, size_t thread, const sw_event *ev)
         if (ev->sample)
             sample_event(c, ev->sample);
         break;
+    case SW_WALK_SLICE_END:
+        if (c->sys_open)
+            syscall_exit(c, ev->t_ns);
+        break;
     default:
         break;
     }
-    if (c->packet.failed)
+    if (c->ust.packet.failed || c->kern.packet.failed)
         return fail(c, SW_ENOMEM, NULL);
     return c->err ? 1 : 0;
 }
@@ -412,15 +698,16 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
     c.dir = o->dir;
     c.errmsg = err;
     c.errlen = errlen;
+    c.kern.kernel = 1;
     const sw_meta_entry *e;
-    uint64_t real0 = 0, mono0 = 0;
     if ((e = sw_trace_meta_find(t, "pid")))
         c.vpid = (uint32_t)e->u;
     if ((e = sw_trace_meta_find(t, "real0_ns")))
-        real0 = e->u;
+        c.real0 = e->u;
     if ((e = sw_trace_meta_find(t, "mono0_ns")))
-        mono0 = e->u;
-    const char *command = (e = sw_trace_meta_find(t, "command")) && e->s ? e->s : "python";
+        c.mono0 = e->u;
+    c.hostname = (e = sw_trace_meta_find(t, "hostname")) && e->s ? e->s : "";
+    const char *command = c.command = (e = sw_trace_meta_find(t, "command")) && e->s ? e->s : "python";
     /* procname: the command's first word's last component, as the kernel's
      * comm (15 bytes and a NUL). */
     const char *word = command;
@@ -436,10 +723,18 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
-    write_metadata(&c, out, real0, mono0, command);
+    write_metadata(&c, out);
     int rc = sw_export_walk(t, o, ctf_event, &c);
-    close_stream(&c);
-    sw_bytes_free(&c.packet);
+    close_streams(&c);
+    if (c.kernel_dir && !c.err)
+        write_file(&c, "kernel/metadata", write_kernel_metadata);
+    if (!c.err && rc == SW_OK)
+        write_file(&c, "functions.nm", write_name_map);
+    sw_bytes_free(&c.ust.packet);
+    sw_bytes_free(&c.kern.packet);
+    for (size_t i = 0; i < c.nsyscalls; i++)
+        free(c.syscalls[i]);
+    free(c.syscalls);
     free(c.name_len);
     if (c.err)
         return c.err;

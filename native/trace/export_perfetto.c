@@ -18,6 +18,7 @@
 #include "base/base.h"
 #include "format.h"
 #include "merge.h"
+#include "wake_flows.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 /* Trace */
 #define F_TRACE_PACKET 1
 /* TracePacket */
+#define F_PKT_FTRACE_EVENTS 1
 #define F_PKT_TIMESTAMP 8
 #define F_PKT_SEQ_ID 10               /* trusted_packet_sequence_id */
 #define F_PKT_TRACK_EVENT 11
@@ -102,6 +104,30 @@
 #define F_SL_FUNCTION 3
 #define F_SL_LINE 4
 
+/* FtraceEventBundle / FtraceEvent: the scheduler's events as the kernel's
+ * ftrace writes them, from which trace_processor makes the threads'
+ * scheduling states (thread_state) and the CPUs' tracks (sched). */
+#define F_FB_CPU 1
+#define F_FB_EVENT 2
+#define F_FE_TIMESTAMP 1
+#define F_FE_PID 2
+#define F_FE_SCHED_SWITCH 4
+#define F_FE_SCHED_WAKING 20
+/* SchedSwitchFtraceEvent / SchedWakingFtraceEvent */
+#define F_SS_PREV_COMM 1
+#define F_SS_PREV_PID 2
+#define F_SS_PREV_PRIO 3
+#define F_SS_PREV_STATE 4
+#define F_SS_NEXT_COMM 5
+#define F_SS_NEXT_PID 6
+#define F_SS_NEXT_PRIO 7
+#define F_SW_COMM 1
+#define F_SW_PID 2
+#define F_SW_PRIO 3
+#define F_SW_SUCCESS 4
+#define F_SW_TARGET_CPU 5
+#define PRIO_NORMAL 120               /* nice 0 as sched_switch shows it (not recorded) */
+
 static void pb_varint(sw_bytes *b, unsigned field, uint64_t v)
 {
     sw_bytes_varint(b, (uint64_t)field << 3);
@@ -156,8 +182,9 @@ typedef struct perfetto {
     int npairs;              /* OPEN kinds (records.h) */
     uint8_t *regions_described;  /* per thread: its "regions" track was described */
     uint64_t regions_open;   /* regions open on the current thread's "regions" track */
-    uint64_t *tids;          /* the threads' native tids, sorted (the ends of wakeup flows) */
-    const sw_export_opts *o;
+    sw_wake_flows *wakes;    /* the wakeup flows (wake_flows.h) */
+    sw_bytes fe, fs;         /* an ftrace event and its sched event */
+    const sw_export_opts *o; /* with the wakeup flows' ends among the task flows */
     size_t task_flow;        /* the next of o->task_flows (sw_export_task_flow_due) */
 } perfetto;
 
@@ -181,6 +208,15 @@ static uint64_t samples_uuid(const perfetto *p, size_t thread)
 static uint64_t regions_uuid(const perfetto *p, size_t thread)
 {
     return p->process_uuid + 1 + 3 * (uint64_t)p->nthreads + thread;
+}
+
+/* The boot-clock time of a trace time (saturated: boot0 comes from the file). */
+static uint64_t boot_ns(const perfetto *p, int64_t t_ns)
+{
+    int64_t ts = t_ns > 0 && p->boot0 > INT64_MAX - t_ns ? INT64_MAX
+               : t_ns < 0 && p->boot0 < INT64_MIN - t_ns ? INT64_MIN
+               : p->boot0 + t_ns;
+    return (uint64_t)(ts < 0 ? 0 : ts);
 }
 
 static void emit_packet(perfetto *p)
@@ -288,11 +324,7 @@ static void slice_flows(perfetto *p, size_t thread)
  * its time as the delta from the sequence's previous packet. */
 static int send_event(perfetto *p, size_t thread, int64_t t_ns)
 {
-    /* boot0 comes from the file: saturate rather than overflow. */
-    int64_t ts = t_ns > 0 && p->boot0 > INT64_MAX - t_ns ? INT64_MAX
-               : t_ns < 0 && p->boot0 < INT64_MIN - t_ns ? INT64_MIN
-               : p->boot0 + t_ns;
-    uint64_t now = (uint64_t)(ts < 0 ? 0 : ts);
+    uint64_t now = boot_ns(p, t_ns);
     /* A step back (never made by the walk) is a negative delta, which
      * readers take as an int64. */
     pb_varint(&p->pkt, F_PKT_TIMESTAMP, now - p->last_ts);
@@ -510,44 +542,68 @@ static int region_end(perfetto *p, size_t thread, int64_t t_ns, int unfinished)
     return send_event(p, thread, t_ns);
 }
 
-/* Wakeups between threads of the trace (format 1.10, run --kernel=sched):
- * a flow from the waker's "wakeup" instant to an instant "woken by" on the
- * wakee's "off CPU" track where it runs again. Both ends name the flow by
- * the wakee's tid and the wakeup's time (ON_CPU: its time minus woken_ns). */
-static uint64_t wake_flow_id(uint64_t wakee_tid, int64_t t_wake)
+/* A thread's name as its comm in the scheduler's events. */
+static const char *comm_of(const sw_thread_info *ti)
 {
-    return sw_hash_u64(wakee_tid * 0x9E3779B97F4A7C15ull ^ (uint64_t)t_wake) | 1;
+    return ti->name && ti->name[0] ? ti->name : "thread";
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* The scheduler's records (format 1.10) as ftrace events too, one bundle
+ * per event on the CPU it happened on, so that trace_processor and the
+ * Perfetto UI show each thread's scheduling state (running, then
+ * sleeping S, blocked D or runnable R, with the CPU of each running
+ * interval) and the CPUs' tracks: OFF_CPU is a sched_switch from the
+ * thread to another task (pid 0: the process's view has no other task)
+ * on CPU `cpu` with prev_state its state; ON_CPU one from another task to
+ * the thread on CPU `next_cpu`; a WAKEUP of a thread of the trace a
+ * sched_waking by the waker (the bundle's CPU: the wakee's target CPU;
+ * the waker's is not recorded). The timestamps are CLOCK_BOOTTIME, the
+ * bundles' default clock. */
+static int ftrace_event(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *x)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Whether a thread of the trace has native tid `tid` (the other end of a
- * flow is there). */
-static int tid_traced(const perfetto *p, uint64_t tid)
-{
-    return tid && bsearch(&tid, p->tids, p->nthreads, sizeof *p->tids, cmp_u64) != NULL;
-}
-
-/* After an ON_CPU that ended an off-CPU slice: the end of its wakeup's
- * flow, when a thread of the trace woke it. */
-static int woken_instant(perfetto *p, const sw_record_kind *open, size_t thread, int64_t t_ns, const sw_ext *x)
-{
-    if (x->kind != SW_EXT_ON_CPU || !x->b || !tid_traced(p, x->b))
+    const sw_thread_info *ti = sw_trace_thread(p->t, thread);
+    uint64_t tid = ti->native_tid, cpu;
+    if (!tid || x->malformed)
         return 0;
-    char name[64];
-    snprintf(name, sizeof name, "woken by %llu", (unsigned long long)x->b);
-    p->ev.len = 0;
-    pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
-    pb_varint(&p->ev, F_TE_TRACK_UUID, slice_uuid(p, sw_export_pair_index(open), thread));
-    pb_str(&p->ev, F_TE_NAME, name);
-    pb_str(&p->ev, F_TE_CATEGORIES, open->category);
-    int64_t t_wake = t_ns - (int64_t)(x->c > (uint64_t)INT64_MAX / 2 ? (uint64_t)INT64_MAX / 2 : x->c);
-    pb_fixed64(&p->ev, F_TE_TERMINATING_FLOW_IDS, wake_flow_id(sw_trace_thread(p->t, thread)->native_tid, t_wake));
-    return send_event(p, thread, t_ns);
+    p->fs.len = p->fe.len = 0;
+    unsigned field;
+    if (x->kind == SW_EXT_OFF_CPU || x->kind == SW_EXT_ON_CPU) {
+        int out = x->kind == SW_EXT_OFF_CPU;
+        cpu = x->a;
+        pb_str(&p->fs, F_SS_PREV_COMM, out ? comm_of(ti) : "");
+        pb_varint(&p->fs, F_SS_PREV_PID, out ? tid : 0);
+        pb_varint(&p->fs, F_SS_PREV_PRIO, PRIO_NORMAL);
+        /* (Without the privilege the state is not recorded: "waiting" is
+         * shown as sleeping, S.) */
+        uint64_t state = x->b || !x->s1 || strcmp(x->s1, "waiting") ? x->b : 1;
+        pb_varint(&p->fs, F_SS_PREV_STATE, out ? state : 0);
+        pb_str(&p->fs, F_SS_NEXT_COMM, out ? "" : comm_of(ti));
+        pb_varint(&p->fs, F_SS_NEXT_PID, out ? 0 : tid);
+        pb_varint(&p->fs, F_SS_NEXT_PRIO, PRIO_NORMAL);
+        field = F_FE_SCHED_SWITCH;
+    } else if (x->kind == SW_EXT_WAKEUP) {
+        const sw_thread_info *wakee = sw_wake_flows_thread(p->wakes, p->t, x->a);
+        if (!wakee)
+            return 0;   /* not a thread of the trace */
+        cpu = x->b;
+        pb_str(&p->fs, F_SW_COMM, comm_of(wakee));
+        pb_varint(&p->fs, F_SW_PID, x->a);
+        pb_varint(&p->fs, F_SW_PRIO, PRIO_NORMAL);
+        pb_varint(&p->fs, F_SW_SUCCESS, 1);
+        pb_varint(&p->fs, F_SW_TARGET_CPU, cpu);
+        field = F_FE_SCHED_WAKING;
+    } else {
+        return 0;
+    }
+    pb_varint(&p->fe, F_FE_TIMESTAMP, boot_ns(p, t_ns));
+    pb_varint(&p->fe, F_FE_PID, tid);
+    pb_bytes(&p->fe, field, p->fs.data, p->fs.len);
+    p->fs.len = 0;
+    pb_varint(&p->fs, F_FB_CPU, cpu);
+    pb_bytes(&p->fs, F_FB_EVENT, p->fe.data, p->fe.len);
+    pb_bytes(&p->pkt, F_PKT_FTRACE_EVENTS, p->fs.data, p->fs.len);
+    emit_packet(p);
+    return p->failed || p->pkt.failed || p->fs.failed || p->fe.failed ? 1 : 0;
 }
 
 /* An EXT event: GC start/done open and close a slice on the GC track,
@@ -556,6 +612,8 @@ static int woken_instant(perfetto *p, const sw_record_kind *open, size_t thread,
 static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
 {
     const sw_ext *x = ev->ext;
+    if (ftrace_event(p, thread, ev->t_ns, x))
+        return 1;
     if (x->kind == SW_EXT_REGION_BEGIN)
         return region_begin(p, thread, ev->t_ns, x);
     if (x->kind == SW_EXT_REGION_END)
@@ -576,7 +634,7 @@ static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
         return slice_begin(p, k, thread, ev->t_ns, x);
     }
     if ((k = sw_export_pair_close(x)) && p->slice_open[sw_export_pair_index(k)])
-        return slice_end(p, k, thread, ev->t_ns, x) || woken_instant(p, k, thread, ev->t_ns, x);
+        return slice_end(p, k, thread, ev->t_ns, x);
     char name[SW_EXT_STR_MAX + 32];
     sw_export_ext_name(x, name, sizeof name, &cat);
     p->ev.len = 0;
@@ -590,8 +648,9 @@ static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
         pb_bytes(&p->ev, F_TE_DEBUG_ANNOTATIONS, p->tmp.data, p->tmp.len);
     } else {
         da_fields(p, x, NULL);
-        if (x->kind == SW_EXT_WAKEUP && tid_traced(p, x->a))
-            pb_fixed64(&p->ev, F_TE_FLOW_IDS, wake_flow_id(x->a, ev->t_ns));
+        uint64_t flow = sw_wake_flow_start(p->wakes, thread, ev->t_ns, x);
+        if (flow)
+            pb_fixed64(&p->ev, F_TE_FLOW_IDS, flow);
     }
     return send_event(p, thread, ev->t_ns);
 }
@@ -606,7 +665,7 @@ static int task_flows(perfetto *p, size_t thread, int64_t t_ns)
         p->interned.len = 0;
         pb_varint(&p->ev, F_TE_TYPE, TE_INSTANT);
         pb_str(&p->ev, F_TE_NAME, f->name ? f->name : "task");
-        pb_str(&p->ev, F_TE_CATEGORIES, "task");
+        pb_str(&p->ev, F_TE_CATEGORIES, f->category ? f->category : "task");
         pb_fixed64(&p->ev, f->ends ? F_TE_TERMINATING_FLOW_IDS : F_TE_FLOW_IDS, f->id);
         if (send_event(p, thread, f->t_ns))
             return 1;
@@ -698,13 +757,20 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     p.slice_open = calloc((size_t)(p.npairs ? p.npairs : 1), 1);
     p.samples_described = calloc(p.nthreads ? p.nthreads : 1, 1);
     p.regions_described = calloc(p.nthreads ? p.nthreads : 1, 1);
-    p.tids = malloc((p.nthreads ? p.nthreads : 1) * sizeof *p.tids);
-    for (size_t i = 0; p.tids && i < p.nthreads; i++)
-        p.tids[i] = sw_trace_thread(t, i)->native_tid;
-    if (p.tids && p.nthreads > 1)
-        qsort(p.tids, p.nthreads, sizeof *p.tids, cmp_u64);
-    if (!p.iid || !p.slice_described || !p.slice_open || !p.samples_described || !p.regions_described || !p.tids) {
-        free(p.tids);
+    int wrc = sw_wake_flows_new(t, o, &p.wakes);
+    if (wrc == SW_EIO) {
+        snprintf(err, errlen, "a THREAD_RECORDS chunk could not be read");
+        free(p.iid);
+        free(p.slice_described);
+        free(p.slice_open);
+        free(p.samples_described);
+        free(p.regions_described);
+        return SW_EIO;
+    }
+    if (p.wakes)
+        p.o = sw_wake_flows_opts(p.wakes);
+    if (!p.iid || !p.slice_described || !p.slice_open || !p.samples_described || !p.regions_described || !p.wakes) {
+        sw_wake_flows_free(p.wakes);
         free(p.iid);
         free(p.slice_described);
         free(p.slice_open);
@@ -740,8 +806,8 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     int dfailed = d.failed || pd.failed;
     sw_bytes_free(&d);
     sw_bytes_free(&pd);
-    int rc = dfailed ? SW_ENOMEM : sw_export_walk(t, o, perfetto_event, &p);
-    int oom = p.pkt.failed || p.ev.failed || p.interned.failed || p.tmp.failed;
+    int rc = dfailed ? SW_ENOMEM : sw_export_walk(t, p.o, perfetto_event, &p);
+    int oom = p.pkt.failed || p.ev.failed || p.interned.failed || p.tmp.failed || p.fe.failed || p.fs.failed;
     sw_bytes_free(&p.pkt);
     sw_bytes_free(&p.ev);
     sw_bytes_free(&p.interned);
@@ -751,7 +817,9 @@ int sw_export_perfetto(sw_trace *t, FILE *out, const sw_export_opts *o, char *er
     free(p.slice_open);
     free(p.samples_described);
     free(p.regions_described);
-    free(p.tids);
+    sw_wake_flows_free(p.wakes);
+    sw_bytes_free(&p.fe);
+    sw_bytes_free(&p.fs);
     sw_bytes_free(&p.cs);
     sw_bytes_free(&p.fr);
     if (rc == SW_ENOMEM || oom) {

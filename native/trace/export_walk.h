@@ -31,6 +31,7 @@ typedef struct sw_export_task_flow {
     int64_t t_ns;             /* when, in the trace's ns */
     int ends;                 /* 0: the flow starts here; 1: it ends here */
     const char *name;         /* the mark's name ("create", "wake", ...) */
+    const char *category;     /* the mark's category; NULL: "task" */
 } sw_export_task_flow;
 
 /* The options of every exporter. */

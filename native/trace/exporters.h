@@ -19,20 +19,21 @@
 
 /* X(name, writer, suffix, binary, directory), in the order the command
  * line lists them; writer is an sw_export_fn (export_walk.h). A directory
- * format's output is a directory the caller creates (empty): the writer is
- * given its first file, DIR/metadata, opened, and the directory's name in
- * sw_export_opts.dir. */
-#define SW_TRACE_EXPORTERS(X)                              \
-    X(perfetto, sw_export_perfetto, ".pftrace", 1, 0)      \
-    X(chrome, sw_export_chrome, ".json", 0, 0)             \
-    X(ctf, sw_export_ctf, ".ctf", 1, 1)
+ * format's output is a directory the caller creates (empty): `directory`
+ * is the path of its first file inside it (NULL: not a directory format),
+ * which the caller creates (with the folders on its path) and gives the
+ * writer opened, with the directory's name in sw_export_opts.dir. */
+#define SW_TRACE_EXPORTERS(X)                                     \
+    X(perfetto, sw_export_perfetto, ".pftrace", 1, NULL)          \
+    X(chrome, sw_export_chrome, ".json", 0, NULL)                 \
+    X(ctf, sw_export_ctf, ".ctf", 1, SW_CTF_FIRST_FILE)
 
 typedef struct sw_exporter {
     const char *name;
     sw_export_fn write;
     const char *suffix;      /* the ending of its default file name */
     int binary;
-    int directory;           /* writes a directory (its first file: "metadata") */
+    const char *directory;   /* writes a directory: its first file's path in it, else NULL */
 } sw_exporter;
 
 extern const sw_exporter sw_exporters[];

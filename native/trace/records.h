@@ -140,7 +140,8 @@
     X(WAKEUP, 30, wakeup, 10, KERNEL, "sched", "wakeup", INSTANT, NONE, NONE, A, NULL,                        \
       F(tid, TID, A) F(cpu, VARINT, B))                                                                    \
     X(PAGE_FAULT, 31, page_fault, 10, KERNEL, "fault", "page fault", INSTANT, NONE, FAULT, NONE, NULL,        \
-      F(address, VARINT, A) F(cpu, VARINT, B))
+      F(address, VARINT, A) F(cpu, VARINT, B))                                                             \
+    X(CPU, 32, cpu, 13, TRACER, "sched", "cpu", INSTANT, NONE, NONE, A, NULL, F(cpu, VARINT, A))
 
 /* A test build may add rows (tests/c/meson.build: a trace library built
  * with -DSW_RECORD_KINDS_EXTRA_H="file" whose file defines
@@ -207,7 +208,11 @@
  * switch in (next_cpu: the CPU it runs on next; waker: the thread of the
  * process that woke it, 0 when none was seen; woken_ns: ns from that
  * wakeup to the switch in). WAKEUP: the thread woke thread `tid`.
- * PAGE_FAULT (`run --kernel=faults`): one page fault at `address`. */
+ * PAGE_FAULT (`run --kernel=faults`): one page fault at `address`.
+ * CPU (format 1.13, `run --cpu`): the thread's events from here on run on
+ * CPU `cpu`, until its next CPU record; written by the thread before its
+ * first event of each chunk and before an event on another CPU than its
+ * previous one's. */
 
 /* Field types. */
 #define SW_FT_VARINT 0  /* unsigned LEB128 */

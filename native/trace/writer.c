@@ -462,6 +462,7 @@ void sw_tbuf_flush(sw_tbuf *b)
     }
     b->events += n;
     b->dropped_pending = 0;
+    b->cpu = 0;   /* each chunk says its CPU again (a reader may lack the one before) */
     b->seq++;
     if (start_next_chunk(b) != SW_OK)
         break_thread(b, SW_ENOMEM, 0, "starting a chunk");
@@ -528,6 +529,19 @@ void sw_tbuf_ext(sw_tbuf *b, uint64_t ticks, unsigned kind, const uint8_t *paylo
         memcpy(p, payload, len);
     b->pos = p + len;
     b->nev++;
+}
+
+void sw_tbuf_cpu_moved(sw_tbuf *b, uint64_t ticks, uint32_t cpu)
+{
+    uint8_t payload[SW_VARINT_MAX];
+    size_t n = (size_t)(sw_put_varint_fast(payload, cpu) - payload);
+    uint64_t seq = b->seq;
+    uint32_t nev = b->nev;
+    sw_tbuf_ext(b, ticks, SW_EXT_CPU, payload, n);
+    /* Written (when that sealed the chunk, as the new chunk's first
+     * record)? Else the next event tries again. */
+    if (b->seq != seq ? b->nev > 0 : b->nev > nev)
+        b->cpu = cpu + 1;
 }
 
 int sw_tbuf_make_room(sw_tbuf *b)

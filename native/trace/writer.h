@@ -67,6 +67,7 @@ typedef struct sw_tbuf {
     struct sw_task_frames *tasks;  /* the other tasks with open frames */
     uint32_t ntasks, tasks_cap;
     sw_bytes start_tasks; /* TASK_FRAMES payload of the current chunk (empty: none) */
+    uint32_t cpu;         /* --cpu (format 1.13): the CPU of the chunk's last event + 1; 0: none yet */
     int finished;         /* the thread has exited: no more events */
     int broken;           /* out of memory: events are only counted */
     /* Ring mode: sealed chunks kept in memory, oldest at ring_head. */
@@ -212,6 +213,17 @@ SW_INLINE uint8_t *sw_put_varint14(uint8_t *p, uint32_t x)
 }
 
 /* Whether a frame start fits without sw_tbuf_make_room(). */
+/* --cpu (format 1.13): before an event at `ticks` on CPU `cpu`, a CPU
+ * record (records.h) when the chunk has none yet or its last event ran on
+ * another CPU. The event still fits after it when it did before. Called by
+ * the owning thread. */
+void sw_tbuf_cpu_moved(sw_tbuf *b, uint64_t ticks, uint32_t cpu);
+SW_INLINE void sw_tbuf_cpu(sw_tbuf *b, uint64_t ticks, uint32_t cpu)
+{
+    if (SW_UNLIKELY(cpu + 1 != b->cpu))
+        sw_tbuf_cpu_moved(b, ticks, cpu);
+}
+
 SW_INLINE int sw_tbuf_enter_fits(const sw_tbuf *b)
 {
     return SW_LIKELY(b->pos <= b->limit) && SW_LIKELY(b->depth < b->stack_cap);

@@ -298,6 +298,7 @@ typedef struct ec_pb_stats {
     size_t incremental;        /* event packets timed by an incremental clock */
     size_t default_track;      /* events on their sequence's default track */
     size_t sequences;          /* packet sequences */
+    size_t ftrace;             /* FtraceEventBundle packets (the scheduler's events) */
 } ec_pb_stats;
 
 /* A set of iids interned on a sequence. */
@@ -630,11 +631,18 @@ static inline int ec_packet(ec_pb *c, const uint8_t *p, size_t n)
     ec_field f;
     int r;
     uint64_t ts = 0, seq_id = 0, flags = 0, clock = 0;
-    int has_ts = 0, has_seq = 0;
+    int has_ts = 0, has_seq = 0, ftrace = 0;
     const uint8_t *te = NULL, *in = NULL, *td = NULL, *def = NULL, *cs = NULL;
     size_t te_len = 0, in_len = 0, td_len = 0, def_len = 0, cs_len = 0;
     while ((r = ec_next(&p, end, &f)) > 0) {
         int want = f.num == 8 || f.num == 10 || f.num == 13 || f.num == 58 ? 0 : 2;
+        if (f.num == 1 && f.wt == 2) {   /* ftrace_events: a bundle of the scheduler's events, alone */
+            if (ec_msg_ok(f.p, f.len) < 0)
+                return ec_pb_fail(c, "malformed FtraceEventBundle", c->st->packets);
+            c->st->ftrace++;
+            ftrace = 1;
+            continue;
+        }
         if (f.wt != want)
             return ec_pb_fail(c, "TracePacket field of an unexpected wire type", f.num);
         switch (f.num) {
@@ -652,6 +660,8 @@ static inline int ec_packet(ec_pb *c, const uint8_t *p, size_t n)
     }
     if (r < 0)
         return ec_pb_fail(c, "malformed TracePacket", c->st->packets);
+    if (ftrace)
+        return te || td || cs || in || def ? ec_pb_fail(c, "ftrace events with other fields in one packet", 0) : 1;
     if (td)
         return ec_descriptor(c, td, td_len);
     if (!has_seq || !seq_id)

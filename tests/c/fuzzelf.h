@@ -4,7 +4,9 @@
  * elfgen.h). Besides ASan/UBSan reports, it aborts when a promise of
  * elf/elf.h is broken: a refusal without a message, a symbol without a
  * name, a build id longer than its bound, a segment or a section outside
- * the input, a read at a virtual address that returns bytes not in it.
+ * the input, a read at a virtual address that returns bytes not in it; the
+ * input is also read as a DWARF .debug_line section (dwarf_line.h): a
+ * refusal without a message, a row without a file.
  */
 #ifndef SW_FUZZELF_H
 #define SW_FUZZELF_H
@@ -21,8 +23,27 @@ static void elf_fail(const char *what)
     abort();
 }
 
+/* Every row of a line table names a file. */
+static void exercise_lines(const sw_dwarf_lines *d)
+{
+    const char *f;
+    uint32_t l;
+    for (uint64_t a = 0; d && a < 0x10000; a += 61)
+        if (sw_dwarf_lines_find(d, a, &f, &l) == SW_OK && !f)
+            elf_fail("a row without a file");
+}
+
 static void exercise_elf(const uint8_t *data, size_t len)
 {
+    /* The input as a .debug_line section (and as its string sections). */
+    sw_dwarf_lines *lines = NULL;
+    char lerr[256] = "";
+    int lrc = sw_dwarf_lines_parse(data, len, data, len, data, len, &lines, lerr, sizeof lerr);
+    if (lrc != SW_OK && !lerr[0])
+        elf_fail("a .debug_line refused without a message");
+    exercise_lines(lines);
+    sw_dwarf_lines_free(lines);
+
     sw_elf *e;
     char err[256] = "";
     if (sw_elf_from_bytes(data, len, &e, err, sizeof err) != SW_OK) {
@@ -54,6 +75,12 @@ static void exercise_elf(const uint8_t *data, size_t len)
         if (k && (sw_elf_read_vaddr(e, seg[i].vaddr, b, k) != SW_OK || memcmp(b, data + seg[i].offset, k) != 0))
             elf_fail("a read at a segment's start differs from the input");
     }
+    sw_dwarf_lines *own = NULL;
+    err[0] = 0;
+    if (sw_elf_lines(e, &own, err, sizeof err) != SW_OK && !err[0])
+        elf_fail("line tables refused without a message");
+    exercise_lines(own);
+    sw_dwarf_lines_free(own);
     static const char *names[] = {".rodata", ".dynsym", ".symtab", ".note.gnu.build-id", ".shstrtab"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t sl;

@@ -333,6 +333,9 @@ def perfetto_timeline(swt, out):
       begins     [(name, timestamp, track uuid, begin TrackEvent)] of the
                  slices, in the order they begin;
       sequences  {sequence id: its last timestamp};
+      ftrace     [(cpu, FtraceEvent)] of the ftrace bundles (the scheduler's
+                 events, from which trace_processor makes thread states),
+                 each checked alone in its packet, in file order;
       encoding   how many event packets had an incremental timestamp
                  ("incremental"), took their track from the defaults
                  ("default_track"), an interned name ("name_iid"), of
@@ -351,9 +354,13 @@ def perfetto_decode(out):
     P = pb2.TracePacket
     BOOTTIME = pb2.BUILTIN_CLOCK_BOOTTIME
     tracks, seqs, open_ = {}, {}, {}
-    slices, slice_info, instants, samples, begins = [], [], [], [], []
+    slices, slice_info, instants, samples, begins, ftrace = [], [], [], [], [], []
     encoding = Counter()
     for pkt in trace.packet:
+        if pkt.HasField("ftrace_events"):
+            assert [f.name for f, _ in pkt.ListFields()] == ["ftrace_events"], "ftrace events with other fields"
+            ftrace.extend((pkt.ftrace_events.cpu, e) for e in pkt.ftrace_events.event)
+            continue
         if pkt.HasField("track_descriptor"):
             assert pkt.track_descriptor.uuid not in tracks, "a track described twice"
             tracks[pkt.track_descriptor.uuid] = pkt.track_descriptor
@@ -438,7 +445,7 @@ def perfetto_decode(out):
                 samples.append((ts, td.parent_uuid, te))
     assert not any(open_.values()), "slices left open"
     return types.SimpleNamespace(pb2=pb2, tracks=tracks, slices=slices, slice_info=slice_info,
-                                 instants=instants, samples=samples, begins=begins,
+                                 instants=instants, samples=samples, begins=begins, ftrace=ftrace,
                                  sequences={k: v.last_ts for k, v in seqs.items() if v.last_ts is not None},
                                  encoding=encoding)
 

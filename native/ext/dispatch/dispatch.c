@@ -1,12 +1,13 @@
 /*
  * dispatch.c - the event dispatch state shared by every backend, the
- * hand-over of an event to handlers and probes, the file tracer's filters
+ * hand-over of an event to handlers, probes and LTTng, the file tracer's filters
  * as a consumer, and the path from "a consumer changed" to the switching
  * function (dispatch.h).
  */
 #include "dispatch.h"
 
 #include "ext/dispatch/handlers.h"
+#include "ext/dispatch/lttng_events.h"
 #include "ext/dispatch/probes.h"
 #include "ext/shared/globs.h"
 #include "ext/shared/tstate.h"
@@ -25,6 +26,8 @@ void sw_emit(int kind, const sw_evdata *d)
     sw_busy_enter(t);
     if (sw_D.probes & bit)
         sw_probes_emit(kind, d);
+    if (sw_D.lttng & bit)
+        sw_lttng_emit(kind, d);
     if (sw_D.handlers & bit)
         sw_handlers_emit(kind, d);
     sw_busy_exit(t);
@@ -38,7 +41,12 @@ void sw_emit_frame(int kind, PyCodeObject *co)
 
 void sw_emit_frame_at(int kind, PyCodeObject *co, int line)
 {
-    sw_evdata d = {.code = co, .line = line};
+    sw_emit_frame_rec(kind, co, line, 0);
+}
+
+void sw_emit_frame_rec(int kind, PyCodeObject *co, int line, int unrecorded)
+{
+    sw_evdata d = {.code = co, .line = line, .unrecorded = unrecorded};
     sw_emit(kind, &d);
 }
 
@@ -49,7 +57,7 @@ void sw_dispatch_set_switch(void (*apply)(void))
 
 void sw_dispatch_changed(void)
 {
-    sw_D.slow = sw_D.handlers | sw_D.probes;
+    sw_D.slow = sw_D.handlers | sw_D.probes | sw_D.lttng;
     sw_D.mask = sw_D.slow | sw_D.file;
     sw_D.hooks_gen++;
     if (switch_fn)

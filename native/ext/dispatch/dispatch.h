@@ -1,7 +1,8 @@
 /*
  * dispatch.h - the layer that hands each event to every consumer that
  * asked for it: the file tracer (ext/tracer: session.c, file_events.c),
- * Python handlers (handlers.c) and the USDT probes (probes.c).
+ * Python handlers (handlers.c), the USDT probes (probes.c) and the LTTng-UST
+ * tracepoints (lttng_events.c).
  *
  * Each consumer has an event mask over the kinds of kinds.h. Their union
  * decides which CPython mechanisms are on: whenever a consumer changes,
@@ -26,10 +27,11 @@
 typedef struct sw_dispatch {
     uint32_t mask;        /* union of every consumer's mask (file tracer included) */
     uint32_t slow;        /* union of the masks of consumers other than the
-                           * file tracer (handlers, probes): Python events
+                           * file tracer (handlers, probes, lttng): Python events
                            * then go through the hook's slow path */
     uint32_t handlers;    /* union of the handlers' masks (handlers.c) */
     uint32_t probes;      /* events the attached probes want (probes.c) */
+    uint32_t lttng;       /* events emitted to LTTng-UST (lttng_events.c, run --lttng) */
     uint32_t file;        /* events the file tracer records besides calls
                            * (sw_dispatch_file_set) */
     uint64_t hgen;        /* changes whenever the handler set or a filter changes */
@@ -52,6 +54,10 @@ typedef struct sw_evdata {
     const char *file;       /* objects: the file that defines the class */
     long long a, b, c;      /* instruction: offset, opcode; gc: generation,
                              * collected, uncollectable */
+    int unrecorded;         /* frame events: 1 when the file tracer runs and
+                             * leaves this frame out (its filters, stackwatch's
+                             * own code): consumers that mirror the trace
+                             * (lttng_events.c) skip it */
 } sw_evdata;
 
 /* Hands one event to every consumer that wants it (handlers, probes; the
@@ -64,6 +70,8 @@ void sw_emit(int kind, const sw_evdata *d);
  * run then, ext/tracer/exit_line.h). */
 void sw_emit_frame(int kind, PyCodeObject *co);
 void sw_emit_frame_at(int kind, PyCodeObject *co, int line);
+/* The same, saying whether the file tracer leaves the frame out. */
+void sw_emit_frame_rec(int kind, PyCodeObject *co, int line, int unrecorded);
 
 /* A consumer changed: recomputes sw_D.mask / slow and calls the switching
  * function. Never raises (a problem is reported as a warning). */

@@ -57,7 +57,9 @@ typedef struct {
     int mode;                 /* SW_PROFILE_WALL or SW_PROFILE_CPU */
     int lines;                /* nodes are (function, line being run) */
     int native;               /* native frames merged in (nativestack.h) */
-    int native_installed;     /* the signal handler is installed for this sampler */
+    int native_installed;     /* the signal handler is installed for this sampler's captures */
+    int park_installed;       /* ... for its parks (this process, not native: pystack.c) */
+    sw_nstack_stats nstack0;  /* the process's signal counts when it started (earlier samplers' parks) */
     int started;
     sw_profile_filters filters;   /* sw_profile_set_filters, applied at start */
     int trace;                /* samples go into the running trace file, not a profile */
@@ -70,7 +72,7 @@ typedef struct {
     const char *target_layout;    /* where its layout came from (target_open.h), NULL for this one */
 } SamplerObject;
 
-static void sw_native_stop(SamplerObject *self);
+static void signal_stop(SamplerObject *self);
 
 /* Stops a trace-mode sampler's thread, writes its last samples and
  * detaches it from the session. */
@@ -82,7 +84,7 @@ static int stop_trace_sampler(SamplerObject *self)
     if (rc == SW_OK)
         rc = sw_sample_stream_flush(self->stream);
     Py_END_ALLOW_THREADS
-    sw_native_stop(self);
+    signal_stop(self);
     self->attached = 0;
     sw_session_detach(self);
     return rc;
@@ -110,7 +112,7 @@ static void Sampler_dealloc(SamplerObject *self)
             sw_sampler_free(self->s);
             Py_END_ALLOW_THREADS
         }
-        sw_native_stop(self);
+        signal_stop(self);
         sw_profile_free(self->prof);
         sw_sample_stream_free(self->stream);
     }
@@ -184,12 +186,19 @@ static int usable(SamplerObject *self)
     return 0;
 }
 
-/* Native mode: the capture signal's handler is installed from start()
- * until the sampling thread has stopped. -1 with an exception if it cannot
- * be. */
-static int sw_native_start(SamplerObject *self)
+/* Sampling this process, the signal handler of nativestack.h is
+ * installed from start() until the sampling thread has stopped: in native
+ * mode to capture native stacks (-1 with an exception if it cannot be),
+ * else to park a thread whose walk was torn (where it cannot be, torn
+ * walks are retried, then failed, as from outside). */
+static int signal_start(SamplerObject *self)
 {
     char err[200] = "";
+    sw_nstack_get_stats(&self->nstack0);
+    if (!self->native) {
+        self->park_installed = sw_nstack_park_install(err, sizeof err) == SW_OK;
+        return 0;
+    }
     if (!sw_nstack_supported(err, sizeof err)) {
         PyErr_Format(PyExc_RuntimeError, "cannot capture native frames here: %s", err);
         return -1;
@@ -202,11 +211,15 @@ static int sw_native_start(SamplerObject *self)
     return 0;
 }
 
-static void sw_native_stop(SamplerObject *self)
+static void signal_stop(SamplerObject *self)
 {
     if (self->native_installed) {
         sw_nstack_uninstall();
         self->native_installed = 0;
+    }
+    if (self->park_installed) {
+        sw_nstack_park_uninstall();
+        self->park_installed = 0;
     }
 }
 
@@ -216,7 +229,7 @@ static void sw_native_stop(SamplerObject *self)
 static sw_pystack *reader_for(SamplerObject *self, int pid)
 {
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
-                             (uint32_t)self->lines, (uint32_t)self->native, 0};
+                             (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed};
     char err[256] = "";
     sw_pystack *r;
     if (pid == 0) {
@@ -276,11 +289,11 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *args, PyObject *kw
         PyErr_SetString(PyExc_ValueError, "samples into a trace keep every thread's samples");
         return NULL;
     }
-    if (self->native && pid == 0 && sw_native_start(self) < 0)
+    if (pid == 0 && signal_start(self) < 0)
         return NULL;
     sw_pystack *r = reader_for(self, pid);
     if (!r) {
-        sw_native_stop(self);
+        signal_stop(self);
         return NULL;
     }
     self->pid = pid;
@@ -292,7 +305,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *args, PyObject *kw
         int why = sw_session_attach(&att, &w, &mono0);
         if (why != SW_ATTACH_OK) {
             sw_pystack_free(r);
-            sw_native_stop(self);
+            signal_stop(self);
             PyErr_SetString(PyExc_RuntimeError,
                             why == SW_ATTACH_NO_SESSION ? "samples into a trace need a running trace session"
                             : why == SW_ATTACH_TAKEN    ? "a sampler already writes into this trace"
@@ -312,7 +325,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *args, PyObject *kw
             self->stream = NULL;
             self->attached = 0;
             sw_session_detach(self);
-            sw_native_stop(self);
+            signal_stop(self);
             sw_pyerr(rc, PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
             return NULL;
         }
@@ -322,7 +335,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *args, PyObject *kw
     self->prof = sw_profile_new();
     if (!self->prof) {
         sw_pystack_free(r);
-        sw_native_stop(self);
+        signal_stop(self);
         return PyErr_NoMemory();
     }
     const sw_profile_filters *fl = &self->filters;
@@ -340,7 +353,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *args, PyObject *kw
         sw_profile_free(self->prof);
         self->s = NULL;
         self->prof = NULL;
-        sw_native_stop(self);
+        signal_stop(self);
         sw_pyerr(rc, PyExc_RuntimeError, "cannot start the sampling thread: %s", sw_strerror(rc));
         return NULL;
     }
@@ -432,7 +445,7 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
     Py_BEGIN_ALLOW_THREADS
     rc = sw_sampler_stop(self->s);
     Py_END_ALLOW_THREADS
-    sw_native_stop(self);
+    signal_stop(self);
     if (rc != SW_OK) {
         PyErr_SetString(PyExc_RuntimeError, "this profiler is not running");
         return NULL;
@@ -511,8 +524,8 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                      "native", self->native ? Py_True : Py_False, "native_samples",
                                      (unsigned long long)r->native, "native_failed",
                                      (unsigned long long)r->native_failed, "native_timeouts",
-                                     (unsigned long long)(self->native ? ns.timeouts : 0), "native_late",
-                                     (unsigned long long)(self->native ? ns.late : 0));
+                                     (unsigned long long)(self->native ? ns.timeouts - self->nstack0.timeouts : 0), "native_late",
+                                     (unsigned long long)(self->native ? ns.late - self->nstack0.late : 0));
     if (!native || PyDict_Update(d, native) < 0)
         Py_CLEAR(d);
     Py_XDECREF(native);
@@ -529,6 +542,12 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                    (unsigned long long)r->state_unknown, "cpu_probe_failed",
                                    (unsigned long long)r->cpu_unknown, "gil_read_failed",
                                    (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn);
+    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K}", "parked", (unsigned long long)r->parked,
+                                                  "park_failed", (unsigned long long)r->park_failed, "parked_ns",
+                                                  (unsigned long long)r->parked_ns);
+    if (!park || PyDict_Update(more, park) < 0)
+        Py_CLEAR(more);
+    Py_XDECREF(park);
     if (!d || !more || PyDict_Update(d, more) < 0) {
         Py_XDECREF(d);
         d = NULL;

@@ -655,9 +655,10 @@ static PyObject *unknown_exporter(const char *fmt)
 }
 
 /* The output of a directory format (exporters.h): `dir` created, or an
- * empty directory already there; its first file's name, dir/metadata,
- * into first. Returns 0, or -1 with an exception set. */
-static int output_dir(const char *dir, char *first, size_t len)
+ * empty directory already there, and the folders on the path of its first
+ * file (`inside`: "ust/metadata"), whose whole name goes into first.
+ * Returns 0, or -1 with an exception set. */
+static int output_dir(const char *dir, const char *inside, char *first, size_t len)
 {
     if (mkdir(dir, 0777) != 0) {
         int e = errno;
@@ -677,9 +678,18 @@ static int output_dir(const char *dir, char *first, size_t len)
             return -1;
         }
     }
-    if ((size_t)snprintf(first, len, "%s/metadata", dir) >= len) {
+    if ((size_t)snprintf(first, len, "%s/%s", dir, inside) >= len) {
         PyErr_Format(PyExc_OSError, "%s: the name is too long", dir);
         return -1;
+    }
+    for (char *slash = first + strlen(dir) + 1; (slash = strchr(slash, '/')); slash++) {
+        *slash = 0;
+        int bad = mkdir(first, 0777) != 0 && errno != EEXIST;
+        if (bad)
+            PyErr_SetFromErrnoWithFilename(PyExc_OSError, first);
+        *slash = '/';
+        if (bad)
+            return -1;
     }
     return 0;
 }
@@ -727,7 +737,7 @@ static int parse_task_flows(PyObject *seq, TraceObject *self, sw_export_task_flo
                          "thread then time", i);
             goto fail;
         }
-        f[i] = (sw_export_task_flow){id, (size_t)thread, t_ns, ends, name};
+        f[i] = (sw_export_task_flow){id, (size_t)thread, t_ns, ends, name, NULL};
     }
     Py_DECREF(fast);
     *out = f;
@@ -768,7 +778,7 @@ static PyObject *Trace_export(TraceObject *self, PyObject *args, PyObject *kw)
     }
     const char *dir = ex->directory ? PyBytes_AS_STRING(path_obj) : NULL;
     char first[4096];
-    if (dir && output_dir(dir, first, sizeof first) < 0) {
+    if (dir && output_dir(dir, ex->directory, first, sizeof first) < 0) {
         Py_DECREF(path_obj);
         sw_py_filter_free(&pf);
         PyMem_Free(flows);

@@ -209,7 +209,7 @@ static void on_c_call(PyObject *caller, PyObject *callable, PyObject *self_arg)
     int rec = !(id & SW_ID_SKIP);
     if (push_open(t, (uint8_t)rec) < 0 || !rec)
         return;
-    sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), SW_OP_C_CALL, id);
+    sw_tbuf_enter(t->tb, sw_event_now(t->tb), SW_OP_C_CALL, id);
 }
 
 static void on_c_return(int kind, PyObject *caller, PyObject *callable, PyObject *self_arg)
@@ -224,7 +224,7 @@ static void on_c_return(int kind, PyObject *caller, PyObject *callable, PyObject
     if (!c_function(callable, self_arg, &ml, &self))
         return;
     if (t->c_rec[--t->c_depth])
-        sw_tbuf_exit(t->tb, sw_clock_now(&sw_S.clock), SW_OP_C_RETURN);
+        sw_tbuf_exit(t->tb, sw_event_now(t->tb), SW_OP_C_RETURN);
 }
 
 #if PY_VERSION_HEX >= 0x030C0000

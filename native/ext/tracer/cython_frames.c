@@ -59,7 +59,7 @@ static void cy_enter(sw_tracer_thread *t, PyCodeObject *co, PyObject *globals, u
     int rec = !(id & SW_ID_SKIP) && !(sw_S.max_depth && t->tb->depth >= sw_S.max_depth);
     t->cy_frames[t->cy_depth++] = (void *)((uintptr_t)co | (rec ? CY_RECORDED : 0));
     if (rec)
-        sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), op, id & SW_ID_MASK);
+        sw_tbuf_enter(t->tb, sw_event_now(t->tb), op, id & SW_ID_MASK);
 }
 
 /* Closes the innermost Cython frame if it is co's (op: SW_OP_RETURN,
@@ -73,7 +73,7 @@ static void cy_exit(sw_tracer_thread *t, PyCodeObject *co, unsigned op)
         return;
     t->cy_depth--;
     if (top & CY_RECORDED)
-        sw_tbuf_exit(t->tb, sw_clock_now(&sw_S.clock), op);
+        sw_tbuf_exit(t->tb, sw_event_now(t->tb), op);
 }
 
 #if PY_VERSION_HEX < 0x030D0000

@@ -82,6 +82,7 @@ typedef struct sw_hook_call {
     SW_FRAME *f;
     PyCodeObject *co;
     int ended;               /* its end was given (or is not to be) */
+    int unrecorded;          /* the file tracer leaves it out (sw_evdata) */
 } sw_hook_call;
 
 /* The consumers' side of a teardown: the innermost hooked frame, if it is
@@ -95,7 +96,7 @@ static SW_NOINLINE void teardown_dispatch(sw_tracer_thread *t, PyThreadState *ts
     hc->ended = 1;
     int kind = sw_frame_returned(hc->f) ? SW_K_RETURN : SW_K_UNWIND;
     if (sw_D.slow & SW_EVB(kind))
-        sw_emit_frame_at(kind, hc->co, sw_exit_line(t, hc->f, hc->co));
+        sw_emit_frame_rec(kind, hc->co, sw_exit_line(t, hc->f, hc->co), hc->unrecorded);
 }
 #endif
 
@@ -138,7 +139,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
             teardown_dispatch(t, ts);
     }
     /* Every hooked frame is here while there are consumers (no fast path). */
-    sw_hook_call hc = {t->calls, f, co, 0};
+    sw_hook_call hc = {t->calls, f, co, 0, 0};
     if (others)
         t->calls = &hc;
 #endif
@@ -177,14 +178,18 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
             }
             if (SW_UNLIKELY(t->task_unnamed))
                 sw_tasks_name(t, co);
-            sw_tbuf_enter(tb, sw_clock_now(&sw_S.clock), resumes ? SW_OP_RESUME : SW_OP_CALL,
+            sw_tbuf_enter(tb, sw_event_now(tb), resumes ? SW_OP_RESUME : SW_OP_CALL,
                           id & SW_ID_MASK);
             gen = sw_S.gen;
         }
     }
+    int unrecorded = file && !gen;
+#if PY_VERSION_HEX >= 0x030C0000
+    hc.unrecorded = unrecorded;
+#endif
     int wanted = others && (sw_D.slow & SW_EVB(resumes ? SW_K_RESUME : SW_K_CALL));
     if (wanted)
-        sw_emit_frame(resumes ? SW_K_RESUME : SW_K_CALL, co);
+        sw_emit_frame_rec(resumes ? SW_K_RESUME : SW_K_CALL, co, co->co_firstlineno, unrecorded);
 #if PY_VERSION_HEX >= 0x030D0000
     /* Restored, not cleared, on return: the outer frame is still running,
      * so its address cannot be reused by a frame pushed inline. */
@@ -208,10 +213,10 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
         int kind = res == NULL ? SW_K_UNWIND : sw_suspended(f, g) ? SW_K_YIELD : SW_K_RETURN;
         if (gen && SW_LIKELY(gen == sw_S.gen)) {
             unsigned op = kind == SW_K_UNWIND ? SW_OP_UNWIND : kind == SW_K_YIELD ? SW_OP_YIELD : SW_OP_RETURN;
-            sw_tbuf_exit(tb, sw_clock_now(&sw_S.clock), op);
+            sw_tbuf_exit(tb, sw_event_now(tb), op);
         }
         if (others && !ended && (sw_D.slow & SW_EVB(kind)))
-            sw_emit_frame_at(kind, co, sw_exit_line(t, f, co));
+            sw_emit_frame_rec(kind, co, sw_exit_line(t, f, co), unrecorded);
     }
 #if PY_VERSION_HEX >= 0x030D0000
     if (ns) {
@@ -228,7 +233,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
 static SW_NOINLINE PyObject *exit_slow(sw_tbuf *tb, PyObject *res)
 {
     if (tb->pos <= tb->limit || sw_tbuf_make_room(tb))
-        sw_tbuf_put_exit_paired(tb, sw_clock_now(&sw_S.clock), res ? SW_OP_RETURN : SW_OP_UNWIND);
+        sw_tbuf_put_exit_paired(tb, sw_event_now(tb), res ? SW_OP_RETURN : SW_OP_UNWIND);
     return res;
 }
 
@@ -276,17 +281,46 @@ SW_DEFINE_FAST_EVAL(sw_eval_tsc6, __rdtsc() >> 6)
 SW_DEFINE_FAST_EVAL(sw_eval_mono, sw_clock_ns(CLOCK_MONOTONIC) >> tb->shift)
 SW_DEFINE_FAST_EVAL(sw_eval_mono3, sw_clock_ns(CLOCK_MONOTONIC) >> 3)
 
+/* --cpu (format 1.13): the time and the CPU of the event, with a CPU
+ * record first when the thread moved (writer.h sw_tbuf_cpu). With the
+ * TSC, one rdtscp reads both (Linux keeps the CPU's number in the low 12
+ * bits of TSC_AUX); else the clock and getcpu. */
+#if SW_HAVE_TSC
+static inline uint64_t tscp_units(sw_tbuf *tb)
+{
+    unsigned aux;
+    uint64_t t = __rdtscp(&aux);
+    sw_tbuf_cpu(tb, t, aux & 0xfff);
+    return t >> tb->shift;
+}
+SW_DEFINE_FAST_EVAL(sw_eval_tscp, tscp_units(tb))
+#endif
+static inline uint64_t mono_cpu_units(sw_tbuf *tb)
+{
+    uint64_t t = sw_clock_ns(CLOCK_MONOTONIC);
+    int cpu = sched_getcpu();
+    sw_tbuf_cpu(tb, t, cpu < 0 ? 0 : (uint32_t)cpu);
+    return t >> tb->shift;
+}
+SW_DEFINE_FAST_EVAL(sw_eval_mono_cpu, mono_cpu_units(tb))
+
 static const sw_eval_fn fast_evals[] = {
 #if SW_HAVE_TSC
-    sw_eval_tsc, sw_eval_tsc4, sw_eval_tsc5, sw_eval_tsc6,
+    sw_eval_tsc, sw_eval_tsc4, sw_eval_tsc5, sw_eval_tsc6, sw_eval_tscp,
 #endif
-    sw_eval_mono, sw_eval_mono3,
+    sw_eval_mono, sw_eval_mono3, sw_eval_mono_cpu,
 };
 
 /* The evaluator installed for this session's clock and time shift. */
 static sw_eval_fn sw_eval_for_clock(void)
 {
     unsigned shift = sw_S.time_shift;
+#if SW_HAVE_TSC
+    if (sw_S.cpu_ids && sw_S.clock.kind == SW_CLOCK_TSC)
+        return sw_eval_tscp;
+#endif
+    if (sw_S.cpu_ids)
+        return sw_eval_mono_cpu;
 #if SW_HAVE_TSC
     if (sw_S.clock.kind == SW_CLOCK_TSC)
         return shift == 4 ? sw_eval_tsc4 : shift == 5 ? sw_eval_tsc5 : shift == 6 ? sw_eval_tsc6 : sw_eval_tsc;

@@ -99,9 +99,9 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
     }
     t->mon_frames[t->mon_depth++] = (void *)((uintptr_t)f | rec);
     if (rec & REC_FILE)
-        sw_tbuf_enter(t->tb, sw_clock_now(&sw_S.clock), SW_OP_CALL, id & SW_ID_MASK);
-    if ((rec & REC_EMIT) && others_want(SW_K_CALL))
-        sw_emit_frame(SW_K_CALL, co);
+        sw_tbuf_enter(t->tb, sw_event_now(t->tb), SW_OP_CALL, id & SW_ID_MASK);
+    if ((rec & REC_EMIT) && others_want(SW_K_CALL))   /* (unrecorded: a session runs and leaves it out) */
+        sw_emit_frame_rec(SW_K_CALL, co, co->co_firstlineno, sw_S.gen && !(rec & REC_FILE));
     Py_RETURN_NONE;
 }
 
@@ -116,9 +116,10 @@ void sw_init_gap_exit(int kind, PyObject *code, int line)
         return;
     t->mon_depth--;
     if ((top & REC_FILE) && sw_S.gen && t->session == sw_S.gen)
-        sw_tbuf_exit(t->tb, sw_clock_now(&sw_S.clock), op);
+        sw_tbuf_exit(t->tb, sw_event_now(t->tb), op);
     if ((top & REC_EMIT) && others_want(kind) && !sw_T.busy)
-        sw_emit_frame_at(kind, (code && PyCode_Check(code)) ? (PyCodeObject *)code : NULL, line);
+        sw_emit_frame_rec(kind, (code && PyCode_Check(code)) ? (PyCodeObject *)code : NULL, line,
+                          sw_S.gen && !(top & REC_FILE));
 }
 
 /* Whether CPython 3.13 can push this __init__ inline: only a "simple"

@@ -14,8 +14,11 @@
  * without it) the first time a thread meets a function: one code id per
  * function address and session, from the session's ids as every code's,
  * of kind SW_CODE_NATIVE, named after the symbol covering the address
- * ("name [native]", .symtab included: static functions too; the object's
- * path as file) by the profiler's symbol reader (procmem/symbols.c). A
+ * ("name [native]", .symtab included: static functions too) by the
+ * profiler's symbol reader (procmem/symbols.c), with the source file and
+ * line of its first instruction where the object has DWARF line tables
+ * (.debug_line, as addr2line gives them), else the object's path as file
+ * and line 0. A
  * function the session's --native-include / --native-exclude leave out
  * gets no id: its frames are not recorded (its callees' are).
  */
@@ -113,8 +116,14 @@ static uint32_t define(void *fn)
     int is_eval = 0;
     sw_sample_code *c = sw_symbols_lookup(symbols, key, &is_eval);
     uint32_t id = sw_S.next_code;
+    const char *file = c ? c->filename : NULL;
+    uint32_t line = 0;
+    if (c && sw_symbols_source(symbols, c->addr, &file, &line) != SW_OK) {
+        file = c->filename;
+        line = 0;
+    }
     if (!c || id > SW_ID_MASK || !kept(c->name, c->filename) ||
-        sw_writer_define_code(sw_S.w, id, SW_CODE_NATIVE, c->name, c->name, c->filename, 0) != 0)
+        sw_writer_define_code(sw_S.w, id, SW_CODE_NATIVE, c->name, c->name, file, line) != 0)
         id = SW_CYG_SKIP;
     else
         sw_S.next_code++;

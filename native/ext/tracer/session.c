@@ -396,6 +396,7 @@ int sw_session_start(const sw_start_opts *o)
     sw_S.max_depth = o->max_depth;
     sw_S.c_calls = o->c_calls;
     sw_S.cython = o->cython;
+    sw_S.cpu_ids = o->cpu_ids;
     sw_S.next_code = 0;
     sw_hook_error_reset();
     /* META carries the time shift the writer uses. */

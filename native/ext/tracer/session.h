@@ -19,6 +19,7 @@
 #include "trace/trace.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 /* A code object's co_extra slot holds (session generation << 32) | flags |
  * id. Ids live in the low 29 bits. Flags send the hook to its slow path:
@@ -56,6 +57,7 @@ typedef struct sw_session {
                               * is taken back (recursion.c) */
     int c_calls;             /* record calls of builtin/extension functions */
     int cython;              /* record Cython's profiled functions (cython_frames.c) */
+    int cpu_ids;             /* --cpu: the CPU of every Python event (sw_event_now) */
     pthread_mutex_t lock;
     pthread_key_t key;       /* only for its destructor (thread exit) */
     int key_made;
@@ -77,6 +79,7 @@ typedef struct sw_start_opts {
     PyObject *lines;         /* globs of the files whose line / instruction
                               * events are recorded, or None: every file */
     int cython;              /* record Cython's profiled functions */
+    int cpu_ids;             /* --cpu: record the CPU of every Python event */
 } sw_start_opts;
 
 /* Starts a session and switches on what it needs. Returns 0, or -1 with a
@@ -101,6 +104,20 @@ void sw_session_fast_refresh(void);          /* recomputes sw_S.fast_gen */
 /* The key whose destructor runs at a thread's exit (flushes its buffer,
  * forgets its recursion bonus); 1 if it exists. */
 int sw_thread_exit_key(void);
+
+/* The time of a Python event about to be written into tb (the thread's
+ * buffer, or NULL); with --cpu, first a CPU record when the thread runs
+ * on another CPU than its previous event (format 1.13, writer.h). The
+ * hook's fast path reads both at once (rdtscp, hook_eval.c). */
+static inline uint64_t sw_event_now(sw_tbuf *tb)
+{
+    uint64_t t = sw_clock_now(&sw_S.clock);
+    if (SW_UNLIKELY(sw_S.cpu_ids) && tb) {
+        int cpu = sched_getcpu();
+        sw_tbuf_cpu(tb, t, cpu < 0 ? 0 : (uint32_t)cpu);
+    }
+    return t;
+}
 
 /* Whether co is registered in this session. */
 static inline int sw_code_known(PyCodeObject *co)

@@ -21,17 +21,17 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"path", "chunk_bytes", "ring_bytes", "max_depth", "allow_tsc", "meta",
-                             "include", "exclude", "c_calls", "flush_interval", "events", "lines", "kernel", "cython", "native_include", "native_exclude", NULL};
+                             "include", "exclude", "c_calls", "flush_interval", "events", "lines", "kernel", "cython", "native_include", "native_exclude", "cpu", NULL};
     PyObject *path_obj;
     Py_ssize_t chunk = 256 * 1024, ring = 0, max_depth = 0;
-    int allow_tsc = 1, c_calls = 0, cython = 0;
+    int allow_tsc = 1, c_calls = 0, cython = 0, cpu = 0;
     double flush_interval = 0.25;
     unsigned long events = 0;
     PyObject *meta = NULL, *inc = Py_None, *exc = Py_None, *lines = Py_None, *ninc = Py_None, *nexc = Py_None;
     const char *kernel = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOpdkOzpOO", kwlist, PyUnicode_FSConverter, &path_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOpdkOzpOOp", kwlist, PyUnicode_FSConverter, &path_obj,
                                      &chunk, &ring, &max_depth, &allow_tsc, &meta, &inc, &exc, &c_calls,
-                                     &flush_interval, &events, &lines, &kernel, &cython, &ninc, &nexc))
+                                     &flush_interval, &events, &lines, &kernel, &cython, &ninc, &nexc, &cpu))
         return NULL;
     if (chunk < 4096 || chunk > (Py_ssize_t)(SW_CHUNK_MAX / 2)) {
         Py_DECREF(path_obj);
@@ -55,7 +55,7 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     sw_start_opts o = {PyBytes_AS_STRING(path_obj), (size_t)chunk, (size_t)ring, (uint32_t)max_depth,
-                       allow_tsc, meta, inc, exc, c_calls, flush_interval, (uint32_t)events, lines, cython};
+                       allow_tsc, meta, inc, exc, c_calls, flush_interval, (uint32_t)events, lines, cython, cpu};
     int rc = sw_session_start(&o);
     Py_DECREF(path_obj);
     if (rc < 0)
@@ -215,7 +215,7 @@ static PyObject *py_unrecorded(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))py_start, METH_VARARGS | METH_KEYWORDS,
      "start(path, chunk_bytes=262144, ring_bytes=0, max_depth=0, allow_tsc=True, meta=None, include=None, "
-     "exclude=None, c_calls=False, flush_interval=0.25, events=0, lines=None, kernel=None, cython=False, native_include=None, native_exclude=None) -> None, or a line "
+     "exclude=None, c_calls=False, flush_interval=0.25, events=0, lines=None, kernel=None, cython=False, native_include=None, native_exclude=None, cpu=False) -> None, or a line "
      "saying why the kernel events asked for (kernel='syscalls') are not recorded"},
     {"stop", (PyCFunction)(void (*)(void))py_stop, METH_VARARGS | METH_KEYWORDS,
      "stop(end=None) -> dict of totals; end: more END keys (str -> int)"},

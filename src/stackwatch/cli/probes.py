@@ -1,5 +1,7 @@
-"""`stackwatch probes`: list the USDT probes and the library to attach to
-(or, with --events, the event names handlers and `run --events` accept)."""
+"""`stackwatch probes`: list the USDT probes and the library to attach to,
+and the LTTng-UST tracepoints of `run --lttng` when they were built (or,
+with --events, the event names handlers and `run --events` accept)."""
+import os
 import sys
 
 from ..events import kinds, probes
@@ -30,4 +32,21 @@ def run(args):
         print(f"  {name}({probes.ARGUMENTS.get(name, '')})")
     print("They fire in programs run with 'stackwatch run --probes' (or that call "
           "stackwatch.probes.watch()).")
+    _lttng()
     return 0
+
+
+def _lttng():
+    """The LTTng-UST tracepoints, when their provider library was built
+    (looked for beside the extension, not loaded: lttng-ust starts threads
+    of its own)."""
+    provider = os.path.join(os.path.dirname(probes.library or ""), "libstackwatch_lttng.so")
+    if not os.path.exists(provider):
+        print("LTTng-UST tracepoints: not built (lttng-ust's headers were not found at build time; on Debian: "
+              "apt install liblttng-ust-dev, then reinstall stackwatch from source)")
+        return
+    print(f"LTTng-UST tracepoints (provider library {provider}):")
+    for name in ("function_entry", "function_exit"):
+        print(f"  stackwatch:{name} {{ function, file, line }}")
+    print("They fire in programs run with 'stackwatch run --lttng', recorded by an LTTng session that "
+          "enabled them (lttng enable-event -u 'stackwatch:*').")

@@ -57,6 +57,8 @@ def add_parser(subparsers):
     r.add_argument("--cython", action="store_true", help="also record the functions of Cython modules "
                    "compiled with profile=True, as frames with their .pyx file and line (costs more on "
                    "3.9-3.12: see docs/performance.md)")
+    r.add_argument("--cpu", action="store_true", help="also record the CPU each Python event ran on "
+                   "(a 'cpu' record when a thread moves to another CPU; about 12 ns more per event)")
     r.add_argument("--native-include", action="append", metavar="GLOB", help="record only the native "
                    "functions (of extensions built with 'stackwatch config --cflags --ldflags') whose "
                    "symbol, object file name or path matches GLOB; repeatable")
@@ -74,6 +76,9 @@ def add_parser(subparsers):
                    help="print every recorded kind of event as a readable line to stderr (or FILE)")
     r.add_argument("--probes", action="store_true", help="serve the USDT probes: attaching bpftrace, "
                    "SystemTap or perf turns on the matching hooks")
+    r.add_argument("--lttng", action="store_true", help="also emit every Python call and return to the "
+                   "LTTng-UST tracepoints stackwatch:function_entry / function_exit, recorded by an LTTng "
+                   "session that enabled them (lttng enable-event -u 'stackwatch:*')")
     r.add_argument("--sample", nargs="?", const="1ms", default=None, metavar="RATE",
                    help="also sample every thread's stack into the trace (default every 1ms; RATE "
                    "is an interval such as 200us or a rate such as 1000hz): time in long C calls "
@@ -88,7 +93,8 @@ def add_parser(subparsers):
                         "Python call that made it), sched (off-CPU intervals with their reason and CPU ids, "
                         "wakeups), faults (page faults). Linux; needs root or CAP_PERFMON, else the rest is "
                         "recorded")
-    r.add_argument("--no-trace", action="store_true", help="write no trace file (with --probes or --log)")
+    r.add_argument("--no-trace", action="store_true", help="write no trace file (with --probes, --lttng "
+                   "or --log)")
     r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
     return r
@@ -146,8 +152,8 @@ def run(args):
             raise UsageError(f"--kernel: {e}")
         if args.no_trace:
             raise UsageError("--kernel writes its events into the trace: it cannot go with --no-trace")
-    if args.no_trace and not (args.probes or args.log is not None):
-        raise UsageError("--no-trace needs --probes or --log (otherwise nothing would be recorded)")
+    if args.no_trace and not (args.probes or args.lttng or args.log is not None):
+        raise UsageError("--no-trace needs --probes, --lttng or --log (otherwise nothing would be recorded)")
     if formats.FORMATS[args.format].takes == formats.TASKS and not (events and kinds.mask_of(events) &
                                                                     kinds.mask_of(["tasks"])):
         raise UsageError(f"--format {args.format} draws the task events: record them with --events tasks")
@@ -174,6 +180,11 @@ def run(args):
         names = ["calls"] + (["c_calls"] if args.c_calls else []) + list(events)
         log = (log, handlers.add_handler(log, events=names))
     finisher = Finisher(functools.partial(_finish, args, trace_path, output, min_ns, log))
+    if args.lttng:
+        try:
+            _native.lttng_load()
+        except RuntimeError as e:
+            raise UsageError(str(e))
     if args.probes:
         try:
             probes.watch()
@@ -187,13 +198,15 @@ def run(args):
                       allow_tsc=not args.no_tsc, c_calls=args.c_calls, cython=args.cython,
                       native_include=args.native_include, native_exclude=args.native_exclude, flush_interval=flush_s,
                       events=events or None, lines=args.lines, sample=args.sample,
-                      sample_native=args.native, sample_lines=args.sample_lines, kernel=args.kernel)
+                      sample_native=args.native, sample_lines=args.sample_lines, kernel=args.kernel, cpu=args.cpu)
         except (ValueError, RuntimeError) as e:
             if trace_path != output:
                 traces.discard_run_trace(trace_path)
             raise UsageError(str(e))
         if not args.quiet:
             tracing._exec_notice = functools.partial(_say_exec, os.getpid(), trace_path, args.format)
+    if args.lttng:   # (after start: the program's events only, as the trace's)
+        _native.lttng_enable()
     # atexit runs after the interpreter has joined non-daemon threads, so
     # their events are in the trace too.
     finisher.arm()
@@ -214,6 +227,8 @@ def _say_exec(pid, trace_path, fmt, program):
 def _finish(args, trace_path, output, min_ns, log):
     """At the end (once: see Finisher): closes the --log file (flushing its
     tail), stops tracing, converts the trace if asked, prints the summary."""
+    if args.lttng:
+        _native.lttng_disable()
     if log is not None:
         log[1].remove()
         log[0].close()

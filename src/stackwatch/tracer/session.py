@@ -167,7 +167,7 @@ def say_kernel(said):
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
           follow_fork=True, follow=False, meta=None, allow_tsc=True, c_calls=False, cython=False, flush_interval=None,
           events=None, lines=None, sample=None, sample_native=False, sample_lines=False, kernel=None,
-          native_include=None, native_exclude=None, _followed=None):
+          native_include=None, native_exclude=None, cpu=False, _followed=None):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
@@ -182,6 +182,9 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     profile=True, as frames named after them with their .pyx file and
     line (through the C profile function on 3.9-3.12, which then runs at
     every Python call too; sys.monitoring on 3.13);
+    cpu: record the CPU each Python event ran on (a "cpu" record when a
+    thread's events move to another CPU; rdtscp with the TSC clock, about
+    12 ns more per event: docs/performance.md);
     native_include/native_exclude: globs of the native functions
     (extensions compiled with `stackwatch config --cflags --ldflags`,
     recorded whenever a trace runs) to record or leave out, matched
@@ -261,7 +264,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
                       allow_tsc=allow_tsc, meta=_meta(meta, _followed), include=include, exclude=exclude_own,
                       c_calls=bool(c_calls), cython=bool(cython), native_include=_globs(native_include, "native_include"),
                       native_exclude=_globs(native_exclude, "native_exclude"), flush_interval=float(flush_interval), events=file_mask,
-                      lines=lines, kernel=kernel_events)
+                      lines=lines, kernel=kernel_events, cpu=bool(cpu))
     except BaseException:
         signals.remove(_stop_on_signal)
         raise
@@ -282,7 +285,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
                     allow_tsc=allow_tsc, c_calls=c_calls, cython=cython, native_include=native_include,
                     native_exclude=native_exclude, flush_interval=flush_interval,
                     events=events, lines=lines, sample=sample, sample_native=sample_native,
-                    sample_lines=sample_lines, kernel=kernel, _followed=_followed)
+                    sample_lines=sample_lines, kernel=kernel, cpu=cpu, _followed=_followed)
     os._exit = _exit_after_stop
     os.execv, os.execve = _execv_after_flush, _execve_after_flush
     _native.unrecorded(_follow.started, _session, _followed)   # stackwatch's work, not the program's

@@ -6,6 +6,9 @@
  *   one that blocks the signal (the capture times out, the late signal is
  *   ignored, the process lives on); the previous handler gets foreign
  *   signals and is back after uninstall;
+ * - parking a thread: two parkers and a capturer, each on its own thread,
+ *   take turns on one counting thread, whose count does not move while it
+ *   is parked; the handler stays until the last user leaves;
  * - naming addresses (symbols.h): a static function of this binary (from
  *   .symtab), a libc function, unknown addresses, damaged ELF files;
  * - merging native and Python frames (nativemerge.h) from the leaf and
@@ -316,4 +319,94 @@ TEST(blocked_signal_is_seen_in_proc)
     CHECK(sw_nstack_blocked(999999999) == 0);
     atomic_store(&t.stop, 1);
     pthread_join(t.th, NULL);
+}
+
+/* ---- parking ---- */
+
+static atomic_long ticks;            /* counted by the counting thread as it runs */
+static atomic_int count_stop, count_tid;
+
+static void *count_main(void *arg)
+{
+    (void)arg;
+    atomic_store(&count_tid, (int)syscall(SYS_gettid));
+    while (!atomic_load(&count_stop))
+        atomic_fetch_add(&ticks, 1);
+    return NULL;
+}
+
+typedef struct parker {
+    pthread_t th;
+    int native;              /* captures (the native user) instead of parking */
+    int ok, moved;           /* requests answered; of those, ones the thread ran during */
+} parker;
+
+/* Parks the counting thread 100 times; while it is parked its count must
+ * not move. */
+static void *parker_main(void *arg)
+{
+    parker *p = arg;
+    uint64_t pcs[SW_NSTACK_MAX];
+    int trunc;
+    for (int i = 0; i < 100; i++) {
+        int tid = atomic_load(&count_tid);
+        int rc = p->native ? sw_nstack_capture(tid, pcs, &trunc) : sw_nstack_park(tid, 20000000ull);
+        if (rc >= 0) {
+            long a = atomic_load(&ticks);
+            usleep(100);
+            p->moved += atomic_load(&ticks) != a;
+            p->ok++;
+            sw_nstack_release();
+        }
+        usleep(300);
+    }
+    return NULL;
+}
+
+TEST(parkers_and_a_capturer_take_turns)
+{
+    char err[200];
+    REQUIRE(sw_nstack_supported(err, sizeof err));
+    struct sigaction before, now;
+    sigaction(sw_nstack_signal(), NULL, &before);
+    sw_nstack_stats st0, st1;
+    sw_nstack_get_stats(&st0);
+    /* Any number of parkers beside the one native capturer. */
+    REQUIRE(sw_nstack_park_install(err, sizeof err) == SW_OK);
+    REQUIRE(sw_nstack_park_install(err, sizeof err) == SW_OK);
+    REQUIRE(sw_nstack_install(err, sizeof err) == SW_OK);
+    CHECK(sw_nstack_install(err, sizeof err) == SW_ESTATE);
+    pthread_t counter;
+    pthread_create(&counter, NULL, count_main, NULL);
+    while (!atomic_load(&count_tid))
+        usleep(100);
+    parker ps[3] = {{.native = 0}, {.native = 0}, {.native = 1}};
+    for (int i = 0; i < 3; i++)
+        pthread_create(&ps[i].th, NULL, parker_main, &ps[i]);
+    for (int i = 0; i < 3; i++)
+        pthread_join(ps[i].th, NULL);
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(ps[i].ok >= 90, "requester %d: %d of 100 answered", i, ps[i].ok);
+        CHECK_MSG(ps[i].moved == 0, "requester %d: the thread ran while parked %d times", i, ps[i].moved);
+    }
+    /* Released, it runs on (within a second on a loaded machine). */
+    long a = atomic_load(&ticks);
+    for (int i = 0; i < 1000 && atomic_load(&ticks) == a; i++)
+        usleep(1000);
+    CHECK(atomic_load(&ticks) != a);
+    atomic_store(&count_stop, 1);
+    pthread_join(counter, NULL);
+    /* An exited thread cannot be asked. */
+    CHECK(sw_nstack_park(atomic_load(&count_tid), 1000000ull) < 0);
+    sw_nstack_uninstall();
+    sw_nstack_park_uninstall();
+    sigaction(sw_nstack_signal(), NULL, &now);
+    CHECK(now.sa_handler != before.sa_handler);   /* one parker left: still installed */
+    sw_nstack_park_uninstall();
+    /* Every signal answered (none timed out: on a loaded machine one may,
+     * and its signal, never taken by the thread that exited, keeps the
+     * handler installed): the handler before is back. */
+    sw_nstack_get_stats(&st1);
+    sigaction(sw_nstack_signal(), NULL, &now);
+    CHECK(now.sa_handler == before.sa_handler || st1.timeouts != st0.timeouts);
 }

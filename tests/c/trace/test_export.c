@@ -316,11 +316,11 @@ TEST(task_flows_are_marks_at_their_times)
     /* A flow from thread 0 to thread 1, one back, and an end on thread 1
      * after its last event (written after its slices are closed). */
     sw_export_task_flow flows[] = {
-        {7, 0, a.ev[10].t_ns, 0, "create"},
-        {8, 0, a.ev[20].t_ns, 1, "received"},
-        {7, 1, b.ev[10].t_ns, 1, "created"},
-        {8, 1, b.ev[5].t_ns + 1, 0, "send"},
-        {9, 1, b.ev[b.n - 1].t_ns + 1000, 1, "woken"},
+        {7, 0, a.ev[10].t_ns, 0, "create", NULL},
+        {8, 0, a.ev[20].t_ns, 1, "received", NULL},
+        {7, 1, b.ev[10].t_ns, 1, "created", NULL},
+        {8, 1, b.ev[5].t_ns + 1, 0, "send", NULL},
+        {9, 1, b.ev[b.n - 1].t_ns + 1000, 1, "woken", NULL},
     };
     /* (sorted by thread then time, as the exporters need) */
     sw_export_task_flow tmp = flows[2];

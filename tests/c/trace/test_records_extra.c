@@ -30,7 +30,10 @@ static char *ctf_export(sw_trace *t, char *dir, size_t len)
     if (!mkdtemp(dir))
         return NULL;
     char path[300];
-    snprintf(path, sizeof path, "%s/metadata", dir);
+    snprintf(path, sizeof path, "%s/ust", dir);
+    if (mkdir(path, 0777) != 0)
+        return NULL;
+    snprintf(path, sizeof path, "%s/" SW_CTF_FIRST_FILE, dir);
     FILE *f = fopen(path, "w+");
     if (!f)
         return NULL;

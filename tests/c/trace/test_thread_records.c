@@ -15,6 +15,7 @@
 #include "trace/sample_stream.h"
 #include "samplecheck.h"
 #include "tracegen.h"
+#include "trace/wake_flows.h"
 
 #define MONO0 5000000000ull   /* tracegen's META mono0_ns; its clock: 1 GHz, t_ns = ticks - tick0 */
 
@@ -269,4 +270,95 @@ TEST(side_streams_merge_by_time_ties_in_table_order)
     CHECK(sw_side_cursor_new(t, SW_SIDE_STREAM_COUNT, 0) == NULL);
     sw_trace_free(t);
     tg_free(&g);
+}
+
+static void sched_rec(sw_trec_stream *st, uint64_t tid, uint64_t t_ns, uint32_t kind, const char *reason, uint64_t a,
+                      uint64_t b, uint64_t c)
+{
+    sw_ext v = {.s1 = reason, .a = a, .b = b, .c = c};
+    CHECK_EQ_I64(sw_trec_stream_add(st, tid, MONO0 + t_ns, kind, &v), 0);
+}
+
+/* Wakeups between threads (format 1.10), by construction: thread 1002 is
+ * off CPU (sleeping) from 1500 to 2500 and thread 1001 wakes it at 2000
+ * (a flow to its switch in at 2500), wakes it again at 3000 while it runs
+ * (it was runnable: a flow to 1002's track at 3000), wakes thread 4242
+ * (no thread of the trace: no flow) at 3500, and wakes 1002 at 4100
+ * while it is off CPU from 4000 to the end (it never ran again: no
+ * flow). */
+TEST(wakeup_flows_end_at_the_switch_in_or_at_a_runnable_wakee)
+{
+    tg g;
+    const char *p = check_tmp_file(".swt");
+    REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK && tg_codes(&g, 2, 0) == SW_OK);
+    tg_thread *a = tg_add_thread(&g, 1001, 140001, "MainThread", 1);
+    tg_thread *b = tg_add_thread(&g, 1002, 140002, "pong", 2);
+    REQUIRE(a && b);
+    sw_tbuf_enter(a->b, TG_TICK0 + 1000, SW_OP_CALL, 0);
+    sw_tbuf_exit(a->b, TG_TICK0 + 5000, SW_OP_RETURN);
+    sw_tbuf_enter(b->b, TG_TICK0 + 1000, SW_OP_CALL, 1);
+    sw_tbuf_exit(b->b, TG_TICK0 + 5000, SW_OP_RETURN);
+    a->ticks = b->ticks = TG_TICK0 + 5000;
+    sw_trec_stream *st = sw_trec_stream_new(g.w, MONO0);
+    REQUIRE(st);
+    sched_rec(st, 1002, 1500, SW_EXT_OFF_CPU, "sleeping", 0, 1, 0);
+    sched_rec(st, 1001, 2000, SW_EXT_WAKEUP, NULL, 1002, 1, 0);
+    sched_rec(st, 1002, 2500, SW_EXT_ON_CPU, NULL, 1, 1001, 500);
+    sched_rec(st, 1001, 3000, SW_EXT_WAKEUP, NULL, 1002, 1, 0);
+    sched_rec(st, 1001, 3500, SW_EXT_WAKEUP, NULL, 4242, 0, 0);
+    sched_rec(st, 1002, 4000, SW_EXT_OFF_CPU, "preempted", 1, 0, 0);
+    sched_rec(st, 1001, 4100, SW_EXT_WAKEUP, NULL, 1002, 1, 0);
+    REQUIRE(sw_trec_stream_flush(st) == 0);
+    sw_trec_stream_free(st);
+    REQUIRE(tg_close(&g, 1e9) == SW_OK);
+    sw_trace *t = tg_open_trace(p);
+    REQUIRE(t);
+    sw_wake_flows *wf;
+    REQUIRE(sw_wake_flows_new(t, NULL, &wf) == SW_OK);
+    CHECK_EQ_U64(sw_wake_flow_count(wf), 2);
+    const sw_export_opts *o = sw_wake_flows_opts(wf);
+    REQUIRE_EQ_U64(o->ntask_flows, 2);
+    sw_ext w = {.kind = SW_EXT_WAKEUP, .a = 1002};
+    CHECK(o->task_flows[0].thread == 1 && o->task_flows[0].t_ns == 2500 && o->task_flows[0].ends);
+    CHECK_EQ_STR(o->task_flows[0].name, "woken by 1001");
+    CHECK(o->task_flows[0].id == sw_wake_flow_start(wf, 0, 2000, &w));
+    CHECK(o->task_flows[1].thread == 1 && o->task_flows[1].t_ns == 3000);
+    CHECK_EQ_STR(o->task_flows[1].name, "woken by 1001 (runnable)");
+    CHECK(o->task_flows[1].id == sw_wake_flow_start(wf, 0, 3000, &w));
+    CHECK_EQ_STR(o->task_flows[1].category, "sched");
+    CHECK(sw_wake_flow_start(wf, 0, 4100, &w) == 0 && sw_wake_flow_start(wf, 1, 2000, &w) == 0);
+    w.a = 4242;
+    CHECK(sw_wake_flow_start(wf, 0, 3500, &w) == 0);
+    sw_wake_flows_free(wf);
+    /* Chrome: each flow's start ("s") in a zero-length slice "wakeup
+     * 1002" on 1001, its end ("f") in one named after it on 1002. */
+    char err[256], why[160];
+    size_t n;
+    int rc;
+    char *out = ec_export_mem(sw_export_chrome, t, 0, &n, &rc, err, sizeof err);
+    REQUIRE(rc == SW_OK);
+    ec_chrome_stats cs;
+    CHECK_MSG(ec_chrome(out, n, 1, &cs, why, sizeof why), "%s", why);
+    CHECK_EQ_U64(ec_count(out, n, "\"tid\":1001,\"ts\":5000002.000,\"id\":"), 1);
+    CHECK_EQ_U64(ec_count(out, n, "\"tid\":1001,\"ts\":5000003.000,\"id\":"), 1);
+    CHECK_EQ_U64(cs.flow_starts, 2);
+    CHECK_EQ_U64(ec_count(out, n, "\"tid\":1002,\"ts\":5000002.500,\"id\":"), 1);
+    CHECK_EQ_U64(ec_count(out, n, "\"tid\":1002,\"ts\":5000003.000,\"id\":"), 1);
+    CHECK_EQ_U64(cs.flow_ends, 2);
+    CHECK_EQ_U64(ec_count(out, n, "\"name\":\"woken by 1001 (runnable)\""), 2);   /* its slice's B and its "f" */
+    CHECK_EQ_U64(ec_count(out, n, "\"name\":\"wakeup 4242\""), 1);   /* an instant only */
+    free(out);
+    /* Perfetto: the same flows, and the switches and wakings of threads
+     * of the trace as ftrace events (2 out, 1 in, 3 wakings). */
+    out = ec_export_mem(sw_export_perfetto, t, 0, &n, &rc, err, sizeof err);
+    REQUIRE(rc == SW_OK);
+    ec_pb_stats ps;
+    CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "%s", why);
+    CHECK_EQ_U64(ps.ftrace, 6);
+    CHECK_EQ_U64(ec_count(out, n, "woken by 1001 (runnable)"), 1);
+    CHECK_EQ_U64(ec_count(out, n, "woken by 1001"), 2);
+    free(out);
+    sw_trace_free(t);
+    tg_free(&g);
+    unlink(p);
 }

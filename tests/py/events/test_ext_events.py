@@ -282,7 +282,8 @@ def test_record_table_is_the_python_view(recorded):
     assert dispatch and dispatch <= set(stackwatch.EVENTS)
     kernel = {k.name for k in tf.RECORD_KINDS.values() if k.source == "kernel"}
     assert kernel == {"syscall", "kernel_lost", "off_cpu", "on_cpu", "wakeup", "page_fault"}   # run --kernel (1.8, 1.10)
-    assert set(tf.EXT_KINDS.values()) == dispatch | kernel | {"region_begin", "region_end"}
+    # (and the tracer's CPU records, run --cpu: 1.13)
+    assert set(tf.EXT_KINDS.values()) == dispatch | kernel | {"region_begin", "region_end", "cpu"}
     by_name = {k.name: k for k in tf.RECORD_KINDS.values()}
     t = Trace(recorded["trace"])
     seen = set()

@@ -432,18 +432,15 @@ def test_stacks_changing_fast_never_crash():
             fib(15)
     st = p.stats()
     assert st["samples"] > 100, st
-    # A stack that changes under the reader can fail to read: a walk is
-    # checked after it and redone when torn, then failed (issue 20: never
-    # stored mixed). Its first read takes the frames of the thread's last
-    # walk too, so a walk mostly costs one or two system calls and fib's
-    # stack, which changes every ~100 ns, is still mostly read whole: at
-    # most 1 round in 20 may fail from 3.11 on. Before 3.11, whose frames
-    # are separate objects read leaf first, about a third of fib's rounds
-    # fail on a quiet machine (the sampler and the program each on a core;
-    # 33% measured on 3.9 and 3.10): only the stored samples are asked for
-    # above, and the time shares are checked by the share tests.
-    if sys.version_info >= (3, 11):
-        assert st["failed"] <= max(5, st["samples"] // 20), st
+    # A stack that changes under the reader can tear its walk: a walk is
+    # checked after it and, in this process, redone at once with the thread
+    # parked in a signal handler, where it cannot change (issue 20: never
+    # stored mixed, and not failed either). A sample fails only if the
+    # thread does not park within 10 ms (a loaded machine) or is parked at
+    # an instant its stack is half made: at most 1 round in 50, on every
+    # version (before parking, a third of fib's rounds failed on a quiet
+    # 3.9/3.10, up to 1 in 20 from 3.11).
+    assert st["failed"] <= max(5, st["samples"] // 50), st
 
 
 def churn(seconds):

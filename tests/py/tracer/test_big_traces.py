@@ -135,6 +135,6 @@ def test_expected_bytes_per_event_hold(fmt, tmp_path):
     t = Trace(path)
     out = tmp_path / ("t." + fmt)
     t.export(fmt, str(out))
-    size = sum(f.stat().st_size for f in out.iterdir()) if out.is_dir() else out.stat().st_size
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) if out.is_dir() else out.stat().st_size
     per = size / t.event_count()
     assert BYTES_PER_EVENT[fmt] / 1.33 <= per <= BYTES_PER_EVENT[fmt] * 1.33, per

@@ -51,8 +51,10 @@ t.join()
 """
 
 # One event line of `babeltrace2 --clock-cycles`: its timestamp, its name,
-# its context's vtid and its payload.
-LINE = re.compile(r"^\[(\d+)\] \S+ \S+ (\S+): \{ vpid = \d+, vtid = (\d+), procname = \"[^\"]*\" \}, \{ (.*) \}$")
+# its context's thread id (vtid in the ust trace, tid in the kernel trace,
+# whose lines also say the CPU) and its payload.
+LINE = re.compile(r"^\[(\d+)\] \S+ \S+ (\S+): (?:\{ cpu_id = \d+ \}, )?\{ v?pid = \d+, v?tid = (\d+), "
+                  r"procname = \"[^\"]*\" \}, \{ ?(.*?) ?\}$")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +91,7 @@ def test_the_clock_is_the_traces_with_its_wall_clock_offset(exported):
     assert first, r.stdout[:200]
     t0 = read_ctf(directory)[0][0]   # the same first event, in the trace's own ns
     assert t0 > 0 and int(first[1]) * 10**9 + int(first[2]) == int(t.meta["real0_ns"]) + t0
-    assert f"stackwatch_mono0_ns = {int(t.meta['mono0_ns'])};" in (directory / "metadata").read_text()
+    assert f"stackwatch_mono0_ns = {int(t.meta['mono0_ns'])};" in (directory / "ust" / "metadata").read_text()
 
 
 def field(payload, name):
@@ -132,6 +134,22 @@ def test_babeltrace2_reads_the_trace_exactly(exported):
     samples = Counter(vtid for _, name, vtid, _ in events if name == "stackwatch:sample")
     assert samples == +Counter({tid[pos]: th["samples"] for pos, th in enumerate(t.threads)})
     assert sum(samples.values()) > 0
+
+
+@needs(NO_BABELTRACE)
+def test_name_map_names_every_entry_address(exported):
+    """functions.nm (nm's format, Trace Compass's name mapping file): the
+    name of each address the entry events carry is the name they carry."""
+    _, t, directory = exported
+    names = {}
+    for line in (directory / "functions.nm").read_text().splitlines():
+        addr, kind, name = line.split(" ", 2)
+        assert kind == "T" and int(addr, 16) not in names
+        names[int(addr, 16)] = name
+    assert names == {code: c.qualname for code, c in t.codes.items()}
+    entries = {(int(field(p, "addr"), 16), field(p, "name")) for _, name, _, p in read_ctf(directory)
+               if name == "lttng_ust_cyg_profile:func_entry"}
+    assert entries and all(names[addr] == name for addr, name in entries)
 
 
 def test_refusals_are_one_line(exported, tmp_path):

@@ -9,23 +9,29 @@ below them, a Python callback nested inside. Without stackwatch the
 extension runs unchanged. One Python: nothing here depends on the
 version."""
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sysconfig
+from collections import Counter
 
 import pytest
 
-from conftest import PROGRAMS, built_once, run, thread_pos
+from conftest import (NO_GO, PROGRAMS, built_once, missing, needs, needs_kernel_tracepoint, perfetto_timeline, run,
+                      thread_pos)
+from go_pprof import GO, go_pprof
+from test_export_ctf import NO_BABELTRACE, field, read_ctf
 
 pytestmark = pytest.mark.versions("3.12")   # the runtime does not depend on the Python version
 
 SOURCE = os.path.join(PROGRAMS, "native")
 
 
-def build_extension():
-    """The folder holding cgraph (built with stackwatch's flags) and
-    driver.py, and cgraph's path."""
+def build_extension(debug=False):
+    """The folder holding cgraph (built with stackwatch's flags, and -g
+    when debug) and driver.py, and cgraph's path."""
     flags = run(["config", "--cflags", "--ldflags"])
     assert flags.returncode == 0, flags.stderr
     text = b""   # what the build reads: the sources and the stubs' archive
@@ -36,12 +42,14 @@ def build_extension():
     name = "cgraph" + sysconfig.get_config_var("EXT_SUFFIX")
 
     def build(tmp, cc):
-        subprocess.run([cc, "-shared", "-fPIC", "-O0", "-I" + sysconfig.get_paths()["include"],
+        subprocess.run([cc, "-shared", "-fPIC", "-O0", *(["-g"] if debug else []),
+                        "-I" + sysconfig.get_paths()["include"],
                         os.path.join(SOURCE, "cgraph.c"), *flags.stdout.split(), "-o", name],
                        cwd=tmp, check=True, capture_output=True)
         shutil.copy(os.path.join(SOURCE, "driver.py"), tmp)
 
-    folder = built_once("native", hashlib.sha256(text + flags.stdout.encode()).hexdigest()[:12], build)
+    folder = built_once("native-g" if debug else "native",
+                        hashlib.sha256(text + flags.stdout.encode()).hexdigest()[:12], build)
     return folder, os.path.join(folder, name)
 
 
@@ -135,6 +143,116 @@ def test_native_frames_only_while_a_trace_runs(tmp_path):
             calls[name] = calls.get(name, 0) + 1
     assert calls == {"run [native]": 1, "walk [native]": 1, "branch [native]": 3, "leaf [native]": 6,
                      "jumper [native]": 1, "dive [native]": 4}, calls
+
+
+NO_BINUTILS = None if shutil.which("addr2line") and shutil.which("nm") else (
+    "addr2line / nm are not installed (Debian package binutils)")
+
+
+@needs(NO_BINUTILS)
+def test_native_functions_have_their_source_file_and_line(tmp_path):
+    """cgraph built with -g: each native function's file and line in the
+    trace (and so in the Chrome export's args, the Perfetto export's source
+    locations, the pprof export's functions and the CTF export's entry
+    events) are what addr2line says
+    for its symbol's address; built without -g (the other tests), the
+    object's path and line 0."""
+    folder, so = build_extension(debug=True)
+    out = str(tmp_path / "t.swt")
+    r = run(["run", "-q", "-o", out, os.path.join(folder, "driver.py"), "4"], cwd=folder)
+    assert r.returncode == 0 and r.stdout == "47\n", r.stderr
+    from stackwatch import Trace
+    t = Trace(out)
+    native = {c.name[:-len(" [native]")]: (c.filename, c.firstlineno) for c in t.codes.values()
+              if c.kind == 2}
+    assert set(native) >= {"run", "walk", "branch", "leaf", "jumper", "dive"}, native
+    symbols = {}
+    for text in subprocess.run(["nm", so], capture_output=True, text=True, check=True).stdout.splitlines():
+        parts = text.split()
+        if len(parts) == 3 and parts[2] in native:
+            symbols[parts[2]] = parts[0]
+    assert set(symbols) == set(native)
+    names = list(symbols)
+    lines = subprocess.run(["addr2line", "-e", so] + ["0x" + symbols[n] for n in names], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    theirs = {}
+    for name, text in zip(names, lines):
+        file, _, line = text.rpartition(":")
+        theirs[name] = (os.path.normpath(file), int(line.split()[0]))
+    assert {n: (os.path.normpath(f), l) for n, (f, l) in native.items()} == theirs
+    assert all(f.endswith("cgraph.c") and l > 0 for f, l in theirs.values()), theirs
+    # The Chrome export's native slices carry them as args.
+    r = run(["export", out, "--format", "chrome", "-o", str(tmp_path / "t.json")])
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "t.json") as f:
+        events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    shown = {e["name"][:-len(" [native]")]: (os.path.normpath(e["args"]["file"]), e["args"]["line"])
+             for e in events if e.get("ph") == "B" and e.get("cat") == "c"}
+    assert shown == theirs
+    # The Perfetto export's source locations (decoded with the official schema).
+    p = perfetto_timeline(out, tmp_path / "t.pftrace")
+    shown = {name[:-len(" [native]")]: (os.path.normpath(info["source"][0]), info["source"][2])
+             for (name, *_), info in zip(p.slices, p.slice_info) if name.endswith(" [native]")}
+    assert shown == theirs
+    # The CTF export's entry events (babeltrace2).
+    if NO_BABELTRACE:
+        missing(NO_BABELTRACE)
+    r = run(["export", out, "--format", "ctf", "-o", str(tmp_path / "t.ctf")])
+    assert r.returncode == 0, r.stderr
+    shown = {field(p, "name")[:-len(" [native]")]: (os.path.normpath(field(p, "file")), int(field(p, "line")))
+             for _, name, _, p in read_ctf(tmp_path / "t.ctf")
+             if name == "lttng_ust_cyg_profile:func_entry" and field(p, "name").endswith(" [native]")}
+    assert shown == theirs
+    # The pprof export's functions (go tool pprof -raw: name file:line s=start line).
+    if not GO:
+        missing(NO_GO)
+    r = run(["export", out, "--format", "pprof", "-o", str(tmp_path / "t.pb.gz")])
+    assert r.returncode == 0, r.stderr
+    rows = re.findall(r" (\S+) \[native\] (\S+):\d+ s=(\d+)", go_pprof("-raw", tmp_path / "t.pb.gz"))
+    assert {n: (os.path.normpath(f), int(line)) for n, f, line in rows} == theirs
+
+
+@pytest.mark.root
+@needs(NO_BABELTRACE)
+def test_ctf_holds_python_native_and_kernel_events(tmp_path):
+    """One run with native functions and system calls (--kernel), exported
+    as CTF and read by babeltrace2: Python entries, native entries and
+    each system call's entry and exit, per thread, as many as the trace
+    holds; the native ones named as the trace names them."""
+    needs_kernel_tracepoint("raw_syscalls/sys_enter")
+    folder, so = build_extension()
+    out = str(tmp_path / "t.swt")
+    r = run(["run", "-q", "--kernel", "-o", out, os.path.join(folder, "driver.py"), "4"], cwd=folder)
+    assert r.returncode == 0 and r.stdout == "47\n", r.stderr
+    r = run(["export", out, "--format", "ctf", "-o", str(tmp_path / "t.ctf")])
+    assert r.returncode == 0, r.stderr
+    from stackwatch import Trace
+    from stackwatch.tracer.tracefile import KIND_NAMES
+    t = Trace(out)
+    tid = {pos: th["native_tid"] for pos, th in enumerate(t.threads)}
+    entry_kind = {"call": "python", "c_call": "c", "resume": "resumed"}
+    ours = Counter()
+    for pos in range(len(t.threads)):
+        for e in t.events(pos):
+            kind = KIND_NAMES[e.kind]
+            if kind in entry_kind:
+                ours[(tid[pos], entry_kind[kind], t.codes[e.code].qualname)] += 1
+    for e in t.ext_events(kinds="syscall"):
+        ours[(tid[e.thread], "syscall_entry", e.data["name"])] += 1
+        ours[(tid[e.thread], "syscall_exit", e.data["name"])] += 1
+    theirs = Counter()
+    for _, name, vtid, payload in read_ctf(tmp_path / "t.ctf"):
+        if name == "lttng_ust_cyg_profile:func_entry":
+            theirs[(vtid, re.search(r'kind = \( "(\w+)"', payload)[1], field(payload, "name"))] += 1
+        for prefix in ("syscall_entry", "syscall_exit"):
+            if name.startswith(prefix + "_"):
+                theirs[(vtid, prefix, name[len(prefix) + 1:])] += 1
+    assert theirs == ours
+    kinds = Counter(kind for _, kind, _ in ours.elements())
+    assert kinds["python"] > 0 and kinds["c"] > 0 and kinds["syscall_entry"] > 0, kinds
+    # The program's print: a write by the main thread.
+    assert ours[(tid[thread_pos(t, "MainThread")], "syscall_entry", "write")] >= 1
 
 
 def test_config_needs_a_flag():

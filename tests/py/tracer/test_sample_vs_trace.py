@@ -224,14 +224,6 @@ def compare(path):
     return checked, differ, skipped
 
 
-# The walker's known gap before 3.11, for the programs below.
-JOINED_BEFORE_311 = pytest.mark.xfail(
-    sys.version_info < (3, 11), strict=False,
-    reason="known walker gap: before 3.11 the re-read of the callers after a walk is off (on a quiet machine it "
-           "failed 13-60% of fast-changing code's walks and biased time shares), so a stack joining two instants "
-           "can be stored")
-
-
 def run_sampled(tmp_path, args, name, cwd=None):
     out = str(tmp_path / f"{name}.swt")
     r = run(["run", "--sample=200us", "-o", out, *args], cwd=cwd)
@@ -249,7 +241,6 @@ def report(name, checked, differ, skipped):
 
 
 @pytest.mark.timing
-@JOINED_BEFORE_311
 def test_generators_coroutines_threads_exceptions(tmp_path):
     path = run_sampled(tmp_path, [str(PROGRAMS / "gen_shapes.py"), "7", "4"], "shapes")
     checked, differ, skipped = compare(path)
@@ -284,7 +275,6 @@ def pyflakes_target():
 
 
 @pytest.mark.timing
-@JOINED_BEFORE_311
 def test_pyflakes_on_a_source_tree(tmp_path):
     """A real program from PyPI, run with -m (runpy's frames outermost in
     the samples, none in the trace)."""
@@ -294,10 +284,12 @@ def test_pyflakes_on_a_source_tree(tmp_path):
     report("pyflakes", checked, differ, skipped)
     assert not differ
     assert checked >= 100
+    # In this process a torn walk is redone with the thread parked: few
+    # samples fail (before parking, 40-55% of them on a quiet 3.12).
+    assert skipped["failed"] <= max(5, checked // 100), skipped
 
 
 @pytest.mark.timing
-@JOINED_BEFORE_311
 def test_greenlets_each_on_its_task(tmp_path):
     """Greenlets switching from inside nested calls (`--events tasks`: a
     track per greenlet, each rooted at its run function): every sample of
@@ -324,12 +316,6 @@ TOOLZ_TESTS = ["test_dicttoolz.py"]
 
 
 @pytest.mark.timing
-@pytest.mark.xfail(strict=False,
-                   reason="before 3.11 as for the programs above; from 3.11 about 1 sample in 1,000 of toolz's "
-                          "tests joins two instants: a frame slot "
-                          "reused by alternating calls of the same code from one caller passes the walker's "
-                          "checks (asking that the callers be at the same instruction failed 24-45% of fast "
-                          "recursive code's samples on a quiet machine); a known gap")
 def test_a_real_test_suite(tmp_path):
     """A real test suite from PyPI under pytest (-m): toolz's, copied out
     beside a pytest.ini of its own (not stackwatch's pyproject.toml), and

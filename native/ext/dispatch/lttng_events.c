@@ -1,0 +1,146 @@
+/*
+ * lttng_events.c - the --lttng consumer (lttng_events.h). lttng_enable()
+ * loads libstackwatch_lttng.so (RTLD_LOCAL, once; the build installs it
+ * beside _native only where the lttng-ust headers were found) and asks the
+ * dispatch layer for Python frame events (sw_D.lttng); each one becomes a
+ * stackwatch:function_entry or function_exit tracepoint with the code's
+ * qualified name, file and line: the frames the trace records (a frame the
+ * file tracer leaves out, by its filters or as stackwatch's own code, is
+ * left out here too), so that both count the same calls. The tracepoints
+ * record only while an LTTng session has them enabled; the hooks run
+ * while --lttng is on.
+ */
+#include "lttng_events.h"
+
+#include "lttng/lttng_provider.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+static sw_lttng_fn entry_fn, exit_fn;
+
+static const char *utf8(PyObject *s)
+{
+    const char *c = (s && PyUnicode_Check(s)) ? PyUnicode_AsUTF8(s) : NULL;
+    if (!c)
+        PyErr_Clear();
+    return c ? c : "";
+}
+
+void sw_lttng_emit(int kind, const sw_evdata *d)
+{
+    sw_lttng_fn fn;
+    switch (kind) {
+    case SW_K_CALL:
+    case SW_K_RESUME:
+        fn = entry_fn;
+        break;
+    case SW_K_RETURN:
+    case SW_K_YIELD:
+    case SW_K_UNWIND:
+        fn = exit_fn;
+        break;
+    default:
+        return;
+    }
+    if (!fn || !d->code || d->unrecorded)
+        return;
+#if PY_VERSION_HEX >= 0x030B0000
+    const char *name = utf8(d->code->co_qualname);
+#else
+    const char *name = utf8(d->code->co_name);
+#endif
+    fn(name, utf8(d->code->co_filename), d->line);
+}
+
+/* Loads the provider library (once). 0, or -1 with RuntimeError set (the
+ * reason in one line). */
+static int load(void)
+{
+    static void *handle;
+    if (handle)
+        return 0;
+    Dl_info info;
+    char path[4096];
+    if (!dladdr((void *)(uintptr_t)sw_lttng_emit, &info) || !info.dli_fname) {
+        PyErr_SetString(PyExc_RuntimeError, "--lttng: cannot find stackwatch's own folder");
+        return -1;
+    }
+    const char *slash = strrchr(info.dli_fname, '/');
+    int dir = slash ? (int)(slash - info.dli_fname) : 0;
+    if (snprintf(path, sizeof path, "%.*s%slibstackwatch_lttng.so", dir, info.dli_fname, slash ? "/" : "") >=
+        (int)sizeof path) {
+        PyErr_SetString(PyExc_RuntimeError, "--lttng: stackwatch's folder has too long a path");
+        return -1;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        if (e && strstr(e, "No such file"))
+            PyErr_SetString(PyExc_RuntimeError, "--lttng: this stackwatch was built without LTTng-UST (install "
+                                                "its headers, Debian liblttng-ust-dev, and rebuild)");
+        else
+            PyErr_Format(PyExc_RuntimeError, "--lttng: cannot load %s: %s", path, e ? e : "unknown error");
+        return -1;
+    }
+    sw_lttng_fn en = (sw_lttng_fn)(uintptr_t)dlsym(h, SW_LTTNG_ENTRY_SYMBOL);
+    sw_lttng_fn ex = (sw_lttng_fn)(uintptr_t)dlsym(h, SW_LTTNG_EXIT_SYMBOL);
+    if (!en || !ex) {
+        dlclose(h);
+        PyErr_Format(PyExc_RuntimeError, "--lttng: %s lacks its entry points", path);
+        return -1;
+    }
+    handle = h;   /* (never closed: lttng-ust keeps threads of its own) */
+    entry_fn = en;
+    exit_fn = ex;
+    return 0;
+}
+
+static PyObject *py_load(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    if (load() < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_enable(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    if (load() < 0)
+        return NULL;
+    if (sw_D.lttng != SW_MASK_CALLS) {
+        sw_D.lttng = SW_MASK_CALLS;
+        sw_dispatch_changed();
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_disable(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    if (sw_D.lttng) {
+        sw_D.lttng = 0;
+        sw_dispatch_changed();
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"lttng_load", py_load, METH_NOARGS,
+     "lttng_load(): loads libstackwatch_lttng.so (RuntimeError, with the reason, if it cannot be)"},
+    {"lttng_enable", py_enable, METH_NOARGS,
+     "lttng_enable(): emits Python frame events to the LTTng-UST tracepoints stackwatch:function_entry / "
+     "function_exit (loads libstackwatch_lttng.so; RuntimeError if it cannot be)"},
+    {"lttng_disable", py_disable, METH_NOARGS, "lttng_disable(): stops emitting them"},
+    {NULL, NULL, 0, NULL},
+};
+
+int sw_lttng_add_to_module(PyObject *m)
+{
+    return PyModule_AddFunctions(m, methods);
+}
