@@ -99,6 +99,17 @@ int sw_freeze(sw_frozen *f, int pid, char *err, size_t errlen)
     return SW_EIO;
 }
 
+int sw_freeze_thread(sw_frozen *f, int pid, int tid, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    f->pid = pid;
+    int r = stop_one(f, tid, err, errlen);
+    if (r > 0)
+        return SW_OK;
+    sw_thaw(f);
+    return r == 0 ? SW_EARG : SW_EIO;
+}
+
 void sw_thaw(sw_frozen *f)
 {
     for (int i = 0; i < f->n; i++)

@@ -33,8 +33,10 @@ typedef struct sw_pystack_limits {
     uint32_t lines;          /* 1: give each sample the line each frame is running
                                 (sw_sample.lines; needs layout.linetable_kind) */
     uint32_t native;         /* 1: merge each thread's native frames into its stack
-                                (in-process only: nativestack.h; the caller installs
-                                the signal handler) */
+                                (this process: captured by a signal handler,
+                                nativestack.h, which the caller installs; another
+                                process: each thread stopped with ptrace while it is
+                                read, and unwound from outside, unwind.h) */
     uint32_t frame_addrs;    /* 1: give each sample the address of each of its frames
                                 (sw_sample.frame_addrs; not with native frames merged) */
 } sw_pystack_limits;
@@ -58,6 +60,9 @@ typedef struct sw_pystack_stats {
     uint64_t gil_unknown;    /* rounds in which the GIL could not be read */
     uint64_t native;         /* native mode: samples with native frames merged in */
     uint64_t native_failed;  /* native mode: samples whose native stack could not be captured */
+    uint64_t native_stopped_ns;   /* another process's native mode: time its threads were
+                                     stopped, in all (unwind.h) */
+    uint64_t native_by_fp;   /* ... frames whose caller was found by frame pointers */
 } sw_pystack_stats;
 
 typedef struct sw_pystack sw_pystack;
