@@ -8,12 +8,14 @@
  * and every header, table, string and note is checked against the bytes
  * read before it is used; a malformed file is refused with a reason, never
  * read out of bounds. 64-bit little-endian files only (what the reader's
- * own machine runs). Core files: elfcore.h, included here.
+ * own machine runs). Core files: elfcore.h; call frame information:
+ * cfi.h; both included here.
  */
 #ifndef SW_ELF_H
 #define SW_ELF_H
 
 #include "base/base.h"
+#include "cfi.h"
 #include "elfcore.h"
 
 #define SW_ELF_MAX_FILE (1ull << 31)   /* larger files are refused */

@@ -20,6 +20,13 @@
 #  define NT_FILE 0x46494c45
 #endif
 
+/* The registers of NT_PRSTATUS are kept where they are x86-64's. */
+#if defined(__x86_64__)
+#  define SW_CORE_HAS_GREGS (sizeof(((prstatus_t *)0)->pr_reg) == SW_CORE_GREGS * 8)
+#else
+#  define SW_CORE_HAS_GREGS 0
+#endif
+
 struct sw_core {
     int fd;
     uint64_t size;               /* of the core file */
@@ -30,6 +37,8 @@ struct sw_core {
     char *paths;                 /* the NT_FILE note's names, which files[].path point into */
     int pid;
     char command[17];
+    sw_core_thread *threads;
+    size_t nthreads, capthreads;
 };
 
 #define FAIL(rc, ...) do { snprintf(err, errlen, __VA_ARGS__); return (rc); } while (0)
@@ -96,6 +105,17 @@ static int read_notes(sw_core *c, const unsigned char *d, size_t len)
             int rc = read_file_note(c, desc, nh.n_descsz);
             if (rc != SW_OK)
                 return rc;
+        } else if (nh.n_type == NT_PRSTATUS && nh.n_descsz >= sizeof(prstatus_t) && SW_CORE_HAS_GREGS &&
+                   c->nthreads < SW_CORE_MAX_THREADS) {
+            prstatus_t st;
+            memcpy(&st, desc, sizeof st);
+            sw_core_thread *v = sw_array_grow(c->threads, &c->capthreads, c->nthreads + 1, sizeof *v, 16);
+            if (!v)
+                return SW_ENOMEM;
+            c->threads = v;
+            sw_core_thread *t = &c->threads[c->nthreads++];
+            t->tid = st.pr_pid;
+            memcpy(t->gregs, &st.pr_reg, sizeof t->gregs);
         } else if (nh.n_type == NT_PRPSINFO && nh.n_descsz >= sizeof(prpsinfo_t)) {
             prpsinfo_t ps;
             memcpy(&ps, desc, sizeof ps);
@@ -213,6 +233,7 @@ void sw_core_free(sw_core *c)
     free(c->seg);
     free(c->files);
     free(c->paths);
+    free(c->threads);
     free(c);
 }
 
@@ -226,6 +247,12 @@ const sw_core_file *sw_core_files(const sw_core *c, size_t *n)
 {
     *n = c->nfiles;
     return c->files;
+}
+
+const sw_core_thread *sw_core_threads(const sw_core *c, size_t *n)
+{
+    *n = c->nthreads;
+    return c->threads;
 }
 
 int sw_core_pid(const sw_core *c)

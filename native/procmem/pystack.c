@@ -236,13 +236,25 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
 sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, uint64_t interp_addr,
                                 const sw_pystack_limits *lim, char *err, size_t errlen)
 {
-    if (lim->thread_states || lim->native) {
-        snprintf(err, errlen, "a core file has no threads to probe or signal");
+    if (lim->thread_states) {
+        snprintf(err, errlen, "a core file has no threads to probe");
         return NULL;
     }
     sw_pystack *r = make_reader(l, 0, interp_addr, lim, err, errlen);
-    if (r)
-        sw_mem_open_core(&r->mem, core);
+    if (!r)
+        return NULL;
+    sw_mem_open_core(&r->mem, core);
+    if (lim->native) {
+        /* Native frames: unwound from the core's registers (unwind.h). */
+        sw_symbols_free(r->syms);
+        r->unwinder = sw_unwinder_new_core(core, &r->mem);
+        r->syms = r->unwinder ? sw_symbols_new_remote(r->unwinder) : NULL;
+        if (!r->syms) {
+            snprintf(err, errlen, "out of memory");
+            sw_pystack_free(r);
+            return NULL;
+        }
+    }
     return r;
 }
 

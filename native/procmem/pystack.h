@@ -36,7 +36,8 @@ typedef struct sw_pystack_limits {
                                 (this process: captured by a signal handler,
                                 nativestack.h, which the caller installs; another
                                 process: each thread stopped with ptrace while it is
-                                read, and unwound from outside, unwind.h) */
+                                read, and unwound from outside, unwind.h; a core:
+                                unwound from its registers) */
     uint32_t frame_addrs;    /* 1: give each sample the address of each of its frames
                                 (sw_sample.frame_addrs; not with native frames merged) */
 } sw_pystack_limits;
@@ -73,7 +74,8 @@ typedef struct sw_pystack sw_pystack;
 sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
                            uint64_t probe_addr, size_t probe_len, char *err, size_t errlen);
 /* The same over the memory of a core file's process (coremem.h; it must
- * outlive the reader): without thread states or native frames. */
+ * outlive the reader): without thread states; native frames unwound from
+ * the core's registers. */
 struct sw_coremem;
 sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, uint64_t interp_addr,
                                 const sw_pystack_limits *lim, char *err, size_t errlen);

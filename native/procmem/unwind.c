@@ -10,10 +10,10 @@
  */
 #define _GNU_SOURCE
 #include "unwind.h"
+#include "coremem.h"
 #include "freeze.h"
 #include "target.h"
 
-#include "elf/cfi.h"
 #include "elf/elf.h"
 
 #include <stdio.h>
@@ -58,6 +58,7 @@ typedef struct map {
 struct sw_unwinder {
     int pid;
     sw_mem *mem;
+    sw_coremem *core;                /* a core file's process, else NULL */
     map *maps;
     size_t nmaps, capmaps;
     file *files;
@@ -103,6 +104,14 @@ sw_unwinder *sw_unwinder_new(int pid, sw_mem *mem)
     return u;
 }
 
+sw_unwinder *sw_unwinder_new_core(sw_coremem *core, sw_mem *mem)
+{
+    sw_unwinder *u = sw_unwinder_new(0, mem);
+    if (u)
+        u->core = core;
+    return u;
+}
+
 void sw_unwinder_free(sw_unwinder *u)
 {
     if (!u)
@@ -131,8 +140,9 @@ void sw_unwind_get_stats(const sw_unwinder *u, sw_unwind_stats *out)
 
 /* ---- the target's files ---- */
 
-/* The index of the file at path, added if new; -1 if out of room. */
-static long file_index(sw_unwinder *u, const char *path)
+/* The index of the file at path, added if new (read from open_path, or
+ * NULL: through /proc/PID/root); -1 if out of room. */
+static long file_index(sw_unwinder *u, const char *path, const char *open)
 {
     for (size_t i = u->nfiles; i-- > 0;)
         if (strcmp(u->files[i].path, path) == 0)
@@ -148,7 +158,7 @@ static long file_index(sw_unwinder *u, const char *path)
     char open_path[PATH_LEN + 32];
     snprintf(open_path, sizeof open_path, "/proc/%d/root%s", u->pid, path);
     f->path = strdup(path);
-    f->open_path = strdup(path[0] == '/' ? open_path : path);
+    f->open_path = strdup(open ? open : path[0] == '/' ? open_path : path);
     if (!f->path || !f->open_path) {
         free(f->path);
         free(f->open_path);
@@ -157,10 +167,44 @@ static long file_index(sw_unwinder *u, const char *path)
     return (long)u->nfiles++;
 }
 
+static int by_start(const void *a, const void *b)
+{
+    const map *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* A core's file mappings: its NT_FILE note, each file as found here
+ * (none: unreadable, its addresses then without CFI or symbols). */
+static void read_core_maps(sw_unwinder *u)
+{
+    size_t n;
+    const sw_core_file *cf = sw_core_files(sw_coremem_core(u->core), &n);
+    u->nmaps = 0;
+    for (size_t i = 0; i < n && i < MAX_MAPS; i++) {
+        char local[PATH_LEN], err[256];
+        if (cf[i].end <= cf[i].start)
+            continue;
+        if (sw_coremem_local(u->core, cf[i].path, local, sizeof local, err, sizeof err) != SW_OK)
+            local[0] = 0;
+        long fi = file_index(u, cf[i].path, local);
+        map *v = fi < 0 ? NULL : sw_array_grow(u->maps, &u->capmaps, u->nmaps + 1, sizeof *v, 64);
+        if (!v)
+            break;
+        u->maps = v;
+        u->maps[u->nmaps++] = (map){cf[i].start, cf[i].end, cf[i].offset, (uint32_t)fi, 1};
+    }
+    if (u->nmaps)
+        qsort(u->maps, u->nmaps, sizeof *u->maps, by_start);
+}
+
 /* (Re-)reads /proc/PID/maps: the mappings of files and of the vDSO. */
 static void read_maps(sw_unwinder *u)
 {
     u->maps_read = u->maps_fresh = 1;
+    if (u->core) {
+        read_core_maps(u);
+        return;
+    }
     char path[64], line[PATH_LEN + 128];
     snprintf(path, sizeof path, "/proc/%d/maps", u->pid);
     FILE *fp = fopen(path, "re");
@@ -171,7 +215,7 @@ static void read_maps(sw_unwinder *u)
         sw_maps_entry m;
         if (sw_target_maps_line(line, &m) != SW_OK || (m.path[0] != '/' && strcmp(m.path, "[vdso]") != 0))
             continue;
-        long fi = file_index(u, m.path);
+        long fi = file_index(u, m.path, NULL);
         map *v = fi < 0 ? NULL : sw_array_grow(u->maps, &u->capmaps, u->nmaps + 1, sizeof *v, 64);
         if (!v)
             break;
@@ -416,9 +460,34 @@ int sw_unwind_regs(sw_unwinder *u, const uint64_t *in, uint64_t *pcs, uint8_t *f
     return n;
 }
 
+void sw_unwind_regs_of_user(const uint64_t *g, uint64_t *regs)
+{
+    /* struct user_regs_struct: r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax
+     * rcx rdx rsi rdi orig_rax rip cs eflags rsp ... */
+    static const unsigned char from[SW_CFI_NREGS] = {10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0, 16};
+    for (int i = 0; i < SW_CFI_NREGS; i++)
+        regs[i] = g[from[i]];
+}
+
 int sw_unwind_capture(sw_unwinder *u, int tid, uint64_t *pcs, uint8_t *flags, int max, int *truncated)
 {
     *truncated = 0;
+    uint64_t regs[SW_CFI_NREGS];
+    if (u->core) {
+        size_t n;
+        const sw_core_thread *t = sw_core_threads(sw_coremem_core(u->core), &n);
+        for (size_t i = 0; i < n; i++) {
+            if (t[i].tid == tid) {
+                u->maps_fresh = 0;
+                sw_unwind_regs_of_user(t[i].gregs, regs);
+                u->st.captures++;
+                return sw_unwind_regs(u, regs, pcs, flags, max, truncated);
+            }
+        }
+        snprintf(u->err, sizeof u->err, "the core has no registers of thread %d", tid);
+        u->st.stop_failed++;
+        return SW_EARG;
+    }
 #if SW_UNWIND_OK
     u->maps_fresh = 0;
     sw_unwind_release(u);
@@ -430,14 +499,16 @@ int sw_unwind_capture(sw_unwinder *u, int tid, uint64_t *pcs, uint8_t *flags, in
     u->stopped = 1;
     u->stopped_at = now_ns();
     struct user_regs_struct ur;
+    uint64_t g[SW_CORE_GREGS];
+    _Static_assert(sizeof ur == sizeof g, "struct user_regs_struct is x86-64's");
     if (ptrace(PTRACE_GETREGS, tid, 0, &ur) != 0) {
         snprintf(u->err, sizeof u->err, "thread %d: its registers cannot be read", tid);
         sw_unwind_release(u);
         u->st.stop_failed++;
         return SW_EIO;
     }
-    uint64_t regs[SW_CFI_NREGS] = {ur.rax, ur.rdx, ur.rcx, ur.rbx, ur.rsi, ur.rdi, ur.rbp, ur.rsp, ur.r8,
-                                   ur.r9,  ur.r10, ur.r11, ur.r12, ur.r13, ur.r14, ur.r15, ur.rip};
+    memcpy(g, &ur, sizeof g);
+    sw_unwind_regs_of_user(g, regs);
     u->st.captures++;
     return sw_unwind_regs(u, regs, pcs, flags, max, truncated);
 #else
@@ -445,6 +516,7 @@ int sw_unwind_capture(sw_unwinder *u, int tid, uint64_t *pcs, uint8_t *flags, in
     (void)pcs;
     (void)flags;
     (void)max;
+    (void)regs;
     sw_unwind_supported(u->err, sizeof u->err);
     return SW_EIO;
 #endif

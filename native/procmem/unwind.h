@@ -35,13 +35,28 @@ typedef struct sw_unwinder sw_unwinder;
 /* An unwinder of process pid, reading its memory through mem (the
  * caller's; it must outlive the unwinder). NULL if out of memory. */
 sw_unwinder *sw_unwinder_new(int pid, sw_mem *mem);
+
+/* An unwinder of the process of a core file (coremem.h; it and mem, its
+ * memory, must outlive the unwinder): the threads' registers are the
+ * core's (NT_PRSTATUS), its files those of its NT_FILE note as
+ * sw_coremem_local finds them here (build ids checked), nothing is
+ * stopped. */
+struct sw_coremem;
+sw_unwinder *sw_unwinder_new_core(struct sw_coremem *core, sw_mem *mem);
 void sw_unwinder_free(sw_unwinder *u);
 
 /* 1 if this platform can unwind another process (Linux x86-64), else 0
  * with the reason in err. */
 int sw_unwind_supported(char *err, size_t errlen);
 
-/* Stops thread tid and unwinds its stack: returns the number of frames
+/* The registers of the kernel's struct user_regs_struct (PTRACE_GETREGS,
+ * a core's NT_PRSTATUS; x86-64) in DWARF's order, as sw_unwind_regs takes
+ * them. */
+void sw_unwind_regs_of_user(const uint64_t *user_regs, uint64_t *regs);
+
+/* Stops thread tid and unwinds its stack (a core's thread: unwinds it
+ * from its registers in the core, SW_EARG if the core has no such
+ * thread): returns the number of frames
  * written to pcs (pcs[0]: the instruction where it stopped; then return
  * addresses) and their SW_UNWIND_* flags (flags may be NULL), at most max;
  * *truncated is 1 if the stack goes on beyond them. The thread stays

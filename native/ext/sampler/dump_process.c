@@ -176,11 +176,7 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Ispzzp", kwlist, &pid, &max_depth, &layout, &locals, &core, &exe,
                                      &native))
         return NULL;
-    if (native && core) {
-        PyErr_SetString(PyExc_ValueError, "native frames are not read from a core file (yet): its threads' registers "
-                                          "are not unwound; dump the live process with --native");
-        return NULL;
-    }
+
     if (strcmp(layout, "auto") != 0 && strcmp(layout, "debug_offsets") != 0) {
         PyErr_SetString(PyExc_ValueError, "layout must be 'auto' or 'debug_offsets'");
         return NULL;
@@ -253,7 +249,7 @@ static PyMethodDef methods[] = {
      "or a crash's), exe the python that ran (for a core of another machine or files changed since): no thread "
      "states there (state 'unknown', gil False); native=True merges each thread's native frames in ('symbol "
      "[native]', the library as filename, line 0), each thread stopped with ptrace while read and unwound from "
-     "outside (not with core, nor with locals); address: a native frame's symbol's start in the process (a "
+     "outside (a core's: unwound from its registers; not with locals); address: a native frame's symbol's start in the process (a "
      "Python frame's: its code object's)"},
     {NULL, NULL, 0, NULL},
 };

@@ -19,7 +19,8 @@
  *   forces the last for a 3.13 target (for the tests). native=True: each
  *   thread is stopped with ptrace while it is read (unwind.h), its native
  *   frames unwound from outside and merged in ("symbol [native]", the
- *   library as filename, line 0), as `profile --native` merges them.
+ *   library as filename, line 0), as `profile --native` merges them (a
+ *   core's threads: from their registers in the core).
  *
  * Raises ProcessLookupError (no such process), PermissionError (with what
  * grants it), ValueError (not a Python process, a Python version this

@@ -9,7 +9,8 @@ the same read from a core file (gdb's gcore, or a crash's) instead of a
 running process. --native: each thread's native (C) frames merged with its
 Python ones, as `profile --native` does: each thread is stopped with
 ptrace (no signal) while it is read, its C stack unwound from outside with
-the .eh_frame CFI of the files mapped in the process, then let go."""
+the .eh_frame CFI of the files mapped in the process, then let go (a core
+file's threads: unwound from the registers the core holds)."""
 import json
 import sys
 
@@ -33,7 +34,7 @@ def add_parser(subparsers):
                                                          "the type and address of others)")
     p.add_argument("--native", action="store_true", help="merge each thread's native (C) frames in, as profile "
                                                          "--native does (each thread stopped with ptrace while "
-                                                         "read; Linux x86-64; not with --core or --locals)")
+                                                         "read; with --core: from the core's registers; Linux x86-64; not with --locals)")
     p.add_argument("--core", metavar="CORE", help="read the process of this core file (gdb's gcore, or a crash's "
                                                   "core) instead of a running one")
     p.add_argument("--exe", metavar="PYTHON", help="with --core: the python executable that ran (its folder and "
@@ -137,9 +138,9 @@ def run(args):
         print("stackwatch: error: dump needs a PID or --core CORE (one of them; --exe goes with --core)",
               file=sys.stderr)
         return 2
-    if args.native and (args.core or args.locals):
-        print("stackwatch: error: dump --native reads a live process's native frames: not with --core (a core's "
-              "registers are not unwound yet) nor with --locals", file=sys.stderr)
+    if args.native and args.locals:
+        print("stackwatch: error: dump --native and --locals do not go together (a merged stack's frames are not "
+              "read for their variables)", file=sys.stderr)
         return 2
     try:
         dump, threads = threads_of(args.pid, args.locals, args.core, args.exe, args.native)

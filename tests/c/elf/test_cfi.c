@@ -14,7 +14,6 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
-#include "elf/cfi.h"
 #include "elf/elf.h"
 
 #include <ctype.h>

@@ -141,3 +141,20 @@ def test_record_native_from_outside(parked, tmp):
     assert line and "us per sample" in line[0], r.stderr
     print(line[0])
     assert parked.p.poll() is None
+
+
+@pytest.mark.versions("3.12")   # seconds (gcore); the unwinder is the live one's over a core's registers
+def test_dump_core_native_equals_the_live_dump(parked, tmp):
+    """`dump --core --native` of a gcore of the parked program unwinds each
+    thread from the registers the core holds: the same frames, native and
+    Python, as `dump PID --native` of the process."""
+    from test_dump import comparable, gcore
+    r = run(["dump", str(parked.p.pid), "--native", "--json"])
+    assert r.returncode == 0, r.stderr
+    live = json.loads(r.stdout)
+    core = gcore(parked.p.pid, tmp / "core")
+    r = run(["dump", "--core", str(core), "--native", "--json"])
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert comparable(got) == comparable(live)
+    assert all(sum(f.get("native", False) for f in t["frames"]) > 5 for t in got), got
