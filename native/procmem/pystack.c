@@ -205,6 +205,20 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     return r;
 }
 
+/* Native frames of another process or of a core, by the unwinder u (NULL:
+ * out of memory), named by its files. 0, or SW_ENOMEM with r freed. */
+static int use_unwinder(sw_pystack *r, sw_unwinder *u, char *err, size_t errlen)
+{
+    sw_symbols_free(r->syms);
+    r->unwinder = u;
+    r->syms = u ? sw_symbols_new_remote(u) : NULL;
+    if (r->syms)
+        return SW_OK;
+    snprintf(err, errlen, "out of memory");
+    sw_pystack_free(r);
+    return SW_ENOMEM;
+}
+
 sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
                            uint64_t probe_addr, size_t probe_len, char *err, size_t errlen)
 {
@@ -221,14 +235,8 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
             sw_pystack_free(r);
             return NULL;
         }
-        sw_symbols_free(r->syms);
-        r->unwinder = sw_unwinder_new(pid, &r->mem);
-        r->syms = r->unwinder ? sw_symbols_new_remote(r->unwinder) : NULL;
-        if (!r->syms) {
-            snprintf(err, errlen, "out of memory");
-            sw_pystack_free(r);
+        if (use_unwinder(r, sw_unwinder_new(pid, &r->mem), err, errlen) != SW_OK)
             return NULL;
-        }
     }
     return r;
 }
@@ -246,14 +254,8 @@ sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, 
     sw_mem_open_core(&r->mem, core);
     if (lim->native) {
         /* Native frames: unwound from the core's registers (unwind.h). */
-        sw_symbols_free(r->syms);
-        r->unwinder = sw_unwinder_new_core(core, &r->mem);
-        r->syms = r->unwinder ? sw_symbols_new_remote(r->unwinder) : NULL;
-        if (!r->syms) {
-            snprintf(err, errlen, "out of memory");
-            sw_pystack_free(r);
+        if (use_unwinder(r, sw_unwinder_new_core(core, &r->mem), err, errlen) != SW_OK)
             return NULL;
-        }
     }
     return r;
 }
