@@ -185,6 +185,16 @@ typedef struct sw_py_layout {
     uint32_t tpflags_managed_dict; /* Py_TPFLAGS_MANAGED_DICT */
     uint32_t tpflags_inline_values;/* 3.13: Py_TPFLAGS_INLINE_VALUES, else 0 */
     uint32_t managed_untag;        /* 3.12: added to the tagged word to get the values' address */
+    /* 3.9/3.10 (managed_kind SW_MANAGED_DICTOFFSET): a dict's keys object
+     * has a slot count, dk_size (a Py_ssize_t at keys_size), not its log2;
+     * its index table (keys_indices) has 1, 2, 4 or 8 bytes per slot as the
+     * count needs, then PyDictKeyEntry entries; an instance keeps its dict
+     * at its type's tp_dictoffset. The keys object's private layout
+     * (Objects/dict-common.h, not installed) and the module's dict come
+     * from probing those releases (asyncio_layout.h), bound in by the
+     * reader that needs them (asynciotree.c); the headers give the rest. */
+    uint32_t keys_size;            /* 3.9/3.10: PyDictKeysObject.dk_size, else SW_NO_OFFSET */
+    uint32_t type_dictoffset;      /* PyTypeObject.tp_dictoffset */
 
     /* A frame's local variables (pylocals.h: `dump --locals`). 3.11+: the
      * values are the frame's localsplus array, named by the code's
@@ -218,6 +228,7 @@ enum {
     SW_MANAGED_TAGGED = 2,   /* 3.12: one word before it, values when its low bit is set, else a dict */
     SW_MANAGED_INLINE = 3,   /* 3.13: values inline after tp_basicsize (if the type says so and they
                                 are valid), else the dict pointer before it */
+    SW_MANAGED_DICTOFFSET = 4,   /* 3.9/3.10: a dict at the type's tp_dictoffset (keys_size above) */
 };
 
 /* Every field of sw_py_layout, in order, with its width in bits: the
@@ -248,8 +259,8 @@ enum {
     X(long_size, 32) X(long_non_size_bits, 32) X(long_digits, 32) X(long_digit_size, 32) X(long_shift, 32) \
     X(type_flags, 32) X(type_basicsize, 32) X(heaptype_cached_keys, 32) X(managed_dict_back, 32) \
     X(managed_values_back, 32) X(tpflags_managed_dict, 32) X(tpflags_inline_values, 32) \
-    X(managed_untag, 32) X(frame_localsplus, 32) X(code_varnames, 32) X(code_cellvars, 32) \
-    X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
+    X(managed_untag, 32) X(keys_size, 32) X(type_dictoffset, 32) X(frame_localsplus, 32) X(code_varnames, 32) \
+    X(code_cellvars, 32) X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
     X(cell_ref, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
     X(cell_type, 64)
 

@@ -59,16 +59,6 @@ static long tuple_items(sw_mem *m, const sw_py_layout *l, uint64_t addr, uint64_
     return k;
 }
 
-/* The NUL-terminated C string at addr, cut to fit out. */
-static int read_cstr(sw_mem *m, uint64_t addr, char *out, size_t cap)
-{
-    size_t got = addr ? sw_mem_read_upto(m, addr, out, cap - 1) : 0;
-    if (!got)
-        return SW_EIO;
-    out[got] = 0;
-    return SW_OK;
-}
-
 static void read_int(sw_mem *m, const sw_py_layout *l, sw_pyval *v)
 {
     unsigned char h[SW_LAYOUT_MAX_READ];
@@ -137,10 +127,9 @@ static void read_value(sw_mem *m, const sw_py_layout *l, uint64_t addr, sw_pyval
     v->type_name[0] = 0;
     v->negative = v->truncated = 0;
     v->len = 0;
-    uint64_t type, name;
-    if (sw_mem_read_u64(m, addr + l->ob_type, &type) != SW_OK || !type ||
-        sw_mem_read_u64(m, type + l->type_name, &name) != SW_OK ||
-        read_cstr(m, name, v->type_name, sizeof v->type_name) != SW_OK)
+    uint64_t type;
+    if (sw_mem_read_u64(m, addr + l->ob_type, &type) != SW_OK ||
+        sw_pytype_name(m, l, type, v->type_name, sizeof v->type_name) != SW_OK)
         return;
     v->kind = SW_PYVAL_OTHER;
     if (addr == l->none_addr) {

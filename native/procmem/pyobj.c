@@ -26,22 +26,27 @@ static uint64_t u64_at(const unsigned char *p)
 
 int sw_pyobj_usable(const sw_py_layout *l, char *err, size_t errlen)
 {
-    if (l->managed_kind < SW_MANAGED_3_11 || l->managed_kind > SW_MANAGED_INLINE) {
+    if (l->managed_kind < SW_MANAGED_3_11 || l->managed_kind > SW_MANAGED_DICTOFFSET) {
         snprintf(err, errlen, "objects of this Python version are not described (3.11+ only)");
         return SW_EARG;
     }
-    const uint32_t within[] = {l->module_dict, l->dict_keys, l->dict_values, l->keys_log2_size,
-                               l->keys_log2_index_bytes, l->keys_kind, l->keys_nentries, l->keys_indices,
-                               l->entry_size, l->entry_key, l->entry_value, l->uentry_size, l->uentry_key,
-                               l->uentry_value, l->values_values, l->long_size, l->long_digits, l->type_flags,
-                               l->type_basicsize, l->heaptype_cached_keys, l->managed_dict_back};
+    int old = l->managed_kind == SW_MANAGED_DICTOFFSET;
+    const uint32_t within[] = {l->module_dict, l->dict_keys, l->dict_values, old ? l->keys_size : l->keys_log2_size,
+                               old ? l->keys_size : l->keys_log2_index_bytes, old ? l->keys_size : l->keys_kind,
+                               l->keys_nentries, l->keys_indices, l->entry_size, l->entry_key, l->entry_value,
+                               old ? l->entry_size : l->uentry_size, old ? l->entry_key : l->uentry_key,
+                               old ? l->entry_value : l->uentry_value, old ? 0 : l->values_values, l->long_size,
+                               l->long_digits, l->type_flags, l->type_basicsize,
+                               old ? l->type_dictoffset : l->heaptype_cached_keys,
+                               old ? l->type_dictoffset : l->managed_dict_back};
     for (size_t i = 0; i < sizeof within / sizeof within[0]; i++)
         if (within[i] == SW_NO_OFFSET || within[i] + 8u > SW_LAYOUT_MAX_READ) {
             snprintf(err, errlen, "object field %zu of the layout is missing or out of range", i);
             return SW_EARG;
         }
-    if (l->entry_key + 8 > l->entry_size || l->entry_value + 8 > l->entry_size || l->uentry_key + 8 > l->uentry_size ||
-        l->uentry_value + 8 > l->uentry_size || l->long_digit_size != 4 || l->long_shift == 0 ||
+    if (l->entry_key + 8 > l->entry_size || l->entry_value + 8 > l->entry_size ||
+        (!old && (l->uentry_key + 8 > l->uentry_size || l->uentry_value + 8 > l->uentry_size)) ||
+        l->long_digit_size != 4 || l->long_shift == 0 ||
         l->long_shift > 30 || l->long_non_size_bits > 8 || l->interp_modules == SW_NO_OFFSET ||
         (l->managed_kind == SW_MANAGED_3_11 && l->managed_values_back > SW_LAYOUT_MAX_READ) ||
         (l->managed_kind == SW_MANAGED_INLINE && l->values_valid > SW_LAYOUT_MAX_READ) ||
@@ -60,12 +65,25 @@ static int read_entries(sw_mem *m, const sw_py_layout *l, uint64_t keys, unsigne
     unsigned char h[SW_LAYOUT_MAX_READ];
     if (!keys || sw_mem_read(m, keys, h, l->keys_indices) != 0)
         return SW_EIO;
-    uint32_t log2_size = h[l->keys_log2_size], log2_index = h[l->keys_log2_index_bytes];
+    uint32_t log2_size, log2_index;
+    if (l->managed_kind == SW_MANAGED_DICTOFFSET) {
+        /* 3.9/3.10: a slot count; the index width grows with it (1, 2, 4, 8 bytes) */
+        uint64_t size = u64_at(h + l->keys_size);
+        if (!size || (size & (size - 1)) || size > (1ull << LOG2_SIZE_MAX))
+            return SW_EARG;
+        for (log2_size = 0; (1ull << log2_size) < size; log2_size++)
+            ;
+        log2_index = log2_size + (size <= 0xff ? 0 : size <= 0xffff ? 1 : 2);
+        *general = 1;
+    } else {
+        log2_size = h[l->keys_log2_size];
+        log2_index = h[l->keys_log2_index_bytes];
+        *general = h[l->keys_kind] == l->keys_kind_general;
+    }
     int64_t nentries = (int64_t)u64_at(h + l->keys_nentries);
     if (log2_size > LOG2_SIZE_MAX || log2_index > log2_size + 3 || nentries < 0 ||
         (uint64_t)nentries > (1ull << log2_size) || (uint64_t)nentries > SW_PYDICT_MAX_ENTRIES)
         return SW_EARG;
-    *general = h[l->keys_kind] == l->keys_kind_general;
     *esize = *general ? l->entry_size : l->uentry_size;
     *n = (uint64_t)nentries;
     *out = malloc(*n ? *n * *esize : 1);
@@ -157,6 +175,18 @@ int sw_pyobj_type(sw_mem *m, const sw_py_layout *l, uint64_t obj, uint64_t *type
     return sw_mem_read_u64(m, obj + l->ob_type, type);
 }
 
+int sw_pytype_name(sw_mem *m, const sw_py_layout *l, uint64_t type, char *out, size_t cap)
+{
+    uint64_t name;
+    size_t got = 0;
+    if (cap && type && sw_mem_read_u64(m, type + l->type_name, &name) == SW_OK && name)
+        got = sw_mem_read_upto(m, name, out, cap - 1);
+    if (!got)
+        return SW_EIO;
+    out[got] = 0;
+    return SW_OK;
+}
+
 /* name among the shared keys of the instance's type, its value in the
  * values array at values. */
 static int shared_attr(sw_mem *m, const sw_py_layout *l, uint64_t keys, uint64_t values, const char *name,
@@ -176,6 +206,16 @@ int sw_pyobj_attr(sw_mem *m, const sw_py_layout *l, uint64_t obj, const char *na
 {
     unsigned char t[SW_LAYOUT_MAX_READ];
     uint64_t type, dict = 0, values = 0;
+    if (l->managed_kind == SW_MANAGED_DICTOFFSET) {
+        int64_t offset;
+        if (sw_pyobj_type(m, l, obj, &type) != SW_OK || sw_mem_read(m, type + l->type_dictoffset, &offset, 8) != 0)
+            return SW_EIO;
+        if (offset <= 0 || offset > (1 << 20))
+            return SW_EARG;   /* none, or after the items of a variable-size object: not read */
+        if (sw_mem_read_u64(m, obj + (uint64_t)offset, &dict) != SW_OK)
+            return SW_EIO;
+        return dict ? sw_pydict_get(m, l, dict, name, value) : SW_EARG;
+    }
     uint32_t need = l->heaptype_cached_keys + 8u;
     if (l->type_flags + 8u > need)
         need = l->type_flags + 8u;

@@ -1,7 +1,9 @@
 /*
  * pyobj.h - Python objects of a target read by name, without running code
  * in it: dict entries, a str key's value, an instance's attribute, a small
- * int. 3.11+ (the layout's managed_kind and dict fields; layout.h). Every
+ * int. 3.11+ (the layout's managed_kind and dict fields; layout.h), and
+ * 3.9/3.10 once a layout has their dict fields bound in
+ * (sw_asyncio_bind_objects: SW_MANAGED_DICTOFFSET). Every
  * read is bounded (SW_PYDICT_MAX_ENTRIES entries, one read of each array)
  * and every count checked before use; a target that changes under the
  * reader gives an error, never a hang or a crash.
@@ -39,5 +41,9 @@ int sw_pylong_read(sw_mem *m, const sw_py_layout *l, uint64_t addr, uint64_t *va
 
 /* The type object of the object at addr (0 or SW_EIO). */
 int sw_pyobj_type(sw_mem *m, const sw_py_layout *l, uint64_t obj, uint64_t *type);
+
+/* The tp_name of the type object at type into out (cap bytes, cut, NUL
+ * terminated): 0 or SW_EIO. Any version (the layout's type_name). */
+int sw_pytype_name(sw_mem *m, const sw_py_layout *l, uint64_t type, char *out, size_t cap);
 
 #endif

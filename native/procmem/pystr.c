@@ -98,3 +98,15 @@ long sw_pystr_read(sw_mem *m, const sw_py_layout *l, uint64_t addr, char *out)
     out[o] = 0;
     return (long)o;
 }
+
+void sw_utf8_copy_cut(char *dst, size_t size, const char *s)
+{
+    size_t len = strlen(s);
+    if (len >= size) {
+        len = size - 1;
+        while (len && ((unsigned char)s[len] & 0xc0) == 0x80)
+            len--;
+    }
+    memcpy(dst, s, len);
+    dst[len] = 0;
+}

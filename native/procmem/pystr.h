@@ -19,4 +19,8 @@
  * bytes before the NUL, or -1 if addr does not hold a readable str. */
 long sw_pystr_read(sw_mem *m, const sw_py_layout *l, uint64_t addr, char *out);
 
+/* Copies the UTF-8 string s into dst (size bytes, NUL-terminated), cut at
+ * a character boundary if longer. */
+void sw_utf8_copy_cut(char *dst, size_t size, const char *s);
+
 #endif

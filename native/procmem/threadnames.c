@@ -15,19 +15,6 @@ typedef struct {
     size_t max, n;
 } names;
 
-/* Copies s into dst (size bytes), cut at a UTF-8 character boundary. */
-static void copy_name(char *dst, size_t size, const char *s)
-{
-    size_t len = strlen(s);
-    if (len >= size) {
-        len = size - 1;
-        while (len && ((unsigned char)s[len] & 0xc0) == 0x80)
-            len--;
-    }
-    memcpy(dst, s, len);
-    dst[len] = 0;
-}
-
 static int add_thread(void *ud, uint64_t key, uint64_t thread)
 {
     names *q = ud;
@@ -40,7 +27,7 @@ static int add_thread(void *ud, uint64_t key, uint64_t thread)
         sw_pyobj_attr(q->m, q->l, thread, "_name", &name) != SW_OK || sw_pystr_read(q->m, q->l, name, s) < 0)
         return 0;
     q->out[q->n].ident = ident;
-    copy_name(q->out[q->n].name, sizeof q->out[q->n].name, s);
+    sw_utf8_copy_cut(q->out[q->n].name, sizeof q->out[q->n].name, s);
     q->n++;
     return 0;
 }

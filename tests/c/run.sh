@@ -56,15 +56,19 @@ for build in plain asan; do
 done
 
 # ---- The generated layouts of known CPython releases are what their
-# headers give (scripts/gen-layouts.py; exit 2: other releases installed).
-echo "== generated layouts (native/procmem/layouts_generated.h, pending_generated.h)"
-python3 "$root/scripts/gen-layouts.py" --check
-case $? in
-  0) passed=$((passed + 1)) ;;
-  2) echo "  skipped: not the releases the header was made from" ;;
-  *) echo "  FAIL  native/procmem/layouts_generated.h is not what scripts/gen-layouts.py makes"
-     failed=$((failed + 1)) ;;
-esac
+# headers give (scripts/gen-layouts.py), and the asyncio tables what probing
+# those releases' objects gives (scripts/gen-asyncio-layouts.py); exit 2:
+# other releases installed.
+for gen in "gen-layouts:layouts_generated.h, pending_generated.h" "gen-asyncio-layouts:asyncio_generated.h"; do
+  echo "== generated tables (native/procmem/${gen#*:})"
+  python3 "$root/scripts/${gen%%:*}.py" --check
+  case $? in
+    0) passed=$((passed + 1)) ;;
+    2) echo "  skipped: not the releases the header was made from" ;;
+    *) echo "  FAIL  native/procmem/${gen#*:} is not what scripts/${gen%%:*}.py makes"
+       failed=$((failed + 1)) ;;
+  esac
+done
 
 # ---- Seed corpus: valid traces written by the writer.
 echo "== fuzz seed corpus"

@@ -5,6 +5,7 @@
 #include "history_view.h"
 
 #include "calltree_type.h"
+#include "ext/shared/pyargs.h"
 
 #include <string.h>
 #include <time.h>
@@ -42,15 +43,9 @@ PyObject *sw_py_history_window(const sw_history *h, sw_profile *lock, PyObject *
 {
     static char *kwlist[] = {"start_ns", "stop_ns", "thread_id", NULL};
     long long start, stop;
-    PyObject *tid_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|O:window", kwlist, &start, &stop, &tid_obj))
+    sw_optional_u64 tid = {0, 0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|O&:window", kwlist, &start, &stop, sw_pyargs_optional_u64, &tid))
         return NULL;
-    unsigned long long tid = 0;
-    if (tid_obj != Py_None) {
-        tid = PyLong_AsUnsignedLongLong(tid_obj);
-        if (PyErr_Occurred())
-            return NULL;
-    }
     PyObject *res = sw_py_calltree_new();
     if (!res)
         return NULL;
@@ -60,7 +55,7 @@ PyObject *sw_py_history_window(const sw_history *h, sw_profile *lock, PyObject *
         Py_BEGIN_ALLOW_THREADS
         if (lock)
             sw_profile_lock(lock);
-        rc = sw_history_window(h, start, stop, tid_obj == Py_None, tid, t);
+        rc = sw_history_window(h, start, stop, !tid.given, tid.value, t);
         if (lock)
             sw_profile_unlock(lock);
         Py_END_ALLOW_THREADS

@@ -166,6 +166,85 @@ static int add_python_names(sw_target *t, const sw_py_layout *l, uint64_t interp
     return rc;
 }
 
+/* One task as a dict (see dump_process.h). */
+static int add_task(void *ud, const sw_aio_task *t)
+{
+    static const char *const awaits[] = {"nothing", "task", "gather", "future"};
+    PyObject *list = ud, *frames = PyList_New(t->depth), *children = PyList_New(t->nchildren);
+    for (uint32_t i = 0; frames && children && i < t->depth; i++) {
+        const sw_sample_code *c = t->codes[i];
+        PyObject *f = Py_BuildValue("(s#s#i)", c->name, (Py_ssize_t)c->name_len, c->filename,
+                                    (Py_ssize_t)c->filename_len, (int)t->lines[i]);
+        if (!f)
+            Py_CLEAR(frames);
+        else
+            PyList_SET_ITEM(frames, i, f);
+    }
+    for (uint32_t i = 0; frames && children && i < t->nchildren; i++) {
+        PyObject *c = PyLong_FromUnsignedLongLong(t->children[i]);
+        if (!c)
+            Py_CLEAR(children);
+        else
+            PyList_SET_ITEM(children, i, c);
+    }
+    PyObject *name = PyUnicode_DecodeUTF8(t->name, (Py_ssize_t)strlen(t->name), "replace");
+    PyObject *type = PyUnicode_DecodeUTF8(t->waiter_type, (Py_ssize_t)strlen(t->waiter_type), "replace");
+    PyObject *d = frames && children && name && type
+                      ? Py_BuildValue("{s:K,s:N,s:K,s:O,s:K,s:N,s:s,s:K,s:N,s:N,s:K}", "address",
+                                      (unsigned long long)t->addr, "name", name, "loop", (unsigned long long)t->loop,
+                                      "running", t->running ? Py_True : Py_False,
+                                      "loop_thread", (unsigned long long)t->loop_thread, "frames", frames, "awaits",
+                                      awaits[t->awaits < 4 ? t->awaits : 0], "waiter", (unsigned long long)t->waiter,
+                                      "waiter_type", type, "children", children, "group_parent",
+                                      (unsigned long long)t->group_parent)
+                      : NULL;
+    if (!d) {   /* (Py_BuildValue's N consumed them even when it failed) */
+        if (!frames || !children || !name || !type) {
+            Py_XDECREF(frames);
+            Py_XDECREF(children);
+            Py_XDECREF(name);
+            Py_XDECREF(type);
+        }
+    }
+    int rc = !d || PyList_Append(list, d) < 0;
+    Py_XDECREF(d);
+    return rc;
+}
+
+/* The asyncio tasks of the target into out["asyncio"] (a list), and
+ * out["asyncio_error"]: None, or why they could not be read. -1 only on
+ * a Python error. */
+static int add_asyncio(sw_target *t, const sw_py_layout *l, uint64_t interp, PyObject *out)
+{
+    char err[512] = "";
+    sw_aio_stats st;
+    PyObject *tasks = PyList_New(0);
+    sw_codecache *codes = sw_codecache_new(65536);
+    if (!tasks || !codes) {
+        Py_XDECREF(tasks);
+        sw_codecache_free(codes);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -1;
+    }
+    int rc = sw_aio_read(&t->mem, l, interp, codes, add_task, tasks, &st, err, sizeof err);
+    sw_codecache_free(codes);
+    if (PyErr_Occurred()) {
+        Py_DECREF(tasks);
+        return -1;
+    }
+    if (rc < 0)
+        PyList_SetSlice(tasks, 0, PyList_GET_SIZE(tasks), NULL);   /* none, said why */
+    else if (st.unreadable)
+        snprintf(err, sizeof err, "%u of %u tasks could not be read (changed while read)", st.unreadable, st.found);
+    PyObject *why = err[0] ? PyUnicode_FromString(err) : (Py_INCREF(Py_None), Py_None);
+    int bad = !why || PyDict_SetItemString(out, "asyncio", tasks) < 0 ||
+              PyDict_SetItemString(out, "asyncio_error", why) < 0;
+    Py_XDECREF(why);
+    Py_DECREF(tasks);
+    return bad ? -1 : 0;
+}
+
 static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
@@ -231,6 +310,8 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
                          : NULL;
     if (!path)
         Py_XDECREF(d.threads);
+    if (out && add_asyncio(&t, &l, interp, out) < 0)
+        Py_CLEAR(out);
     sw_target_close(&t);
     if (!out && !PyErr_Occurred())
         PyErr_NoMemory();
@@ -249,8 +330,10 @@ static PyMethodDef methods[] = {
      "or a crash's), exe the python that ran (for a core of another machine or files changed since): no thread "
      "states there (state 'unknown', gil False); native=True merges each thread's native frames in ('symbol "
      "[native]', the library as filename, line 0), each thread stopped with ptrace while read and unwound from "
-     "outside (a core's: unwound from its registers; not with locals); address: a native frame's symbol's start in the process (a "
-     "Python frame's: its code object's)"},
+     "outside (a core's: unwound from its registers; not with locals); address: a native frame's symbol's start "
+     "in the process (a Python frame's: its code object's); asyncio: the pending asyncio tasks [{address, name, "
+     "loop, running, loop_thread, frames, awaits, waiter, waiter_type, children, group_parent}], asyncio_error: "
+     "None or why some or all were not read"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,7 +11,13 @@
  *                    "state" ("running", "gil_wait", "idle", "unknown"),
  *                    "failed" (bool: the stack could not be read),
  *                    "frames": [(qualname, filename, line, locals, address)]
- *                    innermost first}]}
+ *                    innermost first}],
+ *       "asyncio": [{"address", "name", "loop", "running", "loop_thread",
+ *                    "frames": [(qualname, filename, line)] innermost first,
+ *                    "awaits" ("nothing", "task", "gather", "future"),
+ *                    "waiter", "waiter_type", "children", "group_parent"}]
+ *                   (the pending asyncio tasks: asynciotree.h),
+ *       "asyncio_error": None, or why some or all were not read}
  *   in the interpreter's order of thread states (faulthandler's). The
  *   layout is this extension's own for its own release, a generated one
  *   for a known release (layouts_known.h), or for another 3.13 release the

@@ -19,6 +19,7 @@
 #include "target_open.h"
 #include "sampler_layout.h"
 #include "test_entry_points.h"
+#include "ext/shared/pyargs.h"
 #include "ext/shared/pyerr.h"
 #include "ext/profile/calltree_type.h"
 #include "ext/profile/history_view.h"
@@ -571,15 +572,9 @@ static PyObject *Sampler_threads(SamplerObject *self, PyObject *unused)
 static PyObject *Sampler_tree(SamplerObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"thread_id", NULL};
-    PyObject *tid_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &tid_obj) || usable(self) < 0)
+    sw_optional_u64 tid = {0, 0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O&", kwlist, sw_pyargs_optional_u64, &tid) || usable(self) < 0)
         return NULL;
-    unsigned long long tid = 0;
-    if (tid_obj != Py_None) {
-        tid = PyLong_AsUnsignedLongLong(tid_obj);
-        if (PyErr_Occurred())
-            return NULL;
-    }
     sw_profile *p = self->prof;
     if (!p) {
         PyErr_SetString(PyExc_RuntimeError, "this profiler has not been started");
@@ -587,18 +582,18 @@ static PyObject *Sampler_tree(SamplerObject *self, PyObject *args, PyObject *kw)
     }
     PyObject *res = NULL;
     sw_profile_lock(p);
-    if (tid_obj == Py_None) {
+    if (!tid.given) {
         sw_calltree *t = sw_profile_merged(p);
         res = t ? sw_py_tree_to_dicts(t) : PyErr_NoMemory();
         sw_calltree_free(t);
     } else {
         for (size_t i = 0; i < sw_profile_thread_count(p); i++) {
             const sw_profile_thread *th = sw_profile_thread_get(p, i);
-            if (th->thread_id == tid)
+            if (th->thread_id == tid.value)
                 res = sw_py_tree_to_dicts(th->tree);
         }
         if (!res && !PyErr_Occurred())
-            PyErr_Format(PyExc_KeyError, "no samples of thread %llu", tid);
+            PyErr_Format(PyExc_KeyError, "no samples of thread %llu", tid.value);
     }
     sw_profile_unlock(p);
     return res;

@@ -335,7 +335,8 @@ uint32_t sw_sampler_thread_tid_offset(void)
 }
 
 /* What threadnames.c reads by name: modules, dicts, ints and the
- * attributes of instances (layout.h). 3.9/3.10: not described. */
+ * attributes of instances (layout.h). 3.9/3.10: not described (managed_kind
+ * none) but for what the headers say of them. */
 static void fill_objects(sw_py_layout *l)
 {
     l->managed_kind = SW_MANAGED_NONE;
@@ -349,7 +350,17 @@ static void fill_objects(sw_py_layout *l)
                         &l->managed_untag};
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
         *none[i] = SW_NO_OFFSET;
-#if PY_VERSION_HEX >= 0x030B0000
+    l->keys_size = SW_NO_OFFSET;
+    l->type_dictoffset = OFF(PyTypeObject, tp_dictoffset);
+#if PY_VERSION_HEX < 0x030B0000
+    /* What the headers have of 3.9/3.10's (SW_MANAGED_DICTOFFSET: the
+     * keys object's fields come from asyncio_layout.h, which probes them) */
+    l->interp_modules = OFF(PyInterpreterState, modules);
+    l->dict_keys = OFF(PyDictObject, ma_keys);
+    l->dict_values = OFF(PyDictObject, ma_values);
+    l->type_flags = OFF(PyTypeObject, tp_flags);
+    l->type_basicsize = OFF(PyTypeObject, tp_basicsize);
+#else
 #  if PY_VERSION_HEX >= 0x030C0000
     l->interp_modules = OFF(PyInterpreterState, imports.modules);
     l->long_size = OFF(PyLongObject, long_value.lv_tag);

@@ -10,7 +10,14 @@ running process. --native: each thread's native (C) frames merged with its
 Python ones, as `profile --native` does: each thread is stopped with
 ptrace (no signal) while it is read, its C stack unwound from outside with
 the .eh_frame CFI of the files mapped in the process, then let go (a core
-file's threads: unwound from the registers the core holds)."""
+file's threads: unwound from the registers the core holds).
+
+After the threads, the asyncio tasks of each event loop, read from memory
+too (asyncio.all_tasks()' tasks: name, coroutine stack innermost first,
+what each awaits), as a tree: a task is shown under the task that awaits
+it (directly, through gather, or as its TaskGroup's parent task); the
+roots are tasks no task awaits. --json gives each thread the tasks of the
+loop it runs ("asyncio"; docs/format.md, "dump --json")."""
 import json
 import sys
 
@@ -61,8 +68,9 @@ FP_MARK = " (no CFI: caller by frame pointer)"   # ... and so before it where it
                                                  # frame pointers (procmem/unwind.h)
 
 
-def frame_of(qualname, file, line, local_vars, address, with_locals):
-    """One frame as --json prints it."""
+def frame_of(qualname, file, line, local_vars, with_locals, address=None):
+    """One frame as --json prints it (address: a native frame's symbol's
+    start)."""
     if qualname.endswith(NATIVE_SUFFIX):
         # a C function: its symbol and its library (no line); how its caller was found
         name = qualname[:-len(NATIVE_SUFFIX)]
@@ -78,9 +86,51 @@ def frame_of(qualname, file, line, local_vars, address, with_locals):
     return f
 
 
+def tasks_of(dump):
+    """The asyncio tasks of the dump as --json prints them, each with its
+    parent (the task awaiting it) and children, by loop: {loop: [task]}
+    in the order read, and {loop: thread id running it, or None}."""
+    raw = dump.get("asyncio") or []
+    by_addr = {t["address"]: t for t in raw}
+    parent = {}
+    for t in raw:
+        if t["awaits"] == "task" and t["waiter"] in by_addr:
+            parent.setdefault(t["waiter"], t["address"])
+        elif t["awaits"] == "gather":
+            for c in t["children"]:
+                if c in by_addr:
+                    parent.setdefault(c, t["address"])
+    for t in raw:
+        if t["group_parent"] in by_addr:
+            parent.setdefault(t["address"], t["group_parent"])
+    children = {}
+    for child, p in parent.items():
+        children.setdefault(p, []).append(child)
+    loops, threads = {}, {}
+    for t in raw:
+        awaits = {"kind": t["awaits"]}
+        if t["awaits"] != "nothing":
+            awaits.update(address=t["waiter"], type=t["waiter_type"])
+        if t["awaits"] == "gather":
+            awaits["children"] = t["children"]
+        loops.setdefault(t["loop"], []).append({
+            "name": t["name"],
+            "address": t["address"],
+            "loop": t["loop"],
+            "frames": [frame_of(*f, None, False) for f in t["frames"]],
+            "running": t["running"],
+            "awaits": awaits,
+            "parent": parent.get(t["address"]),
+            "children": children.get(t["address"], []),
+        })
+        threads[t["loop"]] = t["loop_thread"] or None
+    return loops, threads
+
+
 def threads_of(pid, with_locals=False, core=None, exe=None, native=False):
     """The threads of process pid (or of the core file core), each a dict as
-    --json prints it."""
+    --json prints it, with the asyncio tasks of the loop each runs (tasks of
+    a loop that runs on no thread go with the last thread, the oldest)."""
     dump = _native.dump_process(pid or 0, locals=with_locals, core=core, exe=exe, native=native)
     dump["core"] = core
     out = []
@@ -96,8 +146,14 @@ def threads_of(pid, with_locals=False, core=None, exe=None, native=False):
             "gil": t["gil"],
             "state": t["state"],
             "failed": t["failed"],
-            "frames": [frame_of(*f, with_locals) for f in t["frames"]],
+            "frames": [frame_of(*f[:4], with_locals, *f[4:]) for f in t["frames"]],
+            "asyncio": [],
         })
+    loops, loop_threads = tasks_of(dump)
+    for loop, tasks in loops.items():
+        home = [t for t in out if t["thread_id"] == loop_threads[loop]] or out[-1:]
+        for t in home[:1]:
+            t["asyncio"].extend(tasks)
     return dump, out
 
 
@@ -130,7 +186,52 @@ def format_text(dump, threads):
                 lines.append("    <its variables could not be read>")
             for v in f.get("locals") or ():
                 lines.append(f"    {v['name']} = {v['repr']}")
+    lines += format_tasks(threads)
     return "\n".join(lines) + "\n"
+
+
+def format_tasks(threads):
+    """The asyncio tasks of each loop as a tree, after the threads."""
+    lines = []
+    for t in threads:
+        loops = {}
+        for task in t["asyncio"]:
+            loops.setdefault(task["loop"], []).append(task)
+        for loop, tasks in loops.items():
+            by_addr = {x["address"]: x for x in tasks}
+            lines.append("")
+            lines.append(f"Asyncio loop 0x{loop:x} (thread 0x{t['thread_id']:016x}, {len(tasks)} tasks; each under the "
+                         f"task awaiting it, coroutines innermost first):")
+            shown = set()
+            roots = [x for x in tasks if x["parent"] not in by_addr]
+            roots += [x for x in tasks if x["parent"] in by_addr]   # (only a cycle leaves these unshown)
+            for root in roots:
+                todo = [(root, 0)]   # (a stack, not recursion: a chain of tasks may be long)
+                while todo:
+                    task, depth = todo.pop()
+                    if task["address"] in shown:
+                        continue
+                    shown.add(task["address"])
+                    pad = "  " + "    " * depth
+                    lines.append(f"{pad}Task {task['name']!r} (0x{task['address']:x}){awaits_text(task, by_addr)}")
+                    for f in task["frames"]:
+                        lines.append(f'{pad}    File "{f["file"]}", line {f["line"]} in {f["function"]}')
+                    todo += [(by_addr[c], depth + 1) for c in reversed(task["children"]) if c in by_addr]
+    return lines
+
+
+def awaits_text(task, by_addr):
+    a = task["awaits"]
+    if a["kind"] == "task":
+        other = by_addr.get(a["address"])
+        return f" awaits Task {other['name']!r}" if other else f" awaits a Task (0x{a['address']:x})"
+    if a["kind"] == "gather":
+        return f" awaits gather of {len(a['children'])}"
+    if a["kind"] == "future":
+        return f" awaits {a['type']} (0x{a['address']:x})"
+    if task["running"]:
+        return " running (its frames on its thread: the stack above)"
+    return ""
 
 
 def run(args):
@@ -147,6 +248,9 @@ def run(args):
     except (OSError, ValueError, RuntimeError) as e:
         print(f"stackwatch: error: {e}", file=sys.stderr)
         return 1
+    if dump.get("asyncio_error"):
+        some = "some " if dump.get("asyncio") else ""
+        print(f"stackwatch: {some}asyncio tasks not shown: {dump['asyncio_error']}", file=sys.stderr)
     if args.json:
         json.dump(threads, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
+#include "objarena.h"
 #include "procmem/procmem.h"
 
 #include <string.h>
@@ -49,22 +50,6 @@ static sw_py_layout layout(void)
     l.code_varnames = 32;
     l.code_cellvars = l.code_freevars = SW_NO_OFFSET;
     return l;
-}
-
-static unsigned char arena[1 << 16];
-static size_t used;
-
-static uint64_t alloc(size_t n)
-{
-    used = (used + 15) & ~(size_t)15;
-    uint64_t a = (uint64_t)(uintptr_t)(arena + used);
-    used += n;
-    return a;
-}
-
-static void put64(uint64_t addr, uint64_t v)
-{
-    memcpy((void *)(uintptr_t)addr, &v, 8);
 }
 
 static uint64_t object(uint64_t type, size_t size)
