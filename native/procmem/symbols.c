@@ -170,8 +170,9 @@ static int read_elf(const char *path, const char *root, elf_syms *out)
     for (size_t i = 0; i < total && k < nf; i++) {
         if (sw_elf_symbol_at(src, i, &sy) != SW_OK || !wanted(&sy, dynamic))
             continue;
-        size_t len = strlen(sy.name);
-        memcpy(out->names + pos, sy.name, len + 1);
+        size_t len = strcspn(sy.name, "@");   /* without a version ("name@@GLIBC_2.17" in .symtab) */
+        memcpy(out->names + pos, sy.name, len);
+        out->names[pos + len] = 0;
         out->syms[k++] = (fsym){sy.value, sy.size, pos, rank_of(&sy)};
         pos += (uint32_t)len + 1;
     }

@@ -491,6 +491,16 @@ int sw_unwind_capture(sw_unwinder *u, int tid, uint64_t *pcs, uint8_t *flags, in
 #if SW_UNWIND_OK
     u->maps_fresh = 0;
     sw_unwind_release(u);
+    if (!u->maps_read) {
+        /* The first time: every executable file's CFI read before any
+         * thread is stopped, not while one is (libpython's file alone is
+         * tens of MB). */
+        read_maps(u);
+        for (size_t i = 0; i < u->nmaps; i++)
+            if (u->maps[i].exec && u->files[u->maps[i].file].state == 0)
+                load_file(u, u->maps[i].file);
+        u->maps_fresh = 0;
+    }
     int rc = sw_freeze_thread(&u->frozen, u->pid, tid, u->err, sizeof u->err);
     if (rc != SW_OK) {
         u->st.stop_failed++;
