@@ -40,8 +40,9 @@ static int stop_one(sw_frozen *f, int tid, char *err, size_t errlen)
         if (errno == ESRCH)
             return 0;
         snprintf(err, errlen, "cannot stop thread %d of process %d: ptrace: %s%s", tid, f->pid, strerror(errno),
-                 errno == EPERM ? " (ptrace needs the same user and kernel.yama.ptrace_scope 0, or root / "
-                                  "CAP_SYS_PTRACE: `sudo sysctl kernel.yama.ptrace_scope=0`, or run as root)"
+                 errno == EPERM ? " (it is traced already, by gdb or strace: one tracer at a time; or ptrace needs "
+                                  "the same user and kernel.yama.ptrace_scope 0, or root / CAP_SYS_PTRACE: `sudo "
+                                  "sysctl kernel.yama.ptrace_scope=0`, or run as root)"
                                 : "");
         return -1;
     }

@@ -1194,6 +1194,15 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
     return delivered;
 }
 
+const char *sw_pystack_native_error(const sw_pystack *r)
+{
+    sw_unwind_stats us;
+    if (!r->unwinder)
+        return "";
+    sw_unwind_get_stats(r->unwinder, &us);
+    return us.stop_failed ? sw_unwind_error(r->unwinder) : "";
+}
+
 void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out)
 {
     *out = r->st;

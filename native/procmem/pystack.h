@@ -91,4 +91,9 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
 
 void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out);
 
+/* Native mode from outside: why a thread's native stack could not be
+ * read (the last such reason: it could not be stopped, unwind.h), or ""
+ * if none failed so. */
+const char *sw_pystack_native_error(const sw_pystack *r);
+
 #endif

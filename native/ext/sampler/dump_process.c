@@ -299,6 +299,9 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
         if (!d.threads || !d.failed)
             break;
     }
+    char native_err[512] = "";
+    if (native)
+        snprintf(native_err, sizeof native_err, "%s", sw_pystack_native_error(r));
     sw_pystack_free(r);
     if (d.threads && add_python_names(&t, &l, interp, d.threads) < 0)
         Py_CLEAR(d.threads);
@@ -312,6 +315,13 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(d.threads);
     if (out && add_asyncio(&t, &l, interp, out) < 0)
         Py_CLEAR(out);
+    if (out && native) {
+        PyObject *why = native_err[0] ? PyUnicode_DecodeUTF8(native_err, (Py_ssize_t)strlen(native_err), "replace")
+                                      : (Py_INCREF(Py_None), Py_None);
+        if (!why || PyDict_SetItemString(out, "native_error", why) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(why);
+    }
     sw_target_close(&t);
     if (!out && !PyErr_Occurred())
         PyErr_NoMemory();
@@ -331,7 +341,8 @@ static PyMethodDef methods[] = {
      "states there (state 'unknown', gil False); native=True merges each thread's native frames in ('symbol "
      "[native]', the library as filename, line 0), each thread stopped with ptrace while read and unwound from "
      "outside (a core's: unwound from its registers; not with locals); address: a native frame's symbol's start "
-     "in the process (a Python frame's: its code object's); asyncio: the pending asyncio tasks [{address, name, "
+     "in the process (a Python frame's: its code object's); native_error (native=True): None, or why some "
+     "thread's native frames could not be read (it could not be stopped); asyncio: the pending asyncio tasks [{address, name, "
      "loop, running, loop_thread, frames, awaits, waiter, waiter_type, children, group_parent}], asyncio_error: "
      "None or why some or all were not read"},
     {NULL, NULL, 0, NULL},

@@ -251,6 +251,9 @@ def run(args):
     if dump.get("asyncio_error"):
         some = "some " if dump.get("asyncio") else ""
         print(f"stackwatch: {some}asyncio tasks not shown: {dump['asyncio_error']}", file=sys.stderr)
+    if dump.get("native_error"):
+        # the dump itself is whole: those threads are shown with their Python frames only
+        print(f"stackwatch: native frames not shown for some threads: {dump['native_error']}", file=sys.stderr)
     if args.json:
         json.dump(threads, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -158,3 +158,29 @@ def test_dump_core_native_equals_the_live_dump(parked, tmp):
     got = json.loads(r.stdout)
     assert comparable(got) == comparable(live)
     assert all(sum(f.get("native", False) for f in t["frames"]) > 5 for t in got), got
+
+
+@pytest.mark.versions("3.12")
+def test_a_thread_traced_already_keeps_its_python_frames(parked):
+    """A thread that another tracer holds (strace) cannot be stopped: it
+    is shown with its Python frames only, the other thread with its
+    native ones, and one line on stderr says why; exit status 0."""
+    strace = shutil.which("strace")
+    if not strace:
+        missing("strace not found (scripts/install-deps.sh installs it)")
+    main = parked.ids["main"]
+    tracer = subprocess.Popen([strace, "-p", str(main), "-o", os.devnull], stderr=subprocess.PIPE, text=True)
+    try:
+        assert "attached" in tracer.stderr.readline()
+        r = run(["dump", str(parked.p.pid), "--native", "--json"])
+    finally:
+        tracer.terminate()
+        tracer.wait(timeout=30)
+    assert r.returncode == 0, r.stderr
+    threads = {t["native_id"]: t for t in json.loads(r.stdout)}
+    assert not any(f.get("native") for f in threads[main]["frames"])
+    assert [f["function"] for f in threads[main]["frames"]] == ["leaf", "key", "<module>"]
+    assert any(f.get("native") for f in threads[parked.ids["waiter"]]["frames"])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "native frames not shown" in lines[0] and "traced already" in lines[0], r.stderr
+    assert parked.p.poll() is None
