@@ -28,7 +28,7 @@
 typedef struct fsym {
     uint64_t start, size;
     uint32_t name;           /* offset into names */
-    uint32_t rank;           /* among aliases the highest is named: global, weak, local */
+    uint32_t rank;           /* among aliases the highest is named (rank_of) */
 } fsym;
 
 typedef struct object {
@@ -85,9 +85,11 @@ static int cmp_fsym(const void *a, const void *b)
     return x->name < y->name ? -1 : x->name > y->name;
 }
 
+/* Among aliases: a name without a leading underscore first (glibc's
+ * public "select" over its "__select"), then global, weak, local. */
 static uint32_t rank_of(const sw_elf_symbol *s)
 {
-    return s->bind == STB_GLOBAL ? 2 : s->bind == STB_WEAK ? 1 : 0;
+    return (s->name[0] != '_') * 4u + (s->bind == STB_GLOBAL ? 2u : s->bind == STB_WEAK ? 1u : 0u);
 }
 
 /* The separate debug file of e (Debian's and Fedora's debug packages:
@@ -205,7 +207,7 @@ static const fsym *find_sym(const fsym *syms, uint32_t n, uint64_t a)
             hi = mid;
     }
     /* Several symbols may start at one address (aliases): the covering one
-     * of the highest rank (sorted last: global, then weak, then local). */
+     * of the highest rank (sorted last: rank_of). */
     for (uint32_t i = lo + 1; i-- > 0 && syms[i].start == syms[lo].start;)
         if (syms[i].size == 0 || a - syms[i].start < syms[i].size)
             return &syms[i];
