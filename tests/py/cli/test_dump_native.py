@@ -32,6 +32,11 @@ def norm(name):
     return CLONE.sub("", name or "??")
 
 
+# x86-64 system calls the parked threads sleep in: time.sleep (3.11+:
+# clock_nanosleep; before: select), select.select (glibc: pselect6)
+SLEEPS = {"230", "35", "23", "270"}
+
+
 class ParkedNative:
     """parked_native.py, its two threads blocked in their system calls."""
 
@@ -41,11 +46,12 @@ class ParkedNative:
         line = self.p.stdout.readline()
         assert line.startswith("ready "), line
         self.ids = json.loads(line[len("ready "):])
-        # parked: each thread inside its blocking system call (not "running")
+        # parked: each thread inside the system call it sleeps in (not in
+        # the write of "ready", nor waiting for the GIL in a futex)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            calls = [self.syscall(tid) for tid in self.ids.values()]
-            if all(c and c[0].isdigit() for c in calls):
+            calls = [self.syscall(tid).split(" ", 1)[0] for tid in self.ids.values()]
+            if all(c in SLEEPS for c in calls):
                 break
             time.sleep(0.01)
         else:
