@@ -16,8 +16,9 @@ and prints that workload's row of the table as soon as it is measured (wall
 x / instr x and the runs behind each median), then the geometric means.
 Then the big-trace section (bench/big_traces.py: time and peak memory of
 `stats` and the exports of recorded traces, the largest over 100M events,
-and the exports' bytes per event) and the sampling profilers' section
-(bench/profilers.py), streamed the same way. Every raw number goes to
+and the exports' bytes per event) the sampling profilers' section
+(bench/profilers.py), streamed the same way, and the outside section
+(bench/outside.py: `record --pid` beside py-spy and Austin). Every raw number goes to
 out/bench/results.json, rewritten after each row. A tracer or a run that fails is shown as "n/a" with its reason; it
 never stops the benchmark.
 
@@ -38,6 +39,7 @@ import time
 
 import benchlib
 import big_traces
+import outside
 import profilers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -576,6 +578,9 @@ def main():
     p.add_argument("--no-profilers", action="store_true", help="skip the sampling-profiler section")
     p.add_argument("--no-big-traces", action="store_true",
                    help="skip the big-trace section (stats and exports of recorded traces)")
+    p.add_argument("--no-outside", action="store_true",
+                   help="skip the outside section (bench/outside.py: record --pid beside py-spy and Austin)")
+    p.add_argument("--outside-only", action="store_true", help="only the outside section (bench/outside.py)")
     p.add_argument("--profilers-only", action="store_true",
                    help="only the sampling-profiler section (bench/profilers.py)")
     args = p.parse_args()
@@ -611,11 +616,13 @@ def main():
         log("valgrind not found: no instruction counts")
         args.no_callgrind = True
     if args.profilers_only:
-        args.no_wall = args.no_callgrind = args.no_big_traces = True
+        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_outside = True
+    if args.outside_only:
+        args.no_wall = args.no_callgrind = args.no_big_traces = args.no_profilers = True
 
     t0 = time.perf_counter()
     sections = {}
-    wall, cg, rows, notes, prof, big = {}, {}, {}, [], {}, {}
+    wall, cg, rows, notes, prof, big, out = {}, {}, {}, [], {}, {}, {}
 
     def save(done):
         """results.json, rewritten after every row: an interrupted run keeps
@@ -625,18 +632,19 @@ def main():
                "unavailable": unavailable, "notes": list(dict.fromkeys(notes)),
                "workloads": {w.name: {"label": w.label, "script": w.script, "args": w.args,
                                       "sizes": w.sizes} for w in workloads},
-               "summary": rows, "wall": wall, "callgrind": cg, "profilers": prof, "big_traces": big,
+               "summary": rows, "wall": wall, "callgrind": cg, "profilers": prof, "big_traces": big, "outside": out,
                "section_seconds": sections, "elapsed_seconds": time.perf_counter() - t0}
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
             json.dump(doc, f, indent=1)
         os.replace(tmp, args.out)
 
-    log("preflight (a tiny run per tracer) ...")
-    preflight(python, tracers, unavailable, log)
-    if "none" in unavailable:
-        print(f"the workloads cannot run at all: {unavailable['none']}")
-        return 1
+    if not args.outside_only:   # (the outside section runs no workload)
+        log("preflight (a tiny run per tracer) ...")
+        preflight(python, tracers, unavailable, log)
+        if "none" in unavailable:
+            print(f"the workloads cannot run at all: {unavailable['none']}")
+            return 1
     sections["preflight"] = time.perf_counter() - t0
 
     if not (args.no_wall and args.no_callgrind):
@@ -689,6 +697,12 @@ def main():
                                       args.quick, log, lambda: save(False)))
         sections["profilers"] = time.perf_counter() - ts
         print(f"(sampling profilers: {sections['profilers'] / 60:.1f} min)", flush=True)
+
+    if not args.no_outside:
+        ts = time.perf_counter()
+        out.update(outside.section(python, args.quick, log, lambda: save(False)))
+        sections["outside"] = time.perf_counter() - ts
+        print(f"(outside: {sections['outside'] / 60:.1f} min)", flush=True)
 
     elapsed = time.perf_counter() - t0
     print()

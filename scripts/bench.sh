@@ -120,7 +120,9 @@ if [ -n "${BENCH_VERSIONS:-}" ]; then
 fi
 
 v="${BENCH_PYTHON:-3.12}"
-setup_venv "$v" viztracer pyinstrument yappi pyperf pyperformance py-spy || exit 1
+# austin-dist: Austin for bench/outside.py; 3.7.0 because the binary of 4.x
+# needs glibc 2.38 (Debian 12 has 2.36).
+setup_venv "$v" viztracer pyinstrument yappi pyperf pyperformance py-spy austin-dist==3.7.0 || exit 1
 t_setup=$((SECONDS - t_start))
 echo "bench: setup took $t_setup s" >&2
 

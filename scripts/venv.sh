@@ -31,10 +31,11 @@ if [ "${SW_VENV_DEPS:-all}" != build ]; then
   # that pip does not backtrack through every release for the older ones);
   # pytest-xdist: tests/e2e/test_xdist.py runs a suite on its workers.
   # pyflakes: tests/py/tracer/test_sample_vs_trace.py samples it on a source tree.
-  # greenlet and gevent (no wheel for 3.9 here): tests/py/tracer/test_tasks.py.
+  # greenlet and gevent (no wheel for 3.9 here): tests/py/tracer/test_tasks.py;
+  # trio and uvloop: tests/py/tracer/test_task_events.py records their tasks.
   # cython: tests/py/tracer/test_cython.py compiles a module with profile=True.
   deps+=(pytest protobuf perfetto coverage selenium jsonschema toolz==1.2.0 more-itertools==10.8.0 pytest-xdist
-         pyflakes==3.2.0 greenlet "gevent; python_version>='3.10'" cython
+         pyflakes==3.2.0 greenlet "gevent; python_version>='3.10'" trio uvloop cython
          "ipython<8.19; python_version<'3.10'" "ipython<9; python_version=='3.10'"
          "ipython; python_version>='3.11'" "$@")
 fi

@@ -121,6 +121,16 @@ size_t sw_mem_read_upto(sw_mem *m, uint64_t addr, void *buf, size_t len)
     return (size_t)r;
 }
 
+/* Requests that follow one another in a batch, each at a higher address
+ * than the last one's end, less than a page after it, are read as one range
+ * of the target (the bytes between go to a scratch buffer): the kernel
+ * pins and walks the pages of each remote range separately, so a remote
+ * range costs about as much as a page (measured here: ~0.9 us for another
+ * range, ~0.7 us for another page, ~2.5 us for the call). A gap under a
+ * page holds no page that neither request touches, so the range is
+ * readable when both are. */
+#define COALESCE_GAP 4096u
+
 size_t sw_mem_readv(sw_mem *m, sw_mem_req *reqs, size_t n)
 {
     size_t good = 0;
@@ -131,12 +141,15 @@ size_t sw_mem_readv(sw_mem *m, sw_mem_req *reqs, size_t n)
         }
         return good;
     }
+    unsigned char gap[COALESCE_GAP];   /* (what the kernel writes there is never read) */
     size_t i = 0, seen = 0;    /* requests before `seen` were classified already */
     while (i < n) {
-        /* Gather up to BATCH plausible requests starting at i. */
-        struct iovec local[BATCH], remote[BATCH];
-        size_t idx[BATCH], k = 0, total = 0;
-        for (; i < n && k < BATCH; i++) {
+        /* Gather up to BATCH plausible requests starting at i, into at
+         * most BATCH remote ranges and 2 * BATCH local buffers. */
+        struct iovec local[2 * BATCH], remote[BATCH];
+        size_t idx[BATCH], upto[BATCH];   /* each request and the local bytes up to its end */
+        size_t k = 0, nl = 0, nr = 0, total = 0;
+        for (; i < n && k < BATCH && nr < BATCH; i++) {
             sw_mem_req *r = &reqs[i];
             r->ok = 0;
             if (r->len == 0) {
@@ -147,30 +160,38 @@ size_t sw_mem_readv(sw_mem *m, sw_mem_req *reqs, size_t n)
                 m->failed += i >= seen;
                 continue;
             }
-            local[k] = (struct iovec){r->buf, r->len};
-            remote[k] = (struct iovec){(void *)(uintptr_t)r->addr, r->len};
-            idx[k++] = i;
+            uint64_t end = nr ? (uint64_t)(uintptr_t)remote[nr - 1].iov_base + remote[nr - 1].iov_len : 0;
+            if (nr && r->addr >= end && r->addr - end < COALESCE_GAP) {
+                if (r->addr > end) {
+                    local[nl++] = (struct iovec){gap, (size_t)(r->addr - end)};
+                    total += (size_t)(r->addr - end);
+                }
+                remote[nr - 1].iov_len += (size_t)(r->addr + r->len - end);
+            } else {
+                remote[nr++] = (struct iovec){(void *)(uintptr_t)r->addr, r->len};
+            }
+            local[nl++] = (struct iovec){r->buf, r->len};
             total += r->len;
+            idx[k] = i;
+            upto[k++] = total;
         }
         if (i > seen)
             seen = i;
         if (k == 0)
             continue;
         m->reads++;
-        ssize_t got = process_vm_readv(m->pid, local, (unsigned long)k, remote, (unsigned long)k, 0);
+        ssize_t got = process_vm_readv(m->pid, local, (unsigned long)nl, remote, (unsigned long)nr, 0);
         if (got == (ssize_t)total) {
             for (size_t j = 0; j < k; j++)
                 reqs[idx[j]].ok = 1;
             continue;
         }
-        /* The kernel stops at the first element it cannot read: the ones
-         * before it are complete. Mark those, fail that one, and go on with
-         * the element after it. */
+        /* The kernel stops at the first byte it cannot read: the requests
+         * before it are complete. Mark those, fail the one it stopped in,
+         * and go on with the request after it. */
         size_t done = got > 0 ? (size_t)got : 0, j = 0;
-        for (; j < k && done >= remote[j].iov_len; j++) {
-            done -= remote[j].iov_len;
+        for (; j < k && upto[j] <= done; j++)
             reqs[idx[j]].ok = 1;
-        }
         m->failed++;
         if (j + 1 < k)
             i = idx[j + 1];

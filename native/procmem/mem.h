@@ -52,8 +52,10 @@ int sw_mem_read_u64(sw_mem *m, uint64_t addr, uint64_t *value);
  * first byte is unreadable). For reading an object of unknown size. */
 size_t sw_mem_read_upto(sw_mem *m, uint64_t addr, void *buf, size_t len);
 
-/* Performs n reads, in few system calls; sets each request's ok. Returns
- * the number of requests that succeeded. */
+/* Performs n reads, in few system calls, in order; sets each request's
+ * ok. Consecutive requests in ascending order less than a page apart are
+ * read as one range of the target (mem.c). Returns the number of requests
+ * that succeeded. */
 size_t sw_mem_readv(sw_mem *m, sw_mem_req *reqs, size_t n);
 
 /* Writes len bytes at addr with process_vm_writev (the only write into a

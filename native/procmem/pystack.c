@@ -2,22 +2,26 @@
  * pystack.c - walking interpreter -> threads -> frames -> code objects in
  * memory (see pystack.h).
  *
- * Cost per thread and sample, in system calls: one read of the thread
- * state; on 3.11/3.12 one more for the _PyCFrame; on 3.11+ one bulk copy of
- * the top of the thread's frame stack (the current _PyStackChunk), from
- * which every frame in it is decoded (with, in the same call, the leaf
- * frame when it lives elsewhere: a generator's), plus one read per other
- * frame living elsewhere (generators, older chunks, 3.12+ shim frames on
- * the C stack) that the thread's last walk did not read too, and then one
- * read checking that the thread's leaf did not change meanwhile; before
- * 3.11 one read of the leaf and of the frames of the thread's last walk,
- * one per frame not among them, and one reading the callers again. The
- * frames a walk reads on their own are read speculatively in its first
- * read (see spec_* below). A walk torn by the thread running on
- * (see "Torn stacks" below) is redone, then failed. Code objects come from the code
- * cache; those not confirmed in the last few rounds are re-read, all in one
- * batched read (process_vm_readv with many iovecs). Strings are only read
- * on a cache miss.
+ * Cost per thread and sample, in system calls (docs/architecture.md "What
+ * a sample costs"): on 3.11+, once the thread was sampled, one read of the
+ * thread state with what its last sample lets guess (see "Guesses": its
+ * current frame through the same _PyCFrame on 3.11/3.12, the frames its
+ * last walk read on their own, the top of its current _PyStackChunk),
+ * merged for the first thread into the round's read of the thread list and
+ * the GIL; when the guess misses, one bulk copy of the top of the frame
+ * stack (with, in the same call, the leaf frame when it lives elsewhere: a
+ * generator's); one read per other frame living elsewhere (generators,
+ * older chunks, 3.12+ shim frames on the C stack) that the thread's last
+ * walk did not read too; and then one read checking that the walk was not
+ * torn (the thread state, its current frame, the walked frames and the code
+ * objects' headers again). Before 3.11 the thread state, then one read of
+ * the leaf and of the frames of the thread's last walk, one per frame not
+ * among them. A walk torn by the thread running on (see "Torn stacks"
+ * below) is redone, then failed. Code objects come from the code cache;
+ * before 3.11 those not confirmed in the last few rounds are re-read, all
+ * in one batched read (process_vm_readv with many iovecs; requests less
+ * than a page apart are one range, mem.c). Strings are only read on a
+ * cache miss.
  */
 #include "pystack.h"
 #include "codecache.h"
@@ -46,7 +50,7 @@
 #define RECHECK_OBJECTS 0
 #define TORN_RETRIES 5                 /* 3.11+: whole reads redone when the walk was torn */
 #define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
-#define STATE_FDS 64                   /* threads whose /proc syscall file is kept open */
+#define STATE_FDS 128                  /* /proc files of threads kept open (syscall, schedstat) */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
 #define MUTE_ROUNDS 256                /* ... for this many rounds (each timeout costs 20 ms) */
 #define SPEC_THREADS 32u               /* threads whose last walk's own-read frames are remembered */
@@ -112,10 +116,18 @@ struct sw_pystack {
     uint64_t *spec_addrs;          /* [SPEC_THREADS * SPEC_DEPTH] */
     uint64_t *spec_walk;           /* [SPEC_DEPTH] this walk's own-read frames so far */
     uint32_t spec_walked;          /* ... how many */
-    sw_mem_req *spec_reqs;         /* [SPEC_DEPTH + 2] the first read of this walk */
+    sw_mem_req *spec_reqs;         /* [SPEC_DEPTH + 8] the first read of this walk */
     uint32_t spec_first, spec_nreq;   /* spec_reqs[spec_first, spec_nreq) are the speculative ones */
     uint32_t spec_hint;            /* where the last frame was found among them */
     unsigned char *spec_bytes;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] their bytes */
+    /* Guesses (see "guess" below), per thread as spec_*: the _PyCFrame
+     * its leaf was last found through (3.11/3.12), and the part of its
+     * stack chunk last copied (3.11+). */
+    uint64_t g_tstate[SPEC_THREADS];
+    uint64_t g_cframe[SPEC_THREADS];
+    uint64_t g_chunk[SPEC_THREADS], g_lo[SPEC_THREADS], g_end[SPEC_THREADS];
+    uint64_t g_pthread[SPEC_THREADS];   /* before 3.11: its pthread_self(), whose kernel tid is read */
+    uint64_t head_guess;           /* the first thread state of the last round */
     sw_pystack_stats st;
 };
 
@@ -169,7 +181,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->spec_n = calloc(SPEC_THREADS, sizeof *r->spec_n);
     r->spec_addrs = malloc((size_t)SPEC_THREADS * SPEC_DEPTH * sizeof *r->spec_addrs);
     r->spec_walk = malloc(SPEC_DEPTH * sizeof *r->spec_walk);
-    r->spec_reqs = malloc((SPEC_DEPTH + 2) * sizeof *r->spec_reqs);
+    r->spec_reqs = malloc((SPEC_DEPTH + 8) * sizeof *r->spec_reqs);
     r->spec_bytes = malloc((size_t)SPEC_DEPTH * (l->frame_size + SW_GEN_STATE_BACK_MAX));
     if (lim->lines && l->linetable_kind) {
         r->instrs = malloc(d * sizeof *r->instrs);
@@ -323,26 +335,156 @@ static uint32_t spec_slot(uint64_t tstate)
     return (uint32_t)((tstate >> 4) ^ (tstate >> 13)) & (SPEC_THREADS - 1);
 }
 
+/* Guesses. A sample mostly finds a thread where the last one did: in the
+ * same call of the interpreter (3.11/3.12: the same innermost _PyCFrame,
+ * on the C stack, through which its leaf is found) and near the same top
+ * of the same stack chunk (3.11+). So the thread state is read in one
+ * system call with, after it, the current frame of that _PyCFrame, the
+ * part of that chunk from where the last copy began to the end of the page
+ * of its top, and the frames the last walk read on their own (spec_*):
+ * when the state read names the same _PyCFrame and chunk, with a top and a
+ * leaf inside what was read, the walk needs no other read (before the
+ * check: still_whole). The order is that of the reads made one after the
+ * other: the state, then what it names. */
+typedef struct guess {
+    uint64_t cframe, frame;   /* the _PyCFrame guessed and the current frame read through it */
+    int cf_ok;
+    uint64_t chunk, lo, end;  /* the window guessed: bytes [lo, end) of the chunk, into r->window */
+    int win_ok;
+    uint64_t pthread;         /* before 3.11: the thread's pthread_self() guessed ... */
+    uint32_t tid;             /* ... and the kernel thread id read in its struct */
+    int tid_ok;
+    uint32_t cf_req, win_req, tid_req;   /* their indexes in r->spec_reqs, or 0 */
+} guess;
+
+/* The guess slot of a thread state, emptied if it was another's. */
+static uint32_t guess_slot(sw_pystack *r, uint64_t tstate)
+{
+    const uint32_t slot = spec_slot(tstate);
+    if (r->g_tstate[slot] != tstate) {
+        r->g_tstate[slot] = tstate;
+        r->g_cframe[slot] = r->g_chunk[slot] = r->g_lo[slot] = r->g_end[slot] = r->g_pthread[slot] = 0;
+    }
+    return slot;
+}
+
+static void spec_reqs_add(sw_pystack *r, uint64_t tstate, uint64_t leaf, uint32_t *k);
+
+/* Appends to r->spec_reqs, from *k on, the reads guessed for thread
+ * tstate (above), and notes them in g and r->spec_*. */
+static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
+{
+    const sw_py_layout *l = &r->l;
+    const uint32_t slot = guess_slot(r, tstate);
+    memset(g, 0, sizeof *g);
+    r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
+    if (l->tstate_native_thread_id == SW_NO_OFFSET && l->thread_tid != SW_NO_OFFSET && r->g_pthread[slot]) {
+        /* Before 3.11 the kernel thread id is in glibc's struct pthread. */
+        g->pthread = r->g_pthread[slot];
+        g->tid_req = *k;
+        r->spec_reqs[(*k)++] = (sw_mem_req){g->pthread + l->thread_tid, &g->tid, sizeof g->tid, 0};
+    }
+    sw_mem_req cf = {0, NULL, 0, 0};
+    if (l->cframe_current_frame != SW_NO_OFFSET && r->g_cframe[slot]) {
+        g->cframe = r->g_cframe[slot];
+        cf = (sw_mem_req){g->cframe + l->cframe_current_frame, &g->frame, sizeof g->frame, 0};
+    }
+    if (l->frames_kind != SW_FRAMES_INTERP || !r->g_chunk[slot]) {
+        if (cf.len) {
+            g->cf_req = *k;
+            r->spec_reqs[(*k)++] = cf;
+        }
+        return;
+    }
+    /* The _PyCFrame and the frames read on their own (3.12: the shim
+     * frame of the same call of the interpreter, beside it on the C stack)
+     * in address order, so that they are read as one range (mem.c); then
+     * the window, after the leaf it must hold. */
+    uint32_t first = *k;
+    spec_reqs_add(r, tstate, 0, k);
+    if (cf.len) {
+        if (*k > first && cf.addr < r->spec_reqs[first].addr) {
+            memmove(&r->spec_reqs[first + 1], &r->spec_reqs[first], (*k - first) * sizeof *r->spec_reqs);
+            g->cf_req = first++;
+            (*k)++;
+        } else {
+            g->cf_req = *k;
+            (*k)++;
+        }
+        r->spec_reqs[g->cf_req] = cf;
+    }
+    r->spec_first = r->spec_hint = first;
+    r->spec_nreq = cf.len && g->cf_req >= first ? g->cf_req : *k;   /* (the frames only) */
+    g->chunk = r->g_chunk[slot];
+    g->lo = r->g_lo[slot];
+    g->end = r->g_end[slot];
+    g->win_req = *k;
+    r->spec_reqs[(*k)++] = (sw_mem_req){g->lo, r->window, (size_t)(g->end - g->lo), 0};
+}
+
+/* After the read: the ok flags of what g guessed. */
+static void guess_read(sw_pystack *r, guess *g)
+{
+    g->cf_ok = g->cf_req && r->spec_reqs[g->cf_req].ok;
+    g->tid_ok = g->tid_req && r->spec_reqs[g->tid_req].ok;
+    g->win_ok = g->win_req && r->spec_reqs[g->win_req].ok;
+}
+
+/* Reads the thread state at tstate into ts, with what is guessed of its
+ * walk (above), in one system call. SW_OK or SW_EIO. */
+static int read_tstate(sw_pystack *r, uint64_t tstate, unsigned char *ts, guess *g)
+{
+    uint32_t k = 0;
+    r->spec_reqs[k++] = (sw_mem_req){tstate, ts, r->l.tstate_size, 0};
+    guess_reqs(r, tstate, g, &k);
+    sw_mem_readv(&r->mem, r->spec_reqs, k);
+    guess_read(r, g);
+    return r->spec_reqs[0].ok ? SW_OK : SW_EIO;
+}
+
+/* Remembers the window copied for thread tstate: the next guess reads
+ * from its start to the end of the page of its top (readable: that page
+ * holds the top's last byte), at most WINDOW_MAX bytes. */
+static void guess_keep_window(sw_pystack *r, uint64_t tstate, uint64_t chunk, uint64_t lo, uint64_t top)
+{
+    const uint32_t slot = guess_slot(r, tstate);
+    uint64_t end = (top + 4095) & ~4095ull;
+    r->g_chunk[slot] = chunk;
+    r->g_lo[slot] = lo;
+    r->g_end[slot] = end - lo <= WINDOW_MAX ? end : top;
+}
+
+static int by_addr(const void *a, const void *b);
+
+/* Appends to r->spec_reqs, from *k on, the reads of the frames thread
+ * tstate's last walk read on its own but leaf, into r->spec_bytes, in
+ * address order (frames close together are read as one range, mem.c:
+ * before 3.11 a thread's frame objects often share pages). */
+static void spec_reqs_add(sw_pystack *r, uint64_t tstate, uint64_t leaf, uint32_t *k)
+{
+    const uint32_t back = frame_back(&r->l), slot = spec_slot(tstate), first = *k;
+    const size_t each = r->l.frame_size + back;
+    if (r->spec_tstate[slot] != tstate)
+        return;
+    const uint64_t *was = r->spec_addrs + (size_t)slot * SPEC_DEPTH;
+    for (uint32_t i = 0; i < r->spec_n[slot]; i++) {
+        if (was[i] == leaf || was[i] < back)
+            continue;
+        r->spec_reqs[*k] = (sw_mem_req){was[i] - back, r->spec_bytes + (size_t)(*k - first) * each, each, 0};
+        (*k)++;
+    }
+    qsort(r->spec_reqs + first, *k - first, sizeof *r->spec_reqs, by_addr);
+}
+
 /* The first read of a walk, one batched read: the npre requests given
  * (the leaf; 3.11+: the window), then the frames the thread's last walk
  * read on its own but the leaf, each with the bytes before it
  * (frame_back). Sets the ok flags of pre. */
 static void first_read(sw_pystack *r, uint64_t tstate, uint64_t leaf, sw_mem_req *pre, uint32_t npre)
 {
-    const sw_py_layout *l = &r->l;
-    const uint32_t back = frame_back(l), slot = spec_slot(tstate);
-    const size_t each = l->frame_size + back;
     uint32_t k = npre;
     memcpy(r->spec_reqs, pre, npre * sizeof *pre);
-    if (r->spec_tstate[slot] == tstate) {
-        const uint64_t *was = r->spec_addrs + (size_t)slot * SPEC_DEPTH;
-        for (uint32_t i = 0; i < r->spec_n[slot]; i++) {
-            if (was[i] == leaf || was[i] < back)
-                continue;
-            r->spec_reqs[k] = (sw_mem_req){was[i] - back, r->spec_bytes + (size_t)(k - npre) * each, each, 0};
-            k++;
-        }
-    }
+    spec_reqs_add(r, tstate, leaf, &k);
     r->spec_first = r->spec_hint = npre;
     r->spec_nreq = k;
     r->spec_walked = 0;
@@ -422,10 +564,34 @@ static void copy_window(sw_pystack *r, uint64_t tstate, const unsigned char *ts,
     w->hi = top;
     w->base = base;
     w->bytes = r->window;
+    guess_keep_window(r, tstate, chunk, lo, top);
     if (outside && req[0].ok) {
         w->leaf = leaf;
         w->leaf_bytes = r->leaf_buf + back;
     }
+}
+
+/* The window as guessed (guess), read with the thread state ts names: 1
+ * if ts names the chunk guessed, with its top and the leaf frame inside
+ * what was read (then w is set), else 0 (copy_window reads it). */
+static int guessed_window(sw_pystack *r, uint64_t tstate, const unsigned char *ts, uint64_t leaf, const guess *g,
+                          window *w)
+{
+    const sw_py_layout *l = &r->l;
+    if (!g || !g->win_ok)
+        return 0;
+    uint64_t chunk = u64_at(ts, l->tstate_datastack_chunk), top = u64_at(ts, l->tstate_datastack_top);
+    uint64_t base = chunk + l->chunk_data;
+    if (chunk != g->chunk || g->lo < base || top <= g->lo || top > g->end || leaf < g->lo ||
+        leaf + l->frame_size > top || leaf + l->frame_size < leaf)
+        return 0;
+    memset(w, 0, sizeof *w);
+    w->lo = g->lo;
+    w->hi = top;
+    w->base = base;
+    w->bytes = r->window;
+    guess_keep_window(r, tstate, chunk, g->lo, top);
+    return 1;
 }
 
 /* Before 3.11 a frame is a heap object: one that was freed (its memory on
@@ -682,8 +848,14 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     return 0;
 }
 
+static int by_addr(const void *a, const void *b)
+{
+    uint64_t x = ((const sw_mem_req *)a)->addr, y = ((const sw_mem_req *)b)->addr;
+    return (x > y) - (x < y);
+}
+
 /* Sets r->code_reqs to read the header of each code object of the walk's
- * n frames (a run of one code object read once) and returns how many. The
+ * n frames (each once, in address order) and returns how many. The
  * checks after a walk (still_whole, objects_whole) read them in their own
  * system call, after the frames, and resolve_codes takes them from there:
  * a cache entry is then never trusted on its age alone, which named a
@@ -695,10 +867,22 @@ static uint32_t code_reads(sw_pystack *r, uint32_t n)
     for (uint32_t i = 0; i < n; i++) {
         if (k && r->code_reqs[k - 1].addr == r->code_addrs[i])
             continue;
-        r->code_reqs[k] = (sw_mem_req){r->code_addrs[i], r->code_hdrs + (size_t)k * cs, cs, 0};
+        r->code_reqs[k] = (sw_mem_req){r->code_addrs[i], NULL, cs, 0};
         k++;
     }
-    return k;
+    /* In address order, each once: the code objects of one module mostly
+     * lie close together, and requests close together are read as one
+     * range (mem.c). */
+    qsort(r->code_reqs, k, sizeof *r->code_reqs, by_addr);
+    uint32_t u = 0;
+    for (uint32_t j = 0; j < k; j++) {
+        if (u && r->code_reqs[u - 1].addr == r->code_reqs[j].addr)
+            continue;
+        r->code_reqs[u] = r->code_reqs[j];
+        r->code_reqs[u].buf = r->code_hdrs + (size_t)u * cs;
+        u++;
+    }
+    return u;
 }
 
 /* Performs the nreq requests of r->reqs followed by the k of
@@ -737,26 +921,33 @@ static uint64_t gil_address(sw_pystack *r)
     return r->gil_addr;
 }
 
-/* The kernel thread id of the thread whose state is ts, or 0. */
-static uint32_t kernel_tid(sw_pystack *r, const unsigned char *ts)
+/* The kernel thread id of the thread whose state (at tstate) is ts, or 0:
+ * before 3.11 read in its struct pthread, taken from g when g read it
+ * there (guess). */
+static uint32_t kernel_tid(sw_pystack *r, uint64_t tstate, const unsigned char *ts, const guess *g)
 {
     const sw_py_layout *l = &r->l;
     if (l->tstate_native_thread_id != SW_NO_OFFSET)
         return (uint32_t)u64_at(ts, l->tstate_native_thread_id);
     uint32_t tid = 0;
-    if (l->thread_tid == SW_NO_OFFSET ||
-        sw_mem_read(&r->mem, u64_at(ts, l->tstate_thread_id) + l->thread_tid, &tid, sizeof tid) != SW_OK)
+    uint64_t pthread = u64_at(ts, l->tstate_thread_id);
+    if (l->thread_tid == SW_NO_OFFSET)
+        return 0;
+    r->g_pthread[guess_slot(r, tstate)] = pthread;
+    if (g && g->tid_ok && g->pthread == pthread)
+        return g->tid;
+    if (sw_mem_read(&r->mem, pthread + l->thread_tid, &tid, sizeof tid) != SW_OK)
         return 0;
     return tid;
 }
 
 /* Fills s->state, s->cpu_ns, s->native_tid and the GIL flag of the thread
  * whose state (at address tstate) is ts. */
-static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, sw_sample *s)
+static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, const guess *g, sw_sample *s)
 {
     s->state = SW_STATE_UNKNOWN;
     s->cpu_ns = SW_NO_CPU;
-    uint32_t tid = kernel_tid(r, ts);
+    uint32_t tid = kernel_tid(r, tstate, ts, g);
     if (tid && !s->native_tid)
         s->native_tid = tid;
     if (!r->states || (!tid && !s->thread_id))
@@ -811,13 +1002,20 @@ static long merge_native(sw_pystack *r, uint32_t nn, int truncated, uint32_t np)
     return m < 0 ? -1 : m;
 }
 
-/* The thread's top frame, from its state ts (through the cframe on
- * 3.11-3.12). 0 on success, -1 if unreadable. */
-static int leaf_frame(sw_pystack *r, const unsigned char *ts, uint64_t *frame)
+/* The top frame of the thread whose state (at tstate) is ts (through the
+ * cframe on 3.11-3.12: taken from g, read in the same system call as ts,
+ * when ts names the cframe g read, else read now). 0 on success, -1 if
+ * unreadable. */
+static int leaf_frame(sw_pystack *r, uint64_t tstate, const unsigned char *ts, const guess *g, uint64_t *frame)
 {
     *frame = u64_at(ts, r->l.tstate_frame);
     if (*frame && r->l.cframe_current_frame != SW_NO_OFFSET) {
         uint64_t cf = *frame;
+        r->g_cframe[guess_slot(r, tstate)] = cf;
+        if (g && g->cf_ok && g->cframe == cf) {
+            *frame = g->frame;
+            return 0;
+        }
         if (sw_mem_read(&r->mem, cf + r->l.cframe_current_frame, frame, sizeof *frame) != SW_OK)
             return -1;
     }
@@ -860,32 +1058,47 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
      * same frame, it is on the stack, and so are its callers. */
     uint32_t back = l->gen_state_back;
     int gen_leaf = w->leaf_bytes && leaf == w->leaf && w->leaf_bytes[l->frame_owner] == (unsigned char)l->owner_generator;
-    /* The thread state afresh: its stack top, and its current frame (3.11/
-     * 3.12: through its innermost _PyCFrame, which lives on the C stack and
-     * changes with every entry into the interpreter, so the pointer to it
-     * is never taken from before the walk). Then, in one system call, the
-     * current frame and the stack from the lowest frame walked up to the
-     * top, read again. */
+    /* The thread state afresh: its current frame (3.11/3.12: through its
+     * innermost _PyCFrame, which lives on the C stack and changes with
+     * every entry into the interpreter, so the pointer to it is never
+     * taken from before the walk: the one of the walk is guessed, and if
+     * the fresh state names another the rest is read again after it). Then,
+     * in the same system call, the current frame and the stack from the
+     * lowest frame walked up to the end of the page of the copy's top (a
+     * thread that called on: frames above that are read one by one), read
+     * again. */
     unsigned char ts[SW_LAYOUT_MAX_READ];
-    if (sw_mem_read(&r->mem, tstate, ts, l->tstate_size) != SW_OK)
-        return 0;
-    uint64_t now = 0, cframe = 0, top = u64_at(ts, l->tstate_datastack_top);
+    uint64_t now = 0, cframe = 0, cf_walk = 0, rhi = hi;
     int via_cframe = l->cframe_current_frame != SW_NO_OFFSET;
-    if (via_cframe && !(cframe = u64_at(ts, l->tstate_frame)))
-        return 0;
-    if (!via_cframe)
-        now = u64_at(ts, l->tstate_frame);
-    uint64_t rhi = hi > lo && top > hi && top - lo <= WINDOW_MAX ? top : hi;
+    if (via_cframe)
+        cf_walk = r->g_cframe[guess_slot(r, tstate)];
+    if (hi > lo) {
+        uint64_t page_end = (w->hi + 4095) & ~4095ull;
+        rhi = page_end - lo <= WINDOW_MAX ? page_end : hi;
+    }
     sw_mem_req *req = r->reqs;
     size_t nreq = 0;
-    if (via_cframe)
-        req[nreq++] = (sw_mem_req){cframe + l->cframe_current_frame, &now, sizeof now, 0};
-    if (rhi > lo)
-        req[nreq++] = (sw_mem_req){lo, r->recheck, (size_t)(rhi - lo), 0};
-    if (gen_leaf)
-        req[nreq++] = (sw_mem_req){leaf - back, r->leaf_again, l->frame_size + back, 0};
-    if (!read_with_codes(r, nreq, code_reads(r, n)))
-        return 0;
+    req[nreq++] = (sw_mem_req){tstate, ts, l->tstate_size, 0};
+    for (int again = 0;; again++) {
+        if (via_cframe && cf_walk)
+            req[nreq++] = (sw_mem_req){cf_walk + l->cframe_current_frame, &now, sizeof now, 0};
+        if (rhi > lo)
+            req[nreq++] = (sw_mem_req){lo, r->recheck, (size_t)(rhi - lo), 0};
+        if (gen_leaf)
+            req[nreq++] = (sw_mem_req){leaf - back, r->leaf_again, l->frame_size + back, 0};
+        if (!read_with_codes(r, nreq, code_reads(r, n)))
+            return 0;
+        if (again)
+            break;
+        if (via_cframe && !(cframe = u64_at(ts, l->tstate_frame)))
+            return 0;
+        if (!via_cframe)
+            now = u64_at(ts, l->tstate_frame);
+        if (!via_cframe || cframe == cf_walk)
+            break;
+        cf_walk = cframe;   /* another _PyCFrame: read it, and what follows, after the state */
+        nreq = 0;
+    }
     /* The frame the thread must be at or above: the leaf, or a generator
      * leaf's caller when the generator yielded since (its caller then ran
      * on from where it resumed it). */
@@ -976,8 +1189,8 @@ static int objects_whole(sw_pystack *r, uint32_t n)
 }
 
 /* Samples the thread whose state was read into ts. */
-static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, int64_t t_ns,
-                          uint64_t weight_ns, sw_sample_sink sink, void *ud, int *delivered)
+static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, const guess *g,
+                          int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud, int *delivered)
 {
     const sw_py_layout *l = &r->l;
     sw_sample s;
@@ -988,8 +1201,20 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     s.weight_ns = weight_ns;
     s.frames = r->frames;
     /* Every thread is probed, those without a Python frame too, so that
-     * each one's CPU time is measured from one round to the next. */
-    probe_thread(r, tstate, ts, &s);
+     * each one's CPU time is measured from one round to the next: in
+     * native mode first (the capture needs its kernel thread id), else
+     * right after its walk, so that the walk starts from the thread state
+     * just read (PROBE_LATE). */
+    const unsigned char *ts0 = ts;
+    const guess *g0 = g;
+    int probed = r->syms != NULL;
+    if (probed)
+        probe_thread(r, tstate, ts, g, &s);
+#define PROBE_LATE()                               \
+    do {                                           \
+        if (!probed)                               \
+            probe_thread(r, tstate, ts0, g0, &s);  \
+    } while (0)
     /* Native mode: the thread is parked in the signal handler with its
      * native stack from here until released, right after its Python frames
      * are walked, so both are of one instant (nativestack.h). */
@@ -1008,8 +1233,10 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         if (nn == SW_ESTATE && sw_nstack_blocked((int)s.native_tid))
             mute(r, (uint32_t)s.native_tid);   /* (one merely waiting for a CPU is asked again) */
         if (nn >= 0 && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
-            u64_at(ts2, l->tstate_interp) == r->interp)
+            u64_at(ts2, l->tstate_interp) == r->interp) {
             ts = ts2;   /* the thread state as of the capture */
+            g = NULL;
+        }
         /* The sample is of the instant the thread stopped, which can be
          * well after the round began (a thread waiting for a CPU on a busy
          * machine answers the signal when it next runs): dated then, not
@@ -1025,19 +1252,22 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             sw_nstack_release();                \
     } while (0)
     /* Without the native capture, the thread runs on while it is read: its
-     * state is read afresh just before its frames are (the probe above
-     * took a few system calls: before 3.11 a leaf frame taken from before
-     * it was often dead already), and the walk is checked after
-     * (still_whole, objects_whole): one that joined frames of two instants
-     * is torn, redone up to TORN_RETRIES (OBJECT_RETRIES) times, then
-     * failed. */
+     * frames are read right after its state (after a probe first, the state
+     * is read afresh: the probe took a few system calls, and before 3.11 a
+     * leaf frame taken from before it was often dead already), and the walk
+     * is checked after (still_whole, objects_whole): one that joined frames
+     * of two instants is torn, redone up to TORN_RETRIES (OBJECT_RETRIES)
+     * times, then failed. */
     int fresh = nn < 0;
-    if (fresh && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
-        u64_at(ts2, l->tstate_interp) == r->interp)
+    if (fresh && probed && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
+        u64_at(ts2, l->tstate_interp) == r->interp) {
         ts = ts2;
+        g = NULL;
+    }
     uint64_t frame;
-    if (leaf_frame(r, ts, &frame) != 0) {
+    if (leaf_frame(r, tstate, ts, g, &frame) != 0) {
         RELEASE_NATIVE();
+        PROBE_LATE();
         r->st.failed++;
         s.flags |= SW_SAMPLE_FAILED;
         sink(ud, &s);
@@ -1045,6 +1275,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     }
     if (!frame) {
         RELEASE_NATIVE();
+        PROBE_LATE();
         r->st.empty++;
         return;
     }
@@ -1063,10 +1294,10 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     int truncated = 0;
     long n;
     for (int torn = 0;; torn++) {
-        if (l->frames_kind == SW_FRAMES_INTERP)
-            copy_window(r, tstate, ts, frame, &w);
-        else
+        if (l->frames_kind != SW_FRAMES_INTERP)
             read_leaf(r, tstate, frame, &w);
+        else if (torn > 0 || !guessed_window(r, tstate, ts, frame, g, &w))
+            copy_window(r, tstate, ts, frame, &w);
         n = walk_frames(r, frame, &w, &truncated);
         if (n >= 0)
             spec_keep(r, tstate);
@@ -1094,7 +1325,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
          * again, from the thread state. */
         r->st.torn++;
         if (torn == TORN_RETRIES || sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) != SW_OK ||
-            u64_at(ts2, l->tstate_interp) != r->interp || leaf_frame(r, ts2, &frame) != 0)
+            u64_at(ts2, l->tstate_interp) != r->interp || leaf_frame(r, tstate, ts2, NULL, &frame) != 0)
             break;
         ts = ts2;
         r->st.retried++;
@@ -1104,7 +1335,9 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         }
     }
     RELEASE_NATIVE();
+    PROBE_LATE();
 #undef RELEASE_NATIVE
+#undef PROBE_LATE
     if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
         /* Told to the sink too: it may give the time to the thread's next
          * sample rather than lose it (failures are likelier in code whose
@@ -1157,8 +1390,22 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
     uint64_t tstate = 0, gil = gil_address(r);
     unsigned char gbuf[SW_LAYOUT_MAX_READ];
     uint32_t glen = gil ? (l->gil_locked + 4 > l->gil_last_holder + 8 ? l->gil_locked + 4 : l->gil_last_holder + 8) : 0;
-    sw_mem_req req[2] = {{r->interp + l->interp_threads_head, &tstate, sizeof tstate, 0}, {gil, gbuf, glen, 0}};
-    sw_mem_readv(&r->mem, req, gil ? 2 : 1);
+    /* ... and, speculatively, the first thread state of the last round,
+     * mostly the first one still, with what is guessed of its walk (guess). */
+    guess g;
+    memset(&g, 0, sizeof g);
+    sw_mem_req *req = r->spec_reqs;
+    req[0] = (sw_mem_req){r->interp + l->interp_threads_head, &tstate, sizeof tstate, 0};
+    req[1] = (sw_mem_req){gil, gbuf, glen, 0};
+    uint32_t nreq = gil ? 2 : 1, head_req = 0;
+    r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
+    if (r->head_guess) {
+        head_req = nreq;
+        req[nreq++] = (sw_mem_req){r->head_guess, ts, l->tstate_size, 0};
+        guess_reqs(r, r->head_guess, &g, &nreq);
+    }
+    sw_mem_readv(&r->mem, req, nreq);
+    guess_read(r, &g);
     r->gil_holder = 0;
     if (gil && req[1].ok) {
         int32_t locked;
@@ -1175,6 +1422,10 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
     if (!r->trampoline && l->interp_trampoline != SW_NO_OFFSET &&
         sw_mem_read(&r->mem, r->interp + l->interp_trampoline, &r->trampoline, sizeof r->trampoline) != SW_OK)
         r->trampoline = 0;
+    int have = head_req && tstate == r->head_guess && req[head_req].ok;
+    if (!have)
+        memset(&g, 0, sizeof g);
+    r->head_guess = tstate;
     for (uint32_t i = 0; tstate; i++) {
         if (i == r->lim.max_threads) {
             r->st.threads_skipped++;
@@ -1182,11 +1433,12 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
         }
         /* A thread state that cannot be read, or that no longer belongs to
          * this interpreter (freed and reused), ends the walk. */
-        if (sw_mem_read(&r->mem, tstate, ts, l->tstate_size) != SW_OK || u64_at(ts, l->tstate_interp) != r->interp) {
+        if ((!have && read_tstate(r, tstate, ts, &g) != SW_OK) || u64_at(ts, l->tstate_interp) != r->interp) {
             r->st.failed++;
             break;
         }
-        sample_thread(r, tstate, ts, t_ns, weight_ns, sink, ud, &delivered);
+        have = 0;
+        sample_thread(r, tstate, ts, &g, t_ns, weight_ns, sink, ud, &delivered);
         tstate = u64_at(ts, l->tstate_next);
     }
     if (r->states)

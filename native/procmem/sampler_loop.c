@@ -64,6 +64,38 @@ sw_sampler *sw_sampler_new(sw_pystack *reader, uint64_t interval_ns, sw_sample_s
     return s;
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* 1 once stop was asked (read without the mutex while spinning). */
+static int stop_asked(sw_sampler *s)
+{
+    return __atomic_load_n(&s->stop_requested, __ATOMIC_ACQUIRE);
+}
+
+/* Waits until CLOCK_MONOTONIC reaches deadline or stop is asked; the
+ * mutex is held on entry and on return. Short intervals are waited for by
+ * spinning: a sleeping thread wakes up tens of microseconds late (timer
+ * slack, the scheduler), more than a whole interval at 100 kHz, where the
+ * thread is busy most of the time anyway. */
+static void wait_until(sw_sampler *s, int64_t deadline)
+{
+    if (s->interval_ns < SW_SAMPLER_SPIN_BELOW_NS) {
+        pthread_mutex_unlock(&s->mu);
+        while (!stop_asked(s) && (int64_t)sw_clock_ns(CLOCK_MONOTONIC) < deadline)
+            cpu_relax();
+        pthread_mutex_lock(&s->mu);
+        return;
+    }
+    struct timespec dl = to_timespec(deadline);
+    while (!s->stop_requested && pthread_cond_timedwait(&s->cv, &s->mu, &dl) != ETIMEDOUT)
+        ;
+}
+
 static void *run(void *arg)
 {
     sw_sampler *s = arg;
@@ -78,9 +110,7 @@ static void *run(void *arg)
     int64_t deadline = s->start_ns, prev = s->start_ns;
     while (!s->stop_requested) {
         deadline += iv;
-        struct timespec dl = to_timespec(deadline);
-        while (!s->stop_requested && pthread_cond_timedwait(&s->cv, &s->mu, &dl) != ETIMEDOUT)
-            ;
+        wait_until(s, deadline);
         if (s->stop_requested)
             break;
         pthread_mutex_unlock(&s->mu);
@@ -144,7 +174,7 @@ int sw_sampler_stop(sw_sampler *s)
         pthread_mutex_unlock(&s->mu);
         return SW_ESTATE;
     }
-    s->stop_requested = 1;
+    __atomic_store_n(&s->stop_requested, 1, __ATOMIC_RELEASE);
     s->state = ST_STOPPING;   /* a concurrent stop() now fails instead of joining too */
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);

@@ -5,7 +5,9 @@
  *
  * Ticks are scheduled on absolute CLOCK_MONOTONIC deadlines, so the rate
  * does not drift; a tick that starts more than one interval late skips the
- * ticks it missed (counted) instead of sampling in a burst.
+ * ticks it missed (counted) instead of sampling in a burst. Intervals under
+ * SW_SAMPLER_SPIN_BELOW_NS (over 10 kHz) are waited for by spinning on the
+ * clock, not sleeping: a wake-up comes tens of microseconds late.
  */
 #ifndef SW_SAMPLER_LOOP_H
 #define SW_SAMPLER_LOOP_H
@@ -16,6 +18,7 @@
 #define SW_SAMPLER_MIN_INTERVAL_NS 10000ull          /* 10 us: another process, read from outside */
 #define SW_SAMPLER_MIN_INTERVAL_SELF_NS 20000ull     /* 20 us: this process, whose threads it slows */
 #define SW_SAMPLER_MAX_INTERVAL_NS 60000000000ull    /* 60 s */
+#define SW_SAMPLER_SPIN_BELOW_NS 100000ull           /* shorter intervals are waited for spinning */
 
 typedef struct sw_sampler sw_sampler;
 

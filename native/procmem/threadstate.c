@@ -5,8 +5,9 @@
  * Cost per probe, measured on this 2-core VM (Linux 6.18): a pread of the
  * kept-open syscall file 0.85 us for a running thread, 1.8 us for a
  * sleeping one (the kernel waits until it is off the CPU to read its
- * registers); the CPU clock 0.64 us. Opening the file each time would add
- * ~5 us, hence the kept descriptors.
+ * registers); the CPU clock 0.64 us (another process: a pread of its kept
+ * schedstat file). Opening a file each time would add ~5 us, hence the
+ * kept descriptors.
  */
 #define _GNU_SOURCE
 #include "threadstate.h"
@@ -21,11 +22,19 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct entry {
-    uint32_t tid;            /* 0: free slot */
-    int fd;                  /* the syscall file, or -1 */
+/* A /proc file of a thread kept open. */
+typedef struct kept {
+    int fd;                  /* or -1 */
     dev_t dev;               /* identity of fd, checked before closing it */
     ino_t ino;
+} kept;
+
+enum { FILE_SYSCALL, FILE_SCHEDSTAT, NFILES };
+static const char *const file_names[NFILES] = {"syscall", "schedstat"};
+
+typedef struct entry {
+    uint32_t tid;            /* 0: free slot */
+    kept files[NFILES];      /* the syscall file; for another process the schedstat file */
     uint64_t cpu_ns;         /* CPU time at the previous probe */
     int has_cpu;
     uint64_t seen;           /* last round probed */
@@ -62,16 +71,22 @@ sw_threadstate *sw_threadstate_new(int pid, uint32_t max_fds)
     return t;
 }
 
-/* Closes e's file if it is still the one opened (see threadstate.h). */
-static void drop_fd(sw_threadstate *t, entry *e)
+/* Closes a kept file if it is still the one opened (see threadstate.h). */
+static void drop_fd(sw_threadstate *t, kept *k)
 {
-    if (e->fd < 0)
+    if (k->fd < 0)
         return;
     struct stat sb;
-    if (fstat(e->fd, &sb) == 0 && sb.st_dev == e->dev && sb.st_ino == e->ino)
-        close(e->fd);
-    e->fd = -1;
+    if (fstat(k->fd, &sb) == 0 && sb.st_dev == k->dev && sb.st_ino == k->ino)
+        close(k->fd);
+    k->fd = -1;
     t->open_fds--;
+}
+
+static void drop_fds(sw_threadstate *t, entry *e)
+{
+    for (int f = 0; f < NFILES; f++)
+        drop_fd(t, &e->files[f]);
 }
 
 void sw_threadstate_free(sw_threadstate *t)
@@ -80,7 +95,7 @@ void sw_threadstate_free(sw_threadstate *t)
         return;
     for (uint32_t i = 0; i < t->cap; i++)
         if (t->slots[i].tid)
-            drop_fd(t, &t->slots[i]);
+            drop_fds(t, &t->slots[i]);
     free(t->slots);
     free(t);
 }
@@ -111,7 +126,7 @@ static int rebuild(sw_threadstate *t, uint32_t cap, uint64_t keep_round)
         if (!e->tid)
             continue;
         if (keep_round != UINT64_MAX && e->seen != keep_round) {
-            drop_fd(t, e);
+            drop_fds(t, e);
             continue;
         }
         place(ns, cap, e);
@@ -140,18 +155,59 @@ static entry *lookup(sw_threadstate *t, uint32_t tid, int *is_new)
             return NULL;
         return lookup(t, tid, is_new);
     }
-    t->slots[i] = (entry){tid, -1, 0, 0, 0, 0, 0};
+    t->slots[i] = (entry){.tid = tid, .files = {{-1, 0, 0}, {-1, 0, 0}}};
     t->used++;
     *is_new = 1;
     return &t->slots[i];
 }
 
-static int open_syscall_file(sw_threadstate *t, uint32_t tid)
+static int open_file(sw_threadstate *t, uint32_t tid, int which)
 {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task/%u/syscall", t->pid, tid);
+    snprintf(path, sizeof path, "/proc/%d/task/%u/%s", t->pid, tid, file_names[which]);
     t->st.opens++;
     return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* Reads file `which` of e's thread into buf (NUL-terminated), through its
+ * kept descriptor (opening one if there is room, else opening and closing
+ * it), and parses it with parse(text, ctx). The value parse returns, or
+ * fail (no such thread any more, not allowed, not parsed). */
+static uint32_t read_kept(sw_threadstate *t, entry *e, int which, uint32_t (*parse)(const char *, void *),
+                          void *ctx, uint32_t fail)
+{
+    char buf[256];
+    kept *k = &e->files[which];
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = k->fd, temporary = 0;
+        if (fd < 0) {
+            fd = open_file(t, e->tid, which);
+            if (fd < 0)
+                return fail;
+            temporary = 1;
+            struct stat sb;
+            if (t->open_fds < t->max_fds && fstat(fd, &sb) == 0) {
+                *k = (kept){fd, sb.st_dev, sb.st_ino};
+                t->open_fds++;
+                temporary = 0;
+            }
+        }
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        if (temporary)
+            close(fd);
+        if (n > 0) {
+            buf[n] = 0;
+            uint32_t v = parse(buf, ctx);
+            if (v != fail)
+                return v;
+        }
+        if (temporary)
+            return fail;
+        /* The kept file failed (the thread ended and its id was reused, or
+         * the descriptor is no longer ours): open it again, once. */
+        drop_fd(t, k);
+    }
+    return fail;
 }
 
 uint32_t sw_threadstate_parse(const char *text, uint64_t gil_lo, uint64_t gil_hi)
@@ -179,51 +235,34 @@ uint32_t sw_threadstate_parse(const char *text, uint64_t gil_lo, uint64_t gil_hi
     return SW_STATE_IDLE;
 }
 
-/* Reads the syscall file of e (through its kept descriptor if it has one,
- * opening one if there is room). Returns the state. */
-static uint32_t read_state(sw_threadstate *t, entry *e, uint64_t gil_lo, uint64_t gil_hi)
+typedef struct gil_range {
+    uint64_t lo, hi;
+} gil_range;
+
+static uint32_t parse_state(const char *text, void *ctx)
 {
-    char buf[256];
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int fd = e->fd, temporary = 0;
-        if (fd < 0) {
-            fd = open_syscall_file(t, e->tid);
-            if (fd < 0)
-                return SW_STATE_UNKNOWN;   /* no such thread (any more), or not allowed */
-            temporary = 1;
-            struct stat sb;
-            if (t->open_fds < t->max_fds && fstat(fd, &sb) == 0) {
-                e->fd = fd;
-                e->dev = sb.st_dev;
-                e->ino = sb.st_ino;
-                t->open_fds++;
-                temporary = 0;
-            }
-        }
-        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-        if (temporary)
-            close(fd);
-        if (n > 0) {
-            buf[n] = 0;
-            uint32_t s = sw_threadstate_parse(buf, gil_lo, gil_hi);
-            if (s != SW_STATE_UNKNOWN)
-                return s;
-        }
-        if (temporary)
-            return SW_STATE_UNKNOWN;
-        /* The kept file failed (the thread ended and its id was reused, or
-         * the descriptor is no longer ours): open it again, once. */
-        drop_fd(t, e);
-    }
-    return SW_STATE_UNKNOWN;
+    const gil_range *g = ctx;
+    return sw_threadstate_parse(text, g->lo, g->hi);
 }
 
-static int read_cpu(sw_threadstate *t, uint32_t tid, uint64_t *ns)
+/* schedstat's first field, the CPU time in ns. */
+static uint32_t parse_cpu(const char *text, void *ctx)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text || errno)
+        return 1;
+    *(uint64_t *)ctx = v;
+    return 0;
+}
+
+static int read_cpu(sw_threadstate *t, entry *e, uint64_t *ns)
 {
     if (t->own) {
         /* The kernel's per-thread CPU clock id: ~tid << 3 | PERTHREAD(4) |
          * SCHED(2), as glibc's pthread_getcpuclockid makes it. */
-        uint32_t u = (~tid << 3) | 6u;
+        uint32_t u = (~e->tid << 3) | 6u;
         clockid_t c;
         _Static_assert(sizeof c == sizeof u, "clockid_t is 32 bits on Linux");
         memcpy(&c, &u, sizeof c);
@@ -233,23 +272,7 @@ static int read_cpu(sw_threadstate *t, uint32_t tid, uint64_t *ns)
         *ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
         return 0;
     }
-    char path[64], buf[128];
-    snprintf(path, sizeof path, "/proc/%d/task/%u/schedstat", t->pid, tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(buf, &end, 10);
-    if (end == buf || errno)
-        return -1;
-    *ns = v;
-    return 0;
+    return read_kept(t, e, FILE_SCHEDSTAT, parse_cpu, ns, 1) == 0 ? 0 : -1;
 }
 
 uint32_t sw_threadstate_probe(sw_threadstate *t, uint32_t tid, uint64_t round, uint64_t gil_lo, uint64_t gil_hi,
@@ -274,11 +297,12 @@ uint32_t sw_threadstate_probe(sw_threadstate *t, uint32_t tid, uint64_t round, u
         e->seen = round;
         t->seen_this_round++;
     }
-    uint32_t state = read_state(t, e, gil_lo, gil_hi);
+    gil_range g = {gil_lo, gil_hi};
+    uint32_t state = read_kept(t, e, FILE_SYSCALL, parse_state, &g, SW_STATE_UNKNOWN);
     if (state == SW_STATE_UNKNOWN)
         t->st.unknown++;
     uint64_t now;
-    if (read_cpu(t, tid, &now) != 0) {
+    if (read_cpu(t, e, &now) != 0) {
         t->st.no_cpu++;
         e->has_cpu = 0;
         return state;

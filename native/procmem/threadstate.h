@@ -24,8 +24,10 @@
  * on the clock id the kernel derives from the thread id, ns-exact); for
  * another process the first field of /proc/PID/task/TID/schedstat.
  *
- * The syscall file of each thread is kept open (at most max_fds of them;
- * further threads open and close it per probe), O_CLOEXEC. A descriptor is
+ * The syscall file of each thread (and for another process its schedstat
+ * file) is kept open and read again with pread (at most max_fds
+ * descriptors in all; further threads open and close them per probe),
+ * O_CLOEXEC. A descriptor is
  * only ever closed after fstat() shows it is still that file, so a program
  * that closed it and reused the number keeps its own file.
  *

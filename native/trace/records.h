@@ -130,6 +130,9 @@
       F(code, CODE, CODE) F(line, VARINT, LINE) F(peer, VARINT, A) F(channel, STR, S1) F(value, STR, S2))  \
     X(TASK_NAME, 26, task_name, 9, DISPATCH, "task", "task name", INSTANT, NONE, NONE, S1, NULL,                \
       F(task, VARINT, A) F(native_id, TID, C) F(name, STR, S1) F(group, STR, S2))                          \
+    X(TASK_WOKEN, 27, task_woken, 12, DISPATCH, "task", "task woken", INSTANT, NONE, NONE, S1, NULL,            \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(native_id, TID, C) F(ago, VARINT, B)  \
+      F(channel, STR, S1))                                                                                 \
     X(OFF_CPU, 28, off_cpu, 10, KERNEL, "sched", "off CPU", OPEN, ON_CPU, OFF_CPU, S1, "off CPU",              \
       F(reason, STR, S1) F(cpu, VARINT, A) F(state, VARINT, B))                                            \
     X(ON_CPU, 29, on_cpu, 10, KERNEL, "sched", "on CPU", CLOSE, OFF_CPU, OFF_CPU, NONE, NULL,                  \
@@ -191,6 +194,10 @@
  *                 channel; peer the sender's id + 1 (0: not known)
  *   TASK_NAME     task `task` is named name, in group ("": none) by
  *                 stackwatch.name(): the name wins over the automatic one
+ *   TASK_WOKEN    (format 1.12) the running task's wait on channel ended,
+ *                 here: task `task` of thread `native_id` ended it `ago` ns
+ *                 before this record (written by the woken task, when only
+ *                 it can know who woke it: a lock's last release)
  * OFF_CPU..ON_CPU (format 1.10, `run --kernel=sched`): the thread is off
  * CPU from its switch out (reason: sleeping S, blocked D, preempted R,
  * other, or without the privilege preempted / waiting; cpu: the CPU it

@@ -48,13 +48,15 @@ _LAZY = {
     "region": ("stackwatch.tracer.regions", "region"),
     "name": ("stackwatch.events.tasks", "name"),
     "tasks": ("stackwatch.events.tasks", "tasks"),
+    "sent": ("stackwatch.events.task_channels", "sent"),
+    "received": ("stackwatch.events.task_channels", "received"),
     "Trace": ("stackwatch.tracer.tracefile", "Trace"),
     "__version__": ("stackwatch.common.version", "VERSION"),   # written by the build from meson.build
 }
 
 __all__ = ["EVENTS", "CallTree", "Event", "History", "Profiler", "Trace", "TraceError", "TraceSummary",
            "add_handler", "get_profile", "handlers", "is_tracing", "load_profile", "merge", "name", "probes",
-           "region", "start", "stop", "tasks", "trace", "traced", "watch"]
+           "received", "region", "sent", "start", "stop", "tasks", "trace", "traced", "watch"]
 
 
 def __getattr__(name):

@@ -145,6 +145,8 @@ static PyObject *kind_data(int kind, const sw_evdata *d)
         return Py_BuildValue("{s:L,s:L}", "task", d->a, "native_id", d->c);
     case SW_K_TASK_SEND: case SW_K_TASK_RECEIVE:
         return Py_BuildValue("{s:L,s:N}", "peer", d->a, "value", str_or_none(d->file));
+    case SW_K_TASK_WOKEN:
+        return Py_BuildValue("{s:L,s:L,s:L}", "task", d->a, "native_id", d->c, "ago_ns", d->b);
     case SW_K_TASK_NAME:
         return Py_BuildValue("{s:L,s:L,s:N}", "task", d->a, "native_id", d->c, "group", str_or_none(d->file));
     default:

@@ -43,7 +43,8 @@
  *               gc.callbacks, CLASS_SLOTS the wrapped slots of every
  *               Python class, THREAD_WRAPPER a wrapper of
  *               threading.Thread._bootstrap_inner, TASK_HOOKS a
- *               greenlet.settrace callback (ext/tracer/tasks.c) and the
+ *               greenlet.settrace callback (ext/tracer/tasks.c), the
+ *               lock types' methods (ext/tracer/task_locks.c) and the
  *               wrappers of asyncio's and threading's task and queue methods
  *               (events/task_hooks.py) (these four, and EVAL, on every
  *               version)
@@ -79,7 +80,8 @@
     X(TASK_WAKE,    task_wake,    TASKS,      TASK_HOOKS,     0, a)                  \
     X(TASK_SEND,    task_send,    TASKS,      TASK_HOOKS,     0, a)                  \
     X(TASK_RECEIVE, task_receive, TASKS,      TASK_HOOKS,     0, a)                  \
-    X(TASK_NAME,    task_name,    TASKS,      TASK_HOOKS,     0, a)
+    X(TASK_NAME,    task_name,    TASKS,      TASK_HOOKS,     0, a)                  \
+    X(TASK_WOKEN,   task_woken,   TASKS,      TASK_HOOKS,     0, a)
 
 /* G(GROUP, name, named): named groups are the ones users may ask for. */
 #define SW_EVENT_GROUPS(G)                                                            \

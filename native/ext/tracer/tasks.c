@@ -16,6 +16,11 @@
 #include "ext/tracer/session.h"
 
 #include <stdio.h>
+#include <string.h>
+
+/* Values (messages, results) are recorded as their repr, cut at this many
+ * characters (events/task_hooks.py VALUE_MAX). */
+#define SW_TASK_VALUE_MAX 200
 
 static PyObject *chained;      /* the greenlet trace function ours replaced */
 static int installed;          /* ours is (or was last set as) greenlet's */
@@ -122,6 +127,17 @@ static void task_record(int kind, PyFrameObject *f, long long a, long long b, lo
     task_record_at(kind, f, NULL, -1, a, b, c, s1, s2);
 }
 
+void sw_task_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1, const char *s2)
+{
+    task_record_at(kind, f, NULL, -1, a, b, c, s1, s2);
+}
+
+uint64_t sw_task_running(void)
+{
+    sw_tracer_thread *t = &sw_TT;
+    return sw_S.gen && t->tb && t->session == sw_S.gen ? t->tb->task : t->task_now;
+}
+
 /* The same, located at code `at`, line at_line when f is NULL. */
 static void task_record_at(int kind, PyFrameObject *f, PyCodeObject *at, int at_line, long long a, long long b,
                            long long c, const char *s1, const char *s2)
@@ -207,6 +223,90 @@ static void suspended_name(PyObject *g, char *buf, size_t len)
     Py_DECREF(f);
 }
 
+/* The message of the switch about to happen (set by greenlet_switch):
+ * its value's repr (a str, held), for the switch to the greenlet at
+ * msg_to (an address, only compared), and when that switch starts it, its
+ * run function's code (held: the first receive is located there; else
+ * NULL). Every switch takes or drops them. */
+static PyObject *msg_value, *msg_start;
+static void *msg_to;
+/* The channel of the messages of greenlet switches. */
+#define SW_GREENLET_CHANNEL "switch"
+
+/* Takes the message of a switch of `event` ("switch", "throw") to target:
+ * the repr (new reference; *start: the run function's code, new
+ * reference, or NULL), or NULL when it carries none. */
+static PyObject *take_message(PyObject *event, PyObject *target, PyObject **start)
+{
+    PyObject *v = msg_value, *code = msg_start;
+    int mine = v && msg_to == (void *)target && PyUnicode_Check(event) &&
+               PyUnicode_CompareWithASCIIString(event, "switch") == 0;
+    msg_value = msg_start = NULL;
+    msg_to = NULL;
+    if (!mine) {
+        Py_XDECREF(v);
+        Py_CLEAR(code);
+        v = NULL;
+    }
+    *start = code;
+    return v;
+}
+
+/* The repr of what the run function of the greenlet at result_of returned
+ * (or raised), set by run_returned as it ends (held), for its exit. */
+static PyObject *result_value;
+static void *result_of;
+
+/* Takes the result of greenlet g, which just ended (new reference), or NULL. */
+static PyObject *take_result(PyObject *g)
+{
+    PyObject *r = result_value;
+    int mine = r && result_of == (void *)g;
+    result_value = NULL;
+    result_of = NULL;
+    if (!mine)
+        Py_CLEAR(r);
+    return r;
+}
+
+/* A greenlet's run function, wrapped when our switch() starts it: self is
+ * (the run function, the greenlet's address); its result's repr (or its
+ * exception's) is kept for the greenlet's exit. No frame of its own. */
+static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *run = PyTuple_GET_ITEM(self, 0);
+    PyObject *res = PyObject_Call(run, args, kwargs);
+    if (!(sw_D.mask & SW_EVB(SW_K_TASK_EXIT)))
+        return res;
+    sw_exc_state exc;
+    sw_exc_save(&exc);   /* (res NULL: the exception it raised, put back after) */
+    PyObject *v = res;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!v)
+        v = exc.exc;
+#else
+    if (!v) {
+        PyErr_NormalizeException(&exc.t, &exc.v, &exc.tb);
+        v = exc.v;
+    }
+#endif
+    PyObject *r = v ? PyObject_Repr(v) : NULL;
+    if (r && PyUnicode_GET_LENGTH(r) > SW_TASK_VALUE_MAX) {
+        PyObject *cut = PyUnicode_Substring(r, 0, SW_TASK_VALUE_MAX - 3);
+        Py_SETREF(r, cut ? PyUnicode_FromFormat("%U...", cut) : NULL);
+        Py_XDECREF(cut);
+    }
+    PyErr_Clear();
+    Py_XSETREF(result_value, r);
+    result_of = PyLong_AsVoidPtr(PyTuple_GET_ITEM(self, 1));
+    PyErr_Clear();
+    sw_exc_restore(&exc);
+    return res;
+}
+
+static PyMethodDef run_def = {"run", (PyCFunction)(void (*)(void))run_returned, METH_VARARGS | METH_KEYWORDS,
+                              "a greenlet's run function, its result kept for its exit (stackwatch task events)"};
+
 /* hooks.greenlet_trace(event, (origin, target)): greenlet calls it on
  * the target's side of every switch ("switch") or throw ("throw"), before
  * the target runs on. Records, then calls the chained callback. */
@@ -218,7 +318,9 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         return NULL;
     int k = SW_K_TASK_SWITCH;
     uint64_t unnamed = 0;   /* a new task, named after its first frame */
-    if ((sw_D.mask & SW_EVB(k)) && PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2) {
+    int pair_ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2;
+    PyObject *start_code, *msg = take_message(event, pair_ok ? PyTuple_GET_ITEM(pair, 1) : NULL, &start_code);
+    if ((sw_D.mask & SW_EVB(k)) && pair_ok) {
         sw_exc_state exc;   /* hooks never raise, nor lose a pending exception */
         sw_exc_save(&exc);
         origin = PyTuple_GET_ITEM(pair, 0);
@@ -234,13 +336,23 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         int died = dead == Py_True;
         Py_XDECREF(dead);
         PyErr_Clear();
-        if (died)
+        if (died) {
+            PyObject *result = take_result(origin);
+            const char *r = result ? PyUnicode_AsUTF8(result) : NULL;
+            PyErr_Clear();
             task_record(SW_K_TASK_EXIT, NULL, (long long)from,
-                        PyUnicode_Check(event) && PyUnicode_CompareWithASCIIString(event, "throw") == 0, 0, NULL,
+                        PyUnicode_Check(event) && PyUnicode_CompareWithASCIIString(event, "throw") == 0, 0, r,
                         NULL);
-        if (target_fresh) {
+            Py_XDECREF(result);
+        }
+        const char *value = msg ? PyUnicode_AsUTF8(msg) : NULL;
+        PyErr_Clear();
+        if (value || target_fresh) {   /* the origin's: where it called switch() */
             PyFrameObject *f = died ? NULL : suspended_frame(origin);
-            task_record(SW_K_TASK_CREATE, f, (long long)to, 1, 0, "", NULL);
+            if (value)   /* handed over: a send to the target */
+                task_record(SW_K_TASK_SEND, f, (long long)to + 1, 0, 0, SW_GREENLET_CHANNEL, value);
+            if (target_fresh)
+                task_record(SW_K_TASK_CREATE, f, (long long)to, 1, 0, "", NULL);
             Py_XDECREF(f);
         }
         sw_tracer_thread *t = &sw_TT;
@@ -263,9 +375,17 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         sw_evdata d = {.line = -1, .a = (long long)from, .b = (long long)to};
         sw_emit(k, &d);
         t->task_now = to;
+        if (value && start_code)   /* its run starts with it: received there */
+            task_record_at(SW_K_TASK_RECEIVE, NULL, (PyCodeObject *)start_code,
+                           ((PyCodeObject *)start_code)->co_firstlineno, (long long)from + 1, 0, 0,
+                           SW_GREENLET_CHANNEL, value);
+        else if (value)   /* the target's switch() returns it: received */
+            task_record(SW_K_TASK_RECEIVE, PyEval_GetFrame(), (long long)from + 1, 0, 0, SW_GREENLET_CHANNEL, value);
         forget_if_dead(origin);
         sw_exc_restore(&exc);
     }
+    Py_XDECREF(msg);
+    Py_XDECREF(start_code);
     PyObject *r = chained ? PyObject_CallFunctionObjArgs(chained, event, pair, NULL) : Py_NewRef(Py_None);
     /* After the chained callback: its frames are not the task's run. */
     if (unnamed && sw_S.gen) {
@@ -275,6 +395,169 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         sw_tracer_thread_ready(t);
     }
     return r;
+}
+
+/* The repr of what a switch() passes (greenlet's own rule for what the
+ * receiver gets: one argument as itself, several as a tuple, keywords as a
+ * dict, both as (args, kwargs)), cut at SW_TASK_VALUE_MAX characters
+ * (new reference; NULL with no error when it fails). */
+static PyObject *message_repr(PyObject *args, PyObject *kwargs)
+{
+    int kw = kwargs && PyDict_GET_SIZE(kwargs) > 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *r;
+    if (kw)
+        r = n ? PyUnicode_FromFormat("(%R, %R)", args, kwargs) : PyObject_Repr(kwargs);
+    else
+        r = PyObject_Repr(n == 1 ? PyTuple_GET_ITEM(args, 0) : args);
+    if (!r) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (PyUnicode_GET_LENGTH(r) > SW_TASK_VALUE_MAX) {
+        PyObject *cut = PyUnicode_Substring(r, 0, SW_TASK_VALUE_MAX - 3);
+        Py_SETREF(r, cut ? PyUnicode_FromFormat("%U...", cut) : NULL);
+        Py_XDECREF(cut);
+        PyErr_Clear();
+    }
+    return r;
+}
+
+/* 1 if the running frame (the caller of a C function) is gevent's: its
+ * hub's switches carry no user value. */
+static int called_by_gevent(void)
+{
+    PyFrameObject *f = PyEval_GetFrame();   /* borrowed */
+    if (!f)
+        return 0;
+    PyCodeObject *co = PyFrame_GetCode(f);
+    PyObject *file = PyObject_GetAttrString((PyObject *)co, "co_filename");
+    const char *s = file && PyUnicode_Check(file) ? PyUnicode_AsUTF8(file) : NULL;
+    int r = s && strstr(s, "/gevent/") != NULL;
+    PyErr_Clear();
+    Py_XDECREF(file);
+    Py_DECREF(co);
+    return r;
+}
+
+/* greenlet's switch while task events are wanted (greenlet_switch_wrap):
+ * a switch() called from Python that passes a value marks it as the
+ * message of the switch to self (taken by greenlet_trace), then switches
+ * as greenlet's own does. No frame of its own (greenlet's frames and
+ * gr_frame stay the program's). */
+/* The code of greenlet g's run function, not started yet (new
+ * reference), or NULL. */
+static PyObject *run_code(PyObject *g)
+{
+    PyObject *run = PyObject_GetAttrString(g, "run");
+    PyObject *code = run ? PyObject_GetAttrString(run, "__code__") : NULL;
+    Py_XDECREF(run);
+    PyErr_Clear();
+    if (code && !PyCode_Check(code))
+        Py_CLEAR(code);
+    return code;
+}
+
+/* Sets greenlet g's run (not started yet) to run_returned over it. */
+static void wrap_run(PyObject *g)
+{
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    PyObject *run = PyObject_GetAttrString(g, "run");
+    PyObject *addr = run ? PyLong_FromVoidPtr(g) : NULL;
+    PyObject *pair = addr ? PyTuple_Pack(2, run, addr) : NULL;
+    PyObject *ours = pair ? PyCFunction_NewEx(&run_def, pair, NULL) : NULL;
+    if (ours && PyObject_SetAttrString(g, "run", ours) < 0)
+        PyErr_Clear();
+    Py_XDECREF(ours);
+    Py_XDECREF(pair);
+    Py_XDECREF(addr);
+    Py_XDECREF(run);
+    PyErr_Clear();
+    sw_exc_restore(&exc);
+}
+
+static PyObject *switch_orig;       /* greenlet's own switch (a method descriptor), while ours is set */
+static PyTypeObject *switch_type;   /* the greenlet type ours is set in */
+
+static PyObject *greenlet_switch(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    if (!switch_orig)
+        return PyErr_Format(PyExc_RuntimeError, "greenlet's switch is gone");
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if ((n || (kwargs && PyDict_GET_SIZE(kwargs))) && (sw_D.mask & SW_EVB(SW_K_TASK_SEND))) {
+        sw_exc_state exc;
+        sw_exc_save(&exc);
+        PyObject *r = called_by_gevent() ? NULL : message_repr(args, kwargs);
+        Py_XSETREF(msg_value, r);
+        msg_to = r ? self : NULL;
+        Py_CLEAR(msg_start);
+        if (r && PyObject_IsTrue(self) == 0)   /* not active: the switch starts it (or it is dead: none) */
+            msg_start = run_code(self);
+        PyErr_Clear();
+        sw_exc_restore(&exc);
+    }
+    if ((sw_D.mask & SW_EVB(SW_K_TASK_EXIT)) && Py_TYPE(self) == switch_type && PyObject_IsTrue(self) == 0)
+        wrap_run(self);   /* it starts now (unless dead): its result is its exit's */
+    PyErr_Clear();
+    PyObject *all = PyTuple_New(n + 1);
+    if (!all)
+        return NULL;
+    PyTuple_SET_ITEM(all, 0, Py_NewRef(self));
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(all, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+    PyObject *orig = Py_NewRef(switch_orig);
+    PyObject *res = PyObject_Call(orig, all, kwargs);
+    Py_DECREF(orig);
+    Py_DECREF(all);
+    return res;
+}
+
+static PyMethodDef switch_def = {
+    "switch", (PyCFunction)(void (*)(void))greenlet_switch, METH_VARARGS | METH_KEYWORDS,
+    "switch(*args, **kwargs): greenlet's switch, its values recorded as messages (stackwatch task events)"};
+
+/* hooks.greenlet_switch_wrap(type, on): sets (on) or puts back (off)
+ * greenlet's switch in type (greenlet.greenlet: immutable, so through its
+ * dict; its caches dropped). Off leaves a switch the program set itself. */
+static PyObject *greenlet_switch_wrap(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyTypeObject *tp;
+    int on;
+    if (!PyArg_ParseTuple(args, "O!p", &PyType_Type, &tp, &on))
+        return NULL;
+    PyObject *dict = tp->tp_dict;
+    if (!dict || !PyDict_Check(dict))
+        return PyErr_Format(PyExc_TypeError, "greenlet_switch_wrap: %s has no dict", tp->tp_name);
+    PyObject *now = PyDict_GetItemString(dict, "switch");   /* borrowed */
+    int ours_now = now && PyObject_TypeCheck(now, &PyMethodDescr_Type) &&
+                   ((PyMethodDescrObject *)now)->d_method == &switch_def;
+    if (on && !switch_type) {
+        if (!now || ours_now)
+            return PyErr_Format(PyExc_TypeError, "greenlet_switch_wrap: %s has no switch of its own", tp->tp_name);
+        PyObject *ours = PyDescr_NewMethod(tp, &switch_def);
+        if (!ours)
+            return NULL;
+        Py_XSETREF(switch_orig, Py_NewRef(now));
+        switch_type = (PyTypeObject *)Py_NewRef((PyObject *)tp);
+        int r = PyDict_SetItemString(dict, "switch", ours);
+        Py_DECREF(ours);
+        if (r < 0) {
+            Py_CLEAR(switch_orig);
+            Py_CLEAR(switch_type);
+            return NULL;
+        }
+        PyType_Modified(tp);
+    } else if (!on && tp == switch_type) {
+        if (ours_now && PyDict_SetItemString(dict, "switch", switch_orig) < 0)
+            return NULL;
+        PyType_Modified(tp);
+        /* (switch_orig is kept while a switch() of ours may still run: a
+         * greenlet suspended in it calls it when it resumes) */
+        Py_CLEAR(switch_type);
+    }
+    Py_RETURN_NONE;
 }
 
 /* hooks.task_id(obj, name, rename=False) -> the task id of obj (an asyncio
@@ -333,8 +616,10 @@ static PyObject *task_switch(PyObject *self, PyObject *arg)
 }
 
 /* hooks.task_event(kind, a, b, c, s1, s2, where): a task event of dispatch
- * kind `kind` (one of TASK_CREATE..TASK_NAME) with its fields (records.h;
- * s1, s2 str or None), located at where: a frame, (code, line) or None. */
+ * kind `kind` (one of TASK_CREATE..TASK_WOKEN) with its fields (records.h;
+ * s1, s2 str or None), located at where: a frame, (code, line) or None.
+ * For TASK_WOKEN, b is the time of the wake (time.monotonic_ns()): its
+ * `ago` is taken here, with no Python between it and the record's time. */
 static PyObject *task_event(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -344,7 +629,7 @@ static PyObject *task_event(PyObject *self, PyObject *args)
     PyObject *f;
     if (!PyArg_ParseTuple(args, "iLLLzzO", &kind, &a, &b, &c, &s1, &s2, &f))
         return NULL;
-    if (kind < SW_K_TASK_CREATE || kind > SW_K_TASK_NAME)
+    if (kind < SW_K_TASK_CREATE || kind > SW_K_TASK_WOKEN)
         return PyErr_Format(PyExc_ValueError, "not a task event kind: %d", kind);
     PyCodeObject *at = NULL;
     int at_line = -1;
@@ -353,6 +638,10 @@ static PyObject *task_event(PyObject *self, PyObject *args)
         at_line = PyLong_AsLong(PyTuple_GET_ITEM(f, 1));
         if (at_line < 0 || PyErr_Occurred())
             return NULL;
+    }
+    if (kind == SW_K_TASK_WOKEN) {   /* b: the wake's CLOCK_MONOTONIC ns, made `ago` next to the record's clock */
+        long long now = (long long)sw_clock_ns(CLOCK_MONOTONIC);
+        b = now > b && b > 0 ? now - b : 0;
     }
     sw_exc_state exc;
     sw_exc_save(&exc);
@@ -367,8 +656,7 @@ static PyObject *task_running(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    sw_tracer_thread *t = &sw_TT;
-    return PyLong_FromUnsignedLongLong(sw_S.gen && t->tb && t->session == sw_S.gen ? t->tb->task : t->task_now);
+    return PyLong_FromUnsignedLongLong(sw_task_running());
 }
 
 /* Ours is installed; prev is the callback it replaced (None: none; never
@@ -413,6 +701,8 @@ static PyMethodDef methods[] = {
     {"task_event", task_event, METH_VARARGS,
      "task_event(kind, a, b, c, s1, s2, where): a task event, located at where (a frame, (code, line) or None)"},
     {"task_running", task_running, METH_NOARGS, "task_running() -> the task id the thread runs (0: itself)"},
+    {"greenlet_switch_wrap", greenlet_switch_wrap, METH_VARARGS,
+     "greenlet_switch_wrap(type, on): greenlet's switch records the values it passes (on), or is greenlet's again"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,6 +16,16 @@
  * ("greenlet worker"). The hook's slow path calls it. */
 void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co);
 
+/* Records a task event of dispatch kind `kind` (TASK_CREATE..TASK_WOKEN:
+ * its EXT record and the handlers'), located at frame f or, when its code
+ * is not recorded (a filter's, or stackwatch's own), its first caller
+ * whose code is (borrowed; NULL: nowhere). Fields as sw_evdata's. Clears
+ * any error it meets. */
+void sw_task_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1, const char *s2);
+
+/* The task the thread runs now (0: itself). */
+uint64_t sw_task_running(void);
+
 /* Adds greenlet_trace (the callback), greenlet_trace_chain(previous)
  * (installed, replacing previous), greenlet_trace_off() -> previous, and
  * greenlet_trace_on() to _native.hooks. Returns 0, or -1 with an exception set. */

@@ -11,7 +11,7 @@ Events (stackwatch.EVENTS): call, return, yield, resume, unwind, c_call,
 c_return, c_raise, line, instruction, raise, handled, gc_start, gc_done,
 new_start, new_done, delete_start, delete_done, thread_start, thread_exit,
 task_switch, task_create, task_exit, task_block, task_wake, task_send,
-task_receive, task_name; and the groups calls, c_calls, exceptions, gc,
+task_receive, task_name, task_woken; and the groups calls, c_calls, exceptions, gc,
 objects, threads, tasks, all.
 
 A handler runs in the thread where the event happened, with the GIL; its

@@ -12,7 +12,9 @@ with what the mechanisms reachable only from Python must be:
 - gc.callbacks: one entry while GC events are wanted;
 - threading.Thread._bootstrap_inner wrapped while thread events are wanted;
 - greenlet.settrace(hooks.greenlet_trace) while task events are wanted
-  (when greenlet is installed; the callback it replaces is chained);
+  (when greenlet is installed; the callback it replaces is chained), and
+  greenlet's switch() replaced by hooks.greenlet_switch_wrap's, which marks
+  the value a switch passes as its message;
 - sys.settrace replaced while the C trace hook is on (3.9-3.11), so that a
   tool installing or removing a trace function is noticed.
 
@@ -26,6 +28,7 @@ import threading
 
 from .. import _native
 from . import monitoring
+from . import task_channels, task_runtimes
 from . import task_hooks as task_hooks_mod
 
 _hooks = _native.hooks
@@ -60,7 +63,7 @@ def apply(monitoring_events, local_lines, init_gap, lines_key, gc_callback, thre
     _switch_settrace(settrace)
     _switch_thread_wrapper(thread_wrapper)
     _switch_greenlet_trace(task_hooks)
-    task_hooks_mod.switch(task_hooks)
+    task_hooks_mod.switch(task_hooks, (task_channels, task_runtimes))
 
 
 
@@ -99,11 +102,16 @@ def _switch_greenlet_trace(on):
             _warn(f"cannot import greenlet to record its switches: {e}")
             return
         _hooks.greenlet_trace_chain(greenlet.settrace(_hooks.greenlet_trace))
+        try:
+            _hooks.greenlet_switch_wrap(greenlet.greenlet, True)
+        except Exception as e:
+            _warn(f"cannot record the values greenlet switches pass: {e}")
     elif not on and _hooks.greenlet_trace_on():
         import greenlet
         prev = _hooks.greenlet_trace_off()
         if greenlet.gettrace() is _hooks.greenlet_trace:
             greenlet.settrace(prev)
+        _hooks.greenlet_switch_wrap(greenlet.greenlet, False)
 
 
 def _bootstrap_inner(self):

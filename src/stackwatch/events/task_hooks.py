@@ -11,7 +11,11 @@ are wrapped (and put back after):
   what it awaits (its await chain: a queue, lock, event, condition, sleep,
   a task it joins, I/O or a future);
 - asyncio.events.Handle.__init__: a blocked task's wakeup scheduled is its
-  wake, by the task running then, where its code completed the future;
+  wake, by the task running then, where its code completed the future; a
+  done callback of a task (gather's, shield's: Handle._run, not a step)
+  runs on behalf of that task, and a wake it makes is told by the woken
+  task at its next step (TASK_WOKEN): which task awaits which, not the
+  loop's own callbacks;
 - BaseEventLoop.create_task: the task's creation, by the running task;
 - asyncio.Queue._put / _get and queue.Queue._put / _get (their subclasses
   too): the message sent and received;
@@ -23,7 +27,11 @@ are wrapped (and put back after):
   in its join() (Thread.join: their block);
 - threading.Condition.wait and notify: a thread's block (on a queue, an
   Event, a Semaphore, or the Condition, read from wait's caller) and its
-  wake by the thread that notifies it (the first n in wait).
+  wake by the thread that notifies it (the first n in wait);
+- multiprocessing's pipes: task_channels.py; trio and uvloop: task_runtimes.py;
+- threading's Lock and RLock (C types): their acquire, release, __enter__
+  and __exit__ are ext/tracer/task_locks.c's (hooks.lock_wrap): a block on
+  a lock held, and who let the thread in (TASK_WOKEN).
 
 Each wrapper calls the original, records through _native.hooks (task_id,
 task_switch, task_event: ext/tracer/tasks.c) and never raises into the
@@ -33,6 +41,7 @@ the first step of an eager task are not seen.
 """
 import os
 import sys
+import time
 import weakref
 
 from .. import _native
@@ -40,11 +49,12 @@ from .. import _native
 _hooks = _native.hooks
 # The dispatch kinds (ext/dispatch/kinds.h) by name.
 _K = {name: _native.EVENT_KINDS.index(name)
-      for name in ("task_create", "task_exit", "task_block", "task_wake", "task_send", "task_receive", "task_name")}
+      for name in ("task_create", "task_exit", "task_block", "task_wake", "task_send", "task_receive", "task_name",
+                   "task_woken")}
 # What a task waits on: TASK_BLOCK's reason by number (records.h).
 REASONS = ("lock", "condition", "event", "queue", "future", "channel", "sleep", "io", "join")
 # TASK_CREATE's kind and TASK_EXIT's outcome by number.
-TASK_KINDS = (None, "greenlet", "asyncio", "thread")
+TASK_KINDS = (None, "greenlet", "asyncio", "thread", "trio")
 OUTCOMES = ("result", "exception", "cancelled")
 VALUE_MAX = 200
 
@@ -63,28 +73,44 @@ def _reason(name):
     return REASONS.index(name)
 
 
-def switch(on):
-    """Wraps (on) or puts back (off) the methods; called by switch.apply."""
+def switch(on, more=()):
+    """Wraps (on) or puts back (off) the methods; called by switch.apply.
+    more: modules that wrap more (task_channels, task_runtimes): each has
+    install(wrap), given _wrap, and forget(), called when task events stop."""
     if on and not _saved:
         try:
             _install()
+            for m in more:
+                m.install(_wrap)
         except Exception as e:   # never into the program
             print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
     elif not on and _saved:
-        for table in (_blocked, _failed, _starts, _waiters, _joiners):   # (a next session gives new ids)
+        _hooks.lock_wrap(_lock_types(), False, None, None)
+        for m in more:
+            m.forget()
+        for table in (_blocked, _failed, _starts, _waiters, _joiners, _woken_by):   # (a next session gives new ids)
             table.clear()
         while _saved:
             owner, name, orig, ours = _saved.pop()
             if owner.__dict__.get(name) is ours:   # (a program's own replacement stays)
-                setattr(owner, name, orig)
+                if orig is _INHERITED:
+                    delattr(owner, name)
+                else:
+                    setattr(owner, name, orig)
 
 
-def _wrap(owner, name, make):
-    orig = owner.__dict__.get(name)
+_INHERITED = object()   # _saved's original of a method wrapped where it was inherited: removed after
+
+
+def _wrap(owner, name, make, inherited=False):
+    """owner.name = make(its own), put back when task events stop; with
+    inherited, owner's whatever class it comes from (deleted after)."""
+    orig = getattr(owner, name, None) if inherited else owner.__dict__.get(name)
     if orig is not None:
+        own = name in owner.__dict__
         ours = make(orig)
         setattr(owner, name, ours)
-        _saved.append((owner, name, orig, ours))
+        _saved.append((owner, name, orig if own else _INHERITED, ours))
 
 
 def _install():
@@ -113,6 +139,13 @@ def _install():
     _wrap(threading.Condition, "wait", _cond_wait)
     _wrap(threading.Condition, "notify", _cond_notify)
     _wrap(threading.Thread, "join", _thread_join)
+    _hooks.lock_wrap(_lock_types(), True, threading.__file__, channel_name)
+
+
+def _lock_types():
+    """threading's lock types: Lock's and RLock's (C)."""
+    import _thread
+    return tuple({type(_thread.allocate_lock()), getattr(_thread, "RLock", type(_thread.allocate_lock()))})
 
 
 def _where(f):
@@ -185,23 +218,63 @@ def _stepped(handle, task_types):
 def _handle_run(orig, task_types):
     def _run(self):
         task = _stepped(self, task_types)
-        prev = None
         if task is not None:
-            try:
-                tid = _task_id(task)
-                if tid:
-                    prev = _hooks.task_switch(tid)
-            except Exception:
-                pass
-        try:
+            return _run_as(task, orig, self)
+        done = self._args[0] if self._args and isinstance(self._args[0], task_types) else None
+        if done is None:
             return orig(self)
-        finally:
-            if prev is not None:
-                try:
-                    _after_step(task, tid)
-                finally:
-                    _hooks.task_switch(prev)
+        return _on_behalf_of(done, orig, self)
     return _run
+
+
+def _on_behalf_of(done, call, *args):
+    """call(*args): a done callback of task `done` (gather's, shield's),
+    which runs as the loop's own: a task it wakes was woken by `done`,
+    told by the woken task at its next step (TASK_WOKEN)."""
+    global _behalf
+    outer = _behalf
+    try:
+        _behalf = _task_id(done)
+    except Exception:
+        _behalf = None
+    try:
+        return call(*args)
+    finally:
+        _behalf = outer
+
+
+_behalf = None   # the task on whose behalf a done callback runs (its id), or None
+_woken_by = weakref.WeakKeyDictionary()   # asyncio task -> (waker's id, channel, monotonic ns) to tell at its next step
+
+
+def _run_as(task, step, *args):
+    """step(*args) (a step of asyncio task `task`) run as the task, then
+    its exit or block recorded."""
+    prev = None
+    try:
+        tid = _task_id(task)
+        if tid:
+            prev = _hooks.task_switch(tid)
+            if _woken_by:
+                _told(task)
+    except Exception:
+        pass
+    try:
+        return step(*args)
+    finally:
+        if prev is not None:
+            try:
+                _after_step(task, tid)
+            finally:
+                _hooks.task_switch(prev)
+
+
+def _told(task):
+    """The task runs: a wake by a task's done callback is told now."""
+    by = _woken_by.pop(task, None)
+    if by is not None:
+        waker, channel, t = by
+        _event("task_woken", waker, t, threading_get_native_id(), channel)   # (t: made `ago` in C)
 
 
 def _after_step(task, tid):
@@ -234,9 +307,9 @@ _WAITS = {("queues.py", "get"): "queue", ("queues.py", "put"): "queue", ("locks.
           ("streams.py", "drain"): "io", ("locks.py", "wait_for"): "condition"}
 
 
-def await_frames(task):
-    """The frames of an asyncio task's await chain, outermost first."""
-    frames, aw = [], getattr(task, "_coro", None)
+def await_frames(task, coro=None):
+    """The frames of an asyncio task's await chain (or coro's), outermost first."""
+    frames, aw = [], coro if coro is not None else getattr(task, "_coro", None)
     while aw is not None:
         f = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None)
         if f is None:
@@ -262,7 +335,10 @@ def _waits_on(task):
     waiter = getattr(task, "_fut_waiter", None)
     if isinstance(waiter, asyncio.Task):   # it awaits that task: named by it
         return _reason("join"), _task_name(waiter), where
-    return _reason("join" if type(waiter).__name__ == "_GatheringFuture" else "future"), None, where
+    if type(waiter).__name__ == "_GatheringFuture":   # the tasks gather awaits, named
+        children = [c for c in getattr(waiter, "_children", ()) if isinstance(c, asyncio.Task)]
+        return _reason("join"), ", ".join(_task_name(c) for c in children) or None, where
+    return _reason("future"), None, where
 
 
 def _handle_init(orig, task_types):
@@ -271,12 +347,20 @@ def _handle_init(orig, task_types):
         task = getattr(callback, "__self__", None)
         if task is not None and isinstance(task, task_types):
             try:
-                tid, channel = _blocked.pop(task, (0, None))
-                if tid:
-                    _event("task_wake", tid, 0, 0, channel, None, _where(sys._getframe(1)))
+                _woken(task, sys._getframe(1))
             except Exception:
                 pass
     return __init__
+
+
+def _woken(task, f):
+    """The step of `task` is scheduled, from frame f: the wake of a blocked
+    task (by the task on whose behalf a done callback runs: told later)."""
+    tid, channel = _blocked.pop(task, (0, None))
+    if tid and _behalf:
+        _woken_by[task] = (_behalf, channel, time.monotonic_ns())
+    elif tid:
+        _event("task_wake", tid, 0, 0, channel, None, _where(f))
 
 
 # ---- queues (asyncio.Queue, queue.Queue) ----

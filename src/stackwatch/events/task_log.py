@@ -22,6 +22,7 @@ class TaskLog:
         self._names = {}                  # (ident, task id) -> name
         self._running = {}                # ident -> task id
         self._states = {}                 # (ident, task id) -> state
+        self._natives = {}                # native id -> the name of a thread met (for one that ended since)
 
     def _name(self, ident, task):
         if not task:
@@ -34,11 +35,12 @@ class TaskLog:
         for t in threading.enumerate():
             if t.native_id == native_id:
                 return t.name
-        return f"thread {native_id}"
+        return self._natives.get(native_id) or f"thread {native_id}"
 
     def describe(self, ev):
         """The words of a task event's line (after its time and thread)."""
         d, ident = ev.data or {}, ev.thread_id
+        self._natives[threading.get_native_id()] = self._thread_name(ident)   # (the handler runs on ev's thread)
         me = self._name(ident, self._running.get(ident, 0))
         kind = ev.kind[5:]
         if kind == "switch":
@@ -75,6 +77,9 @@ class TaskLog:
             if not d.get("native_id"):
                 self._states[(ident, d.get("task", 0))] = "runnable"
             return f"{woken} woken by {me}" + (f" ({ev.name})" if ev.name else "")
+        if kind == "woken":   # written by the woken task
+            self._states[(ident, self._running.get(ident, 0))] = "running"
+            return f"{me} woken by {self._thread(d.get('native_id'), ident)}" + (f" ({ev.name})" if ev.name else "")
         if kind in ("send", "receive"):
             arrow = "to" if kind == "send" else "from"
             return f"{me} {kind}s {d.get('value')} {arrow} {ev.name}"

@@ -78,7 +78,7 @@ class _Task:
         no wake was recorded)."""
         if self.state == BLOCKED and self.wait_start is not None:
             b = self.block or {}
-            self.waits.append({"task": self.name, "reason": b.get("reason") or "unknown",
+            self.waits.append({"task": self.name, "reason": b.get("reason") or "unknown", "on": b.get("channel"),
                                "start_ns": self.wait_start, "duration_ns": max(0, t - self.wait_start),
                                "site": _site(b), "ended_by": ended_by, "ended_how": how,
                                "end_site": _site(e) if e else None})
@@ -104,7 +104,8 @@ def analyze(doc, end_ns=None, longest=20):
     "switches_in", "waits", "start_ns", "end_ns"}}, "blocking_profile":
     [{"reason", "function", "file", "line", "waits", "total_ns",
     "max_ns"}] (most total time first), "longest_waits": [the `longest`
-    longest waits: {"task", "reason", "start_ns", "duration_ns", "site",
+    longest waits: {"task", "reason", "on" (what it waited on: its block's
+    channel, for a join the task or tasks awaited; None), "start_ns", "duration_ns", "site",
     "ended_by", "ended_how" ("wake" or "switch"), "end_site"}],
     "span_ns": the time covered}."""
     events = doc.get("events") or []

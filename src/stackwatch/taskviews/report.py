@@ -67,5 +67,6 @@ def write(put, doc, analyzed, title, longest=10):
             how = w["ended_how"] + (f" at {_where(w['end_site'])}" if w.get("end_site") and
                                     w["end_site"].get("function") else "")
             rows.append(((fmt_ns(w["duration_ns"]), fmt_ns(w["start_ns"])),
-                         (w["task"], w["reason"], _where(w["site"]), f"{by} ({how})")))
-        _table(put, (("waited", "at"), ("task", "reason", "where", "ended by")), rows)
+                         (w["task"], w["reason"] + (f" {w['on']}" if w.get("on") else ""), _where(w["site"]),
+                          f"{by} ({how})")))
+        _table(put, (("waited", "at"), ("task", "waited on", "where", "ended by")), rows)

@@ -7,7 +7,7 @@ the sequence diagram and the exports' flows read this document only.
 
 tasks: {"id" (0: a thread's own task), "name" (unique in the document:
 "name #2" for a second one), "group", "kind" ("thread", "greenlet",
-"asyncio"), "thread" (native thread id), "created_by", "created_t_ns",
+"asyncio", "trio"), "thread" (native thread id), "created_by", "created_t_ns",
 "creation_stack" (the creator's open frames then, innermost first, each
 {"function", "file", "line"}: a line only at the program's frame that made
 it; for the tasks of creators beyond the CREATION_REPLAYS busiest, that
@@ -16,7 +16,8 @@ frame alone), "exit_t_ns", "outcome" ("result", "exception", "cancelled"),
 events: {"kind" ("create", "switch", "block", "wake", "send", "receive",
 "exit"), "task" (the task it happened to; a create's: the new task; a
 switch's: the task switched to), "task_id", "other" (a create's creator;
-a switch's: the task switched away from; a wake's waker; a send's
+a switch's: the task switched away from; a wake's waker (the task itself
+when it gave up waiting: a timeout); a send's
 receiver and a receive's sender, paired by channel and value), "channel",
 "value", "reason" (a block's), "t_ns" (the trace's clock, like Trace
 events), "thread" (native thread id), "function", "file", "line" (where it
@@ -30,7 +31,7 @@ from .tracefile import RECORD_KINDS, Trace
 CREATION_REPLAYS = 64
 # The record kinds this module reads (records.h), by name.
 _KINDS = ("task_switch", "task_create", "task_exit", "task_block", "task_wake", "task_send", "task_receive",
-          "task_name")
+          "task_name", "task_woken")
 _NUMBERS = {k.name: n for n, k in RECORD_KINDS.items()}
 
 
@@ -94,11 +95,11 @@ def read_task_events(trace):
         if th["task"]:
             continue
         index, tid = th["index"], th["native_tid"]
-        running = task_at((index, 0))
+        running, switched_in = task_at((index, 0)), None
         for kind, t_ns, _depth, code, line, data in t._t.ext_events(pos, mask, True):
             if data.get("malformed"):
                 continue
-            c = t.codes.get(code) if code is not None else None
+            c = t.codes.get(code) if code is not None and line != 0 else None   # (code 0, line 0: nowhere)
             ev = {"kind": None, "task": running, "other": None, "channel": data.get("channel") or None,
                   "value": data.get("value"), "reason": None, "t_ns": t_ns, "thread": tid,
                   "function": c.qualname if c else None, "file": c.filename if c else None, "line": line}
@@ -106,6 +107,7 @@ def read_task_events(trace):
             if name == "task_switch":
                 ev.update(kind="switch", task=task_at((index, data["task"])), other=task_at((index, data["origin"])))
                 running = ev["task"]
+                switched_in = t_ns
             elif name == "task_create":
                 kind_name = TASK_KINDS[data["kind"]] if data["kind"] < len(TASK_KINDS) else None
                 if kind_name == "thread":   # written by the new thread; made by a task of thread native_id
@@ -131,6 +133,13 @@ def read_task_events(trace):
                 ev.update(kind="wake", other=running,
                           task=thread_key(data["native_id"], index) if data["native_id"]
                           else task_at((index, data["task"])))
+            elif name == "task_woken":   # written by the woken task: its waker's release came `ago` ns before
+                # (and before the switch that runs it, when one does: two clocks' reads apart)
+                woke = t_ns - min(data.get("ago") or 0, t_ns)
+                if running[1] and switched_in is not None and woke >= switched_in:
+                    woke = switched_in - 1
+                ev.update(kind="wake", t_ns=woke,
+                          other=task_at((by_tid.get(data["native_id"], -data["native_id"]), data["task"])))
             elif name in ("task_send", "task_receive"):
                 peer = task_at((index, data["peer"] - 1)) if data["peer"] else None
                 ev.update(kind="send" if name == "task_send" else "receive", other=peer)

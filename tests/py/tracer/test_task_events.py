@@ -1,8 +1,9 @@
 """The task events document (stackwatch.tracer.task_events.read_task_events,
 issue 22) against the program's own log: a factorial computed by greenlets
 passing numbers with switch(), logged by the program's own
-greenlet.settrace callback (chained by stackwatch's), must come out of the
-trace as the same switches, in the same order, from the same code."""
+greenlet.settrace callback (chained by stackwatch's) and by its own code
+around each switch(), must come out of the trace as the same switches and
+messages, in the same order, from the same code."""
 import json
 import os
 import re
@@ -21,6 +22,11 @@ from stackwatch.tracer.task_events import read_task_events
 # after the exit of a greenlet that ended and the creation of one that
 # starts (greenlet tells of a greenlet first when it starts: its creation
 # is its first switch in, by the greenlet that switches to it, there).
+# The values switch() passes are messages: sent as the sender calls
+# switch(), received when the receiver's switch() returns with them or its
+# run function starts with them (several as a tuple); a switch() that
+# passes nothing (the consumer's) carries none, nor does a greenlet's
+# return into its parent (its exit's result).
 GREENLETS = r'''
 import json, sys
 import greenlet, stackwatch
@@ -34,26 +40,42 @@ def label(g):
 def mine(event, args):
     origin, target = args
     if origin.dead:
-        log.append({"kind": "exit", "task": label(origin), "other": None, "function": None})
+        log.append({"kind": "exit", "task": label(origin), "other": None, "function": None, "value": None})
     if target.parent is not None and id(target) not in started:
         started.add(id(target))
-        log.append({"kind": "create", "task": label(target), "other": label(origin), "function": where[-1]})
+        log.append({"kind": "create", "task": label(target), "other": label(origin), "function": where[-1],
+                    "value": None})
     log.append({"kind": "switch", "task": label(target), "other": label(origin),
-                "function": where.pop() if where and not origin.dead else None})
+                "function": where.pop() if where and not origin.dead else None, "value": None})
+
+def send(to, *values):
+    """to.switch(*values), logged as a send and its receive."""
+    me = greenlet.getcurrent()
+    value = repr(values[0] if len(values) == 1 else values)
+    log.append({"kind": "send", "task": label(me), "other": label(to), "function": "send", "value": value})
+    return to.switch(*values)
+
+def received(value, by, sender):
+    log.append({"kind": "receive", "task": by, "other": sender, "function": by.split()[-1], "value": repr(value)})
+    return value
 
 def produce(n):
-    for i in range(1, n + 1):
-        where.append("produce")
-        consumer.switch(i)
-    where.append("produce")
-    consumer.switch(None)
+    received(n, "greenlet produce", "MainThread")
+    where.append("send")
+    send(consumer, 1, "numbers")
+    for i in range(2, n + 1):
+        where.append("send")
+        send(consumer, i)
+    where.append("send")
+    send(consumer, None)
 
-def consume(first):
+def consume(first, channel):
+    received((first, channel), "greenlet consume", "greenlet produce")
     acc, i = 1, first
     while i is not None:
         acc *= i
         where.append("consume")
-        i = producer.switch()
+        i = received(producer.switch(), "greenlet consume", "greenlet produce")
     return acc
 
 greenlet.settrace(mine)
@@ -61,8 +83,8 @@ producer = greenlet.greenlet(produce)
 consumer = greenlet.greenlet(consume)
 names[id(producer)], names[id(consumer)] = "greenlet produce", "greenlet consume"
 def run(n):
-    where.append("run")
-    return producer.switch(n)
+    where.append("send")
+    return send(producer, n)
 
 stackwatch.start(sys.argv[1], events=["tasks"])
 result = run(int(sys.argv[3]))
@@ -99,14 +121,16 @@ def test_greenlet_switches_equal_the_programs_log(greenlets):
     assert tasks["MainThread"]["kind"] == "thread" and tasks["MainThread"]["id"] == 0
     assert tasks["greenlet produce"]["kind"] == tasks["greenlet consume"]["kind"] == "greenlet"
     assert len({t["thread"] for t in doc["tasks"]}) == 1
-    got = [{k: e[k] for k in ("kind", "task", "other", "function")} for e in doc["events"]]
-    assert got == log and len(log) == 16
+    got = [{k: e[k] for k in ("kind", "task", "other", "function", "value")} for e in doc["events"]]
+    assert got == log and len(log) == 30
+    assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"switch"}
     assert tasks["greenlet consume"]["created_by"] == "greenlet produce"
     assert tasks["greenlet consume"]["outcome"] == "result" and tasks["greenlet produce"]["outcome"] is None
+    assert tasks["greenlet consume"]["result"] == "120"   # (its return into its parent: its exit's, not a message)
     # Made where produce() switched to it, inside run() (the creator's open frames, innermost first).
     stack = [(f["function"], f["line"] is not None) for f in tasks["greenlet consume"]["creation_stack"]]
-    assert stack == [("produce", True)]   # (produce is the greenlet's outermost frame)
-    assert [f["function"] for f in tasks["greenlet produce"]["creation_stack"]] == ["run"]
+    assert stack == [("send", True), ("produce", False)]   # (produce is the greenlet's outermost frame)
+    assert [f["function"] for f in tasks["greenlet produce"]["creation_stack"]] == ["send", "run"]
     times = [e["t_ns"] for e in doc["events"]]
     assert times == sorted(times)
     for e in doc["events"]:
@@ -134,7 +158,13 @@ def note(kind, task=None, other=None, channel=None, value=None):
     log.append({"kind": kind, "task": task or asyncio.current_task(), "other": other,
                 "channel": channel, "value": value})
 
-class Loop(asyncio.SelectorEventLoop):
+if sys.argv[2:] == ["uvloop"]:   # (uvloop's loop: the same task model)
+    import uvloop
+    Base = uvloop.Loop
+else:
+    Base = asyncio.SelectorEventLoop
+
+class Loop(Base):
     # (not a task factory: 3.13.0's create_task names a factory's task "None")
     def create_task(self, coro, **kwargs):
         t = super().create_task(coro, **kwargs)
@@ -214,7 +244,20 @@ def asyncio_run(tmp_path_factory):
 
 
 def test_asyncio_events_equal_the_programs_log(asyncio_run):
-    swt, own = asyncio_run
+    _check_asyncio(*asyncio_run)
+
+
+@pytest.mark.versions("3.12")
+def test_uvloop_tasks_equal_the_programs_log(tmp_path):
+    """The same program on uvloop's loop (which runs no asyncio Handle):
+    the same events."""
+    needs_module("uvloop", "uvloop is not installed (scripts/venv.sh installs it)")
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, ASYNCIO, "--events", "tasks", args=(str(own), "uvloop"))
+    _check_asyncio(swt, json.loads(own.read_text()))
+
+
+def _check_asyncio(swt, own):
     doc = read_task_events(swt)
     tasks = {t["name"]: t for t in doc["tasks"]}
     mine = [{"kind": e["kind"], "task": e["task"], "other": e["other"] if e["kind"] == "create" else None,
@@ -250,6 +293,22 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
             blocked.discard(e["task"])
         elif e["kind"] == "switch":
             assert e["task"] not in blocked, f"{e['task']} ran while blocked"
+    # Which task awaits which: a tree's gather joins the two trees it made,
+    # and the one of them that ends last ends its wait (its done callback,
+    # which the loop runs as its own, runs on its behalf).
+    made = {}
+    for e in doc["events"]:
+        if e["kind"] == "create":
+            made.setdefault(e["other"], []).append(e["task"])
+    exits = {e["task"]: e["t_ns"] for e in doc["events"] if e["kind"] == "exit"}
+    joins = 0
+    for wake, block in _wakes(doc):
+        if block["reason"] == "join" and block["task"].endswith(" tree") and made.get(block["task"]):
+            children = made[block["task"]]
+            assert block["channel"] == ", ".join(children) and len(children) == 2
+            assert wake["other"] == max(children, key=exits.get)
+            joins += 1
+    assert joins == 3
     reasons = {(e["task"].split(" ")[-1], e["reason"]) for e in doc["events"] if e["kind"] == "block"}
     assert reasons == {("consumer", "queue"), ("tree", "sleep"), ("tree", "join"), ("amain", "join"), ("sleeper", "sleep")}
     assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"numbers"}
@@ -272,8 +331,11 @@ def test_log_lines_are_the_traces_events(asyncio_run):
     doc = read_task_events(swt)
     lines = [line.split("] ", 1)[1] for line in open(os.path.join(os.path.dirname(swt), "events.log"))
              if "] task_" in line]
-    assert [line.split()[0][5:] for line in lines if not line.startswith("task_name")] == \
-        [e["kind"] for e in doc["events"]]
+    # (a wake the woken task tells, task_woken, is in the document at the
+    # time of the wake, before the log line: compared apart)
+    logged = [line.split()[0][5:] for line in lines if not line.startswith("task_name")]
+    assert [k for k in logged if k not in ("wake", "woken")] == [e["kind"] for e in doc["events"] if e["kind"] != "wake"]
+    assert sum(k in ("wake", "woken") for k in logged) == sum(e["kind"] == "wake" for e in doc["events"])
     renamed = dict(re.match(r"task_name +(.*) named (.*) \(group workers\)$", line).groups()
                    for line in lines if line.startswith("task_name"))
     assert renamed == {next(n for n in renamed): "the consumer"}
@@ -298,7 +360,7 @@ def test_live_tasks_while_one_waits(asyncio_run):
     assert producer["state"] == "running" and producer["stack"][0]["function"] == "producer"
     assert live["MainThread"]["state"] == "running" and live["MainThread"]["kind"] == "thread"
     amain = next(t for n, t in live.items() if n.endswith(" amain"))
-    assert amain["state"] == "blocked" and amain["waits_on"] == "join"
+    assert amain["state"] == "blocked" and amain["waits_on"] == f"join the consumer, {producer['name']}"
 
 
 def test_asyncio_coroutines_run_on_their_tasks_tracks(asyncio_run):
@@ -335,6 +397,105 @@ def _wakes(doc):
             assert e["task"] in waiting, e
             out.append((e, waiting.pop(e["task"])))
     return out
+
+
+# trio: a factorial through a memory channel between two tasks of a
+# nursery, and a task that raises (caught by its parent). Each task logs
+# its creations (before start_soon), sends (before each send), receives
+# (after each returns) and its exit (before it returns or raises), naming
+# tasks as trio does, "trio " and the function's qualified name.
+TRIO = r'''
+import json, sys
+import trio
+
+log = []
+
+def me():
+    return "trio " + trio.lowlevel.current_task().name
+
+def note(kind, task=None, **kw):
+    log.append({"kind": kind, "task": task or me(), **kw})
+
+async def producer(send, n):
+    async with send:
+        for i in range(1, n + 1):
+            note("send", value=repr(i))
+            await send.send(i)
+    note("exit")
+    return n
+
+async def consumer(recv, out):
+    acc = 1
+    async with recv:
+        async for v in recv:
+            note("receive", value=repr(v))
+            acc *= v
+    out.append(acc)
+    note("exit")
+
+async def fails():
+    note("exit")
+    raise ValueError("on purpose")
+
+async def main():
+    send, recv = trio.open_memory_channel(0)
+    out = []
+    async with trio.open_nursery() as nursery:
+        for f, args in ((consumer, (recv, out)), (producer, (send, 6))):
+            note("create", "trio __main__." + f.__name__, other=me())
+            nursery.start_soon(f, *args)
+    try:
+        async with trio.open_nursery() as nursery:
+            note("create", "trio __main__.fails", other=me())
+            nursery.start_soon(fails)
+    except BaseException:   # (an ExceptionGroup from 3.11)
+        pass
+    note("exit")
+    return out[0]
+
+assert trio.run(main) == 720
+json.dump(log, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_trio_tasks_equal_the_programs_log(tmp_path):
+    needs_module("trio", "trio is not installed (scripts/venv.sh installs it)")
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, TRIO, "--events", "tasks", args=(str(own),))
+    doc = read_task_events(swt)
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    mine = {"trio __main__." + f for f in ("main", "producer", "consumer", "fails")}
+    got = [{"kind": e["kind"], "task": e["task"], **({"other": e["other"]} if e["kind"] == "create" else {}),
+            **({"value": e["value"]} if e["kind"] in ("send", "receive") else {})}
+           for e in doc["events"] if e["task"] in mine and e["kind"] in ("create", "send", "receive", "exit")
+           and not (e["kind"] == "create" and e["task"] == "trio __main__.main")]
+    assert got == json.loads(own.read_text())
+    assert {tasks[n]["kind"] for n in mine} == {"trio"}
+    assert (tasks["trio __main__.main"]["outcome"], tasks["trio __main__.main"]["result"]) == ("result", "720")
+    assert tasks["trio __main__.producer"]["result"] == "6"
+    assert tasks["trio __main__.fails"]["outcome"] == "exception"
+    assert tasks["trio __main__.fails"]["result"] == "ValueError('on purpose')"
+    # The messages pair up (producer to consumer) on one channel; the
+    # channel's waits are ended by the other side.
+    messages = [e for e in doc["events"] if e["kind"] in ("send", "receive")]
+    assert len({e["channel"] for e in messages}) == 1 and all(e["other"] for e in messages)
+    for wake, block in _wakes(doc):
+        if block["reason"] == "channel":
+            assert {wake["task"], wake["other"]} == {"trio __main__.producer", "trio __main__.consumer"}
+    assert {e["reason"] for e in doc["events"] if e["kind"] == "block" and e["task"] in mine} >= {"channel", "join"}
+    # main's nurseries: each wait ends with the end of the last of its children.
+    exits = {e["task"]: e["t_ns"] for e in doc["events"] if e["kind"] == "exit"}
+    ends = [wake["other"] for wake, block in _wakes(doc) if block["task"] == "trio __main__.main"
+            and block["reason"] == "join"]
+    assert ends == [max(("trio __main__.producer", "trio __main__.consumer"), key=exits.get), "trio __main__.fails"]
+    # Each task's coroutine runs on its own track.
+    t = Trace(swt)
+    for pos, th in enumerate(t.threads):
+        if th["name"] in mine:
+            names = {_bare(t.codes[e.code].name) for e in t.events(pos) if e.kind in (0, 2) and e.code in t.codes}
+            assert th["name"].split(".")[-1] in names and not names & ({"main", "producer", "consumer", "fails"}
+                                                                         - {th["name"].split(".")[-1]})
 
 
 # Threads: a factorial through a queue.Queue, and a thread that raises.
@@ -433,24 +594,199 @@ def test_thread_events_equal_each_threads_log(tmp_path):
     assert tasks["consumer"]["outcome"] == tasks["producer"]["outcome"] == "result"
 
 
+# A lock convoy, with a Lock and then an RLock: the main thread holds the
+# lock while it starts four threads, each of which logs its block and then
+# waits in `with lock:` (the main thread starts the next one only once this
+# one sleeps in the lock's futex wait: /proc's syscall, with no timeout,
+# which the GIL's waits have); then it releases the lock, and each thread
+# that gets it logs who let it in (the holder before it, who wrote its name
+# down before releasing) and holds it while the others wait.
+LOCKS = r'''
+import json, platform, sys, threading, time
+import stackwatch
+
+FUTEX = {"x86_64": "202", "aarch64": "98"}[platform.machine()]
+
+def asleep_on_a_lock(t):
+    try:
+        fields = open(f"/proc/self/task/{t.native_id}/syscall").read().split()
+    except OSError:
+        return False
+    return fields[0] == FUTEX and fields[4] == "0x0"
+
+log = []
+
+def convoy(lock, n):
+    holder = ["MainThread"]
+    def worker():
+        me = threading.current_thread().name
+        log.append({"kind": "block", "task": me, "other": None, "channel": "the lock", "reason": "lock"})
+        with lock:
+            log.append({"kind": "wake", "task": me, "other": holder[0], "channel": "the lock", "reason": None})
+            holder[0] = me
+    lock.acquire()
+    threads = [threading.Thread(target=worker, name=f"{type(lock).__name__}-{i}") for i in range(n)]
+    for t in threads:
+        t.start()
+        while not asleep_on_a_lock(t):
+            time.sleep(0.0005)
+    lock.release()
+    for t in threads:
+        t.join()
+
+for lock in (threading.Lock(), threading.RLock()):
+    stackwatch.name(lock, "the lock")
+    with lock:   # (uncontended: no event)
+        pass
+    convoy(lock, 4)
+json.dump(log, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task/T/syscall")
+def test_lock_convoy_equals_the_programs_log(tmp_path):
+    """Who blocked on which lock, and who released it and let whom in, in
+    order: the same as the program logs of itself."""
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, LOCKS, "--events", "tasks", args=(str(own),))
+    doc = read_task_events(swt)
+    got = [{k: e[k] for k in ("kind", "task", "other", "channel", "reason")} for e in doc["events"]
+           if e["kind"] in ("block", "wake") and e["channel"] == "the lock"]
+    assert got == json.loads(own.read_text()) and len(got) == 16
+    _wakes(doc)   # (each wake ends a block of its task)
+    waits = [e for e in doc["events"] if e["channel"] == "the lock"]
+    assert all(_bare(e["function"]) == "worker" for e in waits)
+    for wake, block in _wakes(doc):
+        if wake["channel"] == "the lock":
+            assert block["t_ns"] <= wake["t_ns"]
+
+
+# A factorial through multiprocessing pipes between two threads of one
+# process (a one-way pipe named "numbers", and a duplex one's bytes), and
+# the result handed to the main thread through the program's own channel
+# (stackwatch.sent / received). Each thread logs its sends and receives
+# after each returns. The consumer starts first and waits for its first
+# number (the main thread starts the producer once it sleeps in read()).
+PIPES = r'''
+import json, multiprocessing, platform, sys, threading, time
+import stackwatch
+
+READ = {"x86_64": "0", "aarch64": "63"}[platform.machine()]
+logs = {}
+
+def note(kind, **kw):
+    logs.setdefault(threading.current_thread().name, []).append({"kind": kind, **kw})
+
+def asleep_reading(t):
+    try:
+        return open(f"/proc/self/task/{t.native_id}/syscall").read().split()[0] == READ
+    except OSError:
+        return False
+
+numbers_in, numbers_out = multiprocessing.Pipe(duplex=False)
+stackwatch.name(numbers_out, "numbers")
+talk_a, talk_b = multiprocessing.Pipe()
+TALK = f"Pipe {id(talk_a):#x} 1>2"
+
+def producer(n):
+    for i in list(range(1, n + 1)) + [None]:
+        numbers_out.send(i)
+        note("send", channel="numbers", value=repr(i))
+    talk_a.send_bytes(b"done!", 0, 4)
+    note("send", channel=TALK, value=repr(b"done"))
+
+def consumer(out):
+    acc = 1
+    while (v := numbers_in.recv()) is not None:
+        note("receive", channel="numbers", value=repr(v))
+        acc *= v
+    note("receive", channel="numbers", value=repr(v))
+    note("receive", channel=TALK, value=repr(talk_b.recv_bytes()))
+    stackwatch.sent("results", acc)
+    note("send", channel="results", value=repr(acc))
+    out.append(acc)
+
+out = []
+c = threading.Thread(target=consumer, args=(out,), name="consumer")
+p = threading.Thread(target=producer, args=(6,), name="producer")
+c.start()
+while not asleep_reading(c):
+    time.sleep(0.0005)
+p.start()
+p.join()
+c.join()
+stackwatch.received("results", out[0])
+note("receive", channel="results", value=repr(out[0]))
+assert out == [720]
+json.dump(logs, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.mark.versions("3.12")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task/T/syscall")
+def test_pipes_and_user_channels_equal_each_threads_log(tmp_path):
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, PIPES, "--events", "tasks", args=(str(own),))
+    logs = json.loads(own.read_text())
+    doc = read_task_events(swt)
+    peers = {"numbers": ("producer", "consumer"), "results": ("consumer", "MainThread")}
+    for name, log in logs.items():
+        mine = [{"kind": e["kind"], "channel": e["channel"], "value": e["value"]} for e in doc["events"]
+                if e["task"] == name and e["kind"] in ("send", "receive")]
+        assert mine == log, name
+    for e in doc["events"]:
+        if e["kind"] in ("send", "receive"):   # paired: each message's sender and receiver
+            sender, receiver = peers.get(e["channel"], ("producer", "consumer"))
+            assert (e["task"], e["other"]) == ((sender, receiver) if e["kind"] == "send" else (receiver, sender))
+            assert e["function"] == {"MainThread": "<module>"}.get(e["task"], e["task"])
+    # The consumer's first recv waits on the pipe, and the producer's first send ends its wait.
+    waits = [(e["kind"], e["other"]) for e in doc["events"] if e["task"] == "consumer" and e["channel"] == "numbers"
+             and e["kind"] in ("block", "wake")]
+    assert waits[:2] == [("block", None), ("wake", "producer")]
+    first_send = next(e for e in doc["events"] if e["kind"] == "send")
+    wake = next(e for e in doc["events"] if e["kind"] == "wake" and e["task"] == "consumer")
+    assert first_send["t_ns"] <= wake["t_ns"]
+    _wakes(doc)
+
+
 @pytest.mark.versions("3.12")
 def test_wrapped_only_while_task_events_are_recorded(tmp_path):
-    """asyncio's and threading's methods are wrapped only while task
-    events are wanted, and are the originals again after; a replacement
-    the program made meanwhile stays."""
+    """asyncio's and threading's methods (its lock types' too) are wrapped
+    only while task events are wanted, and are the originals again after;
+    a replacement the program made meanwhile stays."""
     program = r'''
 import asyncio, queue, sys, threading
 import stackwatch
-originals = (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put)
+import multiprocessing.connection as mc
+originals = (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put, mc.Pipe, mc.Connection.send)
+Lock = type(threading.Lock())
+lock_methods = dict(Lock.__dict__)
 stackwatch.start(sys.argv[1] + ".plain")
-assert (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put) == originals
+assert (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put) == originals[:3]
+assert dict(Lock.__dict__) == lock_methods
 stackwatch.stop()
 stackwatch.start(sys.argv[1], events=["tasks"])
 assert asyncio.events.Handle._run is not originals[0] and threading.Thread.start is not originals[1]
+assert Lock.__dict__["acquire"] is not lock_methods["acquire"]
+for bad in ((True, -2), (False, 1), (True, "x")):   # refused as by the lock's own, not taken
+    free = threading.Lock()
+    try:
+        free.acquire(*bad)
+    except (ValueError, TypeError):
+        assert not free.locked()
+    else:
+        raise AssertionError(bad)
+held = threading.Lock()
+release = held.release   # bound while wrapped: still the lock's release after
+held.acquire()
 mine = lambda self, item: None
 queue.Queue._put = mine
 stackwatch.stop()
 assert (asyncio.events.Handle._run, threading.Thread.start) == originals[:2] and queue.Queue._put is mine
+assert (mc.Pipe, mc.Connection.send) == originals[3:]
+assert dict(Lock.__dict__) == lock_methods
+release()
+assert not held.locked()
 '''
     prog = write(tmp_path / "p.py", program)
     r = subprocess.run([sys.executable, prog, str(tmp_path / "t.swt")], capture_output=True, text=True, timeout=60)

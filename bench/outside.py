@@ -1,0 +1,355 @@
+"""The outside section of `make bench` (run by bench/run.py; see
+bench/README.md): sampling a running process from another one, stackwatch
+(`stackwatch record --pid`) side by side with py-spy (`py-spy record
+--pid`, --nonblocking and its default, blocking) and Austin (PyPI
+austin-dist), on the same target, tests/programs/deep_known.py: one thread
+28 to 34 frames deep whose possible stacks are known exactly.
+
+1. rate: each tool asked for 100 kHz on the running target for SECONDS:
+   samples per second really taken (stackwatch: rounds tried; py-spy: its
+   "Samples:" over the time it ran, stopped with SIGINT at the end, as its
+   --duration counts samples, not seconds, and takes minutes when it falls
+   behind; Austin: its sample lines), the failed share each tool reports,
+   and the samples whose stack the program can never have (impossible);
+2. slowdown at 1 kHz: the target runs a fixed amount of work (--work N)
+   alone and under each tool (non-blocking: stackwatch, py-spy
+   --nonblocking, Austin; then py-spy's default blocking mode and py-spy
+   --native, whose cost per sample is (time - plain) / samples asked), in
+   alternating rounds; the median wall time of the work / plain's;
+3. attach: `stackwatch attach PID --trace --duration 1` on the target
+   running batches (--batches): the time from the command's start to the
+   first event in the trace, and from the trace's end to the first batch
+   back at full speed (within 20% of the median batch before).
+
+stackwatch has no --blocking from outside (it never stops the target) and
+refuses --native there (native frames are captured by a signal handler
+inside the process): their cells say so.
+"""
+import json
+import os
+import re
+import runpy
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGET = os.path.join(os.path.dirname(HERE), "tests", "programs", "deep_known.py")
+RATE = 100000
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def tool_path(python, name):
+    p = os.path.join(os.path.dirname(python), name)
+    return p if os.access(p, os.X_OK) else None
+
+
+def austin_works(austin):
+    """austin-dist 4.x needs glibc 2.38 (Debian 12 has 2.36): None if it
+    runs, else why not."""
+    try:
+        p = subprocess.run([austin, "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    except OSError as e:
+        return str(e)
+    return None if p.returncode == 0 else (p.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+
+
+def possible_stacks():
+    return runpy.run_path(TARGET, run_name="deep_known")["possible_stacks"]()
+
+
+class Target:
+    def __init__(self, python, *args):
+        self.p = subprocess.Popen([python, TARGET, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline() == "ready\n"
+        self.pid = self.p.pid
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+        self.p.stdout.close()
+        self.p.stdin.close()
+
+
+def read_collapsed(path):
+    """{stack (function names, outermost first): samples} of a collapsed
+    file ("name (file:line);... count", stackwatch's and py-spy's raw)."""
+    stacks = {}
+    with open(path) as f:
+        for line in f:
+            st, _, n = line.rstrip("\n").rpartition(" ")
+            k = tuple(fr.split(" (")[0] for fr in st.split(";"))
+            stacks[k] = stacks.get(k, 0) + int(n)
+    return stacks
+
+
+def count_impossible(stacks, possible):
+    return sum(n for s, n in stacks.items() if s not in possible)
+
+
+# --- 1. rate -----------------------------------------------------------
+
+def rate_stackwatch(python, pid, seconds, tmp):
+    out = os.path.join(tmp, "sw.txt")
+    p = subprocess.run([python, "-m", "stackwatch", "record", "--pid", str(pid), "--rate", str(RATE), "--duration",
+                        str(seconds), "--format", "collapsed", "-o", out], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=300)
+    m = re.search(r"in ([\d.]+) s: [\d.]+% failed \((\d+) of (\d+)\), (\d+) rounds/s", p.stderr)
+    if p.returncode != 0 or not m:
+        return {"error": p.stderr[-300:]}
+    stacks = read_collapsed(out)
+    secs, failed, tried = float(m.group(1)), int(m.group(2)), int(m.group(3))
+    return {"seconds": secs, "samples": tried, "failed": failed, "stacks": stacks}
+
+
+def rate_pyspy(spy, pid, seconds, tmp, blocking):
+    out = os.path.join(tmp, "spy.txt")
+    cmd = [spy, "record", "--pid", str(pid), "--rate", str(RATE), "--format", "raw", "-o", out]
+    if not blocking:
+        cmd.append("--nonblocking")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    p.send_signal(signal.SIGINT)
+    try:
+        said, _ = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        said, _ = p.communicate()
+    took = time.monotonic() - t0
+    m = re.findall(r"Samples: (\d+) Errors: (\d+)", said)
+    if not m or not os.path.exists(out):
+        return {"error": said[-300:]}
+    stacks = read_collapsed(out)
+    samples, errors = int(m[-1][0]), int(m[-1][1])
+    return {"seconds": min(took, seconds + 0.05), "samples": samples + errors, "failed": errors, "stacks": stacks}
+
+
+def rate_austin(austin, pid, seconds, tmp):
+    out = os.path.join(tmp, "austin.txt")
+    # (-x takes whole seconds)
+    p = subprocess.run([austin, "-i", f"{int(1e6 / RATE)}us", "-x", str(max(1, round(seconds))), "-p", str(pid),
+                        "-o", out],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    said = ANSI.sub("", p.stderr)
+    m = re.search(r"Error rate : (\d+)/(\d+)", said)
+    d = re.search(r"Sampling duration : ([\d.]+) s", said)
+    if not os.path.exists(out):
+        return {"error": said[-300:]}
+    stacks = {}
+    lines = 0
+    with open(out) as f:
+        for line in f:
+            if not line.startswith("P"):
+                continue
+            lines += 1
+            st, _, _ = line.rstrip("\n").rpartition(" ")
+            frames = st.split(";")[2:]
+            k = tuple(fr.rsplit(":", 2)[-2] if fr.count(":") >= 2 else fr for fr in frames)
+            stacks[k] = stacks.get(k, 0) + 1
+    errors, total = (int(m.group(1)), int(m.group(2))) if m else (0, lines)
+    return {"seconds": float(d.group(1)) if d else seconds, "samples": total, "failed": errors, "stacks": stacks}
+
+
+def rate_section(python, spy, austin, seconds, possible, log):
+    rows = {}
+    with tempfile.TemporaryDirectory(prefix="swbench-outside-") as tmp:
+        runs = [("stackwatch", lambda pid: rate_stackwatch(python, pid, seconds, tmp))]
+        if spy:
+            runs += [("py-spy nb", lambda pid: rate_pyspy(spy, pid, seconds, tmp, False)),
+                     ("py-spy", lambda pid: rate_pyspy(spy, pid, seconds, tmp, True))]
+        if austin:
+            runs.append(("austin", lambda pid: rate_austin(austin, pid, seconds, tmp)))
+        for name, fn in runs:
+            log(f"  outside: {name} at {RATE} Hz ...")
+            t = Target(python)
+            try:
+                r = fn(t.pid)
+            finally:
+                t.stop()
+            if "stacks" in r:
+                r["impossible"] = count_impossible(r["stacks"], possible)
+                r["distinct"] = len(r["stacks"])
+                r["deepest"] = max((len(s) for s in r["stacks"]), default=0)
+                del r["stacks"]
+            rows[name] = r
+    return rows
+
+
+def rate_text(rows, seconds, na):
+    out = [f"\noutside, rate: each tool asked for {RATE} samples/s for {seconds:g} s of a running "
+           f"deep_known.py (28-34 frames; its possible stacks known)",
+           f"{'tool':<12}{'samples/s':>11}{'failed':>9}{'impossible':>12}{'deepest':>9}"]
+    for name, r in rows.items():
+        if "error" in r:
+            out.append(f"{name:<12} error: {r['error'][:200]!r}")
+            continue
+        rate = r["samples"] / r["seconds"] if r["seconds"] else 0
+        failed = r["failed"] / r["samples"] if r["samples"] else 0
+        out.append(f"{name:<12}{rate:>11.0f}{failed:>9.2%}{r['impossible']:>12}{r['deepest']:>9}")
+    out += [f"{k}: n/a ({v})" for k, v in na.items()]
+    return "\n".join(out)
+
+
+# --- 2. slowdown -------------------------------------------------------
+
+def slow_configs(python, spy, austin, quick):
+    """name -> the command attaching to a pid given last (plain: None);
+    quick: the non-blocking ones only."""
+    c = {"plain": None,
+         "stackwatch": [python, "-m", "stackwatch", "record", "--rate", "1000", "-o", "{tmp}/sw.txt",
+                        "--format", "collapsed", "--pid"]}
+    spy_base = [spy, "record", "--rate", "1000", "--format", "raw", "-o", "{tmp}/spy.txt"]
+    if spy:
+        c["py-spy nb"] = spy_base + ["--nonblocking", "--pid"]
+    if austin:
+        c["austin"] = [austin, "-i", "1ms", "-o", "{tmp}/austin.txt", "-p"]
+    if spy and not quick:
+        c["py-spy blocking"] = spy_base + ["--pid"]
+        c["py-spy native nb"] = spy_base + ["--nonblocking", "--native", "--pid"]
+    return c
+
+
+def slow_once(python, cmd, work, tmp):
+    """Seconds the target's work took with cmd attached (None: alone)."""
+    t = Target(python, "--work", str(work))
+    prof = None
+    try:
+        if cmd:
+            # Each tool says something once it runs (stackwatch its first
+            # line, py-spy "Sampling process ...", Austin its banner): the
+            # work starts after that and a little more (plain waits too).
+            prof = subprocess.Popen([a.format(tmp=tmp) for a in cmd] + [str(t.pid)], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT)
+            if not select.select([prof.stdout], [], [], 30)[0]:
+                raise OSError("the tool said nothing in 30 s")
+            prof.stdout.readline()
+        time.sleep(0.3)
+        t.p.stdin.write("go\n")
+        t.p.stdin.flush()
+        secs = float(t.p.stdout.readline())
+    finally:
+        t.stop()
+        if prof:
+            try:
+                prof.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                prof.kill()
+                prof.communicate()
+    return secs
+
+
+def slow_section(python, spy, austin, rounds, work, quick, log):
+    configs = slow_configs(python, spy, austin, quick)
+    names = list(configs)
+    runs = {n: [] for n in names}
+    with tempfile.TemporaryDirectory(prefix="swbench-outside-") as tmp:
+        for k in range(rounds):
+            order = names[k % len(names):] + names[:k % len(names)]
+            for n in order:
+                try:
+                    runs[n].append(slow_once(python, configs[n], work, tmp))
+                except (ValueError, OSError, AssertionError) as e:
+                    log(f"  outside: {n} run failed: {e}")
+    med = {n: statistics.median(v) for n, v in runs.items() if v}
+    return {"work_batches": work, "rounds": rounds, "runs": runs, "median": med}
+
+
+def slow_text(res, na):
+    med = res["median"]
+    plain = med.get("plain")
+    out = [f"\noutside, slowdown at 1 kHz: the target's work ({res['work_batches']} batches) alone and with "
+           f"each tool attached, median of {res['rounds']} alternating runs",
+           f"{'tool':<18}{'seconds':>9}{'x plain':>9}{'us/sample':>11}"]
+    for n, s in med.items():
+        ratio = s / plain if plain else float("nan")
+        cost = (s - plain) / (1000 * s) * 1e6 if plain and n != "plain" else None
+        out.append(f"{n:<18}{s:>9.3f}{ratio:>9.3f}" + (f"{cost:>11.1f}" if cost is not None else ""))
+    out += [f"{k}: n/a ({v})" for k, v in na.items()]
+    return "\n".join(out)
+
+
+# --- 3. attach ---------------------------------------------------------
+
+def attach_section(python, log):
+    from stackwatch import Trace
+    with tempfile.TemporaryDirectory(prefix="swbench-outside-") as tmp:
+        ends_file = os.path.join(tmp, "batches.json")
+        trace = os.path.join(tmp, "t.swt")
+        t = Target(python, "--batches", ends_file)
+        try:
+            time.sleep(1.0)
+            t_cmd = time.monotonic_ns()
+            p = subprocess.run([python, "-m", "stackwatch", "attach", str(t.pid), "--trace", "--duration", "1",
+                                "-o", trace], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+            t_done = time.monotonic_ns()
+            time.sleep(1.0)
+            t.p.stdin.close()
+            t.p.wait(timeout=60)
+        finally:
+            t.stop()
+        if p.returncode != 0:
+            return {"error": p.stderr[-300:]}
+        with open(ends_file) as f:
+            ends = json.load(f)
+        tr = Trace(trace)
+        mono0 = tr.meta["mono0_ns"]
+        firsts = [evs[0].t_ns for evs in (tr.events(i) for i in range(len(tr.threads))) if evs]
+        first = mono0 + min(firsts)
+        end = mono0 + tr.end_ns
+    spans = [(a, b) for a, b in zip(ends, ends[1:])]
+    before = [b - a for a, b in spans if b < t_cmd]
+    base = statistics.median(before)
+    back = next((a for a, b in spans if a >= end and b - a <= 1.2 * base), None)
+    return {"to_first_event_ms": (first - t_cmd) / 1e6, "end_to_full_speed_ms": (back - end) / 1e6 if back else None,
+            "end_to_command_exit_ms": (t_done - end) / 1e6, "batch_ms": base / 1e6}
+
+
+def attach_text(a):
+    if "error" in a:
+        return f"\noutside, attach --trace: error: {a['error'][:200]!r}"
+    back = f"{a['end_to_full_speed_ms']:.1f} ms" if a["end_to_full_speed_ms"] is not None else "not seen"
+    return (f"\noutside, attach --trace --duration 1: command start -> first event in the trace "
+            f"{a['to_first_event_ms']:.0f} ms; end of tracing -> first batch at full speed {back} "
+            f"(a batch {a['batch_ms']:.1f} ms); end of tracing -> command exit {a['end_to_command_exit_ms']:.0f} ms")
+
+
+def section(python, quick, log, saved):
+    """The whole section; returns its raw numbers."""
+    res = {}
+    spy, austin = tool_path(python, "py-spy"), tool_path(python, "austin")
+    na = {}
+    if not spy:
+        na["py-spy"] = "not installed"
+    if austin and austin_works(austin):
+        na["austin"] = austin_works(austin)
+        austin = None
+    elif not austin:
+        na["austin"] = "not installed"
+    possible = possible_stacks()
+    seconds = 0.5 if quick else 2.0
+    t0 = time.perf_counter()
+    res["rate"] = rate_section(python, spy, austin, seconds, possible, log)
+    saved_na = dict(na)
+    print(rate_text(res["rate"], seconds, saved_na), flush=True)
+    res["slowdown"] = slow_section(python, spy, austin, 2 if quick else 5, 20 if quick else 150, quick, log)
+    print(slow_text(res["slowdown"], {"stackwatch --blocking": "record --pid never stops the target",
+                                      "stackwatch --native": "refused from outside (a signal handler inside "
+                                                             "the process captures native frames)"}), flush=True)
+    res["attach"] = attach_section(python, log)
+    print(attach_text(res["attach"]), flush=True)
+    res["na"] = na
+    res["seconds"] = time.perf_counter() - t0
+    saved()
+    return res
+
+
+if __name__ == "__main__":
+    quick = "--quick" in sys.argv
+    r = section(sys.executable, quick, lambda m: print(m, file=sys.stderr, flush=True), lambda: None)
+    print(json.dumps(r, indent=1, default=str)[:4000] if "--json" in sys.argv else "")

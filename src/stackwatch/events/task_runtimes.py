@@ -1,0 +1,313 @@
+"""Other runtimes' tasks as task events (issue 22): trio (through its
+Instrument API) and uvloop (its loop's call_soon and create_task), when
+they are installed. Neither is imported for it: each is hooked when the
+program imports it (a finder on sys.meta_path, while task events are
+wanted) or at once when it already has.
+
+trio: trio.run gets one more instrument. A trio task is a task (TASK_CREATE
+kind 4, named "trio " and its name): spawned (by the task running, where
+the program's code spawned it), each step run as it (TASK_SWITCH in and
+out), blocked after a step that left it waiting (on a memory channel, an
+Event, a Lock, a sleep, I/O or its nursery's children: read from its
+await chain; each step is the coroutine's send or throw the run loop
+calls, wrapped when the task is scheduled), woken when rescheduled (by the task running then; the run
+loop's own wakes, of I/O and timeouts, are the thread's), exited (its
+outcome: Runner.task_exited, where trio has it; cancelled for
+trio.Cancelled; a task its end wakes, its nursery's parent, names it). Values sent through trio's memory channels are messages
+(MemorySendChannel.send / send_nowait, as they start: once handed over the
+receiver may run first; MemoryReceiveChannel.receive / receive_nowait, as
+they return), on a channel named by stackwatch.name() of the end or
+"MemoryChannel 0x..." (its shared state's address: both ends' name).
+
+uvloop: its loop runs no asyncio Handle: the callbacks it is given that
+step an asyncio task (call_soon) run as that task, as task_hooks does for
+asyncio's own loops, a task's done callback (gather's, shield's) runs on
+behalf of that task, and its create_task is a creation.
+"""
+import functools
+import importlib.util
+import os
+import sys
+
+from .. import _native
+from . import task_hooks
+
+_hooks = _native.hooks
+TRIO_KIND = 4   # TASK_CREATE's kind for a trio task (task_hooks.TASK_KINDS)
+_finder = None
+
+
+def install(wrap):
+    """Hooks trio and uvloop now or when imported; wrap is task_hooks' (it
+    puts back what it wraps when task events stop)."""
+    global _finder
+    hooks = {"trio": lambda m: _install_trio(m, wrap), "uvloop": lambda m: _install_uvloop(m, wrap)}
+    for name, hook in list(hooks.items()):
+        if name in sys.modules:
+            del hooks[name]
+            try:
+                hook(sys.modules[name])
+            except Exception as e:
+                print(f"stackwatch: warning: cannot record {name}'s tasks: {e}", file=sys.stderr)
+    if hooks and _finder is None:
+        _finder = _AfterImport(hooks)
+        sys.meta_path.insert(0, _finder)
+
+
+def forget():
+    """Task events stop: the finder goes."""
+    global _finder
+    if _finder is not None:
+        try:
+            sys.meta_path.remove(_finder)
+        except ValueError:
+            pass
+        _finder = None
+
+
+class _AfterImport:
+    """A finder that lets the other finders find a module and calls a hook
+    with it once it has run (its loader put back first: the module sees
+    its own)."""
+
+    def __init__(self, hooks):
+        self._hooks = hooks
+        self._busy = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self._hooks or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        except Exception:
+            return None
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _Then(spec.loader, self._hooks.pop(name))
+        return spec
+
+    def invalidate_caches(self):
+        pass
+
+
+class _Then:
+    def __init__(self, loader, then):
+        self._loader, self._then = loader, then
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = module.__spec__.loader = self._loader
+        self._loader.exec_module(module)
+        try:
+            self._then(module)
+        except Exception as e:   # never into the program
+            print(f"stackwatch: warning: cannot record {module.__name__}'s tasks: {e}", file=sys.stderr)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+# ---- trio ----
+
+# Where a trio task waits: (file's base name, function) -> reason.
+_TRIO_WAITS = {("_channel.py", "receive"): "channel", ("_channel.py", "send"): "channel",
+               ("_timeouts.py", "sleep_forever"): "sleep", ("_timeouts.py", "sleep_until"): "sleep",
+               ("_timeouts.py", "sleep"): "sleep", ("_sync.py", "wait"): "event", ("_sync.py", "acquire"): "lock",
+               ("_sync.py", "park"): "lock", ("_run.py", "_nested_child_finished"): "join",
+               ("_run.py", "__aexit__"): "join", ("_io_epoll.py", "_epoll_wait"): "io",
+               ("_io_epoll.py", "wait_readable"): "io", ("_io_epoll.py", "wait_writable"): "io"}
+
+
+def _install_trio(trio, wrap):
+    trio_dir = os.path.dirname(trio.__file__) + os.sep
+    task_hooks._skip = tuple(task_hooks._skip) + (trio_dir,)
+
+    class Recorder(trio.abc.Instrument):
+        def task_spawned(self, task):
+            try:
+                name = _trio_name(task)
+                tid = _hooks.task_id(task, name)
+                if tid:
+                    task_hooks._event("task_create", tid, TRIO_KIND, 0, name, None,
+                                      task_hooks._where(sys._getframe(1)))
+            except Exception:
+                pass
+
+        def task_scheduled(self, task):
+            try:
+                task_hooks._woken(task, sys._getframe(1))
+                task._next_send_fn = _trio_step(task, task._next_send_fn)
+            except Exception:
+                pass
+
+    recorder = Recorder()
+
+    def run_wrap(orig):
+        def run(*args, instruments=(), **kwargs):
+            if task_hooks._saved:   # (task events still wanted)
+                instruments = (*instruments, recorder)
+            return orig(*args, instruments=instruments, **kwargs)
+        return run
+    wrap(trio, "run", run_wrap)
+    runner = getattr(getattr(getattr(trio, "_core", None), "_run", None), "Runner", None)
+    if runner is not None and "task_exited" in runner.__dict__:
+        wrap(runner, "task_exited", lambda orig: _trio_exited(orig, trio))
+    channels = getattr(trio, "_channel", None)
+    if channels is not None:
+        send, recv = channels.MemorySendChannel, channels.MemoryReceiveChannel
+        own_send, own_receive = send.__dict__["send"].__code__, recv.__dict__["receive"].__code__
+        wrap(send, "send", _trio_send)
+        wrap(send, "send_nowait", lambda orig: _trio_nowait(orig, own_send, "task_send"))
+        wrap(recv, "receive", _trio_receive)
+        wrap(recv, "receive_nowait", lambda orig: _trio_nowait(orig, own_receive, "task_receive"))
+
+
+def _trio_step(task, send):
+    """send (the task's coroutine's send or throw, which the run loop calls
+    for its next step), run as the task (so that no frame of the loop's
+    opens or closes on the task's track), its block recorded when it
+    yields to wait for a reschedule."""
+    def step(value):
+        tid = _trio_id(task)
+        prev = _hooks.task_switch(tid) if tid else None
+        if prev is not None and task_hooks._woken_by:
+            task_hooks._told(task)
+        try:
+            msg = send(value)
+            if prev is not None and type(msg).__name__ == "WaitTaskRescheduled":
+                try:
+                    reason, channel, where = _trio_waits_on(task)
+                    task_hooks._blocked[task] = (tid, channel)
+                    task_hooks._event("task_block", task_hooks._reason(reason), 0, 0, channel, None, where)
+                except Exception:
+                    pass
+            return msg
+        finally:
+            if prev is not None:
+                _hooks.task_switch(prev)
+    return step
+
+
+def _trio_name(task):
+    given = task_hooks._names.get(task) if task_hooks._names else None
+    return given[0] if given else f"trio {task.name}"
+
+
+def _trio_id(task):
+    return _hooks.task_id(task, _trio_name)
+
+
+def _trio_waits_on(task):
+    """(reason, channel name or None, the program's frame where it waits)."""
+    frames = task_hooks.await_frames(None, task.coro)
+    where = next((f for f in reversed(frames) if not f.f_code.co_filename.startswith(task_hooks._skip)), None)
+    for f in reversed(frames):
+        what = _TRIO_WAITS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))
+        if what and f.f_code.co_filename.startswith(task_hooks._skip):
+            this = f.f_locals.get("self")
+            return what, (_trio_channel(this) if what == "channel" else
+                          task_hooks.channel_name(this) if this is not None and what != "join" else None), where
+    return "future", None, where
+
+
+def _trio_exited(orig, trio):
+    def task_exited(self, task, outcome):
+        """(the run loop's, out of the task's steps: a task it wakes, its
+        nursery's parent, was woken by this task, told at its next step)"""
+        try:
+            tid = _trio_id(task)
+            error = getattr(outcome, "error", None)
+            if error is None:
+                task_hooks._event("task_exit", tid, 0, 0, task_hooks._repr(getattr(outcome, "value", None)))
+            elif isinstance(error, trio.Cancelled):
+                task_hooks._event("task_exit", tid, 2)
+            else:
+                task_hooks._event("task_exit", tid, 1, 0, task_hooks._repr(error))
+        except Exception:
+            pass
+        return task_hooks._on_behalf_of(task, orig, self, task, outcome)
+    return task_exited
+
+
+def _trio_channel(end):
+    """A memory channel's name: stackwatch.name()'s of this end, else
+    "MemoryChannel 0x..." (its state's address, both ends' name)."""
+    given = task_hooks._names.get(end) if task_hooks._names and end is not None else None
+    if given:
+        return given[0]
+    state = getattr(end, "_state", end)
+    return f"MemoryChannel {id(state):#x}"
+
+
+def _trio_message(kind, end, value, depth):
+    try:
+        task_hooks._event(kind, 0, 0, 0, _trio_channel(end), task_hooks._repr(value),
+                          task_hooks._where(sys._getframe(depth + 1)))
+    except Exception:
+        pass
+
+
+def _trio_send(orig):
+    async def send(self, value):
+        _trio_message("task_send", self, value, 1)
+        return await orig(self, value)
+    return send
+
+
+def _trio_receive(orig):
+    async def receive(self):
+        value = await orig(self)
+        _trio_message("task_receive", self, value, 1)
+        return value
+    return receive
+
+
+def _trio_nowait(orig, own, kind):
+    """send_nowait / receive_nowait: a message, unless called by send /
+    receive (whose `own` code records it)."""
+    def nowait(self, *args):
+        r = orig(self, *args)   # (raises WouldBlock when it would wait: then nothing passes)
+        if sys._getframe(1).f_code is not own:
+            _trio_message(kind, self, args[0] if args else r, 1)
+        return r
+    nowait.__name__ = orig.__name__
+    return nowait
+
+
+# ---- uvloop ----
+
+def _install_uvloop(uvloop, wrap):
+    import asyncio
+    loop = getattr(uvloop, "Loop", None)
+    if loop is None:
+        return
+    task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
+    wrap(loop, "call_soon", lambda orig: _uvloop_call_soon(orig, task_types), inherited=True)
+    wrap(loop, "create_task", task_hooks._create_task, inherited=True)
+
+
+def _uvloop_call_soon(orig, task_types):
+    def call_soon(self, callback, *args, **kwargs):
+        task = getattr(callback, "__self__", None)
+        if task is not None and isinstance(task, task_types):
+            try:
+                task_hooks._woken(task, sys._getframe(1))
+                callback = _stepping(task, callback)
+            except Exception:
+                pass
+        elif args and isinstance(args[0], task_types):   # a task's done callback: run on its behalf
+            callback = functools.partial(task_hooks._on_behalf_of, args[0], callback)
+        return orig(self, callback, *args, **kwargs)
+    return call_soon
+
+
+def _stepping(task, step):
+    """step (a task's step or wakeup), run as that task."""
+    def run_as_task(*args):
+        return task_hooks._run_as(task, step, *args)
+    return run_as_task
