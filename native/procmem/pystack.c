@@ -1224,8 +1224,10 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         /* Another process: the thread stopped by ptrace until released. */
         nn = sw_unwind_capture(r->unwinder, (int)s.native_tid, r->pcs, r->pc_flags, SW_NSTACK_MAX, &ntrunc);
         if (nn >= 0 && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
-            u64_at(ts2, l->tstate_interp) == r->interp)
-            ts = ts2;
+            u64_at(ts2, l->tstate_interp) == r->interp) {
+            ts = ts2;   /* the thread state as of the stop */
+            g = NULL;
+        }
         if (nn >= 0)
             s.t_ns = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
     } else if (r->syms && s.native_tid && !muted(r, (uint32_t)s.native_tid)) {
