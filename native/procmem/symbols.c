@@ -402,7 +402,7 @@ int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t 
     memset(&di, 0, sizeof di);
     if (!dladdr((void *)(uintptr_t)addr, &di) || !di.dli_fbase)
         return SW_EARG;
-    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname);
+    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, UINT64_MAX);
     if (!o || !o->path[0])
         return SW_EARG;
     if (!o->lines_read) {   /* once per object: a file without debug information has none */
