@@ -9,12 +9,14 @@
  * read before it is used; a malformed file is refused with a reason, never
  * read out of bounds. 64-bit little-endian files only (what the reader's
  * own machine runs). Core files: elfcore.h; source lines (DWARF
- * .debug_line): dwarf_line.h; both included here.
+ * .debug_line): dwarf_line.h; call frame information: cfi.h; all
+ * included here.
  */
 #ifndef SW_ELF_H
 #define SW_ELF_H
 
 #include "base/base.h"
+#include "cfi.h"
 #include "dwarf_line.h"
 #include "elfcore.h"
 

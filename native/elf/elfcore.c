@@ -20,6 +20,13 @@
 #  define NT_FILE 0x46494c45
 #endif
 
+/* The registers of NT_PRSTATUS are kept where they are x86-64's. */
+#if defined(__x86_64__)
+#  define SW_CORE_HAS_GREGS (sizeof(((prstatus_t *)0)->pr_reg) == SW_CORE_GREGS * 8)
+#else
+#  define SW_CORE_HAS_GREGS 0
+#endif
+
 struct sw_core {
     int fd;
     uint64_t size;               /* of the core file */
@@ -30,6 +37,8 @@ struct sw_core {
     char *paths;                 /* the NT_FILE note's names, which files[].path point into */
     int pid;
     char command[17];
+    sw_core_thread *threads;
+    size_t nthreads, capthreads;
 };
 
 #define FAIL(rc, ...) do { snprintf(err, errlen, __VA_ARGS__); return (rc); } while (0)
@@ -96,6 +105,21 @@ static int read_notes(sw_core *c, const unsigned char *d, size_t len)
             int rc = read_file_note(c, desc, nh.n_descsz);
             if (rc != SW_OK)
                 return rc;
+        } else if (nh.n_type == NT_PRSTATUS && nh.n_descsz >= sizeof(prstatus_t) && SW_CORE_HAS_GREGS &&
+                   c->nthreads < SW_CORE_MAX_THREADS) {
+            prstatus_t st;
+            memcpy(&st, desc, sizeof st);
+            if (c->nthreads == c->capthreads) {   /* (plain realloc: scripts/gen-layouts.py links this file alone) */
+                size_t cap = c->capthreads ? c->capthreads * 2 : 16;
+                sw_core_thread *v = realloc(c->threads, cap * sizeof *v);
+                if (!v)
+                    return SW_ENOMEM;
+                c->threads = v;
+                c->capthreads = cap;
+            }
+            sw_core_thread *t = &c->threads[c->nthreads++];
+            t->tid = st.pr_pid;
+            memcpy(t->gregs, &st.pr_reg, sizeof t->gregs);
         } else if (nh.n_type == NT_PRPSINFO && nh.n_descsz >= sizeof(prpsinfo_t)) {
             prpsinfo_t ps;
             memcpy(&ps, desc, sizeof ps);
@@ -213,6 +237,7 @@ void sw_core_free(sw_core *c)
     free(c->seg);
     free(c->files);
     free(c->paths);
+    free(c->threads);
     free(c);
 }
 
@@ -226,6 +251,12 @@ const sw_core_file *sw_core_files(const sw_core *c, size_t *n)
 {
     *n = c->nfiles;
     return c->files;
+}
+
+const sw_core_thread *sw_core_threads(const sw_core *c, size_t *n)
+{
+    *n = c->nthreads;
+    return c->threads;
 }
 
 int sw_core_pid(const sw_core *c)

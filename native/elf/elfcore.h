@@ -2,7 +2,8 @@
  * elfcore.h - reading an ELF core file (a crash's core, or gdb's gcore):
  * its PT_LOAD segments (the process's memory the core holds), the files
  * its process had mapped (the NT_FILE note: address range, file offset,
- * path) and its pid and command (NT_PRPSINFO). The core is untrusted: the
+ * path), its pid and command (NT_PRPSINFO) and its threads' registers
+ * (NT_PRSTATUS, x86-64). The core is untrusted: the
  * headers and notes are read once, bounded and checked; the segments'
  * bytes are read from the file on demand (a core can be far larger than
  * what is read of it). 64-bit little-endian cores only.
@@ -15,6 +16,8 @@
 #define SW_CORE_MAX_SEGMENTS 65535u   /* (extended numbering, PN_XNUM, is refused) */
 #define SW_CORE_MAX_FILES 65536u
 #define SW_CORE_MAX_NOTES (64u << 20)   /* bytes of notes read */
+#define SW_CORE_MAX_THREADS 65536u
+#define SW_CORE_GREGS 27u               /* x86-64's elf_gregset_t: struct user_regs_struct */
 
 typedef struct sw_core sw_core;
 
@@ -32,6 +35,14 @@ typedef struct sw_core_file {
     const char *path;
 } sw_core_file;
 
+/* A thread of the process at the dump (NT_PRSTATUS): its id and its
+ * general registers, in the kernel's order (struct user_regs_struct on
+ * x86-64; none are read on other machines). */
+typedef struct sw_core_thread {
+    int tid;
+    uint64_t gregs[SW_CORE_GREGS];
+} sw_core_thread;
+
 /* Opens the core at path. Returns 0 with *out, or SW_EIO (unreadable;
  * errno kept), SW_EFORMAT (not a core file, or malformed) or SW_ENOMEM,
  * with the reason in err. */
@@ -42,6 +53,9 @@ void sw_core_free(sw_core *c);
 const sw_core_segment *sw_core_segments(const sw_core *c, size_t *n);
 /* In the note's order (by address). */
 const sw_core_file *sw_core_files(const sw_core *c, size_t *n);
+
+/* In the notes' order (the thread that dumped first). */
+const sw_core_thread *sw_core_threads(const sw_core *c, size_t *n);
 
 /* The process's pid (0 if the core does not say) and command name (its
  * first 15 bytes, "" if unknown). */

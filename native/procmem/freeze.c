@@ -40,8 +40,9 @@ static int stop_one(sw_frozen *f, int tid, char *err, size_t errlen)
         if (errno == ESRCH)
             return 0;
         snprintf(err, errlen, "cannot stop thread %d of process %d: ptrace: %s%s", tid, f->pid, strerror(errno),
-                 errno == EPERM ? " (ptrace needs the same user and kernel.yama.ptrace_scope 0, or root / "
-                                  "CAP_SYS_PTRACE: `sudo sysctl kernel.yama.ptrace_scope=0`, or run as root)"
+                 errno == EPERM ? " (it is traced already, by gdb or strace: one tracer at a time; or ptrace needs "
+                                  "the same user and kernel.yama.ptrace_scope 0, or root / CAP_SYS_PTRACE: `sudo "
+                                  "sysctl kernel.yama.ptrace_scope=0`, or run as root)"
                                 : "");
         return -1;
     }
@@ -97,6 +98,17 @@ int sw_freeze(sw_frozen *f, int pid, char *err, size_t errlen)
     snprintf(err, errlen, "process %d keeps starting threads: it cannot be frozen", pid);
     sw_thaw(f);
     return SW_EIO;
+}
+
+int sw_freeze_thread(sw_frozen *f, int pid, int tid, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    f->pid = pid;
+    int r = stop_one(f, tid, err, errlen);
+    if (r > 0)
+        return SW_OK;
+    sw_thaw(f);
+    return r == 0 ? SW_EARG : SW_EIO;
 }
 
 void sw_thaw(sw_frozen *f)

@@ -22,6 +22,12 @@ typedef struct sw_frozen {
  * grants it). */
 int sw_freeze(sw_frozen *f, int pid, char *err, size_t errlen);
 
+/* Stops the one thread tid of process pid (the remote unwinder's
+ * blocking sample, unwind.h). Returns 0 with f holding it; SW_EARG if the
+ * thread is gone; SW_EIO with err if it cannot be stopped (permission:
+ * what grants it; already traced). Thawed with sw_thaw either way. */
+int sw_freeze_thread(sw_frozen *f, int pid, int tid, char *err, size_t errlen);
+
 /* Lets every frozen thread go on and frees f. */
 void sw_thaw(sw_frozen *f);
 

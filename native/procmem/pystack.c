@@ -33,10 +33,12 @@
 #include "nativestack.h"
 #include "symbols.h"
 #include "threadstate.h"
+#include "unwind.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define WINDOW_MAX (64u * 1024u)       /* bytes copied from the top of a frame stack */
 #define MAX_CHUNK_SPAN (1ull << 30)    /* a plausible bound for one stack chunk */
@@ -69,6 +71,10 @@ struct sw_pystack {
     int32_t *lines;                /* [max_depth] with lines: the line each frame runs */
     /* Native mode (nativestack.h, nativemerge.h): */
     sw_symbols *syms;              /* NULL unless native */
+    sw_unwinder *unwinder;         /* native, another process: its threads stopped and
+                                      unwound from outside (unwind.h), else NULL: this
+                                      process, by the signal handler (nativestack.h) */
+    uint8_t *pc_flags;             /* [SW_NSTACK_MAX] with unwinder: SW_UNWIND_* of each pc */
     unsigned char *py_end;         /* [max_depth] 1: the root-most frame of an interpreter run */
     uint64_t *pcs;                 /* [SW_NSTACK_MAX] the captured return addresses */
     sw_sample_code **nat;          /* [SW_NSTACK_MAX] their symbols */
@@ -188,8 +194,9 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         r->pcs = malloc(SW_NSTACK_MAX * sizeof *r->pcs);
         r->nat = malloc(SW_NSTACK_MAX * sizeof *r->nat);
         r->nat_eval = malloc(SW_NSTACK_MAX);
+        r->pc_flags = calloc(SW_NSTACK_MAX, 1);
         r->merged = malloc((d + SW_NSTACK_MAX) * sizeof *r->merged);
-        native_ok = r->syms && r->py_end && r->pcs && r->nat && r->nat_eval && r->merged;
+        native_ok = r->syms && r->py_end && r->pcs && r->nat && r->nat_eval && r->pc_flags && r->merged;
     }
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
@@ -209,6 +216,20 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     return r;
 }
 
+/* Native frames of another process or of a core, by the unwinder u (NULL:
+ * out of memory), named by its files. 0, or SW_ENOMEM with r freed. */
+static int use_unwinder(sw_pystack *r, sw_unwinder *u, char *err, size_t errlen)
+{
+    sw_symbols_free(r->syms);
+    r->unwinder = u;
+    r->syms = u ? sw_symbols_new_remote(u) : NULL;
+    if (r->syms)
+        return SW_OK;
+    snprintf(err, errlen, "out of memory");
+    sw_pystack_free(r);
+    return SW_ENOMEM;
+}
+
 sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
                            uint64_t probe_addr, size_t probe_len, char *err, size_t errlen)
 {
@@ -218,19 +239,35 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
         sw_pystack_free(r);
         return NULL;
     }
+    if (r && lim->native && pid != (int)getpid()) {
+        /* Native frames of another process: unwound from outside, named
+         * by its files. */
+        if (!sw_unwind_supported(err, errlen)) {
+            sw_pystack_free(r);
+            return NULL;
+        }
+        if (use_unwinder(r, sw_unwinder_new(pid, &r->mem), err, errlen) != SW_OK)
+            return NULL;
+    }
     return r;
 }
 
 sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, uint64_t interp_addr,
                                 const sw_pystack_limits *lim, char *err, size_t errlen)
 {
-    if (lim->thread_states || lim->native) {
-        snprintf(err, errlen, "a core file has no threads to probe or signal");
+    if (lim->thread_states) {
+        snprintf(err, errlen, "a core file has no threads to probe");
         return NULL;
     }
     sw_pystack *r = make_reader(l, 0, interp_addr, lim, err, errlen);
-    if (r)
-        sw_mem_open_core(&r->mem, core);
+    if (!r)
+        return NULL;
+    sw_mem_open_core(&r->mem, core);
+    if (lim->native) {
+        /* Native frames: unwound from the core's registers (unwind.h). */
+        if (use_unwinder(r, sw_unwinder_new_core(core, &r->mem), err, errlen) != SW_OK)
+            return NULL;
+    }
     return r;
 }
 
@@ -250,6 +287,8 @@ void sw_pystack_free(sw_pystack *r)
     free(r->lines);
     free(r->merged_lines);
     sw_symbols_free(r->syms);
+    sw_unwinder_free(r->unwinder);   /* (after the symbols, which use it) */
+    free(r->pc_flags);
     free(r->py_end);
     free(r->pcs);
     free(r->nat);
@@ -966,7 +1005,8 @@ static long merge_native(sw_pystack *r, uint32_t nn, int truncated, uint32_t np)
 {
     for (uint32_t k = 0; k < nn; k++) {
         int ev = 0;
-        r->nat[k] = sw_symbols_lookup(r->syms, k ? r->pcs[k] - 1 : r->pcs[k], &ev);
+        r->nat[k] = sw_symbols_lookup_marked(r->syms, k ? r->pcs[k] - 1 : r->pcs[k],
+                                             r->unwinder && (r->pc_flags[k] & SW_UNWIND_BY_FP), &ev);
         if (!r->nat[k])
             return -1;
         r->nat_eval[k] = (unsigned char)ev;
@@ -1260,7 +1300,17 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * are walked, so both are of one instant (nativestack.h). */
     int nn = -1, ntrunc = 0;
     unsigned char ts2[SW_LAYOUT_MAX_READ];
-    if (r->syms && s.native_tid && !muted(r, (uint32_t)s.native_tid)) {
+    if (r->unwinder && s.native_tid) {
+        /* Another process: the thread stopped by ptrace until released. */
+        nn = sw_unwind_capture(r->unwinder, (int)s.native_tid, r->pcs, r->pc_flags, SW_NSTACK_MAX, &ntrunc);
+        if (nn >= 0 && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
+            u64_at(ts2, l->tstate_interp) == r->interp) {
+            ts = ts2;   /* the thread state as of the stop */
+            g = NULL;
+        }
+        if (nn >= 0)
+            s.t_ns = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
+    } else if (r->syms && s.native_tid && !muted(r, (uint32_t)s.native_tid)) {
         nn = sw_nstack_capture((int)s.native_tid, r->pcs, &ntrunc);
         if (nn == SW_ESTATE && sw_nstack_blocked((int)s.native_tid))
             mute(r, (uint32_t)s.native_tid);   /* (one merely waiting for a CPU is asked again) */
@@ -1276,10 +1326,12 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         if (nn >= 0)
             s.t_ns = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
     }
-#define RELEASE_NATIVE()             \
-    do {                             \
-        if (nn >= 0)                 \
-            sw_nstack_release();     \
+#define RELEASE_NATIVE()                        \
+    do {                                        \
+        if (nn >= 0 && r->unwinder)             \
+            sw_unwind_release(r->unwinder);     \
+        else if (nn >= 0)                       \
+            sw_nstack_release();                \
     } while (0)
     /* Without the native capture, the thread runs on while it is read: its
      * frames are read right after its state (after a probe first, the state
@@ -1491,6 +1543,15 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
     return delivered;
 }
 
+const char *sw_pystack_native_error(const sw_pystack *r)
+{
+    sw_unwind_stats us;
+    if (!r->unwinder)
+        return "";
+    sw_unwind_get_stats(r->unwinder, &us);
+    return us.stop_failed ? sw_unwind_error(r->unwinder) : "";
+}
+
 void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out)
 {
     *out = r->st;
@@ -1498,4 +1559,10 @@ void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out)
     out->code_misses = sw_codecache_misses(r->codes);
     out->reads = r->mem.reads;
     out->failed_reads = r->mem.failed;
+    if (r->unwinder) {
+        sw_unwind_stats us;
+        sw_unwind_get_stats(r->unwinder, &us);
+        out->native_stopped_ns = us.stop_ns;
+        out->native_by_fp = us.by_fp;
+    }
 }

@@ -33,8 +33,11 @@ typedef struct sw_pystack_limits {
     uint32_t lines;          /* 1: give each sample the line each frame is running
                                 (sw_sample.lines; needs layout.linetable_kind) */
     uint32_t native;         /* 1: merge each thread's native frames into its stack
-                                (in-process only: nativestack.h; the caller installs
-                                the signal handler) */
+                                (this process: captured by a signal handler,
+                                nativestack.h, which the caller installs; another
+                                process: each thread stopped with ptrace while it is
+                                read, and unwound from outside, unwind.h; a core:
+                                unwound from its registers) */
     uint32_t frame_addrs;    /* 1: give each sample the address of each of its frames
                                 (sw_sample.frame_addrs; not with native frames merged) */
     uint32_t park;           /* 1: a torn walk is redone with the thread parked (in-process
@@ -64,6 +67,9 @@ typedef struct sw_pystack_stats {
     uint64_t gil_unknown;    /* rounds in which the GIL could not be read */
     uint64_t native;         /* native mode: samples with native frames merged in */
     uint64_t native_failed;  /* native mode: samples whose native stack could not be captured */
+    uint64_t native_stopped_ns;   /* another process's native mode: time its threads were
+                                     stopped, in all (unwind.h) */
+    uint64_t native_by_fp;   /* ... frames whose caller was found by frame pointers */
 } sw_pystack_stats;
 
 typedef struct sw_pystack sw_pystack;
@@ -74,7 +80,8 @@ typedef struct sw_pystack sw_pystack;
 sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
                            uint64_t probe_addr, size_t probe_len, char *err, size_t errlen);
 /* The same over the memory of a core file's process (coremem.h; it must
- * outlive the reader): without thread states or native frames. */
+ * outlive the reader): without thread states; native frames unwound from
+ * the core's registers. */
 struct sw_coremem;
 sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, uint64_t interp_addr,
                                 const sw_pystack_limits *lim, char *err, size_t errlen);
@@ -89,5 +96,10 @@ void sw_pystack_free(sw_pystack *r);
 int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud);
 
 void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out);
+
+/* Native mode from outside: why a thread's native stack could not be
+ * read (the last such reason: it could not be stopped, unwind.h), or ""
+ * if none failed so. */
+const char *sw_pystack_native_error(const sw_pystack *r);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "base/base.h"
 #include "elf/elf.h"
+#include "unwind.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -28,6 +29,7 @@
 typedef struct fsym {
     uint64_t start, size;
     uint32_t name;           /* offset into names */
+    uint32_t rank;           /* among aliases the highest is named (rank_of) */
 } fsym;
 
 typedef struct object {
@@ -44,6 +46,7 @@ typedef struct object {
 typedef struct entry {
     sw_sample_code info;
     int is_eval;
+    int by_fp;               /* its caller was found by frame pointers (unwind.h): named so */
     char *strings;
 } entry;
 
@@ -62,6 +65,7 @@ struct sw_symbols {
     size_t nentries, capentries;
     sw_hashtab entry_index;  /* hash of a symbol's start -> its position in entries */
     entry unknown;           /* "?? [native]" of an address outside any object */
+    sw_unwinder *remote;     /* another process's: its files name its addresses; NULL: this process */
     uint64_t lookups, misses;
 };
 
@@ -77,7 +81,44 @@ typedef struct elf_syms {
 static int cmp_fsym(const void *a, const void *b)
 {
     const fsym *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return x->name < y->name ? -1 : x->name > y->name;
+}
+
+/* Among aliases: a name without a leading underscore first (glibc's
+ * public "select" over its "__select"), then global, weak, local. */
+static uint32_t rank_of(const sw_elf_symbol *s)
+{
+    return (s->name[0] != '_') * 4u + (s->bind == STB_GLOBAL ? 2u : s->bind == STB_WEAK ? 1u : 0u);
+}
+
+/* The separate debug file of e (Debian's and Fedora's debug packages:
+ * /usr/lib/debug/.build-id/xx/rest.debug, under root), if it is there
+ * and has a .symtab: static functions named where the library's own file
+ * keeps only .dynsym. NULL if not. */
+static sw_elf *debug_file(const sw_elf *e, const char *root)
+{
+    const unsigned char *id;
+    size_t n = sw_elf_build_id(e, &id);
+    if (n < 2 || n > 64)
+        return NULL;
+    char path[512], hex[2 * 64 + 1];
+    for (size_t i = 0; i < n; i++)
+        snprintf(hex + 2 * i, 3, "%02x", id[i]);
+    snprintf(path, sizeof path, "%s/usr/lib/debug/.build-id/%.2s/%s.debug", root, hex, hex + 2);
+    sw_elf *d;
+    char err[256];
+    if (access(path, R_OK) != 0 || sw_elf_open(path, &d, err, sizeof err) != SW_OK)
+        return NULL;
+    sw_elf_symbol sy;
+    for (size_t i = 0; i < sw_elf_symbol_count(d); i++)
+        if (sw_elf_symbol_at(d, i, &sy) == SW_OK && !sy.dynamic)
+            return d;
+    sw_elf_free(d);
+    return NULL;
 }
 
 /* 1 if s is a function symbol of the table chosen (.symtab, else .dynsym). */
@@ -89,10 +130,10 @@ static int wanted(const sw_elf_symbol *s, int dynamic)
 
 /* Reads the function symbols of the ELF file at path (through the ELF
  * room's bounded reader). 0 or -1. */
-static int read_elf(const char *path, elf_syms *out)
+static int read_elf(const char *path, const char *root, elf_syms *out)
 {
     memset(out, 0, sizeof *out);
-    sw_elf *e;
+    sw_elf *e, *debug = NULL;
     char err[256];
     if (sw_elf_open(path, &e, err, sizeof err) != SW_OK)
         return -1;
@@ -107,13 +148,19 @@ static int read_elf(const char *path, elf_syms *out)
         out->min_vaddr = 0;
     out->min_vaddr &= ~0xfffull;
     sw_elf_symbol sy;
-    int dynamic = 1;   /* .dynsym only if the file has no .symtab */
+    int dynamic = 1;   /* .dynsym only if the file has no .symtab (nor a debug file with one) */
     for (size_t i = 0; i < total && dynamic; i++)
         if (sw_elf_symbol_at(e, i, &sy) == SW_OK && !sy.dynamic)
             dynamic = 0;
+    const sw_elf *src = e;
+    if (dynamic && (debug = debug_file(e, root))) {
+        src = debug;
+        total = sw_elf_symbol_count(debug);
+        dynamic = 0;
+    }
     uint64_t names_len = 0, nf = 0;
     for (size_t i = 0; i < total; i++) {
-        if (sw_elf_symbol_at(e, i, &sy) != SW_OK || !wanted(&sy, dynamic))
+        if (sw_elf_symbol_at(src, i, &sy) != SW_OK || !wanted(&sy, dynamic))
             continue;
         nf++;
         names_len += strlen(sy.name) + 1;
@@ -126,17 +173,19 @@ static int read_elf(const char *path, elf_syms *out)
         goto done;
     uint32_t k = 0, pos = 0;
     for (size_t i = 0; i < total && k < nf; i++) {
-        if (sw_elf_symbol_at(e, i, &sy) != SW_OK || !wanted(&sy, dynamic))
+        if (sw_elf_symbol_at(src, i, &sy) != SW_OK || !wanted(&sy, dynamic))
             continue;
-        size_t len = strlen(sy.name);
-        memcpy(out->names + pos, sy.name, len + 1);
-        out->syms[k++] = (fsym){sy.value, sy.size, pos};
+        size_t len = strcspn(sy.name, "@");   /* without a version ("name@@GLIBC_2.17" in .symtab) */
+        memcpy(out->names + pos, sy.name, len);
+        out->names[pos + len] = 0;
+        out->syms[k++] = (fsym){sy.value, sy.size, pos, rank_of(&sy)};
         pos += (uint32_t)len + 1;
     }
     out->n = k;
     qsort(out->syms, k, sizeof *out->syms, cmp_fsym);
     rc = 0;
 done:
+    sw_elf_free(debug);
     sw_elf_free(e);
     if (rc != 0) {
         free(out->syms);
@@ -160,7 +209,8 @@ static const fsym *find_sym(const fsym *syms, uint32_t n, uint64_t a)
         else
             hi = mid;
     }
-    /* Several symbols may start at one address (aliases): any covering one. */
+    /* Several symbols may start at one address (aliases): the covering one
+     * of the highest rank (sorted last: rank_of). */
     for (uint32_t i = lo + 1; i-- > 0 && syms[i].start == syms[lo].start;)
         if (syms[i].size == 0 || a - syms[i].start < syms[i].size)
             return &syms[i];
@@ -170,7 +220,7 @@ static const fsym *find_sym(const fsym *syms, uint32_t n, uint64_t a)
 const char *sw_symbols_elf_lookup(const char *path, uint64_t vaddr, char *out, size_t outlen)
 {
     elf_syms es;
-    if (read_elf(path, &es) != 0)
+    if (read_elf(path, "", &es) != 0)
         return NULL;
     const fsym *f = find_sym(es.syms, es.n, vaddr);
     const char *res = NULL;
@@ -184,6 +234,14 @@ const char *sw_symbols_elf_lookup(const char *path, uint64_t vaddr, char *out, s
 }
 
 /* ---- the cache ---- */
+
+sw_symbols *sw_symbols_new_remote(sw_unwinder *u)
+{
+    sw_symbols *s = sw_symbols_new();
+    if (s)
+        s->remote = u;
+    return s;
+}
 
 sw_symbols *sw_symbols_new(void)
 {
@@ -222,10 +280,12 @@ void sw_symbols_free(sw_symbols *s)
     free(s);
 }
 
-static object *object_for(sw_symbols *s, uint64_t base, const char *path)
+/* The object at base, named path, read from open_path; its load bias is
+ * bias, or (UINT64_MAX) base less its first segment's address. */
+static object *object_for(sw_symbols *s, uint64_t base, const char *path, const char *open_path, uint64_t bias)
 {
     for (uint32_t i = 0; i < s->nobjs; i++)
-        if (s->objs[i].base == base)
+        if (s->objs[i].base == base && strcmp(s->objs[i].path, path ? path : "") == 0)
             return &s->objs[i];
     if (s->nobjs >= MAX_OBJECTS)
         return NULL;
@@ -244,26 +304,32 @@ static object *object_for(sw_symbols *s, uint64_t base, const char *path)
     if (!o->path)
         return NULL;
     elf_syms es;
-    if (path && path[0] && read_elf(path, &es) == 0) {
+    /* The root the file is read under: what open_path adds before path. */
+    char root[64] = "";
+    size_t pl = path ? strlen(path) : 0, ol = open_path ? strlen(open_path) : 0;
+    if (ol > pl && ol - pl < sizeof root && strcmp(open_path + ol - pl, path) == 0)
+        snprintf(root, sizeof root, "%.*s", (int)(ol - pl), open_path);
+    if (open_path && open_path[0] && read_elf(open_path, root, &es) == 0) {
         o->syms = es.syms;
         o->n = es.n;
         o->names = es.names;
-        o->bias = base - es.min_vaddr;
+        o->bias = bias != UINT64_MAX ? bias : base - es.min_vaddr;
     } else {
-        o->bias = base;
+        o->bias = bias != UINT64_MAX ? bias : base;
     }
     s->nobjs++;
     return o;
 }
 
-/* The entry for the symbol `name` starting at `start` in object `path`. */
-static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char *path)
+/* The entry for the symbol `name` starting at `start` in object `path`
+ * (by_fp: its frames' callers found by frame pointers, a name of its own). */
+static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char *path, int by_fp)
 {
-    uint64_t h = sw_hash_u64(start);
+    uint64_t h = sw_hash_u64(start ^ (uint64_t)by_fp);
     uint32_t pos;
     for (uint32_t i = sw_hashtab_first(&s->entry_index, h, &pos); i != SW_HT_NONE;
          i = sw_hashtab_next(&s->entry_index, h, &pos))
-        if (s->entries[i]->info.addr == start)
+        if (s->entries[i]->info.addr == start && s->entries[i]->by_fp == by_fp)
             return s->entries[i];
     if (s->nentries >= MAX_ENTRIES)
         return &s->unknown;
@@ -272,40 +338,62 @@ static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char
         return NULL;
     s->entries = v;
     entry *e = calloc(1, sizeof *e);
-    size_t nl = strlen(name), sl = strlen(SW_NATIVE_SUFFIX), pl = strlen(path);
+    const char *mark = by_fp ? SW_UNWIND_FP_MARK : "";
+    size_t ml = strlen(mark), nl = strlen(name) + ml, sl = strlen(SW_NATIVE_SUFFIX), pl = strlen(path);
     char *str = e ? malloc(nl + sl + pl + 2) : NULL;
     if (!str || sw_hashtab_add(&s->entry_index, h, (uint32_t)s->nentries) != SW_OK) {
         free(str);
         free(e);
         return NULL;
     }
-    memcpy(str, name, nl);
+    memcpy(str, name, nl - ml);
+    memcpy(str + nl - ml, mark, ml);
     memcpy(str + nl, SW_NATIVE_SUFFIX, sl + 1);
     memcpy(str + nl + sl + 1, path, pl + 1);
     e->strings = str;
     e->info = (sw_sample_code){start, str, str + nl + sl + 1, (uint32_t)(nl + sl), (uint32_t)pl, 0, SW_NO_ID};
     e->is_eval = strncmp(name, "_PyEval_EvalFrameDefault", 24) == 0 && (name[24] == 0 || name[24] == '.');
+    e->by_fp = by_fp;
     s->entries[s->nentries++] = e;
     return e;
 }
 
-static entry *resolve(sw_symbols *s, uint64_t pc)
+/* In another process: the file its unwinder finds mapped at pc. */
+static entry *resolve_remote(sw_symbols *s, uint64_t pc, int by_fp)
 {
+    const char *path, *open_path;
+    uint64_t bias;
+    if (sw_unwind_object(s->remote, pc, &path, &open_path, &bias) != SW_OK)
+        return &s->unknown;
+    object *o = object_for(s, bias, path, open_path, bias);
+    if (o && pc >= o->bias) {
+        const fsym *f = find_sym(o->syms, o->n, pc - o->bias);
+        if (f)
+            return intern(s, f->start + o->bias, o->names + f->name, o->path, by_fp);
+    }
+    s->misses++;
+    return intern(s, bias, "??", path, by_fp);
+}
+
+static entry *resolve(sw_symbols *s, uint64_t pc, int by_fp)
+{
+    if (s->remote)
+        return resolve_remote(s, pc, by_fp);
     Dl_info di;
     memset(&di, 0, sizeof di);
     if (!dladdr((void *)(uintptr_t)pc, &di) || !di.dli_fbase)
         return &s->unknown;
-    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname);
+    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, UINT64_MAX);
     if (o && pc >= o->bias) {
         const fsym *f = find_sym(o->syms, o->n, pc - o->bias);
         if (f)
-            return intern(s, f->start + o->bias, o->names + f->name, o->path);
+            return intern(s, f->start + o->bias, o->names + f->name, o->path, by_fp);
     }
     if (di.dli_sname && di.dli_saddr)
-        return intern(s, (uint64_t)(uintptr_t)di.dli_saddr, di.dli_sname, di.dli_fname ? di.dli_fname : "");
+        return intern(s, (uint64_t)(uintptr_t)di.dli_saddr, di.dli_sname, di.dli_fname ? di.dli_fname : "", by_fp);
     /* In an object, but no symbol covers it: one "??" per object. */
     s->misses++;
-    return intern(s, (uint64_t)(uintptr_t)di.dli_fbase, "??", di.dli_fname ? di.dli_fname : "");
+    return intern(s, (uint64_t)(uintptr_t)di.dli_fbase, "??", di.dli_fname ? di.dli_fname : "", by_fp);
 }
 
 int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t *line)
@@ -314,7 +402,7 @@ int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t 
     memset(&di, 0, sizeof di);
     if (!dladdr((void *)(uintptr_t)addr, &di) || !di.dli_fbase)
         return SW_EARG;
-    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname);
+    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, UINT64_MAX);
     if (!o || !o->path[0])
         return SW_EARG;
     if (!o->lines_read) {   /* once per object: a file without debug information has none */
@@ -334,23 +422,30 @@ int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t 
 
 sw_sample_code *sw_symbols_lookup(sw_symbols *s, uint64_t pc, int *is_eval)
 {
+    return sw_symbols_lookup_marked(s, pc, 0, is_eval);
+}
+
+sw_sample_code *sw_symbols_lookup_marked(sw_symbols *s, uint64_t pc, int by_fp, int *is_eval)
+{
     s->lookups++;
-    uint64_t h = sw_hash_u64(pc);
+    by_fp = !!by_fp;
+    uint64_t key = pc ^ (uint64_t)by_fp << 63;   /* (user addresses leave the top bit 0) */
+    uint64_t h = sw_hash_u64(key);
     uint32_t pos;
     for (uint32_t i = sw_hashtab_first(&s->pc_index, h, &pos); i != SW_HT_NONE;
          i = sw_hashtab_next(&s->pc_index, h, &pos)) {
-        if (s->pcs[i].pc == pc) {
+        if (s->pcs[i].pc == key) {
             *is_eval = s->pcs[i].e->is_eval;
             return &s->pcs[i].e->info;
         }
     }
-    entry *e = resolve(s, pc);
+    entry *e = resolve(s, pc, by_fp);
     if (!e)
         return NULL;
     if (e == &s->unknown)
         s->misses++;
     int rc;
-    s->pcs[s->npcs < PC_CACHE ? s->npcs : 0] = (pc_ent){pc, e};
+    s->pcs[s->npcs < PC_CACHE ? s->npcs : 0] = (pc_ent){key, e};
     if (s->npcs < PC_CACHE) {
         rc = sw_hashtab_add_after(&s->pc_index, h, s->npcs, pos);   /* reserved: cannot fail */
     } else {   /* full: forget every address (the symbols stay) */

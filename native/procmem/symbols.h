@@ -20,6 +20,12 @@
 typedef struct sw_symbols sw_symbols;
 
 sw_symbols *sw_symbols_new(void);   /* NULL if out of memory */
+
+/* Names the addresses of another process instead: the file its unwinder
+ * (unwind.h, which must outlive s) finds mapped there, read through
+ * /proc/PID/root, with that mapping's load bias. */
+struct sw_unwinder;
+sw_symbols *sw_symbols_new_remote(struct sw_unwinder *u);
 void sw_symbols_free(sw_symbols *s);
 
 /* The function at code address pc (pc - 1 for a return address, so a
@@ -35,6 +41,11 @@ sw_sample_code *sw_symbols_lookup(sw_symbols *s, uint64_t pc, int *is_eval);
  * object has no debug information or none of its rows covers addr.
  * *file lives as long as s. */
 int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t *line);
+
+/* The same for a frame whose caller was found by frame pointers
+ * (by_fp: unwind.h's SW_UNWIND_BY_FP): named "symbol" SW_UNWIND_FP_MARK
+ * " [native]", an entry of its own. */
+sw_sample_code *sw_symbols_lookup_marked(sw_symbols *s, uint64_t pc, int by_fp, int *is_eval);
 
 /* Counters: objects whose symbol table was read, addresses looked up, and
  * those without a symbol. */

@@ -74,6 +74,22 @@ static void add_candidate(candidate *c, unsigned *nc, const char *file, uint64_t
         c[k].maps[c[k].nmaps++] = (mapping){start, offset};
 }
 
+int sw_target_maps_line(char *line, sw_maps_entry *out)
+{
+    size_t n = strlen(line);
+    if (n && line[n - 1] == '\n')
+        line[--n] = 0;
+    unsigned long long start, end, offset, inode;
+    char perms[8];
+    int pos = 0;
+    if (sscanf(line, "%llx-%llx %7s %llx %*s %llu %n", &start, &end, perms, &offset, &inode, &pos) < 5 || !pos ||
+        !line[pos] || end <= start)
+        return SW_EARG;
+    *out = (sw_maps_entry){start, end, offset, {0}, line + pos};
+    memcpy(out->perms, perms, sizeof perms);
+    return SW_OK;
+}
+
 /* Reads /proc/PID/maps: the files that may hold the interpreter, with
  * their mappings. Returns 0, or an error with why. */
 static int read_maps(int pid, candidate *c, unsigned *nc, sw_target_why *why, char *err, size_t errlen)
@@ -109,17 +125,9 @@ static int read_maps(int pid, candidate *c, unsigned *nc, sw_target_why *why, ch
     *nc = 0;
     unsigned lines = 0;
     do {
-        size_t n = strlen(line);
-        if (n && line[n - 1] == '\n')
-            line[--n] = 0;
-        unsigned long long start, end, offset, inode;
-        char perms[8];
-        int pos = 0;
-        if (sscanf(line, "%llx-%llx %7s %llx %*s %llu %n", &start, &end, perms, &offset, &inode, &pos) < 5 || !pos ||
-            line[pos] != '/')
-            continue;
-        const char *file = line + pos;
-        add_candidate(c, nc, file, start, offset);
+        sw_maps_entry m;
+        if (sw_target_maps_line(line, &m) == SW_OK && m.path[0] == '/')
+            add_candidate(c, nc, m.path, m.start, m.offset);
     } while (++lines < MAX_MAPS && fgets(line, sizeof line, f));
     fclose(f);
     return SW_OK;

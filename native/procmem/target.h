@@ -61,6 +61,17 @@ int sw_target_open_core(sw_target *t, const char *core, const char *exe, sw_targ
  * SW_EARG if the file does not define it. */
 int sw_target_symbol(const sw_target *t, const char *name, uint64_t *addr);
 
+/* One line of /proc/PID/maps with a name (a file's path, "[vdso]", ...):
+ * its range, permissions ("r-xp"), file offset and the name, pointing
+ * into line (whose newline is cut). SW_EARG for a line without a name or
+ * not of that form. */
+typedef struct sw_maps_entry {
+    uint64_t start, end, offset;
+    char perms[8];
+    const char *path;
+} sw_maps_entry;
+int sw_target_maps_line(char *line, sw_maps_entry *out);
+
 /* "3.12.1" (with a release level and serial when not final) into buf. */
 void sw_target_version_str(uint32_t version_hex, char *buf, size_t len);
 

@@ -6,7 +6,10 @@
  * name, a build id longer than its bound, a segment or a section outside
  * the input, a read at a virtual address that returns bytes not in it; the
  * input is also read as a DWARF .debug_line section (dwarf_line.h): a
- * refusal without a message, a row without a file.
+ * refusal without a message, a row without a file. The input is also
+ * read as call frame information (exercise_cfi: as an .eh_frame, and as
+ * its .eh_frame_hdr too): every lookup and the expressions of every row
+ * found stay within it (elf/cfi.h).
  */
 #ifndef SW_FUZZELF_H
 #define SW_FUZZELF_H
@@ -33,6 +36,42 @@ static void exercise_lines(const sw_dwarf_lines *d)
             elf_fail("a row without a file");
 }
 
+static int cfi_no_read(void *ud, uint64_t addr, uint64_t *v)
+{
+    (void)ud;
+    *v = addr;   /* any value: the evaluator must cope */
+    return addr & 1;
+}
+
+static void exercise_cfi(const uint8_t *data, size_t len)
+{
+    char err[128];
+    for (int with_hdr = 0; with_hdr < 2; with_hdr++) {
+        sw_cfi *c;
+        err[0] = 0;
+        if (sw_cfi_new(data, len, 0x1000, with_hdr ? data : NULL, len, 0x1000, &c, err, sizeof err) != SW_OK) {
+            if (!err[0])
+                elf_fail("CFI refused without a message");
+            continue;
+        }
+        uint64_t regs[SW_CFI_NREGS] = {0};
+        for (uint64_t k = 0; k < 64; k++) {
+            sw_cfi_row r;
+            uint64_t pc = 0x1000 + k * (len / 64 + 1), v;
+            if (sw_cfi_find(c, pc, &r) != SW_OK)
+                continue;
+            if (pc < r.start || pc >= r.end)
+                elf_fail("a CFI row for an address outside its FDE");
+            if (r.cfa_is_expr)
+                sw_cfi_eval(r.cfa_expr, r.cfa_expr_len, regs, 0x1ffffu, 0, 0, cfi_no_read, NULL, &v);
+            for (int i = 0; i < SW_CFI_NREGS; i++)
+                if (r.regs[i].kind == SW_CFI_EXPR || r.regs[i].kind == SW_CFI_VAL_EXPR)
+                    sw_cfi_eval(r.regs[i].expr, r.regs[i].expr_len, regs, 0x1ffffu, 1, pc, cfi_no_read, NULL, &v);
+        }
+        sw_cfi_free(c);
+    }
+}
+
 static void exercise_elf(const uint8_t *data, size_t len)
 {
     /* The input as a .debug_line section (and as its string sections). */
@@ -44,6 +83,7 @@ static void exercise_elf(const uint8_t *data, size_t len)
     exercise_lines(lines);
     sw_dwarf_lines_free(lines);
 
+    exercise_cfi(data, len);
     sw_elf *e;
     char err[256] = "";
     if (sw_elf_from_bytes(data, len, &e, err, sizeof err) != SW_OK) {

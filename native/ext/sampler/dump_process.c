@@ -101,8 +101,9 @@ static PyObject *frames_of(dump_sink *d, const sw_sample *s)
     for (uint32_t i = 0; frames && i < s->depth; i++) {
         const sw_sample_code *c = s->frames[i];
         PyObject *locals = d->mem && s->frame_addrs ? locals_of(d, s, i) : none_ref();
-        PyObject *f = locals ? Py_BuildValue("(s#s#iN)", c->name, (Py_ssize_t)c->name_len, c->filename,
-                                             (Py_ssize_t)c->filename_len, s->lines ? (int)s->lines[i] : 0, locals)
+        PyObject *f = locals ? Py_BuildValue("(s#s#iNK)", c->name, (Py_ssize_t)c->name_len, c->filename,
+                                             (Py_ssize_t)c->filename_len, s->lines ? (int)s->lines[i] : 0, locals,
+                                             (unsigned long long)c->addr)
                              : NULL;
         if (!f) {
             Py_CLEAR(frames);
@@ -247,12 +248,14 @@ static int add_asyncio(sw_target *t, const sw_py_layout *l, uint64_t interp, PyO
 static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"pid", "max_depth", "layout", "locals", "core", "exe", NULL};
-    int pid, locals = 0;
+    static char *kwlist[] = {"pid", "max_depth", "layout", "locals", "core", "exe", "native", NULL};
+    int pid, locals = 0, native = 0;
     unsigned int max_depth = 1024;
     const char *layout = "auto", *core = NULL, *exe = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Ispzz", kwlist, &pid, &max_depth, &layout, &locals, &core, &exe))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Ispzzp", kwlist, &pid, &max_depth, &layout, &locals, &core, &exe,
+                                     &native))
         return NULL;
+
     if (strcmp(layout, "auto") != 0 && strcmp(layout, "debug_offsets") != 0) {
         PyErr_SetString(PyExc_ValueError, "layout must be 'auto' or 'debug_offsets'");
         return NULL;
@@ -271,7 +274,8 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
         return sw_target_raise(SW_TARGET_UNSUPPORTED, err);
     }
     sw_pystack_limits lim = {.max_threads = 4096, .max_depth = max_depth, .max_codes = 65536, .code_ttl = 0,
-                             .thread_states = !core, .lines = 1, .native = 0, .frame_addrs = (uint32_t)locals};
+                             .thread_states = !core, .lines = 1, .native = (uint32_t)native,
+                             .frame_addrs = (uint32_t)(locals && !native)};
     sw_pystack *r = core ? sw_pystack_new_core(&l, t.core, interp, &lim, err, sizeof err)
                          : sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
     if (!r) {
@@ -295,6 +299,9 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
         if (!d.threads || !d.failed)
             break;
     }
+    char native_err[512] = "";
+    if (native)
+        snprintf(native_err, sizeof native_err, "%s", sw_pystack_native_error(r));
     sw_pystack_free(r);
     if (d.threads && add_python_names(&t, &l, interp, d.threads) < 0)
         Py_CLEAR(d.threads);
@@ -308,6 +315,13 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(d.threads);
     if (out && add_asyncio(&t, &l, interp, out) < 0)
         Py_CLEAR(out);
+    if (out && native) {
+        PyObject *why = native_err[0] ? PyUnicode_DecodeUTF8(native_err, (Py_ssize_t)strlen(native_err), "replace")
+                                      : (Py_INCREF(Py_None), Py_None);
+        if (!why || PyDict_SetItemString(out, "native_error", why) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(why);
+    }
     sw_target_close(&t);
     if (!out && !PyErr_Occurred())
         PyErr_NoMemory();
@@ -316,17 +330,21 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 
 static PyMethodDef methods[] = {
     {"dump_process", (PyCFunction)(void (*)(void))dump_process, METH_VARARGS | METH_KEYWORDS,
-     "dump_process(pid, max_depth=1024, layout='auto', locals=False) -> {pid, version, python, layout, threads: "
-     "[{thread_id, native_id, gil, state, failed, name, frames: [(qualname, filename, line, locals)]}]}: every "
+     "dump_process(pid, max_depth=1024, layout='auto', locals=False, core=None, exe=None, native=False) -> {pid, version, python, layout, threads: "
+     "[{thread_id, native_id, gil, state, failed, name, frames: [(qualname, filename, line, locals, address)]}]}: every "
      "thread's Python stack of process pid, read once from outside (name: threading's, None where unread, before "
      "3.11); layout='debug_offsets' reads a 3.13 target through its debug offsets; locals: None, or with "
      "locals=True each frame's variables [(name, kind, type name, address, value, truncated)], kind 'value' "
      "(value: a None, bool, int, float, str or bytes made here), 'other' or 'unreadable' (None where the frame's "
      "could not be read); core='FILE' (pid then ignored) reads the process of that core file instead (gdb's gcore, "
      "or a crash's), exe the python that ran (for a core of another machine or files changed since): no thread "
-     "states there (state 'unknown', gil False); asyncio: the pending asyncio tasks [{address, name, loop, running, "
-     "loop_thread, frames, awaits, waiter, waiter_type, children, group_parent}], asyncio_error: None or why some "
-     "or all were not read"},
+     "states there (state 'unknown', gil False); native=True merges each thread's native frames in ('symbol "
+     "[native]', the library as filename, line 0), each thread stopped with ptrace while read and unwound from "
+     "outside (a core's: unwound from its registers; not with locals); address: a native frame's symbol's start "
+     "in the process (a Python frame's: its code object's); native_error (native=True): None, or why some "
+     "thread's native frames could not be read (it could not be stopped); asyncio: the pending asyncio tasks [{address, name, "
+     "loop, running, loop_thread, frames, awaits, waiter, waiter_type, children, group_parent}], asyncio_error: "
+     "None or why some or all were not read"},
     {NULL, NULL, 0, NULL},
 };
 

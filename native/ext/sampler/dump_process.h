@@ -10,7 +10,8 @@
  *       "threads": [{"thread_id", "native_id", "gil" (bool),
  *                    "state" ("running", "gil_wait", "idle", "unknown"),
  *                    "failed" (bool: the stack could not be read),
- *                    "frames": [(qualname, filename, line)] innermost first}],
+ *                    "frames": [(qualname, filename, line, locals, address)]
+ *                    innermost first}],
  *       "asyncio": [{"address", "name", "loop", "running", "loop_thread",
  *                    "frames": [(qualname, filename, line)] innermost first,
  *                    "awaits" ("nothing", "task", "gather", "future"),
@@ -21,7 +22,11 @@
  *   layout is this extension's own for its own release, a generated one
  *   for a known release (layouts_known.h), or for another 3.13 release the
  *   target's _Py_DebugOffsets (debug_offsets.h); layout="debug_offsets"
- *   forces the last for a 3.13 target (for the tests).
+ *   forces the last for a 3.13 target (for the tests). native=True: each
+ *   thread is stopped with ptrace while it is read (unwind.h), its native
+ *   frames unwound from outside and merged in ("symbol [native]", the
+ *   library as filename, line 0), as `profile --native` merges them (a
+ *   core's threads: from their registers in the core).
  *
  * Raises ProcessLookupError (no such process), PermissionError (with what
  * grants it), ValueError (not a Python process, a Python version this

@@ -252,10 +252,8 @@ static sw_pystack *reader_for(SamplerObject *self, int pid)
             PyErr_Format(PyExc_RuntimeError, "cannot sample this process: %s", err);
         return r;
     }
-    if (self->native || self->trace) {
-        PyErr_SetString(PyExc_ValueError, self->native ? "native frames are captured only in the process sampled "
-                                                         "(a signal handler there): not from outside yet"
-                                                       : "samples into a trace are of this process only");
+    if (self->trace) {
+        PyErr_SetString(PyExc_ValueError, "samples into a trace are of this process only");
         return NULL;
     }
     sw_target t;
@@ -520,12 +518,15 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
      * thread-state probes. */
     sw_nstack_stats ns = {0, 0, 0};
     sw_nstack_get_stats(&ns);
-    PyObject *native = Py_BuildValue("{s:O,s:O,s:K,s:K,s:K,s:K}", "lines", self->lines ? Py_True : Py_False,
+    PyObject *native = Py_BuildValue("{s:O,s:O,s:K,s:K,s:K,s:K,s:K,s:K}", "lines", self->lines ? Py_True : Py_False,
                                      "native", self->native ? Py_True : Py_False, "native_samples",
                                      (unsigned long long)r->native, "native_failed",
                                      (unsigned long long)r->native_failed, "native_timeouts",
-                                     (unsigned long long)(self->native ? ns.timeouts - self->nstack0.timeouts : 0), "native_late",
-                                     (unsigned long long)(self->native ? ns.late - self->nstack0.late : 0));
+                                     (unsigned long long)(self->native && !self->pid ? ns.timeouts - self->nstack0.timeouts : 0),
+                                     "native_late",
+                                     (unsigned long long)(self->native && !self->pid ? ns.late - self->nstack0.late : 0),
+                                     "native_stopped_ns", (unsigned long long)r->native_stopped_ns,
+                                     "native_by_fp", (unsigned long long)r->native_by_fp);
     if (!native || PyDict_Update(d, native) < 0)
         Py_CLEAR(d);
     Py_XDECREF(native);

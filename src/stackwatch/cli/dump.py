@@ -6,7 +6,11 @@ read from memory without running code in the process: the repr of simple
 values (None, bool, int, float, str, bytes; cut to LOCALS_REPR_MAX
 characters), the type and address of others. --core CORE [--exe PYTHON]:
 the same read from a core file (gdb's gcore, or a crash's) instead of a
-running process.
+running process. --native: each thread's native (C) frames merged with its
+Python ones, as `profile --native` does: each thread is stopped with
+ptrace (no signal) while it is read, its C stack unwound from outside with
+the .eh_frame CFI of the files mapped in the process, then let go (a core
+file's threads: unwound from the registers the core holds).
 
 After the threads, the asyncio tasks of each event loop, read from memory
 too (asyncio.all_tasks()' tasks: name, coroutine stack innermost first,
@@ -35,6 +39,9 @@ def add_parser(subparsers):
     p.add_argument("--locals", action="store_true", help="each frame's local variables, read from memory (the "
                                                          "repr of None, bool, int, float, str and bytes values, "
                                                          "the type and address of others)")
+    p.add_argument("--native", action="store_true", help="merge each thread's native (C) frames in, as profile "
+                                                         "--native does (each thread stopped with ptrace while "
+                                                         "read; with --core: from the core's registers; Linux x86-64; not with --locals)")
     p.add_argument("--core", metavar="CORE", help="read the process of this core file (gdb's gcore, or a crash's "
                                                   "core) instead of a running one")
     p.add_argument("--exe", metavar="PYTHON", help="with --core: the python executable that ran (its folder and "
@@ -56,8 +63,21 @@ def local_of(name, kind, type_name, address, value, truncated):
     return {"name": name, "type": type_name, "address": address, "repr": text}
 
 
-def frame_of(qualname, file, line, local_vars, with_locals):
-    """One frame as --json prints it."""
+NATIVE_SUFFIX = " [native]"          # a native frame's name ends so (base/sample.h)
+FP_MARK = " (no CFI: caller by frame pointer)"   # ... and so before it where its caller was found by
+                                                 # frame pointers (procmem/unwind.h)
+
+
+def frame_of(qualname, file, line, local_vars, with_locals, address=None):
+    """One frame as --json prints it (address: a native frame's symbol's
+    start)."""
+    if qualname.endswith(NATIVE_SUFFIX):
+        # a C function: its symbol and its library (no line); how its caller was found
+        name = qualname[:-len(NATIVE_SUFFIX)]
+        by_fp = name.endswith(FP_MARK)
+        name = name[:-len(FP_MARK)] if by_fp else name
+        return {"function": name, "qualname": name, "file": file, "line": None, "native": True,
+                "library": file, "address": address, "unwound": "frame pointer" if by_fp else "cfi"}
     # faulthandler's function is the code's name, the last part of its qualified name
     f = {"function": qualname.rsplit(".", 1)[-1], "qualname": qualname, "file": file, "line": line}
     if with_locals:
@@ -107,11 +127,11 @@ def tasks_of(dump):
     return loops, threads
 
 
-def threads_of(pid, with_locals=False, core=None, exe=None):
+def threads_of(pid, with_locals=False, core=None, exe=None, native=False):
     """The threads of process pid (or of the core file core), each a dict as
     --json prints it, with the asyncio tasks of the loop each runs (tasks of
     a loop that runs on no thread go with the last thread, the oldest)."""
-    dump = _native.dump_process(pid or 0, locals=with_locals, core=core, exe=exe)
+    dump = _native.dump_process(pid or 0, locals=with_locals, core=core, exe=exe, native=native)
     dump["core"] = core
     out = []
     for t in dump["threads"]:
@@ -126,7 +146,7 @@ def threads_of(pid, with_locals=False, core=None, exe=None):
             "gil": t["gil"],
             "state": t["state"],
             "failed": t["failed"],
-            "frames": [frame_of(*f, with_locals) for f in t["frames"]],
+            "frames": [frame_of(*f[:4], with_locals, *f[4:]) for f in t["frames"]],
             "asyncio": [],
         })
     loops, loop_threads = tasks_of(dump)
@@ -157,6 +177,10 @@ def format_text(dump, threads):
         if t["failed"]:
             lines.append("  <the stack could not be read: it changed while read>")
         for f in t["frames"]:
+            if f.get("native"):
+                how = " (no CFI: its caller found by frame pointer)" if f["unwound"] == "frame pointer" else ""
+                lines.append(f'  Native "{f["library"]}" in {f["function"]}{how}')
+                continue
             lines.append(f'  File "{f["file"]}", line {f["line"]} in {f["function"]}')
             if f.get("locals") is None and "locals" in f:
                 lines.append("    <its variables could not be read>")
@@ -215,14 +239,21 @@ def run(args):
         print("stackwatch: error: dump needs a PID or --core CORE (one of them; --exe goes with --core)",
               file=sys.stderr)
         return 2
+    if args.native and args.locals:
+        print("stackwatch: error: dump --native and --locals do not go together (a merged stack's frames are not "
+              "read for their variables)", file=sys.stderr)
+        return 2
     try:
-        dump, threads = threads_of(args.pid, args.locals, args.core, args.exe)
+        dump, threads = threads_of(args.pid, args.locals, args.core, args.exe, args.native)
     except (OSError, ValueError, RuntimeError) as e:
         print(f"stackwatch: error: {e}", file=sys.stderr)
         return 1
     if dump.get("asyncio_error"):
         some = "some " if dump.get("asyncio") else ""
         print(f"stackwatch: {some}asyncio tasks not shown: {dump['asyncio_error']}", file=sys.stderr)
+    if dump.get("native_error"):
+        # the dump itself is whole: those threads are shown with their Python frames only
+        print(f"stackwatch: native frames not shown for some threads: {dump['native_error']}", file=sys.stderr)
     if args.json:
         json.dump(threads, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -51,7 +51,10 @@ def add_parser(subparsers):
     p.add_argument("--idle", action="store_true", help="keep the samples of idle threads (asleep in a blocking "
                    "call); by default they are left out")
     p.add_argument("--gil", action="store_true", help="keep only the samples of the thread holding the GIL")
-    p.add_argument("--native", action="store_true", help="(not from outside yet: refused)")
+    p.add_argument("--native", action="store_true", help="merge native (C) frames in, named 'symbol [native]': "
+                                                         "each thread is stopped with ptrace while sampled and "
+                                                         "its C stack unwound from outside (blocking: it costs "
+                                                         "the target a stop per sample; Linux x86-64)")
     p.add_argument("--subprocesses", action="store_true", help="sample the process's descendants too, as they "
                    "appear (each Python one; others are left out), each under a frame naming it in the output")
     p.add_argument("--lines", action="store_true", help="one node per line being run instead of per function")
@@ -94,16 +97,13 @@ def open_profiler(args, pid=None, **kw):
     descendants, with the same options), started; raises UsageError for
     what the user asked wrong, OSError/ValueError/RuntimeError (one
     sentence) for a target that cannot be read."""
-    if args.native:
-        raise UsageError("--native is not supported from outside yet: native frames are captured by a signal "
-                         "handler inside the process (use `stackwatch profile --native` on the program)")
     try:
         ns = profiler.interval_ns(None, args.rate, profiler.MIN_INTERVAL_OTHER_NS)
     except ValueError as e:
         raise UsageError(str(e))
     try:
         prof = profiler.Profiler(interval=f"{ns}ns", pid=pid or args.pid, idle=args.idle, gil_only=args.gil,
-                                 lines=args.lines, mode=args.mode, cycle=args.cycle, **kw)
+                                 lines=args.lines, mode=args.mode, cycle=args.cycle, native=args.native, **kw)
     except ValueError as e:
         raise UsageError(str(e))
     return prof.start()
@@ -117,9 +117,15 @@ def summary(prof):
     failed = 100.0 * st["failed"] / tried if tried else 0.0
     rate = st["ticks"] / dur if dur > 0 else 0.0
     left = f", {st['left_out']} left out (idle or without the GIL)" if st["left_out"] else ""
+    native = ""
+    if st.get("native"):
+        stops = st["native_samples"] + st["native_failed"]
+        per = st["native_stopped_ns"] / stops / 1e3 if stops else 0.0
+        native = (f"; native frames in {st['native_samples']} of them ({st['native_failed']} without), each "
+                  f"thread stopped {per:.0f} us per sample")
     return (f"{st['stored']} samples of process {prof.pid} (Python {st['target_version']}) in {dur:.2f} s: "
             f"{failed:.2f}% failed ({st['failed']} of {tried}), {rate:.0f} rounds/s achieved of "
-            f"{1e9 / prof.interval_ns:.0f} asked{left}")
+            f"{1e9 / prof.interval_ns:.0f} asked{left}{native}")
 
 
 def run(args):

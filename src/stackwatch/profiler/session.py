@@ -209,7 +209,10 @@ class Profiler:
     The interval may be as short as 10us there. idle=False leaves out the
     samples of idle threads (asleep in a blocking call), gil_only=True
     those of threads not holding the GIL (both counted in
-    stats()["left_out"]). native=True is for this process only."""
+    stats()["left_out"]). native=True there stops each thread with ptrace
+    while it is read (blocking: a consistent native stack, at a cost per
+    sample, stats()["native_stopped_ns"]) and unwinds its C stack from
+    outside with the CFI of the process's files (procmem/unwind.h)."""
 
     def __init__(self, interval=None, *, rate=None, mode="wall", max_depth=DEFAULT_MAX_DEPTH,
                  max_threads=DEFAULT_MAX_THREADS, cycle="2s", maxlen=1000, omit=(), lines=False, native=False,
@@ -217,8 +220,6 @@ class Profiler:
         if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
             raise ValueError(f"pid must be a positive integer, not {pid!r}")
         self.pid = pid
-        if self.pid is not None and native:
-            raise ValueError("native frames are captured only inside the process sampled, not from outside yet")
         self.idle, self.gil_only = bool(idle), bool(gil_only)
         self.interval_ns = interval_ns(interval, rate, MIN_INTERVAL_NS if self.pid is None else MIN_INTERVAL_OTHER_NS)
         self.mode = check_mode(mode)

@@ -182,12 +182,12 @@ def test_ctrl_c_ends_record(tmp):
 @needs_sampler
 def test_bad_input_is_one_line(tmp):
     """No such process, not Python, this very stackwatch (through the
-    sampler's own start), --native: one line, non-zero exit."""
+    sampler's own start), dump --native --locals: one line, non-zero exit."""
     dead = subprocess.Popen(["true"])
     dead.wait()
     cases = [(["record", "--pid", str(dead.pid), "--duration", "1"], "no process"),
              (["top", str(dead.pid), "--once"], "no process"),
-             (["record", "--pid", str(os.getpid()), "--native", "--duration", "1"], "--native")]
+             (["dump", "--native", "--locals", str(os.getpid())], "--native")]
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
         cases.append((["record", "--pid", str(sleeper.pid), "--duration", "1"], "not"))

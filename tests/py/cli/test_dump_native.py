@@ -1,0 +1,192 @@
+"""`stackwatch dump PID --native` and `record --pid PID --native`: native
+frames read from outside (each thread stopped with ptrace and unwound with
+the CFI of the files mapped in the target) against gdb's backtrace of the
+same parked threads: the same functions in the same order, each run of
+the interpreter's C function standing where the Python frames it runs
+are; and the target goes on unchanged. On 3.12 and 3.10 (the two frame
+models: an interpreter activation per chain of Python calls, and one per
+Python frame)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import PROGRAMS, missing, needs_sampler, run
+
+pytestmark = [needs_sampler, pytest.mark.versions("3.12", "3.10"),
+              pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
+                                 reason="native frames from outside: Linux x86-64")]
+
+EVAL = "_PyEval_EvalFrameDefault"
+CLONE = re.compile(r"\.(constprop|isra|part|cold|lto_priv)\.?\d*")
+
+
+def norm(name):
+    """A function's name without gcc's clone suffixes (gdb names the
+    function as its debug info does, the symbol table the clone)."""
+    return CLONE.sub("", name or "??")
+
+
+# x86-64 system calls the parked threads sleep in: time.sleep (3.11+:
+# clock_nanosleep; before: select), select.select (glibc: pselect6)
+SLEEPS = {"230", "35", "23", "270"}
+
+
+class ParkedNative:
+    """parked_native.py, its two threads blocked in their system calls."""
+
+    def __init__(self):
+        self.p = subprocess.Popen([sys.executable, os.path.join(PROGRAMS, "parked_native.py")],
+                                  stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        assert line.startswith("ready "), line
+        self.ids = json.loads(line[len("ready "):])
+        # parked: each thread inside the system call it sleeps in (not in
+        # the write of "ready", nor waiting for the GIL in a futex)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            calls = [self.syscall(tid).split(" ", 1)[0] for tid in self.ids.values()]
+            if all(c in SLEEPS for c in calls):
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError(f"threads not parked: {calls}")
+
+    def syscall(self, tid):
+        with open(f"/proc/{self.p.pid}/task/{tid}/syscall") as f:
+            return f.read().strip()
+
+    def stop(self):
+        self.p.kill()
+        self.p.wait(timeout=30)
+        self.p.stdout.close()
+
+
+@pytest.fixture
+def parked():
+    p = ParkedNative()
+    yield p
+    p.stop()
+
+
+def gdb_frames(pid):
+    """{lwp: [[name, pc, start]]} from gdb attached to pid."""
+    gdb = shutil.which("gdb")
+    if not gdb:
+        missing("gdb not found (scripts/install-deps.sh installs it)")
+    r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-x", os.path.join(PROGRAMS, "gdb_native_frames.py")],
+                       capture_output=True, text=True, timeout=120)
+    lines = [line for line in r.stdout.splitlines() if line.startswith("frames ")]
+    assert lines, r.stdout + r.stderr
+    return {int(k): v for k, v in json.loads(lines[-1][len("frames "):]).items()}
+
+
+def as_sequence(frames, per_frame):
+    """Ours, as gdb would show the native stack: each run of Python frames
+    (before 3.11 each Python frame) is one activation of the interpreter's
+    C function."""
+    seq = []
+    for f in frames:
+        if f.get("native"):
+            seq.append(f)
+        elif per_frame or not seq or seq[-1] is not EVAL:
+            seq.append(EVAL)
+    return seq
+
+
+def test_dump_native_equals_gdb(parked):
+    r = run(["dump", str(parked.p.pid), "--native", "--json"])
+    assert r.returncode == 0, r.stderr
+    threads = {t["native_id"]: t for t in json.loads(r.stdout)}
+    truth = gdb_frames(parked.p.pid)
+    per_frame = sys.version_info < (3, 11)
+    for name, tid in parked.ids.items():
+        ours = as_sequence(threads[tid]["frames"], per_frame)
+        theirs = truth[tid]
+        shown = "\n".join(f"{a if a is EVAL or a is None else (a['function'], hex(a['address']))!s:70} {b}"
+                          for a, b in zip(ours + [None] * len(theirs), theirs + [None] * len(ours)) if a or b)
+        assert len(ours) == len(theirs), f"{name}:\n{shown}"
+        for a, (gname, pc, start) in zip(ours, theirs):
+            if a is EVAL:
+                assert norm(gname) == EVAL, f"{name}:\n{shown}"
+            else:
+                # the same function: the same start, or (gdb without a
+                # symbol there) the same name
+                assert a["address"] == start or norm(a["function"]) == norm(gname), f"{name}:\n{shown}"
+                assert a["unwound"] == "cfi", a
+        assert any(f.get("native") for f in threads[tid]["frames"])
+    # the known chains, by name
+    main = [norm(f["function"]) for f in threads[parked.ids["main"]]["frames"]]
+    assert main.index("time_sleep") < main.index("leaf") < main.index("key") < main.index("list_sort_impl") \
+        < main.index("builtin_sorted") < main.index("<module>") < main.index("Py_RunMain"), main
+    waiter = [norm(f["function"]) for f in threads[parked.ids["waiter"]]["frames"]]
+    assert "select_select_impl" in waiter and waiter.index("select_select_impl") < waiter.index("waiter"), waiter
+    # the text form: the same frames, one line each
+    r = run(["dump", str(parked.p.pid), "--native"])
+    assert r.returncode == 0 and 'in time_sleep' in r.stdout and 'Native "' in r.stdout, r.stdout + r.stderr
+    # and the target runs on, in its sleep: never signalled or killed
+    assert parked.p.poll() is None
+
+
+def test_record_native_from_outside(parked, tmp):
+    out = tmp / "prof.collapsed.txt"
+    r = run(["record", "--pid", str(parked.p.pid), "--native", "--idle", "--duration", "1", "--rate", "100",
+             "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    stacks = out.read_text().splitlines()
+    # root first, ';'-joined: the main thread's whole chain, native and Python
+    chain = ["builtin_sorted [native]", "list_sort_impl [native]", "key", "leaf", "time_sleep [native]"]
+    assert any(all(c in line for c in chain) and line.index(chain[0]) < line.index(chain[-1]) for line in stacks), \
+        stacks
+    line = [x for x in r.stderr.splitlines() if "native frames in" in x]
+    assert line and "us per sample" in line[0], r.stderr
+    print(line[0])
+    assert parked.p.poll() is None
+
+
+@pytest.mark.versions("3.12")   # seconds (gcore); the unwinder is the live one's over a core's registers
+def test_dump_core_native_equals_the_live_dump(parked, tmp):
+    """`dump --core --native` of a gcore of the parked program unwinds each
+    thread from the registers the core holds: the same frames, native and
+    Python, as `dump PID --native` of the process."""
+    from test_dump import gcore
+    r = run(["dump", str(parked.p.pid), "--native", "--json"])
+    assert r.returncode == 0, r.stderr
+    live = json.loads(r.stdout)
+    core = gcore(parked.p.pid, tmp / "core")
+    r = run(["dump", "--core", str(core), "--native", "--json"])
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert [(t["thread_id"], t["frames"]) for t in got] == [(t["thread_id"], t["frames"]) for t in live]
+    assert all(sum(f.get("native", False) for f in t["frames"]) > 5 for t in got), got
+
+
+@pytest.mark.versions("3.12")
+def test_a_thread_traced_already_keeps_its_python_frames(parked):
+    """A thread that another tracer holds (strace) cannot be stopped: it
+    is shown with its Python frames only, the other thread with its
+    native ones, and one line on stderr says why; exit status 0."""
+    strace = shutil.which("strace")
+    if not strace:
+        missing("strace not found (scripts/install-deps.sh installs it)")
+    main = parked.ids["main"]
+    tracer = subprocess.Popen([strace, "-p", str(main), "-o", os.devnull], stderr=subprocess.PIPE, text=True)
+    try:
+        assert "attached" in tracer.stderr.readline()
+        r = run(["dump", str(parked.p.pid), "--native", "--json"])
+    finally:
+        tracer.terminate()
+        tracer.wait(timeout=30)
+    assert r.returncode == 0, r.stderr
+    threads = {t["native_id"]: t for t in json.loads(r.stdout)}
+    assert not any(f.get("native") for f in threads[main]["frames"])
+    assert [f["function"] for f in threads[main]["frames"]] == ["leaf", "key", "<module>"]
+    assert any(f.get("native") for f in threads[parked.ids["waiter"]]["frames"])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "native frames not shown" in lines[0] and "traced already" in lines[0], r.stderr
+    assert parked.p.poll() is None
