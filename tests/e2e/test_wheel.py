@@ -40,6 +40,11 @@ def test_wheel_installs_and_runs_without_a_compiler(tmp_path):
         missing("auditwheel is not in .venv/tools (make deps installs it)")
     ver = "%d.%d.%d" % sys.version_info[:3]
     build_dir = os.path.join(ROOT, "build", f"wheel-test-{ver}")
+    # A build folder configured before meson.options changed cannot take a
+    # new option on the command line (meson: "Unknown option"): made anew.
+    coredata = os.path.join(build_dir, "meson-private", "coredata.dat")
+    if os.path.exists(coredata) and os.path.getmtime(coredata) < os.path.getmtime(os.path.join(ROOT, "meson.options")):
+        shutil.rmtree(build_dir)
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     sh([sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-build-isolation",
         "--no-deps", f"-Cbuild-dir={build_dir}", "-Csetup-args=-Dlttng=disabled", "-w", str(tmp_path / "raw"),

@@ -25,7 +25,6 @@ asyncio's own loops, a task's done callback (gather's, shield's) runs on
 behalf of that task, and its create_task is a creation.
 """
 import functools
-import importlib.util
 import os
 import sys
 
@@ -77,9 +76,18 @@ class _AfterImport:
     def find_spec(self, name, path=None, target=None):
         if name not in self._hooks or self._busy:
             return None
+        # The other finders asked in turn, as the import system does
+        # (importlib.util is not imported: on 3.9 it imports importlib.abc,
+        # whose registrations invalidate every ABC's isinstance cache, which
+        # changes the calls a traced program makes).
         self._busy = True
+        spec = None
         try:
-            spec = importlib.util.find_spec(name)
+            for finder in list(sys.meta_path):
+                find = getattr(finder, "find_spec", None) if finder is not self else None
+                spec = find(name, path, target) if find else None
+                if spec is not None:
+                    break
         except Exception:
             return None
         finally:
