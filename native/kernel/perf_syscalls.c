@@ -175,7 +175,12 @@ static const struct tp_desc {
     [SRC_ENTER] = {"raw_syscalls/sys_enter", "long id", 8, NULL, 0},
     [SRC_EXIT] = {"raw_syscalls/sys_exit", "long id", 8, "long ret", 8},
     [SRC_SWITCH] = {"sched/sched_switch", "pid_t prev_pid", 4, "long prev_state", 8},
-    [SRC_WAKEUP] = {"sched/sched_wakeup", "pid_t pid", 4, "int target_cpu", 4},
+    /* sched_waking, not sched_wakeup: the latter fires on the wakee's CPU,
+     * often in its idle task's context when the wakee was queued there
+     * (ttwu's wake list), so a ring that follows only this process's
+     * threads missed most wakeups on a quiet machine; sched_waking always
+     * fires in the waker. */
+    [SRC_WAKEUP] = {"sched/sched_waking", "pid_t pid", 4, "int target_cpu", 4},
 };
 
 static int load_tracepoint(const char *dir, const struct tp_desc *d, tracepoint *tp)

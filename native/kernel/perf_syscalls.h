@@ -2,7 +2,7 @@
  * perf_syscalls.h - the kernel's events of this process's threads: system
  * calls (raw_syscalls:sys_enter / sys_exit tracepoints), scheduler
  * switches (sched:sched_switch for the reason a thread leaves its CPU, and
- * PERF_RECORD_SWITCH for when it comes back), wakeups (sched:sched_wakeup)
+ * PERF_RECORD_SWITCH for when it comes back), wakeups (sched:sched_waking, in the waker)
  * and page faults (the software event PERF_COUNT_SW_PAGE_FAULTS, every
  * one), as asked by a mask of SW_KERNEL_*.
  *

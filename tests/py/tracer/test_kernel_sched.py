@@ -222,8 +222,9 @@ def wake_flows(t):
 def test_pipe_sleeps_are_woken_by_the_other_players_write(traced):
     """By construction: a player asleep in a read of its pipe can be woken
     only by the other player's write into it. Each of the two players'
-    sleeping off-CPU intervals inside a read holds exactly one wakeup of it,
-    made by the other inside a write; and each round of the game has at
+    sleeping off-CPU intervals inside a read is ended by exactly one wakeup
+    of it (made while it was off CPU, or since it last came on CPU: on its
+    way to sleep), made by the other inside a write; and each round of the game has at
     most one such sleep per player."""
     swt, t, prog = traced
     pos = {th["native_tid"]: i for i, th in enumerate(t.threads)}
@@ -237,11 +238,16 @@ def test_pipe_sleeps_are_woken_by_the_other_players_write(traced):
     for me, them in other.items():
         reads, writes = calls(me, "read"), calls(them, "write")
         assert len(reads) == ROUNDS and len(writes) == ROUNDS, (len(reads), len(writes))
-        sleeps = [(off, on) for off, on, x, _ in intervals(t, pos[me])
+        # Each sleep with the time its thread last came on CPU: a wakeup
+        # can come between that and the switch out (the waker wakes a
+        # reader that is on the pipe's wait queue but still on its way
+        # into the scheduler; it switches out, and in again at once).
+        ivs = intervals(t, pos[me])
+        sleeps = [(ivs[k - 1][1] if k else 0, off, on) for k, (off, on, x, _) in enumerate(ivs)
                   if x.data["reason"] == "sleeping" and any(a <= off and on <= b for a, b in reads)]
         assert len(sleeps) <= ROUNDS
-        for off, on in sleeps:
-            mine = [(w, ts) for w, ts, wakee in wakeups if wakee == me and off <= ts < on]
+        for since, off, on in sleeps:
+            mine = [(w, ts) for w, ts, wakee in wakeups if wakee == me and since <= ts < on]
             assert len(mine) == 1, (off, on, mine)
             w, ts = mine[0]
             assert w == them and any(a <= ts <= b for a, b in writes), (w, ts)
