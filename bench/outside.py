@@ -58,8 +58,9 @@ def austin_works(austin):
     return None if p.returncode == 0 else (p.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
 
 
-def possible_stacks():
-    return runpy.run_path(TARGET, run_name="deep_known")["possible_stacks"]()
+_TARGET_DEFS = runpy.run_path(TARGET, run_name="deep_known")   # (its functions; it runs nothing so)
+possible_stacks = _TARGET_DEFS["possible_stacks"]
+read_collapsed = _TARGET_DEFS["recorded_stacks"]
 
 
 class Target:
@@ -74,18 +75,6 @@ class Target:
         self.p.wait()
         self.p.stdout.close()
         self.p.stdin.close()
-
-
-def read_collapsed(path):
-    """{stack (function names, outermost first): samples} of a collapsed
-    file ("name (file:line);... count", stackwatch's and py-spy's raw)."""
-    stacks = {}
-    with open(path) as f:
-        for line in f:
-            st, _, n = line.rstrip("\n").rpartition(" ")
-            k = tuple(fr.split(" (")[0] for fr in st.split(";"))
-            stacks[k] = stacks.get(k, 0) + int(n)
-    return stacks
 
 
 def count_impossible(stacks, possible):

@@ -57,6 +57,19 @@ def possible_stacks():
     return out
 
 
+def recorded_stacks(path):
+    """{stack (function names, outermost first): samples} of a collapsed
+    file of this target ("name (file:line);... count": stackwatch's and
+    py-spy's), to compare with possible_stacks()."""
+    stacks = {}
+    with open(path) as f:
+        for line in f:
+            st, _, n = line.rstrip("\n").rpartition(" ")
+            k = tuple(fr.split(" (")[0] for fr in st.split(";"))
+            stacks[k] = stacks.get(k, 0) + int(n)
+    return stacks
+
+
 def batch():
     for _ in range(20):
         d0()  # noqa: F821 (made by exec above)

@@ -19,6 +19,7 @@ from conftest import PROGRAMS, needs_sampler, run
 from stats_bounds import at_most
 
 TARGET = os.path.join(PROGRAMS, "deep_known.py")
+TARGET_DEFS = runpy.run_path(TARGET, run_name="deep_known")   # its possible_stacks, recorded_stacks
 DURATION = 2.0
 # The rate asked, and what the best of up to three runs must reach. On a
 # quiet 2-core machine the sampler has a core of its own and runs near the
@@ -38,17 +39,6 @@ MIN_RATE_LOADED = 2000
 MAX_FAILED = 0.005      # the share of failed samples asked for (issue 21)
 
 
-def collapsed_stacks(path):
-    """{stack (names, outermost first): samples} of a collapsed file."""
-    out = {}
-    with open(path) as f:
-        for line in f:
-            stack, _, count = line.rstrip("\n").rpartition(" ")
-            names = tuple(frame.split(" (")[0] for frame in stack.split(";"))
-            out[names] = out.get(names, 0) + int(count)
-    return out
-
-
 def record(tmp):
     """Records the target for DURATION at RATE; (wall seconds of the
     command, its summary line's numbers, the stacks written)."""
@@ -65,7 +55,7 @@ def record(tmp):
         target.wait()
         target.stdout.close()
     assert r.returncode == 0, r.stderr
-    return wall, summary(r.stderr), collapsed_stacks(out), r.stderr
+    return wall, summary(r.stderr), TARGET_DEFS["recorded_stacks"](out), r.stderr
 
 
 def summary(stderr):
@@ -85,7 +75,7 @@ def test_record_100khz_no_impossible_stack(tmp):
     the sampling takes no longer than asked and the command not much
     longer (start-up and writing); the rate reaches MIN_RATE (on a loaded
     machine MIN_RATE_LOADED) in the best of up to three runs."""
-    possible = runpy.run_path(TARGET, run_name="deep_known")["possible_stacks"]()
+    possible = TARGET_DEFS["possible_stacks"]()
     load = os.getloadavg()[0]
     want = MIN_RATE if load <= BUSY_LOAD else MIN_RATE_LOADED
     best = 0
