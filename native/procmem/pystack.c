@@ -1303,28 +1303,22 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     if (r->unwinder && s.native_tid) {
         /* Another process: the thread stopped by ptrace until released. */
         nn = sw_unwind_capture(r->unwinder, (int)s.native_tid, r->pcs, r->pc_flags, SW_NSTACK_MAX, &ntrunc);
-        if (nn >= 0 && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
-            u64_at(ts2, l->tstate_interp) == r->interp) {
-            ts = ts2;   /* the thread state as of the stop */
-            g = NULL;
-        }
-        if (nn >= 0)
-            s.t_ns = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
     } else if (r->syms && s.native_tid && !muted(r, (uint32_t)s.native_tid)) {
         nn = sw_nstack_capture((int)s.native_tid, r->pcs, &ntrunc);
         if (nn == SW_ESTATE && sw_nstack_blocked((int)s.native_tid))
             mute(r, (uint32_t)s.native_tid);   /* (one merely waiting for a CPU is asked again) */
-        if (nn >= 0 && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
-            u64_at(ts2, l->tstate_interp) == r->interp) {
-            ts = ts2;   /* the thread state as of the capture */
+    }
+    if (nn >= 0) {
+        /* The thread state as of the stop (or capture), the guess made from
+         * the earlier one dropped. The sample is of the instant the thread
+         * stopped, which can be well after the round began (a thread
+         * waiting for a CPU on a busy machine answers the signal when it
+         * next runs): dated then, not at the round's start. */
+        if (sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK && u64_at(ts2, l->tstate_interp) == r->interp) {
+            ts = ts2;
             g = NULL;
         }
-        /* The sample is of the instant the thread stopped, which can be
-         * well after the round began (a thread waiting for a CPU on a busy
-         * machine answers the signal when it next runs): dated then, not
-         * at the round's start. */
-        if (nn >= 0)
-            s.t_ns = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
+        s.t_ns = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
     }
 #define RELEASE_NATIVE()                        \
     do {                                        \
