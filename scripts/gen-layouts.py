@@ -47,7 +47,8 @@ def layout_of(version, prefix, tmp):
     lib = os.path.join(prefix, "lib")
     exe = os.path.join(tmp, f"gen-{minor}")
     sources = ["scripts/gen-layouts.c", "native/ext/sampler/sampler_layout.c", "native/procmem/mem.c",
-               "native/procmem/coremem.c", "native/elf/elfcore.c", "native/elf/elf.c"]
+               "native/procmem/coremem.c", "native/elf/elfcore.c", "native/elf/elf.c",
+               "native/base/bytes.c"]
     cmd = ["cc", "-std=c11", "-O0", "-Wall", "-Werror", f"-I{os.path.join(ROOT, 'native')}", f"-I{inc}",
            *[os.path.join(ROOT, s) for s in sources], f"-L{lib}", f"-lpython{minor}", f"-Wl,-rpath,{lib}",
            "-lpthread", "-o", exe]

@@ -451,16 +451,12 @@ static int scan(sw_cfi *c, char *err, size_t errlen)
                 snprintf(err, errlen, ".eh_frame: more than %u FDEs", MAX_INDEX);
                 return SW_EFORMAT;
             }
-            if (n == cap) {
-                size_t nc = cap ? cap * 2 : 256;
-                entry *ni = realloc(c->index, nc * sizeof *ni);
-                if (!ni) {
-                    snprintf(err, errlen, "out of memory");
-                    return SW_ENOMEM;
-                }
-                c->index = ni;
-                cap = nc;
+            entry *ni = sw_array_grow(c->index, &cap, n + 1, sizeof *ni, 256);
+            if (!ni) {
+                snprintf(err, errlen, "out of memory");
+                return SW_ENOMEM;
             }
+            c->index = ni;
             c->index[n++] = (entry){f.start, off};
         }
         off = end;

@@ -109,14 +109,10 @@ static int read_notes(sw_core *c, const unsigned char *d, size_t len)
                    c->nthreads < SW_CORE_MAX_THREADS) {
             prstatus_t st;
             memcpy(&st, desc, sizeof st);
-            if (c->nthreads == c->capthreads) {   /* (plain realloc: scripts/gen-layouts.py links this file alone) */
-                size_t cap = c->capthreads ? c->capthreads * 2 : 16;
-                sw_core_thread *v = realloc(c->threads, cap * sizeof *v);
-                if (!v)
-                    return SW_ENOMEM;
-                c->threads = v;
-                c->capthreads = cap;
-            }
+            sw_core_thread *v = sw_array_grow(c->threads, &c->capthreads, c->nthreads + 1, sizeof *v, 16);
+            if (!v)
+                return SW_ENOMEM;
+            c->threads = v;
             sw_core_thread *t = &c->threads[c->nthreads++];
             t->tid = st.pr_pid;
             memcpy(t->gregs, &st.pr_reg, sizeof t->gregs);
