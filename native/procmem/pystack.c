@@ -52,6 +52,7 @@
 #define MUTE_ROUNDS 256                /* ... for this many rounds (each timeout costs 20 ms) */
 #define SPEC_THREADS 32u               /* threads whose last walk's own-read frames are remembered */
 #define SPEC_DEPTH 256u                /* ... at most this many frames each */
+#define SORT_BY_INSERTION 64u          /* code_reads: longer lists of new code objects are sorted by qsort */
 
 struct sw_pystack {
     sw_py_layout l;
@@ -91,6 +92,11 @@ struct sw_pystack {
     sw_mem_req *code_reqs;         /* [max_depth] the code objects' headers, read with the check
                                       after a walk (code_reads) */
     uint32_t codes_read;           /* ... how many were read this walk (0: none) */
+    uint64_t *code_order;          /* [3 * max_depth] code_reads: the last walk's code objects in
+                                      address order, each once ([0, n_order)), this walk's (the
+                                      next third, then swapped), those new in this walk (the last) */
+    uint32_t n_order;
+    unsigned char *order_seen;     /* [max_depth] code_reads: which of the last walk's are in this one */
     sw_sample_code **frames;         /* [max_depth] */
     unsigned char *window;         /* [WINDOW_MAX] */
     unsigned char leaf_buf[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];   /* the leaf frame, outside the window */
@@ -170,6 +176,8 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->code_hdrs = malloc(d * l->code_size);
     r->reqs = malloc((2 * d + 3) * sizeof *r->reqs);
     r->code_reqs = malloc(d * sizeof *r->code_reqs);
+    r->code_order = malloc(3 * d * sizeof *r->code_order);
+    r->order_seen = malloc(d);
     r->frames = malloc(d * sizeof *r->frames);
     r->window = malloc(WINDOW_MAX);
     if (l->frames_kind == SW_FRAMES_INTERP)
@@ -202,7 +210,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         r->states = sw_threadstate_new(pid, STATE_FDS);
     if (!r->codes || !r->code_addrs || (l->frame_globals != SW_NO_OFFSET && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
-        !r->frames || !r->window || !r->spec_tstate || !r->spec_n || !r->spec_addrs || !r->spec_walk ||
+        !r->code_order || !r->order_seen || !r->frames || !r->window || !r->spec_tstate || !r->spec_n || !r->spec_addrs || !r->spec_walk ||
         !r->spec_reqs || !r->spec_bytes ||
         (l->frames_kind == SW_FRAMES_INTERP && !r->recheck) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
@@ -297,6 +305,8 @@ void sw_pystack_free(sw_pystack *r)
     free(r->code_hdrs);
     free(r->reqs);
     free(r->code_reqs);
+    free(r->code_order);
+    free(r->order_seen);
     free(r->frames);
     free(r->window);
     free(r->recheck);
@@ -859,34 +869,83 @@ static int by_addr(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Sorts a[0..k) (k at most SORT_BY_INSERTION), by insertion. */
+static void sort_by_insertion(uint64_t *a, uint32_t k)
+{
+    for (uint32_t j = 1; j < k; j++) {
+        uint64_t t = a[j];
+        uint32_t i = j;
+        for (; i > 0 && a[i - 1] > t; i--)
+            a[i] = a[i - 1];
+        a[i] = t;
+    }
+}
+
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* Sets r->code_reqs to read the header of each code object of the walk's
  * n frames (each once, in address order) and returns how many. The
  * checks after a walk (still_whole, objects_whole) read them in their own
  * system call, after the frames, and resolve_codes takes them from there:
  * a cache entry is then never trusted on its age alone, which named a
- * frame after a freed code object whose address a new one took. */
+ * frame after a freed code object whose address a new one took.
+ * In address order, each once: the code objects of one module mostly lie
+ * close together, and requests close together are read as one range
+ * (mem.c). A walk's code objects are mostly the last walk's: each is
+ * looked up in the last walk's ordered list (a binary search), only the
+ * new ones are sorted, and the two merged (qsort of the whole list was a
+ * third of a sample's instructions at 34 frames). */
 static uint32_t code_reads(sw_pystack *r, uint32_t n)
 {
-    const uint32_t cs = r->l.code_size;
-    uint32_t k = 0;
+    const uint32_t cs = r->l.code_size, d = r->lim.max_depth;
+    const uint64_t *old = r->code_order;
+    uint64_t *cur = r->code_order + d, *fresh = r->code_order + 2 * (size_t)d;
+    uint32_t m = r->n_order, nf = 0;
+    memset(r->order_seen, 0, m);
     for (uint32_t i = 0; i < n; i++) {
-        if (k && r->code_reqs[k - 1].addr == r->code_addrs[i])
+        uint64_t a = r->code_addrs[i];
+        if (i && a == r->code_addrs[i - 1])
             continue;
-        r->code_reqs[k] = (sw_mem_req){r->code_addrs[i], NULL, cs, 0};
-        k++;
+        uint32_t lo = 0, hi = m;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (old[mid] < a)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < m && old[lo] == a)
+            r->order_seen[lo] = 1;
+        else
+            fresh[nf++] = a;
     }
-    /* In address order, each once: the code objects of one module mostly
-     * lie close together, and requests close together are read as one
-     * range (mem.c). */
-    qsort(r->code_reqs, k, sizeof *r->code_reqs, by_addr);
-    uint32_t u = 0;
-    for (uint32_t j = 0; j < k; j++) {
-        if (u && r->code_reqs[u - 1].addr == r->code_reqs[j].addr)
+    if (nf > SORT_BY_INSERTION)
+        qsort(fresh, nf, sizeof *fresh, by_u64);
+    else
+        sort_by_insertion(fresh, nf);
+    uint32_t u = 0, i = 0, j = 0;
+    while (i < m || j < nf) {
+        uint64_t a;
+        if (i < m && !r->order_seen[i]) {
+            i++;
             continue;
-        r->code_reqs[u] = r->code_reqs[j];
-        r->code_reqs[u].buf = r->code_hdrs + (size_t)u * cs;
+        }
+        if (j >= nf || (i < m && old[i] < fresh[j]))
+            a = old[i++];
+        else
+            a = fresh[j++];
+        if (u && cur[u - 1] == a)
+            continue;   /* (a code object twice among the new ones) */
+        cur[u] = a;
+        r->code_reqs[u] = (sw_mem_req){a, r->code_hdrs + (size_t)u * cs, cs, 0};
         u++;
     }
+    memcpy(r->code_order, cur, u * sizeof *cur);
+    r->n_order = u;
     return u;
 }
 
@@ -958,13 +1017,20 @@ static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts
     if (!r->states || (!tid && !s->thread_id))
         return;   /* (no tid nor ident: a thread state not bound to its thread yet, it is starting) */
     uint64_t lo = r->gil_addr, hi = r->gil_addr ? r->gil_addr + r->l.gil_size : 0;
-    s->state = sw_threadstate_probe(r->states, tid, r->st.rounds, lo, hi, &s->cpu_ns);
+    /* The thread found holding the GIL at the round's start runs (or is
+     * runnable): its state file is not read, a system call (~1 us) of
+     * every sample of a program of one busy thread saved. (A thread that
+     * blocks in a system call without releasing the GIL, which a C
+     * extension may do, is so counted running, holding every other up.) */
+    int holds = r->gil_holder && r->gil_holder == tstate;
+    s->state = holds ? sw_threadstate_probe_running(r->states, tid, r->st.rounds, &s->cpu_ns)
+                     : sw_threadstate_probe(r->states, tid, r->st.rounds, lo, hi, &s->cpu_ns);
     r->st.state_unknown += s->state == SW_STATE_UNKNOWN;
     if (s->cpu_ns == SW_NO_CPU)
         r->st.cpu_unknown++;
     else if (s->cpu_ns > s->weight_ns)
         s->cpu_ns = s->weight_ns;   /* probed a little apart within rounds: one thread never uses more */
-    if (r->gil_holder && r->gil_holder == tstate)
+    if (holds)
         s->flags |= SW_SAMPLE_GIL_HELD;
 }
 

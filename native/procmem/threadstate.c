@@ -275,8 +275,22 @@ static int read_cpu(sw_threadstate *t, entry *e, uint64_t *ns)
     return read_kept(t, e, FILE_SCHEDSTAT, parse_cpu, ns, 1) == 0 ? 0 : -1;
 }
 
+static uint32_t probe(sw_threadstate *t, uint32_t tid, uint64_t round, const uint64_t *gil, uint64_t *cpu_delta);
+
 uint32_t sw_threadstate_probe(sw_threadstate *t, uint32_t tid, uint64_t round, uint64_t gil_lo, uint64_t gil_hi,
                               uint64_t *cpu_delta)
+{
+    const uint64_t gil[2] = {gil_lo, gil_hi};
+    return probe(t, tid, round, gil, cpu_delta);
+}
+
+uint32_t sw_threadstate_probe_running(sw_threadstate *t, uint32_t tid, uint64_t round, uint64_t *cpu_delta)
+{
+    return probe(t, tid, round, NULL, cpu_delta);
+}
+
+/* The probe; gil NULL: the thread is known to run, its state not read. */
+static uint32_t probe(sw_threadstate *t, uint32_t tid, uint64_t round, const uint64_t *gil, uint64_t *cpu_delta)
 {
     *cpu_delta = SW_NO_CPU;
     t->st.probes++;
@@ -297,10 +311,13 @@ uint32_t sw_threadstate_probe(sw_threadstate *t, uint32_t tid, uint64_t round, u
         e->seen = round;
         t->seen_this_round++;
     }
-    gil_range g = {gil_lo, gil_hi};
-    uint32_t state = read_kept(t, e, FILE_SYSCALL, parse_state, &g, SW_STATE_UNKNOWN);
-    if (state == SW_STATE_UNKNOWN)
-        t->st.unknown++;
+    uint32_t state = SW_STATE_RUNNING;
+    if (gil) {
+        gil_range g = {gil[0], gil[1]};
+        state = read_kept(t, e, FILE_SYSCALL, parse_state, &g, SW_STATE_UNKNOWN);
+        if (state == SW_STATE_UNKNOWN)
+            t->st.unknown++;
+    }
     uint64_t now;
     if (read_cpu(t, e, &now) != 0) {
         t->st.no_cpu++;

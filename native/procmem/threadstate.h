@@ -61,6 +61,10 @@ void sw_threadstate_free(sw_threadstate *t);
 uint32_t sw_threadstate_probe(sw_threadstate *t, uint32_t tid, uint64_t round, uint64_t gil_lo, uint64_t gil_hi,
                               uint64_t *cpu_delta);
 
+/* As sw_threadstate_probe for a thread known to be running (it holds the
+ * GIL): SW_STATE_RUNNING, its state file not read, only its CPU time. */
+uint32_t sw_threadstate_probe_running(sw_threadstate *t, uint32_t tid, uint64_t round, uint64_t *cpu_delta);
+
 /* Forgets the threads not probed in `round` (they have ended, or their
  * thread state is gone) and closes their files. */
 void sw_threadstate_sweep(sw_threadstate *t, uint64_t round);

@@ -57,8 +57,10 @@ void sw_profile_free(sw_profile *p)
 {
     if (!p)
         return;
-    for (size_t i = 0; i < p->nthreads; i++)
+    for (size_t i = 0; i < p->nthreads; i++) {
         sw_calltree_free(p->threads[i].tree);
+        sw_calltree_cursor_free(&p->threads[i].cursor);
+    }
     free(p->threads);
     free(p->funcs);
     sw_history_free(p->hist);
@@ -328,7 +330,8 @@ void sw_profile_sink(void *ud, sw_sample *s)
     sw_profile_thread *th = n > 0 ? thread_for(p, s) : NULL;
     if (n == 0) {
         p->cut++;            /* every frame was elided */
-    } else if (!th || sw_calltree_add(th->tree, p->funcs, (size_t)n, 1, weight + th->pending_ns) != SW_OK) {
+    } else if (!th || sw_calltree_add_cursor(th->tree, &th->cursor, p->funcs, (size_t)n, 1, weight + th->pending_ns) !=
+                          SW_OK) {
         p->dropped++;
     } else {
         history_add(p, s, th->thread_id, (size_t)n, weight + th->pending_ns);

@@ -23,6 +23,7 @@ typedef struct sw_profile_thread {
     int64_t first_ns, last_ns;   /* CLOCK_MONOTONIC of its first and last sample */
     uint64_t pending_ns;     /* weight of failed samples since its last stored one */
     sw_calltree *tree;
+    sw_calltree_cursor cursor;   /* its last stack in tree: the next one's common prefix is not looked up */
     /* What the thread was doing (sw_sample.state), over its stored samples
      * and, in CPU mode, those left out for being off the CPU. */
     uint64_t states[SW_STATE_COUNT];
