@@ -59,7 +59,9 @@ sample's stack holds the C frame"), the count k of n samples is Binomial(n,
 p); at_least(n, p) is the largest k0 with P(k < k0) <= FALSE_FAILURE, computed
 exactly, so asserting k >= at_least(n, p) fails a sampler that meets p once
 in 10,000 runs or less. The tests state p (the rate the design promises),
-not a fixed fraction of n.
+not a fixed fraction of n. Events that come in bursts (failed samples of a
+stack that changes fast) are not binomial: expect_share_at_most bounds
+their share by batch means over windows of the run instead.
 
 With SW_BOUNDS_LOG=FILE set, every check appends a JSON line to FILE (the
 test, the value, its bound): how close runs come to their bounds.
@@ -192,6 +194,30 @@ def expect_at_most(k, n, p, detail=""):
     k1 = at_most(n, p)
     log("at_most", {"k": k, "n": n, "p": p, "bound": k1})
     assert k <= k1, f"{k} of {n} is above {k1}, the most a rate of {p} gives (1 run in 10,000): {detail}"
+
+
+def expect_share_at_most(windows, p, detail="", alpha=FALSE_FAILURE):
+    """Asserts that events (failed samples) are at most a share p of the
+    samples, given [(samples, events)] counted in consecutive windows of
+    one run, where the events need not be independent: a failed read of
+    a stack that changes fast comes with others (a walk fails after
+    several torn walks in a row, which happen in bursts, and at rates that
+    differ from run to run with whether the target and the sampler run
+    side by side), so the binomial bound (expect_at_most) fails a correct
+    sampler far more often than it says. Batch means instead, as for
+    time_shares: e_k = events_k - p * samples_k has mean <= 0 for a
+    sampler that meets p, whatever the clustering within windows; with K
+    windows, sum(e_k) <= t(1 - alpha, K - 1) * sum_deviation(e) fails such
+    a sampler with probability alpha (one-sided), a burst widening the
+    bound by what it really did to the run."""
+    K = len(windows)
+    assert K >= MIN_CYCLES, f"only {K} windows: too few to judge"
+    e = [k - p * n for n, k in windows]
+    bound = t_quantile(2 * alpha / TAIL_FACTOR, K - 1) * sum_deviation(e)
+    n_all, k_all = sum(n for n, _ in windows), sum(k for _, k in windows)
+    log("share_at_most", {"k": k_all, "n": n_all, "p": p, "excess": sum(e), "bound": bound, "windows": K})
+    assert sum(e) <= bound, (f"{k_all} of {n_all} is above a share of {p} by {sum(e):.1f}, beyond the {bound:.1f} "
+                             f"that {K} windows' spread allows (1 run in 10,000): {detail}")
 
 
 # ---- shares of sampled time ----

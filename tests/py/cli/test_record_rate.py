@@ -16,7 +16,8 @@ import time
 import pytest
 
 from conftest import PROGRAMS, needs_sampler, run
-from stats_bounds import at_most
+from stats_bounds import expect_share_at_most
+from stackwatch import profiler
 
 TARGET = os.path.join(PROGRAMS, "deep_known.py")
 TARGET_DEFS = runpy.run_path(TARGET, run_name="deep_known")   # its possible_stacks, recorded_stacks
@@ -37,6 +38,7 @@ MIN_RATE = 10000
 BUSY_LOAD = 3.0
 MIN_RATE_LOADED = 2000
 MAX_FAILED = 0.005      # the share of failed samples asked for (issue 21)
+WINDOW = 0.05           # failed_windows: the window of the failed samples' batch means (40 in 2 s)
 
 
 def record(tmp):
@@ -58,6 +60,36 @@ def record(tmp):
     return wall, summary(r.stderr), TARGET_DEFS["recorded_stacks"](out), r.stderr
 
 
+def failed_windows():
+    """Samples the target at RATE for DURATION as record does (the same
+    Profiler) and counts the samples tried and failed in each WINDOW:
+    [(tried, failed)]. Failed samples come in bursts (a walk fails after
+    several torn walks in a row), and how many depends on whether the target
+    and the sampler run side by side: at a load of 19, 0-9 failed in 20-25k
+    samples, torn walks 4 in one run and 1,051 in another, and a quiet run
+    of the binomial test once had 631 failed where its bound was 433. So
+    their share is judged by the spread of the windows (stats_bounds)."""
+    target = subprocess.Popen([sys.executable, TARGET], stdout=subprocess.PIPE, text=True)
+    rows = []
+    try:
+        assert target.stdout.readline() == "ready\n"
+        p = profiler.Profiler(rate=RATE, pid=target.pid).start()
+        try:
+            last, end = (0, 0), time.monotonic() + DURATION
+            while time.monotonic() < end:
+                time.sleep(WINDOW)
+                st = p.stats()
+                rows.append((st["samples"] - last[0], st["failed"] - last[1]))
+                last = (st["samples"], st["failed"])
+        finally:
+            p.stop()
+    finally:
+        target.kill()
+        target.wait()
+        target.stdout.close()
+    return rows
+
+
 def summary(stderr):
     """(stored, failed, tried, seconds sampled, rounds/s) of record's summary line."""
     m = re.search(r"^stackwatch: (\d+) samples of process \d+ \(Python [\d.]+\) in ([\d.]+) s: [\d.]+% failed "
@@ -71,8 +103,8 @@ def summary(stderr):
 @pytest.mark.versions("3.12")
 def test_record_100khz_no_impossible_stack(tmp):
     """Every stack recorded at 100 kHz is one the program can have; failed
-    samples under 0.5% (within the binomial bound of the samples tried);
-    the sampling takes no longer than asked and the command not much
+    samples under 0.5% (failed_windows: within the batch-means bound of a
+    run's windows); the sampling takes no longer than asked and the command not much
     longer (start-up and writing); the rate reaches MIN_RATE (on a loaded
     machine MIN_RATE_LOADED) in the best of up to three runs."""
     possible = TARGET_DEFS["possible_stacks"]()
@@ -84,7 +116,6 @@ def test_record_100khz_no_impossible_stack(tmp):
         assert stacks and sum(stacks.values()) == stored, stderr
         impossible = {s: n for s, n in stacks.items() if s not in possible}
         assert not impossible, (impossible, stderr)
-        assert failed <= at_most(tried, MAX_FAILED), stderr
         # Deep stacks were seen: the walk reads all 34 frames.
         assert max(len(s) for s in stacks) == 34, stderr
         assert sampled_s <= DURATION + 0.1, stderr
@@ -93,3 +124,5 @@ def test_record_100khz_no_impossible_stack(tmp):
         if best >= want:
             break
     assert best >= want, (load, stderr)
+    windows = failed_windows()
+    expect_share_at_most(windows, MAX_FAILED, windows)
