@@ -208,6 +208,8 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     }
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
+    if (r->states)
+        sw_threadstate_set_cpu_every(r->states, lim->cpu_every);
     if (!r->codes || !r->code_addrs || (l->frame_globals != SW_NO_OFFSET && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
         !r->code_order || !r->order_seen || !r->frames || !r->window || !r->spec_tstate || !r->spec_n || !r->spec_addrs || !r->spec_walk ||
@@ -1028,8 +1030,9 @@ static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts
     r->st.state_unknown += s->state == SW_STATE_UNKNOWN;
     if (s->cpu_ns == SW_NO_CPU)
         r->st.cpu_unknown++;
-    else if (s->cpu_ns > s->weight_ns)
-        s->cpu_ns = s->weight_ns;   /* probed a little apart within rounds: one thread never uses more */
+    else if (s->cpu_ns > s->weight_ns && r->lim.cpu_every <= 1)
+        s->cpu_ns = s->weight_ns;   /* probed a little apart within rounds: one thread never uses more
+                                       (read every cpu_every rounds, a delta is of that many) */
     if (holds)
         s->flags |= SW_SAMPLE_GIL_HELD;
 }

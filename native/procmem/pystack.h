@@ -43,6 +43,10 @@ typedef struct sw_pystack_limits {
     uint32_t park;           /* 1: a torn walk is redone with the thread parked (in-process
                                 only: nativestack.h; the caller installs the handler with
                                 sw_nstack_park_install), and the checks are strict */
+    uint32_t cpu_every;      /* with thread_states, > 1: a thread's CPU time is read every
+                                cpu_every rounds only (sw_threadstate_set_cpu_every), for
+                                samples whose CPU time only adds up per thread (wall mode);
+                                0 or 1: every round */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {

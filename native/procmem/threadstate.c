@@ -36,6 +36,7 @@ typedef struct entry {
     uint32_t tid;            /* 0: free slot */
     kept files[NFILES];      /* the syscall file; for another process the schedstat file */
     uint64_t cpu_ns;         /* CPU time at the previous probe */
+    uint64_t cpu_round;      /* ... the round it was read in */
     int has_cpu;
     uint64_t seen;           /* last round probed */
 } entry;
@@ -44,6 +45,7 @@ struct sw_threadstate {
     int pid;
     int own;                 /* pid is this process: CPU clocks work */
     uint32_t max_fds, open_fds;
+    uint32_t cpu_every;      /* sw_threadstate_set_cpu_every */
     entry *slots;            /* open addressing by tid, linear probing */
     uint32_t cap, used;      /* cap is a power of two, used <= cap / 2 */
     uint32_t seen_this_round;
@@ -318,6 +320,10 @@ static uint32_t probe(sw_threadstate *t, uint32_t tid, uint64_t round, const uin
         if (state == SW_STATE_UNKNOWN)
             t->st.unknown++;
     }
+    if (t->cpu_every > 1 && e->has_cpu && round - e->cpu_round < t->cpu_every) {
+        *cpu_delta = 0;       /* (in the next read's delta) */
+        return state;
+    }
     uint64_t now;
     if (read_cpu(t, e, &now) != 0) {
         t->st.no_cpu++;
@@ -331,8 +337,14 @@ static uint32_t probe(sw_threadstate *t, uint32_t tid, uint64_t round, const uin
     else
         *cpu_delta = now;     /* a new thread (or a new one with a reused id) */
     e->cpu_ns = now;
+    e->cpu_round = round;
     e->has_cpu = 1;
     return state;
+}
+
+void sw_threadstate_set_cpu_every(sw_threadstate *t, uint32_t every)
+{
+    t->cpu_every = every;
 }
 
 void sw_threadstate_sweep(sw_threadstate *t, uint64_t round)

@@ -65,6 +65,14 @@ uint32_t sw_threadstate_probe(sw_threadstate *t, uint32_t tid, uint64_t round, u
  * GIL): SW_STATE_RUNNING, its state file not read, only its CPU time. */
 uint32_t sw_threadstate_probe_running(sw_threadstate *t, uint32_t tid, uint64_t round, uint64_t *cpu_delta);
 
+/* From now on a thread's CPU time is read only when `every` rounds have
+ * passed since it was last read (every > 1), else every round: the probes
+ * in between give a delta of 0 and the next read all the CPU time since
+ * the last (so the sum over a thread's probes stays exact, up to its last
+ * read), for callers that only add the deltas up (a profile by wall
+ * time): reading schedstat costs a system call (~1 us) per thread. */
+void sw_threadstate_set_cpu_every(sw_threadstate *t, uint32_t every);
+
 /* Forgets the threads not probed in `round` (they have ended, or their
  * thread state is gone) and closes their files. */
 void sw_threadstate_sweep(sw_threadstate *t, uint64_t round);

@@ -41,6 +41,9 @@
  * rounds: reading the headers of a 50-deep stack every round would be most
  * of a round's cost. */
 #define CODE_TTL 15
+/* Another process by wall time: each thread's CPU time is read about this
+ * often, not every round (reader_for). */
+#define CPU_READ_NS 1000000ull
 
 #if PY_VERSION_HEX >= 0x030E0000 || defined(Py_GIL_DISABLED)
 #  define SW_SAMPLER_SUPPORTED 0
@@ -229,7 +232,7 @@ static void signal_stop(SamplerObject *self)
 static sw_pystack *reader_for(SamplerObject *self, int pid)
 {
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
-                             (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed};
+                             (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed, 0};
     char err[256] = "";
     sw_pystack *r;
     if (pid == 0) {
@@ -256,6 +259,11 @@ static sw_pystack *reader_for(SamplerObject *self, int pid)
         PyErr_SetString(PyExc_ValueError, "samples into a trace are of this process only");
         return NULL;
     }
+    /* Another process, by wall time: a sample's CPU time only adds up to
+     * its thread's, so each thread's is read once per CPU_READ_NS (a
+     * system call of each round saved at 100 kHz), not every round. */
+    if (self->mode == SW_PROFILE_WALL && self->interval_ns < CPU_READ_NS)
+        lim.cpu_every = (uint32_t)(CPU_READ_NS / self->interval_ns);
     sw_target t;
     sw_py_layout l;
     uint64_t interp;

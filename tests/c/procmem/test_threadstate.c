@@ -237,6 +237,39 @@ TEST(cpu_deltas_are_the_threads_cpu_time)
     sw_threadstate_free(t);
 }
 
+TEST(cpu_read_every_n_rounds_adds_up_to_the_same)
+{
+    worker spin;
+    REQUIRE(start(&spin, SPIN, NULL));
+    sw_threadstate *t = sw_threadstate_new((int)getpid(), 64);
+    REQUIRE(t != NULL);
+    sw_threadstate_set_cpu_every(t, 4);
+    uint64_t cpu, sum = 0, before9 = 0;
+    struct timespec ts = {0, 5000000};
+    /* (the thread known to run: its state is not read) */
+    uint64_t before1 = thread_cpu_ns(spin.th);
+    CHECK_EQ_U64(sw_threadstate_probe_running(t, spin.tid, 1, &cpu), SW_STATE_RUNNING);
+    uint64_t after1 = thread_cpu_ns(spin.th);
+    for (uint64_t round = 2; round <= 9; round++) {
+        nanosleep(&ts, NULL);
+        if (round == 9)
+            before9 = thread_cpu_ns(spin.th);
+        CHECK_EQ_U64(sw_threadstate_probe_running(t, spin.tid, round, &cpu), SW_STATE_RUNNING);
+        CHECK(cpu != SW_NO_CPU);
+        if (round != 5 && round != 9)
+            CHECK_EQ_U64(cpu, 0);   /* read in rounds 1, 5 and 9 only */
+        sum += cpu;
+    }
+    uint64_t after9 = thread_cpu_ns(spin.th);
+    /* Between its reads in rounds 1 and 9, all of its CPU time. */
+    CHECK_MSG(sum >= before9 - after1 && sum <= after9 - before1, "sum %llu not within [%llu, %llu]",
+              (unsigned long long)sum, (unsigned long long)(before9 - after1),
+              (unsigned long long)(after9 - before1));
+    CHECK(sum > 0);
+    stop(&spin);
+    sw_threadstate_free(t);
+}
+
 /* The descriptor this process has open on /proc/.../task/TID/syscall, or -1. */
 static int syscall_fd_of(uint32_t tid)
 {
