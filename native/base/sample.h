@@ -51,6 +51,9 @@ static inline int sw_sample_code_is_native(const sw_sample_code *c)
                                     weight, state and CPU time are valid */
 #define SW_SAMPLE_GIL_HELD 4u    /* the thread held the GIL (as read at the
                                     start of the sampling round) */
+#define SW_SAMPLE_NOT_WALKED 8u  /* an idle thread whose samples are left out,
+                                    its stack not read (depth 0; the reader's
+                                    limits.skip_idle) */
 
 /* sw_sample.state: what the thread was doing when it was sampled, from the
  * kernel's view of it (see native/procmem/threadstate.h for the rule).

@@ -1359,6 +1359,20 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     int probed = r->syms != NULL;
     if (probed)
         probe_thread(r, tstate, ts, g, &s);
+    /* A thread that does not hold the GIL cannot change its Python stack:
+     * where idle threads' samples are left out it is probed first, and an
+     * idle one is not walked (a program's sleeping threads cost a probe
+     * each, not a walk). */
+    int early = !probed && r->lim.skip_idle && r->states && !(r->gil_holder && r->gil_holder == tstate);
+    if (early) {
+        probe_thread(r, tstate, ts, g, &s);
+        probed = 1;
+        if (s.state == SW_STATE_IDLE) {
+            s.flags |= SW_SAMPLE_NOT_WALKED;
+            sink(ud, &s);
+            return;
+        }
+    }
 #define PROBE_LATE()                               \
     do {                                           \
         if (!probed)                               \
@@ -1414,7 +1428,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         uint32_t tid = s.native_tid ? (uint32_t)s.native_tid : kernel_tid(r, tstate, ts, g);
         park = tid && !muted(r, tid);
     }
-    if (fresh && probed && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
+    if (fresh && probed && !early && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
         u64_at(ts2, l->tstate_interp) == r->interp) {
         ts = ts2;
         g = NULL;

@@ -47,6 +47,11 @@ typedef struct sw_pystack_limits {
                                 cpu_every rounds only (sw_threadstate_set_cpu_every), for
                                 samples whose CPU time only adds up per thread (wall mode);
                                 0 or 1: every round */
+    uint32_t skip_idle;      /* with thread_states, without native: a thread not holding the
+                                GIL is probed before its walk, and when idle it is not
+                                walked: its sample goes to the sink flagged
+                                SW_SAMPLE_NOT_WALKED (for a sink that leaves idle threads'
+                                samples out) */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {

@@ -296,13 +296,14 @@ void sw_profile_sink(void *ud, sw_sample *s)
         pthread_mutex_unlock(&p->lock);
         return;
     }
-    uint32_t depth = depth_after_cut(p, s);
-    if (depth == 0 || ignored(p, s, depth)) {
+    uint32_t depth = s->flags & SW_SAMPLE_NOT_WALKED ? 0 : depth_after_cut(p, s);
+    if (!(s->flags & SW_SAMPLE_NOT_WALKED) && (depth == 0 || ignored(p, s, depth))) {
         p->cut++;
         pthread_mutex_unlock(&p->lock);
         return;
     }
-    if ((p->skip_idle && s->state == SW_STATE_IDLE) || (p->gil_only && !(s->flags & SW_SAMPLE_GIL_HELD))) {
+    if ((p->skip_idle && s->state == SW_STATE_IDLE) || (p->gil_only && !(s->flags & SW_SAMPLE_GIL_HELD)) ||
+        (s->flags & SW_SAMPLE_NOT_WALKED)) {
         /* Left out by choice (sw_profile_set_keep): the thread is known
          * with its state; the wall time it stands for goes nowhere. */
         sw_profile_thread *th = thread_for(p, s);

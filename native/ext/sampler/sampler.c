@@ -226,13 +226,14 @@ static void signal_stop(SamplerObject *self)
     }
 }
 
-/* The reader of the process sampled: this one (pid 0), or process pid
+/* The reader of the process sampled: this one (pid 0), or process pid (its
+ * idle threads not walked when skip_idle: their samples are left out)
  * through procmem's target, with the layout of the target's release
  * (target_open.h). NULL with an exception. */
-static sw_pystack *reader_for(SamplerObject *self, int pid)
+static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
 {
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
-                             (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed, 0};
+                             (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed, 0, 0};
     char err[256] = "";
     sw_pystack *r;
     if (pid == 0) {
@@ -264,6 +265,8 @@ static sw_pystack *reader_for(SamplerObject *self, int pid)
      * system call of each round saved at 100 kHz), not every round. */
     if (self->mode == SW_PROFILE_WALL && self->interval_ns < CPU_READ_NS)
         lim.cpu_every = (uint32_t)(CPU_READ_NS / self->interval_ns);
+    /* ... and idle threads, left out, are not walked (pystack.h). */
+    lim.skip_idle = (uint32_t)(skip_idle && !self->native);
     sw_target t;
     sw_py_layout l;
     uint64_t interp;
@@ -297,7 +300,7 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *args, PyObject *kw
     }
     if (pid == 0 && signal_start(self) < 0)
         return NULL;
-    sw_pystack *r = reader_for(self, pid);
+    sw_pystack *r = reader_for(self, pid, skip_idle);
     if (!r) {
         signal_stop(self);
         return NULL;
