@@ -400,6 +400,8 @@ spawn(role + "-inside")
 s = stackwatch.stop()
 spawn(role + "-after")
 print(role, os.path.basename(s.path), stackwatch.is_tracing(), flush=True)
+stackwatch.stop()   # one the program never started: the session goes on
+assert stackwatch.is_tracing()
 if role == "parent":
     subprocess.run([sys.executable, __file__, folder, "child"], check=True)
 """
@@ -419,6 +421,8 @@ def test_start_inside_run_joins_its_session(tmp_path):
         assert not os.path.exists(tmp_path / f"{role}-inner.swt")
         said = [line for line in r.stderr.splitlines() if f"{role}-inner.swt" in line]
         assert len(said) == 1 and "joins the session" in said[0] and path in said[0], r.stderr
+        host = "stackwatch run" if role == "parent" else "the parent process's stackwatch"
+        assert f"stop() leaves the session {host} started running ({path})" in r.stderr, r.stderr
         t = Trace(path)
         names = {th["name"] for th in t.threads if not th["task"]}
         assert {f"{role}-{w}" for w in ("before", "inside", "after")} <= names, names
