@@ -358,7 +358,8 @@ class _SwTasks(_Stackwatch):
 
 class _SwTasksLog(_Tracer):
     """bench/tasks.py: task events with no trace, to the readable log of
-    `run --no-trace --events tasks --log FILE` (its task lines)."""
+    `run --no-trace --events tasks --log FILE` (its task lines, handed to
+    the log's C writer as the command does: verbose.handle)."""
     name = "sw_tasks_log"
 
     def __init__(self, out_dir):
@@ -371,7 +372,7 @@ class _SwTasksLog(_Tracer):
 
     def start(self):
         self.log = self.verbose(self.path)
-        self.h = self.sw.add_handler(self.log, events="tasks")
+        self.h = self.log.handle("tasks")
 
     def stop(self):
         self.h.remove()
