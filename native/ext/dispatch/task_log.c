@@ -36,7 +36,8 @@ typedef struct {
     uint64_t ident, task;    /* the thread (threading.get_ident()) and its task id (0: the thread) */
     char *name;              /* NULL: "task N" (task 0: the thread's name) */
     uint32_t thread;         /* index of its thread */
-    uint32_t slot;           /* its place in the thread's order while it has a state */
+    uint32_t prev, next;     /* its neighbours in its thread's list of tasks with a state */
+    int listed;              /* it has a state (is in that list) */
     int state;
     char *blocked;           /* ST_BLOCKED: what it waits on */
 } tl_task;
@@ -45,8 +46,9 @@ typedef struct {
     uint64_t ident;
     char *name;              /* the cached name (NULL: ask thread_name) */
     uint64_t running;        /* the task it runs */
-    uint32_t *order;         /* tasks with a state, in the order met (SW_HT_NONE: gone) */
-    size_t n, cap, first, live;
+    uint32_t head, tail;     /* its tasks with a state, in the order met (as a dict's keys: one
+                              * that loses its state and gets one again goes last) */
+    size_t live;
 } tl_thread;
 
 typedef struct {
@@ -163,7 +165,7 @@ static tl_thread *thread_at(TaskLog *l, uint64_t ident)
     l->threads = a;
     if (sw_hashtab_add(&l->thread_ix, h, (uint32_t)l->n_threads) != SW_OK)
         return NULL;
-    a[l->n_threads] = (tl_thread){.ident = ident};
+    a[l->n_threads] = (tl_thread){.ident = ident, .head = SW_HT_NONE, .tail = SW_HT_NONE};
     return &a[l->n_threads++];
 }
 
@@ -189,7 +191,7 @@ static tl_task *task_in(TaskLog *l, uint64_t ident, uint64_t task, int make)
     if (sw_hashtab_add_after(&l->task_ix, h, (uint32_t)l->n_tasks, pos) != SW_OK)
         return NULL;
     a[l->n_tasks] = (tl_task){.ident = ident, .task = task, .thread = (uint32_t)(th - l->threads),
-                              .slot = SW_HT_NONE};
+                              .prev = SW_HT_NONE, .next = SW_HT_NONE};
     return &a[l->n_tasks++];
 }
 
@@ -311,34 +313,22 @@ static void met_native(TaskLog *l, uint64_t ident, uint64_t native)
 
 /* ---- states ---- */
 
-static void compact(tl_thread *th, tl_task *tasks)
-{
-    size_t k = 0;
-    for (size_t i = th->first; i < th->n; i++) {
-        if (th->order[i] == SW_HT_NONE)
-            continue;
-        tasks[th->order[i]].slot = (uint32_t)k;
-        th->order[k++] = th->order[i];
-    }
-    th->n = k;
-    th->first = 0;
-}
-
 static void set_state(TaskLog *l, uint64_t ident, uint64_t task, int state, const char *blocked)
 {
     tl_task *t = task_at(l, ident, task);
     if (!t)
         return;
     tl_thread *th = &l->threads[t->thread];
-    if (t->slot == SW_HT_NONE) {
-        if (th->n - th->live > th->live + 64)
-            compact(th, l->tasks);
-        uint32_t *o = sw_array_grow(th->order, &th->cap, th->n + 1, sizeof *o, 16);
-        if (!o)
-            return;
-        th->order = o;
-        t->slot = (uint32_t)th->n;
-        o[th->n++] = (uint32_t)(t - l->tasks);
+    if (!t->listed) {
+        uint32_t i = (uint32_t)(t - l->tasks);
+        t->listed = 1;
+        t->prev = th->tail;
+        t->next = SW_HT_NONE;
+        if (th->tail != SW_HT_NONE)
+            l->tasks[th->tail].next = i;
+        else
+            th->head = i;
+        th->tail = i;
         th->live++;
     }
     t->state = state;
@@ -349,21 +339,28 @@ static void set_state(TaskLog *l, uint64_t ident, uint64_t task, int state, cons
 static int state_of(TaskLog *l, uint64_t ident, uint64_t task)
 {
     tl_task *t = task_in(l, ident, task, 0);
-    return t && t->slot != SW_HT_NONE ? t->state : ST_NONE;
+    return t && t->listed ? t->state : ST_NONE;
 }
 
 static void drop_state(TaskLog *l, uint64_t ident, uint64_t task)
 {
     tl_task *t = task_in(l, ident, task, 0);
-    if (!t || t->slot == SW_HT_NONE)
+    if (!t || !t->listed)
         return;
     tl_thread *th = &l->threads[t->thread];
-    th->order[t->slot] = SW_HT_NONE;
-    t->slot = SW_HT_NONE;
+    if (t->prev != SW_HT_NONE)
+        l->tasks[t->prev].next = t->next;
+    else
+        th->head = t->next;
+    if (t->next != SW_HT_NONE)
+        l->tasks[t->next].prev = t->prev;
+    else
+        th->tail = t->prev;
+    t->listed = 0;
     t->state = ST_NONE;
+    free(t->blocked);
+    t->blocked = NULL;
     th->live--;
-    while (th->first < th->n && th->order[th->first] == SW_HT_NONE)
-        th->first++;
 }
 
 static void put_state(TaskLog *l, sw_bytes *b, const tl_task *t)
@@ -387,10 +384,8 @@ static void put_states(TaskLog *l, sw_bytes *b, uint64_t ident)
         put_state(l, b, run);
         shown++;
     }
-    for (size_t i = th->first; i < th->n && shown < STATES_SHOWN; i++) {
-        if (th->order[i] == SW_HT_NONE)
-            continue;
-        const tl_task *t = &l->tasks[th->order[i]];
+    for (uint32_t i = th->head; i != SW_HT_NONE && shown < STATES_SHOWN; i = l->tasks[i].next) {
+        const tl_task *t = &l->tasks[i];
         if (t->task == th->running && t->state == ST_RUNNING)
             continue;
         if (shown++)
@@ -709,7 +704,6 @@ static void tl_dealloc(PyObject *self)
     }
     for (size_t i = 0; i < l->n_threads; i++) {
         free(l->threads[i].name);
-        free(l->threads[i].order);
     }
     for (size_t i = 0; i < l->n_natives; i++)
         free(l->natives[i].name);
