@@ -457,6 +457,52 @@ assert trio.run(main) == 720
 json.dump(log, open(sys.argv[1], "w"))
 '''
 
+# trio's guest mode: its run loop driven by asyncio's (start_guest_run).
+TRIO_GUEST = r'''
+import asyncio
+import trio
+
+async def child(i):
+    await trio.sleep(0)
+    return i * 10
+
+async def trio_main():
+    async with trio.open_nursery() as n:
+        for i in range(3):
+            n.start_soon(child, i, name=f"child{i}")
+    return "done"
+
+async def host():
+    loop = asyncio.get_running_loop()
+    finished = loop.create_future()
+    trio.lowlevel.start_guest_run(trio_main, run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+                                  done_callback=finished.set_result, host_uses_signal_set_wakeup_fd=True)
+    assert (await finished).unwrap() == "done"
+
+asyncio.run(host())
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_trio_guest_run_tasks(tmp_path):
+    """A trio run started by trio.lowlevel.start_guest_run inside an
+    asyncio program: its tasks are recorded as trio.run's are, beside the
+    asyncio task that hosts them."""
+    needs_module("trio", "trio is not installed (scripts/venv.sh installs it)")
+    swt, _ = run_traced(tmp_path, TRIO_GUEST, "--events", "tasks")
+    doc = read_task_events(swt)
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    children = [f"trio child{i}" for i in range(3)]
+    assert [tasks[c]["kind"] for c in children] == ["trio"] * 3
+    assert [tasks[c]["created_by"] for c in children] == ["trio __main__.trio_main"] * 3
+    assert [(tasks[c]["outcome"], tasks[c]["result"]) for c in children] == [("result", "0"), ("result", "10"),
+                                                                             ("result", "20")]
+    assert (tasks["trio __main__.trio_main"]["outcome"], tasks["trio __main__.trio_main"]["result"]) == \
+        ("result", "'done'")
+    assert any(t["kind"] == "asyncio" and t["name"].endswith(" host") for t in doc["tasks"])
+    assert {e["task"] for e in doc["events"] if e["kind"] == "switch"} >= set(children)
+
+
 
 @pytest.mark.versions("3.12")
 def test_trio_tasks_equal_the_programs_log(tmp_path):
