@@ -63,7 +63,7 @@ typedef struct {
     size_t n_tasks, cap_tasks;
     sw_hashtab task_ix;
     tl_thread *threads;
-    size_t n_threads, cap_threads;
+    size_t n_threads, cap_threads, last_thread;
     sw_hashtab thread_ix;
     tl_native *natives;
     size_t n_natives, cap_natives;
@@ -152,13 +152,17 @@ static void put_ms(sw_bytes *b, long long ns)
 
 static tl_thread *thread_at(TaskLog *l, uint64_t ident)
 {
+    if (l->last_thread < l->n_threads && l->threads[l->last_thread].ident == ident)
+        return &l->threads[l->last_thread];   /* (most lines: the thread of the one before) */
     uint32_t i = SW_HT_NONE, pos;
     uint64_t h = sw_hash_u64(ident);
     for (i = sw_hashtab_first(&l->thread_ix, h, &pos); i != SW_HT_NONE && l->threads[i].ident != ident;
          i = sw_hashtab_next(&l->thread_ix, h, &pos)) {
     }
-    if (i != SW_HT_NONE)
+    if (i != SW_HT_NONE) {
+        l->last_thread = i;
         return &l->threads[i];
+    }
     tl_thread *a = sw_array_grow(l->threads, &l->cap_threads, l->n_threads + 1, sizeof *a, 8);
     if (!a)
         return NULL;
@@ -243,19 +247,22 @@ static void put_thread(TaskLog *l, sw_bytes *b, uint64_t ident)
         put_u64(b, ident);
 }
 
-static void put_task(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task)
+/* Task `task` of thread `ident` by name (t: its entry, when known). */
+static void put_task_at(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task, const tl_task *t)
 {
     if (!task) {
         put_thread(l, b, ident);
-        return;
-    }
-    tl_task *t = task_in(l, ident, task, 0);
-    if (t && t->name && t->name[0]) {
+    } else if (t && t->name && t->name[0]) {
         put(b, t->name);
     } else {
         put(b, "task ");
         put_u64(b, task);
     }
+}
+
+static void put_task(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task)
+{
+    put_task_at(l, b, ident, task, task ? task_in(l, ident, task, 0) : NULL);
 }
 
 static tl_native *native_at(TaskLog *l, uint64_t native, int make)
@@ -365,7 +372,7 @@ static void drop_state(TaskLog *l, uint64_t ident, uint64_t task)
 
 static void put_state(TaskLog *l, sw_bytes *b, const tl_task *t)
 {
-    put_task(l, b, t->ident, t->task);
+    put_task_at(l, b, t->ident, t->task, t);
     put(b, t->state == ST_RUNNING ? ": running" : t->state == ST_RUNNABLE ? ": runnable" : ": blocked on ");
     if (t->state == ST_BLOCKED)
         put(b, t->blocked ? t->blocked : "");
