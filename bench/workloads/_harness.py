@@ -364,10 +364,8 @@ class _SwTasksLog(_Tracer):
 
     def __init__(self, out_dir):
         super().__init__(out_dir)
-        import stackwatch
-        from stackwatch.events.handlers import verbose
-        from stackwatch.events import task_log   # noqa: F401  (imported outside the region)
-        self.sw, self.verbose = stackwatch, verbose
+        from stackwatch.events.handlers import verbose   # (with the log's writer: imported outside the region)
+        self.verbose = verbose
         self.path = os.path.join(out_dir, "tasks.log")
 
     def start(self):

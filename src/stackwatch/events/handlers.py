@@ -24,7 +24,6 @@ Several handlers, the file tracer and the USDT probes can listen at once:
 the interpreter is asked only for the events someone wants.
 """
 import os
-import sys
 import threading
 
 from .. import _native
