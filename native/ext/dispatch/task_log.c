@@ -628,6 +628,7 @@ static int render(TaskLog *l, const tl_event *e)
         other = call_for_name(l->thread_of_native, (uint64_t)e->c);
     ask_thread(l, e->ident);   /* (a thread event of its own may have made it forget meanwhile) */
     l->body.len = 0;
+    l->body.failed = 0;   /* (a line short of memory is written as far as it got) */
     put(&l->body, " ");
     describe(l, e, other);
     free(other);
