@@ -326,6 +326,69 @@ static uint64_t group_parent(reader *r, const unsigned char *task)
     return is_task(r, parent) ? parent : 0;
 }
 
+#define MAX_CALLBACKS 16u   /* done callbacks of a task looked into */
+#define MAX_HELD 8u         /* items of a partial's args or a closure looked at */
+
+/* Up to max items of the tuple at tuple into items; their number (0 if
+ * it is not a tuple or cannot be read). */
+static uint32_t tuple_items(reader *r, uint64_t tuple, uint64_t *items, uint32_t max)
+{
+    uint64_t n;
+    if (!tuple || !type_named(r, tuple, r->a.tuple_type, NULL) ||
+        sw_mem_read_u64(r->m, tuple + r->a.tuple_size, &n) != SW_OK)
+        return 0;
+    if (n > max)
+        n = max;
+    return n && sw_mem_read(r->m, tuple + r->a.tuple_items, items, n * 8) == SW_OK ? (uint32_t)n : 0;
+}
+
+/* Adds to t->refs what the done callback cb holds: a functools.partial's
+ * arguments (wait_for's partial(_release_waiter, waiter)), a function's
+ * closure cells (wait's _on_completion, shield's _inner_done_callback). */
+static void callback_refs(reader *r, uint64_t cb, sw_aio_task *t)
+{
+    char tn[SW_AIO_NAME_MAX];
+    uint64_t type, held[MAX_HELD], x;
+    uint32_t n = 0;
+    if (!cb || sw_pyobj_type(r->m, r->l, cb, &type) != SW_OK || sw_pytype_name(r->m, r->l, type, tn, sizeof tn) != SW_OK)
+        return;
+    if (strcmp(tn, r->a.partial_type) == 0) {
+        if (sw_mem_read_u64(r->m, cb + r->a.partial_args, &x) == SW_OK)
+            n = tuple_items(r, x, held, MAX_HELD);
+    } else if (strcmp(tn, r->a.function_type) == 0) {
+        if (sw_mem_read_u64(r->m, cb + r->a.function_closure, &x) == SW_OK)
+            n = tuple_items(r, x, held, MAX_HELD);
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < n; i++)   /* the cells' objects */
+            if (type_named(r, held[i], r->a.cell_type, NULL) &&
+                sw_mem_read_u64(r->m, held[i] + r->a.cell_ref, &x) == SW_OK && x)
+                held[k++] = x;
+        n = k;
+    }
+    for (uint32_t i = 0; i < n && t->nrefs < SW_AIO_MAX_REFS; i++)
+        if (held[i])
+            t->refs[t->nrefs++] = held[i];
+}
+
+/* The objects the task's done callbacks hold into t->refs: its first
+ * callback's, then those of the (callback, context) tuples of its list. */
+static void read_refs(reader *r, const unsigned char *task, sw_aio_task *t)
+{
+    t->nrefs = 0;
+    callback_refs(r, u64_at(task + r->a.fut_callback0), t);
+    uint64_t list = u64_at(task + r->a.fut_callbacks), n, at, items[MAX_CALLBACKS], pair[2];
+    if (!list || !type_named(r, list, r->a.list_type, NULL) || sw_mem_read_u64(r->m, list + r->a.list_size, &n) != SW_OK ||
+        sw_mem_read_u64(r->m, list + r->a.list_items, &at) != SW_OK)
+        return;
+    if (n > MAX_CALLBACKS)
+        n = MAX_CALLBACKS;
+    if (!n || sw_mem_read(r->m, at, items, n * 8) != SW_OK)
+        return;
+    for (uint64_t i = 0; i < n; i++)
+        if (tuple_items(r, items[i], pair, 2) >= 1)
+            callback_refs(r, pair[0], t);
+}
+
 /* The thread running the loop (its _thread_id), 0 if none. */
 static uint64_t loop_thread(reader *r, uint64_t loop)
 {
@@ -374,6 +437,7 @@ static int read_task(reader *r, uint64_t addr, sw_aio_task *t, int *pending)
         }
     }
     t->group_parent = group_parent(r, h);
+    read_refs(r, h, t);
     return SW_OK;
 }
 
@@ -414,7 +478,8 @@ int sw_aio_read(sw_mem *m, const sw_py_layout *target_layout, uint64_t interp, s
     if (r.a.task_size > SW_LAYOUT_MAX_READ || r.a.fut_state + 4 > r.a.task_size ||
         r.a.task_fut_waiter + 8 > r.a.task_size || r.a.task_coro + 8 > r.a.task_size ||
         r.a.task_name + 8 > r.a.task_size || r.a.fut_loop + 8 > r.a.task_size ||
-        r.a.fut_callback0 + 8 > r.a.task_size || r.a.set_entry_key + 8 > r.a.set_entry_size ||
+        r.a.fut_callback0 + 8 > r.a.task_size || r.a.fut_callbacks + 8 > r.a.task_size ||
+        r.a.set_entry_key + 8 > r.a.set_entry_size ||
         r.a.type_base + 8 > SW_LAYOUT_MAX_READ ||
         r.a.list_items + 8 > 64 || r.a.list_size + 8 > 64 || r.a.frame_stack_top + 8 > SW_LAYOUT_MAX_READ ||
         (r.a.coro_frame_kind == SW_CORO_FRAME_EMBEDDED && r.a.coro_localsplus < l->frame_localsplus)) {
