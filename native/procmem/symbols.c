@@ -128,14 +128,17 @@ static int wanted(const sw_elf_symbol *s, int dynamic)
            s->dynamic == dynamic;
 }
 
-/* Reads the function symbols of the ELF file at path (through the ELF
- * room's bounded reader). 0 or -1. */
-static int read_elf(const char *path, const char *root, elf_syms *out)
+/* Reads the function symbols of the ELF file at path, or of the image
+ * of image_len bytes when image is not NULL (the vDSO, read from the
+ * target's memory), through the ELF room's bounded reader. 0 or -1. */
+static int read_elf(const char *path, const unsigned char *image, size_t image_len, const char *root,
+                    elf_syms *out)
 {
     memset(out, 0, sizeof *out);
     sw_elf *e, *debug = NULL;
     char err[256];
-    if (sw_elf_open(path, &e, err, sizeof err) != SW_OK)
+    if ((image ? sw_elf_from_bytes(image, image_len, &e, err, sizeof err) : sw_elf_open(path, &e, err, sizeof err)) !=
+        SW_OK)
         return -1;
     int rc = -1;
     size_t nseg, total = sw_elf_symbol_count(e);
@@ -220,7 +223,7 @@ static const fsym *find_sym(const fsym *syms, uint32_t n, uint64_t a)
 const char *sw_symbols_elf_lookup(const char *path, uint64_t vaddr, char *out, size_t outlen)
 {
     elf_syms es;
-    if (read_elf(path, "", &es) != 0)
+    if (read_elf(path, NULL, 0, "", &es) != 0)
         return NULL;
     const fsym *f = find_sym(es.syms, es.n, vaddr);
     const char *res = NULL;
@@ -280,9 +283,11 @@ void sw_symbols_free(sw_symbols *s)
     free(s);
 }
 
-/* The object at base, named path, read from open_path; its load bias is
- * bias, or (UINT64_MAX) base less its first segment's address. */
-static object *object_for(sw_symbols *s, uint64_t base, const char *path, const char *open_path, uint64_t bias)
+/* The object at base, named path, read from open_path (or from image, the
+ * vDSO's bytes, when not NULL); its load bias is bias, or (UINT64_MAX)
+ * base less its first segment's address. */
+static object *object_for(sw_symbols *s, uint64_t base, const char *path, const char *open_path,
+                          const unsigned char *image, size_t image_len, uint64_t bias)
 {
     for (uint32_t i = 0; i < s->nobjs; i++)
         if (s->objs[i].base == base && strcmp(s->objs[i].path, path ? path : "") == 0)
@@ -309,7 +314,7 @@ static object *object_for(sw_symbols *s, uint64_t base, const char *path, const 
     size_t pl = path ? strlen(path) : 0, ol = open_path ? strlen(open_path) : 0;
     if (ol > pl && ol - pl < sizeof root && strcmp(open_path + ol - pl, path) == 0)
         snprintf(root, sizeof root, "%.*s", (int)(ol - pl), open_path);
-    if (open_path && open_path[0] && read_elf(open_path, root, &es) == 0) {
+    if ((image || (open_path && open_path[0])) && read_elf(open_path, image, image_len, root, &es) == 0) {
         o->syms = es.syms;
         o->n = es.n;
         o->names = es.names;
@@ -361,11 +366,12 @@ static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char
 /* In another process: the file its unwinder finds mapped at pc. */
 static entry *resolve_remote(sw_symbols *s, uint64_t pc, int by_fp)
 {
-    const char *path, *open_path;
-    uint64_t bias;
-    if (sw_unwind_object(s->remote, pc, &path, &open_path, &bias) != SW_OK)
+    sw_unwind_object_info f;
+    if (sw_unwind_object(s->remote, pc, &f) != SW_OK)
         return &s->unknown;
-    object *o = object_for(s, bias, path, open_path, bias);
+    const char *path = f.path;
+    uint64_t bias = f.bias;
+    object *o = object_for(s, bias, path, f.open_path, f.image, f.image_len, bias);
     if (o && pc >= o->bias) {
         const fsym *f = find_sym(o->syms, o->n, pc - o->bias);
         if (f)
@@ -383,7 +389,7 @@ static entry *resolve(sw_symbols *s, uint64_t pc, int by_fp)
     memset(&di, 0, sizeof di);
     if (!dladdr((void *)(uintptr_t)pc, &di) || !di.dli_fbase)
         return &s->unknown;
-    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, UINT64_MAX);
+    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, NULL, 0, UINT64_MAX);
     if (o && pc >= o->bias) {
         const fsym *f = find_sym(o->syms, o->n, pc - o->bias);
         if (f)
@@ -402,7 +408,7 @@ int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t 
     memset(&di, 0, sizeof di);
     if (!dladdr((void *)(uintptr_t)addr, &di) || !di.dli_fbase)
         return SW_EARG;
-    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, UINT64_MAX);
+    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, NULL, 0, UINT64_MAX);
     if (!o || !o->path[0])
         return SW_EARG;
     if (!o->lines_read) {   /* once per object: a file without debug information has none */

@@ -45,6 +45,8 @@ typedef struct file {
     char *open_path;                 /* through /proc/PID/root */
     int state;                       /* 0: not read yet, 1: read, -1: unreadable */
     unsigned char *sections;         /* .eh_frame then .eh_frame_hdr, copied */
+    unsigned char *image;            /* the vDSO: its ELF image, read from the target's memory */
+    size_t image_len;
     sw_cfi *cfi;                     /* NULL: no CFI */
     uint64_t bias;
 } file;
@@ -121,6 +123,7 @@ void sw_unwinder_free(sw_unwinder *u)
         free(u->files[i].path);
         free(u->files[i].open_path);
         free(u->files[i].sections);
+        free(u->files[i].image);
         sw_cfi_free(u->files[i].cfi);
     }
     free(u->files);
@@ -255,9 +258,12 @@ static void load_file(sw_unwinder *u, uint32_t fi)
                 continue;
             unsigned char *buf = malloc((size_t)(m->end - m->start));
             size_t n = buf ? sw_mem_read_upto(u->mem, m->start, buf, (size_t)(m->end - m->start)) : 0;
-            if (n)
-                sw_elf_from_bytes(buf, n, &e, err, sizeof err);
-            free(buf);
+            if (n && sw_elf_from_bytes(buf, n, &e, err, sizeof err) == SW_OK) {
+                f->image = buf;   /* kept: its symbols name its functions (sw_unwind_object) */
+                f->image_len = n;
+            } else {
+                free(buf);
+            }
         }
     } else {
         sw_elf_open(f->open_path, &e, err, sizeof err);
@@ -313,14 +319,12 @@ static file *file_at(sw_unwinder *u, uint64_t pc)
     return u->files[m->file].state == 1 ? &u->files[m->file] : NULL;
 }
 
-int sw_unwind_object(sw_unwinder *u, uint64_t pc, const char **path, const char **open_path, uint64_t *bias)
+int sw_unwind_object(sw_unwinder *u, uint64_t pc, sw_unwind_object_info *out)
 {
     const file *f = file_at(u, pc);
     if (!f)
         return SW_EARG;
-    *path = f->path;
-    *open_path = f->open_path;
-    *bias = f->bias;
+    *out = (sw_unwind_object_info){f->path, f->open_path, f->bias, f->image, f->image_len};
     return SW_OK;
 }
 

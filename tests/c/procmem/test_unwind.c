@@ -5,7 +5,8 @@
  * from outside and unwinds it from its registers with the CFI of the
  * files it maps. The return addresses from leaf's caller down to the
  * outermost frame equal the child's own backtrace, the symbols name the
- * chain, and the child was never signalled (it is still in pause(), and
+ * chain (and a function of its vDSO, read from its memory), and the
+ * child was never signalled (it is still in pause(), and
  * goes on when let go). Then the frame-pointer fallback and its bounds
  * on a crafted stack of this process (an address without CFI; a chain
  * that does not go up the stack ends).
@@ -59,6 +60,33 @@ static long blocked_in(int pid)
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     return n > 0 && buf[0] >= '0' && buf[0] <= '9' ? strtol(buf, NULL, 10) : -1;
+}
+
+/* The address of the symbol name of this process's vDSO (read through the
+ * ELF room from its mapping), or 0. */
+static uint64_t vdso_symbol(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    unsigned long long start = 0, end = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, "[vdso]") && sscanf(line, "%llx-%llx", &start, &end) == 2)
+            break;
+    if (f)
+        fclose(f);
+    sw_elf *e;
+    char err[256];
+    if (!start || end <= start ||
+        sw_elf_from_bytes((const void *)(uintptr_t)start, (size_t)(end - start), &e, err, sizeof err) != SW_OK)
+        return 0;
+    size_t nseg;
+    const sw_elf_segment *seg = sw_elf_segments(e, &nseg);
+    sw_elf_symbol sy;
+    uint64_t addr = 0;
+    if (nseg && sw_elf_find_symbol(e, name, &sy) == SW_OK)
+        addr = start - (seg[0].vaddr & ~0xfffull) + sy.value;
+    sw_elf_free(e);
+    return addr;
 }
 
 TEST(unwinds_a_stopped_child_as_its_own_backtrace)
@@ -127,6 +155,12 @@ TEST(unwinds_a_stopped_child_as_its_own_backtrace)
     CHECK(c && strcmp(c->name, "top [native]") == 0);
     c = sw_symbols_lookup(syms, pcs[0], &ev);
     CHECK(c && strstr(c->name, "pause") != NULL);
+    /* The vDSO, which is no file: named from its image in the child's
+     * memory (mapped where this process has it, as fork left it) */
+    uint64_t vdso_clock = vdso_symbol("__vdso_clock_gettime");
+    CHECK(vdso_clock != 0);
+    c = vdso_clock ? sw_symbols_lookup(syms, vdso_clock + 1, &ev) : NULL;
+    CHECK(c && strcmp(c->name, "clock_gettime [native]") == 0 && strcmp(c->filename, "[vdso]") == 0);
     sw_symbols_free(syms);
     sw_unwind_stats st;
     sw_unwind_get_stats(u, &st);
