@@ -374,3 +374,34 @@ const unsigned char *sw_elf_section(const sw_elf *e, const char *name, size_t *l
     }
     return NULL;
 }
+
+int sw_elf_debuglink(const sw_elf *e, const char **name, uint32_t *crc)
+{
+    size_t len;
+    const unsigned char *s = sw_elf_section(e, ".gnu_debuglink", &len, NULL);
+    const unsigned char *end = s ? memchr(s, 0, len) : NULL;
+    if (!end || end == s)
+        return SW_EARG;
+    size_t n = (size_t)(end - s), at = (n + 1 + 3) & ~(size_t)3;   /* the CRC: after the name's padding to 4 */
+    if (at > len || len - at < 4 || memchr(s, '/', n) || strcmp((const char *)s, ".") == 0 ||
+        strcmp((const char *)s, "..") == 0)
+        return SW_EARG;   /* cut short, or a path rather than a file's name */
+    memcpy(crc, s + at, 4);
+    *name = (const char *)s;
+    return SW_OK;
+}
+
+uint32_t sw_elf_file_crc(const sw_elf *e)
+{
+    uint32_t table[256];
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        table[i] = c;
+    }
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < e->len; i++)
+        crc = table[(crc ^ e->data[i]) & 0xFF] ^ (crc >> 8);
+    return crc ^ 0xFFFFFFFFu;
+}

@@ -1,7 +1,7 @@
 /*
  * elf.h - the public header of native/elf: reading an ELF file's symbols
- * (.dynsym and .symtab, static functions included), its GNU build id and
- * its PT_LOAD segments. C11 without Python.h, below procmem and trace.
+ * (.dynsym and .symtab, static functions included), its GNU build id, its
+ * .gnu_debuglink and its PT_LOAD segments. C11 without Python.h, below procmem and trace.
  *
  * The files read are untrusted (whatever a target process has mapped):
  * the whole file is read into memory once (at most SW_ELF_MAX_FILE bytes),
@@ -78,6 +78,17 @@ size_t sw_elf_build_id(const sw_elf *e, const unsigned char **id);
  * core holds): its length (0 if none lies there), copied into id (at most
  * cap bytes). */
 size_t sw_elf_build_id_in_head(const unsigned char *head, size_t len, unsigned char *id, size_t cap);
+
+/* The .gnu_debuglink section: the file name (no directory) of the
+ * separate debug file holding what was stripped from this one, and the
+ * CRC-32 that file's bytes must have (sw_elf_file_crc). 0, or SW_EARG if
+ * there is none or it is malformed (cut short, or a name with a '/').
+ * *name lives as long as e. */
+int sw_elf_debuglink(const sw_elf *e, const char **name, uint32_t *crc);
+
+/* The CRC-32 of the whole file as .gnu_debuglink gives it (the ISO-HDLC
+ * CRC-32 of zlib and gdb, not base's CRC-32C). */
+uint32_t sw_elf_file_crc(const sw_elf *e);
 
 /* Copies len bytes at virtual address vaddr (before the load bias) from
  * the file bytes of the PT_LOAD segment holding them: initialised data

@@ -4,7 +4,8 @@
  * elfgen.h). Besides ASan/UBSan reports, it aborts when a promise of
  * elf/elf.h is broken: a refusal without a message, a symbol without a
  * name, a build id longer than its bound, a segment or a section outside
- * the input, a read at a virtual address that returns bytes not in it; the
+ * the input, a read at a virtual address that returns bytes not in it, a
+ * .gnu_debuglink name that is empty or holds a '/'; the
  * input is also read as a DWARF .debug_line section (dwarf_line.h): a
  * refusal without a message, a row without a file. The input is also
  * read as call frame information (exercise_cfi: as an .eh_frame, and as
@@ -121,6 +122,10 @@ static void exercise_elf(const uint8_t *data, size_t len)
         elf_fail("line tables refused without a message");
     exercise_lines(own);
     sw_dwarf_lines_free(own);
+    const char *link;
+    uint32_t crc;
+    if (sw_elf_debuglink(e, &link, &crc) == SW_OK && (!link[0] || strchr(link, '/')))
+        elf_fail("a debug link that is no file's name");
     static const char *names[] = {".rodata", ".dynsym", ".symtab", ".note.gnu.build-id", ".shstrtab"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t sl;
