@@ -43,6 +43,9 @@ if [ "$what" = all ]; then
   # __GI___clock_nanosleep named in native stacks, by stackwatch as by gdb,
   # which the tests compare; found by build id under /usr/lib/debug).
   dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
+  # zlib's headers: the build inflates the compressed debug sections of
+  # such files (their .debug_line) with it.
+  [ -e /usr/include/zlib.h ] || need+=(zlib1g-dev)
   command -v callgrind_annotate >/dev/null || need+=(valgrind)
   command -v babeltrace2 >/dev/null || need+=(babeltrace2)
   # LTTng: lttng-ust's headers build the provider library of run --lttng,

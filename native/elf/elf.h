@@ -97,8 +97,22 @@ uint32_t sw_elf_file_crc(const sw_elf *e);
 int sw_elf_read_vaddr(const sw_elf *e, uint64_t vaddr, void *buf, size_t len);
 
 /* The file bytes of the section named name (none for SHT_NOBITS): NULL if
- * there is none; *len and (if addr is not NULL) *addr receive its size and
- * virtual address. */
+ * there is none, or it is compressed in the file (SHF_COMPRESSED: see
+ * sw_elf_section_bytes); *len and (if addr is not NULL) *addr receive its
+ * size and virtual address. */
 const unsigned char *sw_elf_section(const sw_elf *e, const char *name, size_t *len, uint64_t *addr);
+
+#define SW_ELF_MAX_INFLATED (1ull << 30)   /* a compressed section larger than this once inflated is refused */
+
+/* The contents of the section named name: its file bytes, or for a
+ * section compressed in the file (SHF_COMPRESSED with zlib, as `gcc -gz`
+ * and Debian's debug packages write their .debug_* sections) the bytes
+ * inflated into *owned, which the caller frees (NULL otherwise). 0 with
+ * *bytes and *len; SW_EARG (none, or compressed and this build has no
+ * zlib), SW_EFORMAT (another method, a size over SW_ELF_MAX_INFLATED, a
+ * damaged stream or one of another size than its header's) or
+ * SW_ENOMEM, with the reason in err. */
+int sw_elf_section_bytes(const sw_elf *e, const char *name, const unsigned char **bytes, size_t *len,
+                         unsigned char **owned, char *err, size_t errlen);
 
 #endif

@@ -5,7 +5,9 @@
  * elf/elf.h is broken: a refusal without a message, a symbol without a
  * name, a build id longer than its bound, a segment or a section outside
  * the input, a read at a virtual address that returns bytes not in it, a
- * .gnu_debuglink name that is empty or holds a '/'; the
+ * .gnu_debuglink name that is empty or holds a '/', a section's bytes
+ * (sw_elf_section_bytes, inflated where compressed) larger than the input
+ * or over the bound; the
  * input is also read as a DWARF .debug_line section (dwarf_line.h): a
  * refusal without a message, a row without a file. The input is also
  * read as call frame information (exercise_cfi: as an .eh_frame, and as
@@ -132,6 +134,15 @@ static void exercise_elf(const uint8_t *data, size_t len)
         const unsigned char *p = sw_elf_section(e, names[i], &sl, NULL);
         if (p && sl > len)
             elf_fail("a section larger than the input");
+        const unsigned char *b;
+        unsigned char *owned;
+        err[0] = 0;
+        int rc = sw_elf_section_bytes(e, names[i], &b, &sl, &owned, err, sizeof err);
+        if (rc != SW_OK && !err[0])
+            elf_fail("a section's bytes refused without a message");
+        if (rc == SW_OK && (!b || (owned ? sl > SW_ELF_MAX_INFLATED : sl > len)))
+            elf_fail("a section's bytes larger than the input or over the inflated bound");
+        free(owned);
     }
     sw_elf_free(e);
 }

@@ -17,6 +17,7 @@
 #include "procmem/symbols.h"
 #include "procmem/unwind.h"
 
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -223,4 +224,43 @@ TEST(frame_pointers_where_no_cfi_and_the_walk_ends)
     free(stk);
     sw_unwinder_free(u);
     sw_mem_close(&m);
+}
+
+/* A libc function of this process (libc stripped: no .debug_line of its
+ * own) gets its source file and line from libc's separate debug file
+ * (found by build id; its sections compressed), the ones gdb gives. */
+TEST(stripped_libcs_source_lines_from_its_debug_file)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *fn = libc ? dlsym(libc, "pause") : NULL;   /* (libc's own, whatever ASan interposes) */
+    REQUIRE(fn != NULL);
+    Dl_info di;
+    REQUIRE(dladdr(fn, &di) && di.dli_fname);
+    char cmd[600], line[1024], want_file[512] = "";
+    unsigned want_line = 0;
+    snprintf(cmd, sizeof cmd, "gdb -batch -nx -ex 'info line pause' '%s' 2>/dev/null", di.dli_fname);
+    FILE *p = popen(cmd, "r");
+    REQUIRE(p != NULL);
+    while (fgets(line, sizeof line, p))
+        if (sscanf(line, "Line %u of \"%511[^\"]\"", &want_line, want_file) == 2)
+            break;
+    pclose(p);
+    if (!want_line) {   /* gdb knows no line: no debug file here (or no gdb) */
+        CHECK_MSG(!getenv("CI"), "gdb gives no line for libc's pause (Debian: libc6-dbg, gdb; make deps)");
+        return;
+    }
+    sw_symbols *s = sw_symbols_new();
+    REQUIRE(s != NULL);
+    int ev;
+    const sw_sample_code *c = sw_symbols_lookup(s, (uint64_t)(uintptr_t)fn, &ev);
+    const char *file = NULL;
+    uint32_t got = 0;
+    int rc = c ? sw_symbols_source(s, c->addr, &file, &got) : SW_EARG;
+    /* (the same file: gdb prints its name as the unit gives it, this reader
+     * joined to the compilation directory, as addr2line does) */
+    const char *base = rc == SW_OK ? strrchr(file, '/') : NULL, *want_base = strrchr(want_file, '/');
+    CHECK_MSG(rc == SW_OK && got == want_line && strcmp(base ? base : file, want_base ? want_base : want_file) == 0,
+              "%s:%u, gdb %s:%u",
+              rc == SW_OK ? file : "(none)", got, want_file, want_line);
+    sw_symbols_free(s);
 }
