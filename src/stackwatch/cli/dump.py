@@ -128,6 +128,8 @@ def tasks_of(dump):
             awaits.update(address=t["waiter"], type=t["waiter_type"])
         if t["awaits"] == "gather":
             awaits["children"] = t["children"]
+        if t["awaits"] == "future" and released_by.get(t["waiter"]):
+            awaits["released_by"] = released_by[t["waiter"]]
         loops.setdefault(t["loop"], []).append({
             "name": t["name"],
             "address": t["address"],
@@ -248,7 +250,9 @@ def awaits_text(task, by_addr):
     if a["kind"] == "gather":
         return f" awaits gather of {len(a['children'])}"
     if a["kind"] == "future":
-        return f" awaits {a['type']} (0x{a['address']:x})"
+        by = [f"Task {by_addr[r]['name']!r}" if r in by_addr else f"0x{r:x}" for r in a.get("released_by", ())]
+        ending = f", released when {' or '.join(by)} ends" if by else ""
+        return f" awaits {a['type']} (0x{a['address']:x}{ending})"
     if task["running"]:
         return " running (its frames on its thread: the stack above)"
     return ""

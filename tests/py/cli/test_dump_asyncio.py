@@ -91,6 +91,11 @@ def check_tasks(threads, g, version):
     assert got["wait-forer"]["awaits"]["kind"] == ("task" if int(version.split(".")[1]) >= 12 else "future")
     for name in expected - {"main", "worker-a", "sub-waiter", "awaiter-1", "awaiter-2", "wait-forer"}:
         assert got[name]["awaits"]["kind"] == "future" and got[name]["awaits"]["type"] == "_asyncio.Future"
+    # the future each awaits is released by the task nested under it, and only there
+    released = {name: [name_of[r] for r in t["awaits"].get("released_by", ())] for name, t in got.items()}
+    assert {n: r for n, r in released.items() if r} == {
+        "shielder": ["shielded"], "waiter": ["waited"],
+        **({"wait-forer": ["waited-for"]} if int(version.split(".")[1]) < 12 else {})}
     return expected
 
 
