@@ -177,7 +177,8 @@ static int by_start(const void *a, const void *b)
 }
 
 /* A core's file mappings: its NT_FILE note, each file as found here
- * (none: unreadable, its addresses then without CFI or symbols). */
+ * (none: unreadable, its addresses then without CFI or symbols), and its
+ * vDSO, read from the core's bytes as from a live process's memory. */
 static void read_core_maps(sw_unwinder *u)
 {
     size_t n;
@@ -195,6 +196,19 @@ static void read_core_maps(sw_unwinder *u)
             break;
         u->maps = v;
         u->maps[u->nmaps++] = (map){cf[i].start, cf[i].end, cf[i].offset, (uint32_t)fi, 1};
+    }
+    /* the vDSO, no file: the core's segment at its address (NT_AUXV) */
+    const sw_core *c = sw_coremem_core(u->core);
+    uint64_t vdso = sw_core_vdso(c);
+    const sw_core_segment *seg = sw_core_segments(c, &n);
+    for (size_t i = 0; vdso && i < n; i++) {
+        long fi = seg[i].vaddr == vdso && seg[i].memsz <= VDSO_MAX ? file_index(u, "[vdso]", "[vdso]") : -1;
+        map *v = fi < 0 ? NULL : sw_array_grow(u->maps, &u->capmaps, u->nmaps + 1, sizeof *v, 64);
+        if (v) {
+            u->maps = v;
+            u->maps[u->nmaps++] = (map){vdso, vdso + seg[i].memsz, 0, (uint32_t)fi, 1};
+            break;
+        }
     }
     if (u->nmaps)
         qsort(u->maps, u->nmaps, sizeof *u->maps, by_start);

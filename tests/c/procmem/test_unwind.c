@@ -14,6 +14,8 @@
 #define _GNU_SOURCE
 #include "check.h"
 #include "elf/elf.h"
+#include "gcorechild.h"
+#include "procmem/coremem.h"
 #include "procmem/symbols.h"
 #include "procmem/unwind.h"
 
@@ -263,4 +265,33 @@ TEST(stripped_libcs_source_lines_from_its_debug_file)
               "%s:%u, gdb %s:%u",
               rc == SW_OK ? file : "(none)", got, want_file, want_line);
     sw_symbols_free(s);
+}
+
+/* A core of a child (gdb's gcore): its vDSO, which no file holds, is
+ * found through the core's auxiliary vector and named from the core's
+ * bytes, as a live process's from its memory. */
+TEST(a_cores_vdso_is_named_from_its_bytes)
+{
+    uint64_t vdso_clock = vdso_symbol("__vdso_clock_gettime");
+    REQUIRE(vdso_clock != 0);
+    gcore_child g;
+    if (!gcore_child_take(&g))
+        return;
+    sw_coremem *cm;
+    char err[256];
+    if (CHECK(sw_coremem_open(g.path, NULL, &cm, err, sizeof err) == SW_OK)) {
+        sw_mem m;
+        sw_mem_open_core(&m, cm);
+        sw_unwinder *u = sw_unwinder_new_core(cm, &m);
+        sw_symbols *syms = u ? sw_symbols_new_remote(u) : NULL;
+        int ev;
+        const sw_sample_code *c = syms ? sw_symbols_lookup(syms, vdso_clock + 1, &ev) : NULL;
+        CHECK_MSG(c && strcmp(c->name, "clock_gettime [native]") == 0 && strcmp(c->filename, "[vdso]") == 0, "%s",
+                  c ? c->name : "(none)");
+        sw_symbols_free(syms);
+        sw_unwinder_free(u);
+        sw_mem_close(&m);
+        sw_coremem_free(cm);
+    }
+    gcore_child_remove(&g);
 }
