@@ -281,9 +281,10 @@ def test_top_once_native():
     assert ("clock_gettime [native]", "[vdso]") in rows and rows[("clock_gettime [native]", "[vdso]")][0] > 0, \
         r.stdout
     assert not [k for k in rows if k[1] == "[vdso]" and k[0].startswith("??")], r.stdout
-    python = {k[0]: v for k, v in rows.items() if not k[0].endswith(" [native]")}
-    runmain = [v for k, v in rows.items() if k[0] == "Py_RunMain [native]"]
-    assert "f60" in python and runmain and runmain[0][1] >= python["f60"][1], r.stdout
+    # merged: the Python functions and the C ones below them (a sample whose
+    # thread could not be stopped in time has its Python frames only)
+    python = {k[0] for k in rows if not k[0].endswith(" [native]")}
+    assert "f60" in python and [v for k, v in rows.items() if k[0] == "Py_RunMain [native]" and v[1] > 0], r.stdout
 
 
 @pytest.mark.versions("3.9", "3.12")   # the view over the same reader on every Python
