@@ -350,7 +350,8 @@ static void callback_refs(reader *r, uint64_t cb, sw_aio_task *t)
     char tn[SW_AIO_NAME_MAX];
     uint64_t type, held[MAX_HELD], x;
     uint32_t n = 0;
-    if (!cb || sw_pyobj_type(r->m, r->l, cb, &type) != SW_OK || sw_pytype_name(r->m, r->l, type, tn, sizeof tn) != SW_OK)
+    if (!cb || sw_pyobj_type(r->m, r->l, cb, &type) != SW_OK ||
+        sw_pytype_name(r->m, r->l, type, tn, sizeof tn) != SW_OK)
         return;
     if (strcmp(tn, r->a.partial_type) == 0) {
         if (sw_mem_read_u64(r->m, cb + r->a.partial_args, &x) == SW_OK)
@@ -377,7 +378,8 @@ static void read_refs(reader *r, const unsigned char *task, sw_aio_task *t)
     t->nrefs = 0;
     callback_refs(r, u64_at(task + r->a.fut_callback0), t);
     uint64_t list = u64_at(task + r->a.fut_callbacks), n, at, items[MAX_CALLBACKS], pair[2];
-    if (!list || !type_named(r, list, r->a.list_type, NULL) || sw_mem_read_u64(r->m, list + r->a.list_size, &n) != SW_OK ||
+    if (!list || !type_named(r, list, r->a.list_type, NULL) ||
+        sw_mem_read_u64(r->m, list + r->a.list_size, &n) != SW_OK ||
         sw_mem_read_u64(r->m, list + r->a.list_items, &at) != SW_OK)
         return;
     if (n > MAX_CALLBACKS)

@@ -352,8 +352,8 @@ static PyMethodDef methods[] = {
      "outside (a core's: unwound from its registers; not with locals); address: a native frame's symbol's start "
      "in the process (a Python frame's: its code object's); native_error (native=True): None, or why some "
      "thread's native frames could not be read (it could not be stopped); asyncio: the pending asyncio tasks [{address, name, "
-     "loop, running, loop_thread, frames, awaits, waiter, waiter_type, children, group_parent, callback_refs: the objects "
-     "its done callbacks hold}], asyncio_error: "
+     "loop, running, loop_thread, frames, awaits, waiter, waiter_type, children, group_parent, callback_refs: "
+     "the objects its done callbacks hold}], asyncio_error: "
      "None or why some or all were not read"},
     {NULL, NULL, 0, NULL},
 };
