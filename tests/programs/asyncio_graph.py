@@ -18,6 +18,11 @@ closes (tests/py/cli/test_dump_asyncio.py). Its tasks:
   shielder      awaits asyncio.shield(shielded)
   waiter        awaits asyncio.wait([waited])
   waited-for, shielded, waited   wait on an Event
+  shield-maker  awaits asyncio.shield(a coroutine): shield makes its task,
+                made-by-shield (named so by this program once made)
+  wait-for-maker  awaits asyncio.wait_for(a coroutine, timeout): before
+                3.12 wait_for makes its task, made-by-wait-for (3.12+
+                awaits the coroutine itself: no task)
 
 When every task waits, a callback (no task runs then) prints one line
 "graph JSON": each task of asyncio.all_tasks() with its coroutine stack
@@ -36,7 +41,9 @@ import sys
 
 PARENTS = {"worker-a": ["main"], "worker-b": ["main"], "leaf-a": ["worker-a"], "group-child-1": ["group-parent"],
            "group-child-2": ["group-parent"], "sub": ["sub-waiter"], "shared": ["awaiter-1", "awaiter-2"],
-           "waited-for": ["wait-forer"], "shielded": ["shielder"], "waited": ["waiter"]}
+           "waited-for": ["wait-forer"], "shielded": ["shielder"], "waited": ["waiter"],
+           "made-by-shield": ["shield-maker"], "made-by-wait-for": ["wait-for-maker"]}
+MADE = ("made_by_shield", "made_by_wait_for")   # coroutines whose tasks asyncio makes: named after them
 
 
 class MyTask(asyncio.Task):
@@ -73,17 +80,25 @@ async def gather_of(task):
     await asyncio.gather(task)
 
 
-async def wait_for_of(task):
+async def wait_for_of(aw):
     # (before 3.12: the task ends by releasing a future wait_for awaits)
-    await asyncio.wait_for(task, 1e6)
+    await asyncio.wait_for(aw, 1e6)
 
 
-async def shield_of(task):
-    await asyncio.shield(task)
+async def shield_of(aw):
+    await asyncio.shield(aw)
 
 
 async def wait_of(task):
     await asyncio.wait([task])
+
+
+async def made_by_shield(event):
+    await event.wait()
+
+
+async def made_by_wait_for(event):
+    await event.wait()
 
 
 async def group_parent(event):
@@ -107,6 +122,10 @@ def report(loop, event, rounds=[0]):
         rounds[0] += 1
         loop.call_soon(report, loop, event)   # not all parked yet
         return
+    for t in tasks:
+        code = getattr(t.get_coro(), "cr_code", None)
+        if code is not None and code.co_name in MADE:
+            t.set_name(code.co_name.replace("_", "-"))
     graph = [{"name": t.get_name(), "frames": stack_of(t), "parents": PARENTS.get(t.get_name(), []),
               "stack": [(f.f_code.co_name, f.f_lineno) for f in t.get_stack()]} for t in tasks]
     if sys.argv[1:] == ["replace-task-type"]:
@@ -144,6 +163,8 @@ async def main():
         others += [task, loop.create_task(awaiting(task), name=awaiter)]
         if name == "shared":
             others.append(loop.create_task(worker_a_inner(task), name="awaiter-1"))
+    others += [loop.create_task(shield_of(made_by_shield(event)), name="shield-maker"),
+               loop.create_task(wait_for_of(made_by_wait_for(event)), name="wait-for-maker")]
     if sys.version_info >= (3, 11):
         others.append(loop.create_task(group_parent(event), name="group-parent"))
     loop.call_soon(report, loop, event)

@@ -6,7 +6,8 @@ target of each version 3.9-3.13 read by one stackwatch: gather of named
 tasks that await other tasks, a TaskGroup (3.11+), tasks waiting on an
 Event, a task of a subclass of Task, a task awaited by two tasks (one
 directly, one through gather), tasks awaited through asyncio.wait_for,
-wait and shield; the text form shows the same tree, a task under each task
+wait and shield, and tasks that shield and (before 3.12) wait_for make
+themselves; the text form shows the same tree, a task under each task
 awaiting it."""
 import _asyncio
 import json
@@ -64,7 +65,9 @@ def check_tasks(threads, g, version):
     got = tasks_read(threads)
     expected = {"main", "worker-a", "worker-b", "leaf-a", "lonely", "sub", "sub-waiter", "shared", "awaiter-1",
                 "awaiter-2", "waited-for", "wait-forer", "shielded", "shielder", "waited", "waiter"}
-    if int(version.split(".")[1]) >= 11:
+    minor = int(version.split(".")[1])
+    expected |= {"shield-maker", "made-by-shield", "wait-for-maker"} | ({"made-by-wait-for"} if minor < 12 else set())
+    if minor >= 11:
         expected |= {"group-parent", "group-child-1", "group-child-2"}
     assert set(g.tasks) == expected   # (the program's own all_tasks())
     assert set(got) == expected
@@ -88,14 +91,14 @@ def check_tasks(threads, g, version):
     assert got["sub-waiter"]["awaits"] == {"kind": "task", "address": got["sub"]["address"], "type": "MyTask"}
     assert got["awaiter-1"]["awaits"]["kind"] == "task" and got["awaiter-2"]["awaits"]["kind"] == "gather"
     # 3.12+: wait_for awaits the task itself; before, a future the task's end releases
-    assert got["wait-forer"]["awaits"]["kind"] == ("task" if int(version.split(".")[1]) >= 12 else "future")
+    assert got["wait-forer"]["awaits"]["kind"] == ("task" if minor >= 12 else "future")
     for name in expected - {"main", "worker-a", "sub-waiter", "awaiter-1", "awaiter-2", "wait-forer"}:
         assert got[name]["awaits"]["kind"] == "future" and got[name]["awaits"]["type"] == "_asyncio.Future"
     # the future each awaits is released by the task nested under it, and only there
     released = {name: [name_of[r] for r in t["awaits"].get("released_by", ())] for name, t in got.items()}
     assert {n: r for n, r in released.items() if r} == {
-        "shielder": ["shielded"], "waiter": ["waited"],
-        **({"wait-forer": ["waited-for"]} if int(version.split(".")[1]) < 12 else {})}
+        "shielder": ["shielded"], "waiter": ["waited"], "shield-maker": ["made-by-shield"],
+        **({"wait-forer": ["waited-for"], "wait-for-maker": ["made-by-wait-for"]} if minor < 12 else {})}
     return expected
 
 
@@ -114,7 +117,7 @@ def test_dump_asyncio_tree_equals_the_programs_graph(version):
             auto = _native.dump_process(g.pid)
             offsets = _native.dump_process(g.pid, layout="debug_offsets")
             assert offsets["layout"] == "debug_offsets" and offsets["asyncio_error"] is None
-            assert offsets["asyncio"] == auto["asyncio"] and len(auto["asyncio"]) == 19
+            assert offsets["asyncio"] == auto["asyncio"] and len(auto["asyncio"]) == 22
     finally:
         g.stop()
     assert r.returncode == 0 and r.stderr == "", r.stderr
