@@ -126,6 +126,11 @@ def test_dump_native_equals_gdb(parked):
         < main.index("builtin_sorted") < main.index("<module>") < main.index("Py_RunMain"), main
     waiter = [norm(f["function"]) for f in threads[parked.ids["waiter"]]["frames"]]
     assert "select_select_impl" in waiter and waiter.index("select_select_impl") < waiter.index("waiter"), waiter
+    # libc's static functions (in no .dynsym) named as gdb names them, from
+    # libc's separate debug file (libc6-dbg, found by its build id)
+    for tid, ours in ((parked.ids["waiter"], waiter), (parked.ids["main"], main)):
+        static = {"start_thread", "__libc_start_call_main"} & {norm(n) for n, _, _ in truth[tid]}
+        assert static <= set(ours), (static, ours)
     # the text form: the same frames, one line each
     r = run(["dump", str(parked.p.pid), "--native"])
     assert r.returncode == 0 and 'in time_sleep' in r.stdout and 'Native "' in r.stdout, r.stdout + r.stderr
