@@ -9,6 +9,7 @@
  */
 #include "asynciotree.h"
 #include "asyncio_layout.h"
+#include "base/hashtab.h"
 #include "pyobj.h"
 #include "pystr.h"
 
@@ -20,6 +21,9 @@
 #define MAX_SET_SLOTS (1u << 21)     /* nor a set of more slots (32 MiB of entries; a set of
                                         SW_AIO_MAX_TASKS tasks has 2^18) */
 
+#define TYPE_CACHE 64u       /* type names remembered (by address, direct-mapped) */
+#define TYPE_NAME_KEPT 64u   /* ... when this short (those compared here are) */
+
 typedef struct reader {
     sw_mem *m;
     const sw_py_layout *l;
@@ -30,6 +34,10 @@ typedef struct reader {
     uint64_t *tasks;                              /* found in the sets */
     size_t ntasks;
     uint64_t subclass;                            /* the last type found a subclass of Task */
+    struct {
+        uint64_t type;
+        char name[TYPE_NAME_KEPT];
+    } names[TYPE_CACHE];                          /* tp_name of types read, by address */
     char s[SW_STR_BUF];                           /* a str read */
 } reader;
 
@@ -47,12 +55,30 @@ static int32_t i32_at(const unsigned char *p)
     return v;
 }
 
+/* The tp_name of the type object at t into tn (cap bytes), read once per
+ * type for the short names (the callers' checks make a read of an object's
+ * type and a compare, not three reads). 0, or an error. */
+static int type_name(reader *r, uint64_t t, char *tn, size_t cap)
+{
+    size_t k = (size_t)(sw_hash_u64(t) % TYPE_CACHE);
+    if (t && r->names[k].type == t) {
+        snprintf(tn, cap, "%s", r->names[k].name);
+        return SW_OK;
+    }
+    int rc = sw_pytype_name(r->m, r->l, t, tn, cap);
+    if (rc == SW_OK && t && strlen(tn) < TYPE_NAME_KEPT) {
+        r->names[k].type = t;
+        memcpy(r->names[k].name, tn, strlen(tn) + 1);
+    }
+    return rc;
+}
+
 /* The tp_name of obj's type is name: 1, else 0. */
 static int type_named(reader *r, uint64_t obj, const char *name, uint64_t *type)
 {
     char tn[SW_AIO_NAME_MAX];
     uint64_t t;
-    if (sw_pyobj_type(r->m, r->l, obj, &t) != SW_OK || sw_pytype_name(r->m, r->l, t, tn, sizeof tn) != SW_OK)
+    if (sw_pyobj_type(r->m, r->l, obj, &t) != SW_OK || type_name(r, t, tn, sizeof tn) != SW_OK)
         return 0;
     if (type)
         *type = t;
@@ -350,8 +376,7 @@ static void callback_refs(reader *r, uint64_t cb, sw_aio_task *t)
     char tn[SW_AIO_NAME_MAX];
     uint64_t type, held[MAX_HELD], x;
     uint32_t n = 0;
-    if (!cb || sw_pyobj_type(r->m, r->l, cb, &type) != SW_OK ||
-        sw_pytype_name(r->m, r->l, type, tn, sizeof tn) != SW_OK)
+    if (!cb || sw_pyobj_type(r->m, r->l, cb, &type) != SW_OK || type_name(r, type, tn, sizeof tn) != SW_OK)
         return;
     if (strcmp(tn, r->a.partial_type) == 0) {
         if (sw_mem_read_u64(r->m, cb + r->a.partial_args, &x) == SW_OK)
@@ -428,7 +453,7 @@ static int read_task(reader *r, uint64_t addr, sw_aio_task *t, int *pending)
     t->awaits = SW_AIO_AWAITS_NOTHING;
     uint64_t wtype;
     if (t->waiter && sw_pyobj_type(r->m, r->l, t->waiter, &wtype) == SW_OK) {
-        sw_pytype_name(r->m, r->l, wtype, t->waiter_type, sizeof t->waiter_type);
+        type_name(r, wtype, t->waiter_type, sizeof t->waiter_type);
         if (is_task(r, t->waiter)) {
             t->awaits = SW_AIO_AWAITS_TASK;
         } else if (strcmp(t->waiter_type, "_GatheringFuture") == 0) {
