@@ -12,6 +12,7 @@
 
 #include "base/base.h"
 #include "format.h"
+#include "wake_flows.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -70,6 +71,7 @@ typedef struct ctf {
     int64_t sys_ret;
     uint64_t real0, mono0;   /* META real0_ns, mono0_ns */
     const char *command, *hostname;
+    sw_wake_flows *wakes;    /* which wakeups are shown (wake_flows.h) */
     int err;                 /* SW_ENOMEM or SW_EIO once something failed */
     char *errmsg;
     size_t errlen;
@@ -530,18 +532,18 @@ static int kernel_event(ctf *c, const sw_event *ev)
         c->sys_ret = (int64_t)x->b;
         return 0;
     }
-    case SW_EXT_OFF_CPU:   /* the thread leaves CPU a for whatever runs next (not recorded) */
+    case SW_EXT_OFF_CPU:   /* the thread leaves CPU a for task c, named s2 (format 1.14; else 0, "") */
         if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a)))
             return 0;
         put_comm(b, c->procname);
         put_u32(b, c->vtid);
         put_u32(b, 0);
         put_u64(b, x->b);
-        put_comm(b, "");
-        put_u32(b, 0);
+        put_comm(b, x->s2 ? x->s2 : "");
+        put_u32(b, (uint32_t)x->c);
         put_u32(b, 0);
         return 0;
-    case SW_EXT_ON_CPU:   /* the thread runs on CPU a after whatever ran (not recorded) */
+    case SW_EXT_ON_CPU:   /* the thread runs on CPU a after whatever ran (not seen: sched_switch fires in it) */
         if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a)))
             return 0;
         put_comm(b, "");
@@ -552,10 +554,12 @@ static int kernel_event(ctf *c, const sw_event *ev)
         put_u32(b, c->vtid);
         put_u32(b, 0);
         return 0;
-    case SW_EXT_WAKEUP:   /* this thread woke thread a, to run on CPU b */
+    case SW_EXT_WAKEUP:   /* this thread woke thread a (named s1), to run on CPU b */
+        if (!sw_wake_flows_shows(c->wakes, x))
+            return 0;   /* a thread the export leaves out */
         if (!(b = begin_kernel(c, KID_SCHED_WAKEUP, ev->t_ns, CPU_UNKNOWN)))
             return 0;
-        put_comm(b, "");
+        put_comm(b, x->s1 ? x->s1 : "");
         put_u32(b, (uint32_t)x->a);
         put_u32(b, 0);
         put_u32(b, (uint32_t)x->b);
@@ -718,8 +722,15 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
     len = strcspn(word, " ");
     memcpy(c.procname, word, len < PROCNAME_LEN - 1 ? len : PROCNAME_LEN - 1);
     c.codes = sw_trace_code_limit(t);
+    int wrc = sw_wake_flows_new(t, o, &c.wakes);
+    if (wrc == SW_EIO) {
+        snprintf(err, errlen, "a THREAD_RECORDS chunk could not be read");
+        return SW_EIO;
+    }
     c.name_len = calloc((size_t)c.codes * 2 + 1, sizeof *c.name_len);
-    if (!c.name_len) {
+    if (!c.name_len || !c.wakes) {
+        free(c.name_len);
+        sw_wake_flows_free(c.wakes);
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
@@ -736,6 +747,7 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
         free(c.syscalls[i]);
     free(c.syscalls);
     free(c.name_len);
+    sw_wake_flows_free(c.wakes);
     if (c.err)
         return c.err;
     if (rc == SW_ENOMEM) {

@@ -278,6 +278,15 @@ const sw_thread_info *sw_wake_flows_thread(const sw_wake_flows *wf, sw_trace *t,
     return w ? sw_trace_thread(t, w->pos) : NULL;
 }
 
+int sw_wake_flows_shows(const sw_wake_flows *wf, const sw_ext *x)
+{
+    if (!wf || x->kind != SW_EXT_WAKEUP || x->malformed)
+        return 1;
+    tid_pos key = {x->a, 0};
+    const tid_pos *w = x->a ? bsearch(&key, wf->tids, wf->nthreads, sizeof key, cmp_tid_pos) : NULL;
+    return !w || sw_filter_has_thread(wf->opts.filter, w->pos);
+}
+
 size_t sw_wake_flow_count(const sw_wake_flows *wf)
 {
     return wf ? wf->nstarts : 0;
