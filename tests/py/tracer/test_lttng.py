@@ -34,6 +34,12 @@ NO_LTTNG = None
 for tool, package in (("lttng", "lttng-tools"), ("lttng-sessiond", "lttng-tools"), ("babeltrace2", "babeltrace2")):
     if not shutil.which(tool) and not NO_LTTNG:
         NO_LTTNG = f"{tool} is not installed (Debian package {package}; scripts/install-deps.sh installs it)"
+# LTTng's Python agent, for the system's python3 (Debian python3-lttngust).
+AGENT_PYTHON = "/usr/bin/python3"
+if not NO_LTTNG and subprocess.run([AGENT_PYTHON, "-c", "import lttngust.agent"], capture_output=True).returncode:
+    NO_LTTNG = ("LTTng's Python agent is not installed (Debian package python3-lttngust; scripts/install-deps.sh "
+                "installs it)")
+AGENT_LOGGER = "stackwatch-test-agent"
 
 PROGRAM = """
 import threading
@@ -141,13 +147,14 @@ int main(void) { int s = 0; for (int i = 0; i < 3; i++) s += leaf(i); return s =
 
 @pytest.fixture(scope="module")
 def recorded(sessiond, tmp_path_factory):
-    """One LTTng session (stackwatch:* and lttng_ust_cyg_profile:* with the
-    vpid, vtid and procname contexts) over three programs: PROGRAM run with
-    --lttng, FULL_PROGRAM with --lttng --events tasks, and a C program
-    built with -finstrument-functions run with LTTng's own
-    liblttng-ust-cyg-profile. (stackwatch's trace path, the session's
-    output folder, babeltrace2's text of it, the folder, FULL_PROGRAM's
-    trace path.)"""
+    """One LTTng session (stackwatch:*, lttng_ust_cyg_profile:* and a Python
+    logger with the vpid, vtid and procname contexts) over four programs:
+    PROGRAM run with --lttng --cpu, FULL_PROGRAM with --lttng --events
+    tasks --kernel=sched, a C program built with -finstrument-functions run with LTTng's
+    own liblttng-ust-cyg-profile and a Python program logging through
+    LTTng's Python agent. (stackwatch's trace path, the session's output
+    folder, babeltrace2's text of it, the folder, FULL_PROGRAM's trace
+    path.)"""
     folder = tmp_path_factory.mktemp("lttng")
     native, _ = build_extension()
     cc = shutil.which("cc") or shutil.which("gcc")
@@ -159,18 +166,23 @@ def recorded(sessiond, tmp_path_factory):
     lttng("create", name, f"--output={out}")
     try:
         lttng("enable-event", "-u", "-s", name, "stackwatch:*,lttng_ust_cyg_profile:*")
+        lttng("enable-event", "--python", "-s", name, AGENT_LOGGER)
         lttng("add-context", "-u", "-s", name, "-t", "vpid", "-t", "vtid", "-t", "procname")
         lttng("start", name)
-        path, r = run_traced(folder, PROGRAM, "--lttng")
-        full, _ = run_traced(folder, FULL_PROGRAM, "--lttng", "--events", "tasks", name="full.py",
+        path, r = run_traced(folder, PROGRAM, "--lttng", "--cpu")
+        full, _ = run_traced(folder, FULL_PROGRAM, "--lttng", "--events", "tasks", "--kernel=sched", name="full.py",
                              trace="full.swt", args=(native,))
         c = subprocess.run(["./cyg"], cwd=folder, env={"LD_PRELOAD": "liblttng-ust-cyg-profile.so"},
                            capture_output=True, text=True, timeout=60)
+        agent = subprocess.run([AGENT_PYTHON, "-c", "import lttngust, logging\n"
+                                f"logging.getLogger({AGENT_LOGGER!r}).warning('hello')"],
+                               capture_output=True, text=True, timeout=60)
         lttng("stop", name)
     finally:
         lttng("destroy", name, check=False)
     assert r.returncode == 0, r.stderr
     assert c.returncode == 0, c.stderr
+    assert agent.returncode == 0, agent.stderr
     b = subprocess.run(["babeltrace2", str(out)], capture_output=True, text=True, timeout=120)
     assert b.returncode == 0, b.stderr[-2000:]
     return path, out, b.stdout, folder, full
@@ -313,6 +325,115 @@ def test_ctf_export_follows_lttngs_own_cyg_profile_trace(recorded):
     mine, lttngs = env(ctf / "ust"), env(next(p.parent for p in out.rglob("metadata")))
     for key in ("domain", "tracer_name", "tracer_major", "tracer_minor", "hostname"):
         assert mine[key] == lttngs[key], key
+
+
+def metadata(directory):
+    """A CTF trace's TSDL metadata (as babeltrace2 prints it), field by
+    field: {"env": {key: value}, "packet": [(field, type)], "context":
+    [(field, type)], "events": {name: [(field, type)]}}, fields named
+    without their leading "_", a type ("integer", bits, signed,
+    encoding, array length or None) or ("string",) or ("enum", its
+    integer type), type aliases resolved."""
+    r = subprocess.run(["babeltrace2", "--output-format=ctf-metadata", str(directory)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+
+    def integer(body):
+        a = dict(re.findall(r"(\w+) = ([^;]+);", body))
+        return "integer", int(a["size"]), a.get("signed", "false").lower() in ("true", "1"), \
+            a.get("encoding", "none").upper()
+    aliases = {name.strip(): integer(body)
+               for body, name in re.findall(r"typealias integer \{([^}]*)\}\s*:=\s*([^;]+);", text)}
+
+    def fields(body):
+        out = []
+        for line in body.strip().splitlines():
+            m = re.match(r"\s*(.*?)\s+_?(\w+)(?:\[(\d+)\])?;$", line)
+            assert m, line
+            kind, name, length = m[1], m[2], int(m[3]) if m[3] else None
+            if kind.startswith("integer {"):
+                t = integer(kind)
+            elif kind == "string":
+                t = ("string",)
+            elif kind.startswith("enum : "):
+                t = ("enum", aliases[kind[7:].split("{")[0].strip()])
+            else:
+                t = aliases[kind]
+            out.append((name, t + (length,) if t[0] == "integer" else t))
+        return out
+    named = dict(re.findall(r"^struct (\w+) \{(.*?)^\}", text, re.S | re.M))
+
+    def stream_struct(key):
+        m = re.search(key + r" := struct (?:(\w+);|\{(.*?)\n\t\};)", text, re.S)
+        return fields(named[m[1]] if m[1] else m[2])
+    env = dict(re.findall(r"^\s*(\w+) = \"?([^\";]*)\"?;", re.search(r"^env \{(.*?)^\};", text, re.S | re.M)[1],
+                          re.M))
+    events = {name: fields(body) for name, body in
+              re.findall(r"event \{\s*name = \"([^\"]+)\";.*?fields := struct \{(.*?)\n\t\};", text, re.S)}
+    return {"env": env, "packet": stream_struct(r"packet\.context"), "context": stream_struct(r"event\.context"),
+            "events": events}
+
+
+@needs(NO_LTTNG)
+def test_ctf_metadata_is_an_lttng_sessions_field_by_field(recorded):
+    """The CTF export's metadata against a real LTTng 2.13 UST session's
+    (the recorded one: stackwatch's provider, liblttng-ust-cyg-profile and
+    the Python agent), field by field: every env key LTTng writes, the
+    values that say what the trace is (domain, tracer, version, host, word
+    size); the packet context (cpu_id included: with --cpu the CPU of the
+    packet's events, each entry's as the trace's CPU records say) and the
+    event contexts with their types; the function events' fields typed as
+    LTTng's (cyg-profile's addr, the Python agent's funcName and lineno for
+    the name and line). The kernel trace (no lttng-modules here to compare
+    with): the same packet context, and lttng-modules' pid, tid and
+    procname[16] contexts."""
+    path, out, _, folder, full = recorded
+    theirs = metadata(next(p.parent for p in out.rglob("metadata")))
+    ctf = folder / "meta.ctf"
+    r = run(["export", path, "--format", "ctf", "-o", str(ctf)])
+    assert r.returncode == 0, r.stderr
+    ours = metadata(ctf / "ust")
+    assert set(theirs["env"]) <= set(ours["env"]), set(theirs["env"]) - set(ours["env"])
+    for key in ("domain", "tracer_name", "tracer_major", "tracer_minor", "hostname", "architecture_bit_width"):
+        assert ours["env"][key] == theirs["env"][key], key
+    assert ours["packet"] == theirs["packet"]
+    assert ours["context"] == theirs["context"]
+    agent = dict(theirs["events"]["lttng_python:event"])
+    entry = dict(ours["events"]["lttng_ust_cyg_profile:func_entry"])
+    assert (entry["name"], entry["line"]) == (agent["funcName"], agent["lineno"])
+    assert dict(theirs["events"]["stackwatch:function_entry"])["function"] == agent["funcName"]
+    for event in ("lttng_ust_cyg_profile:func_entry", "lttng_ust_cyg_profile:func_exit"):
+        assert dict(ours["events"][event])["addr"] == dict(theirs["events"][event])["addr"], event
+    # The packets' CPU: with --cpu, each entry's is the trace's.
+    t = Trace(path)
+    expected = {}
+    for pos, th in enumerate(t.threads):
+        cpus = sorted((e.t_ns, e.data["cpu"]) for e in t.ext_events(thread=pos, kinds=["cpu"]))
+        assert cpus, "no CPU record (--cpu)"
+        seq = expected.setdefault(th["native_tid"], [])
+        for e in t.events(pos):
+            if e.kind in ENTER_KINDS:
+                seq.append(max(c for c in cpus if c[0] <= e.t_ns)[1])
+    b = subprocess.run(["babeltrace2", str(ctf / "ust")], capture_output=True, text=True, timeout=60)
+    assert b.returncode == 0, b.stderr
+    got = {}
+    for line in b.stdout.splitlines():
+        m = re.search(r"lttng_ust_cyg_profile:func_entry: \{ cpu_id = (\d+) \}, \{ vpid = \d+, vtid = (\d+),", line)
+        if m:
+            got.setdefault(int(m[2]), []).append(int(m[1]))
+    assert got == expected
+    # The kernel trace's metadata (FULL_PROGRAM's switches: --kernel=sched).
+    r = run(["export", full, "--format", "ctf", "-o", str(folder / "full.ctf")])
+    assert r.returncode == 0, r.stderr
+    kernel = metadata(folder / "full.ctf" / "kernel")
+    assert (kernel["env"]["domain"], kernel["env"]["tracer_name"]) == ("kernel", "lttng-modules")
+    assert kernel["packet"] == theirs["packet"]
+    comm = ("integer", 8, False, "UTF8", 16)
+    assert kernel["context"] == [("pid", ("integer", 32, True, "NONE", None)),
+                                 ("tid", ("integer", 32, True, "NONE", None)), ("procname", comm)]
+    switch = dict(kernel["events"]["sched_switch"])
+    assert (switch["prev_comm"], switch["next_comm"], switch["prev_tid"][:3]) == (comm, comm, ("integer", 32, True))
 
 
 def test_probes_lists_the_tracepoints():
