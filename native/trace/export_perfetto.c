@@ -565,7 +565,9 @@ static const char *task_comm(perfetto *p, uint64_t tid, const char *comm)
  * next_comm, of any process; before, and without the privilege, pid 0)
  * on CPU `cpu` with prev_state its state; ON_CPU one from pid 0 (the
  * task that ran before is not seen: sched_switch fires in it) to the
- * thread on CPU `next_cpu`; a WAKEUP a sched_waking by the waker (the
+ * thread on CPU `next_cpu`, unless that switch was from another thread
+ * of the trace, already written whole by its switch out
+ * (sw_wake_flows_switch_joined); a WAKEUP a sched_waking by the waker (the
  * bundle's CPU: the wakee's target CPU; the waker's is not recorded) of a
  * thread of the trace, or of a task outside it named by its comm. The
  * timestamps are CLOCK_BOOTTIME, the bundles' default clock. */
@@ -573,8 +575,8 @@ static int ftrace_event(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *
 {
     const sw_thread_info *ti = sw_trace_thread(p->t, thread);
     uint64_t tid = ti->native_tid, cpu;
-    if (!tid || x->malformed)
-        return 0;
+    if (!tid || x->malformed || sw_wake_flows_switch_joined(p->wakes, thread, t_ns, x))
+        return 0;   /* (a joined switch in: its switch out wrote the whole switch) */
     p->fs.len = p->fe.len = 0;
     unsigned field;
     if (x->kind == SW_EXT_OFF_CPU || x->kind == SW_EXT_ON_CPU) {

@@ -45,6 +45,13 @@ const sw_thread_info *sw_wake_flows_thread(const sw_wake_flows *wf, sw_trace *t,
  * instant and ftrace sched_waking, Chrome's instant, CTF's
  * sched_wakeup); 1 for any other record. */
 int sw_wake_flows_shows(const sw_wake_flows *wf, const sw_ext *x);
+/* Whether the ON_CPU record x of thread `thread` at t_ns is the second
+ * half of a switch already written whole (format 1.14): on its CPU, the
+ * switch just before it is a switch out of another thread the export
+ * keeps to this one (its next_tid). The scheduler views (Perfetto's ftrace
+ * sched_switch, CTF's) write that switch once, from the one to the other,
+ * and not this switch in from pid 0. */
+int sw_wake_flows_switch_joined(const sw_wake_flows *wf, size_t thread, int64_t t_ns, const sw_ext *x);
 /* How many flows (each has both ends). */
 size_t sw_wake_flow_count(const sw_wake_flows *wf);
 void sw_wake_flows_free(sw_wake_flows *wf);

@@ -170,6 +170,17 @@ class Ftrace:
         """{prev_pid: [(next_pid, next_comm), ...]} in time order."""
         return self.pairs(r" sched_switch: prev_comm=.* prev_pid=(\d+) .* ==> next_comm=(.*) next_pid=(\d+) ")
 
+    def switches_between(self, tids):
+        """Counter((prev_pid, next_pid, cpu)) of the switches from one of
+        tids to another."""
+        out = Counter()
+        for line in self.lines:
+            m = re.search(r"\[(\d+)\] .* sched_switch: prev_comm=.* prev_pid=(\d+) .* ==> next_comm=.* next_pid=(\d+) ",
+                          line)
+            if m and int(m[2]) in tids and int(m[3]) in tids:
+                out[(int(m[2]), int(m[3]), int(m[1]))] += 1
+        return out
+
     def wakings(self):
         """{waker pid: [(wakee pid, its comm), ...]} in time order."""
         return self.pairs(r"-(\d+) +\( *[-\d]+\) +\[\d+\] .* sched_waking: comm=(.*) pid=(\d+) prio=")
@@ -362,7 +373,7 @@ def test_perfetto_thread_states_and_wakeup_flows(traced, tmp_path):
     switches chain (each one's previous task is the one the switch before
     it switched to), with the thread's tid, state and CPU of each record;
     each wakeup of a thread of the trace is a sched_waking by the waker."""
-    swt, t, prog, _ = traced
+    swt, t, prog, kernel = traced
     p = perfetto_timeline(swt, tmp_path / "t.pftrace")
     thread_of = {uuid: td.thread.tid for uuid, td in p.tracks.items() if td.HasField("thread")}
     off_tracks = {uuid: thread_of[td.parent_uuid] for uuid, td in p.tracks.items() if td.name == "off CPU"}
@@ -400,8 +411,12 @@ def test_perfetto_thread_states_and_wakeup_flows(traced, tmp_path):
     assert sum(k[0] in players and v[0] in players for k, v in expected.items()) >= ROUNDS // 2
     # The ftrace events: a switch out names the task that got the CPU
     # (format 1.14: any process's, pid 0 the idle task, by the kernel's
-    # comm, or the thread's name for a thread of the trace), a switch in
-    # comes from pid 0 (the task that ran before is not seen).
+    # comm, or the thread's name for a thread of the trace); a switch in
+    # comes from pid 0 (the task that ran before is not seen), but for a
+    # switch from another thread of the trace, written once, whole, by
+    # that thread's switch out: each switch into a thread of the trace is
+    # in the export once, and each one between two of them is one the
+    # kernel made (its own ftrace of the run, on that CPU).
     name = {th["native_tid"]: th["name"] or "thread" for th in t.threads}
     switches = [(e.timestamp - boot0, cpu, e.sched_switch) for cpu, e in p.ftrace if e.HasField("sched_switch")]
     outs = Counter((s.prev_pid, ts, cpu, s.prev_state, s.next_pid, s.next_comm)
@@ -412,7 +427,14 @@ def test_perfetto_thread_states_and_wakeup_flows(traced, tmp_path):
     assert outs == Counter((tid[e.thread], e.t_ns, e.data["cpu"], e.data["state"], e.data["next_tid"],
                             name.get(e.data["next_tid"], e.data["next_comm"]))
                            for e in t.ext_events(kinds=["off_cpu"]))
-    assert ins == Counter((tid[e.thread], e.t_ns, e.data["next_cpu"]) for e in t.ext_events(kinds=["on_cpu"]))
+    on_cpu = t.ext_events(kinds=["on_cpu"])
+    assert ins <= Counter((tid[e.thread], e.t_ns, e.data["next_cpu"]) for e in on_cpu)
+    handed = Counter((s.prev_pid, s.next_pid, cpu) for ts, cpu, s in switches if s.prev_pid in pos and s.next_pid in pos)
+    # (a handed switch may also be the first, unrecorded, switch into a new thread)
+    assert Counter((tid[e.thread], e.data["next_cpu"]) for e in on_cpu) - \
+        Counter((next_pid, cpu) for next_pid, _, cpu in ins) <= Counter((b, cpu) for _, b, cpu in handed.elements())
+    assert handed, "no switch between two threads (ping and pong hand the CPU to each other)"
+    assert handed <= kernel.switches_between(set(pos))
     # On each CPU a thread of the trace switches out only after a switch
     # into it (its own switch in, or another thread's switch out to it),
     # but for its first switch out (a new thread's first switch in is not
@@ -521,23 +543,33 @@ def test_babeltrace2_reads_the_kernel_events(traced, tmp_path):
     events = read_ctf(out)
     kind_of = {"sched_wakeup": "wakeup", "x86_exceptions_page_fault_user": "page_fault"}
     theirs, calls, exits = Counter(), Counter(), Counter()
+    threads = {th["native_tid"] for th in t.threads}
+    handed = Counter()
     for _, name, tid, payload in events:
         if name.startswith("syscall_entry_"):
             theirs[(tid, "syscall")] += 1
             calls[(tid, name[len("syscall_entry_"):])] += 1
         elif name.startswith("syscall_exit_"):
             exits[(tid, name[len("syscall_exit_"):], int(field(payload, "ret")))] += 1
-        elif name == "sched_switch":
-            off = int(field(payload, "prev_tid")) == tid
-            assert off != (int(field(payload, "next_tid")) == tid), payload
-            theirs[(tid, "off_cpu" if off else "on_cpu")] += 1
+        elif name == "sched_switch":   # (a switch between two threads: once, in the stream of the one leaving)
+            prev, nxt = int(field(payload, "prev_tid")), int(field(payload, "next_tid"))
+            assert tid in (prev, nxt) and prev != nxt, payload
+            if prev == tid:
+                theirs[(tid, "off_cpu")] += 1
+            if nxt == tid:
+                theirs[(tid, "on_cpu")] += 1
+            elif nxt in threads:
+                handed[nxt] += 1
         elif name in kind_of:
             theirs[(tid, kind_of[name])] += 1
         else:
             assert not name.startswith("stackwatch:") or name.partition(":")[2] not in KINDS, name
     tid = {pos: th["native_tid"] for pos, th in enumerate(t.threads)}
     syscalls = t.ext_events(kinds="syscall")
-    assert theirs == Counter((tid[e.thread], e.kind) for e in t.ext_events(kinds=list(KINDS)))
+    expected = Counter((tid[e.thread], e.kind) for e in t.ext_events(kinds=list(KINDS)))
+    assert theirs <= expected
+    assert Counter({tid: n for (tid, kind), n in (expected - theirs).items() if kind == "on_cpu"}) <= handed
+    assert all(kind == "on_cpu" for _, kind in expected - theirs)
     assert {k for _, k in theirs} == set(KINDS)
     assert calls == Counter((tid[e.thread], e.data["name"]) for e in syscalls)
     assert exits == Counter((tid[e.thread], e.data["name"], e.data["ret"]) for e in syscalls)
