@@ -554,7 +554,7 @@ static int kernel_event(ctf *c, const sw_event *ev)
         c->sys_ret = (int64_t)x->b;
         return 0;
     }
-    case SW_EXT_OFF_CPU:   /* the thread leaves CPU a for task c, named s2 (format 1.14; else 0, "") */
+    case SW_EXT_OFF_CPU:   /* the thread leaves CPU a for task c, named s2 (format 1.15; else 0, "") */
         if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a)))
             return 0;
         put_comm(b, c->procname);

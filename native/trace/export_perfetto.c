@@ -561,7 +561,7 @@ static const char *task_comm(perfetto *p, uint64_t tid, const char *comm)
  * Perfetto UI show each thread's scheduling state (running, then
  * sleeping S, blocked D or runnable R, with the CPU of each running
  * interval) and the CPUs' tracks: OFF_CPU is a sched_switch from the
- * thread to the task that got the CPU (format 1.14: its next_tid and
+ * thread to the task that got the CPU (format 1.15: its next_tid and
  * next_comm, of any process; before, and without the privilege, pid 0)
  * on CPU `cpu` with prev_state its state; ON_CPU one from pid 0 (the
  * task that ran before is not seen: sched_switch fires in it) to the

@@ -207,13 +207,13 @@
  * OFF_CPU..ON_CPU (format 1.10, `run --kernel=sched`): the thread is off
  * CPU from its switch out (reason: sleeping S, blocked D, preempted R,
  * other, or without the privilege preempted / waiting; cpu: the CPU it
- * left; state: sched_switch's prev_state, 0 when unknown; format 1.14:
+ * left; state: sched_switch's prev_state, 0 when unknown; format 1.15:
  * next_tid, next_comm: sched_switch's next_pid and next_comm, the task of
  * any process that got the CPU, 0 the idle task, 0 and "" when not seen)
  * to its switch in (next_cpu: the CPU it runs on next; waker: the thread
  * of the process that woke it, 0 when none was seen; woken_ns: ns from
  * that wakeup to the switch in). WAKEUP: the thread woke thread `tid`
- * (format 1.14: named `comm`, sched_waking's, "" when not seen).
+ * (format 1.15: named `comm`, sched_waking's, "" when not seen).
  * PAGE_FAULT (`run --kernel=faults`): one page fault at `address`.
  * CPU (format 1.13, `run --cpu`): the thread's events from here on run on
  * CPU `cpu`, until its next CPU record; written by the thread before its
@@ -311,7 +311,9 @@ const char *sw_record_slot_name(unsigned slot);
 const char *sw_record_stat_name(unsigned stat);
 
 /* A record's payload decoded (reader.h says how the reader fills it), or
- * the values to encode. */
+ * the values to encode. A code field of a record located nowhere holds
+ * SW_EXT_NO_CODE, written as it is (format 1.14: before, no code was
+ * written as 0, the id of a real code, and such a file's 0 reads as it). */
 #define SW_EXT_NO_CODE UINT32_MAX
 #define SW_EXT_STR_MAX 255
 typedef struct sw_ext {

@@ -46,7 +46,7 @@ const sw_thread_info *sw_wake_flows_thread(const sw_wake_flows *wf, sw_trace *t,
  * sched_wakeup); 1 for any other record. */
 int sw_wake_flows_shows(const sw_wake_flows *wf, const sw_ext *x);
 /* Whether the ON_CPU record x of thread `thread` at t_ns is the second
- * half of a switch already written whole (format 1.14): on its CPU, the
+ * half of a switch already written whole (format 1.15): on its CPU, the
  * switch just before it is a switch out of another thread the export
  * keeps to this one (its next_tid). The scheduler views (Perfetto's ftrace
  * sched_switch, CTF's) write that switch once, from the one to the other,

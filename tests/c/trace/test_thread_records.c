@@ -283,11 +283,11 @@ static void sched_rec(sw_trec_stream *st, uint64_t tid, uint64_t t_ns, uint32_t 
  * off CPU (sleeping) from 1500 to 2500 and thread 1001 wakes it at 2000
  * (a flow to its switch in at 2500), wakes it again at 3000 while it runs
  * (it was runnable: a flow to 1002's track at 3000), wakes thread 4242
- * (no thread of the trace: no flow; named kworker/1:0, format 1.14) at
+ * (no thread of the trace: no flow; named kworker/1:0, format 1.15) at
  * 3500, and wakes 1002 at 4100 while it is off CPU from 4000 to the end
  * (it never ran again: no flow). An export that leaves 1002 out shows
  * none of its wakeups, and only the wakeup of 4242. 1002's switch in at
- * 2500 is 1001's switch out to it on CPU 1 just before (format 1.14: its
+ * 2500 is 1001's switch out to it on CPU 1 just before (format 1.15: its
  * next_tid): one switch, written whole once. */
 TEST(wakeup_flows_end_at_the_switch_in_or_at_a_runnable_wakee)
 {

@@ -327,7 +327,7 @@ def test_pipe_sleeps_are_woken_by_the_other_players_write(traced):
 
 
 def test_switches_and_wakeups_name_the_kernels_tasks(traced):
-    """Format 1.14: each switch out names the task that got the CPU
+    """Format 1.15: each switch out names the task that got the CPU
     (sched_switch's next_pid and next_comm) and each wakeup the woken
     task's comm, as the kernel's own ftrace of the same run has them
     (every task's switches, in an instance of its own): per thread, the
@@ -411,7 +411,7 @@ def test_perfetto_thread_states_and_wakeup_flows(traced, tmp_path):
     players = {prog["ping"], prog["pong"]}
     assert sum(k[0] in players and v[0] in players for k, v in expected.items()) >= ROUNDS // 2
     # The ftrace events: a switch out names the task that got the CPU
-    # (format 1.14: any process's, pid 0 the idle task, by the kernel's
+    # (format 1.15: any process's, pid 0 the idle task, by the kernel's
     # comm, or the thread's name for a thread of the trace); a switch in
     # comes from pid 0 (the task that ran before is not seen), but for a
     # switch from another thread of the trace, written once, whole, by
