@@ -62,24 +62,26 @@ struct sw_wake_flows {
     size_t njoined, joined_cap;
 };
 
-static int cmp_sched_rec(const void *a, const void *b)
+/* Records of the same key (thread or CPU), by time, then file order. */
+static int cmp_same_key(uint64_t kx, uint64_t ky, const sched_rec *x, const sched_rec *y)
 {
-    const sched_rec *x = a, *y = b;
-    if (x->thread != y->thread)
-        return x->thread < y->thread ? -1 : 1;
+    if (kx != ky)
+        return kx < ky ? -1 : 1;
     if (x->t != y->t)
         return x->t < y->t ? -1 : 1;
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
+static int cmp_sched_rec(const void *a, const void *b)
+{
+    const sched_rec *x = a, *y = b;
+    return cmp_same_key(x->thread, y->thread, x, y);
+}
+
 static int cmp_cpu_rec(const void *a, const void *b)
 {
     const sched_rec *x = a, *y = b;
-    if (x->cpu != y->cpu)
-        return x->cpu < y->cpu ? -1 : 1;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
+    return cmp_same_key(x->cpu, y->cpu, x, y);
 }
 
 static int cmp_joined(const void *a, const void *b)
