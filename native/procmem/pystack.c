@@ -56,6 +56,7 @@
 #define PARK_AHEAD_STREAK 2            /* torn walks of a thread in a row after which it is parked
                                           before its walk ... */
 #define PARK_AHEAD_TRY 16u             /* ... but every this many of its samples walked unparked first */
+#define PARK_AHEAD_WAIT_NS 30000ull    /* ... and walked unparked when it does not park within 30 us */
 
 struct sw_pystack {
     sw_py_layout l;
@@ -684,6 +685,7 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
  * below the anchor to be at the same instruction. From outside they are
  * not (see those functions): each failure there costs a sample. */
 #define WALK_TORN (-2)
+#define WALK_LATE (-3)   /* walk_parked: the thread did not park within the (short) wait */
 
 /* Collects the code object addresses of the thread's frames, leaf first,
  * into r->code_addrs. Returns the count, -1 if a frame could not be read
@@ -1279,18 +1281,23 @@ static void park_codes(sw_pystack *r, uint64_t tstate, uint32_t n)
  * thread could hold. Returns as walk_frames, or -1 if the thread did not
  * park in time (counted in park_failed; one that blocks the signal is
  * muted, then read as from outside, and so is one whose parked walks fail
- * PARK_FAILS_MUTE times in a row). */
-static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w, int *truncated)
+ * PARK_FAILS_MUTE times in a row); WALK_LATE if it did not park within a
+ * wait_ns shorter than PARK_WAIT_NS (parking ahead: not counted failed). */
+static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w, int *truncated, uint64_t wait_ns)
 {
     const sw_py_layout *l = &r->l;
     uint64_t t0 = sw_clock_ns(CLOCK_MONOTONIC);
-    int rc = sw_nstack_park((int)tid, PARK_WAIT_NS);
+    int rc = sw_nstack_park((int)tid, wait_ns);
     if (rc != SW_OK) {
-        r->st.park_failed++;
         if (rc == SW_ESTATE && sw_nstack_blocked((int)tid))
             mute(r, tid);
         if (rc == SW_ESTATE && !sw_nstack_handler_current())
             r->lim.park = 0;   /* the program put a handler of its own there: no more parks */
+        if (rc == SW_ESTATE && wait_ns < PARK_WAIT_NS) {
+            r->st.park_late++;
+            return WALK_LATE;
+        }
+        r->st.park_failed++;
         return -1;
     }
     unsigned char ts[SW_LAYOUT_MAX_READ];
@@ -1358,6 +1365,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     do {                                           \
         if (!probed)                               \
             probe_thread(r, tstate, ts0, g0, &s);  \
+        probed = 1;                                \
     } while (0)
     /* Native mode: the thread is parked in the signal handler with its
      * native stack from here until released, right after its Python frames
@@ -1418,13 +1426,26 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * walks are whole again. The unparked walk saved is a few system calls
      * and a check of the sampler's, on a core the program may need. */
     const uint32_t slot = guess_slot(r, tstate);
-    const int ahead = park && r->gil_holder == tstate &&
-                      (r->lim.park_always ||
-                       (r->g_torn[slot] >= PARK_AHEAD_STREAK && ++r->g_ahead[slot] % PARK_AHEAD_TRY != 0));
+    int ahead = park && r->gil_holder == tstate &&
+                (r->lim.park_always ||
+                 (r->g_torn[slot] >= PARK_AHEAD_STREAK && ++r->g_ahead[slot] % PARK_AHEAD_TRY != 0));
     window w;
     memset(&w, 0, sizeof w);
     int truncated = 0;
     long n = WALK_TORN;
+    if (ahead) {
+        /* (the probe gives the thread's kernel id; a thread that is not on
+         * a CPU does not park within the short wait, but then its stack
+         * does not change either: it is walked unparked, as any other) */
+        PROBE_LATE();
+        ahead = s.native_tid != 0;
+    }
+    if (ahead) {
+        n = walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated,
+                        r->lim.park_always ? PARK_WAIT_NS : PARK_AHEAD_WAIT_NS);
+        ahead = n != WALK_LATE;
+        r->st.parked_ahead += (uint64_t)ahead;
+    }
     if (!ahead) {
         if (fresh && probed && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
             u64_at(ts2, l->tstate_interp) == r->interp) {
@@ -1504,11 +1525,10 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
 #undef PROBE_LATE
     if (park && !ahead && (n >= 0 || n == WALK_TORN))
         r->g_torn[slot] = n >= 0 ? 0 : r->g_torn[slot] < PARK_AHEAD_STREAK ? r->g_torn[slot] + 1 : PARK_AHEAD_STREAK;
-    if (n < 0 && park) {
+    if (n < 0 && park && !ahead) {
         /* (the probe above has set the thread's kernel id, if it has one) */
-        r->st.torn += n == WALK_TORN && !ahead;
-        r->st.parked_ahead += (uint64_t)ahead;
-        n = s.native_tid ? walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated) : -1;
+        r->st.torn += n == WALK_TORN;
+        n = s.native_tid ? walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated, PARK_WAIT_NS) : -1;
     }
     if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
         /* Told to the sink too: it may give the time to the thread's next

@@ -547,10 +547,11 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                    (unsigned long long)r->state_unknown, "cpu_probe_failed",
                                    (unsigned long long)r->cpu_unknown, "gil_read_failed",
                                    (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn);
-    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K}", "parked", (unsigned long long)r->parked,
+    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "parked", (unsigned long long)r->parked,
                                                   "park_failed", (unsigned long long)r->park_failed, "parked_ns",
                                                   (unsigned long long)r->parked_ns, "parked_ahead",
-                                                  (unsigned long long)r->parked_ahead);
+                                                  (unsigned long long)r->parked_ahead, "park_late",
+                                                  (unsigned long long)r->park_late);
     if (!park || PyDict_Update(more, park) < 0)
         Py_CLEAR(more);
     Py_XDECREF(park);

@@ -467,8 +467,9 @@ def test_parked_ahead_of_the_walk(monkeypatch):
         while time.perf_counter() < end:
             fib_depth(18, 1, deepest)
     st = p.stats()
-    assert st["parked_ahead"] > 0 and st["parked_ahead"] == st["parked"], st
-    assert st["torn"] == 0, st   # (no unparked walk of the main thread)
+    # (the test's mode waits for the park as long as after a torn walk:
+    # none is late, and no walk of the main thread is unparked)
+    assert st["parked_ahead"] > 0 and st["park_late"] == 0 and st["torn"] == 0, st
     assert st["failed"] <= max(5, st["samples"] // 50), st
     me = p.tree(threading.get_ident())
 
