@@ -139,6 +139,7 @@ def section(run_once, workloads_by_name, python, rounds, quick, log, saved):
                                            for v in ratios.values()])
     for c, reason in na.items():
         print(f"{c}: n/a ({reason})")
+    print(overhead_text(res["slowdown"]["workloads"]), flush=True)
     for name, wr in res["slowdown"]["workloads"].items():
         for c, runs in wr["runs"].items():
             errs = [r["error"] for r in runs if "error" in r]
@@ -216,6 +217,28 @@ def row_cells(wr, na, ratios, mark):
         share = f" ({min(_median(got), 9.99):.0%})" if got else ""
         cells.append(f"{benchlib.fmt_ratio(ratio)}{share} r{len(ok)}")
     return cells
+
+
+def overhead_text(workloads):
+    """stackwatch's overhead at 1 kHz (issue 20's target: within 1% wall)
+    per workload: the wall and the workload thread's CPU time over plain's
+    (medians), and how many samples were taken with the thread parked
+    (ahead: parked before any unparked walk; pystack.c)."""
+    parts = []
+    for name, wr in workloads.items():
+        plain = [r for r in wr["runs"].get("plain", []) if "error" not in r and r.get("seconds")]
+        sw = [r for r in wr["runs"].get("sw 1k", []) if "error" not in r and r.get("seconds")]
+        if not plain or not sw:
+            continue
+        wall = _median([r["seconds"] for r in sw]) / _median([r["seconds"] for r in plain]) - 1
+        cpu_p, cpu_s = _median([r.get("cpu_seconds") for r in plain]), _median([r.get("cpu_seconds") for r in sw])
+        cpu = f", CPU {cpu_s / cpu_p - 1:+.1%}" if cpu_p and cpu_s else ""
+        ticks = sum(r.get("ticks") or 0 for r in sw)
+        parked = sum(r.get("parked") or 0 for r in sw)
+        ahead = sum(r.get("parked_ahead") or 0 for r in sw)
+        parks = f", parked {parked / ticks:.0%} of samples ({ahead} of {parked} ahead)" if ticks else ""
+        parts.append(f"{name.split(':')[-1]} wall {wall:+.1%}{cpu}{parks}")
+    return "stackwatch at 1 kHz over plain (target: within 1% wall): " + ("; ".join(parts) or "n/a")
 
 
 def rate_text(mr):
