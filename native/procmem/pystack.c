@@ -56,7 +56,8 @@
 #define PARK_AHEAD_STREAK 2            /* torn walks of a thread in a row after which it is parked
                                           before its walk ... */
 #define PARK_AHEAD_TRY 16u             /* ... but every this many of its samples walked unparked first */
-#define PARK_AHEAD_WAIT_NS 30000ull    /* ... and walked unparked when it does not park within 30 us */
+#define PARK_AHEAD_WAIT_NS 30000ull    /* a sample's first park waits this long (30 us), then the thread,
+                                          not on a CPU, is walked unparked (a second park waits longer) */
 
 struct sw_pystack {
     sw_py_layout l;
@@ -1433,6 +1434,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     memset(&w, 0, sizeof w);
     int truncated = 0;
     long n = WALK_TORN;
+    int late = 0;   /* parks not answered within the short wait (below) */
     if (ahead) {
         /* (the probe gives the thread's kernel id; a thread that is not on
          * a CPU does not park within the short wait, but then its stack
@@ -1444,8 +1446,10 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         n = walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated,
                         r->lim.park_always ? PARK_WAIT_NS : PARK_AHEAD_WAIT_NS);
         ahead = n != WALK_LATE;
+        late += !ahead;
         r->st.parked_ahead += (uint64_t)ahead;
     }
+unparked:   /* (again after a park that was not answered in time: below) */
     if (!ahead) {
         if (fresh && probed && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
             u64_at(ts2, l->tstate_interp) == r->interp) {
@@ -1526,9 +1530,16 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     if (park && !ahead && (n >= 0 || n == WALK_TORN))
         r->g_torn[slot] = n >= 0 ? 0 : r->g_torn[slot] < PARK_AHEAD_STREAK ? r->g_torn[slot] + 1 : PARK_AHEAD_STREAK;
     if (n < 0 && park && !ahead) {
-        /* (the probe above has set the thread's kernel id, if it has one) */
+        /* (the probe above has set the thread's kernel id, if it has one)
+         * The first park waits as briefly as a park ahead: a thread that
+         * does not answer then is not on a CPU, so it is walked unparked
+         * once more (its state read afresh) before a park that waits. */
         r->st.torn += n == WALK_TORN;
-        n = s.native_tid ? walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated, PARK_WAIT_NS) : -1;
+        n = s.native_tid ? walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated,
+                                       late ? PARK_WAIT_NS : PARK_AHEAD_WAIT_NS)
+                         : -1;
+        if (n == WALK_LATE && !late++)
+            goto unparked;
     }
     if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
         /* Told to the sink too: it may give the time to the thread's next
