@@ -468,8 +468,10 @@ def test_parked_ahead_of_the_walk(monkeypatch):
             fib_depth(18, 1, deepest)
     st = p.stats()
     # (the test's mode waits for the park as long as after a torn walk:
-    # none is late, and no walk of the main thread is unparked)
-    assert st["parked_ahead"] > 0 and st["park_late"] == 0 and st["torn"] == 0, st
+    # none is late; the main thread is walked unparked only in a round
+    # where another thread held the GIL, and then it cannot run on)
+    assert st["parked_ahead"] > 0 and st["park_late"] == 0, st
+    assert st["torn"] <= max(2, st["samples"] // 50), st
     assert st["failed"] <= max(5, st["samples"] // 50), st
     me = p.tree(threading.get_ident())
 
