@@ -9,7 +9,7 @@
  */
 #include "asynciotree.h"
 #include "asyncio_layout.h"
-#include "base/hashtab.h"
+#include "base/base.h"
 #include "pyobj.h"
 #include "pystr.h"
 

@@ -178,7 +178,7 @@ def run(args):
     if args.log is not None:
         log = handlers.verbose(None if args.log == "-" else args.log)
         names = ["calls"] + (["c_calls"] if args.c_calls else []) + list(events)
-        log = (log, handlers.add_handler(log, events=names))
+        log = (log, log.handle(names))
     finisher = Finisher(functools.partial(_finish, args, trace_path, output, min_ns, log))
     if args.lttng:
         try:
