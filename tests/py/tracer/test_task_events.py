@@ -938,6 +938,37 @@ assert asyncio.run(parent()) == 7
     assert not list(tmp_path.glob("*.swt"))
 
 
+def test_an_event_located_nowhere_is_not_in_code_zero(tmp_path):
+    """A task event with no location is written with no code (format 1.14),
+    not as code 0, which is a function of the trace: the readers give it no
+    function, and the event located in code 0 keeps its own."""
+    import stackwatch
+    from stackwatch import _native
+    from stackwatch.events.task_hooks import _K
+
+    def located_here():
+        _native.hooks.task_event(_K["task_send"], 0, 0, 0, "q", "'here'", (located_here.__code__, 7))
+        _native.hooks.task_event(_K["task_send"], 0, 0, 0, "q", "'nowhere'", None)
+
+    p = str(tmp_path / "t.swt")
+    stackwatch.start(p, events=["tasks"])
+    located_here()
+    stackwatch.stop()
+    t = Trace(p)
+    here = [c.id for c in t.codes.values() if c.qualname.endswith("located_here")]
+    sends = t.ext_events(kinds=["task_send"])
+    assert [(e.data["value"], e.code, e.line) for e in sends] == [("'here'", here[0], 7), ("'nowhere'", None, 0)]
+    doc = read_task_events(p)
+    # (3.9/3.10 name a code by its name, not its qualified name)
+    assert [(e["value"], e["function"] and e["function"].split(".")[-1]) for e in doc["events"]
+            if e["kind"] == "send"] == [("'here'", "located_here"), ("'nowhere'", None)]
+    chrome = str(tmp_path / "t.json")
+    assert run_cli(["export", p, "--format", "chrome", "-o", chrome]).returncode == 0
+    with open(chrome) as f:
+        args = [e["args"] for e in json.load(f)["traceEvents"] if e.get("args", {}).get("value") == "'nowhere'"]
+    assert args and all(a["function"] == "?" for a in args), args
+
+
 # Tasks that switch, block, wake, send, receive, raise, are cancelled and
 # named, and greenlets passing values: the same events in every run (one
 # thread, no timers that fire). The program also logs them through a
