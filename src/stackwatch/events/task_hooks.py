@@ -41,6 +41,8 @@ import time
 import weakref
 
 from .. import _native
+from . import task_imports
+from .task_imports import when_imported
 
 _hooks = _native.hooks
 # The dispatch kinds (ext/dispatch/kinds.h) by name.
@@ -83,13 +85,13 @@ def switch(on, more=()):
     if on and not _saved:
         try:
             _install()
-            _live_at_start()
             for m in more:
                 m.install(_wrap)
         except Exception as e:   # never into the program
             print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
     elif not on and _saved:
         _hooks.lock_wrap(_lock_types(), False, None, None)
+        task_imports.forget()
         for m in more:
             m.forget()
         for table in (_blocked, _failed, _starts, _waiters, _joiners, _woken_by, _cond_seen):   # (a next session gives new ids)
@@ -119,22 +121,15 @@ def _wrap(owner, name, make, inherited=False):
 
 
 def _install():
-    global _skip
-    import asyncio
-    import asyncio.base_events
-    import queue
+    """threading's wrappers now; asyncio's and queue's now or when the
+    program imports them (task_imports.py: a program with no asyncio
+    does not import it for this)."""
+    global _skip, threading_get_native_id, threading_current, threading_file
     import threading
+    lib = os.path.dirname(threading.__file__) + os.sep
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    _skip = (os.path.dirname(asyncio.__file__) + os.sep, threading.__file__, queue.__file__, here)
-    task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
-    _hooks.asyncio_setup(task_types, _task_name, _names.data, _waits_on, tuple(_skip))
-    _wrap(asyncio.events.Handle, "_run", lambda orig: _hooks.asyncio_wrap("run", orig))
-    _wrap(asyncio.events.Handle, "__init__", lambda orig: _hooks.asyncio_wrap("init", orig))
-    _wrap(asyncio.base_events.BaseEventLoop, "create_task", lambda orig: _hooks.asyncio_wrap("create_task", orig))
-    for q in (asyncio.Queue, queue.Queue):
-        _wrap(q, "_put", lambda orig: _hooks.asyncio_wrap("put", orig))
-        _wrap(q, "_get", lambda orig: _hooks.asyncio_wrap("get", orig))
-    global threading_get_native_id, threading_current, threading_file
+    _skip = (lib + "asyncio" + os.sep, threading.__file__, lib + "queue.py", here)
+    _hooks.asyncio_setup((), _task_name, _names.data, _waits_on, tuple(_skip))   # (no task types until asyncio)
     threading_get_native_id, threading_current = threading.get_native_id, threading.current_thread
     threading_file = threading.__file__
     _wrap(threading.Thread, "start", _thread_start)
@@ -145,6 +140,27 @@ def _install():
     _wrap(threading.Condition, "notify", _cond_notify)
     _wrap(threading.Thread, "join", _thread_join)
     _hooks.lock_wrap(_lock_types(), True, threading.__file__, channel_name)
+    when_imported("queue", _install_queue)
+    when_imported("asyncio", _install_asyncio)
+
+
+def _install_queue(queue):
+    _wrap(queue.Queue, "_put", lambda orig: _hooks.asyncio_wrap("put", orig))
+    _wrap(queue.Queue, "_get", lambda orig: _hooks.asyncio_wrap("get", orig))
+
+
+def _install_asyncio(asyncio):
+    """asyncio's wrappers, and its tasks alive now (those of this thread's
+    loops) defined."""
+    import asyncio.base_events
+    task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
+    _hooks.asyncio_setup(task_types, _task_name, _names.data, _waits_on, tuple(_skip))
+    _wrap(asyncio.events.Handle, "_run", lambda orig: _hooks.asyncio_wrap("run", orig))
+    _wrap(asyncio.events.Handle, "__init__", lambda orig: _hooks.asyncio_wrap("init", orig))
+    _wrap(asyncio.base_events.BaseEventLoop, "create_task", lambda orig: _hooks.asyncio_wrap("create_task", orig))
+    _wrap(asyncio.Queue, "_put", lambda orig: _hooks.asyncio_wrap("put", orig))
+    _wrap(asyncio.Queue, "_get", lambda orig: _hooks.asyncio_wrap("get", orig))
+    _live_at_start()
 
 
 def _lock_types():
