@@ -74,13 +74,6 @@ static PyObject *S_space;
 static PyObject *S_args;
 static PyObject *S_is_running;
 
-typedef struct {
-    PyObject_HEAD
-    int kind;
-    PyObject *orig;
-    vectorcallfunc vectorcall;
-} sw_aio_wrap;
-
 static int tables(void)
 {
     if (tables_gen != sw_S.gen || !blocked || !seen_names || !stepped || !woken_by) {
@@ -154,8 +147,7 @@ static int skipped(PyCodeObject *co)
     return s;
 }
 
-/* The innermost frame that is the program's own (new reference), or NULL. */
-static PyFrameObject *program_frame(void)
+PyFrameObject *sw_task_program_frame(void)
 {
     PyFrameObject *f = PyEval_GetFrame();
     Py_XINCREF(f);
@@ -377,7 +369,7 @@ static void told(uint64_t tid)
 /* A done callback of a task (gather's, shield's: the handle's first
  * argument), run on that task's behalf: a task it wakes was woken by it,
  * told at its next step. 0 if the handle is none (*r untouched). */
-static int on_behalf(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames, PyObject **r)
+static int on_behalf(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames, PyObject **r)
 {
     sw_exc_state exc;
     sw_exc_save(&exc);
@@ -396,7 +388,7 @@ static int on_behalf(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObj
     return 1;
 }
 
-static PyObject *wrap_run(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     if (n < 1 || unwanted())
@@ -435,7 +427,7 @@ static PyObject *wrap_run(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, 
     return r;
 }
 
-static PyObject *wrap_init(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *wrap_init(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
@@ -459,7 +451,7 @@ static PyObject *wrap_init(sw_aio_wrap *w, PyObject *const *args, size_t nargsf,
                 PyDict_SetItem(woken_by, key, by);
             Py_XDECREF(by);
         } else {
-            PyFrameObject *f = program_frame();
+            PyFrameObject *f = sw_task_program_frame();
             sw_task_record(SW_K_TASK_WAKE, f, (long long)tid, 0, 0, PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel)
                             : NULL, NULL);
             Py_XDECREF(f);
@@ -497,14 +489,14 @@ static int eager(PyObject *loop)
 /* The creation of an eager task: recorded (unnamed yet) before it is
  * made, so that its first step, run as it is made, runs as the task
  * (then named, TASK_NAME, and ended or blocked as after a step). */
-static PyObject *create_eager(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+static PyObject *create_eager(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames,
                               PyObject *coro)
 {
     uint64_t tid = tables() == 0 ? sw_tasks_reserve() : 0;
     uint64_t prev = 0;
     int acted = 0;
     if (tid) {
-        PyFrameObject *f = program_frame();
+        PyFrameObject *f = sw_task_program_frame();
         sw_task_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0, NULL, NULL);
         Py_XDECREF(f);
         prev = sw_tasks_switch(tid, &acted);
@@ -532,7 +524,7 @@ static PyObject *create_eager(sw_aio_wrap *w, PyObject *const *args, size_t narg
     return task;
 }
 
-static PyObject *wrap_create(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *wrap_create(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     if (n < 1 || unwanted())
@@ -551,7 +543,7 @@ static PyObject *wrap_create(sw_aio_wrap *w, PyObject *const *args, size_t nargs
     PyObject *name = NULL;
     uint64_t tid = PyObject_IsInstance(task, task_types) == 1 ? task_id(task, coro, &name, 0) : 0;
     if (tid) {
-        PyFrameObject *f = program_frame();
+        PyFrameObject *f = sw_task_program_frame();
         sw_task_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0,
                         name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL, NULL);
         Py_XDECREF(f);
@@ -597,7 +589,7 @@ static PyObject *channel_name(PyObject *obj)
 static void message(int kind, PyObject *queue, PyObject *item)
 {
     PyObject *ch = channel_name(queue), *r = short_repr(item);
-    PyFrameObject *f = program_frame();
+    PyFrameObject *f = sw_task_program_frame();
     if (ch && r)
         sw_task_record(kind, f, 0, 0, 0, PyUnicode_AsUTF8(ch), PyUnicode_AsUTF8(r));
     Py_XDECREF(f);
@@ -606,7 +598,7 @@ static void message(int kind, PyObject *queue, PyObject *item)
     PyErr_Clear();
 }
 
-static PyObject *wrap_put(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *wrap_put(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     if (r && PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !unwanted()) {
@@ -618,7 +610,7 @@ static PyObject *wrap_put(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, 
     return r;
 }
 
-static PyObject *wrap_get(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *wrap_get(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     PyObject *item = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     if (item && PyVectorcall_NARGS(nargsf) == 1 && !unwanted()) {
@@ -632,7 +624,7 @@ static PyObject *wrap_get(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, 
 
 static PyObject *wrap_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    sw_aio_wrap *w = (sw_aio_wrap *)self;
+    sw_task_wrapper *w = (sw_task_wrapper *)self;
     switch (w->kind) {
     case WRAP_RUN:
         return wrap_run(w, args, nargsf, kwnames);
@@ -656,21 +648,36 @@ static PyObject *wrap_bind(PyObject *self, PyObject *obj, PyObject *type)
 
 static void wrap_dealloc(PyObject *self)
 {
-    Py_XDECREF(((sw_aio_wrap *)self)->orig);
+    Py_XDECREF(((sw_task_wrapper *)self)->orig);
     Py_TYPE(self)->tp_free(self);
 }
 
 static PyTypeObject wrap_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "stackwatch._native.asyncio_wrapper",
-    .tp_basicsize = sizeof(sw_aio_wrap),
+    .tp_basicsize = sizeof(sw_task_wrapper),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(sw_aio_wrap, vectorcall),
+    .tp_vectorcall_offset = offsetof(sw_task_wrapper, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_descr_get = wrap_bind,
     .tp_dealloc = wrap_dealloc,
-    .tp_doc = "a method of asyncio or of a queue wrapped to record task events (ext/tracer/task_wrappers.c)",
+    .tp_doc = "a method of asyncio, of a queue or of threading wrapped to record task events (ext/tracer/task_wrappers.h)",
 };
+
+PyObject *sw_task_wrapper_new(int kind, PyObject *orig, vectorcallfunc call)
+{
+    if (!PyCallable_Check(orig))
+        return PyErr_Format(PyExc_TypeError, "task wrapper: the original must be callable");
+    if (PyType_Ready(&wrap_type) < 0)
+        return NULL;
+    sw_task_wrapper *w = PyObject_New(sw_task_wrapper, &wrap_type);
+    if (!w)
+        return NULL;
+    w->kind = kind;
+    w->orig = Py_NewRef(orig);
+    w->vectorcall = call;
+    return (PyObject *)w;
+}
 
 /* hooks.asyncio_wrap(kind, original): the wrapper of Handle._run ("run"),
  * Handle.__init__ ("init"), BaseEventLoop.create_task ("create_task"), or
@@ -689,17 +696,7 @@ static PyObject *asyncio_wrap(PyObject *self, PyObject *args)
             k = i;
     if (k < 0)
         return PyErr_Format(PyExc_ValueError, "asyncio_wrap: no wrapper of kind %s", kind);
-    if (!PyCallable_Check(orig))
-        return PyErr_Format(PyExc_TypeError, "asyncio_wrap: the original must be callable");
-    if (PyType_Ready(&wrap_type) < 0)
-        return NULL;
-    sw_aio_wrap *w = PyObject_New(sw_aio_wrap, &wrap_type);
-    if (!w)
-        return NULL;
-    w->kind = k;
-    w->orig = Py_NewRef(orig);
-    w->vectorcall = wrap_vectorcall;
-    return (PyObject *)w;
+    return sw_task_wrapper_new(k, orig, wrap_vectorcall);
 }
 
 /* hooks.asyncio_setup(task_types, namer, names, block_of, skip): what

@@ -5,12 +5,31 @@
  * that events/task_hooks.py puts in place while task events are wanted. Each step of a task runs as that task
  * (TASK_SWITCH in and out), its creation, wake, block and exit are task
  * events; only a block's await chain is read by Python (task_hooks.py).
+ * Its wrapper type serves threading's Condition too (task_conditions.c).
  * GIL held.
  */
 #ifndef SW_TASK_WRAPPERS_H
 #define SW_TASK_WRAPPERS_H
 
 #include "ext/shared/compat.h"
+
+/* A method wrapped to record task events: a method descriptor (bound to
+ * an instance, it is called with it first, as a function in a class is)
+ * whose calls go to `vectorcall`, which calls `orig` and records. */
+typedef struct {
+    PyObject_HEAD
+    int kind;                  /* what it wraps, by its maker's numbering */
+    PyObject *orig;
+    vectorcallfunc vectorcall;
+} sw_task_wrapper;
+
+/* A new wrapper of orig (a callable) whose calls go to call; NULL with
+ * an exception set. */
+PyObject *sw_task_wrapper_new(int kind, PyObject *orig, vectorcallfunc call);
+
+/* The innermost frame that is the program's own, not in asyncio,
+ * threading, queue or stackwatch (new reference), or NULL. */
+PyFrameObject *sw_task_program_frame(void);
 
 /* Adds asyncio_setup(...), asyncio_wrap(kind, original) and
  * asyncio_reset() to _native.hooks. Returns 0, or -1 with an exception

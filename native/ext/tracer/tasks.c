@@ -28,8 +28,7 @@ static PyObject *ids;          /* {address: (weakref, task id)} of this session 
 static uint64_t ids_gen;       /* the session ids belongs to */
 static uint64_t next_id;
 
-/* The object a weak reference refers to (new reference), or NULL. */
-static PyObject *weak_target(PyObject *wr)
+PyObject *sw_tasks_weak_target(PyObject *wr)
 {
 #if PY_VERSION_HEX >= 0x030D0000
     PyObject *o = NULL;
@@ -85,7 +84,7 @@ static uint64_t id_of(PyObject *g, int *fresh)
         return 0;
     PyObject *e = PyDict_GetItemWithError(ids, key);   /* borrowed */
     if (e) {
-        PyObject *o = weak_target(PyTuple_GET_ITEM(e, 0));
+        PyObject *o = sw_tasks_weak_target(PyTuple_GET_ITEM(e, 0));
         Py_XDECREF(o);
         if (o == g) {
             Py_DECREF(key);
@@ -144,7 +143,7 @@ uint64_t sw_tasks_known(PyObject *o)
     uint64_t id = 0;
     PyObject *e = PyDict_GetItemWithError(ids, key);   /* borrowed */
     if (e) {
-        PyObject *t = weak_target(PyTuple_GET_ITEM(e, 0));
+        PyObject *t = sw_tasks_weak_target(PyTuple_GET_ITEM(e, 0));
         Py_XDECREF(t);
         if (t == o)
             id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(e, 1));

@@ -16,6 +16,9 @@
  * ("greenlet worker"). The hook's slow path calls it. */
 void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co);
 
+/* The object a weak reference refers to (new reference), or NULL. */
+PyObject *sw_tasks_weak_target(PyObject *wr);
+
 /* The task id of o (an asyncio task, a greenlet; weakly held), given when
  * first met in the session (*fresh set then); 0 when out of memory. */
 uint64_t sw_tasks_id(PyObject *o, int *fresh);
