@@ -156,9 +156,7 @@ static PyObject *cond_wait(PyObject *self, PyObject *const *args, size_t nargsf,
         PyObject *fresh = key && me ? PyList_New(0) : NULL;
         PyObject *ids = fresh ? PyDict_SetDefault(waiting, key, fresh) : NULL;   /* borrowed */
         if (ids && PyList_Check(ids) && PyList_Append(ids, me) == 0) {
-            PyFrameObject *where = sw_task_program_frame();
-            sw_task_record(SW_K_TASK_BLOCK, where, reason, 0, 0, PyUnicode_AsUTF8(channel), NULL);
-            Py_XDECREF(where);
+            sw_task_record_here(SW_K_TASK_BLOCK, reason, 0, 0, PyUnicode_AsUTF8(channel), NULL);
         } else {
             Py_CLEAR(key);
         }
@@ -211,15 +209,13 @@ static PyObject *cond_notify(PyObject *self, PyObject *const *args, size_t nargs
         PyObject *channel = NULL;
         int reason;
         if (what(args[0], f, &reason, &channel) == 0) {
-            PyFrameObject *where = sw_task_program_frame();
             const char *ch = PyUnicode_AsUTF8(channel);
             Py_ssize_t woken = count < PyList_GET_SIZE(ids) ? count : PyList_GET_SIZE(ids);
             for (Py_ssize_t i = 0; i < woken; i++)   /* the first n waiters are woken (they are in order) */
-                sw_task_record(SW_K_TASK_WAKE, where, 0, 0, PyLong_AsLongLong(PyList_GET_ITEM(ids, i)), ch, NULL);
+                sw_task_record_here(SW_K_TASK_WAKE, 0, 0, PyLong_AsLongLong(PyList_GET_ITEM(ids, i)), ch, NULL);
             PyList_SetSlice(ids, 0, woken, NULL);
             if (PyList_GET_SIZE(ids) == 0)
                 PyDict_DelItem(waiting, key);
-            Py_XDECREF(where);
         }
         Py_XDECREF(channel);
         Py_XDECREF(f);

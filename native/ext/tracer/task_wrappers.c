@@ -147,19 +147,31 @@ static int skipped(PyCodeObject *co)
     return s;
 }
 
-PyFrameObject *sw_task_program_frame(void)
+void sw_task_record_here(int kind, long long a, long long b, long long c, const char *s1, const char *s2)
 {
-    PyFrameObject *f = PyEval_GetFrame();
-    Py_XINCREF(f);
-    while (f) {
-        PyCodeObject *co = PyFrame_GetCode(f);
-        int s = skipped(co);
-        Py_DECREF(co);
-        if (!s)
-            break;
-        Py_SETREF(f, PyFrame_GetBack(f));
+#if PY_VERSION_HEX >= 0x030B0000
+    /* The thread's frames as the evaluator keeps them: no frame object
+     * made (PyEval_GetFrame and PyFrame_GetBack make one for each). */
+    for (SW_FRAME *f = sw_thread_iframe(PyThreadState_Get()); f; f = f->previous) {
+#  if PY_VERSION_HEX >= 0x030C0000
+        if (f->owner == FRAME_OWNED_BY_CSTACK)
+            continue;
+#  endif
+        if (_PyFrame_IsIncomplete(f))
+            continue;
+        PyCodeObject *co = sw_frame_code(f);
+        if (!PyCode_Check((PyObject *)co) || skipped(co) || (sw_S.gen && (sw_code_id(co, NULL) & SW_ID_SKIP)))
+            continue;
+        sw_task_record_code(kind, co, _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT), a, b, c, s1, s2);
+        return;
     }
-    return f;
+    sw_task_record_code(kind, NULL, -1, a, b, c, s1, s2);
+#else
+    PyFrameObject *f = PyEval_GetFrame();   /* (borrowed: frames are objects before 3.11) */
+    while (f && skipped(f->f_code))
+        f = f->f_back;
+    sw_task_record(kind, f, a, b, c, s1, s2);
+#endif
 }
 
 /* repr(v), cut to VALUE_MAX characters (new reference, never NULL unless
@@ -451,10 +463,8 @@ static PyObject *wrap_init(sw_task_wrapper *w, PyObject *const *args, size_t nar
                 PyDict_SetItem(woken_by, key, by);
             Py_XDECREF(by);
         } else {
-            PyFrameObject *f = sw_task_program_frame();
-            sw_task_record(SW_K_TASK_WAKE, f, (long long)tid, 0, 0, PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel)
-                            : NULL, NULL);
-            Py_XDECREF(f);
+            sw_task_record_here(SW_K_TASK_WAKE, (long long)tid, 0, 0,
+                                PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL, NULL);
         }
         Py_DECREF(channel);
     }
@@ -496,9 +506,7 @@ static PyObject *create_eager(sw_task_wrapper *w, PyObject *const *args, size_t 
     uint64_t prev = 0;
     int acted = 0;
     if (tid) {
-        PyFrameObject *f = sw_task_program_frame();
-        sw_task_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0, NULL, NULL);
-        Py_XDECREF(f);
+        sw_task_record_here(SW_K_TASK_CREATE, (long long)tid, 2, 0, NULL, NULL);
         prev = sw_tasks_switch(tid, &acted);
     }
     PyErr_Clear();
@@ -543,10 +551,8 @@ static PyObject *wrap_create(sw_task_wrapper *w, PyObject *const *args, size_t n
     PyObject *name = NULL;
     uint64_t tid = PyObject_IsInstance(task, task_types) == 1 ? task_id(task, coro, &name, 0) : 0;
     if (tid) {
-        PyFrameObject *f = sw_task_program_frame();
-        sw_task_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0,
-                        name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL, NULL);
-        Py_XDECREF(f);
+        sw_task_record_here(SW_K_TASK_CREATE, (long long)tid, 2, 0,
+                            name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL, NULL);
         if (call_true(task, S_done))   /* eager all the same (a factory of its own) and ended at once */
             exited(task, tid);
     }
@@ -589,10 +595,8 @@ static PyObject *channel_name(PyObject *obj)
 static void message(int kind, PyObject *queue, PyObject *item)
 {
     PyObject *ch = channel_name(queue), *r = short_repr(item);
-    PyFrameObject *f = sw_task_program_frame();
     if (ch && r)
-        sw_task_record(kind, f, 0, 0, 0, PyUnicode_AsUTF8(ch), PyUnicode_AsUTF8(r));
-    Py_XDECREF(f);
+        sw_task_record_here(kind, 0, 0, 0, PyUnicode_AsUTF8(ch), PyUnicode_AsUTF8(r));
     Py_XDECREF(ch);
     Py_XDECREF(r);
     PyErr_Clear();

@@ -27,9 +27,11 @@ typedef struct {
  * an exception set. */
 PyObject *sw_task_wrapper_new(int kind, PyObject *orig, vectorcallfunc call);
 
-/* The innermost frame that is the program's own, not in asyncio,
- * threading, queue or stackwatch (new reference), or NULL. */
-PyFrameObject *sw_task_program_frame(void);
+/* sw_task_record's task event, located at the innermost frame that is
+ * the program's own (not in asyncio, threading, queue or stackwatch, nor
+ * left out of the trace by a filter): from 3.11 read from the thread's
+ * frames as the evaluator keeps them, no frame object made. */
+void sw_task_record_here(int kind, long long a, long long b, long long c, const char *s1, const char *s2);
 
 /* Adds asyncio_setup(...), asyncio_wrap(kind, original) and
  * asyncio_reset() to _native.hooks. Returns 0, or -1 with an exception

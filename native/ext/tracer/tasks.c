@@ -185,6 +185,23 @@ static struct {
     int lasti, line;
 } line_cache[LINE_CACHE];
 
+/* The line of code co at instruction `lasti` (a frame's, or -1: from
+ * frame f), through the table. */
+static int line_at(PyCodeObject *co, int lasti, PyFrameObject *f)
+{
+    size_t slot = (((uintptr_t)co >> 4) ^ (unsigned)lasti * 2654435761u) % LINE_CACHE;
+    if (lasti >= 0 && line_cache[slot].code == co && line_cache[slot].lasti == lasti)
+        return line_cache[slot].line;
+    int line = f ? PyFrame_GetLineNumber(f) : PyCode_Addr2Line(co, lasti);
+    if (lasti >= 0) {
+        Py_INCREF(co);
+        Py_XSETREF(line_cache[slot].code, co);
+        line_cache[slot].lasti = lasti;
+        line_cache[slot].line = line;
+    }
+    return line;
+}
+
 static int frame_line(PyFrameObject *f)
 {
 #if PY_VERSION_HEX >= 0x030B0000
@@ -193,21 +210,8 @@ static int frame_line(PyFrameObject *f)
     int lasti = f->f_lasti;
 #endif
     PyCodeObject *co = PyFrame_GetCode(f);
-    size_t slot = (((uintptr_t)co >> 4) ^ (unsigned)lasti * 2654435761u) % LINE_CACHE;
-    int line;
-    if (lasti >= 0 && line_cache[slot].code == co && line_cache[slot].lasti == lasti) {
-        line = line_cache[slot].line;
-        Py_DECREF(co);
-        return line;
-    }
-    line = PyFrame_GetLineNumber(f);
-    if (lasti >= 0) {
-        Py_XSETREF(line_cache[slot].code, co);   /* (the reference given by PyFrame_GetCode) */
-        line_cache[slot].lasti = lasti;
-        line_cache[slot].line = line;
-    } else {
-        Py_DECREF(co);
-    }
+    int line = line_at(co, lasti, f);
+    Py_DECREF(co);
     return line;
 }
 
@@ -227,6 +231,12 @@ static void task_record(int kind, PyFrameObject *f, long long a, long long b, lo
 void sw_task_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1, const char *s2)
 {
     task_record_at(kind, f, NULL, -1, a, b, c, s1, s2);
+}
+
+void sw_task_record_code(int kind, PyCodeObject *co, int offset, long long a, long long b, long long c,
+                         const char *s1, const char *s2)
+{
+    task_record_at(kind, NULL, co, co && offset >= 0 ? line_at(co, offset, NULL) : -1, a, b, c, s1, s2);
 }
 
 uint64_t sw_task_running(void)

@@ -47,6 +47,12 @@ uint64_t sw_tasks_switch(uint64_t to, int *acted);
  * any error it meets. */
 void sw_task_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1, const char *s2);
 
+/* The same, located at code co, at its instruction `offset` (in bytes, as
+ * PyCode_Addr2Line takes it; its line kept in a table: reading it walks
+ * the code's line table); co NULL: nowhere. */
+void sw_task_record_code(int kind, PyCodeObject *co, int offset, long long a, long long b, long long c,
+                         const char *s1, const char *s2);
+
 /* The task the thread runs now (0: itself). */
 uint64_t sw_task_running(void);
 
