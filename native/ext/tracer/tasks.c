@@ -104,6 +104,16 @@ static int bind(PyObject *g, PyObject *key, uint64_t id)
 {
     PyObject *wr = PyWeakref_NewRef(g, NULL);
     PyObject *v = wr ? Py_BuildValue("(NK)", wr, (unsigned long long)id) : NULL;
+    if (v) {
+        /* Out of the cyclic GC's sight: neither can be in a cycle (the
+         * weak reference has no callback, the pair holds it and an int),
+         * and a table of 10,000 tasks' pairs, surviving into the old
+         * generations, made the full collections the program triggers
+         * more frequent and longer (asyncio(10000 tasks): its CPU time
+         * with task events 1.83x the trace's, 1.51x with the GC off). */
+        PyObject_GC_UnTrack(v);
+        PyObject_GC_UnTrack(PyTuple_GET_ITEM(v, 0));
+    }
     int ok = v && PyDict_SetItem(ids, key, v) == 0;
     PyErr_Clear();
     Py_XDECREF(v);
