@@ -33,6 +33,7 @@
  */
 #include "task_wrappers.h"
 
+#include "base/base.h"
 #include "ext/dispatch/dispatch.h"
 #include "ext/tracer/frame_compat.h"
 #include "ext/tracer/session.h"
@@ -51,7 +52,9 @@ static PyObject *block_of;     /* task_hooks._block_of(task) -> (reason, channel
 static PyObject *skip;         /* tuple of str: folders and files that are no event's location */
 static PyObject *blocked;      /* {task id: channel (str or None)} of the tasks blocked now */
 static PyObject *seen_names;   /* {task id: its asyncio name when last seen} */
-static PyObject *stepped;      /* {task id} of the tasks whose name was checked at their first step */
+static uint8_t *stepped;       /* a bit per task id (they are given in turn): its name was checked at its
+                                * first step */
+static size_t stepped_cap;     /* bytes */
 static PyObject *woken_by;     /* {task id: (waker's id, channel, CLOCK_MONOTONIC ns)}: told at its next step */
 static uint64_t behalf;        /* the task whose done callback (gather's, shield's) runs now, 0: none */
 static uint64_t tables_gen;    /* the session the two tables belong to */
@@ -76,14 +79,15 @@ static PyObject *S_is_running;
 
 static int tables(void)
 {
-    if (tables_gen != sw_S.gen || !blocked || !seen_names || !stepped || !woken_by) {
+    if (tables_gen != sw_S.gen || !blocked || !seen_names || !woken_by) {
         Py_XSETREF(blocked, PyDict_New());
         Py_XSETREF(seen_names, PyDict_New());
-        Py_XSETREF(stepped, PySet_New(NULL));
         Py_XSETREF(woken_by, PyDict_New());
+        if (stepped)
+            memset(stepped, 0, stepped_cap);
         tables_gen = sw_S.gen;
     }
-    return blocked && seen_names && stepped && woken_by ? 0 : -1;
+    return blocked && seen_names && woken_by ? 0 : -1;
 }
 
 /* 1 when nobody wants task events (the hooks then only call through). */
@@ -242,6 +246,25 @@ static int named_by_user(PyObject *task)
  * named it. 0: none. */
 static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObject **name);
 
+/* 1 if this step of task tid is its first (0 also when out of memory). */
+static int first_step_of(uint64_t tid)
+{
+    size_t byte = (size_t)(tid >> 3);
+    uint8_t bit = (uint8_t)(1u << (tid & 7));
+    if (byte >= stepped_cap) {
+        size_t was = stepped_cap;
+        uint8_t *grown = sw_array_grow(stepped, &stepped_cap, byte + 1, 1, 1024);
+        if (!grown)
+            return 0;
+        stepped = grown;
+        memset(stepped + was, 0, stepped_cap - was);
+    }
+    if (stepped[byte] & bit)
+        return 0;
+    stepped[byte] |= bit;
+    return 1;
+}
+
 /* first_step: a step of the task, whose name is checked only at its first
  * (asyncio's create_task(name=) of 3.9-3.11 names it after its creation)
  * and at its exit (set_name while it ran: its last name is the trace's). */
@@ -255,16 +278,9 @@ static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name, int fir
     }
     int fresh;
     uint64_t tid = sw_tasks_id(task, &fresh);
-    if (tid && !fresh && first_step) {   /* its name is checked at its first step, and at its exit */
-        PyObject *key = PyLong_FromUnsignedLongLong(tid);
-        int known = key ? PySet_Contains(stepped, key) : -1;
-        if (known == 0)
-            PySet_Add(stepped, key);
-        Py_XDECREF(key);
-        PyErr_Clear();
-        if (known != 0)
-            return tid;
-    }
+    if (tid && !fresh && first_step && !first_step_of(tid))   /* its name is checked at its first step, and
+                                                                * at its exit */
+        return tid;
     if (tid)
         seen(task, tid, fresh, coro, name);
     return tid;
@@ -791,8 +807,9 @@ static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
     (void)unused;
     Py_CLEAR(blocked);
     Py_CLEAR(seen_names);
-    Py_CLEAR(stepped);
     Py_CLEAR(woken_by);
+    if (stepped)
+        memset(stepped, 0, stepped_cap);
     behalf = 0;
     Py_RETURN_NONE;
 }
