@@ -19,6 +19,7 @@
 #include "base/base.h"
 #include "ext/dispatch/dispatch.h"
 #include "ext/tracer/session.h"
+#include "ext/tracer/task_wrappers.h"
 #include "ext/tracer/tasks.h"
 
 #include <string.h>
@@ -110,16 +111,14 @@ static PyObject *try_acquire(wrapped_type *w, PyObject *self)
     return call_own(w, M_ACQUIRE, self, no, 1, NULL);
 }
 
-/* 1 if the caller (the running frame) is threading's own code. */
+/* 1 if the caller (the running frame) is threading's own code (read
+ * without a frame object: a queue's lock is contended at most of its
+ * acquires, each through Condition.__enter__). */
 static int called_by_threading(void)
 {
-    PyFrameObject *f = PyEval_GetFrame();   /* borrowed */
-    if (!f || !own_file)
-        return 0;
-    PyCodeObject *co = PyFrame_GetCode(f);
-    int r = PyUnicode_Check(co->co_filename) && PyUnicode_Compare(co->co_filename, own_file) == 0;
+    PyCodeObject *co = own_file ? sw_task_running_code() : NULL;   /* borrowed */
+    int r = co && PyUnicode_Check(co->co_filename) && PyUnicode_Compare(co->co_filename, own_file) == 0;
     PyErr_Clear();
-    Py_DECREF(co);
     return r;
 }
 

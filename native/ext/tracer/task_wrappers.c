@@ -151,18 +151,39 @@ static int skipped(PyCodeObject *co)
     return s;
 }
 
+#if PY_VERSION_HEX >= 0x030B0000
+/* The first frame from f outwards that is a Python function's, running
+ * (as PyFrame_GetBack skips them: not an entry frame of the C stack, nor
+ * one still being set up), or NULL. */
+static SW_FRAME *complete_frame(SW_FRAME *f)
+{
+#  if PY_VERSION_HEX >= 0x030C0000
+    while (f && (f->owner == FRAME_OWNED_BY_CSTACK || _PyFrame_IsIncomplete(f)))
+#  else
+    while (f && _PyFrame_IsIncomplete(f))
+#  endif
+        f = f->previous;
+    return f;
+}
+#endif
+
+PyCodeObject *sw_task_running_code(void)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    SW_FRAME *f = complete_frame(sw_thread_iframe(PyThreadState_Get()));
+    return f && PyCode_Check((PyObject *)sw_frame_code(f)) ? sw_frame_code(f) : NULL;
+#else
+    PyFrameObject *f = PyEval_GetFrame();
+    return f ? f->f_code : NULL;
+#endif
+}
+
 void sw_task_record_here(int kind, long long a, long long b, long long c, const char *s1, const char *s2)
 {
 #if PY_VERSION_HEX >= 0x030B0000
     /* The thread's frames as the evaluator keeps them: no frame object
      * made (PyEval_GetFrame and PyFrame_GetBack make one for each). */
-    for (SW_FRAME *f = sw_thread_iframe(PyThreadState_Get()); f; f = f->previous) {
-#  if PY_VERSION_HEX >= 0x030C0000
-        if (f->owner == FRAME_OWNED_BY_CSTACK)
-            continue;
-#  endif
-        if (_PyFrame_IsIncomplete(f))
-            continue;
+    for (SW_FRAME *f = complete_frame(sw_thread_iframe(PyThreadState_Get())); f; f = complete_frame(f->previous)) {
         PyCodeObject *co = sw_frame_code(f);
         if (!PyCode_Check((PyObject *)co) || skipped(co) || (sw_S.gen && (sw_code_id(co, NULL) & SW_ID_SKIP)))
             continue;

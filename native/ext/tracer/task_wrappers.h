@@ -27,6 +27,10 @@ typedef struct {
  * an exception set. */
 PyObject *sw_task_wrapper_new(int kind, PyObject *orig, vectorcallfunc call);
 
+/* The code of the running Python frame (the caller of a C function;
+ * borrowed), read as sw_task_record_here reads frames; NULL: none. */
+PyCodeObject *sw_task_running_code(void);
+
 /* sw_task_record's task event, located at the innermost frame that is
  * the program's own (not in asyncio, threading, queue or stackwatch, nor
  * left out of the trace by a filter): from 3.11 read from the thread's
