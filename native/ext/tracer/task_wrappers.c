@@ -220,6 +220,41 @@ static PyObject *short_repr(PyObject *v)
     return r;
 }
 
+/* The text of value v as a task event holds it (short_repr's): an int
+ * (exact, in a long long), None, True or False written into buf with no
+ * object made (repr makes a str: a third of a queue message's cost);
+ * anything else repr'd into *held (a new reference to release). NULL when
+ * out of memory. */
+typedef struct {
+    char buf[24];
+    PyObject *held;
+} value_text;
+
+static const char *text_of(PyObject *v, value_text *t)
+{
+    t->held = NULL;
+    if (v == Py_None || v == Py_True || v == Py_False)
+        return v == Py_None ? "None" : v == Py_True ? "True" : "False";
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (!overflow && !(n == -1 && PyErr_Occurred())) {   /* (by hand: snprintf costs what repr did) */
+            unsigned long long u = n < 0 ? 0ull - (unsigned long long)n : (unsigned long long)n;
+            char *p = t->buf + sizeof t->buf;
+            *--p = 0;
+            do
+                *--p = (char)('0' + u % 10);
+            while (u /= 10);
+            if (n < 0)
+                *--p = '-';
+            return p;
+        }
+        PyErr_Clear();
+    }
+    t->held = short_repr(v);
+    return t->held ? PyUnicode_AsUTF8(t->held) : NULL;
+}
+
 /* "NAME COROUTINE" (new reference): the task's asyncio name `aname` and
  * its coroutine's qualified name; stackwatch.name()'s when one was given. */
 static PyObject *task_name(PyObject *task, PyObject *aname, PyObject *coro)
@@ -356,10 +391,10 @@ static void exited(PyObject *task, uint64_t tid)
     PyObject *exc = PyObject_GetAttr(task, S_exception);
     int failed = exc && exc != Py_None;
     PyObject *v = failed ? Py_NewRef(exc) : exc ? PyObject_GetAttr(task, S_result) : NULL;
-    PyObject *r = v ? short_repr(v) : NULL;
-    const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+    value_text t = {.held = NULL};
+    const char *u = v ? text_of(v, &t) : NULL;
     sw_task_record(SW_K_TASK_EXIT, NULL, (long long)tid, failed, 0, u, NULL);
-    Py_XDECREF(r);
+    Py_XDECREF(t.held);
     Py_XDECREF(v);
     Py_XDECREF(exc);
     PyErr_Clear();
@@ -631,11 +666,13 @@ static PyObject *channel_name(PyObject *obj)
 /* A message sent (kind TASK_SEND) or received on channel `queue`. */
 static void message(int kind, PyObject *queue, PyObject *item)
 {
-    PyObject *ch = channel_name(queue), *r = short_repr(item);
+    PyObject *ch = channel_name(queue);
+    value_text t;
+    const char *r = text_of(item, &t);
     if (ch && r)
-        sw_task_record_here(kind, 0, 0, 0, PyUnicode_AsUTF8(ch), PyUnicode_AsUTF8(r));
+        sw_task_record_here(kind, 0, 0, 0, PyUnicode_AsUTF8(ch), r);
     Py_XDECREF(ch);
-    Py_XDECREF(r);
+    Py_XDECREF(t.held);
     PyErr_Clear();
 }
 

@@ -695,6 +695,27 @@ def test_more_locks_waited_on_than_64_are_all_recorded(tmp_path):
         assert got == {(f"t-{i}", f"lock-{i}") for i in range(70)}, kind
 
 
+# The values a queue passes are recorded as their repr, those written
+# without repr (ints that fit in 64 bits, None, True, False) included.
+VALUES = r'''
+import queue
+q = queue.Queue()
+for v in VALUES:
+    q.put(v)
+for v in VALUES:
+    q.get()
+'''
+QUEUED = [-5, 0, 2**70, -2**63, 2**63 - 1, True, False, None, 7, "x", 1.5]
+
+
+@pytest.mark.versions("3.12")   # (task_wrappers.c: the same C on every version)
+def test_queued_values_are_their_reprs(tmp_path):
+    swt, _ = run_traced(tmp_path, f"VALUES = {QUEUED!r}\n" + VALUES, "--events", "tasks")
+    doc = read_task_events(swt)
+    for kind in ("send", "receive"):
+        assert [e["value"] for e in doc["events"] if e["kind"] == kind] == [repr(v) for v in QUEUED], kind
+
+
 # A factorial through multiprocessing pipes between two threads of one
 # process (a one-way pipe named "numbers", and a duplex one's bytes), and
 # the result handed to the main thread through the program's own channel
