@@ -105,14 +105,15 @@ static uint64_t id_at(uint32_t i, PyObject *o)
 }
 
 /* A weak reference to o (new reference): the first of those it has (any
- * kind: all are cleared as it dies), else a new one; NULL when it has
+ * ref, with a callback or not: all are cleared as it dies; not a proxy),
+ * else a new one; NULL when it has
  * none and none can be made. */
 static PyObject *weak_ref_to(PyObject *o)
 {
     Py_ssize_t off = Py_TYPE(o)->tp_weaklistoffset;
     if (off && !PyType_Check(o)) {   /* (3.12+: a negative offset for a class's managed list, as CPython reads it) */
         for (PyWeakReference *r = *(PyWeakReference **)((char *)o + off); r; r = r->wr_next)
-            if (r->wr_object == o && PyWeakref_Check((PyObject *)r))
+            if (r->wr_object == o && PyWeakref_CheckRef((PyObject *)r))   /* (not a proxy) */
                 return Py_NewRef((PyObject *)r);
     }
     PyObject *wr = PyWeakref_NewRef(o, NULL);
