@@ -223,9 +223,9 @@ def compare(path):
     return checked, differ, skipped
 
 
-def run_sampled(tmp_path, args, name, cwd=None):
+def run_sampled(tmp_path, args, name, cwd=None, env=None):
     out = str(tmp_path / f"{name}.swt")
-    r = run(["run", "--sample=200us", "-o", out, *args], cwd=cwd)
+    r = run(["run", "--sample=200us", "-o", out, *args], cwd=cwd, env=env)
     assert r.returncode == 0, r.stderr
     return out
 
@@ -253,6 +253,22 @@ def test_generators_coroutines_threads_exceptions(tmp_path):
     leaves = {s.stack[-1].name for s in t.samples() if s.stack}
     assert {"iter_child_nodes", "flatten", "leaf"} & leaves
     assert len({s.thread for s in t.samples()}) == 2
+
+
+@pytest.mark.timing
+def test_parked_ahead_of_the_walk(tmp_path):
+    """The same program with every sample of the thread holding the GIL
+    taken parked before any walk (STACKWATCH_TEST_PARK_AHEAD=1: what a
+    thread whose walks keep tearing gets, pystack.c "Parking ahead"; its
+    reads guessed from the thread's last walk, its code objects' headers
+    from its last parked one): every sample is still a stack the trace had
+    open."""
+    path = run_sampled(tmp_path, [str(PROGRAMS / "gen_shapes.py"), "5", "3"], "ahead",
+                       env={"STACKWATCH_TEST_PARK_AHEAD": "1"})
+    checked, differ, skipped = compare(path)
+    report("gen_shapes parked ahead", checked, differ, skipped)
+    assert not differ
+    assert checked >= 50
 
 
 def need(module):
