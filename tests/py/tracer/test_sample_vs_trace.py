@@ -37,14 +37,13 @@ The rule, exactly:
   one), which may run with no event of its own before it switches on. The
   rest of the rule applies to this merged stack unchanged; a thread
   without tasks has one track and no switch.
-- (With tasks only.) Switching task events on imports greenlet, from
-  stackwatch's own frames once tracing has begun: the trace holds that
-  import (as frames with nothing outside them), then nothing until the
-  program's first frame, while stackwatch goes on with its start-up, whose
-  samples hold the stdlib frames it calls (json, imports), cut at
-  stackwatch's frames. A sample whose round starts before the program's
-  first frame while the trace has nothing open is that start-up: counted,
-  not checked.
+- (With tasks only.) Task events hook greenlet as the program imports it
+  (a finder in C: no frame of stackwatch's inside the program's import);
+  switching them on runs stackwatch's start-up once tracing has begun,
+  whose samples hold the stdlib frames it calls, cut at stackwatch's
+  frames, while the trace has nothing open until the program's first
+  frame. A sample whose round starts before the program's first frame
+  while the trace has nothing open is that start-up: counted, not checked.
 - Frames that the trace leaves out by design are handled exactly, not
   skipped: the launcher's frames of `-m` (runpy's, outermost; the trace
   never holds a runpy frame); (3.11+) a generator's frame while it is
