@@ -299,19 +299,7 @@ def pyflakes_target():
     return [str(src / name) for name in ("checker.py", "messages.py", "api.py")] * 3
 
 
-# A known gap (issue 20 is open for it): while modules are imported, one
-# sample in a run of thousands, about one run in 30, is stored with a frame
-# of the import named wrong: a module's frame named after another code
-# object ('', 1) (pyflakes, 3.10), after a function of the same file
-# (toolz, 3.13), or a lone _compile_bytecode whose callers were lost
-# (toolz, 3.13). Module code objects are freed once run, so their
-# addresses are reused at once; the cause is not found yet.
-MISNAMED_WHILE_IMPORTING = pytest.mark.xfail(
-    strict=False, reason="rarely, a frame of an import is named wrong (see MISNAMED_WHILE_IMPORTING)")
-
-
 @pytest.mark.timing
-@MISNAMED_WHILE_IMPORTING
 def test_pyflakes_on_a_source_tree(tmp_path):
     """A real program from PyPI, run with -m (runpy's frames outermost in
     the samples, none in the trace)."""
@@ -353,7 +341,6 @@ TOOLZ_TESTS = ["test_dicttoolz.py"]
 
 
 @pytest.mark.timing
-@MISNAMED_WHILE_IMPORTING
 def test_a_real_test_suite(tmp_path):
     """A real test suite from PyPI under pytest (-m): toolz's, copied out
     beside a pytest.ini of its own (not stackwatch's pyproject.toml), and
