@@ -1459,6 +1459,12 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             break;
         }
     }
+    /* Native mode: the thread stopped, its frames hold their code objects,
+     * whose headers are read now, before it runs on (an entry of the code
+     * cache is never trusted on its age for a frame: the code object at
+     * its address may be another since). */
+    if (nn >= 0 && n > 0 && !r->codes_read)
+        read_with_codes(r, 0, code_reads(r, (uint32_t)n));
     RELEASE_NATIVE();
     PROBE_LATE();
 #undef RELEASE_NATIVE
