@@ -33,6 +33,7 @@ COLUMNS = ["trace", "trace+tasks", "tasks/trace", "no trace", "viztracer async",
 TARGETS = {"tasks_asyncio.py": 1.3, "tasks_threads.py": 1.2}   # tasks/trace at most
 NO_TRACE_TARGET = 1.3
 CG_CONFIGS = ["none", "stackwatch", "sw_tasks", "sw_tasks_log"]
+CG_LABELS = {"stackwatch": "trace", "sw_tasks": "trace+tasks", "sw_tasks_log": "no trace"}   # (the wall table's names)
 
 
 def _command(python, workloads_dir, script, tracer, size, warmup=0):
@@ -88,11 +89,14 @@ def section(run_once, callgrind_counts, workloads_dir, python, rounds, quick, wi
                 res["callgrind"][script] = counts = _callgrind(run_once, callgrind_counts, python, workloads_dir,
                                                                script, cg_size, unavailable, log)
                 base = counts.get("none")
-                parts = [f"{t} {benchlib.fmt_ratio(_ratio(counts.get(t), base))}x" for t in CG_CONFIGS[1:]]
+                parts = [f"{CG_LABELS[t]} {benchlib.fmt_ratio(_ratio(counts.get(t), base))}x" for t in CG_CONFIGS[1:]]
+                nt = _ratio(counts.get("sw_tasks_log"), base)
+                parts[-1] += " !" if nt and nt > NO_TRACE_TARGET else ""
                 tt = _ratio(counts.get("sw_tasks"), counts.get("stackwatch"))
                 plain = f"{base / 1e6:.0f} M" if base else "n/a"
                 print(f"instructions (callgrind), {label.format(cg_size)}: plain {plain}; " + ", ".join(parts)
-                      + f"; tasks/trace {benchlib.fmt_ratio(tt)}", flush=True)
+                      + f"; tasks/trace {benchlib.fmt_ratio(tt)}" + (" !" if tt and tt > TARGETS[script] else ""),
+                      flush=True)
                 saved()
     return res
 

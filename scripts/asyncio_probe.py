@@ -2,7 +2,8 @@
 (3.9-3.13): finds, in this interpreter's own memory, where asyncio's C
 Task and Future objects (private to Modules/_asynciomodule.c, in no
 installed header) and the few other objects the task tree is read through
-(coroutine, frame value stack, set, list, weakref, bound method) keep
+(coroutine, frame value stack, set, list, weakref, bound method; tuple,
+functools.partial, function closure and cell for done callbacks) keep
 each field, by making objects whose field values are known and finding
 those values in their bytes. Every offset is found by two probes of
 different objects that must agree, and must be the only match in each;
@@ -159,6 +160,28 @@ def probe_type_base(out):
     out["type_base"] = agree("type base", where(B, id(A)), where(C, id(B)))
 
 
+def probe_callback_objects(out):
+    """What a done callback can be and where it keeps the futures it will
+    release (asyncio's wait_for, wait and shield): a tuple's items, a
+    functools.partial's args, a function's closure, a cell's object."""
+    import functools
+    a, b = object(), object()
+    ta, tb = (a, None), (None, None, b)
+    t5, t7 = tuple(object() for _ in range(5)), tuple(object() for _ in range(7))
+    out["tuple_size"] = agree("tuple size", where(t5, 5, 3 * PTR), where(t7, 7, 3 * PTR))
+    out["tuple_items"] = agree("tuple items", where(ta, id(a), 64), [o - 2 * PTR for o in where(tb, id(b), 64)])
+    pa, pb = functools.partial(print, a), functools.partial(print, b, a)
+    out["partial_args"] = agree("partial args", where(pa, id(pa.args)), where(pb, id(pb.args)))
+
+    def closing(x):
+        def inner():
+            return x
+        return inner
+    fa, fb = closing(a), closing(b)
+    out["function_closure"] = agree("function closure", where(fa, id(fa.__closure__)), where(fb, id(fb.__closure__)))
+    out["cell_ref"] = agree("cell object", where(fa.__closure__[0], id(a)), where(fb.__closure__[0], id(b)))
+
+
 def probe_method(out):
     class A:
         def m(self):
@@ -207,6 +230,16 @@ def probe_tasks(out, loop):
     g1.add_done_callback(cb)
     g2.add_done_callback(cb2)
     out["fut_callback0"] = agree("future callback0", where(g1, id(cb)), where(g2, id(cb2)))
+    # the callbacks after the first: a list of (callback, context) tuples
+    g1.add_done_callback(cb2)
+    g2.add_done_callback(cb)
+
+    def later(fut, second):
+        return [o for o, w in words(id(fut), F.__basicsize__)
+                if w and words(w + PTR, PTR)[0][1] == id(list)
+                and words(words(words(w + out["list_items"], PTR)[0][1], PTR)[0][1] + out["tuple_items"],
+                          PTR)[0][1] == id(second)]
+    out["fut_callbacks"] = agree("future callbacks", later(g1, cb2), later(g2, cb))
     # the state: an int 0 while pending (then 2 finished, 1 cancelled)
     a, b = loop.create_future(), loop.create_future()
     before_a, before_b = dict(int32s(id(a), F.__basicsize__)), dict(int32s(id(b), F.__basicsize__))
@@ -295,6 +328,7 @@ def main():
     probe_list(out)
     probe_weakref(out)
     probe_method(out)
+    probe_callback_objects(out)
     probe_type_base(out)
     loop = asyncio.new_event_loop()
     try:
@@ -304,7 +338,10 @@ def main():
     out["tp_names"] = {k: tp_name(t) for k, t in (("task", asyncio.Task), ("future", asyncio.Future),
                                                    ("coroutine", types.CoroutineType), ("set", set),
                                                    ("list", list), ("weakref", weakref.ref),
-                                                   ("method", types.MethodType))}
+                                                   ("method", types.MethodType), ("tuple", tuple),
+                                                   ("partial", __import__("functools").partial),
+                                                   ("function", types.FunctionType),
+                                                   ("cell", types.CellType))}
     print(json.dumps(out))
 
 

@@ -30,9 +30,10 @@ NUMBERS = ["version_hex", "pointer_size", "task_size", "future_size", "coro_size
            "fut_state", "fut_state_pending", "fut_state_cancelled", "fut_state_finished", "fut_dict", "task_coro",
            "task_name", "task_fut_waiter", "coro_frame_kind", "coro_frame", "coro_localsplus", "frame_stack_kind",
            "frame_stack_top", "frame_stack_base", "set_mask", "set_table", "set_entry_size", "set_entry_key",
-           "list_size", "list_items", "weakref_object", "method_self", "type_base", "module_dict", "keys_size",
+           "list_size", "list_items", "weakref_object", "method_self", "type_base", "fut_callbacks",
+           "tuple_size", "tuple_items", "partial_args", "function_closure", "cell_ref", "module_dict", "keys_size",
            "keys_nentries", "keys_indices", "entry_size", "entry_key", "entry_value"]
-NAMES = ["task", "future", "coroutine", "set", "list", "weakref", "method"]
+NAMES = ["task", "future", "coroutine", "set", "list", "weakref", "method", "tuple", "partial", "function", "cell"]
 
 
 def gen_layouts():

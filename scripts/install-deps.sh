@@ -39,6 +39,13 @@ if [ "$what" = all ]; then
   command -v uftrace >/dev/null || need+=(uftrace)
   # gdb's gcore writes the core files `dump --core` is checked on.
   command -v gcore >/dev/null || need+=(gdb)
+  # libc's separate debug file (its .symtab: static functions such as
+  # __GI___clock_nanosleep named in native stacks, by stackwatch as by gdb,
+  # which the tests compare; found by build id under /usr/lib/debug).
+  dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
+  # zlib's headers: the build inflates the compressed debug sections of
+  # such files (their .debug_line) with it.
+  [ -e /usr/include/zlib.h ] || need+=(zlib1g-dev)
   command -v callgrind_annotate >/dev/null || need+=(valgrind)
   command -v babeltrace2 >/dev/null || need+=(babeltrace2)
   # LTTng: lttng-ust's headers build the provider library of run --lttng,

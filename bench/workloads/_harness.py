@@ -358,20 +358,19 @@ class _SwTasks(_Stackwatch):
 
 class _SwTasksLog(_Tracer):
     """bench/tasks.py: task events with no trace, to the readable log of
-    `run --no-trace --events tasks --log FILE` (its task lines)."""
+    `run --no-trace --events tasks --log FILE` (its task lines, handed to
+    the log's C writer as the command does: verbose.handle)."""
     name = "sw_tasks_log"
 
     def __init__(self, out_dir):
         super().__init__(out_dir)
-        import stackwatch
-        from stackwatch.events.handlers import verbose
-        from stackwatch.events import task_log   # noqa: F401  (imported outside the region)
-        self.sw, self.verbose = stackwatch, verbose
+        from stackwatch.events.handlers import verbose   # (with the log's writer: imported outside the region)
+        self.verbose = verbose
         self.path = os.path.join(out_dir, "tasks.log")
 
     def start(self):
         self.log = self.verbose(self.path)
-        self.h = self.sw.add_handler(self.log, events="tasks")
+        self.h = self.log.handle("tasks")
 
     def stop(self):
         self.h.remove()

@@ -560,16 +560,22 @@ int sw_dwarf_lines_find(const sw_dwarf_lines *d, uint64_t addr, const char **fil
 
 int sw_elf_lines(const sw_elf *e, sw_dwarf_lines **out, char *err, size_t errlen)
 {
-    size_t len, line_str_len = 0, str_len = 0;
-    const unsigned char *line = sw_elf_section(e, ".debug_line", &len, NULL);
-    if (!line) {
-        *out = NULL;
-        snprintf(err, errlen, "no .debug_line");
-        return SW_EARG;
-    }
-    const unsigned char *line_str = sw_elf_section(e, ".debug_line_str", &line_str_len, NULL);
-    const unsigned char *str = sw_elf_section(e, ".debug_str", &str_len, NULL);
-    return sw_dwarf_lines_parse(line, len, line_str, line_str_len, str, str_len, out, err, errlen);
+    /* .debug_line, .debug_line_str, .debug_str (compressed ones inflated) */
+    static const char *const names[3] = {".debug_line", ".debug_line_str", ".debug_str"};
+    const unsigned char *bytes[3] = {NULL, NULL, NULL};
+    unsigned char *owned[3] = {NULL, NULL, NULL};
+    size_t len[3] = {0, 0, 0};
+    char why[256];
+    *out = NULL;
+    int rc = sw_elf_section_bytes(e, names[0], &bytes[0], &len[0], &owned[0], err, errlen);
+    for (int i = 1; i < 3 && rc == SW_OK; i++)
+        if (sw_elf_section_bytes(e, names[i], &bytes[i], &len[i], &owned[i], why, sizeof why) != SW_OK)
+            bytes[i] = NULL, len[i] = 0;   /* (either may be missing) */
+    if (rc == SW_OK)
+        rc = sw_dwarf_lines_parse(bytes[0], len[0], bytes[1], len[1], bytes[2], len[2], out, err, errlen);
+    for (int i = 0; i < 3; i++)
+        free(owned[i]);
+    return rc;
 }
 
 size_t sw_dwarf_lines_rows(const sw_dwarf_lines *d)

@@ -43,8 +43,11 @@ void sw_dwarf_lines_free(sw_dwarf_lines *d);
 int sw_dwarf_lines_find(const sw_dwarf_lines *d, uint64_t addr, const char **file, uint32_t *line);
 
 /* The line tables of an ELF file opened by elf.h (its .debug_line,
- * .debug_line_str and .debug_str): 0 with *out, SW_EARG when it has no
- * .debug_line (no debug information), or as sw_dwarf_lines_parse. */
+ * .debug_line_str and .debug_str, inflated where compressed in the file:
+ * sw_elf_section_bytes): 0 with *out, SW_EARG when it has no .debug_line
+ * (no debug information, or a compressed one and a build without zlib),
+ * SW_EFORMAT for a compressed one that does not inflate, or as
+ * sw_dwarf_lines_parse. */
 typedef struct sw_elf sw_elf;
 int sw_elf_lines(const sw_elf *e, sw_dwarf_lines **out, char *err, size_t errlen);
 

@@ -14,6 +14,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef SW_HAVE_ZLIB
+#  include <zlib.h>
+#endif
 
 #define MAX_SECTIONS 65535u
 #define MAX_NOTES 256u
@@ -359,18 +362,129 @@ int sw_elf_read_vaddr(const sw_elf *e, uint64_t vaddr, void *buf, size_t len)
     return SW_EARG;
 }
 
-const unsigned char *sw_elf_section(const sw_elf *e, const char *name, size_t *len, uint64_t *addr)
+/* The header of the section named name with file bytes inside the file:
+ * 1, or 0 if there is none. */
+static int find_section(const sw_elf *e, const char *name, Elf64_Shdr *out)
 {
     for (size_t i = 0; i < e->shnum && e->shstr_len; i++) {
-        Elf64_Shdr s;
-        shdr_at(e, i, &s);
-        const char *n = str_at(e, e->shstr_off, e->shstr_len, s.sh_name);
-        if (!n || strcmp(n, name) != 0 || s.sh_type == SHT_NOBITS || !inside(e, s.sh_offset, s.sh_size))
-            continue;
-        *len = (size_t)s.sh_size;
-        if (addr)
-            *addr = s.sh_addr;
-        return e->data + s.sh_offset;
+        shdr_at(e, i, out);
+        const char *n = str_at(e, e->shstr_off, e->shstr_len, out->sh_name);
+        if (n && strcmp(n, name) == 0 && out->sh_type != SHT_NOBITS && inside(e, out->sh_offset, out->sh_size))
+            return 1;
     }
-    return NULL;
+    return 0;
+}
+
+const unsigned char *sw_elf_section(const sw_elf *e, const char *name, size_t *len, uint64_t *addr)
+{
+    Elf64_Shdr s;
+    if (!find_section(e, name, &s) || (s.sh_flags & SHF_COMPRESSED))
+        return NULL;   /* (a compressed one's bytes: sw_elf_section_bytes) */
+    *len = (size_t)s.sh_size;
+    if (addr)
+        *addr = s.sh_addr;
+    return e->data + s.sh_offset;
+}
+
+#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return SW_EFORMAT; } while (0)
+
+int sw_elf_section_bytes(const sw_elf *e, const char *name, const unsigned char **bytes, size_t *len,
+                         unsigned char **owned, char *err, size_t errlen)
+{
+    Elf64_Shdr s;
+    *owned = NULL;
+    *bytes = NULL;
+    if (!find_section(e, name, &s)) {
+        snprintf(err, errlen, "no %s", name);
+        return SW_EARG;
+    }
+    if (!(s.sh_flags & SHF_COMPRESSED)) {
+        *bytes = e->data + s.sh_offset;
+        *len = (size_t)s.sh_size;
+        return SW_OK;
+    }
+    Elf64_Chdr ch;
+    if (s.sh_size < sizeof ch)
+        FAIL("%s: compressed, but shorter than its header", name);
+    memcpy(&ch, e->data + s.sh_offset, sizeof ch);
+    if (ch.ch_type != ELFCOMPRESS_ZLIB)
+        FAIL("%s: compressed with a method other than zlib (%u)", name, (unsigned)ch.ch_type);
+    if (ch.ch_size == 0 || ch.ch_size > SW_ELF_MAX_INFLATED)
+        FAIL("%s: %llu bytes once inflated (at most %llu are read)", name, (unsigned long long)ch.ch_size,
+             (unsigned long long)SW_ELF_MAX_INFLATED);
+#ifdef SW_HAVE_ZLIB
+    /* The buffer grows with what the stream gives (up to the header's
+     * size), so a header that lies about a huge size costs nothing. */
+    size_t cap = (size_t)(ch.ch_size < 2 * s.sh_size + 4096 ? ch.ch_size : 2 * s.sh_size + 4096), done = 0;
+    unsigned char *out = NULL;
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    z.next_in = (Bytef *)(e->data + s.sh_offset + sizeof ch);   /* (zlib reads it only) */
+    z.avail_in = (uInt)(s.sh_size - sizeof ch);                 /* (a file is under 4 GiB) */
+    int rc = inflateInit(&z);
+    while (rc == Z_OK) {
+        unsigned char *grown = realloc(out, cap);
+        if (!grown) {
+            rc = Z_MEM_ERROR;
+            break;
+        }
+        out = grown;
+        z.next_out = out + done;
+        z.avail_out = (uInt)(cap - done);
+        rc = inflate(&z, Z_FINISH);
+        done = (size_t)z.total_out;
+        if (rc == Z_BUF_ERROR && z.avail_out == 0 && cap < ch.ch_size) {
+            cap = cap > ch.ch_size / 2 ? (size_t)ch.ch_size : cap * 2;   /* room for more */
+            rc = Z_OK;
+        }
+    }
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END || done != ch.ch_size) {
+        free(out);
+        if (rc == Z_MEM_ERROR) {
+            snprintf(err, errlen, "out of memory inflating %s", name);
+            return SW_ENOMEM;
+        }
+        FAIL("%s: its zlib stream is damaged or not of the size its header gives", name);
+    }
+    *bytes = *owned = out;
+    *len = (size_t)ch.ch_size;
+    return SW_OK;
+#else
+    snprintf(err, errlen, "%s is compressed and this stackwatch was built without zlib", name);
+    return SW_EARG;
+#endif
+}
+
+#undef FAIL
+
+int sw_elf_debuglink(const sw_elf *e, const char **name, uint32_t *crc)
+{
+    size_t len;
+    const unsigned char *s = sw_elf_section(e, ".gnu_debuglink", &len, NULL);
+    const unsigned char *end = s ? memchr(s, 0, len) : NULL;
+    if (!end || end == s)
+        return SW_EARG;
+    size_t n = (size_t)(end - s), at = (n + 1 + 3) & ~(size_t)3;   /* the CRC: after the name's padding to 4 */
+    if (at > len || len - at < 4 || memchr(s, '/', n) || strcmp((const char *)s, ".") == 0 ||
+        strcmp((const char *)s, "..") == 0)
+        return SW_EARG;   /* cut short, or a path rather than a file's name */
+    memcpy(crc, s + at, 4);
+    *name = (const char *)s;
+    return SW_OK;
+}
+
+uint32_t sw_elf_file_crc(const sw_elf *e)
+{
+    uint32_t table[256];
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        table[i] = c;
+    }
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < e->len; i++)
+        crc = table[(crc ^ e->data[i]) & 0xFF] ^ (crc >> 8);
+    return crc ^ 0xFFFFFFFFu;
 }

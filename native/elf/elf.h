@@ -1,7 +1,7 @@
 /*
  * elf.h - the public header of native/elf: reading an ELF file's symbols
- * (.dynsym and .symtab, static functions included), its GNU build id and
- * its PT_LOAD segments. C11 without Python.h, below procmem and trace.
+ * (.dynsym and .symtab, static functions included), its GNU build id, its
+ * .gnu_debuglink and its PT_LOAD segments. C11 without Python.h, below procmem and trace.
  *
  * The files read are untrusted (whatever a target process has mapped):
  * the whole file is read into memory once (at most SW_ELF_MAX_FILE bytes),
@@ -79,6 +79,17 @@ size_t sw_elf_build_id(const sw_elf *e, const unsigned char **id);
  * cap bytes). */
 size_t sw_elf_build_id_in_head(const unsigned char *head, size_t len, unsigned char *id, size_t cap);
 
+/* The .gnu_debuglink section: the file name (no directory) of the
+ * separate debug file holding what was stripped from this one, and the
+ * CRC-32 that file's bytes must have (sw_elf_file_crc). 0, or SW_EARG if
+ * there is none or it is malformed (cut short, or a name with a '/').
+ * *name lives as long as e. */
+int sw_elf_debuglink(const sw_elf *e, const char **name, uint32_t *crc);
+
+/* The CRC-32 of the whole file as .gnu_debuglink gives it (the ISO-HDLC
+ * CRC-32 of zlib and gdb, not base's CRC-32C). */
+uint32_t sw_elf_file_crc(const sw_elf *e);
+
 /* Copies len bytes at virtual address vaddr (before the load bias) from
  * the file bytes of the PT_LOAD segment holding them: initialised data
  * and read-only data as the file has it. 0, or SW_EARG if any byte is
@@ -86,8 +97,22 @@ size_t sw_elf_build_id_in_head(const unsigned char *head, size_t len, unsigned c
 int sw_elf_read_vaddr(const sw_elf *e, uint64_t vaddr, void *buf, size_t len);
 
 /* The file bytes of the section named name (none for SHT_NOBITS): NULL if
- * there is none; *len and (if addr is not NULL) *addr receive its size and
- * virtual address. */
+ * there is none, or it is compressed in the file (SHF_COMPRESSED: see
+ * sw_elf_section_bytes); *len and (if addr is not NULL) *addr receive its
+ * size and virtual address. */
 const unsigned char *sw_elf_section(const sw_elf *e, const char *name, size_t *len, uint64_t *addr);
+
+#define SW_ELF_MAX_INFLATED (1ull << 30)   /* a compressed section larger than this once inflated is refused */
+
+/* The contents of the section named name: its file bytes, or for a
+ * section compressed in the file (SHF_COMPRESSED with zlib, as `gcc -gz`
+ * and Debian's debug packages write their .debug_* sections) the bytes
+ * inflated into *owned, which the caller frees (NULL otherwise). 0 with
+ * *bytes and *len; SW_EARG (none, or compressed and this build has no
+ * zlib), SW_EFORMAT (another method, a size over SW_ELF_MAX_INFLATED, a
+ * damaged stream or one of another size than its header's) or
+ * SW_ENOMEM, with the reason in err. */
+int sw_elf_section_bytes(const sw_elf *e, const char *name, const unsigned char **bytes, size_t *len,
+                         unsigned char **owned, char *err, size_t errlen);
 
 #endif

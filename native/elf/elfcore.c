@@ -37,6 +37,7 @@ struct sw_core {
     char *paths;                 /* the NT_FILE note's names, which files[].path point into */
     int pid;
     char command[17];
+    uint64_t vdso;               /* NT_AUXV's AT_SYSINFO_EHDR, or 0 */
     sw_core_thread *threads;
     size_t nthreads, capthreads;
 };
@@ -116,6 +117,15 @@ static int read_notes(sw_core *c, const unsigned char *d, size_t len)
             sw_core_thread *t = &c->threads[c->nthreads++];
             t->tid = st.pr_pid;
             memcpy(t->gregs, &st.pr_reg, sizeof t->gregs);
+        } else if (nh.n_type == NT_AUXV) {
+            for (size_t i = 0; i + 16 <= nh.n_descsz; i += 16) {   /* (type, value) pairs */
+                uint64_t kv[2];
+                memcpy(kv, desc + i, sizeof kv);
+                if (kv[0] == AT_NULL)
+                    break;
+                if (kv[0] == AT_SYSINFO_EHDR)
+                    c->vdso = kv[1];
+            }
         } else if (nh.n_type == NT_PRPSINFO && nh.n_descsz >= sizeof(prpsinfo_t)) {
             prpsinfo_t ps;
             memcpy(&ps, desc, sizeof ps);
@@ -263,6 +273,11 @@ int sw_core_pid(const sw_core *c)
 const char *sw_core_command(const sw_core *c)
 {
     return c->command;
+}
+
+uint64_t sw_core_vdso(const sw_core *c)
+{
+    return c->vdso;
 }
 
 /* The segment holding addr, or NULL. */

@@ -2,8 +2,8 @@
  * elfcore.h - reading an ELF core file (a crash's core, or gdb's gcore):
  * its PT_LOAD segments (the process's memory the core holds), the files
  * its process had mapped (the NT_FILE note: address range, file offset,
- * path), its pid and command (NT_PRPSINFO) and its threads' registers
- * (NT_PRSTATUS, x86-64). The core is untrusted: the
+ * path), its pid and command (NT_PRPSINFO), its threads' registers
+ * (NT_PRSTATUS, x86-64) and where its vDSO is (NT_AUXV). The core is untrusted: the
  * headers and notes are read once, bounded and checked; the segments'
  * bytes are read from the file on demand (a core can be far larger than
  * what is read of it). 64-bit little-endian cores only.
@@ -61,6 +61,10 @@ const sw_core_thread *sw_core_threads(const sw_core *c, size_t *n);
  * first 15 bytes, "" if unknown). */
 int sw_core_pid(const sw_core *c);
 const char *sw_core_command(const sw_core *c);
+
+/* The address of the process's vDSO (its auxiliary vector's
+ * AT_SYSINFO_EHDR, NT_AUXV), 0 if the core does not say. */
+uint64_t sw_core_vdso(const sw_core *c);
 
 /* Copies up to len bytes of the process's memory at addr from the core's
  * own bytes; returns how many, contiguous from addr (0: not in the core). */

@@ -13,6 +13,7 @@
 #include "ext/dispatch/kinds.h"
 #include "ext/dispatch/lttng_events.h"
 #include "ext/dispatch/probes.h"
+#include "ext/dispatch/task_log.h"
 
 #include "ext/tracer/objects.h"
 #include "ext/tracer/switch.h"
@@ -39,7 +40,7 @@ PyMODINIT_FUNC PyInit__native(void)
         sw_sigkick_add_to_module(m) < 0 ||                 /* ext/shared: fatal signals */
         sw_trace_type_add_to_module(m) < 0 ||              /* ext/tracefile: Trace */
         sw_kinds_add_to_module(m) < 0 || sw_dispatch_add_to_module(m) < 0 ||   /* ext/dispatch */
-        sw_handlers_add_to_module(m) < 0 || sw_probes_add_to_module(m) < 0 || sw_lttng_add_to_module(m) < 0 ||
+        sw_handlers_add_to_module(m) < 0 || sw_task_log_add_to_module(m) < 0 || sw_probes_add_to_module(m) < 0 || sw_lttng_add_to_module(m) < 0 ||
         sw_trace_api_add_to_module(m) < 0 ||               /* ext/tracer: start, stop, ... */
         sw_switch_add_to_module(m) < 0 ||                  /* ... hooks, and the switching owner */
         sw_objects_add_to_module(m) < 0 ||

@@ -2,7 +2,8 @@
  * asyncio_layout.h - where asyncio's C Task and Future objects keep their
  * fields, and the few other objects the task tree is read through
  * (coroutine, the top of a suspended frame's value stack, set, list,
- * weakref, bound method), per CPython release: asyncio_generated.h,
+ * weakref, bound method; tuple, functools.partial, function and cell for
+ * done callbacks), per CPython release: asyncio_generated.h,
  * written by scripts/gen-asyncio-layouts.py, which finds each offset by
  * probing that release's own objects (Task and Future are private to
  * Modules/_asynciomodule.c: no installed header has them). A table is
@@ -45,11 +46,21 @@ typedef struct sw_asyncio_layout {
     uint32_t weakref_object;                       /* PyWeakReference.wr_object */
     uint32_t method_self;                          /* PyMethodObject.im_self */
     uint32_t type_base;                            /* PyTypeObject.tp_base */
+    /* done callbacks (what asyncio.wait_for, wait and shield leave on a
+     * task: a functools.partial or a closure holding the future they
+     * release) */
+    uint32_t fut_callbacks;                        /* FutureObj: the list of (callback, context)
+                                                      tuples after fut_callback0 */
+    uint32_t tuple_size, tuple_items;              /* PyTupleObject: ob_size, ob_item */
+    uint32_t partial_args;                         /* functools.partial: its args tuple */
+    uint32_t function_closure;                     /* PyFunctionObject.func_closure */
+    uint32_t cell_ref;                             /* PyCellObject.ob_ref */
     /* 3.9/3.10 only (else SW_NO_OFFSET): a module's dict and a dict's keys
      * object (Objects/dict-common.h), for layout.h's SW_MANAGED_DICTOFFSET */
     uint32_t module_dict, keys_size, keys_nentries, keys_indices, entry_size, entry_key, entry_value;
     /* tp_name of each type, as the release names it */
     const char *task_type, *future_type, *coroutine_type, *set_type, *list_type, *weakref_type, *method_type;
+    const char *tuple_type, *partial_type, *function_type, *cell_type;
 } sw_asyncio_layout;
 
 /* The table of the release of version_hex's minor version into *out: 0, or

@@ -9,6 +9,7 @@
  */
 #include "asynciotree.h"
 #include "asyncio_layout.h"
+#include "base/base.h"
 #include "pyobj.h"
 #include "pystr.h"
 
@@ -20,6 +21,9 @@
 #define MAX_SET_SLOTS (1u << 21)     /* nor a set of more slots (32 MiB of entries; a set of
                                         SW_AIO_MAX_TASKS tasks has 2^18) */
 
+#define TYPE_CACHE 64u       /* type names remembered (by address, direct-mapped) */
+#define TYPE_NAME_KEPT 64u   /* ... when this short (those compared here are) */
+
 typedef struct reader {
     sw_mem *m;
     const sw_py_layout *l;
@@ -30,6 +34,10 @@ typedef struct reader {
     uint64_t *tasks;                              /* found in the sets */
     size_t ntasks;
     uint64_t subclass;                            /* the last type found a subclass of Task */
+    struct {
+        uint64_t type;
+        char name[TYPE_NAME_KEPT];
+    } names[TYPE_CACHE];                          /* tp_name of types read, by address */
     char s[SW_STR_BUF];                           /* a str read */
 } reader;
 
@@ -47,12 +55,30 @@ static int32_t i32_at(const unsigned char *p)
     return v;
 }
 
+/* The tp_name of the type object at t into tn (cap bytes), read once per
+ * type for the short names (the callers' checks make a read of an object's
+ * type and a compare, not three reads). 0, or an error. */
+static int type_name(reader *r, uint64_t t, char *tn, size_t cap)
+{
+    size_t k = (size_t)(sw_hash_u64(t) % TYPE_CACHE);
+    if (t && r->names[k].type == t) {
+        snprintf(tn, cap, "%s", r->names[k].name);
+        return SW_OK;
+    }
+    int rc = sw_pytype_name(r->m, r->l, t, tn, cap);
+    if (rc == SW_OK && t && strlen(tn) < TYPE_NAME_KEPT) {
+        r->names[k].type = t;
+        memcpy(r->names[k].name, tn, strlen(tn) + 1);
+    }
+    return rc;
+}
+
 /* The tp_name of obj's type is name: 1, else 0. */
 static int type_named(reader *r, uint64_t obj, const char *name, uint64_t *type)
 {
     char tn[SW_AIO_NAME_MAX];
     uint64_t t;
-    if (sw_pyobj_type(r->m, r->l, obj, &t) != SW_OK || sw_pytype_name(r->m, r->l, t, tn, sizeof tn) != SW_OK)
+    if (sw_pyobj_type(r->m, r->l, obj, &t) != SW_OK || type_name(r, t, tn, sizeof tn) != SW_OK)
         return 0;
     if (type)
         *type = t;
@@ -326,6 +352,70 @@ static uint64_t group_parent(reader *r, const unsigned char *task)
     return is_task(r, parent) ? parent : 0;
 }
 
+#define MAX_CALLBACKS 16u   /* done callbacks of a task looked into */
+#define MAX_HELD 8u         /* items of a partial's args or a closure looked at */
+
+/* Up to max items of the tuple at tuple into items; their number (0 if
+ * it is not a tuple or cannot be read). */
+static uint32_t tuple_items(reader *r, uint64_t tuple, uint64_t *items, uint32_t max)
+{
+    uint64_t n;
+    if (!tuple || !type_named(r, tuple, r->a.tuple_type, NULL) ||
+        sw_mem_read_u64(r->m, tuple + r->a.tuple_size, &n) != SW_OK)
+        return 0;
+    if (n > max)
+        n = max;
+    return n && sw_mem_read(r->m, tuple + r->a.tuple_items, items, n * 8) == SW_OK ? (uint32_t)n : 0;
+}
+
+/* Adds to t->refs what the done callback cb holds: a functools.partial's
+ * arguments (wait_for's partial(_release_waiter, waiter)), a function's
+ * closure cells (wait's _on_completion, shield's _inner_done_callback). */
+static void callback_refs(reader *r, uint64_t cb, sw_aio_task *t)
+{
+    char tn[SW_AIO_NAME_MAX];
+    uint64_t type, held[MAX_HELD], x;
+    uint32_t n = 0;
+    if (!cb || sw_pyobj_type(r->m, r->l, cb, &type) != SW_OK || type_name(r, type, tn, sizeof tn) != SW_OK)
+        return;
+    if (strcmp(tn, r->a.partial_type) == 0) {
+        if (sw_mem_read_u64(r->m, cb + r->a.partial_args, &x) == SW_OK)
+            n = tuple_items(r, x, held, MAX_HELD);
+    } else if (strcmp(tn, r->a.function_type) == 0) {
+        if (sw_mem_read_u64(r->m, cb + r->a.function_closure, &x) == SW_OK)
+            n = tuple_items(r, x, held, MAX_HELD);
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < n; i++)   /* the cells' objects */
+            if (type_named(r, held[i], r->a.cell_type, NULL) &&
+                sw_mem_read_u64(r->m, held[i] + r->a.cell_ref, &x) == SW_OK && x)
+                held[k++] = x;
+        n = k;
+    }
+    for (uint32_t i = 0; i < n && t->nrefs < SW_AIO_MAX_REFS; i++)
+        if (held[i])
+            t->refs[t->nrefs++] = held[i];
+}
+
+/* The objects the task's done callbacks hold into t->refs: its first
+ * callback's, then those of the (callback, context) tuples of its list. */
+static void read_refs(reader *r, const unsigned char *task, sw_aio_task *t)
+{
+    t->nrefs = 0;
+    callback_refs(r, u64_at(task + r->a.fut_callback0), t);
+    uint64_t list = u64_at(task + r->a.fut_callbacks), n, at, items[MAX_CALLBACKS], pair[2];
+    if (!list || !type_named(r, list, r->a.list_type, NULL) ||
+        sw_mem_read_u64(r->m, list + r->a.list_size, &n) != SW_OK ||
+        sw_mem_read_u64(r->m, list + r->a.list_items, &at) != SW_OK)
+        return;
+    if (n > MAX_CALLBACKS)
+        n = MAX_CALLBACKS;
+    if (!n || sw_mem_read(r->m, at, items, n * 8) != SW_OK)
+        return;
+    for (uint64_t i = 0; i < n; i++)
+        if (tuple_items(r, items[i], pair, 2) >= 1)
+            callback_refs(r, pair[0], t);
+}
+
 /* The thread running the loop (its _thread_id), 0 if none. */
 static uint64_t loop_thread(reader *r, uint64_t loop)
 {
@@ -363,7 +453,7 @@ static int read_task(reader *r, uint64_t addr, sw_aio_task *t, int *pending)
     t->awaits = SW_AIO_AWAITS_NOTHING;
     uint64_t wtype;
     if (t->waiter && sw_pyobj_type(r->m, r->l, t->waiter, &wtype) == SW_OK) {
-        sw_pytype_name(r->m, r->l, wtype, t->waiter_type, sizeof t->waiter_type);
+        type_name(r, wtype, t->waiter_type, sizeof t->waiter_type);
         if (is_task(r, t->waiter)) {
             t->awaits = SW_AIO_AWAITS_TASK;
         } else if (strcmp(t->waiter_type, "_GatheringFuture") == 0) {
@@ -374,6 +464,7 @@ static int read_task(reader *r, uint64_t addr, sw_aio_task *t, int *pending)
         }
     }
     t->group_parent = group_parent(r, h);
+    read_refs(r, h, t);
     return SW_OK;
 }
 
@@ -414,7 +505,8 @@ int sw_aio_read(sw_mem *m, const sw_py_layout *target_layout, uint64_t interp, s
     if (r.a.task_size > SW_LAYOUT_MAX_READ || r.a.fut_state + 4 > r.a.task_size ||
         r.a.task_fut_waiter + 8 > r.a.task_size || r.a.task_coro + 8 > r.a.task_size ||
         r.a.task_name + 8 > r.a.task_size || r.a.fut_loop + 8 > r.a.task_size ||
-        r.a.fut_callback0 + 8 > r.a.task_size || r.a.set_entry_key + 8 > r.a.set_entry_size ||
+        r.a.fut_callback0 + 8 > r.a.task_size || r.a.fut_callbacks + 8 > r.a.task_size ||
+        r.a.set_entry_key + 8 > r.a.set_entry_size ||
         r.a.type_base + 8 > SW_LAYOUT_MAX_READ ||
         r.a.list_items + 8 > 64 || r.a.list_size + 8 > 64 || r.a.frame_stack_top + 8 > SW_LAYOUT_MAX_READ ||
         (r.a.coro_frame_kind == SW_CORO_FRAME_EMBEDDED && r.a.coro_localsplus < l->frame_localsplus)) {

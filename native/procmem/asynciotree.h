@@ -3,9 +3,10 @@
  * without running code in it (`stackwatch dump`): each pending task with
  * its name, its loop, its coroutine stack (the chain of coroutines it
  * awaits through, each frame's code and line) and what it awaits (another
- * task, a gather's children, another future), and the task whose TaskGroup
- * made it. What the caller makes a tree of: a task is a child of the task
- * that awaits it.
+ * task, a gather's children, another future), the task whose TaskGroup
+ * made it, and the objects its done callbacks hold (the future that
+ * asyncio.wait_for, wait or shield releases when it ends). What the caller
+ * makes a tree of: a task is a child of each task that awaits it.
  *
  * Found as asyncio.all_tasks() finds them: asyncio.tasks' task sets, read
  * through sys.modules (3.9-3.11: the WeakSet _all_tasks; 3.12+: the WeakSet
@@ -28,6 +29,7 @@
 #define SW_AIO_MAX_STACK 256u        /* coroutines followed down from a task */
 #define SW_AIO_MAX_CHILDREN 4096u    /* a gather's children kept */
 #define SW_AIO_NAME_MAX 256u
+#define SW_AIO_MAX_REFS 32u          /* objects held by a task's done callbacks kept */
 
 typedef enum {
     SW_AIO_AWAITS_NOTHING = 0,   /* no future (running, or about to) */
@@ -54,6 +56,12 @@ typedef struct sw_aio_task {
     uint64_t children[SW_AIO_MAX_CHILDREN];
     uint64_t group_parent;                  /* the task of the TaskGroup that made it (its
                                                first done callback is the group's), or 0 */
+    uint32_t nrefs;                         /* refs[]: the objects its done callbacks hold (a
+                                               functools.partial's arguments, a function's
+                                               closure cells): where asyncio.wait_for (before
+                                               3.12), wait and shield keep the future they
+                                               release when it ends, which another task awaits */
+    uint64_t refs[SW_AIO_MAX_REFS];
 } sw_aio_task;
 
 /* Called once per pending task; t is valid during the call only (its codes

@@ -644,8 +644,19 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
  *     of the interpreter begins with one, so a thread's outermost frame is
  *     always one (3.9-3.11 have no such mark: a NULL link on a frame that
  *     is not a generator's is the thread's root).
- * A generator resumed with no Python frame below it (a C thread iterating
- * it) has a NULL link too: before 3.12 its samples are counted as failed.
+ * A generator resumed with no Python frame below it (a thread that runs C
+ * code only, iterating it: a C extension's thread, `_thread.
+ * start_new_thread(list, (gen,))`) has a NULL link too: 3.9-3.11 cannot
+ * tell it from a generator that yields or resumes under the reader (its
+ * own link is NULL then), so its samples are counted as failed (torn).
+ * 3.12+ link it to the shim frame of its resumer's run of the interpreter,
+ * whose link is NULL: the thread's root, unless the generator yielded
+ * meanwhile and another run with no Python caller put its shim where the
+ * resumer's was. That shape is read whole when a second read of both
+ * frames, after the walk, finds the same: the generator still running,
+ * linked to that shim, and the shim still the thread's root
+ * (gen_root_again); else it is torn. (It used to be torn always: every
+ * sample of such a thread failed, in process even parked.)
  *
  * The checks after a walk (still_whole, objects_whole) are strict in this
  * process, where a walk they find torn is redone with the thread parked
@@ -653,6 +664,25 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
  * below the anchor to be at the same instruction. From outside they are
  * not (see those functions): each failure there costs a sample. */
 #define WALK_TORN (-2)
+
+/* 3.12+: whether the generator frame `gen`, walked just before the shim
+ * frame `shim` whose link is NULL, is still running and linked to it, and
+ * the shim still a root (see "Torn stacks"): one more read of each. */
+static int gen_root_again(sw_pystack *r, uint64_t gen, uint64_t shim)
+{
+    const sw_py_layout *l = &r->l;
+    const uint32_t back = frame_back(l);
+    unsigned char buf[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];
+    if (gen < back || sw_mem_read(&r->mem, gen - back, buf, l->frame_size + back) != SW_OK)
+        return 0;
+    const unsigned char *f = buf + back;
+    if (f[l->frame_owner] != (unsigned char)l->owner_generator || f[-(long)back] != (unsigned char)l->gen_executing ||
+        u64_at(f, l->frame_previous) != shim)
+        return 0;
+    if (sw_mem_read(&r->mem, shim, buf, l->frame_size) != SW_OK)
+        return 0;
+    return buf[l->frame_owner] == (unsigned char)l->owner_cstack && u64_at(buf, l->frame_previous) == 0;
+}
 
 /* Collects the code object addresses of the thread's frames, leaf first,
  * into r->code_addrs. Returns the count, -1 if a frame could not be read
@@ -672,6 +702,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     r->codes_read = 0;
     memset(r->seen, 0, sizeof r->seen);
     int callee_gen = 0;   /* 3.12+: the frame walked just before is a generator's */
+    uint64_t callee = 0;  /* that frame */
     while (frame) {
         if (++steps > max_steps || n == r->lim.max_depth) {
             *truncated = 1;
@@ -727,10 +758,11 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             }
             if (!previous && !shim && l->owner_cstack != SW_NO_OFFSET)
                 return WALK_TORN;   /* 3.12+: a thread's outermost frame is a shim */
-            if (!previous && shim && callee_gen)
-                return WALK_TORN;   /* a generator resumed from C with no Python caller: one
-                                       whose resumer's shim, on the C stack, was reused since */
+            if (!previous && shim && callee_gen && !gen_root_again(r, callee, frame))
+                return WALK_TORN;   /* a generator resumed from C with no Python caller, not
+                                       confirmed: its resumer's shim may have been reused since */
             callee_gen = owner == (unsigned char)l->owner_generator;
+            callee = frame;
             /* (3.13: the __init__ cleanup frame runs no function) */
             internal = !shim && l->frame_func != SW_NO_OFFSET && l->none_addr && u64_at(f, l->frame_func) == l->none_addr;
         }

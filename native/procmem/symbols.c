@@ -95,30 +95,63 @@ static uint32_t rank_of(const sw_elf_symbol *s)
     return (s->name[0] != '_') * 4u + (s->bind == STB_GLOBAL ? 2u : s->bind == STB_WEAK ? 1u : 0u);
 }
 
-/* The separate debug file of e (Debian's and Fedora's debug packages:
- * /usr/lib/debug/.build-id/xx/rest.debug, under root), if it is there
- * and has a .symtab: static functions named where the library's own file
- * keeps only .dynsym. NULL if not. */
-static sw_elf *debug_file(const sw_elf *e, const char *root)
+/* 1 if e has a .symtab (its static functions). */
+static int has_symtab(const sw_elf *e)
 {
-    const unsigned char *id;
-    size_t n = sw_elf_build_id(e, &id);
-    if (n < 2 || n > 64)
-        return NULL;
-    char path[512], hex[2 * 64 + 1];
-    for (size_t i = 0; i < n; i++)
-        snprintf(hex + 2 * i, 3, "%02x", id[i]);
-    snprintf(path, sizeof path, "%s/usr/lib/debug/.build-id/%.2s/%s.debug", root, hex, hex + 2);
+    sw_elf_symbol sy;
+    for (size_t i = 0; i < sw_elf_symbol_count(e); i++)
+        if (sw_elf_symbol_at(e, i, &sy) == SW_OK && !sy.dynamic)
+            return 1;
+    return 0;
+}
+
+/* The ELF file at path if it can be read and (crc_of_it) has that CRC. */
+static sw_elf *open_debug(const char *path, const uint32_t *crc_of_it)
+{
     sw_elf *d;
     char err[256];
     if (access(path, R_OK) != 0 || sw_elf_open(path, &d, err, sizeof err) != SW_OK)
         return NULL;
-    sw_elf_symbol sy;
-    for (size_t i = 0; i < sw_elf_symbol_count(d); i++)
-        if (sw_elf_symbol_at(d, i, &sy) == SW_OK && !sy.dynamic)
-            return d;
-    sw_elf_free(d);
-    return NULL;
+    if (crc_of_it && sw_elf_file_crc(d) != *crc_of_it) {
+        sw_elf_free(d);   /* another build's */
+        return NULL;
+    }
+    return d;
+}
+
+/* The separate debug file of e, read from path (which begins with root,
+ * the target's /proc/PID/root or ""; NULL: e is no file), as gdb finds
+ * it: by build id (Debian's and Fedora's debug packages:
+ * /usr/lib/debug/.build-id/xx/rest.debug, under root), else by its
+ * .gnu_debuglink name (beside the file, in .debug/ beside it, or under
+ * /usr/lib/debug with the file's directory), whose CRC must be the one the
+ * link gives. NULL if there is none. */
+static sw_elf *debug_file(const sw_elf *e, const char *path, const char *root)
+{
+    char p[1024], hex[2 * 64 + 1];
+    const unsigned char *id;
+    size_t n = sw_elf_build_id(e, &id);
+    sw_elf *d = NULL;
+    if (n >= 2 && n <= 64) {
+        for (size_t i = 0; i < n; i++)
+            snprintf(hex + 2 * i, 3, "%02x", id[i]);
+        snprintf(p, sizeof p, "%s/usr/lib/debug/.build-id/%.2s/%s.debug", root, hex, hex + 2);
+        d = open_debug(p, NULL);
+    }
+    const char *name, *slash = path ? strrchr(path, '/') : NULL;
+    uint32_t crc;
+    size_t rl = strlen(root);
+    if (d || !slash || sw_elf_debuglink(e, &name, &crc) != SW_OK || strncmp(path, root, rl) != 0)
+        return d;
+    int dir = (int)(slash - path);
+    const char *const forms[] = {"%.*s/%s", "%.*s/.debug/%s", "%s/usr/lib/debug%.*s/%s"};
+    for (size_t i = 0; i < 3 && !d; i++) {
+        int len = i < 2 ? snprintf(p, sizeof p, forms[i], dir, path, name)
+                        : snprintf(p, sizeof p, forms[i], root, dir - (int)rl, path + rl, name);
+        if (len > 0 && (size_t)len < sizeof p && strcmp(p, path) != 0)
+            d = open_debug(p, &crc);
+    }
+    return d;
 }
 
 /* 1 if s is a function symbol of the table chosen (.symtab, else .dynsym). */
@@ -128,14 +161,17 @@ static int wanted(const sw_elf_symbol *s, int dynamic)
            s->dynamic == dynamic;
 }
 
-/* Reads the function symbols of the ELF file at path (through the ELF
- * room's bounded reader). 0 or -1. */
-static int read_elf(const char *path, const char *root, elf_syms *out)
+/* Reads the function symbols of the ELF file at path, or of the image
+ * of image_len bytes when image is not NULL (the vDSO, read from the
+ * target's memory), through the ELF room's bounded reader. 0 or -1. */
+static int read_elf(const char *path, const unsigned char *image, size_t image_len, const char *root,
+                    elf_syms *out)
 {
     memset(out, 0, sizeof *out);
     sw_elf *e, *debug = NULL;
     char err[256];
-    if (sw_elf_open(path, &e, err, sizeof err) != SW_OK)
+    if ((image ? sw_elf_from_bytes(image, image_len, &e, err, sizeof err) : sw_elf_open(path, &e, err, sizeof err)) !=
+        SW_OK)
         return -1;
     int rc = -1;
     size_t nseg, total = sw_elf_symbol_count(e);
@@ -148,12 +184,9 @@ static int read_elf(const char *path, const char *root, elf_syms *out)
         out->min_vaddr = 0;
     out->min_vaddr &= ~0xfffull;
     sw_elf_symbol sy;
-    int dynamic = 1;   /* .dynsym only if the file has no .symtab (nor a debug file with one) */
-    for (size_t i = 0; i < total && dynamic; i++)
-        if (sw_elf_symbol_at(e, i, &sy) == SW_OK && !sy.dynamic)
-            dynamic = 0;
+    int dynamic = !has_symtab(e);   /* .dynsym only if the file has no .symtab (nor a debug file with one) */
     const sw_elf *src = e;
-    if (dynamic && (debug = debug_file(e, root))) {
+    if (dynamic && (debug = debug_file(e, image ? NULL : path, root)) && has_symtab(debug)) {
         src = debug;
         total = sw_elf_symbol_count(debug);
         dynamic = 0;
@@ -220,7 +253,7 @@ static const fsym *find_sym(const fsym *syms, uint32_t n, uint64_t a)
 const char *sw_symbols_elf_lookup(const char *path, uint64_t vaddr, char *out, size_t outlen)
 {
     elf_syms es;
-    if (read_elf(path, "", &es) != 0)
+    if (read_elf(path, NULL, 0, "", &es) != 0)
         return NULL;
     const fsym *f = find_sym(es.syms, es.n, vaddr);
     const char *res = NULL;
@@ -280,9 +313,11 @@ void sw_symbols_free(sw_symbols *s)
     free(s);
 }
 
-/* The object at base, named path, read from open_path; its load bias is
- * bias, or (UINT64_MAX) base less its first segment's address. */
-static object *object_for(sw_symbols *s, uint64_t base, const char *path, const char *open_path, uint64_t bias)
+/* The object at base, named path, read from open_path (or from image, the
+ * vDSO's bytes, when not NULL); its load bias is bias, or (UINT64_MAX)
+ * base less its first segment's address. */
+static object *object_for(sw_symbols *s, uint64_t base, const char *path, const char *open_path,
+                          const unsigned char *image, size_t image_len, uint64_t bias)
 {
     for (uint32_t i = 0; i < s->nobjs; i++)
         if (s->objs[i].base == base && strcmp(s->objs[i].path, path ? path : "") == 0)
@@ -309,7 +344,7 @@ static object *object_for(sw_symbols *s, uint64_t base, const char *path, const 
     size_t pl = path ? strlen(path) : 0, ol = open_path ? strlen(open_path) : 0;
     if (ol > pl && ol - pl < sizeof root && strcmp(open_path + ol - pl, path) == 0)
         snprintf(root, sizeof root, "%.*s", (int)(ol - pl), open_path);
-    if (open_path && open_path[0] && read_elf(open_path, root, &es) == 0) {
+    if ((image || (open_path && open_path[0])) && read_elf(open_path, image, image_len, root, &es) == 0) {
         o->syms = es.syms;
         o->n = es.n;
         o->names = es.names;
@@ -361,11 +396,12 @@ static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char
 /* In another process: the file its unwinder finds mapped at pc. */
 static entry *resolve_remote(sw_symbols *s, uint64_t pc, int by_fp)
 {
-    const char *path, *open_path;
-    uint64_t bias;
-    if (sw_unwind_object(s->remote, pc, &path, &open_path, &bias) != SW_OK)
+    sw_unwind_object_info f;
+    if (sw_unwind_object(s->remote, pc, &f) != SW_OK)
         return &s->unknown;
-    object *o = object_for(s, bias, path, open_path, bias);
+    const char *path = f.path;
+    uint64_t bias = f.bias;
+    object *o = object_for(s, bias, path, f.open_path, f.image, f.image_len, bias);
     if (o && pc >= o->bias) {
         const fsym *f = find_sym(o->syms, o->n, pc - o->bias);
         if (f)
@@ -383,7 +419,7 @@ static entry *resolve(sw_symbols *s, uint64_t pc, int by_fp)
     memset(&di, 0, sizeof di);
     if (!dladdr((void *)(uintptr_t)pc, &di) || !di.dli_fbase)
         return &s->unknown;
-    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, UINT64_MAX);
+    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, NULL, 0, UINT64_MAX);
     if (o && pc >= o->bias) {
         const fsym *f = find_sym(o->syms, o->n, pc - o->bias);
         if (f)
@@ -402,16 +438,20 @@ int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t 
     memset(&di, 0, sizeof di);
     if (!dladdr((void *)(uintptr_t)addr, &di) || !di.dli_fbase)
         return SW_EARG;
-    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, UINT64_MAX);
+    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, NULL, 0, UINT64_MAX);
     if (!o || !o->path[0])
         return SW_EARG;
     if (!o->lines_read) {   /* once per object: a file without debug information has none */
         o->lines_read = 1;
-        sw_elf *e;
+        sw_elf *e, *debug;
         char err[256];
         if (sw_elf_open(o->path, &e, err, sizeof err) == SW_OK) {
-            if (sw_elf_lines(e, &o->lines, err, sizeof err) != SW_OK)
-                o->lines = NULL;
+            if (sw_elf_lines(e, &o->lines, err, sizeof err) != SW_OK) {
+                o->lines = NULL;   /* stripped: its separate debug file's */
+                if ((debug = debug_file(e, o->path, "")) && sw_elf_lines(debug, &o->lines, err, sizeof err) != SW_OK)
+                    o->lines = NULL;
+                sw_elf_free(debug);
+            }
             sw_elf_free(e);
         }
     }

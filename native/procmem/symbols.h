@@ -2,8 +2,10 @@
  * symbols.h - names of native code addresses of this process, for the
  * profiler's native frames: the shared object an address is in (dladdr)
  * and the function symbol covering it, from the object file's .symtab
- * (static functions too) or else .dynsym, read once per object with
- * bounded parsing. Results are cached per address.
+ * (static functions too), else its separate debug file's (found by build
+ * id or .gnu_debuglink, as gdb finds it), else its .dynsym, read once per
+ * object with bounded parsing; the vDSO's from its image in the target's
+ * memory. Results are cached per address.
  *
  * A symbol is handed out as an sw_sample_code, so a native frame goes
  * through the sample sinks like a Python one: name "symbol [native]"
@@ -37,7 +39,8 @@ sw_sample_code *sw_symbols_lookup(sw_symbols *s, uint64_t pc, int *is_eval);
 
 /* The source file and line of code address addr (a function's start, as
  * sw_symbols_lookup's addr) from the DWARF line tables (.debug_line) of
- * the object holding it, read once per object: 0, or SW_EARG when the
+ * the object holding it (or of its separate debug file), read once per
+ * object: 0, or SW_EARG when the
  * object has no debug information or none of its rows covers addr.
  * *file lives as long as s. */
 int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t *line);

@@ -45,6 +45,8 @@ typedef struct file {
     char *open_path;                 /* through /proc/PID/root */
     int state;                       /* 0: not read yet, 1: read, -1: unreadable */
     unsigned char *sections;         /* .eh_frame then .eh_frame_hdr, copied */
+    unsigned char *image;            /* the vDSO: its ELF image, read from the target's memory */
+    size_t image_len;
     sw_cfi *cfi;                     /* NULL: no CFI */
     uint64_t bias;
 } file;
@@ -121,6 +123,7 @@ void sw_unwinder_free(sw_unwinder *u)
         free(u->files[i].path);
         free(u->files[i].open_path);
         free(u->files[i].sections);
+        free(u->files[i].image);
         sw_cfi_free(u->files[i].cfi);
     }
     free(u->files);
@@ -174,7 +177,8 @@ static int by_start(const void *a, const void *b)
 }
 
 /* A core's file mappings: its NT_FILE note, each file as found here
- * (none: unreadable, its addresses then without CFI or symbols). */
+ * (none: unreadable, its addresses then without CFI or symbols), and its
+ * vDSO, read from the core's bytes as from a live process's memory. */
 static void read_core_maps(sw_unwinder *u)
 {
     size_t n;
@@ -192,6 +196,19 @@ static void read_core_maps(sw_unwinder *u)
             break;
         u->maps = v;
         u->maps[u->nmaps++] = (map){cf[i].start, cf[i].end, cf[i].offset, (uint32_t)fi, 1};
+    }
+    /* the vDSO, no file: the core's segment at its address (NT_AUXV) */
+    const sw_core *c = sw_coremem_core(u->core);
+    uint64_t vdso = sw_core_vdso(c);
+    const sw_core_segment *seg = sw_core_segments(c, &n);
+    for (size_t i = 0; vdso && i < n; i++) {
+        long fi = seg[i].vaddr == vdso && seg[i].memsz <= VDSO_MAX ? file_index(u, "[vdso]", "[vdso]") : -1;
+        map *v = fi < 0 ? NULL : sw_array_grow(u->maps, &u->capmaps, u->nmaps + 1, sizeof *v, 64);
+        if (v) {
+            u->maps = v;
+            u->maps[u->nmaps++] = (map){vdso, vdso + seg[i].memsz, 0, (uint32_t)fi, 1};
+            break;
+        }
     }
     if (u->nmaps)
         qsort(u->maps, u->nmaps, sizeof *u->maps, by_start);
@@ -255,9 +272,12 @@ static void load_file(sw_unwinder *u, uint32_t fi)
                 continue;
             unsigned char *buf = malloc((size_t)(m->end - m->start));
             size_t n = buf ? sw_mem_read_upto(u->mem, m->start, buf, (size_t)(m->end - m->start)) : 0;
-            if (n)
-                sw_elf_from_bytes(buf, n, &e, err, sizeof err);
-            free(buf);
+            if (n && sw_elf_from_bytes(buf, n, &e, err, sizeof err) == SW_OK) {
+                f->image = buf;   /* kept: its symbols name its functions (sw_unwind_object) */
+                f->image_len = n;
+            } else {
+                free(buf);
+            }
         }
     } else {
         sw_elf_open(f->open_path, &e, err, sizeof err);
@@ -313,14 +333,12 @@ static file *file_at(sw_unwinder *u, uint64_t pc)
     return u->files[m->file].state == 1 ? &u->files[m->file] : NULL;
 }
 
-int sw_unwind_object(sw_unwinder *u, uint64_t pc, const char **path, const char **open_path, uint64_t *bias)
+int sw_unwind_object(sw_unwinder *u, uint64_t pc, sw_unwind_object_info *out)
 {
     const file *f = file_at(u, pc);
     if (!f)
         return SW_EARG;
-    *path = f->path;
-    *open_path = f->open_path;
-    *bias = f->bias;
+    *out = (sw_unwind_object_info){f->path, f->open_path, f->bias, f->image, f->image_len};
     return SW_OK;
 }
 

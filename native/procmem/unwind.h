@@ -73,11 +73,20 @@ const char *sw_unwind_error(const sw_unwinder *u);
  * release. */
 int sw_unwind_regs(sw_unwinder *u, const uint64_t *regs, uint64_t *pcs, uint8_t *flags, int max, int *truncated);
 
-/* The file mapped at code address pc: its path as the target sees it, the
- * path to open it by from here (through /proc/PID/root), and its load
- * bias (address = file address + bias). 0, or SW_EARG if pc is in no file
- * or the file cannot be read. */
-int sw_unwind_object(sw_unwinder *u, uint64_t pc, const char **path, const char **open_path, uint64_t *bias);
+/* The file mapped at code address pc (sw_unwind_object). */
+typedef struct sw_unwind_object_info {
+    const char *path;                /* as the target sees it ("[vdso]" for the vDSO) */
+    const char *open_path;           /* to open it by from here (through /proc/PID/root) */
+    uint64_t bias;                   /* its load bias: address = file address + bias */
+    const unsigned char *image;      /* the vDSO, which is no file: its ELF image as read from
+                                        the target's memory (image_len bytes), else NULL */
+    size_t image_len;
+} sw_unwind_object_info;
+
+/* The file mapped at code address pc into *out (its strings and image
+ * live as long as u). 0, or SW_EARG if pc is in no file or the file
+ * cannot be read. */
+int sw_unwind_object(sw_unwinder *u, uint64_t pc, sw_unwind_object_info *out);
 
 typedef struct sw_unwind_stats {
     uint64_t captures;       /* threads stopped and unwound */

@@ -128,7 +128,7 @@ SW_INLINE int decode_field(sw_cursor *c, char *s1, char *s2, sw_ext *x, unsigned
         v = (uint64_t)sw_unzigzag(v);
     switch (slot) {
     case SW_SLOT_CODE:
-        if (v >= SW_EXT_NO_CODE)
+        if (v > SW_EXT_NO_CODE)   /* (SW_EXT_NO_CODE itself: none, format 1.14) */
             return 1;
         x->code = (uint32_t)v;
         break;

@@ -301,7 +301,9 @@ const char *sw_record_slot_name(unsigned slot);
 const char *sw_record_stat_name(unsigned stat);
 
 /* A record's payload decoded (reader.h says how the reader fills it), or
- * the values to encode. */
+ * the values to encode. A code field of a record located nowhere holds
+ * SW_EXT_NO_CODE, written as it is (format 1.14: before, no code was
+ * written as 0, the id of a real code, and such a file's 0 reads as it). */
 #define SW_EXT_NO_CODE UINT32_MAX
 #define SW_EXT_STR_MAX 255
 typedef struct sw_ext {

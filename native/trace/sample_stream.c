@@ -118,7 +118,10 @@ void sw_sample_stream_sink(void *ud, sw_sample *s)
     /* The frames inner to the innermost skipped one (stackwatch's own
      * frames and the wrapper frames that called them, e.g. runpy's under
      * "python -m stackwatch", are not the program's), outermost first
-     * (frames[] is leaf first), without the dropped native ones. */
+     * (frames[] is leaf first), without the dropped native ones. A thread
+     * that runs stackwatch's own code (its start and stop, attach's pending
+     * call in the program's thread) has none: the sample is not stored,
+     * only counted (cut). */
     if (s->depth > st->cap) {
         uint32_t cap = s->depth < 64 ? 64 : s->depth;
         uint32_t *ids = realloc(st->ids, (size_t)cap * sizeof *ids);
@@ -134,6 +137,7 @@ void sw_sample_stream_sink(void *ud, sw_sample *s)
         st->cap = cap;
     }
     uint32_t n = 0, upto_python = 0;
+    int own = 0;
     for (uint32_t i = 0; i < s->depth; i++) {
         uint32_t id = frame_id(st, s->frames[i]);
         if (id == SW_NO_ID) {
@@ -144,6 +148,7 @@ void sw_sample_stream_sink(void *ud, sw_sample *s)
             /* The native frames outside the outermost kept Python frame
              * are the wrapper's too (its exec() of the program). */
             n = upto_python;
+            own = n == 0;
             break;
         }
         if (id == DROP_ID)
@@ -152,6 +157,10 @@ void sw_sample_stream_sink(void *ud, sw_sample *s)
         st->ids[n++] = id;
         if (!sw_sample_code_is_native(s->frames[i]))
             upto_python = n;
+    }
+    if (own) {
+        st->st.cut++;
+        return;
     }
     sw_bytes_varint(o, n);
     for (uint32_t i = n; i-- > 0;)

@@ -36,6 +36,8 @@ typedef struct sw_sample_stream_stats {
     uint64_t frames;         /* frame definitions */
     uint64_t chunks;         /* SAMPLES chunks written */
     uint64_t lost;           /* samples lost (out of memory, write errors) */
+    uint64_t cut;            /* samples of a thread running stackwatch's own code
+                              * (skip_prefix): nothing of the program, not stored */
 } sw_sample_stream_stats;
 
 /* Returns NULL when out of memory. skip_prefix may be NULL or "". */

@@ -4,7 +4,10 @@
  * elfgen.h). Besides ASan/UBSan reports, it aborts when a promise of
  * elf/elf.h is broken: a refusal without a message, a symbol without a
  * name, a build id longer than its bound, a segment or a section outside
- * the input, a read at a virtual address that returns bytes not in it; the
+ * the input, a read at a virtual address that returns bytes not in it, a
+ * .gnu_debuglink name that is empty or holds a '/', a section's bytes
+ * (sw_elf_section_bytes, inflated where compressed) larger than the input
+ * or over the bound; the
  * input is also read as a DWARF .debug_line section (dwarf_line.h): a
  * refusal without a message, a row without a file. The input is also
  * read as call frame information (exercise_cfi: as an .eh_frame, and as
@@ -121,12 +124,25 @@ static void exercise_elf(const uint8_t *data, size_t len)
         elf_fail("line tables refused without a message");
     exercise_lines(own);
     sw_dwarf_lines_free(own);
+    const char *link;
+    uint32_t crc;
+    if (sw_elf_debuglink(e, &link, &crc) == SW_OK && (!link[0] || strchr(link, '/')))
+        elf_fail("a debug link that is no file's name");
     static const char *names[] = {".rodata", ".dynsym", ".symtab", ".note.gnu.build-id", ".shstrtab"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t sl;
         const unsigned char *p = sw_elf_section(e, names[i], &sl, NULL);
         if (p && sl > len)
             elf_fail("a section larger than the input");
+        const unsigned char *b;
+        unsigned char *owned;
+        err[0] = 0;
+        int rc = sw_elf_section_bytes(e, names[i], &b, &sl, &owned, err, sizeof err);
+        if (rc != SW_OK && !err[0])
+            elf_fail("a section's bytes refused without a message");
+        if (rc == SW_OK && (!b || (owned ? sl > SW_ELF_MAX_INFLATED : sl > len)))
+            elf_fail("a section's bytes larger than the input or over the inflated bound");
+        free(owned);
     }
     sw_elf_free(e);
 }

@@ -12,6 +12,7 @@
  */
 #include "handlers.h"
 
+#include "ext/dispatch/task_log.h"
 #include "ext/shared/globs.h"
 #include "ext/shared/hookerr.h"
 
@@ -119,8 +120,37 @@ static PyObject *str_or_none(const char *s)
     return o;
 }
 
+const char *const sw_task_keys[SW_K_TASK_WOKEN - SW_K_TASK_SWITCH + 1][4] = {
+    [SW_K_TASK_SWITCH - SW_K_TASK_SWITCH] = {"origin", "task", NULL, NULL},
+    [SW_K_TASK_CREATE - SW_K_TASK_SWITCH] = {"task", "kind", "native_id", NULL},
+    [SW_K_TASK_EXIT - SW_K_TASK_SWITCH] = {"task", "outcome", NULL, NULL},
+    [SW_K_TASK_BLOCK - SW_K_TASK_SWITCH] = {"reason", NULL, NULL, NULL},
+    [SW_K_TASK_WAKE - SW_K_TASK_SWITCH] = {"task", NULL, "native_id", NULL},
+    [SW_K_TASK_SEND - SW_K_TASK_SWITCH] = {"peer", NULL, NULL, "value"},
+    [SW_K_TASK_RECEIVE - SW_K_TASK_SWITCH] = {"peer", NULL, NULL, "value"},
+    [SW_K_TASK_NAME - SW_K_TASK_SWITCH] = {"task", NULL, "native_id", "group"},
+    [SW_K_TASK_WOKEN - SW_K_TASK_SWITCH] = {"task", "ago_ns", "native_id", NULL},
+};
+
+/* A task event's data: its fields under sw_task_keys' names. */
+static PyObject *task_data(int kind, const sw_evdata *d)
+{
+    const char *const *keys = sw_task_keys[kind - SW_K_TASK_SWITCH];
+    long long v[3] = {d->a, d->b, d->c};
+    PyObject *data = PyDict_New();
+    for (int i = 0; data && i < 4; i++) {
+        PyObject *x = !keys[i] ? NULL : i < 3 ? PyLong_FromLongLong(v[i]) : str_or_none(d->file);
+        if (keys[i] && (!x || PyDict_SetItemString(data, keys[i], x) < 0))
+            Py_CLEAR(data);
+        Py_XDECREF(x);
+    }
+    return data;
+}
+
 static PyObject *kind_data(int kind, const sw_evdata *d)
 {
+    if (kind >= SW_K_TASK_SWITCH && kind <= SW_K_TASK_WOKEN)
+        return task_data(kind, d);
     switch (kind) {
     case SW_K_INSTRUCTION:
         return Py_BuildValue("{s:L,s:L}", "offset", d->a, "opcode", d->b);
@@ -132,23 +162,6 @@ static PyObject *kind_data(int kind, const sw_evdata *d)
         return Py_BuildValue("{s:N}", "class_file", str_or_none(d->file));
     case SW_K_THREAD_START: case SW_K_THREAD_EXIT:
         return Py_BuildValue("{s:L}", "native_id", d->a);
-    /* Task events (records.h says what each field is). */
-    case SW_K_TASK_SWITCH:
-        return Py_BuildValue("{s:L,s:L}", "origin", d->a, "task", d->b);
-    case SW_K_TASK_CREATE:
-        return Py_BuildValue("{s:L,s:L,s:L}", "task", d->a, "kind", d->b, "native_id", d->c);
-    case SW_K_TASK_EXIT:
-        return Py_BuildValue("{s:L,s:L}", "task", d->a, "outcome", d->b);
-    case SW_K_TASK_BLOCK:
-        return Py_BuildValue("{s:L}", "reason", d->a);
-    case SW_K_TASK_WAKE:
-        return Py_BuildValue("{s:L,s:L}", "task", d->a, "native_id", d->c);
-    case SW_K_TASK_SEND: case SW_K_TASK_RECEIVE:
-        return Py_BuildValue("{s:L,s:N}", "peer", d->a, "value", str_or_none(d->file));
-    case SW_K_TASK_WOKEN:
-        return Py_BuildValue("{s:L,s:L,s:L}", "task", d->a, "native_id", d->c, "ago_ns", d->b);
-    case SW_K_TASK_NAME:
-        return Py_BuildValue("{s:L,s:L,s:N}", "task", d->a, "native_id", d->c, "group", str_or_none(d->file));
     default:
         Py_RETURN_NONE;
     }
@@ -272,6 +285,14 @@ void sw_handlers_emit(int kind, const sw_evdata *d)
     for (int i = 0; i < MAX_HANDLERS; i++) {
         if (!H[i].fn || !(H[i].mask & bit) || !(ok & (1u << i)))
             continue;
+        if (sw_task_log_check(H[i].fn) && kind >= SW_K_TASK_SWITCH && kind <= SW_K_TASK_WOKEN) {
+            PyObject *fn = Py_NewRef(H[i].fn);   /* (the log's line, with no Event) */
+            if (sw_task_log_emit(fn, kind, d) < 0 && H[i].fn == fn)
+                report_and_remove(i);
+            PyErr_Clear();
+            Py_DECREF(fn);
+            continue;
+        }
         if (!ev && !(ev = make_event(kind, d))) {
             PyErr_Clear();
             sw_hook_error("out of memory creating an event for a handler");

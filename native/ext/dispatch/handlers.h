@@ -27,6 +27,11 @@ int sw_handlers_file_lines_in(PyCodeObject *co);
 /* The per-code cache is stale (a filter changed). */
 void sw_handlers_cache_reset(void);
 
+/* The keys of a task event's data (stackwatch.Event.data), by kind from
+ * SW_K_TASK_SWITCH: its fields a, b, c and the string `file` (records.h
+ * says what each is); NULL: not carried. */
+extern const char *const sw_task_keys[SW_K_TASK_WOKEN - SW_K_TASK_SWITCH + 1][4];
+
 /* Adds Event, add_handler, remove_handler, _handler_ids and _set_own_prefix
  * to the module. Returns 0, or -1 with an exception set. */
 int sw_handlers_add_to_module(PyObject *m);

@@ -170,7 +170,15 @@ static int add_python_names(sw_target *t, const sw_py_layout *l, uint64_t interp
 static int add_task(void *ud, const sw_aio_task *t)
 {
     static const char *const awaits[] = {"nothing", "task", "gather", "future"};
-    PyObject *list = ud, *frames = PyList_New(t->depth), *children = PyList_New(t->nchildren);
+    PyObject *list = ud, *frames = PyList_New(t->depth), *children = PyList_New(t->nchildren),
+             *refs = PyList_New(t->nrefs);
+    for (uint32_t i = 0; refs && i < t->nrefs; i++) {
+        PyObject *x = PyLong_FromUnsignedLongLong(t->refs[i]);
+        if (!x)
+            Py_CLEAR(refs);
+        else
+            PyList_SET_ITEM(refs, i, x);
+    }
     for (uint32_t i = 0; frames && children && i < t->depth; i++) {
         const sw_sample_code *c = t->codes[i];
         PyObject *f = Py_BuildValue("(s#s#i)", c->name, (Py_ssize_t)c->name_len, c->filename,
@@ -189,19 +197,20 @@ static int add_task(void *ud, const sw_aio_task *t)
     }
     PyObject *name = PyUnicode_DecodeUTF8(t->name, (Py_ssize_t)strlen(t->name), "replace");
     PyObject *type = PyUnicode_DecodeUTF8(t->waiter_type, (Py_ssize_t)strlen(t->waiter_type), "replace");
-    PyObject *d = frames && children && name && type
-                      ? Py_BuildValue("{s:K,s:N,s:K,s:O,s:K,s:N,s:s,s:K,s:N,s:N,s:K}", "address",
+    PyObject *d = frames && children && refs && name && type
+                      ? Py_BuildValue("{s:K,s:N,s:K,s:O,s:K,s:N,s:s,s:K,s:N,s:N,s:K,s:N}", "address",
                                       (unsigned long long)t->addr, "name", name, "loop", (unsigned long long)t->loop,
                                       "running", t->running ? Py_True : Py_False,
                                       "loop_thread", (unsigned long long)t->loop_thread, "frames", frames, "awaits",
                                       awaits[t->awaits < 4 ? t->awaits : 0], "waiter", (unsigned long long)t->waiter,
                                       "waiter_type", type, "children", children, "group_parent",
-                                      (unsigned long long)t->group_parent)
+                                      (unsigned long long)t->group_parent, "callback_refs", refs)
                       : NULL;
     if (!d) {   /* (Py_BuildValue's N consumed them even when it failed) */
-        if (!frames || !children || !name || !type) {
+        if (!frames || !children || !refs || !name || !type) {
             Py_XDECREF(frames);
             Py_XDECREF(children);
+            Py_XDECREF(refs);
             Py_XDECREF(name);
             Py_XDECREF(type);
         }
@@ -343,7 +352,8 @@ static PyMethodDef methods[] = {
      "outside (a core's: unwound from its registers; not with locals); address: a native frame's symbol's start "
      "in the process (a Python frame's: its code object's); native_error (native=True): None, or why some "
      "thread's native frames could not be read (it could not be stopped); asyncio: the pending asyncio tasks [{address, name, "
-     "loop, running, loop_thread, frames, awaits, waiter, waiter_type, children, group_parent}], asyncio_error: "
+     "loop, running, loop_thread, frames, awaits, waiter, waiter_type, children, group_parent, callback_refs: "
+     "the objects its done callbacks hold}], asyncio_error: "
      "None or why some or all were not read"},
     {NULL, NULL, 0, NULL},
 };

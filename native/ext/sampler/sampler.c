@@ -502,6 +502,7 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
         sw_sample_stream_stats_get(self->stream, &ss);
         stored = ss.samples;
         dropped = ss.lost;
+        cut = ss.cut;
     }
     const sw_pystack_stats *r = &st.reader;
     PyObject *d = Py_BuildValue(

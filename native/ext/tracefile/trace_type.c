@@ -367,8 +367,9 @@ static int collect_ext(void *ud, const sw_event *ev)
         return 0;
     const sw_ext *x = ev->ext;
     int located = !x->malformed && ext_located(x->kind);
-    /* A TASK_SWITCH (SW_REPLAY_TASKS) has the code of the frame it left. */
-    int coded = located || (!x->malformed && x->code != SW_EXT_NO_CODE);
+    /* A TASK_SWITCH (SW_REPLAY_TASKS) has the code of the frame it left; a
+     * located record with no code (format 1.14) has None. */
+    int coded = !x->malformed && x->code != SW_EXT_NO_CODE;
     PyObject *t = Py_BuildValue("(ILINNN)", x->kind, (long long)ev->t_ns, ev->depth,
                                 coded ? PyLong_FromUnsignedLong(x->code) : Py_NewRef(Py_None),
                                 located ? PyLong_FromUnsignedLongLong(x->line) : Py_NewRef(Py_None), ext_data(x));
@@ -383,7 +384,8 @@ static int collect_ext(void *ud, const sw_event *ev)
 /* ext_events(thread_pos, mask=all, all_tasks=False): the thread's EXT
  * events of the kinds whose bit is set in mask, as tuples (kind, t_ns,
  * depth, code, line, data): code and line None for kinds without a
- * location (and malformed records), data a dict of the other fields by
+ * location (and malformed records), code None for a record located
+ * nowhere (no code, line 0; format 1.14), data a dict of the other fields by
  * name (ext_data). all_tasks (a thread's position): those of every task
  * the thread ran, and its TASK_SWITCH records (code: the frame left;
  * replay.h SW_REPLAY_TASKS). */

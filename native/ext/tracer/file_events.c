@@ -48,7 +48,7 @@ void sw_file_record_ext(int kind, const sw_evdata *d)
     sw_tracer_thread *t = &sw_TT;
     if (kind < 0 || kind >= SW_K_COUNT || !ext_of[kind] || sw_T.busy || !sw_thread_attach(t))
         return;
-    uint32_t code = 0;
+    uint32_t code = SW_EXT_NO_CODE;   /* located nowhere */
     if (d->code) {
         uint32_t id = sw_code_id(d->code, NULL);
         if (id & SW_ID_SKIP)

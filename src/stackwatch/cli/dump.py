@@ -14,9 +14,10 @@ file's threads: unwound from the registers the core holds).
 
 After the threads, the asyncio tasks of each event loop, read from memory
 too (asyncio.all_tasks()' tasks: name, coroutine stack innermost first,
-what each awaits), as a tree: a task is shown under the task that awaits
-it (directly, through gather, or as its TaskGroup's parent task); the
-roots are tasks no task awaits. --json gives each thread the tasks of the
+what each awaits), as a tree: a task is shown under each task that
+awaits it (directly, through gather, asyncio.wait_for, wait or shield, or
+as its TaskGroup's parent task), after the first time as "(shown above)";
+the roots are tasks no task awaits. --json gives each thread the tasks of the
 loop it runs ("asyncio"; docs/format.md, "dump --json")."""
 import json
 import sys
@@ -87,25 +88,39 @@ def frame_of(qualname, file, line, local_vars, with_locals, address=None):
 
 
 def tasks_of(dump):
-    """The asyncio tasks of the dump as --json prints them, each with its
-    parent (the task awaiting it) and children, by loop: {loop: [task]}
-    in the order read, and {loop: thread id running it, or None}."""
+    """The asyncio tasks of the dump as --json prints them, each with the
+    tasks awaiting it (parents, the first also as parent) and those it
+    awaits (children), by loop: {loop: [task]} in the order read, and
+    {loop: thread id running it, or None}."""
     raw = dump.get("asyncio") or []
     by_addr = {t["address"]: t for t in raw}
-    parent = {}
+    parents = {}   # a task -> the tasks awaiting it, each once, in the order found
+
+    def link(child, p):
+        if child in by_addr and child != p and p not in parents.setdefault(child, []):
+            parents[child].append(p)
+    # a future that a task's done callback releases when the task ends
+    # (asyncio.wait_for before 3.12, wait, shield): who awaits it awaits that task
+    released_by = {}
     for t in raw:
-        if t["awaits"] == "task" and t["waiter"] in by_addr:
-            parent.setdefault(t["waiter"], t["address"])
+        for ref in t.get("callback_refs", ()):
+            released_by.setdefault(ref, []).append(t["address"])
+    for t in raw:
+        if t["awaits"] == "task":
+            link(t["waiter"], t["address"])
         elif t["awaits"] == "gather":
             for c in t["children"]:
-                if c in by_addr:
-                    parent.setdefault(c, t["address"])
+                link(c, t["address"])
+        elif t["awaits"] == "future":
+            for c in released_by.get(t["waiter"], ()):
+                link(c, t["address"])
     for t in raw:
         if t["group_parent"] in by_addr:
-            parent.setdefault(t["address"], t["group_parent"])
+            link(t["address"], t["group_parent"])
     children = {}
-    for child, p in parent.items():
-        children.setdefault(p, []).append(child)
+    for child, ps in parents.items():
+        for p in ps:
+            children.setdefault(p, []).append(child)
     loops, threads = {}, {}
     for t in raw:
         awaits = {"kind": t["awaits"]}
@@ -113,6 +128,8 @@ def tasks_of(dump):
             awaits.update(address=t["waiter"], type=t["waiter_type"])
         if t["awaits"] == "gather":
             awaits["children"] = t["children"]
+        if t["awaits"] == "future" and released_by.get(t["waiter"]):
+            awaits["released_by"] = released_by[t["waiter"]]
         loops.setdefault(t["loop"], []).append({
             "name": t["name"],
             "address": t["address"],
@@ -120,7 +137,8 @@ def tasks_of(dump):
             "frames": [frame_of(*f, None, False) for f in t["frames"]],
             "running": t["running"],
             "awaits": awaits,
-            "parent": parent.get(t["address"]),
+            "parent": (parents.get(t["address"]) or [None])[0],
+            "parents": parents.get(t["address"], []),
             "children": children.get(t["address"], []),
         })
         threads[t["loop"]] = t["loop_thread"] or None
@@ -203,17 +221,21 @@ def format_tasks(threads):
             lines.append(f"Asyncio loop 0x{loop:x} (thread 0x{t['thread_id']:016x}, {len(tasks)} tasks; each under the "
                          f"task awaiting it, coroutines innermost first):")
             shown = set()
-            roots = [x for x in tasks if x["parent"] not in by_addr]
-            roots += [x for x in tasks if x["parent"] in by_addr]   # (only a cycle leaves these unshown)
+            roots = [x for x in tasks if not any(p in by_addr for p in x["parents"])]
+            roots += [x for x in tasks if x not in roots]   # (only a cycle leaves these unshown)
             for root in roots:
+                if root["address"] in shown:
+                    continue
                 todo = [(root, 0)]   # (a stack, not recursion: a chain of tasks may be long)
                 while todo:
                     task, depth = todo.pop()
-                    if task["address"] in shown:
+                    pad = "  " + "    " * depth
+                    head = f"{pad}Task {task['name']!r} (0x{task['address']:x})"
+                    if task["address"] in shown:   # under another task awaiting it too (or a cycle)
+                        lines.append(f"{head} (shown above)")
                         continue
                     shown.add(task["address"])
-                    pad = "  " + "    " * depth
-                    lines.append(f"{pad}Task {task['name']!r} (0x{task['address']:x}){awaits_text(task, by_addr)}")
+                    lines.append(f"{head}{awaits_text(task, by_addr)}")
                     for f in task["frames"]:
                         lines.append(f'{pad}    File "{f["file"]}", line {f["line"]} in {f["function"]}')
                     todo += [(by_addr[c], depth + 1) for c in reversed(task["children"]) if c in by_addr]
@@ -228,7 +250,9 @@ def awaits_text(task, by_addr):
     if a["kind"] == "gather":
         return f" awaits gather of {len(a['children'])}"
     if a["kind"] == "future":
-        return f" awaits {a['type']} (0x{a['address']:x})"
+        by = [f"Task {by_addr[r]['name']!r}" if r in by_addr else f"0x{r:x}" for r in a.get("released_by", ())]
+        ending = f", released when {' or '.join(by)} ends" if by else ""
+        return f" awaits {a['type']} (0x{a['address']:x}{ending})"
     if task["running"]:
         return " running (its frames on its thread: the stack above)"
     return ""

@@ -178,7 +178,7 @@ def run(args):
     if args.log is not None:
         log = handlers.verbose(None if args.log == "-" else args.log)
         names = ["calls"] + (["c_calls"] if args.c_calls else []) + list(events)
-        log = (log, handlers.add_handler(log, events=names))
+        log = (log, log.handle(names))
     finisher = Finisher(functools.partial(_finish, args, trace_path, output, min_ns, log))
     if args.lttng:
         try:
@@ -198,7 +198,8 @@ def run(args):
                       allow_tsc=not args.no_tsc, c_calls=args.c_calls, cython=args.cython,
                       native_include=args.native_include, native_exclude=args.native_exclude, flush_interval=flush_s,
                       events=events or None, lines=args.lines, sample=args.sample,
-                      sample_native=args.native, sample_lines=args.sample_lines, kernel=args.kernel, cpu=args.cpu)
+                      sample_native=args.native, sample_lines=args.sample_lines, kernel=args.kernel, cpu=args.cpu,
+                      _host="stackwatch run")
         except (ValueError, RuntimeError) as e:
             if trace_path != output:
                 traces.discard_run_trace(trace_path)
@@ -236,7 +237,7 @@ def _finish(args, trace_path, output, min_ns, log):
         probes.unwatch()
     if not _native.is_tracing():
         return
-    summary = tracing.stop()
+    summary = tracing.end_session()
     if summary.error:
         print(f"stackwatch: warning: {summary.error}", file=sys.stderr)
     children = follow.child_traces(trace_path)

@@ -6,7 +6,10 @@ Keys: o / t sort by own / total, n by name, a cycles the thread shown
 (all threads, then each), q quits. The header gives the samples per
 second and the shares of samples holding the GIL and of idle threads
 (whose samples are left out of the rows, as py-spy does). --once samples
-for about a second and prints one screen to stdout, for scripts.
+for about a second and prints one screen to stdout, for scripts. --native
+merges each thread's native (C) frames in, as `record --pid --native` does
+(each thread stopped with ptrace while sampled): a C function's row shows
+its library instead of a file and line.
 """
 import os
 import select
@@ -14,6 +17,7 @@ import sys
 import time
 
 from . import record
+from .dump import NATIVE_SUFFIX
 from .stats import function_table
 
 NAME = "top"
@@ -27,6 +31,9 @@ def add_parser(subparsers):
     p.add_argument("pid", type=int, help="the process to watch")
     p.add_argument("--rate", help="samples per second (default 1000)")
     p.add_argument("--once", action="store_true", help="sample about a second, print one screen, exit")
+    p.add_argument("--native", action="store_true", help="merge native (C) frames in, as record --pid --native "
+                                                         "does (each thread stopped with ptrace while sampled; "
+                                                         "Linux x86-64)")
     return p
 
 
@@ -90,14 +97,16 @@ def screen(prof, new, old, sort, thread, width=100, height=40):
         i = 0 if sort == "o" else 1
         rows.sort(key=lambda r: (-r[i], -r[1 - i], r[2]))
     for own, total, (name, filename, line) in rows[:max(height - len(lines), 1)]:
-        lines.append(f"{share(own, samples)} {share(total, samples)}  {name}  ({filename}:{line})"[:width])
+        # a native frame ("symbol [native]", its library as file): no line
+        where = filename if name.endswith(NATIVE_SUFFIX) else f"{filename}:{line}"
+        lines.append(f"{share(own, samples)} {share(total, samples)}  {name}  ({where})"[:width])
     return lines
 
 
 def run(args):
     # record's sampler, as top shows it: idle threads left out of the rows
     # (their share in the header), wall time, no history kept.
-    args.idle, args.gil, args.native, args.lines, args.mode, args.cycle = False, False, False, False, "wall", "600s"
+    args.idle, args.gil, args.lines, args.mode, args.cycle = False, False, False, "wall", "600s"
     try:
         prof = record.open_profiler(args, maxlen=1)
     except (OSError, ValueError, RuntimeError) as e:

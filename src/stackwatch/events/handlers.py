@@ -24,11 +24,10 @@ Several handlers, the file tracer and the USDT probes can listen at once:
 the interpreter is asked only for the events someone wants.
 """
 import os
-import sys
 import threading
 
 from .. import _native
-from . import kinds
+from . import kinds, task_log
 
 EVENTS = kinds.KINDS
 Event = _native.Event
@@ -83,50 +82,62 @@ class verbose:
     location and details, to stderr or a file.
 
         h = stackwatch.add_handler(stackwatch.handlers.verbose(), events="all")
+
+    Every line goes through one writer in C (task_log.writer): the task
+    events' lines are rendered there, with the tasks' names and, at each
+    switch, every task's state. handle(events) registers it for events with
+    the task kinds delivered to that writer directly (no Python per task
+    event), as `stackwatch run --log` does.
     """
 
     def __init__(self, out=None):
         self._own = isinstance(out, (str, bytes, os.PathLike))
-        self.out = open(out, "a", encoding="utf-8") if self._own else out
-        self._t0 = None
-        self._names = {}
-        self._tasks = None   # task_log.TaskLog, at the first task event
-
-    def _thread(self, ident):
-        name = self._names.get(ident)
-        if name is None:
-            t = threading._active.get(ident)
-            if t is None:   # (not listed yet: a thread as it starts)
-                return str(ident)
-            name = self._names[ident] = t.name
-        return name
-
-    def _thread_named(self, ident, name):
-        self._names[ident] = name
+        self.out = open(out, "ab") if self._own else out   # (its own file: the writer's UTF-8 as it is)
+        self._log = task_log.writer(self.out)
 
     def __call__(self, ev):
-        if self._t0 is None:
-            self._t0 = ev.time_ns
+        if ev.kind.startswith("task_"):   # named tasks, and their states at each switch
+            self._log(ev)
+            return
         where = ""
         if ev.filename is not None:
             where = f" {ev.function} ({os.path.basename(ev.filename)}:{ev.lineno if ev.lineno is not None else '?'})"
         detail = ""
-        if ev.kind.startswith("task_"):   # named tasks, and their states at each switch
-            if self._tasks is None:
-                from .task_log import TaskLog
-                self._tasks = TaskLog(self._thread, self._thread_named)
-            detail, where = " " + self._tasks.describe(ev), f"  at{where}" if where else ""
-        else:
-            if ev.name is not None:
-                detail += f" {ev.name}"
-            if ev.data:
-                detail += " " + " ".join(f"{k}={v}" for k, v in ev.data.items())
-        if ev.kind.startswith("thread_"):
-            self._names.pop(ev.thread_id, None)
-        body = detail + where if ev.kind.startswith("task_") else where + detail
-        line = f"{(ev.time_ns - self._t0) / 1e6:12.3f} ms  [{self._thread(ev.thread_id)}] {ev.kind:<12}{body}\n"
-        (self.out or sys.stderr).write(line)
+        if ev.name is not None:
+            detail += f" {ev.name}"
+        if ev.data:
+            detail += " " + " ".join(f"{k}={v}" for k, v in ev.data.items())
+        # (a thread event: the thread's name is read again)
+        self._log.line(ev.time_ns, ev.thread_id, ev.kind, where + detail, ev.kind.startswith("thread_"))
+
+    def handle(self, events, where=None):
+        """add_handler(self, events, where), the task kinds among events
+        handed to the C writer directly. Returns a Handle of them all."""
+        mask = kinds.mask_of(events)
+        tasks = mask & kinds.GROUPS["tasks"]
+        parts = []
+        if mask & ~tasks:
+            parts.append(add_handler(self, [k for k, bit in kinds.BIT.items() if mask & ~tasks & bit], where))
+        if tasks:
+            parts.append(add_handler(self._log, [k for k, bit in kinds.BIT.items() if tasks & bit], where))
+        return _Handles(parts)
 
     def close(self):
+        self._log.flush()
         if self._own and self.out:
             self.out.close()
+
+
+class _Handles(Handle):
+    """Several handlers as one Handle (verbose.handle)."""
+
+    def __init__(self, parts):
+        self._parts = parts
+        self.fn = parts[0].fn if parts else None
+
+    def remove(self):
+        return any([h.remove() for h in self._parts])
+
+    @property
+    def active(self):
+        return any(h.active for h in self._parts)

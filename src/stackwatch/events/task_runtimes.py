@@ -4,7 +4,8 @@ they are installed. Neither is imported for it: each is hooked when the
 program imports it (a finder on sys.meta_path, while task events are
 wanted) or at once when it already has.
 
-trio: trio.run gets one more instrument. A trio task is a task (TASK_CREATE
+trio: trio.run and trio.lowlevel.start_guest_run (trio's run loop driven
+by another event loop) get one more instrument. A trio task is a task (TASK_CREATE
 kind 4, named "trio " and its name): spawned (by the task running, where
 the program's code spawned it), each step run as it (TASK_SWITCH in and
 out), blocked after a step that left it waiting (on a memory channel, an
@@ -162,6 +163,9 @@ def _install_trio(trio, wrap):
             return orig(*args, instruments=instruments, **kwargs)
         return run
     wrap(trio, "run", run_wrap)
+    lowlevel = getattr(trio, "lowlevel", None)   # (trio's guest mode: its run loop driven by another loop's)
+    if lowlevel is not None and hasattr(lowlevel, "start_guest_run"):
+        wrap(lowlevel, "start_guest_run", run_wrap)
     runner = getattr(getattr(getattr(trio, "_core", None), "_run", None), "Runner", None)
     if runner is not None and "task_exited" in runner.__dict__:
         wrap(runner, "task_exited", lambda orig: _trio_exited(orig, trio))

@@ -65,7 +65,7 @@ def begin(added_path, status_dir, path, options, profile=None, probes=False):
             if profile is not None:
                 _start_profile(path, **profile)
             elif options is not None:
-                session.start(path, **options)
+                session.start(path, _host="stackwatch attach", **options)
         except BaseException:
             _stop_probes()
             raise
@@ -126,7 +126,7 @@ def stop_from_pending():
         if _profile is not None:
             doc = _write_profile()
         elif _native.is_tracing():
-            s = session.stop()
+            s = session.end_session()
             doc = {"ok": True, "path": s.path, "events": s.events, "warning": s.error}
         elif _probes:
             doc = {"ok": True}

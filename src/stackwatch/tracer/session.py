@@ -14,7 +14,7 @@ import json
 import os
 import socket
 import sys
-import threading
+import threading   # (also for its side effect: thread names are read from it)
 import time
 
 from .. import _native
@@ -26,6 +26,10 @@ from . import follow as _follow
 
 _session = None          # options of the running session, for fork children
 _sampler = None          # the sampler writing into the running session's file (sample=...)
+# The program's own start()s that joined a session it did not start (one
+# `stackwatch run`, `attach` or following started): (path, thread ident,
+# whether its region was recorded), innermost last. See _join().
+_joined = []
 _real_os_exit = os._exit
 _real_execv, _real_execve = os.execv, os.execve
 # Called with the program's path just before it execs (the CLI says where
@@ -167,7 +171,7 @@ def say_kernel(said):
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
           follow_fork=True, follow=False, meta=None, allow_tsc=True, c_calls=False, cython=False, flush_interval=None,
           events=None, lines=None, sample=None, sample_native=False, sample_lines=False, kernel=None,
-          native_include=None, native_exclude=None, cpu=False, _followed=None):
+          native_include=None, native_exclude=None, cpu=False, _followed=None, _host=None):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
@@ -220,13 +224,20 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     can pause the flusher, and would warn that the process is
     multi-threaded.
 
-    Raises RuntimeError if already tracing, OSError if the file cannot be
-    created, ValueError for a bad option.
+    Under a session the program did not start itself (`stackwatch run`,
+    `stackwatch attach`, a followed process), start() joins that session
+    instead: the options are ignored, nothing is written to ``path``, the
+    calls from here to the matching stop() are a region of the running
+    trace, and one line on stderr says so; that trace keeps every thread
+    and event it records.
+
+    Raises RuntimeError if already tracing (a session the program started),
+    OSError if the file cannot be created, ValueError for a bad option.
     """
     global _session, _sampler
-    if _session is not None and _session["_followed"]:
-        stop()   # the program of a followed process starts its own session: it takes over
     path = os.fspath(path) if path is not None else default_path()
+    if _session is not None and _session["_host"]:
+        return _join(path)
     chunk = given_chunk = parse_size(buffer_size)
     ring_bytes = given_ring = parse_size(ring) if ring else 0
     if ring_bytes:
@@ -285,15 +296,46 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
                     allow_tsc=allow_tsc, c_calls=c_calls, cython=cython, native_include=native_include,
                     native_exclude=native_exclude, flush_interval=flush_interval,
                     events=events, lines=lines, sample=sample, sample_native=sample_native,
-                    sample_lines=sample_lines, kernel=kernel, cpu=cpu, _followed=_followed)
+                    sample_lines=sample_lines, kernel=kernel, cpu=cpu, _followed=_followed,
+                    _host=(_host if _host is not None else "the parent process's stackwatch" if _followed
+                           else None) or None)
     os._exit = _exit_after_stop
     os.execv, os.execve = _execv_after_flush, _execve_after_flush
     _native.unrecorded(_follow.started, _session, _followed)   # stackwatch's work, not the program's
 
 
+def _join(path):
+    """The program's start(path) under a session its host started: a region
+    of that session's trace, named after the call, on the calling thread."""
+    recorded = _native.region_begin(f"stackwatch.start({os.path.basename(path)})")
+    _joined.append((path, threading.get_ident(), recorded))
+    _native.unrecorded(_say, f"the program's stackwatch.start({path!r}) joins the session {_session['_host']} "
+                       f"started: its events are recorded in {_session['path']} ({os.path.basename(path)} is "
+                       "not written)")
+
+
+def _say(warning):
+    print(f"stackwatch: warning: {warning}", file=sys.stderr)
+
+
+def _leave():
+    """The program's stop() of a session it joined (or, with none joined,
+    of its host's, which goes on): ends the innermost joined start's region.
+    The summary names the running trace, with counts 0 (it is not closed)."""
+    if _joined:
+        path, ident, recorded = _joined.pop()
+        if recorded and ident == threading.get_ident():
+            _native.region_end()
+    else:
+        _native.unrecorded(_say, f"the program's stackwatch.stop() leaves the session {_session['_host']} "
+                           f"started running ({_session['path']})")
+    return TraceSummary(dict(path=_session["path"], events=0, dropped=0, bytes=0, threads=0, codes=0,
+                             error=None))
+
+
 def _stop_on_signal():
     if _native.is_tracing():
-        stop()
+        end_session()
 
 
 def _globs(value, what):
@@ -309,13 +351,24 @@ def _globs(value, what):
 
 
 # The sampler's counts written into the END of a `run --sample` trace.
-_SAMPLER_END_KEYS = ("ticks", "missed", "samples", "stored", "dropped", "failed", "native_samples",
+_SAMPLER_END_KEYS = ("ticks", "missed", "samples", "stored", "dropped", "failed", "cut", "native_samples",
                      "native_failed")
 
 
 def stop():
     """Stop tracing, flush every thread and close the file. Returns a
-    TraceSummary. Raises RuntimeError if not tracing."""
+    TraceSummary. Raises RuntimeError if not tracing. Under a session the
+    program did not start (see start()), it only ends the region of the
+    program's start() and the session goes on."""
+    if _session is not None and _session["_host"]:
+        return _leave()
+    return end_session()
+
+
+def end_session():
+    """stop() for whoever started the session: `stackwatch run`'s and
+    attach's finish and the exit and signal handlers stop it even when the
+    program joined it."""
     return _native.unrecorded(_stop_deferred)   # (stackwatch's work, not the program's)
 
 
@@ -327,6 +380,7 @@ def _stop_deferred():
 def _stop():
     global _session, _sampler
     sampler, _sampler = _sampler, None
+    _joined.clear()
     sample_error = samples = None
     if sampler is not None:
         # Stopped first: its last samples go into the file before it closes.
@@ -409,7 +463,7 @@ def _exit_after_stop(status):
     """os._exit while tracing: close the trace first so it stays readable."""
     if _native.is_tracing():
         try:
-            stop()
+            end_session()
         except Exception:
             pass
     _real_os_exit(status)
@@ -423,11 +477,13 @@ def _after_fork_in_child():
         return
     globals()["_session"] = None
     globals()["_sampler"] = None   # its thread is the parent's: never touched here
+    _joined.clear()
     _follow.forget_in_child()
     _restore_exits()
     if session["follow_fork"] or session["follow"]:
         stem, ext = session["_root"]
         opts = {k: v for k, v in session.items() if k in _follow.OPTIONS}
+        opts["_host"] = session["_host"] or ""   # the parent program's own session goes on as the child's
         _follow.forked_child(stem, ext, opts, start)   # the child runs on, traced or not
 
 
@@ -447,7 +503,7 @@ if hasattr(os, "register_at_fork"):
 def _stop_at_exit():
     if _native.is_tracing():
         try:
-            stop()
+            end_session()
         except Exception:
             pass
 
@@ -493,5 +549,3 @@ def traced(path=None, **options):
         return wrapper
     return deco
 
-
-del threading  # imported for its side effect: thread names are read from it

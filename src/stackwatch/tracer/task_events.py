@@ -99,7 +99,8 @@ def read_task_events(trace):
         for kind, t_ns, _depth, code, line, data in t._t.ext_events(pos, mask, True):
             if data.get("malformed"):
                 continue
-            c = t.codes.get(code) if code is not None and line != 0 else None   # (code 0, line 0: nowhere)
+            # Nowhere: code None (format 1.14), or code 0 and line 0 (before).
+            c = t.codes.get(code) if code is not None and line != 0 else None
             ev = {"kind": None, "task": running, "other": None, "channel": data.get("channel") or None,
                   "value": data.get("value"), "reason": None, "t_ns": t_ns, "thread": tid,
                   "function": c.qualname if c else None, "file": c.filename if c else None, "line": line}

@@ -38,7 +38,8 @@ class Filter(namedtuple("Filter", "threads start_ns stop_ns include exclude max_
                                             list(self.exclude or ()) or None, self.max_depth or 0)
 # An EXT event (docs/format.md): kind name, time (ns since the trace
 # clock's calibration point, like Event.t_ns), thread position, depth (open
-# frames), code id and line (None for kinds without a location) and the
+# frames), code id and line (None for kinds without a location; code None,
+# line 0 for a record located nowhere, format 1.14) and the
 # kind's data as a dict.
 ExtEvent = namedtuple("ExtEvent", "kind t_ns thread depth code line data")
 

@@ -4,7 +4,8 @@
  * version 5 with .debug_line_str offsets) give back the file and line of
  * every address as their programs say; this test program's own
  * .debug_line (the C test builds have -g) names each of its functions as
- * gdb does. Then crafted bad input: every truncation, byte flips,
+ * gdb does, and so do libc's lines from its separate debug file, whose
+ * sections are compressed (zlib). Then crafted bad input: every truncation, byte flips,
  * a version it does not read, a row naming a file the unit lacks, an
  * address of 4 bytes, an endless LEB128 - refused with a reason or read
  * within bounds (ASan/UBSan watch), never out of the buffer.
@@ -234,6 +235,75 @@ static int __attribute__((noinline, used)) probe_function(int x)
 
 #define MAX_FUNCS 20000
 
+/* Up to max function symbols of e's .symtab with a size (every
+ * step-th), their addresses into addrs; the index of the one named probe
+ * (SIZE_MAX if none) in *probe_at. */
+static size_t functions_of(const sw_elf *e, uint64_t *addrs, size_t max, size_t step, const char *probe,
+                           size_t *probe_at)
+{
+    size_t n = 0, seen = 0;
+    *probe_at = SIZE_MAX;
+    for (size_t i = 0; i < sw_elf_symbol_count(e) && n < max; i++) {
+        sw_elf_symbol sy;
+        if (sw_elf_symbol_at(e, i, &sy) != SW_OK || sy.dynamic || sy.type != STT_FUNC || !sy.shndx || !sy.size ||
+            seen++ % step)
+            continue;
+        if (probe && strcmp(sy.name, probe) == 0)
+            *probe_at = n;
+        addrs[n++] = sy.value;
+    }
+    return n;
+}
+
+/* gdb's `info line *ADDR` of each of the n addresses in the file gdb_file
+ * (which gdb reads with its debug information, wherever it finds it)
+ * against d's rows: the same line and the same file's last component,
+ * and no line where gdb knows none. Returns how many had a line. */
+static size_t agree_with_gdb(const char *gdb_file, const sw_dwarf_lines *d, const uint64_t *addrs, size_t n)
+{
+    char cmds[] = "/tmp/sw-dwarf-XXXXXX";
+    int fd = mkstemp(cmds);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!CHECK_MSG(f != NULL, "a file for gdb's commands"))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "info line *0x%" PRIx64 "\n", addrs[i]);
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "gdb -batch -nx -iex \"set width 0\" -x %s '%s' 2>/dev/null", cmds, gdb_file);
+    FILE *p = popen(cmd, "r");
+    if (!CHECK_MSG(p != NULL, "%s", cmd))
+        return 0;
+    char line[8192];
+    size_t k = 0, with_lines = 0;
+    while (k < n && fgets(line, sizeof line, p)) {
+        unsigned theirs = 0;
+        char file[4096] = "";
+        if (sscanf(line, "Line %u of \"%4095[^\"]\"", &theirs, file) != 2 &&
+            strncmp(line, "No line number information", 26) != 0)
+            continue;   /* (another line of gdb's) */
+        const char *mine_file = NULL;
+        uint32_t mine = 0;
+        int found = sw_dwarf_lines_find(d, addrs[k], &mine_file, &mine) == SW_OK;
+        if (!theirs) {
+            CHECK_MSG(!found, "0x%" PRIx64 ": gdb knows no line, we say %s:%u", addrs[k], mine_file, mine);
+        } else {
+            const char *base = strrchr(file, '/');
+            base = base ? base + 1 : file;
+            const char *mybase = found ? strrchr(mine_file, '/') : NULL;
+            mybase = mybase ? mybase + 1 : (found ? mine_file : "(none)");
+            CHECK_MSG(found && mine == theirs && strcmp(base, mybase) == 0, "0x%" PRIx64 ": %s:%u, gdb %s:%u",
+                      addrs[k], found ? mine_file : "(none)", mine, file, theirs);
+            with_lines++;
+        }
+        k++;
+    }
+    pclose(p);
+    unlink(cmds);
+    CHECK_EQ_U64(k, n);
+    return with_lines;
+}
+
 /* This program's own line tables, read from its file, give every function
  * symbol of its .symtab the file (compared by its last component) and line
  * that gdb's `info line *ADDR` gives (the C test builds have -g; without
@@ -264,57 +334,134 @@ TEST(own_line_table_agrees_with_gdb)
     }
     uint64_t *addrs = malloc(MAX_FUNCS * sizeof *addrs);
     REQUIRE(addrs);
-    size_t n = 0, probe = SIZE_MAX;
-    char cmds[] = "/tmp/sw-dwarf-XXXXXX";
-    int fd = mkstemp(cmds);
-    REQUIRE(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    for (size_t i = 0; i < sw_elf_symbol_count(e) && n < MAX_FUNCS; i++) {
-        sw_elf_symbol sy;
-        if (sw_elf_symbol_at(e, i, &sy) != SW_OK || sy.dynamic || sy.type != STT_FUNC || !sy.shndx || !sy.size)
-            continue;
-        if (strcmp(sy.name, "probe_function") == 0)
-            probe = n;
-        addrs[n++] = sy.value;
-        fprintf(f, "info line *0x%" PRIx64 "\n", sy.value);
-    }
-    fclose(f);
+    size_t probe, n = functions_of(e, addrs, MAX_FUNCS, 1, "probe_function", &probe);
     sw_elf_free(e);
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "gdb -batch -nx -iex \"set width 0\" -x %s /proc/%d/exe 2>/dev/null", cmds, (int)getpid());
-    FILE *p = popen(cmd, "r");
-    REQUIRE(p);
-    char line[8192];
-    size_t k = 0, with_lines = 0;
-    while (k < n && fgets(line, sizeof line, p)) {
-        unsigned theirs = 0;
-        char file[4096] = "";
-        if (sscanf(line, "Line %u of \"%4095[^\"]\"", &theirs, file) != 2 &&
-            strncmp(line, "No line number information", 26) != 0)
-            continue;   /* (another line of gdb's) */
-        const char *mine_file = NULL;
-        uint32_t mine = 0;
-        int found = sw_dwarf_lines_find(d, addrs[k], &mine_file, &mine) == SW_OK;
-        if (!theirs) {
-            CHECK_MSG(!found, "0x%" PRIx64 ": gdb knows no line, we say %s:%u", addrs[k], mine_file, mine);
-        } else {
-            const char *base = strrchr(file, '/');
-            base = base ? base + 1 : file;
-            const char *mybase = found ? strrchr(mine_file, '/') : NULL;
-            mybase = mybase ? mybase + 1 : (found ? mine_file : "(none)");
-            CHECK_MSG(found && mine == theirs && strcmp(base, mybase) == 0, "0x%" PRIx64 ": %s:%u, gdb %s:%u",
-                      addrs[k], found ? mine_file : "(none)", mine, file, theirs);
-            with_lines++;
-            if (k == probe)
-                CHECK_MSG(strstr(mine_file, "test_dwarf_line.c") != NULL, "%s", mine_file);
-        }
-        k++;
-    }
-    pclose(p);
-    unlink(cmds);
-    CHECK_EQ_U64(k, n);
+    char exe[64];
+    snprintf(exe, sizeof exe, "/proc/%d/exe", (int)getpid());
+    size_t with_lines = agree_with_gdb(exe, d, addrs, n);
+    const char *file;
+    uint32_t line;
+    if (probe != SIZE_MAX && sw_dwarf_lines_find(d, addrs[probe], &file, &line) == SW_OK)
+        CHECK_MSG(strstr(file, "test_dwarf_line.c") != NULL, "%s", file);
     CHECK_MSG(probe != SIZE_MAX && with_lines > 40, "%zu functions with lines", with_lines);
     free(addrs);
     sw_dwarf_lines_free(d);
     CHECK(probe_function(2) == 7);
+}
+
+/* The header of the section named name in the ELF file of len bytes at
+ * data (a file the reader took whole): its offset, or 0. */
+static size_t section_header_at(const unsigned char *data, size_t len, const char *name)
+{
+    Elf64_Ehdr eh;
+    Elf64_Shdr sh, str;
+    memcpy(&eh, data, sizeof eh);
+    if (eh.e_shoff + (uint64_t)eh.e_shnum * sizeof sh > len || eh.e_shstrndx >= eh.e_shnum)
+        return 0;
+    memcpy(&str, data + eh.e_shoff + eh.e_shstrndx * sizeof sh, sizeof str);
+    for (size_t i = 0; i < eh.e_shnum; i++) {
+        memcpy(&sh, data + eh.e_shoff + i * sizeof sh, sizeof sh);
+        if (str.sh_offset + sh.sh_name < len && strcmp((const char *)data + str.sh_offset + sh.sh_name, name) == 0)
+            return (size_t)(eh.e_shoff + i * sizeof sh);
+    }
+    return 0;
+}
+
+/* A copy of the debug file at path with its compressed .debug_line
+ * damaged: another method, a size its stream does not have, a stream cut
+ * short, bytes flipped in it: refused with a reason (or, for a flip the
+ * stream survives, read), never read out of bounds (ASan watches). */
+static void damaged_compressed_sections_refused(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    REQUIRE(f != NULL);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *data = malloc((size_t)size), *copy = malloc((size_t)size);
+    REQUIRE(data && copy && fread(data, 1, (size_t)size, f) == (size_t)size);
+    fclose(f);
+    size_t at = section_header_at(data, (size_t)size, ".debug_line");
+    REQUIRE(at != 0);
+    Elf64_Shdr sh;
+    Elf64_Chdr ch;
+    memcpy(&sh, data + at, sizeof sh);
+    REQUIRE((sh.sh_flags & SHF_COMPRESSED) && sh.sh_size > sizeof ch + 64);
+    memcpy(&ch, data + sh.sh_offset, sizeof ch);
+    for (int damage = 0; damage < 7; damage++) {
+        memcpy(copy, data, (size_t)size);
+        Elf64_Chdr bad = ch;
+        Elf64_Shdr cut = sh;
+        if (damage == 0)
+            bad.ch_type = 2;   /* zstd */
+        else if (damage == 1)
+            bad.ch_size += 1;
+        else if (damage == 2)
+            bad.ch_size = 1ull << 40;
+        else if (damage == 3)
+            cut.sh_size = sizeof ch + (sh.sh_size - sizeof ch) / 2;
+        else
+            copy[sh.sh_offset + sizeof ch + 2 + (uint64_t)damage * 997 % (sh.sh_size - sizeof ch - 2)] ^= 0x5a;
+        memcpy(copy + sh.sh_offset, &bad, sizeof bad);
+        memcpy(copy + at, &cut, sizeof cut);
+        sw_elf *e;
+        char err[256] = "";
+        REQUIRE(sw_elf_from_bytes(copy, (size_t)size, &e, err, sizeof err) == SW_OK);
+        sw_dwarf_lines *d = NULL;
+        err[0] = 0;
+        int rc = sw_elf_lines(e, &d, err, sizeof err);
+        if (damage < 4)
+            CHECK_MSG(rc == SW_EFORMAT && strstr(err, ".debug_line: "), "damage %d: %d %s", damage, rc, err);
+        else
+            CHECK_MSG(rc == SW_OK || err[0], "damage %d: refused without a reason", damage);
+        sw_dwarf_lines_free(d);
+        sw_elf_free(e);
+    }
+    free(data);
+    free(copy);
+}
+
+/* libc, stripped: its line tables are in its separate debug file (Debian's
+ * libc6-dbg, found by build id), whose .debug_line, .debug_line_str and
+ * .debug_str are compressed with zlib (SHF_COMPRESSED): inflated, they
+ * give every 16th function of that file's .symtab the line gdb gives it,
+ * reading libc with the same debug file; damaged copies of that section
+ * are refused with a reason. */
+TEST(a_compressed_debug_files_lines_agree_with_gdb)
+{
+    const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
+    sw_elf *e, *dbg;
+    char err[256] = "", path[256], hex[2 * SW_ELF_MAX_BUILD_ID + 1] = "";
+    if (sw_elf_open(libc, &e, err, sizeof err) != SW_OK) {
+        printf("      (no %s here: nothing to compare)\n", libc);
+        return;
+    }
+    const unsigned char *id;
+    size_t idn = sw_elf_build_id(e, &id);
+    for (size_t i = 0; i < idn; i++)
+        snprintf(hex + 2 * i, 3, "%02x", id[i]);
+    sw_elf_free(e);
+    snprintf(path, sizeof path, "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+    if (idn < 2 || sw_elf_open(path, &dbg, err, sizeof err) != SW_OK) {
+        CHECK_MSG(!getenv("CI"), "libc's debug file %s is not installed (Debian: libc6-dbg; make deps)", path);
+        return;
+    }
+    size_t len;
+    CHECK(sw_elf_section(dbg, ".debug_line", &len, NULL) == NULL);   /* compressed: not its raw bytes */
+    damaged_compressed_sections_refused(path);
+    sw_dwarf_lines *d = NULL;
+    int rc = sw_elf_lines(dbg, &d, err, sizeof err);
+    CHECK_MSG(rc == SW_OK && sw_dwarf_lines_rows(d) > 100000, "%s: %s", path, err);
+    if (rc != SW_OK || system("command -v gdb >/dev/null 2>&1") != 0) {
+        sw_elf_free(dbg);
+        sw_dwarf_lines_free(d);
+        return;
+    }
+    uint64_t *addrs = malloc(MAX_FUNCS * sizeof *addrs);
+    REQUIRE(addrs);
+    size_t probe, n = functions_of(dbg, addrs, 400, 16, NULL, &probe);
+    sw_elf_free(dbg);
+    CHECK_MSG(agree_with_gdb(libc, d, addrs, n) > 100, "%zu functions", n);
+    free(addrs);
+    sw_dwarf_lines_free(d);
 }

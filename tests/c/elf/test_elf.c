@@ -217,6 +217,48 @@ TEST(build_id_and_loads_equal_readelf)
     check_build_id_and_loads(lib);
 }
 
+/* The .gnu_debuglink of libc (stripped, its symbols in libc6-dbg's debug
+ * file): the name `readelf -p .gnu_debuglink` prints, and the CRC-32 it
+ * gives is the one of the debug file found by build id (when installed). */
+TEST(debuglink_equals_readelf_and_its_crc_the_debug_files)
+{
+    const char *file = "/lib/x86_64-linux-gnu/libc.so.6";
+    sw_elf *e, *d;
+    char err[600], cmd[600], line[1024], want[300] = "", path[300];
+    if (access(file, R_OK) != 0)
+        return;   /* (another distribution's layout) */
+    REQUIRE(sw_elf_open(file, &e, err, sizeof err) == SW_OK);
+    snprintf(cmd, sizeof cmd, "readelf -p .gnu_debuglink '%s' 2>/dev/null", file);
+    FILE *p = popen(cmd, "r");
+    REQUIRE(p != NULL);
+    while (fgets(line, sizeof line, p))
+        if (sscanf(line, " [ %*x] %299s", want) == 1)
+            break;
+    pclose(p);
+    const char *name;
+    uint32_t crc;
+    int rc = sw_elf_debuglink(e, &name, &crc);
+    CHECK_MSG(want[0] ? rc == SW_OK && strcmp(name, want) == 0 : rc == SW_EARG, "%s: link %s, readelf %s", file,
+              rc == SW_OK ? name : "(none)", want);
+    const unsigned char *id;
+    size_t n = sw_elf_build_id(e, &id);
+    char hex[2 * SW_ELF_MAX_BUILD_ID + 1] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(hex + 2 * i, 3, "%02x", id[i]);
+    snprintf(path, sizeof path, "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+    if (rc == SW_OK && n > 1 && sw_elf_open(path, &d, err, sizeof err) == SW_OK) {
+        CHECK_MSG(sw_elf_file_crc(d) == crc, "%s: crc %08x, the link's %08x", path, sw_elf_file_crc(d), crc);
+        sw_elf_free(d);
+    }
+    /* a file without the section (the generated one) has none */
+    unsigned char buf[ELFGEN_MAX];
+    size_t len = elfgen_build(buf);
+    sw_elf_free(e);
+    REQUIRE(sw_elf_from_bytes(buf, len, &e, err, sizeof err) == SW_OK);
+    CHECK(sw_elf_debuglink(e, &name, &crc) == SW_EARG);
+    sw_elf_free(e);
+}
+
 TEST(generated_file_reads_back_exactly)
 {
     static unsigned char buf[ELFGEN_MAX];

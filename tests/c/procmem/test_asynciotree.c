@@ -3,7 +3,9 @@
  * over a target made here in the form of 3.9.18 (its generated layout and
  * probed asyncio table): sys.modules with asyncio.tasks and _asyncio, the
  * WeakSet _all_tasks, two tasks, one awaiting the other through two
- * coroutines, the other a future, a done task left out; each read as made.
+ * coroutines, the other a future, a done task left out, the second with
+ * two done callbacks (a functools.partial, then a closure in the list of
+ * further callbacks) holding objects; each read as made.
  * Then 2000 rounds of damage (random bytes, pointers and counts written
  * over the made objects): every round ends, within its bounds (ASan and
  * UBSan watch every read), with tasks or a refusal. Types that are not
@@ -99,7 +101,42 @@ static uint64_t coro_of(uint64_t coro_type, const char *name, int32_t line, uint
 }
 
 static uint64_t INTERP;
-static uint64_t T1, T2, FUT, LOOP;
+static uint64_t T1, T2, FUT, LOOP, HELD1, HELD2;
+
+/* A tuple of n items of type tuple_type. */
+static uint64_t tuple_of(uint64_t tuple_type, const uint64_t *items, size_t n)
+{
+    uint64_t t = object(tuple_type, A.tuple_items + 8 * n);
+    put64(t + A.tuple_size, n);
+    for (size_t i = 0; i < n; i++)
+        put64(t + A.tuple_items + 8 * i, items[i]);
+    return t;
+}
+
+/* T2's done callbacks: functools.partial(fn, HELD1) first, then in the
+ * list of further ones (callback, context) with a function closing over
+ * a cell of HELD2. */
+static void add_callbacks(uint64_t task)
+{
+    uint64_t tuple_type = type_of(A.tuple_type, A.tuple_items, 0), list_type = type_of(A.list_type, 64, 0);
+    uint64_t partial = object(type_of(A.partial_type, 64, 0), 64), fn_type = type_of(A.function_type, 256, 0);
+    uint64_t cell_type = type_of(A.cell_type, 32, 0);
+    HELD1 = object(type_of("Held", 32, 0), 32);
+    HELD2 = object(type_of("Held", 32, 0), 32);
+    uint64_t args[] = {HELD1};
+    put64(partial + A.partial_args, tuple_of(tuple_type, args, 1));
+    put64(task + A.fut_callback0, partial);
+    uint64_t cell = object(cell_type, 32), fn = object(fn_type, 256);
+    put64(cell + A.cell_ref, HELD2);
+    uint64_t cells[] = {object(cell_type, 32), cell};   /* (an empty cell first) */
+    put64(fn + A.function_closure, tuple_of(tuple_type, cells, 2));
+    uint64_t pair[] = {fn, 0}, list = object(list_type, 64), items = alloc(8);
+    pair[1] = object(type_of("Context", 32, 0), 32);
+    put64(items, tuple_of(tuple_type, pair, 2));
+    put64(list + A.list_size, 1);
+    put64(list + A.list_items, items);
+    put64(task + A.fut_callbacks, list);
+}
 
 /* The target: T1 "one" awaits T2 "two" through outer -> inner; T2 waits
  * on FUT from leaf; a third task is done. */
@@ -135,6 +172,7 @@ static void make_target(void)
     put64(T2 + A.task_coro, coro_of(coro_type, "leaf", 30, FUT));
     put64(T2 + A.task_fut_waiter, FUT);
     put64(tasks[2] + A.task_coro, coro_of(coro_type, "gone", 40, 0));
+    add_callbacks(T2);
     /* the WeakSet's set: weak references in slots 1, 4, 6 of 8 */
     uint64_t set = object(set_type, 200), table = alloc(8 * A.set_entry_size);
     memset((void *)(uintptr_t)table, 0, 8 * A.set_entry_size);
@@ -222,6 +260,10 @@ TEST(tasks_read_as_made)
     CHECK_EQ_U64(two->awaits, SW_AIO_AWAITS_FUTURE);
     CHECK_EQ_STR(two->waiter_type, A.future_type);
     CHECK(!one->running && !two->running && !one->group_parent);
+    CHECK_EQ_U64(one->nrefs, 0);
+    REQUIRE_EQ_U64(two->nrefs, 2);
+    CHECK_EQ_U64(two->refs[0], HELD1);
+    CHECK_EQ_U64(two->refs[1], HELD2);
     sw_codecache_free(codes);
     sw_mem_close(&m);
 }
@@ -288,7 +330,8 @@ TEST(damaged_targets_end_within_bounds)
         int rc = sw_aio_read(&m, &L, INTERP, codes, collect, &G, &st, err, sizeof err);
         CHECK((rc == G.n && rc <= 8) || (rc < 0 && err[0]));
         for (int i = 0; i < G.n && i < 8; i++)
-            CHECK(G.t[i].depth <= SW_AIO_MAX_STACK && G.t[i].nchildren <= SW_AIO_MAX_CHILDREN);
+            CHECK(G.t[i].depth <= SW_AIO_MAX_STACK && G.t[i].nchildren <= SW_AIO_MAX_CHILDREN &&
+                  G.t[i].nrefs <= SW_AIO_MAX_REFS);
         sw_codecache_free(codes);
         rc < 0 ? refused++ : read++;
     }

@@ -5,7 +5,8 @@
  * from outside and unwinds it from its registers with the CFI of the
  * files it maps. The return addresses from leaf's caller down to the
  * outermost frame equal the child's own backtrace, the symbols name the
- * chain, and the child was never signalled (it is still in pause(), and
+ * chain (and a function of its vDSO, read from its memory), and the
+ * child was never signalled (it is still in pause(), and
  * goes on when let go). Then the frame-pointer fallback and its bounds
  * on a crafted stack of this process (an address without CFI; a chain
  * that does not go up the stack ends).
@@ -13,9 +14,12 @@
 #define _GNU_SOURCE
 #include "check.h"
 #include "elf/elf.h"
+#include "gcorechild.h"
+#include "procmem/coremem.h"
 #include "procmem/symbols.h"
 #include "procmem/unwind.h"
 
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -59,6 +63,33 @@ static long blocked_in(int pid)
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     return n > 0 && buf[0] >= '0' && buf[0] <= '9' ? strtol(buf, NULL, 10) : -1;
+}
+
+/* The address of the symbol name of this process's vDSO (read through the
+ * ELF room from its mapping), or 0. */
+static uint64_t vdso_symbol(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    unsigned long long start = 0, end = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, "[vdso]") && sscanf(line, "%llx-%llx", &start, &end) == 2)
+            break;
+    if (f)
+        fclose(f);
+    sw_elf *e;
+    char err[256];
+    if (!start || end <= start ||
+        sw_elf_from_bytes((const void *)(uintptr_t)start, (size_t)(end - start), &e, err, sizeof err) != SW_OK)
+        return 0;
+    size_t nseg;
+    const sw_elf_segment *seg = sw_elf_segments(e, &nseg);
+    sw_elf_symbol sy;
+    uint64_t addr = 0;
+    if (nseg && sw_elf_find_symbol(e, name, &sy) == SW_OK)
+        addr = start - (seg[0].vaddr & ~0xfffull) + sy.value;
+    sw_elf_free(e);
+    return addr;
 }
 
 TEST(unwinds_a_stopped_child_as_its_own_backtrace)
@@ -127,6 +158,12 @@ TEST(unwinds_a_stopped_child_as_its_own_backtrace)
     CHECK(c && strcmp(c->name, "top [native]") == 0);
     c = sw_symbols_lookup(syms, pcs[0], &ev);
     CHECK(c && strstr(c->name, "pause") != NULL);
+    /* The vDSO, which is no file: named from its image in the child's
+     * memory (mapped where this process has it, as fork left it) */
+    uint64_t vdso_clock = vdso_symbol("__vdso_clock_gettime");
+    CHECK(vdso_clock != 0);
+    c = vdso_clock ? sw_symbols_lookup(syms, vdso_clock + 1, &ev) : NULL;
+    CHECK(c && strcmp(c->name, "clock_gettime [native]") == 0 && strcmp(c->filename, "[vdso]") == 0);
     sw_symbols_free(syms);
     sw_unwind_stats st;
     sw_unwind_get_stats(u, &st);
@@ -189,4 +226,72 @@ TEST(frame_pointers_where_no_cfi_and_the_walk_ends)
     free(stk);
     sw_unwinder_free(u);
     sw_mem_close(&m);
+}
+
+/* A libc function of this process (libc stripped: no .debug_line of its
+ * own) gets its source file and line from libc's separate debug file
+ * (found by build id; its sections compressed), the ones gdb gives. */
+TEST(stripped_libcs_source_lines_from_its_debug_file)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *fn = libc ? dlsym(libc, "pause") : NULL;   /* (libc's own, whatever ASan interposes) */
+    REQUIRE(fn != NULL);
+    Dl_info di;
+    REQUIRE(dladdr(fn, &di) && di.dli_fname);
+    char cmd[600], line[1024], want_file[512] = "";
+    unsigned want_line = 0;
+    snprintf(cmd, sizeof cmd, "gdb -batch -nx -ex 'info line pause' '%s' 2>/dev/null", di.dli_fname);
+    FILE *p = popen(cmd, "r");
+    REQUIRE(p != NULL);
+    while (fgets(line, sizeof line, p))
+        if (sscanf(line, "Line %u of \"%511[^\"]\"", &want_line, want_file) == 2)
+            break;
+    pclose(p);
+    if (!want_line) {   /* gdb knows no line: no debug file here (or no gdb) */
+        CHECK_MSG(!getenv("CI"), "gdb gives no line for libc's pause (Debian: libc6-dbg, gdb; make deps)");
+        return;
+    }
+    sw_symbols *s = sw_symbols_new();
+    REQUIRE(s != NULL);
+    int ev;
+    const sw_sample_code *c = sw_symbols_lookup(s, (uint64_t)(uintptr_t)fn, &ev);
+    const char *file = NULL;
+    uint32_t got = 0;
+    int rc = c ? sw_symbols_source(s, c->addr, &file, &got) : SW_EARG;
+    /* (the same file: gdb prints its name as the unit gives it, this reader
+     * joined to the compilation directory, as addr2line does) */
+    const char *base = rc == SW_OK ? strrchr(file, '/') : NULL, *want_base = strrchr(want_file, '/');
+    CHECK_MSG(rc == SW_OK && got == want_line && strcmp(base ? base : file, want_base ? want_base : want_file) == 0,
+              "%s:%u, gdb %s:%u",
+              rc == SW_OK ? file : "(none)", got, want_file, want_line);
+    sw_symbols_free(s);
+}
+
+/* A core of a child (gdb's gcore): its vDSO, which no file holds, is
+ * found through the core's auxiliary vector and named from the core's
+ * bytes, as a live process's from its memory. */
+TEST(a_cores_vdso_is_named_from_its_bytes)
+{
+    uint64_t vdso_clock = vdso_symbol("__vdso_clock_gettime");
+    REQUIRE(vdso_clock != 0);
+    gcore_child g;
+    if (!gcore_child_take(&g))
+        return;
+    sw_coremem *cm;
+    char err[256];
+    if (CHECK(sw_coremem_open(g.path, NULL, &cm, err, sizeof err) == SW_OK)) {
+        sw_mem m;
+        sw_mem_open_core(&m, cm);
+        sw_unwinder *u = sw_unwinder_new_core(cm, &m);
+        sw_symbols *syms = u ? sw_symbols_new_remote(u) : NULL;
+        int ev;
+        const sw_sample_code *c = syms ? sw_symbols_lookup(syms, vdso_clock + 1, &ev) : NULL;
+        CHECK_MSG(c && strcmp(c->name, "clock_gettime [native]") == 0 && strcmp(c->filename, "[vdso]") == 0, "%s",
+                  c ? c->name : "(none)");
+        sw_symbols_free(syms);
+        sw_unwinder_free(u);
+        sw_mem_close(&m);
+        sw_coremem_free(cm);
+    }
+    gcore_child_remove(&g);
 }

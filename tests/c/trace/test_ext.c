@@ -132,6 +132,45 @@ TEST(every_kind_decodes_exactly)
     unlink(p);
 }
 
+/* "No code" (a task event located nowhere) is its own value, not code 0
+ * (format 1.14): SW_EXT_NO_CODE, written as it is; a larger number is no
+ * code id (malformed), and 0 is still the first code. */
+TEST(no_code_is_not_code_zero)
+{
+    tg g;
+    const char *p = check_tmp_file(".swt");
+    REQUIRE(tg_open(&g, p, 4096, 0, 1, 1e9) == SW_OK);
+    REQUIRE(tg_codes(&g, 2, 0) == SW_OK);
+    tg_thread *a = tg_add_thread(&g, 7003, 0, "m", 6);
+    REQUIRE(a);
+    tg_enter(a, SW_OP_CALL, 0);
+    tg_ext(a, SW_EXT_TASK_BLOCK, SW_EXT_NO_CODE, 0, 6, 0, 0, "sleep", NULL);
+    tg_ext(a, SW_EXT_TASK_BLOCK, 0, 3, 6, 0, 0, "sleep", NULL);
+    tg_ext(a, SW_EXT_TASK_BLOCK, 1, 4, 6, 0, 0, "sleep", NULL);
+    /* One more than the largest code id: malformed. */
+    const uint8_t over[] = {0x80, 0x80, 0x80, 0x80, 0x10, 3, 6, 5, 's', 'l', 'e', 'e', 'p'};
+    tg_tick(a);
+    sw_tbuf_ext(a->b, a->ticks, SW_EXT_TASK_BLOCK, over, sizeof over);
+    tg_exit(a, SW_OP_RETURN);
+    REQUIRE(tg_close(&g, 1e9) == SW_OK);
+    sw_trace *t = tg_open_trace(p);
+    REQUIRE(t);
+    xlog l = {0};
+    CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l), SW_OK);
+    REQUIRE_EQ_U64(l.n, 4);
+    static const uint32_t want[3] = {SW_EXT_NO_CODE, 0, 1};
+    for (unsigned k = 0; k < 3; k++) {
+        CHECK_EQ_U64(l.r[k].x.malformed, 0);
+        CHECK_EQ_U64(l.r[k].x.code, want[k]);
+        CHECK_EQ_U64(l.r[k].ev.code, want[k]);
+        CHECK_EQ_STR(l.r[k].s1, "sleep");
+    }
+    CHECK_EQ_U64(l.r[3].x.malformed, 1);
+    free(l.r);
+    sw_trace_free(t);
+    tg_free(&g);
+}
+
 TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
 {
     tg g;

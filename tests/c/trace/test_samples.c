@@ -51,16 +51,19 @@ static int write_trace(const char *p, tg *g, int with_samples)
         if (!st)
             return -1;
         /* Times: tracegen's clock is 1 GHz from tick0 = 1e9 at mono0. */
-        static const int s1[] = {2, 0, 1}, s2[] = {0, 1, 3}, s3[] = {1};
+        static const int s1[] = {2, 0, 1}, s2[] = {0, 1, 3}, s3[] = {1}, own[] = {0, 1, 2};
         feed(st, 140001, 1001, (int64_t)MONO0 + 100, 1, 3, s1);
         feed(st, 140002, 1002, (int64_t)MONO0 + 200, 3, 3, s2);
         feed(st, 999, 3003, (int64_t)MONO0 + 300, 2, 1, s3);
         feed(st, 140001, 1001, (int64_t)MONO0 + 400, 0, 0, NULL);  /* failed: no frames */
+        /* The thread runs stackwatch's own code (innermost): nothing of
+         * the program, not stored, counted. */
+        feed(st, 140002, 1002, (int64_t)MONO0 + 500, 1, 3, own);
         int rc = sw_sample_stream_flush(st);
         sw_sample_stream_stats ss;
         sw_sample_stream_stats_get(st, &ss);
         sw_sample_stream_free(st);
-        if (rc || ss.samples != 4 || ss.frames != 3 || ss.lost)
+        if (rc || ss.samples != 4 || ss.frames != 3 || ss.lost || ss.cut != 1)
             return -1;
     }
     tg_exit(a, SW_OP_RETURN);

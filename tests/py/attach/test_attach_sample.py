@@ -117,7 +117,9 @@ def test_sample_on_39_writes_the_format_of_its_ending(tmp):
 def test_trace_and_sample_together(tmp):
     """--trace --sample: the trace's calls still equal the program's log,
     and its samples are of stacks the program can have, none of
-    stackwatch's."""
+    stackwatch's: all of the program's one thread, none empty (the
+    samples taken while its thread ran the attach's own code, begin() and
+    stop_from_pending(), are counted in END's sampler.cut, not stored)."""
     p, log = start_server(tmp)
     try:
         out = tmp / "t.swt"
@@ -134,14 +136,18 @@ def test_trace_and_sample_together(tmp):
     t = Trace(str(out))
     samples = t.samples()
     assert len(samples) >= 100          # 0.5 s at 2 kHz, at a quarter of the ticks
+    assert t.meta["sampler.stored"] == len(samples) and t.meta["sampler.cut"] >= 0
+    assert [th["name"] for th in t.threads] == ["MainThread"] and {s.thread for s in samples} == {0}
     # Every sampled stack is one the program can have (mostly main asleep
-    # between requests); nothing of stackwatch.
+    # between requests); nothing of stackwatch. A failed read (flagged,
+    # stackless) is rare: parked in process, the thread is read whole.
     can = {("<module>", "main"), ("<module>", "main", "handle")}
     can |= {("<module>", "main", "handle", f) for f in ("parse", "work", "respond")}
     can |= {("<module>", "main", "handle", "work", "square"), ("<module>", "main", "handle", "parse", "<listcomp>")}
-    # (An empty stack, a thread sampled while it had no Python frame, says
-    # nothing of them: seen once in a quiet run.)
-    stacks = {tuple(f.name for f in s.stack) for s in samples} - {()}
+    failed = [r[3] & 2 for r in t._t.samples(-1)]   # SW_SAMPLE_FAILED
+    assert sum(1 for f in failed if f) <= max(2, len(samples) // 100)
+    assert all(not s.stack for s, f in zip(samples, failed) if f)
+    stacks = {tuple(f.name for f in s.stack) for s, f in zip(samples, failed) if not f}
     assert stacks <= can, stacks - can
     assert ("<module>", "main") in stacks
 

@@ -4,7 +4,11 @@ asyncio_graph.py: asyncio.all_tasks(), each task's coroutine stack as its
 coroutines say it, and who awaits whom as the program built it), for a
 target of each version 3.9-3.13 read by one stackwatch: gather of named
 tasks that await other tasks, a TaskGroup (3.11+), tasks waiting on an
-Event, a task of a subclass of Task; the text form shows the same tree."""
+Event, a task of a subclass of Task, a task awaited by two tasks (one
+directly, one through gather), tasks awaited through asyncio.wait_for,
+wait and shield, and tasks that shield and (before 3.12) wait_for make
+themselves; the text form shows the same tree, a task under each task
+awaiting it."""
 import _asyncio
 import json
 import os
@@ -59,8 +63,11 @@ def dump_main_thread(python, mode):
 def check_tasks(threads, g, version):
     """The tasks `dump --json` read equal the program's graph."""
     got = tasks_read(threads)
-    expected = {"main", "worker-a", "worker-b", "leaf-a", "lonely", "sub", "sub-waiter"}
-    if int(version.split(".")[1]) >= 11:
+    expected = {"main", "worker-a", "worker-b", "leaf-a", "lonely", "sub", "sub-waiter", "shared", "awaiter-1",
+                "awaiter-2", "waited-for", "wait-forer", "shielded", "shielder", "waited", "waiter"}
+    minor = int(version.split(".")[1])
+    expected |= {"shield-maker", "made-by-shield", "wait-for-maker"} | ({"made-by-wait-for"} if minor < 12 else set())
+    if minor >= 11:
         expected |= {"group-parent", "group-child-1", "group-child-2"}
     assert set(g.tasks) == expected   # (the program's own all_tasks())
     assert set(got) == expected
@@ -72,16 +79,26 @@ def check_tasks(threads, g, version):
         assert [(f["function"], f["file"], f["line"]) for f in t["frames"]] == [tuple(f) for f in own["frames"]], name
         # asyncio's own get_stack(): the outermost coroutine's frame
         assert (t["frames"][-1]["function"], t["frames"][-1]["line"]) == tuple(own["stack"][-1]), name
-        assert name_of.get(t["parent"]) == own["parent"], name
+        # (in the order read: by address)
+        assert sorted(name_of[p] for p in t["parents"]) == sorted(own["parents"]), name
+        assert t["parent"] == (t["parents"] or [None])[0], name
         assert sorted(name_of[c] for c in t["children"]) == sorted(n for n, o in g.tasks.items()
-                                                                  if o["parent"] == name), name
+                                                                  if name in o["parents"]), name
     assert got["main"]["awaits"]["kind"] == "gather"
     assert sorted(name_of[c] for c in got["main"]["awaits"]["children"]) == ["worker-a", "worker-b"]
     assert got["worker-a"]["awaits"] == {"kind": "task", "address": got["leaf-a"]["address"],
                                          "type": "_asyncio.Task"}
     assert got["sub-waiter"]["awaits"] == {"kind": "task", "address": got["sub"]["address"], "type": "MyTask"}
-    for name in expected - {"main", "worker-a", "sub-waiter"}:
+    assert got["awaiter-1"]["awaits"]["kind"] == "task" and got["awaiter-2"]["awaits"]["kind"] == "gather"
+    # 3.12+: wait_for awaits the task itself; before, a future the task's end releases
+    assert got["wait-forer"]["awaits"]["kind"] == ("task" if minor >= 12 else "future")
+    for name in expected - {"main", "worker-a", "sub-waiter", "awaiter-1", "awaiter-2", "wait-forer"}:
         assert got[name]["awaits"]["kind"] == "future" and got[name]["awaits"]["type"] == "_asyncio.Future"
+    # the future each awaits is released by the task nested under it, and only there
+    released = {name: [name_of[r] for r in t["awaits"].get("released_by", ())] for name, t in got.items()}
+    assert {n: r for n, r in released.items() if r} == {
+        "shielder": ["shielded"], "waiter": ["waited"], "shield-maker": ["made-by-shield"],
+        **({"wait-forer": ["waited-for"], "wait-for-maker": ["made-by-wait-for"]} if minor < 12 else {})}
     return expected
 
 
@@ -100,29 +117,38 @@ def test_dump_asyncio_tree_equals_the_programs_graph(version):
             auto = _native.dump_process(g.pid)
             offsets = _native.dump_process(g.pid, layout="debug_offsets")
             assert offsets["layout"] == "debug_offsets" and offsets["asyncio_error"] is None
-            assert offsets["asyncio"] == auto["asyncio"] and len(auto["asyncio"]) == 10
+            assert offsets["asyncio"] == auto["asyncio"] and len(auto["asyncio"]) == 22
     finally:
         g.stop()
     assert r.returncode == 0 and r.stderr == "", r.stderr
     threads = json.loads(r.stdout)
     expected = check_tasks(threads, g, version)
-    # the text: each task under the task that awaits it, its frames below it
+    # the text: each task under each task that awaits it, its frames below
+    # it the first time, "(shown above)" the next
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     head = [i for i, line in enumerate(lines) if line.startswith("Asyncio loop ")]
     assert len(head) == 1 and lines[head[0]].startswith(f"Asyncio loop 0x{threads[-1]['asyncio'][0]['loop']:x} "
                                                          f"(thread 0x{threads[-1]['thread_id']:016x}, ")
-    indent, frames = {}, {}
+    indent, frames, again, under, under_first = {}, {}, {}, [], {}   # (under: the tasks shown, by indent)
     for line in lines[head[0] + 1:]:
         if line.lstrip().startswith("Task '"):
-            name = line.split("'")[1]
-            indent[name] = len(line) - len(line.lstrip())
-            frames[name] = []
+            name, depth = line.split("'")[1], len(line) - len(line.lstrip())
+            under = under[:(depth - 2) // 4] + [name]
+            if line.endswith(" (shown above)"):
+                assert name in frames, line
+                again.setdefault(name, []).append(under[-2])
+                continue
+            indent[name], frames[name] = depth, []
+            under_first[name] = under[-2] if len(under) > 1 else None
+            assert under_first[name] in (g.tasks[name]["parents"] or [None]), line
         else:
             frames[name].append(line.strip())
     assert set(indent) == expected
+    assert list(again) == ["shared"] and sorted(again["shared"] + [under_first["shared"]]) == ["awaiter-1",
+                                                                                              "awaiter-2"]
     for name, own in g.tasks.items():
-        assert indent[name] == (indent[own["parent"]] + 4 if own["parent"] else 2), name
+        assert indent[name] == (indent[under_first[name]] + 4 if own["parents"] else 2), name
         assert frames[name] == [f'File "{file}", line {line} in {function}' for function, file, line in own["frames"]]
 
 

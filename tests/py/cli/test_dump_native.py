@@ -126,6 +126,11 @@ def test_dump_native_equals_gdb(parked):
         < main.index("builtin_sorted") < main.index("<module>") < main.index("Py_RunMain"), main
     waiter = [norm(f["function"]) for f in threads[parked.ids["waiter"]]["frames"]]
     assert "select_select_impl" in waiter and waiter.index("select_select_impl") < waiter.index("waiter"), waiter
+    # libc's static functions (in no .dynsym) named as gdb names them, from
+    # libc's separate debug file (libc6-dbg, found by its build id)
+    for tid, ours in ((parked.ids["waiter"], waiter), (parked.ids["main"], main)):
+        static = {"start_thread", "__libc_start_call_main"} & {norm(n) for n, _, _ in truth[tid]}
+        assert static <= set(ours), (static, ours)
     # the text form: the same frames, one line each
     r = run(["dump", str(parked.p.pid), "--native"])
     assert r.returncode == 0 and 'in time_sleep' in r.stdout and 'Native "' in r.stdout, r.stdout + r.stderr
@@ -190,3 +195,51 @@ def test_a_thread_traced_already_keeps_its_python_frames(parked):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "native frames not shown" in lines[0] and "traced already" in lines[0], r.stderr
     assert parked.p.poll() is None
+
+
+STRIPPED_C = r"""
+#include <unistd.h>
+static volatile int after;
+__attribute__((noinline, noclone)) static void parked_static_leaf(void) { pause(); after++; }
+void parked_enter(void) { parked_static_leaf(); after++; }
+"""
+
+
+@pytest.mark.versions("3.12")   # (the symbol reader is the same on every version)
+def test_dump_native_names_a_stripped_librarys_static_function(tmp):
+    """A library stripped of its .symtab, with no build id, whose symbols
+    went to a separate debug file named by its .gnu_debuglink (in .debug/
+    beside it, one of gdb's places; its CRC checked): its static function,
+    where a thread is blocked, is named from that file, as gdb names it."""
+    tools = [shutil.which(t) for t in ("gcc", "objcopy", "strip")]
+    if not all(tools):
+        missing("gcc, objcopy or strip not found (Debian: gcc, binutils)")
+    gcc, objcopy, strip = tools
+    (tmp / "parked.c").write_text(STRIPPED_C)
+    lib, debug = tmp / "libparked.so", tmp / "libparked.so.debug"
+    for cmd in ([gcc, "-O1", "-g", "-shared", "-fPIC", "-Wl,--build-id=none", "-o", lib, tmp / "parked.c"],
+                [objcopy, "--only-keep-debug", lib, debug], [strip, "--strip-all", lib],
+                [objcopy, f"--add-gnu-debuglink={debug}", lib]):
+        subprocess.run([str(c) for c in cmd], check=True, capture_output=True, timeout=60)
+    (tmp / ".debug").mkdir()
+    debug.rename(tmp / ".debug" / debug.name)
+    code = f"import ctypes; lib = ctypes.CDLL({str(lib)!r}); print('ready', flush=True); lib.parked_enter()"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 30
+        while open(f"/proc/{p.pid}/syscall").read().split(" ", 1)[0] != "34":   # pause
+            assert time.monotonic() < deadline, "not parked in pause()"
+            time.sleep(0.01)
+        r = run(["dump", str(p.pid), "--native", "--json"])
+        truth = gdb_frames(p.pid)[p.pid]
+    finally:
+        p.kill()
+        p.wait(timeout=30)
+        p.stdout.close()
+    assert r.returncode == 0, r.stderr
+    frames = [(f["function"], f["library"]) for f in json.loads(r.stdout)[-1]["frames"] if f.get("native")]
+    ours = [name for name, library in frames if library == str(lib)]
+    assert ours == ["parked_static_leaf", "parked_enter"], frames
+    theirs = [norm(name) for name, _, _ in truth]
+    assert theirs[theirs.index("parked_enter") - 1] == "parked_static_leaf", truth

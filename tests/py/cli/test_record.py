@@ -258,6 +258,35 @@ def test_top_once():
     assert [own for own, _, _ in rows] == sorted((own for own, _, _ in rows), reverse=True)
 
 
+@pytest.mark.versions("3.12")   # the native unwinder is record --pid --native's (test_dump_native.py)
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
+                    reason="native frames from outside: Linux x86-64")
+@needs_sampler
+def test_top_once_native():
+    """top --native: the C frames merged in, each row of one naming its
+    library; the target's main thread spins on time.thread_time(), whose
+    clock_gettime runs in the vDSO (no file: its symbols read from the
+    target's memory), where most samples stop it: named, not "??"."""
+    target = Target()
+    try:
+        r = run(["top", str(target.pid), "--once", "--native"], timeout=60)
+    finally:
+        target.stop()
+    assert r.returncode == 0, r.stderr
+    rows = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"^\s*([\d.]+)%\s+([\d.]+)%\s+(.+?)  \((.*)\)$", line)
+        if m:
+            rows[(m.group(3), m.group(4))] = (float(m.group(1)), float(m.group(2)))
+    assert ("clock_gettime [native]", "[vdso]") in rows and rows[("clock_gettime [native]", "[vdso]")][0] > 0, \
+        r.stdout
+    assert not [k for k in rows if k[1] == "[vdso]" and k[0].startswith("??")], r.stdout
+    # merged: the Python functions and the C ones below them (a sample whose
+    # thread could not be stopped in time has its Python frames only)
+    python = {k[0] for k in rows if not k[0].endswith(" [native]")}
+    assert "f60" in python and [v for k, v in rows.items() if k[0] == "Py_RunMain [native]" and v[1] > 0], r.stdout
+
+
 @pytest.mark.versions("3.9", "3.12")   # the view over the same reader on every Python
 @needs_sampler
 def test_top_in_tmux(tmp):

@@ -391,3 +391,72 @@ def test_fork_gives_no_multithreading_warning(tmp_path):
                 os._exit(0)
             os.waitpid(pid, 0)
     assert not [w for w in caught if "multi-threaded" in str(w.message)]
+
+
+# A program that starts (and stops) tracing itself, run under `stackwatch
+# run` and, as a followed child, under the session following it: its
+# start() joins that session, whose trace keeps every thread and task event.
+NESTED = r"""
+import os, queue, subprocess, sys, threading
+import stackwatch
+
+q = queue.Queue()
+
+
+def work(tag):
+    for i in range(3):
+        q.put(f"{tag}-{i}")
+
+
+def spawn(tag):
+    t = threading.Thread(target=work, args=(tag,), name=tag)
+    t.start()
+    t.join()
+
+
+folder, role = sys.argv[1], sys.argv[2]
+spawn(role + "-before")
+stackwatch.start(os.path.join(folder, role + "-inner.swt"), events=["line"])
+spawn(role + "-inside")
+s = stackwatch.stop()
+spawn(role + "-after")
+print(role, os.path.basename(s.path), stackwatch.is_tracing(), flush=True)
+stackwatch.stop()   # one the program never started: the session goes on
+assert stackwatch.is_tracing()
+if role == "parent":
+    subprocess.run([sys.executable, __file__, folder, "child"], check=True)
+"""
+
+
+@pytest.mark.versions("3.12")
+def test_start_inside_run_joins_its_session(tmp_path):
+    from stackwatch.tracer.follow import child_traces
+    from stackwatch.tracer.task_events import read_task_events
+    prog = write(tmp_path / "nested.py", NESTED)
+    out = str(tmp_path / "t.swt")
+    r = run(["run", "--events", "tasks", "-o", out, prog, str(tmp_path), "parent"])
+    assert r.returncode == 0, r.stderr
+    [(_, child)] = child_traces(out)
+    assert r.stdout.split("\n")[:2] == ["parent t.swt True", f"child {os.path.basename(child)} True"]
+    for role, path in (("parent", out), ("child", child)):
+        assert not os.path.exists(tmp_path / f"{role}-inner.swt")
+        said = [line for line in r.stderr.splitlines() if f"{role}-inner.swt" in line]
+        assert len(said) == 1 and "joins the session" in said[0] and path in said[0], r.stderr
+        host = "stackwatch run" if role == "parent" else "the parent process's stackwatch"
+        assert f"stop() leaves the session {host} started running ({path})" in r.stderr, r.stderr
+        t = Trace(path)
+        names = {th["name"] for th in t.threads if not th["task"]}
+        assert {f"{role}-{w}" for w in ("before", "inside", "after")} <= names, names
+        # Every put of the program is in the trace, in the order it made them.
+        doc = read_task_events(path)
+        sent = [e["value"] for e in doc["events"] if e["kind"] == "send"]
+        assert sent == [repr(f"{role}-{w}-{i}") for w in ("before", "inside", "after") for i in range(3)]
+        # The program's start() to stop() is a region of the main thread,
+        # around the creation of the thread it started inside.
+        main = next(i for i, th in enumerate(t.threads) if th["name"] == "MainThread")
+        regions = t.ext_events(main, ["region_begin", "region_end"])
+        assert [(e.kind, e.data.get("name")) for e in regions] == [
+            ("region_begin", f"stackwatch.start({role}-inner.swt)"), ("region_end", None)]
+        created = {e["task"]: e["t_ns"] for e in doc["events"] if e["kind"] == "create"}
+        assert regions[0].t_ns < created[f"{role}-inside"] < regions[1].t_ns
+        assert created[f"{role}-before"] < regions[0].t_ns < regions[1].t_ns < created[f"{role}-after"]

@@ -359,3 +359,26 @@ def test_a_real_test_suite(tmp_path):
     report("toolz's tests", checked, differ, skipped)
     assert not differ
     assert checked >= 100
+
+
+@pytest.mark.timing
+@pytest.mark.versions("3.12", "3.13")
+def test_a_generator_a_c_thread_iterates(tmp_path):
+    """3.12+: a generator resumed by C code with no Python frame below it
+    (its thread runs the builtin list()) is the root of its thread's
+    stack: its samples are read whole, not counted as failed (3.9-3.11
+    cannot tell that shape from a torn read: there they are failed)."""
+    path = run_sampled(tmp_path, [str(PROGRAMS / "c_thread_generator.py"), "300"], "c_thread")
+    checked, differ, skipped = compare(path)
+    report("c_thread_generator", checked, differ, skipped)
+    assert not differ
+    t = Trace(path)
+    pos = next(i for i, th in enumerate(t.threads) if any(e[0] in ENTER for e in t._t.events(i))
+               and t.codes[next(e[2] for e in t._t.events(i) if e[0] in ENTER)].name == "produce")
+    raw = t._t.samples(pos)
+    mine = t.samples(pos)
+    failed = sum(1 for r in raw if r[3] & FAILED)
+    whole = [s for s in mine if s.stack and s.stack[0].name == "produce"]
+    # (the C thread runs about 0.3 s at 5 kHz)
+    assert len(whole) >= 50 and failed <= max(2, len(mine) // 100), (len(whole), failed, len(mine))
+    assert {s.stack[-1].name for s in whole} >= {"work"}

@@ -457,6 +457,52 @@ assert trio.run(main) == 720
 json.dump(log, open(sys.argv[1], "w"))
 '''
 
+# trio's guest mode: its run loop driven by asyncio's (start_guest_run).
+TRIO_GUEST = r'''
+import asyncio
+import trio
+
+async def child(i):
+    await trio.sleep(0)
+    return i * 10
+
+async def trio_main():
+    async with trio.open_nursery() as n:
+        for i in range(3):
+            n.start_soon(child, i, name=f"child{i}")
+    return "done"
+
+async def host():
+    loop = asyncio.get_running_loop()
+    finished = loop.create_future()
+    trio.lowlevel.start_guest_run(trio_main, run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+                                  done_callback=finished.set_result, host_uses_signal_set_wakeup_fd=True)
+    assert (await finished).unwrap() == "done"
+
+asyncio.run(host())
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_trio_guest_run_tasks(tmp_path):
+    """A trio run started by trio.lowlevel.start_guest_run inside an
+    asyncio program: its tasks are recorded as trio.run's are, beside the
+    asyncio task that hosts them."""
+    needs_module("trio", "trio is not installed (scripts/venv.sh installs it)")
+    swt, _ = run_traced(tmp_path, TRIO_GUEST, "--events", "tasks")
+    doc = read_task_events(swt)
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    children = [f"trio child{i}" for i in range(3)]
+    assert [tasks[c]["kind"] for c in children] == ["trio"] * 3
+    assert [tasks[c]["created_by"] for c in children] == ["trio __main__.trio_main"] * 3
+    assert [(tasks[c]["outcome"], tasks[c]["result"]) for c in children] == [("result", "0"), ("result", "10"),
+                                                                             ("result", "20")]
+    assert (tasks["trio __main__.trio_main"]["outcome"], tasks["trio __main__.trio_main"]["result"]) == \
+        ("result", "'done'")
+    assert any(t["kind"] == "asyncio" and t["name"].endswith(" host") for t in doc["tasks"])
+    assert {e["task"] for e in doc["events"] if e["kind"] == "switch"} >= set(children)
+
+
 
 @pytest.mark.versions("3.12")
 def test_trio_tasks_equal_the_programs_log(tmp_path):
@@ -890,3 +936,119 @@ assert asyncio.run(parent()) == 7
     assert "task_exit    Task-2 child exited: result 7" in lines
     assert any(line.startswith("task_switch  MainThread -> Task-2 child  [Task-2 child: running") for line in lines)
     assert not list(tmp_path.glob("*.swt"))
+
+
+def test_an_event_located_nowhere_is_not_in_code_zero(tmp_path):
+    """A task event with no location is written with no code (format 1.14),
+    not as code 0, which is a function of the trace: the readers give it no
+    function, and the event located in code 0 keeps its own."""
+    import stackwatch
+    from stackwatch import _native
+    from stackwatch.events.task_hooks import _K
+
+    def located_here():
+        _native.hooks.task_event(_K["task_send"], 0, 0, 0, "q", "'here'", (located_here.__code__, 7))
+        _native.hooks.task_event(_K["task_send"], 0, 0, 0, "q", "'nowhere'", None)
+
+    p = str(tmp_path / "t.swt")
+    stackwatch.start(p, events=["tasks"])
+    located_here()
+    stackwatch.stop()
+    t = Trace(p)
+    here = [c.id for c in t.codes.values() if c.qualname.endswith("located_here")]
+    sends = t.ext_events(kinds=["task_send"])
+    assert [(e.data["value"], e.code, e.line) for e in sends] == [("'here'", here[0], 7), ("'nowhere'", None, 0)]
+    doc = read_task_events(p)
+    # (3.9/3.10 name a code by its name, not its qualified name)
+    assert [(e["value"], e["function"] and e["function"].split(".")[-1]) for e in doc["events"]
+            if e["kind"] == "send"] == [("'here'", "located_here"), ("'nowhere'", None)]
+    chrome = str(tmp_path / "t.json")
+    assert run_cli(["export", p, "--format", "chrome", "-o", chrome]).returncode == 0
+    with open(chrome) as f:
+        args = [e["args"] for e in json.load(f)["traceEvents"] if e.get("args", {}).get("value") == "'nowhere'"]
+    assert args and all(a["function"] == "?" for a in args), args
+
+
+# Tasks that switch, block, wake, send, receive, raise, are cancelled and
+# named, and greenlets passing values: the same events in every run (one
+# thread, no timers that fire). The program also logs them through a
+# Python handler of its own (stackwatch.Event objects, the Python path to
+# the same writer).
+DETERMINISTIC = r'''
+import asyncio, sys
+import greenlet
+import stackwatch
+
+own = stackwatch.handlers.verbose(sys.argv[1])
+handler = stackwatch.add_handler(own, events="tasks")
+
+async def worker(i, q):
+    await asyncio.sleep(0)
+    await q.put(i)
+    if i == 2:
+        raise ValueError(i)
+    return i
+
+async def consumer(q, n):
+    total = 0
+    for _ in range(n):
+        total += await q.get()
+    return total
+
+async def sleeper():
+    await asyncio.sleep(60)
+
+async def main():
+    q = asyncio.Queue()
+    stackwatch.name(q, "numbers")
+    c = asyncio.create_task(consumer(q, 4))
+    stackwatch.name(c, "the consumer", group="workers")
+    s = asyncio.create_task(sleeper())
+    await asyncio.sleep(0)
+    s.cancel()
+    await asyncio.gather(*(worker(i, q) for i in range(4)), return_exceptions=True)
+    return await c
+
+assert asyncio.run(main()) == 6
+
+def child(x):
+    return main_g.switch(x + 1) * 2
+
+main_g = greenlet.getcurrent()
+g = greenlet.greenlet(child)
+assert g.switch(1) == 2 and g.switch(20) == 40
+handler.remove()
+own.close()
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_log_without_a_trace_equals_the_log_with_one(tmp_path):
+    """The task lines of `--no-trace --log` (the log's writer in C, no trace)
+    are those of `--log` with the trace, line for line but for the times,
+    and those of a Python handler (stackwatch.handlers.verbose) given the
+    same events as stackwatch.Event objects."""
+    needs_module("greenlet", "greenlet is not installed")
+    prog = write(tmp_path / "p.py", DETERMINISTIC)
+
+    def task_lines(path):
+        lines = [line.rstrip("\n").split(" ms  ", 1)[1] for line in open(path) if "] task_" in line]
+        assert lines
+        return lines
+
+    r = run_cli(["run", "-q", "--events", "tasks", "--log", str(tmp_path / "with.log"), "-o", str(tmp_path / "t.swt"),
+                 prog, str(tmp_path / "own_with.log")])
+    assert r.returncode == 0, r.stderr
+    r = run_cli(["run", "-q", "--no-trace", "--events", "tasks", "--log", str(tmp_path / "without.log"), prog,
+                 str(tmp_path / "own_without.log")])
+    assert r.returncode == 0, r.stderr
+    without = task_lines(tmp_path / "without.log")
+    assert without == task_lines(tmp_path / "with.log")
+    assert without == task_lines(tmp_path / "own_without.log") == task_lines(tmp_path / "own_with.log")
+    # (every kind, and the states at a switch)
+    assert {line.split()[1] for line in without} == {"task_create", "task_switch", "task_name", "task_block",
+                                                      "task_wake", "task_woken", "task_send", "task_receive",
+                                                      "task_exit"}
+    assert "[MainThread] task_exit    Task-3 sleeper exited: cancelled" in without
+    assert any(line.startswith("[MainThread] task_switch  MainThread -> the consumer  [the consumer: running, "
+                               "Task-1 main: blocked on join Task-4 worker") for line in without)
