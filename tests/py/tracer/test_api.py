@@ -231,7 +231,8 @@ def test_init_of_classes_made_again_and_again(tmp_path):
                 ns["Fresh"](i)
             del ns
             gc.collect()   # (a class is a cycle: its code is freed here)
-    assert calls_by_name(p)["Fresh.__init__"] == 1000
+    c = calls_by_name(p)
+    assert c.get("Fresh.__init__", c.get("__init__")) == 1000, c   # (no qualname before 3.11)
 
 
 def init_made_before_tracing(self, v):
