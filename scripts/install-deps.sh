@@ -53,6 +53,8 @@ if [ "$what" = all ]; then
   command -v lttng-sessiond >/dev/null || need+=(lttng-tools)
   { [ -e /usr/include/lttng/tracepoint.h ] || [ -e "/usr/include/$(gcc -dumpmachine 2>/dev/null)/lttng/tracepoint.h" ]; } || need+=(liblttng-ust-dev)
   command -v pkg-config >/dev/null || need+=(pkg-config)   # (meson finds lttng-ust with it)
+  # LTTng's Python agent: the CTF export's metadata is compared with a session's that has its events.
+  [ -e /usr/lib/python3/dist-packages/lttngust/agent.py ] || need+=(python3-lttngust)
   command -v go >/dev/null || need+=(golang-go)
   command -v chromium >/dev/null || need+=(chromium)
   command -v chromedriver >/dev/null || need+=(chromium-driver)

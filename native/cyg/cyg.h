@@ -17,7 +17,8 @@
  * it, and define() needs it) and is not running stackwatch's own code; each thread keeps the
  * native frames it has open, so an exit pairs with its entry, and the
  * frames a longjmp (or a C++ exception) left without an exit are closed at
- * the next exit of a frame below them.
+ * the next exit of a frame below them. With `run --lttng` the tracer
+ * also gets each recorded entry and exit (emit), for LTTng-UST.
  */
 #ifndef SW_CYG_H
 #define SW_CYG_H
@@ -55,6 +56,10 @@ typedef struct sw_cyg_thread {
     const struct _ts *me;
     int (*make_room)(struct sw_tbuf *);       /* writer.h sw_tbuf_make_room */
     uint32_t (*define)(void *fn);             /* a function's code id (GIL held), or SW_CYG_SKIP */
+    /* While *emit_on is nonzero (`run --lttng`), each recorded entry and
+     * exit is also handed to emit (exit 0 / 1, the function), GIL held. */
+    const uint32_t *emit_on;
+    void (*emit)(int exit, void *fn);
     /* The runtime's (zero when the tracer hands it over). */
     uint32_t depth;                  /* frames in open[] */
     uint32_t over;                   /* frames open beyond SW_CYG_MAX_OPEN */

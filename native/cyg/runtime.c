@@ -58,6 +58,8 @@ SW_CYG_EXPORT void stackwatch_cyg_enter(void *fn, void *site)
             sw_tbuf_put_enter(b, sw_clock_now(t->clock), SW_OP_C_CALL, id);
             t->events++;
             rec = 1;
+            if (SW_UNLIKELY(*t->emit_on))
+                t->emit(0, fn);
         }
     }
     t->open[t->depth++] = (sw_cyg_open){fn, rec};
@@ -93,6 +95,8 @@ SW_CYG_EXPORT void stackwatch_cyg_exit(void *fn, void *site)
             now = sw_clock_now(t->clock);
         sw_tbuf_put_exit(b, now, SW_OP_C_RETURN);
         t->events++;
+        if (SW_UNLIKELY(*t->emit_on))
+            t->emit(1, t->open[j - 1].fn);
     }
     t->depth = i - 1;
 }

@@ -53,6 +53,8 @@ typedef struct tracepoint {
     uint64_t id;
     tp_field f1;             /* sys_enter, sys_exit: long id; sched_switch: prev_pid; sched_wakeup: pid */
     tp_field f2;             /* sys_exit: long ret; sched_switch: prev_state; sched_wakeup: target_cpu */
+    tp_field peer;           /* sched_switch: next_pid (the task that runs next; size 0: none) */
+    tp_field comm;           /* sched_switch: next_comm; sched_waking: comm (the wakee's) */
 } tracepoint;
 
 /* A record read from a ring, waiting to be handled in time order. */
@@ -62,6 +64,8 @@ typedef struct pending {
     uint8_t src;             /* enum source */
     uint32_t cpu;
     uint64_t a, b;           /* ENTER: nr; EXIT: nr, ret; SWITCH: prev_state; WAKEUP: pid, cpu; FAULT: addr */
+    uint32_t peer;           /* SWITCH: the task that runs next */
+    char comm[16];           /* SWITCH: its name; WAKEUP: the wakee's (NUL-terminated) */
 } pending;
 
 /* A thread's state: its open call, whether it is off CPU. */
@@ -164,23 +168,26 @@ static int find_field(const char *fmt, const char *decl, tp_field *out)
 }
 
 /* Each tracepoint source: its name in tracefs and its fields (declaration
- * and size; a second field of size 0: none). */
+ * and size; a second field of size 0: none), the other task's pid and
+ * the name (comm) it carries (NULL: none). */
 static const struct tp_desc {
     const char *path;
     const char *f1;
     unsigned size1;
     const char *f2;
     unsigned size2;
+    const char *peer, *comm;
 } tp_descs[SRC_FAULT] = {
-    [SRC_ENTER] = {"raw_syscalls/sys_enter", "long id", 8, NULL, 0},
-    [SRC_EXIT] = {"raw_syscalls/sys_exit", "long id", 8, "long ret", 8},
-    [SRC_SWITCH] = {"sched/sched_switch", "pid_t prev_pid", 4, "long prev_state", 8},
+    [SRC_ENTER] = {"raw_syscalls/sys_enter", "long id", 8, NULL, 0, NULL, NULL},
+    [SRC_EXIT] = {"raw_syscalls/sys_exit", "long id", 8, "long ret", 8, NULL, NULL},
+    [SRC_SWITCH] = {"sched/sched_switch", "pid_t prev_pid", 4, "long prev_state", 8, "pid_t next_pid",
+                    "char next_comm[16]"},
     /* sched_waking, not sched_wakeup: the latter fires on the wakee's CPU,
      * often in its idle task's context when the wakee was queued there
      * (ttwu's wake list), so a ring that follows only this process's
      * threads missed most wakeups on a quiet machine; sched_waking always
      * fires in the waker. */
-    [SRC_WAKEUP] = {"sched/sched_waking", "pid_t pid", 4, "int target_cpu", 4},
+    [SRC_WAKEUP] = {"sched/sched_waking", "pid_t pid", 4, "int target_cpu", 4, NULL, "char comm[16]"},
 };
 
 static int load_tracepoint(const char *dir, const struct tp_desc *d, tracepoint *tp)
@@ -198,6 +205,10 @@ static int load_tracepoint(const char *dir, const struct tp_desc *d, tracepoint 
     if (read_text(path, text, sizeof text) || find_field(text, d->f1, &tp->f1) || tp->f1.size != d->size1)
         return -1;
     if (d->f2 && (find_field(text, d->f2, &tp->f2) || tp->f2.size != d->size2))
+        return -1;
+    if (d->peer && (find_field(text, d->peer, &tp->peer) || tp->peer.size != 4))
+        return -1;
+    if (d->comm && (find_field(text, d->comm, &tp->comm) || tp->comm.size != 16))
         return -1;
     return 0;
 }
@@ -540,6 +551,16 @@ static uint64_t rd_field(const uint8_t *raw, tp_field f)
     return f.size == 8 ? rd64(raw + f.offset) : (uint64_t)(int64_t)(int32_t)rd32(raw + f.offset);
 }
 
+/* A task's name as a tracepoint holds it (16 bytes, NUL-padded, any
+ * bytes) into out: terminated, printable ASCII ('?' for any other byte). */
+static void copy_comm(char out[16], const uint8_t *comm)
+{
+    size_t i = 0;
+    for (; i < 15 && comm[i]; i++)
+        out[i] = comm[i] >= 0x20 && comm[i] < 0x7f ? (char)comm[i] : '?';
+    out[i] = 0;
+}
+
 /* One PERF_RECORD_SAMPLE of `len` bytes (header included), validated. */
 static void take_sample(sw_syscalls *s, const uint8_t *rec, size_t len)
 {
@@ -556,7 +577,7 @@ static void take_sample(sw_syscalls *s, const uint8_t *rec, size_t len)
     }
     int src = s->id_src[i];
     uint32_t pid = rd32(rec + 16), tid = rd32(rec + 20);
-    pending p = {rd64(rec + 24), tid, (uint8_t)src, 0, 0, 0};
+    pending p = {.t = rd64(rec + 24), .tid = tid, .src = (uint8_t)src};
     if (pid != (uint32_t)s->pid || tid == atomic_load(&s->reader_tid))
         return;   /* a child process's (inherited), or our own reading */
     if (src == SRC_FAULT) {
@@ -576,13 +597,19 @@ static void take_sample(sw_syscalls *s, const uint8_t *rec, size_t len)
             memcpy(&type, raw, 2);
         if (len < 44 || raw_size > len - 44 || raw_size < 2 || type != tp->id ||
             tp->f1.offset + tp->f1.size > raw_size ||
-            (tp_descs[src].f2 && tp->f2.offset + tp->f2.size > raw_size)) {
+            (tp_descs[src].f2 && tp->f2.offset + tp->f2.size > raw_size) ||
+            (tp_descs[src].peer && tp->peer.offset + tp->peer.size > raw_size) ||
+            (tp_descs[src].comm && tp->comm.offset + tp->comm.size > raw_size)) {
             count(s, &s->st.malformed, 1);
             return;
         }
         p.a = rd_field(raw, tp->f1);
         if (tp_descs[src].f2)
             p.b = rd_field(raw, tp->f2);
+        if (tp_descs[src].peer)
+            p.peer = (uint32_t)rd_field(raw, tp->peer);
+        if (tp_descs[src].comm)
+            copy_comm(p.comm, raw + tp->comm.offset);
         if (src == SRC_SWITCH) {   /* a: prev_pid, b: prev_state */
             if ((uint32_t)p.a != tid)
                 return;
@@ -609,8 +636,8 @@ static void take_switch(sw_syscalls *s, const uint8_t *rec, size_t len, uint16_t
     uint32_t pid = rd32(rec + 8), tid = rd32(rec + 12);
     if (pid != (uint32_t)s->pid || tid == atomic_load(&s->reader_tid))
         return;
-    pending p = {rd64(rec + 16), tid, out ? SRC_SWITCH_OUT : SRC_SWITCH_IN, rd32(rec + 24),
-                 (misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0, 0};
+    pending p = {.t = rd64(rec + 16), .tid = tid, .src = out ? SRC_SWITCH_OUT : SRC_SWITCH_IN, .cpu = rd32(rec + 24),
+                 .a = (misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0};
     count(s, &s->st.records, 1);
     if (add_pending(s, &p))
         count(s, &s->st.unpaired, 1);
@@ -767,7 +794,7 @@ static void release(sw_syscalls *s, int all)
 /* One record, in time order, of a thread whose state is c. */
 static void handle(sw_syscalls *s, const pending *p, open_call *c)
 {
-    sw_kevent ev = {p->tid, 0, p->cpu, p->t, 0, 0, NULL};
+    sw_kevent ev = {.tid = p->tid, .cpu = p->cpu, .t_ns = p->t};
     switch (p->src) {
     case SRC_ENTER:
         if (c->open)
@@ -792,6 +819,8 @@ static void handle(sw_syscalls *s, const pending *p, open_call *c)
         ev.kind = SW_KEV_OFF_CPU;
         ev.a = p->src == SRC_SWITCH ? p->a : 0;
         ev.reason = p->src == SRC_SWITCH ? sw_sched_reason(p->a) : p->a ? "preempted" : "waiting";
+        ev.peer = p->peer;
+        memcpy(ev.comm, p->comm, sizeof ev.comm);
         c->off = 1;
         c->waker = 0;
         break;
@@ -812,6 +841,7 @@ static void handle(sw_syscalls *s, const pending *p, open_call *c)
         s->last_wake_pid = (uint32_t)p->a;
         ev.kind = SW_KEV_WAKEUP;
         ev.a = (uint32_t)p->a;
+        memcpy(ev.comm, p->comm, sizeof ev.comm);
         ev.cpu = (uint32_t)p->b;
         uint32_t wi = sw_hashtab_get_u64(&s->tid_index, s->tids, (uint32_t)p->a);
         if (wi != SW_HT_NONE && s->calls[wi].off && (uint32_t)p->a != p->tid) {

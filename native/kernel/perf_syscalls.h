@@ -48,11 +48,13 @@ typedef struct sw_syscall {
 
 /* A kernel event other than a system call. */
 enum sw_kevent_kind {
-    SW_KEV_OFF_CPU = 1,      /* the thread left CPU `cpu`; a: prev_state, reason: its name */
+    SW_KEV_OFF_CPU = 1,      /* the thread left CPU `cpu`; a: prev_state, reason: its name; peer, comm:
+                                the task that runs next (sched_switch's next_pid, next_comm; 0, "":
+                                unprivileged, not seen) */
     SW_KEV_ON_CPU,           /* the thread runs again on CPU `cpu`; a: the tid of the thread of
                                 this process that woke it last while it was off (0: none seen),
                                 b: ns from that wakeup to now */
-    SW_KEV_WAKEUP,           /* the thread woke thread `a` (which should run on CPU `cpu`) */
+    SW_KEV_WAKEUP,           /* the thread woke thread `a` (which should run on CPU `cpu`), named comm */
     SW_KEV_FAULT,            /* a page fault at address a, on CPU `cpu` */
 };
 typedef struct sw_kevent {
@@ -63,6 +65,9 @@ typedef struct sw_kevent {
     uint64_t a, b;
     const char *reason;      /* OFF_CPU: "sleeping" (S), "blocked" (D), "preempted" (R), else "other";
                                 unprivileged: "preempted" or "waiting" (S or D), a 0 */
+    uint32_t peer;           /* OFF_CPU: the task that runs next on the CPU (any process's; 0: idle) */
+    char comm[16];           /* OFF_CPU: that task's name; WAKEUP: the wakee's ("": not seen); printable
+                                ASCII, any other byte made '?' */
 } sw_kevent;
 
 typedef struct sw_syscall_sink {

@@ -12,19 +12,46 @@
  *                              starts or resumes (line: its first line)
  *   stackwatch:function_exit   { function, file, line }  it returns, yields
  *                              or unwinds (line: the one it leaves from)
+ *   stackwatch:native_entry    { function, file, line, addr }  a native
+ *   stackwatch:native_exit     { function, file, line, addr }  function
+ *                              (-finstrument-functions) starts / returns:
+ *                              its symbol, source file and first line (or
+ *                              its object and 0), its address
+ *   stackwatch:task_switch ... task_woken  { function, file, line, a, b,
+ *                              c, s1, s2 }  a task event (`--events
+ *                              tasks`): where, then its record's fields
+ *                              (records.h: a task id, a thread id, ...)
  * An LTTng session adds the vpid / vtid / procname contexts itself
  * (`lttng add-context -u -t vpid -t vtid -t procname`).
  */
 #ifndef SW_LTTNG_PROVIDER_H
 #define SW_LTTNG_PROVIDER_H
 
+#include <stdint.h>
+
+/* The task events, in the order of the dispatch layer's kinds
+ * (ext/dispatch/kinds.h, TASK_SWITCH..TASK_WOKEN): T(name). */
+#define SW_LTTNG_TASKS(T)                                                                                     \
+    T(task_switch) T(task_create) T(task_exit) T(task_block) T(task_wake) T(task_send) T(task_receive)       \
+    T(task_name) T(task_woken)
+
 /* The library's entry points, found with dlsym under these names. */
 #define SW_LTTNG_ENTRY_SYMBOL "stackwatch_lttng_function_entry"
 #define SW_LTTNG_EXIT_SYMBOL "stackwatch_lttng_function_exit"
+#define SW_LTTNG_NATIVE_SYMBOL "stackwatch_lttng_native"
+#define SW_LTTNG_TASK_SYMBOL "stackwatch_lttng_task"
 
 typedef void (*sw_lttng_fn)(const char *function, const char *file, int line);
+typedef void (*sw_lttng_native_fn)(int exit, const char *function, const char *file, int line, uintptr_t addr);
+typedef void (*sw_lttng_task_fn)(int task, const char *function, const char *file, int line, int64_t a, int64_t b,
+                                 int64_t c, const char *s1, const char *s2);
 
 void stackwatch_lttng_function_entry(const char *function, const char *file, int line);
 void stackwatch_lttng_function_exit(const char *function, const char *file, int line);
+/* native_entry (exit 0) or native_exit (1). */
+void stackwatch_lttng_native(int exit, const char *function, const char *file, int line, uintptr_t addr);
+/* The task event `task` (its position in SW_LTTNG_TASKS; others: none). */
+void stackwatch_lttng_task(int task, const char *function, const char *file, int line, int64_t a, int64_t b,
+                           int64_t c, const char *s1, const char *s2);
 
 #endif

@@ -13,7 +13,10 @@
 #if !defined(SW_LTTNG_TRACEPOINTS_H) || defined(LTTNG_UST_TRACEPOINT_HEADER_MULTI_READ)
 #define SW_LTTNG_TRACEPOINTS_H
 
+#include "lttng/lttng_provider.h"
+
 #include <lttng/tracepoint.h>
+#include <stdint.h>
 
 LTTNG_UST_TRACEPOINT_EVENT_CLASS(stackwatch, frame,
     LTTNG_UST_TP_ARGS(const char *, function, const char *, file, int, line),
@@ -27,6 +30,44 @@ LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(stackwatch, frame, stackwatch, function_entr
 
 LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(stackwatch, frame, stackwatch, function_exit,
     LTTNG_UST_TP_ARGS(const char *, function, const char *, file, int, line))
+
+/* A native function (-finstrument-functions): the Python frames' fields,
+ * then its address (lttng_ust_cyg_profile's `addr`). */
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(stackwatch, native,
+    LTTNG_UST_TP_ARGS(const char *, function, const char *, file, int, line, uintptr_t, addr),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_string(function, function)
+        lttng_ust_field_string(file, file)
+        lttng_ust_field_integer(int, line, line)
+        lttng_ust_field_integer_hex(uintptr_t, addr, addr)))
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(stackwatch, native, stackwatch, native_entry,
+    LTTNG_UST_TP_ARGS(const char *, function, const char *, file, int, line, uintptr_t, addr))
+
+LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(stackwatch, native, stackwatch, native_exit,
+    LTTNG_UST_TP_ARGS(const char *, function, const char *, file, int, line, uintptr_t, addr))
+
+/* A task event: where it happened (function, file, line: "", "", -1 when
+ * nowhere), then its record's fields (records.h, by kind: a, b, c the
+ * numbers, s1, s2 the strings). */
+LTTNG_UST_TRACEPOINT_EVENT_CLASS(stackwatch, task,
+    LTTNG_UST_TP_ARGS(const char *, function, const char *, file, int, line, int64_t, a, int64_t, b, int64_t, c,
+                      const char *, s1, const char *, s2),
+    LTTNG_UST_TP_FIELDS(
+        lttng_ust_field_string(function, function)
+        lttng_ust_field_string(file, file)
+        lttng_ust_field_integer(int, line, line)
+        lttng_ust_field_integer(int64_t, a, a)
+        lttng_ust_field_integer(int64_t, b, b)
+        lttng_ust_field_integer(int64_t, c, c)
+        lttng_ust_field_string(s1, s1)
+        lttng_ust_field_string(s2, s2)))
+
+#define SW_LTTNG_TASK_(name)                                                                              \
+    LTTNG_UST_TRACEPOINT_EVENT_INSTANCE(stackwatch, task, stackwatch, name,                               \
+        LTTNG_UST_TP_ARGS(const char *, function, const char *, file, int, line, int64_t, a, int64_t, b, \
+                          int64_t, c, const char *, s1, const char *, s2))
+SW_LTTNG_TASKS(SW_LTTNG_TASK_)
 
 #endif
 

@@ -205,6 +205,8 @@ static void region_begin(chrome *c, int64_t t_ns, const sw_ext *x)
 static void ext_event(chrome *c, size_t thread, uint64_t tid, const sw_event *ev)
 {
     const sw_ext *x = ev->ext;
+    if (!sw_wake_flows_shows(c->wakes, x))
+        return;
     if (x->kind == SW_EXT_REGION_BEGIN) {
         region_begin(c, ev->t_ns, x);
         return;

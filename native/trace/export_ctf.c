@@ -12,23 +12,24 @@
 
 #include "base/base.h"
 #include "format.h"
+#include "wake_flows.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /* Event content of a packet before it is written. */
 #define PACKET_BYTES (256 * 1024)
 /* The packet header and context (see the metadata): magic, stream_id,
  * stream_instance_id, timestamp_begin, timestamp_end, content_size,
- * packet_size, packet_seq_num, events_discarded; and in the kernel trace
- * cpu_id. */
-#define PACKET_HEAD 64
-#define PACKET_HEAD_KERNEL 68
+ * packet_size, packet_seq_num, events_discarded, cpu_id. */
+#define PACKET_HEAD 68
 #define CTF_MAGIC 0xC1FC1FC1u
-#define PROCNAME_LEN 16
+#define PROCNAME_LEN 16          /* the kernel's comm (lttng-modules' procname) */
+#define UST_PROCNAME_LEN 17      /* lttng-ust's procname context */
 #define CPU_UNKNOWN UINT32_MAX
 
 /* Event class ids of the ust trace: the fixed ones, then one per row of
@@ -44,7 +45,7 @@ typedef struct ctf_stream {
     char path[4096];         /* its name, for messages */
     sw_bytes packet;         /* events of the packet being built */
     uint64_t first_ts, last_ts, seq;
-    int kernel;              /* the kernel trace's (its packets have a cpu_id) */
+    int kernel;              /* the kernel trace's */
     uint32_t cpu;            /* kernel: the CPU of the packet being built */
 } ctf_stream;
 
@@ -70,6 +71,7 @@ typedef struct ctf {
     int64_t sys_ret;
     uint64_t real0, mono0;   /* META real0_ns, mono0_ns */
     const char *command, *hostname;
+    sw_wake_flows *wakes;    /* which wakeups are shown (wake_flows.h) */
     int err;                 /* SW_ENOMEM or SW_EIO once something failed */
     char *errmsg;
     size_t errlen;
@@ -170,15 +172,29 @@ static void meta_str(FILE *out, const char *s)
 }
 
 #define TSDL_COMM "integer { size = 8; align = 8; signed = false; encoding = UTF8; base = 10; }"
+#define TSDL_UST_CHAR "integer { size = 8; align = 8; signed = true; encoding = UTF8; base = 10; }"
+
+/* A time of the wall clock (ns since the epoch) as LTTng's env writes
+ * trace_creation_datetime: 20261127T095546+0000 (UTC). */
+static void meta_datetime(FILE *out, uint64_t real_ns)
+{
+    time_t secs = (time_t)(real_ns / 1000000000u);
+    struct tm tm;
+    char text[32];
+    if (!gmtime_r(&secs, &tm) || !strftime(text, sizeof text, "%Y%m%dT%H%M%S+0000", &tm))
+        text[0] = 0;
+    fprintf(out, "\"%s\"", text);
+}
 
 /* What both traces' metadata open with: the types, the trace's packet
  * header, its env (Trace Compass takes a trace whose domain is "ust" and
  * whose tracer is lttng-ust for an LTTng-UST trace, its call-stack
  * analysis; domain "kernel" with lttng-modules for a kernel trace, its
- * kernel analyses; the same hostname puts both on one host), the one
- * clock and the stream class with its contexts (LTTng's names: vpid,
- * vtid, procname in ust; pid, tid, procname in kernel; the kernel's packets
- * also say the CPU). */
+ * kernel analyses; the same hostname puts both on one host; the keys of
+ * an LTTng 2.13 session's env, checked against a real one in
+ * test_lttng.py), the one clock and the stream class with its contexts
+ * (LTTng's names and types: vpid, vtid, procname[17] in ust; pid, tid,
+ * procname[16] in kernel) and the packets' cpu_id. */
 static void write_head(const ctf *c, FILE *out, int kernel)
 {
     fputs("/* CTF 1.8 */\n\n"
@@ -195,9 +211,15 @@ static void write_head(const ctf *c, FILE *out, int kernel)
           "\t\tuint64_t stream_instance_id;\n\t};\n};\n\n",
           out);
     fprintf(out, "env {\n\tdomain = \"%s\";\n\ttracer_name = \"%s\";\n\ttracer_major = 2;\n"
-                 "\ttracer_minor = 13;\n\tproducer = \"stackwatch\";\n\tvpid = %" PRIu32 ";\n"
-                 "\tstackwatch_mono0_ns = %" PRIu64 ";\n\thostname = ",
-            kernel ? "kernel" : "ust", kernel ? "lttng-modules" : "lttng-ust", c->vpid, c->mono0);
+                 "\ttracer_minor = 13;\n", kernel ? "kernel" : "ust", kernel ? "lttng-modules" : "lttng-ust");
+    if (!kernel)   /* (one process's buffers, as `lttng enable-channel --buffers-pid` gives) */
+        fprintf(out, "\ttracer_buffering_scheme = \"pid\";\n\ttracer_buffering_id = %" PRIu32 ";\n", c->vpid);
+    fprintf(out, "\tarchitecture_bit_width = %u;\n\ttrace_name = \"stackwatch-%" PRIu32 "\";\n"
+                 "\tproducer = \"stackwatch\";\n\tvpid = %" PRIu32 ";\n"
+                 "\tstackwatch_mono0_ns = %" PRIu64 ";\n\ttrace_creation_datetime = ",
+            (unsigned)(sizeof(void *) * 8), c->vpid, c->vpid, c->mono0);
+    meta_datetime(out, c->real0);
+    fputs(";\n\thostname = ", out);
     meta_str(out, c->hostname);
     fputs(";\n\tprocname = ", out);
     meta_str(out, c->command);
@@ -213,11 +235,12 @@ static void write_head(const ctf *c, FILE *out, int kernel)
                  "stream {\n\tid = 0;\n"
                  "\tpacket.context := struct {\n\t\tuint64_clock_monotonic_t timestamp_begin;\n"
                  "\t\tuint64_clock_monotonic_t timestamp_end;\n\t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n"
-                 "\t\tuint64_t packet_seq_num;\n\t\tuint64_t events_discarded;\n%s\t};\n"
+                 "\t\tuint64_t packet_seq_num;\n\t\tuint64_t events_discarded;\n\t\tuint32_t cpu_id;\n\t};\n"
                  "\tevent.header := struct {\n\t\tuint16_t id;\n\t\tuint64_clock_monotonic_t timestamp;\n\t};\n"
                  "\tevent.context := struct {\n\t\tint32_t _%s;\n\t\tint32_t _%s;\n"
-                 "\t\t" TSDL_COMM " _procname[16];\n\t};\n};\n\n",
-            kernel ? "\t\tuint32_t cpu_id;\n" : "", kernel ? "pid" : "vpid", kernel ? "tid" : "vtid");
+                 "\t\t%s _procname[%d];\n\t};\n};\n\n",
+            kernel ? "pid" : "vpid", kernel ? "tid" : "vtid", kernel ? TSDL_COMM : TSDL_UST_CHAR,
+            kernel ? PROCNAME_LEN : UST_PROCNAME_LEN);
 }
 
 static void write_metadata(const ctf *c, FILE *out)
@@ -328,7 +351,7 @@ static int flush_packet(ctf *c, ctf_stream *s)
     if (s->packet.failed)
         return fail(c, SW_ENOMEM, NULL);
     sw_bytes h = {0};
-    uint64_t bits = (uint64_t)((s->kernel ? PACKET_HEAD_KERNEL : PACKET_HEAD) + s->packet.len) * 8;
+    uint64_t bits = (uint64_t)(PACKET_HEAD + s->packet.len) * 8;
     put_u32(&h, CTF_MAGIC);
     put_u32(&h, 0);
     put_u64(&h, c->thread);
@@ -338,8 +361,7 @@ static int flush_packet(ctf *c, ctf_stream *s)
     put_u64(&h, bits);
     put_u64(&h, s->seq++);
     put_u64(&h, 0);
-    if (s->kernel)
-        put_u32(&h, s->cpu == CPU_UNKNOWN ? 0 : s->cpu);
+    put_u32(&h, s->cpu == CPU_UNKNOWN ? 0 : s->cpu);
     int bad = h.failed;
     errno = 0;
     if (!bad && (fwrite(h.data, 1, h.len, s->f) != h.len ||
@@ -420,6 +442,8 @@ static void begin_in(ctf *c, ctf_stream *s, unsigned id, int64_t t_ns)
     put_u32(&s->packet, c->vpid);
     put_u32(&s->packet, c->vtid);
     put_strn(&s->packet, c->procname, PROCNAME_LEN);
+    if (!s->kernel)
+        sw_bytes_u8(&s->packet, 0);   /* (UST_PROCNAME_LEN) */
 }
 
 static void begin_event(ctf *c, unsigned id, int64_t t_ns)
@@ -530,18 +554,20 @@ static int kernel_event(ctf *c, const sw_event *ev)
         c->sys_ret = (int64_t)x->b;
         return 0;
     }
-    case SW_EXT_OFF_CPU:   /* the thread leaves CPU a for whatever runs next (not recorded) */
+    case SW_EXT_OFF_CPU:   /* the thread leaves CPU a for task c, named s2 (format 1.15; else 0, "") */
         if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a)))
             return 0;
         put_comm(b, c->procname);
         put_u32(b, c->vtid);
         put_u32(b, 0);
         put_u64(b, x->b);
-        put_comm(b, "");
-        put_u32(b, 0);
+        put_comm(b, x->s2 ? x->s2 : "");
+        put_u32(b, (uint32_t)x->c);
         put_u32(b, 0);
         return 0;
-    case SW_EXT_ON_CPU:   /* the thread runs on CPU a after whatever ran (not recorded) */
+    case SW_EXT_ON_CPU:   /* the thread runs on CPU a after whatever ran (not seen: sched_switch fires in it) */
+        if (sw_wake_flows_switch_joined(c->wakes, c->thread, ev->t_ns, x))
+            return 0;   /* another thread's switch out to this one wrote the whole switch */
         if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a)))
             return 0;
         put_comm(b, "");
@@ -552,10 +578,12 @@ static int kernel_event(ctf *c, const sw_event *ev)
         put_u32(b, c->vtid);
         put_u32(b, 0);
         return 0;
-    case SW_EXT_WAKEUP:   /* this thread woke thread a, to run on CPU b */
+    case SW_EXT_WAKEUP:   /* this thread woke thread a (named s1), to run on CPU b */
+        if (!sw_wake_flows_shows(c->wakes, x))
+            return 0;   /* a thread the export leaves out */
         if (!(b = begin_kernel(c, KID_SCHED_WAKEUP, ev->t_ns, CPU_UNKNOWN)))
             return 0;
-        put_comm(b, "");
+        put_comm(b, x->s1 ? x->s1 : "");
         put_u32(b, (uint32_t)x->a);
         put_u32(b, 0);
         put_u32(b, (uint32_t)x->b);
@@ -595,6 +623,10 @@ static void ext_event(ctf *c, const sw_event *ev)
     const sw_record_kind *k = sw_record_kind_of(x->kind);
     if (!k || (!x->malformed && !kernel_event(c, ev)))
         return;
+    if (x->kind == SW_EXT_CPU && !x->malformed && x->a < CPU_UNKNOWN && x->a != c->ust.cpu) {
+        flush_packet(c, &c->ust);   /* the CPU of the events from here on (run --cpu): a packet of its own */
+        c->ust.cpu = (uint32_t)x->a;
+    }
     sw_bytes *b = &c->ust.packet;
     begin_event(c, (unsigned)(ID_EXT0 + (size_t)(k - sw_record_kinds)), ev->t_ns);
     sw_bytes_u8(b, x->malformed ? 1 : 0);
@@ -718,8 +750,15 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
     len = strcspn(word, " ");
     memcpy(c.procname, word, len < PROCNAME_LEN - 1 ? len : PROCNAME_LEN - 1);
     c.codes = sw_trace_code_limit(t);
+    int wrc = sw_wake_flows_new(t, o, &c.wakes);
+    if (wrc == SW_EIO) {
+        snprintf(err, errlen, "a THREAD_RECORDS chunk could not be read");
+        return SW_EIO;
+    }
     c.name_len = calloc((size_t)c.codes * 2 + 1, sizeof *c.name_len);
-    if (!c.name_len) {
+    if (!c.name_len || !c.wakes) {
+        free(c.name_len);
+        sw_wake_flows_free(c.wakes);
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
@@ -736,6 +775,7 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
         free(c.syscalls[i]);
     free(c.syscalls);
     free(c.name_len);
+    sw_wake_flows_free(c.wakes);
     if (c.err)
         return c.err;
     if (rc == SW_ENOMEM) {

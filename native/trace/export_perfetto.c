@@ -548,23 +548,35 @@ static const char *comm_of(const sw_thread_info *ti)
     return ti->name && ti->name[0] ? ti->name : "thread";
 }
 
+/* The name of task `tid` in the scheduler's events: its thread's, when
+ * it is a thread of the trace, else `comm` as the kernel gave it. */
+static const char *task_comm(perfetto *p, uint64_t tid, const char *comm)
+{
+    const sw_thread_info *ti = sw_wake_flows_thread(p->wakes, p->t, tid);
+    return ti ? comm_of(ti) : comm ? comm : "";
+}
+
 /* The scheduler's records (format 1.10) as ftrace events too, one bundle
  * per event on the CPU it happened on, so that trace_processor and the
  * Perfetto UI show each thread's scheduling state (running, then
  * sleeping S, blocked D or runnable R, with the CPU of each running
  * interval) and the CPUs' tracks: OFF_CPU is a sched_switch from the
- * thread to another task (pid 0: the process's view has no other task)
- * on CPU `cpu` with prev_state its state; ON_CPU one from another task to
- * the thread on CPU `next_cpu`; a WAKEUP of a thread of the trace a
- * sched_waking by the waker (the bundle's CPU: the wakee's target CPU;
- * the waker's is not recorded). The timestamps are CLOCK_BOOTTIME, the
- * bundles' default clock. */
+ * thread to the task that got the CPU (format 1.15: its next_tid and
+ * next_comm, of any process; before, and without the privilege, pid 0)
+ * on CPU `cpu` with prev_state its state; ON_CPU one from pid 0 (the
+ * task that ran before is not seen: sched_switch fires in it) to the
+ * thread on CPU `next_cpu`, unless that switch was from another thread
+ * of the trace, already written whole by its switch out
+ * (sw_wake_flows_switch_joined); a WAKEUP a sched_waking by the waker (the
+ * bundle's CPU: the wakee's target CPU; the waker's is not recorded) of a
+ * thread of the trace, or of a task outside it named by its comm. The
+ * timestamps are CLOCK_BOOTTIME, the bundles' default clock. */
 static int ftrace_event(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *x)
 {
     const sw_thread_info *ti = sw_trace_thread(p->t, thread);
     uint64_t tid = ti->native_tid, cpu;
-    if (!tid || x->malformed)
-        return 0;
+    if (!tid || x->malformed || sw_wake_flows_switch_joined(p->wakes, thread, t_ns, x))
+        return 0;   /* (a joined switch in: its switch out wrote the whole switch) */
     p->fs.len = p->fe.len = 0;
     unsigned field;
     if (x->kind == SW_EXT_OFF_CPU || x->kind == SW_EXT_ON_CPU) {
@@ -577,16 +589,13 @@ static int ftrace_event(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *
          * shown as sleeping, S.) */
         uint64_t state = x->b || !x->s1 || strcmp(x->s1, "waiting") ? x->b : 1;
         pb_varint(&p->fs, F_SS_PREV_STATE, out ? state : 0);
-        pb_str(&p->fs, F_SS_NEXT_COMM, out ? "" : comm_of(ti));
-        pb_varint(&p->fs, F_SS_NEXT_PID, out ? 0 : tid);
+        pb_str(&p->fs, F_SS_NEXT_COMM, out ? task_comm(p, x->c, x->s2) : comm_of(ti));
+        pb_varint(&p->fs, F_SS_NEXT_PID, out ? x->c : tid);
         pb_varint(&p->fs, F_SS_NEXT_PRIO, PRIO_NORMAL);
         field = F_FE_SCHED_SWITCH;
     } else if (x->kind == SW_EXT_WAKEUP) {
-        const sw_thread_info *wakee = sw_wake_flows_thread(p->wakes, p->t, x->a);
-        if (!wakee)
-            return 0;   /* not a thread of the trace */
         cpu = x->b;
-        pb_str(&p->fs, F_SW_COMM, comm_of(wakee));
+        pb_str(&p->fs, F_SW_COMM, task_comm(p, x->a, x->s1));
         pb_varint(&p->fs, F_SW_PID, x->a);
         pb_varint(&p->fs, F_SW_PRIO, PRIO_NORMAL);
         pb_varint(&p->fs, F_SW_SUCCESS, 1);
@@ -612,6 +621,8 @@ static int ftrace_event(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *
 static int ext_event(perfetto *p, size_t thread, const sw_event *ev)
 {
     const sw_ext *x = ev->ext;
+    if (!sw_wake_flows_shows(p->wakes, x))
+        return 0;
     if (ftrace_event(p, thread, ev->t_ns, x))
         return 1;
     if (x->kind == SW_EXT_REGION_BEGIN)

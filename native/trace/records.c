@@ -11,9 +11,9 @@
 #include <string.h>
 
 /* Each kind's fields. */
-#define SW_X_FIELD_(f, type, slot) {#f, SW_FT_##type, SW_SLOT_##slot},
+#define SW_X_FIELD_(f, type, slot) {#f, SW_FT_##type & ~SW_FT_LATER, SW_SLOT_##slot, (SW_FT_##type & SW_FT_LATER) != 0},
 #define SW_X_FIELDS_(K, n, name, since, from, cat, label, shape, pair, stat, title, track, ...)                   \
-    static const sw_record_field fields_##K[] = {__VA_ARGS__{NULL, 0, SW_SLOT_NONE}};
+    static const sw_record_field fields_##K[] = {__VA_ARGS__{NULL, 0, SW_SLOT_NONE, 0}};
 SW_RECORD_KINDS(SW_X_FIELDS_, SW_X_FIELD_)
 
 #define SW_X_SOURCE_WRITER "writer"
@@ -116,9 +116,16 @@ static int get_ext_str(sw_cursor *c, char *buf)
 
 /* Decodes one field of an EXT payload, of type `type` (SW_FT_*), into its
  * slot of x (SW_SLOT_*). Returns nonzero when the payload ends first (or
- * a code id is out of range). Called with constants, from the rows. */
+ * a code id is out of range); a field a later minor appended
+ * (SW_FT_LATER) may be absent: an older trace's, left 0 / "". Called with
+ * constants, from the rows. */
 SW_INLINE int decode_field(sw_cursor *c, char *s1, char *s2, sw_ext *x, unsigned type, unsigned slot)
 {
+    if (type & SW_FT_LATER) {
+        if (c->p == c->end)
+            return 0;
+        type &= ~(unsigned)SW_FT_LATER;
+    }
     if (type == SW_FT_STR)
         return get_ext_str(c, slot == SW_SLOT_S1 ? s1 : s2);
     uint64_t v;

@@ -69,8 +69,10 @@
  *             slice is named "track (field value)" after the OPEN's first
  *             field, e.g. "GC (generation 2)"; else NULL
  *   F         F(field, type, slot) for each field of the payload, in order:
- *             type SW_FT_* (VARINT, SIGNED, STR, CODE, TID), slot SW_SLOT_*
- *             (CODE, LINE, A, B, C, S1, S2) where the reader puts it
+ *             type SW_FT_* (VARINT, SIGNED, STR, CODE, TID; TID_LATER,
+ *             STR_LATER: a field a later minor version appended to the
+ *             row, absent from older traces, read as 0 / "" there), slot
+ *             SW_SLOT_* (CODE, LINE, A, B, C, S1, S2) where the reader puts it
  *
  * The exports' args of an instant are its fields in order: a CODE field
  * as "function" and "file" (the code's qualified name and file), the
@@ -134,11 +136,12 @@
       F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(native_id, TID, C) F(ago, VARINT, B)  \
       F(channel, STR, S1))                                                                                 \
     X(OFF_CPU, 28, off_cpu, 10, KERNEL, "sched", "off CPU", OPEN, ON_CPU, OFF_CPU, S1, "off CPU",              \
-      F(reason, STR, S1) F(cpu, VARINT, A) F(state, VARINT, B))                                            \
+      F(reason, STR, S1) F(cpu, VARINT, A) F(state, VARINT, B) F(next_tid, TID_LATER, C)                   \
+      F(next_comm, STR_LATER, S2))                                                                         \
     X(ON_CPU, 29, on_cpu, 10, KERNEL, "sched", "on CPU", CLOSE, OFF_CPU, OFF_CPU, NONE, NULL,                  \
       F(next_cpu, VARINT, A) F(waker, TID, B) F(woken_ns, VARINT, C))                                      \
     X(WAKEUP, 30, wakeup, 10, KERNEL, "sched", "wakeup", INSTANT, NONE, NONE, A, NULL,                        \
-      F(tid, TID, A) F(cpu, VARINT, B))                                                                    \
+      F(tid, TID, A) F(cpu, VARINT, B) F(comm, STR_LATER, S1))                                             \
     X(PAGE_FAULT, 31, page_fault, 10, KERNEL, "fault", "page fault", INSTANT, NONE, FAULT, NONE, NULL,        \
       F(address, VARINT, A) F(cpu, VARINT, B))                                                             \
     X(CPU, 32, cpu, 13, TRACER, "sched", "cpu", INSTANT, NONE, NONE, A, NULL, F(cpu, VARINT, A))
@@ -204,10 +207,13 @@
  * OFF_CPU..ON_CPU (format 1.10, `run --kernel=sched`): the thread is off
  * CPU from its switch out (reason: sleeping S, blocked D, preempted R,
  * other, or without the privilege preempted / waiting; cpu: the CPU it
- * left; state: sched_switch's prev_state, 0 when unknown) to its
- * switch in (next_cpu: the CPU it runs on next; waker: the thread of the
- * process that woke it, 0 when none was seen; woken_ns: ns from that
- * wakeup to the switch in). WAKEUP: the thread woke thread `tid`.
+ * left; state: sched_switch's prev_state, 0 when unknown; format 1.15:
+ * next_tid, next_comm: sched_switch's next_pid and next_comm, the task of
+ * any process that got the CPU, 0 the idle task, 0 and "" when not seen)
+ * to its switch in (next_cpu: the CPU it runs on next; waker: the thread
+ * of the process that woke it, 0 when none was seen; woken_ns: ns from
+ * that wakeup to the switch in). WAKEUP: the thread woke thread `tid`
+ * (format 1.15: named `comm`, sched_waking's, "" when not seen).
  * PAGE_FAULT (`run --kernel=faults`): one page fault at `address`.
  * CPU (format 1.13, `run --cpu`): the thread's events from here on run on
  * CPU `cpu`, until its next CPU record; written by the thread before its
@@ -220,6 +226,9 @@
 #define SW_FT_STR    2  /* varint byte length, then UTF-8 */
 #define SW_FT_CODE   3  /* varint code id (CODE chunk) */
 #define SW_FT_TID    4  /* varint native thread id */
+#define SW_FT_LATER  8  /* flag: appended by a later minor version (may be absent: 0 / "") */
+#define SW_FT_TID_LATER (SW_FT_TID | SW_FT_LATER)
+#define SW_FT_STR_LATER (SW_FT_STR | SW_FT_LATER)
 
 /* Slots of a decoded payload (reader.h sw_ext). */
 #define SW_SLOT_CODE 0
@@ -259,8 +268,9 @@ union sw_ext_limit_ { SW_RECORD_KINDS(SW_X_REC_LIMIT_, SW_X_REC_NONE_) };
 /* The table as data, for the consumers that walk it. */
 typedef struct sw_record_field {
     const char *name;
-    uint8_t type;            /* SW_FT_* */
+    uint8_t type;            /* SW_FT_* (without SW_FT_LATER) */
     uint8_t slot;            /* SW_SLOT_* */
+    uint8_t later;           /* 1: appended by a later minor (absent from older traces) */
 } sw_record_field;
 
 #define SW_RECORD_FIELDS_MAX 8

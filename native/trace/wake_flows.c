@@ -3,7 +3,8 @@
  * (wake_flows.h): one pass over the THREAD_RECORDS side stream collects
  * each thread's off-CPU intervals (OFF_CPU..ON_CPU) and the wakeups, then
  * each wakeup of a thread of the trace is matched to the interval it fell
- * in, if any.
+ * in, if any; and the switches are ordered per CPU to find those between
+ * two threads of the trace.
  */
 #include "wake_flows.h"
 
@@ -20,9 +21,16 @@ typedef struct sched_rec {
     size_t thread;
     int64_t t;
     uint32_t kind;
-    uint64_t wakee;          /* WAKEUP: the woken thread's tid */
+    uint64_t wakee;          /* WAKEUP: the woken thread's tid; OFF_CPU: next_tid */
+    uint64_t cpu;            /* OFF_CPU: the CPU left; ON_CPU: the CPU taken */
     size_t order;            /* in the file: ties keep it */
 } sched_rec;
+
+/* A switch in (thread, time) that another thread's switch out wrote. */
+typedef struct joined_in {
+    size_t thread;
+    int64_t t;
+} joined_in;
 
 /* An off-CPU interval of a thread; on = INT64_MAX: it never switched in again. */
 typedef struct off_interval {
@@ -50,16 +58,38 @@ struct sw_wake_flows {
     size_t nstarts;
     tid_pos *tids;                /* the threads by native tid */
     size_t nthreads;
+    joined_in *joined;            /* by thread, time */
+    size_t njoined, joined_cap;
 };
+
+/* Records of the same key (thread or CPU), by time, then file order. */
+static int cmp_same_key(uint64_t kx, uint64_t ky, const sched_rec *x, const sched_rec *y)
+{
+    if (kx != ky)
+        return kx < ky ? -1 : 1;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
 
 static int cmp_sched_rec(const void *a, const void *b)
 {
     const sched_rec *x = a, *y = b;
+    return cmp_same_key(x->thread, y->thread, x, y);
+}
+
+static int cmp_cpu_rec(const void *a, const void *b)
+{
+    const sched_rec *x = a, *y = b;
+    return cmp_same_key(x->cpu, y->cpu, x, y);
+}
+
+static int cmp_joined(const void *a, const void *b)
+{
+    const joined_in *x = a, *y = b;
     if (x->thread != y->thread)
         return x->thread < y->thread ? -1 : 1;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
+    return x->t < y->t ? -1 : x->t > y->t;
 }
 
 static int cmp_tid_pos(const void *a, const void *b)
@@ -135,7 +165,8 @@ static int collect(sw_trace *t, sched_rec **out, size_t *n)
             break;
         }
         *out = g;
-        g[*n] = (sched_rec){r.thread, r.t_ns, x->kind, x->kind == SW_EXT_WAKEUP ? x->a : 0, *n};
+        g[*n] = (sched_rec){r.thread, r.t_ns, x->kind, x->kind == SW_EXT_WAKEUP ? x->a : x->kind == SW_EXT_OFF_CPU ? x->c : 0,
+                            x->kind == SW_EXT_WAKEUP ? 0 : x->a, *n};
         (*n)++;
     }
     sw_trec_cursor_free(c);
@@ -143,6 +174,40 @@ static int collect(sw_trace *t, sched_rec **out, size_t *n)
         return rc == SW_ENOMEM ? SW_ENOMEM : SW_EIO;
     if (*n > 1)
         qsort(*out, *n, sizeof **out, cmp_sched_rec);
+    return SW_OK;
+}
+
+/* The switches between two threads of the trace that the export keeps:
+ * on a CPU, a switch out of thread A to thread B (OFF_CPU's next_tid)
+ * followed by B's switch in, with no other switch of the trace's threads
+ * on that CPU between, are one switch of the kernel's. recs: by thread,
+ * then time (reordered here). */
+static int join_switches(sw_wake_flows *wf, const sw_filter *f, sched_rec *recs, size_t nrecs)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < nrecs; k++)
+        if (recs[k].kind != SW_EXT_WAKEUP)
+            recs[n++] = recs[k];
+    if (n > 1)
+        qsort(recs, n, sizeof *recs, cmp_cpu_rec);
+    for (size_t k = 1; k < n; k++) {
+        const sched_rec *out = &recs[k - 1], *in = &recs[k];
+        if (out->cpu != in->cpu || out->kind != SW_EXT_OFF_CPU || in->kind != SW_EXT_ON_CPU || !out->wakee ||
+            wf->tids == NULL)
+            continue;
+        tid_pos key = {out->wakee, 0};
+        const tid_pos *b = bsearch(&key, wf->tids, wf->nthreads, sizeof key, cmp_tid_pos);
+        if (!b || b->pos != in->thread || b->pos == out->thread || !sw_filter_has_thread(f, out->thread) ||
+            !sw_filter_in_window(f, out->t))
+            continue;
+        joined_in *j = sw_array_grow(wf->joined, &wf->joined_cap, wf->njoined + 1, sizeof *j, 64);
+        if (!j)
+            return SW_ENOMEM;
+        wf->joined = j;
+        j[wf->njoined++] = (joined_in){in->thread, in->t};
+    }
+    if (wf->njoined > 1)
+        qsort(wf->joined, wf->njoined, sizeof *wf->joined, cmp_joined);
     return SW_OK;
 }
 
@@ -225,6 +290,7 @@ int sw_wake_flows_new(sw_trace *t, const sw_export_opts *o, sw_wake_flows **out)
         }
         if (wf->nstarts > 1)
             qsort(wf->starts, wf->nstarts, sizeof *wf->starts, cmp_start);
+        rc = join_switches(wf, f, recs, nrecs);
         if (nends > 1)
             qsort(ends, nends, sizeof *ends, cmp_end);
     }
@@ -278,6 +344,23 @@ const sw_thread_info *sw_wake_flows_thread(const sw_wake_flows *wf, sw_trace *t,
     return w ? sw_trace_thread(t, w->pos) : NULL;
 }
 
+int sw_wake_flows_switch_joined(const sw_wake_flows *wf, size_t thread, int64_t t_ns, const sw_ext *x)
+{
+    if (!wf || x->kind != SW_EXT_ON_CPU || x->malformed)
+        return 0;
+    joined_in key = {thread, t_ns};
+    return bsearch(&key, wf->joined, wf->njoined, sizeof key, cmp_joined) != NULL;
+}
+
+int sw_wake_flows_shows(const sw_wake_flows *wf, const sw_ext *x)
+{
+    if (!wf || x->kind != SW_EXT_WAKEUP || x->malformed)
+        return 1;
+    tid_pos key = {x->a, 0};
+    const tid_pos *w = x->a ? bsearch(&key, wf->tids, wf->nthreads, sizeof key, cmp_tid_pos) : NULL;
+    return !w || sw_filter_has_thread(wf->opts.filter, w->pos);
+}
+
 size_t sw_wake_flow_count(const sw_wake_flows *wf)
 {
     return wf ? wf->nstarts : 0;
@@ -291,5 +374,6 @@ void sw_wake_flows_free(sw_wake_flows *wf)
     free(wf->names);
     free(wf->starts);
     free(wf->tids);
+    free(wf->joined);
     free(wf);
 }

@@ -10,7 +10,8 @@
  * still runnable, and the kernel's wakeup only set it running again), at
  * the wakeup's own time on the wakee's track. A wakeup of a thread that
  * was off CPU and never switched in again before the trace ended has no
- * flow. The exporters draw the start on the WAKEUP event itself
+ * flow; a wakeup of a thread of the trace that the filter leaves out is
+ * not shown at all (sw_wake_flows_shows). The exporters draw the start on the WAKEUP event itself
  * (sw_wake_flow_start gives its id) and the end as a mark on the wakee's
  * track, one of the task flow ends (export_walk.h) in the options
  * sw_wake_flows_opts returns.
@@ -37,6 +38,20 @@ uint64_t sw_wake_flow_start(const sw_wake_flows *wf, size_t thread, int64_t t_ns
 /* The thread of the trace whose native tid is `tid` (t: the trace wf was
  * made from), or NULL. */
 const sw_thread_info *sw_wake_flows_thread(const sw_wake_flows *wf, sw_trace *t, uint64_t tid);
+/* Whether the exports show the WAKEUP record x at all: not when its
+ * wakee is a thread of the trace that the export's filter leaves out (a
+ * wakee outside the trace, another process's task, is shown, named by
+ * the record's comm). The same in every timeline export (Perfetto's
+ * instant and ftrace sched_waking, Chrome's instant, CTF's
+ * sched_wakeup); 1 for any other record. */
+int sw_wake_flows_shows(const sw_wake_flows *wf, const sw_ext *x);
+/* Whether the ON_CPU record x of thread `thread` at t_ns is the second
+ * half of a switch already written whole (format 1.15): on its CPU, the
+ * switch just before it is a switch out of another thread the export
+ * keeps to this one (its next_tid). The scheduler views (Perfetto's ftrace
+ * sched_switch, CTF's) write that switch once, from the one to the other,
+ * and not this switch in from pid 0. */
+int sw_wake_flows_switch_joined(const sw_wake_flows *wf, size_t thread, int64_t t_ns, const sw_ext *x);
 /* How many flows (each has both ends). */
 size_t sw_wake_flow_count(const sw_wake_flows *wf);
 void sw_wake_flows_free(sw_wake_flows *wf);

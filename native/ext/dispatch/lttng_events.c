@@ -6,9 +6,13 @@
  * stackwatch:function_entry or function_exit tracepoint with the code's
  * qualified name, file and line: the frames the trace records (a frame the
  * file tracer leaves out, by its filters or as stackwatch's own code, is
- * left out here too), so that both count the same calls. The tracepoints
- * record only while an LTTng session has them enabled; the hooks run
- * while --lttng is on.
+ * left out here too), so that both count the same calls. So do the task
+ * events the trace records (`--events tasks`: stackwatch:task_switch ...
+ * task_woken) and the native functions it records (the runtime hands each
+ * recorded entry and exit to ext/tracer/native_frames.c, which calls
+ * sw_lttng_emit_native: stackwatch:native_entry / native_exit). The
+ * tracepoints record only while an LTTng session has them enabled; the
+ * hooks run while --lttng is on.
  */
 #include "lttng_events.h"
 
@@ -19,6 +23,13 @@
 #include <string.h>
 
 static sw_lttng_fn entry_fn, exit_fn;
+static sw_lttng_native_fn native_fn;
+static sw_lttng_task_fn task_fn;
+
+/* The provider's task events are the dispatch layer's, in its order. */
+#define SW_X_LTTNG_COUNT_(name) +1
+_Static_assert(SW_K_TASK_WOKEN - SW_K_TASK_SWITCH + 1 == 0 SW_LTTNG_TASKS(SW_X_LTTNG_COUNT_),
+               "lttng_provider.h SW_LTTNG_TASKS: one per task kind of kinds.h");
 
 static const char *utf8(PyObject *s)
 {
@@ -42,6 +53,15 @@ void sw_lttng_emit(int kind, const sw_evdata *d)
         fn = exit_fn;
         break;
     default:
+        if (task_fn && kind >= SW_K_TASK_SWITCH && kind <= SW_K_TASK_WOKEN) {
+#if PY_VERSION_HEX >= 0x030B0000
+            const char *where = d->code ? utf8(d->code->co_qualname) : "";
+#else
+            const char *where = d->code ? utf8(d->code->co_name) : "";
+#endif
+            task_fn(kind - SW_K_TASK_SWITCH, where, d->code ? utf8(d->code->co_filename) : "", d->line, d->a, d->b,
+                    d->c, d->name ? d->name : "", d->file ? d->file : "");
+        }
         return;
     }
     if (!fn || !d->code || d->unrecorded)
@@ -52,6 +72,12 @@ void sw_lttng_emit(int kind, const sw_evdata *d)
     const char *name = utf8(d->code->co_name);
 #endif
     fn(name, utf8(d->code->co_filename), d->line);
+}
+
+void sw_lttng_emit_native(int exit, const char *name, const char *file, int line, void *addr)
+{
+    if (native_fn && sw_D.lttng)
+        native_fn(exit, name ? name : "", file ? file : "", line, (uintptr_t)addr);
 }
 
 /* Loads the provider library (once). 0, or -1 with RuntimeError set (the
@@ -86,7 +112,9 @@ static int load(void)
     }
     sw_lttng_fn en = (sw_lttng_fn)(uintptr_t)dlsym(h, SW_LTTNG_ENTRY_SYMBOL);
     sw_lttng_fn ex = (sw_lttng_fn)(uintptr_t)dlsym(h, SW_LTTNG_EXIT_SYMBOL);
-    if (!en || !ex) {
+    sw_lttng_native_fn na = (sw_lttng_native_fn)(uintptr_t)dlsym(h, SW_LTTNG_NATIVE_SYMBOL);
+    sw_lttng_task_fn ta = (sw_lttng_task_fn)(uintptr_t)dlsym(h, SW_LTTNG_TASK_SYMBOL);
+    if (!en || !ex || !na || !ta) {
         dlclose(h);
         PyErr_Format(PyExc_RuntimeError, "--lttng: %s lacks its entry points", path);
         return -1;
@@ -94,6 +122,8 @@ static int load(void)
     handle = h;   /* (never closed: lttng-ust keeps threads of its own) */
     entry_fn = en;
     exit_fn = ex;
+    native_fn = na;
+    task_fn = ta;
     return 0;
 }
 
@@ -112,8 +142,10 @@ static PyObject *py_enable(PyObject *self, PyObject *unused)
     (void)unused;
     if (load() < 0)
         return NULL;
-    if (sw_D.lttng != SW_MASK_CALLS) {
-        sw_D.lttng = SW_MASK_CALLS;
+    /* The calls, and the task events when the trace records them. */
+    uint32_t mask = SW_MASK_CALLS | (sw_D.file & SW_GROUP_MASK(TASKS));
+    if (sw_D.lttng != mask) {
+        sw_D.lttng = mask;
         sw_dispatch_changed();
     }
     Py_RETURN_NONE;
@@ -134,8 +166,9 @@ static PyMethodDef methods[] = {
     {"lttng_load", py_load, METH_NOARGS,
      "lttng_load(): loads libstackwatch_lttng.so (RuntimeError, with the reason, if it cannot be)"},
     {"lttng_enable", py_enable, METH_NOARGS,
-     "lttng_enable(): emits Python frame events to the LTTng-UST tracepoints stackwatch:function_entry / "
-     "function_exit (loads libstackwatch_lttng.so; RuntimeError if it cannot be)"},
+     "lttng_enable(): emits the Python frame events, the native functions and the task events the trace records "
+     "to the LTTng-UST tracepoints stackwatch:function_entry / function_exit, native_entry / native_exit and "
+     "task_switch ... task_woken (loads libstackwatch_lttng.so; RuntimeError if it cannot be)"},
     {"lttng_disable", py_disable, METH_NOARGS, "lttng_disable(): stops emitting them"},
     {NULL, NULL, 0, NULL},
 };

@@ -12,6 +12,11 @@
 /* Fires the tracepoint of `kind` (a Python frame event). Never raises. */
 void sw_lttng_emit(int kind, const sw_evdata *d);
 
+/* A native function's entry (exit 0) or exit (1), recorded by the trace
+ * (ext/tracer/native_frames.c): its code's name, file and line, its
+ * address. Never raises. */
+void sw_lttng_emit_native(int exit, const char *name, const char *file, int line, void *addr);
+
 /* Adds lttng_load(), lttng_enable() and lttng_disable() to the module.
  * Returns 0, or -1 with an exception set. */
 int sw_lttng_add_to_module(PyObject *m);

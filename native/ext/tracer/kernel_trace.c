@@ -44,6 +44,8 @@ static void on_event(void *ud, const sw_kevent *e)
         kind = SW_EXT_OFF_CPU;
         v.s1 = e->reason;
         v.b = e->a;
+        v.c = e->peer;
+        v.s2 = e->comm;
         break;
     case SW_KEV_ON_CPU:
         kind = SW_EXT_ON_CPU;
@@ -55,6 +57,8 @@ static void on_event(void *ud, const sw_kevent *e)
         kind = e->kind == SW_KEV_WAKEUP ? SW_EXT_WAKEUP : SW_EXT_PAGE_FAULT;
         v.a = e->a;
         v.b = e->cpu;
+        if (e->kind == SW_KEV_WAKEUP)
+            v.s1 = e->comm;
         break;
     default:
         return;

@@ -24,6 +24,8 @@
  */
 #include "native_frames.h"
 
+#include "ext/dispatch/dispatch.h"
+#include "ext/dispatch/lttng_events.h"
 #include "ext/shared/globs.h"
 #include "ext/shared/hookerr.h"
 #include "ext/tracer/session.h"
@@ -42,6 +44,12 @@ static sw_symbols *symbols;
 static uint64_t table_gen;      /* the session the table below is of */
 static uint64_t *addrs;         /* function addresses, by position */
 static uint32_t *ids;
+/* Where each function is (its code's name, file, line), for `run --lttng`. */
+typedef struct fn_where {
+    char *name, *file;
+    uint32_t line;
+} fn_where;
+static fn_where *wheres;
 static uint32_t n, cap;
 static sw_hashtab index_;       /* hash of an address -> its position */
 static char **include, **exclude;   /* the session's filters, or NULL */
@@ -79,10 +87,16 @@ static int kept(const char *name, const char *path)
 static void table_reset(void)
 {
     sw_hashtab_free(&index_);
+    for (uint32_t i = 0; i < n; i++) {
+        free(wheres[i].name);
+        free(wheres[i].file);
+    }
     free(addrs);
     free(ids);
+    free(wheres);
     addrs = NULL;
     ids = NULL;
+    wheres = NULL;
     n = cap = 0;
     sw_symbols_free(symbols);
     symbols = NULL;
@@ -106,9 +120,12 @@ static uint32_t define(void *fn)
         if (a)
             addrs = a;
         uint32_t *d = a ? realloc(ids, c * sizeof *d) : NULL;
-        if (!d)
+        if (d)
+            ids = d;
+        fn_where *w = d ? realloc(wheres, c * sizeof *w) : NULL;
+        if (!w)
             return SW_CYG_SKIP;
-        ids = d;
+        wheres = w;
         cap = c;
     }
     if (!symbols && !(symbols = sw_symbols_new()))
@@ -129,9 +146,27 @@ static uint32_t define(void *fn)
         sw_S.next_code++;
     addrs[n] = key;
     ids[n] = id;
+    wheres[n] = (fn_where){NULL, NULL, line};
+    if (id != SW_CYG_SKIP) {
+        wheres[n].name = strdup(c->name);
+        wheres[n].file = file ? strdup(file) : NULL;
+    }
     if (sw_hashtab_add(&index_, sw_hash_u64(key), n) == 0)
         n++;
+    else {
+        free(wheres[n].name);
+        free(wheres[n].file);
+    }
     return id;
+}
+
+/* The runtime's emit (cyg.h), GIL held: a recorded entry or exit of fn
+ * to LTTng-UST, named as the trace names it. */
+static void emit(int exit, void *fn)
+{
+    uint32_t at = sw_hashtab_get_u64(&index_, addrs, (uint64_t)(uintptr_t)fn);
+    if (at != SW_HT_NONE)
+        sw_lttng_emit_native(exit, wheres[at].name, wheres[at].file, (int)wheres[at].line, fn);
 }
 
 typedef void (*set_thread_fn)(sw_cyg_thread *);
@@ -232,6 +267,8 @@ void sw_native_frames_attach(sw_tracer_thread *t)
     c->me = PyThreadState_Get();
     c->make_room = sw_tbuf_make_room;
     c->define = define;
+    c->emit_on = &sw_D.lttng;
+    c->emit = emit;
     set_thread(c);
 }
 

@@ -48,5 +48,10 @@ def _lttng():
     print(f"LTTng-UST tracepoints (provider library {provider}):")
     for name in ("function_entry", "function_exit"):
         print(f"  stackwatch:{name} {{ function, file, line }}")
+    for name in ("native_entry", "native_exit"):
+        print(f"  stackwatch:{name} {{ function, file, line, addr }}")
+    tasks = [k for k in kinds.KINDS if k.startswith("task_")]
+    print(f"  stackwatch:{tasks[0]} ... {tasks[-1]} ({len(tasks)}) {{ function, file, line, a, b, c, s1, s2 }}")
     print("They fire in programs run with 'stackwatch run --lttng', recorded by an LTTng session that "
-          "enabled them (lttng enable-event -u 'stackwatch:*').")
+          "enabled them (lttng enable-event -u 'stackwatch:*'): the Python calls, the native functions "
+          "and (with --events tasks) the task events the trace records.")

@@ -76,9 +76,10 @@ def add_parser(subparsers):
                    help="print every recorded kind of event as a readable line to stderr (or FILE)")
     r.add_argument("--probes", action="store_true", help="serve the USDT probes: attaching bpftrace, "
                    "SystemTap or perf turns on the matching hooks")
-    r.add_argument("--lttng", action="store_true", help="also emit every Python call and return to the "
-                   "LTTng-UST tracepoints stackwatch:function_entry / function_exit, recorded by an LTTng "
-                   "session that enabled them (lttng enable-event -u 'stackwatch:*')")
+    r.add_argument("--lttng", action="store_true", help="also emit every Python call and return, native "
+                   "function and (with --events tasks) task event the trace records to the LTTng-UST "
+                   "tracepoints stackwatch:function_entry / function_exit, native_entry / native_exit and "
+                   "task_*, recorded by an LTTng session that enabled them (lttng enable-event -u 'stackwatch:*')")
     r.add_argument("--sample", nargs="?", const="1ms", default=None, metavar="RATE",
                    help="also sample every thread's stack into the trace (default every 1ms; RATE "
                    "is an interval such as 200us or a rate such as 1000hz): time in long C calls "

@@ -8,7 +8,9 @@
  * GIL, is busy, or its session is not the live one, and the frames opened
  * then still pair; a function without an id gives its place to its
  * callees; frames deeper than SW_CYG_MAX_OPEN are not recorded, and their
- * exits leave the frames below them balanced.
+ * exits leave the frames below them balanced. While emit_on is set (`run
+ * --lttng`), every entry and exit written, and only those, is also
+ * handed to emit, in the same order.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -17,6 +19,8 @@
 #include "cyg/cyg.h"
 
 #define FN(i) ((void *)(uintptr_t)(0x1000 + (i)))
+#define CALL SW_OP_C_CALL
+#define RET SW_OP_C_RETURN
 #define UNNAMED ((void *)(uintptr_t)0x2000)
 
 static struct _ts *holder;                              /* the "thread state" holding the GIL */
@@ -25,6 +29,17 @@ static int busy;
 static uint64_t live = 1;
 
 static struct _ts *current(void) { return holder; }
+
+/* What emit() was handed: (exit, fn), in order. */
+static uint32_t emit_on = 1;
+static struct { int exit; void *fn; } emitted[4096];
+static int nemitted;
+static void emit(int exit, void *fn)
+{
+    if (nemitted < 4096)
+        emitted[nemitted] = (__typeof__(emitted[0])){exit, fn};
+    nemitted++;
+}
 
 /* FN(i) is the C function of id i (tg_codes defines 0..9); UNNAMED has
  * none. */
@@ -48,7 +63,9 @@ static void check_run(void (*run)(void), const int (*want)[3], int n, int total)
     sw_cyg_thread *c = calloc(1, sizeof *c);
     REQUIRE(c);
     *c = (sw_cyg_thread){.tb = a->b, .clock = &clock, .live = &live, .gen = 1, .busy = &busy,
-                         .current = current, .me = me, .make_room = sw_tbuf_make_room, .define = define};
+                         .current = current, .me = me, .make_room = sw_tbuf_make_room, .define = define,
+                         .emit_on = &emit_on, .emit = emit};
+    nemitted = 0;
     holder = me;
     busy = 0;
     live = 1;
@@ -65,13 +82,24 @@ static void check_run(void (*run)(void), const int (*want)[3], int n, int total)
     for (int i = 0; i < n && i < s.n && i < 64; i++)
         CHECK_MSG(memcmp(s.ev[i], want[i], sizeof want[i]) == 0 && s.ev[i][3] == 0, "event %d: %d %d %d", i,
                   s.ev[i][0], s.ev[i][1], s.ev[i][2]);
+    /* emit saw the events written (the trace's, but for its synthetic
+     * ends of the frames still open), in order. */
+    int written = 0;
+    for (int i = 0; i < s.n && i < 63; i++) {
+        if (s.ev[i][3])
+            continue;
+        CHECK_MSG(written < nemitted && emitted[written].exit == (s.ev[i][0] == RET) &&
+                      (s.ev[i][0] == RET || emitted[written].fn == FN(s.ev[i][1])),
+                  "emitted %d", written);
+        written++;
+    }
+    if (s.n <= 63)
+        CHECK_EQ_I64(nemitted, written);
     sw_trace_free(t);
     tg_free(&g);
     unlink(path);
 }
 
-#define CALL SW_OP_C_CALL
-#define RET SW_OP_C_RETURN
 
 static void nested_and_longjmp(void)
 {

@@ -257,6 +257,47 @@ TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
     unlink(p);
 }
 
+/* Fields a later minor appended to a row (records.h SW_FT_LATER: OFF_CPU's
+ * next_tid and next_comm, WAKEUP's comm, format 1.15) may be absent: an
+ * older trace's record decodes whole, with 0 / "" for them; present, they
+ * decode; a payload cut inside one, or before them, is malformed. */
+TEST(fields_a_later_minor_appended_may_be_absent)
+{
+    char s1[SW_EXT_STR_MAX + 1], s2[SW_EXT_STR_MAX + 1];
+    sw_ext x;
+    const uint8_t old_off[] = {8, 's', 'l', 'e', 'e', 'p', 'i', 'n', 'g', 1, 1};   /* 1.10: reason, cpu, state */
+    sw_record_decode(SW_EXT_OFF_CPU, old_off, sizeof old_off, s1, s2, &x);
+    CHECK_EQ_U64(x.malformed, 0);
+    CHECK_EQ_STR(x.s1, "sleeping");
+    CHECK_EQ_U64(x.a, 1);
+    CHECK_EQ_U64(x.b, 1);
+    CHECK_EQ_U64(x.c, 0);
+    CHECK_EQ_STR(x.s2, "");
+    uint8_t buf[64];
+    sw_ext v = {.s1 = "sleeping", .a = 1, .b = 1, .c = 4242, .s2 = "kworker/0:2"};
+    long n = sw_record_encode(SW_EXT_OFF_CPU, &v, SW_EXT_STR_MAX, buf, sizeof buf);
+    REQUIRE(n == (long)sizeof old_off + 2 + 1 + 11);
+    CHECK(memcmp(buf, old_off, sizeof old_off) == 0);
+    sw_record_decode(SW_EXT_OFF_CPU, buf, (size_t)n, s1, s2, &x);
+    CHECK_EQ_U64(x.malformed, 0);
+    CHECK_EQ_U64(x.c, 4242);
+    CHECK_EQ_STR(x.s2, "kworker/0:2");
+    sw_record_decode(SW_EXT_OFF_CPU, buf, (size_t)n - 3, s1, s2, &x);   /* the name cut short */
+    CHECK_EQ_U64(x.malformed, 1);
+    sw_record_decode(SW_EXT_OFF_CPU, old_off, sizeof old_off - 1, s1, s2, &x);   /* no state */
+    CHECK_EQ_U64(x.malformed, 1);
+    const uint8_t old_wake[] = {0x90, 0x4e, 1};   /* 1.10: tid 10000, cpu 1 */
+    sw_record_decode(SW_EXT_WAKEUP, old_wake, sizeof old_wake, s1, s2, &x);
+    CHECK_EQ_U64(x.malformed, 0);
+    CHECK_EQ_U64(x.a, 10000);
+    CHECK_EQ_STR(x.s1, "");
+    const sw_record_kind *k = sw_record_kind_of(SW_EXT_OFF_CPU);
+    REQUIRE(k && k->nfields == 5);
+    CHECK(!k->fields[2].later && k->fields[3].later && k->fields[4].later);
+    CHECK_EQ_U64(k->fields[3].type, SW_FT_TID);
+    CHECK_EQ_U64(k->fields[4].type, SW_FT_STR);
+}
+
 TEST(large_payloads_fill_chunks_without_loss)
 {
     /* EXT events of up to SW_EXT_MAX bytes between calls, into 4 KiB

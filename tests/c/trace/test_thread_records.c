@@ -283,9 +283,12 @@ static void sched_rec(sw_trec_stream *st, uint64_t tid, uint64_t t_ns, uint32_t 
  * off CPU (sleeping) from 1500 to 2500 and thread 1001 wakes it at 2000
  * (a flow to its switch in at 2500), wakes it again at 3000 while it runs
  * (it was runnable: a flow to 1002's track at 3000), wakes thread 4242
- * (no thread of the trace: no flow) at 3500, and wakes 1002 at 4100
- * while it is off CPU from 4000 to the end (it never ran again: no
- * flow). */
+ * (no thread of the trace: no flow; named kworker/1:0, format 1.15) at
+ * 3500, and wakes 1002 at 4100 while it is off CPU from 4000 to the end
+ * (it never ran again: no flow). An export that leaves 1002 out shows
+ * none of its wakeups, and only the wakeup of 4242. 1002's switch in at
+ * 2500 is 1001's switch out to it on CPU 1 just before (format 1.15: its
+ * next_tid): one switch, written whole once. */
 TEST(wakeup_flows_end_at_the_switch_in_or_at_a_runnable_wakee)
 {
     tg g;
@@ -303,9 +306,11 @@ TEST(wakeup_flows_end_at_the_switch_in_or_at_a_runnable_wakee)
     REQUIRE(st);
     sched_rec(st, 1002, 1500, SW_EXT_OFF_CPU, "sleeping", 0, 1, 0);
     sched_rec(st, 1001, 2000, SW_EXT_WAKEUP, NULL, 1002, 1, 0);
+    sched_rec(st, 1001, 2499, SW_EXT_OFF_CPU, "preempted", 1, 0, 1002);
     sched_rec(st, 1002, 2500, SW_EXT_ON_CPU, NULL, 1, 1001, 500);
+    sched_rec(st, 1001, 2600, SW_EXT_ON_CPU, NULL, 0, 0, 0);
     sched_rec(st, 1001, 3000, SW_EXT_WAKEUP, NULL, 1002, 1, 0);
-    sched_rec(st, 1001, 3500, SW_EXT_WAKEUP, NULL, 4242, 0, 0);
+    sched_rec(st, 1001, 3500, SW_EXT_WAKEUP, "kworker/1:0", 4242, 0, 0);
     sched_rec(st, 1002, 4000, SW_EXT_OFF_CPU, "preempted", 1, 0, 0);
     sched_rec(st, 1001, 4100, SW_EXT_WAKEUP, NULL, 1002, 1, 0);
     REQUIRE(sw_trec_stream_flush(st) == 0);
@@ -329,6 +334,9 @@ TEST(wakeup_flows_end_at_the_switch_in_or_at_a_runnable_wakee)
     CHECK(sw_wake_flow_start(wf, 0, 4100, &w) == 0 && sw_wake_flow_start(wf, 1, 2000, &w) == 0);
     w.a = 4242;
     CHECK(sw_wake_flow_start(wf, 0, 3500, &w) == 0);
+    sw_ext on = {.kind = SW_EXT_ON_CPU};
+    CHECK(sw_wake_flows_switch_joined(wf, 1, 2500, &on));
+    CHECK(!sw_wake_flows_switch_joined(wf, 0, 2600, &on) && !sw_wake_flows_switch_joined(wf, 1, 2499, &on));
     sw_wake_flows_free(wf);
     /* Chrome: each flow's start ("s") in a zero-length slice "wakeup
      * 1002" on 1001, its end ("f") in one named after it on 1002. */
@@ -348,16 +356,40 @@ TEST(wakeup_flows_end_at_the_switch_in_or_at_a_runnable_wakee)
     CHECK_EQ_U64(ec_count(out, n, "\"name\":\"woken by 1001 (runnable)\""), 2);   /* its slice's B and its "f" */
     CHECK_EQ_U64(ec_count(out, n, "\"name\":\"wakeup 4242\""), 1);   /* an instant only */
     free(out);
-    /* Perfetto: the same flows, and the switches and wakings of threads
-     * of the trace as ftrace events (2 out, 1 in, 3 wakings). */
+    /* Perfetto: the same flows, and the switches and wakings as ftrace
+     * events (3 out, 1 in: 1002's is 1001's switch out, 4 wakings: 4242's
+     * named). */
     out = ec_export_mem(sw_export_perfetto, t, 0, &n, &rc, err, sizeof err);
     REQUIRE(rc == SW_OK);
     ec_pb_stats ps;
     CHECK_MSG(ec_perfetto((const uint8_t *)out, n, 1, &ps, why, sizeof why), "%s", why);
-    CHECK_EQ_U64(ps.ftrace, 6);
+    CHECK_EQ_U64(ps.ftrace, 8);
     CHECK_EQ_U64(ec_count(out, n, "woken by 1001 (runnable)"), 1);
     CHECK_EQ_U64(ec_count(out, n, "woken by 1001"), 2);
+    CHECK_EQ_U64(ec_count(out, n, "kworker/1:0"), 2);   /* the sched_waking's comm, the instant's arg */
     free(out);
+    /* 1002 left out: the wakeup of 4242 alone, in both. */
+    static const uint8_t only_first[] = {1, 0};
+    sw_filter f;
+    sw_filter_all(&f);
+    f.threads = only_first;
+    f.nthreads = 2;
+    sw_export_opts fo = {0, &f, NULL, NULL, NULL, 0};
+    for (int k = 0; k < 2; k++) {
+        char *buf = NULL;
+        FILE *mf = open_memstream(&buf, &n);
+        REQUIRE(mf);
+        CHECK_EQ_I64((k ? sw_export_perfetto : sw_export_chrome)(t, mf, &fo, err, sizeof err), SW_OK);
+        fclose(mf);
+        CHECK_EQ_U64(ec_count(buf, n, "wakeup 1002"), 0);
+        CHECK_EQ_U64(ec_count(buf, n, "wakeup 4242"), 1);
+        CHECK_EQ_U64(ec_count(buf, n, "woken by"), 0);
+        if (k) {
+            CHECK_MSG(ec_perfetto((const uint8_t *)buf, n, 1, &ps, why, sizeof why), "%s", why);
+            CHECK_EQ_U64(ps.ftrace, 3);   /* 1001's two switches, the waking of 4242 */
+        }
+        free(buf);
+    }
     sw_trace_free(t);
     tg_free(&g);
     unlink(p);

@@ -5,8 +5,12 @@ create / enable-event -u / add-context / start / stop`) and read back with
 babeltrace2: on every thread the same sequence of entries and exits, of
 the same functions, as stackwatch's own trace of the same run (an
 __init__ in a hot loop too: on 3.13 it takes the tracer's second path).
-In the same session, LTTng's own liblttng-ust-cyg-profile records a C
-program: the CTF export's function events follow its conventions.
+A second program, with a C extension built with -finstrument-functions
+(test_native_frames.py's cgraph) and asyncio tasks, run with `--events
+tasks`: its native functions and task events reach the session too, as
+often per thread as the trace records them. In the same session, LTTng's
+own liblttng-ust-cyg-profile records a C program: the CTF export's
+function events follow its conventions.
 One Python runs it (3.12; STACKWATCH_ALL_VERSIONS=1 runs it on each)."""
 import os
 import re
@@ -14,20 +18,28 @@ import shutil
 import subprocess
 import time
 import uuid
+from collections import Counter
 
 import pytest
 
 from conftest import missing, needs, run, run_traced
+from test_native_frames import build_extension
 
 # The consumer is the same C on every Python; one version runs it.
 pytestmark = pytest.mark.versions("3.12")
 from stackwatch import Trace
-from stackwatch.tracer.tracefile import KIND_NAMES
+from stackwatch.tracer.tracefile import ENTER_KINDS, EXIT_KINDS, KIND_NAMES, RECORD_KINDS
 
 NO_LTTNG = None
 for tool, package in (("lttng", "lttng-tools"), ("lttng-sessiond", "lttng-tools"), ("babeltrace2", "babeltrace2")):
     if not shutil.which(tool) and not NO_LTTNG:
         NO_LTTNG = f"{tool} is not installed (Debian package {package}; scripts/install-deps.sh installs it)"
+# LTTng's Python agent, for the system's python3 (Debian python3-lttngust).
+AGENT_PYTHON = "/usr/bin/python3"
+if not NO_LTTNG and subprocess.run([AGENT_PYTHON, "-c", "import lttngust.agent"], capture_output=True).returncode:
+    NO_LTTNG = ("LTTng's Python agent is not installed (Debian package python3-lttngust; scripts/install-deps.sh "
+                "installs it)")
+AGENT_LOGGER = "stackwatch-test-agent"
 
 PROGRAM = """
 import threading
@@ -91,6 +103,42 @@ def sessiond():
     d.wait(timeout=30)
 
 
+FULL_PROGRAM = """
+import asyncio
+import sys
+import threading
+
+sys.path.insert(0, sys.argv[1])
+import cgraph
+
+
+def callback():
+    return 1
+
+
+async def produce(q):
+    for i in range(5):
+        await q.put(i)
+
+
+async def consume(q):
+    for i in range(5):
+        await q.get()
+        await asyncio.sleep(0)
+
+
+async def both():
+    q = asyncio.Queue(1)
+    await asyncio.gather(produce(q), consume(q))
+
+
+worker = threading.Thread(target=cgraph.run, args=(2, callback), name="worker")
+worker.start()
+worker.join()
+cgraph.run(3, callback)
+asyncio.run(both())
+"""
+
 CYG_PROGRAM = """
 static int leaf(int x) { return x + 1; }
 int main(void) { int s = 0; for (int i = 0; i < 3; i++) s += leaf(i); return s == 6 ? 0 : 1; }
@@ -99,12 +147,16 @@ int main(void) { int s = 0; for (int i = 0; i < 3; i++) s += leaf(i); return s =
 
 @pytest.fixture(scope="module")
 def recorded(sessiond, tmp_path_factory):
-    """One LTTng session (stackwatch:* and lttng_ust_cyg_profile:* with the
-    vpid, vtid and procname contexts) over two programs: PROGRAM run with
-    --lttng, and a C program built with -finstrument-functions run with
-    LTTng's own liblttng-ust-cyg-profile. (stackwatch's trace path, the
-    session's output folder, babeltrace2's text of it, the folder.)"""
+    """One LTTng session (stackwatch:*, lttng_ust_cyg_profile:* and a Python
+    logger with the vpid, vtid and procname contexts) over four programs:
+    PROGRAM run with --lttng --cpu, FULL_PROGRAM with --lttng --events
+    tasks --kernel=sched, a C program built with -finstrument-functions run with LTTng's
+    own liblttng-ust-cyg-profile and a Python program logging through
+    LTTng's Python agent. (stackwatch's trace path, the session's output
+    folder, babeltrace2's text of it, the folder, FULL_PROGRAM's trace
+    path.)"""
     folder = tmp_path_factory.mktemp("lttng")
+    native, _ = build_extension()
     cc = shutil.which("cc") or shutil.which("gcc")
     assert cc, "no C compiler"
     (folder / "cyg.c").write_text(CYG_PROGRAM)
@@ -114,34 +166,41 @@ def recorded(sessiond, tmp_path_factory):
     lttng("create", name, f"--output={out}")
     try:
         lttng("enable-event", "-u", "-s", name, "stackwatch:*,lttng_ust_cyg_profile:*")
+        lttng("enable-event", "--python", "-s", name, AGENT_LOGGER)
         lttng("add-context", "-u", "-s", name, "-t", "vpid", "-t", "vtid", "-t", "procname")
         lttng("start", name)
-        path, r = run_traced(folder, PROGRAM, "--lttng")
+        path, r = run_traced(folder, PROGRAM, "--lttng", "--cpu")
+        full, _ = run_traced(folder, FULL_PROGRAM, "--lttng", "--events", "tasks", "--kernel=sched", name="full.py",
+                             trace="full.swt", args=(native,))
         c = subprocess.run(["./cyg"], cwd=folder, env={"LD_PRELOAD": "liblttng-ust-cyg-profile.so"},
                            capture_output=True, text=True, timeout=60)
+        agent = subprocess.run([AGENT_PYTHON, "-c", "import lttngust, logging\n"
+                                f"logging.getLogger({AGENT_LOGGER!r}).warning('hello')"],
+                               capture_output=True, text=True, timeout=60)
         lttng("stop", name)
     finally:
         lttng("destroy", name, check=False)
     assert r.returncode == 0, r.stderr
     assert c.returncode == 0, c.stderr
+    assert agent.returncode == 0, agent.stderr
     b = subprocess.run(["babeltrace2", str(out)], capture_output=True, text=True, timeout=120)
     assert b.returncode == 0, b.stderr[-2000:]
-    return path, out, b.stdout, folder
+    return path, out, b.stdout, folder, full
 
 
 @needs(NO_LTTNG)
 def test_lttng_session_records_the_traces_calls(recorded):
-    path, _, output, _ = recorded
-    line = re.compile(r'stackwatch:function_(entry|exit): \{ cpu_id = \d+ \}, \{ vpid = \d+, vtid = (\d+), '
+    path, _, output, _, _ = recorded
+    t = Trace(path)
+    line = re.compile(r'stackwatch:function_(entry|exit): \{ cpu_id = \d+ \}, \{ vpid = (\d+), vtid = (\d+), '
                       r'procname = "[^"]*" \}, \{ function = "([^"]*)", file = "([^"]*)", line = (-?\d+) \}$')
     theirs = {}
     for text in output.splitlines():
-        if " stackwatch:" not in text:
+        if " stackwatch:" not in text or f"vpid = {t.meta['pid']}," not in text:
             continue
         m = line.search(text)
         assert m, text
-        theirs.setdefault(int(m[2]), []).append((m[1], m[3], m[4]))
-    t = Trace(path)
+        theirs.setdefault(int(m[3]), []).append((m[1], m[4], m[5]))
     entry = {"call", "resume"}
     ours = {}
     for pos, th in enumerate(t.threads):
@@ -160,6 +219,66 @@ def test_lttng_session_records_the_traces_calls(recorded):
         assert sum(1 for kind, fn, _ in seq if fn == "fails") == 2
         assert sum(1 for kind, fn, file in seq if kind == "entry" and fn.endswith("__init__")
                    and file.endswith("prog.py")) == 50
+
+
+@needs(NO_LTTNG)
+def test_lttng_session_records_native_functions_and_task_events(recorded):
+    """FULL_PROGRAM: on each thread (its tasks' tracks together), the
+    session's stackwatch:function_*, native_* and task_* events are, per
+    kind, function and (tasks) first field, as many as the trace's own
+    records: a native exit named by its entry, as the trace's replay pairs
+    them (a longjmp's frames included). On the main thread, from the
+    program's start (its module's frame): the trace also records what
+    stackwatch's start ran after the tracer was on (the task hooks'
+    imports), before --lttng was."""
+    _, _, output, _, full = recorded
+    t = Trace(full)
+    pid = t.meta["pid"]
+    event = re.compile(r'stackwatch:(\w+): \{ cpu_id = \d+ \}, \{ vpid = (\d+), vtid = (\d+), '
+                       r'procname = "[^"]*" \}, \{ function = "([^"]*)", file = "([^"]*)", line = -?\d+'
+                       r'(?:, addr = 0x[0-9A-Fa-f]+|, a = (-?\d+), .*)? \}$')
+    theirs = Counter()
+    started = set()
+    for text in output.splitlines():
+        if f"vpid = {pid}," not in text:
+            continue
+        m = event.search(text)
+        assert m, text
+        tid, kind = int(m[3]), m[1].replace("function_", "").replace("native_", "native ")
+        if tid == pid and tid not in started:
+            if (kind, m[4]) != ("entry", "<module>") or not m[5].endswith("full.py"):
+                continue
+            started.add(tid)
+        theirs[(tid, kind, m[4] if not kind.startswith("task_") else int(m[6]))] += 1
+    ours = Counter()
+    tid_of = {th["index"]: th["native_tid"] for th in t.threads if not th["task"]}
+    for pos, th in enumerate(t.threads):
+        stack = []
+        tid = tid_of[th["thread"]] if th["task"] else th["native_tid"]
+        on = tid != pid or th["task"]
+        for e in t.events(pos):
+            code = t.codes[e.code] if e.kind in ENTER_KINDS else stack.pop()
+            native = "native " if code.kind == 2 else ""
+            if e.kind in ENTER_KINDS:
+                stack.append(code)
+            on = on or (code.qualname == "<module>" and code.filename.endswith("full.py"))
+            if on:
+                ours[(tid, native + ("entry" if e.kind in ENTER_KINDS else "exit"), code.qualname)] += 1
+    for pos, th in enumerate(t.threads):
+        if th["task"]:
+            continue
+        for kind, _t_ns, _depth, _code, _line, data in t._t.ext_events(pos, TASK_MASK, True):
+            row = RECORD_KINDS[kind]
+            a = next(f.name for f in row.fields if f.slot == "a")
+            ours[(th["native_tid"], row.name, data[a])] += 1
+    assert theirs - ours == Counter() and ours - theirs == Counter(), (theirs - ours, ours - theirs)
+    kinds = Counter(k for _, k, _ in ours.elements())
+    assert kinds["native entry"] == kinds["native exit"] > 0
+    assert kinds["task_switch"] > 0 and kinds["task_create"] >= 2 and kinds["task_block"] > 0, kinds
+    assert len({tid for tid, _, _ in ours}) == 2
+
+
+TASK_MASK = sum(1 << n for n, k in RECORD_KINDS.items() if k.name.startswith("task_"))
 
 
 def shapes(text):
@@ -191,7 +310,7 @@ def test_ctf_export_follows_lttngs_own_cyg_profile_trace(recorded):
     Compass's LTTng-UST call-stack view reads): the same event names and
     contexts, the payload's addr, and the env that makes it an LTTng-UST
     trace (domain, tracer). LTTng's call_site is not written."""
-    path, out, text, folder = recorded
+    path, out, text, folder, _ = recorded
     theirs = shapes("\n".join(t for t in text.splitlines() if " lttng_ust_cyg_profile:" in t))
     assert set(theirs) == {"lttng_ust_cyg_profile:func_entry", "lttng_ust_cyg_profile:func_exit"}, theirs
     ctf = folder / "t.ctf"
@@ -208,6 +327,115 @@ def test_ctf_export_follows_lttngs_own_cyg_profile_trace(recorded):
         assert mine[key] == lttngs[key], key
 
 
+def metadata(directory):
+    """A CTF trace's TSDL metadata (as babeltrace2 prints it), field by
+    field: {"env": {key: value}, "packet": [(field, type)], "context":
+    [(field, type)], "events": {name: [(field, type)]}}, fields named
+    without their leading "_", a type ("integer", bits, signed,
+    encoding, array length or None) or ("string",) or ("enum", its
+    integer type), type aliases resolved."""
+    r = subprocess.run(["babeltrace2", "--output-format=ctf-metadata", str(directory)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+
+    def integer(body):
+        a = dict(re.findall(r"(\w+) = ([^;]+);", body))
+        return "integer", int(a["size"]), a.get("signed", "false").lower() in ("true", "1"), \
+            a.get("encoding", "none").upper()
+    aliases = {name.strip(): integer(body)
+               for body, name in re.findall(r"typealias integer \{([^}]*)\}\s*:=\s*([^;]+);", text)}
+
+    def fields(body):
+        out = []
+        for line in body.strip().splitlines():
+            m = re.match(r"\s*(.*?)\s+_?(\w+)(?:\[(\d+)\])?;$", line)
+            assert m, line
+            kind, name, length = m[1], m[2], int(m[3]) if m[3] else None
+            if kind.startswith("integer {"):
+                t = integer(kind)
+            elif kind == "string":
+                t = ("string",)
+            elif kind.startswith("enum : "):
+                t = ("enum", aliases[kind[7:].split("{")[0].strip()])
+            else:
+                t = aliases[kind]
+            out.append((name, t + (length,) if t[0] == "integer" else t))
+        return out
+    named = dict(re.findall(r"^struct (\w+) \{(.*?)^\}", text, re.S | re.M))
+
+    def stream_struct(key):
+        m = re.search(key + r" := struct (?:(\w+);|\{(.*?)\n\t\};)", text, re.S)
+        return fields(named[m[1]] if m[1] else m[2])
+    env = dict(re.findall(r"^\s*(\w+) = \"?([^\";]*)\"?;", re.search(r"^env \{(.*?)^\};", text, re.S | re.M)[1],
+                          re.M))
+    events = {name: fields(body) for name, body in
+              re.findall(r"event \{\s*name = \"([^\"]+)\";.*?fields := struct \{(.*?)\n\t\};", text, re.S)}
+    return {"env": env, "packet": stream_struct(r"packet\.context"), "context": stream_struct(r"event\.context"),
+            "events": events}
+
+
+@needs(NO_LTTNG)
+def test_ctf_metadata_is_an_lttng_sessions_field_by_field(recorded):
+    """The CTF export's metadata against a real LTTng 2.13 UST session's
+    (the recorded one: stackwatch's provider, liblttng-ust-cyg-profile and
+    the Python agent), field by field: every env key LTTng writes, the
+    values that say what the trace is (domain, tracer, version, host, word
+    size); the packet context (cpu_id included: with --cpu the CPU of the
+    packet's events, each entry's as the trace's CPU records say) and the
+    event contexts with their types; the function events' fields typed as
+    LTTng's (cyg-profile's addr, the Python agent's funcName and lineno for
+    the name and line). The kernel trace (no lttng-modules here to compare
+    with): the same packet context, and lttng-modules' pid, tid and
+    procname[16] contexts."""
+    path, out, _, folder, full = recorded
+    theirs = metadata(next(p.parent for p in out.rglob("metadata")))
+    ctf = folder / "meta.ctf"
+    r = run(["export", path, "--format", "ctf", "-o", str(ctf)])
+    assert r.returncode == 0, r.stderr
+    ours = metadata(ctf / "ust")
+    assert set(theirs["env"]) <= set(ours["env"]), set(theirs["env"]) - set(ours["env"])
+    for key in ("domain", "tracer_name", "tracer_major", "tracer_minor", "hostname", "architecture_bit_width"):
+        assert ours["env"][key] == theirs["env"][key], key
+    assert ours["packet"] == theirs["packet"]
+    assert ours["context"] == theirs["context"]
+    agent = dict(theirs["events"]["lttng_python:event"])
+    entry = dict(ours["events"]["lttng_ust_cyg_profile:func_entry"])
+    assert (entry["name"], entry["line"]) == (agent["funcName"], agent["lineno"])
+    assert dict(theirs["events"]["stackwatch:function_entry"])["function"] == agent["funcName"]
+    for event in ("lttng_ust_cyg_profile:func_entry", "lttng_ust_cyg_profile:func_exit"):
+        assert dict(ours["events"][event])["addr"] == dict(theirs["events"][event])["addr"], event
+    # The packets' CPU: with --cpu, each entry's is the trace's.
+    t = Trace(path)
+    expected = {}
+    for pos, th in enumerate(t.threads):
+        cpus = sorted((e.t_ns, e.data["cpu"]) for e in t.ext_events(thread=pos, kinds=["cpu"]))
+        assert cpus, "no CPU record (--cpu)"
+        seq = expected.setdefault(th["native_tid"], [])
+        for e in t.events(pos):
+            if e.kind in ENTER_KINDS:
+                seq.append(max(c for c in cpus if c[0] <= e.t_ns)[1])
+    b = subprocess.run(["babeltrace2", str(ctf / "ust")], capture_output=True, text=True, timeout=60)
+    assert b.returncode == 0, b.stderr
+    got = {}
+    for line in b.stdout.splitlines():
+        m = re.search(r"lttng_ust_cyg_profile:func_entry: \{ cpu_id = (\d+) \}, \{ vpid = \d+, vtid = (\d+),", line)
+        if m:
+            got.setdefault(int(m[2]), []).append(int(m[1]))
+    assert got == expected
+    # The kernel trace's metadata (FULL_PROGRAM's switches: --kernel=sched).
+    r = run(["export", full, "--format", "ctf", "-o", str(folder / "full.ctf")])
+    assert r.returncode == 0, r.stderr
+    kernel = metadata(folder / "full.ctf" / "kernel")
+    assert (kernel["env"]["domain"], kernel["env"]["tracer_name"]) == ("kernel", "lttng-modules")
+    assert kernel["packet"] == theirs["packet"]
+    comm = ("integer", 8, False, "UTF8", 16)
+    assert kernel["context"] == [("pid", ("integer", 32, True, "NONE", None)),
+                                 ("tid", ("integer", 32, True, "NONE", None)), ("procname", comm)]
+    switch = dict(kernel["events"]["sched_switch"])
+    assert (switch["prev_comm"], switch["next_comm"], switch["prev_tid"][:3]) == (comm, comm, ("integer", 32, True))
+
+
 def test_probes_lists_the_tracepoints():
     """`stackwatch probes` lists them, with the provider library, where the
     build made it (everywhere lttng-ust's headers are: scripts/venv.sh's
@@ -222,7 +450,9 @@ def test_probes_lists_the_tracepoints():
                 "installs it)")
     assert f"LTTng-UST tracepoints (provider library {provider}):" in r.stdout
     assert "  stackwatch:function_entry { function, file, line }\n  stackwatch:function_exit { function, file, " \
-           "line }\n" in r.stdout
+           "line }\n  stackwatch:native_entry { function, file, line, addr }\n  stackwatch:native_exit { function, " \
+           "file, line, addr }\n  stackwatch:task_switch ... task_woken (9) { function, file, line, a, b, c, s1, " \
+           "s2 }\n" in r.stdout
 
 
 def calls(n):
