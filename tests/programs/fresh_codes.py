@@ -28,7 +28,6 @@ def main():
     sys.dont_write_bytecode = True
     for i in range(modules):
         (folder / f"fresh_{i}.py").write_text(module_source(i))
-    importlib.invalidate_caches()
     total = 0
     for r in range(rounds):
         for i in range(modules):
