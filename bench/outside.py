@@ -13,17 +13,18 @@ austin-dist), on the same target, tests/programs/deep_known.py: one thread
    and the samples whose stack the program can never have (impossible);
 2. slowdown at 1 kHz: the target runs a fixed amount of work (--work N)
    alone and under each tool (non-blocking: stackwatch, py-spy
-   --nonblocking, Austin; then py-spy's default blocking mode and py-spy
-   --native, whose cost per sample is (time - plain) / samples asked), in
-   alternating rounds; the median wall time of the work / plain's;
+   --nonblocking, Austin; then the blocking ones: stackwatch --native,
+   py-spy's default mode and py-spy --native; the cost per sample is
+   (time - plain) / samples asked), in alternating rounds; the median wall
+   time of the work / plain's;
 3. attach: `stackwatch attach PID --trace --duration 1` on the target
    running batches (--batches): the time from the command's start to the
    first event in the trace, and from the trace's end to the first batch
    back at full speed (within 20% of the median batch before).
 
-stackwatch has no --blocking from outside (it never stops the target) and
-refuses --native there (native frames are captured by a signal handler
-inside the process): their cells say so.
+stackwatch's record --pid has no --blocking: it stops the target only with
+--native (each thread stopped with ptrace while it is read and its C stack
+unwound), measured as its blocking mode; the --blocking cell says so.
 """
 import json
 import os
@@ -198,6 +199,10 @@ def slow_configs(python, spy, austin, quick):
         c["py-spy nb"] = spy_base + ["--nonblocking", "--pid"]
     if austin:
         c["austin"] = [austin, "-i", "1ms", "-o", "{tmp}/austin.txt", "-p"]
+    if not quick:
+        # --native stops each thread with ptrace while it is read (record's
+        # blocking mode: there is no other)
+        c["stackwatch native"] = c["stackwatch"][:-1] + ["--native", "--pid"]
     if spy and not quick:
         c["py-spy blocking"] = spy_base + ["--pid"]
         c["py-spy native nb"] = spy_base + ["--nonblocking", "--native", "--pid"]
@@ -327,9 +332,9 @@ def section(python, quick, log, saved):
     saved_na = dict(na)
     print(rate_text(res["rate"], seconds, saved_na), flush=True)
     res["slowdown"] = slow_section(python, spy, austin, 2 if quick else 5, 20 if quick else 150, quick, log)
-    print(slow_text(res["slowdown"], {"stackwatch --blocking": "record --pid never stops the target",
-                                      "stackwatch --native": "refused from outside (a signal handler inside "
-                                                             "the process captures native frames)"}), flush=True)
+    print(slow_text(res["slowdown"], {"stackwatch --blocking": "record --pid has no such option: only --native "
+                                                               "stops the target (each thread, per sample, "
+                                                               "with ptrace: 'stackwatch native')"}), flush=True)
     res["attach"] = attach_section(python, log)
     print(attach_text(res["attach"]), flush=True)
     res["na"] = na

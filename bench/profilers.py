@@ -12,7 +12,17 @@ bench/README.md):
    (bench/benchlib.py): py-spy in blocking mode at 10 kHz, which can slow
    the program 10-14x, gets two. A workload's row is printed as soon as
    its cells are measured;
-2. the highest rate stackwatch's sampler sustains on a 50-deep stack with
+2. stackwatch at 1 kHz under callgrind (with_cg, not quick): the
+   instructions of fib's thread in the region over plain's, the
+   sampler's rate divided by callgrind's slowdown of plain's CPU time (so
+   it samples as often per unit of work as natively), and again at ten
+   times that rate: the stable figure of what sampling costs the
+   program's own thread in code (callgrind collects per thread and the
+   region is the program's: the sampler's thread is not counted; it runs
+   one thread at a time, so no walk tears and nothing is parked there: a
+   park's cost is the signal, the system calls and the wait, which it
+   does not count);
+3. the highest rate stackwatch's sampler sustains on a 50-deep stack with
    less than 1% of its ticks missed (bench/profiler_rate.py at rising
    rates, the median of a few runs per rate, up to the first rate that
    misses more).
@@ -101,7 +111,11 @@ def one_run(run_once, w, python, label, size, spy):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def section(run_once, workloads_by_name, python, rounds, quick, log, saved):
+# fib's size under callgrind (~0.5 G instructions plain)
+CG_FIB = 27
+
+
+def section(run_once, workloads_by_name, python, rounds, quick, log, saved, callgrind_counts=None, with_cg=False):
     """The whole section: legend, the slowdown table a row at a time, the
     highest sustained rate. Returns the raw numbers; calls saved() after
     each row (results.json)."""
@@ -139,6 +153,12 @@ def section(run_once, workloads_by_name, python, rounds, quick, log, saved):
                                            for v in ratios.values()])
     for c, reason in na.items():
         print(f"{c}: n/a ({reason})")
+    print(overhead_text(res["slowdown"]["workloads"]), flush=True)
+    if with_cg and not quick and callgrind_counts and "fib" in workloads_by_name:
+        log("stackwatch at 1 kHz under callgrind ...")
+        res["callgrind"] = callgrind_1k(run_once, callgrind_counts, workloads_by_name["fib"], python, log)
+        saved()
+        print(callgrind_text(res["callgrind"]), flush=True)
     for name, wr in res["slowdown"]["workloads"].items():
         for c, runs in wr["runs"].items():
             errs = [r["error"] for r in runs if "error" in r]
@@ -216,6 +236,77 @@ def row_cells(wr, na, ratios, mark):
         share = f" ({min(_median(got), 9.99):.0%})" if got else ""
         cells.append(f"{benchlib.fmt_ratio(ratio)}{share} r{len(ok)}")
     return cells
+
+
+def callgrind_1k(run_once, callgrind_counts, w, python, log):
+    """fib(CG_FIB)'s region under callgrind: plain, then stackwatch's
+    profiler at 1 kHz of native time. Returns the counts, the slowdown
+    and the rate asked, or {"error": ...}."""
+    # (the slowdown in the workload thread's CPU time: its wall time moves
+    # with the machine's load, natively far more than under callgrind)
+    native = [run_once(w.command(python, "none", CG_FIB, 0), timeout=300) for _ in range(3)]
+    native_s = _median([r.get("cpu_seconds") for r in native if "error" not in r])
+    cgdir = tempfile.mkdtemp(prefix="swbench-prof-cg-")
+    out = {"size": CG_FIB}
+    try:
+        def one(tracer, extra=()):
+            path = os.path.join(cgdir, f"{tracer}.cg")
+            r = run_once(w.command(python, tracer, CG_FIB, 0, extra), timeout=1800, valgrind_out=path)
+            if "error" in r or not os.path.exists(path):
+                raise RuntimeError(f"{tracer} under callgrind: {r.get('error', 'no output')}")
+            r["instructions"] = callgrind_counts(path)[0]
+            return r
+        plain = one("none")
+        slowdown = plain["cpu_seconds"] / native_s if native_s and plain.get("cpu_seconds") else None
+        if not slowdown or not plain["instructions"]:
+            raise RuntimeError("no slowdown or count of plain under callgrind")
+        rate = max(1, round(1000 / slowdown))
+        sw = one("swprof", ["--profiler-rate", str(rate)])
+        # ... and at ten times the rate: a sample's instructions are the
+        # slope (the profiler's start, stop and file are most of the rest)
+        sw10 = one("swprof", ["--profiler-rate", str(10 * rate)])
+        out.update(plain=plain["instructions"], sw=sw["instructions"], ticks=sw.get("ticks"), parked=sw.get("parked"),
+                   sw10=sw10["instructions"], ticks10=sw10.get("ticks"), slowdown=slowdown, rate=rate)
+    except (RuntimeError, ValueError, OSError) as e:
+        log(f"  {e}")
+        out["error"] = str(e)[:300]
+    finally:
+        shutil.rmtree(cgdir, ignore_errors=True)
+    return out
+
+
+def callgrind_text(cg):
+    if "error" in cg or not cg.get("plain") or not cg.get("sw"):
+        return f"stackwatch at 1 kHz under callgrind: n/a ({cg.get('error', 'no count')})"
+    dt = (cg.get("ticks10") or 0) - (cg.get("ticks") or 0)
+    per = (cg["sw10"] - cg["sw"]) / dt if dt > 0 and cg.get("sw10") else None
+    slope = f", {per:.0f} a sample (slope to {cg['ticks10']} samples at 10x the rate)" if per is not None else ""
+    return (f"stackwatch at 1 kHz under callgrind, fib({cg['size']}), the program's thread (the region's; the "
+            f"sampler's thread is not counted): instructions {cg['sw'] / cg['plain']:.4f}x plain{slope}; "
+            f"{cg['ticks']} samples at {cg['rate']} Hz (callgrind {cg['slowdown']:.0f}x slower in CPU time), "
+            f"{cg.get('parked') or 0} parked: callgrind runs one thread at a time, so walks do not tear")
+
+
+def overhead_text(workloads):
+    """stackwatch's overhead at 1 kHz (issue 20's target: within 1% wall)
+    per workload: the wall and the workload thread's CPU time over plain's
+    (medians), and how many samples were taken with the thread parked
+    (ahead: parked before any unparked walk; pystack.c)."""
+    parts = []
+    for name, wr in workloads.items():
+        plain = [r for r in wr["runs"].get("plain", []) if "error" not in r and r.get("seconds")]
+        sw = [r for r in wr["runs"].get("sw 1k", []) if "error" not in r and r.get("seconds")]
+        if not plain or not sw:
+            continue
+        wall = _median([r["seconds"] for r in sw]) / _median([r["seconds"] for r in plain]) - 1
+        cpu_p, cpu_s = _median([r.get("cpu_seconds") for r in plain]), _median([r.get("cpu_seconds") for r in sw])
+        cpu = f", CPU {cpu_s / cpu_p - 1:+.1%}" if cpu_p and cpu_s else ""
+        ticks = sum(r.get("ticks") or 0 for r in sw)
+        parked = sum(r.get("parked") or 0 for r in sw)
+        ahead = sum(r.get("parked_ahead") or 0 for r in sw)
+        parks = f", parked {parked / ticks:.0%} of samples ({ahead} of {parked} ahead)" if ticks else ""
+        parts.append(f"{name.split(':')[-1]} wall {wall:+.1%}{cpu}{parks}")
+    return "stackwatch at 1 kHz over plain (target: within 1% wall): " + ("; ".join(parts) or "n/a")
 
 
 def rate_text(mr):

@@ -623,6 +623,7 @@ def main():
     if shutil.which("valgrind") is None and not args.no_callgrind:
         log("valgrind not found: no instruction counts")
         args.no_callgrind = True
+    profilers_cg = not args.no_callgrind   # (the profilers' callgrind line runs with --profilers-only too)
     if args.profilers_only:
         args.no_wall = args.no_callgrind = args.no_big_traces = args.no_tasks = args.no_outside = args.no_kernel = True
     if args.tasks_only:
@@ -716,7 +717,7 @@ def main():
                                   args.rounds or (2 if args.quick else 5),
                                   args.cell_seconds if args.cell_seconds is not None else profilers.CELL_SECONDS)
         prof.update(profilers.section(run_once, {w.name: w for w in WORKLOADS}, python, prounds,
-                                      args.quick, log, lambda: save(False)))
+                                      args.quick, log, lambda: save(False), callgrind_counts, profilers_cg))
         sections["profilers"] = time.perf_counter() - ts
         print(f"(sampling profilers: {sections['profilers'] / 60:.1f} min)", flush=True)
 

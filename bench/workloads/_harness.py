@@ -276,7 +276,9 @@ class _Swprof(_Tracer):
 
     def info(self):
         st = self.prof.stats()
-        return {k: st[k] for k in ("ticks", "missed", "stored", "failed", "busy_ns", "mode")}
+        # (st.get: the parks' counts are new; an older build has none)
+        return {k: st.get(k) for k in ("ticks", "missed", "stored", "failed", "busy_ns", "mode", "torn", "parked",
+                                       "parked_ahead", "park_late", "parked_ns")}
 
 
 class _SwImport(_Tracer):

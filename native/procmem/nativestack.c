@@ -5,15 +5,18 @@
  * The request slot's state goes IDLE -> REQUESTED (sampler, before the
  * signal) -> CAPTURING (handler, by compare-and-swap, so a request the
  * sampler gave up on is never filled) -> CAPTURED (handler, addresses
- * stored) -> RELEASED (sampler) -> IDLE (next request). Both sides wait on
- * the state word with futex(2), which is async-signal-safe, and with a
- * time limit.
+ * stored) -> RELEASED (sampler) -> IDLE (next request). Both sides spin on
+ * the state word, then wait on it with futex(2), which is async-signal-safe,
+ * and with a time limit. A side that changes the state wakes the other
+ * only when it counts a sleeper (`sleepers`): mostly the other side is still
+ * spinning, and a wake-up is a system call made while the thread is parked.
  */
 #define _GNU_SOURCE
 #include "nativestack.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -44,6 +47,7 @@ static struct {
     atomic_uint_fast64_t seq;        /* the current request's number */
     atomic_int tid;
     atomic_int kind;
+    atomic_int sleepers;             /* threads in futex_wait on state, or about to be */
     int n;
     int truncated;
     uint64_t pcs[SW_NSTACK_MAX];
@@ -90,12 +94,19 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void futex_wait(atomic_int *w, int val, int64_t ns)
+/* Sleeps while req.state is val, for at most ns. Counted in req.sleepers
+ * before the state is looked at again (by the kernel, atomically with the
+ * sleep), and the waker changes the state before it reads the count
+ * (futex_wake): one of the two sees the other's store, so a sleeper is
+ * never missed. */
+static void futex_wait(int val, int64_t ns)
 {
     if (ns <= 0)
         return;
     struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-    syscall(SYS_futex, (int *)w, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+    atomic_fetch_add(&req.sleepers, 1);
+    syscall(SYS_futex, (int *)&req.state, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+    atomic_fetch_sub(&req.sleepers, 1);
 }
 
 /* Spins while *w is val, for at most SPIN_NS: the other side mostly
@@ -113,9 +124,13 @@ static void spin_while(atomic_int *w, int val)
     }
 }
 
-static void futex_wake(atomic_int *w)
+/* After a change of req.state: wakes its sleepers, if any (a stale
+ * handler that gave up on an earlier request may be counted too: all
+ * are woken, each looks again). */
+static void futex_wake(void)
 {
-    syscall(SYS_futex, (int *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    if (atomic_load(&req.sleepers) > 0)
+        syscall(SYS_futex, (int *)&req.state, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 /* Someone else's signal of the same number: what the previous handler
@@ -168,7 +183,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
         req.truncated = k < n || n == SW_NSTACK_MAX + 8;
     }
     atomic_store(&req.state, CAPTURED);
-    futex_wake(&req.state);
+    futex_wake();
     /* Parked until the sampler has read the Python stack. */
     int64_t deadline = mono_ns() + (int64_t)SW_NSTACK_PARK_MAX_NS;
     spin_while(&req.state, CAPTURED);
@@ -181,7 +196,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
             atomic_compare_exchange_strong(&req.state, &expected, IDLE);
             break;
         }
-        futex_wait(&req.state, CAPTURED, left);
+        futex_wait(CAPTURED, left);
     }
     errno = saved_errno;
 }
@@ -200,6 +215,7 @@ static int install(int park, char *err, size_t errlen)
         pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
         request_mu = fresh;
         atomic_store(&req.state, IDLE);
+        atomic_store(&req.sleepers, 0);
         atomic_store(&n_answered, atomic_load(&n_sent));
     }
     if (!park && users) {
@@ -322,7 +338,7 @@ static int request(int tid, int kind, uint64_t wait_ns)
             pthread_mutex_unlock(&request_mu);
             return SW_EIO;         /* it answered, then gave up waiting (parked too long) */
         }
-        futex_wait(&req.state, s, left > 0 ? left : 1000000);
+        futex_wait(s, left > 0 ? left : 1000000);
     }
 }
 
@@ -349,12 +365,13 @@ int sw_nstack_handler_current(void)
            cur.sa_sigaction == handler;
 }
 
-void sw_nstack_release(void)
+int sw_nstack_release(void)
 {
     int expected = CAPTURED;
-    atomic_compare_exchange_strong(&req.state, &expected, RELEASED);
-    futex_wake(&req.state);
+    int was_parked = atomic_compare_exchange_strong(&req.state, &expected, RELEASED);
+    futex_wake();
     pthread_mutex_unlock(&request_mu);
+    return was_parked;
 }
 
 #else
@@ -395,7 +412,10 @@ int sw_nstack_handler_current(void)
     return 0;
 }
 
-void sw_nstack_release(void) {}
+int sw_nstack_release(void)
+{
+    return 0;
+}
 
 #endif
 

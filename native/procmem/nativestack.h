@@ -88,8 +88,11 @@ int sw_nstack_park(int tid, uint64_t wait_ns);
  * have put its own there since: Python's signal.signal), else 0. */
 int sw_nstack_handler_current(void);
 
-/* Lets the parked thread (of a capture or a park) go on. */
-void sw_nstack_release(void);
+/* Lets the parked thread (of a capture or a park) go on. Returns 1 if it
+ * was still parked (what was read meanwhile is of one instant), 0 if it
+ * had gone on already (it waited longer than SW_NSTACK_PARK_MAX_NS: what
+ * was read may be torn). */
+int sw_nstack_release(void);
 
 /* Counters: signals sent, captures that timed out, late signals ignored. */
 typedef struct sw_nstack_stats {

@@ -53,6 +53,12 @@
 #define MUTE_ROUNDS 256                /* ... for this many rounds (each timeout costs 20 ms) */
 #define SPEC_THREADS 32u               /* threads whose last walk's own-read frames are remembered */
 #define SPEC_DEPTH 256u                /* ... at most this many frames each */
+#define PARK_CODES 64u                 /* code objects whose headers a parked walk reads up front */
+#define PARK_AHEAD_STREAK 2            /* torn walks of a thread in a row after which it is parked
+                                          before its walk ... */
+#define PARK_AHEAD_TRY 16u             /* ... but every this many of its samples walked unparked first */
+#define PARK_AHEAD_WAIT_NS 30000ull    /* a sample's first park waits this long (30 us), then the thread,
+                                          not on a CPU, is walked unparked (a second park waits longer) */
 
 struct sw_pystack {
     sw_py_layout l;
@@ -116,7 +122,7 @@ struct sw_pystack {
     uint64_t *spec_addrs;          /* [SPEC_THREADS * SPEC_DEPTH] */
     uint64_t *spec_walk;           /* [SPEC_DEPTH] this walk's own-read frames so far */
     uint32_t spec_walked;          /* ... how many */
-    sw_mem_req *spec_reqs;         /* [SPEC_DEPTH + 8] the first read of this walk */
+    sw_mem_req *spec_reqs;         /* [SPEC_DEPTH + 8 + PARK_CODES] the first read of this walk */
     uint32_t spec_first, spec_nreq;   /* spec_reqs[spec_first, spec_nreq) are the speculative ones */
     uint32_t spec_hint;            /* where the last frame was found among them */
     unsigned char *spec_bytes;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] their bytes */
@@ -127,6 +133,17 @@ struct sw_pystack {
     uint64_t g_cframe[SPEC_THREADS];
     uint64_t g_chunk[SPEC_THREADS], g_lo[SPEC_THREADS], g_end[SPEC_THREADS];
     uint64_t g_pthread[SPEC_THREADS];   /* before 3.11: its pthread_self(), whose kernel tid is read */
+    /* In-process: parking ahead (see sample_thread). Per thread: its
+     * unparked walks torn in a row, its samples since, and the code objects
+     * of its last parked walk (address order), whose headers its next
+     * parked walk reads in its first read (walk_parked). */
+    uint32_t g_torn[SPEC_THREADS];
+    uint32_t g_ahead[SPEC_THREADS];
+    uint32_t g_ncodes[SPEC_THREADS];
+    uint64_t *g_codes;             /* [SPEC_THREADS * PARK_CODES] */
+    unsigned char *park_code_hdrs; /* [PARK_CODES * code_size] their headers, read */
+    unsigned char park_code_ok[PARK_CODES];   /* ... which of them were read */
+    uint32_t park_codes_read;      /* ... how many were asked for */
     uint64_t head_guess;           /* the first thread state of the last round */
     sw_pystack_stats st;
 };
@@ -181,7 +198,11 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->spec_n = calloc(SPEC_THREADS, sizeof *r->spec_n);
     r->spec_addrs = malloc((size_t)SPEC_THREADS * SPEC_DEPTH * sizeof *r->spec_addrs);
     r->spec_walk = malloc(SPEC_DEPTH * sizeof *r->spec_walk);
-    r->spec_reqs = malloc((SPEC_DEPTH + 8) * sizeof *r->spec_reqs);
+    r->spec_reqs = malloc((SPEC_DEPTH + 8 + PARK_CODES) * sizeof *r->spec_reqs);
+    if (lim->park) {
+        r->g_codes = malloc((size_t)SPEC_THREADS * PARK_CODES * sizeof *r->g_codes);
+        r->park_code_hdrs = malloc((size_t)PARK_CODES * l->code_size);
+    }
     r->spec_bytes = malloc((size_t)SPEC_DEPTH * (l->frame_size + SW_GEN_STATE_BACK_MAX));
     if (lim->lines && l->linetable_kind) {
         r->instrs = malloc(d * sizeof *r->instrs);
@@ -204,7 +225,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     if (!r->codes || !r->code_addrs || (l->frame_globals != SW_NO_OFFSET && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
         !r->frames || !r->window || !r->spec_tstate || !r->spec_n || !r->spec_addrs || !r->spec_walk ||
-        !r->spec_reqs || !r->spec_bytes ||
+        !r->spec_reqs || !r->spec_bytes || (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
         (l->frames_kind == SW_FRAMES_INTERP && !r->recheck) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
         (lim->thread_states && !r->states) || !native_ok ||
@@ -308,6 +329,8 @@ void sw_pystack_free(sw_pystack *r)
     free(r->spec_walk);
     free(r->spec_reqs);
     free(r->spec_bytes);
+    free(r->g_codes);
+    free(r->park_code_hdrs);
     free(r);
 }
 
@@ -364,6 +387,7 @@ static uint32_t guess_slot(sw_pystack *r, uint64_t tstate)
     if (r->g_tstate[slot] != tstate) {
         r->g_tstate[slot] = tstate;
         r->g_cframe[slot] = r->g_chunk[slot] = r->g_lo[slot] = r->g_end[slot] = r->g_pthread[slot] = 0;
+        r->g_torn[slot] = r->g_ahead[slot] = r->g_ncodes[slot] = 0;
     }
     return slot;
 }
@@ -431,14 +455,24 @@ static void guess_read(sw_pystack *r, guess *g)
 }
 
 /* Reads the thread state at tstate into ts, with what is guessed of its
- * walk (above), in one system call. SW_OK or SW_EIO. */
-static int read_tstate(sw_pystack *r, uint64_t tstate, unsigned char *ts, guess *g)
+ * walk (above), in one system call; with codes (a parked walk, while its
+ * frames hold them) also the headers of the code objects of the thread's
+ * last parked walk, into r->park_code_hdrs (park_code_ok, park_codes_read;
+ * taken by park_codes). SW_OK or SW_EIO. */
+static int read_tstate(sw_pystack *r, uint64_t tstate, unsigned char *ts, guess *g, int codes)
 {
     uint32_t k = 0;
     r->spec_reqs[k++] = (sw_mem_req){tstate, ts, r->l.tstate_size, 0};
     guess_reqs(r, tstate, g, &k);
+    const uint32_t slot = spec_slot(tstate), c0 = k, cs = r->l.code_size;
+    r->park_codes_read = codes ? r->g_ncodes[slot] : 0;
+    for (uint32_t i = 0; i < r->park_codes_read; i++)
+        r->spec_reqs[k++] = (sw_mem_req){r->g_codes[(size_t)slot * PARK_CODES + i], r->park_code_hdrs + (size_t)i * cs,
+                                         cs, 0};
     sw_mem_readv(&r->mem, r->spec_reqs, k);
     guess_read(r, g);
+    for (uint32_t i = 0; i < r->park_codes_read; i++)
+        r->park_code_ok[i] = (unsigned char)r->spec_reqs[c0 + i].ok;
     return r->spec_reqs[0].ok ? SW_OK : SW_EIO;
 }
 
@@ -664,6 +698,7 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
  * below the anchor to be at the same instruction. From outside they are
  * not (see those functions): each failure there costs a sample. */
 #define WALK_TORN (-2)
+#define WALK_LATE (-3)   /* walk_parked: the thread did not park within the (short) wait */
 
 /* 3.12+: whether the generator frame `gen`, walked just before the shim
  * frame `shim` whose link is NULL, is still running and linked to it, and
@@ -1280,6 +1315,33 @@ static int objects_whole(sw_pystack *r, uint32_t n)
     return hdr && sw_codecache_known(r->codes, l, r->code_addrs[0], hdr);
 }
 
+/* A parked walk's code objects' headers (for resolve_codes, as the
+ * checks after an unparked walk read them): taken from the first read of
+ * the walk (read_tstate) when it had them all, else read now; and
+ * remembered for the thread's next parked walk. */
+static void park_codes(sw_pystack *r, uint64_t tstate, uint32_t n)
+{
+    const uint32_t u = code_reads(r, n), m = r->park_codes_read, cs = r->l.code_size;
+    const uint32_t slot = guess_slot(r, tstate);
+    uint64_t *was = r->g_codes + (size_t)slot * PARK_CODES;
+    uint32_t i = 0, j = 0;
+    for (; j < u; j++) {   /* (both in address order) */
+        while (i < m && was[i] < r->code_reqs[j].addr)
+            i++;
+        if (i == m || was[i] != r->code_reqs[j].addr || !r->park_code_ok[i])
+            break;
+        memcpy(r->code_reqs[j].buf, r->park_code_hdrs + (size_t)i * cs, cs);
+        r->code_reqs[j].ok = 1;
+    }
+    if (j == u)
+        r->codes_read = u;
+    else
+        read_with_codes(r, 0, u);
+    r->g_ncodes[slot] = u < PARK_CODES ? u : PARK_CODES;
+    for (uint32_t k = 0; k < r->g_ncodes[slot]; k++)
+        was[k] = r->code_reqs[k].addr;
+}
+
 /* In-process: the walk of the thread (kernel id tid, state at tstate)
  * redone with it parked in the signal handler (nativestack.h), after a
  * walk found torn: its stack cannot change until it is released, so this
@@ -1291,39 +1353,49 @@ static int objects_whole(sw_pystack *r, uint32_t n)
  * thread could hold. Returns as walk_frames, or -1 if the thread did not
  * park in time (counted in park_failed; one that blocks the signal is
  * muted, then read as from outside, and so is one whose parked walks fail
- * PARK_FAILS_MUTE times in a row). */
-static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w, int *truncated)
+ * PARK_FAILS_MUTE times in a row); WALK_LATE if it did not park within a
+ * wait_ns shorter than PARK_WAIT_NS (parking ahead: not counted failed). */
+static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w, int *truncated, uint64_t wait_ns)
 {
     const sw_py_layout *l = &r->l;
     uint64_t t0 = sw_clock_ns(CLOCK_MONOTONIC);
-    int rc = sw_nstack_park((int)tid, PARK_WAIT_NS);
+    int rc = sw_nstack_park((int)tid, wait_ns);
     if (rc != SW_OK) {
-        r->st.park_failed++;
         if (rc == SW_ESTATE && sw_nstack_blocked((int)tid))
             mute(r, tid);
         if (rc == SW_ESTATE && !sw_nstack_handler_current())
             r->lim.park = 0;   /* the program put a handler of its own there: no more parks */
+        if (rc == SW_ESTATE && wait_ns < PARK_WAIT_NS) {
+            r->st.park_late++;
+            return WALK_LATE;
+        }
+        r->st.park_failed++;
         return -1;
     }
     unsigned char ts[SW_LAYOUT_MAX_READ];
     uint64_t frame = 0;
     long n = -1;
-    if (sw_mem_read(&r->mem, tstate, ts, l->tstate_size) == SW_OK && u64_at(ts, l->tstate_interp) == r->interp &&
-        leaf_frame(r, tstate, ts, NULL, &frame) == 0) {
+    /* While it is parked, as few system calls as can be: its state read
+     * with what its last walk lets guess (3.11+: mostly the whole walk)
+     * and its last parked walk's code objects' headers. */
+    guess g;
+    if (read_tstate(r, tstate, ts, &g, 1) == SW_OK && u64_at(ts, l->tstate_interp) == r->interp &&
+        leaf_frame(r, tstate, ts, &g, &frame) == 0) {
         n = 0;
         if (frame) {
-            if (l->frames_kind == SW_FRAMES_INTERP)
-                copy_window(r, tstate, ts, frame, w);
-            else
+            if (l->frames_kind != SW_FRAMES_INTERP)
                 read_leaf(r, tstate, frame, w);
+            else if (!guessed_window(r, tstate, ts, frame, &g, w))
+                copy_window(r, tstate, ts, frame, w);
             n = walk_frames(r, frame, w, truncated);
             if (n >= 0) {
                 spec_keep(r, tstate);
-                read_with_codes(r, 0, code_reads(r, (uint32_t)n));
+                park_codes(r, tstate, (uint32_t)n);
             }
         }
     }
-    sw_nstack_release();
+    if (!sw_nstack_release())
+        n = -1;   /* it went on before the release (parked too long): the walk may be torn */
     r->st.parked++;
     r->st.parked_ns += sw_clock_ns(CLOCK_MONOTONIC) - t0;
     /* A thread whose stack fails even parked, again and again (3.9-3.11:
@@ -1365,6 +1437,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     do {                                           \
         if (!probed)                               \
             probe_thread(r, tstate, ts0, g0, &s);  \
+        probed = 1;                                \
     } while (0)
     /* Native mode: the thread is parked in the signal handler with its
      * native stack from here until released, right after its Python frames
@@ -1416,79 +1489,109 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         uint32_t tid = s.native_tid ? (uint32_t)s.native_tid : kernel_tid(r, tstate, ts, g);
         park = tid && !muted(r, tid);
     }
-    if (fresh && probed && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
-        u64_at(ts2, l->tstate_interp) == r->interp) {
-        ts = ts2;
-        g = NULL;
-    }
-    uint64_t frame;
-    if (leaf_frame(r, tstate, ts, g, &frame) != 0) {
-        RELEASE_NATIVE();
-        PROBE_LATE();
-        r->st.failed++;
-        s.flags |= SW_SAMPLE_FAILED;
-        sink(ud, &s);
-        return;
-    }
-    if (!frame) {
-        RELEASE_NATIVE();
-        PROBE_LATE();
-        r->st.empty++;
-        return;
-    }
-    /* 3.11+: the top of the stack is copied at once, a near snapshot.
-     * Before, frames are heap objects read one by one while the thread runs
-     * on: freed frames are recognised (frame_object_ok), but a frame freed
-     * and reused already can still mix two stacks. Checking that the top
-     * frame did not change would not tell (frames are reused last-in
-     * first-out, so a new frame often has the old one's address) and would
-     * drop most samples of call-heavy code, so such rare mixes are
-     * accepted; a walk that meets a dead frame is redone from the new top,
-     * up to OBJECT_RETRIES times (dropping such samples would hide
-     * call-heavy code: tests/py/profiler/test_profiler.py checks it is not). */
+    /* Parking ahead: a thread whose unparked walks were torn
+     * PARK_AHEAD_STREAK times in a row (deep recursion, call-heavy code:
+     * its stack changes faster than it can be read) is parked before it is
+     * walked at all, while it holds the GIL (runs Python code: a thread
+     * that waits is never signalled for it); every PARK_AHEAD_TRY-th of its
+     * samples is walked unparked first, which ends the streak once its
+     * walks are whole again. The unparked walk saved is a few system calls
+     * and a check of the sampler's, on a core the program may need. */
+    const uint32_t slot = guess_slot(r, tstate);
+    int ahead = park && r->gil_holder == tstate &&
+                (r->lim.park_always ||
+                 (r->g_torn[slot] >= PARK_AHEAD_STREAK && ++r->g_ahead[slot] % PARK_AHEAD_TRY != 0));
     window w;
     memset(&w, 0, sizeof w);
     int truncated = 0;
-    long n;
-    for (int torn = 0;; torn++) {
-        if (l->frames_kind != SW_FRAMES_INTERP)
-            read_leaf(r, tstate, frame, &w);
-        else if (torn > 0 || !guessed_window(r, tstate, ts, frame, g, &w))
-            copy_window(r, tstate, ts, frame, &w);
-        n = walk_frames(r, frame, &w, &truncated);
-        if (n >= 0)
-            spec_keep(r, tstate);
-        if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP &&
-            !still_whole(r, tstate, frame, &w, (uint32_t)n, park))
-            n = WALK_TORN;
-        if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && park && !objects_whole(r, (uint32_t)n))
-            n = WALK_TORN;
-        for (int retry = 0; !park && n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES;
-             retry++) {
-            /* A frame died, or a generator left, under the reader: try
-             * again from the new top. */
-            r->st.torn += n == WALK_TORN;
-            if (sw_mem_read(&r->mem, tstate + l->tstate_frame, &frame, sizeof frame) != SW_OK || !frame)
-                break;
-            r->st.retried++;
-            read_leaf(r, tstate, frame, &w);
+    long n = WALK_TORN;
+    int late = 0;   /* parks not answered within the short wait (below) */
+    if (ahead) {
+        /* (the probe gives the thread's kernel id; a thread that is not on
+         * a CPU does not park within the short wait, but then its stack
+         * does not change either: it is walked unparked, as any other) */
+        PROBE_LATE();
+        ahead = s.native_tid != 0;
+    }
+    if (ahead) {
+        n = walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated,
+                        r->lim.park_always ? PARK_WAIT_NS : PARK_AHEAD_WAIT_NS);
+        ahead = n != WALK_LATE;
+        late += !ahead;
+        r->st.parked_ahead += (uint64_t)ahead;
+    }
+unparked:   /* (again after a park that was not answered in time: below) */
+    if (!ahead) {
+        if (fresh && probed && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
+            u64_at(ts2, l->tstate_interp) == r->interp) {
+            ts = ts2;
+            g = NULL;
+        }
+        uint64_t frame;
+        if (leaf_frame(r, tstate, ts, g, &frame) != 0) {
+            RELEASE_NATIVE();
+            PROBE_LATE();
+            r->st.failed++;
+            s.flags |= SW_SAMPLE_FAILED;
+            sink(ud, &s);
+            return;
+        }
+        if (!frame) {
+            RELEASE_NATIVE();
+            PROBE_LATE();
+            r->st.empty++;
+            return;
+        }
+        /* 3.11+: the top of the stack is copied at once, a near snapshot.
+         * Before, frames are heap objects read one by one while the thread runs
+         * on: freed frames are recognised (frame_object_ok), but a frame freed
+         * and reused already can still mix two stacks. Checking that the top
+         * frame did not change would not tell (frames are reused last-in
+         * first-out, so a new frame often has the old one's address) and would
+         * drop most samples of call-heavy code, so such rare mixes are
+         * accepted; a walk that meets a dead frame is redone from the new top,
+         * up to OBJECT_RETRIES times (dropping such samples would hide
+         * call-heavy code: tests/py/profiler/test_profiler.py checks it is not). */
+        for (int torn = 0;; torn++) {
+            if (l->frames_kind != SW_FRAMES_INTERP)
+                read_leaf(r, tstate, frame, &w);
+            else if (torn > 0 || !guessed_window(r, tstate, ts, frame, g, &w))
+                copy_window(r, tstate, ts, frame, &w);
             n = walk_frames(r, frame, &w, &truncated);
             if (n >= 0)
                 spec_keep(r, tstate);
-        }
-        if (park || n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
-            break;
-        /* 3.11+: torn (a generator left under the reader): the whole read
-         * again, from the thread state. */
-        r->st.torn++;
-        if (torn == TORN_RETRIES || sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) != SW_OK ||
-            u64_at(ts2, l->tstate_interp) != r->interp || leaf_frame(r, tstate, ts2, NULL, &frame) != 0)
-            break;
-        ts = ts2;
-        r->st.retried++;
-        if (!frame) {
-            n = 0;   /* no Python frame any more */
-            break;
+            if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP &&
+                !still_whole(r, tstate, frame, &w, (uint32_t)n, park))
+                n = WALK_TORN;
+            if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && park && !objects_whole(r, (uint32_t)n))
+                n = WALK_TORN;
+            for (int retry = 0; !park && n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES;
+                 retry++) {
+                /* A frame died, or a generator left, under the reader: try
+                 * again from the new top. */
+                r->st.torn += n == WALK_TORN;
+                if (sw_mem_read(&r->mem, tstate + l->tstate_frame, &frame, sizeof frame) != SW_OK || !frame)
+                    break;
+                r->st.retried++;
+                read_leaf(r, tstate, frame, &w);
+                n = walk_frames(r, frame, &w, &truncated);
+                if (n >= 0)
+                    spec_keep(r, tstate);
+            }
+            if (park || n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
+                break;
+            /* 3.11+: torn (a generator left under the reader): the whole read
+             * again, from the thread state. */
+            r->st.torn++;
+            if (torn == TORN_RETRIES || sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) != SW_OK ||
+                u64_at(ts2, l->tstate_interp) != r->interp || leaf_frame(r, tstate, ts2, NULL, &frame) != 0)
+                break;
+            ts = ts2;
+            r->st.retried++;
+            if (!frame) {
+                n = 0;   /* no Python frame any more */
+                break;
+            }
         }
     }
     /* Native mode: the thread stopped, its frames hold their code objects,
@@ -1501,10 +1604,19 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     PROBE_LATE();
 #undef RELEASE_NATIVE
 #undef PROBE_LATE
-    if (n < 0 && park) {
-        /* (the probe above has set the thread's kernel id, if it has one) */
+    if (park && !ahead && (n >= 0 || n == WALK_TORN))
+        r->g_torn[slot] = n >= 0 ? 0 : r->g_torn[slot] < PARK_AHEAD_STREAK ? r->g_torn[slot] + 1 : PARK_AHEAD_STREAK;
+    if (n < 0 && park && !ahead) {
+        /* (the probe above has set the thread's kernel id, if it has one)
+         * The first park waits as briefly as a park ahead: a thread that
+         * does not answer then is not on a CPU, so it is walked unparked
+         * once more (its state read afresh) before a park that waits. */
         r->st.torn += n == WALK_TORN;
-        n = s.native_tid ? walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated) : -1;
+        n = s.native_tid ? walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated,
+                                       late ? PARK_WAIT_NS : PARK_AHEAD_WAIT_NS)
+                         : -1;
+        if (n == WALK_LATE && !late++)
+            goto unparked;
     }
     if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
         /* Told to the sink too: it may give the time to the thread's next
@@ -1601,7 +1713,7 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
         }
         /* A thread state that cannot be read, or that no longer belongs to
          * this interpreter (freed and reused), ends the walk. */
-        if ((!have && read_tstate(r, tstate, ts, &g) != SW_OK) || u64_at(ts, l->tstate_interp) != r->interp) {
+        if ((!have && read_tstate(r, tstate, ts, &g, 0) != SW_OK) || u64_at(ts, l->tstate_interp) != r->interp) {
             r->st.failed++;
             break;
         }

@@ -43,6 +43,9 @@ typedef struct sw_pystack_limits {
     uint32_t park;           /* 1: a torn walk is redone with the thread parked (in-process
                                 only: nativestack.h; the caller installs the handler with
                                 sw_nstack_park_install), and the checks are strict */
+    uint32_t park_always;    /* (tests) with park: every thread holding the GIL is parked
+                                before its walk, not only one whose walks keep tearing,
+                                waiting as long as after a torn walk */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {
@@ -58,6 +61,11 @@ typedef struct sw_pystack_stats {
     uint64_t parked;         /* with limits.park: walks redone with the thread parked */
     uint64_t park_failed;    /* ... threads that did not park in time (the sample failed) */
     uint64_t parked_ns;      /* ... time from each park request to its release */
+    uint64_t parked_ahead;   /* ... of them parked before any unparked walk (a thread whose
+                                walks were torn again and again: pystack.c) */
+    uint64_t park_late;      /* first parks of a sample not answered within a few tens of
+                                microseconds (the thread was not on a CPU): walked unparked
+                                instead */
     uint64_t threads_skipped;   /* threads beyond max_threads */
     uint64_t code_hits, code_misses;
     uint64_t reads, failed_reads;   /* memory reads (system calls) */

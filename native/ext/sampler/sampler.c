@@ -228,8 +228,12 @@ static void signal_stop(SamplerObject *self)
  * (target_open.h). NULL with an exception. */
 static sw_pystack *reader_for(SamplerObject *self, int pid)
 {
+    /* STACKWATCH_TEST_PARK_AHEAD=1 (the tests): every parked walk's path
+     * taken ahead, whether walks tear on this machine or not. */
+    const char *always = getenv("STACKWATCH_TEST_PARK_AHEAD");
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
-                             (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed};
+                             (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed,
+                             (uint32_t)(self->park_installed && always && strcmp(always, "1") == 0)};
     char err[256] = "";
     sw_pystack *r;
     if (pid == 0) {
@@ -544,9 +548,11 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                    (unsigned long long)r->state_unknown, "cpu_probe_failed",
                                    (unsigned long long)r->cpu_unknown, "gil_read_failed",
                                    (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn);
-    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K}", "parked", (unsigned long long)r->parked,
+    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "parked", (unsigned long long)r->parked,
                                                   "park_failed", (unsigned long long)r->park_failed, "parked_ns",
-                                                  (unsigned long long)r->parked_ns);
+                                                  (unsigned long long)r->parked_ns, "parked_ahead",
+                                                  (unsigned long long)r->parked_ahead, "park_late",
+                                                  (unsigned long long)r->park_late);
     if (!park || PyDict_Update(more, park) < 0)
         Py_CLEAR(more);
     Py_XDECREF(park);

@@ -168,8 +168,20 @@ static PyObject *obj_alloc(PyTypeObject *tp, Py_ssize_t n)
     allocfunc orig = e->alloc;
     emit(SW_K_NEW_START, e);
     PyObject *o = orig(tp, n);
-    if (e->tp == tp)
+    if (e->tp == tp) {
+        /* Out of the collector's sight while the handlers run: it is
+         * allocated, not made yet (a class a metaclass makes has no flags
+         * yet, and a collection the handlers trigger then failed
+         * type_traverse's check of them, ending the program). */
+        int tracked = o && orig == PyType_GenericAlloc && PyType_IS_GC(tp);   /* (it tracks those; and a
+                                                                             * class's tp_is_gc says no
+                                                                             * until its flags are set) */
+        if (tracked)
+            PyObject_GC_UnTrack(o);
         emit(SW_K_NEW_DONE, e);
+        if (tracked)
+            PyObject_GC_Track(o);
+    }
     return o;
 }
 

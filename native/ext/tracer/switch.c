@@ -34,6 +34,8 @@
 #include "ext/tracer/events.h"
 #include "ext/tracer/task_wrappers.h"
 #include "ext/tracer/tasks.h"
+#include "ext/tracer/task_conditions.h"
+#include "ext/tracer/task_imports.h"
 #include "ext/tracer/task_locks.h"
 #include "ext/tracer/hook_eval.h"
 #include "ext/tracer/exit_line.h"
@@ -147,7 +149,7 @@ int sw_switch_add_to_module(PyObject *m)
                                    "threading and sys.settrace. Used by nothing else.") < 0 ||
         !(monitoring_callbacks = PyDict_New()) ||
         PyModule_AddObject(hooks, "monitoring_callbacks", Py_NewRef(monitoring_callbacks)) < 0 ||
-        sw_ccalls_add_hooks(hooks) < 0 || sw_cython_add_hooks(hooks) < 0 || sw_events_add_hooks(hooks) < 0 || sw_tasks_add_hooks(hooks) < 0 || sw_task_locks_add_hooks(hooks) < 0 || sw_task_wrappers_add_hooks(hooks) < 0 || sw_init_gap_add_hooks(hooks) < 0 ||
+        sw_ccalls_add_hooks(hooks) < 0 || sw_cython_add_hooks(hooks) < 0 || sw_events_add_hooks(hooks) < 0 || sw_tasks_add_hooks(hooks) < 0 || sw_task_locks_add_hooks(hooks) < 0 || sw_task_conditions_add_hooks(hooks) < 0 || sw_task_imports_add_hooks(hooks) < 0 || sw_task_wrappers_add_hooks(hooks) < 0 || sw_init_gap_add_hooks(hooks) < 0 ||
         sw_exit_line_add_hooks(hooks) < 0 ||
         sw_lines_local_add_hooks(hooks) < 0 || PyModule_AddObject(m, "hooks", hooks) < 0) {
         Py_DECREF(hooks);

@@ -16,8 +16,10 @@
  */
 #include "task_locks.h"
 
+#include "base/base.h"
 #include "ext/dispatch/dispatch.h"
 #include "ext/tracer/session.h"
+#include "ext/tracer/task_wrappers.h"
 #include "ext/tracer/tasks.h"
 
 #include <string.h>
@@ -47,13 +49,14 @@ typedef struct {
     uint64_t releaser_task, t_release;
 } lock_wait;
 
-#define SW_LOCK_WAITS 64       /* locks waited on at once beyond these are not recorded */
-static lock_wait waits[SW_LOCK_WAITS];
-static int nwaits;
+/* The locks waited on now (as many as there are: the array grows; a
+ * lock's entry goes when its last waiter has it). */
+static lock_wait *waits;
+static size_t nwaits, waits_cap;
 
 static lock_wait *wait_of(void *lock)
 {
-    for (int i = 0; i < nwaits; i++)
+    for (size_t i = 0; i < nwaits; i++)
         if (waits[i].lock == lock)
             return &waits[i];
     return NULL;
@@ -108,16 +111,14 @@ static PyObject *try_acquire(wrapped_type *w, PyObject *self)
     return call_own(w, M_ACQUIRE, self, no, 1, NULL);
 }
 
-/* 1 if the caller (the running frame) is threading's own code. */
+/* 1 if the caller (the running frame) is threading's own code (read
+ * without a frame object: a queue's lock is contended at most of its
+ * acquires, each through Condition.__enter__). */
 static int called_by_threading(void)
 {
-    PyFrameObject *f = PyEval_GetFrame();   /* borrowed */
-    if (!f || !own_file)
-        return 0;
-    PyCodeObject *co = PyFrame_GetCode(f);
-    int r = PyUnicode_Check(co->co_filename) && PyUnicode_Compare(co->co_filename, own_file) == 0;
+    PyCodeObject *co = own_file ? sw_task_running_code() : NULL;   /* borrowed */
+    int r = co && PyUnicode_Check(co->co_filename) && PyUnicode_Compare(co->co_filename, own_file) == 0;
     PyErr_Clear();
-    Py_DECREF(co);
     return r;
 }
 
@@ -153,12 +154,18 @@ static PyObject *acquire_contended(wrapped_type *w, PyObject *self, PyObject *co
                                    PyObject *kwnames)
 {
     PyObject *name = NULL;
-    if (!called_by_threading() && (wait_of(self) || nwaits < SW_LOCK_WAITS)) {
-        lock_wait *lw = wait_of(self);
-        if (!lw) {
+    int own = called_by_threading();
+    lock_wait *lw = own ? NULL : wait_of(self);
+    if (!lw && !own) {
+        lock_wait *grown = sw_array_grow(waits, &waits_cap, nwaits + 1, sizeof *waits, 16);
+        if (grown) {   /* (out of memory: not recorded) */
+            waits = grown;
             lw = &waits[nwaits++];
             *lw = (lock_wait){.lock = self};
         }
+    }
+    int listed = lw != NULL;
+    if (lw) {
         lw->waiters++;
         name = channel_of(self);
         const char *s = name ? PyUnicode_AsUTF8(name) : NULL;
@@ -166,11 +173,11 @@ static PyObject *acquire_contended(wrapped_type *w, PyObject *self, PyObject *co
         sw_task_record(SW_K_TASK_BLOCK, PyEval_GetFrame(), 0 /* lock */, 0, 0, s ? s : "", NULL);
     }
     PyObject *r = call_own(w, M_ACQUIRE, self, args, nargs, kwnames);
-    lock_wait *lw = name ? wait_of(self) : NULL;
+    lw = listed ? wait_of(self) : NULL;   /* (the array may have moved meanwhile) */
     if (lw) {
         sw_exc_state exc;
         sw_exc_save(&exc);
-        const char *s = PyUnicode_AsUTF8(name);
+        const char *s = name ? PyUnicode_AsUTF8(name) : NULL;
         PyErr_Clear();
         if (r == Py_True && lw->released)   /* the last release let it in */
             sw_task_record(SW_K_TASK_WOKEN, PyEval_GetFrame(), (long long)lw->releaser_task,

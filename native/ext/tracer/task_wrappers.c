@@ -33,6 +33,7 @@
  */
 #include "task_wrappers.h"
 
+#include "base/base.h"
 #include "ext/dispatch/dispatch.h"
 #include "ext/tracer/frame_compat.h"
 #include "ext/tracer/session.h"
@@ -51,7 +52,9 @@ static PyObject *block_of;     /* task_hooks._block_of(task) -> (reason, channel
 static PyObject *skip;         /* tuple of str: folders and files that are no event's location */
 static PyObject *blocked;      /* {task id: channel (str or None)} of the tasks blocked now */
 static PyObject *seen_names;   /* {task id: its asyncio name when last seen} */
-static PyObject *stepped;      /* {task id} of the tasks whose name was checked at their first step */
+static uint8_t *stepped;       /* a bit per task id (they are given in turn): its name was checked at its
+                                * first step */
+static size_t stepped_cap;     /* bytes */
 static PyObject *woken_by;     /* {task id: (waker's id, channel, CLOCK_MONOTONIC ns)}: told at its next step */
 static uint64_t behalf;        /* the task whose done callback (gather's, shield's) runs now, 0: none */
 static uint64_t tables_gen;    /* the session the two tables belong to */
@@ -74,23 +77,17 @@ static PyObject *S_space;
 static PyObject *S_args;
 static PyObject *S_is_running;
 
-typedef struct {
-    PyObject_HEAD
-    int kind;
-    PyObject *orig;
-    vectorcallfunc vectorcall;
-} sw_aio_wrap;
-
 static int tables(void)
 {
-    if (tables_gen != sw_S.gen || !blocked || !seen_names || !stepped || !woken_by) {
+    if (tables_gen != sw_S.gen || !blocked || !seen_names || !woken_by) {
         Py_XSETREF(blocked, PyDict_New());
         Py_XSETREF(seen_names, PyDict_New());
-        Py_XSETREF(stepped, PySet_New(NULL));
         Py_XSETREF(woken_by, PyDict_New());
+        if (stepped)
+            memset(stepped, 0, stepped_cap);
         tables_gen = sw_S.gen;
     }
-    return blocked && seen_names && stepped && woken_by ? 0 : -1;
+    return blocked && seen_names && woken_by ? 0 : -1;
 }
 
 /* 1 when nobody wants task events (the hooks then only call through). */
@@ -154,20 +151,52 @@ static int skipped(PyCodeObject *co)
     return s;
 }
 
-/* The innermost frame that is the program's own (new reference), or NULL. */
-static PyFrameObject *program_frame(void)
+#if PY_VERSION_HEX >= 0x030B0000
+/* The first frame from f outwards that is a Python function's, running
+ * (as PyFrame_GetBack skips them: not an entry frame of the C stack, nor
+ * one still being set up), or NULL. */
+static SW_FRAME *complete_frame(SW_FRAME *f)
 {
-    PyFrameObject *f = PyEval_GetFrame();
-    Py_XINCREF(f);
-    while (f) {
-        PyCodeObject *co = PyFrame_GetCode(f);
-        int s = skipped(co);
-        Py_DECREF(co);
-        if (!s)
-            break;
-        Py_SETREF(f, PyFrame_GetBack(f));
-    }
+#  if PY_VERSION_HEX >= 0x030C0000
+    while (f && (f->owner == FRAME_OWNED_BY_CSTACK || _PyFrame_IsIncomplete(f)))
+#  else
+    while (f && _PyFrame_IsIncomplete(f))
+#  endif
+        f = f->previous;
     return f;
+}
+#endif
+
+PyCodeObject *sw_task_running_code(void)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    SW_FRAME *f = complete_frame(sw_thread_iframe(PyThreadState_Get()));
+    return f && PyCode_Check((PyObject *)sw_frame_code(f)) ? sw_frame_code(f) : NULL;
+#else
+    PyFrameObject *f = PyEval_GetFrame();
+    return f ? f->f_code : NULL;
+#endif
+}
+
+void sw_task_record_here(int kind, long long a, long long b, long long c, const char *s1, const char *s2)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    /* The thread's frames as the evaluator keeps them: no frame object
+     * made (PyEval_GetFrame and PyFrame_GetBack make one for each). */
+    for (SW_FRAME *f = complete_frame(sw_thread_iframe(PyThreadState_Get())); f; f = complete_frame(f->previous)) {
+        PyCodeObject *co = sw_frame_code(f);
+        if (!PyCode_Check((PyObject *)co) || skipped(co) || (sw_S.gen && (sw_code_id(co, NULL) & SW_ID_SKIP)))
+            continue;
+        sw_task_record_code(kind, co, _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT), a, b, c, s1, s2);
+        return;
+    }
+    sw_task_record_code(kind, NULL, -1, a, b, c, s1, s2);
+#else
+    PyFrameObject *f = PyEval_GetFrame();   /* (borrowed: frames are objects before 3.11) */
+    while (f && skipped(f->f_code))
+        f = f->f_back;
+    sw_task_record(kind, f, a, b, c, s1, s2);
+#endif
 }
 
 /* repr(v), cut to VALUE_MAX characters (new reference, never NULL unless
@@ -189,6 +218,41 @@ static PyObject *short_repr(PyObject *v)
         Py_XDECREF(head);
     }
     return r;
+}
+
+/* The text of value v as a task event holds it (short_repr's): an int
+ * (exact, in a long long), None, True or False written into buf with no
+ * object made (repr makes a str: a third of a queue message's cost);
+ * anything else repr'd into *held (a new reference to release). NULL when
+ * out of memory. */
+typedef struct {
+    char buf[24];
+    PyObject *held;
+} value_text;
+
+static const char *text_of(PyObject *v, value_text *t)
+{
+    t->held = NULL;
+    if (v == Py_None || v == Py_True || v == Py_False)
+        return v == Py_None ? "None" : v == Py_True ? "True" : "False";
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (!overflow && !(n == -1 && PyErr_Occurred())) {   /* (by hand: snprintf costs what repr did) */
+            unsigned long long u = n < 0 ? 0ull - (unsigned long long)n : (unsigned long long)n;
+            char *p = t->buf + sizeof t->buf;
+            *--p = 0;
+            do
+                *--p = (char)('0' + u % 10);
+            while (u /= 10);
+            if (n < 0)
+                *--p = '-';
+            return p;
+        }
+        PyErr_Clear();
+    }
+    t->held = short_repr(v);
+    return t->held ? PyUnicode_AsUTF8(t->held) : NULL;
 }
 
 /* "NAME COROUTINE" (new reference): the task's asyncio name `aname` and
@@ -238,6 +302,25 @@ static int named_by_user(PyObject *task)
  * named it. 0: none. */
 static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObject **name);
 
+/* 1 if this step of task tid is its first (0 also when out of memory). */
+static int first_step_of(uint64_t tid)
+{
+    size_t byte = (size_t)(tid >> 3);
+    uint8_t bit = (uint8_t)(1u << (tid & 7));
+    if (byte >= stepped_cap) {
+        size_t was = stepped_cap;
+        uint8_t *grown = sw_array_grow(stepped, &stepped_cap, byte + 1, 1, 1024);
+        if (!grown)
+            return 0;
+        stepped = grown;
+        memset(stepped + was, 0, stepped_cap - was);
+    }
+    if (stepped[byte] & bit)
+        return 0;
+    stepped[byte] |= bit;
+    return 1;
+}
+
 /* first_step: a step of the task, whose name is checked only at its first
  * (asyncio's create_task(name=) of 3.9-3.11 names it after its creation)
  * and at its exit (set_name while it ran: its last name is the trace's). */
@@ -251,16 +334,9 @@ static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name, int fir
     }
     int fresh;
     uint64_t tid = sw_tasks_id(task, &fresh);
-    if (tid && !fresh && first_step) {   /* its name is checked at its first step, and at its exit */
-        PyObject *key = PyLong_FromUnsignedLongLong(tid);
-        int known = key ? PySet_Contains(stepped, key) : -1;
-        if (known == 0)
-            PySet_Add(stepped, key);
-        Py_XDECREF(key);
-        PyErr_Clear();
-        if (known != 0)
-            return tid;
-    }
+    if (tid && !fresh && first_step && !first_step_of(tid))   /* its name is checked at its first step, and
+                                                                * at its exit */
+        return tid;
     if (tid)
         seen(task, tid, fresh, coro, name);
     return tid;
@@ -315,10 +391,10 @@ static void exited(PyObject *task, uint64_t tid)
     PyObject *exc = PyObject_GetAttr(task, S_exception);
     int failed = exc && exc != Py_None;
     PyObject *v = failed ? Py_NewRef(exc) : exc ? PyObject_GetAttr(task, S_result) : NULL;
-    PyObject *r = v ? short_repr(v) : NULL;
-    const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+    value_text t = {.held = NULL};
+    const char *u = v ? text_of(v, &t) : NULL;
     sw_task_record(SW_K_TASK_EXIT, NULL, (long long)tid, failed, 0, u, NULL);
-    Py_XDECREF(r);
+    Py_XDECREF(t.held);
     Py_XDECREF(v);
     Py_XDECREF(exc);
     PyErr_Clear();
@@ -377,7 +453,7 @@ static void told(uint64_t tid)
 /* A done callback of a task (gather's, shield's: the handle's first
  * argument), run on that task's behalf: a task it wakes was woken by it,
  * told at its next step. 0 if the handle is none (*r untouched). */
-static int on_behalf(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames, PyObject **r)
+static int on_behalf(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames, PyObject **r)
 {
     sw_exc_state exc;
     sw_exc_save(&exc);
@@ -396,7 +472,7 @@ static int on_behalf(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObj
     return 1;
 }
 
-static PyObject *wrap_run(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     if (n < 1 || unwanted())
@@ -435,7 +511,7 @@ static PyObject *wrap_run(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, 
     return r;
 }
 
-static PyObject *wrap_init(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *wrap_init(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
@@ -459,10 +535,8 @@ static PyObject *wrap_init(sw_aio_wrap *w, PyObject *const *args, size_t nargsf,
                 PyDict_SetItem(woken_by, key, by);
             Py_XDECREF(by);
         } else {
-            PyFrameObject *f = program_frame();
-            sw_task_record(SW_K_TASK_WAKE, f, (long long)tid, 0, 0, PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel)
-                            : NULL, NULL);
-            Py_XDECREF(f);
+            sw_task_record_here(SW_K_TASK_WAKE, (long long)tid, 0, 0,
+                                PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL, NULL);
         }
         Py_DECREF(channel);
     }
@@ -497,16 +571,14 @@ static int eager(PyObject *loop)
 /* The creation of an eager task: recorded (unnamed yet) before it is
  * made, so that its first step, run as it is made, runs as the task
  * (then named, TASK_NAME, and ended or blocked as after a step). */
-static PyObject *create_eager(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+static PyObject *create_eager(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames,
                               PyObject *coro)
 {
     uint64_t tid = tables() == 0 ? sw_tasks_reserve() : 0;
     uint64_t prev = 0;
     int acted = 0;
     if (tid) {
-        PyFrameObject *f = program_frame();
-        sw_task_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0, NULL, NULL);
-        Py_XDECREF(f);
+        sw_task_record_here(SW_K_TASK_CREATE, (long long)tid, 2, 0, NULL, NULL);
         prev = sw_tasks_switch(tid, &acted);
     }
     PyErr_Clear();
@@ -532,7 +604,7 @@ static PyObject *create_eager(sw_aio_wrap *w, PyObject *const *args, size_t narg
     return task;
 }
 
-static PyObject *wrap_create(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *wrap_create(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     if (n < 1 || unwanted())
@@ -551,10 +623,8 @@ static PyObject *wrap_create(sw_aio_wrap *w, PyObject *const *args, size_t nargs
     PyObject *name = NULL;
     uint64_t tid = PyObject_IsInstance(task, task_types) == 1 ? task_id(task, coro, &name, 0) : 0;
     if (tid) {
-        PyFrameObject *f = program_frame();
-        sw_task_record(SW_K_TASK_CREATE, f, (long long)tid, 2, 0,
-                        name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL, NULL);
-        Py_XDECREF(f);
+        sw_task_record_here(SW_K_TASK_CREATE, (long long)tid, 2, 0,
+                            name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL, NULL);
         if (call_true(task, S_done))   /* eager all the same (a factory of its own) and ended at once */
             exited(task, tid);
     }
@@ -596,17 +666,17 @@ static PyObject *channel_name(PyObject *obj)
 /* A message sent (kind TASK_SEND) or received on channel `queue`. */
 static void message(int kind, PyObject *queue, PyObject *item)
 {
-    PyObject *ch = channel_name(queue), *r = short_repr(item);
-    PyFrameObject *f = program_frame();
+    PyObject *ch = channel_name(queue);
+    value_text t;
+    const char *r = text_of(item, &t);
     if (ch && r)
-        sw_task_record(kind, f, 0, 0, 0, PyUnicode_AsUTF8(ch), PyUnicode_AsUTF8(r));
-    Py_XDECREF(f);
+        sw_task_record_here(kind, 0, 0, 0, PyUnicode_AsUTF8(ch), r);
     Py_XDECREF(ch);
-    Py_XDECREF(r);
+    Py_XDECREF(t.held);
     PyErr_Clear();
 }
 
-static PyObject *wrap_put(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *wrap_put(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     if (r && PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !unwanted()) {
@@ -618,7 +688,7 @@ static PyObject *wrap_put(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, 
     return r;
 }
 
-static PyObject *wrap_get(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+static PyObject *wrap_get(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     PyObject *item = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     if (item && PyVectorcall_NARGS(nargsf) == 1 && !unwanted()) {
@@ -632,7 +702,7 @@ static PyObject *wrap_get(sw_aio_wrap *w, PyObject *const *args, size_t nargsf, 
 
 static PyObject *wrap_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    sw_aio_wrap *w = (sw_aio_wrap *)self;
+    sw_task_wrapper *w = (sw_task_wrapper *)self;
     switch (w->kind) {
     case WRAP_RUN:
         return wrap_run(w, args, nargsf, kwnames);
@@ -656,21 +726,36 @@ static PyObject *wrap_bind(PyObject *self, PyObject *obj, PyObject *type)
 
 static void wrap_dealloc(PyObject *self)
 {
-    Py_XDECREF(((sw_aio_wrap *)self)->orig);
+    Py_XDECREF(((sw_task_wrapper *)self)->orig);
     Py_TYPE(self)->tp_free(self);
 }
 
 static PyTypeObject wrap_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "stackwatch._native.asyncio_wrapper",
-    .tp_basicsize = sizeof(sw_aio_wrap),
+    .tp_basicsize = sizeof(sw_task_wrapper),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(sw_aio_wrap, vectorcall),
+    .tp_vectorcall_offset = offsetof(sw_task_wrapper, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_descr_get = wrap_bind,
     .tp_dealloc = wrap_dealloc,
-    .tp_doc = "a method of asyncio or of a queue wrapped to record task events (ext/tracer/task_wrappers.c)",
+    .tp_doc = "a method of asyncio, of a queue or of threading wrapped to record task events (ext/tracer/task_wrappers.h)",
 };
+
+PyObject *sw_task_wrapper_new(int kind, PyObject *orig, vectorcallfunc call)
+{
+    if (!PyCallable_Check(orig))
+        return PyErr_Format(PyExc_TypeError, "task wrapper: the original must be callable");
+    if (PyType_Ready(&wrap_type) < 0)
+        return NULL;
+    sw_task_wrapper *w = PyObject_New(sw_task_wrapper, &wrap_type);
+    if (!w)
+        return NULL;
+    w->kind = kind;
+    w->orig = Py_NewRef(orig);
+    w->vectorcall = call;
+    return (PyObject *)w;
+}
 
 /* hooks.asyncio_wrap(kind, original): the wrapper of Handle._run ("run"),
  * Handle.__init__ ("init"), BaseEventLoop.create_task ("create_task"), or
@@ -689,17 +774,7 @@ static PyObject *asyncio_wrap(PyObject *self, PyObject *args)
             k = i;
     if (k < 0)
         return PyErr_Format(PyExc_ValueError, "asyncio_wrap: no wrapper of kind %s", kind);
-    if (!PyCallable_Check(orig))
-        return PyErr_Format(PyExc_TypeError, "asyncio_wrap: the original must be callable");
-    if (PyType_Ready(&wrap_type) < 0)
-        return NULL;
-    sw_aio_wrap *w = PyObject_New(sw_aio_wrap, &wrap_type);
-    if (!w)
-        return NULL;
-    w->kind = k;
-    w->orig = Py_NewRef(orig);
-    w->vectorcall = wrap_vectorcall;
-    return (PyObject *)w;
+    return sw_task_wrapper_new(k, orig, wrap_vectorcall);
 }
 
 /* hooks.asyncio_setup(task_types, namer, names, block_of, skip): what
@@ -790,8 +865,9 @@ static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
     (void)unused;
     Py_CLEAR(blocked);
     Py_CLEAR(seen_names);
-    Py_CLEAR(stepped);
     Py_CLEAR(woken_by);
+    if (stepped)
+        memset(stepped, 0, stepped_cap);
     behalf = 0;
     Py_RETURN_NONE;
 }

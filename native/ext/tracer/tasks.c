@@ -10,6 +10,7 @@
  */
 #include "tasks.h"
 
+#include "base/base.h"
 #include "ext/dispatch/dispatch.h"
 #include "ext/tracer/file_events.h"
 #include "ext/tracer/thread_state.h"
@@ -24,12 +25,25 @@
 
 static PyObject *chained;      /* the greenlet trace function ours replaced */
 static int installed;          /* ours is (or was last set as) greenlet's */
-static PyObject *ids;          /* {address: (weakref, task id)} of this session */
-static uint64_t ids_gen;       /* the session ids belongs to */
+/* The task ids of this session, by object: its address (only compared),
+ * a weak reference to it (held: one it had already when there is one, so
+ * that a task costs no allocation the collector counts: two a task, the
+ * pair and the reference, brought a 10,000-task asyncio run one full
+ * collection more), its id. An address met again after its object died
+ * is given the new object. Indexed by address in the one hash table. */
+typedef struct {
+    void *addr;
+    PyObject *ref;             /* NULL: forgotten (an ended greenlet) */
+    uint64_t id;
+} task_ref;
+static task_ref *refs;
+static size_t nrefs, refs_cap;
+static sw_hashtab refs_index;
+static uint64_t ids_gen;       /* the session the table belongs to */
+static int ids_made;
 static uint64_t next_id;
 
-/* The object a weak reference refers to (new reference), or NULL. */
-static PyObject *weak_target(PyObject *wr)
+PyObject *sw_tasks_weak_target(PyObject *wr)
 {
 #if PY_VERSION_HEX >= 0x030D0000
     PyObject *o = NULL;
@@ -55,22 +69,79 @@ static int is_main(PyObject *g)
     return r;
 }
 
-static int bind(PyObject *g, PyObject *key, uint64_t id);
-
-/* The session's table of ids (made anew for a new session); 0, or -1
- * when out of memory. */
-static int ids_table(void)
+/* The session's table of ids (emptied for a new session). */
+static void ids_table(void)
 {
-    if (ids_gen != sw_S.gen || !ids) {
-        Py_XSETREF(ids, PyDict_New());
+    if (ids_gen != sw_S.gen || !ids_made) {
+        for (size_t i = 0; i < nrefs; i++)
+            Py_CLEAR(refs[i].ref);
+        nrefs = 0;
+        sw_hashtab_clear(&refs_index);
         ids_gen = sw_S.gen;
+        ids_made = 1;
         next_id = 1;
-        if (!ids) {
-            PyErr_Clear();
-            return -1;
-        }
     }
-    return 0;
+}
+
+/* The entry of address o, or SW_HT_NONE. */
+static uint32_t ref_of(PyObject *o)
+{
+    uint64_t h = sw_hash_u64((uint64_t)(uintptr_t)o);
+    uint32_t pos, i;
+    for (i = sw_hashtab_first(&refs_index, h, &pos); i != SW_HT_NONE && refs[i].addr != (void *)o;
+         i = sw_hashtab_next(&refs_index, h, &pos)) {
+    }
+    return i;
+}
+
+/* The id of entry i if it is o's (alive), else 0. */
+static uint64_t id_at(uint32_t i, PyObject *o)
+{
+    if (i == SW_HT_NONE || !refs[i].ref)
+        return 0;
+    PyObject *t = sw_tasks_weak_target(refs[i].ref);
+    Py_XDECREF(t);
+    return t == o ? refs[i].id : 0;
+}
+
+/* A weak reference to o (new reference): the first of those it has (any
+ * ref, with a callback or not: all are cleared as it dies; not a proxy),
+ * else a new one; NULL when it has
+ * none and none can be made. */
+static PyObject *weak_ref_to(PyObject *o)
+{
+    Py_ssize_t off = Py_TYPE(o)->tp_weaklistoffset;
+    if (off && !PyType_Check(o)) {   /* (3.12+: a negative offset for a class's managed list, as CPython reads it) */
+        for (PyWeakReference *r = *(PyWeakReference **)((char *)o + off); r; r = r->wr_next)
+            if (r->wr_object == o && PyWeakref_CheckRef((PyObject *)r))   /* (not a proxy) */
+                return Py_NewRef((PyObject *)r);
+    }
+    PyObject *wr = PyWeakref_NewRef(o, NULL);
+    PyErr_Clear();
+    return wr;
+}
+
+/* Gives o the task id `id` (its entry i, or SW_HT_NONE: a new one). 1 if
+ * done, 0 when out of memory. */
+static int bind_at(PyObject *o, uint32_t i, uint64_t id)
+{
+    PyObject *wr = weak_ref_to(o);
+    if (!wr)
+        return 0;
+    if (i == SW_HT_NONE) {
+        task_ref *grown = nrefs < SW_HT_NONE - 1 ? sw_array_grow(refs, &refs_cap, nrefs + 1, sizeof *refs, 256) : NULL;
+        if (!grown || sw_hashtab_add(&refs_index, sw_hash_u64((uint64_t)(uintptr_t)o), (uint32_t)nrefs) != SW_OK) {
+            refs = grown ? grown : refs;
+            Py_DECREF(wr);
+            return 0;
+        }
+        refs = grown;
+        i = (uint32_t)nrefs++;
+        refs[i] = (task_ref){.addr = o};
+    }
+    Py_XSETREF(refs[i].ref, wr);
+    refs[i].id = id;
+    return 1;
 }
 
 /* The task id of o (a greenlet, an asyncio task, ...: 0 when out of
@@ -78,37 +149,14 @@ static int ids_table(void)
 static uint64_t id_of(PyObject *g, int *fresh)
 {
     *fresh = 0;
-    if (ids_table() < 0)
-        return 0;
-    PyObject *key = PyLong_FromVoidPtr(g);
-    if (!key)
-        return 0;
-    PyObject *e = PyDict_GetItemWithError(ids, key);   /* borrowed */
-    if (e) {
-        PyObject *o = weak_target(PyTuple_GET_ITEM(e, 0));
-        Py_XDECREF(o);
-        if (o == g) {
-            Py_DECREF(key);
-            return PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(e, 1));
-        }
-    }
-    PyErr_Clear();
-    uint64_t id = next_id++;
-    *fresh = bind(g, key, id);
-    Py_DECREF(key);
+    ids_table();
+    uint32_t i = ref_of(g);
+    uint64_t id = id_at(i, g);
+    if (id)
+        return id;
+    id = next_id++;
+    *fresh = bind_at(g, i, id);
     return *fresh ? id : 0;
-}
-
-/* Gives o the task id `id` (key: o's address as an int). 1 if done, 0
- * when out of memory. */
-static int bind(PyObject *g, PyObject *key, uint64_t id)
-{
-    PyObject *wr = PyWeakref_NewRef(g, NULL);
-    PyObject *v = wr ? Py_BuildValue("(NK)", wr, (unsigned long long)id) : NULL;
-    int ok = v && PyDict_SetItem(ids, key, v) == 0;
-    PyErr_Clear();
-    Py_XDECREF(v);
-    return ok;
 }
 
 uint64_t sw_tasks_id(PyObject *o, int *fresh)
@@ -118,40 +166,21 @@ uint64_t sw_tasks_id(PyObject *o, int *fresh)
 
 uint64_t sw_tasks_reserve(void)
 {
-    return ids_table() < 0 ? 0 : next_id++;
+    ids_table();
+    return next_id++;
 }
 
 int sw_tasks_bind(PyObject *o, uint64_t id)
 {
-    if (ids_table() < 0)
-        return 0;
-    PyObject *key = PyLong_FromVoidPtr(o);
-    int ok = key && bind(o, key, id);
-    Py_XDECREF(key);
-    PyErr_Clear();
-    return ok;
+    ids_table();
+    return bind_at(o, ref_of(o), id);
 }
 
 uint64_t sw_tasks_known(PyObject *o)
 {
-    if (ids_gen != sw_S.gen || !ids || PyDict_GET_SIZE(ids) == 0)
+    if (ids_gen != sw_S.gen || !ids_made || !nrefs)
         return 0;
-    PyObject *key = PyLong_FromVoidPtr(o);
-    if (!key) {
-        PyErr_Clear();
-        return 0;
-    }
-    uint64_t id = 0;
-    PyObject *e = PyDict_GetItemWithError(ids, key);   /* borrowed */
-    if (e) {
-        PyObject *t = weak_target(PyTuple_GET_ITEM(e, 0));
-        Py_XDECREF(t);
-        if (t == o)
-            id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(e, 1));
-    }
-    PyErr_Clear();
-    Py_DECREF(key);
-    return id;
+    return id_at(ref_of(o), o);
 }
 
 /* g's task id (0 for a main greenlet, or when out of memory); *fresh set
@@ -166,11 +195,10 @@ static uint64_t task_of(PyObject *g, int *fresh)
 static void forget_if_dead(PyObject *g)
 {
     PyObject *dead = PyObject_GetAttrString(g, "dead");
-    if (dead == Py_True && ids) {
-        PyObject *key = PyLong_FromVoidPtr(g);
-        if (key && PyDict_DelItem(ids, key) < 0)
-            PyErr_Clear();
-        Py_XDECREF(key);
+    if (dead == Py_True && ids_made && ids_gen == sw_S.gen) {
+        uint32_t i = ref_of(g);
+        if (i != SW_HT_NONE)
+            Py_CLEAR(refs[i].ref);
     }
     PyErr_Clear();
     Py_XDECREF(dead);
@@ -186,6 +214,23 @@ static struct {
     int lasti, line;
 } line_cache[LINE_CACHE];
 
+/* The line of code co at instruction `lasti` (a frame's, or -1: from
+ * frame f), through the table. */
+static int line_at(PyCodeObject *co, int lasti, PyFrameObject *f)
+{
+    size_t slot = (((uintptr_t)co >> 4) ^ (unsigned)lasti * 2654435761u) % LINE_CACHE;
+    if (lasti >= 0 && line_cache[slot].code == co && line_cache[slot].lasti == lasti)
+        return line_cache[slot].line;
+    int line = f ? PyFrame_GetLineNumber(f) : PyCode_Addr2Line(co, lasti);
+    if (lasti >= 0) {
+        Py_INCREF(co);
+        Py_XSETREF(line_cache[slot].code, co);
+        line_cache[slot].lasti = lasti;
+        line_cache[slot].line = line;
+    }
+    return line;
+}
+
 static int frame_line(PyFrameObject *f)
 {
 #if PY_VERSION_HEX >= 0x030B0000
@@ -194,21 +239,8 @@ static int frame_line(PyFrameObject *f)
     int lasti = f->f_lasti;
 #endif
     PyCodeObject *co = PyFrame_GetCode(f);
-    size_t slot = (((uintptr_t)co >> 4) ^ (unsigned)lasti * 2654435761u) % LINE_CACHE;
-    int line;
-    if (lasti >= 0 && line_cache[slot].code == co && line_cache[slot].lasti == lasti) {
-        line = line_cache[slot].line;
-        Py_DECREF(co);
-        return line;
-    }
-    line = PyFrame_GetLineNumber(f);
-    if (lasti >= 0) {
-        Py_XSETREF(line_cache[slot].code, co);   /* (the reference given by PyFrame_GetCode) */
-        line_cache[slot].lasti = lasti;
-        line_cache[slot].line = line;
-    } else {
-        Py_DECREF(co);
-    }
+    int line = line_at(co, lasti, f);
+    Py_DECREF(co);
     return line;
 }
 
@@ -228,6 +260,12 @@ static void task_record(int kind, PyFrameObject *f, long long a, long long b, lo
 void sw_task_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1, const char *s2)
 {
     task_record_at(kind, f, NULL, -1, a, b, c, s1, s2);
+}
+
+void sw_task_record_code(int kind, PyCodeObject *co, int offset, long long a, long long b, long long c,
+                         const char *s1, const char *s2)
+{
+    task_record_at(kind, NULL, co, co && offset >= 0 ? line_at(co, offset, NULL) : -1, a, b, c, s1, s2);
 }
 
 uint64_t sw_task_running(void)

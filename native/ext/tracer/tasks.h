@@ -16,6 +16,9 @@
  * ("greenlet worker"). The hook's slow path calls it. */
 void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co);
 
+/* The object a weak reference refers to (new reference), or NULL. */
+PyObject *sw_tasks_weak_target(PyObject *wr);
+
 /* The task id of o (an asyncio task, a greenlet; weakly held), given when
  * first met in the session (*fresh set then); 0 when out of memory. */
 uint64_t sw_tasks_id(PyObject *o, int *fresh);
@@ -43,6 +46,12 @@ uint64_t sw_tasks_switch(uint64_t to, int *acted);
  * whose code is (borrowed; NULL: nowhere). Fields as sw_evdata's. Clears
  * any error it meets. */
 void sw_task_record(int kind, PyFrameObject *f, long long a, long long b, long long c, const char *s1, const char *s2);
+
+/* The same, located at code co, at its instruction `offset` (in bytes, as
+ * PyCode_Addr2Line takes it; its line kept in a table: reading it walks
+ * the code's line table); co NULL: nowhere. */
+void sw_task_record_code(int kind, PyCodeObject *co, int offset, long long a, long long b, long long c,
+                         const char *s1, const char *s2);
 
 /* The task the thread runs now (0: itself). */
 uint64_t sw_task_running(void);

@@ -12,7 +12,7 @@ with what the mechanisms reachable only from Python must be:
 - gc.callbacks: one entry while GC events are wanted;
 - threading.Thread._bootstrap_inner wrapped while thread events are wanted;
 - greenlet.settrace(hooks.greenlet_trace) while task events are wanted
-  (when greenlet is installed; the callback it replaces is chained), and
+  (once the program imports greenlet; the callback it replaces is chained), and
   greenlet's switch() replaced by hooks.greenlet_switch_wrap's, which marks
   the value a switch passes as its message;
 - sys.settrace replaced while the C trace hook is on (3.9-3.11), so that a
@@ -30,6 +30,7 @@ from .. import _native
 from . import monitoring
 from . import task_channels, task_runtimes
 from . import task_hooks as task_hooks_mod
+from .task_imports import when_imported
 
 _hooks = _native.hooks
 _warned = set()
@@ -91,27 +92,28 @@ def _switch_settrace(on):
 
 def _switch_greenlet_trace(on):
     """greenlet.settrace is the thread's: the callback goes on the thread
-    that switches task events on (the one that starts tracing). The
-    callback it replaces is called by ours after each switch."""
+    that switches task events on (the one that starts tracing), or, when
+    greenlet is not imported yet, on the one that imports it (task_imports:
+    greenlet is not imported for this). The callback it replaces is called
+    by ours after each switch."""
     if on and not _hooks.greenlet_trace_on():
-        try:
-            import greenlet
-        except ImportError:
-            return   # no greenlets, no greenlet switches
-        except Exception as e:
-            _warn(f"cannot import greenlet to record its switches: {e}")
-            return
-        _hooks.greenlet_trace_chain(greenlet.settrace(_hooks.greenlet_trace))
-        try:
-            _hooks.greenlet_switch_wrap(greenlet.greenlet, True)
-        except Exception as e:
-            _warn(f"cannot record the values greenlet switches pass: {e}")
+        when_imported("greenlet", _greenlet_imported)
     elif not on and _hooks.greenlet_trace_on():
         import greenlet
         prev = _hooks.greenlet_trace_off()
         if greenlet.gettrace() is _hooks.greenlet_trace:
             greenlet.settrace(prev)
         _hooks.greenlet_switch_wrap(greenlet.greenlet, False)
+
+
+def _greenlet_imported(greenlet):
+    if _hooks.greenlet_trace_on():
+        return
+    _hooks.greenlet_trace_chain(greenlet.settrace(_hooks.greenlet_trace))
+    try:
+        _hooks.greenlet_switch_wrap(greenlet.greenlet, True)
+    except Exception as e:
+        _warn(f"cannot record the values greenlet switches pass: {e}")
 
 
 def _bootstrap_inner(self):

@@ -30,6 +30,7 @@ import weakref
 
 from .. import _native
 from . import task_hooks
+from .task_imports import when_imported
 
 _ends = weakref.WeakKeyDictionary()        # a pipe's end -> (pipe id, its number 1 or 2, duplex, the other end)
 _first = {}                                # (pipe id, sender's end) -> the first send since a receiver blocked
@@ -58,8 +59,12 @@ def _message(kind, channel, value):
 
 def install(wrap):
     """Wraps the pipes' methods with task_hooks' wrap(owner, name, make),
-    which puts them back when task events stop."""
-    import multiprocessing.connection as mc
+    which puts them back when task events stop: now, or when the program
+    imports multiprocessing.connection (task_imports.py)."""
+    when_imported("multiprocessing.connection", lambda mc: _install_pipes(mc, wrap))
+
+
+def _install_pipes(mc, wrap):
     wrap(mc, "Pipe", _pipe)
     base = getattr(mc, "_ConnectionBase", mc.Connection)
     for name in ("send", "send_bytes"):

@@ -21,9 +21,11 @@ are wrapped (and put back after):
   Thread._bootstrap (the thread's whole run) its exit, with the exception
   threading.excepthook saw (wrapped) if any, and the wake of the threads
   in its join() (Thread.join: their block);
-- threading.Condition.wait and notify: a thread's block (on a queue, an
-  Event, a Semaphore, or the Condition, read from wait's caller) and its
-  wake by the thread that notifies it (the first n in wait);
+- threading.Condition.wait and notify (C wrappers: ext/tracer/task_conditions.c,
+  no Python run while a queue's lock is held, but _cond_what once per
+  Condition and caller): a thread's block (on a queue, an Event, a
+  Semaphore, or the Condition, read from wait's caller) and its wake by
+  the thread that notifies it (the first n in wait);
 - multiprocessing's pipes: task_channels.py; trio and uvloop: task_runtimes.py;
 - threading's Lock and RLock (C types): their acquire, release, __enter__
   and __exit__ are ext/tracer/task_locks.c's (hooks.lock_wrap): a block on
@@ -41,6 +43,8 @@ import time
 import weakref
 
 from .. import _native
+from . import task_imports
+from .task_imports import when_imported
 
 _hooks = _native.hooks
 # The dispatch kinds (ext/dispatch/kinds.h) by name.
@@ -62,10 +66,9 @@ _saved = []          # (owner, attribute, original, wrapper) of what is wrapped 
 _blocked = weakref.WeakKeyDictionary()   # trio task -> (its task id, what it waits on), while it waits (asyncio's: C's)
 _failed = weakref.WeakKeyDictionary()    # thread -> repr of the exception its run raised
 _starts = weakref.WeakKeyDictionary()    # thread started -> (creating task, creating thread's native id, where)
-# id of a Condition -> native ids of the threads in its wait(), in order; id
-# of a thread -> those in its join(). By id: an entry lives only while a
-# thread waits, which holds the object alive (no weak reference to make).
-_waiters = {}
+# id of a thread -> native ids of the threads in its join(), in order. By
+# id: an entry lives only while a thread waits, which holds the thread
+# alive (no weak reference to make).
 _joiners = {}
 threading_get_native_id = threading_current = threading_file = None
 _names = weakref.WeakKeyDictionary()     # obj -> (name, group) given by stackwatch.name()
@@ -83,16 +86,16 @@ def switch(on, more=()):
     if on and not _saved:
         try:
             _install()
-            _live_at_start()
             for m in more:
                 m.install(_wrap)
         except Exception as e:   # never into the program
             print(f"stackwatch: warning: cannot record asyncio and thread task events: {e}", file=sys.stderr)
     elif not on and _saved:
         _hooks.lock_wrap(_lock_types(), False, None, None)
+        task_imports.forget()
         for m in more:
             m.forget()
-        for table in (_blocked, _failed, _starts, _waiters, _joiners, _woken_by, _cond_seen):   # (a next session gives new ids)
+        for table in (_blocked, _failed, _starts, _joiners, _woken_by):   # (a next session gives new ids)
             table.clear()
         _hooks.asyncio_reset()
         while _saved:
@@ -119,32 +122,47 @@ def _wrap(owner, name, make, inherited=False):
 
 
 def _install():
-    global _skip
-    import asyncio
-    import asyncio.base_events
-    import queue
+    """threading's wrappers now; asyncio's and queue's now or when the
+    program imports them (task_imports.py: a program with no asyncio
+    does not import it for this)."""
+    global _skip, threading_get_native_id, threading_current, threading_file
     import threading
+    lib = os.path.dirname(threading.__file__) + os.sep
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    _skip = (os.path.dirname(asyncio.__file__) + os.sep, threading.__file__, queue.__file__, here)
-    task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
-    _hooks.asyncio_setup(task_types, _task_name, _names.data, _waits_on, tuple(_skip))
-    _wrap(asyncio.events.Handle, "_run", lambda orig: _hooks.asyncio_wrap("run", orig))
-    _wrap(asyncio.events.Handle, "__init__", lambda orig: _hooks.asyncio_wrap("init", orig))
-    _wrap(asyncio.base_events.BaseEventLoop, "create_task", lambda orig: _hooks.asyncio_wrap("create_task", orig))
-    for q in (asyncio.Queue, queue.Queue):
-        _wrap(q, "_put", lambda orig: _hooks.asyncio_wrap("put", orig))
-        _wrap(q, "_get", lambda orig: _hooks.asyncio_wrap("get", orig))
-    global threading_get_native_id, threading_current, threading_file
+    _skip = (lib + "asyncio" + os.sep, threading.__file__, lib + "queue.py", here)
+    _hooks.asyncio_setup((), _task_name, _names.data, _waits_on, tuple(_skip))   # (no task types until asyncio)
     threading_get_native_id, threading_current = threading.get_native_id, threading.current_thread
     threading_file = threading.__file__
     _wrap(threading.Thread, "start", _thread_start)
     _wrap(threading.Thread, "_set_native_id", _thread_set_native_id)
     _wrap(threading.Thread, "_bootstrap", _thread_bootstrap)
     _wrap(threading, "excepthook", _excepthook)
-    _wrap(threading.Condition, "wait", _cond_wait)
-    _wrap(threading.Condition, "notify", _cond_notify)
+    _hooks.cond_setup(_cond_what, threading.__file__, frozenset(_COND_OWN))
+    _wrap(threading.Condition, "wait", lambda orig: _hooks.cond_wrap("wait", orig))
+    _wrap(threading.Condition, "notify", lambda orig: _hooks.cond_wrap("notify", orig))
     _wrap(threading.Thread, "join", _thread_join)
     _hooks.lock_wrap(_lock_types(), True, threading.__file__, channel_name)
+    when_imported("queue", _install_queue)
+    when_imported("asyncio", _install_asyncio)
+
+
+def _install_queue(queue):
+    _wrap(queue.Queue, "_put", lambda orig: _hooks.asyncio_wrap("put", orig))
+    _wrap(queue.Queue, "_get", lambda orig: _hooks.asyncio_wrap("get", orig))
+
+
+def _install_asyncio(asyncio):
+    """asyncio's wrappers, and its tasks alive now (those of this thread's
+    loops) defined."""
+    import asyncio.base_events
+    task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
+    _hooks.asyncio_setup(task_types, _task_name, _names.data, _waits_on, tuple(_skip))
+    _wrap(asyncio.events.Handle, "_run", lambda orig: _hooks.asyncio_wrap("run", orig))
+    _wrap(asyncio.events.Handle, "__init__", lambda orig: _hooks.asyncio_wrap("init", orig))
+    _wrap(asyncio.base_events.BaseEventLoop, "create_task", lambda orig: _hooks.asyncio_wrap("create_task", orig))
+    _wrap(asyncio.Queue, "_put", lambda orig: _hooks.asyncio_wrap("put", orig))
+    _wrap(asyncio.Queue, "_get", lambda orig: _hooks.asyncio_wrap("get", orig))
+    _live_at_start()
 
 
 def _lock_types():
@@ -450,72 +468,25 @@ def _forget(table, k, me):
             table.pop(k, None)
 
 
-# A Condition's wait and notify: what the program waits on is read from
-# the caller: a queue's get or put, an Event's wait or set, a Semaphore,
-# else the Condition itself.
+# A Condition's wait and notify (C: ext/tracer/task_conditions.c): what
+# the program waits on is read from the caller: a queue's get or put, an
+# Event's wait or set, a Semaphore, else the Condition itself.
 _COND_CALLERS = {("queue.py", "get"): "queue", ("queue.py", "put"): "queue", ("queue.py", "join"): "queue",
                  ("queue.py", "task_done"): "queue", ("threading.py", "wait"): "event",
                  ("threading.py", "set"): "event", ("threading.py", "acquire"): "lock",
                  ("threading.py", "release"): "lock", ("threading.py", "_wait"): "condition"}
-_COND_OWN = ("notify_all", "notifyAll", "wait_for")
-
-
-_cond_seen = {}   # ids of (a Condition, its caller's code) -> (weakref to it, the code, names_gen, what _cond_what said)
-names_gen = 0     # +1 at each stackwatch.name(): the channel names kept in _cond_seen are stale
-COND_SEEN_MAX = 4096
+_COND_OWN = ("notify_all", "notifyAll", "wait_for")   # threading's callers of wait and notify for the program
 
 
 def _cond_what(cond, f):
     """(reason number, channel name) of a Condition's wait or notify called
-    from frame f. The same for the same Condition and caller's code (a
-    queue's get, an Event's wait): kept, since a queue waits and notifies
-    with its lock held, and the frame's locals cost."""
-    while f is not None and f.f_code.co_name in _COND_OWN and f.f_code.co_filename == threading_file:
-        f = f.f_back
-    code = f and f.f_code
-    key = (id(cond), id(code))   # (a code object's hash reads all its bytecode)
-    seen = _cond_seen.get(key)
-    if seen is not None and seen[0]() is cond and seen[1] is code and seen[2] == names_gen:
-        return seen[3]
+    from frame f (threading's own callers skipped; None: none). C keeps it
+    by Condition and caller's code (a queue waits and notifies with its
+    lock held, and the frame's locals cost)."""
     what = f and _COND_CALLERS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))
     this = f.f_locals.get("self") if what and f.f_code.co_filename.startswith(_skip) else None
-    out = ((_reason(what), channel_name(this)) if this is not None and this is not cond
-           else (_reason("condition"), channel_name(cond)))
-    if len(_cond_seen) >= COND_SEEN_MAX:
-        _cond_seen.clear()
-    _cond_seen[key] = (weakref.ref(cond), code, names_gen, out)
-    return out
-
-
-def _cond_wait(orig):
-    def wait(self, timeout=None):
-        what = None   # (the lock is held: no notify comes before this thread is listed)
-        try:
-            f = sys._getframe(1)
-            what = (*_cond_what(self, f), _where(f))
-        except Exception:
-            pass
-        return _blocked_in(_waiters, self, what, orig, self, timeout)
-    return wait
-
-
-def _cond_notify(orig):
-    def notify(self, n=1):
-        if not self._waiters:   # nobody waits (most notifies of a queue): nobody is woken
-            return orig(self, n)
-        try:
-            ids = _waiters.get(id(self))
-            if ids:
-                f = sys._getframe(1)
-                _, channel = _cond_what(self, f)
-                where = _where(f)
-                for native_id in ids[:n]:   # the first n waiters are woken (its waiters are in order)
-                    _event("task_wake", 0, 0, native_id, channel, None, where)
-                del ids[:n]
-        except Exception:
-            pass
-        return orig(self, n)
-    return notify
+    return ((_reason(what), channel_name(this)) if this is not None and this is not cond
+            else (_reason("condition"), channel_name(cond)))
 
 
 def _excepthook(orig):

@@ -1,8 +1,7 @@
 """Other runtimes' tasks as task events (issue 22): trio (through its
 Instrument API) and uvloop (its loop's call_soon and create_task), when
 they are installed. Neither is imported for it: each is hooked when the
-program imports it (a finder on sys.meta_path, while task events are
-wanted) or at once when it already has.
+program imports it or at once when it already has (task_imports.py).
 
 trio: trio.run and trio.lowlevel.start_guest_run (trio's run loop driven
 by another event loop) get one more instrument. A trio task is a task (TASK_CREATE
@@ -31,94 +30,21 @@ import sys
 
 from .. import _native
 from . import task_hooks
+from .task_imports import when_imported
 
 _hooks = _native.hooks
 TRIO_KIND = 4   # TASK_CREATE's kind for a trio task (task_hooks.TASK_KINDS)
-_finder = None
 
 
 def install(wrap):
     """Hooks trio and uvloop now or when imported; wrap is task_hooks' (it
     puts back what it wraps when task events stop)."""
-    global _finder
-    hooks = {"trio": lambda m: _install_trio(m, wrap), "uvloop": lambda m: _install_uvloop(m, wrap)}
-    for name, hook in list(hooks.items()):
-        if name in sys.modules:
-            del hooks[name]
-            try:
-                hook(sys.modules[name])
-            except Exception as e:
-                print(f"stackwatch: warning: cannot record {name}'s tasks: {e}", file=sys.stderr)
-    if hooks and _finder is None:
-        _finder = _AfterImport(hooks)
-        sys.meta_path.insert(0, _finder)
+    when_imported("trio", lambda m: _install_trio(m, wrap))
+    when_imported("uvloop", lambda m: _install_uvloop(m, wrap))
 
 
 def forget():
-    """Task events stop: the finder goes."""
-    global _finder
-    if _finder is not None:
-        try:
-            sys.meta_path.remove(_finder)
-        except ValueError:
-            pass
-        _finder = None
-
-
-class _AfterImport:
-    """A finder that lets the other finders find a module and calls a hook
-    with it once it has run (its loader put back first: the module sees
-    its own)."""
-
-    def __init__(self, hooks):
-        self._hooks = hooks
-        self._busy = False
-
-    def find_spec(self, name, path=None, target=None):
-        if name not in self._hooks or self._busy:
-            return None
-        # The other finders asked in turn, as the import system does
-        # (importlib.util is not imported: on 3.9 it imports importlib.abc,
-        # whose registrations invalidate every ABC's isinstance cache, which
-        # changes the calls a traced program makes).
-        self._busy = True
-        spec = None
-        try:
-            for finder in list(sys.meta_path):
-                find = getattr(finder, "find_spec", None) if finder is not self else None
-                spec = find(name, path, target) if find else None
-                if spec is not None:
-                    break
-        except Exception:
-            return None
-        finally:
-            self._busy = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        spec.loader = _Then(spec.loader, self._hooks.pop(name))
-        return spec
-
-    def invalidate_caches(self):
-        pass
-
-
-class _Then:
-    def __init__(self, loader, then):
-        self._loader, self._then = loader, then
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        module.__loader__ = module.__spec__.loader = self._loader
-        self._loader.exec_module(module)
-        try:
-            self._then(module)
-        except Exception as e:   # never into the program
-            print(f"stackwatch: warning: cannot record {module.__name__}'s tasks: {e}", file=sys.stderr)
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
+    """Task events stop (task_imports forgets the hooks not run)."""
 
 
 # ---- trio ----

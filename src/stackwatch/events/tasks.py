@@ -29,7 +29,7 @@ def name(obj, name, group=None):
         raise TypeError("stackwatch.name(obj, name, group=None): name and group must be str")
     try:
         task_hooks._names[obj] = (name, group)
-        task_hooks.names_gen += 1
+        _native.hooks.task_names_changed()   # (the channel names C keeps are stale)
     except TypeError:
         raise TypeError(f"stackwatch.name: a {type(obj).__name__} cannot be named "
                         "(it cannot be weakly referenced)") from None

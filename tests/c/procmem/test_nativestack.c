@@ -339,6 +339,7 @@ typedef struct parker {
     pthread_t th;
     int native;              /* captures (the native user) instead of parking */
     int ok, moved;           /* requests answered; of those, ones the thread ran during */
+    int released;            /* ... releases that found the thread still parked */
 } parker;
 
 /* Parks the counting thread 100 times; while it is parked its count must
@@ -356,7 +357,7 @@ static void *parker_main(void *arg)
             usleep(100);
             p->moved += atomic_load(&ticks) != a;
             p->ok++;
-            sw_nstack_release();
+            p->released += sw_nstack_release();
         }
         usleep(300);
     }
@@ -388,6 +389,17 @@ TEST(parkers_and_a_capturer_take_turns)
     for (int i = 0; i < 3; i++) {
         CHECK_MSG(ps[i].ok >= 90, "requester %d: %d of 100 answered", i, ps[i].ok);
         CHECK_MSG(ps[i].moved == 0, "requester %d: the thread ran while parked %d times", i, ps[i].moved);
+        CHECK_MSG(ps[i].released == ps[i].ok, "requester %d: %d of %d releases found it parked", i,
+                  ps[i].released, ps[i].ok);
+    }
+    /* Parked longer than SW_NSTACK_PARK_MAX_NS, it goes on by itself, and
+     * the release says so (what was read meanwhile may be torn). */
+    if (sw_nstack_park(atomic_load(&count_tid), 20000000ull) == SW_OK) {
+        long b = atomic_load(&ticks);
+        for (int i = 0; i < 1000 && atomic_load(&ticks) == b; i++)
+            usleep(1000);
+        CHECK(atomic_load(&ticks) != b);
+        CHECK(sw_nstack_release() == 0);
     }
     /* Released, it runs on (within a second on a loaded machine). */
     long a = atomic_load(&ticks);

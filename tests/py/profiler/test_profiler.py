@@ -443,6 +443,55 @@ def test_stacks_changing_fast_never_crash():
     assert st["failed"] <= max(5, st["samples"] // 50), st
 
 
+def fib_depth(n, depth, deepest):
+    """fib(n) at `depth` frames below the caller; the deepest depth reached
+    goes into deepest[0]."""
+    if depth > deepest[0]:
+        deepest[0] = depth
+    return n if n < 2 else fib_depth(n - 1, depth + 1, deepest) + fib_depth(n - 2, depth + 1, deepest)
+
+
+@pytest.mark.timing
+def test_parked_ahead_of_the_walk(monkeypatch):
+    """A thread whose walks keep tearing (deep, fast recursion on a quiet
+    machine) is parked before its walk, not after a walk wasted on it
+    (pystack.c, "Parking ahead"). STACKWATCH_TEST_PARK_AHEAD=1 takes that
+    path for every sample of the thread holding the GIL, however busy the
+    machine: its samples are still whole stacks of this run (every frame
+    under this test function a fib_depth, no deeper than the recursion
+    went), and fail no more often than the parks after a torn walk do."""
+    monkeypatch.setenv("STACKWATCH_TEST_PARK_AHEAD", "1")
+    deepest = [0]
+    with Profiler(interval="1ms") as p:
+        end = time.perf_counter() + 0.4
+        while time.perf_counter() < end:
+            fib_depth(18, 1, deepest)
+    st = p.stats()
+    # (the test's mode waits for the park as long as after a torn walk:
+    # none is late; the main thread is walked unparked only in a round
+    # where another thread held the GIL, and then it cannot run on)
+    assert st["parked_ahead"] > 0 and st["park_late"] == 0, st
+    assert st["torn"] <= max(2, st["samples"] // 50), st
+    assert st["failed"] <= max(5, st["samples"] // 50), st
+    me = p.tree(threading.get_ident())
+
+    def check(node, depth):
+        """depth: fib_depth frames above node, or None above this test."""
+        if node["name"] == "fib_depth":
+            assert depth is not None and depth + 1 <= deepest[0], node
+            depth += 1
+        elif depth is not None:
+            assert node["name"] in ("test_parked_ahead_of_the_walk", "perf_counter"), node   # (the loop's clock)
+            assert node["name"] == "perf_counter" or depth == 0, node
+        elif node["name"] == "test_parked_ahead_of_the_walk":
+            depth = 0
+        for c in node.get("children", ()):
+            check(c, depth)
+
+    check(me, None)
+    assert count_of(me, "fib_depth") > st["samples"] // 2, st
+
+
 def churn(seconds):
     """Calls fib(12) over and over (a stack that changes all the time) for
     `seconds` of this thread's CPU time."""

@@ -37,14 +37,13 @@ The rule, exactly:
   one), which may run with no event of its own before it switches on. The
   rest of the rule applies to this merged stack unchanged; a thread
   without tasks has one track and no switch.
-- (With tasks only.) Switching task events on imports greenlet, from
-  stackwatch's own frames once tracing has begun: the trace holds that
-  import (as frames with nothing outside them), then nothing until the
-  program's first frame, while stackwatch goes on with its start-up, whose
-  samples hold the stdlib frames it calls (json, imports), cut at
-  stackwatch's frames. A sample whose round starts before the program's
-  first frame while the trace has nothing open is that start-up: counted,
-  not checked.
+- (With tasks only.) Task events hook greenlet as the program imports it
+  (a finder in C: no frame of stackwatch's inside the program's import);
+  switching them on runs stackwatch's start-up once tracing has begun,
+  whose samples hold the stdlib frames it calls, cut at stackwatch's
+  frames, while the trace has nothing open until the program's first
+  frame. A sample whose round starts before the program's first frame
+  while the trace has nothing open is that start-up: counted, not checked.
 - Frames that the trace leaves out by design are handled exactly, not
   skipped: the launcher's frames of `-m` (runpy's, outermost; the trace
   never holds a runpy frame); (3.11+) a generator's frame while it is
@@ -224,9 +223,9 @@ def compare(path):
     return checked, differ, skipped
 
 
-def run_sampled(tmp_path, args, name, cwd=None, interval="200us"):
+def run_sampled(tmp_path, args, name, cwd=None, env=None, interval="200us"):
     out = str(tmp_path / f"{name}.swt")
-    r = run(["run", f"--sample={interval}", "-o", out, *args], cwd=cwd)
+    r = run(["run", f"--sample={interval}", "-o", out, *args], cwd=cwd, env=env)
     assert r.returncode == 0, r.stderr
     return out
 
@@ -254,6 +253,22 @@ def test_generators_coroutines_threads_exceptions(tmp_path):
     leaves = {s.stack[-1].name for s in t.samples() if s.stack}
     assert {"iter_child_nodes", "flatten", "leaf"} & leaves
     assert len({s.thread for s in t.samples()}) == 2
+
+
+@pytest.mark.timing
+def test_parked_ahead_of_the_walk(tmp_path):
+    """The same program with every sample of the thread holding the GIL
+    taken parked before any walk (STACKWATCH_TEST_PARK_AHEAD=1: what a
+    thread whose walks keep tearing gets, pystack.c "Parking ahead"; its
+    reads guessed from the thread's last walk, its code objects' headers
+    from its last parked one): every sample is still a stack the trace had
+    open."""
+    path = run_sampled(tmp_path, [str(PROGRAMS / "gen_shapes.py"), "5", "3"], "ahead",
+                       env={"STACKWATCH_TEST_PARK_AHEAD": "1"})
+    checked, differ, skipped = compare(path)
+    report("gen_shapes parked ahead", checked, differ, skipped)
+    assert not differ
+    assert checked >= 50
 
 
 @pytest.mark.timing

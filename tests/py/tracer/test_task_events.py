@@ -707,6 +707,61 @@ def test_lock_convoy_equals_the_programs_log(tmp_path):
             assert block["t_ns"] <= wake["t_ns"]
 
 
+# More locks waited on at once than task_locks.c once kept (64): 70
+# threads, each asleep on a lock of its own that the main thread holds,
+# then all let in. Every block and every wake is recorded, by its lock.
+MANY_LOCKS = LOCKS.split("log = []")[0] + r'''
+locks = [threading.Lock() for _ in range(70)]
+for i, lock in enumerate(locks):
+    stackwatch.name(lock, f"lock-{i}")
+    lock.acquire()
+def worker(lock):
+    with lock:
+        pass
+threads = [threading.Thread(target=worker, args=(lock,), name=f"t-{i}") for i, lock in enumerate(locks)]
+for t in threads:
+    t.start()
+for t in threads:
+    while not asleep_on_a_lock(t):
+        time.sleep(0.0005)
+for lock in locks:
+    lock.release()
+for t in threads:
+    t.join()
+'''
+
+
+@pytest.mark.versions("3.12")   # (task_locks.c's table: the same C on every version)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task/T/syscall")
+def test_more_locks_waited_on_than_64_are_all_recorded(tmp_path):
+    swt, _ = run_traced(tmp_path, MANY_LOCKS, "--events", "tasks")
+    doc = read_task_events(swt)
+    for kind in ("block", "wake"):
+        got = {(e["task"], e["channel"]) for e in doc["events"] if e["kind"] == kind and e["channel"].startswith("lock-")}
+        assert got == {(f"t-{i}", f"lock-{i}") for i in range(70)}, kind
+
+
+# The values a queue passes are recorded as their repr, those written
+# without repr (ints that fit in 64 bits, None, True, False) included.
+VALUES = r'''
+import queue
+q = queue.Queue()
+for v in VALUES:
+    q.put(v)
+for v in VALUES:
+    q.get()
+'''
+QUEUED = [-5, 0, 2**70, -2**63, 2**63 - 1, True, False, None, 7, "x", 1.5]
+
+
+@pytest.mark.versions("3.12")   # (task_wrappers.c: the same C on every version)
+def test_queued_values_are_their_reprs(tmp_path):
+    swt, _ = run_traced(tmp_path, f"VALUES = {QUEUED!r}\n" + VALUES, "--events", "tasks")
+    doc = read_task_events(swt)
+    for kind in ("send", "receive"):
+        assert [e["value"] for e in doc["events"] if e["kind"] == kind] == [repr(v) for v in QUEUED], kind
+
+
 # A factorial through multiprocessing pipes between two threads of one
 # process (a one-way pipe named "numbers", and a duplex one's bytes), and
 # the result handed to the main thread through the program's own channel
