@@ -135,20 +135,49 @@ sw_sample_code *sw_codecache_fresh(sw_codecache *c, uint64_t addr, uint64_t roun
     return &e->info;
 }
 
+/* What an entry is confirmed against: a code object's header as read. */
+typedef struct header {
+    uint64_t name, qualname, filename, linetable;
+    int32_t line;
+} header;
+
+/* hdr's fields; 0 if hdr is not a code object's. */
+static int read_header(const sw_py_layout *l, const unsigned char *hdr, header *h)
+{
+    if (l->code_type && ptr_at(hdr, l->ob_type) != l->code_type)
+        return 0;
+    h->name = ptr_at(hdr, l->code_name);
+    h->qualname = ptr_at(hdr, l->code_qualname);
+    h->filename = ptr_at(hdr, l->code_filename);
+    memcpy(&h->line, hdr + l->code_firstlineno, sizeof h->line);
+    h->linetable = l->linetable_kind ? ptr_at(hdr, l->code_linetable) : 0;
+    return 1;
+}
+
+static int confirms(const entry *e, const header *h)
+{
+    return e->name_ptr == h->name && e->qualname_ptr == h->qualname && e->filename_ptr == h->filename &&
+           e->info.firstlineno == h->line && e->linetable_ptr == h->linetable;
+}
+
+int sw_codecache_known(const sw_codecache *c, const sw_py_layout *l, uint64_t addr, const unsigned char *hdr)
+{
+    header h;
+    const entry *e = find(c, addr);
+    return e && read_header(l, hdr, &h) && confirms(e, &h);
+}
+
 sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout *l, uint64_t addr,
                                const unsigned char *hdr, uint64_t round)
 {
-    if (l->code_type && ptr_at(hdr, l->ob_type) != l->code_type)
+    header h;
+    if (!read_header(l, hdr, &h))
         return NULL;
-    uint64_t name = ptr_at(hdr, l->code_name), qualname = ptr_at(hdr, l->code_qualname),
-             filename = ptr_at(hdr, l->code_filename);
-    int32_t line;
-    memcpy(&line, hdr + l->code_firstlineno, sizeof line);
-    uint64_t linetable = l->linetable_kind ? ptr_at(hdr, l->code_linetable) : 0;
+    uint64_t name = h.name, qualname = h.qualname, filename = h.filename, linetable = h.linetable;
+    int32_t line = h.line;
     entry *e = find(c, addr);
     if (e) {
-        if (e->name_ptr == name && e->qualname_ptr == qualname && e->filename_ptr == filename &&
-            e->info.firstlineno == line && e->linetable_ptr == linetable) {
+        if (confirms(e, &h)) {
             c->hits++;
             e->checked_round = round;
             return &e->info;

@@ -40,6 +40,12 @@ sw_sample_code *sw_codecache_find(sw_codecache *c, uint64_t addr);
 sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout *l, uint64_t addr,
                                const unsigned char *hdr, uint64_t round);
 
+/* 1 if the entry for addr is confirmed by hdr, the first l->code_size
+ * bytes of the code object there as just read (the header of the code
+ * object the entry was made from, or of one just like it); else 0. Reads
+ * nothing, changes nothing. */
+int sw_codecache_known(const sw_codecache *c, const sw_py_layout *l, uint64_t addr, const unsigned char *hdr);
+
 /* The line being run by a frame of the code object `info` (an entry of
  * this cache), whose current instruction as read from the frame is
  * `instr`: the f_lasti int (3.9/3.10, zero-extended) or the instruction

@@ -13,10 +13,11 @@
  * generator's); one read per other frame living elsewhere (generators,
  * older chunks, 3.12+ shim frames on the C stack) that the thread's last
  * walk did not read too; and then one read checking that the walk was not
- * torn (the thread state, its current frame, the walked frames and the code
- * objects' headers again). Before 3.11 the thread state, then one read of
- * the leaf and of the frames of the thread's last walk, one per frame not
- * among them, and (in this process) one reading the callers again. A
+ * torn (the code objects' headers, then the thread state, its current
+ * frame and the walked frames again). Before 3.11 the thread state, then
+ * one read of the leaf and of the frames of the thread's last walk, one
+ * per frame not among them, and (in this process) one reading the code
+ * objects' headers and the frames again. A
  * walk torn by the thread running on (see "Torn stacks" below) is redone:
  * in this process (limits.park) at once with the thread parked in a signal
  * handler (nativestack.h), which cannot tear, so the checks can be strict;
@@ -960,7 +961,8 @@ static int by_u64(const void *a, const void *b)
 /* Sets r->code_reqs to read the header of each code object of the walk's
  * n frames (each once, in address order) and returns how many. The
  * checks after a walk (still_whole, objects_whole) read them in their own
- * system call, after the frames, and resolve_codes takes them from there:
+ * system call, before the frames (read_with_codes), and resolve_codes
+ * takes them from there:
  * a cache entry is then never trusted on its age alone, which named a
  * frame after a freed code object whose address a new one took.
  * In address order, each once: the code objects of one module mostly lie
@@ -1019,18 +1021,28 @@ static uint32_t code_reads(sw_pystack *r, uint32_t n)
     return u;
 }
 
-/* Performs the nreq requests of r->reqs followed by the k of
- * r->code_reqs in one batched read. 1 if the nreq ones all succeeded; the
- * code reads' ok flags are set in r->code_reqs, and r->codes_read to k. */
+/* Performs the k requests of r->code_reqs, then the nreq of r->reqs
+ * (which move up by k), in one batched read. 1 if the nreq ones all
+ * succeeded; the code reads' ok flags are set in r->code_reqs, and
+ * r->codes_read to k.
+ * The code objects' headers come first: a code object is known to be the
+ * one a frame ran only while that frame holds it, so its header must be
+ * read between the walk and the frames' second read, which finds them
+ * still alive (and so still holding it). Read after that second read, a
+ * header could be of the next code object at its address: the frame's
+ * module had run, its code was freed and the next import's took its place
+ * (the reader preempted within the read, on a busy machine), which named
+ * a module's frame after a function of the next one. */
 static int read_with_codes(sw_pystack *r, size_t nreq, uint32_t k)
 {
-    memcpy(r->reqs + nreq, r->code_reqs, k * sizeof *r->code_reqs);
+    memmove(r->reqs + k, r->reqs, nreq * sizeof *r->reqs);
+    memcpy(r->reqs, r->code_reqs, k * sizeof *r->code_reqs);
     sw_mem_readv(&r->mem, r->reqs, nreq + k);
     for (uint32_t j = 0; j < k; j++)
-        r->code_reqs[j].ok = r->reqs[nreq + j].ok;
+        r->code_reqs[j].ok = r->reqs[j].ok;
     r->codes_read = k;
     for (size_t i = 0; i < nreq; i++)
-        if (!r->reqs[i].ok)
+        if (!r->reqs[k + i].ok)
             return 0;
     return 1;
 }
@@ -1309,31 +1321,55 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
     return 1;
 }
 
+/* The header of code object `code` as read by the check after the walk
+ * (r->code_reqs, in address order), or NULL. */
+static const unsigned char *code_read(const sw_pystack *r, uint64_t code)
+{
+    uint32_t lo = 0, hi = r->codes_read;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->code_reqs[mid].addr < code)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->codes_read && r->code_reqs[lo].addr == code && r->code_reqs[lo].ok ? r->code_reqs[lo].buf : NULL;
+}
+
 /* 3.9/3.10 (frames read one by one, leaf first, while the thread runs),
  * in this process only (a failure costs a park; from outside it failed
  * 13% to over half of fast-changing code's walks on a quiet machine and
- * biased time shares): 1 if the frames just walked are a stack, 0 if torn. One read of every
- * walked frame but the leaf again (a batched read): each must still be a
- * live frame, running (f_executing / f_state), with the same code and the
- * same f_back. Frames that run, linked by f_back, are a thread's stack, and
- * the leaf, read first, was its top then, called by the first of them (it
- * may have returned or yielded since: requiring it to run still would lose
- * most samples of short calls and generators); a walk whose callers were read after the
- * leaf returned and its callers' frames were reused by other calls (a
- * code object's frame is reused by its next call) tells. Frames that were
- * replaced by calls of the same code on the same callers, in between, are
- * not told: the stack read is then one of the same functions. */
+ * biased time shares): 1 if the frames just walked are a stack, 0 if torn.
+ * One read of the code objects' headers and then of every walked frame
+ * again (a batched read): each frame but the leaf must still be a live
+ * frame, running (f_executing / f_state), with the same code and the same
+ * f_back. Frames that run, linked by f_back, are a thread's stack, and the
+ * leaf, read first, was its top then, called by the first of them (it may
+ * have returned or yielded since: requiring it to run still would lose
+ * most samples of short calls and generators); a walk whose callers were
+ * read after the leaf returned and its callers' frames were reused by
+ * other calls (a code object's frame is reused by its next call) tells.
+ * Frames that were replaced by calls of the same code on the same callers,
+ * in between, are not told: the stack read is then one of the same
+ * functions. The callers' code objects are held by their frames from the
+ * walk to their second read, so the headers read between are theirs
+ * (read_with_codes). The leaf's is known to be only while the leaf lives
+ * (a live frame object with the same code); a leaf gone since may have
+ * taken its code with it (a module's code, freed once run, and another
+ * code object made at its address), so its header is then trusted only if
+ * it is the one the code cache holds for that address: a header the cache
+ * has not seen there makes the walk torn. */
 static int objects_whole(sw_pystack *r, uint32_t n)
 {
     const sw_py_layout *l = &r->l;
     if (l->frame_state == SW_NO_OFFSET || !r->again || r->steps > r->lim.max_depth)
         return 1;   /* (a truncated walk is not checked) */
     uint32_t k = (uint32_t)r->steps;
-    if (k < 2)
+    if (k < 1 || n != k)
         return 1;
-    for (uint32_t i = 1; i < k; i++)
-        r->reqs[i - 1] = (sw_mem_req){r->frame_addrs[i], r->again + (size_t)i * l->frame_size, l->frame_size, 0};
-    if (!read_with_codes(r, k - 1, code_reads(r, n)))
+    for (uint32_t i = 0; i < k; i++)
+        r->reqs[i] = (sw_mem_req){r->frame_addrs[i], r->again + (size_t)i * l->frame_size, l->frame_size, 0};
+    if (!read_with_codes(r, k, code_reads(r, n)))
         return 0;
     for (uint32_t i = 1; i < k; i++) {   /* (the leaf may have returned or yielded since) */
         const unsigned char *f = r->again + (size_t)i * l->frame_size;
@@ -1343,7 +1379,10 @@ static int objects_whole(sw_pystack *r, uint32_t n)
             back != (i + 1 < k ? r->frame_addrs[i + 1] : 0) || u64_at(f, l->frame_code) != r->code_addrs[i])
             return 0;
     }
-    return 1;
+    if (frame_object_ok(l, r->again) && u64_at(r->again, l->frame_code) == r->code_addrs[0])
+        return 1;   /* the leaf lives on, with its code */
+    const unsigned char *hdr = code_read(r, r->code_addrs[0]);
+    return hdr && sw_codecache_known(r->codes, l, r->code_addrs[0], hdr);
 }
 
 /* A parked walk's code objects' headers (for resolve_codes, as the
@@ -1639,6 +1678,12 @@ unparked:   /* (again after a park that was not answered in time: below) */
             }
         }
     }
+    /* Native mode: the thread stopped, its frames hold their code objects,
+     * whose headers are read now, before it runs on (an entry of the code
+     * cache is never trusted on its age for a frame: the code object at
+     * its address may be another since). */
+    if (nn >= 0 && n > 0 && !r->codes_read)
+        read_with_codes(r, 0, code_reads(r, (uint32_t)n));
     RELEASE_NATIVE();
     PROBE_LATE();
 #undef RELEASE_NATIVE

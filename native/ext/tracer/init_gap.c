@@ -41,6 +41,7 @@ static PyObject *set_local_events;  /* sys.monitoring.set_local_events */
 static int tool_id = -1;
 static int local_events;
 static int watcher_id = -1;       /* function watcher: new __init__ functions */
+static int code_watcher_id = -1;  /* code watcher: codes freed, out of init_codes */
 static int dict_watcher_id = -1;  /* class dicts: __init__ assigned */
 
 static _PyInterpreterFrame *current_frame(void)
@@ -156,6 +157,15 @@ static int ptrset_add(ptrset *s, void *p)
     return 1;
 }
 
+/* Takes p out of the set, if there (its key becomes 0, which no object
+ * address is). */
+static void ptrset_remove(ptrset *s, const void *p)
+{
+    uint32_t i = sw_hashtab_get_u64(&s->index, s->keys, (uint64_t)(uintptr_t)p);
+    if (i != SW_HT_NONE)
+        s->keys[i] = 0;
+}
+
 static void ptrset_free(ptrset *s)
 {
     free(s->keys);
@@ -163,9 +173,20 @@ static void ptrset_free(ptrset *s)
     memset(s, 0, sizeof *s);
 }
 
-/* The codes given the local events in this gap (stale addresses of freed
- * codes only send a reused address through eval_slow: harmless). */
+/* The codes given the local events in this gap, alive: a code freed
+ * leaves it (on_code), since the next code object allocated at its
+ * address (an import's code is freed once run, and the next import's
+ * takes its place at once) is another, which needs its own events. Kept,
+ * such an address made watch_code skip the new __init__, whose inlined
+ * calls the trace then lacked. */
 static ptrset init_codes;
+
+static int on_code(PyCodeEvent event, PyCodeObject *co)
+{
+    if (event == PY_CODE_EVENT_DESTROY)
+        ptrset_remove(&init_codes, co);
+    return 0;
+}
 
 static int ptrset_has(const ptrset *s, const void *p)
 {
@@ -429,6 +450,8 @@ static PyObject *gap_begin(PyObject *self, PyObject *arg)
         return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_RuntimeError, "sys.monitoring is missing");
     if (dict_watcher_id < 0 && (dict_watcher_id = PyDict_AddWatcher(on_class_dict)) < 0)
         return NULL;
+    if (code_watcher_id < 0 && (code_watcher_id = PyCode_AddWatcher(on_code)) < 0)
+        PyErr_Clear();   /* (every code watcher taken: a reused address is then missed, as before) */
     PyObject *list = existing_init_codes();
     if (!list) {
         Py_DECREF(fn);
@@ -466,6 +489,11 @@ static PyObject *gap_end(PyObject *self, PyObject *unused)
         if (PyDict_ClearWatcher(dict_watcher_id) < 0)
             return NULL;
         dict_watcher_id = -1;
+    }
+    if (code_watcher_id >= 0) {
+        if (PyCode_ClearWatcher(code_watcher_id) < 0)
+            return NULL;
+        code_watcher_id = -1;
     }
     Py_CLEAR(set_local_events);
     tool_id = -1;

@@ -3,8 +3,8 @@
 stack must be a stack the exact tracer had open at some instant of the
 sample's read: a sampler that shows a stack the program never had (a
 generator without its callers, two instants mixed) is wrong. Its programs:
-tests/programs/gen_shapes.py, pyflakes, tests/programs/greenlet_switches.py
-and toolz's test suite.
+tests/programs/gen_shapes.py, pyflakes, tests/programs/greenlet_switches.py,
+tests/programs/fresh_codes.py and toolz's test suite.
 
 The rule, exactly:
 - The read of a sample lies between its time (the sampling round's start)
@@ -223,9 +223,9 @@ def compare(path):
     return checked, differ, skipped
 
 
-def run_sampled(tmp_path, args, name, cwd=None, env=None):
+def run_sampled(tmp_path, args, name, cwd=None, env=None, interval="200us"):
     out = str(tmp_path / f"{name}.swt")
-    r = run(["run", "--sample=200us", "-o", out, *args], cwd=cwd, env=env)
+    r = run(["run", f"--sample={interval}", "-o", out, *args], cwd=cwd, env=env)
     assert r.returncode == 0, r.stderr
     return out
 
@@ -271,6 +271,31 @@ def test_parked_ahead_of_the_walk(tmp_path):
     assert checked >= 50
 
 
+@pytest.mark.timing
+@pytest.mark.versions("3.10", "3.12", "3.13")
+def test_code_objects_freed_and_made_again(tmp_path):
+    """Code objects freed and made again at the same addresses while the
+    program is sampled fast (tests/programs/fresh_codes.py: modules
+    imported afresh, source compiled and run, each with its own file name
+    and first lines). A module's code is freed once run and the next one
+    takes its address at once: a frame named after the code object that
+    lived there before or after (the reader preempted between a frame's
+    read and its code's: 3.10), or an __init__ of such a module missing
+    from the trace (3.13's inlined constructor calls), is a stack the
+    program never had. (Before the fixes: about one run in two on 3.13,
+    one in eight on a busy 3.10.)"""
+    path = run_sampled(tmp_path, [str(PROGRAMS / "fresh_codes.py"), str(tmp_path / "modules"), "40", "3"],
+                       "fresh", interval="50us")
+    checked, differ, skipped = compare(path)
+    report("fresh_codes", checked, differ, skipped)
+    assert not differ
+    assert checked >= 100
+    # Samples in the fresh code (an imported module's or compiled code's).
+    files = {f.filename for s in Trace(path).samples() for f in s.stack}
+    assert any(f.startswith("<compiled ") or os.path.basename(f).startswith("fresh_") for f in files), \
+        sorted(files)[:20]
+
+
 def need(module):
     """Imports `module` (installed by scripts/venv.sh), or skips (fails under CI)."""
     try:
@@ -289,19 +314,20 @@ def pyflakes_target():
     return [str(src / name) for name in ("checker.py", "messages.py", "api.py")] * 3
 
 
-# A known gap (issue 20 is open for it): while modules are imported, one
-# sample in a run of thousands, about one run in 30, is stored with a frame
-# of the import named wrong: a module's frame named after another code
-# object ('', 1) (pyflakes, 3.10), after a function of the same file
-# (toolz, 3.13), or a lone _compile_bytecode whose callers were lost
-# (toolz, 3.13). Module code objects are freed once run, so their
-# addresses are reused at once; the cause is not found yet.
-MISNAMED_WHILE_IMPORTING = pytest.mark.xfail(
-    strict=False, reason="rarely, a frame of an import is named wrong (see MISNAMED_WHILE_IMPORTING)")
+# A known gap on 3.13 (issue 20): rarely, during an import, a frame that C
+# code entered (ABCMeta.__subclasscheck__, PathFinder.find_spec: below it,
+# the shim frame of that run of the interpreter) is sampled alone, without
+# its callers. Seen twice in about 190 runs of fresh_codes.py when it
+# called importlib.invalidate_caches() (which imports importlib.metadata),
+# once in toolz's suite before; none in 60 runs of the two tests below. The
+# cause is not found yet (not the code cache: the frame is named right).
+LONE_FRAME_ENTERED_FROM_C = pytest.mark.xfail(
+    sys.version_info[:2] == (3, 13), strict=False,
+    reason="3.13: rarely a frame entered from C is sampled without its callers (see LONE_FRAME_ENTERED_FROM_C)")
 
 
 @pytest.mark.timing
-@MISNAMED_WHILE_IMPORTING
+@LONE_FRAME_ENTERED_FROM_C
 def test_pyflakes_on_a_source_tree(tmp_path):
     """A real program from PyPI, run with -m (runpy's frames outermost in
     the samples, none in the trace)."""
@@ -343,7 +369,7 @@ TOOLZ_TESTS = ["test_dicttoolz.py"]
 
 
 @pytest.mark.timing
-@MISNAMED_WHILE_IMPORTING
+@LONE_FRAME_ENTERED_FROM_C
 def test_a_real_test_suite(tmp_path):
     """A real test suite from PyPI under pytest (-m): toolz's, copied out
     beside a pytest.ini of its own (not stackwatch's pyproject.toml), and
