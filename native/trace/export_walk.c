@@ -94,6 +94,21 @@ static int slice_close(walk *w, int64_t at)
     return w->fn(w->ud, w->thread, &se);
 }
 
+/* 1 when x is a SLICE kind's record (records.h SW_RS_SLICE: a system
+ * call) whose slice the exporters draw. */
+static int is_slice_record(const sw_ext *x)
+{
+    const sw_record_kind *k = x ? sw_record_kind_of(x->kind) : NULL;
+    return k && k->shape == SW_RS_SLICE && !x->malformed;
+}
+
+/* The slice of the SLICE record x just handed to fn at t_ns is pending
+ * until its end (its duration, slot C). */
+static void slice_open(walk *w, const sw_ext *x, int64_t t_ns)
+{
+    w->slice_end = t_ns + (int64_t)(x->c > INT64_MAX / 2 ? INT64_MAX / 2 : x->c);
+}
+
 /* Reads side stream k's next item. */
 static int side_advance(walk *w, side_head *h)
 {
@@ -115,8 +130,7 @@ static int stream_until(walk *w, side_head *h, int64_t until)
         int rc = 0;
         if (w->slice_end != INT64_MIN && w->slice_end <= it->t_ns)
             rc = slice_close(w, it->t_ns);
-        const sw_record_kind *k = it->ext ? sw_record_kind_of(it->ext->kind) : NULL;
-        int slice = k && k->shape == SW_RS_SLICE && !it->ext->malformed;
+        int slice = is_slice_record(it->ext);
         if (!rc && slice)
             rc = slice_close(w, it->t_ns);   /* one at a time on a thread */
         if (!rc && sw_filter_in_window(w->filter, it->t_ns)) {
@@ -126,7 +140,7 @@ static int stream_until(walk *w, side_head *h, int64_t until)
                 w->last_ns = it->t_ns;
             rc = w->fn(w->ud, w->thread, &se);
             if (!rc && slice)
-                w->slice_end = it->t_ns + (int64_t)(it->ext->c > INT64_MAX / 2 ? INT64_MAX / 2 : it->ext->c);
+                slice_open(w, it->ext, it->t_ns);
         }
         if (rc || side_advance(w, h))
             return rc ? rc : 1;
@@ -182,6 +196,15 @@ static int walk_event(void *ud, const sw_event *ev)
         if (!w->depth)
             return 0;
         return w->kept[--w->depth] ? w->fn(w->ud, w->thread, ev) : 0;
+    }
+    if (ev->kind == SW_EV_EXT && is_slice_record(ev->ext)) {
+        /* A SLICE record in the thread's own events (only a damaged trace
+         * has one: the writer puts them in THREAD_RECORDS) is a slice as
+         * one from a side stream is, ended the same way. */
+        if ((src = slice_close(w, ev->t_ns)) || (src = w->fn(w->ud, w->thread, ev)))
+            return src;
+        slice_open(w, ev->ext, ev->t_ns);
+        return 0;
     }
     return w->fn(w->ud, w->thread, ev);
 }

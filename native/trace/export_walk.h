@@ -72,7 +72,8 @@ typedef int (*sw_slice_fn)(void *ud, size_t thread, const sw_event *ev);
  * SW_EV_EXT event. A SLICE kind's record (records.h: a system call) opens
  * a slice on the thread's track, ended by an event of this kind at its
  * end or before the thread's next frame event, whichever comes first (at
- * most one is open on a thread). */
+ * most one is open on a thread); so does one in the thread's own events,
+ * which only a damaged trace has. */
 #define SW_WALK_SLICE_END 20
 int sw_export_walk(sw_trace *t, const sw_export_opts *o, sw_slice_fn fn, void *ud);
 

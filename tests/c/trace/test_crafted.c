@@ -481,6 +481,60 @@ TEST(ext_events_and_stray_returns)
     end_file(t, &f);
 }
 
+/* Appends a SYSCALL record (format 1.8) to an events payload. */
+static void ev_syscall(evs *e, uint64_t delta, const char *name, uint64_t duration)
+{
+    sw_ext v = {SW_EXT_SYSCALL, 0, SW_EXT_NO_CODE, 0, 0, 0, duration, name, NULL};
+    uint8_t buf[64];
+    long n = sw_record_encode(SW_EXT_SYSCALL, &v, SW_EXT_STR_MAX, buf, sizeof buf);
+    REQUIRE(n > 0);
+    ev_ext(e, delta, SW_EXT_SYSCALL, buf, (size_t)n);
+}
+
+/* A system call in a thread's own EVENTS chunk (the writer puts them in
+ * THREAD_RECORDS only; a damaged trace can have one anywhere) is a slice
+ * in the exports as one from THREAD_RECORDS is, ended at its end or at
+ * the thread's next frame event (libFuzzer found a Chrome export whose
+ * syscall slice was never ended: "tid 2101: 1 slices left open"). */
+TEST(syscall_in_the_events_is_a_slice_ended_in_the_exports)
+{
+    sw_bytes f = {0};
+    begin_file(&f, SW_FORMAT_MINOR);
+    code(&f, 0, "a");
+    evs e = {{0}, 0};
+    ev_enter(&e, 1, SW_OP_CALL, 0);     /* t 1 */
+    ev_syscall(&e, 1, "read", 5);       /* t 2, ended by the return at 4 */
+    ev_exit(&e, 2, SW_OP_RETURN);
+    ev_enter(&e, 1, SW_OP_CALL, 0);     /* t 5 */
+    ev_syscall(&e, 1, "write", 1);      /* t 6, ends at 7 */
+    ev_exit(&e, 4, SW_OP_RETURN);       /* t 10 */
+    ev_syscall(&e, 1, "close", 3);      /* t 11, ends at 14, after the last event */
+    events(&f, 0, 0, 0, 0, NULL, 0, &e, -1);
+    char err[256];
+    sw_trace *t = open_bytes(&f, err, sizeof err);
+    REQUIRE(t);
+    size_t n;
+    int rc;
+    char *out = ec_export_mem(sw_export_chrome, t, 0, &n, &rc, err, sizeof err);
+    CHECK_EQ_I64(rc, SW_OK);
+    /* Each syscall's B, then its E at its end (end_file checks that both
+     * exports are valid: every slice ended). */
+    static const char *const ends[][2] = {{"\"read\"", "0.004"}, {"\"write\"", "0.007"}, {"\"close\"", "0.014"}};
+    const char *p = out;
+    for (int k = 0; k < 3 && p; k++) {
+        p = strstr(p, ends[k][0]);
+        if (!CHECK_MSG(p != NULL, "no slice %s", ends[k][0]))
+            break;
+        const char *nl = strchr(p, '\n');
+        char want[64];
+        snprintf(want, sizeof want, "{\"ph\":\"E\",\"pid\":0,\"tid\":0,\"ts\":%s}", ends[k][1]);
+        CHECK_MSG(nl && strncmp(nl + 1, want, strlen(want)) == 0, "%s: the line after it is not %s", ends[k][0],
+                  want);
+    }
+    free(out);
+    end_file(t, &f);
+}
+
 /* TEARDOWN (format 1.4): the frame being cleared ends at the event, with
  * the exit op it really has (read ahead, here across a chunk boundary);
  * what its clearing ran comes after it, one level up; its own exit, a
