@@ -72,9 +72,8 @@ typedef struct sw_pystack_stats {
     uint64_t parked_ns;      /* ... time from each park request to its release */
     uint64_t parked_ahead;   /* ... of them parked before any unparked walk (a thread whose
                                 walks were torn again and again: pystack.c) */
-    uint64_t park_late;      /* first parks of a sample not answered within a few tens of
-                                microseconds (the thread was not on a CPU): walked unparked
-                                instead */
+    uint64_t park_late;      /* always 0 (a short first wait, then an unparked walk, was
+                                tried and removed: it failed samples; kept for stats()) */
     uint64_t threads_skipped;   /* threads beyond max_threads */
     uint64_t code_hits, code_misses;
     uint64_t reads, failed_reads;   /* memory reads (system calls) */

@@ -472,7 +472,9 @@ def test_parked_ahead_of_the_walk(monkeypatch):
     # where another thread held the GIL, and then it cannot run on)
     assert st["parked_ahead"] > 0 and st["park_late"] == 0, st
     assert st["torn"] <= max(2, st["samples"] // 50), st
-    assert st["failed"] <= max(5, st["samples"] // 50), st
+    # (a park not answered within its 10 ms, on a machine whose cores are
+    # all taken, fails its sample: the scheduler's doing, not the walk's)
+    assert st["failed"] - st["park_failed"] <= max(5, st["samples"] // 50), st
     me = p.tree(threading.get_ident())
 
     def check(node, depth):
