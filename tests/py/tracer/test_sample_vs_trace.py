@@ -314,16 +314,20 @@ def pyflakes_target():
     return [str(src / name) for name in ("checker.py", "messages.py", "api.py")] * 3
 
 
-# A known gap on 3.13 (issue 20): rarely, during an import, a frame that C
-# code entered (ABCMeta.__subclasscheck__, PathFinder.find_spec: below it,
-# the shim frame of that run of the interpreter) is sampled alone, without
-# its callers. Seen twice in about 190 runs of fresh_codes.py when it
-# called importlib.invalidate_caches() (which imports importlib.metadata),
-# once in toolz's suite before; none in 60 runs of the two tests below. The
-# cause is not found yet (not the code cache: the frame is named right).
+# A known gap on 3.12 and 3.13 (issue 20): rarely a frame is sampled
+# alone, without its callers: during an import, a frame that C code
+# entered (ABCMeta.__subclasscheck__, PathFinder.find_spec: below it, the
+# shim frame of that run of the interpreter), seen twice in about 190 runs
+# of fresh_codes.py when it called importlib.invalidate_caches() (which
+# imports importlib.metadata) and once in toolz's suite (3.13); and once
+# in make test, pyflakes' Checker.checkDeadScopes alone while the trace
+# was deep in Checker.__init__ (3.12). The cause is not found yet (not the
+# code cache: the frames are named right); a suspect is a shim frame whose
+# link is NULL, taken for the thread's root when the C stack it lives on
+# was reused under the reader.
 LONE_FRAME_ENTERED_FROM_C = pytest.mark.xfail(
-    sys.version_info[:2] == (3, 13), strict=False,
-    reason="3.13: rarely a frame entered from C is sampled without its callers (see LONE_FRAME_ENTERED_FROM_C)")
+    sys.version_info[:2] in ((3, 12), (3, 13)), strict=False,
+    reason="3.12/3.13: rarely a frame is sampled without its callers (see LONE_FRAME_ENTERED_FROM_C)")
 
 
 @pytest.mark.timing
