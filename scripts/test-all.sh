@@ -76,6 +76,13 @@ for job in "${queue[@]}"; do
     grep -q "passed" <<<"$line" && tested=$((tested + 1))
   fi
 done
+# What failed, named again at the very end (CI shows only the output's tail).
+for job in "${queue[@]}"; do
+  rc="$(cat "$logs/$job.rc" 2>/dev/null || echo 1)"
+  [ "$rc" -eq 0 ] && continue
+  echo "== $job failed:"
+  grep -E '^(FAILED|ERROR|  FAIL)' "$logs/$job.log" | cut -c1-300 | head -20
+done
 echo "== C: $(grep -E '^[0-9]+ passed, ' "$logs/c.log" | tail -n 1)"
 echo "== Python ($tested versions): $passed_py passed, $failed_py failed, $skipped_py skipped"
 echo "== make test took $((SECONDS - start))s ($jobs_max lanes)"
