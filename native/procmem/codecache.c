@@ -16,6 +16,7 @@ typedef struct entry {
     sw_sample_code info;
     uint64_t name_ptr, qualname_ptr, filename_ptr;   /* as read from the code object */
     uint64_t checked_round;  /* sampling round it was last confirmed in */
+    uint32_t stamp;          /* sw_codecache_stamp's, 0 if none */
     char *strings;           /* name NUL filename NUL */
     uint64_t linetable_ptr;  /* co_lnotab / co_linetable as read (0 without lines) */
     sw_linetable lines;      /* decoded on first use (lines_state 1) */
@@ -105,6 +106,7 @@ static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint6
     e->qualname_ptr = qualname;
     e->filename_ptr = filename;
     e->linetable_ptr = linetable;
+    e->stamp = 0;
     sw_linetable_free(&e->lines);
     e->lines_state = 0;
     return SW_OK;
@@ -130,6 +132,20 @@ sw_sample_code *sw_codecache_fresh(sw_codecache *c, uint64_t addr, uint64_t roun
 {
     entry *e = find(c, addr);
     if (!e || round - e->checked_round > ttl)
+        return NULL;
+    c->hits++;
+    return &e->info;
+}
+
+void sw_codecache_stamp(sw_sample_code *info, uint32_t stamp)
+{
+    ((entry *)info)->stamp = stamp;   /* (info is an entry's first member) */
+}
+
+sw_sample_code *sw_codecache_stamped(sw_codecache *c, uint64_t addr, uint32_t stamp)
+{
+    entry *e = stamp ? find(c, addr) : NULL;
+    if (!e || e->stamp != stamp)
         return NULL;
     c->hits++;
     return &e->info;

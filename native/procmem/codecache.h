@@ -8,6 +8,11 @@
  * again. Confirming costs a read, so a caller may trust an entry confirmed
  * a few sampling rounds ago (sw_codecache_fresh): the price is that a
  * replaced code object can be misnamed for those few rounds.
+ * An entry may also carry a stamp (sw_codecache_stamp): the value of the
+ * target's counter of code objects made (3.12: _Py_next_func_version),
+ * read before the check that confirmed it; while the counter still reads
+ * that value no code object was made since, so none can have taken the
+ * entry's address (pystack.c "Code objects by counter").
  * Entries never move: a pointer returned stays valid until
  * sw_codecache_trim() drops them all.
  */
@@ -45,6 +50,14 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
  * object the entry was made from, or of one just like it); else 0. Reads
  * nothing, changes nothing. */
 int sw_codecache_known(const sw_codecache *c, const sw_py_layout *l, uint64_t addr, const unsigned char *hdr);
+
+/* Stamps the entry info (of this cache) with stamp (0: none). An entry
+ * made or rebuilt by sw_codecache_get has none. */
+void sw_codecache_stamp(sw_sample_code *info, uint32_t stamp);
+
+/* The info for the code object at addr if its entry carries stamp (not
+ * 0); else NULL. */
+sw_sample_code *sw_codecache_stamped(sw_codecache *c, uint64_t addr, uint32_t stamp);
 
 /* The line being run by a frame of the code object `info` (an entry of
  * this cache), whose current instruction as read from the frame is

@@ -76,6 +76,9 @@ typedef struct sw_pystack_stats {
                                 tried and removed: it failed samples; kept for stats()) */
     uint64_t threads_skipped;   /* threads beyond max_threads */
     uint64_t code_hits, code_misses;
+    uint64_t codes_by_counter;   /* code objects of walks whose header was not read again: the
+                                    target made no code object since it was confirmed
+                                    (sw_pystack_set_code_counter) */
     uint64_t reads, failed_reads;   /* memory reads (system calls) */
     uint64_t state_unknown;  /* thread states that could not be told (no kernel thread id,
                                 or the kernel did not say) */
@@ -112,6 +115,13 @@ void sw_pystack_free(sw_pystack *r);
 int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud);
 
 void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out);
+
+/* Another process, 3.11+, without native frames: addr is the target's
+ * counter of code objects made (sw_target_code_counter), read after each
+ * walk's frames, so that the code objects' headers are read again only
+ * after it moved (pystack.c "Code objects by counter"). 0, or SW_EARG
+ * (not used: another reader, or unreadable). */
+int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr);
 
 /* Native mode from outside: why a thread's native stack could not be
  * read (the last such reason: it could not be stopped, unwind.h), or ""

@@ -395,6 +395,13 @@ int sw_target_symbol(const sw_target *t, const char *name, uint64_t *addr)
     return SW_OK;
 }
 
+int sw_target_code_counter(const sw_target *t, uint64_t *addr)
+{
+    if (t->core || (t->version_hex >> 16) != 0x030cu)
+        return SW_EARG;
+    return sw_target_symbol(t, "_Py_next_func_version", addr);
+}
+
 /* The target's address of a type object, or 0 (then not checked). */
 static uint64_t type_addr(const sw_target *t, const char *name, uint64_t host_value)
 {

@@ -61,6 +61,13 @@ int sw_target_open_core(sw_target *t, const char *core, const char *exe, sw_targ
  * SW_EARG if the file does not define it. */
 int sw_target_symbol(const sw_target *t, const char *name, uint64_t *addr);
 
+/* The address in the target of its counter of code objects made, a
+ * uint32_t that grows by one with each code object (and stays 0 once it
+ * has run out): 3.12's _Py_next_func_version, a static of the interpreter
+ * (.symtab: a stripped interpreter has none). 3.13 keeps one per
+ * interpreter and earlier versions none: SW_EARG, as for a core file. */
+int sw_target_code_counter(const sw_target *t, uint64_t *addr);
+
 /* One line of /proc/PID/maps with a name (a file's path, "[vdso]", ...):
  * its range, permissions ("r-xp"), file offset and the name, pointing
  * into line (whose newline is cut). SW_EARG for a line without a name or

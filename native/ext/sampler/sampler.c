@@ -278,6 +278,11 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
         return NULL;
     sw_target_version_str(t.version_hex, self->target_version, sizeof self->target_version);
     r = sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
+    /* Code objects' headers read again only once the target made one
+     * (pystack.c "Code objects by counter"). */
+    uint64_t counter;
+    if (r && sw_target_code_counter(&t, &counter) == SW_OK)
+        sw_pystack_set_code_counter(r, counter);
     sw_target_close(&t);
     if (!r)
         PyErr_Format(PyExc_RuntimeError, "cannot sample process %d: %s", pid, err);
@@ -559,7 +564,9 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                    (unsigned long long)r->state_unknown, "cpu_probe_failed",
                                    (unsigned long long)r->cpu_unknown, "gil_read_failed",
                                    (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn);
-    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "parked", (unsigned long long)r->parked,
+    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "codes_by_counter",
+                                                  (unsigned long long)r->codes_by_counter, "parked",
+                                                  (unsigned long long)r->parked,
                                                   "park_failed", (unsigned long long)r->park_failed, "parked_ns",
                                                   (unsigned long long)r->parked_ns, "parked_ahead",
                                                   (unsigned long long)r->parked_ahead, "park_late",

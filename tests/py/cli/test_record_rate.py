@@ -20,6 +20,8 @@ from stats_bounds import expect_share_at_most
 from stackwatch import profiler
 
 TARGET = os.path.join(PROGRAMS, "deep_known.py")
+FRESH = os.path.join(PROGRAMS, "fresh_codes.py")   # code objects freed and made again at the same addresses
+FRESH_MODULES = 40
 TARGET_DEFS = runpy.run_path(TARGET, run_name="deep_known")   # its possible_stacks, recorded_stacks
 DURATION = 2.0
 # The rate asked, and what the best of up to three runs must reach. On a
@@ -63,7 +65,7 @@ def record(tmp):
 def failed_windows():
     """Samples the target at RATE for DURATION as record does (the same
     Profiler) and counts the samples tried and failed in each WINDOW:
-    [(tried, failed)]. Failed samples come in bursts (a walk fails after
+    ([(tried, failed)], the profiler's stats at the end). Failed samples come in bursts (a walk fails after
     several torn walks in a row), and how many depends on whether the target
     and the sampler run side by side: at a load of 19, 0-9 failed in 20-25k
     samples, torn walks 4 in one run and 1,051 in another, and a quiet run
@@ -87,7 +89,7 @@ def failed_windows():
         target.kill()
         target.wait()
         target.stdout.close()
-    return rows
+    return rows, p.stats()
 
 
 def summary(stderr):
@@ -124,5 +126,96 @@ def test_record_100khz_no_impossible_stack(tmp):
         if best >= want:
             break
     assert best >= want, (load, stderr)
-    windows = failed_windows()
+    windows, st = failed_windows()
     expect_share_at_most(windows, MAX_FAILED, windows)
+    # The target makes no code objects once running: the check after a
+    # walk trusts its 31 code objects by the target's counter of code
+    # objects made instead of reading their headers again (pystack.c
+    # "Code objects by counter"), but in the first walks.
+    assert st["codes_by_counter"] >= 10 * st["samples"], st
+
+
+def fresh_frames_wrong(stacks):
+    """The frames of fresh code (fresh_codes.py's modules and compiled
+    sources) in stacks ({(frame, ...) outermost first: count}, each frame
+    "name (file:first line)") that the program never ran: source j (its
+    functions f{j}, C{j}.__init__, the class body C{j}) is the file
+    fresh_{j}.py, or <compiled {j % FRESH_MODULES}> once j >= FRESH_MODULES,
+    with first lines j % 5 + 1, + 5 and + 4 (the module's code: 1); f{j} is
+    called by C{j}.__init__, which, and the class body, the module's code of
+    the same file runs, which the import system runs for a module
+    (_call_with_frames_removed) and the program's main() for a compiled
+    source. A frame named after a code object that lived at its address
+    before (the module's code of the last module, freed once it ran) is one
+    of these. Returns [(frame, why)]."""
+    first_line = {"module": lambda j: 1, "f": lambda j: j % 5 + 1, "init": lambda j: j % 5 + 5,
+                  "class": lambda j: j % 5 + 4}
+    called_by = {"f": "init", "init": "module", "class": "module"}
+    wrong = []
+    for stack in stacks:
+        caller = None   # (kind, path, j) of the frame before, if of fresh code, else its name
+        for frame in stack:
+            name, _, where = frame[:-1].partition(" (")
+            path, _, line = where.rpartition(":")
+            base = os.path.basename(path)
+            m = re.fullmatch(r"fresh_(\d+)\.py", base) or re.fullmatch(r"<compiled (\d+)>", base)
+            if not m:
+                caller = name
+                continue
+            i = int(m.group(1))
+            n = re.fullmatch(r"f(\d+)|C(\d+)\.__init__|C(\d+)|<module>", name)
+            if not n:
+                wrong.append((frame, "no such function in fresh code"))
+                caller = name
+                continue
+            kind = "f" if n.group(1) else "init" if n.group(2) else "class" if n.group(3) else "module"
+            j = int(n.group(1) or n.group(2) or n.group(3) or i)
+            in_file = j == i if base.startswith("fresh_") else kind == "module" or (
+                j >= FRESH_MODULES and j % FRESH_MODULES == i)
+            if not in_file or int(line) != first_line[kind](j):
+                wrong.append((frame, "not a function of its file at that line"))
+            elif kind == "module" and caller != ("_call_with_frames_removed" if base.startswith("fresh_")
+                                                 else "main"):
+                wrong.append((frame, f"run by {caller}"))
+            elif kind != "module" and (not isinstance(caller, tuple) or caller[0] != called_by[kind] or
+                                       caller[1] != path or (kind == "f" and caller[2] != j)):
+                wrong.append((frame, f"called by {caller}"))
+            caller = (kind, path, j)
+    return wrong
+
+
+@needs_sampler
+@pytest.mark.timing
+@pytest.mark.versions("3.12")
+def test_record_fresh_code_objects_named_right(tmp):
+    """record --pid at 100 kHz of code objects freed and made again at the
+    same addresses (tests/programs/fresh_codes.py: modules imported afresh,
+    sources compiled and run): every frame of fresh code is one the program
+    ran (fresh_frames_wrong). While the target makes code objects the
+    check after a walk reads their headers again; it trusts them by the
+    target's counter of code objects made only while that stands still."""
+    modules = tmp / "modules"
+    target = subprocess.Popen([sys.executable, FRESH, str(modules), str(FRESH_MODULES), "100000"],
+                              stdout=subprocess.DEVNULL)
+    try:
+        last = modules / f"fresh_{FRESH_MODULES - 1}.py"
+        for _ in range(600):
+            if last.exists():
+                break
+            time.sleep(0.05)
+        out = tmp / "fresh.txt"
+        r = run(["record", "--pid", str(target.pid), "--rate", str(RATE), "--duration", "2.5", "--format",
+                 "collapsed", "-o", str(out)], timeout=120)
+    finally:
+        target.kill()
+        target.wait()
+    assert r.returncode == 0, r.stderr
+    stacks = {}
+    with open(out) as f:
+        for line in f:
+            st, _, n = line.rstrip("\n").rpartition(" ")
+            stacks[tuple(st.split(";"))] = int(n)
+    assert not fresh_frames_wrong(stacks), fresh_frames_wrong(stacks)[:10]
+    in_fresh = sum(n for s, n in stacks.items() if any("fresh_" in fr.rpartition("/")[2] or "(<compiled " in fr
+                                                         for fr in s))
+    assert in_fresh >= 200, (in_fresh, r.stderr)
