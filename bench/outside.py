@@ -146,6 +146,11 @@ def rate_austin(austin, pid, seconds, tmp):
     return {"seconds": float(d.group(1)) if d else seconds, "samples": total, "failed": errors, "stacks": stacks}
 
 
+def load_now():
+    """The 1-minute load average (wall figures move with it: printed beside them)."""
+    return round(os.getloadavg()[0], 1)
+
+
 def rate_section(python, spy, austin, seconds, possible, log):
     rows = {}
     with tempfile.TemporaryDirectory(prefix="swbench-outside-") as tmp:
@@ -158,10 +163,12 @@ def rate_section(python, spy, austin, seconds, possible, log):
         for name, fn in runs:
             log(f"  outside: {name} at {RATE} Hz ...")
             t = Target(python)
+            load = load_now()
             try:
                 r = fn(t.pid)
             finally:
                 t.stop()
+            r["load"] = [load, load_now()]
             if "stacks" in r:
                 r["impossible"] = count_impossible(r["stacks"], possible)
                 r["distinct"] = len(r["stacks"])
@@ -174,14 +181,15 @@ def rate_section(python, spy, austin, seconds, possible, log):
 def rate_text(rows, seconds, na):
     out = [f"\noutside, rate: each tool asked for {RATE} samples/s for {seconds:g} s of a running "
            f"deep_known.py (28-34 frames; its possible stacks known)",
-           f"{'tool':<12}{'samples/s':>11}{'failed':>9}{'impossible':>12}{'deepest':>9}"]
+           f"{'tool':<12}{'samples/s':>11}{'failed':>9}{'impossible':>12}{'deepest':>9}{'load':>11}"]
     for name, r in rows.items():
         if "error" in r:
             out.append(f"{name:<12} error: {r['error'][:200]!r}")
             continue
         rate = r["samples"] / r["seconds"] if r["seconds"] else 0
         failed = r["failed"] / r["samples"] if r["samples"] else 0
-        out.append(f"{name:<12}{rate:>11.0f}{failed:>9.2%}{r['impossible']:>12}{r['deepest']:>9}")
+        load = "-".join(f"{x:g}" for x in r.get("load", []))
+        out.append(f"{name:<12}{rate:>11.0f}{failed:>9.2%}{r['impossible']:>12}{r['deepest']:>9}{load:>11}")
     out += [f"{k}: n/a ({v})" for k, v in na.items()]
     return "\n".join(out)
 
@@ -242,6 +250,7 @@ def slow_section(python, spy, austin, rounds, work, quick, log):
     configs = slow_configs(python, spy, austin, quick)
     names = list(configs)
     runs = {n: [] for n in names}
+    load = [load_now()]
     with tempfile.TemporaryDirectory(prefix="swbench-outside-") as tmp:
         for k in range(rounds):
             order = names[k % len(names):] + names[:k % len(names)]
@@ -251,14 +260,16 @@ def slow_section(python, spy, austin, rounds, work, quick, log):
                 except (ValueError, OSError, AssertionError) as e:
                     log(f"  outside: {n} run failed: {e}")
     med = {n: statistics.median(v) for n, v in runs.items() if v}
-    return {"work_batches": work, "rounds": rounds, "runs": runs, "median": med}
+    load.append(load_now())
+    return {"work_batches": work, "rounds": rounds, "runs": runs, "median": med, "load": load}
 
 
 def slow_text(res, na):
     med = res["median"]
     plain = med.get("plain")
     out = [f"\noutside, slowdown at 1 kHz: the target's work ({res['work_batches']} batches) alone and with "
-           f"each tool attached, median of {res['rounds']} alternating runs",
+           f"each tool attached, median of {res['rounds']} alternating runs (load average "
+           f"{res['load'][0]:g} at the start, {res['load'][1]:g} at the end)",
            f"{'tool':<18}{'seconds':>9}{'x plain':>9}{'us/sample':>11}"]
     for n, s in med.items():
         ratio = s / plain if plain else float("nan")

@@ -14,7 +14,9 @@
  * older chunks, 3.12+ shim frames on the C stack) that the thread's last
  * walk did not read too; and then one read checking that the walk was not
  * torn (the code objects' headers, then the thread state, its current
- * frame and the walked frames again). Before 3.11 the thread state, then
+ * frame and the walked frames again; 3.12 from outside: the headers only
+ * of code objects not trusted by the target's counter of code objects
+ * made, see "Code objects by counter"). Before 3.11 the thread state, then
  * one read of the leaf and of the frames of the thread's last walk, one
  * per frame not among them, and (in this process) one reading the code
  * objects' headers and the frames again. A
