@@ -69,10 +69,10 @@ struct sw_pystack {
     uint64_t interp;
     sw_codecache *codes;
     uint64_t *code_addrs;          /* [max_depth] this stack's code objects, leaf first */
-    uint64_t *globals;             /* [max_depth] with frame_globals: their frames' globals
-                                      (3.11+: mixed with their function objects) */
-    uint64_t *code_globals;        /* [2 * GLOBALS_SLOTS] with frame_globals: (code object,
-                                      the globals its last frame seen ran with) */
+    uint64_t *globals;             /* [max_depth] before 3.11 (make_reader): their frames' globals
+                                      (3.11+ would mix in their function objects) */
+    uint64_t *code_globals;        /* [2 * GLOBALS_SLOTS] before 3.11: (code object, the
+                                      globals its last frame seen ran with) */
     uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
     uint64_t *kept_addrs;          /* [max_depth] with limits.frame_addrs: the frames kept
                                       (shims left out), parallel to code_addrs */
@@ -193,7 +193,11 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     size_t d = lim->max_depth;
     r->codes = sw_codecache_new(lim->max_codes);
     r->code_addrs = malloc(d * sizeof *r->code_addrs);
-    if (l->frame_globals != SW_NO_OFFSET) {
+    /* The frames' globals only serve resolve_codes' trust of a recent
+     * entry, which 3.11+ never takes: every walk there is checked after
+     * (still_whole, walk_parked, or read stopped), its code objects with it. */
+    const int keep_globals = l->frame_globals != SW_NO_OFFSET && l->frames_kind == SW_FRAMES_OBJECTS;
+    if (keep_globals) {
         r->globals = malloc(d * sizeof *r->globals);
         r->code_globals = calloc(2 * GLOBALS_SLOTS, sizeof *r->code_globals);
     }
@@ -241,7 +245,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         r->states = sw_threadstate_new(pid, STATE_FDS);
     if (r->states)
         sw_threadstate_set_cpu_every(r->states, lim->cpu_every);
-    if (!r->codes || !r->code_addrs || (l->frame_globals != SW_NO_OFFSET && (!r->globals || !r->code_globals)) ||
+    if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
         !r->code_order || !r->order_seen || !r->frames || !r->window || !r->spec_tstate || !r->spec_n ||
         !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes ||
