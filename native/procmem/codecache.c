@@ -65,10 +65,12 @@ void sw_codecache_free(sw_codecache *c)
     free(c);
 }
 
-void sw_codecache_trim(sw_codecache *c)
+int sw_codecache_trim(sw_codecache *c)
 {
-    if (c->n > c->max)
-        clear(c);
+    if (c->n <= c->max)
+        return 0;
+    clear(c);
+    return 1;
 }
 
 static uint64_t ptr_at(const unsigned char *hdr, uint32_t off)

@@ -69,8 +69,8 @@ sw_sample_code *sw_codecache_stamped(sw_codecache *c, uint64_t addr, uint32_t st
 int32_t sw_codecache_line(sw_codecache *c, sw_sample_code *info, sw_mem *m, const sw_py_layout *l, uint64_t instr);
 
 /* Empties the cache if it holds more than max_entries. Call between
- * samples only: it frees every entry. */
-void sw_codecache_trim(sw_codecache *c);
+ * samples only: it frees every entry. Returns 1 if it did, else 0. */
+int sw_codecache_trim(sw_codecache *c);
 
 uint64_t sw_codecache_hits(const sw_codecache *c);
 uint64_t sw_codecache_misses(const sw_codecache *c);

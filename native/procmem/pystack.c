@@ -108,6 +108,10 @@ struct sw_pystack {
                                       the frames (0: not read, or the counter ran out) */
     int walk_early;                /* this walk: every frame came from that first read */
     int frames_trusted;            /* this walk: every code object trusted so, r->frames set */
+    uint64_t *memo_codes;          /* [max_depth] the last walk whose code objects were all
+                                      trusted so: its code objects, leaf first ... */
+    sw_sample_code **memo_frames;  /* [max_depth] ... their cache entries ... */
+    uint32_t memo_n, memo_counter; /* ... how many, and the counter's value then (memo_n 0: none) */
     uint64_t *code_order;          /* [3 * max_depth] code_reads: the last walk's code objects in
                                       address order, each once ([0, n_order)), this walk's (the
                                       next third, then swapped), those new in this walk (the last) */
@@ -208,6 +212,8 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->reqs = malloc((2 * d + 3) * sizeof *r->reqs);
     r->code_reqs = malloc(d * sizeof *r->code_reqs);
     r->code_order = malloc(3 * d * sizeof *r->code_order);
+    r->memo_codes = malloc(d * sizeof *r->memo_codes);
+    r->memo_frames = malloc(d * sizeof *r->memo_frames);
     r->order_seen = malloc(d);
     r->frames = malloc(d * sizeof *r->frames);
     r->window = malloc(WINDOW_MAX);
@@ -247,7 +253,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         sw_threadstate_set_cpu_every(r->states, lim->cpu_every);
     if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
-        !r->code_order || !r->order_seen || !r->frames || !r->window || !r->spec_tstate || !r->spec_n ||
+        !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->window || !r->spec_tstate || !r->spec_n ||
         !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
         (l->frames_kind == SW_FRAMES_INTERP && !r->recheck) ||
@@ -344,6 +350,8 @@ void sw_pystack_free(sw_pystack *r)
     free(r->reqs);
     free(r->code_reqs);
     free(r->code_order);
+    free(r->memo_codes);
+    free(r->memo_frames);
     free(r->order_seen);
     free(r->frames);
     free(r->window);
@@ -917,6 +925,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         for (uint32_t j = 0; j < r->codes_read; j++) {
             const sw_mem_req *q = &r->code_reqs[j];
             sw_sample_code *c = q->ok ? sw_codecache_get(r->codes, &r->mem, &r->l, q->addr, q->buf, round) : NULL;
+            r->memo_n = 0;   /* (an entry may have been made again) */
             if (!c)
                 return -1;
             sw_codecache_stamp(c, r->counter_now);
@@ -945,6 +954,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     }
     if (sw_mem_readv(&r->mem, r->reqs, k) != k)
         return -1;
+    r->memo_n = 0;
     for (uint32_t j = 0; j < k; j++) {
         if (!sw_codecache_get(r->codes, &r->mem, &r->l, r->reqs[j].addr, r->reqs[j].buf, round))
             return -1;
@@ -1080,13 +1090,22 @@ static uint32_t trusted_by_counter(sw_pystack *r, uint32_t k)
 /* 1 if the code object of each of the walk's n frames is trusted by the
  * counter (above), r->frames then set to their entries: the check reads
  * no header, and resolve_codes looks nothing up (the usual case: a third
- * of the instructions of a sample saved at 34 frames). */
+ * of the instructions of a sample saved at 34 frames). The outer frames
+ * that run the code objects of the last such walk's, at the same depth,
+ * take its entries without a lookup (memo_*: the entries stay put, and
+ * keep their stamps, while the counter does, no header is read and the
+ * cache is not emptied). */
 static int all_trusted(sw_pystack *r, uint32_t n)
 {
     if (!r->walk_early || !r->counter_now)
         return 0;
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < n; i++) {
+    uint32_t same = 0, m = r->memo_counter == r->counter_now ? r->memo_n : 0;
+    while (same < n && same < m && r->code_addrs[n - 1 - same] == r->memo_codes[m - 1 - same]) {
+        r->frames[n - 1 - same] = r->memo_frames[m - 1 - same];
+        same++;
+    }
+    uint32_t k = same;
+    for (uint32_t i = 0; i < n - same; i++) {
         if (i && r->code_addrs[i] == r->code_addrs[i - 1]) {
             r->frames[i] = r->frames[i - 1];
             continue;
@@ -1097,6 +1116,10 @@ static int all_trusted(sw_pystack *r, uint32_t n)
     }
     r->st.codes_by_counter += k;
     r->frames_trusted = 1;
+    memcpy(r->memo_codes, r->code_addrs, n * sizeof *r->code_addrs);
+    memcpy(r->memo_frames, r->frames, n * sizeof *r->frames);
+    r->memo_n = n;
+    r->memo_counter = r->counter_now;
     return 1;
 }
 
@@ -1828,7 +1851,8 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
     unsigned char ts[SW_LAYOUT_MAX_READ];
     int delivered = 0;
     r->st.rounds++;
-    sw_codecache_trim(r->codes);
+    if (sw_codecache_trim(r->codes))
+        r->memo_n = 0;
     /* The first thread state and the GIL's locked flag and last holder,
      * in one system call. */
     uint64_t tstate = 0, gil = gil_address(r);
