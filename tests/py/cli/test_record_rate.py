@@ -4,8 +4,12 @@ its failed samples, and no impossible stack. The target
 end tens of thousands of times a second, and its possible stacks are known
 exactly (possible_stacks()): every stack recorded must be one of them, a
 stack joining two instants being told by a level skipped, repeated or out
-of order. Python 3.12 only (one run of a few seconds); bench/outside.py
-reports the real rate beside py-spy and Austin."""
+of order. And code objects freed and made again at the same addresses
+(tests/programs/fresh_codes.py) recorded at that rate: every frame of
+fresh code named after the code it ran (3.12 trusts the code objects of a
+walk by the target's counter of code objects made). Python 3.12 only (a
+run of a few seconds each); bench/outside.py reports the real rate beside
+py-spy and Austin."""
 import os
 import re
 import runpy
