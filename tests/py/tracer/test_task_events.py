@@ -1107,3 +1107,34 @@ def test_log_without_a_trace_equals_the_log_with_one(tmp_path):
     assert "[MainThread] task_exit    Task-3 sleeper exited: cancelled" in without
     assert any(line.startswith("[MainThread] task_switch  MainThread -> the consumer  [the consumer: running, "
                                "Task-1 main: blocked on join Task-4 worker") for line in without)
+
+
+# Modules task events hook or that come with them (multiprocessing brings
+# pickle, tempfile, bz2, lzma; asyncio brings ssl and concurrent.futures).
+HOOKED_OR_HEAVY = ("asyncio", "ssl", "concurrent", "multiprocessing", "pickle", "queue", "greenlet", "gevent",
+                   "trio", "uvloop", "_asyncio", "_ssl", "_multiprocessing", "_pickle", "_queue")
+WHICH_IMPORTED = r'''
+import sys
+if len(sys.argv) > 1:   # (under `run`, no argument: stackwatch started it)
+    import stackwatch
+    stackwatch.start(sys.argv[1], events=["tasks"])
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in %r)))
+if len(sys.argv) > 1:
+    stackwatch.stop()
+''' % (HOOKED_OR_HEAVY,)
+
+
+@pytest.mark.versions("3.9", "3.12")
+def test_task_events_import_nothing_the_program_did_not(tmp_path):
+    """Task events hook asyncio, queue, multiprocessing, greenlet, ... when
+    the program imports them (task_imports.c), never by importing them
+    themselves: of those modules, a program that starts task events (from
+    Python, or under `run --events tasks`) has in sys.modules what it has
+    without stackwatch."""
+    prog = write(tmp_path / "p.py", WHICH_IMPORTED)
+    plain = run_cli(["python", prog])
+    started = run_cli(["python", prog, str(tmp_path / "a.swt")])
+    under_run = run_cli(["run", "-q", "--events", "tasks", "-o", str(tmp_path / "b.swt"), prog])
+    for r in (plain, started, under_run):
+        assert r.returncode == 0, r.stderr
+    assert started.stdout == plain.stdout and under_run.stdout == plain.stdout
