@@ -741,6 +741,36 @@ def test_more_locks_waited_on_than_64_are_all_recorded(tmp_path):
         assert got == {(f"t-{i}", f"lock-{i}") for i in range(70)}, kind
 
 
+# A join that gives up (its timeout) is woken by its own thread, and every
+# join's block has its wake, also when the thread ended just before its
+# joiner was listed (it still looked alive: seen on 3.13 under load).
+JOINS = r'''
+import threading, time
+def slow():
+    time.sleep(0.3)
+t = threading.Thread(target=slow, name="slow")
+t.start()
+t.join(timeout=0.05)
+t.join()
+quick = [threading.Thread(target=lambda: None, name=f"quick-{i}") for i in range(40)]
+for q in quick:
+    q.start()
+for q in quick:
+    q.join()
+'''
+
+
+@pytest.mark.versions("3.12", "3.13")
+def test_every_join_has_its_wake(tmp_path):
+    swt, _ = run_traced(tmp_path, JOINS, "--events", "tasks")
+    doc = read_task_events(swt)
+    joins = [(w["other"], w["channel"]) for w, b in _wakes(doc) if b["reason"] == "join"]
+    assert joins[:2] == [("MainThread", "thread slow"), ("slow", "thread slow")]
+    assert all(other == channel[len("thread "):] for other, channel in joins[2:]), joins
+    assert not [e for e in doc["events"] if e["kind"] == "block"
+                and e not in [b for _, b in _wakes(doc)]], "a block with no wake"
+
+
 # The values a queue passes are recorded as their repr, those written
 # without repr (ints that fit in 64 bits, None, True, False) included.
 VALUES = r'''
