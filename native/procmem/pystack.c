@@ -1073,8 +1073,11 @@ static uint32_t code_reads(sw_pystack *r, uint32_t n)
  * header is not read again. A program that makes no code objects (most,
  * once started) then costs a read of 4 bytes per walk instead of every
  * code object's header (34 frames of tests/programs/deep_known.py: 31
- * headers in 7 ranges of 9 pages, 60% of the check's read). Drops those
- * from r->code_reqs[0, k), keeping the order; returns how many are left. */
+ * headers in 7 ranges of 9 pages, 60% of the check's read). (The counter
+ * is an aligned 4-byte word the kernel copies in one move, lowest byte
+ * first if ever byte by byte: a read that an increment tears is still
+ * never below the value at its start.) Drops those from
+ * r->code_reqs[0, k), keeping the order; returns how many are left. */
 static uint32_t trusted_by_counter(sw_pystack *r, uint32_t k)
 {
     if (!r->walk_early || !r->counter_now)
