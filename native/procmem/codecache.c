@@ -200,8 +200,10 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
             e->checked_round = round;
             return &e->info;
         }
-        /* Another code object now lives at this address. */
+        /* Another code object now lives at this address (its stamp is
+         * not the entry's, even if its strings cannot be read). */
         c->misses++;
+        e->stamp = 0;
         if (fill(e, m, l, name, qualname, filename, line, linetable) != SW_OK)
             return NULL;
         e->checked_round = round;
