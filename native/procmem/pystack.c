@@ -17,8 +17,9 @@
  * frame and the walked frames again; 3.12 from outside: the headers only
  * of code objects not trusted by the target's counter of code objects
  * made, see "Code objects by counter"). Before 3.11 the thread state, then
- * one read of the leaf and of the frames of the thread's last walk, one
- * per frame not among them, and (in this process) one reading the code
+ * one read of the leaf and of the frames of the thread's last walk (from
+ * outside: in the thread state's read, guessed_leaf), one per frame not
+ * among them, and (in this process) one reading the code
  * objects' headers and the frames again. A
  * walk torn by the thread running on (see "Torn stacks" below) is redone:
  * in this process (limits.park) at once with the thread parked in a signal
@@ -449,6 +450,16 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
         g->cframe = r->g_cframe[slot];
         cf = (sw_mem_req){g->cframe + l->cframe_current_frame, &g->frame, sizeof g->frame, 0};
     }
+    if (l->frames_kind != SW_FRAMES_INTERP && !r->lim.park) {
+        /* Before 3.11, from outside: the frames the thread's last walk
+         * read, its leaf among them, right after its state (guessed_leaf;
+         * in this process the first read of a walk stays its own). */
+        uint32_t first = *k;
+        spec_reqs_add(r, tstate, 0, k);
+        r->spec_first = r->spec_hint = first;
+        r->spec_nreq = *k;
+        return;
+    }
     if (l->frames_kind != SW_FRAMES_INTERP || !r->g_chunk[slot]) {
         if (cf.len) {
             g->cf_req = *k;
@@ -608,6 +619,24 @@ static void read_leaf(sw_pystack *r, uint64_t tstate, uint64_t leaf, window *w)
         w->leaf = leaf;
         w->leaf_bytes = r->leaf_buf;
     }
+}
+
+/* Before 3.11, from outside: 1 if the leaf frame was among the frames the
+ * thread's last walk read, as read right after its state (guess_reqs),
+ * and is a live frame object (then w holds it, and its callers are looked
+ * for there too, spec_find); else 0 (read_leaf reads it: one call more). */
+static int frame_object_ok(const sw_py_layout *l, const unsigned char *f);
+
+static int guessed_leaf(sw_pystack *r, uint64_t leaf, window *w)
+{
+    const unsigned char *f = r->spec_nreq > r->spec_first ? spec_find(r, leaf, 0) : NULL;
+    if (!f || !frame_object_ok(&r->l, f))
+        return 0;
+    memset(w, 0, sizeof *w);
+    w->leaf = leaf;
+    w->leaf_bytes = f;
+    r->spec_walked = 0;
+    return 1;
 }
 
 /* Copies the used top of the thread's current stack chunk (3.11+), and the
@@ -1748,9 +1777,10 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         r->counter_now = g && g->counter_ok ? g->counter : 0;
         for (int torn = 0;; torn++) {
             r->walk_early = 0;
-            if (l->frames_kind != SW_FRAMES_INTERP)
-                read_leaf(r, tstate, frame, &w);
-            else if (torn > 0 || !guessed_window(r, tstate, ts, frame, g, &w))
+            if (l->frames_kind != SW_FRAMES_INTERP) {
+                if (!g || !guessed_leaf(r, frame, &w))
+                    read_leaf(r, tstate, frame, &w);
+            } else if (torn > 0 || !guessed_window(r, tstate, ts, frame, g, &w))
                 copy_window(r, tstate, ts, frame, &w);
             else
                 r->walk_early = 1;
