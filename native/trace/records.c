@@ -11,9 +11,11 @@
 #include <string.h>
 
 /* Each kind's fields. */
-#define SW_X_FIELD_(f, type, slot) {#f, SW_FT_##type & ~SW_FT_LATER, SW_SLOT_##slot, (SW_FT_##type & SW_FT_LATER) != 0},
+#define SW_X_FIELD_(f, type, slot)                                                                        \
+    {#f, SW_FT_##type & ~(SW_FT_LATER | SW_FT_INTERNED), SW_SLOT_##slot, (SW_FT_##type & SW_FT_LATER) != 0,      \
+     (SW_FT_##type & SW_FT_INTERNED) != 0},
 #define SW_X_FIELDS_(K, n, name, since, from, cat, label, shape, pair, stat, title, track, ...)                   \
-    static const sw_record_field fields_##K[] = {__VA_ARGS__{NULL, 0, SW_SLOT_NONE, 0}};
+    static const sw_record_field fields_##K[] = {__VA_ARGS__{NULL, 0, SW_SLOT_NONE, 0, 0}};
 SW_RECORD_KINDS(SW_X_FIELDS_, SW_X_FIELD_)
 
 #define SW_X_SOURCE_WRITER "writer"
@@ -21,6 +23,7 @@ SW_RECORD_KINDS(SW_X_FIELDS_, SW_X_FIELD_)
 #define SW_X_SOURCE_PROGRAM "program"
 #define SW_X_SOURCE_DISPATCH "dispatch"
 #define SW_X_SOURCE_KERNEL "kernel"
+#define SW_X_SOURCE_OLDER "older"
 #define SW_X_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)                       \
     {n, #nm, since, SW_X_SOURCE_##from, cat, label, SW_RS_##shape, SW_RSTAT_##stat, SW_SLOT_##title,     \
      (uint8_t)(sizeof fields_##K / sizeof fields_##K[0] - 1), SW_EXT_##pair, track, fields_##K},
@@ -66,6 +69,12 @@ const char *sw_record_stat_name(unsigned stat)
 
 long sw_record_encode(uint32_t number, const sw_ext *vals, size_t str_max, uint8_t *buf, size_t cap)
 {
+    return sw_record_encode_interned(number, vals, str_max, NULL, NULL, buf, cap);
+}
+
+long sw_record_encode_interned(uint32_t number, const sw_ext *vals, size_t str_max, sw_intern_fn intern, void *ctx,
+                               uint8_t *buf, size_t cap)
+{
     const sw_record_kind *k = sw_record_kind_of(number);
     if (!k)
         return -1;
@@ -81,6 +90,13 @@ long sw_record_encode(uint32_t number, const sw_ext *vals, size_t str_max, uint8
                 len = str_max;
                 while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
                     len--;
+            }
+            if (f->interned) {
+                uint64_t id;
+                if (!intern || intern(ctx, s ? s : "", len, &id) != 0)
+                    return -1;
+                n = (size_t)(sw_put_varint_fast(buf + n, id) - buf);
+                continue;
             }
             n = (size_t)(sw_put_varint_fast(buf + n, len) - buf);
             if (n + len > cap)
@@ -114,13 +130,35 @@ static int get_ext_str(sw_cursor *c, char *buf)
     return SW_OK;
 }
 
+/* Reads an interned str (the varint id of a STRINGS entry) into buf: the
+ * entry, or "?" when there is none. */
+static int get_ext_istr(sw_cursor *c, const sw_strings *strings, char *buf)
+{
+    uint64_t id;
+    if (sw_cur_varint(c, &id))
+        return SW_ETRUNC;
+    const char *s = strings && id < strings->n && strings->s[id] ? strings->s[id] : "?";
+    size_t k = strlen(s);
+    if (k > SW_EXT_STR_MAX) {   /* (entries are cut at 200 bytes by the writer; one made otherwise) */
+        k = SW_EXT_STR_MAX;
+        while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80)
+            k--;
+    }
+    memcpy(buf, s, k);
+    buf[k] = 0;
+    return SW_OK;
+}
+
 /* Decodes one field of an EXT payload, of type `type` (SW_FT_*), into its
  * slot of x (SW_SLOT_*). Returns nonzero when the payload ends first (or
  * a code id is out of range); a field a later minor appended
  * (SW_FT_LATER) may be absent: an older trace's, left 0 / "". Called with
  * constants, from the rows. */
-SW_INLINE int decode_field(sw_cursor *c, char *s1, char *s2, sw_ext *x, unsigned type, unsigned slot)
+SW_INLINE int decode_field(sw_cursor *c, const sw_strings *strings, char *s1, char *s2, sw_ext *x, unsigned type,
+                           unsigned slot)
 {
+    if (type == SW_FT_ISTR)
+        return get_ext_istr(c, strings, slot == SW_SLOT_S1 ? s1 : s2);
     if (type & SW_FT_LATER) {
         if (c->p == c->end)
             return 0;
@@ -148,12 +186,13 @@ SW_INLINE int decode_field(sw_cursor *c, char *s1, char *s2, sw_ext *x, unsigned
 }
 
 /* One case per row, made from the row (records.h sw_record_decode). */
-#define SW_X_DECODE_FIELD_(f, type, slot) &&!decode_field(&c, s1, s2, x, SW_FT_##type, SW_SLOT_##slot)
+#define SW_X_DECODE_FIELD_(f, type, slot) &&!decode_field(&c, strings, s1, s2, x, SW_FT_##type, SW_SLOT_##slot)
 #define SW_X_DECODE_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)       \
     case n:                                                                                            \
         bad = !(1 __VA_ARGS__);                                                                        \
         break;
-void sw_record_decode(uint32_t kind, const uint8_t *p, size_t len, char *s1, char *s2, sw_ext *x)
+void sw_record_decode(uint32_t kind, const uint8_t *p, size_t len, const sw_strings *strings, char *s1, char *s2,
+                      sw_ext *x)
 {
     memset(x, 0, sizeof *x);
     sw_cursor c = {p, p + len};

@@ -638,6 +638,11 @@ def test_thread_events_equal_each_threads_log(tmp_path):
             assert block["function"] == "waiter" and e["function"] == "<module>"
     assert "waiter" in woken
     assert tasks["consumer"]["outcome"] == tasks["producer"]["outcome"] == "result"
+    # A channel's name is interned (format 1.16): written once in the file,
+    # however many records name it (an automatic name: class and address).
+    data = open(swt, "rb").read()
+    channels = {e["channel"] for e in doc["events"] if e["channel"] and " 0x" in e["channel"]}
+    assert channels and all(data.count(c.encode()) == 1 for c in channels), channels
 
 
 # A lock convoy, with a Lock and then an RLock: the main thread holds the
@@ -961,6 +966,9 @@ stackwatch.stop()
     assert [(e["kind"], e["reason"]) for e in first["events"] if e["kind"] in ("block", "wake")
             and e["task"].endswith(" get")] == [("block", "queue")]
     _wakes(second)   # (each wake ends a block of the same trace)
+    # The queue's name, interned again by the second trace (its own strings).
+    channel = {e["channel"] for e in first["events"] if e["kind"] == "block" and e["task"].endswith(" get")}
+    assert {e["channel"] for e in second["events"] if e["kind"] == "receive"} == channel
     assert [e["kind"] for e in second["events"] if e["task"].endswith(" get")][-3:] == ["switch", "receive", "exit"]
 
 
