@@ -72,44 +72,61 @@ long sw_record_encode(uint32_t number, const sw_ext *vals, size_t str_max, uint8
     return sw_record_encode_interned(number, vals, str_max, NULL, NULL, buf, cap);
 }
 
+/* Encodes one field of type `type` (SW_FT_*) from its slot of vals at
+ * buf + *n. Returns nonzero when it does not fit in cap bytes or cannot be
+ * interned. Called with constants, from the rows (one case per kind, as
+ * the decoder's: a task event's record costs half the table walk's
+ * instructions). */
+SW_INLINE int encode_field(const sw_ext *vals, size_t str_max, sw_intern_fn intern, void *ctx, uint8_t *buf,
+                           size_t cap, size_t *n, unsigned type, unsigned slot)
+{
+    type &= ~(unsigned)SW_FT_LATER;
+    if (*n + SW_VARINT_MAX > cap)
+        return 1;
+    if (type == SW_FT_STR || type == SW_FT_ISTR) {
+        const char *s = sw_ext_string(vals, slot);
+        size_t len = s ? strlen(s) : 0;
+        if (len > str_max) {   /* cut on a character boundary */
+            len = str_max;
+            while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
+                len--;
+        }
+        if (type == SW_FT_ISTR) {
+            uint64_t id;
+            if (!intern || intern(ctx, s ? s : "", len, &id) != 0)
+                return 1;
+            *n = (size_t)(sw_put_varint_fast(buf + *n, id) - buf);
+            return 0;
+        }
+        *n = (size_t)(sw_put_varint_fast(buf + *n, len) - buf);
+        if (*n + len > cap)
+            return 1;
+        if (len)
+            memcpy(buf + *n, s, len);
+        *n += len;
+        return 0;
+    }
+    uint64_t v = sw_ext_number(vals, slot);
+    *n = (size_t)(sw_put_varint_fast(buf + *n, type == SW_FT_SIGNED ? sw_zigzag((int64_t)v) : v) - buf);
+    return 0;
+}
+
+#define SW_X_ENCODE_FIELD_(f, type, slot) &&!encode_field(vals, str_max, intern, ctx, buf, cap, &len, SW_FT_##type, SW_SLOT_##slot)
+#define SW_X_ENCODE_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)       \
+    case n:                                                                                            \
+        ok = (1 __VA_ARGS__);                                                                          \
+        break;
 long sw_record_encode_interned(uint32_t number, const sw_ext *vals, size_t str_max, sw_intern_fn intern, void *ctx,
                                uint8_t *buf, size_t cap)
 {
-    const sw_record_kind *k = sw_record_kind_of(number);
-    if (!k)
-        return -1;
-    size_t n = 0;
-    for (unsigned i = 0; i < k->nfields; i++) {
-        const sw_record_field *f = &k->fields[i];
-        if (n + SW_VARINT_MAX > cap)
-            return -1;
-        if (f->type == SW_FT_STR) {
-            const char *s = sw_ext_string(vals, f->slot);
-            size_t len = s ? strlen(s) : 0;
-            if (len > str_max) {   /* cut on a character boundary */
-                len = str_max;
-                while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
-                    len--;
-            }
-            if (f->interned) {
-                uint64_t id;
-                if (!intern || intern(ctx, s ? s : "", len, &id) != 0)
-                    return -1;
-                n = (size_t)(sw_put_varint_fast(buf + n, id) - buf);
-                continue;
-            }
-            n = (size_t)(sw_put_varint_fast(buf + n, len) - buf);
-            if (n + len > cap)
-                return -1;
-            if (len)
-                memcpy(buf + n, s, len);
-            n += len;
-        } else {
-            uint64_t v = sw_ext_number(vals, f->slot);
-            n = (size_t)(sw_put_varint_fast(buf + n, f->type == SW_FT_SIGNED ? sw_zigzag((int64_t)v) : v) - buf);
-        }
+    size_t len = 0;
+    int ok;
+    switch (number) {
+        SW_RECORD_KINDS(SW_X_ENCODE_KIND_, SW_X_ENCODE_FIELD_)
+    default:
+        return -1;   /* no row */
     }
-    return (long)n;
+    return ok ? (long)len : -1;
 }
 
 /* Reads a str of an EXT payload into buf (cut at SW_EXT_STR_MAX bytes, on
