@@ -334,6 +334,7 @@ static inline const sw_record_kind *sw_record_kind_of(uint64_t number)
 #define SW_X_SIDE_ONLY_PROGRAM 0
 #define SW_X_SIDE_ONLY_DISPATCH 0
 #define SW_X_SIDE_ONLY_KERNEL 1
+#define SW_X_SIDE_ONLY_OLDER 0
 #define SW_X_REC_SIDE_ONLY_(K, n, nm, since, from, ...) | (SW_X_SIDE_ONLY_##from ? UINT64_C(1) << n : 0)
 static inline int sw_record_side_only(uint64_t number)
 {

@@ -201,9 +201,7 @@ TEST(interned_channels_read_as_their_strings)
 {
     tg g;
     const char *p = check_tmp_file(".swt");
-    REQUIRE(tg_open(&g, p, 4096, 0, 1, 1e9) == SW_OK);
-    REQUIRE(tg_codes(&g, 2, 0) == SW_OK);
-    tg_thread *a = tg_add_thread(&g, 7004, 0, "m", 6);
+    tg_thread *a = open_one_thread(&g, p, 1, 2, 0, 7004, 0, "m", 6);
     REQUIRE(a);
     tg_enter(a, SW_OP_CALL, 0);
     tg_ext(a, SW_EXT_TASK_SEND, 0, 3, 1, 0, 0, "Queue 0x10", "42");
@@ -211,11 +209,9 @@ TEST(interned_channels_read_as_their_strings)
     tg_ext(a, SW_EXT_TASK_RECEIVE, 0, 5, 2, 0, 0, "Queue 0x20", "42");
     tg_ext(a, SW_EXT_TASK_SEND_INLINE, 0, 6, 1, 0, 0, "Queue 0x10", "44");   /* a 1.15 writer's */
     const uint8_t no_entry[] = {0, 7, 1, 9, 2, '4', '5'};   /* code 0, line 7, peer 1, channel id 9, "45" */
-    tg_tick(a);
-    sw_tbuf_ext(a->b, a->ticks, SW_EXT_TASK_SEND, no_entry, sizeof no_entry);
+    raw_ext(a, SW_EXT_TASK_SEND, no_entry, sizeof no_entry);
     tg_exit(a, SW_OP_RETURN);
-    REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = tg_open_trace(p);
+    sw_trace *t = written(&g, p);
     REQUIRE(t);
     xlog l = {0};
     CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l), SW_OK);
@@ -235,8 +231,7 @@ TEST(interned_channels_read_as_their_strings)
     CHECK_EQ_I64(sw_record_encode(SW_EXT_TASK_SEND, &v, 200, buf, sizeof buf), -1);
     CHECK_EQ_I64(sw_record_encode(SW_EXT_TASK_SEND_INLINE, &v, 200, buf, sizeof buf), 3 + 11 + 3);
     free(l.r);
-    sw_trace_free(t);
-    tg_free(&g);
+    forget(t, &g, p);
 }
 
 TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
