@@ -64,8 +64,12 @@ static lock_wait *wait_of(void *lock)
 
 static wrapped_type *type_of(PyObject *self)
 {
+    PyTypeObject *tp = Py_TYPE(self);
+    for (int i = 0; i < SW_LOCK_TYPES; i++)   /* its own type first: every acquire and release asks */
+        if (types[i].tp == tp)
+            return &types[i];
     for (int i = 0; i < SW_LOCK_TYPES; i++)
-        if (types[i].tp && PyObject_TypeCheck(self, types[i].tp))
+        if (types[i].tp && PyType_IsSubtype(tp, types[i].tp))
             return &types[i];
     return NULL;
 }
