@@ -115,6 +115,20 @@ static PyObject *try_acquire(wrapped_type *w, PyObject *self)
     return call_own(w, M_ACQUIRE, self, no, 1, NULL);
 }
 
+/* release() through the type's own C function when it takes no argument
+ * (every release: the queue's lock is released at each put and get). */
+static PyObject *call_release(wrapped_type *w, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    PyObject *own = w->own[M_RELEASE];
+    if (!nargs && !kwnames && PyObject_TypeCheck(own, &PyMethodDescr_Type)) {
+        PyMethodDef *md = ((PyMethodDescrObject *)own)->d_method;
+        if ((md->ml_flags & (METH_VARARGS | METH_KEYWORDS | METH_FASTCALL | METH_NOARGS | METH_O)) == METH_NOARGS)
+            return md->ml_meth(self, NULL);
+    }
+    return call_own(w, M_RELEASE, self, args, nargs, kwnames);
+}
+
 /* 1 if the caller (the running frame) is threading's own code (read
  * without a frame object: a queue's lock is contended at most of its
  * acquires, each through Condition.__enter__). */
@@ -254,7 +268,7 @@ static PyObject *lock_release(PyObject *self, PyObject *const *args, size_t narg
         lw->releaser_task = sw_task_running();
         lw->t_release = trace_now();
     }
-    return call_own(w, M_RELEASE, self, args, PyVectorcall_NARGS(nargsf), kwnames);
+    return call_release(w, self, args, PyVectorcall_NARGS(nargsf), kwnames);
 }
 
 static PyObject *lock_enter(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
