@@ -309,7 +309,7 @@ def test_frames_entered_from_c(tmp_path):
     meanwhile, and the shim's memory is reused by C code in between: its
     link read as NULL made the frame a root, sampled alone, without its
     callers (pystack.c still_whole reads such frames again)."""
-    path = run_sampled(tmp_path, [str(PROGRAMS / "entered_from_c.py"), "300"], "from_c", interval="50us")
+    path = run_sampled(tmp_path, [str(PROGRAMS / "entered_from_c.py"), "600"], "from_c", interval="50us")
     checked, differ, skipped = compare(path)
     report("entered_from_c", checked, differ, skipped)
     assert not differ
