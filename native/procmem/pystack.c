@@ -30,6 +30,7 @@
  */
 #include "pystack.h"
 #include "codecache.h"
+#include "freeze.h"
 #include "nativemerge.h"
 #include "nativestack.h"
 #include "symbols.h"
@@ -150,6 +151,10 @@ struct sw_pystack {
     unsigned char park_code_ok[PARK_CODES];   /* ... which of them were read */
     uint32_t park_codes_read;      /* ... how many were asked for */
     uint64_t head_guess;           /* the first thread state of the last round */
+    /* limits.blocking: the process stopped for this round (freeze.h). */
+    sw_frozen frozen;
+    int frozen_now;                /* 1 while it is */
+    char block_err[384];           /* why the last stop failed, or "" */
     sw_pystack_stats st;
 };
 
@@ -265,6 +270,10 @@ static int use_unwinder(sw_pystack *r, sw_unwinder *u, char *err, size_t errlen)
 sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
                            uint64_t probe_addr, size_t probe_len, char *err, size_t errlen)
 {
+    if (lim->blocking && pid == (int)getpid()) {
+        snprintf(err, errlen, "a process cannot stop itself to be read (blocking is for another process)");
+        return NULL;
+    }
     sw_pystack *r = make_reader(l, pid, interp_addr, lim, err, errlen);
     if (r && sw_mem_open(&r->mem, pid, probe_addr, probe_len, err, errlen) != SW_OK) {
         r->mem.fd = -1;
@@ -280,6 +289,7 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
         }
         if (use_unwinder(r, sw_unwinder_new(pid, &r->mem), err, errlen) != SW_OK)
             return NULL;
+        sw_unwind_set_held(r->unwinder, (int)lim->blocking);   /* (the round stops the threads) */
     }
     return r;
 }
@@ -294,6 +304,7 @@ sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, 
     sw_pystack *r = make_reader(l, 0, interp_addr, lim, err, errlen);
     if (!r)
         return NULL;
+    r->lim.blocking = 0;   /* (nothing runs in a core) */
     sw_mem_open_core(&r->mem, core);
     if (lim->native) {
         /* Native frames: unwound from the core's registers (unwind.h). */
@@ -1532,7 +1543,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         if (nn == SW_ESTATE && sw_nstack_blocked((int)s.native_tid))
             mute(r, (uint32_t)s.native_tid);   /* (one merely waiting for a CPU is asked again) */
     }
-    if (nn >= 0) {
+    if (nn >= 0 && !r->frozen_now) {
         /* The thread state as of the stop (or capture), the guess made from
          * the earlier one dropped. The sample is of the instant the thread
          * stopped, which can be well after the round began (a thread
@@ -1558,7 +1569,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * is checked after (still_whole, objects_whole): one that joined frames
      * of two instants is torn, redone up to TORN_RETRIES (OBJECT_RETRIES)
      * times, then failed. */
-    int fresh = nn < 0;
+    int fresh = nn < 0 && !r->frozen_now;
     /* In-process, a walk found torn (or failed) is not retried but redone
      * at once with the thread parked (walk_parked): the checks after a
      * walk are then strict, at the cost of a park, not of a failed sample. A
@@ -1673,11 +1684,12 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             }
         }
     }
-    /* Native mode: the thread stopped, its frames hold their code objects,
-     * whose headers are read now, before it runs on (an entry of the code
-     * cache is never trusted on its age for a frame: the code object at
-     * its address may be another since). */
-    if (nn >= 0 && n > 0 && !r->codes_read)
+    /* Native mode, or the process stopped (limits.blocking): the thread
+     * stopped, its frames hold their code objects, whose headers are read
+     * now, before it runs on (an entry of the code cache is never trusted
+     * on its age for a frame: the code object at its address may be
+     * another since). */
+    if ((nn >= 0 || r->frozen_now) && n > 0 && !r->codes_read)
         read_with_codes(r, 0, code_reads(r, (uint32_t)n));
     RELEASE_NATIVE();
     PROBE_LATE();
@@ -1730,7 +1742,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     sink(ud, &s);
 }
 
-int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
+static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
 {
     const sw_py_layout *l = &r->l;
     unsigned char ts[SW_LAYOUT_MAX_READ];
@@ -1798,6 +1810,43 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
     return delivered;
 }
 
+/* limits.blocking: the round is read with every thread of the process
+ * stopped (freeze.h), so a walk cannot be torn: the checks after a walk
+ * are left out, and a round whose stop fails reads nothing (a failed
+ * round, never a torn one). */
+int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
+{
+    if (!r->lim.blocking)
+        return sample_round(r, t_ns, weight_ns, sink, ud);
+    uint64_t b0 = sw_clock_ns(CLOCK_MONOTONIC);
+    if (sw_freeze(&r->frozen, r->mem.pid, r->block_err, sizeof r->block_err) != SW_OK) {
+        r->st.rounds++;
+        r->st.block_failed++;
+        r->st.failed++;
+        return SW_EIO;
+    }
+    r->frozen_now = 1;
+    if (r->states)
+        sw_threadstate_set_stopped(r->states, 1);
+    int rc = sample_round(r, t_ns, weight_ns, sink, ud);
+    sw_thaw(&r->frozen);
+    r->frozen_now = 0;
+    r->st.blocked_rounds++;
+    r->st.blocked_ns += sw_clock_ns(CLOCK_MONOTONIC) - b0;
+    return rc;
+}
+
+int sw_pystack_block_check(int pid, char *err, size_t errlen)
+{
+    sw_frozen f;
+    int rc = sw_freeze_thread(&f, pid, pid, err, errlen);
+    if (rc == SW_OK)
+        sw_thaw(&f);
+    else if (rc == SW_EARG)
+        snprintf(err, errlen, "process %d: no such process", pid);
+    return rc == SW_OK ? SW_OK : SW_EIO;
+}
+
 const char *sw_pystack_native_error(const sw_pystack *r)
 {
     sw_unwind_stats us;
@@ -1820,4 +1869,5 @@ void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out)
         out->native_stopped_ns = us.stop_ns;
         out->native_by_fp = us.by_fp;
     }
+    snprintf(out->block_error, sizeof out->block_error, "%s", r->block_err);
 }
