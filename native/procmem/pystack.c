@@ -87,8 +87,10 @@ struct sw_pystack {
     uint64_t *pcs;                 /* [SW_NSTACK_MAX] the captured return addresses */
     sw_sample_code **nat;          /* [SW_NSTACK_MAX] their symbols */
     unsigned char *nat_eval;       /* [SW_NSTACK_MAX] 1: the interpreter function */
+    int32_t *nat_lines;            /* [SW_NSTACK_MAX] the line each runs (0: unknown) */
     sw_sample_code **merged;       /* [max_depth + SW_NSTACK_MAX] */
     int32_t *merged_lines;         /* [max_depth + SW_NSTACK_MAX] with lines */
+    uint64_t *merged_pcs;          /* [max_depth + SW_NSTACK_MAX] each native frame's pc, 0 for Python's */
     uint32_t mute_tid[MUTE_SLOTS];    /* threads that did not answer the signal ... */
     uint64_t mute_until[MUTE_SLOTS];  /* ... are not asked again before this round */
     uint32_t park_fail_tid;        /* in-process: the thread whose last parked walks failed ... */
@@ -230,7 +232,10 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         r->nat_eval = malloc(SW_NSTACK_MAX);
         r->pc_flags = calloc(SW_NSTACK_MAX, 1);
         r->merged = malloc((d + SW_NSTACK_MAX) * sizeof *r->merged);
-        native_ok = r->syms && r->py_end && r->pcs && r->nat && r->nat_eval && r->pc_flags && r->merged;
+        r->merged_pcs = malloc((d + SW_NSTACK_MAX) * sizeof *r->merged_pcs);
+        r->nat_lines = malloc(SW_NSTACK_MAX * sizeof *r->nat_lines);
+        native_ok = r->syms && r->py_end && r->pcs && r->nat && r->nat_eval && r->pc_flags && r->merged &&
+                    r->merged_pcs && r->nat_lines;
     }
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
@@ -337,6 +342,8 @@ void sw_pystack_free(sw_pystack *r)
     free(r->nat);
     free(r->nat_eval);
     free(r->merged);
+    free(r->merged_pcs);
+    free(r->nat_lines);
     free(r->code_hdrs);
     free(r->reqs);
     free(r->code_reqs);
@@ -1157,20 +1164,23 @@ static void mute(sw_pystack *r, uint32_t tid)
 
 /* Names the nn captured return addresses (the leaf one is the interrupted
  * instruction itself; the others are named by the byte before them, inside
- * the call) and merges them with the np Python frames into r->merged.
- * Returns the merged depth, or -1. */
+ * the call), with lines the line of each where its symbol has one, and
+ * merges them with the np Python frames into r->merged (their pcs into
+ * r->merged_pcs). Returns the merged depth, or -1. */
 static long merge_native(sw_pystack *r, uint32_t nn, int truncated, uint32_t np)
 {
     for (uint32_t k = 0; k < nn; k++) {
         int ev = 0;
-        r->nat[k] = sw_symbols_lookup_marked(r->syms, k ? r->pcs[k] - 1 : r->pcs[k],
-                                             r->unwinder && (r->pc_flags[k] & SW_UNWIND_BY_FP), &ev);
+        r->nat[k] = sw_symbols_lookup_line(r->syms, k ? r->pcs[k] - 1 : r->pcs[k],
+                                           r->unwinder && (r->pc_flags[k] & SW_UNWIND_BY_FP), &ev,
+                                           r->lines ? &r->nat_lines[k] : NULL);
         if (!r->nat[k])
             return -1;
         r->nat_eval[k] = (unsigned char)ev;
     }
-    long m = sw_merge_native(r->nat, r->nat_eval, nn, truncated, r->frames, r->lines, r->py_end, np, r->merged,
-                             r->lines ? r->merged_lines : NULL, r->lim.max_depth + SW_NSTACK_MAX);
+    sw_native_frames nat = {r->nat, r->nat_eval, r->lines ? r->nat_lines : NULL, r->pcs, nn, truncated};
+    long m = sw_merge_native(&nat, r->frames, r->lines, r->py_end, np, r->merged, r->lines ? r->merged_lines : NULL,
+                             r->merged_pcs, r->lim.max_depth + SW_NSTACK_MAX);
     return m < 0 ? -1 : m;
 }
 
@@ -1732,6 +1742,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             s.frames = r->merged;
             s.lines = r->lines ? r->merged_lines : NULL;
             s.frame_addrs = NULL;
+            s.native_pcs = r->merged_pcs;
         }
     }
     s.depth = (uint32_t)n;
@@ -1818,6 +1829,16 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
 {
     if (!r->lim.blocking)
         return sample_round(r, t_ns, weight_ns, sink, ud);
+    if (r->unwinder && r->st.rounds == 0) {
+        /* With native frames the first round reads the target's files
+         * (their CFI, unwind.h; their symbols and line tables, symbols.h),
+         * a second or more on a busy machine: not with the whole process
+         * stopped. It stops each thread while it is read instead. */
+        sw_unwind_set_held(r->unwinder, 0);
+        int rc = sample_round(r, t_ns, weight_ns, sink, ud);
+        sw_unwind_set_held(r->unwinder, 1);
+        return rc;
+    }
     uint64_t b0 = sw_clock_ns(CLOCK_MONOTONIC);
     if (sw_freeze(&r->frozen, r->mem.pid, r->block_err, sizeof r->block_err) != SW_OK) {
         r->st.rounds++;

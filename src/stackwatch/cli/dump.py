@@ -69,16 +69,20 @@ FP_MARK = " (no CFI: caller by frame pointer)"   # ... and so before it where it
                                                  # frame pointers (procmem/unwind.h)
 
 
-def frame_of(qualname, file, line, local_vars, with_locals, address=None):
+def frame_of(qualname, file, line, local_vars, with_locals, address=None, library=None, pc=None):
     """One frame as --json prints it (address: a native frame's symbol's
-    start)."""
+    start; library: its shared object where file is its source, else
+    None; pc: its instruction, or return address)."""
     if qualname.endswith(NATIVE_SUFFIX):
-        # a C function: its symbol and its library (no line); how its caller was found
+        # a C function: its symbol, its library and, where the library has
+        # line tables, its source file and the line it is at; how its
+        # caller was found
         name = qualname[:-len(NATIVE_SUFFIX)]
         by_fp = name.endswith(FP_MARK)
         name = name[:-len(FP_MARK)] if by_fp else name
-        return {"function": name, "qualname": name, "file": file, "line": None, "native": True,
-                "library": file, "address": address, "unwound": "frame pointer" if by_fp else "cfi"}
+        return {"function": name, "qualname": name, "file": file,
+                "line": (line or None) if library else None, "native": True, "library": library or file,
+                "address": address, "pc": pc, "unwound": "frame pointer" if by_fp else "cfi"}
     # faulthandler's function is the code's name, the last part of its qualified name
     f = {"function": qualname.rsplit(".", 1)[-1], "qualname": qualname, "file": file, "line": line}
     if with_locals:
@@ -197,7 +201,8 @@ def format_text(dump, threads):
         for f in t["frames"]:
             if f.get("native"):
                 how = " (no CFI: its caller found by frame pointer)" if f["unwound"] == "frame pointer" else ""
-                lines.append(f'  Native "{f["library"]}" in {f["function"]}{how}')
+                where = f' ({f["file"]}:{f["line"] or "?"})' if f["file"] != f["library"] else ""
+                lines.append(f'  Native "{f["library"]}" in {f["function"]}{where}{how}')
                 continue
             lines.append(f'  File "{f["file"]}", line {f["line"]} in {f["function"]}')
             if f.get("locals") is None and "locals" in f:

@@ -24,6 +24,7 @@ from .stats import function_table
 
 NAME = "top"
 REFRESH_S = 1.0
+FIRST_ROUND_S = 10.0   # the longest wait for the sampler's first round before the first window
 SORTS = {"o": "own", "t": "total", "n": "name"}
 
 
@@ -107,6 +108,16 @@ def screen(prof, new, old, sort, thread, width=100, height=40):
     return lines
 
 
+def first_round(prof):
+    """Waits (up to FIRST_ROUND_S) until the sampler has made its first
+    round: that one reads the target's files (with --native their call
+    frame information and line tables), so a window begun before it would
+    show fewer samples than the rate gives."""
+    end = time.monotonic() + FIRST_ROUND_S
+    while prof.stats()["ticks"] < 1 and time.monotonic() < end:
+        time.sleep(0.005)
+
+
 def run(args):
     # record's sampler, as top shows it: idle threads left out of the rows
     # (their share in the header), wall time, no history kept.
@@ -117,6 +128,7 @@ def run(args):
         print(f"stackwatch: error: {e}", file=sys.stderr)
         return 1
     try:
+        first_round(prof)
         if args.once:
             old = Tally(prof)
             time.sleep(REFRESH_S)

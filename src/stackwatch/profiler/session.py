@@ -201,7 +201,9 @@ class Profiler:
     native=True (Linux x86-64) merges each thread's native (C) frames into
     its stack: each run of the interpreter's C function is replaced by the
     Python frames it runs. Native nodes are named "symbol [native]", with
-    the shared object as "filename", line 0 and "native": True.
+    the shared object as "filename", line 0 and "native": True (with pid=,
+    a function of a library with DWARF line tables: its source file and
+    first line instead).
 
     pid=PID samples another process instead, read from outside through
     its memory (nothing changes in it; its Python release, 3.9-3.13, need
