@@ -304,6 +304,20 @@ static inline const sw_record_kind *sw_record_kind_of(uint64_t number)
     return &sw_record_kinds[sw_record_index[number] - 1];
 }
 
+/* Kinds written only into a side stream (from KERNEL: format.h
+ * SW_CHUNK_THREAD_RECORDS): one in a thread's own EVENTS is damage, refused
+ * by the replay (replay.c). Numbers are below 64 (records.c checks). */
+#define SW_X_SIDE_ONLY_WRITER 0
+#define SW_X_SIDE_ONLY_TRACER 0
+#define SW_X_SIDE_ONLY_PROGRAM 0
+#define SW_X_SIDE_ONLY_DISPATCH 0
+#define SW_X_SIDE_ONLY_KERNEL 1
+#define SW_X_REC_SIDE_ONLY_(K, n, nm, since, from, ...) | (SW_X_SIDE_ONLY_##from ? UINT64_C(1) << n : 0)
+static inline int sw_record_side_only(uint64_t number)
+{
+    return number < 64 && ((0 SW_RECORD_KINDS(SW_X_REC_SIDE_ONLY_, SW_X_REC_NONE_)) >> number & 1);
+}
+
 /* The shapes', types', slots' and stats figures' names (for the Python view). */
 const char *sw_record_shape_name(unsigned shape);
 const char *sw_record_type_name(unsigned type);

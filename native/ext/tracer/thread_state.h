@@ -41,6 +41,9 @@ typedef struct sw_tracer_thread {
     /* tasks.c: a task just switched in, named after the first
      * frame it records (0: none), and the session it belongs to. */
     uint64_t task_unnamed, task_unnamed_gen;
+    /* tasks.c: greenlet's trace callback is ours on this thread as of
+     * its install number greenlet_gen. */
+    uint64_t greenlet_gen;
     /* ccalls.c: for each open C call (innermost last),
      * whether it was recorded; valid for session c_gen. */
     uint8_t *c_rec;

@@ -741,6 +741,36 @@ def test_more_locks_waited_on_than_64_are_all_recorded(tmp_path):
         assert got == {(f"t-{i}", f"lock-{i}") for i in range(70)}, kind
 
 
+# A join that gives up (its timeout) is woken by its own thread, and every
+# join's block has its wake, also when the thread ended just before its
+# joiner was listed (it still looked alive: seen on 3.13 under load).
+JOINS = r'''
+import threading, time
+def slow():
+    time.sleep(0.3)
+t = threading.Thread(target=slow, name="slow")
+t.start()
+t.join(timeout=0.05)
+t.join()
+quick = [threading.Thread(target=lambda: None, name=f"quick-{i}") for i in range(40)]
+for q in quick:
+    q.start()
+for q in quick:
+    q.join()
+'''
+
+
+@pytest.mark.versions("3.12", "3.13")
+def test_every_join_has_its_wake(tmp_path):
+    swt, _ = run_traced(tmp_path, JOINS, "--events", "tasks")
+    doc = read_task_events(swt)
+    joins = [(w["other"], w["channel"]) for w, b in _wakes(doc) if b["reason"] == "join"]
+    assert joins[:2] == [("MainThread", "thread slow"), ("slow", "thread slow")]
+    assert all(other == channel[len("thread "):] for other, channel in joins[2:]), joins
+    assert not [e for e in doc["events"] if e["kind"] == "block"
+                and e not in [b for _, b in _wakes(doc)]], "a block with no wake"
+
+
 # The values a queue passes are recorded as their repr, those written
 # without repr (ints that fit in 64 bits, None, True, False) included.
 VALUES = r'''
@@ -1107,3 +1137,88 @@ def test_log_without_a_trace_equals_the_log_with_one(tmp_path):
     assert "[MainThread] task_exit    Task-3 sleeper exited: cancelled" in without
     assert any(line.startswith("[MainThread] task_switch  MainThread -> the consumer  [the consumer: running, "
                                "Task-1 main: blocked on join Task-4 worker") for line in without)
+
+
+# Modules task events hook or that come with them (multiprocessing brings
+# pickle, tempfile, bz2, lzma; asyncio brings ssl and concurrent.futures).
+HOOKED_OR_HEAVY = ("asyncio", "ssl", "concurrent", "multiprocessing", "pickle", "queue", "greenlet", "gevent",
+                   "trio", "uvloop", "_asyncio", "_ssl", "_multiprocessing", "_pickle", "_queue")
+WHICH_IMPORTED = r'''
+import sys
+if len(sys.argv) > 1:   # (under `run`, no argument: stackwatch started it)
+    import stackwatch
+    stackwatch.start(sys.argv[1], events=["tasks"])
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in %r)))
+if len(sys.argv) > 1:
+    stackwatch.stop()
+''' % (HOOKED_OR_HEAVY,)
+
+
+@pytest.mark.versions("3.9", "3.12")
+def test_task_events_import_nothing_the_program_did_not(tmp_path):
+    """Task events hook asyncio, queue, multiprocessing, greenlet, ... when
+    the program imports them (task_imports.c), never by importing them
+    themselves: of those modules, a program that starts task events (from
+    Python, or under `run --events tasks`) has in sys.modules what it has
+    without stackwatch."""
+    prog = write(tmp_path / "p.py", WHICH_IMPORTED)
+    plain = run_cli(["python", prog])
+    started = run_cli(["python", prog, str(tmp_path / "a.swt")])
+    under_run = run_cli(["run", "-q", "--events", "tasks", "-o", str(tmp_path / "b.swt"), prog])
+    for r in (plain, started, under_run):
+        assert r.returncode == 0, r.stderr
+    assert started.stdout == plain.stdout and under_run.stdout == plain.stdout
+
+
+# Greenlets in two threads at once, each thread logging its switches with
+# its own greenlet.settrace callback (greenlet's are per thread), set before
+# its first switch: stackwatch's goes on each thread at its first switch
+# and chains the program's.
+GREENLETS_IN_THREADS = r'''
+import json, sys, threading
+import greenlet, stackwatch
+
+log = {}
+
+def play(n):
+    me = threading.current_thread().name
+    mine = log.setdefault(threading.get_native_id(), [])
+    def label(g):
+        return me if g.parent is None else "child"
+    greenlet.settrace(lambda event, pair: mine.append([label(pair[1]), label(pair[0])]))
+    main = greenlet.getcurrent()
+    def steps():
+        for i in range(n):
+            main.switch(i)
+        return n
+    child = greenlet.greenlet(steps)
+    got = [child.switch() for _ in range(n + 1)]
+    assert got == list(range(n)) + [n], got
+    greenlet.settrace(None)
+
+stackwatch.start(sys.argv[1], events=["tasks"])
+threads = [threading.Thread(target=play, args=(40,), name=name) for name in ("left", "right")]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+stackwatch.stop()
+json.dump(log, open(sys.argv[2], "w"))
+'''
+
+
+@pytest.mark.versions("3.9", "3.12")
+def test_greenlets_in_other_threads_switch_as_their_log_says(tmp_path):
+    """greenlet.settrace is per thread: greenlets switching in threads that
+    are not the one that started task events have their switches too, the
+    same, thread by thread and in order, as the program's own callbacks
+    log (which stackwatch's calls after it on each thread)."""
+    needs_module("greenlet", "greenlet is not installed (scripts/venv.sh installs it)")
+    swt, log = _run(tmp_path, GREENLETS_IN_THREADS)
+    assert sorted(len(entries) for entries in log.values()) == [82, 82]   # (41 switches each way)
+    got = {}
+    for e in read_task_events(swt)["events"]:
+        if e["kind"] == "switch":
+            names = [n.split()[0] if n.startswith("greenlet ") else n for n in (e["task"], e["other"])]
+            got.setdefault(str(e["thread"]), []).append(["child" if n == "greenlet" else n for n in names])
+    assert got == log
