@@ -258,12 +258,12 @@ static int add_asyncio(sw_target *t, const sw_py_layout *l, uint64_t interp, PyO
 static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"pid", "max_depth", "layout", "locals", "core", "exe", "native", NULL};
-    int pid, locals = 0, native = 0;
+    static char *kwlist[] = {"pid", "max_depth", "layout", "locals", "core", "exe", "native", "blocking", NULL};
+    int pid, locals = 0, native = 0, blocking = 0;
     unsigned int max_depth = 1024;
     const char *layout = "auto", *core = NULL, *exe = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Ispzzp", kwlist, &pid, &max_depth, &layout, &locals, &core, &exe,
-                                     &native))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Ispzzpp", kwlist, &pid, &max_depth, &layout, &locals, &core, &exe,
+                                     &native, &blocking))
         return NULL;
 
     if (strcmp(layout, "auto") != 0 && strcmp(layout, "debug_offsets") != 0) {
@@ -285,9 +285,15 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
     }
     sw_pystack_limits lim = {.max_threads = 4096, .max_depth = max_depth, .max_codes = 65536, .code_ttl = 0,
                              .thread_states = !core, .lines = 1, .native = (uint32_t)native,
-                             .frame_addrs = (uint32_t)(locals && !native)};
+                             .frame_addrs = (uint32_t)(locals && !native), .blocking = (uint32_t)(blocking && !core)};
     sw_pystack *r = core ? sw_pystack_new_core(&l, t.core, interp, &lim, err, sizeof err)
                          : sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
+    char why[512];
+    if (r && lim.blocking && sw_pystack_block_check(pid, why, sizeof why) != SW_OK) {
+        snprintf(err, sizeof err, "cannot dump process %d blocking: %s", pid, why);
+        sw_pystack_free(r);
+        r = NULL;
+    }
     if (!r) {
         sw_target_close(&t);
         return sw_target_raise(SW_TARGET_FAILED, err);
@@ -355,7 +361,8 @@ static PyMethodDef methods[] = {
      "return address), each thread stopped with ptrace while read and unwound from "
      "outside (a core's: unwound from its registers; not with locals); address: a native frame's symbol's start "
      "in the process (a Python frame's: its code object's); native_error (native=True): None, or why some "
-     "thread's native frames could not be read (it could not be stopped); asyncio: the pending asyncio tasks [{address, name, "
+     "thread's native frames could not be read (it could not be stopped); blocking=True: every thread stopped "
+     "while the stacks are read (one instant; not with a core); asyncio: the pending asyncio tasks [{address, name, "
      "loop, running, loop_thread, frames, awaits, waiter, waiter_type, children, group_parent, callback_refs: "
      "the objects its done callbacks hold}], asyncio_error: "
      "None or why some or all were not read"},

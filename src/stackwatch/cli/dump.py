@@ -10,7 +10,9 @@ running process. --native: each thread's native (C) frames merged with its
 Python ones, as `profile --native` does: each thread is stopped with
 ptrace (no signal) while it is read, its C stack unwound from outside with
 the .eh_frame CFI of the files mapped in the process, then let go (a core
-file's threads: unwound from the registers the core holds).
+file's threads: unwound from the registers the core holds). --blocking:
+every thread of the process stopped with ptrace while the stacks (and
+variables) are read, so that all are of one instant.
 
 After the threads, the asyncio tasks of each event loop, read from memory
 too (asyncio.all_tasks()' tasks: name, coroutine stack innermost first,
@@ -43,6 +45,8 @@ def add_parser(subparsers):
     p.add_argument("--native", action="store_true", help="merge each thread's native (C) frames in, as profile "
                                                          "--native does (each thread stopped with ptrace while "
                                                          "read; with --core: from the core's registers; Linux x86-64; not with --locals)")
+    p.add_argument("--blocking", action="store_true", help="stop every thread of the process with ptrace while "
+                   "the stacks are read, so that all are of one instant (as record --pid --blocking does a round)")
     p.add_argument("--core", metavar="CORE", help="read the process of this core file (gdb's gcore, or a crash's "
                                                   "core) instead of a running one")
     p.add_argument("--exe", metavar="PYTHON", help="with --core: the python executable that ran (its folder and "
@@ -149,11 +153,11 @@ def tasks_of(dump):
     return loops, threads
 
 
-def threads_of(pid, with_locals=False, core=None, exe=None, native=False):
+def threads_of(pid, with_locals=False, core=None, exe=None, native=False, blocking=False):
     """The threads of process pid (or of the core file core), each a dict as
     --json prints it, with the asyncio tasks of the loop each runs (tasks of
     a loop that runs on no thread go with the last thread, the oldest)."""
-    dump = _native.dump_process(pid or 0, locals=with_locals, core=core, exe=exe, native=native)
+    dump = _native.dump_process(pid or 0, locals=with_locals, core=core, exe=exe, native=native, blocking=blocking)
     dump["core"] = core
     out = []
     for t in dump["threads"]:
@@ -268,12 +272,16 @@ def run(args):
         print("stackwatch: error: dump needs a PID or --core CORE (one of them; --exe goes with --core)",
               file=sys.stderr)
         return 2
+    if args.blocking and (args.core or args.native):
+        print("stackwatch: error: dump --blocking is for a running process, and not with --native (which stops each "
+              "thread while its stacks are read)", file=sys.stderr)
+        return 2
     if args.native and args.locals:
         print("stackwatch: error: dump --native and --locals do not go together (a merged stack's frames are not "
               "read for their variables)", file=sys.stderr)
         return 2
     try:
-        dump, threads = threads_of(args.pid, args.locals, args.core, args.exe, args.native)
+        dump, threads = threads_of(args.pid, args.locals, args.core, args.exe, args.native, args.blocking)
     except (OSError, ValueError, RuntimeError) as e:
         print(f"stackwatch: error: {e}", file=sys.stderr)
         return 1

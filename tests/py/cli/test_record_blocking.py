@@ -5,7 +5,9 @@ stack is read torn. The known-split target (split_603010.py) keeps its
 (its deep end changes tens of thousands of times a second, its possible
 stacks known exactly) gives 0 failed samples and no impossible stack, on
 3.12 and on 3.10 (frames as heap objects, another walk); a target that
-cannot be stopped (traced already, by strace) is one line, exit 1."""
+cannot be stopped (traced already, by strace) is one line, exit 1.
+`dump --blocking` reads the stacks of one instant: a possible one."""
+import json
 import os
 import re
 import shutil
@@ -68,6 +70,12 @@ def test_blocking_torn_prone_never_fails(tmp):
         impossible = {s: n for s, n in stacks.items() if s not in possible}
         assert not impossible, (impossible, r.stderr)
         assert max(len(s) for s in stacks) == 34, r.stderr
+        # dump --blocking: the stack of one instant, a possible one
+        for _ in range(3):
+            d = run(["dump", str(target.pid), "--blocking", "--json"])
+            assert d.returncode == 0, d.stderr
+            (thread,) = json.loads(d.stdout)
+            assert not thread["failed"] and tuple(f["function"] for f in reversed(thread["frames"])) in possible, d.stdout
         for native in [False, True] if sys.version_info[:2] == (3, 12) else [False]:
             p = profiler.Profiler(rate=5000, pid=target.pid, blocking=True, native=native).start()
             try:
@@ -111,11 +119,14 @@ def test_blocking_refused_when_traced():
             assert time.monotonic() < end and tracer.poll() is None, "strace did not attach"
             time.sleep(0.05)
         for args in (["record", "--pid", str(target.pid), "--blocking", "--duration", "1"],
-                     ["top", str(target.pid), "--once", "--blocking"]):
-            one_line_error(run(args, timeout=60), f"cannot sample process {target.pid} blocking: ",
+                     ["top", str(target.pid), "--once", "--blocking"], ["dump", str(target.pid), "--blocking"]):
+            one_line_error(run(args, timeout=60), f"process {target.pid} blocking: ",
                            "Operation not permitted", "traced already")
         r = run(["top", str(target.pid), "--once"], timeout=60)
         assert r.returncode == 0 and "f60" in r.stdout, r.stderr
+        # (and dump --blocking does not go with --native: one line, exit 2)
+        r = run(["dump", str(target.pid), "--blocking", "--native"])
+        assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "--blocking" in r.stderr, r.stderr
     finally:
         tracer.terminate()
         tracer.wait()
