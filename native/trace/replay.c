@@ -464,7 +464,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                     return rc;
             } else if (kind == SW_EXT_TASK_SWITCH) {
                 sw_ext x;
-                sw_record_decode((uint32_t)kind, c.p, (size_t)len, r->s1, r->s2, &x);
+                sw_record_decode((uint32_t)kind, c.p, (size_t)len, &t->strings, r->s1, r->s2, &x);
                 /* Delivered (SW_REPLAY_TASKS) before the switch: located
                  * at the innermost frame of the task switched away from. */
                 if ((r->flags & SW_REPLAY_TASKS) && (r->flags & SW_REPLAY_EXT)) {
@@ -487,7 +487,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                 }
             } else if ((r->flags & SW_REPLAY_EXT) && (rk = sw_record_kind_of(kind)) && rk->shape != SW_RS_REPLAY) {
                 sw_ext x;
-                sw_record_decode((uint32_t)kind, c.p, (size_t)len, r->s1, r->s2, &x);
+                sw_record_decode((uint32_t)kind, c.p, (size_t)len, &t->strings, r->s1, r->s2, &x);
                 sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};
                 if ((r->running == r->want || (r->flags & SW_REPLAY_TASKS)) && (rc = r->fn(r->ud, &ev)))
                     return rc;

@@ -87,6 +87,12 @@ typedef struct sw_tracer_thread {
     /* tasks.c: the task the thread runs, for task events delivered to
      * handlers only (a trace keeps its own: tb->task). */
     uint64_t task_now;
+    /* file_events.c: the string this thread interned last (format 1.16:
+     * a channel's name, met again by most records), its id, valid for
+     * session istr_gen. */
+    uint64_t istr_gen, istr_id;
+    uint32_t istr_len;
+    char istr[64];
 } sw_tracer_thread;
 
 extern __thread sw_tracer_thread sw_TT __attribute__((tls_model("initial-exec")));

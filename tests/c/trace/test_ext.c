@@ -194,6 +194,46 @@ TEST(no_code_is_not_code_zero)
     forget(t, &g, p);
 }
 
+/* Format 1.16: the channel of a task event is interned (a STRINGS entry,
+ * written once) and reads as the string; the older kinds, the channel
+ * inline, read as before; an id with no entry reads as "?". */
+TEST(interned_channels_read_as_their_strings)
+{
+    tg g;
+    const char *p = check_tmp_file(".swt");
+    tg_thread *a = open_one_thread(&g, p, 1, 2, 0, 7004, 0, "m", 6);
+    REQUIRE(a);
+    tg_enter(a, SW_OP_CALL, 0);
+    tg_ext(a, SW_EXT_TASK_SEND, 0, 3, 1, 0, 0, "Queue 0x10", "42");
+    tg_ext(a, SW_EXT_TASK_SEND, 0, 4, 1, 0, 0, "Queue 0x10", "43");
+    tg_ext(a, SW_EXT_TASK_RECEIVE, 0, 5, 2, 0, 0, "Queue 0x20", "42");
+    tg_ext(a, SW_EXT_TASK_SEND_INLINE, 0, 6, 1, 0, 0, "Queue 0x10", "44");   /* a 1.15 writer's */
+    const uint8_t no_entry[] = {0, 7, 1, 9, 2, '4', '5'};   /* code 0, line 7, peer 1, channel id 9, "45" */
+    raw_ext(a, SW_EXT_TASK_SEND, no_entry, sizeof no_entry);
+    tg_exit(a, SW_OP_RETURN);
+    sw_trace *t = written(&g, p);
+    REQUIRE(t);
+    xlog l = {0};
+    CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l), SW_OK);
+    REQUIRE_EQ_U64(l.n, 5);
+    static const char *const channel[5] = {"Queue 0x10", "Queue 0x10", "Queue 0x20", "Queue 0x10", "?"};
+    static const char *const value[5] = {"42", "43", "42", "44", "45"};
+    for (unsigned k = 0; k < 5; k++) {
+        CHECK_EQ_U64(l.r[k].x.malformed, 0);
+        CHECK_EQ_U64(l.r[k].x.line, k + 3);
+        CHECK_EQ_STR(l.r[k].s1, channel[k]);
+        CHECK_EQ_STR(l.r[k].s2, value[k]);
+    }
+    /* The interned kind is shorter than the inline one, and cannot be
+     * encoded without a table to intern into. */
+    sw_ext v = {.code = 0, .line = 3, .a = 1, .s1 = "Queue 0x10", .s2 = "42"};
+    uint8_t buf[64];
+    CHECK_EQ_I64(sw_record_encode(SW_EXT_TASK_SEND, &v, 200, buf, sizeof buf), -1);
+    CHECK_EQ_I64(sw_record_encode(SW_EXT_TASK_SEND_INLINE, &v, 200, buf, sizeof buf), 3 + 11 + 3);
+    free(l.r);
+    forget(t, &g, p);
+}
+
 TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
 {
     tg g;
@@ -279,7 +319,7 @@ TEST(fields_a_later_minor_appended_may_be_absent)
     char s1[SW_EXT_STR_MAX + 1], s2[SW_EXT_STR_MAX + 1];
     sw_ext x;
     const uint8_t old_off[] = {8, 's', 'l', 'e', 'e', 'p', 'i', 'n', 'g', 1, 1};   /* 1.10: reason, cpu, state */
-    sw_record_decode(SW_EXT_OFF_CPU, old_off, sizeof old_off, s1, s2, &x);
+    sw_record_decode(SW_EXT_OFF_CPU, old_off, sizeof old_off, NULL, s1, s2, &x);
     CHECK_EQ_U64(x.malformed, 0);
     CHECK_EQ_STR(x.s1, "sleeping");
     CHECK_EQ_U64(x.a, 1);
@@ -291,16 +331,16 @@ TEST(fields_a_later_minor_appended_may_be_absent)
     long n = sw_record_encode(SW_EXT_OFF_CPU, &v, SW_EXT_STR_MAX, buf, sizeof buf);
     REQUIRE(n == (long)sizeof old_off + 2 + 1 + 11);
     CHECK(memcmp(buf, old_off, sizeof old_off) == 0);
-    sw_record_decode(SW_EXT_OFF_CPU, buf, (size_t)n, s1, s2, &x);
+    sw_record_decode(SW_EXT_OFF_CPU, buf, (size_t)n, NULL, s1, s2, &x);
     CHECK_EQ_U64(x.malformed, 0);
     CHECK_EQ_U64(x.c, 4242);
     CHECK_EQ_STR(x.s2, "kworker/0:2");
-    sw_record_decode(SW_EXT_OFF_CPU, buf, (size_t)n - 3, s1, s2, &x);   /* the name cut short */
+    sw_record_decode(SW_EXT_OFF_CPU, buf, (size_t)n - 3, NULL, s1, s2, &x);   /* the name cut short */
     CHECK_EQ_U64(x.malformed, 1);
-    sw_record_decode(SW_EXT_OFF_CPU, old_off, sizeof old_off - 1, s1, s2, &x);   /* no state */
+    sw_record_decode(SW_EXT_OFF_CPU, old_off, sizeof old_off - 1, NULL, s1, s2, &x);   /* no state */
     CHECK_EQ_U64(x.malformed, 1);
     const uint8_t old_wake[] = {0x90, 0x4e, 1};   /* 1.10: tid 10000, cpu 1 */
-    sw_record_decode(SW_EXT_WAKEUP, old_wake, sizeof old_wake, s1, s2, &x);
+    sw_record_decode(SW_EXT_WAKEUP, old_wake, sizeof old_wake, NULL, s1, s2, &x);
     CHECK_EQ_U64(x.malformed, 0);
     CHECK_EQ_U64(x.a, 10000);
     CHECK_EQ_STR(x.s1, "");

@@ -16,6 +16,8 @@ from conftest import needs_module, run_traced, write
 from conftest import run as run_cli
 from stackwatch import Trace
 from stackwatch.tracer.task_events import read_task_events
+from stackwatch.tracer.tracefile import RECORD_KINDS
+from synth_trace import _chunk, varint
 
 # The program's own log: every switch as (task switched to, task switched
 # from, the function that called switch(): None when the origin ended),
@@ -638,6 +640,86 @@ def test_thread_events_equal_each_threads_log(tmp_path):
             assert block["function"] == "waiter" and e["function"] == "<module>"
     assert "waiter" in woken
     assert tasks["consumer"]["outcome"] == tasks["producer"]["outcome"] == "result"
+    # A channel's name is interned (format 1.16): written once in the file,
+    # however many records name it (an automatic name: class and address).
+    data = open(swt, "rb").read()
+    channels = {e["channel"] for e in doc["events"] if e["channel"] and " 0x" in e["channel"]}
+    assert channels and all(data.count(c.encode()) == 1 for c in channels), channels
+    # The same trace as a 1.15 writer wrote it (each channel inline, the
+    # kinds of 1.9-1.12, no STRINGS) reads as the same document.
+    old = tmp_path / "old.swt"
+    old.write_bytes(_as_format_1_15(data))
+    assert read_task_events(str(old)) == doc
+
+
+def _varint_at(b, i):
+    v = shift = 0
+    while True:
+        v |= (b[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if not b[i - 1] & 0x80:
+            return v, i
+
+
+def _as_format_1_15(data):
+    """A 1.16 trace rewritten as 1.15 wrote it (docs/format.md): its task
+    events of kinds 33-37 as the older kinds of the same name, whose
+    channel is a str where 1.16 has a STRINGS entry's id; no STRINGS
+    chunks; minor version 15. Every other chunk as it is."""
+    older = {k.name: n for n, k in RECORD_KINDS.items() if k.source == "older"}
+    renumber = {n: older[k.name] for n, k in RECORD_KINDS.items() if k.source == "dispatch" and k.name in older}
+    strings, chunks, i = {}, [], 16
+    while i < len(data):   # (a whole file, as the writer left it)
+        kind, length = data[i], int.from_bytes(data[i + 4:i + 8], "little")
+        chunks.append((kind, data[i + 12:i + 12 + length]))
+        i += 12 + length
+    for kind, p in chunks:
+        j = 0
+        while kind == 11 and j < len(p):   # STRINGS: varint id, str text
+            sid, j = _varint_at(p, j)
+            n, j = _varint_at(p, j)
+            strings[sid], j = p[j:j + n], j + n
+
+    def event_body(p):
+        j = 0
+        for _ in range(4):   # thread index, seq, t_start, dropped
+            _, j = _varint_at(p, j)
+        depth, j = _varint_at(p, j)
+        for _ in range(depth):
+            _, j = _varint_at(p, j)
+        n, j = _varint_at(p, j)
+        out = bytearray(p[:j])
+        for _ in range(n):
+            start = j
+            x, j = _varint_at(p, j)
+            if x & 7 in (0, 2, 5):   # CALL, RESUME, C_CALL: a code id
+                _, j = _varint_at(p, j)
+            if x & 7 != 7 or _varint_at(p, j)[0] not in renumber:
+                if x & 7 == 7:
+                    _, k = _varint_at(p, j)
+                    length, k = _varint_at(p, k)
+                    j = k + length
+                out += p[start:j]
+                continue
+            ext, j = _varint_at(p, j)
+            length, j = _varint_at(p, j)
+            payload, j = p[j:j + length], j + length
+            fields, k = b"", 0
+            for f in RECORD_KINDS[ext].fields:
+                if f.type == "str" and f.name != "channel":
+                    n, k2 = _varint_at(payload, k)
+                    fields, k = fields + payload[k:k2 + n], k2 + n
+                else:
+                    v, k2 = _varint_at(payload, k)
+                    text = strings[v] if f.name == "channel" else None
+                    fields += varint(len(text)) + text if text is not None else payload[k:k2]
+                    k = k2
+            out += p[start:start + len(varint(x))] + varint(renumber[ext]) + varint(len(fields)) + fields
+        return bytes(out)
+
+    head = data[:10] + (15).to_bytes(2, "little") + data[12:16]
+    return head + b"".join(_chunk(kind, event_body(p) if kind == 4 else p) for kind, p in chunks if kind != 11)
 
 
 # A lock convoy, with a Lock and then an RLock: the main thread holds the
@@ -991,6 +1073,9 @@ stackwatch.stop()
     assert [(e["kind"], e["reason"]) for e in first["events"] if e["kind"] in ("block", "wake")
             and e["task"].endswith(" get")] == [("block", "queue")]
     _wakes(second)   # (each wake ends a block of the same trace)
+    # The queue's name, interned again by the second trace (its own strings).
+    channel = {e["channel"] for e in first["events"] if e["kind"] == "block" and e["task"].endswith(" get")}
+    assert {e["channel"] for e in second["events"] if e["kind"] == "receive"} == channel
     assert [e["kind"] for e in second["events"] if e["task"].endswith(" get")][-3:] == ["switch", "receive", "exit"]
 
 
