@@ -30,6 +30,7 @@
  */
 #include "pystack.h"
 #include "codecache.h"
+#include "freeze.h"
 #include "nativemerge.h"
 #include "nativestack.h"
 #include "symbols.h"
@@ -86,8 +87,10 @@ struct sw_pystack {
     uint64_t *pcs;                 /* [SW_NSTACK_MAX] the captured return addresses */
     sw_sample_code **nat;          /* [SW_NSTACK_MAX] their symbols */
     unsigned char *nat_eval;       /* [SW_NSTACK_MAX] 1: the interpreter function */
+    int32_t *nat_lines;            /* [SW_NSTACK_MAX] the line each runs (0: unknown) */
     sw_sample_code **merged;       /* [max_depth + SW_NSTACK_MAX] */
     int32_t *merged_lines;         /* [max_depth + SW_NSTACK_MAX] with lines */
+    uint64_t *merged_pcs;          /* [max_depth + SW_NSTACK_MAX] each native frame's pc, 0 for Python's */
     uint32_t mute_tid[MUTE_SLOTS];    /* threads that did not answer the signal ... */
     uint64_t mute_until[MUTE_SLOTS];  /* ... are not asked again before this round */
     uint32_t park_fail_tid;        /* in-process: the thread whose last parked walks failed ... */
@@ -155,6 +158,10 @@ struct sw_pystack {
     unsigned char park_code_ok[PARK_CODES];   /* ... which of them were read */
     uint32_t park_codes_read;      /* ... how many were asked for */
     uint64_t head_guess;           /* the first thread state of the last round */
+    /* limits.blocking: the process stopped for this round (freeze.h). */
+    sw_frozen frozen;
+    int frozen_now;                /* 1 while it is */
+    char block_err[384];           /* why the last stop failed, or "" */
     sw_pystack_stats st;
 };
 
@@ -234,7 +241,10 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         r->nat_eval = malloc(SW_NSTACK_MAX);
         r->pc_flags = calloc(SW_NSTACK_MAX, 1);
         r->merged = malloc((d + SW_NSTACK_MAX) * sizeof *r->merged);
-        native_ok = r->syms && r->py_end && r->pcs && r->nat && r->nat_eval && r->pc_flags && r->merged;
+        r->merged_pcs = malloc((d + SW_NSTACK_MAX) * sizeof *r->merged_pcs);
+        r->nat_lines = malloc(SW_NSTACK_MAX * sizeof *r->nat_lines);
+        native_ok = r->syms && r->py_end && r->pcs && r->nat && r->nat_eval && r->pc_flags && r->merged &&
+                    r->merged_pcs && r->nat_lines;
     }
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
@@ -274,6 +284,10 @@ static int use_unwinder(sw_pystack *r, sw_unwinder *u, char *err, size_t errlen)
 sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
                            uint64_t probe_addr, size_t probe_len, char *err, size_t errlen)
 {
+    if (lim->blocking && pid == (int)getpid()) {
+        snprintf(err, errlen, "a process cannot stop itself to be read (blocking is for another process)");
+        return NULL;
+    }
     sw_pystack *r = make_reader(l, pid, interp_addr, lim, err, errlen);
     if (r && sw_mem_open(&r->mem, pid, probe_addr, probe_len, err, errlen) != SW_OK) {
         r->mem.fd = -1;
@@ -289,6 +303,7 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
         }
         if (use_unwinder(r, sw_unwinder_new(pid, &r->mem), err, errlen) != SW_OK)
             return NULL;
+        sw_unwind_set_held(r->unwinder, (int)lim->blocking);   /* (the round stops the threads) */
     }
     return r;
 }
@@ -303,6 +318,7 @@ sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, 
     sw_pystack *r = make_reader(l, 0, interp_addr, lim, err, errlen);
     if (!r)
         return NULL;
+    r->lim.blocking = 0;   /* (nothing runs in a core) */
     sw_mem_open_core(&r->mem, core);
     if (lim->native) {
         /* Native frames: unwound from the core's registers (unwind.h). */
@@ -335,6 +351,8 @@ void sw_pystack_free(sw_pystack *r)
     free(r->nat);
     free(r->nat_eval);
     free(r->merged);
+    free(r->merged_pcs);
+    free(r->nat_lines);
     free(r->code_hdrs);
     free(r->reqs);
     free(r->code_reqs);
@@ -1164,20 +1182,23 @@ static void mute(sw_pystack *r, uint32_t tid)
 
 /* Names the nn captured return addresses (the leaf one is the interrupted
  * instruction itself; the others are named by the byte before them, inside
- * the call) and merges them with the np Python frames into r->merged.
- * Returns the merged depth, or -1. */
+ * the call), with lines the line of each where its symbol has one, and
+ * merges them with the np Python frames into r->merged (their pcs into
+ * r->merged_pcs). Returns the merged depth, or -1. */
 static long merge_native(sw_pystack *r, uint32_t nn, int truncated, uint32_t np)
 {
     for (uint32_t k = 0; k < nn; k++) {
         int ev = 0;
-        r->nat[k] = sw_symbols_lookup_marked(r->syms, k ? r->pcs[k] - 1 : r->pcs[k],
-                                             r->unwinder && (r->pc_flags[k] & SW_UNWIND_BY_FP), &ev);
+        r->nat[k] = sw_symbols_lookup_line(r->syms, k ? r->pcs[k] - 1 : r->pcs[k],
+                                           r->unwinder && (r->pc_flags[k] & SW_UNWIND_BY_FP), &ev,
+                                           r->lines ? &r->nat_lines[k] : NULL);
         if (!r->nat[k])
             return -1;
         r->nat_eval[k] = (unsigned char)ev;
     }
-    long m = sw_merge_native(r->nat, r->nat_eval, nn, truncated, r->frames, r->lines, r->py_end, np, r->merged,
-                             r->lines ? r->merged_lines : NULL, r->lim.max_depth + SW_NSTACK_MAX);
+    sw_native_frames nat = {r->nat, r->nat_eval, r->lines ? r->nat_lines : NULL, r->pcs, nn, truncated};
+    long m = sw_merge_native(&nat, r->frames, r->lines, r->py_end, np, r->merged, r->lines ? r->merged_lines : NULL,
+                             r->merged_pcs, r->lim.max_depth + SW_NSTACK_MAX);
     return m < 0 ? -1 : m;
 }
 
@@ -1578,7 +1599,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         if (nn == SW_ESTATE && sw_nstack_blocked((int)s.native_tid))
             mute(r, (uint32_t)s.native_tid);   /* (one merely waiting for a CPU is asked again) */
     }
-    if (nn >= 0) {
+    if (nn >= 0 && !r->frozen_now) {
         /* The thread state as of the stop (or capture), the guess made from
          * the earlier one dropped. The sample is of the instant the thread
          * stopped, which can be well after the round began (a thread
@@ -1604,7 +1625,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * is checked after (still_whole, objects_whole): one that joined frames
      * of two instants is torn, redone up to TORN_RETRIES (OBJECT_RETRIES)
      * times, then failed. */
-    int fresh = nn < 0;
+    int fresh = nn < 0 && !r->frozen_now;
     /* In-process, a walk found torn (or failed) is not retried but redone
      * at once with the thread parked (walk_parked): the checks after a
      * walk are then strict, at the cost of a park, not of a failed sample. A
@@ -1719,11 +1740,12 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             }
         }
     }
-    /* Native mode: the thread stopped, its frames hold their code objects,
-     * whose headers are read now, before it runs on (an entry of the code
-     * cache is never trusted on its age for a frame: the code object at
-     * its address may be another since). */
-    if (nn >= 0 && n > 0 && !r->codes_read)
+    /* Native mode, or the process stopped (limits.blocking): the thread
+     * stopped, its frames hold their code objects, whose headers are read
+     * now, before it runs on (an entry of the code cache is never trusted
+     * on its age for a frame: the code object at its address may be
+     * another since). */
+    if ((nn >= 0 || r->frozen_now) && n > 0 && !r->codes_read)
         read_with_codes(r, 0, code_reads(r, (uint32_t)n));
     RELEASE_NATIVE();
     PROBE_LATE();
@@ -1766,6 +1788,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             s.frames = r->merged;
             s.lines = r->lines ? r->merged_lines : NULL;
             s.frame_addrs = NULL;
+            s.native_pcs = r->merged_pcs;
         }
     }
     s.depth = (uint32_t)n;
@@ -1776,7 +1799,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     sink(ud, &s);
 }
 
-int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
+static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
 {
     const sw_py_layout *l = &r->l;
     unsigned char ts[SW_LAYOUT_MAX_READ];
@@ -1844,6 +1867,53 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
     return delivered;
 }
 
+/* limits.blocking: the round is read with every thread of the process
+ * stopped (freeze.h), so a walk cannot be torn: the checks after a walk
+ * are left out, and a round whose stop fails reads nothing (a failed
+ * round, never a torn one). */
+int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
+{
+    if (!r->lim.blocking)
+        return sample_round(r, t_ns, weight_ns, sink, ud);
+    if (r->unwinder && r->st.rounds == 0) {
+        /* With native frames the first round reads the target's files
+         * (their CFI, unwind.h; their symbols and line tables, symbols.h),
+         * a second or more on a busy machine: not with the whole process
+         * stopped. It stops each thread while it is read instead. */
+        sw_unwind_set_held(r->unwinder, 0);
+        int rc = sample_round(r, t_ns, weight_ns, sink, ud);
+        sw_unwind_set_held(r->unwinder, 1);
+        return rc;
+    }
+    uint64_t b0 = sw_clock_ns(CLOCK_MONOTONIC);
+    if (sw_freeze(&r->frozen, r->mem.pid, r->block_err, sizeof r->block_err) != SW_OK) {
+        r->st.rounds++;
+        r->st.block_failed++;
+        r->st.failed++;
+        return SW_EIO;
+    }
+    r->frozen_now = 1;
+    if (r->states)
+        sw_threadstate_set_stopped(r->states, 1);
+    int rc = sample_round(r, t_ns, weight_ns, sink, ud);
+    sw_thaw(&r->frozen);
+    r->frozen_now = 0;
+    r->st.blocked_rounds++;
+    r->st.blocked_ns += sw_clock_ns(CLOCK_MONOTONIC) - b0;
+    return rc;
+}
+
+int sw_pystack_block_check(int pid, char *err, size_t errlen)
+{
+    sw_frozen f;
+    int rc = sw_freeze_thread(&f, pid, pid, err, errlen);
+    if (rc == SW_OK)
+        sw_thaw(&f);
+    else if (rc == SW_EARG)
+        snprintf(err, errlen, "process %d: no such process", pid);
+    return rc == SW_OK ? SW_OK : SW_EIO;
+}
+
 const char *sw_pystack_native_error(const sw_pystack *r)
 {
     sw_unwind_stats us;
@@ -1866,4 +1936,5 @@ void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out)
         out->native_stopped_ns = us.stop_ns;
         out->native_by_fp = us.by_fp;
     }
+    snprintf(out->block_error, sizeof out->block_error, "%s", r->block_err);
 }

@@ -55,6 +55,10 @@ typedef struct sw_pystack_limits {
                                 walked: its sample goes to the sink flagged
                                 SW_SAMPLE_NOT_WALKED (for a sink that leaves idle threads'
                                 samples out) */
+    uint32_t blocking;       /* another process: every thread of it stopped with ptrace
+                                (freeze.h) for the whole of each round and let go after,
+                                so no stack read can be torn; with native, the unwinder
+                                reads the threads so stopped */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {
@@ -86,6 +90,12 @@ typedef struct sw_pystack_stats {
     uint64_t native_stopped_ns;   /* another process's native mode: time its threads were
                                      stopped, in all (unwind.h) */
     uint64_t native_by_fp;   /* ... frames whose caller was found by frame pointers */
+    uint64_t blocked_rounds; /* limits.blocking: rounds read with the process stopped */
+    uint64_t block_failed;   /* ... rounds not read: the stop failed (sw_pystack_block_error);
+                                each is counted in failed too */
+    uint64_t blocked_ns;     /* ... time from the start of each stop to the end of its
+                                release, in all */
+    char block_error[384];   /* ... why the last stop failed, or "" */
 } sw_pystack_stats;
 
 typedef struct sw_pystack sw_pystack;
@@ -117,5 +127,11 @@ void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out);
  * read (the last such reason: it could not be stopped, unwind.h), or ""
  * if none failed so. */
 const char *sw_pystack_native_error(const sw_pystack *r);
+
+/* limits.blocking: 0 if the calling thread may stop process pid's thread
+ * pid with ptrace (it is stopped and let go at once), else SW_EIO with the
+ * reason in err (freeze.h's words: permission, and what grants it;
+ * already traced). For a check before sampling starts. */
+int sw_pystack_block_check(int pid, char *err, size_t errlen);
 
 #endif
