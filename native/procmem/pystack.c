@@ -1296,13 +1296,22 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
     }
     /* Each frame walked still links to the same frame and runs the same
      * code; and, strict, those below the anchor, which cannot have run
-     * since if the walk is whole, are still at the same instruction (a
-     * frame slot reused by another call of the same code, from another
-     * call site of the same caller, alternating with a third call at that
-     * slot, passes the other tests: about 1 sample in 1,000 of toolz's
-     * suite on 3.11). Strict only where a torn walk can be redone with
-     * the thread parked (in-process): from outside it failed 24-45% of
-     * fast recursive code's walks on a quiet machine. */
+     * since if the walk is whole, are still byte for byte what they were:
+     * the frame and its locals and value stack, up to its callee when that
+     * lies above it in the copy. Comparing the instruction alone let a walk
+     * through a slot reused by another call pass when both reads tore the
+     * same way: a loop calling f, then g (which calls h) at one slot, read
+     * with the thread state while h ran and the frames after f was called
+     * again (h's dead frame above it, still linked to that slot), in both
+     * reads, gave h called by f (3.11, twice in ~500,000 samples of such a
+     * loop; once in toolz's suite under pytest: safe_getattr where the trace
+     * had _check_for_wrapped_fixture). A loop's next round has other locals
+     * (its variable, its iterator's next value on the stack), so the reused
+     * slot and its callers no longer compare equal. (A loop whose rounds
+     * leave every byte of its frames the same is not told.) Strict only
+     * where a torn walk can be redone with the thread parked (in-process):
+     * from outside it failed 24-45% of fast recursive code's walks on a
+     * quiet machine. */
     uint64_t still_from = gen_leaf && anchor ? 2 : 1;
     for (uint64_t i = 0; i < walked && hi > lo; i++) {
         uint64_t a = r->frame_addrs[i];
@@ -1311,10 +1320,15 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         const unsigned char *was = w->bytes + (a - w->lo), *is = r->recheck + (a - lo);
         if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
             u64_at(was, l->frame_code) != u64_at(is, l->frame_code) ||
-            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]) ||
-            (strict && i >= still_from && l->frame_instr != SW_NO_OFFSET &&
-             u64_at(was, l->frame_instr) != u64_at(is, l->frame_instr)))
+            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]))
             return 0;
+        if (strict && i >= still_from) {
+            uint64_t callee = r->frame_addrs[i - 1], span = l->frame_size;
+            if (callee > a && callee < hi)
+                span = callee - a;   /* (in the copy: [lo, hi) holds it) */
+            if (memcmp(was, is, span) != 0)
+                return 0;
+        }
     }
     return 1;
 }
