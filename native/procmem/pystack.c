@@ -55,10 +55,6 @@
 #define SPEC_DEPTH 256u                /* ... at most this many frames each */
 #define SORT_BY_INSERTION 64u          /* code_reads: longer lists of new code objects are sorted by qsort */
 #define PARK_CODES 64u                 /* code objects whose headers a parked walk reads up front */
-#define PARK_AHEAD_STREAK 2            /* torn walks of a thread in a row after which it is parked
-                                          before its walk ... */
-#define PARK_AHEAD_ON 0                /* parking ahead outside the test mode (see sample_thread) */
-#define PARK_AHEAD_TRY 16u             /* ... but every this many of its samples walked unparked first */
 
 struct sw_pystack {
     sw_py_layout l;
@@ -138,12 +134,9 @@ struct sw_pystack {
     uint64_t g_cframe[SPEC_THREADS];
     uint64_t g_chunk[SPEC_THREADS], g_lo[SPEC_THREADS], g_end[SPEC_THREADS];
     uint64_t g_pthread[SPEC_THREADS];   /* before 3.11: its pthread_self(), whose kernel tid is read */
-    /* In-process: parking ahead (see sample_thread). Per thread: its
-     * unparked walks torn in a row, its samples since, and the code objects
-     * of its last parked walk (address order), whose headers its next
-     * parked walk reads in its first read (walk_parked). */
-    uint32_t g_torn[SPEC_THREADS];
-    uint32_t g_ahead[SPEC_THREADS];
+    /* In-process, per thread: the code objects of its last parked walk
+     * (address order), whose headers its next parked walk reads in its
+     * first read (walk_parked). */
     uint32_t g_ncodes[SPEC_THREADS];
     uint64_t *g_codes;             /* [SPEC_THREADS * PARK_CODES] */
     unsigned char *park_code_hdrs; /* [PARK_CODES * code_size] their headers, read */
@@ -399,7 +392,7 @@ static uint32_t guess_slot(sw_pystack *r, uint64_t tstate)
     if (r->g_tstate[slot] != tstate) {
         r->g_tstate[slot] = tstate;
         r->g_cframe[slot] = r->g_chunk[slot] = r->g_lo[slot] = r->g_end[slot] = r->g_pthread[slot] = 0;
-        r->g_torn[slot] = r->g_ahead[slot] = r->g_ncodes[slot] = 0;
+        r->g_ncodes[slot] = 0;
     }
     return slot;
 }
@@ -1491,6 +1484,39 @@ static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w,
     return n;
 }
 
+/* In-process: one more walk of the thread, unparked, from its state read
+ * afresh, checked strictly as the first one was (still_whole,
+ * objects_whole), after its park failed: it did not park within
+ * PARK_WAIT_NS (a thread that has not taken the signal in 10 ms is mostly
+ * waiting for a CPU, and then its stack does not change), or its parked
+ * walk met a state it cannot read whole (3.11+: a generator between its
+ * yield and its caller's return to the current frame). Returns as
+ * walk_frames, or WALK_TORN. */
+static long walk_after_park(sw_pystack *r, uint64_t tstate, window *w, int *truncated)
+{
+    const sw_py_layout *l = &r->l;
+    unsigned char ts[SW_LAYOUT_MAX_READ];
+    uint64_t frame;
+    if (sw_mem_read(&r->mem, tstate, ts, l->tstate_size) != SW_OK || u64_at(ts, l->tstate_interp) != r->interp ||
+        leaf_frame(r, tstate, ts, NULL, &frame) != 0)
+        return -1;
+    if (!frame)
+        return 0;
+    if (l->frames_kind != SW_FRAMES_INTERP)
+        read_leaf(r, tstate, frame, w);
+    else
+        copy_window(r, tstate, ts, frame, w);
+    long n = walk_frames(r, frame, w, truncated);
+    if (n >= 0)
+        spec_keep(r, tstate);
+    if (n >= 0 && l->frames_kind == SW_FRAMES_INTERP && !still_whole(r, tstate, frame, w, (uint32_t)n, 1))
+        n = WALK_TORN;
+    if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && !objects_whole(r, (uint32_t)n))
+        n = WALK_TORN;
+    r->st.after_park += n >= 0;
+    return n;
+}
+
 /* Samples the thread whose state was read into ts. */
 static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, const guess *g,
                           int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud, int *delivered)
@@ -1583,25 +1609,14 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         uint32_t tid = s.native_tid ? (uint32_t)s.native_tid : kernel_tid(r, tstate, ts, g);
         park = tid && !muted(r, tid);
     }
-    /* Parking ahead: a thread whose unparked walks were torn
-     * PARK_AHEAD_STREAK times in a row (deep recursion, call-heavy code:
-     * its stack changes faster than it can be read) is parked before it is
-     * walked at all, while it holds the GIL (runs Python code: a thread
-     * that waits is never signalled for it); every PARK_AHEAD_TRY-th of its
-     * samples is walked unparked first, which ends the streak once its
-     * walks are whole again. The unparked walk saved is a few system calls
-     * and a check of the sampler's, on a core the program may need.
-     * Off for now but in the test mode (limits.park_always): on a busy
-     * machine (both cores taken, as make test's two lanes take them) a
-     * thread parked ahead is often not on a CPU for the whole wait, and its
-     * sample failed where an unparked walk would have been whole (pyflakes
-     * under run --sample: 53 of 3,167 failed, against the 0-0.2% of parks
-     * after a torn walk only). PARK_AHEAD_ON turns it back on. */
-    const uint32_t slot = guess_slot(r, tstate);
-    int ahead = park && r->gil_holder == tstate &&
-                (r->lim.park_always ||
-                 (PARK_AHEAD_ON && r->g_torn[slot] >= PARK_AHEAD_STREAK &&
-                  ++r->g_ahead[slot] % PARK_AHEAD_TRY != 0));
+    /* The test mode (limits.park_always): the thread holding the GIL is
+     * parked before any walk, so that every sample takes the parked walk's
+     * path. (Parking a thread ahead of its walk once its unparked walks
+     * had torn twice in a row, to save the wasted walk, was tried and
+     * removed: on a busy machine a thread parked ahead was often off a CPU
+     * for the whole wait and its sample failed, where an unparked walk
+     * would have been whole: docs/architecture.md.) */
+    int ahead = park && r->gil_holder == tstate && r->lim.park_always;
     window w;
     memset(&w, 0, sizeof w);
     int truncated = 0;
@@ -1697,13 +1712,13 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     PROBE_LATE();
 #undef RELEASE_NATIVE
 #undef PROBE_LATE
-    if (park && !ahead && (n >= 0 || n == WALK_TORN))
-        r->g_torn[slot] = n >= 0 ? 0 : r->g_torn[slot] < PARK_AHEAD_STREAK ? r->g_torn[slot] + 1 : PARK_AHEAD_STREAK;
     if (n < 0 && park && !ahead) {
         /* (the probe above has set the thread's kernel id, if it has one) */
         r->st.torn += n == WALK_TORN;
         n = s.native_tid ? walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated) : -1;
     }
+    if (n < 0 && park && s.native_tid)
+        n = walk_after_park(r, tstate, &w, &truncated);
     if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
         /* Told to the sink too: it may give the time to the thread's next
          * sample rather than lose it (failures are likelier in code whose

@@ -259,10 +259,10 @@ def test_generators_coroutines_threads_exceptions(tmp_path):
 @pytest.mark.timing
 def test_parked_ahead_of_the_walk(tmp_path):
     """The same program with every sample of the thread holding the GIL
-    taken parked before any walk (STACKWATCH_TEST_PARK_AHEAD=1: what a
-    thread whose walks keep tearing gets, pystack.c "Parking ahead"; its
-    reads guessed from the thread's last walk, its code objects' headers
-    from its last parked one): every sample is still a stack the trace had
+    taken parked before any walk (STACKWATCH_TEST_PARK_AHEAD=1: the parked
+    walk's path, otherwise taken only after a walk found torn; its reads
+    guessed from the thread's last walk, its code objects' headers from
+    its last parked one): every sample is still a stack the trace had
     open."""
     path = run_sampled(tmp_path, [str(PROGRAMS / "gen_shapes.py"), "5", "3"], "ahead",
                        env={"STACKWATCH_TEST_PARK_AHEAD": "1"})
