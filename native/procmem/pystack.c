@@ -90,7 +90,7 @@ struct sw_pystack {
     uint32_t park_fails;           /* ... how many in a row (PARK_FAILS_MUTE: it is muted) */
     uint64_t seen[16];             /* 1024-bit filter of frame addresses walked */
     unsigned char *code_hdrs;      /* [max_depth * code_size] */
-    sw_mem_req *reqs;              /* [2 * max_depth + 3] */
+    sw_mem_req *reqs;              /* [2 * max_depth + 8] */
     sw_mem_req *code_reqs;         /* [max_depth] the code objects' headers, read with the check
                                       after a walk (code_reads) */
     uint32_t codes_read;           /* ... how many were read this walk (0: none) */
@@ -184,7 +184,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     if (lim->frame_addrs)
         r->kept_addrs = malloc(d * sizeof *r->kept_addrs);
     r->code_hdrs = malloc(d * l->code_size);
-    r->reqs = malloc((2 * d + 3) * sizeof *r->reqs);
+    r->reqs = malloc((2 * d + 8) * sizeof *r->reqs);
     r->code_reqs = malloc(d * sizeof *r->code_reqs);
     r->code_order = malloc(3 * d * sizeof *r->code_order);
     r->order_seen = malloc(d);
@@ -1176,6 +1176,36 @@ static int leaf_frame(sw_pystack *r, uint64_t tstate, const unsigned char *ts, c
     return 0;
 }
 
+/* 3.11+, the check after a walk: 1 if the thread's current frame `now`
+ * is the walk's anchor frame or a callee of it, linked down to it (a
+ * thread found above the anchor only by address may stand on frames of
+ * another call whose memory still holds the old ones); frames in [lo, rhi)
+ * are taken from r->recheck. */
+static int at_or_above(sw_pystack *r, uint64_t now, uint64_t anchor, const window *w, uint64_t lo, uint64_t rhi)
+{
+    const sw_py_layout *l = &r->l;
+    if (!anchor || now == anchor)
+        return 1;
+    if (!(anchor >= w->lo && anchor < w->hi && now > anchor && now - w->base < MAX_CHUNK_SPAN))
+        return 0;
+    unsigned char buf[SW_LAYOUT_MAX_READ];
+    uint64_t f = now;
+    for (uint32_t steps = 0; f != anchor; steps++) {
+        if (!f || steps > 2 * r->lim.max_depth + 64)
+            return 0;
+        const unsigned char *fb;
+        if (rhi > lo && f >= lo && f < rhi && rhi - f >= l->frame_size) {   /* (f may be anything) */
+            fb = r->recheck + (f - lo);
+        } else {
+            if (sw_mem_read(&r->mem, f, buf, l->frame_size) != SW_OK)
+                return 0;
+            fb = buf;
+        }
+        f = u64_at(fb, l->frame_previous);
+    }
+    return 1;
+}
+
 /* 3.11+ (the thread running on while read): 1 if the stack just walked
  * is whole, 0 if torn. One read, after the walk: the thread's current
  * frame, and the part of the copied window that the walk used, whose
@@ -1221,8 +1251,8 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
      * lowest frame walked up to the end of the page of the copy's top (a
      * thread that called on: frames above that are read one by one), read
      * again. */
-    unsigned char ts[SW_LAYOUT_MAX_READ];
-    uint64_t now = 0, cframe = 0, cf_walk = 0, rhi = hi;
+    unsigned char ts[SW_LAYOUT_MAX_READ], ts_end[SW_LAYOUT_MAX_READ];
+    uint64_t now = 0, now_end = 0, cframe = 0, cf_walk = 0, rhi = hi;
     int via_cframe = l->cframe_current_frame != SW_NO_OFFSET;
     if (via_cframe)
         cf_walk = r->g_cframe[guess_slot(r, tstate)];
@@ -1240,6 +1270,11 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
             req[nreq++] = (sw_mem_req){lo, r->recheck, (size_t)(rhi - lo), 0};
         if (gen_leaf)
             req[nreq++] = (sw_mem_req){leaf - back, r->leaf_again, l->frame_size + back, 0};
+        if (strict) {   /* (the end of the read: below) */
+            req[nreq++] = (sw_mem_req){tstate, ts_end, l->tstate_size, 0};
+            if (via_cframe && cf_walk)
+                req[nreq++] = (sw_mem_req){cf_walk + l->cframe_current_frame, &now_end, sizeof now_end, 0};
+        }
         if (!read_with_codes(r, nreq, code_reads(r, n)))
             return 0;
         if (again)
@@ -1266,26 +1301,28 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
             anchor = u64_at(w->leaf_bytes, l->frame_previous);
     }
     /* Above it: its callees, linked down to it from the thread's current
-     * frame (a thread found above the leaf only by address may stand on
-     * frames of another call whose memory still holds the old ones). */
-    if (anchor && now != anchor) {
-        if (!(anchor >= w->lo && anchor < w->hi && now > anchor && now - w->base < MAX_CHUNK_SPAN))
+     * frame. Strict, also at the end of the read: the thread state and its
+     * current frame read again after the copy, in the same system call, so
+     * that the copy read again is bracketed by two instants at which the
+     * thread stood at or above the anchor. Without the second, a read
+     * taken while the leaf ran and a copy taken after the thread had
+     * returned below it and called another function at its caller's slot
+     * (the leaf's dead frame above, still linked there) passed when the
+     * first read had torn the same way: the program's loop, one round
+     * later, had left every byte of the frames compared as it was
+     * (tests/programs/slot_reuse.py, 3.11, with a core busy: about 1
+     * sample in 3,000). A thread that went below the anchor and back up
+     * within the one system call is still not told. */
+    if (!at_or_above(r, now, anchor, w, lo, rhi))
+        return 0;
+    if (strict) {
+        uint64_t end = u64_at(ts_end, l->tstate_frame);   /* (3.11/3.12: its _PyCFrame) */
+        if (via_cframe && end == cf_walk && cf_walk)
+            end = now_end;
+        else if (via_cframe && (!end || sw_mem_read(&r->mem, end + l->cframe_current_frame, &end, sizeof end) != SW_OK))
+            return 0;   /* (another _PyCFrame: its current frame, read now) */
+        if (!at_or_above(r, end, anchor, w, lo, rhi))
             return 0;
-        unsigned char buf[SW_LAYOUT_MAX_READ];
-        uint64_t f = now;
-        for (uint32_t steps = 0; f != anchor; steps++) {
-            if (!f || steps > 2 * r->lim.max_depth + 64)
-                return 0;
-            const unsigned char *fb;
-            if (rhi > lo && f >= lo && f < rhi && rhi - f >= l->frame_size) {   /* (f may be anything) */
-                fb = r->recheck + (f - lo);
-            } else {
-                if (sw_mem_read(&r->mem, f, buf, l->frame_size) != SW_OK)
-                    return 0;
-                fb = buf;
-            }
-            f = u64_at(fb, l->frame_previous);
-        }
     }
     /* Each frame walked still links to the same frame and runs the same
      * code; and, strict, those below the anchor, which cannot have run
@@ -1300,8 +1337,10 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
      * loop; once in toolz's suite under pytest: safe_getattr where the trace
      * had _check_for_wrapped_fixture). A loop's next round has other locals
      * (its variable, its iterator's next value on the stack), so the reused
-     * slot and its callers no longer compare equal. (A loop whose rounds
-     * leave every byte of its frames the same is not told.) Strict only
+     * slot and its callers no longer compare equal; a loop whose rounds
+     * leave every byte of its frames the same (freed ints reused at the
+     * same address) is told by the thread state read again at the end of
+     * the read (above). Strict only
      * where a torn walk can be redone with the thread parked (in-process):
      * from outside it failed 24-45% of fast recursive code's walks on a
      * quiet machine. */
