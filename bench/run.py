@@ -143,9 +143,10 @@ def callgrind_env(client_cmd):
     return env
 
 
-def run_once(cmd, timeout, valgrind_out=None):
+def run_once(cmd, timeout, valgrind_out=None, whole_process=False):
     """Runs one workload process. Returns its result dict; on a failure the
-    dict has "error" (a one-line reason)."""
+    dict has "error" (a one-line reason). whole_process: callgrind counts
+    every thread from the start (not the region's thread alone)."""
     tmp = tempfile.mkdtemp(prefix="swbench-")
     result_path = os.path.join(tmp, "result.json")
     full = list(cmd) + ["--out-dir", os.path.join(tmp, "out"), "--result", result_path]
@@ -156,7 +157,7 @@ def run_once(cmd, timeout, valgrind_out=None):
             VALGRIND_OPTIONS = valgrind_options()
         env = callgrind_env(full)
         full = (["valgrind", "--tool=callgrind", f"--callgrind-out-file={valgrind_out}", "-q"]
-                + VALGRIND_OPTIONS + full)
+                + ([] if whole_process else VALGRIND_OPTIONS) + full)
     t0 = time.perf_counter()
     try:
         p = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,

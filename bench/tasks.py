@@ -15,9 +15,14 @@ coroutine-aware mode (wall clock). Wall: the median of the measured region
 (start .. output written) over alternating runs, as a ratio to plain; the
 column "tasks/trace" is the trace with task events over the trace alone
 (the targets: at most 1.3 on the asyncio program, 1.2 on the threads';
-and "no trace" at most 1.3x plain). Then callgrind instructions of the
-region on the asyncio program at 2,000 tasks (not in a quick run): the
-stable figures of the same ratios.
+and "no trace" at most 1.3x plain). Then callgrind instructions (not in a
+quick run), the stable figures of the same ratios: of the region on the
+asyncio program at 2,000 tasks; of the whole process, every thread, on
+the threads' program, per item (the slope between 1,000 and 5,000 items:
+callgrind counts a region on its own thread only, and the start-up is
+the same at both sizes). And the traces' sizes: what the task
+events add to a trace, per task event (format 1.16 writes a channel's
+name once: STRINGS).
 """
 import os
 import tempfile
@@ -25,9 +30,10 @@ import time
 
 import benchlib
 
-# (workload script, label, full size, quick size, callgrind size or None)
+# (workload script, label, full size, quick size, callgrind: a size (the
+# region) or two (the whole process's slope between them, per item))
 WORKLOADS = [("tasks_asyncio.py", "asyncio({} tasks)", 10_000, 1_000, 2_000),
-             ("tasks_threads.py", "threads({} items)", 20_000, 2_000, None)]
+             ("tasks_threads.py", "threads({} items)", 20_000, 2_000, (1_000, 5_000))]
 CONFIGS = ["none", "stackwatch", "sw_tasks", "sw_tasks_log", "viztracer_async", "yappi_coro"]
 COLUMNS = ["trace", "trace+tasks", "tasks/trace", "no trace", "viztracer async", "yappi coro"]
 TARGETS = {"tasks_asyncio.py": 1.3, "tasks_threads.py": 1.2}   # tasks/trace at most
@@ -83,6 +89,10 @@ def section(run_once, callgrind_counts, workloads_dir, python, rounds, quick, wi
         saved()
     table.finish()
     print("! over its target. Wall ratios on this shared 2-core VM move by 10-30% between runs.", flush=True)
+    for script, label, full, small, _ in WORKLOADS:
+        line = _sizes(res["workloads"].get(script, {}).get("runs", {}))
+        if line:
+            print(f"trace size, {label.format(small if quick else full)}: {line}", flush=True)
     if with_cg:
         for script, label, _, _, cg_size in WORKLOADS:
             if cg_size:
@@ -93,12 +103,31 @@ def section(run_once, callgrind_counts, workloads_dir, python, rounds, quick, wi
                 nt = _ratio(counts.get("sw_tasks_log"), base)
                 parts[-1] += " !" if nt and nt > NO_TRACE_TARGET else ""
                 tt = _ratio(counts.get("sw_tasks"), counts.get("stackwatch"))
-                plain = f"{base / 1e6:.0f} M" if base else "n/a"
-                print(f"instructions (callgrind), {label.format(cg_size)}: plain {plain}; " + ", ".join(parts)
+                if isinstance(cg_size, tuple):
+                    plain = f"{base / 1e3:.1f}k per item" if base else "n/a"
+                    label = label.format(f"{cg_size[0]}-{cg_size[1]}") + ", whole process"
+                else:
+                    plain = f"{base / 1e6:.0f} M" if base else "n/a"
+                    label = label.format(cg_size)
+                print(f"instructions (callgrind), {label}: plain {plain}; " + ", ".join(parts)
                       + f"; tasks/trace {benchlib.fmt_ratio(tt)}" + (" !" if tt and tt > TARGETS[script] else ""),
                       flush=True)
                 saved()
     return res
+
+
+def _sizes(runs):
+    """The trace's size without and with task events, and the bytes a task
+    event adds (the runs' median sizes and event counts), or None."""
+    med = {}
+    for t in ("stackwatch", "sw_tasks"):
+        ok = [r for r in runs.get(t, []) if "error" not in r and r.get("file_bytes") and r.get("events")]
+        if not ok:
+            return None
+        med[t] = (benchlib.median_seconds(ok, "file_bytes"), benchlib.median_seconds(ok, "events"))
+    (b0, e0), (b1, e1) = med["stackwatch"], med["sw_tasks"]
+    per = f" ({(b1 - b0) / (e1 - e0):.1f} bytes per task event)" if e1 > e0 else ""
+    return f"trace {b0 / 1e3:.0f} KB, trace+tasks {b1 / 1e3:.0f} KB{per}"
 
 
 def _cell(table, med, n, runs, unavailable, t, plain):
@@ -111,19 +140,26 @@ def _cell(table, med, n, runs, unavailable, t, plain):
 
 
 def _callgrind(run_once, callgrind_counts, python, workloads_dir, script, size, unavailable, log):
-    """The region's instructions of each stackwatch configuration, one run each."""
+    """The region's instructions of each stackwatch configuration, one run
+    each; with two sizes, the whole process's instructions per item (the
+    slope between them)."""
     out = {}
     cgdir = tempfile.mkdtemp(prefix="swbench-tasks-cg-")
     try:
         for t in CG_CONFIGS:
             if t in unavailable:
                 continue
-            path = os.path.join(cgdir, f"{t}.cg")
-            r = run_once(_command(python, workloads_dir, script, t, size), timeout=1800, valgrind_out=path)
-            if "error" in r or not os.path.exists(path):
-                log(f"  tasks / {t} under callgrind: {r.get('error', 'no output')}")
-                continue
-            out[t] = callgrind_counts(path)[0]
+            counts = []
+            for n in (size if isinstance(size, tuple) else (size,)):
+                path = os.path.join(cgdir, f"{t}.{n}.cg")
+                r = run_once(_command(python, workloads_dir, script, t, n), timeout=1800, valgrind_out=path,
+                             whole_process=isinstance(size, tuple))
+                if "error" in r or not os.path.exists(path):
+                    log(f"  tasks / {t} under callgrind: {r.get('error', 'no output')}")
+                    break
+                counts.append(callgrind_counts(path)[0])
+            else:
+                out[t] = counts[0] if len(counts) == 1 else (counts[1] - counts[0]) / (size[1] - size[0])
     finally:
         for f in os.listdir(cgdir):
             os.unlink(os.path.join(cgdir, f))

@@ -81,7 +81,7 @@ for job in "${queue[@]}"; do
   rc="$(cat "$logs/$job.rc" 2>/dev/null || echo 1)"
   [ "$rc" -eq 0 ] && continue
   echo "== $job failed:"
-  grep -E '^(FAILED|ERROR|  FAIL)' "$logs/$job.log" | cut -c1-300 | head -20
+  grep -E '^(FAILED|ERROR|  FAIL)' "$logs/$job.log" | cut -c1-1500 | head -20
 done
 echo "== C: $(grep -E '^[0-9]+ passed, ' "$logs/c.log" | tail -n 1)"
 echo "== Python ($tested versions): $passed_py passed, $failed_py failed, $skipped_py skipped"

@@ -10,7 +10,7 @@
 # The build is incremental: meson-python builds in build/<venv>-<key>,
 # which only this venv uses, and recompiles only what changed. The key
 # names the interpreter and the optional features found on this machine
-# (<sys/sdt.h>, lttng-ust), so a build configured before a feature was installed is
+# (<sys/sdt.h>, lttng-ust, zlib), so a build configured before a feature was installed is
 # never reused after it. SW_WERROR=0 builds without -Werror.
 set -euo pipefail
 v="$1"; shift
@@ -54,7 +54,11 @@ sdt=nosdt
 ver="$("$venv/bin/python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')"
 lttng=nolttng
 pkg-config --exists lttng-ust 2>/dev/null && lttng=lttng
-builddir="$root/build/$name-$ver-$sdt-$lttng"
+# zlib (meson.build: compressed debug sections): meson finds it by pkg-config,
+# else by its header (zlib1g-dev has both).
+zlib=nozlib
+{ pkg-config --exists zlib 2>/dev/null || [ -e /usr/include/zlib.h ]; } && zlib=zlib
+builddir="$root/build/$name-$ver-$sdt-$lttng-$zlib"
 werror=true; [ "${SW_WERROR:-1}" = 0 ] && werror=false
 log="$builddir.log"
 mkdir -p "$root/build"

@@ -109,7 +109,12 @@ struct sw_pystack {
     uint64_t trampoline;           /* 3.12: the shim frames' code object, once read, else 0 */
     uint64_t steps;                /* the last walk: frames visited (shims included) */
     unsigned char *recheck;        /* [WINDOW_MAX] 3.11+: the walked part of the window, read again */
-    unsigned char *again;          /* [max_depth * frame_size] 3.9/3.10: the walked frames, read again */
+    unsigned char *again;          /* [max_depth * frame_size] 3.9/3.10: the walked frames, read again;
+                                      [max_depth * (frame_size + gen_state_back)] 3.11+: the frames
+                                      the walk read on their own (outside the window: shims,
+                                      generators', older chunks'), read again by still_whole */
+    unsigned char *own_was;        /* [max_depth * (frame_size + gen_state_back)] 3.11+: those
+                                      frames as the walk read them, each at its step */
     /* Speculation: the frames a thread's last walk read on their own
      * (before 3.11 all of them; from 3.11 those outside the copied window:
      * generators', older chunks', shims on the C stack) are read again in
@@ -153,6 +158,8 @@ static uint64_t u64_at(const unsigned char *p, uint32_t off)
     return v;
 }
 
+static uint32_t frame_back(const sw_py_layout *l);
+
 /* A reader with everything but its memory. */
 static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
                                char *err, size_t errlen)
@@ -190,9 +197,11 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->order_seen = malloc(d);
     r->frames = malloc(d * sizeof *r->frames);
     r->window = malloc(WINDOW_MAX);
-    if (l->frames_kind == SW_FRAMES_INTERP)
+    if (l->frames_kind == SW_FRAMES_INTERP) {
         r->recheck = malloc(WINDOW_MAX);
-    else if (l->frame_state != SW_NO_OFFSET)
+        r->again = malloc(d * (l->frame_size + frame_back(l)));
+        r->own_was = malloc(d * (l->frame_size + frame_back(l)));
+    } else if (l->frame_state != SW_NO_OFFSET)
         r->again = malloc(d * l->frame_size);
     r->spec_tstate = calloc(SPEC_THREADS, sizeof *r->spec_tstate);
     r->spec_n = calloc(SPEC_THREADS, sizeof *r->spec_n);
@@ -229,7 +238,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         !r->code_order || !r->order_seen || !r->frames || !r->window || !r->spec_tstate || !r->spec_n ||
         !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
-        (l->frames_kind == SW_FRAMES_INTERP && !r->recheck) ||
+        (l->frames_kind == SW_FRAMES_INTERP && (!r->recheck || !r->again || !r->own_was)) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
         (lim->thread_states && !r->states) || !native_ok ||
         (lim->lines && l->linetable_kind && (!r->instrs || !r->lines || !r->merged_lines))) {
@@ -328,6 +337,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->window);
     free(r->recheck);
     free(r->again);
+    free(r->own_was);
     free(r->spec_tstate);
     free(r->spec_n);
     free(r->spec_addrs);
@@ -349,6 +359,12 @@ typedef struct window {
     uint64_t leaf;
     const unsigned char *leaf_bytes;
 } window;
+
+/* Whether the frame at `frame` lies in the copied window w. */
+static int in_copy(const window *w, const sw_py_layout *l, uint64_t frame)
+{
+    return frame >= w->lo && frame + l->frame_size <= w->hi && frame + l->frame_size > frame;
+}
 
 /* The bytes read before a frame read on its own: 3.11+, a generator's
  * frame state. */
@@ -753,7 +769,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             r->frame_addrs[steps - 1] = frame;
         }
         const unsigned char *f;
-        int in_window = frame >= w->lo && frame + l->frame_size <= w->hi && frame + l->frame_size > frame;
+        int in_window = in_copy(w, l, frame);
         if (in_window) {
             f = w->bytes + (frame - w->lo);
         } else if (w->leaf_bytes && frame == w->leaf) {
@@ -774,6 +790,8 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             if (r->spec_walked < SPEC_DEPTH)
                 r->spec_walk[r->spec_walked++] = frame;
         }
+        if (!in_window && r->own_was && steps <= r->lim.max_depth)   /* (for still_whole) */
+            memcpy(r->own_was + (steps - 1) * (l->frame_size + back), f - back, l->frame_size + back);
         uint64_t previous = u64_at(f, l->frame_previous);
         int shim = 0, internal = 0;
         if (l->frames_kind == SW_FRAMES_OBJECTS) {
@@ -1214,9 +1232,12 @@ static int at_or_above(sw_pystack *r, uint64_t now, uint64_t anchor, const windo
  * window) a frame above it in its chunk: the thread called on; a
  * generator's leaf frame must still run, resumed by the same frame, or
  * else (it yielded since) the thread must be at or above its caller. While the
- * leaf lives its callers cannot return or yield, so the frames read on
- * their own after the copy (C-stack shims, generators' frames below the
- * leaf, older chunks) are those of the walk's instant. The copy itself
+ * leaf lives its callers cannot return or yield, but the frames read on
+ * their own (C-stack shims, generators' frames below the leaf, older
+ * chunks) are read apart from the copy, some before it (speculatively,
+ * with the thread state), and the leaf may have been replaced by a call of
+ * the same code between: those frames are read again too and must be as
+ * the walk read them (a frame C entered sampled alone: see below). The copy itself
  * takes microseconds, and a thread that returns below the leaf and calls
  * back up meanwhile (an event loop calling small functions in turn)
  * leaves a copy whose lower frames are of another instant than its upper
@@ -1241,6 +1262,8 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
      * again instead of the current frame: still running, resumed by the
      * same frame, it is on the stack, and so are its callers. */
     uint32_t back = l->gen_state_back;
+    const uint32_t own_back = frame_back(l);   /* (frames read on their own, as walk_frames reads them) */
+    const size_t each = l->frame_size + own_back;
     int gen_leaf = w->leaf_bytes && leaf == w->leaf && w->leaf_bytes[l->frame_owner] == (unsigned char)l->owner_generator;
     /* The thread state afresh: its current frame (3.11/3.12: through its
      * innermost _PyCFrame, which lives on the C stack and changes with
@@ -1270,6 +1293,9 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
             req[nreq++] = (sw_mem_req){lo, r->recheck, (size_t)(rhi - lo), 0};
         if (gen_leaf)
             req[nreq++] = (sw_mem_req){leaf - back, r->leaf_again, l->frame_size + back, 0};
+        for (uint64_t i = gen_leaf; i < walked; i++)
+            if (!in_copy(w, l, r->frame_addrs[i]))
+                req[nreq++] = (sw_mem_req){r->frame_addrs[i] - own_back, r->again + i * each, each, 0};
         if (strict) {   /* (the end of the read: below) */
             req[nreq++] = (sw_mem_req){tstate, ts_end, l->tstate_size, 0};
             if (via_cframe && cf_walk)
@@ -1361,6 +1387,26 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
             if (memcmp(was, is, span) != 0)
                 return 0;
         }
+    }
+    /* And so does each frame read on its own (a generator's still
+     * running). A shim frame was read apart from the frame that links to
+     * it, at another instant: a frame entered from C (isinstance's
+     * __instancecheck__, a key function) may return and the next call from
+     * the same place be made at the same addresses between the two reads,
+     * the shim's memory reused meanwhile by other C code (its link
+     * overwritten: read as NULL, the thread's root, the frame was sampled
+     * alone), with the leaf found again after. */
+    for (uint64_t i = gen_leaf; i < walked; i++) {
+        if (in_copy(w, l, r->frame_addrs[i]))
+            continue;
+        const unsigned char *was = r->own_was + i * each + own_back, *is = r->again + i * each + own_back;
+        if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
+            u64_at(was, l->frame_code) != u64_at(is, l->frame_code))
+            return 0;
+        if (l->frame_owner != SW_NO_OFFSET &&
+            (was[l->frame_owner] != is[l->frame_owner] ||
+             (was[l->frame_owner] == (unsigned char)l->owner_generator && was[-(long)own_back] != is[-(long)own_back])))
+            return 0;
     }
     return 1;
 }

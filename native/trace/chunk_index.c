@@ -177,6 +177,33 @@ void *sw_index_grow_slots(void *slots, uint32_t *limit, uint64_t id, size_t slot
     return p;
 }
 
+/* STRINGS entries (format 1.16): varint id, str text. Ids are dense from
+ * 0 and an entry takes at least 2 bytes: the table is bounded by the
+ * input. A later entry of an id replaces it. */
+static int parse_strings(sw_trace *t, sw_cursor *c)
+{
+    while (c->p < c->end) {
+        uint64_t id;
+        char *text = NULL;
+        int rc;
+        if ((rc = sw_cur_varint(c, &id)) || (rc = sw_index_get_str(c, &text, NULL)))
+            return rc;
+        if (id >= (1u << 28) || id > t->len / 2) {
+            free(text);
+            return SW_EFORMAT;
+        }
+        char **ss = sw_index_grow_slots(t->strings.s, &t->strings.n, id, sizeof *ss);
+        if (!ss) {
+            free(text);
+            return SW_ENOMEM;
+        }
+        t->strings.s = ss;
+        free(ss[id]);
+        ss[id] = text;
+    }
+    return SW_OK;
+}
+
 static int parse_codes(sw_trace *t, sw_cursor *c)
 {
     while (c->p < c->end) {
@@ -318,6 +345,7 @@ static const char *chunk_name(unsigned type)
     case SW_CHUNK_TASK: return "TASK";
     case SW_CHUNK_TASK_FRAMES: return "TASK_FRAMES";
     case SW_CHUNK_THREAD_RECORDS: return "THREAD_RECORDS";
+    case SW_CHUNK_STRINGS: return "STRINGS";
     default: return NULL;
     }
 }
@@ -327,7 +355,7 @@ static const sw_container_kind trace_kind = {
     SW_MAGIC, "trace", SW_FORMAT_MAJOR, SW_FORMAT_MINOR,
     1u << SW_CHUNK_META | 1u << SW_CHUNK_CODE | 1u << SW_CHUNK_THREAD | 1u << SW_CHUNK_EVENTS |
         1u << SW_CHUNK_END | 1u << SW_CHUNK_SAMPLE_FRAMES | 1u << SW_CHUNK_SAMPLES | 1u << SW_CHUNK_TASK |
-        1u << SW_CHUNK_TASK_FRAMES | 1u << SW_CHUNK_THREAD_RECORDS,
+        1u << SW_CHUNK_TASK_FRAMES | 1u << SW_CHUNK_THREAD_RECORDS | 1u << SW_CHUNK_STRINGS,
     chunk_name};
 
 static int cmp_chunk(const void *a, const void *b)
@@ -399,6 +427,7 @@ static int read_chunk(sw_trace *t, const sw_chunk *ch)
     case SW_CHUNK_CODE: return parse_codes(t, &c);
     case SW_CHUNK_THREAD: return parse_threads(t, &c);
     case SW_CHUNK_TASK: return parse_tasks(t, &c);
+    case SW_CHUNK_STRINGS: return parse_strings(t, &c);
     case SW_CHUNK_TASK_FRAMES: return add_task_frames_chunk(t, &c, poff, ch->len);
     case SW_CHUNK_EVENTS: return add_events_chunk(t, ch->payload, poff, ch->len);
     case SW_CHUNK_END:
@@ -641,6 +670,9 @@ void sw_trace_free(sw_trace *t)
     for (uint32_t i = 0; i < t->code_limit; i++)
         free_code(t->codes[i]);
     free(t->codes);
+    for (uint32_t i = 0; i < t->strings.n; i++)
+        free(t->strings.s[i]);
+    free(t->strings.s);
     sw_side_streams_free(t);
     free(t->dmg);
     free(t->mem);

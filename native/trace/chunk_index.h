@@ -77,6 +77,7 @@ struct sw_trace {
     uint32_t ntasks;         /* entries of threads that are tasks (format 1.7) */
     sw_code_info **codes;    /* indexed by id */
     uint32_t code_limit;
+    sw_strings strings;      /* the interned strings (format 1.16, STRINGS chunks), by id */
     unsigned shift;
     uint64_t tick0;
     double ns_per_tick;

@@ -197,15 +197,9 @@ static int walk_event(void *ud, const sw_event *ev)
             return 0;
         return w->kept[--w->depth] ? w->fn(w->ud, w->thread, ev) : 0;
     }
-    if (ev->kind == SW_EV_EXT && is_slice_record(ev->ext)) {
-        /* A SLICE record in the thread's own events (only a damaged trace
-         * has one: the writer puts them in THREAD_RECORDS) is a slice as
-         * one from a side stream is, ended the same way. */
-        if ((src = slice_close(w, ev->t_ns)) || (src = w->fn(w->ud, w->thread, ev)))
-            return src;
-        slice_open(w, ev->ext, ev->t_ns);
-        return 0;
-    }
+    /* (SLICE records come from side streams only: the replay refuses a
+     * kernel record in the thread's own events, records.h
+     * sw_record_side_only.) */
     return w->fn(w->ud, w->thread, ev);
 }
 

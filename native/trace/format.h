@@ -15,7 +15,7 @@
 
 #define SW_MAGIC            "\x89SWT\r\n\x1a\n"
 #define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
-#define SW_FORMAT_MINOR     15  /* readers accept any minor of their major */
+#define SW_FORMAT_MINOR     16  /* readers accept any minor of their major */
 
 /* Chunk types, besides the container's META (1: key/value pairs describing
  * the trace, the first chunk) and END (5: key/value totals written when
@@ -34,6 +34,11 @@
  * (CLOCK_MONOTONIC ns minus META mono0_ns, as samples), varint kind
  * (records.h), varint len, len bytes of the kind's payload. */
 #define SW_CHUNK_THREAD_RECORDS 10
+/* Format 1.16: interned strings (the channel of the task events, records.h
+ * ISTR fields). Payload: entries, each varint id, str text; ids are dense
+ * from 0, in order of first use, and defined before the first EVENTS
+ * chunk that uses them, for the whole file (as code ids). */
+#define SW_CHUNK_STRINGS 11
 
 /* SAMPLE_FRAMES entry: varint id, u8 kind, str name, str filename, varint
  * line. Ids are dense from 0, in order of first use. */

@@ -11,9 +11,11 @@
 #include <string.h>
 
 /* Each kind's fields. */
-#define SW_X_FIELD_(f, type, slot) {#f, SW_FT_##type & ~SW_FT_LATER, SW_SLOT_##slot, (SW_FT_##type & SW_FT_LATER) != 0},
+#define SW_X_FIELD_(f, type, slot)                                                                        \
+    {#f, SW_FT_##type & ~(SW_FT_LATER | SW_FT_INTERNED), SW_SLOT_##slot, (SW_FT_##type & SW_FT_LATER) != 0,      \
+     (SW_FT_##type & SW_FT_INTERNED) != 0},
 #define SW_X_FIELDS_(K, n, name, since, from, cat, label, shape, pair, stat, title, track, ...)                   \
-    static const sw_record_field fields_##K[] = {__VA_ARGS__{NULL, 0, SW_SLOT_NONE, 0}};
+    static const sw_record_field fields_##K[] = {__VA_ARGS__{NULL, 0, SW_SLOT_NONE, 0, 0}};
 SW_RECORD_KINDS(SW_X_FIELDS_, SW_X_FIELD_)
 
 #define SW_X_SOURCE_WRITER "writer"
@@ -21,6 +23,7 @@ SW_RECORD_KINDS(SW_X_FIELDS_, SW_X_FIELD_)
 #define SW_X_SOURCE_PROGRAM "program"
 #define SW_X_SOURCE_DISPATCH "dispatch"
 #define SW_X_SOURCE_KERNEL "kernel"
+#define SW_X_SOURCE_OLDER "older"
 #define SW_X_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)                       \
     {n, #nm, since, SW_X_SOURCE_##from, cat, label, SW_RS_##shape, SW_RSTAT_##stat, SW_SLOT_##title,     \
      (uint8_t)(sizeof fields_##K / sizeof fields_##K[0] - 1), SW_EXT_##pair, track, fields_##K},
@@ -66,34 +69,64 @@ const char *sw_record_stat_name(unsigned stat)
 
 long sw_record_encode(uint32_t number, const sw_ext *vals, size_t str_max, uint8_t *buf, size_t cap)
 {
-    const sw_record_kind *k = sw_record_kind_of(number);
-    if (!k)
-        return -1;
-    size_t n = 0;
-    for (unsigned i = 0; i < k->nfields; i++) {
-        const sw_record_field *f = &k->fields[i];
-        if (n + SW_VARINT_MAX > cap)
-            return -1;
-        if (f->type == SW_FT_STR) {
-            const char *s = sw_ext_string(vals, f->slot);
-            size_t len = s ? strlen(s) : 0;
-            if (len > str_max) {   /* cut on a character boundary */
-                len = str_max;
-                while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
-                    len--;
-            }
-            n = (size_t)(sw_put_varint_fast(buf + n, len) - buf);
-            if (n + len > cap)
-                return -1;
-            if (len)
-                memcpy(buf + n, s, len);
-            n += len;
-        } else {
-            uint64_t v = sw_ext_number(vals, f->slot);
-            n = (size_t)(sw_put_varint_fast(buf + n, f->type == SW_FT_SIGNED ? sw_zigzag((int64_t)v) : v) - buf);
+    return sw_record_encode_interned(number, vals, str_max, NULL, NULL, buf, cap);
+}
+
+/* Encodes one field of type `type` (SW_FT_*) from its slot of vals at
+ * buf + *n. Returns nonzero when it does not fit in cap bytes or cannot be
+ * interned. Called with constants, from the rows (one case per kind, as
+ * the decoder's: a task event's record costs half the table walk's
+ * instructions). */
+SW_INLINE int encode_field(const sw_ext *vals, size_t str_max, sw_intern_fn intern, void *ctx, uint8_t *buf,
+                           size_t cap, size_t *n, unsigned type, unsigned slot)
+{
+    type &= ~(unsigned)SW_FT_LATER;
+    if (*n + SW_VARINT_MAX > cap)
+        return 1;
+    if (type == SW_FT_STR || type == SW_FT_ISTR) {
+        const char *s = sw_ext_string(vals, slot);
+        size_t len = s ? strlen(s) : 0;
+        if (len > str_max) {   /* cut on a character boundary */
+            len = str_max;
+            while (len > 0 && ((unsigned char)s[len] & 0xc0) == 0x80)
+                len--;
         }
+        if (type == SW_FT_ISTR) {
+            uint64_t id;
+            if (!intern || intern(ctx, s ? s : "", len, &id) != 0)
+                return 1;
+            *n = (size_t)(sw_put_varint_fast(buf + *n, id) - buf);
+            return 0;
+        }
+        *n = (size_t)(sw_put_varint_fast(buf + *n, len) - buf);
+        if (*n + len > cap)
+            return 1;
+        if (len)
+            memcpy(buf + *n, s, len);
+        *n += len;
+        return 0;
     }
-    return (long)n;
+    uint64_t v = sw_ext_number(vals, slot);
+    *n = (size_t)(sw_put_varint_fast(buf + *n, type == SW_FT_SIGNED ? sw_zigzag((int64_t)v) : v) - buf);
+    return 0;
+}
+
+#define SW_X_ENCODE_FIELD_(f, type, slot) &&!encode_field(vals, str_max, intern, ctx, buf, cap, &len, SW_FT_##type, SW_SLOT_##slot)
+#define SW_X_ENCODE_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)       \
+    case n:                                                                                            \
+        ok = (1 __VA_ARGS__);                                                                          \
+        break;
+long sw_record_encode_interned(uint32_t number, const sw_ext *vals, size_t str_max, sw_intern_fn intern, void *ctx,
+                               uint8_t *buf, size_t cap)
+{
+    size_t len = 0;
+    int ok;
+    switch (number) {
+        SW_RECORD_KINDS(SW_X_ENCODE_KIND_, SW_X_ENCODE_FIELD_)
+    default:
+        return -1;   /* no row */
+    }
+    return ok ? (long)len : -1;
 }
 
 /* Reads a str of an EXT payload into buf (cut at SW_EXT_STR_MAX bytes, on
@@ -114,13 +147,35 @@ static int get_ext_str(sw_cursor *c, char *buf)
     return SW_OK;
 }
 
+/* Reads an interned str (the varint id of a STRINGS entry) into buf: the
+ * entry, or "?" when there is none. */
+static int get_ext_istr(sw_cursor *c, const sw_strings *strings, char *buf)
+{
+    uint64_t id;
+    if (sw_cur_varint(c, &id))
+        return SW_ETRUNC;
+    const char *s = strings && id < strings->n && strings->s[id] ? strings->s[id] : "?";
+    size_t k = strlen(s);
+    if (k > SW_EXT_STR_MAX) {   /* (entries are cut at 200 bytes by the writer; one made otherwise) */
+        k = SW_EXT_STR_MAX;
+        while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80)
+            k--;
+    }
+    memcpy(buf, s, k);
+    buf[k] = 0;
+    return SW_OK;
+}
+
 /* Decodes one field of an EXT payload, of type `type` (SW_FT_*), into its
  * slot of x (SW_SLOT_*). Returns nonzero when the payload ends first (or
  * a code id is out of range); a field a later minor appended
  * (SW_FT_LATER) may be absent: an older trace's, left 0 / "". Called with
  * constants, from the rows. */
-SW_INLINE int decode_field(sw_cursor *c, char *s1, char *s2, sw_ext *x, unsigned type, unsigned slot)
+SW_INLINE int decode_field(sw_cursor *c, const sw_strings *strings, char *s1, char *s2, sw_ext *x, unsigned type,
+                           unsigned slot)
 {
+    if (type == SW_FT_ISTR)
+        return get_ext_istr(c, strings, slot == SW_SLOT_S1 ? s1 : s2);
     if (type & SW_FT_LATER) {
         if (c->p == c->end)
             return 0;
@@ -148,12 +203,13 @@ SW_INLINE int decode_field(sw_cursor *c, char *s1, char *s2, sw_ext *x, unsigned
 }
 
 /* One case per row, made from the row (records.h sw_record_decode). */
-#define SW_X_DECODE_FIELD_(f, type, slot) &&!decode_field(&c, s1, s2, x, SW_FT_##type, SW_SLOT_##slot)
+#define SW_X_DECODE_FIELD_(f, type, slot) &&!decode_field(&c, strings, s1, s2, x, SW_FT_##type, SW_SLOT_##slot)
 #define SW_X_DECODE_KIND_(K, n, nm, since, from, cat, label, shape, pair, stat, title, track, ...)       \
     case n:                                                                                            \
         bad = !(1 __VA_ARGS__);                                                                        \
         break;
-void sw_record_decode(uint32_t kind, const uint8_t *p, size_t len, char *s1, char *s2, sw_ext *x)
+void sw_record_decode(uint32_t kind, const uint8_t *p, size_t len, const sw_strings *strings, char *s1, char *s2,
+                      sw_ext *x)
 {
     memset(x, 0, sizeof *x);
     sw_cursor c = {p, p + len};

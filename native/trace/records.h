@@ -35,7 +35,9 @@
  *             ext/dispatch/kinds.h, through ext/tracer/file_events.c),
  *             KERNEL (the kernel's events of a thread, read by stackwatch's
  *             kernel reader, native/kernel, and written into a side stream:
- *             format.h SW_CHUNK_THREAD_RECORDS)
+ *             format.h SW_CHUNK_THREAD_RECORDS), OLDER (written by an
+ *             older writer only: read, never written; a row of the same
+ *             name replaced it)
  *   category  its category in the exports ("line", "exception", "gc", ...)
  *   label     the name of its instants in the exports, followed by its
  *             title field when that is set: "raise ValueError", "line 12"
@@ -71,7 +73,9 @@
  *   F         F(field, type, slot) for each field of the payload, in order:
  *             type SW_FT_* (VARINT, SIGNED, STR, CODE, TID; TID_LATER,
  *             STR_LATER: a field a later minor version appended to the
- *             row, absent from older traces, read as 0 / "" there), slot
+ *             row, absent from older traces, read as 0 / "" there; ISTR:
+ *             a str written as the varint id of a STRINGS entry, format
+ *             1.16, which the views see as a STR), slot
  *             SW_SLOT_* (CODE, LINE, A, B, C, S1, S2) where the reader puts it
  *
  * The exports' args of an instant are its fields in order: a CODE field
@@ -122,17 +126,17 @@
       F(name, STR, S1))                                                                                    \
     X(TASK_EXIT, 21, task_exit, 9, DISPATCH, "task", "task exit", INSTANT, NONE, NONE, S1, NULL,                \
       F(task, VARINT, A) F(outcome, VARINT, B) F(result, STR, S1))                                         \
-    X(TASK_BLOCK, 22, task_block, 9, DISPATCH, "task", "task block", INSTANT, NONE, NONE, S1, NULL,             \
+    X(TASK_BLOCK_INLINE, 22, task_block, 9, OLDER, "task", "task block", INSTANT, NONE, NONE, S1, NULL,             \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(reason, VARINT, A) F(channel, STR, S1))                  \
-    X(TASK_WAKE, 23, task_wake, 9, DISPATCH, "task", "task wake", INSTANT, NONE, NONE, S1, NULL,                \
+    X(TASK_WAKE_INLINE, 23, task_wake, 9, OLDER, "task", "task wake", INSTANT, NONE, NONE, S1, NULL,                \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(native_id, TID, C) F(channel, STR, S1)) \
-    X(TASK_SEND, 24, task_send, 9, DISPATCH, "task", "send", INSTANT, NONE, NONE, S1, NULL,                      \
+    X(TASK_SEND_INLINE, 24, task_send, 9, OLDER, "task", "send", INSTANT, NONE, NONE, S1, NULL,                      \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(peer, VARINT, A) F(channel, STR, S1) F(value, STR, S2))  \
-    X(TASK_RECEIVE, 25, task_receive, 9, DISPATCH, "task", "receive", INSTANT, NONE, NONE, S1, NULL,             \
+    X(TASK_RECEIVE_INLINE, 25, task_receive, 9, OLDER, "task", "receive", INSTANT, NONE, NONE, S1, NULL,             \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(peer, VARINT, A) F(channel, STR, S1) F(value, STR, S2))  \
     X(TASK_NAME, 26, task_name, 9, DISPATCH, "task", "task name", INSTANT, NONE, NONE, S1, NULL,                \
       F(task, VARINT, A) F(native_id, TID, C) F(name, STR, S1) F(group, STR, S2))                          \
-    X(TASK_WOKEN, 27, task_woken, 12, DISPATCH, "task", "task woken", INSTANT, NONE, NONE, S1, NULL,            \
+    X(TASK_WOKEN_INLINE, 27, task_woken, 12, OLDER, "task", "task woken", INSTANT, NONE, NONE, S1, NULL,            \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(native_id, TID, C) F(ago, VARINT, B)  \
       F(channel, STR, S1))                                                                                 \
     X(OFF_CPU, 28, off_cpu, 10, KERNEL, "sched", "off CPU", OPEN, ON_CPU, OFF_CPU, S1, "off CPU",              \
@@ -144,7 +148,18 @@
       F(tid, TID, A) F(cpu, VARINT, B) F(comm, STR_LATER, S1))                                             \
     X(PAGE_FAULT, 31, page_fault, 10, KERNEL, "fault", "page fault", INSTANT, NONE, FAULT, NONE, NULL,        \
       F(address, VARINT, A) F(cpu, VARINT, B))                                                             \
-    X(CPU, 32, cpu, 13, TRACER, "sched", "cpu", INSTANT, NONE, NONE, A, NULL, F(cpu, VARINT, A))
+    X(CPU, 32, cpu, 13, TRACER, "sched", "cpu", INSTANT, NONE, NONE, A, NULL, F(cpu, VARINT, A))                                                   \
+    X(TASK_BLOCK, 33, task_block, 16, DISPATCH, "task", "task block", INSTANT, NONE, NONE, S1, NULL,             \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(reason, VARINT, A) F(channel, ISTR, S1))                  \
+    X(TASK_WAKE, 34, task_wake, 16, DISPATCH, "task", "task wake", INSTANT, NONE, NONE, S1, NULL,                \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(native_id, TID, C) F(channel, ISTR, S1)) \
+    X(TASK_SEND, 35, task_send, 16, DISPATCH, "task", "send", INSTANT, NONE, NONE, S1, NULL,                      \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(peer, VARINT, A) F(channel, ISTR, S1) F(value, STR, S2))  \
+    X(TASK_RECEIVE, 36, task_receive, 16, DISPATCH, "task", "receive", INSTANT, NONE, NONE, S1, NULL,             \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(peer, VARINT, A) F(channel, ISTR, S1) F(value, STR, S2))  \
+    X(TASK_WOKEN, 37, task_woken, 16, DISPATCH, "task", "task woken", INSTANT, NONE, NONE, S1, NULL,            \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(native_id, TID, C) F(ago, VARINT, B)  \
+      F(channel, ISTR, S1))
 
 /* A test build may add rows (tests/c/meson.build: a trace library built
  * with -DSW_RECORD_KINDS_EXTRA_H="file" whose file defines
@@ -204,6 +219,10 @@
  *                 here: task `task` of thread `native_id` ended it `ago` ns
  *                 before this record (written by the woken task, when only
  *                 it can know who woke it: a lock's last release)
+ * Format 1.16 writes TASK_BLOCK, WAKE, SEND, RECEIVE and WOKEN as kinds
+ * 33-37, whose channel is interned (a STRINGS entry's id: a channel's
+ * name is written once, not in every record); the kinds 22-25 and 27 of
+ * the older versions, the channel inline, read as the same events.
  * OFF_CPU..ON_CPU (format 1.10, `run --kernel=sched`): the thread is off
  * CPU from its switch out (reason: sleeping S, blocked D, preempted R,
  * other, or without the privilege preempted / waiting; cpu: the CPU it
@@ -227,8 +246,10 @@
 #define SW_FT_CODE   3  /* varint code id (CODE chunk) */
 #define SW_FT_TID    4  /* varint native thread id */
 #define SW_FT_LATER  8  /* flag: appended by a later minor version (may be absent: 0 / "") */
+#define SW_FT_INTERNED 16  /* flag on STR: written as the varint id of a STRINGS entry (format 1.16) */
 #define SW_FT_TID_LATER (SW_FT_TID | SW_FT_LATER)
 #define SW_FT_STR_LATER (SW_FT_STR | SW_FT_LATER)
+#define SW_FT_ISTR (SW_FT_STR | SW_FT_INTERNED)
 
 /* Slots of a decoded payload (reader.h sw_ext). */
 #define SW_SLOT_CODE 0
@@ -268,9 +289,10 @@ union sw_ext_limit_ { SW_RECORD_KINDS(SW_X_REC_LIMIT_, SW_X_REC_NONE_) };
 /* The table as data, for the consumers that walk it. */
 typedef struct sw_record_field {
     const char *name;
-    uint8_t type;            /* SW_FT_* (without SW_FT_LATER) */
+    uint8_t type;            /* SW_FT_* (without SW_FT_LATER and SW_FT_INTERNED) */
     uint8_t slot;            /* SW_SLOT_* */
     uint8_t later;           /* 1: appended by a later minor (absent from older traces) */
+    uint8_t interned;        /* 1: a STR written as a STRINGS entry's id (format 1.16) */
 } sw_record_field;
 
 #define SW_RECORD_FIELDS_MAX 8
@@ -302,6 +324,21 @@ static inline const sw_record_kind *sw_record_kind_of(uint64_t number)
     if (number >= SW_EXT_KIND_LIMIT || !sw_record_index[number])
         return NULL;
     return &sw_record_kinds[sw_record_index[number] - 1];
+}
+
+/* Kinds written only into a side stream (from KERNEL: format.h
+ * SW_CHUNK_THREAD_RECORDS): one in a thread's own EVENTS is damage, refused
+ * by the replay (replay.c). Numbers are below 64 (records.c checks). */
+#define SW_X_SIDE_ONLY_WRITER 0
+#define SW_X_SIDE_ONLY_TRACER 0
+#define SW_X_SIDE_ONLY_PROGRAM 0
+#define SW_X_SIDE_ONLY_DISPATCH 0
+#define SW_X_SIDE_ONLY_KERNEL 1
+#define SW_X_SIDE_ONLY_OLDER 0
+#define SW_X_REC_SIDE_ONLY_(K, n, nm, since, from, ...) | (SW_X_SIDE_ONLY_##from ? UINT64_C(1) << n : 0)
+static inline int sw_record_side_only(uint64_t number)
+{
+    return number < 64 && ((0 SW_RECORD_KINDS(SW_X_REC_SIDE_ONLY_, SW_X_REC_NONE_)) >> number & 1);
 }
 
 /* The shapes', types', slots' and stats figures' names (for the Python view). */
@@ -342,21 +379,39 @@ static inline const char *sw_ext_string(const sw_ext *x, unsigned slot)
     return slot == SW_SLOT_S1 ? x->s1 : x->s2;
 }
 
+/* Gives the id of string s (len bytes) in the trace's STRINGS (format
+ * 1.16), defining it when new: 0, or a negative SW_E* code. */
+typedef int (*sw_intern_fn)(void *ctx, const char *s, size_t len, uint64_t *id);
+
 /* Encodes the payload of a record of kind `number` from the slots of
  * `vals` (strings: NULL is ""; each cut at str_max bytes, on a UTF-8
  * character boundary) into buf (cap
- * bytes). Returns the payload's length, or -1 when the kind is unknown or
- * the payload does not fit. */
+ * bytes); an interned str (ISTR) as the id intern(ctx, ...) gives it.
+ * Returns the payload's length, or -1 when the kind is unknown, the
+ * payload does not fit, or a string cannot be interned (intern NULL:
+ * sw_record_encode, for kinds without ISTR fields). */
+long sw_record_encode_interned(uint32_t number, const sw_ext *vals, size_t str_max, sw_intern_fn intern, void *ctx,
+                               uint8_t *buf, size_t cap);
 long sw_record_encode(uint32_t number, const sw_ext *vals, size_t str_max, uint8_t *buf, size_t cap);
+
+/* The strings of a trace's STRINGS chunks (format 1.16), by id: what an
+ * interned str field reads as (NULL: not defined, read as "?"). */
+typedef struct sw_strings {
+    char **s;
+    uint32_t n;
+} sw_strings;
 
 /* Decodes the payload (p, len bytes) of a record of kind `number` into x:
  * x->kind, each field of its row in its slot (x->code SW_EXT_NO_CODE
- * when the row has no code field); strings into s1 and s2 (each
+ * when the row has no code field; an interned str is the entry of
+ * `strings` its id names, "?" when it has none, e.g. a STRINGS chunk
+ * lost to damage); strings into s1 and s2 (each
  * SW_EXT_STR_MAX + 1 bytes, NUL-terminated, cut at SW_EXT_STR_MAX bytes on
  * a character boundary), which x->s1 and x->s2 point to. A payload shorter
  * than the row's fields (or a code id out of range) sets x->malformed;
  * bytes after them are ignored (room for fields a newer minor version
  * adds); a kind without a row decodes to no fields. */
-void sw_record_decode(uint32_t number, const uint8_t *p, size_t len, char *s1, char *s2, sw_ext *x);
+void sw_record_decode(uint32_t number, const uint8_t *p, size_t len, const sw_strings *strings, char *s1, char *s2,
+                      sw_ext *x);
 
 #endif

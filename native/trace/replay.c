@@ -46,6 +46,7 @@ typedef struct replay {
     const thread_rec *tr;    /* the thread replayed, and the index of the */
     size_t chunk;            /* chunk being read (for reading ahead) */
     int64_t last_ns;
+    uint64_t side_only;      /* records of side-stream kinds refused in this chunk */
     sw_event_fn fn;
     void *ud;
     unsigned flags;          /* SW_REPLAY_* */
@@ -452,7 +453,9 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
             const sw_record_kind *rk;
             if (sw_cur_varint(&c, &kind) || sw_cur_varint(&c, &len) || len > (uint64_t)(c.end - c.p))
                 return SW_EFORMAT;
-            if (kind == SW_EXT_DROPPED) {
+            if (sw_record_side_only(kind)) {
+                r->side_only++;   /* (only a damaged trace has one here) */
+            } else if (kind == SW_EXT_DROPPED) {
                 sw_cursor e = {c.p, c.p + len};
                 uint64_t n = 0;
                 if (sw_cur_varint(&e, &n))
@@ -461,7 +464,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                     return rc;
             } else if (kind == SW_EXT_TASK_SWITCH) {
                 sw_ext x;
-                sw_record_decode((uint32_t)kind, c.p, (size_t)len, r->s1, r->s2, &x);
+                sw_record_decode((uint32_t)kind, c.p, (size_t)len, &t->strings, r->s1, r->s2, &x);
                 /* Delivered (SW_REPLAY_TASKS) before the switch: located
                  * at the innermost frame of the task switched away from. */
                 if ((r->flags & SW_REPLAY_TASKS) && (r->flags & SW_REPLAY_EXT)) {
@@ -484,7 +487,7 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                 }
             } else if ((r->flags & SW_REPLAY_EXT) && (rk = sw_record_kind_of(kind)) && rk->shape != SW_RS_REPLAY) {
                 sw_ext x;
-                sw_record_decode((uint32_t)kind, c.p, (size_t)len, r->s1, r->s2, &x);
+                sw_record_decode((uint32_t)kind, c.p, (size_t)len, &t->strings, r->s1, r->s2, &x);
                 sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};
                 if ((r->running == r->want || (r->flags & SW_REPLAY_TASKS)) && (rc = r->fn(r->ud, &ev)))
                     return rc;
@@ -549,6 +552,23 @@ static void replay_free(replay *r)
     sw_bytes_free(&r->ahead);
 }
 
+/* Chunk k of tr is damage (the trace's list, once): its events do not
+ * decode (refused 0), or it holds `refused` records of kinds written only
+ * into side streams (kernel records: the writer puts them in THREAD_RECORDS
+ * only), which the replay leaves out. What the chunk gave is kept. */
+static void chunk_damaged(sw_trace *t, const thread_rec *tr, size_t k, uint64_t refused)
+{
+    sw_damage d = {tr->chunks[k].off - SW_CHUNK_HEADER_LEN, SW_CHUNK_HEADER_LEN + tr->chunks[k].len, 1,
+                   SW_DAMAGE_MALFORMED, 0, ""};
+    unsigned long long seq = tr->chunks[k].seq;
+    if (refused)
+        snprintf(d.what, sizeof d.what, "corrupted: %llu kernel records refused in the events of thread %u, chunk %llu",
+                 (unsigned long long)refused, tr->info.index, seq);
+    else
+        snprintf(d.what, sizeof d.what, "corrupted: malformed events in thread %u, chunk %llu", tr->info.index, seq);
+    sw_index_add_damage(t, &d);
+}
+
 int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns, sw_event_fn fn, void *ud)
 {
     if (i >= t->nthreads)
@@ -581,6 +601,7 @@ int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns,
         r.chunk = k;
         int gap = k > 0 ? tr->chunks[k].seq != tr->chunks[k - 1].seq + 1 : tr->chunks[k].seq != 0;
         int quiet = k == first && first > 0;
+        r.side_only = 0;
         rc = replay_chunk(t, &r, &tr->chunks[k], gap || after_bad || quiet, quiet && !gap);
         if (rc >= 0 && progressed(t, tr->chunks[k].len))
             rc = SW_ECANCELED;
@@ -588,12 +609,10 @@ int sw_trace_replay_from(sw_trace *t, size_t i, unsigned flags, int64_t from_ns,
         if (rc < 0 && !fatal(rc)) {
             /* An intact chunk whose events do not decode: what it gave is
              * kept, and the next chunk is read as after a gap. */
-            sw_damage d = {tr->chunks[k].off - SW_CHUNK_HEADER_LEN, SW_CHUNK_HEADER_LEN + tr->chunks[k].len, 1,
-                           SW_DAMAGE_MALFORMED, 0, ""};
-            snprintf(d.what, sizeof d.what, "corrupted: malformed events in thread %u, chunk %llu",
-                     tr->info.index, (unsigned long long)tr->chunks[k].seq);
-            sw_index_add_damage(t, &d);
+            chunk_damaged(t, tr, k, 0);
             bad = rc;
+        } else if (rc == SW_OK && r.side_only) {
+            chunk_damaged(t, tr, k, r.side_only);
         }
     }
     if (rc == SW_OK || (rc < 0 && !fatal(rc)))

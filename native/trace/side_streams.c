@@ -307,7 +307,7 @@ static int thread_records_item(sw_side_cursor *c, const side_raw *r, sw_side_ite
     const sw_record_kind *k = sw_record_kind_of(r->kind);
     if (!k || k->shape == SW_RS_REPLAY)
         return 0;
-    sw_record_decode((uint32_t)r->kind, r->payload, (size_t)r->len, c->s1, c->s2, &c->x);
+    sw_record_decode((uint32_t)r->kind, r->payload, (size_t)r->len, &c->t->strings, c->s1, c->s2, &c->x);
     out->event = SW_EV_EXT;
     out->ext = &c->x;
     return 1;

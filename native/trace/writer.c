@@ -28,6 +28,15 @@ struct sw_writer {
     sw_bytes code_defs;    /* queued CODE entries */
     sw_bytes thread_defs;  /* queued THREAD entries */
     sw_bytes task_defs;    /* queued TASK entries (format 1.7) */
+    sw_bytes string_defs;  /* queued STRINGS entries (format 1.16) */
+    /* The interned strings (format 1.16), id = index: their bytes, one
+     * after another in string_bytes, at offsets string_at[id] .. [id + 1]
+     * (nstrings + 1 offsets); by content in strings_ix. */
+    sw_bytes string_bytes;
+    size_t *string_at;
+    size_t string_at_cap;
+    uint32_t nstrings;
+    sw_hashtab strings_ix;
     uint64_t ncodes;
     sw_tbuf *threads;      /* newest first */
     uint32_t nthreads;
@@ -124,6 +133,11 @@ static void flush_defs_locked(sw_writer *w)
         struct iovec p = {w->task_defs.data, w->task_defs.len};
         write_chunk_locked(w, SW_CHUNK_TASK, &p, 1);
         w->task_defs.len = 0;
+    }
+    if (w->string_defs.len) {
+        struct iovec p = {w->string_defs.data, w->string_defs.len};
+        write_chunk_locked(w, SW_CHUNK_STRINGS, &p, 1);
+        w->string_defs.len = 0;
     }
 }
 
@@ -293,6 +307,50 @@ int sw_writer_define_task(sw_writer *w, uint64_t task, uint32_t thread, const ch
     }
     pthread_mutex_unlock(&w->lock);
     return rc;
+}
+
+int sw_writer_intern(sw_writer *w, const char *s, size_t len, uint64_t *id)
+{
+    uint64_t h = sw_hash_bytes(s, len, 0);
+    pthread_mutex_lock(&w->lock);
+    uint32_t pos, i;
+    for (i = sw_hashtab_first(&w->strings_ix, h, &pos); i != SW_HT_NONE; i = sw_hashtab_next(&w->strings_ix, h, &pos))
+        if (w->string_at[i + 1] - w->string_at[i] == len && memcmp(w->string_bytes.data + w->string_at[i], s, len) == 0)
+            break;
+    int rc = SW_OK;
+    if (i == SW_HT_NONE) {   /* new: kept, and its entry queued */
+        i = w->nstrings;
+        size_t *at = sw_array_grow(w->string_at, &w->string_at_cap, (size_t)i + 2, sizeof *at, 64);
+        sw_bytes *d = &w->string_defs;
+        size_t mark = d->len, bytes_mark = w->string_bytes.len;
+        if (at) {
+            w->string_at = at;
+            at[0] = 0;
+            sw_bytes_put(&w->string_bytes, s, len);
+            sw_bytes_varint(d, i);
+            sw_bytes_varint(d, len);
+            sw_bytes_put(d, s, len);
+        }
+        if (!at || d->failed || w->string_bytes.failed || sw_hashtab_add(&w->strings_ix, h, i) != 0) {
+            d->len = mark;
+            d->failed = 0;
+            w->string_bytes.len = bytes_mark;
+            w->string_bytes.failed = 0;
+            set_error(w, SW_ENOMEM, "interning a string");
+            rc = SW_ENOMEM;
+        } else {
+            at[i + 1] = w->string_bytes.len;
+            w->nstrings++;
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    *id = i;
+    return rc;
+}
+
+int sw_writer_intern_fn(void *w, const char *s, size_t len, uint64_t *id)
+{
+    return sw_writer_intern(w, s, len, id);
 }
 
 int sw_writer_thread_name(sw_writer *w, uint32_t index, const char *name)
@@ -743,6 +801,10 @@ void sw_writer_free(sw_writer *w)
     sw_bytes_free(&w->code_defs);
     sw_bytes_free(&w->thread_defs);
     sw_bytes_free(&w->task_defs);
+    sw_bytes_free(&w->string_defs);
+    sw_bytes_free(&w->string_bytes);
+    free(w->string_at);
+    sw_hashtab_free(&w->strings_ix);
     pthread_mutex_destroy(&w->lock);
     free(w);
 }

@@ -109,6 +109,14 @@ int sw_writer_define_task(sw_writer *w, uint64_t task, uint32_t thread, const ch
  * thread. */
 void sw_tbuf_task_switch(sw_tbuf *b, uint64_t ticks, uint64_t origin, uint64_t target);
 
+/* The id of string s (len bytes, any bytes) among the trace's interned
+ * strings (format 1.16, STRINGS chunks), queueing its definition when it
+ * is new: ids are dense from 0, in order of first use. Returns 0, or
+ * SW_ENOMEM (*id is then not usable). Thread-safe. sw_writer_intern_fn is
+ * the same as a records.h sw_intern_fn (ctx: the writer). */
+int sw_writer_intern(sw_writer *w, const char *s, size_t len, uint64_t *id);
+int sw_writer_intern_fn(void *w, const char *s, size_t len, uint64_t *id);
+
 /* Queues a new name for a thread. Thread-safe. */
 int sw_writer_thread_name(sw_writer *w, uint32_t index, const char *name);
 

@@ -2,8 +2,10 @@
  * fuzz_reader.c - libFuzzer target for the trace reader and everything that
  * consumes it: sw_trace_open_mem, replay of every thread, sw_stats_compute,
  * sw_slice_durations, the EXT replay and sw_ext_summary_compute, the
- * sampler samples (format 1.2; native frames and lines, 1.3), and both
- * exporters (into memory streams).
+ * sampler samples (format 1.2; native frames and lines, 1.3), the Chrome
+ * and Perfetto exporters (into memory streams) and the CTF exporter (into a
+ * fresh directory, each file at most CTF_FILE_MAX bytes, removed after;
+ * once an input, on its version with correct checksums).
  *
  * Chunks are protected by a CRC, so almost every mutation of a valid trace
  * is stopped at the checksum. To reach the parsers behind it, each input is
@@ -14,7 +16,7 @@
  * Besides memory errors (ASan) and undefined behaviour (UBSan), the target
  * aborts when a promise of reader.h or export.h is broken: a failed open
  * without a message, an unbalanced or time-reversed replay, malformed
- * exporter output.
+ * exporter output (for CTF: its packets, see ctf_stream_valid()).
  *
  * The ELF reader gets every input too (fuzzelf.h; its seed is a small
  * ELF file), and so does the profile-file reader (fuzzprofile.h), and so
@@ -30,13 +32,18 @@
 #include "base/crc32.h"
 #include "trace/trace.h"
 #include "exportcheck.h"
+#include "trace/export_ctf.h"
 #include "trace/format.h"
 #include "fuzzelf.h"
 #include "fuzzprofile.h"
 #include "trace/reader.h"
 
+#include <ftw.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,7 +208,122 @@ static void exercise_container(const uint8_t *data, size_t len)
     close(fd);
 }
 
-static void exercise(const uint8_t *data, size_t len)
+/* ---- the CTF export ---- */
+
+/* No file of the CTF export grows past this (RLIMIT_FSIZE while it runs:
+ * a write beyond fails, and the export must then fail with a message). */
+#define CTF_FILE_MAX (8u << 20)
+#define CTF_HEAD 68   /* a packet's header and context (export_ctf.c) */
+
+static uint64_t le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A stream file of the export (thread position `thread`): whole packets,
+ * each with the magic, its thread as stream instance, its sizes equal and
+ * within the file, numbered from 0, times that never go back. */
+static const char *ctf_stream_valid(const uint8_t *p, size_t n, uint64_t thread)
+{
+    uint64_t seq = 0, last = 0;
+    for (size_t off = 0; off < n; seq++) {
+        const uint8_t *h = p + off;
+        if (n - off < CTF_HEAD)
+            return "a packet cut short";
+        if ((h[0] | h[1] << 8 | h[2] << 16 | (uint32_t)h[3] << 24) != 0xC1FC1FC1u)
+            return "a packet without the CTF magic";
+        uint64_t begin = le64(h + 16), end = le64(h + 24), content = le64(h + 32), size = le64(h + 40);
+        if (le64(h + 8) != thread)
+            return "a packet of another stream instance";
+        if (content != size || size % 8 || size / 8 <= CTF_HEAD || size / 8 > n - off)
+            return "a packet's sizes";
+        if (le64(h + 48) != seq)
+            return "a packet's sequence number";
+        if (begin > end || begin < last)
+            return "a packet's times go back";
+        last = end;
+        off += (size_t)(size / 8);
+    }
+    return NULL;
+}
+
+/* nftw's visitor: checks each stream file (the first fault kept in
+ * ctf_fault), then removes what it visits (children first). */
+static const char *ctf_fault;
+static int ctf_visit(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    const char *base = path + ftw->base;
+    unsigned long long thread;
+    char tail;
+    if (type == FTW_F && sscanf(base, "stream_%llu%c", &thread, &tail) == 1) {
+        uint8_t *buf = malloc(st->st_size ? (size_t)st->st_size : 1);
+        FILE *f = buf ? fopen(path, "rb") : NULL;
+        size_t n = f ? fread(buf, 1, (size_t)st->st_size, f) : 0;
+        if (f)
+            fclose(f);
+        const char *why = n == (size_t)st->st_size ? ctf_stream_valid(buf, n, thread) : "unreadable";
+        free(buf);
+        if (why && !ctf_fault)
+            ctf_fault = why;
+    }
+    remove(path);
+    return 0;
+}
+
+/* The CTF export of t into a fresh directory (under /dev/shm, else
+ * $TMPDIR), each file bounded; removed after, whatever the export did. */
+static void exercise_ctf(sw_trace *t)
+{
+    static int ready;
+    if (!ready) {
+        signal(SIGXFSZ, SIG_IGN);   /* a write past the limit fails with EFBIG instead */
+        ready = 1;
+    }
+    ctf_fault = NULL;
+    /* In memory (tmpfs) where there is one: a disk's metadata writes made
+     * each export cost milliseconds on a busy machine. */
+    const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/sw-fuzz-ctf-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(dir))
+        return;
+    snprintf(path, sizeof path, "%s/ust", dir);
+    FILE *out = NULL;
+    if (mkdir(path, 0700) == 0) {
+        snprintf(path, sizeof path, "%s/" SW_CTF_FIRST_FILE, dir);
+        out = fopen(path, "w+");
+    }
+    if (out) {
+        struct rlimit was, lim;
+        int limited = getrlimit(RLIMIT_FSIZE, &was) == 0;
+        lim = was;
+        if (limited && (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur > CTF_FILE_MAX))
+            lim.rlim_cur = CTF_FILE_MAX;
+        limited = limited && setrlimit(RLIMIT_FSIZE, &lim) == 0;
+        sw_export_opts o = {0, NULL, NULL, dir, NULL, 0};
+        char err[256] = "";
+        int rc = sw_export_ctf(t, out, &o, err, sizeof err);
+        if (limited)
+            setrlimit(RLIMIT_FSIZE, &was);
+        char head[16] = "";
+        rewind(out);
+        size_t got = fread(head, 1, 13, out);
+        fclose(out);
+        if (rc != SW_OK && !err[0])
+            ctf_fault = "it failed without a message";
+        else if (rc == SW_OK && (got != 13 || memcmp(head, "/* CTF 1.8 */", 13) != 0))
+            ctf_fault = "its metadata does not start with /* CTF 1.8 */";
+    }
+    nftw(dir, ctf_visit, 16, FTW_DEPTH | FTW_PHYS);
+    if (ctf_fault)   /* (reported once nothing is left behind) */
+        fail("ctf export is not valid", ctf_fault);
+}
+
+/* with_ctf: the CTF export too (once an input: it writes files). */
+static void exercise(const uint8_t *data, size_t len, int with_ctf)
 {
     exercise_container(data, len);
     exercise_profile(data, len);   /* profile files share the container */
@@ -340,6 +462,8 @@ static void exercise(const uint8_t *data, size_t len)
         }
         free(out);
     }
+    if (with_ctf)
+        exercise_ctf(t);
     sw_trace_free(t);
 }
 
@@ -376,9 +500,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     exercise_elf(data, size);
-    exercise(data, size);
     /* The same input with correct checksums, so that mutations reach the
-     * parsers behind them. */
+     * parsers behind them; the CTF export of whichever has them. */
     uint8_t *fixed = malloc(size ? size : 1);
     if (!fixed)
         return 0;
@@ -386,15 +509,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t ends[64];
     int changed;
     size_t n = fix_crcs(fixed, size, ends, 64, &changed);
+    exercise(data, size, !changed);
     if (changed)
-        exercise(fixed, size);
+        exercise(fixed, size, 1);
     /* And cut after one of its chunks (chosen by the input), which then
      * ends the buffer: a parser reading past its chunk reads past the
      * buffer, which AddressSanitizer reports. */
     if (n > 1) {
         size_t k = (size_t)sw_crc32(0, data, size < 64 ? size : 64) % (n < 64 ? n : 64);
         if (ends[k] < size)
-            exercise(fixed, ends[k]);
+            exercise(fixed, ends[k], 0);
     }
     free(fixed);
     return 0;

@@ -229,14 +229,14 @@ static inline void tg_run(tg_thread *t, size_t nevents, uint32_t max_depth)
 /* Runs until the stack is empty. */
 /* Writes an EXT event (records.h SW_EXT_*) with the payload fields of its
  * kind's row, from their slots: code and line for located kinds, a/b/c
- * numbers, s1/s2 strings (see records.h, sw_ext); a kind with no row gets
- * an empty payload. Not recorded in t->ev: a plain replay skips it. */
+ * numbers, s1/s2 strings (see records.h, sw_ext; an interned one through
+ * the writer's STRINGS); a kind with no row gets an empty payload. Not recorded in t->ev: a plain replay skips it. */
 static inline void tg_ext(tg_thread *t, unsigned kind, uint32_t code, uint64_t line, uint64_t a, uint64_t b,
                           uint64_t c, const char *s1, const char *s2)
 {
     sw_ext v = {kind, 0, code, line, a, b, c, s1, s2};
     uint8_t p[SW_EXT_MAX];
-    long n = sw_record_encode(kind, &v, SIZE_MAX, p, sizeof p);
+    long n = sw_record_encode_interned(kind, &v, SIZE_MAX, sw_writer_intern_fn, t->b->w, p, sizeof p);
     tg_tick(t);
     sw_tbuf_ext(t->b, t->ticks, kind, p, n < 0 ? 0 : (size_t)n);
 }

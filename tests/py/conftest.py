@@ -15,6 +15,7 @@ import importlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,14 @@ if PROGRAMS not in sys.path:
     sys.path.insert(0, PROGRAMS)
 
 from stackwatch import _native  # noqa: E402
+
+# Ctrl-C as at a terminal: a background job of a non-interactive shell
+# (`(make test &)`, some CI runners) starts with SIGINT ignored, every child
+# inherits that, and a Python started so keeps it ignored: the tests that
+# send SIGINT to `attach` or `record` would wait for nothing. A handler here
+# becomes the default again in each child at exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The sampling profiler's tests (the profiler, `run --sample`) need a
 # CPython whose layouts the sampler knows.

@@ -35,6 +35,7 @@ int sw_file_wants_lines(PyCodeObject *co)
 #define SW_X_FROM_TRACER(K)
 #define SW_X_FROM_PROGRAM(K)
 #define SW_X_FROM_KERNEL(K)
+#define SW_X_FROM_OLDER(K)
 #define SW_X_EXT_OF_(K, n, name, since, from, ...) SW_X_FROM_##from(K)
 static const unsigned ext_of[SW_K_COUNT] = {SW_RECORD_KINDS(SW_X_EXT_OF_, SW_X_REC_NONE_)};
 
@@ -42,6 +43,26 @@ static const unsigned ext_of[SW_K_COUNT] = {SW_RECORD_KINDS(SW_X_EXT_OF_, SW_X_R
 #define STR_MAX 200
 
 static uint64_t nonneg(long long v) { return v < 0 ? 0 : (uint64_t)v; }
+
+/* The id of an interned string (records.h sw_intern_fn; ctx: the thread):
+ * the one the thread interned last again without the writer's table (a
+ * channel's records follow each other), else the writer's. */
+static int intern_last(void *ctx, const char *s, size_t len, uint64_t *id)
+{
+    sw_tracer_thread *t = ctx;
+    if (t->istr_gen == sw_S.gen && t->istr_len == len && memcmp(t->istr, s, len) == 0) {
+        *id = t->istr_id;
+        return 0;
+    }
+    int rc = sw_writer_intern(sw_S.w, s, len, id);
+    if (rc == 0 && len <= sizeof t->istr) {
+        memcpy(t->istr, s, len);
+        t->istr_len = (uint32_t)len;
+        t->istr_id = *id;
+        t->istr_gen = sw_S.gen;
+    }
+    return rc;
+}
 
 void sw_file_record_ext(int kind, const sw_evdata *d)
 {
@@ -59,7 +80,7 @@ void sw_file_record_ext(int kind, const sw_evdata *d)
     sw_ext v = {.code = code, .line = nonneg(d->line), .a = nonneg(d->a), .b = nonneg(d->b), .c = nonneg(d->c),
                 .s1 = d->name, .s2 = d->file};
     uint8_t buf[SW_EXT_MAX];
-    long n = sw_record_encode(ext_of[kind], &v, STR_MAX, buf, sizeof buf);
+    long n = sw_record_encode_interned(ext_of[kind], &v, STR_MAX, intern_last, t, buf, sizeof buf);
     if (n < 0)
         return;
     sw_tbuf_ext(t->tb, sw_clock_now(&sw_S.clock), ext_of[kind], buf, (size_t)n);

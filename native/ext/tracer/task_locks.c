@@ -64,8 +64,12 @@ static lock_wait *wait_of(void *lock)
 
 static wrapped_type *type_of(PyObject *self)
 {
+    PyTypeObject *tp = Py_TYPE(self);
+    for (int i = 0; i < SW_LOCK_TYPES; i++)   /* its own type first: every acquire and release asks */
+        if (types[i].tp == tp)
+            return &types[i];
     for (int i = 0; i < SW_LOCK_TYPES; i++)
-        if (types[i].tp && PyObject_TypeCheck(self, types[i].tp))
+        if (types[i].tp && PyType_IsSubtype(tp, types[i].tp))
             return &types[i];
     return NULL;
 }
@@ -109,6 +113,20 @@ static PyObject *try_acquire(wrapped_type *w, PyObject *self)
             return ((fast_fn)(void (*)(void))md->ml_meth)(self, no, 1);
     }
     return call_own(w, M_ACQUIRE, self, no, 1, NULL);
+}
+
+/* release() through the type's own C function when it takes no argument
+ * (every release: the queue's lock is released at each put and get). */
+static PyObject *call_release(wrapped_type *w, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    PyObject *own = w->own[M_RELEASE];
+    if (!nargs && !kwnames && PyObject_TypeCheck(own, &PyMethodDescr_Type)) {
+        PyMethodDef *md = ((PyMethodDescrObject *)own)->d_method;
+        if ((md->ml_flags & (METH_VARARGS | METH_KEYWORDS | METH_FASTCALL | METH_NOARGS | METH_O)) == METH_NOARGS)
+            return md->ml_meth(self, NULL);
+    }
+    return call_own(w, M_RELEASE, self, args, nargs, kwnames);
 }
 
 /* 1 if the caller (the running frame) is threading's own code (read
@@ -250,7 +268,7 @@ static PyObject *lock_release(PyObject *self, PyObject *const *args, size_t narg
         lw->releaser_task = sw_task_running();
         lw->t_release = trace_now();
     }
-    return call_own(w, M_RELEASE, self, args, PyVectorcall_NARGS(nargsf), kwnames);
+    return call_release(w, self, args, PyVectorcall_NARGS(nargsf), kwnames);
 }
 
 static PyObject *lock_enter(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)

@@ -23,8 +23,13 @@
  * characters (events/task_hooks.py VALUE_MAX). */
 #define SW_TASK_VALUE_MAX 200
 
-static PyObject *chained;      /* the greenlet trace function ours replaced */
+/* greenlet.settrace is per thread: ours is set on the thread that turns
+ * task events on (or imports greenlet), and on any other thread at its
+ * first switch() from Python meanwhile (greenlet_switch). */
 static int installed;          /* ours is (or was last set as) greenlet's */
+static uint64_t installs;      /* times it was: a thread whose sw_TT.greenlet_gen differs lacks ours */
+static int chains;             /* some thread's callback is chained (in its thread dict, chained_key) */
+static PyObject *chained_key;  /* "stackwatch greenlet chained": the callback ours replaced on the thread */
 /* The task ids of this session, by object: its address (only compared),
  * a weak reference to it (held: one it had already when there is one, so
  * that a task costs no allocation the collector counts: two a task, the
@@ -443,6 +448,67 @@ static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
 static PyMethodDef run_def = {"run", (PyCFunction)(void (*)(void))run_returned, METH_VARARGS | METH_KEYWORDS,
                               "a greenlet's run function, its result kept for its exit (stackwatch task events)"};
 
+static PyObject *greenlet_trace(PyObject *self, PyObject *args);
+
+/* The greenlet trace callback ours replaced on this thread (new
+ * reference), or NULL. */
+static PyObject *thread_chained(void)
+{
+    PyObject *d = chains ? PyThreadState_GetDict() : NULL;   /* borrowed */
+    PyObject *prev = d && chained_key ? PyDict_GetItemWithError(d, chained_key) : NULL;
+    PyErr_Clear();
+    Py_XINCREF(prev);
+    return prev;
+}
+
+/* Ours is set on this thread, replacing prev (None: none; ours: it was
+ * set already, and what it chains stays). */
+static void chain_here(PyObject *prev)
+{
+    sw_TT.greenlet_gen = installs;
+    if (PyCFunction_Check(prev) && PyCFunction_GET_FUNCTION(prev) == greenlet_trace)
+        return;
+    PyObject *d = PyThreadState_GetDict();   /* borrowed */
+    if (!chained_key)
+        chained_key = PyUnicode_InternFromString("stackwatch greenlet chained");
+    if (!d || !chained_key)
+        return;
+    if (prev == Py_None) {
+        if (PyDict_DelItem(d, chained_key) < 0)
+            PyErr_Clear();
+    } else if (PyDict_SetItem(d, chained_key, prev) == 0) {
+        chains = 1;
+    }
+    PyErr_Clear();
+}
+
+/* Ours on this thread too (greenlet.settrace(hooks.greenlet_trace)), the
+ * thread's callback chained. Never raises. */
+static void install_here(void)
+{
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    sw_TT.greenlet_gen = installs;   /* (once, even if it fails) */
+    PyObject *name = PyUnicode_FromString("greenlet");
+    PyObject *mod = name ? PyImport_GetModule(name) : NULL;
+    PyObject *settrace = mod ? PyObject_GetAttrString(mod, "settrace") : NULL;
+    PyObject *hooks = PyImport_ImportModule("stackwatch._native");
+    PyObject *ns = hooks ? PyObject_GetAttrString(hooks, "hooks") : NULL;
+    PyObject *ours = ns ? PyObject_GetAttrString(ns, "greenlet_trace") : NULL;
+    PyObject *prev = settrace && ours ? PyObject_CallOneArg(settrace, ours) : NULL;
+    if (prev)
+        chain_here(prev);
+    Py_XDECREF(prev);
+    Py_XDECREF(ours);
+    Py_XDECREF(ns);
+    Py_XDECREF(hooks);
+    Py_XDECREF(settrace);
+    Py_XDECREF(mod);
+    Py_XDECREF(name);
+    PyErr_Clear();
+    sw_exc_restore(&exc);
+}
+
 /* hooks.greenlet_trace(event, (origin, target)): greenlet calls it on
  * the target's side of every switch ("switch") or throw ("throw"), before
  * the target runs on. Records, then calls the chained callback. */
@@ -522,7 +588,9 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
     }
     Py_XDECREF(msg);
     Py_XDECREF(start_code);
+    PyObject *chained = thread_chained();
     PyObject *r = chained ? PyObject_CallFunctionObjArgs(chained, event, pair, NULL) : Py_NewRef(Py_None);
+    Py_XDECREF(chained);
     /* After the chained callback: its frames are not the task's run. */
     if (unnamed && sw_S.gen) {
         sw_tracer_thread *t = &sw_TT;
@@ -620,6 +688,8 @@ static PyObject *greenlet_switch(PyObject *self, PyObject *args, PyObject *kwarg
 {
     if (!switch_orig)
         return PyErr_Format(PyExc_RuntimeError, "greenlet's switch is gone");
+    if (installed && sw_TT.greenlet_gen != installs)
+        install_here();   /* a thread that switches for the first time meanwhile */
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     if ((n || (kwargs && PyDict_GET_SIZE(kwargs))) && (sw_D.mask & SW_EVB(SW_K_TASK_SEND))) {
         sw_exc_state exc;
@@ -810,25 +880,30 @@ static PyObject *task_running(PyObject *self, PyObject *unused)
     return PyLong_FromUnsignedLongLong(sw_task_running());
 }
 
-/* Ours is installed; prev is the callback it replaced (None: none; never
- * ours, which would call itself). */
+/* Ours is installed on this thread; prev is the callback it replaced
+ * (None: none; ours: what it chained stays). Other threads get it at
+ * their first switch() (install_here). */
 static PyObject *greenlet_trace_chain(PyObject *self, PyObject *prev)
 {
     (void)self;
     installed = 1;
-    int ours = PyCFunction_Check(prev) && PyCFunction_GET_FUNCTION(prev) == greenlet_trace;
-    Py_XSETREF(chained, prev == Py_None || ours ? NULL : Py_NewRef(prev));
+    installs++;
+    chain_here(prev);
     Py_RETURN_NONE;
 }
 
-/* Ours is removed: returns the callback to put back (None: none). */
+/* Ours is removed: returns this thread's callback to put back (None:
+ * none). On other threads ours stays set, only calling what it chained
+ * there (greenlet.settrace cannot reach another thread). */
 static PyObject *greenlet_trace_off(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
     installed = 0;
-    PyObject *prev = chained ? chained : Py_NewRef(Py_None);
-    chained = NULL;
+    PyObject *prev = thread_chained();
+    chain_here(Py_None);
+    if (!prev)
+        prev = Py_NewRef(Py_None);
     return prev;
 }
 

@@ -41,6 +41,9 @@ typedef struct sw_tracer_thread {
     /* tasks.c: a task just switched in, named after the first
      * frame it records (0: none), and the session it belongs to. */
     uint64_t task_unnamed, task_unnamed_gen;
+    /* tasks.c: greenlet's trace callback is ours on this thread as of
+     * its install number greenlet_gen. */
+    uint64_t greenlet_gen;
     /* ccalls.c: for each open C call (innermost last),
      * whether it was recorded; valid for session c_gen. */
     uint8_t *c_rec;
@@ -84,6 +87,12 @@ typedef struct sw_tracer_thread {
     /* tasks.c: the task the thread runs, for task events delivered to
      * handlers only (a trace keeps its own: tb->task). */
     uint64_t task_now;
+    /* file_events.c: the string this thread interned last (format 1.16:
+     * a channel's name, met again by most records), its id, valid for
+     * session istr_gen. */
+    uint64_t istr_gen, istr_id;
+    uint32_t istr_len;
+    char istr[64];
 } sw_tracer_thread;
 
 extern __thread sw_tracer_thread sw_TT __attribute__((tls_model("initial-exec")));

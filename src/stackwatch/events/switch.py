@@ -94,8 +94,11 @@ def _switch_greenlet_trace(on):
     """greenlet.settrace is the thread's: the callback goes on the thread
     that switches task events on (the one that starts tracing), or, when
     greenlet is not imported yet, on the one that imports it (task_imports:
-    greenlet is not imported for this). The callback it replaces is called
-    by ours after each switch."""
+    greenlet is not imported for this); any other thread gets it at its
+    first switch() (tasks.c, the switch wrapper). The callback it replaces
+    on a thread is called by ours there after each switch. Off, ours is
+    removed from this thread only (settrace reaches no other): elsewhere it
+    records nothing and calls what it chained."""
     if on and not _hooks.greenlet_trace_on():
         when_imported("greenlet", _greenlet_imported)
     elif not on and _hooks.greenlet_trace_on():

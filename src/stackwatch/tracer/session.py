@@ -12,7 +12,6 @@ import atexit
 import functools
 import json
 import os
-import socket
 import sys
 import threading   # (also for its side effect: thread names are read from it)
 import time
@@ -98,7 +97,7 @@ def _meta(extra, followed=None):
         "python_implementation": _IMPLEMENTATION,
         "argv": json.dumps(sys.argv),
         "command": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
-        "hostname": socket.gethostname(),
+        "hostname": os.uname().nodename,   # (socket.gethostname(), without importing socket into the program)
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "stackwatch_version": VERSION,
     }

@@ -25,14 +25,13 @@ happened: a switch's, the innermost frame of the task switched away
 from)}.
 """
 from ..events.task_hooks import OUTCOMES, REASONS, TASK_KINDS
-from .tracefile import RECORD_KINDS, Trace
+from .tracefile import KIND_MASKS, RECORD_KINDS, Trace
 
 # How many creators' tracks are replayed for the creation stacks.
 CREATION_REPLAYS = 64
 # The record kinds this module reads (records.h), by name.
 _KINDS = ("task_switch", "task_create", "task_exit", "task_block", "task_wake", "task_send", "task_receive",
           "task_name", "task_woken")
-_NUMBERS = {k.name: n for n, k in RECORD_KINDS.items()}
 
 
 def _kind_of(name):
@@ -88,7 +87,7 @@ def read_task_events(trace):
 
     mask = 0
     for k in _KINDS:
-        mask |= 1 << _NUMBERS[k]
+        mask |= KIND_MASKS[k]   # (every number of the name: format 1.16's and the older)
     raw = []   # events with tasks as keys, named at the end (a TASK_NAME may come later)
     creations = {}   # creator's key -> [(t_ns, the task's record, where)]
     for pos, th in enumerate(t.threads):

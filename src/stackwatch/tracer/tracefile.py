@@ -61,7 +61,8 @@ _STATES = _native.THREAD_STATES   # by number (native/base/sample.h)
 # (_native.RECORD_KINDS): its number on disk, its name, the format minor
 # version that added it, who writes it ("writer", "tracer", "program",
 # "dispatch": the dispatch layer's event kind of the same name, one of
-# stackwatch.EVENTS), its category and label in the exports, its shape
+# stackwatch.EVENTS; "older": an older format's kind that a newer row of
+# the same name replaced, read only), its category and label in the exports, its shape
 # ("instant", "open"/"close" a slice with `pair`, "nest_open"/"nest_close",
 # "replay": consumed by the reader, never delivered), its stats figure
 # ("gc" or "none"), the slot whose value follows its label, its slice's
@@ -75,9 +76,13 @@ RECORD_KINDS = {row[0]: RecordKind(*row[:-1], tuple(RecordField(*f) for f in row
                 for row in _native.RECORD_KINDS}
 
 # The EXT kinds the reader delivers, by number, named like the dispatch
-# layer's event kinds (stackwatch.EVENTS).
+# layer's event kinds (stackwatch.EVENTS); a name may have several numbers
+# (format 1.16 interned the channel of the task events: new kinds, the
+# old ones still read), and KIND_MASKS has the mask of all of a name's.
 EXT_KINDS = {n: k.name for n, k in sorted(RECORD_KINDS.items()) if k.shape != "replay"}
-_EXT_NUMBERS = {v: k for k, v in EXT_KINDS.items()}
+KIND_MASKS = {}
+for _n, _k in RECORD_KINDS.items():
+    KIND_MASKS[_k.name] = KIND_MASKS.get(_k.name, 0) | 1 << _n
 KIND_NAMES = {
     _native.OP_CALL: "call",
     _native.OP_RETURN: "return",
@@ -137,9 +142,9 @@ class Trace:
         ExtEvent. Raises ValueError for an unknown kind name."""
         mask = 0
         for k in (EXT_KINDS.values() if kinds is None else ([kinds] if isinstance(kinds, str) else kinds)):
-            if k not in _EXT_NUMBERS:
-                raise ValueError(f"unknown event kind {k!r} (known: {', '.join(EXT_KINDS.values())})")
-            mask |= 1 << _EXT_NUMBERS[k]
+            if k not in KIND_MASKS or k not in EXT_KINDS.values():
+                raise ValueError(f"unknown event kind {k!r} (known: {', '.join(dict.fromkeys(EXT_KINDS.values()))})")
+            mask |= KIND_MASKS[k]
         out = []
         merged = False
         for pos in (range(len(self.threads)) if thread is None else [thread]):
@@ -162,7 +167,10 @@ class Trace:
         "off_cpu_intervals" and "off_cpu_ns": the threads' intervals off CPU
         (`run --kernel=sched`) and their time, "page_faults"}."""
         s = self._t.ext_summary(_spec(filter))
-        counts = {EXT_KINDS[k]: n for k, n in enumerate(s["counts"]) if n and k in EXT_KINDS}
+        counts = {}
+        for k, n in enumerate(s["counts"]):
+            if n and k in EXT_KINDS:
+                counts[EXT_KINDS[k]] = counts.get(EXT_KINDS[k], 0) + n
         return {"counts": counts, "malformed": s["malformed"], "gc_collections": s["gc_pairs"],
                 "gc_ns": s["gc_ns"], "gc_collected": s["gc_collected"],
                 "gc_uncollectable": s["gc_uncollectable"], "syscalls": s["syscalls"],

@@ -47,13 +47,44 @@ static int xlog_fn(void *ud, const sw_event *ev)
     return 0;
 }
 
+/* A trace being written to p (4 KiB chunks, time_shift `shift`) with npy
+ * Python codes and nc C functions, and its thread `name` (tid): the
+ * thread, or NULL. */
+static tg_thread *open_one_thread(tg *g, const char *p, unsigned shift, uint32_t npy, uint32_t nc, uint64_t tid,
+                                  uint64_t ident, const char *name, uint64_t seed)
+{
+    if (tg_open(g, p, 4096, 0, shift, 1e9) != SW_OK || tg_codes(g, npy, nc) != SW_OK)
+        return NULL;
+    return tg_add_thread(g, tid, ident, name, seed);
+}
+
+/* An EXT record of `kind` with the payload given as it is (malformed,
+ * unknown or built by hand), one tick after the thread's last event. */
+static void raw_ext(tg_thread *a, unsigned kind, const void *payload, size_t len)
+{
+    tg_tick(a);
+    sw_tbuf_ext(a->b, a->ticks, kind, payload, len);
+}
+
+/* The trace written to p, closed and opened for reading (NULL: failed). */
+static sw_trace *written(tg *g, const char *p)
+{
+    return tg_close(g, 1e9) == SW_OK ? tg_open_trace(p) : NULL;
+}
+
+/* The trace read, its writer's state and its file, gone. */
+static void forget(sw_trace *t, tg *g, const char *p)
+{
+    sw_trace_free(t);
+    tg_free(g);
+    unlink(p);
+}
+
 TEST(every_kind_decodes_exactly)
 {
     tg g;
     const char *p = check_tmp_file(".swt");
-    REQUIRE(tg_open(&g, p, 4096, 0, 1, 1e9) == SW_OK);
-    REQUIRE(tg_codes(&g, 4, 1) == SW_OK);
-    tg_thread *a = tg_add_thread(&g, 7001, 0, "main", 5);
+    tg_thread *a = open_one_thread(&g, p, 1, 4, 1, 7001, 0, "main", 5);
     REQUIRE(a);
     tg_enter(a, SW_OP_CALL, 0);
     tg_enter(a, SW_OP_CALL, 1);
@@ -75,8 +106,7 @@ TEST(every_kind_decodes_exactly)
     tg_exit(a, SW_OP_RETURN);
     tg_ext(a, SW_EXT_THREAD_EXIT, 0, 0, 4321, 0, 0, "worker \"1\"", NULL), ticks[11] = a->ticks;
     tg_exit(a, SW_OP_RETURN);
-    REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = tg_open_trace(p);
+    sw_trace *t = written(&g, p);
     REQUIRE(t);
     /* The plain replay is unchanged by the EXT events. */
     tg_rec got, exp = {0};
@@ -127,9 +157,7 @@ TEST(every_kind_decodes_exactly)
     CHECK_EQ_U64(s.gc_collected, 17);
     CHECK_EQ_U64(s.gc_uncollectable, 1);
     free(l.r);
-    sw_trace_free(t);
-    tg_free(&g);
-    unlink(p);
+    forget(t, &g, p);
 }
 
 /* "No code" (a task event located nowhere) is its own value, not code 0
@@ -139,9 +167,7 @@ TEST(no_code_is_not_code_zero)
 {
     tg g;
     const char *p = check_tmp_file(".swt");
-    REQUIRE(tg_open(&g, p, 4096, 0, 1, 1e9) == SW_OK);
-    REQUIRE(tg_codes(&g, 2, 0) == SW_OK);
-    tg_thread *a = tg_add_thread(&g, 7003, 0, "m", 6);
+    tg_thread *a = open_one_thread(&g, p, 1, 2, 0, 7003, 0, "m", 6);
     REQUIRE(a);
     tg_enter(a, SW_OP_CALL, 0);
     tg_ext(a, SW_EXT_TASK_BLOCK, SW_EXT_NO_CODE, 0, 6, 0, 0, "sleep", NULL);
@@ -149,11 +175,9 @@ TEST(no_code_is_not_code_zero)
     tg_ext(a, SW_EXT_TASK_BLOCK, 1, 4, 6, 0, 0, "sleep", NULL);
     /* One more than the largest code id: malformed. */
     const uint8_t over[] = {0x80, 0x80, 0x80, 0x80, 0x10, 3, 6, 5, 's', 'l', 'e', 'e', 'p'};
-    tg_tick(a);
-    sw_tbuf_ext(a->b, a->ticks, SW_EXT_TASK_BLOCK, over, sizeof over);
+    raw_ext(a, SW_EXT_TASK_BLOCK, over, sizeof over);
     tg_exit(a, SW_OP_RETURN);
-    REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = tg_open_trace(p);
+    sw_trace *t = written(&g, p);
     REQUIRE(t);
     xlog l = {0};
     CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l), SW_OK);
@@ -167,35 +191,68 @@ TEST(no_code_is_not_code_zero)
     }
     CHECK_EQ_U64(l.r[3].x.malformed, 1);
     free(l.r);
-    sw_trace_free(t);
-    tg_free(&g);
+    forget(t, &g, p);
+}
+
+/* Format 1.16: the channel of a task event is interned (a STRINGS entry,
+ * written once) and reads as the string; the older kinds, the channel
+ * inline, read as before; an id with no entry reads as "?". */
+TEST(interned_channels_read_as_their_strings)
+{
+    tg g;
+    const char *p = check_tmp_file(".swt");
+    tg_thread *a = open_one_thread(&g, p, 1, 2, 0, 7004, 0, "m", 6);
+    REQUIRE(a);
+    tg_enter(a, SW_OP_CALL, 0);
+    tg_ext(a, SW_EXT_TASK_SEND, 0, 3, 1, 0, 0, "Queue 0x10", "42");
+    tg_ext(a, SW_EXT_TASK_SEND, 0, 4, 1, 0, 0, "Queue 0x10", "43");
+    tg_ext(a, SW_EXT_TASK_RECEIVE, 0, 5, 2, 0, 0, "Queue 0x20", "42");
+    tg_ext(a, SW_EXT_TASK_SEND_INLINE, 0, 6, 1, 0, 0, "Queue 0x10", "44");   /* a 1.15 writer's */
+    const uint8_t no_entry[] = {0, 7, 1, 9, 2, '4', '5'};   /* code 0, line 7, peer 1, channel id 9, "45" */
+    raw_ext(a, SW_EXT_TASK_SEND, no_entry, sizeof no_entry);
+    tg_exit(a, SW_OP_RETURN);
+    sw_trace *t = written(&g, p);
+    REQUIRE(t);
+    xlog l = {0};
+    CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l), SW_OK);
+    REQUIRE_EQ_U64(l.n, 5);
+    static const char *const channel[5] = {"Queue 0x10", "Queue 0x10", "Queue 0x20", "Queue 0x10", "?"};
+    static const char *const value[5] = {"42", "43", "42", "44", "45"};
+    for (unsigned k = 0; k < 5; k++) {
+        CHECK_EQ_U64(l.r[k].x.malformed, 0);
+        CHECK_EQ_U64(l.r[k].x.line, k + 3);
+        CHECK_EQ_STR(l.r[k].s1, channel[k]);
+        CHECK_EQ_STR(l.r[k].s2, value[k]);
+    }
+    /* The interned kind is shorter than the inline one, and cannot be
+     * encoded without a table to intern into. */
+    sw_ext v = {.code = 0, .line = 3, .a = 1, .s1 = "Queue 0x10", .s2 = "42"};
+    uint8_t buf[64];
+    CHECK_EQ_I64(sw_record_encode(SW_EXT_TASK_SEND, &v, 200, buf, sizeof buf), -1);
+    CHECK_EQ_I64(sw_record_encode(SW_EXT_TASK_SEND_INLINE, &v, 200, buf, sizeof buf), 3 + 11 + 3);
+    free(l.r);
+    forget(t, &g, p);
 }
 
 TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
 {
     tg g;
     const char *p = check_tmp_file(".swt");
-    REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
-    REQUIRE(tg_codes(&g, 2, 0) == SW_OK);
-    tg_thread *a = tg_add_thread(&g, 7002, 0, "m", 6);
+    tg_thread *a = open_one_thread(&g, p, 0, 2, 0, 7002, 0, "m", 6);
     REQUIRE(a);
     tg_enter(a, SW_OP_CALL, 0);
     /* Each known kind with an empty payload: all need at least one field. */
     for (unsigned k = SW_EXT_LINE; k <= SW_EXT_THREAD_EXIT; k++) {
-        tg_tick(a);
-        sw_tbuf_ext(a->b, a->ticks, k, (const uint8_t *)"", 0);
+        raw_ext(a, k, "", 0);
     }
     /* A string running past its payload. */
     uint8_t bad_str[] = {3, 7, 50, 'a', 'b'};  /* code 3, line 7, str of 50 bytes: only 2 */
-    tg_tick(a);
-    sw_tbuf_ext(a->b, a->ticks, SW_EXT_RAISE, bad_str, sizeof bad_str);
+    raw_ext(a, SW_EXT_RAISE, bad_str, sizeof bad_str);
     /* Unknown kinds are skipped; trailing bytes after a kind's fields are
      * ignored (a newer minor version may add fields). */
-    tg_tick(a);
-    sw_tbuf_ext(a->b, a->ticks, 99, (const uint8_t *)"xyz", 3);
+    raw_ext(a, 99, "xyz", 3);
     uint8_t longer[] = {1, 9, 0x7f, 0x7f};  /* LINE code 1, line 9, two extra bytes */
-    tg_tick(a);
-    sw_tbuf_ext(a->b, a->ticks, SW_EXT_LINE, longer, sizeof longer);
+    raw_ext(a, SW_EXT_LINE, longer, sizeof longer);
     /* A long name is cut at SW_EXT_STR_MAX bytes, not inside a character. */
     uint8_t big[400];
     sw_bytes pl = {0};
@@ -205,12 +262,10 @@ TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
     sw_bytes_varint(&pl, 1);
     sw_bytes_varint(&pl, 300);
     sw_bytes_put(&pl, big, 300);
-    tg_tick(a);
-    sw_tbuf_ext(a->b, a->ticks, SW_EXT_RAISE, pl.data, pl.len);
+    raw_ext(a, SW_EXT_RAISE, pl.data, pl.len);
     sw_bytes_free(&pl);
     tg_exit(a, SW_OP_RETURN);
-    REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = tg_open_trace(p);
+    sw_trace *t = written(&g, p);
     REQUIRE(t);
     xlog l = {0};
     CHECK_EQ_I64(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l), SW_OK);
@@ -252,9 +307,7 @@ TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
     CHECK_EQ_U64(ps.instants, 15);
     free(out);
     free(l.r);
-    sw_trace_free(t);
-    tg_free(&g);
-    unlink(p);
+    forget(t, &g, p);
 }
 
 /* Fields a later minor appended to a row (records.h SW_FT_LATER: OFF_CPU's
@@ -266,7 +319,7 @@ TEST(fields_a_later_minor_appended_may_be_absent)
     char s1[SW_EXT_STR_MAX + 1], s2[SW_EXT_STR_MAX + 1];
     sw_ext x;
     const uint8_t old_off[] = {8, 's', 'l', 'e', 'e', 'p', 'i', 'n', 'g', 1, 1};   /* 1.10: reason, cpu, state */
-    sw_record_decode(SW_EXT_OFF_CPU, old_off, sizeof old_off, s1, s2, &x);
+    sw_record_decode(SW_EXT_OFF_CPU, old_off, sizeof old_off, NULL, s1, s2, &x);
     CHECK_EQ_U64(x.malformed, 0);
     CHECK_EQ_STR(x.s1, "sleeping");
     CHECK_EQ_U64(x.a, 1);
@@ -278,16 +331,16 @@ TEST(fields_a_later_minor_appended_may_be_absent)
     long n = sw_record_encode(SW_EXT_OFF_CPU, &v, SW_EXT_STR_MAX, buf, sizeof buf);
     REQUIRE(n == (long)sizeof old_off + 2 + 1 + 11);
     CHECK(memcmp(buf, old_off, sizeof old_off) == 0);
-    sw_record_decode(SW_EXT_OFF_CPU, buf, (size_t)n, s1, s2, &x);
+    sw_record_decode(SW_EXT_OFF_CPU, buf, (size_t)n, NULL, s1, s2, &x);
     CHECK_EQ_U64(x.malformed, 0);
     CHECK_EQ_U64(x.c, 4242);
     CHECK_EQ_STR(x.s2, "kworker/0:2");
-    sw_record_decode(SW_EXT_OFF_CPU, buf, (size_t)n - 3, s1, s2, &x);   /* the name cut short */
+    sw_record_decode(SW_EXT_OFF_CPU, buf, (size_t)n - 3, NULL, s1, s2, &x);   /* the name cut short */
     CHECK_EQ_U64(x.malformed, 1);
-    sw_record_decode(SW_EXT_OFF_CPU, old_off, sizeof old_off - 1, s1, s2, &x);   /* no state */
+    sw_record_decode(SW_EXT_OFF_CPU, old_off, sizeof old_off - 1, NULL, s1, s2, &x);   /* no state */
     CHECK_EQ_U64(x.malformed, 1);
     const uint8_t old_wake[] = {0x90, 0x4e, 1};   /* 1.10: tid 10000, cpu 1 */
-    sw_record_decode(SW_EXT_WAKEUP, old_wake, sizeof old_wake, s1, s2, &x);
+    sw_record_decode(SW_EXT_WAKEUP, old_wake, sizeof old_wake, NULL, s1, s2, &x);
     CHECK_EQ_U64(x.malformed, 0);
     CHECK_EQ_U64(x.a, 10000);
     CHECK_EQ_STR(x.s1, "");
@@ -305,9 +358,7 @@ TEST(large_payloads_fill_chunks_without_loss)
      * dropped and all read back in order. */
     tg g;
     const char *p = check_tmp_file(".swt");
-    REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
-    REQUIRE(tg_codes(&g, 2, 0) == SW_OK);
-    tg_thread *a = tg_add_thread(&g, 7003, 0, "big", 8);
+    tg_thread *a = open_one_thread(&g, p, 0, 2, 0, 7003, 0, "big", 8);
     REQUIRE(a);
     uint8_t payload[SW_EXT_MAX];
     int n = 0;
@@ -321,15 +372,13 @@ TEST(large_payloads_fill_chunks_without_loss)
         size_t slen = len - 3 > 200 ? 200 : len - 3;
         sw_bytes_varint(&pl, slen);
         sw_bytes_put(&pl, payload, slen);
-        tg_tick(a);
-        sw_tbuf_ext(a->b, a->ticks, SW_EXT_RAISE, pl.data, pl.len);
+        raw_ext(a, SW_EXT_RAISE, pl.data, pl.len);
         sw_bytes_free(&pl);
         n++;
         tg_exit(a, SW_OP_RETURN);
     }
     CHECK_EQ_U64(a->b->dropped, 0);
-    REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = tg_open_trace(p);
+    sw_trace *t = written(&g, p);
     REQUIRE(t);
     CHECK(sw_trace_thread(t, 0)->chunks >= 5);
     xlog l = {0};
@@ -343,9 +392,7 @@ TEST(large_payloads_fill_chunks_without_loss)
         CHECK_EQ_U64(l.r[i].ev.depth, 1);
     }
     free(l.r);
-    sw_trace_free(t);
-    tg_free(&g);
-    unlink(p);
+    forget(t, &g, p);
 }
 
 /* Counts occurrences of needle in s. */
@@ -361,11 +408,9 @@ static size_t count_of(const char *s, const char *needle)
  * threads, "main" (tid) and "other" (tid + 1). Returns 1 on success. */
 static int open_two_threads(tg *g, const char *p, uint64_t tid, tg_thread **a, tg_thread **b)
 {
-    if (tg_open(g, p, 4096, 0, 0, 1e9) != SW_OK || tg_codes(g, 4, 1) != SW_OK)
-        return 0;
-    *a = tg_add_thread(g, tid, 0, "main", 7);
-    *b = tg_add_thread(g, tid + 1, 0, "other", 8);
-    return *a && *b;
+    *a = open_one_thread(g, p, 0, 4, 1, tid, 0, "main", 7);
+    *b = *a ? tg_add_thread(g, tid + 1, 0, "other", 8) : NULL;
+    return *b != NULL;
 }
 
 TEST(exports_show_instants_and_gc_slices)
@@ -383,8 +428,7 @@ TEST(exports_show_instants_and_gc_slices)
     tg_enter(b, SW_OP_CALL, 1);
     tg_ext(b, SW_EXT_LINE, 1, 5, 0, 0, 0, NULL, NULL);
     tg_exit(b, SW_OP_RETURN);
-    REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = tg_open_trace(p);
+    sw_trace *t = written(&g, p);
     REQUIRE(t);
     char err[256], why[160];
     size_t n;
@@ -421,9 +465,7 @@ TEST(exports_show_instants_and_gc_slices)
     CHECK_EQ_U64(ps.instants, 12);
     CHECK_EQ_U64(ps.begins, 3);
     free(out);
-    sw_trace_free(t);
-    tg_free(&g);
-    unlink(p);
+    forget(t, &g, p);
 }
 
 TEST(regions_decode_and_export_as_slices)
@@ -439,16 +481,14 @@ TEST(regions_decode_and_export_as_slices)
     tg_ext(a, SW_EXT_REGION_END, 0, 0, 0, 0, 0, NULL, NULL);
     tg_exit(a, SW_OP_RETURN);
     tg_ext(a, SW_EXT_REGION_END, 0, 0, 0, 0, 0, NULL, NULL);
-    tg_tick(a);
-    sw_tbuf_ext(a->b, a->ticks, SW_EXT_REGION_BEGIN, (const uint8_t *)"", 0);   /* malformed: "?" */
+    raw_ext(a, SW_EXT_REGION_BEGIN, "", 0);   /* malformed: "?" */
     tg_ext(a, SW_EXT_REGION_END, 0, 0, 0, 0, 0, NULL, NULL);
     tg_ext(a, SW_EXT_REGION_BEGIN, 0, 0, 0, 0, 0, "open", NULL);   /* closed at the thread's end */
     tg_exit(a, SW_OP_RETURN);
     tg_enter(b, SW_OP_CALL, 1);
     tg_ext(b, SW_EXT_REGION_END, 0, 0, 0, 0, 0, NULL, NULL);      /* an end without a begin: nothing */
     tg_exit(b, SW_OP_RETURN);
-    REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = tg_open_trace(p);
+    sw_trace *t = written(&g, p);
     REQUIRE(t);
     xlog l = {0};
     REQUIRE(sw_trace_replay_ext(t, 0, SW_REPLAY_EXT, xlog_fn, &l) == SW_OK);
@@ -494,9 +534,7 @@ TEST(regions_decode_and_export_as_slices)
     CHECK_EQ_U64(ps.descriptors, 1 + 2 + 1);  /* process, threads, one regions track */
     CHECK(memmem(out, n, "regions", 7) != NULL && memmem(out, n, "outer", 5) != NULL);
     free(out);
-    sw_trace_free(t);
-    tg_free(&g);
-    unlink(p);
+    forget(t, &g, p);
 }
 
 /* CPU records (format 1.13, run --cpu), written through sw_tbuf_cpu
@@ -532,8 +570,7 @@ TEST(cpu_records_give_each_call_its_cpu_from_any_chunk)
     static uint32_t cpu_of[CALLS];
     tg g;
     const char *p = check_tmp_file(".swt");
-    REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK && tg_codes(&g, 4, 0) == SW_OK);
-    tg_thread *a = tg_add_thread(&g, 1001, 140001, "MainThread", 7);
+    tg_thread *a = open_one_thread(&g, p, 0, 4, 0, 1001, 140001, "MainThread", 7);
     REQUIRE(a);
     size_t moves = 0;
     for (uint32_t i = 0; i < CALLS; i++) {
@@ -543,8 +580,7 @@ TEST(cpu_records_give_each_call_its_cpu_from_any_chunk)
         tg_enter(a, SW_OP_CALL, i % 4);
         tg_exit(a, SW_OP_RETURN);
     }
-    REQUIRE(tg_close(&g, 1e9) == SW_OK);
-    sw_trace *t = tg_open_trace(p);
+    sw_trace *t = written(&g, p);
     REQUIRE(t);
     CHECK_EQ_STR(sw_trace_damage(t), "");
     cpu_walk w = {-1, 0, 0, 0, 0, cpu_of};
@@ -565,7 +601,5 @@ TEST(cpu_records_give_each_call_its_cpu_from_any_chunk)
     REQUIRE(sw_trace_replay_from(t, 0, SW_REPLAY_EXT, half, cpu_walk_fn, &mid) == SW_OK);
     CHECK(mid.calls > 0 && mid.calls < CALLS);
     CHECK_MSG(mid.before_record <= 1, "%zu calls before the first CPU record", mid.before_record);
-    sw_trace_free(t);
-    tg_free(&g);
-    unlink(p);
+    forget(t, &g, p);
 }

@@ -125,7 +125,11 @@ def test_ctrl_c_or_sigterm_stops_the_tracing(tmp_path, sig):
         assert "tracing process" in a.stderr.readline()
         time.sleep(0.3)
         a.send_signal(sig)
-        assert a.wait(timeout=60) == 0
+        try:
+            a.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the attach did not end within 60 s of the signal; " + hung_report(a, p))
+        assert a.returncode == 0, a.stderr.read()
         assert f"wrote {out}" in a.stderr.read()
         traced, _ = trace_iterations(out)
         place(traced, log_iterations(log), unique=False)
@@ -134,6 +138,22 @@ def test_ctrl_c_or_sigterm_stops_the_tracing(tmp_path, sig):
         a.kill()
         p.terminate()
         p.communicate(timeout=60)
+
+
+def hung_report(a, p):
+    """What the attaching command and its target were doing, on one line
+    (CI shows only the failure's first line): their Python stacks, the
+    target's with its native frames, and the attach's stderr."""
+    def stacks(pid, *opts):
+        r = run(["dump", str(pid), "--json", *opts], timeout=60)
+        if r.returncode:
+            return r.stderr.strip()
+        import json
+        return " | ".join(f"{t['name']}: " + " < ".join(f["function"] for f in t["frames"][:12])
+                          for t in json.loads(r.stdout))
+    where = f"attach: {stacks(a.pid)}; target: {stacks(p.pid, '--native')}"
+    a.kill()
+    return where + f"; attach's stderr: {a.stderr.read().strip()!r}"
 
 
 def one_line_error(r, *words):

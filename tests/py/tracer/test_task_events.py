@@ -16,6 +16,8 @@ from conftest import needs_module, run_traced, write
 from conftest import run as run_cli
 from stackwatch import Trace
 from stackwatch.tracer.task_events import read_task_events
+from stackwatch.tracer.tracefile import RECORD_KINDS
+from synth_trace import _chunk, varint
 
 # The program's own log: every switch as (task switched to, task switched
 # from, the function that called switch(): None when the origin ended),
@@ -638,6 +640,86 @@ def test_thread_events_equal_each_threads_log(tmp_path):
             assert block["function"] == "waiter" and e["function"] == "<module>"
     assert "waiter" in woken
     assert tasks["consumer"]["outcome"] == tasks["producer"]["outcome"] == "result"
+    # A channel's name is interned (format 1.16): written once in the file,
+    # however many records name it (an automatic name: class and address).
+    data = open(swt, "rb").read()
+    channels = {e["channel"] for e in doc["events"] if e["channel"] and " 0x" in e["channel"]}
+    assert channels and all(data.count(c.encode()) == 1 for c in channels), channels
+    # The same trace as a 1.15 writer wrote it (each channel inline, the
+    # kinds of 1.9-1.12, no STRINGS) reads as the same document.
+    old = tmp_path / "old.swt"
+    old.write_bytes(_as_format_1_15(data))
+    assert read_task_events(str(old)) == doc
+
+
+def _varint_at(b, i):
+    v = shift = 0
+    while True:
+        v |= (b[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if not b[i - 1] & 0x80:
+            return v, i
+
+
+def _as_format_1_15(data):
+    """A 1.16 trace rewritten as 1.15 wrote it (docs/format.md): its task
+    events of kinds 33-37 as the older kinds of the same name, whose
+    channel is a str where 1.16 has a STRINGS entry's id; no STRINGS
+    chunks; minor version 15. Every other chunk as it is."""
+    older = {k.name: n for n, k in RECORD_KINDS.items() if k.source == "older"}
+    renumber = {n: older[k.name] for n, k in RECORD_KINDS.items() if k.source == "dispatch" and k.name in older}
+    strings, chunks, i = {}, [], 16
+    while i < len(data):   # (a whole file, as the writer left it)
+        kind, length = data[i], int.from_bytes(data[i + 4:i + 8], "little")
+        chunks.append((kind, data[i + 12:i + 12 + length]))
+        i += 12 + length
+    for kind, p in chunks:
+        j = 0
+        while kind == 11 and j < len(p):   # STRINGS: varint id, str text
+            sid, j = _varint_at(p, j)
+            n, j = _varint_at(p, j)
+            strings[sid], j = p[j:j + n], j + n
+
+    def event_body(p):
+        j = 0
+        for _ in range(4):   # thread index, seq, t_start, dropped
+            _, j = _varint_at(p, j)
+        depth, j = _varint_at(p, j)
+        for _ in range(depth):
+            _, j = _varint_at(p, j)
+        n, j = _varint_at(p, j)
+        out = bytearray(p[:j])
+        for _ in range(n):
+            start = j
+            x, j = _varint_at(p, j)
+            if x & 7 in (0, 2, 5):   # CALL, RESUME, C_CALL: a code id
+                _, j = _varint_at(p, j)
+            if x & 7 != 7 or _varint_at(p, j)[0] not in renumber:
+                if x & 7 == 7:
+                    _, k = _varint_at(p, j)
+                    length, k = _varint_at(p, k)
+                    j = k + length
+                out += p[start:j]
+                continue
+            ext, j = _varint_at(p, j)
+            length, j = _varint_at(p, j)
+            payload, j = p[j:j + length], j + length
+            fields, k = b"", 0
+            for f in RECORD_KINDS[ext].fields:
+                if f.type == "str" and f.name != "channel":
+                    n, k2 = _varint_at(payload, k)
+                    fields, k = fields + payload[k:k2 + n], k2 + n
+                else:
+                    v, k2 = _varint_at(payload, k)
+                    text = strings[v] if f.name == "channel" else None
+                    fields += varint(len(text)) + text if text is not None else payload[k:k2]
+                    k = k2
+            out += p[start:start + len(varint(x))] + varint(renumber[ext]) + varint(len(fields)) + fields
+        return bytes(out)
+
+    head = data[:10] + (15).to_bytes(2, "little") + data[12:16]
+    return head + b"".join(_chunk(kind, event_body(p) if kind == 4 else p) for kind, p in chunks if kind != 11)
 
 
 # A lock convoy, with a Lock and then an RLock: the main thread holds the
@@ -739,6 +821,36 @@ def test_more_locks_waited_on_than_64_are_all_recorded(tmp_path):
     for kind in ("block", "wake"):
         got = {(e["task"], e["channel"]) for e in doc["events"] if e["kind"] == kind and e["channel"].startswith("lock-")}
         assert got == {(f"t-{i}", f"lock-{i}") for i in range(70)}, kind
+
+
+# A join that gives up (its timeout) is woken by its own thread, and every
+# join's block has its wake, also when the thread ended just before its
+# joiner was listed (it still looked alive: seen on 3.13 under load).
+JOINS = r'''
+import threading, time
+def slow():
+    time.sleep(0.3)
+t = threading.Thread(target=slow, name="slow")
+t.start()
+t.join(timeout=0.05)
+t.join()
+quick = [threading.Thread(target=lambda: None, name=f"quick-{i}") for i in range(40)]
+for q in quick:
+    q.start()
+for q in quick:
+    q.join()
+'''
+
+
+@pytest.mark.versions("3.12", "3.13")
+def test_every_join_has_its_wake(tmp_path):
+    swt, _ = run_traced(tmp_path, JOINS, "--events", "tasks")
+    doc = read_task_events(swt)
+    joins = [(w["other"], w["channel"]) for w, b in _wakes(doc) if b["reason"] == "join"]
+    assert joins[:2] == [("MainThread", "thread slow"), ("slow", "thread slow")]
+    assert all(other == channel[len("thread "):] for other, channel in joins[2:]), joins
+    assert not [e for e in doc["events"] if e["kind"] == "block"
+                and e not in [b for _, b in _wakes(doc)]], "a block with no wake"
 
 
 # The values a queue passes are recorded as their repr, those written
@@ -961,6 +1073,9 @@ stackwatch.stop()
     assert [(e["kind"], e["reason"]) for e in first["events"] if e["kind"] in ("block", "wake")
             and e["task"].endswith(" get")] == [("block", "queue")]
     _wakes(second)   # (each wake ends a block of the same trace)
+    # The queue's name, interned again by the second trace (its own strings).
+    channel = {e["channel"] for e in first["events"] if e["kind"] == "block" and e["task"].endswith(" get")}
+    assert {e["channel"] for e in second["events"] if e["kind"] == "receive"} == channel
     assert [e["kind"] for e in second["events"] if e["task"].endswith(" get")][-3:] == ["switch", "receive", "exit"]
 
 
@@ -1107,3 +1222,88 @@ def test_log_without_a_trace_equals_the_log_with_one(tmp_path):
     assert "[MainThread] task_exit    Task-3 sleeper exited: cancelled" in without
     assert any(line.startswith("[MainThread] task_switch  MainThread -> the consumer  [the consumer: running, "
                                "Task-1 main: blocked on join Task-4 worker") for line in without)
+
+
+# Modules task events hook or that come with them (multiprocessing brings
+# pickle, tempfile, bz2, lzma; asyncio brings ssl and concurrent.futures).
+HOOKED_OR_HEAVY = ("asyncio", "ssl", "concurrent", "multiprocessing", "pickle", "queue", "greenlet", "gevent",
+                   "trio", "uvloop", "_asyncio", "_ssl", "_multiprocessing", "_pickle", "_queue")
+WHICH_IMPORTED = r'''
+import sys
+if len(sys.argv) > 1:   # (under `run`, no argument: stackwatch started it)
+    import stackwatch
+    stackwatch.start(sys.argv[1], events=["tasks"])
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in %r)))
+if len(sys.argv) > 1:
+    stackwatch.stop()
+''' % (HOOKED_OR_HEAVY,)
+
+
+@pytest.mark.versions("3.9", "3.12")
+def test_task_events_import_nothing_the_program_did_not(tmp_path):
+    """Task events hook asyncio, queue, multiprocessing, greenlet, ... when
+    the program imports them (task_imports.c), never by importing them
+    themselves: of those modules, a program that starts task events (from
+    Python, or under `run --events tasks`) has in sys.modules what it has
+    without stackwatch."""
+    prog = write(tmp_path / "p.py", WHICH_IMPORTED)
+    plain = run_cli(["python", prog])
+    started = run_cli(["python", prog, str(tmp_path / "a.swt")])
+    under_run = run_cli(["run", "-q", "--events", "tasks", "-o", str(tmp_path / "b.swt"), prog])
+    for r in (plain, started, under_run):
+        assert r.returncode == 0, r.stderr
+    assert started.stdout == plain.stdout and under_run.stdout == plain.stdout
+
+
+# Greenlets in two threads at once, each thread logging its switches with
+# its own greenlet.settrace callback (greenlet's are per thread), set before
+# its first switch: stackwatch's goes on each thread at its first switch
+# and chains the program's.
+GREENLETS_IN_THREADS = r'''
+import json, sys, threading
+import greenlet, stackwatch
+
+log = {}
+
+def play(n):
+    me = threading.current_thread().name
+    mine = log.setdefault(threading.get_native_id(), [])
+    def label(g):
+        return me if g.parent is None else "child"
+    greenlet.settrace(lambda event, pair: mine.append([label(pair[1]), label(pair[0])]))
+    main = greenlet.getcurrent()
+    def steps():
+        for i in range(n):
+            main.switch(i)
+        return n
+    child = greenlet.greenlet(steps)
+    got = [child.switch() for _ in range(n + 1)]
+    assert got == list(range(n)) + [n], got
+    greenlet.settrace(None)
+
+stackwatch.start(sys.argv[1], events=["tasks"])
+threads = [threading.Thread(target=play, args=(40,), name=name) for name in ("left", "right")]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+stackwatch.stop()
+json.dump(log, open(sys.argv[2], "w"))
+'''
+
+
+@pytest.mark.versions("3.9", "3.12")
+def test_greenlets_in_other_threads_switch_as_their_log_says(tmp_path):
+    """greenlet.settrace is per thread: greenlets switching in threads that
+    are not the one that started task events have their switches too, the
+    same, thread by thread and in order, as the program's own callbacks
+    log (which stackwatch's calls after it on each thread)."""
+    needs_module("greenlet", "greenlet is not installed (scripts/venv.sh installs it)")
+    swt, log = _run(tmp_path, GREENLETS_IN_THREADS)
+    assert sorted(len(entries) for entries in log.values()) == [82, 82]   # (41 switches each way)
+    got = {}
+    for e in read_task_events(swt)["events"]:
+        if e["kind"] == "switch":
+            names = [n.split()[0] if n.startswith("greenlet ") else n for n in (e["task"], e["other"])]
+            got.setdefault(str(e["thread"]), []).append(["child" if n == "greenlet" else n for n in names])
+    assert got == log

@@ -161,16 +161,23 @@ def test_stats_reports_samples(traced):
 
 @pytest.mark.timing
 def test_api_option(tmp_path):
+    import threading
     import time
 
     from stackwatch.tracer import session as api
 
+    # The sampler samples every Python thread of the process: under
+    # pytest -n, xdist's own (started by _thread: not in threading's
+    # count) too. Only this test's thread is the program's.
+    threads = len(sys._current_frames())
+
     def sleepy():
-        # 100 ms, then until the sampler has stored 150 samples (a loaded
-        # machine makes it miss rounds: wait for samples, not for time)
+        # 100 ms, then until the sampler has stored 150 samples of each
+        # thread (a loaded machine makes it miss rounds: wait for samples,
+        # not for time)
         time.sleep(0.1)
         give_up = time.perf_counter() + 30
-        while api._sampler.stats()["stored"] < 150 and time.perf_counter() < give_up:
+        while api._sampler.stats()["stored"] < 150 * threads and time.perf_counter() < give_up:
             time.sleep(0.01)
 
     p = str(tmp_path / "a.swt")
@@ -179,8 +186,9 @@ def test_api_option(tmp_path):
     assert tr.summary.samples >= 150
     t = Trace(p)
     assert t.sample_count() == tr.summary.samples
-    start, end = slice_of(t, thread_pos(t, "MainThread"), "sleepy")
-    inside = [s for s in t.samples() if start + 1_000_000 <= s.t_ns <= end - 1_000_000]
+    mine = thread_pos(t, threading.current_thread().name)
+    start, end = slice_of(t, mine, "sleepy")
+    inside = [s for s in t.samples(mine) if start + 1_000_000 <= s.t_ns <= end - 1_000_000]
     assert len(inside) > 100 and all(s.stack[-1].name.endswith("sleepy") for s in inside)
     assert not stackwatch.is_tracing()
 
