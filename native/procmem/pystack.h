@@ -43,9 +43,9 @@ typedef struct sw_pystack_limits {
     uint32_t park;           /* 1: a torn walk is redone with the thread parked (in-process
                                 only: nativestack.h; the caller installs the handler with
                                 sw_nstack_park_install), and the checks are strict */
-    uint32_t park_always;    /* (tests) with park: every thread holding the GIL is parked
-                                before its walk, not only one whose walks keep tearing,
-                                waiting as long as after a torn walk */
+    uint32_t park_always;    /* (tests, benches) with park: every thread holding the GIL is
+                                parked before its walk, not only after a torn walk, and
+                                waits as long */
     uint32_t cpu_every;      /* with thread_states, > 1: a thread's CPU time is read every
                                 cpu_every rounds only (sw_threadstate_set_cpu_every), for
                                 samples whose CPU time only adds up per thread (wall mode);
@@ -72,12 +72,13 @@ typedef struct sw_pystack_stats {
                                 reader (pystack.c "Torn stacks"); each is redone, and
                                 counted in failed if still torn after the retries */
     uint64_t parked;         /* with limits.park: walks redone with the thread parked */
-    uint64_t park_failed;    /* ... threads that did not park in time (the sample failed) */
+    uint64_t park_failed;    /* ... threads that did not park in time (then walked unparked:
+                                after_park) */
     uint64_t parked_ns;      /* ... time from each park request to its release */
-    uint64_t parked_ahead;   /* ... of them parked before any unparked walk (a thread whose
-                                walks were torn again and again: pystack.c) */
-    uint64_t park_late;      /* always 0 (a short first wait, then an unparked walk, was
-                                tried and removed: it failed samples; kept for stats()) */
+    uint64_t after_park;     /* ... samples read whole by an unparked walk after their park
+                                failed (not answered in time, or its walk not whole) */
+    uint64_t parked_ahead;   /* ... of them parked before any unparked walk (only in the
+                                test mode, limits.park_always) */
     uint64_t threads_skipped;   /* threads beyond max_threads */
     uint64_t code_hits, code_misses;
     uint64_t reads, failed_reads;   /* memory reads (system calls) */

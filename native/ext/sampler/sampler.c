@@ -234,8 +234,9 @@ static void signal_stop(SamplerObject *self)
  * (target_open.h). NULL with an exception. */
 static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
 {
-    /* STACKWATCH_TEST_PARK_AHEAD=1 (the tests): every parked walk's path
-     * taken ahead, whether walks tear on this machine or not. */
+    /* STACKWATCH_TEST_PARK_AHEAD=1 (the tests, the benches): the thread
+     * holding the GIL parked ahead of every walk, whether walks tear on
+     * this machine or not (limits.park_always). */
     const char *always = getenv("STACKWATCH_TEST_PARK_AHEAD");
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
                              (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed,
@@ -585,9 +586,9 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                    (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn);
     PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "parked", (unsigned long long)r->parked,
                                                   "park_failed", (unsigned long long)r->park_failed, "parked_ns",
-                                                  (unsigned long long)r->parked_ns, "parked_ahead",
-                                                  (unsigned long long)r->parked_ahead, "park_late",
-                                                  (unsigned long long)r->park_late);
+                                                  (unsigned long long)r->parked_ns, "after_park",
+                                                  (unsigned long long)r->after_park, "parked_ahead",
+                                                  (unsigned long long)r->parked_ahead);
     if (!park || PyDict_Update(more, park) < 0)
         Py_CLEAR(more);
     Py_XDECREF(park);
