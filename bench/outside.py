@@ -13,22 +13,26 @@ austin-dist), on the same target, tests/programs/deep_known.py: one thread
    and the samples whose stack the program can never have (impossible);
 2. slowdown at 1 kHz: the target runs a fixed amount of work (--work N)
    alone and under each tool (non-blocking: stackwatch, py-spy
-   --nonblocking, Austin; then the blocking ones: stackwatch --native,
-   py-spy's default mode and py-spy --native; the cost per sample is
-   (time - plain) / samples asked), in alternating rounds; the median wall
-   time of the work / plain's;
+   --nonblocking, Austin; then the blocking ones: stackwatch --blocking,
+   stackwatch --native, py-spy's default mode and py-spy --native; the
+   cost per sample is (time - plain) / samples asked), in alternating
+   rounds; the median wall time of the work / plain's; then stackwatch's
+   CPU per round at 1 kHz in each mode (a 2.3 s record minus a 0.3 s one,
+   over the rounds between) and the time --blocking stopped the target
+   per round (its summary line);
 3. attach: `stackwatch attach PID --trace --duration 1` on the target
    running batches (--batches): the time from the command's start to the
    first event in the trace, and from the trace's end to the first batch
    back at full speed (within 20% of the median batch before).
 
-stackwatch's record --pid has no --blocking: it stops the target only with
---native (each thread stopped with ptrace while it is read and its C stack
-unwound), measured as its blocking mode; the --blocking cell says so.
+stackwatch's record --pid --blocking stops every thread of the target with
+ptrace for each round (as py-spy's default does for each sample); --native
+stops each thread in turn while it is read and unwinds its C stack.
 """
 import json
 import os
 import re
+import resource
 import runpy
 import select
 import signal
@@ -208,8 +212,9 @@ def slow_configs(python, spy, austin, quick):
     if austin:
         c["austin"] = [austin, "-i", "1ms", "-o", "{tmp}/austin.txt", "-p"]
     if not quick:
-        # --native stops each thread with ptrace while it is read (record's
-        # blocking mode: there is no other)
+        # --blocking stops the whole process for each round; --native each
+        # thread while it is read
+        c["stackwatch blocking"] = c["stackwatch"][:-1] + ["--blocking", "--pid"]
         c["stackwatch native"] = c["stackwatch"][:-1] + ["--native", "--pid"]
     if spy and not quick:
         c["py-spy blocking"] = spy_base + ["--pid"]
@@ -217,10 +222,17 @@ def slow_configs(python, spy, austin, quick):
     return c
 
 
-def slow_once(python, cmd, work, tmp):
-    """Seconds the target's work took with cmd attached (None: alone)."""
+STOPPED = re.compile(r"blocking: the process stopped (\d+) us per round")
+ROUNDS = re.compile(r"\((\d+) of (\d+)\), (\d+) rounds/s")
+
+
+def slow_once(python, cmd, work, tmp, stops=None):
+    """Seconds the target's work took with cmd attached (None: alone).
+    stackwatch --blocking adds to stops (a list) the us its summary says
+    the target was stopped per round."""
     t = Target(python, "--work", str(work))
     prof = None
+    out = b""
     try:
         if cmd:
             # Each tool says something once it runs (stackwatch its first
@@ -239,42 +251,92 @@ def slow_once(python, cmd, work, tmp):
         t.stop()
         if prof:
             try:
-                prof.communicate(timeout=60)
+                out = prof.communicate(timeout=60)[0]
             except subprocess.TimeoutExpired:
                 prof.kill()
                 prof.communicate()
+    stop = STOPPED.search(out.decode(errors="replace"))
+    if stop and stops is not None:
+        stops.append(int(stop.group(1)))
     return secs
+
+
+def reader_cpu(python, more, seconds, tmp):
+    """(CPU seconds, rounds) of `record --pid` with the options more on
+    the running target for seconds: its process's user + system time (the
+    only child reaped meanwhile) and the samples its summary says it tried
+    (one thread: one a round)."""
+    t = Target(python)
+    try:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.run([python, "-m", "stackwatch", "record", "--pid", str(t.pid), "--rate", "1000",
+                            "--duration", str(seconds), "--format", "collapsed", "-o", os.path.join(tmp, "c.txt")]
+                           + more, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    finally:
+        t.stop()
+    m = ROUNDS.search(p.stderr)
+    if p.returncode != 0 or not m:
+        raise OSError(p.stderr[-300:])
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, int(m.group(2))
+
+
+CPU_MODES = {"stackwatch": [], "stackwatch blocking": ["--blocking"], "stackwatch native": ["--native"]}
+
+
+def cpu_section(python, rounds, log):
+    """The reader's CPU per round at 1 kHz, each mode: a 2.3 s record
+    minus a 0.3 s one (start-up and writing cancel out) over the
+    difference in rounds, modes alternating; the median of rounds."""
+    out = {n: [] for n in CPU_MODES}
+    with tempfile.TemporaryDirectory(prefix="swbench-outside-") as tmp:
+        for k in range(rounds):
+            for n, more in CPU_MODES.items():
+                try:
+                    (c0, n0), (c1, n1) = reader_cpu(python, more, 0.3, tmp), reader_cpu(python, more, 2.3, tmp)
+                except (OSError, AssertionError) as e:
+                    log(f"  outside: {n} CPU run failed: {e}")
+                    continue
+                if n1 > n0:
+                    out[n].append((c1 - c0) / (n1 - n0) * 1e6)
+    return {n: statistics.median(v) for n, v in out.items() if v}
 
 
 def slow_section(python, spy, austin, rounds, work, quick, log):
     configs = slow_configs(python, spy, austin, quick)
     names = list(configs)
     runs = {n: [] for n in names}
-    load = [load_now()]
+    stops = {"stackwatch blocking": []}
     with tempfile.TemporaryDirectory(prefix="swbench-outside-") as tmp:
         for k in range(rounds):
             order = names[k % len(names):] + names[:k % len(names)]
             for n in order:
                 try:
-                    runs[n].append(slow_once(python, configs[n], work, tmp))
+                    runs[n].append(slow_once(python, configs[n], work, tmp, stops.get(n)))
                 except (ValueError, OSError, AssertionError) as e:
                     log(f"  outside: {n} run failed: {e}")
     med = {n: statistics.median(v) for n, v in runs.items() if v}
-    load.append(load_now())
-    return {"work_batches": work, "rounds": rounds, "runs": runs, "median": med, "load": load}
+    stopped = {n: statistics.median(v) for n, v in stops.items() if v}
+    cpu = cpu_section(python, 2, log) if not quick else {}
+    return {"work_batches": work, "rounds": rounds, "runs": runs, "median": med, "stopped_us": stopped,
+            "cpu_us": cpu, "load": os.getloadavg()[0]}
 
 
 def slow_text(res, na):
     med = res["median"]
     plain = med.get("plain")
     out = [f"\noutside, slowdown at 1 kHz: the target's work ({res['work_batches']} batches) alone and with "
-           f"each tool attached, median of {res['rounds']} alternating runs (load average "
-           f"{res['load'][0]:g} at the start, {res['load'][1]:g} at the end)",
-           f"{'tool':<18}{'seconds':>9}{'x plain':>9}{'us/sample':>11}"]
+           f"each tool attached, median of {res['rounds']} alternating runs (load {res.get('load', 0):.1f} at "
+           f"the end); stackwatch's CPU per round (a 2.3 s record minus a 0.3 s one, over the rounds between) "
+           f"and the target's time stopped per round (--blocking, its summary line)",
+           f"{'tool':<20}{'seconds':>9}{'x plain':>9}{'us/sample':>11}{'CPU us/round':>14}{'stopped us':>12}"]
     for n, s in med.items():
         ratio = s / plain if plain else float("nan")
         cost = (s - plain) / (1000 * s) * 1e6 if plain and n != "plain" else None
-        out.append(f"{n:<18}{s:>9.3f}{ratio:>9.3f}" + (f"{cost:>11.1f}" if cost is not None else ""))
+        cpu, stopped = res.get("cpu_us", {}).get(n), res.get("stopped_us", {}).get(n)
+        out.append(f"{n:<20}{s:>9.3f}{ratio:>9.3f}" + (f"{cost:>11.1f}" if cost is not None else " " * 11)
+                   + (f"{cpu:>14.1f}" if cpu is not None else " " * 14)
+                   + (f"{stopped:>12.0f}" if stopped is not None else ""))
     out += [f"{k}: n/a ({v})" for k, v in na.items()]
     return "\n".join(out)
 
@@ -343,9 +405,8 @@ def section(python, quick, log, saved):
     saved_na = dict(na)
     print(rate_text(res["rate"], seconds, saved_na), flush=True)
     res["slowdown"] = slow_section(python, spy, austin, 2 if quick else 5, 20 if quick else 150, quick, log)
-    print(slow_text(res["slowdown"], {"stackwatch --blocking": "record --pid has no such option: only --native "
-                                                               "stops the target (each thread, per sample, "
-                                                               "with ptrace: 'stackwatch native')"}), flush=True)
+    print(slow_text(res["slowdown"], {} if not quick else {"stackwatch blocking": "not in a quick run"}),
+          flush=True)
     res["attach"] = attach_section(python, log)
     print(attach_text(res["attach"]), flush=True)
     res["na"] = na

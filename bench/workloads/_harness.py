@@ -278,7 +278,7 @@ class _Swprof(_Tracer):
         st = self.prof.stats()
         # (st.get: the parks' counts are new; an older build has none)
         return {k: st.get(k) for k in ("ticks", "missed", "stored", "failed", "busy_ns", "mode", "torn", "parked",
-                                       "parked_ahead", "park_late", "parked_ns")}
+                                       "parked_ahead", "parked_ns")}
 
 
 class _SwImport(_Tracer):

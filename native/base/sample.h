@@ -22,20 +22,26 @@ typedef struct sw_sample_code {
      * (e.g. a function-table id). The producer sets it to SW_NO_ID whenever
      * the entry is (re)built, and never reads it. */
     uint32_t sink_id;
+    /* A native frame named from its library's debug information: the
+     * library (filename and firstlineno are then the function's source
+     * file and line). NULL otherwise. */
+    const char *library;
 } sw_sample_code;
 
 #define SW_NO_ID 0xffffffffu
 
 /* A native (C) frame of the profiler's native mode is an sw_sample_code
  * too (native/procmem/symbols.h): named "symbol [native]", its shared
- * object as filename, first line 0. */
+ * object as filename, first line 0; or, where the object's DWARF line
+ * tables give the function's source (another process's frames), its
+ * source file and line, the object as library. */
 #define SW_NATIVE_SUFFIX " [native]"
 #define SW_NATIVE_SUFFIX_LEN 9u
 
 static inline int sw_sample_code_is_native(const sw_sample_code *c)
 {
     const uint32_t k = SW_NATIVE_SUFFIX_LEN;
-    if (c->firstlineno != 0 || c->name_len <= k)
+    if ((c->firstlineno != 0 && !c->library) || c->name_len <= k)
         return 0;
     for (uint32_t i = 0; i < k; i++)
         if (c->name[c->name_len - k + i] != SW_NATIVE_SUFFIX[i])
@@ -106,6 +112,10 @@ typedef struct sw_sample {
     uint64_t *frame_addrs;   /* when frame addresses were asked for (and no native
                                 frames merged in): each frame's address in the
                                 target, parallel to frames; else NULL */
+    uint64_t *native_pcs;    /* with native frames merged in: each native frame's
+                                code address (the leaf's instruction, else a
+                                return address), 0 for a Python frame, parallel
+                                to frames; else NULL */
 } sw_sample;
 
 /* A consumer of samples. Called on the sampler's thread, one call per

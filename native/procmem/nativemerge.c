@@ -3,81 +3,102 @@
  */
 #include "nativemerge.h"
 
-#define PUT(frame, line)            \
-    do {                            \
-        out[m] = (frame);           \
-        if (out_lines)              \
-            out_lines[m] = (line);  \
-        m++;                        \
-    } while (0)
+/* Where the merge writes. */
+typedef struct merged {
+    sw_sample_code **out;
+    int32_t *lines;
+    uint64_t *pcs;
+    uint32_t m;
+} merged;
+
+static void put(merged *o, sw_sample_code *frame, int32_t line, uint64_t pc)
+{
+    o->out[o->m] = frame;
+    if (o->lines)
+        o->lines[o->m] = line;
+    if (o->pcs)
+        o->pcs[o->m] = pc;
+    o->m++;
+}
+
+/* Native frame i, with its line and pc where given. */
+static void put_native(merged *o, const sw_native_frames *n, uint32_t i)
+{
+    put(o, n->nat[i], n->lines ? n->lines[i] : 0, n->pcs ? n->pcs[i] : 0);
+}
+
 #define PY_LINE(p) (py_lines ? py_lines[p] : 0)
 
 /* Leaf first: the n-th activation from the leaf runs the n-th group from
  * the leaf; Python frames left over go to the root end. */
-static uint32_t from_leaf(sw_sample_code *const *nat, const unsigned char *nat_eval, uint32_t nn,
-                          sw_sample_code *const *py, const int32_t *py_lines, const unsigned char *py_end, uint32_t np,
-                          sw_sample_code **out, int32_t *out_lines)
+static void from_leaf(const sw_native_frames *n, sw_sample_code *const *py, const int32_t *py_lines,
+                      const unsigned char *py_end, uint32_t np, merged *o)
 {
-    uint32_t m = 0, p = 0;
-    for (uint32_t i = 0; i < nn; i++) {
-        if (!nat_eval[i] || p == np) {
-            PUT(nat[i], 0);
+    uint32_t p = 0;
+    for (uint32_t i = 0; i < n->nn; i++) {
+        if (!n->nat_eval[i] || p == np) {
+            put_native(o, n, i);
             continue;
         }
         for (;;) {
-            PUT(py[p], PY_LINE(p));
+            put(o, py[p], PY_LINE(p), 0);
             if (py_end[p++] || p == np)
                 break;
         }
     }
     for (; p < np; p++)
-        PUT(py[p], PY_LINE(p));
-    return m;
+        put(o, py[p], PY_LINE(p), 0);
 }
 
 /* Root first, written root first and then reversed: the n-th activation
  * from the root runs the n-th group from the root (a group starts at its
  * root-most frame and runs leafwards up to the next group's root-most
  * frame); Python frames left over go to the leaf end. */
-static uint32_t from_root(sw_sample_code *const *nat, const unsigned char *nat_eval, uint32_t nn,
-                          sw_sample_code *const *py, const int32_t *py_lines, const unsigned char *py_end, uint32_t np,
-                          sw_sample_code **out, int32_t *out_lines)
+static void from_root(const sw_native_frames *n, sw_sample_code *const *py, const int32_t *py_lines,
+                      const unsigned char *py_end, uint32_t np, merged *o)
 {
-    uint32_t m = 0, p = np;      /* py[p - 1] is the next Python frame, root first */
-    for (uint32_t i = nn; i-- > 0;) {
-        if (!nat_eval[i] || p == 0) {
-            PUT(nat[i], 0);
+    uint32_t p = np;      /* py[p - 1] is the next Python frame, root first */
+    for (uint32_t i = n->nn; i-- > 0;) {
+        if (!n->nat_eval[i] || p == 0) {
+            put_native(o, n, i);
             continue;
         }
         do {
             p--;
-            PUT(py[p], PY_LINE(p));
+            put(o, py[p], PY_LINE(p), 0);
         } while (p > 0 && !py_end[p - 1]);
     }
     while (p > 0) {
         p--;
-        PUT(py[p], PY_LINE(p));
+        put(o, py[p], PY_LINE(p), 0);
     }
-    for (uint32_t a = 0, b = m; a + 1 < b; a++, b--) {
-        sw_sample_code *t = out[a];
-        out[a] = out[b - 1];
-        out[b - 1] = t;
-        if (out_lines) {
-            int32_t l = out_lines[a];
-            out_lines[a] = out_lines[b - 1];
-            out_lines[b - 1] = l;
+    for (uint32_t a = 0, b = o->m; a + 1 < b; a++, b--) {
+        sw_sample_code *t = o->out[a];
+        o->out[a] = o->out[b - 1];
+        o->out[b - 1] = t;
+        if (o->lines) {
+            int32_t l = o->lines[a];
+            o->lines[a] = o->lines[b - 1];
+            o->lines[b - 1] = l;
+        }
+        if (o->pcs) {
+            uint64_t c = o->pcs[a];
+            o->pcs[a] = o->pcs[b - 1];
+            o->pcs[b - 1] = c;
         }
     }
-    return m;
 }
 
-long sw_merge_native(sw_sample_code *const *nat, const unsigned char *nat_eval, uint32_t nn, int truncated,
-                     sw_sample_code *const *py, const int32_t *py_lines, const unsigned char *py_end, uint32_t np,
-                     sw_sample_code **out, int32_t *out_lines, uint32_t cap)
+long sw_merge_native(const sw_native_frames *n, sw_sample_code *const *py, const int32_t *py_lines,
+                     const unsigned char *py_end, uint32_t np, sw_sample_code **out, int32_t *out_lines,
+                     uint64_t *out_pcs, uint32_t cap)
 {
-    if ((uint64_t)nn + np > cap)
+    if ((uint64_t)n->nn + np > cap)
         return SW_EARG;
-    if (truncated)
-        return (long)from_leaf(nat, nat_eval, nn, py, py_lines, py_end, np, out, out_lines);
-    return (long)from_root(nat, nat_eval, nn, py, py_lines, py_end, np, out, out_lines);
+    merged o = {out, out_lines, out_pcs, 0};
+    if (n->truncated)
+        from_leaf(n, py, py_lines, py_end, np, &o);
+    else
+        from_root(n, py, py_lines, py_end, np, &o);
+    return (long)o.m;
 }

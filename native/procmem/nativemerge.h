@@ -23,14 +23,27 @@
 
 #include "base/base.h"
 
-/* nat[0..nn): native frames, leaf first, nat_eval[i] 1 for interpreter
- * activations, truncated 1 if the native stack was cut at its root end;
- * py[0..np): Python frames, leaf first, py_end[i] 1 for the root-most
+/* The native side of a merge: nat[0..nn), native frames, leaf first,
+ * nat_eval[i] 1 for interpreter activations, truncated 1 if the native
+ * stack was cut at its root end; lines (the line each runs) and pcs (its
+ * code address) may be NULL. */
+typedef struct sw_native_frames {
+    sw_sample_code *const *nat;
+    const unsigned char *nat_eval;
+    const int32_t *lines;
+    const uint64_t *pcs;
+    uint32_t nn;
+    int truncated;
+} sw_native_frames;
+
+/* py[0..np): Python frames, leaf first, py_end[i] 1 for the root-most
  * frame of a group; py_lines may be NULL. Writes the merged stack, leaf
- * first, to out and, if out_lines, the lines (0 for native frames); cap
- * must be at least nn + np (else SW_EARG). Returns the merged depth. */
-long sw_merge_native(sw_sample_code *const *nat, const unsigned char *nat_eval, uint32_t nn, int truncated,
-                     sw_sample_code *const *py, const int32_t *py_lines, const unsigned char *py_end, uint32_t np,
-                     sw_sample_code **out, int32_t *out_lines, uint32_t cap);
+ * first, to out and, if out_lines, the lines (a native frame's from
+ * n->lines, else 0) and, if out_pcs, each native frame's pc (n->pcs) and
+ * 0 for a Python frame; cap must be at least nn + np (else SW_EARG).
+ * Returns the merged depth. */
+long sw_merge_native(const sw_native_frames *n, sw_sample_code *const *py, const int32_t *py_lines,
+                     const unsigned char *py_end, uint32_t np, sw_sample_code **out, int32_t *out_lines,
+                     uint64_t *out_pcs, uint32_t cap);
 
 #endif

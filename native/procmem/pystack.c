@@ -33,6 +33,7 @@
  */
 #include "pystack.h"
 #include "codecache.h"
+#include "freeze.h"
 #include "nativemerge.h"
 #include "nativestack.h"
 #include "symbols.h"
@@ -58,10 +59,6 @@
 #define SPEC_DEPTH 256u                /* ... at most this many frames each */
 #define SORT_BY_INSERTION 64u          /* code_reads: longer lists of new code objects are sorted by qsort */
 #define PARK_CODES 64u                 /* code objects whose headers a parked walk reads up front */
-#define PARK_AHEAD_STREAK 2            /* torn walks of a thread in a row after which it is parked
-                                          before its walk ... */
-#define PARK_AHEAD_ON 0                /* parking ahead outside the test mode (see sample_thread) */
-#define PARK_AHEAD_TRY 16u             /* ... but every this many of its samples walked unparked first */
 
 struct sw_pystack {
     sw_py_layout l;
@@ -89,15 +86,17 @@ struct sw_pystack {
     uint64_t *pcs;                 /* [SW_NSTACK_MAX] the captured return addresses */
     sw_sample_code **nat;          /* [SW_NSTACK_MAX] their symbols */
     unsigned char *nat_eval;       /* [SW_NSTACK_MAX] 1: the interpreter function */
+    int32_t *nat_lines;            /* [SW_NSTACK_MAX] the line each runs (0: unknown) */
     sw_sample_code **merged;       /* [max_depth + SW_NSTACK_MAX] */
     int32_t *merged_lines;         /* [max_depth + SW_NSTACK_MAX] with lines */
+    uint64_t *merged_pcs;          /* [max_depth + SW_NSTACK_MAX] each native frame's pc, 0 for Python's */
     uint32_t mute_tid[MUTE_SLOTS];    /* threads that did not answer the signal ... */
     uint64_t mute_until[MUTE_SLOTS];  /* ... are not asked again before this round */
     uint32_t park_fail_tid;        /* in-process: the thread whose last parked walks failed ... */
     uint32_t park_fails;           /* ... how many in a row (PARK_FAILS_MUTE: it is muted) */
     uint64_t seen[16];             /* 1024-bit filter of frame addresses walked */
     unsigned char *code_hdrs;      /* [max_depth * code_size] */
-    sw_mem_req *reqs;              /* [2 * max_depth + 3] */
+    sw_mem_req *reqs;              /* [2 * max_depth + 8] */
     sw_mem_req *code_reqs;         /* [max_depth] the code objects' headers, read with the check
                                       after a walk (code_reads) */
     uint32_t codes_read;           /* ... how many were read this walk (0: none) */
@@ -158,18 +157,19 @@ struct sw_pystack {
     uint64_t g_cframe[SPEC_THREADS];
     uint64_t g_chunk[SPEC_THREADS], g_lo[SPEC_THREADS], g_end[SPEC_THREADS];
     uint64_t g_pthread[SPEC_THREADS];   /* before 3.11: its pthread_self(), whose kernel tid is read */
-    /* In-process: parking ahead (see sample_thread). Per thread: its
-     * unparked walks torn in a row, its samples since, and the code objects
-     * of its last parked walk (address order), whose headers its next
-     * parked walk reads in its first read (walk_parked). */
-    uint32_t g_torn[SPEC_THREADS];
-    uint32_t g_ahead[SPEC_THREADS];
+    /* In-process, per thread: the code objects of its last parked walk
+     * (address order), whose headers its next parked walk reads in its
+     * first read (walk_parked). */
     uint32_t g_ncodes[SPEC_THREADS];
     uint64_t *g_codes;             /* [SPEC_THREADS * PARK_CODES] */
     unsigned char *park_code_hdrs; /* [PARK_CODES * code_size] their headers, read */
     unsigned char park_code_ok[PARK_CODES];   /* ... which of them were read */
     uint32_t park_codes_read;      /* ... how many were asked for */
     uint64_t head_guess;           /* the first thread state of the last round */
+    /* limits.blocking: the process stopped for this round (freeze.h). */
+    sw_frozen frozen;
+    int frozen_now;                /* 1 while it is */
+    char block_err[384];           /* why the last stop failed, or "" */
     sw_pystack_stats st;
 };
 
@@ -255,7 +255,10 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         r->nat_eval = malloc(SW_NSTACK_MAX);
         r->pc_flags = calloc(SW_NSTACK_MAX, 1);
         r->merged = malloc((d + SW_NSTACK_MAX) * sizeof *r->merged);
-        native_ok = r->syms && r->py_end && r->pcs && r->nat && r->nat_eval && r->pc_flags && r->merged;
+        r->merged_pcs = malloc((d + SW_NSTACK_MAX) * sizeof *r->merged_pcs);
+        r->nat_lines = malloc(SW_NSTACK_MAX * sizeof *r->nat_lines);
+        native_ok = r->syms && r->py_end && r->pcs && r->nat && r->nat_eval && r->pc_flags && r->merged &&
+                    r->merged_pcs && r->nat_lines;
     }
     if (lim->thread_states)
         r->states = sw_threadstate_new(pid, STATE_FDS);
@@ -295,6 +298,10 @@ static int use_unwinder(sw_pystack *r, sw_unwinder *u, char *err, size_t errlen)
 sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr, const sw_pystack_limits *lim,
                            uint64_t probe_addr, size_t probe_len, char *err, size_t errlen)
 {
+    if (lim->blocking && pid == (int)getpid()) {
+        snprintf(err, errlen, "a process cannot stop itself to be read (blocking is for another process)");
+        return NULL;
+    }
     sw_pystack *r = make_reader(l, pid, interp_addr, lim, err, errlen);
     if (r && sw_mem_open(&r->mem, pid, probe_addr, probe_len, err, errlen) != SW_OK) {
         r->mem.fd = -1;
@@ -310,6 +317,7 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
         }
         if (use_unwinder(r, sw_unwinder_new(pid, &r->mem), err, errlen) != SW_OK)
             return NULL;
+        sw_unwind_set_held(r->unwinder, (int)lim->blocking);   /* (the round stops the threads) */
     }
     return r;
 }
@@ -324,6 +332,7 @@ sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, 
     sw_pystack *r = make_reader(l, 0, interp_addr, lim, err, errlen);
     if (!r)
         return NULL;
+    r->lim.blocking = 0;   /* (nothing runs in a core) */
     sw_mem_open_core(&r->mem, core);
     if (lim->native) {
         /* Native frames: unwound from the core's registers (unwind.h). */
@@ -356,6 +365,8 @@ void sw_pystack_free(sw_pystack *r)
     free(r->nat);
     free(r->nat_eval);
     free(r->merged);
+    free(r->merged_pcs);
+    free(r->nat_lines);
     free(r->code_hdrs);
     free(r->reqs);
     free(r->code_reqs);
@@ -440,7 +451,7 @@ static uint32_t guess_slot(sw_pystack *r, uint64_t tstate)
     if (r->g_tstate[slot] != tstate) {
         r->g_tstate[slot] = tstate;
         r->g_cframe[slot] = r->g_chunk[slot] = r->g_lo[slot] = r->g_end[slot] = r->g_pthread[slot] = 0;
-        r->g_torn[slot] = r->g_ahead[slot] = r->g_ncodes[slot] = 0;
+        r->g_ncodes[slot] = 0;
     }
     return slot;
 }
@@ -1301,20 +1312,23 @@ static void mute(sw_pystack *r, uint32_t tid)
 
 /* Names the nn captured return addresses (the leaf one is the interrupted
  * instruction itself; the others are named by the byte before them, inside
- * the call) and merges them with the np Python frames into r->merged.
- * Returns the merged depth, or -1. */
+ * the call), with lines the line of each where its symbol has one, and
+ * merges them with the np Python frames into r->merged (their pcs into
+ * r->merged_pcs). Returns the merged depth, or -1. */
 static long merge_native(sw_pystack *r, uint32_t nn, int truncated, uint32_t np)
 {
     for (uint32_t k = 0; k < nn; k++) {
         int ev = 0;
-        r->nat[k] = sw_symbols_lookup_marked(r->syms, k ? r->pcs[k] - 1 : r->pcs[k],
-                                             r->unwinder && (r->pc_flags[k] & SW_UNWIND_BY_FP), &ev);
+        r->nat[k] = sw_symbols_lookup_line(r->syms, k ? r->pcs[k] - 1 : r->pcs[k],
+                                           r->unwinder && (r->pc_flags[k] & SW_UNWIND_BY_FP), &ev,
+                                           r->lines ? &r->nat_lines[k] : NULL);
         if (!r->nat[k])
             return -1;
         r->nat_eval[k] = (unsigned char)ev;
     }
-    long m = sw_merge_native(r->nat, r->nat_eval, nn, truncated, r->frames, r->lines, r->py_end, np, r->merged,
-                             r->lines ? r->merged_lines : NULL, r->lim.max_depth + SW_NSTACK_MAX);
+    sw_native_frames nat = {r->nat, r->nat_eval, r->lines ? r->nat_lines : NULL, r->pcs, nn, truncated};
+    long m = sw_merge_native(&nat, r->frames, r->lines, r->py_end, np, r->merged, r->lines ? r->merged_lines : NULL,
+                             r->merged_pcs, r->lim.max_depth + SW_NSTACK_MAX);
     return m < 0 ? -1 : m;
 }
 
@@ -1336,6 +1350,36 @@ static int leaf_frame(sw_pystack *r, uint64_t tstate, const unsigned char *ts, c
             return -1;
     }
     return 0;
+}
+
+/* 3.11+, the check after a walk: 1 if the thread's current frame `now`
+ * is the walk's anchor frame or a callee of it, linked down to it (a
+ * thread found above the anchor only by address may stand on frames of
+ * another call whose memory still holds the old ones); frames in [lo, rhi)
+ * are taken from r->recheck. */
+static int at_or_above(sw_pystack *r, uint64_t now, uint64_t anchor, const window *w, uint64_t lo, uint64_t rhi)
+{
+    const sw_py_layout *l = &r->l;
+    if (!anchor || now == anchor)
+        return 1;
+    if (!(anchor >= w->lo && anchor < w->hi && now > anchor && now - w->base < MAX_CHUNK_SPAN))
+        return 0;
+    unsigned char buf[SW_LAYOUT_MAX_READ];
+    uint64_t f = now;
+    for (uint32_t steps = 0; f != anchor; steps++) {
+        if (!f || steps > 2 * r->lim.max_depth + 64)
+            return 0;
+        const unsigned char *fb;
+        if (rhi > lo && f >= lo && f < rhi && rhi - f >= l->frame_size) {   /* (f may be anything) */
+            fb = r->recheck + (f - lo);
+        } else {
+            if (sw_mem_read(&r->mem, f, buf, l->frame_size) != SW_OK)
+                return 0;
+            fb = buf;
+        }
+        f = u64_at(fb, l->frame_previous);
+    }
+    return 1;
 }
 
 /* 3.11+ (the thread running on while read): 1 if the stack just walked
@@ -1388,8 +1432,8 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
      * lowest frame walked up to the end of the page of the copy's top (a
      * thread that called on: frames above that are read one by one), read
      * again. */
-    unsigned char ts[SW_LAYOUT_MAX_READ];
-    uint64_t now = 0, cframe = 0, cf_walk = 0, rhi = hi;
+    unsigned char ts[SW_LAYOUT_MAX_READ], ts_end[SW_LAYOUT_MAX_READ];
+    uint64_t now = 0, now_end = 0, cframe = 0, cf_walk = 0, rhi = hi;
     int via_cframe = l->cframe_current_frame != SW_NO_OFFSET;
     if (via_cframe)
         cf_walk = r->g_cframe[guess_slot(r, tstate)];
@@ -1411,6 +1455,11 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         for (uint64_t i = gen_leaf; i < walked; i++)
             if (!in_copy(w, l, r->frame_addrs[i]))
                 req[nreq++] = (sw_mem_req){r->frame_addrs[i] - own_back, r->again + i * each, each, 0};
+        if (strict) {   /* (the end of the read: below) */
+            req[nreq++] = (sw_mem_req){tstate, ts_end, l->tstate_size, 0};
+            if (via_cframe && cf_walk)
+                req[nreq++] = (sw_mem_req){cf_walk + l->cframe_current_frame, &now_end, sizeof now_end, 0};
+        }
         if (!read_with_codes(r, nreq, trusted ? 0 : trusted_by_counter(r, code_reads(r, n))))
             return 0;
         if (again)
@@ -1437,36 +1486,49 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
             anchor = u64_at(w->leaf_bytes, l->frame_previous);
     }
     /* Above it: its callees, linked down to it from the thread's current
-     * frame (a thread found above the leaf only by address may stand on
-     * frames of another call whose memory still holds the old ones). */
-    if (anchor && now != anchor) {
-        if (!(anchor >= w->lo && anchor < w->hi && now > anchor && now - w->base < MAX_CHUNK_SPAN))
+     * frame. Strict, also at the end of the read: the thread state and its
+     * current frame read again after the copy, in the same system call, so
+     * that the copy read again is bracketed by two instants at which the
+     * thread stood at or above the anchor. Without the second, a read
+     * taken while the leaf ran and a copy taken after the thread had
+     * returned below it and called another function at its caller's slot
+     * (the leaf's dead frame above, still linked there) passed when the
+     * first read had torn the same way: the program's loop, one round
+     * later, had left every byte of the frames compared as it was
+     * (tests/programs/slot_reuse.py, 3.11, with a core busy: about 1
+     * sample in 3,000). A thread that went below the anchor and back up
+     * within the one system call is still not told. */
+    if (!at_or_above(r, now, anchor, w, lo, rhi))
+        return 0;
+    if (strict) {
+        uint64_t end = u64_at(ts_end, l->tstate_frame);   /* (3.11/3.12: its _PyCFrame) */
+        if (via_cframe && end == cf_walk && cf_walk)
+            end = now_end;
+        else if (via_cframe && (!end || sw_mem_read(&r->mem, end + l->cframe_current_frame, &end, sizeof end) != SW_OK))
+            return 0;   /* (another _PyCFrame: its current frame, read now) */
+        if (!at_or_above(r, end, anchor, w, lo, rhi))
             return 0;
-        unsigned char buf[SW_LAYOUT_MAX_READ];
-        uint64_t f = now;
-        for (uint32_t steps = 0; f != anchor; steps++) {
-            if (!f || steps > 2 * r->lim.max_depth + 64)
-                return 0;
-            const unsigned char *fb;
-            if (rhi > lo && f >= lo && f < rhi && rhi - f >= l->frame_size) {   /* (f may be anything) */
-                fb = r->recheck + (f - lo);
-            } else {
-                if (sw_mem_read(&r->mem, f, buf, l->frame_size) != SW_OK)
-                    return 0;
-                fb = buf;
-            }
-            f = u64_at(fb, l->frame_previous);
-        }
     }
     /* Each frame walked still links to the same frame and runs the same
      * code; and, strict, those below the anchor, which cannot have run
-     * since if the walk is whole, are still at the same instruction (a
-     * frame slot reused by another call of the same code, from another
-     * call site of the same caller, alternating with a third call at that
-     * slot, passes the other tests: about 1 sample in 1,000 of toolz's
-     * suite on 3.11). Strict only where a torn walk can be redone with
-     * the thread parked (in-process): from outside it failed 24-45% of
-     * fast recursive code's walks on a quiet machine. */
+     * since if the walk is whole, are still byte for byte what they were:
+     * the frame and its locals and value stack, up to its callee when that
+     * lies above it in the copy. Comparing the instruction alone let a walk
+     * through a slot reused by another call pass when both reads tore the
+     * same way: a loop calling f, then g (which calls h) at one slot, read
+     * with the thread state while h ran and the frames after f was called
+     * again (h's dead frame above it, still linked to that slot), in both
+     * reads, gave h called by f (3.11, twice in ~500,000 samples of such a
+     * loop; once in toolz's suite under pytest: safe_getattr where the trace
+     * had _check_for_wrapped_fixture). A loop's next round has other locals
+     * (its variable, its iterator's next value on the stack), so the reused
+     * slot and its callers no longer compare equal; a loop whose rounds
+     * leave every byte of its frames the same (freed ints reused at the
+     * same address) is told by the thread state read again at the end of
+     * the read (above). Strict only
+     * where a torn walk can be redone with the thread parked (in-process):
+     * from outside it failed 24-45% of fast recursive code's walks on a
+     * quiet machine. */
     uint64_t still_from = gen_leaf && anchor ? 2 : 1;
     for (uint64_t i = 0; i < walked && hi > lo; i++) {
         uint64_t a = r->frame_addrs[i];
@@ -1475,10 +1537,15 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         const unsigned char *was = w->bytes + (a - w->lo), *is = r->recheck + (a - lo);
         if (u64_at(was, l->frame_previous) != u64_at(is, l->frame_previous) ||
             u64_at(was, l->frame_code) != u64_at(is, l->frame_code) ||
-            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]) ||
-            (strict && i >= still_from && l->frame_instr != SW_NO_OFFSET &&
-             u64_at(was, l->frame_instr) != u64_at(is, l->frame_instr)))
+            (l->frame_owner != SW_NO_OFFSET && was[l->frame_owner] != is[l->frame_owner]))
             return 0;
+        if (strict && i >= still_from) {
+            uint64_t callee = r->frame_addrs[i - 1], span = l->frame_size;
+            if (callee > a && callee < hi)
+                span = callee - a;   /* (in the copy: [lo, hi) holds it) */
+            if (memcmp(was, is, span) != 0)
+                return 0;
+        }
     }
     /* And so does each frame read on its own (a generator's still
      * running). A shim frame was read apart from the frame that links to
@@ -1662,6 +1729,39 @@ static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w,
     return n;
 }
 
+/* In-process: one more walk of the thread, unparked, from its state read
+ * afresh, checked strictly as the first one was (still_whole,
+ * objects_whole), after its park failed: it did not park within
+ * PARK_WAIT_NS (a thread that has not taken the signal in 10 ms is mostly
+ * waiting for a CPU, and then its stack does not change), or its parked
+ * walk met a state it cannot read whole (3.11+: a generator between its
+ * yield and its caller's return to the current frame). Returns as
+ * walk_frames, or WALK_TORN. */
+static long walk_after_park(sw_pystack *r, uint64_t tstate, window *w, int *truncated)
+{
+    const sw_py_layout *l = &r->l;
+    unsigned char ts[SW_LAYOUT_MAX_READ];
+    uint64_t frame;
+    if (sw_mem_read(&r->mem, tstate, ts, l->tstate_size) != SW_OK || u64_at(ts, l->tstate_interp) != r->interp ||
+        leaf_frame(r, tstate, ts, NULL, &frame) != 0)
+        return -1;
+    if (!frame)
+        return 0;
+    if (l->frames_kind != SW_FRAMES_INTERP)
+        read_leaf(r, tstate, frame, w);
+    else
+        copy_window(r, tstate, ts, frame, w);
+    long n = walk_frames(r, frame, w, truncated);
+    if (n >= 0)
+        spec_keep(r, tstate);
+    if (n >= 0 && l->frames_kind == SW_FRAMES_INTERP && !still_whole(r, tstate, frame, w, (uint32_t)n, 1))
+        n = WALK_TORN;
+    if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && !objects_whole(r, (uint32_t)n))
+        n = WALK_TORN;
+    r->st.after_park += n >= 0;
+    return n;
+}
+
 /* Samples the thread whose state was read into ts. */
 static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, const guess *g,
                           int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud, int *delivered)
@@ -1719,7 +1819,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         if (nn == SW_ESTATE && sw_nstack_blocked((int)s.native_tid))
             mute(r, (uint32_t)s.native_tid);   /* (one merely waiting for a CPU is asked again) */
     }
-    if (nn >= 0) {
+    if (nn >= 0 && !r->frozen_now) {
         /* The thread state as of the stop (or capture), the guess made from
          * the earlier one dropped. The sample is of the instant the thread
          * stopped, which can be well after the round began (a thread
@@ -1745,7 +1845,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * is checked after (still_whole, objects_whole): one that joined frames
      * of two instants is torn, redone up to TORN_RETRIES (OBJECT_RETRIES)
      * times, then failed. */
-    int fresh = nn < 0;
+    int fresh = nn < 0 && !r->frozen_now;
     /* In-process, a walk found torn (or failed) is not retried but redone
      * at once with the thread parked (walk_parked): the checks after a
      * walk are then strict, at the cost of a park, not of a failed sample. A
@@ -1756,25 +1856,14 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         uint32_t tid = s.native_tid ? (uint32_t)s.native_tid : kernel_tid(r, tstate, ts, g);
         park = tid && !muted(r, tid);
     }
-    /* Parking ahead: a thread whose unparked walks were torn
-     * PARK_AHEAD_STREAK times in a row (deep recursion, call-heavy code:
-     * its stack changes faster than it can be read) is parked before it is
-     * walked at all, while it holds the GIL (runs Python code: a thread
-     * that waits is never signalled for it); every PARK_AHEAD_TRY-th of its
-     * samples is walked unparked first, which ends the streak once its
-     * walks are whole again. The unparked walk saved is a few system calls
-     * and a check of the sampler's, on a core the program may need.
-     * Off for now but in the test mode (limits.park_always): on a busy
-     * machine (both cores taken, as make test's two lanes take them) a
-     * thread parked ahead is often not on a CPU for the whole wait, and its
-     * sample failed where an unparked walk would have been whole (pyflakes
-     * under run --sample: 53 of 3,167 failed, against the 0-0.2% of parks
-     * after a torn walk only). PARK_AHEAD_ON turns it back on. */
-    const uint32_t slot = guess_slot(r, tstate);
-    int ahead = park && r->gil_holder == tstate &&
-                (r->lim.park_always ||
-                 (PARK_AHEAD_ON && r->g_torn[slot] >= PARK_AHEAD_STREAK &&
-                  ++r->g_ahead[slot] % PARK_AHEAD_TRY != 0));
+    /* The test mode (limits.park_always): the thread holding the GIL is
+     * parked before any walk, so that every sample takes the parked walk's
+     * path. (Parking a thread ahead of its walk once its unparked walks
+     * had torn twice in a row, to save the wasted walk, was tried and
+     * removed: on a busy machine a thread parked ahead was often off a CPU
+     * for the whole wait and its sample failed, where an unparked walk
+     * would have been whole: docs/architecture.md.) */
+    int ahead = park && r->gil_holder == tstate && r->lim.park_always;
     window w;
     memset(&w, 0, sizeof w);
     int truncated = 0;
@@ -1867,23 +1956,24 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             }
         }
     }
-    /* Native mode: the thread stopped, its frames hold their code objects,
-     * whose headers are read now, before it runs on (an entry of the code
-     * cache is never trusted on its age for a frame: the code object at
-     * its address may be another since). */
-    if (nn >= 0 && n > 0 && !r->codes_checked)
+    /* Native mode, or the process stopped (limits.blocking): the thread
+     * stopped, its frames hold their code objects, whose headers are read
+     * now, before it runs on (an entry of the code cache is never trusted
+     * on its age for a frame: the code object at its address may be
+     * another since). */
+    if ((nn >= 0 || r->frozen_now) && n > 0 && !r->codes_checked)
         read_with_codes(r, 0, code_reads(r, (uint32_t)n));
     RELEASE_NATIVE();
     PROBE_LATE();
 #undef RELEASE_NATIVE
 #undef PROBE_LATE
-    if (park && !ahead && (n >= 0 || n == WALK_TORN))
-        r->g_torn[slot] = n >= 0 ? 0 : r->g_torn[slot] < PARK_AHEAD_STREAK ? r->g_torn[slot] + 1 : PARK_AHEAD_STREAK;
     if (n < 0 && park && !ahead) {
         /* (the probe above has set the thread's kernel id, if it has one) */
         r->st.torn += n == WALK_TORN;
         n = s.native_tid ? walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated) : -1;
     }
+    if (n < 0 && park && s.native_tid)
+        n = walk_after_park(r, tstate, &w, &truncated);
     if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
         /* Told to the sink too: it may give the time to the thread's next
          * sample rather than lose it (failures are likelier in code whose
@@ -1914,6 +2004,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             s.frames = r->merged;
             s.lines = r->lines ? r->merged_lines : NULL;
             s.frame_addrs = NULL;
+            s.native_pcs = r->merged_pcs;
         }
     }
     s.depth = (uint32_t)n;
@@ -1924,7 +2015,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     sink(ud, &s);
 }
 
-int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
+static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
 {
     const sw_py_layout *l = &r->l;
     unsigned char ts[SW_LAYOUT_MAX_READ];
@@ -2003,6 +2094,53 @@ int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr)
     return SW_OK;
 }
 
+/* limits.blocking: the round is read with every thread of the process
+ * stopped (freeze.h), so a walk cannot be torn: the checks after a walk
+ * are left out, and a round whose stop fails reads nothing (a failed
+ * round, never a torn one). */
+int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
+{
+    if (!r->lim.blocking)
+        return sample_round(r, t_ns, weight_ns, sink, ud);
+    if (r->unwinder && r->st.rounds == 0) {
+        /* With native frames the first round reads the target's files
+         * (their CFI, unwind.h; their symbols and line tables, symbols.h),
+         * a second or more on a busy machine: not with the whole process
+         * stopped. It stops each thread while it is read instead. */
+        sw_unwind_set_held(r->unwinder, 0);
+        int rc = sample_round(r, t_ns, weight_ns, sink, ud);
+        sw_unwind_set_held(r->unwinder, 1);
+        return rc;
+    }
+    uint64_t b0 = sw_clock_ns(CLOCK_MONOTONIC);
+    if (sw_freeze(&r->frozen, r->mem.pid, r->block_err, sizeof r->block_err) != SW_OK) {
+        r->st.rounds++;
+        r->st.block_failed++;
+        r->st.failed++;
+        return SW_EIO;
+    }
+    r->frozen_now = 1;
+    if (r->states)
+        sw_threadstate_set_stopped(r->states, 1);
+    int rc = sample_round(r, t_ns, weight_ns, sink, ud);
+    sw_thaw(&r->frozen);
+    r->frozen_now = 0;
+    r->st.blocked_rounds++;
+    r->st.blocked_ns += sw_clock_ns(CLOCK_MONOTONIC) - b0;
+    return rc;
+}
+
+int sw_pystack_block_check(int pid, char *err, size_t errlen)
+{
+    sw_frozen f;
+    int rc = sw_freeze_thread(&f, pid, pid, err, errlen);
+    if (rc == SW_OK)
+        sw_thaw(&f);
+    else if (rc == SW_EARG)
+        snprintf(err, errlen, "process %d: no such process", pid);
+    return rc == SW_OK ? SW_OK : SW_EIO;
+}
+
 const char *sw_pystack_native_error(const sw_pystack *r)
 {
     sw_unwind_stats us;
@@ -2025,4 +2163,5 @@ void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out)
         out->native_stopped_ns = us.stop_ns;
         out->native_by_fp = us.by_fp;
     }
+    snprintf(out->block_error, sizeof out->block_error, "%s", r->block_err);
 }

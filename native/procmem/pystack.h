@@ -43,9 +43,9 @@ typedef struct sw_pystack_limits {
     uint32_t park;           /* 1: a torn walk is redone with the thread parked (in-process
                                 only: nativestack.h; the caller installs the handler with
                                 sw_nstack_park_install), and the checks are strict */
-    uint32_t park_always;    /* (tests) with park: every thread holding the GIL is parked
-                                before its walk, not only one whose walks keep tearing,
-                                waiting as long as after a torn walk */
+    uint32_t park_always;    /* (tests, benches) with park: every thread holding the GIL is
+                                parked before its walk, not only after a torn walk, and
+                                waits as long */
     uint32_t cpu_every;      /* with thread_states, > 1: a thread's CPU time is read every
                                 cpu_every rounds only (sw_threadstate_set_cpu_every), for
                                 samples whose CPU time only adds up per thread (wall mode);
@@ -55,6 +55,10 @@ typedef struct sw_pystack_limits {
                                 walked: its sample goes to the sink flagged
                                 SW_SAMPLE_NOT_WALKED (for a sink that leaves idle threads'
                                 samples out) */
+    uint32_t blocking;       /* another process: every thread of it stopped with ptrace
+                                (freeze.h) for the whole of each round and let go after,
+                                so no stack read can be torn; with native, the unwinder
+                                reads the threads so stopped */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {
@@ -68,12 +72,13 @@ typedef struct sw_pystack_stats {
                                 reader (pystack.c "Torn stacks"); each is redone, and
                                 counted in failed if still torn after the retries */
     uint64_t parked;         /* with limits.park: walks redone with the thread parked */
-    uint64_t park_failed;    /* ... threads that did not park in time (the sample failed) */
+    uint64_t park_failed;    /* ... threads that did not park in time (then walked unparked:
+                                after_park) */
     uint64_t parked_ns;      /* ... time from each park request to its release */
-    uint64_t parked_ahead;   /* ... of them parked before any unparked walk (a thread whose
-                                walks were torn again and again: pystack.c) */
-    uint64_t park_late;      /* always 0 (a short first wait, then an unparked walk, was
-                                tried and removed: it failed samples; kept for stats()) */
+    uint64_t after_park;     /* ... samples read whole by an unparked walk after their park
+                                failed (not answered in time, or its walk not whole) */
+    uint64_t parked_ahead;   /* ... of them parked before any unparked walk (only in the
+                                test mode, limits.park_always) */
     uint64_t threads_skipped;   /* threads beyond max_threads */
     uint64_t code_hits, code_misses;
     uint64_t codes_by_counter;   /* code objects of walks whose header was not read again: the
@@ -89,6 +94,12 @@ typedef struct sw_pystack_stats {
     uint64_t native_stopped_ns;   /* another process's native mode: time its threads were
                                      stopped, in all (unwind.h) */
     uint64_t native_by_fp;   /* ... frames whose caller was found by frame pointers */
+    uint64_t blocked_rounds; /* limits.blocking: rounds read with the process stopped */
+    uint64_t block_failed;   /* ... rounds not read: the stop failed (sw_pystack_block_error);
+                                each is counted in failed too */
+    uint64_t blocked_ns;     /* ... time from the start of each stop to the end of its
+                                release, in all */
+    char block_error[384];   /* ... why the last stop failed, or "" */
 } sw_pystack_stats;
 
 typedef struct sw_pystack sw_pystack;
@@ -127,5 +138,11 @@ int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr);
  * read (the last such reason: it could not be stopped, unwind.h), or ""
  * if none failed so. */
 const char *sw_pystack_native_error(const sw_pystack *r);
+
+/* limits.blocking: 0 if the calling thread may stop process pid's thread
+ * pid with ptrace (it is stopped and let go at once), else SW_EIO with the
+ * reason in err (freeze.h's words: permission, and what grants it;
+ * already traced). For a check before sampling starts. */
+int sw_pystack_block_check(int pid, char *err, size_t errlen);
 
 #endif

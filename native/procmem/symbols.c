@@ -5,8 +5,10 @@
  * ELF room's bounded reader (elf/elf.h) and its function symbols
  * (.symtab, else .dynsym) copied into a sorted array. Addresses are cached; symbols are interned as sw_sample_code
  * entries by their start address. Both are arrays indexed by base/hashtab.h
- * tables. Source lines (sw_symbols_source) come from the object's DWARF
- * line tables (elf/dwarf_line.h), read the first time one is asked for.
+ * tables. Source lines (sw_symbols_source; for another process's frames
+ * each symbol's, and each address's) come from the object's DWARF line
+ * tables (elf/dwarf_line.h), or its separate debug file's, read the first
+ * time one is asked for.
  */
 #define _GNU_SOURCE
 #include "symbols.h"
@@ -39,6 +41,8 @@ typedef struct object {
     uint32_t n;
     char *names;
     char *path;
+    char *open_path;         /* to open it by from here ("" for the vDSO: no file) */
+    char root[64];           /* what open_path adds before path (/proc/PID/root) */
     sw_dwarf_lines *lines;   /* its DWARF line tables, once asked for (NULL: none) */
     int lines_read;
 } object;
@@ -53,6 +57,7 @@ typedef struct entry {
 typedef struct pc_ent {
     uint64_t pc;
     entry *e;
+    int32_t line;            /* with sources: the line of pc, else 0 */
 } pc_ent;
 
 struct sw_symbols {
@@ -66,6 +71,7 @@ struct sw_symbols {
     sw_hashtab entry_index;  /* hash of a symbol's start -> its position in entries */
     entry unknown;           /* "?? [native]" of an address outside any object */
     sw_unwinder *remote;     /* another process's: its files name its addresses; NULL: this process */
+    int sources;             /* symbols and addresses get their source lines (another process's) */
     uint64_t lookups, misses;
 };
 
@@ -271,8 +277,10 @@ const char *sw_symbols_elf_lookup(const char *path, uint64_t vaddr, char *out, s
 sw_symbols *sw_symbols_new_remote(sw_unwinder *u)
 {
     sw_symbols *s = sw_symbols_new();
-    if (s)
+    if (s) {
         s->remote = u;
+        s->sources = 1;
+    }
     return s;
 }
 
@@ -287,7 +295,7 @@ sw_symbols *sw_symbols_new(void)
         return NULL;
     }
     s->unknown.info = (sw_sample_code){0, "??" SW_NATIVE_SUFFIX, "", 2 + (uint32_t)strlen(SW_NATIVE_SUFFIX), 0, 0,
-                                       SW_NO_ID};
+                                       SW_NO_ID, NULL};
     return s;
 }
 
@@ -299,6 +307,7 @@ void sw_symbols_free(sw_symbols *s)
         free(s->objs[i].syms);
         free(s->objs[i].names);
         free(s->objs[i].path);
+        free(s->objs[i].open_path);
         sw_dwarf_lines_free(s->objs[i].lines);
     }
     free(s->objs);
@@ -336,14 +345,18 @@ static object *object_for(sw_symbols *s, uint64_t base, const char *path, const 
     memset(o, 0, sizeof *o);
     o->base = base;
     o->path = strdup(path ? path : "");
-    if (!o->path)
+    o->open_path = strdup(open_path && !image ? open_path : "");
+    if (!o->path || !o->open_path) {
+        free(o->path);
+        free(o->open_path);
         return NULL;
+    }
     elf_syms es;
     /* The root the file is read under: what open_path adds before path. */
-    char root[64] = "";
+    char *root = o->root;
     size_t pl = path ? strlen(path) : 0, ol = open_path ? strlen(open_path) : 0;
-    if (ol > pl && ol - pl < sizeof root && strcmp(open_path + ol - pl, path) == 0)
-        snprintf(root, sizeof root, "%.*s", (int)(ol - pl), open_path);
+    if (ol > pl && ol - pl < sizeof o->root && strcmp(open_path + ol - pl, path) == 0)
+        snprintf(root, sizeof o->root, "%.*s", (int)(ol - pl), open_path);
     if ((image || (open_path && open_path[0])) && read_elf(open_path, image, image_len, root, &es) == 0) {
         o->syms = es.syms;
         o->n = es.n;
@@ -356,9 +369,13 @@ static object *object_for(sw_symbols *s, uint64_t base, const char *path, const 
     return o;
 }
 
+static int object_line(object *o, uint64_t addr, const char **file, uint32_t *line);
+
 /* The entry for the symbol `name` starting at `start` in object `path`
- * (by_fp: its frames' callers found by frame pointers, a name of its own). */
-static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char *path, int by_fp)
+ * (by_fp: its frames' callers found by frame pointers, a name of its own);
+ * with s->sources and its object o's line tables, its source file and
+ * line instead of the object, which becomes its library. */
+static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char *path, int by_fp, object *o)
 {
     uint64_t h = sw_hash_u64(start ^ (uint64_t)by_fp);
     uint32_t pos;
@@ -373,9 +390,15 @@ static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char
         return NULL;
     s->entries = v;
     entry *e = calloc(1, sizeof *e);
-    const char *mark = by_fp ? SW_UNWIND_FP_MARK : "";
-    size_t ml = strlen(mark), nl = strlen(name) + ml, sl = strlen(SW_NATIVE_SUFFIX), pl = strlen(path);
-    char *str = e ? malloc(nl + sl + pl + 2) : NULL;
+    const char *mark = by_fp ? SW_UNWIND_FP_MARK : "", *src = NULL;
+    uint32_t line = 0;
+    if (!(s->sources && o && strcmp(name, "??") != 0 && object_line(o, start, &src, &line) == SW_OK && line &&
+          line <= INT32_MAX))
+        src = NULL;
+    const char *file = src ? src : path;
+    size_t ml = strlen(mark), nl = strlen(name) + ml, sl = strlen(SW_NATIVE_SUFFIX), fl = strlen(file);
+    size_t pl = src ? strlen(path) + 1 : 0;
+    char *str = e ? malloc(nl + sl + fl + pl + 2) : NULL;
     if (!str || sw_hashtab_add(&s->entry_index, h, (uint32_t)s->nentries) != SW_OK) {
         free(str);
         free(e);
@@ -384,71 +407,68 @@ static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char
     memcpy(str, name, nl - ml);
     memcpy(str + nl - ml, mark, ml);
     memcpy(str + nl, SW_NATIVE_SUFFIX, sl + 1);
-    memcpy(str + nl + sl + 1, path, pl + 1);
+    memcpy(str + nl + sl + 1, file, fl + 1);
+    if (src)
+        memcpy(str + nl + sl + fl + 2, path, pl);
     e->strings = str;
-    e->info = (sw_sample_code){start, str, str + nl + sl + 1, (uint32_t)(nl + sl), (uint32_t)pl, 0, SW_NO_ID};
+    e->info = (sw_sample_code){start, str, str + nl + sl + 1, (uint32_t)(nl + sl), (uint32_t)fl, (int32_t)line,
+                               SW_NO_ID, src ? str + nl + sl + fl + 2 : NULL};
     e->is_eval = strncmp(name, "_PyEval_EvalFrameDefault", 24) == 0 && (name[24] == 0 || name[24] == '.');
     e->by_fp = by_fp;
     s->entries[s->nentries++] = e;
     return e;
 }
 
-/* In another process: the file its unwinder finds mapped at pc. */
-static entry *resolve_remote(sw_symbols *s, uint64_t pc, int by_fp)
+/* The object holding code address pc: in another process the file its
+ * unwinder finds mapped there, in this one dladdr's (*di filled). NULL if
+ * none (or out of memory). */
+static object *object_at(sw_symbols *s, uint64_t pc, Dl_info *di)
 {
-    sw_unwind_object_info f;
-    if (sw_unwind_object(s->remote, pc, &f) != SW_OK)
-        return &s->unknown;
-    const char *path = f.path;
-    uint64_t bias = f.bias;
-    object *o = object_for(s, bias, path, f.open_path, f.image, f.image_len, bias);
-    if (o && pc >= o->bias) {
-        const fsym *f = find_sym(o->syms, o->n, pc - o->bias);
-        if (f)
-            return intern(s, f->start + o->bias, o->names + f->name, o->path, by_fp);
+    memset(di, 0, sizeof *di);
+    if (s->remote) {
+        sw_unwind_object_info f;
+        if (sw_unwind_object(s->remote, pc, &f) != SW_OK)
+            return NULL;
+        return object_for(s, f.bias, f.path, f.open_path, f.image, f.image_len, f.bias);
     }
-    s->misses++;
-    return intern(s, bias, "??", path, by_fp);
+    if (!dladdr((void *)(uintptr_t)pc, di) || !di->dli_fbase)
+        return NULL;
+    return object_for(s, (uint64_t)(uintptr_t)di->dli_fbase, di->dli_fname, di->dli_fname, NULL, 0, UINT64_MAX);
 }
 
 static entry *resolve(sw_symbols *s, uint64_t pc, int by_fp)
 {
-    if (s->remote)
-        return resolve_remote(s, pc, by_fp);
     Dl_info di;
-    memset(&di, 0, sizeof di);
-    if (!dladdr((void *)(uintptr_t)pc, &di) || !di.dli_fbase)
-        return &s->unknown;
-    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, NULL, 0, UINT64_MAX);
+    object *o = object_at(s, pc, &di);
     if (o && pc >= o->bias) {
         const fsym *f = find_sym(o->syms, o->n, pc - o->bias);
         if (f)
-            return intern(s, f->start + o->bias, o->names + f->name, o->path, by_fp);
+            return intern(s, f->start + o->bias, o->names + f->name, o->path, by_fp, o);
     }
+    const char *dl_path = di.dli_fname ? di.dli_fname : "";
     if (di.dli_sname && di.dli_saddr)
-        return intern(s, (uint64_t)(uintptr_t)di.dli_saddr, di.dli_sname, di.dli_fname ? di.dli_fname : "", by_fp);
+        return intern(s, (uint64_t)(uintptr_t)di.dli_saddr, di.dli_sname, dl_path, by_fp, o);
+    if (!o && !di.dli_fbase)
+        return &s->unknown;
     /* In an object, but no symbol covers it: one "??" per object. */
     s->misses++;
-    return intern(s, (uint64_t)(uintptr_t)di.dli_fbase, "??", di.dli_fname ? di.dli_fname : "", by_fp);
+    return s->remote ? intern(s, o->bias, "??", o->path, by_fp, o)
+                     : intern(s, (uint64_t)(uintptr_t)di.dli_fbase, "??", dl_path, by_fp, o);
 }
 
-int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t *line)
+/* The file and line of code address addr in object o, from its line
+ * tables (or its separate debug file's), read once per object. */
+static int object_line(object *o, uint64_t addr, const char **file, uint32_t *line)
 {
-    Dl_info di;
-    memset(&di, 0, sizeof di);
-    if (!dladdr((void *)(uintptr_t)addr, &di) || !di.dli_fbase)
-        return SW_EARG;
-    object *o = object_for(s, (uint64_t)(uintptr_t)di.dli_fbase, di.dli_fname, di.dli_fname, NULL, 0, UINT64_MAX);
-    if (!o || !o->path[0])
-        return SW_EARG;
-    if (!o->lines_read) {   /* once per object: a file without debug information has none */
+    if (!o->lines_read && o->open_path[0]) {   /* once per object: a file without debug information has none */
         o->lines_read = 1;
         sw_elf *e, *debug;
         char err[256];
-        if (sw_elf_open(o->path, &e, err, sizeof err) == SW_OK) {
+        if (sw_elf_open(o->open_path, &e, err, sizeof err) == SW_OK) {
             if (sw_elf_lines(e, &o->lines, err, sizeof err) != SW_OK) {
                 o->lines = NULL;   /* stripped: its separate debug file's */
-                if ((debug = debug_file(e, o->path, "")) && sw_elf_lines(debug, &o->lines, err, sizeof err) != SW_OK)
+                if ((debug = debug_file(e, o->open_path, o->root)) &&
+                    sw_elf_lines(debug, &o->lines, err, sizeof err) != SW_OK)
                     o->lines = NULL;
                 sw_elf_free(debug);
             }
@@ -460,12 +480,24 @@ int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t 
     return sw_dwarf_lines_find(o->lines, addr - o->bias, file, line);
 }
 
+int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t *line)
+{
+    Dl_info di;
+    object *o = object_at(s, addr, &di);
+    return o && o->path[0] ? object_line(o, addr, file, line) : SW_EARG;
+}
+
 sw_sample_code *sw_symbols_lookup(sw_symbols *s, uint64_t pc, int *is_eval)
 {
-    return sw_symbols_lookup_marked(s, pc, 0, is_eval);
+    return sw_symbols_lookup_line(s, pc, 0, is_eval, NULL);
 }
 
 sw_sample_code *sw_symbols_lookup_marked(sw_symbols *s, uint64_t pc, int by_fp, int *is_eval)
+{
+    return sw_symbols_lookup_line(s, pc, by_fp, is_eval, NULL);
+}
+
+sw_sample_code *sw_symbols_lookup_line(sw_symbols *s, uint64_t pc, int by_fp, int *is_eval, int32_t *line)
 {
     s->lookups++;
     by_fp = !!by_fp;
@@ -476,6 +508,8 @@ sw_sample_code *sw_symbols_lookup_marked(sw_symbols *s, uint64_t pc, int by_fp, 
          i = sw_hashtab_next(&s->pc_index, h, &pos)) {
         if (s->pcs[i].pc == key) {
             *is_eval = s->pcs[i].e->is_eval;
+            if (line)
+                *line = s->pcs[i].line;
             return &s->pcs[i].e->info;
         }
     }
@@ -484,8 +518,13 @@ sw_sample_code *sw_symbols_lookup_marked(sw_symbols *s, uint64_t pc, int by_fp, 
         return NULL;
     if (e == &s->unknown)
         s->misses++;
+    /* The line of the address itself, where its symbol has lines. */
+    const char *file;
+    uint32_t at = 0;
+    if (!(e->info.library && sw_symbols_source(s, pc, &file, &at) == SW_OK && at <= INT32_MAX))
+        at = 0;
     int rc;
-    s->pcs[s->npcs < PC_CACHE ? s->npcs : 0] = (pc_ent){key, e};
+    s->pcs[s->npcs < PC_CACHE ? s->npcs : 0] = (pc_ent){key, e, (int32_t)at};
     if (s->npcs < PC_CACHE) {
         rc = sw_hashtab_add_after(&s->pc_index, h, s->npcs, pos);   /* reserved: cannot fail */
     } else {   /* full: forget every address (the symbols stay) */
@@ -496,6 +535,8 @@ sw_sample_code *sw_symbols_lookup_marked(sw_symbols *s, uint64_t pc, int by_fp, 
     if (rc == SW_OK)
         s->npcs++;
     *is_eval = e->is_eval;
+    if (line)
+        *line = (int32_t)at;
     return &e->info;
 }
 

@@ -10,9 +10,13 @@
  * A symbol is handed out as an sw_sample_code, so a native frame goes
  * through the sample sinks like a Python one: name "symbol [native]"
  * (an address without a symbol: "?? [native]"), filename the object's
- * path, firstlineno 0, addr the symbol's start. Entries stay valid until
- * sw_symbols_free. Not for use in a signal handler (dladdr locks, files are
- * opened); used by one thread at a time.
+ * path, firstlineno 0, addr the symbol's start; for another process
+ * (sw_symbols_new_remote), where the object's DWARF line tables (or its
+ * separate debug file's) cover the symbol's start, filename and
+ * firstlineno are that source file and line, and library the object's
+ * path (base/sample.h). Entries stay valid until sw_symbols_free. Not
+ * for use in a signal handler (dladdr locks, files are opened); used by
+ * one thread at a time.
  */
 #ifndef SW_SYMBOLS_H
 #define SW_SYMBOLS_H
@@ -25,7 +29,8 @@ sw_symbols *sw_symbols_new(void);   /* NULL if out of memory */
 
 /* Names the addresses of another process instead: the file its unwinder
  * (unwind.h, which must outlive s) finds mapped there, read through
- * /proc/PID/root, with that mapping's load bias. */
+ * /proc/PID/root, with that mapping's load bias; with source lines
+ * (above, and sw_symbols_lookup_line's). */
 struct sw_unwinder;
 sw_symbols *sw_symbols_new_remote(struct sw_unwinder *u);
 void sw_symbols_free(sw_symbols *s);
@@ -38,8 +43,9 @@ void sw_symbols_free(sw_symbols *s);
 sw_sample_code *sw_symbols_lookup(sw_symbols *s, uint64_t pc, int *is_eval);
 
 /* The source file and line of code address addr (a function's start, as
- * sw_symbols_lookup's addr) from the DWARF line tables (.debug_line) of
- * the object holding it (or of its separate debug file), read once per
+ * sw_symbols_lookup's addr, or any address in it) from the DWARF line
+ * tables (.debug_line) of the object holding it (or of its separate debug
+ * file, under the target's root for another process), read once per
  * object: 0, or SW_EARG when the
  * object has no debug information or none of its rows covers addr.
  * *file lives as long as s. */
@@ -49,6 +55,11 @@ int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t 
  * (by_fp: unwind.h's SW_UNWIND_BY_FP): named "symbol" SW_UNWIND_FP_MARK
  * " [native]", an entry of its own. */
 sw_sample_code *sw_symbols_lookup_marked(sw_symbols *s, uint64_t pc, int by_fp, int *is_eval);
+
+/* The same, and with line not NULL the line of pc itself (0 unless the
+ * symbol has a source: another process's, with line tables), cached with
+ * the address. */
+sw_sample_code *sw_symbols_lookup_line(sw_symbols *s, uint64_t pc, int by_fp, int *is_eval, int32_t *line);
 
 /* Counters: objects whose symbol table was read, addresses looked up, and
  * those without a symbol. */

@@ -46,6 +46,7 @@ struct sw_threadstate {
     int own;                 /* pid is this process: CPU clocks work */
     uint32_t max_fds, open_fds;
     uint32_t cpu_every;      /* sw_threadstate_set_cpu_every */
+    int stopped;             /* sw_threadstate_set_stopped */
     entry *slots;            /* open addressing by tid, linear probing */
     uint32_t cap, used;      /* cap is a power of two, used <= cap / 2 */
     uint32_t seen_this_round;
@@ -239,11 +240,16 @@ uint32_t sw_threadstate_parse(const char *text, uint64_t gil_lo, uint64_t gil_hi
 
 typedef struct gil_range {
     uint64_t lo, hi;
+    int stopped;
 } gil_range;
 
 static uint32_t parse_state(const char *text, void *ctx)
 {
     const gil_range *g = ctx;
+    /* A thread the reader stopped outside a system call was running (or
+     * runnable): the kernel says "-1" for it, not "running". */
+    if (g->stopped && text[0] == '-')
+        return SW_STATE_RUNNING;
     return sw_threadstate_parse(text, g->lo, g->hi);
 }
 
@@ -315,7 +321,7 @@ static uint32_t probe(sw_threadstate *t, uint32_t tid, uint64_t round, const uin
     }
     uint32_t state = SW_STATE_RUNNING;
     if (gil) {
-        gil_range g = {gil[0], gil[1]};
+        gil_range g = {gil[0], gil[1], t->stopped};
         state = read_kept(t, e, FILE_SYSCALL, parse_state, &g, SW_STATE_UNKNOWN);
         if (state == SW_STATE_UNKNOWN)
             t->st.unknown++;
@@ -345,6 +351,11 @@ static uint32_t probe(sw_threadstate *t, uint32_t tid, uint64_t round, const uin
 void sw_threadstate_set_cpu_every(sw_threadstate *t, uint32_t every)
 {
     t->cpu_every = every;
+}
+
+void sw_threadstate_set_stopped(sw_threadstate *t, int stopped)
+{
+    t->stopped = stopped;
 }
 
 void sw_threadstate_sweep(sw_threadstate *t, uint64_t round)

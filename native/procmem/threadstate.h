@@ -73,6 +73,14 @@ uint32_t sw_threadstate_probe_running(sw_threadstate *t, uint32_t tid, uint64_t 
  * time): reading schedstat costs a system call (~1 us) per thread. */
 void sw_threadstate_set_cpu_every(sw_threadstate *t, uint32_t every);
 
+/* stopped 1: the reader has stopped every thread of the process with
+ * ptrace (freeze.h) for the probes that follow; a thread stopped outside a
+ * system call (the kernel's syscall file says "-1" for it, as for one
+ * blocked outside a system call) was running or runnable, so it is
+ * SW_STATE_RUNNING. One stopped inside a system call shows that call,
+ * which it goes on with when let go: told as before. */
+void sw_threadstate_set_stopped(sw_threadstate *t, int stopped);
+
 /* Forgets the threads not probed in `round` (they have ended, or their
  * thread state is gone) and closes their files. */
 void sw_threadstate_sweep(sw_threadstate *t, uint64_t round);

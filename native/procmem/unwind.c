@@ -70,6 +70,7 @@ struct sw_unwinder {
     sw_frozen frozen;
     int stopped;
     uint64_t stopped_at;
+    int held;                        /* sw_unwind_set_held: the caller stops the threads */
     uint64_t blk_addr;               /* the stack block read last */
     size_t blk_len;
     unsigned char blk[STACK_BLOCK];
@@ -519,13 +520,15 @@ int sw_unwind_capture(sw_unwinder *u, int tid, uint64_t *pcs, uint8_t *flags, in
                 load_file(u, u->maps[i].file);
         u->maps_fresh = 0;
     }
-    int rc = sw_freeze_thread(&u->frozen, u->pid, tid, u->err, sizeof u->err);
-    if (rc != SW_OK) {
-        u->st.stop_failed++;
-        return rc;
+    if (!u->held) {
+        int rc = sw_freeze_thread(&u->frozen, u->pid, tid, u->err, sizeof u->err);
+        if (rc != SW_OK) {
+            u->st.stop_failed++;
+            return rc;
+        }
+        u->stopped = 1;
+        u->stopped_at = now_ns();
     }
-    u->stopped = 1;
-    u->stopped_at = now_ns();
     struct user_regs_struct ur;
     uint64_t g[SW_CORE_GREGS];
     _Static_assert(sizeof ur == sizeof g, "struct user_regs_struct is x86-64's");
@@ -548,6 +551,12 @@ int sw_unwind_capture(sw_unwinder *u, int tid, uint64_t *pcs, uint8_t *flags, in
     sw_unwind_supported(u->err, sizeof u->err);
     return SW_EIO;
 #endif
+}
+
+void sw_unwind_set_held(sw_unwinder *u, int held)
+{
+    sw_unwind_release(u);
+    u->held = held;
 }
 
 void sw_unwind_release(sw_unwinder *u)

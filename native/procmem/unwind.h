@@ -65,6 +65,12 @@ void sw_unwind_regs_of_user(const uint64_t *user_regs, uint64_t *regs);
  * sw_unwind_error): then nothing is to be released. */
 int sw_unwind_capture(sw_unwinder *u, int tid, uint64_t *pcs, uint8_t *flags, int max, int *truncated);
 void sw_unwind_release(sw_unwinder *u);
+
+/* held 1: the caller has stopped every thread of the process already
+ * (freeze.h, on the thread that captures): sw_unwind_capture only reads a
+ * thread's registers (a thread not so stopped: SW_EIO) and release lets
+ * nothing go. 0 (the default): each capture stops its thread. */
+void sw_unwind_set_held(sw_unwinder *u, int held);
 const char *sw_unwind_error(const sw_unwinder *u);
 
 /* Unwinds from the registers regs (DWARF numbering: 0-15, 16 the

@@ -182,7 +182,7 @@ static double profile_run(int with_lines)
 {
     for (int i = 0; i < NFUNCS; i++)
         codes[i] = (sw_sample_code){0x10000 + (uint64_t)i * 64, names[i], files[i], (uint32_t)strlen(names[i]),
-                                    (uint32_t)strlen(files[i]), i + 1, SW_NO_ID};
+                                    (uint32_t)strlen(files[i]), i + 1, SW_NO_ID, NULL};
     sw_profile *p = sw_profile_new();
     sw_profile_set_history(p, 10000000, 0, 0, 0);
     sw_sample_code *frames[DEPTH];
@@ -197,7 +197,7 @@ static double profile_run(int with_lines)
             lines[d - 1 - i] = (int32_t)(stacks[s][i] % 50) + 2 + (int32_t)(k % 5);
         }
         sw_sample smp = {(uint64_t)(k % 4) + 1, 0, (int64_t)k * 1000, 1000, d, 0, frames, SW_STATE_RUNNING,
-                         SW_NO_CPU, with_lines ? lines : NULL, NULL};
+                         SW_NO_CPU, with_lines ? lines : NULL, NULL, NULL};
         sw_profile_sink(p, &smp);
     }
     double el = now_ns() - t0;

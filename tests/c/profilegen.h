@@ -36,7 +36,8 @@ static int profile_seed(const char *dir, const char *name, int cycles, int deep)
     static const char *names[] = {"main", "run", "work", "helper"};
     for (int i = 0; i < 40; i++) {
         const char *n = names[i % 4];
-        codes[i] = (sw_sample_code){(uint64_t)i + 1, n, i % 2 ? "b.py" : "a.py", (uint32_t)strlen(n), 4, i, SW_NO_ID};
+        codes[i] = (sw_sample_code){(uint64_t)i + 1, n, i % 2 ? "b.py" : "a.py", (uint32_t)strlen(n), 4, i, SW_NO_ID,
+                                    NULL};
     }
     int depth = deep ? 40 : 4;
     for (int t = 0; t < (cycles ? cycles : 1) * 7; t++) {
@@ -44,7 +45,7 @@ static int profile_seed(const char *dir, const char *name, int cycles, int deep)
         for (int i = 0; i < d; i++)
             stack[i] = &codes[d - 1 - i];
         sw_sample s = {1 + (uint64_t)(t % 2), 100, (int64_t)t * 150, 1000, (uint32_t)d,
-                       t % 5 == 4 ? SW_SAMPLE_TRUNCATED : 0, stack, SW_STATE_RUNNING, SW_NO_CPU, NULL, NULL};
+                       t % 5 == 4 ? SW_SAMPLE_TRUNCATED : 0, stack, SW_STATE_RUNNING, SW_NO_CPU, NULL, NULL, NULL};
         sw_profile_sink(p, &s);
     }
     sw_prof_info info = {.mode = "wall", .interval_ns = 150, .cycle_ns = 1000, .start_ns = 1700000000000000000ll,

@@ -226,11 +226,13 @@ static PyObject *CallTree_graft(CallTreeObject *self, PyObject *args, PyObject *
     Py_RETURN_NONE;
 }
 
-/* 1 if f is a native frame: named "symbol [native]", line 0 (base/sample.h). */
+/* 1 if f is a native frame: named "symbol [native]" (base/sample.h; its
+ * line is 0, or its source's where the frame was read with one: a
+ * function's table entry keeps no library to tell them by). */
 static int is_native(const sw_func *f)
 {
     size_t n = strlen(f->name), k = strlen(SW_NATIVE_SUFFIX);
-    return f->line == 0 && n > k && memcmp(f->name + n - k, SW_NATIVE_SUFFIX, k) == 0;
+    return n > k && memcmp(f->name + n - k, SW_NATIVE_SUFFIX, k) == 0;
 }
 
 static PyObject *node_dict(const sw_functab *ft, const sw_calltree_node *n)

@@ -101,9 +101,10 @@ static PyObject *frames_of(dump_sink *d, const sw_sample *s)
     for (uint32_t i = 0; frames && i < s->depth; i++) {
         const sw_sample_code *c = s->frames[i];
         PyObject *locals = d->mem && s->frame_addrs ? locals_of(d, s, i) : none_ref();
-        PyObject *f = locals ? Py_BuildValue("(s#s#iNK)", c->name, (Py_ssize_t)c->name_len, c->filename,
+        PyObject *f = locals ? Py_BuildValue("(s#s#iNKzK)", c->name, (Py_ssize_t)c->name_len, c->filename,
                                              (Py_ssize_t)c->filename_len, s->lines ? (int)s->lines[i] : 0, locals,
-                                             (unsigned long long)c->addr)
+                                             (unsigned long long)c->addr, c->library,
+                                             (unsigned long long)(s->native_pcs ? s->native_pcs[i] : 0))
                              : NULL;
         if (!f) {
             Py_CLEAR(frames);
@@ -257,12 +258,12 @@ static int add_asyncio(sw_target *t, const sw_py_layout *l, uint64_t interp, PyO
 static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"pid", "max_depth", "layout", "locals", "core", "exe", "native", NULL};
-    int pid, locals = 0, native = 0;
+    static char *kwlist[] = {"pid", "max_depth", "layout", "locals", "core", "exe", "native", "blocking", NULL};
+    int pid, locals = 0, native = 0, blocking = 0;
     unsigned int max_depth = 1024;
     const char *layout = "auto", *core = NULL, *exe = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Ispzzp", kwlist, &pid, &max_depth, &layout, &locals, &core, &exe,
-                                     &native))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|Ispzzpp", kwlist, &pid, &max_depth, &layout, &locals, &core, &exe,
+                                     &native, &blocking))
         return NULL;
 
     if (strcmp(layout, "auto") != 0 && strcmp(layout, "debug_offsets") != 0) {
@@ -284,9 +285,15 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
     }
     sw_pystack_limits lim = {.max_threads = 4096, .max_depth = max_depth, .max_codes = 65536, .code_ttl = 0,
                              .thread_states = !core, .lines = 1, .native = (uint32_t)native,
-                             .frame_addrs = (uint32_t)(locals && !native)};
+                             .frame_addrs = (uint32_t)(locals && !native), .blocking = (uint32_t)(blocking && !core)};
     sw_pystack *r = core ? sw_pystack_new_core(&l, t.core, interp, &lim, err, sizeof err)
                          : sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
+    char why[512];
+    if (r && lim.blocking && sw_pystack_block_check(pid, why, sizeof why) != SW_OK) {
+        snprintf(err, sizeof err, "cannot dump process %d blocking: %s", pid, why);
+        sw_pystack_free(r);
+        r = NULL;
+    }
     if (!r) {
         sw_target_close(&t);
         return sw_target_raise(SW_TARGET_FAILED, err);
@@ -340,7 +347,8 @@ static PyObject *dump_process(PyObject *self, PyObject *args, PyObject *kw)
 static PyMethodDef methods[] = {
     {"dump_process", (PyCFunction)(void (*)(void))dump_process, METH_VARARGS | METH_KEYWORDS,
      "dump_process(pid, max_depth=1024, layout='auto', locals=False, core=None, exe=None, native=False) -> {pid, version, python, layout, threads: "
-     "[{thread_id, native_id, gil, state, failed, name, frames: [(qualname, filename, line, locals, address)]}]}: every "
+     "[{thread_id, native_id, gil, state, failed, name, frames: [(qualname, filename, line, locals, address, library, "
+     "pc)]}]}: every "
      "thread's Python stack of process pid, read once from outside (name: threading's, None where unread, before "
      "3.11); layout='debug_offsets' reads a 3.13 target through its debug offsets; locals: None, or with "
      "locals=True each frame's variables [(name, kind, type name, address, value, truncated)], kind 'value' "
@@ -348,10 +356,13 @@ static PyMethodDef methods[] = {
      "could not be read); core='FILE' (pid then ignored) reads the process of that core file instead (gdb's gcore, "
      "or a crash's), exe the python that ran (for a core of another machine or files changed since): no thread "
      "states there (state 'unknown', gil False); native=True merges each thread's native frames in ('symbol "
-     "[native]', the library as filename, line 0), each thread stopped with ptrace while read and unwound from "
+     "[native]', the library as filename, line 0; where the library has DWARF line tables the function's source "
+     "file as filename, the line its pc is at as line, the library as library; pc: the frame's instruction, or "
+     "return address), each thread stopped with ptrace while read and unwound from "
      "outside (a core's: unwound from its registers; not with locals); address: a native frame's symbol's start "
      "in the process (a Python frame's: its code object's); native_error (native=True): None, or why some "
-     "thread's native frames could not be read (it could not be stopped); asyncio: the pending asyncio tasks [{address, name, "
+     "thread's native frames could not be read (it could not be stopped); blocking=True: every thread stopped "
+     "while the stacks are read (one instant; not with a core); asyncio: the pending asyncio tasks [{address, name, "
      "loop, running, loop_thread, frames, awaits, waiter, waiter_type, children, group_parent, callback_refs: "
      "the objects its done callbacks hold}], asyncio_error: "
      "None or why some or all were not read"},

@@ -60,6 +60,7 @@ typedef struct {
     int mode;                 /* SW_PROFILE_WALL or SW_PROFILE_CPU */
     int lines;                /* nodes are (function, line being run) */
     int native;               /* native frames merged in (nativestack.h) */
+    int blocking;             /* another process: stopped for each round (pystack.h) */
     int native_installed;     /* the signal handler is installed for this sampler's captures */
     int park_installed;       /* ... for its parks (this process, not native: pystack.c) */
     sw_nstack_stats nstack0;  /* the process's signal counts when it started (earlier samplers' parks) */
@@ -127,12 +128,12 @@ static void Sampler_dealloc(SamplerObject *self)
 static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"interval_ns", "max_depth", "max_threads", "mode", "trace", "skip_prefix",
-                             "lines", "native", NULL};
+                             "lines", "native", "blocking", NULL};
     unsigned long long iv;
-    int depth = DEFAULT_MAX_DEPTH, threads = DEFAULT_MAX_THREADS, trace = 0, lines = 0, native = 0;
+    int depth = DEFAULT_MAX_DEPTH, threads = DEFAULT_MAX_THREADS, trace = 0, lines = 0, native = 0, blocking = 0;
     const char *mode = "wall", *skip = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|iispzpp", kwlist, &iv, &depth, &threads, &mode, &trace, &skip,
-                                     &lines, &native))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "K|iispzppp", kwlist, &iv, &depth, &threads, &mode, &trace, &skip,
+                                     &lines, &native, &blocking))
         return -1;
     if (self->started) {
         PyErr_SetString(PyExc_RuntimeError, "Sampler.__init__ called on a sampler that ran");
@@ -173,6 +174,7 @@ static int Sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
     self->interval_ns = iv;
     self->lines = lines;
     self->native = native;
+    self->blocking = blocking;
     self->max_depth = depth;
     self->max_threads = threads;
     return 0;
@@ -232,14 +234,19 @@ static void signal_stop(SamplerObject *self)
  * (target_open.h). NULL with an exception. */
 static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
 {
-    /* STACKWATCH_TEST_PARK_AHEAD=1 (the tests): every parked walk's path
-     * taken ahead, whether walks tear on this machine or not. */
+    /* STACKWATCH_TEST_PARK_AHEAD=1 (the tests, the benches): the thread
+     * holding the GIL parked ahead of every walk, whether walks tear on
+     * this machine or not (limits.park_always). */
     const char *always = getenv("STACKWATCH_TEST_PARK_AHEAD");
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
                              (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed,
-                             (uint32_t)(self->park_installed && always && strcmp(always, "1") == 0), 0, 0};
+                             (uint32_t)(self->park_installed && always && strcmp(always, "1") == 0), 0, 0, 0};
     char err[256] = "";
     sw_pystack *r;
+    if (pid == 0 && self->blocking) {
+        PyErr_SetString(PyExc_ValueError, "blocking sampling is of another process (pid=...)");
+        return NULL;
+    }
     if (pid == 0) {
         if (!SW_SAMPLER_SUPPORTED) {
             PyErr_SetString(PyExc_RuntimeError, "the sampling profiler supports CPython 3.9 to 3.13 (with the GIL)");
@@ -271,6 +278,7 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
         lim.cpu_every = (uint32_t)(CPU_READ_NS / self->interval_ns);
     /* ... and idle threads, left out, are not walked (pystack.h). */
     lim.skip_idle = (uint32_t)(skip_idle && !self->native);
+    lim.blocking = (uint32_t)self->blocking;
     sw_target t;
     sw_py_layout l;
     uint64_t interp;
@@ -284,8 +292,17 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
     if (r && sw_target_code_counter(&t, &counter) == SW_OK)
         sw_pystack_set_code_counter(r, counter);
     sw_target_close(&t);
-    if (!r)
+    if (!r) {
         PyErr_Format(PyExc_RuntimeError, "cannot sample process %d: %s", pid, err);
+        return NULL;
+    }
+    /* Blocking: whether its threads can be stopped at all is found out
+     * now, not as failed rounds (its main thread stopped and let go). */
+    if (self->blocking && sw_pystack_block_check(pid, err, sizeof err) != SW_OK) {
+        sw_pystack_free(r);
+        PyErr_Format(PyExc_RuntimeError, "cannot sample process %d blocking: %s", pid, err);
+        return NULL;
+    }
     return r;
 }
 
@@ -548,6 +565,14 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                      (unsigned long long)(self->native && !self->pid ? ns.late - self->nstack0.late : 0),
                                      "native_stopped_ns", (unsigned long long)r->native_stopped_ns,
                                      "native_by_fp", (unsigned long long)r->native_by_fp);
+    PyObject *blocking = !native ? NULL
+                                 : Py_BuildValue("{s:O,s:K,s:K,s:K,s:s}", "blocking", self->blocking ? Py_True : Py_False,
+                                                 "blocked_rounds", (unsigned long long)r->blocked_rounds,
+                                                 "block_failed", (unsigned long long)r->block_failed, "blocked_ns",
+                                                 (unsigned long long)r->blocked_ns, "block_error", r->block_error);
+    if (!blocking || PyDict_Update(native, blocking) < 0)
+        Py_CLEAR(native);
+    Py_XDECREF(blocking);
     if (!native || PyDict_Update(d, native) < 0)
         Py_CLEAR(d);
     Py_XDECREF(native);
@@ -568,9 +593,9 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                                   (unsigned long long)r->codes_by_counter, "parked",
                                                   (unsigned long long)r->parked,
                                                   "park_failed", (unsigned long long)r->park_failed, "parked_ns",
-                                                  (unsigned long long)r->parked_ns, "parked_ahead",
-                                                  (unsigned long long)r->parked_ahead, "park_late",
-                                                  (unsigned long long)r->park_late);
+                                                  (unsigned long long)r->parked_ns, "after_park",
+                                                  (unsigned long long)r->after_park, "parked_ahead",
+                                                  (unsigned long long)r->parked_ahead);
     if (!park || PyDict_Update(more, park) < 0)
         Py_CLEAR(more);
     Py_XDECREF(park);
@@ -773,10 +798,11 @@ static PyTypeObject SamplerType = {
     .tp_dealloc = (destructor)Sampler_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Sampler(interval_ns, max_depth=1024, max_threads=256, mode='wall', trace=False, skip_prefix=None, "
-              "lines=False, native=False): samples every thread's Python stack from a native thread, without the "
+              "lines=False, native=False, blocking=False): samples every thread's Python stack from a native thread, without the "
               "GIL; mode 'cpu' keeps only threads on a CPU, weighted by CPU time; trace=True writes the samples "
               "into the running trace file instead of a profile (frames of files under skip_prefix left out); "
-              "lines: nodes are (function, line being run); native: native frames merged in.",
+              "lines: nodes are (function, line being run); native: native frames merged in; blocking (start(pid) "
+              "only): the process stopped with ptrace for each round.",
     .tp_methods = Sampler_methods,
     .tp_init = (initproc)Sampler_init,
     .tp_new = PyType_GenericNew,

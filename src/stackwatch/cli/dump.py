@@ -10,7 +10,9 @@ running process. --native: each thread's native (C) frames merged with its
 Python ones, as `profile --native` does: each thread is stopped with
 ptrace (no signal) while it is read, its C stack unwound from outside with
 the .eh_frame CFI of the files mapped in the process, then let go (a core
-file's threads: unwound from the registers the core holds).
+file's threads: unwound from the registers the core holds). --blocking:
+every thread of the process stopped with ptrace while the stacks (and
+variables) are read, so that all are of one instant.
 
 After the threads, the asyncio tasks of each event loop, read from memory
 too (asyncio.all_tasks()' tasks: name, coroutine stack innermost first,
@@ -43,6 +45,8 @@ def add_parser(subparsers):
     p.add_argument("--native", action="store_true", help="merge each thread's native (C) frames in, as profile "
                                                          "--native does (each thread stopped with ptrace while "
                                                          "read; with --core: from the core's registers; Linux x86-64; not with --locals)")
+    p.add_argument("--blocking", action="store_true", help="stop every thread of the process with ptrace while "
+                   "the stacks are read, so that all are of one instant (as record --pid --blocking does a round)")
     p.add_argument("--core", metavar="CORE", help="read the process of this core file (gdb's gcore, or a crash's "
                                                   "core) instead of a running one")
     p.add_argument("--exe", metavar="PYTHON", help="with --core: the python executable that ran (its folder and "
@@ -69,16 +73,20 @@ FP_MARK = " (no CFI: caller by frame pointer)"   # ... and so before it where it
                                                  # frame pointers (procmem/unwind.h)
 
 
-def frame_of(qualname, file, line, local_vars, with_locals, address=None):
+def frame_of(qualname, file, line, local_vars, with_locals, address=None, library=None, pc=None):
     """One frame as --json prints it (address: a native frame's symbol's
-    start)."""
+    start; library: its shared object where file is its source, else
+    None; pc: its instruction, or return address)."""
     if qualname.endswith(NATIVE_SUFFIX):
-        # a C function: its symbol and its library (no line); how its caller was found
+        # a C function: its symbol, its library and, where the library has
+        # line tables, its source file and the line it is at; how its
+        # caller was found
         name = qualname[:-len(NATIVE_SUFFIX)]
         by_fp = name.endswith(FP_MARK)
         name = name[:-len(FP_MARK)] if by_fp else name
-        return {"function": name, "qualname": name, "file": file, "line": None, "native": True,
-                "library": file, "address": address, "unwound": "frame pointer" if by_fp else "cfi"}
+        return {"function": name, "qualname": name, "file": file,
+                "line": (line or None) if library else None, "native": True, "library": library or file,
+                "address": address, "pc": pc, "unwound": "frame pointer" if by_fp else "cfi"}
     # faulthandler's function is the code's name, the last part of its qualified name
     f = {"function": qualname.rsplit(".", 1)[-1], "qualname": qualname, "file": file, "line": line}
     if with_locals:
@@ -145,11 +153,11 @@ def tasks_of(dump):
     return loops, threads
 
 
-def threads_of(pid, with_locals=False, core=None, exe=None, native=False):
+def threads_of(pid, with_locals=False, core=None, exe=None, native=False, blocking=False):
     """The threads of process pid (or of the core file core), each a dict as
     --json prints it, with the asyncio tasks of the loop each runs (tasks of
     a loop that runs on no thread go with the last thread, the oldest)."""
-    dump = _native.dump_process(pid or 0, locals=with_locals, core=core, exe=exe, native=native)
+    dump = _native.dump_process(pid or 0, locals=with_locals, core=core, exe=exe, native=native, blocking=blocking)
     dump["core"] = core
     out = []
     for t in dump["threads"]:
@@ -197,7 +205,8 @@ def format_text(dump, threads):
         for f in t["frames"]:
             if f.get("native"):
                 how = " (no CFI: its caller found by frame pointer)" if f["unwound"] == "frame pointer" else ""
-                lines.append(f'  Native "{f["library"]}" in {f["function"]}{how}')
+                where = f' ({f["file"]}:{f["line"] or "?"})' if f["file"] != f["library"] else ""
+                lines.append(f'  Native "{f["library"]}" in {f["function"]}{where}{how}')
                 continue
             lines.append(f'  File "{f["file"]}", line {f["line"]} in {f["function"]}')
             if f.get("locals") is None and "locals" in f:
@@ -263,12 +272,16 @@ def run(args):
         print("stackwatch: error: dump needs a PID or --core CORE (one of them; --exe goes with --core)",
               file=sys.stderr)
         return 2
+    if args.blocking and (args.core or args.native):
+        print("stackwatch: error: dump --blocking is for a running process, and not with --native (which stops each "
+              "thread while its stacks are read)", file=sys.stderr)
+        return 2
     if args.native and args.locals:
         print("stackwatch: error: dump --native and --locals do not go together (a merged stack's frames are not "
               "read for their variables)", file=sys.stderr)
         return 2
     try:
-        dump, threads = threads_of(args.pid, args.locals, args.core, args.exe, args.native)
+        dump, threads = threads_of(args.pid, args.locals, args.core, args.exe, args.native, args.blocking)
     except (OSError, ValueError, RuntimeError) as e:
         print(f"stackwatch: error: {e}", file=sys.stderr)
         return 1

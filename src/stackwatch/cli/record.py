@@ -12,7 +12,9 @@ OUT.<pid>.swprof.
 
 Without --duration it runs until Ctrl-C (SIGINT), SIGTERM, or the
 target's exit, then writes what it sampled and exits 0. A summary line
-gives the samples, the failed share and the rate achieved. Bad input (no
+gives the samples, the failed share and the rate achieved. --blocking stops
+every thread of the target with ptrace for each round (as py-spy does by
+default), so that no stack is read torn. Bad input (no
 such process, not Python, a release it cannot read, permission, this very
 process) is one line on stderr, exit 1.
 """
@@ -55,6 +57,9 @@ def add_parser(subparsers):
                                                          "each thread is stopped with ptrace while sampled and "
                                                          "its C stack unwound from outside (blocking: it costs "
                                                          "the target a stop per sample; Linux x86-64)")
+    p.add_argument("--blocking", action="store_true", help="stop every thread of the process with ptrace for "
+                   "each sampling round and let them go after it: no stack is read torn (failed samples only "
+                   "where the stop fails), at the cost of a stop per round to the process; Linux")
     p.add_argument("--subprocesses", action="store_true", help="sample the process's descendants too, as they "
                    "appear (each Python one; others are left out), each under a frame naming it in the output")
     p.add_argument("--lines", action="store_true", help="one node per line being run instead of per function")
@@ -103,7 +108,8 @@ def open_profiler(args, pid=None, **kw):
         raise UsageError(str(e))
     try:
         prof = profiler.Profiler(interval=f"{ns}ns", pid=pid or args.pid, idle=args.idle, gil_only=args.gil,
-                                 lines=args.lines, mode=args.mode, cycle=args.cycle, native=args.native, **kw)
+                                 lines=args.lines, mode=args.mode, cycle=args.cycle, native=args.native,
+                                 blocking=args.blocking, **kw)
     except ValueError as e:
         raise UsageError(str(e))
     return prof.start()
@@ -121,8 +127,15 @@ def summary(prof):
     if st.get("native"):
         stops = st["native_samples"] + st["native_failed"]
         per = st["native_stopped_ns"] / stops / 1e3 if stops else 0.0
-        native = (f"; native frames in {st['native_samples']} of them ({st['native_failed']} without), each "
-                  f"thread stopped {per:.0f} us per sample")
+        native = f"; native frames in {st['native_samples']} of them ({st['native_failed']} without)"
+        if not st.get("blocking"):
+            native += f", each thread stopped {per:.0f} us per sample"
+    if st.get("blocking"):
+        rounds = st["blocked_rounds"]
+        per = st["blocked_ns"] / rounds / 1e3 if rounds else 0.0
+        native += f"; blocking: the process stopped {per:.0f} us per round"
+        if st["block_failed"]:
+            native += f", {st['block_failed']} rounds not read (the stop failed: {st['block_error']})"
     return (f"{st['stored']} samples of process {prof.pid} (Python {st['target_version']}) in {dur:.2f} s: "
             f"{failed:.2f}% failed ({st['failed']} of {tried}), {rate:.0f} rounds/s achieved of "
             f"{1e9 / prof.interval_ns:.0f} asked{left}{native}")

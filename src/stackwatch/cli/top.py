@@ -9,7 +9,9 @@ second and the shares of samples holding the GIL and of idle threads
 for about a second and prints one screen to stdout, for scripts. --native
 merges each thread's native (C) frames in, as `record --pid --native` does
 (each thread stopped with ptrace while sampled): a C function's row shows
-its library instead of a file and line.
+its library instead of a file and line where its library has no debug
+information. --blocking stops every thread of the process for each round,
+as `record --pid --blocking` does.
 """
 import os
 import select
@@ -22,6 +24,7 @@ from .stats import function_table
 
 NAME = "top"
 REFRESH_S = 1.0
+FIRST_ROUND_S = 10.0   # the longest wait for the sampler's first round before the first window
 SORTS = {"o": "own", "t": "total", "n": "name"}
 
 
@@ -34,6 +37,8 @@ def add_parser(subparsers):
     p.add_argument("--native", action="store_true", help="merge native (C) frames in, as record --pid --native "
                                                          "does (each thread stopped with ptrace while sampled; "
                                                          "Linux x86-64)")
+    p.add_argument("--blocking", action="store_true", help="stop every thread of the process with ptrace for "
+                   "each sampling round, as record --pid --blocking does (no stack read torn)")
     return p
 
 
@@ -97,10 +102,20 @@ def screen(prof, new, old, sort, thread, width=100, height=40):
         i = 0 if sort == "o" else 1
         rows.sort(key=lambda r: (-r[i], -r[1 - i], r[2]))
     for own, total, (name, filename, line) in rows[:max(height - len(lines), 1)]:
-        # a native frame ("symbol [native]", its library as file): no line
-        where = filename if name.endswith(NATIVE_SUFFIX) else f"{filename}:{line}"
+        # a native frame ("symbol [native]") without debug information: its library as file, no line
+        where = filename if name.endswith(NATIVE_SUFFIX) and not line else f"{filename}:{line}"
         lines.append(f"{share(own, samples)} {share(total, samples)}  {name}  ({where})"[:width])
     return lines
+
+
+def first_round(prof):
+    """Waits (up to FIRST_ROUND_S) until the sampler has made its first
+    round: that one reads the target's files (with --native their call
+    frame information and line tables), so a window begun before it would
+    show fewer samples than the rate gives."""
+    end = time.monotonic() + FIRST_ROUND_S
+    while prof.stats()["ticks"] < 1 and time.monotonic() < end:
+        time.sleep(0.005)
 
 
 def run(args):
@@ -113,6 +128,7 @@ def run(args):
         print(f"stackwatch: error: {e}", file=sys.stderr)
         return 1
     try:
+        first_round(prof)
         if args.once:
             old = Tally(prof)
             time.sleep(REFRESH_S)

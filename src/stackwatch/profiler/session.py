@@ -201,7 +201,9 @@ class Profiler:
     native=True (Linux x86-64) merges each thread's native (C) frames into
     its stack: each run of the interpreter's C function is replaced by the
     Python frames it runs. Native nodes are named "symbol [native]", with
-    the shared object as "filename", line 0 and "native": True.
+    the shared object as "filename", line 0 and "native": True (with pid=,
+    a function of a library with DWARF line tables: its source file and
+    first line instead).
 
     pid=PID samples another process instead, read from outside through
     its memory (nothing changes in it; its Python release, 3.9-3.13, need
@@ -212,13 +214,21 @@ class Profiler:
     stats()["left_out"]). native=True there stops each thread with ptrace
     while it is read (blocking: a consistent native stack, at a cost per
     sample, stats()["native_stopped_ns"]) and unwinds its C stack from
-    outside with the CFI of the process's files (procmem/unwind.h)."""
+    outside with the CFI of the process's files (procmem/unwind.h).
+    blocking=True (with pid= only) stops every thread of the process with
+    ptrace for each sampling round and lets them go after it, so no stack
+    is read torn (stats()["blocked_rounds"], "block_failed": rounds whose
+    stop failed, "blocked_ns": time stopped in all); start() raises
+    RuntimeError if the process cannot be stopped."""
 
     def __init__(self, interval=None, *, rate=None, mode="wall", max_depth=DEFAULT_MAX_DEPTH,
                  max_threads=DEFAULT_MAX_THREADS, cycle="2s", maxlen=1000, omit=(), lines=False, native=False,
-                 pid=None, idle=True, gil_only=False):
+                 pid=None, idle=True, gil_only=False, blocking=False):
         if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0):
             raise ValueError(f"pid must be a positive integer, not {pid!r}")
+        if blocking and pid is None:
+            raise ValueError("blocking=True samples another process: it needs pid=")
+        self.blocking = bool(blocking)
         self.pid = pid
         self.idle, self.gil_only = bool(idle), bool(gil_only)
         self.interval_ns = interval_ns(interval, rate, MIN_INTERVAL_NS if self.pid is None else MIN_INTERVAL_OTHER_NS)
@@ -233,7 +243,7 @@ class Profiler:
         self.lines, self.native = bool(lines), bool(native)
         self.max_depth = max_depth
         self._s = _native.Sampler(self.interval_ns, max_depth, max_threads, mode, lines=self.lines,
-                                  native=self.native)
+                                  native=self.native, blocking=self.blocking)
         self._s.set_history(self.cycle_ns, self.maxlen or 0, self.omit)
         self._names = {}
         self._anchor, self._follow, self._ignore = None, (), ()

@@ -30,7 +30,7 @@
 
 static sw_sample_code mk(const char *name)
 {
-    return (sw_sample_code){0, name, "f", (uint32_t)strlen(name), 1, 1, SW_NO_ID};
+    return (sw_sample_code){0, name, "f", (uint32_t)strlen(name), 1, 1, SW_NO_ID, NULL};
 }
 
 /* The merged stack as "a,b,c" (leaf first). */
@@ -42,6 +42,15 @@ static void merged_names(sw_sample_code **out, long n, char *buf, size_t len)
         if (i + 1 < n)
             strncat(buf, ",", len - strlen(buf) - 1);
     }
+}
+
+/* sw_merge_native without the native frames' lines and pcs. */
+static long merge(sw_sample_code **nat, const unsigned char *nat_eval, uint32_t nn, int truncated, sw_sample_code **py,
+                  const int32_t *py_lines, const unsigned char *py_end, uint32_t np, sw_sample_code **out,
+                  int32_t *out_lines, uint32_t cap)
+{
+    sw_native_frames n = {nat, nat_eval, NULL, NULL, nn, truncated};
+    return sw_merge_native(&n, py, py_lines, py_end, np, out, out_lines, NULL, cap);
 }
 
 TEST(merge_from_root_and_leaf)
@@ -57,42 +66,52 @@ TEST(merge_from_root_and_leaf)
     int32_t py_lines[] = {10, 20, 30}, lines[16];
     sw_sample_code *out[16];
     char buf[256];
-    long n = sw_merge_native(nat, nat_eval, 6, 0, py, py_lines, py_end, 3, out, lines, 16);
+    long n = merge(nat, nat_eval, 6, 0, py, py_lines, py_end, 3, out, lines, 16);
     merged_names(out, n, buf, sizeof buf);
     CHECK_EQ_STR(buf, "leaf,call,f,mid,g,h,main");
     CHECK(n == 7 && lines[2] == 10 && lines[4] == 20 && lines[5] == 30 && lines[0] == 0 && lines[6] == 0);
-    n = sw_merge_native(nat, nat_eval, 6, 1, py, py_lines, py_end, 3, out, NULL, 16);
+    /* The native frames' own lines and pcs go with them (0 for Python's),
+     * from the root and from the leaf alike. */
+    int32_t nat_lines[] = {1, 2, 3, 4, 5, 6};
+    uint64_t nat_pcs[] = {0x10, 0x20, 0x30, 0x40, 0x50, 0x60}, pcs[16];
+    for (int tr = 0; tr < 2; tr++) {
+        n = sw_merge_native(&(sw_native_frames){nat, nat_eval, nat_lines, nat_pcs, 6, tr}, py, py_lines, py_end, 3,
+                            out, lines, pcs, 16);
+        CHECK(n == 7 && lines[0] == 1 && lines[1] == 2 && lines[2] == 10 && lines[3] == 4 && lines[6] == 6);
+        CHECK(pcs[0] == 0x10 && pcs[1] == 0x20 && pcs[2] == 0 && pcs[3] == 0x40 && pcs[5] == 0 && pcs[6] == 0x60);
+    }
+    n = merge(nat, nat_eval, 6, 1, py, py_lines, py_end, 3, out, NULL, 16);
     merged_names(out, n, buf, sizeof buf);
     CHECK_EQ_STR(buf, "leaf,call,f,mid,g,h,main");
     /* An extra activation at the leaf (its frame not linked yet): from the
      * root it stays native at the leaf end, the groups keep their places. */
     sw_sample_code *nat2[] = {&ev, &call, &ev, &mid, &ev, &main_};
     unsigned char eval2[] = {1, 0, 1, 0, 1, 0};
-    n = sw_merge_native(nat2, eval2, 6, 0, py, NULL, py_end, 3, out, NULL, 16);
+    n = merge(nat2, eval2, 6, 0, py, NULL, py_end, 3, out, NULL, 16);
     merged_names(out, n, buf, sizeof buf);
     CHECK_EQ_STR(buf, "EVAL,call,f,mid,g,h,main");
     /* From the leaf (truncated native stack) the pairing shifts instead. */
-    n = sw_merge_native(nat2, eval2, 6, 1, py, NULL, py_end, 3, out, NULL, 16);
+    n = merge(nat2, eval2, 6, 1, py, NULL, py_end, 3, out, NULL, 16);
     merged_names(out, n, buf, sizeof buf);
     CHECK_EQ_STR(buf, "f,call,g,h,mid,EVAL,main");
     /* Fewer activations than groups: the Python frames left over go to the
      * leaf end (from the root) or the root end (from the leaf). */
     sw_sample_code *nat3[] = {&leaf, &ev, &main_};
     unsigned char eval3[] = {0, 1, 0};
-    n = sw_merge_native(nat3, eval3, 3, 0, py, NULL, py_end, 3, out, NULL, 16);
+    n = merge(nat3, eval3, 3, 0, py, NULL, py_end, 3, out, NULL, 16);
     merged_names(out, n, buf, sizeof buf);
     CHECK_EQ_STR(buf, "f,leaf,g,h,main");
-    n = sw_merge_native(nat3, eval3, 3, 1, py, NULL, py_end, 3, out, NULL, 16);
+    n = merge(nat3, eval3, 3, 1, py, NULL, py_end, 3, out, NULL, 16);
     merged_names(out, n, buf, sizeof buf);
     CHECK_EQ_STR(buf, "leaf,f,main,g,h");
     /* No Python frames, no native frames, too small an output. */
-    n = sw_merge_native(nat, nat_eval, 6, 0, py, NULL, py_end, 0, out, NULL, 16);
+    n = merge(nat, nat_eval, 6, 0, py, NULL, py_end, 0, out, NULL, 16);
     merged_names(out, n, buf, sizeof buf);
     CHECK_EQ_STR(buf, "leaf,call,EVAL,mid,EVAL,main");
-    n = sw_merge_native(nat, nat_eval, 0, 0, py, NULL, py_end, 3, out, NULL, 16);
+    n = merge(nat, nat_eval, 0, 0, py, NULL, py_end, 3, out, NULL, 16);
     merged_names(out, n, buf, sizeof buf);
     CHECK_EQ_STR(buf, "f,g,h");
-    CHECK_EQ_I64(sw_merge_native(nat, nat_eval, 6, 0, py, NULL, py_end, 3, out, NULL, 8), SW_EARG);
+    CHECK_EQ_I64(merge(nat, nat_eval, 6, 0, py, NULL, py_end, 3, out, NULL, 8), SW_EARG);
 }
 
 /* ---- symbols ---- */

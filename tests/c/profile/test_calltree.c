@@ -314,20 +314,20 @@ TEST(speedscope_is_valid_json_with_weights)
 
 static sw_sample_code code(uint64_t addr, const char *name)
 {
-    return (sw_sample_code){addr, name, "f.py", (uint32_t)strlen(name), 4, (int32_t)addr, SW_NO_ID};
+    return (sw_sample_code){addr, name, "f.py", (uint32_t)strlen(name), 4, (int32_t)addr, SW_NO_ID, NULL};
 }
 
 static void feed(sw_profile *p, uint64_t tid, sw_sample_code **leaf_first, uint32_t depth, uint32_t flags,
                  uint64_t weight)
 {
-    sw_sample s = {tid, 0, 1000, weight, depth, flags, leaf_first, SW_STATE_UNKNOWN, SW_NO_CPU, NULL, NULL};
+    sw_sample s = {tid, 0, 1000, weight, depth, flags, leaf_first, SW_STATE_UNKNOWN, SW_NO_CPU, NULL, NULL, NULL};
     sw_profile_sink(p, &s);
 }
 
 static void feed_state(sw_profile *p, uint64_t tid, sw_sample_code **leaf_first, uint32_t depth, uint32_t flags,
                        uint64_t weight, uint32_t state, uint64_t cpu)
 {
-    sw_sample s = {tid, 0, 1000, weight, depth, flags, leaf_first, state, cpu, NULL, NULL};
+    sw_sample s = {tid, 0, 1000, weight, depth, flags, leaf_first, state, cpu, NULL, NULL, NULL};
     sw_profile_sink(p, &s);
 }
 

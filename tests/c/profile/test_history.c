@@ -17,12 +17,12 @@
 static sw_sample_code code_in(uint64_t addr, const char *name, const char *file)
 {
     return (sw_sample_code){addr, name, file, (uint32_t)strlen(name), (uint32_t)strlen(file), (int32_t)addr,
-                            SW_NO_ID};
+                            SW_NO_ID, NULL};
 }
 
 static void feed_at(sw_profile *p, uint64_t tid, int64_t t_ns, sw_sample_code **leaf_first, uint32_t depth)
 {
-    sw_sample s = {tid, 0, t_ns, 7, depth, 0, leaf_first, SW_STATE_RUNNING, SW_NO_CPU, NULL, NULL};
+    sw_sample s = {tid, 0, t_ns, 7, depth, 0, leaf_first, SW_STATE_RUNNING, SW_NO_CPU, NULL, NULL, NULL};
     sw_profile_sink(p, &s);
 }
 

@@ -16,7 +16,9 @@ import time
 
 import pytest
 
-from conftest import PROGRAMS, missing, needs_sampler, run
+from conftest import NO_GO, PROGRAMS, missing, needs, needs_sampler, run
+from go_pprof import go_pprof
+from native_ext import NO_BINUTILS, build_extension
 
 pytestmark = [needs_sampler, pytest.mark.versions("3.12", "3.10"),
               pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
@@ -243,3 +245,107 @@ def test_dump_native_names_a_stripped_librarys_static_function(tmp):
     assert ours == ["parked_static_leaf", "parked_enter"], frames
     theirs = [norm(name) for name, _, _ in truth]
     assert theirs[theirs.index("parked_enter") - 1] == "parked_static_leaf", truth
+
+
+SOURCE_TARGET = """
+import sys, threading, time
+sys.path.insert(0, {folder!r})
+import cgraph
+
+def spin():
+    while True:
+        cgraph.fib(20)
+
+def callback():
+    print("ready", flush=True)
+    time.sleep(1000)
+
+threading.Thread(target=spin, daemon=True, name="spinner").start()
+cgraph.run(2, callback)
+"""
+
+
+def addr2line(so, addresses):
+    """[(file, line)] of addr2line for file addresses of so."""
+    out = subprocess.run(["addr2line", "-e", so] + [hex(a) for a in addresses], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.splitlines()
+    return [(os.path.normpath(f), int(n.split()[0])) for f, _, n in (x.rpartition(":") for x in out)]
+
+
+def load_base(pid, so):
+    """Where so is mapped in process pid: the start of its mapping at file
+    offset 0 (its first PT_LOAD, at file address 0)."""
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[5] == so and int(parts[2], 16) == 0:
+                return int(parts[0].split("-")[0], 16)
+    raise AssertionError(f"{so} is not mapped in {pid}")
+
+
+@pytest.mark.versions("3.12")   # (the line tables are the library's, not Python's)
+@needs(NO_BINUTILS)
+@needs(NO_GO)
+def test_native_frames_have_their_source_lines(tmp):
+    """A C extension built with -g (cgraph.c) in a process read from
+    outside: `dump --native --json` gives each of its frames the file and
+    line addr2line gives for the frame's address (its instruction; before
+    a return address, the call), its library beside; the text names them;
+    `record --pid --native` names each of its functions by the file and
+    line addr2line gives for the function's start, in the collapsed stacks,
+    speedscope's frames and pprof's functions (go tool pprof -raw)."""
+    folder, so = build_extension(debug=True)
+    prog = tmp / "target.py"
+    prog.write_text(SOURCE_TARGET.format(folder=folder))
+    p = subprocess.Popen([sys.executable, str(prog)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 30
+        while open(f"/proc/{p.pid}/syscall").read().split(" ", 1)[0] not in SLEEPS:
+            assert time.monotonic() < deadline, "the main thread is not in its sleep"
+            time.sleep(0.01)
+        base = load_base(p.pid, so)
+        r = run(["dump", str(p.pid), "--native", "--json"])
+        text = run(["dump", str(p.pid), "--native"])
+        prof = tmp / "p.swprof"
+        rec = run(["record", "--pid", str(p.pid), "--native", "--duration", "1", "-o", str(prof)])
+    finally:
+        p.kill()
+        p.wait(timeout=30)
+        p.stdout.close()
+    assert r.returncode == 0 and text.returncode == 0 and rec.returncode == 0, r.stderr + text.stderr + rec.stderr
+    ours, addresses = [], []
+    for t in json.loads(r.stdout):
+        for i, f in enumerate(t["frames"]):
+            # (its functions; the stubs of stackwatch's archive have no lines)
+            if f.get("native") and f["library"] == so and f["file"] != so:
+                ours.append((f["function"], os.path.normpath(f["file"]), f["line"]))
+                addresses.append(f["pc"] - base - (i > 0))   # a return address: the call before it
+    assert {"run", "fib"} <= {name for name, _, _ in ours}, r.stdout
+    assert [(f, n) for _, f, n in ours] == addr2line(so, addresses), (ours, r.stdout)
+    assert all(f.endswith("cgraph.c") for _, f, _ in ours), ours
+    run_line = next(n for name, _, n in ours if name == "run")
+    assert re.search(rf'^  Native "{re.escape(so)}" in run \(\S*cgraph\.c:{run_line}\)$', text.stdout, re.M), \
+        text.stdout
+    # The profile's functions: each one's file and first line, addr2line's for its symbol.
+    symbols = {}
+    for line in subprocess.run(["nm", so], capture_output=True, text=True, check=True).stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] in ("fib", "cfib"):
+            symbols[parts[2]] = int(parts[0], 16)
+    theirs = dict(zip(symbols, addr2line(so, symbols.values())))
+    shown = {}
+    for fmt, suffix in (("collapsed", "txt"), ("speedscope", "json"), ("pprof", "pb.gz")):
+        out = tmp / f"p.{suffix}"
+        e = run(["export", str(prof), "--format", fmt, "-o", str(out)])
+        assert e.returncode == 0, e.stderr
+        if fmt == "collapsed":
+            rows = re.findall(r"(?:^|;)(c?fib) \[native\] \((\S+):(\d+)\)", out.read_text(), re.M)
+        elif fmt == "speedscope":
+            rows = [(f["name"][:-len(" [native]")], f["file"], f["line"])
+                    for f in json.loads(out.read_text())["shared"]["frames"] if f["name"] in ("fib [native]",
+                                                                                              "cfib [native]")]
+        else:
+            rows = re.findall(r" (c?fib) \[native\] (\S+):\d+ s=(\d+)", go_pprof("-raw", out))
+        shown[fmt] = {n: (os.path.normpath(f), int(line)) for n, f, line in rows}
+    assert shown == {fmt: theirs for fmt in shown}, (shown, theirs, rec.stderr)

@@ -23,7 +23,7 @@ from collections import Counter
 import pytest
 
 from conftest import missing, needs, run, run_traced
-from test_native_frames import build_extension
+from native_ext import build_extension
 
 # The consumer is the same C on every Python; one version runs it.
 pytestmark = pytest.mark.versions("3.12")

@@ -8,50 +8,20 @@ named from .symtab, the frames a longjmp left closed at the next return
 below them, a Python callback nested inside. Without stackwatch the
 extension runs unchanged. One Python: nothing here depends on the
 version."""
-import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
-import sysconfig
 from collections import Counter
 
 import pytest
 
-from conftest import (NO_GO, PROGRAMS, built_once, missing, needs, needs_kernel_tracepoint, perfetto_timeline, run,
-                      thread_pos)
+from conftest import NO_GO, missing, needs, needs_kernel_tracepoint, perfetto_timeline, run, thread_pos
 from go_pprof import GO, go_pprof
+from native_ext import NO_BINUTILS, build_extension
 from test_export_ctf import NO_BABELTRACE, field, read_ctf
 
 pytestmark = pytest.mark.versions("3.12")   # the runtime does not depend on the Python version
-
-SOURCE = os.path.join(PROGRAMS, "native")
-
-
-def build_extension(debug=False):
-    """The folder holding cgraph (built with stackwatch's flags, and -g
-    when debug) and driver.py, and cgraph's path."""
-    flags = run(["config", "--cflags", "--ldflags"])
-    assert flags.returncode == 0, flags.stderr
-    text = b""   # what the build reads: the sources and the stubs' archive
-    for source in [os.path.join(SOURCE, "cgraph.c"), os.path.join(SOURCE, "driver.py")] + \
-            [w for w in flags.stdout.split() if w.endswith(".a")]:
-        with open(source, "rb") as f:
-            text += f.read()
-    name = "cgraph" + sysconfig.get_config_var("EXT_SUFFIX")
-
-    def build(tmp, cc):
-        subprocess.run([cc, "-shared", "-fPIC", "-O0", *(["-g"] if debug else []),
-                        "-I" + sysconfig.get_paths()["include"],
-                        os.path.join(SOURCE, "cgraph.c"), *flags.stdout.split(), "-o", name],
-                       cwd=tmp, check=True, capture_output=True)
-        shutil.copy(os.path.join(SOURCE, "driver.py"), tmp)
-
-    folder = built_once("native-g" if debug else "native",
-                        hashlib.sha256(text + flags.stdout.encode()).hexdigest()[:12], build)
-    return folder, os.path.join(folder, name)
-
 
 def expected(n, left_out=()):
     """cgraph.run(n)'s call graph under main(): ("call", depth, name) and
@@ -143,10 +113,6 @@ def test_native_frames_only_while_a_trace_runs(tmp_path):
             calls[name] = calls.get(name, 0) + 1
     assert calls == {"run [native]": 1, "walk [native]": 1, "branch [native]": 3, "leaf [native]": 6,
                      "jumper [native]": 1, "dive [native]": 4}, calls
-
-
-NO_BINUTILS = None if shutil.which("addr2line") and shutil.which("nm") else (
-    "addr2line / nm are not installed (Debian package binutils)")
 
 
 @needs(NO_BINUTILS)

@@ -4,7 +4,8 @@ stack must be a stack the exact tracer had open at some instant of the
 sample's read: a sampler that shows a stack the program never had (a
 generator without its callers, two instants mixed) is wrong. Its programs:
 tests/programs/gen_shapes.py, pyflakes, tests/programs/greenlet_switches.py,
-tests/programs/fresh_codes.py, tests/programs/entered_from_c.py and toolz's
+tests/programs/fresh_codes.py, tests/programs/entered_from_c.py,
+tests/programs/slot_reuse.py and toolz's
 test suite.
 
 The rule, exactly:
@@ -259,10 +260,10 @@ def test_generators_coroutines_threads_exceptions(tmp_path):
 @pytest.mark.timing
 def test_parked_ahead_of_the_walk(tmp_path):
     """The same program with every sample of the thread holding the GIL
-    taken parked before any walk (STACKWATCH_TEST_PARK_AHEAD=1: what a
-    thread whose walks keep tearing gets, pystack.c "Parking ahead"; its
-    reads guessed from the thread's last walk, its code objects' headers
-    from its last parked one): every sample is still a stack the trace had
+    taken parked before any walk (STACKWATCH_TEST_PARK_AHEAD=1: the parked
+    walk's path, otherwise taken only after a walk found torn; its reads
+    guessed from the thread's last walk, its code objects' headers from
+    its last parked one): every sample is still a stack the trace had
     open."""
     path = run_sampled(tmp_path, [str(PROGRAMS / "gen_shapes.py"), "5", "3"], "ahead",
                        env={"STACKWATCH_TEST_PARK_AHEAD": "1"})
@@ -295,6 +296,34 @@ def test_code_objects_freed_and_made_again(tmp_path):
     files = {f.filename for s in Trace(path).samples() for f in s.stack}
     assert any(f.startswith("<compiled ") or os.path.basename(f).startswith("fresh_") for f in files), \
         sorted(files)[:20]
+
+
+@pytest.mark.timing
+@pytest.mark.versions("3.11")
+def test_a_slot_reused_by_the_next_call(tmp_path):
+    """A loop calling g (which calls h), then f, at one slot
+    (tests/programs/slot_reuse.py): a walk that reads the thread state
+    while h runs and the frames once f took g's slot finds h above f, h's
+    dead frame still linked to the slot, and the check after it may tear
+    the same way (f at the same instruction). Before the check compared
+    the callers' frames whole, about 1 sample in 4,000 was f calling h
+    (3.11; the check is 3.11+'s, whose frames the other programs above
+    exercise on 3.12 and 3.13). The check now also reads the thread state
+    again at the end of its read; with a core kept busy this program still
+    showed f calling h once in 30 runs (about 60,000 samples; before: in 5
+    of 46 runs, some with a core busy): a round of its loop made whole within the check's one
+    system call (the sampler preempted inside it?) is not told. Such a
+    sample is reported as an expected failure, not a pass, until that gap
+    is closed (issue 20); the rest is asserted."""
+    path = run_sampled(tmp_path, [str(PROGRAMS / "slot_reuse.py"), "10", "100000"], "slots", interval="50us")
+    checked, differ, skipped = compare(path)
+    report("slot_reuse", checked, differ, skipped)
+    assert checked >= 1000
+    leaves = {s.stack[-1].name for s in Trace(path).samples() if s.stack}
+    assert {"f", "h"} <= leaves, leaves
+    if differ:
+        pytest.xfail(f"{len(differ)} of {checked} samples differ: a torn walk the check did not tell "
+                     "(test_a_slot_reused_by_the_next_call's docstring)")
 
 
 @pytest.mark.timing
@@ -354,21 +383,18 @@ def pyflakes_target():
 # with importlib.invalidate_caches() (3.13) were kept whose shim had
 # changed by the check (none of them gave a differing sample: the lone
 # frame itself was not reproduced). Now those frames are read again
-# (pystack.c still_whole; test_frames_entered_from_c), and the mark is off
-# there: 0 samples differing in 30 runs each of both tests on 3.12 and
-# 3.13 (half of them with a core busy). It stays on 3.9-3.11: once in
-# make test on 3.11, in toolz's suite under pytest, a sample with
-# safe_getattr where the trace had FixtureManager._check_for_wrapped_
-# fixture, the frame its caller called next (a torn walk the checks did
-# not see; not found yet).
-LONE_FRAME_ENTERED_FROM_C = pytest.mark.xfail(
-    sys.version_info < (3, 12), strict=False,
-    reason="rarely a sampled stack differs from the trace before 3.12: a torn walk unseen (3.11); "
-           "see LONE_FRAME_ENTERED_FROM_C")
+# (pystack.c still_whole; test_frames_entered_from_c): 0 samples differing
+# in 30 runs each of both tests on 3.12 and 3.13 (half of them with a core
+# busy). And once in make test on 3.11, in toolz's suite under pytest, a
+# sample had safe_getattr where the trace had FixtureManager._check_for_
+# wrapped_fixture: a slot reused by the next call, torn the same way in
+# both reads of the walk's check (test_a_slot_reused_by_the_next_call):
+# 0 differing in 92 runs of both tests on 3.11 and 20 on 3.9 and 3.10
+# after the fix, half with a core busy. So neither test carries an xfail
+# any more.
 
 
 @pytest.mark.timing
-@LONE_FRAME_ENTERED_FROM_C
 def test_pyflakes_on_a_source_tree(tmp_path):
     """A real program from PyPI, run with -m (runpy's frames outermost in
     the samples, none in the trace)."""
@@ -410,7 +436,6 @@ TOOLZ_TESTS = ["test_dicttoolz.py"]
 
 
 @pytest.mark.timing
-@LONE_FRAME_ENTERED_FROM_C
 def test_a_real_test_suite(tmp_path):
     """A real test suite from PyPI under pytest (-m): toolz's, copied out
     beside a pytest.ini of its own (not stackwatch's pyproject.toml), and

@@ -1,0 +1,43 @@
+"""A loop that calls g (which calls h) and then f, at one slot of the
+thread's frame stack: f's frame takes the place g's had, and h's dead frame
+stays above it, still linked to that slot. h and f each spend their time in
+one C call (sum), so a walk that reads the thread state while h runs and
+the frames after f was called finds h "called by" f, a stack the program
+never had, and a second read may tear the same way (f at the same
+instruction). Sampled and traced by tests/py/tracer/test_sample_vs_trace.py,
+which asks every sample to be a stack the trace had open (before the check
+compared the callers' frames whole: about 1 sample in 4,000 on 3.11).
+
+    python slot_reuse.py [DEPTH [ROUNDS]]
+"""
+import sys
+
+R = range(100)
+
+
+def h():
+    return sum(R)
+
+
+def g():
+    return h()
+
+
+def f():
+    return sum(R)
+
+
+def loop(n):
+    t = 0
+    for _ in range(n):
+        g()
+        t += f()
+    return t
+
+
+def down(k, n):
+    return down(k - 1, n) if k else loop(n)
+
+
+if __name__ == "__main__":
+    down(int(sys.argv[1]) if len(sys.argv) > 1 else 10, int(sys.argv[2]) if len(sys.argv) > 2 else 100000)
