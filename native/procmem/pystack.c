@@ -913,6 +913,18 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     const uint32_t cs = r->l.code_size;
     const uint64_t round = r->st.rounds;
     uint32_t k = 0;
+    /* A module's code object last seen with other globals is another
+     * module's: its strings are read again, not confirmed by pointers
+     * (sw_codecache_distrust; modules only: a closure's code runs with a
+     * new function object at each call, 3.11+, and that costs no reads). */
+    for (uint32_t i = 0; r->code_globals && i < n; i++) {
+        const uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
+        const sw_sample_code *e;
+        if (g[0] == r->code_addrs[i] && g[1] != r->globals[i] &&
+            (e = sw_codecache_find(r->codes, r->code_addrs[i])) != NULL && e->name_len == 8 &&
+            memcmp(e->name, "<module>", 8) == 0)
+            sw_codecache_distrust(r->codes, r->code_addrs[i]);
+    }
     if (r->codes_read) {
         /* Read with the check after the walk, while their frames were
          * seen alive (so holding them): each entry confirmed, none trusted
