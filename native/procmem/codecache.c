@@ -130,6 +130,15 @@ sw_sample_code *sw_codecache_find(sw_codecache *c, uint64_t addr)
     return e ? &e->info : NULL;
 }
 
+void sw_codecache_distrust(sw_codecache *c, uint64_t addr)
+{
+    entry *e = find(c, addr);
+    if (e)
+        e->name_ptr = e->qualname_ptr = e->filename_ptr = 0;   /* no header confirms it: read again */
+    if (e)
+        e->stamp = 0;   /* (nor the counter) */
+}
+
 sw_sample_code *sw_codecache_fresh(sw_codecache *c, uint64_t addr, uint64_t round, uint32_t ttl)
 {
     entry *e = find(c, addr);

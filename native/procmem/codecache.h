@@ -45,6 +45,15 @@ sw_sample_code *sw_codecache_find(sw_codecache *c, uint64_t addr);
 sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout *l, uint64_t addr,
                                const unsigned char *hdr, uint64_t round);
 
+/* Makes the entry for addr (if any) confirmable only by reading its
+ * strings again: a code object run with other globals than before is
+ * likely a new one at the address (a module's code: freed once the module
+ * is imported), whose name, qualname, filename and line table objects may
+ * have been allocated where the old one's were (the allocator reuses
+ * freed blocks in order), so that a header equal pointer for pointer
+ * would keep the old strings. */
+void sw_codecache_distrust(sw_codecache *c, uint64_t addr);
+
 /* 1 if the entry for addr is confirmed by hdr, the first l->code_size
  * bytes of the code object there as just read (the header of the code
  * object the entry was made from, or of one just like it); else 0. Reads

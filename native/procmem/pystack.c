@@ -67,10 +67,10 @@ struct sw_pystack {
     uint64_t interp;
     sw_codecache *codes;
     uint64_t *code_addrs;          /* [max_depth] this stack's code objects, leaf first */
-    uint64_t *globals;             /* [max_depth] before 3.11 (make_reader): their frames' globals
-                                      (3.11+ would mix in their function objects) */
-    uint64_t *code_globals;        /* [2 * GLOBALS_SLOTS] before 3.11: (code object, the
-                                      globals its last frame seen ran with) */
+    uint64_t *globals;             /* [max_depth] with frame_globals: their frames' globals
+                                      (3.11+: mixed with their function objects) */
+    uint64_t *code_globals;        /* [2 * GLOBALS_SLOTS] with frame_globals: (code object,
+                                      the globals its last frame seen ran with) */
     uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
     uint64_t *kept_addrs;          /* [max_depth] with limits.frame_addrs: the frames kept
                                       (shims left out), parallel to code_addrs */
@@ -205,10 +205,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     size_t d = lim->max_depth;
     r->codes = sw_codecache_new(lim->max_codes);
     r->code_addrs = malloc(d * sizeof *r->code_addrs);
-    /* The frames' globals only serve resolve_codes' trust of a recent
-     * entry, which 3.11+ never takes: every walk there is checked after
-     * (still_whole, walk_parked, or read stopped), its code objects with it. */
-    const int keep_globals = l->frame_globals != SW_NO_OFFSET && l->frames_kind == SW_FRAMES_OBJECTS;
+    const int keep_globals = l->frame_globals != SW_NO_OFFSET;
     if (keep_globals) {
         r->globals = malloc(d * sizeof *r->globals);
         r->code_globals = calloc(2 * GLOBALS_SLOTS, sizeof *r->code_globals);
@@ -975,6 +972,18 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     const uint32_t cs = r->l.code_size;
     const uint64_t round = r->st.rounds;
     uint32_t k = 0;
+    /* A module's code object last seen with other globals is another
+     * module's: its strings are read again, not confirmed by pointers
+     * (sw_codecache_distrust; modules only: a closure's code runs with a
+     * new function object at each call, 3.11+, and that costs no reads). */
+    for (uint32_t i = 0; r->code_globals && i < n; i++) {
+        const uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
+        const sw_sample_code *e;
+        if (g[0] == r->code_addrs[i] && g[1] != r->globals[i] &&
+            (e = sw_codecache_find(r->codes, r->code_addrs[i])) != NULL && e->name_len == 8 &&
+            memcmp(e->name, "<module>", 8) == 0)
+            sw_codecache_distrust(r->codes, r->code_addrs[i]);
+    }
     if (r->codes_checked) {
         /* Read with the check after the walk, while their frames were
          * seen alive (so holding them): each entry confirmed, none trusted
