@@ -340,7 +340,7 @@ def test_frames_entered_from_c(tmp_path):
     alone, without its callers (pystack.c still_whole reads such frames
     again). (The lone frame was not reproduced here before that fix: the
     test guards the shape, its samples checked against the trace.)"""
-    path = run_sampled(tmp_path, [str(PROGRAMS / "entered_from_c.py"), "600"], "from_c", interval="50us")
+    path = run_sampled(tmp_path, [str(PROGRAMS / "entered_from_c.py"), "2400"], "from_c", interval="50us")
     checked, differ, skipped = compare(path)
     report("entered_from_c", checked, differ, skipped)
     assert not differ
