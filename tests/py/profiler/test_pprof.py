@@ -106,6 +106,7 @@ def test_functions_match_the_tree(profiled):
 @needs_go
 @pytest.mark.timing
 @pytest.mark.slow
+@pytest.mark.versions("3.12")   # (the pprof writer: the same on every version)
 def test_shares_in_go_pprof_match_ground_truth(tmp_path):
     """The 60/30/10 workload for 1.5 s: the wall time `go tool pprof` reads
     from the file for each function is the profile's, to the nanosecond, and

@@ -250,6 +250,7 @@ def profile_program(tmp_path, *extra, output="prog.html"):
 @needs_sampler
 @pytest.mark.timing
 @pytest.mark.slow
+@pytest.mark.versions("3.12")   # (the HTML writer: the same on every version)
 def test_cli_html_by_suffix_and_by_format(tmp_path):
     path, samples = profile_program(tmp_path)
     assert path == str(tmp_path / "prog.html")

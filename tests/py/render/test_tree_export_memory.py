@@ -14,6 +14,8 @@ import sys
 import pytest
 
 from conftest import run
+
+pytestmark = pytest.mark.versions("3.12")   # the exports of a tree: the same on every version
 from stackwatch import _native
 from stackwatch.render import flamegraph, formats, functions
 from stackwatch.tracer.tracefile import Trace
