@@ -35,6 +35,9 @@ for job in "${queue[@]}"; do
 done
 mapfile -t lanes < <(python3 scripts/plan-lanes.py "$jobs_max" "${planned[@]}")
 
+# The lines of a job's log that name what failed (pytest's, the C tests').
+failures_of() { grep -E '^(FAILED|ERROR|  FAIL)' "$logs/$1.log"; }
+
 run_job() {
   local job="$1" log="$logs/$1.log" t0=$SECONDS rc
   if [ "$job" = c ]; then
@@ -53,7 +56,7 @@ run_job() {
     echo "== $job: ok in $((SECONDS - t0))s: ${line:-$(tail -n 1 "$log")}"
   else
     echo "== $job: FAILED (status $rc) in $((SECONDS - t0))s; end of $log:"
-    grep -E '^(FAILED|ERROR|  FAIL)' "$log" | head -40
+    failures_of "$job" | head -40
     tail -n 25 "$log"
   fi
 }
@@ -65,10 +68,10 @@ for lane in "${lanes[@]}"; do
 done
 wait
 
-failed=0; passed_py=0; failed_py=0; skipped_py=0; tested=0
+failed=0; passed_py=0; failed_py=0; skipped_py=0; tested=0; failed_jobs=()
 for job in "${queue[@]}"; do
   rc="$(cat "$logs/$job.rc" 2>/dev/null || echo 1)"
-  [ "$rc" -eq 0 ] || failed=1
+  [ "$rc" -eq 0 ] || { failed=1; failed_jobs+=("$job"); }
   if [ "$job" != c ]; then
     line="$(grep -E '^python: ' "$logs/$job.log" | tail -n 1)"
     n() { grep -oE "[0-9]+ $1" <<<"$line" | grep -oE '[0-9]+' || echo 0; }
@@ -77,11 +80,9 @@ for job in "${queue[@]}"; do
   fi
 done
 # What failed, named again at the very end (CI shows only the output's tail).
-for job in "${queue[@]}"; do
-  rc="$(cat "$logs/$job.rc" 2>/dev/null || echo 1)"
-  [ "$rc" -eq 0 ] && continue
+for job in "${failed_jobs[@]}"; do
   echo "== $job failed:"
-  grep -E '^(FAILED|ERROR|  FAIL)' "$logs/$job.log" | cut -c1-1500 | head -20
+  failures_of "$job" | cut -c1-1500 | head -20
 done
 echo "== C: $(grep -E '^[0-9]+ passed, ' "$logs/c.log" | tail -n 1)"
 echo "== Python ($tested versions): $passed_py passed, $failed_py failed, $skipped_py skipped"
