@@ -455,7 +455,7 @@ def _blocked_in(table, key, what, call, *args):
     a TASK_WOKEN of the thread's own: by key's end if key is a thread that
     ended (before this thread was listed), else by itself (it gave up: a
     timeout), so that every block has its wake."""
-    me = None
+    me = t_block = None
     try:
         if what is not None:
             me = threading_get_native_id()
@@ -467,7 +467,8 @@ def _blocked_in(table, key, what, call, *args):
     try:
         return call(*args)
     finally:
-        if me is not None and _forget(table, id(key), me):
+        # (no block recorded, no wake of its own)
+        if me is not None and _forget(table, id(key), me) and t_block is not None:
             try:
                 native_id, task, t = _ended.get(key) or (me, _hooks.task_running(), 0)
                 # (a wake at the block's time at the earliest, ago 0 for a timeout)
