@@ -945,6 +945,30 @@ static uint32_t globals_slot(uint64_t code)
     return (uint32_t)((code >> 4) ^ (code >> 17)) & (GLOBALS_SLOTS - 1);
 }
 
+/* What frame i's code object was last seen run with: the same globals
+ * (3.11+: and function object) as frame i's, other ones, or unknown (its
+ * slot holds another code object's, or no slots are kept). */
+enum { GLOBALS_SAME, GLOBALS_OTHER, GLOBALS_UNKNOWN };
+static int globals_seen(const sw_pystack *r, uint32_t i)
+{
+    if (!r->code_globals)
+        return GLOBALS_UNKNOWN;
+    const uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
+    return g[0] != r->code_addrs[i] ? GLOBALS_UNKNOWN : g[1] == r->globals[i] ? GLOBALS_SAME : GLOBALS_OTHER;
+}
+
+/* A module's code object last seen with other globals is another
+ * module's: its strings are read again, not confirmed by pointers
+ * (sw_codecache_distrust; modules only: a closure's code runs with a new
+ * function object at each call, 3.11+, and that costs no reads). */
+static void distrust_other_module(sw_pystack *r, uint32_t i, int seen)
+{
+    const sw_sample_code *e;
+    if (seen == GLOBALS_OTHER && (e = sw_codecache_find(r->codes, r->code_addrs[i])) != NULL &&
+        e->name_len == 8 && memcmp(e->name, "<module>", 8) == 0)
+        sw_codecache_distrust(r->codes, r->code_addrs[i]);
+}
+
 /* Notes the globals each frame of the walk ran its code with. */
 static void remember_globals(sw_pystack *r, uint32_t n)
 {
@@ -972,19 +996,9 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     const uint32_t cs = r->l.code_size;
     const uint64_t round = r->st.rounds;
     uint32_t k = 0;
-    /* A module's code object last seen with other globals is another
-     * module's: its strings are read again, not confirmed by pointers
-     * (sw_codecache_distrust; modules only: a closure's code runs with a
-     * new function object at each call, 3.11+, and that costs no reads). */
-    for (uint32_t i = 0; r->code_globals && i < n; i++) {
-        const uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
-        const sw_sample_code *e;
-        if (g[0] == r->code_addrs[i] && g[1] != r->globals[i] &&
-            (e = sw_codecache_find(r->codes, r->code_addrs[i])) != NULL && e->name_len == 8 &&
-            memcmp(e->name, "<module>", 8) == 0)
-            sw_codecache_distrust(r->codes, r->code_addrs[i]);
-    }
     if (r->codes_checked) {
+        for (uint32_t i = 0; r->code_globals && i < n; i++)
+            distrust_other_module(r, i, globals_seen(r, i));
         /* Read with the check after the walk, while their frames were
          * seen alive (so holding them): each entry confirmed, none trusted
          * on its age; and stamped with the counter read before that
@@ -1004,12 +1018,11 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         return 0;
     }
     for (uint32_t i = 0; i < n; i++) {
+        int seen = globals_seen(r, i);
+        distrust_other_module(r, i, seen);
         r->frames[i] = sw_codecache_fresh(r->codes, r->code_addrs[i], round, r->lim.code_ttl);
-        if (r->frames[i] && r->code_globals) {
-            const uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
-            if (g[0] != r->code_addrs[i] || g[1] != r->globals[i])
-                r->frames[i] = NULL;
-        }
+        if (r->frames[i] && r->code_globals && seen != GLOBALS_SAME)
+            r->frames[i] = NULL;
         if (r->frames[i] || (k && r->reqs[k - 1].addr == r->code_addrs[i]))
             continue;
         r->reqs[k] = (sw_mem_req){r->code_addrs[i], r->code_hdrs + (size_t)k * cs, cs, 0};
