@@ -12,6 +12,7 @@ import pytest
 
 from conftest import chrome_slices, perfetto_timeline, run_traced, write
 from stackwatch import Trace
+from stackwatch.tracer.task_events import read_task_events
 
 # The program logs, per greenlet, the calls and returns of its own
 # functions; worker_a and worker_b switch to each other from inside
@@ -249,8 +250,10 @@ def test_task_events_with_a_handler_too(tmp_path):
 
 
 GEVENT_PROGRAM = r'''
-import json, sys
-import gevent, greenlet
+import json, os, sys
+if sys.argv[2:] == ["pure"]:   # gevent's pure-Python hub: its switches are greenlet.switch() called from Python
+    os.environ["PURE_PYTHON"] = "1"
+import gevent, gevent.event, greenlet
 
 log = {}
 
@@ -273,26 +276,52 @@ def main():
     jobs = [gevent.spawn(outer, i) for i in range(5)]
     gevent.joinall(jobs)
 
+def handoff():
+    """A value handed over by gevent's hub (AsyncResult's waiter is
+    switched to with it): the hub's switch, no message."""
+    result = gevent.event.AsyncResult()
+    waiter = gevent.spawn(result.get)
+    gevent.sleep(0)
+    result.set("handed over")
+    assert waiter.get() == "handed over"
+
 sys.setprofile(prof)
 main()
+handoff()
 sys.setprofile(None)
+assert gevent.__file__ and (sys.argv[2:] != ["pure"]) == (type(gevent.hub.Hub.switch).__name__ != "function")
 open(sys.argv[1], "w").write(json.dumps(log))
 '''
 
 
-@pytest.mark.skipif(sys.version_info < (3, 10), reason="gevent has no wheel for 3.9 in the package index here")
-def test_gevent_greenlets_each_on_their_own_task(tmp_path):
-    """gevent (from PyPI): five greenlets that sleep inside nested calls,
-    switched by gevent's hub; each one's calls and returns, on its own
-    track, equal the program's own log of that greenlet."""
+def _need_gevent():
     try:
         import gevent  # noqa: F401
     except ImportError:
         if os.environ.get("CI") == "true":
             pytest.fail("gevent is not installed (scripts/venv.sh installs it)")
         pytest.skip("gevent is not installed (scripts/venv.sh installs it)")
+
+
+def _no_messages(swt):
+    """The switches inside gevent's hub (a value handed to a waiter among
+    them) are switches only: no send, no receive."""
+    doc = read_task_events(swt)
+    kinds = [e["kind"] for e in doc["events"]]
+    assert kinds.count("switch") > 20 and "send" not in kinds and "receive" not in kinds
+    assert len([t for t in doc["tasks"] if t["kind"] == "greenlet"]) == 7   # the hub, 5 outers, the waiter
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="gevent has no wheel for 3.9 in the package index here")
+def test_gevent_greenlets_each_on_their_own_task(tmp_path):
+    """gevent (from PyPI): five greenlets that sleep inside nested calls,
+    switched by gevent's hub; each one's calls and returns, on its own
+    track, equal the program's own log of that greenlet; the hub's
+    switches carry no message."""
+    _need_gevent()
     truth_path = tmp_path / "truth.json"
     swt, _ = run_traced(tmp_path, GEVENT_PROGRAM, "--events", "tasks", args=(str(truth_path),))
+    _no_messages(swt)
     truth = json.loads(truth_path.read_text())
     t = Trace(swt)
     _check_nesting(t)
@@ -309,5 +338,14 @@ def test_gevent_greenlets_each_on_their_own_task(tmp_path):
         if seq:
             got.append(json.dumps(seq))
     # (before 3.12 a list comprehension is a function of its own: left out)
-    want = [json.dumps([list(x) for x in v if x[1] in own]) for v in truth.values()]
+    want = [json.dumps([list(x) for x in v if x[1] in own]) for v in truth.values() if any(x[1] in own for x in v)]
     assert len(want) == 6 and sorted(got) == sorted(want)
+
+
+@pytest.mark.versions("3.12")
+def test_gevent_pure_python_hub_switches_carry_no_message(tmp_path):
+    """gevent's pure-Python hub calls greenlet.switch() from Python, with
+    the values it hands over: still switches only."""
+    _need_gevent()
+    swt, _ = run_traced(tmp_path, GEVENT_PROGRAM, "--events", "tasks", args=(str(tmp_path / "truth.json"), "pure"))
+    _no_messages(swt)
