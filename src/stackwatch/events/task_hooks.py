@@ -416,7 +416,10 @@ def _thread_set_native_id(orig):
             start = _starts.pop(self, None)
             if start is not None:
                 creator, native_id, where = start
-                _event("task_create", creator, 3, native_id, self.name, None, where)
+                given = _names.get(self) if _names else None   # (stackwatch.name() before it started)
+                _event("task_create", creator, 3, native_id, given[0] if given else self.name, None, where)
+                if given and given[1]:
+                    _event("task_name", 0, 0, self.native_id, given[0], given[1])
         except Exception:
             pass
     return _set_native_id

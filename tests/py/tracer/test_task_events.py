@@ -1102,6 +1102,54 @@ def test_condition_future_and_io_waits_equal_the_programs_log(tmp_path):
             assert block["file"].endswith("prog.py") and wake["t_ns"] >= block["t_ns"]
 
 
+# stackwatch.name() holds what it names weakly: a queue, a lock, a thread,
+# a greenlet and an asyncio task, named and used while task events are
+# recorded, are freed once the program drops them.
+NAMED = r'''
+import asyncio, gc, queue, sys, threading, weakref
+import greenlet, stackwatch
+
+def named_then_dropped():
+    q, lock = queue.Queue(), threading.Lock()
+    t, g = threading.Thread(target=lambda: q.put(1), name="t"), greenlet.greenlet(lambda: lock.acquire())
+    for obj, name in ((q, "the queue"), (lock, "the lock"), (t, "the thread"), (g, "the greenlet")):
+        stackwatch.name(obj, name, group="named")
+    t.start()
+    t.join()
+    q.get()
+    g.switch()
+    lock.release()
+
+    async def main():
+        task = asyncio.get_running_loop().create_task(asyncio.sleep(0))
+        stackwatch.name(task, "the task", group="named")
+        await task
+        return task
+    task = asyncio.run(main())
+    return [weakref.ref(x) for x in (q, lock, t, g, task)]
+
+stackwatch.start(sys.argv[1], events=["tasks"])
+refs = named_then_dropped()
+gc.collect()
+alive = [r() for r in refs if r() is not None]
+stackwatch.stop()
+assert not alive, alive
+from stackwatch.events import task_hooks
+assert not task_hooks._names, dict(task_hooks._names)
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_names_are_weakly_held(tmp_path):
+    prog = write(tmp_path / "p.py", NAMED)
+    r = subprocess.run([sys.executable, prog, str(tmp_path / "t.swt")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    doc = read_task_events(str(tmp_path / "t.swt"))
+    named = {t["name"] for t in doc["tasks"] if t["group"] == "named"}
+    assert named == {"the thread", "the greenlet", "the task"}, named   # (the names were used)
+    assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"the queue"}
+
+
 @pytest.mark.versions("3.12")
 def test_wrapped_only_while_task_events_are_recorded(tmp_path):
     """asyncio's and threading's methods (its lock types' too) are wrapped
