@@ -458,7 +458,8 @@ def _blocked_in(table, key, what, call, *args):
     where; None: not blocked) and listed in table[id(key)] meanwhile. A
     wait that no wake ended (still listed when the call returns) ends with
     a TASK_WOKEN of the thread's own: by key's end if key is a thread that
-    ended (before this thread was listed), else by itself (it gave up: a
+    ended (before this thread was listed, or that started before task
+    events did: its end at the return, then), else by itself (it gave up: a
     timeout), so that every block has its wake."""
     me = t_block = None
     try:
@@ -475,7 +476,8 @@ def _blocked_in(table, key, what, call, *args):
         # (no block recorded, no wake of its own)
         if me is not None and _forget(table, id(key), me) and t_block is not None:
             try:
-                native_id, task, t = _ended.get(key) or (me, _hooks.task_running(), 0)
+                native_id, task, t = _ended.get(key) or (
+                    (key.native_id, 0, 0) if key.native_id and not key.is_alive() else (me, _hooks.task_running(), 0))
                 # (a wake at the block's time at the earliest, ago 0 for a timeout)
                 _event("task_woken", task, t and max(t, t_block), native_id, what[1], None, what[2])
             except Exception:

@@ -87,19 +87,24 @@ def _track(t, name):
     return next(i for i, th in enumerate(t.threads) if th["name"] == name)
 
 
-def _own_sequence(t, pos, synthetic=False):
-    """The calls and returns of the program's functions on a track, as the
-    ground truth lists them (those the reader made up, or the others)."""
+def _own_sequence(t, pos, synthetic=False, names=OWN):
+    """The calls and returns of the program's functions (names) on a
+    track, as the ground truth lists them (those the reader made up, or
+    the others)."""
     seq = []
     for e in t.events(pos):
         code = t.codes.get(e.code)
-        if code is None or code.name not in OWN or bool(e.synthetic) != synthetic:
+        if code is None or _bare(code.name) not in names or bool(e.synthetic) != synthetic:
             continue
         if e.kind in (0, 2):
-            seq.append(["call", code.name])
+            seq.append(["call", _bare(code.name)])
         elif e.kind in (1, 3, 4):
-            seq.append(["return", code.name])
+            seq.append(["return", _bare(code.name)])
     return seq
+
+
+def _bare(qualname):
+    return qualname.rsplit(".", 1)[-1]
 
 
 def _check_nesting(t):
@@ -247,6 +252,75 @@ def test_task_events_with_a_handler_too(tmp_path):
     # main -> a, then 3 + 3 switches between a and b inside leaf(), a ends
     # into main, main -> b, b ends into main.
     assert log.read_text().count(" task_switch") == 10
+
+
+# asyncio tasks: the program logs, per task (asyncio.current_task()), the
+# calls and returns of its own functions (a coroutine's: at each resume and
+# each suspension), with sys.setprofile. Workers await a coroutine that
+# awaits in turn, and pass values through a queue to a consumer.
+ASYNCIO_PROGRAM = r'''
+import asyncio, json, sys
+
+log = {}
+
+def prof(frame, event, arg):
+    if event in ("call", "return") and frame.f_code.co_filename == __file__ and frame.f_code.co_name != "prof":
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            task = None
+        log.setdefault(task.get_name() if task else "main", []).append((event, frame.f_code.co_name))
+
+def leaf(n):
+    return n * 2
+
+async def mid(n, q):
+    await asyncio.sleep(0)
+    await q.put(leaf(n))
+    return n
+
+async def worker(i, q):
+    s = 0
+    for k in range(3):
+        s += await mid(10 * i + k, q)
+    return s
+
+async def consumer(q, n):
+    return sum([await q.get() for _ in range(n)])
+
+async def main():
+    q = asyncio.Queue(maxsize=2)
+    loop = asyncio.get_running_loop()
+    c = loop.create_task(consumer(q, 9), name="consumer")
+    ws = [loop.create_task(worker(i, q), name=f"worker{i}") for i in range(3)]
+    await asyncio.gather(*ws)
+    return await c
+
+total = 2 * sum(10 * i + k for i in range(3) for k in range(3))
+sys.setprofile(prof)
+assert asyncio.run(main()) == total
+sys.setprofile(None)
+open(sys.argv[1], "w").write(json.dumps(log))
+'''
+
+
+@pytest.mark.versions("3.9", "3.12")
+def test_each_asyncio_tasks_calls_equal_its_own_log(tmp_path):
+    """Each asyncio task's track holds exactly its calls and returns (its
+    coroutines' resumes and suspensions included), as the program's own
+    sys.setprofile and asyncio.current_task() log them."""
+    truth_path = tmp_path / "truth.json"
+    swt, _ = run_traced(tmp_path, ASYNCIO_PROGRAM, "--events", "tasks", args=(str(truth_path),))
+    truth = json.loads(truth_path.read_text())
+    t = Trace(swt)
+    _check_nesting(t)
+    own = {"leaf", "mid", "worker", "consumer", "main"}
+    assert set(truth) == {"Task-1", "consumer", "worker0", "worker1", "worker2"}   # (asyncio.run's is Task-1)
+    for key, want in truth.items():
+        pos = next(i for i, th in enumerate(t.threads) if th["task"] and th["name"].split(" ")[0] == key)
+        got = _own_sequence(t, pos, names=own)
+        assert got == [list(x) for x in want if x[1] in own] and got, key
+    assert not _own_sequence(t, 0, names=own)   # (none on the loop's thread)
 
 
 GEVENT_PROGRAM = r'''
