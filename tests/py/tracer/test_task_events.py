@@ -1156,10 +1156,11 @@ def test_wrapped_only_while_task_events_are_recorded(tmp_path):
     only while task events are wanted, and are the originals again after;
     a replacement the program made meanwhile stays."""
     program = r'''
-import asyncio, queue, sys, threading
+import asyncio, queue, socket, sys, threading
 import stackwatch
 import multiprocessing.connection as mc
 originals = (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put, mc.Pipe, mc.Connection.send)
+sockets = dict(socket.socket.__dict__), socket.socketpair
 Lock = type(threading.Lock())
 lock_methods = dict(Lock.__dict__)
 stackwatch.start(sys.argv[1] + ".plain")
@@ -1169,6 +1170,7 @@ stackwatch.stop()
 stackwatch.start(sys.argv[1], events=["tasks"])
 assert asyncio.events.Handle._run is not originals[0] and threading.Thread.start is not originals[1]
 assert Lock.__dict__["acquire"] is not lock_methods["acquire"]
+assert "recv" in socket.socket.__dict__ and socket.socketpair is not sockets[1]
 for bad in ((True, -2), (False, 1), (True, "x")):   # refused as by the lock's own, not taken
     free = threading.Lock()
     try:
@@ -1186,6 +1188,7 @@ stackwatch.stop()
 assert (asyncio.events.Handle._run, threading.Thread.start) == originals[:2] and queue.Queue._put is mine
 assert (mc.Pipe, mc.Connection.send) == originals[3:]
 assert dict(Lock.__dict__) == lock_methods
+assert (dict(socket.socket.__dict__), socket.socketpair) == sockets
 release()
 assert not held.locked()
 '''
