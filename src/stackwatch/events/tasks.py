@@ -85,16 +85,18 @@ def _given(obj, default):
 # The functions a thread waits in: (file's base name, function) -> reason.
 _THREAD_WAITS = {("threading.py", "wait"): "condition", ("threading.py", "join"): "join",
                  ("threading.py", "_wait_for_tstate_lock"): "join", ("queue.py", "get"): "queue",
-                 ("queue.py", "put"): "queue", ("threading.py", "acquire"): "lock"}
+                 ("queue.py", "put"): "queue", ("threading.py", "acquire"): "lock", ("_base.py", "result"): "future",
+                 ("_base.py", "exception"): "future"}
+_FUTURES = os.path.join("concurrent", "futures", "_base.py")   # (concurrent.futures' Future, whose waits are a Condition's)
 
 
 def _thread_waits(f, state):
     """(state, waits_on) of a thread whose innermost frame is f: blocked in
-    the outermost of the waits of threading and queue it is in (a queue's
-    get, in a Condition's wait: the queue)."""
+    the outermost of the waits of threading, queue and concurrent.futures
+    it is in (a queue's get, in a Condition's wait: the queue)."""
     waits = None
     while f is not None and (os.path.basename(f.f_code.co_filename) in ("threading.py", "queue.py")
-                             or f.f_code.co_filename.startswith(_OWN)):
+                             or f.f_code.co_filename.endswith(_FUTURES) or f.f_code.co_filename.startswith(_OWN)):
         reason = _THREAD_WAITS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))
         if reason:
             this = f.f_locals.get("self")

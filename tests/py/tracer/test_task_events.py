@@ -1062,7 +1062,12 @@ def pair_waiter():
     note("block", "io", "pair")
     x.recv(5)
 
-for target, ready, wake in ((cf_waiter, lambda t: cf._condition._waiters, lambda: cf.set_result(3)),
+def live_then_set():
+    live = {t["name"]: t for t in stackwatch.tasks()}
+    assert (live["cf_waiter"]["state"], live["cf_waiter"]["waits_on"]) == ("blocked", "future cf"), live["cf_waiter"]
+    cf.set_result(3)
+
+for target, ready, wake in ((cf_waiter, lambda t: cf._condition._waiters, live_then_set),
                             (tc_waiter, lambda t: tc._waiters, None),
                             (pair_waiter, asleep_in_recv, lambda: y.send(b"12345"))):
     t = threading.Thread(target=target, name=target.__name__)
