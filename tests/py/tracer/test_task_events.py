@@ -1070,7 +1070,7 @@ def live_then_set():
 for target, ready, wake in ((cf_waiter, lambda t: cf._condition._waiters, live_then_set),
                             (tc_waiter, lambda t: tc._waiters, None),
                             (pair_waiter, asleep_in_recv, lambda: y.send(b"12345"))):
-    t = threading.Thread(target=target, name=target.__name__)
+    t = threading.Thread(target=target, name=target.__name__, daemon=True)   # (a failed check ends the program)
     t.start()
     while not ready(t):
         time.sleep(0.0005)
