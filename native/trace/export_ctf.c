@@ -565,13 +565,13 @@ static int kernel_event(ctf *c, const sw_event *ev)
         put_u32(b, (uint32_t)x->c);
         put_u32(b, 0);
         return 0;
-    case SW_EXT_ON_CPU:   /* the thread runs on CPU a after whatever ran (not seen: sched_switch fires in it) */
+    case SW_EXT_ON_CPU:   /* the thread runs on CPU a after task line, named s1 (format 1.17; else 0, "") */
         if (sw_wake_flows_switch_joined(c->wakes, c->thread, ev->t_ns, x))
             return 0;   /* another thread's switch out to this one wrote the whole switch */
         if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a)))
             return 0;
-        put_comm(b, "");
-        put_u32(b, 0);
+        put_comm(b, x->s1 ? x->s1 : "");
+        put_u32(b, x->s1 && x->s1[0] ? (uint32_t)x->line : 0);
         put_u32(b, 0);
         put_u64(b, 0);
         put_comm(b, c->procname);

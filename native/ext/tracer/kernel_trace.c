@@ -51,6 +51,8 @@ static void on_event(void *ud, const sw_kevent *e)
         kind = SW_EXT_ON_CPU;
         v.b = e->a;
         v.c = e->b;
+        v.line = e->peer;
+        v.s1 = e->comm;
         break;
     case SW_KEV_WAKEUP:   /* the wakee's tid, its CPU */
     case SW_KEV_FAULT:    /* the address, the CPU */
