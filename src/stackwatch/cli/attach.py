@@ -112,14 +112,19 @@ def _bootstrap(pkg_parent, status_dir, out, what):
     the free slots of the pending-calls queue: it runs the file BOOT of
     status_dir, which imports stackwatch (from pkg_parent, appended to
     sys.path for that import) and starts what the attach asked for
-    (what: begin()'s arguments after the path: options, profile, probes)."""
+    (what: begin()'s arguments after the path: options, profile, probes).
+    The file is read inside a `with`, in an exec of its own namespace: an
+    unclosed file would warn (ResourceWarning) from `<string>`, a frame
+    of __main__'s globals, which gains a __warningregistry__ then (and
+    the warning is printed under -W default)."""
     boot = os.path.join(status_dir, BOOT)
     with open(boot, "w") as f:
         f.write(f"__import__('sys').path.append({pkg_parent!r})\n"
                 f"__import__('stackwatch.tracer.attached').tracer.attached.begin({pkg_parent!r}, "
                 f"{status_dir!r}, {out!r}, *{what!r})\n")
     os.chmod(boot, 0o644)
-    return f"try:exec(open({boot!r}).read(),{{}})\nexcept BaseException:pass\n"
+    run_boot = f"with open({boot!r}) as f:exec(f.read(),{{}})"
+    return f"try:exec({run_boot!r},{{}})\nexcept BaseException:pass\n"
 
 
 def _safe_point_msg(pid, timeout, version):
