@@ -175,8 +175,6 @@ def run(args):
         out, what = _what(args, pid)
     except ValueError as e:
         return _fail(str(e))
-    if pid == os.getpid():
-        return _fail(f"process {pid} is this stackwatch itself")
     try:
         version = _native.dump_process(pid, max_depth=1)["version"]
     except (OSError, ValueError, RuntimeError) as e:
