@@ -19,6 +19,7 @@ import tempfile
 import time
 
 from .. import _native
+from ..events import kinds
 from ..events import probes as probes_mod
 from ..profiler import MODES, history, interval_ns
 from ..render import formats
@@ -41,6 +42,9 @@ def add_parser(subparsers):
                    "profile`) and write a profile; with --trace the samples go into the trace")
     p.add_argument("--probes", action="store_true", help="serve the USDT probes while attached: attaching "
                    "bpftrace/SystemTap/perf to them turns on the hooks they need (see `stackwatch probes`)")
+    p.add_argument("--events", action="append", default=None, help="also record these events (comma-separated "
+                   "names or groups, as `stackwatch run --events`; with tasks, the asyncio tasks alive at the attach "
+                   "are listed with their state then; needs --trace)")
     p.add_argument("--rate", default=None, metavar="HZ", help=f"samples per second (default {DEFAULT_RATE}; "
                    "needs --sample)")
     p.add_argument("--mode", choices=MODES, default=None, help="wall (default) or cpu time (--sample without "
@@ -143,6 +147,12 @@ def _what(args, pid):
         raise ValueError(f"--duration must be positive, not {args.duration:g}")
     if args.rate is not None and not args.sample:
         raise ValueError("--rate needs --sample")
+    try:
+        events = kinds.names_of_options(args.events)
+    except ValueError as e:
+        raise ValueError(f"--events: {e}")
+    if events and not args.trace:
+        raise ValueError("--events needs --trace (the events go into the trace)")
     alone = args.sample and not args.trace
     for name in ("mode", "cycle", "format"):
         if getattr(args, name) is not None and not alone:
@@ -159,7 +169,7 @@ def _what(args, pid):
     if not (args.trace or args.sample):
         return None, (None, None, True)
     if args.trace:
-        options = {"sample": f"{float(rate):g}hz"} if args.sample else {}
+        options = ({"sample": f"{float(rate):g}hz"} if args.sample else {}) | ({"events": events} if events else {})
         return os.path.abspath(args.output or f"stackwatch-{pid}.swt"), (options, None, args.probes)
     fmt = args.format or (formats.of_output(args.output, formats.TREES, formats.PROFILES) if args.output
                           else "stackwatch")

@@ -4,6 +4,7 @@ trace holds equal those the program's own log says it made (every complete
 iteration, in order), its output is unchanged, it keeps running after the
 detach, ten attaches in a row work, and every refusal is one line."""
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -269,3 +270,60 @@ def test_blocked_target_times_out_and_the_call_is_taken_back(tmp_path):
         p.kill()
     assert (stdout, stderr, p.returncode) == ("[]\n", "", 0)   # the call never ran
     assert not (tmp_path / "t.swt").exists()
+
+
+# An asyncio program whose loop runs on its main thread while attached: a
+# getter waits on a queue, a ticker sleeps in turns, the main task awaits
+# the ticker; its stdin closed ends them. It prints its own view of them.
+ASYNCIO_TARGET = r'''
+import asyncio, json, sys, threading
+async def getter(q):
+    return await q.get()
+async def ticker(done):
+    while not done.is_set():
+        await asyncio.sleep(0.005)
+async def main():
+    loop, q, done = asyncio.get_running_loop(), asyncio.Queue(), asyncio.Event()
+    g, t = asyncio.create_task(getter(q)), asyncio.create_task(ticker(done))
+    name = lambda t: f"{t.get_name()} {t.get_coro().__qualname__}"
+    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(done.set)), daemon=True).start()
+    print(json.dumps({"getter": name(g), "ticker": name(t), "main": name(asyncio.current_task()),
+                      "queue": f"Queue {id(q):#x}"}), flush=True)
+    await t
+    await q.put(1)
+    assert await g == 1
+asyncio.run(main())
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
+    """attach --events tasks: the asyncio tasks alive when it attaches are
+    listed with their state then, as the program sees them: the getter
+    blocked on its queue, the main task on the ticker (a join); the
+    program ends as without the attach."""
+    from stackwatch.tracer.task_events import read_task_events
+    prog = tmp_path / "p.py"
+    prog.write_text(ASYNCIO_TARGET)
+    p = subprocess.Popen([sys.executable, "-W", "default", str(prog)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        own = json.loads(p.stdout.readline())
+        out = tmp_path / "t.swt"
+        r = run(["attach", str(p.pid), "--trace", "--events", "tasks", "--duration", "0.3", "-o", str(out)])
+        assert r.returncode == 0, r.stderr
+        stdout, stderr = p.communicate("", timeout=60)
+    finally:
+        p.kill()
+    assert (stdout, stderr, p.returncode) == ("", "", 0)
+    doc = read_task_events(str(out))
+    assert {own["getter"], own["ticker"], own["main"]} <= {t["name"] for t in doc["tasks"]}, doc["tasks"]
+    def first(task, kind):
+        return next(((e["reason"], e["channel"]) for e in doc["events"] if e["task"] == task and e["kind"] == kind),
+                    None)
+    assert first(own["getter"], "block") == ("queue", own["queue"])
+    assert first(own["main"], "block") == ("join", own["ticker"])
+    assert not [e for e in doc["events"] if e["task"] == own["getter"] and e["kind"] == "wake"]   # waits on
+    one_line_error(run(["attach", str(p.pid), "--sample", "--events", "tasks"]), "--events needs --trace")
+    one_line_error(run(["attach", str(p.pid), "--trace", "--events", "tasks,nonsense"]), "--events: ",
+                   "'nonsense'")
