@@ -158,7 +158,8 @@ typedef struct sw_py_layout {
     /* Objects read by name (threadnames.h: threading._active and each
      * Thread's _name), 3.11+. managed_kind 0 (SW_MANAGED_NONE) and the
      * rest SW_NO_OFFSET before: 3.9/3.10 keep their dict keys object in
-     * Objects/dict-common.h, which no installed header has. */
+     * Objects/dict-common.h, which no installed header has (a reader binds
+     * them in from asyncio_layout.h: sw_asyncio_bind_objects). */
     uint32_t managed_kind;         /* SW_MANAGED_*: where an instance keeps its attributes */
     uint32_t interp_modules;       /* PyInterpreterState's sys.modules (a dict pointer) */
     uint32_t module_dict;          /* PyModuleObject.md_dict */
@@ -192,7 +193,7 @@ typedef struct sw_py_layout {
      * at its type's tp_dictoffset. The keys object's private layout
      * (Objects/dict-common.h, not installed) and the module's dict come
      * from probing those releases (asyncio_layout.h), bound in by the
-     * reader that needs them (asynciotree.c); the headers give the rest. */
+     * readers that need them (asynciotree.c, threadnames.c); the headers give the rest. */
     uint32_t keys_size;            /* 3.9/3.10: PyDictKeysObject.dk_size, else SW_NO_OFFSET */
     uint32_t type_dictoffset;      /* PyTypeObject.tp_dictoffset */
 

@@ -139,8 +139,9 @@ def check_dump_equals_faulthandler(parked):
     for t in threads:
         assert t["native_id"] == parked.native_ids[t["thread_id"]]
         assert t["os_name"] == open(f"/proc/{parked.pid}/task/{t['native_id']}/comm").read().strip()
-        # Python's names, read from threading._active in the target's memory (3.11+), else the kernel's
-        assert t["name"] == (parked.names[t["thread_id"]] if parked.minor >= 11 else t["os_name"])
+        # Python's names, read from threading._active in the target's memory (the
+        # parked program names its threads unlike the kernel: a fallback fails)
+        assert t["name"] == parked.names[t["thread_id"]] != t["os_name"]
         assert t["state"] == "idle" and t["gil"] is False and t["failed"] is False   # all parked, GIL released
     check_locals(parked, threads)
     text = run(["dump", str(parked.pid)])
@@ -174,11 +175,16 @@ OTHERS = {v: p for v, p in pyenv_pythons(("9", "10", "11", "12", "13")).items()
 @pytest.mark.versions("3.12")
 @pytest.mark.parametrize("version", sorted(OTHERS) or ["none"])
 def test_dump_other_version_equals_faulthandler(tmp, version):
+    """... and `dump --core` of a gcore of that target equals its live dump
+    (test_dump_core_equals_dump_of_the_process: a 3.12 target's, and more)."""
     if version == "none":
         missing("no pyenv CPython 3.9-3.13 of another version")
     p = Parked(OTHERS[version], tmp)
     try:
-        check_dump_equals_faulthandler(p)
+        live = check_dump_equals_faulthandler(p)
+        r = run(["dump", "--core", str(gcore(p.pid, tmp / "core")), "--json", "--locals"])
+        assert r.returncode == 0, r.stderr
+        assert comparable(json.loads(r.stdout)) == comparable(live)
     finally:
         p.stop()
 
