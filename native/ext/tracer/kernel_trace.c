@@ -11,6 +11,7 @@
 #include "kernel/kernel.h"
 #include "lttng/lttng_provider.h"   /* the kernel events' numbers */
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
