@@ -143,7 +143,8 @@
       F(reason, STR, S1) F(cpu, VARINT, A) F(state, VARINT, B) F(next_tid, TID_LATER, C)                   \
       F(next_comm, STR_LATER, S2))                                                                         \
     X(ON_CPU, 29, on_cpu, 10, KERNEL, "sched", "on CPU", CLOSE, OFF_CPU, OFF_CPU, NONE, NULL,                  \
-      F(next_cpu, VARINT, A) F(waker, TID, B) F(woken_ns, VARINT, C))                                      \
+      F(next_cpu, VARINT, A) F(waker, TID, B) F(woken_ns, VARINT, C) F(prev_tid, TID_LATER, LINE)           \
+      F(prev_comm, STR_LATER, S1))                                                                         \
     X(WAKEUP, 30, wakeup, 10, KERNEL, "sched", "wakeup", INSTANT, NONE, NONE, A, NULL,                        \
       F(tid, TID, A) F(cpu, VARINT, B) F(comm, STR_LATER, S1))                                             \
     X(PAGE_FAULT, 31, page_fault, 10, KERNEL, "fault", "page fault", INSTANT, NONE, FAULT, NONE, NULL,        \
@@ -231,7 +232,9 @@
  * any process that got the CPU, 0 the idle task, 0 and "" when not seen)
  * to its switch in (next_cpu: the CPU it runs on next; waker: the thread
  * of the process that woke it, 0 when none was seen; woken_ns: ns from
- * that wakeup to the switch in). WAKEUP: the thread woke thread `tid`
+ * that wakeup to the switch in; format 1.17: prev_tid, prev_comm:
+ * sched_switch's prev_pid and prev_comm, the task of any process that ran
+ * before it on that CPU, 0 the idle task, 0 and "" when not seen). WAKEUP: the thread woke thread `tid`
  * (format 1.15: named `comm`, sched_waking's, "" when not seen).
  * PAGE_FAULT (`run --kernel=faults`): one page fault at `address`.
  * CPU (format 1.13, `run --cpu`): the thread's events from here on run on
