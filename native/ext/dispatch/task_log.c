@@ -119,6 +119,9 @@ static inline void put_n(sw_bytes *b, const char *s, size_t n)
     }
 }
 
+/* A string literal, its length known. */
+#define PUT_LIT(b, s) put_n((b), "" s, sizeof(s) - 1)
+
 static inline void put(sw_bytes *b, const char *s)
 {
     put_n(b, s ? s : "None", strlen(s ? s : "None"));
@@ -250,11 +253,13 @@ static char *call_for_name(PyObject *fn, uint64_t arg)
 
 /* Asks for the thread's name when it has none (Python: another thread's
  * line may be rendered meanwhile, so every question is asked before a
- * line's state is touched). Kept until forgotten (a thread event). */
-static void ask_thread(TaskLog *l, uint64_t ident)
+ * line's state is touched). Kept until forgotten (a thread event). 1 if
+ * it asked (Python ran). */
+static int ask_thread(TaskLog *l, uint64_t ident)
 {
     tl_thread *th = thread_at(l, ident);
-    if (th && !th->name) {
+    int asked = th && !th->name;
+    if (asked) {
         char *s = call_for_name(l->thread_name, ident);
         th = thread_at(l, ident);   /* (the table may have moved meanwhile) */
         if (th && !th->name) {
@@ -264,6 +269,7 @@ static void ask_thread(TaskLog *l, uint64_t ident)
             free(s);
         }
     }
+    return asked;
 }
 
 /* The thread's name, as verbose names it (asked by ask_thread); its ident
@@ -285,7 +291,7 @@ static void put_task_at(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task, 
     } else if (t && t->name_len) {
         put_n(b, t->name, t->name_len);
     } else {
-        put(b, "task ");
+        PUT_LIT(b, "task ");
         put_u64(b, task);
     }
 }
@@ -327,7 +333,7 @@ static void put_native(TaskLog *l, sw_bytes *b, uint64_t native, uint64_t ident,
     if (now || (n && n->name)) {
         put(b, now ? now : n->name);
     } else {
-        put(b, "thread ");
+        PUT_LIT(b, "thread ");
         put_u64(b, native);
     }
 }
@@ -403,8 +409,6 @@ static void drop_state(TaskLog *l, uint64_t ident, uint64_t task)
     th->live--;
 }
 
-#define PUT_LIT(b, s) put_n((b), (s), sizeof(s) - 1)
-
 static void put_state(TaskLog *l, sw_bytes *b, const tl_task *t)
 {
     put_task_at(l, b, t->ident, t->task, t);
@@ -441,9 +445,9 @@ static void put_states(TaskLog *l, sw_bytes *b, uint64_t ident)
         put_state(l, b, t);
     }
     if (th->live > shown) {
-        put(b, ", and ");
+        PUT_LIT(b, ", and ");
         put_u64(b, th->live - shown);
-        put(b, " more");
+        PUT_LIT(b, " more");
     }
 }
 
@@ -493,11 +497,11 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
             set_state(l, ident, origin, ST_RUNNABLE, NULL);
         set_state(l, ident, task, ST_RUNNING, NULL);
         put_task(l, b, ident, origin);
-        put(b, " -> ");
+        PUT_LIT(b, " -> ");
         put_task(l, b, ident, task);
-        put(b, "  [");
+        PUT_LIT(b, "  [");
         put_states(l, b, ident);
-        put(b, "]");
+        PUT_LIT(b, "]");
         break;
     }
     case SW_K_TASK_CREATE: {
@@ -508,7 +512,7 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
                 th->native = 0;
             }
             put_thread(l, b, ident);
-            put(b, " (thread) created by ");
+            PUT_LIT(b, " (thread) created by ");
             put_native(l, b, (uint64_t)e->c, ident, other);
             break;
         }
@@ -522,9 +526,9 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
             set_text(&t->name, &t->name_len, e->name);
         set_state(l, ident, (uint64_t)e->a, ST_RUNNABLE, NULL);
         put_task(l, b, ident, (uint64_t)e->a);
-        put(b, " (");
+        PUT_LIT(b, " (");
         put(b, what);
-        put(b, ") created by ");
+        PUT_LIT(b, ") created by ");
         sw_bytes_put(b, me.data, me.len);
         sw_bytes_free(&me);
         break;
@@ -532,10 +536,10 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
     case SW_K_TASK_EXIT:
         drop_state(l, ident, (uint64_t)e->a);
         put_task(l, b, ident, (uint64_t)e->a);
-        put(b, " exited: ");
+        PUT_LIT(b, " exited: ");
         put(b, name_in(l->outcomes, e->b, "?"));
         if (named) {
-            put(b, " ");
+            PUT_LIT(b, " ");
             put(b, e->name);
         }
         break;
@@ -543,14 +547,14 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
         sw_bytes what = {0};
         put(&what, name_in(l->reasons, e->a, "?"));
         if (named) {
-            put(&what, " ");
+            PUT_LIT(&what, " ");
             put(&what, e->name);
         }
         sw_bytes_u8(&what, 0);
         const char *w = what.failed ? "?" : (const char *)what.data;
         set_state(l, ident, running, ST_BLOCKED, w);
         put_task(l, b, ident, running);
-        put(b, " blocks on ");
+        PUT_LIT(b, " blocks on ");
         put(b, w);
         sw_bytes_free(&what);
         break;
@@ -562,23 +566,23 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
             set_state(l, ident, (uint64_t)e->a, ST_RUNNABLE, NULL);
             put_task(l, b, ident, (uint64_t)e->a);
         }
-        put(b, " woken by ");
+        PUT_LIT(b, " woken by ");
         put_task(l, b, ident, running);
         if (named) {
-            put(b, " (");
+            PUT_LIT(b, " (");
             put(b, e->name);
-            put(b, ")");
+            PUT_LIT(b, ")");
         }
         break;
     case SW_K_TASK_WOKEN:   /* written by the woken task */
         set_state(l, ident, running, ST_RUNNING, NULL);
         put_task(l, b, ident, running);
-        put(b, " woken by ");
+        PUT_LIT(b, " woken by ");
         put_native(l, b, (uint64_t)e->c, ident, other);
         if (named) {
-            put(b, " (");
+            PUT_LIT(b, " (");
             put(b, e->name);
-            put(b, ")");
+            PUT_LIT(b, ")");
         }
         break;
     case SW_K_TASK_SEND: case SW_K_TASK_RECEIVE:
@@ -597,12 +601,12 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
             if (t)
                 set_text(&t->name, &t->name_len, e->name);
         }
-        put(b, " named ");
+        PUT_LIT(b, " named ");
         put(b, e->name);
         if (e->s2 && e->s2[0]) {
-            put(b, " (group ");
+            PUT_LIT(b, " (group ");
             put(b, e->s2);
-            put(b, ")");
+            PUT_LIT(b, ")");
         }
         break;
     default:
@@ -643,14 +647,15 @@ static int write_line(TaskLog *l, long long time_ns, uint64_t ident, const char 
         l->t0 = time_ns;
     }
     put_ms(&l->buf, time_ns - l->t0);
-    put(&l->buf, " ms  [");
+    PUT_LIT(&l->buf, " ms  [");
     put_thread(l, &l->buf, ident);   /* (asked before: no Python until the line is whole) */
-    put(&l->buf, "] ");
-    put(&l->buf, kind);
-    if (strlen(kind) < 12)   /* (f"{kind:<12}") */
-        put_n(&l->buf, "            ", 12 - strlen(kind));
+    PUT_LIT(&l->buf, "] ");
+    size_t kind_len = strlen(kind);
+    put_n(&l->buf, kind, kind_len);
+    if (kind_len < 12)   /* (f"{kind:<12}") */
+        put_n(&l->buf, "            ", 12 - kind_len);
     put_n(&l->buf, (const char *)l->body.data + from, l->body.len - from);
-    put(&l->buf, "\n");
+    PUT_LIT(&l->buf, "\n");
     if (l->buf.failed) {
         l->buf.failed = 0;
         l->buf.len = 0;
@@ -664,28 +669,31 @@ static int render(TaskLog *l, const tl_event *e)
 {
     /* Every question to Python first: then the line is made and appended
      * with none (another thread's line cannot come between). */
-    ask_thread(l, e->ident);
+    int asked = ask_thread(l, e->ident);
     char *other = NULL;
     if (e->c && (e->kind == SW_K_TASK_CREATE || e->kind == SW_K_TASK_WAKE || e->kind == SW_K_TASK_WOKEN ||
-                 e->kind == SW_K_TASK_NAME))
+                 e->kind == SW_K_TASK_NAME)) {
         other = call_for_name(l->thread_of_native, (uint64_t)e->c);
-    ask_thread(l, e->ident);   /* (a thread event of its own may have made it forget meanwhile) */
+        asked = 1;
+    }
+    if (asked)   /* (Python ran: a thread event of its own may have made it forget meanwhile) */
+        ask_thread(l, e->ident);
     l->body.len = 0;
     l->body.failed = 0;   /* (a line short of memory is written as far as it got) */
-    put(&l->body, " ");
+    PUT_LIT(&l->body, " ");
     describe(l, e, other);
     free(other);
     if (e->file) {
         const char *base = strrchr(e->file, '/');
         char line[24];
         const char *at = e->line >= 0 ? decimal(line, (uint64_t)e->line) : "?";
-        put(&l->body, "  at ");
+        PUT_LIT(&l->body, "  at ");
         put(&l->body, e->function);
-        put(&l->body, " (");
+        PUT_LIT(&l->body, " (");
         put(&l->body, base ? base + 1 : e->file);
-        put(&l->body, ":");
+        PUT_LIT(&l->body, ":");
         put(&l->body, at);
-        put(&l->body, ")");
+        PUT_LIT(&l->body, ")");
     }
     return write_line(l, e->time_ns, e->ident, sw_kind_names[e->kind], 0);
 }

@@ -106,6 +106,32 @@ static int is_step_wrapper(const char *tp_name)
     return strcmp(name, "TaskStepMethWrapper") == 0 || strcmp(name, "TaskWakeupMethWrapper") == 0;
 }
 
+/* The same by type, the types found kept (a step's callback is one of
+ * the two at every step). */
+static int is_step_wrapper_type(PyTypeObject *tp)
+{
+    static PyTypeObject *known[2];
+    if (tp == known[0] || tp == known[1])
+        return 1;
+    if (!is_step_wrapper(tp->tp_name))
+        return 0;
+    Py_INCREF(tp);   /* (held: never another type's address) */
+    Py_XSETREF(known[known[0] ? 1 : 0], tp);
+    return 1;
+}
+
+/* 1 if o is an asyncio task: its type one of task_types (most), else an
+ * instance of one (a subclass). */
+static int is_task(PyObject *o)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(task_types); i++)
+        if ((PyObject *)Py_TYPE(o) == PyTuple_GET_ITEM(task_types, i))
+            return 1;
+    int r = PyObject_IsInstance(o, task_types) == 1;
+    PyErr_Clear();
+    return r;
+}
+
 /* The task a callback steps (new reference), or NULL. */
 static PyObject *stepped_task(PyObject *cb)
 {
@@ -115,15 +141,13 @@ static PyObject *stepped_task(PyObject *cb)
     else if (PyCFunction_Check(cb)) {
         self = PyCFunction_GET_SELF(cb);
         Py_XINCREF(self);
-    } else if (is_step_wrapper(Py_TYPE(cb)->tp_name)) {
+    } else if (is_step_wrapper_type(Py_TYPE(cb))) {
         self = PyObject_GetAttr(cb, S_self);
         if (!self)
             PyErr_Clear();
     }
-    if (self && PyObject_IsInstance(self, task_types) != 1) {
-        PyErr_Clear();
+    if (self && !is_task(self))
         Py_CLEAR(self);
-    }
     return self;
 }
 
@@ -459,7 +483,7 @@ static int on_behalf(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, P
     sw_exc_save(&exc);
     PyObject *a = PyObject_GetAttr(args[0], S_args);
     PyObject *done = a && PyTuple_Check(a) && PyTuple_GET_SIZE(a) > 0 ? PyTuple_GET_ITEM(a, 0) : NULL;
-    uint64_t tid = done && PyObject_IsInstance(done, task_types) == 1 ? task_id(done, NULL, NULL, 1) : 0;
+    uint64_t tid = done && is_task(done) ? task_id(done, NULL, NULL, 1) : 0;
     Py_XDECREF(a);
     PyErr_Clear();
     sw_exc_restore(&exc);
@@ -587,7 +611,7 @@ static PyObject *create_eager(sw_task_wrapper *w, PyObject *const *args, size_t 
         return task;
     sw_exc_state exc;
     sw_exc_save(&exc);
-    if (task && PyObject_IsInstance(task, task_types) == 1 && sw_tasks_bind(task, tid)) {
+    if (task && is_task(task) && sw_tasks_bind(task, tid)) {
         PyObject *name = NULL;
         seen(task, tid, 1, coro, &name);
         if (name && PyUnicode_Check(name))
@@ -621,7 +645,7 @@ static PyObject *wrap_create(sw_task_wrapper *w, PyObject *const *args, size_t n
     sw_exc_state exc;
     sw_exc_save(&exc);
     PyObject *name = NULL;
-    uint64_t tid = PyObject_IsInstance(task, task_types) == 1 ? task_id(task, coro, &name, 0) : 0;
+    uint64_t tid = is_task(task) ? task_id(task, coro, &name, 0) : 0;
     if (tid) {
         sw_task_record_here(SW_K_TASK_CREATE, (long long)tid, 2, 0,
                             name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL, NULL);
