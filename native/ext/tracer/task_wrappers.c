@@ -51,7 +51,8 @@ static PyObject *names_data;   /* the dict of task_hooks._names (stackwatch.name
 static PyObject *block_of;     /* task_hooks._block_of(task) -> (reason, channel, frame) */
 static PyObject *skip;         /* tuple of str: folders and files that are no event's location */
 static PyObject *blocked;      /* {task id: channel (str or None)} of the tasks blocked now */
-static PyObject *seen_names;   /* {task id: its asyncio name when last seen} */
+static PyObject **seen_names; /* by task id (dense, given in turn): its asyncio name when last seen, or NULL */
+static size_t seen_cap;
 static uint8_t *stepped;       /* a bit per task id (they are given in turn): its name was checked at its
                                 * first step */
 static size_t stepped_cap;     /* bytes */
@@ -77,17 +78,41 @@ static PyObject *S_space;
 static PyObject *S_args;
 static PyObject *S_is_running;
 
+/* Forgets the names seen (a new session). */
+static void forget_names(void)
+{
+    for (size_t i = 0; i < seen_cap; i++)
+        Py_CLEAR(seen_names[i]);
+}
+
 static int tables(void)
 {
-    if (tables_gen != sw_S.gen || !blocked || !seen_names || !woken_by) {
+    if (tables_gen != sw_S.gen || !blocked || !woken_by) {
         Py_XSETREF(blocked, PyDict_New());
-        Py_XSETREF(seen_names, PyDict_New());
         Py_XSETREF(woken_by, PyDict_New());
+        forget_names();
         if (stepped)
             memset(stepped, 0, stepped_cap);
         tables_gen = sw_S.gen;
     }
-    return blocked && seen_names && woken_by ? 0 : -1;
+    return blocked && woken_by ? 0 : -1;
+}
+
+/* Keeps name as task tid's (seen_names); 0, or -1 when out of memory. */
+static int keep_name(uint64_t tid, PyObject *name)
+{
+    if (tid >= seen_cap) {
+        size_t was = seen_cap;
+        PyObject **grown = tid < SIZE_MAX / sizeof *grown - 1
+                               ? sw_array_grow(seen_names, &seen_cap, (size_t)tid + 1, sizeof *grown, 1024)
+                               : NULL;
+        if (!grown)
+            return -1;
+        seen_names = grown;
+        memset(seen_names + was, 0, (seen_cap - was) * sizeof *seen_names);
+    }
+    Py_XSETREF(seen_names[tid], Py_NewRef(name));
+    return 0;
 }
 
 /* 1 when nobody wants task events (the hooks then only call through). */
@@ -371,13 +396,11 @@ static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name, int fir
 static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObject **name)
 {
     PyObject *aname = PyObject_CallMethodNoArgs(task, S_get_name);
-    PyObject *key = aname ? PyLong_FromUnsignedLongLong(tid) : NULL;
-    if (!key) {
-        Py_XDECREF(aname);
+    if (!aname) {
         PyErr_Clear();
         return;
     }
-    PyObject *was = fresh ? NULL : PyDict_GetItemWithError(seen_names, key);   /* borrowed */
+    PyObject *was = fresh || tid >= seen_cap ? NULL : seen_names[tid];   /* borrowed */
     if (fresh || (was != aname && (!was || PyObject_RichCompareBool(was, aname, Py_EQ) != 1))) {
         PyObject *full = fresh || !named_by_user(task) ? task_name(task, aname, coro) : NULL;
         const char *u = full && PyUnicode_Check(full) ? PyUnicode_AsUTF8(full) : NULL;
@@ -385,13 +408,13 @@ static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObje
             sw_tasks_define(tid, u);
         if (u && was)   /* renamed since it was last seen (not a first sight in a new session) */
             sw_task_record(SW_K_TASK_NAME, NULL, (long long)tid, 0, 0, u, NULL);
-        PyDict_SetItem(seen_names, key, aname);
+        if (keep_name(tid, aname) < 0)
+            PyErr_NoMemory();   /* (cleared below: checked again next time) */
         if (name && fresh)
             *name = full ? Py_NewRef(full) : NULL;
         Py_XDECREF(full);
     }
     PyErr_Clear();
-    Py_DECREF(key);
     Py_DECREF(aname);
 }
 
@@ -888,7 +911,7 @@ static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     Py_CLEAR(blocked);
-    Py_CLEAR(seen_names);
+    forget_names();
     Py_CLEAR(woken_by);
     if (stepped)
         memset(stepped, 0, stepped_cap);
