@@ -118,7 +118,7 @@ static int parse_threads(sw_trace *t, sw_cursor *c)
 
 /* TASK entries (format 1.7): varint task (above 0), varint thread index,
  * str name. A later entry of the same task renames it. */
-/* TASK entries (interned: TASK_INTERNED's, format 1.17, the name a
+/* TASK entries (interned: TASK_INTERNED's, format 1.18, the name a
  * STRINGS entry's id, looked up when every chunk is read). */
 static int parse_tasks(sw_trace *t, sw_cursor *c, int interned)
 {

@@ -292,7 +292,7 @@ sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
 
 int sw_writer_define_task(sw_writer *w, uint64_t task, uint32_t thread, const char *name)
 {
-    uint64_t sid;   /* (format 1.17: the name interned, as TASK_CREATE's) */
+    uint64_t sid;   /* (format 1.18: the name interned, as TASK_CREATE's) */
     int rc = sw_writer_intern(w, name ? name : "", name ? strlen(name) : 0, &sid);
     if (rc != SW_OK)
         return rc;

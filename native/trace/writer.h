@@ -97,7 +97,7 @@ int sw_writer_define_code(sw_writer *w, uint32_t id, int kind, const char *name,
 sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
                               const char *name, uint64_t now_ticks);
 
-/* Queues the definition of a task (format 1.7; 1.17: a TASK_INTERNED
+/* Queues the definition of a task (format 1.7; 1.18: a TASK_INTERNED
  * chunk's entry, its name interned as sw_writer_intern does, the entry a
  * TASK_CREATE naming it shares): a greenlet or an asyncio task that runs
  * on the thread of index `thread`, named `name`. Ids are the caller's,

@@ -6,8 +6,10 @@
 
 #include "kernel_trace.h"
 
+#include "ext/dispatch/lttng_events.h"
 #include "ext/tracer/attachments.h"
 #include "kernel/kernel.h"
+#include "lttng/lttng_provider.h"   /* the kernel events' numbers */
 
 #include <string.h>
 #include <unistd.h>
@@ -31,6 +33,8 @@ static void on_syscall(void *ud, const sw_syscall *s)
     sw_ext v = {.s1 = s->name ? s->name : "", .a = (uint64_t)s->nr, .b = (uint64_t)s->ret,
                 .c = s->exit_ns - s->enter_ns};
     sw_trec_stream_add(k->stream, s->tid, s->enter_ns, SW_EXT_SYSCALL, &v);
+    sw_lttng_emit_kernel(SW_LTTNG_SYSCALL_ENTRY, s->tid, s->enter_ns, 0, s->nr, 0, 0, v.s1, NULL);
+    sw_lttng_emit_kernel(SW_LTTNG_SYSCALL_EXIT, s->tid, s->exit_ns, 0, s->nr, s->ret, 0, v.s1, NULL);
 }
 
 /* On the reader's thread: a switch out or in, a wakeup, a page fault. */
@@ -51,6 +55,8 @@ static void on_event(void *ud, const sw_kevent *e)
         kind = SW_EXT_ON_CPU;
         v.b = e->a;
         v.c = e->b;
+        v.line = e->peer;
+        v.s1 = e->comm;
         break;
     case SW_KEV_WAKEUP:   /* the wakee's tid, its CPU */
     case SW_KEV_FAULT:    /* the address, the CPU */
@@ -64,6 +70,16 @@ static void on_event(void *ud, const sw_kevent *e)
         return;
     }
     sw_trec_stream_add(k->stream, e->tid, e->t_ns, kind, &v);
+    /* --lttng: the same event, with its thread and time */
+    if (kind == SW_EXT_OFF_CPU)
+        sw_lttng_emit_kernel(SW_LTTNG_OFF_CPU, e->tid, e->t_ns, e->cpu, (int64_t)e->a, e->peer, 0, e->reason, e->comm);
+    else if (kind == SW_EXT_ON_CPU)
+        sw_lttng_emit_kernel(SW_LTTNG_ON_CPU, e->tid, e->t_ns, e->cpu, (int64_t)e->a, (int64_t)e->b, e->peer, e->comm,
+                             NULL);
+    else if (kind == SW_EXT_WAKEUP)
+        sw_lttng_emit_kernel(SW_LTTNG_WAKEUP, e->tid, e->t_ns, e->cpu, (int64_t)e->a, 0, 0, e->comm, NULL);
+    else
+        sw_lttng_emit_kernel(SW_LTTNG_PAGE_FAULT, e->tid, e->t_ns, e->cpu, (int64_t)e->a, 0, 0, NULL, NULL);
 }
 
 /* Records the kernel lost: shown on the main thread's track. */

@@ -683,14 +683,14 @@ TEST(task_frames_that_do_not_parse_are_absent)
     }
 }
 
-/* TASK_INTERNED entries (format 1.17) name their tasks by STRINGS ids,
+/* TASK_INTERNED entries (format 1.18) name their tasks by STRINGS ids,
  * read once every chunk is: a STRINGS chunk after them still names them,
  * an id without an entry reads as "?", and the later entry of a task,
  * of either type, is its name. */
 TEST(interned_task_names_are_looked_up_after_every_chunk)
 {
     sw_bytes f = {0};
-    begin_file(&f, 17);
+    begin_file(&f, 18);
     code(&f, 0, "c");
     thread(&f, 0, 7, 8, "main");
     sw_bytes tasks = {0};

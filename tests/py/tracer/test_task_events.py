@@ -250,18 +250,18 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
 
 
 def test_task_names_are_written_once(asyncio_run, tmp_path):
-    """Format 1.17: a task's name is one STRINGS entry, which its definition
-    (TASK_INTERNED) and its TASK_CREATE name by id; the same trace as a 1.16
-    writer wrote it (the name inline in both) and as a 1.15 one reads as the
-    same document."""
+    """Format 1.18: a task's name is one STRINGS entry, which its definition
+    (TASK_INTERNED) and its TASK_CREATE name by id; the same trace as a 1.17
+    writer wrote it (the name inline in both), as a 1.16 one and as a 1.15
+    one reads as the same document."""
     swt, _ = asyncio_run
     doc = read_task_events(swt)
     data = open(swt, "rb").read()
-    for minor in (16, 15):
+    for minor in (17, 16, 15):
         old = tmp_path / f"1.{minor}.swt"
         old.write_bytes(_as_format(data, minor))
         assert read_task_events(str(old)) == doc, minor
-    older = open(tmp_path / "1.16.swt", "rb").read()
+    older = open(tmp_path / "1.17.swt", "rb").read()
     # (the automatic names: stackwatch.name() names the consumer later, in
     # a TASK_NAME record, inline)
     created = [e["task"] for e in doc["events"] if e["kind"] == "create" and e["task"].startswith("Task-")]
@@ -684,14 +684,15 @@ def _varint_at(b, i):
 
 
 def _as_format(data, minor):
-    """A trace rewritten as a writer of format 1.<minor> (15 or 16) wrote
-    it (docs/format.md): its task events of the kinds added after that
-    minor (1.16's 33-37, 1.17's 38) as the older kinds of the same name,
-    whose interned str (a STRINGS entry's id) is a str; the TASK_INTERNED
-    chunks (1.17, type 12) as TASK chunks (type 8), the name inline; before
-    1.16 no STRINGS chunks. Every other chunk as it is (a 1.16 writer's
-    STRINGS had no task names: entries no record names are read as
-    nothing)."""
+    """A trace rewritten as a writer of format 1.<minor> (15, 16 or 17)
+    wrote it (docs/format.md): its task events of the kinds added after
+    that minor (1.16's 33-37, 1.18's 38) as the older kinds of the same
+    name, whose interned str (a STRINGS entry's id) is a str; the
+    TASK_INTERNED chunks (1.18, type 12) as TASK chunks (type 8), the name
+    inline; before 1.16 no STRINGS chunks. Every other chunk as it is (an
+    older writer's STRINGS had no task names: entries no record names are
+    read as nothing; 1.17's ON_CPU fields, which a task trace has none of,
+    stay)."""
     older = {k.name: n for n, k in RECORD_KINDS.items() if k.source == "older" and k.since <= minor}
     renumber = {n: older[k.name] for n, k in RECORD_KINDS.items()
                 if k.source == "dispatch" and k.since > minor and k.name in older}
