@@ -976,8 +976,9 @@ static PyTypeObject TraceType = {
 
 /* RECORD_KINDS: the table of EXT record kinds (trace/records.h), one
  * tuple per kind: (number, name, since, source, category, label, shape, pair,
- * stat, title, track, ((field, type, slot), ...)), shape, stat, title,
- * type and slot by name; TRACE_EXPORTERS: the table of exporters
+ * stat, title, track, ((field, type, slot, interned), ...)), shape, stat,
+ * title, type and slot by name (interned: a str written as a STRINGS
+ * entry's id, format 1.16); TRACE_EXPORTERS: the table of exporters
  * (trace/exporters.h), (name, suffix, binary) each; and THREAD_STATES:
  * the names of the samples' thread states by number (base/sample.h). */
 static int add_record_kinds(PyObject *m)
@@ -988,7 +989,8 @@ static int add_record_kinds(PyObject *m)
         PyObject *fields = PyTuple_New(k->nfields);
         for (unsigned j = 0; fields && j < k->nfields; j++) {
             const sw_record_field *f = &k->fields[j];
-            PyObject *ft = Py_BuildValue("(sss)", f->name, sw_record_type_name(f->type), sw_record_slot_name(f->slot));
+            PyObject *ft = Py_BuildValue("(sssN)", f->name, sw_record_type_name(f->type), sw_record_slot_name(f->slot),
+                                         PyBool_FromLong(f->interned));
             if (!ft)
                 Py_CLEAR(fields);
             else
