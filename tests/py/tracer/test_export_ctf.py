@@ -163,15 +163,15 @@ def test_refusals_are_one_line(exported, tmp_path):
 
 @needs(NO_BABELTRACE)
 def test_each_event_class_has_its_own_name(tmp_path):
-    """The task events of a 1.16 trace and of the same trace as 1.15 wrote
+    """The task events of a trace and of the same trace as 1.15 wrote
     it (their older kinds, the channel inline) are the same CTF event
     classes: no name is declared twice in the metadata, and babeltrace2
     counts each stackwatch:* event of either export as the trace holds
     it."""
-    from test_task_events import THREADS, _as_format_1_15
+    from test_task_events import THREADS, _as_format
     swt, _ = run_traced(tmp_path, THREADS, "--events", "tasks", args=(str(tmp_path / "log.json"),))
     old = tmp_path / "old.swt"
-    old.write_bytes(_as_format_1_15(open(swt, "rb").read()))
+    old.write_bytes(_as_format(open(swt, "rb").read(), 15))
     counts = []
     for path in (swt, str(old)):
         out = tmp_path / (os.path.basename(path) + ".ctf")
