@@ -158,7 +158,8 @@ typedef struct sw_py_layout {
     /* Objects read by name (threadnames.h: threading._active and each
      * Thread's _name), 3.11+. managed_kind 0 (SW_MANAGED_NONE) and the
      * rest SW_NO_OFFSET before: 3.9/3.10 keep their dict keys object in
-     * Objects/dict-common.h, which no installed header has. */
+     * Objects/dict-common.h, which no installed header has (a reader binds
+     * them in from asyncio_layout.h: sw_asyncio_bind_objects). */
     uint32_t managed_kind;         /* SW_MANAGED_*: where an instance keeps its attributes */
     uint32_t interp_modules;       /* PyInterpreterState's sys.modules (a dict pointer) */
     uint32_t module_dict;          /* PyModuleObject.md_dict */
@@ -192,7 +193,7 @@ typedef struct sw_py_layout {
      * at its type's tp_dictoffset. The keys object's private layout
      * (Objects/dict-common.h, not installed) and the module's dict come
      * from probing those releases (asyncio_layout.h), bound in by the
-     * reader that needs them (asynciotree.c); the headers give the rest. */
+     * readers that need them (asynciotree.c, threadnames.c); the headers give the rest. */
     uint32_t keys_size;            /* 3.9/3.10: PyDictKeysObject.dk_size, else SW_NO_OFFSET */
     uint32_t type_dictoffset;      /* PyTypeObject.tp_dictoffset */
 
@@ -212,6 +213,7 @@ typedef struct sw_py_layout {
     uint32_t float_value;          /* PyFloatObject.ob_fval */
     uint32_t type_name;            /* PyTypeObject.tp_name (a char pointer) */
     uint32_t cell_ref;             /* PyCellObject.ob_ref */
+    uint32_t unused;               /* 0: the struct has no padding (layout.c's tripwire counts every byte) */
     uint64_t long_type;            /* the type objects, in the target (0: unknown) */
     uint64_t bool_type;
     uint64_t float_type;
@@ -233,9 +235,10 @@ enum {
 
 /* Every field of sw_py_layout, in order, with its width in bits: the
  * generated tables of known versions (layouts_known.c, written by
- * scripts/gen-layouts.py) are printed from this list, and
- * tests/c/procmem/test_layouts.c checks that it names every field (a field
- * added to the struct but not here fails it). */
+ * scripts/gen-layouts.py) are printed from this list, and layout.c checks
+ * at compile time that it names every field (a field added to the struct
+ * but not here fails the build; so does padding: keep 32-bit fields in
+ * pairs). */
 #define SW_PY_LAYOUT_FIELDS(X) \
     X(version_hex, 32) X(frames_kind, 32) X(pointer_size, 32) X(ob_refcnt, 32) X(ob_type, 32) \
     X(interp_threads_head, 32) X(tstate_size, 32) X(tstate_next, 32) X(tstate_interp, 32) \
@@ -261,7 +264,7 @@ enum {
     X(managed_values_back, 32) X(tpflags_managed_dict, 32) X(tpflags_inline_values, 32) \
     X(managed_untag, 32) X(keys_size, 32) X(type_dictoffset, 32) X(frame_localsplus, 32) X(code_varnames, 32) \
     X(code_cellvars, 32) X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
-    X(cell_ref, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
+    X(cell_ref, 32) X(unused, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
     X(cell_type, 64)
 
 /* Checks that the layout is usable: known kinds, every field inside the
