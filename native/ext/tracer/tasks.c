@@ -341,6 +341,23 @@ void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co)
     sw_tracer_thread_ready(t);
 }
 
+/* The qualified name of the outermost frame of f's chain (a greenlet's:
+ * its run function's), into buf. Takes f (a new reference). */
+static void outermost_name(PyObject *f, char *buf, size_t len)
+{
+    buf[0] = 0;
+    PyFrameObject *back;
+    while ((back = PyFrame_GetBack((PyFrameObject *)f)))
+        Py_SETREF(f, (PyObject *)back);
+    PyCodeObject *co = PyFrame_GetCode((PyFrameObject *)f);
+    const char *s = PyUnicode_AsUTF8(sw_code_qualname(co));
+    if (s)
+        snprintf(buf, len, "%s", s);
+    PyErr_Clear();
+    Py_DECREF(co);
+    Py_DECREF(f);
+}
+
 /* The qualified name of the outermost frame of a suspended greenlet (its
  * run function's), into buf; "" when it has none. */
 static void suspended_name(PyObject *g, char *buf, size_t len)
@@ -352,16 +369,7 @@ static void suspended_name(PyObject *g, char *buf, size_t len)
         Py_XDECREF(f);
         return;
     }
-    PyFrameObject *back;
-    while ((back = PyFrame_GetBack((PyFrameObject *)f)))
-        Py_SETREF(f, (PyObject *)back);
-    PyCodeObject *co = PyFrame_GetCode((PyFrameObject *)f);
-    const char *s = PyUnicode_AsUTF8(sw_code_qualname(co));
-    if (s)
-        snprintf(buf, len, "%s", s);
-    PyErr_Clear();
-    Py_DECREF(co);
-    Py_DECREF(f);
+    outermost_name(f, buf, len);
 }
 
 /* The message of the switch about to happen (set by greenlet_switch):
@@ -410,15 +418,11 @@ static PyObject *take_result(PyObject *g)
     return r;
 }
 
-/* A greenlet's run function, wrapped when our switch() starts it: self is
- * (the run function, the greenlet's address); its result's repr (or its
- * exception's) is kept for the greenlet's exit. No frame of its own. */
-static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
+/* The repr of res, or when it is NULL of the exception pending (kept
+ * pending), cut at SW_TASK_VALUE_MAX characters (new reference; NULL when
+ * it fails). */
+static PyObject *outcome_repr(PyObject *res)
 {
-    PyObject *run = PyTuple_GET_ITEM(self, 0);
-    PyObject *res = PyObject_Call(run, args, kwargs);
-    if (!(sw_D.mask & SW_EVB(SW_K_TASK_EXIT)))
-        return res;
     sw_exc_state exc;
     sw_exc_save(&exc);   /* (res NULL: the exception it raised, put back after) */
     PyObject *v = res;
@@ -438,11 +442,78 @@ static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
         Py_XDECREF(cut);
     }
     PyErr_Clear();
-    Py_XSETREF(result_value, r);
+    sw_exc_restore(&exc);
+    return r;
+}
+
+/* A greenlet's run function, wrapped when our switch() starts it: self is
+ * (the run function, the greenlet's address); its result's repr (or its
+ * exception's) is kept for the greenlet's exit. No frame of its own. */
+static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *run = PyTuple_GET_ITEM(self, 0);
+    PyObject *res = PyObject_Call(run, args, kwargs);
+    if (!(sw_D.mask & SW_EVB(SW_K_TASK_EXIT)))
+        return res;
+    Py_XSETREF(result_value, outcome_repr(res));
+    sw_exc_state exc;
+    sw_exc_save(&exc);
     result_of = PyLong_AsVoidPtr(PyTuple_GET_ITEM(self, 1));
     PyErr_Clear();
     sw_exc_restore(&exc);
     return res;
+}
+
+/* Greenlets suspended in our switch() (set by greenlet_switch just before
+ * it switches, taken by greenlet_trace for the origin of that switch):
+ * their addresses (only compared), in a set. A greenlet that began before
+ * task events ends into its parent with a result that only the parent's
+ * switch() returns: when the parent waits in ours, the exit is recorded
+ * there, with it (exit_pending); else its result is not known. */
+static int switching_in_ours;
+static PyObject *suspended_in_ours;
+static struct {
+    void *into;     /* the parent it ended into (only compared); NULL: none pending */
+    uint64_t task;
+    int threw;
+} exit_pending;
+
+static PyObject *address_key(PyObject *g)
+{
+    return PyLong_FromVoidPtr(g);
+}
+
+/* 1 if greenlet g waits in our switch() (and it resumes now: forgotten). */
+static int resumes_in_ours(PyObject *g)
+{
+    if (!suspended_in_ours || !PySet_GET_SIZE(suspended_in_ours))
+        return 0;
+    PyObject *key = address_key(g);
+    int r = key ? PySet_Discard(suspended_in_ours, key) : 0;
+    Py_XDECREF(key);
+    PyErr_Clear();
+    return r > 0;
+}
+
+/* Greenlet g switches away from inside our switch(). */
+static void suspends_in_ours(PyObject *g)
+{
+    if (!suspended_in_ours)
+        suspended_in_ours = PySet_New(NULL);
+    PyObject *key = suspended_in_ours ? address_key(g) : NULL;
+    if (key)
+        PySet_Add(suspended_in_ours, key);
+    Py_XDECREF(key);
+    PyErr_Clear();
+}
+
+/* Records the exit of task `task` (threw: by an exception), its result
+ * result (a repr) or, when NULL, "" (not known). */
+static void record_greenlet_exit(uint64_t task, int threw, PyObject *result)
+{
+    const char *r = result ? PyUnicode_AsUTF8(result) : NULL;
+    PyErr_Clear();
+    task_record(SW_K_TASK_EXIT, NULL, (long long)task, threw, 0, r ? r : "", NULL);
 }
 
 static PyMethodDef run_def = {"run", (PyCFunction)(void (*)(void))run_returned, METH_VARARGS | METH_KEYWORDS,
@@ -538,13 +609,21 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         int died = dead == Py_True;
         Py_XDECREF(dead);
         PyErr_Clear();
+        int parent_in_ours = resumes_in_ours(target);
+        if (switching_in_ours && !died)
+            suspends_in_ours(origin);
+        switching_in_ours = 0;
         if (died) {
             PyObject *result = take_result(origin);
-            const char *r = result ? PyUnicode_AsUTF8(result) : NULL;
-            PyErr_Clear();
-            task_record(SW_K_TASK_EXIT, NULL, (long long)from,
-                        PyUnicode_Check(event) && PyUnicode_CompareWithASCIIString(event, "throw") == 0, 0, r,
-                        NULL);
+            int threw = PyUnicode_Check(event) && PyUnicode_CompareWithASCIIString(event, "throw") == 0;
+            if (exit_pending.into) {   /* (one whose parent's switch() never returned to ours) */
+                record_greenlet_exit(exit_pending.task, exit_pending.threw, NULL);
+                exit_pending.into = NULL;
+            }
+            if (!result && parent_in_ours)   /* the parent's switch() returns it: recorded there */
+                exit_pending.into = target, exit_pending.task = from, exit_pending.threw = threw;
+            else
+                record_greenlet_exit(from, threw, result);
             Py_XDECREF(result);
         }
         const char *value = msg ? PyUnicode_AsUTF8(msg) : NULL;
@@ -571,7 +650,12 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
                 define_task(t, from, name);
             }
             sw_tbuf_task_switch(t->tb, sw_clock_now(&sw_S.clock), from, to);
-            if (target_fresh)
+            PyFrameObject *resumed = target_fresh ? PyEval_GetFrame() : NULL;   /* borrowed */
+            if (resumed) {   /* it began before task events: named after its run's frame, the outermost */
+                char name[256] = "";
+                outermost_name(Py_NewRef((PyObject *)resumed), name, sizeof name);
+                define_task(t, to, name);
+            } else if (target_fresh)
                 unnamed = to;
         }
         sw_evdata d = {.line = -1, .a = (long long)from, .b = (long long)to};
@@ -713,9 +797,17 @@ static PyObject *greenlet_switch(PyObject *self, PyObject *args, PyObject *kwarg
     for (Py_ssize_t i = 0; i < n; i++)
         PyTuple_SET_ITEM(all, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
     PyObject *orig = Py_NewRef(switch_orig);
+    switching_in_ours = (sw_D.mask & SW_EVB(SW_K_TASK_EXIT)) != 0;
     PyObject *res = PyObject_Call(orig, all, kwargs);
+    switching_in_ours = 0;   /* (it did not switch) */
     Py_DECREF(orig);
     Py_DECREF(all);
+    if (exit_pending.into) {   /* a greenlet that began before task events ended into this one: res is its result */
+        PyObject *r = outcome_repr(res);
+        record_greenlet_exit(exit_pending.task, exit_pending.threw, r);
+        Py_XDECREF(r);
+        exit_pending.into = NULL;
+    }
     return res;
 }
 

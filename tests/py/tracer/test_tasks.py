@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import chrome_slices, perfetto_timeline, run_traced, write
+from conftest import chrome_slices, perfetto_timeline, run_own_log, run_traced, write
 from stackwatch import Trace
 from stackwatch.tracer.task_events import read_task_events
 
@@ -423,3 +423,59 @@ def test_gevent_pure_python_hub_switches_carry_no_message(tmp_path):
     _need_gevent()
     swt, _ = run_traced(tmp_path, GEVENT_PROGRAM, "--events", "tasks", args=(str(tmp_path / "truth.json"), "pure"))
     _no_messages(swt)
+
+
+# Greenlets alive before task events start: `worker` began (it waits in a
+# nested call), `later` did not; `orphan` began under `middle` (a greenlet
+# that began too), whose switch() to it was called before tracing, so the
+# value orphan ends with reaches middle by greenlet's own switch, never
+# seen: its result is not known. The program logs each one's run function
+# and what its parent's switch() returned.
+AT_START = r'''
+import json, sys, greenlet, stackwatch
+main = greenlet.getcurrent()
+def worker(n):
+    def inner():
+        main.switch("paused")
+    inner()
+    return n * 2
+def later(n):
+    return [n + 1]
+def orphan():
+    main.switch("orphan paused")
+    return "lost"
+def middle():
+    o = greenlet.greenlet(orphan)
+    got = o.switch()                     # (greenlet's own switch: tracing has not started)
+    return ("middle saw", got)
+gl, g2 = greenlet.greenlet(worker), greenlet.greenlet(later)
+assert gl.switch(3) == "paused"
+mid = greenlet.greenlet(middle)
+assert mid.switch() == "orphan paused"
+orphan_g = mid.gr_frame.f_locals["o"]
+stackwatch.start(sys.argv[1], events=["tasks"])
+results = {"greenlet worker": gl.switch(), "greenlet later": g2.switch(5)}
+results["greenlet middle"] = orphan_g.switch()   # orphan ends into middle, which ends into us
+stackwatch.stop()
+json.dump({k: repr(v) for k, v in results.items()}, open(sys.argv[2], "w"))
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_greenlets_alive_at_the_start_named_and_their_results(tmp_path):
+    """A greenlet that began before task events is named by its run
+    function (the outermost frame it runs), one not started yet by its
+    .run; each exit's result is the one its parent's switch() returned,
+    as the program logged it, or marked unknown when no switch of ours
+    returned it (never None)."""
+    swt, own = run_own_log(tmp_path, AT_START)
+    doc = read_task_events(swt)
+    tasks = {t["name"]: t for t in doc["tasks"] if t["kind"] == "greenlet"}
+    assert set(tasks) == {"greenlet worker", "greenlet later", "greenlet middle", "greenlet orphan"}, list(tasks)
+    for name, result in own.items():
+        assert (tasks[name]["outcome"], tasks[name]["result"], tasks[name]["result_unknown"]) == \
+            ("result", result, False), name
+    lost = tasks["greenlet orphan"]
+    assert (lost["outcome"], lost["result"], lost["result_unknown"]) == ("result", None, True)
+    exits = [e["task"] for e in doc["events"] if e["kind"] == "exit"]
+    assert sorted(exits) == sorted(tasks), exits
