@@ -358,6 +358,47 @@ static void outermost_name(PyObject *f, char *buf, size_t len)
     Py_DECREF(f);
 }
 
+/* 1 if type tp is gevent's (or derives from one of gevent's types: its
+ * Greenlet keeps the function it runs as _run; its run is its own
+ * Greenlet.run). The last type asked is kept. */
+static int gevent_type(PyTypeObject *tp)
+{
+    static PyTypeObject *last;   /* (only compared) */
+    static int last_is;
+    if (tp == last)
+        return last_is;
+    PyObject *mro = tp->tp_mro;
+    int is = 0;
+    for (Py_ssize_t i = 0; mro && PyTuple_Check(mro) && i < PyTuple_GET_SIZE(mro) && !is; i++) {
+        PyObject *mod = PyObject_GetAttrString(PyTuple_GET_ITEM(mro, i), "__module__");
+        const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+        is = m && strncmp(m, "gevent.", 7) == 0;
+        Py_XDECREF(mod);
+        PyErr_Clear();
+    }
+    last = tp;
+    last_is = is;
+    return is;
+}
+
+/* The qualified name of the function a gevent Greenlet g runs (its _run:
+ * `outer` for gevent.spawn(outer), `AsyncResult.get` for
+ * gevent.spawn(result.get)), into buf; 0 when g is none or has none. */
+static int gevent_run_name(PyObject *g, char *buf, size_t len)
+{
+    if (!gevent_type(Py_TYPE(g)))
+        return 0;
+    PyObject *run = PyObject_GetAttrString(g, "_run");
+    PyObject *qn = run && PyCallable_Check(run) ? PyObject_GetAttrString(run, "__qualname__") : NULL;
+    const char *s = qn && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
+    if (s)
+        snprintf(buf, len, "%s", s);
+    Py_XDECREF(qn);
+    Py_XDECREF(run);
+    PyErr_Clear();
+    return s != NULL;
+}
+
 /* The qualified name of the outermost frame of a suspended greenlet (its
  * run function's), into buf; "" when it has none. */
 static void suspended_name(PyObject *g, char *buf, size_t len)
@@ -651,11 +692,13 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
             }
             sw_tbuf_task_switch(t->tb, sw_clock_now(&sw_S.clock), from, to);
             PyFrameObject *resumed = target_fresh ? PyEval_GetFrame() : NULL;   /* borrowed */
+            char name[256] = "";
             if (resumed) {   /* it began before task events: named after its run's frame, the outermost */
-                char name[256] = "";
                 outermost_name(Py_NewRef((PyObject *)resumed), name, sizeof name);
                 define_task(t, to, name);
-            } else if (target_fresh)
+            } else if (target_fresh && gevent_run_name(target, name, sizeof name))
+                define_task(t, to, name);   /* (its first frame is gevent's own, or the function's callee) */
+            else if (target_fresh)
                 unnamed = to;
         }
         sw_evdata d = {.line = -1, .a = (long long)from, .b = (long long)to};

@@ -368,6 +368,11 @@ open(sys.argv[1], "w").write(json.dumps(log))
 '''
 
 
+# gevent's hub: named by its run method (3.9 and 3.10 code objects have no
+# qualified name)
+GEVENT_HUB = "greenlet Hub.run" if sys.version_info >= (3, 11) else "greenlet run"
+
+
 def _need_gevent():
     try:
         import gevent  # noqa: F401
@@ -400,9 +405,9 @@ def test_gevent_greenlets_each_on_their_own_task(tmp_path):
     t = Trace(swt)
     _check_nesting(t)
     names = [th["name"] for th in t.threads]
-    # the hub: its run method (3.9 and 3.10 code objects have no qualified name)
-    hub = "greenlet Hub.run" if sys.version_info >= (3, 11) else "greenlet run"
+    hub = GEVENT_HUB
     assert names.count("greenlet outer") == 5 and hub in names
+    _check_gevent_names(swt)
     own = {"inner", "outer", "main"}
     got = []
     for pos in range(len(t.threads)):
@@ -423,6 +428,20 @@ def test_gevent_pure_python_hub_switches_carry_no_message(tmp_path):
     _need_gevent()
     swt, _ = run_traced(tmp_path, GEVENT_PROGRAM, "--events", "tasks", args=(str(tmp_path / "truth.json"), "pure"))
     _no_messages(swt)
+    _check_gevent_names(swt)
+
+
+def _check_gevent_names(swt):
+    """Each greenlet gevent.spawn() made is named by the function given to
+    it (outer; AsyncResult.get), not by gevent's own code it runs first
+    (Greenlet.run in pure Python, Timeout._start_new_or_dummy under
+    result.get), on its track and in the task document alike."""
+    spawned = ["greenlet outer"] * 5 + ["greenlet AsyncResult.get"]
+    tracks = [th["name"] for th in Trace(swt).threads if th["task"] and th["name"] != GEVENT_HUB]
+    assert sorted(tracks) == sorted(spawned), tracks
+    doc = [t["name"].split(" #")[0] for t in read_task_events(swt)["tasks"]
+           if t["kind"] == "greenlet" and t["name"] != GEVENT_HUB]
+    assert sorted(doc) == sorted(spawned), doc
 
 
 # Greenlets alive before task events start: `worker` began (it waits in a
