@@ -513,8 +513,10 @@ static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
  * there, with it (exit_pending); else its result is not known. */
 static int switching_in_ours;
 static PyObject *suspended_in_ours;
+static uint64_t suspended_gen;   /* the session the set belongs to (emptied for a new one) */
 static struct {
     void *into;     /* the parent it ended into (only compared); NULL: none pending */
+    void *thread;   /* its thread state (only compared): another thread's switch() does not return it */
     uint64_t task;
     int threw;
 } exit_pending;
@@ -527,6 +529,9 @@ static PyObject *address_key(PyObject *g)
 /* 1 if greenlet g waits in our switch() (and it resumes now: forgotten). */
 static int resumes_in_ours(PyObject *g)
 {
+    if (suspended_in_ours && suspended_gen != sw_S.gen)
+        PySet_Clear(suspended_in_ours);
+    suspended_gen = sw_S.gen;
     if (!suspended_in_ours || !PySet_GET_SIZE(suspended_in_ours))
         return 0;
     PyObject *key = address_key(g);
@@ -662,7 +667,8 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
                 exit_pending.into = NULL;
             }
             if (!result && parent_in_ours)   /* the parent's switch() returns it: recorded there */
-                exit_pending.into = target, exit_pending.task = from, exit_pending.threw = threw;
+                exit_pending.into = target, exit_pending.thread = PyThreadState_Get(), exit_pending.task = from,
+                exit_pending.threw = threw;
             else
                 record_greenlet_exit(from, threw, result);
             Py_XDECREF(result);
@@ -845,7 +851,8 @@ static PyObject *greenlet_switch(PyObject *self, PyObject *args, PyObject *kwarg
     switching_in_ours = 0;   /* (it did not switch) */
     Py_DECREF(orig);
     Py_DECREF(all);
-    if (exit_pending.into) {   /* a greenlet that began before task events ended into this one: res is its result */
+    if (exit_pending.into && exit_pending.thread == (void *)PyThreadState_Get()) {
+        /* a greenlet that began before task events ended into this one: res is its result */
         PyObject *r = outcome_repr(res);
         record_greenlet_exit(exit_pending.task, exit_pending.threw, r);
         Py_XDECREF(r);
