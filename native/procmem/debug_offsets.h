@@ -43,7 +43,8 @@
     "long_non_size_bits long_digits long_digit_size long_shift type_flags type_basicsize "                 \
     "heaptype_cached_keys managed_dict_back managed_values_back tpflags_managed_dict "                      \
     "tpflags_inline_values managed_untag code_cellvars code_freevars tuple_size tuple_items float_value "  \
-    "keys_size type_dictoffset type_name cell_ref long_type bool_type float_type bytes_type tuple_type cell_type"
+    "keys_size type_dictoffset type_name cell_ref long_type bool_type float_type bytes_type tuple_type cell_type " \
+    "code_nlocalsplus code_stacksize frame_specials"
 
 /* Builds *out from len bytes of debug offsets (raw, as read from the start
  * of the target's _PyRuntime) over base, the layout of the same minor

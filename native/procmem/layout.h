@@ -97,6 +97,15 @@ typedef struct sw_py_layout {
     uint32_t code_qualname;        /* co_qualname, or the same as code_name before 3.11 */
     uint32_t code_filename;
     uint32_t code_firstlineno;     /* int */
+    /* 3.11+: the size of a code object's frames, in pointer-sized words:
+     * frame_specials + co_nlocalsplus + co_stacksize (two ints; 3.12+
+     * keep the sum as co_framesize). The interpreter takes each frame from
+     * the top of the thread's stack chunk, so a frame called from another
+     * in the same chunk begins exactly that many words after it (pystack.c
+     * "Frames that fit"). SW_NO_OFFSET (frame_specials 0) before 3.11. */
+    uint32_t code_nlocalsplus;
+    uint32_t code_stacksize;
+    uint32_t frame_specials;       /* FRAME_SPECIALS_SIZE: the frame's own words */
 
     /* str (PEP 393): the state bit field is described by shifts and masks
      * of the 32-bit word at str_state. */
@@ -245,7 +254,8 @@ enum {
     X(owner_cstack, 32) X(frame_is_entry, 32) X(owner_thread, 32) X(owner_generator, 32) \
     X(gen_state_back, 32) X(gen_executing, 32) X(frame_gen, 32) X(frame_state, 32) X(frame_running, 32) \
     X(frame_globals, 32) X(frame_func, 32) X(interp_trampoline, 32) X(code_size, 32) X(code_name, 32) X(code_qualname, 32) \
-    X(code_filename, 32) X(code_firstlineno, 32) X(str_length, 32) X(str_state, 32) \
+    X(code_filename, 32) X(code_firstlineno, 32) X(code_nlocalsplus, 32) X(code_stacksize, 32) \
+    X(frame_specials, 32) X(str_length, 32) X(str_state, 32) \
     X(str_kind_shift, 32) X(str_kind_mask, 32) X(str_compact_mask, 32) X(str_ascii_mask, 32) \
     X(str_ascii_data, 32) X(str_compact_data, 32) X(str_legacy_data, 32) X(str_header_size, 32) \
     X(thread_tid, 32) X(runtime_addr, 64) X(runtime_interp_main, 32) X(runtime_gil, 32) \

@@ -74,6 +74,10 @@ struct sw_pystack {
     uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
     uint64_t *kept_addrs;          /* [max_depth] with limits.frame_addrs: the frames kept
                                       (shims left out), parallel to code_addrs */
+    uint32_t *gaps;                /* [max_depth] with layout.code_nlocalsplus, parallel to
+                                      code_addrs: the bytes from each frame to its callee when
+                                      both lie in the copied window, next to each other in the
+                                      walk, else 0 (frames_fit) */
     uint64_t *instrs;              /* [max_depth] with lines: each kept frame's current instruction */
     int32_t *lines;                /* [max_depth] with lines: the line each frame runs */
     /* Native mode (nativestack.h, nativemerge.h): */
@@ -213,6 +217,8 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->frame_addrs = malloc(d * sizeof *r->frame_addrs);
     if (lim->frame_addrs)
         r->kept_addrs = malloc(d * sizeof *r->kept_addrs);
+    if (l->code_nlocalsplus != SW_NO_OFFSET)
+        r->gaps = malloc(d * sizeof *r->gaps);
     r->code_hdrs = malloc(d * l->code_size);
     r->reqs = malloc((2 * d + 8) * sizeof *r->reqs);
     r->code_reqs = malloc(d * sizeof *r->code_reqs);
@@ -262,7 +268,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     if (r->states)
         sw_threadstate_set_cpu_every(r->states, lim->cpu_every);
     if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->code_globals)) ||
-        !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
+        !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || (l->code_nlocalsplus != SW_NO_OFFSET && !r->gaps) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
         !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->window || !r->spec_tstate || !r->spec_n ||
         !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
@@ -364,6 +370,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->merged);
     free(r->merged_pcs);
     free(r->nat_lines);
+    free(r->gaps);
     free(r->code_hdrs);
     free(r->reqs);
     free(r->code_reqs);
@@ -834,6 +841,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     memset(r->seen, 0, sizeof r->seen);
     int callee_gen = 0;   /* 3.12+: the frame walked just before is a generator's */
     uint64_t callee = 0;  /* that frame */
+    uint64_t kept_callee = 0;   /* the frame walked just before, if kept and in the window, else 0 */
     while (frame) {
         if (++steps > max_steps || n == r->lim.max_depth) {
             *truncated = 1;
@@ -931,8 +939,13 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             }
             if (r->kept_addrs)
                 r->kept_addrs[n] = frame;
+            if (r->gaps)   /* (a callee below its caller in one chunk: no frame size fits) */
+                r->gaps[n] = !kept_callee || !in_window ? 0
+                             : kept_callee > frame && kept_callee - frame < UINT32_MAX ? (uint32_t)(kept_callee - frame)
+                                                                                      : UINT32_MAX;
             r->code_addrs[n++] = code;
         }
+        kept_callee = !shim && !internal && in_window ? frame : 0;
         frame = previous;
     }
     r->steps = steps;
@@ -1048,6 +1061,36 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     }
     remember_globals(r, n);
     return 0;
+}
+
+/* Frames that fit (3.11+). The interpreter takes each frame from the top
+ * of the thread's stack chunk, as many words as its code object needs
+ * (layout.h code_nlocalsplus), and gives them back when it returns: a
+ * frame called by another in the same chunk begins right where its
+ * caller's words end. So two frames of a walk, caller and callee, both
+ * in the copied window, must lie exactly the caller's frame size apart.
+ * A walk that joined a dead frame to the live frame below it fails that
+ * when the live frame is of another code object (of another size) than
+ * the one that called the dead frame: a loop calling g (which calls h)
+ * then f at g's slot, read with the thread state while h ran and the
+ * window once f had taken the slot (h's dead frame above it, still linked
+ * there), is h called by f, a stack the program never had. The check
+ * after the walk (still_whole) rejects that when it reads the stack again
+ * later, but not when a whole round of the loop passed within its one
+ * system call, so that both ends of its read saw h and its middle f, as
+ * the walk had: the loop runs on on the other core during the read's few
+ * microseconds (3.11, load 10: 4 samples in 17,672 of
+ * tests/programs/slot_reuse.py, every one of them a misfit). A slot reused
+ * by code whose frames are as large as the dead frame's caller's is not
+ * told (memory read while the thread runs cannot tell it: only a parked
+ * walk). 1 if every such pair of the n frames resolved (r->frames) fits;
+ * 0 (the walk is torn) if not. */
+static int frames_fit(sw_pystack *r, uint32_t n)
+{
+    for (uint32_t i = 1; r->gaps && i < n; i++)
+        if (r->gaps[i] && r->gaps[i] != (uint64_t)sw_codecache_frame_words(r->frames[i]) * r->l.pointer_size)
+            return 0;
+    return 1;
 }
 
 static int by_addr(const void *a, const void *b)
@@ -1519,7 +1562,8 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
      * later, had left every byte of the frames compared as it was
      * (tests/programs/slot_reuse.py, 3.11, with a core busy: about 1
      * sample in 3,000). A thread that went below the anchor and back up
-     * within the one system call is still not told. */
+     * within the one system call is still not told (frames_fit tells it
+     * when the slot was taken by code of another frame size). */
     if (!at_or_above(r, now, anchor, w, lo, rhi))
         return 0;
     if (strict) {
@@ -1996,7 +2040,9 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     }
     if (n < 0 && park && s.native_tid)
         n = walk_after_park(r, tstate, &w, &truncated);
-    if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
+    int unfit = 0;
+    if (n < 0 || resolve_codes(r, (uint32_t)n) != 0 || (unfit = !frames_fit(r, (uint32_t)n))) {
+        r->st.unfit += (uint64_t)unfit;
         /* Told to the sink too: it may give the time to the thread's next
          * sample rather than lose it (failures are likelier in code whose
          * stack changes fast, so losing them would hide such code). */

@@ -71,6 +71,9 @@ typedef struct sw_pystack_stats {
     uint64_t torn;           /* walks torn: a generator left, or a chain broke, under the
                                 reader (pystack.c "Torn stacks"); each is redone, and
                                 counted in failed if still torn after the retries */
+    uint64_t unfit;          /* 3.11+: walks whose frames did not fit their code objects'
+                                frame sizes (pystack.c "Frames that fit"): torn, counted in
+                                failed */
     uint64_t parked;         /* with limits.park: walks redone with the thread parked */
     uint64_t park_failed;    /* ... threads that did not park in time (then walked unparked:
                                 after_park) */
