@@ -1747,9 +1747,9 @@ static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w,
 {
     const sw_py_layout *l = &r->l;
     uint64_t t0 = sw_clock_ns(CLOCK_MONOTONIC);
-    int rc = sw_nstack_park((int)tid, PARK_WAIT_NS);
+    int rc = r->lim.park_always == 2 ? SW_ESTATE : sw_nstack_park((int)tid, PARK_WAIT_NS);
     if (rc != SW_OK) {
-        if (rc == SW_ESTATE && sw_nstack_blocked((int)tid))
+        if (rc == SW_ESTATE && r->lim.park_always != 2 && sw_nstack_blocked((int)tid))
             mute(r, tid);
         if (rc == SW_ESTATE && !sw_nstack_handler_current())
             r->lim.park = 0;   /* the program put a handler of its own there: no more parks */

@@ -236,11 +236,17 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
 {
     /* STACKWATCH_TEST_PARK_AHEAD=1 (the tests, the benches): the thread
      * holding the GIL parked ahead of every walk, whether walks tear on
-     * this machine or not (limits.park_always). */
+     * this machine or not; =unanswered (the tests): each such park counted
+     * as not answered, so that every sample of it takes the unparked walk
+     * that follows a failed park (limits.park_always 1, 2). */
     const char *always = getenv("STACKWATCH_TEST_PARK_AHEAD");
+    uint32_t park_always = !self->park_installed || !always ? 0
+                           : strcmp(always, "1") == 0            ? 1
+                           : strcmp(always, "unanswered") == 0   ? 2
+                                                                 : 0;
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
                              (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed,
-                             (uint32_t)(self->park_installed && always && strcmp(always, "1") == 0), 0, 0, 0};
+                             park_always, 0, 0, 0};
     char err[256] = "";
     sw_pystack *r;
     if (pid == 0 && self->blocking) {

@@ -265,12 +265,40 @@ def test_parked_ahead_of_the_walk(tmp_path):
     guessed from the thread's last walk, its code objects' headers from
     its last parked one): every sample is still a stack the trace had
     open."""
-    path = run_sampled(tmp_path, [str(PROGRAMS / "gen_shapes.py"), "5", "3"], "ahead",
-                       env={"STACKWATCH_TEST_PARK_AHEAD": "1"})
+    sampled_parking(tmp_path, "1")
+
+
+def sampled_parking(tmp_path, mode):
+    """gen_shapes.py sampled with STACKWATCH_TEST_PARK_AHEAD=mode, every
+    sample checked: (the trace's path, samples checked)."""
+    path = run_sampled(tmp_path, [str(PROGRAMS / "gen_shapes.py"), "5", "3"], "parking",
+                       env={"STACKWATCH_TEST_PARK_AHEAD": mode})
     checked, differ, skipped = compare(path)
-    report("gen_shapes parked ahead", checked, differ, skipped)
+    report(f"gen_shapes, parks {mode}", checked, differ, skipped)
     assert not differ
     assert checked >= 50
+    return path, checked
+
+
+@pytest.mark.timing
+@pytest.mark.versions("3.10", "3.12")
+def test_a_failed_park_falls_back_to_one_checked_walk(tmp_path):
+    """A park not answered in time is followed by one more walk, unparked,
+    checked strictly (pystack.c walk_after_park: 3.9/3.10 objects_whole,
+    3.11+ still_whole; in the sampler's counts, after_park). In real runs
+    that is rare (a thread waiting 10 ms for a CPU), so here every park of
+    the thread holding the GIL is counted as not answered, without a signal
+    (STACKWATCH_TEST_PARK_AHEAD=unanswered: parked ahead of every walk, as
+    in the test above, and each park failing): every such sample is that
+    walk's, whole (a stack the trace had open) or counted failed."""
+    path, checked = sampled_parking(tmp_path, "unanswered")
+    meta = Trace(path).meta
+    # Every park failed, none was made; most samples (those of the thread
+    # holding the GIL, a thread of gen_shapes.py's two mostly holds it)
+    # were read by the walk after it, and few of them failed.
+    assert meta["sampler.parked"] == 0 and meta["sampler.park_failed"] >= meta["sampler.parked_ahead"] > 0, meta
+    assert meta["sampler.after_park"] >= checked // 3, (meta, checked)
+    assert meta["sampler.failed"] <= max(5, meta["sampler.after_park"] // 20), meta
 
 
 @pytest.mark.timing
