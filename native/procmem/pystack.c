@@ -1731,8 +1731,23 @@ static void park_codes(sw_pystack *r, uint64_t tstate, uint32_t n)
 /* In-process: the walk of the thread (kernel id tid, state at tstate)
  * redone with it parked in the signal handler (nativestack.h), after a
  * walk found torn: its stack cannot change until it is released, so this
- * walk is of one instant and is not checked after; every read is still
- * validated as in any walk. Its code objects' headers are read while it
+ * walk is of one instant and is not read again after; every read is still
+ * validated as in any walk, its frames must fit (frames_fit), and its
+ * leaf, if a frame of the thread's own (not a generator's), must lie in
+ * the copied top of its current stack chunk. The signal stops the thread
+ * at any instruction, and the interpreter does not publish its frames in
+ * one move: 3.11/3.12 enter the interpreter function by pointing the
+ * thread state at a new _PyCFrame on the C stack first and setting the
+ * frame in it, and the new frame's link, a few stores later (3.13 links
+ * first, then publishes), so a thread parked in between names as its
+ * current frame whatever that stack memory last held, mostly a frame of
+ * an earlier such call at the same place: dead, or the new frame with its
+ * old link. A dead one lies at or above the top (told here), one of
+ * another size than the slot's new frame does not fit (told by
+ * frames_fit); the new frame with the link its slot's last frame had is
+ * the stack of the same call site again, and is not told. (Other
+ * threads cannot change this thread's frames, nor free the code objects
+ * they hold, while it is parked.) Its code objects' headers are read while it
  * is parked (its frames hold them) and resolved after the release (into
  * the code cache, which allocates): between park and release the sampler
  * only reads memory, neither allocating nor taking a lock the parked
@@ -1772,6 +1787,8 @@ static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w,
             else if (!guessed_window(r, tstate, ts, frame, &g, w))
                 copy_window(r, tstate, ts, frame, w);
             n = walk_frames(r, frame, w, truncated);
+            if (n >= 0 && w->bytes && w->leaf_bytes && w->leaf_bytes[l->frame_owner] == (unsigned char)l->owner_thread)
+                n = WALK_TORN;   /* a leaf of the thread's own outside its stack's top (see above) */
             if (n >= 0) {
                 spec_keep(r, tstate);
                 park_codes(r, tstate, (uint32_t)n);
