@@ -104,8 +104,7 @@ typedef struct sw_py_layout {
      * in the same chunk begins exactly that many words after it (pystack.c
      * "Frames that fit"). SW_NO_OFFSET (frame_specials 0) before 3.11. */
     uint32_t code_nlocalsplus;
-    uint32_t code_stacksize;
-    uint32_t frame_specials;       /* FRAME_SPECIALS_SIZE: the frame's own words */
+    uint32_t code_stacksize;       /* (frame_specials: below, where it keeps the struct unpadded) */
 
     /* str (PEP 393): the state bit field is described by shifts and masks
      * of the 32-bit word at str_state. */
@@ -167,7 +166,8 @@ typedef struct sw_py_layout {
     /* Objects read by name (threadnames.h: threading._active and each
      * Thread's _name), 3.11+. managed_kind 0 (SW_MANAGED_NONE) and the
      * rest SW_NO_OFFSET before: 3.9/3.10 keep their dict keys object in
-     * Objects/dict-common.h, which no installed header has. */
+     * Objects/dict-common.h, which no installed header has (a reader binds
+     * them in from asyncio_layout.h: sw_asyncio_bind_objects). */
     uint32_t managed_kind;         /* SW_MANAGED_*: where an instance keeps its attributes */
     uint32_t interp_modules;       /* PyInterpreterState's sys.modules (a dict pointer) */
     uint32_t module_dict;          /* PyModuleObject.md_dict */
@@ -201,7 +201,7 @@ typedef struct sw_py_layout {
      * at its type's tp_dictoffset. The keys object's private layout
      * (Objects/dict-common.h, not installed) and the module's dict come
      * from probing those releases (asyncio_layout.h), bound in by the
-     * reader that needs them (asynciotree.c); the headers give the rest. */
+     * readers that need them (asynciotree.c, threadnames.c); the headers give the rest. */
     uint32_t keys_size;            /* 3.9/3.10: PyDictKeysObject.dk_size, else SW_NO_OFFSET */
     uint32_t type_dictoffset;      /* PyTypeObject.tp_dictoffset */
 
@@ -221,6 +221,9 @@ typedef struct sw_py_layout {
     uint32_t float_value;          /* PyFloatObject.ob_fval */
     uint32_t type_name;            /* PyTypeObject.tp_name (a char pointer) */
     uint32_t cell_ref;             /* PyCellObject.ob_ref */
+    uint32_t frame_specials;       /* 3.11+: FRAME_SPECIALS_SIZE, the frame's own words (code_nlocalsplus);
+                                      here, its one 32-bit field before the 64-bit ones, the struct
+                                      has no padding (layout.c's tripwire counts every byte) */
     uint64_t long_type;            /* the type objects, in the target (0: unknown) */
     uint64_t bool_type;
     uint64_t float_type;
@@ -242,9 +245,10 @@ enum {
 
 /* Every field of sw_py_layout, in order, with its width in bits: the
  * generated tables of known versions (layouts_known.c, written by
- * scripts/gen-layouts.py) are printed from this list, and
- * tests/c/procmem/test_layouts.c checks that it names every field (a field
- * added to the struct but not here fails it). */
+ * scripts/gen-layouts.py) are printed from this list, and layout.c checks
+ * at compile time that it names every field (a field added to the struct
+ * but not here fails the build; so does padding: keep 32-bit fields in
+ * pairs). */
 #define SW_PY_LAYOUT_FIELDS(X) \
     X(version_hex, 32) X(frames_kind, 32) X(pointer_size, 32) X(ob_refcnt, 32) X(ob_type, 32) \
     X(interp_threads_head, 32) X(tstate_size, 32) X(tstate_next, 32) X(tstate_interp, 32) \
@@ -255,7 +259,7 @@ enum {
     X(gen_state_back, 32) X(gen_executing, 32) X(frame_gen, 32) X(frame_state, 32) X(frame_running, 32) \
     X(frame_globals, 32) X(frame_func, 32) X(interp_trampoline, 32) X(code_size, 32) X(code_name, 32) X(code_qualname, 32) \
     X(code_filename, 32) X(code_firstlineno, 32) X(code_nlocalsplus, 32) X(code_stacksize, 32) \
-    X(frame_specials, 32) X(str_length, 32) X(str_state, 32) \
+    X(str_length, 32) X(str_state, 32) \
     X(str_kind_shift, 32) X(str_kind_mask, 32) X(str_compact_mask, 32) X(str_ascii_mask, 32) \
     X(str_ascii_data, 32) X(str_compact_data, 32) X(str_legacy_data, 32) X(str_header_size, 32) \
     X(thread_tid, 32) X(runtime_addr, 64) X(runtime_interp_main, 32) X(runtime_gil, 32) \
@@ -271,7 +275,7 @@ enum {
     X(managed_values_back, 32) X(tpflags_managed_dict, 32) X(tpflags_inline_values, 32) \
     X(managed_untag, 32) X(keys_size, 32) X(type_dictoffset, 32) X(frame_localsplus, 32) X(code_varnames, 32) \
     X(code_cellvars, 32) X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
-    X(cell_ref, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
+    X(cell_ref, 32) X(frame_specials, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
     X(cell_type, 64)
 
 /* Checks that the layout is usable: known kinds, every field inside the
