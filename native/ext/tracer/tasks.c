@@ -554,12 +554,16 @@ static void suspends_in_ours(PyObject *g)
 }
 
 /* Records the exit of task `task` (threw: by an exception), its result
- * result (a repr) or, when NULL, "" (not known). */
+ * result (a repr) or, when NULL, "" (not known). A pending exception
+ * stays (the one a switch() returning the greenlet's raises). */
 static void record_greenlet_exit(uint64_t task, int threw, PyObject *result)
 {
+    sw_exc_state exc;
+    sw_exc_save(&exc);
     const char *r = result ? PyUnicode_AsUTF8(result) : NULL;
     PyErr_Clear();
     task_record(SW_K_TASK_EXIT, NULL, (long long)task, threw, 0, r ? r : "", NULL);
+    sw_exc_restore(&exc);
 }
 
 static PyMethodDef run_def = {"run", (PyCFunction)(void (*)(void))run_returned, METH_VARARGS | METH_KEYWORDS,

@@ -463,6 +463,9 @@ def later(n):
 def orphan():
     main.switch("orphan paused")
     return "lost"
+def boom():
+    main.switch()
+    raise ValueError("boom")
 def middle():
     o = greenlet.greenlet(orphan)
     got = o.switch()                     # (greenlet's own switch: tracing has not started)
@@ -472,11 +475,17 @@ assert gl.switch(3) == "paused"
 mid = greenlet.greenlet(middle)
 assert mid.switch() == "orphan paused"
 orphan_g = mid.gr_frame.f_locals["o"]
+b = greenlet.greenlet(boom)
+b.switch()
 stackwatch.start(sys.argv[1], events=["tasks"])
-results = {"greenlet worker": gl.switch(), "greenlet later": g2.switch(5)}
-results["greenlet middle"] = orphan_g.switch()   # orphan ends into middle, which ends into us
+results = {"greenlet worker": ("result", gl.switch()), "greenlet later": ("result", g2.switch(5))}
+results["greenlet middle"] = ("result", orphan_g.switch())   # orphan ends into middle, which ends into us
+try:
+    b.switch()
+except ValueError as e:   # (the exception boom raised, raised by our switch())
+    results["greenlet boom"] = ("exception", e)
 stackwatch.stop()
-json.dump({k: repr(v) for k, v in results.items()}, open(sys.argv[2], "w"))
+json.dump({k: [o, repr(v)] for k, (o, v) in results.items()}, open(sys.argv[2], "w"))
 '''
 
 
@@ -484,16 +493,17 @@ json.dump({k: repr(v) for k, v in results.items()}, open(sys.argv[2], "w"))
 def test_greenlets_alive_at_the_start_named_and_their_results(tmp_path):
     """A greenlet that began before task events is named by its run
     function (the outermost frame it runs), one not started yet by its
-    .run; each exit's result is the one its parent's switch() returned,
-    as the program logged it, or marked unknown when no switch of ours
+    .run; each exit's result (or exception) is the one its parent's
+    switch() returned (or raised), as the program logged it, or marked unknown when no switch of ours
     returned it (never None)."""
     swt, own = run_own_log(tmp_path, AT_START)
     doc = read_task_events(swt)
     tasks = {t["name"]: t for t in doc["tasks"] if t["kind"] == "greenlet"}
-    assert set(tasks) == {"greenlet worker", "greenlet later", "greenlet middle", "greenlet orphan"}, list(tasks)
-    for name, result in own.items():
+    assert set(tasks) == {"greenlet worker", "greenlet later", "greenlet middle", "greenlet orphan",
+                          "greenlet boom"}, list(tasks)
+    for name, (outcome, result) in own.items():
         assert (tasks[name]["outcome"], tasks[name]["result"], tasks[name]["result_unknown"]) == \
-            ("result", result, False), name
+            (outcome, result, False), name
     lost = tasks["greenlet orphan"]
     assert (lost["outcome"], lost["result"], lost["result_unknown"]) == ("result", None, True)
     exits = [e["task"] for e in doc["events"] if e["kind"] == "exit"]
