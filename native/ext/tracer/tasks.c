@@ -511,7 +511,7 @@ static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
  * task events ends into its parent with a result that only the parent's
  * switch() returns: when the parent waits in ours, the exit is recorded
  * there, with it (exit_pending); else its result is not known. */
-static int switching_in_ours;
+static void *switching_in_ours;   /* the greenlet our switch() switches to (only compared), or NULL */
 static PyObject *suspended_in_ours;
 static uint64_t suspended_gen;   /* the session the set belongs to (emptied for a new one) */
 static struct {
@@ -660,9 +660,10 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         Py_XDECREF(dead);
         PyErr_Clear();
         int parent_in_ours = resumes_in_ours(target);
-        if (switching_in_ours && !died)
+        if (switching_in_ours == (void *)target) {   /* (not a switch a collection makes meanwhile) */
             suspends_in_ours(origin);
-        switching_in_ours = 0;
+            switching_in_ours = NULL;
+        }
         if (died) {
             PyObject *result = take_result(origin);
             int threw = PyUnicode_Check(event) && PyUnicode_CompareWithASCIIString(event, "throw") == 0;
@@ -850,9 +851,9 @@ static PyObject *greenlet_switch(PyObject *self, PyObject *args, PyObject *kwarg
     for (Py_ssize_t i = 0; i < n; i++)
         PyTuple_SET_ITEM(all, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
     PyObject *orig = Py_NewRef(switch_orig);
-    switching_in_ours = (sw_D.mask & SW_EVB(SW_K_TASK_EXIT)) != 0;
+    switching_in_ours = (sw_D.mask & SW_EVB(SW_K_TASK_EXIT)) ? (void *)self : NULL;
     PyObject *res = PyObject_Call(orig, all, kwargs);
-    switching_in_ours = 0;   /* (it did not switch) */
+    switching_in_ours = NULL;   /* (it did not switch) */
     Py_DECREF(orig);
     Py_DECREF(all);
     if (exit_pending.into && exit_pending.thread == (void *)PyThreadState_Get()) {
