@@ -31,13 +31,14 @@
     "frame_owner frame_instr code_size code_name code_qualname code_filename code_firstlineno "            \
     "code_linetable code_code ob_type str_state str_length str_ascii_data str_compact_data "               \
     "str_legacy_data str_header_size bytes_size bytes_data interp_gil gil_locked gil_last_holder "         \
-    "runtime_interp_main version_hex interp_modules frame_localsplus code_varnames"
+    "runtime_interp_main version_hex interp_modules frame_localsplus code_varnames interp_size "          \
+    "runtime_interp_next_id"
 #define SW_DEBUG_OFFSETS_KEPT                                                                           \
     "frames_kind pointer_size ob_refcnt cframe_current_frame chunk_data owner_cstack frame_is_entry "      \
     "str_kind_shift str_kind_mask str_compact_mask str_ascii_mask thread_tid runtime_addr runtime_gil "    \
     "gil_size linetable_kind frame_lasti lasti_unit code_type str_type frame_type owner_thread "         \
     "owner_generator gen_state_back gen_executing frame_gen frame_state frame_running frame_globals "      \
-    "frame_func interp_trampoline none_addr managed_kind module_dict dict_keys dict_values keys_log2_size " \
+    "frame_func interp_trampoline interp_code_counter none_addr managed_kind module_dict dict_keys dict_values keys_log2_size " \
     "keys_log2_index_bytes keys_kind keys_nentries keys_indices keys_kind_general entry_size entry_key "    \
     "entry_value uentry_size uentry_key uentry_value values_values values_valid long_size "                 \
     "long_non_size_bits long_digits long_digit_size long_shift type_flags type_basicsize "                 \

@@ -127,6 +127,17 @@ typedef struct sw_py_layout {
                                       interpreter (target.h) */
     uint32_t runtime_gil;
     uint32_t interp_gil;
+    /* 3.13's counter of code objects made, one per interpreter (pystack.c
+     * "Code objects by counter"): PyInterpreterState.func_state.next_version
+     * (a uint32_t), and _PyRuntimeState.interpreters.next_id (an int64_t,
+     * the interpreters made so far: while it is 1 only the main one ever
+     * ran, so every code object came from its counter); SW_NO_OFFSET in
+     * other versions (3.12's counter is a static: target.h). interp_size
+     * is sizeof(PyInterpreterState), which debug_offsets.c compares with
+     * the target's before trusting the offset of the counter. */
+    uint32_t interp_code_counter;
+    uint32_t runtime_interp_next_id;
+    uint32_t interp_size;
     uint32_t gil_size;
     uint32_t gil_locked;
     uint32_t gil_last_holder;
@@ -249,7 +260,8 @@ enum {
     X(str_kind_shift, 32) X(str_kind_mask, 32) X(str_compact_mask, 32) X(str_ascii_mask, 32) \
     X(str_ascii_data, 32) X(str_compact_data, 32) X(str_legacy_data, 32) X(str_header_size, 32) \
     X(thread_tid, 32) X(runtime_addr, 64) X(runtime_interp_main, 32) X(runtime_gil, 32) \
-    X(interp_gil, 32) X(gil_size, 32) X(gil_locked, 32) X(gil_last_holder, 32) X(linetable_kind, 32) \
+    X(interp_gil, 32) X(interp_code_counter, 32) X(runtime_interp_next_id, 32) X(interp_size, 32) \
+    X(gil_size, 32) X(gil_locked, 32) X(gil_last_holder, 32) X(linetable_kind, 32) \
     X(frame_lasti, 32) X(lasti_unit, 32) X(frame_instr, 32) X(code_code, 32) X(code_linetable, 32) \
     X(bytes_size, 32) X(bytes_data, 32) X(code_type, 64) X(str_type, 64) X(frame_type, 64) X(none_addr, 64) \
     X(managed_kind, 32) X(interp_modules, 32) X(module_dict, 32) X(dict_keys, 32) X(dict_values, 32) \

@@ -130,9 +130,11 @@ void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out);
 /* Another process, 3.11+, without native frames: addr is the target's
  * counter of code objects made (sw_target_code_counter), read after each
  * walk's frames, so that the code objects' headers are read again only
- * after it moved (pystack.c "Code objects by counter"). 0, or SW_EARG
- * (not used: another reader, or unreadable). */
-int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr);
+ * after it moved (pystack.c "Code objects by counter"); interps (3.13, or
+ * 0) the count of interpreters made, read after it: the counter is
+ * trusted only while that count is 1. 0, or SW_EARG (not used: another
+ * reader, or unreadable). */
+int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr, uint64_t interps);
 
 /* Native mode from outside: why a thread's native stack could not be
  * read (the last such reason: it could not be stopped, unwind.h), or ""

@@ -288,9 +288,9 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
     r = sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
     /* Code objects' headers read again only once the target made one
      * (pystack.c "Code objects by counter"). */
-    uint64_t counter;
-    if (r && sw_target_code_counter(&t, &counter) == SW_OK)
-        sw_pystack_set_code_counter(r, counter);
+    uint64_t counter, interps;
+    if (r && sw_target_code_counter(&t, &l, interp, &counter, &interps) == SW_OK)
+        sw_pystack_set_code_counter(r, counter, interps);
     sw_target_close(&t);
     if (!r) {
         PyErr_Format(PyExc_RuntimeError, "cannot sample process %d: %s", pid, err);

@@ -473,6 +473,14 @@ void sw_sampler_layout_fill(sw_py_layout *l)
     fill_lines(l);
     fill_gil(l);
     l->runtime_interp_main = OFF(_PyRuntimeState, interpreters.main);
+    l->interp_size = (uint32_t)sizeof(PyInterpreterState);
+#if PY_VERSION_HEX >= 0x030D0000
+    l->interp_code_counter = OFF(PyInterpreterState, func_state.next_version);
+    l->runtime_interp_next_id = OFF(_PyRuntimeState, interpreters.next_id);
+#else
+    l->interp_code_counter = SW_NO_OFFSET;
+    l->runtime_interp_next_id = SW_NO_OFFSET;
+#endif
     fill_objects(l);
     fill_locals(l);
     l->thread_tid = l->tstate_native_thread_id == SW_NO_OFFSET ? find_thread_tid_offset() : SW_NO_OFFSET;
