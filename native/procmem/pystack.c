@@ -2128,7 +2128,7 @@ int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr, uint64_t interps)
 {
     uint32_t v;
     int64_t n;
-    if (r->l.frames_kind != SW_FRAMES_INTERP || r->lim.park || r->lim.native ||
+    if (r->l.frames_kind != SW_FRAMES_INTERP || r->lim.native ||
         sw_mem_read(&r->mem, addr, &v, sizeof v) != SW_OK ||
         (interps && sw_mem_read(&r->mem, interps, &n, sizeof n) != SW_OK))
         return SW_EARG;

@@ -128,7 +128,7 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
 
 void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out);
 
-/* Another process, 3.11+, without native frames: addr is the target's
+/* 3.11+, without native frames (this process too): addr is the target's
  * counter of code objects made (sw_target_code_counter), read after each
  * walk's frames, so that the code objects' headers are read again only
  * after it moved (pystack.c "Code objects by counter"); interps (3.13, or

@@ -263,8 +263,17 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
         /* The interpreter state itself is the probe: it is surely readable. */
         r = sw_pystack_new(&l, (int)getpid(), (uint64_t)(uintptr_t)interp, &lim, (uint64_t)(uintptr_t)interp, 64,
                            err, sizeof err);
-        if (!r)
+        if (!r) {
             PyErr_Format(PyExc_RuntimeError, "cannot sample this process: %s", err);
+            return NULL;
+        }
+        /* 3.13: code objects' headers read again only once this process
+         * made one, as from outside (pystack.c "Code objects by counter").
+         * (3.12's counter is a static of libpython not exported: from
+         * outside it is found in the ELF's .symtab, not done here.) */
+        uint64_t counter, interps;
+        if (sw_sampler_code_counter(interp, &counter, &interps) == SW_OK)
+            sw_pystack_set_code_counter(r, counter, interps);
         return r;
     }
     if (self->trace) {

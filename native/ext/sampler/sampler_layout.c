@@ -29,6 +29,13 @@ uint32_t sw_sampler_thread_tid_offset(void)
 {
     return SW_NO_OFFSET;
 }
+
+int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps)
+{
+    (void)interp;
+    *counter = *interps = 0;
+    return SW_EARG;
+}
 #else
 
 #if PY_VERSION_HEX >= 0x030B0000
@@ -484,6 +491,19 @@ void sw_sampler_layout_fill(sw_py_layout *l)
     fill_objects(l);
     fill_locals(l);
     l->thread_tid = l->tstate_native_thread_id == SW_NO_OFFSET ? find_thread_tid_offset() : SW_NO_OFFSET;
+}
+
+int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    *counter = (uint64_t)(uintptr_t)&((PyInterpreterState *)interp)->func_state.next_version;
+    *interps = (uint64_t)(uintptr_t)&_PyRuntime.interpreters.next_id;
+    return SW_OK;
+#else
+    (void)interp;
+    *counter = *interps = 0;
+    return SW_EARG;
+#endif
 }
 
 #endif
