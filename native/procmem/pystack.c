@@ -2124,6 +2124,12 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
     return delivered;
 }
 
+void sw_pystack_native_sources(sw_pystack *r, sw_symbols_source_fn fn, void *ud)
+{
+    if (r->syms && !r->unwinder)
+        sw_symbols_sources_later(r->syms, fn, ud);
+}
+
 int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr, uint64_t interps)
 {
     uint32_t v;

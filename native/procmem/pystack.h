@@ -18,6 +18,7 @@
 #include "base/base.h"
 #include "layout.h"
 #include "mem.h"
+#include "symbols.h"
 
 #define SW_PYSTACK_MAX_DEPTH_LIMIT 16384u
 #define SW_PYSTACK_MAX_THREADS_LIMIT 65536u
@@ -127,6 +128,10 @@ void sw_pystack_free(sw_pystack *r);
 int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud);
 
 void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out);
+
+/* Native mode in this process: the source lines of the native frames'
+ * functions, found now (sw_symbols_sources_later). Not while r samples. */
+void sw_pystack_native_sources(sw_pystack *r, sw_symbols_source_fn fn, void *ud);
 
 /* 3.11+, without native frames (this process too): addr is the target's
  * counter of code objects made (sw_target_code_counter), read after each

@@ -462,6 +462,14 @@ static PyObject *Sampler_set_filters(SamplerObject *self, PyObject *args, PyObje
     Py_RETURN_NONE;
 }
 
+/* sw_pystack_native_sources: the profile's function of a native symbol
+ * named by its source. */
+static void source_found(void *ud, sw_sample_code *symbol, const char *file, uint32_t line)
+{
+    if (symbol->sink_id != SW_NO_ID)
+        (void)sw_functab_set_source(ud, symbol->sink_id, file, strlen(file), (int32_t)line);
+}
+
 static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
 {
     (void)unused;
@@ -495,6 +503,17 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
         return NULL;
     }
     sw_history_stopped(self->prof);
+    if (self->native && !self->pid) {
+        /* The native functions' source lines, read now that sampling
+         * stopped (an object's line tables can take a second to read:
+         * not on the sampling thread). */
+        sw_pystack *r = sw_sampler_reader(self->s);
+        Py_BEGIN_ALLOW_THREADS
+        sw_profile_lock(self->prof);
+        sw_pystack_native_sources(r, source_found, sw_profile_functab(self->prof));
+        sw_profile_unlock(self->prof);
+        Py_END_ALLOW_THREADS
+    }
     Py_RETURN_NONE;
 }
 
