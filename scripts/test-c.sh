@@ -4,7 +4,7 @@
 # the flags of the shipped extension plus its own, rebuilding only what
 # changed, then runs them all (tests/c/run.sh).
 #
-#   FUZZ_SECONDS=N   length of the libFuzzer run (default 20; 0: none)
+#   FUZZ_SECONDS=N   length of the libFuzzer run (default 12; 0: none)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -29,7 +29,7 @@ setup "$build/c-asan" meson setup "$build/c-asan" "${common[@]}" -Dsanitize=true
 # libFuzzer needs clang with its runtime; without it the fuzz run is
 # skipped with the reason.
 fuzz_skip=""
-if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+if [ "${FUZZ_SECONDS:-12}" != 0 ]; then
   if ! command -v clang >/dev/null 2>&1; then
     fuzz_skip="clang not found (make deps installs it)"
   else

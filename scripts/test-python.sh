@@ -26,7 +26,7 @@ for v in "$@"; do
   fi
   echo "=== Python $v: testing with $py"
   log="$(mktemp)"
-  if "$py" -m pytest -q -p no:cacheprovider --durations=15 tests/py tests/e2e 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
+  if "$py" -m pytest -q -p no:cacheprovider --durations=15 --junitxml="$root/build/test-logs/py-$v.xml" tests/py tests/e2e 2>&1 | tee "$log"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
     summary+=("$v: passed")
   else
     summary+=("$v: FAILED"); failed=1

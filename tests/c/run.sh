@@ -11,7 +11,7 @@ set -u
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD=${BUILD:-$root/build}
 OUT="$BUILD/c-run"        # seeds, fuzz corpus, logs, crash artifacts
-FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${FUZZ_SECONDS:-12}
 FUZZ_RSS_MB=${FUZZ_RSS_MB:-2048}
 FUZZ_SKIP=${FUZZ_SKIP:-}
 passed=0

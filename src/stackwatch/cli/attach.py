@@ -19,6 +19,7 @@ import tempfile
 import time
 
 from .. import _native
+from ..events import kinds
 from ..events import probes as probes_mod
 from ..profiler import MODES, history, interval_ns
 from ..render import formats
@@ -41,6 +42,9 @@ def add_parser(subparsers):
                    "profile`) and write a profile; with --trace the samples go into the trace")
     p.add_argument("--probes", action="store_true", help="serve the USDT probes while attached: attaching "
                    "bpftrace/SystemTap/perf to them turns on the hooks they need (see `stackwatch probes`)")
+    p.add_argument("--events", action="append", default=None, help="also record these events (comma-separated "
+                   "names or groups, as `stackwatch run --events`; with tasks, the asyncio tasks alive at the attach "
+                   "are listed with their state then; needs --trace)")
     p.add_argument("--rate", default=None, metavar="HZ", help=f"samples per second (default {DEFAULT_RATE}; "
                    "needs --sample)")
     p.add_argument("--mode", choices=MODES, default=None, help="wall (default) or cpu time (--sample without "
@@ -112,14 +116,19 @@ def _bootstrap(pkg_parent, status_dir, out, what):
     the free slots of the pending-calls queue: it runs the file BOOT of
     status_dir, which imports stackwatch (from pkg_parent, appended to
     sys.path for that import) and starts what the attach asked for
-    (what: begin()'s arguments after the path: options, profile, probes)."""
+    (what: begin()'s arguments after the path: options, profile, probes).
+    The file is read inside a `with`, in an exec of its own namespace: an
+    unclosed file would warn (ResourceWarning) from `<string>`, a frame
+    of __main__'s globals, which gains a __warningregistry__ then (and
+    the warning is printed under -W default)."""
     boot = os.path.join(status_dir, BOOT)
     with open(boot, "w") as f:
         f.write(f"__import__('sys').path.append({pkg_parent!r})\n"
                 f"__import__('stackwatch.tracer.attached').tracer.attached.begin({pkg_parent!r}, "
                 f"{status_dir!r}, {out!r}, *{what!r})\n")
     os.chmod(boot, 0o644)
-    return f"try:exec(open({boot!r}).read(),{{}})\nexcept BaseException:pass\n"
+    run_boot = f"with open({boot!r}) as f:exec(f.read(),{{}})"
+    return f"try:exec({run_boot!r},{{}})\nexcept BaseException:pass\n"
 
 
 def _safe_point_msg(pid, timeout, version):
@@ -138,6 +147,12 @@ def _what(args, pid):
         raise ValueError(f"--duration must be positive, not {args.duration:g}")
     if args.rate is not None and not args.sample:
         raise ValueError("--rate needs --sample")
+    try:
+        events = kinds.names_of_options(args.events)
+    except ValueError as e:
+        raise ValueError(f"--events: {e}")
+    if events and not args.trace:
+        raise ValueError("--events needs --trace (the events go into the trace)")
     alone = args.sample and not args.trace
     for name in ("mode", "cycle", "format"):
         if getattr(args, name) is not None and not alone:
@@ -154,7 +169,7 @@ def _what(args, pid):
     if not (args.trace or args.sample):
         return None, (None, None, True)
     if args.trace:
-        options = {"sample": f"{float(rate):g}hz"} if args.sample else {}
+        options = ({"sample": f"{float(rate):g}hz"} if args.sample else {}) | ({"events": events} if events else {})
         return os.path.abspath(args.output or f"stackwatch-{pid}.swt"), (options, None, args.probes)
     fmt = args.format or (formats.of_output(args.output, formats.TREES, formats.PROFILES) if args.output
                           else "stackwatch")
@@ -170,8 +185,6 @@ def run(args):
         out, what = _what(args, pid)
     except ValueError as e:
         return _fail(str(e))
-    if pid == os.getpid():
-        return _fail(f"process {pid} is this stackwatch itself")
     try:
         version = _native.dump_process(pid, max_depth=1)["version"]
     except (OSError, ValueError, RuntimeError) as e:

@@ -128,14 +128,12 @@ def run(args):
         raise UsageError(str(e))
     if args.max_depth < 0:
         raise UsageError("--max-depth must not be negative")
-    events = [e.strip() for arg in (args.events or []) for e in arg.split(",") if e.strip()]
-    if args.lines and "line" not in events:
-        events.append("line")
     try:
-        if events:
-            kinds.mask_of(events)
+        events = kinds.names_of_options(args.events)
     except ValueError as e:
         raise UsageError(f"--events: {e}")
+    if args.lines and "line" not in events:
+        events.append("line")
     if args.sample is not None:
         try:
             tracing.sample_interval_ns(args.sample)

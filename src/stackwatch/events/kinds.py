@@ -24,3 +24,12 @@ def mask_of(events):
     if not m:
         raise ValueError("no events given")
     return m
+
+
+def names_of_options(values):
+    """The event names of a repeatable --events option's values (each
+    comma-separated), in order. Raises ValueError for an unknown name."""
+    names = [e.strip() for v in values or () for e in v.split(",") if e.strip()]
+    if names:
+        mask_of(names)
+    return names

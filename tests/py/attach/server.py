@@ -4,11 +4,20 @@ its own name into the program's log of calls as it starts (handle also
 the iteration's number and time.monotonic_ns()); it prints one line per
 100 iterations. The calls of an iteration depend on its number (scrambled, so
 that a run of a few dozen iterations has one place in the log). Usage: server.py LOG
-[ITERATIONS] (default: until killed)."""
+[ITERATIONS [PROFILE]] (default: until killed). With PROFILE, sys.setprofile's
+view of the whole loop is written there too: "call NAME" or "return NAME"
+per Python function's call and return. At its end it prints the names
+bound in __main__ (which an attach must not change)."""
 import sys
 import time
 
 log = open(sys.argv[1], "w", buffering=1)
+profile = open(sys.argv[3], "w") if len(sys.argv) > 3 else None
+
+
+def record(frame, event, arg):
+    if event in ("call", "return"):
+        profile.write(f"{event} {frame.f_code.co_name}\n")
 
 
 def parse(n):
@@ -43,13 +52,20 @@ def handle(n):
 def main():
     limit = int(sys.argv[2]) if len(sys.argv) > 2 else None
     n = 0
+    if profile:
+        sys.setprofile(record)
     while limit is None or n < limit:
         handle(n)
         if n % 100 == 0:
             print(f"iteration {n}", flush=True)
         n += 1
         time.sleep(0.001)
+    sys.setprofile(None)
+    for f in (log, profile):
+        if f:
+            f.close()
     print("done")
+    print(sorted(vars(sys.modules["__main__"])))
 
 
 main()

@@ -4,6 +4,7 @@ trace holds equal those the program's own log says it made (every complete
 iteration, in order), its output is unchanged, it keeps running after the
 detach, ten attaches in a row work, and every refusal is one line."""
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -18,10 +19,17 @@ SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server.py")
 LOGGED = {"handle", "parse", "work", "square", "respond"}
 
 
-def start_server(tmp, iterations=None):
+def server_args(log, iterations=None, profile=None):
+    """server.py's command line, with warnings shown (-W default): a
+    warning the attach caused would be printed into the program's stderr."""
+    return ([sys.executable, "-W", "default", SERVER, str(log)] + ([str(iterations)] if iterations else []) +
+            ([str(profile)] if profile else []))
+
+
+def start_server(tmp, iterations=None, profile=None, cwd=None):
     log = tmp / "calls.log"
-    args = [sys.executable, SERVER, str(log)] + ([str(iterations)] if iterations else [])
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(server_args(log, iterations, profile), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, cwd=cwd)
     assert p.stdout.readline() == "iteration 0\n"
     return p, log
 
@@ -57,6 +65,30 @@ def trace_iterations(path):
     return its[:-1], seen
 
 
+ENTRIES, EXITS = (0, 2), (1, 3, 4)   # call, resumption; return, yield, unwind (as sys.setprofile's call, return)
+
+
+def cut_at_handle(calls):
+    """[("call"|"return", name)] cut into iterations, each from a call of
+    handle to the next; what comes before the first is left out."""
+    its = []
+    for c in calls:
+        if c == ("call", "handle"):
+            its.append([])
+        if its:
+            its[-1].append(c)
+    return its
+
+
+def trace_calls(path):
+    """The trace's Python calls and returns in complete iterations (as
+    trace_iterations)."""
+    from stackwatch import Trace
+    t = Trace(str(path))
+    return cut_at_handle([("call" if e.kind in ENTRIES else "return", t.codes[e.code].name) for e in t.events(0)
+                          if e.kind in ENTRIES + EXITS])[:-1]
+
+
 def place(traced, logged, unique=True):
     """The iterations of the log that the traced ones equal, in order: the
     one run of consecutive iterations whose calls are the traced calls (a
@@ -68,16 +100,25 @@ def place(traced, logged, unique=True):
     return logged[found[0]:found[0] + len(traced)]
 
 
-def test_trace_equals_the_programs_log_and_output_is_unchanged(tmp_path):
-    plain = subprocess.run([sys.executable, SERVER, str(tmp_path / "plain.log"), "1500"], capture_output=True,
+def test_trace_equals_the_programs_log_and_setprofile_and_output_is_unchanged(tmp_path):
+    """The trace's complete iterations are a run of those the program
+    logged, equal, call for call and return for return, to what its own
+    sys.setprofile function saw of them; its stdout and stderr (warnings
+    shown) and the names bound in its __main__ (printed at its end) are
+    those of a run without the attach; -o is relative to the attaching
+    command's directory, not the target's."""
+    plain = subprocess.run(server_args(tmp_path / "plain.log", 1500, tmp_path / "plain.prof"), capture_output=True,
                            text=True, timeout=120)
-    p, log = start_server(tmp_path, 1500)
-    out = tmp_path / "t.swt"
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    p, log = start_server(tmp_path, 1500, tmp_path / "calls.prof", cwd=there)
     t0 = time.monotonic_ns()
-    r = run(["attach", str(p.pid), "--trace", "--duration", "1", "-o", str(out)])
+    r = run(["attach", str(p.pid), "--trace", "--duration", "1", "-o", "t.swt"], cwd=here)
     t1 = time.monotonic_ns()
     assert r.returncode == 0, r.stderr
-    assert f"wrote {out}" in r.stderr
+    out = here / "t.swt"
+    assert f"wrote {out}" in r.stderr and not (there / "t.swt").exists()
     stdout, stderr = p.communicate(timeout=120)
     assert p.returncode == 0
     assert ("iteration 0\n" + stdout, stderr) == (plain.stdout, plain.stderr)   # unchanged by the attach
@@ -87,8 +128,13 @@ def test_trace_equals_the_programs_log_and_output_is_unchanged(tmp_path):
     placed = place(traced, log_iterations(log))
     # The window: the placed iterations ran while the attach command ran.
     assert t0 <= placed[0][1] and placed[-1][1] <= t1
+    # sys.setprofile's view of the same iterations (its i-th is iteration
+    # i), which never shows its own function (record) that the trace holds.
+    profiled = cut_at_handle([tuple(line.split()) for line in (tmp_path / "calls.prof").read_text().splitlines()])
+    first = placed[0][0]
+    assert [[c for c in it if c[1] != "record"] for it in trace_calls(out)] == profiled[first:first + len(placed)]
     # Nothing of the attach itself: only the program's functions.
-    assert set(seen) <= LOGGED | {"<genexpr>", "<listcomp>"}, set(seen) - LOGGED
+    assert set(seen) <= LOGGED | {"record", "<genexpr>", "<listcomp>"}, set(seen) - LOGGED
 
 
 # Repeated attaches and a blocked main thread: once on each side of 3.12,
@@ -224,3 +270,60 @@ def test_blocked_target_times_out_and_the_call_is_taken_back(tmp_path):
         p.kill()
     assert (stdout, stderr, p.returncode) == ("[]\n", "", 0)   # the call never ran
     assert not (tmp_path / "t.swt").exists()
+
+
+# An asyncio program whose loop runs on its main thread while attached: a
+# getter waits on a queue, a ticker sleeps in turns, the main task awaits
+# the ticker; its stdin closed ends them. It prints its own view of them.
+ASYNCIO_TARGET = r'''
+import asyncio, json, sys, threading
+async def getter(q):
+    return await q.get()
+async def ticker(done):
+    while not done.is_set():
+        await asyncio.sleep(0.005)
+async def main():
+    loop, q, done = asyncio.get_running_loop(), asyncio.Queue(), asyncio.Event()
+    g, t = asyncio.create_task(getter(q)), asyncio.create_task(ticker(done))
+    name = lambda t: f"{t.get_name()} {t.get_coro().__qualname__}"
+    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(done.set)), daemon=True).start()
+    print(json.dumps({"getter": name(g), "ticker": name(t), "main": name(asyncio.current_task()),
+                      "queue": f"Queue {id(q):#x}"}), flush=True)
+    await t
+    await q.put(1)
+    assert await g == 1
+asyncio.run(main())
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
+    """attach --events tasks: the asyncio tasks alive when it attaches are
+    listed with their state then, as the program sees them: the getter
+    blocked on its queue, the main task on the ticker (a join); the
+    program ends as without the attach."""
+    from stackwatch.tracer.task_events import read_task_events
+    prog = tmp_path / "p.py"
+    prog.write_text(ASYNCIO_TARGET)
+    p = subprocess.Popen([sys.executable, "-W", "default", str(prog)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        own = json.loads(p.stdout.readline())
+        out = tmp_path / "t.swt"
+        r = run(["attach", str(p.pid), "--trace", "--events", "tasks", "--duration", "0.3", "-o", str(out)])
+        assert r.returncode == 0, r.stderr
+        stdout, stderr = p.communicate("", timeout=60)
+    finally:
+        p.kill()
+    assert (stdout, stderr, p.returncode) == ("", "", 0)
+    doc = read_task_events(str(out))
+    assert {own["getter"], own["ticker"], own["main"]} <= {t["name"] for t in doc["tasks"]}, doc["tasks"]
+    def first(task, kind):
+        return next(((e["reason"], e["channel"]) for e in doc["events"] if e["task"] == task and e["kind"] == kind),
+                    None)
+    assert first(own["getter"], "block") == ("queue", own["queue"])
+    assert first(own["main"], "block") == ("join", own["ticker"])
+    assert not [e for e in doc["events"] if e["task"] == own["getter"] and e["kind"] == "wake"]   # waits on
+    one_line_error(run(["attach", str(p.pid), "--sample", "--events", "tasks"]), "--events needs --trace")
+    one_line_error(run(["attach", str(p.pid), "--trace", "--events", "tasks,nonsense"]), "--events: ",
+                   "'nonsense'")

@@ -255,8 +255,12 @@ def test_dump_not_python():
         p.wait()
 
 
-def test_dump_own_process():
-    stackwatch = [sys.executable, "-m", "stackwatch", "dump"]
+# Every command that reads another process by pid, refused alike by the
+# target's opening (procmem/target.c) for its own.
+@pytest.mark.versions("3.12")
+@pytest.mark.parametrize("command", [["dump"], ["record", "--pid"], ["top"], ["attach", "--trace"]])
+def test_own_process_refused(command):
+    stackwatch = [sys.executable, "-m", "stackwatch"] + command
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COVERAGE_PROCESS_START")}
     r = subprocess.run(["sh", "-c", 'exec "$@" $$', "sh"] + stackwatch, capture_output=True, text=True,
                        timeout=120, env=env)

@@ -215,6 +215,30 @@ def test_bad_input_is_one_line(tmp):
         profiler.Profiler(pid=os.getpid()).start()
 
 
+@needs_sampler
+@pytest.mark.versions("3.12")
+def test_record_gil_keeps_only_the_gil_holder(tmp):
+    """--gil leaves out the samples of the threads not holding the GIL: of
+    the target's threads blocked in C without it (the sleeper in a lock's
+    wait, the stdin reader in read()), kept with --idle, none is left
+    with --idle --gil; the busy main thread's samples stay."""
+    target = Target()
+    try:
+        samples = {}
+        for opts in (("--idle",), ("--idle", "--gil")):
+            out = tmp / "gil.swprof"
+            r = run(["record", "--pid", str(target.pid), "--duration", "0.5", "-o", str(out), *opts], timeout=60)
+            assert r.returncode == 0, r.stderr
+            # by thread: the main one (its native id is the pid's) or another
+            samples[opts] = {"main" if t["native_id"] == target.pid else "other " + str(t["native_id"]): t["samples"]
+                             for t in load_profile(out).threads()}
+    finally:
+        target.stop()
+    idle, gil = samples[("--idle",)], samples[("--idle", "--gil")]
+    assert len(idle) == 3 and all(n > 0 for n in idle.values()), idle
+    assert gil.get("main", 0) > 0 and not any(n for name, n in gil.items() if name != "main"), gil
+
+
 def test_unsupported_release_and_permission(tmp):
     """record and top refuse a release no layout is known for (3.8), naming
     it, and explain a permission denied (a non-dumpable target, no

@@ -15,7 +15,9 @@ import stackwatch
 from conftest import needs_sampler, page_data
 from mixed_workload import count_of, spin_until
 
-pytestmark = needs_sampler
+# The history's trees, windows and merges are the same code on every
+# Python; the sampler under them is tested on all five elsewhere.
+pytestmark = [needs_sampler, pytest.mark.versions("3.9", "3.13")]
 
 
 # Each spins for `seconds`, then, given a profiler or history `p`, until it
