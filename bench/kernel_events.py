@@ -24,7 +24,10 @@ traced without and with `--cpu` (CPU time, best of 7 in the process).
 
 Native functions: bench/native_events.py's figures (tests/programs/native
 /cgraph.c's fib(25), built with and without `stackwatch config --cflags
---ldflags`): ns per event, target 20 ns.
+--ldflags`): ns per event, target 20 ns. Cython: its figures for `run
+--cython` (tests/programs/cython/cyprog.pyx, profile=True): ns per call of
+a Python and of a Cython fib(20), traced without and with --cython, on
+the bench's Python (docs/performance.md has them per version).
 """
 import os
 import resource
@@ -208,6 +211,19 @@ def section(python, rounds, quick, log, saved):
         except (OSError, subprocess.CalledProcessError, ValueError) as e:
             res["native"] = {"error": str(e).splitlines()[0]}
             print(f"native functions: n/a ({res['native']['error']})", flush=True)
+        try:
+            figures = native_events.cython_figures(tmp, python)
+            if figures is None:
+                res["cython"] = {"error": "Cython is not installed for this Python"}
+            else:
+                res["cython"] = dict(zip(("python_ns", "python_cython_ns", "cython_ns", "cython_cython_ns"), figures))
+                print(f"--cython (cyprog.pyx fib(20), profile=True, CPU time): ns per call traced without -> with "
+                      f"--cython: Python {figures[0]:.1f} -> {figures[1]:.1f}, Cython {figures[2]:.1f} -> "
+                      f"{figures[3]:.1f}", flush=True)
+        except (OSError, subprocess.CalledProcessError, ValueError) as e:
+            res["cython"] = {"error": str(e).splitlines()[0]}
+        if "error" in res["cython"]:
+            print(f"--cython: n/a ({res['cython']['error']})", flush=True)
         saved()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

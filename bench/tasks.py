@@ -22,7 +22,7 @@ the threads' program, per item (the slope between 1,000 and 5,000 items:
 callgrind counts a region on its own thread only, and the start-up is
 the same at both sizes). And the traces' sizes: what the task
 events add to a trace, per task event (format 1.16 writes a channel's
-name once: STRINGS).
+name once, 1.18 a task's: STRINGS).
 """
 import os
 import tempfile

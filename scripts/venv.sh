@@ -34,8 +34,10 @@ if [ "${SW_VENV_DEPS:-all}" != build ]; then
   # greenlet and gevent (no wheel for 3.9 here): tests/py/tracer/test_tasks.py;
   # trio and uvloop: tests/py/tracer/test_task_events.py records their tasks.
   # cython: tests/py/tracer/test_cython.py compiles a module with profile=True.
+  # setuptools (3.12+ venvs have none): tests/py/tracer/test_native_builds.py builds
+  # an extension by README.md's setuptools recipe.
   deps+=(pytest protobuf perfetto coverage selenium jsonschema toolz==1.2.0 more-itertools==10.8.0 pytest-xdist
-         pyflakes==3.2.0 greenlet "gevent; python_version>='3.10'" trio uvloop cython
+         pyflakes==3.2.0 greenlet "gevent; python_version>='3.10'" trio uvloop cython setuptools
          "ipython<8.19; python_version<'3.10'" "ipython<9; python_version=='3.10'"
          "ipython; python_version>='3.11'" "$@")
 fi

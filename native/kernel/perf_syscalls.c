@@ -46,6 +46,7 @@ enum source {
     SRC_FAULT,                                     /* the software page-fault event */
     SRC_SWITCHES,   /* without the privilege: a dummy event's PERF_RECORD_SWITCH only */
     SRC_SWITCH_IN, SRC_SWITCH_OUT,                 /* PERF_RECORD_SWITCH records */
+    SRC_SWITCH_CPU,  /* sched_switch of any task on one CPU: who ran before a switch in */
     NSOURCES
 };
 
@@ -55,6 +56,7 @@ typedef struct tracepoint {
     tp_field f2;             /* sys_exit: long ret; sched_switch: prev_state; sched_wakeup: target_cpu */
     tp_field peer;           /* sched_switch: next_pid (the task that runs next; size 0: none) */
     tp_field comm;           /* sched_switch: next_comm; sched_waking: comm (the wakee's) */
+    tp_field prev_comm;      /* sched_switch: prev_comm */
 } tracepoint;
 
 /* A record read from a ring, waiting to be handled in time order. */
@@ -64,8 +66,8 @@ typedef struct pending {
     uint8_t src;             /* enum source */
     uint32_t cpu;
     uint64_t a, b;           /* ENTER: nr; EXIT: nr, ret; SWITCH: prev_state; WAKEUP: pid, cpu; FAULT: addr */
-    uint32_t peer;           /* SWITCH: the task that runs next */
-    char comm[16];           /* SWITCH: its name; WAKEUP: the wakee's (NUL-terminated) */
+    uint32_t peer;           /* SWITCH: the task that runs next; SWITCH_IN: the task that ran before */
+    char comm[16];           /* SWITCH, SWITCH_IN: its name ("": not seen); WAKEUP: the wakee's (NUL-terminated) */
 } pending;
 
 /* A thread's state: its open call, whether it is off CPU. */
@@ -92,6 +94,10 @@ typedef struct ring {
     struct perf_event_mmap_page *meta;
     uint8_t *data;
     uint64_t size;           /* data bytes, a power of two */
+    /* The CPU's last sched_switch (any task's, SRC_SWITCH_CPU): a switch
+     * in of ours read next in this ring is its second half. */
+    uint32_t last_prev, last_next;
+    char last_prev_comm[16];  /* "": none seen */
 } ring;
 
 struct sw_syscalls {
@@ -176,18 +182,18 @@ static const struct tp_desc {
     unsigned size1;
     const char *f2;
     unsigned size2;
-    const char *peer, *comm;
+    const char *peer, *comm, *prev_comm;
 } tp_descs[SRC_FAULT] = {
     [SRC_ENTER] = {"raw_syscalls/sys_enter", "long id", 8, NULL, 0, NULL, NULL},
     [SRC_EXIT] = {"raw_syscalls/sys_exit", "long id", 8, "long ret", 8, NULL, NULL},
     [SRC_SWITCH] = {"sched/sched_switch", "pid_t prev_pid", 4, "long prev_state", 8, "pid_t next_pid",
-                    "char next_comm[16]"},
+                    "char next_comm[16]", "char prev_comm[16]"},
     /* sched_waking, not sched_wakeup: the latter fires on the wakee's CPU,
      * often in its idle task's context when the wakee was queued there
      * (ttwu's wake list), so a ring that follows only this process's
      * threads missed most wakeups on a quiet machine; sched_waking always
      * fires in the waker. */
-    [SRC_WAKEUP] = {"sched/sched_waking", "pid_t pid", 4, "int target_cpu", 4, NULL, "char comm[16]"},
+    [SRC_WAKEUP] = {"sched/sched_waking", "pid_t pid", 4, "int target_cpu", 4, NULL, "char comm[16]", NULL},
 };
 
 static int load_tracepoint(const char *dir, const struct tp_desc *d, tracepoint *tp)
@@ -209,6 +215,8 @@ static int load_tracepoint(const char *dir, const struct tp_desc *d, tracepoint 
     if (d->peer && (find_field(text, d->peer, &tp->peer) || tp->peer.size != 4))
         return -1;
     if (d->comm && (find_field(text, d->comm, &tp->comm) || tp->comm.size != 16))
+        return -1;
+    if (d->prev_comm && (find_field(text, d->prev_comm, &tp->prev_comm) || tp->prev_comm.size != 16))
         return -1;
     return 0;
 }
@@ -289,7 +297,7 @@ static int open_event(const sw_syscalls *s, int src, pid_t tid, int cpu, size_t 
         a.sample_type = SAMPLE_COMMON;
     } else {
         a.type = PERF_TYPE_TRACEPOINT;
-        a.config = s->tps[src].id;
+        a.config = s->tps[src == SRC_SWITCH_CPU ? SRC_SWITCH : src].id;
         a.sample_type = SAMPLE_COMMON | PERF_SAMPLE_RAW;
     }
     a.context_switch = src == SRC_SWITCH || src == SRC_SWITCHES;   /* PERF_RECORD_SWITCH: when it comes back */
@@ -299,7 +307,7 @@ static int open_event(const sw_syscalls *s, int src, pid_t tid, int cpu, size_t 
     a.exclude_kernel = (unsigned)s->unprivileged;
     a.exclude_hv = (unsigned)s->unprivileged;
     a.sample_period = 1;
-    a.inherit = 1;
+    a.inherit = src != SRC_SWITCH_CPU;   /* (that one follows a CPU, not a task) */
     a.sample_id_all = 1;     /* LOST records carry pid, tid and time too */
     a.use_clockid = 1;
     a.clockid = CLOCK_MONOTONIC;
@@ -311,6 +319,7 @@ static int open_event(const sw_syscalls *s, int src, pid_t tid, int cpu, size_t 
 static const char *source_name(int src)
 {
     return src <= SRC_EXIT        ? "raw_syscalls tracepoints"
+           : src == SRC_SWITCH_CPU ? "CPU-wide sched_switch tracepoint"
            : src == SRC_FAULT     ? "page-fault event"
            : src == SRC_SWITCHES ? "context-switch records"
                                   : "sched tracepoints";
@@ -358,6 +367,27 @@ static int add_id(sw_syscalls *s, int fd, int src)
     return SW_OK;
 }
 
+/* Keeps the event fd of source src (closed at the end, its samples known
+ * by its id). */
+static int keep_event(sw_syscalls *s, int fd, int src, char *err, size_t errlen)
+{
+    if (add_fd(s, fd))
+        return SW_ENOMEM;
+    int rc = add_id(s, fd, src);
+    if (rc)
+        snprintf(err, errlen, "cannot read a perf event's id: %s", strerror(errno));
+    return rc;
+}
+
+/* Sends the records of event fd into ring r (its CPU's). */
+static int redirect(int fd, const ring *r, char *err, size_t errlen)
+{
+    if (r->fd >= 0 && !ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, r->fd))
+        return SW_OK;
+    snprintf(err, errlen, "cannot redirect a perf event to its CPU's ring: %s", strerror(errno));
+    return SW_EIO;
+}
+
 /* Opens the events asked for of thread tid on every CPU, into the rings
  * (the first call, for this process's main thread, creates them: the
  * first event of each CPU owns its ring). */
@@ -380,13 +410,9 @@ static int open_thread(sw_syscalls *s, pid_t tid, int first, char *err, size_t e
                 say_refused(err, errlen, src, errno);
                 return SW_EIO;
             }
-            if (add_fd(s, fd))
-                return SW_ENOMEM;
-            int rc = add_id(s, fd, src);
-            if (rc) {
-                snprintf(err, errlen, "cannot read a perf event's id: %s", strerror(errno));
+            int rc = keep_event(s, fd, src, err, errlen);
+            if (rc)
                 return rc;
-            }
             if (owner) {
                 void *m = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
                 if (m == MAP_FAILED) {
@@ -398,11 +424,33 @@ static int open_thread(sw_syscalls *s, pid_t tid, int first, char *err, size_t e
                 r->data = (uint8_t *)m + sysconf(_SC_PAGESIZE);
                 r->size = s->map_bytes - (size_t)sysconf(_SC_PAGESIZE);
                 owner = 0;
-            } else if (r->fd < 0 || ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, r->fd)) {
-                snprintf(err, errlen, "cannot redirect a perf event to its CPU's ring: %s", strerror(errno));
-                return SW_EIO;
+            } else if ((rc = redirect(fd, r, err, errlen))) {
+                return rc;
             }
         }
+    }
+    return SW_OK;
+}
+
+/* The task that ran before each switch in of ours is not one of ours
+ * (mostly): its sched_switch fires in it, outside the events that follow
+ * this process. One sched_switch event per CPU for any task, into that
+ * CPU's ring, tells it (the machine's every switch costs a record there;
+ * those not into a thread of ours are dropped as they are read). */
+static int open_cpu_switches(sw_syscalls *s, char *err, size_t errlen)
+{
+    for (unsigned c = 0; c < s->nrings; c++) {
+        ring *r = &s->rings[c];
+        if (r->fd < 0)
+            continue;   /* an offline CPU */
+        int fd = open_event(s, SRC_SWITCH_CPU, -1, (int)c, 0);
+        if (fd < 0) {
+            say_refused(err, errlen, SRC_SWITCH_CPU, errno);
+            return SW_EIO;
+        }
+        int rc = keep_event(s, fd, SRC_SWITCH_CPU, err, errlen);
+        if (rc || (rc = redirect(fd, r, err, errlen)))
+            return rc;
     }
     return SW_OK;
 }
@@ -469,6 +517,8 @@ static int open_reader(sw_syscalls **out, unsigned what, int unprivileged, size_
     }
     if (d)
         closedir(d);
+    if (rc == SW_OK && wants(s, SRC_SWITCH))
+        rc = open_cpu_switches(s, err, errlen);
     if (rc) {
         if (!err[0])
             snprintf(err, errlen, "%s", sw_strerror(rc));
@@ -561,8 +611,31 @@ static void copy_comm(char out[16], const uint8_t *comm)
     out[i] = 0;
 }
 
+/* A CPU-wide sched_switch sample (any task's) of ring r, `len` bytes:
+ * kept as the CPU's last switch. */
+static void take_cpu_switch(sw_syscalls *s, ring *r, const uint8_t *rec, size_t len)
+{
+    const tracepoint *tp = &s->tps[SRC_SWITCH];
+    uint32_t raw_size = len >= 44 ? rd32(rec + 40) : 0;
+    const uint8_t *raw = rec + 44;
+    uint16_t type = 0;
+    if (raw_size >= 2)
+        memcpy(&type, raw, 2);
+    if (len < 44 || raw_size > len - 44 || raw_size < 2 || type != tp->id || tp->f1.offset + tp->f1.size > raw_size ||
+        tp->peer.offset + tp->peer.size > raw_size || tp->prev_comm.offset + tp->prev_comm.size > raw_size) {
+        count(s, &s->st.malformed, 1);
+        r->last_prev_comm[0] = 0;
+        return;
+    }
+    r->last_prev = (uint32_t)rd_field(raw, tp->f1);
+    r->last_next = (uint32_t)rd_field(raw, tp->peer);
+    copy_comm(r->last_prev_comm, raw + tp->prev_comm.offset);
+    if (!r->last_prev_comm[0])
+        snprintf(r->last_prev_comm, sizeof r->last_prev_comm, "?");   /* seen, nameless */
+}
+
 /* One PERF_RECORD_SAMPLE of `len` bytes (header included), validated. */
-static void take_sample(sw_syscalls *s, const uint8_t *rec, size_t len)
+static void take_sample(sw_syscalls *s, ring *r, const uint8_t *rec, size_t len)
 {
     /* header 8, identifier 8, pid 4, tid 4, time 8, [addr 8], cpu 4, res 4,
      * [raw size 4, raw bytes] */
@@ -576,6 +649,10 @@ static void take_sample(sw_syscalls *s, const uint8_t *rec, size_t len)
         return;
     }
     int src = s->id_src[i];
+    if (src == SRC_SWITCH_CPU) {
+        take_cpu_switch(s, r, rec, len);
+        return;
+    }
     uint32_t pid = rd32(rec + 16), tid = rd32(rec + 20);
     pending p = {.t = rd64(rec + 24), .tid = tid, .src = (uint8_t)src};
     if (pid != (uint32_t)s->pid || tid == atomic_load(&s->reader_tid))
@@ -623,7 +700,7 @@ static void take_sample(sw_syscalls *s, const uint8_t *rec, size_t len)
 
 /* A PERF_RECORD_SWITCH: a thread of ours comes back to a CPU (its
  * switches out are read from sched_switch, which says why). */
-static void take_switch(sw_syscalls *s, const uint8_t *rec, size_t len, uint16_t misc)
+static void take_switch(sw_syscalls *s, ring *r, const uint8_t *rec, size_t len, uint16_t misc)
 {
     /* header 8, then sample_id: pid 4, tid 4, time 8, cpu 4, res 4, identifier 8 */
     int out = (misc & PERF_RECORD_MISC_SWITCH_OUT) != 0;
@@ -638,6 +715,12 @@ static void take_switch(sw_syscalls *s, const uint8_t *rec, size_t len, uint16_t
         return;
     pending p = {.t = rd64(rec + 16), .tid = tid, .src = out ? SRC_SWITCH_OUT : SRC_SWITCH_IN, .cpu = rd32(rec + 24),
                  .a = (misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0};
+    if (!out && r->last_prev_comm[0] && r->last_next == tid) {
+        /* the CPU's sched_switch just before, into this thread: who ran */
+        p.peer = r->last_prev;
+        memcpy(p.comm, r->last_prev_comm, sizeof p.comm);
+        r->last_prev_comm[0] = 0;
+    }
     count(s, &s->st.records, 1);
     if (add_pending(s, &p))
         count(s, &s->st.unpaired, 1);
@@ -678,10 +761,11 @@ static void drain(sw_syscalls *s, ring *r)
             rec = s->scratch;
         }
         if (h.type == PERF_RECORD_SAMPLE) {
-            take_sample(s, rec, h.size);
+            take_sample(s, r, rec, h.size);
         } else if (h.type == PERF_RECORD_SWITCH) {
-            take_switch(s, rec, h.size, h.misc);
+            take_switch(s, r, rec, h.size, h.misc);
         } else if (h.type == PERF_RECORD_LOST && h.size >= 24) {
+            r->last_prev_comm[0] = 0;   /* the CPU's last switch may be among them */
             /* id, lost, then sample_id: pid, tid, time */
             uint64_t lost = rd64(rec + 16);
             uint64_t t = h.size >= 40 ? rd64(rec + 32) : 0;
@@ -828,6 +912,8 @@ static void handle(sw_syscalls *s, const pending *p, open_call *c)
         if (!c->off)
             return;   /* its switch out was before the start (or lost) */
         ev.kind = SW_KEV_ON_CPU;
+        ev.peer = p->peer;
+        memcpy(ev.comm, p->comm, sizeof ev.comm);
         ev.a = c->waker;
         ev.b = c->waker ? p->t - c->woken_ns : 0;
         c->off = 0;

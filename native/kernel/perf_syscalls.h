@@ -2,7 +2,8 @@
  * perf_syscalls.h - the kernel's events of this process's threads: system
  * calls (raw_syscalls:sys_enter / sys_exit tracepoints), scheduler
  * switches (sched:sched_switch for the reason a thread leaves its CPU, and
- * PERF_RECORD_SWITCH for when it comes back), wakeups (sched:sched_waking, in the waker)
+ * PERF_RECORD_SWITCH for when it comes back, with every task's sched_switch
+ * on each CPU for the task it took the CPU from), wakeups (sched:sched_waking, in the waker)
  * and page faults (the software event PERF_COUNT_SW_PAGE_FAULTS, every
  * one), as asked by a mask of SW_KERNEL_*.
  *
@@ -53,7 +54,9 @@ enum sw_kevent_kind {
                                 unprivileged, not seen) */
     SW_KEV_ON_CPU,           /* the thread runs again on CPU `cpu`; a: the tid of the thread of
                                 this process that woke it last while it was off (0: none seen),
-                                b: ns from that wakeup to now */
+                                b: ns from that wakeup to now; peer, comm: the task that ran before
+                                it there (sched_switch's prev_pid, prev_comm, any process's; 0, "":
+                                unprivileged, not seen) */
     SW_KEV_WAKEUP,           /* the thread woke thread `a` (which should run on CPU `cpu`), named comm */
     SW_KEV_FAULT,            /* a page fault at address a, on CPU `cpu` */
 };
@@ -65,8 +68,9 @@ typedef struct sw_kevent {
     uint64_t a, b;
     const char *reason;      /* OFF_CPU: "sleeping" (S), "blocked" (D), "preempted" (R), else "other";
                                 unprivileged: "preempted" or "waiting" (S or D), a 0 */
-    uint32_t peer;           /* OFF_CPU: the task that runs next on the CPU (any process's; 0: idle) */
-    char comm[16];           /* OFF_CPU: that task's name; WAKEUP: the wakee's ("": not seen); printable
+    uint32_t peer;           /* OFF_CPU: the task that runs next on the CPU (any process's; 0: idle);
+                                ON_CPU: the task that ran before */
+    char comm[16];           /* OFF_CPU, ON_CPU: that task's name; WAKEUP: the wakee's ("": not seen); printable
                                 ASCII, any other byte made '?' */
 } sw_kevent;
 

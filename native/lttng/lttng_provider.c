@@ -45,3 +45,30 @@ SW_LTTNG_EXPORT void stackwatch_lttng_task(int task, const char *function, const
         break;
     }
 }
+
+SW_LTTNG_EXPORT void stackwatch_lttng_kernel(int kind, uint32_t tid, uint64_t ts, uint32_t cpu, int64_t a, int64_t b,
+                                             int64_t c, const char *s1, const char *s2)
+{
+    switch (kind) {
+    case SW_LTTNG_SYSCALL_ENTRY:
+        lttng_ust_tracepoint(stackwatch, syscall_entry, tid, ts, a, s1);
+        break;
+    case SW_LTTNG_SYSCALL_EXIT:
+        lttng_ust_tracepoint(stackwatch, syscall_exit, tid, ts, a, s1, b);
+        break;
+    case SW_LTTNG_OFF_CPU:
+        lttng_ust_tracepoint(stackwatch, off_cpu, tid, ts, cpu, s1, a, b, s2);
+        break;
+    case SW_LTTNG_ON_CPU:
+        lttng_ust_tracepoint(stackwatch, on_cpu, tid, ts, cpu, a, b, c, s1);
+        break;
+    case SW_LTTNG_WAKEUP:
+        lttng_ust_tracepoint(stackwatch, wakeup, tid, ts, cpu, a, s1);
+        break;
+    case SW_LTTNG_PAGE_FAULT:
+        lttng_ust_tracepoint(stackwatch, page_fault, tid, ts, cpu, (uint64_t)a);
+        break;
+    default:
+        break;
+    }
+}

@@ -69,6 +69,56 @@ LTTNG_UST_TRACEPOINT_EVENT_CLASS(stackwatch, task,
                           int64_t, c, const char *, s1, const char *, s2))
 SW_LTTNG_TASKS(SW_LTTNG_TASK_)
 
+/* The kernel events of `--kernel` (lttng_provider.h): the thread they are
+ * about and their own time first. */
+#define SW_LTTNG_KERNEL_HEAD_ lttng_ust_field_integer(int32_t, tid, tid) lttng_ust_field_integer(uint64_t, ts, ts)
+
+LTTNG_UST_TRACEPOINT_EVENT(stackwatch, syscall_entry,
+    LTTNG_UST_TP_ARGS(uint32_t, tid, uint64_t, ts, int64_t, id, const char *, name),
+    LTTNG_UST_TP_FIELDS(SW_LTTNG_KERNEL_HEAD_
+        lttng_ust_field_integer(int64_t, id, id)
+        lttng_ust_field_string(name, name)))
+
+LTTNG_UST_TRACEPOINT_EVENT(stackwatch, syscall_exit,
+    LTTNG_UST_TP_ARGS(uint32_t, tid, uint64_t, ts, int64_t, id, const char *, name, int64_t, ret),
+    LTTNG_UST_TP_FIELDS(SW_LTTNG_KERNEL_HEAD_
+        lttng_ust_field_integer(int64_t, id, id)
+        lttng_ust_field_string(name, name)
+        lttng_ust_field_integer(int64_t, ret, ret)))
+
+LTTNG_UST_TRACEPOINT_EVENT(stackwatch, off_cpu,
+    LTTNG_UST_TP_ARGS(uint32_t, tid, uint64_t, ts, uint32_t, cpu, const char *, reason, int64_t, state,
+                      int64_t, next_tid, const char *, next_comm),
+    LTTNG_UST_TP_FIELDS(SW_LTTNG_KERNEL_HEAD_
+        lttng_ust_field_integer(uint32_t, cpu, cpu)
+        lttng_ust_field_string(reason, reason)
+        lttng_ust_field_integer(int64_t, state, state)
+        lttng_ust_field_integer(int32_t, next_tid, next_tid)
+        lttng_ust_field_string(next_comm, next_comm)))
+
+LTTNG_UST_TRACEPOINT_EVENT(stackwatch, on_cpu,
+    LTTNG_UST_TP_ARGS(uint32_t, tid, uint64_t, ts, uint32_t, cpu, int64_t, waker, int64_t, woken_ns,
+                      int64_t, prev_tid, const char *, prev_comm),
+    LTTNG_UST_TP_FIELDS(SW_LTTNG_KERNEL_HEAD_
+        lttng_ust_field_integer(uint32_t, cpu, cpu)
+        lttng_ust_field_integer(int32_t, waker, waker)
+        lttng_ust_field_integer(uint64_t, woken_ns, woken_ns)
+        lttng_ust_field_integer(int32_t, prev_tid, prev_tid)
+        lttng_ust_field_string(prev_comm, prev_comm)))
+
+LTTNG_UST_TRACEPOINT_EVENT(stackwatch, wakeup,
+    LTTNG_UST_TP_ARGS(uint32_t, tid, uint64_t, ts, uint32_t, cpu, int64_t, wakee, const char *, comm),
+    LTTNG_UST_TP_FIELDS(SW_LTTNG_KERNEL_HEAD_
+        lttng_ust_field_integer(uint32_t, cpu, cpu)
+        lttng_ust_field_integer(int32_t, wakee, wakee)
+        lttng_ust_field_string(comm, comm)))
+
+LTTNG_UST_TRACEPOINT_EVENT(stackwatch, page_fault,
+    LTTNG_UST_TP_ARGS(uint32_t, tid, uint64_t, ts, uint32_t, cpu, uint64_t, address),
+    LTTNG_UST_TP_FIELDS(SW_LTTNG_KERNEL_HEAD_
+        lttng_ust_field_integer(uint32_t, cpu, cpu)
+        lttng_ust_field_integer_hex(uint64_t, address, address)))
+
 #endif
 
 #include <lttng/tracepoint-event.h>

@@ -8,6 +8,23 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The tripwire: the two lists name every field of sw_py_layout once, or
+ * the build fails. Each name listed is an enumerator (a name listed twice
+ * is defined twice) and a field of the struct (offsetof), and there are as
+ * many as SW_PY_LAYOUT_FIELDS has fields (which layout.c checks against
+ * the struct). */
+#define PLACED(name) PLACED_##name,
+enum { SW_DEBUG_OFFSETS_READ(PLACED) SW_DEBUG_OFFSETS_KEPT(PLACED) N_PLACED };
+#undef PLACED
+#define FIELD(name, bits) FIELD_##name,
+enum { SW_PY_LAYOUT_FIELDS(FIELD) N_FIELDS };
+#undef FIELD
+#define IS_FIELD(name) _Static_assert(offsetof(sw_py_layout, name) < sizeof(sw_py_layout), #name);
+SW_DEBUG_OFFSETS_READ(IS_FIELD)
+SW_DEBUG_OFFSETS_KEPT(IS_FIELD)
+#undef IS_FIELD
+_Static_assert((int)N_PLACED == (int)N_FIELDS, "a field of sw_py_layout is in neither SW_DEBUG_OFFSETS_READ nor _KEPT");
+
 /* Word indexes into _Py_DebugOffsets (3.13): each structure's size comes
  * first, then its offsets, in the order of pycore_runtime.h. */
 enum {

@@ -11,9 +11,9 @@
  * What the debug offsets do not describe is taken from the base layout of
  * the same minor version (the generated one), each such field named in
  * SW_DEBUG_OFFSETS_KEPT (what is read from the offsets: SW_DEBUG_OFFSETS_READ);
- * tests/c/procmem/test_layouts.c checks that the two lists name every field
- * of sw_py_layout, so a field added to the layout but not placed here
- * fails that test.
+ * debug_offsets.c checks at compile time that the two lists name every
+ * field of sw_py_layout once, so a field added to the layout but not
+ * placed here fails the build.
  */
 #ifndef SW_DEBUG_OFFSETS_H
 #define SW_DEBUG_OFFSETS_H
@@ -25,26 +25,28 @@
 
 /* The fields of sw_py_layout read (or derived) from the debug offsets, and
  * those kept from the base layout. */
-#define SW_DEBUG_OFFSETS_READ                                                                           \
-    "interp_threads_head tstate_size tstate_next tstate_interp tstate_thread_id tstate_native_thread_id " \
-    "tstate_frame tstate_datastack_chunk tstate_datastack_top frame_size frame_previous frame_code "       \
-    "frame_owner frame_instr code_size code_name code_qualname code_filename code_firstlineno "            \
-    "code_linetable code_code ob_type str_state str_length str_ascii_data str_compact_data "               \
-    "str_legacy_data str_header_size bytes_size bytes_data interp_gil gil_locked gil_last_holder "         \
-    "runtime_interp_main version_hex interp_modules frame_localsplus code_varnames interp_size "          \
-    "runtime_interp_next_id"
-#define SW_DEBUG_OFFSETS_KEPT                                                                           \
-    "frames_kind pointer_size ob_refcnt cframe_current_frame chunk_data owner_cstack frame_is_entry "      \
-    "str_kind_shift str_kind_mask str_compact_mask str_ascii_mask thread_tid runtime_addr runtime_gil "    \
-    "gil_size linetable_kind frame_lasti lasti_unit code_type str_type frame_type owner_thread "         \
-    "owner_generator gen_state_back gen_executing frame_gen frame_state frame_running frame_globals "      \
-    "frame_func interp_trampoline interp_code_counter none_addr managed_kind module_dict dict_keys dict_values keys_log2_size " \
-    "keys_log2_index_bytes keys_kind keys_nentries keys_indices keys_kind_general entry_size entry_key "    \
-    "entry_value uentry_size uentry_key uentry_value values_values values_valid long_size "                 \
-    "long_non_size_bits long_digits long_digit_size long_shift type_flags type_basicsize "                 \
-    "heaptype_cached_keys managed_dict_back managed_values_back tpflags_managed_dict "                      \
-    "tpflags_inline_values managed_untag code_cellvars code_freevars tuple_size tuple_items float_value "  \
-    "keys_size type_dictoffset type_name cell_ref long_type bool_type float_type bytes_type tuple_type cell_type"
+#define SW_DEBUG_OFFSETS_READ(X) \
+    X(interp_threads_head) X(tstate_size) X(tstate_next) X(tstate_interp) X(tstate_thread_id) \
+    X(tstate_native_thread_id) X(tstate_frame) X(tstate_datastack_chunk) X(tstate_datastack_top) X(frame_size) \
+    X(frame_previous) X(frame_code) X(frame_owner) X(frame_instr) X(code_size) X(code_name) X(code_qualname) \
+    X(code_filename) X(code_firstlineno) X(code_linetable) X(code_code) X(ob_type) X(str_state) X(str_length) \
+    X(str_ascii_data) X(str_compact_data) X(str_legacy_data) X(str_header_size) X(bytes_size) X(bytes_data) \
+    X(interp_gil) X(gil_locked) X(gil_last_holder) X(runtime_interp_main) X(version_hex) X(interp_modules) \
+    X(frame_localsplus) X(code_varnames) X(interp_size) X(runtime_interp_next_id)
+#define SW_DEBUG_OFFSETS_KEPT(X) \
+    X(frames_kind) X(pointer_size) X(ob_refcnt) X(cframe_current_frame) X(chunk_data) X(owner_cstack) \
+    X(frame_is_entry) X(str_kind_shift) X(str_kind_mask) X(str_compact_mask) X(str_ascii_mask) X(thread_tid) \
+    X(runtime_addr) X(runtime_gil) X(gil_size) X(linetable_kind) X(frame_lasti) X(lasti_unit) X(code_type) \
+    X(str_type) X(frame_type) X(owner_thread) X(owner_generator) X(gen_state_back) X(gen_executing) \
+    X(frame_gen) X(frame_state) X(frame_running) X(frame_globals) X(frame_func) X(interp_trampoline) \
+    X(interp_code_counter) X(none_addr) X(managed_kind) X(module_dict) X(dict_keys) X(dict_values) X(keys_log2_size) \
+    X(keys_log2_index_bytes) X(keys_kind) X(keys_nentries) X(keys_indices) X(keys_kind_general) X(entry_size) \
+    X(entry_key) X(entry_value) X(uentry_size) X(uentry_key) X(uentry_value) X(values_values) X(values_valid) \
+    X(long_size) X(long_non_size_bits) X(long_digits) X(long_digit_size) X(long_shift) X(type_flags) \
+    X(type_basicsize) X(heaptype_cached_keys) X(managed_dict_back) X(managed_values_back) \
+    X(tpflags_managed_dict) X(tpflags_inline_values) X(managed_untag) X(code_cellvars) X(code_freevars) \
+    X(tuple_size) X(tuple_items) X(float_value) X(keys_size) X(type_dictoffset) X(type_name) X(cell_ref) \
+    X(long_type) X(bool_type) X(float_type) X(bytes_type) X(tuple_type) X(cell_type)
 
 /* Builds *out from len bytes of debug offsets (raw, as read from the start
  * of the target's _PyRuntime) over base, the layout of the same minor

@@ -3,7 +3,26 @@
  */
 #include "layout.h"
 
+#include <stddef.h>
 #include <stdio.h>
+
+/* The tripwire: SW_PY_LAYOUT_FIELDS names every field of sw_py_layout, in
+ * order and width, or the build fails. A struct made from the list puts
+ * each field where sw_py_layout has it, and the list's bytes add up to
+ * the whole struct (which has no padding), so no field is left out. */
+#define FROM_LIST(name, bits) uint##bits##_t name;
+struct layout_from_list { SW_PY_LAYOUT_FIELDS(FROM_LIST) };
+#undef FROM_LIST
+#define SAME_PLACE(name, bits)                                                                        \
+    _Static_assert(offsetof(struct layout_from_list, name) == offsetof(sw_py_layout, name) &&        \
+                       sizeof(((sw_py_layout *)0)->name) * 8 == (bits),                               \
+                   "SW_PY_LAYOUT_FIELDS: " #name " is not where or as wide as sw_py_layout has it");
+SW_PY_LAYOUT_FIELDS(SAME_PLACE)
+#undef SAME_PLACE
+#define BYTES(name, bits) +(bits) / 8
+_Static_assert(0 SW_PY_LAYOUT_FIELDS(BYTES) == sizeof(sw_py_layout),
+               "SW_PY_LAYOUT_FIELDS does not name every field of sw_py_layout (or the struct has padding)");
+#undef BYTES
 
 /* Each row: a field's offset, its width, and the size of what is read. */
 #define SW_LAYOUT_FIELDS(X, l, P)                                      \

@@ -132,12 +132,11 @@ typedef struct sw_py_layout {
      * (a uint32_t), and _PyRuntimeState.interpreters.next_id (an int64_t,
      * the interpreters made so far: while it is 1 only the main one ever
      * ran, so every code object came from its counter); SW_NO_OFFSET in
-     * other versions (3.12's counter is a static: target.h). interp_size
-     * is sizeof(PyInterpreterState), which debug_offsets.c compares with
-     * the target's before trusting the offset of the counter. */
+     * other versions (3.12's counter is a static: target.h); interp_size
+     * (below) is sizeof(PyInterpreterState), which debug_offsets.c
+     * compares with the target's before trusting the counter's offset. */
     uint32_t interp_code_counter;
     uint32_t runtime_interp_next_id;
-    uint32_t interp_size;
     uint32_t gil_size;
     uint32_t gil_locked;
     uint32_t gil_last_holder;
@@ -169,7 +168,8 @@ typedef struct sw_py_layout {
     /* Objects read by name (threadnames.h: threading._active and each
      * Thread's _name), 3.11+. managed_kind 0 (SW_MANAGED_NONE) and the
      * rest SW_NO_OFFSET before: 3.9/3.10 keep their dict keys object in
-     * Objects/dict-common.h, which no installed header has. */
+     * Objects/dict-common.h, which no installed header has (a reader binds
+     * them in from asyncio_layout.h: sw_asyncio_bind_objects). */
     uint32_t managed_kind;         /* SW_MANAGED_*: where an instance keeps its attributes */
     uint32_t interp_modules;       /* PyInterpreterState's sys.modules (a dict pointer) */
     uint32_t module_dict;          /* PyModuleObject.md_dict */
@@ -203,7 +203,7 @@ typedef struct sw_py_layout {
      * at its type's tp_dictoffset. The keys object's private layout
      * (Objects/dict-common.h, not installed) and the module's dict come
      * from probing those releases (asyncio_layout.h), bound in by the
-     * reader that needs them (asynciotree.c); the headers give the rest. */
+     * readers that need them (asynciotree.c, threadnames.c); the headers give the rest. */
     uint32_t keys_size;            /* 3.9/3.10: PyDictKeysObject.dk_size, else SW_NO_OFFSET */
     uint32_t type_dictoffset;      /* PyTypeObject.tp_dictoffset */
 
@@ -223,6 +223,7 @@ typedef struct sw_py_layout {
     uint32_t float_value;          /* PyFloatObject.ob_fval */
     uint32_t type_name;            /* PyTypeObject.tp_name (a char pointer) */
     uint32_t cell_ref;             /* PyCellObject.ob_ref */
+    uint32_t interp_size;          /* sizeof(PyInterpreterState) (above, interp_code_counter) */
     uint64_t long_type;            /* the type objects, in the target (0: unknown) */
     uint64_t bool_type;
     uint64_t float_type;
@@ -244,9 +245,10 @@ enum {
 
 /* Every field of sw_py_layout, in order, with its width in bits: the
  * generated tables of known versions (layouts_known.c, written by
- * scripts/gen-layouts.py) are printed from this list, and
- * tests/c/procmem/test_layouts.c checks that it names every field (a field
- * added to the struct but not here fails it). */
+ * scripts/gen-layouts.py) are printed from this list, and layout.c checks
+ * at compile time that it names every field (a field added to the struct
+ * but not here fails the build; so does padding: keep 32-bit fields in
+ * pairs). */
 #define SW_PY_LAYOUT_FIELDS(X) \
     X(version_hex, 32) X(frames_kind, 32) X(pointer_size, 32) X(ob_refcnt, 32) X(ob_type, 32) \
     X(interp_threads_head, 32) X(tstate_size, 32) X(tstate_next, 32) X(tstate_interp, 32) \
@@ -260,7 +262,7 @@ enum {
     X(str_kind_shift, 32) X(str_kind_mask, 32) X(str_compact_mask, 32) X(str_ascii_mask, 32) \
     X(str_ascii_data, 32) X(str_compact_data, 32) X(str_legacy_data, 32) X(str_header_size, 32) \
     X(thread_tid, 32) X(runtime_addr, 64) X(runtime_interp_main, 32) X(runtime_gil, 32) \
-    X(interp_gil, 32) X(interp_code_counter, 32) X(runtime_interp_next_id, 32) X(interp_size, 32) \
+    X(interp_gil, 32) X(interp_code_counter, 32) X(runtime_interp_next_id, 32) \
     X(gil_size, 32) X(gil_locked, 32) X(gil_last_holder, 32) X(linetable_kind, 32) \
     X(frame_lasti, 32) X(lasti_unit, 32) X(frame_instr, 32) X(code_code, 32) X(code_linetable, 32) \
     X(bytes_size, 32) X(bytes_data, 32) X(code_type, 64) X(str_type, 64) X(frame_type, 64) X(none_addr, 64) \
@@ -273,7 +275,7 @@ enum {
     X(managed_values_back, 32) X(tpflags_managed_dict, 32) X(tpflags_inline_values, 32) \
     X(managed_untag, 32) X(keys_size, 32) X(type_dictoffset, 32) X(frame_localsplus, 32) X(code_varnames, 32) \
     X(code_cellvars, 32) X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
-    X(cell_ref, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
+    X(cell_ref, 32) X(interp_size, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
     X(cell_type, 64)
 
 /* Checks that the layout is usable: known kinds, every field inside the

@@ -5,6 +5,7 @@
  *
  *   layout.h        where CPython keeps what a stack reader needs
  *   layouts_known.h the layouts of known releases (generated from their headers)
+ *   layout_facts.h  a layout checked against the target's own type sizes and build marks
  *   debug_offsets.h a 3.13 layout from the target's _Py_DebugOffsets
  *   mem.h           fault-safe, bounded reads of a process's memory
  *   pystr.h         str objects to UTF-8
@@ -32,6 +33,7 @@
 #include "debug_offsets.h"
 #include "freeze.h"
 #include "layout.h"
+#include "layout_facts.h"
 #include "layouts_known.h"
 #include "linetable.h"
 #include "mem.h"

@@ -66,6 +66,7 @@ struct sw_pystack {
     sw_mem mem;
     uint64_t interp;
     sw_codecache *codes;
+    uint64_t walks;                /* with limits.fail_every: the stacks walked */
     uint64_t *code_addrs;          /* [max_depth] this stack's code objects, leaf first */
     uint64_t *globals;             /* [max_depth] with frame_globals: their frames' globals
                                       (3.11+: mixed with their function objects) */
@@ -2008,6 +2009,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     }
     if (n < 0 && park && s.native_tid)
         n = walk_after_park(r, tstate, &w, &truncated);
+    if (n >= 0 && r->lim.fail_every && ++r->walks % r->lim.fail_every == 0)
+        n = WALK_TORN;   /* (tests) a failure forced */
     if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
         /* Told to the sink too: it may give the time to the thread's next
          * sample rather than lose it (failures are likelier in code whose

@@ -60,6 +60,8 @@ typedef struct sw_pystack_limits {
                                 (freeze.h) for the whole of each round and let go after,
                                 so no stack read can be torn; with native, the unwinder
                                 reads the threads so stopped */
+    uint32_t fail_every;     /* (tests) > 0: every fail_every-th walk of a thread's stack is
+                                counted and reported as failed, as one torn after its retries */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "target.h"
+#include "layout_facts.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -420,6 +421,17 @@ static uint64_t type_addr(const sw_target *t, const char *name, uint64_t host_va
     return a;
 }
 
+static int symbol_of(const void *target, const char *name, uint64_t *addr)
+{
+    return sw_target_symbol(target, name, addr);
+}
+
+int sw_target_check_build(sw_target *t, const sw_py_layout *l, char *diff, size_t len)
+{
+    unsigned checked;
+    return sw_layout_check_facts(&t->mem, l, symbol_of, t, &checked, diff, len);
+}
+
 int sw_target_bind_layout(sw_target *t, sw_py_layout *l, uint64_t *interp, sw_target_why *why, char *err,
                           size_t errlen)
 {
@@ -429,6 +441,13 @@ int sw_target_bind_layout(sw_target *t, sw_py_layout *l, uint64_t *interp, sw_ta
     if (!t->version_hex || (t->version_hex >> 8) != (l->version_hex >> 8)) {
         *why = SW_TARGET_UNSUPPORTED;
         snprintf(err, errlen, "process %d runs Python %s, but the layout given is of Python %s", t->pid, tv, lv);
+        return SW_EVERSION;
+    }
+    char diff[512];
+    if (sw_target_check_build(t, l, diff, sizeof diff) != SW_OK) {
+        *why = SW_TARGET_UNSUPPORTED;
+        snprintf(err, errlen, "process %d runs a build of Python %s that its layout does not describe: %s", t->pid,
+                 tv, diff);
         return SW_EVERSION;
     }
     l->code_type = type_addr(t, "PyCode_Type", l->code_type);

@@ -92,8 +92,14 @@ void sw_target_version_str(uint32_t version_hex, char *buf, size_t len);
  * target: the addresses it holds (the type objects, _PyRuntime) become
  * the target's, and *interp receives the address of its main interpreter.
  * Refuses (SW_EVERSION, *why SW_TARGET_UNSUPPORTED) a layout of another
- * version than the target's. Returns 0 or a negative SW_E* code with *why
+ * version than the target's, or one that the target's build contradicts
+ * (layout_facts.h: a debug or free-threaded build, moved fields; err says
+ * what differs). Returns 0 or a negative SW_E* code with *why
  * and err. */
+/* Checks the layout l against the target's build (layout_facts.h): 0, or
+ * SW_EVERSION with what differs in diff. */
+int sw_target_check_build(sw_target *t, const sw_py_layout *l, char *diff, size_t len);
+
 int sw_target_bind_layout(sw_target *t, sw_py_layout *l, uint64_t *interp, sw_target_why *why, char *err,
                           size_t errlen);
 

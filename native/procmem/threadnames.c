@@ -2,6 +2,7 @@
  * threadnames.c - Python's names of a target's threads (see threadnames.h).
  */
 #include "threadnames.h"
+#include "asyncio_layout.h"
 #include "pyobj.h"
 #include "pystr.h"
 
@@ -32,10 +33,16 @@ static int add_thread(void *ud, uint64_t key, uint64_t thread)
     return 0;
 }
 
-int sw_threadnames_read(sw_mem *m, const sw_py_layout *l, uint64_t interp, sw_threadname *out, size_t max,
-                        size_t *n, char *err, size_t errlen)
+int sw_threadnames_read(sw_mem *m, const sw_py_layout *target_layout, uint64_t interp, sw_threadname *out,
+                        size_t max, size_t *n, char *err, size_t errlen)
 {
     *n = 0;
+    /* 3.9/3.10: the dict fields their headers do not give, from the
+     * generated table of that release (asyncio_layout.h) */
+    sw_py_layout objects = *target_layout, *l = &objects;
+    sw_asyncio_layout a;
+    if (sw_asyncio_layout_known(l->version_hex, &a) == SW_OK)
+        sw_asyncio_bind_objects(&a, l);
     int rc = sw_pyobj_usable(l, err, errlen);
     if (rc != SW_OK)
         return rc;

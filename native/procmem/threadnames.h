@@ -2,7 +2,8 @@
  * threadnames.h - Python's names of a target's threads (Thread.name), read
  * from its memory without running code there: sys.modules["threading"],
  * its _active dict (thread ident -> Thread) and each Thread's _name.
- * 3.11+ (pyobj.h); a thread whose name cannot be read is left out.
+ * 3.9-3.13 (pyobj.h; 3.9/3.10 with the dict fields of their generated
+ * asyncio tables bound in); a thread whose name cannot be read is left out.
  */
 #ifndef SW_THREADNAMES_H
 #define SW_THREADNAMES_H

@@ -136,7 +136,7 @@ void sw_profile_end_history(sw_profile *p, int64_t now_ns);
  * to their caller. A sample left with no frame is counted in
  * sw_profile_cut. Copies the globs. SW_EARG for more than
  * SW_PROFILE_MAX_OMIT globs or a NULL one. */
-#define SW_PROFILE_MAX_OMIT 64
+#define SW_PROFILE_MAX_OMIT 65   /* the user's 64 (profiler/history.py MAX_OMIT) and stackwatch's own files */
 int sw_profile_set_omit(sw_profile *p, const char *const *globs, size_t n);
 
 #endif

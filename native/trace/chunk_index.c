@@ -118,15 +118,18 @@ static int parse_threads(sw_trace *t, sw_cursor *c)
 
 /* TASK entries (format 1.7): varint task (above 0), varint thread index,
  * str name. A later entry of the same task renames it. */
-static int parse_tasks(sw_trace *t, sw_cursor *c)
+/* TASK entries (interned: TASK_INTERNED's, format 1.18, the name a
+ * STRINGS entry's id, looked up when every chunk is read). */
+static int parse_tasks(sw_trace *t, sw_cursor *c, int interned)
 {
     while (c->p < c->end) {
-        uint64_t task, thread;
+        uint64_t task, thread, sid = 0;
         char *name = NULL;
         int rc;
-        if ((rc = sw_cur_varint(c, &task)) || (rc = sw_cur_varint(c, &thread)) || (rc = sw_index_get_str(c, &name, NULL)))
+        if ((rc = sw_cur_varint(c, &task)) || (rc = sw_cur_varint(c, &thread)) ||
+            (rc = interned ? sw_cur_varint(c, &sid) : sw_index_get_str(c, &name, NULL)))
             return rc;
-        if (!task || thread > UINT32_MAX) {
+        if (!task || thread > UINT32_MAX || sid >= (1u << 28)) {
             free(name);
             return SW_EFORMAT;
         }
@@ -150,6 +153,28 @@ static int parse_tasks(sw_trace *t, sw_cursor *c)
         free(r->name);
         r->name = name;
         r->info.name = name;
+        r->name_sid = interned ? sid + 1 : 0;
+    }
+    return SW_OK;
+}
+
+/* The names of the tasks defined by TASK_INTERNED entries, from the
+ * STRINGS entries ("?" for an id without one: its chunk lost). */
+static int name_tasks(sw_trace *t)
+{
+    for (size_t i = 0; i < t->nthreads; i++) {
+        thread_rec *r = &t->threads[i];
+        if (!r->name_sid)
+            continue;
+        uint64_t id = r->name_sid - 1;
+        const char *s = id < t->strings.n && t->strings.s[id] ? t->strings.s[id] : "?";
+        char *name = sw_dup_n(s, strlen(s));
+        if (!name)
+            return SW_ENOMEM;
+        free(r->name);
+        r->name = name;
+        r->info.name = name;
+        r->name_sid = 0;
     }
     return SW_OK;
 }
@@ -343,6 +368,7 @@ static const char *chunk_name(unsigned type)
     case SW_CHUNK_SAMPLE_FRAMES: return "SAMPLE_FRAMES";
     case SW_CHUNK_SAMPLES: return "SAMPLES";
     case SW_CHUNK_TASK: return "TASK";
+    case SW_CHUNK_TASK_INTERNED: return "TASK_INTERNED";
     case SW_CHUNK_TASK_FRAMES: return "TASK_FRAMES";
     case SW_CHUNK_THREAD_RECORDS: return "THREAD_RECORDS";
     case SW_CHUNK_STRINGS: return "STRINGS";
@@ -355,7 +381,8 @@ static const sw_container_kind trace_kind = {
     SW_MAGIC, "trace", SW_FORMAT_MAJOR, SW_FORMAT_MINOR,
     1u << SW_CHUNK_META | 1u << SW_CHUNK_CODE | 1u << SW_CHUNK_THREAD | 1u << SW_CHUNK_EVENTS |
         1u << SW_CHUNK_END | 1u << SW_CHUNK_SAMPLE_FRAMES | 1u << SW_CHUNK_SAMPLES | 1u << SW_CHUNK_TASK |
-        1u << SW_CHUNK_TASK_FRAMES | 1u << SW_CHUNK_THREAD_RECORDS | 1u << SW_CHUNK_STRINGS,
+        1u << SW_CHUNK_TASK_FRAMES | 1u << SW_CHUNK_THREAD_RECORDS | 1u << SW_CHUNK_STRINGS |
+        1u << SW_CHUNK_TASK_INTERNED,
     chunk_name};
 
 static int cmp_chunk(const void *a, const void *b)
@@ -426,7 +453,8 @@ static int read_chunk(sw_trace *t, const sw_chunk *ch)
         return parse_kv(t, &c);
     case SW_CHUNK_CODE: return parse_codes(t, &c);
     case SW_CHUNK_THREAD: return parse_threads(t, &c);
-    case SW_CHUNK_TASK: return parse_tasks(t, &c);
+    case SW_CHUNK_TASK: return parse_tasks(t, &c, 0);
+    case SW_CHUNK_TASK_INTERNED: return parse_tasks(t, &c, 1);
     case SW_CHUNK_STRINGS: return parse_strings(t, &c);
     case SW_CHUNK_TASK_FRAMES: return add_task_frames_chunk(t, &c, poff, ch->len);
     case SW_CHUNK_EVENTS: return add_events_chunk(t, ch->payload, poff, ch->len);
@@ -467,6 +495,8 @@ static int load(sw_trace *t, char *err, size_t errlen)
     t->dmg_total = it.damage_total;
     it.damage = NULL;
     sw_chunks_close(&it);
+    if (rc == SW_OK)
+        rc = name_tasks(t);
     if (rc == SW_ENOMEM) {
         snprintf(err, errlen, "out of memory while reading the trace");
         return rc;

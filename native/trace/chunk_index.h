@@ -36,6 +36,8 @@ typedef struct meta_copy {
 typedef struct thread_rec {
     sw_thread_info info;
     char *name;
+    uint64_t name_sid;       /* a task defined by a TASK_INTERNED chunk (1.18): its name's STRINGS id + 1,
+                              * resolved once every chunk is read (0: name is its own) */
     chunk_ref *chunks;
     size_t nchunks, cap;
     uint64_t written;        /* EVENTS chunks the writer sealed (END, 1.5), 0: unknown */

@@ -34,7 +34,7 @@
 
 /* Event class ids of the ust trace: the fixed ones, then one per row of
  * records.h. */
-enum { ID_ENTRY, ID_EXIT, ID_SAMPLE, ID_DROPPED, ID_EXT0 };
+enum { ID_ENTRY, ID_EXIT, ID_SAMPLE, ID_EXT0 };
 /* Event class ids of the kernel trace: the fixed ones, then an entry and
  * an exit per system call name met (KID_SYSCALL0 + 2 * its position). */
 enum { KID_SCHED_SWITCH, KID_SCHED_WAKEUP, KID_PAGE_FAULT, KID_ENTRY_UNKNOWN, KID_EXIT_UNKNOWN, KID_SYSCALL0 };
@@ -72,6 +72,9 @@ typedef struct ctf {
     uint64_t real0, mono0;   /* META real0_ns, mono0_ns */
     const char *command, *hostname;
     sw_wake_flows *wakes;    /* which wakeups are shown (wake_flows.h) */
+    /* By position in sw_record_kinds: the position of the kind whose
+     * event class its events take (ext_classes). */
+    uint8_t ext_class[SW_EXT_KIND_LIMIT];
     int err;                 /* SW_ENOMEM or SW_EIO once something failed */
     char *errmsg;
     size_t errlen;
@@ -149,7 +152,6 @@ static const struct {
     [ID_EXIT] = {"lttng_ust_cyg_profile:func_exit", "\t\tuint64_hex_t _addr;\n"},
     [ID_SAMPLE] = {"stackwatch:sample", "\t\tstring _stack;\n\t\tstring _lines;\n\t\tstring _state;\n"
                                         "\t\tuint64_t _weight_ns;\n\t\tuint8_t _native;\n"},
-    [ID_DROPPED] = {"stackwatch:dropped", "\t\tuint64_t _count;\n"},
 };
 
 static void meta_event(FILE *out, const char *name, unsigned id, const char *fields)
@@ -243,6 +245,38 @@ static void write_head(const ctf *c, FILE *out, int kernel)
             kernel ? PROCNAME_LEN : UST_PROCNAME_LEN);
 }
 
+/* Whether kinds a and b have the same fields (names and types, in order). */
+static int same_fields(const sw_record_kind *a, const sw_record_kind *b)
+{
+    if (a->nfields != b->nfields)
+        return 0;
+    for (unsigned i = 0; i < a->nfields; i++)
+        if (a->fields[i].type != b->fields[i].type || strcmp(a->fields[i].name, b->fields[i].name))
+            return 0;
+    return 1;
+}
+
+/* One event class per name: a kind an older format wrote (records.h
+ * source OLDER: the task events before 1.16, whose channel was inline)
+ * takes the class of the kind that replaced it, of the same name and
+ * fields, so a trace of either version shows one `stackwatch:task_block`;
+ * any other kind has its own (an older one whose fields differ is named
+ * with its number too, in write_metadata). */
+static void ext_classes(ctf *c)
+{
+    for (size_t i = 0; i < sw_record_kind_count; i++) {
+        const sw_record_kind *k = &sw_record_kinds[i];
+        c->ext_class[i] = (uint8_t)i;
+        if (strcmp(k->source, "older"))
+            continue;
+        for (size_t j = 0; j < sw_record_kind_count; j++) {
+            const sw_record_kind *r = &sw_record_kinds[j];
+            if (strcmp(r->source, "older") && !strcmp(r->name, k->name) && same_fields(k, r))
+                c->ext_class[i] = (uint8_t)j;
+        }
+    }
+}
+
 static void write_metadata(const ctf *c, FILE *out)
 {
     write_head(c, out, 0);
@@ -252,8 +286,13 @@ static void write_metadata(const ctf *c, FILE *out)
     }
     for (size_t i = 0; i < sw_record_kind_count; i++) {
         const sw_record_kind *k = &sw_record_kinds[i];
+        if (c->ext_class[i] != i)
+            continue;   /* its events are of another kind's class */
         char name[128];
-        snprintf(name, sizeof name, "stackwatch:%s", k->name);
+        if (strcmp(k->source, "older"))
+            snprintf(name, sizeof name, "stackwatch:%s", k->name);
+        else   /* a kind of an older format with no class to share: its own name */
+            snprintf(name, sizeof name, "stackwatch:%s_%u", k->name, (unsigned)k->number);
         meta_event(out, name, (unsigned)(ID_EXT0 + i), "\t\tuint8_t _malformed;\n");
         for (unsigned j = 0; j < k->nfields; j++)
             meta_field(out, &k->fields[j]);
@@ -565,13 +604,13 @@ static int kernel_event(ctf *c, const sw_event *ev)
         put_u32(b, (uint32_t)x->c);
         put_u32(b, 0);
         return 0;
-    case SW_EXT_ON_CPU:   /* the thread runs on CPU a after whatever ran (not seen: sched_switch fires in it) */
+    case SW_EXT_ON_CPU:   /* the thread runs on CPU a after task line, named s1 (format 1.17; else 0, "") */
         if (sw_wake_flows_switch_joined(c->wakes, c->thread, ev->t_ns, x))
             return 0;   /* another thread's switch out to this one wrote the whole switch */
         if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a)))
             return 0;
-        put_comm(b, "");
-        put_u32(b, 0);
+        put_comm(b, x->s1 ? x->s1 : "");
+        put_u32(b, x->s1 && x->s1[0] ? (uint32_t)x->line : 0);
         put_u32(b, 0);
         put_u64(b, 0);
         put_comm(b, c->procname);
@@ -628,7 +667,7 @@ static void ext_event(ctf *c, const sw_event *ev)
         c->ust.cpu = (uint32_t)x->a;
     }
     sw_bytes *b = &c->ust.packet;
-    begin_event(c, (unsigned)(ID_EXT0 + (size_t)(k - sw_record_kinds)), ev->t_ns);
+    begin_event(c, (unsigned)(ID_EXT0 + c->ext_class[k - sw_record_kinds]), ev->t_ns);
     sw_bytes_u8(b, x->malformed ? 1 : 0);
     for (unsigned i = 0; i < k->nfields; i++) {
         const sw_record_field *f = &k->fields[i];
@@ -691,10 +730,13 @@ static int ctf_event(void *ud, size_t thread, const sw_event *ev)
         begin_event(c, ID_EXIT, ev->t_ns);
         put_u64(&c->ust.packet, ev->code);
         break;
-    case SW_EV_DROPPED:
-        begin_event(c, ID_DROPPED, ev->t_ns);
+    case SW_EV_DROPPED: {   /* the DROPPED record's class (malformed 0, count) */
+        const sw_record_kind *k = sw_record_kind_of(SW_EXT_DROPPED);
+        begin_event(c, (unsigned)(ID_EXT0 + c->ext_class[k - sw_record_kinds]), ev->t_ns);
+        sw_bytes_u8(&c->ust.packet, 0);
         put_u64(&c->ust.packet, ev->code);
         break;
+    }
     case SW_EV_EXT:
         if (ev->ext)
             ext_event(c, ev);
@@ -762,6 +804,7 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
         snprintf(err, errlen, "out of memory");
         return SW_ENOMEM;
     }
+    ext_classes(&c);
     write_metadata(&c, out);
     int rc = sw_export_walk(t, o, ctf_event, &c);
     close_streams(&c);

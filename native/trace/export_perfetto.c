@@ -563,8 +563,9 @@ static const char *task_comm(perfetto *p, uint64_t tid, const char *comm)
  * interval) and the CPUs' tracks: OFF_CPU is a sched_switch from the
  * thread to the task that got the CPU (format 1.15: its next_tid and
  * next_comm, of any process; before, and without the privilege, pid 0)
- * on CPU `cpu` with prev_state its state; ON_CPU one from pid 0 (the
- * task that ran before is not seen: sched_switch fires in it) to the
+ * on CPU `cpu` with prev_state its state; ON_CPU one from the task that
+ * ran before (format 1.17: its prev_tid and prev_comm, of any process;
+ * before, and without the privilege, pid 0 named "") to the
  * thread on CPU `next_cpu`, unless that switch was from another thread
  * of the trace, already written whole by its switch out
  * (sw_wake_flows_switch_joined); a WAKEUP a sched_waking by the waker (the
@@ -582,8 +583,9 @@ static int ftrace_event(perfetto *p, size_t thread, int64_t t_ns, const sw_ext *
     if (x->kind == SW_EXT_OFF_CPU || x->kind == SW_EXT_ON_CPU) {
         int out = x->kind == SW_EXT_OFF_CPU;
         cpu = x->a;
-        pb_str(&p->fs, F_SS_PREV_COMM, out ? comm_of(ti) : "");
-        pb_varint(&p->fs, F_SS_PREV_PID, out ? tid : 0);
+        int prev_seen = !out && x->s1 && x->s1[0];   /* format 1.17: the task that ran before */
+        pb_str(&p->fs, F_SS_PREV_COMM, out ? comm_of(ti) : prev_seen ? task_comm(p, x->line, x->s1) : "");
+        pb_varint(&p->fs, F_SS_PREV_PID, out ? tid : prev_seen ? x->line : 0);
         pb_varint(&p->fs, F_SS_PREV_PRIO, PRIO_NORMAL);
         /* (Without the privilege the state is not recorded: "waiting" is
          * shown as sleeping, S.) */

@@ -15,7 +15,7 @@
 
 #define SW_MAGIC            "\x89SWT\r\n\x1a\n"
 #define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
-#define SW_FORMAT_MINOR     16  /* readers accept any minor of their major */
+#define SW_FORMAT_MINOR     18  /* readers accept any minor of their major */
 
 /* Chunk types, besides the container's META (1: key/value pairs describing
  * the trace, the first chunk) and END (5: key/value totals written when
@@ -26,7 +26,7 @@
 /* Format 1.2: the statistical sampler's samples (stackwatch run --sample). */
 #define SW_CHUNK_SAMPLE_FRAMES 6  /* frame definitions of samples (own id space) */
 #define SW_CHUNK_SAMPLES       7  /* samples of any threads, in time order */
-#define SW_CHUNK_TASK          8  /* task definitions (1.7): id, thread, name */
+#define SW_CHUNK_TASK          8  /* task definitions (1.7): id, thread, name (written until 1.17) */
 #define SW_CHUNK_TASK_FRAMES   9  /* the tasks' open frames when an EVENTS chunk starts (1.7) */
 /* Format 1.8: EXT records of threads written by another thread of
  * stackwatch (the kernel reader's system calls: stackwatch run --kernel).
@@ -39,6 +39,11 @@
  * from 0, in order of first use, and defined before the first EVENTS
  * chunk that uses them, for the whole file (as code ids). */
 #define SW_CHUNK_STRINGS 11
+/* Format 1.18: task definitions with their names interned (the TASK
+ * chunk's entries with the name a STRINGS entry's id, which TASK_CREATE's
+ * name shares: a name is written once). Entry: varint task, varint
+ * thread, varint string id. */
+#define SW_CHUNK_TASK_INTERNED 12
 
 /* SAMPLE_FRAMES entry: varint id, u8 kind, str name, str filename, varint
  * line. Ids are dense from 0, in order of first use. */

@@ -121,7 +121,7 @@
       F(name, STR, S1) F(nr, VARINT, A) F(ret, SIGNED, B) F(duration, VARINT, C))                           \
     X(KERNEL_LOST, 19, kernel_lost, 8, KERNEL, "kernel", "kernel records lost", INSTANT, NONE, KERNEL_LOST, A,  \
       NULL, F(count, VARINT, A))                                                                           \
-    X(TASK_CREATE, 20, task_create, 9, DISPATCH, "task", "task create", INSTANT, NONE, NONE, S1, NULL,          \
+    X(TASK_CREATE_INLINE, 20, task_create, 9, OLDER, "task", "task create", INSTANT, NONE, NONE, S1, NULL,      \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(kind, VARINT, B) F(native_id, TID, C)  \
       F(name, STR, S1))                                                                                    \
     X(TASK_EXIT, 21, task_exit, 9, DISPATCH, "task", "task exit", INSTANT, NONE, NONE, S1, NULL,                \
@@ -143,7 +143,8 @@
       F(reason, STR, S1) F(cpu, VARINT, A) F(state, VARINT, B) F(next_tid, TID_LATER, C)                   \
       F(next_comm, STR_LATER, S2))                                                                         \
     X(ON_CPU, 29, on_cpu, 10, KERNEL, "sched", "on CPU", CLOSE, OFF_CPU, OFF_CPU, NONE, NULL,                  \
-      F(next_cpu, VARINT, A) F(waker, TID, B) F(woken_ns, VARINT, C))                                      \
+      F(next_cpu, VARINT, A) F(waker, TID, B) F(woken_ns, VARINT, C) F(prev_tid, TID_LATER, LINE)           \
+      F(prev_comm, STR_LATER, S1))                                                                         \
     X(WAKEUP, 30, wakeup, 10, KERNEL, "sched", "wakeup", INSTANT, NONE, NONE, A, NULL,                        \
       F(tid, TID, A) F(cpu, VARINT, B) F(comm, STR_LATER, S1))                                             \
     X(PAGE_FAULT, 31, page_fault, 10, KERNEL, "fault", "page fault", INSTANT, NONE, FAULT, NONE, NULL,        \
@@ -159,7 +160,10 @@
       F(code, CODE, CODE) F(line, VARINT, LINE) F(peer, VARINT, A) F(channel, ISTR, S1) F(value, STR, S2))  \
     X(TASK_WOKEN, 37, task_woken, 16, DISPATCH, "task", "task woken", INSTANT, NONE, NONE, S1, NULL,            \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(native_id, TID, C) F(ago, VARINT, B)  \
-      F(channel, ISTR, S1))
+      F(channel, ISTR, S1))                                                                                \
+    X(TASK_CREATE, 38, task_create, 18, DISPATCH, "task", "task create", INSTANT, NONE, NONE, S1, NULL,         \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(kind, VARINT, B) F(native_id, TID, C)  \
+      F(name, ISTR, S1))
 
 /* A test build may add rows (tests/c/meson.build: a trace library built
  * with -DSW_RECORD_KINDS_EXTRA_H="file" whose file defines
@@ -223,6 +227,9 @@
  * 33-37, whose channel is interned (a STRINGS entry's id: a channel's
  * name is written once, not in every record); the kinds 22-25 and 27 of
  * the older versions, the channel inline, read as the same events.
+ * Format 1.18 writes TASK_CREATE as kind 38, its name interned: the same
+ * entry as the task's definition (format.h SW_CHUNK_TASK_INTERNED), so a
+ * task's name is written once; kind 20 (the name inline) reads as it.
  * OFF_CPU..ON_CPU (format 1.10, `run --kernel=sched`): the thread is off
  * CPU from its switch out (reason: sleeping S, blocked D, preempted R,
  * other, or without the privilege preempted / waiting; cpu: the CPU it
@@ -231,7 +238,9 @@
  * any process that got the CPU, 0 the idle task, 0 and "" when not seen)
  * to its switch in (next_cpu: the CPU it runs on next; waker: the thread
  * of the process that woke it, 0 when none was seen; woken_ns: ns from
- * that wakeup to the switch in). WAKEUP: the thread woke thread `tid`
+ * that wakeup to the switch in; format 1.17: prev_tid, prev_comm:
+ * sched_switch's prev_pid and prev_comm, the task of any process that ran
+ * before it on that CPU, 0 the idle task, 0 and "" when not seen). WAKEUP: the thread woke thread `tid`
  * (format 1.15: named `comm`, sched_waking's, "" when not seen).
  * PAGE_FAULT (`run --kernel=faults`): one page fault at `address`.
  * CPU (format 1.13, `run --cpu`): the thread's events from here on run on

@@ -129,15 +129,15 @@ static void flush_defs_locked(sw_writer *w)
         write_chunk_locked(w, SW_CHUNK_THREAD, &p, 1);
         w->thread_defs.len = 0;
     }
-    if (w->task_defs.len) {
-        struct iovec p = {w->task_defs.data, w->task_defs.len};
-        write_chunk_locked(w, SW_CHUNK_TASK, &p, 1);
-        w->task_defs.len = 0;
-    }
-    if (w->string_defs.len) {
+    if (w->string_defs.len) {   /* (before the task definitions that name its entries) */
         struct iovec p = {w->string_defs.data, w->string_defs.len};
         write_chunk_locked(w, SW_CHUNK_STRINGS, &p, 1);
         w->string_defs.len = 0;
+    }
+    if (w->task_defs.len) {
+        struct iovec p = {w->task_defs.data, w->task_defs.len};
+        write_chunk_locked(w, SW_CHUNK_TASK_INTERNED, &p, 1);
+        w->task_defs.len = 0;
     }
 }
 
@@ -292,13 +292,16 @@ sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
 
 int sw_writer_define_task(sw_writer *w, uint64_t task, uint32_t thread, const char *name)
 {
+    uint64_t sid;   /* (format 1.18: the name interned, as TASK_CREATE's) */
+    int rc = sw_writer_intern(w, name ? name : "", name ? strlen(name) : 0, &sid);
+    if (rc != SW_OK)
+        return rc;
     pthread_mutex_lock(&w->lock);
     sw_bytes *b = &w->task_defs;
     size_t mark = b->len;
     sw_bytes_varint(b, task);
     sw_bytes_varint(b, thread);
-    sw_bytes_str(b, name);
-    int rc = SW_OK;
+    sw_bytes_varint(b, sid);
     if (b->failed) {
         b->len = mark;
         b->failed = 0;

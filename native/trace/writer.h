@@ -97,9 +97,11 @@ int sw_writer_define_code(sw_writer *w, uint32_t id, int kind, const char *name,
 sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
                               const char *name, uint64_t now_ticks);
 
-/* Queues the definition of a task (format 1.7, TASK chunk): a greenlet
- * that runs on the thread of index `thread`, named `name`. Ids are the
- * caller's, above 0 (0 is the thread itself). Thread-safe. */
+/* Queues the definition of a task (format 1.7; 1.18: a TASK_INTERNED
+ * chunk's entry, its name interned as sw_writer_intern does, the entry a
+ * TASK_CREATE naming it shares): a greenlet or an asyncio task that runs
+ * on the thread of index `thread`, named `name`. Ids are the caller's,
+ * above 0 (0 is the thread itself). Thread-safe. */
 int sw_writer_define_task(sw_writer *w, uint64_t task, uint32_t thread, const char *name);
 
 /* The thread stops running task `origin` and runs task `target` (a

@@ -1,17 +1,19 @@
 """tests/programs/native/cgraph.c, the C extension compiled with the flags
-of `stackwatch config --cflags --ldflags` (and -g for its source lines),
+of `stackwatch config --cflags --ldflags` (and -g for its source lines;
+cxxthrow.cpp the same in C++, with g++),
 built once per key under build/ (conftest.built_once): shared by the
 native-function tests of the tracer (tests/py/tracer/test_native_frames.py,
 test_lttng.py) and those of native frames read from outside
-(tests/py/cli/test_dump_native.py). NO_BINUTILS: why addr2line and nm
-cannot be run, or None."""
+(tests/py/cli/test_dump_native.py); config_flags() for the other builds
+with those flags (tests/py/tracer/test_native_builds.py). NO_BINUTILS: why
+addr2line and nm cannot be run, or None."""
 import hashlib
 import os
 import shutil
 import subprocess
 import sysconfig
 
-from conftest import PROGRAMS, built_once, run
+from conftest import PROGRAMS, built_once, missing, run
 
 NO_BINUTILS = None if shutil.which("addr2line") and shutil.which("nm") else (
     "addr2line / nm are not installed (Debian package binutils)")
@@ -19,28 +21,44 @@ NO_BINUTILS = None if shutil.which("addr2line") and shutil.which("nm") else (
 SOURCE = os.path.join(PROGRAMS, "native")
 
 
-def build_extension(debug=False):
-    """The folder holding cgraph (built with stackwatch's flags, and -g
-    when debug) and driver.py, and cgraph's path."""
-    flags = run(["config", "--cflags", "--ldflags"])
-    assert flags.returncode == 0, flags.stderr
-    text = b""   # what the build reads: the sources and the stubs' archive
-    for source in [os.path.join(SOURCE, "cgraph.c"), os.path.join(SOURCE, "driver.py")] + \
-            [w for w in flags.stdout.split() if w.endswith(".a")]:
-        with open(source, "rb") as f:
-            text += f.read()
-    name = "cgraph" + sysconfig.get_config_var("EXT_SUFFIX")
+def build_extension(debug=False, source="cgraph.c"):
+    """The folder holding the extension of tests/programs/native/`source`
+    (built with stackwatch's flags, and -g when debug) and driver.py, and
+    the extension's path. A .cpp source is built with g++, with the C file
+    of the same name and "_c" (and its header) compiled as C."""
+    module, ext = os.path.splitext(source)
+    sources = [os.path.join(SOURCE, source)]
+    if ext == ".cpp":
+        sources += [os.path.join(SOURCE, module + "_c.c"), os.path.join(SOURCE, module + ".h")]
+    flags, key = config_flags(*sources, os.path.join(SOURCE, "driver.py"))
+    name = module + sysconfig.get_config_var("EXT_SUFFIX")
+    cxx = shutil.which("g++") if ext == ".cpp" else None
+    if ext == ".cpp" and not cxx:
+        missing("g++ is not installed (Debian package g++): no C++ extension to build")
 
     def build(tmp, cc):
-        subprocess.run([cc, "-shared", "-fPIC", "-O0", *(["-g"] if debug else []),
-                        "-I" + sysconfig.get_paths()["include"],
-                        os.path.join(SOURCE, "cgraph.c"), *flags.stdout.split(), "-o", name],
+        # (g++ compiles a .c file as C++ unless told: -x c, then -x none)
+        files = [sources[0]] if not cxx else ["-x", "c", sources[1], "-x", "none", sources[0]]
+        subprocess.run([cxx or cc, "-shared", "-fPIC", "-O0", *(["-g"] if debug else []),
+                        "-I" + sysconfig.get_paths()["include"], *files, *flags, "-o", name],
                        cwd=tmp, check=True, capture_output=True)
         shutil.copy(os.path.join(SOURCE, "driver.py"), tmp)
 
-    folder = built_once("native-g" if debug else "native",
-                        hashlib.sha256(text + flags.stdout.encode()).hexdigest()[:12], build)
+    folder = built_once(module + ("-g" if debug else ""), key, build)
     return folder, os.path.join(folder, name)
+
+
+def config_flags(*sources, text=b""):
+    """The words of `stackwatch config --cflags --ldflags`, and a key for
+    conftest.built_once: a digest of what a build with them reads (the
+    files sources, the stubs' archive the flags name, text and the words)."""
+    flags = run(["config", "--cflags", "--ldflags"])
+    assert flags.returncode == 0, flags.stderr
+    words = flags.stdout.split()
+    for source in list(sources) + [w for w in words if w.endswith(".a")]:
+        with open(source, "rb") as f:
+            text += f.read()
+    return words, hashlib.sha256(text + flags.stdout.encode()).hexdigest()[:12]
 
 
 def addr2line(so, addresses):

@@ -34,6 +34,7 @@ static handler H[MAX_HANDLERS];
 static char own_prefix[1024];   /* stackwatch's own package directory: never an event for handlers */
 static long next_id = 1;
 static PyTypeObject *EventType;
+static uint32_t in_use, placed;   /* bit i: H[i] is a handler; one with globs (recompute) */
 
 static PyStructSequence_Field event_fields[] = {
     {"kind", "the event's kind, e.g. 'call', 'line', 'gc_start'"},
@@ -60,9 +61,15 @@ void sw_handlers_cache_reset(void)
 static void recompute(void)
 {
     uint32_t m = 0;
-    for (int i = 0; i < MAX_HANDLERS; i++)
-        if (H[i].fn)
-            m |= H[i].mask;
+    in_use = placed = 0;
+    for (int i = 0; i < MAX_HANDLERS; i++) {
+        if (!H[i].fn)
+            continue;
+        m |= H[i].mask;
+        in_use |= 1u << i;
+        if (H[i].where)
+            placed |= 1u << i;
+    }
     sw_D.handlers = m;
     sw_D.hgen++;
 }
@@ -70,14 +77,7 @@ static void recompute(void)
 /* Which handlers (bit i = H[i]) accept events located in co. */
 static uint32_t matching(PyCodeObject *co)
 {
-    uint32_t all = 0, need_match = 0;
-    for (int i = 0; i < MAX_HANDLERS; i++) {
-        if (!H[i].fn)
-            continue;
-        all |= 1u << i;
-        if (H[i].where)
-            need_match |= 1u << i;
-    }
+    uint32_t all = in_use, need_match = placed;
     if (!co)
         return all;
     sw_code_extra *ce = (sw_code_extra *)co->co_extra;
@@ -282,8 +282,9 @@ void sw_handlers_emit(int kind, const sw_evdata *d)
     PyObject *ev = NULL;
     PyThreadState *ts = PyThreadState_Get();
     sw_recursion_allow(ts, HANDLER_RECURSION_ROOM);
-    for (int i = 0; i < MAX_HANDLERS; i++) {
-        if (!H[i].fn || !(H[i].mask & bit) || !(ok & (1u << i)))
+    for (uint32_t todo = ok & in_use; todo; todo &= todo - 1) {
+        int i = __builtin_ctz(todo);
+        if (!H[i].fn || !(H[i].mask & bit))
             continue;
         if (sw_task_log_check(H[i].fn) && kind >= SW_K_TASK_SWITCH && kind <= SW_K_TASK_WOKEN) {
             PyObject *fn = Py_NewRef(H[i].fn);   /* (the log's line, with no Event) */

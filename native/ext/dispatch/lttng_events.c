@@ -10,7 +10,13 @@
  * events the trace records (`--events tasks`: stackwatch:task_switch ...
  * task_woken) and the native functions it records (the runtime hands each
  * recorded entry and exit to ext/tracer/native_frames.c, which calls
- * sw_lttng_emit_native: stackwatch:native_entry / native_exit). The
+ * sw_lttng_emit_native: stackwatch:native_entry / native_exit), and the
+ * kernel events `--kernel` records (ext/tracer/kernel_trace.c, on the
+ * kernel reader's thread, calls sw_lttng_emit_kernel: stackwatch:syscall_entry
+ * ... page_fault, each with its thread and its own time, while
+ * lttng_kernel(True) holds: `run --lttng` sets it before tracing starts
+ * and clears it after it stopped, so that every kernel record of the
+ * trace is emitted, those the reader hands at its stop too). The
  * tracepoints record only while an LTTng session has them enabled; the
  * hooks run while --lttng is on.
  */
@@ -19,12 +25,17 @@
 #include "lttng/lttng_provider.h"
 
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 static sw_lttng_fn entry_fn, exit_fn;
 static sw_lttng_native_fn native_fn;
 static sw_lttng_task_fn task_fn;
+static sw_lttng_kernel_fn kernel_fn;
+/* kernel_fn while --lttng is on, else NULL: read by the kernel reader's
+ * thread, without the GIL. */
+static _Atomic(sw_lttng_kernel_fn) kernel_on;
 
 /* The provider's task events are the dispatch layer's, in its order. */
 #define SW_X_LTTNG_COUNT_(name) +1
@@ -80,6 +91,14 @@ void sw_lttng_emit_native(int exit, const char *name, const char *file, int line
         native_fn(exit, name ? name : "", file ? file : "", line, (uintptr_t)addr);
 }
 
+void sw_lttng_emit_kernel(int kind, uint32_t tid, uint64_t ts, uint32_t cpu, int64_t a, int64_t b, int64_t c,
+                          const char *s1, const char *s2)
+{
+    sw_lttng_kernel_fn fn = atomic_load_explicit(&kernel_on, memory_order_acquire);
+    if (fn)
+        fn(kind, tid, ts, cpu, a, b, c, s1 ? s1 : "", s2 ? s2 : "");
+}
+
 /* Loads the provider library (once). 0, or -1 with RuntimeError set (the
  * reason in one line). */
 static int load(void)
@@ -114,7 +133,8 @@ static int load(void)
     sw_lttng_fn ex = (sw_lttng_fn)(uintptr_t)dlsym(h, SW_LTTNG_EXIT_SYMBOL);
     sw_lttng_native_fn na = (sw_lttng_native_fn)(uintptr_t)dlsym(h, SW_LTTNG_NATIVE_SYMBOL);
     sw_lttng_task_fn ta = (sw_lttng_task_fn)(uintptr_t)dlsym(h, SW_LTTNG_TASK_SYMBOL);
-    if (!en || !ex || !na || !ta) {
+    sw_lttng_kernel_fn ke = (sw_lttng_kernel_fn)(uintptr_t)dlsym(h, SW_LTTNG_KERNEL_SYMBOL);
+    if (!en || !ex || !na || !ta || !ke) {
         dlclose(h);
         PyErr_Format(PyExc_RuntimeError, "--lttng: %s lacks its entry points", path);
         return -1;
@@ -124,6 +144,7 @@ static int load(void)
     exit_fn = ex;
     native_fn = na;
     task_fn = ta;
+    kernel_fn = ke;
     return 0;
 }
 
@@ -162,14 +183,30 @@ static PyObject *py_disable(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *py_kernel(PyObject *self, PyObject *on)
+{
+    (void)self;
+    int yes = PyObject_IsTrue(on);
+    if (yes < 0)
+        return NULL;
+    if (yes && load() < 0)
+        return NULL;
+    atomic_store_explicit(&kernel_on, yes ? kernel_fn : NULL, memory_order_release);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"lttng_load", py_load, METH_NOARGS,
      "lttng_load(): loads libstackwatch_lttng.so (RuntimeError, with the reason, if it cannot be)"},
     {"lttng_enable", py_enable, METH_NOARGS,
      "lttng_enable(): emits the Python frame events, the native functions and the task events the trace records "
-     "to the LTTng-UST tracepoints stackwatch:function_entry / function_exit, native_entry / native_exit and "
-     "task_switch ... task_woken (loads libstackwatch_lttng.so; RuntimeError if it cannot be)"},
+     "to the LTTng-UST tracepoints stackwatch:function_entry / function_exit, native_entry / "
+     "native_exit and task_switch ... task_woken (loads libstackwatch_lttng.so; RuntimeError if it cannot be)"},
     {"lttng_disable", py_disable, METH_NOARGS, "lttng_disable(): stops emitting them"},
+    {"lttng_kernel", py_kernel, METH_O,
+     "lttng_kernel(on): while on, emits the kernel events the trace records (--kernel, all the kernel reader "
+     "hands, from its start to its stop) to stackwatch:syscall_entry / syscall_exit, off_cpu, on_cpu, wakeup and "
+     "page_fault, each with its thread and time (loads libstackwatch_lttng.so; RuntimeError if it cannot be)"},
     {NULL, NULL, 0, NULL},
 };
 

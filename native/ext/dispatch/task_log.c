@@ -35,16 +35,20 @@ enum { ST_NONE, ST_RUNNABLE, ST_RUNNING, ST_BLOCKED };
 typedef struct {
     uint64_t ident, task;    /* the thread (threading.get_ident()) and its task id (0: the thread) */
     char *name;              /* NULL: "task N" (task 0: the thread's name) */
+    size_t name_len;
     uint32_t thread;         /* index of its thread */
     uint32_t prev, next;     /* its neighbours in its thread's list of tasks with a state */
     int listed;              /* it has a state (is in that list) */
     int state;
     char *blocked;           /* ST_BLOCKED: what it waits on */
+    size_t blocked_len;
 } tl_task;
 
 typedef struct {
     uint64_t ident;
     char *name;              /* the cached name (NULL: ask thread_name) */
+    size_t name_len;
+    uint64_t native;         /* the native id whose entry has this name now (0: none yet) */
     uint64_t running;        /* the task it runs */
     uint32_t head, tail;     /* its tasks with a state, in the order met (as a dict's keys: one
                               * that loses its state and gets one again goes last) */
@@ -62,6 +66,7 @@ typedef struct {
     tl_task *tasks;
     size_t n_tasks, cap_tasks;
     sw_hashtab task_ix;
+    uint32_t recent[2];      /* the tasks last looked up (a switch's line asks for the same few) */
     tl_thread *threads;
     size_t n_threads, cap_threads, last_thread;
     sw_hashtab thread_ix;
@@ -71,9 +76,11 @@ typedef struct {
     sw_bytes buf, body;
     long long t0;
     int started, line_buffered, binary;   /* binary: out takes bytes (a file opened "ab") */
+    int whole_writes;        /* out is a buffered or raw binary file of io's: written from the buffer as it is */
 } TaskLog;
 
 static PyTypeObject TaskLogType;
+static PyObject *S_write;   /* "write", interned */
 
 /* This thread's native id (0: not asked yet; CPython asks the kernel each
  * time). A forked child asks again. */
@@ -94,6 +101,14 @@ static char *copy_str(const char *s)
     return s ? sw_dup_n(s, strlen(s)) : NULL;
 }
 
+/* *dst (of length *len) becomes a copy of s (NULL: none). */
+static void set_text(char **dst, size_t *len, const char *s)
+{
+    free(*dst);
+    *len = s ? strlen(s) : 0;
+    *dst = s ? sw_dup_n(s, *len) : NULL;
+}
+
 static inline void put_n(sw_bytes *b, const char *s, size_t n)
 {
     if (b->len + n <= b->cap) {   /* (most lines: the buffers have grown) */
@@ -103,6 +118,9 @@ static inline void put_n(sw_bytes *b, const char *s, size_t n)
         sw_bytes_put(b, s, n);
     }
 }
+
+/* A string literal, its length known. */
+#define PUT_LIT(b, s) put_n((b), "" s, sizeof(s) - 1)
 
 static inline void put(sw_bytes *b, const char *s)
 {
@@ -177,14 +195,27 @@ static tl_thread *thread_at(TaskLog *l, uint64_t ident)
  * absent (or out of memory). */
 static tl_task *task_in(TaskLog *l, uint64_t ident, uint64_t task, int make)
 {
+    for (int r = 0; r < 2; r++) {
+        uint32_t i = l->recent[r];
+        if (i < l->n_tasks && l->tasks[i].task == task && l->tasks[i].ident == ident) {
+            l->recent[r] = l->recent[0];
+            l->recent[0] = i;
+            return &l->tasks[i];
+        }
+    }
     uint32_t i, pos;
     uint64_t h = sw_hash_u64(ident ^ sw_hash_u64(task));
     for (i = sw_hashtab_first(&l->task_ix, h, &pos);
          i != SW_HT_NONE && (l->tasks[i].ident != ident || l->tasks[i].task != task);
          i = sw_hashtab_next(&l->task_ix, h, &pos)) {
     }
-    if (i != SW_HT_NONE || !make)
-        return i != SW_HT_NONE ? &l->tasks[i] : NULL;
+    if (i != SW_HT_NONE) {
+        l->recent[1] = l->recent[0];
+        l->recent[0] = i;
+        return &l->tasks[i];
+    }
+    if (!make)
+        return NULL;
     tl_thread *th = thread_at(l, ident);
     if (!th)
         return NULL;
@@ -222,18 +253,23 @@ static char *call_for_name(PyObject *fn, uint64_t arg)
 
 /* Asks for the thread's name when it has none (Python: another thread's
  * line may be rendered meanwhile, so every question is asked before a
- * line's state is touched). Kept until forgotten (a thread event). */
-static void ask_thread(TaskLog *l, uint64_t ident)
+ * line's state is touched). Kept until forgotten (a thread event). 1 if
+ * it asked (Python ran). */
+static int ask_thread(TaskLog *l, uint64_t ident)
 {
     tl_thread *th = thread_at(l, ident);
-    if (th && !th->name) {
+    int asked = th && !th->name;
+    if (asked) {
         char *s = call_for_name(l->thread_name, ident);
         th = thread_at(l, ident);   /* (the table may have moved meanwhile) */
-        if (th && !th->name)
+        if (th && !th->name) {
             th->name = s;
-        else
+            th->name_len = s ? strlen(s) : 0;
+        } else {
             free(s);
+        }
     }
+    return asked;
 }
 
 /* The thread's name, as verbose names it (asked by ask_thread); its ident
@@ -242,7 +278,7 @@ static void put_thread(TaskLog *l, sw_bytes *b, uint64_t ident)
 {
     tl_thread *th = thread_at(l, ident);
     if (th && th->name)
-        put(b, th->name);
+        put_n(b, th->name, th->name_len);
     else
         put_u64(b, ident);
 }
@@ -252,10 +288,10 @@ static void put_task_at(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task, 
 {
     if (!task) {
         put_thread(l, b, ident);
-    } else if (t && t->name && t->name[0]) {
-        put(b, t->name);
+    } else if (t && t->name_len) {
+        put_n(b, t->name, t->name_len);
     } else {
-        put(b, "task ");
+        PUT_LIT(b, "task ");
         put_u64(b, task);
     }
 }
@@ -297,7 +333,7 @@ static void put_native(TaskLog *l, sw_bytes *b, uint64_t native, uint64_t ident,
     if (now || (n && n->name)) {
         put(b, now ? now : n->name);
     } else {
-        put(b, "thread ");
+        PUT_LIT(b, "thread ");
         put_u64(b, native);
     }
 }
@@ -307,6 +343,8 @@ static void put_native(TaskLog *l, sw_bytes *b, uint64_t native, uint64_t ident,
 static void met_native(TaskLog *l, uint64_t ident, uint64_t native)
 {
     tl_thread *th = thread_at(l, ident);
+    if (th && th->native == native)   /* (met before under this name) */
+        return;
     tl_native *n = native_at(l, native, 1);
     if (!n)
         return;
@@ -316,6 +354,8 @@ static void met_native(TaskLog *l, uint64_t ident, uint64_t native)
         free(n->name);
         n->name = copy_str(name);
     }
+    if (th && th->name && n->name)
+        th->native = native;
 }
 
 /* ---- states ---- */
@@ -339,8 +379,8 @@ static void set_state(TaskLog *l, uint64_t ident, uint64_t task, int state, cons
         th->live++;
     }
     t->state = state;
-    free(t->blocked);
-    t->blocked = state == ST_BLOCKED ? copy_str(blocked) : NULL;
+    if (t->blocked || state == ST_BLOCKED)
+        set_text(&t->blocked, &t->blocked_len, state == ST_BLOCKED ? blocked : NULL);
 }
 
 static int state_of(TaskLog *l, uint64_t ident, uint64_t task)
@@ -365,17 +405,22 @@ static void drop_state(TaskLog *l, uint64_t ident, uint64_t task)
         th->tail = t->prev;
     t->listed = 0;
     t->state = ST_NONE;
-    free(t->blocked);
-    t->blocked = NULL;
+    set_text(&t->blocked, &t->blocked_len, NULL);
     th->live--;
 }
 
 static void put_state(TaskLog *l, sw_bytes *b, const tl_task *t)
 {
     put_task_at(l, b, t->ident, t->task, t);
-    put(b, t->state == ST_RUNNING ? ": running" : t->state == ST_RUNNABLE ? ": runnable" : ": blocked on ");
-    if (t->state == ST_BLOCKED)
-        put(b, t->blocked ? t->blocked : "");
+    if (t->state == ST_RUNNING) {
+        PUT_LIT(b, ": running");
+    } else if (t->state == ST_RUNNABLE) {
+        PUT_LIT(b, ": runnable");
+    } else {
+        PUT_LIT(b, ": blocked on ");
+        if (t->blocked)
+            put_n(b, t->blocked, t->blocked_len);
+    }
 }
 
 /* The running task first, then the others in the order met, at most
@@ -396,13 +441,13 @@ static void put_states(TaskLog *l, sw_bytes *b, uint64_t ident)
         if (t->task == th->running && t->state == ST_RUNNING)
             continue;
         if (shown++)
-            put(b, ", ");
+            PUT_LIT(b, ", ");
         put_state(l, b, t);
     }
     if (th->live > shown) {
-        put(b, ", and ");
+        PUT_LIT(b, ", and ");
         put_u64(b, th->live - shown);
-        put(b, " more");
+        PUT_LIT(b, " more");
     }
 }
 
@@ -452,22 +497,22 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
             set_state(l, ident, origin, ST_RUNNABLE, NULL);
         set_state(l, ident, task, ST_RUNNING, NULL);
         put_task(l, b, ident, origin);
-        put(b, " -> ");
+        PUT_LIT(b, " -> ");
         put_task(l, b, ident, task);
-        put(b, "  [");
+        PUT_LIT(b, "  [");
         put_states(l, b, ident);
-        put(b, "]");
+        PUT_LIT(b, "]");
         break;
     }
     case SW_K_TASK_CREATE: {
         const char *what = name_in(l->kinds, e->b, "task");
         if (strcmp(what, "thread") == 0) {   /* written by the new thread; made by a task of thread native_id */
             if (named) {
-                free(th->name);
-                th->name = copy_str(e->name);
+                set_text(&th->name, &th->name_len, e->name);
+                th->native = 0;
             }
             put_thread(l, b, ident);
-            put(b, " (thread) created by ");
+            PUT_LIT(b, " (thread) created by ");
             put_native(l, b, (uint64_t)e->c, ident, other);
             break;
         }
@@ -477,15 +522,13 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
         sw_bytes_put(&me, b->data + mark, b->len - mark);
         b->len = mark;
         tl_task *t = task_at(l, ident, (uint64_t)e->a);
-        if (t && named) {
-            free(t->name);
-            t->name = copy_str(e->name);
-        }
+        if (t && named)
+            set_text(&t->name, &t->name_len, e->name);
         set_state(l, ident, (uint64_t)e->a, ST_RUNNABLE, NULL);
         put_task(l, b, ident, (uint64_t)e->a);
-        put(b, " (");
+        PUT_LIT(b, " (");
         put(b, what);
-        put(b, ") created by ");
+        PUT_LIT(b, ") created by ");
         sw_bytes_put(b, me.data, me.len);
         sw_bytes_free(&me);
         break;
@@ -493,10 +536,10 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
     case SW_K_TASK_EXIT:
         drop_state(l, ident, (uint64_t)e->a);
         put_task(l, b, ident, (uint64_t)e->a);
-        put(b, " exited: ");
+        PUT_LIT(b, " exited: ");
         put(b, name_in(l->outcomes, e->b, "?"));
         if (named) {
-            put(b, " ");
+            PUT_LIT(b, " ");
             put(b, e->name);
         }
         break;
@@ -504,14 +547,14 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
         sw_bytes what = {0};
         put(&what, name_in(l->reasons, e->a, "?"));
         if (named) {
-            put(&what, " ");
+            PUT_LIT(&what, " ");
             put(&what, e->name);
         }
         sw_bytes_u8(&what, 0);
         const char *w = what.failed ? "?" : (const char *)what.data;
         set_state(l, ident, running, ST_BLOCKED, w);
         put_task(l, b, ident, running);
-        put(b, " blocks on ");
+        PUT_LIT(b, " blocks on ");
         put(b, w);
         sw_bytes_free(&what);
         break;
@@ -523,23 +566,23 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
             set_state(l, ident, (uint64_t)e->a, ST_RUNNABLE, NULL);
             put_task(l, b, ident, (uint64_t)e->a);
         }
-        put(b, " woken by ");
+        PUT_LIT(b, " woken by ");
         put_task(l, b, ident, running);
         if (named) {
-            put(b, " (");
+            PUT_LIT(b, " (");
             put(b, e->name);
-            put(b, ")");
+            PUT_LIT(b, ")");
         }
         break;
     case SW_K_TASK_WOKEN:   /* written by the woken task */
         set_state(l, ident, running, ST_RUNNING, NULL);
         put_task(l, b, ident, running);
-        put(b, " woken by ");
+        PUT_LIT(b, " woken by ");
         put_native(l, b, (uint64_t)e->c, ident, other);
         if (named) {
-            put(b, " (");
+            PUT_LIT(b, " (");
             put(b, e->name);
-            put(b, ")");
+            PUT_LIT(b, ")");
         }
         break;
     case SW_K_TASK_SEND: case SW_K_TASK_RECEIVE:
@@ -555,17 +598,15 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
         } else {
             put_task(l, b, ident, (uint64_t)e->a);
             tl_task *t = task_at(l, ident, (uint64_t)e->a);
-            if (t) {
-                free(t->name);
-                t->name = copy_str(e->name);
-            }
+            if (t)
+                set_text(&t->name, &t->name_len, e->name);
         }
-        put(b, " named ");
+        PUT_LIT(b, " named ");
         put(b, e->name);
         if (e->s2 && e->s2[0]) {
-            put(b, " (group ");
+            PUT_LIT(b, " (group ");
             put(b, e->s2);
-            put(b, ")");
+            PUT_LIT(b, ")");
         }
         break;
     default:
@@ -577,13 +618,19 @@ static int flush(TaskLog *l)
 {
     if (!l->buf.len)
         return 0;
-    PyObject *s = l->binary ? PyBytes_FromStringAndSize((const char *)l->buf.data, (Py_ssize_t)l->buf.len)
-                            : PyUnicode_DecodeUTF8((const char *)l->buf.data, (Py_ssize_t)l->buf.len, "replace");
-    l->buf.len = 0;
-    if (!s)
+    /* io's binary files take a view of the buffer (written through or
+     * copied into theirs before write returns: not kept); other streams
+     * an object of their own. */
+    PyObject *s = l->whole_writes ? PyMemoryView_FromMemory((char *)l->buf.data, (Py_ssize_t)l->buf.len, PyBUF_READ)
+                  : l->binary ? PyBytes_FromStringAndSize((const char *)l->buf.data, (Py_ssize_t)l->buf.len)
+                              : PyUnicode_DecodeUTF8((const char *)l->buf.data, (Py_ssize_t)l->buf.len, "replace");
+    if (!s) {
+        l->buf.len = 0;
         return -1;
+    }
     PyObject *out = l->out != Py_None ? l->out : PySys_GetObject("stderr");
-    PyObject *r = out && out != Py_None ? PyObject_CallMethod(out, "write", "O", s) : NULL;
+    PyObject *r = out && out != Py_None ? PyObject_CallMethodOneArg(out, S_write, s) : NULL;
+    l->buf.len = 0;
     Py_DECREF(s);
     if (!r)
         return out && out != Py_None ? -1 : 0;   /* (no stderr: the line is lost, as print's would be) */
@@ -600,14 +647,15 @@ static int write_line(TaskLog *l, long long time_ns, uint64_t ident, const char 
         l->t0 = time_ns;
     }
     put_ms(&l->buf, time_ns - l->t0);
-    put(&l->buf, " ms  [");
+    PUT_LIT(&l->buf, " ms  [");
     put_thread(l, &l->buf, ident);   /* (asked before: no Python until the line is whole) */
-    put(&l->buf, "] ");
-    put(&l->buf, kind);
-    if (strlen(kind) < 12)   /* (f"{kind:<12}") */
-        put_n(&l->buf, "            ", 12 - strlen(kind));
+    PUT_LIT(&l->buf, "] ");
+    size_t kind_len = strlen(kind);
+    put_n(&l->buf, kind, kind_len);
+    if (kind_len < 12)   /* (f"{kind:<12}") */
+        put_n(&l->buf, "            ", 12 - kind_len);
     put_n(&l->buf, (const char *)l->body.data + from, l->body.len - from);
-    put(&l->buf, "\n");
+    PUT_LIT(&l->buf, "\n");
     if (l->buf.failed) {
         l->buf.failed = 0;
         l->buf.len = 0;
@@ -621,28 +669,31 @@ static int render(TaskLog *l, const tl_event *e)
 {
     /* Every question to Python first: then the line is made and appended
      * with none (another thread's line cannot come between). */
-    ask_thread(l, e->ident);
+    int asked = ask_thread(l, e->ident);
     char *other = NULL;
     if (e->c && (e->kind == SW_K_TASK_CREATE || e->kind == SW_K_TASK_WAKE || e->kind == SW_K_TASK_WOKEN ||
-                 e->kind == SW_K_TASK_NAME))
+                 e->kind == SW_K_TASK_NAME)) {
         other = call_for_name(l->thread_of_native, (uint64_t)e->c);
-    ask_thread(l, e->ident);   /* (a thread event of its own may have made it forget meanwhile) */
+        asked = 1;
+    }
+    if (asked)   /* (Python ran: a thread event of its own may have made it forget meanwhile) */
+        ask_thread(l, e->ident);
     l->body.len = 0;
     l->body.failed = 0;   /* (a line short of memory is written as far as it got) */
-    put(&l->body, " ");
+    PUT_LIT(&l->body, " ");
     describe(l, e, other);
     free(other);
     if (e->file) {
         const char *base = strrchr(e->file, '/');
         char line[24];
         const char *at = e->line >= 0 ? decimal(line, (uint64_t)e->line) : "?";
-        put(&l->body, "  at ");
+        PUT_LIT(&l->body, "  at ");
         put(&l->body, e->function);
-        put(&l->body, " (");
+        PUT_LIT(&l->body, " (");
         put(&l->body, base ? base + 1 : e->file);
-        put(&l->body, ":");
+        PUT_LIT(&l->body, ":");
         put(&l->body, at);
-        put(&l->body, ")");
+        PUT_LIT(&l->body, ")");
     }
     return write_line(l, e->time_ns, e->ident, sw_kind_names[e->kind], 0);
 }
@@ -692,6 +743,9 @@ static int tl_init(PyObject *self, PyObject *args, PyObject *kwds)
     /* To stderr (or a terminal) a line at a time: a live log. */
     l->line_buffered = out == Py_None;
     l->binary = out != Py_None && !PyObject_HasAttrString(out, "encoding");   /* (no text layer) */
+    const char *tp = Py_TYPE(out)->tp_name;
+    l->whole_writes = l->binary && (strcmp(tp, "_io.BufferedWriter") == 0 || strcmp(tp, "_io.FileIO") == 0 ||
+                                    strcmp(tp, "_io.BufferedRandom") == 0);
     if (!l->line_buffered) {
         PyObject *tty = PyObject_CallMethod(out, "isatty", NULL);
         l->line_buffered = tty && PyObject_IsTrue(tty) == 1;
@@ -797,8 +851,8 @@ static PyObject *tl_line(PyObject *self, PyObject *args)
     if (forget) {
         tl_thread *th = thread_at(l, ident);
         if (th) {
-            free(th->name);
-            th->name = NULL;
+            set_text(&th->name, &th->name_len, NULL);
+            th->native = 0;
         }
     }
     ask_thread(l, ident);
@@ -839,7 +893,7 @@ static PyTypeObject TaskLogType = {
 
 int sw_task_log_add_to_module(PyObject *m)
 {
-    if (PyType_Ready(&TaskLogType) < 0)
+    if (PyType_Ready(&TaskLogType) < 0 || !(S_write = PyUnicode_InternFromString("write")))
         return -1;
     pthread_atfork(NULL, NULL, forked_child);
     Py_INCREF(&TaskLogType);

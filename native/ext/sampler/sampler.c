@@ -238,9 +238,13 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
      * holding the GIL parked ahead of every walk, whether walks tear on
      * this machine or not (limits.park_always). */
     const char *always = getenv("STACKWATCH_TEST_PARK_AHEAD");
+    /* STACKWATCH_TEST_FAIL_EVERY=N (the tests): every N-th stack read is
+     * failed, as a torn one (limits.fail_every). */
+    const char *fail = getenv("STACKWATCH_TEST_FAIL_EVERY");
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
                              (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed,
-                             (uint32_t)(self->park_installed && always && strcmp(always, "1") == 0), 0, 0, 0};
+                             (uint32_t)(self->park_installed && always && strcmp(always, "1") == 0), 0, 0, 0,
+                             fail ? (uint32_t)strtoul(fail, NULL, 10) : 0};
     char err[256] = "";
     sw_pystack *r;
     if (pid == 0 && self->blocking) {

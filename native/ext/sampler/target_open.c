@@ -51,6 +51,20 @@ static int choose_layout(sw_target *t, const char *source, sw_py_layout *l, cons
         snprintf(err, errlen, "process %d runs Python %s, whose debug offsets are refused: %s", t->pid, tv, why);
         return rc;
     }
+    if (!t->debug_offsets && t->version_hex && sw_layout_known_minor(t->version_hex, &base) == SW_OK) {
+        /* another patch release of a known minor: what differs from the
+         * known release's layout, as far as its build tells */
+        char bv[32], diff[512];
+        sw_target_version_str(base.version_hex, bv, sizeof bv);
+        int differs = sw_target_check_build(t, &base, diff, sizeof diff) != SW_OK;
+        snprintf(err, errlen, "process %d runs Python %s, whose layout this stackwatch does not have (it has %s's)%s%s",
+                 t->pid, tv, bv,
+                 differs ? "; against that layout its build differs: "
+                         : "; its type sizes agree with that layout, but a patch release may move fields inside "
+                           "structures, so it is not read (scripts/gen-layouts.py adds a release's layout)",
+                 differs ? diff : "");
+        return SW_EVERSION;
+    }
     snprintf(err, errlen, "process %d runs Python %s, which this stackwatch cannot read: it reads %s, any 3.13 "
              "through its debug offsets, and its own Python's release, %s", t->pid, tv, known, own);
     return SW_EVERSION;

@@ -317,6 +317,17 @@ typedef struct ext_collect {
     uint64_t mask;           /* bit k: EXT kind k is wanted */
 } ext_collect;
 
+/* 1 when the kind's row has a code id (its events are located: a code and
+ * a line). */
+static int ext_located(uint32_t kind)
+{
+    const sw_record_kind *k = sw_record_kind_of(kind);
+    for (unsigned i = 0; k && i < k->nfields; i++)
+        if (k->fields[i].type == SW_FT_CODE)
+            return 1;
+    return 0;
+}
+
 /* The data of a decoded EXT record as its row (trace/records.h) gives it:
  * {field: value} for its fields other than its location (code and line),
  * in order, a SIGNED one as a negative int where it is; {"malformed":
@@ -334,8 +345,8 @@ static PyObject *ext_data(const sw_ext *x)
     const sw_record_kind *k = sw_record_kind_of(x->kind);
     for (unsigned i = 0; k && i < k->nfields; i++) {
         const sw_record_field *f = &k->fields[i];
-        if (f->slot == SW_SLOT_CODE || f->slot == SW_SLOT_LINE)
-            continue;
+        if (f->slot == SW_SLOT_CODE || (f->slot == SW_SLOT_LINE && ext_located(x->kind)))
+            continue;   /* a located record's code and line are the tuple's own */
         PyObject *v = f->type == SW_FT_STR      ? text_of(sw_ext_string(x, f->slot))
                       : f->type == SW_FT_SIGNED ? PyLong_FromLongLong((long long)sw_ext_number(x, f->slot))
                                                 : PyLong_FromUnsignedLongLong(sw_ext_number(x, f->slot));
@@ -347,17 +358,6 @@ static PyObject *ext_data(const sw_ext *x)
         Py_DECREF(v);
     }
     return d;
-}
-
-/* 1 when the kind's row has a code id (its events are located: a code and
- * a line). */
-static int ext_located(uint32_t kind)
-{
-    const sw_record_kind *k = sw_record_kind_of(kind);
-    for (unsigned i = 0; k && i < k->nfields; i++)
-        if (k->fields[i].type == SW_FT_CODE)
-            return 1;
-    return 0;
 }
 
 static int collect_ext(void *ud, const sw_event *ev)
@@ -976,8 +976,9 @@ static PyTypeObject TraceType = {
 
 /* RECORD_KINDS: the table of EXT record kinds (trace/records.h), one
  * tuple per kind: (number, name, since, source, category, label, shape, pair,
- * stat, title, track, ((field, type, slot), ...)), shape, stat, title,
- * type and slot by name; TRACE_EXPORTERS: the table of exporters
+ * stat, title, track, ((field, type, slot, interned), ...)), shape, stat,
+ * title, type and slot by name (interned: a str written as a STRINGS
+ * entry's id, format 1.16); TRACE_EXPORTERS: the table of exporters
  * (trace/exporters.h), (name, suffix, binary) each; and THREAD_STATES:
  * the names of the samples' thread states by number (base/sample.h). */
 static int add_record_kinds(PyObject *m)
@@ -988,7 +989,8 @@ static int add_record_kinds(PyObject *m)
         PyObject *fields = PyTuple_New(k->nfields);
         for (unsigned j = 0; fields && j < k->nfields; j++) {
             const sw_record_field *f = &k->fields[j];
-            PyObject *ft = Py_BuildValue("(sss)", f->name, sw_record_type_name(f->type), sw_record_slot_name(f->slot));
+            PyObject *ft = Py_BuildValue("(sssN)", f->name, sw_record_type_name(f->type), sw_record_slot_name(f->slot),
+                                         PyBool_FromLong(f->interned));
             if (!ft)
                 Py_CLEAR(fields);
             else

@@ -6,9 +6,12 @@
 
 #include "kernel_trace.h"
 
+#include "ext/dispatch/lttng_events.h"
 #include "ext/tracer/attachments.h"
 #include "kernel/kernel.h"
+#include "lttng/lttng_provider.h"   /* the kernel events' numbers */
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -31,6 +34,8 @@ static void on_syscall(void *ud, const sw_syscall *s)
     sw_ext v = {.s1 = s->name ? s->name : "", .a = (uint64_t)s->nr, .b = (uint64_t)s->ret,
                 .c = s->exit_ns - s->enter_ns};
     sw_trec_stream_add(k->stream, s->tid, s->enter_ns, SW_EXT_SYSCALL, &v);
+    sw_lttng_emit_kernel(SW_LTTNG_SYSCALL_ENTRY, s->tid, s->enter_ns, 0, s->nr, 0, 0, v.s1, NULL);
+    sw_lttng_emit_kernel(SW_LTTNG_SYSCALL_EXIT, s->tid, s->exit_ns, 0, s->nr, s->ret, 0, v.s1, NULL);
 }
 
 /* On the reader's thread: a switch out or in, a wakeup, a page fault. */
@@ -51,6 +56,8 @@ static void on_event(void *ud, const sw_kevent *e)
         kind = SW_EXT_ON_CPU;
         v.b = e->a;
         v.c = e->b;
+        v.line = e->peer;
+        v.s1 = e->comm;
         break;
     case SW_KEV_WAKEUP:   /* the wakee's tid, its CPU */
     case SW_KEV_FAULT:    /* the address, the CPU */
@@ -64,6 +71,16 @@ static void on_event(void *ud, const sw_kevent *e)
         return;
     }
     sw_trec_stream_add(k->stream, e->tid, e->t_ns, kind, &v);
+    /* --lttng: the same event, with its thread and time */
+    if (kind == SW_EXT_OFF_CPU)
+        sw_lttng_emit_kernel(SW_LTTNG_OFF_CPU, e->tid, e->t_ns, e->cpu, (int64_t)e->a, e->peer, 0, e->reason, e->comm);
+    else if (kind == SW_EXT_ON_CPU)
+        sw_lttng_emit_kernel(SW_LTTNG_ON_CPU, e->tid, e->t_ns, e->cpu, (int64_t)e->a, (int64_t)e->b, e->peer, e->comm,
+                             NULL);
+    else if (kind == SW_EXT_WAKEUP)
+        sw_lttng_emit_kernel(SW_LTTNG_WAKEUP, e->tid, e->t_ns, e->cpu, (int64_t)e->a, 0, 0, e->comm, NULL);
+    else
+        sw_lttng_emit_kernel(SW_LTTNG_PAGE_FAULT, e->tid, e->t_ns, e->cpu, (int64_t)e->a, 0, 0, NULL, NULL);
 }
 
 /* Records the kernel lost: shown on the main thread's track. */
@@ -147,7 +164,11 @@ int sw_kernel_trace_start(const char *what, char *msg, size_t len)
     }
     char err[320], note[384];
     sw_syscalls *s;
-    if (sw_syscalls_open(&s, mask, 0, err, sizeof err, note, sizeof note) != SW_OK) {
+    /* STACKWATCH_TEST_KERNEL_RING=<bytes> (the tests): rings that small
+     * (a page at least), which a burst of system calls fills: lost records. */
+    const char *ring = getenv("STACKWATCH_TEST_KERNEL_RING");
+    size_t ring_bytes = ring ? (size_t)strtoull(ring, NULL, 10) : 0;
+    if (sw_syscalls_open(&s, mask, ring_bytes, err, sizeof err, note, sizeof note) != SW_OK) {
         snprintf(msg, len, "%s", err);
         return -1;
     }

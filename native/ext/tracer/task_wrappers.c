@@ -51,7 +51,8 @@ static PyObject *names_data;   /* the dict of task_hooks._names (stackwatch.name
 static PyObject *block_of;     /* task_hooks._block_of(task) -> (reason, channel, frame) */
 static PyObject *skip;         /* tuple of str: folders and files that are no event's location */
 static PyObject *blocked;      /* {task id: channel (str or None)} of the tasks blocked now */
-static PyObject *seen_names;   /* {task id: its asyncio name when last seen} */
+static PyObject **seen_names; /* by task id (dense, given in turn): its asyncio name when last seen, or NULL */
+static size_t seen_cap;
 static uint8_t *stepped;       /* a bit per task id (they are given in turn): its name was checked at its
                                 * first step */
 static size_t stepped_cap;     /* bytes */
@@ -77,17 +78,41 @@ static PyObject *S_space;
 static PyObject *S_args;
 static PyObject *S_is_running;
 
+/* Forgets the names seen (a new session). */
+static void forget_names(void)
+{
+    for (size_t i = 0; i < seen_cap; i++)
+        Py_CLEAR(seen_names[i]);
+}
+
 static int tables(void)
 {
-    if (tables_gen != sw_S.gen || !blocked || !seen_names || !woken_by) {
+    if (tables_gen != sw_S.gen || !blocked || !woken_by) {
         Py_XSETREF(blocked, PyDict_New());
-        Py_XSETREF(seen_names, PyDict_New());
         Py_XSETREF(woken_by, PyDict_New());
+        forget_names();
         if (stepped)
             memset(stepped, 0, stepped_cap);
         tables_gen = sw_S.gen;
     }
-    return blocked && seen_names && woken_by ? 0 : -1;
+    return blocked && woken_by ? 0 : -1;
+}
+
+/* Keeps name as task tid's (seen_names); 0, or -1 when out of memory. */
+static int keep_name(uint64_t tid, PyObject *name)
+{
+    if (tid >= seen_cap) {
+        size_t was = seen_cap;
+        PyObject **grown = tid < SIZE_MAX / sizeof *grown - 1
+                               ? sw_array_grow(seen_names, &seen_cap, (size_t)tid + 1, sizeof *grown, 1024)
+                               : NULL;
+        if (!grown)
+            return -1;
+        seen_names = grown;
+        memset(seen_names + was, 0, (seen_cap - was) * sizeof *seen_names);
+    }
+    Py_XSETREF(seen_names[tid], Py_NewRef(name));
+    return 0;
 }
 
 /* 1 when nobody wants task events (the hooks then only call through). */
@@ -106,6 +131,32 @@ static int is_step_wrapper(const char *tp_name)
     return strcmp(name, "TaskStepMethWrapper") == 0 || strcmp(name, "TaskWakeupMethWrapper") == 0;
 }
 
+/* The same by type, the types found kept (a step's callback is one of
+ * the two at every step). */
+static int is_step_wrapper_type(PyTypeObject *tp)
+{
+    static PyTypeObject *known[2];
+    if (tp == known[0] || tp == known[1])
+        return 1;
+    if (!is_step_wrapper(tp->tp_name))
+        return 0;
+    Py_INCREF(tp);   /* (held: never another type's address) */
+    Py_XSETREF(known[known[0] ? 1 : 0], tp);
+    return 1;
+}
+
+/* 1 if o is an asyncio task: its type one of task_types (most), else an
+ * instance of one (a subclass). */
+static int is_task(PyObject *o)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(task_types); i++)
+        if ((PyObject *)Py_TYPE(o) == PyTuple_GET_ITEM(task_types, i))
+            return 1;
+    int r = PyObject_IsInstance(o, task_types) == 1;
+    PyErr_Clear();
+    return r;
+}
+
 /* The task a callback steps (new reference), or NULL. */
 static PyObject *stepped_task(PyObject *cb)
 {
@@ -115,15 +166,13 @@ static PyObject *stepped_task(PyObject *cb)
     else if (PyCFunction_Check(cb)) {
         self = PyCFunction_GET_SELF(cb);
         Py_XINCREF(self);
-    } else if (is_step_wrapper(Py_TYPE(cb)->tp_name)) {
+    } else if (is_step_wrapper_type(Py_TYPE(cb))) {
         self = PyObject_GetAttr(cb, S_self);
         if (!self)
             PyErr_Clear();
     }
-    if (self && PyObject_IsInstance(self, task_types) != 1) {
-        PyErr_Clear();
+    if (self && !is_task(self))
         Py_CLEAR(self);
-    }
     return self;
 }
 
@@ -347,13 +396,11 @@ static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name, int fir
 static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObject **name)
 {
     PyObject *aname = PyObject_CallMethodNoArgs(task, S_get_name);
-    PyObject *key = aname ? PyLong_FromUnsignedLongLong(tid) : NULL;
-    if (!key) {
-        Py_XDECREF(aname);
+    if (!aname) {
         PyErr_Clear();
         return;
     }
-    PyObject *was = fresh ? NULL : PyDict_GetItemWithError(seen_names, key);   /* borrowed */
+    PyObject *was = fresh || tid >= seen_cap ? NULL : seen_names[tid];   /* borrowed */
     if (fresh || (was != aname && (!was || PyObject_RichCompareBool(was, aname, Py_EQ) != 1))) {
         PyObject *full = fresh || !named_by_user(task) ? task_name(task, aname, coro) : NULL;
         const char *u = full && PyUnicode_Check(full) ? PyUnicode_AsUTF8(full) : NULL;
@@ -361,13 +408,13 @@ static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObje
             sw_tasks_define(tid, u);
         if (u && was)   /* renamed since it was last seen (not a first sight in a new session) */
             sw_task_record(SW_K_TASK_NAME, NULL, (long long)tid, 0, 0, u, NULL);
-        PyDict_SetItem(seen_names, key, aname);
+        if (keep_name(tid, aname) < 0)
+            PyErr_NoMemory();   /* (cleared below: checked again next time) */
         if (name && fresh)
             *name = full ? Py_NewRef(full) : NULL;
         Py_XDECREF(full);
     }
     PyErr_Clear();
-    Py_DECREF(key);
     Py_DECREF(aname);
 }
 
@@ -459,7 +506,7 @@ static int on_behalf(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, P
     sw_exc_save(&exc);
     PyObject *a = PyObject_GetAttr(args[0], S_args);
     PyObject *done = a && PyTuple_Check(a) && PyTuple_GET_SIZE(a) > 0 ? PyTuple_GET_ITEM(a, 0) : NULL;
-    uint64_t tid = done && PyObject_IsInstance(done, task_types) == 1 ? task_id(done, NULL, NULL, 1) : 0;
+    uint64_t tid = done && is_task(done) ? task_id(done, NULL, NULL, 1) : 0;
     Py_XDECREF(a);
     PyErr_Clear();
     sw_exc_restore(&exc);
@@ -587,7 +634,7 @@ static PyObject *create_eager(sw_task_wrapper *w, PyObject *const *args, size_t 
         return task;
     sw_exc_state exc;
     sw_exc_save(&exc);
-    if (task && PyObject_IsInstance(task, task_types) == 1 && sw_tasks_bind(task, tid)) {
+    if (task && is_task(task) && sw_tasks_bind(task, tid)) {
         PyObject *name = NULL;
         seen(task, tid, 1, coro, &name);
         if (name && PyUnicode_Check(name))
@@ -621,7 +668,7 @@ static PyObject *wrap_create(sw_task_wrapper *w, PyObject *const *args, size_t n
     sw_exc_state exc;
     sw_exc_save(&exc);
     PyObject *name = NULL;
-    uint64_t tid = PyObject_IsInstance(task, task_types) == 1 ? task_id(task, coro, &name, 0) : 0;
+    uint64_t tid = is_task(task) ? task_id(task, coro, &name, 0) : 0;
     if (tid) {
         sw_task_record_here(SW_K_TASK_CREATE, (long long)tid, 2, 0,
                             name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL, NULL);
@@ -864,7 +911,7 @@ static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     Py_CLEAR(blocked);
-    Py_CLEAR(seen_names);
+    forget_names();
     Py_CLEAR(woken_by);
     if (stepped)
         memset(stepped, 0, stepped_cap);

@@ -166,7 +166,7 @@ def threads_of(pid, with_locals=False, core=None, exe=None, native=False, blocki
         out.append({
             "thread_id": t["thread_id"],
             "native_id": t["native_id"] or None,
-            # threading's name where it can be read (3.11+), else the kernel's
+            # threading's name where it can be read, else the kernel's
             "name": t.get("name") or os_name,
             "os_name": os_name,
             "gil": t["gil"],

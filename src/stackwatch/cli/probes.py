@@ -52,6 +52,17 @@ def _lttng():
         print(f"  stackwatch:{name} {{ function, file, line, addr }}")
     tasks = [k for k in kinds.KINDS if k.startswith("task_")]
     print(f"  stackwatch:{tasks[0]} ... {tasks[-1]} ({len(tasks)}) {{ function, file, line, a, b, c, s1, s2 }}")
+    for name, fields in KERNEL_TRACEPOINTS:
+        print(f"  stackwatch:{name} {{ tid, ts, {fields} }}")
     print("They fire in programs run with 'stackwatch run --lttng', recorded by an LTTng session that "
-          "enabled them (lttng enable-event -u 'stackwatch:*'): the Python calls, the native functions "
-          "and (with --events tasks) the task events the trace records.")
+          "enabled them (lttng enable-event -u 'stackwatch:*'): the Python calls, the native functions, "
+          "(with --events tasks) the task events and (with --kernel) the kernel events the trace records; "
+          "these carry the thread they are about (tid) and their own time (ts, CLOCK_MONOTONIC ns), "
+          "since stackwatch's reader thread emits them later.")
+
+
+# The kernel events' tracepoints (native/lttng/lttng_tracepoints.h): name, fields after tid and ts.
+KERNEL_TRACEPOINTS = (("syscall_entry", "id, name"), ("syscall_exit", "id, name, ret"),
+                      ("off_cpu", "cpu, reason, state, next_tid, next_comm"),
+                      ("on_cpu", "cpu, waker, woken_ns, prev_tid, prev_comm"), ("wakeup", "cpu, wakee, comm"),
+                      ("page_fault", "cpu, address"))

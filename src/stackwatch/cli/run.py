@@ -77,9 +77,12 @@ def add_parser(subparsers):
     r.add_argument("--probes", action="store_true", help="serve the USDT probes: attaching bpftrace, "
                    "SystemTap or perf turns on the matching hooks")
     r.add_argument("--lttng", action="store_true", help="also emit every Python call and return, native "
-                   "function and (with --events tasks) task event the trace records to the LTTng-UST "
-                   "tracepoints stackwatch:function_entry / function_exit, native_entry / native_exit and "
-                   "task_*, recorded by an LTTng session that enabled them (lttng enable-event -u 'stackwatch:*')")
+                   "function, (with --events tasks) task event and (with --kernel) kernel event the trace records "
+                   "to the LTTng-UST tracepoints stackwatch:function_entry / function_exit, native_entry / "
+                   "native_exit, task_* and syscall_entry / syscall_exit, off_cpu, on_cpu, wakeup, page_fault "
+                   "(these with their thread, tid, and their own time, ts: LTTng dates them when stackwatch's "
+                   "reader emits them, milliseconds later), recorded by an LTTng session that enabled them "
+                   "(lttng enable-event -u 'stackwatch:*')")
     r.add_argument("--sample", nargs="?", const="1ms", default=None, metavar="RATE",
                    help="also sample every thread's stack into the trace (default every 1ms; RATE "
                    "is an interval such as 200us or a rate such as 1000hz): time in long C calls "
@@ -182,6 +185,7 @@ def run(args):
     if args.lttng:
         try:
             _native.lttng_load()
+            _native.lttng_kernel(True)   # (the kernel reader's events, from its start to its stop)
         except RuntimeError as e:
             raise UsageError(str(e))
     if args.probes:
@@ -237,6 +241,8 @@ def _finish(args, trace_path, output, min_ns, log):
     if not _native.is_tracing():
         return
     summary = tracing.end_session()
+    if args.lttng:
+        _native.lttng_kernel(False)
     if summary.error:
         print(f"stackwatch: warning: {summary.error}", file=sys.stderr)
     children = follow.child_traces(trace_path)

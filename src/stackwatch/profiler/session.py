@@ -105,6 +105,15 @@ def _unwrap_thread_start():
             _started_names.clear()
 
 
+# stackwatch's own frames (the wrappers of the spawning functions that
+# follow child processes, a followed child's start after its fork, the
+# exit handlers) are never in a profile of this process: omitted as the
+# files of `omit` are, their callers and callees kept, whatever the user
+# omits besides (the C side takes one glob more than MAX_OMIT for it).
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OMIT_OWN = (os.path.join(_PACKAGE, "*"),)
+
+
 # Profilers still running when the interpreter exits are stopped first, so
 # that no sampling thread reads an interpreter being torn down.
 _running = weakref.WeakSet()
@@ -191,7 +200,7 @@ class Profiler:
     history of at most `maxlen` trees (None: no bound), see history().
     Frames of files matching the `omit` globs (fnmatch-style, '*' also
     matches '/') are left out of every stack: their callees attach to
-    their caller.
+    their caller. So are stackwatch's own frames in this process.
 
     lines=True makes each node a (function, file, line being run) instead
     of a function: "line" is then the line the frame was running (the call
@@ -244,7 +253,7 @@ class Profiler:
         self.max_depth = max_depth
         self._s = _native.Sampler(self.interval_ns, max_depth, max_threads, mode, lines=self.lines,
                                   native=self.native, blocking=self.blocking)
-        self._s.set_history(self.cycle_ns, self.maxlen or 0, self.omit)
+        self._s.set_history(self.cycle_ns, self.maxlen or 0, self.omit + (_OMIT_OWN if pid is None else ()))
         self._names = {}
         self._anchor, self._follow, self._ignore = None, (), ()
         self._state = "new"

@@ -69,9 +69,10 @@ _STATES = _native.THREAD_STATES   # by number (native/base/sample.h)
 # track (open kinds) and its fields as RecordField tuples.
 RecordKind = namedtuple("RecordKind", "number name since source category label shape pair stat title track fields")
 # A field of a record's payload: its name, type ("varint", "signed", "str",
-# "code", "tid") and the slot of the decoded tuple that holds it ("code",
-# "line", "a", "b", "c", "s1", "s2").
-RecordField = namedtuple("RecordField", "name type slot")
+# "code", "tid"), the slot of the decoded tuple that holds it ("code",
+# "line", "a", "b", "c", "s1", "s2") and whether a str is interned
+# (written as a STRINGS entry's id, format 1.16; read as the str).
+RecordField = namedtuple("RecordField", "name type slot interned")
 RECORD_KINDS = {row[0]: RecordKind(*row[:-1], tuple(RecordField(*f) for f in row[-1]))
                 for row in _native.RECORD_KINDS}
 

@@ -683,6 +683,46 @@ TEST(task_frames_that_do_not_parse_are_absent)
     }
 }
 
+/* TASK_INTERNED entries (format 1.18) name their tasks by STRINGS ids,
+ * read once every chunk is: a STRINGS chunk after them still names them,
+ * an id without an entry reads as "?", and the later entry of a task,
+ * of either type, is its name. */
+TEST(interned_task_names_are_looked_up_after_every_chunk)
+{
+    sw_bytes f = {0};
+    begin_file(&f, 18);
+    code(&f, 0, "c");
+    thread(&f, 0, 7, 8, "main");
+    sw_bytes tasks = {0};
+    const uint64_t entries[] = {5, 0, 0, 6, 0, 9, 7, 0, 1};   /* task, thread, string id */
+    for (size_t i = 0; i < sizeof entries / sizeof *entries; i++)
+        sw_bytes_varint(&tasks, entries[i]);
+    chunk(&f, SW_CHUNK_TASK_INTERNED, &tasks);
+    sw_bytes renamed = {0};   /* task 7 renamed inline, as a TASK entry */
+    sw_bytes_varint(&renamed, 7);
+    sw_bytes_varint(&renamed, 0);
+    sw_bytes_str(&renamed, "greenlet renamed");
+    chunk(&f, SW_CHUNK_TASK, &renamed);
+    sw_bytes strings = {0};
+    sw_bytes_varint(&strings, 0);
+    sw_bytes_str(&strings, "Task-1 main");
+    sw_bytes_varint(&strings, 1);
+    sw_bytes_str(&strings, "Task-2 other");
+    chunk(&f, SW_CHUNK_STRINGS, &strings);
+    char err[256];
+    sw_trace *t = open_bytes(&f, err, sizeof err);
+    REQUIRE(t);
+    REQUIRE(sw_trace_thread_count(t) == 4);
+    const char *names[] = {"main", "Task-1 main", "?", "greenlet renamed"};
+    const uint64_t ids[] = {0, 5, 6, 7};
+    for (size_t i = 0; i < 4; i++) {
+        const sw_thread_info *th = sw_trace_thread(t, i);
+        CHECK_EQ_U64(th->task, ids[i]);
+        CHECK_MSG(th->name && strcmp(th->name, names[i]) == 0, "thread %zu named %s", i, th->name ? th->name : "(none)");
+    }
+    end_file(t, &f);
+}
+
 TEST(malformed_events_deliver_what_came_before)
 {
     static const char *cases[] = {"count too high", "trailing bytes", "ext past end", "code id > u32"};

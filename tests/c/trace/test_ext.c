@@ -311,7 +311,8 @@ TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
 }
 
 /* Fields a later minor appended to a row (records.h SW_FT_LATER: OFF_CPU's
- * next_tid and next_comm, WAKEUP's comm, format 1.15) may be absent: an
+ * next_tid and next_comm, WAKEUP's comm, format 1.15; ON_CPU's prev_tid
+ * and prev_comm, 1.17) may be absent: an
  * older trace's record decodes whole, with 0 / "" for them; present, they
  * decode; a payload cut inside one, or before them, is malformed. */
 TEST(fields_a_later_minor_appended_may_be_absent)
@@ -349,6 +350,22 @@ TEST(fields_a_later_minor_appended_may_be_absent)
     CHECK(!k->fields[2].later && k->fields[3].later && k->fields[4].later);
     CHECK_EQ_U64(k->fields[3].type, SW_FT_TID);
     CHECK_EQ_U64(k->fields[4].type, SW_FT_STR);
+    /* ON_CPU's prev_tid (in the line slot: an ON_CPU is located nowhere)
+     * and prev_comm, format 1.17 */
+    const uint8_t old_on[] = {1, 0, 0};   /* 1.10: next_cpu 1, no waker */
+    sw_record_decode(SW_EXT_ON_CPU, old_on, sizeof old_on, NULL, s1, s2, &x);
+    CHECK_EQ_U64(x.malformed, 0);
+    CHECK_EQ_U64(x.a, 1);
+    CHECK_EQ_U64(x.line, 0);
+    CHECK_EQ_STR(x.s1, "");
+    sw_ext on = {.a = 1, .line = 4243, .s1 = "swapper/1"};
+    n = sw_record_encode(SW_EXT_ON_CPU, &on, SW_EXT_STR_MAX, buf, sizeof buf);
+    REQUIRE(n == (long)sizeof old_on + 2 + 1 + 9);
+    CHECK(memcmp(buf, old_on, sizeof old_on) == 0);
+    sw_record_decode(SW_EXT_ON_CPU, buf, (size_t)n, NULL, s1, s2, &x);
+    CHECK_EQ_U64(x.malformed, 0);
+    CHECK_EQ_U64(x.line, 4243);
+    CHECK_EQ_STR(x.s1, "swapper/1");
 }
 
 TEST(large_payloads_fill_chunks_without_loss)

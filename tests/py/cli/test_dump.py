@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -139,8 +140,9 @@ def check_dump_equals_faulthandler(parked):
     for t in threads:
         assert t["native_id"] == parked.native_ids[t["thread_id"]]
         assert t["os_name"] == open(f"/proc/{parked.pid}/task/{t['native_id']}/comm").read().strip()
-        # Python's names, read from threading._active in the target's memory (3.11+), else the kernel's
-        assert t["name"] == (parked.names[t["thread_id"]] if parked.minor >= 11 else t["os_name"])
+        # Python's names, read from threading._active in the target's memory (the
+        # parked program names its threads unlike the kernel: a fallback fails)
+        assert t["name"] == parked.names[t["thread_id"]] != t["os_name"]
         assert t["state"] == "idle" and t["gil"] is False and t["failed"] is False   # all parked, GIL released
     check_locals(parked, threads)
     text = run(["dump", str(parked.pid)])
@@ -174,11 +176,16 @@ OTHERS = {v: p for v, p in pyenv_pythons(("9", "10", "11", "12", "13")).items()
 @pytest.mark.versions("3.12")
 @pytest.mark.parametrize("version", sorted(OTHERS) or ["none"])
 def test_dump_other_version_equals_faulthandler(tmp, version):
+    """... and `dump --core` of a gcore of that target equals its live dump
+    (test_dump_core_equals_dump_of_the_process: a 3.12 target's, and more)."""
     if version == "none":
         missing("no pyenv CPython 3.9-3.13 of another version")
     p = Parked(OTHERS[version], tmp)
     try:
-        check_dump_equals_faulthandler(p)
+        live = check_dump_equals_faulthandler(p)
+        r = run(["dump", "--core", str(gcore(p.pid, tmp / "core")), "--json", "--locals"])
+        assert r.returncode == 0, r.stderr
+        assert comparable(json.loads(r.stdout)) == comparable(live)
     finally:
         p.stop()
 
@@ -280,6 +287,66 @@ def test_dump_unknown_version_named(tmp):
                        "3.9.", "3.13.", "any 3.13 through its debug offsets", mine)
     finally:
         p.stop()
+
+
+def dynamic_symbol_offset(data, name):
+    """The file offset of the dynamic symbol name's value in the ELF
+    shared object data (64-bit little-endian), from its section headers."""
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    dynsym = next(sh for sh in sections if sh[1] == 11)   # SHT_DYNSYM; its sh_link is the string table
+    strtab = sections[dynsym[6]]
+    for at in range(dynsym[4], dynsym[4] + dynsym[5], 24):
+        st_name, _, _, _, st_value, _ = struct.unpack_from("<IBBHQQ", data, at)
+        end = data.index(b"\0", strtab[4] + st_name)
+        if data[strtab[4] + st_name:end] == name.encode():
+            sh = next(sh for sh in sections if sh[3] <= st_value < sh[3] + sh[5] and sh[1] != 8)   # not NOBITS
+            return sh[4] + st_value - sh[3]
+    raise AssertionError(f"no dynamic symbol {name}")
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")
+def test_dump_build_the_layout_does_not_describe_refused(tmp):
+    """A build the layout does not describe is refused naming what differs,
+    simulated with a copy of this release's libpython: a debug build of it
+    (the copy defines the debug build's mark: an unused exported function
+    renamed _Py_NegativeRefcount, of the same length), and another patch
+    release (Py_Version says 3.12.99), which is not read even where its type
+    sizes agree with the known release's layout, and says what differs from
+    it where they do not (again the debug mark)."""
+    libpython = f"libpython{sys.version_info[0]}.{sys.version_info[1]}.so.1.0"
+    real = os.path.join(sys.base_prefix, "lib", libpython)
+    if not os.path.exists(real):
+        missing(f"no shared {libpython} next to this Python")
+    data = open(real, "rb").read()
+    old, mark = b"\0PyCodec_StreamWriter\0", b"\0_Py_NegativeRefcount\0"
+    assert data.count(old) >= 1 and mark not in data
+    debug = data.replace(old, mark)
+    at = dynamic_symbol_offset(data, "Py_Version")
+    assert struct.unpack_from("<I", data, at)[0] >> 8 == sys.hexversion >> 8
+    patch = bytearray(data)
+    struct.pack_into("<I", patch, at, (sys.hexversion & ~0xFF00) | (99 << 8))
+    mine, other = "%d.%d.%d" % sys.version_info[:3], "%d.%d.99" % sys.version_info[:2]
+    cases = [
+        (debug, f"runs a build of Python {mine} that its layout does not describe: a debug build (it defines "
+                "_Py_NegativeRefcount: Py_REF_DEBUG)"),
+        (bytes(patch), f"runs Python {other}, whose layout this stackwatch does not have (it has {mine}'s); its "
+                       "type sizes agree with that layout, but a patch release may move fields"),
+        (bytes(patch).replace(old, mark), f"runs Python {other}, whose layout this stackwatch does not have (it has "
+                                          f"{mine}'s); against that layout its build differs: a debug build"),
+    ]
+    for i, (lib_bytes, words) in enumerate(cases):
+        lib = tmp / f"lib{i}"
+        lib.mkdir()
+        (lib / libpython).write_bytes(lib_bytes)
+        p = Parked(sys.executable, tmp, env=dict(os.environ, LD_LIBRARY_PATH=str(lib)))
+        try:
+            assert any(str(lib) in line for line in open(f"/proc/{p.pid}/maps"))
+            one_line_error(run(["dump", str(p.pid)]), f"process {p.pid} {words}")
+        finally:
+            p.stop()
 
 
 @pytest.mark.root

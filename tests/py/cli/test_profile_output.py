@@ -155,3 +155,29 @@ def test_summary_leaves_out_the_threads_that_only_waited(tmp_path):
                   r"left out: (.*)$", r.stderr, re.M)
     assert m, r.stderr
     assert sorted(re.sub(r" \(\d+\)$", "", n) for n in m.group(1).split(", ")) == pool
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")   # (the counting and its display: the same on every version)
+def test_failed_reads_are_counted_and_shown(tmp_path):
+    """Every 4th stack read failed on purpose (STACKWATCH_TEST_FAIL_EVERY,
+    as a walk still torn after its retries): the summary line says how
+    many, and the flame graph page's data and the profile file carry the
+    same count; the stacks that were read are the program's."""
+    script = write(tmp_path / "prog.py", PROGRAM)
+    counts = {}
+    for out in ("p.html", "p.swprof"):
+        r = run(["profile", "--interval", "500us", "-o", out, script], cwd=tmp_path,
+                env={"STACKWATCH_TEST_FAIL_EVERY": "4"})
+        assert r.returncode == 0 and r.stdout == "done\n", r.stderr
+        _, rows, wrote = profile_summary(r.stderr)
+        m = re.search(r"\((?:\w+) mode, (\d+) samples of \d+ threads?, (\d+) failed reads of a stack\)", wrote)
+        assert m, wrote
+        stored, failed = int(m.group(1)), int(m.group(2))
+        # one read in 4 failed (the failed ones are never stored); a read may also fail by itself
+        assert failed >= (stored + failed) // 4 >= 50, wrote
+        assert rows[0][4].startswith("spin "), rows
+        counts[out] = failed
+    assert page_data((tmp_path / "p.html").read_text())["stats"]["failed"] == counts["p.html"]
+    from stackwatch import load_profile
+    assert load_profile(str(tmp_path / "p.swprof")).info()["failed"] == counts["p.swprof"]

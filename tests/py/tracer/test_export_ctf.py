@@ -4,6 +4,7 @@ error, and what it prints equals the trace itself - one entry event per
 call of each function on each thread (Trace.stats), the exact sequence of
 entries and exits of every thread with their timestamps (Trace.events),
 every EXT event (exceptions, GC, threads) and every sampler sample."""
+import os
 import re
 import shutil
 import subprocess
@@ -158,3 +159,27 @@ def test_refusals_are_one_line(exported, tmp_path):
     assert r.returncode != 0 and r.stderr.count("\n") == 1 and "not empty" in r.stderr, r.stderr
     r = run(["export", path, path, "--format", "ctf", "-o", str(tmp_path / "two.ctf")])
     assert r.returncode != 0 and r.stderr.count("\n") == 1 and "several processes" in r.stderr, r.stderr
+
+
+@needs(NO_BABELTRACE)
+def test_each_event_class_has_its_own_name(tmp_path):
+    """The task events of a trace and of the same trace as 1.15 wrote
+    it (their older kinds, the channel inline) are the same CTF event
+    classes: no name is declared twice in the metadata, and babeltrace2
+    counts each stackwatch:* event of either export as the trace holds
+    it."""
+    from test_task_events import THREADS, _as_format
+    swt, _ = run_traced(tmp_path, THREADS, "--events", "tasks", args=(str(tmp_path / "log.json"),))
+    old = tmp_path / "old.swt"
+    old.write_bytes(_as_format(open(swt, "rb").read(), 15))
+    counts = []
+    for path in (swt, str(old)):
+        out = tmp_path / (os.path.basename(path) + ".ctf")
+        r = run(["export", path, "--format", "ctf", "-o", str(out)])
+        assert r.returncode == 0, r.stderr
+        names = re.findall(r'^event \{\n\tname = "([^"]+)";', (out / "ust" / "metadata").read_text(), re.M)
+        assert len(names) > 30 and len(names) == len(set(names)), Counter(names).most_common(3)
+        ext = Counter(name.partition(":")[2] for _, name, _, _ in read_ctf(out) if name.startswith("stackwatch:"))
+        assert ext == Counter(e.kind for e in Trace(path).ext_events())
+        counts.append(ext)
+    assert counts[0] == counts[1] and counts[0]["task_send"] == 8 and counts[0]["task_block"] > 0

@@ -235,3 +235,32 @@ def test_without_privilege_says_what_is_missing(tmp_path):
     assert not t.ext_events(kinds=["syscall"])
     names = {c.qualname for c in t.codes.values()}
     assert {"write_here", "read_here", "thread_writes"} <= names
+
+
+@pytest.mark.versions("3.12")   # the kernel reader does not depend on the Python version
+def test_lost_records_are_counted_and_shown(tmp_path):
+    """Rings of one page (STACKWATCH_TEST_KERNEL_RING) and a burst of
+    system calls: the kernel loses records, and the count is in the run's
+    summary, the trace's META, `stats`, and the Chrome export as instants
+    whose counts add up to it; the export still holds the calls read."""
+    needs_kernel_tracepoint("raw_syscalls/sys_enter")
+    prog = write(tmp_path / "burst.py", "import os\nfd = os.open(os.devnull, os.O_WRONLY)\n"
+                                        "for i in range(20000):\n    os.write(fd, b'x')\n")
+    swt = str(tmp_path / "t.swt")
+    r = run(["run", "--kernel=syscalls", "-o", swt, prog], env={"STACKWATCH_TEST_KERNEL_RING": "4096"})
+    assert r.returncode == 0, r.stderr
+    lost = int(re.search(r"\((\d+) kernel records lost\)", r.stderr).group(1))
+    assert lost > 0, r.stderr
+    t = Trace(swt)
+    assert t.meta["kernel.lost"] == lost
+    s = run(["stats", swt])
+    assert s.returncode == 0 and f"{lost} kernel records lost (the perf rings were full" in s.stdout, s.stdout
+    out = tmp_path / "t.json"
+    t.export("chrome", str(out))
+    events = json.loads(out.read_text())["traceEvents"]
+    shown = [e for e in events if e.get("cat") == "kernel" and e.get("name", "").startswith("kernel records lost")]
+    assert shown and all(e["ph"] == "i" and e["name"] == f"kernel records lost {e['args']['count']}"
+                         for e in shown), shown[:3]
+    assert sum(e["args"]["count"] for e in shown) == lost, shown[:3]
+    writes = sum(1 for e in events if e.get("name") == "write" and e.get("cat") == "syscall" and e["ph"] in ("B", "X"))
+    assert 0 < writes < 20000, writes     # the calls whose records were read

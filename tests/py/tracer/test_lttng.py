@@ -11,7 +11,9 @@ tasks`: its native functions and task events reach the session too, as
 often per thread as the trace records them. In the same session, LTTng's
 own liblttng-ust-cyg-profile records a C program: the CTF export's
 function events follow its conventions.
-One Python runs it (3.12; STACKWATCH_ALL_VERSIONS=1 runs it on each)."""
+3.12 and 3.13 run it (3.13: its __init__ frames pushed inline reach LTTng
+through the tracer's second path, init_gap.c; STACKWATCH_ALL_VERSIONS=1
+runs it on each)."""
 import os
 import re
 import shutil
@@ -25,8 +27,9 @@ import pytest
 from conftest import missing, needs, run, run_traced
 from native_ext import build_extension
 
-# The consumer is the same C on every Python; one version runs it.
-pytestmark = pytest.mark.versions("3.12")
+# The consumer is the same C on every Python; 3.13 also hands it events
+# from its second path (init_gap.c).
+pytestmark = pytest.mark.versions("3.12", "3.13")
 from stackwatch import Trace
 from stackwatch.tracer.tracefile import ENTER_KINDS, EXIT_KINDS, KIND_NAMES, RECORD_KINDS
 
@@ -150,7 +153,7 @@ def recorded(sessiond, tmp_path_factory):
     """One LTTng session (stackwatch:*, lttng_ust_cyg_profile:* and a Python
     logger with the vpid, vtid and procname contexts) over four programs:
     PROGRAM run with --lttng --cpu, FULL_PROGRAM with --lttng --events
-    tasks --kernel=sched, a C program built with -finstrument-functions run with LTTng's
+    tasks --kernel=syscalls,sched,faults, a C program built with -finstrument-functions run with LTTng's
     own liblttng-ust-cyg-profile and a Python program logging through
     LTTng's Python agent. (stackwatch's trace path, the session's output
     folder, babeltrace2's text of it, the folder, FULL_PROGRAM's trace
@@ -170,7 +173,8 @@ def recorded(sessiond, tmp_path_factory):
         lttng("add-context", "-u", "-s", name, "-t", "vpid", "-t", "vtid", "-t", "procname")
         lttng("start", name)
         path, r = run_traced(folder, PROGRAM, "--lttng", "--cpu")
-        full, _ = run_traced(folder, FULL_PROGRAM, "--lttng", "--events", "tasks", "--kernel=sched", name="full.py",
+        full, _ = run_traced(folder, FULL_PROGRAM, "--lttng", "--events", "tasks", "--kernel=syscalls,sched,faults",
+                             name="full.py",
                              trace="full.swt", args=(native,))
         c = subprocess.run(["./cyg"], cwd=folder, env={"LD_PRELOAD": "liblttng-ust-cyg-profile.so"},
                            capture_output=True, text=True, timeout=60)
@@ -240,7 +244,7 @@ def test_lttng_session_records_native_functions_and_task_events(recorded):
     theirs = Counter()
     started = set()
     for text in output.splitlines():
-        if f"vpid = {pid}," not in text:
+        if f"vpid = {pid}," not in text or KERNEL_EVENT.search(text):
             continue
         m = event.search(text)
         assert m, text
@@ -279,6 +283,61 @@ def test_lttng_session_records_native_functions_and_task_events(recorded):
 
 
 TASK_MASK = sum(1 << n for n, k in RECORD_KINDS.items() if k.name.startswith("task_"))
+KERNEL_EVENT = re.compile(r" stackwatch:(syscall_entry|syscall_exit|off_cpu|on_cpu|wakeup|page_fault): .*"
+                          r"\{ tid = (\d+), ts = (\d+), (.*) \}$")
+
+
+@needs(NO_LTTNG)
+def test_lttng_session_records_the_kernel_events(recorded):
+    """FULL_PROGRAM (--kernel=syscalls,sched,faults): every kernel record of
+    the trace is a stackwatch:<kind> event of the session, a system call an
+    entry at its start and an exit at its end, with the thread it is about
+    (tid) and its own time (ts, CLOCK_MONOTONIC ns: LTTng dates the event
+    when stackwatch's reader emits it, later) and the same fields: per
+    thread of the trace, the same events, none missing and none more."""
+    _, _, output, _, full = recorded
+    t = Trace(full)
+    pid, mono0 = t.meta["pid"], t.meta["mono0_ns"]
+    tids = {th["native_tid"] for th in t.threads if not th["task"]}
+    theirs = Counter()
+    for text in output.splitlines():
+        m = KERNEL_EVENT.search(text)
+        if m and f"vpid = {pid}," in text and int(m[2]) in tids:
+            fields = dict(re.findall(r"(\w+) = (\"[^\"]*\"|[^,]+)", m[4]))
+            theirs[(m[1], int(m[2]), int(m[3]), tuple(sorted(fields.items())))] += 1
+    key = {"syscall": ("name", "ret"), "off_cpu": ("cpu", "reason", "state", "next_tid", "next_comm"),
+           "on_cpu": ("next_cpu", "waker", "woken_ns", "prev_tid", "prev_comm"), "wakeup": ("cpu", "tid", "comm"),
+           "page_fault": ("cpu", "address")}
+    ours = Counter()
+    for pos, th in enumerate(t.threads):
+        if th["task"]:
+            continue
+        tid = th["native_tid"]
+        for e in t.ext_events(thread=pos, kinds=list(key)):
+            d, at = e.data, mono0 + e.t_ns
+            if e.kind == "syscall":
+                name = f'"{d["name"]}"'
+                ours[("syscall_entry", tid, at, (("id", str(d["nr"])), ("name", name)))] += 1
+                ours[("syscall_exit", tid, at + d["duration"],
+                      (("id", str(d["nr"])), ("name", name), ("ret", str(d["ret"]))))] += 1
+            elif e.kind == "off_cpu":
+                ours[(e.kind, tid, at, tuple(sorted({"cpu": str(d["cpu"]), "reason": f'"{d["reason"]}"',
+                                                     "state": str(d["state"]), "next_tid": str(d["next_tid"]),
+                                                     "next_comm": f'"{d["next_comm"]}"'}.items())))] += 1
+            elif e.kind == "on_cpu":
+                ours[(e.kind, tid, at, tuple(sorted({"cpu": str(d["next_cpu"]), "waker": str(d["waker"]),
+                                                     "woken_ns": str(d["woken_ns"]), "prev_tid": str(d["prev_tid"]),
+                                                     "prev_comm": f'"{d["prev_comm"]}"'}.items())))] += 1
+            elif e.kind == "wakeup":
+                ours[(e.kind, tid, at, tuple(sorted({"cpu": str(d["cpu"]), "wakee": str(d["tid"]),
+                                                     "comm": f'"{d["comm"]}"'}.items())))] += 1
+            else:
+                ours[(e.kind, tid, at, tuple(sorted({"cpu": str(d["cpu"]),
+                                                     "address": f'0x{d["address"]:X}'}.items())))] += 1
+    assert theirs - ours == Counter() and ours - theirs == Counter(), (list((theirs - ours).items())[:3],
+                                                                      list((ours - theirs).items())[:3])
+    kinds = Counter(k for k, _, _, _ in ours.elements())
+    assert all(kinds[k] > 0 for k in ("syscall_entry", "off_cpu", "on_cpu", "wakeup", "page_fault")), kinds
 
 
 def shapes(text):
@@ -452,7 +511,13 @@ def test_probes_lists_the_tracepoints():
     assert "  stackwatch:function_entry { function, file, line }\n  stackwatch:function_exit { function, file, " \
            "line }\n  stackwatch:native_entry { function, file, line, addr }\n  stackwatch:native_exit { function, " \
            "file, line, addr }\n  stackwatch:task_switch ... task_woken (9) { function, file, line, a, b, c, s1, " \
-           "s2 }\n" in r.stdout
+           "s2 }\n  stackwatch:syscall_entry { tid, ts, id, name }\n" in r.stdout
+    # (the kernel events' fields: the session's own events, test_lttng_session_records_the_kernel_events)
+    listed = dict(re.findall(r"^  stackwatch:(\w+) \{ tid, ts, (.*) \}$", r.stdout, re.M))
+    assert listed == {"syscall_entry": "id, name", "syscall_exit": "id, name, ret",
+                      "off_cpu": "cpu, reason, state, next_tid, next_comm",
+                      "on_cpu": "cpu, waker, woken_ns, prev_tid, prev_comm", "wakeup": "cpu, wakee, comm",
+                      "page_fault": "cpu, address"}
 
 
 def calls(n):

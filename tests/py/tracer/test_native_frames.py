@@ -5,7 +5,8 @@ whenever a trace runs, and its native frames nest exactly as its call
 graph, known by construction, under the Python caller, on the main
 thread and on another that attaches and exits first: static functions
 named from .symtab, the frames a longjmp left closed at the next return
-below them, a Python callback nested inside. Without stackwatch the
+below them, those a C++ exception unwound (cxxthrow.cpp, g++) closed before
+the catcher's next call, a Python callback nested inside. Without stackwatch the
 extension runs unchanged. One Python: nothing here depends on the
 version."""
 import json
@@ -90,6 +91,26 @@ def main_sequence(t, pos, so):
             if e.depth == base:
                 break
     return seq
+
+
+def test_frames_a_cxx_exception_ended_are_closed(tmp_path):
+    """tests/programs/native/cxxthrow.cpp, built with g++: the C frames a
+    C++ exception unwound without their exit hooks are closed at the
+    catcher's return, and the calls after it nest as by construction."""
+    folder, so = build_extension(source="cxxthrow.cpp")
+    code = "import sys; sys.path.insert(0, %r); import cxxthrow\ndef main(): return cxxthrow.run(2)\nprint(main())\n"
+    plain = run(["python", "-c", code % folder])
+    assert plain.returncode == 0 and plain.stdout == "12\n", plain.stderr   # without stackwatch: unchanged
+    out = str(tmp_path / "t.swt")
+    r = run(["run", "-q", "-o", out, "-c", code % folder])
+    assert r.returncode == 0 and r.stdout == "12\n", r.stderr
+    from stackwatch import Trace
+    t = Trace(out)
+    calls = [("run", 1), ("catcher", 2)] + [("through", d) for d in range(3, 7)] + [("thrower", 7)]
+    seq = [("call", 0, "main")] + [("call", depth, name + " [native]") for name, depth in calls]
+    seq += [("exit", d) for d in range(7, 1, -1)]       # at catcher's return at the latest
+    seq += [("call", 2, "after [native]"), ("exit", 2)] * 2 + [("exit", 1), ("exit", 0)]
+    assert main_sequence(t, thread_pos(t, "MainThread"), so) == seq
 
 
 def test_native_frames_only_while_a_trace_runs(tmp_path):

@@ -249,6 +249,27 @@ def test_asyncio_events_equal_the_programs_log(asyncio_run):
     _check_asyncio(*asyncio_run)
 
 
+def test_task_names_are_written_once(asyncio_run, tmp_path):
+    """Format 1.18: a task's name is one STRINGS entry, which its definition
+    (TASK_INTERNED) and its TASK_CREATE name by id; the same trace as a 1.17
+    writer wrote it (the name inline in both), as a 1.16 one and as a 1.15
+    one reads as the same document."""
+    swt, _ = asyncio_run
+    doc = read_task_events(swt)
+    data = open(swt, "rb").read()
+    for minor in (17, 16, 15):
+        old = tmp_path / f"1.{minor}.swt"
+        old.write_bytes(_as_format(data, minor))
+        assert read_task_events(str(old)) == doc, minor
+    older = open(tmp_path / "1.17.swt", "rb").read()
+    # (the automatic names: stackwatch.name() names the consumer later, in
+    # a TASK_NAME record, inline)
+    created = [e["task"] for e in doc["events"] if e["kind"] == "create" and e["task"].startswith("Task-")]
+    assert len(created) == 10
+    for name in created:   # (two copies fewer: the definition's and the creation's)
+        assert data.count(name.encode()) == older.count(name.encode()) - 2, name
+
+
 @pytest.mark.versions("3.12")
 def test_uvloop_tasks_equal_the_programs_log(tmp_path):
     """The same program on uvloop's loop (which runs no asyncio Handle):
@@ -648,7 +669,7 @@ def test_thread_events_equal_each_threads_log(tmp_path):
     # The same trace as a 1.15 writer wrote it (each channel inline, the
     # kinds of 1.9-1.12, no STRINGS) reads as the same document.
     old = tmp_path / "old.swt"
-    old.write_bytes(_as_format_1_15(data))
+    old.write_bytes(_as_format(data, 15))
     assert read_task_events(str(old)) == doc
 
 
@@ -662,13 +683,19 @@ def _varint_at(b, i):
             return v, i
 
 
-def _as_format_1_15(data):
-    """A 1.16 trace rewritten as 1.15 wrote it (docs/format.md): its task
-    events of kinds 33-37 as the older kinds of the same name, whose
-    channel is a str where 1.16 has a STRINGS entry's id; no STRINGS
-    chunks; minor version 15. Every other chunk as it is."""
-    older = {k.name: n for n, k in RECORD_KINDS.items() if k.source == "older"}
-    renumber = {n: older[k.name] for n, k in RECORD_KINDS.items() if k.source == "dispatch" and k.name in older}
+def _as_format(data, minor):
+    """A trace rewritten as a writer of format 1.<minor> (15, 16 or 17)
+    wrote it (docs/format.md): its task events of the kinds added after
+    that minor (1.16's 33-37, 1.18's 38) as the older kinds of the same
+    name, whose interned str (a STRINGS entry's id) is a str; the
+    TASK_INTERNED chunks (1.18, type 12) as TASK chunks (type 8), the name
+    inline; before 1.16 no STRINGS chunks. Every other chunk as it is (an
+    older writer's STRINGS had no task names: entries no record names are
+    read as nothing; 1.17's ON_CPU fields, which a task trace has none of,
+    stay)."""
+    older = {k.name: n for n, k in RECORD_KINDS.items() if k.source == "older" and k.since <= minor}
+    renumber = {n: older[k.name] for n, k in RECORD_KINDS.items()
+                if k.source == "dispatch" and k.since > minor and k.name in older}
     strings, chunks, i = {}, [], 16
     while i < len(data):   # (a whole file, as the writer left it)
         kind, length = data[i], int.from_bytes(data[i + 4:i + 8], "little")
@@ -680,6 +707,15 @@ def _as_format_1_15(data):
             sid, j = _varint_at(p, j)
             n, j = _varint_at(p, j)
             strings[sid], j = p[j:j + n], j + n
+
+    def tasks_inline(p):   # TASK_INTERNED entries (varint task, thread, string id) as TASK's
+        out, j = b"", 0
+        while j < len(p):
+            task, j = _varint_at(p, j)
+            thread, j = _varint_at(p, j)
+            sid, j = _varint_at(p, j)
+            out += varint(task) + varint(thread) + varint(len(strings[sid])) + strings[sid]
+        return out
 
     def event_body(p):
         j = 0
@@ -707,19 +743,24 @@ def _as_format_1_15(data):
             payload, j = p[j:j + length], j + length
             fields, k = b"", 0
             for f in RECORD_KINDS[ext].fields:
-                if f.type == "str" and f.name != "channel":
+                if f.type == "str" and not f.interned:
                     n, k2 = _varint_at(payload, k)
                     fields, k = fields + payload[k:k2 + n], k2 + n
                 else:
                     v, k2 = _varint_at(payload, k)
-                    text = strings[v] if f.name == "channel" else None
+                    text = strings[v] if f.interned else None
                     fields += varint(len(text)) + text if text is not None else payload[k:k2]
                     k = k2
             out += p[start:start + len(varint(x))] + varint(renumber[ext]) + varint(len(fields)) + fields
         return bytes(out)
 
-    head = data[:10] + (15).to_bytes(2, "little") + data[12:16]
-    return head + b"".join(_chunk(kind, event_body(p) if kind == 4 else p) for kind, p in chunks if kind != 11)
+    def chunk(kind, p):
+        if kind == 4:
+            return _chunk(4, event_body(p))
+        return _chunk(8, tasks_inline(p)) if kind == 12 else _chunk(kind, p)
+
+    head = data[:10] + minor.to_bytes(2, "little") + data[12:16]
+    return head + b"".join(chunk(kind, p) for kind, p in chunks if kind != 11 or minor >= 16)
 
 
 # A lock convoy, with a Lock and then an RLock: the main thread holds the
