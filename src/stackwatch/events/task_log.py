@@ -13,6 +13,7 @@ kinds, it is called with no Python per event.
     writer(out) -> the TaskLog writing to the stream out (None: sys.stderr)
 """
 import threading
+import weakref
 
 from .. import _native
 from .task_hooks import OUTCOMES, REASONS, TASK_KINDS
@@ -25,12 +26,30 @@ def _thread_name(ident):
     return None if t is None else t.name
 
 
+# native id -> the thread last found with it (a wake's line names the
+# thread that woke, often the same few: no walk of every thread for each);
+# weakly: a thread that ended is not kept for it.
+_by_native = weakref.WeakValueDictionary()
+
+
 def _thread_of_native(native_id):
-    """The name of the live thread whose native id is native_id, or None."""
-    for t in threading.enumerate():
+    """The name of the live thread whose native id is native_id, or None.
+    Live: listed as threading.enumerate() lists them, but read as
+    _thread_name reads them, without enumerate()'s lock (task events wrap
+    threading's locks: enumerate() cost ~15k instructions a line), the
+    thread last found under that native id first."""
+    t = _by_native.get(native_id)
+    if t is not None and t.native_id == native_id and _listed(t):
+        return t.name
+    for t in list(threading._active.values()) + list(threading._limbo):
         if t.native_id == native_id:
+            _by_native[native_id] = t
             return t.name
     return None
+
+
+def _listed(t):
+    return threading._active.get(t.ident) is t or t in threading._limbo
 
 
 def writer(out):
