@@ -26,10 +26,10 @@ def _thread_name(ident):
     return None if t is None else t.name
 
 
-# native id -> the thread last found with it (a wake's line names the
-# thread that woke, often the same few: no walk of every thread for each);
-# weakly: a thread that ended is not kept for it.
-_by_native = weakref.WeakValueDictionary()
+# native id -> a weak reference to the thread last found with it (a wake's
+# line names the thread that woke, often the same few: no walk of every
+# thread for each; a thread that ended is not kept for it).
+_by_native = {}
 
 
 def _thread_of_native(native_id):
@@ -38,18 +38,18 @@ def _thread_of_native(native_id):
     _thread_name reads them, without enumerate()'s lock (task events wrap
     threading's locks: enumerate() cost ~15k instructions a line), the
     thread last found under that native id first."""
-    t = _by_native.get(native_id)
-    if t is not None and t.native_id == native_id and _listed(t):
+    ref = _by_native.get(native_id)
+    t = ref() if ref is not None else None
+    if t is not None and t.native_id == native_id and (threading._active.get(t.ident) is t
+                                                       or t in threading._limbo):
         return t.name
     for t in list(threading._active.values()) + list(threading._limbo):
         if t.native_id == native_id:
-            _by_native[native_id] = t
+            if len(_by_native) >= 1024:   # (ids of threads long ended)
+                _by_native.clear()
+            _by_native[native_id] = weakref.ref(t)
             return t.name
     return None
-
-
-def _listed(t):
-    return threading._active.get(t.ident) is t or t in threading._limbo
 
 
 def writer(out):
