@@ -140,17 +140,23 @@ static int is_step_wrapper(const char *tp_name)
 }
 
 /* The same by type, the types found kept (a step's callback is one of
- * the two at every step). */
+ * the two at every step), and the last few that are not (a done
+ * callback's: a function, a partial). */
 static int is_step_wrapper_type(PyTypeObject *tp)
 {
-    static PyTypeObject *known[2];
+    static PyTypeObject *known[2], *other[4];
+    static unsigned next_other;
     if (tp == known[0] || tp == known[1])
         return 1;
-    if (!is_step_wrapper(tp->tp_name))
+    if (tp == other[0] || tp == other[1] || tp == other[2] || tp == other[3])
         return 0;
+    int is = is_step_wrapper(tp->tp_name);
     Py_INCREF(tp);   /* (held: never another type's address) */
-    Py_XSETREF(known[known[0] ? 1 : 0], tp);
-    return 1;
+    if (is)
+        Py_XSETREF(known[known[0] ? 1 : 0], tp);
+    else
+        Py_XSETREF(other[next_other++ % 4], tp);
+    return is;
 }
 
 /* 1 if o is an asyncio task: its type one of task_types (most), else an
