@@ -17,6 +17,8 @@ typedef struct entry {
     uint64_t name_ptr, qualname_ptr, filename_ptr;   /* as read from the code object */
     uint64_t checked_round;  /* sampling round it was last confirmed in */
     uint32_t stamp;          /* sw_codecache_stamp's, 0 if none */
+    uint32_t frame_words;    /* its frames' size (sw_codecache_frame_words), 0 if not told */
+    uint64_t globals;        /* the globals its frames were last seen run with, 0 if not known */
     char *strings;           /* name NUL filename NUL */
     uint64_t linetable_ptr;  /* co_lnotab / co_linetable as read (0 without lines) */
     sw_linetable lines;      /* decoded on first use (lines_state 1) */
@@ -82,7 +84,7 @@ static uint64_t ptr_at(const unsigned char *hdr, uint32_t off)
 
 /* (Re)reads the strings of e from the pointers just read. */
 static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint64_t qualname, uint64_t filename,
-                int32_t line, uint64_t linetable)
+                int32_t line, uint64_t linetable, uint32_t frame_words)
 {
     char nbuf[SW_STR_BUF], fbuf[SW_STR_BUF];
     long nl = sw_pystr_read(m, l, qualname, nbuf);
@@ -108,6 +110,7 @@ static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint6
     e->qualname_ptr = qualname;
     e->filename_ptr = filename;
     e->linetable_ptr = linetable;
+    e->frame_words = frame_words;
     e->stamp = 0;
     sw_linetable_free(&e->lines);
     e->lines_state = 0;
@@ -153,6 +156,21 @@ void sw_codecache_stamp(sw_sample_code *info, uint32_t stamp)
     ((entry *)info)->stamp = stamp;   /* (info is an entry's first member) */
 }
 
+void sw_codecache_seen_with(sw_sample_code *info, uint64_t globals)
+{
+    ((entry *)info)->globals = globals;
+}
+
+uint64_t sw_codecache_globals(const sw_sample_code *info)
+{
+    return ((const entry *)info)->globals;
+}
+
+uint32_t sw_codecache_frame_words(const sw_sample_code *info)
+{
+    return ((const entry *)info)->frame_words;
+}
+
 sw_sample_code *sw_codecache_stamped(sw_codecache *c, uint64_t addr, uint32_t stamp)
 {
     entry *e = stamp ? find(c, addr) : NULL;
@@ -166,13 +184,25 @@ sw_sample_code *sw_codecache_stamped(sw_codecache *c, uint64_t addr, uint32_t st
 typedef struct header {
     uint64_t name, qualname, filename, linetable;
     int32_t line;
+    uint32_t frame_words;
 } header;
+
+#define MAX_FRAME_WORDS (1u << 24)   /* bound of a plausible frame size */
 
 /* hdr's fields; 0 if hdr is not a code object's. */
 static int read_header(const sw_py_layout *l, const unsigned char *hdr, header *h)
 {
     if (l->code_type && ptr_at(hdr, l->ob_type) != l->code_type)
         return 0;
+    h->frame_words = 0;
+    if (l->code_nlocalsplus != SW_NO_OFFSET) {
+        int32_t nlocalsplus, stacksize;
+        memcpy(&nlocalsplus, hdr + l->code_nlocalsplus, sizeof nlocalsplus);
+        memcpy(&stacksize, hdr + l->code_stacksize, sizeof stacksize);
+        if (nlocalsplus < 0 || stacksize < 0 || (uint64_t)nlocalsplus + (uint64_t)stacksize >= MAX_FRAME_WORDS)
+            return 0;
+        h->frame_words = l->frame_specials + (uint32_t)nlocalsplus + (uint32_t)stacksize;
+    }
     h->name = ptr_at(hdr, l->code_name);
     h->qualname = ptr_at(hdr, l->code_qualname);
     h->filename = ptr_at(hdr, l->code_filename);
@@ -184,7 +214,7 @@ static int read_header(const sw_py_layout *l, const unsigned char *hdr, header *
 static int confirms(const entry *e, const header *h)
 {
     return e->name_ptr == h->name && e->qualname_ptr == h->qualname && e->filename_ptr == h->filename &&
-           e->info.firstlineno == h->line && e->linetable_ptr == h->linetable;
+           e->info.firstlineno == h->line && e->linetable_ptr == h->linetable && e->frame_words == h->frame_words;
 }
 
 int sw_codecache_known(const sw_codecache *c, const sw_py_layout *l, uint64_t addr, const unsigned char *hdr)
@@ -202,6 +232,7 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
         return NULL;
     uint64_t name = h.name, qualname = h.qualname, filename = h.filename, linetable = h.linetable;
     int32_t line = h.line;
+    uint32_t frame_words = h.frame_words;
     entry *e = find(c, addr);
     if (e) {
         if (confirms(e, &h)) {
@@ -213,7 +244,7 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
          * not the entry's, even if its strings cannot be read). */
         c->misses++;
         e->stamp = 0;
-        if (fill(e, m, l, name, qualname, filename, line, linetable) != SW_OK)
+        if (fill(e, m, l, name, qualname, filename, line, linetable, frame_words) != SW_OK)
             return NULL;
         e->checked_round = round;
         return &e->info;
@@ -228,7 +259,7 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
         return NULL;
     e->info.addr = addr;
     e->checked_round = round;
-    if (fill(e, m, l, name, qualname, filename, line, linetable) != SW_OK ||
+    if (fill(e, m, l, name, qualname, filename, line, linetable, frame_words) != SW_OK ||
         sw_hashtab_add(&c->index, sw_hash_u64(addr), (uint32_t)c->n) != SW_OK) {
         sw_linetable_free(&e->lines);
         free(e->strings);

@@ -3,7 +3,8 @@
  * that the names and file of a function are read once, not per sample.
  *
  * An entry is confirmed against the code object's header as just read (the
- * name, qualname and filename pointers and the first line): a code object
+ * name, qualname and filename pointers, the first line and, 3.11+, the size
+ * of its frames): a code object
  * freed and another allocated at the same address is noticed and read
  * again. Confirming costs a read, so a caller may trust an entry confirmed
  * a few sampling rounds ago (sw_codecache_fresh): the price is that a
@@ -54,6 +55,14 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
  * would keep the old strings. */
 void sw_codecache_distrust(sw_codecache *c, uint64_t addr);
 
+/* The globals (a frame's f_globals) the code object of entry info was
+ * last seen run with, as noted by sw_codecache_seen_with; 0 if not known
+ * (a new entry). A code object run with other globals is likely another
+ * one at that address (sw_codecache_distrust); closures, whose function
+ * objects are made afresh, run with the same globals. */
+void sw_codecache_seen_with(sw_sample_code *info, uint64_t globals);
+uint64_t sw_codecache_globals(const sw_sample_code *info);
+
 /* 1 if the entry for addr is confirmed by hdr, the first l->code_size
  * bytes of the code object there as just read (the header of the code
  * object the entry was made from, or of one just like it); else 0. Reads
@@ -67,6 +76,11 @@ void sw_codecache_stamp(sw_sample_code *info, uint32_t stamp);
 /* The info for the code object at addr if its entry carries stamp (not
  * 0); else NULL. */
 sw_sample_code *sw_codecache_stamped(sw_codecache *c, uint64_t addr, uint32_t stamp);
+
+/* 3.11+: the size of the frames of the code object `info` (an entry of
+ * this cache), in pointer-sized words, as its header gave it (layout.h
+ * code_nlocalsplus); 0 where the layout does not tell it. */
+uint32_t sw_codecache_frame_words(const sw_sample_code *info);
 
 /* The line being run by a frame of the code object `info` (an entry of
  * this cache), whose current instruction as read from the frame is

@@ -136,6 +136,18 @@ int sw_layout_from_debug_offsets(const unsigned char *raw, size_t len, const sw_
     end = MAX2(end, l.code_qualname + 8);
     end = MAX2(end, l.ob_type + 8);
     l.code_size = MAX2(end, l.code_linetable + 8);
+    /* A code object's frame size (pystack.c "Frames that fit"), which the
+     * debug offsets do not give, is kept from the base while the code
+     * object and the frame lie out as there; else it is not told. */
+    if (l.code_name != base->code_name || l.code_qualname != base->code_qualname ||
+        l.code_filename != base->code_filename || l.code_firstlineno != base->code_firstlineno ||
+        l.code_linetable != base->code_linetable || l.code_varnames != base->code_varnames ||
+        l.code_code != base->code_code || l.frame_localsplus != base->frame_localsplus) {
+        l.code_nlocalsplus = l.code_stacksize = SW_NO_OFFSET;
+        l.frame_specials = 0;
+    } else if (l.code_nlocalsplus != SW_NO_OFFSET) {
+        l.code_size = MAX2(l.code_size, MAX2(l.code_nlocalsplus, l.code_stacksize) + 4);
+    }
     l.gil_locked = (uint32_t)(locked - gil);
     l.gil_last_holder = (uint32_t)(holder - gil);
     /* interpreters.main follows interpreters.head in _PyRuntimeState. */

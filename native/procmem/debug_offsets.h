@@ -46,7 +46,8 @@
     X(type_basicsize) X(heaptype_cached_keys) X(managed_dict_back) X(managed_values_back) \
     X(tpflags_managed_dict) X(tpflags_inline_values) X(managed_untag) X(code_cellvars) X(code_freevars) \
     X(tuple_size) X(tuple_items) X(float_value) X(keys_size) X(type_dictoffset) X(type_name) X(cell_ref) \
-    X(long_type) X(bool_type) X(float_type) X(bytes_type) X(tuple_type) X(cell_type) X(unused)
+    X(long_type) X(bool_type) X(float_type) X(bytes_type) X(tuple_type) X(cell_type) X(frame_specials) \
+    X(code_nlocalsplus) X(code_stacksize)
 
 /* Builds *out from len bytes of debug offsets (raw, as read from the start
  * of the target's _PyRuntime) over base, the layout of the same minor

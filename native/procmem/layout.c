@@ -56,7 +56,9 @@ _Static_assert(0 SW_PY_LAYOUT_FIELDS(BYTES) == sizeof(sw_py_layout),
     X(frame_func, (l)->frame_func, P, (l)->frame_size)                             \
     X(frame_globals, (l)->frame_globals, P, (l)->frame_size)                       \
     X(frame_state, (l)->frame_state, 1, (l)->frame_size)                           \
-    X(code_linetable, (l)->code_linetable, P, (l)->code_size)
+    X(code_linetable, (l)->code_linetable, P, (l)->code_size)                     \
+    X(code_nlocalsplus, (l)->code_nlocalsplus, 4, (l)->code_size)                 \
+    X(code_stacksize, (l)->code_stacksize, 4, (l)->code_size)
 
 int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
 {
@@ -83,6 +85,10 @@ int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
     if (l->frames_kind == SW_FRAMES_INTERP &&
         (l->tstate_datastack_chunk == SW_NO_OFFSET) != (l->tstate_datastack_top == SW_NO_OFFSET))
         FAIL("datastack chunk and top must be given together");
+    if ((l->code_nlocalsplus == SW_NO_OFFSET) != (l->code_stacksize == SW_NO_OFFSET) ||
+        (l->code_nlocalsplus != SW_NO_OFFSET && (l->frames_kind != SW_FRAMES_INTERP || l->frame_specials == 0 ||
+                                                 l->frame_specials > SW_LAYOUT_MAX_READ / 8)))
+        FAIL("the frame size of a code object is not described consistently");
     if (l->gil_size != SW_NO_OFFSET) {
         if (l->gil_size > SW_LAYOUT_MAX_READ || l->gil_locked == SW_NO_OFFSET || l->gil_last_holder == SW_NO_OFFSET ||
             (uint64_t)l->gil_locked + 4 > l->gil_size || (uint64_t)l->gil_last_holder + P > l->gil_size)

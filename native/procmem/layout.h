@@ -97,6 +97,14 @@ typedef struct sw_py_layout {
     uint32_t code_qualname;        /* co_qualname, or the same as code_name before 3.11 */
     uint32_t code_filename;
     uint32_t code_firstlineno;     /* int */
+    /* 3.11+: the size of a code object's frames, in pointer-sized words:
+     * frame_specials + co_nlocalsplus + co_stacksize (two ints; 3.12+
+     * keep the sum as co_framesize). The interpreter takes each frame from
+     * the top of the thread's stack chunk, so a frame called from another
+     * in the same chunk begins exactly that many words after it (pystack.c
+     * "Frames that fit"). SW_NO_OFFSET (frame_specials 0) before 3.11. */
+    uint32_t code_nlocalsplus;
+    uint32_t code_stacksize;       /* (frame_specials: below, where it keeps the struct unpadded) */
 
     /* str (PEP 393): the state bit field is described by shifts and masks
      * of the 32-bit word at str_state. */
@@ -213,7 +221,9 @@ typedef struct sw_py_layout {
     uint32_t float_value;          /* PyFloatObject.ob_fval */
     uint32_t type_name;            /* PyTypeObject.tp_name (a char pointer) */
     uint32_t cell_ref;             /* PyCellObject.ob_ref */
-    uint32_t unused;               /* 0: the struct has no padding (layout.c's tripwire counts every byte) */
+    uint32_t frame_specials;       /* 3.11+: FRAME_SPECIALS_SIZE, the frame's own words (code_nlocalsplus);
+                                      here, its one 32-bit field before the 64-bit ones, the struct
+                                      has no padding (layout.c's tripwire counts every byte) */
     uint64_t long_type;            /* the type objects, in the target (0: unknown) */
     uint64_t bool_type;
     uint64_t float_type;
@@ -248,7 +258,8 @@ enum {
     X(owner_cstack, 32) X(frame_is_entry, 32) X(owner_thread, 32) X(owner_generator, 32) \
     X(gen_state_back, 32) X(gen_executing, 32) X(frame_gen, 32) X(frame_state, 32) X(frame_running, 32) \
     X(frame_globals, 32) X(frame_func, 32) X(interp_trampoline, 32) X(code_size, 32) X(code_name, 32) X(code_qualname, 32) \
-    X(code_filename, 32) X(code_firstlineno, 32) X(str_length, 32) X(str_state, 32) \
+    X(code_filename, 32) X(code_firstlineno, 32) X(code_nlocalsplus, 32) X(code_stacksize, 32) \
+    X(str_length, 32) X(str_state, 32) \
     X(str_kind_shift, 32) X(str_kind_mask, 32) X(str_compact_mask, 32) X(str_ascii_mask, 32) \
     X(str_ascii_data, 32) X(str_compact_data, 32) X(str_legacy_data, 32) X(str_header_size, 32) \
     X(thread_tid, 32) X(runtime_addr, 64) X(runtime_interp_main, 32) X(runtime_gil, 32) \
@@ -264,7 +275,7 @@ enum {
     X(managed_values_back, 32) X(tpflags_managed_dict, 32) X(tpflags_inline_values, 32) \
     X(managed_untag, 32) X(keys_size, 32) X(type_dictoffset, 32) X(frame_localsplus, 32) X(code_varnames, 32) \
     X(code_cellvars, 32) X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
-    X(cell_ref, 32) X(unused, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
+    X(cell_ref, 32) X(frame_specials, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
     X(cell_type, 64)
 
 /* Checks that the layout is usable: known kinds, every field inside the

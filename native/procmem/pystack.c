@@ -70,11 +70,16 @@ struct sw_pystack {
     uint64_t *code_addrs;          /* [max_depth] this stack's code objects, leaf first */
     uint64_t *globals;             /* [max_depth] with frame_globals: their frames' globals
                                       (3.11+: mixed with their function objects) */
+    uint64_t *frame_globs;         /* [max_depth] with frame_globals: their frames' globals */
     uint64_t *code_globals;        /* [2 * GLOBALS_SLOTS] with frame_globals: (code object,
                                       the globals its last frame seen ran with) */
     uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
     uint64_t *kept_addrs;          /* [max_depth] with limits.frame_addrs: the frames kept
                                       (shims left out), parallel to code_addrs */
+    uint32_t *gaps;                /* [max_depth] with layout.code_nlocalsplus, parallel to
+                                      code_addrs: the bytes from each frame to its callee when
+                                      both lie in the copied window, next to each other in the
+                                      walk, else 0 (frames_fit) */
     uint64_t *instrs;              /* [max_depth] with lines: each kept frame's current instruction */
     int32_t *lines;                /* [max_depth] with lines: the line each frame runs */
     /* Native mode (nativestack.h, nativemerge.h): */
@@ -209,11 +214,14 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     const int keep_globals = l->frame_globals != SW_NO_OFFSET;
     if (keep_globals) {
         r->globals = malloc(d * sizeof *r->globals);
+        r->frame_globs = malloc(d * sizeof *r->frame_globs);
         r->code_globals = calloc(2 * GLOBALS_SLOTS, sizeof *r->code_globals);
     }
     r->frame_addrs = malloc(d * sizeof *r->frame_addrs);
     if (lim->frame_addrs)
         r->kept_addrs = malloc(d * sizeof *r->kept_addrs);
+    if (l->code_nlocalsplus != SW_NO_OFFSET)
+        r->gaps = malloc(d * sizeof *r->gaps);
     r->code_hdrs = malloc(d * l->code_size);
     r->reqs = malloc((2 * d + 8) * sizeof *r->reqs);
     r->code_reqs = malloc(d * sizeof *r->code_reqs);
@@ -262,8 +270,8 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         r->states = sw_threadstate_new(pid, STATE_FDS);
     if (r->states)
         sw_threadstate_set_cpu_every(r->states, lim->cpu_every);
-    if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->code_globals)) ||
-        !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
+    if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->frame_globs || !r->code_globals)) ||
+        !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || (l->code_nlocalsplus != SW_NO_OFFSET && !r->gaps) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
         !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->window || !r->spec_tstate || !r->spec_n ||
         !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
@@ -349,6 +357,7 @@ void sw_pystack_free(sw_pystack *r)
     sw_codecache_free(r->codes);
     free(r->code_addrs);
     free(r->globals);
+    free(r->frame_globs);
     free(r->code_globals);
     free(r->frame_addrs);
     free(r->kept_addrs);
@@ -365,6 +374,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->merged);
     free(r->merged_pcs);
     free(r->nat_lines);
+    free(r->gaps);
     free(r->code_hdrs);
     free(r->reqs);
     free(r->code_reqs);
@@ -835,6 +845,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     memset(r->seen, 0, sizeof r->seen);
     int callee_gen = 0;   /* 3.12+: the frame walked just before is a generator's */
     uint64_t callee = 0;  /* that frame */
+    uint64_t kept_callee = 0;   /* the frame walked just before, if kept and in the window, else 0 */
     while (frame) {
         if (++steps > max_steps || n == r->lim.max_depth) {
             *truncated = 1;
@@ -928,12 +939,19 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
                 /* (3.11+ with the function too: a class body or a module runs
                  * with a function object made for that one run) */
                 uint64_t fn = l->frame_func != SW_NO_OFFSET ? u64_at(f, l->frame_func) : 0;
-                r->globals[n] = u64_at(f, l->frame_globals) ^ (fn << 17 | fn >> 47);
+                uint64_t globals = u64_at(f, l->frame_globals);
+                r->frame_globs[n] = globals;
+                r->globals[n] = globals ^ (fn << 17 | fn >> 47);
             }
             if (r->kept_addrs)
                 r->kept_addrs[n] = frame;
+            if (r->gaps)   /* (a callee below its caller in one chunk: no frame size fits) */
+                r->gaps[n] = !kept_callee || !in_window ? 0
+                             : kept_callee > frame && kept_callee - frame < UINT32_MAX ? (uint32_t)(kept_callee - frame)
+                                                                                      : UINT32_MAX;
             r->code_addrs[n++] = code;
         }
+        kept_callee = !shim && !internal && in_window ? frame : 0;
         frame = previous;
     }
     r->steps = steps;
@@ -958,27 +976,40 @@ static int globals_seen(const sw_pystack *r, uint32_t i)
     return g[0] != r->code_addrs[i] ? GLOBALS_UNKNOWN : g[1] == r->globals[i] ? GLOBALS_SAME : GLOBALS_OTHER;
 }
 
-/* A module's code object last seen with other globals is another
- * module's: its strings are read again, not confirmed by pointers
- * (sw_codecache_distrust; modules only: a closure's code runs with a new
- * function object at each call, 3.11+, and that costs no reads). */
-static void distrust_other_module(sw_pystack *r, uint32_t i, int seen)
+/* A code object seen run with other globals than the last frame of its
+ * cache entry is likely another one at its address: its strings are read
+ * again, not confirmed by pointers (sw_codecache_distrust; the entry
+ * keeps its own globals, sw_codecache_globals, so this holds whatever
+ * the slots of r->code_globals hold). A module's code last seen with
+ * another function object (3.11+: each run of a module has its own) is
+ * distrusted too (the next module's globals may take the freed ones'
+ * address). For a frame not seen as before in those slots only (seen):
+ * a closure's code runs with a new function object at each call, and the
+ * same globals, which costs a lookup and no reads. */
+static void distrust_other(sw_pystack *r, uint32_t i, int seen)
 {
     const sw_sample_code *e;
-    if (seen == GLOBALS_OTHER && (e = sw_codecache_find(r->codes, r->code_addrs[i])) != NULL &&
-        e->name_len == 8 && memcmp(e->name, "<module>", 8) == 0)
+    if (!(e = sw_codecache_find(r->codes, r->code_addrs[i])))
+        return;
+    uint64_t was = sw_codecache_globals(e);
+    if ((was && was != r->frame_globs[i]) ||
+        (seen == GLOBALS_OTHER && e->name_len == 8 && memcmp(e->name, "<module>", 8) == 0))
         sw_codecache_distrust(r->codes, r->code_addrs[i]);
 }
 
-/* Notes the globals each frame of the walk ran its code with. */
+/* Notes the globals each frame of the walk ran its code with (r->frames
+ * set): in its slot, and, where that changed, in its cache entry. */
 static void remember_globals(sw_pystack *r, uint32_t n)
 {
     if (!r->code_globals)
         return;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
+        if (g[0] == r->code_addrs[i] && g[1] == r->globals[i])
+            continue;
         g[0] = r->code_addrs[i];
         g[1] = r->globals[i];
+        sw_codecache_seen_with(r->frames[i], r->frame_globs[i]);
     }
 }
 
@@ -998,8 +1029,11 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     const uint64_t round = r->st.rounds;
     uint32_t k = 0;
     if (r->codes_checked) {
-        for (uint32_t i = 0; r->code_globals && i < n; i++)
-            distrust_other_module(r, i, globals_seen(r, i));
+        for (uint32_t i = 0; r->code_globals && i < n; i++) {
+            int seen = globals_seen(r, i);
+            if (seen != GLOBALS_SAME)
+                distrust_other(r, i, seen);
+        }
         /* Read with the check after the walk, while their frames were
          * seen alive (so holding them): each entry confirmed, none trusted
          * on its age; and stamped with the counter read before that
@@ -1020,7 +1054,8 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     }
     for (uint32_t i = 0; i < n; i++) {
         int seen = globals_seen(r, i);
-        distrust_other_module(r, i, seen);
+        if (seen != GLOBALS_SAME)
+            distrust_other(r, i, seen);
         r->frames[i] = sw_codecache_fresh(r->codes, r->code_addrs[i], round, r->lim.code_ttl);
         if (r->frames[i] && r->code_globals && seen != GLOBALS_SAME)
             r->frames[i] = NULL;
@@ -1049,6 +1084,36 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     }
     remember_globals(r, n);
     return 0;
+}
+
+/* Frames that fit (3.11+). The interpreter takes each frame from the top
+ * of the thread's stack chunk, as many words as its code object needs
+ * (layout.h code_nlocalsplus), and gives them back when it returns: a
+ * frame called by another in the same chunk begins right where its
+ * caller's words end. So two frames of a walk, caller and callee, both
+ * in the copied window, must lie exactly the caller's frame size apart.
+ * A walk that joined a dead frame to the live frame below it fails that
+ * when the live frame is of another code object (of another size) than
+ * the one that called the dead frame: a loop calling g (which calls h)
+ * then f at g's slot, read with the thread state while h ran and the
+ * window once f had taken the slot (h's dead frame above it, still linked
+ * there), is h called by f, a stack the program never had. The check
+ * after the walk (still_whole) rejects that when it reads the stack again
+ * later, but not when a whole round of the loop passed within its one
+ * system call, so that both ends of its read saw h and its middle f, as
+ * the walk had: the loop runs on on the other core during the read's few
+ * microseconds (3.11, load 10: 4 samples in 17,672 of
+ * tests/programs/slot_reuse.py, every one of them a misfit). A slot reused
+ * by code whose frames are as large as the dead frame's caller's is not
+ * told (memory read while the thread runs cannot tell it: only a parked
+ * walk). 1 if every such pair of the n frames resolved (r->frames) fits;
+ * 0 (the walk is torn) if not. */
+static int frames_fit(sw_pystack *r, uint32_t n)
+{
+    for (uint32_t i = 1; r->gaps && i < n; i++)
+        if (r->gaps[i] && r->gaps[i] != (uint64_t)sw_codecache_frame_words(r->frames[i]) * r->l.pointer_size)
+            return 0;
+    return 1;
 }
 
 static int by_addr(const void *a, const void *b)
@@ -1520,7 +1585,8 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
      * later, had left every byte of the frames compared as it was
      * (tests/programs/slot_reuse.py, 3.11, with a core busy: about 1
      * sample in 3,000). A thread that went below the anchor and back up
-     * within the one system call is still not told. */
+     * within the one system call is still not told (frames_fit tells it
+     * when the slot was taken by code of another frame size). */
     if (!at_or_above(r, now, anchor, w, lo, rhi))
         return 0;
     if (strict) {
@@ -1688,8 +1754,23 @@ static void park_codes(sw_pystack *r, uint64_t tstate, uint32_t n)
 /* In-process: the walk of the thread (kernel id tid, state at tstate)
  * redone with it parked in the signal handler (nativestack.h), after a
  * walk found torn: its stack cannot change until it is released, so this
- * walk is of one instant and is not checked after; every read is still
- * validated as in any walk. Its code objects' headers are read while it
+ * walk is of one instant and is not read again after; every read is still
+ * validated as in any walk, its frames must fit (frames_fit), and its
+ * leaf, if a frame of the thread's own (not a generator's), must lie in
+ * the copied top of its current stack chunk. The signal stops the thread
+ * at any instruction, and the interpreter does not publish its frames in
+ * one move: 3.11/3.12 enter the interpreter function by pointing the
+ * thread state at a new _PyCFrame on the C stack first and setting the
+ * frame in it, and the new frame's link, a few stores later (3.13 links
+ * first, then publishes), so a thread parked in between names as its
+ * current frame whatever that stack memory last held, mostly a frame of
+ * an earlier such call at the same place: dead, or the new frame with its
+ * old link. A dead one lies at or above the top (told here), one of
+ * another size than the slot's new frame does not fit (told by
+ * frames_fit); the new frame with the link its slot's last frame had is
+ * the stack of the same call site again, and is not told. (Other
+ * threads cannot change this thread's frames, nor free the code objects
+ * they hold, while it is parked.) Its code objects' headers are read while it
  * is parked (its frames hold them) and resolved after the release (into
  * the code cache, which allocates): between park and release the sampler
  * only reads memory, neither allocating nor taking a lock the parked
@@ -1704,9 +1785,9 @@ static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w,
 {
     const sw_py_layout *l = &r->l;
     uint64_t t0 = sw_clock_ns(CLOCK_MONOTONIC);
-    int rc = sw_nstack_park((int)tid, PARK_WAIT_NS);
+    int rc = r->lim.park_always == 2 ? SW_ESTATE : sw_nstack_park((int)tid, PARK_WAIT_NS);
     if (rc != SW_OK) {
-        if (rc == SW_ESTATE && sw_nstack_blocked((int)tid))
+        if (rc == SW_ESTATE && r->lim.park_always != 2 && sw_nstack_blocked((int)tid))
             mute(r, tid);
         if (rc == SW_ESTATE && !sw_nstack_handler_current())
             r->lim.park = 0;   /* the program put a handler of its own there: no more parks */
@@ -1729,6 +1810,8 @@ static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w,
             else if (!guessed_window(r, tstate, ts, frame, &g, w))
                 copy_window(r, tstate, ts, frame, w);
             n = walk_frames(r, frame, w, truncated);
+            if (n >= 0 && w->bytes && w->leaf_bytes && w->leaf_bytes[l->frame_owner] == (unsigned char)l->owner_thread)
+                n = WALK_TORN;   /* a leaf of the thread's own outside its stack's top (see above) */
             if (n >= 0) {
                 spec_keep(r, tstate);
                 park_codes(r, tstate, (uint32_t)n);
@@ -1999,7 +2082,9 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         n = walk_after_park(r, tstate, &w, &truncated);
     if (n >= 0 && r->lim.fail_every && ++r->walks % r->lim.fail_every == 0)
         n = WALK_TORN;   /* (tests) a failure forced */
-    if (n < 0 || resolve_codes(r, (uint32_t)n) != 0) {
+    int unfit = 0;
+    if (n < 0 || resolve_codes(r, (uint32_t)n) != 0 || (unfit = !frames_fit(r, (uint32_t)n))) {
+        r->st.unfit += (uint64_t)unfit;
         /* Told to the sink too: it may give the time to the thread's next
          * sample rather than lose it (failures are likelier in code whose
          * stack changes fast, so losing them would hide such code). */

@@ -43,9 +43,11 @@ typedef struct sw_pystack_limits {
     uint32_t park;           /* 1: a torn walk is redone with the thread parked (in-process
                                 only: nativestack.h; the caller installs the handler with
                                 sw_nstack_park_install), and the checks are strict */
-    uint32_t park_always;    /* (tests, benches) with park: every thread holding the GIL is
-                                parked before its walk, not only after a torn walk, and
-                                waits as long */
+    uint32_t park_always;    /* (tests, benches) with park: 1, every thread holding the GIL
+                                is parked before its walk, not only after a torn walk, and
+                                waits as long; 2 (tests), its park is counted as not
+                                answered, no signal sent: every such sample takes the
+                                unparked walk that follows a failed park (after_park) */
     uint32_t cpu_every;      /* with thread_states, > 1: a thread's CPU time is read every
                                 cpu_every rounds only (sw_threadstate_set_cpu_every), for
                                 samples whose CPU time only adds up per thread (wall mode);
@@ -73,6 +75,9 @@ typedef struct sw_pystack_stats {
     uint64_t torn;           /* walks torn: a generator left, or a chain broke, under the
                                 reader (pystack.c "Torn stacks"); each is redone, and
                                 counted in failed if still torn after the retries */
+    uint64_t unfit;          /* 3.11+: walks whose frames did not fit their code objects'
+                                frame sizes (pystack.c "Frames that fit"): torn, counted in
+                                failed */
     uint64_t parked;         /* with limits.park: walks redone with the thread parked */
     uint64_t park_failed;    /* ... threads that did not park in time (then walked unparked:
                                 after_park) */

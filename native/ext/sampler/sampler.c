@@ -236,15 +236,20 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
 {
     /* STACKWATCH_TEST_PARK_AHEAD=1 (the tests, the benches): the thread
      * holding the GIL parked ahead of every walk, whether walks tear on
-     * this machine or not (limits.park_always). */
+     * this machine or not; =unanswered (the tests): each such park counted
+     * as not answered, so that every sample of it takes the unparked walk
+     * that follows a failed park (limits.park_always 1, 2). */
     const char *always = getenv("STACKWATCH_TEST_PARK_AHEAD");
+    uint32_t park_always = !self->park_installed || !always ? 0
+                           : strcmp(always, "1") == 0            ? 1
+                           : strcmp(always, "unanswered") == 0   ? 2
+                                                                 : 0;
     /* STACKWATCH_TEST_FAIL_EVERY=N (the tests): every N-th stack read is
      * failed, as a torn one (limits.fail_every). */
     const char *fail = getenv("STACKWATCH_TEST_FAIL_EVERY");
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
                              (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed,
-                             (uint32_t)(self->park_installed && always && strcmp(always, "1") == 0), 0, 0, 0,
-                             fail ? (uint32_t)strtoul(fail, NULL, 10) : 0};
+                             park_always, 0, 0, 0, fail ? (uint32_t)strtoul(fail, NULL, 10) : 0};
     char err[256] = "";
     sw_pystack *r;
     if (pid == 0 && self->blocking) {
@@ -587,12 +592,13 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
     if (!target || PyDict_Update(d, target) < 0)
         Py_CLEAR(d);
     Py_XDECREF(target);
-    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K,s:K}", "mode",
+    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "mode",
                                    self->mode == SW_PROFILE_CPU ? "cpu" : "wall", "states", states_dict(states),
                                    "gil_held", gil_held, "off_cpu", off_cpu, "state_probe_failed",
                                    (unsigned long long)r->state_unknown, "cpu_probe_failed",
                                    (unsigned long long)r->cpu_unknown, "gil_read_failed",
-                                   (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn);
+                                   (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn,
+                                   "unfit", (unsigned long long)r->unfit);
     PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "codes_by_counter",
                                                   (unsigned long long)r->codes_by_counter, "parked",
                                                   (unsigned long long)r->parked,

@@ -107,6 +107,16 @@ static void fill_code(sw_py_layout *l)
     end = MAX2(end, END(PyCodeObject, co_firstlineno));
     end = MAX2(end, l->code_qualname + (uint32_t)sizeof(PyObject *));
     end = MAX2(end, END(PyObject, ob_type));
+#if PY_VERSION_HEX >= 0x030B0000
+    l->code_nlocalsplus = OFF(PyCodeObject, co_nlocalsplus);
+    l->code_stacksize = OFF(PyCodeObject, co_stacksize);
+    l->frame_specials = (uint32_t)FRAME_SPECIALS_SIZE;
+    end = MAX2(end, END(PyCodeObject, co_nlocalsplus));
+    end = MAX2(end, END(PyCodeObject, co_stacksize));
+#else
+    l->code_nlocalsplus = l->code_stacksize = SW_NO_OFFSET;
+    l->frame_specials = 0;
+#endif
     l->code_size = end;
     l->code_type = (uint64_t)(uintptr_t)&PyCode_Type;
 }

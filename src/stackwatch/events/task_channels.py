@@ -22,8 +22,15 @@ and recv / recv_bytes (as it returns) are sends and receives. A recv that finds
 nothing to read (poll) blocks (reason channel); when it returns, the
 thread that ended its wait is the first that sent on that direction after
 it blocked (TASK_WOKEN, written by the receiver, which alone knows).
+
+Sockets: a blocking recv / recv_into on an end of a socket.socketpair()
+made while task events are wanted, with nothing to read, blocks (reason
+I/O, on the receiving socket's name); when it returns, the thread that
+ended its wait is the first that sent on the other end after it blocked
+(TASK_WOKEN, as for pipes). The bytes are not messages.
 Installed by task_hooks.
 """
+import select   # (built in)
 import sys
 import time
 import weakref
@@ -35,6 +42,7 @@ from .task_imports import when_imported
 _ends = weakref.WeakKeyDictionary()        # a pipe's end -> (pipe id, its number 1 or 2, duplex, the other end)
 _first = {}                                # (pipe id, sender's end) -> the first send since a receiver blocked
 _last = {}                                 # (pipe id, sender's end) -> the last send: (native id, task, ns)
+_peers = weakref.WeakKeyDictionary()       # a socketpair's end -> weak reference to the other end
 
 
 def sent(channel, value):
@@ -62,6 +70,7 @@ def install(wrap):
     which puts them back when task events stop: now, or when the program
     imports multiprocessing.connection (task_imports.py)."""
     when_imported("multiprocessing.connection", lambda mc: _install_pipes(mc, wrap))
+    when_imported("socket", lambda socket: _install_sockets(socket, wrap))
 
 
 def _install_pipes(mc, wrap):
@@ -71,6 +80,14 @@ def _install_pipes(mc, wrap):
         wrap(base, name, _send)
     for name in ("recv", "recv_bytes"):
         wrap(base, name, _recv)
+
+
+def _install_sockets(socket, wrap):
+    wrap(socket, "socketpair", _socketpair)
+    for name in ("send", "sendall"):
+        wrap(socket.socket, name, _sock_send, inherited=True)
+    for name in ("recv", "recv_into"):
+        wrap(socket.socket, name, _sock_recv, inherited=True)
 
 
 def forget():
@@ -113,14 +130,38 @@ def _send(orig):
                 key, channel = d
                 task_hooks._event("task_send", 0, 0, 0, channel, task_hooks._repr(_sent_bytes(obj, *args)),
                                   task_hooks._where(sys._getframe(1)))
-                me = (task_hooks.threading_get_native_id(), _native.hooks.task_running(), time.monotonic_ns())
-                _last[key] = me
-                if key in _first and _first[key] is None:
-                    _first[key] = me
+                _sending(key)
         except Exception:
             pass
         return orig(self, obj, *args)
     return send
+
+
+def _sending(key):
+    """The running thread sends in direction key: the first sender since
+    a receiver blocked on it, if it is, and the last."""
+    me = (task_hooks.threading_get_native_id(), _native.hooks.task_running(), time.monotonic_ns())
+    _last[key] = me
+    if key in _first and _first[key] is None:
+        _first[key] = me
+
+
+def _blocking(key, channel, reason, frame):
+    """The running thread waits for a sender in direction key (its block)."""
+    _first[key] = None
+    task_hooks._event("task_block", task_hooks._reason(reason), 0, 0, channel, None, task_hooks._where(frame))
+
+
+def _received(key, channel, frame):
+    """The wait in direction key ended: woken by its first sender (else the last)."""
+    try:
+        who = _first.pop(key, None) or _last.get(key)
+        if who is not None:
+            native_id, task, t = who
+            task_hooks._event("task_woken", task, t, native_id, channel, None,   # (t: made `ago` in C)
+                              task_hooks._where(frame))
+    except Exception:
+        pass
 
 
 def _sent_bytes(obj, offset=0, size=None):
@@ -139,9 +180,7 @@ def _recv(orig):
             if d is not None:
                 key, channel = d
                 if not self.poll():   # nothing to read: it waits for a sender
-                    _first[key] = None
-                    task_hooks._event("task_block", task_hooks._reason("channel"), 0, 0, channel, None,
-                                      task_hooks._where(sys._getframe(1)))
+                    _blocking(key, channel, "channel", sys._getframe(1))
                 else:
                     key = None
         except Exception:
@@ -150,14 +189,7 @@ def _recv(orig):
             obj = orig(self, *args)
         finally:
             if key is not None:
-                try:
-                    who = _first.pop(key, None) or _last.get(key)
-                    if who is not None:
-                        native_id, task, t = who
-                        task_hooks._event("task_woken", task, t, native_id, channel, None,   # (t: made `ago` in C)
-                                          task_hooks._where(sys._getframe(1)))
-                except Exception:
-                    pass
+                _received(key, channel, sys._getframe(1))
         try:
             if d is not None:
                 task_hooks._event("task_receive", 0, 0, 0, d[1], task_hooks._repr(obj),
@@ -165,4 +197,46 @@ def _recv(orig):
         except Exception:
             pass
         return obj
+    return recv
+
+
+# ---- a socketpair's ends ----
+
+def _socketpair(orig):
+    def socketpair(*args, **kwargs):
+        a, b = orig(*args, **kwargs)
+        try:
+            _peers[a], _peers[b] = weakref.ref(b), weakref.ref(a)
+        except Exception:
+            pass
+        return a, b
+    return socketpair
+
+
+def _sock_send(orig):
+    def send(self, *args, **kwargs):
+        try:
+            peer = _peers.get(self) if _peers else None
+            if peer is not None:
+                _sending(("socket", id(peer())))
+        except Exception:
+            pass
+        return orig(self, *args, **kwargs)
+    return send
+
+
+def _sock_recv(orig):
+    def recv(self, *args, **kwargs):
+        key = None
+        try:   # (a blocking end with nothing to read: it waits for its peer)
+            if _peers and self in _peers and self.gettimeout() is None and not select.select([self], [], [], 0)[0]:
+                key, channel = ("socket", id(self)), task_hooks.channel_name(self)
+                _blocking(key, channel, "io", sys._getframe(1))
+        except Exception:
+            key = None
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            if key is not None:
+                _received(key, channel, sys._getframe(1))
     return recv

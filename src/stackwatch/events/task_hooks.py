@@ -37,7 +37,7 @@ are wrapped (and put back after):
 Each wrapper calls the original, records through _native.hooks (task_id,
 task_switch, task_event: ext/tracer/tasks.c) and never raises into the
 program. The location of an event is its caller's frame outside asyncio,
-threading, queue and stackwatch. Loops that do not run Handle (uvloop) and
+threading, queue, concurrent.futures and stackwatch. Loops that do not run Handle (uvloop) and
 the first step of an eager task are not seen.
 """
 import os
@@ -136,7 +136,7 @@ def _install():
     import threading
     lib = os.path.dirname(threading.__file__) + os.sep
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    _skip = (lib + "asyncio" + os.sep, threading.__file__, lib + "queue.py", here)
+    _skip = (lib + "asyncio" + os.sep, threading.__file__, lib + "queue.py", lib + "concurrent" + os.sep, here)
     _hooks.asyncio_setup((), _task_name, _names.data, _waits_on, tuple(_skip))   # (no task types until asyncio)
     threading_get_native_id, threading_current = threading.get_native_id, threading.current_thread
     threading_file = threading.__file__
@@ -344,7 +344,9 @@ def _exited(task, tid):
 # reason; the channel is their `self` (a queue, a lock, ...).
 _WAITS = {("queues.py", "get"): "queue", ("queues.py", "put"): "queue", ("locks.py", "acquire"): "lock",
           ("locks.py", "wait"): "event", ("tasks.py", "sleep"): "sleep", ("streams.py", "_wait_for_data"): "io",
-          ("streams.py", "drain"): "io", ("locks.py", "wait_for"): "condition"}
+          ("streams.py", "drain"): "io", ("locks.py", "wait_for"): "condition",
+          **{("selector_events.py", "sock_" + op): "io"   # (the loop's socket calls: the socket is the channel)
+             for op in ("recv", "recv_into", "recvfrom", "recvfrom_into", "sendall", "sendto", "connect", "accept")}}
 
 
 def await_frames(task, coro=None):
@@ -368,7 +370,7 @@ def _waits_on(task):
     for f in reversed(frames):
         what = _WAITS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))
         if what and f.f_code.co_filename.startswith(_skip):
-            this = f.f_locals.get("self")
+            this = f.f_locals.get("sock" if f.f_code.co_name.startswith("sock_") else "self")
             if what == "event" and type(this).__name__ == "Condition":
                 what = "condition"
             return _reason(what), channel_name(this) if this is not None else None, where
@@ -380,7 +382,7 @@ def _waits_on(task):
         names = ", ".join(_task_name(c) for c in children[:JOIN_NAMED])
         more = f", and {len(children) - JOIN_NAMED} more" if len(children) > JOIN_NAMED else ""
         return _reason("join"), names + more or None, where
-    return _reason("future"), None, where
+    return _reason("future"), channel_name(waiter) if waiter is not None else None, where
 
 
 def _woken(task, f):
@@ -414,7 +416,10 @@ def _thread_set_native_id(orig):
             start = _starts.pop(self, None)
             if start is not None:
                 creator, native_id, where = start
-                _event("task_create", creator, 3, native_id, self.name, None, where)
+                given = _names.get(self) if _names else None   # (stackwatch.name() before it started)
+                _event("task_create", creator, 3, native_id, given[0] if given else self.name, None, where)
+                if given and given[1]:
+                    _event("task_name", 0, 0, self.native_id, given[0], given[1])
         except Exception:
             pass
     return _set_native_id
@@ -453,7 +458,8 @@ def _blocked_in(table, key, what, call, *args):
     where; None: not blocked) and listed in table[id(key)] meanwhile. A
     wait that no wake ended (still listed when the call returns) ends with
     a TASK_WOKEN of the thread's own: by key's end if key is a thread that
-    ended (before this thread was listed), else by itself (it gave up: a
+    ended (before this thread was listed, or that started before task
+    events did: its end at the return, then), else by itself (it gave up: a
     timeout), so that every block has its wake."""
     me = t_block = None
     try:
@@ -470,7 +476,8 @@ def _blocked_in(table, key, what, call, *args):
         # (no block recorded, no wake of its own)
         if me is not None and _forget(table, id(key), me) and t_block is not None:
             try:
-                native_id, task, t = _ended.get(key) or (me, _hooks.task_running(), 0)
+                native_id, task, t = _ended.get(key) or (
+                    (key.native_id, 0, 0) if key.native_id and not key.is_alive() else (me, _hooks.task_running(), 0))
                 # (a wake at the block's time at the earliest, ago 0 for a timeout)
                 _event("task_woken", task, t and max(t, t_block), native_id, what[1], None, what[2])
             except Exception:
@@ -495,7 +502,9 @@ def _forget(table, k, me):
 _COND_CALLERS = {("queue.py", "get"): "queue", ("queue.py", "put"): "queue", ("queue.py", "join"): "queue",
                  ("queue.py", "task_done"): "queue", ("threading.py", "wait"): "event",
                  ("threading.py", "set"): "event", ("threading.py", "acquire"): "lock",
-                 ("threading.py", "release"): "lock", ("threading.py", "_wait"): "condition"}
+                 ("threading.py", "release"): "lock", ("threading.py", "_wait"): "condition",
+                 **{("_base.py", name): "future"   # (concurrent.futures' Future)
+                    for name in ("result", "exception", "set_result", "set_exception", "cancel")}}
 _COND_OWN = ("notify_all", "notifyAll", "wait_for")   # threading's callers of wait and notify for the program
 
 

@@ -85,16 +85,18 @@ def _given(obj, default):
 # The functions a thread waits in: (file's base name, function) -> reason.
 _THREAD_WAITS = {("threading.py", "wait"): "condition", ("threading.py", "join"): "join",
                  ("threading.py", "_wait_for_tstate_lock"): "join", ("queue.py", "get"): "queue",
-                 ("queue.py", "put"): "queue", ("threading.py", "acquire"): "lock"}
+                 ("queue.py", "put"): "queue", ("threading.py", "acquire"): "lock", ("_base.py", "result"): "future",
+                 ("_base.py", "exception"): "future"}
+_FUTURES = os.path.join("concurrent", "futures", "_base.py")   # (concurrent.futures' Future, whose waits are a Condition's)
 
 
 def _thread_waits(f, state):
     """(state, waits_on) of a thread whose innermost frame is f: blocked in
-    the outermost of the waits of threading and queue it is in (a queue's
-    get, in a Condition's wait: the queue)."""
+    the outermost of the waits of threading, queue and concurrent.futures
+    it is in (a queue's get, in a Condition's wait: the queue)."""
     waits = None
     while f is not None and (os.path.basename(f.f_code.co_filename) in ("threading.py", "queue.py")
-                             or f.f_code.co_filename.startswith(_OWN)):
+                             or f.f_code.co_filename.endswith(_FUTURES) or f.f_code.co_filename.startswith(_OWN)):
         reason = _THREAD_WAITS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))
         if reason:
             this = f.f_locals.get("self")
@@ -112,20 +114,29 @@ def tasks():
     "suspended": a greenlet switched away from), waits_on (a reason and
     the channel's name, e.g. "queue Queue 0x7f..", or None) and stack (its
     frames, innermost first: function, file, line)."""
-    out = []
-    here = threading.current_thread()
-    frames = sys._current_frames()
-    for t in threading.enumerate():
-        f = frames.get(t.ident) if t is not here else sys._getframe(1)
-        state, waits = ("running", None) if t is here else ("runnable", None)
-        if t is not here:
-            state, waits = _thread_waits(f, state)
-        n, group = _given(t, t.name)
-        out.append({"name": n, "group": group, "kind": "thread", "thread": t.native_id, "state": state,
-                    "waits_on": waits, "stack": _stack(f)})
+    out = list(_threads(sys._getframe(1)))
     out.extend(_asyncio_tasks())
     out.extend(_greenlets())
     return out
+
+
+def _threads(here_frame, stacks=True):
+    """The live threads as tasks() lists them (the caller's innermost frame
+    here_frame; with stacks, each one's)."""
+    here = threading.current_thread()
+    frames = sys._current_frames()
+    for t in threading.enumerate():
+        f = frames.get(t.ident) if t is not here else here_frame
+        state, waits = ("running", None) if t is here else _thread_waits(f, "runnable")
+        n, group = _given(t, t.name)
+        yield {"name": n, "group": group, "kind": "thread", "thread": t.native_id, "state": state,
+               "waits_on": waits, **({"stack": _stack(f)} if stacks else {})}
+
+
+def threads_at_start():
+    """The live threads as task events start (the trace's META
+    `tasks_at_start`): [{"thread" (native id), "name", "state", "waits_on"}]."""
+    return [{k: t[k] for k in ("thread", "name", "state", "waits_on")} for t in _threads(sys._getframe(1), False)]
 
 
 def _asyncio_tasks():

@@ -265,13 +265,17 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     if sample_ns and not _native.SAMPLER_SUPPORTED:
         raise RuntimeError("the sampler supports CPython 3.9 to 3.13 (with the GIL)")
     kernel_events = kernel_option(kernel)
+    at_start = {}
+    if file_mask & kinds.mask_of("tasks"):   # the threads alive now, with their state (asyncio's: task events')
+        from ..events.tasks import threads_at_start
+        at_start["tasks_at_start"] = json.dumps(threads_at_start())
     # Killed by SIGTERM, SIGINT, SIGHUP or SIGQUIT: the file is closed first
     # (after the command line's finisher, which stops the session itself).
     # Before the start: installing calls the standard library's signal module.
     signals.add(_stop_on_signal, late=True)
     try:
         kernel_said = _native.start(path, chunk_bytes=chunk, ring_bytes=ring_bytes, max_depth=max_depth,
-                      allow_tsc=allow_tsc, meta=_meta(meta, _followed), include=include, exclude=exclude_own,
+                      allow_tsc=allow_tsc, meta=_meta({**(meta or {}), **at_start}, _followed), include=include, exclude=exclude_own,
                       c_calls=bool(c_calls), cython=bool(cython), native_include=_globs(native_include, "native_include"),
                       native_exclude=_globs(native_exclude, "native_exclude"), flush_interval=float(flush_interval), events=file_mask,
                       lines=lines, kernel=kernel_events, cpu=bool(cpu))
@@ -351,7 +355,7 @@ def _globs(value, what):
 
 # The sampler's counts written into the END of a `run --sample` trace.
 _SAMPLER_END_KEYS = ("ticks", "missed", "samples", "stored", "dropped", "failed", "cut", "native_samples",
-                     "native_failed", "torn", "parked", "park_failed", "after_park",
+                     "native_failed", "torn", "unfit", "parked", "park_failed", "after_park",
                      "parked_ahead")
 
 

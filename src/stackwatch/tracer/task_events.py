@@ -12,7 +12,10 @@ tasks: {"id" (0: a thread's own task), "name" (unique in the document:
 {"function", "file", "line"}: a line only at the program's frame that made
 it; for the tasks of creators beyond the CREATION_REPLAYS busiest, that
 frame alone), "exit_t_ns", "outcome" ("result", "exception", "cancelled"),
-"result" (a repr)}.
+"result" (a repr), "at_start" (a thread alive as task events started:
+{"state": "running", "runnable" or "blocked", "waits_on": what it waited
+on or None}, from META `tasks_at_start`; else None: asyncio tasks alive
+then block at the start instead)}.
 events: {"kind" ("create", "switch", "block", "wake", "send", "receive",
 "exit"), "task" (the task it happened to; a create's: the new task; a
 switch's: the task switched to), "task_id", "other" (a create's creator;
@@ -24,6 +27,8 @@ events), "thread" (native thread id), "function", "file", "line" (where it
 happened: a switch's, the innermost frame of the task switched away
 from)}.
 """
+import json
+
 from ..events.task_hooks import OUTCOMES, REASONS, TASK_KINDS
 from .tracefile import KIND_MASKS, RECORD_KINDS, Trace
 
@@ -52,7 +57,8 @@ def _unique(name, taken):
 
 def _task(tid, name, kind, thread):
     return {"id": tid, "name": name, "group": None, "kind": kind, "thread": thread, "created_by": None,
-            "created_t_ns": None, "creation_stack": [], "exit_t_ns": None, "outcome": None, "result": None}
+            "created_t_ns": None, "creation_stack": [], "exit_t_ns": None, "outcome": None, "result": None,
+            "at_start": None}
 
 
 def read_task_events(trace):
@@ -149,6 +155,13 @@ def read_task_events(trace):
                 tasks[key]["group"] = data.get("group") or None
                 continue
             raw.append(ev)
+    for th in json.loads(t.meta.get("tasks_at_start") or "[]"):   # the threads alive at the start
+        if not th["thread"]:
+            continue
+        key = thread_key(th["thread"], None)
+        if th["thread"] not in by_tid:   # (it recorded nothing)
+            tasks[key]["name"] = th["name"]
+        tasks[key]["at_start"] = {"state": th["state"], "waits_on": th["waits_on"]}
     # Each creator's track is replayed once (a task's replay reads its
     # thread's whole stream): the CREATION_REPLAYS that made the most tasks;
     # the others' tasks keep the frame that made them only.

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import BROWSER_VERSIONS, check_clean, open_page
-from hand_doc import DOC
+from hand_doc import DOC, HOSTILE
 from stackwatch.render import formats, sequence
 
 # The page and its writer are the same on every version.
@@ -79,6 +79,33 @@ def test_lifelines_arrows_and_hover(browser, tmp_path):
     d.execute_script("var s = document.getElementById('group'); s.value = '';"
                      "s.dispatchEvent(new Event('change'));")
     d.save_screenshot(str(tmp_path / "sequence.png"))
+    check_clean(d)
+
+
+def test_tasks_coloured_by_creation_stack(browser, tmp_path):
+    """Tasks made at the same creation stack share a colour (their name's
+    border and their running spans); tasks made elsewhere, or with none
+    recorded, have another."""
+    import copy
+    doc = copy.deepcopy(DOC)
+    twin = copy.deepcopy(next(t for t in doc["tasks"] if t["name"] == "worker a"))
+    doc["tasks"].append({**twin, "id": 3, "name": "worker b"})   # made at worker a's stack
+    doc["events"].append({**doc["events"][-1], "kind": "switch", "task": "worker b", "other": "main", "t_ns": 110})
+    d = open_page(browser, _page(tmp_path, doc))
+    border = dict(d.execute_script(
+        "return Array.prototype.map.call(document.querySelectorAll('#lanes .lane'), function (l) {"
+        " var n = l.querySelector('.name'); return [n.textContent, getComputedStyle(n).borderBottomColor]; })"))
+    assert border["worker a"] == border["worker b"]
+    assert len({border["worker a"], border[HOSTILE], border["main"]}) == 3, border
+    # The running spans of a lane are in its colour.
+    spans = d.execute_script(
+        "return Array.prototype.map.call(document.querySelectorAll('#chart rect.running'), function (r) {"
+        " return [+r.dataset.task, getComputedStyle(r).fill]; })")
+    lane_of = {t["name"]: i for i, t in enumerate(doc["tasks"])}
+    fills = {}
+    for task, fill in spans:
+        fills.setdefault(task, set()).add(fill)
+    assert fills[lane_of["worker a"]] == fills[lane_of["worker b"]] != fills[lane_of[HOSTILE]]
     check_clean(d)
 
 

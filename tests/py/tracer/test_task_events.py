@@ -1003,16 +1003,210 @@ def test_pipes_and_user_channels_equal_each_threads_log(tmp_path):
     _wakes(doc)
 
 
+# The waits on a condition, a future and I/O, in asyncio and in threads:
+# each waiter logs its block (before it waits), each waker the wake it makes
+# (before it makes it: a notify, a set_result, a send on the other end of a
+# socketpair). Data that arrives on a socket wakes an asyncio task from the
+# loop's own callback, where no task runs: the loop's thread (MainThread).
+WAITS = r'''
+import asyncio, concurrent.futures, json, platform, socket, sys, threading, time
+import stackwatch
+
+RECV = {"x86_64": "45", "aarch64": "207"}[platform.machine()]
+log = []
+
+def me():
+    task = asyncio.current_task() if asyncio._get_running_loop() else None
+    return task.get_name() if task else threading.current_thread().name
+
+def note(kind, reason, channel, task=None, other=None):
+    log.append({"kind": kind, "task": task or me(), "other": other if kind == "wake" else None,
+                "reason": reason if kind == "block" else None, "channel": channel})
+
+async def cond_waiter(c):
+    async with c:
+        note("block", "condition", "cond")
+        await c.wait()
+
+async def cond_notifier(c):
+    while not c._waiters:
+        await asyncio.sleep(0)
+    async with c:
+        note("wake", None, "cond", "cond_waiter", me())
+        c.notify()
+
+async def fut_waiter(f):
+    note("block", "future", "fut")
+    return await f
+
+async def fut_setter(f):
+    await asyncio.sleep(0)
+    note("wake", None, "fut", "fut_waiter", me())
+    f.set_result(5)
+
+async def reader(loop, s, stream):
+    note("block", "io", "sock")
+    assert await loop.sock_recv(s, 5) == b"hello"
+    note("block", "io", "stream")
+    assert await stream.read(5) == b"again"
+
+async def writer(loop, s, out):
+    for data, channel in ((b"hello", "sock"), (b"again", "stream")):
+        await asyncio.sleep(0.001)
+        note("wake", None, channel, "reader", "MainThread")
+        s.send(data) if channel == "sock" else out.write(data)
+
+async def main():
+    loop = asyncio.get_running_loop()
+    c, f = asyncio.Condition(), loop.create_future()
+    stackwatch.name(c, "cond")
+    stackwatch.name(f, "fut")
+    await asyncio.gather(asyncio.create_task(cond_waiter(c), name="cond_waiter"),
+                         asyncio.create_task(cond_notifier(c), name="cond_notifier"))
+    await asyncio.gather(asyncio.create_task(fut_waiter(f), name="fut_waiter"),
+                         asyncio.create_task(fut_setter(f), name="fut_setter"))
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    stackwatch.name(a, "sock")
+    c2, d2 = socket.socketpair()
+    stream, keep = await asyncio.open_connection(sock=c2)
+    stackwatch.name(stream, "stream")
+    _, out = await asyncio.open_connection(sock=d2)
+    await asyncio.gather(asyncio.create_task(reader(loop, a, stream), name="reader"),
+                         asyncio.create_task(writer(loop, b, out), name="writer"))
+    out.close()
+    keep.close()
+
+asyncio.run(main())
+
+def asleep_in_recv(t):
+    try:
+        return open(f"/proc/self/task/{t.native_id}/syscall").read().split()[0] == RECV
+    except OSError:
+        return False
+
+cf, tc = concurrent.futures.Future(), threading.Condition()
+x, y = socket.socketpair()
+for obj, name in ((cf, "cf"), (tc, "tcond"), (x, "pair")):
+    stackwatch.name(obj, name)
+
+def cf_waiter():
+    note("block", "future", "cf")
+    cf.result()
+
+def tc_waiter():
+    with tc:
+        note("block", "condition", "tcond")
+        tc.wait()
+
+def pair_waiter():
+    note("block", "io", "pair")
+    x.recv(5)
+
+def live_then_set():
+    live = {t["name"]: t for t in stackwatch.tasks()}
+    assert (live["cf_waiter"]["state"], live["cf_waiter"]["waits_on"]) == ("blocked", "future cf"), live["cf_waiter"]
+    cf.set_result(3)
+
+for target, ready, wake in ((cf_waiter, lambda t: cf._condition._waiters, live_then_set),
+                            (tc_waiter, lambda t: tc._waiters, None),
+                            (pair_waiter, asleep_in_recv, lambda: y.send(b"12345"))):
+    t = threading.Thread(target=target, name=target.__name__, daemon=True)   # (a failed check ends the program)
+    t.start()
+    while not ready(t):
+        time.sleep(0.0005)
+    channel = {"cf_waiter": "cf", "tc_waiter": "tcond", "pair_waiter": "pair"}[t.name]
+    if wake is None:
+        with tc:
+            note("wake", None, channel, t.name, "MainThread")
+            tc.notify()
+    else:
+        note("wake", None, channel, t.name, "MainThread")
+        wake()
+    t.join()
+json.dump(log, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.mark.versions("3.12")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task/T/syscall")
+def test_condition_future_and_io_waits_equal_the_programs_log(tmp_path):
+    """Blocks on a condition, a future and I/O (asyncio's and threading's)
+    and who woke each, as the program logs them: the reason, the channel
+    (its stackwatch.name()) and the waker."""
+    own = tmp_path / "log.json"
+    swt, _ = run_traced(tmp_path, WAITS, "--events", "tasks", args=(str(own),))
+    doc = read_task_events(swt)
+    want = json.loads(own.read_text())
+    named = {e["channel"] for e in want}
+    got = [{"kind": e["kind"], "task": e["task"].split(" ")[0], "other": e["other"] and e["other"].split(" ")[0],
+            "reason": e["reason"], "channel": e["channel"]}
+           for e in doc["events"] if e["kind"] in ("block", "wake") and e["channel"] in named]
+    assert got == want and len(want) == 14
+    for wake, block in _wakes(doc):
+        if wake["channel"] in named:   # at the program's own code
+            assert block["file"].endswith("prog.py") and wake["t_ns"] >= block["t_ns"]
+
+
+# stackwatch.name() holds what it names weakly: a queue, a lock, a thread,
+# a greenlet and an asyncio task, named and used while task events are
+# recorded, are freed once the program drops them.
+NAMED = r'''
+import asyncio, gc, queue, sys, threading, weakref
+import greenlet, stackwatch
+
+def named_then_dropped():
+    q, lock = queue.Queue(), threading.Lock()
+    t, g = threading.Thread(target=lambda: q.put(1), name="t"), greenlet.greenlet(lambda: lock.acquire())
+    for obj, name in ((q, "the queue"), (lock, "the lock"), (t, "the thread"), (g, "the greenlet")):
+        stackwatch.name(obj, name, group="named")
+    t.start()
+    t.join()
+    q.get()
+    g.switch()
+    lock.release()
+
+    async def main():
+        task = asyncio.get_running_loop().create_task(asyncio.sleep(0))
+        stackwatch.name(task, "the task", group="named")
+        await task
+        return task
+    task = asyncio.run(main())
+    return [weakref.ref(x) for x in (q, lock, t, g, task)]
+
+stackwatch.start(sys.argv[1], events=["tasks"])
+refs = named_then_dropped()
+gc.collect()
+alive = [r() for r in refs if r() is not None]
+stackwatch.stop()
+assert not alive, alive
+from stackwatch.events import task_hooks
+assert not task_hooks._names, dict(task_hooks._names)
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_names_are_weakly_held(tmp_path):
+    prog = write(tmp_path / "p.py", NAMED)
+    r = subprocess.run([sys.executable, prog, str(tmp_path / "t.swt")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    doc = read_task_events(str(tmp_path / "t.swt"))
+    named = {t["name"] for t in doc["tasks"] if t["group"] == "named"}
+    assert named == {"the thread", "the greenlet", "the task"}, named   # (the names were used)
+    assert {e["channel"] for e in doc["events"] if e["kind"] in ("send", "receive")} == {"the queue"}
+
+
 @pytest.mark.versions("3.12")
 def test_wrapped_only_while_task_events_are_recorded(tmp_path):
     """asyncio's and threading's methods (its lock types' too) are wrapped
     only while task events are wanted, and are the originals again after;
     a replacement the program made meanwhile stays."""
     program = r'''
-import asyncio, queue, sys, threading
+import asyncio, queue, socket, sys, threading
 import stackwatch
 import multiprocessing.connection as mc
 originals = (asyncio.events.Handle._run, threading.Thread.start, queue.Queue._put, mc.Pipe, mc.Connection.send)
+sockets = dict(socket.socket.__dict__), socket.socketpair
 Lock = type(threading.Lock())
 lock_methods = dict(Lock.__dict__)
 stackwatch.start(sys.argv[1] + ".plain")
@@ -1022,6 +1216,7 @@ stackwatch.stop()
 stackwatch.start(sys.argv[1], events=["tasks"])
 assert asyncio.events.Handle._run is not originals[0] and threading.Thread.start is not originals[1]
 assert Lock.__dict__["acquire"] is not lock_methods["acquire"]
+assert "recv" in socket.socket.__dict__ and socket.socketpair is not sockets[1]
 for bad in ((True, -2), (False, 1), (True, "x")):   # refused as by the lock's own, not taken
     free = threading.Lock()
     try:
@@ -1039,6 +1234,7 @@ stackwatch.stop()
 assert (asyncio.events.Handle._run, threading.Thread.start) == originals[:2] and queue.Queue._put is mine
 assert (mc.Pipe, mc.Connection.send) == originals[3:]
 assert dict(Lock.__dict__) == lock_methods
+assert (dict(socket.socket.__dict__), socket.socketpair) == sockets
 release()
 assert not held.locked()
 '''
@@ -1268,7 +1464,7 @@ def test_log_without_a_trace_equals_the_log_with_one(tmp_path):
 # Modules task events hook or that come with them (multiprocessing brings
 # pickle, tempfile, bz2, lzma; asyncio brings ssl and concurrent.futures).
 HOOKED_OR_HEAVY = ("asyncio", "ssl", "concurrent", "multiprocessing", "pickle", "queue", "greenlet", "gevent",
-                   "trio", "uvloop", "_asyncio", "_ssl", "_multiprocessing", "_pickle", "_queue")
+                   "socket", "trio", "uvloop", "_asyncio", "_ssl", "_multiprocessing", "_pickle", "_queue")
 WHICH_IMPORTED = r'''
 import sys
 if len(sys.argv) > 1:   # (under `run`, no argument: stackwatch started it)

@@ -161,8 +161,8 @@ def test_eager_first_steps_run_as_their_tasks(traced):
 
 
 AT_START = r'''
-import asyncio, json, sys
-import stackwatch
+import asyncio, json, sys, threading
+import greenlet, stackwatch
 
 async def getter(q):
     return await q.get()
@@ -182,10 +182,28 @@ loop.run_until_complete(asyncio.sleep(0))   # the getter waits on the queue, the
 name = lambda t: f"{t.get_name()} {t.get_coro().__qualname__}"
 own = {"blocked": [name(t) for t in (g, s) if t._fut_waiter is not None], "getter": name(g), "spinner": name(s),
        "queue": f"Queue {id(q):#x}"}
+go, later = threading.Event(), threading.Event()
+stackwatch.name(go, "go")
+waiter = threading.Thread(target=go.wait, name="waiter")   # a thread ...
+waiter.start()
+idle = threading.Thread(target=later.wait, name="idle")    # (blocked until tracing stops)
+idle.start()
+while not (go._cond._waiters and later._cond._waiters):
+    pass
+def paused():
+    greenlet.getcurrent().parent.switch()
+    return "resumed"
+gl = greenlet.greenlet(paused)                            # ... and a greenlet alive at the start
+gl.switch()
 stackwatch.start(sys.argv[1], events=["tasks"])
 loop.run_until_complete(q.put(1))
 assert loop.run_until_complete(g) == 1 and loop.run_until_complete(s) == "spun"
+go.set()
+waiter.join()
+assert gl.switch() == "resumed"
 stackwatch.stop()
+later.set()
+idle.join()
 loop.close()
 json.dump(own, open(sys.argv[2], "w"))
 '''
@@ -211,3 +229,18 @@ def test_tasks_alive_at_the_start(tmp_path):
     assert getter[:3] == [("switch", None, None), ("block", "queue", own["queue"]), ("wake", None, own["queue"])]
     assert not [e for e in doc["events"] if e["task"] == own["spinner"] and e["kind"] == "block"]
     assert [e["kind"] for e in doc["events"] if e["task"] == own["spinner"]][-1] == "exit"
+    # The thread alive at the start is listed, and its end ends the join
+    # (its exit is not seen: its run began before the hooks); the greenlet
+    # is listed, made where it is first switched to.
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    assert tasks["waiter"]["kind"] == "thread" and tasks["waiter"]["created_by"] is None
+    # Every thread alive at the start, with its state then (META
+    # tasks_at_start), the one that recorded nothing too.
+    at_start = {n: t["at_start"] for n, t in tasks.items() if t["at_start"]}
+    assert at_start["MainThread"] == {"state": "running", "waits_on": None}
+    assert at_start["waiter"] == {"state": "blocked", "waits_on": "event go"}
+    assert at_start["idle"]["state"] == "blocked" and at_start["idle"]["waits_on"].startswith("event Event 0x")
+    assert set(at_start) == {"MainThread", "waiter", "idle"} and tasks[own["getter"]]["at_start"] is None
+    join = [(e["kind"], e["other"]) for e in doc["events"] if e["channel"] == "thread waiter"]
+    assert join == [("block", None), ("wake", "waiter")], join
+    assert [t["kind"] for t in doc["tasks"]].count("greenlet") == 1

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import chrome_slices, perfetto_timeline, run_traced, write
 from stackwatch import Trace
+from stackwatch.tracer.task_events import read_task_events
 
 # The program logs, per greenlet, the calls and returns of its own
 # functions; worker_a and worker_b switch to each other from inside
@@ -86,19 +87,24 @@ def _track(t, name):
     return next(i for i, th in enumerate(t.threads) if th["name"] == name)
 
 
-def _own_sequence(t, pos, synthetic=False):
-    """The calls and returns of the program's functions on a track, as the
-    ground truth lists them (those the reader made up, or the others)."""
+def _own_sequence(t, pos, synthetic=False, names=OWN):
+    """The calls and returns of the program's functions (names) on a
+    track, as the ground truth lists them (those the reader made up, or
+    the others)."""
     seq = []
     for e in t.events(pos):
         code = t.codes.get(e.code)
-        if code is None or code.name not in OWN or bool(e.synthetic) != synthetic:
+        if code is None or _bare(code.name) not in names or bool(e.synthetic) != synthetic:
             continue
         if e.kind in (0, 2):
-            seq.append(["call", code.name])
+            seq.append(["call", _bare(code.name)])
         elif e.kind in (1, 3, 4):
-            seq.append(["return", code.name])
+            seq.append(["return", _bare(code.name)])
     return seq
+
+
+def _bare(qualname):
+    return qualname.rsplit(".", 1)[-1]
 
 
 def _check_nesting(t):
@@ -248,9 +254,80 @@ def test_task_events_with_a_handler_too(tmp_path):
     assert log.read_text().count(" task_switch") == 10
 
 
+# asyncio tasks: the program logs, per task (asyncio.current_task()), the
+# calls and returns of its own functions (a coroutine's: at each resume and
+# each suspension), with sys.setprofile. Workers await a coroutine that
+# awaits in turn, and pass values through a queue to a consumer.
+ASYNCIO_PROGRAM = r'''
+import asyncio, json, sys
+
+log = {}
+
+def prof(frame, event, arg):
+    if event in ("call", "return") and frame.f_code.co_filename == __file__ and frame.f_code.co_name != "prof":
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            task = None
+        log.setdefault(task.get_name() if task else "main", []).append((event, frame.f_code.co_name))
+
+def leaf(n):
+    return n * 2
+
+async def mid(n, q):
+    await asyncio.sleep(0)
+    await q.put(leaf(n))
+    return n
+
+async def worker(i, q):
+    s = 0
+    for k in range(3):
+        s += await mid(10 * i + k, q)
+    return s
+
+async def consumer(q, n):
+    return sum([await q.get() for _ in range(n)])
+
+async def main():
+    q = asyncio.Queue(maxsize=2)
+    loop = asyncio.get_running_loop()
+    c = loop.create_task(consumer(q, 9), name="consumer")
+    ws = [loop.create_task(worker(i, q), name=f"worker{i}") for i in range(3)]
+    await asyncio.gather(*ws)
+    return await c
+
+total = 2 * sum(10 * i + k for i in range(3) for k in range(3))
+sys.setprofile(prof)
+assert asyncio.run(main()) == total
+sys.setprofile(None)
+open(sys.argv[1], "w").write(json.dumps(log))
+'''
+
+
+@pytest.mark.versions("3.9", "3.12")
+def test_each_asyncio_tasks_calls_equal_its_own_log(tmp_path):
+    """Each asyncio task's track holds exactly its calls and returns (its
+    coroutines' resumes and suspensions included), as the program's own
+    sys.setprofile and asyncio.current_task() log them."""
+    truth_path = tmp_path / "truth.json"
+    swt, _ = run_traced(tmp_path, ASYNCIO_PROGRAM, "--events", "tasks", args=(str(truth_path),))
+    truth = json.loads(truth_path.read_text())
+    t = Trace(swt)
+    _check_nesting(t)
+    own = {"leaf", "mid", "worker", "consumer", "main"}
+    assert set(truth) == {"Task-1", "consumer", "worker0", "worker1", "worker2"}   # (asyncio.run's is Task-1)
+    for key, want in truth.items():
+        pos = next(i for i, th in enumerate(t.threads) if th["task"] and th["name"].split(" ")[0] == key)
+        got = _own_sequence(t, pos, names=own)
+        assert got == [list(x) for x in want if x[1] in own] and got, key
+    assert not _own_sequence(t, 0, names=own)   # (none on the loop's thread)
+
+
 GEVENT_PROGRAM = r'''
-import json, sys
-import gevent, greenlet
+import json, os, sys
+if sys.argv[2:] == ["pure"]:   # gevent's pure-Python hub: its switches are greenlet.switch() called from Python
+    os.environ["PURE_PYTHON"] = "1"
+import gevent, gevent.event, greenlet
 
 log = {}
 
@@ -273,26 +350,52 @@ def main():
     jobs = [gevent.spawn(outer, i) for i in range(5)]
     gevent.joinall(jobs)
 
+def handoff():
+    """A value handed over by gevent's hub (AsyncResult's waiter is
+    switched to with it): the hub's switch, no message."""
+    result = gevent.event.AsyncResult()
+    waiter = gevent.spawn(result.get)
+    gevent.sleep(0)
+    result.set("handed over")
+    assert waiter.get() == "handed over"
+
 sys.setprofile(prof)
 main()
+handoff()
 sys.setprofile(None)
+assert gevent.__file__ and (sys.argv[2:] != ["pure"]) == (type(gevent.hub.Hub.switch).__name__ != "function")
 open(sys.argv[1], "w").write(json.dumps(log))
 '''
 
 
-@pytest.mark.skipif(sys.version_info < (3, 10), reason="gevent has no wheel for 3.9 in the package index here")
-def test_gevent_greenlets_each_on_their_own_task(tmp_path):
-    """gevent (from PyPI): five greenlets that sleep inside nested calls,
-    switched by gevent's hub; each one's calls and returns, on its own
-    track, equal the program's own log of that greenlet."""
+def _need_gevent():
     try:
         import gevent  # noqa: F401
     except ImportError:
         if os.environ.get("CI") == "true":
             pytest.fail("gevent is not installed (scripts/venv.sh installs it)")
         pytest.skip("gevent is not installed (scripts/venv.sh installs it)")
+
+
+def _no_messages(swt):
+    """The switches inside gevent's hub (a value handed to a waiter among
+    them) are switches only: no send, no receive."""
+    doc = read_task_events(swt)
+    kinds = [e["kind"] for e in doc["events"]]
+    assert kinds.count("switch") > 20 and "send" not in kinds and "receive" not in kinds
+    assert len([t for t in doc["tasks"] if t["kind"] == "greenlet"]) == 7   # the hub, 5 outers, the waiter
+
+
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="gevent has no wheel for 3.9 in the package index here")
+def test_gevent_greenlets_each_on_their_own_task(tmp_path):
+    """gevent (from PyPI): five greenlets that sleep inside nested calls,
+    switched by gevent's hub; each one's calls and returns, on its own
+    track, equal the program's own log of that greenlet; the hub's
+    switches carry no message."""
+    _need_gevent()
     truth_path = tmp_path / "truth.json"
     swt, _ = run_traced(tmp_path, GEVENT_PROGRAM, "--events", "tasks", args=(str(truth_path),))
+    _no_messages(swt)
     truth = json.loads(truth_path.read_text())
     t = Trace(swt)
     _check_nesting(t)
@@ -309,5 +412,14 @@ def test_gevent_greenlets_each_on_their_own_task(tmp_path):
         if seq:
             got.append(json.dumps(seq))
     # (before 3.12 a list comprehension is a function of its own: left out)
-    want = [json.dumps([list(x) for x in v if x[1] in own]) for v in truth.values()]
+    want = [json.dumps([list(x) for x in v if x[1] in own]) for v in truth.values() if any(x[1] in own for x in v)]
     assert len(want) == 6 and sorted(got) == sorted(want)
+
+
+@pytest.mark.versions("3.12")
+def test_gevent_pure_python_hub_switches_carry_no_message(tmp_path):
+    """gevent's pure-Python hub calls greenlet.switch() from Python, with
+    the values it hands over: still switches only."""
+    _need_gevent()
+    swt, _ = run_traced(tmp_path, GEVENT_PROGRAM, "--events", "tasks", args=(str(tmp_path / "truth.json"), "pure"))
+    _no_messages(swt)
