@@ -184,8 +184,8 @@ static const struct tp_desc {
     unsigned size2;
     const char *peer, *comm, *prev_comm;
 } tp_descs[SRC_FAULT] = {
-    [SRC_ENTER] = {"raw_syscalls/sys_enter", "long id", 8, NULL, 0, NULL, NULL},
-    [SRC_EXIT] = {"raw_syscalls/sys_exit", "long id", 8, "long ret", 8, NULL, NULL},
+    [SRC_ENTER] = {"raw_syscalls/sys_enter", "long id", 8, NULL, 0, NULL, NULL, NULL},
+    [SRC_EXIT] = {"raw_syscalls/sys_exit", "long id", 8, "long ret", 8, NULL, NULL, NULL},
     [SRC_SWITCH] = {"sched/sched_switch", "pid_t prev_pid", 4, "long prev_state", 8, "pid_t next_pid",
                     "char next_comm[16]", "char prev_comm[16]"},
     /* sched_waking, not sched_wakeup: the latter fires on the wakee's CPU,

@@ -206,7 +206,11 @@
  *                 thread as it starts, made by task `task` of the thread
  *                 `native_id`, here (that thread's code); name its name
  *   TASK_EXIT     task `task` ended: outcome 0 returned (result its repr),
- *                 1 raised (result the exception's repr), 2 cancelled
+ *                 1 raised (result the exception's repr), 2 cancelled; a
+ *                 greenlet's result "": not known (one that began before
+ *                 task events and ended into a parent waiting in a
+ *                 switch() not ours; else the record is written as that
+ *                 switch() returns the result, after the switch to it)
  *   TASK_BLOCK    the running task waits, here: reason (by number: lock, condition,
  *                 event, queue, future, channel, sleep, io, join),
  *                 channel what it waits on ("" unknown)

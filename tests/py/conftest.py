@@ -233,6 +233,18 @@ def built_once(name, key, build):
 
 # ---- a program run under stackwatch, and its trace read back ----
 
+def run_own_log(folder, program):
+    """Writes `program` to folder/p.py and runs it with python as `p.py
+    TRACE OWN` (it traces itself into TRACE and writes its own log, JSON,
+    to OWN), checking that it exits with status 0. Returns (the trace's
+    path, the log read)."""
+    prog = write(folder / "p.py", program)
+    swt, own = folder / "t.swt", folder / "own.json"
+    r = subprocess.run([sys.executable, prog, str(swt), str(own)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return str(swt), json.loads(own.read_text())
+
+
 def run_traced(folder, program, *options, name="prog.py", trace="t.swt", args=(), cwd=None):
     """Writes `program` to folder/name and runs `stackwatch run OPTIONS -o
     folder/trace folder/name ARGS` (in `cwd`), checking that it exits with

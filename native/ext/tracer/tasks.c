@@ -341,6 +341,64 @@ void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co)
     sw_tracer_thread_ready(t);
 }
 
+/* The qualified name of the outermost frame of f's chain (a greenlet's:
+ * its run function's), into buf. Takes f (a new reference). */
+static void outermost_name(PyObject *f, char *buf, size_t len)
+{
+    buf[0] = 0;
+    PyFrameObject *back;
+    while ((back = PyFrame_GetBack((PyFrameObject *)f)))
+        Py_SETREF(f, (PyObject *)back);
+    PyCodeObject *co = PyFrame_GetCode((PyFrameObject *)f);
+    const char *s = PyUnicode_AsUTF8(sw_code_qualname(co));
+    if (s)
+        snprintf(buf, len, "%s", s);
+    sw_err_drop();
+    Py_DECREF(co);
+    Py_DECREF(f);
+}
+
+/* 1 if type tp is gevent's (or derives from one of gevent's types: its
+ * Greenlet keeps the function it runs as _run; its run is its own
+ * Greenlet.run). The last type asked is kept. */
+static int gevent_type(PyTypeObject *tp)
+{
+    static PyTypeObject *last;   /* (only compared) */
+    static int last_is;
+    if (tp == last)
+        return last_is;
+    PyObject *mro = tp->tp_mro;
+    int is = 0;
+    for (Py_ssize_t i = 0; mro && PyTuple_Check(mro) && i < PyTuple_GET_SIZE(mro) && !is; i++) {
+        PyObject *mod = PyObject_GetAttrString(PyTuple_GET_ITEM(mro, i), "__module__");
+        const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
+        is = m && strncmp(m, "gevent.", 7) == 0;
+        Py_XDECREF(mod);
+        sw_err_drop();
+    }
+    last = tp;
+    last_is = is;
+    return is;
+}
+
+/* The qualified name of the function a gevent Greenlet g runs (its _run:
+ * `outer` for gevent.spawn(outer), `AsyncResult.get` for
+ * gevent.spawn(result.get)), into buf; 0 when g is none or has none. */
+static int gevent_run_name(PyObject *g, char *buf, size_t len)
+{
+    if (!gevent_type(Py_TYPE(g)))
+        return 0;
+    PyObject *run = PyObject_GetAttrString(g, "_run");
+    PyObject *qn = run && PyCallable_Check(run) ? PyObject_GetAttrString(run, "__qualname__") : NULL;
+    const char *s = qn && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
+    if (s)
+        snprintf(buf, len, "%s", s);
+    Py_XDECREF(qn);
+    Py_XDECREF(run);
+    sw_err_drop();
+    return s != NULL;
+}
+
 /* The qualified name of the outermost frame of a suspended greenlet (its
  * run function's), into buf; "" when it has none. */
 static void suspended_name(PyObject *g, char *buf, size_t len)
@@ -352,16 +410,7 @@ static void suspended_name(PyObject *g, char *buf, size_t len)
         Py_XDECREF(f);
         return;
     }
-    PyFrameObject *back;
-    while ((back = PyFrame_GetBack((PyFrameObject *)f)))
-        Py_SETREF(f, (PyObject *)back);
-    PyCodeObject *co = PyFrame_GetCode((PyFrameObject *)f);
-    const char *s = PyUnicode_AsUTF8(sw_code_qualname(co));
-    if (s)
-        snprintf(buf, len, "%s", s);
-    sw_err_drop();
-    Py_DECREF(co);
-    Py_DECREF(f);
+    outermost_name(f, buf, len);
 }
 
 /* The message of the switch about to happen (set by greenlet_switch):
@@ -410,15 +459,11 @@ static PyObject *take_result(PyObject *g)
     return r;
 }
 
-/* A greenlet's run function, wrapped when our switch() starts it: self is
- * (the run function, the greenlet's address); its result's repr (or its
- * exception's) is kept for the greenlet's exit. No frame of its own. */
-static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
+/* The repr of res, or when it is NULL of the exception pending (kept
+ * pending), cut at SW_TASK_VALUE_MAX characters (new reference; NULL when
+ * it fails). */
+static PyObject *outcome_repr(PyObject *res)
 {
-    PyObject *run = PyTuple_GET_ITEM(self, 0);
-    PyObject *res = PyObject_Call(run, args, kwargs);
-    if (!(sw_D.mask & SW_EVB(SW_K_TASK_EXIT)))
-        return res;
     sw_exc_state exc;
     sw_exc_save(&exc);   /* (res NULL: the exception it raised, put back after) */
     PyObject *v = res;
@@ -438,11 +483,87 @@ static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
         Py_XDECREF(cut);
     }
     sw_err_drop();
-    Py_XSETREF(result_value, r);
+    sw_exc_restore(&exc);
+    return r;
+}
+
+/* A greenlet's run function, wrapped when our switch() starts it: self is
+ * (the run function, the greenlet's address); its result's repr (or its
+ * exception's) is kept for the greenlet's exit. No frame of its own. */
+static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *run = PyTuple_GET_ITEM(self, 0);
+    PyObject *res = PyObject_Call(run, args, kwargs);
+    if (!(sw_D.mask & SW_EVB(SW_K_TASK_EXIT)))
+        return res;
+    Py_XSETREF(result_value, outcome_repr(res));
+    sw_exc_state exc;
+    sw_exc_save(&exc);
     result_of = PyLong_AsVoidPtr(PyTuple_GET_ITEM(self, 1));
     sw_err_drop();
     sw_exc_restore(&exc);
     return res;
+}
+
+/* Greenlets suspended in our switch() (set by greenlet_switch just before
+ * it switches, taken by greenlet_trace for the origin of that switch):
+ * their addresses (only compared), in a set. A greenlet that began before
+ * task events ends into its parent with a result that only the parent's
+ * switch() returns: when the parent waits in ours, the exit is recorded
+ * there, with it (exit_pending); else its result is not known. */
+static void *switching_in_ours;   /* the greenlet our switch() switches to (only compared), or NULL */
+static PyObject *suspended_in_ours;
+static uint64_t suspended_gen;   /* the session the set belongs to (emptied for a new one) */
+static struct {
+    void *into;     /* the parent it ended into (only compared); NULL: none pending */
+    void *thread;   /* its thread state (only compared): another thread's switch() does not return it */
+    uint64_t task;
+    int threw;
+} exit_pending;
+
+static PyObject *address_key(PyObject *g)
+{
+    return PyLong_FromVoidPtr(g);
+}
+
+/* 1 if greenlet g waits in our switch() (and it resumes now: forgotten). */
+static int resumes_in_ours(PyObject *g)
+{
+    if (suspended_in_ours && suspended_gen != sw_S.gen)
+        PySet_Clear(suspended_in_ours);
+    suspended_gen = sw_S.gen;
+    if (!suspended_in_ours || !PySet_GET_SIZE(suspended_in_ours))
+        return 0;
+    PyObject *key = address_key(g);
+    int r = key ? PySet_Discard(suspended_in_ours, key) : 0;
+    Py_XDECREF(key);
+    sw_err_drop();
+    return r > 0;
+}
+
+/* Greenlet g switches away from inside our switch(). */
+static void suspends_in_ours(PyObject *g)
+{
+    if (!suspended_in_ours)
+        suspended_in_ours = PySet_New(NULL);
+    PyObject *key = suspended_in_ours ? address_key(g) : NULL;
+    if (key)
+        PySet_Add(suspended_in_ours, key);
+    Py_XDECREF(key);
+    sw_err_drop();
+}
+
+/* Records the exit of task `task` (threw: by an exception), its result
+ * result (a repr) or, when NULL, "" (not known). A pending exception
+ * stays (the one a switch() returning the greenlet's raises). */
+static void record_greenlet_exit(uint64_t task, int threw, PyObject *result)
+{
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    const char *r = result ? PyUnicode_AsUTF8(result) : NULL;
+    sw_err_drop();
+    task_record(SW_K_TASK_EXIT, NULL, (long long)task, threw, 0, r ? r : "", NULL);
+    sw_exc_restore(&exc);
 }
 
 static PyMethodDef run_def = {"run", (PyCFunction)(void (*)(void))run_returned, METH_VARARGS | METH_KEYWORDS,
@@ -538,13 +659,23 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         int died = dead == Py_True;
         Py_XDECREF(dead);
         sw_err_drop();
+        int parent_in_ours = resumes_in_ours(target);
+        if (switching_in_ours == (void *)target) {   /* (not a switch a collection makes meanwhile) */
+            suspends_in_ours(origin);
+            switching_in_ours = NULL;
+        }
         if (died) {
             PyObject *result = take_result(origin);
-            const char *r = result ? PyUnicode_AsUTF8(result) : NULL;
-            sw_err_drop();
-            task_record(SW_K_TASK_EXIT, NULL, (long long)from,
-                        PyUnicode_Check(event) && PyUnicode_CompareWithASCIIString(event, "throw") == 0, 0, r,
-                        NULL);
+            int threw = PyUnicode_Check(event) && PyUnicode_CompareWithASCIIString(event, "throw") == 0;
+            if (exit_pending.into) {   /* (one whose parent's switch() never returned to ours) */
+                record_greenlet_exit(exit_pending.task, exit_pending.threw, NULL);
+                exit_pending.into = NULL;
+            }
+            if (!result && parent_in_ours)   /* the parent's switch() returns it: recorded there */
+                exit_pending.into = target, exit_pending.thread = PyThreadState_Get(), exit_pending.task = from,
+                exit_pending.threw = threw;
+            else
+                record_greenlet_exit(from, threw, result);
             Py_XDECREF(result);
         }
         const char *value = msg ? PyUnicode_AsUTF8(msg) : NULL;
@@ -571,7 +702,14 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
                 define_task(t, from, name);
             }
             sw_tbuf_task_switch(t->tb, sw_clock_now(&sw_S.clock), from, to);
-            if (target_fresh)
+            PyFrameObject *resumed = target_fresh ? PyEval_GetFrame() : NULL;   /* borrowed */
+            char name[256] = "";
+            if (resumed) {   /* it began before task events: named after its run's frame, the outermost */
+                outermost_name(Py_NewRef((PyObject *)resumed), name, sizeof name);
+                define_task(t, to, name);
+            } else if (target_fresh && gevent_run_name(target, name, sizeof name))
+                define_task(t, to, name);   /* (its first frame is gevent's own, or the function's callee) */
+            else if (target_fresh)
                 unnamed = to;
         }
         sw_evdata d = {.line = -1, .a = (long long)from, .b = (long long)to};
@@ -713,9 +851,18 @@ static PyObject *greenlet_switch(PyObject *self, PyObject *args, PyObject *kwarg
     for (Py_ssize_t i = 0; i < n; i++)
         PyTuple_SET_ITEM(all, i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
     PyObject *orig = Py_NewRef(switch_orig);
+    switching_in_ours = (sw_D.mask & SW_EVB(SW_K_TASK_EXIT)) ? (void *)self : NULL;
     PyObject *res = PyObject_Call(orig, all, kwargs);
+    switching_in_ours = NULL;   /* (it did not switch) */
     Py_DECREF(orig);
     Py_DECREF(all);
+    if (exit_pending.into && exit_pending.thread == (void *)PyThreadState_Get()) {
+        /* a greenlet that began before task events ended into this one: res is its result */
+        PyObject *r = outcome_repr(res);
+        record_greenlet_exit(exit_pending.task, exit_pending.threw, r);
+        Py_XDECREF(r);
+        exit_pending.into = NULL;
+    }
     return res;
 }
 

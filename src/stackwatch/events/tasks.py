@@ -165,6 +165,16 @@ def _asyncio_tasks():
     return out
 
 
+def _gevent_run_name(g):
+    """The qualified name of the function a gevent Greenlet g runs (its
+    _run; its run is gevent's own Greenlet.run), as the trace names it
+    (tasks.c gevent_run_name); None for another greenlet."""
+    if not any(str(getattr(c, "__module__", "")).startswith("gevent.") for c in type(g).__mro__):
+        return None
+    qn = getattr(getattr(g, "_run", None), "__qualname__", None)
+    return qn if isinstance(qn, str) else None
+
+
 def _greenlets():
     greenlet = sys.modules.get("greenlet")
     if greenlet is None:
@@ -177,7 +187,8 @@ def _greenlets():
             continue
         f = g.gr_frame if g is not here else sys._getframe(1)
         stack = _stack(f)
-        default = "greenlet " + stack[-1]["function"] if stack else "greenlet"
+        run = _gevent_run_name(g) or (stack[-1]["function"] if stack else None)
+        default = "greenlet " + run if run else "greenlet"
         n, group = _given(g, default)
         out.append({"name": n, "group": group, "kind": "greenlet", "thread": threading.get_native_id()
                     if g is here else None, "state": "running" if g is here else "suspended",

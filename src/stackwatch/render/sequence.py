@@ -89,6 +89,8 @@ def data(doc, title):
                        for f in t.get("creation_stack") or ())
         tasks.append({**blank, **{k: t.get(k) for k in blank}, "name": t["name"], "thread": t.get("thread"),
                       "stack": stack_of(frames)})
+        if t.get("result_unknown"):   # (shown as text: a repr is never bare words in parentheses)
+            tasks[-1]["result"] = "(result not known)"
     events = doc.get("events") or []
     for e in events:       # tasks named only by events
         for n in (e.get("task"), e.get("other")):

@@ -12,7 +12,9 @@ tasks: {"id" (0: a thread's own task), "name" (unique in the document:
 {"function", "file", "line"}: a line only at the program's frame that made
 it; for the tasks of creators beyond the CREATION_REPLAYS busiest, that
 frame alone), "exit_t_ns", "outcome" ("result", "exception", "cancelled"),
-"result" (a repr), "at_start" (a thread alive as task events started:
+"result" (a repr), "result_unknown" (True: a greenlet that ended with a
+result no switch() of ours returned: one that began before task events,
+ending into a parent that waits in greenlet's own switch), "at_start" (a thread alive as task events started:
 {"state": "running", "runnable" or "blocked", "waits_on": what it waited
 on or None}, from META `tasks_at_start`; else None: asyncio tasks alive
 then block at the start instead)}.
@@ -58,7 +60,7 @@ def _unique(name, taken):
 def _task(tid, name, kind, thread):
     return {"id": tid, "name": name, "group": None, "kind": kind, "thread": thread, "created_by": None,
             "created_t_ns": None, "creation_stack": [], "exit_t_ns": None, "outcome": None, "result": None,
-            "at_start": None}
+            "result_unknown": False, "at_start": None}
 
 
 def read_task_events(trace):
@@ -132,7 +134,11 @@ def read_task_events(trace):
                 key = task_at((index, data["task"]))
                 outcome = OUTCOMES[data["outcome"]] if data["outcome"] < len(OUTCOMES) else None
                 ev.update(kind="exit", task=key, value=None)
-                tasks[key].update(exit_t_ns=t_ns, outcome=outcome, result=data.get("result") or None)
+                # A greenlet's exit without a result: one no switch of ours returned (it ended into a
+                # parent that waits in greenlet's own switch): not known, not None.
+                unknown = not data.get("result") and tasks[key]["kind"] == "greenlet" and outcome != "cancelled"
+                tasks[key].update(exit_t_ns=t_ns, outcome=outcome, result=data.get("result") or None,
+                                  result_unknown=unknown)
             elif name == "task_block":
                 ev.update(kind="block", reason=REASONS[data["reason"]] if data["reason"] < len(REASONS) else None)
             elif name == "task_wake":

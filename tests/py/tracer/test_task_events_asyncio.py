@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import run_traced
+from conftest import run_own_log, run_traced
 from stackwatch import Trace
 from stackwatch.tracer.task_events import read_task_events
 
@@ -215,14 +215,8 @@ def test_tasks_alive_at_the_start(tmp_path):
     task waiting on a queue (as the program saw it) blocks on that queue at
     the start, and its wake pairs with it; a runnable one is listed, named,
     with no block."""
-    from conftest import write
-    import subprocess
-    prog = write(tmp_path / "p.py", AT_START)
-    swt, own = tmp_path / "t.swt", tmp_path / "own.json"
-    r = subprocess.run([sys.executable, prog, str(swt), str(own)], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    own = json.loads(own.read_text())
-    doc = read_task_events(str(swt))
+    swt, own = run_own_log(tmp_path, AT_START)
+    doc = read_task_events(swt)
     names = {t["name"] for t in doc["tasks"]}
     assert own["blocked"] == [own["getter"]] and {own["getter"], own["spinner"]} <= names
     getter = [(e["kind"], e["reason"], e["channel"]) for e in doc["events"] if e["task"] == own["getter"]]

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import chrome_slices, perfetto_timeline, run_traced, write
+from conftest import chrome_slices, perfetto_timeline, run_own_log, run_traced, write
 from stackwatch import Trace
 from stackwatch.tracer.task_events import read_task_events
 
@@ -368,6 +368,11 @@ open(sys.argv[1], "w").write(json.dumps(log))
 '''
 
 
+# gevent's hub: named by its run method (3.9 and 3.10 code objects have no
+# qualified name)
+GEVENT_HUB = "greenlet Hub.run" if sys.version_info >= (3, 11) else "greenlet run"
+
+
 def _need_gevent():
     try:
         import gevent  # noqa: F401
@@ -400,9 +405,9 @@ def test_gevent_greenlets_each_on_their_own_task(tmp_path):
     t = Trace(swt)
     _check_nesting(t)
     names = [th["name"] for th in t.threads]
-    # the hub: its run method (3.9 and 3.10 code objects have no qualified name)
-    hub = "greenlet Hub.run" if sys.version_info >= (3, 11) else "greenlet run"
+    hub = GEVENT_HUB
     assert names.count("greenlet outer") == 5 and hub in names
+    _check_gevent_names(swt)
     own = {"inner", "outer", "main"}
     got = []
     for pos in range(len(t.threads)):
@@ -423,3 +428,83 @@ def test_gevent_pure_python_hub_switches_carry_no_message(tmp_path):
     _need_gevent()
     swt, _ = run_traced(tmp_path, GEVENT_PROGRAM, "--events", "tasks", args=(str(tmp_path / "truth.json"), "pure"))
     _no_messages(swt)
+    _check_gevent_names(swt)
+
+
+def _check_gevent_names(swt):
+    """Each greenlet gevent.spawn() made is named by the function given to
+    it (outer; AsyncResult.get), not by gevent's own code it runs first
+    (Greenlet.run in pure Python, Timeout._start_new_or_dummy under
+    result.get), on its track and in the task document alike."""
+    spawned = ["greenlet outer"] * 5 + ["greenlet AsyncResult.get"]
+    tracks = [th["name"] for th in Trace(swt).threads if th["task"] and th["name"] != GEVENT_HUB]
+    assert sorted(tracks) == sorted(spawned), tracks
+    doc = [t["name"].split(" #")[0] for t in read_task_events(swt)["tasks"]
+           if t["kind"] == "greenlet" and t["name"] != GEVENT_HUB]
+    assert sorted(doc) == sorted(spawned), doc
+
+
+# Greenlets alive before task events start: `worker` began (it waits in a
+# nested call), `later` did not; `orphan` began under `middle` (a greenlet
+# that began too), whose switch() to it was called before tracing, so the
+# value orphan ends with reaches middle by greenlet's own switch, never
+# seen: its result is not known. The program logs each one's run function
+# and what its parent's switch() returned.
+AT_START = r'''
+import json, sys, greenlet, stackwatch
+main = greenlet.getcurrent()
+def worker(n):
+    def inner():
+        main.switch("paused")
+    inner()
+    return n * 2
+def later(n):
+    return [n + 1]
+def orphan():
+    main.switch("orphan paused")
+    return "lost"
+def boom():
+    main.switch()
+    raise ValueError("boom")
+def middle():
+    o = greenlet.greenlet(orphan)
+    got = o.switch()                     # (greenlet's own switch: tracing has not started)
+    return ("middle saw", got)
+gl, g2 = greenlet.greenlet(worker), greenlet.greenlet(later)
+assert gl.switch(3) == "paused"
+mid = greenlet.greenlet(middle)
+assert mid.switch() == "orphan paused"
+orphan_g = mid.gr_frame.f_locals["o"]
+b = greenlet.greenlet(boom)
+b.switch()
+stackwatch.start(sys.argv[1], events=["tasks"])
+results = {"greenlet worker": ("result", gl.switch()), "greenlet later": ("result", g2.switch(5))}
+results["greenlet middle"] = ("result", orphan_g.switch())   # orphan ends into middle, which ends into us
+try:
+    b.switch()
+except ValueError as e:   # (the exception boom raised, raised by our switch())
+    results["greenlet boom"] = ("exception", e)
+stackwatch.stop()
+json.dump({k: [o, repr(v)] for k, (o, v) in results.items()}, open(sys.argv[2], "w"))
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_greenlets_alive_at_the_start_named_and_their_results(tmp_path):
+    """A greenlet that began before task events is named by its run
+    function (the outermost frame it runs), one not started yet by its
+    .run; each exit's result (or exception) is the one its parent's
+    switch() returned (or raised), as the program logged it, or marked unknown when no switch of ours
+    returned it (never None)."""
+    swt, own = run_own_log(tmp_path, AT_START)
+    doc = read_task_events(swt)
+    tasks = {t["name"]: t for t in doc["tasks"] if t["kind"] == "greenlet"}
+    assert set(tasks) == {"greenlet worker", "greenlet later", "greenlet middle", "greenlet orphan",
+                          "greenlet boom"}, list(tasks)
+    for name, (outcome, result) in own.items():
+        assert (tasks[name]["outcome"], tasks[name]["result"], tasks[name]["result_unknown"]) == \
+            (outcome, result, False), name
+    lost = tasks["greenlet orphan"]
+    assert (lost["outcome"], lost["result"], lost["result_unknown"]) == ("result", None, True)
+    exits = [e["task"] for e in doc["events"] if e["kind"] == "exit"]
+    assert sorted(exits) == sorted(tasks), exits
