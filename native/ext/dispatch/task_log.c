@@ -535,6 +535,8 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
         if (named) {
             PUT_LIT(b, " ");
             put(b, e->name);
+        } else if (e->name) {
+            PUT_LIT(b, " not known");   /* (an empty value: nobody saw it, docs/format.md) */
         }
         break;
     case SW_K_TASK_BLOCK: {
