@@ -11,15 +11,12 @@ test suite.
 The rule, exactly:
 - The read of a sample lies between its time (as its thread's read
   began; the first thread's is the sampling round's start) and the next
-  sample's time of any thread (threads are read one after the other),
-  and so before the thread's own next sample (the trace's end after its
-  last): the window checked, as the trace's times are clock ticks
-  converted at a rate measured at run time, and the gap to the next
-  thread's read can be as short as that conversion's error (checked up
-  to the next sample of any thread, one run of gen_shapes.py in ~40 on
-  3.9 had one sample differ, its cause not found). The
-  stacks open then are the one open at the sample's time and the one
-  after each of the thread's events up to its next sample's.
+  sample's time (of any thread: threads are read one after the other; the
+  trace's end after the last). The stacks open then are the one open at
+  the sample's time and the one after each of the thread's events up to
+  the next sample's. A sample dated at its round's start instead, after
+  other threads were read first, would be checked against the wrong
+  instants.
 - One event more on each side: the tracer stamps an entry after the frame
   became visible to a reader (3.12+: sys.monitoring's PY_START fires after
   RESUME's eval-breaker check, where a thread may wait 5 ms for the GIL)
@@ -190,6 +187,7 @@ def compare(path):
     assert all(not is_runpy(c.filename) for c in t.codes.values())
     raw = t._t.samples(-1)
     samples = t.samples()
+    dates = sorted({s.t_ns for s in samples})
     names = {(c.filename, c.firstlineno): c.qualname for c in t.codes.values()}
     checked, differ = 0, []
     skipped = {"failed": 0, "no frame": 0, "nothing open": 0, "start-up": 0}
@@ -199,7 +197,6 @@ def compare(path):
         tasks = [q for q, o in enumerate(t.threads) if o["task"] and o["thread"] == th["index"]]
         stacks = Stacks()
         times, nodes, generators = open_stacks(t, [pos] + tasks, stacks)
-        dates = sorted({s.t_ns for s in samples if s.thread == pos})
         # (with tasks: the program's first frame; stackwatch's start-up before)
         started = tasks and next((e[1] for e in t._t.events(pos)
                                   if e[0] in ENTER and e[3] == 0 and t.codes[e[2]].name == "<module>"), t.end_ns)
