@@ -96,10 +96,9 @@ static inline const char *sw_thread_state_name(uint32_t state)
 typedef struct sw_sample {
     uint64_t thread_id;      /* threading.get_ident() of the thread */
     uint64_t native_tid;     /* the OS thread id, 0 where unknown */
-    int64_t t_ns;            /* CLOCK_MONOTONIC when the sample was taken: as
-                                its thread's read began (the first thread's:
-                                the round's start), or for a native capture
-                                the moment the thread stopped for it */
+    int64_t t_ns;            /* CLOCK_MONOTONIC when the sample was taken: the
+                                round's start, or for a native capture the
+                                moment the thread stopped for it */
     uint64_t weight_ns;      /* wall time it stands for: since the previous sampling round */
     uint32_t depth;          /* number of entries in frames */
     uint32_t flags;          /* SW_SAMPLE_* */

@@ -2193,18 +2193,12 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
         }
         /* A thread state that cannot be read, or that no longer belongs to
          * this interpreter (freed and reused), ends the walk. */
-        /* Each thread's sample is dated as its own read begins (the first
-         * one's is the round's read): a round that reaches a thread late
-         * (the threads before it slow to read, the reader preempted) does
-         * not date its stack early. Every read of its walk comes after
-         * that time and before the next thread's (docs/format.md, SAMPLES). */
-        int64_t when = i == 0 || !t_ns ? t_ns : (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
         if ((!have && read_tstate(r, tstate, ts, &g, 0) != SW_OK) || u64_at(ts, l->tstate_interp) != r->interp) {
             r->st.failed++;
             break;
         }
         have = 0;
-        sample_thread(r, tstate, ts, &g, when, weight_ns, sink, ud, &delivered);
+        sample_thread(r, tstate, ts, &g, t_ns, weight_ns, sink, ud, &delivered);
         tstate = u64_at(ts, l->tstate_next);
     }
     if (r->states)

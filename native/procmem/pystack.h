@@ -126,8 +126,7 @@ sw_pystack *sw_pystack_new_core(const sw_py_layout *l, struct sw_coremem *core, 
 void sw_pystack_free(sw_pystack *r);
 
 /* Reads the stack of every thread once and passes each to sink, stamped
- * t_ns (the first thread's; each other's the time its read began, unless
- * t_ns is 0) and weight_ns (see sw_sample), and with limits.thread_states its
+ * t_ns and weight_ns (see sw_sample), and with limits.thread_states its
  * state, CPU time since the previous round, and whether it held the GIL:
  * the GIL's `locked` and `last_holder` are read once per round, first; a
  * thread is its holder if it is last_holder while the GIL is locked. Returns the number of samples given
