@@ -14,10 +14,12 @@ function events follow its conventions.
 3.12 and 3.13 run it (3.13: its __init__ frames pushed inline reach LTTng
 through the tracer's second path, init_gap.c; STACKWATCH_ALL_VERSIONS=1
 runs it on each)."""
+import fcntl
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -86,10 +88,19 @@ def lttng(*args, check=True):
 @pytest.fixture(scope="module")
 def sessiond():
     """A session daemon: the one running, else one started here (in the
-    foreground, stopped at the end)."""
+    foreground, stopped at the end). Root has one session daemon per
+    machine, so this module's runs take turns (a lock file): make test
+    runs it on two Pythons, maybe at once in its two lanes, and one's end
+    would stop the other's daemon."""
     if NO_LTTNG:
         yield None
         return
+    with open(os.path.join(tempfile.gettempdir(), "stackwatch-lttng-tests.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield from _sessiond()
+
+
+def _sessiond():
     if lttng("list", check=False).returncode == 0:
         yield None
         return
