@@ -32,14 +32,14 @@
     X(code_filename) X(code_firstlineno) X(code_linetable) X(code_code) X(ob_type) X(str_state) X(str_length) \
     X(str_ascii_data) X(str_compact_data) X(str_legacy_data) X(str_header_size) X(bytes_size) X(bytes_data) \
     X(interp_gil) X(gil_locked) X(gil_last_holder) X(runtime_interp_main) X(version_hex) X(interp_modules) \
-    X(frame_localsplus) X(code_varnames)
+    X(frame_localsplus) X(code_varnames) X(interp_size) X(runtime_interp_next_id)
 #define SW_DEBUG_OFFSETS_KEPT(X) \
     X(frames_kind) X(pointer_size) X(ob_refcnt) X(cframe_current_frame) X(chunk_data) X(owner_cstack) \
     X(frame_is_entry) X(str_kind_shift) X(str_kind_mask) X(str_compact_mask) X(str_ascii_mask) X(thread_tid) \
     X(runtime_addr) X(runtime_gil) X(gil_size) X(linetable_kind) X(frame_lasti) X(lasti_unit) X(code_type) \
     X(str_type) X(frame_type) X(owner_thread) X(owner_generator) X(gen_state_back) X(gen_executing) \
     X(frame_gen) X(frame_state) X(frame_running) X(frame_globals) X(frame_func) X(interp_trampoline) \
-    X(none_addr) X(managed_kind) X(module_dict) X(dict_keys) X(dict_values) X(keys_log2_size) \
+    X(interp_code_counter) X(none_addr) X(managed_kind) X(module_dict) X(dict_keys) X(dict_values) X(keys_log2_size) \
     X(keys_log2_index_bytes) X(keys_kind) X(keys_nentries) X(keys_indices) X(keys_kind_general) X(entry_size) \
     X(entry_key) X(entry_value) X(uentry_size) X(uentry_key) X(uentry_value) X(values_values) X(values_valid) \
     X(long_size) X(long_non_size_bits) X(long_digits) X(long_digit_size) X(long_shift) X(type_flags) \

@@ -114,6 +114,11 @@ int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
         FAIL("the frame owners and the generator state are not described consistently");
     if (l->interp_trampoline != SW_NO_OFFSET && l->interp_trampoline > (1u << 24))   /* PyInterpreterState is large */
         FAIL("interpreter trampoline offset %u out of range", l->interp_trampoline);
+    if ((l->interp_code_counter != SW_NO_OFFSET) != (l->runtime_interp_next_id != SW_NO_OFFSET) ||
+        (l->interp_code_counter != SW_NO_OFFSET &&
+         (l->interp_code_counter > (1u << 24) || l->interp_code_counter % 4 || l->runtime_interp_next_id > (1u << 20) ||
+          l->runtime_interp_next_id % 8 || l->runtime_interp_main == SW_NO_OFFSET)))
+        FAIL("the counter of code objects made is not described consistently");
     if (l->thread_tid != SW_NO_OFFSET && l->thread_tid > SW_LAYOUT_MAX_READ - 4)
         FAIL("thread tid offset %u out of range", l->thread_tid);
     if (l->str_kind_mask == 0 || l->str_kind_shift > 31 || l->str_compact_mask == 0 || l->str_ascii_mask == 0)

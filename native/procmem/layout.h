@@ -135,6 +135,16 @@ typedef struct sw_py_layout {
                                       interpreter (target.h) */
     uint32_t runtime_gil;
     uint32_t interp_gil;
+    /* 3.13's counter of code objects made, one per interpreter (pystack.c
+     * "Code objects by counter"): PyInterpreterState.func_state.next_version
+     * (a uint32_t), and _PyRuntimeState.interpreters.next_id (an int64_t,
+     * the interpreters made so far: while it is 1 only the main one ever
+     * ran, so every code object came from its counter); SW_NO_OFFSET in
+     * other versions (3.12's counter is a static: target.h); interp_size
+     * (below) is sizeof(PyInterpreterState), which debug_offsets.c
+     * compares with the target's before trusting the counter's offset. */
+    uint32_t interp_code_counter;
+    uint32_t runtime_interp_next_id;
     uint32_t gil_size;
     uint32_t gil_locked;
     uint32_t gil_last_holder;
@@ -230,6 +240,7 @@ typedef struct sw_py_layout {
     uint64_t bytes_type;
     uint64_t tuple_type;
     uint64_t cell_type;
+    uint64_t interp_size;          /* sizeof(PyInterpreterState) (above, interp_code_counter) */
 } sw_py_layout;
 
 /* managed_kind: how an instance of a class without __slots__ keeps its
@@ -263,7 +274,8 @@ enum {
     X(str_kind_shift, 32) X(str_kind_mask, 32) X(str_compact_mask, 32) X(str_ascii_mask, 32) \
     X(str_ascii_data, 32) X(str_compact_data, 32) X(str_legacy_data, 32) X(str_header_size, 32) \
     X(thread_tid, 32) X(runtime_addr, 64) X(runtime_interp_main, 32) X(runtime_gil, 32) \
-    X(interp_gil, 32) X(gil_size, 32) X(gil_locked, 32) X(gil_last_holder, 32) X(linetable_kind, 32) \
+    X(interp_gil, 32) X(interp_code_counter, 32) X(runtime_interp_next_id, 32) \
+    X(gil_size, 32) X(gil_locked, 32) X(gil_last_holder, 32) X(linetable_kind, 32) \
     X(frame_lasti, 32) X(lasti_unit, 32) X(frame_instr, 32) X(code_code, 32) X(code_linetable, 32) \
     X(bytes_size, 32) X(bytes_data, 32) X(code_type, 64) X(str_type, 64) X(frame_type, 64) X(none_addr, 64) \
     X(managed_kind, 32) X(interp_modules, 32) X(module_dict, 32) X(dict_keys, 32) X(dict_values, 32) \
@@ -276,7 +288,7 @@ enum {
     X(managed_untag, 32) X(keys_size, 32) X(type_dictoffset, 32) X(frame_localsplus, 32) X(code_varnames, 32) \
     X(code_cellvars, 32) X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
     X(cell_ref, 32) X(frame_specials, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
-    X(cell_type, 64)
+    X(cell_type, 64) X(interp_size, 64)
 
 /* Checks that the layout is usable: known kinds, every field inside the
  * bytes read, read sizes within SW_LAYOUT_MAX_READ. Returns 0 or SW_EARG,

@@ -62,6 +62,8 @@ static const sw_py_layout sw_layouts_generated[] = {
         .runtime_interp_main = 0x28u,
         .runtime_gil = 0x160u,
         .interp_gil = 0xffffffffu,
+        .interp_code_counter = 0xffffffffu,
+        .runtime_interp_next_id = 0xffffffffu,
         .gil_size = 0xd0u,
         .gil_locked = 0x10u,
         .gil_last_holder = 0x8u,
@@ -127,6 +129,7 @@ static const sw_py_layout sw_layouts_generated[] = {
         .bytes_type = 0x1u,
         .tuple_type = 0x1u,
         .cell_type = 0x1u,
+        .interp_size = 0x1618u,
     },
     /* 3.10.13 */
     {
@@ -184,6 +187,8 @@ static const sw_py_layout sw_layouts_generated[] = {
         .runtime_interp_main = 0x28u,
         .runtime_gil = 0x160u,
         .interp_gil = 0xffffffffu,
+        .interp_code_counter = 0xffffffffu,
+        .runtime_interp_next_id = 0xffffffffu,
         .gil_size = 0xd0u,
         .gil_locked = 0x10u,
         .gil_last_holder = 0x8u,
@@ -249,6 +254,7 @@ static const sw_py_layout sw_layouts_generated[] = {
         .bytes_type = 0x1u,
         .tuple_type = 0x1u,
         .cell_type = 0x1u,
+        .interp_size = 0x1bb78u,
     },
     /* 3.11.7 */
     {
@@ -306,6 +312,8 @@ static const sw_py_layout sw_layouts_generated[] = {
         .runtime_interp_main = 0x30u,
         .runtime_gil = 0x168u,
         .interp_gil = 0xffffffffu,
+        .interp_code_counter = 0xffffffffu,
+        .runtime_interp_next_id = 0xffffffffu,
         .gil_size = 0xd0u,
         .gil_locked = 0x10u,
         .gil_last_holder = 0x8u,
@@ -371,6 +379,7 @@ static const sw_py_layout sw_layouts_generated[] = {
         .bytes_type = 0x1u,
         .tuple_type = 0x1u,
         .cell_type = 0x1u,
+        .interp_size = 0x1a4e8u,
     },
     /* 3.12.1 */
     {
@@ -428,6 +437,8 @@ static const sw_py_layout sw_layouts_generated[] = {
         .runtime_interp_main = 0x30u,
         .runtime_gil = 0xffffffffu,
         .interp_gil = 0x180u,
+        .interp_code_counter = 0xffffffffu,
+        .runtime_interp_next_id = 0xffffffffu,
         .gil_size = 0xd0u,
         .gil_locked = 0x10u,
         .gil_last_holder = 0x8u,
@@ -493,6 +504,7 @@ static const sw_py_layout sw_layouts_generated[] = {
         .bytes_type = 0x1u,
         .tuple_type = 0x1u,
         .cell_type = 0x1u,
+        .interp_size = 0x5da40u,
     },
     /* 3.13.0 */
     {
@@ -550,6 +562,8 @@ static const sw_py_layout sw_layouts_generated[] = {
         .runtime_interp_main = 0x280u,
         .runtime_gil = 0xffffffffu,
         .interp_gil = 0x10u,
+        .interp_code_counter = 0x4268u,
+        .runtime_interp_next_id = 0x288u,
         .gil_size = 0xd0u,
         .gil_locked = 0x10u,
         .gil_last_holder = 0x8u,
@@ -615,5 +629,6 @@ static const sw_py_layout sw_layouts_generated[] = {
         .bytes_type = 0x1u,
         .tuple_type = 0x1u,
         .cell_type = 0x1u,
+        .interp_size = 0x2f998u,
     },
 };

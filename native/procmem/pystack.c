@@ -14,9 +14,9 @@
  * older chunks, 3.12+ shim frames on the C stack) that the thread's last
  * walk did not read too; and then one read checking that the walk was not
  * torn (the code objects' headers, then the thread state, its current
- * frame and the walked frames again; 3.12 from outside: the headers only
+ * frame and the walked frames again; 3.12+ from outside: the headers only
  * of code objects not trusted by the target's counter of code objects
- * made, see "Code objects by counter"). Before 3.11 the thread state, then
+ * made, see "Code objects by counter"; 3.13 likewise). Before 3.11 the thread state, then
  * one read of the leaf and of the frames of the thread's last walk (from
  * outside: in the thread state's read, guessed_leaf), one per frame not
  * among them, and (in this process) one reading the code
@@ -110,6 +110,7 @@ struct sw_pystack {
                                       each read, or trusted by the counter (below) */
     /* Code objects by counter (see trusted_by_counter): */
     uint64_t code_counter;         /* the target's counter of code objects made, or 0 */
+    uint64_t interps_made;         /* 3.13: the count of interpreters made (next_id), or 0 */
     uint32_t counter_now;          /* this walk: its value read in the walk's first read, after
                                       the frames (0: not read, or the counter ran out) */
     int walk_early;                /* this walk: every frame came from that first read */
@@ -447,8 +448,9 @@ typedef struct guess {
     uint64_t pthread;         /* before 3.11: the thread's pthread_self() guessed ... */
     uint32_t tid;             /* ... and the kernel thread id read in its struct */
     int tid_ok;
-    uint32_t counter;         /* the counter of code objects made (code_counter), read last */
+    uint32_t counter;         /* the counter of code objects made (code_counter), read last ... */
     int counter_ok;
+    int64_t interps;          /* ... but for 3.13's count of interpreters made (interps_made) */
     uint32_t cf_req, win_req, tid_req, counter_req;   /* their indexes in r->spec_reqs, or 0 */
 } guess;
 
@@ -530,6 +532,8 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
         /* (after every frame of the read: see trusted_by_counter) */
         g->counter_req = *k;
         r->spec_reqs[(*k)++] = (sw_mem_req){r->code_counter, &g->counter, sizeof g->counter, 0};
+        if (r->interps_made)
+            r->spec_reqs[(*k)++] = (sw_mem_req){r->interps_made, &g->interps, sizeof g->interps, 0};
     }
 }
 
@@ -539,7 +543,8 @@ static void guess_read(sw_pystack *r, guess *g)
     g->cf_ok = g->cf_req && r->spec_reqs[g->cf_req].ok;
     g->tid_ok = g->tid_req && r->spec_reqs[g->tid_req].ok;
     g->win_ok = g->win_req && r->spec_reqs[g->win_req].ok;
-    g->counter_ok = g->counter_req && r->spec_reqs[g->counter_req].ok;
+    g->counter_ok = g->counter_req && r->spec_reqs[g->counter_req].ok &&
+                    (!r->interps_made || (r->spec_reqs[g->counter_req + 1].ok && g->interps == 1));
 }
 
 /* Reads the thread state at tstate into ts, with what is guessed of its
@@ -1206,7 +1211,14 @@ static uint32_t code_reads(sw_pystack *r, uint32_t n)
 /* Code objects by counter. 3.12 gives each code object it makes the next
  * value of one process-wide counter (co_version, from
  * _Py_next_func_version; functions' versions are taken from it too),
- * which only grows, and stays 0 once it has run out. A code object whose
+ * which only grows, and stays 0 once it has run out. 3.13 keeps that
+ * counter per interpreter (func_state.next_version, taken by the
+ * interpreter that makes the code object): the main interpreter's counts
+ * every code object made in the process only while no other interpreter
+ * was ever made, so it is trusted only while the count of interpreters
+ * made (interpreters.next_id), read right after it, is 1 (a code object
+ * made by a subinterpreter, once one exists, could reach a frame of the
+ * main one without moving its counter). A code object whose
  * header a check after a walk confirmed (its frames seen holding it
  * before and after that read) was alive at the end of that check: another
  * code object can take its address only once it is freed, after that
@@ -2194,13 +2206,22 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
     return delivered;
 }
 
-int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr)
+void sw_pystack_native_sources(sw_pystack *r, sw_symbols_source_fn fn, void *ud)
+{
+    if (r->syms && !r->unwinder)
+        sw_symbols_sources_later(r->syms, fn, ud);
+}
+
+int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr, uint64_t interps)
 {
     uint32_t v;
-    if (r->l.frames_kind != SW_FRAMES_INTERP || r->lim.park || r->lim.native ||
-        sw_mem_read(&r->mem, addr, &v, sizeof v) != SW_OK)
+    int64_t n;
+    if (r->l.frames_kind != SW_FRAMES_INTERP || r->lim.native ||
+        sw_mem_read(&r->mem, addr, &v, sizeof v) != SW_OK ||
+        (interps && sw_mem_read(&r->mem, interps, &n, sizeof n) != SW_OK))
         return SW_EARG;
     r->code_counter = addr;
+    r->interps_made = interps;
     return SW_OK;
 }
 

@@ -18,6 +18,7 @@
 #include "base/base.h"
 #include "layout.h"
 #include "mem.h"
+#include "symbols.h"
 
 #define SW_PYSTACK_MAX_DEPTH_LIMIT 16384u
 #define SW_PYSTACK_MAX_THREADS_LIMIT 65536u
@@ -134,12 +135,18 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
 
 void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out);
 
-/* Another process, 3.11+, without native frames: addr is the target's
+/* Native mode in this process: the source lines of the native frames'
+ * functions, found now (sw_symbols_sources_later). Not while r samples. */
+void sw_pystack_native_sources(sw_pystack *r, sw_symbols_source_fn fn, void *ud);
+
+/* 3.11+, without native frames (this process too): addr is the target's
  * counter of code objects made (sw_target_code_counter), read after each
  * walk's frames, so that the code objects' headers are read again only
- * after it moved (pystack.c "Code objects by counter"). 0, or SW_EARG
- * (not used: another reader, or unreadable). */
-int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr);
+ * after it moved (pystack.c "Code objects by counter"); interps (3.13, or
+ * 0) the count of interpreters made, read after it: the counter is
+ * trusted only while that count is 1. 0, or SW_EARG (not used: another
+ * reader, or unreadable). */
+int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr, uint64_t interps);
 
 /* Native mode from outside: why a thread's native stack could not be
  * read (the last such reason: it could not be stopped, unwind.h), or ""

@@ -141,6 +141,11 @@ static void *run(void *arg)
     return NULL;
 }
 
+sw_pystack *sw_sampler_reader(sw_sampler *s)
+{
+    return s->reader;
+}
+
 int sw_sampler_start(sw_sampler *s)
 {
     pthread_mutex_lock(&s->mu);

@@ -35,6 +35,9 @@ typedef struct sw_sampler_stats {
 /* A sampler that owns `reader` (freed with it). Returns NULL if out of
  * memory (the reader is then freed) or SW_EARG-worthy interval (NULL too). */
 sw_sampler *sw_sampler_new(sw_pystack *reader, uint64_t interval_ns, sw_sample_sink sink, void *ud);
+
+/* Its reader (not to be used while it runs). */
+sw_pystack *sw_sampler_reader(sw_sampler *s);
 /* Stops the thread if running, then frees everything (in a forked child:
  * nothing, see sw_sampler_in_forked_child). */
 void sw_sampler_free(sw_sampler *s);

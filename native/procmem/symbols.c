@@ -540,6 +540,21 @@ sw_sample_code *sw_symbols_lookup_line(sw_symbols *s, uint64_t pc, int by_fp, in
     return &e->info;
 }
 
+void sw_symbols_sources_later(sw_symbols *s, sw_symbols_source_fn fn, void *ud)
+{
+    for (size_t i = 0; i < s->nentries; i++) {
+        entry *e = s->entries[i];
+        const char *file;
+        uint32_t line;
+        Dl_info di;
+        if (e->info.library || strncmp(e->info.name, "??", 2) == 0)
+            continue;
+        object *o = object_at(s, e->info.addr, &di);
+        if (o && object_line(o, e->info.addr, &file, &line) == SW_OK && line && line <= INT32_MAX)
+            fn(ud, &e->info, file, line);
+    }
+}
+
 void sw_symbols_counts(const sw_symbols *s, uint64_t *objects, uint64_t *lookups, uint64_t *unknown)
 {
     *objects = s->nobjs;

@@ -33,6 +33,7 @@ sw_symbols *sw_symbols_new(void);   /* NULL if out of memory */
  * (above, and sw_symbols_lookup_line's). */
 struct sw_unwinder;
 sw_symbols *sw_symbols_new_remote(struct sw_unwinder *u);
+
 void sw_symbols_free(sw_symbols *s);
 
 /* The function at code address pc (pc - 1 for a return address, so a
@@ -60,6 +61,16 @@ sw_sample_code *sw_symbols_lookup_marked(sw_symbols *s, uint64_t pc, int by_fp, 
  * symbol has a source: another process's, with line tables), cached with
  * the address. */
 sw_sample_code *sw_symbols_lookup_line(sw_symbols *s, uint64_t pc, int by_fp, int *is_eval, int32_t *line);
+
+/* This process's symbols have no source line when looked up (an
+ * object's line tables can take the sampling thread a second to read:
+ * libpython's .debug_line is megabytes). Calls fn(ud, symbol, file, line)
+ * for each symbol looked up so far that has none, whose object's line
+ * tables (or its separate debug file's) cover its start: for the caller
+ * to name it so once sampling stopped (at export). Symbols that have a
+ * source (another process's) are skipped. */
+typedef void (*sw_symbols_source_fn)(void *ud, sw_sample_code *symbol, const char *file, uint32_t line);
+void sw_symbols_sources_later(sw_symbols *s, sw_symbols_source_fn fn, void *ud);
 
 /* Counters: objects whose symbol table was read, addresses looked up, and
  * those without a symbol. */

@@ -396,11 +396,20 @@ int sw_target_symbol(const sw_target *t, const char *name, uint64_t *addr)
     return SW_OK;
 }
 
-int sw_target_code_counter(const sw_target *t, uint64_t *addr)
+int sw_target_code_counter(const sw_target *t, const sw_py_layout *l, uint64_t interp, uint64_t *addr,
+                           uint64_t *interps)
 {
-    if (t->core || (t->version_hex >> 16) != 0x030cu)
+    *interps = 0;
+    if (t->core)
         return SW_EARG;
-    return sw_target_symbol(t, "_Py_next_func_version", addr);
+    if ((t->version_hex >> 16) == 0x030cu)
+        return sw_target_symbol(t, "_Py_next_func_version", addr);
+    if (l->interp_code_counter == SW_NO_OFFSET || l->runtime_interp_next_id == SW_NO_OFFSET || !interp ||
+        !t->runtime_addr)
+        return SW_EARG;
+    *addr = interp + l->interp_code_counter;
+    *interps = t->runtime_addr + l->runtime_interp_next_id;
+    return SW_OK;
 }
 
 /* The target's address of a type object, or 0 (then not checked). */

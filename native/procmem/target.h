@@ -64,9 +64,15 @@ int sw_target_symbol(const sw_target *t, const char *name, uint64_t *addr);
 /* The address in the target of its counter of code objects made, a
  * uint32_t that grows by one with each code object (and stays 0 once it
  * has run out): 3.12's _Py_next_func_version, a static of the interpreter
- * (.symtab: a stripped interpreter has none). 3.13 keeps one per
- * interpreter and earlier versions none: SW_EARG, as for a core file. */
-int sw_target_code_counter(const sw_target *t, uint64_t *addr);
+ * (.symtab: a stripped interpreter has none); 3.13's main interpreter's
+ * func_state.next_version (l, bound to this target, and interp: its main
+ * interpreter), each interpreter counting the code objects it makes, with
+ * in *interps the address of the count of interpreters made
+ * (interpreters.next_id, an int64_t; 3.12: 0). Earlier versions have
+ * none, nor has a layout that does not place it: SW_EARG, as for a core
+ * file. */
+int sw_target_code_counter(const sw_target *t, const sw_py_layout *l, uint64_t interp, uint64_t *addr,
+                           uint64_t *interps);
 
 /* One line of /proc/PID/maps with a name (a file's path, "[vdso]", ...):
  * its range, permissions ("r-xp"), file offset and the name, pointing

@@ -52,19 +52,29 @@ static uint64_t func_hash(const char *name, size_t nl, const char *file, size_t 
     return sw_hash_u64(sw_hash_bytes(file, fl, sw_hash_bytes(name, nl, 0)) ^ (uint32_t)line);
 }
 
+/* 1 with *id if the table holds (name, file, line) of hash h, else 0
+ * with *pos where it would be added. */
+static int func_find(sw_functab *ft, const char *name, size_t nl, const char *file, size_t fl, int32_t line,
+                     uint64_t h, uint32_t *pos, uint32_t *id)
+{
+    for (uint32_t i = sw_hashtab_first(&ft->index, h, pos); i != SW_HT_NONE; i = sw_hashtab_next(&ft->index, h, pos)) {
+        const sw_func *f = &ft->funcs[i];
+        if (f->line == line && ft->lens[i][0] == nl && ft->lens[i][1] == fl && memcmp(f->name, name, nl) == 0 &&
+            memcmp(f->filename, file, fl) == 0) {
+            *id = i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int sw_functab_intern(sw_functab *ft, const char *name, size_t nl, const char *file, size_t fl, int32_t line,
                       uint32_t *id)
 {
     uint64_t h = func_hash(name, nl, file, fl, line);
     uint32_t pos;
-    for (uint32_t i = sw_hashtab_first(&ft->index, h, &pos); i != SW_HT_NONE; i = sw_hashtab_next(&ft->index, h, &pos)) {
-        const sw_func *f = &ft->funcs[i];
-        if (f->line == line && ft->lens[i][0] == nl && ft->lens[i][1] == fl && memcmp(f->name, name, nl) == 0 &&
-            memcmp(f->filename, file, fl) == 0) {
-            *id = i;
-            return SW_OK;
-        }
-    }
+    if (func_find(ft, name, nl, file, fl, line, h, &pos, id))
+        return SW_OK;
     if (ft->n >= 0x7fffffffu || nl > UINT32_MAX || fl > UINT32_MAX)
         return SW_ENOMEM;
     if (ft->n == ft->cap) {
@@ -89,6 +99,28 @@ int sw_functab_intern(sw_functab *ft, const char *name, size_t nl, const char *f
     ft->lens[i][0] = (uint32_t)nl;
     ft->lens[i][1] = (uint32_t)fl;
     *id = i;
+    return SW_OK;
+}
+
+int sw_functab_set_source(sw_functab *ft, uint32_t id, const char *file, size_t fl, int32_t line)
+{
+    if (id >= ft->n || fl > UINT32_MAX)
+        return SW_EARG;
+    sw_func *f = &ft->funcs[id];
+    uint64_t h = func_hash(f->name, ft->lens[id][0], file, fl, line);
+    uint32_t same, pos;
+    if (func_find(ft, f->name, ft->lens[id][0], file, fl, line, h, &pos, &same))
+        return same == id ? SW_OK : SW_EARG;
+    char *copy = sw_dup_n(file, fl);
+    /* (the old key's index entry stays: its strings no longer match) */
+    if (!copy || sw_hashtab_add_after(&ft->index, h, id, pos) != SW_OK) {
+        free(copy);
+        return SW_ENOMEM;
+    }
+    free((char *)f->filename);
+    f->filename = copy;
+    f->line = line;
+    ft->lens[id][1] = (uint32_t)fl;
     return SW_OK;
 }
 

@@ -37,6 +37,11 @@ void sw_functab_free(sw_functab *ft);
  * copied (name_len/filename_len bytes, need not be NUL-terminated). */
 int sw_functab_intern(sw_functab *ft, const char *name, size_t name_len, const char *filename,
                       size_t filename_len, int32_t line, uint32_t *id);
+/* Gives function id another file and first line (a native function's
+ * source, found after its samples were added: sw_symbols_sources_later).
+ * SW_EARG for an unknown id, or (unchanged) if another function is
+ * already (its name, file, line). */
+int sw_functab_set_source(sw_functab *ft, uint32_t id, const char *file, size_t fl, int32_t line);
 uint32_t sw_functab_count(const sw_functab *ft);
 /* The function with this id, or NULL if the id is out of range. */
 const sw_func *sw_functab_get(const sw_functab *ft, uint32_t id);

@@ -59,3 +59,21 @@ def config_flags(*sources, text=b""):
         with open(source, "rb") as f:
             text += f.read()
     return words, hashlib.sha256(text + flags.stdout.encode()).hexdigest()[:12]
+
+
+def addr2line(so, addresses):
+    """[(file, line)] of addr2line for file addresses of so."""
+    out = subprocess.run(["addr2line", "-e", so] + [hex(a) for a in addresses], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.splitlines()
+    return [(os.path.normpath(f), int(n.split()[0])) for f, _, n in (x.rpartition(":") for x in out)]
+
+
+def symbol_lines(so, names):
+    """{name: (file, line)}: addr2line's for the start of each function
+    symbol of so named (nm)."""
+    symbols = {}
+    for line in subprocess.run(["nm", so], capture_output=True, text=True, check=True).stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] in names:
+            symbols[parts[2]] = int(parts[0], 16)
+    return dict(zip(symbols, addr2line(so, symbols.values())))

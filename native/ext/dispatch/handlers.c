@@ -290,7 +290,7 @@ void sw_handlers_emit(int kind, const sw_evdata *d)
             PyObject *fn = Py_NewRef(H[i].fn);   /* (the log's line, with no Event) */
             if (sw_task_log_emit(fn, kind, d) < 0 && H[i].fn == fn)
                 report_and_remove(i);
-            PyErr_Clear();
+            sw_err_drop();
             Py_DECREF(fn);
             continue;
         }

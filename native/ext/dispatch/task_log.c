@@ -73,7 +73,7 @@ typedef struct {
     tl_native *natives;
     size_t n_natives, cap_natives;
     sw_hashtab native_ix;
-    sw_bytes buf, body;
+    sw_bytes buf;            /* the lines not written yet; a line is made in place, at its end */
     long long t0;
     int started, line_buffered, binary;   /* binary: out takes bytes (a file opened "ab") */
     int whole_writes;        /* out is a buffered or raw binary file of io's: written from the buffer as it is */
@@ -474,16 +474,13 @@ typedef struct {
     int line;                            /* -1: unknown */
 } tl_event;
 
-/* The words of a task event's line (after its kind), into l->body;
+/* The words of a task event's line (after its kind), onto l->buf;
  * other: the name of the thread e->c now, when the kind names one (NULL:
  * not alive). No Python runs here. */
 static void describe(TaskLog *l, const tl_event *e, const char *other)
 {
-    sw_bytes *b = &l->body;
+    sw_bytes *b = &l->buf;
     uint64_t ident = e->ident;
-    if (!my_native)
-        my_native = (uint64_t)PyThread_get_thread_native_id();
-    met_native(l, ident, my_native);
     tl_thread *th = thread_at(l, ident);
     if (!th)
         return;
@@ -506,11 +503,8 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
     }
     case SW_K_TASK_CREATE: {
         const char *what = name_in(l->kinds, e->b, "task");
-        if (strcmp(what, "thread") == 0) {   /* written by the new thread; made by a task of thread native_id */
-            if (named) {
-                set_text(&th->name, &th->name_len, e->name);
-                th->native = 0;
-            }
+        if (strcmp(what, "thread") == 0) {   /* written by the new thread (named by named_thread); made by a
+                                              * task of thread native_id */
             put_thread(l, b, ident);
             PUT_LIT(b, " (thread) created by ");
             put_native(l, b, (uint64_t)e->c, ident, other);
@@ -541,6 +535,8 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
         if (named) {
             PUT_LIT(b, " ");
             put(b, e->name);
+        } else if (e->name) {
+            PUT_LIT(b, " not known");   /* (an empty value: nobody saw it, docs/format.md) */
         }
         break;
     case SW_K_TASK_BLOCK: {
@@ -638,9 +634,9 @@ static int flush(TaskLog *l)
     return 0;
 }
 
-/* One line: time since the log's first line, thread, kind, then `body`
- * (l->body from its byte `from`). */
-static int write_line(TaskLog *l, long long time_ns, uint64_t ident, const char *kind, size_t from)
+/* A line begins: time since the log's first line, thread, kind (its
+ * words follow, then end_line). */
+static void start_line(TaskLog *l, long long time_ns, uint64_t ident, const char *kind)
 {
     if (!l->started) {
         l->started = 1;
@@ -654,7 +650,14 @@ static int write_line(TaskLog *l, long long time_ns, uint64_t ident, const char 
     put_n(&l->buf, kind, kind_len);
     if (kind_len < 12)   /* (f"{kind:<12}") */
         put_n(&l->buf, "            ", 12 - kind_len);
-    put_n(&l->buf, (const char *)l->body.data + from, l->body.len - from);
+}
+
+/* The line ends; written when the stream is a live log or the buffer is
+ * full. A line short of memory is written as far as it got; -1 (the
+ * buffer dropped, MemoryError) when not even its end fits. */
+static int end_line(TaskLog *l)
+{
+    l->buf.failed = 0;
     PUT_LIT(&l->buf, "\n");
     if (l->buf.failed) {
         l->buf.failed = 0;
@@ -663,6 +666,24 @@ static int write_line(TaskLog *l, long long time_ns, uint64_t ident, const char 
         return -1;
     }
     return l->line_buffered || l->buf.len >= FLUSH_AT ? flush(l) : 0;
+}
+
+/* The thread of the event met under its native id (its name kept for
+ * when it has ended), then, when the event is its creation with a name,
+ * named so: before the line begins, which names it. */
+static void named_thread(TaskLog *l, const tl_event *e)
+{
+    if (!my_native)
+        my_native = (uint64_t)PyThread_get_thread_native_id();
+    met_native(l, e->ident, my_native);
+    if (e->kind == SW_K_TASK_CREATE && e->name && e->name[0] &&
+        strcmp(name_in(l->kinds, e->b, "task"), "thread") == 0) {
+        tl_thread *th = thread_at(l, e->ident);
+        if (th) {
+            set_text(&th->name, &th->name_len, e->name);
+            th->native = 0;
+        }
+    }
 }
 
 static int render(TaskLog *l, const tl_event *e)
@@ -678,24 +699,24 @@ static int render(TaskLog *l, const tl_event *e)
     }
     if (asked)   /* (Python ran: a thread event of its own may have made it forget meanwhile) */
         ask_thread(l, e->ident);
-    l->body.len = 0;
-    l->body.failed = 0;   /* (a line short of memory is written as far as it got) */
-    PUT_LIT(&l->body, " ");
+    named_thread(l, e);
+    start_line(l, e->time_ns, e->ident, sw_kind_names[e->kind]);
+    PUT_LIT(&l->buf, " ");
     describe(l, e, other);
     free(other);
     if (e->file) {
         const char *base = strrchr(e->file, '/');
         char line[24];
         const char *at = e->line >= 0 ? decimal(line, (uint64_t)e->line) : "?";
-        PUT_LIT(&l->body, "  at ");
-        put(&l->body, e->function);
-        PUT_LIT(&l->body, " (");
-        put(&l->body, base ? base + 1 : e->file);
-        PUT_LIT(&l->body, ":");
-        put(&l->body, at);
-        PUT_LIT(&l->body, ")");
+        PUT_LIT(&l->buf, "  at ");
+        put(&l->buf, e->function);
+        PUT_LIT(&l->buf, " (");
+        put(&l->buf, base ? base + 1 : e->file);
+        PUT_LIT(&l->buf, ":");
+        put(&l->buf, at);
+        PUT_LIT(&l->buf, ")");
     }
-    return write_line(l, e->time_ns, e->ident, sw_kind_names[e->kind], 0);
+    return end_line(l);
 }
 
 static const char *utf8_or_null(PyObject *o)
@@ -776,7 +797,6 @@ static void tl_dealloc(PyObject *self)
     sw_hashtab_free(&l->thread_ix);
     sw_hashtab_free(&l->native_ix);
     sw_bytes_free(&l->buf);
-    sw_bytes_free(&l->body);
     Py_XDECREF(l->out);
     Py_XDECREF(l->thread_name);
     Py_XDECREF(l->thread_of_native);
@@ -856,9 +876,9 @@ static PyObject *tl_line(PyObject *self, PyObject *args)
         }
     }
     ask_thread(l, ident);
-    l->body.len = 0;
-    sw_bytes_put(&l->body, body, (size_t)n);
-    if (write_line(l, t, ident, kind, 0) < 0)
+    start_line(l, t, ident, kind);
+    put_n(&l->buf, body, (size_t)n);
+    if (end_line(l) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

@@ -272,8 +272,15 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
         /* The interpreter state itself is the probe: it is surely readable. */
         r = sw_pystack_new(&l, (int)getpid(), (uint64_t)(uintptr_t)interp, &lim, (uint64_t)(uintptr_t)interp, 64,
                            err, sizeof err);
-        if (!r)
+        if (!r) {
             PyErr_Format(PyExc_RuntimeError, "cannot sample this process: %s", err);
+            return NULL;
+        }
+        /* 3.12+: code objects' headers read again only once this process
+         * made one, as from outside (pystack.c "Code objects by counter"). */
+        uint64_t counter, interps;
+        if (sw_sampler_code_counter(interp, &counter, &interps) == SW_OK)
+            sw_pystack_set_code_counter(r, counter, interps);
         return r;
     }
     if (self->trace) {
@@ -297,9 +304,9 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
     r = sw_pystack_new(&l, pid, interp, &lim, interp, 8, err, sizeof err);
     /* Code objects' headers read again only once the target made one
      * (pystack.c "Code objects by counter"). */
-    uint64_t counter;
-    if (r && sw_target_code_counter(&t, &counter) == SW_OK)
-        sw_pystack_set_code_counter(r, counter);
+    uint64_t counter, interps;
+    if (r && sw_target_code_counter(&t, &l, interp, &counter, &interps) == SW_OK)
+        sw_pystack_set_code_counter(r, counter, interps);
     sw_target_close(&t);
     if (!r) {
         PyErr_Format(PyExc_RuntimeError, "cannot sample process %d: %s", pid, err);
@@ -462,6 +469,14 @@ static PyObject *Sampler_set_filters(SamplerObject *self, PyObject *args, PyObje
     Py_RETURN_NONE;
 }
 
+/* sw_pystack_native_sources: the profile's function of a native symbol
+ * named by its source. */
+static void source_found(void *ud, sw_sample_code *symbol, const char *file, uint32_t line)
+{
+    if (symbol->sink_id != SW_NO_ID)
+        (void)sw_functab_set_source(ud, symbol->sink_id, file, strlen(file), (int32_t)line);
+}
+
 static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
 {
     (void)unused;
@@ -495,6 +510,17 @@ static PyObject *Sampler_stop(SamplerObject *self, PyObject *unused)
         return NULL;
     }
     sw_history_stopped(self->prof);
+    if (self->native && !self->pid) {
+        /* The native functions' source lines, read now that sampling
+         * stopped (an object's line tables can take a second to read:
+         * not on the sampling thread). */
+        sw_pystack *r = sw_sampler_reader(self->s);
+        Py_BEGIN_ALLOW_THREADS
+        sw_profile_lock(self->prof);
+        sw_pystack_native_sources(r, source_found, sw_profile_functab(self->prof));
+        sw_profile_unlock(self->prof);
+        Py_END_ALLOW_THREADS
+    }
     Py_RETURN_NONE;
 }
 

@@ -74,6 +74,14 @@ typedef struct { PyObject *t, *v, *tb; } sw_exc_state;
 #  define sw_exc_restore(s) PyErr_Restore((s)->t, (s)->v, (s)->tb)
 #endif
 
+/* Drops the pending exception, if any: a hook's path that raised nothing
+ * pays a look at the thread's state, not PyErr_Clear's whole restore. */
+static inline void sw_err_drop(void)
+{
+    if (PyErr_Occurred())
+        PyErr_Clear();
+}
+
 #if PY_VERSION_HEX >= 0x030B0000
 #  define sw_code_qualname(co) ((co)->co_qualname)
 #else

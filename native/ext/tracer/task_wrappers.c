@@ -41,6 +41,14 @@
 
 #include <string.h>
 #include <sys/syscall.h>
+#if PY_VERSION_HEX >= 0x030C0000
+#  define SLOT_OBJECT_EX Py_T_OBJECT_EX
+#  define SLOT_AUDITED Py_AUDIT_READ
+#else
+#  include <structmember.h>
+#  define SLOT_OBJECT_EX T_OBJECT_EX
+#  define SLOT_AUDITED READ_RESTRICTED   /* (audited reads: PY_AUDIT_READ from 3.10) */
+#endif
 #include <unistd.h>
 
 enum { WRAP_RUN, WRAP_INIT, WRAP_CREATE, WRAP_PUT, WRAP_GET };
@@ -132,17 +140,23 @@ static int is_step_wrapper(const char *tp_name)
 }
 
 /* The same by type, the types found kept (a step's callback is one of
- * the two at every step). */
+ * the two at every step), and the last few that are not (a done
+ * callback's: a function, a partial). */
 static int is_step_wrapper_type(PyTypeObject *tp)
 {
-    static PyTypeObject *known[2];
+    static PyTypeObject *known[2], *other[4];
+    static unsigned next_other;
     if (tp == known[0] || tp == known[1])
         return 1;
-    if (!is_step_wrapper(tp->tp_name))
+    if (tp == other[0] || tp == other[1] || tp == other[2] || tp == other[3])
         return 0;
+    int is = is_step_wrapper(tp->tp_name);
     Py_INCREF(tp);   /* (held: never another type's address) */
-    Py_XSETREF(known[known[0] ? 1 : 0], tp);
-    return 1;
+    if (is)
+        Py_XSETREF(known[known[0] ? 1 : 0], tp);
+    else
+        Py_XSETREF(other[next_other++ % 4], tp);
+    return is;
 }
 
 /* 1 if o is an asyncio task: its type one of task_types (most), else an
@@ -153,8 +167,54 @@ static int is_task(PyObject *o)
         if ((PyObject *)Py_TYPE(o) == PyTuple_GET_ITEM(task_types, i))
             return 1;
     int r = PyObject_IsInstance(o, task_types) == 1;
-    PyErr_Clear();
+    sw_err_drop();
     return r;
+}
+
+/* A Handle's _callback and _args (__slots__: member descriptors) read
+ * where the type keeps them: each slot's offset is looked up once per
+ * type and used while the type is unchanged (its version tag); a type
+ * whose attribute is not such a slot, read by GetAttr (Python's own
+ * attribute cache does the same; GetAttr costs ~20 times the read). */
+typedef struct {
+    PyTypeObject *type;   /* held: its address is never another type's */
+    unsigned int version;
+    Py_ssize_t offset;    /* 0: not a plain object slot of that type */
+} slot_cache;
+
+static slot_cache callback_slot, args_slot;
+
+static void learn_slot(PyTypeObject *tp, PyObject *name, slot_cache *c)
+{
+    PyObject *d = tp->tp_getattro == PyObject_GenericGetAttr && Py_IS_TYPE(tp, &PyType_Type)
+                      ? PyObject_GetAttr((PyObject *)tp, name) : NULL;
+    Py_ssize_t offset = 0;
+    if (d && Py_IS_TYPE(d, &PyMemberDescr_Type) && PyType_IsSubtype(tp, PyDescr_TYPE(d))) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == SLOT_OBJECT_EX && !(m->flags & SLOT_AUDITED) && m->offset >= (Py_ssize_t)sizeof(PyObject) &&
+            m->offset + (Py_ssize_t)sizeof(PyObject *) <= tp->tp_basicsize)
+            offset = m->offset;
+    }
+    Py_XDECREF(d);
+    sw_err_drop();
+    Py_INCREF(tp);
+    Py_XSETREF(c->type, tp);
+    c->version = (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
+    c->offset = c->version ? offset : 0;
+}
+
+/* o.name (new reference; NULL with an exception set when it has none). */
+static PyObject *slot_of(PyObject *o, PyObject *name, slot_cache *c)
+{
+    PyTypeObject *tp = Py_TYPE(o);
+    if (tp != c->type || tp->tp_version_tag != c->version || !(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        learn_slot(tp, name, c);
+    if (c->offset && tp->tp_version_tag == c->version && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        PyObject *v = *(PyObject **)((char *)o + c->offset);
+        if (v)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(o, name);
 }
 
 /* The task a callback steps (new reference), or NULL. */
@@ -169,7 +229,7 @@ static PyObject *stepped_task(PyObject *cb)
     } else if (is_step_wrapper_type(Py_TYPE(cb))) {
         self = PyObject_GetAttr(cb, S_self);
         if (!self)
-            PyErr_Clear();
+            sw_err_drop();
     }
     if (self && !is_task(self))
         Py_CLEAR(self);
@@ -258,7 +318,7 @@ static PyObject *short_repr(PyObject *v)
         const char *name = t && PyExceptionClass_Check(t) ? PyExceptionClass_Name(t) : "?";
         const char *dot = strrchr(name, '.');
         r = PyUnicode_FromFormat("<repr failed: %s>", dot ? dot + 1 : name);
-        PyErr_Clear();
+        sw_err_drop();
         return r;
     }
     if (PyUnicode_GET_LENGTH(r) > VALUE_MAX) {
@@ -298,10 +358,32 @@ static const char *text_of(PyObject *v, value_text *t)
                 *--p = '-';
             return p;
         }
-        PyErr_Clear();
+        sw_err_drop();
     }
     t->held = short_repr(v);
     return t->held ? PyUnicode_AsUTF8(t->held) : NULL;
+}
+
+/* "a b" (new reference; a and b str): ASCII (asyncio's names and most
+ * qualified names) copied into one new str, else concatenated (two
+ * PyUnicode_Concat cost ten times as much). */
+static PyObject *spaced(PyObject *a, PyObject *b)
+{
+    if (PyUnicode_IS_ASCII(a) && PyUnicode_IS_ASCII(b)) {
+        Py_ssize_t na = PyUnicode_GET_LENGTH(a), nb = PyUnicode_GET_LENGTH(b);
+        PyObject *r = PyUnicode_New(na + 1 + nb, 127);
+        if (r) {
+            Py_UCS1 *d = PyUnicode_1BYTE_DATA(r);
+            memcpy(d, PyUnicode_1BYTE_DATA(a), (size_t)na);
+            d[na] = ' ';
+            memcpy(d + na + 1, PyUnicode_1BYTE_DATA(b), (size_t)nb);
+        }
+        return r;
+    }
+    PyObject *head = PyUnicode_Concat(a, S_space);
+    PyObject *r = head ? PyUnicode_Concat(head, b) : NULL;
+    Py_XDECREF(head);
+    return r;
 }
 
 /* "NAME COROUTINE" (new reference): the task's asyncio name `aname` and
@@ -312,19 +394,17 @@ static PyObject *task_name(PyObject *task, PyObject *aname, PyObject *coro)
         return coro ? PyObject_CallFunctionObjArgs(namer, task, coro, NULL) : PyObject_CallOneArg(namer, task);
     PyObject *c = coro ? Py_NewRef(coro) : PyObject_GetAttr(task, S_coro);
     if (!c) {
-        PyErr_Clear();
+        sw_err_drop();
         c = Py_NewRef(Py_None);
     }
     PyObject *qn = PyObject_GetAttr(c, S_qualname);
     if (!qn) {
-        PyErr_Clear();
+        sw_err_drop();
         qn = PyUnicode_FromString(Py_TYPE(c)->tp_name);
     }
     PyObject *r = NULL;
-    if (qn && PyUnicode_Check(aname) && PyUnicode_Check(qn)) {   /* (a third of FromFormat's cost) */
-        PyObject *head = PyUnicode_Concat(aname, S_space);
-        r = head ? PyUnicode_Concat(head, qn) : NULL;
-        Py_XDECREF(head);
+    if (qn && PyUnicode_Check(aname) && PyUnicode_Check(qn)) {
+        r = spaced(aname, qn);
     } else if (qn) {
         r = PyUnicode_FromFormat("%S %S", aname, qn);
     }
@@ -341,7 +421,7 @@ static int named_by_user(PyObject *task)
     PyObject *wr = PyWeakref_NewRef(task, NULL);
     int r = wr && PyDict_Contains(names_data, wr) == 1;
     Py_XDECREF(wr);
-    PyErr_Clear();
+    sw_err_drop();
     return r;
 }
 
@@ -378,7 +458,7 @@ static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name, int fir
     if (!sw_S.gen && !(sw_D.mask & SW_EVB(SW_K_TASK_SWITCH)))
         return 0;
     if (tables() < 0) {
-        PyErr_Clear();
+        sw_err_drop();
         return 0;
     }
     int fresh;
@@ -397,7 +477,7 @@ static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObje
 {
     PyObject *aname = PyObject_CallMethodNoArgs(task, S_get_name);
     if (!aname) {
-        PyErr_Clear();
+        sw_err_drop();
         return;
     }
     PyObject *was = fresh || tid >= seen_cap ? NULL : seen_names[tid];   /* borrowed */
@@ -414,7 +494,7 @@ static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObje
             *name = full ? Py_NewRef(full) : NULL;
         Py_XDECREF(full);
     }
-    PyErr_Clear();
+    sw_err_drop();
     Py_DECREF(aname);
 }
 
@@ -423,7 +503,7 @@ static int call_true(PyObject *o, PyObject *method)
     PyObject *r = PyObject_CallMethodNoArgs(o, method);
     int t = r == Py_True;
     Py_XDECREF(r);
-    PyErr_Clear();
+    sw_err_drop();
     return t;
 }
 
@@ -444,7 +524,7 @@ static void exited(PyObject *task, uint64_t tid)
     Py_XDECREF(t.held);
     Py_XDECREF(v);
     Py_XDECREF(exc);
-    PyErr_Clear();
+    sw_err_drop();
 }
 
 /* After a step of task tid: its exit, or its block on what it awaits. */
@@ -459,7 +539,7 @@ static void after_step(PyObject *task, uint64_t tid)
     PyObject *w = PyObject_GetAttr(task, S_fut_waiter);
     int bare = !w || w == Py_None;   /* a bare yield (sleep(0)): stepped again at once */
     Py_XDECREF(w);
-    PyErr_Clear();
+    sw_err_drop();
     if (bare || !block_of)
         return;
     PyObject *b = PyObject_CallOneArg(block_of, task);
@@ -473,7 +553,7 @@ static void after_step(PyObject *task, uint64_t tid)
         Py_XDECREF(key);
     }
     Py_XDECREF(b);
-    PyErr_Clear();
+    sw_err_drop();
 }
 
 /* The task runs (tid): a wake made for it by a task's done callback is
@@ -494,7 +574,7 @@ static void told(uint64_t tid)
         Py_DECREF(by);
     }
     Py_XDECREF(key);
-    PyErr_Clear();
+    sw_err_drop();
 }
 
 /* A done callback of a task (gather's, shield's: the handle's first
@@ -504,11 +584,11 @@ static int on_behalf(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, P
 {
     sw_exc_state exc;
     sw_exc_save(&exc);
-    PyObject *a = PyObject_GetAttr(args[0], S_args);
+    PyObject *a = slot_of(args[0], S_args, &args_slot);
     PyObject *done = a && PyTuple_Check(a) && PyTuple_GET_SIZE(a) > 0 ? PyTuple_GET_ITEM(a, 0) : NULL;
     uint64_t tid = done && is_task(done) ? task_id(done, NULL, NULL, 1) : 0;
     Py_XDECREF(a);
-    PyErr_Clear();
+    sw_err_drop();
     sw_exc_restore(&exc);
     if (!tid)
         return 0;
@@ -530,16 +610,16 @@ static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t narg
     {
         sw_exc_state exc;
         sw_exc_save(&exc);
-        PyObject *cb = PyObject_GetAttr(args[0], S_callback);
+        PyObject *cb = slot_of(args[0], S_callback, &callback_slot);
         task = cb ? stepped_task(cb) : NULL;
         Py_XDECREF(cb);
-        PyErr_Clear();
+        sw_err_drop();
         tid = task ? task_id(task, NULL, NULL, 1) : 0;
         if (tid)
             prev = sw_tasks_switch(tid, &acted);
         if (acted && woken_by && PyDict_GET_SIZE(woken_by))
             told(tid);
-        PyErr_Clear();
+        sw_err_drop();
         sw_exc_restore(&exc);
     }
     PyObject *r;
@@ -551,7 +631,7 @@ static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t narg
         sw_exc_save(&exc);
         after_step(task, tid);
         sw_tasks_switch(prev, &acted);
-        PyErr_Clear();
+        sw_err_drop();
         sw_exc_restore(&exc);
     }
     Py_XDECREF(task);
@@ -589,7 +669,7 @@ static PyObject *wrap_init(sw_task_wrapper *w, PyObject *const *args, size_t nar
     }
     Py_XDECREF(key);
     Py_XDECREF(task);
-    PyErr_Clear();
+    sw_err_drop();
     sw_exc_restore(&exc);
     return r;
 }
@@ -607,7 +687,7 @@ static int eager(PyObject *loop)
             call_true(loop, S_is_running);
     Py_XDECREF(qn);
     Py_XDECREF(factory);
-    PyErr_Clear();
+    sw_err_drop();
     return r;
 #else
     (void)loop;
@@ -628,7 +708,7 @@ static PyObject *create_eager(sw_task_wrapper *w, PyObject *const *args, size_t 
         sw_task_record_here(SW_K_TASK_CREATE, (long long)tid, 2, 0, NULL, NULL);
         prev = sw_tasks_switch(tid, &acted);
     }
-    PyErr_Clear();
+    sw_err_drop();
     PyObject *task = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     if (!tid)
         return task;
@@ -646,7 +726,7 @@ static PyObject *create_eager(sw_task_wrapper *w, PyObject *const *args, size_t 
     }
     if (acted)
         sw_tasks_switch(prev, &acted);
-    PyErr_Clear();
+    sw_err_drop();
     sw_exc_restore(&exc);
     return task;
 }
@@ -676,7 +756,7 @@ static PyObject *wrap_create(sw_task_wrapper *w, PyObject *const *args, size_t n
             exited(task, tid);
     }
     Py_XDECREF(name);
-    PyErr_Clear();
+    sw_err_drop();
     sw_exc_restore(&exc);
     return task;
 }
@@ -689,7 +769,7 @@ static PyObject *channel_name(PyObject *obj)
         PyObject *wr = PyWeakref_NewRef(obj, NULL);
         PyObject *given = wr ? PyDict_GetItemWithError(names_data, wr) : NULL;   /* borrowed */
         Py_XDECREF(wr);
-        PyErr_Clear();
+        sw_err_drop();
         if (given && PyTuple_Check(given) && PyTuple_GET_SIZE(given) >= 1)
             return Py_NewRef(PyTuple_GET_ITEM(given, 0));
     }
@@ -720,7 +800,7 @@ static void message(int kind, PyObject *queue, PyObject *item)
         sw_task_record_here(kind, 0, 0, 0, PyUnicode_AsUTF8(ch), r);
     Py_XDECREF(ch);
     Py_XDECREF(t.held);
-    PyErr_Clear();
+    sw_err_drop();
 }
 
 static PyObject *wrap_put(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -886,7 +966,7 @@ static PyObject *asyncio_at_start(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OiOO", &task, &reason, &channel, &f))
         return NULL;
     if (!task_types || PyObject_IsInstance(task, task_types) != 1 || unwanted()) {
-        PyErr_Clear();
+        sw_err_drop();
         Py_RETURN_NONE;
     }
     uint64_t tid = task_id(task, NULL, NULL, 0);
@@ -900,7 +980,7 @@ static PyObject *asyncio_at_start(PyObject *self, PyObject *args)
             sw_tasks_switch(prev, &acted);
     }
     Py_XDECREF(key);
-    PyErr_Clear();
+    sw_err_drop();
     Py_RETURN_NONE;
 }
 

@@ -53,7 +53,7 @@ PyObject *sw_tasks_weak_target(PyObject *wr)
 #if PY_VERSION_HEX >= 0x030D0000
     PyObject *o = NULL;
     if (PyWeakref_GetRef(wr, &o) < 0)
-        PyErr_Clear();
+        sw_err_drop();
     return o;
 #else
     PyObject *o = PyWeakref_GetObject(wr);
@@ -66,7 +66,7 @@ static int is_main(PyObject *g)
 {
     PyObject *parent = PyObject_GetAttrString(g, "parent");
     if (!parent) {
-        PyErr_Clear();
+        sw_err_drop();
         return 1;
     }
     int r = parent == Py_None;
@@ -122,7 +122,7 @@ static PyObject *weak_ref_to(PyObject *o)
                 return Py_NewRef((PyObject *)r);
     }
     PyObject *wr = PyWeakref_NewRef(o, NULL);
-    PyErr_Clear();
+    sw_err_drop();
     return wr;
 }
 
@@ -205,7 +205,7 @@ static void forget_if_dead(PyObject *g)
         if (i != SW_HT_NONE)
             Py_CLEAR(refs[i].ref);
     }
-    PyErr_Clear();
+    sw_err_drop();
     Py_XDECREF(dead);
 }
 
@@ -306,7 +306,7 @@ static void task_record_at(int kind, PyFrameObject *f, PyCodeObject *at, int at_
     sw_emit(kind, &d);
     Py_XDECREF(co);
     Py_XDECREF(f);
-    PyErr_Clear();
+    sw_err_drop();
 }
 
 /* The frame greenlet g stopped in (new reference), or NULL. */
@@ -314,7 +314,7 @@ static PyFrameObject *suspended_frame(PyObject *g)
 {
     PyObject *f = PyObject_GetAttrString(g, "gr_frame");
     if (!f || !PyFrame_Check(f)) {
-        PyErr_Clear();
+        sw_err_drop();
         Py_XDECREF(f);
         return NULL;
     }
@@ -335,7 +335,7 @@ void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co)
     if (t->task_unnamed_gen == sw_S.gen && sw_S.gen && t->session == sw_S.gen) {
         PyObject *qn = sw_code_qualname(co);
         const char *s = qn && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
-        PyErr_Clear();
+        sw_err_drop();
         define_task(t, id, s);
     }
     sw_tracer_thread_ready(t);
@@ -353,7 +353,7 @@ static void outermost_name(PyObject *f, char *buf, size_t len)
     const char *s = PyUnicode_AsUTF8(sw_code_qualname(co));
     if (s)
         snprintf(buf, len, "%s", s);
-    PyErr_Clear();
+    sw_err_drop();
     Py_DECREF(co);
     Py_DECREF(f);
 }
@@ -374,7 +374,7 @@ static int gevent_type(PyTypeObject *tp)
         const char *m = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : NULL;
         is = m && strncmp(m, "gevent.", 7) == 0;
         Py_XDECREF(mod);
-        PyErr_Clear();
+        sw_err_drop();
     }
     last = tp;
     last_is = is;
@@ -395,7 +395,7 @@ static int gevent_run_name(PyObject *g, char *buf, size_t len)
         snprintf(buf, len, "%s", s);
     Py_XDECREF(qn);
     Py_XDECREF(run);
-    PyErr_Clear();
+    sw_err_drop();
     return s != NULL;
 }
 
@@ -406,7 +406,7 @@ static void suspended_name(PyObject *g, char *buf, size_t len)
     buf[0] = 0;
     PyObject *f = PyObject_GetAttrString(g, "gr_frame");
     if (!f || !PyFrame_Check(f)) {
-        PyErr_Clear();
+        sw_err_drop();
         Py_XDECREF(f);
         return;
     }
@@ -482,7 +482,7 @@ static PyObject *outcome_repr(PyObject *res)
         Py_SETREF(r, cut ? PyUnicode_FromFormat("%U...", cut) : NULL);
         Py_XDECREF(cut);
     }
-    PyErr_Clear();
+    sw_err_drop();
     sw_exc_restore(&exc);
     return r;
 }
@@ -500,7 +500,7 @@ static PyObject *run_returned(PyObject *self, PyObject *args, PyObject *kwargs)
     sw_exc_state exc;
     sw_exc_save(&exc);
     result_of = PyLong_AsVoidPtr(PyTuple_GET_ITEM(self, 1));
-    PyErr_Clear();
+    sw_err_drop();
     sw_exc_restore(&exc);
     return res;
 }
@@ -537,7 +537,7 @@ static int resumes_in_ours(PyObject *g)
     PyObject *key = address_key(g);
     int r = key ? PySet_Discard(suspended_in_ours, key) : 0;
     Py_XDECREF(key);
-    PyErr_Clear();
+    sw_err_drop();
     return r > 0;
 }
 
@@ -550,7 +550,7 @@ static void suspends_in_ours(PyObject *g)
     if (key)
         PySet_Add(suspended_in_ours, key);
     Py_XDECREF(key);
-    PyErr_Clear();
+    sw_err_drop();
 }
 
 /* Records the exit of task `task` (threw: by an exception), its result
@@ -561,7 +561,7 @@ static void record_greenlet_exit(uint64_t task, int threw, PyObject *result)
     sw_exc_state exc;
     sw_exc_save(&exc);
     const char *r = result ? PyUnicode_AsUTF8(result) : NULL;
-    PyErr_Clear();
+    sw_err_drop();
     task_record(SW_K_TASK_EXIT, NULL, (long long)task, threw, 0, r ? r : "", NULL);
     sw_exc_restore(&exc);
 }
@@ -577,7 +577,7 @@ static PyObject *thread_chained(void)
 {
     PyObject *d = chains ? PyThreadState_GetDict() : NULL;   /* borrowed */
     PyObject *prev = d && chained_key ? PyDict_GetItemWithError(d, chained_key) : NULL;
-    PyErr_Clear();
+    sw_err_drop();
     Py_XINCREF(prev);
     return prev;
 }
@@ -596,11 +596,11 @@ static void chain_here(PyObject *prev)
         return;
     if (prev == Py_None) {
         if (PyDict_DelItem(d, chained_key) < 0)
-            PyErr_Clear();
+            sw_err_drop();
     } else if (PyDict_SetItem(d, chained_key, prev) == 0) {
         chains = 1;
     }
-    PyErr_Clear();
+    sw_err_drop();
 }
 
 /* Ours on this thread too (greenlet.settrace(hooks.greenlet_trace)), the
@@ -626,7 +626,7 @@ static void install_here(void)
     Py_XDECREF(settrace);
     Py_XDECREF(mod);
     Py_XDECREF(name);
-    PyErr_Clear();
+    sw_err_drop();
     sw_exc_restore(&exc);
 }
 
@@ -658,7 +658,7 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
         PyObject *dead = PyObject_GetAttrString(origin, "dead");
         int died = dead == Py_True;
         Py_XDECREF(dead);
-        PyErr_Clear();
+        sw_err_drop();
         int parent_in_ours = resumes_in_ours(target);
         if (switching_in_ours == (void *)target) {   /* (not a switch a collection makes meanwhile) */
             suspends_in_ours(origin);
@@ -679,7 +679,7 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
             Py_XDECREF(result);
         }
         const char *value = msg ? PyUnicode_AsUTF8(msg) : NULL;
-        PyErr_Clear();
+        sw_err_drop();
         if (value || target_fresh) {   /* the origin's: where it called switch() */
             PyFrameObject *f = died ? NULL : suspended_frame(origin);
             if (value)   /* handed over: a send to the target */
@@ -753,14 +753,14 @@ static PyObject *message_repr(PyObject *args, PyObject *kwargs)
     else
         r = PyObject_Repr(n == 1 ? PyTuple_GET_ITEM(args, 0) : args);
     if (!r) {
-        PyErr_Clear();
+        sw_err_drop();
         return NULL;
     }
     if (PyUnicode_GET_LENGTH(r) > SW_TASK_VALUE_MAX) {
         PyObject *cut = PyUnicode_Substring(r, 0, SW_TASK_VALUE_MAX - 3);
         Py_SETREF(r, cut ? PyUnicode_FromFormat("%U...", cut) : NULL);
         Py_XDECREF(cut);
-        PyErr_Clear();
+        sw_err_drop();
     }
     return r;
 }
@@ -776,7 +776,7 @@ static int called_by_gevent(void)
     PyObject *file = PyObject_GetAttrString((PyObject *)co, "co_filename");
     const char *s = file && PyUnicode_Check(file) ? PyUnicode_AsUTF8(file) : NULL;
     int r = s && strstr(s, "/gevent/") != NULL;
-    PyErr_Clear();
+    sw_err_drop();
     Py_XDECREF(file);
     Py_DECREF(co);
     return r;
@@ -794,7 +794,7 @@ static PyObject *run_code(PyObject *g)
     PyObject *run = PyObject_GetAttrString(g, "run");
     PyObject *code = run ? PyObject_GetAttrString(run, "__code__") : NULL;
     Py_XDECREF(run);
-    PyErr_Clear();
+    sw_err_drop();
     if (code && !PyCode_Check(code))
         Py_CLEAR(code);
     return code;
@@ -810,12 +810,12 @@ static void wrap_run(PyObject *g)
     PyObject *pair = addr ? PyTuple_Pack(2, run, addr) : NULL;
     PyObject *ours = pair ? PyCFunction_NewEx(&run_def, pair, NULL) : NULL;
     if (ours && PyObject_SetAttrString(g, "run", ours) < 0)
-        PyErr_Clear();
+        sw_err_drop();
     Py_XDECREF(ours);
     Py_XDECREF(pair);
     Py_XDECREF(addr);
     Py_XDECREF(run);
-    PyErr_Clear();
+    sw_err_drop();
     sw_exc_restore(&exc);
 }
 
@@ -838,12 +838,12 @@ static PyObject *greenlet_switch(PyObject *self, PyObject *args, PyObject *kwarg
         Py_CLEAR(msg_start);
         if (r && PyObject_IsTrue(self) == 0)   /* not active: the switch starts it (or it is dead: none) */
             msg_start = run_code(self);
-        PyErr_Clear();
+        sw_err_drop();
         sw_exc_restore(&exc);
     }
     if ((sw_D.mask & SW_EVB(SW_K_TASK_EXIT)) && Py_TYPE(self) == switch_type && PyObject_IsTrue(self) == 0)
         wrap_run(self);   /* it starts now (unless dead): its result is its exit's */
-    PyErr_Clear();
+    sw_err_drop();
     PyObject *all = PyTuple_New(n + 1);
     if (!all)
         return NULL;

@@ -109,6 +109,18 @@ TEST(debug_offsets_equal_the_generated_layout)
     bad[16] = 1;   /* free_threaded */
     CHECK(sw_layout_from_debug_offsets(bad, sizeof bad, &base, &got, err, sizeof err) == SW_EVERSION &&
           strstr(err, "free-threaded"));
+    /* A PyInterpreterState of another size than the base's: the layout
+     * stands, without the counter of code objects made (its offset is the
+     * base's, not among the debug offsets). */
+    memcpy(bad, raw, sizeof bad);
+    uint64_t isize;
+    memcpy(&isize, bad + 8 * 6, 8);
+    isize += 64;
+    memcpy(bad + 8 * 6, &isize, 8);
+    CHECK(base.interp_code_counter != SW_NO_OFFSET && base.runtime_interp_next_id != SW_NO_OFFSET);
+    if (CHECK(sw_layout_from_debug_offsets(bad, sizeof bad, &base, &got, err, sizeof err) == SW_OK))
+        CHECK(got.interp_code_counter == SW_NO_OFFSET && got.runtime_interp_next_id == SW_NO_OFFSET &&
+              got.interp_threads_head == base.interp_threads_head);
     uint64_t x = 0x243f6a8885a308d3ull;
     unsigned refused = 0;
     for (int round = 0; round < 3000; round++) {

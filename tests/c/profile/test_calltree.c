@@ -68,6 +68,27 @@ TEST(functab_interns_by_name_file_and_line)
     sw_functab_free(ft);
 }
 
+TEST(functab_set_source_renames_a_function)
+{
+    sw_functab *ft = sw_functab_new();
+    REQUIRE(ft != NULL);
+    uint32_t lib, other, id;
+    REQUIRE(sw_functab_intern(ft, "fib [native]", 12, "/lib/x.so", 9, 0, &lib) == SW_OK);
+    REQUIRE(sw_functab_intern(ft, "fib [native]", 12, "y.c", 3, 7, &other) == SW_OK);
+    CHECK(sw_functab_set_source(ft, lib, "x.c", 3, 62) == SW_OK);
+    CHECK_EQ_STR(sw_functab_get(ft, lib)->filename, "x.c");
+    CHECK_EQ_I64(sw_functab_get(ft, lib)->line, 62);
+    /* found under its new name, not made again */
+    CHECK(sw_functab_intern(ft, "fib [native]", 12, "x.c", 3, 62, &id) == SW_OK && id == lib);
+    CHECK(sw_functab_set_source(ft, lib, "x.c", 3, 62) == SW_OK);
+    /* another function's name already, or no such id: unchanged */
+    CHECK(sw_functab_set_source(ft, lib, "y.c", 3, 7) == SW_EARG);
+    CHECK(sw_functab_set_source(ft, 99, "z.c", 3, 1) == SW_EARG);
+    CHECK_EQ_STR(sw_functab_get(ft, lib)->filename, "x.c");
+    CHECK_EQ_U64(sw_functab_count(ft), 2);
+    sw_functab_free(ft);
+}
+
 TEST(counts_weights_and_walk_order)
 {
     sw_functab *ft = sw_functab_new();

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import NO_GO, PROGRAMS, missing, needs, needs_sampler, run
 from go_pprof import go_pprof
-from native_ext import NO_BINUTILS, build_extension
+from native_ext import NO_BINUTILS, addr2line, build_extension, symbol_lines
 
 pytestmark = [needs_sampler, pytest.mark.versions("3.12", "3.10"),
               pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
@@ -265,13 +265,6 @@ cgraph.run(2, callback)
 """
 
 
-def addr2line(so, addresses):
-    """[(file, line)] of addr2line for file addresses of so."""
-    out = subprocess.run(["addr2line", "-e", so] + [hex(a) for a in addresses], capture_output=True, text=True,
-                         check=True, timeout=60).stdout.splitlines()
-    return [(os.path.normpath(f), int(n.split()[0])) for f, _, n in (x.rpartition(":") for x in out)]
-
-
 def load_base(pid, so):
     """Where so is mapped in process pid: the start of its mapping at file
     offset 0 (its first PT_LOAD, at file address 0)."""
@@ -328,12 +321,7 @@ def test_native_frames_have_their_source_lines(tmp):
     assert re.search(rf'^  Native "{re.escape(so)}" in run \(\S*cgraph\.c:{run_line}\)$', text.stdout, re.M), \
         text.stdout
     # The profile's functions: each one's file and first line, addr2line's for its symbol.
-    symbols = {}
-    for line in subprocess.run(["nm", so], capture_output=True, text=True, check=True).stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[2] in ("fib", "cfib"):
-            symbols[parts[2]] = int(parts[0], 16)
-    theirs = dict(zip(symbols, addr2line(so, symbols.values())))
+    theirs = symbol_lines(so, ("fib", "cfib"))
     shown = {}
     for fmt, suffix in (("collapsed", "txt"), ("speedscope", "json"), ("pprof", "pb.gz")):
         out = tmp / f"p.{suffix}"

@@ -6,10 +6,12 @@ exactly (possible_stacks()): every stack recorded must be one of them, a
 stack joining two instants being told by a level skipped, repeated or out
 of order. And code objects freed and made again at the same addresses
 (tests/programs/fresh_codes.py) recorded at that rate: every frame of
-fresh code named after the code it ran (3.12 trusts the code objects of a
-walk by the target's counter of code objects made). Python 3.12 only (a
-run of a few seconds each); bench/outside.py reports the real rate beside
+fresh code named after the code it ran (3.12 and 3.13 trust the code
+objects of a walk by the target's counter of code objects made; 3.13 only
+while no subinterpreter was ever made). Python 3.12 and 3.13 only (a run
+of a few seconds each); bench/outside.py reports the real rate beside
 py-spy and Austin."""
+import contextlib
 import os
 import re
 import runpy
@@ -47,21 +49,29 @@ MAX_FAILED = 0.005      # the share of failed samples asked for (issue 21)
 WINDOW = 0.05           # failed_windows: the window of the failed samples' batch means (40 in 2 s)
 
 
+@contextlib.contextmanager
+def ready_target(args):
+    """The program args (which prints "ready" once running) running
+    through the block, killed at its end."""
+    target = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert target.stdout.readline() == "ready\n"
+        yield target
+    finally:
+        target.kill()
+        target.wait()
+        target.stdout.close()
+
+
 def record(tmp):
     """Records the target for DURATION at RATE; (wall seconds of the
     command, its summary line's numbers, the stacks written)."""
-    target = subprocess.Popen([sys.executable, TARGET], stdout=subprocess.PIPE, text=True)
-    try:
-        assert target.stdout.readline() == "ready\n"
+    with ready_target([TARGET]) as target:
         out = tmp / "rec.txt"
         t0 = time.monotonic()
         r = run(["record", "--pid", str(target.pid), "--rate", str(RATE), "--duration", str(DURATION),
                  "--format", "collapsed", "-o", str(out)], timeout=120)
         wall = time.monotonic() - t0
-    finally:
-        target.kill()
-        target.wait()
-        target.stdout.close()
     assert r.returncode == 0, r.stderr
     return wall, summary(r.stderr), TARGET_DEFS["recorded_stacks"](out), r.stderr
 
@@ -75,10 +85,8 @@ def failed_windows():
     samples, torn walks 4 in one run and 1,051 in another, and a quiet run
     of the binomial test once had 631 failed where its bound was 433. So
     their share is judged by the spread of the windows (stats_bounds)."""
-    target = subprocess.Popen([sys.executable, TARGET], stdout=subprocess.PIPE, text=True)
     rows = []
-    try:
-        assert target.stdout.readline() == "ready\n"
+    with ready_target([TARGET]) as target:
         p = profiler.Profiler(rate=RATE, pid=target.pid).start()
         try:
             last, end = (0, 0), time.monotonic() + DURATION
@@ -89,10 +97,6 @@ def failed_windows():
                 last = (st["samples"], st["failed"])
         finally:
             p.stop()
-    finally:
-        target.kill()
-        target.wait()
-        target.stdout.close()
     return rows, p.stats()
 
 
@@ -106,7 +110,7 @@ def summary(stderr):
 
 @needs_sampler
 @pytest.mark.timing
-@pytest.mark.versions("3.12")
+@pytest.mark.versions("3.12", "3.13")
 def test_record_100khz_no_impossible_stack(tmp):
     """Every stack recorded at 100 kHz is one the program can have; failed
     samples under 0.5% (failed_windows: within the batch-means bound of a
@@ -190,7 +194,7 @@ def fresh_frames_wrong(stacks):
 
 @needs_sampler
 @pytest.mark.timing
-@pytest.mark.versions("3.12")
+@pytest.mark.versions("3.12", "3.13")
 def test_record_fresh_code_objects_named_right(tmp):
     """record --pid at 100 kHz of code objects freed and made again at the
     same addresses (tests/programs/fresh_codes.py: modules imported afresh,
@@ -223,3 +227,43 @@ def test_record_fresh_code_objects_named_right(tmp):
     in_fresh = sum(n for s, n in stacks.items() if any("fresh_" in fr.rpartition("/")[2] or "(<compiled " in fr
                                                          for fr in s))
     assert in_fresh >= 200, (in_fresh, r.stderr)
+
+
+SPIN_AFTER = """
+import sys, time
+if sys.argv[1] == "sub":
+    import _interpreters
+    _interpreters.destroy(_interpreters.create())
+def spin(n):
+    if n:
+        return spin(n - 1)
+    print("ready", flush=True)
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        pass
+spin(20)
+"""
+
+
+@needs_sampler
+@pytest.mark.versions("3.13")
+@pytest.mark.parametrize("made", ["none", "sub"])
+def test_counter_trusted_only_without_subinterpreters(tmp, made):
+    """3.13 keeps a counter of code objects made per interpreter: the main
+    one's is trusted (codes_by_counter) only while no other interpreter
+    was ever made, as a subinterpreter's code objects would not move it
+    (pystack.c "Code objects by counter"). A target spinning 22 frames
+    deep: trusted without a subinterpreter, never once one was made and
+    destroyed."""
+    with ready_target(["-c", SPIN_AFTER, made]) as target:
+        p = profiler.Profiler(rate=2000, pid=target.pid).start()
+        try:
+            time.sleep(0.5)
+        finally:
+            p.stop()
+    st = p.stats()
+    assert st["samples"] >= 50, st
+    if made == "none":
+        assert st["codes_by_counter"] >= 10 * st["samples"], st
+    else:
+        assert st["codes_by_counter"] == 0, st

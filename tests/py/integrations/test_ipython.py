@@ -121,9 +121,14 @@ def test_cell_is_profiled(shell, shown, tmp_path, capsys):
 def test_threads_that_only_waited_are_left_out_of_the_table(shell, shown, capsys):
     # Pool threads idle on a condition for the whole cell (as IPython's own
     # history thread) would fill the table with their waiting.
-    shell.run_cell("import threading\nfrom concurrent.futures import ThreadPoolExecutor\n"
+    # The cell before the profiled one waits until both are in their wait:
+    # a pool thread still starting when the profile begins is running.
+    shell.run_cell("import threading, time\nfrom concurrent.futures import ThreadPoolExecutor\n"
                    "go_idle = threading.Event()\nidle_pool = ThreadPoolExecutor(2)\n"
-                   "for _ in range(2): idle_pool.submit(go_idle.wait)\n")
+                   "waiting = threading.Semaphore(0)\n"
+                   "for _ in range(2): idle_pool.submit(lambda: (waiting.release(), go_idle.wait()))\n"
+                   "for _ in range(2): waiting.acquire()\n"
+                   "time.sleep(0.05)\n")
     try:
         shell.run_cell_magic("stackwatch", "-p -q", "spin(0.2)\n")
     finally:

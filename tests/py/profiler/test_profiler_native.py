@@ -16,8 +16,10 @@ the interpreter function replaced by the Python frames it runs).
   signals, during and after profiling; it is back in place after stop.
 - lines and native together; the CLI's --native output and HTML flags.
 """
+import json
 import os
 import platform
+import re
 import signal
 import sys
 import threading
@@ -26,7 +28,8 @@ import zlib
 
 import pytest
 
-from conftest import SAMPLER, needs_sampler, run, write
+from conftest import SAMPLER, needs, needs_sampler, run, write
+from native_ext import NO_BINUTILS, build_extension, symbol_lines
 from stats_bounds import expect_at_least, expect_at_most
 
 pytestmark = [
@@ -372,3 +375,40 @@ def test_thread_blocking_the_signal_gets_python_only_samples():
     t = p.tree(th.ident)
     assert t["count"] >= 50
     assert not [n for path, _ in stacks(t) for n in path if n.get("native")]
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")   # (the line tables are the library's, not Python's)
+@needs(NO_BINUTILS)
+def test_native_frames_have_their_source_lines(tmp_path):
+    """`profile --native` of a C extension built with -g (cgraph.c, its
+    fib recursing under cfib): every native frame of the extension in the
+    collapsed stacks and speedscope's frames is named by the file and line
+    addr2line gives for its function's start, as from outside
+    (tests/py/cli/test_dump_native.py), not by the library and line 0."""
+    folder, so = build_extension(debug=True)
+    script = write(tmp_path / "prog.py", (
+        "import sys, time\n"
+        f"sys.path.insert(0, {folder!r})\n"
+        "import cgraph\n"
+        "end = time.perf_counter() + 0.5\n"
+        "while time.perf_counter() < end:\n"
+        "    cgraph.fib(20)\n"))
+    theirs = symbol_lines(so, ("fib", "cfib"))
+    assert set(theirs) == {"fib", "cfib"} and all(f.endswith("cgraph.c") for f, _ in theirs.values()), theirs
+    shown = {}
+    for fmt, suffix in (("collapsed", "txt"), ("speedscope", "json")):
+        out = tmp_path / f"p.{suffix}"
+        r = run(["profile", "--native", "-q", "--format", fmt, "-o", str(out), script])
+        assert r.returncode == 0, r.stderr
+        text = out.read_text()
+        if fmt == "collapsed":
+            rows = re.findall(r"(?:^|;)(c?fib) \[native\] \(([^;\s]+):(\d+)\)", text, re.M)
+            # (every frame of the extension: none left with its library's name)
+            assert not re.search(r"c?fib \[native\] \(" + re.escape(so), text), text[:2000]
+        else:
+            rows = [(f["name"][:-len(" [native]")], f["file"], f["line"])
+                    for f in json.loads(text)["shared"]["frames"] if f["name"] in ("fib [native]", "cfib [native]")]
+        shown[fmt] = {(n, os.path.normpath(f), int(line)) for n, f, line in rows}
+    want = {(n, f, line) for n, (f, line) in theirs.items()}
+    assert shown == {fmt: want for fmt in shown}, (shown, want)
