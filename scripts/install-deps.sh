@@ -48,6 +48,9 @@ if [ "$what" = all ]; then
   [ -e /usr/include/zlib.h ] || need+=(zlib1g-dev)
   command -v callgrind_annotate >/dev/null || need+=(valgrind)
   command -v babeltrace2 >/dev/null || need+=(babeltrace2)
+  # babeltrace 1 reads the LTTng session's kernel events in the tests:
+  # babeltrace2 2.0.4 may print an empty string field as an earlier one.
+  command -v babeltrace >/dev/null || need+=(babeltrace)
   # LTTng: lttng-ust's headers build the provider library of run --lttng,
   # and lttng-tools' session daemon records its events in the tests.
   command -v lttng-sessiond >/dev/null || need+=(lttng-tools)
