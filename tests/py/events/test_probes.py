@@ -199,6 +199,7 @@ EXAMPLES = os.path.join(ROOT, "examples", "bpftrace")
     ("delete_cascade.bt", ["instance__delete__start", "instance__delete__done"], "@cascade_us"),
 ])
 @attaching
+@pytest.mark.versions("3.10", "3.13")   # the shipped scripts; the probes are tested on every version
 def test_examples_attach_and_report(name, probes, expect):
     with open(os.path.join(EXAMPLES, name)) as f:
         script = f.read()
