@@ -57,9 +57,6 @@ int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps)
 #endif
 
 #include "procmem/procmem.h"
-#include "elf/elf.h"
-
-#include <dlfcn.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -511,28 +508,6 @@ int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps)
 #if PY_VERSION_HEX >= 0x030D0000
     *counter = (uint64_t)(uintptr_t)&((PyInterpreterState *)interp)->func_state.next_version;
     *interps = (uint64_t)(uintptr_t)&_PyRuntime.interpreters.next_id;
-    return SW_OK;
-#elif PY_VERSION_HEX >= 0x030C0000
-    /* _Py_next_func_version, a static of the file defining _PyRuntime
-     * (libpython, or the executable): from its .symtab, its load bias
-     * checked on _PyRuntime's own symbol. */
-    (void)interp;
-    *counter = *interps = 0;
-    Dl_info di;
-    sw_elf *e;
-    char err[256];
-    if (!dladdr((void *)&_PyRuntime, &di) || !di.dli_fname || !di.dli_fbase ||
-        sw_elf_open(di.dli_fname, &e, err, sizeof err) != SW_OK)
-        return SW_EARG;
-    sw_elf_symbol rt, c;
-    uint64_t bias = (uint64_t)(uintptr_t)di.dli_fbase;
-    int ok = sw_elf_find_symbol(e, "_PyRuntime", &rt) == SW_OK &&
-             rt.value + bias == (uint64_t)(uintptr_t)&_PyRuntime &&
-             sw_elf_find_symbol(e, "_Py_next_func_version", &c) == SW_OK && c.size == sizeof(uint32_t);
-    sw_elf_free(e);
-    if (!ok)
-        return SW_EARG;
-    *counter = c.value + bias;
     return SW_OK;
 #else
     (void)interp;

@@ -19,11 +19,10 @@ void sw_sampler_layout_fill(sw_py_layout *l);
  * 3.11), read by a process on the same machine. Call with the GIL held. */
 uint32_t sw_sampler_thread_tid_offset(void);
 
-/* The addresses in this process of its counter of code objects made and
- * of the count of interpreters made (sw_pystack_set_code_counter): 3.13,
- * interp's and _PyRuntime's; 3.12, _Py_next_func_version (a static,
- * found in the .symtab of the file defining _PyRuntime) and 0. SW_EARG
- * on other versions, or when 3.12's is not found. */
+/* 3.13: the addresses in this process of interp's counter of code objects
+ * made and of the count of interpreters made (sw_pystack_set_code_counter).
+ * SW_EARG on other versions (3.12's counter is a static libpython does
+ * not export). */
 int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps);
 
 #endif
