@@ -18,7 +18,6 @@ typedef struct entry {
     uint64_t checked_round;  /* sampling round it was last confirmed in */
     uint32_t stamp;          /* sw_codecache_stamp's, 0 if none */
     uint32_t frame_words;    /* its frames' size (sw_codecache_frame_words), 0 if not told */
-    uint64_t globals;        /* the globals its frames were last seen run with, 0 if not known */
     char *strings;           /* name NUL filename NUL */
     uint64_t linetable_ptr;  /* co_lnotab / co_linetable as read (0 without lines) */
     sw_linetable lines;      /* decoded on first use (lines_state 1) */
@@ -154,16 +153,6 @@ sw_sample_code *sw_codecache_fresh(sw_codecache *c, uint64_t addr, uint64_t roun
 void sw_codecache_stamp(sw_sample_code *info, uint32_t stamp)
 {
     ((entry *)info)->stamp = stamp;   /* (info is an entry's first member) */
-}
-
-void sw_codecache_seen_with(sw_sample_code *info, uint64_t globals)
-{
-    ((entry *)info)->globals = globals;
-}
-
-uint64_t sw_codecache_globals(const sw_sample_code *info)
-{
-    return ((const entry *)info)->globals;
 }
 
 uint32_t sw_codecache_frame_words(const sw_sample_code *info)

@@ -55,14 +55,6 @@ sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout 
  * would keep the old strings. */
 void sw_codecache_distrust(sw_codecache *c, uint64_t addr);
 
-/* The globals (a frame's f_globals) the code object of entry info was
- * last seen run with, as noted by sw_codecache_seen_with; 0 if not known
- * (a new entry). A code object run with other globals is likely another
- * one at that address (sw_codecache_distrust); closures, whose function
- * objects are made afresh, run with the same globals. */
-void sw_codecache_seen_with(sw_sample_code *info, uint64_t globals);
-uint64_t sw_codecache_globals(const sw_sample_code *info);
-
 /* 1 if the entry for addr is confirmed by hdr, the first l->code_size
  * bytes of the code object there as just read (the header of the code
  * object the entry was made from, or of one just like it); else 0. Reads

@@ -70,7 +70,6 @@ struct sw_pystack {
     uint64_t *code_addrs;          /* [max_depth] this stack's code objects, leaf first */
     uint64_t *globals;             /* [max_depth] with frame_globals: their frames' globals
                                       (3.11+: mixed with their function objects) */
-    uint64_t *frame_globs;         /* [max_depth] with frame_globals: their frames' globals */
     uint64_t *code_globals;        /* [2 * GLOBALS_SLOTS] with frame_globals: (code object,
                                       the globals its last frame seen ran with) */
     uint64_t *frame_addrs;         /* [max_depth] the frames walked, leaf first */
@@ -215,7 +214,6 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     const int keep_globals = l->frame_globals != SW_NO_OFFSET;
     if (keep_globals) {
         r->globals = malloc(d * sizeof *r->globals);
-        r->frame_globs = malloc(d * sizeof *r->frame_globs);
         r->code_globals = calloc(2 * GLOBALS_SLOTS, sizeof *r->code_globals);
     }
     r->frame_addrs = malloc(d * sizeof *r->frame_addrs);
@@ -271,7 +269,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         r->states = sw_threadstate_new(pid, STATE_FDS);
     if (r->states)
         sw_threadstate_set_cpu_every(r->states, lim->cpu_every);
-    if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->frame_globs || !r->code_globals)) ||
+    if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || (l->code_nlocalsplus != SW_NO_OFFSET && !r->gaps) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
         !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->window || !r->spec_tstate || !r->spec_n ||
         !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes ||
@@ -358,7 +356,6 @@ void sw_pystack_free(sw_pystack *r)
     sw_codecache_free(r->codes);
     free(r->code_addrs);
     free(r->globals);
-    free(r->frame_globs);
     free(r->code_globals);
     free(r->frame_addrs);
     free(r->kept_addrs);
@@ -944,9 +941,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
                 /* (3.11+ with the function too: a class body or a module runs
                  * with a function object made for that one run) */
                 uint64_t fn = l->frame_func != SW_NO_OFFSET ? u64_at(f, l->frame_func) : 0;
-                uint64_t globals = u64_at(f, l->frame_globals);
-                r->frame_globs[n] = globals;
-                r->globals[n] = globals ^ (fn << 17 | fn >> 47);
+                r->globals[n] = u64_at(f, l->frame_globals) ^ (fn << 17 | fn >> 47);
             }
             if (r->kept_addrs)
                 r->kept_addrs[n] = frame;
@@ -981,40 +976,27 @@ static int globals_seen(const sw_pystack *r, uint32_t i)
     return g[0] != r->code_addrs[i] ? GLOBALS_UNKNOWN : g[1] == r->globals[i] ? GLOBALS_SAME : GLOBALS_OTHER;
 }
 
-/* A code object seen run with other globals than the last frame of its
- * cache entry is likely another one at its address: its strings are read
- * again, not confirmed by pointers (sw_codecache_distrust; the entry
- * keeps its own globals, sw_codecache_globals, so this holds whatever
- * the slots of r->code_globals hold). A module's code last seen with
- * another function object (3.11+: each run of a module has its own) is
- * distrusted too (the next module's globals may take the freed ones'
- * address). For a frame not seen as before in those slots only (seen):
- * a closure's code runs with a new function object at each call, and the
- * same globals, which costs a lookup and no reads. */
-static void distrust_other(sw_pystack *r, uint32_t i, int seen)
+/* A module's code object last seen with other globals is another
+ * module's: its strings are read again, not confirmed by pointers
+ * (sw_codecache_distrust; modules only: a closure's code runs with a new
+ * function object at each call, 3.11+, and that costs no reads). */
+static void distrust_other_module(sw_pystack *r, uint32_t i, int seen)
 {
     const sw_sample_code *e;
-    if (!(e = sw_codecache_find(r->codes, r->code_addrs[i])))
-        return;
-    uint64_t was = sw_codecache_globals(e);
-    if ((was && was != r->frame_globs[i]) ||
-        (seen == GLOBALS_OTHER && e->name_len == 8 && memcmp(e->name, "<module>", 8) == 0))
+    if (seen == GLOBALS_OTHER && (e = sw_codecache_find(r->codes, r->code_addrs[i])) != NULL &&
+        e->name_len == 8 && memcmp(e->name, "<module>", 8) == 0)
         sw_codecache_distrust(r->codes, r->code_addrs[i]);
 }
 
-/* Notes the globals each frame of the walk ran its code with (r->frames
- * set): in its slot, and, where that changed, in its cache entry. */
+/* Notes the globals each frame of the walk ran its code with. */
 static void remember_globals(sw_pystack *r, uint32_t n)
 {
     if (!r->code_globals)
         return;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
-        if (g[0] == r->code_addrs[i] && g[1] == r->globals[i])
-            continue;
         g[0] = r->code_addrs[i];
         g[1] = r->globals[i];
-        sw_codecache_seen_with(r->frames[i], r->frame_globs[i]);
     }
 }
 
@@ -1034,11 +1016,8 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     const uint64_t round = r->st.rounds;
     uint32_t k = 0;
     if (r->codes_checked) {
-        for (uint32_t i = 0; r->code_globals && i < n; i++) {
-            int seen = globals_seen(r, i);
-            if (seen != GLOBALS_SAME)
-                distrust_other(r, i, seen);
-        }
+        for (uint32_t i = 0; r->code_globals && i < n; i++)
+            distrust_other_module(r, i, globals_seen(r, i));
         /* Read with the check after the walk, while their frames were
          * seen alive (so holding them): each entry confirmed, none trusted
          * on its age; and stamped with the counter read before that
@@ -1059,8 +1038,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     }
     for (uint32_t i = 0; i < n; i++) {
         int seen = globals_seen(r, i);
-        if (seen != GLOBALS_SAME)
-            distrust_other(r, i, seen);
+        distrust_other_module(r, i, seen);
         r->frames[i] = sw_codecache_fresh(r->codes, r->code_addrs[i], round, r->lim.code_ttl);
         if (r->frames[i] && r->code_globals && seen != GLOBALS_SAME)
             r->frames[i] = NULL;
