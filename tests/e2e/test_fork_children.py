@@ -53,6 +53,7 @@ for t in threads:
 '''
 
 
+@pytest.mark.versions("3.9", "3.12")   # the tracer's two hooks (PEP 523; sys.monitoring)
 def test_forked_children_leave_the_parents_trace_alone(tmp_path):
     prog = tmp_path / "forks.py"
     prog.write_text(PROGRAM)

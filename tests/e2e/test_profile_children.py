@@ -111,7 +111,8 @@ def _pprof_by_process(path):
 @needs_sampler
 @pytest.mark.parametrize("args, pool_name, executor_name, output, read", [
     (["spawn"], "SpawnPoolWorker", "SpawnProcess", "p.collapsed.txt", _collapsed_by_process),
-    (["fork"], "ForkPoolWorker", "ForkProcess", "p.pb.gz", _pprof_by_process),
+    pytest.param(["fork"], "ForkPoolWorker", "ForkProcess", "p.pb.gz", _pprof_by_process,
+                 marks=pytest.mark.versions("3.10", "3.13")),
     # The process started by subprocess is named by its command line.
     pytest.param(["forkserver", "subprocess"], "ForkServerPoolWorker", "ForkServerProcess", "p.collapsed.txt",
                  _collapsed_by_process, marks=pytest.mark.versions("3.12")),

@@ -80,6 +80,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.mark.parametrize("kind", ["trace", "profile"])
+@pytest.mark.versions("3.11")   # the exporter's JSON: the same on every version
 def test_exports_validate_against_speedscope_schema(exports, kind):
     jsonschema = needs_module("jsonschema", "jsonschema is not installed (scripts/venv.sh installs it)")
     _, out = exports
