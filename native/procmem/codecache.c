@@ -81,6 +81,25 @@ static uint64_t ptr_at(const unsigned char *hdr, uint32_t off)
     return v;
 }
 
+/* Whether a code object's (qual)name read from memory can be one: names
+ * are identifiers, dots and <...> parts ("f.<locals>.<lambda>", 3.12's
+ * "<generic parameters of C>"), never quotes, brackets, commas, colons or
+ * control characters. A name pointer read while its string was freed and
+ * its memory reused holds whatever was put there (seen: an exception's
+ * message, "'ModuleSpec' object has no attribute '_initializing'"): the
+ * sample fails instead of naming a frame with it. */
+static int plausible_name(const char *s, long n)
+{
+    if (n <= 0)
+        return 0;
+    for (long i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch == 0x7f || strchr("'\"()[]{},:;=", ch))
+            return 0;
+    }
+    return 1;
+}
+
 /* (Re)reads the strings of e from the pointers just read. */
 static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint64_t qualname, uint64_t filename,
                 int32_t line, uint64_t linetable, uint32_t frame_words)
@@ -90,7 +109,7 @@ static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint6
     if (nl < 0 && qualname != name)
         nl = sw_pystr_read(m, l, name, nbuf);
     long fl = nl < 0 ? -1 : sw_pystr_read(m, l, filename, fbuf);
-    if (nl < 0 || fl < 0)
+    if (nl < 0 || fl < 0 || !plausible_name(nbuf, nl))
         return SW_EIO;
     char *s = malloc((size_t)nl + (size_t)fl + 2);
     if (!s)
