@@ -100,7 +100,7 @@ def test_frames_a_cxx_exception_ended_are_closed(tmp_path):
     C++ exception unwound without their exit hooks are closed at the
     catcher's return, and the calls after it nest as by construction. Its
     C++ functions are named as c++filt names their symbols, in the trace
-    and in every export (collapsed, speedscope, pprof read by go tool
+    (--native-include matching those names) and in every export (collapsed, speedscope, pprof read by go tool
     pprof, the flame graph page's data, Perfetto decoded with its schema),
     where no mangled name is left."""
     folder, so = build_extension(source="cxxthrow.cpp")
@@ -121,6 +121,13 @@ def test_frames_a_cxx_exception_ended_are_closed(tmp_path):
     seq += [("exit", d) for d in range(7, 1, -1)]       # at catcher's return at the latest
     seq += [("call", 2, after), ("exit", 2)] * 2 + [("exit", 1), ("exit", 0)]
     assert main_sequence(t, thread_pos(t, "MainThread"), so) == seq
+    # --native-include matches the name shown.
+    r = run(["run", "-q", "-o", str(tmp_path / "only.swt"), "--native-include", "int cxxthrow::after<*", "-c",
+             code % folder])
+    assert r.returncode == 0 and r.stdout == "12\n", r.stderr
+    only = Trace(str(tmp_path / "only.swt"))
+    assert main_sequence(only, thread_pos(only, "MainThread"), so) == \
+        [("call", 0, "main")] + [("call", 1, after), ("exit", 1)] * 2 + [("exit", 0)]
     # The exports: the same names, none mangled.
     from stackwatch.render import formats
     mine = {run_, catcher, thrower, after}
