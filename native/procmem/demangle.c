@@ -3,7 +3,8 @@
  * run time (demangle.h): the library is looked up once (pthread_once),
  * and each thread's stack bounds once (pthread_getattr_np), so that a
  * name is handed to the demangler only where the thread's stack can hold
- * what the demangler puts there.
+ * what the demangler puts there, and only with few enough back-references
+ * that what it builds in memory stays bounded.
  */
 #define _GNU_SOURCE
 #include "demangle.h"
@@ -59,10 +60,28 @@ static uintptr_t stack_floor(void)
     return stack_low;
 }
 
+/* How many back-references name holds: 'S' or 'T', then digits and
+ * capitals (a sequence id or a parameter number, none at all), then '_'.
+ * (Source names are not skipped: a count too high only keeps a name
+ * mangled.) */
+static size_t back_references(const char *name)
+{
+    size_t n = 0;
+    for (const char *p = name; *p; p++) {
+        if (*p != 'S' && *p != 'T')
+            continue;
+        const char *q = p + 1;
+        while ((*q >= '0' && *q <= '9') || (*q >= 'A' && *q <= 'Z'))
+            q++;
+        n += *q == '_';
+    }
+    return n;
+}
+
 char *sw_demangle(const char *name)
 {
     if (!name || name[0] != '_' || name[1] != 'Z' || strnlen(name, SW_DEMANGLE_MAX + 1) > SW_DEMANGLE_MAX ||
-        !sw_demangle_available())
+        back_references(name) > SW_DEMANGLE_MAX_REFS || !sw_demangle_available())
         return NULL;
     char here;
     uintptr_t low = stack_floor(), sp = (uintptr_t)&here;
@@ -70,7 +89,7 @@ char *sw_demangle(const char *name)
         return NULL;
     int status = -1;
     char *out = cxa_demangle(name, NULL, NULL, &status);
-    if (status != 0 || !out || !out[0]) {
+    if (status != 0 || !out || !out[0] || strnlen(out, SW_DEMANGLE_OUT_MAX + 1) > SW_DEMANGLE_OUT_MAX) {
         free(out);
         return NULL;
     }

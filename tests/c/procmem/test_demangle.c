@@ -1,8 +1,11 @@
 /*
  * test_demangle.c - C++ names made readable (procmem/demangle.h): what
- * c++filt prints for the same names (written down from GCC 12's c++filt),
- * NULL for C names, malformed and over-long ones, and for a thread whose
- * stack is too small for the demangler; and no crash on 100,000 mangled
+ * c++filt prints for the same names (written down from GCC 12's c++filt;
+ * libstdc++'s abbreviation "Ss" stays std::string),
+ * NULL for C names, malformed and over-long ones, names with more
+ * back-references than the bound (whose text doubles with each pair) or
+ * a readable form over its bound, and for a thread whose stack is too
+ * small for the demangler; and no crash on 100,000 mangled
  * names damaged at random (cut, bytes changed, bytes repeated).
  */
 #define _GNU_SOURCE
@@ -22,6 +25,8 @@ static const char *const NAMES[][2] = {
     {"_ZN3FooC2Ev", "Foo::Foo()"},
     {"_ZdlPv", "operator delete(void*)"},
     {"_Z1fPFvvE", "f(void (*)())"},
+    /* (c++filt: f(std::basic_string<char, std::char_traits<char>, std::allocator<char> >)) */
+    {"_Z1fSs", "f(std::string)"},
 };
 
 TEST(demangled_as_cxxfilt_prints_them)
@@ -59,6 +64,49 @@ TEST(c_malformed_and_long_names_stay)
         REQUIRE(strlen(name) == n);
         char *d = sw_demangle(name);
         CHECK(extra ? d == NULL : d != NULL);
+        free(d);
+    }
+}
+
+/* "_Z1fI1AIiiE", then `levels` levels S_<prev, prev> (two back-references
+ * each: twice the text of the one before), then "Evv". */
+static void doubling_name(char *out, size_t cap, int levels)
+{
+    static const char digits[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    size_t n = (size_t)snprintf(out, cap, "_Z1fI1AIiiE");
+    for (int k = 1; k <= levels && n < cap; k++) {
+        char id[3] = {digits[k % 36], 0, 0};
+        if (k >= 36)
+            id[0] = digits[k / 36], id[1] = digits[k % 36];
+        n += (size_t)snprintf(out + n, cap - n, "S_IS%s_S%s_E", id, id);
+    }
+    if (n < cap)
+        snprintf(out + n, cap - n, "Evv");
+}
+
+TEST(names_that_would_print_too_much_stay)
+{
+    char name[SW_DEMANGLE_MAX + 1];
+    doubling_name(name, sizeof name, 5);   /* 15 back-references (3 a level): c++filt prints 1,056 bytes */
+    char *d = sw_demangle(name);
+    CHECK(d && strlen(d) == 1056 && strncmp(d, "void f<A<int, int>, ", 20) == 0);
+    free(d);
+    doubling_name(name, sizeof name, 6);   /* 18 */
+    d = sw_demangle(name);
+    CHECK(d == NULL);
+    free(d);
+    doubling_name(name, sizeof name, 40);  /* 2^40 times the text: never asked for */
+    d = sw_demangle(name);
+    CHECK(d == NULL);
+    free(d);
+    /* A<long long x n> then A<that, that>: c++filt prints 13,222 bytes for
+     * n = 400 (kept), 16,522 for 500 (over SW_DEMANGLE_OUT_MAX) */
+    for (int n = 400; n <= 500; n += 100) {
+        memcpy(name, "_Z1fI1AI", 8);
+        memset(name + 8, 'x', (size_t)n);
+        snprintf(name + 8 + n, sizeof name - 8 - (size_t)n, "ES_IS1_S1_EEvv");
+        d = sw_demangle(name);
+        CHECK(n == 400 ? d && strlen(d) == 13222 : d == NULL);
         free(d);
     }
 }
