@@ -100,9 +100,10 @@ def test_frames_a_cxx_exception_ended_are_closed(tmp_path):
     C++ exception unwound without their exit hooks are closed at the
     catcher's return, and the calls after it nest as by construction. Its
     C++ functions are named as c++filt names their symbols, in the trace
-    (--native-include matching those names) and in every export (collapsed, speedscope, pprof read by go tool
-    pprof, the flame graph page's data, Perfetto decoded with its schema),
-    where no mangled name is left."""
+    (--native-include matching those names) and in every export
+    (collapsed, speedscope, pprof read by go tool pprof, the flame graph
+    page's data, Perfetto decoded with its schema, CTF read by babeltrace2
+    and its functions.nm), where no mangled name is left."""
     folder, so = build_extension(source="cxxthrow.cpp")
     code = "import sys; sys.path.insert(0, %r); import cxxthrow\ndef main(): return cxxthrow.run(2)\nprint(main())\n"
     plain = run(["python", "-c", code % folder])
@@ -146,10 +147,17 @@ def test_frames_a_cxx_exception_ended_are_closed(tmp_path):
         elif GO:
             shown[fmt] = set(re.findall(r"^\s+\d+: 0x\w+ M=\d+ (.*? \[native\]) ", go_pprof("-raw", path), re.M))
     shown["perfetto"] = {name for name, *_ in perfetto_timeline(out, tmp_path / "t.pftrace").slices}
+    if not NO_BABELTRACE:   # the CTF export's entry events (babeltrace2) and its name map
+        t.export("ctf", str(tmp_path / "t.ctf"))
+        shown["ctf"] = {field(p, "name") for _, name, _, p in read_ctf(tmp_path / "t.ctf")
+                        if name == "lttng_ust_cyg_profile:func_entry"}
+        shown["functions.nm"] = {line.split(" ", 2)[2] for line in
+                                 (tmp_path / "t.ctf" / "functions.nm").read_text().splitlines()}
     for fmt, names in shown.items():
         assert mine <= names and not any(n.startswith("_Z") for n in names), (fmt, names)
-    if not GO:
-        missing(NO_GO)
+    for reason in (NO_GO, NO_BABELTRACE):
+        if reason:
+            missing(reason)
 
 
 def strings(data):
