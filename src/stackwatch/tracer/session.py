@@ -241,9 +241,9 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     ring_bytes = given_ring = parse_size(ring) if ring else 0
     if ring_bytes:
         # At most `ring` bytes of events per thread in the file: the ring
-        # keeps ring // chunk chunks (at least four), the last one the
-        # partial chunk written at stop, so a thread that recorded enough
-        # keeps between 3/4 of it and all of it.
+        # keeps the newest chunks that fit it, each (with its headers) at
+        # most a quarter of it, so a thread that recorded enough keeps
+        # between 3/4 of it and all of it.
         if ring_bytes < 4 * MIN_CHUNK:
             raise ValueError(f"ring must be at least {4 * MIN_CHUNK // 1024}K (four chunks of "
                              f"{MIN_CHUNK // 1024}K), not {given_ring} bytes")

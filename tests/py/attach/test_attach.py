@@ -189,6 +189,96 @@ def test_ctrl_c_or_sigterm_stops_the_tracing(tmp_path, sig):
         p.communicate(timeout=60)
 
 
+# A target that handles Ctrl-C (KeyboardInterrupt) and logs it, and whose
+# hooks widen the attach's start-up and stop: the import of the attach's
+# module in it logs "attach starts" and takes 1.5 s, the opening of the
+# stop's report (an audit event) logs "attach stops" and takes 1 s.
+INTERRUPTED = """
+import signal
+import sys
+import time
+
+log = open(sys.argv[1], "w", buffering=1)
+
+
+class SlowAttach:
+    def find_spec(self, name, path=None, target=None):
+        if name == "stackwatch.tracer.attached":
+            log.write("attach starts\\n")
+            time.sleep(1.5)
+        return None
+
+
+sys.meta_path.insert(0, SlowAttach())
+
+
+def slow_stop(event, args):
+    if event == "open" and str(args[0]).endswith("stopped.json.tmp"):
+        log.write("attach stops\\n")
+        time.sleep(1.0)
+
+
+sys.addaudithook(slow_stop)
+
+
+def work(n):
+    return n * n
+
+
+n = interrupts = 0
+print("ready", flush=True)
+while interrupts < 3 and n < 30000:   # (the test sends three)
+    try:
+        while n < 30000:
+            work(n)
+            time.sleep(0.001)
+            n += 1
+    except KeyboardInterrupt:
+        log.write(f"KeyboardInterrupt {n}\\n")
+        interrupts += 1
+print("done", signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)   # the stop's stand-in gone too
+"""
+
+
+@pytest.mark.versions("3.9", "3.12")   # both pending-call eras (before 3.12 the main thread only)
+def test_ctrl_c_during_the_attachs_start_and_stop_reaches_the_target(tmp_path):
+    """A SIGINT that reaches the target while the attach's start-up code
+    runs there raises the target's own KeyboardInterrupt, once, where the
+    program handles it (the start-up does not swallow it), and so does one
+    during the stop; the attach goes on and traces, and a later Ctrl-C
+    raises it again (the target's handler is back; SIGTERM's is the
+    default again)."""
+    prog = tmp_path / "interrupted.py"
+    prog.write_text(INTERRUPTED)
+    log = tmp_path / "calls.log"
+    p = subprocess.Popen([sys.executable, str(prog), str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    out = tmp_path / "t.swt"
+    try:
+        assert p.stdout.readline() == "ready\n"
+        a = subprocess.Popen([sys.executable, "-m", "stackwatch", "attach", str(p.pid), "--trace", "--duration", "0.5",
+                              "-o", str(out)], stderr=subprocess.PIPE, text=True)
+        for stage in ("attach starts", "attach stops"):
+            deadline = time.monotonic() + 30
+            while stage not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            p.send_signal(signal.SIGINT)   # in the middle of the stage's 1.5 s or 1 s
+        _, err = a.communicate(timeout=60)
+        assert a.returncode == 0, err
+        lines = [w.split()[0] if w.startswith("Key") else w for w in log.read_text().splitlines()]
+        assert lines == ["attach starts", "KeyboardInterrupt", "attach stops", "KeyboardInterrupt"], lines
+        from stackwatch import Trace
+        t = Trace(str(out))
+        assert any(t.codes[e.code].name == "work" for e in t.events(0) if e.kind == 0)
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=60)
+        assert (p.returncode, stdout, stderr) == (0, "done True\n", ""), (p.returncode, stdout, stderr)
+        assert log.read_text().count("KeyboardInterrupt") == 3
+    finally:
+        p.kill()
+        p.communicate(timeout=60)
+
+
 def hung_report(a, p):
     """What the attaching command and its target were doing, on one line
     (CI shows only the failure's first line): their Python stacks, the
