@@ -18,8 +18,12 @@
  *     TaskLog(out, thread_name, thread_of_native, task_kinds, outcomes, reasons)
  *
  * out: a stream of text, or of bytes (one without an `encoding`: the
- * lines' UTF-8 as it is); None: sys.stderr, looked up at each write; thread_name(ident)
- * and thread_of_native(native_id): a thread's name, or None when unknown;
+ * lines' UTF-8 as it is); None: sys.stderr, looked up at each write; thread_name(ident):
+ * a thread's name, or None when unknown; thread_of_native(native_id): the
+ * live threading.Thread of that native id, or None (the writer keeps the
+ * one found under each native id and reads its name itself, with no
+ * Python run, while that thread is alive and answers to the id: a wake's
+ * line names the thread it wakes, mostly where the program holds a lock);
  * the three tuples: names of TASK_CREATE's kind, TASK_EXIT's outcome and
  * TASK_BLOCK's reason by number (events/task_hooks.py).
  * Methods: line(time_ns, ident, kind, body) writes another kind's line
@@ -69,6 +73,7 @@ typedef struct {
 typedef struct {
     uint64_t native;
     char *name;
+    PyObject *thread;        /* a weak reference to the live thread last found under it (NULL: none) */
 } tl_native;
 
 typedef struct {
@@ -96,6 +101,10 @@ typedef struct {
 
 static PyTypeObject TaskLogType;
 static PyObject *S_write, *S_flush;   /* "write", "flush", interned */
+/* threading's module, Thread, _active and _limbo; Thread's properties and
+ * the attributes they read */
+static PyObject *S_threading, *S_Thread, *S_active, *S_limbo, *S_name, *S_ident, *S_native_id, *S__name, *S__ident,
+    *S__native_id;
 
 /* This thread's native id (0: not asked yet; CPython asks the kernel each
  * time). A forked child asks again. */
@@ -333,6 +342,93 @@ static tl_native *native_at(TaskLog *l, uint64_t native, int make)
         return NULL;
     a[l->n_natives] = (tl_native){.native = native};
     return &a[l->n_natives++];
+}
+
+/* 1 if threads of type tp tell their name, ident and native_id as
+ * threading.Thread's do (its properties, reading _name, _ident and
+ * _native_id) and those read with no Python run: the generic getattr, no
+ * __hash__ of their own (threading._limbo is keyed by thread). The last
+ * type found so is kept while its version tag holds. */
+static int plain_thread_type(PyTypeObject *tp, PyObject *thread_type)
+{
+    static PyTypeObject *known;
+    static unsigned int known_version;
+    if (tp == known && tp->tp_version_tag == known_version && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return 1;
+    if (!PyType_Check(thread_type) || !PyType_IsSubtype(tp, (PyTypeObject *)thread_type) ||
+        tp->tp_getattro != PyObject_GenericGetAttr || tp->tp_hash != PyBaseObject_Type.tp_hash)
+        return 0;
+    PyObject *const props[] = {S_name, S_ident, S_native_id}, *const own[] = {S__name, S__ident, S__native_id};
+    for (int i = 0; i < 3; i++)
+        if (_PyType_Lookup(tp, props[i]) != _PyType_Lookup((PyTypeObject *)thread_type, props[i]) ||
+            _PyType_Lookup(tp, own[i]))
+            return 0;
+    if (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) {
+        known = tp;
+        known_version = tp->tp_version_tag;
+    }
+    return 1;
+}
+
+/* The name (new reference) of thread t when it is alive (listed in
+ * threading._active under its ident, or in _limbo, as enumerate() lists
+ * them) with native id `native`, read with no Python run; NULL when it is
+ * not, or cannot be read so. No exception left. */
+static PyObject *live_name(PyObject *t, uint64_t native)
+{
+    PyObject *m = PyImport_GetModule(S_threading), *d = m ? PyModule_GetDict(m) : NULL;
+    PyObject *thread_type = d ? PyDict_GetItemWithError(d, S_Thread) : NULL;   /* (borrowed: the module holds them) */
+    PyObject *active = d ? PyDict_GetItemWithError(d, S_active) : NULL;
+    PyObject *limbo = d ? PyDict_GetItemWithError(d, S_limbo) : NULL;
+    PyObject *name = NULL;
+    if (thread_type && active && PyDict_Check(active) && limbo && PyDict_Check(limbo) &&
+        plain_thread_type(Py_TYPE(t), thread_type)) {
+        PyObject *nid = PyObject_GetAttr(t, S__native_id);
+        PyObject *ident = nid && PyLong_Check(nid) && PyLong_AsUnsignedLongLong(nid) == native
+                              ? PyObject_GetAttr(t, S__ident) : NULL;
+        PyObject *listed = ident && !PyErr_Occurred() ? PyDict_GetItemWithError(active, ident) : NULL;
+        if (listed == t || (ident && !PyErr_Occurred() && PyDict_Contains(limbo, t) == 1))
+            name = PyObject_GetAttr(t, S__name);
+        Py_XDECREF(ident);
+        Py_XDECREF(nid);
+    }
+    Py_XDECREF(m);
+    if (name && !PyUnicode_Check(name))
+        Py_CLEAR(name);
+    sw_err_drop();
+    return name;
+}
+
+/* The name of the live thread whose native id is `native` (a malloc'd
+ * copy), or NULL when none is: the thread last found under that id when it
+ * still answers to it, else the one thread_of_native finds (Python). */
+static char *live_thread_name(TaskLog *l, uint64_t native)
+{
+    tl_native *n = native_at(l, native, 1);
+    PyObject *t = n && n->thread ? sw_weak_target(n->thread) : NULL;
+    PyObject *name = t ? live_name(t, native) : NULL;
+    Py_XDECREF(t);
+    if (!name) {
+        PyObject *found = PyObject_CallFunction(l->thread_of_native, "K", (unsigned long long)native);
+        if (found && found != Py_None) {
+            name = live_name(found, native);
+            if (!name)   /* (a thread of its own kind: its name property) */
+                name = PyObject_GetAttr(found, S_name);
+            n = native_at(l, native, 1);   /* (Python ran: the table may have moved) */
+            if (n && name) {
+                Py_XSETREF(n->thread, PyWeakref_NewRef(found, NULL));
+                sw_err_drop();
+            }
+        }
+        Py_XDECREF(found);
+        sw_err_drop();
+    }
+    Py_ssize_t len;
+    const char *u = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, &len) : NULL;
+    char *s = u ? sw_dup_n(u, (size_t)len) : NULL;
+    Py_XDECREF(name);
+    sw_err_drop();
+    return s;
 }
 
 /* Another thread by its native id (0: the thread `ident`): its name now
@@ -764,7 +860,7 @@ static int render(TaskLog *l, const tl_event *e)
     char *other = NULL;
     if (e->c && (e->kind == SW_K_TASK_CREATE || e->kind == SW_K_TASK_WAKE || e->kind == SW_K_TASK_WOKEN ||
                  e->kind == SW_K_TASK_NAME)) {
-        other = call_for_name(l->thread_of_native, (uint64_t)e->c);
+        other = live_thread_name(l, (uint64_t)e->c);
         asked = 1;
     }
     if (asked)   /* (Python ran: a thread event of its own may have made it forget meanwhile) */
@@ -864,8 +960,10 @@ static void tl_dealloc(PyObject *self)
     for (size_t i = 0; i < l->n_threads; i++) {
         free(l->threads[i].name);
     }
-    for (size_t i = 0; i < l->n_natives; i++)
+    for (size_t i = 0; i < l->n_natives; i++) {
         free(l->natives[i].name);
+        Py_XDECREF(l->natives[i].thread);
+    }
     free(l->tasks);
     free(l->threads);
     free(l->natives);
@@ -992,6 +1090,13 @@ int sw_task_log_add_to_module(PyObject *m)
     if (PyType_Ready(&TaskLogType) < 0 || !(S_write = PyUnicode_InternFromString("write")) ||
         !(S_flush = PyUnicode_InternFromString("flush")))
         return -1;
+    PyObject **const names[] = {&S_threading, &S_Thread, &S_active, &S_limbo, &S_name, &S_ident, &S_native_id,
+                                &S__name, &S__ident, &S__native_id};
+    const char *const texts[] = {"threading", "Thread", "_active", "_limbo", "name", "ident", "native_id", "_name",
+                                 "_ident", "_native_id"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!(*names[i] = PyUnicode_InternFromString(texts[i])))
+            return -1;
     pthread_atfork(NULL, NULL, forked_child);
     Py_INCREF(&TaskLogType);
     if (PyModule_AddObject(m, "TaskLog", (PyObject *)&TaskLogType) < 0) {
