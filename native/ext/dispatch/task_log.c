@@ -6,14 +6,15 @@
  * and then the others, at most STATES_SHOWN (a switch costs the same with
  * 10,000 tasks). Lines are buffered and handed to the stream's write() a
  * buffer at a time (a line at a time to stderr: a live log). To a regular
- * file of io's (`run --log FILE`) a buffer is written to the file's
- * descriptor with the GIL held: a stream's write() lets the GIL go for the
- * system call, and most task lines are made where the program holds a
- * lock (a queue.Queue's put and get, a Condition's notify): every other
- * thread then ran into that lock, and on the threads' program of `make
- * bench` the queue's lock convoyed now and then (a run in 3 to 8 in 20
- * made 80,000-160,000 context switches, plain 5,500; up to 4x plain's wall
- * where the instructions are 1.5x).
+ * file (`run --log FILE`, or `--log -` with stderr a file) the lines are
+ * written to its descriptor with the GIL held: a stream's write() lets the
+ * GIL go for the system call, and most task lines are made where the
+ * program holds a lock (a queue.Queue's put and get, a Condition's
+ * notify): every other thread then ran into that lock, and on the threads'
+ * program of `make bench` the queue's lock convoyed now and then (a run in
+ * 3 to 8 in 20 made 80,000-170,000 context switches, plain 5,500; up to 4x
+ * plain's wall where the instructions are 1.5x; `--log -` to a file, a
+ * write a line, 3.6x).
  *
  *     TaskLog(out, thread_name, thread_of_native, task_kinds, outcomes, reasons)
  *
@@ -38,6 +39,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -100,7 +102,7 @@ typedef struct {
 } TaskLog;
 
 static PyTypeObject TaskLogType;
-static PyObject *S_write, *S_flush;   /* "write", "flush", interned */
+static PyObject *S_write, *S_flush, *S_encoding;   /* "write", "flush", "encoding", interned */
 /* threading's module, Thread, _active and _limbo; Thread's properties and
  * the attributes they read */
 static PyObject *S_threading, *S_Thread, *S_active, *S_limbo, *S_name, *S_ident, *S_native_id, *S__name, *S__ident,
@@ -732,27 +734,38 @@ static int regular_file(PyObject *out, struct stat *st)
     return fd;
 }
 
-/* out's descriptor, when it is still the regular file first met (-1: it
- * is not, or out is closed: its own write() then says so). */
-static int file_of(TaskLog *l)
+/* 1 if text stream out encodes as UTF-8 (the writer's lines as they are). */
+static int utf8_stream(PyObject *out)
 {
-    struct stat st;
-    int fd = regular_file(l->out, &st);
-    return fd >= 0 && st.st_dev == l->dev && st.st_ino == l->ino ? fd : -1;
+    PyObject *enc = PyObject_GetAttr(out, S_encoding);
+    const char *e = enc && PyUnicode_Check(enc) ? PyUnicode_AsUTF8(enc) : NULL;
+    int r = e && (strcasecmp(e, "utf-8") == 0 || strcasecmp(e, "utf8") == 0);
+    Py_XDECREF(enc);
+    sw_err_drop();
+    return r;
 }
 
-/* The buffer written to out's file (after what out itself buffers, so
- * that lines and anything else written to out stay in order) without
- * letting the GIL go. 1 written, 0 not (out's write() then), -1 failed
- * (OSError set). */
-static int write_direct(TaskLog *l)
+/* The descriptor that stream out's lines are written to with the GIL
+ * held, what out itself buffers written first (so that lines and anything
+ * else written to out stay in order): its regular file (not a pipe or a
+ * terminal, which may block), for a binary file of io's still the one
+ * first met, for sys.stderr (a line at a time) when it is UTF-8. -1: out's
+ * write() (which also says when out is closed). */
+static int direct_fd(TaskLog *l, PyObject *out)
 {
-    PyObject *r = PyObject_CallMethodNoArgs(l->out, S_flush);   /* (nothing buffered: no system call) */
+    if (!l->direct && !(l->out == Py_None && utf8_stream(out)))
+        return -1;
+    PyObject *r = PyObject_CallMethodNoArgs(out, S_flush);   /* (nothing buffered: no system call) */
     Py_XDECREF(r);
     sw_err_drop();
-    int fd = file_of(l);
-    if (fd < 0)
-        return 0;
+    struct stat st;
+    int fd = regular_file(out, &st);
+    return fd >= 0 && (!l->direct || (st.st_dev == l->dev && st.st_ino == l->ino)) ? fd : -1;
+}
+
+/* The buffer written to fd. 0, or -1 (OSError set). */
+static int write_all(TaskLog *l, int fd)
+{
     size_t done = 0;
     while (done < l->buf.len) {
         ssize_t n = write(fd, l->buf.data + done, l->buf.len - done);
@@ -766,19 +779,19 @@ static int write_direct(TaskLog *l)
         }
         done += (size_t)n;
     }
-    return 1;
+    return 0;
 }
 
 static int flush(TaskLog *l)
 {
     if (!l->buf.len)
         return 0;
-    if (l->direct) {
-        int w = write_direct(l);
-        if (w) {
-            l->buf.len = 0;
-            return w < 0 ? -1 : 0;
-        }
+    PyObject *out = l->out != Py_None ? l->out : PySys_GetObject("stderr");   /* (borrowed) */
+    int fd = out && out != Py_None ? direct_fd(l, out) : -1;
+    if (fd >= 0) {
+        int w = write_all(l, fd);
+        l->buf.len = 0;
+        return w;
     }
     /* io's binary files take a view of the buffer (written through or
      * copied into theirs before write returns: not kept); other streams
@@ -790,7 +803,6 @@ static int flush(TaskLog *l)
         l->buf.len = 0;
         return -1;
     }
-    PyObject *out = l->out != Py_None ? l->out : PySys_GetObject("stderr");
     PyObject *r = out && out != Py_None ? PyObject_CallMethodOneArg(out, S_write, s) : NULL;
     l->buf.len = 0;
     Py_DECREF(s);
@@ -1088,7 +1100,7 @@ static PyTypeObject TaskLogType = {
 int sw_task_log_add_to_module(PyObject *m)
 {
     if (PyType_Ready(&TaskLogType) < 0 || !(S_write = PyUnicode_InternFromString("write")) ||
-        !(S_flush = PyUnicode_InternFromString("flush")))
+        !(S_flush = PyUnicode_InternFromString("flush")) || !(S_encoding = PyUnicode_InternFromString("encoding")))
         return -1;
     PyObject **const names[] = {&S_threading, &S_Thread, &S_active, &S_limbo, &S_name, &S_ident, &S_native_id,
                                 &S__name, &S__ident, &S__native_id};

@@ -159,35 +159,50 @@ def test_run_rejects_bad_event_names(tmp):
     assert "Traceback" not in out.stderr
 
 
-def test_log_file_written_in_order_and_without_letting_the_gil_go(tmp):
-    """The log's writer writes a regular file's lines to its descriptor with
+@pytest.mark.parametrize("to", ["file", "stderr"])
+def test_log_file_written_in_order_and_without_letting_the_gil_go(tmp, to):
+    """The log's writer writes its lines to a regular file's descriptor with
     the GIL held (task lines are made where the program holds its locks:
     a write() that lets the GIL go there made a queue's other threads
-    convoy on its lock), after what the file object itself buffers.
-    A thread waiting for the GIL (the switch interval too long for it to
-    ask) must not run during 40 flushes of 64 KB; with the stream's
-    write() it gets in at the first whose system call it catches."""
+    convoy on its lock), after what the file object itself buffers: its
+    own file (`--log FILE`) or sys.stderr redirected to one (`--log -`, a
+    line at a time). A thread waiting for the GIL (the switch interval too
+    long for it to ask) must not run during 40 writes of 64 KB; with the
+    stream's write() it gets in at the first whose system call it catches."""
     path = tmp / "log.txt"
-    log = stackwatch.handlers.verbose(str(path))
-    go, ran = threading.Event(), []
-    t = threading.Thread(target=lambda: (go.wait(), ran.append(1)))
-    t.start()
-    body, n = "x" * 200, 40 * 64 * 1024 // 240
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1000)
+    err = sys.stderr
+    if to == "stderr":
+        sys.stderr = open(path, "w", encoding="utf-8")
     try:
-        go.set()
-        sum(range(2_000_000))   # (C, GIL held: the thread wakes and waits for the GIL)
-        for i in range(n):
-            log._log.line(i * 1000, threading.get_ident(), "call", body)
-        seen = list(ran)
+        log = stackwatch.handlers.verbose(str(path) if to == "file" else None)
+        go, ran = threading.Event(), []
+        t = threading.Thread(target=lambda: (go.wait(), ran.append(1)))
+        t.start()
+        body, n = "x" * 200, 40 * 64 * 1024 // 240
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1000)
+        try:
+            go.set()
+            sum(range(2_000_000))   # (C, GIL held: the thread wakes and waits for the GIL)
+            for i in range(n):
+                log._log.line(i * 1000, threading.get_ident(), "call", body)
+            seen = list(ran)
+        finally:
+            sys.setswitchinterval(interval)
+        t.join()
+        log._log.flush()
+        # (in the file object's buffer: written before the lines after it)
+        own = "the file's own\n"
+        if to == "file":
+            log.out.write(own.encode())
+        else:
+            sys.stderr.write(own)
+        log._log.line(n * 1000, threading.get_ident(), "call", "last")
+        log.close()
     finally:
-        sys.setswitchinterval(interval)
-    t.join()
-    log._log.flush()
-    log.out.write(b"the file's own\n")   # (in its buffer: written before the lines after it)
-    log._log.line(n * 1000, threading.get_ident(), "call", "last")
-    log.close()
+        if to == "stderr":
+            sys.stderr.close()
+            sys.stderr = err
     assert seen == []
     lines = path.read_text().splitlines()
     assert len(lines) == n + 2 and all(l.endswith(f"[MainThread] {'call':<12}{body}") for l in lines[:n])
