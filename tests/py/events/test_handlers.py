@@ -5,6 +5,7 @@ import gc
 import os
 import sys
 import threading
+import time
 
 import pytest
 
@@ -176,20 +177,22 @@ def test_log_file_written_in_order_and_without_letting_the_gil_go(tmp, to):
     try:
         log = stackwatch.handlers.verbose(str(path) if to == "file" else None)
         go, ran = threading.Event(), []
-        t = threading.Thread(target=lambda: (go.wait(), ran.append(1)))
-        t.start()
         body, n = "x" * 200, 40 * 64 * 1024 // 240
         interval = sys.getswitchinterval()
-        sys.setswitchinterval(1000)
+        sys.setswitchinterval(1000)   # (before the thread starts: no wait for the GIL asks for it)
         try:
+            t = threading.Thread(target=lambda: (go.wait(), ran.append(1)))
+            t.start()
+            while not go._cond._waiters:
+                time.sleep(0.001)
             go.set()
             sum(range(2_000_000))   # (C, GIL held: the thread wakes and waits for the GIL)
             for i in range(n):
                 log._log.line(i * 1000, threading.get_ident(), "call", body)
             seen = list(ran)
+            t.join()
         finally:
             sys.setswitchinterval(interval)
-        t.join()
         log._log.flush()
         # (in the file object's buffer: written before the lines after it)
         own = "the file's own\n"
