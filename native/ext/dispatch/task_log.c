@@ -99,6 +99,9 @@ typedef struct {
                               * device and inode, checked at each write: the descriptor is still its) */
     dev_t dev;
     ino_t ino;
+    PyObject *err_out;       /* out None: the sys.stderr last met (held), and whether it is a UTF-8 text
+                              * stream of a regular file (written so; not asked again while it is that) */
+    int err_direct;
 } TaskLog;
 
 static PyTypeObject TaskLogType;
@@ -753,8 +756,17 @@ static int utf8_stream(PyObject *out)
  * write() (which also says when out is closed). */
 static int direct_fd(TaskLog *l, PyObject *out)
 {
-    if (!l->direct && !(l->out == Py_None && utf8_stream(out)))
-        return -1;
+    if (!l->direct) {
+        if (l->out != Py_None)
+            return -1;
+        if (out != l->err_out) {
+            struct stat st;
+            Py_XSETREF(l->err_out, Py_NewRef(out));
+            l->err_direct = utf8_stream(out) && regular_file(out, &st) >= 0;
+        }
+        if (!l->err_direct)
+            return -1;
+    }
     PyObject *r = PyObject_CallMethodNoArgs(out, S_flush);   /* (nothing buffered: no system call) */
     Py_XDECREF(r);
     sw_err_drop();
@@ -984,6 +996,7 @@ static void tl_dealloc(PyObject *self)
     sw_hashtab_free(&l->native_ix);
     sw_bytes_free(&l->buf);
     Py_XDECREF(l->out);
+    Py_XDECREF(l->err_out);
     Py_XDECREF(l->thread_name);
     Py_XDECREF(l->thread_of_native);
     Py_XDECREF(l->kinds);
