@@ -177,7 +177,7 @@ static void put_u64(sw_bytes *b, uint64_t v)
 /* ns as Python's f"{ns / 1e6:12.3f}" writes it: the ms rounded to the µs
  * (the same digits unless ns ends in exactly 500, where the double's
  * rounding decides: printf then, as for a negative time). */
-static void put_ms(sw_bytes *b, long long ns)
+static inline void put_ms(sw_bytes *b, long long ns)
 {
     char s[48];
     if (ns < 0 || ns % 1000 == 500) {
@@ -197,7 +197,7 @@ static void put_ms(sw_bytes *b, long long ns)
 
 /* ---- threads and tasks ---- */
 
-static tl_thread *thread_at(TaskLog *l, uint64_t ident)
+static inline tl_thread *thread_at(TaskLog *l, uint64_t ident)
 {
     if (l->last_thread < l->n_threads && l->threads[l->last_thread].ident == ident)
         return &l->threads[l->last_thread];   /* (most lines: the thread of the one before) */
@@ -222,7 +222,7 @@ static tl_thread *thread_at(TaskLog *l, uint64_t ident)
 
 /* The task (ident, task), made when `make` and not met yet; NULL when
  * absent (or out of memory). */
-static tl_task *task_in(TaskLog *l, uint64_t ident, uint64_t task, int make)
+static inline tl_task *task_in(TaskLog *l, uint64_t ident, uint64_t task, int make)
 {
     for (int r = 0; r < 2; r++) {
         uint32_t i = l->recent[r];
@@ -303,7 +303,7 @@ static int ask_thread(TaskLog *l, uint64_t ident)
 
 /* The thread's name, as verbose names it (asked by ask_thread); its ident
  * when it is not listed yet. */
-static void put_thread(TaskLog *l, sw_bytes *b, uint64_t ident)
+static inline void put_thread(TaskLog *l, sw_bytes *b, uint64_t ident)
 {
     tl_thread *th = thread_at(l, ident);
     if (th && th->name)
@@ -313,7 +313,7 @@ static void put_thread(TaskLog *l, sw_bytes *b, uint64_t ident)
 }
 
 /* Task `task` of thread `ident` by name (t: its entry, when known). */
-static void put_task_at(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task, const tl_task *t)
+static inline void put_task_at(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task, const tl_task *t)
 {
     if (!task) {
         put_thread(l, b, ident);
@@ -325,7 +325,7 @@ static void put_task_at(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task, 
     }
 }
 
-static void put_task(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task)
+static inline void put_task(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task)
 {
     put_task_at(l, b, ident, task, task ? task_in(l, ident, task, 0) : NULL);
 }
@@ -525,7 +525,7 @@ static void drop_state(TaskLog *l, uint64_t ident, uint64_t task)
     th->live--;
 }
 
-static void put_state(TaskLog *l, sw_bytes *b, const tl_task *t)
+static inline void put_state(TaskLog *l, sw_bytes *b, const tl_task *t)
 {
     put_task_at(l, b, t->ident, t->task, t);
     if (t->state == ST_RUNNING) {
@@ -826,7 +826,7 @@ static int flush(TaskLog *l)
 
 /* A line begins: time since the log's first line, thread, kind (its
  * words follow, then end_line). */
-static void start_line(TaskLog *l, long long time_ns, uint64_t ident, const char *kind)
+static inline void start_line(TaskLog *l, long long time_ns, uint64_t ident, const char *kind)
 {
     if (!l->started) {
         l->started = 1;
