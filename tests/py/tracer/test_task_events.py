@@ -1429,6 +1429,50 @@ own.close()
 '''
 
 
+# A thread woken twice, renamed between (the log's writer keeps the thread
+# it found under a native id and reads its name again at each line), and a
+# thread of a class with a name property of its own (asked in Python).
+RENAMED = r"""
+import threading, time
+
+class Own(threading.Thread):
+    @property
+    def name(self):
+        return "own-" + self._name
+
+    @name.setter
+    def name(self, value):
+        self._name = value
+
+def twice(ev, again):
+    ev.wait()
+    again.wait()
+
+for make in (threading.Thread, Own):
+    ev, again = threading.Event(), threading.Event()
+    t = make(target=twice, args=(ev, again), name="first")
+    t.start()
+    for e, name in ((ev, "second"), (again, "third")):
+        while not e._cond._waiters:
+            time.sleep(0.001)
+        t.name = name
+        e.set()
+    t.join()
+"""
+
+
+def test_log_names_a_woken_thread_as_it_is_named_then(tmp_path):
+    """A wake's line names the thread woken (found by its native id) by
+    its name at that moment, as threading tells it."""
+    prog = write(tmp_path / "p.py", RENAMED)
+    log = tmp_path / "events.log"
+    r = run_cli(["run", "--no-trace", "--events", "tasks", "--log", str(log), prog])
+    assert r.returncode == 0, r.stderr
+    woken = [line.split("task_wake", 1)[1].split(" woken by ")[0].strip() for line in log.read_text().splitlines()
+             if "task_wake" in line and "woken by MainThread" in line]
+    assert woken == ["second", "third", "own-second", "own-third"], woken
+
+
 @pytest.mark.versions("3.12")
 def test_log_without_a_trace_equals_the_log_with_one(tmp_path):
     """The task lines of `--no-trace --log` (the log's writer in C, no trace)
