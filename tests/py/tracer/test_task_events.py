@@ -1009,7 +1009,7 @@ def test_pipes_and_user_channels_equal_each_threads_log(tmp_path):
 # socketpair). Data that arrives on a socket wakes an asyncio task from the
 # loop's own callback, where no task runs: the loop's thread (MainThread).
 WAITS = r'''
-import asyncio, concurrent.futures, json, platform, socket, sys, threading, time
+import asyncio, concurrent.futures, json, platform, queue, socket, sys, threading, time
 import stackwatch
 
 RECV = {"x86_64": "45", "aarch64": "207"}[platform.machine()]
@@ -1056,8 +1056,32 @@ async def writer(loop, s, out):
         note("wake", None, channel, "reader", "MainThread")
         s.send(data) if channel == "sock" else out.write(data)
 
+def pooled():   # in an executor's worker thread: its return ends the wait
+    note("wake", None, "pooled", "pool_waiter", me())
+    return 7
+
+async def pool_waiter(loop, pool):
+    note("block", "future", "pooled")
+    fut = loop.run_in_executor(pool, pooled)
+    stackwatch.name(fut, "pooled")
+    assert await fut == 7
+
+def soon(handoff):   # a thread's call_soon_threadsafe ends the wait
+    loop, f = handoff.get()
+    note("wake", None, "soon", "thread_waiter", me())
+    loop.call_soon_threadsafe(f.set_result, 8)
+
+async def thread_waiter(loop, handoff):
+    f = loop.create_future()
+    stackwatch.name(f, "soon")
+    note("block", "future", "soon")
+    handoff.put((loop, f))
+    assert await f == 8
+
 async def main():
     loop = asyncio.get_running_loop()
+    await asyncio.create_task(pool_waiter(loop, pool), name="pool_waiter")
+    await asyncio.create_task(thread_waiter(loop, handoff), name="thread_waiter")
     c, f = asyncio.Condition(), loop.create_future()
     stackwatch.name(c, "cond")
     stackwatch.name(f, "fut")
@@ -1077,7 +1101,17 @@ async def main():
     out.close()
     keep.close()
 
+# (the threads started before the loop: no thread waits in a task's step)
+pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pool")
+pool.submit(int).result()
+while not pool._idle_semaphore._value:
+    time.sleep(0.0005)
+handoff = queue.Queue()
+setter = threading.Thread(target=soon, args=(handoff,), name="soon_setter")
+setter.start()
 asyncio.run(main())
+pool.shutdown()
+setter.join()
 
 def asleep_in_recv(t):
     try:
@@ -1133,7 +1167,8 @@ json.dump(log, open(sys.argv[1], "w"))
 def test_condition_future_and_io_waits_equal_the_programs_log(tmp_path):
     """Blocks on a condition, a future and I/O (asyncio's and threading's)
     and who woke each, as the program logs them: the reason, the channel
-    (its stackwatch.name()) and the waker."""
+    (its stackwatch.name()) and the waker (run_in_executor's: the worker
+    thread; a thread's call_soon_threadsafe: that thread)."""
     own = tmp_path / "log.json"
     swt, _ = run_traced(tmp_path, WAITS, "--events", "tasks", args=(str(own),))
     doc = read_task_events(swt)
@@ -1142,7 +1177,7 @@ def test_condition_future_and_io_waits_equal_the_programs_log(tmp_path):
     got = [{"kind": e["kind"], "task": e["task"].split(" ")[0], "other": e["other"] and e["other"].split(" ")[0],
             "reason": e["reason"], "channel": e["channel"]}
            for e in doc["events"] if e["kind"] in ("block", "wake") and e["channel"] in named]
-    assert got == want and len(want) == 14
+    assert got == want and len(want) == 18
     for wake, block in _wakes(doc):
         if wake["channel"] in named:   # at the program's own code
             assert block["file"].endswith("prog.py") and wake["t_ns"] >= block["t_ns"]
