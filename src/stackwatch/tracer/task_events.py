@@ -165,8 +165,8 @@ def read_task_events(trace):
         if not th["thread"]:
             continue
         key = thread_key(th["thread"], None)
-        if th["thread"] not in by_tid:   # (it recorded nothing)
-            tasks[key]["name"] = th["name"]
+        if th["thread"] not in by_tid:   # (it recorded nothing: no track names it)
+            tasks[key].update(name=th["name"], thread=th["thread"])
         tasks[key]["at_start"] = {"state": th["state"], "waits_on": th["waits_on"]}
     # Each creator's track is replayed once (a task's replay reads its
     # thread's whole stream): the CREATION_REPLAYS that made the most tasks;

@@ -275,9 +275,10 @@ def test_blocked_target_times_out_and_the_call_is_taken_back(tmp_path):
 
 # An asyncio program whose loop runs on its main thread while attached: a
 # getter waits on a queue, a ticker sleeps in turns, the main task awaits
-# the ticker; its stdin closed ends them. It prints its own view of them.
+# the ticker; its stdin closed ends them (read by a thread; another waits
+# on an Event). It prints its own view of them and of its threads.
 ASYNCIO_TARGET = r'''
-import asyncio, json, sys, threading
+import asyncio, json, sys, threading, time
 async def getter(q):
     return await q.get()
 async def ticker(done):
@@ -287,9 +288,15 @@ async def main():
     loop, q, done = asyncio.get_running_loop(), asyncio.Queue(), asyncio.Event()
     g, t = asyncio.create_task(getter(q)), asyncio.create_task(ticker(done))
     name = lambda t: f"{t.get_name()} {t.get_coro().__qualname__}"
-    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(done.set)), daemon=True).start()
+    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(done.set)), name="stdin",
+                     daemon=True).start()
+    idle = threading.Event()
+    threading.Thread(target=idle.wait, name="idle", daemon=True).start()
+    while not idle._cond._waiters:
+        time.sleep(0.001)
     print(json.dumps({"getter": name(g), "ticker": name(t), "main": name(asyncio.current_task()),
-                      "queue": f"Queue {id(q):#x}"}), flush=True)
+                      "queue": f"Queue {id(q):#x}", "idle": f"Event {id(idle):#x}",
+                      "threads": {t.name: t.native_id for t in threading.enumerate()}}), flush=True)
     await t
     await q.put(1)
     assert await g == 1
@@ -301,8 +308,9 @@ asyncio.run(main())
 def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
     """attach --events tasks: the asyncio tasks alive when it attaches are
     listed with their state then, as the program sees them: the getter
-    blocked on its queue, the main task on the ticker (a join); the
-    program ends as without the attach."""
+    blocked on its queue, the main task on the ticker (a join); and so are
+    its threads (META tasks_at_start): the ones the program lists, the
+    idle one blocked on its Event; the program ends as without the attach."""
     from stackwatch.tracer.task_events import read_task_events
     prog = tmp_path / "p.py"
     prog.write_text(ASYNCIO_TARGET)
@@ -325,6 +333,11 @@ def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
     assert first(own["getter"], "block") == ("queue", own["queue"])
     assert first(own["main"], "block") == ("join", own["ticker"])
     assert not [e for e in doc["events"] if e["task"] == own["getter"] and e["kind"] == "wake"]   # waits on
+    threads = {t["name"]: t for t in doc["tasks"] if t["at_start"]}
+    assert {n: t["thread"] for n, t in threads.items()} == own["threads"], threads
+    assert threads["idle"]["at_start"] == {"state": "blocked", "waits_on": f"event {own['idle']}"}
+    assert threads["stdin"]["at_start"]["state"] == "runnable"   # (in a read: no wait of threading's)
+    assert threads["MainThread"]["at_start"] == {"state": "running", "waits_on": None}   # (running the attach)
     one_line_error(run(["attach", str(p.pid), "--sample", "--events", "tasks"]), "--events needs --trace")
     one_line_error(run(["attach", str(p.pid), "--trace", "--events", "tasks,nonsense"]), "--events: ",
                    "'nonsense'")

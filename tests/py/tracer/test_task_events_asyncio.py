@@ -199,6 +199,7 @@ idle = threading.Thread(target=later.wait, name="idle")    # (blocked until trac
 idle.start()
 while not (len(go._cond._waiters) == 2 and later._cond._waiters):
     pass
+own["threads"] = {t.name: t.native_id for t in threading.enumerate()}
 def paused():
     greenlet.getcurrent().parent.switch()
     return "resumed"
@@ -244,6 +245,7 @@ def test_tasks_alive_at_the_start(tmp_path):
     assert at_start["waiter"] == {"state": "blocked", "waits_on": "event go"}
     assert at_start["idle"]["state"] == "blocked" and at_start["idle"]["waits_on"].startswith("event Event 0x")
     assert set(at_start) == {"MainThread", "waiter", "failer", "idle"} and tasks[own["getter"]]["at_start"] is None
+    assert {n: tasks[n]["thread"] for n in at_start} == own["threads"]   # (idle's too, which recorded nothing)
     join = [(e["kind"], e["other"]) for e in doc["events"] if e["channel"] == "thread waiter"]
     assert join == [("block", None), ("wake", "waiter")], join
     # Their exits (3.11+: at Thread._delete; their run began before the
