@@ -563,7 +563,10 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
             put_task(l, b, ident, (uint64_t)e->a);
         }
         PUT_LIT(b, " woken by ");
-        put_task(l, b, ident, running);
+        if (e->b > 0)   /* by what (I/O readiness), no task: records.h TASK_WAKE's cause */
+            put(b, name_in(l->reasons, e->b - 1, "?"));
+        else
+            put_task(l, b, ident, running);
         if (named) {
             PUT_LIT(b, " (");
             put(b, e->name);

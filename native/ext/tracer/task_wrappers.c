@@ -26,6 +26,10 @@
  *   Future's outcome (run_in_executor's) runs on behalf of the task that
  *   set it (asyncio_on_behalf, from task_hooks.py), on whichever thread
  *   the copy is scheduled from.
+ * - BaseSelectorEventLoop._process_events: the handles of the fds the
+ *   selector found ready; a task woken while one runs (asyncio's sock_*
+ *   calls, a stream's transport reading) was woken by I/O readiness
+ *   (TASK_WAKE's cause io), not by the loop's thread that passed it on.
  * - BaseEventLoop.create_task: the task's creation, by the running task.
  * - a queue's _put and _get (asyncio.Queue, queue.Queue): the message
  *   sent (when _put returns) and received (when _get returns it), on the
@@ -58,7 +62,11 @@
 #endif
 #include <unistd.h>
 
-enum { WRAP_RUN, WRAP_INIT, WRAP_CREATE, WRAP_PUT, WRAP_GET, WRAP_THREADSAFE };
+enum { WRAP_RUN, WRAP_INIT, WRAP_CREATE, WRAP_PUT, WRAP_GET, WRAP_THREADSAFE, WRAP_EVENTS };
+
+/* TASK_BLOCK's reason io (records.h); a wake by I/O readiness has cause
+ * REASON_IO + 1. */
+#define REASON_IO 7
 
 static PyObject *task_types;   /* tuple: the task classes (C and Python) */
 static PyObject *namer;        /* task_hooks._task_name(task, coro): for tasks given names */
@@ -78,6 +86,9 @@ static PyObject *from_thread;  /* {handle: (task id, native id)}: handles anothe
 static uint64_t behalf;        /* the task on whose behalf a callback runs now (a done callback's, gather's or
                                 * shield's; a handle's from_thread), 0: none */
 static long long behalf_thread; /* with behalf: the native id of its thread, 0: this one */
+static PyObject *io_ready;     /* set: the handles the selector found ready in the loop's last pass (their
+                                * fds' I/O), run in that pass */
+static int by_io;              /* 1 while such a handle runs: a task it wakes was woken by I/O readiness */
 static uint64_t tables_gen;    /* the session the two tables belong to */
 
 #define VALUE_MAX 200
@@ -98,6 +109,7 @@ static PyObject *S_space;
 static PyObject *S_args;
 static PyObject *S_is_running;
 static PyObject *S_thread_id;
+static PyObject *S_ready;
 
 /* Forgets the names seen (a new session). */
 static void forget_names(void)
@@ -108,16 +120,17 @@ static void forget_names(void)
 
 static int tables(void)
 {
-    if (tables_gen != sw_S.gen || !blocked || !woken_by || !from_thread) {
+    if (tables_gen != sw_S.gen || !blocked || !woken_by || !from_thread || !io_ready) {
         Py_XSETREF(blocked, PyDict_New());
         Py_XSETREF(woken_by, PyDict_New());
         Py_XSETREF(from_thread, PyDict_New());
+        Py_XSETREF(io_ready, PySet_New(NULL));
         forget_names();
         if (stepped)
             memset(stepped, 0, stepped_cap);
         tables_gen = sw_S.gen;
     }
-    return blocked && woken_by && from_thread ? 0 : -1;
+    return blocked && woken_by && from_thread && io_ready ? 0 : -1;
 }
 
 /* Keeps name as task tid's (seen_names); 0, or -1 when out of memory. */
@@ -638,6 +651,41 @@ static int on_behalf(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, P
     return 1;
 }
 
+/* BaseSelectorEventLoop._process_events(self, event_list): the handles it
+ * adds to the loop's ready queue are those of the fds found ready (I/O):
+ * kept in io_ready until they run (in this pass of the loop; the set is
+ * emptied at the next). */
+static PyObject *wrap_events(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) < 1 || unwanted())
+        return PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    PyObject *ready = tables() == 0 ? PyObject_GetAttr(args[0], S_ready) : NULL;
+    Py_ssize_t before = ready ? PyObject_Length(ready) : -1;
+    if (io_ready)
+        PySet_Clear(io_ready);
+    sw_err_drop();
+    sw_exc_restore(&exc);
+    PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    if (r && before >= 0) {
+        sw_exc_save(&exc);
+        Py_ssize_t after = PyObject_Length(ready);
+        for (Py_ssize_t i = before; i < after; i++) {
+            PyObject *h = PySequence_GetItem(ready, i);
+            if (!h || PySet_Add(io_ready, h) < 0) {
+                Py_XDECREF(h);
+                break;
+            }
+            Py_DECREF(h);
+        }
+        sw_err_drop();
+        sw_exc_restore(&exc);
+    }
+    Py_XDECREF(ready);
+    return r;
+}
+
 /* The (task id, native id) of this thread's running task while it is in
  * a call_soon_threadsafe of a loop of another thread, until the handle it
  * makes is kept (wrap_init, before the loop can see it), else NULL. */
@@ -689,6 +737,18 @@ static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t narg
     PyObject *r;
     if (!task && on_behalf(w, args, nargsf, kwnames, &r))
         return r;
+    if (!task && io_ready && PySet_GET_SIZE(io_ready) && tables_gen == sw_S.gen) {
+        int found = PySet_Discard(io_ready, args[0]);   /* (a handle's hash is its address: no error) */
+        if (found < 0)
+            PyErr_Clear();
+        if (found == 1) {
+            int outer = by_io;
+            by_io = 1;
+            r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+            by_io = outer;
+            return r;
+        }
+    }
     r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     if (acted) {
         sw_exc_state exc;
@@ -733,8 +793,8 @@ static PyObject *wrap_init(sw_task_wrapper *w, PyObject *const *args, size_t nar
             if (by)
                 PyDict_SetItem(woken_by, key, by);
             Py_XDECREF(by);
-        } else {
-            sw_task_record_here(SW_K_TASK_WAKE, (long long)tid, 0, 0,
+        } else {   /* by the running task, or (by_io) by I/O readiness: the loop only passed it on */
+            sw_task_record_here(SW_K_TASK_WAKE, (long long)tid, by_io ? REASON_IO + 1 : 0, 0,
                                 PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL, NULL);
         }
         Py_DECREF(channel);
@@ -913,6 +973,8 @@ static PyObject *wrap_vectorcall(PyObject *self, PyObject *const *args, size_t n
         return wrap_get(w, args, nargsf, kwnames);
     case WRAP_THREADSAFE:
         return wrap_threadsafe(w, args, nargsf, kwnames);
+    case WRAP_EVENTS:
+        return wrap_events(w, args, nargsf, kwnames);
     default:
         return wrap_create(w, args, nargsf, kwnames);
     }
@@ -960,8 +1022,9 @@ PyObject *sw_task_wrapper_new(int kind, PyObject *orig, vectorcallfunc call)
 
 /* hooks.asyncio_wrap(kind, original): the wrapper of Handle._run ("run"),
  * Handle.__init__ ("init"), BaseEventLoop.create_task ("create_task"),
- * BaseEventLoop.call_soon_threadsafe ("call_soon_threadsafe"), or a
- * queue's _put ("put") or _get ("get"). */
+ * BaseEventLoop.call_soon_threadsafe ("call_soon_threadsafe"),
+ * BaseSelectorEventLoop._process_events ("process_events"), or a queue's
+ * _put ("put") or _get ("get"). */
 static PyObject *asyncio_wrap(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -969,7 +1032,8 @@ static PyObject *asyncio_wrap(PyObject *self, PyObject *args)
     PyObject *orig;
     if (!PyArg_ParseTuple(args, "sO", &kind, &orig))
         return NULL;
-    static const char *const kinds[] = {"run", "init", "create_task", "put", "get", "call_soon_threadsafe"};
+    static const char *const kinds[] = {"run", "init", "create_task", "put", "get", "call_soon_threadsafe",
+                                         "process_events"};
     int k = -1;
     for (int i = 0; i < (int)(sizeof kinds / sizeof kinds[0]); i++)
         if (strcmp(kind, kinds[i]) == 0)
@@ -1019,6 +1083,8 @@ static PyObject *asyncio_setup(PyObject *self, PyObject *args)
     if (!S_is_running && !(S_is_running = PyUnicode_InternFromString("is_running")))
         return NULL;
     if (!S_thread_id && !(S_thread_id = PyUnicode_InternFromString("_thread_id")))
+        return NULL;
+    if (!S_ready && !(S_ready = PyUnicode_InternFromString("_ready")))
         return NULL;
     Py_XSETREF(task_types, Py_NewRef(types));
     Py_XSETREF(namer, Py_NewRef(nm));
@@ -1094,6 +1160,8 @@ static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
     forget_names();
     Py_CLEAR(woken_by);
     Py_CLEAR(from_thread);
+    Py_CLEAR(io_ready);
+    by_io = 0;
     if (stepped)
         memset(stepped, 0, stepped_cap);
     behalf = 0;
@@ -1104,8 +1172,9 @@ static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
 static PyMethodDef methods[] = {
     {"asyncio_wrap", asyncio_wrap, METH_VARARGS,
      "asyncio_wrap(kind, original) -> the wrapper of Handle._run (run), Handle.__init__ (init), "
-     "BaseEventLoop.create_task (create_task), BaseEventLoop.call_soon_threadsafe (call_soon_threadsafe) or a "
-     "queue's _put (put) or _get (get) that records task events"},
+     "BaseEventLoop.create_task (create_task), BaseEventLoop.call_soon_threadsafe (call_soon_threadsafe), "
+     "BaseSelectorEventLoop._process_events (process_events) or a queue's _put (put) or _get (get) that records "
+     "task events"},
     {"asyncio_setup", asyncio_setup, METH_VARARGS,
      "asyncio_setup(task_types, namer, names, block_of, skip): what the asyncio wrappers use"},
     {"asyncio_at_start", asyncio_at_start, METH_VARARGS,

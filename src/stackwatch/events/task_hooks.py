@@ -17,6 +17,8 @@ are wrapped (and put back after):
   of a concurrent.futures Future's outcome (asyncio.futures._copy_future_state:
   run_in_executor's) on behalf of the task that set it (Future.set_result
   and set_exception, wrapped: an executor's worker ends the wait);
+  BaseSelectorEventLoop._process_events: a task woken by a handle of an
+  fd the selector found ready was woken by I/O, not by the loop's thread;
 - asyncio.Queue._put / _get and queue.Queue._put / _get (their subclasses
   too): the message sent and received (C wrappers too);
 - threading.Thread.start: who starts the thread, where; the new thread
@@ -173,6 +175,7 @@ def _install_asyncio(asyncio):
     """asyncio's wrappers, and its tasks alive now (those of this thread's
     loops) defined."""
     import asyncio.base_events
+    import asyncio.selector_events
     task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
     _hooks.asyncio_setup(task_types, _task_name, _names.data, _waits_on, tuple(_skip))
     _wrap(asyncio.events.Handle, "_run", lambda orig: _hooks.asyncio_wrap("run", orig))
@@ -180,6 +183,8 @@ def _install_asyncio(asyncio):
     _wrap(asyncio.base_events.BaseEventLoop, "create_task", lambda orig: _hooks.asyncio_wrap("create_task", orig))
     _wrap(asyncio.base_events.BaseEventLoop, "call_soon_threadsafe",
           lambda orig: _hooks.asyncio_wrap("call_soon_threadsafe", orig))
+    _wrap(asyncio.selector_events.BaseSelectorEventLoop, "_process_events",
+          lambda orig: _hooks.asyncio_wrap("process_events", orig))
     import concurrent.futures   # (asyncio imports it)
     for name in ("set_result", "set_exception"):
         _wrap(concurrent.futures.Future, name, _future_set)

@@ -22,9 +22,11 @@ events: {"kind" ("create", "switch", "block", "wake", "send", "receive",
 "exit"), "task" (the task it happened to; a create's: the new task; a
 switch's: the task switched to), "task_id", "other" (a create's creator;
 a switch's: the task switched away from; a wake's waker (the task itself
-when it gave up waiting: a timeout); a send's
+when it gave up waiting: a timeout; null when no task woke it: its
+reason says what did, "io" for I/O readiness); a send's
 receiver and a receive's sender, paired by channel and value), "channel",
-"value", "reason" (a block's), "t_ns" (the trace's clock, like Trace
+"value", "reason" (a block's: what it waits on; a wake's: what ended the
+wait when no task did, "io", else null), "t_ns" (the trace's clock, like Trace
 events), "thread" (native thread id), "function", "file", "line" (where it
 happened: a switch's, the innermost frame of the task switched away
 from)}.
@@ -141,8 +143,10 @@ def read_task_events(trace):
                                   result_unknown=unknown)
             elif name == "task_block":
                 ev.update(kind="block", reason=REASONS[data["reason"]] if data["reason"] < len(REASONS) else None)
-            elif name == "task_wake":
-                ev.update(kind="wake", other=running,
+            elif name == "task_wake":   # (cause: by what, when no task woke it; format 1.19)
+                cause = data.get("cause") or 0
+                ev.update(kind="wake", other=None if cause else running,
+                          reason=REASONS[cause - 1] if 0 < cause <= len(REASONS) else None,
                           task=thread_key(data["native_id"], index) if data["native_id"]
                           else task_at((index, data["task"])))
             elif name == "task_woken":   # written by the woken task: its waker's release came `ago` ns before
