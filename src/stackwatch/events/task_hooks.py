@@ -28,8 +28,8 @@ are wrapped (and put back after):
   threading.excepthook saw (wrapped) if any, and the wake of the threads
   in its join() (Thread.join: their block); a thread alive at the start
   (its _bootstrap began before ours) the same at Thread._delete, the end
-  of its _bootstrap_inner (3.11+; 3.9 and 3.10's calls none: no exit
-  there). These stay Python: on
+  of its _bootstrap_inner (3.11+; 3.9 and 3.10's calls none, but enters
+  threading._active_limbo_lock there: _LimboLock). These stay Python: on
   bench/workloads/tasks_threads.py (20,000 items, 8 threads, 3.12,
   callgrind) they cost 0.3-0.4 M instructions of the 112 M task events
   add (0.3%; about 36 K a thread started and joined), so C would not pay;
@@ -156,6 +156,8 @@ def _install():
     _wrap(threading.Thread, "_set_native_id", _thread_set_native_id)
     _wrap(threading.Thread, "_bootstrap", _thread_bootstrap)
     _wrap(threading.Thread, "_delete", _thread_delete)
+    if sys.version_info < (3, 11):   # (their _bootstrap_inner ends in `with _active_limbo_lock:`, no _delete)
+        _wrap(threading, "_active_limbo_lock", _LimboLock)
     _wrap(threading, "excepthook", _excepthook)
     _hooks.cond_setup(_cond_what, threading.__file__, frozenset(_COND_OWN))
     _wrap(threading.Condition, "wait", lambda orig: _hooks.cond_wrap("wait", orig))
@@ -494,6 +496,31 @@ def _thread_delete(orig):
             _thread_ended(self)
         return orig(self)
     return _delete
+
+
+class _LimboLock:
+    """threading._active_limbo_lock on 3.9 and 3.10 while task events are
+    recorded: the lock it replaces, whose `with` from the end of a
+    Thread._bootstrap_inner is the exit of a thread whose _bootstrap is
+    not ours (alive at the start; 3.11+: Thread._delete)."""
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock):
+        self._lock = lock
+
+    def __enter__(self):
+        f = sys._getframe(1)
+        if f.f_code.co_name == "_bootstrap_inner" and f.f_code.co_filename == threading_file:
+            thread = f.f_locals.get("self")
+            if thread is not None and thread not in _ours:
+                _thread_ended(thread)
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc):
+        return self._lock.__exit__(*exc)
+
+    def __getattr__(self, name):   # (acquire, release, _at_fork_reinit, ...)
+        return getattr(self._lock, name)
 
 
 def _thread_ended(thread):
