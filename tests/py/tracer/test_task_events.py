@@ -1012,7 +1012,7 @@ def test_pipes_and_user_channels_equal_each_threads_log(tmp_path):
 # socketpair). Data that arrives on a socket wakes an asyncio task from the
 # loop's own callback, where no task runs: the loop's thread (MainThread).
 WAITS = r'''
-import asyncio, concurrent.futures, json, platform, queue, socket, sys, threading, time
+import asyncio, concurrent.futures, json, platform, socket, sys, threading, time
 import stackwatch
 
 RECV = {"x86_64": "45", "aarch64": "207"}[platform.machine()]
@@ -1069,22 +1069,23 @@ async def pool_waiter(loop, pool):
     stackwatch.name(fut, "pooled")
     assert await fut == 7
 
-def soon(handoff):   # a thread's call_soon_threadsafe ends the wait
-    loop, f = handoff.get()
+def soon(loop, f):   # a thread's call_soon_threadsafe ends the wait
     note("wake", None, "soon", "thread_waiter", me())
     loop.call_soon_threadsafe(f.set_result, 8)
 
-async def thread_waiter(loop, handoff):
+async def thread_waiter(loop):
     f = loop.create_future()
     stackwatch.name(f, "soon")
     note("block", "future", "soon")
-    handoff.put((loop, f))
+    setter = threading.Thread(target=soon, args=(loop, f), name="soon_setter")
+    setter.start()   # (it waits for the thread to start, in threading's code: a block of the task's, and its wake)
     assert await f == 8
+    setter.join()
 
 async def main():
     loop = asyncio.get_running_loop()
     await asyncio.create_task(pool_waiter(loop, pool), name="pool_waiter")
-    await asyncio.create_task(thread_waiter(loop, handoff), name="thread_waiter")
+    await asyncio.create_task(thread_waiter(loop), name="thread_waiter")
     c, f = asyncio.Condition(), loop.create_future()
     stackwatch.name(c, "cond")
     stackwatch.name(f, "fut")
@@ -1104,17 +1105,13 @@ async def main():
     out.close()
     keep.close()
 
-# (the threads started before the loop: no thread waits in a task's step)
+# (its worker started before the loop: its submit then waits on nothing)
 pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pool")
 pool.submit(int).result()
 while not pool._idle_semaphore._value:
     time.sleep(0.0005)
-handoff = queue.Queue()
-setter = threading.Thread(target=soon, args=(handoff,), name="soon_setter")
-setter.start()
 asyncio.run(main())
 pool.shutdown()
-setter.join()
 
 def asleep_in_recv(t):
     try:
