@@ -58,6 +58,7 @@ typedef struct {
 typedef struct {
     uint64_t native;
     char *name;
+    uint64_t ident;          /* the thread last met under it (0: none) */
 } tl_native;
 
 typedef struct {
@@ -348,6 +349,7 @@ static void met_native(TaskLog *l, uint64_t ident, uint64_t native)
     tl_native *n = native_at(l, native, 1);
     if (!n)
         return;
+    n->ident = ident;
     char id[24];
     const char *name = th && th->name ? th->name : decimal(id, ident);
     if (!n->name || strcmp(n->name, name) != 0) {
@@ -556,8 +558,17 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
         break;
     }
     case SW_K_TASK_WAKE:
-        if (e->c) {
-            put_native(l, b, (uint64_t)e->c, ident, other);
+        if (e->c) {   /* a thread, by its native id: the task it runs, when that blocked (in threading's code) */
+            tl_native *n = native_at(l, (uint64_t)e->c, 0);
+            uint64_t to = n ? n->ident : 0;
+            tl_thread *th = to ? thread_at(l, to) : NULL;
+            uint64_t task = th ? th->running : 0;
+            if (task && state_of(l, to, task) == ST_BLOCKED) {
+                set_state(l, to, task, ST_RUNNABLE, NULL);
+                put_task(l, b, to, task);
+            } else {
+                put_native(l, b, (uint64_t)e->c, ident, other);
+            }
         } else {
             set_state(l, ident, (uint64_t)e->a, ST_RUNNABLE, NULL);
             put_task(l, b, ident, (uint64_t)e->a);

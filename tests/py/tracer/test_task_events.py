@@ -1184,6 +1184,9 @@ def test_condition_future_and_io_waits_equal_the_programs_log(tmp_path):
     wakes = [line.split("] task_wake ")[1].strip() for line in log.read_text().splitlines() if "] task_wake " in line]
     assert [w.split("  at ")[0] for w in wakes if w.startswith("reader")] == [
         "reader reader woken by io (sock)", "reader reader woken by io (stream)"], wakes
+    # (the task that started a thread, blocked in Thread.start, woken by the new thread: the task, not its thread)
+    assert [w.split(" (")[0] for w in wakes if w.endswith(")") and "(Event " in w and "soon_setter" in w] == [
+        "thread_waiter thread_waiter woken by soon_setter"], wakes
     io_waits = [w for w in analyze(doc, longest=1000)["longest_waits"] if w["on"] in ("sock", "stream")]
     assert [(w["ended_by"], w["ended_reason"]) for w in io_waits] == [(None, "io")] * 2   # (`stackwatch tasks`)
     for wake, block in _wakes(doc):
