@@ -86,8 +86,8 @@ static PyObject *from_thread;  /* {handle: (task id, native id)}: handles anothe
 static uint64_t behalf;        /* the task on whose behalf a callback runs now (a done callback's, gather's or
                                 * shield's; a handle's from_thread), 0: none */
 static long long behalf_thread; /* with behalf: the native id of its thread, 0: this one */
-static PyObject *io_ready;     /* set: the handles the selector found ready in the loop's last pass (their
-                                * fds' I/O), run in that pass */
+static PyObject *io_ready;     /* {handle: loop}: the handles a loop's selector found ready in its last pass
+                                * (their fds' I/O), run in that pass */
 static int by_io;              /* 1 while such a handle runs: a task it wakes was woken by I/O readiness */
 static uint64_t tables_gen;    /* the session the two tables belong to */
 
@@ -124,7 +124,7 @@ static int tables(void)
         Py_XSETREF(blocked, PyDict_New());
         Py_XSETREF(woken_by, PyDict_New());
         Py_XSETREF(from_thread, PyDict_New());
-        Py_XSETREF(io_ready, PySet_New(NULL));
+        Py_XSETREF(io_ready, PyDict_New());
         forget_names();
         if (stepped)
             memset(stepped, 0, stepped_cap);
@@ -651,10 +651,25 @@ static int on_behalf(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, P
     return 1;
 }
 
+/* Forgets the handles of loop's last pass still in io_ready (cancelled:
+ * the loop skipped them). */
+static void forget_io_of(PyObject *loop)
+{
+    PyObject *stale = PyList_New(0);
+    Py_ssize_t pos = 0;
+    PyObject *h, *owner;
+    while (stale && PyDict_Next(io_ready, &pos, &h, &owner))
+        if (owner == loop && PyList_Append(stale, h) < 0)
+            break;
+    for (Py_ssize_t i = 0; stale && i < PyList_GET_SIZE(stale); i++)
+        PyDict_DelItem(io_ready, PyList_GET_ITEM(stale, i));
+    Py_XDECREF(stale);
+}
+
 /* BaseSelectorEventLoop._process_events(self, event_list): the handles it
  * adds to the loop's ready queue are those of the fds found ready (I/O):
- * kept in io_ready until they run (in this pass of the loop; the set is
- * emptied at the next). */
+ * kept in io_ready until they run (in this pass of the loop; the loop's
+ * left there are forgotten at its next). */
 static PyObject *wrap_events(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     if (PyVectorcall_NARGS(nargsf) < 1 || unwanted())
@@ -663,8 +678,8 @@ static PyObject *wrap_events(sw_task_wrapper *w, PyObject *const *args, size_t n
     sw_exc_save(&exc);
     PyObject *ready = tables() == 0 ? PyObject_GetAttr(args[0], S_ready) : NULL;
     Py_ssize_t before = ready ? PyObject_Length(ready) : -1;
-    if (io_ready)
-        PySet_Clear(io_ready);
+    if (ready && PyDict_GET_SIZE(io_ready))
+        forget_io_of(args[0]);
     sw_err_drop();
     sw_exc_restore(&exc);
     PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
@@ -673,11 +688,10 @@ static PyObject *wrap_events(sw_task_wrapper *w, PyObject *const *args, size_t n
         Py_ssize_t after = PyObject_Length(ready);
         for (Py_ssize_t i = before; i < after; i++) {
             PyObject *h = PySequence_GetItem(ready, i);
-            if (!h || PySet_Add(io_ready, h) < 0) {
-                Py_XDECREF(h);
+            int added = h ? PyDict_SetItem(io_ready, h, args[0]) : -1;
+            Py_XDECREF(h);
+            if (added < 0)
                 break;
-            }
-            Py_DECREF(h);
         }
         sw_err_drop();
         sw_exc_restore(&exc);
@@ -737,11 +751,10 @@ static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t narg
     PyObject *r;
     if (!task && on_behalf(w, args, nargsf, kwnames, &r))
         return r;
-    if (!task && io_ready && PySet_GET_SIZE(io_ready) && tables_gen == sw_S.gen) {
-        int found = PySet_Discard(io_ready, args[0]);   /* (a handle's hash is its address: no error) */
-        if (found < 0)
-            PyErr_Clear();
-        if (found == 1) {
+    if (!task && io_ready && PyDict_GET_SIZE(io_ready) && tables_gen == sw_S.gen) {
+        int found = PyDict_Contains(io_ready, args[0]) == 1 && PyDict_DelItem(io_ready, args[0]) == 0;
+        PyErr_Clear();   /* (none: a handle's hash is its address) */
+        if (found) {
             int outer = by_io;
             by_io = 1;
             r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
