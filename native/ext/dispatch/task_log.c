@@ -76,6 +76,7 @@ typedef struct {
     uint64_t native;
     char *name;
     PyObject *thread;        /* a weak reference to the live thread last found under it (NULL: none) */
+    uint64_t ident;          /* the thread last met under it (0: none) */
 } tl_native;
 
 typedef struct {
@@ -464,6 +465,7 @@ static void met_native(TaskLog *l, uint64_t ident, uint64_t native)
     tl_native *n = native_at(l, native, 1);
     if (!n)
         return;
+    n->ident = ident;
     char id[24];
     const char *name = th && th->name ? th->name : decimal(id, ident);
     if (!n->name || strcmp(n->name, name) != 0) {
@@ -672,14 +674,26 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
         break;
     }
     case SW_K_TASK_WAKE:
-        if (e->c) {
-            put_native(l, b, (uint64_t)e->c, ident, other);
+        if (e->c) {   /* a thread, by its native id: the task it runs, when that blocked (in threading's code) */
+            tl_native *n = native_at(l, (uint64_t)e->c, 0);
+            uint64_t to = n ? n->ident : 0;
+            tl_thread *th = to ? thread_at(l, to) : NULL;
+            uint64_t task = th ? th->running : 0;
+            if (task && state_of(l, to, task) == ST_BLOCKED) {
+                set_state(l, to, task, ST_RUNNABLE, NULL);
+                put_task(l, b, to, task);
+            } else {
+                put_native(l, b, (uint64_t)e->c, ident, other);
+            }
         } else {
             set_state(l, ident, (uint64_t)e->a, ST_RUNNABLE, NULL);
             put_task(l, b, ident, (uint64_t)e->a);
         }
         PUT_LIT(b, " woken by ");
-        put_task(l, b, ident, running);
+        if (e->b > 0)   /* by what (I/O readiness), no task: records.h TASK_WAKE's cause */
+            put(b, name_in(l->reasons, e->b - 1, "?"));
+        else
+            put_task(l, b, ident, running);
         if (named) {
             PUT_LIT(b, " (");
             put(b, e->name);

@@ -367,21 +367,37 @@ def test_blocked_target_times_out_and_the_call_is_taken_back(tmp_path):
 
 # An asyncio program whose loop runs on its main thread while attached: a
 # getter waits on a queue, a ticker sleeps in turns, the main task awaits
-# the ticker; its stdin closed ends them. It prints its own view of them.
+# the ticker; its stdin closed ends them (read by a thread; another waits
+# on an Event, a third until the ticker sees the attach's task events). It
+# prints its own view of them and of its threads. (No thread but the main
+# one runs Python while it waits: the attach runs on the main thread.)
 ASYNCIO_TARGET = r'''
-import asyncio, json, sys, threading
+import asyncio, json, sys, threading, time
 async def getter(q):
     return await q.get()
 async def ticker(done):
     while not done.is_set():
+        if threading.Thread._delete is not plain:
+            attached.set()
         await asyncio.sleep(0.005)
+plain, attached = threading.Thread._delete, threading.Event()
+def brief():   # ends once task events are recorded (threading wrapped by the attach: the ticker sees it)
+    attached.wait()
+    print(json.dumps({"ended": threading.current_thread().name}), flush=True)
 async def main():
     loop, q, done = asyncio.get_running_loop(), asyncio.Queue(), asyncio.Event()
     g, t = asyncio.create_task(getter(q)), asyncio.create_task(ticker(done))
     name = lambda t: f"{t.get_name()} {t.get_coro().__qualname__}"
-    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(done.set)), daemon=True).start()
+    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(done.set)), name="stdin",
+                     daemon=True).start()
+    idle = threading.Event()
+    threading.Thread(target=idle.wait, name="idle", daemon=True).start()
+    threading.Thread(target=brief, name="brief", daemon=True).start()
+    while not idle._cond._waiters:
+        time.sleep(0.001)
     print(json.dumps({"getter": name(g), "ticker": name(t), "main": name(asyncio.current_task()),
-                      "queue": f"Queue {id(q):#x}"}), flush=True)
+                      "queue": f"Queue {id(q):#x}", "idle": f"Event {id(idle):#x}",
+                      "threads": {t.name: t.native_id for t in threading.enumerate()}}), flush=True)
     await t
     await q.put(1)
     assert await g == 1
@@ -393,8 +409,10 @@ asyncio.run(main())
 def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
     """attach --events tasks: the asyncio tasks alive when it attaches are
     listed with their state then, as the program sees them: the getter
-    blocked on its queue, the main task on the ticker (a join); the
-    program ends as without the attach."""
+    blocked on its queue, the main task on the ticker (a join); and so are
+    its threads (META tasks_at_start): the ones the program lists, the
+    idle one blocked on its Event, and the exit of the one that ends while
+    attached; the program ends as without the attach."""
     from stackwatch.tracer.task_events import read_task_events
     prog = tmp_path / "p.py"
     prog.write_text(ASYNCIO_TARGET)
@@ -408,7 +426,7 @@ def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
         stdout, stderr = p.communicate("", timeout=60)
     finally:
         p.kill()
-    assert (stdout, stderr, p.returncode) == ("", "", 0)
+    assert (stdout, stderr, p.returncode) == ('{"ended": "brief"}\n', "", 0)
     doc = read_task_events(str(out))
     assert {own["getter"], own["ticker"], own["main"]} <= {t["name"] for t in doc["tasks"]}, doc["tasks"]
     def first(task, kind):
@@ -417,6 +435,15 @@ def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
     assert first(own["getter"], "block") == ("queue", own["queue"])
     assert first(own["main"], "block") == ("join", own["ticker"])
     assert not [e for e in doc["events"] if e["task"] == own["getter"] and e["kind"] == "wake"]   # waits on
+    threads = {t["name"]: t for t in doc["tasks"] if t["at_start"]}
+    assert {n: t["thread"] for n, t in threads.items()} == own["threads"], threads
+    assert threads["idle"]["at_start"] == {"state": "blocked", "waits_on": f"event {own['idle']}"}
+    assert threads["stdin"]["at_start"]["state"] == "runnable"   # (in a read: no wait of threading's)
+    assert threads["MainThread"]["at_start"] == {"state": "running", "waits_on": None}   # (running the attach)
+    # The thread that ended while attached (as its own line says) exited
+    # then, the only one: its run began long before the attach.
+    assert [(e["task"], threads[e["task"]]["outcome"]) for e in doc["events"]
+            if e["kind"] == "exit" and e["task"] in threads] == [("brief", "result")]
     one_line_error(run(["attach", str(p.pid), "--sample", "--events", "tasks"]), "--events needs --trace")
     one_line_error(run(["attach", str(p.pid), "--trace", "--events", "tasks,nonsense"]), "--events: ",
                    "'nonsense'")
