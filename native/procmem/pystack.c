@@ -16,7 +16,10 @@
  * torn (the code objects' headers, then the thread state, its current
  * frame and the walked frames again; 3.12+ from outside: the headers only
  * of code objects not trusted by the target's counter of code objects
- * made, see "Code objects by counter"; 3.13 likewise). Before 3.11 the thread state, then
+ * made, see "Code objects by counter"; 3.13 likewise), which from outside,
+ * when the walk was as guessed and no header is to be read, is made at the
+ * end of the first read instead (see "Checked ahead"): one call a thread
+ * in all. Before 3.11 the thread state, then
  * one read of the leaf and of the frames of the thread's last walk (from
  * outside: in the thread state's read, guessed_leaf), one per frame not
  * among them, and (in this process) one reading the code
@@ -156,6 +159,9 @@ struct sw_pystack {
     uint32_t spec_first, spec_nreq;   /* spec_reqs[spec_first, spec_nreq) are the speculative ones */
     uint32_t spec_hint;            /* where the last frame was found among them */
     unsigned char *spec_bytes;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] their bytes */
+    unsigned char *spec_again;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] 3.11+ from
+                                      outside: the same frames read again at the end of that
+                                      read, for the check after the walk ("Checked ahead") */
     /* Guesses (see "guess" below), per thread as spec_*: the _PyCFrame
      * its leaf was last found through (3.11/3.12), and the part of its
      * stack chunk last copied (3.11+). */
@@ -240,12 +246,13 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->spec_n = calloc(SPEC_THREADS, sizeof *r->spec_n);
     r->spec_addrs = malloc((size_t)SPEC_THREADS * SPEC_DEPTH * sizeof *r->spec_addrs);
     r->spec_walk = malloc(SPEC_DEPTH * sizeof *r->spec_walk);
-    r->spec_reqs = malloc((SPEC_DEPTH + 8 + PARK_CODES) * sizeof *r->spec_reqs);
+    r->spec_reqs = malloc((2 * SPEC_DEPTH + 16 + PARK_CODES) * sizeof *r->spec_reqs);
     if (lim->park) {
         r->g_codes = malloc((size_t)SPEC_THREADS * PARK_CODES * sizeof *r->g_codes);
         r->park_code_hdrs = malloc((size_t)PARK_CODES * l->code_size);
     }
     r->spec_bytes = malloc((size_t)SPEC_DEPTH * (l->frame_size + SW_GEN_STATE_BACK_MAX));
+    r->spec_again = malloc((size_t)SPEC_DEPTH * (l->frame_size + SW_GEN_STATE_BACK_MAX));
     if (lim->lines && l->linetable_kind) {
         r->instrs = malloc(d * sizeof *r->instrs);
         r->lines = malloc(d * sizeof *r->lines);
@@ -272,7 +279,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || (l->code_nlocalsplus != SW_NO_OFFSET && !r->gaps) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
         !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->window || !r->spec_tstate || !r->spec_n ||
-        !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes ||
+        !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes || !r->spec_again ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
         (l->frames_kind == SW_FRAMES_INTERP && (!r->recheck || !r->again || !r->own_was)) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
@@ -391,6 +398,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->spec_walk);
     free(r->spec_reqs);
     free(r->spec_bytes);
+    free(r->spec_again);
     free(r->g_codes);
     free(r->park_code_hdrs);
     free(r);
@@ -449,7 +457,14 @@ typedef struct guess {
     int counter_ok;
     int64_t interps;          /* ... but for 3.13's count of interpreters made (interps_made) */
     uint32_t cf_req, win_req, tid_req, counter_req;   /* their indexes in r->spec_reqs, or 0 */
+    /* The check after the walk, read ahead (see "Checked ahead"): */
+    uint64_t pre_frame;       /* the thread state's current frame (3.11/3.12: _PyCFrame) again */
+    uint64_t pre_now;         /* the guessed _PyCFrame's current frame again */
+    uint32_t pre_req, pre_n;  /* their requests in r->spec_reqs: [pre_req, pre_req + pre_n) */
+    int pre_ok;               /* 1: all of them read */
 } guess;
+
+static void check_ahead_reqs(sw_pystack *r, uint64_t tstate, guess *g, const sw_mem_req *cf, uint32_t *k);
 
 /* The guess slot of a thread state, emptied if it was another's. */
 static uint32_t guess_slot(sw_pystack *r, uint64_t tstate)
@@ -532,6 +547,47 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
         if (r->interps_made)
             r->spec_reqs[(*k)++] = (sw_mem_req){r->interps_made, &g->interps, sizeof g->interps, 0};
     }
+    check_ahead_reqs(r, tstate, g, &cf, k);
+}
+
+/* Checked ahead. From outside (3.11+), the check after a walk
+ * (still_whole) reads the thread state's current frame (3.11/3.12: its
+ * _PyCFrame, and that one's current frame), the frames the walk read on
+ * their own, and the copied part of its stack chunk again, all after the
+ * copy: in its own system call, after the walk, because the walk tells
+ * what to read. When the walk is as guessed (every frame from the first
+ * read: the window guessed, the frames read on their own among the last
+ * walk's), the same bytes are known before it: they are read at the end of
+ * the walk's first read, in the same system call, after everything the
+ * walk takes from it (the kernel copies the ranges in order, so they are
+ * of later instants than the walk's bytes, as the check's own read would
+ * be), and the check compares the walk with those, the same comparisons,
+ * with no read of its own: a round of one thread costs one system call
+ * instead of two. Where the walk was not as guessed (or the check must
+ * read code objects' headers, or the state names another _PyCFrame) those
+ * bytes are not used and the check reads as before. */
+static void check_ahead_reqs(sw_pystack *r, uint64_t tstate, guess *g, const sw_mem_req *cf, uint32_t *k)
+{
+    const sw_py_layout *l = &r->l;
+    if (r->lim.park || r->lim.native || r->lim.blocking || r->mem.fd >= 0 || r->mem.core)
+        return;   /* (in-process the check is strict; native and blocking modes check nothing) */
+    const size_t each = l->frame_size + frame_back(l);
+    uint32_t first = *k, nf = r->spec_nreq - r->spec_first;
+    r->spec_reqs[(*k)++] = (sw_mem_req){tstate + l->tstate_frame, &g->pre_frame, sizeof g->pre_frame, 0};
+    int cf_left = cf->len != 0;   /* (in address order with the frames, as in the first part) */
+    for (uint32_t j = 0; j < nf; j++) {
+        const sw_mem_req *q = &r->spec_reqs[r->spec_first + j];
+        if (cf_left && cf->addr < q->addr) {
+            r->spec_reqs[(*k)++] = (sw_mem_req){cf->addr, &g->pre_now, sizeof g->pre_now, 0};
+            cf_left = 0;
+        }
+        r->spec_reqs[(*k)++] = (sw_mem_req){q->addr, r->spec_again + j * each, q->len, 0};
+    }
+    if (cf_left)
+        r->spec_reqs[(*k)++] = (sw_mem_req){cf->addr, &g->pre_now, sizeof g->pre_now, 0};
+    r->spec_reqs[(*k)++] = (sw_mem_req){g->lo, r->recheck, (size_t)(g->end - g->lo), 0};
+    g->pre_req = first;
+    g->pre_n = *k - first;
 }
 
 /* After the read: the ok flags of what g guessed. */
@@ -542,6 +598,9 @@ static void guess_read(sw_pystack *r, guess *g)
     g->win_ok = g->win_req && r->spec_reqs[g->win_req].ok;
     g->counter_ok = g->counter_req && r->spec_reqs[g->counter_req].ok &&
                     (!r->interps_made || (r->spec_reqs[g->counter_req + 1].ok && g->interps == 1));
+    g->pre_ok = g->pre_n != 0;
+    for (uint32_t i = 0; i < g->pre_n; i++)
+        g->pre_ok &= r->spec_reqs[g->pre_req + i].ok;
 }
 
 /* Reads the thread state at tstate into ts, with what is guessed of its
@@ -1482,7 +1541,41 @@ static int at_or_above(sw_pystack *r, uint64_t now, uint64_t anchor, const windo
  * callers, in between is not told: the stack read is then one of the same
  * functions. (Requiring the very same leaf would fail most samples of
  * call-heavy code, whose leaf changes within the walk's microseconds.) */
-static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w, uint32_t n, int strict)
+/* The check's read made ahead (see "Checked ahead"), for the walk of
+ * n frames in w: 1 if it holds all the check would read (then *now is the
+ * thread's current frame from it, and r->again the frames read on their
+ * own, read again), else 0. */
+static int checked_ahead(sw_pystack *r, const guess *g, const window *w, uint64_t walked, uint64_t cf_walk,
+                         uint64_t *now)
+{
+    const sw_py_layout *l = &r->l;
+    if (!g || !g->pre_ok || !r->walk_early || w->lo != g->lo || w->leaf_bytes)
+        return 0;
+    if (l->cframe_current_frame != SW_NO_OFFSET) {
+        if (!cf_walk || cf_walk != g->cframe || g->pre_frame != cf_walk)
+            return 0;   /* (another _PyCFrame now: the check reads it) */
+        *now = g->pre_now;
+    } else {
+        *now = g->pre_frame;
+    }
+    const uint32_t back = frame_back(l), first = r->spec_first, nf = r->spec_nreq - first;
+    const size_t each = l->frame_size + back;
+    for (uint64_t i = 0; i < walked; i++) {
+        uint64_t a = r->frame_addrs[i];
+        if (in_copy(w, l, a))
+            continue;
+        uint32_t j = 0;
+        while (j < nf && r->spec_reqs[first + j].addr + back != a)
+            j++;
+        if (j == nf)
+            return 0;
+        memcpy(r->again + i * each, r->spec_again + j * each, each);
+    }
+    return 1;
+}
+
+static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w, uint32_t n, int strict,
+                       const guess *g)
 {
     const sw_py_layout *l = &r->l;
     uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth;
@@ -1510,7 +1603,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
      * lowest frame walked up to the end of the page of the copy's top (a
      * thread that called on: frames above that are read one by one), read
      * again. */
-    unsigned char ts[SW_LAYOUT_MAX_READ], ts_end[SW_LAYOUT_MAX_READ];
+    uint64_t ts_frame = 0, ts_end = 0;   /* (all the check needs of the thread state) */
     uint64_t now = 0, now_end = 0, cframe = 0, cf_walk = 0, rhi = hi;
     int via_cframe = l->cframe_current_frame != SW_NO_OFFSET;
     if (via_cframe)
@@ -1521,9 +1614,18 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
     }
     sw_mem_req *req = r->reqs;
     size_t nreq = 0;
-    req[nreq++] = (sw_mem_req){tstate, ts, l->tstate_size, 0};
+    req[nreq++] = (sw_mem_req){tstate + l->tstate_frame, &ts_frame, sizeof ts_frame, 0};
     const int trusted = all_trusted(r, n);
-    for (int again = 0;; again++) {
+    const int ahead = !strict && trusted && !gen_leaf && checked_ahead(r, g, w, walked, cf_walk, &now);
+    if (ahead) {
+        /* (the check's read, made ahead: the whole copy read again) */
+        lo = g->lo;
+        rhi = g->end;
+        r->codes_read = 0;
+        r->codes_checked = 1;   /* (as read_with_codes with no header to read) */
+        r->st.checked_ahead++;
+    }
+    for (int again = 0; !ahead; again++) {
         if (via_cframe && cf_walk)
             req[nreq++] = (sw_mem_req){cf_walk + l->cframe_current_frame, &now, sizeof now, 0};
         if (rhi > lo)
@@ -1534,7 +1636,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
             if (!in_copy(w, l, r->frame_addrs[i]))
                 req[nreq++] = (sw_mem_req){r->frame_addrs[i] - own_back, r->again + i * each, each, 0};
         if (strict) {   /* (the end of the read: below) */
-            req[nreq++] = (sw_mem_req){tstate, ts_end, l->tstate_size, 0};
+            req[nreq++] = (sw_mem_req){tstate + l->tstate_frame, &ts_end, sizeof ts_end, 0};
             if (via_cframe && cf_walk)
                 req[nreq++] = (sw_mem_req){cf_walk + l->cframe_current_frame, &now_end, sizeof now_end, 0};
         }
@@ -1542,10 +1644,10 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
             return 0;
         if (again)
             break;
-        if (via_cframe && !(cframe = u64_at(ts, l->tstate_frame)))
+        if (via_cframe && !(cframe = ts_frame))
             return 0;
         if (!via_cframe)
-            now = u64_at(ts, l->tstate_frame);
+            now = ts_frame;
         if (!via_cframe || cframe == cf_walk)
             break;
         cf_walk = cframe;   /* another _PyCFrame: read it, and what follows, after the state */
@@ -1580,7 +1682,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
     if (!at_or_above(r, now, anchor, w, lo, rhi))
         return 0;
     if (strict) {
-        uint64_t end = u64_at(ts_end, l->tstate_frame);   /* (3.11/3.12: its _PyCFrame) */
+        uint64_t end = ts_end;   /* (3.11/3.12: its _PyCFrame) */
         if (via_cframe && end == cf_walk && cf_walk)
             end = now_end;
         else if (via_cframe && (!end || sw_mem_read(&r->mem, end + l->cframe_current_frame, &end, sizeof end) != SW_OK))
@@ -1850,7 +1952,7 @@ static long walk_after_park(sw_pystack *r, uint64_t tstate, window *w, int *trun
     long n = walk_frames(r, frame, w, truncated);
     if (n >= 0)
         spec_keep(r, tstate);
-    if (n >= 0 && l->frames_kind == SW_FRAMES_INTERP && !still_whole(r, tstate, frame, w, (uint32_t)n, 1))
+    if (n >= 0 && l->frames_kind == SW_FRAMES_INTERP && !still_whole(r, tstate, frame, w, (uint32_t)n, 1, NULL))
         n = WALK_TORN;
     if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && !objects_whole(r, (uint32_t)n))
         n = WALK_TORN;
@@ -2019,7 +2121,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             if (n >= 0)
                 spec_keep(r, tstate);
             if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP &&
-                !still_whole(r, tstate, frame, &w, (uint32_t)n, park))
+                !still_whole(r, tstate, frame, &w, (uint32_t)n, park, torn == 0 ? g : NULL))
                 n = WALK_TORN;
             if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && park && !objects_whole(r, (uint32_t)n))
                 n = WALK_TORN;
