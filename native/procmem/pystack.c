@@ -16,10 +16,10 @@
  * torn (the code objects' headers, then the thread state, its current
  * frame and the walked frames again; 3.12+ from outside: the headers only
  * of code objects not trusted by the target's counter of code objects
- * made, see "Code objects by counter"; 3.13 likewise), which from outside,
- * when the walk was as guessed and no header is to be read, is made at the
- * end of the first read instead (see "Checked ahead"): one call a thread
- * in all. Before 3.11 the thread state, then
+ * made, see "Code objects by counter"; 3.13 likewise), which from outside
+ * on 3.12+, when the walk took every frame from its first read and no
+ * header is to be read, is made at the end of that read instead (see
+ * "Checked ahead"): one call a thread in all. Before 3.11 the thread state, then
  * one read of the leaf and of the frames of the thread's last walk (from
  * outside: in the thread state's read, guessed_leaf), one per frame not
  * among them, and (in this process) one reading the code
@@ -162,6 +162,17 @@ struct sw_pystack {
     unsigned char *spec_again;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] 3.11+ from
                                       outside: the same frames read again at the end of that
                                       read, for the check after the walk ("Checked ahead") */
+    /* The check after the walk, read ahead at the end of the walk's first
+     * read (see "Checked ahead"): */
+    uint64_t pre_frame;            /* the thread state's current frame (3.11/3.12: _PyCFrame) */
+    uint64_t pre_cframe, pre_now;  /* the _PyCFrame the walk's first read went through (0: none),
+                                      and its current frame */
+    uint64_t pre_lo, pre_end;      /* the part of the stack chunk read again, into r->recheck */
+    uint32_t pre_req, pre_n;       /* their requests in r->spec_reqs: [pre_req, pre_req + pre_n) */
+    int pre_ok;                    /* 1: all of them read, in the last first read */
+    uint32_t copy_counter;         /* copy_window: the counter of code objects made, read after
+                                      the copy (trusted_by_counter) ... */
+    int64_t copy_interps;          /* ... and 3.13's count of interpreters made */
     /* Guesses (see "guess" below), per thread as spec_*: the _PyCFrame
      * its leaf was last found through (3.11/3.12), and the part of its
      * stack chunk last copied (3.11+). */
@@ -457,14 +468,10 @@ typedef struct guess {
     int counter_ok;
     int64_t interps;          /* ... but for 3.13's count of interpreters made (interps_made) */
     uint32_t cf_req, win_req, tid_req, counter_req;   /* their indexes in r->spec_reqs, or 0 */
-    /* The check after the walk, read ahead (see "Checked ahead"): */
-    uint64_t pre_frame;       /* the thread state's current frame (3.11/3.12: _PyCFrame) again */
-    uint64_t pre_now;         /* the guessed _PyCFrame's current frame again */
-    uint32_t pre_req, pre_n;  /* their requests in r->spec_reqs: [pre_req, pre_req + pre_n) */
-    int pre_ok;               /* 1: all of them read */
 } guess;
 
-static void check_ahead_reqs(sw_pystack *r, uint64_t tstate, guess *g, const sw_mem_req *cf, uint32_t *k);
+static void check_ahead_reqs(sw_pystack *r, uint64_t tstate, uint64_t cframe, uint64_t lo, uint64_t end, uint32_t *k);
+static void check_ahead_read(sw_pystack *r);
 
 /* The guess slot of a thread state, emptied if it was another's. */
 static uint32_t guess_slot(sw_pystack *r, uint64_t tstate)
@@ -488,6 +495,8 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
     const uint32_t slot = guess_slot(r, tstate);
     memset(g, 0, sizeof *g);
     r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
+    r->pre_n = 0;
+    r->pre_ok = 0;
     if (l->tstate_native_thread_id == SW_NO_OFFSET && l->thread_tid != SW_NO_OFFSET && r->g_pthread[slot]) {
         /* Before 3.11 the kernel thread id is in glibc's struct pthread. */
         g->pthread = r->g_pthread[slot];
@@ -547,47 +556,77 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
         if (r->interps_made)
             r->spec_reqs[(*k)++] = (sw_mem_req){r->interps_made, &g->interps, sizeof g->interps, 0};
     }
-    check_ahead_reqs(r, tstate, g, &cf, k);
+    check_ahead_reqs(r, tstate, cf.len ? g->cframe : 0, g->lo, g->end, k);
 }
 
 /* Checked ahead. From outside (3.11+), the check after a walk
  * (still_whole) reads the thread state's current frame (3.11/3.12: its
  * _PyCFrame, and that one's current frame), the frames the walk read on
  * their own, and the copied part of its stack chunk again, all after the
- * copy: in its own system call, after the walk, because the walk tells
- * what to read. When the walk is as guessed (every frame from the first
- * read: the window guessed, the frames read on their own among the last
- * walk's), the same bytes are known before it: they are read at the end of
- * the walk's first read, in the same system call, after everything the
- * walk takes from it (the kernel copies the ranges in order, so they are
- * of later instants than the walk's bytes, as the check's own read would
- * be), and the check compares the walk with those, the same comparisons,
- * with no read of its own: a round of one thread costs one system call
- * instead of two. Where the walk was not as guessed (or the check must
- * read code objects' headers, or the state names another _PyCFrame) those
- * bytes are not used and the check reads as before. */
-static void check_ahead_reqs(sw_pystack *r, uint64_t tstate, guess *g, const sw_mem_req *cf, uint32_t *k)
+ * copy: in a system call of its own, after the walk, because the walk
+ * tells what to read. But the walk's first read already knows it: the
+ * window it copies (as guessed, or the copy_window of a guess missed or of
+ * a torn walk redone), the _PyCFrame it goes through, and the frames the
+ * thread's last walk read on its own, which it reads speculatively. So
+ * those bytes are read again at the end of that read, in the same system
+ * call, after everything the walk takes from it (the kernel copies the
+ * ranges in order: they are of later instants than the walk's bytes, as the
+ * check's own read would be; a copy_window's read also reads the counter of
+ * code objects made after its frames, as the guessed read does, so that its
+ * walk's code objects can be trusted by it: trusted_by_counter). When the
+ * walk took every frame from that read and its frames read on their own are
+ * among those read again, the check compares the walk with those bytes,
+ * the same comparisons, with no read of its own: a thread's walk costs one
+ * system call, not two. Else (a frame read on its own after it, code
+ * objects' headers to read, the state naming another _PyCFrame, a
+ * generator's leaf) the check reads as before. */
+/* 1 where walks are checked ahead: from outside (in-process the check
+ * is strict, and a torn walk redone parked; native and blocking modes check
+ * nothing), through process_vm_readv (each request of a read of
+ * /proc/PID/mem or of a core is a call of its own), and with the counter of
+ * code objects made (3.12+; without it, 3.11, every check reads the code
+ * objects' headers before the frames again). */
+static int checks_ahead(const sw_pystack *r)
+{
+    return !r->lim.park && !r->lim.native && !r->lim.blocking && r->mem.fd < 0 && !r->mem.core && r->code_counter;
+}
+
+static void check_ahead_reqs(sw_pystack *r, uint64_t tstate, uint64_t cframe, uint64_t lo, uint64_t end, uint32_t *k)
 {
     const sw_py_layout *l = &r->l;
-    if (r->lim.park || r->lim.native || r->lim.blocking || r->mem.fd >= 0 || r->mem.core)
-        return;   /* (in-process the check is strict; native and blocking modes check nothing) */
+    r->pre_n = 0;
+    r->pre_ok = 0;
+    if (!checks_ahead(r))
+        return;
     const size_t each = l->frame_size + frame_back(l);
-    uint32_t first = *k, nf = r->spec_nreq - r->spec_first;
-    r->spec_reqs[(*k)++] = (sw_mem_req){tstate + l->tstate_frame, &g->pre_frame, sizeof g->pre_frame, 0};
-    int cf_left = cf->len != 0;   /* (in address order with the frames, as in the first part) */
+    const uint32_t first = *k, nf = r->spec_nreq - r->spec_first;
+    const uint64_t cf = cframe ? cframe + l->cframe_current_frame : 0;
+    r->spec_reqs[(*k)++] = (sw_mem_req){tstate + l->tstate_frame, &r->pre_frame, sizeof r->pre_frame, 0};
+    int cf_left = cf != 0;   /* (in address order with the frames: one range, mem.c) */
     for (uint32_t j = 0; j < nf; j++) {
         const sw_mem_req *q = &r->spec_reqs[r->spec_first + j];
-        if (cf_left && cf->addr < q->addr) {
-            r->spec_reqs[(*k)++] = (sw_mem_req){cf->addr, &g->pre_now, sizeof g->pre_now, 0};
+        if (cf_left && cf < q->addr) {
+            r->spec_reqs[(*k)++] = (sw_mem_req){cf, &r->pre_now, sizeof r->pre_now, 0};
             cf_left = 0;
         }
         r->spec_reqs[(*k)++] = (sw_mem_req){q->addr, r->spec_again + j * each, q->len, 0};
     }
     if (cf_left)
-        r->spec_reqs[(*k)++] = (sw_mem_req){cf->addr, &g->pre_now, sizeof g->pre_now, 0};
-    r->spec_reqs[(*k)++] = (sw_mem_req){g->lo, r->recheck, (size_t)(g->end - g->lo), 0};
-    g->pre_req = first;
-    g->pre_n = *k - first;
+        r->spec_reqs[(*k)++] = (sw_mem_req){cf, &r->pre_now, sizeof r->pre_now, 0};
+    r->spec_reqs[(*k)++] = (sw_mem_req){lo, r->recheck, (size_t)(end - lo), 0};
+    r->pre_cframe = cframe;
+    r->pre_lo = lo;
+    r->pre_end = end;
+    r->pre_req = first;
+    r->pre_n = *k - first;
+}
+
+/* After that read: whether all of it was read. */
+static void check_ahead_read(sw_pystack *r)
+{
+    r->pre_ok = r->pre_n != 0;
+    for (uint32_t i = 0; i < r->pre_n; i++)
+        r->pre_ok &= r->spec_reqs[r->pre_req + i].ok;
 }
 
 /* After the read: the ok flags of what g guessed. */
@@ -598,9 +637,7 @@ static void guess_read(sw_pystack *r, guess *g)
     g->win_ok = g->win_req && r->spec_reqs[g->win_req].ok;
     g->counter_ok = g->counter_req && r->spec_reqs[g->counter_req].ok &&
                     (!r->interps_made || (r->spec_reqs[g->counter_req + 1].ok && g->interps == 1));
-    g->pre_ok = g->pre_n != 0;
-    for (uint32_t i = 0; i < g->pre_n; i++)
-        g->pre_ok &= r->spec_reqs[g->pre_req + i].ok;
+    check_ahead_read(r);
 }
 
 /* Reads the thread state at tstate into ts, with what is guessed of its
@@ -662,19 +699,36 @@ static void spec_reqs_add(sw_pystack *r, uint64_t tstate, uint64_t leaf, uint32_
 /* The first read of a walk, one batched read: the npre requests given
  * (the leaf; 3.11+: the window), then the frames the thread's last walk
  * read on its own but the leaf, each with the bytes before it
- * (frame_back). Sets the ok flags of pre. */
-static void first_read(sw_pystack *r, uint64_t tstate, uint64_t leaf, sw_mem_req *pre, uint32_t npre)
+ * (frame_back); with `ahead` (3.11+, a copy of bytes [lo, end) of the
+ * stack chunk, cframe the _PyCFrame the leaf was found through, or 0) then
+ * the counter of code objects made (into r->copy_counter, copy_interps)
+ * and the check's read (see "Checked ahead"). Sets the ok flags of pre;
+ * returns 1 if the counter was read and may be trusted (trusted_by_counter). */
+static int first_read(sw_pystack *r, uint64_t tstate, uint64_t leaf, sw_mem_req *pre, uint32_t npre, int ahead,
+                      uint64_t cframe, uint64_t lo, uint64_t end)
 {
-    uint32_t k = npre;
+    uint32_t k = npre, ck = 0;
     memcpy(r->spec_reqs, pre, npre * sizeof *pre);
     spec_reqs_add(r, tstate, leaf, &k);
     r->spec_first = r->spec_hint = npre;
     r->spec_nreq = k;
     r->spec_walked = 0;
+    r->pre_n = 0;
+    r->pre_ok = 0;
+    if (ahead && r->code_counter) {
+        ck = k;   /* (after every frame of the read) */
+        r->spec_reqs[k++] = (sw_mem_req){r->code_counter, &r->copy_counter, sizeof r->copy_counter, 0};
+        if (r->interps_made)
+            r->spec_reqs[k++] = (sw_mem_req){r->interps_made, &r->copy_interps, sizeof r->copy_interps, 0};
+    }
+    if (ahead)
+        check_ahead_reqs(r, tstate, cframe, lo, end, &k);
     if (k)
         sw_mem_readv(&r->mem, r->spec_reqs, k);
+    check_ahead_read(r);
     for (uint32_t i = 0; i < npre; i++)
         pre[i].ok = r->spec_reqs[i].ok;
+    return ck && r->spec_reqs[ck].ok && (!r->interps_made || (r->spec_reqs[ck + 1].ok && r->copy_interps == 1));
 }
 
 /* The bytes of the frame at `frame` if the first read had them (read
@@ -710,7 +764,7 @@ static void read_leaf(sw_pystack *r, uint64_t tstate, uint64_t leaf, window *w)
 {
     memset(w, 0, sizeof *w);
     sw_mem_req req = {leaf, r->leaf_buf, r->l.frame_size, 0};
-    first_read(r, tstate, leaf, &req, 1);
+    first_read(r, tstate, leaf, &req, 1, 0, 0, 0, 0);
     if (req.ok) {
         w->leaf = leaf;
         w->leaf_bytes = r->leaf_buf;
@@ -737,8 +791,10 @@ static int guessed_leaf(sw_pystack *r, uint64_t leaf, window *w)
 
 /* Copies the used top of the thread's current stack chunk (3.11+), and the
  * leaf frame if it lies outside it (and the frames the thread's last walk
- * read on their own). On failure the window is empty and frames are read
- * one by one. */
+ * read on their own; then the counter of code objects made, and the check's
+ * read ahead: when the walk takes every frame from this read, r->walk_early
+ * is set, r->counter_now is that counter's). On failure the window is empty
+ * and frames are read one by one. */
 static void copy_window(sw_pystack *r, uint64_t tstate, const unsigned char *ts, uint64_t leaf, window *w)
 {
     const sw_py_layout *l = &r->l;
@@ -758,9 +814,16 @@ static void copy_window(sw_pystack *r, uint64_t tstate, const unsigned char *ts,
     int outside = !(leaf >= lo && leaf + l->frame_size <= top) && leaf >= back;
     sw_mem_req req[2] = {{leaf - back, r->leaf_buf, l->frame_size + back, 0},
                          {lo, r->window, (size_t)(top - lo), 0}};
-    first_read(r, tstate, leaf, outside ? req : req + 1, outside ? 2 : 1);
+    uint64_t page_end = (top + 4095) & ~4095ull;   /* (as the check reads it again) */
+    uint64_t cframe = l->cframe_current_frame != SW_NO_OFFSET ? r->g_cframe[guess_slot(r, tstate)] : 0;
+    int counted = first_read(r, tstate, leaf, outside ? req : req + 1, outside ? 2 : 1, checks_ahead(r), cframe, lo,
+                             page_end - lo <= WINDOW_MAX ? page_end : top);
     if (!req[1].ok)
         return;
+    if (counted) {
+        r->counter_now = r->copy_counter;
+        r->walk_early = 1;   /* (until the walk reads a frame on its own) */
+    }
     w->lo = lo;
     w->hi = top;
     w->base = base;
@@ -1545,18 +1608,17 @@ static int at_or_above(sw_pystack *r, uint64_t now, uint64_t anchor, const windo
  * n frames in w: 1 if it holds all the check would read (then *now is the
  * thread's current frame from it, and r->again the frames read on their
  * own, read again), else 0. */
-static int checked_ahead(sw_pystack *r, const guess *g, const window *w, uint64_t walked, uint64_t cf_walk,
-                         uint64_t *now)
+static int checked_ahead(sw_pystack *r, const window *w, uint64_t walked, uint64_t cf_walk, uint64_t *now)
 {
     const sw_py_layout *l = &r->l;
-    if (!g || !g->pre_ok || !r->walk_early || w->lo != g->lo || w->leaf_bytes)
+    if (!r->pre_ok || !r->walk_early || w->lo != r->pre_lo || w->hi > r->pre_end || w->leaf_bytes)
         return 0;
     if (l->cframe_current_frame != SW_NO_OFFSET) {
-        if (!cf_walk || cf_walk != g->cframe || g->pre_frame != cf_walk)
+        if (!cf_walk || cf_walk != r->pre_cframe || r->pre_frame != cf_walk)
             return 0;   /* (another _PyCFrame now: the check reads it) */
-        *now = g->pre_now;
+        *now = r->pre_now;
     } else {
-        *now = g->pre_frame;
+        *now = r->pre_frame;
     }
     const uint32_t back = frame_back(l), first = r->spec_first, nf = r->spec_nreq - first;
     const size_t each = l->frame_size + back;
@@ -1574,8 +1636,7 @@ static int checked_ahead(sw_pystack *r, const guess *g, const window *w, uint64_
     return 1;
 }
 
-static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w, uint32_t n, int strict,
-                       const guess *g)
+static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w, uint32_t n, int strict)
 {
     const sw_py_layout *l = &r->l;
     uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth;
@@ -1616,11 +1677,11 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
     size_t nreq = 0;
     req[nreq++] = (sw_mem_req){tstate + l->tstate_frame, &ts_frame, sizeof ts_frame, 0};
     const int trusted = all_trusted(r, n);
-    const int ahead = !strict && trusted && !gen_leaf && checked_ahead(r, g, w, walked, cf_walk, &now);
+    const int ahead = !strict && trusted && !gen_leaf && checked_ahead(r, w, walked, cf_walk, &now);
     if (ahead) {
         /* (the check's read, made ahead: the whole copy read again) */
-        lo = g->lo;
-        rhi = g->end;
+        lo = r->pre_lo;
+        rhi = r->pre_end;
         r->codes_read = 0;
         r->codes_checked = 1;   /* (as read_with_codes with no header to read) */
         r->st.checked_ahead++;
@@ -1952,7 +2013,7 @@ static long walk_after_park(sw_pystack *r, uint64_t tstate, window *w, int *trun
     long n = walk_frames(r, frame, w, truncated);
     if (n >= 0)
         spec_keep(r, tstate);
-    if (n >= 0 && l->frames_kind == SW_FRAMES_INTERP && !still_whole(r, tstate, frame, w, (uint32_t)n, 1, NULL))
+    if (n >= 0 && l->frames_kind == SW_FRAMES_INTERP && !still_whole(r, tstate, frame, w, (uint32_t)n, 1))
         n = WALK_TORN;
     if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && !objects_whole(r, (uint32_t)n))
         n = WALK_TORN;
@@ -2121,7 +2182,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             if (n >= 0)
                 spec_keep(r, tstate);
             if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP &&
-                !still_whole(r, tstate, frame, &w, (uint32_t)n, park, torn == 0 ? g : NULL))
+                !still_whole(r, tstate, frame, &w, (uint32_t)n, park))
                 n = WALK_TORN;
             if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && park && !objects_whole(r, (uint32_t)n))
                 n = WALK_TORN;
@@ -2263,8 +2324,10 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
         sw_mem_read(&r->mem, r->interp + l->interp_trampoline, &r->trampoline, sizeof r->trampoline) != SW_OK)
         r->trampoline = 0;
     int have = head_req && tstate == r->head_guess && req[head_req].ok;
-    if (!have)
+    if (!have) {
         memset(&g, 0, sizeof g);
+        r->pre_ok = 0;   /* (read for another thread state) */
+    }
     r->head_guess = tstate;
     for (uint32_t i = 0; tstate; i++) {
         if (i == r->lim.max_threads) {
