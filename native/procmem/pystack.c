@@ -1582,28 +1582,6 @@ static int at_or_above(sw_pystack *r, uint64_t now, uint64_t anchor, const windo
     return 1;
 }
 
-/* 3.11+ (the thread running on while read): 1 if the stack just walked
- * is whole, 0 if torn. One read, after the walk: the thread's current
- * frame, and the part of the copied window that the walk used, whose
- * frames must still link to the same frames and run the same code.
- * The current frame must be the walk's leaf, or (a leaf in the copied
- * window) a frame above it in its chunk: the thread called on; a
- * generator's leaf frame must still run, resumed by the same frame, or
- * else (it yielded since) the thread must be at or above its caller. While the
- * leaf lives its callers cannot return or yield, but the frames read on
- * their own (C-stack shims, generators' frames below the leaf, older
- * chunks) are read apart from the copy, some before it (speculatively,
- * with the thread state), and the leaf may have been replaced by a call of
- * the same code between: those frames are read again too and must be as
- * the walk read them (a frame C entered sampled alone: see below). The copy itself
- * takes microseconds, and a thread that returns below the leaf and calls
- * back up meanwhile (an event loop calling small functions in turn)
- * leaves a copy whose lower frames are of another instant than its upper
- * ones: the second read of those frames tells, and so does a thread found
- * below its leaf. A leaf replaced by a call of the same code, on the same
- * callers, in between is not told: the stack read is then one of the same
- * functions. (Requiring the very same leaf would fail most samples of
- * call-heavy code, whose leaf changes within the walk's microseconds.) */
 /* The check's read made ahead (see "Checked ahead"), for the walk of
  * n frames in w: 1 if it holds all the check would read (then *now is the
  * thread's current frame from it, and r->again the frames read on their
@@ -1636,6 +1614,28 @@ static int checked_ahead(sw_pystack *r, const window *w, uint64_t walked, uint64
     return 1;
 }
 
+/* 3.11+ (the thread running on while read): 1 if the stack just walked
+ * is whole, 0 if torn. One read, after the walk: the thread's current
+ * frame, and the part of the copied window that the walk used, whose
+ * frames must still link to the same frames and run the same code.
+ * The current frame must be the walk's leaf, or (a leaf in the copied
+ * window) a frame above it in its chunk: the thread called on; a
+ * generator's leaf frame must still run, resumed by the same frame, or
+ * else (it yielded since) the thread must be at or above its caller. While the
+ * leaf lives its callers cannot return or yield, but the frames read on
+ * their own (C-stack shims, generators' frames below the leaf, older
+ * chunks) are read apart from the copy, some before it (speculatively,
+ * with the thread state), and the leaf may have been replaced by a call of
+ * the same code between: those frames are read again too and must be as
+ * the walk read them (a frame C entered sampled alone: see below). The copy itself
+ * takes microseconds, and a thread that returns below the leaf and calls
+ * back up meanwhile (an event loop calling small functions in turn)
+ * leaves a copy whose lower frames are of another instant than its upper
+ * ones: the second read of those frames tells, and so does a thread found
+ * below its leaf. A leaf replaced by a call of the same code, on the same
+ * callers, in between is not told: the stack read is then one of the same
+ * functions. (Requiring the very same leaf would fail most samples of
+ * call-heavy code, whose leaf changes within the walk's microseconds.) */
 static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const window *w, uint32_t n, int strict)
 {
     const sw_py_layout *l = &r->l;
