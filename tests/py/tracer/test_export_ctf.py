@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 
 from conftest import needs, run, run_traced
+import tracecompass
 
 # The exporter is C over the trace file, the same on every Python (on
 # 3.11, whose job is shorter than 3.12's).
@@ -55,7 +56,7 @@ t.join()
 # One event line of `babeltrace2 --clock-cycles`: its timestamp, its name,
 # its context's thread id (vtid in the ust trace, tid in the kernel trace,
 # whose lines also say the CPU) and its payload.
-LINE = re.compile(r"^\[(\d+)\] \S+ \S+ (\S+): (?:\{ cpu_id = \d+ \}, )?\{ v?pid = \d+, v?tid = (\d+), "
+LINE = re.compile(r"^\[(\d+)\] \S+ \S+ (\S+): (?:\{ cpu_id = (\d+) \}, )?\{ v?pid = \d+, v?tid = (\d+), "
                   r"procname = \"[^\"]*\" \}, \{ ?(.*?) ?\}$")
 
 
@@ -71,7 +72,9 @@ def exported(tmp_path_factory):
     return path, Trace(path), out
 
 
-def read_ctf(directory):
+def read_ctf(directory, cpu=False):
+    """[(t, name, vtid, payload)] in babeltrace2's order (by time); with
+    cpu, [(t, name, cpu_id, vtid, payload)] (cpu_id: None in ust/)."""
     r = subprocess.run(["babeltrace2", "--clock-cycles", str(directory)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and not r.stderr, r.stderr[-2000:]
@@ -79,7 +82,7 @@ def read_ctf(directory):
     for line in r.stdout.splitlines():
         m = LINE.match(line)
         assert m, line
-        events.append((int(m[1]), m[2], int(m[3]), m[4]))
+        events.append((int(m[1]), m[2]) + ((m[3] and int(m[3]),) if cpu else ()) + (int(m[4]), m[5]))
     return events
 
 
@@ -184,3 +187,35 @@ def test_each_event_class_has_its_own_name(tmp_path):
         assert ext == Counter(e.kind for e in Trace(path).ext_events())
         counts.append(ext)
     assert counts[0] == counts[1] and counts[0]["task_send"] == 8 and counts[0]["task_block"] > 0
+
+
+@needs(NO_BABELTRACE)
+def test_what_trace_compass_reads_of_the_ust_trace(exported):
+    """Trace Compass's rules (tracecompass.py, from its source) applied to
+    the export as babeltrace2 reads it: ust/ is taken for an LTTng-UST
+    trace with the 2.9+ layout, on the host of this boot (the clock's
+    uuid); the call-stack analysis finds its contexts and events, and
+    every exit pops the function its thread entered last; functions.nm is
+    read as nm's format and names every entry's address as the entry
+    names it."""
+    _, t, directory = exported
+    meta = tracecompass.metadata(directory / "ust" / "metadata")
+    assert tracecompass.trace_type(meta) == ("ust", 29)
+    assert tracecompass.host_id(meta, "ust") == t.meta["boot_id"] == open("/proc/sys/kernel/random/boot_id").read().strip()
+    # LttngUstCallStackAnalysisRequirement: "context._vtid" in both events;
+    # getThreadName: "context._procname"; getProcessId: "context._vpid".
+    assert {"_vtid", "_vpid", "_procname"} <= set(meta["context"])
+    assert {"lttng_ust_cyg_profile:func_entry", "lttng_ust_cyg_profile:func_exit"} <= set(meta["events"])
+    assert all("_addr" in meta["events"][n] for n in ("lttng_ust_cyg_profile:func_entry",
+                                                        "lttng_ust_cyg_profile:func_exit"))
+    events = read_ctf(directory)
+    stacks, unmatched = tracecompass.call_stacks(events, field)
+    assert not unmatched and sum(n.startswith("lttng_ust_cyg_profile:") for _, n, _, _ in events) > 1000
+    assert set(stacks) == {th["native_tid"] for th in t.threads}
+    # The symbol configuration's mapping file: global (no pid in its
+    # name), nm's format, every entry's address named exactly.
+    assert not tracecompass.PID_IN_NAME.search("functions.nm")
+    table = tracecompass.name_map(directory / "functions.nm")
+    assert table is not None
+    named = {(int(field(p, "addr"), 16), field(p, "name")) for _, n, _, p in events if n in tracecompass.FUNC_ENTRY}
+    assert len(named) > 5 and all(tracecompass.symbol(table, addr) == name for addr, name in named)
