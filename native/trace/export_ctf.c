@@ -37,7 +37,10 @@
 enum { ID_ENTRY, ID_EXIT, ID_SAMPLE, ID_EXT0 };
 /* Event class ids of the kernel trace: the fixed ones, then an entry and
  * an exit per system call name met (KID_SYSCALL0 + 2 * its position). */
-enum { KID_SCHED_SWITCH, KID_SCHED_WAKEUP, KID_PAGE_FAULT, KID_ENTRY_UNKNOWN, KID_EXIT_UNKNOWN, KID_SYSCALL0 };
+enum {
+    KID_SCHED_SWITCH, KID_SCHED_WAKEUP, KID_PAGE_FAULT, KID_ENTRY_UNKNOWN, KID_EXIT_UNKNOWN, KID_STATEDUMP,
+    KID_SYSCALL0
+};
 
 /* One stream file being written and its packet. */
 typedef struct ctf_stream {
@@ -54,7 +57,7 @@ typedef struct ctf {
     const char *dir;
     ctf_stream ust, kern;    /* the current thread's streams */
     size_t thread;
-    uint32_t vpid, vtid;
+    uint32_t vpid, vtid, ppid;   /* ppid: META parent_pid, or 0 */
     char procname[PROCNAME_LEN];
     uint32_t *name_len;      /* by code id: strlen + 1 of its qualname, then of
                                 its file name (0: not yet known) */
@@ -346,7 +349,16 @@ static const struct {
     [KID_PAGE_FAULT] = {"x86_exceptions_page_fault_user", "\t\tuint64_hex_t _address;\n"},
     [KID_ENTRY_UNKNOWN] = {"syscall_entry_unknown", "\t\tint32_t _id;\n"},
     [KID_EXIT_UNKNOWN] = {"syscall_exit_unknown", "\t\tint32_t _id;\n\t\tint64_t _ret;\n"},
+    /* (the fields Trace Compass's StateDumpHandler reads, integers) */
+    [KID_STATEDUMP] = {"lttng_statedump_process_state", "\t\tint32_t _tid;\n\t\tint32_t _pid;\n\t\tint32_t _ppid;\n"
+                                                        "\t\t" TSDL_COMM " _name[16];\n\t\tint32_t _status;\n"
+                                                        "\t\tint32_t _cpu;\n"},
 };
+
+/* lttng_statedump_process_state's status: waiting, running (lttng-modules'
+ * enum lttng_process_status). */
+#define STATEDUMP_WAIT 5
+#define STATEDUMP_RUN 6
 
 /* A text file of the directory, DIR/name, written by write(c, out). */
 static void write_file(ctf *c, const char *name, void (*write)(ctf *, FILE *))
@@ -525,6 +537,15 @@ static void begin_event(ctf *c, unsigned id, int64_t t_ns)
     begin_in(c, &c->ust, id, t_ns);
 }
 
+/* A 16-byte comm field. */
+static void put_comm(sw_bytes *b, const char *s)
+{
+    char comm[PROCNAME_LEN] = {0};
+    size_t n = strlen(s);
+    memcpy(comm, s, n < PROCNAME_LEN - 1 ? n : PROCNAME_LEN - 1);
+    put_strn(b, comm, PROCNAME_LEN);
+}
+
 /* The thread's kernel events from here on run on cpu (CPU_UNKNOWN: not
  * said): a new packet when it is not the packet's, unless the packet's is
  * not known yet and ran_there (the thread ran on cpu until now: the events
@@ -561,19 +582,22 @@ static sw_bytes *begin_kernel(ctf *c, unsigned id, int64_t t_ns, uint32_t cpu, i
         }
         if (open_file(c, s, "kernel"))
             return NULL;
+        kernel_cpu(c, cpu, ran_there);
+        /* The thread first, as LTTng's state dump gives each at a session's
+         * start: its process (Trace Compass's Control Flow view puts it
+         * under it), name and state (running, or waiting when this is its
+         * switch in). */
+        begin_in(c, s, KID_STATEDUMP, t_ns);
+        put_u32(&s->packet, c->vtid);
+        put_u32(&s->packet, c->vpid);
+        put_u32(&s->packet, c->ppid);
+        put_comm(&s->packet, c->procname);
+        put_u32(&s->packet, id == KID_SCHED_SWITCH && !ran_there ? STATEDUMP_WAIT : STATEDUMP_RUN);
+        put_u32(&s->packet, s->cpu == CPU_UNKNOWN ? 0 : s->cpu);
     }
     kernel_cpu(c, cpu, ran_there);
     begin_in(c, s, id, t_ns);
     return &s->packet;
-}
-
-/* A 16-byte comm field. */
-static void put_comm(sw_bytes *b, const char *s)
-{
-    char comm[PROCNAME_LEN] = {0};
-    size_t n = strlen(s);
-    memcpy(comm, s, n < PROCNAME_LEN - 1 ? n : PROCNAME_LEN - 1);
-    put_strn(b, comm, PROCNAME_LEN);
 }
 
 /* The event class of system call `name`'s entry (its exit: + 1), added
@@ -827,6 +851,8 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
     const sw_meta_entry *e;
     if ((e = sw_trace_meta_find(t, "pid")))
         c.vpid = (uint32_t)e->u;
+    if ((e = sw_trace_meta_find(t, "parent_pid")))
+        c.ppid = (uint32_t)e->u;
     if ((e = sw_trace_meta_find(t, "real0_ns")))
         c.real0 = e->u;
     if ((e = sw_trace_meta_find(t, "mono0_ns")))

@@ -617,7 +617,8 @@ def test_what_trace_compass_reads_of_the_kernel_trace(traced, tmp_path):
     """Trace Compass's rules (tracecompass.py, from its source) applied to
     the CTF export as babeltrace2 reads it: kernel/ is an LTTng kernel
     trace with the 2.9+ layout, on ust/'s host (one clock uuid); its
-    events have the names and fields the kernel analysis reads; and the
+    events have the names and fields the kernel analysis reads, a state
+    dump names each thread and its process; and the
     analysis gives each system call to the thread that made it: the one
     running on its packet's CPU by the sched_switch events (it does not
     read the tid context), for every call after the thread's first
@@ -637,7 +638,13 @@ def test_what_trace_compass_reads_of_the_kernel_trace(traced, tmp_path):
     for name in names:
         assert fields[tracecompass.SYSCALL_ENTRY + name] == set()
         assert fields[tracecompass.SYSCALL_EXIT + name] == {tracecompass.SYSCALL_RET}
+    assert fields[tracecompass.STATEDUMP] >= tracecompass.STATEDUMP_FIELDS
     events = [e for e in read_ctf(out, cpu=True) if ":" not in e[1]]   # (ust/'s names have a provider)
+    # Each thread of the kernel trace is known as a thread of the process,
+    # by its name, from its first event on.
+    streams = {tid for _, _, _, tid, _ in events}
+    assert tracecompass.thread_processes(events, field) == {tid: (t.meta["pid"], "prog.py") for tid in streams}
+    assert all(next(e for e in events if e[3] == tid)[1] == tracecompass.STATEDUMP for tid in streams)
     # Each system call's packet CPU is the CPU the kernel ran its thread on
     # then (ftrace: that of the thread's last switch in), those before the
     # thread's first sched or fault record too. Left out: calls within
@@ -653,7 +660,7 @@ def test_what_trace_compass_reads_of_the_kernel_trace(traced, tmp_path):
             switches[int(m[5])].append((ns, int(m[1])))
     first = {}
     for ts, name, cpu, tid, _ in events:
-        if not name.startswith("syscall_"):
+        if not name.startswith("syscall_") and name != tracecompass.STATEDUMP:
             first.setdefault(tid, ts)
     checked = Counter()
     for ts, name, cpu, tid, _ in events:

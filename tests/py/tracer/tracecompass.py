@@ -17,6 +17,9 @@ FUNC_EXIT = {"lttng_ust_cyg_profile:func_exit", "lttng_ust_cyg_profile_fast:func
 SCHED_SWITCH_FIELDS = {"prev_comm", "prev_tid", "prev_state", "prev_prio", "next_comm", "next_tid", "next_prio"}
 SCHED_WAKEUP_FIELDS = {"tid", "prio", "target_cpu"}
 SYSCALL_ENTRY, SYSCALL_EXIT, SYSCALL_RET = "syscall_entry_", "syscall_exit_", "ret"
+# StateDumpHandler.java reads these of lttng_statedump_process_state (as
+# integers, and the name as a string).
+STATEDUMP, STATEDUMP_FIELDS = "lttng_statedump_process_state", {"tid", "pid", "ppid", "name", "status", "cpu"}
 
 
 def metadata(path):
@@ -146,3 +149,14 @@ def syscall_threads(events, field):
             running[cpu] = int(field(payload, "next_tid"))
         elif name.startswith(SYSCALL_ENTRY):
             yield t, cpu, tid, running.get(cpu)
+
+
+def thread_processes(events, field):
+    """{tid: (pid, name)} as StateDumpHandler sets each thread's process
+    and name from lttng_statedump_process_state events (the first one for
+    a thread wins: it only sets what is not set yet)."""
+    out = {}
+    for t, name, cpu, tid, payload in events:
+        if name == STATEDUMP:
+            out.setdefault(int(field(payload, "tid")), (int(field(payload, "pid")), field(payload, "name")))
+    return out
