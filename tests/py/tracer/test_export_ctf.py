@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import needs, run, run_traced
+from conftest import needs, run, run_traced, write
 import tracecompass
 
 # The exporter is C over the trace file, the same on every Python (on
@@ -219,3 +219,39 @@ def test_what_trace_compass_reads_of_the_ust_trace(exported):
     assert table is not None
     named = {(int(field(p, "addr"), 16), field(p, "name")) for _, n, _, p in events if n in tracecompass.FUNC_ENTRY}
     assert len(named) > 5 and all(tracecompass.symbol(table, addr) == name for addr, name in named)
+
+
+THREE_PHASES = "".join(f"def {n}(i):\n    return i\nfor i in range(20000):\n    {n}(i)\n" for n in "fgh")
+
+
+def test_name_map_of_a_trace_that_lost_a_code_chunk(tmp_path):
+    """A trace whose second CODE chunk is lost (a flipped byte): the ids it
+    defined have a line "?" in functions.nm, as their entry events are
+    named; without it Trace Compass would name each after the function of
+    the id below it (MappingFile's nearest symbol)."""
+    prog = write(tmp_path / "prog.py", THREE_PHASES)
+    path = tmp_path / "t.swt"
+    r = run(["run", "-q", "--buffer-size", "4K", "-o", str(path), prog])
+    assert r.returncode == 0, r.stderr
+    data = bytearray(path.read_bytes())
+    codes, i = [], 16
+    while i + 12 <= len(data):
+        n = int.from_bytes(data[i + 4:i + 8], "little")
+        if data[i] == 2:   # (a CODE chunk: docs/format.md "Chunk types")
+            codes.append((i, n))
+        i += 12 + n
+    assert len(codes) >= 3, codes
+    data[codes[1][0] + 12 + codes[1][1] // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+    t = Trace(str(path))
+    lost = [c for c in range(max(t.codes)) if c not in t.codes]
+    assert t.damage and lost
+    out = tmp_path / "t.ctf"
+    r = run(["export", str(path), "--format", "ctf", "-o", str(out)])
+    assert "damaged" in r.stderr, r.stderr
+    table = tracecompass.name_map(out / "functions.nm")
+    assert all(table[c] == "?" for c in lost) and all(table[c] == t.codes[c].qualname for c in t.codes)
+    named = {(int(field(p, "addr"), 16), field(p, "name").replace("\\?", "?")) for _, n, _, p in read_ctf(out)
+             if n in tracecompass.FUNC_ENTRY}   # (babeltrace2 prints "?" as "\?")
+    assert {addr for addr, _ in named} & set(lost)
+    assert all(tracecompass.symbol(table, addr) == name for addr, name in named)
