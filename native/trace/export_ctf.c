@@ -403,14 +403,19 @@ static void write_kernel_metadata(ctf *c, FILE *out)
  * address. Every id up to the last known one has its line, "?" when
  * unknown: Trace Compass names an address missing from the file after the
  * nearest one below it (FunctionNameMapper, MappingFile); one past the last
- * it shows in hex. */
+ * it shows in hex. A control character of a name (a line break would start
+ * a line of its own) is written as '?'. */
 static void write_name_map(ctf *c, FILE *out)
 {
     uint32_t end = c->codes;
     while (end && !sw_trace_code(c->t, end - 1))
         end--;
-    for (uint32_t id = 0; id < end; id++)
-        fprintf(out, "%016" PRIx32 " T %s\n", id, code_name(sw_trace_code(c->t, id)));
+    for (uint32_t id = 0; id < end; id++) {
+        fprintf(out, "%016" PRIx32 " T ", id);
+        for (const unsigned char *p = (const unsigned char *)code_name(sw_trace_code(c->t, id)); *p; p++)
+            fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, out);
+        fputc('\n', out);
+    }
 }
 
 /* ------------------------------------------------------------------ */

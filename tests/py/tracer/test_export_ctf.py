@@ -221,14 +221,16 @@ def test_what_trace_compass_reads_of_the_ust_trace(exported):
     assert len(named) > 5 and all(tracecompass.symbol(table, addr) == name for addr, name in named)
 
 
-THREE_PHASES = "".join(f"def {n}(i):\n    return i\nfor i in range(20000):\n    {n}(i)\n" for n in "fgh")
+THREE_PHASES = "".join(f"def {n}(i):\n    return i\nfor i in range(20000):\n    {n}(i)\n" for n in "fgh") + (
+    "def odd():\n    pass\nodd.__code__ = odd.__code__.replace(co_qualname='odd\\nline')\nodd()\n")
 
 
 def test_name_map_of_a_trace_that_lost_a_code_chunk(tmp_path):
     """A trace whose second CODE chunk is lost (a flipped byte): the ids it
     defined have a line "?" in functions.nm, as their entry events are
     named; without it Trace Compass would name each after the function of
-    the id below it (MappingFile's nearest symbol)."""
+    the id below it (MappingFile's nearest symbol). A name's line break is
+    written as "?" (it would start a line of its own)."""
     prog = write(tmp_path / "prog.py", THREE_PHASES)
     path = tmp_path / "t.swt"
     r = run(["run", "-q", "--buffer-size", "4K", "-o", str(path), prog])
@@ -250,8 +252,10 @@ def test_name_map_of_a_trace_that_lost_a_code_chunk(tmp_path):
     r = run(["export", str(path), "--format", "ctf", "-o", str(out)])
     assert "damaged" in r.stderr, r.stderr
     table = tracecompass.name_map(out / "functions.nm")
-    assert all(table[c] == "?" for c in lost) and all(table[c] == t.codes[c].qualname for c in t.codes)
-    named = {(int(field(p, "addr"), 16), field(p, "name").replace("\\?", "?")) for _, n, _, p in read_ctf(out)
-             if n in tracecompass.FUNC_ENTRY}   # (babeltrace2 prints "?" as "\?")
+    assert all(table[c] == "?" for c in lost) and len(table) == max(t.codes) + 1
+    assert all(table[c] == t.codes[c].qualname.replace("\n", "?") for c in t.codes)
+    assert "odd?line" in table.values()
+    named = {(int(field(p, "addr"), 16), field(p, "name").replace("\\?", "?").replace("\\n", "?"))
+             for _, n, _, p in read_ctf(out) if n in tracecompass.FUNC_ENTRY}   # (babeltrace2 escapes "?", "\n")
     assert {addr for addr, _ in named} & set(lost)
     assert all(tracecompass.symbol(table, addr) == name for addr, name in named)
