@@ -91,6 +91,18 @@ _PYTHON_VERSION = f"{_v.major}.{_v.minor}.{_v.micro}" + (
 _IMPLEMENTATION = {"cpython": "CPython", "pypy": "PyPy"}.get(sys.implementation.name, sys.implementation.name)
 
 
+@functools.lru_cache(maxsize=None)
+def _boot_id():
+    """This boot's id (Linux), "" elsewhere: the uuid LTTng's tracers give
+    their clocks, which the CTF export's clock takes too (Trace Compass's
+    host id)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def _meta(extra, followed=None):
     meta = {
         "python_version": _PYTHON_VERSION,
@@ -101,6 +113,8 @@ def _meta(extra, followed=None):
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "stackwatch_version": VERSION,
     }
+    if _boot_id():
+        meta["boot_id"] = _boot_id()
     meta.update(extra or {})
     meta.update(_follow.meta(followed))
     return meta
