@@ -280,12 +280,16 @@ static void write_head(const ctf *c, FILE *out, int kernel)
 }
 
 /* Whether kinds a and b have the same fields (names and types, in order). */
+/* 1 if the events of older kind a can be written in newer kind b's
+ * class: b's fields are a's, then only fields a later minor appended
+ * (written as 0 / "" for a's events: ext_event). */
 static int same_fields(const sw_record_kind *a, const sw_record_kind *b)
 {
-    if (a->nfields != b->nfields)
+    if (a->nfields > b->nfields)
         return 0;
-    for (unsigned i = 0; i < a->nfields; i++)
-        if (a->fields[i].type != b->fields[i].type || strcmp(a->fields[i].name, b->fields[i].name))
+    for (unsigned i = 0; i < b->nfields; i++)
+        if (i < a->nfields ? a->fields[i].type != b->fields[i].type || strcmp(a->fields[i].name, b->fields[i].name)
+                           : !b->fields[i].later)
             return 0;
     return 1;
 }
@@ -293,7 +297,8 @@ static int same_fields(const sw_record_kind *a, const sw_record_kind *b)
 /* One event class per name: a kind an older format wrote (records.h
  * source OLDER: the task events before 1.16, whose channel was inline)
  * takes the class of the kind that replaced it, of the same name and
- * fields, so a trace of either version shows one `stackwatch:task_block`;
+ * fields (the newer may append later ones: same_fields), so a trace of
+ * either version shows one `stackwatch:task_block`;
  * any other kind has its own (an older one whose fields differ is named
  * with its number too, in write_metadata). */
 static void ext_classes(ctf *c)
@@ -748,9 +753,15 @@ static void ext_event(ctf *c, const sw_event *ev)
     sw_bytes *b = &c->ust.packet;
     begin_event(c, (unsigned)(ID_EXT0 + c->ext_class[k - sw_record_kinds]), ev->t_ns);
     sw_bytes_u8(b, x->malformed ? 1 : 0);
-    for (unsigned i = 0; i < k->nfields; i++) {
-        const sw_record_field *f = &k->fields[i];
-        if (f->type == SW_FT_CODE) {
+    const sw_record_kind *cls = &sw_record_kinds[c->ext_class[k - sw_record_kinds]];
+    for (unsigned i = 0; i < cls->nfields; i++) {
+        const sw_record_field *f = i < k->nfields ? &k->fields[i] : &cls->fields[i];
+        if (i >= k->nfields) {   /* (an older kind's event: a field its class appends) */
+            if (f->type == SW_FT_STR)
+                put_str(b, "");
+            else
+                put_u64(b, 0);
+        } else if (f->type == SW_FT_CODE) {
             const sw_code_info *ci = x->malformed ? NULL : sw_trace_code(c->t, x->code);
             put_str(b, code_name(ci));
             put_str(b, ci ? ci->filename : "?");
