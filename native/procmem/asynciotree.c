@@ -264,6 +264,11 @@ static int read_coro(reader *r, uint64_t coro, const sw_sample_code **code, int3
                                                     : u64_at(f + l->frame_instr);
     *code = info;
     *line = sw_codecache_line(r->codes, info, r->m, l, instr);
+    /* Strings (and line table) just read: their code object must be seen
+     * alive and unchanged after them (codecache.h). */
+    if (!sw_codecache_settled(info) &&
+        (sw_mem_read(r->m, code_addr, c, l->code_size) != SW_OK || !sw_codecache_settle(r->codes, l, info, c)))
+        return SW_EIO;
     /* the top slot of the value stack */
     unsigned char s[16];
     uint64_t slot;

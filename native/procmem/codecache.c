@@ -18,6 +18,8 @@ typedef struct entry {
     uint64_t checked_round;  /* sampling round it was last confirmed in */
     uint32_t stamp;          /* sw_codecache_stamp's, 0 if none */
     uint32_t frame_words;    /* its frames' size (sw_codecache_frame_words), 0 if not told */
+    uint32_t filename_span;  /* bytes of the filename's str object, characters included (0: not compact) */
+    int settled;             /* its code object seen alive and unchanged after its strings were read */
     char *strings;           /* name NUL filename NUL */
     uint64_t linetable_ptr;  /* co_lnotab / co_linetable as read (0 without lines) */
     sw_linetable lines;      /* decoded on first use (lines_state 1) */
@@ -81,25 +83,6 @@ static uint64_t ptr_at(const unsigned char *hdr, uint32_t off)
     return v;
 }
 
-/* Whether a code object's (qual)name read from memory can be one: names
- * are identifiers, dots and <...> parts ("f.<locals>.<lambda>", 3.12's
- * "<generic parameters of C>"), never quotes, brackets, commas, colons or
- * control characters. A name pointer read while its string was freed and
- * its memory reused holds whatever was put there (seen: an exception's
- * message, "'ModuleSpec' object has no attribute '_initializing'"): the
- * sample fails instead of naming a frame with it. */
-static int plausible_name(const char *s, long n)
-{
-    if (n <= 0)
-        return 0;
-    for (long i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch < 0x20 || ch == 0x7f || strchr("'\"()[]{},:;=", ch))
-            return 0;
-    }
-    return 1;
-}
-
 /* (Re)reads the strings of e from the pointers just read. */
 static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint64_t qualname, uint64_t filename,
                 int32_t line, uint64_t linetable, uint32_t frame_words)
@@ -108,8 +91,9 @@ static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint6
     long nl = sw_pystr_read(m, l, qualname, nbuf);
     if (nl < 0 && qualname != name)
         nl = sw_pystr_read(m, l, name, nbuf);
-    long fl = nl < 0 ? -1 : sw_pystr_read(m, l, filename, fbuf);
-    if (nl < 0 || fl < 0 || !plausible_name(nbuf, nl))
+    uint32_t span = 0;
+    long fl = nl < 0 ? -1 : sw_pystr_read_span(m, l, filename, fbuf, &span);
+    if (nl < 0 || fl < 0)
         return SW_EIO;
     char *s = malloc((size_t)nl + (size_t)fl + 2);
     if (!s)
@@ -129,6 +113,8 @@ static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint6
     e->filename_ptr = filename;
     e->linetable_ptr = linetable;
     e->frame_words = frame_words;
+    e->filename_span = span;
+    e->settled = 0;   /* (until sw_codecache_settle) */
     e->stamp = 0;
     sw_linetable_free(&e->lines);
     e->lines_state = 0;
@@ -157,13 +143,13 @@ void sw_codecache_distrust(sw_codecache *c, uint64_t addr)
     if (e)
         e->name_ptr = e->qualname_ptr = e->filename_ptr = 0;   /* no header confirms it: read again */
     if (e)
-        e->stamp = 0;   /* (nor the counter) */
+        e->stamp = e->settled = 0;   /* (nor the counter, nor its age) */
 }
 
 sw_sample_code *sw_codecache_fresh(sw_codecache *c, uint64_t addr, uint64_t round, uint32_t ttl)
 {
     entry *e = find(c, addr);
-    if (!e || round - e->checked_round > ttl)
+    if (!e || !e->settled || round - e->checked_round > ttl)
         return NULL;
     c->hits++;
     return &e->info;
@@ -182,7 +168,7 @@ uint32_t sw_codecache_frame_words(const sw_sample_code *info)
 sw_sample_code *sw_codecache_stamped(sw_codecache *c, uint64_t addr, uint32_t stamp)
 {
     entry *e = stamp ? find(c, addr) : NULL;
-    if (!e || e->stamp != stamp)
+    if (!e || !e->settled || e->stamp != stamp)
         return NULL;
     c->hits++;
     return &e->info;
@@ -229,7 +215,57 @@ int sw_codecache_known(const sw_codecache *c, const sw_py_layout *l, uint64_t ad
 {
     header h;
     const entry *e = find(c, addr);
-    return e && read_header(l, hdr, &h) && confirms(e, &h);
+    return e && e->settled && read_header(l, hdr, &h) && confirms(e, &h);
+}
+
+int sw_codecache_settled(const sw_sample_code *info)
+{
+    return ((const entry *)info)->settled;
+}
+
+/* Highest reference count taken for a live object's (3.12+'s immortal
+ * ones: 2^32 - 1). A freed object's first word is the allocator's: 0 or
+ * a pointer (pymalloc's free list), or (glibc) a pointer, its type word
+ * then the heap's key. */
+#define MAX_REFCNT (1ull << 40)
+
+int sw_codecache_settle(sw_codecache *c, const sw_py_layout *l, sw_sample_code *info, const unsigned char *hdr)
+{
+    entry *e = (entry *)info;   /* (info is an entry's first member) */
+    header h;
+    uint64_t refs = ptr_at(hdr, l->ob_refcnt);
+    if (refs == 0 || refs >= MAX_REFCNT || !read_header(l, hdr, &h) || !confirms(e, &h)) {
+        sw_codecache_distrust(c, info->addr);
+        return 0;
+    }
+    e->settled = 1;
+    return 1;
+}
+
+uint64_t sw_codecache_filename_at(const sw_sample_code *info, uint32_t *span)
+{
+    const entry *e = (const entry *)info;
+    *span = e->filename_span;
+    return e->filename_span ? e->filename_ptr : 0;
+}
+
+int sw_codecache_check_filename(sw_codecache *c, sw_mem *m, const sw_py_layout *l, sw_sample_code *info,
+                                const unsigned char *obj, size_t got)
+{
+    entry *e = (entry *)info;
+    if (e->filename_span && sw_pystr_same(l, e->filename_ptr, obj, got, info->filename, info->filename_len))
+        return 1;
+    /* Another str at the pointer, the code object's too (its header is
+     * as before, pointer for pointer): a code object freed and another
+     * made at its address, its strings where the old one's were. */
+    c->misses++;
+    e->stamp = 0;
+    if (fill(e, m, l, e->name_ptr, e->qualname_ptr, e->filename_ptr, info->firstlineno, e->linetable_ptr,
+             e->frame_words) != SW_OK) {
+        sw_codecache_distrust(c, info->addr);
+        return -1;
+    }
+    return 0;
 }
 
 sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout *l, uint64_t addr,
@@ -297,6 +333,13 @@ static void load_lines(entry *e, sw_mem *m, const sw_py_layout *l)
         sw_linetable_decode((int)l->linetable_kind, buf, (size_t)size, e->info.firstlineno, &e->lines) == SW_OK)
         e->lines_state = 1;
     free(buf);
+}
+
+void sw_codecache_read_lines(sw_sample_code *info, sw_mem *m, const sw_py_layout *l)
+{
+    entry *e = (entry *)info;
+    if (l->linetable_kind && e->lines_state == 0)
+        load_lines(e, m, l);
 }
 
 int32_t sw_codecache_line(sw_codecache *c, sw_sample_code *info, sw_mem *m, const sw_py_layout *l, uint64_t instr)

@@ -14,6 +14,16 @@
  * read before the check that confirmed it; while the counter still reads
  * that value no code object was made since, so none can have taken the
  * entry's address (pystack.c "Code objects by counter").
+ * Strings are read after the header that points to them, so the code
+ * object may have been freed in between (its module imported, its frame
+ * returned), and its strings with it: an entry whose strings were just
+ * read is unsettled, and trusted only once its code object is seen alive
+ * and unchanged after that (sw_codecache_settle). And a code object freed
+ * and another made at its address can have its strings where the old
+ * one's were (the allocator reuses freed blocks in order: a module's
+ * code, named by the interned "<module>", and the next module's, their
+ * file names of one length): a header equal pointer for pointer is then
+ * confirmed by its file name read again too (sw_codecache_check_filename).
  * Entries never move: a pointer returned stays valid until
  * sw_codecache_trim() drops them all.
  */
@@ -45,6 +55,36 @@ sw_sample_code *sw_codecache_find(sw_codecache *c, uint64_t addr);
  * read. */
 sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout *l, uint64_t addr,
                                const unsigned char *hdr, uint64_t round);
+
+/* 1 if info's entry is settled: its code object was seen alive and
+ * unchanged after its strings (and line table, if read with them) were
+ * read. An unsettled entry is never trusted without a read (see
+ * sw_codecache_fresh, sw_codecache_stamped, sw_codecache_known). */
+int sw_codecache_settled(const sw_sample_code *info);
+
+/* Settles info's entry with hdr, the first l->code_size bytes of its code
+ * object read after its strings were: 1 if the object is alive (a live
+ * object's reference count, the code type) and its header the one the
+ * strings were read from, so that they were its own when read; else 0,
+ * and the entry is distrusted (read again when next met). */
+int sw_codecache_settle(sw_codecache *c, const sw_py_layout *l, sw_sample_code *info, const unsigned char *hdr);
+
+/* Where info's filename str object is, and in *span how many bytes of it
+ * to read for sw_codecache_check_filename; 0 if it cannot be checked so
+ * (its characters apart from its header: a legacy str, before 3.12). */
+uint64_t sw_codecache_filename_at(const sw_sample_code *info, uint32_t *span);
+
+/* obj: the `got` bytes at info's filename pointer (sw_codecache_filename_at),
+ * read with or after a header that confirmed the entry. 1 if they still
+ * hold the file name the entry was made with; else the entry's strings are
+ * read again from its pointers, and it is unsettled: 0, or -1 if they
+ * cannot be read (the entry is then distrusted). */
+int sw_codecache_check_filename(sw_codecache *c, sw_mem *m, const sw_py_layout *l, sw_sample_code *info,
+                                const unsigned char *obj, size_t got);
+
+/* Reads and decodes info's line table now if it was not yet (else on its
+ * first sw_codecache_line), so that it can be settled with the strings. */
+void sw_codecache_read_lines(sw_sample_code *info, sw_mem *m, const sw_py_layout *l);
 
 /* Makes the entry for addr (if any) confirmable only by reading its
  * strings again: a code object run with other globals than before is

@@ -103,7 +103,7 @@ struct sw_pystack {
     uint32_t park_fails;           /* ... how many in a row (PARK_FAILS_MUTE: it is muted) */
     uint64_t seen[16];             /* 1024-bit filter of frame addresses walked */
     unsigned char *code_hdrs;      /* [max_depth * code_size] */
-    sw_mem_req *reqs;              /* [2 * max_depth + 8] */
+    sw_mem_req *reqs;              /* [3 * max_depth + 8] */
     sw_mem_req *code_reqs;         /* [max_depth] the code objects' headers, read with the check
                                       after a walk (code_reads) */
     uint32_t codes_read;           /* ... how many were read this walk (0: none) */
@@ -126,6 +126,18 @@ struct sw_pystack {
     uint32_t n_order;
     unsigned char *order_seen;     /* [max_depth] code_reads: which of the last walk's are in this one */
     sw_sample_code **frames;         /* [max_depth] */
+    /* confirm_codes: the entries confirmed by headers read this walk, and
+     * the read that confirms them again. */
+    sw_sample_code **confirm;      /* [max_depth] */
+    uint32_t *confirm_req;         /* [max_depth] each one's request (UINT32_MAX: none) */
+    sw_mem_req *confirm_reqs;      /* [max_depth] */
+    unsigned char *confirm_buf;    /* their bytes ... */
+    size_t confirm_cap;            /* ... its size */
+    sw_mem_req *name_reqs;         /* [max_depth] read_with_codes: the file names of the cached
+                                      entries of the code objects it reads, read with them ... */
+    uint32_t names_read;           /* ... how many (each once) ... */
+    unsigned char *name_buf;       /* ... their bytes ... */
+    size_t name_cap;               /* ... its size */
     unsigned char *window;         /* [WINDOW_MAX] */
     unsigned char leaf_buf[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];   /* the leaf frame, outside the window */
     unsigned char leaf_again[SW_LAYOUT_MAX_READ + SW_GEN_STATE_BACK_MAX];   /* ... read again after the walk */
@@ -224,13 +236,17 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     if (l->code_nlocalsplus != SW_NO_OFFSET)
         r->gaps = malloc(d * sizeof *r->gaps);
     r->code_hdrs = malloc(d * l->code_size);
-    r->reqs = malloc((2 * d + 8) * sizeof *r->reqs);
+    r->reqs = malloc((3 * d + 8) * sizeof *r->reqs);
     r->code_reqs = malloc(d * sizeof *r->code_reqs);
     r->code_order = malloc(3 * d * sizeof *r->code_order);
     r->memo_codes = malloc(d * sizeof *r->memo_codes);
     r->memo_frames = malloc(d * sizeof *r->memo_frames);
     r->order_seen = malloc(d);
     r->frames = malloc(d * sizeof *r->frames);
+    r->confirm = malloc(d * sizeof *r->confirm);
+    r->confirm_req = malloc(d * sizeof *r->confirm_req);
+    r->confirm_reqs = malloc(d * sizeof *r->confirm_reqs);
+    r->name_reqs = malloc(d * sizeof *r->name_reqs);
     r->window = malloc(WINDOW_MAX);
     if (l->frames_kind == SW_FRAMES_INTERP) {
         r->recheck = malloc(WINDOW_MAX);
@@ -273,7 +289,8 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         sw_threadstate_set_cpu_every(r->states, lim->cpu_every);
     if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || (l->code_nlocalsplus != SW_NO_OFFSET && !r->gaps) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
-        !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->window || !r->spec_tstate || !r->spec_n ||
+        !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames ||
+        !r->confirm || !r->confirm_req || !r->confirm_reqs || !r->name_reqs || !r->window || !r->spec_tstate || !r->spec_n ||
         !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
         (l->frames_kind == SW_FRAMES_INTERP && (!r->recheck || !r->again || !r->own_was)) ||
@@ -383,6 +400,12 @@ void sw_pystack_free(sw_pystack *r)
     free(r->memo_frames);
     free(r->order_seen);
     free(r->frames);
+    free(r->confirm);
+    free(r->confirm_req);
+    free(r->confirm_reqs);
+    free(r->confirm_buf);
+    free(r->name_reqs);
+    free(r->name_buf);
     free(r->window);
     free(r->recheck);
     free(r->again);
@@ -843,7 +866,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     /* Shim frames are not kept, so bound the steps as well as the depth. */
     uint64_t steps = 0, max_steps = 2ull * r->lim.max_depth + 64;
     *truncated = 0;
-    r->codes_read = 0;
+    r->codes_read = r->names_read = 0;
     r->codes_checked = 0;
     r->frames_trusted = 0;
     memset(r->seen, 0, sizeof r->seen);
@@ -1002,10 +1025,153 @@ static void remember_globals(sw_pystack *r, uint32_t n)
     }
 }
 
+/* Adds to reqs[0..*q) (their bytes in *buf, of *cap bytes, *used used;
+ * grown as needed) a request for size bytes at addr, unless one is there
+ * already (entries of one module share its file name). Its index, or
+ * UINT32_MAX out of memory. */
+static uint32_t add_request(sw_mem_req *reqs, uint32_t *q, unsigned char **buf, size_t *cap, size_t *used,
+                            uint64_t addr, uint32_t size)
+{
+    for (uint32_t i = 0; i < *q; i++)
+        if (reqs[i].addr == addr && reqs[i].len == size)
+            return i;
+    if (*used + size > *cap) {
+        size_t grown = (*used + size) * 2 + 4096;
+        unsigned char *b = realloc(*buf, grown);
+        if (!b)
+            return UINT32_MAX;
+        for (uint32_t i = 0; i < *q; i++)   /* (the buffer moved) */
+            reqs[i].buf = b + ((unsigned char *)reqs[i].buf - *buf);
+        *buf = b;
+        *cap = grown;
+    }
+    reqs[*q] = (sw_mem_req){addr, *buf + *used, size, 0};
+    *used += size;
+    return (*q)++;
+}
+
+/* The bytes read_with_codes read at info's file name pointer with the
+ * code headers (NULL if none), and in *got how many. */
+static const unsigned char *name_read(const sw_pystack *r, const sw_sample_code *info, size_t *got)
+{
+    uint32_t span;
+    uint64_t at = sw_codecache_filename_at(info, &span);
+    for (uint32_t i = 0; at && i < r->names_read; i++) {
+        if (r->name_reqs[i].addr == at && r->name_reqs[i].len == span) {
+            *got = r->name_reqs[i].ok ? span : 0;
+            return r->name_reqs[i].buf;
+        }
+    }
+    return NULL;
+}
+
+/* Sets r->name_reqs to read, with the k code headers reqs ask for, the
+ * file name of each one's cache entry (each once); returns how many. A
+ * header equal to its entry's is then confirmed by its file name too
+ * (take_header), read in the same system call rather than one of its own. */
+static uint32_t name_requests(sw_pystack *r, const sw_mem_req *reqs, uint32_t k)
+{
+    uint32_t m = 0;
+    size_t used = 0;
+    for (uint32_t j = 0; j < k; j++) {
+        const sw_sample_code *e = sw_codecache_find(r->codes, reqs[j].addr);
+        uint32_t span;
+        uint64_t at = e && sw_codecache_settled(e) ? sw_codecache_filename_at(e, &span) : 0;
+        if (at && add_request(r->name_reqs, &m, &r->name_buf, &r->name_cap, &used, at, span) == UINT32_MAX)
+            break;   /* (out of memory: read after, by confirm_codes) */
+    }
+    return m;
+}
+
+/* The entry for the code object whose header q read (NULL if none can
+ * be): made or confirmed by it (sw_codecache_get), and then by its file
+ * name read with it, if it was (name_requests). *pending: 1 if it must
+ * still be confirmed (confirm_codes), else 0. */
+static sw_sample_code *take_header(sw_pystack *r, const sw_mem_req *q, uint64_t round, int *pending)
+{
+    sw_sample_code *c = q->ok ? sw_codecache_get(r->codes, &r->mem, &r->l, q->addr, q->buf, round) : NULL;
+    r->memo_n = 0;   /* (an entry may have been made again) */
+    size_t got = 0;
+    const unsigned char *name = c && sw_codecache_settled(c) ? name_read(r, c, &got) : NULL;
+    int same = name ? sw_codecache_check_filename(r->codes, &r->mem, &r->l, c, name, got) : 0;
+    *pending = same == 0;
+    return same < 0 ? NULL : c;
+}
+
+/* Confirms again the k entries resolve_codes took from code headers read
+ * this walk (r->confirm, each once), in one batched read after it:
+ * - an entry whose strings were just read (a new code object, or one at
+ *   an address whose header changed) by its code object's header, read
+ *   after them (and after its line table, when lines are kept): the code
+ *   object must still be alive and the same (sw_codecache_settle). Read
+ *   before, while a frame held it, the header gave the strings' addresses;
+ *   the strings themselves were read after that frame may have returned,
+ *   and its code object been freed with them (a module's code once its
+ *   import ends: its file name's memory then held an exception's message,
+ *   read as the frame's file name);
+ * - any other by its file name, read again: a header equal pointer for
+ *   pointer to the entry's may be of another code object made where the
+ *   entry's was freed, its strings where the old one's were (the next
+ *   module's code: its name the interned "<module>" too, its file name of
+ *   the same length), so that the frame was named after the old module.
+ *   A file name found changed has the entry's strings read again, and it
+ *   is settled by a second read.
+ * 0 if all are confirmed; -1 if not (the sample fails). */
+static int confirm_codes(sw_pystack *r, uint32_t k)
+{
+    const sw_py_layout *l = &r->l;
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t q = 0;
+        size_t used = 0;
+        for (uint32_t j = 0; j < k; j++) {
+            sw_sample_code *e = r->confirm[j];
+            uint32_t size = 0;
+            uint64_t addr = 0;
+            r->confirm_req[j] = UINT32_MAX;
+            if (!sw_codecache_settled(e)) {
+                if (r->lines)
+                    sw_codecache_read_lines(e, &r->mem, l);
+                addr = e->addr;
+                size = l->code_size;
+            } else if (pass == 0) {
+                addr = sw_codecache_filename_at(e, &size);
+            }
+            if (addr && (r->confirm_req[j] = add_request(r->confirm_reqs, &q, &r->confirm_buf, &r->confirm_cap, &used,
+                                                         addr, size)) == UINT32_MAX)
+                return -1;
+        }
+        if (q == 0)
+            return 0;
+        sw_mem_readv(&r->mem, r->confirm_reqs, q);
+        int again = 0;
+        for (uint32_t j = 0; j < k; j++) {
+            if (r->confirm_req[j] == UINT32_MAX)
+                continue;
+            const sw_mem_req *req = &r->confirm_reqs[r->confirm_req[j]];
+            sw_sample_code *e = r->confirm[j];
+            if (!sw_codecache_settled(e)) {
+                if (!req->ok || !sw_codecache_settle(r->codes, l, e, req->buf))
+                    return -1;
+                continue;
+            }
+            int same = sw_codecache_check_filename(r->codes, &r->mem, l, e, req->buf, req->ok ? req->len : 0);
+            if (same < 0)
+                return -1;
+            again |= !same;
+        }
+        r->memo_n = 0;   /* (entries may have been read again) */
+        if (!again)
+            return 0;
+    }
+    return -1;   /* (a file name changed again: not reached, pass 1 asks no file name) */
+}
+
 /* Resolves r->code_addrs[0..n) into r->frames: from the cache when the
  * entry was confirmed recently, else by reading the code objects' headers,
  * all in one batched read (a run of frames of one code object, as in
- * recursion, is read once). An entry is not trusted, however recent, when
+ * recursion, is read once), each entry made or confirmed by a header then
+ * confirmed again after (confirm_codes). An entry is not trusted, however
+ * recent, when
  * the frame runs it with other globals (3.11+: or another function object)
  * than the last frame seen with it:
  * a code object freed and another allocated at its address within the
@@ -1023,15 +1189,21 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         /* Read with the check after the walk, while their frames were
          * seen alive (so holding them): each entry confirmed, none trusted
          * on its age; and stamped with the counter read before that
-         * check (trusted_by_counter). */
+         * check (trusted_by_counter), once confirmed again. */
         for (uint32_t j = 0; j < r->codes_read; j++) {
-            const sw_mem_req *q = &r->code_reqs[j];
-            sw_sample_code *c = q->ok ? sw_codecache_get(r->codes, &r->mem, &r->l, q->addr, q->buf, round) : NULL;
-            r->memo_n = 0;   /* (an entry may have been made again) */
+            int pending;
+            sw_sample_code *c = take_header(r, &r->code_reqs[j], round, &pending);
             if (!c)
                 return -1;
-            sw_codecache_stamp(c, r->counter_now);
+            if (pending)
+                r->confirm[k++] = c;
+            else
+                sw_codecache_stamp(c, r->counter_now);
         }
+        if (confirm_codes(r, k) != 0)
+            return -1;
+        for (uint32_t j = 0; j < k; j++)
+            sw_codecache_stamp(r->confirm[j], r->counter_now);
         for (uint32_t i = 0; i < n && !r->frames_trusted; i++)
             if (!(r->frames[i] = sw_codecache_find(r->codes, r->code_addrs[i])))
                 return -1;
@@ -1053,13 +1225,30 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         remember_globals(r, n);
         return 0;
     }
-    if (sw_mem_readv(&r->mem, r->reqs, k) != k)
+    const uint32_t m = name_requests(r, r->reqs, k);
+    memcpy(r->reqs + k, r->name_reqs, m * sizeof *r->name_reqs);
+    if (sw_mem_readv(&r->mem, r->reqs, k + m) < k)
         return -1;
+    for (uint32_t j = 0; j < m; j++)
+        r->name_reqs[j].ok = r->reqs[k + j].ok;
+    r->names_read = m;
     r->memo_n = 0;
+    uint32_t u = 0;
     for (uint32_t j = 0; j < k; j++) {
-        if (!sw_codecache_get(r->codes, &r->mem, &r->l, r->reqs[j].addr, r->reqs[j].buf, round))
+        int pending;
+        sw_sample_code *c = take_header(r, &r->reqs[j], round, &pending);
+        if (!c)
             return -1;
+        if (!pending)
+            continue;
+        uint32_t i = 0;
+        while (i < u && r->confirm[i] != c)   /* (each once: a code object may recur, not in a run) */
+            i++;
+        if (i == u)
+            r->confirm[u++] = c;
     }
+    if (confirm_codes(r, u) != 0)
+        return -1;
     /* Everything read is now confirmed in this round. */
     for (uint32_t i = 0; i < n; i++) {
         if (!r->frames[i])
@@ -1278,15 +1467,20 @@ static int all_trusted(sw_pystack *r, uint32_t n)
  * a module's frame after a function of the next one. */
 static int read_with_codes(sw_pystack *r, size_t nreq, uint32_t k)
 {
-    memmove(r->reqs + k, r->reqs, nreq * sizeof *r->reqs);
+    const uint32_t m = name_requests(r, r->code_reqs, k);   /* (and their entries' file names) */
+    memmove(r->reqs + k + m, r->reqs, nreq * sizeof *r->reqs);
     memcpy(r->reqs, r->code_reqs, k * sizeof *r->code_reqs);
-    sw_mem_readv(&r->mem, r->reqs, nreq + k);
+    memcpy(r->reqs + k, r->name_reqs, m * sizeof *r->name_reqs);
+    sw_mem_readv(&r->mem, r->reqs, nreq + k + m);
     for (uint32_t j = 0; j < k; j++)
         r->code_reqs[j].ok = r->reqs[j].ok;
+    for (uint32_t j = 0; j < m; j++)
+        r->name_reqs[j].ok = r->reqs[k + j].ok;
     r->codes_read = k;
+    r->names_read = m;
     r->codes_checked = 1;
     for (size_t i = 0; i < nreq; i++)
-        if (!r->reqs[k + i].ok)
+        if (!r->reqs[k + m + i].ok)
             return 0;
     return 1;
 }
@@ -1735,6 +1929,7 @@ static void park_codes(sw_pystack *r, uint64_t tstate, uint32_t n)
     }
     if (j == u) {
         r->codes_read = u;
+        r->names_read = 0;   /* (confirm_codes reads their file names) */
         r->codes_checked = 1;
     } else
         read_with_codes(r, 0, u);

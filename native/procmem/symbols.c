@@ -4,8 +4,8 @@
  * Per shared object (found with dladdr), the ELF file is read once by the
  * ELF room's bounded reader (elf/elf.h) and its function symbols
  * (.symtab, else .dynsym) copied into a sorted array. Addresses are cached; symbols are interned as sw_sample_code
- * entries by their start address. Both are arrays indexed by base/hashtab.h
- * tables. Source lines (sw_symbols_source; for another process's frames
+ * entries by their start address, C++ names demangled (demangle.h). Both
+ * are arrays indexed by base/hashtab.h tables. Source lines (sw_symbols_source; for another process's frames
  * each symbol's, and each address's) come from the object's DWARF line
  * tables (elf/dwarf_line.h), or its separate debug file's, read the first
  * time one is asked for.
@@ -14,6 +14,7 @@
 #include "symbols.h"
 
 #include "base/base.h"
+#include "demangle.h"
 #include "elf/elf.h"
 #include "unwind.h"
 
@@ -389,6 +390,9 @@ static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char
     if (!v)
         return NULL;
     s->entries = v;
+    char *readable = sw_demangle(name);   /* a C++ name as c++filt shows it */
+    if (readable)
+        name = readable;
     entry *e = calloc(1, sizeof *e);
     const char *mark = by_fp ? SW_UNWIND_FP_MARK : "", *src = NULL;
     uint32_t line = 0;
@@ -402,6 +406,7 @@ static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char
     if (!str || sw_hashtab_add(&s->entry_index, h, (uint32_t)s->nentries) != SW_OK) {
         free(str);
         free(e);
+        free(readable);
         return NULL;
     }
     memcpy(str, name, nl - ml);
@@ -415,6 +420,7 @@ static entry *intern(sw_symbols *s, uint64_t start, const char *name, const char
                                SW_NO_ID, src ? str + nl + sl + fl + 2 : NULL};
     e->is_eval = strncmp(name, "_PyEval_EvalFrameDefault", 24) == 0 && (name[24] == 0 || name[24] == '.');
     e->by_fp = by_fp;
+    free(readable);
     s->entries[s->nentries++] = e;
     return e;
 }

@@ -8,8 +8,9 @@
  * memory. Results are cached per address.
  *
  * A symbol is handed out as an sw_sample_code, so a native frame goes
- * through the sample sinks like a Python one: name "symbol [native]"
- * (an address without a symbol: "?? [native]"), filename the object's
+ * through the sample sinks like a Python one: name "symbol [native]",
+ * a C++ symbol demangled as c++filt shows it (demangle.h: "ns::f(int)
+ * [native]"; an address without a symbol: "?? [native]"), filename the object's
  * path, firstlineno 0, addr the symbol's start; for another process
  * (sw_symbols_new_remote), where the object's DWARF line tables (or its
  * separate debug file's) cover the symbol's start, filename and

@@ -19,7 +19,7 @@
  * exporter output (for CTF: its packets, see ctf_stream_valid()).
  *
  * The ELF reader gets every input too (fuzzelf.h; its seed is a small
- * ELF file), and so does the profile-file reader (fuzzprofile.h), and so
+ * ELF file), and so does the C++ demangler (fuzzdemangle.h), and so does the profile-file reader (fuzzprofile.h), and so
  * does the container's chunk iterator alone, from memory and from a file
  * read piece by piece (a memfd): both must hand out the same chunks and
  * the same damage, in file order, without overlaps, and within the file.
@@ -34,6 +34,7 @@
 #include "exportcheck.h"
 #include "trace/export_ctf.h"
 #include "trace/format.h"
+#include "fuzzdemangle.h"
 #include "fuzzelf.h"
 #include "fuzzprofile.h"
 #include "trace/reader.h"
@@ -500,6 +501,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     exercise_elf(data, size);
+    exercise_demangle(data, size);
     /* The same input with correct checksums, so that mutations reach the
      * parsers behind them; the CTF export of whichever has them. */
     uint8_t *fixed = malloc(size ? size : 1);

@@ -10,7 +10,8 @@
  * prefixes); another time shift and clock rate; EXT events of every kind (and a frame clearing, TEARDOWN, across a chunk boundary);
  * sampler samples (format 1.2); tasks (format 1.7: TASK, TASK_FRAMES and
  * TASK_SWITCH, ring mode); an empty trace. And profile files
- * (profilegen.h), and a small ELF file (elfgen.h).
+ * (profilegen.h), a small ELF file (elfgen.h) and a C++ name's tail
+ * (fuzzdemangle.h).
  */
 #define _GNU_SOURCE
 #include "elfgen.h"
@@ -303,20 +304,33 @@ static int seed_empty(void)
     return done(&g, "empty.swt", 0);
 }
 
-/* The ELF reader's seed (fuzzelf.h). */
-static int seed_elf(void)
+/* A seed of n bytes of its own, not a trace. 0 or 1. */
+static int seed_bytes(const char *name, const void *bytes, size_t n)
 {
-    static unsigned char buf[ELFGEN_MAX];
-    size_t n = elfgen_build(buf);
     char p[512];
-    path_of(p, sizeof p, "tiny.elf");
+    path_of(p, sizeof p, name);
     FILE *f = fopen(p, "wb");
-    if (!f || fwrite(buf, 1, n, f) != n) {
+    if (!f || fwrite(bytes, 1, n, f) != n) {
         if (f)
             fclose(f);
         return 1;
     }
     return fclose(f) != 0;
+}
+
+/* The ELF reader's seed (fuzzelf.h). */
+static int seed_elf(void)
+{
+    static unsigned char buf[ELFGEN_MAX];
+    return seed_bytes("tiny.elf", buf, elfgen_build(buf));
+}
+
+/* The demangler's seed (fuzzdemangle.h: "_Z" goes before it): a C++
+ * name with a namespace, a template, a substitution and a clone suffix. */
+static int seed_demangle(void)
+{
+    static const char name[] = "N2ns5inner3sumISt6vectorIiSaIiEEEET_S5_RKS5_.isra.0";
+    return seed_bytes("cxx.name", name, sizeof name - 1);
 }
 
 int main(int argc, char **argv)
@@ -331,7 +345,7 @@ int main(int argc, char **argv)
         return 1;
     }
     int bad = seed_stream() | seed_ring() | seed_tasks() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() |
-              seed_samples() | seed_thread_records() | seed_empty() | seed_elf() | profile_seeds(dir);
+              seed_samples() | seed_thread_records() | seed_empty() | seed_elf() | seed_demangle() | profile_seeds(dir);
     if (bad)
         fprintf(stderr, "make_seed: could not write every seed\n");
     return bad;

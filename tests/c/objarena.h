@@ -27,4 +27,19 @@ static void put64(uint64_t addr, uint64_t v)
     memcpy((void *)(uintptr_t)addr, &v, 8);
 }
 
+static inline void put32(uint64_t addr, uint32_t v)
+{
+    memcpy((void *)(uintptr_t)addr, &v, 4);
+}
+
+/* An object of size bytes (at least 32), its reference count 1 and its
+ * type `type`, at the offsets refcnt_at and type_at (the layout's). */
+static inline uint64_t arena_object(uint32_t refcnt_at, uint32_t type_at, uint64_t type, size_t size)
+{
+    uint64_t o = alloc(size < 32 ? 32 : size);
+    put64(o + refcnt_at, 1);
+    put64(o + type_at, type);
+    return o;
+}
+
 #endif

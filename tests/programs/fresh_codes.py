@@ -4,7 +4,12 @@ modules, each run once and freed (the shape of an import-heavy start-up),
 and source compiled and run in a loop. Each module and each compiled
 source has its own file name and its functions their own first lines, so
 a frame named after a code object that lived at its address before is a
-stack the program never had.
+stack the program never had. Modules without functions too: their file
+name goes with their code once run, and the next module's code, its
+name the interned "<module>" and its file name of the same length, is
+made where theirs were, pointer for pointer; a missing attribute's
+message, made right after, takes the freed file name's memory (a reader
+that read a module frame's file name after its import ended showed it).
 
     python fresh_codes.py DIR MODULES ROUNDS
 """
@@ -21,6 +26,13 @@ def module_source(i):
             f"total = 0\nfor k in range({300 + i % 17}):\n    total += C{i}(k).v\n")
 
 
+BARE = 60   # (fewer, or names of one length, misnamed frames far less often)
+
+
+def bare_source(i):
+    return f"total = 0\nfor k in range({200 + i % 13}):\n    total += k * {i}\n"
+
+
 def main():
     folder, modules, rounds = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     folder.mkdir(parents=True, exist_ok=True)
@@ -28,7 +40,17 @@ def main():
     sys.dont_write_bytecode = True
     for i in range(modules):
         (folder / f"fresh_{i}.py").write_text(module_source(i))
-    total = 0
+    for i in range(BARE):
+        (folder / f"bare_{i}.py").write_text(bare_source(i))
+    total, messages = 0, []
+    for r in range(rounds):   # (first: a heap not yet cut up by the rest)
+        for i in range(BARE):
+            name = f"bare_{i}"
+            total += importlib.import_module(name).total
+            del sys.modules[name]
+            # (a string as long as a file name, made right after)
+            messages.append(f"{name} imported".ljust(len(str(folder)) + 12, "."))
+            del messages[:-50]
     for r in range(rounds):
         for i in range(modules):
             name = f"fresh_{i}"

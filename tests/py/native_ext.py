@@ -5,18 +5,20 @@ built once per key under build/ (conftest.built_once): shared by the
 native-function tests of the tracer (tests/py/tracer/test_native_frames.py,
 test_lttng.py) and those of native frames read from outside
 (tests/py/cli/test_dump_native.py); config_flags() for the other builds
-with those flags (tests/py/tracer/test_native_builds.py). NO_BINUTILS: why
-addr2line and nm cannot be run, or None."""
+with those flags (tests/py/tracer/test_native_builds.py); cxx_names(),
+c++filt's names of a C++ extension's functions. NO_BINUTILS: why
+addr2line, nm and c++filt cannot be run, or None."""
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sysconfig
 
 from conftest import PROGRAMS, built_once, missing, run
 
-NO_BINUTILS = None if shutil.which("addr2line") and shutil.which("nm") else (
-    "addr2line / nm are not installed (Debian package binutils)")
+NO_BINUTILS = None if all(map(shutil.which, ("addr2line", "nm", "c++filt"))) else (
+    "addr2line / nm / c++filt are not installed (Debian package binutils)")
 
 SOURCE = os.path.join(PROGRAMS, "native")
 
@@ -77,3 +79,26 @@ def symbol_lines(so, names):
         if len(parts) == 3 and parts[2] in names:
             symbols[parts[2]] = int(parts[0], 16)
     return dict(zip(symbols, addr2line(so, symbols.values())))
+
+
+def cxx_names(so):
+    """{symbol: name} for each C++ (mangled: "_Z...") function symbol of so
+    (nm), its name as c++filt prints it."""
+    symbols = []
+    for line in subprocess.run(["nm", so], capture_output=True, text=True, check=True).stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "tTwW" and parts[2].startswith("_Z"):
+            symbols.append(parts[2])
+    names = subprocess.run(["c++filt"], input="\n".join(symbols) + "\n", capture_output=True, text=True,
+                           check=True, timeout=60).stdout.splitlines()
+    assert len(names) == len(symbols), (symbols, names)
+    return dict(zip(symbols, names))
+
+
+def cxx_named(names, function):
+    """The one name of cxx_names' names whose function (the last part of
+    its qualified name) is `function`, with " [native]" as stackwatch
+    shows it."""
+    found = [n for n in names.values() if re.search(r"(?:^|[ :])%s[<(]" % re.escape(function), n)]
+    assert len(found) == 1, (function, names)
+    return found[0] + " [native]"

@@ -14,8 +14,8 @@
  * without it) the first time a thread meets a function: one code id per
  * function address and session, from the session's ids as every code's,
  * of kind SW_CODE_NATIVE, named after the symbol covering the address
- * ("name [native]", .symtab included: static functions too) by the
- * profiler's symbol reader (procmem/symbols.c), with the source file and
+ * ("name [native]", .symtab included: static functions too; C++ names
+ * demangled) by the profiler's symbol reader (procmem/symbols.c), with the source file and
  * line of its first instruction where the object has DWARF line tables
  * (.debug_line, as addr2line gives them), else the object's path as file
  * and line 0. A
@@ -70,8 +70,8 @@ int sw_native_frames_filters(PyObject *inc, PyObject *exc)
     return 0;
 }
 
-/* Whether the filters keep the function named name ("symbol [native]") in
- * the object at path. */
+/* Whether the filters keep the function named name ("symbol [native]",
+ * as shown: a C++ symbol demangled) in the object at path. */
 static int kept(const char *name, const char *path)
 {
     if (!include && !exclude)

@@ -61,7 +61,8 @@ def add_parser(subparsers):
                    "(a 'cpu' record when a thread moves to another CPU; about 12 ns more per event)")
     r.add_argument("--native-include", action="append", metavar="GLOB", help="record only the native "
                    "functions (of extensions built with 'stackwatch config --cflags --ldflags') whose "
-                   "symbol, object file name or path matches GLOB; repeatable")
+                   "symbol (C++ ones demangled, as shown: 'ns::*'), object file name or path matches GLOB; "
+                   "repeatable")
     r.add_argument("--native-exclude", action="append", metavar="GLOB", help="leave out those native "
                    "functions ('*': all); repeatable")
     r.add_argument("--flush-interval", default=None, help="background flush of slowly recording "

@@ -28,15 +28,7 @@ static uint64_t str_type, code_type, type_type;
 
 static uint64_t object(uint64_t type, size_t size)
 {
-    uint64_t o = alloc(size < 32 ? 32 : size);
-    put64(o + L.ob_refcnt, 1);
-    put64(o + L.ob_type, type);
-    return o;
-}
-
-static void put32(uint64_t addr, uint32_t v)
-{
-    memcpy((void *)(uintptr_t)addr, &v, 4);
+    return arena_object(L.ob_refcnt, L.ob_type, type, size);
 }
 
 /* A type object named name (its tp_name), of basic size size, whose

@@ -6,6 +6,7 @@ the interpreter's C function standing where the Python frames it runs
 are; and the target goes on unchanged. On 3.12 and 3.10 (the two frame
 models: an interpreter activation per chain of Python calls, and one per
 Python frame)."""
+import contextlib
 import json
 import os
 import re
@@ -18,7 +19,7 @@ import pytest
 
 from conftest import NO_GO, PROGRAMS, missing, needs, needs_sampler, run
 from go_pprof import go_pprof
-from native_ext import NO_BINUTILS, addr2line, build_extension, symbol_lines
+from native_ext import NO_BINUTILS, addr2line, build_extension, cxx_names, symbol_lines
 
 pytestmark = [needs_sampler, pytest.mark.versions("3.12", "3.10"),
               pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64",
@@ -207,6 +208,25 @@ void parked_enter(void) { parked_static_leaf(); after++; }
 """
 
 
+@contextlib.contextmanager
+def parked_in(code, syscalls):
+    """A process running `python -c code`, which prints "ready" and then
+    blocks in one of the system calls `syscalls` (numbers, as
+    /proc/PID/syscall gives them); killed at the end."""
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 30
+        while open(f"/proc/{p.pid}/syscall").read().split(" ", 1)[0] not in syscalls:
+            assert time.monotonic() < deadline, f"not parked in system call {syscalls}"
+            time.sleep(0.01)
+        yield p
+    finally:
+        p.kill()
+        p.wait(timeout=30)
+        p.stdout.close()
+
+
 @pytest.mark.versions("3.12")   # (the symbol reader is the same on every version)
 def test_dump_native_names_a_stripped_librarys_static_function(tmp):
     """A library stripped of its .symtab, with no build id, whose symbols
@@ -226,25 +246,39 @@ def test_dump_native_names_a_stripped_librarys_static_function(tmp):
     (tmp / ".debug").mkdir()
     debug.rename(tmp / ".debug" / debug.name)
     code = f"import ctypes; lib = ctypes.CDLL({str(lib)!r}); print('ready', flush=True); lib.parked_enter()"
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline() == "ready\n"
-        deadline = time.monotonic() + 30
-        while open(f"/proc/{p.pid}/syscall").read().split(" ", 1)[0] != "34":   # pause
-            assert time.monotonic() < deadline, "not parked in pause()"
-            time.sleep(0.01)
+    with parked_in(code, {"34"}) as p:   # pause
         r = run(["dump", str(p.pid), "--native", "--json"])
         truth = gdb_frames(p.pid)[p.pid]
-    finally:
-        p.kill()
-        p.wait(timeout=30)
-        p.stdout.close()
     assert r.returncode == 0, r.stderr
     frames = [(f["function"], f["library"]) for f in json.loads(r.stdout)[-1]["frames"] if f.get("native")]
     ours = [name for name, library in frames if library == str(lib)]
     assert ours == ["parked_static_leaf", "parked_enter"], frames
     theirs = [norm(name) for name, _, _ in truth]
     assert theirs[theirs.index("parked_enter") - 1] == "parked_static_leaf", truth
+
+
+@pytest.mark.versions("3.12")   # (the symbol reader is the same on every version)
+@needs(NO_BINUTILS)
+def test_dump_native_demangles_cxx_frames():
+    """A C++ extension (tests/programs/native/cxxthrow.cpp, g++) whose
+    park() calls back into Python, which sleeps, from C++ frames (a class
+    template's static method, two overloads): read from outside, they are
+    named as c++filt names their symbols, innermost first."""
+    folder, so = build_extension(source="cxxthrow.cpp")
+    code = (f"import sys, time; sys.path.insert(0, {folder!r}); import cxxthrow\n"
+            "def sleeper(): print('ready', flush=True); time.sleep(3600)\n"
+            "cxxthrow.park(sleeper)\n")
+    with parked_in(code, SLEEPS) as p:
+        r = run(["dump", str(p.pid), "--native", "--json"])
+    assert r.returncode == 0, r.stderr
+    cxx = cxx_names(so)
+    # park -> Holder<PyObject *>::hold -> call(f) -> call(f, 0), innermost first
+    symbols = ["_ZN8cxxthrowL4callEP7_objecti", "_ZN8cxxthrowL4callEP7_object", "_ZN8cxxthrow6HolderIP7_objectE4holdES2_",
+               "_ZN8cxxthrowL4parkEP7_objectS1_"]
+    assert set(symbols) <= set(cxx), cxx
+    frames = [f["function"] for f in json.loads(r.stdout)[-1]["frames"] if f.get("native") and f["library"] == so]
+    assert frames == [cxx[s] for s in symbols], (frames, cxx)
+    assert cxx[symbols[2]] == "cxxthrow::Holder<_object*>::hold(_object*)"
 
 
 SOURCE_TARGET = """

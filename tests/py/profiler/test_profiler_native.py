@@ -14,6 +14,7 @@ the interpreter function replaced by the Python frames it runs).
   return all the data, lock timeouts hold.
 - A handler someone installed before for the same signal still gets its
   signals, during and after profiling; it is back in place after stop.
+- A C++ extension's frames (cxxthrow.cpp) named as c++filt names them.
 - lines and native together; the CLI's --native output and HTML flags.
 """
 import json
@@ -29,7 +30,7 @@ import zlib
 import pytest
 
 from conftest import SAMPLER, needs, needs_sampler, run, write
-from native_ext import NO_BINUTILS, build_extension, symbol_lines
+from native_ext import NO_BINUTILS, build_extension, cxx_names, symbol_lines
 from stats_bounds import expect_at_least, expect_at_most
 
 pytestmark = [
@@ -183,6 +184,50 @@ def test_nesting_and_python_projection():
         assert between and all(x.endswith(NATIVE) for x in between), nm
         assert any(x.startswith("list_sort") for x in between), nm
     assert in_key >= 0.2 * total
+
+
+def cxx_spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.versions("3.12")   # (the symbol reader is the same on every version)
+@needs(NO_BINUTILS)
+def test_cxx_frames_are_named_as_cxxfilt_names_them():
+    """A C++ extension (tests/programs/native/cxxthrow.cpp, g++) whose
+    park() calls back into Python from C++ frames (a class template's
+    static method, two overloads): sampled here, those frames are named
+    as c++filt names their symbols, in their order between the Python
+    caller and the callback, and no frame keeps a mangled name."""
+    folder, so = build_extension(source="cxxthrow.cpp")
+    sys.path.insert(0, folder)
+    try:
+        import cxxthrow
+    finally:
+        sys.path.remove(folder)
+    cxx = cxx_names(so)
+    chain = [cxx[s] + NATIVE for s in ("_ZN8cxxthrowL4parkEP7_objectS1_", "_ZN8cxxthrow6HolderIP7_objectE4holdES2_",
+                                       "_ZN8cxxthrowL4callEP7_object", "_ZN8cxxthrowL4callEP7_objecti")]
+
+    def parked(seconds):
+        cxxthrow.park(lambda: cxx_spin(seconds))
+
+    with Profiler(interval="1ms", native=True) as p:
+        parked(0.2)
+        give_up = time.perf_counter() + 30   # (a loaded machine delays the sampler)
+        while p.stats()["native_samples"] < 20 and time.perf_counter() < give_up:
+            parked(0.05)
+    seen = 0
+    for path, n in stacks(p.tree(threading.get_ident())):
+        nm = names(path)
+        assert not [x for x in nm if x.startswith("_Z")], nm
+        if "cxx_spin" in nm and any(x.endswith(NATIVE) for x in nm):
+            assert [x for x in nm if x in chain] == chain, nm
+            caller = max(i for i, x in enumerate(nm) if x.endswith(".parked"))
+            assert caller < nm.index(chain[0]) and nm.index(chain[-1]) < nm.index("cxx_spin"), nm
+            seen += n
+    assert seen, p.stats()
 
 
 @pytest.mark.timing

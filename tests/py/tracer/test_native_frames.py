@@ -6,7 +6,8 @@ graph, known by construction, under the Python caller, on the main
 thread and on another that attaches and exits first: static functions
 named from .symtab, the frames a longjmp left closed at the next return
 below them, those a C++ exception unwound (cxxthrow.cpp, g++) closed before
-the catcher's next call, a Python callback nested inside. Without stackwatch the
+the catcher's next call, C++ functions named as c++filt names them (in
+every export too), a Python callback nested inside. Without stackwatch the
 extension runs unchanged. One Python: nothing here depends on the
 version."""
 import json
@@ -19,7 +20,7 @@ import pytest
 
 from conftest import NO_GO, missing, needs, needs_kernel_tracepoint, perfetto_timeline, run, thread_pos
 from go_pprof import GO, go_pprof
-from native_ext import NO_BINUTILS, build_extension
+from native_ext import NO_BINUTILS, build_extension, cxx_named, cxx_names
 from test_export_ctf import NO_BABELTRACE, field, read_ctf
 
 pytestmark = pytest.mark.versions("3.12")   # the runtime does not depend on the Python version
@@ -93,10 +94,16 @@ def main_sequence(t, pos, so):
     return seq
 
 
+@needs(NO_BINUTILS)
 def test_frames_a_cxx_exception_ended_are_closed(tmp_path):
     """tests/programs/native/cxxthrow.cpp, built with g++: the C frames a
     C++ exception unwound without their exit hooks are closed at the
-    catcher's return, and the calls after it nest as by construction."""
+    catcher's return, and the calls after it nest as by construction. Its
+    C++ functions are named as c++filt names their symbols, in the trace
+    (--native-include matching those names) and in every export
+    (collapsed, speedscope, pprof read by go tool pprof, the flame graph
+    page's data, Perfetto decoded with its schema, CTF read by babeltrace2
+    and its functions.nm), where no mangled name is left."""
     folder, so = build_extension(source="cxxthrow.cpp")
     code = "import sys; sys.path.insert(0, %r); import cxxthrow\ndef main(): return cxxthrow.run(2)\nprint(main())\n"
     plain = run(["python", "-c", code % folder])
@@ -106,11 +113,60 @@ def test_frames_a_cxx_exception_ended_are_closed(tmp_path):
     assert r.returncode == 0 and r.stdout == "12\n", r.stderr
     from stackwatch import Trace
     t = Trace(out)
-    calls = [("run", 1), ("catcher", 2)] + [("through", d) for d in range(3, 7)] + [("thrower", 7)]
-    seq = [("call", 0, "main")] + [("call", depth, name + " [native]") for name, depth in calls]
+    cxx = cxx_names(so)
+    assert all(name != symbol for symbol, name in cxx.items()), cxx   # (c++filt demangled each)
+    run_, catcher, thrower, after = (cxx_named(cxx, f) for f in ("run", "catcher", "thrower", "after"))
+    assert (catcher, after) == ("cxxthrow::Catcher::catcher() [native]", "int cxxthrow::after<int>(int) [native]")
+    calls = [(run_, 1), (catcher, 2)] + [("through [native]", d) for d in range(3, 7)] + [(thrower, 7)]
+    seq = [("call", 0, "main")] + [("call", depth, name) for name, depth in calls]
     seq += [("exit", d) for d in range(7, 1, -1)]       # at catcher's return at the latest
-    seq += [("call", 2, "after [native]"), ("exit", 2)] * 2 + [("exit", 1), ("exit", 0)]
+    seq += [("call", 2, after), ("exit", 2)] * 2 + [("exit", 1), ("exit", 0)]
     assert main_sequence(t, thread_pos(t, "MainThread"), so) == seq
+    # --native-include matches the name shown.
+    r = run(["run", "-q", "-o", str(tmp_path / "only.swt"), "--native-include", "int cxxthrow::after<*", "-c",
+             code % folder])
+    assert r.returncode == 0 and r.stdout == "12\n", r.stderr
+    only = Trace(str(tmp_path / "only.swt"))
+    assert main_sequence(only, thread_pos(only, "MainThread"), so) == \
+        [("call", 0, "main")] + [("call", 1, after), ("exit", 1)] * 2 + [("exit", 0)]
+    # The exports: the same names, none mangled.
+    from stackwatch.render import formats
+    mine = {run_, catcher, thrower, after}
+    shown = {}
+    for fmt, suffix in (("collapsed", "txt"), ("speedscope", "json"), ("html", "html"), ("pprof", "pb.gz")):
+        path = tmp_path / f"t.{suffix}"
+        formats.write_trace(fmt, str(path), t)
+        if fmt == "collapsed":
+            frames = [f for line in path.read_text().splitlines() for f in line.rpartition(" ")[0].split(";")]
+            shown[fmt] = {f.rpartition(" (")[0] for f in frames}
+        elif fmt == "speedscope":
+            shown[fmt] = {f["name"] for f in json.loads(path.read_text())["shared"]["frames"]}
+        elif fmt == "html":
+            data = re.search(r'<script id="stackwatch-data"[^>]*>(.*?)</script>', path.read_text(), re.S)
+            shown[fmt] = set(strings(json.loads(data.group(1))))
+        elif GO:
+            shown[fmt] = set(re.findall(r"^\s+\d+: 0x\w+ M=\d+ (.*? \[native\]) ", go_pprof("-raw", path), re.M))
+    shown["perfetto"] = {name for name, *_ in perfetto_timeline(out, tmp_path / "t.pftrace").slices}
+    if not NO_BABELTRACE:   # the CTF export's entry events (babeltrace2) and its name map
+        t.export("ctf", str(tmp_path / "t.ctf"))
+        shown["ctf"] = {field(p, "name") for _, name, _, p in read_ctf(tmp_path / "t.ctf")
+                        if name == "lttng_ust_cyg_profile:func_entry"}
+        shown["functions.nm"] = {line.split(" ", 2)[2] for line in
+                                 (tmp_path / "t.ctf" / "functions.nm").read_text().splitlines()}
+    for fmt, names in shown.items():
+        assert mine <= names and not any(n.startswith("_Z") for n in names), (fmt, names)
+    for reason in (NO_GO, NO_BABELTRACE):
+        if reason:
+            missing(reason)
+
+
+def strings(data):
+    """Every string in a JSON document."""
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, (list, dict)):
+        for x in data.values() if isinstance(data, dict) else data:
+            yield from strings(x)
 
 
 def test_native_frames_only_while_a_trace_runs(tmp_path):
