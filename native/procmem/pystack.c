@@ -16,7 +16,10 @@
  * torn (the code objects' headers, then the thread state, its current
  * frame and the walked frames again; 3.12+ from outside: the headers only
  * of code objects not trusted by the target's counter of code objects
- * made, see "Code objects by counter"; 3.13 likewise). Before 3.11 the thread state, then
+ * made, see "Code objects by counter"; 3.13 likewise), which from outside
+ * on 3.12+, when the walk took every frame from its first read and no
+ * header is to be read, is made at the end of that read instead (see
+ * "Checked ahead"): one call a thread in all. Before 3.11 the thread state, then
  * one read of the leaf and of the frames of the thread's last walk (from
  * outside: in the thread state's read, guessed_leaf), one per frame not
  * among them, and (in this process) one reading the code
@@ -170,6 +173,20 @@ struct sw_pystack {
     uint32_t spec_first, spec_nreq;   /* spec_reqs[spec_first, spec_nreq) are the speculative ones */
     uint32_t spec_hint;            /* where the last frame was found among them */
     unsigned char *spec_bytes;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] their bytes */
+    unsigned char *spec_again;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] 3.11+ from
+                                      outside: the same frames read again at the end of that
+                                      read, for the check after the walk ("Checked ahead") */
+    /* The check after the walk, read ahead at the end of the walk's first
+     * read (see "Checked ahead"): */
+    uint64_t pre_frame;            /* the thread state's current frame (3.11/3.12: _PyCFrame) */
+    uint64_t pre_cframe, pre_now;  /* the _PyCFrame the walk's first read went through (0: none),
+                                      and its current frame */
+    uint64_t pre_lo, pre_end;      /* the part of the stack chunk read again, into r->recheck */
+    uint32_t pre_req, pre_n;       /* their requests in r->spec_reqs: [pre_req, pre_req + pre_n) */
+    int pre_ok;                    /* 1: all of them read, in the last first read */
+    uint32_t copy_counter;         /* copy_window: the counter of code objects made, read after
+                                      the copy (trusted_by_counter) ... */
+    int64_t copy_interps;          /* ... and 3.13's count of interpreters made */
     /* Guesses (see "guess" below), per thread as spec_*: the _PyCFrame
      * its leaf was last found through (3.11/3.12), and the part of its
      * stack chunk last copied (3.11+). */
@@ -258,12 +275,13 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->spec_n = calloc(SPEC_THREADS, sizeof *r->spec_n);
     r->spec_addrs = malloc((size_t)SPEC_THREADS * SPEC_DEPTH * sizeof *r->spec_addrs);
     r->spec_walk = malloc(SPEC_DEPTH * sizeof *r->spec_walk);
-    r->spec_reqs = malloc((SPEC_DEPTH + 8 + PARK_CODES) * sizeof *r->spec_reqs);
+    r->spec_reqs = malloc((2 * SPEC_DEPTH + 16 + PARK_CODES) * sizeof *r->spec_reqs);
     if (lim->park) {
         r->g_codes = malloc((size_t)SPEC_THREADS * PARK_CODES * sizeof *r->g_codes);
         r->park_code_hdrs = malloc((size_t)PARK_CODES * l->code_size);
     }
     r->spec_bytes = malloc((size_t)SPEC_DEPTH * (l->frame_size + SW_GEN_STATE_BACK_MAX));
+    r->spec_again = malloc((size_t)SPEC_DEPTH * (l->frame_size + SW_GEN_STATE_BACK_MAX));
     if (lim->lines && l->linetable_kind) {
         r->instrs = malloc(d * sizeof *r->instrs);
         r->lines = malloc(d * sizeof *r->lines);
@@ -291,7 +309,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || (l->code_nlocalsplus != SW_NO_OFFSET && !r->gaps) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
         !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames ||
         !r->confirm || !r->confirm_req || !r->confirm_reqs || !r->name_reqs || !r->window || !r->spec_tstate || !r->spec_n ||
-        !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes ||
+        !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes || !r->spec_again ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
         (l->frames_kind == SW_FRAMES_INTERP && (!r->recheck || !r->again || !r->own_was)) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
@@ -416,6 +434,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->spec_walk);
     free(r->spec_reqs);
     free(r->spec_bytes);
+    free(r->spec_again);
     free(r->g_codes);
     free(r->park_code_hdrs);
     free(r);
@@ -476,6 +495,9 @@ typedef struct guess {
     uint32_t cf_req, win_req, tid_req, counter_req;   /* their indexes in r->spec_reqs, or 0 */
 } guess;
 
+static void check_ahead_reqs(sw_pystack *r, uint64_t tstate, uint64_t cframe, uint64_t lo, uint64_t end, uint32_t *k);
+static void check_ahead_read(sw_pystack *r);
+
 /* The guess slot of a thread state, emptied if it was another's. */
 static uint32_t guess_slot(sw_pystack *r, uint64_t tstate)
 {
@@ -498,6 +520,8 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
     const uint32_t slot = guess_slot(r, tstate);
     memset(g, 0, sizeof *g);
     r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
+    r->pre_n = 0;
+    r->pre_ok = 0;
     if (l->tstate_native_thread_id == SW_NO_OFFSET && l->thread_tid != SW_NO_OFFSET && r->g_pthread[slot]) {
         /* Before 3.11 the kernel thread id is in glibc's struct pthread. */
         g->pthread = r->g_pthread[slot];
@@ -557,6 +581,77 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
         if (r->interps_made)
             r->spec_reqs[(*k)++] = (sw_mem_req){r->interps_made, &g->interps, sizeof g->interps, 0};
     }
+    check_ahead_reqs(r, tstate, cf.len ? g->cframe : 0, g->lo, g->end, k);
+}
+
+/* Checked ahead. From outside (3.11+), the check after a walk
+ * (still_whole) reads the thread state's current frame (3.11/3.12: its
+ * _PyCFrame, and that one's current frame), the frames the walk read on
+ * their own, and the copied part of its stack chunk again, all after the
+ * copy: in a system call of its own, after the walk, because the walk
+ * tells what to read. But the walk's first read already knows it: the
+ * window it copies (as guessed, or the copy_window of a guess missed or of
+ * a torn walk redone), the _PyCFrame it goes through, and the frames the
+ * thread's last walk read on its own, which it reads speculatively. So
+ * those bytes are read again at the end of that read, in the same system
+ * call, after everything the walk takes from it (the kernel copies the
+ * ranges in order: they are of later instants than the walk's bytes, as the
+ * check's own read would be; a copy_window's read also reads the counter of
+ * code objects made after its frames, as the guessed read does, so that its
+ * walk's code objects can be trusted by it: trusted_by_counter). When the
+ * walk took every frame from that read and its frames read on their own are
+ * among those read again, the check compares the walk with those bytes,
+ * the same comparisons, with no read of its own: a thread's walk costs one
+ * system call, not two. Else (a frame read on its own after it, code
+ * objects' headers to read, the state naming another _PyCFrame, a
+ * generator's leaf) the check reads as before. */
+/* 1 where walks are checked ahead: from outside (in-process the check
+ * is strict, and a torn walk redone parked; native and blocking modes check
+ * nothing), through process_vm_readv (each request of a read of
+ * /proc/PID/mem or of a core is a call of its own), and with the counter of
+ * code objects made (3.12+; without it, 3.11, every check reads the code
+ * objects' headers before the frames again). */
+static int checks_ahead(const sw_pystack *r)
+{
+    return !r->lim.park && !r->lim.native && !r->lim.blocking && r->mem.fd < 0 && !r->mem.core && r->code_counter;
+}
+
+static void check_ahead_reqs(sw_pystack *r, uint64_t tstate, uint64_t cframe, uint64_t lo, uint64_t end, uint32_t *k)
+{
+    const sw_py_layout *l = &r->l;
+    r->pre_n = 0;
+    r->pre_ok = 0;
+    if (!checks_ahead(r))
+        return;
+    const size_t each = l->frame_size + frame_back(l);
+    const uint32_t first = *k, nf = r->spec_nreq - r->spec_first;
+    const uint64_t cf = cframe ? cframe + l->cframe_current_frame : 0;
+    r->spec_reqs[(*k)++] = (sw_mem_req){tstate + l->tstate_frame, &r->pre_frame, sizeof r->pre_frame, 0};
+    int cf_left = cf != 0;   /* (in address order with the frames: one range, mem.c) */
+    for (uint32_t j = 0; j < nf; j++) {
+        const sw_mem_req *q = &r->spec_reqs[r->spec_first + j];
+        if (cf_left && cf < q->addr) {
+            r->spec_reqs[(*k)++] = (sw_mem_req){cf, &r->pre_now, sizeof r->pre_now, 0};
+            cf_left = 0;
+        }
+        r->spec_reqs[(*k)++] = (sw_mem_req){q->addr, r->spec_again + j * each, q->len, 0};
+    }
+    if (cf_left)
+        r->spec_reqs[(*k)++] = (sw_mem_req){cf, &r->pre_now, sizeof r->pre_now, 0};
+    r->spec_reqs[(*k)++] = (sw_mem_req){lo, r->recheck, (size_t)(end - lo), 0};
+    r->pre_cframe = cframe;
+    r->pre_lo = lo;
+    r->pre_end = end;
+    r->pre_req = first;
+    r->pre_n = *k - first;
+}
+
+/* After that read: whether all of it was read. */
+static void check_ahead_read(sw_pystack *r)
+{
+    r->pre_ok = r->pre_n != 0;
+    for (uint32_t i = 0; i < r->pre_n; i++)
+        r->pre_ok &= r->spec_reqs[r->pre_req + i].ok;
 }
 
 /* After the read: the ok flags of what g guessed. */
@@ -567,6 +662,7 @@ static void guess_read(sw_pystack *r, guess *g)
     g->win_ok = g->win_req && r->spec_reqs[g->win_req].ok;
     g->counter_ok = g->counter_req && r->spec_reqs[g->counter_req].ok &&
                     (!r->interps_made || (r->spec_reqs[g->counter_req + 1].ok && g->interps == 1));
+    check_ahead_read(r);
 }
 
 /* Reads the thread state at tstate into ts, with what is guessed of its
@@ -628,19 +724,36 @@ static void spec_reqs_add(sw_pystack *r, uint64_t tstate, uint64_t leaf, uint32_
 /* The first read of a walk, one batched read: the npre requests given
  * (the leaf; 3.11+: the window), then the frames the thread's last walk
  * read on its own but the leaf, each with the bytes before it
- * (frame_back). Sets the ok flags of pre. */
-static void first_read(sw_pystack *r, uint64_t tstate, uint64_t leaf, sw_mem_req *pre, uint32_t npre)
+ * (frame_back); with `ahead` (3.11+, a copy of bytes [lo, end) of the
+ * stack chunk, cframe the _PyCFrame the leaf was found through, or 0) then
+ * the counter of code objects made (into r->copy_counter, copy_interps)
+ * and the check's read (see "Checked ahead"). Sets the ok flags of pre;
+ * returns 1 if the counter was read and may be trusted (trusted_by_counter). */
+static int first_read(sw_pystack *r, uint64_t tstate, uint64_t leaf, sw_mem_req *pre, uint32_t npre, int ahead,
+                      uint64_t cframe, uint64_t lo, uint64_t end)
 {
-    uint32_t k = npre;
+    uint32_t k = npre, ck = 0;
     memcpy(r->spec_reqs, pre, npre * sizeof *pre);
     spec_reqs_add(r, tstate, leaf, &k);
     r->spec_first = r->spec_hint = npre;
     r->spec_nreq = k;
     r->spec_walked = 0;
+    r->pre_n = 0;
+    r->pre_ok = 0;
+    if (ahead && r->code_counter) {
+        ck = k;   /* (after every frame of the read) */
+        r->spec_reqs[k++] = (sw_mem_req){r->code_counter, &r->copy_counter, sizeof r->copy_counter, 0};
+        if (r->interps_made)
+            r->spec_reqs[k++] = (sw_mem_req){r->interps_made, &r->copy_interps, sizeof r->copy_interps, 0};
+    }
+    if (ahead)
+        check_ahead_reqs(r, tstate, cframe, lo, end, &k);
     if (k)
         sw_mem_readv(&r->mem, r->spec_reqs, k);
+    check_ahead_read(r);
     for (uint32_t i = 0; i < npre; i++)
         pre[i].ok = r->spec_reqs[i].ok;
+    return ck && r->spec_reqs[ck].ok && (!r->interps_made || (r->spec_reqs[ck + 1].ok && r->copy_interps == 1));
 }
 
 /* The bytes of the frame at `frame` if the first read had them (read
@@ -676,7 +789,7 @@ static void read_leaf(sw_pystack *r, uint64_t tstate, uint64_t leaf, window *w)
 {
     memset(w, 0, sizeof *w);
     sw_mem_req req = {leaf, r->leaf_buf, r->l.frame_size, 0};
-    first_read(r, tstate, leaf, &req, 1);
+    first_read(r, tstate, leaf, &req, 1, 0, 0, 0, 0);
     if (req.ok) {
         w->leaf = leaf;
         w->leaf_bytes = r->leaf_buf;
@@ -703,8 +816,10 @@ static int guessed_leaf(sw_pystack *r, uint64_t leaf, window *w)
 
 /* Copies the used top of the thread's current stack chunk (3.11+), and the
  * leaf frame if it lies outside it (and the frames the thread's last walk
- * read on their own). On failure the window is empty and frames are read
- * one by one. */
+ * read on their own; then the counter of code objects made, and the check's
+ * read ahead: when the walk takes every frame from this read, r->walk_early
+ * is set, r->counter_now is that counter's). On failure the window is empty
+ * and frames are read one by one. */
 static void copy_window(sw_pystack *r, uint64_t tstate, const unsigned char *ts, uint64_t leaf, window *w)
 {
     const sw_py_layout *l = &r->l;
@@ -724,9 +839,16 @@ static void copy_window(sw_pystack *r, uint64_t tstate, const unsigned char *ts,
     int outside = !(leaf >= lo && leaf + l->frame_size <= top) && leaf >= back;
     sw_mem_req req[2] = {{leaf - back, r->leaf_buf, l->frame_size + back, 0},
                          {lo, r->window, (size_t)(top - lo), 0}};
-    first_read(r, tstate, leaf, outside ? req : req + 1, outside ? 2 : 1);
+    uint64_t page_end = (top + 4095) & ~4095ull;   /* (as the check reads it again) */
+    uint64_t cframe = l->cframe_current_frame != SW_NO_OFFSET ? r->g_cframe[guess_slot(r, tstate)] : 0;
+    int counted = first_read(r, tstate, leaf, outside ? req : req + 1, outside ? 2 : 1, checks_ahead(r), cframe, lo,
+                             page_end - lo <= WINDOW_MAX ? page_end : top);
     if (!req[1].ok)
         return;
+    if (counted) {
+        r->counter_now = r->copy_counter;
+        r->walk_early = 1;   /* (until the walk reads a frame on its own) */
+    }
     w->lo = lo;
     w->hi = top;
     w->base = base;
@@ -1656,6 +1778,38 @@ static int at_or_above(sw_pystack *r, uint64_t now, uint64_t anchor, const windo
     return 1;
 }
 
+/* The check's read made ahead (see "Checked ahead"), for the walk of
+ * n frames in w: 1 if it holds all the check would read (then *now is the
+ * thread's current frame from it, and r->again the frames read on their
+ * own, read again), else 0. */
+static int checked_ahead(sw_pystack *r, const window *w, uint64_t walked, uint64_t cf_walk, uint64_t *now)
+{
+    const sw_py_layout *l = &r->l;
+    if (!r->pre_ok || !r->walk_early || w->lo != r->pre_lo || w->hi > r->pre_end || w->leaf_bytes)
+        return 0;
+    if (l->cframe_current_frame != SW_NO_OFFSET) {
+        if (!cf_walk || cf_walk != r->pre_cframe || r->pre_frame != cf_walk)
+            return 0;   /* (another _PyCFrame now: the check reads it) */
+        *now = r->pre_now;
+    } else {
+        *now = r->pre_frame;
+    }
+    const uint32_t back = frame_back(l), first = r->spec_first, nf = r->spec_nreq - first;
+    const size_t each = l->frame_size + back;
+    for (uint64_t i = 0; i < walked; i++) {
+        uint64_t a = r->frame_addrs[i];
+        if (in_copy(w, l, a))
+            continue;
+        uint32_t j = 0;
+        while (j < nf && r->spec_reqs[first + j].addr + back != a)
+            j++;
+        if (j == nf)
+            return 0;
+        memcpy(r->again + i * each, r->spec_again + j * each, each);
+    }
+    return 1;
+}
+
 /* 3.11+ (the thread running on while read): 1 if the stack just walked
  * is whole, 0 if torn. One read, after the walk: the thread's current
  * frame, and the part of the copied window that the walk used, whose
@@ -1706,7 +1860,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
      * lowest frame walked up to the end of the page of the copy's top (a
      * thread that called on: frames above that are read one by one), read
      * again. */
-    unsigned char ts[SW_LAYOUT_MAX_READ], ts_end[SW_LAYOUT_MAX_READ];
+    uint64_t ts_frame = 0, ts_end = 0;   /* (all the check needs of the thread state) */
     uint64_t now = 0, now_end = 0, cframe = 0, cf_walk = 0, rhi = hi;
     int via_cframe = l->cframe_current_frame != SW_NO_OFFSET;
     if (via_cframe)
@@ -1717,9 +1871,18 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
     }
     sw_mem_req *req = r->reqs;
     size_t nreq = 0;
-    req[nreq++] = (sw_mem_req){tstate, ts, l->tstate_size, 0};
+    req[nreq++] = (sw_mem_req){tstate + l->tstate_frame, &ts_frame, sizeof ts_frame, 0};
     const int trusted = all_trusted(r, n);
-    for (int again = 0;; again++) {
+    const int ahead = !strict && trusted && !gen_leaf && checked_ahead(r, w, walked, cf_walk, &now);
+    if (ahead) {
+        /* (the check's read, made ahead: the whole copy read again) */
+        lo = r->pre_lo;
+        rhi = r->pre_end;
+        r->codes_read = r->names_read = 0;
+        r->codes_checked = 1;   /* (as read_with_codes with no header to read) */
+        r->st.checked_ahead++;
+    }
+    for (int again = 0; !ahead; again++) {
         if (via_cframe && cf_walk)
             req[nreq++] = (sw_mem_req){cf_walk + l->cframe_current_frame, &now, sizeof now, 0};
         if (rhi > lo)
@@ -1730,7 +1893,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
             if (!in_copy(w, l, r->frame_addrs[i]))
                 req[nreq++] = (sw_mem_req){r->frame_addrs[i] - own_back, r->again + i * each, each, 0};
         if (strict) {   /* (the end of the read: below) */
-            req[nreq++] = (sw_mem_req){tstate, ts_end, l->tstate_size, 0};
+            req[nreq++] = (sw_mem_req){tstate + l->tstate_frame, &ts_end, sizeof ts_end, 0};
             if (via_cframe && cf_walk)
                 req[nreq++] = (sw_mem_req){cf_walk + l->cframe_current_frame, &now_end, sizeof now_end, 0};
         }
@@ -1738,10 +1901,10 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
             return 0;
         if (again)
             break;
-        if (via_cframe && !(cframe = u64_at(ts, l->tstate_frame)))
+        if (via_cframe && !(cframe = ts_frame))
             return 0;
         if (!via_cframe)
-            now = u64_at(ts, l->tstate_frame);
+            now = ts_frame;
         if (!via_cframe || cframe == cf_walk)
             break;
         cf_walk = cframe;   /* another _PyCFrame: read it, and what follows, after the state */
@@ -1776,7 +1939,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
     if (!at_or_above(r, now, anchor, w, lo, rhi))
         return 0;
     if (strict) {
-        uint64_t end = u64_at(ts_end, l->tstate_frame);   /* (3.11/3.12: its _PyCFrame) */
+        uint64_t end = ts_end;   /* (3.11/3.12: its _PyCFrame) */
         if (via_cframe && end == cf_walk && cf_walk)
             end = now_end;
         else if (via_cframe && (!end || sw_mem_read(&r->mem, end + l->cframe_current_frame, &end, sizeof end) != SW_OK))
@@ -2393,8 +2556,10 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
         sw_mem_read(&r->mem, r->interp + l->interp_trampoline, &r->trampoline, sizeof r->trampoline) != SW_OK)
         r->trampoline = 0;
     int have = head_req && tstate == r->head_guess && req[head_req].ok;
-    if (!have)
+    if (!have) {
         memset(&g, 0, sizeof g);
+        r->pre_ok = 0;   /* (read for another thread state) */
+    }
     r->head_guess = tstate;
     for (uint32_t i = 0; tstate; i++) {
         if (i == r->lim.max_threads) {

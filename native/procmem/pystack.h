@@ -92,6 +92,8 @@ typedef struct sw_pystack_stats {
     uint64_t codes_by_counter;   /* code objects of walks whose header was not read again: the
                                     target made no code object since it was confirmed
                                     (sw_pystack_set_code_counter) */
+    uint64_t checked_ahead;  /* 3.11+ from outside: walks checked with no read of their own, the
+                                check's bytes read with the walk's (pystack.c "Checked ahead") */
     uint64_t reads, failed_reads;   /* memory reads (system calls) */
     uint64_t state_unknown;  /* thread states that could not be told (no kernel thread id,
                                 or the kernel did not say) */

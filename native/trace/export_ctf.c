@@ -37,7 +37,10 @@
 enum { ID_ENTRY, ID_EXIT, ID_SAMPLE, ID_EXT0 };
 /* Event class ids of the kernel trace: the fixed ones, then an entry and
  * an exit per system call name met (KID_SYSCALL0 + 2 * its position). */
-enum { KID_SCHED_SWITCH, KID_SCHED_WAKEUP, KID_PAGE_FAULT, KID_ENTRY_UNKNOWN, KID_EXIT_UNKNOWN, KID_SYSCALL0 };
+enum {
+    KID_SCHED_SWITCH, KID_SCHED_WAKEUP, KID_PAGE_FAULT, KID_ENTRY_UNKNOWN, KID_EXIT_UNKNOWN, KID_STATEDUMP,
+    KID_SYSCALL0
+};
 
 /* One stream file being written and its packet. */
 typedef struct ctf_stream {
@@ -54,7 +57,7 @@ typedef struct ctf {
     const char *dir;
     ctf_stream ust, kern;    /* the current thread's streams */
     size_t thread;
-    uint32_t vpid, vtid;
+    uint32_t vpid, vtid, ppid;   /* ppid: META parent_pid, or 0 */
     char procname[PROCNAME_LEN];
     uint32_t *name_len;      /* by code id: strlen + 1 of its qualname, then of
                                 its file name (0: not yet known) */
@@ -71,6 +74,7 @@ typedef struct ctf {
     int64_t sys_ret;
     uint64_t real0, mono0;   /* META real0_ns, mono0_ns */
     const char *command, *hostname;
+    char clock_uuid[37];     /* the clock's uuid: the host's boot id (clock_uuid()) */
     sw_wake_flows *wakes;    /* which wakeups are shown (wake_flows.h) */
     /* By position in sw_record_kinds: the position of the kind whose
      * event class its events take (ext_classes). */
@@ -119,9 +123,38 @@ static void put_str(sw_bytes *b, const char *s)
 
 static int fail(ctf *c, int code, const char *what);
 
+/* A code's name as the export writes it (entry events, functions.nm): its
+ * qualified name, "?" when the trace has none (a lost CODE chunk). */
+static const char *code_name(const sw_code_info *ci)
+{
+    return ci && ci->qualname && ci->qualname[0] ? ci->qualname : "?";
+}
+
 /* ------------------------------------------------------------------ */
 /* Metadata                                                           */
 /* ------------------------------------------------------------------ */
+
+/* The clock's uuid into out[37]: META boot_id when it is one (the host's
+ * /proc/sys/kernel/random/boot_id, which LTTng's tracers give their
+ * clocks, so that Trace Compass takes this export and an LTTng session of
+ * the same boot for one host), else one made from the host name (traces
+ * before boot_id was recorded). */
+static void clock_uuid(const sw_trace *t, const char *hostname, char out[37])
+{
+    const sw_meta_entry *e = sw_trace_meta_find(t, "boot_id");
+    const char *b = e && e->s ? e->s : "";
+    int ok = strlen(b) == 36;
+    for (int i = 0; ok && i < 36; i++)
+        ok = (i == 8 || i == 13 || i == 18 || i == 23) ? b[i] == '-'
+                                                       : (b[i] >= '0' && b[i] <= '9') || (b[i] >= 'a' && b[i] <= 'f');
+    if (ok) {
+        memcpy(out, b, 37);
+        return;
+    }
+    uint64_t h1 = sw_hash_bytes(hostname, strlen(hostname), 1), h2 = sw_hash_bytes(hostname, strlen(hostname), h1);
+    snprintf(out, 37, "%08" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%012" PRIx64, h1 >> 32,
+             (h1 >> 16) & 0xffff, h1 & 0xffff, h2 >> 48, h2 & 0xffffffffffffu);
+}
 
 /* The TSDL type of a record field, written as the field (or two). */
 static void meta_field(FILE *out, const sw_record_field *f)
@@ -192,9 +225,10 @@ static void meta_datetime(FILE *out, uint64_t real_ns)
  * header, its env (Trace Compass takes a trace whose domain is "ust" and
  * whose tracer is lttng-ust for an LTTng-UST trace, its call-stack
  * analysis; domain "kernel" with lttng-modules for a kernel trace, its
- * kernel analyses; the same hostname puts both on one host; the keys of
- * an LTTng 2.13 session's env, checked against a real one in
- * test_lttng.py), the one clock and the stream class with its contexts
+ * kernel analyses; the keys of an LTTng 2.13 session's env, checked
+ * against a real one in test_lttng.py), the one clock (its uuid is Trace
+ * Compass's host id: the same in both puts them on one host, as LTTng's
+ * boot id does) and the stream class with its contexts
  * (LTTng's names and types: vpid, vtid, procname[17] in ust; pid, tid,
  * procname[16] in kernel) and the packets' cpu_id. */
 static void write_head(const ctf *c, FILE *out, int kernel)
@@ -226,12 +260,12 @@ static void write_head(const ctf *c, FILE *out, int kernel)
     fputs(";\n\tprocname = ", out);
     meta_str(out, c->command);
     fputs(";\n};\n\n", out);
-    fprintf(out, "clock {\n\tname = \"monotonic\";\n"
+    fprintf(out, "clock {\n\tname = \"monotonic\";\n\tuuid = \"%s\";\n"
                  "\tdescription = \"stackwatch trace clock: ns since the trace's calibration point, "
                  "offset to the wall clock\";\n"
                  "\tfreq = 1000000000;\n\tprecision = 1;\n\toffset_s = %" PRIu64 ";\n\toffset = %" PRIu64
                  ";\n\tabsolute = TRUE;\n};\n\n",
-            c->real0 / 1000000000u, c->real0 % 1000000000u);
+            c->clock_uuid, c->real0 / 1000000000u, c->real0 % 1000000000u);
     fprintf(out, "typealias integer { size = 64; align = 8; signed = false; map = clock.monotonic.value; } "
                  ":= uint64_clock_monotonic_t;\n\n"
                  "stream {\n\tid = 0;\n"
@@ -315,7 +349,16 @@ static const struct {
     [KID_PAGE_FAULT] = {"x86_exceptions_page_fault_user", "\t\tuint64_hex_t _address;\n"},
     [KID_ENTRY_UNKNOWN] = {"syscall_entry_unknown", "\t\tint32_t _id;\n"},
     [KID_EXIT_UNKNOWN] = {"syscall_exit_unknown", "\t\tint32_t _id;\n\t\tint64_t _ret;\n"},
+    /* (the fields Trace Compass's StateDumpHandler reads, integers) */
+    [KID_STATEDUMP] = {"lttng_statedump_process_state", "\t\tint32_t _tid;\n\t\tint32_t _pid;\n\t\tint32_t _ppid;\n"
+                                                        "\t\t" TSDL_COMM " _name[16];\n\t\tint32_t _status;\n"
+                                                        "\t\tint32_t _cpu;\n"},
 };
+
+/* lttng_statedump_process_state's status: waiting, running (lttng-modules'
+ * enum lttng_process_status). */
+#define STATEDUMP_WAIT 5
+#define STATEDUMP_RUN 6
 
 /* A text file of the directory, DIR/name, written by write(c, out). */
 static void write_file(ctf *c, const char *name, void (*write)(ctf *, FILE *))
@@ -354,15 +397,24 @@ static void write_kernel_metadata(ctf *c, FILE *out)
 }
 
 /* functions.nm: each code id (the entry and exit events' addr) and its
- * qualified name, in `nm`'s format ("address T name"), the name mapping
- * file Trace Compass's symbol configuration takes to name the call-stack
- * view's frames, which it otherwise shows by address. */
+ * name, in `nm`'s format ("address T name", the address in lower-case
+ * hex), the name mapping file Trace Compass's symbol configuration takes
+ * to name the call-stack view's frames, which it otherwise shows by
+ * address. Every id up to the last known one has its line, "?" when
+ * unknown: Trace Compass names an address missing from the file after the
+ * nearest one below it (FunctionNameMapper, MappingFile); one past the last
+ * it shows in hex. A control character of a name (a line break would start
+ * a line of its own) is written as '?'. */
 static void write_name_map(ctf *c, FILE *out)
 {
-    for (uint32_t id = 0; id < c->codes; id++) {
-        const sw_code_info *ci = sw_trace_code(c->t, id);
-        if (ci && ci->qualname)
-            fprintf(out, "%016" PRIx32 " T %s\n", id, ci->qualname);
+    uint32_t end = c->codes;
+    while (end && !sw_trace_code(c->t, end - 1))
+        end--;
+    for (uint32_t id = 0; id < end; id++) {
+        fprintf(out, "%016" PRIx32 " T ", id);
+        for (const unsigned char *p = (const unsigned char *)code_name(sw_trace_code(c->t, id)); *p; p++)
+            fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, out);
+        fputc('\n', out);
     }
 }
 
@@ -424,6 +476,7 @@ static int close_file(ctf *c, ctf_stream *s)
     if (fclose(s->f) != 0)
         fail(c, SW_EIO, s->path);
     s->f = NULL;
+    s->cpu = CPU_UNKNOWN;   /* (the next thread's CPU is its own) */
     return c->err ? 1 : 0;
 }
 
@@ -432,7 +485,6 @@ static int open_file(ctf *c, ctf_stream *s, const char *sub)
 {
     s->seq = 0;
     s->last_ts = 0;
-    s->cpu = CPU_UNKNOWN;
     snprintf(s->path, sizeof s->path, "%s/%s/stream_%zu", c->dir, sub, c->thread);
     errno = 0;
     s->f = fopen(s->path, "wb");
@@ -490,10 +542,36 @@ static void begin_event(ctf *c, unsigned id, int64_t t_ns)
     begin_in(c, &c->ust, id, t_ns);
 }
 
+/* A 16-byte comm field. */
+static void put_comm(sw_bytes *b, const char *s)
+{
+    char comm[PROCNAME_LEN] = {0};
+    size_t n = strlen(s);
+    memcpy(comm, s, n < PROCNAME_LEN - 1 ? n : PROCNAME_LEN - 1);
+    put_strn(b, comm, PROCNAME_LEN);
+}
+
+/* The thread's kernel events from here on run on cpu (CPU_UNKNOWN: not
+ * said): a new packet when it is not the packet's, unless the packet's is
+ * not known yet and ran_there (the thread ran on cpu until now: the events
+ * before the thread's first switch out or fault ran there, as no switch
+ * came between). Trace Compass gives a system call to the thread its
+ * packet's CPU runs then (SysEntryHandler), so a packet's CPU must be
+ * right. */
+static void kernel_cpu(ctf *c, uint32_t cpu, int ran_there)
+{
+    ctf_stream *s = &c->kern;
+    if (cpu == CPU_UNKNOWN || cpu == s->cpu)
+        return;
+    if (s->cpu != CPU_UNKNOWN || !ran_there)
+        flush_packet(c, s);
+    s->cpu = cpu;
+}
+
 /* A kernel event's header: the thread's kernel stream opened (and the
- * kernel folder made) the first time; cpu (CPU_UNKNOWN: not said) starts a
- * new packet when it is not the packet's. NULL once something failed. */
-static sw_bytes *begin_kernel(ctf *c, unsigned id, int64_t t_ns, uint32_t cpu)
+ * kernel folder made) the first time, its packet's CPU as kernel_cpu()
+ * says. NULL once something failed. */
+static sw_bytes *begin_kernel(ctf *c, unsigned id, int64_t t_ns, uint32_t cpu, int ran_there)
 {
     ctf_stream *s = &c->kern;
     if (!s->f) {
@@ -509,22 +587,22 @@ static sw_bytes *begin_kernel(ctf *c, unsigned id, int64_t t_ns, uint32_t cpu)
         }
         if (open_file(c, s, "kernel"))
             return NULL;
+        kernel_cpu(c, cpu, ran_there);
+        /* The thread first, as LTTng's state dump gives each at a session's
+         * start: its process (Trace Compass's Control Flow view puts it
+         * under it), name and state (running, or waiting when this is its
+         * switch in). */
+        begin_in(c, s, KID_STATEDUMP, t_ns);
+        put_u32(&s->packet, c->vtid);
+        put_u32(&s->packet, c->vpid);
+        put_u32(&s->packet, c->ppid);
+        put_comm(&s->packet, c->procname);
+        put_u32(&s->packet, id == KID_SCHED_SWITCH && !ran_there ? STATEDUMP_WAIT : STATEDUMP_RUN);
+        put_u32(&s->packet, s->cpu == CPU_UNKNOWN ? 0 : s->cpu);
     }
-    if (cpu != CPU_UNKNOWN && cpu != s->cpu) {
-        flush_packet(c, s);
-        s->cpu = cpu;
-    }
+    kernel_cpu(c, cpu, ran_there);
     begin_in(c, s, id, t_ns);
     return &s->packet;
-}
-
-/* A 16-byte comm field. */
-static void put_comm(sw_bytes *b, const char *s)
-{
-    char comm[PROCNAME_LEN] = {0};
-    size_t n = strlen(s);
-    memcpy(comm, s, n < PROCNAME_LEN - 1 ? n : PROCNAME_LEN - 1);
-    put_strn(b, comm, PROCNAME_LEN);
 }
 
 /* The event class of system call `name`'s entry (its exit: + 1), added
@@ -560,7 +638,7 @@ static int plain_name(const char *name)
 static void syscall_exit(ctf *c, int64_t t_ns)
 {
     c->sys_open = 0;
-    sw_bytes *b = begin_kernel(c, c->sys_exit, t_ns, CPU_UNKNOWN);
+    sw_bytes *b = begin_kernel(c, c->sys_exit, t_ns, CPU_UNKNOWN, 0);
     if (!b)
         return;
     if (c->sys_exit == KID_EXIT_UNKNOWN)
@@ -583,7 +661,7 @@ static int kernel_event(ctf *c, const sw_event *ev)
             fail(c, SW_ENOMEM, NULL);
             return 0;
         }
-        if (!(b = begin_kernel(c, id, ev->t_ns, CPU_UNKNOWN)))
+        if (!(b = begin_kernel(c, id, ev->t_ns, CPU_UNKNOWN, 0)))
             return 0;
         if (id == KID_ENTRY_UNKNOWN)
             put_u32(b, (uint32_t)x->a);
@@ -594,7 +672,7 @@ static int kernel_event(ctf *c, const sw_event *ev)
         return 0;
     }
     case SW_EXT_OFF_CPU:   /* the thread leaves CPU a for task c, named s2 (format 1.15; else 0, "") */
-        if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a)))
+        if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a, 1)))
             return 0;
         put_comm(b, c->procname);
         put_u32(b, c->vtid);
@@ -605,9 +683,11 @@ static int kernel_event(ctf *c, const sw_event *ev)
         put_u32(b, 0);
         return 0;
     case SW_EXT_ON_CPU:   /* the thread runs on CPU a after task line, named s1 (format 1.17; else 0, "") */
-        if (sw_wake_flows_switch_joined(c->wakes, c->thread, ev->t_ns, x))
+        if (sw_wake_flows_switch_joined(c->wakes, c->thread, ev->t_ns, x)) {
+            kernel_cpu(c, (uint32_t)x->a, 0);   /* (its events from here on run there) */
             return 0;   /* another thread's switch out to this one wrote the whole switch */
-        if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a)))
+        }
+        if (!(b = begin_kernel(c, KID_SCHED_SWITCH, ev->t_ns, (uint32_t)x->a, 0)))
             return 0;
         put_comm(b, x->s1 ? x->s1 : "");
         put_u32(b, x->s1 && x->s1[0] ? (uint32_t)x->line : 0);
@@ -620,7 +700,7 @@ static int kernel_event(ctf *c, const sw_event *ev)
     case SW_EXT_WAKEUP:   /* this thread woke thread a (named s1), to run on CPU b */
         if (!sw_wake_flows_shows(c->wakes, x))
             return 0;   /* a thread the export leaves out */
-        if (!(b = begin_kernel(c, KID_SCHED_WAKEUP, ev->t_ns, CPU_UNKNOWN)))
+        if (!(b = begin_kernel(c, KID_SCHED_WAKEUP, ev->t_ns, CPU_UNKNOWN, 0)))
             return 0;
         put_comm(b, x->s1 ? x->s1 : "");
         put_u32(b, (uint32_t)x->a);
@@ -628,7 +708,7 @@ static int kernel_event(ctf *c, const sw_event *ev)
         put_u32(b, (uint32_t)x->b);
         return 0;
     case SW_EXT_PAGE_FAULT:
-        if (!(b = begin_kernel(c, KID_PAGE_FAULT, ev->t_ns, (uint32_t)x->b)))
+        if (!(b = begin_kernel(c, KID_PAGE_FAULT, ev->t_ns, (uint32_t)x->b, 1)))
             return 0;
         put_u64(b, x->a);
         return 0;
@@ -642,8 +722,7 @@ static void entry_event(ctf *c, const sw_event *ev)
     const sw_code_info *ci = sw_trace_code(c->t, ev->code);
     begin_event(c, ID_ENTRY, ev->t_ns);
     put_u64(&c->ust.packet, ev->code);
-    const char *name = ci ? ci->qualname : "?", *file = ci ? ci->filename : "?";
-    name = name ? name : "";
+    const char *name = code_name(ci), *file = ci ? ci->filename : "?";
     file = file ? file : "";
     uint32_t *len = ci && ev->code < c->codes ? &c->name_len[2 * (size_t)ev->code] : NULL;
     if (len && !len[0]) {   /* the names' lengths, once per code */
@@ -673,7 +752,7 @@ static void ext_event(ctf *c, const sw_event *ev)
         const sw_record_field *f = &k->fields[i];
         if (f->type == SW_FT_CODE) {
             const sw_code_info *ci = x->malformed ? NULL : sw_trace_code(c->t, x->code);
-            put_str(b, ci ? ci->qualname : "?");
+            put_str(b, code_name(ci));
             put_str(b, ci ? ci->filename : "?");
         } else if (f->type == SW_FT_STR) {
             put_str(b, x->malformed ? "" : sw_ext_string(x, f->slot));
@@ -773,14 +852,18 @@ int sw_export_ctf(sw_trace *t, FILE *out, const sw_export_opts *o, char *err, si
     c.errmsg = err;
     c.errlen = errlen;
     c.kern.kernel = 1;
+    c.ust.cpu = c.kern.cpu = CPU_UNKNOWN;
     const sw_meta_entry *e;
     if ((e = sw_trace_meta_find(t, "pid")))
         c.vpid = (uint32_t)e->u;
+    if ((e = sw_trace_meta_find(t, "parent_pid")))
+        c.ppid = (uint32_t)e->u;
     if ((e = sw_trace_meta_find(t, "real0_ns")))
         c.real0 = e->u;
     if ((e = sw_trace_meta_find(t, "mono0_ns")))
         c.mono0 = e->u;
     c.hostname = (e = sw_trace_meta_find(t, "hostname")) && e->s ? e->s : "";
+    clock_uuid(t, c.hostname, c.clock_uuid);
     const char *command = c.command = (e = sw_trace_meta_find(t, "command")) && e->s ? e->s : "python";
     /* procname: the command's first word's last component, as the kernel's
      * comm (15 bytes and a NUL). */

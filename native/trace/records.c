@@ -80,6 +80,8 @@ long sw_record_encode(uint32_t number, const sw_ext *vals, size_t str_max, uint8
 SW_INLINE int encode_field(const sw_ext *vals, size_t str_max, sw_intern_fn intern, void *ctx, uint8_t *buf,
                            size_t cap, size_t *n, unsigned type, unsigned slot)
 {
+    if (type == SW_FT_VARINT_LATER && sw_ext_number(vals, slot) == 0)
+        return 0;   /* (absent: read as 0) */
     type &= ~(unsigned)SW_FT_LATER;
     if (*n + SW_VARINT_MAX > cap)
         return 1;

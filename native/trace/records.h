@@ -73,7 +73,9 @@
  *   F         F(field, type, slot) for each field of the payload, in order:
  *             type SW_FT_* (VARINT, SIGNED, STR, CODE, TID; TID_LATER,
  *             STR_LATER: a field a later minor version appended to the
- *             row, absent from older traces, read as 0 / "" there; ISTR:
+ *             row, absent from older traces, read as 0 / "" there;
+ *             VARINT_LATER likewise, and not written when 0: the row's
+ *             last field; ISTR:
  *             a str written as the varint id of a STRINGS entry, format
  *             1.16, which the views see as a STR), slot
  *             SW_SLOT_* (CODE, LINE, A, B, C, S1, S2) where the reader puts it
@@ -153,7 +155,8 @@
     X(TASK_BLOCK, 33, task_block, 16, DISPATCH, "task", "task block", INSTANT, NONE, NONE, S1, NULL,             \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(reason, VARINT, A) F(channel, ISTR, S1))                  \
     X(TASK_WAKE, 34, task_wake, 16, DISPATCH, "task", "task wake", INSTANT, NONE, NONE, S1, NULL,                \
-      F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(native_id, TID, C) F(channel, ISTR, S1)) \
+      F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(native_id, TID, C) F(channel, ISTR, S1)  \
+      F(cause, VARINT_LATER, B))                                                                           \
     X(TASK_SEND, 35, task_send, 16, DISPATCH, "task", "send", INSTANT, NONE, NONE, S1, NULL,                      \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(peer, VARINT, A) F(channel, ISTR, S1) F(value, STR, S2))  \
     X(TASK_RECEIVE, 36, task_receive, 16, DISPATCH, "task", "receive", INSTANT, NONE, NONE, S1, NULL,             \
@@ -214,7 +217,12 @@
  *   TASK_BLOCK    the running task waits, here: reason (by number: lock, condition,
  *                 event, queue, future, channel, sleep, io, join),
  *                 channel what it waits on ("" unknown)
- *   TASK_WAKE     the running task ends task `task`'s wait, here
+ *   TASK_WAKE     the running task ends task `task`'s wait, here;
+ *                 (format 1.19) cause 0: it did; else a TASK_BLOCK reason
+ *                 + 1 (io: 8): that ended the wait, no task did (the fd
+ *                 the task waited on became ready: asyncio's selector
+ *                 found it so, and the running task, the loop's thread,
+ *                 only passed it on)
  *   TASK_SEND     the running task hands value to channel, here; peer the
  *                 receiving task's id + 1 (0: not known yet)
  *   TASK_RECEIVE  the running task's get or switch returns value from
@@ -262,6 +270,9 @@
 #define SW_FT_INTERNED 16  /* flag on STR: written as the varint id of a STRINGS entry (format 1.16) */
 #define SW_FT_TID_LATER (SW_FT_TID | SW_FT_LATER)
 #define SW_FT_STR_LATER (SW_FT_STR | SW_FT_LATER)
+/* A varint a later minor appended, written only when it is not 0 (so a
+ * record whose value is 0 keeps the older bytes): the row's last field. */
+#define SW_FT_VARINT_LATER (SW_FT_VARINT | SW_FT_LATER)
 #define SW_FT_ISTR (SW_FT_STR | SW_FT_INTERNED)
 
 /* Slots of a decoded payload (reader.h sw_ext). */

@@ -246,6 +246,8 @@ static int queue_thread_locked(sw_writer *w, uint32_t index, uint64_t tid, uint6
     return SW_OK;
 }
 
+static void set_limit(sw_tbuf *b);
+
 sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
                               const char *name, uint64_t now_ticks)
 {
@@ -257,22 +259,10 @@ sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
     b->stack_cap = b->start_cap = 64;
     b->stack = malloc(b->stack_cap * sizeof *b->stack);
     b->start_stack = malloc(b->start_cap * sizeof *b->start_stack);
-    if (w->opts.ring_bytes) {
-        b->ring_slots = w->opts.ring_bytes / w->opts.chunk_bytes;
-        if (b->ring_slots < 2)
-            b->ring_slots = 2;
-        b->ring = calloc(b->ring_slots, sizeof *b->ring);
-        b->ring_len = calloc(b->ring_slots, sizeof *b->ring_len);
-        b->ring_events = calloc(b->ring_slots, sizeof *b->ring_events);
-    }
-    if (!b->data || !b->stack || !b->start_stack ||
-        (w->opts.ring_bytes && (!b->ring || !b->ring_len || !b->ring_events))) {
+    if (!b->data || !b->stack || !b->start_stack) {
         free(b->data);
         free(b->stack);
         free(b->start_stack);
-        free(b->ring);
-        free(b->ring_len);
-        free(b->ring_events);
         free(b);
         return NULL;
     }
@@ -287,6 +277,7 @@ sw_tbuf *sw_writer_add_thread(sw_writer *w, uint64_t native_tid, uint64_t ident,
     w->threads = b;
     queue_thread_locked(w, b->index, native_tid, ident, name);
     pthread_mutex_unlock(&w->lock);
+    set_limit(b);
     return b;
 }
 
@@ -439,6 +430,31 @@ static int encode_task_frames(sw_tbuf *b)
     return o->failed ? SW_ENOMEM : SW_OK;
 }
 
+/* The bytes of a TASK_FRAMES chunk written before the current chunk
+ * (0: none). */
+static size_t task_frames_len(const sw_tbuf *b)
+{
+    size_t n = b->start_tasks.len;
+    return n && n <= SW_CHUNK_MAX ? SW_CHUNK_HEADER_LEN + n : 0;
+}
+
+/* Where the current chunk's events end (sw_tbuf.limit). In ring mode the
+ * chunk as kept (its TASK_FRAMES chunk, its header and prefix, its events)
+ * fits chunk_bytes, so that the ring's chunks hold the bytes --ring says;
+ * a prefix that takes more than half of it (thousands of open frames)
+ * leaves the events half. */
+static void set_limit(sw_tbuf *b)
+{
+    size_t room = b->cap;
+    if (b->w->opts.ring_bytes && encode_header(b) == SW_OK) {
+        /* The prefix as it is now, the event count and dropped count at
+         * their longest. */
+        size_t prefix = task_frames_len(b) + SW_CHUNK_HEADER_LEN + b->enc.len + 2 * SW_VARINT_MAX;
+        room = prefix < b->cap / 2 ? b->cap - prefix : b->cap / 2;
+    }
+    b->limit = b->data + room - SW_EVENT_MAX;
+}
+
 /* The next chunk starts where this one ends: its t_start and open frames. */
 static int start_next_chunk(sw_tbuf *b)
 {
@@ -449,7 +465,9 @@ static int start_next_chunk(sw_tbuf *b)
         return SW_ENOMEM;
     memcpy(b->start_stack, b->stack, (size_t)b->depth * sizeof *b->stack);
     b->start_depth = b->depth;
-    return encode_task_frames(b);
+    int rc = encode_task_frames(b);
+    set_limit(b);
+    return rc;
 }
 
 /* Out of memory, or the frame stack out of step: the open frames can no
@@ -464,21 +482,53 @@ static void break_thread(sw_tbuf *b, int code, uint64_t lost, const char *what)
     b->pos = b->limit + 1;
 }
 
+/* One sealed chunk kept in the ring: its bytes as written (a TASK_FRAMES
+ * chunk, then EVENTS), their length and the events in it. */
+typedef struct sw_ring_chunk {
+    uint8_t *bytes;
+    size_t len;
+    uint32_t events;
+} sw_ring_chunk;
+
+/* Keeps a sealed chunk, discarding (counted) the oldest ones until the
+ * ring holds at most ring_bytes; one larger than that alone is discarded. */
 static void ring_push(sw_tbuf *b, uint8_t *chunk, size_t len, uint32_t events)
 {
-    if (b->ring_count == b->ring_slots) {
-        /* Discard the oldest chunk. */
-        size_t i = b->ring_head;
-        b->dropped += b->ring_events[i];
-        free(b->ring[i]);
-        b->ring_head = (i + 1) % b->ring_slots;
+    size_t max = b->w->opts.ring_bytes;
+    while (b->ring_count && b->ring_kept + len > max) {
+        sw_ring_chunk *old = &b->ring[b->ring_head];
+        b->dropped += old->events;
+        b->ring_kept -= old->len;
+        free(old->bytes);
+        old->bytes = NULL;
+        b->ring_head = (b->ring_head + 1) % b->ring_slots;
         b->ring_count--;
     }
-    size_t slot = (b->ring_head + b->ring_count) % b->ring_slots;
-    b->ring[slot] = chunk;
-    b->ring_len[slot] = len;
-    b->ring_events[slot] = events;
+    if (len > max) {
+        b->dropped += events;
+        free(chunk);
+        return;
+    }
+    if (b->ring_count == b->ring_slots) {
+        /* Grow, the oldest first again. */
+        size_t slots = b->ring_slots ? 2 * b->ring_slots : 8;
+        sw_ring_chunk *r = calloc(slots, sizeof *r);
+        if (!r) {
+            note_error(b, SW_ENOMEM, "keeping a chunk in the ring");
+            b->dropped += events;
+            free(chunk);
+            return;
+        }
+        for (size_t k = 0; k < b->ring_count; k++)
+            r[k] = b->ring[(b->ring_head + k) % b->ring_slots];
+        free(b->ring);
+        b->ring = r;
+        b->ring_slots = slots;
+        b->ring_head = 0;
+    }
+    b->ring[(b->ring_head + b->ring_count) % b->ring_slots] = (sw_ring_chunk){chunk, len, events};
     b->ring_count++;
+    b->ring_kept += len;
 }
 
 void sw_tbuf_flush(sw_tbuf *b)
@@ -494,7 +544,7 @@ void sw_tbuf_flush(sw_tbuf *b)
     struct iovec parts[2] = {{b->enc.data, b->enc.len}, {b->data, (size_t)(b->pos - b->data)}};
     /* Format 1.7: the tasks' open frames when it started, just before it. */
     struct iovec tf = {b->start_tasks.data, b->start_tasks.len};
-    size_t tf_len = tf.iov_len && tf.iov_len <= SW_CHUNK_MAX ? SW_CHUNK_HEADER_LEN + tf.iov_len : 0;
+    size_t tf_len = task_frames_len(b);
     if (w->opts.ring_bytes) {
         size_t len = tf_len + SW_CHUNK_HEADER_LEN + parts[0].iov_len + parts[1].iov_len;
         uint8_t *chunk = malloc(len);
@@ -574,12 +624,14 @@ void sw_tbuf_ext(sw_tbuf *b, uint64_t ticks, unsigned kind, const uint8_t *paylo
         b->dropped++;
         return;
     }
+    /* It fits when the event after it still would: the chunk's events end
+     * SW_EVENT_MAX past its limit. */
     size_t need = 3 * SW_VARINT_MAX + len;
-    if ((size_t)(b->data + b->cap - b->pos) < need + SW_EVENT_MAX) {
+    if (b->pos > b->limit || (size_t)(b->limit - b->pos) < need) {
         sw_tbuf_flush(b);   /* the chunk is not full, but this does not fit */
         if (!sw_tbuf_make_room(b))
             return;
-        if ((size_t)(b->data + b->cap - b->pos) < need + SW_EVENT_MAX) {
+        if (b->pos > b->limit || (size_t)(b->limit - b->pos) < need) {
             b->dropped++;
             return;
         }
@@ -688,15 +740,16 @@ void sw_tbuf_task_switch(sw_tbuf *b, uint64_t ticks, uint64_t origin, uint64_t t
 static void write_ring_locked(sw_writer *w, sw_tbuf *b)
 {
     for (size_t k = 0; k < b->ring_count; k++) {
-        size_t i = (b->ring_head + k) % b->ring_slots;
-        if (write_raw_locked(w, b->ring[i], b->ring_len[i]) == SW_OK)   /* a TASK_FRAMES chunk, then EVENTS */
-            w->chunks += b->ring[i][0] == SW_CHUNK_TASK_FRAMES ? 2 : 1;
+        sw_ring_chunk *c = &b->ring[(b->ring_head + k) % b->ring_slots];
+        if (write_raw_locked(w, c->bytes, c->len) == SW_OK)   /* a TASK_FRAMES chunk, then EVENTS */
+            w->chunks += c->bytes[0] == SW_CHUNK_TASK_FRAMES ? 2 : 1;
         else
-            b->dropped += b->ring_events[i];
-        free(b->ring[i]);
-        b->ring[i] = NULL;
+            b->dropped += c->events;
+        free(c->bytes);
+        c->bytes = NULL;
     }
     b->ring_count = 0;
+    b->ring_kept = 0;
 }
 
 void sw_writer_totals_get(sw_writer *w, sw_writer_totals *t)
@@ -785,10 +838,8 @@ void sw_writer_free(sw_writer *w)
     while (b) {
         sw_tbuf *n = b->next;
         for (size_t k = 0; k < b->ring_slots; k++)
-            free(b->ring ? b->ring[k] : NULL);
+            free(b->ring[k].bytes);
         free(b->ring);
-        free(b->ring_len);
-        free(b->ring_events);
         free(b->data);
         free(b->stack);
         free(b->start_stack);

@@ -70,11 +70,10 @@ typedef struct sw_tbuf {
     uint32_t cpu;         /* --cpu (format 1.13): the CPU of the chunk's last event + 1; 0: none yet */
     int finished;         /* the thread has exited: no more events */
     int broken;           /* out of memory: events are only counted */
-    /* Ring mode: sealed chunks kept in memory, oldest at ring_head. */
-    uint8_t **ring;
-    size_t *ring_len;
-    uint32_t *ring_events;
-    size_t ring_slots, ring_head, ring_count;
+    /* Ring mode: the most recent sealed chunks, ring_kept bytes in all
+     * (at most ring_bytes), oldest at ring_head; the array grows. */
+    struct sw_ring_chunk *ring;
+    size_t ring_slots, ring_head, ring_count, ring_kept;
     sw_writer *w;
     struct sw_tbuf *next;
 } sw_tbuf;

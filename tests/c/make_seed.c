@@ -70,7 +70,7 @@ static int seed_ring(void)
     char p[4096];
     tg g;
     path_of(p, sizeof p, "ring.swt");
-    if (tg_open(&g, p, 4096, 8192, 0, 1e9) || tg_codes(&g, 4, 1))
+    if (tg_open(&g, p, 4096, 1024, 0, 1e9) || tg_codes(&g, 4, 1))
         return 1;
     tg_thread *a = tg_add_thread(&g, 2001, 0, "ring", 3);
     tg_thread *b = tg_add_thread(&g, 2002, 0, "quiet", 4);

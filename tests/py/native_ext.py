@@ -11,6 +11,7 @@ addr2line, nm and c++filt cannot be run, or None."""
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sysconfig
@@ -56,7 +57,7 @@ def config_flags(*sources, text=b""):
     files sources, the stubs' archive the flags name, text and the words)."""
     flags = run(["config", "--cflags", "--ldflags"])
     assert flags.returncode == 0, flags.stderr
-    words = flags.stdout.split()
+    words = shlex.split(flags.stdout)
     for source in list(sources) + [w for w in words if w.endswith(".a")]:
         with open(source, "rb") as f:
             text += f.read()

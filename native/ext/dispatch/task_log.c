@@ -5,13 +5,26 @@
  * task's state, in the order met; a switch's line lists the running task
  * and then the others, at most STATES_SHOWN (a switch costs the same with
  * 10,000 tasks). Lines are buffered and handed to the stream's write() a
- * buffer at a time (a line at a time to stderr: a live log).
+ * buffer at a time (a line at a time to stderr: a live log). To a regular
+ * file (`run --log FILE`, or `--log -` with stderr a file) the lines are
+ * written to its descriptor with the GIL held: a stream's write() lets the
+ * GIL go for the system call, and most task lines are made where the
+ * program holds a lock (a queue.Queue's put and get, a Condition's
+ * notify): every other thread then ran into that lock, and on the threads'
+ * program of `make bench` the queue's lock convoyed now and then (a run in
+ * 3 to 8 in 20 made 80,000-170,000 context switches, plain 5,500; up to 4x
+ * plain's wall where the instructions are 1.5x; `--log -` to a file, a
+ * write a line, 3.6x).
  *
  *     TaskLog(out, thread_name, thread_of_native, task_kinds, outcomes, reasons)
  *
  * out: a stream of text, or of bytes (one without an `encoding`: the
- * lines' UTF-8 as it is); None: sys.stderr, looked up at each write; thread_name(ident)
- * and thread_of_native(native_id): a thread's name, or None when unknown;
+ * lines' UTF-8 as it is); None: sys.stderr, looked up at each write; thread_name(ident):
+ * a thread's name, or None when unknown; thread_of_native(native_id): the
+ * live threading.Thread of that native id, or None (the writer keeps the
+ * one found under each native id and reads its name itself, with no
+ * Python run, while that thread is alive and answers to the id: a wake's
+ * line names the thread it wakes, mostly where the program holds a lock);
  * the three tuples: names of TASK_CREATE's kind, TASK_EXIT's outcome and
  * TASK_BLOCK's reason by number (events/task_hooks.py).
  * Methods: line(time_ns, ident, kind, body) writes another kind's line
@@ -22,10 +35,14 @@
 #include "base/base.h"
 #include "ext/dispatch/handlers.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define STATES_SHOWN 8
 #define FLUSH_AT (64 * 1024)
@@ -58,6 +75,8 @@ typedef struct {
 typedef struct {
     uint64_t native;
     char *name;
+    PyObject *thread;        /* a weak reference to the live thread last found under it (NULL: none) */
+    uint64_t ident;          /* the thread last met under it (0: none) */
 } tl_native;
 
 typedef struct {
@@ -77,10 +96,21 @@ typedef struct {
     long long t0;
     int started, line_buffered, binary;   /* binary: out takes bytes (a file opened "ab") */
     int whole_writes;        /* out is a buffered or raw binary file of io's: written from the buffer as it is */
+    int direct;              /* ... and a regular file: written to its descriptor, GIL held (the file's
+                              * device and inode, checked at each write: the descriptor is still its) */
+    dev_t dev;
+    ino_t ino;
+    PyObject *err_out;       /* out None: the sys.stderr last met (held), and whether it is a UTF-8 text
+                              * stream of a regular file (written so; not asked again while it is that) */
+    int err_direct;
 } TaskLog;
 
 static PyTypeObject TaskLogType;
-static PyObject *S_write;   /* "write", interned */
+static PyObject *S_write, *S_flush, *S_encoding;   /* "write", "flush", "encoding", interned */
+/* threading's module, Thread, _active and _limbo; Thread's properties and
+ * the attributes they read */
+static PyObject *S_threading, *S_Thread, *S_active, *S_limbo, *S_name, *S_ident, *S_native_id, *S__name, *S__ident,
+    *S__native_id;
 
 /* This thread's native id (0: not asked yet; CPython asks the kernel each
  * time). A forked child asks again. */
@@ -148,7 +178,7 @@ static void put_u64(sw_bytes *b, uint64_t v)
 /* ns as Python's f"{ns / 1e6:12.3f}" writes it: the ms rounded to the µs
  * (the same digits unless ns ends in exactly 500, where the double's
  * rounding decides: printf then, as for a negative time). */
-static void put_ms(sw_bytes *b, long long ns)
+static inline void put_ms(sw_bytes *b, long long ns)
 {
     char s[48];
     if (ns < 0 || ns % 1000 == 500) {
@@ -168,7 +198,7 @@ static void put_ms(sw_bytes *b, long long ns)
 
 /* ---- threads and tasks ---- */
 
-static tl_thread *thread_at(TaskLog *l, uint64_t ident)
+static inline tl_thread *thread_at(TaskLog *l, uint64_t ident)
 {
     if (l->last_thread < l->n_threads && l->threads[l->last_thread].ident == ident)
         return &l->threads[l->last_thread];   /* (most lines: the thread of the one before) */
@@ -193,7 +223,7 @@ static tl_thread *thread_at(TaskLog *l, uint64_t ident)
 
 /* The task (ident, task), made when `make` and not met yet; NULL when
  * absent (or out of memory). */
-static tl_task *task_in(TaskLog *l, uint64_t ident, uint64_t task, int make)
+static inline tl_task *task_in(TaskLog *l, uint64_t ident, uint64_t task, int make)
 {
     for (int r = 0; r < 2; r++) {
         uint32_t i = l->recent[r];
@@ -274,7 +304,7 @@ static int ask_thread(TaskLog *l, uint64_t ident)
 
 /* The thread's name, as verbose names it (asked by ask_thread); its ident
  * when it is not listed yet. */
-static void put_thread(TaskLog *l, sw_bytes *b, uint64_t ident)
+static inline void put_thread(TaskLog *l, sw_bytes *b, uint64_t ident)
 {
     tl_thread *th = thread_at(l, ident);
     if (th && th->name)
@@ -284,7 +314,7 @@ static void put_thread(TaskLog *l, sw_bytes *b, uint64_t ident)
 }
 
 /* Task `task` of thread `ident` by name (t: its entry, when known). */
-static void put_task_at(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task, const tl_task *t)
+static inline void put_task_at(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task, const tl_task *t)
 {
     if (!task) {
         put_thread(l, b, ident);
@@ -296,7 +326,7 @@ static void put_task_at(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task, 
     }
 }
 
-static void put_task(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task)
+static inline void put_task(TaskLog *l, sw_bytes *b, uint64_t ident, uint64_t task)
 {
     put_task_at(l, b, ident, task, task ? task_in(l, ident, task, 0) : NULL);
 }
@@ -318,6 +348,93 @@ static tl_native *native_at(TaskLog *l, uint64_t native, int make)
         return NULL;
     a[l->n_natives] = (tl_native){.native = native};
     return &a[l->n_natives++];
+}
+
+/* 1 if threads of type tp tell their name, ident and native_id as
+ * threading.Thread's do (its properties, reading _name, _ident and
+ * _native_id) and those read with no Python run: the generic getattr, no
+ * __hash__ of their own (threading._limbo is keyed by thread). The last
+ * type found so is kept while its version tag holds. */
+static int plain_thread_type(PyTypeObject *tp, PyObject *thread_type)
+{
+    static PyTypeObject *known;
+    static unsigned int known_version;
+    if (tp == known && tp->tp_version_tag == known_version && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return 1;
+    if (!PyType_Check(thread_type) || !PyType_IsSubtype(tp, (PyTypeObject *)thread_type) ||
+        tp->tp_getattro != PyObject_GenericGetAttr || tp->tp_hash != PyBaseObject_Type.tp_hash)
+        return 0;
+    PyObject *const props[] = {S_name, S_ident, S_native_id}, *const own[] = {S__name, S__ident, S__native_id};
+    for (int i = 0; i < 3; i++)
+        if (_PyType_Lookup(tp, props[i]) != _PyType_Lookup((PyTypeObject *)thread_type, props[i]) ||
+            _PyType_Lookup(tp, own[i]))
+            return 0;
+    if (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) {
+        known = tp;
+        known_version = tp->tp_version_tag;
+    }
+    return 1;
+}
+
+/* The name (new reference) of thread t when it is alive (listed in
+ * threading._active under its ident, or in _limbo, as enumerate() lists
+ * them) with native id `native`, read with no Python run; NULL when it is
+ * not, or cannot be read so. No exception left. */
+static PyObject *live_name(PyObject *t, uint64_t native)
+{
+    PyObject *m = PyImport_GetModule(S_threading), *d = m ? PyModule_GetDict(m) : NULL;
+    PyObject *thread_type = d ? PyDict_GetItemWithError(d, S_Thread) : NULL;   /* (borrowed: the module holds them) */
+    PyObject *active = d ? PyDict_GetItemWithError(d, S_active) : NULL;
+    PyObject *limbo = d ? PyDict_GetItemWithError(d, S_limbo) : NULL;
+    PyObject *name = NULL;
+    if (thread_type && active && PyDict_Check(active) && limbo && PyDict_Check(limbo) &&
+        plain_thread_type(Py_TYPE(t), thread_type)) {
+        PyObject *nid = PyObject_GetAttr(t, S__native_id);
+        PyObject *ident = nid && PyLong_Check(nid) && PyLong_AsUnsignedLongLong(nid) == native
+                              ? PyObject_GetAttr(t, S__ident) : NULL;
+        PyObject *listed = ident && !PyErr_Occurred() ? PyDict_GetItemWithError(active, ident) : NULL;
+        if (listed == t || (ident && !PyErr_Occurred() && PyDict_Contains(limbo, t) == 1))
+            name = PyObject_GetAttr(t, S__name);
+        Py_XDECREF(ident);
+        Py_XDECREF(nid);
+    }
+    Py_XDECREF(m);
+    if (name && !PyUnicode_Check(name))
+        Py_CLEAR(name);
+    sw_err_drop();
+    return name;
+}
+
+/* The name of the live thread whose native id is `native` (a malloc'd
+ * copy), or NULL when none is: the thread last found under that id when it
+ * still answers to it, else the one thread_of_native finds (Python). */
+static char *live_thread_name(TaskLog *l, uint64_t native)
+{
+    tl_native *n = native_at(l, native, 1);
+    PyObject *t = n && n->thread ? sw_weak_target(n->thread) : NULL;
+    PyObject *name = t ? live_name(t, native) : NULL;
+    Py_XDECREF(t);
+    if (!name) {
+        PyObject *found = PyObject_CallFunction(l->thread_of_native, "K", (unsigned long long)native);
+        if (found && found != Py_None) {
+            name = live_name(found, native);
+            if (!name)   /* (a thread of its own kind: its name property) */
+                name = PyObject_GetAttr(found, S_name);
+            n = native_at(l, native, 1);   /* (Python ran: the table may have moved) */
+            if (n && name) {
+                Py_XSETREF(n->thread, PyWeakref_NewRef(found, NULL));
+                sw_err_drop();
+            }
+        }
+        Py_XDECREF(found);
+        sw_err_drop();
+    }
+    Py_ssize_t len;
+    const char *u = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, &len) : NULL;
+    char *s = u ? sw_dup_n(u, (size_t)len) : NULL;
+    Py_XDECREF(name);
+    sw_err_drop();
+    return s;
 }
 
 /* Another thread by its native id (0: the thread `ident`): its name now
@@ -348,6 +465,7 @@ static void met_native(TaskLog *l, uint64_t ident, uint64_t native)
     tl_native *n = native_at(l, native, 1);
     if (!n)
         return;
+    n->ident = ident;
     char id[24];
     const char *name = th && th->name ? th->name : decimal(id, ident);
     if (!n->name || strcmp(n->name, name) != 0) {
@@ -409,7 +527,7 @@ static void drop_state(TaskLog *l, uint64_t ident, uint64_t task)
     th->live--;
 }
 
-static void put_state(TaskLog *l, sw_bytes *b, const tl_task *t)
+static inline void put_state(TaskLog *l, sw_bytes *b, const tl_task *t)
 {
     put_task_at(l, b, t->ident, t->task, t);
     if (t->state == ST_RUNNING) {
@@ -556,14 +674,26 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
         break;
     }
     case SW_K_TASK_WAKE:
-        if (e->c) {
-            put_native(l, b, (uint64_t)e->c, ident, other);
+        if (e->c) {   /* a thread, by its native id: the task it runs, when that blocked (in threading's code) */
+            tl_native *n = native_at(l, (uint64_t)e->c, 0);
+            uint64_t to = n ? n->ident : 0;
+            tl_thread *th = to ? thread_at(l, to) : NULL;
+            uint64_t task = th ? th->running : 0;
+            if (task && state_of(l, to, task) == ST_BLOCKED) {
+                set_state(l, to, task, ST_RUNNABLE, NULL);
+                put_task(l, b, to, task);
+            } else {
+                put_native(l, b, (uint64_t)e->c, ident, other);
+            }
         } else {
             set_state(l, ident, (uint64_t)e->a, ST_RUNNABLE, NULL);
             put_task(l, b, ident, (uint64_t)e->a);
         }
         PUT_LIT(b, " woken by ");
-        put_task(l, b, ident, running);
+        if (e->b > 0)   /* by what (I/O readiness), no task: records.h TASK_WAKE's cause */
+            put(b, name_in(l->reasons, e->b - 1, "?"));
+        else
+            put_task(l, b, ident, running);
         if (named) {
             PUT_LIT(b, " (");
             put(b, e->name);
@@ -610,10 +740,85 @@ static void describe(TaskLog *l, const tl_event *e, const char *other)
     }
 }
 
+/* The descriptor of stream out when it is a regular file (its device and
+ * inode in *st), else -1 (not one, or out is closed). No exception left. */
+static int regular_file(PyObject *out, struct stat *st)
+{
+    int fd = PyObject_AsFileDescriptor(out);
+    if (fd < 0 || fstat(fd, st) < 0 || !S_ISREG(st->st_mode))
+        fd = -1;
+    sw_err_drop();
+    return fd;
+}
+
+/* 1 if text stream out encodes as UTF-8 (the writer's lines as they are). */
+static int utf8_stream(PyObject *out)
+{
+    PyObject *enc = PyObject_GetAttr(out, S_encoding);
+    const char *e = enc && PyUnicode_Check(enc) ? PyUnicode_AsUTF8(enc) : NULL;
+    int r = e && (strcasecmp(e, "utf-8") == 0 || strcasecmp(e, "utf8") == 0);
+    Py_XDECREF(enc);
+    sw_err_drop();
+    return r;
+}
+
+/* The descriptor that stream out's lines are written to with the GIL
+ * held, what out itself buffers written first (so that lines and anything
+ * else written to out stay in order): its regular file (not a pipe or a
+ * terminal, which may block), for a binary file of io's still the one
+ * first met, for sys.stderr (a line at a time) when it is UTF-8. -1: out's
+ * write() (which also says when out is closed). */
+static int direct_fd(TaskLog *l, PyObject *out)
+{
+    if (!l->direct) {
+        if (l->out != Py_None)
+            return -1;
+        if (out != l->err_out) {
+            struct stat st;
+            Py_XSETREF(l->err_out, Py_NewRef(out));
+            l->err_direct = utf8_stream(out) && regular_file(out, &st) >= 0;
+        }
+        if (!l->err_direct)
+            return -1;
+    }
+    PyObject *r = PyObject_CallMethodNoArgs(out, S_flush);   /* (nothing buffered: no system call) */
+    Py_XDECREF(r);
+    sw_err_drop();
+    struct stat st;
+    int fd = regular_file(out, &st);
+    return fd >= 0 && (!l->direct || (st.st_dev == l->dev && st.st_ino == l->ino)) ? fd : -1;
+}
+
+/* The buffer written to fd. 0, or -1 (OSError set). */
+static int write_all(TaskLog *l, int fd)
+{
+    size_t done = 0;
+    while (done < l->buf.len) {
+        ssize_t n = write(fd, l->buf.data + done, l->buf.len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO;
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
 static int flush(TaskLog *l)
 {
     if (!l->buf.len)
         return 0;
+    PyObject *out = l->out != Py_None ? l->out : PySys_GetObject("stderr");   /* (borrowed) */
+    int fd = out && out != Py_None ? direct_fd(l, out) : -1;
+    if (fd >= 0) {
+        int w = write_all(l, fd);
+        l->buf.len = 0;
+        return w;
+    }
     /* io's binary files take a view of the buffer (written through or
      * copied into theirs before write returns: not kept); other streams
      * an object of their own. */
@@ -624,7 +829,6 @@ static int flush(TaskLog *l)
         l->buf.len = 0;
         return -1;
     }
-    PyObject *out = l->out != Py_None ? l->out : PySys_GetObject("stderr");
     PyObject *r = out && out != Py_None ? PyObject_CallMethodOneArg(out, S_write, s) : NULL;
     l->buf.len = 0;
     Py_DECREF(s);
@@ -636,7 +840,7 @@ static int flush(TaskLog *l)
 
 /* A line begins: time since the log's first line, thread, kind (its
  * words follow, then end_line). */
-static void start_line(TaskLog *l, long long time_ns, uint64_t ident, const char *kind)
+static inline void start_line(TaskLog *l, long long time_ns, uint64_t ident, const char *kind)
 {
     if (!l->started) {
         l->started = 1;
@@ -694,7 +898,7 @@ static int render(TaskLog *l, const tl_event *e)
     char *other = NULL;
     if (e->c && (e->kind == SW_K_TASK_CREATE || e->kind == SW_K_TASK_WAKE || e->kind == SW_K_TASK_WOKEN ||
                  e->kind == SW_K_TASK_NAME)) {
-        other = call_for_name(l->thread_of_native, (uint64_t)e->c);
+        other = live_thread_name(l, (uint64_t)e->c);
         asked = 1;
     }
     if (asked)   /* (Python ran: a thread event of its own may have made it forget meanwhile) */
@@ -767,6 +971,12 @@ static int tl_init(PyObject *self, PyObject *args, PyObject *kwds)
     const char *tp = Py_TYPE(out)->tp_name;
     l->whole_writes = l->binary && (strcmp(tp, "_io.BufferedWriter") == 0 || strcmp(tp, "_io.FileIO") == 0 ||
                                     strcmp(tp, "_io.BufferedRandom") == 0);
+    struct stat st;
+    l->direct = l->whole_writes && regular_file(out, &st) >= 0;   /* (not a pipe, which may block) */
+    if (l->direct) {
+        l->dev = st.st_dev;
+        l->ino = st.st_ino;
+    }
     if (!l->line_buffered) {
         PyObject *tty = PyObject_CallMethod(out, "isatty", NULL);
         l->line_buffered = tty && PyObject_IsTrue(tty) == 1;
@@ -788,8 +998,10 @@ static void tl_dealloc(PyObject *self)
     for (size_t i = 0; i < l->n_threads; i++) {
         free(l->threads[i].name);
     }
-    for (size_t i = 0; i < l->n_natives; i++)
+    for (size_t i = 0; i < l->n_natives; i++) {
         free(l->natives[i].name);
+        Py_XDECREF(l->natives[i].thread);
+    }
     free(l->tasks);
     free(l->threads);
     free(l->natives);
@@ -798,6 +1010,7 @@ static void tl_dealloc(PyObject *self)
     sw_hashtab_free(&l->native_ix);
     sw_bytes_free(&l->buf);
     Py_XDECREF(l->out);
+    Py_XDECREF(l->err_out);
     Py_XDECREF(l->thread_name);
     Py_XDECREF(l->thread_of_native);
     Py_XDECREF(l->kinds);
@@ -913,8 +1126,16 @@ static PyTypeObject TaskLogType = {
 
 int sw_task_log_add_to_module(PyObject *m)
 {
-    if (PyType_Ready(&TaskLogType) < 0 || !(S_write = PyUnicode_InternFromString("write")))
+    if (PyType_Ready(&TaskLogType) < 0 || !(S_write = PyUnicode_InternFromString("write")) ||
+        !(S_flush = PyUnicode_InternFromString("flush")) || !(S_encoding = PyUnicode_InternFromString("encoding")))
         return -1;
+    PyObject **const names[] = {&S_threading, &S_Thread, &S_active, &S_limbo, &S_name, &S_ident, &S_native_id,
+                                &S__name, &S__ident, &S__native_id};
+    const char *const texts[] = {"threading", "Thread", "_active", "_limbo", "name", "ident", "native_id", "_name",
+                                 "_ident", "_native_id"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!(*names[i] = PyUnicode_InternFromString(texts[i])))
+            return -1;
     pthread_atfork(NULL, NULL, forked_child);
     Py_INCREF(&TaskLogType);
     if (PyModule_AddObject(m, "TaskLog", (PyObject *)&TaskLogType) < 0) {

@@ -174,6 +174,100 @@ static int attach_stop(void *arg)
     return 0;
 }
 
+/* The target's Python signal handlers that the attach's start-up or stop
+ * held (tracer/signal_hold.py): {signum: handler}, the signals that arrived
+ * meanwhile (a list the holding handler, held_note, appended to) and an
+ * exception a handler raised before the holding began (or NULL). */
+static PyObject *held_handlers, *held_arrived, *held_raised, *held_note;
+
+/* Run by the target as a pending call just after the start-up or stop:
+ * puts the held handlers back (where the holding one is still installed:
+ * the session's stop puts its own stand-ins' SIG_DFL back meanwhile), then
+ * raises the exception kept, or runs the held handler of each signal that
+ * arrived meanwhile, in the target's code (its frame), as its eval loop
+ * would have: what one raises (Ctrl-C's KeyboardInterrupt) is raised
+ * there, through this call's -1. */
+static int release_signals(void *arg)
+{
+    (void)arg;
+    PyObject *handlers = held_handlers, *arrived = held_arrived, *raised = held_raised, *note = held_note;
+    held_handlers = held_arrived = held_raised = held_note = NULL;
+    PyObject *sig = PyImport_ImportModule("_signal");
+    if (sig && handlers) {
+        PyObject *num, *h;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(handlers, &pos, &num, &h)) {
+            PyObject *now = PyObject_CallMethod(sig, "getsignal", "O", num);
+            /* (signal() first runs the handlers of signals just arrived:
+             * the holding one still, which notes them) */
+            PyObject *r = now == note ? PyObject_CallMethod(sig, "signal", "OO", num, h) : NULL;
+            Py_XDECREF(now);
+            Py_XDECREF(r);
+            PyErr_Clear();
+        }
+    }
+    PyErr_Clear();
+    int rc = 0;
+    if (raised) {
+        PyException_SetTraceback(raised, Py_None);   /* raised here, not in the start-up's frames */
+        PyErr_SetObject((PyObject *)Py_TYPE(raised), raised);
+        rc = -1;
+    } else if (handlers && arrived) {
+        for (Py_ssize_t i = 0; i < PyList_Size(arrived) && rc == 0; i++) {
+            PyObject *num = PyList_GetItem(arrived, i);
+            PyObject *h = num ? PyDict_GetItem(handlers, num) : NULL;
+            if (!h)
+                continue;
+            PyObject *frame = (PyObject *)PyEval_GetFrame();
+            Py_INCREF(num);
+            Py_INCREF(h);
+            PyObject *r = PyObject_CallFunctionObjArgs(h, num, frame ? frame : Py_None, NULL);
+            if (!r)
+                rc = -1;   /* the rest are not run, as when a handler raises in the eval loop */
+            Py_XDECREF(r);
+            Py_DECREF(h);
+            Py_DECREF(num);
+        }
+    }
+    Py_XDECREF(sig);
+    Py_XDECREF(handlers);
+    Py_XDECREF(arrived);
+    Py_XDECREF(raised);
+    Py_XDECREF(note);
+    return rc;
+}
+
+static PyObject *attach_release_signals(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *handlers, *arrived, *raised, *note;
+    if (!PyArg_ParseTuple(args, "O!O!OO", &PyDict_Type, &handlers, &PyList_Type, &arrived, &raised, &note))
+        return NULL;
+    if (raised != Py_None && !PyExceptionInstance_Check(raised)) {
+        PyErr_SetString(PyExc_TypeError, "raised must be an exception or None");
+        return NULL;
+    }
+    if (PyDict_Size(handlers) == 0 && raised == Py_None)
+        Py_RETURN_NONE;   /* none held (not the main thread) */
+    if (held_handlers) {
+        PyErr_SetString(PyExc_RuntimeError, "signals are held already");
+        return NULL;
+    }
+    Py_INCREF(handlers);
+    Py_INCREF(arrived);
+    Py_INCREF(note);
+    held_handlers = handlers;
+    held_arrived = arrived;
+    held_note = note;
+    held_raised = raised == Py_None ? NULL : (Py_INCREF(raised), raised);
+    /* Queued after the start-up's own call (3.9-3.12: taken in the same
+     * round; else at the next safe point), in the main thread, which alone
+     * runs Python signal handlers. A full queue: now, raising here. */
+    if (Py_AddPendingCall(release_signals, NULL) != 0 && release_signals(NULL) != 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *attach_stop_address(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -187,6 +281,10 @@ static PyMethodDef methods[] = {
      "queues func(arg) in process pid's pending calls (text: written into the queue, its address the arg)"},
     {"pending_take_back", pending_take_back, METH_VARARGS,
      "pending_take_back(pid, func, arg) -> bool: removes the call if the target has not taken it yet"},
+    {"attach_release_signals", attach_release_signals, METH_VARARGS,
+     "attach_release_signals(handlers, arrived, raised, note): after the attach's start-up or stop, at the target's "
+     "next safe point, puts back the handlers it held (where note still is) and runs those of the signals that "
+     "arrived (or raises `raised`)"},
     {"attach_stop_address", attach_stop_address, METH_NOARGS,
      "attach_stop_address() -> int: the pending-call function that stops an attached session"},
     {NULL, NULL, 0, NULL},

@@ -3,7 +3,8 @@
  * `stackwatch attach` (cli/attach.py): a call queued into the target's
  * pending-calls queue from outside (procmem/pending.h), every thread
  * frozen meanwhile (procmem/freeze.h); and, for the target's side, the C
- * function that a second pending call runs to stop the tracer.
+ * function that a second pending call runs to stop the tracer, and the
+ * one that gives the target the signals that came during either.
  *
  *   _native.pending_call(pid, func, text=None, arg=0, timeout=2.0)
  *       -> {"func", "arg", "slot", "main_thread_only", "version"}
@@ -14,6 +15,15 @@
  *       queued and is removed; False: the target took it already)
  *   _native.attach_stop_address() -> int: the address, in this process,
  *       of the function that stops an attached session (attached.py).
+ *   _native.attach_release_signals(handlers, arrived, raised, note): run
+ *       by the attach's start-up and stop in the target, which held the
+ *       target's Python signal handlers ({signum: handler}) meanwhile, the
+ *       handler `note` noting in `arrived` the signals that came
+ *       (tracer/signal_hold.py): a pending call puts them back where note
+ *       still is and runs each arrived signal's handler in the target's
+ *       own code, so that what it raises (KeyboardInterrupt) is raised
+ *       there; or raises `raised` there (an exception a handler raised
+ *       before the holding began).
  *
  * Raises as dump_process does (ProcessLookupError, PermissionError,
  * ValueError, RuntimeError; one sentence each); TimeoutError when the queue

@@ -627,8 +627,9 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                    (unsigned long long)r->cpu_unknown, "gil_read_failed",
                                    (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn,
                                    "unfit", (unsigned long long)r->unfit);
-    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "codes_by_counter",
-                                                  (unsigned long long)r->codes_by_counter, "parked",
+    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "codes_by_counter",
+                                                  (unsigned long long)r->codes_by_counter, "checked_ahead",
+                                                  (unsigned long long)r->checked_ahead, "parked",
                                                   (unsigned long long)r->parked,
                                                   "park_failed", (unsigned long long)r->park_failed, "parked_ns",
                                                   (unsigned long long)r->parked_ns, "after_park",

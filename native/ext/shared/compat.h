@@ -2,11 +2,12 @@
  * compat.h - what differs between the supported CPython versions (3.9 to
  * 3.13) for every room of the extension: Python.h, the version gate,
  * Py_NewRef before 3.10, the code object's extra slot (co_extra) and its
- * qualname, saving and restoring the pending exception, and letting a
- * callback of stackwatch's run at the program's recursion limit. How each
- * version lays out frames, generators and the recursion counters for the
- * PEP 523 hook is the tracer's (ext/tracer/frame_compat.h). A file that
- * uses it includes it (or a header that does) before any other header.
+ * qualname, saving and restoring the pending exception, a weak
+ * reference's target, and letting a callback of stackwatch's run at the
+ * program's recursion limit. How each version lays out frames, generators
+ * and the recursion counters for the PEP 523 hook is the tracer's
+ * (ext/tracer/frame_compat.h). A file that uses it includes it (or a
+ * header that does) before any other header.
  */
 #ifndef SW_COMPAT_H
 #define SW_COMPAT_H
@@ -80,6 +81,21 @@ static inline void sw_err_drop(void)
 {
     if (PyErr_Occurred())
         PyErr_Clear();
+}
+
+/* The object weak reference wr refers to (a new reference), or NULL when it
+ * is gone (no exception left). */
+static inline PyObject *sw_weak_target(PyObject *wr)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o = NULL;
+    if (PyWeakref_GetRef(wr, &o) < 0)
+        PyErr_Clear();
+    return o;
+#else
+    PyObject *o = PyWeakref_GetObject(wr);
+    return o && o != Py_None ? Py_NewRef(o) : NULL;
+#endif
 }
 
 #if PY_VERSION_HEX >= 0x030B0000

@@ -13,7 +13,9 @@
  *   here by Condition and caller's code, since a frame's locals cost); it
  *   is listed as waiting on the Condition (its native id) until it returns;
  * - notify(n): the first n threads listed are woken (TASK_WAKE, by the
- *   notifying thread), and are no longer listed.
+ *   notifying thread), and are no longer listed; a wait that returns still
+ *   listed (it timed out) is ended by the thread itself (TASK_WOKEN, as it
+ *   returns), so that every block has its wake.
  *
  * The frames of notify_all and wait_for (threading's own) are not callers.
  * A location is the first frame outwards that is the program's own. Never
@@ -121,21 +123,25 @@ static int what(PyObject *cond, PyFrameObject *f, int *reason, PyObject **channe
     return ok ? 0 : -1;
 }
 
-/* The thread `me` no longer waits on the Condition at `key` (it may have
- * been woken and taken off already). */
-static void forget(PyObject *key, PyObject *me)
+/* The thread `me` no longer waits on the Condition at `key`. Returns 1
+ * when it was still listed (no notify took it off: its wait timed out),
+ * else 0. */
+static int forget(PyObject *key, PyObject *me)
 {
+    int listed = 0;
     PyObject *ids = waiting ? PyDict_GetItemWithError(waiting, key) : NULL;   /* borrowed */
     if (ids && PyList_Check(ids)) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++)
             if (PyObject_RichCompareBool(PyList_GET_ITEM(ids, i), me, Py_EQ) == 1) {
                 PyList_SetSlice(ids, i, i + 1, NULL);
+                listed = 1;
                 break;
             }
         if (PyList_GET_SIZE(ids) == 0)
             PyDict_DelItem(waiting, key);
     }
     PyErr_Clear();
+    return listed;
 }
 
 static PyObject *cond_wait(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -162,16 +168,19 @@ static PyObject *cond_wait(PyObject *self, PyObject *const *args, size_t nargsf,
         }
         Py_XDECREF(fresh);
     }
-    Py_XDECREF(channel);
     Py_XDECREF(f);
     PyErr_Clear();
     sw_exc_restore(&exc);
     PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     if (key) {
         sw_exc_save(&exc);   /* (r NULL: its exception, put back after) */
-        forget(key, me);
+        if (forget(key, me))   /* no notify ended it (a timeout): it ends its wait itself, now */
+            sw_task_record_here(SW_K_TASK_WOKEN, (long long)sw_task_running(), 0,
+                                (long long)PyThread_get_thread_native_id(), PyUnicode_AsUTF8(channel), NULL);
+        PyErr_Clear();
         sw_exc_restore(&exc);
     }
+    Py_XDECREF(channel);
     Py_XDECREF(key);
     Py_XDECREF(me);
     return r;

@@ -19,6 +19,17 @@
  *   Handle._run whose first argument is the task, run on its behalf), it
  *   is told by the woken task at its next step (TASK_WOKEN): the task that
  *   ended the wait, not the loop.
+ * - BaseEventLoop.call_soon_threadsafe, called from a thread that is not
+ *   the loop's: the handle runs on behalf of the task that scheduled it
+ *   (that thread's running task), so a task it wakes was woken by that
+ *   task of that thread (TASK_WOKEN); asyncio's copy of a concurrent.futures
+ *   Future's outcome (run_in_executor's) runs on behalf of the task that
+ *   set it (asyncio_on_behalf, from task_hooks.py), on whichever thread
+ *   the copy is scheduled from.
+ * - BaseSelectorEventLoop._process_events: the handles of the fds the
+ *   selector found ready; a task woken while one runs (asyncio's sock_*
+ *   calls, a stream's transport reading) was woken by I/O readiness
+ *   (TASK_WAKE's cause io), not by the loop's thread that passed it on.
  * - BaseEventLoop.create_task: the task's creation, by the running task.
  * - a queue's _put and _get (asyncio.Queue, queue.Queue): the message
  *   sent (when _put returns) and received (when _get returns it), on the
@@ -51,7 +62,11 @@
 #endif
 #include <unistd.h>
 
-enum { WRAP_RUN, WRAP_INIT, WRAP_CREATE, WRAP_PUT, WRAP_GET };
+enum { WRAP_RUN, WRAP_INIT, WRAP_CREATE, WRAP_PUT, WRAP_GET, WRAP_THREADSAFE, WRAP_EVENTS };
+
+/* TASK_BLOCK's reason io (records.h); a wake by I/O readiness has cause
+ * REASON_IO + 1. */
+#define REASON_IO 7
 
 static PyObject *task_types;   /* tuple: the task classes (C and Python) */
 static PyObject *namer;        /* task_hooks._task_name(task, coro): for tasks given names */
@@ -64,8 +79,16 @@ static size_t seen_cap;
 static uint8_t *stepped;       /* a bit per task id (they are given in turn): its name was checked at its
                                 * first step */
 static size_t stepped_cap;     /* bytes */
-static PyObject *woken_by;     /* {task id: (waker's id, channel, CLOCK_MONOTONIC ns)}: told at its next step */
-static uint64_t behalf;        /* the task whose done callback (gather's, shield's) runs now, 0: none */
+static PyObject *woken_by;     /* {task id: (waker's id, channel, CLOCK_MONOTONIC ns, waker's thread's native
+                                *  id or 0: this one)}: told at its next step */
+static PyObject *from_thread;  /* {handle: (task id, native id)}: handles another thread scheduled
+                                * (call_soon_threadsafe), not run yet */
+static uint64_t behalf;        /* the task on whose behalf a callback runs now (a done callback's, gather's or
+                                * shield's; a handle's from_thread), 0: none */
+static long long behalf_thread; /* with behalf: the native id of its thread, 0: this one */
+static PyObject *io_ready;     /* {handle: loop}: the handles a loop's selector found ready in its last pass
+                                * (their fds' I/O), run in that pass */
+static int by_io;              /* 1 while such a handle runs: a task it wakes was woken by I/O readiness */
 static uint64_t tables_gen;    /* the session the two tables belong to */
 
 #define VALUE_MAX 200
@@ -85,6 +108,8 @@ static PyObject *S_task_factory;
 static PyObject *S_space;
 static PyObject *S_args;
 static PyObject *S_is_running;
+static PyObject *S_thread_id;
+static PyObject *S_ready;
 
 /* Forgets the names seen (a new session). */
 static void forget_names(void)
@@ -95,15 +120,17 @@ static void forget_names(void)
 
 static int tables(void)
 {
-    if (tables_gen != sw_S.gen || !blocked || !woken_by) {
+    if (tables_gen != sw_S.gen || !blocked || !woken_by || !from_thread || !io_ready) {
         Py_XSETREF(blocked, PyDict_New());
         Py_XSETREF(woken_by, PyDict_New());
+        Py_XSETREF(from_thread, PyDict_New());
+        Py_XSETREF(io_ready, PyDict_New());
         forget_names();
         if (stepped)
             memset(stepped, 0, stepped_cap);
         tables_gen = sw_S.gen;
     }
-    return blocked && woken_by ? 0 : -1;
+    return blocked && woken_by && from_thread && io_ready ? 0 : -1;
 }
 
 /* Keeps name as task tid's (seen_names); 0, or -1 when out of memory. */
@@ -562,41 +589,140 @@ static void told(uint64_t tid)
 {
     PyObject *key = PyLong_FromUnsignedLongLong(tid);
     PyObject *by = key ? PyDict_GetItemWithError(woken_by, key) : NULL;   /* borrowed */
-    if (by && PyTuple_Check(by) && PyTuple_GET_SIZE(by) == 3) {
+    if (by && PyTuple_Check(by) && PyTuple_GET_SIZE(by) == 4) {
         Py_INCREF(by);
         PyDict_DelItem(woken_by, key);
         PyObject *channel = PyTuple_GET_ITEM(by, 1);
         long long t = PyLong_AsLongLong(PyTuple_GET_ITEM(by, 2));
+        long long thread = PyLong_AsLongLong(PyTuple_GET_ITEM(by, 3));
         long long now = (long long)sw_clock_ns(CLOCK_MONOTONIC);
         sw_task_record(SW_K_TASK_WOKEN, NULL, PyLong_AsLongLong(PyTuple_GET_ITEM(by, 0)), now > t && t > 0 ? now - t : 0,
-                       (long long)syscall(SYS_gettid), PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL,
-                       NULL);
+                       thread > 0 ? thread : (long long)syscall(SYS_gettid),
+                       PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL, NULL);
         Py_DECREF(by);
     }
     Py_XDECREF(key);
     sw_err_drop();
 }
 
-/* A done callback of a task (gather's, shield's: the handle's first
- * argument), run on that task's behalf: a task it wakes was woken by it,
- * told at its next step. 0 if the handle is none (*r untouched). */
+/* The task of another thread that scheduled handle h (call_soon_threadsafe),
+ * taken off from_thread: 1 and *tid, *thread set, else 0. */
+static int scheduled_from_thread(PyObject *h, uint64_t *tid, long long *thread)
+{
+    if (!from_thread || PyDict_GET_SIZE(from_thread) == 0 || tables_gen != sw_S.gen)
+        return 0;
+    PyObject *by = PyDict_GetItemWithError(from_thread, h);   /* borrowed */
+    if (!by || !PyTuple_Check(by) || PyTuple_GET_SIZE(by) != 2)
+        return 0;
+    *tid = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(by, 0));
+    *thread = PyLong_AsLongLong(PyTuple_GET_ITEM(by, 1));
+    PyDict_DelItem(from_thread, h);
+    return *thread > 0;
+}
+
+/* A handle run on behalf of a task: a done callback of a task (gather's,
+ * shield's: the handle's first argument), or a handle another thread
+ * scheduled (from_thread: its task then). A task it wakes was woken by
+ * that task, told at its next step. 0 if the handle is none (*r untouched). */
 static int on_behalf(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames, PyObject **r)
 {
     sw_exc_state exc;
     sw_exc_save(&exc);
-    PyObject *a = slot_of(args[0], S_args, &args_slot);
-    PyObject *done = a && PyTuple_Check(a) && PyTuple_GET_SIZE(a) > 0 ? PyTuple_GET_ITEM(a, 0) : NULL;
-    uint64_t tid = done && is_task(done) ? task_id(done, NULL, NULL, 1) : 0;
-    Py_XDECREF(a);
+    uint64_t tid = 0;
+    long long thread = 0;
+    if (!scheduled_from_thread(args[0], &tid, &thread)) {
+        tid = 0, thread = 0;
+        PyObject *a = slot_of(args[0], S_args, &args_slot);
+        PyObject *done = a && PyTuple_Check(a) && PyTuple_GET_SIZE(a) > 0 ? PyTuple_GET_ITEM(a, 0) : NULL;
+        tid = done && is_task(done) ? task_id(done, NULL, NULL, 1) : 0;
+        Py_XDECREF(a);
+    }
     sw_err_drop();
     sw_exc_restore(&exc);
-    if (!tid)
+    if (!tid && !thread)
         return 0;
     uint64_t outer = behalf;
+    long long outer_thread = behalf_thread;
     behalf = tid;
+    behalf_thread = thread;
     *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     behalf = outer;
+    behalf_thread = outer_thread;
     return 1;
+}
+
+/* Forgets the handles of loop's last pass still in io_ready (cancelled:
+ * the loop skipped them). */
+static void forget_io_of(PyObject *loop)
+{
+    PyObject *stale = PyList_New(0);
+    Py_ssize_t pos = 0;
+    PyObject *h, *owner;
+    while (stale && PyDict_Next(io_ready, &pos, &h, &owner))
+        if (owner == loop && PyList_Append(stale, h) < 0)
+            break;
+    for (Py_ssize_t i = 0; stale && i < PyList_GET_SIZE(stale); i++)
+        PyDict_DelItem(io_ready, PyList_GET_ITEM(stale, i));
+    Py_XDECREF(stale);
+}
+
+/* BaseSelectorEventLoop._process_events(self, event_list): the handles it
+ * adds to the loop's ready queue are those of the fds found ready (I/O):
+ * kept in io_ready until they run (in this pass of the loop; the loop's
+ * left there are forgotten at its next). */
+static PyObject *wrap_events(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) < 1 || unwanted())
+        return PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    PyObject *ready = tables() == 0 ? PyObject_GetAttr(args[0], S_ready) : NULL;
+    Py_ssize_t before = ready ? PyObject_Length(ready) : -1;
+    if (ready && PyDict_GET_SIZE(io_ready))
+        forget_io_of(args[0]);
+    sw_err_drop();
+    sw_exc_restore(&exc);
+    PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    if (r && before >= 0) {
+        sw_exc_save(&exc);
+        Py_ssize_t after = PyObject_Length(ready);
+        for (Py_ssize_t i = before; i < after; i++) {
+            PyObject *h = PySequence_GetItem(ready, i);
+            int added = h ? PyDict_SetItem(io_ready, h, args[0]) : -1;
+            Py_XDECREF(h);
+            if (added < 0)
+                break;
+        }
+        sw_err_drop();
+        sw_exc_restore(&exc);
+    }
+    Py_XDECREF(ready);
+    return r;
+}
+
+/* The (task id, native id) of this thread's running task while it is in
+ * a call_soon_threadsafe of a loop of another thread, until the handle it
+ * makes is kept (wrap_init, before the loop can see it), else NULL. */
+static __thread PyObject *scheduling;
+
+/* loop.call_soon_threadsafe(...) from a thread not the loop's: the handle
+ * made is kept (from_thread) with the task that scheduled it. */
+static PyObject *wrap_threadsafe(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) < 1 || unwanted() || scheduling)
+        return PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    PyObject *owner = PyObject_GetAttr(args[0], S_thread_id);   /* the loop's thread (None: not running) */
+    if (owner && PyLong_Check(owner) && PyLong_AsUnsignedLong(owner) != PyThread_get_thread_ident() &&
+        tables() == 0)
+        scheduling = Py_BuildValue("(KL)", (unsigned long long)sw_task_running(), (long long)syscall(SYS_gettid));
+    Py_XDECREF(owner);
+    sw_err_drop();
+    sw_exc_restore(&exc);
+    PyObject *h = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    Py_CLEAR(scheduling);
+    return h;
 }
 
 static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -625,6 +751,17 @@ static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t narg
     PyObject *r;
     if (!task && on_behalf(w, args, nargsf, kwnames, &r))
         return r;
+    if (!task && io_ready && PyDict_GET_SIZE(io_ready) && tables_gen == sw_S.gen) {
+        int found = PyDict_Contains(io_ready, args[0]) == 1 && PyDict_DelItem(io_ready, args[0]) == 0;
+        PyErr_Clear();   /* (none: a handle's hash is its address) */
+        if (found) {
+            int outer = by_io;
+            by_io = 1;
+            r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+            by_io = outer;
+            return r;
+        }
+    }
     r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     if (acted) {
         sw_exc_state exc;
@@ -642,6 +779,14 @@ static PyObject *wrap_init(sw_task_wrapper *w, PyObject *const *args, size_t nar
 {
     PyObject *r = PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (scheduling && r && n >= 1 && from_thread && tables_gen == sw_S.gen) {   /* call_soon_threadsafe's handle */
+        sw_exc_state exc;
+        sw_exc_save(&exc);
+        PyDict_SetItem(from_thread, args[0], scheduling);
+        Py_CLEAR(scheduling);
+        sw_err_drop();
+        sw_exc_restore(&exc);
+    }
     if (!r || n < 2 || !blocked || PyDict_GET_SIZE(blocked) == 0 || tables_gen != sw_S.gen || unwanted())
         return r;
     sw_exc_state exc;
@@ -655,14 +800,14 @@ static PyObject *wrap_init(sw_task_wrapper *w, PyObject *const *args, size_t nar
     if (channel) {
         Py_INCREF(channel);
         PyDict_DelItem(blocked, key);
-        if (behalf) {   /* by a task's done callback: told by the woken task at its next step */
-            PyObject *by = Py_BuildValue("(KOK)", (unsigned long long)behalf, channel,
-                                         (unsigned long long)sw_clock_ns(CLOCK_MONOTONIC));
+        if (behalf || behalf_thread) {   /* on a task's behalf: told by the woken task at its next step */
+            PyObject *by = Py_BuildValue("(KOKL)", (unsigned long long)behalf, channel,
+                                         (unsigned long long)sw_clock_ns(CLOCK_MONOTONIC), behalf_thread);
             if (by)
                 PyDict_SetItem(woken_by, key, by);
             Py_XDECREF(by);
-        } else {
-            sw_task_record_here(SW_K_TASK_WAKE, (long long)tid, 0, 0,
+        } else {   /* by the running task, or (by_io) by I/O readiness: the loop only passed it on */
+            sw_task_record_here(SW_K_TASK_WAKE, (long long)tid, by_io ? REASON_IO + 1 : 0, 0,
                                 PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL, NULL);
         }
         Py_DECREF(channel);
@@ -839,6 +984,10 @@ static PyObject *wrap_vectorcall(PyObject *self, PyObject *const *args, size_t n
         return wrap_put(w, args, nargsf, kwnames);
     case WRAP_GET:
         return wrap_get(w, args, nargsf, kwnames);
+    case WRAP_THREADSAFE:
+        return wrap_threadsafe(w, args, nargsf, kwnames);
+    case WRAP_EVENTS:
+        return wrap_events(w, args, nargsf, kwnames);
     default:
         return wrap_create(w, args, nargsf, kwnames);
     }
@@ -885,8 +1034,10 @@ PyObject *sw_task_wrapper_new(int kind, PyObject *orig, vectorcallfunc call)
 }
 
 /* hooks.asyncio_wrap(kind, original): the wrapper of Handle._run ("run"),
- * Handle.__init__ ("init"), BaseEventLoop.create_task ("create_task"), or
- * a queue's _put ("put") or _get ("get"). */
+ * Handle.__init__ ("init"), BaseEventLoop.create_task ("create_task"),
+ * BaseEventLoop.call_soon_threadsafe ("call_soon_threadsafe"),
+ * BaseSelectorEventLoop._process_events ("process_events"), or a queue's
+ * _put ("put") or _get ("get"). */
 static PyObject *asyncio_wrap(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -894,7 +1045,8 @@ static PyObject *asyncio_wrap(PyObject *self, PyObject *args)
     PyObject *orig;
     if (!PyArg_ParseTuple(args, "sO", &kind, &orig))
         return NULL;
-    static const char *const kinds[] = {"run", "init", "create_task", "put", "get"};
+    static const char *const kinds[] = {"run", "init", "create_task", "put", "get", "call_soon_threadsafe",
+                                         "process_events"};
     int k = -1;
     for (int i = 0; i < (int)(sizeof kinds / sizeof kinds[0]); i++)
         if (strcmp(kind, kinds[i]) == 0)
@@ -943,6 +1095,10 @@ static PyObject *asyncio_setup(PyObject *self, PyObject *args)
         return NULL;
     if (!S_is_running && !(S_is_running = PyUnicode_InternFromString("is_running")))
         return NULL;
+    if (!S_thread_id && !(S_thread_id = PyUnicode_InternFromString("_thread_id")))
+        return NULL;
+    if (!S_ready && !(S_ready = PyUnicode_InternFromString("_ready")))
+        return NULL;
     Py_XSETREF(task_types, Py_NewRef(types));
     Py_XSETREF(namer, Py_NewRef(nm));
     Py_XSETREF(names_data, Py_NewRef(names));
@@ -984,6 +1140,29 @@ static PyObject *asyncio_at_start(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* hooks.asyncio_on_behalf(task, native_id, fn, *args) -> fn(*args), run on
+ * behalf of task `task` (0: the thread itself) of thread native_id: a task
+ * it wakes was woken by that task (told at its next step). For asyncio's
+ * copy of a concurrent.futures Future's outcome: by the task that set it. */
+static PyObject *asyncio_on_behalf(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    (void)self;
+    if (n < 3)
+        return PyErr_Format(PyExc_TypeError, "asyncio_on_behalf(task, native_id, fn, *args)");
+    unsigned long long tid = PyLong_AsUnsignedLongLong(args[0]);
+    long long thread = PyLong_AsLongLong(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    uint64_t outer = behalf;
+    long long outer_thread = behalf_thread;
+    behalf = tid;
+    behalf_thread = thread;
+    PyObject *r = PyObject_Vectorcall(args[2], args + 3, (size_t)(n - 3), NULL);
+    behalf = outer;
+    behalf_thread = outer_thread;
+    return r;
+}
+
 /* hooks.asyncio_reset(): forgets the blocked tasks and the names seen (a
  * next session gives new ids). */
 static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
@@ -993,20 +1172,28 @@ static PyObject *asyncio_reset(PyObject *self, PyObject *unused)
     Py_CLEAR(blocked);
     forget_names();
     Py_CLEAR(woken_by);
+    Py_CLEAR(from_thread);
+    Py_CLEAR(io_ready);
+    by_io = 0;
     if (stepped)
         memset(stepped, 0, stepped_cap);
     behalf = 0;
+    behalf_thread = 0;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"asyncio_wrap", asyncio_wrap, METH_VARARGS,
      "asyncio_wrap(kind, original) -> the wrapper of Handle._run (run), Handle.__init__ (init), "
-     "BaseEventLoop.create_task (create_task) or a queue's _put (put) or _get (get) that records task events"},
+     "BaseEventLoop.create_task (create_task), BaseEventLoop.call_soon_threadsafe (call_soon_threadsafe), "
+     "BaseSelectorEventLoop._process_events (process_events) or a queue's _put (put) or _get (get) that records "
+     "task events"},
     {"asyncio_setup", asyncio_setup, METH_VARARGS,
      "asyncio_setup(task_types, namer, names, block_of, skip): what the asyncio wrappers use"},
     {"asyncio_at_start", asyncio_at_start, METH_VARARGS,
      "asyncio_at_start(task, reason, channel, frame): a task alive as task events start (blocked: reason >= 0)"},
+    {"asyncio_on_behalf", (PyCFunction)(void (*)(void))asyncio_on_behalf, METH_FASTCALL,
+     "asyncio_on_behalf(task, native_id, fn, *args) -> fn(*args), a wake it makes by task `task` of that thread"},
     {"asyncio_reset", asyncio_reset, METH_NOARGS, "asyncio_reset(): forgets the blocked tasks and names seen"},
     {NULL, NULL, 0, NULL},
 };

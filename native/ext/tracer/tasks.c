@@ -50,15 +50,7 @@ static uint64_t next_id;
 
 PyObject *sw_tasks_weak_target(PyObject *wr)
 {
-#if PY_VERSION_HEX >= 0x030D0000
-    PyObject *o = NULL;
-    if (PyWeakref_GetRef(wr, &o) < 0)
-        sw_err_drop();
-    return o;
-#else
-    PyObject *o = PyWeakref_GetObject(wr);
-    return o && o != Py_None ? Py_NewRef(o) : NULL;
-#endif
+    return sw_weak_target(wr);
 }
 
 /* 1 if g is a thread's main greenlet (the only kind without a parent). */

@@ -122,10 +122,21 @@ def _bootstrap(pkg_parent, status_dir, out, what):
     of __main__'s globals, which gains a __warningregistry__ then (and
     the warning is printed under -W default)."""
     boot = os.path.join(status_dir, BOOT)
+    hold_py = os.path.join(pkg_parent, "stackwatch", "tracer", "signal_hold.py")
     with open(boot, "w") as f:
-        f.write(f"__import__('sys').path.append({pkg_parent!r})\n"
-                f"__import__('stackwatch.tracer.attached').tracer.attached.begin({pkg_parent!r}, "
-                f"{status_dir!r}, {out!r}, *{what!r})\n")
+        # First the target's signal handlers are held (tracer/signal_hold.py,
+        # run from its source: stackwatch is not importable yet); begin()
+        # releases them, else they are put back at the end.
+        f.write(f"signal_hold = {{}}\n"
+                f"with open({hold_py!r}) as f:\n"
+                f"    exec(compile(f.read(), {hold_py!r}, 'exec'), signal_hold)\n"
+                f"signals = signal_hold['hold']()\n"
+                f"try:\n"
+                f"    __import__('sys').path.append({pkg_parent!r})\n"
+                f"    __import__('stackwatch.tracer.attached').tracer.attached.begin({pkg_parent!r}, "
+                f"{status_dir!r}, {out!r}, *{what!r}, signals=signals)\n"
+                f"finally:\n"
+                f"    signal_hold['put_back'](signals[0], signals[3])\n")
     os.chmod(boot, 0o644)
     run_boot = f"with open({boot!r}) as f:exec(f.read(),{{}})"
     return f"try:exec({run_boot!r},{{}})\nexcept BaseException:pass\n"

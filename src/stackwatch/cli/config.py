@@ -3,8 +3,11 @@ command line (as python3-config does) so that a C extension's functions
 are recorded by the native-function runtime whenever a trace runs: compile
 with -finstrument-functions (leaving out the inline functions of Python's
 and the system's headers) and link the static archive of stubs that
-forwards the compiler's hooks to the runtime (native/cyg)."""
+forwards the compiler's hooks to the runtime (native/cyg). A word holding
+a space or another character a shell reads is quoted as pkg-config quotes
+it, with backslashes."""
 import os
+import re
 import sysconfig
 
 from .program import UsageError
@@ -39,9 +42,16 @@ def ldflags():
     return ["-Wl,--whole-archive", stubs, "-Wl,--no-whole-archive", "-ldl"]
 
 
+def quoted(word):
+    """word with a backslash before each character a shell would split or
+    expand it at (pkg-config's quoting: shells after eval, make, shlex and
+    setuptools' CFLAGS/LDFLAGS read it back as one word)."""
+    return re.sub(r"([^A-Za-z0-9_@%+=:,./-])", r"\\\1", word)
+
+
 def run(args):
     if not (args.cflags or args.ldflags):
         raise UsageError("say what to print: --cflags, --ldflags or both (see 'stackwatch config --help')")
     words = (cflags() if args.cflags else []) + (ldflags() if args.ldflags else [])
-    print(" ".join(words))
+    print(" ".join(quoted(w) for w in words))
     return 0

@@ -12,7 +12,13 @@ are wrapped (and put back after):
   a done callback of a task (gather's, shield's: Handle._run, not a step)
   runs on behalf of that task, and a wake it makes is told by the woken
   task at its next step (TASK_WOKEN): which task awaits which, not the
-  loop's own callbacks;
+  loop's own callbacks; BaseEventLoop.call_soon_threadsafe from another
+  thread: its handle runs on behalf of that thread's task; asyncio's copy
+  of a concurrent.futures Future's outcome (asyncio.futures._copy_future_state:
+  run_in_executor's) on behalf of the task that set it (Future.set_result
+  and set_exception, wrapped: an executor's worker ends the wait);
+  BaseSelectorEventLoop._process_events: a task woken by a handle of an
+  fd the selector found ready was woken by I/O, not by the loop's thread;
 - asyncio.Queue._put / _get and queue.Queue._put / _get (their subclasses
   too): the message sent and received (C wrappers too);
 - threading.Thread.start: who starts the thread, where; the new thread
@@ -20,7 +26,10 @@ are wrapped (and put back after):
   bootstrap calls first: the creator named by its native id and task);
   Thread._bootstrap (the thread's whole run) its exit, with the exception
   threading.excepthook saw (wrapped) if any, and the wake of the threads
-  in its join() (Thread.join: their block). These four stay Python: on
+  in its join() (Thread.join: their block); a thread alive at the start
+  (its _bootstrap began before ours) the same at Thread._delete, the end
+  of its _bootstrap_inner (3.11+; 3.9 and 3.10's calls none, but enters
+  threading._active_limbo_lock there: _LimboLock). These stay Python: on
   bench/workloads/tasks_threads.py (20,000 items, 8 threads, 3.12,
   callgrind) they cost 0.3-0.4 M instructions of the 112 M task events
   add (0.3%; about 36 K a thread started and joined), so C would not pay;
@@ -77,6 +86,9 @@ _joiners = {}
 # who ended a join that no end woke (the thread ended before its joiner
 # was listed, while it still looked alive).
 _ended = weakref.WeakKeyDictionary()
+# Threads whose _bootstrap is ours (started while task events were
+# recorded; kept across sessions: such a thread's run still ends in it).
+_ours = weakref.WeakSet()
 threading_get_native_id = threading_current = threading_file = None
 _names = weakref.WeakKeyDictionary()     # obj -> (name, group) given by stackwatch.name()
 _skip = ()           # folders and files whose frames are no event's location
@@ -102,7 +114,7 @@ def switch(on, more=()):
         task_imports.forget()
         for m in more:
             m.forget()
-        for table in (_blocked, _failed, _starts, _joiners, _woken_by, _ended):   # (a next session gives new ids)
+        for table in (_blocked, _failed, _starts, _joiners, _woken_by, _ended, _set_by):   # (a next session gives new ids)
             table.clear()
         _hooks.asyncio_reset()
         while _saved:
@@ -143,6 +155,9 @@ def _install():
     _wrap(threading.Thread, "start", _thread_start)
     _wrap(threading.Thread, "_set_native_id", _thread_set_native_id)
     _wrap(threading.Thread, "_bootstrap", _thread_bootstrap)
+    _wrap(threading.Thread, "_delete", _thread_delete)
+    if sys.version_info < (3, 11):   # (their _bootstrap_inner ends in `with _active_limbo_lock:`, no _delete)
+        _wrap(threading, "_active_limbo_lock", _LimboLock)
     _wrap(threading, "excepthook", _excepthook)
     _hooks.cond_setup(_cond_what, threading.__file__, frozenset(_COND_OWN))
     _wrap(threading.Condition, "wait", lambda orig: _hooks.cond_wrap("wait", orig))
@@ -162,11 +177,20 @@ def _install_asyncio(asyncio):
     """asyncio's wrappers, and its tasks alive now (those of this thread's
     loops) defined."""
     import asyncio.base_events
+    import asyncio.selector_events
     task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
     _hooks.asyncio_setup(task_types, _task_name, _names.data, _waits_on, tuple(_skip))
     _wrap(asyncio.events.Handle, "_run", lambda orig: _hooks.asyncio_wrap("run", orig))
     _wrap(asyncio.events.Handle, "__init__", lambda orig: _hooks.asyncio_wrap("init", orig))
     _wrap(asyncio.base_events.BaseEventLoop, "create_task", lambda orig: _hooks.asyncio_wrap("create_task", orig))
+    _wrap(asyncio.base_events.BaseEventLoop, "call_soon_threadsafe",
+          lambda orig: _hooks.asyncio_wrap("call_soon_threadsafe", orig))
+    _wrap(asyncio.selector_events.BaseSelectorEventLoop, "_process_events",
+          lambda orig: _hooks.asyncio_wrap("process_events", orig))
+    import concurrent.futures   # (asyncio imports it)
+    for name in ("set_result", "set_exception"):
+        _wrap(concurrent.futures.Future, name, _future_set)
+    _wrap(asyncio.futures, "_copy_future_state", _copy_future_state)
     _wrap(asyncio.Queue, "_put", lambda orig: _hooks.asyncio_wrap("put", orig))
     _wrap(asyncio.Queue, "_get", lambda orig: _hooks.asyncio_wrap("get", orig))
     _live_at_start()
@@ -385,6 +409,34 @@ def _waits_on(task):
     return _reason("future"), channel_name(waiter) if waiter is not None else None, where
 
 
+_set_by = weakref.WeakKeyDictionary()   # concurrent.futures Future -> (task id, native id) of the task that set it
+
+
+def _future_set(orig):
+    """concurrent.futures.Future.set_result or set_exception: who sets it."""
+    def set_(self, value):
+        try:
+            _set_by[self] = (_hooks.task_running(), threading_get_native_id())
+        except Exception:
+            pass
+        return orig(self, value)
+    return set_
+
+
+def _copy_future_state(orig):
+    """asyncio.futures._copy_future_state(source, dest): a concurrent
+    Future's outcome copied to an asyncio one, on behalf of its setter."""
+    def copy(source, dest):
+        try:
+            by = _set_by.get(source) if _set_by else None
+        except Exception:   # (a source that cannot be weakly referenced)
+            by = None
+        if by is None:
+            return orig(source, dest)
+        return _hooks.asyncio_on_behalf(by[0], by[1], orig, source, dest)
+    return copy
+
+
 def _woken(task, f):
     """The step of `task` is scheduled, from frame f: the wake of a blocked
     task (by the task on whose behalf a done callback runs: told later)."""
@@ -427,18 +479,62 @@ def _thread_set_native_id(orig):
 
 def _thread_bootstrap(orig):
     def _bootstrap(self):
+        _ours.add(self)
         try:
             return orig(self)
         finally:
-            try:
-                failed = _failed.pop(self, None)
-                _event("task_exit", 0, 0 if failed is None else 1, 0, failed)
-                _ended[self] = (threading_get_native_id(), _hooks.task_running(), time.monotonic_ns())
-                for native_id in _joiners.pop(id(self), ()):   # its end ends their join()
-                    _event("task_wake", 0, 0, native_id, f"thread {self.name}")
-            except Exception:
-                pass
+            _thread_ended(self)
     return _bootstrap
+
+
+def _thread_delete(orig):
+    """Thread._delete (3.11+), the last Python a thread runs (its
+    _bootstrap_inner's finally): the exit of a thread whose _bootstrap is
+    not ours (it began before task events: alive at the start)."""
+    def _delete(self):
+        if self not in _ours:
+            _thread_ended(self)
+        return orig(self)
+    return _delete
+
+
+class _LimboLock:
+    """threading._active_limbo_lock on 3.9 and 3.10 while task events are
+    recorded: the lock it replaces, whose `with` from the end of a
+    Thread._bootstrap_inner is the exit of a thread whose _bootstrap is
+    not ours (alive at the start; 3.11+: Thread._delete)."""
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock):
+        self._lock = lock
+
+    def __enter__(self):
+        f = sys._getframe(1)
+        if f.f_code.co_name == "_bootstrap_inner" and f.f_code.co_filename == threading_file:
+            thread = f.f_locals.get("self")
+            if thread is not None and thread not in _ours:
+                _thread_ended(thread)
+        return self._lock.__enter__()
+
+    def __exit__(self, *exc):
+        return self._lock.__exit__(*exc)
+
+    def __getattr__(self, name):   # (acquire, release, _at_fork_reinit, ...)
+        return getattr(self._lock, name)
+
+
+def _thread_ended(thread):
+    """The running thread's run ended: its exit (with the exception
+    threading.excepthook saw, if any), and the wake of the threads in its
+    join()."""
+    try:
+        failed = _failed.pop(thread, None)
+        _event("task_exit", 0, 0 if failed is None else 1, 0, failed)
+        _ended[thread] = (threading_get_native_id(), _hooks.task_running(), time.monotonic_ns())
+        for native_id in _joiners.pop(id(thread), ()):   # its end ends their join()
+            _event("task_wake", 0, 0, native_id, f"thread {thread.name}")
+    except Exception:
+        pass
 
 
 def _thread_join(orig):

@@ -13,7 +13,6 @@ kinds, it is called with no Python per event.
     writer(out) -> the TaskLog writing to the stream out (None: sys.stderr)
 """
 import threading
-import weakref
 
 from .. import _native
 from .task_hooks import OUTCOMES, REASONS, TASK_KINDS
@@ -26,29 +25,15 @@ def _thread_name(ident):
     return None if t is None else t.name
 
 
-# native id -> a weak reference to the thread last found with it (a wake's
-# line names the thread that woke, often the same few: no walk of every
-# thread for each; a thread that ended is not kept for it).
-_by_native = {}
-
-
 def _thread_of_native(native_id):
-    """The name of the live thread whose native id is native_id, or None.
-    Live: listed as threading.enumerate() lists them, but read as
-    _thread_name reads them, without enumerate()'s lock (task events wrap
-    threading's locks: enumerate() cost ~15k instructions a line), the
-    thread last found under that native id first."""
-    ref = _by_native.get(native_id)
-    t = ref() if ref is not None else None
-    if t is not None and t.native_id == native_id and (threading._active.get(t.ident) is t
-                                                       or t in threading._limbo):
-        return t.name
+    """The live thread whose native id is native_id, or None. Live: listed
+    as threading.enumerate() lists them, but read as _thread_name reads
+    them, without enumerate()'s lock (task events wrap threading's locks:
+    enumerate() cost ~15k instructions a line). The writer keeps the thread
+    found and asks again only when it no longer answers to that id."""
     for t in list(threading._active.values()) + list(threading._limbo):
         if t.native_id == native_id:
-            if len(_by_native) >= 1024:   # (ids of threads long ended)
-                _by_native.clear()
-            _by_native[native_id] = weakref.ref(t)
-            return t.name
+            return t
     return None
 
 

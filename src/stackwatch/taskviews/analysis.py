@@ -81,6 +81,7 @@ class _Task:
             self.waits.append({"task": self.name, "reason": b.get("reason") or "unknown", "on": b.get("channel"),
                                "start_ns": self.wait_start, "duration_ns": max(0, t - self.wait_start),
                                "site": _site(b), "ended_by": ended_by, "ended_how": how,
+                               "ended_reason": e.get("reason") if e and how == "wake" and ended_by is None else None,
                                "end_site": _site(e) if e else None})
         self.move(state, t)
         self.block, self.wait_start = None, None
@@ -106,7 +107,8 @@ def analyze(doc, end_ns=None, longest=20):
     "max_ns"}] (most total time first), "longest_waits": [the `longest`
     longest waits: {"task", "reason", "on" (what it waited on: its block's
     channel, for a join the task or tasks awaited; None), "start_ns", "duration_ns", "site",
-    "ended_by", "ended_how" ("wake" or "switch"), "end_site"}],
+    "ended_by", "ended_how" ("wake" or "switch"), "ended_reason" (what
+    ended it when no task did: "io"; else None), "end_site"}],
     "span_ns": the time covered}."""
     events = doc.get("events") or []
     infos = {t["name"]: t for t in doc.get("tasks") or []}

@@ -63,7 +63,7 @@ def write(put, doc, analyzed, title, longest=10):
         put(f"longest waits (the {len(waits)} longest, and who ended them)")
         rows = []
         for w in waits:
-            by = w["ended_by"] or "-"
+            by = w["ended_by"] or w.get("ended_reason") or "-"
             how = w["ended_how"] + (f" at {_where(w['end_site'])}" if w.get("end_site") and
                                     w["end_site"].get("function") else "")
             rows.append(((fmt_ns(w["duration_ns"]), fmt_ns(w["start_ns"])),

@@ -6,8 +6,11 @@ in-process profiler (--sample alone: the Profiler of `stackwatch profile`),
 and serves the USDT probes (--probes); stop_from_pending() (called by the
 C function of the second pending call, _native.attach_stop_address())
 stops them and writes the file.
-Both report into files of a directory the attaching command made and
-watches; neither ever raises into the target (a pending call that raised
+Both hold the target's Python signal handlers while they run
+(signal_hold.py: a Ctrl-C then raises its KeyboardInterrupt in the
+target's code after them, not into them) and report into files of a
+directory the attaching command made and watches; neither ever raises
+into the target (a pending call that raised
 would raise in the middle of the target's own code), and nothing is bound
 in __main__. Being a file of the stackwatch package, this module's frames
 are never recorded (session._OWN_FILES); the profiler drops every sample
@@ -19,7 +22,7 @@ import os
 import sys
 
 from .. import _native
-from . import session
+from . import session, signal_hold
 
 STARTED = "started.json"
 STOPPED = "stopped.json"
@@ -39,12 +42,34 @@ def _report(name, doc):
         pass
 
 
-def begin(added_path, status_dir, path, options, profile=None, probes=False):
+def begin(added_path, status_dir, path, options, profile=None, probes=False, signals=None):
     """Starts tracing into path (options: session.start's keywords), or,
     with profile ({"rate", "mode", "cycle", "format"}), the profiler
     writing path at stop instead, or neither (options None); probes: also
     serve the USDT probes. added_path: the directory the bootstrap appended
-    to sys.path to import stackwatch, taken out again here."""
+    to sys.path to import stackwatch, taken out again here. signals: the
+    target's signal handlers the bootstrap holds (signal_hold.hold()),
+    released at the end."""
+    try:
+        _begin(added_path, status_dir, path, options, profile, probes)
+    finally:
+        if signals is not None:
+            _release(signals)
+
+
+def _release(signals):
+    """Has the target's held signal handlers put back and the signals that
+    came meanwhile handled in its own code, once this pending call is done
+    (signal_hold.py); put back now if that cannot be queued."""
+    held, arrived, raised, note = signals
+    try:
+        _native.unrecorded(_native.attach_release_signals, dict(held), arrived, raised, note)
+        held.clear()
+    finally:
+        signal_hold.put_back(held, note)
+
+
+def _begin(added_path, status_dir, path, options, profile, probes):
     global _status_dir, _probes
     _status_dir = status_dir
     try:
@@ -82,7 +107,8 @@ def _start_profile(path, rate, mode, cycle, format):
     # `stackwatch profile` writes it; the other formats use the whole-run
     # trees only.
     prof = Profiler(rate=rate, mode=mode, cycle=cycle, maxlen=None if format == "stackwatch" else 1000)
-    prof._set_wrapper(None, ignore=(begin.__code__, stop_from_pending.__code__, _write_at_exit.__code__))
+    prof._set_wrapper(None, ignore=(begin.__code__, _begin.__code__, stop_from_pending.__code__, _stop.__code__,
+                                    _write_at_exit.__code__))
     prof.start()
     _profile = (prof, path, format)
     atexit.register(_write_at_exit)
@@ -121,7 +147,16 @@ def _stop_probes():
 
 
 def stop_from_pending():
-    """Stops what begin() started and writes its file."""
+    """Stops what begin() started and writes its file, the target's
+    signal handlers held meanwhile."""
+    signals = signal_hold.hold()
+    try:
+        _stop()
+    finally:
+        _release(signals)
+
+
+def _stop():
     try:
         if _profile is not None:
             doc = _write_profile()

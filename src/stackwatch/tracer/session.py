@@ -91,6 +91,18 @@ _PYTHON_VERSION = f"{_v.major}.{_v.minor}.{_v.micro}" + (
 _IMPLEMENTATION = {"cpython": "CPython", "pypy": "PyPy"}.get(sys.implementation.name, sys.implementation.name)
 
 
+@functools.lru_cache(maxsize=None)
+def _boot_id():
+    """This boot's id (Linux), "" elsewhere: the uuid LTTng's tracers give
+    their clocks, which the CTF export's clock takes too (Trace Compass's
+    host id)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def _meta(extra, followed=None):
     meta = {
         "python_version": _PYTHON_VERSION,
@@ -101,6 +113,8 @@ def _meta(extra, followed=None):
         "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "stackwatch_version": VERSION,
     }
+    if _boot_id():
+        meta["boot_id"] = _boot_id()
     meta.update(extra or {})
     meta.update(_follow.meta(followed))
     return meta
@@ -241,9 +255,9 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     ring_bytes = given_ring = parse_size(ring) if ring else 0
     if ring_bytes:
         # At most `ring` bytes of events per thread in the file: the ring
-        # keeps ring // chunk chunks (at least four), the last one the
-        # partial chunk written at stop, so a thread that recorded enough
-        # keeps between 3/4 of it and all of it.
+        # keeps the newest chunks that fit it, each (with its headers) at
+        # most a quarter of it, so a thread that recorded enough keeps
+        # between 3/4 of it and all of it.
         if ring_bytes < 4 * MIN_CHUNK:
             raise ValueError(f"ring must be at least {4 * MIN_CHUNK // 1024}K (four chunks of "
                              f"{MIN_CHUNK // 1024}K), not {given_ring} bytes")

@@ -20,11 +20,15 @@ on or None}, from META `tasks_at_start`; else None: asyncio tasks alive
 then block at the start instead)}.
 events: {"kind" ("create", "switch", "block", "wake", "send", "receive",
 "exit"), "task" (the task it happened to; a create's: the new task; a
-switch's: the task switched to), "task_id", "other" (a create's creator;
+switch's: the task switched to; a wake of a thread another thread made
+(a notify, a thread's end): the task that thread ran as it blocked, an
+asyncio task or greenlet waiting in threading's code too), "task_id", "other" (a create's creator;
 a switch's: the task switched away from; a wake's waker (the task itself
-when it gave up waiting: a timeout); a send's
+when it gave up waiting: a timeout; null when no task woke it: its
+reason says what did, "io" for I/O readiness); a send's
 receiver and a receive's sender, paired by channel and value), "channel",
-"value", "reason" (a block's), "t_ns" (the trace's clock, like Trace
+"value", "reason" (a block's: what it waits on; a wake's: what ended the
+wait when no task did, "io", else null), "t_ns" (the trace's clock, like Trace
 events), "thread" (native thread id), "function", "file", "line" (where it
 happened: a switch's, the innermost frame of the task switched away
 from)}.
@@ -141,10 +145,12 @@ def read_task_events(trace):
                                   result_unknown=unknown)
             elif name == "task_block":
                 ev.update(kind="block", reason=REASONS[data["reason"]] if data["reason"] < len(REASONS) else None)
-            elif name == "task_wake":
-                ev.update(kind="wake", other=running,
+            elif name == "task_wake":   # (cause: by what, when no task woke it; format 1.19)
+                cause = data.get("cause") or 0
+                ev.update(kind="wake", other=None if cause else running,
+                          reason=REASONS[cause - 1] if 0 < cause <= len(REASONS) else None,
                           task=thread_key(data["native_id"], index) if data["native_id"]
-                          else task_at((index, data["task"])))
+                          else task_at((index, data["task"])), in_thread=bool(data["native_id"]))
             elif name == "task_woken":   # written by the woken task: its waker's release came `ago` ns before
                 # (and before the switch that runs it, when one does: two clocks' reads apart)
                 woke = t_ns - min(data.get("ago") or 0, t_ns)
@@ -165,8 +171,8 @@ def read_task_events(trace):
         if not th["thread"]:
             continue
         key = thread_key(th["thread"], None)
-        if th["thread"] not in by_tid:   # (it recorded nothing)
-            tasks[key]["name"] = th["name"]
+        if th["thread"] not in by_tid:   # (it recorded nothing: no track names it)
+            tasks[key].update(name=th["name"], thread=th["thread"])
         tasks[key]["at_start"] = {"state": th["state"], "waits_on": th["waits_on"]}
     # Each creator's track is replayed once (a task's replay reads its
     # thread's whole stream): the CREATION_REPLAYS that made the most tasks;
@@ -175,6 +181,7 @@ def read_task_events(trace):
         if by in pos_of:
             _creation_stacks(t, pos_of[by], made)
     raw.sort(key=lambda e: e["t_ns"])   # stable: a thread's own order is kept at equal times
+    _woken_as_running(raw)
     _pair_messages(raw)
     # Names unique in the document, in the order of the tracks.
     names, taken = {}, set()
@@ -229,6 +236,20 @@ def _set_stack(t, stack, _t_ns, rec, where):
     elif where:
         frames.insert(0, where)
     rec["creation_stack"] = frames
+
+
+def _woken_as_running(events):
+    """A wake of a thread by its native id (a Condition's notify, a
+    thread's end: the waker knows the thread only) ends the wait of the
+    task that thread ran as it blocked, and still runs (its thread waits
+    in threading's code): an asyncio task or a greenlet that called it, or
+    the thread itself. (events: in time order; their in_thread flag goes.)"""
+    running = {}   # thread index -> the key of the task it runs
+    for ev in events:
+        if ev["kind"] == "switch":
+            running[ev["task"][0]] = ev["task"]
+        elif ev.pop("in_thread", False):
+            ev["task"] = running.get(ev["task"][0], ev["task"])
 
 
 def _pair_messages(events):

@@ -66,13 +66,13 @@ static size_t layout(const uint8_t *buf, size_t len, chunk_desc *out)
 
 /* The trace under test: three threads, many small chunks (explicit
  * flushes), a rename in the middle, frames left open, an END chunk. In ring
- * mode (3 chunks per thread) the oldest chunks of the first two threads are
+ * mode (150 bytes per thread) the oldest chunks of the first two threads are
  * discarded, so their replays start after a gap, mid-stack. */
 static uint8_t *make_trace(tg *g, int ring, size_t *len)
 {
     char path[256];
     check_tmp_path(path, sizeof path, ".swt");
-    if (tg_open(g, path, 4096, ring ? 3 * 4096 : 0, 1, 1e9) || tg_codes(g, 12, 3))
+    if (tg_open(g, path, 4096, ring ? 150 : 0, 1, 1e9) || tg_codes(g, 12, 3))
         return NULL;
     tg_thread *a = tg_add_thread(g, 1001, 1, "main", 51);
     tg_thread *b = tg_add_thread(g, 1002, 2, "", 52);
@@ -260,8 +260,11 @@ static void intact(int ring)
     REQUIRE(sw_trace_open_mem(C.orig, C.len, &t, err, sizeof err) == SW_OK);
     CHECK_EQ_STR(sw_trace_damage(t), "");
     CHECK_EQ_I64(sw_trace_complete(t), 1);
-    if (ring)  /* the first thread's oldest chunks were discarded */
+    if (ring) {  /* the first two threads' oldest chunks were discarded */
         CHECK(sw_trace_thread(t, (size_t)tg_thread_pos(t, 0))->dropped > 0);
+        CHECK(sw_trace_thread(t, (size_t)tg_thread_pos(t, 1))->dropped > 0);
+        CHECK_EQ_U64(sw_trace_thread(t, (size_t)tg_thread_pos(t, 2))->dropped, 0);
+    }
     check_prefix(&C, t, C.nch, "intact");
     exercise(t, 1, "intact");
     sw_trace_free(t);

@@ -310,6 +310,48 @@ TEST(malformed_payloads_are_flagged_and_the_replay_goes_on)
     forget(t, &g, p);
 }
 
+/* The intern function of test_wake_cause: every string is entry 7. */
+static int intern_as_7(void *ctx, const char *s, size_t len, uint64_t *id)
+{
+    (void)ctx;
+    (void)s;
+    (void)len;
+    *id = 7;
+    return 0;
+}
+
+/* TASK_WAKE's cause (format 1.19, SW_FT_VARINT_LATER) is written only when
+ * it is not 0: a wake by a task keeps the bytes of 1.16-1.18; a wake by
+ * I/O (cause 8) has one byte more and decodes with it; a 1.18 record
+ * decodes with cause 0. */
+TEST(a_wakes_cause_is_written_only_when_not_0)
+{
+    char s1[SW_EXT_STR_MAX + 1], s2[SW_EXT_STR_MAX + 1];
+    sw_ext x;
+    uint8_t buf[64];
+    const uint8_t old[] = {3, 12, 5, 0x92, 0x21, 7};   /* code 3, line 12, task 5, native id 4242, channel 7 */
+    sw_ext v = {.code = 3, .line = 12, .a = 5, .c = 4242, .s1 = "sock"};
+    long n = sw_record_encode_interned(SW_EXT_TASK_WAKE, &v, SW_EXT_STR_MAX, intern_as_7, NULL, buf, sizeof buf);
+    REQUIRE(n == (long)sizeof old);
+    CHECK(memcmp(buf, old, sizeof old) == 0);
+    sw_record_decode(SW_EXT_TASK_WAKE, old, sizeof old, NULL, s1, s2, &x);
+    CHECK_EQ_U64(x.malformed, 0);
+    CHECK_EQ_U64(x.a, 5);
+    CHECK_EQ_U64(x.b, 0);
+    CHECK_EQ_U64(x.c, 4242);
+    v.b = 8;
+    n = sw_record_encode_interned(SW_EXT_TASK_WAKE, &v, SW_EXT_STR_MAX, intern_as_7, NULL, buf, sizeof buf);
+    REQUIRE(n == (long)sizeof old + 1);
+    CHECK(memcmp(buf, old, sizeof old) == 0 && buf[sizeof old] == 8);
+    sw_record_decode(SW_EXT_TASK_WAKE, buf, (size_t)n, NULL, s1, s2, &x);
+    CHECK_EQ_U64(x.malformed, 0);
+    CHECK_EQ_U64(x.a, 5);
+    CHECK_EQ_U64(x.b, 8);
+    const sw_record_kind *k = sw_record_kind_of(SW_EXT_TASK_WAKE);
+    REQUIRE(k && k->nfields == 6);
+    CHECK(k->fields[5].later && k->fields[5].type == SW_FT_VARINT && k->fields[5].slot == SW_SLOT_B);
+}
+
 /* Fields a later minor appended to a row (records.h SW_FT_LATER: OFF_CPU's
  * next_tid and next_comm, WAKEUP's comm, format 1.15; ON_CPU's prev_tid
  * and prev_comm, 1.17) may be absent: an

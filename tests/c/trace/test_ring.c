@@ -1,7 +1,8 @@
 /*
  * test_ring.c - ring mode (sw_writer_opts.ring_bytes, the flight recorder):
- * only the most recent chunks of each thread are kept and written at close;
- * the older ones are discarded and counted; the kept tail, which starts in
+ * only the most recent chunks of each thread, at most ring_bytes of them
+ * with their headers, are kept and written at close; the older ones are
+ * discarded and counted; the kept tail, which starts in
  * the middle of the stack, replays with a DROPPED event and synthetic calls
  * reopening the frames that were open.
  */
@@ -10,7 +11,10 @@
 #include "trace/analysis.h"
 #include "tracegen.h"
 
-static size_t file_events_chunks(const char *path, uint32_t index, uint64_t *seqs, size_t max)
+/* The EVENTS chunks of thread `index` in the file: how many, and the first
+ * max of them, their sequence numbers (seqs) and bytes with the header
+ * (lens), each when not NULL. */
+static size_t file_events_chunks(const char *path, uint32_t index, uint64_t *seqs, size_t *lens, size_t max)
 {
     size_t len, n = 0;
     uint8_t *buf = tg_slurp(path, &len);
@@ -23,9 +27,13 @@ static size_t file_events_chunks(const char *path, uint32_t index, uint64_t *seq
         if (buf[off] == SW_CHUNK_EVENTS) {
             const uint8_t *p = buf + off + SW_CHUNK_HEADER_LEN, *end = p + plen;
             uint64_t idx, seq;
-            if (sw_get_varint(&p, end, &idx) == SW_OK && sw_get_varint(&p, end, &seq) == SW_OK &&
-                idx == index && n < max)
-                seqs[n++] = seq;
+            if (sw_get_varint(&p, end, &idx) == SW_OK && sw_get_varint(&p, end, &seq) == SW_OK && idx == index) {
+                if (n < max && seqs)
+                    seqs[n] = seq;
+                if (n < max && lens)
+                    lens[n] = SW_CHUNK_HEADER_LEN + plen;
+                n++;
+            }
         }
         off += SW_CHUNK_HEADER_LEN + plen;
     }
@@ -73,12 +81,16 @@ TEST(discards_oldest_and_replays_tail)
     CHECK_EQ_U64(tot.events, a->n + b->n);
 
     uint64_t seqs[64];
-    size_t na = file_events_chunks(path, 0, seqs, 64);
+    size_t lens[64];
+    size_t na = file_events_chunks(path, 0, seqs, lens, 64);
     CHECK_EQ_U64(na, 2);
+    if (na == 2)   /* a full chunk with its prefix (6 open frames) fits its 4 KiB */
+        CHECK_MSG(lens[0] <= 4096 && lens[0] > 4096 - 64 && lens[0] + lens[1] <= 8192, "%zu + %zu bytes", lens[0],
+                  lens[1]);
     if (na == 2)
         CHECK_EQ_U64(seqs[1], seqs[0] + 1);
     CHECK(na >= 1 && seqs[0] >= 5);  /* the older chunks are gone */
-    CHECK_EQ_U64(file_events_chunks(path, 1, seqs, 64), 1);
+    CHECK_EQ_U64(file_events_chunks(path, 1, seqs, NULL, 64), 1);
     CHECK_EQ_U64(seqs[0], 0);
 
     sw_trace *t = tg_open_trace(path);
@@ -137,32 +149,56 @@ TEST(discards_oldest_and_replays_tail)
     unlink(path);
 }
 
-TEST(exact_discard_counts_with_explicit_flushes)
+/* Ten chunks of known events sealed by explicit flushes into a writer
+ * with a ring of ring_bytes (0: streaming); bounds[c]: the events before
+ * chunk c. */
+static void ten_flushed_chunks(const char *path, size_t ring_bytes, size_t bounds[11], tg_thread **out, tg *g)
 {
-    /* Ring of 3 chunks (12 KiB / 4 KiB); 10 chunks sealed by explicit
-     * flushes of known sizes: the first 7 are discarded. */
-    char path[256];
-    check_tmp_path(path, sizeof path, ".swt");
-    tg g;
-    REQUIRE(tg_open(&g, path, 4096, 3 * 4096, 0, 1e9) == SW_OK);
-    REQUIRE(tg_codes(&g, 8, 0) == SW_OK);
-    tg_thread *a = tg_add_thread(&g, 9, 0, "a", 43);
+    REQUIRE(tg_open(g, path, 4096, ring_bytes, 0, 1e9) == SW_OK);
+    REQUIRE(tg_codes(g, 8, 0) == SW_OK);
+    tg_thread *a = tg_add_thread(g, 9, 0, "a", 43);
     REQUIRE(a);
-    size_t bounds[11] = {0};
+    bounds[0] = 0;
     for (int c = 0; c < 10; c++) {
         tg_run(a, 10 + 7 * (size_t)c, 6);
         sw_tbuf_flush(a->b);
         bounds[c + 1] = a->n;
     }
-    REQUIRE(tg_close(&g, 0) == SW_OK);
+    REQUIRE(tg_close(g, 0) == SW_OK);
+    *out = a;
+}
+
+TEST(exact_discard_counts_with_explicit_flushes)
+{
+    /* The same ten chunks streamed, then into a ring of 600 bytes: it keeps
+     * the newest chunks whose bytes (headers included) add up to at most
+     * that, and counts the older ones' events as dropped. */
+    char path[256];
+    check_tmp_path(path, sizeof path, ".swt");
+    tg g;
+    tg_thread *a;
+    size_t bounds[11];
+    ten_flushed_chunks(path, 0, bounds, &a, &g);
+    size_t lens[16];
+    REQUIRE(file_events_chunks(path, 0, NULL, lens, 16) == 10);
+    tg_free(&g);
+    size_t ring = 600, kept_bytes = 0, first = 10;
+    while (first > 0 && kept_bytes + lens[first - 1] <= ring)
+        kept_bytes += lens[--first];
+    REQUIRE(first > 0 && first < 9);   /* some kept, some discarded */
+
+    ten_flushed_chunks(path, ring, bounds, &a, &g);
+    uint64_t seqs[16];
+    CHECK_EQ_U64(file_events_chunks(path, 0, seqs, lens, 16), 10 - first);
+    CHECK_EQ_U64(seqs[0], first);
     sw_trace *t = tg_open_trace(path);
     REQUIRE(t);
     const sw_thread_info *ti = sw_trace_thread(t, 0);
     REQUIRE(ti);
-    CHECK_EQ_U64(ti->chunks, 3);
-    CHECK_EQ_U64(ti->dropped, bounds[7]);
-    CHECK_EQ_U64(ti->events, a->n - bounds[7]);
-    check_thread(t, a, 0, bounds[7]);
+    CHECK_EQ_U64(ti->chunks, 10 - first);
+    CHECK_EQ_U64(ti->dropped, bounds[first]);
+    CHECK_EQ_U64(ti->events, a->n - bounds[first]);
+    check_thread(t, a, 0, bounds[first]);
     sw_trace_free(t);
     tg_free(&g);
     unlink(path);
@@ -192,9 +228,10 @@ TEST(ring_without_discards_is_exact)
     unlink(path);
 }
 
-TEST(tiny_ring_keeps_two_chunks)
+TEST(a_chunk_larger_than_the_ring_is_discarded)
 {
-    /* A ring smaller than one chunk still keeps two. */
+    /* A ring of 100 bytes: each chunk of 50 events is larger, so none is
+     * kept and every event is counted as dropped. */
     char path[256];
     check_tmp_path(path, sizeof path, ".swt");
     tg g;
@@ -207,11 +244,11 @@ TEST(tiny_ring_keeps_two_chunks)
         sw_tbuf_flush(a->b);
     }
     REQUIRE(tg_close(&g, 0) == SW_OK);
+    CHECK_EQ_U64(file_events_chunks(path, 0, NULL, NULL, 0), 0);
     sw_trace *t = tg_open_trace(path);
     REQUIRE(t);
-    CHECK_EQ_U64(sw_trace_thread(t, 0)->chunks, 2);
-    CHECK_EQ_U64(sw_trace_thread(t, 0)->dropped, 150);
-    check_thread(t, a, 0, 150);
+    CHECK_EQ_U64(sw_trace_thread(t, 0)->chunks, 0);
+    CHECK_EQ_U64(sw_trace_thread(t, 0)->dropped, 250);
     sw_trace_free(t);
     tg_free(&g);
     unlink(path);

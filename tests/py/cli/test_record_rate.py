@@ -141,6 +141,10 @@ def test_record_100khz_no_impossible_stack(tmp):
     # objects made instead of reading their headers again (pystack.c
     # "Code objects by counter"), but in the first walks.
     assert st["codes_by_counter"] >= 10 * st["samples"], st
+    # The check after a walk then reads nothing of its own: what it reads
+    # again came at the end of the walk's own read (pystack.c "Checked
+    # ahead"), but after a guess missed (a torn walk redone, the first walks).
+    assert st["checked_ahead"] >= st["samples"] // 2, st
 
 
 def fresh_frames_wrong(stacks):

@@ -5,6 +5,7 @@ import gc
 import os
 import sys
 import threading
+import time
 
 import pytest
 
@@ -157,3 +158,56 @@ def test_run_rejects_bad_event_names(tmp):
     assert out.returncode != 0
     assert out.stderr.strip().startswith("stackwatch: error: --events: unknown event 'nope'")
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("to", ["file", "stderr"])
+def test_log_file_written_in_order_and_without_letting_the_gil_go(tmp, to):
+    """The log's writer writes its lines to a regular file's descriptor with
+    the GIL held (task lines are made where the program holds its locks:
+    a write() that lets the GIL go there made a queue's other threads
+    convoy on its lock), after what the file object itself buffers: its
+    own file (`--log FILE`) or sys.stderr redirected to one (`--log -`, a
+    line at a time). A thread waiting for the GIL (the switch interval too
+    long for it to ask) must not run during 40 writes of 64 KB; with the
+    stream's write() it gets in at the first whose system call it catches."""
+    path = tmp / "log.txt"
+    err = sys.stderr
+    if to == "stderr":
+        sys.stderr = open(path, "w", encoding="utf-8")
+    try:
+        log = stackwatch.handlers.verbose(str(path) if to == "file" else None)
+        go, ran = threading.Event(), []
+        body, n = "x" * 200, 40 * 64 * 1024 // 240
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1000)   # (before the thread starts: no wait for the GIL asks for it)
+        try:
+            t = threading.Thread(target=lambda: (go.wait(), ran.append(1)))
+            t.start()
+            while not go._cond._waiters:
+                time.sleep(0.001)
+            go.set()
+            sum(range(2_000_000))   # (C, GIL held: the thread wakes and waits for the GIL)
+            for i in range(n):
+                log._log.line(i * 1000, threading.get_ident(), "call", body)
+            seen = list(ran)
+            t.join()
+        finally:
+            sys.setswitchinterval(interval)
+        log._log.flush()
+        # (in the file object's buffer: written before the lines after it)
+        own = "the file's own\n"
+        if to == "file":
+            log.out.write(own.encode())
+        else:
+            sys.stderr.write(own)
+        log._log.line(n * 1000, threading.get_ident(), "call", "last")
+        log.close()
+    finally:
+        if to == "stderr":
+            sys.stderr.close()
+            sys.stderr = err
+    assert seen == []
+    lines = path.read_text().splitlines()
+    assert len(lines) == n + 2 and all(l.endswith(f"[MainThread] {'call':<12}{body}") for l in lines[:n])
+    assert lines[0].split()[0] == "0.000" and lines[n - 1].split()[0] == f"{(n - 1) / 1000:.3f}"
+    assert lines[n] == "the file's own" and lines[n + 1].endswith(f"{'call':<12}last")

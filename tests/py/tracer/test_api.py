@@ -168,6 +168,48 @@ def test_ring_keeps_what_size_says(tmp_path, size, k):
     assert Trace(str(tmp_path / "r.swt")).dropped() > 0
 
 
+def events_bytes_by_thread(path):
+    """events_bytes per thread index (the first varint of an EVENTS
+    payload, docs/format.md "EVENTS")."""
+    import struct
+    d = open(path, "rb").read()
+    i, by = 16, {}
+    while i + 12 <= len(d):
+        kind, _, _, n, _ = struct.unpack_from("<BBHII", d, i)
+        if kind == 4:
+            j, index, shift = i + 12, 0, 0
+            while True:
+                index |= (d[j] & 0x7F) << shift
+                shift += 7
+                j += 1
+                if d[j - 1] < 0x80:
+                    break
+            by[index] = by.get(index, 0) + 12 + n
+        i += 12 + n
+    return by
+
+
+@pytest.mark.versions("3.12")
+def test_ring_bound_holds_wherever_a_thread_ends(tmp_path):
+    """--ring 16K keeps four chunks of 4K per thread, and a sealed chunk with
+    its header must fit its 4K, else three full ones and a last partial one
+    written when the thread ends can exceed 16K (it kept 16,387 bytes once).
+    Threads ending 20 calls apart put that partial chunk at every fill."""
+    prog = write(tmp_path / "prog.py", "import threading\n"
+                 "def f(i):\n    return i\n"
+                 "def work(n):\n    for i in range(n):\n        f(i)\n"
+                 "for k in range(40):\n"
+                 "    t = threading.Thread(target=work, args=(6000 + 20 * k,))\n"
+                 "    t.start()\n    t.join()\n")
+    r = run(["run", "-q", "--ring", "16K", "-o", str(tmp_path / "r.swt"), prog])
+    assert r.returncode == 0, r.stderr
+    kept = events_bytes_by_thread(tmp_path / "r.swt")
+    assert len(kept) == 41, kept
+    # Each worker recorded 12,000 events or more: more than 16K.
+    workers = {i: n for i, n in kept.items() if i}
+    assert all(0.75 * 16384 <= n <= 16384 for n in workers.values()), sorted(workers.items())
+
+
 def test_ring_too_small_is_one_line(tmp_path):
     prog = write(tmp_path / "prog.py", "pass\n")
     r = run(["run", "-q", "--ring", "8K", "-o", str(tmp_path / "r.swt"), prog])

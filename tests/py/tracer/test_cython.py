@@ -11,6 +11,7 @@ and kept under build/cython/, so the test costs well under a second
 afterwards."""
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -77,10 +78,10 @@ def build_more():
         subprocess.run([cc, "-shared", "-fPIC", "-O0", "-w", "-DCYTHON_TRACE=1", include, "cyprog_lt.c",
                         "-o", "cyprog_lt" + ext], cwd=tmp, check=True, capture_output=True)
         # Only cnative.c has the hooks: Cython's own C is not instrumented.
-        subprocess.run([cc, "-c", "-fPIC", "-O0", *cflags.stdout.split(), "cnative.c", "-o", "cnative.o"],
+        subprocess.run([cc, "-c", "-fPIC", "-O0", *shlex.split(cflags.stdout), "cnative.c", "-o", "cnative.o"],
                        cwd=tmp, check=True, capture_output=True)
         subprocess.run([cc, "-shared", "-fPIC", "-O0", "-w", include, "cynative.c", "cnative.o",
-                        *ldflags.stdout.split(), "-o", "cynative" + ext], cwd=tmp, check=True, capture_output=True)
+                        *shlex.split(ldflags.stdout), "-o", "cynative" + ext], cwd=tmp, check=True, capture_output=True)
         shutil.copy(os.path.join(folder, "cyprog_twin.py"), tmp)
         shutil.copy(os.path.join(SOURCE, "driver.py"), tmp)
 

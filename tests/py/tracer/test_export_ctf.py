@@ -12,7 +12,8 @@ from collections import Counter
 
 import pytest
 
-from conftest import needs, run, run_traced
+from conftest import needs, run, run_traced, write
+import tracecompass
 
 # The exporter is C over the trace file, the same on every Python (on
 # 3.11, whose job is shorter than 3.12's).
@@ -55,7 +56,7 @@ t.join()
 # One event line of `babeltrace2 --clock-cycles`: its timestamp, its name,
 # its context's thread id (vtid in the ust trace, tid in the kernel trace,
 # whose lines also say the CPU) and its payload.
-LINE = re.compile(r"^\[(\d+)\] \S+ \S+ (\S+): (?:\{ cpu_id = \d+ \}, )?\{ v?pid = \d+, v?tid = (\d+), "
+LINE = re.compile(r"^\[(\d+)\] \S+ \S+ (\S+): (?:\{ cpu_id = (\d+) \}, )?\{ v?pid = \d+, v?tid = (\d+), "
                   r"procname = \"[^\"]*\" \}, \{ ?(.*?) ?\}$")
 
 
@@ -71,7 +72,9 @@ def exported(tmp_path_factory):
     return path, Trace(path), out
 
 
-def read_ctf(directory):
+def read_ctf(directory, cpu=False):
+    """[(t, name, vtid, payload)] in babeltrace2's order (by time); with
+    cpu, [(t, name, cpu_id, vtid, payload)] (cpu_id: None in ust/)."""
     r = subprocess.run(["babeltrace2", "--clock-cycles", str(directory)], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and not r.stderr, r.stderr[-2000:]
@@ -79,7 +82,7 @@ def read_ctf(directory):
     for line in r.stdout.splitlines():
         m = LINE.match(line)
         assert m, line
-        events.append((int(m[1]), m[2], int(m[3]), m[4]))
+        events.append((int(m[1]), m[2]) + ((m[3] and int(m[3]),) if cpu else ()) + (int(m[4]), m[5]))
     return events
 
 
@@ -184,3 +187,75 @@ def test_each_event_class_has_its_own_name(tmp_path):
         assert ext == Counter(e.kind for e in Trace(path).ext_events())
         counts.append(ext)
     assert counts[0] == counts[1] and counts[0]["task_send"] == 8 and counts[0]["task_block"] > 0
+
+
+@needs(NO_BABELTRACE)
+def test_what_trace_compass_reads_of_the_ust_trace(exported):
+    """Trace Compass's rules (tracecompass.py, from its source) applied to
+    the export as babeltrace2 reads it: ust/ is taken for an LTTng-UST
+    trace with the 2.9+ layout, on the host of this boot (the clock's
+    uuid); the call-stack analysis finds its contexts and events, and
+    every exit pops the function its thread entered last; functions.nm is
+    read as nm's format and names every entry's address as the entry
+    names it."""
+    _, t, directory = exported
+    meta = tracecompass.metadata(directory / "ust" / "metadata")
+    assert tracecompass.trace_type(meta) == ("ust", 29)
+    assert tracecompass.host_id(meta, "ust") == t.meta["boot_id"] == open("/proc/sys/kernel/random/boot_id").read().strip()
+    # LttngUstCallStackAnalysisRequirement: "context._vtid" in both events;
+    # getThreadName: "context._procname"; getProcessId: "context._vpid".
+    assert {"_vtid", "_vpid", "_procname"} <= set(meta["context"])
+    assert {"lttng_ust_cyg_profile:func_entry", "lttng_ust_cyg_profile:func_exit"} <= set(meta["events"])
+    assert all("_addr" in meta["events"][n] for n in ("lttng_ust_cyg_profile:func_entry",
+                                                        "lttng_ust_cyg_profile:func_exit"))
+    events = read_ctf(directory)
+    stacks, unmatched = tracecompass.call_stacks(events, field)
+    assert not unmatched and sum(n.startswith("lttng_ust_cyg_profile:") for _, n, _, _ in events) > 1000
+    assert set(stacks) == {th["native_tid"] for th in t.threads}
+    # The symbol configuration's mapping file: global (no pid in its
+    # name), nm's format, every entry's address named exactly.
+    assert not tracecompass.PID_IN_NAME.search("functions.nm")
+    table = tracecompass.name_map(directory / "functions.nm")
+    assert table is not None
+    named = {(int(field(p, "addr"), 16), field(p, "name")) for _, n, _, p in events if n in tracecompass.FUNC_ENTRY}
+    assert len(named) > 5 and all(tracecompass.symbol(table, addr) == name for addr, name in named)
+
+
+THREE_PHASES = "".join(f"def {n}(i):\n    return i\nfor i in range(20000):\n    {n}(i)\n" for n in "fgh") + (
+    "def odd():\n    pass\nodd.__code__ = odd.__code__.replace(co_qualname='odd\\nline')\nodd()\n")
+
+
+def test_name_map_of_a_trace_that_lost_a_code_chunk(tmp_path):
+    """A trace whose second CODE chunk is lost (a flipped byte): the ids it
+    defined have a line "?" in functions.nm, as their entry events are
+    named; without it Trace Compass would name each after the function of
+    the id below it (MappingFile's nearest symbol). A name's line break is
+    written as "?" (it would start a line of its own)."""
+    prog = write(tmp_path / "prog.py", THREE_PHASES)
+    path = tmp_path / "t.swt"
+    r = run(["run", "-q", "--buffer-size", "4K", "-o", str(path), prog])
+    assert r.returncode == 0, r.stderr
+    data = bytearray(path.read_bytes())
+    codes, i = [], 16
+    while i + 12 <= len(data):
+        n = int.from_bytes(data[i + 4:i + 8], "little")
+        if data[i] == 2:   # (a CODE chunk: docs/format.md "Chunk types")
+            codes.append((i, n))
+        i += 12 + n
+    assert len(codes) >= 3, codes
+    data[codes[1][0] + 12 + codes[1][1] // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+    t = Trace(str(path))
+    lost = [c for c in range(max(t.codes)) if c not in t.codes]
+    assert t.damage and lost
+    out = tmp_path / "t.ctf"
+    r = run(["export", str(path), "--format", "ctf", "-o", str(out)])
+    assert "damaged" in r.stderr, r.stderr
+    table = tracecompass.name_map(out / "functions.nm")
+    assert all(table[c] == "?" for c in lost) and len(table) == max(t.codes) + 1
+    assert all(table[c] == t.codes[c].qualname.replace("\n", "?") for c in t.codes)
+    assert "odd?line" in table.values()
+    named = {(int(field(p, "addr"), 16), field(p, "name").replace("\\?", "?").replace("\\n", "?"))
+             for _, n, _, p in read_ctf(out) if n in tracecompass.FUNC_ENTRY}   # (babeltrace2 escapes "?", "\n")
+    assert {addr for addr, _ in named} & set(lost)
+    assert all(tracecompass.symbol(table, addr) == name for addr, name in named)

@@ -23,6 +23,7 @@ import pytest
 from conftest import (chrome_slices, missing, needs, needs_kernel_tracepoint, perfetto_decode, perfetto_timeline, run,
                       run_traced, slice_of)
 from test_export_ctf import NO_BABELTRACE, field, read_ctf
+import tracecompass
 from stackwatch import Trace
 from stackwatch.tracer.tracefile import Filter
 
@@ -609,6 +610,81 @@ def test_babeltrace2_reads_the_kernel_events(traced, tmp_path):
 
 
 KINDS = ("syscall", "off_cpu", "on_cpu", "wakeup", "page_fault")
+
+
+@needs(NO_BABELTRACE)
+def test_what_trace_compass_reads_of_the_kernel_trace(traced, tmp_path):
+    """Trace Compass's rules (tracecompass.py, from its source) applied to
+    the CTF export as babeltrace2 reads it: kernel/ is an LTTng kernel
+    trace with the 2.9+ layout, on ust/'s host (one clock uuid); its
+    events have the names and fields the kernel analysis reads, a state
+    dump names each thread and its process; and the
+    analysis gives each system call to the thread that made it: the one
+    running on its packet's CPU by the sched_switch events (it does not
+    read the tid context), for every call after the thread's first
+    switch."""
+    swt, t, _, kernel = traced
+    out = tmp_path / "t.ctf"
+    r = run(["export", swt, "--format", "ctf", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    kmeta, umeta = (tracecompass.metadata(out / d / "metadata") for d in ("kernel", "ust"))
+    assert tracecompass.trace_type(kmeta) == ("kernel", 29)
+    assert tracecompass.host_id(kmeta, "kernel") == tracecompass.host_id(umeta, "ust") == t.meta["boot_id"]
+    fields = {name: {f.lstrip("_") for f in fs} for name, fs in kmeta["events"].items()}
+    assert fields["sched_switch"] >= tracecompass.SCHED_SWITCH_FIELDS
+    assert fields["sched_wakeup"] >= tracecompass.SCHED_WAKEUP_FIELDS
+    names = {e.data["name"] for e in t.ext_events(kinds="syscall")}
+    assert {"read", "write"} <= names
+    for name in names:
+        assert fields[tracecompass.SYSCALL_ENTRY + name] == set()
+        assert fields[tracecompass.SYSCALL_EXIT + name] == {tracecompass.SYSCALL_RET}
+    assert fields[tracecompass.STATEDUMP] >= tracecompass.STATEDUMP_FIELDS
+    events = [e for e in read_ctf(out, cpu=True) if ":" not in e[1]]   # (ust/'s names have a provider)
+    # Each thread of the kernel trace is known as a thread of the process,
+    # by its name, from its first event on.
+    streams = {tid for _, _, _, tid, _ in events}
+    assert tracecompass.thread_processes(events, field) == {tid: (t.meta["pid"], "prog.py") for tid in streams}
+    assert all(next(e for e in events if e[3] == tid)[1] == tracecompass.STATEDUMP for tid in streams)
+    # Each system call's packet CPU is the CPU the kernel ran its thread on
+    # then (ftrace: that of the thread's last switch in), those before the
+    # thread's first sched or fault record too. Left out: calls within
+    # 200 us of a switch of the thread (the clocks agree to microseconds,
+    # less on a loaded machine) and calls where ftrace has the thread off
+    # CPU or never on (it says nothing of their CPU).
+    switches = defaultdict(list)   # tid: [(CLOCK_MONOTONIC ns, CPU it runs on after, or None: off)]
+    for line in kernel.lines:
+        m = re.search(r"\[(\d+)\] \S+ +(\d+)\.(\d{6}): sched_switch: .* prev_pid=(\d+) .* next_pid=(\d+) ", line)
+        if m:
+            ns = int(m[2]) * 10**9 + int(m[3]) * 1000
+            switches[int(m[4])].append((ns, None))
+            switches[int(m[5])].append((ns, int(m[1])))
+    first = {}
+    for ts, name, cpu, tid, _ in events:
+        if not name.startswith("syscall_") and name != tracecompass.STATEDUMP:
+            first.setdefault(tid, ts)
+    checked = Counter()
+    for ts, name, cpu, tid, _ in events:
+        mono = ts + t.meta["mono0_ns"]
+        if not name.startswith(tracecompass.SYSCALL_ENTRY) or any(abs(ns - mono) < 200_000 for ns, _ in switches[tid]):
+            continue
+        on = [c for ns, c in switches[tid] if ns < mono]
+        if not on or on[-1] is None:
+            continue
+        assert on[-1] == cpu, (ts, name, tid, cpu, on[-1])
+        checked[ts < first.get(tid, ts + 1)] += 1
+    assert checked[True] > 0 and checked[False] > 10, checked
+    # The thread the analysis gives each call: its own, from the thread's
+    # first sched_switch on (before it, no switch in names it: the first
+    # switch in of a thread started during the trace is not recorded).
+    switched = {}
+    for ts, name, cpu, tid, _ in events:
+        if name == "sched_switch":
+            switched.setdefault(tid, ts)
+    given = Counter()
+    for ts, cpu, tid, thread in tracecompass.syscall_threads(events, field):
+        if tid in switched and switched[tid] < ts:
+            given[tid == thread] += 1
+    assert given[True] > 500 and given[False] == 0, given
 
 
 def test_page_faults_at_the_touched_pages(traced):

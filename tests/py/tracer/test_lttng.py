@@ -409,7 +409,7 @@ def test_ctf_export_follows_lttngs_own_cyg_profile_trace(recorded):
 def metadata(directory):
     """A CTF trace's TSDL metadata (as babeltrace2 prints it), field by
     field: {"env": {key: value}, "packet": [(field, type)], "context":
-    [(field, type)], "events": {name: [(field, type)]}}, fields named
+    [(field, type)], "events": {name: [(field, type)]}, "clock_uuid"}, fields named
     without their leading "_", a type ("integer", bits, signed,
     encoding, array length or None) or ("string",) or ("enum", its
     integer type), type aliases resolved."""
@@ -450,8 +450,10 @@ def metadata(directory):
                           re.M))
     events = {name: fields(body) for name, body in
               re.findall(r"event \{\s*name = \"([^\"]+)\";.*?fields := struct \{(.*?)\n\t\};", text, re.S)}
+    clock = re.search(r"^clock \{(.*?)^\};", text, re.S | re.M)[1]
+    uuid = re.search(r'^\s*uuid = "([^"]*)";', clock, re.M)
     return {"env": env, "packet": stream_struct(r"packet\.context"), "context": stream_struct(r"event\.context"),
-            "events": events}
+            "events": events, "clock_uuid": uuid and uuid[1]}
 
 
 @needs(NO_LTTNG)
@@ -460,7 +462,7 @@ def test_ctf_metadata_is_an_lttng_sessions_field_by_field(recorded):
     (the recorded one: stackwatch's provider, liblttng-ust-cyg-profile and
     the Python agent), field by field: every env key LTTng writes, the
     values that say what the trace is (domain, tracer, version, host, word
-    size); the packet context (cpu_id included: with --cpu the CPU of the
+    size) and the clock's uuid (the host's id for Trace Compass); the packet context (cpu_id included: with --cpu the CPU of the
     packet's events, each entry's as the trace's CPU records say) and the
     event contexts with their types; the function events' fields typed as
     LTTng's (cyg-profile's addr, the Python agent's funcName and lineno for
@@ -476,6 +478,9 @@ def test_ctf_metadata_is_an_lttng_sessions_field_by_field(recorded):
     assert set(theirs["env"]) <= set(ours["env"]), set(theirs["env"]) - set(ours["env"])
     for key in ("domain", "tracer_name", "tracer_major", "tracer_minor", "hostname", "architecture_bit_width"):
         assert ours["env"][key] == theirs["env"][key], key
+    # Trace Compass's host id (CtfTmfTrace.getHostId): the clock's uuid,
+    # LTTng's boot id; the same puts the export and the session on one host.
+    assert ours["clock_uuid"] == theirs["clock_uuid"] and ours["clock_uuid"]
     assert ours["packet"] == theirs["packet"]
     assert ours["context"] == theirs["context"]
     agent = dict(theirs["events"]["lttng_python:event"])
@@ -507,6 +512,7 @@ def test_ctf_metadata_is_an_lttng_sessions_field_by_field(recorded):
     assert r.returncode == 0, r.stderr
     kernel = metadata(folder / "full.ctf" / "kernel")
     assert (kernel["env"]["domain"], kernel["env"]["tracer_name"]) == ("kernel", "lttng-modules")
+    assert kernel["clock_uuid"] == theirs["clock_uuid"]
     assert kernel["packet"] == theirs["packet"]
     comm = ("integer", 8, False, "UTF8", 16)
     assert kernel["context"] == [("pid", ("integer", 32, True, "NONE", None)),

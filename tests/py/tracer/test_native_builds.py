@@ -20,7 +20,7 @@ import sysconfig
 
 import pytest
 
-from conftest import ROOT, built_once, missing, run_traced
+from conftest import ROOT, built_once, missing, run_traced, write
 from native_ext import SOURCE, config_flags
 
 pytestmark = pytest.mark.versions("3.12")
@@ -38,11 +38,11 @@ def readme_blocks():
     return re.findall(r"^```(\w+)\n(.*?)^```$", section, re.S | re.M), " ".join(section.split())
 
 
-def shell(command, cwd):
-    """Runs a recipe's shell text in cwd with the venv's commands first on
-    PATH (its `python` is the one that runs the tests)."""
+def shell(command, cwd, bin=BIN):
+    """Runs a recipe's shell text in cwd with a venv's commands first on
+    PATH (by default its `python` is the one that runs the tests)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CFLAGS", "LDFLAGS")}
-    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    env["PATH"] = bin + os.pathsep + env.get("PATH", "")
     r = subprocess.run(["sh", "-ec", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (command, r.stdout[-2000:], r.stderr[-2000:])
 
@@ -128,11 +128,17 @@ def expected(caller, n):
 
 def test_readmes_recipes_build_extensions_whose_functions_nest_under_the_caller(tmp_path):
     paths = built_extensions()
-    from stackwatch import Trace
-    from stackwatch.tracer.tracefile import ENTER_KINDS, EXIT_KINDS
     out, r = run_traced(tmp_path, PROGRAM, "-q", args=[paths["cc"], paths["setuptools"], paths["meson"]])
     assert r.stdout.split() == [str(sum(i * i for i in range(n))) for n in CALLS.values()], r.stdout
-    t = Trace(out)
+    assert nested_calls(out) == {name: expected(name, n) for name, n in CALLS.items()}
+
+
+def nested_calls(trace):
+    """{caller: [(depth below it, function)]} of the trace's calls under
+    each Python function named in CALLS."""
+    from stackwatch import Trace
+    from stackwatch.tracer.tracefile import ENTER_KINDS, EXIT_KINDS
+    t = Trace(trace)
     seen = {}
     caller = base = None
     for e in t.events(0):
@@ -148,5 +154,30 @@ def test_readmes_recipes_build_extensions_whose_functions_nest_under_the_caller(
                     assert code.filename.endswith(("/ext.c", SUFFIX)), code
         elif e.kind in EXIT_KINDS and caller is not None and e.depth == base:
             caller = None
-    assert seen == {name: expected(name, n) for name, n in CALLS.items()}
+    return seen
 
+
+def test_readmes_cc_recipe_builds_in_a_venv_whose_path_has_a_space(tmp_path):
+    """`config --cflags --ldflags` names the stubs' archive in stackwatch's
+    folder: in a venv at a path with a space that word is quoted, and
+    README.md's cc recipe, run with that venv's python, builds an ext whose
+    functions that python's trace nests under the caller (the words were
+    split at the space once)."""
+    import stackwatch
+    blocks, _ = readme_blocks()
+    venv = tmp_path / "a venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    site = venv / "lib" / ("python%d.%d" % sys.version_info[:2]) / "site-packages"
+    shutil.copytree(os.path.dirname(stackwatch.__file__), site / "stackwatch",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    build = tmp_path / "build"
+    build.mkdir()
+    shutil.copy(os.path.join(SOURCE, "ext.c"), build)
+    shell(blocks[0][1], build, bin=str(venv / "bin"))
+    prog = write(tmp_path / "prog.py", "import sys\nsys.path.insert(0, sys.argv[1])\nimport ext\n\n\n"
+                 "def via_cc():\n    return ext.run(3)\n\n\nprint(via_cc())\n")
+    out = str(tmp_path / "t.swt")
+    r = subprocess.run([str(venv / "bin" / "python"), "-m", "stackwatch", "run", "-q", "-o", out, prog, str(build)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == ["5"], (r.stdout, r.stderr)
+    assert nested_calls(out) == {"via_cc": expected("via_cc", 3)}

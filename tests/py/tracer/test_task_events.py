@@ -15,6 +15,7 @@ import pytest
 from conftest import needs_module, run_traced, write
 from conftest import run as run_cli
 from stackwatch import Trace
+from stackwatch.taskviews.analysis import analyze
 from stackwatch.tracer.task_events import read_task_events
 from stackwatch.tracer.tracefile import RECORD_KINDS
 from synth_trace import _chunk, varint
@@ -743,6 +744,8 @@ def _as_format(data, minor):
             payload, j = p[j:j + length], j + length
             fields, k = b"", 0
             for f in RECORD_KINDS[ext].fields:
+                if k == len(payload):   # (a field a later minor appended, absent: TASK_WAKE's cause, 1.19)
+                    break
                 if f.type == "str" and not f.interned:
                     n, k2 = _varint_at(payload, k)
                     fields, k = fields + payload[k:k2 + n], k2 + n
@@ -1019,9 +1022,9 @@ def me():
     task = asyncio.current_task() if asyncio._get_running_loop() else None
     return task.get_name() if task else threading.current_thread().name
 
-def note(kind, reason, channel, task=None, other=None):
+def note(kind, reason, channel, task=None, other=None):   # (a wake's reason: by I/O, no task)
     log.append({"kind": kind, "task": task or me(), "other": other if kind == "wake" else None,
-                "reason": reason if kind == "block" else None, "channel": channel})
+                "reason": reason, "channel": channel})
 
 async def cond_waiter(c):
     async with c:
@@ -1053,11 +1056,36 @@ async def reader(loop, s, stream):
 async def writer(loop, s, out):
     for data, channel in ((b"hello", "sock"), (b"again", "stream")):
         await asyncio.sleep(0.001)
-        note("wake", None, channel, "reader", "MainThread")
+        note("wake", "io", channel, "reader", None)   # (the data: I/O readiness, not the loop's thread)
         s.send(data) if channel == "sock" else out.write(data)
+
+def pooled():   # in an executor's worker thread: its return ends the wait
+    note("wake", None, "pooled", "pool_waiter", me())
+    return 7
+
+async def pool_waiter(loop, pool):
+    note("block", "future", "pooled")
+    fut = loop.run_in_executor(pool, pooled)
+    stackwatch.name(fut, "pooled")
+    assert await fut == 7
+
+def soon(loop, f):   # a thread's call_soon_threadsafe ends the wait
+    note("wake", None, "soon", "thread_waiter", me())
+    loop.call_soon_threadsafe(f.set_result, 8)
+
+async def thread_waiter(loop):
+    f = loop.create_future()
+    stackwatch.name(f, "soon")
+    note("block", "future", "soon")
+    setter = threading.Thread(target=soon, args=(loop, f), name="soon_setter")
+    setter.start()   # (it waits for the thread to start, in threading's code: a block of the task's, and its wake)
+    assert await f == 8
+    setter.join()
 
 async def main():
     loop = asyncio.get_running_loop()
+    await asyncio.create_task(pool_waiter(loop, pool), name="pool_waiter")
+    await asyncio.create_task(thread_waiter(loop), name="thread_waiter")
     c, f = asyncio.Condition(), loop.create_future()
     stackwatch.name(c, "cond")
     stackwatch.name(f, "fut")
@@ -1077,7 +1105,13 @@ async def main():
     out.close()
     keep.close()
 
+# (its worker started before the loop: its submit then waits on nothing)
+pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pool")
+pool.submit(int).result()
+while not pool._idle_semaphore._value:
+    time.sleep(0.0005)
 asyncio.run(main())
+pool.shutdown()
 
 def asleep_in_recv(t):
     try:
@@ -1133,16 +1167,28 @@ json.dump(log, open(sys.argv[1], "w"))
 def test_condition_future_and_io_waits_equal_the_programs_log(tmp_path):
     """Blocks on a condition, a future and I/O (asyncio's and threading's)
     and who woke each, as the program logs them: the reason, the channel
-    (its stackwatch.name()) and the waker."""
-    own = tmp_path / "log.json"
-    swt, _ = run_traced(tmp_path, WAITS, "--events", "tasks", args=(str(own),))
+    (its stackwatch.name()) and the waker (run_in_executor's: the worker
+    thread; a thread's call_soon_threadsafe: that thread; asyncio's socket
+    and stream reads: none, I/O, with the wake's reason "io"). The --log
+    says the same."""
+    own, log = tmp_path / "log.json", tmp_path / "tasks.log"
+    swt, _ = run_traced(tmp_path, WAITS, "--events", "tasks", "--log", str(log), "--include", "*prog.py",
+                        args=(str(own),))   # (the program's calls only: a short log)
     doc = read_task_events(swt)
     want = json.loads(own.read_text())
     named = {e["channel"] for e in want}
     got = [{"kind": e["kind"], "task": e["task"].split(" ")[0], "other": e["other"] and e["other"].split(" ")[0],
             "reason": e["reason"], "channel": e["channel"]}
            for e in doc["events"] if e["kind"] in ("block", "wake") and e["channel"] in named]
-    assert got == want and len(want) == 14
+    assert got == want and len(want) == 18
+    wakes = [line.split("] task_wake ")[1].strip() for line in log.read_text().splitlines() if "] task_wake " in line]
+    assert [w.split("  at ")[0] for w in wakes if w.startswith("reader")] == [
+        "reader reader woken by io (sock)", "reader reader woken by io (stream)"], wakes
+    # (the task that started a thread, blocked in Thread.start, woken by the new thread: the task, not its thread)
+    assert [w.split(" (")[0] for w in wakes if w.endswith(")") and "(Event " in w and "soon_setter" in w] == [
+        "thread_waiter thread_waiter woken by soon_setter"], wakes
+    io_waits = [w for w in analyze(doc, longest=1000)["longest_waits"] if w["on"] in ("sock", "stream")]
+    assert [(w["ended_by"], w["ended_reason"]) for w in io_waits] == [(None, "io")] * 2   # (`stackwatch tasks`)
     for wake, block in _wakes(doc):
         if wake["channel"] in named:   # at the program's own code
             assert block["file"].endswith("prog.py") and wake["t_ns"] >= block["t_ns"]
@@ -1427,6 +1473,50 @@ assert g.switch(1) == 2 and g.switch(20) == 40
 handler.remove()
 own.close()
 '''
+
+
+# A thread woken twice, renamed between (the log's writer keeps the thread
+# it found under a native id and reads its name again at each line), and a
+# thread of a class with a name property of its own (asked in Python).
+RENAMED = r"""
+import threading, time
+
+class Own(threading.Thread):
+    @property
+    def name(self):
+        return "own-" + self._name
+
+    @name.setter
+    def name(self, value):
+        self._name = value
+
+def twice(ev, again):
+    ev.wait()
+    again.wait()
+
+for make in (threading.Thread, Own):
+    ev, again = threading.Event(), threading.Event()
+    t = make(target=twice, args=(ev, again), name="first")
+    t.start()
+    for e, name in ((ev, "second"), (again, "third")):
+        while not e._cond._waiters:
+            time.sleep(0.001)
+        t.name = name
+        e.set()
+    t.join()
+"""
+
+
+def test_log_names_a_woken_thread_as_it_is_named_then(tmp_path):
+    """A wake's line names the thread woken (found by its native id) by
+    its name at that moment, as threading tells it."""
+    prog = write(tmp_path / "p.py", RENAMED)
+    log = tmp_path / "events.log"
+    r = run_cli(["run", "--no-trace", "--events", "tasks", "--log", str(log), prog])
+    assert r.returncode == 0, r.stderr
+    woken = [line.split("task_wake", 1)[1].split(" woken by ")[0].strip() for line in log.read_text().splitlines()
+             if "task_wake" in line and "woken by MainThread" in line]
+    assert woken == ["second", "third", "own-second", "own-third"], woken
 
 
 @pytest.mark.versions("3.12")

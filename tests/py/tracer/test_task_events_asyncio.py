@@ -184,12 +184,22 @@ own = {"blocked": [name(t) for t in (g, s) if t._fut_waiter is not None], "gette
        "queue": f"Queue {id(q):#x}"}
 go, later = threading.Event(), threading.Event()
 stackwatch.name(go, "go")
-waiter = threading.Thread(target=go.wait, name="waiter")   # a thread ...
+own["ends"], own["raised"] = [], {}
+def waits(fails):
+    go.wait()
+    own["ends"].append(threading.current_thread().name)   # (its last line)
+    if fails:
+        raise ValueError("late")
+threading.excepthook = lambda a: own["raised"].update({a.thread.name: repr(a.exc_value)})
+waiter = threading.Thread(target=waits, args=(False,), name="waiter")   # threads ...
 waiter.start()
+failer = threading.Thread(target=waits, args=(True,), name="failer")
+failer.start()
 idle = threading.Thread(target=later.wait, name="idle")    # (blocked until tracing stops)
 idle.start()
-while not (go._cond._waiters and later._cond._waiters):
+while not (len(go._cond._waiters) == 2 and later._cond._waiters):
     pass
+own["threads"] = {t.name: t.native_id for t in threading.enumerate()}
 def paused():
     greenlet.getcurrent().parent.switch()
     return "resumed"
@@ -200,6 +210,7 @@ loop.run_until_complete(q.put(1))
 assert loop.run_until_complete(g) == 1 and loop.run_until_complete(s) == "spun"
 go.set()
 waiter.join()
+failer.join()
 assert gl.switch() == "resumed"
 stackwatch.stop()
 later.set()
@@ -209,7 +220,7 @@ json.dump(own, open(sys.argv[2], "w"))
 '''
 
 
-@pytest.mark.versions("3.12")
+@pytest.mark.versions("3.9", "3.12")   # (3.9 and 3.10 end a thread otherwise: task_hooks._LimboLock)
 def test_tasks_alive_at_the_start(tmp_path):
     """Tasks alive when tracing starts are listed with their state then: a
     task waiting on a queue (as the program saw it) blocks on that queue at
@@ -223,9 +234,8 @@ def test_tasks_alive_at_the_start(tmp_path):
     assert getter[:3] == [("switch", None, None), ("block", "queue", own["queue"]), ("wake", None, own["queue"])]
     assert not [e for e in doc["events"] if e["task"] == own["spinner"] and e["kind"] == "block"]
     assert [e["kind"] for e in doc["events"] if e["task"] == own["spinner"]][-1] == "exit"
-    # The thread alive at the start is listed, and its end ends the join
-    # (its exit is not seen: its run began before the hooks); the greenlet
-    # is listed, made where it is first switched to.
+    # The threads alive at the start are listed, and their end ends the
+    # join; the greenlet is listed, made where it is first switched to.
     tasks = {t["name"]: t for t in doc["tasks"]}
     assert tasks["waiter"]["kind"] == "thread" and tasks["waiter"]["created_by"] is None
     # Every thread alive at the start, with its state then (META
@@ -234,7 +244,21 @@ def test_tasks_alive_at_the_start(tmp_path):
     assert at_start["MainThread"] == {"state": "running", "waits_on": None}
     assert at_start["waiter"] == {"state": "blocked", "waits_on": "event go"}
     assert at_start["idle"]["state"] == "blocked" and at_start["idle"]["waits_on"].startswith("event Event 0x")
-    assert set(at_start) == {"MainThread", "waiter", "idle"} and tasks[own["getter"]]["at_start"] is None
+    assert set(at_start) == {"MainThread", "waiter", "failer", "idle"} and tasks[own["getter"]]["at_start"] is None
+    assert {n: tasks[n]["thread"] for n in at_start} == own["threads"]   # (idle's too, which recorded nothing)
     join = [(e["kind"], e["other"]) for e in doc["events"] if e["channel"] == "thread waiter"]
     assert join == [("block", None), ("wake", "waiter")], join
+    # Their exits (at Thread._delete, or 3.9 and 3.10's last `with`; their
+    # run began before the hooks), as the program saw them end: the one that raised with its
+    # exception; before the wake of a join (the failer's may have ended
+    # before its join began: no wait). The thread that ends after tracing
+    # stops has none.
+    exits = [(e["task"], tasks[e["task"]]["outcome"], tasks[e["task"]]["result"])
+             for e in doc["events"] if e["kind"] == "exit" and tasks[e["task"]]["kind"] == "thread"]
+    assert sorted(exits) == sorted([(n, "exception", own["raised"][n]) if n in own["raised"] else (n, "result", None)
+                                    for n in own["ends"]]) and len(exits) == 2, exits
+    for n in own["ends"]:
+        order = [e["kind"] for e in doc["events"] if e["task"] == n and e["kind"] == "exit"
+                 or e["channel"] == f"thread {n}" and e["kind"] == "wake"]
+        assert order == ["exit", "wake"] or n == "failer" and order == ["exit"], (n, order)
     assert [t["kind"] for t in doc["tasks"]].count("greenlet") == 1
