@@ -541,3 +541,39 @@ def test_a_report_that_never_comes_ends_the_attach_within_its_bound(tmp_path, re
         from stackwatch import Trace
         t = Trace(str(out))
         assert any(t.codes[e.code].name == "work" for e in t.events(0) if e.kind == 0)
+
+
+@pytest.mark.versions("3.9")   # (before 3.12 only the main thread runs pending calls: a sleep there blocks them)
+def test_a_stop_that_finds_no_safe_point_stays_queued(tmp_path):
+    """A target whose main thread sleeps in C once the attach has started
+    reaches no safe point within the stop's bound: the command says so in
+    one line and exits 1, its stop call queued again; the target stops
+    tracing and writes the trace when the sleep ends, and is not tracing
+    at its end."""
+    code = ("import sys, time\n"
+            "def work(): return sum(range(10))\n"
+            "print('ready', flush=True)\n"
+            "while 'stackwatch.tracer.attached' not in sys.modules:\n"
+            "    time.sleep(0.001)\n"
+            "work()\n"
+            "time.sleep(4)\n"
+            "native = sys.modules['stackwatch._native']\n"
+            "print('done, tracing:', native.is_tracing(), flush=True)\n")
+    out = tmp_path / "t.swt"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        r = run(["attach", str(p.pid), "--trace", "--duration", "0.3", "--timeout", "0.5", "-o", str(out)], timeout=60)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 2 and lines[1].startswith("stackwatch: error: "), lines
+        assert "reached no safe point within" in lines[1], lines
+        assert f"it is still tracing: the stop call stays queued, it stops tracing and writes {out} at its next " \
+            "safe point" in lines[1], lines
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        p.kill()
+        p.communicate(timeout=60)
+    assert (stdout, stderr, p.returncode) == ("done, tracing: False\n", "", 0)
+    from stackwatch import Trace
+    t = Trace(str(out))
+    assert any(t.codes[e.code].name == "work" for e in t.events(0) if e.kind == 0)
