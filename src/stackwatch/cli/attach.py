@@ -299,7 +299,7 @@ def _stop(args, pid, version, out, stop, stopped, bound):
             return doc or _fail(f"process {pid} exited while stopping")
         if not _native.pending_take_back(pid, c["func"], c["arg"]):
             return _fail(f"process {pid} ran the stop call but did not report its end within {bound:.3g} s: "
-                         f"it is still in it or its report was lost; {then} when that call returns")
+                         f"it is still in that call, or its report was lost; either way {then} when that call returns")
         # Never run: queued again, for the target's next safe point.
         _native.pending_call(pid, stop, timeout=args.timeout)
     except (OSError, ValueError, RuntimeError) as e:
