@@ -294,7 +294,10 @@ def _stop(args, pid, version, out, stop, stopped, bound):
     then = f"it stops {doing}" + (f" and writes {out}" if out else "")
     try:
         c = _native.pending_call(pid, stop, timeout=args.timeout)
-        doc = _wait_or_claim(stopped, pid, bound)
+        try:
+            doc = _wait_or_claim(stopped, pid, bound)
+        except KeyboardInterrupt:   # (Ctrl-C, SIGTERM or SIGHUP again)
+            return _fail(f"interrupted while process {pid} stops: {then} once its stop call has run")
         if doc is not None or not _alive(pid):
             return doc or _fail(f"process {pid} exited while stopping")
         if not _native.pending_take_back(pid, c["func"], c["arg"]):

@@ -464,6 +464,7 @@ log = open(sys.argv[1], "w", buffering=1)
 def late_or_lost(event, args):
     if event == "open" and str(args[0]).endswith(sys.argv[2] + ".json.tmp"):
         if sys.argv[2] == "stopped":
+            log.write("stop's report lost\\n")
             raise OSError("lost")
         claimed = str(args[0])[:-len(".tmp")]   # the attaching command gave up: it claimed the
         deadline = time.monotonic() + 30         # report, then removed its directory
@@ -535,12 +536,44 @@ def test_a_report_that_never_comes_ends_the_attach_within_its_bound(tmp_path, re
         p.kill()
         p.communicate(timeout=60)
     assert (stdout, stderr, p.returncode) == ("done, tracing: False\n", "", 0)
-    ns = [int(line.split()[1]) for line in log.read_text().splitlines()]
+    ns = [int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("work")]
     assert ns == list(range(len(ns)))
     if report == "stopped":
         from stackwatch import Trace
         t = Trace(str(out))
         assert any(t.codes[e.code].name == "work" for e in t.events(0) if e.kind == 0)
+
+
+@pytest.mark.versions("3.12")
+def test_interrupted_while_the_stop_is_awaited_one_line(tmp_path):
+    """A Ctrl-C (or SIGTERM) while the command waits for the stop's report
+    ends it with one line, not a traceback: the stop call runs on."""
+    prog, log, end, out = tmp_path / "p.py", tmp_path / "calls.log", tmp_path / "end", tmp_path / "t.swt"
+    prog.write_text(LOSES_A_REPORT)
+    p = subprocess.Popen([sys.executable, str(prog), str(log), "stopped", str(end)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    a = None
+    try:
+        assert p.stdout.readline() == "ready\n"
+        a = subprocess.Popen([sys.executable, "-m", "stackwatch", "attach", str(p.pid), "--trace", "--duration", "0.2",
+                              "-o", str(out)], stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while "report lost" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        a.send_signal(signal.SIGINT)
+        _, err = a.communicate(timeout=60)
+        lines = err.strip().splitlines()
+        assert a.returncode == 1 and len(lines) == 2, lines
+        assert lines[1] == (f"stackwatch: error: interrupted while process {p.pid} stops: it stops tracing and "
+                            f"writes {out} once its stop call has run"), lines
+        end.touch()
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        if a:
+            a.kill()
+        p.kill()
+        p.communicate(timeout=60)
+    assert (stdout, stderr, p.returncode) == ("done, tracing: False\n", "", 0)
 
 
 @pytest.mark.versions("3.9")   # (before 3.12 only the main thread runs pending calls: a sleep there blocks them)
