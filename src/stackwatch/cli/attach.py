@@ -59,7 +59,8 @@ def add_parser(subparsers):
                    help="the trace, or with --sample alone the profile (default stackwatch-PID.swt or "
                    ".swprof; relative to this command's directory)")
     p.add_argument("--timeout", type=float, default=5.0, metavar="S",
-                   help="how long the target may take to reach a safe point (default 5)")
+                   help="how long the target may take to reach a safe point, and again to report the "
+                   "start, or the stop (plus the time attached); default 5")
     return p
 
 
@@ -87,17 +88,25 @@ def _wait_for(path, pid, timeout):
     return None
 
 
-def _call_and_wait(pid, func, status, wait_s, **call):
-    """Queues func in the target and waits for its report; takes the call
-    back out if the target does not run it in time. Returns (report or
-    None, taken_back)."""
-    c = _native.pending_call(pid, func, **call)
-    doc = _wait_for(status, pid, wait_s)
-    if doc is not None or not _alive(pid):
-        return doc, False
-    if _native.pending_take_back(pid, c["func"], c["arg"]):
-        return None, True
-    return _wait_for(status, pid, wait_s), False   # it was taken meanwhile: it runs now
+def _claim(path):
+    """Claims the report at path for the attaching command once it stops
+    waiting for it: True if the target had not written it (then it never
+    will: attached._report writes only where no report is), False if it
+    just has."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        return True
+    except FileExistsError:
+        return False
+
+
+def _wait_or_claim(path, pid, timeout):
+    """The report at path within timeout; else None, the report claimed
+    (one the target writes later is not written)."""
+    doc = _wait_for(path, pid, timeout)
+    if doc is None and _alive(pid) and not _claim(path):
+        doc = _wait_for(path, pid, timeout)   # written just now (whole: linked once written)
+    return doc
 
 
 def _status_dir(pid):
@@ -142,11 +151,11 @@ def _bootstrap(pkg_parent, status_dir, out, what):
     return f"try:exec({run_boot!r},{{}})\nexcept BaseException:pass\n"
 
 
-def _safe_point_msg(pid, timeout, version):
+def _no_safe_point(pid, timeout, version):
     main_only = tuple(int(x) for x in version.split(".")[:2]) < (3, 12)
     why = (" (before 3.12 only the main thread runs pending calls: is it blocked in a C call?)" if main_only
            else " (is every thread blocked in a C call?)")
-    return f"process {pid} reached no safe point within {timeout:g} s{why}; the call was taken back, nothing changed"
+    return f"process {pid} reached no safe point within {timeout:.3g} s{why}"
 
 
 def _what(args, pid):
@@ -222,23 +231,29 @@ def _doing(args, pid, out):
 
 
 def _attach(args, pid, version, out, what, pkg_parent, status):
+    started = os.path.join(status, attached.STARTED)
     try:
-        doc, taken_back = _call_and_wait(pid, "PyRun_SimpleString", os.path.join(status, attached.STARTED),
-                                         args.timeout, text=_bootstrap(pkg_parent, status, out, what),
-                                         timeout=args.timeout)
+        c = _native.pending_call(pid, "PyRun_SimpleString", text=_bootstrap(pkg_parent, status, out, what),
+                                 timeout=args.timeout)
+        doc = _wait_for(started, pid, args.timeout)
+        if doc is None and _alive(pid):
+            if _native.pending_take_back(pid, c["func"], c["arg"]):
+                return _fail(f"{_no_safe_point(pid, args.timeout, version)}; the call was taken back, nothing "
+                             f"changed")
+            doc = _wait_or_claim(started, pid, args.timeout)   # taken meanwhile: it runs now
     except (OSError, ValueError, RuntimeError) as e:
         return _fail(str(e))
-    if taken_back:
-        return _fail(_safe_point_msg(pid, args.timeout, version))
     if doc is None:
         return _fail(f"process {pid} exited before the attach started" if not _alive(pid) else
-                     f"process {pid} ran the attach call but did not report (can it import stackwatch from "
-                     f"{pkg_parent} and write into {status}?)")
+                     f"process {pid} ran the attach call but did not report its start within {2 * args.timeout:g} s "
+                     f"(can it import stackwatch from {pkg_parent} and write into {status}?); if it starts later, it "
+                     f"stops again at once (stackwatch stays imported there)")
     if "error" in doc:
         return _fail(f"process {pid}: {doc['error']}")
     print(f"stackwatch: {_doing(args, pid, out)}" +
           (f" for {args.duration:g} s" if args.duration else "; Ctrl-C stops"), file=sys.stderr)
-    end = time.monotonic() + args.duration if args.duration else None
+    t_started = time.monotonic()
+    end = t_started + args.duration if args.duration else None
     # SIGTERM and SIGHUP end the attach as Ctrl-C does: the target never
     # stays tracing because the attaching command was told to stop.
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -252,17 +267,10 @@ def _attach(args, pid, version, out, what, pkg_parent, status):
         print(f"stackwatch: process {pid} exited" + (f"; its {'trace' if args.trace else 'profile'} was written at "
               f"its exit: {out}" if out else ""), file=sys.stderr)
         return 0
-    try:
-        doc, taken_back = _call_and_wait(pid, doc["stop"], os.path.join(status, attached.STOPPED),
-                                         max(args.timeout, 30.0), timeout=args.timeout)
-    except (OSError, ValueError, RuntimeError) as e:
-        return _fail(f"{e}; process {pid} may still be tracing")
-    if taken_back:
-        return _fail(_safe_point_msg(pid, args.timeout, version).replace("nothing changed",
-                                                                          "it is still tracing"))
-    if doc is None:
-        return _fail(f"process {pid} exited while stopping" if not _alive(pid) else
-                     f"process {pid} did not report the end of tracing")
+    doc = _stop(args, pid, version, out, doc["stop"], os.path.join(status, attached.STOPPED),
+                2 * args.timeout + (time.monotonic() - t_started))
+    if isinstance(doc, int):
+        return doc
     if "error" in doc:
         return _fail(f"process {pid}: {doc['error']}")
     if "events" in doc:
@@ -274,3 +282,30 @@ def _attach(args, pid, version, out, what, pkg_parent, status):
     else:
         print(f"stackwatch: stopped serving the USDT probes of process {pid}", file=sys.stderr)
     return 0
+
+
+def _stop(args, pid, version, out, stop, stopped, bound):
+    """Queues the stop call (stop: its address in the target) and returns
+    its report, or the exit status after one line saying what did not
+    answer within bound seconds (the time attached plus twice --timeout: a
+    longer attach has more to write at its end) and in what state the
+    target is."""
+    doing = "tracing" if args.trace else "sampling" if args.sample else "serving the USDT probes"
+    then = f"it stops {doing}" + (f" and writes {out}" if out else "")
+    try:
+        c = _native.pending_call(pid, stop, timeout=args.timeout)
+        try:
+            doc = _wait_or_claim(stopped, pid, bound)
+        except KeyboardInterrupt:   # (Ctrl-C, SIGTERM or SIGHUP again)
+            return _fail(f"interrupted while process {pid} stops: {then} once its stop call has run")
+        if doc is not None or not _alive(pid):
+            return doc or _fail(f"process {pid} exited while stopping")
+        if not _native.pending_take_back(pid, c["func"], c["arg"]):
+            return _fail(f"process {pid} ran the stop call but did not report its end within {bound:.3g} s: "
+                         f"it is still in that call, or its report was lost; either way {then} when that call returns")
+        # Never run: queued again, for the target's next safe point.
+        _native.pending_call(pid, stop, timeout=args.timeout)
+    except (OSError, ValueError, RuntimeError) as e:
+        return _fail(f"{e}; process {pid} may still be {doing} (until it exits)")
+    return _fail(f"{_no_safe_point(pid, bound, version)}; it is still {doing}: the stop call stays queued, "
+                 f"{then} at its next safe point")

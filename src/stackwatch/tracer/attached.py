@@ -32,14 +32,23 @@ _probes = False     # True while --probes serves the probes
 
 
 def _report(name, doc):
-    """Writes doc into the status directory, whole or not at all."""
+    """Writes doc into the status directory, whole or not at all, and only
+    where no report of that name is: the attaching command that gave up
+    waiting claims the name first (an empty file; cli/attach.py _claim),
+    or has removed the directory. Returns whether doc was written."""
+    tmp = os.path.join(_status_dir, name + ".tmp")
     try:
-        tmp = os.path.join(_status_dir, name + ".tmp")
         with open(tmp, "w") as f:
             json.dump(doc, f)
-        os.replace(tmp, os.path.join(_status_dir, name))
+        os.link(tmp, os.path.join(_status_dir, name))   # (never replaces)
+        return True
     except BaseException:
-        pass
+        return False
+    finally:
+        try:
+            os.unlink(tmp)
+        except BaseException:
+            pass
 
 
 def begin(added_path, status_dir, path, options, profile=None, probes=False, signals=None):
@@ -95,7 +104,11 @@ def _begin(added_path, status_dir, path, options, profile, probes):
             _stop_probes()
             raise
         # stackwatch's work, not the program's: never recorded
-        _native.unrecorded(_report, STARTED, {"ok": True, "stop": _native.attach_stop_address(), "pid": os.getpid()})
+        if not _native.unrecorded(_report, STARTED, {"ok": True, "stop": _native.attach_stop_address(),
+                                                     "pid": os.getpid()}):
+            # The attaching command gave up waiting (or this report could
+            # not be written): no one would stop what began here.
+            _native.unrecorded(_stop, False)
     except BaseException as e:
         _report(STARTED, {"error": f"{type(e).__name__}: {e}"})
 
@@ -156,7 +169,12 @@ def stop_from_pending():
         _release(signals)
 
 
-def _stop():
+def _stop(report=True):
+    """Stops what begin() started and writes its file; then the STOPPED
+    report (report: False when no one waits for it)."""
+    def done(doc):
+        if report:
+            _report(STOPPED, doc)
     try:
         if _profile is not None:
             doc = _write_profile()
@@ -166,10 +184,10 @@ def _stop():
         elif _probes:
             doc = {"ok": True}
         else:
-            _report(STOPPED, {"error": "it was not tracing any more"})
+            done({"error": "it was not tracing any more"})
             return
         _stop_probes()
-        _report(STOPPED, doc)
+        done(doc)
     except BaseException as e:
         _stop_probes()
-        _report(STOPPED, {"error": f"{type(e).__name__}: {e}"})
+        done({"error": f"{type(e).__name__}: {e}"})

@@ -362,12 +362,17 @@ static void *count_main(void *arg)
 typedef struct parker {
     pthread_t th;
     int native;              /* captures (the native user) instead of parking */
-    int ok, moved;           /* requests answered; of those, ones the thread ran during */
-    int released;            /* ... releases that found the thread still parked */
+    int ok;                  /* requests answered */
+    int parked;              /* ... whose release found the thread still parked */
+    int moved;               /* ... of those, ones the thread ran during */
+    int early;               /* requests that failed, or whose release found the thread gone on, before
+                              * their time was up (SW_NSTACK_WAIT_NS; SW_NSTACK_PARK_MAX_NS) */
 } parker;
 
 /* Parks the counting thread 100 times; while it is parked its count must
- * not move. */
+ * not move. Only time ends a park early: the thread goes on by itself
+ * after SW_NSTACK_PARK_MAX_NS (the requester was not run for that long,
+ * on a loaded machine), a request fails after SW_NSTACK_WAIT_NS unanswered. */
 static void *parker_main(void *arg)
 {
     parker *p = arg;
@@ -375,13 +380,21 @@ static void *parker_main(void *arg)
     int trunc;
     for (int i = 0; i < 100; i++) {
         int tid = atomic_load(&count_tid);
-        int rc = p->native ? sw_nstack_capture(tid, pcs, &trunc) : sw_nstack_park(tid, 20000000ull);
+        double t0 = now_s();
+        int rc = p->native ? sw_nstack_capture(tid, pcs, &trunc) : sw_nstack_park(tid, SW_NSTACK_WAIT_NS);
         if (rc >= 0) {
             long a = atomic_load(&ticks);
             usleep(100);
-            p->moved += atomic_load(&ticks) != a;
+            int moved = atomic_load(&ticks) != a;
             p->ok++;
-            p->released += sw_nstack_release();
+            if (sw_nstack_release()) {   /* parked from the answer to here: the count cannot have moved */
+                p->parked++;
+                p->moved += moved;
+            } else {
+                p->early += now_s() - t0 < SW_NSTACK_PARK_MAX_NS / 1e9;
+            }
+        } else {
+            p->early += now_s() - t0 < SW_NSTACK_WAIT_NS / 1e9;
         }
         usleep(300);
     }
@@ -410,11 +423,14 @@ TEST(parkers_and_a_capturer_take_turns)
         pthread_create(&ps[i].th, NULL, parker_main, &ps[i]);
     for (int i = 0; i < 3; i++)
         pthread_join(ps[i].th, NULL);
+    /* The parks that outlived SW_NSTACK_PARK_MAX_NS (one in 50 runs under
+     * ASan with the other core busy) are not counted: the thread went on
+     * then, as it should. */
     for (int i = 0; i < 3; i++) {
-        CHECK_MSG(ps[i].ok >= 90, "requester %d: %d of 100 answered", i, ps[i].ok);
+        CHECK_MSG(ps[i].ok >= 50, "requester %d: %d of 100 answered", i, ps[i].ok);
+        CHECK_MSG(ps[i].parked >= 50, "requester %d: %d of 100 releases found it parked", i, ps[i].parked);
         CHECK_MSG(ps[i].moved == 0, "requester %d: the thread ran while parked %d times", i, ps[i].moved);
-        CHECK_MSG(ps[i].released == ps[i].ok, "requester %d: %d of %d releases found it parked", i,
-                  ps[i].released, ps[i].ok);
+        CHECK_MSG(ps[i].early == 0, "requester %d: %d requests ended before their time", i, ps[i].early);
     }
     /* Parked longer than SW_NSTACK_PARK_MAX_NS, it goes on by itself, and
      * the release says so (what was read meanwhile may be torn). */

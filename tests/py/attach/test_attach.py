@@ -6,6 +6,7 @@ detach, ten attaches in a row work, and every refusal is one line."""
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -447,3 +448,165 @@ def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
     one_line_error(run(["attach", str(p.pid), "--sample", "--events", "tasks"]), "--events needs --trace")
     one_line_error(run(["attach", str(p.pid), "--trace", "--events", "tasks,nonsense"]), "--events: ",
                    "'nonsense'")
+
+
+# A target whose attach reports do not come: the start's waits (in an
+# audit hook on its opening) until the attaching command has given up on
+# it (claimed it or removed its directory), the stop's is lost (the hook raises). It calls work(n) in a loop,
+# logging each n, until the file END exists, then prints whether
+# stackwatch still traces in it. Usage: LOG started|stopped END.
+LOSES_A_REPORT = """
+import os, sys, time
+
+log = open(sys.argv[1], "w", buffering=1)
+
+
+def late_or_lost(event, args):
+    if event == "open" and str(args[0]).endswith(sys.argv[2] + ".json.tmp"):
+        if sys.argv[2] == "stopped":
+            log.write("stop's report lost\\n")
+            raise OSError("lost")
+        claimed = str(args[0])[:-len(".tmp")]   # the attaching command gave up: it claimed the
+        deadline = time.monotonic() + 30         # report, then removed its directory
+        while os.path.isdir(os.path.dirname(claimed)) and not os.path.exists(claimed) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+sys.addaudithook(late_or_lost)
+
+
+def work(n):
+    log.write(f"work {n}\\n")
+    return n * n
+
+
+n = 0
+print("ready", flush=True)
+while not os.path.exists(sys.argv[3]):
+    work(n)
+    time.sleep(0.001)
+    n += 1
+native = sys.modules.get("stackwatch._native")
+print("done, tracing:", bool(native and native.is_tracing()))
+"""
+
+
+@pytest.mark.parametrize("report", ["started", "stopped"])
+@pytest.mark.versions("3.12")
+def test_a_report_that_never_comes_ends_the_attach_within_its_bound(tmp_path, report):
+    """The attaching command waits for the target's report of the start
+    (or of the stop) within its bound only (twice --timeout; the stop's
+    plus the time attached), then says in one line what did not answer
+    and what the target does now, and exits 1. The target runs on, its
+    output unchanged, and is not tracing at its end: a start that reports
+    after the command gave up stops again at once; the stop whose report
+    was lost wrote the trace, as the line says."""
+    prog, log, end, out = tmp_path / "p.py", tmp_path / "calls.log", tmp_path / "end", tmp_path / "t.swt"
+    prog.write_text(LOSES_A_REPORT)
+    p = subprocess.Popen([sys.executable, str(prog), str(log), report, str(end)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        t0 = time.monotonic()
+        a = subprocess.Popen([sys.executable, "-m", "stackwatch", "attach", str(p.pid), "--trace", "--duration", "0.3",
+                              "--timeout", "1", "-o", str(out)], stderr=subprocess.PIPE, text=True)
+        if report == "stopped":
+            assert "tracing process" in a.stderr.readline()
+            t0 = time.monotonic()
+        try:
+            a.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the attach did not end within 60 s; " + hung_report(a, p))
+        waited = time.monotonic() - t0
+        lines = a.stderr.read().strip().splitlines()
+        assert a.returncode == 1 and len(lines) == 1 and lines[0].startswith("stackwatch: error: "), lines
+        if report == "started":
+            assert "did not report its start within 2 s" in lines[0] and "stops again at once" in lines[0], lines
+            assert 2 <= waited < 2 + 20   # (+ the command's own start-up, under load)
+        else:
+            bound = float(re.search(r"did not report its end within (\S+) s", lines[0]).group(1))
+            assert f"it stops tracing and writes {out} when that call returns" in lines[0], lines
+            assert 2.3 <= bound <= waited < bound + 5
+        before = log.read_text().count("work")
+        time.sleep(0.3)
+        assert log.read_text().count("work") > before   # running on
+        end.touch()
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        p.kill()
+        p.communicate(timeout=60)
+    assert (stdout, stderr, p.returncode) == ("done, tracing: False\n", "", 0)
+    ns = [int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("work")]
+    assert ns == list(range(len(ns)))
+    if report == "stopped":
+        from stackwatch import Trace
+        t = Trace(str(out))
+        assert any(t.codes[e.code].name == "work" for e in t.events(0) if e.kind == 0)
+
+
+@pytest.mark.versions("3.12")
+def test_interrupted_while_the_stop_is_awaited_one_line(tmp_path):
+    """A Ctrl-C (or SIGTERM) while the command waits for the stop's report
+    ends it with one line, not a traceback: the stop call runs on."""
+    prog, log, end, out = tmp_path / "p.py", tmp_path / "calls.log", tmp_path / "end", tmp_path / "t.swt"
+    prog.write_text(LOSES_A_REPORT)
+    p = subprocess.Popen([sys.executable, str(prog), str(log), "stopped", str(end)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    a = None
+    try:
+        assert p.stdout.readline() == "ready\n"
+        a = subprocess.Popen([sys.executable, "-m", "stackwatch", "attach", str(p.pid), "--trace", "--duration", "0.2",
+                              "-o", str(out)], stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while "report lost" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        a.send_signal(signal.SIGINT)
+        _, err = a.communicate(timeout=60)
+        lines = err.strip().splitlines()
+        assert a.returncode == 1 and len(lines) == 2, lines
+        assert lines[1] == (f"stackwatch: error: interrupted while process {p.pid} stops: it stops tracing and "
+                            f"writes {out} once its stop call has run"), lines
+        end.touch()
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        if a:
+            a.kill()
+        p.kill()
+        p.communicate(timeout=60)
+    assert (stdout, stderr, p.returncode) == ("done, tracing: False\n", "", 0)
+
+
+@pytest.mark.versions("3.9")   # (before 3.12 only the main thread runs pending calls: a sleep there blocks them)
+def test_a_stop_that_finds_no_safe_point_stays_queued(tmp_path):
+    """A target whose main thread sleeps in C once the attach has started
+    reaches no safe point within the stop's bound: the command says so in
+    one line and exits 1, its stop call queued again; the target stops
+    tracing and writes the trace when the sleep ends, and is not tracing
+    at its end."""
+    code = ("import sys, time\n"
+            "def work(): return sum(range(10))\n"
+            "print('ready', flush=True)\n"
+            "while 'stackwatch.tracer.attached' not in sys.modules:\n"
+            "    time.sleep(0.001)\n"
+            "work()\n"
+            "time.sleep(4)\n"
+            "native = sys.modules['stackwatch._native']\n"
+            "print('done, tracing:', native.is_tracing(), flush=True)\n")
+    out = tmp_path / "t.swt"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        r = run(["attach", str(p.pid), "--trace", "--duration", "0.3", "--timeout", "0.5", "-o", str(out)], timeout=60)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 2 and lines[1].startswith("stackwatch: error: "), lines
+        assert "reached no safe point within" in lines[1], lines
+        assert f"it is still tracing: the stop call stays queued, it stops tracing and writes {out} at its next " \
+            "safe point" in lines[1], lines
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        p.kill()
+        p.communicate(timeout=60)
+    assert (stdout, stderr, p.returncode) == ("done, tracing: False\n", "", 0)
+    from stackwatch import Trace
+    t = Trace(str(out))
+    assert any(t.codes[e.code].name == "work" for e in t.events(0) if e.kind == 0)
