@@ -289,7 +289,9 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     }
     int native_ok = 1;
     if (lim->native) {
-        r->syms = sw_symbols_new();
+        /* With lines, a native frame's node is its pc's line too: its
+         * symbols get their sources when looked up, as another process's. */
+        r->syms = r->lines && lim->native_lines ? sw_symbols_new_lines() : sw_symbols_new();
         r->py_end = calloc(d, 1);
         r->pcs = malloc(SW_NSTACK_MAX * sizeof *r->pcs);
         r->nat = malloc(SW_NSTACK_MAX * sizeof *r->nat);
@@ -2585,6 +2587,14 @@ void sw_pystack_native_sources(sw_pystack *r, sw_symbols_source_fn fn, void *ud)
 {
     if (r->syms && !r->unwinder)
         sw_symbols_sources_later(r->syms, fn, ud);
+}
+
+void sw_pystack_native_lines_ahead(sw_pystack *r, uint64_t addr)
+{
+    const char *file;
+    uint32_t line;
+    if (r->syms && !r->unwinder && r->lines && r->lim.native_lines)
+        (void)sw_symbols_source(r->syms, addr, &file, &line);
 }
 
 int sw_pystack_set_code_counter(sw_pystack *r, uint64_t addr, uint64_t interps)

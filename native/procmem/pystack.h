@@ -64,6 +64,10 @@ typedef struct sw_pystack_limits {
                                 reads the threads so stopped */
     uint32_t fail_every;     /* (tests) > 0: every fail_every-th walk of a thread's stack is
                                 counted and reported as failed, as one torn after its retries */
+    uint32_t native_lines;   /* with native and lines, this process: native frames get their
+                                pc's source line too, and their functions their sources,
+                                when looked up (sw_symbols_new_lines; another process's
+                                always do) */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {
@@ -140,6 +144,13 @@ void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out);
 /* Native mode in this process: the source lines of the native frames'
  * functions, found now (sw_symbols_sources_later). Not while r samples. */
 void sw_pystack_native_sources(sw_pystack *r, sw_symbols_source_fn fn, void *ud);
+
+/* With limits.native_lines: reads now the line tables of
+ * the object holding code address addr (sw_symbols_source), which the
+ * first sample naming a function of it would read on the sampling thread
+ * otherwise (libpython's, libc's debug file's: most of a second there
+ * under load). Not while r samples. */
+void sw_pystack_native_lines_ahead(sw_pystack *r, uint64_t addr);
 
 /* 3.11+, without native frames (this process too): addr is the target's
  * counter of code objects made (sw_target_code_counter), read after each

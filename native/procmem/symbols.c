@@ -5,8 +5,8 @@
  * ELF room's bounded reader (elf/elf.h) and its function symbols
  * (.symtab, else .dynsym) copied into a sorted array. Addresses are cached; symbols are interned as sw_sample_code
  * entries by their start address, C++ names demangled (demangle.h). Both
- * are arrays indexed by base/hashtab.h tables. Source lines (sw_symbols_source; for another process's frames
- * each symbol's, and each address's) come from the object's DWARF line
+ * are arrays indexed by base/hashtab.h tables. Source lines (sw_symbols_source; with sources on,
+ * another process's or sw_symbols_new_lines', each symbol's and each address's) come from the object's DWARF line
  * tables (elf/dwarf_line.h), or its separate debug file's, read the first
  * time one is asked for.
  */
@@ -72,7 +72,7 @@ struct sw_symbols {
     sw_hashtab entry_index;  /* hash of a symbol's start -> its position in entries */
     entry unknown;           /* "?? [native]" of an address outside any object */
     sw_unwinder *remote;     /* another process's: its files name its addresses; NULL: this process */
-    int sources;             /* symbols and addresses get their source lines (another process's) */
+    int sources;             /* symbols and addresses get their source lines when looked up */
     uint64_t lookups, misses;
 };
 
@@ -277,11 +277,17 @@ const char *sw_symbols_elf_lookup(const char *path, uint64_t vaddr, char *out, s
 
 sw_symbols *sw_symbols_new_remote(sw_unwinder *u)
 {
-    sw_symbols *s = sw_symbols_new();
-    if (s) {
+    sw_symbols *s = sw_symbols_new_lines();
+    if (s)
         s->remote = u;
+    return s;
+}
+
+sw_symbols *sw_symbols_new_lines(void)
+{
+    sw_symbols *s = sw_symbols_new();
+    if (s)
         s->sources = 1;
-    }
     return s;
 }
 

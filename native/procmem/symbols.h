@@ -15,7 +15,8 @@
  * (sw_symbols_new_remote), where the object's DWARF line tables (or its
  * separate debug file's) cover the symbol's start, filename and
  * firstlineno are that source file and line, and library the object's
- * path (base/sample.h). Entries stay valid until sw_symbols_free. Not
+ * path (base/sample.h); the same for this process when made by
+ * sw_symbols_new_lines. Entries stay valid until sw_symbols_free. Not
  * for use in a signal handler (dladdr locks, files are opened); used by
  * one thread at a time.
  */
@@ -27,6 +28,13 @@
 typedef struct sw_symbols sw_symbols;
 
 sw_symbols *sw_symbols_new(void);   /* NULL if out of memory */
+
+/* This process's, with source lines as another process's (above, and
+ * sw_symbols_lookup_line's: the line of each pc, cached with it), for the
+ * profiler's --lines mode, where each line run is a node of its own: an
+ * object's line tables are then read by the first lookup in it (on the
+ * sampling thread, once, unless read ahead: sw_symbols_source). */
+sw_symbols *sw_symbols_new_lines(void);
 
 /* Names the addresses of another process instead: the file its unwinder
  * (unwind.h, which must outlive s) finds mapped there, read through
@@ -59,17 +67,17 @@ int sw_symbols_source(sw_symbols *s, uint64_t addr, const char **file, uint32_t 
 sw_sample_code *sw_symbols_lookup_marked(sw_symbols *s, uint64_t pc, int by_fp, int *is_eval);
 
 /* The same, and with line not NULL the line of pc itself (0 unless the
- * symbol has a source: another process's, with line tables), cached with
- * the address. */
+ * symbol has a source: another process's, or this one's made by
+ * sw_symbols_new_lines, with line tables), cached with the address. */
 sw_sample_code *sw_symbols_lookup_line(sw_symbols *s, uint64_t pc, int by_fp, int *is_eval, int32_t *line);
 
-/* This process's symbols have no source line when looked up (an
+/* This process's symbols (sw_symbols_new's) have no source line when looked up (an
  * object's line tables can take the sampling thread a second to read:
  * libpython's .debug_line is megabytes). Calls fn(ud, symbol, file, line)
  * for each symbol looked up so far that has none, whose object's line
  * tables (or its separate debug file's) cover its start: for the caller
  * to name it so once sampling stopped (at export). Symbols that have a
- * source (another process's) are skipped. */
+ * source (another process's, or sw_symbols_new_lines') are skipped. */
 typedef void (*sw_symbols_source_fn)(void *ud, sw_sample_code *symbol, const char *file, uint32_t line);
 void sw_symbols_sources_later(sw_symbols *s, sw_symbols_source_fn fn, void *ud);
 

@@ -249,7 +249,10 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
     const char *fail = getenv("STACKWATCH_TEST_FAIL_EVERY");
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
                              (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed,
-                             park_always, 0, 0, 0, fail ? (uint32_t)strtoul(fail, NULL, 10) : 0};
+                             park_always, 0, 0, 0, fail ? (uint32_t)strtoul(fail, NULL, 10) : 0, 0};
+    /* A profile's native frames get their pc's line as from outside (a
+     * trace's samples keep their native frames' library and line 0). */
+    lim.native_lines = (uint32_t)(self->lines && self->native && !self->trace);
     char err[256] = "";
     sw_pystack *r;
     if (pid == 0 && self->blocking) {
@@ -283,6 +286,15 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
         uint64_t counter, interps;
         if (sw_sampler_code_counter(interp, &counter, &interps) == SW_OK)
             sw_pystack_set_code_counter(r, counter, interps);
+        if (lim.native_lines) {
+            /* Native frames' own lines: the interpreter's and libc's line
+             * tables, read now rather than by the first samples (every
+             * stack runs through both). */
+            Py_BEGIN_ALLOW_THREADS
+            sw_pystack_native_lines_ahead(r, (uint64_t)(uintptr_t)PyEval_EvalCode);
+            sw_pystack_native_lines_ahead(r, (uint64_t)(uintptr_t)getpid);
+            Py_END_ALLOW_THREADS
+        }
         return r;
     }
     if (self->trace) {

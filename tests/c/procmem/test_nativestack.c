@@ -116,6 +116,7 @@ TEST(merge_from_root_and_leaf)
 
 /* ---- symbols ---- */
 
+enum { SPIN_HERE_LINE = __LINE__ + 1 };   /* spin_here's first line; its last is 6 below */
 __attribute__((noinline)) static int spin_here(atomic_int *stop)
 {
     int k = 0;
@@ -146,6 +147,31 @@ TEST(symbols_of_this_binary_and_libc)
     uint64_t objs, lookups, unknown;
     sw_symbols_counts(s, &objs, &lookups, &unknown);
     CHECK(objs >= 2 && lookups == 4 && unknown >= 1);
+    sw_symbols_free(s);
+}
+
+/* With sources (sw_symbols_new_lines, the profiler's --lines): this
+ * binary's function named by its file and first line from its line tables
+ * (the tests are built with -g), each address by its own line, cached. */
+TEST(symbols_of_this_binary_with_lines)
+{
+    sw_symbols *s = sw_symbols_new_lines();
+    REQUIRE(s != NULL);
+    int ev = 1;
+    int32_t start = -1, inside = -1;
+    uint64_t at = (uint64_t)(uintptr_t)&spin_here;
+    sw_sample_code *c = sw_symbols_lookup_line(s, at, 0, &ev, &start);
+    REQUIRE(c != NULL);
+    CHECK_EQ_STR(c->name, "spin_here [native]");
+    /* (its first row: the brace at -O0, the body's first statement at -O2) */
+    CHECK(strstr(c->filename, "test_nativestack.c") != NULL && c->firstlineno >= SPIN_HERE_LINE &&
+          c->firstlineno <= SPIN_HERE_LINE + 6);
+    CHECK(c->library && strstr(c->library, "test_nativestack") != NULL && sw_sample_code_is_native(c));
+    CHECK(start == c->firstlineno);
+    CHECK(sw_symbols_lookup_line(s, at + 8, 0, &ev, &inside) == c);
+    CHECK(inside >= SPIN_HERE_LINE && inside <= SPIN_HERE_LINE + 6);
+    int32_t again = -1;
+    CHECK(sw_symbols_lookup_line(s, at + 8, 0, &ev, &again) == c && again == inside);
     sw_symbols_free(s);
 }
 

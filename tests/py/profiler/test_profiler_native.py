@@ -16,12 +16,15 @@ the interpreter function replaced by the Python frames it runs).
   signals, during and after profiling; it is back in place after stop.
 - A C++ extension's frames (cxxthrow.cpp) named as c++filt names them.
 - lines and native together; the CLI's --native output and HTML flags.
+- A -g C extension's frames named by the source line of each sampled pc
+  in lines mode (addr2line's), by their function's first line otherwise.
 """
 import json
 import os
 import platform
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -29,8 +32,8 @@ import zlib
 
 import pytest
 
-from conftest import SAMPLER, needs, needs_sampler, run, write
-from native_ext import NO_BINUTILS, build_extension, cxx_names, symbol_lines
+from conftest import PROGRAMS, SAMPLER, needs, needs_sampler, run, write
+from native_ext import NO_BINUTILS, addr2line, build_extension, cxx_names, symbol_lines
 from stats_bounds import expect_at_least, expect_at_most
 
 pytestmark = [
@@ -457,3 +460,54 @@ def test_native_frames_have_their_source_lines(tmp_path):
         shown[fmt] = {(n, os.path.normpath(f), int(line)) for n, f, line in rows}
     want = {(n, f, line) for n, (f, line) in theirs.items()}
     assert shown == {fmt: want for fmt in shown}, (shown, want)
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")   # (the line tables are the library's, not Python's)
+@needs(NO_BINUTILS)
+def test_lines_mode_names_native_frames_by_their_pcs_lines():
+    """`Profiler(native=True, lines=True)` in this process, spinning in
+    cgraph.fib (a C extension built with -g): each native frame of the
+    extension is a node of the line its pc is on, as from outside
+    (sw_symbols_lookup_line, tests/py/cli/test_dump_native.py): every line
+    of cfib's and fib's nodes is one addr2line gives for an address of that
+    function (nm -S), in cgraph.c, and most of cfib's samples are on the
+    line of its call to fib, not on its first line."""
+    folder, so = build_extension(debug=True)
+    sys.path.insert(0, folder)
+    try:
+        import cgraph
+    finally:
+        sys.path.remove(folder)
+    ranges = {}
+    for row in subprocess.run(["nm", "-S", so], capture_output=True, text=True, check=True).stdout.splitlines():
+        parts = row.split()
+        if len(parts) == 4 and parts[3] in ("fib", "cfib"):
+            ranges[parts[3]] = range(int(parts[0], 16), int(parts[0], 16) + int(parts[1], 16))
+    assert set(ranges) == {"fib", "cfib"}, ranges
+    theirs = {name: set(addr2line(so, list(r))) for name, r in ranges.items()}
+    source = os.path.join(PROGRAMS, "native", "cgraph.c")
+    call = next(i for i, text in enumerate(open(source), 1) if "fib((int)PyLong_AsLong(arg))" in text)
+    first = symbol_lines(so, ("cfib",))["cfib"]
+
+    def spin(seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            cgraph.fib(18)
+
+    with Profiler(interval="1ms", native=True, lines=True) as p:
+        until_samples(p, spin, 0.3, 200)
+    seen = {"fib": {}, "cfib": {}}
+    for path, n in stacks(p.tree(threading.get_ident())):
+        for node in path:
+            name = node["name"][:-len(NATIVE)] if node["name"].endswith(NATIVE) else None
+            if name in seen:
+                key = (os.path.normpath(node["filename"]), node["line"])
+                seen[name][key] = seen[name].get(key, 0) + n
+    assert seen["fib"] and seen["cfib"], seen
+    for name, lines in seen.items():
+        assert set(lines) <= theirs[name], (name, lines, theirs[name])
+    cfib = seen["cfib"]
+    on_call = sum(n for (f, line), n in cfib.items() if line == call)
+    assert call != first[1], (call, first)
+    expect_at_least(on_call, sum(cfib.values()), 0.9, (call, first, cfib))
