@@ -25,8 +25,7 @@
  * among them, and (in this process) one reading the code
  * objects' headers and the frames again. A
  * walk torn by the thread running on (see "Torn stacks" below) is redone:
- * in this process (limits.park; 3.12+: after up to UNPARKED_RETRIES
- * unparked walks) with the thread parked in a signal handler
+ * in this process (limits.park) with the thread parked in a signal handler
  * (nativestack.h), which cannot tear, so the checks can be strict;
  * from outside up to a few times, then the sample is failed. Code objects
  * come from the code cache;
@@ -54,7 +53,6 @@
 #define OBJECT_RETRIES 4               /* before 3.11: walks redone when a frame died under the reader */
 #define TORN_RETRIES 5                 /* 3.11+: whole reads redone when the walk was torn */
 #define PARK_WAIT_NS 10000000ull       /* in-process: the wait for a torn thread to park (10 ms) */
-#define UNPARKED_RETRIES 2             /* in-process, 3.12+: walks redone unparked before a torn one parks */
 #define PARK_FAILS_MUTE 3              /* ... parked walks of a thread failing in a row that mute it */
 #define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
 #define STATE_FDS 128                  /* /proc files of threads kept open (syscall, schedstat) */
@@ -2304,10 +2302,11 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * of two instants is torn, redone up to TORN_RETRIES (OBJECT_RETRIES)
      * times, then failed. */
     int fresh = nn < 0 && !r->frozen_now;
-    /* In-process, a walk found torn (or failed) is redone (3.12+: unparked
-     * up to UNPARKED_RETRIES times first, below) with the thread parked
-     * (walk_parked): the checks after a walk are then strict, at the cost
-     * of a park, not of a failed sample. A
+    /* In-process, a walk found torn (or failed) is not retried but redone
+     * at once with the thread parked (walk_parked): the checks after a walk
+     * are then strict, at the cost of a park, not of a failed sample.
+     * (Walks redone unparked first, twice, to save parks were tried and
+     * removed: docs/architecture.md "Torn stacks".) A
      * thread muted (it blocks the signal, or its parked walks kept failing)
      * is read as from outside. */
     int park = r->lim.park && fresh;
@@ -2369,13 +2368,12 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         /* (the counter of code objects made, read in the same read as ts
          * and after its frames: trusted_by_counter) */
         r->counter_now = g && g->counter_ok ? g->counter : 0;
-        guess g_again;
         for (int torn = 0;; torn++) {
             r->walk_early = 0;
             if (l->frames_kind != SW_FRAMES_INTERP) {
                 if (!g || !guessed_leaf(r, frame, &w))
                     read_leaf(r, tstate, frame, &w);
-            } else if ((torn > 0 && !park) || !guessed_window(r, tstate, ts, frame, g, &w))
+            } else if (torn > 0 || !guessed_window(r, tstate, ts, frame, g, &w))
                 copy_window(r, tstate, ts, frame, &w);
             else
                 r->walk_early = 1;
@@ -2399,39 +2397,6 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
                 n = walk_frames(r, frame, &w, &truncated);
                 if (n >= 0)
                     spec_keep(r, tstate);
-            }
-            if (park && n < 0 && torn < UNPARKED_RETRIES && l->owner_cstack != SW_NO_OFFSET) {
-                /* In-process, 3.12+, torn (or failed): first walked again
-                 * unparked, from the thread state read afresh with what
-                 * its last walk lets guess (one system call, as the first
-                 * walk's), and checked as strictly. A park costs the
-                 * program 10-20 us of its own time (the signal, and the
-                 * wait in the handler while the sampler walks); a walk
-                 * redone costs only the sampler's. A walk mostly tears
-                 * because the thread returned below its leaf within the
-                 * 1-2 us between the first read and the end of the check
-                 * (docs/architecture.md "Torn stacks"), and one taken a
-                 * few microseconds later mostly finds a leaf that lives
-                 * longer. Not on 3.11: there the walks redone right after
-                 * a tear let the slot reused by a frame of the same size
-                 * through (tests/programs/slot_reuse.py's `same`: 12
-                 * samples in about 106,000 differed from the trace, none
-                 * in 108,000 without them); 3.12 showed none either way,
-                 * 3.13 as many without as with. Nor before 3.11 (not
-                 * measured). */
-                r->st.torn += n == WALK_TORN;
-                if (read_tstate(r, tstate, ts2, &g_again, 0) != SW_OK || u64_at(ts2, l->tstate_interp) != r->interp ||
-                    leaf_frame(r, tstate, ts2, &g_again, &frame) != 0)
-                    break;
-                ts = ts2;
-                g = &g_again;
-                r->counter_now = g_again.counter_ok ? g_again.counter : 0;
-                r->st.retried++;
-                if (!frame) {
-                    n = 0;   /* no Python frame any more */
-                    break;
-                }
-                continue;
             }
             if (park || n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
                 break;
