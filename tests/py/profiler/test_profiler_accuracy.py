@@ -125,6 +125,37 @@ def test_60_30_10_shares(mode):
         assert 0.9 * cpu <= p.tree()["time_ns"] / 1e9 <= 1.02 * cpu + 0.01, (p.tree()["time_ns"], cpu, st)
 
 
+def in_step():
+    """Runs while the monotonic clock is in the first millisecond of a
+    10 ms period."""
+    while time.monotonic_ns() % 10_000_000 < 1_000_000:
+        pass
+
+
+def out_of_step():
+    while time.monotonic_ns() % 10_000_000 >= 1_000_000:
+        pass
+
+
+@pytest.mark.timing
+@pytest.mark.versions("3.12")   # (the sampler's pacing: the same on every version)
+def test_a_loop_in_step_with_the_interval_is_sampled_at_every_phase():
+    """A loop whose period (10 ms of the sampler's clock) is a multiple of
+    the interval (2 ms): rounds evenly spaced would find it at the same 5
+    places of its period every time, so in_step (the first millisecond)
+    would get 0 or a fifth of the samples; each round at a random point of
+    its interval (sampler_loop.c) gives it its tenth. Bound: 4.5 binomial
+    standard deviations of 500 samples (0.06)."""
+    with Profiler(interval="2ms", maxlen=None) as p:
+        while p.stats()["stored"] < 500:
+            in_step()
+            out_of_step()
+    tree = p.tree()
+    share = time_in(tree, "in_step", "count") / max(1, time_in(tree, "in_step", "count") +
+                                                        time_in(tree, "out_of_step", "count"))
+    assert 0.04 < share < 0.16, (share, p.stats())
+
+
 def compute(p, out, rounds=600, seconds=0.3):
     """Computes until the profiler `p` has made `rounds` rounds and this
     thread has used `seconds` of CPU time (a loaded machine takes longer,
