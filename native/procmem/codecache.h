@@ -51,8 +51,8 @@ sw_sample_code *sw_codecache_find(sw_codecache *c, uint64_t addr);
 
 /* The info for the code object at addr, whose first l->code_size bytes
  * (hdr) were just read, marked confirmed in `round`. Reads its strings on a
- * miss. Returns NULL if hdr is not a code object or its strings cannot be
- * read. */
+ * miss, which leaves the entry unsettled (sw_codecache_settle). Returns NULL
+ * if hdr is not a code object or its strings cannot be read. */
 sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout *l, uint64_t addr,
                                const unsigned char *hdr, uint64_t round);
 
