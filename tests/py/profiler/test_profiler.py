@@ -64,12 +64,17 @@ def rounds_accounted(p, thread_id):
     from the start to the last round is a round or a missed tick, and
     there are never more than the time allows (a round starts at a random
     point of the interval before its tick: the last one up to an interval
-    before the time its tick stands for)."""
+    before the time its tick stands for). A round that starts late by more
+    than an interval (the sampler thread preempted) stands for the tick
+    whose interval it started in, and no tick is counted missed until a
+    round ends an interval past its own: the last sample can lie up to two
+    intervals past the ticks accounted (failed in CI on 3.10 at a bound of
+    one: 468 ticks, 34 missed, a loaded machine)."""
     st = p.stats()
     th = [t for t in p.threads() if t["thread_id"] == thread_id][0]
     iv, accounted = st["interval_ns"], st["ticks"] + st["missed"]
     assert (accounted - 1) * iv <= st["stop_ns"] - st["start_ns"], st
-    assert th["last_ns"] - st["start_ns"] < (accounted + 1) * iv, (th, st)
+    assert th["last_ns"] - st["start_ns"] < (accounted + 2) * iv, (th, st)
     return st
 
 
