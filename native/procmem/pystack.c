@@ -206,6 +206,7 @@ struct sw_pystack {
     int frozen_now;                /* 1 while it is */
     char block_err[384];           /* why the last stop failed, or "" */
     sw_pystack_stats st;
+    int in_process;                /* 1: the reader's own process (its walks' checks are strict) */
 };
 
 static uint64_t u64_at(const unsigned char *p, uint32_t off)
@@ -350,6 +351,8 @@ sw_pystack *sw_pystack_new(const sw_py_layout *l, int pid, uint64_t interp_addr,
         sw_pystack_free(r);
         return NULL;
     }
+    if (r)
+        r->in_process = pid == (int)getpid();
     if (r && lim->native && pid != (int)getpid()) {
         /* Native frames of another process: unwound from outside, named
          * by its files. */
@@ -1964,9 +1967,9 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
      * leave every byte of its frames the same (freed ints reused at the
      * same address) is told by the thread state read again at the end of
      * the read (above). Strict only
-     * where a torn walk can be redone with the thread parked (in-process):
-     * from outside it failed 24-45% of fast recursive code's walks on a
-     * quiet machine. */
+     * in-process, where a torn walk can mostly be redone with the thread
+     * parked (and is failed where it cannot: a muted thread): from outside
+     * it failed 24-45% of fast recursive code's walks on a quiet machine. */
     uint64_t still_from = gen_leaf && anchor ? 2 : 1;
     for (uint64_t i = 0; i < walked && hi > lo; i++) {
         uint64_t a = r->frame_addrs[i];
@@ -2308,8 +2311,19 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * (Walks redone unparked first, twice, to save parks were tried and
      * removed: docs/architecture.md "Torn stacks".) A
      * thread muted (it blocks the signal, or its parked walks kept failing)
-     * is read as from outside. */
+     * is read as from outside, but checked strictly (below). */
     int park = r->lim.park && fresh;
+    /* In this process the checks are strict even where the thread cannot
+     * be parked (muted, or parks not installed): its torn walks are then
+     * retried, then failed, never stored. Checked loosely, as from outside,
+     * a muted thread's walks let stacks it never had through: on a busy
+     * machine a park times out now and then and the thread is found with
+     * the signal blocked (slot_reuse.py blocks no signal: most likely the
+     * thread had just entered the handler, whose mask blocks it), and it is
+     * muted for MUTE_ROUNDS rounds, whose walks gave slot_reuse.py's `same`
+     * variant h2 called by f2: 13 samples in one such stretch, 3.11
+     * (docs/architecture.md "Torn stacks"). */
+    int strict = fresh && r->in_process;
     if (park && any_muted(r)) {
         uint32_t tid = s.native_tid ? (uint32_t)s.native_tid : kernel_tid(r, tstate, ts, g);
         park = tid && !muted(r, tid);
@@ -2381,9 +2395,9 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             if (n >= 0)
                 spec_keep(r, tstate);
             if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP &&
-                !still_whole(r, tstate, frame, &w, (uint32_t)n, park))
+                !still_whole(r, tstate, frame, &w, (uint32_t)n, strict))
                 n = WALK_TORN;
-            if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && park && !objects_whole(r, (uint32_t)n))
+            if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && strict && !objects_whole(r, (uint32_t)n))
                 n = WALK_TORN;
             for (int retry = 0; !park && n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES;
                  retry++) {
@@ -2397,6 +2411,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
                 n = walk_frames(r, frame, &w, &truncated);
                 if (n >= 0)
                     spec_keep(r, tstate);
+                if (n >= 0 && strict && !objects_whole(r, (uint32_t)n))
+                    n = WALK_TORN;
             }
             if (park || n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
                 break;
