@@ -1405,13 +1405,62 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
  * tests/programs/slot_reuse.py, every one of them a misfit). A slot reused
  * by code whose frames are as large as the dead frame's caller's is not
  * told (memory read while the thread runs cannot tell it: only a parked
- * walk). 1 if every such pair of the n frames resolved (r->frames) fits;
- * 0 (the walk is torn) if not. */
+ * walk, which callees_held asks for). 1 if every such pair of the n
+ * frames resolved (r->frames) fits; 0 (the walk is torn) if not. */
 static int frames_fit(sw_pystack *r, uint32_t n)
 {
     for (uint32_t i = 1; r->gaps && i < n; i++)
         if (r->gaps[i] && r->gaps[i] != (uint64_t)sw_codecache_frame_words(r->frames[i]) * r->l.pointer_size)
             return 0;
+    return 1;
+}
+
+/* Callers that hold their callees (3.11+, in-process). A Python call
+ * leaves the function it calls on the caller's value stack (CALL keeps it
+ * there while the callee runs; 3.13's inlined calls write the new frame's
+ * address over it; `exec` of a module's code holds the code object), so a
+ * callee whose function, code object or address is nowhere in its
+ * caller's words, from its locals up to the callee, was either called
+ * another way (from C without the function on the caller's stack:
+ * __init__ by a class call, a property, __instancecheck__, a key function
+ * under map) or is a dead frame still linked to a slot that a call of
+ * another function took since, the same-size slot case of frames_fit,
+ * which no read made while the thread runs tells (docs/architecture.md
+ * "Torn stacks"). Either way an unparked walk is redone parked (a muted
+ * thread's walks are not asked: each genuine call from C would fail them
+ * all). Pairs of frames both in the copied window, next to each other in
+ * the walk but for C-stack shims between. 1 if every such pair holds. */
+static int callees_held(sw_pystack *r, const window *w)
+{
+    const sw_py_layout *l = &r->l;
+    if (l->frame_func == SW_NO_OFFSET || !w->bytes)
+        return 1;
+    const uint32_t back = frame_back(l);
+    uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth, callee = 0;
+    for (uint64_t i = 0; i < walked; i++) {
+        uint64_t a = r->frame_addrs[i];
+        if (!in_copy(w, l, a)) {
+            const unsigned char *f = r->own_was + i * (l->frame_size + back) + back;
+            if (l->owner_cstack == SW_NO_OFFSET || f[l->frame_owner] != (unsigned char)l->owner_cstack)
+                callee = 0;   /* (a generator's frame, an older chunk's: not checked) */
+            continue;
+        }
+        const unsigned char *f = w->bytes + (a - w->lo);
+        if (callee > a && callee - a <= WINDOW_MAX && w->hi - callee >= l->frame_size) {
+            const unsigned char *cf = w->bytes + (callee - w->lo);
+            uint64_t fn = u64_at(cf, l->frame_func), code = u64_at(cf, l->frame_code);
+            if (fn && fn != l->none_addr) {
+                int held = 0;
+                for (uint64_t o = l->frame_size; !held && o + 8 <= callee - a; o += 8) {
+                    uint64_t v = u64_at(f, (uint32_t)o);
+                    held = v == fn || v == callee || v == code;
+                }
+                if (!held)
+                    return 0;
+            }
+        }
+        callee = a;
+    }
     return 1;
 }
 
@@ -2213,7 +2262,8 @@ static long walk_after_park(sw_pystack *r, uint64_t tstate, window *w, int *trun
     long n = walk_frames(r, frame, w, truncated);
     if (n >= 0)
         spec_keep(r, tstate);
-    if (n >= 0 && l->frames_kind == SW_FRAMES_INTERP && !still_whole(r, tstate, frame, w, (uint32_t)n, 1))
+    if (n >= 0 && l->frames_kind == SW_FRAMES_INTERP &&
+        (!still_whole(r, tstate, frame, w, (uint32_t)n, 1) || !callees_held(r, w)))
         n = WALK_TORN;
     if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && !objects_whole(r, (uint32_t)n))
         n = WALK_TORN;
@@ -2396,6 +2446,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
                 spec_keep(r, tstate);
             if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP &&
                 !still_whole(r, tstate, frame, &w, (uint32_t)n, strict))
+                n = WALK_TORN;
+            if (n >= 0 && park && l->frames_kind == SW_FRAMES_INTERP && !callees_held(r, &w))
                 n = WALK_TORN;
             if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && strict && !objects_whole(r, (uint32_t)n))
                 n = WALK_TORN;
