@@ -76,6 +76,7 @@ typedef struct open_call {
     long nr;
     int open;
     int off;                 /* switched out, not yet back */
+    int seen;                /* a record of the thread was handled */
     uint32_t waker;          /* the thread of this process that woke it while off (0: none) */
     uint64_t woken_ns;
 } open_call;
@@ -879,6 +880,8 @@ static void release(sw_syscalls *s, int all)
 static void handle(sw_syscalls *s, const pending *p, open_call *c)
 {
     sw_kevent ev = {.tid = p->tid, .cpu = p->cpu, .t_ns = p->t};
+    int first = !c->seen;
+    c->seen = 1;
     switch (p->src) {
     case SRC_ENTER:
         if (c->open)
@@ -909,8 +912,12 @@ static void handle(sw_syscalls *s, const pending *p, open_call *c)
         c->waker = 0;
         break;
     case SRC_SWITCH_IN:
-        if (!c->off)
-            return;   /* its switch out was before the start (or lost) */
+        /* The thread's first record: it was off CPU before (it slept
+         * since before the start) or it never ran (a thread started
+         * since: its first run). Otherwise a switch in while on CPU: its
+         * switch out was lost. */
+        if (!c->off && !first)
+            return;
         ev.kind = SW_KEV_ON_CPU;
         ev.peer = p->peer;
         memcpy(ev.comm, p->comm, sizeof ev.comm);

@@ -52,7 +52,9 @@ enum sw_kevent_kind {
     SW_KEV_OFF_CPU = 1,      /* the thread left CPU `cpu`; a: prev_state, reason: its name; peer, comm:
                                 the task that runs next (sched_switch's next_pid, next_comm; 0, "":
                                 unprivileged, not seen) */
-    SW_KEV_ON_CPU,           /* the thread runs again on CPU `cpu`; a: the tid of the thread of
+    SW_KEV_ON_CPU,           /* the thread runs (again) on CPU `cpu`: after an OFF_CPU, or as its
+                                first record (a thread started since: its first run; one that
+                                was off CPU at the start); a: the tid of the thread of
                                 this process that woke it last while it was off (0: none seen),
                                 b: ns from that wakeup to now; peer, comm: the task that ran before
                                 it there (sched_switch's prev_pid, prev_comm, any process's; 0, "":

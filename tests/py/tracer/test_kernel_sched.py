@@ -211,17 +211,26 @@ def traced(tmp_path_factory):
 
 def intervals(t, pos):
     """The thread's off-CPU intervals [(begin, end, off record, on record)]
-    in trace ns, from its off_cpu / on_cpu records."""
+    in trace ns, from its off_cpu / on_cpu records (a first on_cpu, the
+    first run of a thread started during the trace, ends none: first_run)."""
     out, off = [], None
-    for e in t.ext_events(thread=pos, kinds=["off_cpu", "on_cpu"]):
+    for k, e in enumerate(t.ext_events(thread=pos, kinds=["off_cpu", "on_cpu"])):
         if e.kind == "off_cpu":
             assert off is None, "two switches out without one in"
             off = e
-        else:
+        elif k:
             assert off is not None, "a switch in without one out"
             out.append((off.t_ns, e.t_ns, off, e))
             off = None
     return out
+
+
+def first_run(t, pos):
+    """The thread's first on_cpu record when it is its first scheduler
+    record (a thread started during the trace: its first switch in), else
+    None."""
+    first = next(iter(t.ext_events(thread=pos, kinds=["off_cpu", "on_cpu"])), None)
+    return first if first is not None and first.kind == "on_cpu" else None
 
 
 def test_off_cpu_time_is_wall_minus_cpu_time(traced):
@@ -263,13 +272,53 @@ def test_reasons_and_cpu_ids(traced):
     inside = [(s, e, off) for s, e, off, _ in intervals(t, p) if begin <= s and e <= end]
     assert sum(off.data["reason"] == "sleeping" for _, _, off in inside) >= 20   # one per sleep at least
     for th in range(len(t.threads)):
-        prev_on = None
+        prev_on = first_run(t, th)
         for _s, _e, off, on in intervals(t, th):
             assert off.data["reason"] in ("sleeping", "blocked", "preempted", "other")   # privileged: never "waiting"
             assert off.data["cpu"] < ncpu and on.data["next_cpu"] < ncpu
             if prev_on is not None:
                 assert off.data["cpu"] == prev_on.data["next_cpu"]
             prev_on = on
+
+
+def test_first_run_of_each_thread_started(traced, tmp_path):
+    """A thread started during the trace has its first run recorded: its
+    first scheduler record is a switch in, on the CPU and from the task of
+    its first sched_switch in the kernel's own trace (ftrace), at the same
+    time within 200 us (the clocks are matched by calibration, to
+    microseconds). Its first Python call lies inside an on-CPU interval of
+    it: the last scheduler record before the call is a switch in. In the
+    CTF export Trace Compass's analysis gives each of the thread's system
+    calls to it, its first ones too (without the first switch in, its
+    calls until its first switch out went to the CPU's previous task)."""
+    swt, t, prog, kernel = traced
+    mono0 = t.meta["mono0_ns"]
+    first_in = {}   # tid: (CLOCK_MONOTONIC ns, CPU, prev_pid) of its first switch in, by ftrace
+    for line in kernel.lines:
+        m = re.search(r"\[(\d+)\] \S+ +(\d+)\.(\d{6}): sched_switch: .* prev_pid=(\d+) .* next_pid=(\d+) ", line)
+        if m:
+            first_in.setdefault(int(m[5]), (int(m[2]) * 10**9 + int(m[3]) * 1000, int(m[1]), int(m[4])))
+    started = [i for i, th in enumerate(t.threads) if th["native_tid"] != prog["main"]]
+    assert len(started) >= 6   # spin1, spin2, nap, waiter, pong, ping
+    for i in started:
+        tid = t.threads[i]["native_tid"]
+        on = first_run(t, i)
+        assert on is not None, tid
+        ns, cpu, prev = first_in[tid]
+        assert (on.data["next_cpu"], on.data["prev_tid"]) == (cpu, prev), (tid, on.data, first_in[tid])
+        assert abs(on.t_ns + mono0 - ns) < 200_000, (tid, on.t_ns + mono0 - ns)
+        call = next(e.t_ns for e in t.events(i) if e.kind in (0, 2, 5))
+        before = [e for e in t.ext_events(thread=i, kinds=["off_cpu", "on_cpu"]) if e.t_ns <= call]
+        assert before and before[-1].kind == "on_cpu", (tid, call, [(e.kind, e.t_ns) for e in before[-2:]])
+    out = tmp_path / "t.ctf"
+    r = run(["export", swt, "--format", "ctf", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    events = [e for e in read_ctf(out, cpu=True) if ":" not in e[1]]
+    given = Counter((tid, tid == thread) for _, _, tid, thread in tracecompass.syscall_threads(events, field))
+    calls = Counter(e.thread for e in t.ext_events(kinds="syscall"))
+    for i in started:
+        tid = t.threads[i]["native_tid"]
+        assert given[(tid, True)] == calls[i] > 0 and given[(tid, False)] == 0, (tid, given[(tid, False)])
 
 
 def wake_flows(t):
@@ -465,15 +514,16 @@ def test_perfetto_thread_states_and_wakeup_flows(traced, tmp_path):
                            name.get(e.data["prev_tid"], e.data["prev_comm"]) if e.data["prev_comm"] else "")
                           for e in on_cpu)
     handed = Counter((s.prev_pid, s.next_pid, cpu) for ts, cpu, s, out in switches if out and s.next_pid in pos)
-    # (a handed switch may also be the first, unrecorded, switch into a new thread)
     assert Counter((tid[e.thread], e.data["next_cpu"]) for e in on_cpu) - \
         Counter((next_pid, cpu) for next_pid, _, cpu, _, _ in ins) <= Counter((b, cpu) for _, b, cpu in handed.elements())
     assert handed <= kernel.switches_between(set(pos))   # (none, on a busy machine, is possible)
     # On each CPU a thread of the trace switches out only after a switch
     # into it (its own switch in, or another thread's switch out to it),
-    # but for its first switch out (a new thread's first switch in is not
-    # recorded); and after its last switch in (at its exit, after perf
-    # stopped following it) anything may come.
+    # but for the first switch out of a thread that ran at the start (a
+    # thread started since has its first switch in: first_run); and after
+    # its last switch in (at its exit, after perf stopped following it)
+    # anything may come.
+    ran_at_start = {tid[i] for i in range(len(t.threads)) if first_run(t, i) is None}
     first_out = {}
     last_in = {}
     for ts, cpu, s, out in sorted(switches, key=lambda x: x[0]):
@@ -489,7 +539,7 @@ def test_perfetto_thread_states_and_wakeup_flows(traced, tmp_path):
         for a, b in zip(xs, xs[1:]):
             if not b[1] and a[2].next_pid != b[2].prev_pid:
                 assert (a[2].next_pid in pos and last_in[a[2].next_pid] == a[0]) or \
-                       first_out[b[2].prev_pid] == b[0], (cpu, a, b)
+                       (b[2].prev_pid in ran_at_start and first_out[b[2].prev_pid] == b[0]), (cpu, a, b)
     # Every wakeup shown (no filter here: all of them) is a sched_waking
     # by the waker, the wakee named as a switch names it.
     wakings = Counter((e.pid, e.sched_waking.pid, e.sched_waking.comm, e.timestamp - boot0) for _, e in p.ftrace
