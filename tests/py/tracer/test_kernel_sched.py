@@ -735,8 +735,9 @@ def test_what_trace_compass_reads_of_the_kernel_trace(traced, tmp_path):
     # Counter({False: 5}).)
     assert checked[False] > 100, checked   # (the opening burst: over 1,000 here)
     # The thread the analysis gives each call: its own, from the thread's
-    # first sched_switch on (before it, no switch in names it: the first
-    # switch in of a thread started during the trace is not recorded).
+    # first sched_switch on (before it, no switch in names it: the thread
+    # ran when the reader started; one started since has its first switch
+    # in, test_first_run_of_each_thread_started).
     switched = {}
     for ts, name, cpu, tid, _ in events:
         if name == "sched_switch":
