@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include "demangle.h"
 
+#include "demangle_rust.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -80,13 +82,16 @@ static size_t back_references(const char *name)
 
 char *sw_demangle(const char *name)
 {
-    if (!name || name[0] != '_' || name[1] != 'Z' || strnlen(name, SW_DEMANGLE_MAX + 1) > SW_DEMANGLE_MAX ||
-        back_references(name) > SW_DEMANGLE_MAX_REFS || !sw_demangle_available())
+    int rust = name && name[0] == '_' && name[1] == 'R';   /* Rust's v0 mangling: our own parser */
+    if (!rust && (!name || name[0] != '_' || name[1] != 'Z' || strnlen(name, SW_DEMANGLE_MAX + 1) > SW_DEMANGLE_MAX ||
+                  back_references(name) > SW_DEMANGLE_MAX_REFS || !sw_demangle_available()))
         return NULL;
     char here;
     uintptr_t low = stack_floor(), sp = (uintptr_t)&here;
-    if (!low || sp < low || sp - low < SW_DEMANGLE_STACK)
+    if (!low || sp < low || sp - low < (rust ? SW_RUST_DEMANGLE_STACK : SW_DEMANGLE_STACK))
         return NULL;
+    if (rust)
+        return sw_demangle_rust(name);
     int status = -1;
     char *out = cxa_demangle(name, NULL, NULL, &status);
     if (status != 0 || !out || !out[0] || strnlen(out, SW_DEMANGLE_OUT_MAX + 1) > SW_DEMANGLE_OUT_MAX) {
