@@ -43,6 +43,7 @@ typedef struct tp_field {
 /* The event sources: which one a sample came from (its identifier). */
 enum source {
     SRC_ENTER, SRC_EXIT, SRC_SWITCH, SRC_WAKEUP,   /* tracepoints */
+    SRC_WAKEUP_NEW,  /* sched_wakeup_new: a thread started, woken by the one that started it */
     SRC_FAULT,                                     /* the software page-fault event */
     SRC_SWITCHES,   /* without the privilege: a dummy event's PERF_RECORD_SWITCH only */
     SRC_SWITCH_IN, SRC_SWITCH_OUT,                 /* PERF_RECORD_SWITCH records */
@@ -195,6 +196,9 @@ static const struct tp_desc {
      * threads missed most wakeups on a quiet machine; sched_waking always
      * fires in the waker. */
     [SRC_WAKEUP] = {"sched/sched_waking", "pid_t pid", 4, "int target_cpu", 4, NULL, "char comm[16]", NULL},
+    /* A new thread is made runnable by wake_up_new_task, in the thread
+     * that started it, which fires sched_wakeup_new (not sched_waking). */
+    [SRC_WAKEUP_NEW] = {"sched/sched_wakeup_new", "pid_t pid", 4, "int target_cpu", 4, NULL, "char comm[16]", NULL},
 };
 
 static int load_tracepoint(const char *dir, const struct tp_desc *d, tracepoint *tp)
@@ -229,7 +233,8 @@ static int wants(const sw_syscalls *s, int src)
     case SRC_ENTER:
     case SRC_EXIT: return (s->what & SW_KERNEL_SYSCALLS) != 0;
     case SRC_SWITCH:
-    case SRC_WAKEUP: return (s->what & SW_KERNEL_SCHED) && !s->unprivileged;
+    case SRC_WAKEUP:
+    case SRC_WAKEUP_NEW: return (s->what & SW_KERNEL_SCHED) && !s->unprivileged;
     case SRC_SWITCHES: return (s->what & SW_KERNEL_SCHED) && s->unprivileged;
     case SRC_FAULT: return (s->what & SW_KERNEL_FAULTS) != 0;
     default: return 0;
@@ -926,7 +931,8 @@ static void handle(sw_syscalls *s, const pending *p, open_call *c)
         c->off = 0;
         c->waker = 0;
         break;
-    case SRC_WAKEUP: {
+    case SRC_WAKEUP:
+    case SRC_WAKEUP_NEW: {
         if (p->t == s->last_wake_t && p->tid == s->last_wake_tid && (uint32_t)p->a == s->last_wake_pid)
             return;   /* seen through the wakee's event too */
         s->last_wake_t = p->t;
@@ -937,7 +943,15 @@ static void handle(sw_syscalls *s, const pending *p, open_call *c)
         memcpy(ev.comm, p->comm, sizeof ev.comm);
         ev.cpu = (uint32_t)p->b;
         uint32_t wi = sw_hashtab_get_u64(&s->tid_index, s->tids, (uint32_t)p->a);
-        if (wi != SW_HT_NONE && s->calls[wi].off && (uint32_t)p->a != p->tid) {
+        if (p->src == SRC_WAKEUP_NEW && (uint32_t)p->a != p->tid) {
+            /* a new thread (its tid may be an ended one's: a fresh
+             * state), before any record of its own: its first switch in,
+             * its first run, names this thread as its waker (c, the
+             * waker's state, may move: not used after) */
+            open_call *w = call_of(s, (uint32_t)p->a);
+            if (w)
+                *w = (open_call){.waker = p->tid, .woken_ns = p->t};
+        } else if (wi != SW_HT_NONE && s->calls[wi].off && (uint32_t)p->a != p->tid) {
             s->calls[wi].waker = p->tid;
             s->calls[wi].woken_ns = p->t;
         }

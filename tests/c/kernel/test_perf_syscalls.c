@@ -201,10 +201,11 @@ TEST(a_full_ring_loses_records_and_says_how_many)
 #define NAPS 10
 
 /* The sleeping thread's events: in time order, off and on alternating,
- * from its first run (a switch in, its first event). */
+ * from its first run (a switch in, its first event, woken by the thread
+ * that started it: sched_wakeup_new). */
 static struct {
     uint32_t tid;
-    uint64_t last_t;
+    uint64_t last_t, first_waker;
     int seen, first_run, off, sleeps, naps, bad, named;
 } N;
 
@@ -250,6 +251,8 @@ static void on_nap_event(void *ud, const sw_kevent *e)
         N.sleeps += strcmp(e->reason, "sleeping") == 0;
     } else if (e->tid == N.tid && e->kind == SW_KEV_ON_CPU) {
         N.first_run += !N.seen;
+        if (!N.seen)
+            N.first_waker = e->a;
         N.bad += !N.off && N.seen;   /* a switch in while on CPU (but its first) */
         N.off = 0;
         N.named += e->comm[0] != 0;
@@ -291,6 +294,7 @@ TEST(a_sleeping_thread_is_off_cpu_in_order)
     CHECK(st.off_cpu >= NAPS);
     CHECK_EQ_I64(N.bad, 0);
     CHECK_EQ_I64(N.first_run, 1);   /* started while the reader ran: its first run is a switch in */
+    CHECK_EQ_U64(N.first_waker, (uint64_t)syscall(SYS_gettid));   /* by this thread, which started it */
     CHECK_EQ_I64(N.naps, NAPS);
     CHECK(N.sleeps >= NAPS);
     /* Not N.named: the kernel may not report the switch that brings the

@@ -132,7 +132,8 @@ main()
 
 
 class Ftrace:
-    """The kernel's own trace of sched_switch and sched_waking, every task's,
+    """The kernel's own trace of sched_switch, sched_waking and
+    sched_wakeup_new (a new task made runnable), every task's,
     in an ftrace instance of its own (tracefs, root) while the block runs:
     the ground truth of what the scheduler did. After it, `.lines` holds
     the instance's text and `.overrun` the events its buffers lost."""
@@ -144,7 +145,7 @@ class Ftrace:
         self.write("buffer_size_kb", "16384")
         self.write("options/record-tgid", "1")
         self.write("trace_clock", "mono")   # (one clock for all CPUs: a thread's events in order)
-        for event in ("sched_switch", "sched_waking"):
+        for event in ("sched_switch", "sched_waking", "sched_wakeup_new"):
             self.write(f"events/sched/{event}/enable", "1")
         return self
 
@@ -194,8 +195,9 @@ class Ftrace:
         return out
 
     def wakings(self):
-        """{waker pid: [(wakee pid, its comm), ...]} in time order."""
-        return self.pairs(r"-(\d+) +\( *[-\d]+\) +\[\d+\] .* sched_waking: comm=(.*) pid=(\d+) prio=")
+        """{waker pid: [(wakee pid, its comm), ...]} in time order (a new
+        task's sched_wakeup_new too, by the task that started it)."""
+        return self.pairs(r"-(\d+) +\( *[-\d]+\) +\[\d+\] .* sched_(?:waking|wakeup_new): comm=(.*) pid=(\d+) prio=")
 
     def threads_of(self, pid):
         """The tids seen running in process pid."""
@@ -292,7 +294,10 @@ def test_first_run_of_each_thread_started(traced, tmp_path):
     first scheduler record is a switch in, on the CPU and from the task of
     its first sched_switch in the kernel's own trace (ftrace), at the same
     time within 200 us (the clocks are matched by calibration, to
-    microseconds). Its first Python call lies inside an on-CPU interval of
+    microseconds). Its waker is the main thread, which started it, at the
+    time of the kernel's sched_wakeup_new of it (made runnable) by the main
+    thread, within 200 us; and a wakeup record on the main thread's track
+    says so. Its first Python call lies inside an on-CPU interval of
     it: the last scheduler record before the call is a switch in. In the
     CTF export Trace Compass's analysis gives each of the thread's system
     calls to it, its first ones too (without the first switch in, its
@@ -304,6 +309,15 @@ def test_first_run_of_each_thread_started(traced, tmp_path):
         m = re.search(r"\[(\d+)\] \S+ +(\d+)\.(\d{6}): sched_switch: .* prev_pid=(\d+) .* next_pid=(\d+) ", line)
         if m:
             first_in.setdefault(int(m[5]), (int(m[2]) * 10**9 + int(m[3]) * 1000, int(m[1]), int(m[4])))
+    made_runnable = {}   # tid: (CLOCK_MONOTONIC ns, by whom) of its sched_wakeup_new, by ftrace
+    for line in kernel.lines:
+        m = re.search(r"-(\d+) +\( *[-\d]+\) +\[\d+\] \S+ +(\d+)\.(\d{6}): sched_wakeup_new: .* pid=(\d+) ", line)
+        if m:
+            made_runnable[int(m[4])] = (int(m[2]) * 10**9 + int(m[3]) * 1000, int(m[1]))
+    main = next(i for i, th in enumerate(t.threads) if th["native_tid"] == prog["main"])
+    woke = {}   # tid: the main thread's first wakeup of it
+    for e in t.ext_events(thread=main, kinds=["wakeup"]):
+        woke.setdefault(e.data["tid"], e.t_ns)
     started = [i for i, th in enumerate(t.threads) if th["native_tid"] != prog["main"]]
     assert len(started) >= 6   # spin1, spin2, nap, waiter, pong, ping
     for i in started:
@@ -313,6 +327,10 @@ def test_first_run_of_each_thread_started(traced, tmp_path):
         ns, cpu, prev = first_in[tid]
         assert (on.data["next_cpu"], on.data["prev_tid"]) == (cpu, prev), (tid, on.data, first_in[tid])
         assert abs(on.t_ns + mono0 - ns) < 200_000, (tid, on.t_ns + mono0 - ns)
+        ns, waker = made_runnable[tid]
+        assert on.data["waker"] == waker == prog["main"] and on.data["woken_ns"] > 0, (tid, on.data)
+        assert abs(on.t_ns - on.data["woken_ns"] + mono0 - ns) < 200_000, (tid, on.data, ns)
+        assert woke[tid] == on.t_ns - on.data["woken_ns"], (tid, woke.get(tid))
         call = next(e.t_ns for e in t.events(i) if e.kind in (0, 2, 5))
         before = [e for e in t.ext_events(thread=i, kinds=["off_cpu", "on_cpu"]) if e.t_ns <= call]
         assert before and before[-1].kind == "on_cpu", (tid, call, [(e.kind, e.t_ns) for e in before[-2:]])
@@ -331,7 +349,8 @@ def wake_flows(t):
     """The wakeup flows the exports must draw, from the trace's records:
     {(waker tid, wakeup time): (wakee tid, end time, runnable)} for each
     wakeup of another thread of the trace: it ends at the switch in that
-    ends the wakee's off-CPU interval the wakeup fell in, or, when the
+    ends the wakee's off-CPU interval the wakeup fell in (a new thread's
+    first run ends the one from its start), or, when the
     wakee was not off CPU (still runnable), at the wakeup itself; none
     when the wakee never switched in again."""
     tid = {i: th["native_tid"] for i, th in enumerate(t.threads)}
@@ -342,6 +361,8 @@ def wake_flows(t):
         if w not in pos or pos[w] == e.thread:
             continue
         ends = [on for off, on, _, _ in intervals(t, pos[w]) if off <= e.t_ns < on]
+        run = first_run(t, pos[w])   # (off CPU from its start to its first run)
+        ends += [run.t_ns] if run is not None and e.t_ns < run.t_ns else []
         later_off = [off for off, _, _, _ in intervals(t, pos[w])]
         opened = [x.t_ns for x in t.ext_events(thread=pos[w], kinds=["off_cpu"])]
         if not ends and any(o <= e.t_ns for o in opened) and len(opened) > len(later_off) and opened[-1] <= e.t_ns:
@@ -396,10 +417,10 @@ def test_switches_and_wakeups_name_the_kernels_tasks(traced):
     out, switches in and wakeups are a run of the kernel's, in order,
     missing none in between (perf follows a thread from its start, and a
     thread's last switch out, at its exit, is not recorded, sometimes the
-    one before it either, nor then the switch in after it; a thread's
-    first switch in, before its first switch out, is not either; the main
+    one before it either, nor then the switch in after it; the main
     thread's before the reader started and after it stopped are not
-    either). Left out on both sides: the wakeups of stackwatch's own
+    either; a new thread's wakeup by the thread that started it is the
+    kernel's sched_wakeup_new). Left out on both sides: the wakeups of stackwatch's own
     threads (its kernel reader: perf does not record its own wakeups of
     it)."""
     swt, t, prog, kernel = traced
