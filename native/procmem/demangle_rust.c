@@ -167,6 +167,17 @@ static void ident_bytes(rparse *p, const char **name, size_t *n)
     p->pos += (size_t)len;
 }
 
+/* What p printed, in a new string (NULL: no memory). */
+static char *copied(const rparse *p)
+{
+    char *readable = malloc(p->olen + 1);
+    if (readable) {
+        memcpy(readable, p->out, p->olen);
+        readable[p->olen] = 0;
+    }
+    return readable;
+}
+
 static void path(rparse *p, int in_value);
 static void type(rparse *p);
 static void konst(rparse *p);
@@ -646,10 +657,105 @@ char *sw_demangle_rust(const char *name)
         p.err = 1;
     if (p.err || !p.olen)
         return NULL;
-    char *readable = malloc(p.olen + 1);
-    if (readable) {
-        memcpy(readable, out, p.olen);
-        readable[p.olen] = 0;
+    return copied(&p);
+}
+
+/* ---- the legacy mangling: _ZN <len><bytes>... 17h<16 hex> E ---- */
+
+/* A legacy name's escape "$...$" at t (n bytes, the dollars included): its
+ * character, or 0 when it is none known. */
+static char legacy_escape(const char *t, size_t n)
+{
+    static const struct {
+        const char *code;
+        char c;
+    } codes[] = {{"SP", '@'}, {"BP", '*'}, {"RF", '&'}, {"LT", '<'}, {"GT", '>'}, {"LP", '('}, {"RP", ')'}, {"C", ','}};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (n == strlen(codes[i].code) + 2 && memcmp(t + 1, codes[i].code, n - 2) == 0)
+            return codes[i].c;
+    if (n < 4 || n > 5 || t[1] != 'u')   /* $u7e$: a character by its code, ASCII here */
+        return 0;
+    unsigned v = 0;
+    for (size_t i = 2; i + 1 < n; i++) {
+        char h = t[i];
+        unsigned d = h >= '0' && h <= '9' ? (unsigned)(h - '0') : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10) : 99;
+        if (d == 99)
+            return 0;
+        v = v * 16 + d;
     }
-    return readable;
+    return v >= 0x20 && v < 0x7f ? (char)v : 0;
+}
+
+/* One component of a legacy name, unescaped: "_$" at its start is "$",
+ * "$LT$" '<' and the others, ".." "::". */
+static void legacy_component(rparse *p, const char *t, size_t n)
+{
+    size_t i = n >= 2 && t[0] == '_' && t[1] == '$' ? 1 : 0;
+    while (i < n && !p->err) {
+        if (t[i] == '$') {
+            const char *end = memchr(t + i + 1, '$', n - i - 1);
+            char c = end ? legacy_escape(t + i, (size_t)(end - t) - i + 1) : 0;
+            if (!c) {
+                p->err = 1;
+                return;
+            }
+            put_n(p, &c, 1);
+            i = (size_t)(end - t) + 1;
+        } else if (t[i] == '.' && i + 1 < n && t[i + 1] == '.') {
+            put(p, "::");
+            i += 2;
+        } else {
+            put_n(p, t + i, 1);
+            i++;
+        }
+    }
+}
+
+static int is_hash(const char *t, size_t n)
+{
+    if (n != 17 || t[0] != 'h')
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if (!((t[i] >= '0' && t[i] <= '9') || (t[i] >= 'a' && t[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+char *sw_demangle_rust_legacy(const char *name)
+{
+    if (!name || strncmp(name, "_ZN", 3) != 0)
+        return NULL;
+    size_t len = strnlen(name, SW_DEMANGLE_MAX + 1);
+    if (len > SW_DEMANGLE_MAX)
+        return NULL;
+    char out[SW_DEMANGLE_OUT_MAX];
+    rparse p = {.s = name + 3, .len = len - 3, .out = out};
+    int parts = 0, hashed = 0;
+    while (!p.err && !eat(&p, 'E')) {
+        if (hashed || peek(&p) < '0' || peek(&p) > '9') {
+            p.err = 1;   /* (the hash ends it; a C++ name's other parts: not Rust's) */
+            break;
+        }
+        uint64_t n = decimal(&p);
+        if (p.err || n == 0 || n > p.len - p.pos) {
+            p.err = 1;
+            break;
+        }
+        const char *t = p.s + p.pos;
+        p.pos += (size_t)n;
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)t[i] <= 0x20 || (unsigned char)t[i] >= 0x7f)
+                p.err = 1;
+        if (is_hash(t, (size_t)n) && parts) {
+            hashed = 1;   /* not printed */
+            continue;
+        }
+        if (parts++)
+            put(&p, "::");
+        legacy_component(&p, t, (size_t)n);
+    }
+    /* a hash last, then nothing or a suffix (".llvm.123": left out) */
+    if (p.err || !hashed || (p.pos < p.len && p.s[p.pos] != '.') || !p.olen)
+        return NULL;
+    return copied(&p);
 }

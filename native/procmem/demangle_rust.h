@@ -10,8 +10,9 @@
  *
  * Written here from the mangling's specification (RFC 2603 and the
  * Rust reference's "v0 Symbol Format"); demangle.h's sw_demangle hands
- * it every "_R" name. Legacy Rust names ("_ZN...17h<hash>E") are C++
- * names to libstdc++'s demangler.
+ * it every "_R" name, and every "_Z" one first to sw_demangle_rust_legacy
+ * (the mangling before v0, still rustc's default before 1.9x: C++'s
+ * nested names with "$LT$"-style escapes and a hash part last).
  *
  * Bounded: names of at most SW_DEMANGLE_MAX bytes, nesting (paths and
  * back-references followed) at most SW_RUST_DEMANGLE_DEPTH deep, output
@@ -32,6 +33,15 @@
  * and the recursion nests SW_RUST_DEMANGLE_DEPTH levels of about 100
  * bytes. */
 #define SW_RUST_DEMANGLE_STACK (64u * 1024u)
+
+/* The readable form of a legacy Rust name ("_ZN" parts "17h" 16 hex
+ * digits "E", an optional suffix), as c++filt prints it less the hash
+ * part: "<&mut serde_json::ser::Serializer<W,F> as
+ * serde_core::ser::Serializer>::serialize_str" (escapes "$LT$", "$u20$",
+ * ".." undone); NULL when name is none (a C++ name: libstdc++'s) or is
+ * malformed (an unknown escape), or over the bounds above. Same promises
+ * as sw_demangle_rust. */
+char *sw_demangle_rust_legacy(const char *name);
 
 /* The readable form of a v0 Rust name ("_R..."), in a new string for the
  * caller to free; NULL (nothing allocated) when name is no such name, is

@@ -15,8 +15,10 @@
  * NULL for malformed, truncated and unsupported names, back-references
  * forward or to themselves, nesting past the depth bound, output past its
  * bound and a thread with too little stack left; and no crash on 100,000
- * of them damaged at random. (tests/py/cli/test_dump_native.py names the frames of a
- * Rust library built with rustc as c++filt does.)
+ * of them damaged at random. Rust's legacy names (real ones of rustup's
+ * cargo) as c++filt prints them less their hash part, and 100,000 of them
+ * damaged. (tests/py/cli/test_dump_native.py names the frames of a Rust
+ * library built with rustc as c++filt does.)
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -193,15 +195,44 @@ static const char *const RUST_NAMES[][2] = {
     {"_RNvNtNtCsjrHSEGnQ3l9_3std6thread11main_thread4MAIN.0", "std::thread::main_thread::MAIN"},
 };
 
-TEST(rust_names_as_cxxfilt_prints_them_less_disambiguators)
+/* Rust's legacy mangling (real names of rustup's cargo): as c++filt prints
+ * them less the hash part; a name with an escape none knows, or no hash,
+ * is a C++ name. */
+static const char *const RUST_LEGACY_NAMES[][2] = {
+    {"_ZN5alloc4sync12Arc$LT$T$GT$3new17h45c49fcaeded8ad0E", "alloc::sync::Arc<T>::new"},
+    {"_ZN5alloc3str21_$LT$impl$u20$str$GT$7replace17h3325436e6172dbd2E", "alloc::str::<impl str>::replace"},
+    {"_ZN11rustup_init4main28_$u7b$$u7b$closure$u7d$$u7d$17ha4444ffd4fbde65aE", "rustup_init::main::{{closure}}"},
+    {"_ZN50_$LT$$RF$mut$u20$T$u20$as$u20$core..fmt..Debug$GT$3fmt17h1593cce12508d13aE",
+     "<&mut T as core::fmt::Debug>::fmt"},
+    {"_ZN103_$LT$std..sys..thread_local..abort_on_dtor_unwind..DtorUnwindGuard$u20$as$u20$core..ops..drop..Drop$GT$"
+     "4drop17h89b1b288af29ce99E.2321",
+     "<std::sys::thread_local::abort_on_dtor_unwind::DtorUnwindGuard as core::ops::drop::Drop>::drop"},
+    /* an unknown escape, no hash part: C++ names */
+    {"_ZN3foo5$ZZ$a17h0123456789abcdefE", "foo::$ZZ$a::h0123456789abcdef"},
+    {"_ZN3foo17h0123456789abcdefEv", "foo::h0123456789abcdef()"},
+    {"_ZN5alloc4sync12Arc$LT$T$GT$3newE", "alloc::sync::Arc$LT$T$GT$::new"},
+};
+
+/* Each of n pairs (mangled, readable) demangled as readable. */
+static void check_names(const char *const names[][2], size_t n)
 {
-    for (size_t i = 0; i < sizeof RUST_NAMES / sizeof RUST_NAMES[0]; i++) {
-        char *d = sw_demangle(RUST_NAMES[i][0]);
-        CHECK(d && strcmp(d, RUST_NAMES[i][1]) == 0);
-        if (!d || strcmp(d, RUST_NAMES[i][1]) != 0)
-            fprintf(stderr, "  %s -> %s\n", RUST_NAMES[i][0], d ? d : "(null)");
+    for (size_t i = 0; i < n; i++) {
+        char *d = sw_demangle(names[i][0]);
+        CHECK(d && strcmp(d, names[i][1]) == 0);
+        if (!d || strcmp(d, names[i][1]) != 0)
+            fprintf(stderr, "  %s -> %s\n", names[i][0], d ? d : "(null)");
         free(d);
     }
+}
+
+TEST(rust_legacy_names_as_cxxfilt_prints_them_less_the_hash)
+{
+    check_names(RUST_LEGACY_NAMES, sizeof RUST_LEGACY_NAMES / sizeof RUST_LEGACY_NAMES[0]);
+}
+
+TEST(rust_names_as_cxxfilt_prints_them_less_disambiguators)
+{
+    check_names(RUST_NAMES, sizeof RUST_NAMES / sizeof RUST_NAMES[0]);
 }
 
 TEST(rust_malformed_and_unsupported_names_stay)
@@ -305,11 +336,12 @@ TEST(damaged_names_never_crash)
 {
     uint64_t x = 0x9e3779b97f4a7c15u;
     char buf[SW_DEMANGLE_MAX + 1];
-    unsigned demangled[2] = {0, 0};   /* Rust's, C++'s */
-    for (int round = 0; round < 200000; round++) {
+    unsigned demangled[3] = {0, 0, 0};   /* Rust's v0, C++'s, Rust's legacy */
+    for (int round = 0; round < 300000; round++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        const char *src = round % 2 ? NAMES[x % (sizeof NAMES / sizeof NAMES[0])][0]
-                                    : RUST_NAMES[x % (sizeof RUST_NAMES / sizeof RUST_NAMES[0])][0];
+        const char *src = round % 3 == 1   ? NAMES[x % (sizeof NAMES / sizeof NAMES[0])][0]
+                          : round % 3 == 2 ? RUST_LEGACY_NAMES[x % (sizeof RUST_LEGACY_NAMES / sizeof RUST_LEGACY_NAMES[0])][0]
+                                           : RUST_NAMES[x % (sizeof RUST_NAMES / sizeof RUST_NAMES[0])][0];
         size_t n = strlen(src);
         memcpy(buf, src, n + 1);
         for (int m = 0; m < 1 + (int)(x >> 60); m++) {
@@ -337,9 +369,9 @@ TEST(damaged_names_never_crash)
         char *d = sw_demangle(buf);
         if (d) {
             CHECK(d[0] != 0 && strlen(d) <= SW_DEMANGLE_OUT_MAX);
-            demangled[round % 2]++;
+            demangled[round % 3]++;
         }
         free(d);
     }
-    CHECK(demangled[0] > 0 && demangled[1] > 0);
+    CHECK(demangled[0] > 0 && demangled[1] > 0 && demangled[2] > 0);
 }
