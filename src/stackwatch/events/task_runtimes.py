@@ -22,7 +22,14 @@ they return), on a channel named by stackwatch.name() of the end or
 uvloop: its loop runs no asyncio Handle: the callbacks it is given that
 step an asyncio task (call_soon) run as that task, as task_hooks does for
 asyncio's own loops, a task's done callback (gather's, shield's) runs on
-behalf of that task, and its create_task is a creation.
+behalf of that task, and its create_task is a creation. Its answers for
+who woke a task are asyncio's loops': a call_soon_threadsafe from another
+thread runs on behalf of that thread's running task; the other callbacks
+given to it (call_soon's, call_later's, call_at's, a signal's) run as the
+loop's (its thread the waker); a wake made where none of these runs is
+made by uvloop's compiled I/O callbacks (its sock_* calls, a transport's
+protocol): by I/O (TASK_WAKE's cause io). Its sock_* calls are wrapped
+in a coroutine of ours that holds the socket, what a task waits on.
 """
 import functools
 import os
@@ -225,27 +232,108 @@ def _install_uvloop(uvloop, wrap):
     if loop is None:
         return
     task_types = tuple({asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task)})
-    wrap(loop, "call_soon", lambda orig: _uvloop_call_soon(orig, task_types), inherited=True)
+    wrap(loop, "call_soon", lambda orig: _uvloop_call_soon(orig, task_types, asyncio._get_running_loop),
+         inherited=True)
+    wrap(loop, "call_soon_threadsafe", lambda orig: _uvloop_threadsafe(orig, asyncio._get_running_loop),
+         inherited=True)
+    for name in ("call_later", "call_at", "add_signal_handler"):   # (the callback is the last positional before *args)
+        wrap(loop, name, _uvloop_timed, inherited=True)
+    for name in _SOCK_OPS:
+        if hasattr(loop, name):
+            wrap(loop, name, _uvloop_sock, inherited=True)
     wrap(loop, "create_task", task_hooks._create_task, inherited=True)
 
 
-def _uvloop_call_soon(orig, task_types):
+# The loop's socket calls (asyncio's are selector_events.py's, in
+# task_hooks._WAITS; uvloop's are compiled, with no frame to read).
+_SOCK_OPS = tuple("sock_" + op for op in ("recv", "recv_into", "recvfrom", "recvfrom_into", "sendall", "sendto",
+                                          "connect", "accept"))
+
+
+def _uvloop_call_soon(orig, task_types, running_loop):
     def call_soon(self, callback, *args, **kwargs):
         task = getattr(callback, "__self__", None)
         if task is not None and isinstance(task, task_types):
             try:
-                task_hooks._woken(task, sys._getframe(1))
+                task_hooks._woken(task, sys._getframe(1), lambda: _uvloop_by_io(self, running_loop))
                 callback = _stepping(task, callback)
             except Exception:
                 pass
         elif args and isinstance(args[0], task_types):   # a task's done callback: run on its behalf
             callback = functools.partial(task_hooks._on_behalf_of, args[0], callback)
+        else:
+            callback = functools.partial(_as_loop, callback)
         return orig(self, callback, *args, **kwargs)
     return call_soon
 
 
+def _as_loop(call, *args):
+    """call(*args): a callback of uvloop's loop that is no task's step (a
+    call_soon's, a timer's, a signal's): a task it wakes was woken by the
+    loop's thread, as on asyncio's loops. (Its code marks the stack:
+    _uvloop_by_io.)"""
+    return call(*args)
+
+
+_AS_LOOP = _as_loop.__code__
+
+
+def _uvloop_by_io(loop, running_loop):
+    """A wake made on uvloop's loop `loop` where no task runs, outside the
+    callbacks given to the loop (_as_loop) and not on a task's behalf: made
+    by uvloop's own I/O callbacks (a socket call's, a transport's
+    protocol), so by I/O readiness, as asyncio's loops tell from
+    _process_events. False while the loop does not run here (the
+    program's code around it)."""
+    if _hooks.task_running() or running_loop() is not loop:
+        return False
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code is _AS_LOOP:
+            return False
+        f = f.f_back
+    return True
+
+
+def _uvloop_threadsafe(orig, running_loop):
+    """call_soon_threadsafe from another thread: its callback runs on
+    behalf of that thread's running task (as task_wrappers.c's on
+    asyncio's loops); from the loop's own thread, as the loop's."""
+    def call_soon_threadsafe(self, callback, *args, **kwargs):
+        try:
+            if running_loop() is self:
+                callback = functools.partial(_as_loop, callback)
+            else:
+                by = (_hooks.task_running(), task_hooks.threading_get_native_id())
+                callback = functools.partial(task_hooks.on_behalf_of_thread, by, callback)
+        except Exception:
+            pass
+        return orig(self, callback, *args, **kwargs)
+    return call_soon_threadsafe
+
+
+def _uvloop_timed(orig):
+    """call_later(delay, callback, *args), call_at(when, ...),
+    add_signal_handler(sig, ...): the callback runs as the loop's."""
+    def timed(self, at, callback, *args, **kwargs):
+        return orig(self, at, functools.partial(_as_loop, callback), *args, **kwargs)
+    timed.__name__ = orig.__name__
+    return timed
+
+
+def _uvloop_sock(orig):
+    """A socket call of uvloop's loop: a Python frame with the socket
+    (`sock`), read by task_hooks._waits_on (what a task waits on: I/O)."""
+    async def sock_op(self, sock, *args):
+        return await orig(self, sock, *args)
+    sock_op.__name__ = orig.__name__
+    return sock_op
+
+
 def _stepping(task, step):
-    """step (a task's step or wakeup), run as that task."""
+    """step (a task's step or wakeup), run as that task (and a name asyncio
+    gave it since it was last seen told first)."""
     def run_as_task(*args):
+        task_hooks.renamed(task)
         return task_hooks._run_as(task, step, *args)
     return run_as_task

@@ -1110,7 +1110,8 @@ pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pool")
 pool.submit(int).result()
 while not pool._idle_semaphore._value:
     time.sleep(0.0005)
-asyncio.run(main())
+# (argv[2] "uvloop": the same program on uvloop's loop gives the same answers)
+asyncio.run(main(), loop_factory=__import__("uvloop").new_event_loop if sys.argv[2:] == ["uvloop"] else None)
 pool.shutdown()
 
 def asleep_in_recv(t):
@@ -1164,16 +1165,20 @@ json.dump(log, open(sys.argv[1], "w"))
 
 @pytest.mark.versions("3.12")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task/T/syscall")
-def test_condition_future_and_io_waits_equal_the_programs_log(tmp_path):
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_condition_future_and_io_waits_equal_the_programs_log(tmp_path, loop):
     """Blocks on a condition, a future and I/O (asyncio's and threading's)
     and who woke each, as the program logs them: the reason, the channel
     (its stackwatch.name()) and the waker (run_in_executor's: the worker
     thread; a thread's call_soon_threadsafe: that thread; asyncio's socket
     and stream reads: none, I/O, with the wake's reason "io"). The --log
-    says the same."""
+    says the same. On uvloop's loop (its callbacks and I/O compiled, no
+    asyncio Handle) the same program's log, so the same answers."""
+    if loop == "uvloop":
+        needs_module("uvloop", "uvloop is not installed (scripts/venv.sh installs it)")
     own, log = tmp_path / "log.json", tmp_path / "tasks.log"
     swt, _ = run_traced(tmp_path, WAITS, "--events", "tasks", "--log", str(log), "--include", "*prog.py",
-                        args=(str(own),))   # (the program's calls only: a short log)
+                        args=(str(own), loop))   # (the program's calls only: a short log)
     doc = read_task_events(swt)
     want = json.loads(own.read_text())
     named = {e["channel"] for e in want}
