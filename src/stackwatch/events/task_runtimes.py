@@ -10,8 +10,13 @@ the program's code spawned it), each step run as it (TASK_SWITCH in and
 out), blocked after a step that left it waiting (on a memory channel, an
 Event, a Lock, a sleep, I/O or its nursery's children: read from its
 await chain; each step is the coroutine's send or throw the run loop
-calls, wrapped when the task is scheduled), woken when rescheduled (by the task running then; the run
-loop's own wakes, of I/O and timeouts, are the thread's), exited (its
+calls, wrapped when the task is scheduled), woken when rescheduled (by the task running then, the run
+loop's own wakes of timeouts are the thread's; asyncio's loops' answers:
+by I/O, TASK_WAKE's cause io, when its I/O manager's process_events
+reschedules it; a callback of EntryQueue.run_sync_soon, trio's
+call_soon_threadsafe that to_thread's workers and TrioToken use, runs on
+behalf of the calling thread's running task, told by the woken task at
+its next step), exited (its
 outcome: Runner.task_exited, where trio has it; cancelled for
 trio.Cancelled; a task its end wakes, its nursery's parent, names it). Values sent through trio's memory channels are messages
 (MemorySendChannel.send / send_nowait, as they start: once handed over the
@@ -61,7 +66,7 @@ _TRIO_WAITS = {("_channel.py", "receive"): "channel", ("_channel.py", "send"): "
                ("_timeouts.py", "sleep_forever"): "sleep", ("_timeouts.py", "sleep_until"): "sleep",
                ("_timeouts.py", "sleep"): "sleep", ("_sync.py", "wait"): "event", ("_sync.py", "acquire"): "lock",
                ("_sync.py", "park"): "lock", ("_run.py", "_nested_child_finished"): "join",
-               ("_run.py", "__aexit__"): "join", ("_io_epoll.py", "_epoll_wait"): "io",
+               ("_run.py", "__aexit__"): "join",
                ("_io_epoll.py", "wait_readable"): "io", ("_io_epoll.py", "wait_writable"): "io"}
 
 
@@ -82,7 +87,8 @@ def _install_trio(trio, wrap):
 
         def task_scheduled(self, task):
             try:
-                task_hooks._woken(task, sys._getframe(1))
+                f = sys._getframe(1)
+                task_hooks._woken(task, f, lambda: _trio_by_io(f, trio_dir))
                 task._next_send_fn = _trio_step(task, task._next_send_fn)
             except Exception:
                 pass
@@ -102,6 +108,9 @@ def _install_trio(trio, wrap):
     runner = getattr(getattr(getattr(trio, "_core", None), "_run", None), "Runner", None)
     if runner is not None and "task_exited" in runner.__dict__:
         wrap(runner, "task_exited", lambda orig: _trio_exited(orig, trio))
+    queue = getattr(getattr(getattr(trio, "_core", None), "_entry_queue", None), "EntryQueue", None)
+    if queue is not None and "run_sync_soon" in queue.__dict__:
+        wrap(queue, "run_sync_soon", _trio_run_sync_soon)
     channels = getattr(trio, "_channel", None)
     if channels is not None:
         send, recv = channels.MemorySendChannel, channels.MemoryReceiveChannel
@@ -138,6 +147,39 @@ def _trio_step(task, send):
     return step
 
 
+def _trio_by_io(f, trio_dir):
+    """A task rescheduled from frame f (trio's) by its I/O manager's
+    process_events (what its epoll found ready): by I/O readiness, as
+    asyncio's loops tell from _process_events."""
+    while f is not None and f.f_code.co_filename.startswith(trio_dir):
+        if f.f_code.co_name == "process_events" and os.path.basename(f.f_code.co_filename).startswith("_io_"):
+            return True
+        f = f.f_back
+    return False
+
+
+def _trio_run_sync_soon(orig):
+    """EntryQueue.run_sync_soon (TrioToken's, to_thread's, from_thread's:
+    trio's call_soon_threadsafe): the callback runs (in the run loop's
+    system task) on behalf of the calling thread's running task, or of the
+    run's own thread when called from it (as asyncio's loops:
+    task_wrappers.c). An idempotent call is left as it is (keyed by its
+    callback)."""
+    from trio._core._run import GLOBAL_RUN_CONTEXT
+
+    def run_sync_soon(self, sync_fn, *args, idempotent=False):
+        if not idempotent:
+            try:
+                runner = getattr(GLOBAL_RUN_CONTEXT, "runner", None)
+                own = runner is not None and getattr(runner, "entry_queue", None) is self
+                by = (0 if own else _hooks.task_running(), task_hooks.threading_get_native_id())
+                sync_fn = functools.partial(task_hooks.on_behalf_of_thread, by, sync_fn)
+            except Exception:
+                pass
+        return orig(self, sync_fn, *args, idempotent=idempotent)
+    return run_sync_soon
+
+
 def _trio_name(task):
     given = task_hooks._names.get(task) if task_hooks._names else None
     return given[0] if given else f"trio {task.name}"
@@ -154,7 +196,11 @@ def _trio_waits_on(task):
     for f in reversed(frames):
         what = _TRIO_WAITS.get((os.path.basename(f.f_code.co_filename), f.f_code.co_name))
         if what and f.f_code.co_filename.startswith(task_hooks._skip):
-            this = f.f_locals.get("self")
+            this = f.f_locals.get("fd" if what == "io" else "self")   # (I/O: the socket or fd waited on)
+            if what == "event" and type(this).__name__ == "Condition":
+                what = "condition"
+            if isinstance(this, int):
+                return what, f"fd {this}", where
             return what, (_trio_channel(this) if what == "channel" else
                           task_hooks.channel_name(this) if this is not None and what != "join" else None), where
     return "future", None, where
