@@ -252,17 +252,35 @@ def live_asyncio_tasks():
     return [t for t in sorted(tasks, key=lambda t: t.get_name()) if not t.done()]
 
 
-def _live_at_start():
+def _live_at_start(of_loop=None):
     """The asyncio tasks alive as task events start, of the loops of this
     thread (running here, or not running): each is defined as a task, and
-    one that waits blocks (on what it awaits) as the recording starts."""
-    me = threading_current().ident
+    one that waits blocks (on what it awaits) as the recording starts.
+    Those of a loop running in another thread (an attach, 3.12+, starts on
+    whichever thread runs then) are listed on that thread, by a callback
+    given to its loop (of_loop: that loop's tasks alone), so that their
+    records are that thread's: by then a task may have stepped (recorded
+    by our wrappers: one blocked since is not listed again, C's
+    asyncio_at_start) or been woken (what it awaits is done: not blocked)."""
+    import asyncio
+    here, others = asyncio._get_running_loop(), {}
     for task in live_asyncio_tasks():
-        thread = getattr(task.get_loop(), "_thread_id", None)
-        if thread not in (None, me):
+        loop = task.get_loop()
+        if of_loop is None and loop is not here and loop.is_running():   # (another thread's)
+            others[id(loop)] = loop
             continue
-        waits = _waits_on(task) if getattr(task, "_fut_waiter", None) is not None else (-1, None, None)
+        if of_loop is not None and loop is not of_loop:
+            continue
+        waiter = getattr(task, "_fut_waiter", None)
+        waits = _waits_on(task) if waiter is not None and not waiter.done() else (-1, None, None)
         _hooks.asyncio_at_start(task, *waits)
+        if waits[0] >= 0 and not isinstance(loop, asyncio.BaseEventLoop):   # (uvloop's: its wake is Python's)
+            _blocked[task] = (_task_id(task), waits[1])
+    for loop in others.values():
+        try:
+            loop.call_soon_threadsafe(_live_at_start, loop)
+        except RuntimeError:   # (closed since)
+            pass
 
 
 # ---- asyncio ----
