@@ -406,17 +406,14 @@ asyncio.run(main())
 '''
 
 
-@pytest.mark.versions("3.12")
-def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
-    """attach --events tasks: the asyncio tasks alive when it attaches are
-    listed with their state then, as the program sees them: the getter
-    blocked on its queue, the main task on the ticker (a join); and so are
-    its threads (META tasks_at_start): the ones the program lists, the
-    idle one blocked on its Event, and the exit of the one that ends while
-    attached; the program ends as without the attach."""
+def _attached_for_tasks(tmp_path, program):
+    """Runs program, attaches with --trace --events tasks for 0.3 s once it
+    printed its first line, then closes its stdin. Returns (that line read
+    as JSON, the trace's task events document, (its stdout, stderr, exit
+    status), its pid)."""
     from stackwatch.tracer.task_events import read_task_events
     prog = tmp_path / "p.py"
-    prog.write_text(ASYNCIO_TARGET)
+    prog.write_text(program)
     p = subprocess.Popen([sys.executable, "-W", "default", str(prog)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
@@ -427,8 +424,19 @@ def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
         stdout, stderr = p.communicate("", timeout=60)
     finally:
         p.kill()
-    assert (stdout, stderr, p.returncode) == ('{"ended": "brief"}\n', "", 0)
-    doc = read_task_events(str(out))
+    return own, read_task_events(str(out)), (stdout, stderr, p.returncode), p.pid
+
+
+@pytest.mark.versions("3.12")
+def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
+    """attach --events tasks: the asyncio tasks alive when it attaches are
+    listed with their state then, as the program sees them: the getter
+    blocked on its queue, the main task on the ticker (a join); and so are
+    its threads (META tasks_at_start): the ones the program lists, the
+    idle one blocked on its Event, and the exit of the one that ends while
+    attached; the program ends as without the attach."""
+    own, doc, ended, pid = _attached_for_tasks(tmp_path, ASYNCIO_TARGET)
+    assert ended == ('{"ended": "brief"}\n', "", 0)
     assert {own["getter"], own["ticker"], own["main"]} <= {t["name"] for t in doc["tasks"]}, doc["tasks"]
     def first(task, kind):
         return next(((e["reason"], e["channel"]) for e in doc["events"] if e["task"] == task and e["kind"] == kind),
@@ -445,8 +453,8 @@ def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
     # then, the only one: its run began long before the attach.
     assert [(e["task"], threads[e["task"]]["outcome"]) for e in doc["events"]
             if e["kind"] == "exit" and e["task"] in threads] == [("brief", "result")]
-    one_line_error(run(["attach", str(p.pid), "--sample", "--events", "tasks"]), "--events needs --trace")
-    one_line_error(run(["attach", str(p.pid), "--trace", "--events", "tasks,nonsense"]), "--events: ",
+    one_line_error(run(["attach", str(pid), "--sample", "--events", "tasks"]), "--events needs --trace")
+    one_line_error(run(["attach", str(pid), "--trace", "--events", "tasks,nonsense"]), "--events: ",
                    "'nonsense'")
 
 
@@ -492,21 +500,8 @@ def test_events_tasks_lists_the_tasks_of_a_loop_in_another_thread(tmp_path):
     program sees them (the getter blocked on its queue, the main task on
     its Event), on the loop's thread: every event of theirs is that
     thread's; the program ends as without the attach."""
-    from stackwatch.tracer.task_events import read_task_events
-    prog = tmp_path / "p.py"
-    prog.write_text(LOOP_THREAD_TARGET)
-    p = subprocess.Popen([sys.executable, "-W", "default", str(prog)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    try:
-        own = json.loads(p.stdout.readline())
-        out = tmp_path / "t.swt"
-        r = run(["attach", str(p.pid), "--trace", "--events", "tasks", "--duration", "0.3", "-o", str(out)])
-        assert r.returncode == 0, r.stderr
-        stdout, stderr = p.communicate("", timeout=60)
-    finally:
-        p.kill()
-    assert (stdout, stderr, p.returncode) == ("[1]\n", "", 0)
-    doc = read_task_events(str(out))
+    own, doc, ended, _ = _attached_for_tasks(tmp_path, LOOP_THREAD_TARGET)
+    assert ended == ("[1]\n", "", 0)
     threads = {t["name"]: t for t in doc["tasks"] if t["at_start"]}
     assert threads["MainThread"]["at_start"]["state"] == "running"   # (the attach ran there, not on the loop's)
     assert threads["loop"]["thread"] == own["loop"]
