@@ -300,7 +300,7 @@ def _create_task(orig):
             name = _task_name(task, coro)
             tid = _hooks.task_id(task, name)
             if tid:
-                _asyncio_names[task] = task.get_name()
+                _asyncio_names[id(task)] = task.get_name()
                 _event("task_create", tid, 2, 0, name, None, _where(sys._getframe(1)))
                 if task.done():   # an eager task (3.12+) that ended in its first step, run inside create_task
                     _exited(task, tid)
@@ -310,18 +310,24 @@ def _create_task(orig):
     return create_task
 
 
-_asyncio_names = weakref.WeakKeyDictionary()   # asyncio task -> its asyncio name when last seen (uvloop's)
+# id of an asyncio task of _create_task's (uvloop's) not ended -> its
+# asyncio name when last seen (by id: a plain dict, no Python run at each
+# step; an entry goes at the task's exit, and is replaced by a new task of
+# the same id)
+_asyncio_names = {}
 
 
-def renamed(task):
-    """A task of _create_task's about to run: a name asyncio gave it since
-    it was last seen (set_name, 3.12's asyncio.create_task(name=), which
-    names the task after its loop's create_task returns) is its name now
-    (TASK_NAME), unless stackwatch.name() named it."""
+def renamed(task, ended=False):
+    """A task of _create_task's about to run (ended: that ended): a name
+    asyncio gave it since it was last seen (set_name, 3.12's
+    asyncio.create_task(name=), which names the task after its loop's
+    create_task returns) is its name now (TASK_NAME), unless
+    stackwatch.name() named it."""
     try:
-        was = _asyncio_names.get(task)
+        was = _asyncio_names.pop(id(task), None) if ended else _asyncio_names.get(id(task))
         if was is not None and task.get_name() != was:
-            _asyncio_names[task] = task.get_name()
+            if not ended:
+                _asyncio_names[id(task)] = task.get_name()
             if task not in _names:
                 name = _task_name(task)
                 _event("task_name", _hooks.task_id(task, name, True), 0, 0, name, None)
@@ -395,7 +401,7 @@ def _told(task):
 def _after_step(task, tid):
     try:
         if task.done():
-            renamed(task)   # (a name given in its last step)
+            renamed(task, True)   # (a name given in its last step)
             _exited(task, tid)
             return
         if task._fut_waiter is None:   # a bare yield (sleep(0)): stepped again at once, not blocked
