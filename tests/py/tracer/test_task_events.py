@@ -1111,7 +1111,7 @@ pool.submit(int).result()
 while not pool._idle_semaphore._value:
     time.sleep(0.0005)
 # (argv[2] "uvloop": the same program on uvloop's loop gives the same answers)
-asyncio.run(main(), loop_factory=__import__("uvloop").new_event_loop if sys.argv[2:] == ["uvloop"] else None)
+(__import__("uvloop").run if sys.argv[2:] == ["uvloop"] else asyncio.run)(main())
 pool.shutdown()
 
 def asleep_in_recv(t):
