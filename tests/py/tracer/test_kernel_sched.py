@@ -36,9 +36,11 @@ ROUNDS = 200
 PROGRAM = f'''\
 import os
 
-# First: a burst of system calls (a few ms) that make no switch, many of
-# them far from any switch of the main thread even on a loaded machine.
-for _ in range(2000):
+# First: a burst of system calls (about a millisecond) that make no switch,
+# many of them far from any switch of the main thread even when loaded (not
+# more: with 2,000 calls, 4,000 records at once, the perf rings lost 508
+# records in one run at load 17).
+for _ in range(600):
     os.getppid()
 
 import ctypes
@@ -757,7 +759,7 @@ def test_what_trace_compass_reads_of_the_kernel_trace(traced, tmp_path):
     # the rings, microseconds apart, so a switch near them on a loaded
     # machine leaves none; make test, 3.11, before the opening burst:
     # Counter({False: 5}).)
-    assert checked[False] > 100, checked   # (the opening burst: over 1,000 here)
+    assert checked[False] > 50, checked   # (the opening burst: about 500 here)
     # The thread the analysis gives each call: its own, from the thread's
     # first sched_switch on (before it, no switch in names it: the thread
     # ran when the reader started; one started since has its first switch
