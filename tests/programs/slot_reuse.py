@@ -10,9 +10,11 @@ compared the callers' frames whole: about 1 sample in 4,000 on 3.11).
 
 With `same`, the loop calls g2 (which calls h2) and f2, whose frames are
 of one size: h2's dead frame above f2 fits (pystack.c frames_fit), and a
-walk torn that way is not told yet (docs/architecture.md "Torn stacks":
-h2 called by f2 in a few samples in 30,000 on 3.11 and 3.13, none on
-3.12); the test does not run this variant.
+walk torn that way passed every check made while the thread runs (h2
+called by f2 in a few samples in 30,000 on 3.11 and 3.13, none on 3.12):
+f2 does not hold h2's function, so such a walk is now redone parked
+(pystack.c callees_held; docs/architecture.md "Torn stacks"). Run on 3.11
+by tests/py/tracer/test_sample_vs_trace.py.
 
     python slot_reuse.py [DEPTH [ROUNDS [same]]]
 """
