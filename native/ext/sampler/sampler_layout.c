@@ -3,9 +3,10 @@
  * stack reader (see sampler_layout.h and native/procmem/layout.h).
  *
  * Only offsetof/sizeof and the addresses of a few type objects are taken
- * here; no function of the interpreter is called, so defining
- * Py_BUILD_CORE (needed for PyInterpreterState and _PyInterpreterFrame)
- * changes nothing at run time.
+ * here; no function of the interpreter is called (but compiling, to find
+ * 3.12's counter of code objects made: sw_sampler_code_counter), so
+ * defining Py_BUILD_CORE (needed for PyInterpreterState and
+ * _PyInterpreterFrame) changes nothing at run time.
  */
 #ifndef Py_BUILD_CORE
 #  define Py_BUILD_CORE 1
@@ -58,6 +59,8 @@ int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps)
 
 #include "procmem/procmem.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -503,12 +506,97 @@ void sw_sampler_layout_fill(sw_py_layout *l)
     l->thread_tid = l->tstate_native_thread_id == SW_NO_OFFSET ? find_thread_tid_offset() : SW_NO_OFFSET;
 }
 
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+/* 3.12's counter: the words of libpython's writable segments (data and
+ * bss: every one is mapped and readable) that hold the next code object's
+ * version, narrowed by making code objects until one word is left that
+ * each of them took its version from, then moved by one. */
+#  define COUNTER_CANDIDATES 64
+#  define COUNTER_PROBES 4
+typedef struct counter_scan {
+    uintptr_t base;                  /* libpython's load address (dladdr) */
+    uint32_t want;                   /* the counter's value now */
+    uint32_t *found[COUNTER_CANDIDATES];
+    int n;                           /* candidates found; more than COUNTER_CANDIDATES: -1 */
+} counter_scan;
+
+static int scan_segments(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    counter_scan *cs = arg;
+    if (info->dlpi_addr != cs->base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum && cs->n >= 0; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W) || !(ph->p_flags & PF_R))
+            continue;
+        uint32_t *w = (uint32_t *)((info->dlpi_addr + ph->p_vaddr + 3) & ~(uintptr_t)3);
+        uint32_t *end = (uint32_t *)((info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(uintptr_t)3);
+        for (; w < end; w++) {
+            if (*w != cs->want)
+                continue;
+            if (cs->n == COUNTER_CANDIDATES) {
+                cs->n = -1;
+                break;
+            }
+            cs->found[cs->n++] = w;
+        }
+    }
+    return 1;
+}
+
+/* The version of a code object made now, or 0. */
+static uint32_t new_code_version(void)
+{
+    PyObject *co = Py_CompileString("None", "<stackwatch>", Py_eval_input);
+    if (!co) {
+        PyErr_Clear();
+        return 0;
+    }
+    uint32_t v = ((PyCodeObject *)co)->co_version;
+    Py_DECREF(co);
+    return v;
+}
+
+static int counter_312(uint64_t *counter)
+{
+    Dl_info di;
+    if (!dladdr((void *)&PyCode_NewEmpty, &di) || !di.dli_fbase)
+        return SW_EARG;
+    counter_scan cs = {(uintptr_t)di.dli_fbase, 0, {0}, 0};
+    uint32_t v = new_code_version();
+    if (!v || v == UINT32_MAX)
+        return SW_EARG;   /* (the counter ran out: 0 from now on) */
+    cs.want = v + 1;
+    dl_iterate_phdr(scan_segments, &cs);
+    for (int probe = 0; probe < COUNTER_PROBES && cs.n > 1; probe++) {
+        uint32_t u = new_code_version();
+        if (u != cs.want || u == UINT32_MAX)
+            return SW_EARG;
+        int k = 0;
+        for (int i = 0; i < cs.n; i++)
+            if (*cs.found[i] == u + 1)
+                cs.found[k++] = cs.found[i];
+        cs.n = k;
+        cs.want = u + 1;
+    }
+    if (cs.n != 1 || new_code_version() != cs.want || *cs.found[0] != cs.want + 1)
+        return SW_EARG;
+    *counter = (uint64_t)(uintptr_t)cs.found[0];
+    return SW_OK;
+}
+#endif
+
 int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps)
 {
 #if PY_VERSION_HEX >= 0x030D0000
     *counter = (uint64_t)(uintptr_t)&((PyInterpreterState *)interp)->func_state.next_version;
     *interps = (uint64_t)(uintptr_t)&_PyRuntime.interpreters.next_id;
     return SW_OK;
+#elif PY_VERSION_HEX >= 0x030C0000
+    (void)interp;
+    *counter = *interps = 0;
+    return counter_312(counter);
 #else
     (void)interp;
     *counter = *interps = 0;
