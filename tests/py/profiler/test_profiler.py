@@ -186,10 +186,11 @@ def test_deep_stack_is_read_whole():
         stack.extend((c, run_len) for c in n["children"])
     assert chain == 50
     assert depth_of_leaf(tree, "spin_until") > 50
-    if sys.version_info[:2] == (3, 13):
+    if sys.version_info[:2] >= (3, 12):
         # The walks' code objects trusted by the counter of code objects
-        # made (pystack.c "Code objects by counter"): their headers are not
-        # read again while the program makes none.
+        # made (pystack.c "Code objects by counter"; 3.12's found among
+        # libpython's data, sampler_layout.h): their headers are not read
+        # again while the program makes none.
         st = p.stats()
         assert st["codes_by_counter"] >= 10 * st["samples"], st
 
