@@ -54,9 +54,6 @@
 #define TORN_RETRIES 5                 /* 3.11+: whole reads redone when the walk was torn */
 #define PARK_WAIT_NS 10000000ull       /* in-process: the wait for a torn thread to park (10 ms) */
 #define PARK_FAILS_MUTE 3              /* ... parked walks of a thread failing in a row that mute it */
-#define AHEAD_AFTER_TORN 2             /* in-process: unparked walks torn in a row that park a thread ahead */
-#define AHEAD_RUN 8                    /* ... until this many samples, the last walked unparked first */
-#define AHEAD_ANSWER_NS 200000ull      /* ... while its parks are answered within this (it is on a CPU) */
 #define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
 #define STATE_FDS 128                  /* /proc files of threads kept open (syscall, schedstat) */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
@@ -197,10 +194,6 @@ struct sw_pystack {
     uint64_t g_cframe[SPEC_THREADS];
     uint64_t g_chunk[SPEC_THREADS], g_lo[SPEC_THREADS], g_end[SPEC_THREADS];
     uint64_t g_pthread[SPEC_THREADS];   /* before 3.11: its pthread_self(), whose kernel tid is read */
-    /* In-process, per thread: its unparked walks torn in a row (saturated),
-     * and its samples parked ahead since its last unparked walk
-     * (park_ahead). */
-    uint8_t g_torn[SPEC_THREADS], g_ahead[SPEC_THREADS];
     /* In-process, per thread: the code objects of its last parked walk
      * (address order), whose headers its next parked walk reads in its
      * first read (walk_parked). */
@@ -515,7 +508,6 @@ static uint32_t guess_slot(sw_pystack *r, uint64_t tstate)
         r->g_tstate[slot] = tstate;
         r->g_cframe[slot] = r->g_chunk[slot] = r->g_lo[slot] = r->g_end[slot] = r->g_pthread[slot] = 0;
         r->g_ncodes[slot] = 0;
-        r->g_torn[slot] = r->g_ahead[slot] = 0;
     }
     return slot;
 }
@@ -2162,8 +2154,6 @@ static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w,
     const sw_py_layout *l = &r->l;
     uint64_t t0 = sw_clock_ns(CLOCK_MONOTONIC);
     int rc = r->lim.park_always == 2 ? SW_ESTATE : sw_nstack_park((int)tid, PARK_WAIT_NS);
-    if (rc != SW_OK || sw_clock_ns(CLOCK_MONOTONIC) - t0 > AHEAD_ANSWER_NS)
-        r->g_torn[guess_slot(r, tstate)] = 0;   /* (not on a CPU: not parked ahead, park_ahead) */
     if (rc != SW_OK) {
         if (rc == SW_ESTATE && r->lim.park_always != 2 && sw_nstack_blocked((int)tid))
             mute(r, tid);
@@ -2249,43 +2239,6 @@ static long walk_after_park(sw_pystack *r, uint64_t tstate, window *w, int *trun
         n = WALK_TORN;
     r->st.after_park += n >= 0;
     return n;
-}
-
-/* In-process: 1 if the thread holding the GIL at tstate is to be parked
- * ahead of its walk (walk_parked), without the unparked walk first: its
- * last AHEAD_AFTER_TORN unparked walks tore, and its last park was
- * answered within AHEAD_ANSWER_NS; each AHEAD_RUN-th sample of it is walked
- * unparked first again, to see whether its walks still tear. On a quiet
- * machine most walks of code whose stack changes fast tear (richards on
- * 3.12 at 1 kHz: 80-86% of its samples parked), and the unparked walk
- * before each park cost the program more than the park (richards, 3.12,
- * 1 kHz, both threads run SCHED_FIFO so that each has a core: 2% of its
- * wall time, every sample parked ahead against each walked first). A
- * thread waiting for a CPU answers a park late (and its unparked walk
- * would not tear): parks answered later than AHEAD_ANSWER_NS, or not at
- * all, stop this until its walks tear again (before, parking ahead with
- * no such rule failed 8 of 3,993 of pyflakes' samples with both cores
- * busy: docs/architecture.md "Parking a torn walk"). */
-static int park_ahead(sw_pystack *r, uint64_t tstate)
-{
-    const uint32_t slot = guess_slot(r, tstate);
-    if (r->g_torn[slot] < AHEAD_AFTER_TORN)
-        return 0;
-    if (++r->g_ahead[slot] >= AHEAD_RUN) {
-        r->g_ahead[slot] = 0;
-        return 0;
-    }
-    return 1;
-}
-
-/* After an unparked walk of the thread at tstate (n as walk_frames). */
-static void note_torn(sw_pystack *r, uint64_t tstate, long n)
-{
-    const uint32_t slot = guess_slot(r, tstate);
-    if (n >= 0)
-        r->g_torn[slot] = 0;
-    else if (r->g_torn[slot] < UINT8_MAX)
-        r->g_torn[slot]++;
 }
 
 /* Samples the thread whose state was read into ts. */
@@ -2384,11 +2337,14 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         uint32_t tid = s.native_tid ? (uint32_t)s.native_tid : kernel_tid(r, tstate, ts, g);
         park = tid && !muted(r, tid);
     }
-    /* The thread holding the GIL is parked ahead of its walk when its
-     * walks keep tearing (park_ahead), and before every walk in the test
-     * mode (limits.park_always), so that every sample takes the parked
-     * walk's path. */
-    int ahead = park && r->gil_holder == tstate && (r->lim.park_always || park_ahead(r, tstate));
+    /* The test mode (limits.park_always): the thread holding the GIL is
+     * parked before any walk, so that every sample takes the parked walk's
+     * path. (Parking a thread ahead of its walk once its unparked walks
+     * had torn twice in a row, to save the wasted walk, was tried and
+     * removed: on a busy machine a thread parked ahead was often off a CPU
+     * for the whole wait and its sample failed, where an unparked walk
+     * would have been whole: docs/architecture.md.) */
+    int ahead = park && r->gil_holder == tstate && r->lim.park_always;
     window w;
     memset(&w, 0, sizeof w);
     int truncated = 0;
@@ -2481,8 +2437,6 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             }
         }
     }
-    if (park && !ahead)
-        note_torn(r, tstate, n);
     /* Native mode, or the process stopped (limits.blocking): the thread
      * stopped, its frames hold their code objects, whose headers are read
      * now, before it runs on (an entry of the code cache is never trusted
