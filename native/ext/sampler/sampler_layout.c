@@ -60,6 +60,7 @@ int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps)
 #include "procmem/procmem.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
@@ -507,14 +508,19 @@ void sw_sampler_layout_fill(sw_py_layout *l)
 }
 
 #if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
-/* 3.12's counter: the words of libpython's writable segments (data and
- * bss: every one is mapped and readable) that hold the next code object's
- * version, narrowed by making code objects until one word is left that
- * each of them took its version from, then moved by one. */
+/* 3.12's counter: the words of libpython's writable segments (every one
+ * mapped and readable) that hold the next code object's version, narrowed
+ * by making code objects until one word is left that each of them took its
+ * version from, then moved by one. Only the pages present in this
+ * process's page table are read (/proc/self/pagemap: the counter's page
+ * has been written): reading the others would fault each one in (~10 ms
+ * for libpython's 2 MB). The word found is kept for the process's next
+ * profiler, checked again by one code object made. */
 #  define COUNTER_CANDIDATES 64
 #  define COUNTER_PROBES 4
 typedef struct counter_scan {
     uintptr_t base;                  /* libpython's load address (dladdr) */
+    int pagemap;                     /* /proc/self/pagemap, open */
     uint32_t want;                   /* the counter's value now */
     uint32_t *found[COUNTER_CANDIDATES];
     int n;                           /* candidates found; more than COUNTER_CANDIDATES: -1 */
@@ -530,16 +536,33 @@ static int scan_segments(struct dl_phdr_info *info, size_t size, void *arg)
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W) || !(ph->p_flags & PF_R))
             continue;
-        uint32_t *w = (uint32_t *)((info->dlpi_addr + ph->p_vaddr + 3) & ~(uintptr_t)3);
-        uint32_t *end = (uint32_t *)((info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(uintptr_t)3);
-        for (; w < end; w++) {
-            if (*w != cs->want)
-                continue;
-            if (cs->n == COUNTER_CANDIDATES) {
-                cs->n = -1;
-                break;
+        const uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz, page = 4096;
+        uint64_t present[512];   /* (pagemap's entries, read 512 pages at a time) */
+        uint32_t k = 512;
+        for (uintptr_t pg = lo & ~(page - 1); pg < hi && cs->n >= 0; pg += page) {
+            if (k == 512) {
+                ssize_t got = pread(cs->pagemap, present, sizeof present, (off_t)(pg / page * sizeof *present));
+                if (got < (ssize_t)sizeof *present) {
+                    cs->n = -1;
+                    break;
+                }
+                for (size_t j = (size_t)got / sizeof *present; j < 512; j++)
+                    present[j] = 0;
+                k = 0;
             }
-            cs->found[cs->n++] = w;
+            if (!(present[k++] >> 63))
+                continue;   /* (not present) */
+            const uint32_t *w = (const uint32_t *)((pg < lo ? lo + 3 : pg) & ~(uintptr_t)3);
+            const uint32_t *end = (const uint32_t *)((pg + page < hi ? pg + page : hi) & ~(uintptr_t)3);
+            for (; w < end; w++) {
+                if (*w != cs->want)
+                    continue;
+                if (cs->n == COUNTER_CANDIDATES) {
+                    cs->n = -1;
+                    break;
+                }
+                cs->found[cs->n++] = (uint32_t *)(uintptr_t)w;
+            }
         }
     }
     return 1;
@@ -560,15 +583,23 @@ static uint32_t new_code_version(void)
 
 static int counter_312(uint64_t *counter)
 {
+    static uint32_t *kept;   /* (the GIL held: one caller at a time) */
     Dl_info di;
     if (!dladdr((void *)&PyCode_NewEmpty, &di) || !di.dli_fbase)
         return SW_EARG;
-    counter_scan cs = {(uintptr_t)di.dli_fbase, 0, {0}, 0};
     uint32_t v = new_code_version();
     if (!v || v == UINT32_MAX)
         return SW_EARG;   /* (the counter ran out: 0 from now on) */
-    cs.want = v + 1;
+    if (kept && *kept == v + 1) {
+        *counter = (uint64_t)(uintptr_t)kept;
+        return SW_OK;
+    }
+    kept = NULL;
+    counter_scan cs = {(uintptr_t)di.dli_fbase, open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC), v + 1, {0}, 0};
+    if (cs.pagemap < 0)
+        return SW_EARG;
     dl_iterate_phdr(scan_segments, &cs);
+    close(cs.pagemap);
     for (int probe = 0; probe < COUNTER_PROBES && cs.n > 1; probe++) {
         uint32_t u = new_code_version();
         if (u != cs.want || u == UINT32_MAX)
@@ -582,7 +613,8 @@ static int counter_312(uint64_t *counter)
     }
     if (cs.n != 1 || new_code_version() != cs.want || *cs.found[0] != cs.want + 1)
         return SW_EARG;
-    *counter = (uint64_t)(uintptr_t)cs.found[0];
+    kept = cs.found[0];
+    *counter = (uint64_t)(uintptr_t)kept;
     return SW_OK;
 }
 #endif
