@@ -2226,6 +2226,7 @@ static long walk_after_park(sw_pystack *r, uint64_t tstate, window *w, int *trun
         return -1;
     if (!frame)
         return 0;
+    r->walk_early = 0;   /* (the counter of an earlier read trusts nothing of this walk's) */
     if (l->frames_kind != SW_FRAMES_INTERP)
         read_leaf(r, tstate, frame, w);
     else
