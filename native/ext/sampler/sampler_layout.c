@@ -3,8 +3,9 @@
  * stack reader (see sampler_layout.h and native/procmem/layout.h).
  *
  * Only offsetof/sizeof and the addresses of a few type objects are taken
- * here; no function of the interpreter is called (but compiling, to find
- * 3.12's counter of code objects made: sw_sampler_code_counter), so
+ * here; no function of the interpreter is called (but making empty code
+ * objects, to find 3.12's counter of code objects made:
+ * sw_sampler_code_counter), so
  * defining Py_BUILD_CORE (needed for PyInterpreterState and
  * _PyInterpreterFrame) changes nothing at run time.
  */
@@ -568,15 +569,16 @@ static int scan_segments(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-/* The version of a code object made now, or 0. */
+/* The version of a code object made now, or 0. (PyCode_NewEmpty, not
+ * compile(): no audit event the program would see.) */
 static uint32_t new_code_version(void)
 {
-    PyObject *co = Py_CompileString("None", "<stackwatch>", Py_eval_input);
+    PyCodeObject *co = PyCode_NewEmpty("<stackwatch>", "<stackwatch>", 0);
     if (!co) {
         PyErr_Clear();
         return 0;
     }
-    uint32_t v = ((PyCodeObject *)co)->co_version;
+    uint32_t v = co->co_version;
     Py_DECREF(co);
     return v;
 }

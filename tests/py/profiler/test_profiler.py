@@ -195,6 +195,29 @@ def test_deep_stack_is_read_whole():
         assert st["codes_by_counter"] >= 10 * st["samples"], st
 
 
+@pytest.mark.skipif(sys.version_info[:2] != (3, 12), reason="3.12's counter is found by making code objects")
+def test_finding_the_code_counter_is_not_seen_by_audit_hooks():
+    """3.12: the counter of code objects made is found by making empty code
+    objects (sampler_layout.h), which the program's audit hooks do not see
+    (compile() raised two "compile" events at each profiler start)."""
+    code = ("import sys\n"
+            "seen = []\n"
+            "sys.addaudithook(lambda e, a: seen.append(e) if e in ('compile', 'code.__new__') else None)\n"
+            "from stackwatch.profiler import Profiler\n"
+            "seen.clear()\n"
+            "p = Profiler(rate=1000)\n"
+            "p.start()\n"
+            "import time\n"
+            "end = time.monotonic() + 30\n"
+            "while p.stats()['stored'] < 20 and time.monotonic() < end:\n"
+            "    sum(i for i in range(10 ** 5))\n"
+            "p.stop()\n"
+            "print(seen, p.stats()['codes_by_counter'] > 0)\n")
+    r = run(["python", "-c", code])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["[]", "True"], r.stdout
+
+
 @pytest.mark.timing
 def test_truncated_stacks_keep_the_leaf():
     with Profiler(interval="500us", max_depth=10) as p:
