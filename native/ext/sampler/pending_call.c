@@ -51,6 +51,7 @@ static int try_frozen(attach_target *a, int take_back, uint64_t func, const char
                       sw_pending_call *c, int *removed, char *err, size_t errlen)
 {
     sw_frozen f;
+    err[0] = '\0';
     int rc = sw_freeze(&f, a->t.pid, err, errlen);
     if (rc != SW_OK)
         return rc;
@@ -83,7 +84,9 @@ static int retry(attach_target *a, int take_back, uint64_t func, const char *tex
 
 static PyObject *raise_code(int rc, int pid, const char *err)
 {
-    if (rc == SW_ESTATE)
+    if (rc == SW_ESTATE && *err)   /* a thread that did not stop (freeze.h) */
+        PyErr_Format(PyExc_TimeoutError, "process %d: %s; nothing was changed", pid, err);
+    else if (rc == SW_ESTATE)
         PyErr_Format(PyExc_TimeoutError, "process %d: its pending-calls queue stayed locked or full", pid);
     else if (strstr(err, "ptrace: Operation not permitted"))
         PyErr_SetString(PyExc_PermissionError, err);
