@@ -89,10 +89,11 @@ static int took(sw_frozen *f, int tid, int st)
     return 1;
 }
 
-static int not_stopped(sw_frozen *f, int tid, const char *what, char *err, size_t errlen)
+static int not_stopped(sw_frozen *f, int tid, char *err, size_t errlen)
 {
-    snprintf(err, errlen, "thread %d of process %d %s (asleep in the kernel, uninterruptibly: state D, e.g. I/O "
-             "on a stuck file system, or a parent waiting for its vfork child)", tid, f->pid, what);
+    snprintf(err, errlen, "thread %d of process %d did not stop within %.0f ms (asleep in the kernel, "
+             "uninterruptibly: state D, e.g. I/O on a stuck file system, or a parent waiting for its vfork child)",
+             tid, f->pid, (double)SW_FREEZE_WAIT_NS / 1e6);
     return SW_ESTATE;
 }
 
@@ -120,7 +121,7 @@ static int stop_one(sw_frozen *f, int tid, char *err, size_t errlen)
          * (the threads stopped already would wait with it). */
         r = wait_stop(tid, &st, 0);
         if (r < 0)
-            return not_stopped(f, tid, "has still not stopped", err, errlen);
+            return not_stopped(f, tid, err, errlen);
         late_drop(li);
         if (r == 0 || WIFEXITED(st) || WIFSIGNALED(st))
             return 0;
@@ -146,9 +147,7 @@ static int stop_one(sw_frozen *f, int tid, char *err, size_t errlen)
     r = wait_stop(tid, &st, SW_FREEZE_WAIT_NS);
     if (r < 0) {
         late[nlate++] = tid;
-        char what[64];
-        snprintf(what, sizeof what, "did not stop within %.0f ms", (double)SW_FREEZE_WAIT_NS / 1e6);
-        return not_stopped(f, tid, what, err, errlen);
+        return not_stopped(f, tid, err, errlen);
     }
     if (r == 0 || WIFEXITED(st) || WIFSIGNALED(st))
         return 0;

@@ -85,7 +85,7 @@ static int retry(attach_target *a, int take_back, uint64_t func, const char *tex
 static PyObject *raise_code(int rc, int pid, const char *err)
 {
     if (rc == SW_ESTATE && *err)   /* a thread that did not stop (freeze.h) */
-        PyErr_Format(PyExc_TimeoutError, "process %d: %s; nothing was changed", pid, err);
+        PyErr_Format(PyExc_TimeoutError, "%s; nothing was changed", err);
     else if (rc == SW_ESTATE)
         PyErr_Format(PyExc_TimeoutError, "process %d: its pending-calls queue stayed locked or full", pid);
     else if (strstr(err, "ptrace: Operation not permitted"))
