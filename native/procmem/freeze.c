@@ -8,8 +8,8 @@
 #include "base/clock.h"
 
 #include <dirent.h>
-#include <sched.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +18,7 @@
 #include <time.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #define MAX_PASSES 64   /* rescans of /proc/PID/task for threads started meanwhile */
 #define MAX_LATE 64     /* threads seized whose stop is still due */
@@ -52,30 +53,68 @@ static void late_drop(int i)
     late[i] = late[--nlate];
 }
 
-/* Waits up to bound_ns for tid's stop (or end): 1 with its status in st, 0
- * if it is gone, -1 if it did not stop in time. Polls: no blocking wait
- * can be bounded without a signal handler. The first 20 us yield (a stop
- * usually comes within ~0.1-0.3 ms), then sleep a quarter of the time
- * waited so far (at most 1 ms): a stop is seen at most ~25% late. */
-static int wait_stop(int tid, int *st, uint64_t bound_ns)
+/* 1 if thread tid of pid sleeps uninterruptibly now (state D in its
+ * stat file), 0 if not or unknown. */
+static int in_d_state(int pid, int tid)
 {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');   /* (the name may hold anything) */
+    return p && p[1] == ' ' && p[2] == 'D';
+}
+
+/* Waits up to bound_ns for tid's stop (or end): 1 with its status in st, 0
+ * if it is gone, -1 if it did not stop in time.
+ *
+ * A thread interrupted while running or asleep interruptibly stops on its
+ * way back to user space, within ~0.1-0.3 ms here (up to tens of ms under
+ * load): for it, a blocking waitpid, woken by the stop itself. Polling
+ * instead (sleeping or yielding between tries) made each stop of a busy
+ * machine (load 15) 7-20 ms, not 1-2: every try waits for a CPU again.
+ * Only a thread asleep uninterruptibly (state D) after the interrupt can
+ * keep its stop away for long: it is polled, bounded, each pause a quarter
+ * of the time waited so far (at most 1 ms). Left unbounded: a thread
+ * that, between the look at its state and its stop, enters such a sleep
+ * from a system call it was in (a window of microseconds). */
+static int wait_stop(int pid, int tid, int *st, uint64_t bound_ns)
+{
+    pid_t r = waitpid(tid, st, __WALL | WNOHANG);
+    if (r == tid)
+        return 1;
+    if (r < 0 && errno != EINTR)
+        return 0;
+    if (!bound_ns)
+        return -1;
+    if (!in_d_state(pid, tid)) {
+        for (;;) {
+            r = waitpid(tid, st, __WALL);
+            if (r == tid)
+                return 1;
+            if (r < 0 && errno != EINTR)
+                return 0;
+        }
+    }
     uint64_t t0 = sw_clock_ns(CLOCK_MONOTONIC);
     for (;;) {
-        pid_t r = waitpid(tid, st, __WALL | WNOHANG);
+        uint64_t waited = sw_clock_ns(CLOCK_MONOTONIC) - t0;
+        if (waited >= bound_ns)
+            return -1;
+        uint64_t pause = waited / 4 < 20000 ? 20000 : waited / 4 < 1000000 ? waited / 4 : 1000000;
+        struct timespec ts = {0, (long)pause};
+        nanosleep(&ts, NULL);
+        r = waitpid(tid, st, __WALL | WNOHANG);
         if (r == tid)
             return 1;
         if (r < 0 && errno != EINTR)
             return 0;
-        uint64_t waited = sw_clock_ns(CLOCK_MONOTONIC) - t0;
-        if (waited >= bound_ns)
-            return -1;
-        if (waited < 20000) {
-            sched_yield();
-            continue;
-        }
-        uint64_t pause = waited / 4 < 1000000 ? waited / 4 : 1000000;
-        struct timespec ts = {0, (long)pause};
-        nanosleep(&ts, NULL);
     }
 }
 
@@ -119,7 +158,7 @@ static int stop_one(sw_frozen *f, int tid, char *err, size_t errlen)
     if (li >= 0) {
         /* Seized by an earlier freeze, its stop still due: no second wait
          * (the threads stopped already would wait with it). */
-        r = wait_stop(tid, &st, 0);
+        r = wait_stop(f->pid, tid, &st, 0);
         if (r < 0)
             return not_stopped(f, tid, err, errlen);
         late_drop(li);
@@ -144,7 +183,7 @@ static int stop_one(sw_frozen *f, int tid, char *err, size_t errlen)
     }
     if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0)
         return 0;   /* gone (ESRCH: the only failure of a seized tracee) */
-    r = wait_stop(tid, &st, SW_FREEZE_WAIT_NS);
+    r = wait_stop(f->pid, tid, &st, SW_FREEZE_WAIT_NS);
     if (r < 0) {
         late[nlate++] = tid;
         return not_stopped(f, tid, err, errlen);
@@ -210,7 +249,7 @@ void sw_thaw(sw_frozen *f)
     f->tids = f->sigs = NULL;
     f->n = f->cap = 0;
     for (int i = nlate - 1; i >= 0; i--) {
-        int st, r = wait_stop(late[i], &st, 0);
+        int st, r = wait_stop(0, late[i], &st, 0);
         if (r == 0 || (r > 0 && (WIFEXITED(st) || WIFSIGNALED(st)))) {
             late_drop(i);
         } else if (r > 0) {

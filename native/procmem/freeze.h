@@ -6,10 +6,11 @@
  * write into its memory (pending.h) cannot race with its own threads.
  * The thread that freezes must be the one that thaws (ptrace's rule).
  *
- * Every wait is bounded: a thread whose stop does not come within
- * SW_FREEZE_WAIT_NS (asleep in the kernel uninterruptibly, state D: I/O
- * on a stuck file system, a parent waiting for its vfork child) fails the
- * freeze with SW_ESTATE, every thread stopped so far let go. That thread
+ * A thread asleep in the kernel uninterruptibly after the interrupt
+ * (state D: I/O on a stuck file system, a parent waiting for its vfork
+ * child) is waited for SW_FREEZE_WAIT_NS at most (freeze.c wait_stop says
+ * how, and the window it leaves); if its stop does not come, the freeze
+ * fails with SW_ESTATE, every thread stopped so far let go. That thread
  * stays seized, its stop pending (a tracee that is not stopped cannot be
  * detached): the freezing thread's next sw_thaw lets it go once it has
  * stopped, a later freeze fails at once while it has not, and the
