@@ -108,8 +108,9 @@ def test_trace_equals_the_programs_log_and_setprofile_and_output_is_unchanged(tm
     shown) and the names bound in its __main__ (printed at its end) are
     those of a run without the attach; -o is relative to the attaching
     command's directory, not the target's."""
-    plain = subprocess.run(server_args(tmp_path / "plain.log", 1500, tmp_path / "plain.prof"), capture_output=True,
-                           text=True, timeout=120)
+    # (the plain run alongside: both mostly sleep, 1 ms an iteration)
+    plain = subprocess.Popen(server_args(tmp_path / "plain.log", 1500, tmp_path / "plain.prof"), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     here, there = tmp_path / "here", tmp_path / "there"
     here.mkdir()
     there.mkdir()
@@ -122,7 +123,9 @@ def test_trace_equals_the_programs_log_and_setprofile_and_output_is_unchanged(tm
     assert f"wrote {out}" in r.stderr and not (there / "t.swt").exists()
     stdout, stderr = p.communicate(timeout=120)
     assert p.returncode == 0
-    assert ("iteration 0\n" + stdout, stderr) == (plain.stdout, plain.stderr)   # unchanged by the attach
+    plain_out = plain.communicate(timeout=120)
+    assert plain.returncode == 0
+    assert ("iteration 0\n" + stdout, stderr) == plain_out   # unchanged by the attach
     assert (tmp_path / "plain.log").read_text().count("square") == log.read_text().count("square")
     traced, seen = trace_iterations(out)
     assert len(traced) >= 100   # ~1 s of iterations of ~1 ms
