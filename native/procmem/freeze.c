@@ -5,8 +5,6 @@
 #define _GNU_SOURCE
 #include "freeze.h"
 
-#include "base/clock.h"
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
