@@ -253,9 +253,9 @@ def test_threads_contending_for_the_gil():
         # Of the rounds that found it running or waiting for the GIL (on a
         # loaded machine the OS also preempts it: idle, off CPU without
         # waiting for the GIL), about half each on a quiet machine. On a
-        # loaded one a waiter whose timed wait for the GIL has ended waits
-        # for a CPU, outside any system call, and reads as running until it
-        # gets one (load 10: 170 waits of 1,331): each state is still seen
+        # loaded one fewer waits are seen (load 10: 170 of 1,331), likely a
+        # waiter whose timed wait for the GIL ended waiting for a CPU,
+        # outside any system call, which reads as running: each state is still seen
         # in far more than 5% of the rounds.
         k = s["states"]["gil_wait"] + s["states"]["running"]
         assert k >= 100, (s, st)
