@@ -2637,13 +2637,12 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
 
 int sw_pystack_block_check(int pid, char *err, size_t errlen)
 {
-    sw_frozen f;
-    int rc = sw_freeze_thread(&f, pid, pid, err, errlen);
-    if (rc == SW_OK)
-        sw_thaw(&f);
-    else if (rc == SW_EARG)
+    /* A main thread that does not stop in time (asleep in the kernel) does
+     * not refuse: it can be stopped, later; its rounds fail meanwhile. */
+    int rc = sw_freeze_check(pid, pid, err, errlen);
+    if (rc == SW_EARG)
         snprintf(err, errlen, "process %d: no such process", pid);
-    return rc == SW_OK ? SW_OK : SW_EIO;
+    return rc == SW_OK || rc == SW_ESTATE ? SW_OK : SW_EIO;
 }
 
 const char *sw_pystack_native_error(const sw_pystack *r)

@@ -413,6 +413,10 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *args, PyObject *kw
     if (hrc != SW_OK)
         sw_pystack_free(r);   /* sw_sampler_new would own it */
     self->s = hrc == SW_OK ? sw_sampler_new(r, self->interval_ns, sw_profile_sink, self->prof) : NULL;
+    if (self->s)
+        /* Another process's threads: never preempted, unless the round
+         * stops them (--blocking): then the sooner it ends, the better. */
+        sw_sampler_set_yielding(self->s, pid != 0 && !self->blocking);
     int rc = self->s ? sw_sampler_start(self->s) : hrc != SW_OK ? hrc : SW_ENOMEM;
     if (rc != SW_OK) {
         sw_sampler_free(self->s);
