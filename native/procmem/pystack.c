@@ -147,6 +147,8 @@ struct sw_pystack {
     uint64_t gil_holder;           /* this round: the thread state holding the GIL, or 0 */
     uint64_t trampoline;           /* 3.12: the shim frames' code object, once read, else 0 */
     uint64_t steps;                /* the last walk: frames visited (shims included) */
+    uint64_t walk_lo, walk_hi;     /* the last walk: the span of its frames in the window (among
+                                      its first max_depth; walk_lo >= walk_hi if none) */
     unsigned char *recheck;        /* [WINDOW_MAX] 3.11+: the walked part of the window, read again */
     unsigned char *again;          /* [max_depth * frame_size] 3.9/3.10: the walked frames, read again;
                                       [max_depth * (frame_size + gen_state_back)] 3.11+: the frames
@@ -992,6 +994,12 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     r->codes_checked = 0;
     r->frames_trusted = 0;
     memset(r->seen, 0, sizeof r->seen);
+    /* 3.11+: a frame in the window below every frame of the window walked
+     * before is none of them, and no frame outside the window (another
+     * address): it needs no look in r->seen, which then holds the other
+     * frames only. */
+    uint64_t win_lo = UINT64_MAX, win_hi = 0;
+    int win_only_down = 1;   /* every frame of the window walked so far lay below the one before */
     int callee_gen = 0;   /* 3.12+: the frame walked just before is a generator's */
     uint64_t callee = 0;  /* that frame */
     uint64_t kept_callee = 0;   /* the frame walked just before, if kept and in the window, else 0 */
@@ -1000,13 +1008,27 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             *truncated = 1;
             break;
         }
+        int in_window = in_copy(w, l, frame);
         if (steps <= r->lim.max_depth) {
-            if (seen_before(r, frame, (uint32_t)steps - 1))
-                return -1;
+            if (in_window && win_only_down && frame < win_lo) {
+                win_lo = frame;
+                if (frame + l->frame_size > win_hi)
+                    win_hi = frame + l->frame_size;
+            } else {
+                if (in_window) {   /* (not below: the window's frames walked before are not in r->seen) */
+                    win_only_down = 0;
+                    win_lo = frame < win_lo ? frame : win_lo;
+                    win_hi = frame + l->frame_size > win_hi ? frame + l->frame_size : win_hi;
+                    for (uint32_t i = 0; i + 1 < steps; i++)
+                        if (r->frame_addrs[i] == frame)
+                            return -1;
+                }
+                if (seen_before(r, frame, (uint32_t)steps - 1))
+                    return -1;
+            }
             r->frame_addrs[steps - 1] = frame;
         }
         const unsigned char *f;
-        int in_window = in_copy(w, l, frame);
         if (in_window) {
             f = w->bytes + (frame - w->lo);
         } else if (w->leaf_bytes && frame == w->leaf) {
@@ -1102,6 +1124,8 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
         frame = previous;
     }
     r->steps = steps;
+    r->walk_lo = win_lo;
+    r->walk_hi = win_hi;
     return n;
 }
 
@@ -1306,8 +1330,13 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     const uint64_t round = r->st.rounds;
     uint32_t k = 0;
     if (r->codes_checked) {
-        for (uint32_t i = 0; r->code_globals && i < n; i++)
-            distrust_other_module(r, i, globals_seen(r, i));
+        for (uint32_t i = 0; r->code_globals && i < n; i++) {
+            /* (globals_seen, for GLOBALS_OTHER alone: its test inline, the
+             * usual case one comparison a frame) */
+            const uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
+            if (g[0] == r->code_addrs[i] && g[1] != r->globals[i])
+                distrust_other_module(r, i, GLOBALS_OTHER);
+        }
         /* Read with the check after the walk, while their frames were
          * seen alive (so holding them): each entry confirmed, none trusted
          * on its age; and stamped with the counter read before that
@@ -1836,14 +1865,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
 {
     const sw_py_layout *l = &r->l;
     uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth;
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (uint64_t i = 0; i < walked; i++) {
-        uint64_t a = r->frame_addrs[i];
-        if (a >= w->lo && a < w->hi && w->hi - a >= l->frame_size) {
-            lo = a < lo ? a : lo;
-            hi = a + l->frame_size > hi ? a + l->frame_size : hi;
-        }
-    }
+    uint64_t lo = r->walk_lo, hi = r->walk_hi;   /* (the walk's frames in w: walk_frames) */
     /* A generator's leaf frame (read with the window, before it) is read
      * again instead of the current frame: still running, resumed by the
      * same frame, it is on the stack, and so are its callers. */
