@@ -130,6 +130,8 @@ struct sw_pystack {
     /* confirm_codes: the entries confirmed by headers read this walk, and
      * the read that confirms them again. */
     sw_sample_code **confirm;      /* [max_depth] */
+    sw_sample_code **known;        /* [max_depth] resolve_codes: frame i's cache entry as looked up, or NULL */
+    sw_sample_code **req_known;    /* [max_depth] the same for its header requests r->reqs */
     uint32_t *confirm_req;         /* [max_depth] each one's request (UINT32_MAX: none) */
     sw_mem_req *confirm_reqs;      /* [max_depth] */
     unsigned char *confirm_buf;    /* their bytes ... */
@@ -171,7 +173,6 @@ struct sw_pystack {
     uint32_t spec_walked;          /* ... how many */
     sw_mem_req *spec_reqs;         /* [SPEC_DEPTH + 8 + PARK_CODES] the first read of this walk */
     uint32_t spec_first, spec_nreq;   /* spec_reqs[spec_first, spec_nreq) are the speculative ones */
-    uint32_t spec_hint;            /* where the last frame was found among them */
     unsigned char *spec_bytes;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] their bytes */
     unsigned char *spec_again;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] 3.11+ from
                                       outside: the same frames read again at the end of that
@@ -261,6 +262,8 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->order_seen = malloc(d);
     r->frames = malloc(d * sizeof *r->frames);
     r->confirm = malloc(d * sizeof *r->confirm);
+    r->known = malloc(d * sizeof *r->known);
+    r->req_known = malloc(d * sizeof *r->req_known);
     r->confirm_req = malloc(d * sizeof *r->confirm_req);
     r->confirm_reqs = malloc(d * sizeof *r->confirm_reqs);
     r->name_reqs = malloc(d * sizeof *r->name_reqs);
@@ -309,7 +312,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         sw_threadstate_set_cpu_every(r->states, lim->cpu_every);
     if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || (l->code_nlocalsplus != SW_NO_OFFSET && !r->gaps) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
-        !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames ||
+        !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->known || !r->req_known ||
         !r->confirm || !r->confirm_req || !r->confirm_reqs || !r->name_reqs || !r->window || !r->spec_tstate || !r->spec_n ||
         !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes || !r->spec_again ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
@@ -421,6 +424,8 @@ void sw_pystack_free(sw_pystack *r)
     free(r->order_seen);
     free(r->frames);
     free(r->confirm);
+    free(r->known);
+    free(r->req_known);
     free(r->confirm_req);
     free(r->confirm_reqs);
     free(r->confirm_buf);
@@ -521,7 +526,7 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
     const sw_py_layout *l = &r->l;
     const uint32_t slot = guess_slot(r, tstate);
     memset(g, 0, sizeof *g);
-    r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
+    r->spec_nreq = r->spec_first = r->spec_walked = 0;
     r->pre_n = 0;
     r->pre_ok = 0;
     if (l->tstate_native_thread_id == SW_NO_OFFSET && l->thread_tid != SW_NO_OFFSET && r->g_pthread[slot]) {
@@ -541,7 +546,7 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
          * in this process the first read of a walk stays its own). */
         uint32_t first = *k;
         spec_reqs_add(r, tstate, 0, k);
-        r->spec_first = r->spec_hint = first;
+        r->spec_first = first;
         r->spec_nreq = *k;
         return;
     }
@@ -569,7 +574,7 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
         }
         r->spec_reqs[g->cf_req] = cf;
     }
-    r->spec_first = r->spec_hint = first;
+    r->spec_first = first;
     r->spec_nreq = cf.len && g->cf_req >= first ? g->cf_req : *k;   /* (the frames only) */
     g->chunk = r->g_chunk[slot];
     g->lo = r->g_lo[slot];
@@ -701,12 +706,11 @@ static void guess_keep_window(sw_pystack *r, uint64_t tstate, uint64_t chunk, ui
     r->g_end[slot] = end - lo <= WINDOW_MAX ? end : top;
 }
 
-static int by_addr(const void *a, const void *b);
-
 /* Appends to r->spec_reqs, from *k on, the reads of the frames thread
  * tstate's last walk read on its own but leaf, into r->spec_bytes, in
- * address order (frames close together are read as one range, mem.c:
- * before 3.11 a thread's frame objects often share pages). */
+ * address order, as spec_keep keeps them (frames close together are read
+ * as one range, mem.c: before 3.11 a thread's frame objects often share
+ * pages; and spec_find looks them up by bisection). */
 static void spec_reqs_add(sw_pystack *r, uint64_t tstate, uint64_t leaf, uint32_t *k)
 {
     const uint32_t back = frame_back(&r->l), slot = spec_slot(tstate), first = *k;
@@ -720,7 +724,6 @@ static void spec_reqs_add(sw_pystack *r, uint64_t tstate, uint64_t leaf, uint32_
         r->spec_reqs[*k] = (sw_mem_req){was[i] - back, r->spec_bytes + (size_t)(*k - first) * each, each, 0};
         (*k)++;
     }
-    qsort(r->spec_reqs + first, *k - first, sizeof *r->spec_reqs, by_addr);
 }
 
 /* The first read of a walk, one batched read: the npre requests given
@@ -737,7 +740,7 @@ static int first_read(sw_pystack *r, uint64_t tstate, uint64_t leaf, sw_mem_req 
     uint32_t k = npre, ck = 0;
     memcpy(r->spec_reqs, pre, npre * sizeof *pre);
     spec_reqs_add(r, tstate, leaf, &k);
-    r->spec_first = r->spec_hint = npre;
+    r->spec_first = npre;
     r->spec_nreq = k;
     r->spec_walked = 0;
     r->pre_n = 0;
@@ -759,30 +762,45 @@ static int first_read(sw_pystack *r, uint64_t tstate, uint64_t leaf, sw_mem_req 
 }
 
 /* The bytes of the frame at `frame` if the first read had them (read
- * speculatively), else NULL. The frames are looked for in order, from
- * where the last one was found: a stack's callers are those of the last
- * walk below the frames that changed. */
+ * speculatively), else NULL: spec_reqs[spec_first, spec_nreq) are in
+ * address order (spec_reqs_add), so bisected. (Looked for in a circle
+ * from where the last one was found, before 3.11 it took 40% of a round's
+ * instructions: the frame objects' addresses are in no order of the walk.) */
 static const unsigned char *spec_find(sw_pystack *r, uint64_t frame, uint32_t back)
 {
-    const uint32_t first = r->spec_first, n = r->spec_nreq - first;
-    for (uint32_t k = 0; k < n; k++) {
-        uint32_t i = first + (r->spec_hint - first + k) % n;
-        const sw_mem_req *q = &r->spec_reqs[i];
-        if (q->ok && q->addr + back == frame) {
-            r->spec_hint = i + 1 < r->spec_nreq ? i + 1 : first;
-            return (const unsigned char *)q->buf + back;
-        }
+    if (frame < back)
+        return NULL;
+    const uint64_t want = frame - back;
+    uint32_t lo = r->spec_first, hi = r->spec_nreq;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->spec_reqs[mid].addr < want)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return NULL;
+    const sw_mem_req *q = &r->spec_reqs[lo];
+    return lo < r->spec_nreq && q->addr == want && q->ok ? (const unsigned char *)q->buf + back : NULL;
 }
 
-/* Remembers the frames this walk of the thread read on its own. */
+static void sort_by_insertion(uint64_t *a, uint32_t k);
+static int by_u64(const void *a, const void *b);
+
+/* Remembers the frames this walk of the thread read on its own, in
+ * address order (spec_reqs_add): sorted here, as addresses, not as read
+ * requests by qsort each round (a fifth of a round's instructions before
+ * 3.11). */
 static void spec_keep(sw_pystack *r, uint64_t tstate)
 {
     const uint32_t slot = spec_slot(tstate);
+    uint64_t *a = r->spec_addrs + (size_t)slot * SPEC_DEPTH;
     r->spec_tstate[slot] = tstate;
     r->spec_n[slot] = r->spec_walked;
-    memcpy(r->spec_addrs + (size_t)slot * SPEC_DEPTH, r->spec_walk, r->spec_walked * sizeof *r->spec_walk);
+    memcpy(a, r->spec_walk, r->spec_walked * sizeof *r->spec_walk);
+    if (r->spec_walked <= SORT_BY_INSERTION)
+        sort_by_insertion(a, r->spec_walked);
+    else
+        qsort(a, r->spec_walked, sizeof *a, by_u64);
 }
 
 /* Before 3.11: the first read of a walk, the leaf frame and the frames
@@ -827,7 +845,7 @@ static void copy_window(sw_pystack *r, uint64_t tstate, const unsigned char *ts,
     const sw_py_layout *l = &r->l;
     w->lo = w->hi = w->base = w->leaf = 0;
     w->bytes = w->leaf_bytes = NULL;
-    r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
+    r->spec_nreq = r->spec_first = r->spec_walked = 0;
     if (l->tstate_datastack_chunk == SW_NO_OFFSET)
         return;
     uint64_t chunk = u64_at(ts, l->tstate_datastack_chunk), top = u64_at(ts, l->tstate_datastack_top);
@@ -1214,13 +1232,14 @@ static const unsigned char *name_read(const sw_pystack *r, const sw_sample_code 
 /* Sets r->name_reqs to read, with the k code headers reqs ask for, the
  * file name of each one's cache entry (each once); returns how many. A
  * header equal to its entry's is then confirmed by its file name too
- * (take_header), read in the same system call rather than one of its own. */
-static uint32_t name_requests(sw_pystack *r, const sw_mem_req *reqs, uint32_t k)
+ * (take_header), read in the same system call rather than one of its own.
+ * known: each request's entry as looked up already (NULL: looked up here). */
+static uint32_t name_requests(sw_pystack *r, const sw_mem_req *reqs, uint32_t k, sw_sample_code *const *known)
 {
     uint32_t m = 0;
     size_t used = 0;
     for (uint32_t j = 0; j < k; j++) {
-        const sw_sample_code *e = sw_codecache_find(r->codes, reqs[j].addr);
+        const sw_sample_code *e = known ? known[j] : sw_codecache_find(r->codes, reqs[j].addr);
         uint32_t span;
         uint64_t at = e && sw_codecache_settled(e) ? sw_codecache_filename_at(e, &span) : 0;
         if (at && add_request(r->name_reqs, &m, &r->name_buf, &r->name_cap, &used, at, span) == UINT32_MAX)
@@ -1230,12 +1249,14 @@ static uint32_t name_requests(sw_pystack *r, const sw_mem_req *reqs, uint32_t k)
 }
 
 /* The entry for the code object whose header q read (NULL if none can
- * be): made or confirmed by it (sw_codecache_get), and then by its file
- * name read with it, if it was (name_requests). *pending: 1 if it must
- * still be confirmed (confirm_codes), else 0. */
-static sw_sample_code *take_header(sw_pystack *r, const sw_mem_req *q, uint64_t round, int *pending)
+ * be): made or confirmed by it (sw_codecache_get_known: known, its entry
+ * as looked up this round, or NULL), and then by its file name read with
+ * it, if it was (name_requests). *pending: 1 if it must still be
+ * confirmed (confirm_codes), else 0. */
+static sw_sample_code *take_header(sw_pystack *r, const sw_mem_req *q, sw_sample_code *known, uint64_t round,
+                                   int *pending)
 {
-    sw_sample_code *c = q->ok ? sw_codecache_get(r->codes, &r->mem, &r->l, q->addr, q->buf, round) : NULL;
+    sw_sample_code *c = q->ok ? sw_codecache_get_known(r->codes, &r->mem, &r->l, known, q->addr, q->buf, round) : NULL;
     r->memo_n = 0;   /* (an entry may have been made again) */
     size_t got = 0;
     const unsigned char *name = c && sw_codecache_settled(c) ? name_read(r, c, &got) : NULL;
@@ -1343,7 +1364,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
          * check (trusted_by_counter), once confirmed again. */
         for (uint32_t j = 0; j < r->codes_read; j++) {
             int pending;
-            sw_sample_code *c = take_header(r, &r->code_reqs[j], round, &pending);
+            sw_sample_code *c = take_header(r, &r->code_reqs[j], NULL, round, &pending);
             if (!c)
                 return -1;
             if (pending)
@@ -1361,14 +1382,19 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         remember_globals(r, n);
         return 0;
     }
+    /* Each frame's entry is looked up once (r->known), and reused by the
+     * header's read and the frames' entries after it: an entry stays put
+     * within a round (the cache is emptied only at a round's start). */
     for (uint32_t i = 0; i < n; i++) {
         int seen = globals_seen(r, i);
         distrust_other_module(r, i, seen);
-        r->frames[i] = sw_codecache_fresh(r->codes, r->code_addrs[i], round, r->lim.code_ttl);
+        sw_sample_code *e = r->known[i] = sw_codecache_find(r->codes, r->code_addrs[i]);
+        r->frames[i] = e && sw_codecache_is_fresh(r->codes, e, round, r->lim.code_ttl) ? e : NULL;
         if (r->frames[i] && r->code_globals && seen != GLOBALS_SAME)
             r->frames[i] = NULL;
         if (r->frames[i] || (k && r->reqs[k - 1].addr == r->code_addrs[i]))
             continue;
+        r->req_known[k] = e;
         r->reqs[k] = (sw_mem_req){r->code_addrs[i], r->code_hdrs + (size_t)k * cs, cs, 0};
         k++;
     }
@@ -1376,7 +1402,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         remember_globals(r, n);
         return 0;
     }
-    const uint32_t m = name_requests(r, r->reqs, k);
+    const uint32_t m = name_requests(r, r->reqs, k, r->req_known);
     memcpy(r->reqs + k, r->name_reqs, m * sizeof *r->name_reqs);
     if (sw_mem_readv(&r->mem, r->reqs, k + m) < k)
         return -1;
@@ -1387,7 +1413,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     uint32_t u = 0;
     for (uint32_t j = 0; j < k; j++) {
         int pending;
-        sw_sample_code *c = take_header(r, &r->reqs[j], round, &pending);
+        sw_sample_code *c = take_header(r, &r->reqs[j], r->req_known[j], round, &pending);
         if (!c)
             return -1;
         if (!pending)
@@ -1402,8 +1428,8 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         return -1;
     /* Everything read is now confirmed in this round. */
     for (uint32_t i = 0; i < n; i++) {
-        if (!r->frames[i])
-            r->frames[i] = sw_codecache_find(r->codes, r->code_addrs[i]);
+        if (!r->frames[i])   /* (an entry made this round: looked up) */
+            r->frames[i] = r->known[i] ? r->known[i] : sw_codecache_find(r->codes, r->code_addrs[i]);
         if (!r->frames[i])
             return -1;
     }
@@ -1439,12 +1465,6 @@ static int frames_fit(sw_pystack *r, uint32_t n)
         if (r->gaps[i] && r->gaps[i] != (uint64_t)sw_codecache_frame_words(r->frames[i]) * r->l.pointer_size)
             return 0;
     return 1;
-}
-
-static int by_addr(const void *a, const void *b)
-{
-    uint64_t x = ((const sw_mem_req *)a)->addr, y = ((const sw_mem_req *)b)->addr;
-    return (x > y) - (x < y);
 }
 
 /* Sorts a[0..k) (k at most SORT_BY_INSERTION), by insertion. */
@@ -1618,7 +1638,7 @@ static int all_trusted(sw_pystack *r, uint32_t n)
  * a module's frame after a function of the next one. */
 static int read_with_codes(sw_pystack *r, size_t nreq, uint32_t k)
 {
-    const uint32_t m = name_requests(r, r->code_reqs, k);   /* (and their entries' file names) */
+    const uint32_t m = name_requests(r, r->code_reqs, k, NULL);   /* (and their entries' file names) */
     memmove(r->reqs + k + m, r->reqs, nreq * sizeof *r->reqs);
     memcpy(r->reqs, r->code_reqs, k * sizeof *r->code_reqs);
     memcpy(r->reqs + k, r->name_reqs, m * sizeof *r->name_reqs);
@@ -2520,7 +2540,7 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
     req[0] = (sw_mem_req){r->interp + l->interp_threads_head, &tstate, sizeof tstate, 0};
     req[1] = (sw_mem_req){gil, gbuf, glen, 0};
     uint32_t nreq = gil ? 2 : 1, head_req = 0;
-    r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
+    r->spec_nreq = r->spec_first = r->spec_walked = 0;
     if (r->head_guess) {
         head_req = nreq;
         req[nreq++] = (sw_mem_req){r->head_guess, ts, l->tstate_size, 0};
