@@ -761,6 +761,20 @@ static int first_read(sw_pystack *r, uint64_t tstate, uint64_t leaf, sw_mem_req 
     return ck && r->spec_reqs[ck].ok && (!r->interps_made || (r->spec_reqs[ck + 1].ok && r->copy_interps == 1));
 }
 
+/* The first of reqs[lo, hi), in address order, at or after addr (hi if
+ * none), by bisection. */
+static uint32_t req_at_or_after(const sw_mem_req *reqs, uint32_t lo, uint32_t hi, uint64_t addr)
+{
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (reqs[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* The bytes of the frame at `frame` if the first read had them (read
  * speculatively), else NULL: spec_reqs[spec_first, spec_nreq) are in
  * address order (spec_reqs_add), so bisected. (Looked for in a circle
@@ -771,14 +785,7 @@ static const unsigned char *spec_find(sw_pystack *r, uint64_t frame, uint32_t ba
     if (frame < back)
         return NULL;
     const uint64_t want = frame - back;
-    uint32_t lo = r->spec_first, hi = r->spec_nreq;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (r->spec_reqs[mid].addr < want)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    uint32_t lo = req_at_or_after(r->spec_reqs, r->spec_first, r->spec_nreq, want);
     const sw_mem_req *q = &r->spec_reqs[lo];
     return lo < r->spec_nreq && q->addr == want && q->ok ? (const unsigned char *)q->buf + back : NULL;
 }
@@ -2054,14 +2061,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
  * (r->code_reqs, in address order), or NULL. */
 static const unsigned char *code_read(const sw_pystack *r, uint64_t code)
 {
-    uint32_t lo = 0, hi = r->codes_read;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (r->code_reqs[mid].addr < code)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    uint32_t lo = req_at_or_after(r->code_reqs, 0, r->codes_read, code);
     return lo < r->codes_read && r->code_reqs[lo].addr == code && r->code_reqs[lo].ok ? r->code_reqs[lo].buf : NULL;
 }
 
