@@ -168,7 +168,8 @@ struct sw_pystack {
      * changes fast is far more often read whole. */
     uint64_t *spec_tstate;         /* [SPEC_THREADS] the thread state each slot is for */
     uint32_t *spec_n;              /* [SPEC_THREADS] frames remembered */
-    uint64_t *spec_addrs;          /* [SPEC_THREADS * SPEC_DEPTH] */
+    uint64_t *spec_addrs;          /* [SPEC_THREADS * SPEC_DEPTH] in address order */
+    uint64_t *spec_as_walked;      /* [SPEC_THREADS * SPEC_DEPTH] the same in the walk's order */
     uint64_t *spec_walk;           /* [SPEC_DEPTH] this walk's own-read frames so far */
     uint32_t spec_walked;          /* ... how many */
     sw_mem_req *spec_reqs;         /* [SPEC_DEPTH + 8 + PARK_CODES] the first read of this walk */
@@ -277,6 +278,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->spec_tstate = calloc(SPEC_THREADS, sizeof *r->spec_tstate);
     r->spec_n = calloc(SPEC_THREADS, sizeof *r->spec_n);
     r->spec_addrs = malloc((size_t)SPEC_THREADS * SPEC_DEPTH * sizeof *r->spec_addrs);
+    r->spec_as_walked = malloc((size_t)SPEC_THREADS * SPEC_DEPTH * sizeof *r->spec_as_walked);
     r->spec_walk = malloc(SPEC_DEPTH * sizeof *r->spec_walk);
     r->spec_reqs = malloc((2 * SPEC_DEPTH + 16 + PARK_CODES) * sizeof *r->spec_reqs);
     if (lim->park) {
@@ -314,7 +316,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || (l->code_nlocalsplus != SW_NO_OFFSET && !r->gaps) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
         !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->known || !r->req_known ||
         !r->confirm || !r->confirm_req || !r->confirm_reqs || !r->name_reqs || !r->window || !r->spec_tstate || !r->spec_n ||
-        !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes || !r->spec_again ||
+        !r->spec_addrs || !r->spec_as_walked || !r->spec_walk || !r->spec_reqs || !r->spec_bytes || !r->spec_again ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
         (l->frames_kind == SW_FRAMES_INTERP && (!r->recheck || !r->again || !r->own_was)) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
@@ -438,6 +440,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->spec_tstate);
     free(r->spec_n);
     free(r->spec_addrs);
+    free(r->spec_as_walked);
     free(r->spec_walk);
     free(r->spec_reqs);
     free(r->spec_bytes);
@@ -796,14 +799,20 @@ static int by_u64(const void *a, const void *b);
 /* Remembers the frames this walk of the thread read on its own, in
  * address order (spec_reqs_add): sorted here, as addresses, not as read
  * requests by qsort each round (a fifth of a round's instructions before
- * 3.11). */
+ * 3.11), and only when they are not the last walk's (before 3.11 a code
+ * object's frame object is mostly reused by its next call: a stack that
+ * changes fast mostly walks the same frame objects). */
 static void spec_keep(sw_pystack *r, uint64_t tstate)
 {
     const uint32_t slot = spec_slot(tstate);
-    uint64_t *a = r->spec_addrs + (size_t)slot * SPEC_DEPTH;
+    uint64_t *a = r->spec_addrs + (size_t)slot * SPEC_DEPTH, *was = r->spec_as_walked + (size_t)slot * SPEC_DEPTH;
+    const size_t bytes = r->spec_walked * sizeof *r->spec_walk;
+    if (r->spec_tstate[slot] == tstate && r->spec_n[slot] == r->spec_walked && memcmp(was, r->spec_walk, bytes) == 0)
+        return;
     r->spec_tstate[slot] = tstate;
     r->spec_n[slot] = r->spec_walked;
-    memcpy(a, r->spec_walk, r->spec_walked * sizeof *r->spec_walk);
+    memcpy(was, r->spec_walk, bytes);
+    memcpy(a, r->spec_walk, bytes);
     if (r->spec_walked <= SORT_BY_INSERTION)
         sort_by_insertion(a, r->spec_walked);
     else
