@@ -577,7 +577,7 @@ def main():
     p.add_argument("--out", default=os.path.join(ROOT, "out", "bench", "results.json"))
     p.add_argument("--workloads", default=None, help="comma-separated subset of workload names")
     p.add_argument("--tracers", default=None, help="comma-separated subset of " + ",".join(TRACERS))
-    p.add_argument("--no-callgrind", action="store_true", help="wall times only")
+    p.add_argument("--no-callgrind", action="store_true", help="wall times only (the task section too)")
     p.add_argument("--no-wall", action="store_true", help="instruction counts only")
     p.add_argument("--peer-status", default=None, help="file of peers that failed to install")
     p.add_argument("--no-profilers", action="store_true", help="skip the sampling-profiler section")
@@ -625,6 +625,7 @@ def main():
         log("valgrind not found: no instruction counts")
         args.no_callgrind = True
     profilers_cg = not args.no_callgrind   # (the profilers' callgrind line runs with --profilers-only too)
+    tasks_cg = not args.no_callgrind       # (and the task section's with --tasks-only)
     if args.profilers_only:
         args.no_wall = args.no_callgrind = args.no_big_traces = args.no_tasks = args.no_outside = args.no_kernel = True
     if args.tasks_only:
@@ -700,7 +701,7 @@ def main():
         peers = {f"{t}_{mode}": unavailable[t] for t, mode in (("viztracer", "async"), ("yappi", "coro"))
                  if t in unavailable}
         task_res.update(tasks.section(run_once, callgrind_counts, WORKLOADS_DIR, python, rounds, args.quick,
-                                      not args.quick and shutil.which("valgrind") is not None, peers, log,
+                                      tasks_cg and not args.quick and shutil.which("valgrind") is not None, peers, log,
                                       lambda: save(False)))
         sections["tasks"] = time.perf_counter() - ts
         print(f"(task events: {sections['tasks'] / 60:.1f} min)", flush=True)

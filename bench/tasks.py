@@ -8,14 +8,15 @@ bench/README.md): what recording tasks (issue 22) costs, on two programs:
                      (20,000) through a queue.Queue of 16 places
 
 each plain and under: stackwatch's exact trace (`run`), the same with task
-events (`run --events tasks`), task events with no trace into the
+events (`run --events tasks`), task events with no trace: to a no-op
+Python handler (`add_handler(fn, events="tasks")`, no log) and into the
 readable log (`run --no-trace --events tasks --log FILE`, task lines),
 VizTracer with log_async (a track per asyncio task) and yappi in its
 coroutine-aware mode (wall clock). Wall: the median of the measured region
 (start .. output written) over alternating runs, as a ratio to plain; the
 column "tasks/trace" is the trace with task events over the trace alone
 (the targets: at most 1.3 on the asyncio program, 1.2 on the threads';
-and "no trace" at most 1.3x plain). Then callgrind instructions (not in a
+and both "no trace" columns at most 1.3x plain). Then callgrind instructions (not in a
 quick run), the stable figures of the same ratios: of the region on the
 asyncio program at 2,000 tasks; of the whole process, every thread, on
 the threads' program, per item (the slope between 1,000 and 5,000 items:
@@ -34,12 +35,14 @@ import benchlib
 # region) or two (the whole process's slope between them, per item))
 WORKLOADS = [("tasks_asyncio.py", "asyncio({} tasks)", 10_000, 1_000, 2_000),
              ("tasks_threads.py", "threads({} items)", 20_000, 2_000, (1_000, 5_000))]
-CONFIGS = ["none", "stackwatch", "sw_tasks", "sw_tasks_log", "viztracer_async", "yappi_coro"]
-COLUMNS = ["trace", "trace+tasks", "tasks/trace", "no trace", "viztracer async", "yappi coro"]
+CONFIGS = ["none", "stackwatch", "sw_tasks", "sw_tasks_handler", "sw_tasks_log", "viztracer_async", "yappi_coro"]
+COLUMNS = ["trace", "trace+tasks", "tasks/trace", "no trace", "no trace --log", "viztracer async", "yappi coro"]
 TARGETS = {"tasks_asyncio.py": 1.3, "tasks_threads.py": 1.2}   # tasks/trace at most
 NO_TRACE_TARGET = 1.3
-CG_CONFIGS = ["none", "stackwatch", "sw_tasks", "sw_tasks_log"]
-CG_LABELS = {"stackwatch": "trace", "sw_tasks": "trace+tasks", "sw_tasks_log": "no trace"}   # (the wall table's names)
+CG_CONFIGS = ["none", "stackwatch", "sw_tasks", "sw_tasks_handler", "sw_tasks_log"]
+CG_LABELS = {"stackwatch": "trace", "sw_tasks": "trace+tasks", "sw_tasks_handler": "no trace",
+             "sw_tasks_log": "no trace --log"}   # (the wall table's names)
+NO_TRACE = ("sw_tasks_handler", "sw_tasks_log")
 
 
 def _command(python, workloads_dir, script, tracer, size, warmup=0):
@@ -60,8 +63,9 @@ def section(run_once, callgrind_counts, workloads_dir, python, rounds, quick, wi
     print(f"task events: wall x = median region time / plain over rN alternating runs ({rounds.describe()}).")
     print("trace = stackwatch run; trace+tasks = run --events tasks; tasks/trace = the two's ratio (target: "
           "asyncio <= 1.3, threads <= 1.2);")
-    print("no trace = run --no-trace --events tasks --log FILE (task lines; target <= 1.3x plain); "
-          "viztracer async = log_async=True;")
+    print("no trace = task events alone, to a no-op Python handler (add_handler(fn, events='tasks'), no log); "
+          "no trace --log = run --no-trace --events tasks --log FILE (task lines); both target <= 1.3x plain;")
+    print("viztracer async = log_async=True;")
     print("yappi coro = yappi, wall clock (coroutine-aware).", flush=True)
     table = benchlib.StreamTable(["program", "plain ms"] + COLUMNS, width=[12] + [15] * len(COLUMNS), first_width=22)
     table.start()
@@ -78,9 +82,9 @@ def section(run_once, callgrind_counts, workloads_dir, python, rounds, quick, wi
             cells.append(_cell(table, med, n, runs, unavailable, t, plain))
         tt = _ratio(med.get("sw_tasks"), med.get("stackwatch"))
         cells.append(benchlib.fmt_ratio(tt) + ("" if tt is None or tt <= TARGETS[script] else " !"))
-        nt = _cell(table, med, n, runs, unavailable, "sw_tasks_log", plain)
-        r = _ratio(med.get("sw_tasks_log"), plain)
-        cells.append(nt + (" !" if r and r > NO_TRACE_TARGET else ""))
+        for t in NO_TRACE:
+            r = _ratio(med.get(t), plain)
+            cells.append(_cell(table, med, n, runs, unavailable, t, plain) + (" !" if r and r > NO_TRACE_TARGET else ""))
         for t in ("viztracer_async", "yappi_coro"):
             cells.append(_cell(table, med, n, runs, unavailable, t, plain))
         table.row(cells)
@@ -99,9 +103,11 @@ def section(run_once, callgrind_counts, workloads_dir, python, rounds, quick, wi
                 res["callgrind"][script] = counts = _callgrind(run_once, callgrind_counts, python, workloads_dir,
                                                                script, cg_size, unavailable, log)
                 base = counts.get("none")
-                parts = [f"{CG_LABELS[t]} {benchlib.fmt_ratio(_ratio(counts.get(t), base))}x" for t in CG_CONFIGS[1:]]
-                nt = _ratio(counts.get("sw_tasks_log"), base)
-                parts[-1] += " !" if nt and nt > NO_TRACE_TARGET else ""
+                parts = []
+                for t in CG_CONFIGS[1:]:
+                    r = _ratio(counts.get(t), base)
+                    parts.append(f"{CG_LABELS[t]} {benchlib.fmt_ratio(r)}x"
+                                 + (" !" if t in NO_TRACE and r and r > NO_TRACE_TARGET else ""))
                 tt = _ratio(counts.get("sw_tasks"), counts.get("stackwatch"))
                 if isinstance(cg_size, tuple):
                     plain = f"{base / 1e3:.1f}k per item" if base else "n/a"

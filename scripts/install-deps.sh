@@ -48,6 +48,9 @@ if [ "$what" = all ]; then
   [ -e /usr/include/zlib.h ] || need+=(zlib1g-dev)
   command -v callgrind_annotate >/dev/null || need+=(valgrind)
   command -v babeltrace2 >/dev/null || need+=(babeltrace2)
+  # rustc builds a library with v0-mangled names, whose frames the tests
+  # check demangled (tests/py/cli/test_dump_native.py).
+  command -v rustc >/dev/null || need+=(rustc)
   # babeltrace 1 reads the LTTng session's kernel events in the tests:
   # babeltrace2 2.0.4 may print an empty string field as an earlier one.
   command -v babeltrace >/dev/null || need+=(babeltrace)

@@ -64,8 +64,23 @@ builddir="$root/build/$name-$ver-$sdt-$lttng-$zlib"
 werror=true; [ "${SW_WERROR:-1}" = 0 ] && werror=false
 log="$builddir.log"
 mkdir -p "$root/build"
-if ! (cd "$root" && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pip install --disable-pip-version-check --no-build-isolation \
-        --no-deps -Cbuild-dir="$builddir" -Csetup-args=-Dwerror=$werror .) >"$log" 2>&1; then
-  grep -v "WARNING: Location" "$log" | tail -40 >&2; exit 1
+# The tree as it is (tracked and untracked files, not the ignored ones),
+# hashed into a temporary index: when it, the build directory and the
+# flags are those of the last install, that install stands (pip takes
+# 3-8 s even when nothing changed, once per Python in make test).
+built=""
+if tmpidx="$(mktemp -u)" && tree="$(cd "$root" && GIT_INDEX_FILE="$tmpidx" git add -A 2>/dev/null &&
+                                     GIT_INDEX_FILE="$tmpidx" git write-tree 2>/dev/null)"; then
+  built="$tree $builddir $werror"
+fi
+rm -f "$tmpidx"
+bstamp="$venv/.build-installed"
+if [ -z "$built" ] || [ "$(cat "$bstamp" 2>/dev/null)" != "$built" ] || [ ! -d "$builddir" ]; then
+  rm -f "$bstamp"
+  if ! (cd "$root" && PATH="$venv/bin:$PATH" "$venv/bin/python" -m pip install --disable-pip-version-check --no-build-isolation \
+          --no-deps -Cbuild-dir="$builddir" -Csetup-args=-Dwerror=$werror .) >"$log" 2>&1; then
+    grep -v "WARNING: Location" "$log" | tail -40 >&2; exit 1
+  fi
+  [ -z "$built" ] || echo "$built" > "$bstamp"
 fi
 echo "$venv/bin/python"

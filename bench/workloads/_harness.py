@@ -25,7 +25,7 @@ import traceback
 
 TRACERS = ("none", "null", "nullhook", "stackwatch", "cprofile", "viztracer", "pyinstrument", "yappi", "swprof",
            "sw_import", "sw_probes", "sw_c_call", "sw_line_other", "sw_line_file", "sw_all",
-           "sw_tasks", "sw_tasks_log", "viztracer_async", "yappi_coro")
+           "sw_tasks", "sw_tasks_log", "sw_tasks_handler", "viztracer_async", "yappi_coro")
 
 # VizTracer keeps its events in a circular buffer of this many entries (the
 # default is 1,000,000 and would silently drop the oldest events of the
@@ -379,6 +379,19 @@ class _SwTasksLog(_Tracer):
         self.log.close()
 
 
+class _SwTasksHandler(_SwImport):
+    """bench/tasks.py: task events with no trace and no log, to a no-op
+    Python handler (`stackwatch.add_handler(fn, events="tasks")`: the
+    task hooks, the dispatch and an Event per task event)."""
+    name = "sw_tasks_handler"
+
+    def start(self):
+        self.h = self.sw.add_handler(_noop, events="tasks")
+
+    def stop(self):
+        self.h.remove()
+
+
 class _VizTracerAsync(_VizTracer):
     """bench/tasks.py: VizTracer with log_async (a track per asyncio task)."""
     name = "viztracer_async"
@@ -402,7 +415,7 @@ class _YappiCoro(_Yappi):
 
 _CLASSES = {c.name: c for c in (_Tracer, _Null, _NullHook, _Stackwatch, _CProfile, _VizTracer,
                                 _Pyinstrument, _Yappi, _SwImport, _SwProbes, _SwCCall,
-                                _SwLineOther, _SwLineFile, _SwAll, _SwTasks, _SwTasksLog, _VizTracerAsync,
+                                _SwLineOther, _SwLineFile, _SwAll, _SwTasks, _SwTasksLog, _SwTasksHandler, _VizTracerAsync,
                                 _YappiCoro)}
 
 

@@ -43,6 +43,7 @@ typedef struct tp_field {
 /* The event sources: which one a sample came from (its identifier). */
 enum source {
     SRC_ENTER, SRC_EXIT, SRC_SWITCH, SRC_WAKEUP,   /* tracepoints */
+    SRC_WAKEUP_NEW,  /* sched_wakeup_new: a thread started, woken by the one that started it */
     SRC_FAULT,                                     /* the software page-fault event */
     SRC_SWITCHES,   /* without the privilege: a dummy event's PERF_RECORD_SWITCH only */
     SRC_SWITCH_IN, SRC_SWITCH_OUT,                 /* PERF_RECORD_SWITCH records */
@@ -76,6 +77,7 @@ typedef struct open_call {
     long nr;
     int open;
     int off;                 /* switched out, not yet back */
+    int seen;                /* a record of the thread was handled */
     uint32_t waker;          /* the thread of this process that woke it while off (0: none) */
     uint64_t woken_ns;
 } open_call;
@@ -194,6 +196,9 @@ static const struct tp_desc {
      * threads missed most wakeups on a quiet machine; sched_waking always
      * fires in the waker. */
     [SRC_WAKEUP] = {"sched/sched_waking", "pid_t pid", 4, "int target_cpu", 4, NULL, "char comm[16]", NULL},
+    /* A new thread is made runnable by wake_up_new_task, in the thread
+     * that started it, which fires sched_wakeup_new (not sched_waking). */
+    [SRC_WAKEUP_NEW] = {"sched/sched_wakeup_new", "pid_t pid", 4, "int target_cpu", 4, NULL, "char comm[16]", NULL},
 };
 
 static int load_tracepoint(const char *dir, const struct tp_desc *d, tracepoint *tp)
@@ -228,7 +233,8 @@ static int wants(const sw_syscalls *s, int src)
     case SRC_ENTER:
     case SRC_EXIT: return (s->what & SW_KERNEL_SYSCALLS) != 0;
     case SRC_SWITCH:
-    case SRC_WAKEUP: return (s->what & SW_KERNEL_SCHED) && !s->unprivileged;
+    case SRC_WAKEUP:
+    case SRC_WAKEUP_NEW: return (s->what & SW_KERNEL_SCHED) && !s->unprivileged;
     case SRC_SWITCHES: return (s->what & SW_KERNEL_SCHED) && s->unprivileged;
     case SRC_FAULT: return (s->what & SW_KERNEL_FAULTS) != 0;
     default: return 0;
@@ -879,6 +885,8 @@ static void release(sw_syscalls *s, int all)
 static void handle(sw_syscalls *s, const pending *p, open_call *c)
 {
     sw_kevent ev = {.tid = p->tid, .cpu = p->cpu, .t_ns = p->t};
+    int first = !c->seen;
+    c->seen = 1;
     switch (p->src) {
     case SRC_ENTER:
         if (c->open)
@@ -909,8 +917,12 @@ static void handle(sw_syscalls *s, const pending *p, open_call *c)
         c->waker = 0;
         break;
     case SRC_SWITCH_IN:
-        if (!c->off)
-            return;   /* its switch out was before the start (or lost) */
+        /* The thread's first record: it was off CPU before (it slept
+         * since before the start) or it never ran (a thread started
+         * since: its first run). Otherwise a switch in while on CPU: its
+         * switch out was lost. */
+        if (!c->off && !first)
+            return;
         ev.kind = SW_KEV_ON_CPU;
         ev.peer = p->peer;
         memcpy(ev.comm, p->comm, sizeof ev.comm);
@@ -919,7 +931,8 @@ static void handle(sw_syscalls *s, const pending *p, open_call *c)
         c->off = 0;
         c->waker = 0;
         break;
-    case SRC_WAKEUP: {
+    case SRC_WAKEUP:
+    case SRC_WAKEUP_NEW: {
         if (p->t == s->last_wake_t && p->tid == s->last_wake_tid && (uint32_t)p->a == s->last_wake_pid)
             return;   /* seen through the wakee's event too */
         s->last_wake_t = p->t;
@@ -930,7 +943,15 @@ static void handle(sw_syscalls *s, const pending *p, open_call *c)
         memcpy(ev.comm, p->comm, sizeof ev.comm);
         ev.cpu = (uint32_t)p->b;
         uint32_t wi = sw_hashtab_get_u64(&s->tid_index, s->tids, (uint32_t)p->a);
-        if (wi != SW_HT_NONE && s->calls[wi].off && (uint32_t)p->a != p->tid) {
+        if (p->src == SRC_WAKEUP_NEW && (uint32_t)p->a != p->tid) {
+            /* a new thread (its tid may be an ended one's: a fresh
+             * state), before any record of its own: its first switch in,
+             * its first run, names this thread as its waker (c, the
+             * waker's state, may move: not used after) */
+            open_call *w = call_of(s, (uint32_t)p->a);
+            if (w)
+                *w = (open_call){.waker = p->tid, .woken_ns = p->t};
+        } else if (wi != SW_HT_NONE && s->calls[wi].off && (uint32_t)p->a != p->tid) {
             s->calls[wi].waker = p->tid;
             s->calls[wi].woken_ns = p->t;
         }

@@ -3,7 +3,9 @@
  * calls (raw_syscalls:sys_enter / sys_exit tracepoints), scheduler
  * switches (sched:sched_switch for the reason a thread leaves its CPU, and
  * PERF_RECORD_SWITCH for when it comes back, with every task's sched_switch
- * on each CPU for the task it took the CPU from), wakeups (sched:sched_waking, in the waker)
+ * on each CPU for the task it took the CPU from; a thread's first switch
+ * in too, with no switch out before it), wakeups (sched:sched_waking, in
+ * the waker; sched:sched_wakeup_new, a new thread by the one starting it)
  * and page faults (the software event PERF_COUNT_SW_PAGE_FAULTS, every
  * one), as asked by a mask of SW_KERNEL_*.
  *
@@ -52,7 +54,10 @@ enum sw_kevent_kind {
     SW_KEV_OFF_CPU = 1,      /* the thread left CPU `cpu`; a: prev_state, reason: its name; peer, comm:
                                 the task that runs next (sched_switch's next_pid, next_comm; 0, "":
                                 unprivileged, not seen) */
-    SW_KEV_ON_CPU,           /* the thread runs again on CPU `cpu`; a: the tid of the thread of
+    SW_KEV_ON_CPU,           /* the thread runs (again) on CPU `cpu`: after an OFF_CPU, or as its
+                                first record (a thread started since: its first run, a: the
+                                thread that started it, b: ns since; one that was off CPU at
+                                the start); a: the tid of the thread of
                                 this process that woke it last while it was off (0: none seen),
                                 b: ns from that wakeup to now; peer, comm: the task that ran before
                                 it there (sched_switch's prev_pid, prev_comm, any process's; 0, "":

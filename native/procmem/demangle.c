@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include "demangle.h"
 
+#include "demangle_rust.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -80,13 +82,19 @@ static size_t back_references(const char *name)
 
 char *sw_demangle(const char *name)
 {
-    if (!name || name[0] != '_' || name[1] != 'Z' || strnlen(name, SW_DEMANGLE_MAX + 1) > SW_DEMANGLE_MAX ||
-        back_references(name) > SW_DEMANGLE_MAX_REFS || !sw_demangle_available())
+    if (!name || name[0] != '_' || (name[1] != 'Z' && name[1] != 'R'))
         return NULL;
     char here;
     uintptr_t low = stack_floor(), sp = (uintptr_t)&here;
-    if (!low || sp < low || sp - low < SW_DEMANGLE_STACK)
+    size_t left = !low || sp < low ? 0 : sp - low;
+    if (left < SW_RUST_DEMANGLE_STACK)
         return NULL;
+    if (name[1] == 'R')
+        return sw_demangle_rust(name);   /* Rust's v0 mangling: our own parser */
+    char *rust = sw_demangle_rust_legacy(name);   /* Rust's older mangling, a C++ name to libstdc++ */
+    if (rust || left < SW_DEMANGLE_STACK || strnlen(name, SW_DEMANGLE_MAX + 1) > SW_DEMANGLE_MAX ||
+        back_references(name) > SW_DEMANGLE_MAX_REFS || !sw_demangle_available())
+        return rust;
     int status = -1;
     char *out = cxa_demangle(name, NULL, NULL, &status);
     if (status != 0 || !out || !out[0] || strnlen(out, SW_DEMANGLE_OUT_MAX + 1) > SW_DEMANGLE_OUT_MAX) {

@@ -6,7 +6,11 @@
  * the one place stackwatch demangles (symbols.c names every native frame
  * through it: profiles, traces' native functions and every export).
  *
- * The demangler is libstdc++'s own (__cxa_demangle, the code c++filt
+ * Rust names of the v0 mangling ("_R...") go to demangle_rust.h's
+ * parser (rustc-demangle's short form: c++filt's text without the crates'
+ * disambiguators); legacy Rust names ("_ZN...17h<hash>E") are C++ names.
+ *
+ * The C++ demangler is libstdc++'s own (__cxa_demangle, the code c++filt
  * runs), found at run time: libstdc++.so.6 if the process has it loaded,
  * else loaded once (RTLD_LOCAL); stackwatch has no link-time dependency
  * on it. Without libstdc++ names stay as the object files give them.
@@ -35,12 +39,15 @@
 /* The longest readable form kept: a longer one is no name to show. */
 #define SW_DEMANGLE_OUT_MAX (16u * 1024u)
 
-/* Stack the calling thread must have left to demangle: the demangler
+/* Stack the calling thread must have left to demangle a C++ name (a Rust
+ * one: SW_RUST_DEMANGLE_STACK): the demangler
  * keeps arrays of 72 bytes a character on the stack and recurses once a
  * nesting level (384 KiB measured for 1,000 nested pointers). */
 #define SW_DEMANGLE_STACK (1024u * 1024u)
 
-/* The readable form of name, a C++ (Itanium ABI) mangled name ("_Z..."),
+/* The readable form of name, a C++ (Itanium ABI) mangled name ("_Z...")
+ * or a v0 Rust one ("_R...": sw_demangle_rust, its own bounds; on a
+ * thread with SW_RUST_DEMANGLE_STACK of stack left),
  * in a new string for the caller to free; NULL (nothing allocated) when
  * name is no mangled C++ name, is malformed, is longer than
  * SW_DEMANGLE_MAX, holds more than SW_DEMANGLE_MAX_REFS back-references,

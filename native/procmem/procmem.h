@@ -18,6 +18,7 @@
  *   nativestack.h   a thread's native stack, captured in a signal handler
  *   symbols.h       native code addresses to function names
  *   demangle.h      C++ symbol names made readable (libstdc++'s demangler, found at run time)
+ *   demangle_rust.h Rust v0 symbol names made readable (demangle.h hands them over)
  *   nativemerge.h   native and Python frames as one stack
  *   threadstate.h   what each OS thread is doing, and its CPU time
  *   sampler_loop.h  the sampling thread
@@ -33,6 +34,7 @@
 #include "coremem.h"
 #include "debug_offsets.h"
 #include "demangle.h"
+#include "demangle_rust.h"
 #include "freeze.h"
 #include "layout.h"
 #include "layout_facts.h"

@@ -2682,6 +2682,12 @@ const char *sw_pystack_native_error(const sw_pystack *r)
     return us.stop_failed ? sw_unwind_error(r->unwinder) : "";
 }
 
+void sw_pystack_mark_start(sw_pystack *r)
+{
+    if (r->states)
+        sw_threadstate_mark_start(r->states);
+}
+
 void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out)
 {
     *out = r->st;

@@ -141,6 +141,11 @@ int sw_pystack_sample_all(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sa
 
 void sw_pystack_get_stats(const sw_pystack *r, sw_pystack_stats *out);
 
+/* The sampling starts now: with limits.thread_states, each thread's CPU
+ * time is read, so that its first sample gives the CPU time it used since
+ * (sw_threadstate_mark_start). */
+void sw_pystack_mark_start(sw_pystack *r);
+
 /* Native mode in this process: the source lines of the native frames'
  * functions, found now (sw_symbols_sources_later). Not while r samples. */
 void sw_pystack_native_sources(sw_pystack *r, sw_symbols_source_fn fn, void *ud);

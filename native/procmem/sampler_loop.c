@@ -182,6 +182,7 @@ int sw_sampler_start(sw_sampler *s)
         pthread_mutex_unlock(&s->mu);
         return SW_ESTATE;
     }
+    sw_pystack_mark_start(s->reader);   /* (CPU times from here, however late the first round) */
     s->start_ns = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
     s->pid = getpid();
     /* The thread blocks every signal: they stay for the program's threads

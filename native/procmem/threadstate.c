@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "threadstate.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -284,6 +285,37 @@ static int read_cpu(sw_threadstate *t, entry *e, uint64_t *ns)
 }
 
 static uint32_t probe(sw_threadstate *t, uint32_t tid, uint64_t round, const uint64_t *gil, uint64_t *cpu_delta);
+
+int sw_threadstate_mark_start(sw_threadstate *t)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", t->pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char *end;
+        errno = 0;
+        unsigned long tid = strtoul(de->d_name, &end, 10);
+        if (end == de->d_name || *end || errno || !tid || tid > UINT32_MAX)
+            continue;   /* (".", "..") */
+        int is_new;
+        entry *e = lookup(t, (uint32_t)tid, &is_new);
+        if (!e)
+            break;
+        uint64_t now;
+        if (read_cpu(t, e, &now) == 0) {
+            e->cpu_ns = now;
+            e->cpu_round = 0;
+            e->has_cpu = 1;
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
 
 uint32_t sw_threadstate_probe(sw_threadstate *t, uint32_t tid, uint64_t round, uint64_t gil_lo, uint64_t gil_hi,
                               uint64_t *cpu_delta)

@@ -51,10 +51,18 @@ typedef struct sw_threadstate_stats {
 sw_threadstate *sw_threadstate_new(int pid, uint32_t max_fds);
 void sw_threadstate_free(sw_threadstate *t);
 
+/* Reads the CPU time of every thread of the process now, the sampling's
+ * start: a thread's first probe then gives the CPU time it used since,
+ * not 0 (a thread that computes from the start, the sampler's first round
+ * late on a loaded machine: its first tens of ms of CPU time were lost).
+ * Returns the number of threads read, or -1 if the list could not be. */
+int sw_threadstate_mark_start(sw_threadstate *t);
+
 /* The state of thread `tid` now (SW_STATE_*), given the GIL's bytes
  * [gil_lo, gil_hi) in the target (both 0: GIL waits are not told apart
  * from other sleeps). *cpu_delta receives the CPU time the thread used
- * since the previous probe of that tid, or SW_NO_CPU. A thread probed for
+ * since the previous probe of that tid (or since sw_threadstate_mark_start),
+ * or SW_NO_CPU. Else a thread probed for
  * the first time in the first round anyone was probed gets 0 (its earlier
  * CPU time predates the sampling); one first probed later is new, and all
  * its CPU time counts. `round` increases by one per sampling round. */

@@ -1,7 +1,8 @@
 /*
  * wake_flows.c - the flows of wakeups between threads of a trace
  * (wake_flows.h): one pass over the THREAD_RECORDS side stream collects
- * each thread's off-CPU intervals (OFF_CPU..ON_CPU) and the wakeups, then
+ * each thread's off-CPU intervals (OFF_CPU..ON_CPU, and from its start to
+ * a first ON_CPU: a new thread's first run) and the wakeups, then
  * each wakeup of a thread of the trace is matched to the interval it fell
  * in, if any; and the switches are ordered per CPU to find those between
  * two threads of the trace.
@@ -241,13 +242,13 @@ int sw_wake_flows_new(sw_trace *t, const sw_export_opts *o, sw_wake_flows **out)
         /* Each thread's intervals, in order (recs are by thread, then time). */
         size_t th = SIZE_MAX;
         int64_t off = 0;
-        int is_off = 0;
+        int is_off = 0, switched = 0;
         for (size_t k = 0; k < nrecs; k++) {
             const sched_rec *r = &recs[k];
             if (r->thread != th) {
                 if (is_off)
                     iv[niv++] = (off_interval){th, off, INT64_MAX};
-                is_off = 0;
+                is_off = switched = 0;
                 th = r->thread;
             }
             if (r->kind == SW_EXT_OFF_CPU) {
@@ -255,10 +256,12 @@ int sw_wake_flows_new(sw_trace *t, const sw_export_opts *o, sw_wake_flows **out)
                     iv[niv++] = (off_interval){th, off, r->t};
                 is_off = 1;
                 off = r->t;
-            } else if (r->kind == SW_EXT_ON_CPU && is_off) {
-                iv[niv++] = (off_interval){th, off, r->t};
+            } else if (r->kind == SW_EXT_ON_CPU && (is_off || !switched)) {
+                /* (a first switch in: a new thread's first run, off CPU since it began) */
+                iv[niv++] = (off_interval){th, is_off ? off : INT64_MIN, r->t};
                 is_off = 0;
             }
+            switched |= r->kind != SW_EXT_WAKEUP;
         }
         if (is_off)
             iv[niv++] = (off_interval){th, off, INT64_MAX};

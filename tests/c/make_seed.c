@@ -333,6 +333,16 @@ static int seed_demangle(void)
     return seed_bytes("cxx.name", name, sizeof name - 1);
 }
 
+/* The Rust demangler's seed (fuzzdemangle.h: "_R" goes before it): a v0
+ * name with an impl, generic arguments, a dyn trait with a binding, a
+ * closure and back-references. */
+static int seed_demangle_rust(void)
+{
+    static const char name[] = "NvMs3_NtCs1_5alloc7raw_vecINtB5_6RawVecINtNtB7_5boxed3BoxDINtNtNtCs2_4core3ops8function"
+                               "5FnMutuEp6OutputTjhEEL_EE8grow_oneNCNvB7_1fs0_0";
+    return seed_bytes("rust.name", name, sizeof name - 1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -345,7 +355,8 @@ int main(int argc, char **argv)
         return 1;
     }
     int bad = seed_stream() | seed_ring() | seed_tasks() | seed_no_end() | seed_deep() | seed_shift() | seed_ext() |
-              seed_samples() | seed_thread_records() | seed_empty() | seed_elf() | seed_demangle() | profile_seeds(dir);
+              seed_samples() | seed_thread_records() | seed_empty() | seed_elf() | seed_demangle() |
+              seed_demangle_rust() | profile_seeds(dir);
     if (bad)
         fprintf(stderr, "make_seed: could not write every seed\n");
     return bad;

@@ -82,13 +82,13 @@ def symbol_lines(so, names):
     return dict(zip(symbols, addr2line(so, symbols.values())))
 
 
-def cxx_names(so):
+def cxx_names(so, prefix="_Z"):
     """{symbol: name} for each C++ (mangled: "_Z...") function symbol of so
-    (nm), its name as c++filt prints it."""
+    (nm), its name as c++filt prints it; prefix "_R": Rust's v0 names."""
     symbols = []
     for line in subprocess.run(["nm", so], capture_output=True, text=True, check=True).stdout.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[1] in "tTwW" and parts[2].startswith("_Z"):
+        if len(parts) == 3 and parts[1] in "tTwW" and parts[2].startswith(prefix):
             symbols.append(parts[2])
     names = subprocess.run(["c++filt"], input="\n".join(symbols) + "\n", capture_output=True, text=True,
                            check=True, timeout=60).stdout.splitlines()

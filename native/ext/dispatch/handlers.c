@@ -35,6 +35,11 @@ static char own_prefix[1024];   /* stackwatch's own package directory: never an 
 static long next_id = 1;
 static PyTypeObject *EventType;
 static uint32_t in_use, placed;   /* bit i: H[i] is a handler; one with globs (recompute) */
+/* Each kind's name and each task kind's data keys as interned str, made
+ * once (sw_handlers_add_to_module): an event's kind and dict reuse them
+ * (interning them per event was most of what an Event cost). */
+static PyObject *kind_str[SW_K_COUNT];
+static PyObject *task_key_str[SW_K_TASK_WOKEN - SW_K_TASK_SWITCH + 1][4];
 
 static PyStructSequence_Field event_fields[] = {
     {"kind", "the event's kind, e.g. 'call', 'line', 'gc_start'"},
@@ -135,12 +140,12 @@ const char *const sw_task_keys[SW_K_TASK_WOKEN - SW_K_TASK_SWITCH + 1][4] = {
 /* A task event's data: its fields under sw_task_keys' names. */
 static PyObject *task_data(int kind, const sw_evdata *d)
 {
-    const char *const *keys = sw_task_keys[kind - SW_K_TASK_SWITCH];
+    PyObject *const *keys = task_key_str[kind - SW_K_TASK_SWITCH];
     long long v[3] = {d->a, d->b, d->c};
     PyObject *data = PyDict_New();
     for (int i = 0; data && i < 4; i++) {
         PyObject *x = !keys[i] ? NULL : i < 3 ? PyLong_FromLongLong(v[i]) : str_or_none(d->file);
-        if (keys[i] && (!x || PyDict_SetItemString(data, keys[i], x) < 0))
+        if (keys[i] && (!x || PyDict_SetItem(data, keys[i], x) < 0))
             Py_CLEAR(data);
         Py_XDECREF(x);
     }
@@ -174,7 +179,7 @@ static PyObject *make_event(int kind, const sw_evdata *d)
         return NULL;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    PyStructSequence_SET_ITEM(ev, 0, PyUnicode_InternFromString(sw_kind_names[kind]));
+    PyStructSequence_SET_ITEM(ev, 0, Py_NewRef(kind_str[kind]));
     PyStructSequence_SET_ITEM(ev, 1, PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec));
     PyStructSequence_SET_ITEM(ev, 2, PyLong_FromUnsignedLong(PyThread_get_thread_ident()));
     PyObject *file = Py_None, *func = Py_None;
@@ -402,6 +407,14 @@ static PyMethodDef methods[] = {
 
 int sw_handlers_add_to_module(PyObject *m)
 {
+    for (int k = 0; k < SW_K_COUNT; k++)
+        if (!kind_str[k] && !(kind_str[k] = PyUnicode_InternFromString(sw_kind_names[k])))
+            return -1;
+    for (int k = 0; k <= SW_K_TASK_WOKEN - SW_K_TASK_SWITCH; k++)
+        for (int i = 0; i < 4; i++)
+            if (sw_task_keys[k][i] && !task_key_str[k][i] &&
+                !(task_key_str[k][i] = PyUnicode_InternFromString(sw_task_keys[k][i])))
+                return -1;
     EventType = PyStructSequence_NewType(&event_desc);
     if (!EventType || PyModule_AddObject(m, "Event", (PyObject *)EventType) < 0)
         return -1;

@@ -1113,7 +1113,8 @@ static PyObject *asyncio_setup(PyObject *self, PyObject *args)
  * alive as task events start is defined; one that waits (reason >= 0, a
  * TASK_BLOCK reason; channel a str or None; frame where it waits or None)
  * blocks then, as itself (a switch to it and back), so that its wake is
- * known. */
+ * known; unless its block is known already (listed late, by its own loop's
+ * thread: task_hooks._live_at_start, after a step of it blocked). */
 static PyObject *asyncio_at_start(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -1128,7 +1129,7 @@ static PyObject *asyncio_at_start(PyObject *self, PyObject *args)
     uint64_t tid = task_id(task, NULL, NULL, 0);
     PyObject *key = tid && reason >= 0 ? PyLong_FromUnsignedLongLong(tid) : NULL;
     int acted = 0;
-    if (key && tables() == 0 && PyDict_SetItem(blocked, key, channel) == 0) {
+    if (key && tables() == 0 && PyDict_Contains(blocked, key) == 0 && PyDict_SetItem(blocked, key, channel) == 0) {
         uint64_t prev = sw_tasks_switch(tid, &acted);
         sw_task_record(SW_K_TASK_BLOCK, PyFrame_Check(f) ? (PyFrameObject *)f : NULL, reason, 0, 0,
                         PyUnicode_Check(channel) ? PyUnicode_AsUTF8(channel) : NULL, NULL);

@@ -46,8 +46,8 @@ are wrapped (and put back after):
 Each wrapper calls the original, records through _native.hooks (task_id,
 task_switch, task_event: ext/tracer/tasks.c) and never raises into the
 program. The location of an event is its caller's frame outside asyncio,
-threading, queue, concurrent.futures and stackwatch. Loops that do not run Handle (uvloop) and
-the first step of an eager task are not seen.
+threading, queue, concurrent.futures and stackwatch. Loops that do not run Handle (uvloop's:
+task_runtimes.py) and the first step of an eager task are not seen here.
 """
 import os
 import sys
@@ -114,7 +114,7 @@ def switch(on, more=()):
         task_imports.forget()
         for m in more:
             m.forget()
-        for table in (_blocked, _failed, _starts, _joiners, _woken_by, _ended, _set_by):   # (a next session gives new ids)
+        for table in (_blocked, _failed, _starts, _joiners, _woken_by, _ended, _set_by, _asyncio_names):   # (a next session gives new ids)
             table.clear()
         _hooks.asyncio_reset()
         while _saved:
@@ -252,17 +252,35 @@ def live_asyncio_tasks():
     return [t for t in sorted(tasks, key=lambda t: t.get_name()) if not t.done()]
 
 
-def _live_at_start():
+def _live_at_start(of_loop=None):
     """The asyncio tasks alive as task events start, of the loops of this
     thread (running here, or not running): each is defined as a task, and
-    one that waits blocks (on what it awaits) as the recording starts."""
-    me = threading_current().ident
+    one that waits blocks (on what it awaits) as the recording starts.
+    Those of a loop running in another thread (an attach, 3.12+, starts on
+    whichever thread runs then) are listed on that thread, by a callback
+    given to its loop (of_loop: that loop's tasks alone), so that their
+    records are that thread's: by then a task may have stepped (recorded
+    by our wrappers: one blocked since is not listed again, C's
+    asyncio_at_start) or been woken (what it awaits is done: not blocked)."""
+    import asyncio
+    here, others = asyncio._get_running_loop(), {}
     for task in live_asyncio_tasks():
-        thread = getattr(task.get_loop(), "_thread_id", None)
-        if thread not in (None, me):
+        loop = task.get_loop()
+        if of_loop is None and loop is not here and loop.is_running():   # (another thread's)
+            others[id(loop)] = loop
             continue
-        waits = _waits_on(task) if getattr(task, "_fut_waiter", None) is not None else (-1, None, None)
+        if of_loop is not None and loop is not of_loop:
+            continue
+        waiter = getattr(task, "_fut_waiter", None)
+        waits = _waits_on(task) if waiter is not None and not waiter.done() else (-1, None, None)
         _hooks.asyncio_at_start(task, *waits)
+        if waits[0] >= 0 and not isinstance(loop, asyncio.BaseEventLoop):   # (uvloop's: its wake is Python's)
+            _blocked[task] = (_task_id(task), waits[1])
+    for loop in others.values():
+        try:
+            loop.call_soon_threadsafe(_live_at_start, loop)
+        except RuntimeError:   # (closed since)
+            pass
 
 
 # ---- asyncio ----
@@ -282,6 +300,7 @@ def _create_task(orig):
             name = _task_name(task, coro)
             tid = _hooks.task_id(task, name)
             if tid:
+                _asyncio_names[id(task)] = task.get_name()
                 _event("task_create", tid, 2, 0, name, None, _where(sys._getframe(1)))
                 if task.done():   # an eager task (3.12+) that ended in its first step, run inside create_task
                     _exited(task, tid)
@@ -291,24 +310,62 @@ def _create_task(orig):
     return create_task
 
 
+# id of an asyncio task of _create_task's (uvloop's) not ended -> its
+# asyncio name when last seen (by id: a plain dict, no Python run at each
+# step; an entry goes at the task's exit, and is replaced by a new task of
+# the same id)
+_asyncio_names = {}
+
+
+def renamed(task, ended=False):
+    """A task of _create_task's about to run (ended: that ended): a name
+    asyncio gave it since it was last seen (set_name, 3.12's
+    asyncio.create_task(name=), which names the task after its loop's
+    create_task returns) is its name now (TASK_NAME), unless
+    stackwatch.name() named it."""
+    try:
+        was = _asyncio_names.pop(id(task), None) if ended else _asyncio_names.get(id(task))
+        if was is not None and task.get_name() != was:
+            if not ended:
+                _asyncio_names[id(task)] = task.get_name()
+            if task not in _names:
+                name = _task_name(task)
+                _event("task_name", _hooks.task_id(task, name, True), 0, 0, name, None)
+    except Exception:
+        pass
+
+
 def _on_behalf_of(done, call, *args):
     """call(*args): a done callback of task `done` (gather's, shield's),
     which runs as the loop's own: a task it wakes was woken by `done`,
     told by the woken task at its next step (TASK_WOKEN)."""
+    try:
+        by = (_task_id(done), 0)
+    except Exception:
+        by = None
+    return on_behalf_of_thread(by, call, *args)
+
+
+def on_behalf_of_thread(by, call, *args):
+    """call(*args) on behalf of by, (task id, native id of its thread; 0:
+    this one) (None: none): a task it wakes was woken by that task of that
+    thread, told by the woken task at its next step (TASK_WOKEN)."""
     global _behalf
     outer = _behalf
-    try:
-        _behalf = _task_id(done)
-    except Exception:
-        _behalf = None
+    _behalf = by if by and (by[0] or by[1]) else None
     try:
         return call(*args)
     finally:
         _behalf = outer
 
 
-_behalf = None   # the task on whose behalf a done callback runs (its id), or None
-_woken_by = weakref.WeakKeyDictionary()   # asyncio task -> (waker's id, channel, monotonic ns) to tell at its next step
+# (task id, native id of its thread; 0: the thread it runs on) on whose
+# behalf a callback runs now (a done callback's task, a thread's
+# call_soon_threadsafe), or None
+_behalf = None
+# asyncio or trio task -> (waker's id, channel, monotonic ns, waker's native id; 0: the woken task's thread)
+# to tell at its next step
+_woken_by = weakref.WeakKeyDictionary()
 
 
 def _run_as(task, step, *args):
@@ -337,13 +394,14 @@ def _told(task):
     """The task runs: a wake by a task's done callback is told now."""
     by = _woken_by.pop(task, None)
     if by is not None:
-        waker, channel, t = by
-        _event("task_woken", waker, t, threading_get_native_id(), channel)   # (t: made `ago` in C)
+        waker, channel, t, thread = by
+        _event("task_woken", waker, t, thread or threading_get_native_id(), channel)   # (t: made `ago` in C)
 
 
 def _after_step(task, tid):
     try:
         if task.done():
+            renamed(task, True)   # (a name given in its last step)
             _exited(task, tid)
             return
         if task._fut_waiter is None:   # a bare yield (sleep(0)): stepped again at once, not blocked
@@ -366,7 +424,8 @@ def _exited(task, tid):
 
 # The asyncio functions a task waits in: (file's base name, function) ->
 # reason; the channel is their `self` (a queue, a lock, ...).
-_WAITS = {("queues.py", "get"): "queue", ("queues.py", "put"): "queue", ("locks.py", "acquire"): "lock",
+_WAITS = {("task_runtimes.py", "sock_op"): "io",   # (uvloop's socket calls, wrapped)
+          ("queues.py", "get"): "queue", ("queues.py", "put"): "queue", ("locks.py", "acquire"): "lock",
           ("locks.py", "wait"): "event", ("tasks.py", "sleep"): "sleep", ("streams.py", "_wait_for_data"): "io",
           ("streams.py", "drain"): "io", ("locks.py", "wait_for"): "condition",
           **{("selector_events.py", "sock_" + op): "io"   # (the loop's socket calls: the socket is the channel)
@@ -433,18 +492,24 @@ def _copy_future_state(orig):
             by = None
         if by is None:
             return orig(source, dest)
-        return _hooks.asyncio_on_behalf(by[0], by[1], orig, source, dest)
+        # (C's behalf: asyncio's loops; Python's: uvloop's)
+        return on_behalf_of_thread(by, _hooks.asyncio_on_behalf, by[0], by[1], orig, source, dest)
     return copy
 
 
-def _woken(task, f):
+def _woken(task, f, by_io=False):
     """The step of `task` is scheduled, from frame f: the wake of a blocked
-    task (by the task on whose behalf a done callback runs: told later)."""
+    task (by the task on whose behalf a callback runs: told later; by_io:
+    by I/O readiness, TASK_WAKE's cause io, else by the running task).
+    by_io: a function called only for a wake not on a task's behalf."""
     tid, channel = _blocked.pop(task, (0, None))
     if tid and _behalf:
-        _woken_by[task] = (_behalf, channel, time.monotonic_ns())
+        _woken_by[task] = (_behalf[0], channel, time.monotonic_ns(), _behalf[1])
     elif tid:
-        _event("task_wake", tid, 0, 0, channel, None, _where(f))
+        _event("task_wake", tid, _CAUSE_IO if by_io and by_io() else 0, 0, channel, None, _where(f))
+
+
+_CAUSE_IO = REASONS.index("io") + 1   # TASK_WAKE's cause: by I/O readiness (records.h)
 
 
 # ---- threads ----

@@ -200,11 +200,13 @@ TEST(a_full_ring_loses_records_and_says_how_many)
 
 #define NAPS 10
 
-/* The sleeping thread's events: in time order, off and on alternating. */
+/* The sleeping thread's events: in time order, off and on alternating,
+ * from its first run (a switch in, its first event, woken by the thread
+ * that started it: sched_wakeup_new). */
 static struct {
     uint32_t tid;
-    uint64_t last_t;
-    int off, sleeps, naps, bad, named;
+    uint64_t last_t, first_waker;
+    int seen, first_run, off, sleeps, naps, bad, named;
 } N;
 
 static void nap_order(uint32_t tid, uint64_t t)
@@ -232,6 +234,7 @@ static void on_nap_call(void *ud, const sw_syscall *s)
     (void)ud;
     pthread_mutex_lock(&G.lock);
     nap_order(s->tid, s->enter_ns);
+    N.seen |= s->tid == N.tid;
     N.naps += s->tid == N.tid && s->nr == SYS_clock_nanosleep;
     pthread_mutex_unlock(&G.lock);
 }
@@ -242,14 +245,21 @@ static void on_nap_event(void *ud, const sw_kevent *e)
     pthread_mutex_lock(&G.lock);
     nap_order(e->tid, e->t_ns);
     if (e->tid == N.tid && e->kind == SW_KEV_OFF_CPU) {
+        N.seen = 1;
         N.bad += N.off;   /* two switches out */
         N.off = 1;
         N.sleeps += strcmp(e->reason, "sleeping") == 0;
     } else if (e->tid == N.tid && e->kind == SW_KEV_ON_CPU) {
-        N.bad += !N.off;
+        N.first_run += !N.seen;
+        if (!N.seen)
+            N.first_waker = e->a;
+        N.bad += !N.off && N.seen;   /* a switch in while on CPU (but its first) */
         N.off = 0;
         N.named += e->comm[0] != 0;
         N.bad += !names_its_predecessor(e);
+        N.seen = 1;
+    } else if (e->tid == N.tid) {
+        N.seen = 1;
     }
     pthread_mutex_unlock(&G.lock);
 }
@@ -283,6 +293,8 @@ TEST(a_sleeping_thread_is_off_cpu_in_order)
     CHECK_EQ_U64(st.malformed, 0);
     CHECK(st.off_cpu >= NAPS);
     CHECK_EQ_I64(N.bad, 0);
+    CHECK_EQ_I64(N.first_run, 1);   /* started while the reader ran: its first run is a switch in */
+    CHECK_EQ_U64(N.first_waker, (uint64_t)syscall(SYS_gettid));   /* by this thread, which started it */
     CHECK_EQ_I64(N.naps, NAPS);
     CHECK(N.sleeps >= NAPS);
     /* Not N.named: the kernel may not report the switch that brings the

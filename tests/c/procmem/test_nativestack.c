@@ -223,13 +223,6 @@ typedef struct target {
 
 enum { SPIN, SLEEP, BLOCKED };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void *target_main(void *arg)
 {
     target *t = arg;
@@ -244,11 +237,11 @@ static void *target_main(void *arg)
     if (t->kind == SLEEP) {
         /* A sleep interrupted by a signal goes on for the time left, as
          * CPython's time.sleep does after EINTR. */
-        double t0 = now_s();
+        double t0 = check_now();
         struct timespec req = {0, 300000000}, rem;
         while (nanosleep(&req, &rem) != 0 && errno == EINTR)
             req = rem;
-        t->slept = now_s() - t0;
+        t->slept = check_now() - t0;
         while (!atomic_load(&t->stop))
             usleep(1000);
     } else {
@@ -328,9 +321,9 @@ TEST(capture_spinning_sleeping_and_blocked_threads)
     CHECK_MSG(spun >= 48, "spinning thread seen in spin_here %d of %d captures", spun, nspin);
     CHECK_MSG(slept >= 48, "sleeping thread captured in target_main %d of %d captures", slept, nsleep);
     /* A thread that blocks the signal does not answer: a timeout, no hang. */
-    double t0 = now_s();
+    double t0 = check_now();
     CHECK_EQ_I64(sw_nstack_capture(atomic_load(&blocked.tid), pcs, &trunc), SW_ESTATE);
-    CHECK(now_s() - t0 < 1.0);
+    CHECK(check_now() - t0 < 1.0);
     /* Someone else's signal of the same number reaches the old handler. */
     pthread_kill(spin.th, sw_nstack_signal());
     for (int i = 0; i < 1000 && !atomic_load(&foreign_hits); i++)
@@ -406,7 +399,7 @@ static void *parker_main(void *arg)
     int trunc;
     for (int i = 0; i < 100; i++) {
         int tid = atomic_load(&count_tid);
-        double t0 = now_s();
+        double t0 = check_now();
         int rc = p->native ? sw_nstack_capture(tid, pcs, &trunc) : sw_nstack_park(tid, SW_NSTACK_WAIT_NS);
         if (rc >= 0) {
             long a = atomic_load(&ticks);
@@ -417,10 +410,10 @@ static void *parker_main(void *arg)
                 p->parked++;
                 p->moved += moved;
             } else {
-                p->early += now_s() - t0 < SW_NSTACK_PARK_MAX_NS / 1e9;
+                p->early += check_now() - t0 < SW_NSTACK_PARK_MAX_NS / 1e9;
             }
         } else {
-            p->early += now_s() - t0 < SW_NSTACK_WAIT_NS / 1e9;
+            p->early += check_now() - t0 < SW_NSTACK_WAIT_NS / 1e9;
         }
         usleep(300);
     }

@@ -237,6 +237,28 @@ TEST(cpu_deltas_are_the_threads_cpu_time)
     sw_threadstate_free(t);
 }
 
+TEST(cpu_counts_from_the_marked_start_however_late_the_first_round)
+{
+    worker spin;
+    REQUIRE(start(&spin, SPIN, NULL));
+    sw_threadstate *t = sw_threadstate_new((int)getpid(), 64);
+    REQUIRE(t != NULL);
+    uint64_t before0 = thread_cpu_ns(spin.th);
+    CHECK(sw_threadstate_mark_start(t) >= 2);   /* (this thread and the spinner at least) */
+    uint64_t after0 = thread_cpu_ns(spin.th);
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);   /* the first round comes late */
+    uint64_t cpu, before1 = thread_cpu_ns(spin.th);
+    sw_threadstate_probe(t, spin.tid, 1, 0, 0, &cpu);
+    uint64_t after1 = thread_cpu_ns(spin.th);
+    CHECK_MSG(cpu != SW_NO_CPU && cpu >= before1 - after0 && cpu <= after1 - before0,
+              "first probe: delta %llu not within [%llu, %llu]", (unsigned long long)cpu,
+              (unsigned long long)(before1 - after0), (unsigned long long)(after1 - before0));
+    CHECK(cpu > 1000000);   /* it had a CPU for more than 1 of the 50 ms */
+    stop(&spin);
+    sw_threadstate_free(t);
+}
+
 TEST(cpu_read_every_n_rounds_adds_up_to_the_same)
 {
     worker spin;

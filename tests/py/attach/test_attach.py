@@ -108,8 +108,9 @@ def test_trace_equals_the_programs_log_and_setprofile_and_output_is_unchanged(tm
     shown) and the names bound in its __main__ (printed at its end) are
     those of a run without the attach; -o is relative to the attaching
     command's directory, not the target's."""
-    plain = subprocess.run(server_args(tmp_path / "plain.log", 1500, tmp_path / "plain.prof"), capture_output=True,
-                           text=True, timeout=120)
+    # (the plain run alongside: both mostly sleep, 1 ms an iteration)
+    plain = subprocess.Popen(server_args(tmp_path / "plain.log", 1500, tmp_path / "plain.prof"), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     here, there = tmp_path / "here", tmp_path / "there"
     here.mkdir()
     there.mkdir()
@@ -122,7 +123,9 @@ def test_trace_equals_the_programs_log_and_setprofile_and_output_is_unchanged(tm
     assert f"wrote {out}" in r.stderr and not (there / "t.swt").exists()
     stdout, stderr = p.communicate(timeout=120)
     assert p.returncode == 0
-    assert ("iteration 0\n" + stdout, stderr) == (plain.stdout, plain.stderr)   # unchanged by the attach
+    plain_out = plain.communicate(timeout=120)
+    assert plain.returncode == 0
+    assert ("iteration 0\n" + stdout, stderr) == plain_out   # unchanged by the attach
     assert (tmp_path / "plain.log").read_text().count("square") == log.read_text().count("square")
     traced, seen = trace_iterations(out)
     assert len(traced) >= 100   # ~1 s of iterations of ~1 ms
@@ -406,17 +409,14 @@ asyncio.run(main())
 '''
 
 
-@pytest.mark.versions("3.12")
-def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
-    """attach --events tasks: the asyncio tasks alive when it attaches are
-    listed with their state then, as the program sees them: the getter
-    blocked on its queue, the main task on the ticker (a join); and so are
-    its threads (META tasks_at_start): the ones the program lists, the
-    idle one blocked on its Event, and the exit of the one that ends while
-    attached; the program ends as without the attach."""
+def _attached_for_tasks(tmp_path, program):
+    """Runs program, attaches with --trace --events tasks for 0.3 s once it
+    printed its first line, then closes its stdin. Returns (that line read
+    as JSON, the trace's task events document, (its stdout, stderr, exit
+    status), its pid)."""
     from stackwatch.tracer.task_events import read_task_events
     prog = tmp_path / "p.py"
-    prog.write_text(ASYNCIO_TARGET)
+    prog.write_text(program)
     p = subprocess.Popen([sys.executable, "-W", "default", str(prog)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
@@ -427,8 +427,19 @@ def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
         stdout, stderr = p.communicate("", timeout=60)
     finally:
         p.kill()
-    assert (stdout, stderr, p.returncode) == ('{"ended": "brief"}\n', "", 0)
-    doc = read_task_events(str(out))
+    return own, read_task_events(str(out)), (stdout, stderr, p.returncode), p.pid
+
+
+@pytest.mark.versions("3.12")
+def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
+    """attach --events tasks: the asyncio tasks alive when it attaches are
+    listed with their state then, as the program sees them: the getter
+    blocked on its queue, the main task on the ticker (a join); and so are
+    its threads (META tasks_at_start): the ones the program lists, the
+    idle one blocked on its Event, and the exit of the one that ends while
+    attached; the program ends as without the attach."""
+    own, doc, ended, pid = _attached_for_tasks(tmp_path, ASYNCIO_TARGET)
+    assert ended == ('{"ended": "brief"}\n', "", 0)
     assert {own["getter"], own["ticker"], own["main"]} <= {t["name"] for t in doc["tasks"]}, doc["tasks"]
     def first(task, kind):
         return next(((e["reason"], e["channel"]) for e in doc["events"] if e["task"] == task and e["kind"] == kind),
@@ -445,9 +456,65 @@ def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
     # then, the only one: its run began long before the attach.
     assert [(e["task"], threads[e["task"]]["outcome"]) for e in doc["events"]
             if e["kind"] == "exit" and e["task"] in threads] == [("brief", "result")]
-    one_line_error(run(["attach", str(p.pid), "--sample", "--events", "tasks"]), "--events needs --trace")
-    one_line_error(run(["attach", str(p.pid), "--trace", "--events", "tasks,nonsense"]), "--events: ",
+    one_line_error(run(["attach", str(pid), "--sample", "--events", "tasks"]), "--events needs --trace")
+    one_line_error(run(["attach", str(pid), "--trace", "--events", "tasks,nonsense"]), "--events: ",
                    "'nonsense'")
+
+
+# An asyncio program whose loop runs in a thread of its own ("loop") while
+# its main thread is busy in Python (with no call: nothing to trace): a
+# getter waits on a queue, the main task on an Event that its stdin closed
+# sets (read by a thread). The loop waits in epoll, so the attach (3.12+: a
+# pending call, run by whichever thread runs Python next) starts on the
+# main thread.
+LOOP_THREAD_TARGET = r'''
+import asyncio, json, sys, threading
+async def getter(q):
+    return await q.get()
+async def main(ready):
+    loop, q, stop = asyncio.get_running_loop(), asyncio.Queue(), asyncio.Event()
+    g = asyncio.create_task(getter(q))
+    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stop.set)), name="stdin",
+                     daemon=True).start()
+    await asyncio.sleep(0)
+    name = lambda t: f"{t.get_name()} {t.get_coro().__qualname__}"
+    ready.append({"getter": name(g), "main": name(asyncio.current_task()), "queue": f"Queue {id(q):#x}",
+                  "stop": f"Event {id(stop):#x}", "loop": threading.get_native_id()})
+    await stop.wait()
+    await q.put(1)
+    return await g
+ready, ended = [], []
+t = threading.Thread(target=lambda: ended.append(asyncio.run(main(ready))), name="loop")
+t.start()
+while not ready:
+    pass
+print(json.dumps(ready[0]), flush=True)
+while not ended:   # busy, in no call
+    pass
+t.join()
+print(json.dumps(ended), flush=True)
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_events_tasks_lists_the_tasks_of_a_loop_in_another_thread(tmp_path):
+    """attach --events tasks that starts on a thread other than the event
+    loop's (the busy main thread) lists the loop's tasks alive then, as the
+    program sees them (the getter blocked on its queue, the main task on
+    its Event), on the loop's thread: every event of theirs is that
+    thread's; the program ends as without the attach."""
+    own, doc, ended, _ = _attached_for_tasks(tmp_path, LOOP_THREAD_TARGET)
+    assert ended == ("[1]\n", "", 0)
+    threads = {t["name"]: t for t in doc["tasks"] if t["at_start"]}
+    assert threads["MainThread"]["at_start"]["state"] == "running"   # (the attach ran there, not on the loop's)
+    assert threads["loop"]["thread"] == own["loop"]
+    tasks = {t["name"]: t for t in doc["tasks"]}
+    assert tasks[own["getter"]]["thread"] == tasks[own["main"]]["thread"] == own["loop"], doc["tasks"]
+    mine = [(e["task"], e["kind"], e["reason"], e["channel"], e["thread"]) for e in doc["events"]
+            if e["task"] in (own["getter"], own["main"]) and e["kind"] != "switch"]
+    assert sorted(mine) == [(own["main"], "block", "event", own["stop"], own["loop"]),
+                            (own["getter"], "block", "queue", own["queue"], own["loop"])], mine
+    assert {e["thread"] for e in doc["events"] if own["getter"] in (e["task"], e["other"])} == {own["loop"]}
 
 
 # A target whose attach reports do not come: the start's waits (in an

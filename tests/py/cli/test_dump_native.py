@@ -257,6 +257,17 @@ def test_dump_native_names_a_stripped_librarys_static_function(tmp):
     assert theirs[theirs.index("parked_enter") - 1] == "parked_static_leaf", truth
 
 
+def parked_native_frames(code, library):
+    """The native frames' functions of `library` (innermost first) in the
+    main thread of `python -c code`, read by `dump --native --json` once it
+    is parked in sleeper() (defined before code runs, with time imported)."""
+    code = "import time\ndef sleeper(): print('ready', flush=True); time.sleep(3600)\n" + code
+    with parked_in(code, SLEEPS) as p:
+        r = run(["dump", str(p.pid), "--native", "--json"])
+    assert r.returncode == 0, r.stderr
+    return [f["function"] for f in json.loads(r.stdout)[-1]["frames"] if f.get("native") and f["library"] == library]
+
+
 @pytest.mark.versions("3.12")   # (the symbol reader is the same on every version)
 @needs(NO_BINUTILS)
 def test_dump_native_demangles_cxx_frames():
@@ -265,20 +276,52 @@ def test_dump_native_demangles_cxx_frames():
     template's static method, two overloads): read from outside, they are
     named as c++filt names their symbols, innermost first."""
     folder, so = build_extension(source="cxxthrow.cpp")
-    code = (f"import sys, time; sys.path.insert(0, {folder!r}); import cxxthrow\n"
-            "def sleeper(): print('ready', flush=True); time.sleep(3600)\n"
-            "cxxthrow.park(sleeper)\n")
-    with parked_in(code, SLEEPS) as p:
-        r = run(["dump", str(p.pid), "--native", "--json"])
-    assert r.returncode == 0, r.stderr
+    frames = parked_native_frames(f"import sys; sys.path.insert(0, {folder!r}); import cxxthrow\n"
+                                  "cxxthrow.park(sleeper)\n", so)
     cxx = cxx_names(so)
     # park -> Holder<PyObject *>::hold -> call(f) -> call(f, 0), innermost first
     symbols = ["_ZN8cxxthrowL4callEP7_objecti", "_ZN8cxxthrowL4callEP7_object", "_ZN8cxxthrow6HolderIP7_objectE4holdES2_",
                "_ZN8cxxthrowL4parkEP7_objectS1_"]
     assert set(symbols) <= set(cxx), cxx
-    frames = [f["function"] for f in json.loads(r.stdout)[-1]["frames"] if f.get("native") and f["library"] == so]
     assert frames == [cxx[s] for s in symbols], (frames, cxx)
     assert cxx[symbols[2]] == "cxxthrow::Holder<_object*>::hold(_object*)"
+
+
+def rust_names(so):
+    """{symbol: name} for each v0 Rust symbol ("_R...") of so (nm), its name
+    as c++filt prints it less what stackwatch leaves out (procmem/
+    demangle_rust.h): the crates' disambiguators ("core[c1f1a4ba060b9bfa]")
+    and the constants' types ("4: usize")."""
+    return {symbol: re.sub(r"(?<=[0-9a-z]): (?:[iu](?:8|16|32|64|128|size)|bool|char)\b", "",
+                           re.sub(r"(?<=\w)\[[0-9a-f]{1,16}\]", "", name))
+            for symbol, name in cxx_names(so, prefix="_R").items()}
+
+
+@pytest.mark.versions("3.12")   # (the symbol reader is the same on every version)
+@needs(NO_BINUTILS)
+def test_dump_native_demangles_rust_v0_frames(tmp):
+    """A Rust library (tests/programs/native/parker.rs, rustc with
+    -C symbol-mangling-version=v0) whose rs_park calls back into Python,
+    which sleeps, from a generic function instantiated with a closure of
+    a trait impl's method of a generic struct: read from outside, its frames
+    are named as c++filt names their symbols (less the crates'
+    disambiguators), innermost first."""
+    rustc = shutil.which("rustc") or shutil.which(os.path.expanduser("~/.cargo/bin/rustc"))
+    if not rustc:
+        missing("rustc not found (Debian: rustc; make deps installs it)")
+    lib = tmp / "libparker.so"
+    subprocess.run([rustc, "--crate-type", "cdylib", "-C", "opt-level=1", "-C", "force-frame-pointers=yes",
+                    "-C", "symbol-mangling-version=v0", "-o", str(lib), os.path.join(PROGRAMS, "native", "parker.rs")],
+                   check=True, capture_output=True, timeout=120)
+    frames = parked_native_frames(f"import ctypes; lib = ctypes.CDLL({str(lib)!r})\n"
+                                  "cb = ctypes.CFUNCTYPE(None)(sleeper)\n"
+                                  "lib.rs_park(cb)\n", str(lib))
+    names = rust_names(lib)
+    # run::<{closure}> -> <Parker<u32> as Visit>::visit -> rs_park, innermost first
+    visit = "<parker::Parker<u32> as parker::Visit>::visit"
+    run_ = "parker::run::<<parker::Parker<u32> as parker::Visit>::visit::{closure#0}>"
+    assert {visit, run_} <= set(names.values()), names   # (c++filt's names, less the disambiguators)
+    assert frames == [run_, visit, "rs_park"], (frames, names)
 
 
 SOURCE_TARGET = """

@@ -34,10 +34,18 @@ PAGES = 64
 ROUNDS = 200
 
 PROGRAM = f'''\
+import os
+
+# First: a burst of system calls (about a millisecond) that make no switch,
+# many of them far from any switch of the main thread even when loaded (not
+# more: with 2,000 calls, 4,000 records at once, the perf rings lost 508
+# records in one run at load 17).
+for _ in range(600):
+    os.getppid()
+
 import ctypes
 import json
 import mmap
-import os
 import threading
 import time
 
@@ -126,7 +134,8 @@ main()
 
 
 class Ftrace:
-    """The kernel's own trace of sched_switch and sched_waking, every task's,
+    """The kernel's own trace of sched_switch, sched_waking and
+    sched_wakeup_new (a new task made runnable), every task's,
     in an ftrace instance of its own (tracefs, root) while the block runs:
     the ground truth of what the scheduler did. After it, `.lines` holds
     the instance's text and `.overrun` the events its buffers lost."""
@@ -138,7 +147,7 @@ class Ftrace:
         self.write("buffer_size_kb", "16384")
         self.write("options/record-tgid", "1")
         self.write("trace_clock", "mono")   # (one clock for all CPUs: a thread's events in order)
-        for event in ("sched_switch", "sched_waking"):
+        for event in ("sched_switch", "sched_waking", "sched_wakeup_new"):
             self.write(f"events/sched/{event}/enable", "1")
         return self
 
@@ -188,8 +197,9 @@ class Ftrace:
         return out
 
     def wakings(self):
-        """{waker pid: [(wakee pid, its comm), ...]} in time order."""
-        return self.pairs(r"-(\d+) +\( *[-\d]+\) +\[\d+\] .* sched_waking: comm=(.*) pid=(\d+) prio=")
+        """{waker pid: [(wakee pid, its comm), ...]} in time order (a new
+        task's sched_wakeup_new too, by the task that started it)."""
+        return self.pairs(r"-(\d+) +\( *[-\d]+\) +\[\d+\] .* sched_(?:waking|wakeup_new): comm=(.*) pid=(\d+) prio=")
 
     def threads_of(self, pid):
         """The tids seen running in process pid."""
@@ -211,17 +221,26 @@ def traced(tmp_path_factory):
 
 def intervals(t, pos):
     """The thread's off-CPU intervals [(begin, end, off record, on record)]
-    in trace ns, from its off_cpu / on_cpu records."""
+    in trace ns, from its off_cpu / on_cpu records (a first on_cpu, the
+    first run of a thread started during the trace, ends none: first_run)."""
     out, off = [], None
-    for e in t.ext_events(thread=pos, kinds=["off_cpu", "on_cpu"]):
+    for k, e in enumerate(t.ext_events(thread=pos, kinds=["off_cpu", "on_cpu"])):
         if e.kind == "off_cpu":
             assert off is None, "two switches out without one in"
             off = e
-        else:
+        elif k:
             assert off is not None, "a switch in without one out"
             out.append((off.t_ns, e.t_ns, off, e))
             off = None
     return out
+
+
+def first_run(t, pos):
+    """The thread's first on_cpu record when it is its first scheduler
+    record (a thread started during the trace: its first switch in), else
+    None."""
+    first = next(iter(t.ext_events(thread=pos, kinds=["off_cpu", "on_cpu"])), None)
+    return first if first is not None and first.kind == "on_cpu" else None
 
 
 def test_off_cpu_time_is_wall_minus_cpu_time(traced):
@@ -263,7 +282,7 @@ def test_reasons_and_cpu_ids(traced):
     inside = [(s, e, off) for s, e, off, _ in intervals(t, p) if begin <= s and e <= end]
     assert sum(off.data["reason"] == "sleeping" for _, _, off in inside) >= 20   # one per sleep at least
     for th in range(len(t.threads)):
-        prev_on = None
+        prev_on = first_run(t, th)
         for _s, _e, off, on in intervals(t, th):
             assert off.data["reason"] in ("sleeping", "blocked", "preempted", "other")   # privileged: never "waiting"
             assert off.data["cpu"] < ncpu and on.data["next_cpu"] < ncpu
@@ -272,11 +291,70 @@ def test_reasons_and_cpu_ids(traced):
             prev_on = on
 
 
+def test_first_run_of_each_thread_started(traced, tmp_path):
+    """A thread started during the trace has its first run recorded: its
+    first scheduler record is a switch in, on the CPU and from the task (when
+    named) of its first sched_switch in the kernel's own trace (ftrace), at the same
+    time within 200 us (the clocks are matched by calibration, to
+    microseconds). Its waker is the main thread, which started it, at the
+    time of the kernel's sched_wakeup_new of it (made runnable) by the main
+    thread, within 200 us; and a wakeup record on the main thread's track
+    says so. Its first Python call lies inside an on-CPU interval of
+    it: the last scheduler record before the call is a switch in. In the
+    CTF export Trace Compass's analysis gives each of the thread's system
+    calls to it, its first ones too (without the first switch in, its
+    calls until its first switch out went to the CPU's previous task)."""
+    swt, t, prog, kernel = traced
+    mono0 = t.meta["mono0_ns"]
+    first_in = {}   # tid: (CLOCK_MONOTONIC ns, CPU, prev_pid) of its first switch in, by ftrace
+    for line in kernel.lines:
+        m = re.search(r"\[(\d+)\] \S+ +(\d+)\.(\d{6}): sched_switch: .* prev_pid=(\d+) .* next_pid=(\d+) ", line)
+        if m:
+            first_in.setdefault(int(m[5]), (int(m[2]) * 10**9 + int(m[3]) * 1000, int(m[1]), int(m[4])))
+    made_runnable = {}   # tid: (CLOCK_MONOTONIC ns, by whom) of its sched_wakeup_new, by ftrace
+    for line in kernel.lines:
+        m = re.search(r"-(\d+) +\( *[-\d]+\) +\[\d+\] \S+ +(\d+)\.(\d{6}): sched_wakeup_new: .* pid=(\d+) ", line)
+        if m:
+            made_runnable[int(m[4])] = (int(m[2]) * 10**9 + int(m[3]) * 1000, int(m[1]))
+    main = next(i for i, th in enumerate(t.threads) if th["native_tid"] == prog["main"])
+    woke = {}   # tid: the main thread's first wakeup of it
+    for e in t.ext_events(thread=main, kinds=["wakeup"]):
+        woke.setdefault(e.data["tid"], e.t_ns)
+    started = [i for i, th in enumerate(t.threads) if th["native_tid"] != prog["main"]]
+    assert len(started) >= 6   # spin1, spin2, nap, waiter, pong, ping
+    for i in started:
+        tid = t.threads[i]["native_tid"]
+        on = first_run(t, i)
+        assert on is not None, tid
+        ns, cpu, prev = first_in[tid]
+        # (the task before: unless not seen, "", as test_switches_and_wakeups_name_the_kernels_tasks says)
+        assert on.data["next_cpu"] == cpu and on.data["prev_tid"] in (prev, 0 if not on.data["prev_comm"] else prev), \
+            (tid, on.data, first_in[tid])
+        assert abs(on.t_ns + mono0 - ns) < 200_000, (tid, on.t_ns + mono0 - ns)
+        ns, waker = made_runnable[tid]
+        assert on.data["waker"] == waker == prog["main"] and on.data["woken_ns"] > 0, (tid, on.data)
+        assert abs(on.t_ns - on.data["woken_ns"] + mono0 - ns) < 200_000, (tid, on.data, ns)
+        assert woke[tid] == on.t_ns - on.data["woken_ns"], (tid, woke.get(tid))
+        call = next(e.t_ns for e in t.events(i) if e.kind in (0, 2, 5))
+        before = [e for e in t.ext_events(thread=i, kinds=["off_cpu", "on_cpu"]) if e.t_ns <= call]
+        assert before and before[-1].kind == "on_cpu", (tid, call, [(e.kind, e.t_ns) for e in before[-2:]])
+    out = tmp_path / "t.ctf"
+    r = run(["export", swt, "--format", "ctf", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    events = [e for e in read_ctf(out, cpu=True) if ":" not in e[1]]
+    given = Counter((tid, tid == thread) for _, _, tid, thread in tracecompass.syscall_threads(events, field))
+    calls = Counter(e.thread for e in t.ext_events(kinds="syscall"))
+    for i in started:
+        tid = t.threads[i]["native_tid"]
+        assert given[(tid, True)] == calls[i] > 0 and given[(tid, False)] == 0, (tid, given[(tid, False)])
+
+
 def wake_flows(t):
     """The wakeup flows the exports must draw, from the trace's records:
     {(waker tid, wakeup time): (wakee tid, end time, runnable)} for each
     wakeup of another thread of the trace: it ends at the switch in that
-    ends the wakee's off-CPU interval the wakeup fell in, or, when the
+    ends the wakee's off-CPU interval the wakeup fell in (a new thread's
+    first run ends the one from its start), or, when the
     wakee was not off CPU (still runnable), at the wakeup itself; none
     when the wakee never switched in again."""
     tid = {i: th["native_tid"] for i, th in enumerate(t.threads)}
@@ -287,6 +365,8 @@ def wake_flows(t):
         if w not in pos or pos[w] == e.thread:
             continue
         ends = [on for off, on, _, _ in intervals(t, pos[w]) if off <= e.t_ns < on]
+        run = first_run(t, pos[w])   # (off CPU from its start to its first run)
+        ends += [run.t_ns] if run is not None and e.t_ns < run.t_ns else []
         later_off = [off for off, _, _, _ in intervals(t, pos[w])]
         opened = [x.t_ns for x in t.ext_events(thread=pos[w], kinds=["off_cpu"])]
         if not ends and any(o <= e.t_ns for o in opened) and len(opened) > len(later_off) and opened[-1] <= e.t_ns:
@@ -319,7 +399,8 @@ def test_pipe_sleeps_are_woken_by_the_other_players_write(traced):
         # reader that is on the pipe's wait queue but still on its way
         # into the scheduler; it switches out, and in again at once).
         ivs = intervals(t, pos[me])
-        sleeps = [(ivs[k - 1][1] if k else 0, off, on) for k, (off, on, x, _) in enumerate(ivs)
+        run = first_run(t, pos[me])   # (before it: its start, a wakeup by the main thread)
+        sleeps = [(ivs[k - 1][1] if k else run.t_ns if run else 0, off, on) for k, (off, on, x, _) in enumerate(ivs)
                   if x.data["reason"] == "sleeping" and any(a <= off and on <= b for a, b in reads)]
         assert len(sleeps) <= ROUNDS
         for since, off, on in sleeps:
@@ -341,10 +422,10 @@ def test_switches_and_wakeups_name_the_kernels_tasks(traced):
     out, switches in and wakeups are a run of the kernel's, in order,
     missing none in between (perf follows a thread from its start, and a
     thread's last switch out, at its exit, is not recorded, sometimes the
-    one before it either, nor then the switch in after it; a thread's
-    first switch in, before its first switch out, is not either; the main
+    one before it either, nor then the switch in after it; the main
     thread's before the reader started and after it stopped are not
-    either). Left out on both sides: the wakeups of stackwatch's own
+    either; a new thread's wakeup by the thread that started it is the
+    kernel's sched_wakeup_new). Left out on both sides: the wakeups of stackwatch's own
     threads (its kernel reader: perf does not record its own wakeups of
     it)."""
     swt, t, prog, kernel = traced
@@ -465,15 +546,16 @@ def test_perfetto_thread_states_and_wakeup_flows(traced, tmp_path):
                            name.get(e.data["prev_tid"], e.data["prev_comm"]) if e.data["prev_comm"] else "")
                           for e in on_cpu)
     handed = Counter((s.prev_pid, s.next_pid, cpu) for ts, cpu, s, out in switches if out and s.next_pid in pos)
-    # (a handed switch may also be the first, unrecorded, switch into a new thread)
     assert Counter((tid[e.thread], e.data["next_cpu"]) for e in on_cpu) - \
         Counter((next_pid, cpu) for next_pid, _, cpu, _, _ in ins) <= Counter((b, cpu) for _, b, cpu in handed.elements())
     assert handed <= kernel.switches_between(set(pos))   # (none, on a busy machine, is possible)
     # On each CPU a thread of the trace switches out only after a switch
     # into it (its own switch in, or another thread's switch out to it),
-    # but for its first switch out (a new thread's first switch in is not
-    # recorded); and after its last switch in (at its exit, after perf
-    # stopped following it) anything may come.
+    # but for the first switch out of a thread that ran at the start (a
+    # thread started since has its first switch in: first_run); and after
+    # its last switch in (at its exit, after perf stopped following it)
+    # anything may come.
+    ran_at_start = {tid[i] for i in range(len(t.threads)) if first_run(t, i) is None}
     first_out = {}
     last_in = {}
     for ts, cpu, s, out in sorted(switches, key=lambda x: x[0]):
@@ -489,7 +571,7 @@ def test_perfetto_thread_states_and_wakeup_flows(traced, tmp_path):
         for a, b in zip(xs, xs[1:]):
             if not b[1] and a[2].next_pid != b[2].prev_pid:
                 assert (a[2].next_pid in pos and last_in[a[2].next_pid] == a[0]) or \
-                       first_out[b[2].prev_pid] == b[0], (cpu, a, b)
+                       (b[2].prev_pid in ran_at_start and first_out[b[2].prev_pid] == b[0]), (cpu, a, b)
     # Every wakeup shown (no filter here: all of them) is a sched_waking
     # by the waker, the wakee named as a switch names it.
     wakings = Counter((e.pid, e.sched_waking.pid, e.sched_waking.comm, e.timestamp - boot0) for _, e in p.ftrace
@@ -672,10 +754,16 @@ def test_what_trace_compass_reads_of_the_kernel_trace(traced, tmp_path):
             continue
         assert on[-1] == cpu, (ts, name, tid, cpu, on[-1])
         checked[ts < first.get(tid, ts + 1)] += 1
-    assert checked[True] > 0 and checked[False] > 10, checked
+    # (Calls before a thread's first record are checked when there are some
+    # away from its switches: mostly stackwatch's own ioctls that enable
+    # the rings, microseconds apart, so a switch near them on a loaded
+    # machine leaves none; make test, 3.11, before the opening burst:
+    # Counter({False: 5}).)
+    assert checked[False] > 50, checked   # (the opening burst: about 500 here)
     # The thread the analysis gives each call: its own, from the thread's
-    # first sched_switch on (before it, no switch in names it: the first
-    # switch in of a thread started during the trace is not recorded).
+    # first sched_switch on (before it, no switch in names it: the thread
+    # ran when the reader started; one started since has its first switch
+    # in, test_first_run_of_each_thread_started).
     switched = {}
     for ts, name, cpu, tid, _ in events:
         if name == "sched_switch":

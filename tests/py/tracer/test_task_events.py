@@ -1110,7 +1110,8 @@ pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pool")
 pool.submit(int).result()
 while not pool._idle_semaphore._value:
     time.sleep(0.0005)
-asyncio.run(main())
+# (argv[2] "uvloop": the same program on uvloop's loop gives the same answers)
+(__import__("uvloop").run if sys.argv[2:] == ["uvloop"] else asyncio.run)(main())
 pool.shutdown()
 
 def asleep_in_recv(t):
@@ -1164,16 +1165,20 @@ json.dump(log, open(sys.argv[1], "w"))
 
 @pytest.mark.versions("3.12")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task/T/syscall")
-def test_condition_future_and_io_waits_equal_the_programs_log(tmp_path):
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_condition_future_and_io_waits_equal_the_programs_log(tmp_path, loop):
     """Blocks on a condition, a future and I/O (asyncio's and threading's)
     and who woke each, as the program logs them: the reason, the channel
     (its stackwatch.name()) and the waker (run_in_executor's: the worker
     thread; a thread's call_soon_threadsafe: that thread; asyncio's socket
     and stream reads: none, I/O, with the wake's reason "io"). The --log
-    says the same."""
+    says the same. On uvloop's loop (its callbacks and I/O compiled, no
+    asyncio Handle) the same program's log, so the same answers."""
+    if loop == "uvloop":
+        needs_module("uvloop", "uvloop is not installed (scripts/venv.sh installs it)")
     own, log = tmp_path / "log.json", tmp_path / "tasks.log"
     swt, _ = run_traced(tmp_path, WAITS, "--events", "tasks", "--log", str(log), "--include", "*prog.py",
-                        args=(str(own),))   # (the program's calls only: a short log)
+                        args=(str(own), loop))   # (the program's calls only: a short log)
     doc = read_task_events(swt)
     want = json.loads(own.read_text())
     named = {e["channel"] for e in want}
@@ -1192,6 +1197,138 @@ def test_condition_future_and_io_waits_equal_the_programs_log(tmp_path):
     for wake, block in _wakes(doc):
         if wake["channel"] in named:   # at the program's own code
             assert block["file"].endswith("prog.py") and wake["t_ns"] >= block["t_ns"]
+
+
+# WAITS's asyncio part on trio's run loop, logged as WAITS logs it: the
+# same waits (on trio's objects: an Event where asyncio has a future), each
+# ended by the same waker, with the same cause: to_thread's worker thread,
+# a thread's TrioToken.run_sync_soon (asyncio's call_soon_threadsafe), a
+# task's notify and set, and data on a socket and on a stream (I/O).
+TRIO_WAITS = r'''
+import json, socket, sys, threading
+import trio, stackwatch
+
+log = []
+
+def me():
+    try:
+        return trio.lowlevel.current_task().name.rsplit(".", 1)[-1]
+    except RuntimeError:
+        return threading.current_thread().name
+
+def note(kind, reason, channel, task=None, other=None):   # (as WAITS's)
+    log.append({"kind": kind, "task": task or me(), "other": other if kind == "wake" else None,
+                "reason": reason, "channel": channel})
+
+def pooled():   # in a worker thread: its return ends the wait
+    note("wake", None, None, "pool_waiter", me())
+    return 7
+
+async def pool_waiter():
+    note("block", "future", None)
+    assert await trio.to_thread.run_sync(pooled, thread_name="pool_0") == 7
+
+def soon(token, e):   # a thread's run_sync_soon ends the wait
+    note("wake", None, "soon", "thread_waiter", me())
+    token.run_sync_soon(e.set)
+
+async def thread_waiter():
+    e = trio.Event()
+    stackwatch.name(e, "soon")
+    setter = threading.Thread(target=soon, args=(trio.lowlevel.current_trio_token(), e), name="soon_setter")
+    note("block", "event", "soon")
+    setter.start()
+    await e.wait()
+    setter.join()
+
+async def cond_waiter(c):
+    async with c:
+        note("block", "condition", "cond")
+        await c.wait()
+
+async def cond_notifier(c):
+    while not c.statistics().tasks_waiting:
+        await trio.sleep(0)
+    async with c:
+        note("wake", None, "cond", "cond_waiter", me())
+        c.notify()
+
+async def fut_waiter(e):
+    note("block", "event", "fut")
+    await e.wait()
+
+async def fut_setter(e):
+    await trio.sleep(0)
+    note("wake", None, "fut", "fut_waiter", me())
+    e.set()
+
+async def reader(s, stream):
+    note("block", "io", "sock")
+    await trio.lowlevel.wait_readable(s)
+    assert s.recv(5) == b"hello"
+    note("block", "io", "stream")
+    assert await stream.receive_some(5) == b"again"
+
+async def writer(s, out):
+    for data, channel in ((b"hello", "sock"), (b"again", "stream")):
+        await trio.sleep(0.001)
+        note("wake", "io", channel, "reader", None)
+        s.send(data) if channel == "sock" else await out.send_all(data)
+
+async def main():
+    async with trio.open_nursery() as n:
+        n.start_soon(pool_waiter)
+    async with trio.open_nursery() as n:
+        n.start_soon(thread_waiter)
+    c, e = trio.Condition(), trio.Event()
+    stackwatch.name(c, "cond")
+    stackwatch.name(e, "fut")
+    async with trio.open_nursery() as n:
+        n.start_soon(cond_waiter, c)
+        n.start_soon(cond_notifier, c)
+    async with trio.open_nursery() as n:
+        n.start_soon(fut_waiter, e)
+        n.start_soon(fut_setter, e)
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    stackwatch.name(a, "sock")
+    c2, d2 = socket.socketpair()
+    stackwatch.name(c2, "stream")
+    stream, out = trio.SocketStream(trio.socket.from_stdlib_socket(c2)), trio.SocketStream(trio.socket.from_stdlib_socket(d2))
+    async with trio.open_nursery() as n:
+        n.start_soon(reader, a, stream)
+        n.start_soon(writer, b, out)
+
+trio.run(main)
+json.dump(log, open(sys.argv[1], "w"))
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_trio_wakes_equal_asyncios(tmp_path):
+    """The waits of TRIO_WAITS and who ended each equal its own log (the
+    trace), and its log equals WAITS's on asyncio's loop (run untraced):
+    trio's run loop gives asyncio's answers for the waker and the cause
+    (no waker, I/O, for data; the thread for a wake from another thread)."""
+    needs_module("trio", "trio is not installed (scripts/venv.sh installs it)")
+    own, mirror = tmp_path / "log.json", tmp_path / "asyncio.json"
+    swt, _ = run_traced(tmp_path, TRIO_WAITS, "--events", "tasks", "--include", "*prog.py", args=(str(own),))
+    want = json.loads(own.read_text())
+    mine, named = {e["task"] for e in want}, {e["channel"] for e in want}
+
+    def short(name):   # ("trio __main__.reader": reader)
+        return name and (name.split(" ")[1].rsplit(".", 1)[-1] if name.startswith("trio ") else name)
+    # (not the waits in threading's Thread.start and join, on the thread's Event and the thread)
+    got = [{"kind": e["kind"], "task": short(e["task"]), "other": short(e["other"]), "reason": e["reason"],
+            "channel": e["channel"]} for e in read_task_events(swt)["events"]
+           if e["kind"] in ("block", "wake") and short(e["task"]) in mine and e["channel"] in named]
+    assert got == want and len(want) == 12
+    r = run_cli(["python", write(tmp_path / "aio.py", WAITS), str(mirror)])
+    assert r.returncode == 0, r.stderr
+
+    def wakers(log):
+        return [(e["kind"], e["task"], e["other"], e["reason"] if e["kind"] == "wake" else None) for e in log]
+    assert wakers(want) == wakers(json.loads(mirror.read_text())[:len(want)])
 
 
 # stackwatch.name() holds what it names weakly: a queue, a lock, a thread,

@@ -342,9 +342,11 @@ def test_samples_whose_native_frames_failed_are_counted_in_end(tmp_path):
     assert core and all(not any(f.native for f in s.stack) for s in core)
     # Without the capture the thread is not stopped while its stack is read:
     # on a loaded machine the read can come milliseconds after the sample's
-    # time, past the slice's end (then the stack is spin's).
+    # time, past the slice's end (then the stack is spin's, or main's alone
+    # between the two calls: seen once at load 17).
     odd = [[(f.name, f.native) for f in s.stack] for s in core
-           if [f.name for f in s.stack] not in (["<module>", "main", "squeeze"], ["<module>", "main", "spin"])]
+           if [f.name for f in s.stack] not in (["<module>", "main", "squeeze"], ["<module>", "main", "spin"],
+                                                ["<module>", "main"])]
     assert not odd, odd
     assert any([f.name for f in s.stack] == ["<module>", "main", "squeeze"] for s in core)
     assert t.meta["sampler.native_failed"] >= len(core)
