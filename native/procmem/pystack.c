@@ -132,6 +132,8 @@ struct sw_pystack {
     sw_sample_code **confirm;      /* [max_depth] */
     sw_sample_code **known;        /* [max_depth] resolve_codes: frame i's cache entry as looked up, or NULL */
     sw_sample_code **req_known;    /* [max_depth] the same for its header requests r->reqs */
+    sw_sample_code **code_known;   /* [max_depth] read_with_codes: r->code_reqs[j]'s entry as looked up */
+    uint32_t code_known_n;         /* ... for j below this (0 once code_reads makes another list) */
     uint32_t *confirm_req;         /* [max_depth] each one's request (UINT32_MAX: none) */
     sw_mem_req *confirm_reqs;      /* [max_depth] */
     unsigned char *confirm_buf;    /* their bytes ... */
@@ -265,6 +267,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->confirm = malloc(d * sizeof *r->confirm);
     r->known = malloc(d * sizeof *r->known);
     r->req_known = malloc(d * sizeof *r->req_known);
+    r->code_known = malloc(d * sizeof *r->code_known);
     r->confirm_req = malloc(d * sizeof *r->confirm_req);
     r->confirm_reqs = malloc(d * sizeof *r->confirm_reqs);
     r->name_reqs = malloc(d * sizeof *r->name_reqs);
@@ -314,7 +317,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         sw_threadstate_set_cpu_every(r->states, lim->cpu_every);
     if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || (l->code_nlocalsplus != SW_NO_OFFSET && !r->gaps) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
-        !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->known || !r->req_known ||
+        !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->known || !r->req_known || !r->code_known ||
         !r->confirm || !r->confirm_req || !r->confirm_reqs || !r->name_reqs || !r->window || !r->spec_tstate || !r->spec_n ||
         !r->spec_addrs || !r->spec_as_walked || !r->spec_walk || !r->spec_reqs || !r->spec_bytes || !r->spec_again ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
@@ -428,6 +431,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->confirm);
     free(r->known);
     free(r->req_known);
+    free(r->code_known);
     free(r->confirm_req);
     free(r->confirm_reqs);
     free(r->confirm_buf);
@@ -1249,13 +1253,17 @@ static const unsigned char *name_read(const sw_pystack *r, const sw_sample_code 
  * file name of each one's cache entry (each once); returns how many. A
  * header equal to its entry's is then confirmed by its file name too
  * (take_header), read in the same system call rather than one of its own.
- * known: each request's entry as looked up already (NULL: looked up here). */
-static uint32_t name_requests(sw_pystack *r, const sw_mem_req *reqs, uint32_t k, sw_sample_code *const *known)
+ * known[j]: request j's entry, as looked up already (looked_up) or looked
+ * up here (stored there for take_header). */
+static uint32_t name_requests(sw_pystack *r, const sw_mem_req *reqs, uint32_t k, sw_sample_code **known,
+                              int looked_up)
 {
     uint32_t m = 0;
     size_t used = 0;
     for (uint32_t j = 0; j < k; j++) {
-        const sw_sample_code *e = known ? known[j] : sw_codecache_find(r->codes, reqs[j].addr);
+        if (!looked_up)
+            known[j] = sw_codecache_find(r->codes, reqs[j].addr);
+        const sw_sample_code *e = known[j];
         uint32_t span;
         uint64_t at = e && sw_codecache_settled(e) ? sw_codecache_filename_at(e, &span) : 0;
         if (at && add_request(r->name_reqs, &m, &r->name_buf, &r->name_cap, &used, at, span) == UINT32_MAX)
@@ -1380,21 +1388,30 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
          * check (trusted_by_counter), once confirmed again. */
         for (uint32_t j = 0; j < r->codes_read; j++) {
             int pending;
-            sw_sample_code *c = take_header(r, &r->code_reqs[j], NULL, round, &pending);
+            sw_sample_code *c =
+                take_header(r, &r->code_reqs[j], j < r->code_known_n ? r->code_known[j] : NULL, round, &pending);
             if (!c)
                 return -1;
+            r->code_known[j] = c;
             if (pending)
                 r->confirm[k++] = c;
             else
                 sw_codecache_stamp(c, r->counter_now);
         }
+        r->code_known_n = r->codes_read;
         if (confirm_codes(r, k) != 0)
             return -1;
         for (uint32_t j = 0; j < k; j++)
             sw_codecache_stamp(r->confirm[j], r->counter_now);
-        for (uint32_t i = 0; i < n && !r->frames_trusted; i++)
-            if (!(r->frames[i] = sw_codecache_find(r->codes, r->code_addrs[i])))
+        for (uint32_t i = 0; i < n && !r->frames_trusted; i++) {
+            /* (the entry its header's read gave, found by bisection, else looked up) */
+            const uint64_t a = r->code_addrs[i];
+            const uint32_t j = req_at_or_after(r->code_reqs, 0, r->codes_read, a);
+            r->frames[i] = j < r->codes_read && r->code_reqs[j].addr == a ? r->code_known[j]
+                                                                          : sw_codecache_find(r->codes, a);
+            if (!r->frames[i])
                 return -1;
+        }
         remember_globals(r, n);
         return 0;
     }
@@ -1418,7 +1435,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         remember_globals(r, n);
         return 0;
     }
-    const uint32_t m = name_requests(r, r->reqs, k, r->req_known);
+    const uint32_t m = name_requests(r, r->reqs, k, r->req_known, 1);
     memcpy(r->reqs + k, r->name_reqs, m * sizeof *r->name_reqs);
     if (sw_mem_readv(&r->mem, r->reqs, k + m) < k)
         return -1;
@@ -1520,6 +1537,7 @@ static uint32_t code_reads(sw_pystack *r, uint32_t n)
     const uint64_t *old = r->code_order;
     uint64_t *cur = r->code_order + d, *fresh = r->code_order + 2 * (size_t)d;
     uint32_t m = r->n_order, nf = 0;
+    r->code_known_n = 0;   /* (another list: read_with_codes looks its entries up) */
     memset(r->order_seen, 0, m);
     for (uint32_t i = 0; i < n; i++) {
         uint64_t a = r->code_addrs[i];
@@ -1654,7 +1672,8 @@ static int all_trusted(sw_pystack *r, uint32_t n)
  * a module's frame after a function of the next one. */
 static int read_with_codes(sw_pystack *r, size_t nreq, uint32_t k)
 {
-    const uint32_t m = name_requests(r, r->code_reqs, k, NULL);   /* (and their entries' file names) */
+    const uint32_t m = name_requests(r, r->code_reqs, k, r->code_known, 0);   /* (and their entries' file names) */
+    r->code_known_n = k;
     memmove(r->reqs + k + m, r->reqs, nreq * sizeof *r->reqs);
     memcpy(r->reqs, r->code_reqs, k * sizeof *r->code_reqs);
     memcpy(r->reqs + k, r->name_reqs, m * sizeof *r->name_reqs);
