@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -25,6 +26,7 @@ struct sw_sampler {
     int state;
     int stop_requested;
     pid_t pid;               /* process that started the thread */
+    int yielding;            /* sw_sampler_set_yielding */
     uint64_t ticks, missed, busy_ns;
     int64_t start_ns, stop_ns;
     sw_pystack_stats reader_stats;   /* copied after each tick */
@@ -106,6 +108,15 @@ static void *run(void *arg)
     unsigned long slack = (unsigned long)(iv / 10);
     if (slack < 50000)
         prctl(PR_SET_TIMERSLACK, slack ? slack : 1ul, 0, 0, 0);
+    if (s->yielding && s->interval_ns >= SW_SAMPLER_SPIN_BELOW_NS) {
+        /* SCHED_BATCH: woken for a round, this thread waits for a free CPU
+         * or the running thread's turn to end instead of preempting it (a
+         * target thread on a busy machine: 235 involuntary switches a
+         * second at 1 kHz, 63 without a sampler, 63 with this). Nothing
+         * else changes (same nice level, same share of the CPU). */
+        struct sched_param sp = {0};
+        pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+    }
     pthread_mutex_lock(&s->mu);
     int64_t deadline = s->start_ns, prev = s->start_ns;
     int64_t done = deadline;   /* the tick of the last round, or the last tick skipped */
@@ -173,6 +184,11 @@ static void *run(void *arg)
 sw_pystack *sw_sampler_reader(sw_sampler *s)
 {
     return s->reader;
+}
+
+void sw_sampler_set_yielding(sw_sampler *s, int on)
+{
+    s->yielding = on;
 }
 
 int sw_sampler_start(sw_sampler *s)

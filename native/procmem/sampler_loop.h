@@ -47,6 +47,12 @@ sw_pystack *sw_sampler_reader(sw_sampler *s);
  * nothing, see sw_sampler_in_forked_child). */
 void sw_sampler_free(sw_sampler *s);
 
+/* Before the start: on, the thread (when it sleeps between rounds: rates
+ * up to 10 kHz) never preempts a running thread when it wakes (SCHED_BATCH);
+ * for a sampler of another process, whose threads it would otherwise take
+ * their CPU from on a busy machine. */
+void sw_sampler_set_yielding(sw_sampler *s, int on);
+
 /* Starts the thread. Returns 0, SW_ESTATE if it already ran (a sampler
  * runs once), or SW_ENOMEM if the thread could not be created. */
 int sw_sampler_start(sw_sampler *s);

@@ -51,6 +51,7 @@ static int try_frozen(attach_target *a, int take_back, uint64_t func, const char
                       sw_pending_call *c, int *removed, char *err, size_t errlen)
 {
     sw_frozen f;
+    err[0] = '\0';
     int rc = sw_freeze(&f, a->t.pid, err, errlen);
     if (rc != SW_OK)
         return rc;
@@ -81,9 +82,12 @@ static int retry(attach_target *a, int take_back, uint64_t func, const char *tex
     return rc;
 }
 
-static PyObject *raise_code(int rc, int pid, const char *err)
+static PyObject *raise_code(int rc, int pid, const char *err, int take_back)
 {
-    if (rc == SW_ESTATE)
+    if (rc == SW_ESTATE && *err)   /* a thread that did not stop (freeze.h) */
+        PyErr_Format(PyExc_TimeoutError, "%s; %s", err,
+                     take_back ? "the call stays queued, for the target's next safe point" : "nothing was changed");
+    else if (rc == SW_ESTATE)
         PyErr_Format(PyExc_TimeoutError, "process %d: its pending-calls queue stayed locked or full", pid);
     else if (strstr(err, "ptrace: Operation not permitted"))
         PyErr_SetString(PyExc_PermissionError, err);
@@ -131,7 +135,7 @@ static PyObject *pending_call(PyObject *self, PyObject *args, PyObject *kw)
     int main_only = (int)a.pl.main_thread_only;
     sw_target_close(&a.t);
     if (rc != SW_OK)
-        return raise_code(rc, pid, err);
+        return raise_code(rc, pid, err, 0);
     return Py_BuildValue("{s:K,s:K,s:i,s:O,s:s}", "func", (unsigned long long)c.func, "arg",
                          (unsigned long long)c.arg, "slot", c.slot, "main_thread_only",
                          main_only ? Py_True : Py_False, "version", version);
@@ -153,7 +157,7 @@ static PyObject *pending_take_back(PyObject *self, PyObject *args)
     int rc = retry(&a, 1, 0, NULL, 0, 2.0, &c, &removed, err, sizeof err);
     sw_target_close(&a.t);
     if (rc != SW_OK)
-        return raise_code(rc, pid, err);
+        return raise_code(rc, pid, err, 1);
     return PyBool_FromLong(removed);
 }
 

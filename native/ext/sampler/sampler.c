@@ -279,10 +279,11 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
             PyErr_Format(PyExc_RuntimeError, "cannot sample this process: %s", err);
             return NULL;
         }
-        /* 3.13: code objects' headers read again only once this process
+        /* 3.12+: code objects' headers read again only once this process
          * made one, as from outside (pystack.c "Code objects by counter").
-         * (3.12's counter is a static of libpython not exported: from
-         * outside it is found in the ELF's .symtab, not done here.) */
+         * (3.12's counter is a global of libpython not exported: from
+         * outside it is found in the ELF's .symtab, here among libpython's
+         * data by the code objects made: sw_sampler_code_counter.) */
         uint64_t counter, interps;
         if (sw_sampler_code_counter(interp, &counter, &interps) == SW_OK)
             sw_pystack_set_code_counter(r, counter, interps);
@@ -412,6 +413,10 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *args, PyObject *kw
     if (hrc != SW_OK)
         sw_pystack_free(r);   /* sw_sampler_new would own it */
     self->s = hrc == SW_OK ? sw_sampler_new(r, self->interval_ns, sw_profile_sink, self->prof) : NULL;
+    if (self->s)
+        /* Another process's threads: never preempted, unless the round
+         * stops them (--blocking): then the sooner it ends, the better. */
+        sw_sampler_set_yielding(self->s, pid != 0 && !self->blocking);
     int rc = self->s ? sw_sampler_start(self->s) : hrc != SW_OK ? hrc : SW_ENOMEM;
     if (rc != SW_OK) {
         sw_sampler_free(self->s);

@@ -3,9 +3,11 @@
  * stack reader (see sampler_layout.h and native/procmem/layout.h).
  *
  * Only offsetof/sizeof and the addresses of a few type objects are taken
- * here; no function of the interpreter is called, so defining
- * Py_BUILD_CORE (needed for PyInterpreterState and _PyInterpreterFrame)
- * changes nothing at run time.
+ * here; no function of the interpreter is called (but making empty code
+ * objects, to find 3.12's counter of code objects made:
+ * sw_sampler_code_counter), so
+ * defining Py_BUILD_CORE (needed for PyInterpreterState and
+ * _PyInterpreterFrame) changes nothing at run time.
  */
 #ifndef Py_BUILD_CORE
 #  define Py_BUILD_CORE 1
@@ -58,6 +60,9 @@ int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps)
 
 #include "procmem/procmem.h"
 
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -503,12 +508,129 @@ void sw_sampler_layout_fill(sw_py_layout *l)
     l->thread_tid = l->tstate_native_thread_id == SW_NO_OFFSET ? find_thread_tid_offset() : SW_NO_OFFSET;
 }
 
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+/* 3.12's counter: the words of libpython's writable segments (every one
+ * mapped and readable) that hold the next code object's version, narrowed
+ * by making code objects until one word is left that each of them took its
+ * version from, then moved by one. Only the pages present in this
+ * process's page table are read (/proc/self/pagemap: the counter's page
+ * has been written): reading the others would fault each one in (~10 ms
+ * for libpython's 2 MB). The word found is kept for the process's next
+ * profiler, checked again by one code object made. */
+#  define COUNTER_CANDIDATES 64
+#  define COUNTER_PROBES 4
+typedef struct counter_scan {
+    uintptr_t base;                  /* libpython's load address (dladdr) */
+    int pagemap;                     /* /proc/self/pagemap, open */
+    uint32_t want;                   /* the counter's value now */
+    uint32_t *found[COUNTER_CANDIDATES];
+    int n;                           /* candidates found; more than COUNTER_CANDIDATES: -1 */
+} counter_scan;
+
+static int scan_segments(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    counter_scan *cs = arg;
+    if (info->dlpi_addr != cs->base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum && cs->n >= 0; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W) || !(ph->p_flags & PF_R))
+            continue;
+        const uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz, page = 4096;
+        uint64_t present[512];   /* (pagemap's entries, read 512 pages at a time) */
+        uint32_t k = 512;
+        for (uintptr_t pg = lo & ~(page - 1); pg < hi && cs->n >= 0; pg += page) {
+            if (k == 512) {
+                ssize_t got = pread(cs->pagemap, present, sizeof present, (off_t)(pg / page * sizeof *present));
+                if (got < (ssize_t)sizeof *present) {
+                    cs->n = -1;
+                    break;
+                }
+                for (size_t j = (size_t)got / sizeof *present; j < 512; j++)
+                    present[j] = 0;
+                k = 0;
+            }
+            if (!(present[k++] >> 63))
+                continue;   /* (not present) */
+            const uint32_t *w = (const uint32_t *)((pg < lo ? lo + 3 : pg) & ~(uintptr_t)3);
+            const uint32_t *end = (const uint32_t *)((pg + page < hi ? pg + page : hi) & ~(uintptr_t)3);
+            for (; w < end; w++) {
+                if (*w != cs->want)
+                    continue;
+                if (cs->n == COUNTER_CANDIDATES) {
+                    cs->n = -1;
+                    break;
+                }
+                cs->found[cs->n++] = (uint32_t *)(uintptr_t)w;
+            }
+        }
+    }
+    return 1;
+}
+
+/* The version of a code object made now, or 0. (PyCode_NewEmpty, not
+ * compile(): no audit event the program would see.) */
+static uint32_t new_code_version(void)
+{
+    PyCodeObject *co = PyCode_NewEmpty("<stackwatch>", "<stackwatch>", 0);
+    if (!co) {
+        PyErr_Clear();
+        return 0;
+    }
+    uint32_t v = co->co_version;
+    Py_DECREF(co);
+    return v;
+}
+
+static int counter_312(uint64_t *counter)
+{
+    static uint32_t *kept;   /* (the GIL held: one caller at a time) */
+    Dl_info di;
+    if (!dladdr((void *)&PyCode_NewEmpty, &di) || !di.dli_fbase)
+        return SW_EARG;
+    uint32_t v = new_code_version();
+    if (!v || v == UINT32_MAX)
+        return SW_EARG;   /* (the counter ran out: 0 from now on) */
+    if (kept && *kept == v + 1) {
+        *counter = (uint64_t)(uintptr_t)kept;
+        return SW_OK;
+    }
+    kept = NULL;
+    counter_scan cs = {(uintptr_t)di.dli_fbase, open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC), v + 1, {0}, 0};
+    if (cs.pagemap < 0)
+        return SW_EARG;
+    dl_iterate_phdr(scan_segments, &cs);
+    close(cs.pagemap);
+    for (int probe = 0; probe < COUNTER_PROBES && cs.n > 1; probe++) {
+        uint32_t u = new_code_version();
+        if (u != cs.want || u == UINT32_MAX)
+            return SW_EARG;
+        int k = 0;
+        for (int i = 0; i < cs.n; i++)
+            if (*cs.found[i] == u + 1)
+                cs.found[k++] = cs.found[i];
+        cs.n = k;
+        cs.want = u + 1;
+    }
+    if (cs.n != 1 || new_code_version() != cs.want || *cs.found[0] != cs.want + 1)
+        return SW_EARG;
+    kept = cs.found[0];
+    *counter = (uint64_t)(uintptr_t)kept;
+    return SW_OK;
+}
+#endif
+
 int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps)
 {
 #if PY_VERSION_HEX >= 0x030D0000
     *counter = (uint64_t)(uintptr_t)&((PyInterpreterState *)interp)->func_state.next_version;
     *interps = (uint64_t)(uintptr_t)&_PyRuntime.interpreters.next_id;
     return SW_OK;
+#elif PY_VERSION_HEX >= 0x030C0000
+    (void)interp;
+    *counter = *interps = 0;
+    return counter_312(counter);
 #else
     (void)interp;
     *counter = *interps = 0;

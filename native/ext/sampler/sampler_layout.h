@@ -20,9 +20,11 @@ void sw_sampler_layout_fill(sw_py_layout *l);
 uint32_t sw_sampler_thread_tid_offset(void);
 
 /* 3.13: the addresses in this process of interp's counter of code objects
- * made and of the count of interpreters made (sw_pystack_set_code_counter).
- * SW_EARG on other versions (3.12's counter is a static libpython does
- * not export). */
+ * made and of the count of interpreters made (sw_pystack_set_code_counter);
+ * 3.12: the address of its counter (a global libpython does not export,
+ * found among its data by making a few code objects: each takes its
+ * version from it, *interps 0). Call with the GIL held. SW_EARG on other
+ * versions, or if not found. */
 int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps);
 
 #endif

@@ -119,7 +119,7 @@ def summary(prof):
     """One line: samples, failed share, rate achieved."""
     st = prof.stats()
     dur = ((st["stop_ns"] or time.monotonic_ns()) - st["start_ns"]) / 1e9 if st["start_ns"] > 0 else 0.0
-    tried = st["samples"]
+    tried = st["samples"] + st["failed"]   # (samples: those read whole)
     failed = 100.0 * st["failed"] / tried if tried else 0.0
     rate = st["ticks"] / dur if dur > 0 else 0.0
     left = f", {st['left_out']} left out (idle or without the GIL)" if st["left_out"] else ""

@@ -59,7 +59,7 @@ class Tally:
                 self.states[k] = self.states.get(k, 0) + v
             self.gil += t["gil_held"]
         st = prof.stats()
-        self.failed, self.tried = st["failed"], st["samples"]
+        self.failed, self.tried = st["failed"], st["samples"] + st["failed"]   # (samples: those read whole)
         self.t = time.monotonic()
 
 
