@@ -149,10 +149,16 @@ void sw_codecache_distrust(sw_codecache *c, uint64_t addr)
 sw_sample_code *sw_codecache_fresh(sw_codecache *c, uint64_t addr, uint64_t round, uint32_t ttl)
 {
     entry *e = find(c, addr);
-    if (!e || !e->settled || round - e->checked_round > ttl)
-        return NULL;
+    return e && sw_codecache_is_fresh(c, &e->info, round, ttl) ? &e->info : NULL;
+}
+
+int sw_codecache_is_fresh(sw_codecache *c, sw_sample_code *info, uint64_t round, uint32_t ttl)
+{
+    const entry *e = (const entry *)info;   /* (info is an entry's first member) */
+    if (!e->settled || round - e->checked_round > ttl)
+        return 0;
     c->hits++;
-    return &e->info;
+    return 1;
 }
 
 void sw_codecache_stamp(sw_sample_code *info, uint32_t stamp)
@@ -271,13 +277,19 @@ int sw_codecache_check_filename(sw_codecache *c, sw_mem *m, const sw_py_layout *
 sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout *l, uint64_t addr,
                                const unsigned char *hdr, uint64_t round)
 {
+    return sw_codecache_get_known(c, m, l, NULL, addr, hdr, round);
+}
+
+sw_sample_code *sw_codecache_get_known(sw_codecache *c, sw_mem *m, const sw_py_layout *l, sw_sample_code *known,
+                                     uint64_t addr, const unsigned char *hdr, uint64_t round)
+{
     header h;
     if (!read_header(l, hdr, &h))
         return NULL;
     uint64_t name = h.name, qualname = h.qualname, filename = h.filename, linetable = h.linetable;
     int32_t line = h.line;
     uint32_t frame_words = h.frame_words;
-    entry *e = find(c, addr);
+    entry *e = known ? (entry *)known : find(c, addr);
     if (e) {
         if (confirms(e, &h)) {
             c->hits++;

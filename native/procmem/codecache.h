@@ -44,6 +44,9 @@ void sw_codecache_free(sw_codecache *c);
 /* The info for the code object at addr if it was confirmed in sampling
  * round `round` or in the `ttl` rounds before it; else NULL. */
 sw_sample_code *sw_codecache_fresh(sw_codecache *c, uint64_t addr, uint64_t round, uint32_t ttl);
+/* The same for info, an entry of this cache (sw_codecache_find): 1 if
+ * fresh so, else 0 (no second lookup of its address). */
+int sw_codecache_is_fresh(sw_codecache *c, sw_sample_code *info, uint64_t round, uint32_t ttl);
 
 /* The info for the code object at addr if cached at all (no counting, no
  * age check); else NULL. */
@@ -55,6 +58,11 @@ sw_sample_code *sw_codecache_find(sw_codecache *c, uint64_t addr);
  * if hdr is not a code object or its strings cannot be read. */
 sw_sample_code *sw_codecache_get(sw_codecache *c, sw_mem *m, const sw_py_layout *l, uint64_t addr,
                                const unsigned char *hdr, uint64_t round);
+/* The same, given the entry sw_codecache_find gave for addr since the
+ * cache was last trimmed (known; NULL: looked up here), so that a caller
+ * that looked it up already does not look it up again. */
+sw_sample_code *sw_codecache_get_known(sw_codecache *c, sw_mem *m, const sw_py_layout *l, sw_sample_code *known,
+                                     uint64_t addr, const unsigned char *hdr, uint64_t round);
 
 /* 1 if info's entry is settled: its code object was seen alive and
  * unchanged after its strings (and line table, if read with them) were

@@ -132,6 +132,10 @@ struct sw_pystack {
     /* confirm_codes: the entries confirmed by headers read this walk, and
      * the read that confirms them again. */
     sw_sample_code **confirm;      /* [max_depth] */
+    sw_sample_code **known;        /* [max_depth] resolve_codes: frame i's cache entry as looked up, or NULL */
+    sw_sample_code **req_known;    /* [max_depth] the same for its header requests r->reqs */
+    sw_sample_code **code_known;   /* [max_depth] read_with_codes: r->code_reqs[j]'s entry as looked up */
+    uint32_t code_known_n;         /* ... for j below this (0 once code_reads makes another list) */
     uint32_t *confirm_req;         /* [max_depth] each one's request (UINT32_MAX: none) */
     sw_mem_req *confirm_reqs;      /* [max_depth] */
     unsigned char *confirm_buf;    /* their bytes ... */
@@ -149,6 +153,8 @@ struct sw_pystack {
     uint64_t gil_holder;           /* this round: the thread state holding the GIL, or 0 */
     uint64_t trampoline;           /* 3.12: the shim frames' code object, once read, else 0 */
     uint64_t steps;                /* the last walk: frames visited (shims included) */
+    uint64_t walk_lo, walk_hi;     /* the last walk: the span of its frames in the window (among
+                                      its first max_depth; walk_lo >= walk_hi if none) */
     unsigned char *recheck;        /* [WINDOW_MAX] 3.11+: the walked part of the window, read again */
     unsigned char *again;          /* [max_depth * frame_size] 3.9/3.10: the walked frames, read again;
                                       [max_depth * (frame_size + gen_state_back)] 3.11+: the frames
@@ -166,12 +172,12 @@ struct sw_pystack {
      * changes fast is far more often read whole. */
     uint64_t *spec_tstate;         /* [SPEC_THREADS] the thread state each slot is for */
     uint32_t *spec_n;              /* [SPEC_THREADS] frames remembered */
-    uint64_t *spec_addrs;          /* [SPEC_THREADS * SPEC_DEPTH] */
+    uint64_t *spec_addrs;          /* [SPEC_THREADS * SPEC_DEPTH] in address order */
+    uint64_t *spec_as_walked;      /* [SPEC_THREADS * SPEC_DEPTH] the same in the walk's order */
     uint64_t *spec_walk;           /* [SPEC_DEPTH] this walk's own-read frames so far */
     uint32_t spec_walked;          /* ... how many */
     sw_mem_req *spec_reqs;         /* [SPEC_DEPTH + 8 + PARK_CODES] the first read of this walk */
     uint32_t spec_first, spec_nreq;   /* spec_reqs[spec_first, spec_nreq) are the speculative ones */
-    uint32_t spec_hint;            /* where the last frame was found among them */
     unsigned char *spec_bytes;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] their bytes */
     unsigned char *spec_again;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] 3.11+ from
                                       outside: the same frames read again at the end of that
@@ -262,6 +268,9 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->order_seen = malloc(d);
     r->frames = malloc(d * sizeof *r->frames);
     r->confirm = malloc(d * sizeof *r->confirm);
+    r->known = malloc(d * sizeof *r->known);
+    r->req_known = malloc(d * sizeof *r->req_known);
+    r->code_known = malloc(d * sizeof *r->code_known);
     r->confirm_req = malloc(d * sizeof *r->confirm_req);
     r->confirm_reqs = malloc(d * sizeof *r->confirm_reqs);
     r->name_reqs = malloc(d * sizeof *r->name_reqs);
@@ -275,6 +284,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->spec_tstate = calloc(SPEC_THREADS, sizeof *r->spec_tstate);
     r->spec_n = calloc(SPEC_THREADS, sizeof *r->spec_n);
     r->spec_addrs = malloc((size_t)SPEC_THREADS * SPEC_DEPTH * sizeof *r->spec_addrs);
+    r->spec_as_walked = malloc((size_t)SPEC_THREADS * SPEC_DEPTH * sizeof *r->spec_as_walked);
     r->spec_walk = malloc(SPEC_DEPTH * sizeof *r->spec_walk);
     r->spec_reqs = malloc((2 * SPEC_DEPTH + 16 + PARK_CODES) * sizeof *r->spec_reqs);
     if (lim->park) {
@@ -310,9 +320,9 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         sw_threadstate_set_cpu_every(r->states, lim->cpu_every);
     if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || (l->code_nlocalsplus != SW_NO_OFFSET && !r->gaps) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
-        !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames ||
+        !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->known || !r->req_known || !r->code_known ||
         !r->confirm || !r->confirm_req || !r->confirm_reqs || !r->name_reqs || !r->window || !r->spec_tstate || !r->spec_n ||
-        !r->spec_addrs || !r->spec_walk || !r->spec_reqs || !r->spec_bytes || !r->spec_again ||
+        !r->spec_addrs || !r->spec_as_walked || !r->spec_walk || !r->spec_reqs || !r->spec_bytes || !r->spec_again ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
         (l->frames_kind == SW_FRAMES_INTERP && (!r->recheck || !r->again || !r->own_was)) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
@@ -424,6 +434,9 @@ void sw_pystack_free(sw_pystack *r)
     free(r->order_seen);
     free(r->frames);
     free(r->confirm);
+    free(r->known);
+    free(r->req_known);
+    free(r->code_known);
     free(r->confirm_req);
     free(r->confirm_reqs);
     free(r->confirm_buf);
@@ -436,6 +449,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->spec_tstate);
     free(r->spec_n);
     free(r->spec_addrs);
+    free(r->spec_as_walked);
     free(r->spec_walk);
     free(r->spec_reqs);
     free(r->spec_bytes);
@@ -524,7 +538,7 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
     const sw_py_layout *l = &r->l;
     const uint32_t slot = guess_slot(r, tstate);
     memset(g, 0, sizeof *g);
-    r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
+    r->spec_nreq = r->spec_first = r->spec_walked = 0;
     r->pre_n = 0;
     r->pre_ok = 0;
     if (l->tstate_native_thread_id == SW_NO_OFFSET && l->thread_tid != SW_NO_OFFSET && r->g_pthread[slot]) {
@@ -544,7 +558,7 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
          * in this process the first read of a walk stays its own). */
         uint32_t first = *k;
         spec_reqs_add(r, tstate, 0, k);
-        r->spec_first = r->spec_hint = first;
+        r->spec_first = first;
         r->spec_nreq = *k;
         return;
     }
@@ -572,7 +586,7 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
         }
         r->spec_reqs[g->cf_req] = cf;
     }
-    r->spec_first = r->spec_hint = first;
+    r->spec_first = first;
     r->spec_nreq = cf.len && g->cf_req >= first ? g->cf_req : *k;   /* (the frames only) */
     g->chunk = r->g_chunk[slot];
     g->lo = r->g_lo[slot];
@@ -714,12 +728,11 @@ static void guess_keep_window(sw_pystack *r, uint64_t tstate, uint64_t chunk, ui
     r->g_end[slot] = end - lo <= WINDOW_MAX ? end : top;
 }
 
-static int by_addr(const void *a, const void *b);
-
 /* Appends to r->spec_reqs, from *k on, the reads of the frames thread
  * tstate's last walk read on its own but leaf, into r->spec_bytes, in
- * address order (frames close together are read as one range, mem.c:
- * before 3.11 a thread's frame objects often share pages). */
+ * address order, as spec_keep keeps them (frames close together are read
+ * as one range, mem.c: before 3.11 a thread's frame objects often share
+ * pages; and spec_find looks them up by bisection). */
 static void spec_reqs_add(sw_pystack *r, uint64_t tstate, uint64_t leaf, uint32_t *k)
 {
     const uint32_t back = frame_back(&r->l), slot = spec_slot(tstate), first = *k;
@@ -733,7 +746,6 @@ static void spec_reqs_add(sw_pystack *r, uint64_t tstate, uint64_t leaf, uint32_
         r->spec_reqs[*k] = (sw_mem_req){was[i] - back, r->spec_bytes + (size_t)(*k - first) * each, each, 0};
         (*k)++;
     }
-    qsort(r->spec_reqs + first, *k - first, sizeof *r->spec_reqs, by_addr);
 }
 
 /* The first read of a walk, one batched read: the npre requests given
@@ -750,7 +762,7 @@ static int first_read(sw_pystack *r, uint64_t tstate, uint64_t leaf, sw_mem_req 
     uint32_t k = npre, ck = 0;
     memcpy(r->spec_reqs, pre, npre * sizeof *pre);
     spec_reqs_add(r, tstate, leaf, &k);
-    r->spec_first = r->spec_hint = npre;
+    r->spec_first = npre;
     r->spec_nreq = k;
     r->spec_walked = 0;
     r->pre_n = 0;
@@ -771,31 +783,59 @@ static int first_read(sw_pystack *r, uint64_t tstate, uint64_t leaf, sw_mem_req 
     return ck && r->spec_reqs[ck].ok && (!r->interps_made || (r->spec_reqs[ck + 1].ok && r->copy_interps == 1));
 }
 
-/* The bytes of the frame at `frame` if the first read had them (read
- * speculatively), else NULL. The frames are looked for in order, from
- * where the last one was found: a stack's callers are those of the last
- * walk below the frames that changed. */
-static const unsigned char *spec_find(sw_pystack *r, uint64_t frame, uint32_t back)
+/* The first of reqs[lo, hi), in address order, at or after addr (hi if
+ * none), by bisection. */
+static uint32_t req_at_or_after(const sw_mem_req *reqs, uint32_t lo, uint32_t hi, uint64_t addr)
 {
-    const uint32_t first = r->spec_first, n = r->spec_nreq - first;
-    for (uint32_t k = 0; k < n; k++) {
-        uint32_t i = first + (r->spec_hint - first + k) % n;
-        const sw_mem_req *q = &r->spec_reqs[i];
-        if (q->ok && q->addr + back == frame) {
-            r->spec_hint = i + 1 < r->spec_nreq ? i + 1 : first;
-            return (const unsigned char *)q->buf + back;
-        }
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (reqs[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return NULL;
+    return lo;
 }
 
-/* Remembers the frames this walk of the thread read on its own. */
+/* The bytes of the frame at `frame` if the first read had them (read
+ * speculatively), else NULL: spec_reqs[spec_first, spec_nreq) are in
+ * address order (spec_reqs_add), so bisected. (Looked for in a circle
+ * from where the last one was found, before 3.11 it took 40% of a round's
+ * instructions: the frame objects' addresses are in no order of the walk.) */
+static const unsigned char *spec_find(sw_pystack *r, uint64_t frame, uint32_t back)
+{
+    if (frame < back)
+        return NULL;
+    const uint64_t want = frame - back;
+    uint32_t lo = req_at_or_after(r->spec_reqs, r->spec_first, r->spec_nreq, want);
+    const sw_mem_req *q = &r->spec_reqs[lo];
+    return lo < r->spec_nreq && q->addr == want && q->ok ? (const unsigned char *)q->buf + back : NULL;
+}
+
+static void sort_by_insertion(uint64_t *a, uint32_t k);
+static int by_u64(const void *a, const void *b);
+
+/* Remembers the frames this walk of the thread read on its own, in
+ * address order (spec_reqs_add): sorted here, as addresses, not as read
+ * requests by qsort each round (a fifth of a round's instructions before
+ * 3.11), and only when they are not the last walk's (before 3.11 a code
+ * object's frame object is mostly reused by its next call: a stack that
+ * changes fast mostly walks the same frame objects). */
 static void spec_keep(sw_pystack *r, uint64_t tstate)
 {
     const uint32_t slot = spec_slot(tstate);
+    uint64_t *a = r->spec_addrs + (size_t)slot * SPEC_DEPTH, *was = r->spec_as_walked + (size_t)slot * SPEC_DEPTH;
+    const size_t bytes = r->spec_walked * sizeof *r->spec_walk;
+    if (r->spec_tstate[slot] == tstate && r->spec_n[slot] == r->spec_walked && memcmp(was, r->spec_walk, bytes) == 0)
+        return;
     r->spec_tstate[slot] = tstate;
     r->spec_n[slot] = r->spec_walked;
-    memcpy(r->spec_addrs + (size_t)slot * SPEC_DEPTH, r->spec_walk, r->spec_walked * sizeof *r->spec_walk);
+    memcpy(was, r->spec_walk, bytes);
+    memcpy(a, r->spec_walk, bytes);
+    if (r->spec_walked <= SORT_BY_INSERTION)
+        sort_by_insertion(a, r->spec_walked);
+    else
+        qsort(a, r->spec_walked, sizeof *a, by_u64);
 }
 
 /* Before 3.11: the first read of a walk, the leaf frame and the frames
@@ -840,7 +880,7 @@ static void copy_window(sw_pystack *r, uint64_t tstate, const unsigned char *ts,
     const sw_py_layout *l = &r->l;
     w->lo = w->hi = w->base = w->leaf = 0;
     w->bytes = w->leaf_bytes = NULL;
-    r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
+    r->spec_nreq = r->spec_first = r->spec_walked = 0;
     if (l->tstate_datastack_chunk == SW_NO_OFFSET)
         return;
     uint64_t chunk = u64_at(ts, l->tstate_datastack_chunk), top = u64_at(ts, l->tstate_datastack_top);
@@ -1007,6 +1047,12 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     r->codes_checked = 0;
     r->frames_trusted = 0;
     memset(r->seen, 0, sizeof r->seen);
+    /* 3.11+: a frame in the window below every frame of the window walked
+     * before is none of them, and no frame outside the window (another
+     * address): it needs no look in r->seen, which then holds the other
+     * frames only. */
+    uint64_t win_lo = UINT64_MAX, win_hi = 0;
+    int win_only_down = 1;   /* every frame of the window walked so far lay below the one before */
     int callee_gen = 0;   /* 3.12+: the frame walked just before is a generator's */
     uint64_t callee = 0;  /* that frame */
     uint64_t kept_callee = 0;   /* the frame walked just before, if kept and in the window, else 0 */
@@ -1015,13 +1061,27 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             *truncated = 1;
             break;
         }
+        int in_window = in_copy(w, l, frame);
         if (steps <= r->lim.max_depth) {
-            if (seen_before(r, frame, (uint32_t)steps - 1))
-                return -1;
+            if (in_window && win_only_down && frame < win_lo) {
+                win_lo = frame;
+                if (frame + l->frame_size > win_hi)
+                    win_hi = frame + l->frame_size;
+            } else {
+                if (in_window) {   /* (not below: the window's frames walked before are not in r->seen) */
+                    win_only_down = 0;
+                    win_lo = frame < win_lo ? frame : win_lo;
+                    win_hi = frame + l->frame_size > win_hi ? frame + l->frame_size : win_hi;
+                    for (uint32_t i = 0; i + 1 < steps; i++)
+                        if (r->frame_addrs[i] == frame)
+                            return -1;
+                }
+                if (seen_before(r, frame, (uint32_t)steps - 1))
+                    return -1;
+            }
             r->frame_addrs[steps - 1] = frame;
         }
         const unsigned char *f;
-        int in_window = in_copy(w, l, frame);
         if (in_window) {
             f = w->bytes + (frame - w->lo);
         } else if (w->leaf_bytes && frame == w->leaf) {
@@ -1117,6 +1177,8 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
         frame = previous;
     }
     r->steps = steps;
+    r->walk_lo = win_lo;
+    r->walk_hi = win_hi;
     return n;
 }
 
@@ -1205,13 +1267,18 @@ static const unsigned char *name_read(const sw_pystack *r, const sw_sample_code 
 /* Sets r->name_reqs to read, with the k code headers reqs ask for, the
  * file name of each one's cache entry (each once); returns how many. A
  * header equal to its entry's is then confirmed by its file name too
- * (take_header), read in the same system call rather than one of its own. */
-static uint32_t name_requests(sw_pystack *r, const sw_mem_req *reqs, uint32_t k)
+ * (take_header), read in the same system call rather than one of its own.
+ * known[j]: request j's entry, as looked up already (looked_up) or looked
+ * up here (stored there for take_header). */
+static uint32_t name_requests(sw_pystack *r, const sw_mem_req *reqs, uint32_t k, sw_sample_code **known,
+                              int looked_up)
 {
     uint32_t m = 0;
     size_t used = 0;
     for (uint32_t j = 0; j < k; j++) {
-        const sw_sample_code *e = sw_codecache_find(r->codes, reqs[j].addr);
+        if (!looked_up)
+            known[j] = sw_codecache_find(r->codes, reqs[j].addr);
+        const sw_sample_code *e = known[j];
         uint32_t span;
         uint64_t at = e && sw_codecache_settled(e) ? sw_codecache_filename_at(e, &span) : 0;
         if (at && add_request(r->name_reqs, &m, &r->name_buf, &r->name_cap, &used, at, span) == UINT32_MAX)
@@ -1221,12 +1288,14 @@ static uint32_t name_requests(sw_pystack *r, const sw_mem_req *reqs, uint32_t k)
 }
 
 /* The entry for the code object whose header q read (NULL if none can
- * be): made or confirmed by it (sw_codecache_get), and then by its file
- * name read with it, if it was (name_requests). *pending: 1 if it must
- * still be confirmed (confirm_codes), else 0. */
-static sw_sample_code *take_header(sw_pystack *r, const sw_mem_req *q, uint64_t round, int *pending)
+ * be): made or confirmed by it (sw_codecache_get_known: known, its entry
+ * as looked up this round, or NULL), and then by its file name read with
+ * it, if it was (name_requests). *pending: 1 if it must still be
+ * confirmed (confirm_codes), else 0. */
+static sw_sample_code *take_header(sw_pystack *r, const sw_mem_req *q, sw_sample_code *known, uint64_t round,
+                                   int *pending)
 {
-    sw_sample_code *c = q->ok ? sw_codecache_get(r->codes, &r->mem, &r->l, q->addr, q->buf, round) : NULL;
+    sw_sample_code *c = q->ok ? sw_codecache_get_known(r->codes, &r->mem, &r->l, known, q->addr, q->buf, round) : NULL;
     r->memo_n = 0;   /* (an entry may have been made again) */
     size_t got = 0;
     const unsigned char *name = c && sw_codecache_settled(c) ? name_read(r, c, &got) : NULL;
@@ -1321,40 +1390,59 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     const uint64_t round = r->st.rounds;
     uint32_t k = 0;
     if (r->codes_checked) {
-        for (uint32_t i = 0; r->code_globals && i < n; i++)
-            distrust_other_module(r, i, globals_seen(r, i));
+        for (uint32_t i = 0; r->code_globals && i < n; i++) {
+            /* (globals_seen, for GLOBALS_OTHER alone: its test inline, the
+             * usual case one comparison a frame) */
+            const uint64_t *g = r->code_globals + 2 * globals_slot(r->code_addrs[i]);
+            if (g[0] == r->code_addrs[i] && g[1] != r->globals[i])
+                distrust_other_module(r, i, GLOBALS_OTHER);
+        }
         /* Read with the check after the walk, while their frames were
          * seen alive (so holding them): each entry confirmed, none trusted
          * on its age; and stamped with the counter read before that
          * check (trusted_by_counter), once confirmed again. */
         for (uint32_t j = 0; j < r->codes_read; j++) {
             int pending;
-            sw_sample_code *c = take_header(r, &r->code_reqs[j], round, &pending);
+            sw_sample_code *c =
+                take_header(r, &r->code_reqs[j], j < r->code_known_n ? r->code_known[j] : NULL, round, &pending);
             if (!c)
                 return -1;
+            r->code_known[j] = c;
             if (pending)
                 r->confirm[k++] = c;
             else
                 sw_codecache_stamp(c, r->counter_now);
         }
+        r->code_known_n = r->codes_read;
         if (confirm_codes(r, k) != 0)
             return -1;
         for (uint32_t j = 0; j < k; j++)
             sw_codecache_stamp(r->confirm[j], r->counter_now);
-        for (uint32_t i = 0; i < n && !r->frames_trusted; i++)
-            if (!(r->frames[i] = sw_codecache_find(r->codes, r->code_addrs[i])))
+        for (uint32_t i = 0; i < n && !r->frames_trusted; i++) {
+            /* (the entry its header's read gave, found by bisection, else looked up) */
+            const uint64_t a = r->code_addrs[i];
+            const uint32_t j = req_at_or_after(r->code_reqs, 0, r->codes_read, a);
+            r->frames[i] = j < r->codes_read && r->code_reqs[j].addr == a ? r->code_known[j]
+                                                                          : sw_codecache_find(r->codes, a);
+            if (!r->frames[i])
                 return -1;
+        }
         remember_globals(r, n);
         return 0;
     }
+    /* Each frame's entry is looked up once (r->known), and reused by the
+     * header's read and the frames' entries after it: an entry stays put
+     * within a round (the cache is emptied only at a round's start). */
     for (uint32_t i = 0; i < n; i++) {
         int seen = globals_seen(r, i);
         distrust_other_module(r, i, seen);
-        r->frames[i] = sw_codecache_fresh(r->codes, r->code_addrs[i], round, r->lim.code_ttl);
+        sw_sample_code *e = r->known[i] = sw_codecache_find(r->codes, r->code_addrs[i]);
+        r->frames[i] = e && sw_codecache_is_fresh(r->codes, e, round, r->lim.code_ttl) ? e : NULL;
         if (r->frames[i] && r->code_globals && seen != GLOBALS_SAME)
             r->frames[i] = NULL;
         if (r->frames[i] || (k && r->reqs[k - 1].addr == r->code_addrs[i]))
             continue;
+        r->req_known[k] = e;
         r->reqs[k] = (sw_mem_req){r->code_addrs[i], r->code_hdrs + (size_t)k * cs, cs, 0};
         k++;
     }
@@ -1362,7 +1450,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         remember_globals(r, n);
         return 0;
     }
-    const uint32_t m = name_requests(r, r->reqs, k);
+    const uint32_t m = name_requests(r, r->reqs, k, r->req_known, 1);
     memcpy(r->reqs + k, r->name_reqs, m * sizeof *r->name_reqs);
     if (sw_mem_readv(&r->mem, r->reqs, k + m) < k)
         return -1;
@@ -1373,7 +1461,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     uint32_t u = 0;
     for (uint32_t j = 0; j < k; j++) {
         int pending;
-        sw_sample_code *c = take_header(r, &r->reqs[j], round, &pending);
+        sw_sample_code *c = take_header(r, &r->reqs[j], r->req_known[j], round, &pending);
         if (!c)
             return -1;
         if (!pending)
@@ -1388,8 +1476,8 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
         return -1;
     /* Everything read is now confirmed in this round. */
     for (uint32_t i = 0; i < n; i++) {
-        if (!r->frames[i])
-            r->frames[i] = sw_codecache_find(r->codes, r->code_addrs[i]);
+        if (!r->frames[i])   /* (an entry made this round: looked up) */
+            r->frames[i] = r->known[i] ? r->known[i] : sw_codecache_find(r->codes, r->code_addrs[i]);
         if (!r->frames[i])
             return -1;
     }
@@ -1476,12 +1564,6 @@ static int callees_held(sw_pystack *r, const window *w)
     return 1;
 }
 
-static int by_addr(const void *a, const void *b)
-{
-    uint64_t x = ((const sw_mem_req *)a)->addr, y = ((const sw_mem_req *)b)->addr;
-    return (x > y) - (x < y);
-}
-
 /* Sorts a[0..k) (k at most SORT_BY_INSERTION), by insertion. */
 static void sort_by_insertion(uint64_t *a, uint32_t k)
 {
@@ -1519,6 +1601,7 @@ static uint32_t code_reads(sw_pystack *r, uint32_t n)
     const uint64_t *old = r->code_order;
     uint64_t *cur = r->code_order + d, *fresh = r->code_order + 2 * (size_t)d;
     uint32_t m = r->n_order, nf = 0;
+    r->code_known_n = 0;   /* (another list: read_with_codes looks its entries up) */
     memset(r->order_seen, 0, m);
     for (uint32_t i = 0; i < n; i++) {
         uint64_t a = r->code_addrs[i];
@@ -1653,7 +1736,8 @@ static int all_trusted(sw_pystack *r, uint32_t n)
  * a module's frame after a function of the next one. */
 static int read_with_codes(sw_pystack *r, size_t nreq, uint32_t k)
 {
-    const uint32_t m = name_requests(r, r->code_reqs, k);   /* (and their entries' file names) */
+    const uint32_t m = name_requests(r, r->code_reqs, k, r->code_known, 0);   /* (and their entries' file names) */
+    r->code_known_n = k;
     memmove(r->reqs + k + m, r->reqs, nreq * sizeof *r->reqs);
     memcpy(r->reqs, r->code_reqs, k * sizeof *r->code_reqs);
     memcpy(r->reqs + k, r->name_reqs, m * sizeof *r->name_reqs);
@@ -1900,14 +1984,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
 {
     const sw_py_layout *l = &r->l;
     uint64_t walked = r->steps < r->lim.max_depth ? r->steps : r->lim.max_depth;
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (uint64_t i = 0; i < walked; i++) {
-        uint64_t a = r->frame_addrs[i];
-        if (a >= w->lo && a < w->hi && w->hi - a >= l->frame_size) {
-            lo = a < lo ? a : lo;
-            hi = a + l->frame_size > hi ? a + l->frame_size : hi;
-        }
-    }
+    uint64_t lo = r->walk_lo, hi = r->walk_hi;   /* (the walk's frames in w: walk_frames) */
     /* A generator's leaf frame (read with the window, before it) is read
      * again instead of the current frame: still running, resumed by the
      * same frame, it is on the stack, and so are its callers. */
@@ -2076,14 +2153,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
  * (r->code_reqs, in address order), or NULL. */
 static const unsigned char *code_read(const sw_pystack *r, uint64_t code)
 {
-    uint32_t lo = 0, hi = r->codes_read;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (r->code_reqs[mid].addr < code)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    uint32_t lo = req_at_or_after(r->code_reqs, 0, r->codes_read, code);
     return lo < r->codes_read && r->code_reqs[lo].addr == code && r->code_reqs[lo].ok ? r->code_reqs[lo].buf : NULL;
 }
 
@@ -2590,7 +2660,7 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
     req[0] = (sw_mem_req){r->interp + l->interp_threads_head, &tstate, sizeof tstate, 0};
     req[1] = (sw_mem_req){gil, gbuf, glen, 0};
     uint32_t nreq = gil ? 2 : 1, head_req = 0;
-    r->spec_nreq = r->spec_first = r->spec_hint = r->spec_walked = 0;
+    r->spec_nreq = r->spec_first = r->spec_walked = 0;
     if (r->head_guess) {
         head_req = nreq;
         req[nreq++] = (sw_mem_req){r->head_guess, ts, l->tstate_size, 0};

@@ -4,8 +4,12 @@
  * interval and hands every stack to a sink.
  *
  * Ticks are scheduled on absolute CLOCK_MONOTONIC deadlines, so the rate
- * does not drift; a tick that starts more than one interval late skips the
- * ticks it missed (counted) instead of sampling in a burst. Intervals under
+ * does not drift. Each round stands for one tick and never starts before
+ * the interval of its tick; a sampler that fell behind by at most
+ * SW_SAMPLER_CATCH_UP_NS of ticks runs their rounds one after another
+ * until it is on time again; one further behind (it stalled) skips the
+ * ticks passed (counted as missed), so that a stall is not made up by a
+ * burst of rounds at one instant. Intervals under
  * SW_SAMPLER_SPIN_BELOW_NS (over 10 kHz) are waited for by spinning on the
  * clock, not sleeping: a wake-up comes tens of microseconds late.
  */
@@ -19,6 +23,7 @@
 #define SW_SAMPLER_MIN_INTERVAL_SELF_NS 20000ull     /* 20 us: this process, whose threads it slows */
 #define SW_SAMPLER_MAX_INTERVAL_NS 60000000000ull    /* 60 s */
 #define SW_SAMPLER_SPIN_BELOW_NS 100000ull           /* shorter intervals are waited for spinning */
+#define SW_SAMPLER_CATCH_UP_NS 1000000ull            /* the ticks a late sampler may owe: 1 ms of them */
 
 typedef struct sw_sampler sw_sampler;
 

@@ -141,7 +141,19 @@ struct sw_calltree {
     sw_calltree_node *nodes;
     uint32_t n, cap;
     sw_hashtab children;   /* hash of (parent << 32 | func) -> node index */
+    int unsummed;          /* count and weight behind self and self_weight (settle) */
 };
+
+/* Samples added through a cursor count at their leaf only (self,
+ * self_weight): the counts through each node are summed up when the tree
+ * is next read, not on every sample (a 30-deep stack: 30 nodes' sums
+ * changed per sample, the sampler's aggregation at 100,000 samples/s).
+ * Readers of a tree hold the lock its writer holds (the profile's). */
+static void settle(const sw_calltree *ct)
+{
+    if (ct->unsummed)
+        sw_calltree_sum_up((sw_calltree *)ct);   /* (made by sw_calltree_new: never a const object) */
+}
 
 sw_calltree *sw_calltree_new(sw_functab *ft)
 {
@@ -235,6 +247,7 @@ int sw_calltree_merge_under(sw_calltree *dst, const sw_calltree *src, uint32_t u
 {
     if (dst == src || under >= dst->n)
         return SW_EARG;
+    settle(src);
     /* map[i] = the dst node for src node i; parents come before children in
      * src's node array (a node is created after its parent). */
     uint32_t *map = malloc((size_t)src->n * sizeof *map);
@@ -297,6 +310,7 @@ void sw_calltree_add_own(sw_calltree *t, uint32_t id, uint64_t count, uint64_t w
 
 void sw_calltree_sum_up(sw_calltree *t)
 {
+    t->unsummed = 0;
     for (uint32_t i = 0; i < t->n; i++) {
         t->nodes[i].count = t->nodes[i].self;
         t->nodes[i].weight = t->nodes[i].self_weight;
@@ -345,11 +359,13 @@ size_t sw_calltree_node_count(const sw_calltree *t)
 
 const sw_calltree_node *sw_calltree_get_node(const sw_calltree *t, uint32_t id)
 {
+    settle(t);
     return id < t->n ? &t->nodes[id] : NULL;
 }
 
 uint64_t sw_calltree_total(const sw_calltree *t)
 {
+    settle(t);
     return t->nodes[0].count;
 }
 
@@ -357,6 +373,7 @@ int sw_calltree_walk(const sw_calltree *t, sw_calltree_visit fn, void *ud)
 {
     /* Iterative pre-order: descend to the first child, else move to the
      * next sibling of the nearest ancestor that has one. */
+    settle(t);
     uint32_t cur = SW_CALLTREE_ROOT;
     while (cur != SW_NODE_NONE) {
         const sw_calltree_node *n = &t->nodes[cur];
@@ -401,8 +418,8 @@ int sw_calltree_add_cursor(sw_calltree *t, sw_calltree_cursor *c, const uint32_t
         c->nodes = nn;
         c->cap = n;
     }
-    size_t k = 0;
-    while (k < n && k < c->n && c->funcs[k] == funcs[k])
+    size_t k = 0, same_len = n < c->n ? n : c->n;
+    while (k < same_len && c->funcs[k] == funcs[k])
         k++;
     uint32_t cur = k ? c->nodes[k - 1] : SW_CALLTREE_ROOT;
     for (size_t i = k; i < n; i++) {
@@ -417,9 +434,6 @@ int sw_calltree_add_cursor(sw_calltree *t, sw_calltree_cursor *c, const uint32_t
     c->n = n;
     t->nodes[cur].self += count;
     t->nodes[cur].self_weight += weight;
-    for (uint32_t j = cur; j != SW_NODE_NONE; j = t->nodes[j].parent) {
-        t->nodes[j].count += count;
-        t->nodes[j].weight += weight;
-    }
+    t->unsummed = 1;   /* (settle) */
     return SW_OK;
 }

@@ -85,7 +85,8 @@ typedef struct sw_calltree_cursor {
     uint32_t *funcs, *nodes;   /* funcs[i] is at node nodes[i] */
     size_t n, cap;
 } sw_calltree_cursor;
-/* As sw_calltree_add, through the cursor. */
+/* As sw_calltree_add, through the cursor; the counts through the nodes
+ * (count, weight) are summed up when the tree is next read. */
 int sw_calltree_add_cursor(sw_calltree *t, sw_calltree_cursor *c, const uint32_t *funcs, size_t n, uint64_t count,
                            uint64_t weight);
 void sw_calltree_cursor_free(sw_calltree_cursor *c);

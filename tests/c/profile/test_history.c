@@ -519,7 +519,15 @@ TEST(adding_through_a_cursor_equals_adding)
         CHECK_EQ_I64(sw_calltree_add_cursor(cursed, &cur, stack, n, 1 + s % 3, (uint64_t)s), SW_OK);
         if (s % 500 == 0)   /* the cursor used on another tree, then back */
             CHECK_EQ_I64(sw_calltree_add_cursor(other, &cur, stack, n, 1, 1), SW_OK);
+        if (s % 700 == 0)   /* read between adds: the sums through the nodes made on reading */
+            CHECK_EQ_I64((int64_t)sw_calltree_total(cursed), (int64_t)sw_calltree_total(plain));
     }
+    /* A merge reads the sums too (the last adds not summed yet). */
+    sw_calltree *merged = sw_calltree_new(ft);
+    REQUIRE(merged && sw_calltree_merge(merged, cursed) == SW_OK);
+    CHECK_EQ_I64((int64_t)sw_calltree_total(merged), (int64_t)sw_calltree_total(plain));
+    CHECK_EQ_I64((int64_t)sw_calltree_get_node(merged, 0)->weight, (int64_t)sw_calltree_get_node(plain, 0)->weight);
+    sw_calltree_free(merged);
     REQUIRE_EQ_U64(sw_calltree_node_count(cursed), sw_calltree_node_count(plain));
     for (uint32_t i = 0; i < sw_calltree_node_count(plain); i++) {
         const sw_calltree_node *a = sw_calltree_get_node(plain, i), *b = sw_calltree_get_node(cursed, i);
