@@ -151,6 +151,7 @@ struct sw_pystack {
     sw_threadstate *states;        /* with limits.thread_states, else NULL */
     uint64_t gil_addr;             /* the GIL's address, once known, else 0 */
     uint64_t gil_holder;           /* this round: the thread state holding the GIL, or 0 */
+    int gil_known;                 /* this round: the GIL was read (gil_holder 0: nobody held it) */
     uint64_t trampoline;           /* 3.12: the shim frames' code object, once read, else 0 */
     uint64_t steps;                /* the last walk: frames visited (shims included) */
     uint64_t walk_lo, walk_hi;     /* the last walk: the span of its frames in the window (among
@@ -2541,7 +2542,14 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             if (n >= 0 && fresh && l->frames_kind == SW_FRAMES_INTERP &&
                 !still_whole(r, tstate, frame, &w, (uint32_t)n, strict))
                 n = WALK_TORN;
-            if (n >= 0 && park && l->frames_kind == SW_FRAMES_INTERP && !callees_held(r, &w))
+            /* (Only for a thread that may run Python: the GIL's holder at
+             * the round's start, or anyone when that is unknown. A thread
+             * waiting without the GIL cannot change its stack, and its
+             * callers need not hold their callees: a pool thread in
+             * Event.wait called as a bound method was parked at every round,
+             * its wait interrupted, 3,500 times in a 1 s run.) */
+            if (n >= 0 && park && l->frames_kind == SW_FRAMES_INTERP &&
+                (!r->gil_known || r->gil_holder == tstate) && !callees_held(r, &w))
                 n = WALK_TORN;
             if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && strict && !objects_whole(r, (uint32_t)n))
                 n = WALK_TORN;
@@ -2669,6 +2677,7 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
     sw_mem_readv(&r->mem, req, nreq);
     guess_read(r, &g);
     r->gil_holder = 0;
+    r->gil_known = gil && req[1].ok;
     if (gil && req[1].ok) {
         int32_t locked;
         memcpy(&locked, gbuf + l->gil_locked, sizeof locked);
