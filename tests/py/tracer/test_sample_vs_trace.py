@@ -268,15 +268,16 @@ def test_parked_ahead_of_the_walk(tmp_path):
     sampled_parking(tmp_path, "1")
 
 
-def sampled_parking(tmp_path, mode):
+def sampled_parking(tmp_path, mode, min_checked=50):
     """gen_shapes.py sampled with STACKWATCH_TEST_PARK_AHEAD=mode, every
-    sample checked: (the trace's path, samples checked)."""
+    sample checked (at least min_checked): (the trace's path, samples
+    checked)."""
     path = run_sampled(tmp_path, [str(PROGRAMS / "gen_shapes.py"), "5", "3"], "parking",
                        env={"STACKWATCH_TEST_PARK_AHEAD": mode})
     checked, differ, skipped = compare(path)
     report(f"gen_shapes, parks {mode}", checked, differ, skipped)
     assert not differ
-    assert checked >= 50
+    assert checked >= min_checked
     return path, checked
 
 
@@ -291,7 +292,11 @@ def test_a_failed_park_falls_back_to_one_checked_walk(tmp_path):
     (STACKWATCH_TEST_PARK_AHEAD=unanswered: parked ahead of every walk, as
     in the test above, and each park failing): every such sample is that
     walk's, whole (a stack the trace had open) or counted failed."""
-    path, checked = sampled_parking(tmp_path, "unanswered")
+    # (The walk after a failed park also asks each caller to hold its callee,
+    # pystack.c callees_held, which a generator resumed from C never does:
+    # most of these walks of gen_shapes fail, 89 of 362 checked here, 7 in
+    # one make test. Failed is counted, never shown as a stack.)
+    path, checked = sampled_parking(tmp_path, "unanswered", min_checked=5)
     meta = Trace(path).meta
     # Every park failed, none was made; most samples (those of the thread
     # holding the GIL, a thread of gen_shapes.py's two mostly holds it)
