@@ -14,6 +14,7 @@
  *   utf8.h       UTF-8 checks
  *   glob.h       glob matching
  *   sample.h     the sampler's sample record
+ *   textfile.h   a small text file read whole
  */
 #ifndef SW_BASE_H
 #define SW_BASE_H
@@ -27,6 +28,7 @@
 #include "glob.h"
 #include "hashtab.h"
 #include "sample.h"
+#include "textfile.h"
 #include "utf8.h"
 #include "varint.h"
 

@@ -141,25 +141,6 @@ struct sw_syscalls {
 
 static const char *const tracefs_dirs[] = {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"};
 
-static int read_text(const char *path, char *buf, size_t cap)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t n = 0;
-    while (n + 1 < cap) {
-        ssize_t k = read(fd, buf + n, cap - 1 - n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        n += (size_t)k;
-    }
-    close(fd);
-    buf[n] = 0;
-    return n ? 0 : -1;
-}
-
 /* The offset and size of the field declared as `decl` ("long id") in a
  * tracepoint's format text; -1 when it is not there. */
 static int find_field(const char *fmt, const char *decl, tp_field *out)
@@ -205,7 +186,7 @@ static int load_tracepoint(const char *dir, const struct tp_desc *d, tracepoint 
 {
     char path[256], text[8192];
     snprintf(path, sizeof path, "%s/events/%s/id", dir, d->path);
-    if (read_text(path, text, sizeof text))
+    if (sw_read_text(path, text, sizeof text))
         return -1;
     char *end;
     unsigned long long id = strtoull(text, &end, 10);
@@ -213,7 +194,7 @@ static int load_tracepoint(const char *dir, const struct tp_desc *d, tracepoint 
         return -1;
     tp->id = id;
     snprintf(path, sizeof path, "%s/events/%s/format", dir, d->path);
-    if (read_text(path, text, sizeof text) || find_field(text, d->f1, &tp->f1) || tp->f1.size != d->size1)
+    if (sw_read_text(path, text, sizeof text) || find_field(text, d->f1, &tp->f1) || tp->f1.size != d->size1)
         return -1;
     if (d->f2 && (find_field(text, d->f2, &tp->f2) || tp->f2.size != d->size2))
         return -1;
@@ -335,7 +316,7 @@ static const char *source_name(int src)
 static void read_paranoid(char *buf, size_t cap)
 {
     snprintf(buf, cap, "?");
-    if (!read_text("/proc/sys/kernel/perf_event_paranoid", buf, cap))
+    if (!sw_read_text("/proc/sys/kernel/perf_event_paranoid", buf, cap))
         buf[strcspn(buf, "\n")] = 0;
 }
 

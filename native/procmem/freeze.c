@@ -57,14 +57,8 @@ static int in_d_state(int pid, int tid)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (sw_read_text(path, buf, sizeof buf) != 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     const char *p = strrchr(buf, ')');   /* (the name may hold anything) */
     return p && p[1] == ' ' && p[2] == 'D';
 }

@@ -424,14 +424,8 @@ int sw_nstack_blocked(int tid)
 #if SW_NSTACK_OK
     char path[64], buf[2048];
     snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (sw_read_text(path, buf, sizeof buf) != 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
     const char *p = strstr(buf, "\nSigBlk:");
     unsigned long long mask;
     if (!p || sscanf(p + 8, " %llx", &mask) != 1)
