@@ -145,6 +145,15 @@ static uint64_t thread_cpu_ns(pthread_t th)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* 1 if the CPU time delta cpu, of the thread `what`, was read and lies in
+ * [lo, hi] (the thread's own clock read around the two probes); reported
+ * if not. */
+static int cpu_within(const char *what, uint64_t cpu, uint64_t lo, uint64_t hi)
+{
+    return CHECK_MSG(cpu != SW_NO_CPU && cpu >= lo && cpu <= hi, "%s: delta %llu not within [%llu, %llu]", what,
+                     (unsigned long long)cpu, (unsigned long long)lo, (unsigned long long)hi);
+}
+
 TEST(running_idle_and_gil_wait)
 {
     static fake_gil g = {1, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 2};
@@ -215,9 +224,7 @@ TEST(cpu_deltas_are_the_threads_cpu_time)
     uint64_t before2 = thread_cpu_ns(spin.th);
     sw_threadstate_probe(t, spin.tid, 2, 0, 0, &cpu);
     uint64_t after2 = thread_cpu_ns(spin.th);
-    CHECK_MSG(cpu != SW_NO_CPU && cpu >= before2 - after1 && cpu <= after2 - before1,
-              "spinner: delta %llu not within [%llu, %llu]", (unsigned long long)cpu,
-              (unsigned long long)(before2 - after1), (unsigned long long)(after2 - before1));
+    cpu_within("spinner", cpu, before2 - after1, after2 - before1);
     CHECK(cpu > 1000000);   /* it had a CPU for more than 1 of the 50 ms */
     sw_threadstate_probe(t, slp.tid, 2, 0, 0, &cpu);
     CHECK_MSG(cpu < 10000000, "sleeper used %llu ns", (unsigned long long)cpu);
@@ -229,8 +236,7 @@ TEST(cpu_deltas_are_the_threads_cpu_time)
     uint64_t lb = thread_cpu_ns(late.th);
     sw_threadstate_probe(t, late.tid, 3, 0, 0, &cpu);
     uint64_t la = thread_cpu_ns(late.th);
-    CHECK_MSG(cpu >= lb && cpu <= la, "new thread: %llu not within [%llu, %llu]", (unsigned long long)cpu,
-              (unsigned long long)lb, (unsigned long long)la);
+    cpu_within("new thread", cpu, lb, la);
     stop(&late);
     stop(&spin);
     stop(&slp);
@@ -251,9 +257,7 @@ TEST(cpu_counts_from_the_marked_start_however_late_the_first_round)
     uint64_t cpu, before1 = thread_cpu_ns(spin.th);
     sw_threadstate_probe(t, spin.tid, 1, 0, 0, &cpu);
     uint64_t after1 = thread_cpu_ns(spin.th);
-    CHECK_MSG(cpu != SW_NO_CPU && cpu >= before1 - after0 && cpu <= after1 - before0,
-              "first probe: delta %llu not within [%llu, %llu]", (unsigned long long)cpu,
-              (unsigned long long)(before1 - after0), (unsigned long long)(after1 - before0));
+    cpu_within("first probe", cpu, before1 - after0, after1 - before0);
     CHECK(cpu > 1000000);   /* it had a CPU for more than 1 of the 50 ms */
     stop(&spin);
     sw_threadstate_free(t);
