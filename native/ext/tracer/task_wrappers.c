@@ -49,6 +49,7 @@
 #include "ext/tracer/frame_compat.h"
 #include "ext/tracer/session.h"
 #include "ext/tracer/tasks.h"
+#include "procmem/asyncio_layout.h"
 
 #include <string.h>
 #include <sys/syscall.h>
@@ -198,6 +199,140 @@ static int is_task(PyObject *o)
     return r;
 }
 
+/* The C Task's fields read in place where this release keeps them
+ * (procmem/asyncio_layout.h's generated table: its future state, its
+ * _fut_waiter and its name), instead of calling done(), cancelled() and
+ * get_name() and looking _fut_waiter up (a few hundred instructions each,
+ * several times a step). Known once per process: the exact type of this
+ * release's name and size (a subclass, or the Python Task, calls them),
+ * and the first task's reads equal to what its methods say; else never
+ * read. */
+static struct {
+    int checked;               /* 0: not yet, 1: the reads agreed, -1: they did not (the calls then) */
+    PyTypeObject *type;        /* _asyncio.Task as the table describes it (held), or NULL */
+    sw_asyncio_layout l;
+} task_fields;
+
+static int call_true(PyObject *o, PyObject *method);
+
+/* Finds the C Task among the task classes (asyncio_setup). */
+static void task_fields_find(PyObject *types)
+{
+    Py_CLEAR(task_fields.type);
+    task_fields.checked = 0;
+#ifndef Py_GIL_DISABLED   /* (the tables are of builds with the GIL) */
+    sw_asyncio_layout l;
+    if (sw_asyncio_layout_known(PY_VERSION_HEX, &l) != SW_OK || l.pointer_size != sizeof(void *))
+        return;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++) {
+        PyObject *t = PyTuple_GET_ITEM(types, i);
+        if (PyType_Check(t) && strcmp(((PyTypeObject *)t)->tp_name, l.task_type) == 0 &&
+            ((PyTypeObject *)t)->tp_basicsize == (Py_ssize_t)l.task_size) {
+            task_fields.type = (PyTypeObject *)Py_NewRef(t);
+            task_fields.l = l;
+        }
+    }
+#else
+    (void)types;
+#endif
+}
+
+static PyObject *field_at(PyObject *task, uint32_t offset)
+{
+    return *(PyObject **)((char *)task + offset);   /* borrowed; NULL: unset */
+}
+
+static int state_of(PyObject *task)
+{
+    return *(int *)((char *)task + task_fields.l.fut_state);
+}
+
+/* 1 when task's fields may be read in place (checked at the first such
+ * task against its methods), else 0. */
+static int fields_of(PyObject *task)
+{
+    if (!task_fields.type || !Py_IS_TYPE(task, task_fields.type) || task_fields.checked < 0)
+        return 0;
+    if (task_fields.checked)
+        return 1;
+    const sw_asyncio_layout *l = &task_fields.l;
+    int st = state_of(task);
+    PyObject *w = PyObject_GetAttr(task, S_fut_waiter);
+    PyObject *name = PyObject_CallMethodNoArgs(task, S_get_name);   /* (3.12+: makes "Task-N" of N, kept) */
+    PyObject *fw = field_at(task, l->task_fut_waiter);
+    int ok = (st == (int)l->fut_state_pending || st == (int)l->fut_state_cancelled ||
+              st == (int)l->fut_state_finished) &&
+             (st != (int)l->fut_state_pending) == call_true(task, S_done) &&
+             (st == (int)l->fut_state_cancelled) == call_true(task, S_cancelled) &&
+             w && w == (fw ? fw : Py_None) && name && name == field_at(task, l->task_name);
+    Py_XDECREF(w);
+    Py_XDECREF(name);
+    sw_err_drop();
+    task_fields.checked = ok ? 1 : -1;
+    return ok;
+}
+
+/* task.done() */
+static int task_done(PyObject *task)
+{
+    return fields_of(task) ? state_of(task) != (int)task_fields.l.fut_state_pending : call_true(task, S_done);
+}
+
+/* task.cancelled() */
+static int task_cancelled(PyObject *task)
+{
+    return fields_of(task) ? state_of(task) == (int)task_fields.l.fut_state_cancelled
+                           : call_true(task, S_cancelled);
+}
+
+/* 1 if task awaits a future (its _fut_waiter is set), else 0 (a bare
+ * yield, or done). */
+static int task_waits(PyObject *task)
+{
+    if (fields_of(task)) {
+        PyObject *w = field_at(task, task_fields.l.task_fut_waiter);
+        return w && w != Py_None;
+    }
+    PyObject *w = PyObject_GetAttr(task, S_fut_waiter);
+    int r = w && w != Py_None;
+    Py_XDECREF(w);
+    sw_err_drop();
+    return r;
+}
+
+/* task.get_name() (new reference, NULL with an exception set). From
+ * 3.12 the name field holds the task's number N until get_name() makes
+ * "Task-N" of it (PyUnicode_FromFormat: ~2k instructions): the same str
+ * made here, the field left as it is. */
+static PyObject *task_asyncio_name(PyObject *task)
+{
+    if (fields_of(task)) {
+        PyObject *n = field_at(task, task_fields.l.task_name);
+        if (n && PyUnicode_CheckExact(n))
+            return Py_NewRef(n);
+        if (n && PyLong_CheckExact(n)) {
+            unsigned long long v = PyLong_AsUnsignedLongLong(n);
+            if (!(v == (unsigned long long)-1 && PyErr_Occurred())) {
+                char digits[24];
+                int nd = 0;
+                do
+                    digits[nd++] = (char)('0' + v % 10);
+                while ((v /= 10) && nd < (int)sizeof digits);
+                PyObject *r = PyUnicode_New(5 + nd, 127);
+                if (r) {
+                    Py_UCS1 *d = PyUnicode_1BYTE_DATA(r);
+                    memcpy(d, "Task-", 5);
+                    for (int i = 0; i < nd; i++)
+                        d[5 + i] = (Py_UCS1)digits[nd - 1 - i];
+                }
+                return r;
+            }
+            PyErr_Clear();
+        }
+    }
+    return PyObject_CallMethodNoArgs(task, S_get_name);
+}
+
 /* A Handle's _callback and _args (__slots__: member descriptors) read
  * where the type keeps them: each slot's offset is looked up once per
  * type and used while the type is unchanged (its version tag); a type
@@ -244,6 +379,31 @@ static PyObject *slot_of(PyObject *o, PyObject *name, slot_cache *c)
     return PyObject_GetAttr(o, name);
 }
 
+/* The task a C step wrapper steps (new reference), or NULL: its first
+ * field (TaskStepMethWrapper's sw_task, 3.9/3.10's TaskWakeupMethWrapper's
+ * ww_task), read in place for a type whose first wrapper's field was its
+ * __self__, else its __self__. */
+static PyObject *step_wrapper_task(PyObject *cb)
+{
+    static PyTypeObject *types[2];   /* held: never another type's address */
+    static int in_place[2];
+    PyTypeObject *tp = Py_TYPE(cb);
+    int i = tp == types[0] ? 0 : tp == types[1] ? 1 : -1;
+    PyObject *first = tp->tp_basicsize >= (Py_ssize_t)(sizeof(PyObject) + sizeof(PyObject *))
+                          ? *(PyObject **)((char *)cb + sizeof(PyObject)) : NULL;
+    if (i >= 0 && in_place[i])
+        return first ? Py_NewRef(first) : NULL;
+    PyObject *self = PyObject_GetAttr(cb, S_self);
+    if (!self)
+        sw_err_drop();
+    if (i < 0 && (!types[0] || !types[1])) {
+        i = types[0] ? 1 : 0;
+        types[i] = (PyTypeObject *)Py_NewRef((PyObject *)tp);
+        in_place[i] = self && first == self;
+    }
+    return self;
+}
+
 /* The task a callback steps (new reference), or NULL. */
 static PyObject *stepped_task(PyObject *cb)
 {
@@ -254,9 +414,7 @@ static PyObject *stepped_task(PyObject *cb)
         self = PyCFunction_GET_SELF(cb);
         Py_XINCREF(self);
     } else if (is_step_wrapper_type(Py_TYPE(cb))) {
-        self = PyObject_GetAttr(cb, S_self);
-        if (!self)
-            sw_err_drop();
+        self = step_wrapper_task(cb);
     }
     if (self && !is_task(self))
         Py_CLEAR(self);
@@ -502,7 +660,7 @@ static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name, int fir
  * when name is not NULL), or renamed when its asyncio name changed. */
 static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObject **name)
 {
-    PyObject *aname = PyObject_CallMethodNoArgs(task, S_get_name);
+    PyObject *aname = task_asyncio_name(task);
     if (!aname) {
         sw_err_drop();
         return;
@@ -538,7 +696,7 @@ static int call_true(PyObject *o, PyObject *method)
  * (its "never retrieved" log stays). */
 static void exited(PyObject *task, uint64_t tid)
 {
-    if (call_true(task, S_cancelled)) {
+    if (task_cancelled(task)) {
         sw_task_record(SW_K_TASK_EXIT, NULL, (long long)tid, 2, 0, NULL, NULL);
         return;
     }
@@ -557,17 +715,13 @@ static void exited(PyObject *task, uint64_t tid)
 /* After a step of task tid: its exit, or its block on what it awaits. */
 static void after_step(PyObject *task, uint64_t tid)
 {
-    if (call_true(task, S_done)) {
+    if (task_done(task)) {
         if (tables() == 0)
             seen(task, tid, 0, NULL, NULL);   /* a name given while it ran */
         exited(task, tid);
         return;
     }
-    PyObject *w = PyObject_GetAttr(task, S_fut_waiter);
-    int bare = !w || w == Py_None;   /* a bare yield (sleep(0)): stepped again at once */
-    Py_XDECREF(w);
-    sw_err_drop();
-    if (bare || !block_of)
+    if (!task_waits(task) || !block_of)   /* a bare yield (sleep(0)): stepped again at once */
         return;
     PyObject *b = PyObject_CallOneArg(block_of, task);
     if (b && PyTuple_Check(b) && PyTuple_GET_SIZE(b) == 3 && tables() == 0) {
@@ -792,9 +946,7 @@ static PyObject *wrap_init(sw_task_wrapper *w, PyObject *const *args, size_t nar
     sw_exc_state exc;
     sw_exc_save(&exc);
     PyObject *task = stepped_task(args[1]);
-    PyObject *waiter = task ? PyObject_GetAttr(task, S_fut_waiter) : NULL;   /* a blocked task's wakeup: set */
-    uint64_t tid = waiter && waiter != Py_None ? sw_tasks_known(task) : 0;
-    Py_XDECREF(waiter);
+    uint64_t tid = task && task_waits(task) ? sw_tasks_known(task) : 0;   /* a blocked task's wakeup: set */
     PyObject *key = tid ? PyLong_FromUnsignedLongLong(tid) : NULL;
     PyObject *channel = key ? PyDict_GetItemWithError(blocked, key) : NULL;   /* borrowed */
     if (channel) {
@@ -897,7 +1049,7 @@ static PyObject *wrap_create(sw_task_wrapper *w, PyObject *const *args, size_t n
     if (tid) {
         sw_task_record_here(SW_K_TASK_CREATE, (long long)tid, 2, 0,
                             name && PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL, NULL);
-        if (call_true(task, S_done))   /* eager all the same (a factory of its own) and ended at once */
+        if (task_done(task))   /* eager all the same (a factory of its own) and ended at once */
             exited(task, tid);
     }
     Py_XDECREF(name);
@@ -1100,6 +1252,7 @@ static PyObject *asyncio_setup(PyObject *self, PyObject *args)
     if (!S_ready && !(S_ready = PyUnicode_InternFromString("_ready")))
         return NULL;
     Py_XSETREF(task_types, Py_NewRef(types));
+    task_fields_find(types);
     Py_XSETREF(namer, Py_NewRef(nm));
     Py_XSETREF(names_data, Py_NewRef(names));
     Py_XSETREF(block_of, Py_NewRef(bo));
