@@ -137,18 +137,38 @@ const char *const sw_task_keys[SW_K_TASK_WOKEN - SW_K_TASK_SWITCH + 1][4] = {
     [SW_K_TASK_WOKEN - SW_K_TASK_SWITCH] = {"task", "ago_ns", "native_id", NULL},
 };
 
+/* Each task kind's last data dict, filled again in place when nothing
+ * else holds it (its Event let go, its handlers kept neither) and it has
+ * still its keys alone, in their order (a handler may change it while it
+ * holds it): no dict made and freed per event. */
+static PyObject *spare_data[SW_K_TASK_WOKEN - SW_K_TASK_SWITCH + 1];
+
+/* 1 if dict d has exactly the keys `keys` (NULL entries skipped), in order. */
+static int has_keys(PyObject *d, PyObject *const *keys)
+{
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    for (int i = 0; i < 4; i++)
+        if (keys[i] && (!PyDict_Next(d, &pos, &k, &v) || k != keys[i]))
+            return 0;
+    return !PyDict_Next(d, &pos, &k, &v);
+}
+
 /* A task event's data: its fields under sw_task_keys' names. */
 static PyObject *task_data(int kind, const sw_evdata *d)
 {
     PyObject *const *keys = task_key_str[kind - SW_K_TASK_SWITCH];
+    PyObject **spare = &spare_data[kind - SW_K_TASK_SWITCH];
     long long v[3] = {d->a, d->b, d->c};
-    PyObject *data = PyDict_New();
+    PyObject *data = *spare && Py_REFCNT(*spare) == 1 && has_keys(*spare, keys) ? Py_NewRef(*spare) : PyDict_New();
     for (int i = 0; data && i < 4; i++) {
         PyObject *x = !keys[i] ? NULL : i < 3 ? PyLong_FromLongLong(v[i]) : str_or_none(d->file);
         if (keys[i] && (!x || PyDict_SetItem(data, keys[i], x) < 0))
             Py_CLEAR(data);
         Py_XDECREF(x);
     }
+    if (data && data != *spare)
+        Py_XSETREF(*spare, Py_NewRef(data));
     return data;
 }
 
@@ -172,16 +192,71 @@ static PyObject *kind_data(int kind, const sw_evdata *d)
     }
 }
 
+/* The last Event made, made again in place when nothing else holds it
+ * (its handlers kept it not): PyStructSequence_New and the Event's
+ * dealloc each look the type's size up in its dict, most of what an
+ * Event cost; its fields are set anew all the same. */
+static PyObject *spare_event;
+
+static PyObject *event_object(void)
+{
+    if (spare_event && Py_REFCNT(spare_event) == 1) {
+        for (Py_ssize_t i = 0; i < 8; i++) {
+            PyObject *old = PyStructSequence_GET_ITEM(spare_event, i);
+            PyStructSequence_SET_ITEM(spare_event, i, NULL);
+            Py_XDECREF(old);
+        }
+        return Py_NewRef(spare_event);
+    }
+    PyObject *ev = PyStructSequence_New(EventType);
+    if (ev)
+        Py_XSETREF(spare_event, Py_NewRef(ev));
+    return ev;
+}
+
+/* threading.get_ident() as an int (new reference): the last one made
+ * while the thread is the same. */
+static PyObject *thread_ident(void)
+{
+    static unsigned long last;
+    static PyObject *last_obj;
+    unsigned long ident = PyThread_get_thread_ident();
+    if (!last_obj || ident != last) {
+        PyObject *o = PyLong_FromUnsignedLong(ident);
+        if (!o)
+            return NULL;
+        Py_XSETREF(last_obj, o);
+        last = ident;
+    }
+    return Py_NewRef(last_obj);
+}
+
+/* An event's name (str_or_none), the last one made while the text is
+ * the same (a task event's channel or task: often the same again). */
+static PyObject *name_str(const char *s)
+{
+    static PyObject *last;
+    if (!s)
+        Py_RETURN_NONE;
+    const char *was = last ? PyUnicode_AsUTF8(last) : NULL;
+    if (was && strcmp(was, s) == 0)
+        return Py_NewRef(last);
+    PyObject *o = str_or_none(s);
+    if (o != Py_None)
+        Py_XSETREF(last, Py_NewRef(o));
+    return o;
+}
+
 static PyObject *make_event(int kind, const sw_evdata *d)
 {
-    PyObject *ev = PyStructSequence_New(EventType);
+    PyObject *ev = event_object();
     if (!ev)
         return NULL;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     PyStructSequence_SET_ITEM(ev, 0, Py_NewRef(kind_str[kind]));
     PyStructSequence_SET_ITEM(ev, 1, PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec));
-    PyStructSequence_SET_ITEM(ev, 2, PyLong_FromUnsignedLong(PyThread_get_thread_ident()));
+    PyStructSequence_SET_ITEM(ev, 2, thread_ident());
     PyObject *file = Py_None, *func = Py_None;
     if (d->code) {
         file = d->code->co_filename;
@@ -190,7 +265,7 @@ static PyObject *make_event(int kind, const sw_evdata *d)
     PyStructSequence_SET_ITEM(ev, 3, Py_NewRef(file));
     PyStructSequence_SET_ITEM(ev, 4, Py_NewRef(func));
     PyStructSequence_SET_ITEM(ev, 5, d->line >= 0 ? PyLong_FromLong(d->line) : Py_NewRef(Py_None));
-    PyStructSequence_SET_ITEM(ev, 6, str_or_none(d->name));
+    PyStructSequence_SET_ITEM(ev, 6, name_str(d->name));
     PyStructSequence_SET_ITEM(ev, 7, kind_data(kind, d));
     for (Py_ssize_t i = 0; i < 8; i++) {
         if (!PyStructSequence_GET_ITEM(ev, i)) {

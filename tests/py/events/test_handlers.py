@@ -211,3 +211,74 @@ def test_log_file_written_in_order_and_without_letting_the_gil_go(tmp, to):
     assert len(lines) == n + 2 and all(l.endswith(f"[MainThread] {'call':<12}{body}") for l in lines[:n])
     assert lines[0].split()[0] == "0.000" and lines[n - 1].split()[0] == f"{(n - 1) / 1000:.3f}"
     assert lines[n] == "the file's own" and lines[n + 1].endswith(f"{'call':<12}last")
+
+
+def _queue_program(n):
+    import asyncio
+
+    async def worker(i, q):
+        await asyncio.sleep(0)
+        await q.put(i)
+
+    async def main():
+        q = asyncio.Queue()
+        tasks = [asyncio.ensure_future(worker(i, q)) for i in range(n)]
+        got = [await q.get() for _ in range(n)]
+        await asyncio.gather(*tasks)
+        return got
+
+    return asyncio.run(main())
+
+
+def _as_seen(ev, data, names, ids):
+    """An Event as comparable across two runs: its task ids, asyncio
+    names ("Task-N") and addresses (of channels) numbered by first
+    appearance, no times."""
+    import re
+
+    def norm(k, v):
+        if k in ("task", "peer", "origin") and isinstance(v, int) and v:
+            return ids.setdefault(v, len(ids) + 1)
+        if isinstance(v, str):
+            return re.sub(r"Task-\d+|0x[0-9a-f]+", lambda m: "#%d" % names.setdefault(m.group(0), len(names)), v)
+        return v
+    return (ev[0], ev[2], ev[3], ev[4], ev[5], norm(None, ev[6]),
+            [(k, norm(k, v)) for k, v in data.items() if k != "ago_ns"])
+
+
+def test_events_made_again_in_place_equal_events_kept():
+    """An Event no handler kept is filled again in place for the next event
+    (its data dict too): the events of one program so delivered, a handler
+    changing some data dicts as it goes, equal those of the same program
+    delivered to a handler that keeps every Event (none made again); and
+    Events kept are never changed after."""
+    kept = []
+    h = stackwatch.add_handler(kept.append, events="tasks")
+    try:
+        _queue_program(12)
+    finally:
+        h.remove()
+    seen, some_kept, snaps = [], [], []
+
+    def snapshot(ev):
+        data = dict(ev.data)
+        seen.append((ev, data))
+        if len(seen) % 3 == 0:
+            some_kept.append(ev)
+            snaps.append((tuple(ev[:7]), data))
+        elif len(seen) % 5 == 0:   # (changed after its snapshot: the next events' dicts must not show it)
+            ev.data.pop(next(iter(ev.data)))
+            ev.data["changed"] = 1
+        seen[-1] = (tuple(ev), data)
+    h = stackwatch.add_handler(snapshot, events="tasks")
+    try:
+        _queue_program(12)
+    finally:
+        h.remove()
+    assert len(kept) > 100
+    names, ids = {}, {}
+    want = [_as_seen(ev, ev.data, names, ids) for ev in kept]
+    names, ids = {}, {}
+    got = [_as_seen(ev, data, names, ids) for ev, data in seen]
+    assert got == want
+    assert [(tuple(ev[:7]), dict(ev.data)) for ev in some_kept] == snaps
