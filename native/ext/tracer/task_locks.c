@@ -246,6 +246,9 @@ static PyObject *lock_acquire(PyObject *self, PyObject *const *args, size_t narg
     }
     if (blocking < 0)
         return NULL;
+    if (!blocking && nargs == 1 && !kwnames && args[0] == Py_False)   /* acquire(False): threading's _is_owned
+                                                                        * at each notify and wait */
+        return try_acquire(w, self);
     if (!blocking || !(sw_D.mask & SW_EVB(SW_K_TASK_BLOCK)) || !valid_timeout(timeout))
         return call_own(w, M_ACQUIRE, self, args, nargs, kwnames);   /* (its own refuses a bad timeout) */
     PyObject *r = try_acquire(w, self);   /* uncontended: taken here */
