@@ -107,7 +107,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
     /* stackwatch's own Python code (a handler's frames) runs plain, with a
      * guard of its own lower down: a handler is called at the program's
      * deepest point, and must run there. */
-    if (sw_T.busy)
+    if (sw_T.calls_off)
         return sw_stack_pointer() < t->handler_guard ? stack_exhausted(t, ts, f) : prev(ts, f, throwflag);
     if (sw_stack_pointer() < t->stack_guard)
         return stack_exhausted(t, ts, f);

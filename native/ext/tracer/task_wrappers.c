@@ -49,6 +49,7 @@
 #include "ext/tracer/frame_compat.h"
 #include "ext/tracer/session.h"
 #include "ext/tracer/tasks.h"
+#include "ext/tracer/trace_api.h"
 
 #include <string.h>
 #include <sys/syscall.h>
@@ -725,20 +726,17 @@ static PyObject *wrap_threadsafe(sw_task_wrapper *w, PyObject *const *args, size
     return h;
 }
 
-static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* A handle's run (cb: its callback, borrowed, or NULL). */
+static PyObject *run_handle(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                            PyObject *cb)
 {
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    if (n < 1 || unwanted())
-        return PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     PyObject *task = NULL;
     uint64_t tid = 0, prev = 0;
     int acted = 0;
     {
         sw_exc_state exc;
         sw_exc_save(&exc);
-        PyObject *cb = slot_of(args[0], S_callback, &callback_slot);
         task = cb ? stepped_task(cb) : NULL;
-        Py_XDECREF(cb);
         sw_err_drop();
         tid = task ? task_id(task, NULL, NULL, 1) : 0;
         if (tid)
@@ -772,6 +770,29 @@ static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t narg
         sw_exc_restore(&exc);
     }
     Py_XDECREF(task);
+    return r;
+}
+
+/* Handle._run(self): a step of a task runs as the task; a handle of
+ * stackwatch's (its callback _native.quiet: task_hooks._live_at_start's
+ * listing on a loop's own thread) runs quiet whole, Handle._run too. */
+static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n < 1 || unwanted())
+        return PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    PyObject *cb = slot_of(args[0], S_callback, &callback_slot);
+    sw_err_drop();
+    sw_exc_restore(&exc);
+    int quiet = sw_trace_api_is_quiet(cb);
+    if (quiet)
+        sw_quiet_enter(&sw_T);
+    PyObject *r = run_handle(w, args, nargsf, kwnames, cb);
+    if (quiet)
+        sw_quiet_exit(&sw_T);
+    Py_XDECREF(cb);
     return r;
 }
 

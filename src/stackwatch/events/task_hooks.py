@@ -277,8 +277,8 @@ def _live_at_start(of_loop=None):
         if waits[0] >= 0 and not isinstance(loop, asyncio.BaseEventLoop):   # (uvloop's: its wake is Python's)
             _blocked[task] = (_task_id(task), waits[1])
     for loop in others.values():
-        try:
-            loop.call_soon_threadsafe(_live_at_start, loop)
+        try:   # (quiet: its calls are stackwatch's, its task events the program's; Handle._run's too, C's)
+            loop.call_soon_threadsafe(_native.quiet, _live_at_start, loop)
         except RuntimeError:   # (closed since)
             pass
 
