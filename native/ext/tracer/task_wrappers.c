@@ -667,12 +667,72 @@ static void forget_io_of(PyObject *loop)
     Py_XDECREF(stale);
 }
 
+/* Whether the pass of the loop that processes `events` runs only
+ * stackwatch's wake (asyncio_wake_quiet): its one event is the loop's
+ * self-pipe, its one ready handle a quiet one (_native.quiet's: the
+ * listing), and no timer is due within a millisecond. Runs quiet. */
+static int wake_alone(PyObject *loop, PyObject *events)
+{
+    if (!PyList_Check(events) || PyList_GET_SIZE(events) != 1)
+        return 0;
+    PyObject *ev = PyList_GET_ITEM(events, 0);   /* (key, mask) */
+    PyObject *fd = PyTuple_Check(ev) && PyTuple_GET_SIZE(ev) == 2 ? PyObject_GetAttrString(PyTuple_GET_ITEM(ev, 0), "fd")
+                                                                   : NULL;
+    PyObject *ssock = fd ? PyObject_GetAttrString(loop, "_ssock") : NULL;
+    PyObject *own = ssock ? PyObject_CallMethod(ssock, "fileno", NULL) : NULL;
+    PyObject *ready = own ? PyObject_GetAttr(loop, S_ready) : NULL;
+    PyObject *first = ready && PyObject_Length(ready) == 1 ? PySequence_GetItem(ready, 0) : NULL;
+    PyObject *cb = first ? PyObject_GetAttr(first, S_callback) : NULL;
+    PyObject *timers = cb ? PyObject_GetAttrString(loop, "_scheduled") : NULL;
+    int alone = cb && sw_trace_api_is_quiet(cb) && PyObject_RichCompareBool(fd, own, Py_EQ) == 1 && timers &&
+                PyList_Check(timers);
+    if (alone && PyList_GET_SIZE(timers)) {
+        PyObject *when = PyObject_GetAttrString(PyList_GET_ITEM(timers, 0), "_when");
+        PyObject *now = when ? PyObject_CallMethod(loop, "time", NULL) : NULL;
+        double w = when ? PyFloat_AsDouble(when) : 0, n = now ? PyFloat_AsDouble(now) : 0;
+        alone = when && now && !PyErr_Occurred() && w > n + 0.001;
+        Py_XDECREF(when);
+        Py_XDECREF(now);
+    }
+    Py_XDECREF(fd);
+    Py_XDECREF(ssock);
+    Py_XDECREF(own);
+    Py_XDECREF(ready);
+    Py_XDECREF(first);
+    Py_XDECREF(cb);
+    Py_XDECREF(timers);
+    sw_err_drop();
+    return alone;
+}
+
+/* A loop's pass begins (its _process_events) on a thread quiet since
+ * stackwatch woke it (hook_eval.c wake_quiet): the first pass stays quiet
+ * if it is the wake's alone, and the next one (its wait, begun in it, is
+ * what the program would have waited anyway) is not; any other pass is
+ * the program's: the quiet ends. */
+static void wake_pass(sw_tracer_thread *t, PyObject *loop, PyObject *events)
+{
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    int keep = t->wake_quiet_gen == sw_S.gen && t->wake_quiet_phase == 1 && wake_alone(loop, events);
+    sw_exc_restore(&exc);
+    if (keep) {
+        t->wake_quiet_phase = 2;
+        return;
+    }
+    t->wake_quiet_gen = 0;
+    sw_quiet_exit(&sw_T);
+}
+
 /* BaseSelectorEventLoop._process_events(self, event_list): the handles it
  * adds to the loop's ready queue are those of the fds found ready (I/O):
  * kept in io_ready until they run (in this pass of the loop; the loop's
  * left there are forgotten at its next). */
 static PyObject *wrap_events(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    sw_tracer_thread *t = &sw_TT;
+    if (SW_UNLIKELY(t->wake_quiet_gen) && PyVectorcall_NARGS(nargsf) >= 2)
+        wake_pass(t, args[0], args[1]);
     if (PyVectorcall_NARGS(nargsf) < 1 || unwanted())
         return PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     sw_exc_state exc;
@@ -1162,6 +1222,39 @@ static PyObject *asyncio_at_start(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* hooks.asyncio_wake_quiet(ident, code) -> whether done: thread `ident`,
+ * an event loop's that stackwatch wakes next (task_hooks._live_at_start,
+ * by the loop's self-pipe), is quiet from its next frame (hook_eval.c
+ * wake_quiet) if it waits now in code (its selector's select: idle), a
+ * session records, and no other thread is to be; ident 0: not any more. */
+static PyObject *asyncio_wake_quiet(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long ident;
+    PyObject *code;
+    if (!PyArg_ParseTuple(args, "kO", &ident, &code))
+        return NULL;
+    int waits = 0;
+    if (ident && sw_S.gen && !sw_S.quiet_wake && PyCode_Check(code)) {
+        for (PyThreadState *ts = PyInterpreterState_ThreadHead(PyThreadState_Get()->interp); ts;
+             ts = PyThreadState_Next(ts)) {
+            if (ts->thread_id != ident)
+                continue;
+            PyFrameObject *f = PyThreadState_GetFrame(ts);
+            PyCodeObject *co = f ? PyFrame_GetCode(f) : NULL;
+            waits = co && (PyObject *)co == code;
+            Py_XDECREF(co);
+            Py_XDECREF(f);
+            break;
+        }
+    }
+    if (waits || !ident) {
+        sw_S.quiet_wake = ident;
+        sw_session_fast_refresh();
+    }
+    return PyBool_FromLong(waits);
+}
+
 /* hooks.asyncio_on_behalf(task, native_id, fn, *args) -> fn(*args), run on
  * behalf of task `task` (0: the thread itself) of thread native_id: a task
  * it wakes was woken by that task (told at its next step). For asyncio's
@@ -1216,6 +1309,8 @@ static PyMethodDef methods[] = {
      "asyncio_at_start(task, reason, channel, frame): a task alive as task events start (blocked: reason >= 0)"},
     {"asyncio_on_behalf", (PyCFunction)(void (*)(void))asyncio_on_behalf, METH_FASTCALL,
      "asyncio_on_behalf(task, native_id, fn, *args) -> fn(*args), a wake it makes by task `task` of that thread"},
+    {"asyncio_wake_quiet", asyncio_wake_quiet, METH_VARARGS,
+     "asyncio_wake_quiet(ident, code) -> whether thread ident, a loop's waiting in code, is quiet once woken"},
     {"asyncio_reset", asyncio_reset, METH_NOARGS, "asyncio_reset(): forgets the blocked tasks and names seen"},
     {NULL, NULL, 0, NULL},
 };
