@@ -63,6 +63,8 @@ typedef struct sw_session {
                               * quiet from its next frame (task_wrappers.c
                               * asyncio_wake_quiet), else 0; the fast path
                               * is off while it is set */
+    const void *quiet_wake_code;   /* the code its loop waits in (its
+                              * selector's select; only compared) */
     pthread_mutex_t lock;
     pthread_key_t key;       /* only for its destructor (thread exit) */
     int key_made;

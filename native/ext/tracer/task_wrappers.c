@@ -707,9 +707,8 @@ static int wake_alone(PyObject *loop, PyObject *events)
 
 /* A loop's pass begins (its _process_events) on a thread quiet since
  * stackwatch woke it (hook_eval.c wake_quiet): the first pass stays quiet
- * if it is the wake's alone, and the next one (its wait, begun in it, is
- * what the program would have waited anyway) is not; any other pass is
- * the program's: the quiet ends. */
+ * if it is the wake's alone (until the loop waits again: hook_eval.c);
+ * any other pass is the program's: the quiet ends. */
 static void wake_pass(sw_tracer_thread *t, PyObject *loop, PyObject *events)
 {
     sw_exc_state exc;
@@ -1250,6 +1249,7 @@ static PyObject *asyncio_wake_quiet(PyObject *self, PyObject *args)
     }
     if (waits || !ident) {
         sw_S.quiet_wake = ident;
+        sw_S.quiet_wake_code = waits ? code : NULL;
         sw_session_fast_refresh();
     }
     return PyBool_FromLong(waits);

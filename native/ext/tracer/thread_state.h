@@ -69,9 +69,11 @@ typedef struct sw_tracer_thread {
     /* An event loop's thread woken by stackwatch (session.h quiet_wake):
      * the session in which it is quiet since its wake, else 0, and till
      * when: 1, its loop's next _process_events, which tells whether the
-     * pass is the wake's alone; 2, the one after (task_wrappers.c). */
+     * pass is the wake's alone (task_wrappers.c); 2, its next wait, in
+     * code wake_quiet_code (hook_eval.c). */
     uint64_t wake_quiet_gen;
     int wake_quiet_phase;
+    const void *wake_quiet_code;
 #if PY_VERSION_HEX >= 0x030C0000
     /* hook_eval.c: the hooked frames running while the
      * dispatch layer has consumers of frame events, innermost first. */
