@@ -447,7 +447,7 @@ def _attached_for_tasks(tmp_path, program):
     return own, read_task_events(str(out)), (stdout, stderr, p.returncode), p.pid
 
 
-@pytest.mark.versions("3.12")
+@pytest.mark.versions("3.11", "3.12")   # (3.11: the listing on the main thread, the only one that runs pending calls)
 def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
     """attach --events tasks: the asyncio tasks alive when it attaches are
     listed with their state then, as the program sees them: the getter
