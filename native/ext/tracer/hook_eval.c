@@ -105,12 +105,12 @@ static SW_NOINLINE void teardown_dispatch(sw_tracer_thread *t, PyThreadState *ts
  * its wait): task_wrappers.c wake_pass sees whether the pass is the wake's
  * alone, and if so it stays quiet until the loop waits again, at frame f
  * of its selector's select, which then runs unrecorded, as the wait the
- * wake cut short did (returns 1), and records its callees. A quiet
- * stretch of a session that ended ends. */
+ * wake cut short did (returns 1), and records its callees. (A loop whose
+ * pass did not go through BaseSelectorEventLoop._process_events is quiet
+ * until there too.) A quiet stretch of a session that ended ends. */
 static SW_NOINLINE int wake_quiet(sw_tracer_thread *t, SW_FRAME *f)
 {
-    if (t->wake_quiet_gen && (t->wake_quiet_gen != sw_S.gen ||
-                              (t->wake_quiet_phase == 2 && (const void *)sw_frame_code(f) == t->wake_quiet_code))) {
+    if (t->wake_quiet_gen && (t->wake_quiet_gen != sw_S.gen || (const void *)sw_frame_code(f) == t->wake_quiet_code)) {
         int waits = t->wake_quiet_gen == sw_S.gen;
         t->wake_quiet_gen = 0;
         sw_quiet_exit(&sw_T);

@@ -70,7 +70,7 @@ typedef struct sw_tracer_thread {
      * the session in which it is quiet since its wake, else 0, and till
      * when: 1, its loop's next _process_events, which tells whether the
      * pass is the wake's alone (task_wrappers.c); 2, its next wait, in
-     * code wake_quiet_code (hook_eval.c). */
+     * code wake_quiet_code (hook_eval.c), which ends either. */
     uint64_t wake_quiet_gen;
     int wake_quiet_phase;
     const void *wake_quiet_code;
