@@ -225,8 +225,12 @@ def test_tasks_alive_at_the_start(tmp_path):
     """Tasks alive when tracing starts are listed with their state then: a
     task waiting on a queue (as the program saw it) blocks on that queue at
     the start, and its wake pairs with it; a runnable one is listed, named,
-    with no block."""
+    with no block. The listing's own calls are not recorded: the first call
+    on the main thread is the program's first after start()."""
     swt, own = run_own_log(tmp_path, AT_START)
+    t = Trace(swt)
+    main = next(i for i, th in enumerate(t.threads) if th["name"] == "MainThread")
+    assert next(t.codes[e.code].name for e in t.events(main) if e.kind in (0, 2)) == "run_until_complete"
     doc = read_task_events(swt)
     names = {t["name"] for t in doc["tasks"]}
     assert own["blocked"] == [own["getter"]] and {own["getter"], own["spinner"]} <= names
