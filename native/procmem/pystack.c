@@ -2527,13 +2527,12 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         /* (the counter of code objects made, read in the same read as ts
          * and after its frames: trusted_by_counter) */
         r->counter_now = g && g->counter_ok ? g->counter : 0;
-        guess g_again;
         for (int torn = 0;; torn++) {
             r->walk_early = 0;
             if (l->frames_kind != SW_FRAMES_INTERP) {
                 if (!g || !guessed_leaf(r, frame, &w))
                     read_leaf(r, tstate, frame, &w);
-            } else if ((torn > 0 && !park) || !guessed_window(r, tstate, ts, frame, g, &w))
+            } else if (torn > 0 || !guessed_window(r, tstate, ts, frame, g, &w))
                 copy_window(r, tstate, ts, frame, &w);
             else
                 r->walk_early = 1;
@@ -2568,34 +2567,6 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
                     spec_keep(r, tstate);
                 if (n >= 0 && strict && !objects_whole(r, (uint32_t)n))
                     n = WALK_TORN;
-            }
-            if (park && n < 0 && (uint32_t)torn < r->lim.unparked_retries && l->frames_kind == SW_FRAMES_INTERP) {
-                /* In-process, 3.11+, torn (or failed), where the rate
-                 * leaves the sampler the time (limits.unparked_retries):
-                 * walked again unparked first, from the thread state read
-                 * afresh with what its last walk lets guess (one system
-                 * call, as the first walk's), and checked as strictly (its
-                 * callers holding their callees too). A park costs the
-                 * program ~10 us of its own time (the signal, the wait in
-                 * the handler); a walk redone costs only the sampler's. A
-                 * walk mostly tears because the thread returned below its
-                 * leaf within the 1-2 us between the first read and the
-                 * end of the check, and one taken a few microseconds later
-                 * mostly finds a leaf that lives longer (docs/architecture.md
-                 * "Parking a torn walk"). */
-                r->st.torn += n == WALK_TORN;
-                if (read_tstate(r, tstate, ts2, &g_again, 0) != SW_OK || u64_at(ts2, l->tstate_interp) != r->interp ||
-                    leaf_frame(r, tstate, ts2, &g_again, &frame) != 0)
-                    break;
-                ts = ts2;
-                g = &g_again;
-                r->counter_now = g_again.counter_ok ? g_again.counter : 0;
-                r->st.retried++;
-                if (!frame) {
-                    n = 0;   /* no Python frame any more */
-                    break;
-                }
-                continue;
             }
             if (park || n != WALK_TORN || l->frames_kind != SW_FRAMES_INTERP)
                 break;

@@ -68,10 +68,6 @@ typedef struct sw_pystack_limits {
                                 pc's source line too, and their functions their sources,
                                 when looked up (sw_symbols_new_lines; another process's
                                 always do) */
-    uint32_t unparked_retries; /* with park, in-process, 3.11+: a torn walk is redone unparked
-                                up to this many times before the thread is parked (each a
-                                strict check more for the sampler, none for the program;
-                                the sampler sets it at low rates only) */
 } sw_pystack_limits;
 
 typedef struct sw_pystack_stats {

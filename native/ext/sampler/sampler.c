@@ -44,10 +44,6 @@
 /* Another process by wall time: each thread's CPU time is read about this
  * often, not every round (reader_for). */
 #define CPU_READ_NS 1000000ull
-/* Torn walks redone unparked before a park (limits.unparked_retries), at
- * intervals of at least RETRY_MIN_INTERVAL_NS (5 kHz and below). */
-#define UNPARKED_RETRIES 2
-#define RETRY_MIN_INTERVAL_NS 200000ull
 
 #if PY_VERSION_HEX >= 0x030E0000 || defined(Py_GIL_DISABLED)
 #  define SW_SAMPLER_SUPPORTED 0
@@ -253,16 +249,7 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
     const char *fail = getenv("STACKWATCH_TEST_FAIL_EVERY");
     sw_pystack_limits lim = {(uint32_t)self->max_threads, (uint32_t)self->max_depth, MAX_CODES, CODE_TTL, 1,
                              (uint32_t)self->lines, (uint32_t)self->native, 0, (uint32_t)self->park_installed,
-                             park_always, 0, 0, 0, fail ? (uint32_t)strtoul(fail, NULL, 10) : 0, 0, 0};
-    /* A torn walk is redone unparked up to UNPARKED_RETRIES times before
-     * the thread is parked, where the rate leaves the sampler the time
-     * (each is a strict check more for it; at 20 kHz they halved the
-     * rounds made on entered_from_c.py): a park costs the program ~10 us
-     * of its own time, a walk redone nothing (limits.unparked_retries).
-     * STACKWATCH_TEST_UNPARKED_RETRIES=N (the tests): N at any rate. */
-    const char *retries = getenv("STACKWATCH_TEST_UNPARKED_RETRIES");
-    lim.unparked_retries = retries ? (uint32_t)strtoul(retries, NULL, 10)
-                           : self->interval_ns >= RETRY_MIN_INTERVAL_NS ? UNPARKED_RETRIES : 0;
+                             park_always, 0, 0, 0, fail ? (uint32_t)strtoul(fail, NULL, 10) : 0, 0};
     /* A profile's native frames get their pc's line as from outside (a
      * trace's samples keep their native frames' library and line 0). */
     lim.native_lines = (uint32_t)(self->lines && self->native && !self->trace);
