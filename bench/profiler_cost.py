@@ -4,7 +4,7 @@ noise on a shared VM is +-5%, and this VM has no hardware counters): the
 CPU time of the thread that runs the workload (CLOCK_THREAD_CPUTIME_ID:
 its user time, and its system time, where a park's signal delivery and
 futex calls land), with and without the profiler, in one process, in
-alternating chunks (A B B A ...), so that drift of the machine's load, the
+chunks in rotating order (A B C, B C A, ...), so that drift of the load, the
 process's memory layout and its warm caches fall on both alike:
 
     python bench/profiler_cost.py [--workloads fib,methods,...] [--chunks 10] [--rate 1000] [--quick]
@@ -16,9 +16,16 @@ before and stopped after it, outside the measured span: the span is what
 the program's thread pays while it is sampled. Printed: per workload the
 median over chunk pairs of the profiled chunk's thread CPU time over the
 plain one's, its spread (the pairs' lower and upper quartiles), the
-samples and parks per second of the program's CPU time, and the cost per
-park (the extra CPU time over the parks). bench/profilers.py runs it as
-the "program's thread cost at 1 kHz" line; the last line is JSON.
+samples and parks per second of the sampled chunks, and the cost per
+park (the extra CPU time over the parks). A third kind of chunk has every
+sample parked ahead of its walk (STACKWATCH_TEST_PARK_AHEAD=1: the stack
+at the instant the thread took the signal, whatever it was): its cost,
+and how far the default's leaf shares (samples by leaf function) lie from
+its, as a total variation distance, beside that of its own odd and even
+chunks (the noise): the default keeps an unparked walk when it is whole,
+and a walk is whole more often where the stack lives longer.
+bench/profilers.py runs it (the "thread 1k" column and the lines after
+the table); the last line is JSON.
 """
 import argparse
 import gc
@@ -68,16 +75,40 @@ def thread_cpu():
     return time.thread_time_ns(), ru.ru_utime, ru.ru_stime, ru.ru_nivcsw, time.perf_counter_ns()
 
 
+def leaf_counts(prof, into):
+    """Adds the profile's samples of this thread by leaf function to into."""
+    import threading
+    try:
+        stack = [prof.tree(threading.get_ident())]
+    except KeyError:
+        return   # (no sample of it: a tiny chunk)
+    while stack:
+        node = stack.pop()
+        if node.get("self"):
+            key = f"{node['name']} {node['filename']}"
+            into[key] = into.get(key, 0) + node["self"]
+        stack.extend(node["children"])
+
+
 def child(name, size, chunks, rate):
     from stackwatch.profiler import Profiler
     work = make(name, size)
     work()   # warm up
-    runs = {"plain": [], "sw": []}
+    # "ahead": every sample parked ahead of its walk (the tests' mode
+    # STACKWATCH_TEST_PARK_AHEAD=1, read when a profiler starts): taken at
+    # the instant the thread took the signal, whatever its stack, the
+    # reference for the default's leaf shares (a walk is whole more often
+    # where the stack lives longer).
+    kinds = ["plain", "sw", "ahead"]
+    runs = {k: [] for k in kinds}
+    leaves = {"sw": {}, "ahead": {}, "ahead_odd": {}, "ahead_even": {}}
     keys = ("ticks", "parked", "parked_ahead", "parked_ns", "failed", "stored")
-    stats = dict.fromkeys(keys, 0)
+    stats = {k: dict.fromkeys(keys, 0) for k in ("sw", "ahead")}
     for i in range(chunks):
-        for kind in (("plain", "sw") if i % 2 == 0 else ("sw", "plain")):
-            prof = Profiler(rate=rate) if kind == "sw" else None
+        for kind in kinds[i % 3:] + kinds[:i % 3]:
+            if kind == "ahead":
+                os.environ["STACKWATCH_TEST_PARK_AHEAD"] = "1"
+            prof = Profiler(rate=rate) if kind != "plain" else None
             gc.collect()
             if prof:
                 prof.start()
@@ -86,12 +117,25 @@ def child(name, size, chunks, rate):
             b = thread_cpu()
             if prof:
                 prof.stop()
+                os.environ.pop("STACKWATCH_TEST_PARK_AHEAD", None)
                 st = prof.stats()
                 for k in keys:
-                    stats[k] += st.get(k) or 0
+                    stats[kind][k] += st.get(k) or 0
+                leaf_counts(prof, leaves[kind])
+                if kind == "ahead":
+                    leaf_counts(prof, leaves["ahead_odd" if i % 2 else "ahead_even"])
             runs[kind].append([y - x for x, y in zip(a, b)])
-    print(json.dumps({"workload": name, "size": size, "rate": rate, "runs": runs, "stats": stats,
-                      "python": sys.version.split()[0]}))
+    print(json.dumps({"workload": name, "size": size, "rate": rate, "runs": runs, "stats": stats["sw"],
+                      "stats_ahead": stats["ahead"], "leaves": leaves, "python": sys.version.split()[0]}))
+
+
+def distance(a, b):
+    """Total variation distance of two leaf-count tables' shares (0: the
+    same shares, 1: none in common)."""
+    na, nb = sum(a.values()), sum(b.values())
+    if not na or not nb:
+        return None
+    return 0.5 * sum(abs(a.get(k, 0) / na - b.get(k, 0) / nb) for k in set(a) | set(b))
 
 
 def summary(res):
@@ -111,14 +155,23 @@ def summary(res):
             "samples_per_s": st["ticks"] / wall_s, "parks_per_s": parks / wall_s,
             "parked_share": parks / st["ticks"] if st["ticks"] else 0.0,
             "us_per_park": extra / parks * 1e6 if parks else None,
-            "failed": st["failed"], "ticks": st["ticks"]}
+            "failed": st["failed"], "ticks": st["ticks"],
+            "ahead_ratio": statistics.median(s[0] / p[0] for p, s in zip(plain, res["runs"]["ahead"])),
+            "leaf_distance": distance(res["leaves"]["sw"], res["leaves"]["ahead"]),
+            "leaf_noise": distance(res["leaves"]["ahead_odd"], res["leaves"]["ahead_even"])}
 
 
 def text(name, s):
     # (the extra time over the parks says a park's cost only where parks are most of it)
     per = f", {s['us_per_park']:.1f} us a park" if s["us_per_park"] is not None and s["parks_per_s"] >= 100 else ""
     return (f"{name} {s['ratio']:.4f}x [{s['q1']:.4f}-{s['q3']:.4f}] low {s['low']:.4f}x ({s['samples_per_s']:.0f} samples/s, "
-            f"{s['parks_per_s']:.0f} parks/s{per}, {s['failed']} failed of {s['ticks']})")
+            f"{s['parks_per_s']:.0f} parks/s{per}, {s['failed']} failed of {s['ticks']}); all parked ahead "
+            f"{s['ahead_ratio']:.4f}x; leaf shares off by {fmt_share(s['leaf_distance'])} from those parked "
+            f"ahead (their halves: {fmt_share(s['leaf_noise'])})")
+
+
+def fmt_share(v):
+    return "n/a" if v is None else f"{v:.1%}"
 
 
 def measure(python, names, chunks, rate, quick, timeout=300):

@@ -342,7 +342,9 @@ def cost_text(cost):
     rows = [f"{name}: {r['error']}" if "error" in r else profiler_cost.text(name, r["summary"])
             for name, r in cost.items()]
     return (f"{COST_COLUMN} (thread CPU time sw 1k / plain, median [quartiles] of the pairs; low: the "
-            f"chunks' lower quartiles' ratio; per second of the sampled chunks):\n  " + "\n  ".join(rows))
+            f"chunks' lower quartiles' ratio; per second of the sampled chunks; all parked ahead: every sample "
+            f"taken at the signal's instant, its cost and the default's leaf shares' total variation distance "
+            f"from it):\n  " + "\n  ".join(rows))
 
 
 def rate_text(mr):
