@@ -10,7 +10,9 @@ process's memory layout and its warm caches fall on both alike:
     python bench/profiler_cost.py [--workloads fib,methods,...] [--chunks 10] [--rate 1000] [--quick]
 
 Each workload runs in a process of its own (bench/workloads' make(), or
-tests/programs/gen_shapes.py's tree walk); a chunk is one call of the
+tests/programs/gen_shapes.py's tree walk; short_leaf, a tiny function
+called in a loop beside a long loop without calls, shows what the leaf
+shares below measure); a chunk is one call of the
 workload, the profiler (wall mode, stackwatch.profiler.Profiler) started
 before and stopped after it, outside the measured span: the span is what
 the program's thread pays while it is sampled. Printed: per workload the
@@ -43,7 +45,7 @@ ROOT = os.path.dirname(HERE)
 
 # name -> (full size, quick size): a chunk of ~0.1-0.2 s plain at full size
 WORKLOADS = {"fib": (28, 22), "methods": (150_000, 20_000), "richards": (30_000, 5_000),
-             "raytrace": (40, 10), "gen_shapes": (6, 2)}
+             "raytrace": (40, 10), "gen_shapes": (6, 2), "short_leaf": (250, 40)}
 
 
 def make(name, size):
