@@ -126,8 +126,9 @@ void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint6
     size_t n = 0;
     /* The frames of the running task's track, as a replay of the trace
      * would have them open: while the thread runs an asyncio task, those
-     * of its coroutines and what they call, not the loop's below them. */
-    int in_task = t->tb->task != 0, coroutines = 0, placed = 0;
+     * of its coroutines and what they call, and the frame that runs its
+     * step (asyncio's Handle._run), not the loop's below it. */
+    int in_task = t->tb->task != 0, coroutines = 0, placed = 0, last = 0;
     Py_INCREF(f);
     while (f) {
         PyCodeObject *co = PyFrame_GetCode(f);
@@ -135,8 +136,7 @@ void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint6
         int coroutine = (co->co_flags & (CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)) != 0;
         int here = !placed && (at ? co == at : 1);
         Py_DECREF(co);
-        if (in_task && coroutines && !coroutine)
-            break;
+        last = in_task && coroutines && !coroutine;
         coroutines |= coroutine;
         if (!(id & SW_ID_SKIP)) {   /* (not stackwatch's own frames) */
             char frame[48];
@@ -154,6 +154,8 @@ void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint6
             memcpy(text + n, frame, k);
             n += k;
         }
+        if (last)
+            break;
         Py_SETREF(f, PyFrame_GetBack(f));
     }
     Py_XDECREF(f);
