@@ -402,7 +402,9 @@ void sw_hook_eval_sync(int session_active)
     /* It also carries the per-thread trace and profile hooks to new threads. */
     need |= SW_MASK_PROFILE_HOOK | SW_MASK_TRACE_HOOK;
 #endif
-    int want = (session_active && !sw_S.no_calls) || (sw_D.slow & need);
+    /* (session_active: a session that records calls; one without them
+     * needs the hook only to carry those per-thread hooks, 3.9-3.11) */
+    int want = session_active || (sw_D.slow & need) || (sw_S.gen && (sw_D.file & need & ~SW_MASK_EVAL_HOOK));
     if (want && !sw_S.hook_installed) {
         install();
         return;
