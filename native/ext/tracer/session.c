@@ -141,12 +141,27 @@ static void lookup_name(sw_tracer_thread *t, unsigned long ident)
     PyObject *mod = name ? PyImport_GetModule(name) : NULL;
     Py_XDECREF(name);
     PyObject *active = mod ? PyObject_GetAttrString(mod, "_active") : NULL;
-    Py_XDECREF(mod);
     PyObject *key = active ? PyLong_FromUnsignedLong(ident) : NULL;
     PyObject *thread = (active && key && PyDict_Check(active)) ? PyDict_GetItemWithError(active, key) : NULL;
     Py_XINCREF(thread);
-    Py_XDECREF(key);
     Py_XDECREF(active);
+    /* Not registered yet (its first records, in threading's own code, come
+     * before): in threading's _limbo, by its _ident once it has one. */
+    PyObject *limbo = !thread && key && mod && !PyErr_Occurred() ? PyObject_GetAttrString(mod, "_limbo") : NULL;
+    if (limbo && PyDict_Check(limbo)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (!thread && PyDict_Next(limbo, &pos, &k, &v)) {
+            PyObject *id = PyObject_GetAttrString(v, "_ident");
+            if (id && PyLong_Check(id) && PyObject_RichCompareBool(id, key, Py_EQ) == 1)
+                thread = Py_NewRef(v);
+            Py_XDECREF(id);
+            PyErr_Clear();
+        }
+    }
+    Py_XDECREF(limbo);
+    Py_XDECREF(key);
+    Py_XDECREF(mod);
     PyObject *tname = thread ? PyObject_GetAttrString(thread, "_name") : NULL;
     Py_XDECREF(thread);
     PyErr_Clear();

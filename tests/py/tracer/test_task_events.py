@@ -1728,6 +1728,7 @@ def test_a_trace_without_calls_holds_the_same_task_events(tmp_path):
         docs[name] = read_task_events(out)
     t = Trace(str(tmp_path / "without.swt"))
     assert t.meta.get("calls") == 0 and not t.calls
+    assert "putter" in {th["name"] for th in t.threads}   # (named with no frame hook: found in threading's _limbo)
     assert all(not t.events(pos) for pos in range(len(t.threads)))   # (no call records)
     assert Trace(str(tmp_path / "with.swt")).calls
 
