@@ -11,7 +11,8 @@ tasks: {"id" (0: a thread's own task), "name" (unique in the document:
 "creation_stack" (the creator's open frames then, innermost first, each
 {"function", "file", "line"}: a line only at the program's frame that made
 it; for the tasks of creators beyond the CREATION_REPLAYS busiest, that
-frame alone), "exit_t_ns", "outcome" ("result", "exception", "cancelled"),
+frame alone; in a trace without calls, format 1.20, the TASK_STACK
+written with its creation), "exit_t_ns", "outcome" ("result", "exception", "cancelled"),
 "result" (a repr), "result_unknown" (True: a greenlet that ended with a
 result no switch() of ours returned: one that began before task events,
 ending into a parent that waits in greenlet's own switch), "at_start" (a thread alive as task events started:
