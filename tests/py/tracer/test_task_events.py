@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import needs_module, run_traced, write
+from conftest import needs_module, perfetto_timeline, run_traced, write
 from conftest import run as run_cli
 from stackwatch import Trace
 from stackwatch.taskviews.analysis import analyze
@@ -1769,6 +1769,10 @@ def test_a_trace_without_calls_holds_the_same_task_events(tmp_path):
     assert {"the consumer", "putter"} <= {n.split(" (")[0] for n in names}, names
     r = run_cli(["export", str(tmp_path / "without.swt"), "-o", str(tmp_path / "f.html")])
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "without calls" in r.stderr, r.stderr
+    timeline = perfetto_timeline(tmp_path / "without.swt", tmp_path / "t.pftrace")   # (a track per task)
+    tracks = {td.name or td.thread.thread_name for td in timeline.tracks.values()}
+    named = {re.sub(r" #\d+$", "", k["name"]) for k in without["tasks"]}   # (the document's "name #2": a second one)
+    assert named <= tracks and timeline.instants and not timeline.slices, named - tracks
 
 # Modules task events hook or that come with them (multiprocessing brings
 # pickle, tempfile, bz2, lzma; asyncio brings ssl and concurrent.futures).
