@@ -1773,6 +1773,12 @@ def test_a_trace_without_calls_holds_the_same_task_events(tmp_path):
     tracks = {td.name or td.thread.thread_name for td in timeline.tracks.values()}
     named = {re.sub(r" #\d+$", "", k["name"]) for k in without["tasks"]}   # (the document's "name #2": a second one)
     assert named <= tracks and timeline.instants and not timeline.slices, named - tracks
+    # What cannot be recorded without calls: one line each, before the program runs.
+    for words, said in ((["--no-trace"], "needs --events"), (["--no-trace", "--events", "tasks", "--format", "html"],
+                        "drawn from the call records"), (["--no-trace", "--events", "tasks", "--cpu"], "--cpu")):
+        r = run_cli(["run", *words, "-o", str(tmp_path / "no.swt"), prog])
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and said in r.stderr, r.stderr
+    assert not (tmp_path / "no.swt").exists() and not (tmp_path / "no.flamegraph.html").exists()
 
 # Modules task events hook or that come with them (multiprocessing brings
 # pickle, tempfile, bz2, lzma; asyncio brings ssl and concurrent.futures).
