@@ -225,6 +225,7 @@ static int install(int park, char *err, size_t errlen)
         request_mu = fresh;
         atomic_store(&req.state, IDLE);
         atomic_store(&req.sleepers, 0);
+        atomic_store(&in_handler, 0);   /* (nor do threads that were in the handler) */
         atomic_store(&n_answered, atomic_load(&n_sent));
     }
     if (!park && users) {
