@@ -64,10 +64,10 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
     if ((!sw_S.gen && !others) || n < 1 || !PyCode_Check(args[0]))
         Py_RETURN_NONE;
     sw_tracer_thread *t = &sw_TT;
-    if (sw_T.busy)
+    if (sw_T.calls_off)
         Py_RETURN_NONE;
     int file = sw_S.gen && (t->session == sw_S.gen || sw_thread_attach(t));
-    if (sw_T.busy)
+    if (sw_T.calls_off)
         Py_RETURN_NONE;
     if (t->mon_gen != sw_S.gen) {
         t->mon_depth = 0;
@@ -118,7 +118,7 @@ void sw_init_gap_exit(int kind, PyObject *code, int line)
     t->mon_depth--;
     if ((top & REC_FILE) && sw_S.gen && t->session == sw_S.gen)
         sw_tbuf_exit(t->tb, sw_event_now(t->tb), op);
-    if ((top & REC_EMIT) && others_want(kind) && !sw_T.busy)
+    if ((top & REC_EMIT) && others_want(kind) && !sw_T.calls_off)
         sw_emit_frame_rec(kind, (code && PyCode_Check(code)) ? (PyCodeObject *)code : NULL, line,
                           sw_S.gen && !(top & REC_FILE));
 }

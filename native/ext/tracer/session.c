@@ -31,6 +31,7 @@ static uint64_t gen_counter;
 static void set_gen(uint64_t gen)
 {
     sw_S.gen = gen;
+    sw_S.quiet_wake = 0;
     sw_tstate_session_gen = (gen && !sw_S.max_depth) ? gen : 0;
     sw_session_fast_refresh();
 }
@@ -120,7 +121,8 @@ static void lookup_name(sw_tracer_thread *t, unsigned long ident);
 
 void sw_session_fast_refresh(void)
 {
-    sw_S.fast_gen = (sw_S.gen && sw_S.fast_variant_ok && !(sw_D.slow & SW_MASK_CALLS)) ? sw_S.gen : ~(uint64_t)0;
+    sw_S.fast_gen = (sw_S.gen && sw_S.fast_variant_ok && !(sw_D.slow & SW_MASK_CALLS) && !sw_S.quiet_wake)
+                        ? sw_S.gen : ~(uint64_t)0;
     sw_S.fast_tag = (sw_S.fast_gen & 0xffffffffu) << 3;
 }
 

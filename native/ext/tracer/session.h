@@ -58,6 +58,13 @@ typedef struct sw_session {
     int c_calls;             /* record calls of builtin/extension functions */
     int cython;              /* record Cython's profiled functions (cython_frames.c) */
     int cpu_ids;             /* --cpu: the CPU of every Python event (sw_event_now) */
+    unsigned long quiet_wake;   /* the thread (ident) of an event loop that
+                              * stackwatch wakes, idle, to list its tasks:
+                              * quiet from its next frame (task_wrappers.c
+                              * asyncio_wake_quiet), else 0; the fast path
+                              * is off while it is set */
+    const void *quiet_wake_code;   /* the code its loop waits in (its
+                              * selector's select; only compared) */
     pthread_mutex_t lock;
     pthread_key_t key;       /* only for its destructor (thread exit) */
     int key_made;

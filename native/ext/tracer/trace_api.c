@@ -190,6 +190,29 @@ static PyObject *py_region_end(PyObject *self, PyObject *unused)
     return record_region(NULL);
 }
 
+/* fn(*args) of the tuple args, with this thread marked busy (quiet: 0)
+ * or quiet (1) meanwhile. */
+static PyObject *call_marked(PyObject *args, int quiet, const char *what)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 1 || !PyCallable_Check(PyTuple_GET_ITEM(args, 0)))
+        return PyErr_Format(PyExc_TypeError, "%s(fn, *args): fn must be callable", what);
+    PyObject *rest = PyTuple_GetSlice(args, 1, n);
+    if (!rest)
+        return NULL;
+    if (quiet)
+        sw_quiet_enter(&sw_T);
+    else
+        sw_busy_enter(&sw_T);
+    PyObject *r = PyObject_Call(PyTuple_GET_ITEM(args, 0), rest, NULL);
+    if (quiet)
+        sw_quiet_exit(&sw_T);
+    else
+        sw_busy_exit(&sw_T);
+    Py_DECREF(rest);
+    return r;
+}
+
 /* unrecorded(fn, *args): calls fn(*args) with this thread marked busy, as
  * for a handler: stackwatch's own Python work inside the traced window
  * (setting up following, the finisher) and every call it makes are not
@@ -197,19 +220,22 @@ static PyObject *py_region_end(PyObject *self, PyObject *unused)
 static PyObject *py_unrecorded(PyObject *self, PyObject *args)
 {
     (void)self;
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
-    if (n < 1 || !PyCallable_Check(PyTuple_GET_ITEM(args, 0))) {
-        PyErr_SetString(PyExc_TypeError, "unrecorded(fn, *args): fn must be callable");
-        return NULL;
-    }
-    PyObject *rest = PyTuple_GetSlice(args, 1, n);
-    if (!rest)
-        return NULL;
-    sw_busy_enter(&sw_T);
-    PyObject *r = PyObject_Call(PyTuple_GET_ITEM(args, 0), rest, NULL);
-    sw_busy_exit(&sw_T);
-    Py_DECREF(rest);
-    return r;
+    return call_marked(args, 0, "unrecorded");
+}
+
+/* quiet(fn, *args): calls fn(*args) with this thread marked quiet:
+ * stackwatch's own work that records the program's state (the tasks alive
+ * as task events start): its calls are not recorded, its task events
+ * are. */
+static PyObject *py_quiet(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return call_marked(args, 1, "quiet");
+}
+
+int sw_trace_api_is_quiet(PyObject *fn)
+{
+    return fn && PyCFunction_Check(fn) && ((PyCFunctionObject *)fn)->m_ml->ml_meth == py_quiet;
 }
 
 static PyMethodDef methods[] = {
@@ -221,6 +247,8 @@ static PyMethodDef methods[] = {
      "stop(end=None) -> dict of totals; end: more END keys (str -> int)"},
     {"is_tracing", py_is_tracing, METH_NOARGS, "is_tracing() -> bool"},
     {"unrecorded", py_unrecorded, METH_VARARGS, "unrecorded(fn, *args): fn(*args), its calls not recorded"},
+    {"quiet", py_quiet, METH_VARARGS,
+     "quiet(fn, *args): fn(*args), its calls not recorded, the task events it records kept"},
     {"_after_fork_child", py_after_fork_child, METH_NOARGS, "forget the parent's session (fork child) -> whether there was one"},
     {"_flush_all", py_flush_all, METH_NOARGS, "write every event recorded so far, tracing going on (before exec)"},
     {"_before_fork", py_before_fork, METH_NOARGS, "stop the background flusher before fork()"},
