@@ -148,7 +148,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
     int others = (sw_D.slow & SW_MASK_CALLS) != 0;
     if (others)
         sw_recursion_attach(t);
-    int file = sw_thread_attach(t);
+    int file = !sw_S.no_calls && sw_thread_attach(t);   /* (a session with no calls records no frame) */
 #if PY_VERSION_HEX < 0x030C0000
     if (SW_UNLIKELY(t->hooks_gen != sw_D.hooks_gen)) {
         /* A thread the trace / profile hooks have not reached yet. */
@@ -431,7 +431,9 @@ void sw_hook_eval_sync(int session_active)
     /* It also carries the per-thread trace and profile hooks to new threads. */
     need |= SW_MASK_PROFILE_HOOK | SW_MASK_TRACE_HOOK;
 #endif
-    int want = session_active || (sw_D.slow & need);
+    /* (session_active: a session that records calls; one without them
+     * needs the hook only to carry those per-thread hooks, 3.9-3.11) */
+    int want = session_active || (sw_D.slow & need) || (sw_S.gen && (sw_D.file & need & ~SW_MASK_EVAL_HOOK));
     if (want && !sw_S.hook_installed) {
         install();
         return;

@@ -133,7 +133,7 @@ static void apply_in_python(uint32_t mask, uint32_t slow, int session)
 static void switch_mechanisms(void)
 {
     uint32_t mask = sw_D.mask, slow = sw_D.slow;
-    int session = sw_S.gen != 0;
+    int session = sw_session_calls();   /* (a session with no calls needs no frame mechanism) */
     sw_session_fast_refresh();
     sw_hook_eval_sync(session);
     sw_events_thread_sync();

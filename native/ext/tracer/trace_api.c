@@ -21,17 +21,17 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"path", "chunk_bytes", "ring_bytes", "max_depth", "allow_tsc", "meta",
-                             "include", "exclude", "c_calls", "flush_interval", "events", "lines", "kernel", "cython", "native_include", "native_exclude", "cpu", NULL};
+                             "include", "exclude", "c_calls", "flush_interval", "events", "lines", "kernel", "cython", "native_include", "native_exclude", "cpu", "calls", NULL};
     PyObject *path_obj;
     Py_ssize_t chunk = 256 * 1024, ring = 0, max_depth = 0;
-    int allow_tsc = 1, c_calls = 0, cython = 0, cpu = 0;
+    int allow_tsc = 1, c_calls = 0, cython = 0, cpu = 0, calls = 1;
     double flush_interval = 0.25;
     unsigned long events = 0;
     PyObject *meta = NULL, *inc = Py_None, *exc = Py_None, *lines = Py_None, *ninc = Py_None, *nexc = Py_None;
     const char *kernel = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOpdkOzpOOp", kwlist, PyUnicode_FSConverter, &path_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOpdkOzpOOpp", kwlist, PyUnicode_FSConverter, &path_obj,
                                      &chunk, &ring, &max_depth, &allow_tsc, &meta, &inc, &exc, &c_calls,
-                                     &flush_interval, &events, &lines, &kernel, &cython, &ninc, &nexc, &cpu))
+                                     &flush_interval, &events, &lines, &kernel, &cython, &ninc, &nexc, &cpu, &calls))
         return NULL;
     if (chunk < 4096 || chunk > (Py_ssize_t)(SW_CHUNK_MAX / 2)) {
         Py_DECREF(path_obj);
@@ -50,12 +50,18 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(path_obj);
         return PyErr_Format(PyExc_ValueError, "invalid event mask %lu", events);
     }
+    if (!calls && (c_calls || cython || cpu || max_depth)) {
+        Py_DECREF(path_obj);
+        return PyErr_Format(PyExc_ValueError, "%s describes the call records: it cannot go with calls=False",
+                            c_calls ? "c_calls" : cython ? "cython" : cpu ? "cpu" : "max_depth");
+    }
     if (sw_native_frames_filters(ninc, nexc) < 0) {
         Py_DECREF(path_obj);
         return NULL;
     }
     sw_start_opts o = {PyBytes_AS_STRING(path_obj), (size_t)chunk, (size_t)ring, (uint32_t)max_depth,
-                       allow_tsc, meta, inc, exc, c_calls, flush_interval, (uint32_t)events, lines, cython, cpu};
+                       allow_tsc, meta, inc, exc, c_calls, flush_interval, (uint32_t)events, lines, cython, cpu,
+                       !calls};
     int rc = sw_session_start(&o);
     Py_DECREF(path_obj);
     if (rc < 0)

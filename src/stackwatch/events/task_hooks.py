@@ -538,7 +538,12 @@ def _thread_start(orig):
                              (f.f_code, f.f_lineno or 0) if f is not None else None)
         except Exception:
             pass
-        return orig(self)
+        r = orig(self)
+        try:   # (started: its native id known) a trace without calls records the stack that started it
+            _hooks.task_stack(self.native_id or 0, sys._getframe(1))
+        except Exception:
+            pass
+        return r
     return start
 
 
