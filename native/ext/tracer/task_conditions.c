@@ -39,7 +39,11 @@ static uint64_t names_gen;     /* +1 at each stackwatch.name(): the channel name
 
 /* What a Condition's callers wait for, kept by Condition and caller's
  * code (both compared by address; the Condition weakly held, the code
- * held: its address is never another code's). */
+ * held: its address is never another code's), in either of two slots (a
+ * queue's two Conditions and its get and put are four entries: two of
+ * them in one slot, each taking the other's place, called
+ * task_hooks._cond_what at every wait and notify, ~20k instructions,
+ * in some processes and not others, as the addresses fell). */
 #define WHAT_CACHE 64
 static struct {
     void *cond;
@@ -90,17 +94,24 @@ static PyFrameObject *caller(void)
 static int what(PyObject *cond, PyFrameObject *f, int *reason, PyObject **channel)
 {
     PyCodeObject *co = f ? PyFrame_GetCode(f) : NULL;
-    size_t slot = (((uintptr_t)cond >> 4) ^ (((uintptr_t)co >> 4) * 31u)) % WHAT_CACHE;
-    if (what_cache[slot].cond == (void *)cond && what_cache[slot].code == co && what_cache[slot].gen == names_gen) {
-        PyObject *o = sw_tasks_weak_target(what_cache[slot].cond_ref);
-        Py_XDECREF(o);
-        if (o == cond) {
-            Py_XDECREF(co);
-            *reason = what_cache[slot].reason;
-            *channel = Py_NewRef(what_cache[slot].channel);
-            return 0;
+    size_t first = (((uintptr_t)cond >> 4) ^ (((uintptr_t)co >> 4) * 31u)) % WHAT_CACHE, slot = first;
+    for (int way = 0; way < 2; way++, slot = first ^ 1) {
+        if (what_cache[slot].cond == (void *)cond && what_cache[slot].code == co && what_cache[slot].gen == names_gen) {
+            PyObject *o = sw_tasks_weak_target(what_cache[slot].cond_ref);
+            Py_XDECREF(o);
+            if (o == cond) {
+                Py_XDECREF(co);
+                *reason = what_cache[slot].reason;
+                *channel = Py_NewRef(what_cache[slot].channel);
+                return 0;
+            }
         }
     }
+    /* (a miss: kept in a slot with no entry of the names now, else in turn) */
+    static unsigned turn;
+    int held0 = what_cache[first].cond && what_cache[first].gen == names_gen;
+    int held1 = what_cache[first ^ 1].cond && what_cache[first ^ 1].gen == names_gen;
+    slot = !held0 ? first : !held1 ? first ^ 1 : first ^ (turn++ & 1u);
     PyObject *r = PyObject_CallFunctionObjArgs(what_of, cond, f ? (PyObject *)f : Py_None, NULL);
     PyObject *ref = r ? PyWeakref_NewRef(cond, NULL) : NULL;
     int ok = ref && PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 2 && PyLong_Check(PyTuple_GET_ITEM(r, 0)) &&
