@@ -404,6 +404,27 @@ def test_a_slot_reused_by_a_call_of_the_same_size(tmp_path):
 
 
 @pytest.mark.timing
+@pytest.mark.versions("3.13")
+def test_a_slot_of_the_same_size_in_a_thread_that_cannot_be_parked(tmp_path):
+    """The same loop in a thread that blocks every signal (slot_reuse.py
+    `same blocked`): its parks fail, it is muted and read unparked for a
+    while, its walks checked strictly. Before such walks were asked whether
+    each caller holds its callee (pystack.c callees_held), h2 called by f2
+    passed the check whenever a whole round of the loop fell within each of
+    the walk's two system calls: 4 samples in 57,161 in 10 runs on 3.13
+    with a core busy (and once in 41 runs of the plain `same` loop, whose
+    park had timed out and muted it: 4 in 232 muted walks). Now the walk is
+    retried once, then failed: 0 in 56,054."""
+    path = run_sampled(tmp_path, [str(PROGRAMS / "slot_reuse.py"), "10", "200000", "same", "blocked"],
+                       "slot_reuse_blocked", interval="50us")
+    checked, differ, skipped = compare(path)
+    report("slot_reuse same blocked", checked, differ, skipped)
+    assert int(Trace(path).meta["sampler.park_failed"]) >= 1   # (it was muted)
+    assert checked >= 1000
+    assert not differ
+
+
+@pytest.mark.timing
 @pytest.mark.versions("3.12", "3.13")
 def test_frames_entered_from_c(tmp_path):
     """3.12+: Python code that C code enters again and again
