@@ -1534,8 +1534,13 @@ static int frames_fit(sw_pystack *r, uint32_t n)
  * `same` thread for 256 rounds, and a whole round of its loop within
  * each of the walk's two system calls gave h2 called by f2, still_whole
  * passing: 4 samples in 232 such walks, 1 run in 40 on 3.13, load 17.)
- * Pairs of frames both in the copied window, next to each other in the
- * walk but for C-stack shims between. 1 if every such pair holds. */
+ * The caller's dead stack slots count too: on 3.11/3.12 a function that
+ * took the slot and whose stack never reaches the word where its
+ * predecessor's callee's function was left still "holds" it (not closed;
+ * on 3.13 the return value overwrites that word: docs/architecture.md
+ * "Stale words"). Pairs of frames both in the copied window, next to each
+ * other in the walk but for C-stack shims between. 1 if every such pair
+ * holds. */
 static int callees_held(sw_pystack *r, const window *w)
 {
     const sw_py_layout *l = &r->l;

@@ -14,7 +14,7 @@ walk torn that way passed every check made while the thread runs (h2
 called by f2 in a few samples in 30,000 on 3.11 and 3.13, none on 3.12):
 f2 does not hold h2's function, so such a walk is now redone parked
 (pystack.c callees_held; docs/architecture.md "Torn stacks"). Run on 3.11
-by tests/py/tracer/test_sample_vs_trace.py.
+and 3.13 by tests/py/tracer/test_sample_vs_trace.py.
 
 With `blocked` too, the thread blocks every signal first, so that it
 cannot be parked: the sampler mutes it and reads it unparked, as a thread
