@@ -407,8 +407,8 @@ def test_a_slot_reused_by_a_call_of_the_same_size(tmp_path):
 @pytest.mark.timing
 @pytest.mark.versions("3.13")
 def test_a_slot_of_the_same_size_in_a_thread_that_cannot_be_parked(tmp_path):
-    """The same loop in a thread that blocks every signal (slot_reuse.py
-    `same blocked`): its parks fail, it is muted and read unparked for a
+    """The same loop in a thread that blocks the sampler's signal
+    (slot_reuse.py `same blocked`): its parks fail, it is muted and read unparked for a
     while, its walks checked strictly. Before such walks were asked whether
     each caller holds its callee (pystack.c callees_held), h2 called by f2
     passed the check whenever a whole round of the loop fell within each of
@@ -416,7 +416,10 @@ def test_a_slot_of_the_same_size_in_a_thread_that_cannot_be_parked(tmp_path):
     with a core busy (and once in 41 runs of the plain `same` loop, whose
     park had timed out and muted it: 4 in 232 muted walks). Now the walk is
     retried once, then failed: 0 in 56,054 (10 runs), and 0 in 231,789 in
-    66 runs more, 21 of them with a core busy (load 9-24)."""
+    66 runs more, 21 of them with a core busy (load 9-24). (Those runs
+    blocked every signal; 3 of them had 10-21 samples, the sampler making
+    31-63 rounds in 1.4-2.5 s, not understood. Blocking only the sampler's
+    signal: 0 in 51,609 in 14 runs, each at least 2,564.)"""
     path = run_sampled(tmp_path, [str(PROGRAMS / "slot_reuse.py"), "10", "200000", "same", "blocked"],
                        "slot_reuse_blocked", interval="50us")
     checked, differ, skipped = compare(path)
