@@ -354,7 +354,7 @@ def sampled_slot_reuse(tmp_path, args, name, leaves):
     path = run_sampled(tmp_path, [str(PROGRAMS / "slot_reuse.py"), *args], name.replace(" ", "_"), interval="50us")
     checked, differ, skipped = compare(path)
     report(name, checked, differ, skipped)
-    assert checked >= 1000
+    assert checked >= 500   # (2,500-6,400 on a quiet machine; fewer when the sampler waits for a CPU)
     got = {s.stack[-1].name for s in Trace(path).samples() if s.stack}
     assert leaves <= got, got
     assert not differ
@@ -425,7 +425,7 @@ def test_a_slot_of_the_same_size_in_a_thread_that_cannot_be_parked(tmp_path):
     checked, differ, skipped = compare(path)
     report("slot_reuse same blocked", checked, differ, skipped)
     assert int(Trace(path).meta["sampler.park_failed"]) >= 1   # (it was muted)
-    assert checked >= 1000
+    assert checked >= 500
     assert not differ
 
 
