@@ -1527,10 +1527,20 @@ static int frames_fit(sw_pystack *r, uint32_t n)
  * under map) or is a dead frame still linked to a slot that a call of
  * another function took since, the same-size slot case of frames_fit,
  * which no read made while the thread runs tells (docs/architecture.md
- * "Torn stacks"). Either way an unparked walk is redone parked (a muted
- * thread's walks are not asked: each genuine call from C would fail them
- * all). Pairs of frames both in the copied window, next to each other in
- * the walk but for C-stack shims between. 1 if every such pair holds. */
+ * "Torn stacks"). Either way an unparked walk is redone parked; a thread
+ * that cannot be parked (muted) has its walk retried once, then failed,
+ * so that its genuine calls from C fail while it is muted. (They were not
+ * asked before: a park timed out on a busy machine muted slot_reuse.py's
+ * `same` thread for 256 rounds, and a whole round of its loop within
+ * each of the walk's two system calls gave h2 called by f2, still_whole
+ * passing: 4 samples in 232 such walks, 1 run in 40 on 3.13, load 17.)
+ * The caller's dead stack slots count too: on 3.11/3.12 a function that
+ * took the slot and whose stack never reaches the word where its
+ * predecessor's callee's function was left still "holds" it (not closed;
+ * on 3.13 the return value overwrites that word: docs/architecture.md
+ * "Stale words"). Pairs of frames both in the copied window, next to each
+ * other in the walk but for C-stack shims between. 1 if every such pair
+ * holds. */
 static int callees_held(sw_pystack *r, const window *w)
 {
     const sw_py_layout *l = &r->l;
@@ -2529,6 +2539,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         /* (the counter of code objects made, read in the same read as ts
          * and after its frames: trusted_by_counter) */
         r->counter_now = g && g->counter_ok ? g->counter : 0;
+        int unheld = 0;   /* (walks whose callers did not hold their callees) */
         for (int torn = 0;; torn++) {
             r->walk_early = 0;
             if (l->frames_kind != SW_FRAMES_INTERP) {
@@ -2549,10 +2560,16 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
              * waiting without the GIL cannot change its stack, and its
              * callers need not hold their callees: a pool thread in
              * Event.wait called as a bound method was parked at every round,
-             * its wait interrupted, 3,500 times in a 1 s run.) */
-            if (n >= 0 && park && l->frames_kind == SW_FRAMES_INTERP &&
-                (!r->gil_known || r->gil_holder == tstate) && !callees_held(r, &w))
+             * its wait interrupted, 3,500 times in a 1 s run.) Asked of a
+             * thread that cannot be parked (muted) too: its walk is then
+             * retried once, then failed (a call from C, whose caller never
+             * holds the callee, fails every such walk: counted, not stored;
+             * see callees_held). */
+            if (n >= 0 && (park || strict) && l->frames_kind == SW_FRAMES_INTERP &&
+                (!r->gil_known || r->gil_holder == tstate) && !callees_held(r, &w)) {
                 n = WALK_TORN;
+                unheld++;
+            }
             if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && strict && !objects_whole(r, (uint32_t)n))
                 n = WALK_TORN;
             for (int retry = 0; !park && n < 0 && l->frames_kind == SW_FRAMES_OBJECTS && retry < OBJECT_RETRIES;
@@ -2575,7 +2592,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             /* 3.11+: torn (a generator left under the reader): the whole read
              * again, from the thread state. */
             r->st.torn++;
-            if (torn == TORN_RETRIES || sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) != SW_OK ||
+            if (torn == TORN_RETRIES || unheld > 1 || sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) != SW_OK ||
                 u64_at(ts2, l->tstate_interp) != r->interp || leaf_frame(r, tstate, ts2, NULL, &frame) != 0)
                 break;
             ts = ts2;

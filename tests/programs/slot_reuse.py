@@ -14,10 +14,16 @@ walk torn that way passed every check made while the thread runs (h2
 called by f2 in a few samples in 30,000 on 3.11 and 3.13, none on 3.12):
 f2 does not hold h2's function, so such a walk is now redone parked
 (pystack.c callees_held; docs/architecture.md "Torn stacks"). Run on 3.11
-by tests/py/tracer/test_sample_vs_trace.py.
+and 3.13 by tests/py/tracer/test_sample_vs_trace.py.
 
-    python slot_reuse.py [DEPTH [ROUNDS [same]]]
+With `blocked` too, the thread blocks the sampler's signal (SIGRTMAX - 3,
+nativestack.c) first, so that it cannot be parked: the sampler mutes it and reads it unparked, as a thread
+that blocks the signal or times out a park on a busy machine (pystack.c
+sample_thread: such a walk must pass callees_held too).
+
+    python slot_reuse.py [DEPTH [ROUNDS [same [blocked]]]]
 """
+import signal
 import sys
 
 R = range(100)
@@ -68,5 +74,7 @@ def down(k, n, same):
 
 
 if __name__ == "__main__":
+    if sys.argv[4:5] == ["blocked"]:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGRTMAX - 3})
     down(int(sys.argv[1]) if len(sys.argv) > 1 else 10, int(sys.argv[2]) if len(sys.argv) > 2 else 100000,
          len(sys.argv) > 3 and sys.argv[3] == "same")

@@ -354,7 +354,7 @@ def sampled_slot_reuse(tmp_path, args, name, leaves):
     path = run_sampled(tmp_path, [str(PROGRAMS / "slot_reuse.py"), *args], name.replace(" ", "_"), interval="50us")
     checked, differ, skipped = compare(path)
     report(name, checked, differ, skipped)
-    assert checked >= 1000
+    assert checked >= 500   # (2,500-6,400 on a quiet machine; fewer when the sampler waits for a CPU)
     got = {s.stack[-1].name for s in Trace(path).samples() if s.stack}
     assert leaves <= got, got
     assert not differ
@@ -385,7 +385,7 @@ def test_a_slot_reused_by_the_next_call(tmp_path):
 
 
 @pytest.mark.timing
-@pytest.mark.versions("3.11")
+@pytest.mark.versions("3.11", "3.13")
 def test_a_slot_reused_by_a_call_of_the_same_size(tmp_path):
     """The same loop with f2 and g2, whose frames are of one size
     (slot_reuse.py `same`): h2's dead frame above f2 fits, and a walk torn
@@ -394,13 +394,39 @@ def test_a_slot_reused_by_a_call_of_the_same_size(tmp_path):
     Now a muted thread's walks are checked strictly too, and a walk whose
     caller does not hold its callee's function is redone parked (pystack.c
     callees_held; docs/architecture.md "Torn stacks"): 0 in 22 runs here on
-    3.11, some with a core busy. Not on 3.13: 1 run of 48 there had one
-    sample that differed, not captured (a run with 80 samples of no
-    program frame, none in the others)."""
+    3.11, some with a core busy. On 3.13 1 run of 48 had one sample that
+    differed: a muted thread's walk, which callees_held was not asked of
+    (next test); since, 0 in 392,196 samples in 66 runs on 3.13, 21 of
+    them with a core busy (load 9-24)."""
     slot_reuse = slot_reuse_program()
     f2, g2 = slot_reuse.f2.__code__, slot_reuse.g2.__code__
     assert (f2.co_stacksize, f2.co_nlocals) == (g2.co_stacksize, g2.co_nlocals)
     sampled_slot_reuse(tmp_path, ["10", "300000", "same"], "slot_reuse same", {"f2", "h2"})
+
+
+@pytest.mark.timing
+@pytest.mark.versions("3.13")
+def test_a_slot_of_the_same_size_in_a_thread_that_cannot_be_parked(tmp_path):
+    """The same loop in a thread that blocks the sampler's signal
+    (slot_reuse.py `same blocked`): its parks fail, it is muted and read unparked for a
+    while, its walks checked strictly. Before such walks were asked whether
+    each caller holds its callee (pystack.c callees_held), h2 called by f2
+    passed the check whenever a whole round of the loop fell within each of
+    the walk's two system calls: 4 samples in 57,161 in 10 runs on 3.13
+    with a core busy (and once in 41 runs of the plain `same` loop, whose
+    park had timed out and muted it: 4 in 232 muted walks). Now the walk is
+    retried once, then failed: 0 in 56,054 (10 runs), and 0 in 231,789 in
+    66 runs more, 21 of them with a core busy (load 9-24). (Those runs
+    blocked every signal; 3 of them had 10-21 samples, the sampler making
+    31-63 rounds in 1.4-2.5 s, not understood. Blocking only the sampler's
+    signal: 0 in 51,609 in 14 runs, each at least 2,564.)"""
+    path = run_sampled(tmp_path, [str(PROGRAMS / "slot_reuse.py"), "10", "200000", "same", "blocked"],
+                       "slot_reuse_blocked", interval="50us")
+    checked, differ, skipped = compare(path)
+    report("slot_reuse same blocked", checked, differ, skipped)
+    assert int(Trace(path).meta["sampler.park_failed"]) >= 1   # (it was muted)
+    assert checked >= 500
+    assert not differ
 
 
 @pytest.mark.timing
