@@ -50,7 +50,7 @@
 #include "ext/tracer/session.h"
 #include "ext/tracer/tasks.h"
 #include "ext/tracer/trace_api.h"
-#include "procmem/asyncio_layout.h"
+#include "procmem/procmem.h"
 
 #include <string.h>
 #include <sys/syscall.h>
