@@ -2786,8 +2786,9 @@ int sw_pystack_block_check(int pid, char *err, size_t errlen)
 {
     /* A main thread that does not stop in time (asleep in the kernel) does
      * not refuse: it can be stopped, later; its rounds fail meanwhile. */
+    err[0] = '\0';
     int rc = sw_freeze_check(pid, pid, err, errlen);
-    if (rc == SW_EARG)
+    if (rc == SW_EARG && !err[0])   /* (a zombie main thread: err says so) */
         snprintf(err, errlen, "process %d: no such process", pid);
     return rc == SW_OK || rc == SW_ESTATE ? SW_OK : SW_EIO;
 }
