@@ -11,7 +11,11 @@ bench/README.md):
    asks for in that time. Each cell gets 2-5 runs, capped by time
    (bench/benchlib.py): py-spy in blocking mode at 10 kHz, which can slow
    the program 10-14x, gets two. A workload's row is printed as soon as
-   its cells are measured;
+   its cells are measured. Its last column, "thread 1k", is the program's
+   thread cost at 1 kHz (bench/profiler_cost.py: the workload thread's CPU
+   time profiled over plain, in alternating chunks in one process), which
+   can show 1% where wall time cannot; a line after the table gives it for
+   gen_shapes' tree walk too, with the parks per second and their cost;
 2. stackwatch at 1 kHz under callgrind (with_cg, not quick): the
    instructions of fib's thread in the region over plain's, the
    sampler's rate divided by callgrind's slowdown of plain's CPU time (so
@@ -38,6 +42,7 @@ import tempfile
 import time
 
 import benchlib
+import profiler_cost
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -57,6 +62,11 @@ CONFIGS = {
     "py-spy nb 1k": ("none", [], ["--rate", "1000", "--nonblocking"], 1000),
     "py-spy nb 10k": ("none", [], ["--rate", "10000", "--nonblocking"], 10000),
 }
+
+# The program's thread cost at 1 kHz (issue 20: within 1%): chunk pairs
+# per workload (bench/profiler_cost.py; ~3-5 s a workload at full size).
+COST_CHUNKS = 12
+COST_COLUMN = "program's thread cost at 1 kHz"
 
 # A cell runs again (up to 5 runs) only while its runs so far, plus one
 # more, fit in this many seconds of whole-process time.
@@ -133,10 +143,15 @@ def section(run_once, workloads_by_name, python, rounds, quick, log, saved, call
     print("pyinstr = pyinstrument; py-spy record (default: pauses the process per sample), "
           "nb = --nonblocking.")
     print(flush=True)
-    table = benchlib.StreamTable(["workload", "plain ms"] + [c for c in CONFIGS if c != "plain"],
+    print(f"thread 1k = {COST_COLUMN}: the workload thread's CPU time under sw 1k / plain, median of "
+          f"{COST_CHUNKS} alternating chunk pairs in one process (bench/profiler_cost.py, below the table).")
+    print(flush=True)
+    table = benchlib.StreamTable(["workload", "plain ms"] + [c for c in CONFIGS if c != "plain"] + ["thread 1k"],
                                  width=14, first_width=20)
     table.start()
     ratios = {c: [] for c in CONFIGS if c != "plain"}
+    cost = res["thread_cost"] = {}
+    cost_ratios = []
     for name, full, small in WORKLOADS:
         w = workloads_by_name.get(name)
         if w is None:
@@ -147,10 +162,23 @@ def section(run_once, workloads_by_name, python, rounds, quick, log, saved, call
         wr = {"label": w.label.format(size), "size": size, "runs": runs,
               "seconds_measuring": time.perf_counter() - t0}
         res["slowdown"]["workloads"][name] = wr
-        table.row(row_cells(wr, na, ratios, table.mark))
+        short = name.split(":")[-1]
+        cost[short] = profiler_cost.measure(python, [short], COST_CHUNKS, 1000, quick)[short]
+        cells = row_cells(wr, na, ratios, table.mark)
+        if "error" in cost[short]:
+            cells.append(table.mark(cost[short]["error"]))
+        else:
+            cells.append(f"{cost[short]['summary']['ratio']:.4f}x")
+            cost_ratios.append(cost[short]["summary"]["ratio"])
+        table.row(cells)
         saved()
     table.finish(["geometric mean", ""] + [benchlib.fmt_ratio(benchlib.geomean(v)) if v else "n/a"
-                                           for v in ratios.values()])
+                                           for v in ratios.values()] +
+                 [f"{benchlib.geomean(cost_ratios):.4f}x" if cost_ratios else "n/a"])
+    for short in profiler_cost.WORKLOADS:
+        if short not in cost:
+            cost[short] = profiler_cost.measure(python, [short], COST_CHUNKS, 1000, quick)[short]
+    print(cost_text(cost), flush=True)
     for c, reason in na.items():
         print(f"{c}: n/a ({reason})")
     print(overhead_text(res["slowdown"]["workloads"]), flush=True)
@@ -307,6 +335,16 @@ def overhead_text(workloads):
         parks = f", parked {parked / ticks:.0%} of samples ({ahead} of {parked} ahead)" if ticks else ""
         parts.append(f"{name.split(':')[-1]} wall {wall:+.1%}{cpu}{parks}")
     return "stackwatch at 1 kHz over plain (target: within 1% wall): " + ("; ".join(parts) or "n/a")
+
+
+def cost_text(cost):
+    """The program's thread cost at 1 kHz, per workload (bench/profiler_cost.py)."""
+    rows = [f"{name}: {r['error']}" if "error" in r else profiler_cost.text(name, r["summary"])
+            for name, r in cost.items()]
+    return (f"{COST_COLUMN} (thread CPU time sw 1k / plain, median [quartiles] of the pairs; low: the "
+            f"chunks' lower quartiles' ratio; per second of the sampled chunks; all parked ahead: every sample "
+            f"taken at the signal's instant, its cost and the default's leaf shares' total variation distance "
+            f"from it):\n  " + "\n  ".join(rows))
 
 
 def rate_text(mr):

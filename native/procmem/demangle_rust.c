@@ -24,6 +24,7 @@ typedef struct rparse {
     unsigned steps;
     uint64_t lifetimes;      /* lifetimes bound by the binders around (for<'a, ...>) */
     int err;
+    char ident[SW_RUST_IDENT_MAX * 4];   /* the last punycode identifier, decoded to UTF-8 */
 } rparse;
 
 /* Each parse function starts with this: depth and steps bounded. */
@@ -139,19 +140,118 @@ static uint64_t decimal(rparse *p)
     return v;
 }
 
-/* <undisambiguated-identifier>: its bytes (not punycode: "u" is refused),
- * printable ASCII only. */
+/* One code point as UTF-8 at out (room for 4 bytes): its length. */
+static size_t utf8_put(char *out, uint32_t cp)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xc0 | cp >> 6);
+        out[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xe0 | cp >> 12);
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | cp >> 18);
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+
+/* Punycode's bias adaptation (RFC 3492, section 6.1). */
+static uint32_t puny_adapt(uint32_t delta, uint32_t points, int first)
+{
+    delta = first ? delta / 700 : delta / 2;
+    delta += delta / points;
+    uint32_t k = 0;
+    while (delta > ((36 - 1) * 26) / 2) {
+        delta /= 36 - 1;
+        k += 36;
+    }
+    return k + (36 * delta) / (delta + 38);
+}
+
+/* Decodes a punycode identifier (RFC 3492 with "_" as its delimiter, as
+ * Rust writes it: the ASCII part, then "_", then the deltas; no "_" when
+ * there is no ASCII part) into p->ident as UTF-8: its length, or 0 and
+ * p->err set when it is not well formed, not printable, or too long. */
+static size_t puny_decode(rparse *p, const char *in, size_t n)
+{
+    uint32_t cps[SW_RUST_IDENT_MAX];
+    size_t count = 0, i_in = 0, basic = 0;
+    for (size_t i = 0; i < n; i++)
+        if (in[i] == '_')
+            basic = i;   /* (the last "_") */
+    if (basic || (n && in[0] == '_')) {
+        for (size_t i = 0; i < basic; i++)
+            cps[count++] = (unsigned char)in[i];
+        i_in = basic + 1;
+    }
+    uint32_t cp = 0x80, bias = 72;
+    uint64_t at = 0;
+    int first = 1;
+    while (i_in < n) {
+        uint64_t before = at, w = 1;
+        for (uint32_t k = 36;; k += 36) {
+            if (i_in >= n)
+                goto bad;
+            char c = in[i_in++];
+            uint32_t digit = c >= 'a' && c <= 'z' ? (uint32_t)(c - 'a')
+                             : c >= '0' && c <= '9' ? (uint32_t)(c - '0' + 26)
+                                                    : 36;
+            if (digit == 36 || digit * w > UINT32_MAX - at)
+                goto bad;
+            at += digit * w;
+            uint32_t t = k <= bias ? 1 : k >= bias + 26 ? 26 : k - bias;
+            if (digit < t)
+                break;
+            w *= 36 - t;
+            if (w > UINT32_MAX)
+                goto bad;
+        }
+        if (count >= SW_RUST_IDENT_MAX)
+            goto bad;
+        bias = puny_adapt((uint32_t)(at - before), (uint32_t)count + 1, first);
+        first = 0;
+        uint64_t next_cp = cp + at / (count + 1);
+        at %= count + 1;
+        if (next_cp > 0x10ffff || (next_cp >= 0xd800 && next_cp <= 0xdfff))
+            goto bad;
+        cp = (uint32_t)next_cp;
+        memmove(cps + at + 1, cps + at, (count - (size_t)at) * sizeof cps[0]);
+        cps[at] = cp;
+        count++;
+        at++;
+    }
+    size_t len = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (cps[i] <= 0x20 || cps[i] == 0x7f || (cps[i] >= 0x80 && cps[i] < 0xa0))
+            goto bad;   /* control characters and spaces are not printed */
+        len += utf8_put(p->ident + len, cps[i]);
+    }
+    return len;
+bad:
+    p->err = 1;
+    return 0;
+}
+
+/* <undisambiguated-identifier>: its bytes, printable ASCII only, or a
+ * punycode identifier ("u" before its length) decoded to UTF-8. */
 static void ident_bytes(rparse *p, const char **name, size_t *n)
 {
     *name = "";
     *n = 0;
-    if (peek(p) == 'u') {
-        p->err = 1;   /* punycode: not printed here */
-        return;
-    }
+    int punycode = eat(p, 'u');
     uint64_t len = decimal(p);
     eat(p, '_');   /* (a separator before bytes that start with a digit or '_') */
-    if (p->err || len > p->len - p->pos) {
+    if (p->err || len > p->len - p->pos || (punycode && (len == 0 || len > SW_RUST_IDENT_MAX))) {
         p->err = 1;
         return;
     }
@@ -162,8 +262,13 @@ static void ident_bytes(rparse *p, const char **name, size_t *n)
             return;
         }
     }
-    *name = p->s + p->pos;
-    *n = (size_t)len;
+    if (punycode) {
+        *n = puny_decode(p, p->s + p->pos, (size_t)len);
+        *name = p->ident;
+    } else {
+        *name = p->s + p->pos;
+        *n = (size_t)len;
+    }
     p->pos += (size_t)len;
 }
 

@@ -18,15 +18,17 @@
  * back-references followed) at most SW_RUST_DEMANGLE_DEPTH deep, output
  * at most SW_DEMANGLE_OUT_MAX bytes, at most SW_RUST_DEMANGLE_STEPS
  * steps of the parser (back-references can print a part many times).
- * What it does not print (constants of str, reference, array, tuple and
- * struct types; punycode identifiers; an encoding version) leaves the
- * name mangled.
+ * Punycode identifiers (non-ASCII names) are decoded to UTF-8, at most
+ * SW_RUST_IDENT_MAX code points each. What it does not print (constants
+ * of str, reference, array, tuple and struct types; an encoding version)
+ * leaves the name mangled.
  */
 #ifndef SW_DEMANGLE_RUST_H
 #define SW_DEMANGLE_RUST_H
 
 #define SW_RUST_DEMANGLE_DEPTH 128
 #define SW_RUST_DEMANGLE_STEPS 200000u
+#define SW_RUST_IDENT_MAX 256u
 
 /* Stack sw_demangle asks to be left for it (else the name stays
  * mangled): the output, SW_DEMANGLE_OUT_MAX bytes, is built on the stack,

@@ -123,4 +123,5 @@ def main():
     loop.close()
 
 
-main()
+if __name__ == "__main__":
+    main()

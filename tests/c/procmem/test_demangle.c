@@ -191,6 +191,12 @@ static const char *const RUST_NAMES[][2] = {
      "<[(rustc_type_ir::ty_kind::TyVid, rustc_type_ir::ty_kind::TyVid)]>::sort_by_key<(rustc_type_ir::ty_kind::TyVid, "
      "rustc_type_ir::ty_kind::TyVid), <rustc_data_structures::graph::vec_graph::VecGraph<rustc_type_ir::ty_kind::TyVid, "
      "true>>::new::{closure#2}>::{closure#0}>"},
+    /* punycode identifiers (rustc 1.63's v0 names of non-ASCII functions, a
+     * module and a type): with and without an ASCII part, "_" in it */
+    {"_RNvCsh537bOAIRKx_3libu7bbrz78b", "lib::\u51fd\u6570"},
+    {"_RNvCsh537bOAIRKx_3libu9ab_c__xwe", "lib::ab_c_\u0434"},
+    {"_RNvMCsh537bOAIRKx_3libNtB2_u8bung_fnau7_2hvz82f", "<lib::\u00dcbung>::\u8aac\u660e"},
+    {"_RNvNtCsh537bOAIRKx_3libu9gre_6ka8iu6ma_hia", "lib::gr\u00f6\u00dfe::ma\u00df"},
     /* a vendor suffix: left out, as c++filt does */
     {"_RNvNtNtCsjrHSEGnQ3l9_3std6thread11main_thread4MAIN.0", "std::thread::main_thread::MAIN"},
 };
@@ -240,7 +246,9 @@ TEST(rust_malformed_and_unsupported_names_stay)
     const char *const keep[] = {
         "_R", "_RC", "_RNvC3foo", "_RNvCs_3foo3ba", "_R0NvC3foo3bar" /* an encoding version */,
         "_RNvC3foo3bar!" /* no suffix */, "_RB_" /* itself */, "_RNvB3_3foo" /* forward */,
-        "_RNvCs_3foou3bar" /* punycode */, "_RNvC3f\001o3bar" /* a control byte */,
+        "_RNvCs_3foou3b-r" /* punycode, not its alphabet */, "_RNvCs_3foou2zz" /* punycode, cut short */,
+        "_RNvCs_3foou0" /* punycode, empty */, "_RNvCs_3foou3a_a" /* punycode, decodes to U+0080 */,
+        "_RNvC3f\001o3bar" /* a control byte */,
         "_RINvC3foo3barKRe616263_E" /* a &str constant */, "_RINvC3foo3barKm_E" /* no digits */,
         "_RIC3fooKb2_E" /* a bool of 2 */, "_RNvC3foo3bar\377",
     };
