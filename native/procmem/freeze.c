@@ -21,6 +21,7 @@
 
 #define MAX_PASSES 64   /* rescans of /proc/PID/task for threads started meanwhile */
 #define MAX_LATE 64     /* threads seized whose stop is still due */
+#define WAKE_AGAIN_NS 5000000L   /* wait_timed: its timer's period after the bound */
 
 /* Threads this (tracing) thread seized and interrupted whose stop did not
  * come within SW_FREEZE_WAIT_NS: asleep in the kernel, uninterruptibly.
@@ -99,9 +100,12 @@ static int wake_ready(void)
  * status in st, 0 if it is gone, -1 if it did not stop in time, -2 if no
  * timer could be set (wake_ready 0, or timer_create failed). The timer
  * sends SW_FREEZE_SIGNAL to this thread only (unblocked meanwhile, as the
- * sampler's thread blocks every signal); a signal left pending after the
- * wait is taken by on_wake later, or ends a later wait early, which then
- * waits on to its own bound. */
+ * sampler's thread blocks every signal), at the bound and then every
+ * WAKE_AGAIN_NS: a signal taken before the waitpid slept (this thread
+ * preempted that long) or another signal's EINTR leaves the wait to the
+ * next one. One left pending after the wait (the mask restored first) is
+ * taken by on_wake when next unblocked, or ends a later wait early, which
+ * then waits on to its own bound. */
 static int wait_timed(int tid, int *st, uint64_t bound_ns)
 {
     if (!wake_ready())
@@ -114,16 +118,14 @@ static int wait_timed(int tid, int *st, uint64_t bound_ns)
     sigaddset(&one, SW_FREEZE_SIGNAL);
     pthread_sigmask(SIG_UNBLOCK, &one, &old);
     uint64_t end = sw_clock_ns(CLOCK_MONOTONIC) + bound_ns;
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    its.it_value.tv_sec = (time_t)(bound_ns / 1000000000ull);
+    its.it_value.tv_nsec = (long)(bound_ns % 1000000000ull);
+    its.it_interval.tv_nsec = WAKE_AGAIN_NS;
+    timer_settime(timer, 0, &its, NULL);
     int rc = -1;
-    for (;;) {
-        uint64_t now = sw_clock_ns(CLOCK_MONOTONIC);
-        if (now >= end)
-            break;
-        struct itimerspec its;
-        memset(&its, 0, sizeof its);
-        its.it_value.tv_sec = (time_t)((end - now) / 1000000000ull);
-        its.it_value.tv_nsec = (long)((end - now) % 1000000000ull);
-        timer_settime(timer, 0, &its, NULL);
+    while (sw_clock_ns(CLOCK_MONOTONIC) < end) {
         pid_t r = waitpid(tid, st, __WALL);
         if (r == tid) {
             rc = 1;
