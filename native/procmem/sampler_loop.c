@@ -181,8 +181,15 @@ static void *run(void *arg)
     /* Ticks still owed at the stop are missed: every interval from the
      * start to the last round is a round or a missed tick. */
     int64_t now = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
-    if (now > done + iv)
-        s->missed += (uint64_t)((now - done) / iv - 1);
+    if (now > done + iv) {
+        int64_t owed = (now - done) / iv - 1;
+        s->missed += (uint64_t)owed;
+        if (owed > catch_up) {   /* (a stall too: preempted before the stop) */
+            s->stalls++;
+            if ((uint64_t)(now - done) > s->stall_max_ns)
+                s->stall_max_ns = (uint64_t)(now - done);
+        }
+    }
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
