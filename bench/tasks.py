@@ -11,12 +11,14 @@ each plain and under: stackwatch's exact trace (`run`), the same with task
 events (`run --events tasks`), task events with no trace: to a no-op
 Python handler (`add_handler(fn, events="tasks")`, no log) and into the
 readable log (`run --no-trace --events tasks --log FILE`, task lines),
+into a trace file without the call records (`run --no-trace --events
+tasks -o FILE`),
 VizTracer with log_async (a track per asyncio task) and yappi in its
 coroutine-aware mode (wall clock). Wall: the median of the measured region
 (start .. output written) over alternating runs, as a ratio to plain; the
 column "tasks/trace" is the trace with task events over the trace alone
 (the targets: at most 1.3 on the asyncio program, 1.2 on the threads';
-and both "no trace" columns at most 1.3x plain). Then callgrind instructions (not in a
+and the "no trace" columns at most 1.3x plain). Then callgrind instructions (not in a
 quick run), the stable figures of the same ratios: of the region on the
 asyncio program at 2,000 tasks; of the whole process, every thread, on
 the threads' program, per item (the slope between 1,000 and 5,000 items:
@@ -35,14 +37,16 @@ import benchlib
 # region) or two (the whole process's slope between them, per item))
 WORKLOADS = [("tasks_asyncio.py", "asyncio({} tasks)", 10_000, 1_000, 2_000),
              ("tasks_threads.py", "threads({} items)", 20_000, 2_000, (1_000, 5_000))]
-CONFIGS = ["none", "stackwatch", "sw_tasks", "sw_tasks_handler", "sw_tasks_log", "viztracer_async", "yappi_coro"]
-COLUMNS = ["trace", "trace+tasks", "tasks/trace", "no trace", "no trace --log", "viztracer async", "yappi coro"]
+CONFIGS = ["none", "stackwatch", "sw_tasks", "sw_tasks_handler", "sw_tasks_log", "sw_tasks_file", "viztracer_async",
+           "yappi_coro"]
+COLUMNS = ["trace", "trace+tasks", "tasks/trace", "no trace", "no trace --log", "no trace (file)", "viztracer async",
+           "yappi coro"]
 TARGETS = {"tasks_asyncio.py": 1.3, "tasks_threads.py": 1.2}   # tasks/trace at most
 NO_TRACE_TARGET = 1.3
-CG_CONFIGS = ["none", "stackwatch", "sw_tasks", "sw_tasks_handler", "sw_tasks_log"]
+CG_CONFIGS = ["none", "stackwatch", "sw_tasks", "sw_tasks_handler", "sw_tasks_log", "sw_tasks_file"]
 CG_LABELS = {"stackwatch": "trace", "sw_tasks": "trace+tasks", "sw_tasks_handler": "no trace",
-             "sw_tasks_log": "no trace --log"}   # (the wall table's names)
-NO_TRACE = ("sw_tasks_handler", "sw_tasks_log")
+             "sw_tasks_log": "no trace --log", "sw_tasks_file": "no trace (file)"}   # (the wall table's names)
+NO_TRACE = ("sw_tasks_handler", "sw_tasks_log", "sw_tasks_file")
 
 
 def _command(python, workloads_dir, script, tracer, size, warmup=0):
@@ -64,7 +68,8 @@ def section(run_once, callgrind_counts, workloads_dir, python, rounds, quick, wi
     print("trace = stackwatch run; trace+tasks = run --events tasks; tasks/trace = the two's ratio (target: "
           "asyncio <= 1.3, threads <= 1.2);")
     print("no trace = task events alone, to a no-op Python handler (add_handler(fn, events='tasks'), no log); "
-          "no trace --log = run --no-trace --events tasks --log FILE (task lines); both target <= 1.3x plain;")
+          "no trace --log = run --no-trace --events tasks --log FILE (task lines); no trace (file) = run --no-trace "
+          "--events tasks -o FILE (the task records, no call records); all three target <= 1.3x plain;")
     print("viztracer async = log_async=True;")
     print("yappi coro = yappi, wall clock (coroutine-aware).", flush=True)
     table = benchlib.StreamTable(["program", "plain ms"] + COLUMNS, width=[12] + [15] * len(COLUMNS), first_width=22)

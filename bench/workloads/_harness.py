@@ -25,7 +25,7 @@ import traceback
 
 TRACERS = ("none", "null", "nullhook", "stackwatch", "cprofile", "viztracer", "pyinstrument", "yappi", "swprof",
            "sw_import", "sw_probes", "sw_c_call", "sw_line_other", "sw_line_file", "sw_all",
-           "sw_tasks", "sw_tasks_log", "sw_tasks_handler", "viztracer_async", "yappi_coro")
+           "sw_tasks", "sw_tasks_log", "sw_tasks_handler", "sw_tasks_file", "viztracer_async", "yappi_coro")
 
 # VizTracer keeps its events in a circular buffer of this many entries (the
 # default is 1,000,000 and would silently drop the oldest events of the
@@ -358,6 +358,15 @@ class _SwTasks(_Stackwatch):
         self.sw.start(self.path, events=["tasks"])
 
 
+class _SwTasksFile(_Stackwatch):
+    """bench/tasks.py: task events with no trace, into a trace file without
+    the call records (`run --no-trace --events tasks -o FILE`)."""
+    name = "sw_tasks_file"
+
+    def start(self):
+        self.sw.start(self.path, events=["tasks"], calls=False)
+
+
 class _SwTasksLog(_Tracer):
     """bench/tasks.py: task events with no trace, to the readable log of
     `run --no-trace --events tasks --log FILE` (its task lines, handed to
@@ -415,7 +424,8 @@ class _YappiCoro(_Yappi):
 
 _CLASSES = {c.name: c for c in (_Tracer, _Null, _NullHook, _Stackwatch, _CProfile, _VizTracer,
                                 _Pyinstrument, _Yappi, _SwImport, _SwProbes, _SwCCall,
-                                _SwLineOther, _SwLineFile, _SwAll, _SwTasks, _SwTasksLog, _SwTasksHandler, _VizTracerAsync,
+                                _SwLineOther, _SwLineFile, _SwAll, _SwTasks, _SwTasksLog, _SwTasksHandler, _SwTasksFile,
+                                _VizTracerAsync,
                                 _YappiCoro)}
 
 

@@ -49,7 +49,7 @@ typedef struct sw_cyg_thread {
     const struct sw_clock *clock;    /* the session's clock */
     const uint64_t *live;            /* the live session's generation (0: none) */
     uint64_t gen;                    /* records while *live == gen */
-    const int *busy;                 /* the thread's busy mark (stackwatch's own code) */
+    const int *busy;                 /* the thread's calls-off mark (stackwatch's own code: busy or quiet) */
     /* The thread holds the GIL when the interpreter's current thread state
      * (_PyThreadState_UncheckedGet: NULL while released) is its own. */
     struct _ts *(*current)(void);

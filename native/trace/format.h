@@ -15,7 +15,7 @@
 
 #define SW_MAGIC            "\x89SWT\r\n\x1a\n"
 #define SW_FORMAT_MAJOR     1   /* readers refuse a different major */
-#define SW_FORMAT_MINOR     19  /* readers accept any minor of their major */
+#define SW_FORMAT_MINOR     20  /* readers accept any minor of their major */
 
 /* Chunk types, besides the container's META (1: key/value pairs describing
  * the trace, the first chunk) and END (5: key/value totals written when

@@ -42,7 +42,8 @@
  *   label     the name of its instants in the exports, followed by its
  *             title field when that is set: "raise ValueError", "line 12"
  *   shape     what it is to the views (SW_RS_*): REPLAY the replay itself
- *             consumes it (never delivered); INSTANT an instant on its
+ *             consumes it (never delivered to the views; the task
+ *             reader's replay, SW_REPLAY_TASKS, gets TASK_STACK); INSTANT an instant on its
  *             thread's track; OPEN / CLOSE it opens / closes a slice on a
  *             track of its own under its thread (one open at a time: a
  *             second OPEN ends the first as unfinished; a CLOSE with no
@@ -166,7 +167,9 @@
       F(channel, ISTR, S1))                                                                                \
     X(TASK_CREATE, 38, task_create, 18, DISPATCH, "task", "task create", INSTANT, NONE, NONE, S1, NULL,         \
       F(code, CODE, CODE) F(line, VARINT, LINE) F(task, VARINT, A) F(kind, VARINT, B) F(native_id, TID, C)  \
-      F(name, ISTR, S1))
+      F(name, ISTR, S1))                                                                                   \
+    X(TASK_STACK, 39, task_stack, 20, TRACER, "task", "task stack", REPLAY, NONE, NONE, NONE, NULL,            \
+      F(task, VARINT, A) F(native_id, TID, C) F(frames, ISTR, S1))
 
 /* A test build may add rows (tests/c/meson.build: a trace library built
  * with -DSW_RECORD_KINDS_EXTRA_H="file" whose file defines
@@ -242,6 +245,17 @@
  * Format 1.18 writes TASK_CREATE as kind 38, its name interned: the same
  * entry as the task's definition (format.h SW_CHUNK_TASK_INTERNED), so a
  * task's name is written once; kind 20 (the name inline) reads as it.
+ *   TASK_STACK    (format 1.20) only in a file without call records
+ *                 (META calls 0: `run --no-trace --events tasks`), where
+ *                 no replay of the creator's frames can give a task's
+ *                 creation stack: the stack that made task `task` (of
+ *                 this thread; a thread: task 0 and the new thread's
+ *                 `native_id`), as text, interned (one STRINGS entry per
+ *                 distinct stack): its frames innermost first, separated
+ *                 by spaces, each a code id, the innermost with `:line`
+ *                 (`12:40 7 3`); at most 200 bytes, whole frames (the
+ *                 outermost dropped). Shape REPLAY: no view shows it; the
+ *                 task reader gets it (SW_REPLAY_TASKS).
  * OFF_CPU..ON_CPU (format 1.10, `run --kernel=sched`): the thread is off
  * CPU from its switch out (reason: sleeping S, blocked D, preempted R,
  * other, or without the privilege preempted / waiting; cpu: the CPU it

@@ -485,7 +485,8 @@ static int replay_chunk(sw_trace *t, replay *r, const chunk_ref *ch, int gap, in
                     if ((rc = emit(r, (int)exit_op, r->stack[r->depth - 1], seen_depth(r), 0)))
                         return rc;
                 }
-            } else if ((r->flags & SW_REPLAY_EXT) && (rk = sw_record_kind_of(kind)) && rk->shape != SW_RS_REPLAY) {
+            } else if ((r->flags & SW_REPLAY_EXT) && (rk = sw_record_kind_of(kind)) &&
+                       (rk->shape != SW_RS_REPLAY || ((r->flags & SW_REPLAY_TASKS) && kind == SW_EXT_TASK_STACK))) {
                 sw_ext x;
                 sw_record_decode((uint32_t)kind, c.p, (size_t)len, &t->strings, r->s1, r->s2, &x);
                 sw_event ev = {r->last_ns, x.code, seen_depth(r), SW_EV_EXT, 0, &x, NULL};

@@ -24,7 +24,7 @@ int sw_trace_replay(sw_trace *t, size_t i, sw_event_fn fn, void *ud);
  * 1.7), not only those of the track replayed, and its TASK_SWITCH records
  * (SW_EV_EXT, delivered before the switch, at the depth of the task
  * switched away from, ext->code its innermost open frame or
- * SW_EXT_NO_CODE): what a reader of task events (stackwatch's
+ * SW_EXT_NO_CODE) and TASK_STACK records (format 1.20): what a reader of task events (stackwatch's
  * tracer/task_events.py) needs from one replay of the thread. */
 #define SW_REPLAY_TASKS 2u
 int sw_trace_replay_ext(sw_trace *t, size_t i, unsigned flags, sw_event_fn fn, void *ud);

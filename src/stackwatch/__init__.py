@@ -22,6 +22,7 @@ for assertion rewriting, and warns when one was imported first, as under
 `stackwatch run -m pytest`; this package's code has nothing to rewrite.
 """
 import importlib as _importlib
+import sys as _sys
 
 # name -> (module, attribute or None for the module itself)
 _LAZY = {
@@ -63,7 +64,12 @@ def __getattr__(name):
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module 'stackwatch' has no attribute {name!r}")
-    module = _importlib.import_module(where[0])
+    # A module loaded already (not being loaded: its import's lock is
+    # import_module's to wait for) is taken as it is: a name first used
+    # while tracing, stackwatch.stop, makes no call the trace would record.
+    module = _sys.modules.get(where[0])
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        module = _importlib.import_module(where[0])
     value = module if where[1] is None else getattr(module, where[1])
     globals()[name] = value
     return value

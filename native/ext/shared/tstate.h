@@ -2,7 +2,10 @@
  * tstate.h - what every room of the extension keeps per thread: the busy
  * mark that every room puts around Python code it runs itself (a handler,
  * a name lookup, a registration), through which the hook passes the frames
- * of a busy thread unrecorded and no backend reports their events; and the
+ * of a busy thread unrecorded and no backend reports their events; the
+ * quiet mark, around stackwatch's own code that records the program's
+ * state (the tasks alive as task events start): its calls (frames, lines,
+ * C calls, objects) are not recorded, its task records are; and the
  * thread's key, which the tracer's frame hook reads first, in one load from
  * initial-exec TLS. The tracer's own per-thread state is its own
  * (ext/tracer/thread_state.h). Everything here runs with the GIL held.
@@ -26,6 +29,8 @@ typedef struct sw_tstate {
     uint64_t ready;
     int busy;                /* sw_busy_enter/exit: stackwatch itself runs
                               * Python code on this thread */
+    int calls_off;           /* busy or quiet (sw_quiet_enter/exit): the
+                              * thread's calls are not recorded */
 } sw_tstate;
 
 extern __thread sw_tstate sw_T __attribute__((tls_model("initial-exec")));
@@ -39,7 +44,7 @@ extern uint64_t sw_tstate_session_gen;
 static inline void sw_tstate_refresh(sw_tstate *t)
 {
     uint64_t g = sw_tstate_session_gen;
-    t->gen = (g && t->ready == g && !t->busy) ? g : 0;
+    t->gen = (g && t->ready == g && !t->calls_off) ? g : 0;
 }
 
 /* Marks the thread busy: the hook passes its frames through unrecorded,
@@ -47,12 +52,30 @@ static inline void sw_tstate_refresh(sw_tstate *t)
 static inline void sw_busy_enter(sw_tstate *t)
 {
     t->busy++;
+    t->calls_off++;
     t->gen = 0;
 }
 
 static inline void sw_busy_exit(sw_tstate *t)
 {
     t->busy--;
+    t->calls_off--;
+    sw_tstate_refresh(t);
+}
+
+/* Marks the thread quiet: the hook passes its frames through unrecorded
+ * and no call, line, C call or object event of it is reported, but its
+ * task events are (and the other events of no code: GC). Pairs nest, with
+ * each other and with busy ones. */
+static inline void sw_quiet_enter(sw_tstate *t)
+{
+    t->calls_off++;
+    t->gen = 0;
+}
+
+static inline void sw_quiet_exit(sw_tstate *t)
+{
+    t->calls_off--;
     sw_tstate_refresh(t);
 }
 

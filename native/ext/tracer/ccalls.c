@@ -186,7 +186,7 @@ static void emit_c(int kind, PyObject *caller, PyObject *callable, PyObject *sel
 static void on_c_call(PyObject *caller, PyObject *callable, PyObject *self_arg)
 {
     sw_tracer_thread *t = &sw_TT;
-    if (sw_T.busy)
+    if (sw_T.calls_off)
         return;
     if (sw_D.slow & SW_EVB(SW_K_C_CALL))
         emit_c(SW_K_C_CALL, caller, callable, self_arg);
@@ -215,7 +215,9 @@ static void on_c_call(PyObject *caller, PyObject *callable, PyObject *self_arg)
 static void on_c_return(int kind, PyObject *caller, PyObject *callable, PyObject *self_arg)
 {
     sw_tracer_thread *t = &sw_TT;
-    if (!sw_T.busy && (sw_D.slow & SW_EVB(kind)))
+    if (sw_T.calls_off)   /* (its call was not seen either: nothing to pair) */
+        return;
+    if (sw_D.slow & SW_EVB(kind))
         emit_c(kind, caller, callable, self_arg);
     if (!sw_S.gen || !sw_S.c_calls || t->session != sw_S.gen || t->c_gen != sw_S.gen || !t->c_depth)
         return;  /* a C call that started before tracing did */

@@ -34,7 +34,7 @@
  * resumed on 3.13). */
 static void cy_enter(sw_tracer_thread *t, PyCodeObject *co, PyObject *globals, unsigned op)
 {
-    if (sw_T.busy || !sw_S.gen || !sw_S.cython)
+    if (sw_T.calls_off || !sw_S.gen || !sw_S.cython)
         return;
     if (SW_UNLIKELY(t->session != sw_S.gen) && !sw_thread_attach(t))
         return;
@@ -66,7 +66,7 @@ static void cy_enter(sw_tracer_thread *t, PyCodeObject *co, PyObject *globals, u
  * SW_OP_UNWIND or SW_OP_YIELD). */
 static void cy_exit(sw_tracer_thread *t, PyCodeObject *co, unsigned op)
 {
-    if (sw_T.busy || t->cy_gen != sw_S.gen || !t->cy_depth || !sw_S.gen || t->session != sw_S.gen)
+    if (sw_T.calls_off || t->cy_gen != sw_S.gen || !t->cy_depth || !sw_S.gen || t->session != sw_S.gen)
         return;
     uintptr_t top = (uintptr_t)t->cy_frames[t->cy_depth - 1];
     if ((top & ~CY_RECORDED) != (uintptr_t)co)

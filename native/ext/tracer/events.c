@@ -61,7 +61,7 @@ int sw_events_wanted_in(int kind, PyCodeObject *co)
 
 static void emit_located(int kind, PyCodeObject *co, int line, long long a, long long b, const char *name)
 {
-    if (sw_T.busy)
+    if (sw_T.calls_off)
         return;
     sw_evdata d = {.code = co, .line = line, .a = a, .b = b, .name = name};
     if (file_wants(kind, co))
@@ -211,7 +211,7 @@ void sw_events_check(void) {}
 static int trace_cb(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
     (void)obj;
-    if (sw_T.busy || !frame)
+    if (sw_T.calls_off || !frame)
         return 0;
     PyCodeObject *co = PyFrame_GetCode(frame);
     Py_DECREF(co);  /* the frame keeps it alive */

@@ -64,11 +64,28 @@ static int intern_last(void *ctx, const char *s, size_t len, uint64_t *id)
     return rc;
 }
 
+/* A thread whose name was not known when it attached (threading
+ * registers a thread after its first task record) is looked up again at
+ * its next records, a few times: in a session without calls no frame
+ * hook does it. */
+#define NAME_LOOKUP_TRIES 32
+
+static SW_NOINLINE void name_again(sw_tracer_thread *t)
+{
+    if (++t->name_tries > NAME_LOOKUP_TRIES)
+        t->name_pending = 0;
+    else
+        sw_thread_name_lookup(t);
+    sw_tracer_thread_ready(t);
+}
+
 void sw_file_record_ext(int kind, const sw_evdata *d)
 {
     sw_tracer_thread *t = &sw_TT;
     if (kind < 0 || kind >= SW_K_COUNT || !ext_of[kind] || sw_T.busy || !sw_thread_attach(t))
         return;
+    if (SW_UNLIKELY(t->name_pending) && sw_S.no_calls)
+        name_again(t);
     uint32_t code = SW_EXT_NO_CODE;   /* located nowhere */
     if (d->code) {
         uint32_t id = sw_code_id(d->code, NULL);
@@ -84,4 +101,69 @@ void sw_file_record_ext(int kind, const sw_evdata *d)
     if (n < 0)
         return;
     sw_tbuf_ext(t->tb, sw_clock_now(&sw_S.clock), ext_of[kind], buf, (size_t)n);
+}
+
+/* Appends the decimal digits of v to buf at *n (room checked by the
+ * caller: at most 20). */
+static void put_decimal(char *buf, size_t *n, uint64_t v)
+{
+    char d[20];
+    size_t k = 0;
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (k)
+        buf[(*n)++] = d[--k];
+}
+
+void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint64_t task, uint64_t native_id)
+{
+    sw_tracer_thread *t = &sw_TT;
+    if (!sw_S.no_calls || !f || sw_T.busy || !sw_thread_attach(t))
+        return;
+    char text[STR_MAX + 1];
+    size_t n = 0;
+    /* The frames of the running task's track, as a replay of the trace
+     * would have them open: while the thread runs an asyncio task, those
+     * of its coroutines and what they call, and the frame that runs its
+     * step (asyncio's Handle._run), not the loop's below it. */
+    int in_task = t->tb->task != 0, coroutines = 0, placed = 0, last = 0;
+    Py_INCREF(f);
+    while (f) {
+        PyCodeObject *co = PyFrame_GetCode(f);
+        uint32_t id = sw_code_id(co, NULL);
+        int coroutine = (co->co_flags & (CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)) != 0;
+        int here = !placed && (at ? co == at : 1);
+        Py_DECREF(co);
+        last = in_task && coroutines && !coroutine;
+        coroutines |= coroutine;
+        if (!(id & SW_ID_SKIP)) {   /* (not stackwatch's own frames) */
+            char frame[48];
+            size_t k = 0;
+            put_decimal(frame, &k, id & SW_ID_MASK);
+            if (here) {   /* the frame that made it: its line too */
+                frame[k++] = ':';
+                put_decimal(frame, &k, (uint64_t)nonneg(at ? at_line : PyFrame_GetLineNumber(f)));
+                placed = 1;
+            }
+            if (n + (n > 0) + k > STR_MAX)
+                break;   /* whole frames only: the outermost go */
+            if (n)
+                text[n++] = ' ';
+            memcpy(text + n, frame, k);
+            n += k;
+        }
+        if (last)
+            break;
+        Py_SETREF(f, PyFrame_GetBack(f));
+    }
+    Py_XDECREF(f);
+    text[n] = 0;
+    sw_ext v = {.code = SW_EXT_NO_CODE, .a = task, .c = native_id, .s1 = text};
+    uint8_t buf[SW_EXT_MAX];
+    long len = sw_record_encode_interned(SW_EXT_TASK_STACK, &v, STR_MAX, intern_last, t, buf, sizeof buf);
+    if (len >= 0)
+        sw_tbuf_ext(t->tb, sw_clock_now(&sw_S.clock), SW_EXT_TASK_STACK, buf, (size_t)len);
+    sw_err_drop();
 }

@@ -15,5 +15,11 @@ int sw_file_wants_lines(PyCodeObject *co);
 /* Records the event as an EXT record of this thread (nothing for a kind
  * that has none, a busy thread, or code filtered out). Never raises. */
 void sw_file_record_ext(int kind, const sw_evdata *d);
+/* In a session without call records (sw_S.no_calls): records the stack
+ * that made task `task` (or the thread native_id), from frame f outwards,
+ * with line at_line at the innermost frame of code `at` (the program's
+ * code that made it; NULL: the innermost frame, its line), as a
+ * TASK_STACK record of this thread (records.h). Never raises. */
+void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint64_t task, uint64_t native_id);
 
 #endif

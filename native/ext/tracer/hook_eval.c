@@ -100,14 +100,43 @@ static SW_NOINLINE void teardown_dispatch(sw_tracer_thread *t, PyThreadState *ts
 }
 #endif
 
+/* An event loop's thread stackwatch woke (session.h quiet_wake) is quiet
+ * from its first frame after the wake (its selector's, as the wake ends
+ * its wait): task_wrappers.c wake_pass sees whether the pass is the wake's
+ * alone, and if so it stays quiet until the loop waits again, at frame f
+ * of its selector's select, which then runs unrecorded, as the wait the
+ * wake cut short did (returns 1), and records its callees. (A loop whose
+ * pass did not go through BaseSelectorEventLoop._process_events is quiet
+ * until there too.) A quiet stretch of a session that ended ends. */
+static SW_NOINLINE int wake_quiet(sw_tracer_thread *t, SW_FRAME *f)
+{
+    if (t->wake_quiet_gen && (t->wake_quiet_gen != sw_S.gen || (const void *)sw_frame_code(f) == t->wake_quiet_code)) {
+        int waits = t->wake_quiet_gen == sw_S.gen;
+        t->wake_quiet_gen = 0;
+        sw_quiet_exit(&sw_T);
+        return waits;
+    }
+    if (sw_S.quiet_wake && sw_S.quiet_wake == PyThread_get_thread_ident() && !t->wake_quiet_gen) {
+        sw_S.quiet_wake = 0;
+        sw_session_fast_refresh();
+        t->wake_quiet_gen = sw_S.gen;
+        t->wake_quiet_phase = 1;
+        t->wake_quiet_code = sw_S.quiet_wake_code;
+        sw_quiet_enter(&sw_T);
+    }
+    return 0;
+}
+
 static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throwflag)
 {
     sw_tracer_thread *t = &sw_TT;
     sw_eval_fn prev = sw_S.prev_eval;
+    if (SW_UNLIKELY(sw_S.quiet_wake || t->wake_quiet_gen) && wake_quiet(t, f))
+        return run_unrecorded(t, ts, f, throwflag);
     /* stackwatch's own Python code (a handler's frames) runs plain, with a
      * guard of its own lower down: a handler is called at the program's
      * deepest point, and must run there. */
-    if (sw_T.busy)
+    if (sw_T.calls_off)
         return sw_stack_pointer() < t->handler_guard ? stack_exhausted(t, ts, f) : prev(ts, f, throwflag);
     if (sw_stack_pointer() < t->stack_guard)
         return stack_exhausted(t, ts, f);
@@ -119,7 +148,7 @@ static SW_NOINLINE PyObject *eval_slow(PyThreadState *ts, SW_FRAME *f, int throw
     int others = (sw_D.slow & SW_MASK_CALLS) != 0;
     if (others)
         sw_recursion_attach(t);
-    int file = sw_thread_attach(t);
+    int file = !sw_S.no_calls && sw_thread_attach(t);   /* (a session with no calls records no frame) */
 #if PY_VERSION_HEX < 0x030C0000
     if (SW_UNLIKELY(t->hooks_gen != sw_D.hooks_gen)) {
         /* A thread the trace / profile hooks have not reached yet. */
@@ -402,7 +431,9 @@ void sw_hook_eval_sync(int session_active)
     /* It also carries the per-thread trace and profile hooks to new threads. */
     need |= SW_MASK_PROFILE_HOOK | SW_MASK_TRACE_HOOK;
 #endif
-    int want = session_active || (sw_D.slow & need);
+    /* (session_active: a session that records calls; one without them
+     * needs the hook only to carry those per-thread hooks, 3.9-3.11) */
+    int want = session_active || (sw_D.slow & need) || (sw_S.gen && (sw_D.file & need & ~SW_MASK_EVAL_HOOK));
     if (want && !sw_S.hook_installed) {
         install();
         return;

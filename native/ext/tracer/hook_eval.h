@@ -6,7 +6,7 @@
 #ifndef SW_HOOK_EVAL_H
 #define SW_HOOK_EVAL_H
 
-/* Installs or removes the hook as the session (session_active) and the
+/* Installs or removes the hook as a session recording calls (session_active) and the
  * dispatch layer (Python events wanted by other consumers; on 3.9-3.11
  * also the per-thread hooks it carries to new threads) need, with the
  * session's clock. Called by the switching owner (switch.c), with the GIL. */

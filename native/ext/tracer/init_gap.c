@@ -61,13 +61,13 @@ static PyObject *mon_start(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     (void)self;
     int others = others_want(SW_K_CALL) || others_want(SW_K_RETURN) || others_want(SW_K_UNWIND);
-    if ((!sw_S.gen && !others) || n < 1 || !PyCode_Check(args[0]))
+    if ((!sw_session_calls() && !others) || n < 1 || !PyCode_Check(args[0]))
         Py_RETURN_NONE;
     sw_tracer_thread *t = &sw_TT;
-    if (sw_T.busy)
+    if (sw_T.calls_off)
         Py_RETURN_NONE;
-    int file = sw_S.gen && (t->session == sw_S.gen || sw_thread_attach(t));
-    if (sw_T.busy)
+    int file = sw_session_calls() && (t->session == sw_S.gen || sw_thread_attach(t));
+    if (sw_T.calls_off)
         Py_RETURN_NONE;
     if (t->mon_gen != sw_S.gen) {
         t->mon_depth = 0;
@@ -118,7 +118,7 @@ void sw_init_gap_exit(int kind, PyObject *code, int line)
     t->mon_depth--;
     if ((top & REC_FILE) && sw_S.gen && t->session == sw_S.gen)
         sw_tbuf_exit(t->tb, sw_event_now(t->tb), op);
-    if ((top & REC_EMIT) && others_want(kind) && !sw_T.busy)
+    if ((top & REC_EMIT) && others_want(kind) && !sw_T.calls_off)
         sw_emit_frame_rec(kind, (code && PyCode_Check(code)) ? (PyCodeObject *)code : NULL, line,
                           sw_S.gen && !(top & REC_FILE));
 }
@@ -226,7 +226,7 @@ static void watch_code(PyCodeObject *co)
     sw_exc_restore(&es);
 }
 
-static int gap_wanted(void) { return set_local_events && (sw_S.gen || (sw_D.slow & SW_MASK_CALLS)); }
+static int gap_wanted(void) { return set_local_events && (sw_session_calls() || (sw_D.slow & SW_MASK_CALLS)); }
 
 /* New functions named __init__ get the local events too. */
 static int on_function(PyFunction_WatchEvent event, PyFunctionObject *func, PyObject *new_value)

@@ -262,7 +262,7 @@ void sw_native_frames_attach(sw_tracer_thread *t)
     c->clock = &sw_S.clock;
     c->live = &sw_S.gen;
     c->gen = sw_S.gen;
-    c->busy = &sw_T.busy;
+    c->busy = &sw_T.calls_off;
     c->current = _PyThreadState_UncheckedGet;
     c->me = PyThreadState_Get();
     c->make_room = sw_tbuf_make_room;

@@ -115,7 +115,7 @@ static char *class_file(PyTypeObject *tp);
 
 static void emit(int kind, entry *e)
 {
-    if (!(sw_D.mask & SW_EVB(kind)) || sw_T.busy || finalizing())
+    if (!(sw_D.mask & SW_EVB(kind)) || sw_T.calls_off || finalizing())
         return;
     if (!e->file) {
         /* Looked up at the first event, not when the class is made: a

@@ -31,7 +31,8 @@ static uint64_t gen_counter;
 static void set_gen(uint64_t gen)
 {
     sw_S.gen = gen;
-    sw_tstate_session_gen = (gen && !sw_S.max_depth) ? gen : 0;
+    sw_S.quiet_wake = 0;
+    sw_tstate_session_gen = (gen && !sw_S.max_depth && !sw_S.no_calls) ? gen : 0;
     sw_session_fast_refresh();
 }
 
@@ -120,7 +121,8 @@ static void lookup_name(sw_tracer_thread *t, unsigned long ident);
 
 void sw_session_fast_refresh(void)
 {
-    sw_S.fast_gen = (sw_S.gen && sw_S.fast_variant_ok && !(sw_D.slow & SW_MASK_CALLS)) ? sw_S.gen : ~(uint64_t)0;
+    sw_S.fast_gen = (sw_session_calls() && sw_S.fast_variant_ok && !(sw_D.slow & SW_MASK_CALLS) && !sw_S.quiet_wake)
+                        ? sw_S.gen : ~(uint64_t)0;
     sw_S.fast_tag = (sw_S.fast_gen & 0xffffffffu) << 3;
 }
 
@@ -140,12 +142,27 @@ static void lookup_name(sw_tracer_thread *t, unsigned long ident)
     PyObject *mod = name ? PyImport_GetModule(name) : NULL;
     Py_XDECREF(name);
     PyObject *active = mod ? PyObject_GetAttrString(mod, "_active") : NULL;
-    Py_XDECREF(mod);
     PyObject *key = active ? PyLong_FromUnsignedLong(ident) : NULL;
     PyObject *thread = (active && key && PyDict_Check(active)) ? PyDict_GetItemWithError(active, key) : NULL;
     Py_XINCREF(thread);
-    Py_XDECREF(key);
     Py_XDECREF(active);
+    /* Not registered yet (its first records, in threading's own code, come
+     * before): in threading's _limbo, by its _ident once it has one. */
+    PyObject *limbo = !thread && key && mod && !PyErr_Occurred() ? PyObject_GetAttrString(mod, "_limbo") : NULL;
+    if (limbo && PyDict_Check(limbo)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (!thread && PyDict_Next(limbo, &pos, &k, &v)) {
+            PyObject *id = PyObject_GetAttrString(v, "_ident");
+            if (id && PyLong_Check(id) && PyObject_RichCompareBool(id, key, Py_EQ) == 1)
+                thread = Py_NewRef(v);
+            Py_XDECREF(id);
+            PyErr_Clear();
+        }
+    }
+    Py_XDECREF(limbo);
+    Py_XDECREF(key);
+    Py_XDECREF(mod);
     PyObject *tname = thread ? PyObject_GetAttrString(thread, "_name") : NULL;
     Py_XDECREF(thread);
     PyErr_Clear();
@@ -184,10 +201,12 @@ int sw_thread_attach(sw_tracer_thread *t)
     t->name_pending = 1;
     sw_tracer_thread_ready(t);
     t->name_tries = 0;
-    sw_recursion_attach(t);
-    if (sw_S.c_calls || sw_S.cython)
-        sw_ccalls_thread_attach(t);
-    sw_native_frames_attach(t);
+    if (!sw_S.no_calls) {   /* (no frames recorded: none of their state) */
+        sw_recursion_attach(t);
+        if (sw_S.c_calls || sw_S.cython)
+            sw_ccalls_thread_attach(t);
+        sw_native_frames_attach(t);
+    }
     lookup_name(t, PyThread_get_thread_ident());
     if (sw_S.key_made)
         pthread_setspecific(sw_S.key, t);
@@ -397,6 +416,7 @@ int sw_session_start(const sw_start_opts *o)
     sw_S.c_calls = o->c_calls;
     sw_S.cython = o->cython;
     sw_S.cpu_ids = o->cpu_ids;
+    sw_S.no_calls = o->no_calls;
     sw_S.next_code = 0;
     sw_hook_error_reset();
     /* META carries the time shift the writer uses. */

@@ -58,6 +58,17 @@ typedef struct sw_session {
     int c_calls;             /* record calls of builtin/extension functions */
     int cython;              /* record Cython's profiled functions (cython_frames.c) */
     int cpu_ids;             /* --cpu: the CPU of every Python event (sw_event_now) */
+    int no_calls;            /* the file records no calls: only the events asked
+                              * (run --no-trace --events ...): the frame hook is
+                              * not installed for it, and each TASK_CREATE is
+                              * followed by the creating stack (TASK_STACK) */
+    unsigned long quiet_wake;   /* the thread (ident) of an event loop that
+                              * stackwatch wakes, idle, to list its tasks:
+                              * quiet from its next frame (task_wrappers.c
+                              * asyncio_wake_quiet), else 0; the fast path
+                              * is off while it is set */
+    const void *quiet_wake_code;   /* the code its loop waits in (its
+                              * selector's select; only compared) */
     pthread_mutex_t lock;
     pthread_key_t key;       /* only for its destructor (thread exit) */
     int key_made;
@@ -80,6 +91,7 @@ typedef struct sw_start_opts {
                               * events are recorded, or None: every file */
     int cython;              /* record Cython's profiled functions */
     int cpu_ids;             /* --cpu: record the CPU of every Python event */
+    int no_calls;            /* record no calls: only the events (sw_session.no_calls) */
 } sw_start_opts;
 
 /* Starts a session and switches on what it needs. Returns 0, or -1 with a
@@ -95,6 +107,12 @@ PyObject *sw_session_stop(const sw_bytes *more_end);
 /* The child after fork(): forget the parent's session without writing.
  * Returns 1 if there was one (the fork happened while tracing), else 0. */
 int sw_session_after_fork_child(void);
+
+/* 1 while a session records calls into its file (not a no_calls one). */
+static inline int sw_session_calls(void)
+{
+    return sw_S.gen && !sw_S.no_calls;
+}
 
 /* Slow paths called by the hooks. */
 int sw_thread_attach(sw_tracer_thread *t);          /* 1 if the thread can record */

@@ -112,7 +112,12 @@ static void apply_in_python(uint32_t mask, uint32_t slow, int session)
                                         PyBool_FromLong((mask & SW_MASK_TASK_HOOKS) != 0), "cython",
                                         PyBool_FromLong(cython))
                             : NULL;
+    /* stackwatch's work, not the program's: none of its calls is recorded,
+     * but the task events of the tasks alive as task events start are
+     * (task_hooks.py _live_at_start) */
+    sw_quiet_enter(&sw_T);
     PyObject *r = kw ? PyObject_Call(fn, args, kw) : NULL;
+    sw_quiet_exit(&sw_T);
     if (!r) {
         PyErr_WriteUnraisable(fn ? fn : Py_None);
         PyErr_Clear();
@@ -128,7 +133,7 @@ static void apply_in_python(uint32_t mask, uint32_t slow, int session)
 static void switch_mechanisms(void)
 {
     uint32_t mask = sw_D.mask, slow = sw_D.slow;
-    int session = sw_S.gen != 0;
+    int session = sw_session_calls();   /* (a session with no calls needs no frame mechanism) */
     sw_session_fast_refresh();
     sw_hook_eval_sync(session);
     sw_events_thread_sync();

@@ -10,6 +10,8 @@
  */
 #include "task_imports.h"
 
+#include "ext/shared/tstate.h"
+
 #include <string.h>
 
 typedef struct {
@@ -168,7 +170,11 @@ static PyObject *then_exec_module(PyObject *op, PyObject *module)
     Py_DECREF(r);
     for (Py_ssize_t i = 0; PyList_Check(self->hooks) && i < PyList_GET_SIZE(self->hooks); i++) {
         PyObject *hook = Py_NewRef(PyList_GET_ITEM(self->hooks, i));
+        /* stackwatch's work (its calls are not the program's), which
+         * records the module's tasks alive now (task events kept) */
+        sw_quiet_enter(&sw_T);
         PyObject *done = PyObject_CallFunctionObjArgs(self->run, hook, module, self->name, NULL);
+        sw_quiet_exit(&sw_T);
         Py_DECREF(hook);
         Py_XDECREF(done);
         PyErr_Clear();

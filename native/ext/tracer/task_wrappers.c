@@ -49,6 +49,7 @@
 #include "ext/tracer/frame_compat.h"
 #include "ext/tracer/session.h"
 #include "ext/tracer/tasks.h"
+#include "ext/tracer/trace_api.h"
 
 #include <string.h>
 #include <sys/syscall.h>
@@ -666,12 +667,71 @@ static void forget_io_of(PyObject *loop)
     Py_XDECREF(stale);
 }
 
+/* Whether the pass of the loop that processes `events` runs only
+ * stackwatch's wake (asyncio_wake_quiet): its one event is the loop's
+ * self-pipe, its one ready handle a quiet one (_native.quiet's: the
+ * listing), and no timer is due within a millisecond. Runs quiet. */
+static int wake_alone(PyObject *loop, PyObject *events)
+{
+    if (!PyList_Check(events) || PyList_GET_SIZE(events) != 1)
+        return 0;
+    PyObject *ev = PyList_GET_ITEM(events, 0);   /* (key, mask) */
+    PyObject *fd = PyTuple_Check(ev) && PyTuple_GET_SIZE(ev) == 2 ? PyObject_GetAttrString(PyTuple_GET_ITEM(ev, 0), "fd")
+                                                                   : NULL;
+    PyObject *ssock = fd ? PyObject_GetAttrString(loop, "_ssock") : NULL;
+    PyObject *own = ssock ? PyObject_CallMethod(ssock, "fileno", NULL) : NULL;
+    PyObject *ready = own ? PyObject_GetAttr(loop, S_ready) : NULL;
+    PyObject *first = ready && PyObject_Length(ready) == 1 ? PySequence_GetItem(ready, 0) : NULL;
+    PyObject *cb = first ? PyObject_GetAttr(first, S_callback) : NULL;
+    PyObject *timers = cb ? PyObject_GetAttrString(loop, "_scheduled") : NULL;
+    int alone = cb && sw_trace_api_is_quiet(cb) && PyObject_RichCompareBool(fd, own, Py_EQ) == 1 && timers &&
+                PyList_Check(timers);
+    if (alone && PyList_GET_SIZE(timers)) {
+        PyObject *when = PyObject_GetAttrString(PyList_GET_ITEM(timers, 0), "_when");
+        PyObject *now = when ? PyObject_CallMethod(loop, "time", NULL) : NULL;
+        double w = when ? PyFloat_AsDouble(when) : 0, n = now ? PyFloat_AsDouble(now) : 0;
+        alone = when && now && !PyErr_Occurred() && w > n + 0.001;
+        Py_XDECREF(when);
+        Py_XDECREF(now);
+    }
+    Py_XDECREF(fd);
+    Py_XDECREF(ssock);
+    Py_XDECREF(own);
+    Py_XDECREF(ready);
+    Py_XDECREF(first);
+    Py_XDECREF(cb);
+    Py_XDECREF(timers);
+    sw_err_drop();
+    return alone;
+}
+
+/* A loop's pass begins (its _process_events) on a thread quiet since
+ * stackwatch woke it (hook_eval.c wake_quiet): the first pass stays quiet
+ * if it is the wake's alone (until the loop waits again: hook_eval.c);
+ * any other pass is the program's: the quiet ends. */
+static void wake_pass(sw_tracer_thread *t, PyObject *loop, PyObject *events)
+{
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    int keep = t->wake_quiet_gen == sw_S.gen && t->wake_quiet_phase == 1 && wake_alone(loop, events);
+    sw_exc_restore(&exc);
+    if (keep) {
+        t->wake_quiet_phase = 2;
+        return;
+    }
+    t->wake_quiet_gen = 0;
+    sw_quiet_exit(&sw_T);
+}
+
 /* BaseSelectorEventLoop._process_events(self, event_list): the handles it
  * adds to the loop's ready queue are those of the fds found ready (I/O):
  * kept in io_ready until they run (in this pass of the loop; the loop's
  * left there are forgotten at its next). */
 static PyObject *wrap_events(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    sw_tracer_thread *t = &sw_TT;
+    if (SW_UNLIKELY(t->wake_quiet_gen) && PyVectorcall_NARGS(nargsf) >= 2)
+        wake_pass(t, args[0], args[1]);
     if (PyVectorcall_NARGS(nargsf) < 1 || unwanted())
         return PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     sw_exc_state exc;
@@ -725,20 +785,17 @@ static PyObject *wrap_threadsafe(sw_task_wrapper *w, PyObject *const *args, size
     return h;
 }
 
-static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* A handle's run (cb: its callback, borrowed, or NULL). */
+static PyObject *run_handle(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+                            PyObject *cb)
 {
-    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-    if (n < 1 || unwanted())
-        return PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
     PyObject *task = NULL;
     uint64_t tid = 0, prev = 0;
     int acted = 0;
     {
         sw_exc_state exc;
         sw_exc_save(&exc);
-        PyObject *cb = slot_of(args[0], S_callback, &callback_slot);
         task = cb ? stepped_task(cb) : NULL;
-        Py_XDECREF(cb);
         sw_err_drop();
         tid = task ? task_id(task, NULL, NULL, 1) : 0;
         if (tid)
@@ -772,6 +829,29 @@ static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t narg
         sw_exc_restore(&exc);
     }
     Py_XDECREF(task);
+    return r;
+}
+
+/* Handle._run(self): a step of a task runs as the task; a handle of
+ * stackwatch's (its callback _native.quiet: task_hooks._live_at_start's
+ * listing on a loop's own thread) runs quiet whole, Handle._run too. */
+static PyObject *wrap_run(sw_task_wrapper *w, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (n < 1 || unwanted())
+        return PyObject_Vectorcall(w->orig, args, nargsf, kwnames);
+    sw_exc_state exc;
+    sw_exc_save(&exc);
+    PyObject *cb = slot_of(args[0], S_callback, &callback_slot);
+    sw_err_drop();
+    sw_exc_restore(&exc);
+    int quiet = sw_trace_api_is_quiet(cb);
+    if (quiet)
+        sw_quiet_enter(&sw_T);
+    PyObject *r = run_handle(w, args, nargsf, kwnames, cb);
+    if (quiet)
+        sw_quiet_exit(&sw_T);
+    Py_XDECREF(cb);
     return r;
 }
 
@@ -1141,6 +1221,40 @@ static PyObject *asyncio_at_start(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* hooks.asyncio_wake_quiet(ident, code) -> whether done: thread `ident`,
+ * an event loop's that stackwatch wakes next (task_hooks._live_at_start,
+ * by the loop's self-pipe), is quiet from its next frame (hook_eval.c
+ * wake_quiet) if it waits now in code (its selector's select: idle), a
+ * session records, and no other thread is to be; ident 0: not any more. */
+static PyObject *asyncio_wake_quiet(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long ident;
+    PyObject *code;
+    if (!PyArg_ParseTuple(args, "kO", &ident, &code))
+        return NULL;
+    int waits = 0;
+    if (ident && sw_S.gen && !sw_S.quiet_wake && PyCode_Check(code)) {
+        for (PyThreadState *ts = PyInterpreterState_ThreadHead(PyThreadState_Get()->interp); ts;
+             ts = PyThreadState_Next(ts)) {
+            if (ts->thread_id != ident)
+                continue;
+            PyFrameObject *f = PyThreadState_GetFrame(ts);
+            PyCodeObject *co = f ? PyFrame_GetCode(f) : NULL;
+            waits = co && (PyObject *)co == code;
+            Py_XDECREF(co);
+            Py_XDECREF(f);
+            break;
+        }
+    }
+    if (waits || !ident) {
+        sw_S.quiet_wake = ident;
+        sw_S.quiet_wake_code = waits ? code : NULL;
+        sw_session_fast_refresh();
+    }
+    return PyBool_FromLong(waits);
+}
+
 /* hooks.asyncio_on_behalf(task, native_id, fn, *args) -> fn(*args), run on
  * behalf of task `task` (0: the thread itself) of thread native_id: a task
  * it wakes was woken by that task (told at its next step). For asyncio's
@@ -1195,6 +1309,8 @@ static PyMethodDef methods[] = {
      "asyncio_at_start(task, reason, channel, frame): a task alive as task events start (blocked: reason >= 0)"},
     {"asyncio_on_behalf", (PyCFunction)(void (*)(void))asyncio_on_behalf, METH_FASTCALL,
      "asyncio_on_behalf(task, native_id, fn, *args) -> fn(*args), a wake it makes by task `task` of that thread"},
+    {"asyncio_wake_quiet", asyncio_wake_quiet, METH_VARARGS,
+     "asyncio_wake_quiet(ident, code) -> whether thread ident, a loop's waiting in code, is quiet once woken"},
     {"asyncio_reset", asyncio_reset, METH_NOARGS, "asyncio_reset(): forgets the blocked tasks and names seen"},
     {NULL, NULL, 0, NULL},
 };

@@ -293,8 +293,15 @@ static void task_record_at(int kind, PyFrameObject *f, PyCodeObject *at, int at_
         Py_XINCREF(co);
     sw_evdata d = {.code = co, .line = f ? frame_line(f) : at ? at_line : -1, .name = s1, .file = s2,
                    .a = a, .b = b, .c = c};
-    if (sw_D.file & SW_EVB(kind))
+    if (sw_D.file & SW_EVB(kind)) {
         sw_file_record_ext(kind, &d);
+        /* No frames to replay for its creation stack: it is taken here,
+         * an asyncio task's from the running frame (the library's frames
+         * inside the program's that made it too), a greenlet's from where
+         * its creator stopped; a thread's by its starter (task_stack). */
+        if (kind == SW_K_TASK_CREATE && sw_S.no_calls && b != 3)
+            sw_file_record_stack(b == 2 || !f ? PyEval_GetFrame() : f, co, d.line, (uint64_t)a, 0);
+    }
     sw_emit(kind, &d);
     Py_XDECREF(co);
     Py_XDECREF(f);
@@ -318,6 +325,15 @@ static void define_task(sw_tracer_thread *t, uint64_t id, const char *what)
     char name[256];
     snprintf(name, sizeof name, "greenlet%s%s", what && what[0] ? " " : "", what ? what : "");
     sw_writer_define_task(sw_S.w, id, t->tb->index, name);
+}
+
+/* Defines task id named after code co (its run function's). */
+static void name_after_code(sw_tracer_thread *t, uint64_t id, PyCodeObject *co)
+{
+    PyObject *qn = sw_code_qualname(co);
+    const char *s = qn && PyUnicode_Check(qn) ? PyUnicode_AsUTF8(qn) : NULL;
+    sw_err_drop();
+    define_task(t, id, s);
 }
 
 void sw_tasks_name(sw_tracer_thread *t, PyCodeObject *co)
@@ -701,6 +717,8 @@ static PyObject *greenlet_trace(PyObject *self, PyObject *args)
                 define_task(t, to, name);
             } else if (target_fresh && gevent_run_name(target, name, sizeof name))
                 define_task(t, to, name);   /* (its first frame is gevent's own, or the function's callee) */
+            else if (target_fresh && sw_S.no_calls && start_code)   /* (no frame hook names it) */
+                name_after_code(t, to, (PyCodeObject *)start_code);
             else if (target_fresh)
                 unnamed = to;
         }
@@ -1019,6 +1037,26 @@ static PyObject *task_running(PyObject *self, PyObject *unused)
     return PyLong_FromUnsignedLongLong(sw_task_running());
 }
 
+/* hooks.task_stack(native_id, frame): in a session without calls, the
+ * stack that started the thread native_id, from frame outwards (a
+ * TASK_STACK record of this thread: the new thread writes its
+ * TASK_CREATE); nothing otherwise. */
+static PyObject *task_stack(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long native_id;
+    PyObject *f;
+    if (!PyArg_ParseTuple(args, "KO", &native_id, &f))
+        return NULL;
+    if (sw_S.no_calls && (sw_D.file & SW_EVB(SW_K_TASK_CREATE)) && PyFrame_Check(f)) {
+        sw_exc_state exc;
+        sw_exc_save(&exc);
+        sw_file_record_stack((PyFrameObject *)f, NULL, -1, 0, native_id);
+        sw_exc_restore(&exc);
+    }
+    Py_RETURN_NONE;
+}
+
 /* Ours is installed on this thread; prev is the callback it replaced
  * (None: none; ours: what it chained stays). Other threads get it at
  * their first switch() (install_here). */
@@ -1066,6 +1104,8 @@ static PyMethodDef methods[] = {
     {"task_event", task_event, METH_VARARGS,
      "task_event(kind, a, b, c, s1, s2, where): a task event, located at where (a frame, (code, line) or None)"},
     {"task_running", task_running, METH_NOARGS, "task_running() -> the task id the thread runs (0: itself)"},
+    {"task_stack", task_stack, METH_VARARGS,
+     "task_stack(native_id, frame): without calls, the stack that started thread native_id is recorded"},
     {"greenlet_switch_wrap", greenlet_switch_wrap, METH_VARARGS,
      "greenlet_switch_wrap(type, on): greenlet's switch records the values it passes (on), or is greenlet's again"},
     {NULL, NULL, 0, NULL},

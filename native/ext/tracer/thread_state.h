@@ -66,6 +66,14 @@ typedef struct sw_tracer_thread {
      * teardown (3.12+) must not be taken for a recorded frame's. */
     uint64_t unrec_gen;
     uint32_t unrec_depth;
+    /* An event loop's thread woken by stackwatch (session.h quiet_wake):
+     * the session in which it is quiet since its wake, else 0, and till
+     * when: 1, its loop's next _process_events, which tells whether the
+     * pass is the wake's alone (task_wrappers.c); 2, its next wait, in
+     * code wake_quiet_code (hook_eval.c), which ends either. */
+    uint64_t wake_quiet_gen;
+    int wake_quiet_phase;
+    const void *wake_quiet_code;
 #if PY_VERSION_HEX >= 0x030C0000
     /* hook_eval.c: the hooked frames running while the
      * dispatch layer has consumers of frame events, innermost first. */

@@ -21,17 +21,17 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"path", "chunk_bytes", "ring_bytes", "max_depth", "allow_tsc", "meta",
-                             "include", "exclude", "c_calls", "flush_interval", "events", "lines", "kernel", "cython", "native_include", "native_exclude", "cpu", NULL};
+                             "include", "exclude", "c_calls", "flush_interval", "events", "lines", "kernel", "cython", "native_include", "native_exclude", "cpu", "calls", NULL};
     PyObject *path_obj;
     Py_ssize_t chunk = 256 * 1024, ring = 0, max_depth = 0;
-    int allow_tsc = 1, c_calls = 0, cython = 0, cpu = 0;
+    int allow_tsc = 1, c_calls = 0, cython = 0, cpu = 0, calls = 1;
     double flush_interval = 0.25;
     unsigned long events = 0;
     PyObject *meta = NULL, *inc = Py_None, *exc = Py_None, *lines = Py_None, *ninc = Py_None, *nexc = Py_None;
     const char *kernel = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOpdkOzpOOp", kwlist, PyUnicode_FSConverter, &path_obj,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|nnnpOOOpdkOzpOOpp", kwlist, PyUnicode_FSConverter, &path_obj,
                                      &chunk, &ring, &max_depth, &allow_tsc, &meta, &inc, &exc, &c_calls,
-                                     &flush_interval, &events, &lines, &kernel, &cython, &ninc, &nexc, &cpu))
+                                     &flush_interval, &events, &lines, &kernel, &cython, &ninc, &nexc, &cpu, &calls))
         return NULL;
     if (chunk < 4096 || chunk > (Py_ssize_t)(SW_CHUNK_MAX / 2)) {
         Py_DECREF(path_obj);
@@ -50,12 +50,18 @@ static PyObject *py_start(PyObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(path_obj);
         return PyErr_Format(PyExc_ValueError, "invalid event mask %lu", events);
     }
+    if (!calls && (c_calls || cython || cpu || max_depth)) {
+        Py_DECREF(path_obj);
+        return PyErr_Format(PyExc_ValueError, "%s describes the call records: it cannot go with calls=False",
+                            c_calls ? "c_calls" : cython ? "cython" : cpu ? "cpu" : "max_depth");
+    }
     if (sw_native_frames_filters(ninc, nexc) < 0) {
         Py_DECREF(path_obj);
         return NULL;
     }
     sw_start_opts o = {PyBytes_AS_STRING(path_obj), (size_t)chunk, (size_t)ring, (uint32_t)max_depth,
-                       allow_tsc, meta, inc, exc, c_calls, flush_interval, (uint32_t)events, lines, cython, cpu};
+                       allow_tsc, meta, inc, exc, c_calls, flush_interval, (uint32_t)events, lines, cython, cpu,
+                       !calls};
     int rc = sw_session_start(&o);
     Py_DECREF(path_obj);
     if (rc < 0)
@@ -190,6 +196,29 @@ static PyObject *py_region_end(PyObject *self, PyObject *unused)
     return record_region(NULL);
 }
 
+/* fn(*args) of the tuple args, with this thread marked busy (quiet: 0)
+ * or quiet (1) meanwhile. */
+static PyObject *call_marked(PyObject *args, int quiet, const char *what)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 1 || !PyCallable_Check(PyTuple_GET_ITEM(args, 0)))
+        return PyErr_Format(PyExc_TypeError, "%s(fn, *args): fn must be callable", what);
+    PyObject *rest = PyTuple_GetSlice(args, 1, n);
+    if (!rest)
+        return NULL;
+    if (quiet)
+        sw_quiet_enter(&sw_T);
+    else
+        sw_busy_enter(&sw_T);
+    PyObject *r = PyObject_Call(PyTuple_GET_ITEM(args, 0), rest, NULL);
+    if (quiet)
+        sw_quiet_exit(&sw_T);
+    else
+        sw_busy_exit(&sw_T);
+    Py_DECREF(rest);
+    return r;
+}
+
 /* unrecorded(fn, *args): calls fn(*args) with this thread marked busy, as
  * for a handler: stackwatch's own Python work inside the traced window
  * (setting up following, the finisher) and every call it makes are not
@@ -197,19 +226,22 @@ static PyObject *py_region_end(PyObject *self, PyObject *unused)
 static PyObject *py_unrecorded(PyObject *self, PyObject *args)
 {
     (void)self;
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
-    if (n < 1 || !PyCallable_Check(PyTuple_GET_ITEM(args, 0))) {
-        PyErr_SetString(PyExc_TypeError, "unrecorded(fn, *args): fn must be callable");
-        return NULL;
-    }
-    PyObject *rest = PyTuple_GetSlice(args, 1, n);
-    if (!rest)
-        return NULL;
-    sw_busy_enter(&sw_T);
-    PyObject *r = PyObject_Call(PyTuple_GET_ITEM(args, 0), rest, NULL);
-    sw_busy_exit(&sw_T);
-    Py_DECREF(rest);
-    return r;
+    return call_marked(args, 0, "unrecorded");
+}
+
+/* quiet(fn, *args): calls fn(*args) with this thread marked quiet:
+ * stackwatch's own work that records the program's state (the tasks alive
+ * as task events start): its calls are not recorded, its task events
+ * are. */
+static PyObject *py_quiet(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return call_marked(args, 1, "quiet");
+}
+
+int sw_trace_api_is_quiet(PyObject *fn)
+{
+    return fn && PyCFunction_Check(fn) && ((PyCFunctionObject *)fn)->m_ml->ml_meth == py_quiet;
 }
 
 static PyMethodDef methods[] = {
@@ -221,6 +253,8 @@ static PyMethodDef methods[] = {
      "stop(end=None) -> dict of totals; end: more END keys (str -> int)"},
     {"is_tracing", py_is_tracing, METH_NOARGS, "is_tracing() -> bool"},
     {"unrecorded", py_unrecorded, METH_VARARGS, "unrecorded(fn, *args): fn(*args), its calls not recorded"},
+    {"quiet", py_quiet, METH_VARARGS,
+     "quiet(fn, *args): fn(*args), its calls not recorded, the task events it records kept"},
     {"_after_fork_child", py_after_fork_child, METH_NOARGS, "forget the parent's session (fork child) -> whether there was one"},
     {"_flush_all", py_flush_all, METH_NOARGS, "write every event recorded so far, tracing going on (before exec)"},
     {"_before_fork", py_before_fork, METH_NOARGS, "stop the background flusher before fork()"},

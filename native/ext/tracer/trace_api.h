@@ -10,4 +10,8 @@
 /* Returns 0, or -1 with an exception set. */
 int sw_trace_api_add_to_module(PyObject *m);
 
+/* Whether fn is _native.quiet (a loop's handle that calls it is
+ * stackwatch's: task_wrappers.c runs it quiet whole). */
+int sw_trace_api_is_quiet(PyObject *fn);
+
 #endif

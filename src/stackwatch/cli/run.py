@@ -98,8 +98,10 @@ def add_parser(subparsers):
                         "Python call that made it), sched (off-CPU intervals with their reason and CPU ids, "
                         "wakeups), faults (page faults). Linux; needs root or CAP_PERFMON, else the rest is "
                         "recorded")
-    r.add_argument("--no-trace", action="store_true", help="write no trace file (with --probes, --lttng "
-                   "or --log)")
+    r.add_argument("--no-trace", action="store_true", help="record no calls. With --events and without "
+                   "--log, --probes and --lttng, or with -o: the trace file holds only those events (e.g. "
+                   "--events tasks, for 'stackwatch tasks' and the sequence diagram); with --log, --probes "
+                   "or --lttng and no -o: no file is written")
     r.add_argument("-q", "--quiet", action="store_true", help="do not print the summary line")
     r.add_argument("argv", nargs=argparse.REMAINDER, help="the script and its arguments")
     return r
@@ -155,8 +157,19 @@ def run(args):
             raise UsageError(f"--kernel: {e}")
         if args.no_trace:
             raise UsageError("--kernel writes its events into the trace: it cannot go with --no-trace")
-    if args.no_trace and not (args.probes or args.lttng or args.log is not None):
-        raise UsageError("--no-trace needs --probes, --lttng or --log (otherwise nothing would be recorded)")
+    # --no-trace: the events asked into a file without calls (-o, or no other consumer), else no file.
+    events_only = args.no_trace and (args.output is not None or not (args.probes or args.lttng or args.log is not None))
+    if events_only and not events:
+        raise UsageError("--no-trace records no calls: it needs --events (written to the file), or --probes, "
+                         "--lttng or --log (otherwise nothing would be recorded)")
+    if events_only:
+        for given, name in ((args.c_calls, "--c-calls"), (args.cython, "--cython"), (args.cpu, "--cpu"),
+                            (args.max_depth, "--max-depth")):
+            if given:
+                raise UsageError(f"{name} describes the call records: it cannot go with --no-trace")
+        if formats.FORMATS[args.format].takes == formats.TREES:
+            raise UsageError(f"--format {args.format} is drawn from the call records: with --no-trace, "
+                             "choose swt, sequence or a timeline format")
     if formats.FORMATS[args.format].takes == formats.TASKS and not (events and kinds.mask_of(events) &
                                                                     kinds.mask_of(["tasks"])):
         raise UsageError(f"--format {args.format} draws the task events: record them with --events tasks")
@@ -164,7 +177,7 @@ def run(args):
         raise UsageError("--min-duration applies to --format perfetto/chrome (or to 'stackwatch export')")
     # Absolute, so that a program that changes directory does not move it.
     output = os.path.abspath(args.output or formats.default_output(args.format))
-    if not args.no_trace:
+    if not args.no_trace or events_only:
         check = check_directory if formats.FORMATS[args.format].directory else check_writable
         check(output, output_what(args.format))
     if args.format == "swt":
@@ -194,7 +207,7 @@ def run(args):
             probes.watch()
         except RuntimeError as e:
             raise UsageError(str(e))
-    if not args.no_trace:
+    if not args.no_trace or events_only:
         try:
             tracing.start(trace_path, buffer_size=chunk, ring=ring, max_depth=args.max_depth,
                       include=args.include, exclude=args.exclude, follow_fork=not args.no_follow,
@@ -203,7 +216,7 @@ def run(args):
                       native_include=args.native_include, native_exclude=args.native_exclude, flush_interval=flush_s,
                       events=events or None, lines=args.lines, sample=args.sample,
                       sample_native=args.native, sample_lines=args.sample_lines, kernel=args.kernel, cpu=args.cpu,
-                      _host="stackwatch run")
+                      calls=not events_only, _host="stackwatch run")
         except (ValueError, RuntimeError) as e:
             if trace_path != output:
                 traces.discard_run_trace(trace_path)

@@ -93,6 +93,8 @@ def _trace_stats(args, t=None):
         t = Trace(args.file)   # (damage: said after the output, files.trace_damaged)
     out = sys.stdout
     flt = filters.trace_filter(args, t)
+    if not t.calls and (args.callers or args.callees):
+        raise t.no_calls_error("it has no callers or callees")
     for pattern in (args.callers, args.callees):
         if pattern is not None and not _matching(t, pattern):
             raise UsageError(f"no function of the trace is called {pattern!r}")
@@ -118,8 +120,11 @@ def _trace_stats(args, t=None):
     print(f"{t.path}: {t.event_count()} events, {n} thread{'' if n == 1 else 's'}, "
           f"{t.dropped()} dropped{'' if t.complete else ', incomplete (tracing did not stop normally)'}",
           file=out)
-    _calls_table(out, "all threads", t, [(c, *v) for c, v in overall.items()], args.sort, args.limit)
-    if args.threads:
+    if not t.calls:
+        print("\nno calls: recorded without them (run --no-trace), the events alone", file=out)
+    else:
+        _calls_table(out, "all threads", t, [(c, *v) for c, v in overall.items()], args.sort, args.limit)
+    if args.threads and t.calls:
         for i, th in enumerate(t.threads):
             mine = [(r.code, r.calls, r.total_ns, r.own_ns) for r in rows if r.thread == i]
             title = f"thread {th['name'] or '?'} (tid {th['native_tid']}, {th['events']} events, {th['dropped']} dropped)"

@@ -277,10 +277,26 @@ def _live_at_start(of_loop=None):
         if waits[0] >= 0 and not isinstance(loop, asyncio.BaseEventLoop):   # (uvloop's: its wake is Python's)
             _blocked[task] = (_task_id(task), waits[1])
     for loop in others.values():
-        try:
-            loop.call_soon_threadsafe(_live_at_start, loop)
-        except RuntimeError:   # (closed since)
-            pass
+        _list_on_its_thread(loop)
+
+
+def _list_on_its_thread(loop):
+    """_live_at_start(loop) on loop's thread, quiet (its calls are
+    stackwatch's, its task events the program's; Handle._run's too: C's).
+    A loop that waits in its selector is woken for it: its thread is quiet
+    from the wake until it waits again, if the pass the wake makes runs the
+    listing alone (C's: ext/tracer/task_wrappers.c asyncio_wake_quiet)."""
+    select = getattr(type(getattr(loop, "_selector", None)), "select", None)
+    ident = getattr(loop, "_thread_id", None)
+    armed = bool(ident and hasattr(select, "__code__") and _hooks.asyncio_wake_quiet(ident, select.__code__))
+    try:
+        loop.call_soon_threadsafe(_native.quiet, _live_at_start, loop)
+        armed = False
+    except RuntimeError:   # (closed since)
+        pass
+    finally:
+        if armed:   # (no wake comes)
+            _hooks.asyncio_wake_quiet(0, None)
 
 
 # ---- asyncio ----
@@ -522,7 +538,12 @@ def _thread_start(orig):
                              (f.f_code, f.f_lineno or 0) if f is not None else None)
         except Exception:
             pass
-        return orig(self)
+        r = orig(self)
+        try:   # (started: its native id known) a trace without calls records the stack that started it
+            _hooks.task_stack(self.native_id or 0, sys._getframe(1))
+        except Exception:
+            pass
+        return r
     return start
 
 

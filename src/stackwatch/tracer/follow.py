@@ -166,7 +166,7 @@ def stopped():
 # parameters; "meta" is the user's).
 OPTIONS = ("buffer_size", "ring", "max_depth", "include", "exclude", "follow_fork", "follow", "meta",
             "allow_tsc", "c_calls", "cython", "native_include", "native_exclude", "flush_interval", "events", "lines", "sample", "sample_native",
-            "sample_lines", "kernel", "cpu")
+            "sample_lines", "kernel", "cpu", "calls")
 
 
 def note_fork():

@@ -184,7 +184,7 @@ def say_kernel(said):
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
           follow_fork=True, follow=False, meta=None, allow_tsc=True, c_calls=False, cython=False, flush_interval=None,
           events=None, lines=None, sample=None, sample_native=False, sample_lines=False, kernel=None,
-          native_include=None, native_exclude=None, cpu=False, _followed=None, _host=None):
+          native_include=None, native_exclude=None, cpu=False, calls=True, _followed=None, _host=None):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
@@ -225,6 +225,11 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     comma-separated list of them (Linux, needs root or CAP_PERFMON:
     without them a line on stderr says what is missing and the rest is
     recorded);
+    calls: False records no call records, only the events asked (events=
+    ..., e.g. ["tasks"]): no frame hook runs for the file, its META says
+    calls 0, and each task's creation stack is written with its creation
+    (a TASK_STACK record, docs/format.md); it cannot go with c_calls,
+    cython, cpu, max_depth or sample, which describe calls;
     follow_fork: a forked child traces into a file of its own,
     ``<stem>.<pid>.swt`` beside ``path``; follow: so does every Python
     program this one starts, however (subprocess, multiprocessing's spawn
@@ -279,7 +284,11 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     if sample_ns and not _native.SAMPLER_SUPPORTED:
         raise RuntimeError("the sampler supports CPython 3.9 to 3.13 (with the GIL)")
     kernel_events = kernel_option(kernel)
-    at_start = {}
+    if not calls and not file_mask:
+        raise ValueError("calls=False records only the events asked: give events=...")
+    if not calls and sample_ns:
+        raise ValueError("sample writes stacks of calls: it cannot go with calls=False")
+    at_start = {} if calls else {"calls": 0}
     if file_mask & kinds.mask_of("tasks"):   # the threads alive now, with their state (asyncio's: task events')
         from ..events.tasks import threads_at_start
         at_start["tasks_at_start"] = json.dumps(threads_at_start())
@@ -292,7 +301,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
                       allow_tsc=allow_tsc, meta=_meta({**(meta or {}), **at_start}, _followed), include=include, exclude=exclude_own,
                       c_calls=bool(c_calls), cython=bool(cython), native_include=_globs(native_include, "native_include"),
                       native_exclude=_globs(native_exclude, "native_exclude"), flush_interval=float(flush_interval), events=file_mask,
-                      lines=lines, kernel=kernel_events, cpu=bool(cpu))
+                      lines=lines, kernel=kernel_events, cpu=bool(cpu), calls=bool(calls))
     except BaseException:
         signals.remove(_stop_on_signal)
         raise
@@ -313,7 +322,7 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
                     allow_tsc=allow_tsc, c_calls=c_calls, cython=cython, native_include=native_include,
                     native_exclude=native_exclude, flush_interval=flush_interval,
                     events=events, lines=lines, sample=sample, sample_native=sample_native,
-                    sample_lines=sample_lines, kernel=kernel, cpu=cpu, _followed=_followed,
+                    sample_lines=sample_lines, kernel=kernel, cpu=cpu, calls=calls, _followed=_followed,
                     _host=(_host if _host is not None else "the parent process's stackwatch" if _followed
                            else None) or None)
     os._exit = _exit_after_stop

@@ -11,7 +11,8 @@ tasks: {"id" (0: a thread's own task), "name" (unique in the document:
 "creation_stack" (the creator's open frames then, innermost first, each
 {"function", "file", "line"}: a line only at the program's frame that made
 it; for the tasks of creators beyond the CREATION_REPLAYS busiest, that
-frame alone), "exit_t_ns", "outcome" ("result", "exception", "cancelled"),
+frame alone; in a trace without calls, format 1.20, the TASK_STACK
+written with its creation), "exit_t_ns", "outcome" ("result", "exception", "cancelled"),
 "result" (a repr), "result_unknown" (True: a greenlet that ended with a
 result no switch() of ours returned: one that began before task events,
 ending into a parent that waits in greenlet's own switch), "at_start" (a thread alive as task events started:
@@ -42,7 +43,7 @@ from .tracefile import KIND_MASKS, RECORD_KINDS, Trace
 CREATION_REPLAYS = 64
 # The record kinds this module reads (records.h), by name.
 _KINDS = ("task_switch", "task_create", "task_exit", "task_block", "task_wake", "task_send", "task_receive",
-          "task_name", "task_woken")
+          "task_name", "task_woken", "task_stack")
 
 
 def _kind_of(name):
@@ -102,6 +103,7 @@ def read_task_events(trace):
         mask |= KIND_MASKS[k]   # (every number of the name: format 1.16's and the older)
     raw = []   # events with tasks as keys, named at the end (a TASK_NAME may come later)
     creations = {}   # creator's key -> [(t_ns, the task's record, where)]
+    stacks = {}   # key -> its creation stack, from TASK_STACK (a trace without calls, format 1.20)
     for pos, th in enumerate(t.threads):
         if th["task"]:
             continue
@@ -134,6 +136,8 @@ def read_task_events(trace):
                 creations.setdefault(by, []).append((t_ns, rec, where))
                 if kind_name:
                     rec["kind"] = kind_name
+                if kind_name == "thread" and new[0] in by_index and not by_index[new[0]]["name"] and data.get("name"):
+                    rec["name"] = data["name"]   # (a thread threading named only after its last record: no calls)
             elif name == "task_exit":
                 key = task_at((index, data["task"]))
                 outcome = OUTCOMES[data["outcome"]] if data["outcome"] < len(OUTCOMES) else None
@@ -161,6 +165,10 @@ def read_task_events(trace):
             elif name in ("task_send", "task_receive"):
                 peer = task_at((index, data["peer"] - 1)) if data["peer"] else None
                 ev.update(kind="send" if name == "task_send" else "receive", other=peer)
+            elif name == "task_stack":   # the stack that made a task, in a trace without calls
+                key = thread_key(data["native_id"], index) if data["native_id"] else task_at((index, data["task"]))
+                stacks[key] = _stack_of(t, data.get("frames") or "")
+                continue
             elif name == "task_name":
                 key = thread_key(data["native_id"], index) if data["native_id"] else task_at((index, data["task"]))
                 tasks[key]["name"] = data["name"] or tasks[key]["name"]
@@ -178,8 +186,10 @@ def read_task_events(trace):
     # thread's whole stream): the CREATION_REPLAYS that made the most tasks;
     # the others' tasks keep the frame that made them only.
     for by, made in sorted(creations.items(), key=lambda kv: -len(kv[1]))[:CREATION_REPLAYS]:
-        if by in pos_of:
+        if by in pos_of and not stacks:   # (a trace without calls has no frames to replay)
             _creation_stacks(t, pos_of[by], made)
+    for key, frames in stacks.items():
+        tasks[key]["creation_stack"] = frames
     raw.sort(key=lambda e: e["t_ns"])   # stable: a thread's own order is kept at equal times
     _woken_as_running(raw)
     _pair_messages(raw)
@@ -220,6 +230,18 @@ def _creation_stacks(t, pos, made):
             stack.pop()
     for m in made[k:]:
         _set_stack(t, stack, *m)
+
+
+def _stack_of(t, text):
+    """The frames of a TASK_STACK record's text (code ids innermost first,
+    the innermost with its line: "12:40 7 3"), as creation_stack has them."""
+    frames = []
+    for word in text.split():
+        code, _, line = word.partition(":")
+        c = t.codes.get(int(code)) if code.isdigit() else None
+        frames.append({"function": c.qualname if c else "?", "file": c.filename if c else None,
+                       "line": int(line) if line.isdigit() else None})
+    return frames
 
 
 def _set_stack(t, stack, _t_ns, rec, where):

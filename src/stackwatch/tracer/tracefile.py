@@ -122,6 +122,19 @@ class Trace:
         return self._t.damage
 
     @property
+    def calls(self):
+        """False for a trace recorded without call records, only events
+        (`run --no-trace --events ...`: META calls 0, docs/format.md)."""
+        return self.meta.get("calls", 1) != 0
+
+    def no_calls_error(self, what):
+        """The TraceError saying that `what` needs the call records this
+        trace does not have."""
+        return _native.TraceError(f"{self.path}: recorded without calls (run --no-trace), so {what}: read its "
+                                  "events with 'stackwatch tasks', 'stackwatch stats' or a timeline export "
+                                  "(perfetto, chrome, ctf, sequence)")
+
+    @property
     def complete(self):
         return self._t.complete
 
@@ -222,7 +235,10 @@ class Trace:
         the calls of their path (self) and their own nanoseconds
         (self_time_ns), exact=True. Trees of more than max_nodes nodes
         together (None: half the machine's memory's worth) raise
-        MemoryError, whose message names the filters that help."""
+        MemoryError, whose message names the filters that help. A trace
+        without calls raises TraceError."""
+        if not self.calls:
+            raise self.no_calls_error("it has no call trees")
         pairs = _native.trace_trees(self._t, _spec(filter), progress, max_nodes)
         threads = [(formats.thread_label({"name": self.threads[pos]["name"],
                                           "thread_id": self.threads[pos]["native_tid"] or pos}),

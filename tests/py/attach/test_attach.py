@@ -374,9 +374,24 @@ def test_blocked_target_times_out_and_the_call_is_taken_back(tmp_path):
 # the ticker; its stdin closed ends them (read by a thread; another waits
 # on an Event, a third until the ticker sees the attach's task events). It
 # prints its own view of them and of its threads. (No thread but the main
-# one runs Python while it waits: the attach runs on the main thread.)
+# one runs Python while it waits: the attach runs on the main thread.) At
+# its end it prints the functions it called, as its sys.setprofile function
+# saw them (on every thread), but those called under the attach's own
+# entry points (stackwatch/tracer/attached.py: the start, with the listing
+# of the tasks alive, and the stop).
 ASYNCIO_TARGET = r'''
 import asyncio, json, sys, threading, time
+seen = set()
+def profile(frame, event, arg):
+    if event == "call":
+        f = frame
+        while f is not None:
+            if f.f_code.co_filename.endswith("/stackwatch/tracer/attached.py"):
+                return
+            f = f.f_back
+        seen.add(frame.f_code.co_qualname)
+sys.setprofile(profile)
+threading.setprofile(profile)
 async def getter(q):
     return await q.get()
 async def ticker(done):
@@ -406,6 +421,8 @@ async def main():
     await q.put(1)
     assert await g == 1
 asyncio.run(main())
+sys.setprofile(None)
+print(json.dumps(sorted(seen)), flush=True)
 '''
 
 
@@ -430,16 +447,24 @@ def _attached_for_tasks(tmp_path, program):
     return own, read_task_events(str(out)), (stdout, stderr, p.returncode), p.pid
 
 
-@pytest.mark.versions("3.12")
+@pytest.mark.versions("3.11", "3.12")   # (3.11: the listing on the main thread, the only one that runs pending calls)
 def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
     """attach --events tasks: the asyncio tasks alive when it attaches are
     listed with their state then, as the program sees them: the getter
     blocked on its queue, the main task on the ticker (a join); and so are
     its threads (META tasks_at_start): the ones the program lists, the
     idle one blocked on its Event, and the exit of the one that ends while
-    attached; the program ends as without the attach."""
-    own, doc, ended, pid = _attached_for_tasks(tmp_path, ASYNCIO_TARGET)
-    assert ended == ('{"ended": "brief"}\n', "", 0)
+    attached; the program ends as without the attach, and every call in
+    the trace is one it made itself (its sys.setprofile's ground truth):
+    none of the listing's (WeakSet's iteration, BaseEventLoop.is_running)."""
+    from stackwatch import Trace
+    own, doc, (stdout, stderr, status), pid = _attached_for_tasks(tmp_path, ASYNCIO_TARGET)
+    brief, seen = stdout.splitlines()
+    assert (brief, stderr, status) == ('{"ended": "brief"}', "", 0)
+    t = Trace(str(tmp_path / "t.swt"))
+    traced = {t.codes[e.code].qualname for i in range(len(t.threads)) for e in t.events(i) if e.kind in (0, 2)}
+    traced.discard("profile")   # (the ground truth's own function)
+    assert "ticker" in traced and traced <= set(json.loads(seen)), traced - set(json.loads(seen))
     assert {own["getter"], own["ticker"], own["main"]} <= {t["name"] for t in doc["tasks"]}, doc["tasks"]
     def first(task, kind):
         return next(((e["reason"], e["channel"]) for e in doc["events"] if e["task"] == task and e["kind"] == kind),
@@ -463,19 +488,26 @@ def test_events_tasks_lists_the_tasks_alive_at_the_attach(tmp_path):
 
 # An asyncio program whose loop runs in a thread of its own ("loop") while
 # its main thread is busy in Python (with no call: nothing to trace): a
-# getter waits on a queue, the main task on an Event that its stdin closed
-# sets (read by a thread). The loop waits in epoll, so the attach (3.12+: a
-# pending call, run by whichever thread runs Python next) starts on the
-# main thread.
+# getter waits on a queue, the main task on an Event that a line on its
+# stdin (or its end) sets (read by a thread, which notes when). The loop
+# waits in epoll, so the attach (3.12+: a pending call, run by whichever
+# thread runs Python next) starts on the main thread. Until that line the
+# program makes no call. It prints what main returned and when the line
+# came, then waits for its stdin's end (busy, in no call).
 LOOP_THREAD_TARGET = r'''
-import asyncio, json, sys, threading
+import asyncio, json, sys, threading, time
 async def getter(q):
     return await q.get()
 async def main(ready):
     loop, q, stop = asyncio.get_running_loop(), asyncio.Queue(), asyncio.Event()
     g = asyncio.create_task(getter(q))
-    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stop.set)), name="stdin",
-                     daemon=True).start()
+    def wake():
+        sys.stdin.readline()
+        woke.append(time.monotonic_ns())
+        loop.call_soon_threadsafe(stop.set)
+        sys.stdin.read()
+        woke.append(0)
+    threading.Thread(target=wake, name="stdin", daemon=True).start()
     await asyncio.sleep(0)
     name = lambda t: f"{t.get_name()} {t.get_coro().__qualname__}"
     ready.append({"getter": name(g), "main": name(asyncio.current_task()), "queue": f"Queue {id(q):#x}",
@@ -483,7 +515,7 @@ async def main(ready):
     await stop.wait()
     await q.put(1)
     return await g
-ready, ended = [], []
+ready, ended, woke = [], [], []
 t = threading.Thread(target=lambda: ended.append(asyncio.run(main(ready))), name="loop")
 t.start()
 while not ready:
@@ -492,7 +524,9 @@ print(json.dumps(ready[0]), flush=True)
 while not ended:   # busy, in no call
     pass
 t.join()
-print(json.dumps(ended), flush=True)
+print(json.dumps([ended, woke[0]]), flush=True)
+while len(woke) < 2:   # (its stdin's end; busy, in no call)
+    pass
 '''
 
 
@@ -503,8 +537,8 @@ def test_events_tasks_lists_the_tasks_of_a_loop_in_another_thread(tmp_path):
     program sees them (the getter blocked on its queue, the main task on
     its Event), on the loop's thread: every event of theirs is that
     thread's; the program ends as without the attach."""
-    own, doc, ended, _ = _attached_for_tasks(tmp_path, LOOP_THREAD_TARGET)
-    assert ended == ("[1]\n", "", 0)
+    own, doc, (stdout, stderr, status), _ = _attached_for_tasks(tmp_path, LOOP_THREAD_TARGET)
+    assert (json.loads(stdout)[0], stderr, status) == ([1], "", 0)
     threads = {t["name"]: t for t in doc["tasks"] if t["at_start"]}
     assert threads["MainThread"]["at_start"]["state"] == "running"   # (the attach ran there, not on the loop's)
     assert threads["loop"]["thread"] == own["loop"]
@@ -515,6 +549,62 @@ def test_events_tasks_lists_the_tasks_of_a_loop_in_another_thread(tmp_path):
     assert sorted(mine) == [(own["main"], "block", "event", own["stop"], own["loop"]),
                             (own["getter"], "block", "queue", own["queue"], own["loop"])], mine
     assert {e["thread"] for e in doc["events"] if own["getter"] in (e["task"], e["other"])} == {own["loop"]}
+
+
+@pytest.mark.versions("3.12")
+def test_events_tasks_records_no_call_of_the_listing_on_the_loops_thread(tmp_path):
+    """The listing of a loop's tasks from its own thread (3.12+) wakes the
+    loop, idle in its selector: neither the listing nor the pass of the
+    loop that it woke is the program's, and not one call is recorded
+    before the program's own first call (a line on its stdin, sent 0.3 s
+    into the attach: it makes none before, its main thread busy in no call
+    and its loop waiting). Its calls after it are, from the pass that the
+    line wakes on: main and the getter resume, and, when the listing ran
+    before the line came, that pass's first calls (the selector's
+    _key_from_fd before 3.13, _process_events) are the loop thread's first. (Before, the listing's own
+    calls and its pass were recorded on the loop's thread: WeakSet's
+    iteration, Handle._run, _read_from_self, _run_once, select.)"""
+    from stackwatch import Trace
+    from stackwatch.tracer.task_events import read_task_events
+    prog = tmp_path / "p.py"
+    prog.write_text(LOOP_THREAD_TARGET)
+    out = tmp_path / "t.swt"
+    p = subprocess.Popen([sys.executable, "-W", "default", str(prog)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    a = None
+    try:
+        own = json.loads(p.stdout.readline())
+        a = subprocess.Popen([sys.executable, "-m", "stackwatch", "attach", str(p.pid), "--trace", "--events", "tasks",
+                              "--duration", "1", "-o", str(out)], stderr=subprocess.PIPE, text=True)
+        assert "tracing process" in a.stderr.readline()
+        time.sleep(0.3)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        ended, woke = json.loads(p.stdout.readline())   # (while attached: main's end)
+        assert a.wait(timeout=60) == 0, a.stderr.read()
+        stdout, stderr = p.communicate("", timeout=60)
+    finally:
+        for q in (a, p):
+            if q is not None:
+                q.kill()
+    assert (ended, stdout, stderr, p.returncode) == ([1], "", "", 0)
+    t = Trace(str(out))
+    woke_ns = woke - t.meta["mono0_ns"]   # (the trace's clock)
+    loop = next(i for i, th in enumerate(t.threads) if th["native_tid"] == own["loop"])
+    calls = {i: [(e.t_ns, t.codes[e.code]) for e in t.events(i) if e.kind in (0, 2)] for i in range(len(t.threads))}
+    # (the trace's clock agrees with CLOCK_MONOTONIC to ~1e-4 of the time since its start)
+    early = [(c.qualname, c.filename, woke_ns - t_ns) for th in calls.values() for t_ns, c in th if t_ns < woke_ns - 50e6]
+    assert not early, early
+    assert not [c.filename for th in calls.values() for _, c in th if "/stackwatch/" in c.filename]
+    named = {th["name"]: [c.qualname for _, c in calls[i]] for i, th in enumerate(t.threads)}   # (a task's: its track)
+    assert "main" in named[own["main"]] and "getter" in named[own["getter"]], named
+    listed = [e["t_ns"] for e in read_task_events(str(out))["events"] if e["task"] == own["getter"] and
+              e["kind"] == "block"]
+    assert len(listed) == 1
+    if listed[0] < woke_ns - 50e6:   # (listed before the line: else that pass was the listing's too)
+        pass_begins = ["_BaseSelectorImpl._key_from_fd", "BaseSelectorEventLoop._process_events"][
+            sys.version_info >= (3, 13):]   # (3.13's select looks the key up itself)
+        assert [c.qualname for _, c in calls[loop][:len(pass_begins)]] == pass_begins, calls[loop][:3]
 
 
 # A target whose attach reports do not come: the start's waits (in an

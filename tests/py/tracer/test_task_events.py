@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import needs_module, run_traced, write
+from conftest import needs_module, perfetto_timeline, run_traced, write
 from conftest import run as run_cli
 from stackwatch import Trace
 from stackwatch.taskviews.analysis import analyze
@@ -1687,6 +1687,98 @@ def test_log_without_a_trace_equals_the_log_with_one(tmp_path):
     assert any(line.startswith("[MainThread] task_switch  MainThread -> the consumer  [the consumer: running, "
                                "Task-1 main: blocked on join Task-4 worker") for line in without)
 
+
+
+# DETERMINISTIC's tasks, and a thread started from a function (its
+# creation stack: the starter's frames) that runs them again; joined once
+# it has ended (a join that blocks or not, as the thread ends first or not,
+# would make the events of two runs differ).
+WITHOUT_CALLS = DETERMINISTIC + r"""
+import threading
+
+def start_putter():
+    t = threading.Thread(target=lambda: asyncio.run(main()), name="putter")
+    t.start()
+    while t.is_alive():
+        pass
+    t.join()
+
+start_putter()
+"""
+
+
+@pytest.mark.versions("3.12")
+def test_a_trace_without_calls_holds_the_same_task_events(tmp_path):
+    """`run --no-trace --events tasks -o FILE` writes the task records
+    without the call records: the task document of that file equals that
+    of a trace with calls of the same program, event for event in order
+    (kind, task, other task, channel, value, reason; not the times, nor a
+    switch's location, which is the innermost open frame of a trace with
+    calls), task for task (name, kind, creator, outcome, result), and each
+    creation stack, written with the creation (TASK_STACK), holds the
+    program's frame that made the task with its line, as the replay of
+    the trace with calls finds it."""
+    needs_module("greenlet", "greenlet is not installed")
+    prog = write(tmp_path / "p.py", WITHOUT_CALLS)
+    docs = {}
+    for name, no_trace in (("with", []), ("without", ["--no-trace"])):
+        out = str(tmp_path / f"{name}.swt")
+        r = run_cli(["run", "-q", *no_trace, "--events", "tasks", "-o", out, prog, str(tmp_path / f"{name}.log")])
+        assert r.returncode == 0, r.stderr
+        docs[name] = read_task_events(out)
+    t = Trace(str(tmp_path / "without.swt"))
+    assert t.meta.get("calls") == 0 and not t.calls
+    assert "putter" in {th["name"] for th in t.threads}   # (named with no frame hook: found in threading's _limbo)
+    assert all(not t.events(pos) for pos in range(len(t.threads)))   # (no call records)
+    assert Trace(str(tmp_path / "with.swt")).calls
+
+    def events(doc):
+        """(Addresses in channel names, by order of appearance: each run has its own.)"""
+        seen = {}
+        numbered = lambda c: c and re.sub(r"0x[0-9a-f]+", lambda m: f"#{seen.setdefault(m[0], len(seen))}", c)
+        return [(e["kind"], e["task"], e["other"], numbered(e["channel"]), e["value"], e["reason"])
+                for e in doc["events"]]
+
+    def tasks(doc):
+        return [(k["name"], k["kind"], k["created_by"], k["outcome"], k["result"]) for k in doc["tasks"]]
+
+    without, with_calls = docs["without"], docs["with"]
+    assert events(without) == events(with_calls)
+    assert len(events(without)) > 60 and {e[0] for e in events(without)} == {
+        "create", "switch", "block", "wake", "send", "receive", "exit"}
+    assert tasks(without) == tasks(with_calls)
+    deep = 0
+    for a, b in zip(without["tasks"], with_calls["tasks"]):
+        stack = a["creation_stack"]
+        if a["kind"] == "thread" and stack:   # (the replay finds the starter waiting in Thread.start for it)
+            assert [f["function"] for f in stack] == ["start_putter", "<module>"], stack
+            assert b["creation_stack"][-2:] == stack
+        else:
+            assert stack == b["creation_stack"], a["name"]
+        deep += len(stack) > 2
+    assert deep >= 8
+    # Every view of the task events reads it; the call trees say in one line that it has none.
+    seq = tmp_path / "s.html"
+    assert run_cli(["export", str(tmp_path / "without.swt"), "--format", "sequence", "-o", str(seq)]).returncode == 0
+    assert "putter" in seq.read_text()
+    r = run_cli(["tasks", str(tmp_path / "without.swt")])
+    assert r.returncode == 0 and "the consumer" in r.stdout, r.stderr
+    chrome = tmp_path / "t.json"
+    assert run_cli(["export", str(tmp_path / "without.swt"), "-o", str(chrome)]).returncode == 0
+    names = {e["args"]["name"] for e in json.loads(chrome.read_text())["traceEvents"] if e.get("name") == "thread_name"}
+    assert {"the consumer", "putter"} <= {n.split(" (")[0] for n in names}, names
+    r = run_cli(["export", str(tmp_path / "without.swt"), "-o", str(tmp_path / "f.html")])
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "without calls" in r.stderr, r.stderr
+    timeline = perfetto_timeline(tmp_path / "without.swt", tmp_path / "t.pftrace")   # (a track per task)
+    tracks = {td.name or td.thread.thread_name for td in timeline.tracks.values()}
+    named = {re.sub(r" #\d+$", "", k["name"]) for k in without["tasks"]}   # (the document's "name #2": a second one)
+    assert named <= tracks and timeline.instants and not timeline.slices, named - tracks
+    # What cannot be recorded without calls: one line each, before the program runs.
+    for words, said in ((["--no-trace"], "needs --events"), (["--no-trace", "--events", "tasks", "--format", "html"],
+                        "drawn from the call records"), (["--no-trace", "--events", "tasks", "--cpu"], "--cpu")):
+        r = run_cli(["run", *words, "-o", str(tmp_path / "no.swt"), prog])
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and said in r.stderr, r.stderr
+    assert not (tmp_path / "no.swt").exists() and not (tmp_path / "no.flamegraph.html").exists()
 
 # Modules task events hook or that come with them (multiprocessing brings
 # pickle, tempfile, bz2, lzma; asyncio brings ssl and concurrent.futures).

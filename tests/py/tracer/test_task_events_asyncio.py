@@ -225,8 +225,15 @@ def test_tasks_alive_at_the_start(tmp_path):
     """Tasks alive when tracing starts are listed with their state then: a
     task waiting on a queue (as the program saw it) blocks on that queue at
     the start, and its wake pairs with it; a runnable one is listed, named,
-    with no block."""
+    with no block. The listing's own calls are not recorded: the first call
+    on the main thread is the program's first after start(); nor are the
+    import system's of the stackwatch.stop the program names (it imports
+    nothing while tracing)."""
     swt, own = run_own_log(tmp_path, AT_START)
+    t = Trace(swt)
+    main = next(i for i, th in enumerate(t.threads) if th["name"] == "MainThread")
+    called = [t.codes[e.code] for e in t.events(main) if e.kind in (0, 2)]
+    assert called[0].name == "run_until_complete" and not [c for c in called if "importlib" in c.filename]
     doc = read_task_events(swt)
     names = {t["name"] for t in doc["tasks"]}
     assert own["blocked"] == [own["getter"]] and {own["getter"], own["spinner"]} <= names
