@@ -1639,10 +1639,13 @@ static uint32_t code_reads(sw_pystack *r, uint32_t n)
          * the same list, taken as it stands. */
         for (uint32_t u = 0; u < m; u++)
             r->code_reqs[u] = (sw_mem_req){old[u], r->code_hdrs + (size_t)u * cs, cs, 0};
-        /* Their entries as the last read took them (each the entry of its
-         * address, name_requests checks; none freed: reads_of is
-         * forgotten when the cache is emptied), if it took them all. */
-        r->code_known_n = r->known_of_n == m ? m : 0;
+        /* Their entries as the last read took them, if it took them all
+         * and each is still its address's (none freed: reads_of is
+         * forgotten when the cache is emptied). */
+        uint32_t ok = r->known_of_n == m;
+        for (uint32_t u = 0; ok && u < m; u++)
+            ok = !r->code_known[u] || r->code_known[u]->addr == old[u];
+        r->code_known_n = ok ? m : 0;
         return m;
     }
     memcpy(r->reads_of, r->code_addrs, n * sizeof *r->reads_of);
