@@ -105,7 +105,10 @@ typedef struct sw_sample {
     sw_sample_code **frames;   /* leaf first, root last */
     uint32_t state;          /* SW_STATE_* */
     uint64_t cpu_ns;         /* CPU time the thread used since it was last
-                                sampled (at most weight_ns), or SW_NO_CPU */
+                                sampled, or SW_NO_CPU (it can exceed weight_ns:
+                                the thread's two probes are further apart than
+                                the two rounds' starts when the sampler was held
+                                up within the later round) */
     int32_t *lines;          /* when lines were asked for: the line each frame
                                 is running, parallel to frames (0 where unknown
                                 or native); else NULL */

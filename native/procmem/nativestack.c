@@ -54,6 +54,10 @@ static struct {
 } req;
 
 static atomic_uint_fast64_t n_sent, n_answered, n_timeouts, n_late;
+/* Threads running the handler's own part now (not a chained handler),
+ * and entries into it ever: their mask blocks the signal (sw_nstack_blocked). */
+static atomic_int in_handler;
+static atomic_uint handler_entries;
 static uint64_t next_seq;
 static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
 /* Held by a sampler from its request until the thread is released (or the
@@ -151,9 +155,12 @@ static void chain(int sig, siginfo_t *si, void *uc)
 
 static void handler(int sig, siginfo_t *si, void *ucv)
 {
+    atomic_fetch_add(&in_handler, 1);   /* first: a thread preempted right after the signal's delivery counts */
+    atomic_fetch_add(&handler_entries, 1);
     int saved_errno = errno;
     uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
     if (si->si_code != SI_QUEUE || si->si_pid != getpid() || (v >> SEQ_BITS) != MAGIC) {
+        atomic_fetch_sub(&in_handler, 1);   /* (a chained handler may never return) */
         chain(sig, si, ucv);
         errno = saved_errno;
         return;
@@ -164,6 +171,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     if (atomic_load(&req.seq) != seq || atomic_load(&req.tid) != (int)syscall(SYS_gettid) ||
         !atomic_compare_exchange_strong(&req.state, &expected, CAPTURING)) {
         atomic_fetch_add(&n_late, 1);    /* a request the sampler gave up on */
+        atomic_fetch_sub(&in_handler, 1);
         errno = saved_errno;
         return;
     }
@@ -198,6 +206,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
         }
         futex_wait(CAPTURED, left);
     }
+    atomic_fetch_sub(&in_handler, 1);
     errno = saved_errno;
 }
 
@@ -216,6 +225,7 @@ static int install(int park, char *err, size_t errlen)
         request_mu = fresh;
         atomic_store(&req.state, IDLE);
         atomic_store(&req.sleepers, 0);
+        atomic_store(&in_handler, 0);   /* (nor do threads that were in the handler) */
         atomic_store(&n_answered, atomic_load(&n_sent));
     }
     if (!park && users) {
@@ -422,15 +432,27 @@ int sw_nstack_release(void)
 int sw_nstack_blocked(int tid)
 {
 #if SW_NSTACK_OK
+    /* Blocked and pending (the thread's own pending set: the signal is
+     * sent to the thread), with no thread inside the handler. Blocked
+     * alone is a thread inside the handler, whose mask blocks the signal
+     * it runs for: one slow to park on a busy machine (preempted between
+     * the signal's delivery and its answer), past the signal, which is no
+     * longer pending. Such a thread may have the next request's signal
+     * pending (it had not run for two requests): while any thread is in
+     * the handler, or enters it during the read, none is said to block
+     * (one that does is asked again, and muted then). */
+    unsigned entries = atomic_load(&handler_entries);
+    if (atomic_load(&in_handler) > 0)
+        return 0;
     char path[64], buf[2048];
     snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
-    if (sw_read_text(path, buf, sizeof buf) != 0)
+    if (sw_read_text(path, buf, sizeof buf) != 0 || atomic_load(&handler_entries) != entries)
         return 0;
-    const char *p = strstr(buf, "\nSigBlk:");
-    unsigned long long mask;
-    if (!p || sscanf(p + 8, " %llx", &mask) != 1)
+    const char *blk = strstr(buf, "\nSigBlk:"), *pnd = strstr(buf, "\nSigPnd:");
+    unsigned long long blocked, pending;
+    if (!blk || !pnd || sscanf(blk + 8, " %llx", &blocked) != 1 || sscanf(pnd + 8, " %llx", &pending) != 1)
         return 0;
-    return (mask >> (sw_nstack_signal() - 1)) & 1;
+    return (blocked & pending) >> (sw_nstack_signal() - 1) & 1;
 #else
     (void)tid;
     return 0;

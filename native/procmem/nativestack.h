@@ -69,8 +69,9 @@ int sw_nstack_signal(void);
  * it could not be asked (it has exited); then nothing is to be released. */
 int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated);
 
-/* 1 if thread tid of this process blocks the capture signal (from
- * /proc/self/task/TID/status), else 0. */
+/* 1 if thread tid of this process blocks the capture signal and has it
+ * pending (from /proc/self/task/TID/status), else 0: a thread inside the
+ * handler (late to answer), whose mask blocks the signal it took, is 0. */
 int sw_nstack_blocked(int tid);
 
 /* Parking only (any number of users): installs the handler like

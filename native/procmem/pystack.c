@@ -1867,11 +1867,12 @@ static void probe_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts
     s->state = holds ? sw_threadstate_probe_running(r->states, tid, r->st.rounds, &s->cpu_ns)
                      : sw_threadstate_probe(r->states, tid, r->st.rounds, lo, hi, &s->cpu_ns);
     r->st.state_unknown += s->state == SW_STATE_UNKNOWN;
+    /* (Not capped at the sample's weight: that is the time between the
+     * rounds' starts, and a thread's two probes lie further apart when the
+     * sampler was held up between a round's start and the probe. The
+     * deltas of a thread's probes add up to the CPU time it used.) */
     if (s->cpu_ns == SW_NO_CPU)
         r->st.cpu_unknown++;
-    else if (s->cpu_ns > s->weight_ns && r->lim.cpu_every <= 1)
-        s->cpu_ns = s->weight_ns;   /* probed a little apart within rounds: one thread never uses more
-                                       (read every cpu_every rounds, a delta is of that many) */
     if (holds)
         s->flags |= SW_SAMPLE_GIL_HELD;
 }
@@ -2516,7 +2517,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * a muted thread's walks let stacks it never had through: on a busy
      * machine a park times out now and then and the thread is found with
      * the signal blocked (slot_reuse.py blocks no signal: most likely the
-     * thread had just entered the handler, whose mask blocks it), and it is
+     * thread had just entered the handler, whose mask blocks it; now one
+     * must have the signal pending too: sw_nstack_blocked), and it is
      * muted for MUTE_ROUNDS rounds, whose walks gave slot_reuse.py's `same`
      * variant h2 called by f2: 13 samples in one such stretch, 3.11
      * (docs/architecture.md "Torn stacks"). */
@@ -2751,6 +2753,7 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
         r->pre_ok = 0;   /* (read for another thread state) */
     }
     r->head_guess = tstate;
+    int listed = 1;   /* every thread of the list probed (or those up to max_threads) */
     for (uint32_t i = 0; tstate; i++) {
         if (i == r->lim.max_threads) {
             r->st.threads_skipped++;
@@ -2760,13 +2763,17 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
          * this interpreter (freed and reused), ends the walk. */
         if ((!have && read_tstate(r, tstate, ts, &g, 0) != SW_OK) || u64_at(ts, l->tstate_interp) != r->interp) {
             r->st.failed++;
+            listed = 0;
             break;
         }
         have = 0;
         sample_thread(r, tstate, ts, &g, t_ns, weight_ns, sink, ud, &delivered);
         tstate = u64_at(ts, l->tstate_next);
     }
-    if (r->states)
+    /* Threads not probed are forgotten, unless the list's walk ended early:
+     * those after its end live on, and one forgotten would count all its
+     * CPU time again when next probed (as a new thread). */
+    if (r->states && listed)
         sw_threadstate_sweep(r->states, r->st.rounds);
     return delivered;
 }

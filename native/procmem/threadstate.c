@@ -53,6 +53,7 @@ struct sw_threadstate {
     uint32_t seen_this_round;
     uint64_t round;
     uint64_t first_round;    /* round of the first probe, or UINT64_MAX */
+    int marked;              /* sw_threadstate_mark_start was called */
     sw_threadstate_stats st;
 };
 
@@ -314,6 +315,7 @@ int sw_threadstate_mark_start(sw_threadstate *t)
         }
     }
     closedir(d);
+    t->marked = 1;
     return n;
 }
 
@@ -370,8 +372,9 @@ static uint32_t probe(sw_threadstate *t, uint32_t tid, uint64_t round, const uin
     }
     if (e->has_cpu && now >= e->cpu_ns)
         *cpu_delta = now - e->cpu_ns;
-    else if (is_new && round == t->first_round)
-        *cpu_delta = 0;       /* its CPU time so far predates the sampling */
+    else if (is_new && round == t->first_round && !t->marked)
+        *cpu_delta = 0;       /* its CPU time so far predates the sampling (after a mark, one not
+                                 marked was born since: new) */
     else
         *cpu_delta = now;     /* a new thread (or a new one with a reused id) */
     e->cpu_ns = now;

@@ -54,7 +54,9 @@ void sw_threadstate_free(sw_threadstate *t);
 /* Reads the CPU time of every thread of the process now, the sampling's
  * start: a thread's first probe then gives the CPU time it used since,
  * not 0 (a thread that computes from the start, the sampler's first round
- * late on a loaded machine: its first tens of ms of CPU time were lost).
+ * late on a loaded machine: its first tens of ms of CPU time were lost),
+ * and a thread not read then, born since, is new even in the first round
+ * (all its CPU time counts).
  * Returns the number of threads read, or -1 if the list could not be. */
 int sw_threadstate_mark_start(sw_threadstate *t);
 
@@ -62,7 +64,7 @@ int sw_threadstate_mark_start(sw_threadstate *t);
  * [gil_lo, gil_hi) in the target (both 0: GIL waits are not told apart
  * from other sleeps). *cpu_delta receives the CPU time the thread used
  * since the previous probe of that tid (or since sw_threadstate_mark_start),
- * or SW_NO_CPU. Else a thread probed for
+ * or SW_NO_CPU. Else (no mark) a thread probed for
  * the first time in the first round anyone was probed gets 0 (its earlier
  * CPU time predates the sampling); one first probed later is new, and all
  * its CPU time counts. `round` increases by one per sampling round. */

@@ -5,7 +5,8 @@
  *   function, one asleep in nanosleep (which still sleeps its full time),
  *   one that blocks the signal (the capture times out, the late signal is
  *   ignored, the process lives on); the previous handler gets foreign
- *   signals and is back after uninstall;
+ *   signals and is back after uninstall; a thread that blocks the signal is
+ *   seen so in /proc, one inside the handler (slow to park) is not;
  * - parking a thread: two parkers and a capturer, each on its own thread,
  *   take turns on one counting thread, whose count does not move while it
  *   is parked; the handler stays until the last user leaves;
@@ -16,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
+#include "base/textfile.h"
 #include "procmem/nativemerge.h"
 #include "procmem/nativestack.h"
 #include "procmem/symbols.h"
@@ -283,12 +285,20 @@ static void foreign_handler(int sig)
     atomic_fetch_add(&foreign_hits, 1);
 }
 
-TEST(capture_spinning_sleeping_and_blocked_threads)
+/* Puts foreign_handler on the signal (the program's own, before ours is
+ * installed over it); the action before into *old. */
+static void put_foreign_handler(struct sigaction *old)
 {
-    struct sigaction old, mine;
+    struct sigaction mine;
     memset(&mine, 0, sizeof mine);
     mine.sa_handler = foreign_handler;
-    sigaction(sw_nstack_signal(), &mine, &old);
+    sigaction(sw_nstack_signal(), &mine, old);
+}
+
+TEST(capture_spinning_sleeping_and_blocked_threads)
+{
+    struct sigaction old;
+    put_foreign_handler(&old);
     char err[200];
     REQUIRE(sw_nstack_supported(err, sizeof err));
     REQUIRE(sw_nstack_install(err, sizeof err) == SW_OK);
@@ -353,15 +363,90 @@ TEST(capture_spinning_sleeping_and_blocked_threads)
     sw_symbols_free(s);
 }
 
+/* Whether thread tid has the capture signal in its status line `key`
+ * ("SigBlk", "SigPnd"), read here on its own: -1 if unreadable. */
+static int status_has_signal(int tid, const char *key)
+{
+    char path[64], buf[2048], line[16];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+    snprintf(line, sizeof line, "\n%s:", key);
+    unsigned long long mask;
+    const char *p;
+    if (sw_read_text(path, buf, sizeof buf) != 0 || !(p = strstr(buf, line)) ||
+        sscanf(p + strlen(line), " %llx", &mask) != 1)
+        return -1;
+    return (int)(mask >> (sw_nstack_signal() - 1) & 1);
+}
+
+/* A thread that blocks the signal is seen so once it has been asked (the
+ * handler installed first: the signal, pending until the thread unblocks
+ * it, would end the process without it). */
 TEST(blocked_signal_is_seen_in_proc)
 {
+    char err[200];
+    REQUIRE(sw_nstack_supported(err, sizeof err));
+    REQUIRE(sw_nstack_park_install(err, sizeof err) == SW_OK);
     target t;
     start_target(&t, BLOCKED);
-    CHECK(sw_nstack_blocked(atomic_load(&t.tid)) == 1);
+    int tid = atomic_load(&t.tid);
+    CHECK(status_has_signal(tid, "SigBlk") == 1);
+    CHECK(sw_nstack_blocked(tid) == 0);   /* blocked, but never sent: nothing tells it from a thread in the handler */
+    CHECK_EQ_I64(sw_nstack_park(tid, 20000000ull), SW_ESTATE);
+    CHECK(status_has_signal(tid, "SigPnd") == 1);
+    CHECK(sw_nstack_blocked(tid) == 1);
     CHECK(sw_nstack_blocked((int)syscall(SYS_gettid)) == 0);
     CHECK(sw_nstack_blocked(999999999) == 0);
     atomic_store(&t.stop, 1);
+    pthread_join(t.th, NULL);   /* (it unblocks the signal: answered late) */
+    sw_nstack_park_uninstall();
+}
+
+/* A thread inside the handler has the signal blocked by the handler's
+ * mask: the state of one slow to park on a busy machine (preempted
+ * between the signal's delivery and its answer, when the sampler gives up
+ * waiting), which must not read as blocking the signal (it would be muted
+ * for hundreds of rounds), with nothing pending, nor with another signal
+ * pending behind the one it answers (asked twice before it ran). Seen
+ * here with the thread parked in the handler; a release that finds it
+ * gone on (parked past SW_NSTACK_PARK_MAX_NS on a loaded machine) is
+ * tried again. */
+TEST(a_thread_slow_to_park_is_not_seen_blocked)
+{
+    struct sigaction old;
+    put_foreign_handler(&old);
+    char err[200];
+    REQUIRE(sw_nstack_supported(err, sizeof err));
+    REQUIRE(sw_nstack_park_install(err, sizeof err) == SW_OK);
+    target t;
+    start_target(&t, SPIN);
+    int tid = atomic_load(&t.tid), seen = 0, tries = 0, sent = 0, hits0 = atomic_load(&foreign_hits);
+    for (; seen < 3 && tries < 50; tries++) {
+        if (sw_nstack_park(tid, SW_NSTACK_WAIT_NS) != SW_OK)
+            continue;
+        int blk = status_has_signal(tid, "SigBlk"), pnd = status_has_signal(tid, "SigPnd");
+        int alone = sw_nstack_blocked(tid);
+        /* Someone else's signal of the same number, pending behind ours. */
+        union sigval v = {.sival_int = 7};
+        sent += pthread_sigqueue(t.th, sw_nstack_signal(), v) == 0;
+        int pnd2 = status_has_signal(tid, "SigPnd");
+        int behind = sw_nstack_blocked(tid);
+        if (!sw_nstack_release())
+            continue;   /* it went on meanwhile: not the state looked for */
+        seen++;
+        CHECK_MSG(blk == 1 && pnd == 0 && pnd2 == 1, "parked: SigBlk %d, SigPnd %d then %d", blk, pnd, pnd2);
+        CHECK_MSG(alone == 0 && behind == 0, "in the handler, seen blocking: alone %d, a signal behind %d", alone,
+                  behind);
+    }
+    CHECK_MSG(seen == 3, "parked and released in time %d of 3 in %d tries", seen, tries);
+    /* The signals queued behind reached the old handler once the thread left ours. */
+    for (int i = 0; i < 1000 && atomic_load(&foreign_hits) - hits0 < sent; i++)
+        usleep(1000);
+    CHECK_EQ_I64(atomic_load(&foreign_hits) - hits0, sent);
+    CHECK(sw_nstack_blocked(tid) == 0);
+    atomic_store(&t.stop, 1);
     pthread_join(t.th, NULL);
+    sw_nstack_park_uninstall();
+    sigaction(sw_nstack_signal(), &old, NULL);
 }
 
 /* ---- parking ---- */

@@ -253,12 +253,22 @@ TEST(cpu_counts_from_the_marked_start_however_late_the_first_round)
     CHECK(sw_threadstate_mark_start(t) >= 2);   /* (this thread and the spinner at least) */
     uint64_t after0 = thread_cpu_ns(spin.th);
     struct timespec ts = {0, 50000000};
+    /* A thread born after the mark, before the first round: all its CPU
+     * time counts, in the first round too. */
+    worker born;
+    REQUIRE(start(&born, SPIN, NULL));
     nanosleep(&ts, NULL);   /* the first round comes late */
     uint64_t cpu, before1 = thread_cpu_ns(spin.th);
     sw_threadstate_probe(t, spin.tid, 1, 0, 0, &cpu);
     uint64_t after1 = thread_cpu_ns(spin.th);
     cpu_within("first probe", cpu, before1 - after0, after1 - before0);
     CHECK(cpu > 1000000);   /* it had a CPU for more than 1 of the 50 ms */
+    uint64_t bb = thread_cpu_ns(born.th);
+    sw_threadstate_probe(t, born.tid, 1, 0, 0, &cpu);
+    uint64_t ba = thread_cpu_ns(born.th);
+    cpu_within("born since the mark", cpu, bb, ba);
+    CHECK(cpu > 1000000);
+    stop(&born);
     stop(&spin);
     sw_threadstate_free(t);
 }

@@ -159,13 +159,17 @@ def test_a_loop_in_step_with_the_interval_is_sampled_at_every_phase():
 def compute(p, out, rounds=600, seconds=0.3):
     """Computes until the profiler `p` has made `rounds` rounds and this
     thread has used `seconds` of CPU time (a loaded machine takes longer,
-    not fewer samples; at most 60 s); records the CPU time it used."""
+    not fewer samples; at most 60 s); records the CPU time it used, and
+    all its thread has used ("total", from its start) and when (monotonic
+    ns, "end_ns")."""
     t0, wall_end = time.thread_time(), time.perf_counter() + 60
     while p.stats()["ticks"] < rounds or time.thread_time() - t0 < seconds:
         spin(0.01)
         if time.perf_counter() > wall_end:
             break
-    out["cpu"] = time.thread_time() - t0
+    out["total"] = time.thread_time()
+    out["end_ns"] = time.monotonic_ns()
+    out["cpu"] = out["total"] - t0
 
 
 def sleep_until(stop, out):
@@ -222,11 +226,31 @@ def test_sleeping_vs_computing_thread(mode):
         assert s["samples"] <= 0.1 * c["samples"], (c, s)
         assert s["off_cpu"] >= 0.9 * sum(s["states"].values()), s
         assert st["off_cpu"] >= s["off_cpu"]
-        # CPU weights: the computer's add up to the CPU time it used, the
-        # sleeper's to almost nothing.
-        assert 0.9 * cout["cpu"] <= tc["time_ns"] / 1e9 <= 1.02 * cout["cpu"] + 0.01, (tc["time_ns"], cout, c)
+        # CPU weights: the computer's add up to the CPU time its thread
+        # used (a thread started after the sampler counts all of it), the
+        # sleeper's to almost nothing. Its probes' CPU times add up to its
+        # thread's, so the profile misses only what it used after its last
+        # probe, which came after its last sample's round began (last_ns):
+        # at most the wall time from then to its end (gap), a tenth of an
+        # interval allowed for the clocks' reads. Of its exit, after "total"
+        # was read (tens of us), at most half an interval is allowed over.
+        # (Before, a sample's CPU time was capped at its wall weight, the
+        # time between the rounds' starts, which lost what a sampler held
+        # up between a round's start and the thread's probe had let it
+        # use: 0.3-0.7 ms beyond the gap in 4 of 8 runs at load 14; and a
+        # thread born after the sampler's start but first probed in its
+        # first round lost what it had used by then: together up to 2.2 ms
+        # beyond it at load 21; this check failed 2 of 6 runs then.)
+        # An off-CPU or failed sample after its last stored one would carry
+        # CPU time to no stored sample: where there were any, only the
+        # loose bound of before.
+        interval = 0.001
+        gap = max(0, cout["end_ns"] - c["last_ns"]) / 1e9
+        got = tc["time_ns"] / 1e9
+        low = cout["total"] - gap - interval / 10 if not (c["off_cpu"] or st["failed"]) else 0.9 * cout["total"]
+        assert low <= got <= cout["total"] + interval / 2, (got, gap, cout, c, st)
+        assert c["cpu_ns"] / 1e9 <= cout["total"] + interval / 2, (c, cout)
         assert ts["time_ns"] <= 0.05 * tc["time_ns"], (ts["time_ns"], tc["time_ns"])
-        assert c["cpu_ns"] / 1e9 <= 1.02 * cout["cpu"] + 0.01
     assert time_in(tc, "compute", "count") >= 0.9 * tc["count"], tc
 
 
