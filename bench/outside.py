@@ -98,7 +98,11 @@ def rate_stackwatch(python, pid, seconds, tmp):
         return {"error": p.stderr[-300:]}
     stacks = read_collapsed(out)
     secs, failed, tried = float(m.group(1)), int(m.group(2)), int(m.group(3))
-    return {"seconds": secs, "samples": tried, "failed": failed, "stacks": stacks}
+    # (ticks missed: in many short stalls, rounds too slow for the rate; in
+    # a few long ones, the sampler kept off its CPU)
+    st = re.search(r"(\d+) ticks missed in (\d+) stalls \(longest ([\d.]+) ms\)", p.stderr)
+    stalls = {"missed": int(st.group(1)), "stalls": int(st.group(2)), "longest_ms": float(st.group(3))} if st else {}
+    return {"seconds": secs, "samples": tried, "failed": failed, "stacks": stacks, **stalls}
 
 
 def rate_pyspy(spy, pid, seconds, tmp, blocking):
@@ -194,6 +198,10 @@ def rate_text(rows, seconds, na):
         failed = r["failed"] / r["samples"] if r["samples"] else 0
         load = "-".join(f"{x:g}" for x in r.get("load", []))
         out.append(f"{name:<12}{rate:>11.0f}{failed:>9.2%}{r['impossible']:>12}{r['deepest']:>9}{load:>11}")
+    for name, r in rows.items():
+        if r.get("stalls"):
+            out.append(f"{name}: {r['missed']} ticks missed in {r['stalls']} stalls of over 1 ms "
+                       f"(longest {r['longest_ms']:g} ms)")
     out += [f"{k}: n/a ({v})" for k, v in na.items()]
     return "\n".join(out)
 

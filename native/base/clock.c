@@ -4,8 +4,11 @@
 #define _GNU_SOURCE
 #include "clock.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 uint64_t sw_clock_ns(clockid_t id)
 {
@@ -13,6 +16,20 @@ uint64_t sw_clock_ns(clockid_t id)
     if (clock_gettime(id, &ts) != 0)
         return 0;
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int sw_clock_thread_timer(int sig, timer_t *timer)
+{
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = sig;
+#ifdef sigev_notify_thread_id
+    ev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
+#else
+    ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+#endif
+    return timer_create(CLOCK_MONOTONIC, &ev, timer);
 }
 
 /* The TSC is usable when the kernel chose it as its own clocksource: then it

@@ -34,6 +34,10 @@ typedef struct sw_clock {
 /* Reads a clock_gettime clock in nanoseconds. */
 uint64_t sw_clock_ns(clockid_t id);
 
+/* Makes *timer, a CLOCK_MONOTONIC timer (disarmed) whose expiry sends
+ * signal sig to the calling thread alone. 0, or -1 with errno. */
+int sw_clock_thread_timer(int sig, timer_t *timer);
+
 /* Chooses the clock (TSC only if allow_tsc and the kernel trusts it) and
  * measures its rate over about 2 ms. Never fails: falls back to
  * CLOCK_MONOTONIC. */

@@ -128,6 +128,15 @@ struct sw_pystack {
                                       next third, then swapped), those new in this walk (the last) */
     uint32_t n_order;
     unsigned char *order_seen;     /* [max_depth] code_reads: which of the last walk's are in this one */
+    uint64_t *reads_of;            /* [max_depth] code_reads: the code objects it was last given, leaf
+                                      first (the same again: its list is code_order as it stands) */
+    uint32_t reads_of_n;           /* ... how many (0: none) */
+    uint32_t known_of_n;           /* code_known holds the entries of all of that list's code objects,
+                                      if this is its length (confirm_codes' take_header), else 0 */
+    const unsigned char *name_ok;  /* take_header: a file name read this round (its name_reqs buffer;
+                                      NULL: none) found the same as ... */
+    const sw_sample_code *name_ok_by;   /* ... this entry's file name (unchanged since: its own
+                                      header's turn forgets it) */
     sw_sample_code **frames;         /* [max_depth] */
     /* confirm_codes: the entries confirmed by headers read this walk, and
      * the read that confirms them again. */
@@ -267,6 +276,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     r->memo_codes = malloc(d * sizeof *r->memo_codes);
     r->memo_frames = malloc(d * sizeof *r->memo_frames);
     r->order_seen = malloc(d);
+    r->reads_of = malloc(d * sizeof *r->reads_of);
     r->frames = malloc(d * sizeof *r->frames);
     r->confirm = malloc(d * sizeof *r->confirm);
     r->known = malloc(d * sizeof *r->known);
@@ -321,7 +331,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         sw_threadstate_set_cpu_every(r->states, lim->cpu_every);
     if (!r->codes || !r->code_addrs || (keep_globals && (!r->globals || !r->code_globals)) ||
         !r->frame_addrs || (lim->frame_addrs && !r->kept_addrs) || (l->code_nlocalsplus != SW_NO_OFFSET && !r->gaps) || !r->code_hdrs || !r->reqs || !r->code_reqs ||
-        !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->frames || !r->known || !r->req_known || !r->code_known ||
+        !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->reads_of || !r->frames || !r->known || !r->req_known || !r->code_known ||
         !r->confirm || !r->confirm_req || !r->confirm_reqs || !r->name_reqs || !r->window || !r->spec_tstate || !r->spec_n ||
         !r->spec_addrs || !r->spec_as_walked || !r->spec_walk || !r->spec_reqs || !r->spec_bytes || !r->spec_again ||
         (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
@@ -433,6 +443,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->memo_codes);
     free(r->memo_frames);
     free(r->order_seen);
+    free(r->reads_of);
     free(r->frames);
     free(r->confirm);
     free(r->known);
@@ -1045,6 +1056,7 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     uint64_t steps = 0, max_steps = 2ull * r->lim.max_depth + 64;
     *truncated = 0;
     r->codes_read = r->names_read = 0;
+    r->name_ok = NULL;
     r->codes_checked = 0;
     r->frames_trusted = 0;
     memset(r->seen, 0, sizeof r->seen);
@@ -1277,12 +1289,14 @@ static uint32_t name_requests(sw_pystack *r, const sw_mem_req *reqs, uint32_t k,
     uint32_t m = 0;
     size_t used = 0;
     for (uint32_t j = 0; j < k; j++) {
-        if (!looked_up)
+        if (!looked_up || (known[j] && known[j]->addr != reqs[j].addr))
             known[j] = sw_codecache_find(r->codes, reqs[j].addr);
         const sw_sample_code *e = known[j];
         uint32_t span;
         uint64_t at = e && sw_codecache_settled(e) ? sw_codecache_filename_at(e, &span) : 0;
-        if (at && add_request(r->name_reqs, &m, &r->name_buf, &r->name_cap, &used, at, span) == UINT32_MAX)
+        if (!at || (m && r->name_reqs[m - 1].addr == at && r->name_reqs[m - 1].len == span))
+            continue;   /* (none; or the last one's: a module's code objects lie together) */
+        if (add_request(r->name_reqs, &m, &r->name_buf, &r->name_cap, &used, at, span) == UINT32_MAX)
             break;   /* (out of memory: read after, by confirm_codes) */
     }
     return m;
@@ -1296,11 +1310,25 @@ static uint32_t name_requests(sw_pystack *r, const sw_mem_req *reqs, uint32_t k,
 static sw_sample_code *take_header(sw_pystack *r, const sw_mem_req *q, sw_sample_code *known, uint64_t round,
                                    int *pending)
 {
+    if (r->name_ok && r->name_ok_by->addr == q->addr)
+        r->name_ok = NULL;   /* (its entry may be made again now) */
     sw_sample_code *c = q->ok ? sw_codecache_get_known(r->codes, &r->mem, &r->l, known, q->addr, q->buf, round) : NULL;
     r->memo_n = 0;   /* (an entry may have been made again) */
     size_t got = 0;
     const unsigned char *name = c && sw_codecache_settled(c) ? name_read(r, c, &got) : NULL;
-    int same = name ? sw_codecache_check_filename(r->codes, &r->mem, &r->l, c, name, got) : 0;
+    int same = 0;
+    if (name && name == r->name_ok && c->filename_len == r->name_ok_by->filename_len &&
+        memcmp(c->filename, r->name_ok_by->filename, c->filename_len) == 0) {
+        /* Found the same as the same bytes already (one file name read for
+         * all of a module's code objects): the same answer. */
+        same = 1;
+    } else if (name) {
+        same = sw_codecache_check_filename(r->codes, &r->mem, &r->l, c, name, got);
+        if (same == 1) {
+            r->name_ok = name;
+            r->name_ok_by = c;
+        }
+    }
     *pending = same == 0;
     return same < 0 ? NULL : c;
 }
@@ -1415,6 +1443,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
                 sw_codecache_stamp(c, r->counter_now);
         }
         r->code_known_n = r->codes_read;
+        r->known_of_n = r->codes_read == r->n_order ? r->codes_read : 0;   /* (code_reads) */
         if (confirm_codes(r, k) != 0)
             return -1;
         for (uint32_t j = 0; j < k; j++)
@@ -1458,6 +1487,7 @@ static int resolve_codes(sw_pystack *r, uint32_t n)
     for (uint32_t j = 0; j < m; j++)
         r->name_reqs[j].ok = r->reqs[k + j].ok;
     r->names_read = m;
+    r->name_ok = NULL;
     r->memo_n = 0;
     uint32_t u = 0;
     for (uint32_t j = 0; j < k; j++) {
@@ -1613,6 +1643,24 @@ static uint32_t code_reads(sw_pystack *r, uint32_t n)
     uint64_t *cur = r->code_order + d, *fresh = r->code_order + 2 * (size_t)d;
     uint32_t m = r->n_order, nf = 0;
     r->code_known_n = 0;   /* (another list: read_with_codes looks its entries up) */
+    if (n && n == r->reads_of_n && memcmp(r->code_addrs, r->reads_of, n * sizeof *r->reads_of) == 0) {
+        /* The same code objects as the last call, frame for frame (most
+         * walks of a thread whose deep end comes back to where it was):
+         * the same list, taken as it stands. */
+        for (uint32_t u = 0; u < m; u++)
+            r->code_reqs[u] = (sw_mem_req){old[u], r->code_hdrs + (size_t)u * cs, cs, 0};
+        /* Their entries as the last read took them, if it took them all
+         * and each is still its address's (none freed: reads_of is
+         * forgotten when the cache is emptied). */
+        uint32_t ok = r->known_of_n == m;
+        for (uint32_t u = 0; ok && u < m; u++)
+            ok = !r->code_known[u] || r->code_known[u]->addr == old[u];
+        r->code_known_n = ok ? m : 0;
+        return m;
+    }
+    memcpy(r->reads_of, r->code_addrs, n * sizeof *r->reads_of);
+    r->reads_of_n = n;
+    r->known_of_n = 0;
     memset(r->order_seen, 0, m);
     for (uint32_t i = 0; i < n; i++) {
         uint64_t a = r->code_addrs[i];
@@ -1747,7 +1795,8 @@ static int all_trusted(sw_pystack *r, uint32_t n)
  * a module's frame after a function of the next one. */
 static int read_with_codes(sw_pystack *r, size_t nreq, uint32_t k)
 {
-    const uint32_t m = name_requests(r, r->code_reqs, k, r->code_known, 0);   /* (and their entries' file names) */
+    /* (and their entries' file names; code_reads may know the entries) */
+    const uint32_t m = name_requests(r, r->code_reqs, k, r->code_known, k && r->code_known_n == k);
     r->code_known_n = k;
     memmove(r->reqs + k + m, r->reqs, nreq * sizeof *r->reqs);
     memcpy(r->reqs, r->code_reqs, k * sizeof *r->code_reqs);
@@ -1759,6 +1808,7 @@ static int read_with_codes(sw_pystack *r, size_t nreq, uint32_t k)
         r->name_reqs[j].ok = r->reqs[k + j].ok;
     r->codes_read = k;
     r->names_read = m;
+    r->name_ok = NULL;   /* (take_header: of this read only) */
     r->codes_checked = 1;
     for (size_t i = 0; i < nreq; i++)
         if (!r->reqs[k + m + i].ok)
@@ -2032,6 +2082,7 @@ static int still_whole(sw_pystack *r, uint64_t tstate, uint64_t leaf, const wind
         lo = r->pre_lo;
         rhi = r->pre_end;
         r->codes_read = r->names_read = 0;
+        r->name_ok = NULL;
         r->codes_checked = 1;   /* (as read_with_codes with no header to read) */
         r->st.checked_ahead++;
     }
@@ -2246,6 +2297,7 @@ static void park_codes(sw_pystack *r, uint64_t tstate, uint32_t n)
     if (j == u) {
         r->codes_read = u;
         r->names_read = 0;   /* (confirm_codes reads their file names) */
+        r->name_ok = NULL;
         r->codes_checked = 1;
     } else
         read_with_codes(r, 0, u);
@@ -2673,7 +2725,7 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
     int delivered = 0;
     r->st.rounds++;
     if (sw_codecache_trim(r->codes))
-        r->memo_n = 0;
+        r->memo_n = r->reads_of_n = r->known_of_n = 0;
     /* The first thread state and the GIL's locked flag and last holder,
      * in one system call. */
     uint64_t tstate = 0, gil = gil_address(r);
@@ -2810,8 +2862,9 @@ int sw_pystack_block_check(int pid, char *err, size_t errlen)
 {
     /* A main thread that does not stop in time (asleep in the kernel) does
      * not refuse: it can be stopped, later; its rounds fail meanwhile. */
+    err[0] = '\0';
     int rc = sw_freeze_check(pid, pid, err, errlen);
-    if (rc == SW_EARG)
+    if (rc == SW_EARG && !err[0])   /* (a zombie main thread: err says so) */
         snprintf(err, errlen, "process %d: no such process", pid);
     return rc == SW_OK || rc == SW_ESTATE ? SW_OK : SW_EIO;
 }

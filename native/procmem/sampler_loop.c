@@ -27,7 +27,7 @@ struct sw_sampler {
     int stop_requested;
     pid_t pid;               /* process that started the thread */
     int yielding;            /* sw_sampler_set_yielding */
-    uint64_t ticks, missed, busy_ns;
+    uint64_t ticks, missed, stalls, stall_max_ns, busy_ns;
     int64_t start_ns, stop_ns;
     sw_pystack_stats reader_stats;   /* copied after each tick */
 };
@@ -166,7 +166,13 @@ static void *run(void *arg)
              * (84-86k rounds/s of 100k, its rounds 5-6 us but a few long). */
             int64_t skip = (t1 - deadline) / iv - 1;
             if (skip > catch_up) {
+                /* (stalls apart from missed: many short ones are a
+                 * sampler too slow for the rate, a few long ones the
+                 * machine's) */
                 s->missed += (uint64_t)skip;
+                s->stalls++;
+                if ((uint64_t)(t1 - deadline) > s->stall_max_ns)
+                    s->stall_max_ns = (uint64_t)(t1 - deadline);
                 deadline += skip * iv;
             }
         }
@@ -175,8 +181,15 @@ static void *run(void *arg)
     /* Ticks still owed at the stop are missed: every interval from the
      * start to the last round is a round or a missed tick. */
     int64_t now = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
-    if (now > done + iv)
-        s->missed += (uint64_t)((now - done) / iv - 1);
+    if (now > done + iv) {
+        int64_t owed = (now - done) / iv - 1;
+        s->missed += (uint64_t)owed;
+        if (owed > catch_up) {   /* (a stall too: preempted before the stop) */
+            s->stalls++;
+            if ((uint64_t)(now - done) > s->stall_max_ns)
+                s->stall_max_ns = (uint64_t)(now - done);
+        }
+    }
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
@@ -265,6 +278,8 @@ void sw_sampler_get_stats(sw_sampler *s, sw_sampler_stats *out)
     out->interval_ns = s->interval_ns;
     out->ticks = s->ticks;
     out->missed = s->missed;
+    out->stalls = s->stalls;
+    out->stall_max_ns = s->stall_max_ns;
     out->busy_ns = s->busy_ns;
     out->start_ns = s->start_ns;
     out->stop_ns = s->stop_ns;

@@ -32,6 +32,8 @@ typedef struct sw_sampler_stats {
     uint64_t interval_ns;
     uint64_t ticks;          /* sampling rounds done */
     uint64_t missed;         /* ticks skipped because the sampler ran late */
+    uint64_t stalls;         /* ... in how many stalls (late by more than SW_SAMPLER_CATCH_UP_NS) */
+    uint64_t stall_max_ns;   /* ... the longest (how late its round ended) */
     uint64_t busy_ns;        /* time spent reading stacks */
     int64_t start_ns, stop_ns;   /* CLOCK_MONOTONIC; stop_ns is 0 while running */
     int running;

@@ -3,11 +3,11 @@
  * handler run even when the main thread blocks first (sigkick.h).
  */
 #include "sigkick.h"
+#include "base/base.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,16 +22,7 @@ static volatile sig_atomic_t kicking;
 /* The timer of `sig`, aimed at the calling thread (the main thread). */
 static void make_timer(int sig)
 {
-    struct sigevent ev;
-    memset(&ev, 0, sizeof ev);
-    ev.sigev_notify = SIGEV_THREAD_ID;
-    ev.sigev_signo = sig;
-#ifdef sigev_notify_thread_id
-    ev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
-#else
-    ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
-#endif
-    have_timer[sig] = timer_create(CLOCK_MONOTONIC, &ev, &timers[sig]) == 0;
+    have_timer[sig] = sw_clock_thread_timer(sig, &timers[sig]) == 0;
 }
 
 static void set_timers(long ns)

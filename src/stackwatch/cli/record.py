@@ -123,6 +123,11 @@ def summary(prof):
     failed = 100.0 * st["failed"] / tried if tried else 0.0
     rate = st["ticks"] / dur if dur > 0 else 0.0
     left = f", {st['left_out']} left out (idle or without the GIL)" if st["left_out"] else ""
+    if st.get("stalls"):
+        # (many short stalls: rounds too slow for the rate; a few long
+        # ones: the sampler kept off its CPU)
+        left += (f", {st['missed']} ticks missed in {st['stalls']} stalls (longest "
+                 f"{st['stall_max_ns'] / 1e6:.1f} ms)")
     native = ""
     if st.get("native"):
         stops = st["native_samples"] + st["native_failed"]

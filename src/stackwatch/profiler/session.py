@@ -362,7 +362,9 @@ class Profiler:
 
     def stats(self):
         """Counters of the sampler: ticks, samples, failed, empty, missed,
-        busy_ns (time spent reading stacks), reads, ...; "mode"; "states":
+        stalls (the times it was late by more than the 1 ms of ticks it
+        catches up: missed ticks come from these) and stall_max_ns (the
+        longest), busy_ns (time spent reading stacks), reads, ...; "mode"; "states":
         the samples per thread state {"running", "gil_wait", "idle",
         "unknown"} (over the stored samples and, in CPU mode, those left
         out); "gil_held": samples whose thread held the GIL; "off_cpu":

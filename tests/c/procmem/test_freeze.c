@@ -7,7 +7,10 @@
  * it has stopped and goes on; and signals sent around the freezes all
  * reach the target's handler (none swallowed or added at the detach; the
  * race where a stop reports a signal on its way, which the detach hands
- * back, did not happen here in 900 tries, busy target or not).
+ * back, did not happen here in 900 tries, busy target or not). A process
+ * whose main thread has ended (a zombie) is frozen without it, and one
+ * that has ended whole is said to be exiting; a thread that ends between
+ * its seize and its interrupt is collected, not left a zombie.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -18,6 +21,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define VFORK_SLEEP_NS 700000000L   /* how long the vfork child keeps its parent waiting */
@@ -192,6 +196,11 @@ TEST(a_thread_that_cannot_stop_fails_the_freeze_within_the_bound)
     CHECK_MSG(strstr(err, want) != NULL, "%s", err);
     CHECK_EQ_I64(f.n, 0);
     CHECK_EQ_I64(sw_freeze_late(), 1);
+    /* the wait was a blocking one ended by the timer (its signal's no-op
+     * action set), not a poll */
+    struct sigaction cur;
+    sigaction(SW_FREEZE_SIGNAL, NULL, &cur);
+    CHECK(cur.sa_handler != SIG_DFL);
     /* the main thread, stopped first (lower tid), runs again: not traced */
     CHECK_EQ_I64(status_field(pid, pid, "TracerPid:", NULL), 0);
     status_field(pid, pid, "State:", &st);
@@ -232,7 +241,17 @@ TEST(a_late_thread_stopped_since_is_taken_by_the_next_freeze)
     sw_frozen f;
     char err[400] = "";
     sw_frozen one;
+    /* a program with its own action for the timer's signal: the thread is
+     * polled instead, within the same bound */
+    struct sigaction mine, was;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_handler = on_rt;
+    sigaction(SW_FREEZE_SIGNAL, &mine, &was);
+    double t0 = check_now();
     CHECK_EQ_I64(sw_freeze_thread(&one, pid, tid, err, sizeof err), SW_ESTATE);
+    double took = check_now() - t0;
+    sigaction(SW_FREEZE_SIGNAL, &was, NULL);
+    CHECK_MSG(took >= SW_FREEZE_WAIT_NS / 1e9 && took < SW_FREEZE_WAIT_NS / 1e9 + 0.25, "took %.3f s", took);
     CHECK_EQ_I64(traced_stop(pid, tid), 't');
     int rc = sw_freeze(&f, pid, err, sizeof err);
     CHECK_MSG(rc == SW_OK, "%s", err);
@@ -292,4 +311,148 @@ TEST(signals_sent_around_freezes_all_arrive)
     }
     CHECK_EQ_I64(n, N);
     stop_target(pid, fd);
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void *pauser(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* A child whose main thread has ended (SYS_exit: that thread only) while
+ * its second thread runs on. */
+static pid_t zombie_main_target(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, pauser, NULL);
+        syscall(SYS_exit, 0);
+    }
+    return pid;
+}
+
+/* Waits up to 10 s for thread tid of pid to be in state want. */
+static char wait_state(pid_t pid, int tid, char want)
+{
+    char st = 0;
+    double end = check_now() + 10;
+    while (check_now() < end && (status_field(pid, tid, "State:", &st), st != want))
+        nap_ms(2);
+    return st;
+}
+
+TEST(a_main_thread_ended_is_not_frozen_and_said_so)
+{
+    pid_t pid = zombie_main_target();
+    REQUIRE(pid > 0);
+    REQUIRE(wait_state(pid, pid, 'Z') == 'Z');
+    int tid = 0;
+    double end = check_now() + 10;
+    while (!(tid = other_tid(pid)) && check_now() < end)
+        nap_ms(2);
+    REQUIRE(tid > 0);
+    sw_frozen f;
+    char err[400] = "";
+    int rc = sw_freeze(&f, pid, err, sizeof err);
+    CHECK_MSG(rc == SW_OK, "%s", err);
+    CHECK_EQ_I64(f.n, 1);
+    CHECK_EQ_I64(f.ended, 1);
+    CHECK_EQ_I64(f.n ? f.tids[0] : 0, tid);
+    sw_thaw(&f);
+    CHECK_EQ_I64(status_field(pid, tid, "TracerPid:", NULL), 0);
+    /* the main thread alone: ended, said so (not "traced already") */
+    CHECK_EQ_I64(sw_freeze_check(pid, pid, err, sizeof err), SW_EARG);
+    char want[96];
+    snprintf(want, sizeof want, "thread %d of process %d has ended (zombie): the process is exiting", pid, pid);
+    CHECK_MSG(strcmp(err, want) == 0, "%s", err);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+TEST(a_process_that_has_ended_is_said_to_be_exiting)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    REQUIRE(pid > 0);
+    REQUIRE(wait_state(pid, pid, 'Z') == 'Z');
+    sw_frozen f;
+    char err[400] = "";
+    CHECK_EQ_I64(sw_freeze(&f, pid, err, sizeof err), SW_EIO);
+    char want[64];
+    snprintf(want, sizeof want, "process %d is exiting", pid);
+    CHECK_MSG(strstr(err, want) == err, "%s", err);
+    CHECK_EQ_I64(f.n, 0);
+    waitpid(pid, NULL, 0);
+}
+
+static int ender_fd = -1, ender_tid;
+static pid_t ender_pid;
+
+static void *ender(void *arg)
+{
+    (void)arg;
+    char c;
+    (void)!read(ender_fd, &c, 1);
+    syscall(SYS_exit, 0);
+    return NULL;
+}
+
+/* Between the seize and the interrupt of the second thread: it ends
+ * (traced now, it stays a zombie until its tracer collects it). */
+static void end_it(int tid)
+{
+    if (tid != ender_tid)
+        return;
+    (void)!write(ender_fd, "x", 1);
+    wait_state(ender_pid, tid, 'Z');
+}
+
+TEST(a_thread_ending_between_seize_and_interrupt_is_collected)
+{
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        ender_fd = p[0];
+        pthread_t t;
+        pthread_create(&t, NULL, ender, NULL);
+        for (;;)
+            pause();
+    }
+    REQUIRE(pid > 0);
+    close(p[0]);
+    ender_fd = p[1];
+    ender_pid = pid;
+    double end = check_now() + 10;
+    while (!(ender_tid = other_tid(pid)) && check_now() < end)
+        nap_ms(2);
+    REQUIRE(ender_tid > 0);
+    sw_freeze_set_seize_hook(end_it);
+    sw_frozen f;
+    char err[400] = "";
+    int rc = sw_freeze(&f, pid, err, sizeof err);
+    sw_freeze_set_seize_hook(NULL);
+    CHECK_MSG(rc == SW_OK, "%s", err);
+    CHECK_EQ_I64(f.n, 1);
+    CHECK_EQ_I64(f.n ? f.tids[0] : 0, pid);
+    sw_thaw(&f);
+    /* collected: its task is gone, not left a zombie of ours */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d", pid, ender_tid);
+    CHECK_MSG(access(path, F_OK) != 0, "thread %d still there", ender_tid);
+    CHECK_EQ_I64(status_field(pid, pid, "TracerPid:", NULL), 0);
+    CHECK_EQ_I64(sw_freeze_late(), 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(p[1]);
 }

@@ -75,6 +75,13 @@ def rounds_accounted(p, thread_id):
     iv, accounted = st["interval_ns"], st["ticks"] + st["missed"]
     assert (accounted - 1) * iv <= st["stop_ns"] - st["start_ns"], st
     assert th["last_ns"] - st["start_ns"] < (accounted + 2) * iv, (th, st)
+    # Ticks are missed in stalls (a round ending, or the stop coming, over
+    # the 1 ms of ticks it catches up late), each of at most the longest's
+    # ticks, and at the stop (at most those 1 ms and two more).
+    catch_up = 1_000_000 // iv
+    assert (st["stalls"] == 0) == (st["stall_max_ns"] == 0), st
+    assert not st["stalls"] or st["stall_max_ns"] > catch_up * iv, st
+    assert st["missed"] <= st["stalls"] * (st["stall_max_ns"] // iv) + catch_up + 2, st
     return st
 
 
