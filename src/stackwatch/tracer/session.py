@@ -307,16 +307,15 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         raise
     if kernel_said:
         say_kernel(kernel_said)
+    sampler = None
     if sample_ns:
         try:
-            s = _native.Sampler(sample_ns, trace=True, skip_prefix=_OWN_FILES[:-1],
-                                native=bool(sample_native), lines=bool(sample_lines))
-            s.start()
+            sampler = _native.Sampler(sample_ns, trace=True, skip_prefix=_OWN_FILES[:-1],
+                                      native=bool(sample_native), lines=bool(sample_lines))
         except Exception as e:
             _native.stop()
             signals.remove(_stop_on_signal)
             raise RuntimeError(f"cannot start the sampler: {e}") from e
-        _sampler = s
     _session = dict(path=path, buffer_size=given_chunk, ring=given_ring, max_depth=max_depth,
                     include=include, exclude=exclude, follow_fork=follow_fork, follow=follow, meta=meta,
                     allow_tsc=allow_tsc, c_calls=c_calls, cython=cython, native_include=native_include,
@@ -328,6 +327,16 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
     os._exit = _exit_after_stop
     os.execv, os.execve = _execv_after_flush, _execve_after_flush
     _native.unrecorded(_follow.started, _session, _followed)   # stackwatch's work, not the program's
+    # The sampler starts last: a sample of stackwatch's own start (the
+    # follow wrappers import subprocess's C module) holds the standard
+    # library's frames under stackwatch's, which would read as the program's.
+    if sampler is not None:
+        try:
+            sampler.start()
+        except Exception as e:
+            _stop()
+            raise RuntimeError(f"cannot start the sampler: {e}") from e
+        _sampler = sampler
 
 
 def _join(path):
