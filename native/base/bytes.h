@@ -22,6 +22,20 @@ int sw_bytes_u8(sw_bytes *b, uint8_t v);
 int sw_bytes_f64(sw_bytes *b, double v);
 void sw_bytes_free(sw_bytes *b);
 
+/* v in decimal at the end of s[SW_DECIMAL_MAX] (NUL-terminated); returns
+ * where its digits start. */
+#define SW_DECIMAL_MAX 24
+static inline char *sw_decimal(char s[SW_DECIMAL_MAX], uint64_t v)
+{
+    char *p = s + SW_DECIMAL_MAX - 1;
+    *p = 0;
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return p;
+}
+
 /* A NUL-terminated copy of the n bytes at s (which need not be
  * NUL-terminated). Returns NULL when out of memory. */
 char *sw_dup_n(const char *s, size_t n);

@@ -10,6 +10,8 @@
 
 #include "demangle.h"   /* SW_DEMANGLE_MAX, SW_DEMANGLE_OUT_MAX */
 
+#include "base/base.h"   /* sw_decimal */
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,13 +55,8 @@ static void put(rparse *p, const char *t) { put_n(p, t, strlen(t)); }
 
 static void put_u64(rparse *p, uint64_t v)
 {
-    char buf[24];
-    size_t i = sizeof buf;
-    do {
-        buf[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    put_n(p, buf + i, sizeof buf - i);
+    char buf[SW_DECIMAL_MAX];
+    put(p, sw_decimal(buf, v));
 }
 
 static int peek(const rparse *p) { return p->pos < p->len ? (unsigned char)p->s[p->pos] : -1; }

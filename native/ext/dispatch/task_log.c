@@ -157,22 +157,10 @@ static inline void put(sw_bytes *b, const char *s)
     put_n(b, s ? s : "None", strlen(s ? s : "None"));
 }
 
-/* v in decimal at the end of s[24]; returns where it starts. */
-static char *decimal(char s[24], uint64_t v)
-{
-    char *p = s + 23;
-    *p = 0;
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return p;
-}
-
 static void put_u64(sw_bytes *b, uint64_t v)
 {
-    char s[24];
-    put(b, decimal(s, v));
+    char s[SW_DECIMAL_MAX];
+    put(b, sw_decimal(s, v));
 }
 
 /* ns as Python's f"{ns / 1e6:12.3f}" writes it: the ms rounded to the µs
@@ -187,7 +175,7 @@ static inline void put_ms(sw_bytes *b, long long ns)
         return;
     }
     uint64_t us = ((uint64_t)ns + 500) / 1000;
-    char d[24], *whole = decimal(d, us / 1000);
+    char d[SW_DECIMAL_MAX], *whole = sw_decimal(d, us / 1000);
     size_t n = strlen(whole);
     if (n + 4 < 12)
         put_n(b, "            ", 12 - (n + 4));
@@ -466,8 +454,8 @@ static void met_native(TaskLog *l, uint64_t ident, uint64_t native)
     if (!n)
         return;
     n->ident = ident;
-    char id[24];
-    const char *name = th && th->name ? th->name : decimal(id, ident);
+    char id[SW_DECIMAL_MAX];
+    const char *name = th && th->name ? th->name : sw_decimal(id, ident);
     if (!n->name || strcmp(n->name, name) != 0) {
         free(n->name);
         n->name = copy_str(name);
@@ -910,8 +898,8 @@ static int render(TaskLog *l, const tl_event *e)
     free(other);
     if (e->file) {
         const char *base = strrchr(e->file, '/');
-        char line[24];
-        const char *at = e->line >= 0 ? decimal(line, (uint64_t)e->line) : "?";
+        char line[SW_DECIMAL_MAX];
+        const char *at = e->line >= 0 ? sw_decimal(line, (uint64_t)e->line) : "?";
         PUT_LIT(&l->buf, "  at ");
         put(&l->buf, e->function);
         PUT_LIT(&l->buf, " (");

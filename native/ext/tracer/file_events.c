@@ -107,14 +107,11 @@ void sw_file_record_ext(int kind, const sw_evdata *d)
  * caller: at most 20). */
 static void put_decimal(char *buf, size_t *n, uint64_t v)
 {
-    char d[20];
-    size_t k = 0;
-    do {
-        d[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (k)
-        buf[(*n)++] = d[--k];
+    char d[SW_DECIMAL_MAX];
+    const char *digits = sw_decimal(d, v);
+    size_t k = strlen(digits);
+    memcpy(buf + *n, digits, k);
+    *n += k;
 }
 
 void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint64_t task, uint64_t native_id)
