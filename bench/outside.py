@@ -100,8 +100,10 @@ def rate_stackwatch(python, pid, seconds, tmp):
     secs, failed, tried = float(m.group(1)), int(m.group(2)), int(m.group(3))
     # (ticks missed: in many short stalls, rounds too slow for the rate; in
     # a few long ones, the sampler kept off its CPU)
-    st = re.search(r"(\d+) ticks missed in (\d+) stalls \(longest ([\d.]+) ms\)", p.stderr)
-    stalls = {"missed": int(st.group(1)), "stalls": int(st.group(2)), "longest_ms": float(st.group(3))} if st else {}
+    st = re.search(r"(\d+) ticks missed in (\d+) stalls \(longest ([\d.]+) ms; (\d+) of them off its CPU\)",
+                   p.stderr)
+    stalls = {"missed": int(st.group(1)), "stalls": int(st.group(2)), "longest_ms": float(st.group(3)),
+              "off_cpu": int(st.group(4))} if st else {}
     return {"seconds": secs, "samples": tried, "failed": failed, "stacks": stacks, **stalls}
 
 
@@ -200,8 +202,12 @@ def rate_text(rows, seconds, na):
         out.append(f"{name:<12}{rate:>11.0f}{failed:>9.2%}{r['impossible']:>12}{r['deepest']:>9}{load:>11}")
     for name, r in rows.items():
         if r.get("stalls"):
+            # (the rate over the time the sampler was on a CPU: the ticks
+            # of stalls over 2 ms, whose rounds could not run, taken out)
+            on_cpu = r["seconds"] - r["off_cpu"] / RATE
             out.append(f"{name}: {r['missed']} ticks missed in {r['stalls']} stalls of over 1 ms "
-                       f"(longest {r['longest_ms']:g} ms)")
+                       f"(longest {r['longest_ms']:g} ms), {r['off_cpu']} of them in stalls over 2 ms, off its CPU: "
+                       f"{r['samples'] / on_cpu:.0f} samples/s of the time it was on a CPU")
     out += [f"{k}: n/a ({v})" for k, v in na.items()]
     return "\n".join(out)
 

@@ -5,7 +5,8 @@ sampler's counters as JSON (bench/run.py runs it at rising rates):
     python bench/profiler_rate.py --rate 20000 [--seconds 1] [--depth 50] [--mode wall]
 
 A tick is "missed" when the sampler started a round more than one interval
-late (the rounds it skipped); busy_ns is the time spent in rounds.
+late (the rounds it skipped); missed_off_cpu, those of stalls over 2 ms
+(the sampler kept off its CPU); busy_ns is the time spent in rounds.
 """
 import argparse
 import json
@@ -42,7 +43,7 @@ def main():
     while node["children"]:
         node = max(node["children"], key=lambda c: c["count"])
         depth += 1
-    out = {k: st[k] for k in ("interval_ns", "ticks", "missed", "busy_ns", "samples", "failed", "stored")}
+    out = {k: st[k] for k in ("interval_ns", "ticks", "missed", "missed_off_cpu", "busy_ns", "samples", "failed", "stored")}
     out.update(rate=args.rate, deepest_stack=depth, python=sys.version.split()[0])
     print(json.dumps(out))
     return 0

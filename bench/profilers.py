@@ -29,7 +29,10 @@ bench/README.md):
 3. the highest rate stackwatch's sampler sustains on a 50-deep stack with
    less than 1% of its ticks missed (bench/profiler_rate.py at rising
    rates, the median of a few runs per rate, up to the first rate that
-   misses more).
+   misses more), not counting the ticks of stalls over 2 ms, in which the
+   sampler was kept off its CPU (`missed_off_cpu`: this VM stalls for
+   4-10 ms now and then even when idle, and at 1 kHz one such stall a
+   second is 1%); those are printed beside.
 """
 import json
 import os
@@ -221,11 +224,12 @@ def max_rate(python, quick, log):
         if not ok:
             per_rate[rate] = {"runs": runs}
             break
-        missed = statistics.median(r["missed"] / max(1, r["ticks"] + r["missed"]) for r in ok)
+        missed = statistics.median((r["missed"] - r["missed_off_cpu"]) / max(1, r["ticks"] + r["missed"]) for r in ok)
+        off_cpu = statistics.median(r["missed_off_cpu"] / max(1, r["ticks"] + r["missed"]) for r in ok)
         us = statistics.median(r["busy_ns"] / max(1, r["ticks"]) / 1e3 for r in ok)
-        per_rate[rate] = {"runs": runs, "missed_share": missed, "us_per_round": us,
+        per_rate[rate] = {"runs": runs, "missed_share": missed, "off_cpu_share": off_cpu, "us_per_round": us,
                           "deepest_stack": ok[0].get("deepest_stack")}
-        log(f"  sampler at {rate:6d} Hz: {missed:.2%} missed, {us:.1f} us per round")
+        log(f"  sampler at {rate:6d} Hz: {missed:.2%} missed (and {off_cpu:.2%} off its CPU), {us:.1f} us per round")
         if missed >= MISSED_LIMIT:
             break   # the highest rate is the last one below it with every lower rate below it too
         best = rate
@@ -348,8 +352,10 @@ def cost_text(cost):
 
 
 def rate_text(mr):
-    rows = [f"{rate} Hz {v['missed_share']:.1%} missed, {v['us_per_round']:.1f} us/round"
+    rows = [f"{rate} Hz {v['missed_share']:.1%} missed (+{v.get('off_cpu_share', 0):.1%} off CPU), "
+            f"{v['us_per_round']:.1f} us/round"
             for rate, v in mr["per_rate"].items() if "missed_share" in v]
     best = mr["max_rate"]
     return (f"\nhighest sampling rate stackwatch sustains on a 50-deep stack with < {mr['limit']:.0%} "
-            f"missed ticks: {f'{best} Hz' if best else 'none of the rates tried'}\n  " + "; ".join(rows))
+            f"missed ticks (not counting stalls over 2 ms, the sampler off its CPU): "
+            f"{f'{best} Hz' if best else 'none of the rates tried'}\n  " + "; ".join(rows))

@@ -27,7 +27,7 @@ struct sw_sampler {
     int stop_requested;
     pid_t pid;               /* process that started the thread */
     int yielding;            /* sw_sampler_set_yielding */
-    uint64_t ticks, missed, stalls, stall_max_ns, busy_ns;
+    uint64_t ticks, missed, stalls, stall_max_ns, missed_off_cpu, busy_ns;
     int64_t start_ns, stop_ns;
     sw_pystack_stats reader_stats;   /* copied after each tick */
 };
@@ -173,6 +173,8 @@ static void *run(void *arg)
                 s->stalls++;
                 if ((uint64_t)(t1 - deadline) > s->stall_max_ns)
                     s->stall_max_ns = (uint64_t)(t1 - deadline);
+                if ((uint64_t)(t1 - deadline) > SW_SAMPLER_OFF_CPU_NS)
+                    s->missed_off_cpu += (uint64_t)skip;
                 deadline += skip * iv;
             }
         }
@@ -188,6 +190,8 @@ static void *run(void *arg)
             s->stalls++;
             if ((uint64_t)(now - done) > s->stall_max_ns)
                 s->stall_max_ns = (uint64_t)(now - done);
+            if ((uint64_t)(now - done) > SW_SAMPLER_OFF_CPU_NS)
+                s->missed_off_cpu += (uint64_t)owed;
         }
     }
     pthread_mutex_unlock(&s->mu);
@@ -280,6 +284,7 @@ void sw_sampler_get_stats(sw_sampler *s, sw_sampler_stats *out)
     out->missed = s->missed;
     out->stalls = s->stalls;
     out->stall_max_ns = s->stall_max_ns;
+    out->missed_off_cpu = s->missed_off_cpu;
     out->busy_ns = s->busy_ns;
     out->start_ns = s->start_ns;
     out->stop_ns = s->stop_ns;

@@ -24,6 +24,7 @@
 #define SW_SAMPLER_MAX_INTERVAL_NS 60000000000ull    /* 60 s */
 #define SW_SAMPLER_SPIN_BELOW_NS 100000ull           /* shorter intervals are waited for spinning */
 #define SW_SAMPLER_CATCH_UP_NS 1000000ull            /* the ticks a late sampler may owe: 1 ms of them */
+#define SW_SAMPLER_OFF_CPU_NS 2000000ull             /* a stall longer than this: the sampler was off its CPU */
 
 typedef struct sw_sampler sw_sampler;
 
@@ -34,6 +35,10 @@ typedef struct sw_sampler_stats {
     uint64_t missed;         /* ticks skipped because the sampler ran late */
     uint64_t stalls;         /* ... in how many stalls (late by more than SW_SAMPLER_CATCH_UP_NS) */
     uint64_t stall_max_ns;   /* ... the longest (how late its round ended) */
+    uint64_t missed_off_cpu; /* of missed, those in stalls late by over SW_SAMPLER_OFF_CPU_NS:
+                              * the sampler kept off its CPU (a round takes microseconds, and
+                              * a sampler merely too slow is counted late at just over
+                              * SW_SAMPLER_CATCH_UP_NS), not rounds too slow for the rate */
     uint64_t busy_ns;        /* time spent reading stacks */
     int64_t start_ns, stop_ns;   /* CLOCK_MONOTONIC; stop_ns is 0 while running */
     int running;

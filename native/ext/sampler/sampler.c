@@ -597,10 +597,10 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
     }
     const sw_pystack_stats *r = &st.reader;
     PyObject *d = Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:L,s:O}", "interval_ns",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:L,s:L,s:O}", "interval_ns",
         (unsigned long long)st.interval_ns, "ticks", (unsigned long long)st.ticks, "missed",
         (unsigned long long)st.missed, "stalls", (unsigned long long)st.stalls, "stall_max_ns",
-        (unsigned long long)st.stall_max_ns, "busy_ns", (unsigned long long)st.busy_ns, "samples",
+        (unsigned long long)st.stall_max_ns, "missed_off_cpu", (unsigned long long)st.missed_off_cpu, "busy_ns", (unsigned long long)st.busy_ns, "samples",
         (unsigned long long)r->samples, "failed", (unsigned long long)r->failed, "empty", (unsigned long long)r->empty,
         "truncated", (unsigned long long)r->truncated, "retried", (unsigned long long)r->retried, "threads_skipped", (unsigned long long)r->threads_skipped,
         "stored", stored, "dropped", dropped, "cut", cut, "code_hits", (unsigned long long)r->code_hits, "code_misses",

@@ -127,7 +127,7 @@ def summary(prof):
         # (many short stalls: rounds too slow for the rate; a few long
         # ones: the sampler kept off its CPU)
         left += (f", {st['missed']} ticks missed in {st['stalls']} stalls (longest "
-                 f"{st['stall_max_ns'] / 1e6:.1f} ms)")
+                 f"{st['stall_max_ns'] / 1e6:.1f} ms; {st['missed_off_cpu']} of them off its CPU)")
     native = ""
     if st.get("native"):
         stops = st["native_samples"] + st["native_failed"]

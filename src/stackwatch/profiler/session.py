@@ -364,7 +364,8 @@ class Profiler:
         """Counters of the sampler: ticks, samples, failed, empty, missed,
         stalls (the times it was late by more than the 1 ms of ticks it
         catches up: missed ticks come from these) and stall_max_ns (the
-        longest), busy_ns (time spent reading stacks), reads, ...; "mode"; "states":
+        longest), missed_off_cpu (of missed, those in stalls over 2 ms late:
+        the sampler kept off its CPU, not rounds too slow), busy_ns (time spent reading stacks), reads, ...; "mode"; "states":
         the samples per thread state {"running", "gil_wait", "idle",
         "unknown"} (over the stored samples and, in CPU mode, those left
         out); "gil_held": samples whose thread held the GIL; "off_cpu":

@@ -82,6 +82,9 @@ def rounds_accounted(p, thread_id):
     assert (st["stalls"] == 0) == (st["stall_max_ns"] == 0), st
     assert not st["stalls"] or st["stall_max_ns"] > catch_up * iv, st
     assert st["missed"] <= st["stalls"] * (st["stall_max_ns"] // iv) + catch_up + 2, st
+    # Those of stalls over 2 ms late are counted apart (the sampler off its CPU).
+    assert st["missed_off_cpu"] <= st["missed"], st
+    assert st["stall_max_ns"] > 2_000_000 or st["missed_off_cpu"] == 0, st
     return st
 
 
