@@ -1042,15 +1042,31 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
  * frame, its callers gone; issue 20, a genexpr resumed by all()). Two
  * words read with the leaf tell it: the innermost run's first link below
  * its own frames (3.12: its shim's; 3.11: its entry frame's, is_entry) is
- * NULL exactly when the innermost _PyCFrame's previous is the thread's
- * root_cframe (no older run below it), and a thread's outermost frame is
- * always its outermost run's shim (3.12) or entry frame (3.11). A walk
+ * the current frame of the _PyCFrame before the innermost one: NULL when
+ * that is the thread's root_cframe (no older run below it; greenlet gives
+ * each greenlet's stack a root of its own, whose current frame is NULL:
+ * read then), else the frame that called into C; and a thread's outermost
+ * frame is always its outermost run's shim (3.12) or entry frame (3.11). A walk
  * that meets otherwise is torn (stats "half_made"). 3.13 keeps no
  * _PyCFrame: its runs set tstate->current_frame last, after the shim's
  * link, and 3.9/3.10 set a frame's f_back before tstate->frame. */
-static int run_half_made(const sw_pystack *r, uint64_t first_run_link)
+static int run_half_made(sw_pystack *r, uint64_t first_run_link)
 {
-    return r->walk_root_cframe && (first_run_link == 0) != (r->walk_cf_previous == r->walk_root_cframe);
+    if (!r->walk_root_cframe)
+        return 0;
+    if (r->walk_cf_previous == r->walk_root_cframe)
+        return first_run_link != 0;
+    if (first_run_link)
+        return 0;
+    /* A NULL link below another _PyCFrame: one whose current frame is NULL
+     * too is a root of its own (greenlet starts each greenlet's stack on a
+     * _PyCFrame whose previous is root_cframe and whose current frame it
+     * sets NULL); one more read, only for such a first run. */
+    uint64_t below = 1;
+    if (!r->walk_cf_previous ||
+        sw_mem_read(&r->mem, r->walk_cf_previous + r->l.cframe_current_frame, &below, sizeof below) != SW_OK)
+        return 1;
+    return below != 0;
 }
 
 /* 3.12+: whether the generator frame `gen`, walked just before the shim

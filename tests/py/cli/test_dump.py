@@ -562,3 +562,42 @@ def test_a_run_half_made_is_not_read_as_a_root(tmp):
     assert whole[0] in ("consume", "<genexpr>") and whole[-2:] == ["main", "<module>"], whole
     torn, thread = frames(half)
     assert torn == [], (torn, thread)
+
+
+GREENLET_SPIN = """\
+import greenlet, sys
+def spin():
+    print("ready", flush=True)
+    while sys.stdin.readline() == "":
+        pass
+def worker():
+    spin()
+greenlet.greenlet(worker).switch()
+"""
+
+
+@needs_sampler
+def test_a_greenlets_stack_is_read_to_its_run_function(tmp):
+    """A greenlet's stack begins on a _PyCFrame of greenlet's own (3.11/
+    3.12: its previous the thread's root_cframe, its current frame NULL),
+    not the thread's root: read from outside, its first run's NULL link is
+    its root, not a run half made (pystack.c "Runs half made"), and the
+    stack ends at its run function."""
+    try:
+        import greenlet  # noqa: F401
+    except ImportError:
+        missing("greenlet is not installed (scripts/venv.sh installs it)")
+    prog = tmp / "spin.py"
+    prog.write_text(GREENLET_SPIN)
+    p = subprocess.Popen([sys.executable, str(prog)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        r = run(["dump", str(p.pid), "--json"])
+        assert r.returncode == 0, r.stderr
+        (thread,) = json.loads(r.stdout)
+        assert [f["function"] for f in thread["frames"]] == ["spin", "worker"], thread
+    finally:
+        p.stdin.write("go\n")
+        p.stdin.close()
+        p.wait()
+        p.stdout.close()
