@@ -34,7 +34,8 @@
     X(interp_gil) X(gil_locked) X(gil_last_holder) X(runtime_interp_main) X(version_hex) X(interp_modules) \
     X(frame_localsplus) X(code_varnames) X(interp_size) X(runtime_interp_next_id)
 #define SW_DEBUG_OFFSETS_KEPT(X) \
-    X(frames_kind) X(pointer_size) X(ob_refcnt) X(cframe_current_frame) X(chunk_data) X(owner_cstack) \
+    X(frames_kind) X(pointer_size) X(ob_refcnt) X(cframe_current_frame) X(cframe_previous) X(tstate_root_cframe) \
+    X(chunk_data) X(owner_cstack) \
     X(frame_is_entry) X(str_kind_shift) X(str_kind_mask) X(str_compact_mask) X(str_ascii_mask) X(thread_tid) \
     X(runtime_addr) X(runtime_gil) X(gil_size) X(linetable_kind) X(frame_lasti) X(lasti_unit) X(code_type) \
     X(str_type) X(frame_type) X(owner_thread) X(owner_generator) X(gen_state_back) X(gen_executing) \

@@ -82,6 +82,11 @@ int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
 #undef CHECK
     if (l->cframe_current_frame != SW_NO_OFFSET && l->cframe_current_frame > SW_LAYOUT_MAX_READ - P)
         FAIL("cframe offset %u out of range", l->cframe_current_frame);
+    /* (the cframe's two words are read as one: pystack.c leaf_frame) */
+    if (l->cframe_current_frame != SW_NO_OFFSET
+            ? l->cframe_previous != l->cframe_current_frame + P || l->tstate_root_cframe == SW_NO_OFFSET
+            : l->cframe_previous != SW_NO_OFFSET || l->tstate_root_cframe != SW_NO_OFFSET)
+        FAIL("a cframe's previous must follow its current frame, with the thread state's root cframe");
     if (l->frames_kind == SW_FRAMES_INTERP &&
         (l->tstate_datastack_chunk == SW_NO_OFFSET) != (l->tstate_datastack_top == SW_NO_OFFSET))
         FAIL("datastack chunk and top must be given together");

@@ -47,6 +47,10 @@ typedef struct sw_py_layout {
     uint32_t tstate_frame;             /* the current frame, or (cframe_current_frame
                                           set) the pointer to the _PyCFrame holding it */
     uint32_t cframe_current_frame;     /* 3.11/3.12: _PyCFrame.current_frame, else SW_NO_OFFSET */
+    uint32_t cframe_previous;          /* 3.11/3.12: _PyCFrame.previous (the word after
+                                          current_frame: read with it), else SW_NO_OFFSET */
+    uint32_t tstate_root_cframe;       /* 3.11/3.12: PyThreadState.root_cframe, the _PyCFrame
+                                          below a thread's outermost run, else SW_NO_OFFSET */
     uint32_t tstate_datastack_chunk;   /* 3.11+: the current _PyStackChunk, else SW_NO_OFFSET */
     uint32_t tstate_datastack_top;     /* 3.11+: first free slot in that chunk */
     uint32_t chunk_data;               /* _PyStackChunk.data */
@@ -264,7 +268,7 @@ enum {
     X(version_hex, 32) X(frames_kind, 32) X(pointer_size, 32) X(ob_refcnt, 32) X(ob_type, 32) \
     X(interp_threads_head, 32) X(tstate_size, 32) X(tstate_next, 32) X(tstate_interp, 32) \
     X(tstate_thread_id, 32) X(tstate_native_thread_id, 32) X(tstate_frame, 32) \
-    X(cframe_current_frame, 32) X(tstate_datastack_chunk, 32) X(tstate_datastack_top, 32) \
+    X(cframe_current_frame, 32) X(cframe_previous, 32) X(tstate_root_cframe, 32) X(tstate_datastack_chunk, 32) X(tstate_datastack_top, 32) \
     X(chunk_data, 32) X(frame_size, 32) X(frame_previous, 32) X(frame_code, 32) X(frame_owner, 32) \
     X(owner_cstack, 32) X(frame_is_entry, 32) X(owner_thread, 32) X(owner_generator, 32) \
     X(gen_state_back, 32) X(gen_executing, 32) X(frame_gen, 32) X(frame_state, 32) X(frame_running, 32) \

@@ -208,6 +208,10 @@ struct sw_pystack {
      * stack chunk last copied (3.11+). */
     uint64_t g_tstate[SPEC_THREADS];
     uint64_t g_cframe[SPEC_THREADS];
+    /* 3.11/3.12: the walk's innermost _PyCFrame's previous one, read with
+     * its current frame (leaf_frame), and the address of the thread's
+     * root _PyCFrame; both 0 when not known (see "Runs half made"). */
+    uint64_t walk_cf_previous, walk_root_cframe;
     uint64_t g_chunk[SPEC_THREADS], g_lo[SPEC_THREADS], g_end[SPEC_THREADS];
     uint64_t g_pthread[SPEC_THREADS];   /* before 3.11: its pthread_self(), whose kernel tid is read */
     /* In-process, per thread: the code objects of its last parked walk
@@ -513,7 +517,8 @@ static uint32_t spec_slot(uint64_t tstate)
  * check: still_whole). The order is that of the reads made one after the
  * other: the state, then what it names. */
 typedef struct guess {
-    uint64_t cframe, frame;   /* the _PyCFrame guessed and the current frame read through it */
+    uint64_t cframe;          /* the _PyCFrame guessed ... */
+    uint64_t cf_words[2];     /* ... its current frame and previous _PyCFrame, read through it */
     int cf_ok;
     uint64_t chunk, lo, end;  /* the window guessed: bytes [lo, end) of the chunk, into r->window */
     int win_ok;
@@ -562,7 +567,7 @@ static void guess_reqs(sw_pystack *r, uint64_t tstate, guess *g, uint32_t *k)
     sw_mem_req cf = {0, NULL, 0, 0};
     if (l->cframe_current_frame != SW_NO_OFFSET && r->g_cframe[slot]) {
         g->cframe = r->g_cframe[slot];
-        cf = (sw_mem_req){g->cframe + l->cframe_current_frame, &g->frame, sizeof g->frame, 0};
+        cf = (sw_mem_req){g->cframe + l->cframe_current_frame, g->cf_words, sizeof g->cf_words, 0};
     }
     if (l->frames_kind != SW_FRAMES_INTERP && !r->lim.park) {
         /* Before 3.11, from outside: the frames the thread's last walk
@@ -1021,6 +1026,49 @@ static int seen_before(sw_pystack *r, uint64_t addr, uint32_t n)
  * not (see those functions): each failure there costs a sample. */
 #define WALK_TORN (-2)
 
+/* Runs half made (3.11/3.12). Each run of the interpreter function has a
+ * _PyCFrame on the C stack, linked to the one before it, the thread
+ * state's root_cframe below the outermost run; the thread's leaf is the
+ * current frame of the innermost one (tstate->cframe). A run begins by
+ * pointing tstate->cframe at its _PyCFrame and only then sets that one's
+ * current frame and previous (3.12.1 as built here: tstate->cframe, the
+ * frame's link to the run's shim frame, the shim's own link, then the
+ * _PyCFrame's two words; 3.11.7: tstate->cframe, the frame's link, then
+ * the _PyCFrame), so a thread parked in between has an innermost
+ * _PyCFrame whose words are stale stack memory: a current frame of an
+ * earlier occupant of those addresses (a generator freed and made again
+ * at the same address is the frame being resumed), and a shim whose link
+ * is stale too (NULL: the generator stored as the thread's outermost
+ * frame, its callers gone; issue 20, a genexpr resumed by all()). Two
+ * words read with the leaf tell it: the innermost run's first link below
+ * its own frames (3.12: its shim's; 3.11: its entry frame's, is_entry) is
+ * the current frame of the _PyCFrame before the innermost one: NULL when
+ * that is the thread's root_cframe (no older run below it; greenlet gives
+ * each greenlet's stack a root of its own, whose current frame is NULL:
+ * read then), else the frame that called into C; and a thread's outermost
+ * frame is always its outermost run's shim (3.12) or entry frame (3.11). A walk
+ * that meets otherwise is torn (stats "half_made"). 3.13 keeps no
+ * _PyCFrame: its runs set tstate->current_frame last, after the shim's
+ * link, and 3.9/3.10 set a frame's f_back before tstate->frame. */
+static int run_half_made(sw_pystack *r, uint64_t first_run_link)
+{
+    if (!r->walk_root_cframe)
+        return 0;
+    if (r->walk_cf_previous == r->walk_root_cframe)
+        return first_run_link != 0;
+    if (first_run_link)
+        return 0;
+    /* A NULL link below another _PyCFrame: one whose current frame is NULL
+     * too is a root of its own (greenlet starts each greenlet's stack on a
+     * _PyCFrame whose previous is root_cframe and whose current frame it
+     * sets NULL); one more read, only for such a first run. */
+    uint64_t below = 1;
+    if (!r->walk_cf_previous ||
+        sw_mem_read(&r->mem, r->walk_cf_previous + r->l.cframe_current_frame, &below, sizeof below) != SW_OK)
+        return 1;
+    return below != 0;
+}
+
 /* 3.12+: whether the generator frame `gen`, walked just before the shim
  * frame `shim` whose link is NULL, is still running and linked to it, and
  * the shim still a root (see "Torn stacks"): one more read of each. */
@@ -1069,6 +1117,8 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
     int callee_gen = 0;   /* 3.12+: the frame walked just before is a generator's */
     uint64_t callee = 0;  /* that frame */
     uint64_t kept_callee = 0;   /* the frame walked just before, if kept and in the window, else 0 */
+    int runs = 0;               /* 3.11/3.12: the runs of the interpreter met ("Runs half made") */
+    int entry = 0;              /* 3.11: the frame walked is its run's first (is_entry) */
     while (frame) {
         if (++steps > max_steps || n == r->lim.max_depth) {
             *truncated = 1;
@@ -1141,6 +1191,11 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
             }
             if (!previous && !shim && l->owner_cstack != SW_NO_OFFSET)
                 return WALK_TORN;   /* 3.12+: a thread's outermost frame is a shim */
+            entry = l->owner_cstack == SW_NO_OFFSET && l->frame_is_entry != SW_NO_OFFSET && f[l->frame_is_entry];
+            if ((shim || entry) && ++runs == 1 && run_half_made(r, previous)) {
+                r->st.half_made++;
+                return WALK_TORN;
+            }
             if (!previous && shim && callee_gen && !gen_root_again(r, callee, frame))
                 return WALK_TORN;   /* a generator resumed from C with no Python caller, not
                                        confirmed: its resumer's shim may have been reused since */
@@ -1188,6 +1243,11 @@ static long walk_frames(sw_pystack *r, uint64_t frame, const window *w, int *tru
         }
         kept_callee = !shim && !internal && in_window ? frame : 0;
         frame = previous;
+    }
+    if (!frame && steps && r->walk_root_cframe && l->owner_cstack == SW_NO_OFFSET &&
+        l->frame_is_entry != SW_NO_OFFSET && !entry) {
+        r->st.half_made++;
+        return WALK_TORN;   /* 3.11: a thread's outermost frame not its run's entry frame */
     }
     r->steps = steps;
     r->walk_lo = win_lo;
@@ -1945,15 +2005,17 @@ static long merge_native(sw_pystack *r, uint32_t nn, int truncated, uint32_t np)
 static int leaf_frame(sw_pystack *r, uint64_t tstate, const unsigned char *ts, const guess *g, uint64_t *frame)
 {
     *frame = u64_at(ts, r->l.tstate_frame);
+    r->walk_cf_previous = r->walk_root_cframe = 0;
     if (*frame && r->l.cframe_current_frame != SW_NO_OFFSET) {
-        uint64_t cf = *frame;
+        uint64_t cf = *frame, words[2];
         r->g_cframe[guess_slot(r, tstate)] = cf;
-        if (g && g->cf_ok && g->cframe == cf) {
-            *frame = g->frame;
-            return 0;
-        }
-        if (sw_mem_read(&r->mem, cf + r->l.cframe_current_frame, frame, sizeof *frame) != SW_OK)
+        if (g && g->cf_ok && g->cframe == cf)
+            memcpy(words, g->cf_words, sizeof words);
+        else if (sw_mem_read(&r->mem, cf + r->l.cframe_current_frame, words, sizeof words) != SW_OK)
             return -1;
+        *frame = words[0];
+        r->walk_cf_previous = words[1];
+        r->walk_root_cframe = tstate + r->l.tstate_root_cframe;
     }
     return 0;
 }

@@ -83,6 +83,8 @@ typedef struct sw_pystack_stats {
     uint64_t unfit;          /* 3.11+: walks whose frames did not fit their code objects'
                                 frame sizes (pystack.c "Frames that fit"): torn, counted in
                                 failed */
+    uint64_t half_made;      /* 3.11/3.12: walks torn at a run of the interpreter half made
+                                (pystack.c "Runs half made"): redone, or failed */
     uint64_t parked;         /* with limits.park: walks redone with the thread parked */
     uint64_t park_failed;    /* ... threads that did not park in time (then walked unparked:
                                 after_park) */

@@ -141,6 +141,8 @@ static void fill_threads(sw_py_layout *l)
     l->tstate_thread_id = OFF(PyThreadState, thread_id);
     l->tstate_native_thread_id = SW_NO_OFFSET;
     l->cframe_current_frame = SW_NO_OFFSET;
+    l->cframe_previous = SW_NO_OFFSET;
+    l->tstate_root_cframe = SW_NO_OFFSET;
     l->tstate_datastack_chunk = SW_NO_OFFSET;
     l->tstate_datastack_top = SW_NO_OFFSET;
     l->chunk_data = 0;
@@ -155,6 +157,8 @@ static void fill_threads(sw_py_layout *l)
 #  else
     l->tstate_frame = OFF(PyThreadState, cframe);
     l->cframe_current_frame = OFF(_PyCFrame, current_frame);
+    l->cframe_previous = OFF(_PyCFrame, previous);
+    l->tstate_root_cframe = OFF(PyThreadState, root_cframe);
 #  endif
 #else
     l->interp_threads_head = OFF(PyInterpreterState, tstate_head);

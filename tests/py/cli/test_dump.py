@@ -12,6 +12,7 @@ import signal
 import struct
 import subprocess
 import sys
+import sysconfig
 import time
 
 import pytest
@@ -480,3 +481,123 @@ def test_dump_core_bad_input(tmp):
     one_line_error(run(["dump", "--core", str(tmp / "missing")]), "No such file")
     r = run(["dump", "1", "--core", str(text)])
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# gdb's script for test_a_run_half_made_is_not_read_as_a_root: stops the
+# program where a run of the interpreter that resumes a generator is half
+# made (STOP: the instruction after the store of the generator frame's
+# link to the run's shim frame), writes a core of that instant, then puts
+# in the words the run has not set yet what stale stack memory may hold
+# there (the _PyCFrame's current frame: the generator frame, freed and made
+# again at the same address; the shim's link: NULL), and writes another.
+HALF_MADE_GDB = """\
+set pagination off
+set confirm off
+set breakpoint pending on
+tbreak Py_RunMain
+run
+set $hits = 0
+break *{stop} if ((struct _PyInterpreterFrame *)$rsi)->owner == FRAME_OWNED_BY_GENERATOR
+commands
+silent
+set $hits = $hits + 1
+if $hits == 300
+  gcore {real}
+  set ((PyThreadState *)$rdi)->cframe->current_frame = (struct _PyInterpreterFrame *)$rsi
+  set ((struct _PyInterpreterFrame *)$rsi)->previous->previous = 0
+  gcore {half}
+  kill
+  quit
+end
+continue
+end
+continue
+"""
+
+
+@needs_sampler
+@pytest.mark.versions("3.12")   # seconds (gdb, two cores)
+def test_a_run_half_made_is_not_read_as_a_root(tmp):
+    """3.12 begins a run of the interpreter by pointing tstate->cframe at
+    the run's _PyCFrame, then links the frame to its shim frame, the shim
+    to its caller, and only then sets the _PyCFrame's current frame and
+    previous (pystack.c "Runs half made"): a thread parked in between has
+    a current frame and a shim link of stale stack memory. With the
+    generator frame as that current frame and the shim's link NULL, the
+    walker stored the generator as the thread's outermost frame, its
+    callers gone (issue 20: a genexpr resumed by all(), seen under `run
+    --sample` with parking ahead); now that read is torn. The same instant
+    as the interpreter left it reads whole."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        missing("gdb is missing (scripts/install-deps.sh installs it)")
+    exe = os.path.join(sys.base_prefix, "bin", os.path.basename(os.path.realpath(sys.executable)))
+    # The store of frame->previous (the frame, the second argument, in %rsi)
+    # among the function's first instructions (in libpython, or the
+    # executable when it has none).
+    lib = os.path.join(sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME") or "-")
+    r = subprocess.run([gdb, "-q", "-batch", "-ex", "x/60i _PyEval_EvalFrameDefault",
+                        lib if os.path.exists(lib) else exe], capture_output=True, text=True, timeout=60)
+    lines = re.findall(r"<_PyEval_EvalFrameDefault\+(\d+)>:\s+(.*)", r.stdout)
+    at = next((i for i, (_, ins) in enumerate(lines) if re.search(r"\bmov\s+%r\w+,0x8\(%rsi\)", ins)), None)
+    if at is None or at + 1 == len(lines):
+        pytest.skip("this build's _PyEval_EvalFrameDefault does not link the frame early: " + r.stdout[-300:])
+    stop = f"((char *)_PyEval_EvalFrameDefault + {lines[at + 1][0]})"
+    real, half = tmp / "real.core", tmp / "half.core"
+    script = tmp / "half_made.gdb"
+    script.write_text(HALF_MADE_GDB.format(stop=stop, real=real, half=half))
+    r = subprocess.run([gdb, "-q", "-batch", "-x", str(script), "--args", exe,
+                        os.path.join(PROGRAMS, "resumed_by_c.py"), "100000"],
+                       capture_output=True, text=True, timeout=240)
+    assert half.exists(), r.stdout[-2000:] + r.stderr[-2000:]
+
+    def frames(core):
+        d = run(["dump", "--core", str(core), "--exe", exe, "--json"])
+        assert d.returncode == 0, d.stderr
+        (thread,) = json.loads(d.stdout)
+        return [f["function"] for f in thread["frames"]], thread
+
+    whole, _ = frames(real)
+    # (the run not made yet: its caller's stack; or made: the generator on it)
+    assert whole[0] in ("consume", "<genexpr>") and whole[-2:] == ["main", "<module>"], whole
+    torn, thread = frames(half)
+    assert torn == [], (torn, thread)
+
+
+GREENLET_SPIN = """\
+import greenlet, sys
+def spin():
+    print("ready", flush=True)
+    while sys.stdin.readline() == "":
+        pass
+def worker():
+    spin()
+greenlet.greenlet(worker).switch()
+"""
+
+
+@needs_sampler
+def test_a_greenlets_stack_is_read_to_its_run_function(tmp):
+    """A greenlet's stack begins on a _PyCFrame of greenlet's own (3.11/
+    3.12: its previous the thread's root_cframe, its current frame NULL),
+    not the thread's root: read from outside, its first run's NULL link is
+    its root, not a run half made (pystack.c "Runs half made"), and the
+    stack ends at its run function."""
+    try:
+        import greenlet  # noqa: F401
+    except ImportError:
+        missing("greenlet is not installed (scripts/venv.sh installs it)")
+    prog = tmp / "spin.py"
+    prog.write_text(GREENLET_SPIN)
+    p = subprocess.Popen([sys.executable, str(prog)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        r = run(["dump", str(p.pid), "--json"])
+        assert r.returncode == 0, r.stderr
+        (thread,) = json.loads(r.stdout)
+        assert [f["function"] for f in thread["frames"]] == ["spin", "worker"], thread
+    finally:
+        p.stdin.write("go\n")
+        p.stdin.close()
+        p.wait()
+        p.stdout.close()

@@ -3,7 +3,8 @@
 stack must be a stack the exact tracer had open at some instant of the
 sample's read: a sampler that shows a stack the program never had (a
 generator without its callers, two instants mixed) is wrong. Its programs:
-tests/programs/gen_shapes.py, pyflakes, tests/programs/greenlet_switches.py,
+tests/programs/gen_shapes.py, tests/programs/resumed_by_c.py, pyflakes,
+tests/programs/greenlet_switches.py,
 tests/programs/fresh_codes.py, tests/programs/entered_from_c.py,
 tests/programs/slot_reuse.py and toolz's
 test suite.
@@ -268,14 +269,39 @@ def test_parked_ahead_of_the_walk(tmp_path):
     sampled_parking(tmp_path, "1")
 
 
-def sampled_parking(tmp_path, mode, min_checked=50):
-    """gen_shapes.py sampled with STACKWATCH_TEST_PARK_AHEAD=mode, every
-    sample checked (at least min_checked): (the trace's path, samples
+@pytest.mark.timing
+def test_generators_resumed_by_c_parked_ahead(tmp_path):
+    """Generator expressions that all(), any(), sum() and others resume from
+    C, at several depths of the C stack (tests/programs/resumed_by_c.py),
+    every sample parked ahead: each resume is a new run of the interpreter,
+    and a thread parked while a run is half made has stale words in it
+    (pystack.c "Runs half made"): such a walk is torn, redone or failed,
+    never a generator without its callers. (The lone generator seen in the
+    lead's runs, 2 runs in ~20 of this file, was not reproduced here: 0 in
+    62,697 samples of this program's first form, all its generators
+    resumed at one depth of the C stack, before the fix; the instant is a
+    few instructions wide and needs a stale NULL; test_dump.py's
+    test_a_run_half_made_is_not_read_as_a_root makes it in gdb. This test
+    keeps the shape sampled and checked.)"""
+    # (at 50 us one run at load 20 took no tick at all: 6,639 missed)
+    path, checked = sampled_parking(tmp_path, "1", min_checked=100, program=["resumed_by_c.py", "1500"])
+    meta = {k: v for k, v in Trace(path).meta.items() if k.startswith("sampler.")}
+    # Few fail: 0 in 15 of 16 runs at load 18-23 (a sample a park failed
+    # is read by one checked walk after it, which mostly passes here), but
+    # one had 77 of 281, with the first form of the rule (see test_dump.py's
+    # greenlet test), its cause not found. (Its first form, before the
+    # fix: 0-16 of ~1,000-2,000 a run on a busy 3.12.)
+    assert meta["sampler.failed"] <= max(5, checked // 4), meta
+
+
+def sampled_parking(tmp_path, mode, min_checked=50, program=("gen_shapes.py", "5", "3"), interval="200us"):
+    """A program (gen_shapes.py) sampled with STACKWATCH_TEST_PARK_AHEAD=mode,
+    every sample checked (at least min_checked): (the trace's path, samples
     checked)."""
-    path = run_sampled(tmp_path, [str(PROGRAMS / "gen_shapes.py"), "5", "3"], "parking",
-                       env={"STACKWATCH_TEST_PARK_AHEAD": mode})
+    path = run_sampled(tmp_path, [str(PROGRAMS / program[0]), *program[1:]], "parking",
+                       env={"STACKWATCH_TEST_PARK_AHEAD": mode}, interval=interval)
     checked, differ, skipped = compare(path)
-    report(f"gen_shapes, parks {mode}", checked, differ, skipped)
+    report(f"{program[0]}, parks {mode}", checked, differ, skipped)
     assert not differ
     assert checked >= min_checked
     return path, checked
