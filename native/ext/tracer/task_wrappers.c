@@ -76,7 +76,8 @@ static PyObject *names_data;   /* the dict of task_hooks._names (stackwatch.name
 static PyObject *block_of;     /* task_hooks._block_of(task) -> (reason, channel, frame) */
 static PyObject *skip;         /* tuple of str: folders and files that are no event's location */
 static PyObject *blocked;      /* {task id: channel (str or None)} of the tasks blocked now */
-static PyObject **seen_names; /* by task id (dense, given in turn): its asyncio name when last seen, or NULL */
+static PyObject **seen_names; /* by task id (dense, given in turn): its asyncio name when last seen (or the
+                                 * name field that stands for it: seen()), or NULL */
 static size_t seen_cap;
 static uint8_t *stepped;       /* a bit per task id (they are given in turn): its name was checked at its
                                 * first step */
@@ -301,37 +302,41 @@ static int task_waits(PyObject *task)
     return r;
 }
 
-/* task.get_name() (new reference, NULL with an exception set). From
- * 3.12 the name field holds the task's number N until get_name() makes
- * "Task-N" of it (PyUnicode_FromFormat: ~2k instructions): the same str
- * made here, the field left as it is. */
-static PyObject *task_asyncio_name(PyObject *task)
+/* The C Task's name field as it is, when it may stand for the name
+ * (borrowed): a str, or from 3.12 the task's number N until get_name()
+ * makes "Task-N" of it; else NULL (get_name() then). The same object seen
+ * again is the same name: none made. */
+static PyObject *task_name_field(PyObject *task)
 {
-    if (fields_of(task)) {
-        PyObject *n = field_at(task, task_fields.l.task_name);
-        if (n && PyUnicode_CheckExact(n))
-            return Py_NewRef(n);
-        if (n && PyLong_CheckExact(n)) {
-            unsigned long long v = PyLong_AsUnsignedLongLong(n);
-            if (!(v == (unsigned long long)-1 && PyErr_Occurred())) {
-                char digits[24];
-                int nd = 0;
-                do
-                    digits[nd++] = (char)('0' + v % 10);
-                while ((v /= 10) && nd < (int)sizeof digits);
-                PyObject *r = PyUnicode_New(5 + nd, 127);
-                if (r) {
-                    Py_UCS1 *d = PyUnicode_1BYTE_DATA(r);
-                    memcpy(d, "Task-", 5);
-                    for (int i = 0; i < nd; i++)
-                        d[5 + i] = (Py_UCS1)digits[nd - 1 - i];
-                }
-                return r;
-            }
-            PyErr_Clear();
-        }
+    if (!fields_of(task))
+        return NULL;
+    PyObject *n = field_at(task, task_fields.l.task_name);
+    return n && (PyUnicode_CheckExact(n) || PyLong_CheckExact(n)) ? n : NULL;
+}
+
+/* The asyncio name that name field n stands for (new reference, NULL with
+ * an exception set): "Task-N" of a number, made as get_name() would
+ * (PyUnicode_FromFormat: ~2k instructions), the field left as it is. */
+static PyObject *name_of_field(PyObject *n)
+{
+    if (PyUnicode_CheckExact(n))
+        return Py_NewRef(n);
+    unsigned long long v = PyLong_AsUnsignedLongLong(n);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    char digits[24];
+    int nd = 0;
+    do
+        digits[nd++] = (char)('0' + v % 10);
+    while ((v /= 10) && nd < (int)sizeof digits);
+    PyObject *r = PyUnicode_New(5 + nd, 127);
+    if (r) {
+        Py_UCS1 *d = PyUnicode_1BYTE_DATA(r);
+        memcpy(d, "Task-", 5);
+        for (int i = 0; i < nd; i++)
+            d[5 + i] = (Py_UCS1)digits[nd - 1 - i];
     }
-    return PyObject_CallMethodNoArgs(task, S_get_name);
+    return r;
 }
 
 /* A Handle's _callback and _args (__slots__: member descriptors) read
@@ -446,26 +451,10 @@ static int skipped(PyCodeObject *co)
     return s;
 }
 
-#if PY_VERSION_HEX >= 0x030B0000
-/* The first frame from f outwards that is a Python function's, running
- * (as PyFrame_GetBack skips them: not an entry frame of the C stack, nor
- * one still being set up), or NULL. */
-static SW_FRAME *complete_frame(SW_FRAME *f)
-{
-#  if PY_VERSION_HEX >= 0x030C0000
-    while (f && (f->owner == FRAME_OWNED_BY_CSTACK || _PyFrame_IsIncomplete(f)))
-#  else
-    while (f && _PyFrame_IsIncomplete(f))
-#  endif
-        f = f->previous;
-    return f;
-}
-#endif
-
 PyCodeObject *sw_task_running_code(void)
 {
 #if PY_VERSION_HEX >= 0x030B0000
-    SW_FRAME *f = complete_frame(sw_thread_iframe(PyThreadState_Get()));
+    SW_FRAME *f = sw_complete_frame(sw_thread_iframe(PyThreadState_Get()));
     return f && PyCode_Check((PyObject *)sw_frame_code(f)) ? sw_frame_code(f) : NULL;
 #else
     PyFrameObject *f = PyEval_GetFrame();
@@ -478,7 +467,7 @@ void sw_task_record_here(int kind, long long a, long long b, long long c, const 
 #if PY_VERSION_HEX >= 0x030B0000
     /* The thread's frames as the evaluator keeps them: no frame object
      * made (PyEval_GetFrame and PyFrame_GetBack make one for each). */
-    for (SW_FRAME *f = complete_frame(sw_thread_iframe(PyThreadState_Get())); f; f = complete_frame(f->previous)) {
+    for (SW_FRAME *f = sw_complete_frame(sw_thread_iframe(PyThreadState_Get())); f; f = sw_complete_frame(f->previous)) {
         PyCodeObject *co = sw_frame_code(f);
         if (!PyCode_Check((PyObject *)co) || skipped(co) || (sw_S.gen && (sw_code_id(co, NULL) & SW_ID_SKIP)))
             continue;
@@ -658,29 +647,39 @@ static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name, int fir
 }
 
 /* Task tid is seen: defined when fresh (*name: its name, a new reference,
- * when name is not NULL), or renamed when its asyncio name changed. */
+ * when name is not NULL), or renamed when its asyncio name changed.
+ * seen_names keeps its name field when that stands for the name (an
+ * unchanged field is an unchanged name: nothing made, nothing compared),
+ * else its name. */
 static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObject **name)
 {
-    PyObject *aname = task_asyncio_name(task);
-    if (!aname) {
+    PyObject *was = fresh || tid >= seen_cap ? NULL : seen_names[tid];   /* borrowed */
+    PyObject *field = task_name_field(task);                            /* borrowed */
+    if (field && field == was)
+        return;
+    PyObject *aname = field ? name_of_field(field) : PyObject_CallMethodNoArgs(task, S_get_name);
+    PyObject *was_name = was ? name_of_field(was) : NULL;   /* (was: a str or a number, as kept) */
+    if (!aname || (was && !was_name)) {
+        Py_XDECREF(aname);
+        Py_XDECREF(was_name);
         sw_err_drop();
         return;
     }
-    PyObject *was = fresh || tid >= seen_cap ? NULL : seen_names[tid];   /* borrowed */
-    if (fresh || (was != aname && (!was || PyObject_RichCompareBool(was, aname, Py_EQ) != 1))) {
+    if (fresh || (was_name != aname && (!was_name || PyObject_RichCompareBool(was_name, aname, Py_EQ) != 1))) {
         PyObject *full = fresh || !named_by_user(task) ? task_name(task, aname, coro) : NULL;
         const char *u = full && PyUnicode_Check(full) ? PyUnicode_AsUTF8(full) : NULL;
         if (u)
             sw_tasks_define(tid, u);
         if (u && was)   /* renamed since it was last seen (not a first sight in a new session) */
             sw_task_record(SW_K_TASK_NAME, NULL, (long long)tid, 0, 0, u, NULL);
-        if (keep_name(tid, aname) < 0)
-            PyErr_NoMemory();   /* (cleared below: checked again next time) */
         if (name && fresh)
             *name = full ? Py_NewRef(full) : NULL;
         Py_XDECREF(full);
     }
+    if (keep_name(tid, field ? field : aname) < 0)
+        PyErr_NoMemory();   /* (cleared below: checked again next time) */
     sw_err_drop();
+    Py_XDECREF(was_name);
     Py_DECREF(aname);
 }
 
@@ -917,7 +916,7 @@ static PyObject *wrap_events(sw_task_wrapper *w, PyObject *const *args, size_t n
 /* The (task id, native id) of this thread's running task while it is in
  * a call_soon_threadsafe of a loop of another thread, until the handle it
  * makes is kept (wrap_init, before the loop can see it), else NULL. */
-static __thread PyObject *scheduling;
+static __thread PyObject *scheduling __attribute__((tls_model("initial-exec")));
 
 /* loop.call_soon_threadsafe(...) from a thread not the loop's: the handle
  * made is kept (from_thread) with the task that scheduled it. */
