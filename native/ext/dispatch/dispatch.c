@@ -20,6 +20,8 @@ static char **file_lines;   /* where the file tracer records line/instruction ev
 void sw_emit(int kind, const sw_evdata *d)
 {
     uint32_t bit = SW_EVB(kind);
+    if (!((sw_D.probes | sw_D.lttng | sw_D.handlers) & bit))
+        return;   /* no consumer here (the file tracer records on its own): no save, no busy mark */
     sw_tstate *t = &sw_T;
     sw_exc_state es;
     sw_exc_save(&es);

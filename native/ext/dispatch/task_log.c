@@ -114,7 +114,7 @@ static PyObject *S_threading, *S_Thread, *S_active, *S_limbo, *S_name, *S_ident,
 
 /* This thread's native id (0: not asked yet; CPython asks the kernel each
  * time). A forked child asks again. */
-static __thread uint64_t my_native;
+static __thread uint64_t my_native __attribute__((tls_model("initial-exec")));
 
 static void forked_child(void)
 {

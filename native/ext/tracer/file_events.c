@@ -9,6 +9,7 @@
 #include "ext/dispatch/handlers.h"
 #include "ext/tracer/thread_state.h"
 #include "ext/tracer/session.h"
+#include "ext/tracer/frame_compat.h"
 
 #include "base/base.h"
 
@@ -114,11 +115,141 @@ static void put_decimal(char *buf, size_t *n, uint64_t v)
     *n += k;
 }
 
-void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint64_t task, uint64_t native_id)
+/* A frame of a creation stack's walk: a frame object, or (3.11+) the
+ * evaluator's own frame, read in place (PyEval_GetFrame and PyFrame_GetBack
+ * make a frame object of each frame they pass, which the frame's exit then
+ * takes over: most of a walk's cost). */
+typedef struct {
+    PyFrameObject *obj;   /* held, or NULL */
+#if PY_VERSION_HEX >= 0x030B0000
+    SW_FRAME *ev;         /* with obj NULL: a complete frame, or NULL */
+#endif
+} stack_frame;
+
+static int stack_frame_at(const stack_frame *f)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return f->obj || f->ev;
+#else
+    return f->obj != NULL;
+#endif
+}
+
+/* The frame's code (borrowed: its frame holds it), or NULL (not a code object). */
+static PyCodeObject *stack_frame_code(const stack_frame *f)
+{
+    if (f->obj) {
+        PyCodeObject *co = PyFrame_GetCode(f->obj);
+        Py_DECREF(co);
+        return co;
+    }
+#if PY_VERSION_HEX >= 0x030B0000
+    PyCodeObject *co = sw_frame_code(f->ev);
+    return PyCode_Check((PyObject *)co) ? co : NULL;
+#else
+    return NULL;
+#endif
+}
+
+/* Its line, as PyFrame_GetLineNumber says (a frame object's own line
+ * number, set by a trace function, first). */
+static int stack_frame_line(const stack_frame *f)
+{
+    if (f->obj)
+        return PyFrame_GetLineNumber(f->obj);
+#if PY_VERSION_HEX >= 0x030B0000
+    if (f->ev->frame_obj)
+        return PyFrame_GetLineNumber(f->ev->frame_obj);
+    return PyCode_Addr2Line(sw_frame_code(f->ev), _PyInterpreterFrame_LASTI(f->ev) * (int)sizeof(_Py_CODEUNIT));
+#else
+    return -1;
+#endif
+}
+
+static void stack_frame_back(stack_frame *f)
+{
+    if (f->obj) {
+        Py_SETREF(f->obj, PyFrame_GetBack(f->obj));
+        return;
+    }
+#if PY_VERSION_HEX >= 0x030B0000
+    f->ev = sw_complete_frame(f->ev->previous);
+#endif
+}
+
+/* The last creation stack walked from the evaluator's frames with the
+ * program's frame that made the task given (`at`): the codes walked (held),
+ * whether the walk ran out of frames after them (else it stopped there:
+ * whole frames only, or the task step's frame, decided by the codes
+ * alone), and its text's string id. Tasks made one after another at one
+ * place (create_task in a loop, gather's arguments) walk the same codes:
+ * such a walk is compared code by code and its record written with that
+ * id, its text not made nor hashed again. */
+#define STACK_CODES_MAX 64
+static struct {
+    uint64_t gen;   /* the session it holds a stack of; 0: none */
+    PyCodeObject *at;                        /* held */
+    int at_line, in_task, ended, n;
+    PyCodeObject *codes[STACK_CODES_MAX];    /* held */
+    uint64_t id;
+} last_stack;
+
+static void forget_last_stack(void)
+{
+    for (int i = 0; i < last_stack.n; i++)
+        Py_CLEAR(last_stack.codes[i]);
+    Py_CLEAR(last_stack.at);
+    last_stack.n = 0;
+    last_stack.gen = 0;
+}
+
+/* 1 if the walk from f (not taken: the evaluator's frames) is the last
+ * stack's. */
+static int same_stack(stack_frame f, PyCodeObject *at, int at_line, int in_task)
+{
+    if (!last_stack.gen || last_stack.gen != sw_S.gen || last_stack.at != at || last_stack.at_line != at_line ||
+        last_stack.in_task != in_task || f.obj)
+        return 0;
+    int k = 0;
+    for (; stack_frame_at(&f); stack_frame_back(&f)) {
+        PyCodeObject *co = stack_frame_code(&f);
+        if (!co)
+            continue;
+        if (k == last_stack.n || co != last_stack.codes[k])
+            return 0;
+        if (++k == last_stack.n && !last_stack.ended)
+            return 1;
+    }
+    return k == last_stack.n;
+}
+
+/* The intern function of a TASK_STACK record: the last stack's id when
+ * known, else intern_last's, kept. */
+typedef struct {
+    sw_tracer_thread *t;
+    int known;
+    uint64_t id;
+} stack_intern;
+
+static int intern_stack(void *ctx, const char *s, size_t len, uint64_t *id)
+{
+    stack_intern *si = ctx;
+    if (si->known) {
+        *id = si->id;
+        return 0;
+    }
+    int rc = intern_last(si->t, s, len, id);
+    if (rc == 0) {
+        si->known = 1;
+        si->id = *id;
+    }
+    return rc;
+}
+
+/* The stack from frame f outwards (f taken), as TASK_STACK's text. */
+static void record_stack(stack_frame *f, PyCodeObject *at, int at_line, uint64_t task, uint64_t native_id)
 {
     sw_tracer_thread *t = &sw_TT;
-    if (!sw_S.no_calls || !f || sw_T.busy || !sw_thread_attach(t))
-        return;
     char text[STR_MAX + 1];
     size_t n = 0;
     /* The frames of the running task's track, as a replay of the trace
@@ -126,13 +257,28 @@ void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint6
      * of its coroutines and what they call, and the frame that runs its
      * step (asyncio's Handle._run), not the loop's below it. */
     int in_task = t->tb->task != 0, coroutines = 0, placed = 0, last = 0;
-    Py_INCREF(f);
-    while (f) {
-        PyCodeObject *co = PyFrame_GetCode(f);
+    stack_intern si = {.t = t};
+    int keep = at && !f->obj;   /* (kept as the last stack: see last_stack) */
+    if (keep && same_stack(*f, at, at_line, in_task)) {
+        si.known = 1;
+        si.id = last_stack.id;
+        f->obj = NULL;
+#if PY_VERSION_HEX >= 0x030B0000
+        f->ev = NULL;
+#endif
+    }
+    PyCodeObject *walked[STACK_CODES_MAX];
+    int nwalked = 0;
+    for (; stack_frame_at(f); stack_frame_back(f)) {
+        PyCodeObject *co = stack_frame_code(f);
+        if (!co)
+            continue;
+        if (nwalked < STACK_CODES_MAX)
+            walked[nwalked] = co;
+        nwalked++;
         uint32_t id = sw_code_id(co, NULL);
         int coroutine = (co->co_flags & (CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)) != 0;
         int here = !placed && (at ? co == at : 1);
-        Py_DECREF(co);
         last = in_task && coroutines && !coroutine;
         coroutines |= coroutine;
         if (!(id & SW_ID_SKIP)) {   /* (not stackwatch's own frames) */
@@ -141,7 +287,7 @@ void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint6
             put_decimal(frame, &k, id & SW_ID_MASK);
             if (here) {   /* the frame that made it: its line too */
                 frame[k++] = ':';
-                put_decimal(frame, &k, (uint64_t)nonneg(at ? at_line : PyFrame_GetLineNumber(f)));
+                put_decimal(frame, &k, (uint64_t)nonneg(at ? at_line : stack_frame_line(f)));
                 placed = 1;
             }
             if (n + (n > 0) + k > STR_MAX)
@@ -153,14 +299,52 @@ void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint6
         }
         if (last)
             break;
-        Py_SETREF(f, PyFrame_GetBack(f));
     }
-    Py_XDECREF(f);
+    int ended = !stack_frame_at(f);
+    Py_CLEAR(f->obj);
     text[n] = 0;
-    sw_ext v = {.code = SW_EXT_NO_CODE, .a = task, .c = native_id, .s1 = text};
+    sw_ext v = {.code = SW_EXT_NO_CODE, .a = task, .c = native_id, .s1 = si.known ? "" : text};
+    int was_known = si.known;
     uint8_t buf[SW_EXT_MAX];
-    long len = sw_record_encode_interned(SW_EXT_TASK_STACK, &v, STR_MAX, intern_last, t, buf, sizeof buf);
+    long len = sw_record_encode_interned(SW_EXT_TASK_STACK, &v, STR_MAX, intern_stack, &si, buf, sizeof buf);
     if (len >= 0)
         sw_tbuf_ext(t->tb, sw_clock_now(&sw_S.clock), SW_EXT_TASK_STACK, buf, (size_t)len);
+    if (keep && !was_known && si.known && nwalked <= STACK_CODES_MAX) {
+        forget_last_stack();
+        for (int i = 0; i < nwalked; i++)
+            last_stack.codes[i] = (PyCodeObject *)Py_NewRef(walked[i]);
+        last_stack.n = nwalked;
+        last_stack.at = (PyCodeObject *)Py_NewRef(at);
+        last_stack.at_line = at_line;
+        last_stack.in_task = in_task;
+        last_stack.ended = ended;
+        last_stack.id = si.id;
+        last_stack.gen = sw_S.gen;
+    }
     sw_err_drop();
+}
+
+static int stack_wanted(void)
+{
+    return sw_S.no_calls && !sw_T.busy && sw_thread_attach(&sw_TT);
+}
+
+void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint64_t task, uint64_t native_id)
+{
+    if (!f || !stack_wanted())
+        return;
+    stack_frame from = {.obj = (PyFrameObject *)Py_NewRef(f)};
+    record_stack(&from, at, at_line, task, native_id);
+}
+
+void sw_file_record_stack_here(PyCodeObject *at, int at_line, uint64_t task)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    stack_frame from = {.obj = NULL, .ev = sw_complete_frame(sw_thread_iframe(PyThreadState_Get()))};
+    if (!from.ev || !stack_wanted())
+        return;
+    record_stack(&from, at, at_line, task, 0);
+#else
+    sw_file_record_stack(PyEval_GetFrame(), at, at_line, task, 0);
+#endif
 }

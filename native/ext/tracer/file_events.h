@@ -22,4 +22,8 @@ void sw_file_record_ext(int kind, const sw_evdata *d);
  * TASK_STACK record of this thread (records.h). Never raises. */
 void sw_file_record_stack(PyFrameObject *f, PyCodeObject *at, int at_line, uint64_t task, uint64_t native_id);
 
+/* The same from the running frame (an asyncio task's creation), read in
+ * place where the evaluator keeps its frames (3.11+: no frame object made). */
+void sw_file_record_stack_here(PyCodeObject *at, int at_line, uint64_t task);
+
 #endif

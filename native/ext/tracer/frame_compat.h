@@ -72,6 +72,22 @@
 #elif PY_VERSION_HEX >= 0x030B0000
 #  define sw_thread_iframe(ts) ((ts)->cframe->current_frame)   /* (3.11: cython_frames.c) */
 #endif
+
+#if PY_VERSION_HEX >= 0x030B0000
+/* The first frame from f outwards that is a Python function's, running
+ * (as PyEval_GetFrame and PyFrame_GetBack skip them: not an entry frame of
+ * the C stack, nor one still being set up), or NULL. No frame object made. */
+static inline SW_FRAME *sw_complete_frame(SW_FRAME *f)
+{
+#  if PY_VERSION_HEX >= 0x030C0000
+    while (f && (f->owner == FRAME_OWNED_BY_CSTACK || _PyFrame_IsIncomplete(f)))
+#  else
+    while (f && _PyFrame_IsIncomplete(f))
+#  endif
+        f = f->previous;
+    return f;
+}
+#endif
 #if PY_VERSION_HEX >= 0x030C0000
 #  include <opcode.h>
 static inline int sw_in_teardown(PyThreadState *ts)

@@ -76,7 +76,8 @@ static PyObject *names_data;   /* the dict of task_hooks._names (stackwatch.name
 static PyObject *block_of;     /* task_hooks._block_of(task) -> (reason, channel, frame) */
 static PyObject *skip;         /* tuple of str: folders and files that are no event's location */
 static PyObject *blocked;      /* {task id: channel (str or None)} of the tasks blocked now */
-static PyObject **seen_names; /* by task id (dense, given in turn): its asyncio name when last seen, or NULL */
+static PyObject **seen_names; /* by task id (dense, given in turn): its asyncio name when last seen (or the
+                                 * name field that stands for it: seen()), or NULL */
 static size_t seen_cap;
 static uint8_t *stepped;       /* a bit per task id (they are given in turn): its name was checked at its
                                 * first step */
@@ -301,62 +302,76 @@ static int task_waits(PyObject *task)
     return r;
 }
 
-/* task.get_name() (new reference, NULL with an exception set). From
- * 3.12 the name field holds the task's number N until get_name() makes
- * "Task-N" of it (PyUnicode_FromFormat: ~2k instructions): the same str
- * made here, the field left as it is. */
-static PyObject *task_asyncio_name(PyObject *task)
+/* The C Task's name field as it is, when it may stand for the name
+ * (borrowed): a str, or from 3.12 the task's number N until get_name()
+ * makes "Task-N" of it; else NULL (get_name() then). The same object seen
+ * again is the same name: none made. */
+static PyObject *task_name_field(PyObject *task)
 {
-    if (fields_of(task)) {
-        PyObject *n = field_at(task, task_fields.l.task_name);
-        if (n && PyUnicode_CheckExact(n))
-            return Py_NewRef(n);
-        if (n && PyLong_CheckExact(n)) {
-            unsigned long long v = PyLong_AsUnsignedLongLong(n);
-            if (!(v == (unsigned long long)-1 && PyErr_Occurred())) {
-                char digits[24];
-                int nd = 0;
-                do
-                    digits[nd++] = (char)('0' + v % 10);
-                while ((v /= 10) && nd < (int)sizeof digits);
-                PyObject *r = PyUnicode_New(5 + nd, 127);
-                if (r) {
-                    Py_UCS1 *d = PyUnicode_1BYTE_DATA(r);
-                    memcpy(d, "Task-", 5);
-                    for (int i = 0; i < nd; i++)
-                        d[5 + i] = (Py_UCS1)digits[nd - 1 - i];
-                }
-                return r;
-            }
-            PyErr_Clear();
-        }
+    if (!fields_of(task))
+        return NULL;
+    PyObject *n = field_at(task, task_fields.l.task_name);
+    return n && (PyUnicode_CheckExact(n) || PyLong_CheckExact(n)) ? n : NULL;
+}
+
+/* The asyncio name that name field n stands for (new reference, NULL with
+ * an exception set): "Task-N" of a number, made as get_name() would
+ * (PyUnicode_FromFormat: ~2k instructions), the field left as it is. */
+static PyObject *name_of_field(PyObject *n)
+{
+    if (PyUnicode_CheckExact(n))
+        return Py_NewRef(n);
+    unsigned long long v = PyLong_AsUnsignedLongLong(n);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    char digits[24];
+    int nd = 0;
+    do
+        digits[nd++] = (char)('0' + v % 10);
+    while ((v /= 10) && nd < (int)sizeof digits);
+    PyObject *r = PyUnicode_New(5 + nd, 127);
+    if (r) {
+        Py_UCS1 *d = PyUnicode_1BYTE_DATA(r);
+        memcpy(d, "Task-", 5);
+        for (int i = 0; i < nd; i++)
+            d[5 + i] = (Py_UCS1)digits[nd - 1 - i];
     }
-    return PyObject_CallMethodNoArgs(task, S_get_name);
+    return r;
 }
 
 /* A Handle's _callback and _args (__slots__: member descriptors) read
- * where the type keeps them: each slot's offset is looked up once per
- * type and used while the type is unchanged (its version tag); a type
- * whose attribute is not such a slot, read by GetAttr (Python's own
- * attribute cache does the same; GetAttr costs ~20 times the read). */
+ * where the type keeps them, and a C Future's _exception and _result
+ * (getset descriptors) from their getter: each attribute's descriptor is
+ * looked up once per type and used while the type is unchanged (its
+ * version tag); a type whose attribute is neither, read by GetAttr
+ * (Python's own attribute cache does the same; GetAttr costs ~20 times the
+ * read, ~3 times the getter's call). */
 typedef struct {
     PyTypeObject *type;   /* held: its address is never another type's */
     unsigned int version;
     Py_ssize_t offset;    /* 0: not a plain object slot of that type */
+    getter get;           /* NULL: not a data descriptor of C getset of that type */
+    void *closure;
 } slot_cache;
 
-static slot_cache callback_slot, args_slot;
+static slot_cache callback_slot, args_slot, exception_slot, result_slot;
 
 static void learn_slot(PyTypeObject *tp, PyObject *name, slot_cache *c)
 {
     PyObject *d = tp->tp_getattro == PyObject_GenericGetAttr && Py_IS_TYPE(tp, &PyType_Type)
                       ? PyObject_GetAttr((PyObject *)tp, name) : NULL;
     Py_ssize_t offset = 0;
+    getter get = NULL;
+    void *closure = NULL;
     if (d && Py_IS_TYPE(d, &PyMemberDescr_Type) && PyType_IsSubtype(tp, PyDescr_TYPE(d))) {
         PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
         if (m->type == SLOT_OBJECT_EX && !(m->flags & SLOT_AUDITED) && m->offset >= (Py_ssize_t)sizeof(PyObject) &&
             m->offset + (Py_ssize_t)sizeof(PyObject *) <= tp->tp_basicsize)
             offset = m->offset;
+    } else if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type) && PyType_IsSubtype(tp, PyDescr_TYPE(d))) {
+        PyGetSetDef *g = ((PyGetSetDescrObject *)d)->d_getset;
+        get = g->get;   /* (a data descriptor: before the instance's dict, as GetAttr has it) */
+        closure = g->closure;
     }
     Py_XDECREF(d);
     sw_err_drop();
@@ -364,6 +379,8 @@ static void learn_slot(PyTypeObject *tp, PyObject *name, slot_cache *c)
     Py_XSETREF(c->type, tp);
     c->version = (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
     c->offset = c->version ? offset : 0;
+    c->get = c->version ? get : NULL;
+    c->closure = closure;
 }
 
 /* o.name (new reference; NULL with an exception set when it has none). */
@@ -372,7 +389,9 @@ static PyObject *slot_of(PyObject *o, PyObject *name, slot_cache *c)
     PyTypeObject *tp = Py_TYPE(o);
     if (tp != c->type || tp->tp_version_tag != c->version || !(tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
         learn_slot(tp, name, c);
-    if (c->offset && tp->tp_version_tag == c->version && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+    if ((c->offset || c->get) && tp->tp_version_tag == c->version && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        if (c->get)
+            return c->get(o, c->closure);
         PyObject *v = *(PyObject **)((char *)o + c->offset);
         if (v)
             return Py_NewRef(v);
@@ -446,26 +465,10 @@ static int skipped(PyCodeObject *co)
     return s;
 }
 
-#if PY_VERSION_HEX >= 0x030B0000
-/* The first frame from f outwards that is a Python function's, running
- * (as PyFrame_GetBack skips them: not an entry frame of the C stack, nor
- * one still being set up), or NULL. */
-static SW_FRAME *complete_frame(SW_FRAME *f)
-{
-#  if PY_VERSION_HEX >= 0x030C0000
-    while (f && (f->owner == FRAME_OWNED_BY_CSTACK || _PyFrame_IsIncomplete(f)))
-#  else
-    while (f && _PyFrame_IsIncomplete(f))
-#  endif
-        f = f->previous;
-    return f;
-}
-#endif
-
 PyCodeObject *sw_task_running_code(void)
 {
 #if PY_VERSION_HEX >= 0x030B0000
-    SW_FRAME *f = complete_frame(sw_thread_iframe(PyThreadState_Get()));
+    SW_FRAME *f = sw_complete_frame(sw_thread_iframe(PyThreadState_Get()));
     return f && PyCode_Check((PyObject *)sw_frame_code(f)) ? sw_frame_code(f) : NULL;
 #else
     PyFrameObject *f = PyEval_GetFrame();
@@ -478,7 +481,7 @@ void sw_task_record_here(int kind, long long a, long long b, long long c, const 
 #if PY_VERSION_HEX >= 0x030B0000
     /* The thread's frames as the evaluator keeps them: no frame object
      * made (PyEval_GetFrame and PyFrame_GetBack make one for each). */
-    for (SW_FRAME *f = complete_frame(sw_thread_iframe(PyThreadState_Get())); f; f = complete_frame(f->previous)) {
+    for (SW_FRAME *f = sw_complete_frame(sw_thread_iframe(PyThreadState_Get())); f; f = sw_complete_frame(f->previous)) {
         PyCodeObject *co = sw_frame_code(f);
         if (!PyCode_Check((PyObject *)co) || skipped(co) || (sw_S.gen && (sw_code_id(co, NULL) & SW_ID_SKIP)))
             continue;
@@ -583,7 +586,8 @@ static PyObject *task_name(PyObject *task, PyObject *aname, PyObject *coro)
         sw_err_drop();
         c = Py_NewRef(Py_None);
     }
-    PyObject *qn = PyObject_GetAttr(c, S_qualname);
+    PyObject *qn = PyCoro_CheckExact(c) ? Py_NewRef(((PyCoroObject *)c)->cr_qualname)   /* (its __qualname__'s getter) */
+                                        : PyObject_GetAttr(c, S_qualname);
     if (!qn) {
         sw_err_drop();
         qn = PyUnicode_FromString(Py_TYPE(c)->tp_name);
@@ -658,29 +662,39 @@ static uint64_t task_id(PyObject *task, PyObject *coro, PyObject **name, int fir
 }
 
 /* Task tid is seen: defined when fresh (*name: its name, a new reference,
- * when name is not NULL), or renamed when its asyncio name changed. */
+ * when name is not NULL), or renamed when its asyncio name changed.
+ * seen_names keeps its name field when that stands for the name (an
+ * unchanged field is an unchanged name: nothing made, nothing compared),
+ * else its name. */
 static void seen(PyObject *task, uint64_t tid, int fresh, PyObject *coro, PyObject **name)
 {
-    PyObject *aname = task_asyncio_name(task);
-    if (!aname) {
+    PyObject *was = fresh || tid >= seen_cap ? NULL : seen_names[tid];   /* borrowed */
+    PyObject *field = task_name_field(task);                            /* borrowed */
+    if (field && field == was)
+        return;
+    PyObject *aname = field ? name_of_field(field) : PyObject_CallMethodNoArgs(task, S_get_name);
+    PyObject *was_name = was ? name_of_field(was) : NULL;   /* (was: a str or a number, as kept) */
+    if (!aname || (was && !was_name)) {
+        Py_XDECREF(aname);
+        Py_XDECREF(was_name);
         sw_err_drop();
         return;
     }
-    PyObject *was = fresh || tid >= seen_cap ? NULL : seen_names[tid];   /* borrowed */
-    if (fresh || (was != aname && (!was || PyObject_RichCompareBool(was, aname, Py_EQ) != 1))) {
+    if (fresh || (was_name != aname && (!was_name || PyObject_RichCompareBool(was_name, aname, Py_EQ) != 1))) {
         PyObject *full = fresh || !named_by_user(task) ? task_name(task, aname, coro) : NULL;
         const char *u = full && PyUnicode_Check(full) ? PyUnicode_AsUTF8(full) : NULL;
         if (u)
             sw_tasks_define(tid, u);
         if (u && was)   /* renamed since it was last seen (not a first sight in a new session) */
             sw_task_record(SW_K_TASK_NAME, NULL, (long long)tid, 0, 0, u, NULL);
-        if (keep_name(tid, aname) < 0)
-            PyErr_NoMemory();   /* (cleared below: checked again next time) */
         if (name && fresh)
             *name = full ? Py_NewRef(full) : NULL;
         Py_XDECREF(full);
     }
+    if (keep_name(tid, field ? field : aname) < 0)
+        PyErr_NoMemory();   /* (cleared below: checked again next time) */
     sw_err_drop();
+    Py_XDECREF(was_name);
     Py_DECREF(aname);
 }
 
@@ -701,9 +715,9 @@ static void exited(PyObject *task, uint64_t tid)
         sw_task_record(SW_K_TASK_EXIT, NULL, (long long)tid, 2, 0, NULL, NULL);
         return;
     }
-    PyObject *exc = PyObject_GetAttr(task, S_exception);
+    PyObject *exc = slot_of(task, S_exception, &exception_slot);
     int failed = exc && exc != Py_None;
-    PyObject *v = failed ? Py_NewRef(exc) : exc ? PyObject_GetAttr(task, S_result) : NULL;
+    PyObject *v = failed ? Py_NewRef(exc) : exc ? slot_of(task, S_result, &result_slot) : NULL;
     value_text t = {.held = NULL};
     const char *u = v ? text_of(v, &t) : NULL;
     sw_task_record(SW_K_TASK_EXIT, NULL, (long long)tid, failed, 0, u, NULL);
@@ -917,7 +931,7 @@ static PyObject *wrap_events(sw_task_wrapper *w, PyObject *const *args, size_t n
 /* The (task id, native id) of this thread's running task while it is in
  * a call_soon_threadsafe of a loop of another thread, until the handle it
  * makes is kept (wrap_init, before the loop can see it), else NULL. */
-static __thread PyObject *scheduling;
+static __thread PyObject *scheduling __attribute__((tls_model("initial-exec")));
 
 /* loop.call_soon_threadsafe(...) from a thread not the loop's: the handle
  * made is kept (from_thread) with the task that scheduled it. */

@@ -299,8 +299,12 @@ static void task_record_at(int kind, PyFrameObject *f, PyCodeObject *at, int at_
          * an asyncio task's from the running frame (the library's frames
          * inside the program's that made it too), a greenlet's from where
          * its creator stopped; a thread's by its starter (task_stack). */
-        if (kind == SW_K_TASK_CREATE && sw_S.no_calls && b != 3)
-            sw_file_record_stack(b == 2 || !f ? PyEval_GetFrame() : f, co, d.line, (uint64_t)a, 0);
+        if (kind == SW_K_TASK_CREATE && sw_S.no_calls && b != 3) {
+            if (b == 2 || !f)
+                sw_file_record_stack_here(co, d.line, (uint64_t)a);
+            else
+                sw_file_record_stack(f, co, d.line, (uint64_t)a, 0);
+        }
     }
     sw_emit(kind, &d);
     Py_XDECREF(co);

@@ -1707,6 +1707,52 @@ start_putter()
 """
 
 
+SAME_PLACE = """
+import asyncio
+
+async def leaf():
+    await asyncio.sleep(0)
+
+def make(n):   # tasks made one after another at one place: the same codes walked
+    return [asyncio.ensure_future(leaf()) for _ in range(n)]
+
+async def deeper(k, n):
+    if k:
+        return await deeper(k - 1, n)
+    return make(n)
+
+async def main():
+    ts = make(3)
+    ts += [asyncio.create_task(leaf()) for _ in range(2)]
+    ts += make(2)
+    ts += await deeper(2, 2)
+    ts += make(1)
+    ts += await deeper(1, 1)
+    await asyncio.gather(*ts)
+
+asyncio.run(main())
+"""
+
+
+def test_creation_stacks_made_again_at_one_place_without_calls(tmp_path):
+    """Without calls, a creation stack that walks the same codes as the one
+    before it is written with that one's string (file_events.c last_stack):
+    tasks made in turn at one place, at another line, from a deeper stack
+    over the same innermost code, and back, each have the creation stack
+    the replay of a trace with calls finds for it."""
+    prog = write(tmp_path / "p.py", SAME_PLACE)
+    docs = {}
+    for name, no_trace in (("with", []), ("without", ["--no-trace"])):
+        out = str(tmp_path / f"{name}.swt")
+        r = run_cli(["run", "-q", *no_trace, "--events", "tasks", "-o", out, prog])
+        assert r.returncode == 0, r.stderr
+        docs[name] = [(k["name"], k["creation_stack"]) for k in read_task_events(out)["tasks"] if "leaf" in k["name"]]
+    assert len(docs["without"]) == 11
+    assert docs["without"] == docs["with"]
+    depth = [[f["function"] for f in stack].count("deeper") for _, stack in docs["without"]]
+    assert depth == [0] * 7 + [3, 3, 0, 2], depth
+
+
 @pytest.mark.versions("3.12")
 def test_a_trace_without_calls_holds_the_same_task_events(tmp_path):
     """`run --no-trace --events tasks -o FILE` writes the task records
