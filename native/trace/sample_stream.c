@@ -29,6 +29,8 @@ struct sw_sample_stream {
     uint64_t nbody;          /* samples in body */
     uint32_t next_id;
     int64_t first_ns;        /* time of the first sample in body */
+    uint64_t ignore[SW_SAMPLE_STREAM_MAX_IGNORE];   /* sw_sample_stream_set_ignore */
+    size_t nignore;
     sw_sample_stream_stats st;
 };
 
@@ -62,6 +64,25 @@ void sw_sample_stream_free(sw_sample_stream *st)
     free(st->lines);
     free(st->skip);
     free(st);
+}
+
+int sw_sample_stream_set_ignore(sw_sample_stream *st, const uint64_t *addrs, size_t n)
+{
+    if (n > SW_SAMPLE_STREAM_MAX_IGNORE)
+        return SW_EARG;
+    memcpy(st->ignore, addrs, n * sizeof *addrs);
+    st->nignore = n;
+    return SW_OK;
+}
+
+/* 1 if one of the sample's frames runs an ignored code object. */
+static int inside_ignored(const sw_sample_stream *st, const sw_sample *s)
+{
+    for (uint32_t i = 0; st->nignore && i < s->depth; i++)
+        for (size_t k = 0; k < st->nignore; k++)
+            if (s->frames[i]->addr == st->ignore[k])
+                return 1;
+    return 0;
 }
 
 void sw_sample_stream_stats_get(const sw_sample_stream *st, sw_sample_stream_stats *out) { *out = st->st; }
@@ -105,6 +126,10 @@ static uint64_t zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 
 void sw_sample_stream_sink(void *ud, sw_sample *s)
 {
     sw_sample_stream *st = ud;
+    if (inside_ignored(st, s)) {   /* (first: none of its frames is defined) */
+        st->st.cut++;
+        return;
+    }
     sw_bytes *o = &st->one;
     o->len = 0;
     o->failed = 0;

@@ -19,7 +19,11 @@
  * frames outside it (whoever called stackwatch: "python -m stackwatch"'s
  * runpy frames), as the tracer leaves them out of the trace; a native
  * frame of a shared object under skip_prefix (the tracer's own C code) is
- * left out alone. Native frames (sample.h: "symbol [native]") are written
+ * left out alone. A sample any of whose frames runs one of the code objects
+ * given to sw_sample_stream_set_ignore (the attach's pending call: its
+ * code and everything it calls, the program's audit hooks or
+ * threading's join included) holds nothing of the program: it is not
+ * stored, only counted (cut). Native frames (sample.h: "symbol [native]") are written
  * as SW_FRAME_NATIVE frames named by the bare symbol, and a sample with
  * lines (sw_sample.lines) carries the line each frame runs (format 1.3).
  */
@@ -37,11 +41,17 @@ typedef struct sw_sample_stream_stats {
     uint64_t chunks;         /* SAMPLES chunks written */
     uint64_t lost;           /* samples lost (out of memory, write errors) */
     uint64_t cut;            /* samples of a thread running stackwatch's own code
-                              * (skip_prefix): nothing of the program, not stored */
+                              * (skip_prefix, or inside an ignored code object):
+                              * nothing of the program, not stored */
 } sw_sample_stream_stats;
 
 /* Returns NULL when out of memory. skip_prefix may be NULL or "". */
 sw_sample_stream *sw_sample_stream_new(sw_writer *w, uint64_t mono0_ns, const char *skip_prefix);
+/* The code objects (their addresses, sw_sample_code.addr) a sample taken
+ * inside of is cut whole; at most SW_SAMPLE_STREAM_MAX_IGNORE, else SW_EARG.
+ * Before the first sample (the sink reads the list unlocked). */
+#define SW_SAMPLE_STREAM_MAX_IGNORE 8
+int sw_sample_stream_set_ignore(sw_sample_stream *st, const uint64_t *addrs, size_t n);
 void sw_sample_stream_sink(void *stream, sw_sample *s);
 /* Writes what is buffered. Returns 0 or the writer's error. */
 int sw_sample_stream_flush(sw_sample_stream *st);

@@ -380,6 +380,8 @@ static PyObject *Sampler_start(SamplerObject *self, PyObject *args, PyObject *kw
         }
         self->attached = 1;
         self->stream = sw_sample_stream_new(w, mono0, self->skip_prefix);
+        if (self->stream)   /* (set_filters checked the count) */
+            (void)sw_sample_stream_set_ignore(self->stream, self->filters.ignore, self->filters.nignore);
         self->s = self->stream ? sw_sampler_new(r, self->interval_ns, sw_sample_stream_sink, self->stream) : NULL;
         if (!self->stream)
             sw_pystack_free(r);
@@ -458,7 +460,9 @@ static Py_ssize_t code_addrs(PyObject *obj, uint64_t *addrs, const char *what)
 }
 
 /* set_filters(anchor=None, follow=(), ignore=(), elide=()): before start(), the
- * filters of sw_profile_set_filters, given as code objects. The caller
+ * filters of sw_profile_set_filters, given as code objects; in trace mode
+ * ignore only (sw_sample_stream_set_ignore: a sample taken inside one of
+ * them is cut whole). The caller
  * keeps the code objects alive (they are functions' code) so that their
  * addresses stay theirs while the profile is recorded. */
 static PyObject *Sampler_set_filters(SamplerObject *self, PyObject *args, PyObject *kw)
@@ -481,6 +485,11 @@ static PyObject *Sampler_set_filters(SamplerObject *self, PyObject *args, PyObje
     Py_ssize_t ne = nf >= 0 && ni >= 0 && elide ? code_addrs(elide, fl.elide, "elide") : 0;
     if (nf < 0 || ni < 0 || ne < 0)
         return NULL;
+    if (self->trace && (fl.anchor || nf || ne || ni > SW_SAMPLE_STREAM_MAX_IGNORE)) {
+        PyErr_Format(PyExc_ValueError, "samples into a trace take ignore only (at most %d code objects)",
+                     SW_SAMPLE_STREAM_MAX_IGNORE);
+        return NULL;
+    }
     fl.nfollow = (size_t)nf;
     fl.nignore = (size_t)ni;
     fl.nelide = (size_t)ne;
@@ -831,7 +840,8 @@ static PyMethodDef Sampler_methods[] = {
      "or process pid from outside; skip_idle/gil_only leave out the samples of idle threads / of threads not "
      "holding the GIL (stats()['left_out'])"},
     {"set_filters", (PyCFunction)(void (*)(void))Sampler_set_filters, METH_VARARGS | METH_KEYWORDS,
-     "set_filters(anchor=None, follow=(), ignore=(), elide=()): keep a wrapper's and the profiler's own frames out"},
+     "set_filters(anchor=None, follow=(), ignore=(), elide=()): keep a wrapper's and the profiler's own frames out "
+     "(trace mode: ignore only, a sample inside one of those code objects is cut whole)"},
     {"stop", (PyCFunction)Sampler_stop, METH_NOARGS, "stop(): stop sampling and wait for the thread"},
     {"stats", (PyCFunction)Sampler_stats, METH_NOARGS, "stats() -> dict of counters"},
     {"threads", (PyCFunction)Sampler_threads, METH_NOARGS, "threads() -> [dict] of the threads sampled"},

@@ -129,7 +129,10 @@ def _bootstrap(pkg_parent, status_dir, out, what):
     The file is read inside a `with`, in an exec of its own namespace: an
     unclosed file would warn (ResourceWarning) from `<string>`, a frame
     of __main__'s globals, which gains a __warningregistry__ then (and
-    the warning is printed under -W default)."""
+    the warning is printed under -W default). begin() is given the code
+    of the pending call's own `<string>` frame, two out from BOOT's
+    (PyRun_SimpleString's, around run_boot's exec, around BOOT's): the
+    samples taken inside it are the attach's (tracer/attached.py)."""
     boot = os.path.join(status_dir, BOOT)
     hold_py = os.path.join(pkg_parent, "stackwatch", "tracer", "signal_hold.py")
     with open(boot, "w") as f:
@@ -143,7 +146,8 @@ def _bootstrap(pkg_parent, status_dir, out, what):
                 f"try:\n"
                 f"    __import__('sys').path.append({pkg_parent!r})\n"
                 f"    __import__('stackwatch.tracer.attached').tracer.attached.begin({pkg_parent!r}, "
-                f"{status_dir!r}, {out!r}, *{what!r}, signals=signals)\n"
+                f"{status_dir!r}, {out!r}, *{what!r}, signals=signals, "
+                f"pending=__import__('sys')._getframe(2).f_code)\n"
                 f"finally:\n"
                 f"    signal_hold['put_back'](signals[0], signals[3])\n")
     os.chmod(boot, 0o644)

@@ -13,8 +13,12 @@ directory the attaching command made and watches; neither ever raises
 into the target (a pending call that raised
 would raise in the middle of the target's own code), and nothing is bound
 in __main__. Being a file of the stackwatch package, this module's frames
-are never recorded (session._OWN_FILES); the profiler drops every sample
-taken while begin() or stop_from_pending() runs.
+are never recorded (session._OWN_FILES). A sample taken while the target's
+thread runs the attach's pending calls is of the attach, not the program:
+the bootstrap's `<string>` frames, begin(), stop_from_pending() and all
+they call (importlib, os.path.join, a lock, the program's own audit hook)
+are ignored code for the sampler (_ignored()): such a sample is cut whole,
+counted, never stored, in the profile as in the trace.
 """
 import atexit
 import json
@@ -29,6 +33,7 @@ STOPPED = "stopped.json"
 _status_dir = None
 _profile = None     # (Profiler, path, format) while --sample alone runs
 _probes = False     # True while --probes serves the probes
+_pending = None     # the code of the bootstrap's pending call, held while attached (see _ignored)
 
 
 def _report(name, doc):
@@ -51,16 +56,18 @@ def _report(name, doc):
             pass
 
 
-def begin(added_path, status_dir, path, options, profile=None, probes=False, signals=None):
+def begin(added_path, status_dir, path, options, profile=None, probes=False, signals=None, pending=None):
     """Starts tracing into path (options: session.start's keywords), or,
     with profile ({"rate", "mode", "cycle", "format"}), the profiler
     writing path at stop instead, or neither (options None); probes: also
     serve the USDT probes. added_path: the directory the bootstrap appended
     to sys.path to import stackwatch, taken out again here. signals: the
     target's signal handlers the bootstrap holds (signal_hold.hold()),
-    released at the end."""
+    released at the end. pending: the code object of the pending call that
+    runs the bootstrap (PyRun_SimpleString's `<string>`), the outermost
+    frame of the attach's start-up."""
     try:
-        _begin(added_path, status_dir, path, options, profile, probes)
+        _begin(added_path, status_dir, path, options, profile, probes, pending)
     finally:
         if signals is not None:
             _release(signals)
@@ -78,8 +85,8 @@ def _release(signals):
         signal_hold.put_back(held, note)
 
 
-def _begin(added_path, status_dir, path, options, profile, probes):
-    global _status_dir, _probes
+def _begin(added_path, status_dir, path, options, profile, probes, pending):
+    global _status_dir, _probes, _pending
     _status_dir = status_dir
     try:
         if sys.path and sys.path[-1] == added_path:
@@ -91,6 +98,7 @@ def _begin(added_path, status_dir, path, options, profile, probes):
         if profiler_session._running:
             _report(STARTED, {"error": "it is already profiling (a stackwatch profiler is running in it)"})
             return
+        _pending = pending
         if probes:
             from ..events import probes as probes_mod
             probes_mod.watch()
@@ -99,7 +107,7 @@ def _begin(added_path, status_dir, path, options, profile, probes):
             if profile is not None:
                 _start_profile(path, **profile)
             elif options is not None:
-                session.start(path, _host="stackwatch attach", **options)
+                session.start(path, _host="stackwatch attach", _ignore=_ignored(), **options)
         except BaseException:
             _stop_probes()
             raise
@@ -113,6 +121,17 @@ def _begin(added_path, status_dir, path, options, profile, probes):
         _report(STARTED, {"error": f"{type(e).__name__}: {e}"})
 
 
+def _ignored():
+    """The code objects inside which a sample is the attach's, not the
+    program's (the sampler's ignore list: such a sample is cut whole, its
+    callees too): the pending call of the start-up (held in _pending until
+    the stop, so that its address is no other code's meanwhile) and begin()
+    within it (for a stack too deep to be read to its root), the stop's
+    pending call (stop_from_pending(), called by the C function
+    attach_stop), and the profile's writing at the target's exit."""
+    return tuple(c for c in (_pending, begin.__code__, stop_from_pending.__code__, _write_at_exit.__code__) if c)
+
+
 def _start_profile(path, rate, mode, cycle, format):
     global _profile
     from ..profiler import Profiler
@@ -120,8 +139,7 @@ def _start_profile(path, rate, mode, cycle, format):
     # `stackwatch profile` writes it; the other formats use the whole-run
     # trees only.
     prof = Profiler(rate=rate, mode=mode, cycle=cycle, maxlen=None if format == "stackwatch" else 1000)
-    prof._set_wrapper(None, ignore=(begin.__code__, _begin.__code__, stop_from_pending.__code__, _stop.__code__,
-                                    _write_at_exit.__code__))
+    prof._set_wrapper(None, ignore=_ignored())
     prof.start()
     _profile = (prof, path, format)
     atexit.register(_write_at_exit)
@@ -173,6 +191,8 @@ def _stop(report=True):
     """Stops what begin() started and writes its file; then the STOPPED
     report (report: False when no one waits for it)."""
     def done(doc):
+        global _pending
+        _pending = None   # (the sampler stopped: its ignore list is used no more)
         if report:
             _report(STOPPED, doc)
     try:

@@ -184,7 +184,7 @@ def say_kernel(said):
 def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, exclude=None,
           follow_fork=True, follow=False, meta=None, allow_tsc=True, c_calls=False, cython=False, flush_interval=None,
           events=None, lines=None, sample=None, sample_native=False, sample_lines=False, kernel=None,
-          native_include=None, native_exclude=None, cpu=False, calls=True, _followed=None, _host=None):
+          native_include=None, native_exclude=None, cpu=False, calls=True, _followed=None, _host=None, _ignore=()):
     """Start tracing every thread into ``path`` (default stackwatch-PID.swt).
 
     buffer_size: per-thread buffer (bytes or "256K"); ring: if nonzero, keep
@@ -312,6 +312,9 @@ def start(path=None, *, buffer_size="256K", ring=0, max_depth=0, include=None, e
         try:
             sampler = _native.Sampler(sample_ns, trace=True, skip_prefix=_OWN_FILES[:-1],
                                       native=bool(sample_native), lines=bool(sample_lines))
+            # _ignore (attach's): code objects a sample taken inside of is
+            # cut whole, whatever they call (the pending call's frames).
+            sampler.set_filters(ignore=tuple(_ignore))
         except Exception as e:
             _native.stop()
             signals.remove(_stop_on_signal)

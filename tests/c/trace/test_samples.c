@@ -3,8 +3,9 @@
  * by the sample stream (sample_stream.c) beside a tracegen trace, read back
  * exactly (times on the trace clock, threads matched by ident or given an
  * entry of their own, frames outermost first, own frames left out), merged
- * into both exports in time order, and malformed SAMPLES chunks reported as
- * damage without losing what came before.
+ * into both exports in time order, samples inside an ignored code object
+ * (the attach's pending call) cut whole with their callees, and malformed
+ * SAMPLES chunks reported as damage without losing what came before.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -117,6 +118,50 @@ TEST(samples_read_back_exactly)
     CHECK_EQ_U64(all.s[1].depth, 3);
     CHECK_EQ_STR(sw_trace_frame(t, all.s[1].frames[2])->name, "leaf \"q\"");
     CHECK_EQ_U64(all.s[2].thread, 2);
+    sw_trace_free(t);
+    tg_free(&g);
+    unlink(p);
+}
+
+/* A sample any of whose frames runs an ignored code object is cut whole:
+ * its callees (a program function stackwatch's code called) and the
+ * frames outside it too; one of the others is stored as before. */
+TEST(samples_inside_an_ignored_code_are_cut_whole)
+{
+    tg g;
+    const char *p = check_tmp_file(".swt");
+    REQUIRE(tg_open(&g, p, 4096, 0, 0, 1e9) == SW_OK);
+    sw_sample_stream *st = sw_sample_stream_new(g.w, MONO0, "/site/stackwatch/");
+    REQUIRE(st);
+    for (int i = 0; i < 4; i++)
+        codes[i].sink_id = SW_NO_ID;
+    uint64_t nine[9] = {0};
+    CHECK_EQ_I64(sw_sample_stream_set_ignore(st, nine, 9), SW_EARG);
+    const uint64_t work = codes[1].addr;
+    REQUIRE(sw_sample_stream_set_ignore(st, &work, 1) == SW_OK);
+    static const int callee[] = {0, 1, 3}, under_own[] = {0, 1, 2, 3}, leaf[] = {1}, kept[] = {0, 3};
+    feed(st, 1, 1, (int64_t)MONO0 + 100, 1, 3, callee);       /* main > work > leaf */
+    feed(st, 1, 1, (int64_t)MONO0 + 200, 1, 4, under_own);    /* main > work > stackwatch > leaf */
+    feed(st, 1, 1, (int64_t)MONO0 + 300, 1, 1, leaf);         /* work */
+    feed(st, 1, 1, (int64_t)MONO0 + 400, 1, 2, kept);         /* main > leaf */
+    CHECK_EQ_I64(sw_sample_stream_flush(st), SW_OK);
+    sw_sample_stream_stats ss;
+    sw_sample_stream_stats_get(st, &ss);
+    CHECK_EQ_U64(ss.samples, 1);
+    CHECK_EQ_U64(ss.cut, 3);
+    CHECK_EQ_U64(ss.frames, 2);   /* main and leaf: a cut sample defines none */
+    sw_sample_stream_free(st);
+    REQUIRE(tg_close(&g, 1e9) == SW_OK);
+    sw_trace *t = tg_open_trace(p);
+    REQUIRE(t);
+    CHECK_EQ_STR(sw_trace_damage(t), "");
+    sc_got a = {0};
+    CHECK_EQ_I64(sc_collect(t, SIZE_MAX, &a), 0);
+    REQUIRE_EQ_U64(a.n, 1);
+    CHECK_EQ_I64(a.s[0].t_ns, 400);
+    REQUIRE_EQ_U64(a.s[0].depth, 2);
+    CHECK_EQ_STR(sw_trace_frame(t, a.s[0].frames[0])->name, "main");
+    CHECK_EQ_STR(sw_trace_frame(t, a.s[0].frames[1])->name, "leaf \"q\"");
     sw_trace_free(t);
     tg_free(&g);
     unlink(p);

@@ -7,7 +7,11 @@ that a run of a few dozen iterations has one place in the log). Usage: server.py
 [ITERATIONS [PROFILE]] (default: until killed). With PROFILE, sys.setprofile's
 view of the whole loop is written there too: "call NAME" or "return NAME"
 per Python function's call and return. At its end it prints the names
-bound in __main__ (which an attach must not change)."""
+bound in __main__ (which an attach must not change). With SERVER_SLOW_LINK_S
+in its environment, an audit hook of its own spins that many seconds at
+each os.link (which the loop never calls: the attach's reports do, its
+start's while its sampler runs) and writes "slow_link" into the log."""
+import os
 import sys
 import time
 
@@ -18,6 +22,18 @@ profile = open(sys.argv[3], "w") if len(sys.argv) > 3 else None
 def record(frame, event, arg):
     if event in ("call", "return"):
         profile.write(f"{event} {frame.f_code.co_name}\n")
+
+
+def spin(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def slow_link(event, args):
+    if event == "os.link":
+        log.write("slow_link\n")
+        spin(float(os.environ["SERVER_SLOW_LINK_S"]))
 
 
 def parse(n):
@@ -50,6 +66,8 @@ def handle(n):
 
 
 def main():
+    if os.environ.get("SERVER_SLOW_LINK_S"):
+        sys.addaudithook(slow_link)
     limit = int(sys.argv[2]) if len(sys.argv) > 2 else None
     n = 0
     if profile:

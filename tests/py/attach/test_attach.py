@@ -27,10 +27,11 @@ def server_args(log, iterations=None, profile=None):
             ([str(profile)] if profile else []))
 
 
-def start_server(tmp, iterations=None, profile=None, cwd=None):
+def start_server(tmp, iterations=None, profile=None, cwd=None, env=None):
+    """server.py started (env: added to the environment); (process, its log)."""
     log = tmp / "calls.log"
     p = subprocess.Popen(server_args(log, iterations, profile), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, cwd=cwd)
+                         text=True, cwd=cwd, env=dict(os.environ, **env) if env else None)
     assert p.stdout.readline() == "iteration 0\n"
     return p, log
 
