@@ -10,7 +10,9 @@ per Python function's call and return. At its end it prints the names
 bound in __main__ (which an attach must not change). With SERVER_SLOW_LINK_S
 in its environment, an audit hook of its own spins that many seconds at
 each os.link (which the loop never calls: the attach's reports do, its
-start's while its sampler runs) and writes "slow_link" into the log."""
+start's while its sampler runs), and on until stackwatch's sampler, if one
+runs, has ticked 25 times since (a loaded machine can hold that thread up
+for the whole spin), and writes "slow_link" into the log."""
 import os
 import sys
 import time
@@ -30,10 +32,21 @@ def spin(seconds):
         pass
 
 
+def sampler_ticks():
+    """The ticks of the attach's sampler (0 when none runs)."""
+    session = sys.modules.get("stackwatch.tracer.session")
+    sampler = session and session._sampler
+    return sampler.stats()["ticks"] if sampler else 0
+
+
 def slow_link(event, args):
     if event == "os.link":
         log.write("slow_link\n")
+        ticks = sampler_ticks()
         spin(float(os.environ["SERVER_SLOW_LINK_S"]))
+        end = time.monotonic() + 20
+        while ticks and sampler_ticks() < ticks + 25 and time.monotonic() < end:
+            pass
 
 
 def parse(n):

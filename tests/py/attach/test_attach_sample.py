@@ -199,11 +199,12 @@ def test_samples_inside_the_attachs_pending_call_are_cut(tmp):
     stacks, _ = read_stacks(t)
     assert set(stacks) <= SERVER_STACKS, {k: n for k, n in stacks.items() if k not in SERVER_STACKS}
     assert ("<module>", "main") in stacks
-    # The hook's 0.5 s ran under the sampler's 2 kHz, 1000 ticks: sampled,
-    # and cut. (A loaded machine starves the target's sampler thread: with
-    # a 0.2 s spin, 100-300 cut in 18 runs at a load of 9-18, but 13-38 in
-    # 6 of 25 while an ASan build ran; the bound only says it was sampled.)
-    assert t.meta["sampler.cut"] >= 10, {k[8:]: t.meta[k] for k in ("sampler.cut", "sampler.ticks", "sampler.missed")}
+    # The hook spun until the sampler had ticked 25 times (a loaded machine
+    # held the sampler's thread up: with a plain 0.2 s spin, 100-300 cut in
+    # 18 runs at a load of 9-18, but 13-38 in 6 of 25 while an ASan build
+    # ran): 25 samples of the thread inside the attach, all cut but a
+    # failed read's.
+    assert t.meta["sampler.cut"] >= 20, {k[8:]: t.meta[k] for k in ("sampler.cut", "sampler.ticks", "sampler.failed")}
 
 
 # The attach's two pending calls played in one process, on the sampler's
@@ -219,12 +220,22 @@ import os
 import sys
 import tempfile
 import time
-from stackwatch.tracer import attached, signal_hold
+from stackwatch.tracer import attached, session, signal_hold
+
+
+def ticks():
+    return session._sampler.stats()["ticks"] if session._sampler else 0
 
 
 def spin(seconds):
+    """Spins that long, and on until the sampler ticked 25 times since
+    (at most 20 s: a loaded machine can hold its thread up that long)."""
+    start = ticks()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
+        pass
+    end += 20
+    while ticks() < start + 25 and time.monotonic() < end:
         pass
 
 
@@ -262,18 +273,21 @@ def test_the_attachs_start_up_and_stop_are_cut_with_all_they_call(tmp):
     ('<module>', '<module>', 'spin') here); at the stop,
     stop_from_pending()'s callees (stored as ('hold', 'spin'), as
     `('join',)` was once). The program's own 0.5 s between them is stored.
-    Bounds: each 0.5 s spin is 1000 ticks at 2 kHz, of which a loaded
-    machine's starved sampler took 13 and more (see the test above)."""
+    Bounds: each spin goes on until the sampler has ticked 25 times (one
+    run of the whole suite at load 21 stored no sample of a plain 0.5 s
+    program() spin: the sampler's thread held up)."""
     script = tmp / "played.py"
     script.write_text(PLAYED)
     r = run(["python", str(script), str(tmp)])
     assert r.returncode == 0 and r.stderr == "", r.stderr
     t = Trace(r.stdout.strip())
     stacks, _ = read_stacks(t)
-    program = {("<module>",), ("<module>", "exists"), ("<module>", "program"), ("<module>", "program", "spin")}
+    program = {("<module>",), ("<module>", "exists"), ("<module>", "program"), ("<module>", "program", "spin"),
+               ("<module>", "program", "spin", "ticks")}
     assert set(stacks) <= program, {k: n for k, n in stacks.items() if k not in program}
-    assert stacks[("<module>", "program", "spin")] >= 10, stacks
-    assert t.meta["sampler.cut"] >= 20, {k[8:]: t.meta[k] for k in ("sampler.cut", "sampler.ticks", "sampler.missed")}
+    meta = {k[8:]: t.meta[k] for k in ("sampler.cut", "sampler.ticks", "sampler.failed")}
+    assert stacks[("<module>", "program", "spin")] >= 20, (stacks, meta)   # 25, but a failed read's
+    assert t.meta["sampler.cut"] >= 40, meta     # the start's 25 and the stop's
 
 
 @pytest.mark.versions("3.12")
