@@ -1779,11 +1779,17 @@ def test_a_trace_without_calls_holds_the_same_task_events(tmp_path):
     assert Trace(str(tmp_path / "with.swt")).calls
 
     def events(doc):
-        """(Addresses in channel names, by order of appearance: each run has its own.)"""
+        """(Addresses in channel names, by order of appearance: each run has its own.
+        Thread.start's wait for the new thread to start, the main thread's
+        only Event, is left out: it blocks only when the main thread gets to
+        the wait before the new thread sets it, which the two runs need not
+        share: one in make test at load 15 had it in one run only.)"""
         seen = {}
         numbered = lambda c: c and re.sub(r"0x[0-9a-f]+", lambda m: f"#{seen.setdefault(m[0], len(seen))}", c)
+        started = lambda e: (e["kind"] in ("block", "wake") and e["task"] == "MainThread"
+                             and (e["channel"] or "").startswith("Event "))
         return [(e["kind"], e["task"], e["other"], numbered(e["channel"]), e["value"], e["reason"])
-                for e in doc["events"]]
+                for e in doc["events"] if not started(e)]
 
     def tasks(doc):
         return [(k["name"], k["kind"], k["created_by"], k["outcome"], k["result"]) for k in doc["tasks"]]
