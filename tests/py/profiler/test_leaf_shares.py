@@ -47,8 +47,18 @@ def test_a_short_leaf_gets_its_share():
                        "parked_ahead": s["parked_ahead"], "torn": s["torn"]})
     # (the reference is a real share: tiny() is not nothing)
     assert k2 >= n2 // 50, detail
+    # On a loaded machine the walks barely tear (the thread mostly waits
+    # for a CPU while read): the default's samples are then unparked walks
+    # of the round's instant and the selection judged here does not act,
+    # while the reference drifts: every walk parked ahead gave tiny 15.5%
+    # against 9.7% by default with 23 walks torn in 8,230 (3.12, load 15,
+    # a core busy; 10-12% on a quiet machine). Judged where at least 2% of
+    # the default's walks tore or were parked ahead for their tears (main's
+    # build, unpinned at a load of 11.5: 2.8% torn, and failed).
+    if s["torn"] + s["parked_ahead"] < 0.02 * n1:
+        pytest.skip(f"the walks barely tore on this machine, nothing to judge: {detail}")
     assert abs(k1 / n1 - k2 / n2) <= bound, detail
     # Walks that tore often (the rule parks ahead above 3% torn) got the
     # thread parked ahead of its walks, after which 1 walk in 16 is made
-    # unparked first; a machine on which its walks did not tear parked none.
+    # unparked first.
     assert s["parked_ahead"] > 0 or s["torn"] <= 0.05 * n1, detail
