@@ -54,6 +54,12 @@
 #define TORN_RETRIES 5                 /* 3.11+: whole reads redone when the walk was torn */
 #define PARK_WAIT_NS 10000000ull       /* in-process: the wait for a torn thread to park (10 ms) */
 #define PARK_FAILS_MUTE 3              /* ... parked walks of a thread failing in a row that mute it */
+#define TEARS_ONE 65536u               /* in-process: a thread's tear rate (g_tears) as a fraction of this */
+#define TEARS_SHIFT 6                  /* ... an average of its walks weighing each 1/64 ... */
+#define TEARS_PARK_AHEAD 1966u         /* ... above 3% of them torn, it is parked ahead of its walks ... */
+#define TEARS_PROBE_EVERY 16u          /* ... but for every 16th, walked unparked first (to keep measuring) */
+#define AHEAD_HOLD_FIRST 64u           /* a park ahead not answered in time: none for this many walks ... */
+#define AHEAD_HOLD_MAX 4096u           /* ... doubled at each such park after one, up to this */
 #define GLOBALS_SLOTS 8192u            /* code objects whose last frame's globals are remembered */
 #define STATE_FDS 128                  /* /proc files of threads kept open (syscall, schedstat) */
 #define MUTE_SLOTS 16                  /* native mode: threads remembered as blocking the signal */
@@ -218,6 +224,16 @@ struct sw_pystack {
      * (address order), whose headers its next parked walk reads in its
      * first read (walk_parked). */
     uint32_t g_ncodes[SPEC_THREADS];
+    /* In-process, per thread holding the GIL when walked (its own slots:
+     * another thread in the same slot of the guesses, walked or only
+     * probed each round, would empty them every round): the share of its
+     * first unparked walks found torn, a moving average (TEARS_*), and its
+     * walks counted while it is parked ahead of them ("Parking ahead"). */
+    uint64_t g_tears_of[SPEC_THREADS];   /* the thread state each slot is for */
+    uint32_t g_tears[SPEC_THREADS];
+    uint32_t g_ahead_walks[SPEC_THREADS];
+    uint32_t g_ahead_hold[SPEC_THREADS];   /* ... walks left with no park ahead (one not answered) */
+    uint32_t g_ahead_backoff[SPEC_THREADS];   /* ... the last such hold (0: the last was answered) */
     uint64_t *g_codes;             /* [SPEC_THREADS * PARK_CODES] */
     unsigned char *park_code_hdrs; /* [PARK_CODES * code_size] their headers, read */
     unsigned char park_code_ok[PARK_CODES];   /* ... which of them were read */
@@ -2369,7 +2385,7 @@ static void park_codes(sw_pystack *r, uint64_t tstate, uint32_t n)
 
 /* In-process: the walk of the thread (kernel id tid, state at tstate)
  * redone with it parked in the signal handler (nativestack.h), after a
- * walk found torn: its stack cannot change until it is released, so this
+ * walk found torn, or made so ahead of any walk (park_ahead_due): its stack cannot change until it is released, so this
  * walk is of one instant and is not read again after; every read is still
  * validated as in any walk, its frames must fit (frames_fit), and its
  * leaf, if a frame of the thread's own (not a generator's), must lie in
@@ -2491,6 +2507,79 @@ static long walk_after_park(sw_pystack *r, uint64_t tstate, window *w, int *trun
     return n;
 }
 
+/* The slot of a thread's tear rate (g_tears_of), emptied if it was another's. */
+static uint32_t tears_slot(sw_pystack *r, uint64_t tstate)
+{
+    const uint32_t slot = spec_slot(tstate);
+    if (r->g_tears_of[slot] != tstate) {
+        r->g_tears_of[slot] = tstate;
+        r->g_tears[slot] = r->g_ahead_walks[slot] = r->g_ahead_hold[slot] = r->g_ahead_backoff[slot] = 0;
+    }
+    return slot;
+}
+
+/* Parking ahead (issue 20). Which walks tear decides which instants are
+ * sampled: a walk tears mostly when a short leaf call returns while it
+ * is read, and its redo, parked, is of a later instant, after the leaf
+ * returned, so keeping the whole unparked walks and redoing the torn ones
+ * under-counts short leaves (bench/workloads/short_leaf.py's tiny(): ~2%
+ * of the samples against ~11% with every walk parked ahead, on a quiet
+ * machine). A thread parked before any walk is sampled at the instant it
+ * takes the signal, whatever its stack: unbiased. So a thread whose first
+ * unparked walks tear often (a moving average of them, per thread, above
+ * TEARS_PARK_AHEAD) is parked ahead of its walks, but for every
+ * TEARS_PROBE_EVERY-th, which is walked unparked first, as before, to keep
+ * the average up to date; a program whose walks do not tear pays no park
+ * ahead. On a busy machine walks tear less (the thread mostly waits for a
+ * CPU while read); a park ahead not answered in time (the thread off a
+ * CPU for the whole wait: its walk after, walk_after_park, mostly fails,
+ * and the sampler waited 10 ms) stops parking ahead for AHEAD_HOLD_FIRST
+ * of its walks, twice as many after each such park that follows (up to
+ * AHEAD_HOLD_MAX), for the reader's life: a torn walk shows that its
+ * thread runs on a CPU, so a park after it is mostly answered, while a
+ * park ahead may find it waiting for one (an earlier rule, after two torn
+ * walks in a row, failed samples so: docs/architecture.md "Parking a torn
+ * walk"). Returns 1 if
+ * the thread (holding the GIL) is to be parked ahead of this walk. */
+static int park_ahead_due(sw_pystack *r, uint64_t tstate)
+{
+    if (r->lim.park_always == 1 || r->lim.park_always == 2)
+        return 1;
+    if (r->lim.park_always != 0)
+        return 0;   /* (3: never, the benches' baseline) */
+    const uint32_t slot = tears_slot(r, tstate);
+    if (r->g_ahead_hold[slot]) {
+        r->g_ahead_hold[slot]--;
+        return 0;
+    }
+    if (r->g_tears[slot] <= TEARS_PARK_AHEAD)
+        return 0;
+    return ++r->g_ahead_walks[slot] % TEARS_PROBE_EVERY != 0;
+}
+
+/* After a park ahead of the thread's walk: answered in time, or not (see
+ * park_ahead_due). The hold is not shortened again by parks answered
+ * after it: at a load of 22, test_shares_match_ground_truth's thread (its
+ * walks all torn under pytest) failed 29-37 of ~450 samples, each a park
+ * ahead not answered, when an answered one reset it. */
+static void park_ahead_answered(sw_pystack *r, uint64_t tstate, int answered)
+{
+    const uint32_t slot = tears_slot(r, tstate);
+    uint32_t *backoff = &r->g_ahead_backoff[slot];
+    if (!answered) {
+        *backoff = !*backoff ? AHEAD_HOLD_FIRST : *backoff >= AHEAD_HOLD_MAX / 2 ? AHEAD_HOLD_MAX : 2 * *backoff;
+        r->g_ahead_hold[slot] = *backoff;
+    }
+}
+
+/* Counts a first unparked walk of the thread holding the GIL in its tear
+ * rate (torn: 1 if it was found torn, or failed, and is to be redone). */
+static void tears_count(sw_pystack *r, uint64_t tstate, int torn)
+{
+    uint32_t *rate = &r->g_tears[tears_slot(r, tstate)];
+    *rate = *rate - (*rate >> TEARS_SHIFT) + (torn ? TEARS_ONE >> TEARS_SHIFT : 0);
+}
+
 /* Samples the thread whose state was read into ts. */
 static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *ts, const guess *g,
                           int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud, int *delivered)
@@ -2599,14 +2688,17 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         uint32_t tid = s.native_tid ? (uint32_t)s.native_tid : kernel_tid(r, tstate, ts, g);
         park = tid && !muted(r, tid);
     }
-    /* The test mode (limits.park_always): the thread holding the GIL is
-     * parked before any walk, so that every sample takes the parked walk's
-     * path. (Parking a thread ahead of its walk once its unparked walks
-     * had torn twice in a row, to save the wasted walk, was tried and
-     * removed: on a busy machine a thread parked ahead was often off a CPU
-     * for the whole wait and its sample failed, where an unparked walk
-     * would have been whole: docs/architecture.md.) */
-    int ahead = park && r->gil_holder == tstate && r->lim.park_always;
+    /* The thread holding the GIL is parked before any walk when its walks
+     * have been tearing often (park_ahead_due), or always in the test mode
+     * (limits.park_always). (Parking a thread ahead of its walk once its
+     * unparked walks had torn twice in a row, to save the wasted walk, was
+     * tried and removed: on a busy machine a thread parked ahead was often
+     * off a CPU for the whole wait, 200 us then, and its sample failed,
+     * where an unparked walk would have been whole. Now a park ahead waits
+     * as long as any, its failure is followed by one checked unparked
+     * walk, walk_after_park, and it stops parks ahead of that thread for a
+     * while: docs/architecture.md "Parking a torn walk".) */
+    int ahead = park && r->gil_holder == tstate && park_ahead_due(r, tstate);
     window w;
     memset(&w, 0, sizeof w);
     int truncated = 0;
@@ -2616,8 +2708,11 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         ahead = s.native_tid != 0;
     }
     if (ahead) {
+        const uint64_t park_failed = r->st.park_failed;
         n = walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated);
         r->st.parked_ahead++;
+        if (r->lim.park_always == 0)
+            park_ahead_answered(r, tstate, r->st.park_failed == park_failed);
     }
     if (!ahead) {
         if (fresh && probed && !early && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
@@ -2728,6 +2823,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     PROBE_LATE();
 #undef RELEASE_NATIVE
 #undef PROBE_LATE
+    if (park && !ahead && r->gil_holder == tstate)
+        tears_count(r, tstate, n < 0);
     if (n < 0 && park && !ahead) {
         /* (the probe above has set the thread's kernel id, if it has one) */
         r->st.torn += n == WALK_TORN;

@@ -44,11 +44,14 @@ typedef struct sw_pystack_limits {
     uint32_t park;           /* 1: a torn walk is redone with the thread parked (in-process
                                 only: nativestack.h; the caller installs the handler with
                                 sw_nstack_park_install), and the checks are strict */
-    uint32_t park_always;    /* (tests, benches) with park: 1, every thread holding the GIL
-                                is parked before its walk, not only after a torn walk, and
-                                waits as long; 2 (tests), its park is counted as not
-                                answered, no signal sent: every such sample takes the
-                                unparked walk that follows a failed park (after_park) */
+    uint32_t park_always;    /* (tests, benches) with park: 0, the thread holding the GIL is
+                                parked before its walk when its walks have been tearing
+                                (pystack.c "Parking ahead"); 1, it always is, not only
+                                after a torn walk, and waits as long; 2 (tests), its park
+                                is counted as not answered, no signal sent: every such
+                                sample takes the unparked walk that follows a failed park
+                                (after_park); 3 (benches), never: parked only after a
+                                torn walk */
     uint32_t cpu_every;      /* with thread_states, > 1: a thread's CPU time is read every
                                 cpu_every rounds only (sw_threadstate_set_cpu_every), for
                                 samples whose CPU time only adds up per thread (wall mode);
@@ -91,8 +94,9 @@ typedef struct sw_pystack_stats {
     uint64_t parked_ns;      /* ... time from each park request to its release */
     uint64_t after_park;     /* ... samples read whole by an unparked walk after their park
                                 failed (not answered in time, or its walk not whole) */
-    uint64_t parked_ahead;   /* ... of them parked before any unparked walk (only in the
-                                test mode, limits.park_always) */
+    uint64_t parked_ahead;   /* ... of them parked before any unparked walk (a thread whose
+                                walks have been tearing, pystack.c "Parking ahead", or
+                                limits.park_always) */
     uint64_t threads_skipped;   /* threads beyond max_threads */
     uint64_t code_hits, code_misses;
     uint64_t codes_by_counter;   /* code objects of walks whose header was not read again: the

@@ -238,11 +238,14 @@ static sw_pystack *reader_for(SamplerObject *self, int pid, int skip_idle)
      * holding the GIL parked ahead of every walk, whether walks tear on
      * this machine or not; =unanswered (the tests): each such park counted
      * as not answered, so that every sample of it takes the unparked walk
-     * that follows a failed park (limits.park_always 1, 2). */
+     * that follows a failed park; =never (the benches): never parked ahead,
+     * only after a torn walk, however often its walks tear
+     * (limits.park_always 1, 2, 3). */
     const char *always = getenv("STACKWATCH_TEST_PARK_AHEAD");
     uint32_t park_always = !self->park_installed || !always ? 0
                            : strcmp(always, "1") == 0            ? 1
                            : strcmp(always, "unanswered") == 0   ? 2
+                           : strcmp(always, "never") == 0        ? 3
                                                                  : 0;
     /* STACKWATCH_TEST_FAIL_EVERY=N (the tests): every N-th stack read is
      * failed, as a torn one (limits.fail_every). */
