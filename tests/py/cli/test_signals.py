@@ -182,9 +182,12 @@ def test_fork_pool_terminated_workers_keep_their_events(tmp):
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
 def test_profile_writes_then_dies_of_the_signal(tmp, sig):
     # (0.1 s of its own CPU time: on a busy machine the sampler, as starved
-    # as it, still gets rounds in; 200,000 calls once gave it none at load 14)
+    # as it, still gets rounds in; 200,000 calls once gave it none at load 14.
+    # Counted from the program's start: the thread's time before it, the
+    # CLI's start-up, passed 0.1 s at load 12 and the loop ran no round)
     program = SELF.replace("{sig}", sig[3:]).replace(
-        "for i in range(50):\n    work(i)", "import time\nwhile time.thread_time() < 0.1:\n    work(1)")
+        "for i in range(50):\n    work(i)",
+        "import time\nt0 = time.thread_time()\nwhile time.thread_time() - t0 < 0.1:\n    work(1)")
     out = tmp / "p.collapsed.txt"
     plain, got = run_both(tmp, program, "-o", str(out), "--interval", "100us", command="profile")
     assert got.returncode == plain.returncode == -getattr(signal, sig), got.stderr
