@@ -233,7 +233,7 @@ struct sw_pystack {
     uint32_t g_tears[SPEC_THREADS];
     uint32_t g_ahead_walks[SPEC_THREADS];
     uint32_t g_ahead_hold[SPEC_THREADS];   /* ... walks left with no park ahead (one not answered) */
-    uint32_t g_ahead_backoff[SPEC_THREADS];   /* ... the last such hold (0: the last was answered) */
+    uint32_t g_ahead_backoff[SPEC_THREADS];   /* ... the last such hold (0: none yet) */
     uint64_t *g_codes;             /* [SPEC_THREADS * PARK_CODES] */
     unsigned char *park_code_hdrs; /* [PARK_CODES * code_size] their headers, read */
     unsigned char park_code_ok[PARK_CODES];   /* ... which of them were read */
@@ -2557,19 +2557,18 @@ static int park_ahead_due(sw_pystack *r, uint64_t tstate)
     return ++r->g_ahead_walks[slot] % TEARS_PROBE_EVERY != 0;
 }
 
-/* After a park ahead of the thread's walk: answered in time, or not (see
- * park_ahead_due). The hold is not shortened again by parks answered
- * after it: at a load of 22, test_shares_match_ground_truth's thread (its
- * walks all torn under pytest) failed 29-37 of ~450 samples, each a park
- * ahead not answered, when an answered one reset it. */
-static void park_ahead_answered(sw_pystack *r, uint64_t tstate, int answered)
+/* After a park ahead of the thread's walk not answered in time: parks
+ * ahead held (see park_ahead_due). The hold is not shortened again by
+ * parks answered after it: at a load of 22,
+ * test_shares_match_ground_truth's thread (its walks all torn under
+ * pytest) failed 29-37 of ~450 samples, each a park ahead not answered,
+ * when an answered one reset it. */
+static void park_ahead_unanswered(sw_pystack *r, uint64_t tstate)
 {
     const uint32_t slot = tears_slot(r, tstate);
     uint32_t *backoff = &r->g_ahead_backoff[slot];
-    if (!answered) {
-        *backoff = !*backoff ? AHEAD_HOLD_FIRST : *backoff >= AHEAD_HOLD_MAX / 2 ? AHEAD_HOLD_MAX : 2 * *backoff;
-        r->g_ahead_hold[slot] = *backoff;
-    }
+    *backoff = !*backoff ? AHEAD_HOLD_FIRST : *backoff >= AHEAD_HOLD_MAX / 2 ? AHEAD_HOLD_MAX : 2 * *backoff;
+    r->g_ahead_hold[slot] = *backoff;
 }
 
 /* Counts a first unparked walk of the thread holding the GIL in its tear
@@ -2711,8 +2710,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
         const uint64_t park_failed = r->st.park_failed;
         n = walk_parked(r, tstate, (uint32_t)s.native_tid, &w, &truncated);
         r->st.parked_ahead++;
-        if (r->lim.park_always == 0)
-            park_ahead_answered(r, tstate, r->st.park_failed == park_failed);
+        if (r->lim.park_always == 0 && r->st.park_failed != park_failed)
+            park_ahead_unanswered(r, tstate);
     }
     if (!ahead) {
         if (fresh && probed && !early && sw_mem_read(&r->mem, tstate, ts2, l->tstate_size) == SW_OK &&
