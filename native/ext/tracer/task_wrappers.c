@@ -324,17 +324,14 @@ static PyObject *name_of_field(PyObject *n)
     unsigned long long v = PyLong_AsUnsignedLongLong(n);
     if (v == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
-    char digits[24];
-    int nd = 0;
-    do
-        digits[nd++] = (char)('0' + v % 10);
-    while ((v /= 10) && nd < (int)sizeof digits);
-    PyObject *r = PyUnicode_New(5 + nd, 127);
+    char buf[SW_DECIMAL_MAX];
+    const char *digits = sw_decimal(buf, v);
+    size_t nd = strlen(digits);
+    PyObject *r = PyUnicode_New((Py_ssize_t)(5 + nd), 127);
     if (r) {
         Py_UCS1 *d = PyUnicode_1BYTE_DATA(r);
         memcpy(d, "Task-", 5);
-        for (int i = 0; i < nd; i++)
-            d[5 + i] = (Py_UCS1)digits[nd - 1 - i];
+        memcpy(d + 5, digits, nd);
     }
     return r;
 }
