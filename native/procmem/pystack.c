@@ -193,6 +193,9 @@ struct sw_pystack {
     uint64_t *spec_walk;           /* [SPEC_DEPTH] this walk's own-read frames so far */
     uint32_t spec_walked;          /* ... how many */
     sw_mem_req *spec_reqs;         /* [SPEC_DEPTH + 8 + PARK_CODES] the first read of this walk */
+    uint64_t *listed;              /* [listed_cap] the thread states sampled this round, in
+                                      list order (to skip them when the list is read again) */
+    uint32_t listed_cap;
     uint32_t spec_first, spec_nreq;   /* spec_reqs[spec_first, spec_nreq) are the speculative ones */
     unsigned char *spec_bytes;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] their bytes */
     unsigned char *spec_again;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] 3.11+ from
@@ -438,6 +441,7 @@ void sw_pystack_free(sw_pystack *r)
     sw_threadstate_free(r->states);
     sw_codecache_free(r->codes);
     free(r->code_addrs);
+    free(r->listed);
     free(r->globals);
     free(r->code_globals);
     free(r->frame_addrs);
@@ -2876,6 +2880,27 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     sink(ud, &s);
 }
 
+/* Whether thread state tstate is among the first n sampled this round. */
+static int listed_before(const sw_pystack *r, uint32_t n, uint64_t tstate)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (r->listed[i] == tstate)
+            return 1;
+    return 0;
+}
+
+/* Makes room for more thread states in r->listed; 0 when out of memory. */
+static int listed_grow(sw_pystack *r)
+{
+    uint32_t cap = r->listed_cap ? 2 * r->listed_cap : 16;
+    uint64_t *p = realloc(r->listed, (size_t)cap * sizeof *p);
+    if (!p)
+        return 0;
+    r->listed = p;
+    r->listed_cap = cap;
+    return 1;
+}
+
 static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
 {
     const sw_py_layout *l = &r->l;
@@ -2929,20 +2954,43 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
     }
     r->head_guess = tstate;
     int listed = 1;   /* every thread of the list probed (or those up to max_threads) */
-    for (uint32_t i = 0; tstate; i++) {
-        if (i == r->lim.max_threads) {
+    uint32_t nlisted = 0, visited = 0;
+    int relisted = 0, remembered = 1;
+    while (tstate) {
+        if (visited == r->lim.max_threads) {
             r->st.threads_skipped++;
             break;
         }
         /* A thread state that cannot be read, or that no longer belongs to
-         * this interpreter (freed and reused), ends the walk. */
+         * this interpreter, ends the walk. Mostly it is a thread that ended
+         * under the reader: its state freed, the allocator's words over its
+         * link to the next (a stale copy of it, read as whole and frameless,
+         * points nowhere), so the threads after it would go without a sample
+         * this round, and their next samples' weight would not cover it
+         * (tests/py/tracer/test_trace_samples.py: 3-8 rounds a run of a
+         * program whose threads come and go). So the list is read again
+         * from its head, once a round, skipping the threads sampled. */
         if ((!have && read_tstate(r, tstate, ts, &g, 0) != SW_OK) || u64_at(ts, l->tstate_interp) != r->interp) {
+            have = 0;
+            if (!relisted && remembered &&
+                sw_mem_read(&r->mem, r->interp + l->interp_threads_head, &tstate, sizeof tstate) == SW_OK) {
+                relisted = 1;
+                r->st.relisted++;
+                continue;
+            }
             r->st.failed++;
             listed = 0;
             break;
         }
         have = 0;
-        sample_thread(r, tstate, ts, &g, t_ns, weight_ns, sink, ud, &delivered);
+        if (!relisted || !listed_before(r, nlisted, tstate)) {
+            visited++;
+            if (remembered && nlisted == r->listed_cap)
+                remembered = listed_grow(r);
+            if (remembered)
+                r->listed[nlisted++] = tstate;
+            sample_thread(r, tstate, ts, &g, t_ns, weight_ns, sink, ud, &delivered);
+        }
         tstate = u64_at(ts, l->tstate_next);
     }
     /* Threads not probed are forgotten, unless the list's walk ended early:

@@ -98,6 +98,9 @@ typedef struct sw_pystack_stats {
                                 walks have been tearing, pystack.c "Parking ahead", or
                                 limits.park_always) */
     uint64_t threads_skipped;   /* threads beyond max_threads */
+    uint64_t relisted;       /* rounds whose walk of the thread list met a thread state
+                                freed under it and read the list again from its head
+                                (pystack.c sample_round) */
     uint64_t code_hits, code_misses;
     uint64_t codes_by_counter;   /* code objects of walks whose header was not read again: the
                                     target made no code object since it was confirmed

@@ -286,12 +286,15 @@ def test_generators_resumed_by_c_parked_ahead(tmp_path):
     # (at 50 us one run at load 20 took no tick at all: 6,639 missed)
     path, checked = sampled_parking(tmp_path, "1", min_checked=100, program=["resumed_by_c.py", "1500"])
     meta = {k: v for k, v in Trace(path).meta.items() if k.startswith("sampler.")}
-    # Few fail: 0 in 15 of 16 runs at load 18-23 (a sample a park failed
-    # is read by one checked walk after it, which mostly passes here), but
-    # one had 77 of 281, with the first form of the rule (see test_dump.py's
+    # Few parked walks fail: 0 in 15 of 16 runs at load 18-23, but one had
+    # 77 of 281, with the first form of the rule (see test_dump.py's
     # greenlet test), its cause not found. (Its first form, before the
-    # fix: 0-16 of ~1,000-2,000 a run on a busy 3.12.)
-    assert meta["sampler.failed"] <= max(5, checked // 4), meta
+    # fix: 0-16 of ~1,000-2,000 a run on a busy 3.12.) A park not answered
+    # in time (the thread waiting for a CPU) is followed by one unparked
+    # walk, which asks each caller to hold its callee, which a generator
+    # resumed from C never does: under make test's load one 3.11 run had
+    # 143 of 364 failed that way. Those are the load's, not the rule's.
+    assert meta["sampler.failed"] - meta["sampler.park_failed"] <= max(5, checked // 4), meta
 
 
 def sampled_parking(tmp_path, mode, min_checked=50, program=("gen_shapes.py", "5", "3"), interval="200us"):
