@@ -2021,7 +2021,7 @@ static long merge_native(sw_pystack *r, uint32_t nn, int truncated, uint32_t np)
 /* The top frame of the thread whose state (at tstate) is ts (through the
  * cframe on 3.11-3.12: taken from g, read in the same system call as ts,
  * when ts names the cframe g read, else read now). 0 on success, -1 if
- * unreadable. */
+ * unreadable, WALK_TORN for a run half made with no current frame. */
 static int leaf_frame(sw_pystack *r, uint64_t tstate, const unsigned char *ts, const guess *g, uint64_t *frame)
 {
     *frame = u64_at(ts, r->l.tstate_frame);
@@ -2036,6 +2036,16 @@ static int leaf_frame(sw_pystack *r, uint64_t tstate, const unsigned char *ts, c
         *frame = words[0];
         r->walk_cf_previous = words[1];
         r->walk_root_cframe = tstate + r->l.tstate_root_cframe;
+        /* No current frame: a thread running no Python code (on its
+         * root_cframe, or on a greenlet's own root, whose previous is the
+         * root_cframe), else a run half made whose stale current frame is
+         * NULL (see "Runs half made"): torn, not a thread without frames
+         * (its sample would be lost: the main thread in Thread.join,
+         * 1 run in ~50 of test_trace_samples.py's threads that end). */
+        if (!words[0] && cf != r->walk_root_cframe && words[1] != r->walk_root_cframe) {
+            r->st.half_made++;
+            return WALK_TORN;
+        }
     }
     return 0;
 }
@@ -2724,7 +2734,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             g = NULL;
         }
         uint64_t frame;
-        if (leaf_frame(r, tstate, ts, g, &frame) != 0) {
+        const int leaf = leaf_frame(r, tstate, ts, g, &frame);
+        if (leaf != 0 && leaf != WALK_TORN) {
             RELEASE_NATIVE();
             PROBE_LATE();
             r->st.failed++;
@@ -2732,7 +2743,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
             sink(ud, &s);
             return;
         }
-        if (!frame) {
+        if (!frame && leaf == 0) {
             RELEASE_NATIVE();
             PROBE_LATE();
             r->st.empty++;
@@ -2752,7 +2763,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
          * and after its frames: trusted_by_counter) */
         r->counter_now = g && g->counter_ok ? g->counter : 0;
         int unheld = 0;   /* (walks whose callers did not hold their callees) */
-        for (int torn = 0;; torn++) {
+        for (int torn = 0; leaf == 0; torn++) {   /* (a leaf torn: n is WALK_TORN) */
             r->walk_early = 0;
             if (l->frames_kind != SW_FRAMES_INTERP) {
                 if (!g || !guessed_leaf(r, frame, &w))
@@ -2880,6 +2891,8 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
     sink(ud, &s);
 }
 
+#define RELISTS_MAX 8   /* a round's walks of the thread list begun again (sample_round) */
+
 /* Whether thread state tstate is among the first n sampled this round. */
 static int listed_before(const sw_pystack *r, uint32_t n, uint64_t tstate)
 {
@@ -2955,7 +2968,7 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
     r->head_guess = tstate;
     int listed = 1;   /* every thread of the list probed (or those up to max_threads) */
     uint32_t nlisted = 0, visited = 0;
-    int relisted = 0, remembered = 1;
+    int relisted = 0, remembered = 1;   /* (relisted: how many times this round) */
     while (tstate) {
         if (visited == r->lim.max_threads) {
             r->st.threads_skipped++;
@@ -2969,12 +2982,14 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
          * this round, and their next samples' weight would not cover it
          * (tests/py/tracer/test_trace_samples.py: 3-8 rounds a run of a
          * program whose threads come and go). So the list is read again
-         * from its head, once a round, skipping the threads sampled. */
+         * from its head, skipping the threads sampled, up to RELISTS_MAX
+         * times a round (threads that end together: the list read again
+         * meets the next one freed). */
         if ((!have && read_tstate(r, tstate, ts, &g, 0) != SW_OK) || u64_at(ts, l->tstate_interp) != r->interp) {
             have = 0;
-            if (!relisted && remembered &&
+            if (relisted < RELISTS_MAX && remembered &&
                 sw_mem_read(&r->mem, r->interp + l->interp_threads_head, &tstate, sizeof tstate) == SW_OK) {
-                relisted = 1;
+                relisted++;
                 r->st.relisted++;
                 continue;
             }

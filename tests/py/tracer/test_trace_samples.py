@@ -127,9 +127,12 @@ def test_threads_that_end_leave_the_others_samples_whole(tmp_path):
     freed under the reader, its link to the next thread overwritten: the
     threads after it (the main thread is last, new threads go first) are
     still sampled that round, the list read again from its head
-    (sampler.relisted), so the main thread's samples tile its time. (Before,
-    that round had no sample of them: 3-8 rounds a run of this program,
-    1 run in ~200 of the one above.)"""
+    (sampler.relisted; several times when threads end together), so the
+    main thread's samples tile its time. (Before, that round had no sample
+    of them: 3-8 rounds a run of this program, 1 run in ~200 of the one
+    above. And the main thread read at a run of the interpreter half made
+    with a stale current frame of NULL was taken for a thread without
+    Python code, its sample lost: 1 run in ~50; now torn, redone.)"""
     out, _ = run_traced(tmp_path, CHURN, "--sample=1ms")
     t = Trace(out)
     every = t.samples(thread_pos(t, "MainThread"))
