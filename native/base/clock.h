@@ -29,6 +29,7 @@ typedef struct sw_clock {
     uint64_t mono0_ns;    /* CLOCK_MONOTONIC at tick0 */
     uint64_t real0_ns;    /* CLOCK_REALTIME at tick0 */
     uint64_t boot0_ns;    /* CLOCK_BOOTTIME at tick0 */
+    uint64_t hz_over_ns;  /* the interval hz was measured over (the cached one's: sw_clock_calibrate) */
 } sw_clock;
 
 /* Reads a clock_gettime clock in nanoseconds. */
@@ -40,12 +41,22 @@ int sw_clock_thread_timer(int sig, timer_t *timer);
 
 /* Chooses the clock (TSC only if allow_tsc and the kernel trusts it) and
  * measures its rate over about 2 ms. Never fails: falls back to
- * CLOCK_MONOTONIC. */
-void sw_clock_calibrate(sw_clock *c, int allow_tsc);
+ * CLOCK_MONOTONIC.
+ *
+ * cache (NULL: none) names a file that keeps the TSC's rate for this boot
+ * (boot_id, a line of /proc/sys/kernel/random/boot_id): when it holds one
+ * that a measure over about 0.2 ms agrees with (within 1e-3), that rate
+ * is taken, measured over longer and so more precise, and the 2 ms are
+ * saved; else the 2 ms measure is made and written there. The file is
+ * read only if it is a regular file of this user's that no one else may
+ * write, and replaced whole (a temporary file renamed over it). */
+void sw_clock_calibrate(sw_clock *c, int allow_tsc, const char *cache, const char *boot_id);
 
 /* Re-measures hz over the whole interval since calibration; call at the end
- * of a trace for a precise rate. */
-void sw_clock_refine(sw_clock *c);
+ * of a trace for a precise rate. With a cache (as sw_clock_calibrate's),
+ * a rate measured over longer than the cached one (and over 1 s) is
+ * written there. */
+void sw_clock_refine(sw_clock *c, const char *cache, const char *boot_id);
 
 /* Reads the chosen clock. The hot path calls this once per event. */
 SW_INLINE uint64_t sw_clock_now(const sw_clock *c)

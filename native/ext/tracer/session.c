@@ -17,8 +17,12 @@
 #include "ext/tracer/kernel_trace.h"
 #include "ext/tracer/native_frames.h"
 
+#include "base/textfile.h"
+
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 sw_session sw_S = {.fast_gen = ~(uint64_t)0, .fast_tag = (uint64_t)0xffffffffu << 3, .extra_index = -1, .recursion_gen = 1, .lock = PTHREAD_MUTEX_INITIALIZER};
@@ -357,6 +361,34 @@ static int write_meta(const sw_start_opts *o)
 /* Units of 2^shift ticks: the largest power of two no longer than 8 ns,
  * finer than the cost of recording one event, and small deltas encode in
  * one byte. */
+/* The TSC rate's cache (clock.h) and this boot's id, set by start for its
+ * calibration and used again by stop's refinement. */
+static char clock_cache_buf[4096], boot_id_buf[64];
+static const char *clock_cache;
+
+/* Where the TSC's rate is cached: $STACKWATCH_CLOCK_CACHE (empty: nowhere),
+ * else stackwatch-clock in $XDG_RUNTIME_DIR when that is this user's
+ * directory, else /tmp/stackwatch-clock-UID. Reads this boot's id. */
+static void clock_cache_find(void)
+{
+    clock_cache = NULL;
+    if (sw_read_text("/proc/sys/kernel/random/boot_id", boot_id_buf, sizeof boot_id_buf) != 0)
+        return;
+    boot_id_buf[strcspn(boot_id_buf, "\n")] = 0;
+    const char *env = getenv("STACKWATCH_CLOCK_CACHE");
+    const char *dir = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    int n;
+    if (env)
+        n = *env ? snprintf(clock_cache_buf, sizeof clock_cache_buf, "%s", env) : -1;
+    else if (dir && *dir == '/' && stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+        n = snprintf(clock_cache_buf, sizeof clock_cache_buf, "%s/stackwatch-clock", dir);
+    else
+        n = snprintf(clock_cache_buf, sizeof clock_cache_buf, "/tmp/stackwatch-clock-%u", (unsigned)geteuid());
+    if (n > 0 && (size_t)n < sizeof clock_cache_buf)
+        clock_cache = clock_cache_buf;
+}
+
 static unsigned choose_shift(double hz)
 {
     unsigned s = 0;
@@ -396,7 +428,8 @@ int sw_session_start(const sw_start_opts *o)
         sw_globs_free(exc);
         return -1;
     }
-    sw_clock_calibrate(&sw_S.clock, o->allow_tsc);
+    clock_cache_find();
+    sw_clock_calibrate(&sw_S.clock, o->allow_tsc, clock_cache, boot_id_buf);
     sw_writer_opts wo = {o->chunk_bytes, o->ring_bytes, choose_shift(sw_S.clock.hz)};
     sw_S.time_shift = wo.time_shift;
     sw_writer *w = NULL;
@@ -467,7 +500,7 @@ PyObject *sw_session_stop(const sw_bytes *more_end)
     pthread_mutex_lock(&sw_S.lock);
     uint64_t end = sw_clock_now(&sw_S.clock);
     set_gen(0);
-    sw_clock_refine(&sw_S.clock);
+    sw_clock_refine(&sw_S.clock, clock_cache, boot_id_buf);
     const char *hook_error = sw_hook_error_message();
     sw_bytes kv = {0};
     sw_kv_uint(&kv, "end_ticks", end);

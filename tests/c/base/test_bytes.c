@@ -9,6 +9,9 @@
 #include "trace/format.h"
 #include "base/varint.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 TEST(put_grows_and_keeps_contents)
 {
     sw_bytes b = {0};
@@ -120,7 +123,7 @@ TEST(strerror_texts)
 TEST(clock_monotonic_and_calibrated)
 {
     sw_clock c;
-    sw_clock_calibrate(&c, 0);
+    sw_clock_calibrate(&c, 0, NULL, NULL);
     CHECK_EQ_U64(c.kind, SW_CLOCK_MONOTONIC);
     CHECK(c.hz == 1e9);
     CHECK(c.tick0 == c.mono0_ns);
@@ -132,11 +135,11 @@ TEST(clock_monotonic_and_calibrated)
         CHECK(now >= prev);
         prev = now;
     }
-    sw_clock_refine(&c);
+    sw_clock_refine(&c, NULL, NULL);
     CHECK(c.hz == 1e9);
 
     sw_clock t;
-    sw_clock_calibrate(&t, 1);  /* TSC if the kernel trusts it */
+    sw_clock_calibrate(&t, 1, NULL, NULL);  /* TSC if the kernel trusts it */
     CHECK(t.kind == SW_CLOCK_MONOTONIC || t.kind == SW_CLOCK_TSC);
     CHECK(t.hz > 1e6 && t.hz < 1e11);
     prev = sw_clock_now(&t);
@@ -147,4 +150,93 @@ TEST(clock_monotonic_and_calibrated)
     /* 5 ms of ticks at the measured rate is about 5 ms. */
     double secs = (double)(sw_clock_now(&t) - prev) / t.hz;
     CHECK_MSG(secs > 0.004 && secs < 0.5, "5 ms measured as %g s", secs);
+}
+
+/* A cache file's rate, as cache_write writes it. */
+static void write_cache(const char *path, const char *boot, unsigned long long millihz, unsigned long long over)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fprintf(f, "stackwatch-clock 1 %s %llu %llu\n", boot, millihz, over);
+    fclose(f);
+    chmod(path, 0644);
+}
+
+static unsigned long long cached_millihz(const char *path)
+{
+    char buf[160] = {0}, id[64];
+    unsigned long long millihz = 0, over = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return sscanf(buf, "stackwatch-clock 1 %63s %llu %llu", id, &millihz, &over) == 3 ? millihz : 0;
+}
+
+TEST(clock_rate_cached_for_the_boot)
+{
+    /* The TSC's rate is measured over 2 ms once and cached; a later
+     * calibration takes the cached rate when a 0.2 ms measure agrees with
+     * it, and measures again (and replaces it) when it does not, or when
+     * the file is another boot's, not one of ours, or writable by others. */
+    sw_clock t;
+    sw_clock_calibrate(&t, 1, NULL, NULL);
+    if (t.kind != SW_CLOCK_TSC) {
+        CHECK_MSG(getenv("CI") == NULL, "the kernel's clocksource is not the TSC: the cache is not used");
+        return;
+    }
+    const char *boot = "0f0e0d0c-aaaa-bbbb-cccc-000000000001";
+    char path[256];
+    check_tmp_path(path, sizeof path, ".clock");
+    unlink(path);
+    sw_clock c;
+    sw_clock_calibrate(&c, 1, path, boot);   /* no file: measured over 2 ms, written */
+    CHECK(c.kind == SW_CLOCK_TSC && c.hz_over_ns >= 2000000);
+    unsigned long long written = cached_millihz(path);
+    CHECK_MSG(written > 0 && (double)written / 1000.0 - c.hz < 1 && c.hz - (double)written / 1000.0 < 1,
+              "cached %llu mHz, measured %f Hz", written, c.hz);
+    /* A rate off by 1e-4, measured over 5 s: taken as it is. */
+    unsigned long long near = (unsigned long long)(c.hz * 1000.0 * (1 + 1e-4));
+    write_cache(path, boot, near, 5000000000ull);
+    sw_clock d;
+    sw_clock_calibrate(&d, 1, path, boot);
+    CHECK_MSG(d.hz == (double)near / 1000.0 && d.hz_over_ns == 5000000000ull, "%f Hz over %llu ns", d.hz,
+              (unsigned long long)d.hz_over_ns);
+    /* Refined over less than the cached rate was measured over: kept. */
+    sw_clock_refine(&d, path, boot);
+    CHECK(d.hz == (double)near / 1000.0);
+    /* Off by 1%: measured again, and the file replaced. */
+    unsigned long long far = (unsigned long long)(c.hz * 1000.0 * 1.01);
+    write_cache(path, boot, far, 5000000000ull);
+    sw_clock e;
+    sw_clock_calibrate(&e, 1, path, boot);
+    CHECK(e.hz_over_ns >= 2000000 && e.hz_over_ns < 5000000000ull);
+    CHECK(e.hz / c.hz > 0.999 && e.hz / c.hz < 1.001);
+    CHECK(cached_millihz(path) != far && cached_millihz(path) > 0);
+    /* Another boot's, or writable by others: not read. */
+    write_cache(path, "another-boot", near, 5000000000ull);
+    sw_clock f;
+    sw_clock_calibrate(&f, 1, path, boot);
+    CHECK(f.hz != (double)near / 1000.0 && f.hz_over_ns < 5000000000ull);
+    write_cache(path, boot, near, 5000000000ull);
+    chmod(path, 0666);
+    sw_clock g;
+    sw_clock_calibrate(&g, 1, path, boot);
+    CHECK(g.hz != (double)near / 1000.0 && g.hz_over_ns < 5000000000ull);
+    /* A symbolic link is not followed (to read it). */
+    char target[256];
+    check_tmp_path(target, sizeof target, ".clock");
+    write_cache(target, boot, near, 5000000000ull);
+    unlink(path);
+    CHECK(symlink(target, path) == 0);
+    sw_clock h;
+    sw_clock_calibrate(&h, 1, path, boot);
+    CHECK(h.hz != (double)near / 1000.0);
+    CHECK(cached_millihz(target) == near);   /* (the link replaced, not written through) */
+    unlink(path);
+    unlink(target);
 }

@@ -5,7 +5,7 @@ import os
 import pytest
 
 import stackwatch
-from conftest import run
+from conftest import run, slice_of, thread_pos
 from stackwatch import Trace
 
 
@@ -93,3 +93,29 @@ def test_bytes_per_event_on_fib(tmp_path):
     size = os.path.getsize(p)
     # The format's budget is at most 4 bytes per call or return event.
     assert size / events <= 4.0, size / events
+
+
+def test_the_clock_rate_is_cached_for_the_boot(tmp_path):
+    """The TSC's rate is measured over 2 ms once a boot and cached (clock.c,
+    docs/architecture.md "Data flow"): the first trace writes the cache with
+    the rate in its META, the next one takes it, and its times are still
+    right (a 50 ms sleep lasts 50 ms)."""
+    cache = tmp_path / "clock"
+    prog = tmp_path / "p.py"
+    prog.write_text("import time\n\ndef nap():\n    time.sleep(0.05)\n\nnap()\n")
+    metas = []
+    for i in range(2):
+        out = tmp_path / f"t{i}.swt"
+        r = run(["run", "-o", str(out), str(prog)], env={"STACKWATCH_CLOCK_CACHE": str(cache)})
+        assert r.returncode == 0, r.stderr
+        t = Trace(str(out))
+        metas.append(t.meta)
+        start, end = slice_of(t, thread_pos(t, "MainThread"), "nap")
+        assert 0.049 <= (end - start) / 1e9 < 0.5
+    if metas[0]["clock"] != "tsc":
+        assert not os.environ.get("CI"), "the kernel's clocksource is not the TSC: no rate to cache"
+        pytest.skip("the kernel's clocksource is not the TSC")
+    _, _, boot, millihz, over = cache.read_text().split()
+    assert boot == metas[0]["boot_id"] and int(over) >= 2_000_000
+    assert abs(metas[0]["clock_hz"] - int(millihz) / 1000) < 1
+    assert metas[1]["clock_hz"] == int(millihz) / 1000
