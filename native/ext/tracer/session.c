@@ -17,8 +17,6 @@
 #include "ext/tracer/kernel_trace.h"
 #include "ext/tracer/native_frames.h"
 
-#include "base/textfile.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
