@@ -76,6 +76,12 @@ int sw_sample_stream_set_ignore(sw_sample_stream *st, const uint64_t *addrs, siz
 }
 
 /* 1 if one of the sample's frames runs an ignored code object. */
+/* Adds n to counter `field` of st->st. The counters are written by the
+ * sampler's thread alone and read by sw_sample_stream_stats_get on any
+ * thread while it runs (Sampler.stats()): relaxed atomic stores and loads,
+ * no lock, no torn or racing read. */
+#define COUNT(field, n) __atomic_store_n(&st->st.field, st->st.field + (uint64_t)(n), __ATOMIC_RELAXED)
+
 static int inside_ignored(const sw_sample_stream *st, const sw_sample *s)
 {
     for (uint32_t i = 0; st->nignore && i < s->depth; i++)
@@ -85,7 +91,14 @@ static int inside_ignored(const sw_sample_stream *st, const sw_sample *s)
     return 0;
 }
 
-void sw_sample_stream_stats_get(const sw_sample_stream *st, sw_sample_stream_stats *out) { *out = st->st; }
+void sw_sample_stream_stats_get(const sw_sample_stream *st, sw_sample_stream_stats *out)
+{
+    out->samples = __atomic_load_n(&st->st.samples, __ATOMIC_RELAXED);
+    out->frames = __atomic_load_n(&st->st.frames, __ATOMIC_RELAXED);
+    out->chunks = __atomic_load_n(&st->st.chunks, __ATOMIC_RELAXED);
+    out->lost = __atomic_load_n(&st->st.lost, __ATOMIC_RELAXED);
+    out->cut = __atomic_load_n(&st->st.cut, __ATOMIC_RELAXED);
+}
 
 /* The frame id of a code object, defining it on first use; SKIP_ID for
  * Python frames left out with the frames outside them, DROP_ID for native
@@ -117,7 +130,7 @@ static uint32_t frame_id(sw_sample_stream *st, sw_sample_code *c)
         st->defs.failed = 0;
         return SW_NO_ID;
     }
-    st->st.frames++;
+    COUNT(frames, 1);
     return c->sink_id = st->next_id++;
 }
 
@@ -127,7 +140,7 @@ void sw_sample_stream_sink(void *ud, sw_sample *s)
 {
     sw_sample_stream *st = ud;
     if (inside_ignored(st, s)) {   /* (first: none of its frames is defined) */
-        st->st.cut++;
+        COUNT(cut, 1);
         return;
     }
     sw_bytes *o = &st->one;
@@ -156,7 +169,7 @@ void sw_sample_stream_sink(void *ud, sw_sample *s)
         if (lines)
             st->lines = lines;
         if (!ids || !lines) {
-            st->st.lost++;
+            COUNT(lost, 1);
             return;
         }
         st->cap = cap;
@@ -166,7 +179,7 @@ void sw_sample_stream_sink(void *ud, sw_sample *s)
     for (uint32_t i = 0; i < s->depth; i++) {
         uint32_t id = frame_id(st, s->frames[i]);
         if (id == SW_NO_ID) {
-            st->st.lost++;
+            COUNT(lost, 1);
             return;
         }
         if (id == SKIP_ID) {
@@ -184,7 +197,7 @@ void sw_sample_stream_sink(void *ud, sw_sample *s)
             upto_python = n;
     }
     if (own) {
-        st->st.cut++;
+        COUNT(cut, 1);
         return;
     }
     sw_bytes_varint(o, n);
@@ -203,12 +216,12 @@ void sw_sample_stream_sink(void *ud, sw_sample *s)
     if (o->failed || st->body.failed) {
         st->body.len = mark;
         st->body.failed = 0;
-        st->st.lost++;
+        COUNT(lost, 1);
         return;
     }
     if (st->nbody++ == 0)
         st->first_ns = s->t_ns;
-    st->st.samples++;
+    COUNT(samples, 1);
     if (st->body.len >= FLUSH_BYTES || s->t_ns - st->first_ns >= FLUSH_NS)
         sw_sample_stream_flush(st);
 }
@@ -220,7 +233,7 @@ int sw_sample_stream_flush(sw_sample_stream *st)
         rc = sw_writer_chunk(st->w, SW_CHUNK_SAMPLE_FRAMES, st->defs.data, st->defs.len);
         if (rc != SW_OK) {
             /* Samples naming these frames cannot be read: lose them too. */
-            st->st.lost += st->nbody;
+            COUNT(lost, st->nbody);
             st->body.len = 0;
             st->nbody = 0;
             return rc;
@@ -238,9 +251,9 @@ int sw_sample_stream_flush(sw_sample_stream *st)
     else
         rc = sw_writer_chunk(st->w, SW_CHUNK_SAMPLES, st->out.data, st->out.len);
     if (rc == SW_OK)
-        st->st.chunks++;
+        COUNT(chunks, 1);
     else
-        st->st.lost += st->nbody;
+        COUNT(lost, st->nbody);
     st->body.len = 0;
     st->nbody = 0;
     return rc;
