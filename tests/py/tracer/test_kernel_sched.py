@@ -758,9 +758,13 @@ def test_what_trace_compass_reads_of_the_kernel_trace(traced, tmp_path):
         if not name.startswith("syscall_") and name != tracecompass.STATEDUMP:
             first.setdefault(tid, ts)
     checked = Counter()
+    near = 0   # (calls left out for a switch of their thread within 200 us)
     for ts, name, cpu, tid, _ in events:
         mono = ts + t.meta["mono0_ns"]
-        if not name.startswith(tracecompass.SYSCALL_ENTRY) or any(abs(ns - mono) < 200_000 for ns, _ in switches[tid]):
+        if not name.startswith(tracecompass.SYSCALL_ENTRY):
+            continue
+        if any(abs(ns - mono) < 200_000 for ns, _ in switches[tid]):
+            near += 1
             continue
         on = [c for ns, c in switches[tid] if ns < mono]
         if not on or on[-1] is None:
@@ -772,7 +776,11 @@ def test_what_trace_compass_reads_of_the_kernel_trace(traced, tmp_path):
     # the rings, microseconds apart, so a switch near them on a loaded
     # machine leaves none; make test, 3.11, before the opening burst:
     # Counter({False: 5}).)
-    assert checked[False] > 50, checked   # (the opening burst: about 500 here)
+    # (The opening burst: about 500 here. On a loaded machine a thread is
+    # switched so often that few calls are 200 us away from every switch:
+    # 6 in one make test with three busy loops; then at least 5, and most
+    # calls left out for their switches.)
+    assert checked[False] > 50 or (checked[False] >= 5 and near > 10 * checked[False]), (checked, near)
     # The thread the analysis gives each call: its own, from the thread's
     # first sched_switch on (before it, no switch in names it: the thread
     # ran when the reader started; one started since has its first switch
