@@ -545,8 +545,14 @@ def test_pyflakes_on_a_source_tree(tmp_path):
     # session's closing note). And one on 3.11 had 64 in 862 (7.4%), with
     # no park failed (432 parked, 548 torn), 0-2 in three runs alone after:
     # not understood (closing note of 2026-11-28). At most 10%: far below
-    # what failed before parking.
-    assert skipped["failed"] <= max(5, checked // 10), skipped
+    # what failed before parking. Not counted: those after a park not
+    # answered in time (the thread waiting for a CPU; its sample is then one
+    # checked unparked walk, which a busy machine's pyflakes often tears):
+    # a make test from a fresh clone, its venvs built beside it, had 239 of
+    # 2,328 failed; the same build at load 6 fails 9-21 of ~1,000-1,500,
+    # each after a failed park.
+    meta = Trace(path).meta
+    assert skipped["failed"] - meta["sampler.park_failed"] <= max(5, checked // 10), (skipped, meta)
 
 
 @pytest.mark.timing
