@@ -488,8 +488,9 @@ def test_stacks_changing_fast_never_crash():
     # thread does not park within 10 ms (a loaded machine) or is parked at
     # an instant its stack is half made: at most 1 round in 50, on every
     # version (before parking, a third of fib's rounds failed on a quiet
-    # 3.9/3.10, up to 1 in 20 from 3.11).
-    assert st["failed"] <= max(5, st["samples"] // 50), st
+    # 3.9/3.10, up to 1 in 20 from 3.11). Those after a park not answered
+    # in time are the load's (as in the test below).
+    assert st["failed"] - st["park_failed"] <= max(5, st["samples"] // 50), st
 
 
 def fib_depth(n, depth, deepest):
