@@ -2968,10 +2968,16 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
     r->head_guess = tstate;
     int listed = 1;   /* every thread of the list probed (or those up to max_threads) */
     uint32_t nlisted = 0, visited = 0;
+    uint64_t steps = 0;   /* (thread states read: a list read again could meet a loop of those sampled) */
     int relisted = 0, remembered = 1;   /* (relisted: how many times this round) */
     while (tstate) {
         if (visited == r->lim.max_threads) {
             r->st.threads_skipped++;
+            break;
+        }
+        if (++steps > (uint64_t)r->lim.max_threads * (RELISTS_MAX + 1)) {
+            r->st.failed++;   /* (links read at different instants that loop) */
+            listed = 0;
             break;
         }
         /* A thread state that cannot be read, or that no longer belongs to
