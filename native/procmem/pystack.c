@@ -2697,9 +2697,11 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
      * variant h2 called by f2: 13 samples in one such stretch, 3.11
      * (docs/architecture.md "Torn stacks"). */
     int strict = fresh && r->in_process;
+    int was_muted = 0;   /* (its parks stopped for a while: failures counted in muted_failed too) */
     if (park && any_muted(r)) {
         uint32_t tid = s.native_tid ? (uint32_t)s.native_tid : kernel_tid(r, tstate, ts, g);
         park = tid && !muted(r, tid);
+        was_muted = !park;
     }
     /* The thread holding the GIL is parked before any walk when its walks
      * have been tearing often (park_ahead_due), or always in the test mode
@@ -2855,6 +2857,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
          * sample rather than lose it (failures are likelier in code whose
          * stack changes fast, so losing them would hide such code). */
         r->st.failed++;
+        r->st.muted_failed += (uint64_t)was_muted;
         s.depth = 0;
         s.flags |= SW_SAMPLE_FAILED;
         sink(ud, &s);

@@ -98,6 +98,9 @@ typedef struct sw_pystack_stats {
                                 walks have been tearing, pystack.c "Parking ahead", or
                                 limits.park_always) */
     uint64_t threads_skipped;   /* threads beyond max_threads */
+    uint64_t muted_failed;   /* in-process: failed samples of a thread whose parks were stopped
+                                for a while (muted: its parks kept failing, or it blocked the
+                                signal), walked unparked and checked strictly */
     uint64_t relisted;       /* rounds whose walk of the thread list met a thread state
                                 freed under it and read the list again from its head
                                 (pystack.c sample_round) */

@@ -489,8 +489,9 @@ def test_stacks_changing_fast_never_crash():
     # an instant its stack is half made: at most 1 round in 50, on every
     # version (before parking, a third of fib's rounds failed on a quiet
     # 3.9/3.10, up to 1 in 20 from 3.11). Those after a park not answered
-    # in time are the load's (as in the test below).
-    assert st["failed"] - st["park_failed"] <= max(5, st["samples"] // 50), st
+    # in time, and those of the thread muted after its parks kept failing,
+    # are the load's.
+    assert st["failed"] - st["park_failed"] - st["muted_failed"] <= max(5, st["samples"] // 50), st
 
 
 def fib_depth(n, depth, deepest):

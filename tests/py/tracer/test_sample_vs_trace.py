@@ -294,7 +294,7 @@ def test_generators_resumed_by_c_parked_ahead(tmp_path):
     # walk, which asks each caller to hold its callee, which a generator
     # resumed from C never does: under make test's load one 3.11 run had
     # 143 of 364 failed that way. Those are the load's, not the rule's.
-    assert meta["sampler.failed"] - meta["sampler.park_failed"] <= max(5, checked // 4), meta
+    assert meta["sampler.failed"] - meta["sampler.park_failed"] - meta["sampler.muted_failed"] <= max(5, checked // 4), meta
 
 
 def sampled_parking(tmp_path, mode, min_checked=50, program=("gen_shapes.py", "5", "3"), interval="200us"):
@@ -548,11 +548,14 @@ def test_pyflakes_on_a_source_tree(tmp_path):
     # what failed before parking. Not counted: those after a park not
     # answered in time (the thread waiting for a CPU; its sample is then one
     # checked unparked walk, which a busy machine's pyflakes often tears):
-    # a make test from a fresh clone, its venvs built beside it, had 239 of
-    # 2,328 failed; the same build at load 6 fails 9-21 of ~1,000-1,500,
-    # each after a failed park.
+    # nor those of a thread muted (its parks stopped for a while after they
+    # kept failing: walked unparked, checked strictly, pyflakes' walks torn
+    # often). A make test from a fresh clone, its venvs built beside it,
+    # had 239 of 2,328 failed; under that load 186-274 of ~1,300-1,600 in 3
+    # runs of 8, 199-242 of them muted, the rest after failed parks.
     meta = Trace(path).meta
-    assert skipped["failed"] - meta["sampler.park_failed"] <= max(5, checked // 10), (skipped, meta)
+    load = meta["sampler.park_failed"] + meta["sampler.muted_failed"]
+    assert skipped["failed"] - load <= max(5, checked // 10), (skipped, meta)
 
 
 @pytest.mark.timing
