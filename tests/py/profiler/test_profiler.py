@@ -782,12 +782,13 @@ def test_a_returned_frame_is_not_joined_to_its_callers_next_call():
     # _leaf_a's stale frame still points there: without the re-check in
     # pystack.c about one sample in 4,000 shows _leaf_a under _other.
     # A returned-and-called-again mix inside one copy can still slip
-    # through, so one clean run of two is asked (the second only runs if
-    # the first was not clean).
-    runs = []
-    for _ in range(2):
+    # through, so one run of up to three may have strays; the clean ones
+    # must hold over 500 samples of _leaf_a together (one run does on a
+    # quiet machine; a fresh clone's make test beside it gave 373 and 387).
+    runs, clean = [], 0
+    for _ in range(3):
         runs.append(_strays_of_leaf_a(1.5))
-        if set(runs[-1]) == {"_mid_a"} and runs[-1]["_mid_a"] > 500:
+        clean += runs[-1].get("_mid_a", 0) if set(runs[-1]) == {"_mid_a"} else 0
+        if clean > 500:
             break
-    else:
-        raise AssertionError(f"no clean run: {runs}")
+    assert clean > 500 and sum(set(r) != {"_mid_a"} for r in runs) <= 1, runs
