@@ -193,9 +193,8 @@ struct sw_pystack {
     uint64_t *spec_walk;           /* [SPEC_DEPTH] this walk's own-read frames so far */
     uint32_t spec_walked;          /* ... how many */
     sw_mem_req *spec_reqs;         /* [SPEC_DEPTH + 8 + PARK_CODES] the first read of this walk */
-    uint64_t *listed;              /* [listed_cap] the thread states sampled this round, in
-                                      list order (to skip them when the list is read again) */
-    uint32_t listed_cap;
+    sw_bytes listed;               /* the thread states (uint64_t) sampled this round, in list
+                                      order (to skip them when the list is read again) */
     uint32_t spec_first, spec_nreq;   /* spec_reqs[spec_first, spec_nreq) are the speculative ones */
     unsigned char *spec_bytes;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] their bytes */
     unsigned char *spec_again;     /* [SPEC_DEPTH * (frame_size + gen_state_back)] 3.11+ from
@@ -441,7 +440,7 @@ void sw_pystack_free(sw_pystack *r)
     sw_threadstate_free(r->states);
     sw_codecache_free(r->codes);
     free(r->code_addrs);
-    free(r->listed);
+    sw_bytes_free(&r->listed);
     free(r->globals);
     free(r->code_globals);
     free(r->frame_addrs);
@@ -2896,25 +2895,16 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
 
 #define RELISTS_MAX 8   /* a round's walks of the thread list begun again (sample_round) */
 
-/* Whether thread state tstate is among the first n sampled this round. */
-static int listed_before(const sw_pystack *r, uint32_t n, uint64_t tstate)
+/* Whether thread state tstate was sampled this round (r->listed). */
+static int listed_before(const sw_pystack *r, uint64_t tstate)
 {
-    for (uint32_t i = 0; i < n; i++)
-        if (r->listed[i] == tstate)
+    for (size_t at = 0; at + sizeof tstate <= r->listed.len; at += sizeof tstate) {
+        uint64_t v;
+        memcpy(&v, r->listed.data + at, sizeof v);
+        if (v == tstate)
             return 1;
+    }
     return 0;
-}
-
-/* Makes room for more thread states in r->listed; 0 when out of memory. */
-static int listed_grow(sw_pystack *r)
-{
-    uint32_t cap = r->listed_cap ? 2 * r->listed_cap : 16;
-    uint64_t *p = realloc(r->listed, (size_t)cap * sizeof *p);
-    if (!p)
-        return 0;
-    r->listed = p;
-    r->listed_cap = cap;
-    return 1;
 }
 
 static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_sample_sink sink, void *ud)
@@ -2970,9 +2960,11 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
     }
     r->head_guess = tstate;
     int listed = 1;   /* every thread of the list probed (or those up to max_threads) */
-    uint32_t nlisted = 0, visited = 0;
+    uint32_t visited = 0;
     uint64_t steps = 0;   /* (thread states read: a list read again could meet a loop of those sampled) */
-    int relisted = 0, remembered = 1;   /* (relisted: how many times this round) */
+    int relisted = 0;     /* (how many times this round) */
+    r->listed.len = 0;
+    r->listed.failed = 0;   /* (set: out of memory, the threads sampled are not all known) */
     while (tstate) {
         if (visited == r->lim.max_threads) {
             r->st.threads_skipped++;
@@ -2996,7 +2988,7 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
          * meets the next one freed). */
         if ((!have && read_tstate(r, tstate, ts, &g, 0) != SW_OK) || u64_at(ts, l->tstate_interp) != r->interp) {
             have = 0;
-            if (relisted < RELISTS_MAX && remembered &&
+            if (relisted < RELISTS_MAX && !r->listed.failed &&
                 sw_mem_read(&r->mem, r->interp + l->interp_threads_head, &tstate, sizeof tstate) == SW_OK) {
                 relisted++;
                 r->st.relisted++;
@@ -3007,12 +2999,9 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
             break;
         }
         have = 0;
-        if (!relisted || !listed_before(r, nlisted, tstate)) {
+        if (!relisted || !listed_before(r, tstate)) {
             visited++;
-            if (remembered && nlisted == r->listed_cap)
-                remembered = listed_grow(r);
-            if (remembered)
-                r->listed[nlisted++] = tstate;
+            (void)sw_bytes_put(&r->listed, &tstate, sizeof tstate);
             sample_thread(r, tstate, ts, &g, t_ns, weight_ns, sink, ud, &delivered);
         }
         tstate = u64_at(ts, l->tstate_next);

@@ -101,9 +101,9 @@ typedef struct sw_pystack_stats {
     uint64_t muted_failed;   /* in-process: failed samples of a thread whose parks were stopped
                                 for a while (muted: its parks kept failing, or it blocked the
                                 signal), walked unparked and checked strictly */
-    uint64_t relisted;       /* rounds whose walk of the thread list met a thread state
-                                freed under it and read the list again from its head
-                                (pystack.c sample_round) */
+    uint64_t relisted;       /* times a round's walk of the thread list met a thread state
+                                freed under it and read the list again from its head (up
+                                to 8 times a round: pystack.c sample_round) */
     uint64_t code_hits, code_misses;
     uint64_t codes_by_counter;   /* code objects of walks whose header was not read again: the
                                     target made no code object since it was confirmed
