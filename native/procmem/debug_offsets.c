@@ -167,6 +167,13 @@ int sw_layout_from_debug_offsets(const unsigned char *raw, size_t len, const sw_
     } else {
         l.runtime_interp_next_id = l.runtime_interp_main + (base->runtime_interp_next_id - base->runtime_interp_main);
     }
+    /* So are the audit hooks (attach's check): the base's kept while both
+     * structures lie out as the base's do, as far as the offsets tell. */
+    if (base->interp_audit_hooks == SW_NO_OFFSET || word(raw, W_INTERP_SIZE) != base->interp_size ||
+        l.interp_threads_head != base->interp_threads_head || l.interp_modules != base->interp_modules ||
+        l.interp_gil != base->interp_gil || l.runtime_interp_main != base->runtime_interp_main ||
+        base->runtime_audit_hooks + 8 > word(raw, W_RUNTIME_SIZE))
+        l.interp_audit_hooks = l.runtime_audit_hooks = SW_NO_OFFSET;
     l.interp_size = (uint32_t)word(raw, W_INTERP_SIZE);   /* checked above: below 2^24 */
 #undef FAIL
     int rc = sw_layout_validate(&l, err, errlen);

@@ -124,6 +124,11 @@ int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
          (l->interp_code_counter > (1u << 24) || l->interp_code_counter % 4 || l->runtime_interp_next_id > (1u << 20) ||
           l->runtime_interp_next_id % 8 || l->runtime_interp_main == SW_NO_OFFSET)))
         FAIL("the counter of code objects made is not described consistently");
+    if ((l->interp_audit_hooks != SW_NO_OFFSET) != (l->runtime_audit_hooks != SW_NO_OFFSET) ||
+        (l->interp_audit_hooks != SW_NO_OFFSET &&
+         (l->interp_audit_hooks > (1u << 24) || l->interp_audit_hooks % 8 || l->runtime_audit_hooks > (1u << 20) ||
+          l->runtime_audit_hooks % 8)))
+        FAIL("the audit hooks are not described consistently");
     if (l->thread_tid != SW_NO_OFFSET && l->thread_tid > SW_LAYOUT_MAX_READ - 4)
         FAIL("thread tid offset %u out of range", l->thread_tid);
     if (l->str_kind_mask == 0 || l->str_kind_shift > 31 || l->str_compact_mask == 0 || l->str_ascii_mask == 0)

@@ -238,6 +238,13 @@ typedef struct sw_py_layout {
     uint32_t frame_specials;       /* 3.11+: FRAME_SPECIALS_SIZE, the frame's own words (code_nlocalsplus);
                                       here, its one 32-bit field before the 64-bit ones, the struct
                                       has no padding (layout.c's tripwire counts every byte) */
+    /* The audit hooks (attach refuses a process that has any: its start-up
+     * is compiled and run there, which a hook may refuse): the interpreter's
+     * Python hooks (a list pointer, NULL when none was added) and the
+     * runtime's C hooks (the head of a linked list); SW_NO_OFFSET where
+     * unknown (a layout from the debug offsets). */
+    uint32_t interp_audit_hooks;
+    uint32_t runtime_audit_hooks;
     uint64_t long_type;            /* the type objects, in the target (0: unknown) */
     uint64_t bool_type;
     uint64_t float_type;
@@ -291,7 +298,7 @@ enum {
     X(managed_values_back, 32) X(tpflags_managed_dict, 32) X(tpflags_inline_values, 32) \
     X(managed_untag, 32) X(keys_size, 32) X(type_dictoffset, 32) X(frame_localsplus, 32) X(code_varnames, 32) \
     X(code_cellvars, 32) X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
-    X(cell_ref, 32) X(frame_specials, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
+    X(cell_ref, 32) X(frame_specials, 32) X(interp_audit_hooks, 32) X(runtime_audit_hooks, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
     X(cell_type, 64) X(interp_size, 64)
 
 /* Checks that the layout is usable: known kinds, every field inside the

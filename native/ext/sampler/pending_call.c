@@ -18,6 +18,7 @@ typedef struct attach_target {
     sw_py_layout l;
     sw_pending_layout pl;
     uint64_t interp;
+    int refuse_hooks;   /* push nothing into a process with audit hooks (audit_hooks_ok=False) */
 } attach_target;
 
 /* Opens pid with its layouts, or raises. */
@@ -25,6 +26,7 @@ static int open_target(attach_target *a, int pid)
 {
     char err[1024];
     const char *used;
+    a->refuse_hooks = 0;
     if (sw_target_open_bound(pid, "auto", &a->t, &a->l, &a->interp, &used) < 0)
         return -1;
     if (sw_pending_layout_known(a->t.version_hex, &a->pl) != SW_OK) {
@@ -46,6 +48,37 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* SW_OK if process a has no audit hook, else SW_EARG with err: a
+ * PyRun_SimpleString call compiles and runs its text there, raising the
+ * audit events "compile" and "exec" with no Python frame of its own on the
+ * stack, and a hook that refused them would make the call fail, which the
+ * interpreter then raises in the code it interrupted (SystemError: error
+ * return without exception set): the program's code would fail. Read
+ * with every thread frozen (no hook added between the look and the push). */
+static int check_audit_hooks(attach_target *a, char *err, size_t errlen)
+{
+    const sw_py_layout *l = &a->l;
+    uint64_t list = 0, n = 0, head = 0;
+    if (l->interp_audit_hooks == SW_NO_OFFSET || !a->t.runtime_addr ||
+        sw_mem_read_u64(&a->t.mem, a->interp + l->interp_audit_hooks, &list) != SW_OK ||
+        (list && sw_mem_read_u64(&a->t.mem, list + l->tuple_size, &n) != SW_OK) ||
+        sw_mem_read_u64(&a->t.mem, a->t.runtime_addr + l->runtime_audit_hooks, &head) != SW_OK) {
+        snprintf(err, errlen, "process %d: cannot tell whether it has audit hooks, which could refuse the code the "
+                 "attach runs in it (and fail the program's own code then); --audit-hooks-ok attaches anyway",
+                 a->t.pid);
+        return SW_EARG;
+    }
+    if ((int64_t)n > 0 || head) {
+        snprintf(err, errlen, "process %d has audit hooks (%s): one that refused the code the attach compiles "
+                 "and runs there would fail the program's own code (SystemError); --audit-hooks-ok attaches "
+                 "anyway, and record, dump and top --pid read it from outside", a->t.pid,
+                 (int64_t)n > 0 && head ? "sys.addaudithook and PySys_AddAuditHook"
+                 : head ? "PySys_AddAuditHook" : "sys.addaudithook");
+        return SW_EARG;
+    }
+    return SW_OK;
+}
+
 /* One try, every thread frozen: push (take_back 0) or take back (1). */
 static int try_frozen(attach_target *a, int take_back, uint64_t func, const char *text, uint64_t arg,
                       sw_pending_call *c, int *removed, char *err, size_t errlen)
@@ -57,6 +90,8 @@ static int try_frozen(attach_target *a, int take_back, uint64_t func, const char
         return rc;
     if (take_back)
         rc = sw_pending_take_back(&a->t.mem, &a->pl, a->interp, c, removed, err, errlen);
+    else if (a->refuse_hooks && (rc = check_audit_hooks(a, err, errlen)) != SW_OK)
+        ;
     else
         rc = sw_pending_push(&a->t.mem, &a->pl, a->interp, a->l.interp_threads_head, a->l.tstate_next, func, text,
                              arg, c, err, errlen);
@@ -99,17 +134,18 @@ static PyObject *raise_code(int rc, int pid, const char *err, int take_back)
 static PyObject *pending_call(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *kwlist[] = {"pid", "func", "text", "arg", "timeout", NULL};
-    int pid;
+    static char *kwlist[] = {"pid", "func", "text", "arg", "timeout", "audit_hooks_ok", NULL};
+    int pid, hooks_ok = 0;
     PyObject *func_obj;
     const char *text = NULL;
     unsigned long long arg = 0;
     double timeout = 2.0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iO|zKd", kwlist, &pid, &func_obj, &text, &arg, &timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iO|zKdp", kwlist, &pid, &func_obj, &text, &arg, &timeout, &hooks_ok))
         return NULL;
     attach_target a;
     if (open_target(&a, pid) < 0)
         return NULL;
+    a.refuse_hooks = text && !hooks_ok;   /* (a call of code: PyRun_SimpleString's) */
     uint64_t func = 0;
     if (PyUnicode_Check(func_obj)) {
         const char *name = PyUnicode_AsUTF8(func_obj);

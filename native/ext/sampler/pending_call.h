@@ -6,11 +6,14 @@
  * function that a second pending call runs to stop the tracer, and the
  * one that gives the target the signals that came during either.
  *
- *   _native.pending_call(pid, func, text=None, arg=0, timeout=2.0)
+ *   _native.pending_call(pid, func, text=None, arg=0, timeout=2.0, audit_hooks_ok=False)
  *       -> {"func", "arg", "slot", "main_thread_only", "version"}
  *       func: a symbol of the target's interpreter ("PyRun_SimpleString")
  *       or an address; text: a string written into free slots of the
- *       queue, whose address becomes the argument.
+ *       queue, whose address becomes the argument. With text, a process
+ *       with audit hooks is refused (RuntimeError, nothing pushed) unless
+ *       audit_hooks_ok: a hook that refused the compile or the exec of the
+ *       text would fail the program's own code (pending_call.c).
  *   _native.pending_take_back(pid, func, arg) -> bool (True: it was still
  *       queued and is removed; False: the target took it already)
  *   _native.attach_stop_address() -> int: the address, in this process,

@@ -507,6 +507,12 @@ void sw_sampler_layout_fill(sw_py_layout *l)
     l->interp_code_counter = SW_NO_OFFSET;
     l->runtime_interp_next_id = SW_NO_OFFSET;
 #endif
+    l->interp_audit_hooks = OFF(PyInterpreterState, audit_hooks);
+#if PY_VERSION_HEX >= 0x030C0000
+    l->runtime_audit_hooks = OFF(_PyRuntimeState, audit_hooks.head);
+#else
+    l->runtime_audit_hooks = OFF(_PyRuntimeState, audit_hook_head);
+#endif
     fill_objects(l);
     fill_locals(l);
     l->thread_tid = l->tstate_native_thread_id == SW_NO_OFFSET ? find_thread_tid_offset() : SW_NO_OFFSET;

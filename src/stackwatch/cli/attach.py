@@ -61,6 +61,10 @@ def add_parser(subparsers):
     p.add_argument("--timeout", type=float, default=5.0, metavar="S",
                    help="how long the target may take to reach a safe point, and again to report the "
                    "start, or the stop (plus the time attached); default 5")
+    p.add_argument("--audit-hooks-ok", action="store_true",
+                   help="attach to a process that has audit hooks (sys.addaudithook) all the same: the attach "
+                   "compiles and runs its start-up code there, and a hook that refused that would fail the "
+                   "program's own code then (SystemError); refused without this")
     return p
 
 
@@ -238,7 +242,7 @@ def _attach(args, pid, version, out, what, pkg_parent, status):
     started = os.path.join(status, attached.STARTED)
     try:
         c = _native.pending_call(pid, "PyRun_SimpleString", text=_bootstrap(pkg_parent, status, out, what),
-                                 timeout=args.timeout)
+                                 timeout=args.timeout, audit_hooks_ok=args.audit_hooks_ok)
         doc = _wait_for(started, pid, args.timeout)
         if doc is None and _alive(pid):
             if _native.pending_take_back(pid, c["func"], c["arg"]):

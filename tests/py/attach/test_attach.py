@@ -262,7 +262,7 @@ def test_ctrl_c_during_the_attachs_start_and_stop_reaches_the_target(tmp_path):
     try:
         assert p.stdout.readline() == "ready\n"
         a = subprocess.Popen([sys.executable, "-m", "stackwatch", "attach", str(p.pid), "--trace", "--duration", "0.5",
-                              "-o", str(out)], stderr=subprocess.PIPE, text=True)
+                              "--audit-hooks-ok", "-o", str(out)], stderr=subprocess.PIPE, text=True)
         for stage in ("attach starts", "attach stops"):
             deadline = time.monotonic() + 30
             while stage not in log.read_text() and time.monotonic() < deadline:
@@ -327,6 +327,78 @@ def test_refusals(tmp_path):
     finally:
         traced.terminate()
         traced.communicate(timeout=60)
+
+
+# A program whose audit hooks refuse compile and exec, as a hardened
+# service's may: a Python one (sys.addaudithook) or one in C
+# (PySys_AddAuditHook, through ctypes: a hook of the runtime). It prints
+# "ready", then works until its stdin closes, logging every event it
+# refuses, and prints its count of work done. Usage: LOG python|c.
+REFUSES = """
+import ctypes, os, sys
+
+log = open(sys.argv[1], "w", buffering=1)
+
+
+def refuse(event):
+    if event in ("compile", "exec"):
+        log.write(event + "\\n")
+        return True
+    return False
+
+
+def python_hook(event, args):
+    if refuse(event):
+        raise RuntimeError(event + " is not allowed here")
+
+
+@ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.py_object, ctypes.c_void_p)
+def c_hook(event, args, data):
+    return -1 if refuse(event.decode()) and not ctypes.pythonapi.PyErr_SetString(
+        ctypes.py_object(RuntimeError), b"not allowed here") else 0
+
+
+if sys.argv[2] == "python":
+    sys.addaudithook(python_hook)
+else:
+    ctypes.pythonapi.PySys_AddAuditHook.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+    ctypes.pythonapi.PySys_AddAuditHook(ctypes.cast(c_hook, ctypes.c_void_p), None)
+ctypes.pythonapi.PyErr_SetString.argtypes = (ctypes.py_object, ctypes.c_char_p)
+print("ready", flush=True)
+n = 0
+for line in sys.stdin:
+    n += 1
+print("worked", n, flush=True)
+os._exit(0)   # (the runtime calls its C hooks while it finalizes, ctypes' callback gone by then)
+"""
+
+
+@pytest.mark.parametrize("hook", ["python", "c"])
+def test_refuses_a_process_with_audit_hooks(tmp_path, hook):
+    """A process with audit hooks is refused in one line that names them
+    and --audit-hooks-ok, nothing pushed into it: the attach's start-up is
+    compiled and run there, and a hook that refused that made the code the
+    program ran then fail (SystemError: error return without exception
+    set; the program died). The program runs on, its hook never asked
+    about a compile or an exec, its output unchanged."""
+    prog, log = tmp_path / "refuses.py", tmp_path / "refused.log"
+    prog.write_text(REFUSES)
+    p = subprocess.Popen([sys.executable, str(prog), str(log), hook], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        p.stdin.write("a\n")
+        p.stdin.flush()
+        which = "sys.addaudithook" if hook == "python" else "PySys_AddAuditHook"
+        one_line_error(run(["attach", str(p.pid), "--trace", "-o", str(tmp_path / "t.swt")]),
+                       f"process {p.pid} has audit hooks ({which})", "--audit-hooks-ok")
+        assert p.poll() is None
+        stdout, stderr = p.communicate("b\n", timeout=60)
+    finally:
+        p.kill()
+        p.wait()
+    assert (p.returncode, stdout, stderr, log.read_text()) == (0, "worked 2\n", "", "")
+    assert not (tmp_path / "t.swt").exists()
 
 
 def other_python():
@@ -667,7 +739,7 @@ def test_a_report_that_never_comes_ends_the_attach_within_its_bound(tmp_path, re
         assert p.stdout.readline() == "ready\n"
         t0 = time.monotonic()
         a = subprocess.Popen([sys.executable, "-m", "stackwatch", "attach", str(p.pid), "--trace", "--duration", "0.3",
-                              "--timeout", "1", "-o", str(out)], stderr=subprocess.PIPE, text=True)
+                              "--timeout", "1", "--audit-hooks-ok", "-o", str(out)], stderr=subprocess.PIPE, text=True)
         if report == "stopped":
             assert "tracing process" in a.stderr.readline()
             t0 = time.monotonic()
@@ -714,7 +786,7 @@ def test_interrupted_while_the_stop_is_awaited_one_line(tmp_path):
     try:
         assert p.stdout.readline() == "ready\n"
         a = subprocess.Popen([sys.executable, "-m", "stackwatch", "attach", str(p.pid), "--trace", "--duration", "0.2",
-                              "-o", str(out)], stderr=subprocess.PIPE, text=True)
+                              "--audit-hooks-ok", "-o", str(out)], stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         while "report lost" not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.01)
