@@ -61,6 +61,7 @@ static int check_audit_hooks(attach_target *a, char *err, size_t errlen)
     uint64_t list = 0, n = 0, head = 0;
     if (l->interp_audit_hooks == SW_NO_OFFSET || !a->t.runtime_addr ||
         sw_mem_read_u64(&a->t.mem, a->interp + l->interp_audit_hooks, &list) != SW_OK ||
+        /* (a list's ob_size lies where a tuple's does: PyVarObject's) */
         (list && sw_mem_read_u64(&a->t.mem, list + l->tuple_size, &n) != SW_OK) ||
         sw_mem_read_u64(&a->t.mem, a->t.runtime_addr + l->runtime_audit_hooks, &head) != SW_OK) {
         snprintf(err, errlen, "process %d: cannot tell whether it has audit hooks, which could refuse the code the "
@@ -88,13 +89,14 @@ static int try_frozen(attach_target *a, int take_back, uint64_t func, const char
     int rc = sw_freeze(&f, a->t.pid, err, errlen);
     if (rc != SW_OK)
         return rc;
-    if (take_back)
+    if (take_back) {
         rc = sw_pending_take_back(&a->t.mem, &a->pl, a->interp, c, removed, err, errlen);
-    else if (a->refuse_hooks && (rc = check_audit_hooks(a, err, errlen)) != SW_OK)
-        ;
-    else
-        rc = sw_pending_push(&a->t.mem, &a->pl, a->interp, a->l.interp_threads_head, a->l.tstate_next, func, text,
-                             arg, c, err, errlen);
+    } else {
+        rc = a->refuse_hooks ? check_audit_hooks(a, err, errlen) : SW_OK;
+        if (rc == SW_OK)
+            rc = sw_pending_push(&a->t.mem, &a->pl, a->interp, a->l.interp_threads_head, a->l.tstate_next, func,
+                                 text, arg, c, err, errlen);
+    }
     sw_thaw(&f);
     return rc;
 }
