@@ -24,7 +24,13 @@ typedef struct entry {
     uint64_t linetable_ptr;  /* co_lnotab / co_linetable as read (0 without lines) */
     sw_linetable lines;      /* decoded on first use (lines_state 1) */
     int lines_state;         /* 0: not read yet, 1: decoded, -1: could not be read */
+    unsigned char *ops;      /* 3.11/3.12: its instructions, read on first use (ops_state 1) ... */
+    uint32_t ops_len;        /* ... so many bytes */
+    int ops_state;           /* 0: not read yet, 1: read, -1: could not be read */
 } entry;
+
+/* Instructions read for sw_codecache_returns_at: at most this many bytes. */
+#define OPS_MAX_BYTES (64u * 1024u)
 
 struct sw_codecache {
     entry **v;               /* the entries, in order of creation */
@@ -52,6 +58,7 @@ static void clear(sw_codecache *c)
     for (size_t i = 0; i < c->n; i++) {
         sw_linetable_free(&c->v[i]->lines);
         free(c->v[i]->strings);
+        free(c->v[i]->ops);
         free(c->v[i]);
     }
     c->n = 0;
@@ -118,6 +125,10 @@ static int fill(entry *e, sw_mem *m, const sw_py_layout *l, uint64_t name, uint6
     e->stamp = 0;
     sw_linetable_free(&e->lines);
     e->lines_state = 0;
+    free(e->ops);
+    e->ops = NULL;
+    e->ops_len = 0;
+    e->ops_state = 0;
     return SW_OK;
 }
 
@@ -319,6 +330,7 @@ sw_sample_code *sw_codecache_get_known(sw_codecache *c, sw_mem *m, const sw_py_l
         sw_hashtab_add(&c->index, sw_hash_u64(addr), (uint32_t)c->n) != SW_OK) {
         sw_linetable_free(&e->lines);
         free(e->strings);
+        free(e->ops);
         free(e);
         return NULL;
     }
@@ -379,6 +391,45 @@ int32_t sw_codecache_line(sw_codecache *c, sw_sample_code *info, sw_mem *m, cons
         return 0;
     int32_t line = sw_linetable_line(&e->lines, (uint32_t)offset);
     return line > 0 ? line : 0;
+}
+
+/* Reads e's instructions: its size in code units (ob_size, where a
+ * tuple's is: PyVarObject's), then at most OPS_MAX_BYTES of them. */
+static void load_ops(entry *e, sw_mem *m, const sw_py_layout *l)
+{
+    int64_t units;
+    e->ops_state = -1;
+    if (l->tuple_size == SW_NO_OFFSET || sw_mem_read(m, e->info.addr + l->tuple_size, &units, sizeof units) != SW_OK ||
+        units <= 0 || units > (int64_t)(OPS_MAX_BYTES / 2))
+        return;
+    unsigned char *buf = malloc((size_t)units * 2);
+    if (!buf)
+        return;
+    if (sw_mem_read(m, e->info.addr + l->code_code, buf, (size_t)units * 2) != SW_OK) {
+        free(buf);
+        return;
+    }
+    e->ops = buf;
+    e->ops_len = (uint32_t)units * 2;
+    e->ops_state = 1;
+}
+
+int sw_codecache_returns_at(sw_codecache *c, sw_sample_code *info, sw_mem *m, const sw_py_layout *l, uint64_t instr)
+{
+    (void)c;
+    entry *e = (entry *)info;
+    if (l->op_return_value == SW_NO_OFFSET || l->frame_lasti != SW_NO_OFFSET)
+        return 0;
+    uint64_t base = info->addr + l->code_code;
+    if (instr < base || instr - base >= OPS_MAX_BYTES || (instr - base) % 2)
+        return 0;
+    if (e->ops_state == 0)
+        load_ops(e, m, l);
+    if (e->ops_state != 1 || instr - base >= e->ops_len)
+        return 0;
+    uint32_t op = e->ops[instr - base];
+    return op == l->op_return_value || op == l->op_return_const || op == l->op_return_value_instrumented ||
+           op == l->op_return_const_instrumented;
 }
 
 uint64_t sw_codecache_hits(const sw_codecache *c)

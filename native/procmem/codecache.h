@@ -131,6 +131,15 @@ uint32_t sw_codecache_frame_words(const sw_sample_code *info);
  * without a line), the first line before the first instruction. */
 int32_t sw_codecache_line(sw_codecache *c, sw_sample_code *info, sw_mem *m, const sw_py_layout *l, uint64_t instr);
 
+/* 3.11/3.12 (the layout's op_return_*): 1 if the instruction at instr,
+ * a frame's prev_instr, of the code object `info` (an entry of this cache)
+ * is one that returns (the frame is returning, or returned and left as it
+ * was); 0 if not, or where it cannot be told. The code object's
+ * instructions are read on the entry's first use and kept (their opcodes
+ * change in place, specialized or instrumented, but a return stays a
+ * return and no other instruction becomes one). */
+int sw_codecache_returns_at(sw_codecache *c, sw_sample_code *info, sw_mem *m, const sw_py_layout *l, uint64_t instr);
+
 /* Empties the cache if it holds more than max_entries. Call between
  * samples only: it frees every entry. Returns 1 if it did, else 0. */
 int sw_codecache_trim(sw_codecache *c);

@@ -48,7 +48,8 @@
     X(tpflags_managed_dict) X(tpflags_inline_values) X(managed_untag) X(code_cellvars) X(code_freevars) \
     X(tuple_size) X(tuple_items) X(float_value) X(keys_size) X(type_dictoffset) X(type_name) X(cell_ref) \
     X(long_type) X(bool_type) X(float_type) X(bytes_type) X(tuple_type) X(cell_type) X(frame_specials) \
-    X(code_nlocalsplus) X(code_stacksize) X(interp_audit_hooks) X(runtime_audit_hooks)
+    X(code_nlocalsplus) X(code_stacksize) X(interp_audit_hooks) X(runtime_audit_hooks) \
+    X(op_return_value) X(op_return_const) X(op_return_value_instrumented) X(op_return_const_instrumented)
 
 /* Builds *out from len bytes of debug offsets (raw, as read from the start
  * of the target's _PyRuntime) over base, the layout of the same minor

@@ -129,6 +129,11 @@ int sw_layout_validate(const sw_py_layout *l, char *err, size_t errlen)
          (l->interp_audit_hooks > (1u << 24) || l->interp_audit_hooks % 8 || l->runtime_audit_hooks > (1u << 20) ||
           l->runtime_audit_hooks % 8)))
         FAIL("the audit hooks are not described consistently");
+    const uint32_t ops[] = {l->op_return_value, l->op_return_const, l->op_return_value_instrumented,
+                            l->op_return_const_instrumented};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (ops[i] != SW_NO_OFFSET && (ops[i] > 255 || l->frame_instr == SW_NO_OFFSET))
+            FAIL("a return opcode is out of range, or told without the frames' instruction");
     if (l->thread_tid != SW_NO_OFFSET && l->thread_tid > SW_LAYOUT_MAX_READ - 4)
         FAIL("thread tid offset %u out of range", l->thread_tid);
     if (l->str_kind_mask == 0 || l->str_kind_shift > 31 || l->str_compact_mask == 0 || l->str_ascii_mask == 0)

@@ -245,6 +245,15 @@ typedef struct sw_py_layout {
      * unknown (a layout from the debug offsets). */
     uint32_t interp_audit_hooks;
     uint32_t runtime_audit_hooks;
+    /* 3.11/3.12: the opcodes that return from a frame (RETURN_VALUE, 3.12's
+     * RETURN_CONST and their instrumented forms), SW_NO_OFFSET where none
+     * or on other versions: a frame whose current instruction (prev_instr)
+     * is one is returning, or returned and left as it was (pystack.c
+     * "Returned frames"). */
+    uint32_t op_return_value;
+    uint32_t op_return_const;
+    uint32_t op_return_value_instrumented;
+    uint32_t op_return_const_instrumented;
     uint64_t long_type;            /* the type objects, in the target (0: unknown) */
     uint64_t bool_type;
     uint64_t float_type;
@@ -298,7 +307,9 @@ enum {
     X(managed_values_back, 32) X(tpflags_managed_dict, 32) X(tpflags_inline_values, 32) \
     X(managed_untag, 32) X(keys_size, 32) X(type_dictoffset, 32) X(frame_localsplus, 32) X(code_varnames, 32) \
     X(code_cellvars, 32) X(code_freevars, 32) X(tuple_size, 32) X(tuple_items, 32) X(float_value, 32) X(type_name, 32) \
-    X(cell_ref, 32) X(frame_specials, 32) X(interp_audit_hooks, 32) X(runtime_audit_hooks, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
+    X(cell_ref, 32) X(frame_specials, 32) X(interp_audit_hooks, 32) X(runtime_audit_hooks, 32) \
+    X(op_return_value, 32) X(op_return_const, 32) X(op_return_value_instrumented, 32) \
+    X(op_return_const_instrumented, 32) X(long_type, 64) X(bool_type, 64) X(float_type, 64) X(bytes_type, 64) X(tuple_type, 64) \
     X(cell_type, 64) X(interp_size, 64)
 
 /* Checks that the layout is usable: known kinds, every field inside the

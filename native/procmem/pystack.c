@@ -329,8 +329,11 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     }
     r->spec_bytes = malloc((size_t)SPEC_DEPTH * (l->frame_size + SW_GEN_STATE_BACK_MAX));
     r->spec_again = malloc((size_t)SPEC_DEPTH * (l->frame_size + SW_GEN_STATE_BACK_MAX));
-    if (lim->lines && l->linetable_kind) {
+    /* (the frames' instructions: for their lines, and 3.11/3.12 for
+     * returned_leaf) */
+    if ((lim->lines && l->linetable_kind) || l->op_return_value != SW_NO_OFFSET)
         r->instrs = malloc(d * sizeof *r->instrs);
+    if (lim->lines && l->linetable_kind) {
         r->lines = malloc(d * sizeof *r->lines);
         r->merged_lines = malloc((d + SW_NSTACK_MAX) * sizeof *r->merged_lines);
     }
@@ -363,7 +366,8 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         (l->frames_kind == SW_FRAMES_INTERP && (!r->recheck || !r->again || !r->own_was)) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
         (lim->thread_states && !r->states) || !native_ok ||
-        (lim->lines && l->linetable_kind && (!r->instrs || !r->lines || !r->merged_lines))) {
+        (lim->lines && l->linetable_kind && (!r->instrs || !r->lines || !r->merged_lines)) ||
+        (l->op_return_value != SW_NO_OFFSET && !r->instrs)) {
         snprintf(err, errlen, "out of memory");
         r->mem.fd = -1;
         sw_pystack_free(r);
@@ -1687,6 +1691,32 @@ static int callees_held(sw_pystack *r, const window *w)
     return 1;
 }
 
+/* Returned frames. 3.11/3.12: 1 if the walk's leaf (its first frame, of
+ * n kept) rests on a return instruction: the frame is returning, or it
+ * returned and its memory was left as it was, its caller's slot taken by
+ * the caller's next call since. A walk that read the thread state while
+ * the leaf ran and its frames after that (slot_reuse.py `same`: h2 returns
+ * to g2, g2 returns, f2 takes g2's slot, the next round of the loop
+ * between the walk's reads) shows h2 called by f2, and callees_held can
+ * pass it: on 3.11/3.12 a call pops the callee's function off the caller's
+ * stack, so the check looks at the caller's dead words, where f2, in g2's
+ * slot, still has g2's word pointing at h2 (1 differing sample in 14,674,
+ * 1 run in 15 with a compiler running beside it, 3.11). Such a walk is
+ * treated as torn (redone parked). A leaf truly at its return is parked
+ * too, rarely: one instruction of its function. The code object must be
+ * known to the cache already (its instructions are read on first use);
+ * one met for the first time is not told. */
+static int returned_leaf(sw_pystack *r, uint32_t n)
+{
+    if (!n || !r->instrs || r->l.op_return_value == SW_NO_OFFSET)
+        return 0;
+    sw_sample_code *info = sw_codecache_find(r->codes, r->code_addrs[0]);
+    if (!info || !sw_codecache_returns_at(r->codes, info, &r->mem, &r->l, r->instrs[0]))
+        return 0;
+    r->st.returned++;
+    return 1;
+}
+
 /* Sorts a[0..k) (k at most SORT_BY_INSERTION), by insertion. */
 static void sort_by_insertion(uint64_t *a, uint32_t k)
 {
@@ -2531,7 +2561,7 @@ static long walk_after_park(sw_pystack *r, uint64_t tstate, window *w, int *trun
     if (n >= 0)
         spec_keep(r, tstate);
     if (n >= 0 && l->frames_kind == SW_FRAMES_INTERP &&
-        (!still_whole(r, tstate, frame, w, (uint32_t)n, 1) || !callees_held(r, w)))
+        (!still_whole(r, tstate, frame, w, (uint32_t)n, 1) || !callees_held(r, w) || returned_leaf(r, (uint32_t)n)))
         n = WALK_TORN;
     if (n >= 0 && l->frames_kind == SW_FRAMES_OBJECTS && !objects_whole(r, (uint32_t)n))
         n = WALK_TORN;
@@ -2809,7 +2839,7 @@ static void sample_thread(sw_pystack *r, uint64_t tstate, const unsigned char *t
              * holds the callee, fails every such walk: counted, not stored;
              * see callees_held). */
             if (n >= 0 && (park || strict) && l->frames_kind == SW_FRAMES_INTERP &&
-                (!r->gil_known || r->gil_holder == tstate) && !callees_held(r, &w)) {
+                (!r->gil_known || r->gil_holder == tstate) && (!callees_held(r, &w) || returned_leaf(r, (uint32_t)n))) {
                 n = WALK_TORN;
                 unheld++;
             }

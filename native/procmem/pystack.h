@@ -104,6 +104,9 @@ typedef struct sw_pystack_stats {
     uint64_t relisted;       /* times a round's walk of the thread list met a thread state
                                 freed under it and read the list again from its head (up
                                 to 8 times a round: pystack.c sample_round) */
+    uint64_t returned;       /* 3.11/3.12, in-process: unparked walks whose leaf rested on a
+                                return instruction, treated as torn (pystack.c "Returned
+                                frames"; counted in torn too) */
     uint64_t code_hits, code_misses;
     uint64_t codes_by_counter;   /* code objects of walks whose header was not read again: the
                                     target made no code object since it was confirmed

@@ -650,14 +650,14 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
     if (!target || PyDict_Update(d, target) < 0)
         Py_CLEAR(d);
     Py_XDECREF(target);
-    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "mode",
+    PyObject *more = !d ? NULL : Py_BuildValue("{s:s,s:N,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "mode",
                                    self->mode == SW_PROFILE_CPU ? "cpu" : "wall", "states", states_dict(states),
                                    "gil_held", gil_held, "off_cpu", off_cpu, "state_probe_failed",
                                    (unsigned long long)r->state_unknown, "cpu_probe_failed",
                                    (unsigned long long)r->cpu_unknown, "gil_read_failed",
                                    (unsigned long long)r->gil_unknown, "torn", (unsigned long long)r->torn,
                                    "unfit", (unsigned long long)r->unfit, "half_made",
-                                   (unsigned long long)r->half_made, "relisted", (unsigned long long)r->relisted,
+                                   (unsigned long long)r->half_made, "relisted", (unsigned long long)r->relisted, "returned", (unsigned long long)r->returned,
                                    "muted_failed", (unsigned long long)r->muted_failed);
     PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "codes_by_counter",
                                                   (unsigned long long)r->codes_by_counter, "checked_ahead",

@@ -60,6 +60,10 @@ int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps)
 
 #include "procmem/procmem.h"
 
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+#  include <opcode.h>   /* (the return opcodes) */
+#endif
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
@@ -506,6 +510,17 @@ void sw_sampler_layout_fill(sw_py_layout *l)
 #else
     l->interp_code_counter = SW_NO_OFFSET;
     l->runtime_interp_next_id = SW_NO_OFFSET;
+#endif
+    l->op_return_value = l->op_return_const = SW_NO_OFFSET;
+    l->op_return_value_instrumented = l->op_return_const_instrumented = SW_NO_OFFSET;
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+    /* (the frame's prev_instr: 3.13's instr_ptr is the next instruction) */
+    l->op_return_value = RETURN_VALUE;
+#  if PY_VERSION_HEX >= 0x030C0000
+    l->op_return_const = RETURN_CONST;
+    l->op_return_value_instrumented = INSTRUMENTED_RETURN_VALUE;
+    l->op_return_const_instrumented = INSTRUMENTED_RETURN_CONST;
+#  endif
 #endif
     l->interp_audit_hooks = OFF(PyInterpreterState, audit_hooks);
 #if PY_VERSION_HEX >= 0x030C0000

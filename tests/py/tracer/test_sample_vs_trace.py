@@ -426,7 +426,10 @@ def test_a_slot_reused_by_a_call_of_the_same_size(tmp_path):
     3.11, some with a core busy. On 3.13 1 run of 48 had one sample that
     differed: a muted thread's walk, which callees_held was not asked of
     (next test); since, 0 in 392,196 samples in 66 runs on 3.13, 21 of
-    them with a core busy (load 9-24)."""
+    them with a core busy (load 9-24). On 3.11 f2's dead word still named
+    h2 (docs/architecture.md "Stale words"): 1 sample in 14,674, 1 run in
+    15 with a compiler running beside it; since, a walk whose leaf rests on
+    a return instruction is redone parked (pystack.c "Returned frames")."""
     slot_reuse = slot_reuse_program()
     f2, g2 = slot_reuse.f2.__code__, slot_reuse.g2.__code__
     assert (f2.co_stacksize, f2.co_nlocals) == (g2.co_stacksize, g2.co_nlocals)
