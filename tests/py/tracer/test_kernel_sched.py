@@ -797,14 +797,17 @@ def test_what_trace_compass_reads_of_the_kernel_trace(traced, tmp_path):
 
 
 def test_page_faults_at_the_touched_pages(traced):
-    """One fault per touched page, at its address, all inside touch() on
-    the main thread; stats counts them to touch."""
+    """A fault at each touched page, at its address, all inside touch() on
+    the main thread; stats counts them to touch. (A fault the kernel
+    retried is taken twice: a loaded make test saw 2 of 64 pages fault
+    twice.)"""
     swt, t, prog, _ = traced
     lo, hi = prog["base"], prog["base"] + PAGES * prog["page"]
     main = next(i for i, th in enumerate(t.threads) if th["native_tid"] == prog["main"])
     begin, end = slice_of(t, main, "touch")
     mine = [e for e in t.ext_events(kinds=["page_fault"]) if lo <= e.data["address"] < hi]
-    assert sorted((e.data["address"] - lo) // prog["page"] for e in mine) == list(range(PAGES))
+    pages = sorted((e.data["address"] - lo) // prog["page"] for e in mine)
+    assert sorted(set(pages)) == list(range(PAGES)) and len(pages) <= 2 * PAGES, pages
     assert all(e.thread == main and begin <= e.t_ns <= end for e in mine)
     by_fn = {t.codes[r.code].qualname: r.faults for r in t.kernel_by_function() if r.code is not None}
     assert by_fn["touch"] >= PAGES
