@@ -152,26 +152,29 @@ int sw_layout_from_debug_offsets(const unsigned char *raw, size_t len, const sw_
     l.gil_last_holder = (uint32_t)(holder - gil);
     /* interpreters.main follows interpreters.head in _PyRuntimeState. */
     l.runtime_interp_main = (uint32_t)word(raw, W_INTERPRETERS_HEAD) + 8;
+    /* Whether the target's PyInterpreterState is the base's in size and in
+     * each offset both give (what the base's offsets into it need). */
+    const int interp_as_base = word(raw, W_INTERP_SIZE) == base->interp_size &&
+                               l.interp_threads_head == base->interp_threads_head &&
+                               l.interp_modules == base->interp_modules && l.interp_gil == base->interp_gil;
     /* The counter of code objects made and the count of interpreters
      * (layout.h) are not among the debug offsets: the base's are kept
-     * only while the target's PyInterpreterState is the base's in size
-     * and in each offset both give, and next_id (after main, as in the
+     * only while interp_as_base, and next_id (after main, as in the
      * base) lies inside _PyRuntimeState; else they are left out, and
      * every walk reads its code objects' headers (pystack.c). */
-    if (base->interp_code_counter == SW_NO_OFFSET || word(raw, W_INTERP_SIZE) != base->interp_size ||
-        l.interp_threads_head != base->interp_threads_head || l.interp_modules != base->interp_modules ||
-        l.interp_gil != base->interp_gil || base->runtime_interp_next_id < base->runtime_interp_main ||
+    if (base->interp_code_counter == SW_NO_OFFSET || !interp_as_base ||
+        base->runtime_interp_next_id < base->runtime_interp_main ||
         l.runtime_interp_main + (base->runtime_interp_next_id - base->runtime_interp_main) + 8 >
             word(raw, W_RUNTIME_SIZE)) {
         l.interp_code_counter = l.runtime_interp_next_id = SW_NO_OFFSET;
     } else {
         l.runtime_interp_next_id = l.runtime_interp_main + (base->runtime_interp_next_id - base->runtime_interp_main);
     }
-    /* So are the audit hooks (attach's check): the base's kept while both
-     * structures lie out as the base's do, as far as the offsets tell. */
-    if (base->interp_audit_hooks == SW_NO_OFFSET || word(raw, W_INTERP_SIZE) != base->interp_size ||
-        l.interp_threads_head != base->interp_threads_head || l.interp_modules != base->interp_modules ||
-        l.interp_gil != base->interp_gil || l.runtime_interp_main != base->runtime_interp_main ||
+    /* So are the audit hooks (attach's check): the base's kept while
+     * interp_as_base, and _PyRuntimeState's interpreters where the base
+     * has them, with the hooks' word inside it. */
+    if (base->interp_audit_hooks == SW_NO_OFFSET || !interp_as_base ||
+        l.runtime_interp_main != base->runtime_interp_main ||
         base->runtime_audit_hooks + 8 > word(raw, W_RUNTIME_SIZE))
         l.interp_audit_hooks = l.runtime_audit_hooks = SW_NO_OFFSET;
     l.interp_size = (uint32_t)word(raw, W_INTERP_SIZE);   /* checked above: below 2^24 */
