@@ -284,7 +284,7 @@ def test_generators_resumed_by_c_parked_ahead(tmp_path):
     test_a_run_half_made_is_not_read_as_a_root makes it in gdb. This test
     keeps the shape sampled and checked.)"""
     # (at 50 us one run at load 20 took no tick at all: 6,639 missed)
-    path, checked = sampled_parking(tmp_path, "1", min_checked=100, program=["resumed_by_c.py", "1500"])
+    path, checked = sampled_parking(tmp_path, "1", min_checked=100, program=["resumed_by_c.py", "4000"])
     meta = {k: v for k, v in Trace(path).meta.items() if k.startswith("sampler.")}
     # Few parked walks fail: 0 in 15 of 16 runs at load 18-23, but one had
     # 77 of 281, with the first form of the rule (see test_dump.py's
@@ -325,13 +325,23 @@ def test_a_failed_park_falls_back_to_one_checked_walk(tmp_path):
     # pystack.c callees_held, which a generator resumed from C never does:
     # most of these walks of gen_shapes fail, 89 of 362 checked here, 7 in
     # one make test. Failed is counted, never shown as a stack.)
-    path, checked = sampled_parking(tmp_path, "unanswered", min_checked=5)
-    meta = Trace(path).meta
-    # Every park failed, none was made; most samples (those of the thread
-    # holding the GIL, a thread of gen_shapes.py's two mostly holds it)
-    # were read by the walk after it, and few of them failed.
-    assert meta["sampler.parked"] == 0 and meta["sampler.park_failed"] >= meta["sampler.parked_ahead"] > 0, meta
-    assert meta["sampler.after_park"] >= checked // 3, (meta, checked)
+    # How many such walks are whole varies widely from run to run on a
+    # quiet machine (1 to 97 of ~250 samples, the thread running while
+    # read): up to three runs, until 5 are checked in all.
+    total = 0
+    for attempt in range(3):
+        (tmp_path / str(attempt)).mkdir()
+        path, checked = sampled_parking(tmp_path / str(attempt), "unanswered", min_checked=0)
+        meta = Trace(path).meta
+        # Every park failed, none was made; most samples (those of the
+        # thread holding the GIL, a thread of gen_shapes.py's two mostly
+        # holds it) were read by the walk after it.
+        assert meta["sampler.parked"] == 0 and meta["sampler.park_failed"] >= meta["sampler.parked_ahead"] > 0, meta
+        assert meta["sampler.after_park"] >= checked // 3, (meta, checked)
+        total += checked
+        if total >= 5:
+            break
+    assert total >= 5
     # (How many of those walks fail is the load's: an unparked walk of a
     # running thread on 3.10 reads its frames one by one, and in make test
     # 66 of 81 failed. What matters is above: none differs.)
