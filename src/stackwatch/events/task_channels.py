@@ -42,6 +42,7 @@ from .task_imports import when_imported
 _ends = weakref.WeakKeyDictionary()        # a pipe's end -> (pipe id, its number 1 or 2, duplex, the other end)
 _first = {}                                # (pipe id, sender's end) -> the first send since a receiver blocked
 _last = {}                                 # (pipe id, sender's end) -> the last send: (native id, task, ns)
+_since = {}                                # (pipe id, sender's end) -> when its receiver's block was recorded (ns)
 _peers = weakref.WeakKeyDictionary()       # a socketpair's end -> weak reference to the other end
 
 
@@ -94,6 +95,7 @@ def forget():
     """Task events stop: no send is waited for any more."""
     _first.clear()
     _last.clear()
+    _since.clear()
 
 
 def _pipe(orig):
@@ -150,14 +152,20 @@ def _blocking(key, channel, reason, frame):
     """The running thread waits for a sender in direction key (its block)."""
     _first[key] = None
     task_hooks._event("task_block", task_hooks._reason(reason), 0, 0, channel, None, task_hooks._where(frame))
+    _since[key] = time.monotonic_ns()
 
 
 def _received(key, channel, frame):
-    """The wait in direction key ended: woken by its first sender (else the last)."""
+    """The wait in direction key ended: woken by its first sender (else the
+    last), at its send, or at the block if the send came first (a sender
+    between the receiver's poll and its block's record: the wake is never
+    before the wait it ends)."""
     try:
         who = _first.pop(key, None) or _last.get(key)
+        since = _since.pop(key, 0)
         if who is not None:
             native_id, task, t = who
+            t = max(t, since)
             task_hooks._event("task_woken", task, t, native_id, channel, None,   # (t: made `ago` in C)
                               task_hooks._where(frame))
     except Exception:

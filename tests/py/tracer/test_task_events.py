@@ -979,6 +979,37 @@ json.dump(logs, open(sys.argv[1], "w"))
 '''
 
 
+SEND_BEFORE_BLOCK = r'''
+import multiprocessing, multiprocessing.connection, threading, time
+a, b = multiprocessing.Pipe(duplex=False)
+# The race, made certain: the receiver's poll finds nothing although the
+# message was sent before (a sender between its poll and its block's record).
+multiprocessing.connection.Connection.poll = lambda self, *args: False
+t = threading.Thread(target=b.send, args=(1,), name="producer")
+t.start()
+t.join()
+time.sleep(0.01)
+assert a.recv() == 1
+'''
+
+
+@pytest.mark.versions("3.12")
+def test_a_send_before_the_receivers_block_wakes_it_at_the_block(tmp_path):
+    """A pipe's receiver whose poll found nothing records its block, then is
+    woken by the sender; when the send came first (between the poll and
+    the block's record: CI saw it once), the wake is at the block, never
+    before the wait it ends (it was at the send, 10 ms before the block
+    here, and every view saw a wake without a wait)."""
+    swt, _ = run_traced(tmp_path, SEND_BEFORE_BLOCK, "--events", "tasks")
+    doc = read_task_events(swt)
+    pipe = [e for e in doc["events"] if (e["channel"] or "").startswith("Pipe ")]
+    assert [(e["kind"], e["task"]) for e in pipe] == [("send", "producer"), ("block", "MainThread"),
+                                                      ("wake", "MainThread"), ("receive", "MainThread")]
+    block, wake = pipe[1], pipe[2]
+    assert wake["other"] == "producer" and block["t_ns"] <= wake["t_ns"] <= pipe[3]["t_ns"]
+    _wakes(doc)
+
+
 @pytest.mark.versions("3.12")
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task/T/syscall")
 def test_pipes_and_user_channels_equal_each_threads_log(tmp_path):
