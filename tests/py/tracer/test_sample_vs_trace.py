@@ -467,7 +467,10 @@ def test_a_slot_of_the_same_size_in_a_thread_that_cannot_be_parked(tmp_path):
     checked, differ, skipped = compare(path)
     report("slot_reuse same blocked", checked, differ, skipped)
     assert int(Trace(path).meta["sampler.park_failed"]) >= 1   # (it was muted)
-    assert checked >= 500
+    # (A muted walk of this thread, its reads retried while the loop runs
+    # on, takes ~0.6 ms: a quiet machine checked 275-559 samples a run,
+    # fewer than a busy one, where the thread is off its CPU more often.)
+    assert checked >= 150
     assert not differ
 
 
