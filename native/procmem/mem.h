@@ -13,6 +13,8 @@
 
 #include "base/base.h"
 
+#include <sys/uio.h>
+
 struct sw_coremem;
 
 typedef struct sw_mem {
@@ -21,6 +23,8 @@ typedef struct sw_mem {
     struct sw_coremem *core;   /* a core's process (not owned), else NULL */
     uint64_t reads;         /* system calls made */
     uint64_t failed;        /* reads that failed */
+    int refusing;           /* while set, every read fails at once (counted in refused) */
+    uint64_t refused;
 } sw_mem;
 
 /* One element of a batched read. */
@@ -57,6 +61,28 @@ size_t sw_mem_read_upto(sw_mem *m, uint64_t addr, void *buf, size_t len);
  * read as one range of the target (mem.c). Returns the number of requests
  * that succeeded. */
 size_t sw_mem_readv(sw_mem *m, sw_mem_req *reqs, size_t n);
+
+/* A batch of reads made by someone else in one process_vm_readv: the
+ * thread whose memory it is, in a signal handler (nativestack.h
+ * sw_nstack_read), where nothing may allocate. sw_mem_plan_make lays
+ * out requests (as sw_mem_readv would, ranges less than a page apart
+ * coalesced) into the iovecs `out` points into p; after the call,
+ * sw_mem_plan_done sets each request's ok from the bytes it returned.
+ * A plan is the process's own memory or another's alike (m's pid). */
+typedef struct sw_mem_plan sw_mem_plan;
+typedef struct sw_mem_iov {
+    struct iovec *local, *remote;
+    unsigned long nlocal, nremote;
+} sw_mem_iov;
+sw_mem_plan *sw_mem_plan_new(void);
+void sw_mem_plan_free(sw_mem_plan *p);
+/* SW_OK; SW_EARG if the requests need more than one system call;
+ * SW_ESTATE if m does not read with process_vm_readv (a core, the
+ * /proc/PID/mem fallback) or is refusing. */
+int sw_mem_plan_make(sw_mem *m, sw_mem_req *reqs, size_t n, sw_mem_plan *p, sw_mem_iov *out);
+/* got: what process_vm_readv returned. The number of requests ok, or -1
+ * if the call stopped in a request with others after it, left unread. */
+long sw_mem_plan_done(sw_mem *m, sw_mem_req *reqs, size_t n, const sw_mem_plan *p, long got);
 
 /* Writes len bytes at addr with process_vm_writev (the only write into a
  * target: pending.c's, while its threads are frozen). 0 or SW_EIO. */

@@ -5,7 +5,9 @@
  * The request slot's state goes IDLE -> REQUESTED (sampler, before the
  * signal) -> CAPTURING (handler, by compare-and-swap, so a request the
  * sampler gave up on is never filled) -> CAPTURED (handler, addresses
- * stored) -> RELEASED (sampler) -> IDLE (next request). Both sides spin on
+ * stored) -> RELEASED (sampler) -> IDLE (next request); a read request's
+ * handler makes its read and goes on at once: CAPTURING -> CAPTURED ->
+ * IDLE (sampler, sw_nstack_read). Both sides spin on
  * the state word, then wait on it with futex(2), which is async-signal-safe,
  * and with a time limit. A side that changes the state wakes the other
  * only when it counts a sleeper (`sleepers`): mostly the other side is still
@@ -36,7 +38,7 @@
 #endif
 
 enum { IDLE, REQUESTED, CAPTURING, CAPTURED, RELEASED };
-enum { KIND_CAPTURE, KIND_PARK };    /* what a request asks: the native stack, or only parking */
+enum { KIND_CAPTURE, KIND_PARK, KIND_READ };   /* what a request asks: the native stack, parking, or a read */
 
 #define SPIN_NS 30000                 /* each side spins this long before it sleeps on the futex */
 #define MAGIC 0x535754ull            /* "SWT": tells our requests from other senders' signals */
@@ -51,6 +53,8 @@ static struct {
     int n;
     int truncated;
     uint64_t pcs[SW_NSTACK_MAX];
+    sw_mem_iov iov;                  /* a read request's, and what its call returned */
+    long got;
 } req;
 
 static atomic_uint_fast64_t n_sent, n_answered, n_timeouts, n_late;
@@ -190,6 +194,18 @@ static void handler(int sig, siginfo_t *si, void *ucv)
         req.n = m;
         req.truncated = k < n || n == SW_NSTACK_MAX + 8;
     }
+    if (atomic_load(&req.kind) == KIND_READ) {
+        /* The read, of the thread's own memory, by the one system call
+         * (async-signal-safe; it fails on a bad address, never faults),
+         * and on at once: what it read is of this instant. */
+        req.got = (long)syscall(SYS_process_vm_readv, getpid(), req.iov.local, req.iov.nlocal, req.iov.remote,
+                                req.iov.nremote, 0ul);
+        atomic_store(&req.state, CAPTURED);
+        futex_wake();
+        atomic_fetch_sub(&in_handler, 1);
+        errno = saved_errno;
+        return;
+    }
     atomic_store(&req.state, CAPTURED);
     futex_wake();
     /* Parked until the sampler has read the Python stack. */
@@ -302,7 +318,7 @@ void sw_nstack_park_uninstall(void)
 /* Sends thread tid a request of this kind and waits up to wait_ns for it to
  * be parked. SW_OK with request_mu held (until sw_nstack_release), or a
  * negative SW_E* code without. */
-static int request(int tid, int kind, uint64_t wait_ns)
+static int request(int tid, int kind, uint64_t wait_ns, const sw_mem_iov *iov)
 {
     if (tid <= 0 || !installed)
         return SW_EARG;
@@ -310,6 +326,9 @@ static int request(int tid, int kind, uint64_t wait_ns)
     uint64_t seq = (++next_seq) & ((1ull << SEQ_BITS) - 1);
     req.n = 0;
     req.truncated = 0;
+    if (iov)
+        req.iov = *iov;   /* (a read request's) */
+    req.got = -1;
     atomic_store(&req.kind, kind);
     atomic_store(&req.tid, tid);
     atomic_store(&req.seq, seq);
@@ -328,8 +347,10 @@ static int request(int tid, int kind, uint64_t wait_ns)
     }
     atomic_fetch_add(&n_sent, 1);
     int64_t deadline = mono_ns() + (int64_t)wait_ns;
-    if (kind == KIND_PARK)
+    if (kind != KIND_CAPTURE)
         spin_while(&req.state, REQUESTED);
+    if (kind == KIND_READ)
+        spin_while(&req.state, CAPTURING);   /* (the handler's read: a few microseconds, without a wake-up) */
     for (;;) {
         int s = atomic_load(&req.state);
         if (s == CAPTURED)
@@ -355,7 +376,7 @@ static int request(int tid, int kind, uint64_t wait_ns)
 int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
 {
     *truncated = 0;
-    int rc = request(tid, KIND_CAPTURE, SW_NSTACK_WAIT_NS);
+    int rc = request(tid, KIND_CAPTURE, SW_NSTACK_WAIT_NS, NULL);
     if (rc != SW_OK)
         return rc;
     memcpy(pcs, req.pcs, (size_t)req.n * sizeof *pcs);
@@ -365,7 +386,18 @@ int sw_nstack_capture(int tid, uint64_t *pcs, int *truncated)
 
 int sw_nstack_park(int tid, uint64_t wait_ns)
 {
-    return request(tid, KIND_PARK, wait_ns);
+    return request(tid, KIND_PARK, wait_ns, NULL);
+}
+
+long sw_nstack_read(int tid, const sw_mem_iov *iov, uint64_t wait_ns)
+{
+    int rc = request(tid, KIND_READ, wait_ns, iov);
+    if (rc != SW_OK)
+        return rc;
+    long got = req.got;
+    atomic_store(&req.state, IDLE);   /* (the handler has gone on) */
+    pthread_mutex_unlock(&request_mu);
+    return got >= 0 ? got : 0;
 }
 
 int sw_nstack_handler_current(void)
@@ -427,7 +459,26 @@ int sw_nstack_release(void)
     return 0;
 }
 
+long sw_nstack_read(int tid, const sw_mem_iov *iov, uint64_t wait_ns)
+{
+    (void)tid;
+    (void)iov;
+    (void)wait_ns;
+    return SW_EIO;
+}
+
 #endif
+
+int sw_nstack_seccomp(int tid)
+{
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+    if (sw_read_text(path, buf, sizeof buf) != 0)
+        return 1;
+    const char *at = strstr(buf, "\nSeccomp:");
+    int mode = 1;
+    return !at || sscanf(at + 9, " %d", &mode) != 1 || mode != 0;
+}
 
 int sw_nstack_blocked(int tid)
 {

@@ -23,6 +23,9 @@
  * number and ignored; a signal of the same number from anyone else goes
  * to the handler that was installed before.
  *
+ * A read request (sw_nstack_read) asks the thread instead to make one
+ * read of its own memory in the handler and to go on at once, not parked.
+ *
  * While a thread is parked it may hold any lock of the process (malloc's,
  * the GIL): the sampler then only reads memory (system calls) until it
  * releases it.
@@ -35,6 +38,7 @@
 #define SW_NATIVESTACK_H
 
 #include "base/base.h"
+#include "mem.h"
 
 #define SW_NSTACK_MAX 256                        /* return addresses kept per capture (leaf-most) */
 #define SW_NSTACK_PARK_MAX_NS 50000000ull        /* a parked thread goes on after 50 ms regardless */
@@ -84,6 +88,21 @@ void sw_nstack_park_uninstall(void);
  * SW_ESTATE if it did not answer in time, another negative SW_E* code if it
  * could not be asked (it has exited); then nothing is to be released. */
 int sw_nstack_park(int tid, uint64_t wait_ns);
+
+/* Asks thread `tid` (of this process) to make one read of its own memory
+ * in the handler, process_vm_readv of the iovecs given (mem.h
+ * sw_mem_plan_make), and to go on at once, not parked: what is read is of
+ * the instant it took the signal, and the thread spends only the call
+ * there (a park holds it for the sampler's walk). Waits up to wait_ns for
+ * the answer. Returns what the call returned (bytes read; 0 if it
+ * failed), or SW_ESTATE if the thread did not answer in time, another
+ * negative SW_E* code if it could not be asked. */
+long sw_nstack_read(int tid, const sw_mem_iov *iov, uint64_t wait_ns);
+
+/* 1 if thread tid of this process runs under a seccomp mode or filter
+ * (from /proc/self/task/TID/status), or that cannot be told: a filter may
+ * forbid the system call of sw_nstack_read, and end the thread for it. */
+int sw_nstack_seccomp(int tid);
 
 /* 1 if the signal's handler in place is this module's (the program may
  * have put its own there since: Python's signal.signal), else 0. */

@@ -70,6 +70,7 @@
 #define SPEC_DEPTH 256u                /* ... at most this many frames each */
 #define SORT_BY_INSERTION 64u          /* code_reads: longer lists of new code objects are sorted by qsort */
 #define PARK_CODES 64u                 /* code objects whose headers a parked walk reads up front */
+#define READERS 64u                    /* threads remembered as free to make their parked walk's read */
 
 struct sw_pystack {
     sw_py_layout l;
@@ -241,7 +242,13 @@ struct sw_pystack {
     uint32_t g_ahead_backoff[SPEC_THREADS];   /* ... the last such hold (0: none yet) */
     uint64_t *g_codes;             /* [SPEC_THREADS * PARK_CODES] */
     unsigned char *park_code_hdrs; /* [PARK_CODES * code_size] their headers, read */
-    unsigned char park_code_ok[PARK_CODES];   /* ... which of them were read */
+    unsigned char park_code_ok[PARK_CODES];   /* ... which of them were read ... */
+    unsigned char park_code_bad[PARK_CODES];  /* ... and which could not be (forgotten then) */
+    sw_mem_plan *plan;             /* in-process: the read a parked thread makes itself (walk_read_by_thread) */
+    uint32_t reader_tid[READERS];  /* ... threads asked whether they may (read_due) ... */
+    uint32_t reader_uses[READERS]; /* ... how many times since ... */
+    unsigned char reader_ok[READERS];   /* ... and the answer ... */
+    uint32_t reader_short[READERS];     /* ... and how many of its reads were short (of TEARS_ONE) */
     uint32_t park_codes_read;      /* ... how many were asked for */
     uint64_t head_guess;           /* the first thread state of the last round */
     /* limits.blocking: the process stopped for this round (freeze.h). */
@@ -326,6 +333,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
     if (lim->park) {
         r->g_codes = malloc((size_t)SPEC_THREADS * PARK_CODES * sizeof *r->g_codes);
         r->park_code_hdrs = malloc((size_t)PARK_CODES * l->code_size);
+        r->plan = sw_mem_plan_new();
     }
     r->spec_bytes = malloc((size_t)SPEC_DEPTH * (l->frame_size + SW_GEN_STATE_BACK_MAX));
     r->spec_again = malloc((size_t)SPEC_DEPTH * (l->frame_size + SW_GEN_STATE_BACK_MAX));
@@ -362,7 +370,7 @@ static sw_pystack *make_reader(const sw_py_layout *l, int pid, uint64_t interp_a
         !r->code_order || !r->memo_codes || !r->memo_frames || !r->order_seen || !r->reads_of || !r->frames || !r->known || !r->req_known || !r->code_known ||
         !r->confirm || !r->confirm_req || !r->confirm_reqs || !r->name_reqs || !r->window || !r->spec_tstate || !r->spec_n ||
         !r->spec_addrs || !r->spec_as_walked || !r->spec_walk || !r->spec_reqs || !r->spec_bytes || !r->spec_again ||
-        (lim->park && (!r->g_codes || !r->park_code_hdrs)) ||
+        (lim->park && (!r->g_codes || !r->park_code_hdrs || !r->plan)) ||
         (l->frames_kind == SW_FRAMES_INTERP && (!r->recheck || !r->again || !r->own_was)) ||
         (l->frames_kind == SW_FRAMES_OBJECTS && l->frame_state != SW_NO_OFFSET && !r->again) ||
         (lim->thread_states && !r->states) || !native_ok ||
@@ -498,6 +506,7 @@ void sw_pystack_free(sw_pystack *r)
     free(r->spec_again);
     free(r->g_codes);
     free(r->park_code_hdrs);
+    sw_mem_plan_free(r->plan);
     free(r);
 }
 
@@ -727,22 +736,24 @@ static void guess_read(sw_pystack *r, guess *g)
     check_ahead_read(r);
 }
 
-/* Reads the thread state at tstate into ts, with what is guessed of its
- * walk (above), in one system call; with codes (a parked walk, while its
+/* read_tstate reads the thread state at tstate into ts, with what is
+ * guessed of its walk (above), in one system call; with codes (a parked walk, while its
  * frames hold them) also the headers of the code objects of the thread's
  * last parked walk, into r->park_code_hdrs (park_code_ok, park_codes_read;
  * taken by park_codes), but for those whose entries are stamped with the
  * counter as the last parked walk read it: while the counter reads the
  * same they are trusted by it (park_codes), and their headers were most
  * of the read (richards on 3.12: 8-10 us of the sampler's CPU time while
- * the thread is parked with them, 3 us without). SW_OK or SW_EIO. */
-static int read_tstate(sw_pystack *r, uint64_t tstate, unsigned char *ts, guess *g, int codes)
+ * the thread is parked with them, 3 us without). SW_OK or SW_EIO.
+ * tstate_reqs lays its requests out in r->spec_reqs and returns their
+ * count (at: the request of each header, 0 if not read), for a read made
+ * by the parked thread itself too (walk_read_by_thread). */
+static uint32_t tstate_reqs(sw_pystack *r, uint64_t tstate, unsigned char *ts, guess *g, int codes, uint32_t *at)
 {
     uint32_t k = 0;
     r->spec_reqs[k++] = (sw_mem_req){tstate, ts, r->l.tstate_size, 0};
     guess_reqs(r, tstate, g, &k);
     const uint32_t slot = spec_slot(tstate), cs = r->l.code_size;
-    uint32_t at[PARK_CODES];   /* (each header's request, 0: not read) */
     r->park_codes_read = codes ? r->g_ncodes[slot] : 0;
     for (uint32_t i = 0; i < r->park_codes_read; i++) {
         const uint64_t addr = r->g_codes[(size_t)slot * PARK_CODES + i];
@@ -752,11 +763,27 @@ static int read_tstate(sw_pystack *r, uint64_t tstate, unsigned char *ts, guess 
         at[i] = k;
         r->spec_reqs[k++] = (sw_mem_req){addr, r->park_code_hdrs + (size_t)i * cs, cs, 0};
     }
-    sw_mem_readv(&r->mem, r->spec_reqs, k);
+    return k;
+}
+
+/* After the read of tstate_reqs' requests (at: each header's request, 0:
+ * not read): the ok flags of the guesses and of the headers. */
+static int tstate_read(sw_pystack *r, guess *g, const uint32_t *at)
+{
     guess_read(r, g);
-    for (uint32_t i = 0; i < r->park_codes_read; i++)
+    for (uint32_t i = 0; i < r->park_codes_read; i++) {
         r->park_code_ok[i] = (unsigned char)(at[i] && r->spec_reqs[at[i]].ok);
+        r->park_code_bad[i] = (unsigned char)(at[i] && !r->spec_reqs[at[i]].ok);
+    }
     return r->spec_reqs[0].ok ? SW_OK : SW_EIO;
+}
+
+static int read_tstate(sw_pystack *r, uint64_t tstate, unsigned char *ts, guess *g, int codes)
+{
+    uint32_t at[PARK_CODES];   /* (each header's request, 0: not read) */
+    const uint32_t k = tstate_reqs(r, tstate, ts, g, codes, at);
+    sw_mem_readv(&r->mem, r->spec_reqs, k);
+    return tstate_read(r, g, at);
 }
 
 /* Remembers the window copied for thread tstate: the next guess reads
@@ -2409,6 +2436,35 @@ static int objects_whole(sw_pystack *r, uint32_t n)
     return hdr && sw_codecache_known(r->codes, l, r->code_addrs[0], hdr);
 }
 
+/* The code objects to read up front at the thread's next parked walk
+ * (into now, in address order; returns how many): this walk's (its first
+ * PARK_CODES), and as many of the m of the last ones (was) as there is
+ * room for: a stack whose deep end comes and goes (deep_known.py: d25 ..
+ * d29 and leaf) meets codes of the walk before last, and the read the
+ * thread makes itself (walk_read_by_thread) falls short on a code object
+ * not read up front (3.11, which has no counter to trust them by: 296 of
+ * 2,000 reads short, the last walk's codes alone). */
+static uint32_t codes_to_keep(sw_pystack *r, uint32_t all, const uint64_t *was, uint32_t m, uint64_t *now)
+{
+    const uint32_t mine = all < PARK_CODES ? all : PARK_CODES;
+    uint32_t room = PARK_CODES - mine, k = 0, i = 0, j = 0;
+    while (i < mine || j < m) {   /* (both in address order) */
+        const uint64_t a = i < mine ? r->code_reqs[i].addr : UINT64_MAX, b = j < m ? was[j] : UINT64_MAX;
+        if (a <= b) {
+            now[k++] = a;
+            i++;
+            j += a == b;
+        } else {
+            if (room && !r->park_code_bad[j]) {   /* (one whose header could not be read is gone) */
+                now[k++] = b;
+                room--;
+            }
+            j++;
+        }
+    }
+    return k;
+}
+
 /* A parked walk's code objects' headers (for resolve_codes, as the
  * checks after an unparked walk read them): none for those trusted by the
  * counter (trusted_by_counter, all_trusted: the counter was read in the
@@ -2420,10 +2476,9 @@ static int objects_whole(sw_pystack *r, uint32_t n)
 static void park_codes(sw_pystack *r, uint64_t tstate, uint32_t n)
 {
     const uint32_t all = code_reads(r, n), m = r->park_codes_read, cs = r->l.code_size;
-    const uint32_t slot = guess_slot(r, tstate), keep = all < PARK_CODES ? all : PARK_CODES;
+    const uint32_t slot = guess_slot(r, tstate);
     uint64_t *was = r->g_codes + (size_t)slot * PARK_CODES, now[PARK_CODES];
-    for (uint32_t k = 0; k < keep; k++)
-        now[k] = r->code_reqs[k].addr;
+    const uint32_t keep = codes_to_keep(r, all, was, m, now);
     const uint32_t u = all_trusted(r, n) ? 0 : trusted_by_counter(r, all);
     uint32_t i = 0, j = 0;
     for (; j < u; j++) {   /* (both in address order) */
@@ -2443,6 +2498,137 @@ static void park_codes(sw_pystack *r, uint64_t tstate, uint32_t n)
         read_with_codes(r, 0, u);
     r->g_ncodes[slot] = keep;
     memcpy(was, now, keep * sizeof *was);
+}
+
+/* The walk of a thread stopped at one instant (walk_parked, below) from
+ * its state ts as read with the guesses g (read_tstate). Returns as
+ * walk_frames, or -1. */
+static long parked_walk_of(sw_pystack *r, uint64_t tstate, const unsigned char *ts, guess *g, window *w,
+                           int *truncated)
+{
+    const sw_py_layout *l = &r->l;
+    uint64_t frame = 0;
+    if (u64_at(ts, l->tstate_interp) != r->interp || leaf_frame(r, tstate, ts, g, &frame) != 0)
+        return -1;
+    /* (the counter, read after the frames guessed: park_codes) */
+    r->counter_now = r->park_counter = g->counter_ok ? g->counter : 0;
+    r->walk_early = 0;
+    if (!frame)
+        return 0;
+    if (l->frames_kind != SW_FRAMES_INTERP)
+        read_leaf(r, tstate, frame, w);
+    else if (!guessed_window(r, tstate, ts, frame, g, w))
+        copy_window(r, tstate, ts, frame, w);
+    else
+        r->walk_early = 1;   /* (until the walk reads a frame on its own) */
+    long n = walk_frames(r, frame, w, truncated);
+    if (n >= 0 && w->bytes && w->leaf_bytes && w->leaf_bytes[l->frame_owner] == (unsigned char)l->owner_thread)
+        n = WALK_TORN;   /* a leaf of the thread's own outside its stack's top (see above) */
+    if (n >= 0) {
+        spec_keep(r, tstate);
+        park_codes(r, tstate, (uint32_t)n);
+    }
+    return n;
+}
+
+/* Returned by walk_read_by_thread when its one read did not hold the whole
+ * walk: the walk is made again with the thread parked. */
+#define WALK_SHORT (-3)
+
+/* Whether thread tid is to make its parked walk's read itself: in this
+ * process, read with process_vm_readv, 3.11+ (before, a walk reads frame
+ * objects one by one: one read never held one), and the thread under no
+ * seccomp filter (which could end it for that call), asked of the kernel
+ * once in READ_RECHECK reads of the thread, in a table by thread id; and
+ * its reads held their walks (a moving average, as tears_count's,
+ * shorter, of the reads that fell short, at most READ_SHORT_MAX): a short
+ * read costs the thread a signal more, its park after it, where a read
+ * that holds saves it little on a quiet machine (fib on 3.12: 3.5 us in
+ * the handler against 4.3 us parked, the signal ~15-25 us) and much on a
+ * busy one (10 us against 40 us, and at most ~0.1 ms against 4-8 ms: a
+ * parked thread waits for the sampler, which may lose its CPU). A thread
+ * whose stack changes between samples (pyflakes: half the reads short on
+ * 3.12, mostly its _PyCFrame another than its last walk's, at another
+ * depth of the C stack; gen_shapes.py: most, its code objects not its last
+ * walk's) is parked at once, but for every READ_PROBE_EVERY-th walk,
+ * which tries the read. */
+#define READ_RECHECK 1024u
+#define READ_SHIFT 3                   /* (each read weighs 1/8: a thread whose reads fall short twice in
+                                          a row is parked at once) */
+#define READ_SHORT_MAX (TEARS_ONE / 8)
+#define READ_PROBE_EVERY 64u
+static int read_due(sw_pystack *r, uint32_t tid)
+{
+    if (!r->in_process || !r->plan || r->mem.fd >= 0 || r->mem.core || r->l.frames_kind != SW_FRAMES_INTERP)
+        return 0;
+    const uint32_t slot = tid % READERS;
+    if (r->reader_tid[slot] != tid || ++r->reader_uses[slot] % READ_RECHECK == 0) {
+        if (r->reader_tid[slot] != tid)
+            r->reader_short[slot] = 0;
+        r->reader_tid[slot] = tid;
+        r->reader_uses[slot] = 1;
+        r->reader_ok[slot] = !sw_nstack_seccomp((int)tid);
+    }
+    return r->reader_ok[slot] &&
+           (r->reader_short[slot] <= READ_SHORT_MAX || r->reader_uses[slot] % READ_PROBE_EVERY == 0);
+}
+
+/* Counts a read by thread tid in its short rate (read_due). */
+static void read_count(sw_pystack *r, uint32_t tid, int short_read)
+{
+    uint32_t *rate = &r->reader_short[tid % READERS];
+    *rate = *rate - (*rate >> READ_SHIFT) + (short_read ? TEARS_ONE >> READ_SHIFT : 0);
+}
+
+/* The parked walk's read made by the thread itself in the signal handler
+ * (sw_nstack_read): the requests read_tstate would make while it is parked
+ * (its state, the guessed window and frames, its last parked walk's code
+ * objects' headers), in one system call the thread makes at the instant it
+ * takes the signal, and on it goes, where a park holds it until the
+ * sampler has walked (the park's wait, the sampler's read and walk and the
+ * release: 5-9 us of the thread's time a park on 3.12, against the one
+ * call). The walk is then made from what was read, every further read
+ * refused (sw_mem.refusing): if it needed one (a guess missed, a code
+ * object not confirmed), nothing of it is kept (its counts restored) and
+ * WALK_SHORT is returned, for a park. *rc: sw_nstack_read's, if it failed
+ * (the thread did not answer); *guessed: 1 if the read had a window to
+ * guess (the thread was walked before). Returns as walk_frames, or -1. */
+static long walk_read_by_thread(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w, int *truncated, int *rc,
+                                int *guessed)
+{
+    unsigned char ts[SW_LAYOUT_MAX_READ];
+    uint32_t at[PARK_CODES];
+    guess g;
+    sw_mem_iov iov;
+    *rc = SW_OK;
+    const uint32_t k = tstate_reqs(r, tstate, ts, &g, 1, at);
+    *guessed = g.win_req != 0;
+    if (sw_mem_plan_make(&r->mem, r->spec_reqs, k, r->plan, &iov) != SW_OK)
+        return WALK_SHORT;
+    const long got = sw_nstack_read((int)tid, &iov, PARK_WAIT_NS);
+    if (got < 0) {
+        *rc = (int)got;
+        return -1;
+    }
+    /* (a call that read nothing failed as a whole: the park reads again) */
+    if (got == 0 || sw_mem_plan_done(&r->mem, r->spec_reqs, k, r->plan, got) < 0) {
+        r->st.read_short++;
+        return WALK_SHORT;
+    }
+    if (tstate_read(r, &g, at) != SW_OK)
+        return -1;
+    const sw_pystack_stats st = r->st;
+    const uint64_t refused = r->mem.refused;
+    r->mem.refusing = 1;
+    long n = parked_walk_of(r, tstate, ts, &g, w, truncated);
+    r->mem.refusing = 0;
+    if (r->mem.refused != refused) {
+        r->st = st;
+        r->st.read_short++;
+        return WALK_SHORT;
+    }
+    r->st.read_by_thread++;
+    return n;
 }
 
 /* In-process: the walk of the thread (kernel id tid, state at tstate)
@@ -2471,15 +2657,25 @@ static void park_codes(sw_pystack *r, uint64_t tstate, uint32_t n)
  * thread could hold. Returns as walk_frames, or -1 if the thread did not
  * park in time (counted in park_failed; one that blocks the signal is
  * muted, then read as from outside, and so is one whose parked walks fail
- * PARK_FAILS_MUTE times in a row). Every park waits up to PARK_WAIT_NS: a
+ * PARK_FAILS_MUTE times in a row). The thread makes the walk's read itself
+ * where it can (walk_read_by_thread), and is parked only when that read
+ * did not hold the walk. Every park waits up to PARK_WAIT_NS: a
  * shorter first wait, then an unparked walk of a thread that had not
  * parked by then, failed 3-10% of pyflakes' samples with a core busy
  * (the thread runs on while not yet answering: its walk tears). */
 static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w, int *truncated)
 {
-    const sw_py_layout *l = &r->l;
     uint64_t t0 = sw_clock_ns(CLOCK_MONOTONIC);
-    int rc = r->lim.park_always == 2 ? SW_ESTATE : sw_nstack_park((int)tid, PARK_WAIT_NS);
+    long n = WALK_SHORT;
+    int rc = SW_ESTATE;
+    if (r->lim.park_always != 2 && read_due(r, tid)) {
+        int guessed = 0;
+        n = walk_read_by_thread(r, tstate, tid, w, truncated, &rc, &guessed);
+        if (rc == SW_OK && guessed)   /* (a thread's first read, with nothing to guess from, is not counted) */
+            read_count(r, tid, n == WALK_SHORT);
+    }
+    if (n == WALK_SHORT && r->lim.park_always != 2)
+        rc = sw_nstack_park((int)tid, PARK_WAIT_NS);
     if (rc != SW_OK) {
         if (rc == SW_ESTATE && r->lim.park_always != 2 && sw_nstack_blocked((int)tid))
             mute(r, tid);
@@ -2488,37 +2684,16 @@ static long walk_parked(sw_pystack *r, uint64_t tstate, uint32_t tid, window *w,
         r->st.park_failed++;
         return -1;
     }
-    unsigned char ts[SW_LAYOUT_MAX_READ];
-    uint64_t frame = 0;
-    long n = -1;
-    /* While it is parked, as few system calls as can be: its state read
-     * with what its last walk lets guess (3.11+: mostly the whole walk)
-     * and its last parked walk's code objects' headers. */
-    guess g;
-    if (read_tstate(r, tstate, ts, &g, 1) == SW_OK && u64_at(ts, l->tstate_interp) == r->interp &&
-        leaf_frame(r, tstate, ts, &g, &frame) == 0) {
-        n = 0;
-        /* (the counter, read after the frames guessed: park_codes) */
-        r->counter_now = r->park_counter = g.counter_ok ? g.counter : 0;
-        r->walk_early = 0;
-        if (frame) {
-            if (l->frames_kind != SW_FRAMES_INTERP)
-                read_leaf(r, tstate, frame, w);
-            else if (!guessed_window(r, tstate, ts, frame, &g, w))
-                copy_window(r, tstate, ts, frame, w);
-            else
-                r->walk_early = 1;   /* (until the walk reads a frame on its own) */
-            n = walk_frames(r, frame, w, truncated);
-            if (n >= 0 && w->bytes && w->leaf_bytes && w->leaf_bytes[l->frame_owner] == (unsigned char)l->owner_thread)
-                n = WALK_TORN;   /* a leaf of the thread's own outside its stack's top (see above) */
-            if (n >= 0) {
-                spec_keep(r, tstate);
-                park_codes(r, tstate, (uint32_t)n);
-            }
-        }
+    if (n == WALK_SHORT) {
+        /* While it is parked, as few system calls as can be: its state
+         * read with what its last walk lets guess (3.11+: mostly the whole
+         * walk) and its last parked walk's code objects' headers. */
+        unsigned char ts[SW_LAYOUT_MAX_READ];
+        guess g;
+        n = read_tstate(r, tstate, ts, &g, 1) == SW_OK ? parked_walk_of(r, tstate, ts, &g, w, truncated) : -1;
+        if (!sw_nstack_release())
+            n = -1;   /* it went on before the release (parked too long): the walk may be torn */
     }
-    if (!sw_nstack_release())
-        n = -1;   /* it went on before the release (parked too long): the walk may be torn */
     r->st.parked++;
     r->st.parked_ns += sw_clock_ns(CLOCK_MONOTONIC) - t0;
     /* A thread whose stack fails even parked, again and again (3.9-3.11:

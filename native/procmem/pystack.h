@@ -107,6 +107,11 @@ typedef struct sw_pystack_stats {
     uint64_t returned;       /* 3.11/3.12, in-process: unparked walks whose leaf rested on a
                                 return instruction, treated as torn (pystack.c "Returned
                                 frames"; counted in torn too) */
+    uint64_t read_by_thread;   /* in-process: parked walks made from one read the thread made
+                                  itself in the signal handler, not parked (pystack.c
+                                  walk_read_by_thread; counted in parked too) */
+    uint64_t read_short;     /* ... such reads that did not hold the whole walk: the thread
+                                then parked */
     uint64_t code_hits, code_misses;
     uint64_t codes_by_counter;   /* code objects of walks whose header was not read again: the
                                     target made no code object since it was confirmed

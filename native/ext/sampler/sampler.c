@@ -659,14 +659,16 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                    "unfit", (unsigned long long)r->unfit, "half_made",
                                    (unsigned long long)r->half_made, "relisted", (unsigned long long)r->relisted, "returned", (unsigned long long)r->returned,
                                    "muted_failed", (unsigned long long)r->muted_failed);
-    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "codes_by_counter",
+    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "codes_by_counter",
                                                   (unsigned long long)r->codes_by_counter, "checked_ahead",
                                                   (unsigned long long)r->checked_ahead, "parked",
                                                   (unsigned long long)r->parked,
                                                   "park_failed", (unsigned long long)r->park_failed, "parked_ns",
                                                   (unsigned long long)r->parked_ns, "after_park",
                                                   (unsigned long long)r->after_park, "parked_ahead",
-                                                  (unsigned long long)r->parked_ahead);
+                                                  (unsigned long long)r->parked_ahead, "read_by_thread",
+                                                  (unsigned long long)r->read_by_thread, "read_short",
+                                                  (unsigned long long)r->read_short);
     if (!park || PyDict_Update(more, park) < 0)
         Py_CLEAR(more);
     Py_XDECREF(park);

@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 
 /* ---- merging ---- */
@@ -565,4 +566,132 @@ TEST(parkers_and_a_capturer_take_turns)
     sw_nstack_get_stats(&st1);
     sigaction(sw_nstack_signal(), NULL, &now);
     CHECK(now.sa_handler == before.sa_handler || st1.timeouts != st0.timeouts);
+}
+
+/* ---- a read made by the thread itself (sw_nstack_read) ---- */
+
+/* Two counters two pages apart, the higher one counted first: at any
+ * instant of the counting thread, hi - lo is 0 or 1. A read of lo then hi
+ * made from outside while it counts sees hi far ahead; one the thread makes
+ * itself, in the handler, is of one instant. */
+static struct {
+    _Alignas(4096) atomic_long lo;
+    _Alignas(4096) char gap[4096];
+    _Alignas(4096) atomic_long hi;
+} pair;
+static atomic_int pair_stop, pair_tid;
+
+static void *pair_main(void *arg)
+{
+    (void)arg;
+    atomic_store(&pair_tid, (int)syscall(SYS_gettid));
+    while (!atomic_load(&pair_stop)) {
+        atomic_fetch_add(&pair.hi, 1);
+        atomic_fetch_add(&pair.lo, 1);
+    }
+    return NULL;
+}
+
+TEST(a_thread_reads_its_own_memory_at_one_instant)
+{
+    char err[200];
+    REQUIRE(sw_nstack_supported(err, sizeof err));
+    REQUIRE(sw_nstack_park_install(err, sizeof err) == SW_OK);
+    sw_mem m;
+    REQUIRE(sw_mem_open(&m, getpid(), (uint64_t)(uintptr_t)&pair.lo, 8, err, sizeof err) == SW_OK);
+    sw_mem_plan *plan = sw_mem_plan_new();
+    REQUIRE(plan != NULL);
+    pthread_t th;
+    pthread_create(&th, NULL, pair_main, NULL);
+    while (!atomic_load(&pair_tid))
+        usleep(100);
+    int answered = 0, one_instant = 0, moved_on = 0;
+    long last_hi = -1;
+    for (int i = 0; i < 100; i++) {
+        long lo = -1, hi = -1;
+        sw_mem_req reqs[2] = {{(uint64_t)(uintptr_t)&pair.lo, &lo, sizeof lo, 0},
+                              {(uint64_t)(uintptr_t)&pair.hi, &hi, sizeof hi, 0}};
+        sw_mem_iov iov;
+        REQUIRE(sw_mem_plan_make(&m, reqs, 2, plan, &iov) == SW_OK);
+        CHECK_EQ_I64((long long)iov.nremote, 2);   /* (two pages apart: two ranges) */
+        long got = sw_nstack_read(atomic_load(&pair_tid), &iov, SW_NSTACK_WAIT_NS);
+        if (got < 0)
+            continue;   /* (not answered in time: a loaded machine) */
+        answered++;
+        CHECK_EQ_I64(sw_mem_plan_done(&m, reqs, 2, plan, got), 2);
+        one_instant += reqs[0].ok && reqs[1].ok && (hi - lo == 0 || hi - lo == 1);
+        moved_on += hi > last_hi;   /* (not parked: it counted on between the reads) */
+        last_hi = hi;
+        usleep(200);
+    }
+    CHECK_MSG(answered >= 50, "%d of 100 reads answered", answered);
+    CHECK_EQ_I64(one_instant, answered);
+    CHECK_EQ_I64(moved_on, answered);
+    atomic_store(&pair_stop, 1);
+    pthread_join(th, NULL);
+    /* An exited thread cannot be asked. */
+    sw_mem_req one = {(uint64_t)(uintptr_t)&pair.lo, &last_hi, sizeof last_hi, 0};
+    sw_mem_iov iov;
+    REQUIRE(sw_mem_plan_make(&m, &one, 1, plan, &iov) == SW_OK);
+    CHECK(sw_nstack_read(atomic_load(&pair_tid), &iov, 1000000ull) < 0);
+    sw_mem_plan_free(plan);
+    sw_mem_close(&m);
+    sw_nstack_park_uninstall();
+}
+
+/* The plan of one call: requests less than a page apart coalesced, one
+ * the kernel stops at leaves those after it unread (-1), more ranges than
+ * one call takes are refused, and a refusing sw_mem reads nothing. */
+TEST(a_planned_read_and_a_refusing_reader)
+{
+    char err[200];
+    static char data[3 * 4096];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (char)(i * 7);
+    sw_mem m;
+    REQUIRE(sw_mem_open(&m, getpid(), (uint64_t)(uintptr_t)data, 8, err, sizeof err) == SW_OK);
+    sw_mem_plan *plan = sw_mem_plan_new();
+    REQUIRE(plan != NULL);
+    char a[16], b[16], c[16];
+    sw_mem_req reqs[4] = {{(uint64_t)(uintptr_t)data, a, sizeof a, 0},
+                          {(uint64_t)(uintptr_t)(data + 100), b, sizeof b, 0},
+                          {0, NULL, 0, 0},
+                          {(uint64_t)(uintptr_t)(data + 2 * 4096 + 50), c, sizeof c, 0}};
+    sw_mem_iov iov;
+    REQUIRE(sw_mem_plan_make(&m, reqs, 4, plan, &iov) == SW_OK);
+    CHECK_EQ_I64((long long)iov.nremote, 2);
+    long got = (long)process_vm_readv(getpid(), iov.local, iov.nlocal, iov.remote, iov.nremote, 0);
+    CHECK_EQ_I64(sw_mem_plan_done(&m, reqs, 4, plan, got), 4);
+    CHECK(memcmp(a, data, sizeof a) == 0 && memcmp(b, data + 100, sizeof b) == 0 &&
+          memcmp(c, data + 2 * 4096 + 50, sizeof c) == 0);
+    /* A request in unmapped memory, one after it: the call stops there. */
+    char *gone = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(gone != MAP_FAILED);
+    munmap(gone, 4096);
+    sw_mem_req bad[3] = {{(uint64_t)(uintptr_t)data, a, sizeof a, 0},
+                         {(uint64_t)(uintptr_t)gone, b, sizeof b, 0},
+                         {(uint64_t)(uintptr_t)(data + 2 * 4096), c, sizeof c, 0}};
+    REQUIRE(sw_mem_plan_make(&m, bad, 3, plan, &iov) == SW_OK);
+    got = (long)process_vm_readv(getpid(), iov.local, iov.nlocal, iov.remote, iov.nremote, 0);
+    CHECK_EQ_I64(sw_mem_plan_done(&m, bad, 3, plan, got), -1);
+    CHECK(bad[0].ok && !bad[1].ok && !bad[2].ok);
+    /* More ranges than one call's. */
+    static sw_mem_req many[300];
+    static char bytes[300];
+    for (int i = 0; i < 300; i++)
+        many[i] = (sw_mem_req){(uint64_t)(uintptr_t)data + (uint64_t)(i % 2) * 2 * 4096 + (uint64_t)i, &bytes[i], 1, 0};
+    CHECK_EQ_I64(sw_mem_plan_make(&m, many, 300, plan, &iov), SW_EARG);
+    /* Refusing: every read fails at once, counted. */
+    m.refusing = 1;
+    const uint64_t reads = m.reads;
+    CHECK(sw_mem_read(&m, (uint64_t)(uintptr_t)data, a, sizeof a) != SW_OK);
+    CHECK_EQ_I64((long long)sw_mem_read_upto(&m, (uint64_t)(uintptr_t)data, a, sizeof a), 0);
+    CHECK_EQ_I64((long long)sw_mem_readv(&m, reqs, 4), 1);   /* (the empty request only) */
+    CHECK_EQ_I64(sw_mem_plan_make(&m, reqs, 4, plan, &iov), SW_ESTATE);
+    CHECK_EQ_I64((long long)m.refused, 3);
+    CHECK_EQ_I64((long long)m.reads, (long long)reads);
+    m.refusing = 0;
+    CHECK(sw_mem_read(&m, (uint64_t)(uintptr_t)data, a, sizeof a) == SW_OK);
+    sw_mem_plan_free(plan);
+    sw_mem_close(&m);
 }

@@ -1,0 +1,113 @@
+"""A parked walk's read made by the thread itself (pystack.c
+walk_read_by_thread): the sampled thread, at the instant it takes the
+sampler's signal, reads its own state, frames and code objects' headers in
+one system call and goes on, where a park holds it in the handler until
+the sampler has walked. Its samples must be as exact as a park's, it must
+be used where it holds the walk (a stable stack, 3.11+), and a thread the
+call could harm (under a seccomp filter) is parked instead."""
+import json
+import os
+import platform
+import sys
+
+import pytest
+
+from conftest import PROGRAMS, needs_sampler, run, write
+
+pytestmark = [needs_sampler, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="in-process parks are Linux's")]
+
+sys.path.insert(0, PROGRAMS)
+from deep_known import possible_stacks  # noqa: E402
+
+# deep_known's batches under the profiler at 2 kHz, every sample parked
+# ahead of its walk; in a thread of its own when asked to install a seccomp
+# filter first, which makes process_vm_readv fail there (EPERM): the
+# thread's own calls only, the sampler's thread has none.
+PROGRAM = r'''
+import ctypes, json, sys, threading, time
+sys.path.insert(0, sys.argv[2])
+import deep_known
+from stackwatch.profiler import Profiler
+
+def seccomp_deny_process_vm_readv():
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+    # nr == process_vm_readv (310 on x86-64) ? ERRNO(EPERM) : ALLOW
+    code = (Filter * 4)(Filter(0x20, 0, 0, 0), Filter(0x15, 0, 1, 310), Filter(0x06, 0, 0, 0x00050001),
+                        Filter(0x06, 0, 0, 0x7FFF0000))
+    libc = ctypes.CDLL(None, use_errno=True)
+    prog = Prog(4, code)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp")
+
+p = Profiler(rate=2000)
+if sys.argv[3] == "seccomp":
+    # (the filter first, then the profiler: its thread is not the worker's child)
+    ready, go = threading.Event(), threading.Event()
+    def work():
+        seccomp_deny_process_vm_readv()
+        ready.set()
+        go.wait()
+        deep_known.main(0.6)
+    t = threading.Thread(target=work)
+    t.start()
+    ready.wait()
+    p.start()
+    go.set()
+    t.join()
+else:
+    p.start()
+    deep_known.main(0.6)
+p.stop()
+p.write(sys.argv[1], format="collapsed")
+print(json.dumps(p.stats()))
+'''
+
+
+def profiled(tmp_path, mode):
+    out = tmp_path / "stacks.txt"
+    prog = write(tmp_path / "prog.py", PROGRAM)
+    r = run(["python", prog, str(out), PROGRAMS, mode], env={"STACKWATCH_TEST_PARK_AHEAD": "1"})
+    assert r.returncode == 0, r.stderr
+    stats = json.loads(r.stdout.strip().splitlines()[-1])
+    stacks = {}
+    for line in out.read_text().splitlines():
+        st, _, n = line.rpartition(" ")
+        names = tuple(fr.split(" (")[0] for fr in st.split(";"))
+        if "d0" in names or names[-1] in ("batch", "leaf"):
+            # (from deep_known's <module>: the program's own frames above it cut)
+            stacks[names[names.index("main") - 1:]] = stacks.get(names[names.index("main") - 1:], 0) + int(n)
+    return stats, stacks
+
+
+@pytest.mark.timing
+@pytest.mark.versions("3.11", "3.12", "3.13")
+def test_parked_walks_read_by_the_thread_are_exact(tmp_path):
+    """deep_known.py's stack (34 frames deep at most, its deep end replaced
+    tens of thousands of times a second) holds the same code objects from
+    one sample to the next: nearly every parked walk is read by the thread
+    itself, and every sample is a stack the program can have."""
+    stats, stacks = profiled(tmp_path, "plain")
+    assert stats["parked"] >= 300, stats
+    # (a read falls short when the stack left the window its last walk
+    # read, or met a code object not confirmed; then it is parked)
+    assert stats["read_by_thread"] >= 0.8 * stats["parked"], stats
+    possible = {("deep_known",) + s[1:] for s in possible_stacks()}
+    seen = {("deep_known",) + s[1:]: n for s, n in stacks.items()}
+    assert sum(seen.values()) >= 0.9 * stats["stored"], (stats, sum(seen.values()))
+    assert set(seen) <= possible, sorted(set(seen) - possible)[:3]
+    assert stats["failed"] <= max(5, stats["samples"] // 100), stats
+
+
+@pytest.mark.versions("3.12")
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the filter names x86-64's system call number")
+def test_a_thread_under_seccomp_is_parked_not_asked_to_read(tmp_path):
+    """A thread under a seccomp filter (here one that makes process_vm_readv
+    fail; another could end the thread for it) is never asked to make the
+    read: its walks are parked, none tried and found short."""
+    stats, stacks = profiled(tmp_path, "seccomp")
+    assert stats["parked"] >= 100, stats
+    assert stats["read_by_thread"] == 0 and stats["read_short"] == 0, stats
+    assert sum(stacks.values()) >= 100
