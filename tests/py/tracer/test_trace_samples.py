@@ -80,9 +80,13 @@ def test_samples_inside_a_long_c_call(traced, thread, func, seconds, state):
     assert all(s.stack[-1].name == func for s in core)  # no Python frame below it: a C call
     if thread == "MainThread":  # the program's own frames only, as in the trace
         assert all(s.stack[0].name == "<module>" and s.stack[0].filename.endswith("prog.py") for s in core)
-    # At most one round per interval (a round the sampler could not make in
-    # time, on a loaded machine, is skipped, never made up for later)...
-    assert len(inside) <= dur / RATE_NS + 2, (len(inside), dur)
+    # At most one round per interval: a round never starts before its
+    # interval, and one the sampler could not make in time, on a loaded
+    # machine, is made up right after only while it owes at most
+    # SW_SAMPLER_CATCH_UP_NS of them (1 ms: one round here), else skipped:
+    # rounds of ticks from 2 intervals before the slice to 1 after it
+    # (a 3.11 make test had 303 in a slice of 300.1 ms)...
+    assert len(inside) <= dur / RATE_NS + 3, (len(inside), dur)
     # ...and each sample's weight is the wall time since the previous round
     # (the intervals it stands for): the thread's samples tile the time, so
     # those inside the slice add up to its duration, give or take the first
