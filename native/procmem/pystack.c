@@ -2550,13 +2550,16 @@ static long parked_walk_of(sw_pystack *r, uint64_t tstate, const unsigned char *
  * whose stack changes between samples (pyflakes: half the reads short on
  * 3.12, mostly its _PyCFrame another than its last walk's, at another
  * depth of the C stack; gen_shapes.py: most, its code objects not its last
- * walk's) is parked at once, but for every READ_PROBE_EVERY-th walk,
- * which tries the read. */
+ * walk's) is parked at once, each walk so forgetting some of its rate,
+ * until it is under the bound again and a read is tried: one every ~40
+ * walks where every read falls short (a rate that only a read that held
+ * lowered kept a thread whose first reads met a stack of its start-up
+ * parked for ~300 walks: half of deep_known's under a loaded make test). */
 #define READ_RECHECK 1024u
 #define READ_SHIFT 3                   /* (each read weighs 1/8: a thread whose reads fall short twice in
                                           a row is parked at once) */
 #define READ_SHORT_MAX (TEARS_ONE / 8)
-#define READ_PROBE_EVERY 64u
+#define READ_FORGET_SHIFT 6             /* (each walk parked at once forgets 1/64 of it) */
 static int read_due(sw_pystack *r, uint32_t tid)
 {
     if (!r->in_process || !r->plan || r->mem.fd >= 0 || r->mem.core || r->l.frames_kind != SW_FRAMES_INTERP)
@@ -2569,8 +2572,11 @@ static int read_due(sw_pystack *r, uint32_t tid)
         r->reader_uses[slot] = 1;
         r->reader_ok[slot] = !sw_nstack_seccomp((int)tid);
     }
-    return r->reader_ok[slot] &&
-           (r->reader_short[slot] <= READ_SHORT_MAX || r->reader_uses[slot] % READ_PROBE_EVERY == 0);
+    if (r->reader_short[slot] > READ_SHORT_MAX) {
+        r->reader_short[slot] -= r->reader_short[slot] >> READ_FORGET_SHIFT;
+        return 0;
+    }
+    return r->reader_ok[slot];
 }
 
 /* Counts a read by thread tid in its short rate (read_due). */

@@ -605,7 +605,7 @@ TEST(a_thread_reads_its_own_memory_at_one_instant)
     pthread_create(&th, NULL, pair_main, NULL);
     while (!atomic_load(&pair_tid))
         usleep(100);
-    int answered = 0, one_instant = 0, moved_on = 0;
+    int answered = 0, one_instant = 0;
     long last_hi = -1;
     for (int i = 0; i < 100; i++) {
         long lo = -1, hi = -1;
@@ -620,13 +620,17 @@ TEST(a_thread_reads_its_own_memory_at_one_instant)
         answered++;
         CHECK_EQ_I64(sw_mem_plan_done(&m, reqs, 2, plan, got), 2);
         one_instant += reqs[0].ok && reqs[1].ok && (hi - lo == 0 || hi - lo == 1);
-        moved_on += hi > last_hi;   /* (not parked: it counted on between the reads) */
         last_hi = hi;
         usleep(200);
     }
     CHECK_MSG(answered >= 50, "%d of 100 reads answered", answered);
     CHECK_EQ_I64(one_instant, answered);
-    CHECK_EQ_I64(moved_on, answered);
+    /* Not parked: it counts on after the last read (within a second on a
+     * loaded machine), with no release. */
+    long a = atomic_load(&pair.hi);
+    for (int i = 0; i < 1000 && atomic_load(&pair.hi) == a; i++)
+        usleep(1000);
+    CHECK(atomic_load(&pair.hi) != a);
     atomic_store(&pair_stop, 1);
     pthread_join(th, NULL);
     /* An exited thread cannot be asked. */

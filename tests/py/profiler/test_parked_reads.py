@@ -90,10 +90,13 @@ def test_parked_walks_read_by_the_thread_are_exact(tmp_path):
     one sample to the next: nearly every parked walk is read by the thread
     itself, and every sample is a stack the program can have."""
     stats, stacks = profiled(tmp_path, "plain")
-    assert stats["parked"] >= 300, stats
+    counts = {k: stats[k] for k in ("ticks", "parked", "read_by_thread", "read_short", "park_failed", "failed")}
+    assert stats["parked"] >= 300, counts
     # (a read falls short when the stack left the window its last walk
-    # read, or met a code object not confirmed; then it is parked)
-    assert stats["read_by_thread"] >= 0.8 * stats["parked"], stats
+    # read, or met a code object not read up front: then it is parked, and
+    # after two in a row ~40 walks are parked at once; quiet, all but the
+    # first held)
+    assert stats["read_by_thread"] >= 0.8 * stats["parked"], counts
     possible = {("deep_known",) + s[1:] for s in possible_stacks()}
     seen = {("deep_known",) + s[1:]: n for s, n in stacks.items()}
     assert sum(seen.values()) >= 0.9 * stats["stored"], (stats, sum(seen.values()))
