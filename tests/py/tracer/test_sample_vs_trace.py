@@ -284,7 +284,7 @@ def test_generators_resumed_by_c_parked_ahead(tmp_path):
     test_a_run_half_made_is_not_read_as_a_root makes it in gdb. This test
     keeps the shape sampled and checked.)"""
     # (at 50 us one run at load 20 took no tick at all: 6,639 missed)
-    path, checked = sampled_parking(tmp_path, "1", min_checked=100, program=["resumed_by_c.py", "4000"])
+    path, checked = sampled_parking(tmp_path, "1", min_checked=100, program=["resumed_by_c.py", "2500"])
     meta = {k: v for k, v in Trace(path).meta.items() if k.startswith("sampler.")}
     # Few parked walks fail: 0 in 15 of 16 runs at load 18-23, but one had
     # 77 of 281, with the first form of the rule (see test_dump.py's
