@@ -214,8 +214,9 @@ static size_t refuse(sw_mem *m, sw_mem_req *reqs, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         reqs[i].ok = reqs[i].len == 0;
-    m->refused += n != 0;
-    return count_ok(reqs, n);
+    const size_t good = count_ok(reqs, n);
+    m->refused += good < n;   /* (empty requests need no read) */
+    return good;
 }
 
 size_t sw_mem_readv(sw_mem *m, sw_mem_req *reqs, size_t n)
