@@ -328,20 +328,23 @@ def test_a_failed_park_falls_back_to_one_checked_walk(tmp_path):
     # How many such walks are whole varies widely from run to run on a
     # quiet machine (1 to 97 of ~250 samples, the thread running while
     # read): up to three runs, until 5 are checked in all.
-    total = 0
+    # (The samples checked are also the other thread's, read unparked: when
+    # few walks after a park are whole, most of those checked are its; a
+    # make test had 16 checked, 2 of them after a park.)
+    total = after = 0
     for attempt in range(3):
         (tmp_path / str(attempt)).mkdir()
         path, checked = sampled_parking(tmp_path / str(attempt), "unanswered", min_checked=0)
         meta = Trace(path).meta
-        # Every park failed, none was made; most samples (those of the
-        # thread holding the GIL, a thread of gen_shapes.py's two mostly
-        # holds it) were read by the walk after it.
+        # Every park failed, none was made: the samples of the thread
+        # holding the GIL (a thread of gen_shapes.py's two mostly holds it)
+        # were read by the walk after it, or failed.
         assert meta["sampler.parked"] == 0 and meta["sampler.park_failed"] >= meta["sampler.parked_ahead"] > 0, meta
-        assert meta["sampler.after_park"] >= checked // 3, (meta, checked)
         total += checked
-        if total >= 5:
+        after += meta["sampler.after_park"]
+        if total >= 5 and after >= 3:
             break
-    assert total >= 5
+    assert total >= 5 and after >= 3, (total, after)
     # (How many of those walks fail is the load's: an unparked walk of a
     # running thread on 3.10 reads its frames one by one, and in make test
     # 66 of 81 failed. What matters is above: none differs.)
