@@ -2579,11 +2579,17 @@ static int read_due(sw_pystack *r, uint32_t tid)
     return r->reader_ok[slot];
 }
 
+/* A moving average of events (a fraction of TEARS_ONE): one more, hit or
+ * not, weighing 1/2^shift (a thread's tear rate, its short reads). */
+static void rate_add(uint32_t *rate, unsigned shift, int hit)
+{
+    *rate = *rate - (*rate >> shift) + (hit ? TEARS_ONE >> shift : 0);
+}
+
 /* Counts a read by thread tid in its short rate (read_due). */
 static void read_count(sw_pystack *r, uint32_t tid, int short_read)
 {
-    uint32_t *rate = &r->reader_short[tid % READERS];
-    *rate = *rate - (*rate >> READ_SHIFT) + (short_read ? TEARS_ONE >> READ_SHIFT : 0);
+    rate_add(&r->reader_short[tid % READERS], READ_SHIFT, short_read);
 }
 
 /* The parked walk's read made by the thread itself in the signal handler
@@ -2818,8 +2824,7 @@ static void park_ahead_unanswered(sw_pystack *r, uint64_t tstate)
  * rate (torn: 1 if it was found torn, or failed, and is to be redone). */
 static void tears_count(sw_pystack *r, uint64_t tstate, int torn)
 {
-    uint32_t *rate = &r->g_tears[tears_slot(r, tstate)];
-    *rate = *rate - (*rate >> TEARS_SHIFT) + (torn ? TEARS_ONE >> TEARS_SHIFT : 0);
+    rate_add(&r->g_tears[tears_slot(r, tstate)], TEARS_SHIFT, torn);
 }
 
 /* Samples the thread whose state was read into ts. */
