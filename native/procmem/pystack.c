@@ -246,8 +246,7 @@ struct sw_pystack {
     unsigned char park_code_bad[PARK_CODES];  /* ... and which could not be (forgotten then) */
     sw_mem_plan *plan;             /* in-process: the read a parked thread makes itself (walk_read_by_thread) */
     uint32_t reader_tid[READERS];  /* ... threads asked whether they may (read_due) ... */
-    uint32_t reader_uses[READERS]; /* ... how many times since ... */
-    unsigned char reader_ok[READERS];   /* ... and the answer ... */
+    unsigned char reader_filtered[READERS];   /* ... seen under a seccomp filter: never asked again ... */
     uint32_t reader_short[READERS];     /* ... and how many of its reads were short (of TEARS_ONE) */
     uint32_t park_codes_read;      /* ... how many were asked for */
     uint64_t head_guess;           /* the first thread state of the last round */
@@ -2538,10 +2537,17 @@ static long parked_walk_of(sw_pystack *r, uint64_t tstate, const unsigned char *
 /* Whether thread tid is to make its parked walk's read itself: in this
  * process, read with process_vm_readv, 3.11+ (before, a walk reads frame
  * objects one by one: one read never held one), and the thread under no
- * seccomp filter (which could end it for that call), asked of the kernel
- * once in READ_RECHECK reads of the thread, in a table by thread id; and
- * its reads held their walks (a moving average, as tears_count's,
- * shorter, of the reads that fell short, at most READ_SHORT_MAX): a short
+ * seccomp filter, asked of the kernel before every read (its /proc
+ * status, 5-11 us of the sampler's time): a filter can end the process
+ * for that call (an allow list whose default kills), and a program may
+ * install one at any time, the profiler running (a sandbox set up as it
+ * starts, under `run --sample`); asked once in 1,024 reads, such a thread
+ * was killed at its next sample. A filter is never removed: a thread seen
+ * under one is not asked again (a table by thread id). What is left: a
+ * filter installed between the question and the signal's arrival, a few
+ * microseconds. And its reads held their walks (a moving average, as
+ * tears_count's, shorter, of the reads that fell short, at most
+ * READ_SHORT_MAX): a short
  * read costs the thread a signal more, its park after it, where a read
  * that holds saves it little on a quiet machine (fib on 3.12: 3.5 us in
  * the handler against 4.3 us parked, the signal ~15-25 us) and much on a
@@ -2555,7 +2561,6 @@ static long parked_walk_of(sw_pystack *r, uint64_t tstate, const unsigned char *
  * walks where every read falls short (a rate that only a read that held
  * lowered kept a thread whose first reads met a stack of its start-up
  * parked for ~300 walks: half of deep_known's under a loaded make test). */
-#define READ_RECHECK 1024u
 #define READ_SHIFT 3                   /* (each read weighs 1/8: a thread whose reads fall short twice in
                                           a row is parked at once) */
 #define READ_SHORT_MAX (TEARS_ONE / 8)
@@ -2565,18 +2570,19 @@ static int read_due(sw_pystack *r, uint32_t tid)
     if (!r->in_process || !r->plan || r->mem.fd >= 0 || r->mem.core || r->l.frames_kind != SW_FRAMES_INTERP)
         return 0;
     const uint32_t slot = tid % READERS;
-    if (r->reader_tid[slot] != tid || ++r->reader_uses[slot] % READ_RECHECK == 0) {
-        if (r->reader_tid[slot] != tid)
-            r->reader_short[slot] = 0;
+    if (r->reader_tid[slot] != tid) {
         r->reader_tid[slot] = tid;
-        r->reader_uses[slot] = 1;
-        r->reader_ok[slot] = !sw_nstack_seccomp((int)tid);
+        r->reader_short[slot] = 0;
+        r->reader_filtered[slot] = 0;
     }
+    if (r->reader_filtered[slot])
+        return 0;
     if (r->reader_short[slot] > READ_SHORT_MAX) {
         r->reader_short[slot] -= r->reader_short[slot] >> READ_FORGET_SHIFT;
         return 0;
     }
-    return r->reader_ok[slot];
+    r->reader_filtered[slot] = (unsigned char)sw_nstack_seccomp((int)tid);
+    return !r->reader_filtered[slot];
 }
 
 /* A moving average of events (a fraction of TEARS_ONE): one more, hit or
