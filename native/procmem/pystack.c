@@ -70,6 +70,7 @@
 #define SPEC_DEPTH 256u                /* ... at most this many frames each */
 #define SORT_BY_INSERTION 64u          /* code_reads: longer lists of new code objects are sorted by qsort */
 #define PARK_CODES 64u                 /* code objects whose headers a parked walk reads up front */
+enum { PARK_CODE_NOT_ASKED, PARK_CODE_READ, PARK_CODE_UNREADABLE };   /* what became of each one's read */
 #define READERS 64u                    /* threads remembered as free to make their parked walk's read */
 
 struct sw_pystack {
@@ -242,8 +243,7 @@ struct sw_pystack {
     uint32_t g_ahead_backoff[SPEC_THREADS];   /* ... the last such hold (0: none yet) */
     uint64_t *g_codes;             /* [SPEC_THREADS * PARK_CODES] */
     unsigned char *park_code_hdrs; /* [PARK_CODES * code_size] their headers, read */
-    unsigned char park_code_ok[PARK_CODES];   /* ... which of them were read ... */
-    unsigned char park_code_bad[PARK_CODES];  /* ... and which could not be (forgotten then) */
+    unsigned char park_code_state[PARK_CODES];   /* ... each PARK_CODE_*: read, unreadable (forgotten then), not asked */
     sw_mem_plan *plan;             /* in-process: the read a parked thread makes itself (walk_read_by_thread) */
     uint32_t reader_tid[READERS];  /* ... threads asked whether they may (read_due) ... */
     unsigned char reader_filtered[READERS];   /* ... seen under a seccomp filter: never asked again ... */
@@ -738,7 +738,7 @@ static void guess_read(sw_pystack *r, guess *g)
 /* read_tstate reads the thread state at tstate into ts, with what is
  * guessed of its walk (above), in one system call; with codes (a parked walk, while its
  * frames hold them) also the headers of the code objects of the thread's
- * last parked walk, into r->park_code_hdrs (park_code_ok, park_codes_read;
+ * last parked walk, into r->park_code_hdrs (park_code_state, park_codes_read;
  * taken by park_codes), but for those whose entries are stamped with the
  * counter as the last parked walk read it: while the counter reads the
  * same they are trusted by it (park_codes), and their headers were most
@@ -771,8 +771,8 @@ static int tstate_read(sw_pystack *r, guess *g, const uint32_t *at)
 {
     guess_read(r, g);
     for (uint32_t i = 0; i < r->park_codes_read; i++) {
-        r->park_code_ok[i] = (unsigned char)(at[i] && r->spec_reqs[at[i]].ok);
-        r->park_code_bad[i] = (unsigned char)(at[i] && !r->spec_reqs[at[i]].ok);
+        r->park_code_state[i] = !at[i] ? PARK_CODE_NOT_ASKED
+                                : r->spec_reqs[at[i]].ok ? PARK_CODE_READ : PARK_CODE_UNREADABLE;
     }
     return r->spec_reqs[0].ok ? SW_OK : SW_EIO;
 }
@@ -2454,7 +2454,7 @@ static uint32_t codes_to_keep(sw_pystack *r, uint32_t all, const uint64_t *was, 
             i++;
             j += a == b;
         } else {
-            if (room && !r->park_code_bad[j]) {   /* (one whose header could not be read is gone) */
+            if (room && r->park_code_state[j] != PARK_CODE_UNREADABLE) {   /* (one whose header could not be read is gone) */
                 now[k++] = b;
                 room--;
             }
@@ -2483,7 +2483,7 @@ static void park_codes(sw_pystack *r, uint64_t tstate, uint32_t n)
     for (; j < u; j++) {   /* (both in address order) */
         while (i < m && was[i] < r->code_reqs[j].addr)
             i++;
-        if (i == m || was[i] != r->code_reqs[j].addr || !r->park_code_ok[i])
+        if (i == m || was[i] != r->code_reqs[j].addr || r->park_code_state[i] != PARK_CODE_READ)
             break;
         memcpy(r->code_reqs[j].buf, r->park_code_hdrs + (size_t)i * cs, cs);
         r->code_reqs[j].ok = 1;
