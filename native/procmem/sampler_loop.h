@@ -6,10 +6,13 @@
  * Ticks are scheduled on absolute CLOCK_MONOTONIC deadlines, so the rate
  * does not drift. Each round stands for one tick and never starts before
  * the interval of its tick; a sampler that fell behind by at most
- * SW_SAMPLER_CATCH_UP_NS of ticks runs their rounds one after another
- * until it is on time again; one further behind (it stalled) skips the
- * ticks passed (counted as missed), so that a stall is not made up by a
- * burst of rounds at one instant. Intervals under
+ * SW_SAMPLER_CATCH_UP_NS of ticks makes their rounds up, each a quarter to
+ * three quarters of an interval after the last (at once when rounds are
+ * slower than that), until it is on time again; so does one kept off its
+ * CPU for up to SW_SAMPLER_MAKE_UP_NS (one wait and round that took
+ * SW_SAMPLER_PREEMPTED_NS more than two intervals), at twice the rate at
+ * most, never a burst of rounds at one instant; one further behind skips
+ * the ticks passed (counted as missed). Intervals under
  * SW_SAMPLER_SPIN_BELOW_NS (over 10 kHz) are waited for by spinning on the
  * clock, not sleeping: a wake-up comes tens of microseconds late.
  */
@@ -25,6 +28,8 @@
 #define SW_SAMPLER_SPIN_BELOW_NS 100000ull           /* shorter intervals are waited for spinning */
 #define SW_SAMPLER_CATCH_UP_NS 1000000ull            /* the ticks a late sampler may owe: 1 ms of them */
 #define SW_SAMPLER_OFF_CPU_NS 2000000ull             /* a stall longer than this: the sampler was off its CPU */
+#define SW_SAMPLER_MAKE_UP_NS 20000000ull            /* a sampler preempted: up to 20 ms of its ticks made up */
+#define SW_SAMPLER_PREEMPTED_NS 250000ull            /* ... one whose wait and round took this over two intervals */
 
 typedef struct sw_sampler sw_sampler;
 

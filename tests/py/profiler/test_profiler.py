@@ -60,7 +60,8 @@ def test_shares_match_ground_truth():
 def rounds_accounted(p, thread_id):
     """Checks the sampler's bookkeeping of its rounds, which holds however
     busy the machine: a loaded machine delays the sampler, and the ticks it
-    then misses are skipped and counted (never bunched). So every interval
+    then owes are made up (paced, never bunched) or skipped and counted
+    (sampler_loop.h). So every interval
     from the start to the last round is a round or a missed tick, and
     there are never more than the time allows (a round starts at a random
     point of the interval before its tick: the last one up to an interval
@@ -76,7 +77,7 @@ def rounds_accounted(p, thread_id):
     assert (accounted - 1) * iv <= st["stop_ns"] - st["start_ns"], st
     assert th["last_ns"] - st["start_ns"] < (accounted + 2) * iv, (th, st)
     # Ticks are missed in stalls (a round ending, or the stop coming, over
-    # the 1 ms of ticks it catches up late), each of at most the longest's
+    # the 1 ms of ticks it makes up late, 20 ms after a stall off its CPU), each of at most the longest's
     # ticks, and at the stop (at most those 1 ms and two more).
     catch_up = 1_000_000 // iv
     assert (st["stalls"] == 0) == (st["stall_max_ns"] == 0), st
