@@ -6,13 +6,15 @@
  * Ticks are scheduled on absolute CLOCK_MONOTONIC deadlines, so the rate
  * does not drift. Each round stands for one tick and never starts before
  * the interval of its tick; a sampler that fell behind by at most
- * SW_SAMPLER_CATCH_UP_NS of ticks makes their rounds up, each a quarter to
- * three quarters of an interval after the last (at once when rounds are
- * slower than that), until it is on time again; so does one kept off its
- * CPU for up to SW_SAMPLER_MAKE_UP_NS (one wait and round that took
+ * SW_SAMPLER_CATCH_UP_NS of ticks makes their rounds up until it is on
+ * time again (one that spins, over 10 kHz: each a quarter to three
+ * quarters of an interval after the last, at once when rounds are slower
+ * than that); one that spins does so too after a stall off its CPU of up
+ * to SW_SAMPLER_MAKE_UP_NS (one wait and round that took
  * SW_SAMPLER_PREEMPTED_NS more than two intervals), at twice the rate at
- * most, never a burst of rounds at one instant; one further behind skips
- * the ticks passed (counted as missed). Intervals under
+ * most, never a burst of rounds at one instant, missing only the ticks
+ * beyond; one further behind, or a sleeping one, skips the ticks passed
+ * (counted as missed). Intervals under
  * SW_SAMPLER_SPIN_BELOW_NS (over 10 kHz) are waited for by spinning on the
  * clock, not sleeping: a wake-up comes tens of microseconds late.
  */

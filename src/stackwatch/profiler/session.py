@@ -363,8 +363,8 @@ class Profiler:
     def stats(self):
         """Counters of the sampler: ticks, samples, failed, empty, missed,
         stalls (the times it was late by more than the ticks it makes up,
-        1 ms of them, 20 ms after a stall off its CPU: missed ticks come
-        from these) and stall_max_ns (the
+        1 ms of them, or over 10 kHz 20 ms after a stall off its CPU:
+        missed ticks come from these) and stall_max_ns (the
         longest), missed_off_cpu (of missed, those in stalls over 2 ms late:
         the sampler kept off its CPU, not rounds too slow), busy_ns (time spent reading stacks), reads, ...; "mode"; "states":
         the samples per thread state {"running", "gil_wait", "idle",

@@ -15,6 +15,7 @@ import contextlib
 import os
 import re
 import runpy
+import signal
 import subprocess
 import sys
 import time
@@ -274,3 +275,53 @@ def test_counter_trusted_only_without_subinterpreters(tmp, made):
         assert st["codes_by_counter"] >= 10 * st["samples"], st
     else:
         assert st["codes_by_counter"] == 0, st
+
+
+STOP_RATE = 50000   # a sampler that spins (over 10 kHz): one that sleeps misses what it owes, as before
+
+
+def record_stopped(tmp, stop_s):
+    """Records deep_known at STOP_RATE for 1 s, the record process itself
+    stopped (SIGSTOP, SIGCONT) for stop_s 0.3 s in, as the machine may keep
+    a sampler off its CPU: (ticks missed, the seconds it was stopped, the
+    summary)."""
+    with ready_target([TARGET]) as target:
+        # (real-time, so that the machine's own stalls do not come on top
+        # of the one made here: a make test's load gave 106 stalls over 20
+        # ms a second)
+        rec = subprocess.Popen(["chrt", "-f", "1", sys.executable, "-m", "stackwatch", "record", "--pid", str(target.pid), "--rate",
+                                str(STOP_RATE), "--duration", "1", "--format", "collapsed",
+                                "-o", str(tmp / "stopped.txt")], stderr=subprocess.PIPE, text=True)
+        first = rec.stderr.readline()
+        assert first.startswith(f"stackwatch: recording process {target.pid} "), first
+        time.sleep(0.3)
+        os.kill(rec.pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        time.sleep(stop_s)
+        os.kill(rec.pid, signal.SIGCONT)
+        stopped = time.monotonic() - t0
+        err = first + rec.stderr.read()
+        assert rec.wait(timeout=60) == 0, err
+    m = re.search(r", (\d+) ticks missed in \d+ stalls", err)
+    return (int(m.group(1)) if m else 0), stopped, err
+
+
+@needs_sampler
+@pytest.mark.timing
+@pytest.mark.versions("3.12")
+def test_a_stalled_sampler_makes_up_the_ticks_it_owes(tmp):
+    """A sampler kept off its CPU makes up the ticks it owes, up to 20 ms
+    of them (sampler_loop.h, SW_SAMPLER_MAKE_UP_NS), and misses those
+    beyond: stopped 12 ms, no more than 20 of its 600 ticks missed (rounds
+    slow now and then); stopped 80 ms, those of the 60 ms beyond missed,
+    give or take 10 ms of them (the stop's own timing). The rule before
+    missed every tick a stall owed. The machine's own stalls come on top of
+    the ones made here: the best of up to three runs."""
+    for attempt in range(3):
+        short, _, err_short = record_stopped(tmp, 0.012)
+        long, stopped, err_long = record_stopped(tmp, 0.08)
+        beyond, slack = (stopped - 0.020) * STOP_RATE, 0.010 * STOP_RATE
+        if short <= 20 and beyond - slack <= long <= beyond + slack:
+            break
+    assert short <= 20, err_short
+    assert beyond - slack <= long <= beyond + slack, (stopped, err_long)

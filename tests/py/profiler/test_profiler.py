@@ -77,7 +77,8 @@ def rounds_accounted(p, thread_id):
     assert (accounted - 1) * iv <= st["stop_ns"] - st["start_ns"], st
     assert th["last_ns"] - st["start_ns"] < (accounted + 2) * iv, (th, st)
     # Ticks are missed in stalls (a round ending, or the stop coming, over
-    # the 1 ms of ticks it makes up late, 20 ms after a stall off its CPU), each of at most the longest's
+    # the 1 ms of ticks it makes up late; over 10 kHz, 20 ms after a stall
+    # off its CPU), each of at most the longest's
     # ticks, and at the stop (at most those 1 ms and two more).
     catch_up = 1_000_000 // iv
     assert (st["stalls"] == 0) == (st["stall_max_ns"] == 0), st
