@@ -2544,8 +2544,8 @@ static long parked_walk_of(sw_pystack *r, uint64_t tstate, const unsigned char *
  * starts, under `run --sample`); asked once in 1,024 reads, such a thread
  * was killed at its next sample. A filter is never removed: a thread seen
  * under one is not asked again (a table by thread id). What is left: a
- * filter installed between the question and the signal's arrival, a few
- * microseconds. And its reads held their walks (a moving average, as
+ * filter installed between the question and the signal's arrival (~20
+ * us, the signal's flight). And its reads held their walks (a moving average, as
  * tears_count's, shorter, of the reads that fell short, at most
  * READ_SHORT_MAX): a short
  * read costs the thread a signal more, its park after it, where a read
