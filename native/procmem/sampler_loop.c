@@ -210,7 +210,12 @@ static void *run(void *arg)
                 s->stalls++;
                 if ((uint64_t)(t1 - deadline) > s->stall_max_ns)
                     s->stall_max_ns = (uint64_t)(t1 - deadline);
-                if ((uint64_t)(t1 - deadline) > SW_SAMPLER_OFF_CPU_NS)
+                /* (off its CPU: a spinning sampler's if this wait and
+                 * round took that long, as it may be late by up to its
+                 * allowance, 20 ms, merely too slow to make its ticks up;
+                 * a sleeping one's if it is that late) */
+                if (spinning ? gap > (int64_t)SW_SAMPLER_OFF_CPU_NS + iv
+                             : (uint64_t)(t1 - deadline) > SW_SAMPLER_OFF_CPU_NS)
                     s->missed_off_cpu += (uint64_t)excess;
                 deadline += excess * iv;
             }
