@@ -98,6 +98,28 @@ static void wait_until(sw_sampler *s, int64_t deadline)
         ;
 }
 
+/* Counts ticks missed in a stall that left the sampler late by late_ns;
+ * off_cpu: the sampler was kept off its CPU meanwhile (stalled_off_cpu). */
+static void count_missed(sw_sampler *s, int64_t ticks, int64_t late_ns, int off_cpu)
+{
+    s->missed += (uint64_t)ticks;
+    s->stalls++;
+    if ((uint64_t)late_ns > s->stall_max_ns)
+        s->stall_max_ns = (uint64_t)late_ns;
+    if (off_cpu)
+        s->missed_off_cpu += (uint64_t)ticks;
+}
+
+/* Whether a stall late by late_ns, its last wait and round gap_ns long,
+ * kept the sampler off its CPU: a spinning sampler's if that wait and
+ * round took over SW_SAMPLER_OFF_CPU_NS and an interval, as it may be
+ * late by up to its allowance, 20 ms, merely too slow to make its ticks
+ * up; a sleeping one's if it is that late. */
+static int stalled_off_cpu(int spinning, int64_t iv, int64_t late_ns, int64_t gap_ns)
+{
+    return spinning ? gap_ns > (int64_t)SW_SAMPLER_OFF_CPU_NS + iv : late_ns > (int64_t)SW_SAMPLER_OFF_CPU_NS;
+}
+
 static void *run(void *arg)
 {
     sw_sampler *s = arg;
@@ -151,7 +173,7 @@ static void *run(void *arg)
          * one's start, at random (twice the rate on average, never two at
          * one instant), or at once if that is past (rounds slower than
          * that). */
-        if (spinning && deadline <= (int64_t)sw_clock_ns(CLOCK_MONOTONIC)) {
+        if (spinning && deadline <= end_prev) {   /* (the last round's end: now, near enough) */
             const int64_t paced = prev + iv / 4 + (int64_t)((rng >> 32) % (uint64_t)(iv / 2 + 1));
             if (at < paced)
                 at = paced;
@@ -206,17 +228,7 @@ static void *run(void *arg)
                  * many short ones are a sampler too slow for the rate, a
                  * few long ones the machine's) */
                 const int64_t excess = spinning ? skip - allowed : skip;
-                s->missed += (uint64_t)excess;
-                s->stalls++;
-                if ((uint64_t)(t1 - deadline) > s->stall_max_ns)
-                    s->stall_max_ns = (uint64_t)(t1 - deadline);
-                /* (off its CPU: a spinning sampler's if this wait and
-                 * round took that long, as it may be late by up to its
-                 * allowance, 20 ms, merely too slow to make its ticks up;
-                 * a sleeping one's if it is that late) */
-                if (spinning ? gap > (int64_t)SW_SAMPLER_OFF_CPU_NS + iv
-                             : (uint64_t)(t1 - deadline) > SW_SAMPLER_OFF_CPU_NS)
-                    s->missed_off_cpu += (uint64_t)excess;
+                count_missed(s, excess, t1 - deadline, stalled_off_cpu(spinning, iv, t1 - deadline, gap));
                 deadline += excess * iv;
             }
         } else
@@ -228,14 +240,10 @@ static void *run(void *arg)
     int64_t now = (int64_t)sw_clock_ns(CLOCK_MONOTONIC);
     if (now > done + iv) {
         int64_t owed = (now - done) / iv - 1;
-        s->missed += (uint64_t)owed;
-        if (owed > catch_up) {   /* (a stall too: preempted before the stop) */
-            s->stalls++;
-            if ((uint64_t)(now - done) > s->stall_max_ns)
-                s->stall_max_ns = (uint64_t)(now - done);
-            if ((uint64_t)(now - done) > SW_SAMPLER_OFF_CPU_NS)
-                s->missed_off_cpu += (uint64_t)owed;
-        }
+        if (owed > catch_up)   /* (a stall too: preempted before the stop) */
+            count_missed(s, owed, now - done, stalled_off_cpu(spinning, iv, now - done, now - end_prev));
+        else
+            s->missed += (uint64_t)owed;
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
