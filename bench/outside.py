@@ -20,6 +20,11 @@ austin-dist), on the same target, tests/programs/deep_known.py: one thread
    CPU per round at 1 kHz in each mode (a 2.3 s record minus a 0.3 s one,
    over the rounds between) and the time --blocking stopped the target
    per round (its summary line);
+   Then the same non-blocking tools measured inside one run of the target
+   (--batches): windows with no tool and with each tool alternate, and
+   each tool's figure is its windows' median batch time over the
+   tool-less windows' (the VM's slow and quick spells, which move runs
+   minutes apart by several percent, fall on both alike);
 3. attach: `stackwatch attach PID --trace --duration 1` on the target
    running batches (--batches): the time from the command's start to the
    first event in the trace, and from the trace's end to the first batch
@@ -29,6 +34,7 @@ stackwatch's record --pid --blocking stops every thread of the target with
 ptrace for each round (as py-spy's default does for each sample); --native
 stops each thread in turn while it is read and unwinds its C stack.
 """
+import bisect
 import json
 import os
 import re
@@ -355,6 +361,126 @@ def slow_text(res, na):
     return "\n".join(out)
 
 
+# --- 2b. slowdown within one run --------------------------------------
+
+def within_configs(python, spy, austin):
+    """The non-blocking tools, each the command attaching to a pid given
+    last, stopped by SIGINT."""
+    c = {"stackwatch": [python, "-m", "stackwatch", "record", "--rate", "1000", "-o", "{tmp}/sw.txt",
+                        "--format", "collapsed", "--pid"]}
+    if spy:
+        c["py-spy nb"] = [spy, "record", "--rate", "1000", "--format", "raw", "-o", "{tmp}/spy.txt",
+                          "--nonblocking", "--pid"]
+    if austin:
+        c["austin"] = [austin, "-i", "1ms", "-o", "{tmp}/austin.txt", "-p"]
+    return c
+
+
+def _window(seconds):
+    """(start, end) CLOCK_MONOTONIC ns of a window of `seconds` from now."""
+    t0 = time.monotonic_ns()
+    time.sleep(seconds)
+    return t0, time.monotonic_ns()
+
+
+def _tool_window(cmd, pid, tmp, seconds):
+    """Runs cmd on pid; the window from 0.2 s after its first line to the
+    SIGINT that ends it (its start-up and its writing are left out)."""
+    prof = subprocess.Popen([a.format(tmp=tmp) for a in cmd] + [str(pid)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    try:
+        if not select.select([prof.stdout], [], [], 30)[0]:
+            raise OSError("the tool said nothing in 30 s")
+        prof.stdout.readline()
+        time.sleep(0.2)
+        win = _window(seconds)
+        prof.send_signal(signal.SIGINT)
+        prof.communicate(timeout=60)
+    finally:
+        if prof.poll() is None:
+            prof.kill()
+            prof.communicate()
+    return win
+
+
+def _batches_in(ends, windows):
+    """The durations (ns) of the batches that lie wholly inside one of the
+    windows, per window."""
+    out = []
+    for a, b in windows:
+        i, j = bisect.bisect_left(ends, a), bisect.bisect_right(ends, b)
+        out.append([e1 - e0 for e0, e1 in zip(ends[i:j], ends[i + 1:j])])
+    return out
+
+
+def within_section(python, spy, austin, rounds, seconds, log):
+    """Slowdown at 1 kHz measured inside one run of the target: it runs
+    batches (--batches) while windows of `seconds` alternate, one with no
+    tool, then one with a tool sampling it, the tools in turn, `rounds`
+    times. Each tool's figure is the median batch time in its windows over
+    the median in the windows with none: the machine's slow and quick
+    spells fall on both alike, as runs minutes apart do not. The spread:
+    the same ratio per round (its window over the tool-less one before)."""
+    configs = within_configs(python, spy, austin)
+    windows = {"plain": [], **{n: [] for n in configs}}
+    pairs = {n: [] for n in configs}
+    with tempfile.TemporaryDirectory(prefix="swbench-outside-") as tmp:
+        ends_file = os.path.join(tmp, "batches.json")
+        t = Target(python, "--batches", ends_file)
+        try:
+            time.sleep(1.0)
+            for k in range(rounds):
+                names = list(configs)
+                for n in names[k % len(names):] + names[:k % len(names)]:
+                    time.sleep(0.2)   # (the last tool's exit settles)
+                    off = _window(seconds)
+                    try:
+                        on = _tool_window(configs[n], t.pid, tmp, seconds)
+                    except (OSError, subprocess.TimeoutExpired) as e:
+                        log(f"  outside: {n} within-run window failed: {e}")
+                        continue
+                    windows["plain"].append(off)
+                    windows[n].append(on)
+                    pairs[n].append((off, on))
+            t.p.stdin.close()
+            t.p.wait(timeout=60)
+        finally:
+            t.stop()
+        with open(ends_file) as f:
+            ends = json.load(f)
+    med = {}
+    for n, ws in windows.items():
+        every = [d for w in _batches_in(ends, ws) for d in w]
+        if every:
+            med[n] = (statistics.median(every), len(every))
+    per_round = {}
+    for n, ps in pairs.items():
+        rs = []
+        for off, on in ps:
+            a, b = _batches_in(ends, [off, on])
+            if a and b:
+                rs.append(statistics.median(b) / statistics.median(a))
+        per_round[n] = rs
+    return {"rounds": rounds, "seconds": seconds, "median_ns": med, "per_round": per_round,
+            "load": os.getloadavg()[0]}
+
+
+def within_text(res):
+    med = res["median_ns"]
+    plain = med.get("plain")
+    out = [f"\noutside, slowdown at 1 kHz within one run of the target: {res['rounds']} rounds of a {res['seconds']:g} s "
+           f"window with no tool then one with each tool (non-blocking), the tools in turn; median batch time in "
+           f"the tool's windows / in the tool-less ones, and the per-round ratios' range (load "
+           f"{res.get('load', 0):.1f} at the end)",
+           f"{'tool':<20}{'batch us':>10}{'batches':>9}{'x plain':>9}{'per round':>20}"]
+    for n, (ns, count) in med.items():
+        ratio = ns / plain[0] if plain and n != "plain" else None
+        rs = res["per_round"].get(n) or []
+        spread = f"{min(rs):.3f}-{max(rs):.3f}" if rs else ""
+        out.append(f"{n:<20}{ns / 1e3:>10.1f}{count:>9}" + (f"{ratio:>9.3f}" if ratio else " " * 9) + f"{spread:>20}")
+    return "\n".join(out)
+
+
 # --- 3. attach ---------------------------------------------------------
 
 def attach_section(python, log):
@@ -421,6 +547,8 @@ def section(python, quick, log, saved):
     res["slowdown"] = slow_section(python, spy, austin, 2 if quick else 5, 20 if quick else 150, quick, log)
     print(slow_text(res["slowdown"], {} if not quick else {"stackwatch blocking": "not in a quick run"}),
           flush=True)
+    res["within"] = within_section(python, spy, austin, 2 if quick else 6, 0.5 if quick else 1.0, log)
+    print(within_text(res["within"]), flush=True)
     res["attach"] = attach_section(python, log)
     print(attach_text(res["attach"]), flush=True)
     res["na"] = na
