@@ -3,6 +3,10 @@ truth) and under stackwatch, and prints both call sequences as JSON:
 {"truth": {"main": [...], "threads": [[...], ...]}, "traced": {...}}.
 
 Usage: python differential.py CASE TRACE_PATH [c_calls] [handler]
+       python differential.py CASE TRACE_PATH all
+
+(all: the four ways, python or c_calls, file or handler, one after the
+other in this one process, as {"python file": {...}, ...}.)
 
 With c_calls, calls of builtin functions are compared too (c_call/c_return,
 named as native/ext/tracer/ccalls.c names them). With handler, the stackwatch side
@@ -146,14 +150,11 @@ def by_handler(fn, c_calls):
     return conv(main), [conv(s) for s in events.values()]
 
 
-def main():
-    case, path = sys.argv[1], sys.argv[2]
-    c_calls = "c_calls" in sys.argv[3:]
-    handler = "handler" in sys.argv[3:]
-    fn = corpus.CASES[case]
+def compare(fn, case, path, c_calls, handler):
+    """{"truth", "traced", "dropped", "error", "damage"} of one way of
+    tracing fn (the file tracer into path, or a handler)."""
     root = code_name(fn.__code__)
     run_name = "Thread.run" if NEW_NAMES else "run"
-    fn()  # warm up: let the adaptive interpreter specialise call sites
     t_main, t_threads = ground_truth(fn, c_calls)
     fn()
     fn()
@@ -183,8 +184,28 @@ def main():
     truth = {"main": clean(subtree(t_main, root)),
              "threads": sorted(clean(s) for s in (subtree(s, run_name) for s in t_threads) if s)}
     traced = {"main": clean(traced_main), "threads": sorted(clean(s) for s in traced_threads if s)}
-    json.dump({"truth": truth, "traced": traced, "dropped": summary.dropped,
-               "error": summary.error, "damage": damage}, sys.stdout)
+    return {"truth": truth, "traced": traced, "dropped": summary.dropped, "error": summary.error, "damage": damage}
+
+
+# The ways of tracing compared, in the order one process runs them all.
+WAYS = [(c_calls, handler) for c_calls in (False, True) for handler in (False, True)]
+
+
+def main():
+    case, path = sys.argv[1], sys.argv[2]
+    fn = corpus.CASES[case]
+    fn()  # warm up: let the adaptive interpreter specialise call sites
+    if "all" in sys.argv[3:]:
+        # every way in one process (tests/py/tracer/test_differential.py),
+        # each with its own ground truth taken just before it, keyed
+        # "python file", "c_calls handler", ...
+        out = {}
+        for c_calls, handler in WAYS:
+            key = f"{'c_calls' if c_calls else 'python'} {'handler' if handler else 'file'}"
+            out[key] = compare(fn, case, f"{path}.{key.replace(' ', '-')}", c_calls, handler)
+        json.dump(out, sys.stdout)
+        return
+    json.dump(compare(fn, case, path, "c_calls" in sys.argv[3:], "handler" in sys.argv[3:]), sys.stdout)
 
 
 if __name__ == "__main__":
