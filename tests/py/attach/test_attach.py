@@ -428,14 +428,16 @@ def test_refuses_another_python_version(tmp_path):
 
 @pytest.mark.versions("3.9", "3.12")
 def test_blocked_target_times_out_and_the_call_is_taken_back(tmp_path):
-    code = ("import sys, time; print('ready', flush=True); time.sleep(4); "
+    # (its main thread blocked in a read until the attach has given up)
+    code = ("import sys; print('ready', flush=True); sys.stdin.readline(); "
             "print(sorted(m for m in sys.modules if m.startswith('stackwatch')), flush=True)")
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline() == "ready\n"
         r = run(["attach", str(p.pid), "--trace", "--timeout", "1", "-o", str(tmp_path / "t.swt")])
         one_line_error(r, "no safe point", "taken back")
-        stdout, stderr = p.communicate(timeout=60)
+        stdout, stderr = p.communicate("go\n", timeout=60)
     finally:
         p.kill()
     assert (stdout, stderr, p.returncode) == ("[]\n", "", 0)   # the call never ran
@@ -808,10 +810,10 @@ def test_interrupted_while_the_stop_is_awaited_one_line(tmp_path):
 
 @pytest.mark.versions("3.9")   # (before 3.12 only the main thread runs pending calls: a sleep there blocks them)
 def test_a_stop_that_finds_no_safe_point_stays_queued(tmp_path):
-    """A target whose main thread sleeps in C once the attach has started
+    """A target whose main thread waits in C (a read) once the attach has started
     reaches no safe point within the stop's bound: the command says so in
     one line and exits 1, its stop call queued again; the target stops
-    tracing and writes the trace when the sleep ends, and is not tracing
+    tracing and writes the trace when the read returns, and is not tracing
     at its end."""
     code = ("import sys, time\n"
             "def work(): return sum(range(10))\n"
@@ -819,11 +821,12 @@ def test_a_stop_that_finds_no_safe_point_stays_queued(tmp_path):
             "while 'stackwatch.tracer.attached' not in sys.modules:\n"
             "    time.sleep(0.001)\n"
             "work()\n"
-            "time.sleep(4)\n"
+            "sys.stdin.readline()\n"   # (blocked in C until the attach has given up)
             "native = sys.modules['stackwatch._native']\n"
             "print('done, tracing:', native.is_tracing(), flush=True)\n")
     out = tmp_path / "t.swt"
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline() == "ready\n"
         r = run(["attach", str(p.pid), "--trace", "--duration", "0.3", "--timeout", "0.5", "-o", str(out)], timeout=60)
@@ -832,7 +835,7 @@ def test_a_stop_that_finds_no_safe_point_stays_queued(tmp_path):
         assert "reached no safe point within" in lines[1], lines
         assert f"it is still tracing: the stop call stays queued, it stops tracing and writes {out} at its next " \
             "safe point" in lines[1], lines
-        stdout, stderr = p.communicate(timeout=60)
+        stdout, stderr = p.communicate("go\n", timeout=60)
     finally:
         p.kill()
         p.communicate(timeout=60)
