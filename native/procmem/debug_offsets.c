@@ -32,7 +32,7 @@ enum {
     W_RUNTIME_SIZE = 3, W_INTERPRETERS_HEAD = 5,
     W_INTERP_SIZE = 6, W_THREADS_HEAD = 9, W_IMPORTS_MODULES = 11, W_CEVAL_GIL = 14, W_GIL = 15, W_GIL_LOCKED = 17,
     W_GIL_HOLDER = 18,
-    W_TSTATE_SIZE = 19, W_TSTATE_NEXT = 21, W_TSTATE_INTERP = 22, W_CURRENT_FRAME = 23, W_THREAD_ID = 24,
+    W_TSTATE_SIZE = 19, W_TSTATE_PREV = 20, W_TSTATE_NEXT = 21, W_TSTATE_INTERP = 22, W_CURRENT_FRAME = 23, W_THREAD_ID = 24,
     W_NATIVE_THREAD_ID = 25, W_DATASTACK_CHUNK = 26,
     W_FRAME_SIZE = 28, W_FRAME_PREVIOUS = 29, W_FRAME_EXECUTABLE = 30, W_FRAME_INSTR = 31, W_FRAME_LOCALSPLUS = 32,
     W_FRAME_OWNER = 33,
@@ -69,7 +69,8 @@ int sw_layout_from_debug_offsets(const unsigned char *raw, size_t len, const sw_
         {W_RUNTIME_SIZE, W_INTERPRETERS_HEAD, 8}, {W_INTERP_SIZE, W_THREADS_HEAD, 8},
         {W_INTERP_SIZE, W_IMPORTS_MODULES, 8},
         {W_INTERP_SIZE, W_CEVAL_GIL, 8}, {W_INTERP_SIZE, W_GIL, 8}, {W_INTERP_SIZE, W_GIL_LOCKED, 4},
-        {W_INTERP_SIZE, W_GIL_HOLDER, 8}, {W_TSTATE_SIZE, W_TSTATE_NEXT, 8}, {W_TSTATE_SIZE, W_TSTATE_INTERP, 8},
+        {W_INTERP_SIZE, W_GIL_HOLDER, 8}, {W_TSTATE_SIZE, W_TSTATE_PREV, 8}, {W_TSTATE_SIZE, W_TSTATE_NEXT, 8},
+        {W_TSTATE_SIZE, W_TSTATE_INTERP, 8},
         {W_TSTATE_SIZE, W_CURRENT_FRAME, 8}, {W_TSTATE_SIZE, W_THREAD_ID, 8},
         {W_TSTATE_SIZE, W_NATIVE_THREAD_ID, 8}, {W_TSTATE_SIZE, W_DATASTACK_CHUNK, 8},
         {W_FRAME_SIZE, W_FRAME_PREVIOUS, 8}, {W_FRAME_SIZE, W_FRAME_EXECUTABLE, 8},
@@ -103,7 +104,7 @@ int sw_layout_from_debug_offsets(const unsigned char *raw, size_t len, const sw_
 #define DIRECT(field, w) {offsetof(sw_py_layout, field), w}
     static const struct { size_t field; unsigned w; } direct[] = {
         DIRECT(interp_threads_head, W_THREADS_HEAD), DIRECT(tstate_size, W_TSTATE_SIZE),
-        DIRECT(tstate_next, W_TSTATE_NEXT), DIRECT(tstate_interp, W_TSTATE_INTERP),
+        DIRECT(tstate_next, W_TSTATE_NEXT), DIRECT(tstate_prev, W_TSTATE_PREV), DIRECT(tstate_interp, W_TSTATE_INTERP),
         DIRECT(tstate_frame, W_CURRENT_FRAME), DIRECT(tstate_thread_id, W_THREAD_ID),
         DIRECT(tstate_native_thread_id, W_NATIVE_THREAD_ID), DIRECT(tstate_datastack_chunk, W_DATASTACK_CHUNK),
         DIRECT(frame_previous, W_FRAME_PREVIOUS), DIRECT(frame_code, W_FRAME_EXECUTABLE),

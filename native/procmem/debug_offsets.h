@@ -26,7 +26,7 @@
 /* The fields of sw_py_layout read (or derived) from the debug offsets, and
  * those kept from the base layout. */
 #define SW_DEBUG_OFFSETS_READ(X) \
-    X(interp_threads_head) X(tstate_size) X(tstate_next) X(tstate_interp) X(tstate_thread_id) \
+    X(interp_threads_head) X(tstate_size) X(tstate_next) X(tstate_prev) X(tstate_interp) X(tstate_thread_id) \
     X(tstate_native_thread_id) X(tstate_frame) X(tstate_datastack_chunk) X(tstate_datastack_top) X(frame_size) \
     X(frame_previous) X(frame_code) X(frame_owner) X(frame_instr) X(code_size) X(code_name) X(code_qualname) \
     X(code_filename) X(code_firstlineno) X(code_linetable) X(code_code) X(ob_type) X(str_state) X(str_length) \
@@ -34,7 +34,7 @@
     X(interp_gil) X(gil_locked) X(gil_last_holder) X(runtime_interp_main) X(version_hex) X(interp_modules) \
     X(frame_localsplus) X(code_varnames) X(interp_size) X(runtime_interp_next_id)
 #define SW_DEBUG_OFFSETS_KEPT(X) \
-    X(frames_kind) X(pointer_size) X(ob_refcnt) X(cframe_current_frame) X(cframe_previous) X(tstate_root_cframe) \
+    X(reserved) X(frames_kind) X(pointer_size) X(ob_refcnt) X(cframe_current_frame) X(cframe_previous) X(tstate_root_cframe) \
     X(chunk_data) X(owner_cstack) \
     X(frame_is_entry) X(str_kind_shift) X(str_kind_mask) X(str_compact_mask) X(str_ascii_mask) X(thread_tid) \
     X(runtime_addr) X(runtime_gil) X(gil_size) X(linetable_kind) X(frame_lasti) X(lasti_unit) X(code_type) \

@@ -28,6 +28,7 @@ _Static_assert(0 SW_PY_LAYOUT_FIELDS(BYTES) == sizeof(sw_py_layout),
 #define SW_LAYOUT_FIELDS(X, l, P)                                      \
     X(ob_type, (l)->ob_type, P, (l)->code_size)                        \
     X(tstate_next, (l)->tstate_next, P, (l)->tstate_size)              \
+    X(tstate_prev, (l)->tstate_prev, P, (l)->tstate_size)              \
     X(tstate_interp, (l)->tstate_interp, P, (l)->tstate_size)          \
     X(tstate_thread_id, (l)->tstate_thread_id, P, (l)->tstate_size)    \
     X(tstate_frame, (l)->tstate_frame, P, (l)->tstate_size)            \

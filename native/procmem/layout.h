@@ -41,6 +41,8 @@ typedef struct sw_py_layout {
      * every field below. */
     uint32_t tstate_size;
     uint32_t tstate_next;
+    uint32_t tstate_prev;              /* the list's back link: checked as the list is walked */
+    uint32_t reserved;                 /* 0: keeps tstate_prev's 32 bits paired (the struct unpadded) */
     uint32_t tstate_interp;
     uint32_t tstate_thread_id;         /* unsigned long, threading.get_ident() */
     uint32_t tstate_native_thread_id;  /* unsigned long, or SW_NO_OFFSET */
@@ -282,7 +284,7 @@ enum {
  * pairs). */
 #define SW_PY_LAYOUT_FIELDS(X) \
     X(version_hex, 32) X(frames_kind, 32) X(pointer_size, 32) X(ob_refcnt, 32) X(ob_type, 32) \
-    X(interp_threads_head, 32) X(tstate_size, 32) X(tstate_next, 32) X(tstate_interp, 32) \
+    X(interp_threads_head, 32) X(tstate_size, 32) X(tstate_next, 32) X(tstate_prev, 32) X(reserved, 32) X(tstate_interp, 32) \
     X(tstate_thread_id, 32) X(tstate_native_thread_id, 32) X(tstate_frame, 32) \
     X(cframe_current_frame, 32) X(cframe_previous, 32) X(tstate_root_cframe, 32) X(tstate_datastack_chunk, 32) X(tstate_datastack_top, 32) \
     X(chunk_data, 32) X(frame_size, 32) X(frame_previous, 32) X(frame_code, 32) X(frame_owner, 32) \

@@ -3212,6 +3212,7 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
     uint32_t visited = 0;
     uint64_t steps = 0;   /* (thread states read: a list read again could meet a loop of those sampled) */
     int relisted = 0;     /* (how many times this round) */
+    uint64_t came_from = 0;   /* the thread state whose link led here; 0: the list's head */
     r->listed.len = 0;
     r->listed.failed = 0;   /* (set: out of memory, the threads sampled are not all known) */
     while (tstate) {
@@ -3234,13 +3235,22 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
          * program whose threads come and go). So the list is read again
          * from its head, skipping the threads sampled, up to RELISTS_MAX
          * times a round (threads that end together: the list read again
-         * meets the next one freed). */
-        if ((!have && read_tstate(r, tstate, ts, &g, 0) != SW_OK) || u64_at(ts, l->tstate_interp) != r->interp) {
+         * meets the next one freed). So is one whose back link is not
+         * the state that led to it: freed and made again for a thread
+         * started since (new ones go first, their back link empty), its link
+         * to the next would lead back to threads sampled this round. (One
+         * that led here and then ended leaves a back link to the one before
+         * it: read again too, the list is whole after it. A head with a
+         * back link has had threads started before it: the list from it on
+         * is whole, they have no sample this round.) */
+        if ((!have && read_tstate(r, tstate, ts, &g, 0) != SW_OK) || u64_at(ts, l->tstate_interp) != r->interp ||
+            (came_from && u64_at(ts, l->tstate_prev) != came_from)) {
             have = 0;
             if (relisted < RELISTS_MAX && !r->listed.failed &&
                 sw_mem_read(&r->mem, r->interp + l->interp_threads_head, &tstate, sizeof tstate) == SW_OK) {
                 relisted++;
                 r->st.relisted++;
+                came_from = 0;
                 continue;
             }
             r->st.failed++;
@@ -3253,6 +3263,7 @@ static int sample_round(sw_pystack *r, int64_t t_ns, uint64_t weight_ns, sw_samp
             (void)sw_bytes_put(&r->listed, &tstate, sizeof tstate);
             sample_thread(r, tstate, ts, &g, t_ns, weight_ns, sink, ud, &delivered);
         }
+        came_from = tstate;
         tstate = u64_at(ts, l->tstate_next);
     }
     /* Threads not probed are forgotten, unless the list's walk ended early:

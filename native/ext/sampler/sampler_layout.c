@@ -141,6 +141,7 @@ static void fill_threads(sw_py_layout *l)
 {
     l->tstate_size = (uint32_t)sizeof(PyThreadState);
     l->tstate_next = OFF(PyThreadState, next);
+    l->tstate_prev = OFF(PyThreadState, prev);
     l->tstate_interp = OFF(PyThreadState, interp);
     l->tstate_thread_id = OFF(PyThreadState, thread_id);
     l->tstate_native_thread_id = SW_NO_OFFSET;
