@@ -41,6 +41,12 @@ enum { IDLE, REQUESTED, CAPTURING, CAPTURED, RELEASED };
 enum { KIND_CAPTURE, KIND_PARK, KIND_READ };   /* what a request asks: the native stack, parking, or a read */
 
 #define SPIN_NS 30000                 /* each side spins this long before it sleeps on the futex */
+/* The sampler waits this long for the thread to take the signal before it
+ * sleeps: a signal to a thread running on another CPU took 8-64 us to be
+ * taken on this VM (median ~20 us, 2026-11-28), and a sampler asleep by then
+ * costs the thread a wake-up in its handler (futex, ~20 us of its CPU here,
+ * where the spin costs only the sampler's). */
+#define SPIN_SIGNAL_NS 100000
 #define MAGIC 0x535754ull            /* "SWT": tells our requests from other senders' signals */
 #define SEQ_BITS 40
 
@@ -70,6 +76,13 @@ static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t request_mu = PTHREAD_MUTEX_INITIALIZER;
 static int installed, users, park_users;
 static pid_t users_pid;              /* the process whose samplers are the users */
+/* This process's id as of the last install (a child's install sets its
+ * own): the handler tells our requests by it, and reads with it, without
+ * a system call. */
+static atomic_int handler_pid;
+/* A thread's own id, kept by the handler for the process it was asked in
+ * (a forked child's first thread has its parent's copy: its pid differs). */
+static __thread struct { int pid, tid; } self_ids __attribute__((tls_model("initial-exec")));
 static struct sigaction previous;
 
 int sw_nstack_signal(void)
@@ -117,14 +130,14 @@ static void futex_wait(int val, int64_t ns)
     atomic_fetch_sub(&req.sleepers, 1);
 }
 
-/* Spins while *w is val, for at most SPIN_NS: the other side mostly
+/* Spins while *w is val, for at most spin_ns: the other side mostly
  * answers within microseconds (a parked thread is released after one walk;
  * a thread that was just running takes the signal at once), where a futex
  * sleep would add a wake-up, tens of microseconds or more on a busy
  * machine, to the time the thread stays parked. */
-static void spin_while(atomic_int *w, int val)
+static void spin_while(atomic_int *w, int val, int64_t spin_ns)
 {
-    int64_t end = mono_ns() + SPIN_NS;
+    int64_t end = mono_ns() + spin_ns;
     for (unsigned k = 0; atomic_load(w) == val; k++) {
         if ((k & 63) == 63 && mono_ns() > end)
             return;
@@ -163,7 +176,8 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     atomic_fetch_add(&handler_entries, 1);
     int saved_errno = errno;
     uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
-    if (si->si_code != SI_QUEUE || si->si_pid != getpid() || (v >> SEQ_BITS) != MAGIC) {
+    int pid = atomic_load(&handler_pid);
+    if (si->si_code != SI_QUEUE || si->si_pid != pid || !pid || (v >> SEQ_BITS) != MAGIC) {
         atomic_fetch_sub(&in_handler, 1);   /* (a chained handler may never return) */
         chain(sig, si, ucv);
         errno = saved_errno;
@@ -172,7 +186,11 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     atomic_fetch_add(&n_answered, 1);
     uint64_t seq = v & ((1ull << SEQ_BITS) - 1);
     int expected = REQUESTED;
-    if (atomic_load(&req.seq) != seq || atomic_load(&req.tid) != (int)syscall(SYS_gettid) ||
+    if (self_ids.pid != pid) {
+        self_ids.tid = (int)syscall(SYS_gettid);
+        self_ids.pid = pid;
+    }
+    if (atomic_load(&req.seq) != seq || atomic_load(&req.tid) != self_ids.tid ||
         !atomic_compare_exchange_strong(&req.state, &expected, CAPTURING)) {
         atomic_fetch_add(&n_late, 1);    /* a request the sampler gave up on */
         atomic_fetch_sub(&in_handler, 1);
@@ -198,7 +216,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
         /* The read, of the thread's own memory, by the one system call
          * (async-signal-safe; it fails on a bad address, never faults),
          * and on at once: what it read is of this instant. */
-        req.got = (long)syscall(SYS_process_vm_readv, getpid(), req.iov.local, req.iov.nlocal, req.iov.remote,
+        req.got = (long)syscall(SYS_process_vm_readv, pid, req.iov.local, req.iov.nlocal, req.iov.remote,
                                 req.iov.nremote, 0ul);
         atomic_store(&req.state, CAPTURED);
         futex_wake();
@@ -210,7 +228,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     futex_wake();
     /* Parked until the sampler has read the Python stack. */
     int64_t deadline = mono_ns() + (int64_t)SW_NSTACK_PARK_MAX_NS;
-    spin_while(&req.state, CAPTURED);
+    spin_while(&req.state, CAPTURED, SPIN_NS);
     for (;;) {
         if (atomic_load(&req.seq) != seq || atomic_load(&req.state) != CAPTURED)
             break;
@@ -273,6 +291,7 @@ static int install(int park, char *err, size_t errlen)
     else
         users = 1;
     users_pid = getpid();
+    atomic_store(&handler_pid, (int)users_pid);
     pthread_mutex_unlock(&install_mu);
     return SW_OK;
 }
@@ -348,9 +367,9 @@ static int request(int tid, int kind, uint64_t wait_ns, const sw_mem_iov *iov)
     atomic_fetch_add(&n_sent, 1);
     int64_t deadline = mono_ns() + (int64_t)wait_ns;
     if (kind != KIND_CAPTURE)
-        spin_while(&req.state, REQUESTED);
+        spin_while(&req.state, REQUESTED, SPIN_SIGNAL_NS);
     if (kind == KIND_READ)
-        spin_while(&req.state, CAPTURING);   /* (the handler's read: a few microseconds, without a wake-up) */
+        spin_while(&req.state, CAPTURING, SPIN_NS);   /* (the handler's read: a few microseconds, without a wake-up) */
     for (;;) {
         int s = atomic_load(&req.state);
         if (s == CAPTURED)
