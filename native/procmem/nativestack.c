@@ -41,12 +41,13 @@ enum { IDLE, REQUESTED, CAPTURING, CAPTURED, RELEASED };
 enum { KIND_CAPTURE, KIND_PARK, KIND_READ };   /* what a request asks: the native stack, parking, or a read */
 
 #define SPIN_NS 30000                 /* each side spins this long before it sleeps on the futex */
-/* The sampler waits this long for the thread to take the signal before it
- * sleeps: a signal to a thread running on another CPU took 8-64 us to be
- * taken on this VM (median ~20 us, 2026-11-28), and a sampler asleep by then
- * costs the thread a wake-up in its handler (futex, ~20 us of its CPU here,
- * where the spin costs only the sampler's). */
-#define SPIN_SIGNAL_NS 100000
+/* A read request's sampler, after its spin, naps this long at a time
+ * instead of sleeping on the futex: a signal to a thread running on another
+ * CPU took 8-64 us to be taken on this VM (median ~20 us, 2026-11-28), and
+ * a sampler asleep on the futex by then cost the thread a wake-up in its
+ * handler (~20 us of its CPU here); a nap is the sampler's own time, and
+ * the thread has gone on already. */
+#define NAP_NS 20000
 #define MAGIC 0x535754ull            /* "SWT": tells our requests from other senders' signals */
 #define SEQ_BITS 40
 
@@ -367,7 +368,7 @@ static int request(int tid, int kind, uint64_t wait_ns, const sw_mem_iov *iov)
     atomic_fetch_add(&n_sent, 1);
     int64_t deadline = mono_ns() + (int64_t)wait_ns;
     if (kind != KIND_CAPTURE)
-        spin_while(&req.state, REQUESTED, SPIN_SIGNAL_NS);
+        spin_while(&req.state, REQUESTED, SPIN_NS);
     if (kind == KIND_READ)
         spin_while(&req.state, CAPTURING, SPIN_NS);   /* (the handler's read: a few microseconds, without a wake-up) */
     for (;;) {
@@ -387,6 +388,11 @@ static int request(int tid, int kind, uint64_t wait_ns, const sw_mem_iov *iov)
         if (s == IDLE) {
             pthread_mutex_unlock(&request_mu);
             return SW_EIO;         /* it answered, then gave up waiting (parked too long) */
+        }
+        if (kind == KIND_READ) {
+            struct timespec nap = {0, left > 0 && left < NAP_NS ? (long)left : NAP_NS};
+            nanosleep(&nap, NULL);
+            continue;
         }
         futex_wait(s, left > 0 ? left : 1000000);
     }
