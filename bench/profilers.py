@@ -16,6 +16,9 @@ bench/README.md):
    time profiled over plain, in alternating chunks in one process), which
    can show 1% where wall time cannot; a line after the table gives it for
    gen_shapes' tree walk too, with the parks per second and their cost;
+   then the wall cost at 1 kHz within one run of fib, methods and richards
+   (bench/profiler_within.py: windows with and without the profiler
+   alternating, median batch times), the figure for the 1% target;
 2. stackwatch at 1 kHz under callgrind (with_cg, not quick): the
    instructions of fib's thread in the region over plain's, the
    sampler's rate divided by callgrind's slowdown of plain's CPU time (so
@@ -46,6 +49,7 @@ import time
 
 import benchlib
 import profiler_cost
+import profiler_within
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -182,6 +186,10 @@ def section(run_once, workloads_by_name, python, rounds, quick, log, saved, call
         if short not in cost:
             cost[short] = profiler_cost.measure(python, [short], COST_CHUNKS, 1000, quick)[short]
     print(cost_text(cost), flush=True)
+    log("in-process 1 kHz within one run ...")
+    res["within"] = profiler_within.measure(python, ["fib", "methods", "richards"], 40, 0.15, quick=quick)
+    saved()
+    print(profiler_within.text(res["within"]), flush=True)
     for c, reason in na.items():
         print(f"{c}: n/a ({reason})")
     print(overhead_text(res["slowdown"]["workloads"]), flush=True)
