@@ -12,6 +12,9 @@
  * and with a time limit. A side that changes the state wakes the other
  * only when it counts a sleeper (`sleepers`): mostly the other side is still
  * spinning, and a wake-up is a system call made while the thread is parked.
+ * The interpreter's main thread is asked at a safe point instead, a call
+ * queued for it (sw_nstack_set_safe_point), and answers the same way
+ * there (answer()); signalled too if it has not within 50 us.
  */
 #define _GNU_SOURCE
 #include "nativestack.h"
@@ -285,8 +288,6 @@ void sw_nstack_set_safe_point(int tid, sw_nstack_ask_fn ask)
     atomic_store(&sp_outstanding, 0);
 }
 
-/* Installs the handler for one more user: the native capturer (at most
- * one) or a parker (any number). */
 /* In a child just forked: no request of the parent's is ours to answer
  * here. A call the parent queued at a safe point is copied into the
  * child's queue with the request it was for, perhaps still waiting, and
@@ -299,6 +300,8 @@ static void forked_child(void)
     atomic_store(&sp_tid, 0);
 }
 
+/* Installs the handler for one more user: the native capturer (at most
+ * one) or a parker (any number). */
 static int install(int park, char *err, size_t errlen)
 {
     static int at_fork;
