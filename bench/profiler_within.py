@@ -47,7 +47,7 @@ def child(name, size, rounds, window, rate):
         return out
 
     off, on, per_round = [], [], []
-    keys = ("ticks", "parked", "safe_points", "read_by_thread", "failed")
+    keys = ("ticks", "parked", "read_by_thread", "failed")
     stats = dict.fromkeys(keys, 0)
     for _ in range(rounds):
         a = batches(window)
@@ -92,7 +92,7 @@ def text(res):
         q1, q3 = rs[len(rs) // 4], rs[(3 * len(rs)) // 4]
         st = r["stats"]
         parts.append(f"{name} {r['ratio']:.4f}x [{q1:.3f}-{q3:.3f}] ({st['parked']} of {st['ticks']} samples "
-                     f"parked, {st['safe_points']} at a safe point)")
+                     f"parked, {st['read_by_thread']} of those read by the thread)")
     return ("in-process 1 kHz within one run (median batch time profiled / not, windows alternating; "
             "per-round quartiles): " + "; ".join(parts))
 

@@ -12,9 +12,6 @@
  * and with a time limit. A side that changes the state wakes the other
  * only when it counts a sleeper (`sleepers`): mostly the other side is still
  * spinning, and a wake-up is a system call made while the thread is parked.
- * The interpreter's main thread is asked at a safe point instead, a call
- * queued for it (sw_nstack_set_safe_point), and answers the same way
- * there (answer()); signalled too if it has not within 50 us.
  */
 #define _GNU_SOURCE
 #include "nativestack.h"
@@ -26,7 +23,6 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -68,18 +64,7 @@ static struct {
     long got;
 } req;
 
-static atomic_uint_fast64_t n_sent, n_answered, n_timeouts, n_late, n_safe_points;
-/* The safe-point way of asking (sw_nstack_set_safe_point): the thread it
- * reaches (0: none), the function that queues a call there, and whether one
- * is queued and not yet run (one at a time: a thread that reaches no safe
- * point for long, in a C call, is asked by signal meanwhile). */
-static atomic_int sp_tid;
-static atomic_uintptr_t sp_ask;
-static atomic_int sp_outstanding;
-/* How long a request waits for the safe point before it signals too: a
- * thread whose walk tore runs Python code, and reaches one within
- * microseconds; one in a long C call does not (its stack holds still). */
-#define SAFE_POINT_WAIT_NS 50000
+static atomic_uint_fast64_t n_sent, n_answered, n_timeouts, n_late;
 /* Threads running the handler's own part now (not a chained handler),
  * and entries into it ever: their mask blocks the signal (sw_nstack_blocked). */
 static atomic_int in_handler;
@@ -186,22 +171,34 @@ static void chain(int sig, siginfo_t *si, void *uc)
     }
 }
 
-/* The answer to request seq on this thread: its native stack (ucv, the
- * signal's context: a capture), its read, or its park until the release.
- * 1 if it was this request's answer, 0 if the request was not (or no
- * longer) for this thread: one the sampler gave up on, or answered by the
- * other way (a signal and a safe point both asked). */
-static int answer(uint64_t seq, void *ucv, int pid)
+static void handler(int sig, siginfo_t *si, void *ucv)
 {
+    atomic_fetch_add(&in_handler, 1);   /* first: a thread preempted right after the signal's delivery counts */
+    atomic_fetch_add(&handler_entries, 1);
+    int saved_errno = errno;
+    uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+    int pid = atomic_load(&handler_pid);
+    if (si->si_code != SI_QUEUE || si->si_pid != pid || !pid || (v >> SEQ_BITS) != MAGIC) {
+        atomic_fetch_sub(&in_handler, 1);   /* (a chained handler may never return) */
+        chain(sig, si, ucv);
+        errno = saved_errno;
+        return;
+    }
+    atomic_fetch_add(&n_answered, 1);
+    uint64_t seq = v & ((1ull << SEQ_BITS) - 1);
     int expected = REQUESTED;
     if (self_ids.pid != pid) {
         self_ids.tid = (int)syscall(SYS_gettid);
         self_ids.pid = pid;
     }
     if (atomic_load(&req.seq) != seq || atomic_load(&req.tid) != self_ids.tid ||
-        !atomic_compare_exchange_strong(&req.state, &expected, CAPTURING))
-        return 0;
-    if (atomic_load(&req.kind) == KIND_CAPTURE && ucv) {
+        !atomic_compare_exchange_strong(&req.state, &expected, CAPTURING)) {
+        atomic_fetch_add(&n_late, 1);    /* a request the sampler gave up on */
+        atomic_fetch_sub(&in_handler, 1);
+        errno = saved_errno;
+        return;
+    }
+    if (atomic_load(&req.kind) == KIND_CAPTURE) {
         /* backtrace() starts in this handler; the frame after the signal
          * trampoline is the interrupted instruction (the kernel's saved RIP). */
         void *buf[SW_NSTACK_MAX + 8];
@@ -224,7 +221,9 @@ static int answer(uint64_t seq, void *ucv, int pid)
                                 req.iov.nremote, 0ul);
         atomic_store(&req.state, CAPTURED);
         futex_wake();
-        return 1;
+        atomic_fetch_sub(&in_handler, 1);
+        errno = saved_errno;
+        return;
     }
     atomic_store(&req.state, CAPTURED);
     futex_wake();
@@ -242,72 +241,15 @@ static int answer(uint64_t seq, void *ucv, int pid)
         }
         futex_wait(CAPTURED, left);
     }
-    return 1;
-}
-
-static void handler(int sig, siginfo_t *si, void *ucv)
-{
-    atomic_fetch_add(&in_handler, 1);   /* first: a thread preempted right after the signal's delivery counts */
-    atomic_fetch_add(&handler_entries, 1);
-    int saved_errno = errno;
-    uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
-    int pid = atomic_load(&handler_pid);
-    if (si->si_code != SI_QUEUE || si->si_pid != pid || !pid || (v >> SEQ_BITS) != MAGIC) {
-        atomic_fetch_sub(&in_handler, 1);   /* (a chained handler may never return) */
-        chain(sig, si, ucv);
-        errno = saved_errno;
-        return;
-    }
-    atomic_fetch_add(&n_answered, 1);
-    if (!answer(v & ((1ull << SEQ_BITS) - 1), ucv, pid))
-        atomic_fetch_add(&n_late, 1);    /* a request the sampler gave up on, or answered at a safe point */
     atomic_fetch_sub(&in_handler, 1);
     errno = saved_errno;
-}
-
-/* The safe point's call (sw_nstack_set_safe_point), on the thread asked,
- * with what it held at that point of the interpreter (the GIL): the same
- * answer as the handler's, from a consistent place. */
-static int safe_point(void *arg)
-{
-    int saved_errno = errno;
-    atomic_store(&sp_outstanding, 0);
-    int pid = atomic_load(&handler_pid);
-    if (pid && answer((uint64_t)(uintptr_t)arg, NULL, pid))
-        atomic_fetch_add(&n_safe_points, 1);
-    else if (pid && self_ids.tid != atomic_load(&sp_tid))
-        atomic_store(&sp_ask, (uintptr_t)0);   /* (run on another thread than the one asked for: ask no more) */
-    errno = saved_errno;
-    return 0;
-}
-
-void sw_nstack_set_safe_point(int tid, sw_nstack_ask_fn ask)
-{
-    atomic_store(&sp_tid, ask ? tid : 0);
-    atomic_store(&sp_ask, (uintptr_t)ask);
-    atomic_store(&sp_outstanding, 0);
-}
-
-/* In a child just forked: no request of the parent's is ours to answer
- * here. A call the parent queued at a safe point is copied into the
- * child's queue with the request it was for, perhaps still waiting, and
- * would be answered there (a park would hold the child's main thread for
- * its 50 ms): until the child's own install, no process id is ours. */
-static void forked_child(void)
-{
-    atomic_store(&handler_pid, 0);
-    atomic_store(&sp_ask, (uintptr_t)0);
-    atomic_store(&sp_tid, 0);
 }
 
 /* Installs the handler for one more user: the native capturer (at most
  * one) or a parker (any number). */
 static int install(int park, char *err, size_t errlen)
 {
-    static int at_fork;
     pthread_mutex_lock(&install_mu);
-    if (!at_fork)
-        at_fork = pthread_atfork(NULL, NULL, forked_child) == 0;
     if ((users || park_users) && users_pid != getpid()) {
         /* A child forked while the parent's samplers used it: they (and
          * any thread they had asked) do not exist here, nor does the
@@ -360,9 +302,9 @@ static void uninstall(int park)
     pthread_mutex_lock(&install_mu);
     int was = park ? park_users : users;
     if (was && users_pid == getpid()) {
-        if (park && !--park_users)
-            sw_nstack_set_safe_point(0, NULL);   /* (the parkers' way of asking: no parker, none) */
-        else if (!park)
+        if (park)
+            park_users--;
+        else
             users = 0;
         /* Every signal sent has been answered: none can arrive any more. */
         if (!users && !park_users && installed && atomic_load(&n_answered) == atomic_load(&n_sent)) {
@@ -411,43 +353,19 @@ static int request(int tid, int kind, uint64_t wait_ns, const sw_mem_iov *iov)
     atomic_store(&req.tid, tid);
     atomic_store(&req.seq, seq);
     atomic_store(&req.state, REQUESTED);
-    /* A park or a read of the thread that has a safe point (the
-     * interpreter's main thread) is asked there first: no signal to take,
-     * and its stack is whole there. Not answered in time, it is signalled
-     * too (the same request: whichever answers first does it). */
-    sw_nstack_ask_fn ask = (sw_nstack_ask_fn)atomic_load(&sp_ask);
-    int none = 0;
-    if (kind != KIND_CAPTURE && ask && tid == atomic_load(&sp_tid) &&
-        atomic_compare_exchange_strong(&sp_outstanding, &none, 1)) {
-        if (ask(safe_point, (void *)(uintptr_t)seq) == 0) {
-            int64_t end = mono_ns() + (int64_t)SAFE_POINT_WAIT_NS;
-            spin_while(&req.state, REQUESTED, SPIN_NS);
-            while (atomic_load(&req.state) == REQUESTED && mono_ns() < end) {
-                struct timespec nap = {0, NAP_NS};
-                nanosleep(&nap, NULL);
-            }
-        } else {
-            atomic_store(&sp_outstanding, 0);   /* (the queue was full) */
-        }
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = sw_nstack_signal();
+    si.si_code = SI_QUEUE;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    si.si_value.sival_ptr = (void *)(uintptr_t)(MAGIC << SEQ_BITS | seq);
+    if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, si.si_signo, &si) != 0) {
+        atomic_store(&req.state, IDLE);
+        pthread_mutex_unlock(&request_mu);
+        return SW_EIO;             /* the thread has exited */
     }
-    if (atomic_load(&req.state) == REQUESTED) {
-        siginfo_t si;
-        memset(&si, 0, sizeof si);
-        si.si_signo = sw_nstack_signal();
-        si.si_code = SI_QUEUE;
-        si.si_pid = getpid();
-        si.si_uid = getuid();
-        si.si_value.sival_ptr = (void *)(uintptr_t)(MAGIC << SEQ_BITS | seq);
-        if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, si.si_signo, &si) != 0) {
-            int expected = REQUESTED;
-            if (atomic_compare_exchange_strong(&req.state, &expected, IDLE)) {
-                pthread_mutex_unlock(&request_mu);
-                return SW_EIO;         /* the thread has exited */
-            }
-        } else {
-            atomic_fetch_add(&n_sent, 1);
-        }
-    }
+    atomic_fetch_add(&n_sent, 1);
     int64_t deadline = mono_ns() + (int64_t)wait_ns;
     if (kind != KIND_CAPTURE)
         spin_while(&req.state, REQUESTED, SPIN_NS);
@@ -622,5 +540,4 @@ void sw_nstack_get_stats(sw_nstack_stats *out)
     out->sent = atomic_load(&n_sent);
     out->timeouts = atomic_load(&n_timeouts);
     out->late = atomic_load(&n_late);
-    out->safe_points = atomic_load(&n_safe_points);
 }

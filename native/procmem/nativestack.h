@@ -114,26 +114,9 @@ int sw_nstack_handler_current(void);
  * was read may be torn). */
 int sw_nstack_release(void);
 
-/* A safe point instead of a signal, in-process: ask(fn, arg) queues fn(arg)
- * to run on thread tid at its next safe point (the extension's
- * Py_AddPendingCall: the interpreter's main thread, at its next check of
- * the eval breaker, a bytecode boundary), returning 0 if queued. A park or
- * read request of that thread is asked there first, and answered there
- * (the same answer as the handler's) from a consistent place of the
- * interpreter, without a signal's delivery (an interrupt, a signal frame,
- * its return) or the handler's checks of a thread stopped mid-instruction;
- * one not answered within 50 us (a thread in a long C call, which does
- * not tear) is signalled too, and one queued call at a time (the rest go
- * by signal). Captures (native stacks) always go by signal: they need the
- * instant. tid 0 or ask NULL: none (also once the last parker
- * uninstalls). */
-typedef int (*sw_nstack_ask_fn)(int (*fn)(void *), void *arg);
-void sw_nstack_set_safe_point(int tid, sw_nstack_ask_fn ask);
-
-/* Counters: signals sent, captures that timed out, late signals ignored,
- * requests answered at a safe point. */
+/* Counters: signals sent, captures that timed out, late signals ignored. */
 typedef struct sw_nstack_stats {
-    uint64_t sent, timeouts, late, safe_points;
+    uint64_t sent, timeouts, late;
 } sw_nstack_stats;
 void sw_nstack_get_stats(sw_nstack_stats *out);
 

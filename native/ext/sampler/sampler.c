@@ -19,7 +19,6 @@
 #include "target_open.h"
 #include "sampler_layout.h"
 #include "test_entry_points.h"
-#include "ext/shared/compat.h"
 #include "ext/shared/pyargs.h"
 #include "ext/shared/pyerr.h"
 #include "ext/profile/calltree_type.h"
@@ -31,7 +30,6 @@
 #include "trace/trace.h"
 #include "procmem/procmem.h"
 
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -198,54 +196,12 @@ static int usable(SamplerObject *self)
  * mode to capture native stacks (-1 with an exception if it cannot be),
  * else to park a thread whose walk was torn (where it cannot be, torn
  * walks are retried, then failed, as from outside). */
-static int *eval_breaker;   /* sw_sampler_eval_breaker(), or NULL */
-
-static int ask_at_safe_point(int (*fn)(void *), void *arg)
-{
-    int rc = Py_AddPendingCall(fn, arg);   /* (any thread, without the GIL) */
-    if (rc == 0 && eval_breaker)
-        __atomic_store_n(eval_breaker, 1, __ATOMIC_RELAXED);
-    return rc;
-}
-
-/* The kernel id of the interpreter's main thread, which runs the calls
- * Py_AddPendingCall queues: threading's record of it (_main_thread's
- * _native_id), read as plain attributes, without importing (no code runs:
- * a profile function of the program's sees nothing), else the process's
- * first thread. A wrong one only costs parks a wait (nativestack.c stops
- * asking where the call runs on another thread). */
-static int main_thread_tid(void)
-{
-    long tid = 0;
-    PyObject *name = PyUnicode_FromString("threading");
-    PyObject *threading = name ? PyImport_GetModule(name) : NULL;
-    PyObject *main = threading ? PyObject_GetAttrString(threading, "_main_thread") : NULL;
-    PyObject *id = main ? PyObject_GetAttrString(main, "_native_id") : NULL;
-    if (id && PyLong_Check(id))
-        tid = PyLong_AsLong(id);
-    Py_XDECREF(id);
-    Py_XDECREF(main);
-    Py_XDECREF(threading);
-    Py_XDECREF(name);
-    sw_err_drop();
-    if (tid <= 0 || tid > INT_MAX)
-        tid = getpid();
-    return (int)tid;
-}
-
 static int signal_start(SamplerObject *self)
 {
     char err[200] = "";
     sw_nstack_get_stats(&self->nstack0);
     if (!self->native) {
         self->park_installed = sw_nstack_park_install(err, sizeof err) == SW_OK;
-        /* The main thread parks at a safe point, not by signal (nativestack.h). */
-        int tid = self->park_installed && !self->pid && !getenv("STACKWATCH_TEST_NO_SAFE_POINTS") ? main_thread_tid()
-                                                                                                  : 0;
-        if (tid) {
-            eval_breaker = sw_sampler_eval_breaker();
-            sw_nstack_set_safe_point(tid, ask_at_safe_point);
-        }
         return 0;
     }
     if (!sw_nstack_supported(err, sizeof err)) {
@@ -665,7 +621,7 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
         "running", st.running ? Py_True : Py_False);
     /* What the threads were doing (see threads()), and the counts of the
      * thread-state probes. */
-    sw_nstack_stats ns = {0, 0, 0, 0};
+    sw_nstack_stats ns = {0, 0, 0};
     sw_nstack_get_stats(&ns);
     PyObject *native = Py_BuildValue("{s:O,s:O,s:K,s:K,s:K,s:K,s:K,s:K}", "lines", self->lines ? Py_True : Py_False,
                                      "native", self->native ? Py_True : Py_False, "native_samples",
@@ -703,7 +659,7 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                    "unfit", (unsigned long long)r->unfit, "half_made",
                                    (unsigned long long)r->half_made, "relisted", (unsigned long long)r->relisted, "returned", (unsigned long long)r->returned,
                                    "muted_failed", (unsigned long long)r->muted_failed);
-    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "codes_by_counter",
+    PyObject *park = !more ? NULL : Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "codes_by_counter",
                                                   (unsigned long long)r->codes_by_counter, "checked_ahead",
                                                   (unsigned long long)r->checked_ahead, "parked",
                                                   (unsigned long long)r->parked,
@@ -712,10 +668,7 @@ static PyObject *Sampler_stats(SamplerObject *self, PyObject *unused)
                                                   (unsigned long long)r->after_park, "parked_ahead",
                                                   (unsigned long long)r->parked_ahead, "read_by_thread",
                                                   (unsigned long long)r->read_by_thread, "read_short",
-                                                  (unsigned long long)r->read_short, "safe_points",
-                                                  (unsigned long long)(!self->native && !self->pid
-                                                                           ? ns.safe_points - self->nstack0.safe_points
-                                                                           : 0));
+                                                  (unsigned long long)r->read_short);
     if (!park || PyDict_Update(more, park) < 0)
         Py_CLEAR(more);
     Py_XDECREF(park);

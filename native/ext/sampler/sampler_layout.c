@@ -665,12 +665,3 @@ int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps)
 }
 
 #endif
-
-int *sw_sampler_eval_breaker(void)
-{
-#if PY_VERSION_HEX < 0x030D0000
-    return (int *)&PyInterpreterState_Main()->ceval.eval_breaker;
-#else
-    return NULL;
-#endif
-}

@@ -27,14 +27,4 @@ uint32_t sw_sampler_thread_tid_offset(void);
  * versions, or if not found. */
 int sw_sampler_code_counter(void *interp, uint64_t *counter, uint64_t *interps);
 
-/* 3.9-3.12: the main interpreter's eval breaker, the int its threads check
- * between bytecodes, whose handler recomputes it: any nonzero value makes
- * the next check look at the pending calls. Py_AddPendingCall made by a
- * thread that is not the main one leaves it as it was there (CPython
- * computes it with the caller's, not the main thread's, right to run
- * them), so a call queued by the sampler's thread waits for something else
- * to raise it. NULL on 3.13+, whose Py_AddPendingCall raises the main
- * thread's own. */
-int *sw_sampler_eval_breaker(void);
-
 #endif

@@ -391,8 +391,7 @@ def _globs(value, what):
 # The sampler's counts written into the END of a `run --sample` trace.
 _SAMPLER_END_KEYS = ("ticks", "missed", "samples", "stored", "dropped", "failed", "cut", "native_samples",
                      "native_failed", "torn", "unfit", "half_made", "parked", "park_failed", "after_park",
-                     "parked_ahead", "relisted", "muted_failed", "returned", "read_by_thread", "read_short",
-                     "safe_points")
+                     "parked_ahead", "relisted", "muted_failed", "returned", "read_by_thread", "read_short")
 
 
 def stop():

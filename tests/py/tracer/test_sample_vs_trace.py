@@ -464,11 +464,9 @@ def test_a_slot_of_the_same_size_in_a_thread_that_cannot_be_parked(tmp_path):
     66 runs more, 21 of them with a core busy (load 9-24). (Those runs
     blocked every signal; 3 of them had 10-21 samples, the sampler making
     31-63 rounds in 1.4-2.5 s, not understood. Blocking only the sampler's
-    signal: 0 in 51,609 in 14 runs, each at least 2,564.) The loop runs on
-    the main thread, which is parked at a safe point, signal or none: here
-    by signal only (STACKWATCH_TEST_NO_SAFE_POINTS), as any other thread is."""
+    signal: 0 in 51,609 in 14 runs, each at least 2,564.)"""
     path = run_sampled(tmp_path, [str(PROGRAMS / "slot_reuse.py"), "10", "200000", "same", "blocked"],
-                       "slot_reuse_blocked", interval="50us", env={"STACKWATCH_TEST_NO_SAFE_POINTS": "1"})
+                       "slot_reuse_blocked", interval="50us")
     checked, differ, skipped = compare(path)
     report("slot_reuse same blocked", checked, differ, skipped)
     assert int(Trace(path).meta["sampler.park_failed"]) >= 1   # (it was muted)
