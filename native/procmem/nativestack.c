@@ -76,11 +76,10 @@ static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
  * Only samplers' threads, which are never asked, take it. */
 static pthread_mutex_t request_mu = PTHREAD_MUTEX_INITIALIZER;
 static int installed, users, park_users;
-static pid_t users_pid;              /* the process whose samplers are the users */
-/* This process's id as of the last install (a child's install sets its
- * own): the handler tells our requests by it, and reads with it, without
- * a system call. */
-static atomic_int handler_pid;
+/* The process whose samplers are the users, as of the last install (a
+ * child's install sets its own): the handler tells our requests by it,
+ * and reads with it, without a system call. */
+static atomic_int users_pid;
 /* A thread's own id, kept by the handler for the process it was asked in
  * (a forked child's first thread has its parent's copy: its pid differs). */
 static __thread struct { int pid, tid; } self_ids __attribute__((tls_model("initial-exec")));
@@ -131,14 +130,14 @@ static void futex_wait(int val, int64_t ns)
     atomic_fetch_sub(&req.sleepers, 1);
 }
 
-/* Spins while *w is val, for at most spin_ns: the other side mostly
+/* Spins while *w is val, for at most SPIN_NS: the other side mostly
  * answers within microseconds (a parked thread is released after one walk;
  * a thread that was just running takes the signal at once), where a futex
  * sleep would add a wake-up, tens of microseconds or more on a busy
  * machine, to the time the thread stays parked. */
-static void spin_while(atomic_int *w, int val, int64_t spin_ns)
+static void spin_while(atomic_int *w, int val)
 {
-    int64_t end = mono_ns() + spin_ns;
+    int64_t end = mono_ns() + SPIN_NS;
     for (unsigned k = 0; atomic_load(w) == val; k++) {
         if ((k & 63) == 63 && mono_ns() > end)
             return;
@@ -177,7 +176,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     atomic_fetch_add(&handler_entries, 1);
     int saved_errno = errno;
     uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
-    int pid = atomic_load(&handler_pid);
+    int pid = atomic_load(&users_pid);
     if (si->si_code != SI_QUEUE || si->si_pid != pid || !pid || (v >> SEQ_BITS) != MAGIC) {
         atomic_fetch_sub(&in_handler, 1);   /* (a chained handler may never return) */
         chain(sig, si, ucv);
@@ -229,7 +228,7 @@ static void handler(int sig, siginfo_t *si, void *ucv)
     futex_wake();
     /* Parked until the sampler has read the Python stack. */
     int64_t deadline = mono_ns() + (int64_t)SW_NSTACK_PARK_MAX_NS;
-    spin_while(&req.state, CAPTURED, SPIN_NS);
+    spin_while(&req.state, CAPTURED);
     for (;;) {
         if (atomic_load(&req.seq) != seq || atomic_load(&req.state) != CAPTURED)
             break;
@@ -291,8 +290,7 @@ static int install(int park, char *err, size_t errlen)
         park_users++;
     else
         users = 1;
-    users_pid = getpid();
-    atomic_store(&handler_pid, (int)users_pid);
+    atomic_store(&users_pid, (int)getpid());
     pthread_mutex_unlock(&install_mu);
     return SW_OK;
 }
@@ -368,9 +366,9 @@ static int request(int tid, int kind, uint64_t wait_ns, const sw_mem_iov *iov)
     atomic_fetch_add(&n_sent, 1);
     int64_t deadline = mono_ns() + (int64_t)wait_ns;
     if (kind != KIND_CAPTURE)
-        spin_while(&req.state, REQUESTED, SPIN_NS);
+        spin_while(&req.state, REQUESTED);
     if (kind == KIND_READ)
-        spin_while(&req.state, CAPTURING, SPIN_NS);   /* (the handler's read: a few microseconds, without a wake-up) */
+        spin_while(&req.state, CAPTURING);   /* (the handler's read: a few microseconds, without a wake-up) */
     for (;;) {
         int s = atomic_load(&req.state);
         if (s == CAPTURED)

@@ -17,7 +17,7 @@ finisher) and files.py (reading traces and profiles) serve them. Only the
 command asked for is imported (each brings what it needs: the tracer, the
 exporters, the outside reader), all of them only for `--help` or a word
 that is no command: a command's start-up is its own imports, not every
-command's (`stackwatch run` of an empty script: 90 ms before, ~60 after).
+command's (`stackwatch run` of an empty script: 90 ms before, 70-80 after).
 
 Every error a user can cause (missing script, bad option, unwritable or
 unreadable file) is one line on stderr starting with "stackwatch: error:"
