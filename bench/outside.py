@@ -364,16 +364,9 @@ def slow_text(res, na):
 # --- 2b. slowdown within one run --------------------------------------
 
 def within_configs(python, spy, austin):
-    """The non-blocking tools, each the command attaching to a pid given
-    last, stopped by SIGINT."""
-    c = {"stackwatch": [python, "-m", "stackwatch", "record", "--rate", "1000", "-o", "{tmp}/sw.txt",
-                        "--format", "collapsed", "--pid"]}
-    if spy:
-        c["py-spy nb"] = [spy, "record", "--rate", "1000", "--format", "raw", "-o", "{tmp}/spy.txt",
-                          "--nonblocking", "--pid"]
-    if austin:
-        c["austin"] = [austin, "-i", "1ms", "-o", "{tmp}/austin.txt", "-p"]
-    return c
+    """The non-blocking tools of the slowdown table (its quick set), each
+    the command attaching to a pid given last, stopped by SIGINT."""
+    return {n: c for n, c in slow_configs(python, spy, austin, True).items() if c}
 
 
 def _window(seconds):
