@@ -5,7 +5,7 @@ bench/README.md): sampling a running process from another one, stackwatch
 austin-dist), on the same target, tests/programs/deep_known.py: one thread
 28 to 34 frames deep whose possible stacks are known exactly.
 
-1. rate: each tool asked for 100 kHz on the running target for SECONDS:
+1. rate: each tool asked for 125 kHz on the running target for SECONDS:
    samples per second really taken (stackwatch: rounds tried; py-spy: its
    "Samples:" over the time it ran, stopped with SIGINT at the end, as its
    --duration counts samples, not seconds, and takes minutes when it falls
@@ -50,7 +50,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGET = os.path.join(os.path.dirname(HERE), "tests", "programs", "deep_known.py")
-RATE = 100000
+RATE = 125000
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

@@ -24,7 +24,7 @@
 #include "base/base.h"
 #include "pystack.h"
 
-#define SW_SAMPLER_MIN_INTERVAL_NS 10000ull          /* 10 us: another process, read from outside */
+#define SW_SAMPLER_MIN_INTERVAL_NS 5000ull           /* 5 us: another process, read from outside */
 #define SW_SAMPLER_MIN_INTERVAL_SELF_NS 20000ull     /* 20 us: this process, whose threads it slows */
 #define SW_SAMPLER_MAX_INTERVAL_NS 60000000000ull    /* 60 s */
 #define SW_SAMPLER_SPIN_BELOW_NS 100000ull           /* shorter intervals are waited for spinning */

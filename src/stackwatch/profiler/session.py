@@ -30,7 +30,7 @@ from . import history as history_mod, profile_file
 FORMATS = formats.names(formats.TREES, formats.PROFILES)
 MODES = ("wall", "cpu")
 MIN_INTERVAL_NS = 20_000           # sampling this process
-MIN_INTERVAL_OTHER_NS = 10_000     # sampling another process from outside (pid=)
+MIN_INTERVAL_OTHER_NS = 5_000      # sampling another process from outside (pid=)
 MAX_INTERVAL_NS = 60_000_000_000
 DEFAULT_MAX_DEPTH = 1024
 DEFAULT_MAX_THREADS = 256
@@ -41,7 +41,7 @@ def interval_ns(interval=None, rate=None, min_ns=MIN_INTERVAL_NS):
     ("1ms", "50us"; a bare number is microseconds, as everywhere in
     stackwatch) or a rate in Hz. Raises ValueError for anything out of
     range (the shortest interval is min_ns: 20us, i.e. 50 kHz, for this
-    process; MIN_INTERVAL_OTHER_NS, 100 kHz, for another one)."""
+    process; MIN_INTERVAL_OTHER_NS, 200 kHz, for another one)."""
     if rate is not None and interval is not None:
         raise ValueError("give either a sampling interval or a rate, not both")
     if rate is not None:

@@ -192,8 +192,9 @@ def test_ctrl_c_ends_record(tmp):
 
 @needs_sampler
 def test_bad_input_is_one_line(tmp):
-    """No such process, not Python, this very stackwatch (through the
-    sampler's own start), dump --native --locals: one line, non-zero exit."""
+    """No such process, not Python, a rate over 200 kHz, this very
+    stackwatch (through the sampler's own start), dump --native --locals:
+    one line, non-zero exit."""
     dead = subprocess.Popen(["true"])
     dead.wait()
     cases = [(["record", "--pid", str(dead.pid), "--duration", "1"], "no process"),
@@ -201,7 +202,8 @@ def test_bad_input_is_one_line(tmp):
              (["dump", "--native", "--locals", str(os.getpid())], "--native")]
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
-        cases.append((["record", "--pid", str(sleeper.pid), "--duration", "1"], "not"))
+        cases += [(["record", "--pid", str(sleeper.pid), "--duration", "1"], "not"),
+                  (["record", "--pid", str(sleeper.pid), "--rate", "200001"], "above the maximum of 200000 hz")]
         for args, word in cases:
             r = run(args, timeout=60)
             assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
