@@ -3,9 +3,11 @@ time (issue 20: within 1%), measured within one run of it: the workload
 (a call of a few hundred microseconds, bench/profiler_cost.py's workloads
 at a small size) runs in batches while windows alternate, one without the
 profiler, then one with it (stackwatch.profiler.Profiler, wall mode,
-started and stopped at the windows' edges), ROUNDS times; the figure is the
-median batch time in the profiled windows over the median in the others,
-with the quartiles of the same ratio per round. Runs minutes apart differ
+started and stopped at the windows' edges), ROUNDS times; a round's figure
+is the mean batch time in its profiled window over the mean in the other
+(not medians: a batch is about half a sampling interval, so the median
+batch may take no sample at all), the workload's the median round's, with
+the quartiles of the rounds. Runs minutes apart differ
 by several percent on this VM (its quick and slow spells), windows a
 fraction of a second apart share them.
 
@@ -60,10 +62,10 @@ def child(name, size, rounds, window, rate):
             stats[k] += st.get(k) or 0
         off += a
         on += b
-        per_round.append(statistics.median(b) / statistics.median(a))
+        per_round.append(statistics.fmean(b) / statistics.fmean(a))
     print(json.dumps({"workload": name, "size": size, "rounds": rounds, "window": window, "rate": rate,
                       "batch_ns": statistics.median(off), "batches": [len(off), len(on)],
-                      "ratio": statistics.median(on) / statistics.median(off), "per_round": per_round,
+                      "ratio": statistics.median(per_round), "per_round": per_round,
                       "stats": stats, "python": sys.version.split()[0]}))
 
 
@@ -93,8 +95,8 @@ def text(res):
         st = r["stats"]
         parts.append(f"{name} {r['ratio']:.4f}x [{q1:.3f}-{q3:.3f}] ({st['parked']} of {st['ticks']} samples "
                      f"parked, {st['read_by_thread']} of those read by the thread)")
-    return ("in-process 1 kHz within one run (median batch time profiled / not, windows alternating; "
-            "per-round quartiles): " + "; ".join(parts))
+    return ("in-process 1 kHz within one run (mean batch time profiled / not, windows alternating, median "
+            "round; the rounds' quartiles): " + "; ".join(parts))
 
 
 def main():

@@ -18,7 +18,10 @@ bench/README.md):
    gen_shapes' tree walk too, with the parks per second and their cost;
    then the wall cost at 1 kHz within one run of fib, methods and richards
    (bench/profiler_within.py: windows with and without the profiler
-   alternating, median batch times), the figure for the 1% target;
+   alternating, mean batch times, the median round), the figure for the
+   1% target, and under it the floor: what a bare signal every millisecond
+   costs a busy thread on this machine (bench/signal_floor.py), which no
+   park can cost less than;
 2. stackwatch at 1 kHz under callgrind (with_cg, not quick): the
    instructions of fib's thread in the region over plain's, the
    sampler's rate divided by callgrind's slowdown of plain's CPU time (so
@@ -50,6 +53,7 @@ import time
 import benchlib
 import profiler_cost
 import profiler_within
+import signal_floor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -190,6 +194,10 @@ def section(run_once, workloads_by_name, python, rounds, quick, log, saved, call
     res["within"] = profiler_within.measure(python, ["fib", "methods", "richards"], 40, 0.15, quick=quick)
     saved()
     print(profiler_within.text(res["within"]), flush=True)
+    log("the floor under a park ...")
+    res["signal_floor"] = signal_floor.measure()
+    saved()
+    print(signal_floor.text(res["signal_floor"]), flush=True)
     for c, reason in na.items():
         print(f"{c}: n/a ({reason})")
     print(overhead_text(res["slowdown"]["workloads"]), flush=True)
