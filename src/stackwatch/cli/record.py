@@ -46,7 +46,8 @@ def add_parser(subparsers):
     p.add_argument("--pid", type=int, required=True, help="the process to sample")
     p.add_argument("--duration", help="how long (seconds, or e.g. 500ms); default: until Ctrl-C or the "
                    "process exits")
-    p.add_argument("--rate", help="samples per second (default 1000; at most 100000)")
+    p.add_argument("--rate", help="samples per second (default 1000; at most "
+                   f"{1_000_000_000 // profiler.MIN_INTERVAL_OTHER_NS})")
     p.add_argument("--mode", choices=profiler.MODES, default="wall",
                    help="wall: samples weighted by wall time (default); cpu: weighted by the CPU time each "
                    "thread used, only threads on a CPU")
