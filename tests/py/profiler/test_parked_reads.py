@@ -23,8 +23,8 @@ from deep_known import possible_stacks  # noqa: E402
 # ahead of its walk; in a thread of its own when asked to install a seccomp
 # filter that ends the process at its first process_vm_readv (the
 # thread's own calls only, the sampler's thread has none): "first", before
-# the profiler starts; "late", after 0.15 s of its batches profiled (its
-# reads made by itself), the sampler's signal blocked from just before it
+# the profiler starts; "late", after 0.15 s of its batches profiled, or
+# more until 60 of its reads were made by itself, the sampler's signal blocked from just before it
 # to 50 ms after, so that no request asked of the thread before the filter
 # reaches it after (one not answered in 10 ms is given up, and the handler
 # then ignores it): what is left, a filter installed between a request's
@@ -58,7 +58,13 @@ if sys.argv[3] in ("first", "late"):
         ready.set()
         go.wait()
         if sys.argv[3] == "late":
+            # (until the thread made 60 reads itself: 0.15 s quiet; on a
+            # loaded machine a thread waiting for a CPU answers no request
+            # in time, and needs longer)
+            until = time.monotonic() + 10
             deep_known.main(0.15)
+            while p.stats()["read_by_thread"] < 60 and time.monotonic() < until:
+                deep_known.main(0.05)
             sig = {signal.SIGRTMAX - 3}
             signal.pthread_sigmask(signal.SIG_BLOCK, sig)
             seccomp_kill_on_process_vm_readv()
