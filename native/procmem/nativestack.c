@@ -497,10 +497,12 @@ int sw_nstack_seccomp(int tid)
     char path[64], buf[2048];
     snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
     if (sw_read_text(path, buf, sizeof buf) != 0)
-        return 1;
+        return -1;
     const char *at = strstr(buf, "\nSeccomp:");
     int mode = 1;
-    return !at || sscanf(at + 9, " %d", &mode) != 1 || mode != 0;
+    if (!at || sscanf(at + 9, " %d", &mode) != 1)
+        return -1;
+    return mode != 0;
 }
 
 int sw_nstack_blocked(int tid)

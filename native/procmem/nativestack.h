@@ -100,8 +100,9 @@ int sw_nstack_park(int tid, uint64_t wait_ns);
 long sw_nstack_read(int tid, const sw_mem_iov *iov, uint64_t wait_ns);
 
 /* 1 if thread tid of this process runs under a seccomp mode or filter
- * (from /proc/self/task/TID/status), or that cannot be told: a filter may
- * forbid the system call of sw_nstack_read, and end the thread for it. */
+ * (from /proc/self/task/TID/status), 0 if not, -1 if that cannot be told
+ * now (the file not read): a filter may forbid the system call of
+ * sw_nstack_read, and end the thread for it. */
 int sw_nstack_seccomp(int tid);
 
 /* 1 if the signal's handler in place is this module's (the program may

@@ -2543,7 +2543,8 @@ static long parked_walk_of(sw_pystack *r, uint64_t tstate, const unsigned char *
  * install one at any time, the profiler running (a sandbox set up as it
  * starts, under `run --sample`); asked once in 1,024 reads, such a thread
  * was killed at its next sample. A filter is never removed: a thread seen
- * under one is not asked again (a table by thread id). What is left: a
+ * under one is not asked again (a table by thread id); one whose status
+ * could not be read is parked that once, not marked. What is left: a
  * filter installed between the question and the signal's arrival (~20
  * us, the signal's flight). And its reads held their walks (a moving average, as
  * tears_count's, shorter, of the reads that fell short, at most
@@ -2581,8 +2582,11 @@ static int read_due(sw_pystack *r, uint32_t tid)
         r->reader_short[slot] -= r->reader_short[slot] >> READ_FORGET_SHIFT;
         return 0;
     }
-    r->reader_filtered[slot] = (unsigned char)sw_nstack_seccomp((int)tid);
-    return !r->reader_filtered[slot];
+    const int filtered = sw_nstack_seccomp((int)tid);
+    if (filtered < 0)
+        return 0;   /* (not told this time: parked, and asked again at its next read) */
+    r->reader_filtered[slot] = (unsigned char)filtered;
+    return !filtered;
 }
 
 /* A moving average of events (a fraction of TEARS_ONE): one more, hit or
