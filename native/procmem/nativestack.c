@@ -358,7 +358,7 @@ static int request(int tid, int kind, uint64_t wait_ns, const sw_mem_iov *iov)
     si.si_pid = getpid();
     si.si_uid = getuid();
     si.si_value.sival_ptr = (void *)(uintptr_t)(MAGIC << SEQ_BITS | seq);
-    if (syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, si.si_signo, &si) != 0) {
+    if (syscall(SYS_rt_tgsigqueueinfo, si.si_pid, tid, si.si_signo, &si) != 0) {
         atomic_store(&req.state, IDLE);
         pthread_mutex_unlock(&request_mu);
         return SW_EIO;             /* the thread has exited */

@@ -24,11 +24,12 @@ from deep_known import possible_stacks  # noqa: E402
 # filter that ends the process at its first process_vm_readv (the
 # thread's own calls only, the sampler's thread has none): "first", before
 # the profiler starts; "late", after 0.15 s of its batches profiled, or
-# more until 60 of its reads were made by itself, the sampler's signal blocked from just before it
-# to 50 ms after, so that no request asked of the thread before the filter
-# reaches it after (one not answered in 10 ms is given up, and the handler
-# then ignores it): what is left, a filter installed between a request's
-# question and its signal's arrival, is left out (docs/architecture.md).
+# more until 60 of its reads were made by itself, the sampler's signal
+# blocked from just before it to 50 ms after, so that no request asked of
+# the thread before the filter reaches it after (one not answered in 10 ms
+# is given up, and the handler then ignores it): what is left, a filter
+# installed between a request's question and its signal's arrival, is left
+# out (docs/architecture.md).
 PROGRAM = r'''
 import ctypes, json, signal, sys, threading, time
 sys.path.insert(0, sys.argv[2])
